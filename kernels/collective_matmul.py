@@ -1,0 +1,175 @@
+"""Collective matmuls for sequence parallelism: all-gather fused into a column-parallel matmul, and a
+row-parallel matmul fused into a reduce-scatter.
+
+Both are called inside ``jax.shard_map`` over ``axis_name`` (n ranks). ``impl`` picks the level:
+
+- ``"xla"``: ``all_gather`` + dot / dot + ``psum_scatter``; the reference the others are tested against.
+- ``"ring"``: a bidirectional ``ppermute`` ring. Each hop multiplies the chunk a rank holds while the
+  next chunk is in flight, so the transfer hides behind the matmul.
+
+Rank-dependent positions (which rows a hop produces) come from ``lax.axis_index``, a runtime value, so
+every rank compiles the same program.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+IMPLS = ("xla", "ring")
+ASSEMBLIES = ("dus", "concat")
+
+
+def _check(impl: str, assemble: str = "dus") -> None:
+    if impl not in IMPLS:
+        raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    if assemble not in ASSEMBLIES:
+        raise ValueError(f"assemble must be one of {ASSEMBLIES}, got {assemble!r}")
+
+
+def _dot(x: jax.Array, w: jax.Array) -> jax.Array:
+    # Accumulate in float32 whatever the input dtype; cast back once.
+    return jnp.matmul(x, w, preferred_element_type=jnp.float32).astype(x.dtype)
+
+
+def _shift(x: jax.Array, axis_name: str, n: int, direction: int) -> jax.Array:
+    """Send ``x`` to rank ``i + direction`` (mod n); returns what rank ``i - direction`` sent."""
+    return lax.ppermute(x, axis_name, perm=[(j, (j + direction) % n) for j in range(n)])
+
+
+# ----------------------------------------------------------------------------------------------------
+# all-gather + matmul
+
+
+def all_gather_matmul(
+    x: jax.Array,  # (..., m, K): this rank's row shard
+    weights: Sequence[jax.Array],  # 1 to 4 of (K, N_i), column-parallel; widths may differ
+    *,
+    axis_name: str,
+    impl: str = "ring",
+    bidirectional: bool = True,
+    assemble: str = "dus",
+) -> list[jax.Array]:  # one (..., m * n, N_i) per weight, rows in global (rank) order
+    """``[all_gather(x) @ w for w in weights]``, with the gather fused into the matmuls."""
+    _check(impl, assemble)
+    if not 1 <= len(weights) <= 4:
+        raise ValueError(f"all_gather_matmul takes 1 to 4 weights, got {len(weights)}")
+    if impl == "xla":
+        return all_gather_matmul_reference(x, weights, axis_name=axis_name)
+    n = lax.axis_size(axis_name)
+    if n == 1:
+        return [_dot(x, w) for w in weights]
+    m = x.shape[-2]
+    halves = 2 if bidirectional and m % 2 == 0 else 1
+    return _all_gather_matmul_ring(x, weights, axis_name, n, halves, assemble)
+
+
+def all_gather_matmul_reference(x, weights, *, axis_name):
+    full = lax.all_gather(x, axis_name, axis=x.ndim - 2, tiled=True)
+    return [_dot(full, w) for w in weights]
+
+
+def _all_gather_matmul_ring(x, weights, axis_name, n, halves, assemble):
+    """Half h of every row shard travels in direction +1 (h=0) or -1 (h=1). At hop s rank i holds
+    half 0 of shard i - s and half 1 of shard i + s, and multiplies them while they move on."""
+    i = lax.axis_index(axis_name)
+    lead, m = x.shape[:-2], x.shape[-2]
+    mh = m // halves
+    chunks = [x[..., h * mh:(h + 1) * mh, :] for h in range(halves)]
+    directions = (1, -1)[:halves]
+    # products[h][s][w]: product of weight w with the half h chunk held at hop s
+    products = [[None] * n for _ in range(halves)]
+    for s in range(n):
+        for h in range(halves):
+            products[h][s] = [_dot(chunks[h], w) for w in weights]
+        if s < n - 1:
+            chunks = [_shift(c, axis_name, n, d) for c, d in zip(chunks, directions)]
+
+    outs = []
+    for wi, w in enumerate(weights):
+        width = w.shape[1]
+        if assemble == "dus":
+            out = jnp.zeros((*lead, n, halves, mh, width), x.dtype)
+            zeros = (0,) * len(lead)
+            for s in range(n):
+                for h, d in enumerate(directions):
+                    block = (i - d * s) % n
+                    piece = products[h][s][wi][..., None, None, :, :]
+                    out = lax.dynamic_update_slice(out, piece, (*zeros, block, h, 0, 0))
+        else:
+            # Stack hop results, then pick each block's hop with a runtime gather: block b was
+            # computed at hop (i - b) * d mod n.
+            per_half = []
+            b = jnp.arange(n)
+            for h, d in enumerate(directions):
+                stacked = jnp.stack([products[h][s][wi] for s in range(n)], axis=-3)
+                per_half.append(jnp.take(stacked, ((i - b) * d) % n, axis=-3))
+            out = jnp.stack(per_half, axis=-3)  # (..., n, halves, mh, width)
+        outs.append(out.reshape(*lead, n * m, width))
+    return outs
+
+
+# ----------------------------------------------------------------------------------------------------
+# matmul + reduce-scatter
+
+
+def matmul_reduce_scatter(
+    pairs: Sequence[tuple[jax.Array, jax.Array]],  # 1 or 2 of (x_i (..., M, K_i), w_i (K_i, N)), row-parallel
+    *,
+    axis_name: str,
+    impl: str = "ring",
+    bidirectional: bool = True,
+) -> jax.Array:  # (..., M / n, N): this rank's rows of sum_i x_i @ w_i, summed over the axis
+    """``psum_scatter(sum_i x_i @ w_i)`` over rows, with the scatter fused into the matmuls."""
+    _check(impl)
+    if not 1 <= len(pairs) <= 2:
+        raise ValueError(f"matmul_reduce_scatter takes 1 or 2 (x, w) pairs, got {len(pairs)}")
+    n = lax.axis_size(axis_name)
+    big_m = pairs[0][0].shape[-2]
+    if any(x.shape[-2] != big_m for x, _ in pairs) or big_m % n:
+        raise ValueError(f"rows {[x.shape[-2] for x, _ in pairs]} must agree and divide by {n} ranks")
+    if impl == "xla":
+        return matmul_reduce_scatter_reference(pairs, axis_name=axis_name)
+    if n == 1:
+        return _partial(pairs, 0, big_m).astype(pairs[0][0].dtype)
+    m = big_m // n
+    halves = 2 if bidirectional and m % 2 == 0 else 1
+    return _matmul_reduce_scatter_ring(pairs, axis_name, n, m, halves)
+
+
+def matmul_reduce_scatter_reference(pairs, *, axis_name):
+    x0 = pairs[0][0]
+    total = sum(jnp.matmul(x, w, preferred_element_type=jnp.float32) for x, w in pairs)
+    return lax.psum_scatter(total, axis_name, scatter_dimension=x0.ndim - 2, tiled=True).astype(x0.dtype)
+
+
+def _partial(pairs, start, rows):
+    """sum_i x_i[start:start+rows] @ w_i in float32; ``start`` may be a runtime value."""
+    acc = None
+    for x, w in pairs:
+        sl = lax.dynamic_slice_in_dim(x, start, rows, axis=x.ndim - 2)
+        part = jnp.matmul(sl, w, preferred_element_type=jnp.float32)
+        acc = part if acc is None else acc + part
+    return acc
+
+
+def _matmul_reduce_scatter_ring(pairs, axis_name, n, m, halves):
+    """Half h of each block's accumulator travels in direction -1 (h=0) or +1 (h=1). At hop s rank i
+    adds its partial product for block i - d (s + 1) to what it received and sends it on; after n - 1
+    hops the accumulator that arrives holds block i summed over all ranks."""
+    i = lax.axis_index(axis_name)
+    mh = m // halves
+    directions = (-1, 1)[:halves]
+    accs = [None] * halves
+    for s in range(n):
+        for h, d in enumerate(directions):
+            block = (i - d * (s + 1)) % n
+            part = _partial(pairs, block * m + h * mh, mh)
+            accs[h] = part if s == 0 else accs[h] + part
+            if s < n - 1:
+                accs[h] = _shift(accs[h], axis_name, n, d)
+    out = accs[0] if halves == 1 else jnp.concatenate(accs, axis=-2)
+    return out.astype(pairs[0][0].dtype)

@@ -1,0 +1,176 @@
+"""From a run directory's files to ``summary.json``, ``report.md`` and the one summary line.
+
+Works only from what the run wrote (``case.yaml``, ``env.json``, ``trials.jsonl``, trial folders), so
+``perfkit report RUN_DIR`` re-renders any run, finished or interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from perfkit import case as case_mod
+from perfkit import quality, stats
+from perfkit.case import Case
+
+OUTPUT_SUFFIXES = (".npy",)
+
+
+def output_files(trial_dir: Path, rank: int = 0) -> dict[str, Path]:
+    out = trial_dir / f"rank{rank}" / "outputs"
+    if not out.is_dir():
+        return {}
+    return {p.name: p for p in sorted(out.iterdir()) if p.suffix in OUTPUT_SUFFIXES}
+
+
+def _first_ok(trials: list[dict], variant: str) -> dict | None:
+    return next((t for t in trials if t["variant"] == variant and t["status"] == "ok"), None)
+
+
+def variant_summary(trials: list[dict], name: str) -> dict:
+    mine = [t for t in trials if t["variant"] == name]
+    timed = [s for t in mine for s in (t["steps_ms"][t["warmup"]:] if t["status"] == "ok" else [])]
+    first = [t["steps_ms"][0] for t in mine if t["steps_ms"]]
+    values: dict[str, list[float]] = {}
+    for t in mine:
+        if t["status"] == "ok":
+            for k, v in t["values"].items():
+                values.setdefault(k, []).append(v)
+    return {
+        "step_ms": stats.summarize(timed),
+        "trial_medians_ms": [float(np.median(t["steps_ms"][t["warmup"]:])) for t in mine
+                             if t["status"] == "ok" and len(t["steps_ms"]) > t["warmup"]],
+        "first_step_ms": stats.summarize(first),
+        "values": {k: stats.summarize(v) for k, v in values.items()},
+        "trials": len(mine),
+        "failed": sum(t["status"] != "ok" for t in mine),
+    }
+
+
+def quality_summary(run_dir: Path, trials: list[dict], a: str, b: str) -> dict | None:
+    """B's outputs against A's (first good trial of each), per output file; None without outputs."""
+    ta, tb = _first_ok(trials, a), _first_ok(trials, b)
+    if ta is None or tb is None:
+        return None
+    fa, fb = output_files(run_dir / ta["dir"]), output_files(run_dir / tb["dir"])
+    common = sorted(set(fa) & set(fb))
+    if not common:
+        return None
+    per_file = {}
+    for name in common:
+        per_file[name] = quality.compare_frames(np.load(fa[name]), np.load(fb[name]))
+    main = per_file[common[0]]
+    return {
+        "file": common[0],
+        "psnr_db": main["psnr_mean_db"],
+        "psnr_pooled_db": main["psnr_pooled_db"],
+        "psnr_min_db": main["psnr_min_db"],
+        "mean_abs_diff": main["mean_abs_diff"],
+        "max_abs_diff": main["max_abs_diff"],
+        "bit_identical": all(q["bit_identical"] for q in per_file.values()),
+        "identical_frames": main["identical_frames"],
+        "frames": main["frames"],
+        "per_frame_psnr_db": main["per_frame"],
+    }
+
+
+def determinism(run_dir: Path, trials: list[dict], name: str) -> dict | None:
+    """Whether every good trial of a variant wrote the same bytes (sha256 per output file)."""
+    hashes = []
+    for t in trials:
+        if t["variant"] == name and t["status"] == "ok":
+            files = output_files(run_dir / t["dir"])
+            if files:
+                hashes.append(tuple(quality.sha256(np.load(p)) for p in files.values()))
+    if not hashes:
+        return None
+    return {"runs": len(hashes), "bit_identical": len(set(hashes)) == 1, "sha256": hashes[0][0][:12]}
+
+
+def rank_summary(case: Case, trials: list[dict]) -> dict:
+    """Rank consistency per variant. One SPMD controller compiles one program for all devices."""
+    out = {}
+    for v in case.variants:
+        if case.processes == 1:
+            out[v.name] = {"consistent": True, "groups": [[0]], "checked": "single SPMD program"}
+        else:
+            out[v.name] = {"consistent": None, "groups": [], "checked": "not checked"}
+    return out
+
+
+def not_verified(case: Case, summary: dict) -> list[str]:
+    notes = ["one seed only"]
+    if case.oracle is None:
+        notes.append("no oracle: quality is B against A, not against a higher-precision reference")
+    if not case.capture["trace"]:
+        notes.append("no profiler traces captured (no compute / ICI / DMA / idle split)")
+    if any(r.get("consistent") is None for r in summary["ranks"].values()):
+        notes.append("rank consistency of per-process programs")
+    if summary.get("quality") is None:
+        notes.append("output quality (no comparable outputs)")
+    return notes
+
+
+def summarize_run(run_dir: Path) -> tuple[Case, dict]:
+    from perfkit.runner import read_trials  # runner imports this module lazily; no cycle at import
+
+    case = case_mod.load(run_dir / "case.yaml")
+    trials = read_trials(run_dir)
+    a, b = case.variants[0].name, case.variants[1].name
+    comparison = stats.compare(
+        [t["steps_ms"][t["warmup"]:] for t in trials if t["variant"] == a and t["status"] == "ok"],
+        [t["steps_ms"][t["warmup"]:] for t in trials if t["variant"] == b and t["status"] == "ok"],
+        min_effect=case.min_effect, seed=case.seed)
+    env = json.loads((run_dir / "env.json").read_text()) if (run_dir / "env.json").exists() else {}
+    summary = {
+        "case": case.name,
+        "kind": case.kind,
+        "run_dir": str(run_dir),
+        "baseline": a,
+        "variants": {v.name: variant_summary(trials, v.name) for v in case.variants},
+        "comparison": comparison.as_dict(),
+        "quality": quality_summary(run_dir, trials, a, b),
+        "determinism": {v.name: determinism(run_dir, trials, v.name) for v in case.variants},
+        "ranks": rank_summary(case, trials),
+        "trials": {"total": len(trials), "ok": sum(t["status"] == "ok" for t in trials),
+                   "failed": [{"index": t["index"], "variant": t["variant"], "status": t["status"],
+                               "ranks": t["ranks"]} for t in trials if t["status"] != "ok"]},
+        "env": {"source": env.get("source"), "packages": env.get("packages"), "devices": env.get("devices")},
+    }
+    summary["not_verified"] = not_verified(case, summary)
+    return case, summary
+
+
+def summary_line(summary: dict, report: Path) -> str:
+    c = summary["comparison"]
+    a = summary["baseline"]
+    b = next(n for n in summary["variants"] if n != a)
+    va, vb = summary["variants"][a]["step_ms"]["median"], summary["variants"][b]["step_ms"]["median"]
+    parts = [f"{summary['case']}:"]
+    if va is not None and vb is not None:
+        parts.append(f"{a} {va:.2f} ms, {b} {vb:.2f} ms, {b}/{a} {c['ratio']:.3f} "
+                     f"[{c['ci'][0]:.3f}, {c['ci'][1]:.3f}] -> {c['verdict']}")
+    else:
+        parts.append("no timed steps for both variants -> unknown")
+    q = summary.get("quality")
+    if q:
+        psnr = "inf (bit-identical)" if q["bit_identical"] else f"{q['psnr_db']:.1f} dB"
+        parts.append(f"; PSNR {b} vs {a} {psnr}")
+    failed = summary["trials"]["failed"]
+    if failed:
+        parts.append(f"; {len(failed)} trial(s) failed")
+    parts.append(f"; report {report}")
+    return " ".join(parts).replace(" ;", ";")
+
+
+def finish(case: Case, run_dir: Path, trials: list[dict], *, interrupted: bool = False) -> Path:
+    from perfkit import report
+
+    _, summary = summarize_run(run_dir)
+    summary["interrupted"] = interrupted
+    (run_dir / "summary.json").write_text(json.dumps(quality.json_safe(summary), indent=2))
+    report_path = report.write(run_dir, summary)
+    print(summary_line(summary, report_path), flush=True)
+    return run_dir

@@ -1,0 +1,250 @@
+"""Case files: load, override (``--set``), validate and expand a ``case.yaml`` into a typed ``Case``.
+
+Field names are a contract (../shared/notes/architecture.md). Every refusal is a ``BadInput`` naming
+the file and the field, with the nearest valid key for a misspelt one.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import itertools
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from perfkit.errors import BadInput
+
+# Each known key: its type(s) and default. Nested mappings have their own tables.
+MODEL_KEYS = {"name": (str, None), "config": (str, "tiny"), "steps": (int, 8), "guidance": ((int, float), None),
+              "dtype": (str, "float32")}
+REPEATS_KEYS = {"min": (int, 3), "max": (int, 8)}
+CAPTURE_KEYS = {"xla_dump": (str, "first"), "trace": (list, []), "outputs": (bool, True)}
+VARIANT_KEYS = {"options": (dict, {}), "env": (dict, {}), "args": (list, []), "description": (str, "")}
+TOP_KEYS = {
+    "name": (str, None), "description": (str, ""), "model": (dict, None), "command": (list, None),
+    "devices": (int, 1), "processes": (int, 1), "steps": (int, None), "warmup": (int, 2),
+    "repeats": (dict, None), "order": (str, "abba"), "seed": (int, 0), "timeout": ((int, float), 300),
+    "min_effect": ((int, float), 0.02), "capture": (dict, None), "variants": (dict, None),
+    "matrix": (dict, {}), "oracle": (str, None), "step_regex": (str, None),
+}
+NESTED = {"model": MODEL_KEYS, "repeats": REPEATS_KEYS, "capture": CAPTURE_KEYS}
+XLA_DUMP_MODES = ("all", "first", "none")
+ORDERS = ("abba", "random")
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One side of the comparison: plan options (model cases), extra argv (command cases), env."""
+
+    name: str
+    options: dict
+    env: dict[str, str]
+    args: list[str]
+    description: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """A validated case. ``variants[0]`` is the baseline (A), ``variants[1]`` is B."""
+
+    name: str
+    description: str
+    model: dict | None
+    command: list[str] | None
+    devices: int
+    processes: int
+    steps: int | None
+    warmup: int
+    repeats: dict
+    order: str
+    seed: int
+    timeout: float
+    min_effect: float
+    capture: dict
+    variants: list[Variant]
+    matrix: dict
+    oracle: str | None
+    step_regex: str | None
+    source: str = "<case>"
+    raw: dict = dataclasses.field(default_factory=dict, repr=False)
+
+    @property
+    def kind(self) -> str:
+        return "model" if self.model is not None else "command"
+
+    def variant(self, name: str) -> Variant:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+
+def _type_name(t) -> str:
+    names = {str: "a string", int: "an integer", float: "a number", bool: "true/false", list: "a list",
+             dict: "a mapping"}
+    if isinstance(t, tuple):
+        return " or ".join(names[x] for x in t)
+    return names[t]
+
+
+def _is_type(val, typ) -> bool:
+    # YAML's true/false are Python bools, which are ints: refuse them where a number is wanted.
+    allowed = typ if isinstance(typ, tuple) else (typ,)
+    if isinstance(val, bool):
+        return bool in allowed
+    return isinstance(val, allowed)
+
+
+def _check_keys(data: dict, table: dict, where: str, path: str) -> dict:
+    """Refuse unknown keys (suggesting the nearest) and wrong types; fill defaults."""
+    out = {}
+    for key, val in data.items():
+        if key not in table:
+            near = difflib.get_close_matches(str(key), list(table), n=1)
+            hint = f" (did you mean '{near[0]}'?)" if near else f" (valid: {', '.join(table)})"
+            raise BadInput(f"unknown key{hint}", path=path, field=f"{where}{key}")
+        typ, _ = table[key]
+        if val is not None and not _is_type(val, typ):
+            raise BadInput(f"must be {_type_name(typ)}, got {type(val).__name__} {val!r}", path=path,
+                           field=f"{where}{key}")
+        out[key] = val
+    for key, (_, default) in table.items():
+        if out.get(key) is None:
+            out[key] = copy.deepcopy(default)
+    return out
+
+
+def parse_value(text: str) -> Any:
+    """A ``--set`` value, read as YAML (so ``4`` is an int, ``[3]`` a list, ``sp`` a string)."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def apply_overrides(raw: dict, overrides: list[str], path: str) -> dict:
+    """``--set a.b=value`` on the raw mapping, before validation (so overrides are validated too)."""
+    raw = copy.deepcopy(raw)
+    for item in overrides:
+        if "=" not in item:
+            raise BadInput(f"--set expects key=value, got {item!r}", path=path)
+        key, text = item.split("=", 1)
+        node = raw
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            nxt = node.get(part)
+            if nxt is None:
+                nxt = node[part] = {}
+            if not isinstance(nxt, dict):
+                raise BadInput(f"cannot set inside a {type(nxt).__name__}", path=path, field=key)
+            node = nxt
+        node[parts[-1]] = parse_value(text)
+    return raw
+
+
+def load_raw(path: str | Path) -> dict:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise BadInput("no such case file", path=str(path)) from None
+    except OSError as exc:
+        raise BadInput(f"cannot read: {exc.strerror}", path=str(path)) from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark else ""
+        raise BadInput(f"{where}not valid YAML ({getattr(exc, 'problem', exc)})", path=str(path)) from None
+    if not isinstance(raw, dict):
+        raise BadInput("a case file must be a YAML mapping", path=str(path))
+    return raw
+
+
+def validate(raw: dict, path: str = "<case>") -> Case:
+    top = _check_keys(raw, TOP_KEYS, "", path)
+    has_model, has_command = bool(raw.get("model")), bool(raw.get("command"))
+    for key, table in NESTED.items():
+        if key != "model" or has_model:
+            top[key] = _check_keys(top[key] or {}, table, f"{key}.", path)
+    if not top["name"]:
+        raise BadInput("missing (every case has a name)", path=path, field="name")
+    if has_model == has_command:
+        raise BadInput("a case has exactly one of 'model' and 'command'", path=path, field="model")
+    if has_model and not top["model"]["name"]:
+        raise BadInput("missing (the bundled model to run, e.g. wan)", path=path, field="model.name")
+    if has_command and not all(isinstance(a, (str, int, float)) for a in top["command"]):
+        raise BadInput("must be a list of strings (an argv, never a shell string)", path=path, field="command")
+    for key in ("devices", "processes", "warmup", "seed"):
+        if top[key] < (0 if key in ("warmup", "seed") else 1):
+            raise BadInput(f"must be >= {0 if key in ('warmup', 'seed') else 1}", path=path, field=key)
+    if top["timeout"] <= 0:
+        raise BadInput("must be > 0 seconds", path=path, field="timeout")
+    if not 0 <= top["min_effect"] < 1:
+        raise BadInput("must be a fraction in [0, 1), e.g. 0.02", path=path, field="min_effect")
+    if top["order"] not in ORDERS:
+        raise BadInput(f"must be one of {', '.join(ORDERS)}", path=path, field="order")
+    rep = top["repeats"]
+    if rep["min"] < 1 or rep["max"] < rep["min"]:
+        raise BadInput("need 1 <= min <= max", path=path, field="repeats")
+    cap = top["capture"]
+    if cap["xla_dump"] not in XLA_DUMP_MODES:
+        raise BadInput(f"must be one of {', '.join(XLA_DUMP_MODES)}", path=path, field="capture.xla_dump")
+    if not all(isinstance(s, int) and s >= 0 for s in cap["trace"]):
+        raise BadInput("must be a list of step indices", path=path, field="capture.trace")
+    if has_model:
+        model = top["model"]
+        if top["steps"] is not None:
+            model["steps"] = top["steps"]
+        if model["steps"] <= top["warmup"]:
+            raise BadInput(f"{model['steps']} steps leave none after warmup {top['warmup']}", path=path,
+                           field="model.steps")
+
+    variants_raw = top["variants"]
+    if not variants_raw or len(variants_raw) < 2:
+        raise BadInput("need at least two variants (the first is the baseline A)", path=path, field="variants")
+    variants = []
+    for name, body in variants_raw.items():
+        body = _check_keys(body or {}, VARIANT_KEYS, f"variants.{name}.", path)
+        env = {str(k): str(v) for k, v in body["env"].items()}
+        variants.append(Variant(str(name), dict(body["options"]), env, [str(a) for a in body["args"]],
+                                body["description"]))
+    for key, values in top["matrix"].items():
+        if not isinstance(values, list) or not values:
+            raise BadInput("a matrix entry is a non-empty list of values", path=path, field=f"matrix.{key}")
+
+    fields = {f.name for f in dataclasses.fields(Case)} - {"source", "raw", "variants"}
+    return Case(**{k: top[k] for k in fields}, variants=variants, source=path, raw=raw)
+
+
+def load(path: str | Path, overrides: list[str] | None = None) -> Case:
+    raw = apply_overrides(load_raw(path), overrides or [], str(path))
+    return validate(raw, str(path))
+
+
+def expand_matrix(case: Case) -> list[tuple[dict, Case]]:
+    """One (assignment, case) per combination of ``matrix`` values; a single pair without a matrix."""
+    if not case.matrix:
+        return [({}, case)]
+    keys = list(case.matrix)
+    out = []
+    base = {k: v for k, v in case.raw.items() if k != "matrix"}
+    for combo in itertools.product(*(case.matrix[k] for k in keys)):
+        assignment = dict(zip(keys, combo))
+        raw = apply_overrides(base, [f"{k}={yaml.safe_dump(v, default_flow_style=True).strip()}"
+                                     for k, v in assignment.items()], case.source)
+        raw["name"] = f"{case.name}[" + ",".join(f"{k}={v}" for k, v in assignment.items()) + "]"
+        out.append((assignment, validate(raw, case.source)))
+    return out
+
+
+def to_yaml(case: Case) -> str:
+    """The resolved case, as written into a run directory."""
+    d = {f.name: getattr(case, f.name) for f in dataclasses.fields(case) if f.name not in ("raw", "source")}
+    d["variants"] = {v.name: {"options": v.options, "env": v.env, "args": v.args, "description": v.description}
+                     for v in case.variants}
+    d = {k: v for k, v in d.items() if v is not None}
+    return yaml.safe_dump(d, sort_keys=False)

@@ -1,0 +1,97 @@
+"""What a run ran on: package versions, devices, the source tree and the flags that change programs.
+
+Devices are probed in a child process: importing jax's backend in perfkit's own process would hold a
+TPU that the trial processes then cannot open.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+PACKAGES = ("perfkit", "jax", "jaxlib", "libtpu", "torch", "torch_tpu", "numpy")
+FLAG_VARS = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "JAX_PLATFORMS", "NPROC")
+
+_DEVICE_PROBE = (
+    "import json, jax; d = jax.devices(); "
+    "print(json.dumps({'platform': d[0].platform, 'kind': d[0].device_kind, 'count': len(d), "
+    "'process_count': jax.process_count()}))"
+)
+
+
+def package_versions() -> dict[str, str | None]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = version(name.replace("_", "-"))
+        except PackageNotFoundError:
+            try:
+                out[name] = version(name)
+            except PackageNotFoundError:
+                out[name] = None
+    return out
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    try:
+        res = subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return res.stdout.decode(errors="replace") if res.returncode == 0 else None
+
+
+def source_tree(cwd: str | Path = ".") -> dict:
+    """Git commit, tree hash and a hash of uncommitted changes (tracked diff plus untracked files)."""
+    cwd = Path(cwd)
+    commit = _git(["rev-parse", "HEAD"], cwd)
+    if commit is None:
+        return {"git": False}
+    tree = _git(["rev-parse", "HEAD^{tree}"], cwd) or ""
+    status = _git(["status", "--porcelain"], cwd) or ""
+    dirty = bool(status.strip())
+    digest = None
+    if dirty:
+        h = hashlib.sha256((_git(["diff", "HEAD", "--binary"], cwd) or "").encode())
+        untracked = _git(["ls-files", "--others", "--exclude-standard", "-z"], cwd) or ""
+        for name in sorted(filter(None, untracked.split("\0"))):
+            h.update(name.encode())
+            try:
+                h.update((cwd / name).read_bytes())
+            except OSError:
+                pass
+        digest = h.hexdigest()[:12]
+    return {"git": True, "commit": commit.strip(), "tree": tree.strip()[:12], "dirty": dirty,
+            "dirty_hash": digest}
+
+
+def probe_devices(env: dict[str, str] | None = None, timeout: float = 60) -> dict:
+    """jax's devices as a child process sees them with ``env`` (platform, kind, count)."""
+    try:
+        res = subprocess.run([sys.executable, "-c", _DEVICE_PROBE], capture_output=True,
+                             timeout=timeout, env=env)
+        return json.loads(res.stdout.decode().strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
+        return {"error": f"device probe failed: {exc}"}
+
+
+def collect(cwd: str | Path = ".", *, devices_env: dict[str, str] | None = None,
+            probe: bool = True) -> dict:
+    info = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "host": socket.gethostname(),
+        "cpus": os.cpu_count(),
+        "packages": package_versions(),
+        "source": source_tree(cwd),
+        "flags": {k: os.environ.get(k) for k in FLAG_VARS if os.environ.get(k)},
+    }
+    if probe:
+        info["devices"] = probe_devices(devices_env)
+    return info

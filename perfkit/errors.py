@@ -1,0 +1,31 @@
+"""Exit codes and the one exception type that becomes a one-line "bad input" error.
+
+Every command exits 0 on success, 1 when a check fails (divergent ranks, a regression), 2 on bad input
+(with one line naming the file and what is wrong) and 3 when a trial failed or hung (the report is
+still written). See ../shared/notes/architecture.md, "Exit codes".
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    CHECK_FAILED = 1
+    BAD_INPUT = 2
+    TRIAL_FAILED = 3
+
+
+class BadInput(Exception):
+    """Input that perfkit refuses: printed as one line ``file: field: reason``, exit code 2."""
+
+    def __init__(self, reason: str, *, path: str | None = None, field: str | None = None):
+        self.reason = reason
+        self.path = str(path) if path is not None else None
+        self.field = field
+        super().__init__(self.line())
+
+    def line(self) -> str:
+        parts = [p for p in (self.path, self.field) if p]
+        return ": ".join(parts + [self.reason])

@@ -1,0 +1,57 @@
+"""Read what a rank reported: the metrics protocol's JSONL, or a regex over stdout as a fallback."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+
+@dataclasses.dataclass
+class RankMetrics:
+    steps_ms: list[float]
+    values: dict[str, list[float]]
+    marks: list[dict]
+
+    @property
+    def last_mark(self) -> str | None:
+        return self.marks[-1]["name"] if self.marks else None
+
+
+def read_metrics(path: Path) -> RankMetrics:
+    """Parse a metrics.jsonl; a torn last line (a rank killed mid-write) is skipped, not fatal."""
+    steps, values, marks = [], {}, []
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        kind = ev.get("event")
+        if kind == "step" and isinstance(ev.get("ms"), (int, float)):
+            steps.append(float(ev["ms"]))
+        elif kind == "value" and "name" in ev:
+            values.setdefault(str(ev["name"]), []).append(float(ev["value"]))
+        elif kind == "mark":
+            marks.append(ev)
+    return RankMetrics(steps, values, marks)
+
+
+def steps_from_stdout(path: Path, pattern: str) -> list[float]:
+    """Step times from a program nobody can change: ``pattern``'s first group (or named group ``ms``)."""
+    rx = re.compile(pattern)
+    out = []
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return out
+    for m in rx.finditer(text):
+        try:
+            out.append(float(m.group("ms") if "ms" in rx.groupindex else m.group(1)))
+        except (IndexError, ValueError):
+            continue
+    return out

@@ -1,0 +1,70 @@
+"""The metrics protocol, seen from the measured program.
+
+perfkit's runner sets ``PERFKIT_METRICS`` (a JSONL path), ``PERFKIT_OUTPUTS`` (a folder for output
+frames and videos), ``PERFKIT_RANK`` and ``PERFKIT_TRIAL``. A program reports a step time with
+``record.step(12.3)`` and any other figure with ``record.value("denoise_s", 4.38)``. Outside perfkit
+(no ``PERFKIT_METRICS``) every call is a no-op, so a bench script can keep the calls in.
+
+Each line is flushed at once: a rank that hangs or crashes later keeps every step it finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+_handle = None
+_handle_path: str | None = None
+
+
+def _write(event: dict) -> None:
+    global _handle, _handle_path
+    path = os.environ.get("PERFKIT_METRICS")
+    if not path:
+        return
+    if _handle is None or _handle_path != path:
+        _handle = open(path, "a", buffering=1)
+        _handle_path = path
+    event.setdefault("t", time.time())
+    _handle.write(json.dumps(event) + "\n")
+    _handle.flush()
+
+
+def step(ms: float, **extra) -> None:
+    """One timed step, in milliseconds (``extra`` keys such as ``kind="natural"`` are kept)."""
+    _write({"event": "step", "ms": float(ms), **extra})
+
+
+def value(name: str, value: float, **extra) -> None:
+    """Any other figure of the run (``denoise_s``, ``compile_s``, ``request_s`` ...)."""
+    _write({"event": "value", "name": name, "value": float(value), **extra})
+
+
+def mark(name: str, **extra) -> None:
+    """A progress mark (e.g. ``"ready"``); the watchdog shows a hung rank's last mark."""
+    _write({"event": "mark", "name": name, **extra})
+
+
+@contextmanager
+def timed_step(**extra) -> Iterator[None]:
+    """Times the body as one step. The body must itself wait for the device (block_until_ready)."""
+    t0 = time.perf_counter()
+    yield
+    step((time.perf_counter() - t0) * 1e3, **extra)
+
+
+def outputs_dir() -> Path | None:
+    """The folder where this rank should write its outputs, or None outside perfkit."""
+    path = os.environ.get("PERFKIT_OUTPUTS")
+    if not path:
+        return None
+    Path(path).mkdir(parents=True, exist_ok=True)
+    return Path(path)
+
+
+def rank() -> int:
+    return int(os.environ.get("PERFKIT_RANK", "0"))
