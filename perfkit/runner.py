@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import os
 import random
+import socket
 import sys
 import time
 from pathlib import Path
@@ -67,9 +68,20 @@ def xla_flags(base: str, devices: int, dump_dir: Path | None) -> str:
     return " ".join(dict.fromkeys(flags))
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def rank_processes(case: Case, variant: Variant, trial: Trial, trial_dir: Path, dump: bool) -> list[RankProcess]:
-    """The argv and environment of each rank of a trial (metrics protocol variables included)."""
+    """The argv and environment of each rank of a trial (metrics protocol variables included).
+
+    Multi-process trials also get the launcher variables that torch.distributed (``MASTER_ADDR``,
+    ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``) and ``jax.distributed``
+    (``PERFKIT_COORDINATOR`` = host:port) read, with a fresh free port per trial."""
     ranks = []
+    port = free_port() if case.processes > 1 else None
     for r in range(case.processes):
         rdir = trial_dir / f"rank{r}"
         env = dict(os.environ)
@@ -86,6 +98,10 @@ def rank_processes(case: Case, variant: Variant, trial: Trial, trial_dir: Path, 
                                    rdir / "xla_dump" if dump else None),
             "PYTHONUNBUFFERED": "1",
         })
+        if port is not None:
+            env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(r),
+                        "WORLD_SIZE": str(case.processes), "LOCAL_RANK": str(r),
+                        "LOCAL_WORLD_SIZE": str(case.processes), "PERFKIT_COORDINATOR": f"127.0.0.1:{port}"})
         env.setdefault("NPROC", "16")  # Pallas interpret kernels deadlock with fewer threads than devices
         if case.kind == "model":
             spec = {"model": case.model, "options": variant.options, "devices": case.devices,
