@@ -19,6 +19,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from perfkit.kernels.ring import shift
+
 IMPLS = ("xla", "ring")
 ASSEMBLIES = ("dus", "concat")
 
@@ -33,11 +35,6 @@ def _check(impl: str, assemble: str = "dus") -> None:
 def _dot(x: jax.Array, w: jax.Array) -> jax.Array:
     # Accumulate in float32 whatever the input dtype; cast back once.
     return jnp.matmul(x, w, preferred_element_type=jnp.float32).astype(x.dtype)
-
-
-def _shift(x: jax.Array, axis_name: str, n: int, direction: int) -> jax.Array:
-    """Send ``x`` to rank ``i + direction`` (mod n); returns what rank ``i - direction`` sent."""
-    return lax.ppermute(x, axis_name, perm=[(j, (j + direction) % n) for j in range(n)])
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -86,7 +83,7 @@ def _all_gather_matmul_ring(x, weights, axis_name, n, halves, assemble):
         for h in range(halves):
             products[h][s] = [_dot(chunks[h], w) for w in weights]
         if s < n - 1:
-            chunks = [_shift(c, axis_name, n, d) for c, d in zip(chunks, directions)]
+            chunks = [shift(c, axis_name, d) for c, d in zip(chunks, directions)]
 
     outs = []
     for wi, w in enumerate(weights):
@@ -170,6 +167,6 @@ def _matmul_reduce_scatter_ring(pairs, axis_name, n, m, halves):
             part = _partial(pairs, block * m + h * mh, mh)
             accs[h] = part if s == 0 else accs[h] + part
             if s < n - 1:
-                accs[h] = _shift(accs[h], axis_name, n, d)
+                accs[h] = shift(accs[h], axis_name, d)
     out = accs[0] if halves == 1 else jnp.concatenate(accs, axis=-2)
     return out.astype(pairs[0][0].dtype)

@@ -1,0 +1,9 @@
+"""Fixtures of the kernel tests."""
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(0)
