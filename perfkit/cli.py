@@ -16,6 +16,7 @@ from perfkit.errors import BadInput, ExitCode
 COMMANDS = {
     "run": "perfkit.cli:run",
     "env": "perfkit.cli:env",
+    "hlo-diff": "perfkit.hlo.cli:hlo_diff",
 }
 
 

@@ -1,0 +1,124 @@
+"""Buffer assignment (``*-buffer-assignment.txt``, ``*-memory-usage-report.txt``): where collectives receive.
+
+A collective writes into its peer at the receive offset of the *writer's* program. When one rank's
+program grows (an extra copy, a pad fusion), its temp allocation grows and its receive buffers move;
+peers then write onto live buffers. So per rank we read the total temp size and the offset of every
+collective's receive buffer, and compare them across ranks.
+
+Formats read (XLA ``BufferAssignment::ToString``):
+``allocation 3: size 69632, preallocated-temp:`` then
+`` value: <14 ppermute.3 @0> (size=4096,offset=65536): f32[8,128]{1,0}``; a tuple-shaped value carries
+its shape index after the name (``<7 collective-permute-start.1{1} @0>``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+from perfkit.errors import BadInput
+from perfkit.hlo.fingerprint import FlatInstruction
+from perfkit.hlo.parse import called_computations
+
+# Collective opcodes (sync, async start, and the generic async wrapper) and which part of their output
+# is the receive buffer: a shape-index prefix. Sync ops receive into their whole output; ``*-start``
+# ops return (operands, output, ...contexts), so output {1}; recv returns (buffer, context, token).
+COLLECTIVES = ("collective-permute", "all-gather", "all-to-all", "ragged-all-to-all", "reduce-scatter",
+               "all-reduce", "collective-broadcast", "send", "recv")
+RECEIVE_INDEX = {**{c: "" for c in COLLECTIVES}, **{c + "-start": "1" for c in COLLECTIVES},
+                 "send": "0", "recv": "0", "async-start": "1"}
+
+_ALLOCATION = re.compile(r"^allocation (\d+): size (\d+)(.*)$", re.M)
+_VALUE = re.compile(r"^ value: <\d+ ([^\s{>]+)(\{[\d,]*\})?[^>]*> \(size=(\d+),offset=(\d+)\)", re.M)
+_TOTAL = re.compile(r"^Total bytes: (\d+)", re.M)  # one per memory space
+
+
+class Value(NamedTuple):
+    """One HLO value placed in an allocation."""
+
+    allocation: int
+    index: str    # shape index inside a tuple-shaped output, "" for the whole output ("1", "1,0")
+    size: int
+    offset: int
+
+
+class BufferAssignment(NamedTuple):
+    temp_bytes: int                          # all preallocated-temp allocations
+    values: dict[str, list[Value]]           # by defining instruction name
+
+
+class ReceiveBuffer(NamedTuple):
+    """A collective's receive buffer, named so that it matches across ranks."""
+
+    label: str    # ``collective-permute #2`` (the kind and its place among that kind, canonical order)
+    instruction: str
+    index: str
+    size: int
+    offset: int
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        raise BadInput("not a text file", path=str(path)) from None
+    except OSError as exc:
+        raise BadInput(f"cannot read: {exc.strerror}", path=str(path)) from None
+
+
+def parse_buffer_assignment(text: str, path: str = "<text>") -> BufferAssignment:
+    heads = list(_ALLOCATION.finditer(text))
+    if not heads:
+        raise BadInput("no 'allocation N: size S' lines: not a buffer-assignment dump", path=path)
+    temp = 0
+    values: dict[str, list[Value]] = {}
+    for k, head in enumerate(heads):
+        alloc, size, flags = int(head.group(1)), int(head.group(2)), head.group(3)
+        if "preallocated-temp" in flags:
+            temp += size
+        end = heads[k + 1].start() if k + 1 < len(heads) else len(text)
+        for v in _VALUE.finditer(text, head.end(), end):
+            index = (v.group(2) or "{}")[1:-1]
+            values.setdefault(v.group(1), []).append(Value(alloc, index, int(v.group(3)), int(v.group(4))))
+    return BufferAssignment(temp, values)
+
+
+def read_buffer_assignment(path: str | Path) -> BufferAssignment:
+    return parse_buffer_assignment(_read(Path(path)), str(path))
+
+
+def read_total_bytes(path: str | Path) -> int | None:
+    """All allocated bytes from a memory-usage report, summed over memory spaces (None when it does not say)."""
+    totals = [int(m.group(1)) for m in _TOTAL.finditer(_read(Path(path)))]
+    return sum(totals) if totals else None
+
+
+def collective_kind(flat: FlatInstruction, root_opcodes: dict[str, str]) -> str | None:
+    """The collective an instruction performs (``all-gather`` for ``all-gather-start`` and for an
+    ``async-start`` wrapping one), or None."""
+    op = flat.inst.opcode
+    if op == "async-start":
+        callees = called_computations(flat.inst)
+        wrapped = root_opcodes.get(callees[0]) if callees else None
+        return wrapped if wrapped in COLLECTIVES else None
+    if op in RECEIVE_INDEX:
+        return op.removesuffix("-start")
+    return None
+
+
+def receive_buffers(flat: list[FlatInstruction], root_opcodes: dict[str, str],
+                    assignment: BufferAssignment) -> list[ReceiveBuffer]:
+    """Every collective's receive buffer(s), labelled by kind and order (``all-gather #1``)."""
+    seen: dict[str, int] = {}
+    out = []
+    for f in flat:
+        kind = collective_kind(f, root_opcodes)
+        if kind is None:
+            continue
+        seen[kind] = seen.get(kind, 0) + 1
+        prefix = RECEIVE_INDEX[f.inst.opcode]
+        for v in assignment.values.get(f.inst.name, ()):
+            if v.index == prefix or v.index.startswith(prefix + ",") or not prefix:
+                out.append(ReceiveBuffer(f"{kind} #{seen[kind]}", f.inst.name, v.index, v.size, v.offset))
+    return out

@@ -1,0 +1,307 @@
+"""Compare the programs that ranks compiled (``compare_ranks``), or variant A's against B's (``compare_ab``).
+
+Modules are matched across ranks by name and content, never by the per-process ``module_NNNN``
+counter. Per module, ranks are grouped by the canonical fingerprint (names, numbering and metadata
+ignored) and by where their collectives receive (buffer assignment); every rank outside the largest
+group is explained against it: ENTRY op count, opcode histogram, the first differing instruction in
+canonical order, instructions only on one side, changed constants and attributes, temp size and
+receive-buffer offsets. Both functions return plain JSON-able dicts (the ``--json`` contract);
+``perfkit.hlo.render`` formats them.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+from pathlib import Path
+from typing import NamedTuple
+
+from perfkit.errors import BadInput
+from perfkit.hlo.buffers import (ReceiveBuffer, collective_kind, read_buffer_assignment, read_total_bytes,
+                                 receive_buffers)
+from perfkit.hlo.dumps import AFTER_OPTIMIZATIONS, DumpFiles, RankDumps, dump_files
+from perfkit.hlo.fingerprint import FlatInstruction, Signer, computation_fingerprints, flatten
+from perfkit.hlo.parse import CALLED_COMPUTATION_KEYS, Module, read_module
+
+MAX_LISTED = 100       # instructions / changes kept per list in the result (counts are always complete)
+MAX_TEXT = 400         # characters of an instruction's text kept for display
+SMALL_ALIGNMENT = 4000  # above this many differing signatures a side, the aligner may skip popular ones
+KEY_COLLECTIVE_ATTRS = ("replica_groups", "source_target_pairs", "dimensions", "to_apply")
+
+
+class RankModule(NamedTuple):
+    """One compiled module of one rank, parsed, fingerprinted and placed in canonical order."""
+
+    rank: int
+    files: DumpFiles
+    module: Module
+    fps: dict[str, str]
+    flat: list[FlatInstruction]
+    roots: dict[str, str]                 # computation -> its ROOT opcode (what an async-start wraps)
+    receive: list[ReceiveBuffer] | None   # None without a buffer-assignment file
+    temp_bytes: int | None
+    total_bytes: int | None
+
+    @property
+    def fingerprint(self) -> str:
+        return self.fps[self.module.entry]
+
+    @property
+    def entry_ops(self) -> int:
+        return len(self.module.entry_computation.instructions)
+
+    def key(self, with_buffers: bool) -> tuple:
+        """What must be equal for two ranks to run the same program: fingerprint (and receive offsets)."""
+        offsets = tuple((b.label, b.index, b.offset) for b in self.receive) if with_buffers else ()
+        return self.fingerprint, offsets
+
+
+def load_module(rank: int, files: DumpFiles) -> RankModule:
+    module = read_module(files.hlo)
+    fps = computation_fingerprints(module)
+    flat = flatten(module)
+    roots = {c.name: next((i.opcode for i in c.instructions if i.root), "") for c in module.computations.values()}
+    receive = temp = total = None
+    if files.buffer_assignment is not None:
+        assignment = read_buffer_assignment(files.buffer_assignment)
+        receive, temp = receive_buffers(flat, roots, assignment), assignment.temp_bytes
+    if files.memory_report is not None:
+        total = read_total_bytes(files.memory_report)
+    return RankModule(rank, files, module, fps, flat, roots, receive, temp, total)
+
+
+def load_rank(rank: int, folder: Path, module_filter: str | None = None) -> list[RankModule]:
+    """Every module a rank dumped (those whose name contains ``module_filter``)."""
+    files = dump_files(folder) if folder.is_dir() else []
+    if not files:
+        raise BadInput(f"no *{AFTER_OPTIMIZATIONS} (dumps need --xla_dump_to=DIR --xla_dump_hlo_as_text)",
+                       path=str(folder))
+    mods = [load_module(rank, f) for f in files]
+    if module_filter:
+        mods = [m for m in mods if module_filter in m.module.name]
+        if not mods:
+            raise BadInput(f"no module whose name contains {module_filter!r}", path=str(folder))
+    return mods
+
+
+def match_modules(per_rank: dict[int, list[RankModule]]) -> list[tuple[str, dict[int, RankModule]]]:
+    """Modules matched across ranks: by name, then among same-named ones by equal fingerprint, then in
+    compile order. Returns (label, {rank: module}); the label is the name, ``name#k`` when repeated."""
+    names = list(dict.fromkeys(m.module.name for r in sorted(per_rank) for m in per_rank[r]))
+    out = []
+    for name in names:
+        same = {r: [m for m in mods if m.module.name == name] for r, mods in per_rank.items()}
+        ref = max(sorted(same), key=lambda r: len(same[r]))
+        slots: list[dict[int, RankModule]] = [{ref: m} for m in same[ref]]
+        for r in sorted(same):
+            if r == ref:
+                continue
+            left = list(same[r])
+            for slot in slots:
+                hit = next((m for m in left if m.fingerprint == slot[ref].fingerprint), None) if ref in slot else None
+                if hit is not None:
+                    slot[r] = hit
+                    left.remove(hit)
+            free = [s for s in slots if r not in s]
+            for slot, m in zip(free, left):
+                slot[r] = m
+            slots += [{r: m} for m in left[len(free):]]
+        out += [(name if len(slots) == 1 else f"{name}#{k + 1}", slot) for k, slot in enumerate(slots)]
+    return out
+
+
+def _show(f: FlatInstruction) -> dict:
+    text = f.inst.text if len(f.inst.text) <= MAX_TEXT else f.inst.text[:MAX_TEXT] + " ..."
+    return {"computation": f.computation, "line": f.inst.line, "opcode": f.inst.opcode, "text": text}
+
+
+def _align(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]:
+    """The non-equal blocks of an alignment of two signature lists (difflib opcodes)."""
+    n = min(len(a), len(b))
+    head = 0
+    while head < n and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < n - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    mid_a, mid_b = a[head:len(a) - tail], b[head:len(b) - tail]
+    big = max(len(mid_a), len(mid_b)) > SMALL_ALIGNMENT
+    matcher = difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=big)
+    return [(tag, i1 + head, i2 + head, j1 + head, j2 + head)
+            for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
+
+
+def _pair_by_opcode(a: list[FlatInstruction], b: list[FlatInstruction]):
+    """Pair the two sides of a replaced block by opcode, in order; the rest is only on one side."""
+    pairs, rest_a, free = [], [], list(b)
+    for fa in a:
+        hit = next((fb for fb in free if fb.inst.opcode == fa.inst.opcode), None)
+        if hit is None:
+            rest_a.append(fa)
+        else:
+            pairs.append((fa, hit))
+            free.remove(hit)
+    return pairs, rest_a, free
+
+
+def _display(f: FlatInstruction, key: str, canonical: str | None) -> str | None:
+    raw = dict(f.inst.attrs).get(key)
+    if canonical is None or raw is None:
+        return canonical
+    return f"{raw.strip()} (fingerprint {canonical})" if key in CALLED_COMPUTATION_KEYS else raw
+
+
+def _changes(sa: Signer, sb: Signer, fa: FlatInstruction, fb: FlatInstruction) -> list[dict]:
+    """Which fields of a paired instruction differ: shape, operands, literal (constants), attributes."""
+    pa, pb = sa.parts(fa), sb.parts(fb)
+    out = []
+    for key in dict.fromkeys([*pa, *pb]):
+        if pa.get(key) != pb.get(key):
+            out.append({"opcode": fa.inst.opcode, "field": key, "computation": fb.computation,
+                        "majority": _display(fa, key, pa.get(key)), "rank": _display(fb, key, pb.get(key)),
+                        "lines": [fa.inst.line, fb.inst.line]})
+    return out
+
+
+def _capped(items: list, name: str) -> dict:
+    return {name: items[:MAX_LISTED], f"{name}_count": len(items)}
+
+
+def _opcode_delta(a: list[FlatInstruction], b: list[FlatInstruction]) -> list[dict]:
+    ca, cb = Counter(f.inst.opcode for f in a), Counter(f.inst.opcode for f in b)
+    return [{"opcode": op, "majority": ca[op], "rank": cb[op], "delta": cb[op] - ca[op]}
+            for op in sorted(set(ca) | set(cb)) if ca[op] != cb[op]]
+
+
+def _delta(a: int | None, b: int | None) -> dict | None:
+    return None if a is None or b is None else {"majority": a, "rank": b, "delta": b - a}
+
+
+def buffer_diff(a: RankModule, b: RankModule) -> dict:
+    """Temp size and each collective's receive offset, majority against rank."""
+    out = {"temp_bytes": _delta(a.temp_bytes, b.temp_bytes), "total_bytes": _delta(a.total_bytes, b.total_bytes)}
+    if a.receive is None or b.receive is None:
+        return {**out, "receive": [], "receive_moved": None}
+    ra = {(x.label, x.index): x for x in a.receive}
+    rb = {(x.label, x.index): x for x in b.receive}
+    rows = []
+    for key in dict.fromkeys([*ra, *rb]):
+        xa, xb = ra.get(key), rb.get(key)
+        rows.append({"collective": key[0], "index": key[1],
+                     "majority": xa.offset if xa else None, "rank": xb.offset if xb else None,
+                     "size": (xb or xa).size,
+                     "delta": xb.offset - xa.offset if xa and xb else None})
+    moved = sum(r["delta"] != 0 for r in rows)
+    return {**out, **_capped(rows, "receive"), "receive_moved": moved}
+
+
+def divergence(a: RankModule, b: RankModule, ranks: list[int]) -> dict:
+    """Why ``ranks`` (represented by ``b``) differ from the majority (represented by ``a``)."""
+    out = {"ranks": ranks, "against_rank": a.rank, "file": str(b.files.hlo),
+           "same_program": a.fingerprint == b.fingerprint,
+           "entry_ops": _delta(a.entry_ops, b.entry_ops), "instructions": _delta(len(a.flat), len(b.flat)),
+           "opcodes": _opcode_delta(a.flat, b.flat), "first_difference": None}
+    only_a: list[dict] = []
+    only_b: list[dict] = []
+    changed: list[dict] = []
+    if not out["same_program"]:
+        sa, sb = Signer(a.module, a.fps), Signer(b.module, b.fps)
+        blocks = _align([sa.signature(f) for f in a.flat], [sb.signature(f) for f in b.flat])
+        if blocks:
+            _, i1, i2, j1, j2 = blocks[0]
+            out["first_difference"] = {"majority": _show(a.flat[i1]) if i1 < i2 else None,
+                                       "rank": _show(b.flat[j1]) if j1 < j2 else None,
+                                       # Where only the rank has instructions: the majority's next one, for context.
+                                       "majority_next": _show(a.flat[i1]) if i1 == i2 and i1 < len(a.flat) else None}
+        for _, i1, i2, j1, j2 in blocks:
+            pairs, rest_a, rest_b = _pair_by_opcode(a.flat[i1:i2], b.flat[j1:j2])
+            for fa, fb in pairs:
+                changed += _changes(sa, sb, fa, fb)
+            only_a += map(_show, rest_a)
+            only_b += map(_show, rest_b)
+    return {**out, **_capped(only_a, "only_majority"), **_capped(only_b, "only_rank"),
+            **_capped(changed, "changed"), "buffers": buffer_diff(a, b)}
+
+
+def _groups(keys: dict[int, tuple]) -> list[list[int]]:
+    """Ranks with equal keys, the largest group first (ties: the group with the lowest rank)."""
+    by_key: dict[tuple, list[int]] = {}
+    for r in sorted(keys):
+        by_key.setdefault(keys[r], []).append(r)
+    return sorted(by_key.values(), key=lambda g: (-len(g), g[0]))
+
+
+def compare_module(label: str, slot: dict[int, RankModule], all_ranks: list[int]) -> dict:
+    with_buffers = all(m.receive is not None for m in slot.values())
+    groups = _groups({r: m.key(with_buffers) for r, m in slot.items()})
+    majority = slot[groups[0][0]]
+    missing = [r for r in all_ranks if r not in slot]
+    collectives = sum(collective_kind(f, majority.roots) is not None for f in majority.flat)
+    return {
+        "name": label, "module": majority.module.name,
+        # A module some ranks never compiled is harmless unless its collectives wait for them.
+        "consistent": len(groups) == 1 and not (missing and collectives),
+        "groups": groups, "fingerprints": [slot[g[0]].fingerprint for g in groups],
+        "divergent_ranks": sorted(r for g in groups[1:] for r in g), "missing_ranks": missing,
+        "entry_ops": majority.entry_ops, "instructions": len(majority.flat), "collectives": collectives,
+        "temp_bytes": majority.temp_bytes, "buffers_compared": with_buffers, "file": str(majority.files.hlo),
+        "divergences": [divergence(majority, slot[g[0]], g) for g in groups[1:]],
+    }
+
+
+def compare_ranks(dumps: RankDumps, module_filter: str | None = None) -> dict:
+    """Every module of every rank in ``dumps`` compared across ranks (the ``--json`` result)."""
+    if len(dumps.ranks) < 2:
+        raise BadInput("needs the dumps of two or more ranks", path=dumps.label)
+    per_rank = {r: load_rank(r, folder, module_filter) for r, folder in dumps.ranks.items()}
+    ranks = sorted(per_rank)
+    modules = [compare_module(label, slot, ranks) for label, slot in match_modules(per_rank)]
+    # Whole-program groups: ranks whose every module landed in the same group.
+    place = {r: tuple(next((k for k, g in enumerate(m["groups"]) if r in g), -1) for m in modules) for r in ranks}
+    groups = _groups(place)
+    return {"source": dumps.label, "variant": dumps.variant, "ranks": ranks,
+            "consistent": all(m["consistent"] for m in modules), "groups": groups,
+            "divergent_ranks": sorted({r for m in modules for r in m["divergent_ranks"]}),
+            "modules": modules}
+
+
+def _collective_signature(f: FlatInstruction) -> str:
+    attrs = dict(f.inst.attrs)
+    keys = ", ".join(f"{k}={attrs[k]}" for k in KEY_COLLECTIVE_ATTRS if k in attrs)
+    return f"{f.inst.opcode} {f.inst.shape}" + (f", {keys}" if keys else "")
+
+
+def _counter_rows(counter: Counter) -> list[dict]:
+    return [{"what": k, "count": n} for k, n in sorted(counter.items())]
+
+
+def ab_module(label: str, a: RankModule, b: RankModule) -> dict:
+    """B's module against A's: op counts and shapes by opcode, collectives added or removed."""
+    ca, cb = Counter(f.inst.opcode for f in a.flat), Counter(f.inst.opcode for f in b.flat)
+    sa, sb = Counter((f.inst.opcode, f.inst.shape) for f in a.flat), Counter((f.inst.opcode, f.inst.shape) for f in b.flat)
+    rows = []
+    for op in sorted(set(ca) | set(cb)):
+        added = [{"shape": s, "count": n} for (o, s), n in sorted((sb - sa).items()) if o == op]
+        removed = [{"shape": s, "count": n} for (o, s), n in sorted((sa - sb).items()) if o == op]
+        if ca[op] != cb[op] or added or removed:
+            rows.append({"opcode": op, "a": ca[op], "b": cb[op], "delta": cb[op] - ca[op],
+                         "shapes_added": added, "shapes_removed": removed})
+    coll_a = Counter(_collective_signature(f) for f in a.flat if collective_kind(f, a.roots) is not None)
+    coll_b = Counter(_collective_signature(f) for f in b.flat if collective_kind(f, b.roots) is not None)
+    return {"name": label, "same_program": a.fingerprint == b.fingerprint,
+            "fingerprints": [a.fingerprint, b.fingerprint],
+            "entry_ops": [a.entry_ops, b.entry_ops], "instructions": [len(a.flat), len(b.flat)],
+            "collectives": [sum(coll_a.values()), sum(coll_b.values())],
+            "temp_bytes": [a.temp_bytes, b.temp_bytes], "opcodes": rows,
+            "collectives_added": _counter_rows(coll_b - coll_a), "collectives_removed": _counter_rows(coll_a - coll_b)}
+
+
+def compare_ab(a_folder: Path, b_folder: Path, module_filter: str | None = None) -> dict:
+    """Variant A's compiled modules against variant B's (two dump folders), matched by name."""
+    matched = match_modules({0: load_rank(0, a_folder, module_filter), 1: load_rank(1, b_folder, module_filter)})
+    modules = [ab_module(label, slot[0], slot[1]) for label, slot in matched if len(slot) == 2]
+    only_a = [label for label, slot in matched if list(slot) == [0]]
+    only_b = [label for label, slot in matched if list(slot) == [1]]
+    return {"mode": "ab", "a": str(a_folder), "b": str(b_folder),
+            "consistent": not only_a and not only_b and all(m["same_program"] for m in modules),
+            "modules": modules, "only_a": only_a, "only_b": only_b}

@@ -1,0 +1,123 @@
+"""Where XLA dumps lie: the files of one dump folder, and the per-rank folders of a run or a PATH list.
+
+A dump folder (``--xla_dump_to=DIR --xla_dump_hlo_as_text``) holds per compiled module
+``module_NNNN.NAME.<platform>_after_optimizations.txt`` and, beside it, ``...-buffer-assignment.txt``
+and ``...-memory-usage-report.txt``. ``NNNN`` is a per-process counter: it orders one rank's modules
+but never matches modules across ranks (that is done by name and content, in ``perfkit.hlo.diff``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+from perfkit.errors import BadInput
+
+AFTER_OPTIMIZATIONS = "after_optimizations.txt"
+_COUNTER = re.compile(r"module_(\d+)\.")
+_RANK_DIR = re.compile(r"rank(\d+)$")
+
+
+class DumpFiles(NamedTuple):
+    """One compiled module's files in a dump folder."""
+
+    order: int                       # the per-process counter (compile order on that rank)
+    hlo: Path
+    buffer_assignment: Path | None
+    memory_report: Path | None
+
+
+class RankDumps(NamedTuple):
+    """The dump folder of each rank of one program run (one trial, or the folders given)."""
+
+    label: str                       # "trials/00-a", or the folder(s) given
+    variant: str | None              # the trial's variant, for run directories
+    ranks: dict[int, Path]
+
+
+def dump_files(folder: Path) -> list[DumpFiles]:
+    """The modules dumped in ``folder``, in compile order (empty when there are none)."""
+    out = []
+    for k, hlo in enumerate(sorted(folder.glob("*" + AFTER_OPTIMIZATIONS))):
+        stem = hlo.name.removesuffix(".txt")
+        counter = _COUNTER.match(hlo.name)
+        ba, mem = hlo.with_name(stem + "-buffer-assignment.txt"), hlo.with_name(stem + "-memory-usage-report.txt")
+        out.append(DumpFiles(int(counter.group(1)) if counter else k, hlo,
+                             ba if ba.is_file() else None, mem if mem.is_file() else None))
+    return sorted(out, key=lambda d: (d.order, d.hlo.name))
+
+
+def has_dumps(folder: Path) -> bool:
+    return folder.is_dir() and any(folder.glob("*" + AFTER_OPTIMIZATIONS))
+
+
+def _dump_folder(rank_dir: Path) -> Path:
+    """A rank folder of a run holds its dumps in ``xla_dump/``; a plain dump folder is itself."""
+    inner = rank_dir / "xla_dump"
+    return inner if inner.is_dir() else rank_dir
+
+
+def rank_folders(folder: Path) -> dict[int, Path]:
+    """``folder/rank<R>/`` sub-folders, each rank's dump folder (empty when there are none)."""
+    found = {}
+    for sub in folder.iterdir():
+        m = _RANK_DIR.match(sub.name)
+        if m and sub.is_dir():
+            found[int(m.group(1))] = _dump_folder(sub)
+    return dict(sorted(found.items()))
+
+
+def run_trials(run_dir: Path) -> list[RankDumps]:
+    """Every multi-rank trial of a run directory whose ranks wrote HLO dumps, in trial order."""
+    out = []
+    for trial in sorted((run_dir / "trials").iterdir()):
+        if not trial.is_dir():
+            continue
+        ranks = rank_folders(trial)
+        if len(ranks) > 1 and any(has_dumps(p) for p in ranks.values()):
+            variant = trial.name.split("-", 1)[1] if "-" in trial.name else None
+            out.append(RankDumps(f"trials/{trial.name}", variant, ranks))
+    return out
+
+
+def resolve(paths: list[str | Path]) -> list[RankDumps]:
+    """The rank sets named on the command line: a run directory (every multi-rank trial with dumps), a
+    folder of ``rank<R>/`` folders, or several dump folders (one per rank, ranks in argument order)."""
+    folders = [Path(p) for p in paths]
+    for p in folders:
+        if not p.exists():
+            raise BadInput("no such file or directory", path=str(p))
+        if not p.is_dir():
+            raise BadInput("not a folder (give a dump folder, a folder of rank<R>/ folders or a run directory)",
+                           path=str(p))
+    if len(folders) == 1:
+        folder = folders[0]
+        if (folder / "trials").is_dir():
+            sets = run_trials(folder)
+            if not sets:
+                raise BadInput("no multi-rank trial with HLO dumps (capture.xla_dump: none, or processes: 1?)",
+                               path=str(folder))
+            return sets
+        ranks = rank_folders(folder)
+        if not ranks:
+            raise BadInput("one dump folder: hlo-diff compares ranks (give a folder of rank<R>/ folders, a run "
+                           "directory, or one dump folder per rank)", path=str(folder))
+        return [RankDumps(str(folder), None, ranks)]
+    return [RankDumps(" ".join(map(str, folders)), None, {r: _dump_folder(p) for r, p in enumerate(folders)})]
+
+
+def single_dump(path: str | Path) -> Path:
+    """One program's dump folder for ``--ab``: a dump folder, or rank 0's of a trial / rank-folder set."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise BadInput("no such folder" if not folder.exists() else "not a folder", path=str(folder))
+    if has_dumps(folder):
+        return folder
+    ranks = rank_folders(folder)
+    if ranks and has_dumps(ranks[min(ranks)]):
+        return ranks[min(ranks)]
+    if has_dumps(folder / "xla_dump"):
+        return folder / "xla_dump"
+    raise BadInput(f"no *{AFTER_OPTIMIZATIONS} here (dumps need --xla_dump_to=DIR --xla_dump_hlo_as_text)",
+                   path=str(folder))

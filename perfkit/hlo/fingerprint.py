@@ -1,0 +1,142 @@
+"""Canonical forms of a parsed HLO module: a fingerprint per computation, and per-instruction signatures.
+
+Two ranks that compiled the same program print it with different instruction names and numbering
+(``constant.0.clone.1`` on one, ``constant.2.clone.1`` on another), different metadata and a different
+FileNames / StackFrames header. The canonical forms ignore all of those:
+
+- the **fingerprint** names every instruction by its position in its computation and every called
+  computation by its own fingerprint, so it is equal exactly when the programs are the same, in the
+  same order (order matters: scheduled modules print the schedule, and collectives pair by order);
+- the **signature** of an instruction describes it by opcode, shape, attributes and its operands'
+  opcodes and shapes, not by positions, so that one inserted instruction changes its own signature and
+  its users', not every signature after it. Diffs align signatures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Callable, NamedTuple
+
+from perfkit.hlo.parse import (CALLED_COMPUTATION_KEYS, INSTRUCTION_REF_KEYS, LITERAL_OPCODES, Instruction,
+                               Module, called_computations, referenced_names)
+
+SHORT_LITERAL = 40  # operand literals up to this length are part of a user's signature
+
+
+class FlatInstruction(NamedTuple):
+    """An instruction in the module's canonical order, with the computation it lives in."""
+
+    computation: str
+    inst: Instruction
+
+
+def _digest(lines: list[str]) -> str:
+    return hashlib.blake2b("\n".join(lines).encode(), digest_size=8).hexdigest()
+
+
+def _canonical_value(key: str, value: str, ref: Callable[[str], str], fps: dict[str, str]) -> str:
+    """An attribute value with called computations replaced by their fingerprints and referenced
+    instructions by ``ref`` (a position or a description)."""
+    if key in CALLED_COMPUTATION_KEYS:
+        return ",".join(fps.get(n, "?" + n) for n in referenced_names(key, value))
+    if key in INSTRUCTION_REF_KEYS:
+        return ",".join(ref(n) for n in referenced_names(key, value))
+    return value
+
+
+def computation_fingerprints(module: Module) -> dict[str, str]:
+    """Fingerprint of every computation reachable from ENTRY (callees folded into their callers')."""
+    fps: dict[str, str] = {}
+    visiting: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in fps or name in visiting or name not in module.computations:
+            return
+        visiting.add(name)
+        comp = module.computations[name]
+        for inst in comp.instructions:
+            for callee in called_computations(inst):
+                visit(callee)
+        position = {inst.name: f"#{i}" for i, inst in enumerate(comp.instructions)}
+
+        def ref(n: str) -> str:
+            return position.get(n, "?" + n)
+
+        lines = []
+        for inst in comp.instructions:
+            if not inst.opcode:
+                lines.append(inst.text)  # opaque: compared as printed
+                continue
+            operands = ",".join(ref(n) for n in inst.operands)
+            lines.append(f"{'ROOT ' if inst.root else ''}{inst.shape} {inst.opcode}({operands}{inst.literal}) "
+                         + ", ".join(f"{k}={_canonical_value(k, v, ref, fps)}" for k, v in inst.attrs))
+        fps[name] = _digest(lines)
+        visiting.discard(name)
+
+    visit(module.entry)
+    return fps
+
+
+def fingerprint(module: Module) -> str:
+    """The module's fingerprint: its ENTRY computation's, which covers everything ENTRY calls."""
+    return computation_fingerprints(module)[module.entry]
+
+
+def flatten(module: Module) -> list[FlatInstruction]:
+    """Every reachable instruction once, in canonical order: ENTRY's instructions in printed order, each
+    preceded by the computations it calls (recursively, each computation at its first call)."""
+    out: list[FlatInstruction] = []
+    done: set[str] = set()
+
+    def emit(name: str) -> None:
+        if name in done or name not in module.computations:
+            return
+        done.add(name)
+        for inst in module.computations[name].instructions:
+            for callee in called_computations(inst):
+                emit(callee)
+            out.append(FlatInstruction(name, inst))
+
+    emit(module.entry)
+    return out
+
+
+class Signer:
+    """Signatures of a module's instructions: what an instruction is, independent of names and positions.
+
+    ``parts`` splits one into comparable fields (opcode, shape, operands, literal, each attribute), so
+    a diff can say which field changed; ``signature`` joins them."""
+
+    def __init__(self, module: Module, fps: dict[str, str]):
+        self.module = module
+        self.fps = fps
+        self._by_name: dict[str, dict[str, Instruction]] = {}
+
+    def _describe(self, computation: str) -> Callable[[str], str]:
+        by_name = self._by_name.get(computation)
+        if by_name is None:
+            by_name = {i.name: i for i in self.module.computations[computation].instructions}
+            self._by_name[computation] = by_name
+
+        def describe(n: str) -> str:
+            op = by_name.get(n)
+            if op is None or not op.opcode:
+                return "?"
+            lit = f"({op.literal})" if op.literal and len(op.literal) <= SHORT_LITERAL else ""
+            return f"{op.opcode}{lit} {op.shape}"
+
+        return describe
+
+    def parts(self, flat: FlatInstruction) -> dict[str, str]:
+        inst = flat.inst
+        if not inst.opcode:
+            return {"opcode": "", "text": inst.text}
+        describe = self._describe(flat.computation)
+        out = {"opcode": inst.opcode, "shape": inst.shape,
+               "operands": "; ".join(describe(n) for n in inst.operands), "literal": inst.literal}
+        for key, value in inst.attrs:
+            out[key] = _canonical_value(key, value, describe, self.fps)
+        return out
+
+    def signature(self, flat: FlatInstruction) -> str:
+        return " | ".join(f"{k}={v}" for k, v in self.parts(flat).items())

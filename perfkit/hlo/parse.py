@@ -1,0 +1,245 @@
+"""XLA HLO text (``*after_optimizations.txt``) into modules, computations and instructions.
+
+Written for the dumps XLA writes on CPU, GPU and TPU: operands printed with or without their shapes and
+``%`` sigils, tuple shapes, tiled layouts with memory spaces (``{1,0:T(8,128)(2,1)S(1)}``), async
+``*-start`` / ``*-done`` pairs, ``backend_config`` JSON (bare or quoted), ``control-predecessors``,
+``replica_groups`` (list or iota form), ``source_target_pairs`` and computations called by fusions,
+while, conditional and async ops. ``metadata={...}`` and the FileNames / FunctionNames / FileLocations /
+StackFrames sections are dropped: they hold source paths and line numbers, not the program.
+
+An instruction line the parser does not understand is kept whole as opaque text (``opcode == ""``),
+never a crash. Only a file that is not HLO text at all (no ``HloModule`` line, no ENTRY computation,
+a computation left open at the end) is refused, as ``BadInput`` naming the file and the line.
+Stdlib only: ``perfkit hlo-diff`` must start fast and never import jax, torch or pandas.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+from perfkit.errors import BadInput
+
+# Attributes whose values name computations (``calls=%fused_computation``, ``branch_computations={..}``).
+CALLED_COMPUTATION_KEYS = frozenset({
+    "calls", "to_apply", "condition", "body", "branch_computations", "true_computation",
+    "false_computation", "called_computations", "select", "scatter", "comparator",
+})
+# Attributes whose values name instructions of the same computation.
+INSTRUCTION_REF_KEYS = frozenset({"control-predecessors"})
+# Ops whose parenthesised text is a literal, not operand names.
+LITERAL_OPCODES = frozenset({"constant", "parameter"})
+
+_MODULE = re.compile(r"HloModule\s+([^\s,]+)")
+_COMPUTATION = re.compile(r"(ENTRY\s+)?%?([^\s(]+)\s*(?:\(.*\))?(?:\s*->\s*.*?)?\s*\{\s*$")
+_LHS = re.compile(r"\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*")
+_ARRAY_SHAPE = re.compile(r"[A-Za-z][A-Za-z0-9]*\[[^\]]*\](?:\{[^{}]*\})?")
+_OPCODE = re.compile(r"\s*([a-z][a-z0-9_\-]*)\(")
+_METADATA = re.compile(r',?\s*metadata=\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\}')
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[()\[\]{},]')
+_NAME_REF = re.compile(r"%([\w.\-]+)")
+_BARE_REF = re.compile(r"[A-Za-z_][\w.\-]*")
+_CLOSE = {"(": ")", "[": "]", "{": "}"}
+
+
+class Instruction(NamedTuple):
+    """One HLO instruction as printed, ``metadata`` dropped."""
+
+    name: str
+    shape: str                          # as printed, layout included: ``f32[8,128]{1,0}``, ``(f32[], u32[])``
+    opcode: str                         # "" for a line kept as opaque text
+    operands: tuple[str, ...]           # names of the operand instructions
+    literal: str                        # the parenthesised text of constant / parameter ("0", "{1, 2}")
+    attrs: tuple[tuple[str, str], ...]  # (key, value) in printed order
+    root: bool
+    line: int                           # 1-based line in the file
+    text: str                           # the line without metadata, for display
+
+
+class Computation(NamedTuple):
+    name: str
+    entry: bool
+    instructions: list[Instruction]
+    line: int
+
+
+class Module(NamedTuple):
+    """One HLO module: its computations in printed order (callees come before their callers)."""
+
+    name: str
+    path: str
+    computations: dict[str, Computation]
+    entry: str
+
+    @property
+    def entry_computation(self) -> Computation:
+        return self.computations[self.entry]
+
+
+def _split_top(text: str, start: int = 0) -> tuple[list[str], int]:
+    """Split ``text[start:]`` at top-level commas, stopping at an unmatched closing bracket.
+
+    Returns the parts and the index of that closing bracket (``len(text)`` when there is none).
+    Raises ValueError when the brackets do not balance."""
+    parts, depth, stack, begin = [], 0, [], start
+    for m in _TOKENS.finditer(text, start):
+        tok = m.group()
+        if tok == ",":
+            if depth == 0:
+                parts.append(text[begin:m.start()])
+                begin = m.end()
+        elif tok in _CLOSE:
+            stack.append(_CLOSE[tok])
+            depth += 1
+        elif tok in ")]}":
+            if depth == 0:
+                parts.append(text[begin:m.start()])
+                return parts, m.start()
+            if stack.pop() != tok:
+                raise ValueError("brackets do not match")
+            depth -= 1
+    if depth:
+        raise ValueError("brackets are not closed")
+    parts.append(text[begin:])
+    return parts, len(text)
+
+
+def _balanced(text: str) -> bool:
+    return (text.count("{") == text.count("}") and text.count("(") == text.count(")")
+            and text.count("[") == text.count("]") and text.count('"') % 2 == 0)
+
+
+def _operand_names(text: str) -> tuple[str, ...]:
+    """Operand names from ``%a, %b``, ``f32[8]{0} %a, f32[] %b`` or ``a, b`` (no sigils)."""
+    if not text.strip():
+        return ()
+    if "%" in text:
+        return tuple(_NAME_REF.findall(text))
+    parts = text.split(",") if "[" not in text and "{" not in text else _split_top(text)[0]
+    return tuple(p.split()[-1] for p in parts if p.strip())
+
+
+def _attributes(text: str) -> tuple[tuple[str, str], ...]:
+    """``, key=value, key={...}`` after the operands, split at top-level commas only."""
+    text = text.strip()
+    if not text:
+        return ()
+    # Fast path: split before each ``, key=``; checked by bracket balance, else split properly.
+    parts = re.split(r",\s*(?=[\w\-]+=)", text.lstrip(", "))
+    if not all(_balanced(p) for p in parts):
+        parts = _split_top(text.lstrip(", "))[0]
+    out = []
+    for part in parts:
+        key, eq, value = part.strip().partition("=")
+        if key:
+            out.append((key, value) if eq else ("", key))
+    return tuple(out)
+
+
+def parse_instruction(line: str, lineno: int) -> Instruction | None:
+    """One instruction line; an opaque Instruction where the syntax is unknown, None if not one at all."""
+    text = _METADATA.sub("", line).strip() if "metadata=" in line else line.strip()
+    lhs = _LHS.match(text)
+    if lhs is None:
+        return None
+    root, name = bool(lhs.group(1)), lhs.group(2)
+    pos = lhs.end()
+    try:
+        if text.startswith("(", pos):
+            end = _split_top(text, pos + 1)[1]
+            shape, pos = text[pos:end + 1], end + 1
+        else:
+            m = _ARRAY_SHAPE.match(text, pos)
+            if m is None:
+                raise ValueError("no shape")
+            shape, pos = m.group(), m.end()
+        op = _OPCODE.match(text, pos)
+        if op is None:
+            raise ValueError("no opcode")
+        opcode = op.group(1)
+        close = text.find(")", op.end())
+        inner = text[op.end():close] if close >= 0 else ""
+        if close < 0 or "(" in inner or "{" in inner or '"' in inner:
+            close = _split_top(text, op.end())[1]
+            inner = text[op.end():close]
+        if close >= len(text):
+            raise ValueError("operands are not closed")
+        if opcode in LITERAL_OPCODES:
+            operands, literal = (), inner.strip()
+        else:
+            operands, literal = _operand_names(inner), ""
+        attrs = _attributes(text[close + 1:])
+    except ValueError:
+        return Instruction(name, "", "", (), "", (), root, lineno, text)
+    return Instruction(name, shape, opcode, operands, literal, attrs, root, lineno, text)
+
+
+def parse_module(text: str, path: str | Path = "<text>") -> Module:
+    """Parse one module's HLO text. ``path`` names the file in errors."""
+    path = str(path)
+    name = None
+    computations: dict[str, Computation] = {}
+    entry = None
+    current: Computation | None = None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if current is not None:
+            stripped = line.strip()
+            if stripped.startswith("}"):
+                computations[current.name] = current
+                current = None
+            elif stripped:
+                inst = parse_instruction(line, lineno)
+                if inst is not None:
+                    current.instructions.append(inst)
+            continue
+        if name is None:
+            m = _MODULE.match(line)
+            if m:
+                name = m.group(1)
+            continue
+        if line[:1].isspace() or not line.rstrip().endswith("{"):
+            continue  # FileNames / StackFrames sections, blank lines, anything else between computations
+        m = _COMPUTATION.match(line.rstrip())
+        if m is None:
+            continue
+        current = Computation(m.group(2), bool(m.group(1)), [], lineno)
+        if current.entry:
+            entry = current.name
+    if name is None:
+        raise BadInput("not an HLO text dump: no 'HloModule' line", path=path)
+    if current is not None:
+        raise BadInput(f"line {current.line}: computation {current.name} is not closed (truncated file?)",
+                       path=path)
+    if entry is None:
+        raise BadInput("no ENTRY computation", path=path)
+    return Module(name, path, computations, entry)
+
+
+def read_module(path: str | Path) -> Module:
+    """Parse an HLO text file; a missing or unreadable file is ``BadInput``."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        raise BadInput("no such file", path=str(path)) from None
+    except UnicodeDecodeError:
+        raise BadInput("not a text file (HLO text dumps need --xla_dump_hlo_as_text)", path=str(path)) from None
+    except OSError as exc:
+        raise BadInput(f"cannot read: {exc.strerror}", path=str(path)) from None
+    return parse_module(text, path)
+
+
+def referenced_names(key: str, value: str) -> list[str]:
+    """Names of computations or instructions in an attribute value (``{%a, %b}``, ``%a``, ``a``)."""
+    if "%" in value:
+        return _NAME_REF.findall(value)
+    return _BARE_REF.findall(value)
+
+
+def called_computations(inst: Instruction) -> list[str]:
+    """The computations an instruction calls, in printed order."""
+    out = []
+    for key, value in inst.attrs:
+        if key in CALLED_COMPUTATION_KEYS:
+            out.extend(referenced_names(key, value))
+    return out

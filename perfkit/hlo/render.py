@@ -1,0 +1,183 @@
+"""Text and Markdown views of ``perfkit.hlo.diff`` results. Formatting only: every figure comes from the dict.
+
+One writer serves both: plain text indents, Markdown nests bullets and puts HLO in code spans. The
+Markdown form is what run reports embed for a variant whose ranks diverged.
+"""
+
+from __future__ import annotations
+
+SHOWN = 8  # instructions / changes / offsets shown per list (the JSON has up to diff.MAX_LISTED)
+
+
+def rank_list(ranks: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``0-2, 5``."""
+    runs: list[list[int]] = []
+    for r in ranks:
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    return ", ".join(f"{g[0]}-{g[-1]}" if len(g) > 2 else ", ".join(map(str, g)) for g in runs)
+
+
+def _ranks(ranks: list[int]) -> str:
+    return f"rank{'s' if len(ranks) > 1 else ''} {rank_list(ranks)}"
+
+
+def _signed(x: int) -> str:
+    return f"{x:+,}"
+
+
+class _Writer:
+    def __init__(self, markdown: bool):
+        self.markdown = markdown
+        self.lines: list[str] = []
+
+    def line(self, depth: int, text: str) -> None:
+        if self.markdown:
+            self.lines.append(("  " * (depth - 1) + "- " + text) if depth else text)
+        else:
+            self.lines.append("  " * depth + text)
+
+    def code(self, text: str) -> str:
+        return f"``{text}``" if self.markdown else text
+
+    def bold(self, text: str) -> str:
+        return f"**{text}**" if self.markdown else text
+
+    def more(self, depth: int, total: int) -> None:
+        if total > SHOWN:
+            self.line(depth, f"... {total - SHOWN} more (see --json)")
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def _instruction(w: _Writer, shown: dict | None) -> str:
+    if shown is None:
+        return "(nothing)"
+    return f"{w.code(shown['text'])} ({shown['computation']}, line {shown['line']})"
+
+
+def _divergence(w: _Writer, d: dict, majority: list[int]) -> None:
+    who, ref = _ranks(d["ranks"]), f"rank {d['against_rank']}"
+    w.line(2, f"{who} against {ref} ({_ranks(majority)}), file {w.code(d['file'])}:")
+    if d["same_program"]:
+        w.line(3, "same program (equal fingerprints); the buffer assignment differs")
+    else:
+        e, n = d["entry_ops"], d["instructions"]
+        w.line(3, f"ENTRY ops {e['majority']} -> {e['rank']} ({_signed(e['delta'])}); all instructions "
+                  f"{n['majority']} -> {n['rank']} ({_signed(n['delta'])})")
+        if d["opcodes"]:
+            w.line(3, "opcodes: " + ", ".join(f"{o['opcode']} {o['majority']} -> {o['rank']}" for o in d["opcodes"]))
+        first = d["first_difference"]
+        if first:
+            w.line(3, "first differing instruction:")
+            w.line(4, f"{ref}: {_instruction(w, first['majority'])}"
+                      + (f"; next there: {_instruction(w, first['majority_next'])}" if first.get("majority_next") else ""))
+            w.line(4, f"{who}: {_instruction(w, first['rank'])}")
+        for key, side in (("only_rank", who), ("only_majority", ref)):
+            if d[f"{key}_count"]:
+                w.line(3, f"only on {side} ({d[f'{key}_count']}):")
+                for item in d[key][:SHOWN]:
+                    w.line(4, _instruction(w, item))
+                w.more(4, d[f"{key}_count"])
+        if d["changed_count"]:
+            w.line(3, f"changed constants, attributes and operands ({d['changed_count']}):")
+            for c in d["changed"][:SHOWN]:
+                w.line(4, f"{c['opcode']} {c['field']} ({c['computation']}, lines {c['lines'][0]} / {c['lines'][1]}): "
+                          f"{w.code(str(c['majority']))} -> {w.code(str(c['rank']))}")
+            w.more(4, d["changed_count"])
+    _buffers(w, d["buffers"])
+
+
+def _buffers(w: _Writer, b: dict) -> None:
+    parts = []
+    for key, label in (("temp_bytes", "temp"), ("total_bytes", "all allocations")):
+        t = b.get(key)
+        if t:
+            parts.append(f"{label} {t['majority']:,} -> {t['rank']:,} B ({_signed(t['delta'])})")
+    if b["receive_moved"] is None:
+        parts.append("no buffer assignment to compare receive offsets")
+    elif b["receive_count"]:
+        parts.append(f"{b['receive_moved']} of {b['receive_count']} collective receive buffers moved")
+    if parts:
+        w.line(3, "buffers: " + "; ".join(parts))
+    rows = [r for r in b.get("receive", []) if r["delta"] != 0] or b.get("receive", [])
+    for r in rows[:SHOWN]:
+        index = f" {{{r['index']}}}" if r["index"] else ""
+        where = " -> ".join("-" if x is None else f"{x:,}" for x in (r["majority"], r["rank"]))
+        delta = "" if r["delta"] is None else f" ({_signed(r['delta'])})"
+        w.line(4, f"{r['collective']}{index} receive offset {where}{delta}, {r['size']:,} B")
+    w.more(4, len(rows))
+
+
+def _module(w: _Writer, m: dict) -> None:
+    shape = f"{m['entry_ops']} ENTRY ops, {m['instructions']} instructions, {m['collectives']} collectives"
+    missing = f"; not compiled on {_ranks(m['missing_ranks'])}" if m["missing_ranks"] else ""
+    if len(m["groups"]) == 1:
+        w.line(1, f"module {w.code(m['name'])}: {_ranks(m['groups'][0])} identical "
+                  f"(fingerprint {m['fingerprints'][0]}), {shape}{missing}")
+        return
+    groups = " | ".join(rank_list(g) for g in m["groups"])
+    programs = w.bold(f"{len(m['groups'])} programs")
+    w.line(1, f"module {w.code(m['name'])}: {programs}, ranks {groups}; majority {shape}{missing}")
+    for d in m["divergences"]:
+        _divergence(w, d, m["groups"][0])
+
+
+def verdict(result: dict) -> str:
+    """One line: consistent, or which ranks differ from which."""
+    n = len(result["modules"])
+    head = f"{len(result['ranks'])} ranks, {n} module{'s' if n != 1 else ''}"
+    if result["consistent"]:
+        return f"{head}: consistent (every module identical on every rank that compiled it)"
+    bad = [m for m in result["modules"] if not m["consistent"]]
+    first = bad[0]
+    who = (f"{_ranks(first['divergent_ranks'])} compiled a different {first['name']} than {_ranks(first['groups'][0])}"
+           if first["divergent_ranks"] else f"{first['name']} missing on {_ranks(first['missing_ranks'])}")
+    return f"{head}: DIVERGENT in {len(bad)} module{'s' if len(bad) != 1 else ''}: {who}"
+
+
+def ranks_report(result: dict, markdown: bool = False) -> str:
+    """One rank comparison (``diff.compare_ranks``) as text or Markdown."""
+    w = _Writer(markdown)
+    w.line(0, f"{w.code(result['source'])}: {verdict(result)}")
+    for m in result["modules"]:
+        if not m["consistent"] or not markdown:
+            _module(w, m)
+    return w.text()
+
+
+def ab_report(result: dict, markdown: bool = False) -> str:
+    """A against B (``diff.compare_ab``) as text or Markdown."""
+    w = _Writer(markdown)
+    differ = sum(not m["same_program"] for m in result["modules"])
+    w.line(0, f"A {w.code(result['a'])} against B {w.code(result['b'])}: {len(result['modules'])} modules "
+              f"compared, {differ} differ")
+    for key, side in (("only_a", "A"), ("only_b", "B")):
+        if result[key]:
+            w.line(1, f"only in {side}: " + ", ".join(map(w.code, result[key])))
+    for m in result["modules"]:
+        if m["same_program"]:
+            w.line(1, f"module {w.code(m['name'])}: same program (fingerprint {m['fingerprints'][0]})")
+            continue
+        counts = [f"{label} {a} -> {b} ({_signed(b - a)})" for label, (a, b) in
+                  (("ENTRY ops", m["entry_ops"]), ("instructions", m["instructions"]),
+                   ("collectives", m["collectives"]))]
+        if None not in m["temp_bytes"]:
+            a, b = m["temp_bytes"]
+            counts.append(f"temp {a:,} -> {b:,} B ({_signed(b - a)})")
+        w.line(1, f"module {w.code(m['name'])}: " + ", ".join(counts))
+        for o in m["opcodes"]:
+            shapes = [f"+{s['count']} {w.code(s['shape'])}" for s in o["shapes_added"][:3]]
+            shapes += [f"-{s['count']} {w.code(s['shape'])}" for s in o["shapes_removed"][:3]]
+            w.line(2, f"{o['opcode']} {o['a']} -> {o['b']} ({_signed(o['delta'])})"
+                      + (": " + ", ".join(shapes) if shapes else ""))
+        for key, label in (("collectives_added", "collectives added in B"), ("collectives_removed", "collectives removed in B")):
+            if m[key]:
+                w.line(2, f"{label}:")
+                for row in m[key][:SHOWN]:
+                    w.line(3, f"{row['count']} x {w.code(row['what'])}")
+                w.more(3, len(m[key]))
+    return w.text()
