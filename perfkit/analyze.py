@@ -12,18 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from perfkit import case as case_mod
-from perfkit import quality, stats
+from perfkit import media, quality, stats
 from perfkit.case import Case
-
-OUTPUT_SUFFIXES = (".npy",)
-
-
-def output_files(trial_dir: Path, rank: int = 0) -> dict[str, Path]:
-    out = trial_dir / f"rank{rank}" / "outputs"
-    if not out.is_dir():
-        return {}
-    return {p.name: p for p in sorted(out.iterdir()) if p.suffix in OUTPUT_SUFFIXES}
-
 
 def _first_ok(trials: list[dict], variant: str) -> dict | None:
     return next((t for t in trials if t["variant"] == variant and t["status"] == "ok"), None)
@@ -49,44 +39,19 @@ def variant_summary(trials: list[dict], name: str) -> dict:
     }
 
 
-def quality_summary(run_dir: Path, trials: list[dict], a: str, b: str) -> dict | None:
-    """B's outputs against A's (first good trial of each), per output file; None without outputs."""
+def quality_summary(run_dir: Path, trials: list[dict], a: str, b: str, oracle: str | None = None) -> dict | None:
+    """B's outputs against A's (first good trial of each), both against the oracle, and the per-step
+    drift when latents were saved (``perfkit.quality.outputs_quality``); None without outputs."""
     ta, tb = _first_ok(trials, a), _first_ok(trials, b)
     if ta is None or tb is None:
         return None
-    fa, fb = output_files(run_dir / ta["dir"]), output_files(run_dir / tb["dir"])
-    common = sorted(set(fa) & set(fb))
-    if not common:
-        return None
-    per_file = {}
-    for name in common:
-        per_file[name] = quality.compare_frames(np.load(fa[name]), np.load(fb[name]))
-    main = per_file[common[0]]
-    return {
-        "file": common[0],
-        "psnr_db": main["psnr_mean_db"],
-        "psnr_pooled_db": main["psnr_pooled_db"],
-        "psnr_min_db": main["psnr_min_db"],
-        "mean_abs_diff": main["mean_abs_diff"],
-        "max_abs_diff": main["max_abs_diff"],
-        "bit_identical": all(q["bit_identical"] for q in per_file.values()),
-        "identical_frames": main["identical_frames"],
-        "frames": main["frames"],
-        "per_frame_psnr_db": main["per_frame"],
-    }
+    return quality.outputs_quality(run_dir / ta["dir"], run_dir / tb["dir"], oracle, names=(a, b))
 
 
 def determinism(run_dir: Path, trials: list[dict], name: str) -> dict | None:
-    """Whether every good trial of a variant wrote the same bytes (sha256 per output file)."""
-    hashes = []
-    for t in trials:
-        if t["variant"] == name and t["status"] == "ok":
-            files = output_files(run_dir / t["dir"])
-            if files:
-                hashes.append(tuple(quality.sha256(np.load(p)) for p in files.values()))
-    if not hashes:
-        return None
-    return {"runs": len(hashes), "bit_identical": len(set(hashes)) == 1, "sha256": hashes[0][0][:12]}
+    """Whether every good trial of a variant wrote the same outputs, and their spread if not."""
+    return quality.repeats_quality([media.output_files(run_dir / t["dir"]) for t in trials
+                                    if t["variant"] == name and t["status"] == "ok"])
 
 
 def rank_summary(case: Case, trials: list[dict]) -> dict:
@@ -131,7 +96,7 @@ def summarize_run(run_dir: Path) -> tuple[Case, dict]:
         "baseline": a,
         "variants": {v.name: variant_summary(trials, v.name) for v in case.variants},
         "comparison": comparison.as_dict(),
-        "quality": quality_summary(run_dir, trials, a, b),
+        "quality": quality_summary(run_dir, trials, a, b, case.oracle),
         "determinism": {v.name: determinism(run_dir, trials, v.name) for v in case.variants},
         "ranks": rank_summary(case, trials),
         "trials": {"total": len(trials), "ok": sum(t["status"] == "ok" for t in trials),

@@ -17,6 +17,7 @@ COMMANDS = {
     "run": "perfkit.cli:run",
     "env": "perfkit.cli:env",
     "hlo-diff": "perfkit.hlo.cli:hlo_diff",
+    "quality": "perfkit.quality:command",
 }
 
 

@@ -25,20 +25,62 @@ def _timing(summary: dict) -> list[str]:
     return rows
 
 
+def _db(x) -> str:
+    return "inf" if x in ("inf", float("inf")) else "-" if x is None else f"{x:.2f}"
+
+
+def _quality_row(label: str, q: dict) -> str:
+    if q["kind"] == "tensor":
+        return (f"| {label} | {_db(q['psnr_db'])} | - | - | {q['mean_abs_diff']:.3g} | {q['max_abs_diff']:.3g} | "
+                f"- | {'yes' if q['bit_identical'] else 'no'} |")
+    return (f"| {label} | {_db(q['psnr_db'])} | {_db(q['psnr_pooled_db'])} | {_db(q['psnr_min_db'])} | "
+            f"{q['mean_abs_diff']:.3f} | {q['max_abs_diff']:.0f} | {q['share_over_16']:.2%} | "
+            f"{'yes' if q['bit_identical'] else 'no'} |")
+
+
 def _quality(summary: dict) -> list[str]:
+    """Conventions as in ``perfkit.quality``: mean PSNR over differing frames, pooled = ffmpeg's average."""
+    import pandas as pd
+
+    from perfkit.quality import plot_drift
+
     q = summary.get("quality")
     a = summary["baseline"]
     if not q:
         return ["No comparable outputs."]
     b = next(n for n in summary["variants"] if n != a)
-    psnr = "inf" if q["bit_identical"] else f"{q['psnr_db']:.2f}"
-    lines = [f"`{q['file']}`, {b} against {a}, {q['frames']} frames, data range 255:", "",
-             "| PSNR mean of frames (dB) | PSNR pooled MSE (dB) | worst frame (dB) | mean abs diff (/255) | max abs diff | bit-identical |",
-             "| ---: | ---: | ---: | ---: | ---: | :---: |",
-             f"| {psnr} | {q['psnr_pooled_db']:.2f} | {q['psnr_min_db']:.2f} | {q['mean_abs_diff']:.3f} | "
-             f"{q['max_abs_diff']:.0f} | {'yes' if q['bit_identical'] else 'no'} |"]
-    det = [f"{n}: {d['runs']} runs {'bit-identical' if d['bit_identical'] else 'differ'} (sha256 {d['sha256']})"
-           for n, d in summary.get("determinism", {}).items() if d]
+    header = ["| comparison | PSNR mean of differing frames (dB) | PSNR pooled MSE (dB) | worst frame (dB) | "
+              "mean abs diff (/255) | max abs diff | abs diff > 16 | bit-identical |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | :---: |"]
+    what = (f"{q['frames']} frames, data range 255, {q['identical_frames']} of {q['frames']} frames identical"
+            if q["kind"] == "frames" else "tensor; PSNR over A's range")
+    lines = [f"`{q['file']}` ({what}):", "", *header,
+             _quality_row(f"{b} vs {a}", q)]
+    for name, fq in q["files"].items():
+        if name != q["file"]:
+            lines.append(_quality_row(f"`{name}`: {b} vs {a}", fq))
+    oracle = q.get("oracle")
+    if oracle and "error" in oracle:
+        lines += ["", f"Oracle not compared: {oracle['error']}"]
+    elif oracle:
+        lines += [_quality_row(f"{v} vs oracle", oq) for v, oq in oracle["variants"].items()]
+        lines += ["", f"Oracle: `{oracle['path']}`."]
+    drift = q.get("drift")
+    if drift:
+        plot = plot_drift(pd.DataFrame(drift), Path(summary["run_dir"]) / "plots" / "drift.png", f"{b} against {a}")
+        lines += ["", f"Latent drift of {b} against {a} per step (PSNR over {a}'s range; plot "
+                  f"`{plot.relative_to(summary['run_dir'])}`):", "",
+                  "| step | relative L2 | cosine | PSNR (dB) | max abs diff |", "| ---: | ---: | ---: | ---: | ---: |",
+                  *(f"| {r['step']} | {r['rel_l2']:.3e} | {r['cosine']:.8f} | {_db(r['psnr_db'])} | "
+                    f"{r['max_abs_diff']:.3g} |" for r in drift)]
+    det = []
+    for n, d in summary.get("determinism", {}).items():
+        if d:
+            spread = "" if d["bit_identical"] else f", {d['differing_runs']} differ from the first: " + (
+                f"worst PSNR {_db(d['psnr_min_db'])} dB, max abs diff {d['max_abs_diff']}" if "psnr_min_db" in d
+                else f"worst relative L2 {d.get('rel_l2_max', 0):.3e}")
+            det.append(f"{n}: {d['runs']} runs {'bit-identical' if d['bit_identical'] else 'not bit-identical'}"
+                       f" (sha256 {d['sha256']}){spread}")
     if det:
         lines += ["", "Determinism: " + "; ".join(det) + "."]
     return lines

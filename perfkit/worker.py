@@ -24,6 +24,7 @@ def main(argv: list[str]) -> int:
     from perfkit.models.plans import make_plan
 
     model, options = spec["model"], dict(spec["options"])
+    save_latents = bool(options.pop("save_latents", False))  # opt-in: outputs/latents.npy for drift
     plan = make_plan(options.pop("plan", "local"), **options)
     devices = jax.devices()
     if len(devices) < spec["devices"]:
@@ -37,6 +38,7 @@ def main(argv: list[str]) -> int:
     record.mark("ready", platform=devices[0].platform, device_kind=devices[0].device_kind,
                 devices=spec["devices"])
 
+    latents = []
     trace_steps = set(spec.get("trace_steps", []))
     trace_dir = spec.get("trace_dir")
     for i in range(run.steps):
@@ -49,10 +51,14 @@ def main(argv: list[str]) -> int:
         if tracing:
             jax.profiler.stop_trace()
         record.step(ms, index=i)
+        if save_latents:  # after the timed step; float32 because npy has no bfloat16
+            latents.append(np.asarray(jax.device_get(den.latents), np.float32))
 
     out = record.outputs_dir()
     if out is not None and spec.get("outputs", True):
         np.save(out / "frames.npy", den.frames())
+        if save_latents:
+            np.save(out / "latents.npy", np.stack(latents))  # (steps, batch, tokens, channels)
     return 0
 
 

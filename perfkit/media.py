@@ -1,0 +1,335 @@
+"""Frames and tensors from files, read one frame at a time: videos (PyAV), folders of PNG / JPEG frames,
+``.npy`` / ``.npz`` arrays, and a run's ``outputs/`` folder; and video encoding for the codec floor.
+
+Every input opens as a ``Media``: ``kind`` "frames" (uint8 frames, each (H, W, C)) or "tensor" (any
+other array, read whole). Frames stream, so comparing two long videos holds a few frames, not two
+videos. Videos are decoded to RGB24 by libswscale as PyAV does; their header frame count (when the
+container has one) catches truncated files. Anything unreadable is a ``BadInput`` naming the file.
+"""
+
+from __future__ import annotations
+
+import io
+import queue
+import re
+import threading
+from pathlib import Path
+from typing import Iterable, Iterator, NamedTuple
+
+import av
+import numpy as np
+
+from perfkit.errors import BadInput
+
+VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".mov", ".avi")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+ARRAY_SUFFIXES = (".npy", ".npz")
+RGB_FORMATS = ("rgb24", "bgr0", "gbrp")  # pixel formats that hold uint8 RGB exactly
+LATENTS_FILE = "latents.npy"  # per-step latents (steps, ...) a run may save; compared as drift, not as output
+
+
+class Media:
+    """An opened input. ``count`` is the number of frames (leading entries) when known before reading."""
+
+    label: str
+    kind: str = "frames"
+    count: int | None = None
+    frame_shape: tuple[int, ...] | None = None
+    detail: str = ""
+
+    def frames(self, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
+        """uint8 frames ``start:stop``, each (H, W, C), one at a time."""
+        raise NotImplementedError
+
+    def array(self) -> np.ndarray:
+        raise BadInput("holds frames, not a tensor", path=self.label)
+
+    def describe(self) -> str:
+        shape = "x".join(map(str, self.frame_shape or ()))
+        count = "?" if self.count is None else self.count
+        return f"{self.detail}, {count} x {shape}" if self.kind == "frames" else self.detail
+
+
+class VideoFile(Media):
+    """A video container (mp4 / mkv / webm / ...), a path or the bytes of one."""
+
+    def __init__(self, source: Path | bytes, label: str):
+        self.source, self.label = source, label
+        with self._open() as container:
+            stream = container.streams.video[0]
+            self.count = stream.frames or None  # 0 where the container does not say (mkv, webm)
+            self.frame_shape = (stream.height, stream.width, 3)
+            self.detail = f"video {stream.codec_context.name} {stream.format.name if stream.format else ''}".rstrip()
+
+    def _open(self):
+        src = io.BytesIO(self.source) if isinstance(self.source, bytes) else str(self.source)
+        try:
+            container = av.open(src)
+        except av.error.FFmpegError as exc:
+            raise BadInput(f"not a readable video ({exc.strerror})", path=self.label) from None
+        if not container.streams.video:
+            container.close()
+            raise BadInput("holds no video stream", path=self.label)
+        return container
+
+    def frames(self, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
+        with self._open() as container:
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"  # frame-parallel decoding in ffmpeg's threads, outside the GIL
+            index = 0
+            try:
+                for frame in container.decode(stream):
+                    if stop is not None and index >= stop:
+                        return
+                    if index >= start:
+                        yield frame.to_ndarray(format="rgb24")
+                    index += 1
+            except av.error.FFmpegError as exc:
+                raise BadInput(f"corrupt: cannot decode frame {index} ({exc.strerror})", path=self.label) from None
+        if self.count is not None and index < self.count:
+            raise BadInput(f"truncated: the header says {self.count} frames, {index} decode", path=self.label)
+
+
+class ImageFolder(Media):
+    """PNG / JPEG frames: a folder of them in natural name order (frame2 before frame10), or one file."""
+
+    def __init__(self, files: list[Path], label: str):
+        if not files:
+            raise BadInput(f"holds no {' / '.join(IMAGE_SUFFIXES)} frames", path=label)
+        self.files, self.label = files, label
+        self.count = len(files)
+        self.frame_shape = _read_image(files[0]).shape
+        self.detail = f"{len(files)} image file(s)"
+
+    def frames(self, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
+        for path in self.files[start:stop]:
+            image = _read_image(path)
+            if image.shape != self.frame_shape:
+                raise BadInput(f"frame size {image.shape} differs from the first frame's {self.frame_shape}",
+                               path=path)
+            yield image
+
+
+def _read_image(path: Path) -> np.ndarray:
+    from skimage import io as skio  # imports in ~0.1 s; only image folders need it
+
+    try:
+        image = skio.imread(path)
+    except (OSError, ValueError, SyntaxError) as exc:
+        raise BadInput(f"not a readable image ({exc})", path=path) from None
+    if image.dtype != np.uint8:
+        raise BadInput(f"{image.dtype} image; only 8-bit frames are compared", path=path)
+    return image[..., None] if image.ndim == 2 else image
+
+
+class ArrayMedia(Media):
+    """An array: uint8 arrays are frames ((T, H, W, C), one frame (H, W, C) or one gray frame (H, W));
+    any other dtype is a tensor (float latents, ...)."""
+
+    def __init__(self, arr: np.ndarray, label: str):
+        self.arr, self.label = arr, label
+        self.detail = f"array {arr.dtype} {'x'.join(map(str, arr.shape))}"
+        if arr.dtype != np.uint8:
+            self.kind, self.count = "tensor", (arr.shape[0] if arr.ndim else None)
+            return
+        if not 2 <= arr.ndim <= 4:
+            raise BadInput(f"uint8 array of shape {arr.shape}: frames are (T, H, W, C), (H, W, C) or (H, W)",
+                           path=label)
+        if arr.ndim == 2:
+            arr = arr[None, :, :, None]
+        elif arr.ndim == 3:
+            arr = arr[None]
+        self.frames_arr = arr
+        self.count, self.frame_shape = self.frames_arr.shape[0], self.frames_arr.shape[1:]
+
+    def frames(self, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
+        if self.kind != "frames":
+            raise BadInput(f"{self.arr.dtype} tensor, not uint8 frames", path=self.label)
+        for i in range(start, self.count if stop is None else min(stop, self.count)):
+            yield np.asarray(self.frames_arr[i])  # one frame off a memory map
+
+    def array(self) -> np.ndarray:
+        return np.asarray(self.arr)
+
+
+def load_array(path: Path, key: str | None = None, label: str | None = None) -> np.ndarray:
+    """An ``.npy`` (memory-mapped) or one array of an ``.npz`` (``key``, or its only array)."""
+    label = label or str(path)
+    try:
+        if path.suffix == ".npy":
+            return np.load(path, mmap_mode="r")
+        with np.load(path) as npz:
+            names = list(npz.files)
+            if key is None and len(names) != 1:
+                raise BadInput(f"holds arrays {', '.join(names)}; name one as {path.name}:NAME", path=label)
+            if (key or names[0]) not in names:
+                raise BadInput(f"has no array {key!r} (it holds {', '.join(names)})", path=label)
+            return npz[key or names[0]]
+    except (ValueError, OSError, EOFError) as exc:
+        raise BadInput(f"not a readable numpy file ({exc})", path=label) from None
+
+
+def _natural_key(path: Path) -> list:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.name)]
+
+
+def _images_in(folder: Path) -> list[Path]:
+    return sorted((p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES), key=_natural_key)
+
+
+def open_media(path: str | Path | np.ndarray, label: str | None = None) -> Media:
+    """Open an input: a video, an image or a folder of them, an ``.npy`` / ``.npz`` (``FILE.npz:NAME``
+    for one of several arrays), a run's trial / rank / outputs folder (its main output), or an array."""
+    if isinstance(path, np.ndarray):
+        return ArrayMedia(path, label or "<array>")
+    p = Path(path)
+    label = label or str(path)
+    if not p.exists() and ".npz:" in p.name:
+        name, key = p.name.split(".npz:", 1)
+        return ArrayMedia(load_array(p.with_name(name + ".npz"), key, label), label)
+    if p.is_dir():
+        images = _images_in(p)
+        if images:
+            return ImageFolder(images, label)
+        outputs = output_files(p)
+        if not outputs:
+            raise BadInput("no frames, arrays or run outputs in this folder", path=label)
+        main = outputs[main_output(outputs)]
+        return open_media(main, str(Path(label) / main.relative_to(p)))
+    if not p.exists():
+        raise BadInput("no such file or folder", path=label)
+    suffix = p.suffix.lower()
+    if suffix in VIDEO_SUFFIXES:
+        return VideoFile(p, label)
+    if suffix in IMAGE_SUFFIXES:
+        return ImageFolder([p], label)
+    if suffix in ARRAY_SUFFIXES:
+        return ArrayMedia(load_array(p, label=label), label)
+    kinds = VIDEO_SUFFIXES + IMAGE_SUFFIXES + ARRAY_SUFFIXES
+    raise BadInput(f"unknown kind of file (perfkit reads {' '.join(kinds)} and folders of images)", path=label)
+
+
+def outputs_folder(path: Path) -> Path:
+    """Where a run keeps outputs, given a trial, rank or outputs folder."""
+    for candidate in (path / "outputs", path / "rank0" / "outputs"):
+        if candidate.is_dir():
+            return candidate
+    return path
+
+
+def output_files(path: Path) -> dict[str, Path]:
+    """Comparable outputs by name: videos, arrays and folders of image frames (not ``latents.npy``)."""
+    folder = outputs_folder(path)
+    if not folder.is_dir():
+        return {}
+    found = {}
+    for p in sorted(folder.iterdir()):
+        if p.name == LATENTS_FILE:
+            continue
+        if (p.is_file() and p.suffix.lower() in VIDEO_SUFFIXES + ARRAY_SUFFIXES + IMAGE_SUFFIXES) or \
+                (p.is_dir() and _images_in(p)):
+            found[p.name] = p
+    return found
+
+
+def main_output(files: dict[str, Path]) -> str:
+    """The output a comparison headlines: the first (by name) that holds frames, else the first."""
+    return next((n for n, p in files.items() if open_media(p).kind == "frames"), next(iter(files)))
+
+
+def prefetch(items: Iterator, depth: int = 3) -> Iterator:
+    """Run ``items`` in a background thread, at most ``depth`` ahead. Decoding and sha256 release the
+    GIL, so two inputs are read while the caller computes; an error surfaces in the caller."""
+    slots: queue.Queue = queue.Queue(depth)
+    stop = threading.Event()
+    end = object()
+
+    def put(entry) -> bool:
+        while not stop.is_set():
+            try:
+                slots.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def fill():
+        try:
+            for item in items:
+                if not put((item, None)):
+                    return
+            put((end, None))
+        except BaseException as exc:  # handed to the consumer, raised there
+            put((end, exc))
+        finally:
+            getattr(items, "close", lambda: None)()  # a stopped generator closes its file here
+
+    worker = threading.Thread(target=fill, daemon=True)
+    worker.start()
+    try:
+        while True:
+            item, exc = slots.get()
+            if item is end:
+                if exc is not None:
+                    raise exc
+                return
+            yield item
+    finally:
+        stop.set()
+        worker.join()
+
+
+class Codec(NamedTuple):
+    """Encoder settings for the codec floor: a PyAV encoder name, pixel format and encoder options."""
+
+    name: str = "libx264"
+    pix_fmt: str = "yuv420p"
+    options: tuple[tuple[str, str], ...] = (("crf", "18"),)
+
+    def __str__(self) -> str:
+        return " ".join([self.name, self.pix_fmt, *(f"{k}={v}" for k, v in self.options)])
+
+
+DEFAULT_CODEC = Codec()  # x264 CRF 18 on yuv420p: what served videos usually go through
+
+
+def parse_codec(spec: str) -> Codec:
+    """``CODEC[:key=value...]``, e.g. ``libx264:crf=18:pix_fmt=yuv420p:preset=ultrafast`` or ``ffv1``.
+    libx264 starts from the defaults (crf 18, yuv420p); another encoder from an RGB pixel format where
+    it has one (so ``ffv1`` and ``libx264rgb:crf=0`` are lossless), else its first."""
+    name, *fields = spec.split(":")
+    name = name or DEFAULT_CODEC.name
+    settings = {"pix_fmt": DEFAULT_CODEC.pix_fmt, **dict(DEFAULT_CODEC.options)} if name == DEFAULT_CODEC.name else {}
+    for field in fields:
+        key, sep, value = field.partition("=")
+        if not sep or not key:
+            raise BadInput(f"expected CODEC[:key=value...], got {field!r}", field="--codec")
+        settings[key] = value
+    try:
+        encoder = av.codec.Codec(name, "w")
+    except (av.error.FFmpegError, ValueError):
+        raise BadInput(f"no encoder {name!r} in this PyAV build", field="--codec") from None
+    formats = [f.name for f in encoder.video_formats]
+    pix_fmt = settings.pop("pix_fmt", None) or next((f for f in RGB_FORMATS if f in formats), formats[0])
+    return Codec(name, pix_fmt, tuple(settings.items()))
+
+
+def write_video(frames: Iterable[np.ndarray], dest: Path | io.BytesIO, codec: Codec = DEFAULT_CODEC,
+                fps: int = 24) -> None:
+    """Encode uint8 RGB frames (H, W, 3); ``dest`` a path (container from its suffix) or a buffer (mkv)."""
+    target = str(dest) if isinstance(dest, Path) else dest
+    with av.open(target, "w", format=None if isinstance(dest, Path) else "matroska") as container:
+        stream = None
+        for image in frames:
+            if stream is None:
+                stream = container.add_stream(codec.name, rate=fps, options=dict(codec.options))
+                stream.width, stream.height = image.shape[1], image.shape[0]
+                stream.pix_fmt = codec.pix_fmt
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image[..., :3]), format="rgb24")
+            try:
+                container.mux(stream.encode(frame))
+            except av.error.FFmpegError as exc:
+                raise BadInput(f"{codec} cannot encode {image.shape[1]}x{image.shape[0]} frames ({exc.strerror})",
+                               field="--codec") from None
+        if stream is not None:
+            container.mux(stream.encode())
