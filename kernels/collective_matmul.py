@@ -6,6 +6,9 @@ Both are called inside ``jax.shard_map`` over ``axis_name`` (n ranks). ``impl`` 
 - ``"xla"``: ``all_gather`` + dot / dot + ``psum_scatter``; the reference the others are tested against.
 - ``"ring"``: a bidirectional ``ppermute`` ring. Each hop multiplies the chunk a rank holds while the
   next chunk is in flight, so the transfer hides behind the matmul.
+- ``"pallas"``: the same rings as Pallas TPU kernels with remote DMA (``collective_matmul_pallas``;
+  TPU interpret mode off TPU). Shapes a kernel cannot take fall back to the ring with a logged notice;
+  ``unsupported_reason`` says why.
 
 Rank-dependent positions (which rows a hop produces) come from ``lax.axis_index``, a runtime value, so
 every rank compiles the same program.
@@ -13,16 +16,21 @@ every rank compiles the same program.
 
 from __future__ import annotations
 
+import logging
 from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
+from perfkit.kernels import collective_matmul_pallas as pallas
 from perfkit.kernels.ring import shift
 
-IMPLS = ("xla", "ring")
+IMPLS = ("xla", "ring", "pallas")
 ASSEMBLIES = ("dus", "concat")
+OPS = ("all_gather_matmul", "matmul_reduce_scatter")
+
+log = logging.getLogger(__name__)
 
 
 def _check(impl: str, assemble: str = "dus") -> None:
@@ -35,6 +43,26 @@ def _check(impl: str, assemble: str = "dus") -> None:
 def _dot(x: jax.Array, w: jax.Array) -> jax.Array:
     # Accumulate in float32 whatever the input dtype; cast back once.
     return jnp.matmul(x, w, preferred_element_type=jnp.float32).astype(x.dtype)
+
+
+def unsupported_reason(op: str, *operands, ranks: int) -> str | None:
+    """Why the Pallas kernel of ``op`` cannot take these operands on ``ranks`` ranks; None when it can.
+
+    ``op="all_gather_matmul"``: operands ``x`` (..., m, K) and ``weights`` [(K, N_i)];
+    ``op="matmul_reduce_scatter"``: operand ``pairs`` [(x_i (..., M, K_i), w_i (K_i, N))]. Arrays or
+    ``jax.ShapeDtypeStruct``s, as one rank sees them inside ``shard_map``."""
+    if op == "all_gather_matmul":
+        return pallas.all_gather_matmul_unsupported(*operands, ranks)
+    if op == "matmul_reduce_scatter":
+        return pallas.matmul_reduce_scatter_unsupported(*operands, ranks)
+    raise ValueError(f"op must be one of {OPS}, got {op!r}")
+
+
+def _pallas_takes(op: str, *operands, ranks: int) -> bool:
+    reason = unsupported_reason(op, *operands, ranks=ranks)
+    if reason is not None:
+        log.warning("%s: the Pallas kernel cannot take this shape (%s); using the JAX ring", op, reason)
+    return reason is None
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -57,6 +85,8 @@ def all_gather_matmul(
     if impl == "xla":
         return all_gather_matmul_reference(x, weights, axis_name=axis_name)
     n = lax.axis_size(axis_name)
+    if impl == "pallas" and _pallas_takes("all_gather_matmul", x, weights, ranks=n):
+        return pallas.all_gather_matmul(x, weights, axis_name=axis_name)
     if n == 1:
         return [_dot(x, w) for w in weights]
     m = x.shape[-2]
@@ -130,6 +160,8 @@ def matmul_reduce_scatter(
         raise ValueError(f"rows {[x.shape[-2] for x, _ in pairs]} must agree and divide by {n} ranks")
     if impl == "xla":
         return matmul_reduce_scatter_reference(pairs, axis_name=axis_name)
+    if impl == "pallas" and _pallas_takes("matmul_reduce_scatter", pairs, ranks=n):
+        return pallas.matmul_reduce_scatter(pairs, axis_name=axis_name)
     if n == 1:
         return _partial(pairs, 0, big_m).astype(pairs[0][0].dtype)
     m = big_m // n

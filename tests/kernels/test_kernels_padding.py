@@ -3,7 +3,7 @@
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfkit.kernels import padding
@@ -39,6 +39,7 @@ def test_plans_at_the_reference_pr_shapes():
     assert padding.plan_ring_halves(2310, 4).padded == 2312  # LTX-2 480x704x49
 
 
+@settings(deadline=None)  # jax arrays: the first pad of each shape compiles
 @given(st.integers(1, 300), shard_counts, st.integers(0, 2), st.booleans())
 def test_pad_then_unpad_round_trips(length, shards, axis, as_jax):
     plan = padding.plan_lanes(length, shards, lanes=8)

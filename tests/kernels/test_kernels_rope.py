@@ -12,6 +12,7 @@ from perfkit.kernels.rope import (apply_rope_interleaved, apply_rope_split_halve
 from perfkit.models.layers import rms_norm
 
 head_dims = st.integers(1, 16).map(lambda h: 2 * h)
+few_head_dims = st.sampled_from([2, 6, 16])  # where jax compiles per shape: keep the shapes few
 
 
 def _rotate_pairs_numpy(x, angles, first, second):
@@ -33,8 +34,8 @@ def test_split_halves_permutation_properties(d):
     np.testing.assert_array_equal(inv[1::2], np.arange(d // 2) + d // 2)
 
 
-@settings(deadline=None, max_examples=25)
-@given(head_dims, st.integers(0, 2**31))
+@settings(deadline=None, max_examples=15)
+@given(few_head_dims, st.integers(0, 2**31))
 def test_both_rotations_match_numpy_and_each_other(d, seed):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((2, 5, 3, d)).astype(np.float32)
@@ -52,8 +53,8 @@ def test_both_rotations_match_numpy_and_each_other(d, seed):
         rtol=1e-6, atol=1e-6)
 
 
-@settings(deadline=None, max_examples=20)
-@given(st.sampled_from([4, 8, 16]), st.integers(1, 3), st.integers(0, 2**31))
+@settings(deadline=None, max_examples=10)
+@given(st.sampled_from([4, 16]), st.integers(1, 2), st.integers(0, 2**31))
 def test_permuted_projection_and_norm_keep_q_dot_k(d, heads, seed):
     rng = np.random.default_rng(seed)
     seq, dim = 6, 12

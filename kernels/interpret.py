@@ -1,0 +1,47 @@
+"""Pallas TPU kernels off TPU: TPU interpret mode, and its race detector in one call.
+
+Interpret mode runs a TPU kernel on CPU while simulating each device's VMEM, DMAs, semaphores and
+barriers; with ``detect_races`` a happens-before race detector watches every buffer access. Traps
+(../shared/notes/platform-facts.md): with N simulated devices the interpreter needs more XLA CPU
+threads than devices (``NPROC=16`` before jax is imported, or a 4-device kernel hangs on 2 cores), and
+after any exception inside an interpreted kernel its global state must be reset.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+from jax._src.pallas.mosaic.interpret import interpret_pallas_call as _interpreter
+from jax.experimental.pallas import tpu as pltpu
+
+
+def kernel_interpret_mode() -> pltpu.InterpretParams | bool:
+    """What a kernel passes as ``pallas_call(interpret=...)``: False on TPU (compiled by Mosaic), TPU
+    interpret mode elsewhere. ``run_interpreted`` overrides it for the calls it traces."""
+    return False if jax.default_backend() == "tpu" else pltpu.InterpretParams()
+
+
+class Interpreted(NamedTuple):
+    """The outputs of an interpreted run, and whether the race detector found a race."""
+
+    outputs: Any
+    races_found: bool
+
+
+def run_interpreted(fn: Callable[..., Any], *args, detect_races: bool = True) -> Interpreted:
+    """Runs ``fn(*args)`` (typically ``jit(shard_map(...))`` around one ``pallas_call``) with every
+    Pallas call traced under it in TPU interpret mode, waits for the result and reads the race
+    detector. ``fn`` must be traced here (a fresh ``jit``): a cached compiled program keeps the mode it
+    was traced with. The detector's state is per kernel call: with several kernels in ``fn`` it reports
+    the last one."""
+    params = pltpu.InterpretParams(detect_races=detect_races)
+    pltpu.reset_tpu_interpret_mode_state()  # a stale verdict from an earlier kernel must not leak in
+    try:
+        with pltpu.force_tpu_interpret_mode(params):
+            outputs = jax.block_until_ready(fn(*args))
+    except BaseException:
+        pltpu.reset_tpu_interpret_mode_state()  # or the next interpreted kernel starts in a bad state
+        raise
+    races = _interpreter.races  # private in jax 0.10; the one place perfkit reads it
+    return Interpreted(outputs, bool(races is not None and races.races_found))
