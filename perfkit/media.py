@@ -78,16 +78,20 @@ class VideoFile(Media):
             stream.thread_type = "AUTO"  # frame-parallel decoding in ffmpeg's threads, outside the GIL
             index = 0
             try:
-                for frame in container.decode(stream):
-                    if stop is not None and index >= stop:
-                        return
-                    if index >= start:
-                        yield frame.to_ndarray(format="rgb24")
-                    index += 1
+                for k, packet in enumerate(container.demux(stream)):
+                    if packet.is_corrupt:  # the demuxer read fewer bytes than the index promised
+                        raise BadInput(f"truncated or damaged: packet {k} is incomplete", path=self.label)
+                    for frame in packet.decode():
+                        if stop is not None and index >= stop:
+                            return
+                        if index >= start:
+                            yield frame.to_ndarray(format="rgb24")
+                        index += 1
             except av.error.FFmpegError as exc:
-                raise BadInput(f"corrupt: cannot decode frame {index} ({exc.strerror})", path=self.label) from None
+                raise BadInput(f"corrupt: decoding failed after {index} frames ({exc.strerror})",
+                               path=self.label) from None
         if self.count is not None and index < self.count:
-            raise BadInput(f"truncated: the header says {self.count} frames, {index} decode", path=self.label)
+            raise BadInput(f"truncated: the header says {self.count} frames, only {index} decode", path=self.label)
 
 
 class ImageFolder(Media):

@@ -237,7 +237,8 @@ def compare(a, b, frames: FrameRange = ALL_FRAMES, *, ssim: bool = False, per_fr
 def codec_floor(reference, codec: Codec = DEFAULT_CODEC, frames: FrameRange = ALL_FRAMES, *,
                 ssim: bool = False) -> dict:
     """The reference against itself through ``codec``: the best a video served through that codec can
-    score against the reference, so served-vs-reference figures can be judged. Encodes in memory."""
+    score against the reference, so served-vs-reference figures can be judged. Encodes in memory.
+    libx264 through PyAV is not bit-reproducible run to run: the floor moves by ~0.02 dB (measured)."""
     ref = open_media(reference)
     if ref.kind != "frames" or (ref.frame_shape or (3,))[-1] != 3:
         raise BadInput("the codec floor needs RGB frames", path=ref.label)

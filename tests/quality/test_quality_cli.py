@@ -1,0 +1,102 @@
+"""``perfkit quality``: the --json contract, text output, codec floor, drift, imports, ffmpeg agreement."""
+
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from skimage import io as skio
+
+CONTRACT = {"frames", "psnr_mean_db", "psnr_pooled_db", "psnr_min_db", "identical_frames", "mean_abs_diff",
+            "max_abs_diff", "bit_identical"}
+
+
+def test_json_contract(tmp_path, clip, noisy, quality_cli):
+    a = clip(frames=4)
+    b = noisy(a, 12)
+    b[2] = a[2]  # one identical frame
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    res = quality_cli(tmp_path / "a.npy", tmp_path / "b.npy", "--json", "--per-frame")
+    assert res.exit_code == 0, res.stderr
+    r = res.json()
+    assert CONTRACT <= set(r) and r["frames"] == 4 and r["identical_frames"] == 1
+    assert [row["frame"] for row in r["per_frame"]] == [0, 1, 2, 3] and r["per_frame"][2]["psnr_db"] == "inf"
+    finite = [row["psnr_db"] for row in r["per_frame"] if row["psnr_db"] != "inf"]
+    assert r["psnr_mean_db"] == pytest.approx(np.mean(finite))
+    assert "per_frame" not in quality_cli(tmp_path / "a.npy", tmp_path / "b.npy", "--json").json()
+
+
+def test_text_names_its_conventions(tmp_path, clip, noisy, quality_cli):
+    a = clip(frames=3)
+    b = noisy(a, 5)
+    b[0] = a[0]
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    out = quality_cli(tmp_path / "a.npy", tmp_path / "b.npy", "--ssim").stdout
+    assert "1 of 3 frames identical" in out and "over the 2 differing frames" in out
+    assert "ffmpeg's average" in out and "/255" in out and "SSIM mean" in out and "bit-identical: no" in out
+
+
+def test_codec_floor_alone_and_bad_settings(tmp_path, clip, quality_cli):
+    np.save(tmp_path / "a.npy", clip(frames=3, height=32, width=48))
+    res = quality_cli(tmp_path / "a.npy", "--codec-floor", "--json")
+    assert res.exit_code == 0, res.stderr
+    floor = res.json()["codec_floor"]
+    assert floor["codec"] == "libx264 yuv420p crf=18" and floor["frames"] == 3 and not floor["bit_identical"]
+    res = quality_cli(tmp_path / "a.npy", "--codec-floor", "--codec", "libx264rgb:crf=0", "--json")
+    assert res.json()["codec_floor"]["bit_identical"]
+    res = quality_cli(tmp_path / "a.npy", "--codec-floor", "--codec", "nosuchcodec")
+    assert res.exit_code == 2 and "--codec: no encoder 'nosuchcodec'" in res.stderr
+    res = quality_cli(tmp_path / "a.npy")
+    assert res.exit_code == 2 and "give B" in res.stderr
+
+
+def test_drift_table_and_plot(tmp_path, quality_cli):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((4, 8, 3)).astype(np.float32)
+    b = a * np.float32(1.001)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    res = quality_cli(tmp_path / "a.npy", tmp_path / "b.npy", "--drift", "--json", "--plot", tmp_path / "d.png")
+    assert res.exit_code == 0, res.stderr
+    rows = res.json()["rows"]
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    assert all(r["rel_l2"] == pytest.approx(0.001, rel=1e-3) and r["cosine"] == pytest.approx(1) for r in rows)
+    assert (tmp_path / "d.png").read_bytes()[:4] == b"\x89PNG"
+    res = quality_cli(tmp_path / "a.npy", tmp_path / "b.npy")  # without --drift: one tensor comparison
+    assert "rel L2 1.000e-03" in res.stdout
+
+
+def test_quality_imports_neither_jax_nor_torch(tmp_path, clip):
+    np.save(tmp_path / "a.npy", clip(frames=2, height=32, width=32))
+    np.save(tmp_path / "l.npy", np.zeros((2, 3), np.float32))
+    code = (
+        "import sys\nfrom click.testing import CliRunner\nfrom perfkit.cli import cli\n"
+        f"a, l = {str(tmp_path / 'a.npy')!r}, {str(tmp_path / 'l.npy')!r}\n"
+        "for args in ([a, a, '--ssim', '--per-frame'], [a, '--codec-floor'], [l, l, '--drift', '--plot', a + '.png']):\n"
+        "    assert CliRunner().invoke(cli, ['quality', *args]).exit_code == 0, args\n"
+        "print(sorted(m for m in ('jax', 'torch') if m in sys.modules))\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "[]"
+
+
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="no ffmpeg binary on this machine")
+def test_agrees_with_ffmpeg_psnr_filter(tmp_path, clip, noisy, quality_cli):
+    """ffmpeg's psnr filter on RGB PNG frames: its average is the pooled-MSE PSNR, its min the worst frame."""
+    a = clip(frames=5)
+    b = noisy(a, 10)
+    for name, frames in (("a", a), ("b", b)):
+        (tmp_path / name).mkdir()
+        for i, f in enumerate(frames):
+            skio.imsave(tmp_path / name / f"{i:03d}.png", f, check_contrast=False)
+    ff = subprocess.run(["ffmpeg", "-hide_banner", "-i", str(tmp_path / "a/%03d.png"), "-i", str(tmp_path / "b/%03d.png"),
+                         "-lavfi", "psnr", "-f", "null", "-"], capture_output=True, text=True, timeout=120)
+    average = float(re.search(r"average:([0-9.]+)", ff.stderr).group(1))
+    worst = float(re.search(r"min:([0-9.]+)", ff.stderr).group(1))
+    r = quality_cli(tmp_path / "a", tmp_path / "b", "--json").json()
+    assert r["psnr_pooled_db"] == pytest.approx(average, abs=0.01)
+    assert r["psnr_min_db"] == pytest.approx(worst, abs=0.01)

@@ -1,0 +1,141 @@
+"""PSNR and friends against hand-computed cases, numpy and scikit-image."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+from skimage.metrics import mean_squared_error, peak_signal_noise_ratio, structural_similarity
+
+from perfkit import quality
+from perfkit.errors import BadInput
+
+
+def test_known_mse_and_an_identical_frame():
+    a = np.zeros((2, 4, 4, 3), np.uint8)
+    b = a.copy()
+    b[0] += 10  # frame 0: every value off by 10 -> MSE 100; frame 1 identical
+    r = quality.compare(a, b, per_frame=True)
+    psnr_100 = 10 * math.log10(255**2 / 100)  # 28.1308 dB
+    assert [row["psnr_db"] for row in r["per_frame"]] == pytest.approx([psnr_100, math.inf])
+    assert r["psnr_mean_db"] == pytest.approx(psnr_100)  # the identical frame is counted, not averaged
+    assert r["identical_frames"] == 1 and r["frames"] == 2
+    assert r["psnr_pooled_db"] == pytest.approx(10 * math.log10(255**2 / 50))  # pooled MSE (100 + 0) / 2
+    assert r["psnr_min_db"] == pytest.approx(psnr_100) and r["worst_frame"] == 0
+    assert r["mean_abs_diff"] == 5.0 and r["max_abs_diff"] == 10 and r["share_over_16"] == 0
+    assert r["bit_identical"] is False
+
+
+def test_one_value_off_by_255():
+    a = np.zeros((16, 16, 3), np.uint8)  # one frame (H, W, C)
+    b = a.copy()
+    b[3, 5, 1] = 255
+    r = quality.compare(a, b)
+    # MSE = 255^2 / 768 -> PSNR = 10 log10(768)
+    assert r["psnr_pooled_db"] == pytest.approx(10 * math.log10(768)) == r["psnr_mean_db"]
+    assert r["share_over_16"] == pytest.approx(1 / 768) and r["max_abs_diff"] == 255
+
+
+def test_identical_inputs_are_inf_and_written_as_the_string():
+    a = np.full((3, 8, 8, 3), 7, np.uint8)
+    r = quality.compare(a, a.copy())
+    assert r["psnr_mean_db"] == r["psnr_pooled_db"] == r["psnr_min_db"] == math.inf
+    assert r["identical_frames"] == 3 and r["bit_identical"] and r["sha256"][0] == r["sha256"][1]
+    safe = quality.json_safe(r)
+    assert safe["psnr_mean_db"] == "inf" and safe["psnr_pooled_db"] == "inf"
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 5, 3), (2, 37, 41, 3), (1, 16, 16, 4), (1, 9, 7, 1)])
+def test_frame_sums_are_exact(shape):
+    """The float32 block sums equal int64 numpy exactly, extremes (0 vs 255) and ragged tails included."""
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 256, shape, dtype=np.uint8)
+    b = rng.integers(0, 256, shape, dtype=np.uint8)
+    b.reshape(-1)[::5] = 255 - a.reshape(-1)[::5]
+    for fa, fb in zip(a, b):
+        d = fa.astype(np.int64) - fb
+        assert quality._frame_sums(fa, fb) == (float((d * d).sum()), float(np.abs(d).sum()), int(np.abs(d).max()),
+                                               int((np.abs(d) > 16).sum()))
+
+
+def test_agrees_with_scikit_image(clip, noisy):
+    a = clip(frames=5)
+    b = noisy(a, 9)
+    r = quality.compare(a, b, per_frame=True, ssim=True)
+    for fa, fb, row in zip(a, b, r["per_frame"]):
+        assert row["psnr_db"] == pytest.approx(peak_signal_noise_ratio(fa, fb, data_range=255), abs=1e-9)
+        assert row["mse"] == pytest.approx(mean_squared_error(fa, fb), rel=1e-12)
+        assert row["ssim"] == pytest.approx(structural_similarity(
+            fa, fb, channel_axis=2, data_range=255, gaussian_weights=True, sigma=1.5,
+            use_sample_covariance=False), abs=1e-12)
+    pooled = np.mean([mean_squared_error(fa, fb) for fa, fb in zip(a, b)])
+    assert r["psnr_pooled_db"] == pytest.approx(10 * math.log10(255**2 / pooled))
+    assert 0.0 < r["ssim_mean"] < 1.0
+
+
+@settings(max_examples=25, deadline=None)
+@given(arrays(np.uint8, (3, 4, 5, 3)), arrays(np.uint8, (3, 4, 5, 3)))
+def test_mean_of_frames_is_at_least_pooled_at_least_worst(a, b):
+    """-log is convex, so over differing frames: mean of per-frame PSNR >= PSNR of pooled MSE >= worst."""
+    r = quality.compare(a, b)
+    if r["identical_frames"] == 0:
+        assert r["psnr_mean_db"] >= r["psnr_pooled_db"] - 1e-9
+    assert r["psnr_pooled_db"] >= r["psnr_min_db"] - 1e-9
+    assert r["bit_identical"] == bool(np.array_equal(a, b))
+
+
+def test_tensor_metrics_by_hand():
+    a = np.array([[3.0, 4.0], [0.0, 0.0]], np.float32)
+    b = np.array([[3.0, 4.0], [0.0, 1.0]], np.float32)
+    r = quality.compare(a, b)
+    assert r["kind"] == "tensor"
+    assert r["rel_l2"] == pytest.approx(1 / 5)  # ||a - b|| = 1, ||a|| = 5
+    assert r["cosine"] == pytest.approx(25 / (5 * math.sqrt(26)))
+    assert r["max_abs_diff"] == 1 and r["mean_abs_diff"] == pytest.approx(0.25)
+    assert r["psnr_db"] == pytest.approx(10 * math.log10(4**2 / 0.25))  # A's range 4, MSE 1/4
+    assert r["bit_identical"] is False
+
+
+def test_tensors_of_other_shape_or_dtype_are_refused():
+    a = np.zeros((2, 3), np.float32)
+    with pytest.raises(BadInput, match="shape or dtype"):
+        quality.compare(a, np.zeros((3, 2), np.float32))
+    with pytest.raises(BadInput, match="shape or dtype"):
+        quality.compare(a, np.zeros((2, 3), np.float64))
+    with pytest.raises(BadInput, match="holds frames"):
+        quality.compare(np.zeros((2, 3, 4, 3), np.uint8), np.zeros((2, 3, 4, 3), np.float32))
+
+
+def test_drift_per_step_against_numpy(tmp_path):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((5, 1, 16, 4)).astype(np.float32)
+    b = a + (np.arange(5) * 1e-3)[:, None, None, None] * rng.standard_normal(a.shape).astype(np.float32)
+    table = quality.drift(a, b)
+    assert list(table["step"]) == list(range(5))
+    for s in range(5):
+        d = a[s].astype(np.float64) - b[s]
+        assert table["rel_l2"][s] == pytest.approx(np.linalg.norm(d) / np.linalg.norm(a[s].astype(np.float64)))
+        mse = np.mean(d * d)
+        expect = math.inf if mse == 0 else 10 * math.log10(np.ptp(a[s].astype(np.float64)) ** 2 / mse)
+        assert table["psnr_db"][s] == pytest.approx(expect)
+    assert table["rel_l2"][0] == 0 and (np.diff(table["rel_l2"]) > 0).all()
+    png = quality.plot_drift(table, tmp_path / "plots" / "drift.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_json_safe():
+    assert quality.json_safe({"x": [math.inf, -math.inf, math.nan, np.int64(3), (1.5,)]}) == \
+        {"x": ["inf", "-inf", None, 3, [1.5]]}
+
+
+@pytest.mark.parametrize("text, expect", [("0:49", (0, 49)), (":10", (0, 10)), ("5:", (5, None)), (None, (0, None))])
+def test_frame_range(text, expect):
+    assert tuple(quality.parse_frame_range(text)) == expect
+
+
+@pytest.mark.parametrize("text", ["5", "a:b", "5:5", "-1:3"])
+def test_bad_frame_range(text):
+    with pytest.raises(BadInput, match="--frames"):
+        quality.parse_frame_range(text)
