@@ -1,0 +1,89 @@
+"""The runner's quality block: B vs A for every output kind, the oracle, drift, determinism, the report."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+PROGRAM = Path(__file__).resolve().parent / "programs" / "write_outputs.py"
+
+
+def perfkit_run(case: dict, tmp_path: Path) -> dict:
+    path = tmp_path / "case.yaml"
+    path.write_text(yaml.safe_dump(case))
+    res = subprocess.run([sys.executable, "-m", "perfkit.cli", "run", str(path), "--out", str(tmp_path / "run")],
+                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return json.loads((tmp_path / "run" / "summary.json").read_text())
+
+
+def psnr_by_hand(a: np.ndarray, b: np.ndarray) -> float:
+    mse = [np.mean((fa.astype(np.float64) - fb) ** 2) for fa, fb in zip(a, b)]
+    return float(np.mean([10 * np.log10(255**2 / m) for m in mse if m > 0]))
+
+
+def test_command_case_quality_oracle_drift_determinism(tmp_path):
+    oracle = tmp_path / "oracle"
+    oracle.mkdir()
+    case = {
+        "name": "quality-outputs", "command": [sys.executable, str(PROGRAM)], "warmup": 1,
+        "repeats": {"min": 2, "max": 2}, "timeout": 120, "oracle": str(oracle),
+        "variants": {"a": {}, "b": {"env": {"NOISE": "4", "NOISE_PER_TRIAL": "1"}}},
+    }
+    # The oracle holds what variant a writes (no noise): a matches it bit for bit.
+    subprocess.run([sys.executable, str(PROGRAM)], check=True, timeout=120,
+                   env={"PATH": "", "PERFKIT_OUTPUTS": str(oracle), "PERFKIT_TRIAL": "0"})
+    s = perfkit_run(case, tmp_path)
+    run = tmp_path / "run"
+    first = {t: sorted(run.glob(f"trials/*-{t}"))[0] / "rank0" / "outputs" for t in ("a", "b")}
+    fa, fb = (np.load(first[t] / "frames.npy") for t in ("a", "b"))
+
+    q = s["quality"]
+    assert q["file"] == "clip.mkv" and q["kind"] == "frames" and q["frames"] == 5  # the video is headlined
+    assert q["psnr_db"] == pytest.approx(psnr_by_hand(fa, fb))
+    assert q["bit_identical"] is False and q["identical_frames"] == 0
+    assert set(q["files"]) == {"clip.mkv", "frames.npy", "pngs"}  # latents.npy is drift, not an output
+    for name in ("frames.npy", "pngs"):  # lossless: every kind gives the same figures
+        assert q["files"][name]["psnr_db"] == pytest.approx(q["psnr_db"])
+
+    o = q["oracle"]
+    assert o["variants"]["a"]["bit_identical"] is True and o["variants"]["a"]["psnr_db"] == "inf"
+    assert o["variants"]["b"]["psnr_db"] == pytest.approx(q["psnr_db"])
+
+    la, lb = (np.load(first[t] / "latents.npy").astype(np.float64) for t in ("a", "b"))
+    rel = [np.linalg.norm(la[i] - lb[i]) / np.linalg.norm(la[i]) for i in range(4)]
+    assert [r["rel_l2"] for r in q["drift"]] == pytest.approx(rel)
+    assert rel[0] == 0 and rel[3] > rel[1] > 0
+
+    da, db = s["determinism"]["a"], s["determinism"]["b"]
+    assert da["runs"] == 2 and da["bit_identical"] is True
+    assert db["runs"] == 2 and db["bit_identical"] is False and db["differing_runs"] == 1
+    assert 20 < db["psnr_min_db"] < 60 and db["max_abs_diff"] == 8  # two independent +-4 noises
+
+    report = (run / "report.md").read_text()
+    assert "b vs oracle" in report and "Latent drift" in report and "not bit-identical" in report
+    assert (run / "plots" / "drift.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_worker_saves_latents_on_request(tmp_path):
+    """The bundled worker's opt-in (variant option ``save_latents: true``): outputs/latents.npy holds
+    every step's latents (steps, batch, tokens, channels) as float32; the last step decodes to the frames."""
+    from perfkit.models import get
+    from perfkit.models.pipeline import decode
+
+    spec = {"model": {"name": "wan", "config": "tiny", "steps": 3, "dtype": "bfloat16"},
+            "options": {"plan": "local", "save_latents": True}, "devices": 1, "seed": 0, "outputs": True}
+    env = {"PATH": "", "JAX_PLATFORMS": "cpu", "PERFKIT_OUTPUTS": str(tmp_path),
+           "PERFKIT_METRICS": str(tmp_path / "metrics.jsonl")}
+    subprocess.run([sys.executable, "-m", "perfkit.worker", json.dumps(spec)], check=True, env=env, cwd=REPO,
+                   timeout=120)
+    latents, frames = np.load(tmp_path / "latents.npy"), np.load(tmp_path / "frames.npy")
+    cfg = get("wan").configs["tiny"]
+    assert latents.dtype == np.float32 and latents.shape == (3, 1, cfg.tokens, cfg.in_channels)
+    assert not np.array_equal(latents[0], latents[1])
+    assert np.array_equal(decode(latents[-1][0], cfg.grid), frames)
