@@ -22,8 +22,9 @@ from perfkit.hlo.fingerprint import FlatInstruction
 from perfkit.hlo.parse import called_computations
 
 # Collective opcodes (sync, async start, and the generic async wrapper) and which part of their output
-# is the receive buffer: a shape-index prefix. Sync ops receive into their whole output; ``*-start``
-# ops return (operands, output, ...contexts), so output {1}; recv returns (buffer, context, token).
+# is the receive buffer: a shape-index prefix. Sync ops receive into their whole output; tuple-shaped
+# ``*-start`` ops return (operands, output, ...contexts), so output {1}; recv returns (buffer, context,
+# token), send (data, context, token).
 COLLECTIVES = ("collective-permute", "all-gather", "all-to-all", "ragged-all-to-all", "reduce-scatter",
                "all-reduce", "collective-broadcast", "send", "recv")
 RECEIVE_INDEX = {**{c: "" for c in COLLECTIVES}, **{c + "-start": "1" for c in COLLECTIVES},
@@ -107,17 +108,27 @@ def collective_kind(flat: FlatInstruction, root_opcodes: dict[str, str]) -> str 
     return None
 
 
+def collectives(flat: list[FlatInstruction], root_opcodes: dict[str, str]) -> list[tuple[str, FlatInstruction]]:
+    """(kind, instruction) of every collective in canonical order; the collective inside a computation
+    that an ``async-start`` wraps is counted once, as its ``async-start``."""
+    wrapped = {c for f in flat if f.inst.opcode == "async-start" for c in called_computations(f.inst)}
+    out = []
+    for f in flat:
+        kind = collective_kind(f, root_opcodes)
+        if kind is not None and f.computation not in wrapped:
+            out.append((kind, f))
+    return out
+
+
 def receive_buffers(flat: list[FlatInstruction], root_opcodes: dict[str, str],
                     assignment: BufferAssignment) -> list[ReceiveBuffer]:
     """Every collective's receive buffer(s), labelled by kind and order (``all-gather #1``)."""
     seen: dict[str, int] = {}
     out = []
-    for f in flat:
-        kind = collective_kind(f, root_opcodes)
-        if kind is None:
-            continue
+    for kind, f in collectives(flat, root_opcodes):
         seen[kind] = seen.get(kind, 0) + 1
-        prefix = RECEIVE_INDEX[f.inst.opcode]
+        # A start op with an array output (all-reduce-start) receives into all of it.
+        prefix = RECEIVE_INDEX[f.inst.opcode] if f.inst.shape.startswith("(") else ""
         for v in assignment.values.get(f.inst.name, ()):
             if v.index == prefix or v.index.startswith(prefix + ",") or not prefix:
                 out.append(ReceiveBuffer(f"{kind} #{seen[kind]}", f.inst.name, v.index, v.size, v.offset))

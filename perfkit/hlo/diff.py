@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from perfkit.errors import BadInput
-from perfkit.hlo.buffers import (ReceiveBuffer, collective_kind, read_buffer_assignment, read_total_bytes,
+from perfkit.hlo.buffers import (ReceiveBuffer, collectives, read_buffer_assignment, read_total_bytes,
                                  receive_buffers)
 from perfkit.hlo.dumps import AFTER_OPTIMIZATIONS, DumpFiles, RankDumps, dump_files
 from perfkit.hlo.fingerprint import FlatInstruction, Signer, computation_fingerprints, flatten
@@ -236,14 +236,14 @@ def compare_module(label: str, slot: dict[int, RankModule], all_ranks: list[int]
     groups = _groups({r: m.key(with_buffers) for r, m in slot.items()})
     majority = slot[groups[0][0]]
     missing = [r for r in all_ranks if r not in slot]
-    collectives = sum(collective_kind(f, majority.roots) is not None for f in majority.flat)
+    n_collectives = len(collectives(majority.flat, majority.roots))
     return {
         "name": label, "module": majority.module.name,
         # A module some ranks never compiled is harmless unless its collectives wait for them.
-        "consistent": len(groups) == 1 and not (missing and collectives),
+        "consistent": len(groups) == 1 and not (missing and n_collectives),
         "groups": groups, "fingerprints": [slot[g[0]].fingerprint for g in groups],
         "divergent_ranks": sorted(r for g in groups[1:] for r in g), "missing_ranks": missing,
-        "entry_ops": majority.entry_ops, "instructions": len(majority.flat), "collectives": collectives,
+        "entry_ops": majority.entry_ops, "instructions": len(majority.flat), "collectives": n_collectives,
         "temp_bytes": majority.temp_bytes, "buffers_compared": with_buffers, "file": str(majority.files.hlo),
         "divergences": [divergence(majority, slot[g[0]], g) for g in groups[1:]],
     }
@@ -286,8 +286,8 @@ def ab_module(label: str, a: RankModule, b: RankModule) -> dict:
         if ca[op] != cb[op] or added or removed:
             rows.append({"opcode": op, "a": ca[op], "b": cb[op], "delta": cb[op] - ca[op],
                          "shapes_added": added, "shapes_removed": removed})
-    coll_a = Counter(_collective_signature(f) for f in a.flat if collective_kind(f, a.roots) is not None)
-    coll_b = Counter(_collective_signature(f) for f in b.flat if collective_kind(f, b.roots) is not None)
+    coll_a = Counter(_collective_signature(f) for _, f in collectives(a.flat, a.roots))
+    coll_b = Counter(_collective_signature(f) for _, f in collectives(b.flat, b.roots))
     return {"name": label, "same_program": a.fingerprint == b.fingerprint,
             "fingerprints": [a.fingerprint, b.fingerprint],
             "entry_ops": [a.entry_ops, b.entry_ops], "instructions": [len(a.flat), len(b.flat)],

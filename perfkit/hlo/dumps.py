@@ -68,10 +68,16 @@ def rank_folders(folder: Path) -> dict[int, Path]:
     return dict(sorted(found.items()))
 
 
+def _trial_order(trial: Path) -> tuple[int, str]:
+    index = trial.name.split("-", 1)[0]
+    return (int(index) if index.isdigit() else 1 << 30), trial.name
+
+
 def run_trials(run_dir: Path) -> list[RankDumps]:
     """Every multi-rank trial of a run directory whose ranks wrote HLO dumps, in trial order."""
+    folder = run_dir / "trials"
     out = []
-    for trial in sorted((run_dir / "trials").iterdir()):
+    for trial in sorted(folder.iterdir() if folder.is_dir() else [], key=_trial_order):
         if not trial.is_dir():
             continue
         ranks = rank_folders(trial)

@@ -24,6 +24,10 @@ def _ranks(ranks: list[int]) -> str:
     return f"rank{'s' if len(ranks) > 1 else ''} {rank_list(ranks)}"
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def _signed(x: int) -> str:
     return f"{x:+,}"
 
@@ -55,7 +59,7 @@ class _Writer:
 
 def _instruction(w: _Writer, shown: dict | None) -> str:
     if shown is None:
-        return "(nothing)"
+        return "(no counterpart)"
     return f"{w.code(shown['text'])} ({shown['computation']}, line {shown['line']})"
 
 
@@ -113,7 +117,8 @@ def _buffers(w: _Writer, b: dict) -> None:
 
 
 def _module(w: _Writer, m: dict) -> None:
-    shape = f"{m['entry_ops']} ENTRY ops, {m['instructions']} instructions, {m['collectives']} collectives"
+    shape = (f"{_count(m['entry_ops'], 'ENTRY op')}, {_count(m['instructions'], 'instruction')}, "
+             f"{_count(m['collectives'], 'collective')}")
     missing = f"; not compiled on {_ranks(m['missing_ranks'])}" if m["missing_ranks"] else ""
     if len(m["groups"]) == 1:
         w.line(1, f"module {w.code(m['name'])}: {_ranks(m['groups'][0])} identical "
@@ -128,15 +133,14 @@ def _module(w: _Writer, m: dict) -> None:
 
 def verdict(result: dict) -> str:
     """One line: consistent, or which ranks differ from which."""
-    n = len(result["modules"])
-    head = f"{len(result['ranks'])} ranks, {n} module{'s' if n != 1 else ''}"
+    head = f"{len(result['ranks'])} ranks, {_count(len(result['modules']), 'module')}"
     if result["consistent"]:
         return f"{head}: consistent (every module identical on every rank that compiled it)"
     bad = [m for m in result["modules"] if not m["consistent"]]
     first = bad[0]
     who = (f"{_ranks(first['divergent_ranks'])} compiled a different {first['name']} than {_ranks(first['groups'][0])}"
            if first["divergent_ranks"] else f"{first['name']} missing on {_ranks(first['missing_ranks'])}")
-    return f"{head}: DIVERGENT in {len(bad)} module{'s' if len(bad) != 1 else ''}: {who}"
+    return f"{head}: DIVERGENT in {_count(len(bad), 'module')}: {who}"
 
 
 def ranks_report(result: dict, markdown: bool = False) -> str:

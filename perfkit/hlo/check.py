@@ -1,0 +1,42 @@
+"""The runner's rank-consistency check: ``perfkit hlo-diff`` on one trial of each variant.
+
+Compiling is deterministic, so the first trial of a variant whose ranks wrote XLA dumps says whether
+that variant's ranks compile the same programs. The result goes to ``summary.json`` as
+``ranks.<variant>`` (see docs/architecture.md) with the full hlo-diff result under ``hlo_diff``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perfkit.errors import BadInput
+from perfkit.hlo.diff import compare_ranks
+from perfkit.hlo.dumps import run_trials
+
+
+def first_difference(result: dict) -> dict | None:
+    """The first divergent module's first divergent rank group, and its first differing instruction."""
+    for m in result["modules"]:
+        for d in m["divergences"]:
+            first = d["first_difference"] or {}
+            moved = [r for r in d["buffers"].get("receive", []) if r["delta"]]
+            return {"module": m["name"], "ranks": d["ranks"], "against_rank": d["against_rank"],
+                    "majority": first.get("majority"), "rank": first.get("rank"),
+                    "same_program": d["same_program"], "receive_moved": moved[:3]}
+    return None
+
+
+def variant_check(run_dir: Path, variant: str) -> dict:
+    """``ranks.<variant>`` of summary.json for a multi-process case."""
+    dumps = next((d for d in run_trials(run_dir) if d.variant == variant), None)
+    if dumps is None:
+        return {"consistent": None, "groups": [], "checked": "not checked: no trial of this variant wrote XLA dumps"}
+    try:
+        result = compare_ranks(dumps)
+    except BadInput as exc:
+        return {"consistent": None, "groups": [], "trial": dumps.label, "checked": f"not checked: {exc.line()}"}
+    n = len(result["modules"])
+    return {"consistent": result["consistent"], "groups": result["groups"], "trial": dumps.label,
+            "checked": f"hlo-diff of {dumps.label}: {len(result['ranks'])} ranks, {n} module{'s' if n != 1 else ''}",
+            "divergent_ranks": result["divergent_ranks"], "first_difference": first_difference(result),
+            "hlo_diff": result}

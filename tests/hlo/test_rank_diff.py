@@ -1,0 +1,215 @@
+"""hlo-diff across ranks on real multi-process CPU dumps, and on synthetic edits of them: an extra
+instruction, a changed constant, a changed slice offset, a shifted receive offset, renamed instructions."""
+
+import json
+import re
+import subprocess
+import sys
+
+from hlo_dumps import REPO, hlo_file
+
+from perfkit.hlo.diff import compare_ranks
+from perfkit.hlo.dumps import RankDumps, resolve
+
+# The demonstration program: 4 ranks of 64 rows, 4 * 64 - 10 rows in all, so rank 3 holds 54 valid rows.
+VALID_ON_LAST = 54
+ROW_BYTES = 128 * 4  # one f32 row of width 128
+
+
+def check(folder):
+    return compare_ranks(resolve([folder])[0])
+
+
+def perfkit(*args):
+    return subprocess.run([sys.executable, "-m", "perfkit.cli", "hlo-diff", *map(str, args)], capture_output=True,
+                          text=True, cwd=REPO, timeout=120)
+
+
+def test_python_constant_offset_makes_the_last_rank_diverge(real_dumps):
+    r = check(real_dumps["constant"])
+    assert r["consistent"] is False and r["groups"] == [[0, 1, 2], [3]] and r["divergent_ranks"] == [3]
+    (m,) = r["modules"]
+    assert m["name"] == "jit_step" and m["groups"] == [[0, 1, 2], [3]] and m["collectives"] == 1
+    (d,) = m["divergences"]
+    assert d["ranks"] == [3] and d["against_rank"] == 0 and not d["same_program"]
+    assert d["entry_ops"]["delta"] == 1  # the slice is its own fusion on rank 3
+    first = d["first_difference"]["rank"]
+    assert first["opcode"] == "slice" and f"slice={{[0:{VALID_ON_LAST}], [0:128]}}" in first["text"]
+    assert {"slice", "pad"} <= {i["opcode"] for i in d["only_rank"]}
+    assert {o["opcode"]: o["delta"] for o in d["opcodes"]}["slice"] == 1
+    # XLA CPU (jax 0.10.2) keeps rank 3's sliced matmul input, f32[54,128], as one more temp buffer.
+    assert d["buffers"]["temp_bytes"]["delta"] == VALID_ON_LAST * ROW_BYTES
+
+
+def test_runtime_array_offset_is_one_program(real_dumps):
+    r = check(real_dumps["array"])
+    assert r["consistent"] is True and r["groups"] == [[0, 1, 2, 3]]
+    (m,) = r["modules"]
+    assert len(m["fingerprints"]) == 1 and m["divergences"] == [] and m["buffers_compared"]
+
+
+def rename_everything(folder, rank):
+    """Rename every instruction and computation of a rank (one bijection over the HLO and the buffer
+    assignment), renumber its module counter, and change its metadata and FileNames header."""
+    hlo = hlo_file(folder / f"rank{rank}")
+    text = hlo.read_text()
+    names = list(dict.fromkeys(re.findall(r"%([\w.\-]+)", text)))
+    mapping = {n: f"renamed_{k}.{k * 7}" for k, n in enumerate(names)}
+    text = re.sub(r"%([\w.\-]+)", lambda m: "%" + mapping[m.group(1)], text)
+    text = text.replace("stack_frame_id=", "stack_frame_id=9").replace('1 "/', '1 "/elsewhere/')
+    stem = hlo.name.removesuffix(".txt")
+    ba = hlo.with_name(stem + "-buffer-assignment.txt")
+    ba_text = re.sub(r"<(\d+) ([^\s{>]+)", lambda m: f"<{m.group(1)} {mapping.get(m.group(2), m.group(2))}",
+                     ba.read_text())
+    for p in hlo.parent.glob("module_0000.*"):
+        p.unlink() if p.is_file() else None
+    new = hlo.with_name(hlo.name.replace("module_0000", "module_0042"))
+    new.write_text(text)
+    new.with_name(new.name.removesuffix(".txt") + "-buffer-assignment.txt").write_text(ba_text)
+    return mapping
+
+
+def test_names_counters_metadata_and_headers_are_ignored(dumps_copy):
+    folder = dumps_copy("array")
+    mapping = rename_everything(folder, 2)
+    assert len(mapping) > 10
+    r = check(folder)
+    assert r["consistent"] is True and r["groups"] == [[0, 1, 2, 3]]
+
+
+def test_extra_instruction_on_one_rank(dumps_copy):
+    folder = dumps_copy("array")
+    hlo = hlo_file(folder / "rank1")
+    lines = hlo.read_text().splitlines()
+    entry = next(k for k, ln in enumerate(lines) if ln.startswith("ENTRY"))
+    param = next(k for k in range(entry, len(lines)) if " parameter(0)" in lines[k])
+    name = re.match(r"\s*%(\S+) = (\S+)", lines[param])
+    extra = f"  %copy.99 = {name.group(2)} copy(%{name.group(1)})"
+    lines.insert(param + 1, extra)
+    hlo.write_text("\n".join(lines) + "\n")
+    r = check(folder)
+    assert r["groups"] == [[0, 2, 3], [1]] and r["divergent_ranks"] == [1]
+    (d,) = r["modules"][0]["divergences"]
+    assert d["entry_ops"]["delta"] == 1 and d["instructions"]["delta"] == 1
+    assert [i["text"] for i in d["only_rank"]] == [extra.strip()] and d["only_majority_count"] == 0
+    assert d["first_difference"]["rank"]["text"] == extra.strip() and d["first_difference"]["majority"] is None
+    assert d["opcodes"] == [{"opcode": "copy", "majority": 0, "rank": 1, "delta": 1}] and d["changed_count"] == 0
+
+
+def test_changed_constant_on_one_rank(dumps_copy):
+    folder = dumps_copy("array")
+    hlo = hlo_file(folder / "rank2")
+    text = hlo.read_text()
+    m = re.search(r"(%\S+ = \S+ constant\()([^)]*)\)", text)
+    old = m.group(2)
+    hlo.write_text(text[:m.start(2)] + "7.5" + text[m.end(2):])
+    r = check(folder)
+    assert r["groups"] == [[0, 1, 3], [2]]
+    (d,) = r["modules"][0]["divergences"]
+    literal = [c for c in d["changed"] if c["field"] == "literal"]
+    assert literal == [{"opcode": "constant", "field": "literal", "computation": literal[0]["computation"],
+                        "majority": old, "rank": "7.5", "lines": literal[0]["lines"]}]
+    assert d["entry_ops"]["delta"] == 0 and d["only_rank_count"] == 0 and d["only_majority_count"] == 0
+
+
+def test_changed_slice_offsets_are_named(dumps_copy, tmp_path):
+    """Two ranks whose programs differ only in a slice's offsets (rank 3's program of the demo)."""
+    folder = dumps_copy("constant")
+    shifted = tmp_path / "shifted"
+    (tmp_path / "shifted").mkdir()
+    src = hlo_file(folder / "rank3")
+    dst = shifted / src.name
+    dst.write_text(src.read_text().replace(f"slice={{[0:{VALID_ON_LAST}], [0:128]}}",
+                                           f"slice={{[10:{VALID_ON_LAST + 10}], [0:128]}}"))
+    r = compare_ranks(RankDumps("pair", None, {0: src.parent, 1: shifted}))
+    assert r["groups"] == [[0], [1]]
+    (d,) = r["modules"][0]["divergences"]
+    changed = [(c["opcode"], c["field"], c["majority"], c["rank"]) for c in d["changed"]]
+    assert ("slice", "slice", f"{{[0:{VALID_ON_LAST}], [0:128]}}",
+            f"{{[10:{VALID_ON_LAST + 10}], [0:128]}}") in changed
+    assert d["first_difference"]["majority"]["opcode"] == "slice" == d["first_difference"]["rank"]["opcode"]
+
+
+def test_shifted_receive_offset_with_the_same_program(dumps_copy):
+    folder = dumps_copy("array")
+    ba = next((folder / "rank3").glob("*jit_step*after_optimizations-buffer-assignment.txt"))
+    text = ba.read_text()
+    m = re.search(r"( value: <\d+ ppermute[^>]*> \(size=\d+,offset=)(\d+)\)", text)
+    offset = int(m.group(2))
+    ba.write_text(text[:m.start(2)] + str(offset + 4096) + text[m.end(2):])
+    r = check(folder)
+    assert r["consistent"] is False and r["groups"] == [[0, 1, 2], [3]]
+    (d,) = r["modules"][0]["divergences"]
+    assert d["same_program"] is True and d["first_difference"] is None
+    assert d["buffers"]["receive_moved"] == 1
+    (row,) = d["buffers"]["receive"]
+    assert row["collective"] == "collective-permute #1" and (row["majority"], row["rank"], row["delta"]) == (
+        offset, offset + 4096, 4096)
+    res = perfkit(folder)
+    assert res.returncode == 1 and f"collective-permute #1 receive offset {offset:,} -> {offset + 4096:,} (+4,096)" in res.stdout
+
+
+HELPER_MODULE = """HloModule jit_log_value, entry_computation_layout={(f32[])->f32[]}
+
+ENTRY %main.3 (Arg_0.1: f32[]) -> f32[] {
+  %Arg_0.1 = f32[] parameter(0)
+  ROOT %log.2 = f32[] log(%Arg_0.1)
+}
+"""
+
+
+def test_modules_match_by_name_not_counter_and_missing_ones_are_listed(dumps_copy):
+    folder = dumps_copy("array")
+    rank1 = folder / "rank1"
+    for p in sorted(rank1.glob("module_0000.*"), reverse=True):  # shift rank 1's counter: 0000 -> 0001
+        p.rename(p.with_name(p.name.replace("module_0000", "module_0001")))
+    (rank1 / "module_0000.jit_log_value.cpu_after_optimizations.txt").write_text(HELPER_MODULE)
+    r = check(folder)
+    by_name = {m["name"]: m for m in r["modules"]}
+    assert by_name["jit_step"]["groups"] == [[0, 1, 2, 3]] and by_name["jit_step"]["consistent"]
+    helper = by_name["jit_log_value"]
+    assert helper["groups"] == [[1]] and helper["missing_ranks"] == [0, 2, 3] and helper["collectives"] == 0
+    assert r["consistent"] is True  # a module without collectives that one rank alone compiled is harmless
+
+
+def test_cli_text_json_markdown_and_exit_codes(real_dumps):
+    res = perfkit(real_dumps["constant"])
+    assert res.returncode == 1 and res.stderr == ""
+    assert "rank 3 compiled a different jit_step than ranks 0-2" in res.stdout
+    assert f"slice={{[0:{VALID_ON_LAST}], [0:128]}}" in res.stdout
+    res = perfkit(real_dumps["array"], "--json")
+    assert res.returncode == 0
+    out = json.loads(res.stdout)
+    assert out["consistent"] is True and [m["name"] for m in out["modules"]] == ["jit_step"]
+    assert set(out["modules"][0]) >= {"name", "groups", "divergent_ranks"}
+    res = perfkit(*(real_dumps["constant"] / f"rank{r}" for r in range(4)), "--markdown")
+    assert res.returncode == 1 and "- module ``jit_step``: **2 programs**" in res.stdout
+
+
+def test_cli_starts_without_jax_torch_or_pandas(real_dumps):
+    code = ("import sys\nfrom perfkit.cli import cli\ntry:\n    cli.main(['hlo-diff', sys.argv[1]], standalone_mode=False)\n"
+            "except SystemExit:\n    pass\nprint(sorted(m for m in ('jax', 'torch', 'pandas', 'numpy') if m in sys.modules))")
+    res = subprocess.run([sys.executable, "-c", code, str(real_dumps["array"])], capture_output=True, text=True,
+                         cwd=REPO, timeout=60)
+    assert res.stdout.strip().splitlines()[-1] == "[]", res.stdout + res.stderr
+
+
+def test_bad_input_is_one_line_exit_2(tmp_path, real_dumps):
+    res = perfkit(tmp_path / "absent")
+    assert res.returncode == 2 and res.stderr.strip() == f"perfkit: {tmp_path / 'absent'}: no such file or directory"
+    (tmp_path / "rank0").mkdir()
+    (tmp_path / "rank1").mkdir()
+    res = perfkit(tmp_path)
+    assert res.returncode == 2 and "no *after_optimizations.txt" in res.stderr and len(res.stderr.splitlines()) == 1
+    broken = tmp_path / "broken"
+    for r in range(2):
+        src = hlo_file(real_dumps["array"] / f"rank{r}")
+        (broken / f"rank{r}").mkdir(parents=True)
+        text = src.read_text()
+        (broken / f"rank{r}" / src.name).write_text(text if r == 0 else text[:text.index("ROOT")])
+    res = perfkit(broken)
+    bad = broken / "rank1" / hlo_file(real_dumps["array"] / "rank1").name
+    assert res.returncode == 2 and len(res.stderr.splitlines()) == 1
+    assert res.stderr.startswith(f"perfkit: {bad}: line ") and "is not closed" in res.stderr
+    res = perfkit(real_dumps["array"] / "rank0")
+    assert res.returncode == 2 and "hlo-diff compares ranks" in res.stderr
