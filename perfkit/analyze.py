@@ -12,27 +12,32 @@ from pathlib import Path
 import numpy as np
 
 from perfkit import case as case_mod
-from perfkit import media, quality, stats
+from perfkit import media, quality, stats, timing
 from perfkit.case import Case
+from perfkit.rundir import read_trials
 
 def _first_ok(trials: list[dict], variant: str) -> dict | None:
     return next((t for t in trials if t["variant"] == variant and t["status"] == "ok"), None)
 
 
 def variant_summary(trials: list[dict], name: str) -> dict:
+    """A variant's timing: synced steps after warmup (``step_ms``), natural passes
+    (``natural_step_ms``), first steps (``first_step_ms``, compile included), other reported values
+    (``values``, e.g. ``compile_s``) over its good trials."""
     mine = [t for t in trials if t["variant"] == name]
-    timed = [s for t in mine for s in (t["steps_ms"][t["warmup"]:] if t["status"] == "ok" else [])]
-    first = [t["steps_ms"][0] for t in mine if t["steps_ms"]]
+    steps = timing.steps_frame(mine)
+    table = timing.variant_timing(steps).set_index("metric")
     values: dict[str, list[float]] = {}
     for t in mine:
         if t["status"] == "ok":
             for k, v in t["values"].items():
                 values.setdefault(k, []).append(v)
+    figures = {m: ({k: table.loc[m, k] for k in ("median", "p25", "p75")} | {"n": int(table.loc[m, "n"])}
+                   if m in table.index else stats.summarize([]))
+               for m in ("step_ms", "natural_step_ms", "first_step_ms")}
     return {
-        "step_ms": stats.summarize(timed),
-        "trial_medians_ms": [float(np.median(t["steps_ms"][t["warmup"]:])) for t in mine
-                             if t["status"] == "ok" and len(t["steps_ms"]) > t["warmup"]],
-        "first_step_ms": stats.summarize(first),
+        **figures,
+        "trial_medians_ms": [float(np.median(x)) for x in timing.per_trial(steps, name, "step_ms")],
         "values": {k: stats.summarize(v) for k, v in values.items()},
         "trials": len(mine),
         "failed": sum(t["status"] != "ok" for t in mine),
@@ -54,15 +59,15 @@ def determinism(run_dir: Path, trials: list[dict], name: str) -> dict | None:
                                     if t["variant"] == name and t["status"] == "ok"])
 
 
-def rank_summary(case: Case, run_dir: Path) -> dict:
-    """Rank consistency per variant. One SPMD controller compiles one program for all devices; with one
-    process per rank, ``perfkit hlo-diff`` compares the programs of the first trial of each variant whose
-    ranks wrote XLA dumps (``perfkit.hlo.check``)."""
-    from perfkit.hlo.check import variant_check
-
-    if case.processes == 1:
-        return {v.name: {"consistent": True, "groups": [[0]], "checked": "single SPMD program"} for v in case.variants}
-    return {v.name: variant_check(run_dir, v.name) for v in case.variants}
+def rank_summary(case: Case, trials: list[dict]) -> dict:
+    """Rank consistency per variant. One SPMD controller compiles one program for all devices."""
+    out = {}
+    for v in case.variants:
+        if case.processes == 1:
+            out[v.name] = {"consistent": True, "groups": [[0]], "checked": "single SPMD program"}
+        else:
+            out[v.name] = {"consistent": None, "groups": [], "checked": "not checked"}
+    return out
 
 
 def not_verified(case: Case, summary: dict) -> list[str]:
@@ -79,29 +84,29 @@ def not_verified(case: Case, summary: dict) -> list[str]:
 
 
 def summarize_run(run_dir: Path) -> tuple[Case, dict]:
-    from perfkit.runner import read_trials  # runner imports this module lazily; no cycle at import
-
     case = case_mod.load(run_dir / "case.yaml")
     trials = read_trials(run_dir)
-    a, b = case.variants[0].name, case.variants[1].name
-    comparison = stats.compare(
-        [t["steps_ms"][t["warmup"]:] for t in trials if t["variant"] == a and t["status"] == "ok"],
-        [t["steps_ms"][t["warmup"]:] for t in trials if t["variant"] == b and t["status"] == "ok"],
-        min_effect=case.min_effect, seed=case.seed)
+    variants = case.run_variants()
+    a, b = variants[0].name, variants[1].name
+    comparisons = timing.compare_variants(timing.steps_frame(trials), a, [v.name for v in variants[1:]],
+                                          min_effect=case.min_effect, seed=case.seed)
+    main = comparisons[(comparisons.variant == b) & (comparisons.metric == "step_ms")].iloc[0].to_dict()
     env = json.loads((run_dir / "env.json").read_text()) if (run_dir / "env.json").exists() else {}
     summary = {
         "case": case.name,
         "kind": case.kind,
         "run_dir": str(run_dir),
         "baseline": a,
-        "variants": {v.name: variant_summary(trials, v.name) for v in case.variants},
-        "comparison": comparison.as_dict(),
+        "variants": {v.name: variant_summary(trials, v.name) for v in variants},
+        "comparison": {k: v for k, v in main.items() if k != "variant"},
+        "comparisons": comparisons.to_dict("records"),
+        "noise_floor": timing.noise_floor(comparisons, case.aa_name) if case.aa else None,
         "quality": quality_summary(run_dir, trials, a, b, case.oracle),
         "determinism": {v.name: determinism(run_dir, trials, v.name) for v in case.variants},
-        "ranks": rank_summary(case, run_dir),
+        "ranks": rank_summary(case, trials),
         "trials": {"total": len(trials), "ok": sum(t["status"] == "ok" for t in trials),
                    "failed": [{"index": t["index"], "variant": t["variant"], "status": t["status"],
-                               "ranks": t["ranks"]} for t in trials if t["status"] != "ok"]},
+                               "dir": t["dir"], "ranks": t["ranks"]} for t in trials if t["status"] != "ok"]},
         "env": {"source": env.get("source"), "packages": env.get("packages"), "devices": env.get("devices")},
     }
     summary["not_verified"] = not_verified(case, summary)
@@ -123,14 +128,26 @@ def summary_line(summary: dict, report: Path) -> str:
     if q:
         psnr = "inf (bit-identical)" if q["bit_identical"] else f"{q['psnr_db']:.1f} dB"
         parts.append(f"; PSNR {b} vs {a} {psnr}")
+    nf = summary.get("noise_floor")
+    if nf and nf["half_width"] is not None:
+        parts.append(f"; A/A noise floor ±{nf['half_width']:.1%}")
     failed = summary["trials"]["failed"]
     if failed:
         parts.append(f"; {len(failed)} trial(s) failed")
+    if summary.get("interrupted"):
+        parts.append("; interrupted")
     parts.append(f"; report {report}")
     return " ".join(parts).replace(" ;", ";")
 
 
-def finish(case: Case, run_dir: Path, trials: list[dict], *, interrupted: bool = False) -> Path:
+def run_failed(summary: dict) -> bool:
+    """Exit code 3 territory: a trial failed or hung, or the run stopped before its plan was done."""
+    return bool(summary["trials"]["failed"] or summary.get("interrupted"))
+
+
+def finish(run_dir: Path, *, interrupted: bool = False) -> dict:
+    """Write summary.json and report.md of a run directory and print the summary line; returns the
+    summary."""
     from perfkit import report
 
     _, summary = summarize_run(run_dir)
@@ -138,4 +155,4 @@ def finish(case: Case, run_dir: Path, trials: list[dict], *, interrupted: bool =
     (run_dir / "summary.json").write_text(json.dumps(quality.json_safe(summary), indent=2))
     report_path = report.write(run_dir, summary)
     print(summary_line(summary, report_path), flush=True)
-    return run_dir
+    return summary

@@ -28,11 +28,12 @@ TOP_KEYS = {
     "devices": (int, 1), "processes": (int, 1), "steps": (int, None), "warmup": (int, 2),
     "repeats": (dict, None), "order": (str, "abba"), "seed": (int, 0), "timeout": ((int, float), 300),
     "min_effect": ((int, float), 0.02), "capture": (dict, None), "variants": (dict, None),
-    "matrix": (dict, {}), "oracle": (str, None), "step_regex": (str, None),
+    "matrix": (dict, {}), "oracle": (str, None), "step_regex": (str, None), "aa": (bool, False),
 }
 NESTED = {"model": MODEL_KEYS, "repeats": REPEATS_KEYS, "capture": CAPTURE_KEYS}
 XLA_DUMP_MODES = ("all", "first", "none")
 ORDERS = ("abba", "random")
+AA_SUFFIX = "-aa"  # the A/A control variant is the baseline's name plus this
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +69,7 @@ class Case:
     matrix: dict
     oracle: str | None
     step_regex: str | None
+    aa: bool = False  # also run the baseline again, interleaved, as an A/A control (the noise floor)
     source: str = "<case>"
     raw: dict = dataclasses.field(default_factory=dict, repr=False)
 
@@ -75,8 +77,21 @@ class Case:
     def kind(self) -> str:
         return "model" if self.model is not None else "command"
 
+    @property
+    def aa_name(self) -> str | None:
+        """Name of the A/A control variant, when the case runs one."""
+        return self.variants[0].name + AA_SUFFIX if self.aa else None
+
+    def run_variants(self) -> list[Variant]:
+        """The variants trials run: the case's, then the A/A control (the baseline again) if ``aa``."""
+        if not self.aa:
+            return list(self.variants)
+        a = self.variants[0]
+        return [*self.variants, dataclasses.replace(a, name=self.aa_name,
+                                                    description=f"A/A control: {a.name} again")]
+
     def variant(self, name: str) -> Variant:
-        for v in self.variants:
+        for v in self.run_variants():
             if v.name == name:
                 return v
         raise KeyError(name)
@@ -208,10 +223,19 @@ def validate(raw: dict, path: str = "<case>") -> Case:
         raise BadInput("need at least two variants (the first is the baseline A)", path=path, field="variants")
     variants = []
     for name, body in variants_raw.items():
+        if body is not None and not isinstance(body, dict):
+            raise BadInput(f"must be a mapping (options, env, args), got {type(body).__name__}", path=path,
+                           field=f"variants.{name}")
         body = _check_keys(body or {}, VARIANT_KEYS, f"variants.{name}.", path)
         env = {str(k): str(v) for k, v in body["env"].items()}
         variants.append(Variant(str(name), dict(body["options"]), env, [str(a) for a in body["args"]],
                                 body["description"]))
+    if top["aa"] and f"{next(iter(variants_raw))}{AA_SUFFIX}" in variants_raw:
+        raise BadInput(f"a variant is already named like the A/A control ('{AA_SUFFIX}' suffix)", path=path,
+                       field="aa")
+    if has_model and top["devices"] % top["processes"]:
+        raise BadInput(f"{top['devices']} devices do not split evenly over {top['processes']} processes",
+                       path=path, field="processes")
     for key, values in top["matrix"].items():
         if not isinstance(values, list) or not values:
             raise BadInput("a matrix entry is a non-empty list of values", path=path, field=f"matrix.{key}")
@@ -221,8 +245,11 @@ def validate(raw: dict, path: str = "<case>") -> Case:
 
 
 def load(path: str | Path, overrides: list[str] | None = None) -> Case:
+    """Load, override and validate a case file, every matrix combination included."""
     raw = apply_overrides(load_raw(path), overrides or [], str(path))
-    return validate(raw, str(path))
+    case = validate(raw, str(path))
+    expand_matrix(case)
+    return case
 
 
 def expand_matrix(case: Case) -> list[tuple[dict, Case]]:
@@ -236,8 +263,12 @@ def expand_matrix(case: Case) -> list[tuple[dict, Case]]:
         assignment = dict(zip(keys, combo))
         raw = apply_overrides(base, [f"{k}={yaml.safe_dump(v, default_flow_style=True).strip()}"
                                      for k, v in assignment.items()], case.source)
-        raw["name"] = f"{case.name}[" + ",".join(f"{k}={v}" for k, v in assignment.items()) + "]"
-        out.append((assignment, validate(raw, case.source)))
+        label = ",".join(f"{k}={v}" for k, v in assignment.items())
+        raw["name"] = f"{case.name}[{label}]"
+        try:
+            out.append((assignment, validate(raw, case.source)))
+        except BadInput as exc:
+            raise BadInput(f"{exc.reason} (in matrix combination {label})", path=exc.path, field=exc.field) from None
     return out
 
 

@@ -15,6 +15,7 @@ from perfkit.errors import BadInput, ExitCode
 # name -> "module:attribute" of a click command; imported on first use.
 COMMANDS = {
     "run": "perfkit.cli:run",
+    "report": "perfkit.rundir:report",
     "env": "perfkit.cli:env",
     "hlo-diff": "perfkit.hlo.cli:hlo_diff",
     "quality": "perfkit.quality:command",
@@ -47,20 +48,57 @@ def cli():
 
 
 @click.command()
-@click.argument("case_file", type=click.Path(dir_okay=False), default="cases/quickstart.yaml")
+@click.argument("case_file", type=click.Path(dir_okay=False), required=False)
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a case field (dotted keys).")
 @click.option("--only", metavar="VARIANT", help="Run one variant only.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Run directory (default reports/runs/...).")
-def run(case_file, overrides, only, out_dir):
-    """Run the A/B trials of CASE_FILE and write a report (default: cases/quickstart.yaml)."""
-    from perfkit import case as case_mod
-    from perfkit.runner import run_case
+@click.option("--aa", is_flag=True, help="Also run the baseline again, interleaved: the A/A noise floor.")
+@click.option("--salt", is_flag=True, help="Every trial compiles fresh (compile caches off, a new PERFKIT_SALT).")
+@click.option("--resume", "resume_dir", type=click.Path(file_okay=False), metavar="RUN_DIR",
+              help="Continue an interrupted run: finished trials are kept.")
+@click.option("--hosts", type=click.IntRange(min=1), default=1, help="Hosts sharing one run (docs/multi-host.md).")
+@click.option("--host-index", type=click.IntRange(min=0), default=None, help="This host's index, 0..HOSTS-1.")
+@click.option("--coordinator", metavar="HOST:PORT", help="Multi-host: rank 0's host and a base port.")
+def run(case_file, overrides, only, out_dir, aa, salt, resume_dir, hosts, host_index, coordinator):
+    """Run the A/B trials of CASE_FILE and write a report (default: cases/quickstart.yaml).
 
-    case = case_mod.load(case_file, list(overrides))
-    run_dir = run_case(case, out_dir, only=only)
-    summary = json.loads((run_dir / "summary.json").read_text())
-    failed = summary["trials"]["failed"] or summary.get("interrupted")
-    sys.exit(ExitCode.TRIAL_FAILED if failed else ExitCode.OK)
+    Exit code 3 when a trial failed or hung, or the run was stopped (Ctrl-C): the report is still
+    written, and --resume RUN_DIR continues it."""
+    import signal
+
+    # A SIGTERM (a CI timeout, a scheduler) stops the run like Ctrl-C: ranks ended, partial report.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        result = _run_or_resume(case_file, overrides, only, out_dir, aa, salt, resume_dir, hosts, host_index,
+                                coordinator)
+    except KeyboardInterrupt:  # before the first trial or after the last: nothing to report
+        click.echo("perfkit: stopped", err=True)
+        sys.exit(ExitCode.TRIAL_FAILED)
+    sys.exit(ExitCode.TRIAL_FAILED if result.failed else ExitCode.OK)
+
+
+def _run_or_resume(case_file, overrides, only, out_dir, aa, salt, resume_dir, hosts, host_index, coordinator):
+    from pathlib import Path
+
+    from perfkit import case as case_mod
+
+    if resume_dir:
+        given = [n for n, v in (("CASE_FILE", case_file), ("--set", overrides), ("--only", only), ("--out", out_dir),
+                                ("--aa", aa), ("--salt", salt), ("--coordinator", coordinator)) if v]
+        if given or hosts != 1:
+            raise BadInput(f"--resume continues a run as it was started; drop {', '.join(given) or '--hosts'}",
+                           path=resume_dir, field="--resume")
+        from perfkit.runner import resume_run
+
+        return resume_run(resume_dir, host_index)
+    if hosts > 1 and not out_dir:
+        raise BadInput("a multi-host run needs --out: the run directory all hosts share", field="--out")
+    case = case_mod.load(case_file or Path(__file__).resolve().parent.parent / "cases" / "quickstart.yaml",
+                         list(overrides) + (["aa=true"] if aa else []))
+    from perfkit.runner import RunOptions, run_case  # statistics and pandas: only once the case is good
+
+    return run_case(case, out_dir, RunOptions(only=only, salt=salt, hosts=hosts, host_index=host_index or 0,
+                                              coordinator=coordinator))
 
 
 @click.command()

@@ -1,8 +1,10 @@
 """Start the rank processes of one trial, watch them, and tear them down.
 
 Each trial's ranks run in one new process group, so a timeout or a crashed rank ends every process the
-trial started (children of children included) and nothing is left behind. A hung or crashed rank is a
-result: the returned ``TrialOutcome`` says which rank, with its exit code and the tail of its stderr.
+trial started (children of children included) and nothing is left behind. Before the group is ended,
+ranks still running are asked for a Python stack dump of every thread (``perfkit.stackdump``). A hung or
+crashed rank is a result: the returned ``TrialOutcome`` says which rank, with its exit code, the tail of
+its output and its stacks.
 """
 
 from __future__ import annotations
@@ -13,13 +15,21 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Callable
+
+from perfkit import stackdump
 
 GRACE_S = 3.0  # after a rank crashes, how long the others get to exit by themselves
+TERM_WAIT_S = 2.0  # after SIGTERM, before SIGKILL
 POLL_S = 0.05
+STACKS_KEPT_CHARS = 6000
+STATUSES = ("ok", "hung", "crashed", "interrupted")
 
 
 @dataclasses.dataclass
 class RankProcess:
+    """One rank: its argv, its full environment and its folder (logs, metrics, stacks)."""
+
     rank: int
     argv: list[str]
     env: dict[str, str]
@@ -30,7 +40,7 @@ class RankProcess:
 
 @dataclasses.dataclass
 class TrialOutcome:
-    status: str  # ok | hung | crashed | interrupted
+    status: str  # one of STATUSES
     wall_s: float
     ranks: list[dict]
 
@@ -52,56 +62,72 @@ def _kill_group(pgid: int, sig: int) -> None:
         pass
 
 
-def run_ranks(ranks: list[RankProcess], timeout: float, cwd: str | Path | None = None) -> TrialOutcome:
-    """Run all ranks to completion, until ``timeout`` seconds, or until one crashes."""
+def _start(r: RankProcess, pgid: int | None, cwd: str | Path | None) -> int:
+    """Start one rank in the trial's process group (a new group, led by it, when ``pgid`` is None)."""
+    r.dir.mkdir(parents=True, exist_ok=True)
+    with open(r.dir / "stdout.log", "wb") as out, open(r.dir / "stderr.log", "wb") as err:
+        r.proc = subprocess.Popen(r.argv, env=r.env, cwd=cwd, stdout=out, stderr=err,
+                                  stdin=subprocess.DEVNULL, process_group=0 if pgid is None else pgid)
+    return pgid or r.proc.pid
+
+
+def _watch(ranks: list[RankProcess], timeout: float, t0: float, on_tick: Callable[[], None] | None) -> str:
+    """Poll until every rank exits (ok), one crashed and the others did not follow (crashed), or the
+    timeout passes (hung)."""
+    crash_at = None
+    while True:
+        for r in ranks:
+            if r.exit_code is None:
+                r.exit_code = r.proc.poll()
+        if all(r.exit_code is not None for r in ranks):
+            return "crashed" if any(r.exit_code != 0 for r in ranks) else "ok"
+        now = time.monotonic()
+        if crash_at is None and any(r.exit_code not in (None, 0) for r in ranks):
+            crash_at = now
+        if crash_at is not None and now - crash_at > GRACE_S:
+            return "crashed"
+        if now - t0 > timeout:
+            return "hung"
+        if on_tick is not None:
+            on_tick()
+        time.sleep(POLL_S)
+
+
+def run_ranks(ranks: list[RankProcess], timeout: float, cwd: str | Path | None = None,
+              on_tick: Callable[[], None] | None = None) -> TrialOutcome:
+    """Run all ranks to completion, until ``timeout`` seconds, or until one crashes.
+
+    A Ctrl-C (KeyboardInterrupt) ends the group at once and returns status ``interrupted``."""
     t0 = time.monotonic()
     pgid = None
-    status = "ok"
+    status = "interrupted"
     try:
         for r in ranks:
-            r.dir.mkdir(parents=True, exist_ok=True)
-            out = open(r.dir / "stdout.log", "wb")
-            err = open(r.dir / "stderr.log", "wb")
-            # The first rank leads a new process group; the others join it.
-            r.proc = subprocess.Popen(r.argv, env=r.env, cwd=cwd, stdout=out, stderr=err,
-                                      stdin=subprocess.DEVNULL, process_group=0 if pgid is None else pgid)
-            out.close()
-            err.close()
-            if pgid is None:
-                pgid = r.proc.pid
-        crash_at = None
-        while True:
-            for r in ranks:
-                if r.exit_code is None:
-                    r.exit_code = r.proc.poll()
-            if all(r.exit_code is not None for r in ranks):
-                break
-            now = time.monotonic()
-            if crash_at is None and any(r.exit_code not in (None, 0) for r in ranks):
-                crash_at = now
-            if crash_at is not None and now - crash_at > GRACE_S:
-                status = "crashed"
-                break
-            if now - t0 > timeout:
-                status = "hung"
-                break
-            time.sleep(POLL_S)
+            pgid = _start(r, pgid, cwd)
+        status = _watch(ranks, timeout, t0, on_tick)
+    except OSError as exc:  # a rank that cannot start (missing program, not executable)
+        status = "crashed"
+        failed = next(r for r in ranks if r.proc is None)
+        (failed.dir / "stderr.log").write_text(f"perfkit: cannot start {failed.argv[0]!r}: {exc.strerror}\n")
+        failed.exit_code = 127
     except KeyboardInterrupt:
         status = "interrupted"
     finally:
         if pgid is not None:
-            _end_group(pgid, ranks)
-    if status == "ok" and any(r.exit_code != 0 for r in ranks):
-        status = "crashed"
+            _end_group(pgid, ranks, dump_stacks=status != "interrupted")
     return TrialOutcome(status, time.monotonic() - t0, [_rank_report(r) for r in ranks])
 
 
-def _end_group(pgid: int, ranks: list[RankProcess]) -> None:
-    """SIGTERM the whole group, then SIGKILL what is left; reap every rank."""
-    if any(r.proc is not None and r.proc.poll() is None for r in ranks):
+def _end_group(pgid: int, ranks: list[RankProcess], dump_stacks: bool) -> None:
+    """Stack dumps from ranks still running, SIGTERM the whole group, then SIGKILL what is left."""
+    running = [r for r in ranks if r.proc is not None and r.proc.poll() is None]
+    if running and dump_stacks:
+        stackdump.request_dumps(pgid, [Path(r.env[stackdump.STACKS_ENV]) for r in running
+                                       if stackdump.STACKS_ENV in r.env])
+    if running:
         _kill_group(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline and any(r.proc.poll() is None for r in ranks if r.proc):
+        deadline = time.monotonic() + TERM_WAIT_S
+        while time.monotonic() < deadline and any(r.proc.poll() is None for r in running):
             time.sleep(POLL_S)
     _kill_group(pgid, signal.SIGKILL)  # grandchildren that outlived their parent rank, too
     for r in ranks:
@@ -112,10 +138,25 @@ def _end_group(pgid: int, ranks: list[RankProcess]) -> None:
                 pass
 
 
+def exit_text(code: int | None) -> str:
+    """``exit code 7`` / ``killed by SIGSEGV`` / ``still running``."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
 def _rank_report(r: RankProcess) -> dict:
     code = r.exit_code if r.exit_code is not None else (r.proc.returncode if r.proc else None)
-    rep = {"rank": r.rank, "exit_code": code, "running_at_end": r.exit_code is None}
+    rep = {"rank": r.rank, "exit_code": code, "running_at_end": r.proc is not None and r.exit_code is None}
     if code not in (0, None) or r.exit_code is None:
         rep["stderr_tail"] = tail(r.dir / "stderr.log")
         rep["stdout_tail"] = tail(r.dir / "stdout.log", 5)
+    stacks = stackdump.collect(r.dir)
+    if stacks is not None:
+        rep["stacks"] = stacks[:STACKS_KEPT_CHARS]  # the whole dump stays in the rank's stacks*.txt
     return rep

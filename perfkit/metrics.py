@@ -1,4 +1,9 @@
-"""Read what a rank reported: the metrics protocol's JSONL, or a regex over stdout as a fallback."""
+"""Read what a rank reported: the metrics protocol's JSONL, or a regex over stdout as a fallback.
+
+A step event is synced (the program waited for the device every step) unless it says
+``"kind": "natural"``: then ``ms`` is the mean step time of a pass dispatched asynchronously with one
+wait at the end (``"steps"`` says how many steps it averaged).
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,12 @@ from pathlib import Path
 
 @dataclasses.dataclass
 class RankMetrics:
-    steps_ms: list[float]
+    """A rank's report: synced step times, natural step times, other values, progress marks."""
+
+    steps_ms: list[float]  # one per step, each waited for (synced)
     values: dict[str, list[float]]
     marks: list[dict]
+    natural_ms: list[float] = dataclasses.field(default_factory=list)  # mean step of an unsynced pass
 
     @property
     def last_mark(self) -> str | None:
@@ -21,7 +29,7 @@ class RankMetrics:
 
 def read_metrics(path: Path) -> RankMetrics:
     """Parse a metrics.jsonl; a torn last line (a rank killed mid-write) is skipped, not fatal."""
-    steps, values, marks = [], {}, []
+    steps, natural, values, marks = [], [], {}, []
     try:
         lines = path.read_text().splitlines()
     except OSError:
@@ -33,12 +41,12 @@ def read_metrics(path: Path) -> RankMetrics:
             continue
         kind = ev.get("event")
         if kind == "step" and isinstance(ev.get("ms"), (int, float)):
-            steps.append(float(ev["ms"]))
-        elif kind == "value" and "name" in ev:
+            (natural if ev.get("kind") == "natural" else steps).append(float(ev["ms"]))
+        elif kind == "value" and "name" in ev and isinstance(ev.get("value"), (int, float)):
             values.setdefault(str(ev["name"]), []).append(float(ev["value"]))
         elif kind == "mark":
             marks.append(ev)
-    return RankMetrics(steps, values, marks)
+    return RankMetrics(steps, values, marks, natural)
 
 
 def steps_from_stdout(path: Path, pattern: str) -> list[float]:

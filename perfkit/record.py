@@ -35,8 +35,14 @@ def _write(event: dict) -> None:
 
 
 def step(ms: float, **extra) -> None:
-    """One timed step, in milliseconds (``extra`` keys such as ``kind="natural"`` are kept)."""
+    """One timed step, in milliseconds, that waited for the device (``extra`` keys are kept)."""
     _write({"event": "step", "ms": float(ms), **extra})
+
+
+def natural(ms_per_step: float, steps: int, **extra) -> None:
+    """The mean step time of a pass of ``steps`` steps dispatched without waiting, with one wait at
+    the end (what a production loop sees; steps overlap host and device work)."""
+    step(ms_per_step, kind="natural", steps=int(steps), **extra)
 
 
 def value(name: str, value: float, **extra) -> None:

@@ -9,19 +9,37 @@ def _ms(x) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
+def _ratio(c: dict) -> str:
+    if c["ratio"] is None or None in c["ci"]:
+        return "no ratio (a side has no timed trials)"
+    return f"**{c['ratio']:.3f}**, 95% CI [{c['ci'][0]:.3f}, {c['ci'][1]:.3f}]"
+
+
+METRIC_WORDS = {"step_ms": "median step time (synced)", "natural_step_ms": "natural step time (one sync per pass)"}
+
+
 def _timing(summary: dict) -> list[str]:
-    c = summary["comparison"]
-    rows = ["| variant | step median (ms) | p25 - p75 (ms) | timed steps | trials (failed) | first step (ms) |",
-            "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    a = summary["baseline"]
+    rows = ["| variant | step median (ms) | p25 - p75 (ms) | timed steps | natural step (ms) | first step (ms) | "
+            "compile (s) | trials (failed) |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, v in summary["variants"].items():
-        s = v["step_ms"]
+        s, compile_s = v["step_ms"], v["values"].get("compile_s", {}).get("median")
         rows.append(f"| {name} | {_ms(s['median'])} | {_ms(s['p25'])} - {_ms(s['p75'])} | {s['n']} | "
-                    f"{v['trials']} ({v['failed']}) | {_ms(v['first_step_ms']['median'])} |")
-    p = "-" if c["p_value"] is None else f"{c['p_value']:.3g}"
-    rows += ["", f"B/A ratio of median step time: **{c['ratio']:.3f}**, 95% CI [{c['ci'][0]:.3f}, "
-             f"{c['ci'][1]:.3f}] (hierarchical bootstrap over trials and steps), Mann-Whitney p = {p} over "
-             f"{c['n_a']} + {c['n_b']} trial medians; minimum effect {c['min_effect']:.0%} -> "
-             f"**{c['verdict']}**."]
+                    f"{_ms(v['natural_step_ms']['median'])} | {_ms(v['first_step_ms']['median'])} | "
+                    f"{_ms(compile_s)} | {v['trials']} ({v['failed']}) |")
+    rows.append("")
+    for c in summary["comparisons"]:
+        p = "-" if c["p_value"] is None else f"{c['p_value']:.3g}"
+        rows.append(f"- {c['variant']}/{a}, {METRIC_WORDS[c['metric']]}: {_ratio(c)}, Mann-Whitney p = {p} "
+                    f"over {c['n_a']} + {c['n_b']} trials; minimum effect {c['min_effect']:.0%} -> "
+                    f"**{c['verdict']}**.")
+    rows += ["", "Ratios are of medians of per-trial medians; CIs come from a hierarchical bootstrap "
+             "(trials, then steps within them)."]
+    nf = summary.get("noise_floor")
+    if nf:
+        width = "unknown (too few trials)" if nf["half_width"] is None else f"±{nf['half_width']:.1%}"
+        rows += ["", f"A/A noise floor ({nf['variant']}, the baseline run again): {width}. A B/A change "
+                 "smaller than this cannot be told from run-to-run noise on this machine."]
     return rows
 
 
@@ -86,49 +104,29 @@ def _quality(summary: dict) -> list[str]:
     return lines
 
 
-def _first_difference(first: dict | None) -> str:
-    """A table cell: where the first divergent rank's program first differs from the majority's."""
-    if not first:
-        return "-"
-    rank, ref = f"rank {first['ranks'][0]}", f"rank {first['against_rank']}"
-    if first["same_program"]:
-        moved = ", ".join(f"{m['collective']} {m['delta']:+,} B" for m in first["receive_moved"])
-        return f"`{first['module']}`: same program, receive buffers moved on {rank}: {moved}"
-
-    def code(inst: dict | None) -> str:
-        if inst is None:
-            return "(no counterpart)"
-        text = inst["text"] if len(inst["text"]) <= 100 else inst["text"][:100] + " ..."
-        return f"``{text.replace('|', '&#124;')}``"
-
-    return f"`{first['module']}`: {rank} {code(first['rank'])}; {ref} {code(first['majority'])}"
-
-
 def _ranks(summary: dict) -> list[str]:
-    """Rank consistency per variant; for a variant whose ranks diverged, hlo-diff's Markdown detail."""
-    from perfkit.hlo.render import rank_list, ranks_report
-
-    rows = ["| variant | consistent | rank groups | first differing instruction | checked |",
-            "| --- | --- | --- | --- | --- |"]
-    details = []
+    rows = ["| variant | consistent | groups | checked |", "| --- | --- | --- | --- |"]
     for name, r in summary["ranks"].items():
         cons = {True: "yes", False: "**no**", None: "-"}[r["consistent"]]
-        groups = " / ".join(rank_list(g) for g in r["groups"]) or "-"
-        rows.append(f"| {name} | {cons} | {groups} | {_first_difference(r.get('first_difference'))} | {r['checked']} |")
-        if r["consistent"] is False and r.get("hlo_diff"):
-            details += ["", f"### {name}: programs per rank", "", ranks_report(r["hlo_diff"], markdown=True).rstrip()]
-    return rows + details
+        rows.append(f"| {name} | {cons} | {r['groups']} | {r['checked']} |")
+    return rows
 
 
 def _failures(summary: dict) -> list[str]:
+    from perfkit.launch import exit_text
+    from perfkit.stackdump import where_threads_wait
+
     lines = []
     for f in summary["trials"]["failed"]:
         lines.append(f"- trial {f['index']} ({f['variant']}): **{f['status']}**")
         for r in f["ranks"]:
             if r.get("exit_code") not in (0,) or r.get("running_at_end"):
-                where = "still running at the end" if r.get("running_at_end") else f"exit code {r['exit_code']}"
+                where = "still running at the end" if r.get("running_at_end") else exit_text(r["exit_code"])
                 lines.append(f"  - rank {r['rank']}: {where}, {r.get('steps_done', 0)} steps done, "
                              f"last mark {r.get('last_mark')}")
+                if r.get("stacks"):
+                    lines += [f"    - waiting in `{w}`" for w in where_threads_wait(r["stacks"])[:6]]
+                    lines.append(f"    (every thread's stack: `{f.get('dir', 'trials/..')}/rank{r['rank']}/stacks.txt`)")
                 if r.get("stderr_tail"):
                     lines += ["    ```", *("    " + s for s in r["stderr_tail"].splitlines()[-8:]), "    ```"]
     return lines

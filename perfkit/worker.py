@@ -2,16 +2,65 @@
 
 The runner starts this in a fresh process per trial, with XLA flags (fake devices, dump folder) already
 in the environment, so env switches take effect at import as they do in users' programs. It speaks the
-metrics protocol like any user command: one ``step`` event per denoise step (synced), frames written
-to ``PERFKIT_OUTPUTS``.
+metrics protocol like any user command: one synced ``step`` event per denoise step (the first one
+compiles), then a natural pass (the same steps again from the same noise, dispatched without waiting,
+one wait at the end), ``compile_s`` from jax's own compile timers, frames written to ``PERFKIT_OUTPUTS``.
+
+With ``PERFKIT_WORLD`` > 1 each rank is one process of a ``jax.distributed`` job (one process per rank,
+as on multi-host TPU); the mesh spans every process's devices, so the same model case runs as one SPMD
+controller or as N processes.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
+
+# jax's monitoring events for tracing, lowering and compiling a program (jax/_src/dispatch.py).
+COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
+                  "/jax/core/compile/backend_compile_duration")
+CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
+
+
+class CompileMeter:
+    """Seconds this process spent compiling, and persistent compilation-cache hits (0 with --salt)."""
+
+    def __init__(self, monitoring):
+        self.seconds, self.cache_hits = 0.0, 0
+        monitoring.register_event_duration_secs_listener(self._duration)
+        monitoring.register_event_listener(self._event)
+
+    def _duration(self, event: str, seconds: float, **_) -> None:
+        if event in COMPILE_EVENTS:
+            self.seconds += seconds
+
+    def _event(self, event: str, **_) -> None:
+        if event == CACHE_HIT_EVENT:
+            self.cache_hits += 1
+
+
+def start_distributed(jax) -> None:
+    """Join the trial's jax.distributed job when the runner started one process per rank."""
+    world = int(os.environ.get("PERFKIT_WORLD", "1"))
+    if world > 1:  # CPU collectives use gloo; timeouts well under the trial's (platform-facts.md)
+        jax.distributed.initialize(coordinator_address=os.environ["PERFKIT_COORDINATOR"], num_processes=world,
+                                   process_id=int(os.environ["PERFKIT_RANK"]), initialization_timeout=60,
+                                   heartbeat_timeout_seconds=10, shutdown_timeout_seconds=10)
+
+
+def host_latents(jax, den):
+    """The whole latents (batch, tokens, channels) as float32 numpy on this process, gathered from
+    every process in a multi-process job (a collective: every rank calls it)."""
+    import numpy as np
+
+    if jax.process_count() == 1:
+        return np.asarray(jax.device_get(den.latents), np.float32)
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(den.latents, tiled=True), np.float32)
 
 
 def main(argv: list[str]) -> int:
@@ -20,8 +69,11 @@ def main(argv: list[str]) -> int:
     import numpy as np
 
     from perfkit import record
-    from perfkit.models.pipeline import DenoiseConfig, Denoiser
+    from perfkit.models.pipeline import DenoiseConfig, Denoiser, decode
     from perfkit.models.plans import make_plan
+
+    start_distributed(jax)
+    compiles = CompileMeter(jax.monitoring)
 
     model, options = spec["model"], dict(spec["options"])
     save_latents = bool(options.pop("save_latents", False))  # opt-in: outputs/latents.npy for drift
@@ -34,6 +86,7 @@ def main(argv: list[str]) -> int:
                         dtype=model.get("dtype", "float32"))
     t0 = time.perf_counter()
     den = Denoiser(model["name"], model["config"], plan, devices[: spec["devices"]], run)
+    start = den.latents
     record.value("setup_s", time.perf_counter() - t0)
     record.mark("ready", platform=devices[0].platform, device_kind=devices[0].device_kind,
                 devices=spec["devices"])
@@ -52,13 +105,24 @@ def main(argv: list[str]) -> int:
             jax.profiler.stop_trace()
         record.step(ms, index=i)
         if save_latents:  # after the timed step; float32 because npy has no bfloat16
-            latents.append(np.asarray(jax.device_get(den.latents), np.float32))
+            latents.append(host_latents(jax, den))
+    record.value("compile_s", compiles.seconds)
+    record.value("compile_cache_hits", compiles.cache_hits)
 
     out = record.outputs_dir()
-    if out is not None and spec.get("outputs", True):
-        np.save(out / "frames.npy", den.frames())
-        if save_latents:
-            np.save(out / "latents.npy", np.stack(latents))  # (steps, batch, tokens, channels)
+    if spec.get("outputs", True):
+        frames = decode(host_latents(jax, den)[0], den.cfg.grid)
+        if out is not None:
+            np.save(out / "frames.npy", frames)
+            if save_latents:
+                np.save(out / "latents.npy", np.stack(latents))  # (steps, batch, tokens, channels)
+
+    den.index, den.latents = 0, start  # the natural pass: the same steps, one wait at the end
+    t = time.perf_counter()
+    for _ in range(run.steps):
+        last = den.step()
+    last.block_until_ready()
+    record.natural((time.perf_counter() - t) * 1e3 / run.steps, run.steps)
     return 0
 
 

@@ -1,0 +1,153 @@
+"""The run directory on disk: trial records, run options, host parts, and ``perfkit report``.
+
+One host writes ``trials.jsonl`` and ``run.json`` at the top of the run directory. In a multi-host run
+each host writes its own part, ``hosts/host<I>/{trials.jsonl,run.json,env.json,done}``, into the one
+shared run directory; the host that finishes last (or ``perfkit report RUN_DIR``) merges the parts into
+the top-level ``trials.jsonl`` and writes the summary and report. Each host appends only to its own
+files, so no two machines ever write the same file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+
+from perfkit.errors import BadInput
+
+STATUS_RANK = {"hung": 0, "crashed": 1, "incomplete": 2, "no_steps": 3, "ok": 4}  # worst first
+
+
+def part_dir(run_dir: Path, host_index: int, hosts: int) -> Path:
+    """Where one host keeps its files: the run directory itself, or ``hosts/host<I>`` with many."""
+    return run_dir if hosts == 1 else run_dir / "hosts" / f"host{host_index}"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Readers (other hosts, ``perfkit report``) never see half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def append_trial(part: Path, record: dict) -> None:
+    """One finished trial, appended and flushed at once (nothing finished is ever lost)."""
+    with open(part / "trials.jsonl", "a") as f:
+        f.write(json.dumps(record) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_trials(part: Path) -> list[dict]:
+    path = part / "trials.jsonl"
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue  # a torn last line from a killed perfkit
+    return out
+
+
+def write_options(part: Path, options: dict) -> None:
+    write_atomic(part / "run.json", json.dumps(options, indent=2))
+
+
+def read_options(run_dir: Path, host_index: int | None) -> dict:
+    """The options a run was started with (for ``--resume``); multi-host runs need the host index."""
+    if (run_dir / "run.json").exists():
+        return json.loads((run_dir / "run.json").read_text())
+    hosts = sorted((run_dir / "hosts").glob("host*/run.json"))
+    if not hosts:
+        raise BadInput("not a perfkit run directory (no run.json)", path=str(run_dir))
+    if host_index is None:
+        raise BadInput(f"a multi-host run: say which host this is (--host-index 0..{len(hosts) - 1})",
+                       path=str(run_dir), field="--host-index")
+    path = part_dir(run_dir, host_index, len(hosts)) / "run.json"
+    if not path.exists():
+        raise BadInput(f"no part for host {host_index}", path=str(run_dir), field="--host-index")
+    return json.loads(path.read_text())
+
+
+def mark_done(part: Path, interrupted: bool) -> None:
+    write_atomic(part / "done", json.dumps({"interrupted": interrupted}))
+
+
+def host_parts(run_dir: Path) -> list[Path]:
+    return sorted((run_dir / "hosts").glob("host*"), key=lambda p: int(p.name[4:]))
+
+
+def all_hosts_done(run_dir: Path, hosts: int) -> bool:
+    return sum((p / "done").exists() for p in host_parts(run_dir)) >= hosts
+
+
+def any_host_interrupted(run_dir: Path) -> bool:
+    return any(json.loads((p / "done").read_text()).get("interrupted")
+               for p in host_parts(run_dir) if (p / "done").exists())
+
+
+def merge_trial(records: list[dict], hosts: int) -> dict:
+    """One trial as every host saw it: steps from the host holding rank 0, all ranks, the worst status
+    (``incomplete`` when a host has no record of it, e.g. it was stopped)."""
+    records = sorted(records, key=lambda r: min((x["rank"] for x in r["ranks"]), default=0))
+    merged = dict(records[0])
+    merged["ranks"] = sorted((x for r in records for x in r["ranks"]), key=lambda x: x["rank"])
+    statuses = [r["status"] for r in records] + (["incomplete"] if len(records) < hosts else [])
+    merged["status"] = min(statuses, key=lambda s: STATUS_RANK.get(s, -1))
+    merged["wall_s"] = max(r["wall_s"] for r in records)
+    return merged
+
+
+def merge_hosts(run_dir: Path) -> list[dict]:
+    """Merge every host's ``trials.jsonl`` into the top-level one; returns the merged trials."""
+    parts = host_parts(run_dir)
+    by_index: dict[int, list[dict]] = {}
+    for part in parts:
+        for rec in read_trials(part):
+            by_index.setdefault(rec["index"], []).append(rec)
+    merged = [merge_trial(recs, len(parts)) for _, recs in sorted(by_index.items())]
+    write_atomic(run_dir / "trials.jsonl", "".join(json.dumps(t) + "\n" for t in merged))
+    return merged
+
+
+def render(run_dir: Path) -> bool:
+    """(Re)write summary.json and report.md from the run's files (each matrix cell, then the matrix);
+    returns whether the run failed (a trial failed or hung, or the run was stopped)."""
+    from perfkit import sweep
+
+    cells = sweep.cell_dirs(run_dir)
+    if not cells:
+        return render_one(run_dir)
+    failed = [render_one(c) for c in cells]
+    return sweep.finish(run_dir) or any(failed)
+
+
+def render_one(run_dir: Path, interrupted: bool | None = None) -> bool:
+    """summary.json and report.md of one run directory (host parts merged first); True if it failed."""
+    from perfkit import analyze
+
+    if (run_dir / "hosts").is_dir():
+        merge_hosts(run_dir)
+        stopped = any_host_interrupted(run_dir) or not all_hosts_done(run_dir, len(host_parts(run_dir)))
+    else:
+        summary = run_dir / "summary.json"
+        stopped = bool(summary.exists() and json.loads(summary.read_text()).get("interrupted"))
+    summary = analyze.finish(run_dir, interrupted=stopped if interrupted is None else interrupted)
+    return analyze.run_failed(summary)
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(file_okay=False))
+def report(run_dir):
+    """Rewrite RUN_DIR's summary.json and report.md from its files (merging the parts of a multi-host
+    run first). Exit code 3 when a trial failed or hung."""
+    from perfkit.errors import ExitCode
+
+    path = Path(run_dir)
+    if not (path / "case.yaml").exists():
+        raise BadInput("not a perfkit run directory (no case.yaml)", path=run_dir)
+    raise SystemExit(ExitCode.TRIAL_FAILED if render(path) else ExitCode.OK)

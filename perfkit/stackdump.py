@@ -1,0 +1,117 @@
+"""Python stack dumps of every thread of a hung rank, without changing the rank's program.
+
+The runner writes this very file as ``sitecustomize.py`` into a folder it puts first on the ranks'
+``PYTHONPATH``. Every Python process of a rank then registers ``faulthandler`` on SIGUSR1 (a C-level
+handler: it dumps even when the main thread is stuck inside a native call such as a hung collective)
+writing to ``PERFKIT_STACKS``; the watchdog sends SIGUSR1 to the trial's process group, waits briefly,
+then ends the group. Fatal signals (SIGSEGV ...) are dumped to the same file unless the program already
+enabled faulthandler. The sitecustomize that ours shadows, if any, still runs (we chain to it).
+
+Standard library only: the rank's Python may not have perfkit installed.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import importlib.machinery
+import importlib.util
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+STACKS_ENV = "PERFKIT_STACKS"  # the rank's stacks file; processes it starts write beside it
+OWNER_ENV = "PERFKIT_STACKS_PID"  # set by the rank's first Python process, inherited by its children
+_open_files = []  # faulthandler keeps only the fd: the file objects must stay alive
+
+
+def install(path: str) -> None:
+    """Dump every thread's stack to ``path`` on SIGUSR1 (``path-<pid>.txt`` in the rank's children)."""
+    if os.environ.setdefault(OWNER_ENV, str(os.getpid())) != str(os.getpid()):
+        path = f"{os.path.splitext(path)[0]}-{os.getpid()}.txt"
+    f = open(path, "a")
+    _open_files.append(f)
+    faulthandler.register(signal.SIGUSR1, file=f, all_threads=True)
+    if not faulthandler.is_enabled():
+        faulthandler.enable(file=f, all_threads=True)
+
+
+def chain_next_sitecustomize() -> None:
+    """Run the sitecustomize this file shadows (the next one on sys.path), as Python would have."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sitecustomize"] = module
+    spec.loader.exec_module(module)
+
+
+def hook_dir(parent: Path) -> Path:
+    """Write the hook folder (this file as ``sitecustomize.py``) under ``parent``; returns the folder."""
+    folder = parent / "pyhook"
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".sitecustomize.{os.getpid()}.tmp"
+    tmp.write_text(Path(__file__).read_text())
+    os.replace(tmp, folder / "sitecustomize.py")  # ranks starting meanwhile never read half a file
+    return folder
+
+
+def request_dumps(pgid: int, files: list[Path], wait_s: float = 2.0) -> None:
+    """SIGUSR1 to the process group, then wait until each file has content (or ``wait_s`` passes)."""
+    try:
+        os.killpg(pgid, signal.SIGUSR1)
+    except (ProcessLookupError, PermissionError):
+        return
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if all(p.exists() and p.stat().st_size > 0 for p in files):
+            time.sleep(0.1)  # let the other threads' frames land too
+            return
+        time.sleep(0.05)
+
+
+def collect(rank_dir: Path) -> str | None:
+    """The stacks a rank's processes dumped, the rank's own first (empty files removed), or None."""
+    parts = []
+    for p in sorted(rank_dir.glob("stacks*.txt"), key=lambda p: (p.name != "stacks.txt", p.name)):
+        text = p.read_text(errors="replace")
+        if not text.strip():
+            p.unlink()
+            continue
+        parts.append(text if p.name == "stacks.txt" else f"[child process {p.stem.split('-')[-1]}]\n{text}")
+    return "\n".join(parts) if parts else None
+
+
+def _frame(line: str) -> tuple[str, str, bool]:
+    """('file.py:12', 'function', in library code) of a dumped ``File "...", line 12 in function``."""
+    path, _, rest = line.strip()[len('File "'):].partition('", line ')
+    lineno, _, func = rest.partition(" in ")
+    library = path.startswith("<frozen") or f"{os.sep}lib{os.sep}python3" in path
+    return f"{os.path.basename(path)}:{lineno}", func, library
+
+
+def where_threads_wait(stacks: str) -> list[str]:
+    """One line per dumped thread: its innermost frame and, when that is library code (threading, jax),
+    the innermost frame of the program itself, e.g. ``wait (threading.py:327) <- wait_for_peer
+    (bench.py:35)``."""
+    out = []
+    for block in stacks.split("(most recent call first):")[1:]:
+        frames = [_frame(x) for x in block.splitlines() if x.strip().startswith('File "')]
+        if not frames:
+            continue
+        where, func, library = frames[0]
+        line = f"{func} ({where})"
+        own = next((f for f in frames if not f[2]), None)
+        if library and own is not None:
+            line += f" <- {own[1]} ({own[0]})"
+        out.append(line)
+    return out
+
+
+if __name__ == "sitecustomize":
+    if os.environ.get(STACKS_ENV):
+        install(os.environ[STACKS_ENV])
+    chain_next_sitecustomize()

@@ -1,0 +1,73 @@
+"""Matrix cases: one row of results per combination of the ``matrix`` values.
+
+Each combination runs as a complete run directory of its own, ``cells/NN/`` (NN in the order of
+``perfkit.case.expand_matrix``); the top of the run directory gets ``matrix.csv`` (one row per
+combination), ``summary.json`` (``case``, ``matrix``: those rows, ``trials``, ``interrupted``) and a
+``report.md`` with the table and links to each combination's report.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from perfkit import case as case_mod
+
+
+def cell_dirs(run_dir: Path) -> list[Path]:
+    cells = run_dir / "cells"
+    return sorted(p for p in cells.iterdir() if p.is_dir()) if cells.is_dir() else []
+
+
+def matrix_frame(run_dir: Path) -> pd.DataFrame:
+    """One row per combination that has a summary: its values, each variant's median step time, the
+    B/A ratio, CI and verdict, and its failed-trial count."""
+    case = case_mod.load(run_dir / "case.yaml")
+    rows = []
+    for i, (assignment, _) in enumerate(case_mod.expand_matrix(case)):
+        path = run_dir / "cells" / f"{i:02d}" / "summary.json"
+        if not path.exists():
+            continue
+        s = json.loads(path.read_text())
+        c = s["comparison"]
+        rows.append({"cell": f"{i:02d}", **assignment,
+                     **{f"{v}_ms": fig["step_ms"]["median"] for v, fig in s["variants"].items()},
+                     "ratio": c["ratio"], "ci_lo": c["ci"][0], "ci_hi": c["ci"][1], "verdict": c["verdict"],
+                     "failed": len(s["trials"]["failed"]), "interrupted": bool(s.get("interrupted"))})
+    return pd.DataFrame(rows)
+
+
+def _markdown(frame: pd.DataFrame) -> list[str]:
+    def cell(x) -> str:
+        return f"{x:.3f}" if isinstance(x, float) else "-" if x is None else str(x)
+
+    cols = list(frame.columns)
+    return ["| " + " | ".join(cols) + " |", "| " + " | ".join("---" for _ in cols) + " |",
+            *("| " + " | ".join(cell(x) for x in row) + " |" for row in frame.itertuples(index=False))]
+
+
+def finish(run_dir: Path) -> bool:
+    """Write the matrix's summary.json, matrix.csv and report.md; returns whether any combination
+    failed, stopped early, or never ran."""
+    case = case_mod.load(run_dir / "case.yaml")
+    frame = matrix_frame(run_dir)
+    total = len(case_mod.expand_matrix(case))
+    missing = total - len(frame)
+    failed = bool(missing or (len(frame) and (frame.failed.any() or frame.interrupted.any())))
+    frame.to_csv(run_dir / "matrix.csv", index=False)
+    rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
+    summary = {"case": case.name, "kind": "matrix", "run_dir": str(run_dir), "matrix": rows,
+               "combinations": total, "missing": missing, "interrupted": failed and bool(missing),
+               "trials": {"failed": [r["cell"] for r in rows if r["failed"]]}}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    lines = [f"# perfkit run: {case.name} (matrix of {total} combinations)", ""]
+    if missing:
+        lines += [f"> {missing} combination(s) did not run (the run was stopped).", ""]
+    lines += _markdown(frame) if len(frame) else ["No combination finished."]
+    lines += ["", *(f"- [{r['cell']}](cells/{r['cell']}/report.md)" for r in rows), ""]
+    (run_dir / "report.md").write_text("\n".join(lines))
+    print(f"{case.name}: {len(frame)} of {total} combinations, {sum(r['failed'] > 0 for r in rows)} with "
+          f"failed trials; report {run_dir / 'report.md'}", flush=True)
+    return failed

@@ -1,0 +1,63 @@
+"""A measured program for runner tests: N steps of a fixed sleep, reported through perfkit.record.
+
+argv: steps sleep_ms [--frames]. Variants change it through the environment only:
+- SLEEP_MS overrides sleep_ms.
+- REPORT_MS reports that step time instead of measuring (deterministic statistics); REPORT_ODD_MS is
+  reported instead in trials with an odd PERFKIT_TRIAL.
+- HANG_AT=k: after k steps, ranks listed in FAULT_RANKS (default: all) block forever in
+  ``wait_for_peer`` while a helper thread sleeps in ``background_poll``; with SPAWN_CHILD=TAG they
+  first start a child process, TAG in its argv, that sleeps (it must not outlive the trial).
+- CRASH_AT=k: after k steps, ranks in FAULT_RANKS print to stderr and exit with code 7.
+- FRAME_SEED: seed of the frames written with --frames. DUMP_ENV=1 writes the PERFKIT_* and launcher
+  variables the rank saw to outputs/env.json.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+
+from perfkit import record
+
+LAUNCH_VARS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "JAX_ENABLE_COMPILATION_CACHE")
+
+
+def background_poll():
+    while True:
+        time.sleep(0.05)
+
+
+def wait_for_peer():
+    threading.Event().wait()
+
+
+steps, sleep_ms = int(sys.argv[1]), float(os.environ.get("SLEEP_MS", sys.argv[2]))
+rank = os.environ.get("PERFKIT_RANK", "0")
+faulty = rank in os.environ.get("FAULT_RANKS", rank).split(",")
+odd_trial = int(os.environ.get("PERFKIT_TRIAL", "0")) % 2 == 1
+reported = os.environ.get("REPORT_ODD_MS" if odd_trial and "REPORT_ODD_MS" in os.environ else "REPORT_MS")
+for i in range(steps):
+    if faulty and os.environ.get("HANG_AT") == str(i):
+        record.mark("waiting")
+        if os.environ.get("SPAWN_CHILD"):
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", os.environ["SPAWN_CHILD"]])
+        threading.Thread(target=background_poll, daemon=True).start()
+        wait_for_peer()
+    if faulty and os.environ.get("CRASH_AT") == str(i):
+        print(f"sleeper: rank {rank} failing on purpose at step {i}", file=sys.stderr)
+        sys.exit(7)
+    t = time.perf_counter()
+    time.sleep(sleep_ms / 1e3)
+    record.step(float(reported) if reported else (time.perf_counter() - t) * 1e3)
+record.value("total_s", steps * sleep_ms / 1e3)
+out = record.outputs_dir()
+if out is not None and "--frames" in sys.argv:
+    rng = np.random.default_rng(int(os.environ.get("FRAME_SEED", "0")))
+    np.save(out / "frames.npy", rng.integers(0, 256, (3, 16, 16, 3), dtype=np.uint8))
+if out is not None and os.environ.get("DUMP_ENV"):
+    seen = {k: v for k, v in os.environ.items() if k.startswith("PERFKIT_") or k in LAUNCH_VARS}
+    (out / "env.json").write_text(json.dumps(seen))

@@ -1,0 +1,96 @@
+"""Trial planning and each rank's launch environment, without running anything."""
+
+import sys
+from pathlib import Path
+
+from perfkit import case as case_mod
+from perfkit import runner
+from perfkit.runner import RunOptions, Trial, plan_trials, rank_processes, round_order
+
+CMD = {"name": "c", "command": ["python", "bench.py"], "variants": {"a": {}, "b": {"env": {"K": "ring"}}}}
+
+
+def test_abba_alternates_rounds():
+    assert [t.variant for t in plan_trials(["a", "b"], 4, "abba", 0)] == list("abbaabba")
+    assert [t.variant for t in plan_trials(["a", "b", "c"], 2, "abba", 0)] == list("abccba")
+
+
+def test_random_order_is_seeded_and_each_round_runs_every_variant_once():
+    names = ["a", "b", "c", "d"]
+    plan = plan_trials(names, 6, "random", 7)
+    assert plan == plan_trials(names, 6, "random", 7)
+    rounds = [[t.variant for t in plan if t.round == r] for r in range(6)]
+    assert all(sorted(r) == names for r in rounds)
+    assert len({tuple(r) for r in rounds}) > 1  # not the same order every round
+    assert rounds != [[t.variant for t in plan_trials(names, 6, "random", 8) if t.round == r] for r in range(6)]
+
+
+def test_longer_plan_starts_with_the_same_trials():
+    """Indices are places in the plan: a resumed or extended run re-derives the same trials."""
+    for order in ("abba", "random"):
+        short, longer = plan_trials(["a", "b"], 2, order, 3), plan_trials(["a", "b"], 5, order, 3)
+        assert longer[:len(short)] == short
+        assert [t.index for t in longer] == list(range(10))
+        assert round_order(["a", "b"], 4, order, 3) == [t.variant for t in longer if t.round == 4]
+
+
+def test_single_process_rank_env():
+    case = case_mod.validate(dict(CMD, devices=4), "c")
+    trial = Trial(3, "b", 1)
+    (r,) = rank_processes(case, case.variant("b"), trial, Path("/run/trials/03-b"), True,
+                          hook=Path("/run/.perfkit/pyhook"))
+    assert r.argv == [sys.executable, "bench.py"]  # "python" is the Python perfkit runs in
+    e = r.env
+    assert (e["PERFKIT_RANK"], e["PERFKIT_WORLD"], e["PERFKIT_TRIAL"], e["PERFKIT_VARIANT"], e["K"]) == \
+        ("0", "1", "3", "b", "ring")
+    assert e["PERFKIT_METRICS"] == "/run/trials/03-b/rank0/metrics.jsonl"
+    assert e["PERFKIT_STACKS"] == "/run/trials/03-b/rank0/stacks.txt"
+    assert "--xla_force_host_platform_device_count=4" in e["XLA_FLAGS"]
+    assert "--xla_dump_to=/run/trials/03-b/rank0/xla_dump" in e["XLA_FLAGS"]
+    assert e["PYTHONPATH"].split(":")[0] == "/run/.perfkit/pyhook"
+    assert "MASTER_PORT" not in e and "PERFKIT_SALT" not in e
+
+
+def test_multi_process_ranks_share_a_coordinator_and_split_devices():
+    case = case_mod.validate(dict(CMD, devices=8, processes=4), "c")
+    ranks = rank_processes(case, case.variant("a"), Trial(0, "a", 0), Path("/r/trials/00-a"), False)
+    assert [r.rank for r in ranks] == [0, 1, 2, 3]
+    assert len({r.env["PERFKIT_COORDINATOR"] for r in ranks}) == 1
+    for r in ranks:
+        e = r.env
+        assert (e["RANK"], e["LOCAL_RANK"], e["WORLD_SIZE"], e["PERFKIT_RANK"]) == (str(r.rank), str(r.rank), "4", str(r.rank))
+        assert e["PERFKIT_COORDINATOR"] == f"{e['MASTER_ADDR']}:{e['MASTER_PORT']}"
+        assert "--xla_force_host_platform_device_count=2" in e["XLA_FLAGS"] and "xla_dump_to" not in e["XLA_FLAGS"]
+
+
+def test_multi_host_share_of_ranks_and_per_trial_port():
+    case = case_mod.validate(dict(CMD, processes=4), "c")
+    opts = RunOptions(hosts=2, host_index=1, coordinator="node0:29500", run_id="r")
+    ranks = rank_processes(case, case.variant("a"), Trial(5, "a", 2), Path("/r/trials/05-a"), False, options=opts,
+                           trial_port=12)
+    assert [(r.rank, r.env["LOCAL_RANK"], r.env["LOCAL_WORLD_SIZE"]) for r in ranks] == [(2, "0", "2"), (3, "1", "2")]
+    assert {r.env["PERFKIT_COORDINATOR"] for r in ranks} == {"node0:29512"}
+    assert runner.host_ranks(8, 4, 3) == range(6, 8)
+
+
+def test_salt_is_shared_by_ranks_and_new_per_trial():
+    case = case_mod.validate(dict(CMD, processes=2), "c")
+    opts = RunOptions(salt=True, run_id="run-1")
+
+    def salts(index, run_id="run-1"):
+        rs = rank_processes(case, case.variant("a"), Trial(index, "a", 0), Path(f"/x/run-1/trials/{index:02d}-a"),
+                            False, options=RunOptions(salt=True, run_id=run_id))
+        return {r.env["PERFKIT_SALT"] for r in rs}
+
+    assert len(salts(0)) == 1 and salts(0) != salts(1) and salts(0) != salts(0, "run-2")
+    (r, _) = rank_processes(case, case.variant("a"), Trial(0, "a", 0), Path("/x/t"), False, options=opts)
+    assert r.env["JAX_ENABLE_COMPILATION_CACHE"] == "false" and r.env["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] == "1"
+
+
+def test_model_case_runs_the_bundled_worker():
+    case = case_mod.validate({"name": "m", "model": {"name": "wan", "steps": 4}, "devices": 4, "processes": 2,
+                              "variants": {"tp": {"options": {"plan": "tp"}}, "sp": {"options": {"plan": "sp"}}}}, "m")
+    ranks = rank_processes(case, case.variant("sp"), Trial(0, "sp", 0), Path("/r/t"), False)
+    assert all(r.argv[:3] == [sys.executable, "-m", "perfkit.worker"] for r in ranks)
+    assert '"plan": "sp"' in ranks[0].argv[3]
+    assert "--xla_force_host_platform_device_count=2" in ranks[1].env["XLA_FLAGS"]

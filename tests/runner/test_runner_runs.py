@@ -1,0 +1,175 @@
+"""``perfkit run`` end to end on tiny command cases: the run-directory contract, verdicts, adaptive
+rounds, matrix rows, hung and crashed ranks, Ctrl-C and --resume, 2 hosts x 2 ranks."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+from conftest import PROGRAMS, REPO, perfkit, processes_with, read_jsonl, sleeper_case
+
+
+def test_command_case_writes_the_run_directory_contract(tmp_path, write_case):
+    case = sleeper_case(steps=6, sleep_ms=5, variants={"a": {"env": {"FRAME_SEED": "0"}},
+                                                       "b": {"env": {"FRAME_SEED": "0"}}})
+    case["command"].append("--frames")
+    res = perfkit("run", write_case(case), "--out", tmp_path / "run")
+    assert res.returncode == 0, res.stderr
+    run = tmp_path / "run"
+    for name in ("case.yaml", "env.json", "run.json", "trials.jsonl", "summary.json", "report.md"):
+        assert (run / name).exists(), name
+    trials = read_jsonl(run / "trials.jsonl")
+    assert [t["variant"] for t in trials] == ["a", "b", "b", "a"]  # abba interleaving
+    assert [t["index"] for t in trials] == [0, 1, 2, 3] and [t["round"] for t in trials] == [0, 0, 1, 1]
+    assert all(len(t["steps_ms"]) == 6 and t["status"] == "ok" for t in trials)
+    assert (run / "trials/00-a/rank0/metrics.jsonl").exists()
+    assert not list(run.glob("trials/*/rank0/stacks*.txt"))  # nothing hung: no empty dump files left
+
+    s = json.loads((run / "summary.json").read_text())
+    assert s["case"] == "sleepers"
+    for v in ("a", "b"):
+        step = s["variants"][v]["step_ms"]
+        assert set(step) >= {"median", "p25", "p75", "n"} and step["n"] == 10  # 2 trials x (6 - 1 warmup)
+        assert 4.5 < step["median"] < 50  # slept 5 ms per step
+    c = s["comparison"]
+    assert set(c) >= {"metric", "ratio", "ci", "p_value", "verdict"} and c["metric"] == "step_ms"
+    assert c["verdict"] in ("faster", "slower", "same", "unknown")
+    assert c["ci"][0] <= c["ratio"] <= c["ci"][1]
+    assert s["quality"]["bit_identical"] is True
+    env = json.loads((run / "env.json").read_text())
+    assert {"python", "packages", "source", "host", "flags"} <= set(env)
+    assert set(env["packages"]) >= {"jax", "jaxlib", "torch", "torch_tpu", "libtpu"}
+    assert env["source"]["git"] and len(env["source"]["tree"]) == 12
+    assert "sleepers: a " in res.stdout and "report" in res.stdout
+    assert "[4/4] a" in res.stderr  # the progress line
+
+
+def test_clearly_slower_b_is_slower_and_aa_is_never_faster_or_slower(tmp_path, write_case):
+    """B sleeps three times longer per step; the A/A control is the baseline again. Effect sizes
+    chosen for a loaded 2-core machine: 3x against a 10% minimum effect."""
+    case = sleeper_case(steps=7, sleep_ms=10, min_effect=0.1, repeats={"min": 2, "max": 3},
+                        variants={"a": {}, "b": {"env": {"SLEEP_MS": "30"}}})
+    res = perfkit("run", write_case(case), "--aa", "--out", tmp_path / "run")
+    assert res.returncode == 0, res.stderr
+    s = json.loads((tmp_path / "run/summary.json").read_text())
+    assert s["comparison"]["verdict"] == "slower" and 2.0 < s["comparison"]["ratio"] < 4.0
+    rows = {(c["variant"], c["metric"]): c for c in s["comparisons"]}
+    assert rows[("a-aa", "step_ms")]["verdict"] in ("same", "unknown")
+    nf = s["noise_floor"]
+    assert nf["variant"] == "a-aa" and nf["verdict"] in ("same", "unknown") and nf["half_width"] < 1.0
+    trials = read_jsonl(tmp_path / "run/trials.jsonl")
+    assert [t["variant"] for t in trials[:6]] == ["a", "b", "a-aa", "a-aa", "b", "a"]
+    report = (tmp_path / "run/report.md").read_text()
+    assert "A/A noise floor (a-aa" in report and "A/A noise floor" in res.stdout
+
+
+def test_adaptive_rounds_and_matrix_rows(tmp_path, write_case):
+    """Reported (not measured) step times make the statistics deterministic. Combination 0: B is 2x A,
+    decided after repeats.min rounds. Combination 1: B alternates 5.0 / 5.3 ms between trials against
+    A's 5.0, a CI straddling the 2% line: unknown, so rounds go on to repeats.max."""
+    case = sleeper_case(steps=4, sleep_ms=0, repeats={"min": 2, "max": 4},
+                        variants={"a": {"env": {"REPORT_MS": "5.0"}}, "b": {}},
+                        matrix={"variants.b.env": [{"REPORT_MS": "10.0"}, {"REPORT_MS": "5.0", "REPORT_ODD_MS": "5.3"}]})
+    res = perfkit("run", write_case(case), "--out", tmp_path / "run")
+    assert res.returncode == 0, res.stderr
+    cells = [tmp_path / "run/cells/00", tmp_path / "run/cells/01"]
+    decided = json.loads((cells[0] / "summary.json").read_text())["comparison"]
+    assert decided["verdict"] == "slower" and decided["ratio"] == decided["ci"][0] == decided["ci"][1] == 2.0
+    assert len(read_jsonl(cells[0] / "trials.jsonl")) == 4  # 2 rounds x 2 variants
+    undecided = json.loads((cells[1] / "summary.json").read_text())["comparison"]
+    assert undecided["verdict"] == "unknown" and undecided["ci"][0] < 1.02 < undecided["ci"][1]
+    assert len(read_jsonl(cells[1] / "trials.jsonl")) == 8  # went on to 4 rounds
+    frame = pd.read_csv(tmp_path / "run/matrix.csv")
+    assert list(frame.cell) == [0, 1] and list(frame.verdict) == ["slower", "unknown"]
+    assert frame.a_ms.tolist() == [5.0, 5.0] and frame.b_ms.tolist() == [10.0, 5.15]
+    top = json.loads((tmp_path / "run/summary.json").read_text())
+    assert top["kind"] == "matrix" and len(top["matrix"]) == 2 and top["missing"] == 0
+
+
+def test_hung_and_crashed_ranks_are_reported_and_the_run_goes_on(tmp_path, write_case):
+    tag = f"orphan-{tmp_path.name}"
+    case = sleeper_case(steps=5, sleep_ms=20, processes=2, timeout=3, repeats={"min": 1, "max": 1}, variants={
+        "ok": {},
+        "hang": {"env": {"HANG_AT": "2", "FAULT_RANKS": "1", "SPAWN_CHILD": tag}},
+        "crash": {"env": {"CRASH_AT": "1", "FAULT_RANKS": "0"}}})
+    res = perfkit("run", write_case(case), "--out", tmp_path / "run")
+    assert res.returncode == 3, res.stderr
+    ok, hung, crashed = read_jsonl(tmp_path / "run/trials.jsonl")
+    assert ok["status"] == "ok" and len(ok["steps_ms"]) == 5  # kept, and the run went on past the hang
+    assert hung["status"] == "hung" and 3 <= hung["wall_s"] < 3 + 4  # killed soon after the timeout
+    r0, r1 = hung["ranks"]
+    assert not r0["running_at_end"] and r0["exit_code"] == 0
+    assert r1["running_at_end"] and (r1["steps_done"], r1["last_mark"]) == (2, "waiting")
+    assert "in wait_for_peer" in r1["stacks"] and "in background_poll" in r1["stacks"]  # every thread
+    assert "[child process" in r1["stacks"]  # the rank's child dumped too
+    assert (tmp_path / "run/trials/01-hang/rank1/stacks.txt").read_text().count("most recent call first") == 2
+    assert processes_with(tag) == []  # the rank's child did not outlive the trial
+    assert crashed["status"] == "crashed"
+    c0 = crashed["ranks"][0]
+    assert c0["exit_code"] == 7 and "failing on purpose at step 1" in c0["stderr_tail"]
+    report = (tmp_path / "run/report.md").read_text()
+    assert "trial 1 (hang): **hung**" in report and "wait_for_peer (sleeper.py:" in report
+    assert "trial 2 (crash): **crashed**" in report and "exit code 7" in report
+    s = json.loads((tmp_path / "run/summary.json").read_text())
+    assert [f["status"] for f in s["trials"]["failed"]] == ["hung", "crashed"]
+
+
+def test_ctrl_c_keeps_finished_trials_writes_a_partial_report_and_resume_finishes(tmp_path, write_case):
+    tag = f"ctrlc-{tmp_path.name}"
+    case = sleeper_case(steps=8, sleep_ms=150, repeats={"min": 2, "max": 2},
+                        variants={"a": {"env": {"SPAWN_CHILD": tag, "HANG_AT": "99"}}, "b": {}})
+    path, run = write_case(case), tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "perfkit.cli", "run", str(path), "--out", str(run)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (run / "trials.jsonl").exists():
+        time.sleep(0.05)
+    time.sleep(0.3)  # into the second trial
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err
+    kept = read_jsonl(run / "trials.jsonl")
+    assert 1 <= len(kept) < 4 and all(t["status"] == "ok" for t in kept)
+    s = json.loads((run / "summary.json").read_text())
+    assert s["interrupted"] is True and s["trials"]["total"] == len(kept)
+    assert "Interrupted" in (run / "report.md").read_text()
+    assert processes_with(tag) == [] and processes_with(str(PROGRAMS / "sleeper.py")) == []
+
+    res = perfkit("run", "--resume", run)
+    assert res.returncode == 0, res.stderr
+    trials = read_jsonl(run / "trials.jsonl")
+    assert [t["index"] for t in trials] == [0, 1, 2, 3] and [t["variant"] for t in trials] == list("abba")
+    assert trials[:len(kept)] == kept  # finished trials kept as they were
+    assert json.loads((run / "summary.json").read_text())["interrupted"] is False
+    assert perfkit("run", write_case(case), "--out", run).returncode == 2  # no silent overwrite
+
+
+def test_two_hosts_of_two_ranks_share_one_run_directory(tmp_path, write_case):
+    """Each host runs its two ranks; all four meet at rank 0 over the launcher variables."""
+    case = {"name": "hosts", "command": ["python", str(PROGRAMS / "rendezvous.py"), "4", "5"], "processes": 4,
+            "warmup": 1, "repeats": {"min": 1, "max": 3}, "timeout": 60, "variants": {"a": {}, "b": {}}}
+    path, run = write_case(case), tmp_path / "run"
+    port = 20000 + (hash(str(tmp_path)) % 20000)
+    hosts = [subprocess.Popen([sys.executable, "-m", "perfkit.cli", "run", str(path), "--out", str(run), "--salt",
+                               "--hosts", "2", "--host-index", str(i), "--coordinator", f"127.0.0.1:{port}"],
+                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (0, 1)]
+    results = [(h.wait(timeout=120), h.stderr.read()) for h in hosts]
+    assert [rc for rc, _ in results] == [0, 0], results
+    trials = read_jsonl(run / "trials.jsonl")
+    assert [t["variant"] for t in trials] == ["a", "b"]  # repeats.min rounds: no adaptive rounds across hosts
+    salts = []
+    for t in trials:
+        assert t["status"] == "ok" and [r["rank"] for r in t["ranks"]] == [0, 1, 2, 3]
+        met = json.loads((run / t["dir"] / "rank0/outputs/ranks.json").read_text())
+        assert [(m["rank"], m["local_rank"], m["perfkit_rank"]) for m in met] == [(0, 0, 0), (1, 1, 1), (2, 0, 2), (3, 1, 3)]
+        assert len({m["salt"] for m in met}) == 1  # one program on every rank
+        salts.append(met[0]["salt"])
+    assert len(set(salts)) == 2  # a fresh salt per trial
+    assert len(read_jsonl(run / "hosts/host1/trials.jsonl")) == 2
+    assert json.loads((run / "summary.json").read_text())["variants"]["b"]["step_ms"]["n"] == 3
+    (run / "summary.json").unlink()
+    res = perfkit("report", run)  # the merge step, by hand
+    assert res.returncode == 0, res.stderr
+    assert json.loads((run / "summary.json").read_text())["trials"]["total"] == 2

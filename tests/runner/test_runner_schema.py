@@ -1,0 +1,116 @@
+"""Case schema: one-line refusals naming file and key, --set overrides, matrix expansion, the A/A control."""
+
+import pytest
+import yaml
+from conftest import perfkit, sleeper_case
+
+from perfkit import case as case_mod
+from perfkit.errors import BadInput
+
+GOOD = {"name": "x", "model": {"name": "wan"}, "variants": {"tp": {"options": {"plan": "tp"}}, "sp": {}}}
+
+
+def refusal(raw: dict) -> str:
+    with pytest.raises(BadInput) as err:
+        case_mod.validate(raw, "c.yaml")
+    return err.value.line()
+
+
+@pytest.mark.parametrize("raw,line", [
+    (dict(GOOD, repeets={"min": 2}), "c.yaml: repeets: unknown key (did you mean 'repeats'?)"),
+    (dict(GOOD, capture={"xla_dmp": "all"}), "c.yaml: capture.xla_dmp: unknown key (did you mean 'xla_dump'?)"),
+    (dict(GOOD, variants={"tp": {"evn": {}}, "sp": {}}), "c.yaml: variants.tp.evn: unknown key (did you mean 'env'?)"),
+    (dict(GOOD, model={"name": "wan", "stesp": 4}), "c.yaml: model.stesp: unknown key (did you mean 'steps'?)"),
+])
+def test_unknown_key_names_it_and_the_nearest_valid_key(raw, line):
+    assert refusal(raw) == line
+
+
+@pytest.mark.parametrize("raw,line", [
+    (dict(GOOD, devices="four"), "c.yaml: devices: must be an integer, got str 'four'"),
+    (dict(GOOD, model={"name": "wan", "steps": True}), "c.yaml: model.steps: must be an integer, got bool True"),
+    (dict(GOOD, timeout=[1]), "c.yaml: timeout: must be an integer or a number, got list [1]"),
+    (dict(GOOD, variants={"tp": 3, "sp": {}}), "c.yaml: variants.tp: must be a mapping (options, env, args), got int"),
+    (dict(GOOD, order="abab"), "c.yaml: order: must be one of abba, random"),
+])
+def test_wrong_type_or_value_names_the_field(raw, line):
+    assert refusal(raw) == line
+
+
+@pytest.mark.parametrize("raw,line", [
+    ({k: v for k, v in GOOD.items() if k != "name"}, "c.yaml: name: missing (every case has a name)"),
+    ({k: v for k, v in GOOD.items() if k != "variants"},
+     "c.yaml: variants: need at least two variants (the first is the baseline A)"),
+    (dict(GOOD, variants={"tp": {}}), "c.yaml: variants: need at least two variants (the first is the baseline A)"),
+    ({k: v for k, v in GOOD.items() if k != "model"}, "c.yaml: model: a case has exactly one of 'model' and 'command'"),
+    (dict(GOOD, model={"config": "tiny"}), "c.yaml: model.name: missing (the bundled model to run, e.g. wan)"),
+    (dict(GOOD, devices=4, processes=3), "c.yaml: processes: 4 devices do not split evenly over 3 processes"),
+])
+def test_missing_or_inconsistent_fields(raw, line):
+    assert refusal(raw) == line
+
+
+@pytest.mark.parametrize("body,args,line", [
+    (dict(sleeper_case(), ordr="abba"), [], "ordr: unknown key (did you mean 'order'?)"),
+    (sleeper_case(), ["--set", "warmup=two"], "warmup: must be an integer, got str 'two'"),
+    ({k: v for k, v in sleeper_case().items() if k != "name"}, [], "name: missing (every case has a name)"),
+])
+def test_cli_refuses_with_one_line_and_exit_2(tmp_path, body, args, line):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(body))
+    res = perfkit("run", path, *args, "--out", tmp_path / "run")
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [f"perfkit: {path}: {line}"]
+    assert not (tmp_path / "run").exists()  # refused before anything ran
+
+
+def test_cli_refuses_missing_file_and_bad_yaml(tmp_path):
+    res = perfkit("run", tmp_path / "nope.yaml")
+    assert (res.returncode, res.stderr.strip()) == (2, f"perfkit: {tmp_path / 'nope.yaml'}: no such case file")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    res = perfkit("run", bad)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "not valid YAML" in res.stderr
+
+
+def test_set_overrides_any_field_before_validation():
+    raw = case_mod.apply_overrides(GOOD, ["devices=4", "model.config=real", "capture.trace=[3]",
+                                          "variants.sp.env.SWITCH=1", "repeats.max=5"], "c")
+    c = case_mod.validate(raw, "c")
+    assert c.devices == 4 and c.model["config"] == "real" and c.capture["trace"] == [3]
+    assert c.variant("sp").env == {"SWITCH": "1"} and c.repeats == {"min": 3, "max": 5}
+    assert c.warmup == 2 and c.variants[0].name == "tp"  # defaults kept
+    with pytest.raises(BadInput, match="--set expects key=value"):
+        case_mod.apply_overrides(GOOD, ["devices"], "c")
+
+
+def test_matrix_expands_to_every_combination_in_order():
+    c = case_mod.validate(dict(GOOD, matrix={"devices": [1, 2], "model.steps": [4, 6, 8]}), "c")
+    cells = case_mod.expand_matrix(c)
+    assert [a for a, _ in cells] == [{"devices": d, "model.steps": s} for d in (1, 2) for s in (4, 6, 8)]
+    for assignment, cell in cells:
+        assert (cell.devices, cell.model["steps"]) == (assignment["devices"], assignment["model.steps"])
+        assert cell.matrix == {} and cell.name == f"x[devices={cell.devices},model.steps={cell.model['steps']}]"
+
+
+def test_matrix_combination_that_is_invalid_is_refused_at_load(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(dict(GOOD, warmup=2, matrix={"model.steps": [8, 2]})))
+    with pytest.raises(BadInput) as err:
+        case_mod.load(path)
+    assert err.value.line() == (f"{path}: model.steps: 2 steps leave none after warmup 2 "
+                                "(in matrix combination model.steps=2)")
+
+
+def test_aa_appends_the_baseline_again_and_refuses_a_clash():
+    c = case_mod.validate(dict(GOOD, aa=True), "c")
+    assert [v.name for v in c.run_variants()] == ["tp", "sp", "tp-aa"]
+    assert c.variant("tp-aa").options == c.variant("tp").options and c.aa_name == "tp-aa"
+    assert [v.name for v in c.variants] == ["tp", "sp"]  # the comparison's A and B are unchanged
+    assert "A/A control" in refusal(dict(GOOD, aa=True, variants={"tp": {}, "tp-aa": {}}))
+
+
+def test_resolved_case_round_trips():
+    c = case_mod.validate(dict(GOOD, aa=True, devices=2, matrix={"seed": [1, 2]}), "c")
+    again = case_mod.validate(yaml.safe_load(case_mod.to_yaml(c)), "c")
+    assert case_mod.to_yaml(again) == case_mod.to_yaml(c)
