@@ -59,15 +59,15 @@ def determinism(run_dir: Path, trials: list[dict], name: str) -> dict | None:
                                     if t["variant"] == name and t["status"] == "ok"])
 
 
-def rank_summary(case: Case, trials: list[dict]) -> dict:
-    """Rank consistency per variant. One SPMD controller compiles one program for all devices."""
-    out = {}
-    for v in case.variants:
-        if case.processes == 1:
-            out[v.name] = {"consistent": True, "groups": [[0]], "checked": "single SPMD program"}
-        else:
-            out[v.name] = {"consistent": None, "groups": [], "checked": "not checked"}
-    return out
+def rank_summary(case: Case, run_dir: Path) -> dict:
+    """Rank consistency per variant. One SPMD controller compiles one program for all devices; with one
+    process per rank, ``perfkit hlo-diff`` compares the programs of the first trial of each variant whose
+    ranks wrote XLA dumps (``perfkit.hlo.check``)."""
+    from perfkit.hlo.check import variant_check
+
+    if case.processes == 1:
+        return {v.name: {"consistent": True, "groups": [[0]], "checked": "single SPMD program"} for v in case.variants}
+    return {v.name: variant_check(run_dir, v.name) for v in case.variants}
 
 
 def not_verified(case: Case, summary: dict) -> list[str]:
@@ -103,7 +103,7 @@ def summarize_run(run_dir: Path) -> tuple[Case, dict]:
         "noise_floor": timing.noise_floor(comparisons, case.aa_name) if case.aa else None,
         "quality": quality_summary(run_dir, trials, a, b, case.oracle),
         "determinism": {v.name: determinism(run_dir, trials, v.name) for v in case.variants},
-        "ranks": rank_summary(case, trials),
+        "ranks": rank_summary(case, run_dir),
         "trials": {"total": len(trials), "ok": sum(t["status"] == "ok" for t in trials),
                    "failed": [{"index": t["index"], "variant": t["variant"], "status": t["status"],
                                "dir": t["dir"], "ranks": t["ranks"]} for t in trials if t["status"] != "ok"]},

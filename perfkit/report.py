@@ -104,12 +104,38 @@ def _quality(summary: dict) -> list[str]:
     return lines
 
 
+def _first_difference(first: dict | None) -> str:
+    """A table cell: where the first divergent rank's program first differs from the majority's."""
+    if not first:
+        return "-"
+    rank, ref = f"rank {first['ranks'][0]}", f"rank {first['against_rank']}"
+    if first["same_program"]:
+        moved = ", ".join(f"{m['collective']} {m['delta']:+,} B" for m in first["receive_moved"])
+        return f"`{first['module']}`: same program, receive buffers moved on {rank}: {moved}"
+
+    def code(inst: dict | None) -> str:
+        if inst is None:
+            return "(no counterpart)"
+        text = inst["text"] if len(inst["text"]) <= 100 else inst["text"][:100] + " ..."
+        return f"``{text.replace('|', '&#124;')}``"
+
+    return f"`{first['module']}`: {rank} {code(first['rank'])}; {ref} {code(first['majority'])}"
+
+
 def _ranks(summary: dict) -> list[str]:
-    rows = ["| variant | consistent | groups | checked |", "| --- | --- | --- | --- |"]
+    """Rank consistency per variant; for a variant whose ranks diverged, hlo-diff's Markdown detail."""
+    from perfkit.hlo.render import rank_list, ranks_report
+
+    rows = ["| variant | consistent | rank groups | first differing instruction | checked |",
+            "| --- | --- | --- | --- | --- |"]
+    details = []
     for name, r in summary["ranks"].items():
         cons = {True: "yes", False: "**no**", None: "-"}[r["consistent"]]
-        rows.append(f"| {name} | {cons} | {r['groups']} | {r['checked']} |")
-    return rows
+        groups = " / ".join(rank_list(g) for g in r["groups"]) or "-"
+        rows.append(f"| {name} | {cons} | {groups} | {_first_difference(r.get('first_difference'))} | {r['checked']} |")
+        if r["consistent"] is False and r.get("hlo_diff"):
+            details += ["", f"### {name}: programs per rank", "", ranks_report(r["hlo_diff"], markdown=True).rstrip()]
+    return rows + details
 
 
 def _failures(summary: dict) -> list[str]:
