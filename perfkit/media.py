@@ -149,8 +149,16 @@ class ArrayMedia(Media):
     def frames(self, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
         if self.kind != "frames":
             raise BadInput(f"{self.arr.dtype} tensor, not uint8 frames", path=self.label)
-        for i in range(start, self.count if stop is None else min(stop, self.count)):
-            yield np.asarray(self.frames_arr[i])  # one frame off a memory map
+        stop = self.count if stop is None else min(stop, self.count)
+        if isinstance(self.arr, np.memmap) and self.arr.flags.c_contiguous:
+            # Plain reads of an .npy: a mapped file would stay resident, two long ones at once.
+            size = int(np.prod(self.frame_shape))
+            with open(self.arr.filename, "rb") as f:
+                f.seek(self.arr.offset + start * size)
+                for _ in range(start, stop):
+                    yield np.frombuffer(f.read(size), np.uint8).reshape(self.frame_shape)
+        else:
+            yield from self.frames_arr[start:stop]
 
     def array(self) -> np.ndarray:
         return np.asarray(self.arr)
