@@ -19,7 +19,6 @@ from typing import NamedTuple
 
 from perfkit.errors import BadInput
 from perfkit.hlo.fingerprint import FlatInstruction
-from perfkit.hlo.parse import called_computations
 
 # Collective opcodes (sync, async start, and the generic async wrapper) and which part of their output
 # is the receive buffer: a shape-index prefix. Sync ops receive into their whole output; tuple-shaped
@@ -100,8 +99,7 @@ def collective_kind(flat: FlatInstruction, root_opcodes: dict[str, str]) -> str 
     ``async-start`` wrapping one), or None."""
     op = flat.inst.opcode
     if op == "async-start":
-        callees = called_computations(flat.inst)
-        wrapped = root_opcodes.get(callees[0]) if callees else None
+        wrapped = root_opcodes.get(flat.inst.calls[0]) if flat.inst.calls else None
         return wrapped if wrapped in COLLECTIVES else None
     if op in RECEIVE_INDEX:
         return op.removesuffix("-start")
@@ -111,7 +109,7 @@ def collective_kind(flat: FlatInstruction, root_opcodes: dict[str, str]) -> str 
 def collectives(flat: list[FlatInstruction], root_opcodes: dict[str, str]) -> list[tuple[str, FlatInstruction]]:
     """(kind, instruction) of every collective in canonical order; the collective inside a computation
     that an ``async-start`` wraps is counted once, as its ``async-start``."""
-    wrapped = {c for f in flat if f.inst.opcode == "async-start" for c in called_computations(f.inst)}
+    wrapped = {c for f in flat if f.inst.opcode == "async-start" for c in f.inst.calls}
     out = []
     for f in flat:
         kind = collective_kind(f, root_opcodes)

@@ -18,7 +18,7 @@ import hashlib
 from typing import Callable, NamedTuple
 
 from perfkit.hlo.parse import (CALLED_COMPUTATION_KEYS, INSTRUCTION_REF_KEYS, LITERAL_OPCODES, Instruction,
-                               Module, called_computations, referenced_names)
+                               Module, referenced_names)
 
 SHORT_LITERAL = 40  # operand literals up to this length are part of a user's signature
 
@@ -38,9 +38,9 @@ def _canonical_value(key: str, value: str, ref: Callable[[str], str], fps: dict[
     """An attribute value with called computations replaced by their fingerprints and referenced
     instructions by ``ref`` (a position or a description)."""
     if key in CALLED_COMPUTATION_KEYS:
-        return ",".join(fps.get(n, "?" + n) for n in referenced_names(key, value))
+        return ",".join(fps.get(n, "?" + n) for n in referenced_names(value))
     if key in INSTRUCTION_REF_KEYS:
-        return ",".join(ref(n) for n in referenced_names(key, value))
+        return ",".join(ref(n) for n in referenced_names(value))
     return value
 
 
@@ -55,7 +55,7 @@ def computation_fingerprints(module: Module) -> dict[str, str]:
         visiting.add(name)
         comp = module.computations[name]
         for inst in comp.instructions:
-            for callee in called_computations(inst):
+            for callee in inst.calls:
                 visit(callee)
         position = {inst.name: f"#{i}" for i, inst in enumerate(comp.instructions)}
 
@@ -93,7 +93,7 @@ def flatten(module: Module) -> list[FlatInstruction]:
             return
         done.add(name)
         for inst in module.computations[name].instructions:
-            for callee in called_computations(inst):
+            for callee in inst.calls:
                 emit(callee)
             out.append(FlatInstruction(name, inst))
 

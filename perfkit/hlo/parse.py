@@ -36,7 +36,7 @@ _COMPUTATION = re.compile(r"(ENTRY\s+)?%?([^\s(]+)\s*(?:\(.*\))?(?:\s*->\s*.*?)?
 _LHS = re.compile(r"\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*")
 _ARRAY_SHAPE = re.compile(r"[A-Za-z][A-Za-z0-9]*\[[^\]]*\](?:\{[^{}]*\})?")
 _OPCODE = re.compile(r"\s*([a-z][a-z0-9_\-]*)\(")
-_METADATA = re.compile(r',?\s*metadata=\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\}')
+_METADATA = re.compile(r',?\s*metadata=\{(?:[^{}"]+|"(?:[^"\\]+|\\.)*")*\}')
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[()\[\]{},]')
 _NAME_REF = re.compile(r"%([\w.\-]+)")
 _BARE_REF = re.compile(r"[A-Za-z_][\w.\-]*")
@@ -52,6 +52,7 @@ class Instruction(NamedTuple):
     operands: tuple[str, ...]           # names of the operand instructions
     literal: str                        # the parenthesised text of constant / parameter ("0", "{1, 2}")
     attrs: tuple[tuple[str, str], ...]  # (key, value) in printed order
+    calls: tuple[str, ...]              # names of the computations it calls (fusion, while, async ...)
     root: bool
     line: int                           # 1-based line in the file
     text: str                           # the line without metadata, for display
@@ -171,8 +172,9 @@ def parse_instruction(line: str, lineno: int) -> Instruction | None:
             operands, literal = _operand_names(inner), ""
         attrs = _attributes(text[close + 1:])
     except ValueError:
-        return Instruction(name, "", "", (), "", (), root, lineno, text)
-    return Instruction(name, shape, opcode, operands, literal, attrs, root, lineno, text)
+        return Instruction(name, "", "", (), "", (), (), root, lineno, text)
+    calls = tuple(n for key, value in attrs if key in CALLED_COMPUTATION_KEYS for n in referenced_names(value))
+    return Instruction(name, shape, opcode, operands, literal, attrs, calls, root, lineno, text)
 
 
 def parse_module(text: str, path: str | Path = "<text>") -> Module:
@@ -229,17 +231,8 @@ def read_module(path: str | Path) -> Module:
     return parse_module(text, path)
 
 
-def referenced_names(key: str, value: str) -> list[str]:
+def referenced_names(value: str) -> list[str]:
     """Names of computations or instructions in an attribute value (``{%a, %b}``, ``%a``, ``a``)."""
     if "%" in value:
         return _NAME_REF.findall(value)
     return _BARE_REF.findall(value)
-
-
-def called_computations(inst: Instruction) -> list[str]:
-    """The computations an instruction calls, in printed order."""
-    out = []
-    for key, value in inst.attrs:
-        if key in CALLED_COMPUTATION_KEYS:
-            out.extend(referenced_names(key, value))
-    return out

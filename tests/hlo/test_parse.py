@@ -9,7 +9,7 @@ import pytest
 from perfkit.errors import BadInput
 from perfkit.hlo.buffers import read_buffer_assignment, receive_buffers
 from perfkit.hlo.fingerprint import flatten
-from perfkit.hlo.parse import called_computations, parse_module, read_module
+from perfkit.hlo.parse import parse_module, read_module
 
 DATA = Path(__file__).parent / "data"
 
@@ -49,18 +49,18 @@ def test_tpu_async_pairs_tiled_layouts_and_memory_spaces():
     ag = inst(m, "all-gather-start")
     assert attrs(ag)["replica_groups"] == "[1,4]<=[4]" and attrs(ag)["dimensions"] == "{0}"
     ar = inst(m, "all-reduce-start")
-    assert attrs(ar)["replica_groups"] == "{{0,1,2,3}}" and called_computations(ar) == ["add.clone"]
+    assert attrs(ar)["replica_groups"] == "{{0,1,2,3}}" and ar.calls == ("add.clone",)
 
 
 def test_fusions_while_conditional_control_predecessors():
     m = read_module(DATA / "tpu_ring.txt")
     f = inst(m, "pad_slice_fusion")
     assert f.operands == ("param.1", "param.3") and attrs(f)["kind"] == "kLoop"
-    assert called_computations(f) == ["pad_slice_fusion"]
+    assert f.calls == ("pad_slice_fusion",)
     assert json.loads(attrs(f)["backend_config"])["output_chunk_bound_config"] == {"output_chunk_bound": ["1", "3072"]}
     assert attrs(inst(m, "fusion.5"))["control-predecessors"] == "{%all-gather-done}"
-    assert called_computations(inst(m, "while.1")) == ["while_cond", "while_body"]
-    assert called_computations(inst(m, "conditional.1")) == ["branch_zero", "branch_one"]
+    assert inst(m, "while.1").calls == ("while_cond", "while_body")
+    assert inst(m, "conditional.1").calls == ("branch_zero", "branch_one")
     ds = inst(m, "dynamic-slice.2")
     assert ds.operands == ("param_0.7", "param_1.3", "constant.21") and attrs(ds) == {"dynamic_slice_sizes": "{576,3072}"}
     assert inst(m, "constant.41").literal == "{...}" and inst(m, "constant.41").operands == ()
@@ -91,7 +91,7 @@ def test_gpu_async_wrapper_send_recv_and_execution_thread():
     assert list(m.computations) == ["add.f32", "wrapped_reduce_scatter", "fused_convert", "main.77"]
     rs = inst(m, "reduce-scatter-start")
     assert rs.opcode == "async-start" and rs.shape == "((f32[4096]{0}), f32[1024]{0}, u32[])"
-    assert called_computations(rs) == ["wrapped_reduce_scatter"]
+    assert rs.calls == ("wrapped_reduce_scatter",)
     recv = attrs(inst(m, "recv.1"))
     assert recv["frontend_attributes"] == '{_xla_send_recv_source_target_pairs="{{0,1},{1,2},{2,3}}",_xla_send_recv_pipeline="0"}'
     assert recv["control-predecessors"] == "{%reduce-scatter-done}" and recv["channel_id"] == "9"
@@ -152,7 +152,7 @@ def test_every_instruction_of_jax_compiled_modules_parses():
             names = {i.name for i in c.instructions}
             assert all(o in names for i in c.instructions for o in i.operands)
             for i in c.instructions:
-                assert all(callee in m.computations for callee in called_computations(i))
+                assert all(callee in m.computations for callee in i.calls)
 
 
 @pytest.mark.parametrize("text, reason", [
