@@ -104,8 +104,9 @@ def _hashed(frames: Iterator[np.ndarray], digest) -> Iterator[np.ndarray]:
 
 
 def frame_table(a: Iterator[np.ndarray], b: Iterator[np.ndarray], labels: tuple[str, str],
-                ssim: bool = False) -> tuple[pd.DataFrame, tuple[str, str]]:
-    """Per-frame metrics of two frame streams (each frame uint8 (H, W, C)), read in background threads.
+                ssim: bool = False, first: int = 0) -> tuple[pd.DataFrame, tuple[str, str]]:
+    """Per-frame metrics of two frame streams (each frame uint8 (H, W, C)), read in background threads;
+    ``first`` is the index of their first frame in the inputs.
 
     Returns the tidy per-frame table (frame, mse, psnr_db, mean_abs_diff, max_abs_diff, share_over_16
     [, ssim]) and the sha256 of each stream's frame bytes (equal to the sha256 of a (T, H, W, C) array).
@@ -122,7 +123,7 @@ def frame_table(a: Iterator[np.ndarray], b: Iterator[np.ndarray], labels: tuple[
             if fa.shape != fb.shape:
                 raise BadInput(f"frame sizes differ at frame {i}: {fa.shape} vs {fb.shape}", path=pair)
             sq, ab, mx, over = _frame_sums(fa, fb)
-            rows.append((i, sq / fa.size, ab / fa.size, mx, over / fa.size) + ((_ssim(fa, fb),) if ssim else ()))
+            rows.append((first + i, sq / fa.size, ab / fa.size, mx, over / fa.size) + ((_ssim(fa, fb),) if ssim else ()))
     finally:
         for stream in streams:
             stream.close()
@@ -202,7 +203,7 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
     if a.frame_shape != b.frame_shape:
         raise BadInput(f"frame sizes differ: {a.frame_shape} vs {b.frame_shape}", path=f"{labels[0]} vs {labels[1]}")
     _check_counts(a, b, frames)
-    table, sha = frame_table(a.frames(*frames), b.frames(*frames), labels, ssim)
+    table, sha = frame_table(a.frames(*frames), b.frames(*frames), labels, ssim, frames.start)
     if frames.stop is not None and len(table) < frames.stop - frames.start:
         raise BadInput(f"asked for frames {frames}, both end after frame {frames.start + len(table) - 1}",
                        path=f"{labels[0]} vs {labels[1]}")
@@ -245,8 +246,8 @@ def codec_floor(reference, codec: Codec = DEFAULT_CODEC, frames: FrameRange = AL
     buffer = io.BytesIO()
     write_video(ref.frames(*frames), buffer, codec)
     through = VideoFile(buffer.getvalue(), f"{ref.label} through {codec}")
-    table, _ = frame_table(ref.frames(*frames), through.frames(), (ref.label, through.label), ssim)
-    return {"codec": str(codec), "bytes": len(buffer.getvalue()), **summarize_frames(table)}
+    table, _ = frame_table(ref.frames(*frames), through.frames(), (ref.label, through.label), ssim, frames.start)
+    return {"codec": str(codec), "bytes": len(buffer.getvalue()), "range": str(frames), **summarize_frames(table)}
 
 
 def drift(a: np.ndarray, b: np.ndarray, labels: tuple[str, str] = ("A", "B")) -> pd.DataFrame:
@@ -384,12 +385,14 @@ def _db(x: float) -> str:
 def format_frames(r: dict) -> list[str]:
     """The text report of one frame comparison."""
     n, k = r["frames"], r["identical_frames"]
-    mean_of = f"over the {n - k} differing frames" if 0 < k < n else "of per-frame PSNR"
-    lines = [f"frames {n} (range {r.get('range', '0:')}), data range 255, RGB; {k} of {n} frames identical",
-             f"PSNR mean {_db(r['psnr_mean_db'])} ({mean_of}), pooled MSE {_db(r['psnr_pooled_db'])} "
-             f"(ffmpeg's average), worst {_db(r['psnr_min_db'])} (frame {r['worst_frame']})",
-             f"mean |d| {r['mean_abs_diff']:.3f}/255, max |d| {r['max_abs_diff']}, "
-             f"|d| > 16 in {r['share_over_16']:.3%} of channel values"]
+    where = "" if r.get("range", "0:") == "0:" else f" (frames {r['range']})"
+    lines = [f"{n} frames{where}, data range 255, RGB: {k} of {n} frames identical"]
+    if k < n:
+        mean_of = f"over the {n - k} differing frames" if k else "of per-frame PSNR"
+        lines += [f"PSNR mean {_db(r['psnr_mean_db'])} ({mean_of}), pooled MSE {_db(r['psnr_pooled_db'])} "
+                  f"(ffmpeg's average), worst {_db(r['psnr_min_db'])} (frame {r['worst_frame']})",
+                  f"mean |d| {r['mean_abs_diff']:.3f}/255, max |d| {r['max_abs_diff']}, "
+                  f"|d| > 16 in {r['share_over_16']:.3%} of channel values"]
     if "ssim_mean" in r:
         lines.append(f"SSIM mean {r['ssim_mean']:.5f} (Wang et al. settings)")
     return lines

@@ -94,9 +94,13 @@ def _quality(summary: dict) -> list[str]:
     det = []
     for n, d in summary.get("determinism", {}).items():
         if d:
-            spread = "" if d["bit_identical"] else f", {d['differing_runs']} differ from the first: " + (
-                f"worst PSNR {_db(d['psnr_min_db'])} dB, max abs diff {d['max_abs_diff']}" if "psnr_min_db" in d
-                else f"worst relative L2 {d.get('rel_l2_max', 0):.3e}")
+            spread = ""
+            if not d["bit_identical"]:
+                spread = f", {d['differing_runs']} differ from the first"
+                if "psnr_min_db" in d:
+                    spread += f": worst PSNR {_db(d['psnr_min_db'])} dB, max abs diff {d['max_abs_diff']}"
+                if "rel_l2_max" in d:
+                    spread += f"; tensors: worst relative L2 {d['rel_l2_max']:.3e}"
             det.append(f"{n}: {d['runs']} runs {'bit-identical' if d['bit_identical'] else 'not bit-identical'}"
                        f" (sha256 {d['sha256']}){spread}")
     if det:

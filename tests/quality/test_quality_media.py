@@ -27,6 +27,17 @@ def decode_with_pyav(path, n=None):
     return np.stack(out)
 
 
+def x264_by_hand(frames, dest, **container_options):
+    """Encode with PyAV directly (not perfkit.media): x264 CRF 18, yuv420p."""
+    with av.open(dest, "w", format="matroska" if isinstance(dest, io.BytesIO) else None,
+                 options=container_options) as c:
+        s = c.add_stream("libx264", rate=24, options={"crf": "18"})
+        s.width, s.height, s.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
+        for f in frames:
+            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+        c.mux(s.encode())
+
+
 def test_lossless_containers_and_folders_agree_bit_for_bit(tmp_path, clip):
     frames = clip(frames=12)  # 12 > 10: natural order must put frame10 after frame9
     np.save(tmp_path / "f.npy", frames)
@@ -68,12 +79,7 @@ def test_codec_floor_matches_an_independent_encode(tmp_path, clip):
     np.save(tmp_path / "f.npy", frames)
     floor = quality.codec_floor(tmp_path / "f.npy")
     buf = io.BytesIO()
-    with av.open(buf, "w", format="matroska") as c:
-        s = c.add_stream("libx264", rate=24, options={"crf": "18"})
-        s.width, s.height, s.pix_fmt = 96, 64, "yuv420p"
-        for f in frames:
-            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
-        c.mux(s.encode())
+    x264_by_hand(frames, buf)
     buf.seek(0)
     with av.open(buf) as c:
         decoded = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
@@ -84,12 +90,7 @@ def test_codec_floor_matches_an_independent_encode(tmp_path, clip):
 def test_corrupt_and_truncated_videos_give_one_line(tmp_path, clip, quality_cli):
     frames = clip(frames=12, height=64, width=96)
     good = tmp_path / "good.mp4"
-    with av.open(str(good), "w", options={"movflags": "faststart"}) as c:  # frame count up front
-        s = c.add_stream("libx264", rate=24, options={"crf": "18"})
-        s.width, s.height, s.pix_fmt = 96, 64, "yuv420p"
-        for f in frames:
-            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
-        c.mux(s.encode())
+    x264_by_hand(frames, str(good), movflags="faststart")  # the index (with the frame count) up front
     data = good.read_bytes()
     cut = tmp_path / "cut.mp4"
     cut.write_bytes(data[: len(data) * 2 // 3])
@@ -121,6 +122,8 @@ def test_mismatches_are_refused(tmp_path, clip, quality_cli):
         assert res.exit_code == 2 and reason in res.stderr and "four.npy" in res.stderr, (name, res.stderr)
     res = quality_cli(tmp_path / "four.npy", tmp_path / "three.npy", "--frames", "0:3", "--json")
     assert res.exit_code == 0 and res.json()["bit_identical"] and res.json()["frames"] == 3
+    res = quality_cli(tmp_path / "four.npy", tmp_path / "four.npy", "--frames", "1:3", "--json", "--per-frame")
+    assert [row["frame"] for row in res.json()["per_frame"]] == [1, 2]  # indices of the inputs
     res = quality_cli(tmp_path / "four.npy", tmp_path / "four.npy", "--frames", "2:9")
     assert res.exit_code == 2 and "asks for more" in res.stderr
     res = quality_cli(tmp_path / "four.npy", tmp_path / "nothere.mp4")
