@@ -265,10 +265,11 @@ def plot_drift(table: pd.DataFrame, path: Path, title: str = "B against A") -> P
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    identical = int((table["rel_l2"] == 0).sum())  # no point on a log scale: said in the title
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(6, 5), sharex=True)
-    top.semilogy(table["step"], table["rel_l2"].clip(lower=1e-12), marker="o")
+    top.semilogy(table["step"], table["rel_l2"].replace(0.0, np.nan), marker="o")
     top.set_ylabel("relative L2")
-    top.set_title(f"latent drift, {title}")
+    top.set_title(f"latent drift, {title}" + (f" ({identical} identical steps not drawn)" if identical else ""))
     bottom.plot(table["step"], table["psnr_db"].replace(np.inf, np.nan), marker="o")
     bottom.set_ylabel("PSNR (dB, A's range)")
     bottom.set_xlabel("step")

@@ -45,8 +45,9 @@ def test_lossless_containers_and_folders_agree_bit_for_bit(tmp_path, clip):
     write_pngs(tmp_path / "pngs", frames)
     media.write_video(iter(frames), tmp_path / "ffv1.mkv", media.parse_codec("ffv1"))
     media.write_video(iter(frames), tmp_path / "rgb.mp4", media.parse_codec("libx264rgb:crf=0"))
+    media.write_video(iter(frames), tmp_path / "vp9.webm", media.parse_codec("libvpx-vp9:lossless=1"))
     sha = hashlib.sha256(frames.tobytes()).hexdigest()  # of the whole (T, H, W, C) array
-    for other in ("f.npz", "pngs", "ffv1.mkv", "rgb.mp4"):
+    for other in ("f.npz", "pngs", "ffv1.mkv", "rgb.mp4", "vp9.webm"):
         r = quality.compare(tmp_path / "f.npy", tmp_path / other)
         assert r["bit_identical"] and r["frames"] == 12 and r["sha256"] == [sha, sha], other
 
