@@ -246,7 +246,13 @@ def output_files(path: Path) -> dict[str, Path]:
 
 def main_output(files: dict[str, Path]) -> str:
     """The output a comparison headlines: the first (by name) that holds frames, else the first."""
-    return next((n for n, p in files.items() if open_media(p).kind == "frames"), next(iter(files)))
+    def holds_frames(path: Path) -> bool:
+        try:
+            return open_media(path).kind == "frames"
+        except BadInput:  # unreadable: the comparison that follows says why
+            return False
+
+    return next((n for n, p in files.items() if holds_frames(p)), next(iter(files)))
 
 
 def prefetch(items: Iterator, depth: int = 3) -> Iterator:

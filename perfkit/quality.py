@@ -300,57 +300,73 @@ def _headline(result: dict) -> dict:
     return {"psnr_db": result["psnr_mean_db"], **{k: result[k] for k in keys}}
 
 
+def _compare_or_error(a: Path, b: Path, **options) -> dict:
+    """``compare``, or ``{"error": line}`` for an output a trial wrote broken: a run reports it, not stops."""
+    try:
+        return compare(a, b, **options)
+    except BadInput as exc:
+        return {"error": exc.line()}
+
+
 def outputs_quality(dir_a: Path, dir_b: Path, oracle: str | None = None,
                     names: tuple[str, str] = ("A", "B")) -> dict | None:
     """A run's quality block: B's outputs against A's (every common output; the main one headlined),
     both against an oracle (a folder of same-named outputs, or one file for the main output), and the
-    per-step drift when both saved ``latents.npy``. None when the two share no output."""
+    per-step drift when both saved ``latents.npy``. None when no output of the two compares."""
     files_a, files_b = output_files(dir_a), output_files(dir_b)
-    common = {n: files_a[n] for n in files_a if n in files_b}
-    if not common:
+    per_file = {n: _compare_or_error(files_a[n], files_b[n], per_frame=True) for n in files_a if n in files_b}
+    good = {n: r for n, r in per_file.items() if "error" not in r}
+    if not good:
         return None
-    main = main_output(common)
-    per_file = {n: compare(files_a[n], files_b[n], per_frame=True) for n in common}
-    head = per_file[main]
+    main = next((n for n, r in good.items() if r["kind"] == "frames"), next(iter(good)))
+    head = good[main]
     out = {"file": main, **_headline(head),
-           "bit_identical": all(r["bit_identical"] for r in per_file.values()),
+           "bit_identical": len(good) == len(per_file) and all(r["bit_identical"] for r in good.values()),
            "sha256": head["sha256"],
-           "files": {n: _headline(r) for n, r in per_file.items()}}
+           "files": {n: r if "error" in r else _headline(r) for n, r in per_file.items()}}
     if head["kind"] == "frames":
         out["per_frame_psnr_db"] = [row["psnr_db"] for row in head["per_frame"]]
     if oracle:
         out["oracle"] = _oracle_quality(Path(oracle), main, {names[0]: files_a, names[1]: files_b})
     latents = [outputs_folder(d) / LATENTS_FILE for d in (dir_a, dir_b)]
     if all(p.is_file() for p in latents):
-        out["drift"] = drift(*(load_array(p) for p in latents), labels=tuple(map(str, latents))).to_dict("records")
+        try:
+            out["drift"] = drift(*(load_array(p) for p in latents), labels=tuple(map(str, latents))
+                                 ).to_dict("records")
+        except BadInput as exc:
+            out["drift_error"] = exc.line()
     return out
 
 
 def _oracle_quality(oracle: Path, main: str, variants: dict[str, dict[str, Path]]) -> dict:
     """Each variant's main output against the oracle; an unusable oracle is reported, not raised."""
-    try:
-        ref = oracle / main if (oracle / main).exists() else oracle
-        return {"path": str(ref), "variants": {v: _headline(compare(ref, files[main]))
-                                               for v, files in variants.items() if main in files}}
-    except BadInput as exc:
-        return {"path": str(oracle), "error": exc.line()}
+    ref = oracle / main if (oracle / main).exists() else oracle
+    results = {v: _compare_or_error(ref, files[main]) for v, files in variants.items()}
+    errors = [r["error"] for r in results.values() if "error" in r]
+    if errors:
+        return {"path": str(ref), "error": errors[0]}
+    return {"path": str(ref), "variants": {v: _headline(r) for v, r in results.items()}}
 
 
 def repeats_quality(outputs: list[dict[str, Path]]) -> dict | None:
     """Determinism of one variant: are the repeats' outputs bit-identical (each against the first), and
-    if not, how far apart (worst PSNR / max |d| for frames, worst relative L2 for tensors)."""
+    if not, how far apart (worst PSNR / max |d| for frames, worst relative L2 for tensors). None (not
+    known) with an ``error`` when an unreadable output kept it from being checked."""
     outputs = [o for o in outputs if o]
     if not outputs:
         return None
     first = outputs[0]
     main = main_output(first)
     summary = {"runs": len(outputs), "bit_identical": True, "differing_runs": 0}
-    worst: dict[str, float] = {}
+    worst: dict[str, float | str] = {}
     sha = None
     for other in outputs[1:]:
         same = set(other) == set(first)
         for name in first.keys() & other.keys():
-            r = compare(first[name], other[name])
+            r = _compare_or_error(first[name], other[name])
+            if "error" in r:  # unreadable: neither identical nor different, said in "error"
+                worst.setdefault("error", r["error"])
+                continue
             sha = r["sha256"][0] if name == main else sha
             same &= r["bit_identical"]
             if r["kind"] == "frames":
@@ -359,9 +375,14 @@ def repeats_quality(outputs: list[dict[str, Path]]) -> dict | None:
             else:
                 worst["rel_l2_max"] = max(worst.get("rel_l2_max", 0.0), r["rel_l2"])
         summary["differing_runs"] += not same
-    summary["bit_identical"] = summary["differing_runs"] == 0
-    summary["sha256"] = (sha or content_sha256(open_media(first[main])))[:12]
-    if not summary["bit_identical"]:
+    summary["bit_identical"] = False if summary["differing_runs"] else (None if "error" in worst else True)
+    if sha is None:
+        try:
+            sha = content_sha256(open_media(first[main]))
+        except BadInput as exc:
+            sha, worst["error"] = "unreadable", exc.line()
+    summary["sha256"] = sha[:12]
+    if summary["bit_identical"] is not True or "error" in worst:
         summary.update(worst)
     return summary
 

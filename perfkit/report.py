@@ -72,25 +72,26 @@ def _quality(summary: dict) -> list[str]:
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | :---: |"]
     what = (f"{q['frames']} frames, data range 255, {q['identical_frames']} of {q['frames']} frames identical"
             if q["kind"] == "frames" else "tensor; PSNR over A's range")
-    lines = [f"`{q['file']}` ({what}):", "", *header,
-             _quality_row(f"{b} vs {a}", q)]
-    for name, fq in q["files"].items():
-        if name != q["file"]:
-            lines.append(_quality_row(f"`{name}`: {b} vs {a}", fq))
-    oracle = q.get("oracle")
-    if oracle and "error" in oracle:
-        lines += ["", f"Oracle not compared: {oracle['error']}"]
-    elif oracle:
-        lines += [_quality_row(f"{v} vs oracle", oq) for v, oq in oracle["variants"].items()]
-        lines += ["", f"Oracle: `{oracle['path']}`."]
+    lines = [f"`{q['file']}` ({what}):", "", *header, _quality_row(f"{b} vs {a}", q)]
+    broken = {name: fq["error"] for name, fq in q["files"].items() if "error" in fq}
+    lines += [_quality_row(f"`{name}`: {b} vs {a}", fq) for name, fq in q["files"].items()
+              if name != q["file"] and name not in broken]
+    oracle = q.get("oracle") or {}
+    lines += [_quality_row(f"{v} vs oracle", oq) for v, oq in oracle.get("variants", {}).items()]
+    notes = [f"`{name}` not compared: {error}" for name, error in broken.items()]
+    if oracle:
+        notes.append(f"Oracle `{oracle['path']}`" + (f" not compared: {oracle['error']}" if "error" in oracle else "."))
+    if q.get("drift_error"):
+        notes.append(f"Latent drift not computed: {q['drift_error']}")
+    lines += ["", *(f"- {n}" for n in notes)] if notes else []
     drift = q.get("drift")
     if drift:
         plot = plot_drift(pd.DataFrame(drift), Path(summary["run_dir"]) / "plots" / "drift.png", f"{b} against {a}")
         lines += ["", f"Latent drift of {b} against {a} per step (PSNR over {a}'s range; plot "
                   f"`{plot.relative_to(summary['run_dir'])}`):", "",
                   "| step | relative L2 | cosine | PSNR (dB) | max abs diff |", "| ---: | ---: | ---: | ---: | ---: |",
-                  *(f"| {r['step']} | {r['rel_l2']:.3e} | {r['cosine']:.8f} | {_db(r['psnr_db'])} | "
-                    f"{r['max_abs_diff']:.3g} |" for r in drift)]
+                  *(f"| {r['step']} | {r['rel_l2']:.3e} | {'-' if r['cosine'] is None else format(r['cosine'], '.8f')} | "
+                    f"{_db(r['psnr_db'])} | {r['max_abs_diff']:.3g} |" for r in drift)]
     det = []
     for n, d in summary.get("determinism", {}).items():
         if d:
@@ -101,8 +102,10 @@ def _quality(summary: dict) -> list[str]:
                     spread += f": worst PSNR {_db(d['psnr_min_db'])} dB, max abs diff {d['max_abs_diff']}"
                 if "rel_l2_max" in d:
                     spread += f"; tensors: worst relative L2 {d['rel_l2_max']:.3e}"
-            det.append(f"{n}: {d['runs']} runs {'bit-identical' if d['bit_identical'] else 'not bit-identical'}"
-                       f" (sha256 {d['sha256']}){spread}")
+            if "error" in d:
+                spread += f" ({d['error']})"
+            verdict = {True: "bit-identical", False: "not bit-identical", None: "not checked"}[d["bit_identical"]]
+            det.append(f"{n}: {d['runs']} runs {verdict} (sha256 {d['sha256']}){spread}")
     if det:
         lines += ["", "Determinism: " + "; ".join(det) + "."]
     return lines

@@ -87,3 +87,24 @@ def test_worker_saves_latents_on_request(tmp_path):
     assert latents.dtype == np.float32 and latents.shape == (3, 1, cfg.tokens, cfg.in_channels)
     assert not np.array_equal(latents[0], latents[1])
     assert np.array_equal(decode(latents[-1][0], cfg.grid), frames)
+
+
+def test_a_broken_output_is_reported_not_fatal(tmp_path, clip, noisy):
+    from perfkit import media, quality, report
+
+    frames = clip(frames=3)
+    for name, f in (("a", frames), ("b", noisy(frames, 3))):
+        out = tmp_path / name / "rank0" / "outputs"
+        out.mkdir(parents=True)
+        np.save(out / "frames.npy", f)
+        (out / "clip.mp4").write_bytes(b"\0" * 100)  # a trial that died while writing its video
+    q = quality.outputs_quality(tmp_path / "a", tmp_path / "b", oracle=str(tmp_path / "missing"), names=("a", "b"))
+    assert q["file"] == "frames.npy" and q["bit_identical"] is False and np.isfinite(q["psnr_db"])
+    assert "clip.mp4: not a readable video" in q["files"]["clip.mp4"]["error"]
+    assert "no such file" in q["oracle"]["error"]
+    det = quality.repeats_quality([media.output_files(tmp_path / v) for v in ("a", "a")])
+    assert det["bit_identical"] is None and det["differing_runs"] == 0 and "not a readable video" in det["error"]
+    summary = {"quality": q, "baseline": "a", "variants": {"a": {}, "b": {}}, "run_dir": str(tmp_path),
+               "determinism": {"a": det}}
+    text = "\n".join(report._quality(summary))
+    assert "`clip.mp4` not compared" in text and "Oracle" in text and "a: 2 runs not checked" in text
