@@ -12,7 +12,7 @@ receive-buffer offsets. Both functions return plain JSON-able dicts (the ``--jso
 from __future__ import annotations
 
 import difflib
-from collections import Counter
+from collections import Counter, deque
 from pathlib import Path
 from typing import NamedTuple
 
@@ -60,7 +60,7 @@ def load_module(rank: int, files: DumpFiles) -> RankModule:
     module = read_module(files.hlo)
     fps = computation_fingerprints(module)
     flat = flatten(module)
-    roots = {c.name: next((i.opcode for i in c.instructions if i.root), "") for c in module.computations.values()}
+    roots = module.root_opcodes()
     receive = temp = total = None
     if files.buffer_assignment is not None:
         assignment = read_buffer_assignment(files.buffer_assignment)
@@ -133,15 +133,18 @@ def _align(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]:
 
 def _pair_by_opcode(a: list[FlatInstruction], b: list[FlatInstruction]):
     """Pair the two sides of a replaced block by opcode, in order; the rest is only on one side."""
-    pairs, rest_a, free = [], [], list(b)
+    queues: dict[str, deque[FlatInstruction]] = {}
+    for fb in b:
+        queues.setdefault(fb.inst.opcode, deque()).append(fb)
+    pairs, rest_a = [], []
     for fa in a:
-        hit = next((fb for fb in free if fb.inst.opcode == fa.inst.opcode), None)
-        if hit is None:
-            rest_a.append(fa)
+        queue = queues.get(fa.inst.opcode)
+        if queue:
+            pairs.append((fa, queue.popleft()))
         else:
-            pairs.append((fa, hit))
-            free.remove(hit)
-    return pairs, rest_a, free
+            rest_a.append(fa)
+    paired = {id(fb) for _, fb in pairs}
+    return pairs, rest_a, [fb for fb in b if id(fb) not in paired]
 
 
 def _display(f: FlatInstruction, key: str, canonical: str | None) -> str | None:

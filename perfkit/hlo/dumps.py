@@ -89,7 +89,8 @@ def run_trials(run_dir: Path) -> list[RankDumps]:
 
 def resolve(paths: list[str | Path]) -> list[RankDumps]:
     """The rank sets named on the command line: a run directory (every multi-rank trial with dumps), a
-    folder of ``rank<R>/`` folders, or several dump folders (one per rank, ranks in argument order)."""
+    folder of ``rank<R>/`` folders, or several dump folders (one per rank: ``rank<R>`` by name, else in
+    argument order)."""
     folders = [Path(p) for p in paths]
     for p in folders:
         if not p.exists():
@@ -110,7 +111,18 @@ def resolve(paths: list[str | Path]) -> list[RankDumps]:
             raise BadInput("one dump folder: hlo-diff compares ranks (give a folder of rank<R>/ folders, a run "
                            "directory, or one dump folder per rank)", path=str(folder))
         return [RankDumps(str(folder), None, ranks)]
-    return [RankDumps(" ".join(map(str, folders)), None, {r: _dump_folder(p) for r, p in enumerate(folders)})]
+    ranks = dict(sorted(zip(_rank_numbers(folders), map(_dump_folder, folders))))
+    return [RankDumps(" ".join(map(str, folders)), None, ranks)]
+
+
+def _rank_numbers(folders: list[Path]) -> list[int]:
+    """The ranks of folders given one per rank: from their ``rank<R>`` names (``rank<R>/xla_dump`` too)
+    when every one has a distinct one, else their order."""
+    found = []
+    for p in folders:
+        m = _RANK_DIR.match(p.name) or (p.name == "xla_dump" and _RANK_DIR.match(p.parent.name))
+        found.append(int(m.group(1)) if m else None)
+    return found if None not in found and len(set(found)) == len(found) else list(range(len(folders)))
 
 
 def single_dump(path: str | Path) -> Path:

@@ -77,6 +77,10 @@ class Module(NamedTuple):
     def entry_computation(self) -> Computation:
         return self.computations[self.entry]
 
+    def root_opcodes(self) -> dict[str, str]:
+        """Each computation's ROOT opcode (what an ``async-start`` wraps)."""
+        return {c.name: next((i.opcode for i in c.instructions if i.root), "") for c in self.computations.values()}
+
 
 def _split_top(text: str, start: int = 0) -> tuple[list[str], int]:
     """Split ``text[start:]`` at top-level commas, stopping at an unmatched closing bracket.
@@ -138,12 +142,12 @@ def _attributes(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def parse_instruction(line: str, lineno: int) -> Instruction | None:
-    """One instruction line; an opaque Instruction where the syntax is unknown, None if not one at all."""
+def parse_instruction(line: str, lineno: int) -> Instruction:
+    """One instruction line; an opaque Instruction (``opcode == ""``) where the syntax is unknown."""
     text = _METADATA.sub("", line).strip() if "metadata=" in line else line.strip()
     lhs = _LHS.match(text)
     if lhs is None:
-        return None
+        return Instruction("", "", "", (), "", (), (), False, lineno, text)
     root, name = bool(lhs.group(1)), lhs.group(2)
     pos = lhs.end()
     try:
@@ -191,9 +195,7 @@ def parse_module(text: str, path: str | Path = "<text>") -> Module:
                 computations[current.name] = current
                 current = None
             elif stripped:
-                inst = parse_instruction(line, lineno)
-                if inst is not None:
-                    current.instructions.append(inst)
+                current.instructions.append(parse_instruction(line, lineno))
             continue
         if name is None:
             m = _MODULE.match(line)

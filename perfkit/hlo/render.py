@@ -107,13 +107,15 @@ def _buffers(w: _Writer, b: dict) -> None:
         parts.append(f"{b['receive_moved']} of {b['receive_count']} collective receive buffers moved")
     if parts:
         w.line(3, "buffers: " + "; ".join(parts))
-    rows = [r for r in b.get("receive", []) if r["delta"] != 0] or b.get("receive", [])
+    rows = [r for r in b.get("receive", []) if r["delta"] != 0]  # the moved ones, else all
+    total = b["receive_moved"] if rows else b.get("receive_count", 0)
+    rows = rows or b.get("receive", [])
     for r in rows[:SHOWN]:
         index = f" {{{r['index']}}}" if r["index"] else ""
         where = " -> ".join("-" if x is None else f"{x:,}" for x in (r["majority"], r["rank"]))
         delta = "" if r["delta"] is None else f" ({_signed(r['delta'])})"
         w.line(4, f"{r['collective']}{index} receive offset {where}{delta}, {r['size']:,} B")
-    w.more(4, len(rows))
+    w.more(4, total)
 
 
 def _module(w: _Writer, m: dict) -> None:

@@ -102,7 +102,7 @@ def test_gpu_async_wrapper_send_recv_and_execution_thread():
 def test_receive_buffers_from_buffer_assignment():
     """Hand-read from the buffer-assignment snippets: the receive part of each collective's output."""
     m = read_module(DATA / "tpu_ring.txt")
-    roots = {c.name: next(i.opcode for i in c.instructions if i.root) for c in m.computations.values()}
+    roots = m.root_opcodes()
     ba = read_buffer_assignment(DATA / "tpu_ring-buffer-assignment.txt")
     assert ba.temp_bytes == 48824320 + 18874368
     got = [(b.label, b.index, b.offset) for b in receive_buffers(flatten(m), roots, ba)]
@@ -110,7 +110,7 @@ def test_receive_buffers_from_buffer_assignment():
                    ("all-reduce #1", "", 17760288)]
 
     g = read_module(DATA / "gpu_async.txt")
-    roots = {c.name: next(i.opcode for i in c.instructions if i.root) for c in g.computations.values()}
+    roots = g.root_opcodes()
     ba = read_buffer_assignment(DATA / "gpu_async-buffer-assignment.txt")
     assert ba.temp_bytes == 28688 + 1024
     got = [(b.label, b.index, b.offset) for b in receive_buffers(flatten(g), roots, ba)]
@@ -177,3 +177,11 @@ def test_binary_and_missing_files_are_refused(tmp_path):
         read_module(path)
     with pytest.raises(BadInput, match="no such file"):
         read_module(tmp_path / "absent.txt")
+
+
+def test_lines_without_an_assignment_are_kept_opaque():
+    text = "HloModule m\n\nENTRY %main {\n  %p = f32[] parameter(0)\n  something new here\n  ROOT %n = f32[] negate(%p)\n}\n"
+    m = parse_module(text)
+    ops = [(i.name, i.opcode, i.text) for i in m.entry_computation.instructions]
+    assert ops == [("p", "parameter", "%p = f32[] parameter(0)"), ("", "", "something new here"),
+                   ("n", "negate", "ROOT %n = f32[] negate(%p)")]

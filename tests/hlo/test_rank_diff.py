@@ -182,8 +182,10 @@ def test_cli_text_json_markdown_and_exit_codes(real_dumps):
     out = json.loads(res.stdout)
     assert out["consistent"] is True and [m["name"] for m in out["modules"]] == ["jit_step"]
     assert set(out["modules"][0]) >= {"name", "groups", "divergent_ranks"}
-    res = perfkit(*(real_dumps["constant"] / f"rank{r}" for r in range(4)), "--markdown")
-    assert res.returncode == 1 and "- module ``jit_step``: **2 programs**" in res.stdout
+    # One folder per rank, given in any order: ranks come from the rank<R> names.
+    res = perfkit(*(real_dumps["constant"] / f"rank{r}" for r in (3, 1, 2, 0)), "--markdown")
+    assert res.returncode == 1 and "- module ``jit_step``: **2 programs**, ranks 0-2 | 3" in res.stdout
+    assert "  - rank 3 against rank 0 (ranks 0-2)" in res.stdout
 
 
 def test_cli_starts_without_jax_torch_or_pandas(real_dumps):
