@@ -21,6 +21,7 @@ from perfkit import stackdump
 
 GRACE_S = 3.0  # after a rank crashes, how long the others get to exit by themselves
 TERM_WAIT_S = 2.0  # after SIGTERM, before SIGKILL
+STACKS_WAIT_S = 2.0  # after asking for stack dumps
 POLL_S = 0.05
 STACKS_KEPT_CHARS = 6000
 STATUSES = ("ok", "hung", "crashed", "interrupted")
@@ -118,12 +119,24 @@ def run_ranks(ranks: list[RankProcess], timeout: float, cwd: str | Path | None =
     return TrialOutcome(status, time.monotonic() - t0, [_rank_report(r) for r in ranks])
 
 
+def _request_stacks(pgid: int, running: list[RankProcess]) -> None:
+    """SIGUSR1 to the group (the hook dumps every thread), then wait until each rank wrote its dump or
+    exited (a program without the hook dies of SIGUSR1), at most STACKS_WAIT_S."""
+    _kill_group(pgid, signal.SIGUSR1)
+    deadline = time.monotonic() + STACKS_WAIT_S
+    files = {r.rank: Path(r.env.get(stackdump.STACKS_ENV, r.dir / "stacks.txt")) for r in running}
+    while time.monotonic() < deadline:
+        if all(r.proc.poll() is not None or stackdump.dumped(files[r.rank]) for r in running):
+            time.sleep(0.1)  # the other threads' frames, and the rank's child processes
+            return
+        time.sleep(POLL_S)
+
+
 def _end_group(pgid: int, ranks: list[RankProcess], dump_stacks: bool) -> None:
     """Stack dumps from ranks still running, SIGTERM the whole group, then SIGKILL what is left."""
     running = [r for r in ranks if r.proc is not None and r.proc.poll() is None]
     if running and dump_stacks:
-        stackdump.request_dumps(pgid, [Path(r.env[stackdump.STACKS_ENV]) for r in running
-                                       if stackdump.STACKS_ENV in r.env])
+        _request_stacks(pgid, running)
     if running:
         _kill_group(pgid, signal.SIGTERM)
         deadline = time.monotonic() + TERM_WAIT_S

@@ -4,7 +4,7 @@ The runner writes this very file as ``sitecustomize.py`` into a folder it puts f
 ``PYTHONPATH``. Every Python process of a rank then registers ``faulthandler`` on SIGUSR1 (a C-level
 handler: it dumps even when the main thread is stuck inside a native call such as a hung collective)
 writing to ``PERFKIT_STACKS``; the watchdog sends SIGUSR1 to the trial's process group, waits briefly,
-then ends the group. Fatal signals (SIGSEGV ...) are dumped to the same file unless the program already
+then ends the group (``perfkit.launch``). Fatal signals (SIGSEGV ...) are dumped to the same file unless the program already
 enabled faulthandler. The sitecustomize that ours shadows, if any, still runs (we chain to it).
 
 Standard library only: the rank's Python may not have perfkit installed.
@@ -18,7 +18,6 @@ import importlib.util
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 STACKS_ENV = "PERFKIT_STACKS"  # the rank's stacks file; processes it starts write beside it
@@ -59,18 +58,8 @@ def hook_dir(parent: Path) -> Path:
     return folder
 
 
-def request_dumps(pgid: int, files: list[Path], wait_s: float = 2.0) -> None:
-    """SIGUSR1 to the process group, then wait until each file has content (or ``wait_s`` passes)."""
-    try:
-        os.killpg(pgid, signal.SIGUSR1)
-    except (ProcessLookupError, PermissionError):
-        return
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if all(p.exists() and p.stat().st_size > 0 for p in files):
-            time.sleep(0.1)  # let the other threads' frames land too
-            return
-        time.sleep(0.05)
+def dumped(path: Path) -> bool:
+    return path.exists() and path.stat().st_size > 0
 
 
 def collect(rank_dir: Path) -> str | None:

@@ -68,8 +68,8 @@ def test_clearly_slower_b_is_slower_and_aa_is_never_faster_or_slower(tmp_path, w
 def test_adaptive_rounds_and_matrix_rows(tmp_path, write_case):
     """Reported (not measured) step times make the statistics deterministic. Combination 0: B is 2x A,
     decided after repeats.min rounds. Combination 1: B alternates 5.0 / 5.3 ms between trials against
-    A's 5.0, a CI straddling the 2% line: unknown, so rounds go on to repeats.max."""
-    case = sleeper_case(steps=4, sleep_ms=0, repeats={"min": 2, "max": 4},
+    A's 5.0, a CI straddling the 2% line: unknown, so rounds go on to repeats.max (3)."""
+    case = sleeper_case(steps=4, sleep_ms=0, repeats={"min": 2, "max": 3},
                         variants={"a": {"env": {"REPORT_MS": "5.0"}}, "b": {}},
                         matrix={"variants.b.env": [{"REPORT_MS": "10.0"}, {"REPORT_MS": "5.0", "REPORT_ODD_MS": "5.3"}]})
     res = perfkit("run", write_case(case), "--out", tmp_path / "run")
@@ -80,10 +80,10 @@ def test_adaptive_rounds_and_matrix_rows(tmp_path, write_case):
     assert len(read_jsonl(cells[0] / "trials.jsonl")) == 4  # 2 rounds x 2 variants
     undecided = json.loads((cells[1] / "summary.json").read_text())["comparison"]
     assert undecided["verdict"] == "unknown" and undecided["ci"][0] < 1.02 < undecided["ci"][1]
-    assert len(read_jsonl(cells[1] / "trials.jsonl")) == 8  # went on to 4 rounds
+    assert len(read_jsonl(cells[1] / "trials.jsonl")) == 6  # went on to 3 rounds
     frame = pd.read_csv(tmp_path / "run/matrix.csv")
     assert list(frame.cell) == [0, 1] and list(frame.verdict) == ["slower", "unknown"]
-    assert frame.a_ms.tolist() == [5.0, 5.0] and frame.b_ms.tolist() == [10.0, 5.15]
+    assert frame.a_ms.tolist() == [5.0, 5.0] and frame.b_ms.tolist() == [10.0, 5.3]  # B: 5.3, 5.0, 5.3
     top = json.loads((tmp_path / "run/summary.json").read_text())
     assert top["kind"] == "matrix" and len(top["matrix"]) == 2 and top["missing"] == 0
 
@@ -118,7 +118,7 @@ def test_hung_and_crashed_ranks_are_reported_and_the_run_goes_on(tmp_path, write
 
 def test_ctrl_c_keeps_finished_trials_writes_a_partial_report_and_resume_finishes(tmp_path, write_case):
     tag = f"ctrlc-{tmp_path.name}"
-    case = sleeper_case(steps=8, sleep_ms=150, repeats={"min": 2, "max": 2},
+    case = sleeper_case(steps=6, sleep_ms=100, repeats={"min": 2, "max": 2},
                         variants={"a": {"env": {"SPAWN_CHILD": tag, "HANG_AT": "99"}}, "b": {}})
     path, run = write_case(case), tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "perfkit.cli", "run", str(path), "--out", str(run)], cwd=REPO,
@@ -173,3 +173,20 @@ def test_two_hosts_of_two_ranks_share_one_run_directory(tmp_path, write_case):
     res = perfkit("report", run)  # the merge step, by hand
     assert res.returncode == 0, res.stderr
     assert json.loads((run / "summary.json").read_text())["trials"]["total"] == 2
+
+
+def test_salt_makes_every_trial_compile_fresh(tmp_path, write_case):
+    """Both variants run the same jax program with a persistent compilation cache: without --salt the
+    second trial loads the first one's executable, with --salt neither trial hits the cache."""
+    cache = {"JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache"), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+             "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+    case = {"name": "cache", "command": ["python", str(PROGRAMS / "jax_steps.py"), "3"], "warmup": 1,
+            "repeats": {"min": 1, "max": 1}, "variants": {"a": {"env": cache}, "b": {"env": cache}}}
+    hits = {}
+    for flags in ([], ["--salt"]):
+        run = tmp_path / f"run{len(flags)}"
+        res = perfkit("run", write_case(case), "--out", run, *flags)
+        assert res.returncode == 0, res.stderr
+        hits[bool(flags)] = [t["values"]["compile_cache_hits"] for t in read_jsonl(run / "trials.jsonl")]
+    assert hits[False][0] == 0 and hits[False][1] >= 1
+    assert hits[True] == [0, 0]

@@ -1,8 +1,8 @@
-"""Statistics against hand-computed cases."""
+"""Statistics and timing frames against hand-computed cases, numpy and scipy."""
 
 import numpy as np
 
-from perfkit import stats
+from perfkit import stats, timing
 
 
 def test_summarize_matches_numpy():
@@ -34,3 +34,65 @@ def test_verdict_rule():
     assert stats.verdict_for((0.99, 1.01), 0.02) == "same"
     assert stats.verdict_for((0.97, 1.01), 0.02) == "unknown"
     assert stats.verdict_for((float("nan"), 1.0), 0.02) == "unknown"
+
+
+def test_constant_trials_give_an_exact_ratio_and_a_point_ci():
+    c = stats.compare([[10.0] * 5] * 3, [[12.5] * 5] * 3, min_effect=0.02)
+    assert c.ratio == 1.25 and c.ci == (1.25, 1.25) and c.verdict == "slower"
+
+
+def test_ratio_is_of_medians_of_trial_medians_and_p_is_mann_whitney_on_them():
+    from scipy.stats import mannwhitneyu
+
+    a = [[10, 11, 50], [9, 10, 10], [10, 12, 13]]  # trial medians 11, 10, 12
+    b = [[20, 21, 22], [19, 1, 19], [30, 22, 22]]  # trial medians 21, 19, 22
+    c = stats.compare(a, b)
+    assert c.ratio == 21 / 11
+    assert c.p_value == mannwhitneyu([11, 10, 12], [21, 19, 22], alternative="two-sided").pvalue
+    assert c.ci[0] <= c.ratio <= c.ci[1] and (c.n_a, c.n_b) == (3, 3)
+
+
+def test_between_trial_noise_widens_the_ci():
+    """The hierarchical bootstrap keeps trial-to-trial spread: the same steps split into trials whose
+    levels differ give a wider interval than trials that agree."""
+    rng = np.random.default_rng(2)
+    steady = [10 + rng.normal(0, 0.1, 30) for _ in range(4)]
+    drifting = [lvl + rng.normal(0, 0.1, 30) for lvl in (9.0, 10.0, 11.0, 10.0)]
+    base = [10 + rng.normal(0, 0.1, 30) for _ in range(4)]
+    narrow, wide = stats.compare(base, steady), stats.compare(base, drifting)
+    assert (wide.ci[1] - wide.ci[0]) > 5 * (narrow.ci[1] - narrow.ci[0])
+
+
+TRIALS = [  # two variants; a failed trial and warmup steps must not count; natural passes where given
+    {"index": 0, "variant": "a", "round": 0, "status": "ok", "warmup": 1, "steps_ms": [90, 10, 12, 11],
+     "natural_ms": [9.0]},
+    {"index": 1, "variant": "b", "round": 0, "status": "ok", "warmup": 1, "steps_ms": [80, 20, 22, 21],
+     "natural_ms": [18.0]},
+    {"index": 2, "variant": "b", "round": 1, "status": "hung", "warmup": 1, "steps_ms": [70, 500], "natural_ms": []},
+    {"index": 3, "variant": "a", "round": 1, "status": "ok", "warmup": 1, "steps_ms": [95, 14, 13, 15],
+     "natural_ms": [11.0]},
+]
+
+
+def test_timing_frames_against_numpy():
+    steps = timing.steps_frame(TRIALS)
+    assert len(steps) == 4 + 4 + 2 + 4 + 3  # every reported step and natural pass is a row
+    table = timing.variant_timing(steps).set_index(["variant", "metric"])
+    a_timed = [10, 12, 11, 14, 13, 15]
+    assert table.loc[("a", "step_ms"), "median"] == np.median(a_timed)
+    assert table.loc[("a", "step_ms"), "p25"] == np.percentile(a_timed, 25)
+    assert table.loc[("b", "step_ms"), "n"] == 3  # the hung trial's steps are out
+    assert table.loc[("a", "natural_step_ms"), "median"] == 10.0
+    assert table.loc[("b", "first_step_ms"), "n"] == 2  # first steps of every trial, failed or not
+    rows = timing.compare_variants(steps, "a", ["b"], min_effect=0.02, seed=0).set_index("metric")
+    assert rows.loc["step_ms", "ratio"] == 21 / np.median([11, 14])
+    assert rows.loc["natural_step_ms", "ratio"] == 18.0 / 10.0
+
+
+def test_noise_floor_is_the_aa_ci_half_width():
+    steps = timing.steps_frame([dict(t, variant="a-aa" if t["variant"] == "b" else "a") for t in TRIALS])
+    rows = timing.compare_variants(steps, "a", ["a-aa"], min_effect=0.02, seed=0)
+    nf = timing.noise_floor(rows, "a-aa")
+    lo, hi = rows[rows.metric == "step_ms"].iloc[0].ci
+    assert nf["half_width"] == max(1 - lo, hi - 1) and nf["variant"] == "a-aa"
+    assert timing.noise_floor(rows, "missing") is None

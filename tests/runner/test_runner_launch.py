@@ -1,0 +1,64 @@
+"""The watchdog and the stack-dump hook, on plain Python processes (no perfkit run around them)."""
+
+import os
+import sys
+import time
+
+from perfkit import stackdump
+from perfkit.launch import RankProcess, exit_text, run_ranks
+
+
+def rank(tmp_path, r, code, env=None, hook=None):
+    rdir = tmp_path / f"rank{r}"
+    e = {**os.environ, stackdump.STACKS_ENV: str(rdir / "stacks.txt"), **(env or {})}
+    e.pop(stackdump.OWNER_ENV, None)
+    if hook is not None:
+        e["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hook), e.get("PYTHONPATH")]))
+    return RankProcess(r, [sys.executable, "-c", code], e, rdir)
+
+
+def test_hook_dumps_every_thread_of_a_hung_rank_and_chains_the_users_sitecustomize(tmp_path):
+    user = tmp_path / "user_site"
+    user.mkdir()
+    (user / "sitecustomize.py").write_text(
+        "import os, pathlib\npathlib.Path(os.environ['USER_MARK']).write_text('ran')\n")
+    hook = stackdump.hook_dir(tmp_path / "hook")
+    code = ("import threading, time\n"
+            "def spin():\n    while True: time.sleep(0.01)\n"
+            "threading.Thread(target=spin, daemon=True).start()\n"
+            "def stuck():\n    threading.Event().wait()\n"
+            "print('started', flush=True)\nstuck()\n")
+    ranks = [rank(tmp_path, 0, "print('done')"),
+             rank(tmp_path, 1, code, {"USER_MARK": str(tmp_path / "mark"), "PYTHONPATH": str(user)}, hook)]
+    t0 = time.monotonic()
+    out = run_ranks(ranks, timeout=1.5)
+    assert out.status == "hung" and time.monotonic() - t0 < 1.5 + 5
+    done, hung = out.ranks
+    assert done["exit_code"] == 0 and not done["running_at_end"] and "stacks" not in done
+    assert hung["running_at_end"] and hung["stdout_tail"] == "started"
+    assert (tmp_path / "mark").read_text() == "ran"  # the user's sitecustomize still ran
+    waits = stackdump.where_threads_wait(hung["stacks"])
+    assert any(w.startswith("spin (<string>:3)") or "<- spin (<string>:3)" in w for w in waits), waits
+    assert any("<- stuck (<string>:6)" in w for w in waits), waits
+
+
+def test_crashed_rank_ends_the_trial_with_its_exit_code_and_stderr(tmp_path):
+    ranks = [rank(tmp_path, 0, "import sys; print('bad input', file=sys.stderr); sys.exit(5)"),
+             rank(tmp_path, 1, "import time; time.sleep(60)")]
+    t0 = time.monotonic()
+    out = run_ranks(ranks, timeout=60)
+    assert out.status == "crashed" and time.monotonic() - t0 < 15  # not the 60 s of the sleeper
+    bad, waiting = out.ranks
+    assert bad["exit_code"] == 5 and bad["stderr_tail"] == "bad input"
+    # Without the hook, the stack-dump request (SIGUSR1) already ends it: the group was ending anyway.
+    assert waiting["running_at_end"] and exit_text(waiting["exit_code"]).startswith("killed by SIG")
+
+
+def test_a_rank_that_cannot_start_is_a_crash(tmp_path):
+    r = RankProcess(0, [str(tmp_path / "no-such-program")], dict(os.environ), tmp_path / "rank0")
+    out = run_ranks([r], timeout=10)
+    assert out.status == "crashed" and "cannot start" in out.ranks[0]["stderr_tail"]
+
+
+def test_exit_text():
+    assert exit_text(3) == "exit code 3" and exit_text(-11) == "killed by SIGSEGV" and exit_text(None) == "still running"
