@@ -215,3 +215,13 @@ def test_bad_input_is_one_line_exit_2(tmp_path, real_dumps):
     assert res.stderr.startswith(f"perfkit: {bad}: line ") and "is not closed" in res.stderr
     res = perfkit(real_dumps["array"] / "rank0")
     assert res.returncode == 2 and "hlo-diff compares ranks" in res.stderr
+
+
+def test_module_filter(dumps_copy):
+    folder = dumps_copy("array")
+    (folder / "rank1" / "module_0005.jit_log_value.cpu_after_optimizations.txt").write_text(HELPER_MODULE)
+    assert [m["name"] for m in check(folder)["modules"]] == ["jit_step", "jit_log_value"]
+    r = compare_ranks(resolve([folder])[0], module_filter="jit_step")
+    assert [m["name"] for m in r["modules"]] == ["jit_step"]
+    res = perfkit(folder, "--module", "no_such")
+    assert res.returncode == 2 and "no module whose name contains 'no_such'" in res.stderr
