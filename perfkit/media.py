@@ -45,9 +45,7 @@ class Media:
         raise BadInput("holds frames, not a tensor", path=self.label)
 
     def describe(self) -> str:
-        shape = "x".join(map(str, self.frame_shape or ()))
-        count = "?" if self.count is None else self.count
-        return f"{self.detail}, {count} x {shape}" if self.kind == "frames" else self.detail
+        return f"{self.label} ({self.detail})"
 
 
 class VideoFile(Media):
@@ -59,7 +57,8 @@ class VideoFile(Media):
             stream = container.streams.video[0]
             self.count = stream.frames or None  # 0 where the container does not say (mkv, webm)
             self.frame_shape = (stream.height, stream.width, 3)
-            self.detail = f"video {stream.codec_context.name} {stream.format.name if stream.format else ''}".rstrip()
+            self.detail = (f"video {stream.codec_context.name} {stream.format.name if stream.format else '?'}, "
+                           f"{self.count or '?'} frames of {stream.width}x{stream.height}")
 
     def _open(self):
         src = io.BytesIO(self.source) if isinstance(self.source, bytes) else str(self.source)
@@ -103,7 +102,7 @@ class ImageFolder(Media):
         self.files, self.label = files, label
         self.count = len(files)
         self.frame_shape = _read_image(files[0]).shape
-        self.detail = f"{len(files)} image file(s)"
+        self.detail = f"{len(files)} image file(s) of {'x'.join(map(str, self.frame_shape))}"
 
     def frames(self, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
         for path in self.files[start:stop]:

@@ -123,7 +123,8 @@ def frame_table(a: Iterator[np.ndarray], b: Iterator[np.ndarray], labels: tuple[
             if fa.shape != fb.shape:
                 raise BadInput(f"frame sizes differ at frame {i}: {fa.shape} vs {fb.shape}", path=pair)
             sq, ab, mx, over = _frame_sums(fa, fb)
-            rows.append((first + i, sq / fa.size, ab / fa.size, mx, over / fa.size) + ((_ssim(fa, fb),) if ssim else ()))
+            row = (first + i, sq / fa.size, ab / fa.size, mx, over / fa.size)
+            rows.append(row + (_ssim(fa, fb),) if ssim else row)
     finally:
         for stream in streams:
             stream.close()

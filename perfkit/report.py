@@ -90,8 +90,8 @@ def _quality(summary: dict) -> list[str]:
         lines += ["", f"Latent drift of {b} against {a} per step (PSNR over {a}'s range; plot "
                   f"`{plot.relative_to(summary['run_dir'])}`):", "",
                   "| step | relative L2 | cosine | PSNR (dB) | max abs diff |", "| ---: | ---: | ---: | ---: | ---: |",
-                  *(f"| {r['step']} | {r['rel_l2']:.3e} | {'-' if r['cosine'] is None else format(r['cosine'], '.8f')} | "
-                    f"{_db(r['psnr_db'])} | {r['max_abs_diff']:.3g} |" for r in drift)]
+                  *(f"| {r['step']} | {r['rel_l2']:.3e} | {'-' if r['cosine'] is None else format(r['cosine'], '.8f')}"
+                    f" | {_db(r['psnr_db'])} | {r['max_abs_diff']:.3g} |" for r in drift)]
     det = []
     for n, d in summary.get("determinism", {}).items():
         if d:

@@ -76,7 +76,8 @@ def test_quality_imports_neither_jax_nor_torch(tmp_path, clip):
     code = (
         "import sys\nfrom click.testing import CliRunner\nfrom perfkit.cli import cli\n"
         f"a, l = {str(tmp_path / 'a.npy')!r}, {str(tmp_path / 'l.npy')!r}\n"
-        "for args in ([a, a, '--ssim', '--per-frame'], [a, '--codec-floor'], [l, l, '--drift', '--plot', a + '.png']):\n"
+        "runs = ([a, a, '--ssim', '--per-frame'], [a, '--codec-floor'], [l, l, '--drift', '--plot', a + '.png'])\n"
+        "for args in runs:\n"
         "    assert CliRunner().invoke(cli, ['quality', *args]).exit_code == 0, args\n"
         "print(sorted(m for m in ('jax', 'torch') if m in sys.modules))\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -93,8 +94,9 @@ def test_agrees_with_ffmpeg_psnr_filter(tmp_path, clip, noisy, quality_cli):
         (tmp_path / name).mkdir()
         for i, f in enumerate(frames):
             skio.imsave(tmp_path / name / f"{i:03d}.png", f, check_contrast=False)
-    ff = subprocess.run(["ffmpeg", "-hide_banner", "-i", str(tmp_path / "a/%03d.png"), "-i", str(tmp_path / "b/%03d.png"),
-                         "-lavfi", "psnr", "-f", "null", "-"], capture_output=True, text=True, timeout=120)
+    ff = subprocess.run(["ffmpeg", "-hide_banner", "-i", str(tmp_path / "a/%03d.png"), "-i",
+                         str(tmp_path / "b/%03d.png"), "-lavfi", "psnr", "-f", "null", "-"],
+                        capture_output=True, text=True, timeout=120)
     average = float(re.search(r"average:([0-9.]+)", ff.stderr).group(1))
     worst = float(re.search(r"min:([0-9.]+)", ff.stderr).group(1))
     r = quality_cli(tmp_path / "a", tmp_path / "b", "--json").json()
