@@ -5,7 +5,6 @@ import math
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from skimage.metrics import mean_squared_error, peak_signal_noise_ratio, structural_similarity
 
