@@ -1,0 +1,94 @@
+"""Where each chip's step time went: compute, exposed ICI, local DMA wait, idle.
+
+Every instant of a step's span on a device is given to one part. On each line (TPU ``XLA Ops``, a GPU
+stream, a CPU thread) the innermost running op owns the instant; across lines (GPU streams running at
+once) compute beats ICI beats DMA, so a collective hidden behind compute costs nothing and only its
+exposed part counts (on TPU that is the time in ``X-done``, where xprof counts it as compute). Instants
+where nothing runs are idle. A compute op's own DMA stall (TPU ``dma_stall_duration_ps``) moves from
+compute to DMA. The four parts add up to the span exactly (integer picoseconds).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from perfkit.trace import timeline
+from perfkit.trace.classify import CATEGORIES
+
+PARTS = ("compute", "ici", "dma", "idle")
+COLUMNS = ["rank", "device", "step", "span_ps", "compute_ps", "ici_ps", "dma_ps", "idle_ps"]
+
+
+def _segments(group: np.ndarray, time: np.ndarray, delta: np.ndarray, cls: np.ndarray, n_groups: int) -> np.ndarray:
+    """(n_groups, 3) busy time per group and class, given sweep entries: at ``time`` the count of running
+    innermost ops of class ``cls`` changes by ``delta`` in ``group``."""
+    order = np.lexsort((time, group))
+    group, time, delta, cls = group[order], time[order], delta[order], cls[order]
+    counts = [np.cumsum(np.where(cls == c, delta, 0)) for c in range(len(CATEGORIES))]
+    length = np.zeros(time.size, np.int64)
+    length[:-1] = np.where(group[1:] == group[:-1], time[1:] - time[:-1], 0)
+    owner = np.select([c > 0 for c in counts], list(range(len(CATEGORIES))), default=-1)
+    busy = owner >= 0
+    out = np.zeros(n_groups * len(CATEGORIES), np.int64)
+    np.add.at(out, group[busy] * len(CATEGORIES) + owner[busy], length[busy])
+    return out.reshape(n_groups, len(CATEGORIES))
+
+
+def breakdown(events: pd.DataFrame) -> pd.DataFrame:
+    """Per (rank, device, step): ``span_ps`` and ``compute_ps``, ``ici_ps``, ``dma_ps``, ``idle_ps``
+    (adding up to the span), plus ``start_ps`` of the span. Steps as in ``perfkit.trace.steps``; step
+    -1 is the whole trace of a device without step markers."""
+    spans, ops = timeline.measured(events)
+    if spans.empty:
+        return pd.DataFrame(columns=COLUMNS + ["start_ps"])
+    keys = ["rank", "device", "step"]
+    g = ops["span"].to_numpy(np.int64)
+    start, end, parent = (ops[c].to_numpy(np.int64) for c in ("start_ps", "end_ps", "parent"))
+    cls = pd.Categorical(ops["category"], categories=CATEGORIES).codes.astype(np.int64)
+    child = np.flatnonzero(parent >= 0)
+    p = parent[child]
+    # each op counts while it runs; a nested op takes its time from its parent's class meanwhile
+    busy = _segments(np.concatenate([g, g, g[child], g[child]]),
+                     np.concatenate([start, end, start[child], np.minimum(end[child], end[p])]),
+                     np.concatenate([np.ones_like(g), -np.ones_like(g), -np.ones_like(child), np.ones_like(child)]),
+                     np.concatenate([cls, cls, cls[p], cls[p]]), len(spans))
+    stall = np.bincount(g, weights=np.where(cls == 0, ops["stall_ps"].to_numpy(), 0), minlength=len(spans))
+    moved = np.minimum(stall.astype(np.int64), busy[:, 0])
+    out = spans[keys + ["start_ps"]].copy()
+    out["span_ps"] = spans["end_ps"] - spans["start_ps"]
+    out["compute_ps"] = busy[:, 0] - moved
+    out["ici_ps"] = busy[:, 1]
+    out["dma_ps"] = busy[:, 2] + moved
+    out["idle_ps"] = out["span_ps"] - busy.sum(axis=1)
+    return out[COLUMNS + ["start_ps"]]
+
+
+def mean_per_device(rows: pd.DataFrame) -> pd.DataFrame:
+    """The per-step rows of ``breakdown`` averaged over steps, per (rank, device); ``steps`` counts them."""
+    parts = ["span_ps"] + [f"{p}_ps" for p in PARTS]
+    out = rows.groupby(["rank", "device"])[parts].mean().reset_index()
+    out.insert(2, "steps", rows.groupby(["rank", "device"]).size().to_numpy())
+    return out
+
+
+def plot(means: pd.DataFrame, path, title: str = "") -> None:
+    """A stacked bar per chip of its mean step: compute / ICI / DMA / idle, in milliseconds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"r{r}/d{d}" for r, d in zip(means["rank"], means["device"])]
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.5 * len(labels) + 2), 3.5))
+    bottom = np.zeros(len(means))
+    for part, color in zip(PARTS, ("#4c72b0", "#dd8452", "#55a868", "#c8c8c8")):
+        ms = means[f"{part}_ps"].to_numpy() / 1e9
+        ax.bar(labels, ms, bottom=bottom, label=part, color=color)
+        bottom += ms
+    ax.set_ylabel("mean step (ms)")
+    ax.set_title(title or "step time per chip")
+    ax.legend(fontsize="small", ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.08))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,143 @@
+"""``perfkit trace breakdown | diff | tail | export``: the commands only format what the analyses return."""
+
+from __future__ import annotations
+
+import json
+
+import click
+import pandas as pd
+
+PS_PER_MS = 1e9
+_STEPS_HELP = "Regex: events whose name matches mark the steps (default: Steps line, then step annotations)."
+paths_argument = click.argument("paths", nargs=-1, required=True, type=click.Path())
+steps_option = click.option("--steps", "step_pattern", metavar="REGEX", help=_STEPS_HELP)
+
+
+def _load(paths, step_pattern):
+    from perfkit.trace.events import load
+
+    return load(list(paths), step_pattern)
+
+
+def _ms(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``columns`` (picoseconds) as milliseconds text, renamed without ``_ps``, in place."""
+    out = frame.copy()
+    for c in columns:
+        out[c] = (out[c] / PS_PER_MS).map(lambda v: f"{v:.3f}")
+    return out.rename(columns={c: c.removesuffix("_ps") for c in columns})
+
+
+def _json_rows(frame: pd.DataFrame) -> list[dict]:
+    return json.loads(frame.to_json(orient="records"))
+
+
+@click.group()
+def trace():
+    """Trace analysis of xplane.pb (TPU, GPU, CPU) and Kineto JSON profiles."""
+
+
+@trace.command()
+@paths_argument
+@steps_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: rows (per step) and mean (per device).")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Write a stacked-bar PNG of the mean step per chip.")
+def breakdown(paths, step_pattern, as_json, plot):
+    """Per chip and step: compute / exposed ICI / local DMA wait / idle, adding up to the step span.
+
+    PATHS are trace files or folders (every *.xplane.pb under a folder, else every Kineto *.json[.gz])."""
+    from perfkit.trace.breakdown import COLUMNS, PARTS, breakdown as compute, mean_per_device
+    from perfkit.trace.breakdown import plot as draw
+
+    events = _load(paths, step_pattern)
+    rows = compute(events)
+    if rows.empty:
+        from perfkit.errors import BadInput
+
+        raise BadInput("no device ops in these traces", path=" ".join(paths))
+    means = mean_per_device(rows)
+    if plot:
+        draw(means, plot)
+    if as_json:
+        click.echo(json.dumps({"steps_from": events.attrs["steps_from"], "rows": _json_rows(rows[COLUMNS]),
+                               "mean": _json_rows(means)}, indent=1))
+        return
+    parts = ["span_ps"] + [f"{p}_ps" for p in PARTS]
+    click.echo(f"steps from: {', '.join(events.attrs['steps_from'])}; times in ms")
+    click.echo(_ms(rows[COLUMNS], parts).to_string(index=False))
+    shares = _ms(means, parts)
+    for p in PARTS:
+        shares[p] += (100 * means[f"{p}_ps"] / means["span_ps"]).map(lambda v: f" ({v:.1f}%)")
+    click.echo("\nmean step per chip (ms, % of the span):")
+    click.echo(shares.to_string(index=False))
+    if plot:
+        click.echo(f"\nplot: {plot}")
+
+
+@trace.command()
+@click.argument("a", type=click.Path())
+@click.argument("b", type=click.Path())
+@click.option("--by", type=click.Choice(["kind", "op", "shape"]), default="kind", show_default=True,
+              help="Key ops by opcode / kernel kind, by op name, or by kind and output shape.")
+@click.option("-n", "--top", type=click.IntRange(min=1), default=20, show_default=True, help="Rows to show.")
+@steps_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (every row).")
+def diff(a, b, by, top, step_pattern, as_json):
+    """Device time per chip and step of trace B against trace A, largest changes first."""
+    from perfkit.trace.diff import diff as compare
+
+    table = compare(_load([a], step_pattern), _load([b], step_pattern), by)
+    if as_json:
+        click.echo(json.dumps({"by": by, "spans_a": table.attrs["spans_a"], "spans_b": table.attrs["spans_b"],
+                               "rows": _json_rows(table)}, indent=1))
+        return
+    click.echo(f"device time per chip and step (ms), by {by}: A {a} ({table.attrs['spans_a']} chip-steps), "
+               f"B {b} ({table.attrs['spans_b']} chip-steps)")
+    totals = table.groupby("category")[["a_ps", "b_ps", "delta_ps"]].sum()
+    shown = table.head(top).copy()
+    shown["delta %"] = (100 * shown["delta_ps"] / shown["a_ps"].where(shown["a_ps"] > 0)).map(
+        lambda v: "new" if pd.isna(v) else f"{v:+.1f}")
+    for c in ("a_count", "b_count"):
+        shown[c] = shown[c].map(lambda v: f"{v:g}")
+    click.echo(_ms(shown, ["a_ps", "b_ps", "delta_ps"]).to_string(index=False))
+    if len(table) > top:
+        click.echo(f"... {len(table) - top} more rows (-n, --json)")
+    click.echo("\ntotals by category (ms):")
+    click.echo(_ms(totals.reset_index(), ["a_ps", "b_ps", "delta_ps"]).to_string(index=False))
+
+
+@trace.command()
+@paths_argument
+@click.option("-n", "k", type=click.IntRange(min=1), default=5, show_default=True, help="Last ops per chip.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: chips and last_ops.")
+def tail(paths, k, as_json):
+    """The last K device ops of each chip; which chips stopped earliest and what the others were in."""
+    from perfkit.trace import tail as tails
+
+    events = _load(paths, None)
+    chips, last = tails.chips(events), tails.last_ops(events, k)
+    if as_json:
+        click.echo(json.dumps({"chips": _json_rows(chips), "last_ops": _json_rows(last)}, indent=1))
+        return
+    first = chips.iloc[0]
+    others = chips.iloc[1:]
+    click.echo(f"first to stop: rank {first['rank']} device {first['device']}, "
+               f"{first['before_last_ps'] / PS_PER_MS:.3f} ms before the last chip")
+    if len(others):
+        what = others.groupby(["at_first_stop_kind", "at_first_stop_category"], observed=True).size()
+        click.echo("the others were then in: " + ", ".join(f"{kind} ({cat}) x{n}" for (kind, cat), n in what.items()))
+    click.echo("\nchips, earliest stop first (ms):")
+    click.echo(_ms(chips, ["last_end_ps", "before_last_ps"]).to_string(index=False))
+    click.echo(f"\nlast {k} ops per chip (ms from the trace start):")
+    click.echo(_ms(last, ["start_ps", "end_ps", "dur_ps"]).to_string(index=False))
+
+
+@trace.command()
+@paths_argument
+@click.option("--perfetto", "out", required=True, type=click.Path(dir_okay=False), help="Output JSON file.")
+@steps_option
+def export(paths, out, step_pattern):
+    """All ranks and chips merged into one Perfetto / Chrome trace (open in ui.perfetto.dev)."""
+    from perfkit.trace.export import write_perfetto
+
+    n = write_perfetto(_load(paths, step_pattern), out)
+    click.echo(f"{n} events -> {out}")

@@ -1,0 +1,63 @@
+"""Two traces side by side: device time per step by op kind, op, or kind and output shape, with deltas.
+
+Device time is exclusive (a ``while`` does not count its body twice), summed over a trace's measured
+(device, step) spans and divided by their number: the time one chip spends per step in that key.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from perfkit.errors import BadInput
+from perfkit.trace import timeline
+
+KEYS = ("kind", "op", "shape")
+
+
+# grouping columns of each key, and how a group's values read as one label
+_GROUPS = {"kind": ["kind"], "op": ["hlo_op", "name"], "shape": ["kind", "shape"]}
+
+
+def _label(by: str, values: tuple) -> str:
+    if by == "op":  # the HLO instruction name, or the kernel / event name when there is none
+        return str(values[0]) if isinstance(values[0], str) and values[0] else str(values[1])
+    return " ".join(str(v) for v in values if isinstance(v, str) and v)
+
+
+def per_step(events: pd.DataFrame, by: str = "kind") -> pd.DataFrame:
+    """One row per key: ``category``, ``time_ps`` (exclusive device time per chip and step), ``count``
+    (ops per chip and step); ``attrs["spans"]``: how many (device, step) spans were averaged."""
+    if by not in KEYS:
+        raise BadInput(f"must be one of {', '.join(KEYS)}", field="--by")
+    spans, ops = timeline.measured(events)
+    if spans.empty:
+        raise BadInput("no device ops in the trace", path=", ".join(events.attrs.get("files", [])) or None)
+    groups = (ops.groupby(_GROUPS[by] + ["category"], observed=True, dropna=False)["self_ps"].agg(["sum", "size"])
+              .reset_index())
+    groups["key"] = [_label(by, v) for v in zip(*(groups[c] for c in _GROUPS[by]))]
+    table = groups.groupby("key").agg(category=("category", "first"), time_ps=("sum", "sum"), count=("size", "sum"))
+    table["category"] = table["category"].astype(str)
+    table["time_ps"] = table["time_ps"].astype(float) / len(spans)
+    table["count"] /= len(spans)
+    table.attrs["spans"] = len(spans)
+    return table
+
+
+def diff(a: pd.DataFrame, b: pd.DataFrame, by: str = "kind") -> pd.DataFrame:
+    """Per key: ``a_ps``, ``b_ps`` (device time per chip and step), ``delta_ps`` (b - a), ``a_count``,
+    ``b_count``, ``category``; the largest changes first. ``a``, ``b``: events frames."""
+    ta, tb = per_step(a, by), per_step(b, by)
+    out = ta.join(tb, how="outer", lsuffix="_a", rsuffix="_b")
+    result = pd.DataFrame({
+        "key": out.index,
+        "category": out["category_a"].fillna(out["category_b"]).to_numpy(),
+        "a_ps": out["time_ps_a"].fillna(0).to_numpy(),
+        "b_ps": out["time_ps_b"].fillna(0).to_numpy(),
+        "a_count": out["count_a"].fillna(0).to_numpy(),
+        "b_count": out["count_b"].fillna(0).to_numpy(),
+    })
+    result["delta_ps"] = result["b_ps"] - result["a_ps"]
+    result = result.iloc[np.argsort(-result["delta_ps"].abs().to_numpy(), kind="stable")].reset_index(drop=True)
+    result.attrs.update(spans_a=ta.attrs["spans"], spans_b=tb.attrs["spans"])
+    return result

@@ -1,0 +1,52 @@
+"""What a trace reader hands over: one file's events as numpy columns with strings as codes, before
+classification and step assignment (``perfkit.trace.events`` turns these into the tidy frame)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from perfkit.trace.programs import Program
+
+# What an event is, before classification: a device op (classified into compute / ici / dma), a step
+# marker, a module span, host activity, or another device-side event (counters, overlays).
+ROLES = {"op": 0, "step": 1, "module": 2, "host": 3, "other": 4}
+
+
+class StringTable:
+    """Strings as int32 codes, each string stored once."""
+
+    def __init__(self):
+        self.values: list[str] = []
+        self._codes: dict[str, int] = {}
+
+    def code(self, s: str) -> int:
+        c = self._codes.get(s)
+        if c is None:
+            c = self._codes[s] = len(self.values)
+            self.values.append(s)
+        return c
+
+    def codes(self, strings) -> np.ndarray:
+        return np.fromiter((self.code(s) for s in strings), np.int32)
+
+
+class RawTrace(NamedTuple):
+    """One trace file's events. Columns, all (n,) arrays, one row per event:
+
+    name, hlo_op, hlo_module, hlo_category: int32 codes into ``strings`` (-1 absent); line: int32 index
+    into ``lines``; device: int32 (-1 host); role: int8 (``ROLES``); start_ps: int64 from ``origin_ns``;
+    dur_ps, stall_ps (local DMA stall inside the op): int64; step: int32 step number of a step marker
+    (-1 otherwise or unknown); program_id: int64 (-1 unknown).
+    """
+
+    path: Path
+    rank: int
+    host: str
+    origin_ns: int                  # wall-clock ns of start_ps == 0
+    columns: dict[str, np.ndarray]
+    strings: StringTable
+    lines: list[str]
+    programs: dict[int, Program]    # program id -> its ops (xplane /host:metadata)

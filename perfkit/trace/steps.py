@@ -1,0 +1,70 @@
+"""Which step each device op belongs to.
+
+Step markers come from, in this order: events whose name matches a pattern given on the command line;
+the ``Steps`` line of a TPU plane (per chip); step annotations (``StepTraceAnnotation``'s ``step_num``
+stat, Kineto ``ProfilerStep#N``), which hold for every device of their rank. A marker's step number is
+its ``step_num`` / ``group_id`` stat, else the first number in its name, else its order. An op belongs
+to the marker window ``[start, end)`` holding its start; ops outside every window get step -1, and so
+do all ops of a trace without markers (then the whole trace is one span).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from perfkit.trace.raw import ROLES
+
+_NUMBER = re.compile(r"\d+")
+
+
+def _marker_numbers(names: list[str], codes: np.ndarray, numbers: np.ndarray, pattern: re.Pattern | None
+                    ) -> np.ndarray:
+    """Step numbers of markers: given ones kept, else the pattern's first group or the first number in
+    the name, else -1 (numbered by order later)."""
+    out = numbers.astype(np.int64, copy=True)
+    parsed: dict[int, int] = {}
+    for code in np.unique(codes[out < 0]):
+        name = names[code]
+        m = pattern.search(name) if pattern else None
+        text = m.group(1) if m and m.groups() and m.group(1) else name
+        found = _NUMBER.search(text)
+        parsed[int(code)] = int(found.group()) if found else -1
+    missing = np.flatnonzero(out < 0)
+    out[missing] = [parsed[int(c)] for c in codes[missing]]
+    return out
+
+
+def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | None) -> tuple[np.ndarray, str]:
+    """(n,) int32 step per event (markers: their number; ops: their window's; others -1) and where the
+    steps came from. ``cols``: a ``RawTrace``'s columns (name, role, device, start_ps, dur_ps, step)."""
+    role, device, start, end = cols["role"], cols["device"], cols["start_ps"], cols["start_ps"] + cols["dur_ps"]
+    if pattern is not None:
+        hits = np.array([bool(pattern.search(s)) for s in names] + [False], bool)
+        marker = hits[cols["name"]] & (role != ROLES["op"])
+        source = f"events named /{pattern.pattern}/"
+    else:
+        marker = role == ROLES["step"]
+        source = ("Steps line" if (marker & (device >= 0)).any() else "step annotations") if marker.any() else "none"
+    step = np.full(role.size, -1, np.int32)
+    midx = np.flatnonzero(marker)
+    if not midx.size:
+        return step, "none"
+    numbers = _marker_numbers(names, cols["name"][midx], cols["step"][midx], pattern)
+    ops = role == ROLES["op"]
+    for dev in np.unique(device[ops]):
+        mine = midx[device[midx] == dev]
+        if not mine.size:
+            mine = midx[device[midx] == -1]
+        if not mine.size:
+            continue
+        order = np.argsort(start[mine], kind="stable")
+        mine, nums = mine[order], numbers[np.searchsorted(midx, mine[order])]
+        nums = np.where(nums >= 0, nums, np.arange(nums.size))
+        step[mine] = nums
+        which = np.flatnonzero(ops & (device == dev))
+        at = np.searchsorted(start[mine], start[which], side="right") - 1
+        inside = (at >= 0) & (start[which] < end[mine][np.maximum(at, 0)])
+        step[which[inside]] = nums[at[inside]]
+    return step, source

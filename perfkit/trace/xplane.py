@@ -1,0 +1,248 @@
+"""``*.xplane.pb`` (XSpace: TPU, GPU and CPU planes) into columnar events, without TensorBoard.
+
+The XSpace is parsed by protobuf with each line's events kept as raw bytes (``schema``), then the
+events and their stats are decoded in chunks with numpy (``wire``): a handful of numpy passes per
+event field, no Python object per event. What each event is comes from its plane and line:
+
+- ``/device:TPU:N``: ``XLA Ops`` events are device ops, ``Steps`` events step markers, ``XLA Modules``
+  module spans; op-level stats (``hlo_category``, ``program_id``) sit on the event metadata.
+- ``/device:GPU:N``: events on ``Stream #k(...)`` lines are kernels, memcpys and memsets.
+- ``/host:CPU``: events with ``hlo_op`` and ``device_ordinal`` stats are the ops of that CPU device;
+  events with a ``step_num`` stat (``StepTraceAnnotation``) are step markers; the rest is host activity.
+- ``/host:metadata``: each program's ``HloProto`` (stat ``Hlo Proto``), read for opcodes and shapes.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from perfkit.errors import BadInput
+from perfkit.trace import wire
+from perfkit.trace.programs import Program, read_program
+from perfkit.trace.raw import ROLES, RawTrace, StringTable
+
+CHUNK = 1 << 18  # events decoded per numpy batch: small enough to stay in cache and reuse memory
+INT_STATS = ("program_id", "device_ordinal", "step_num", "group_id", "dma_stall_duration_ps")
+STR_STATS = ("hlo_op", "hlo_module", "hlo_category")
+_DEVICE_PLANE = re.compile(r"/device:(TPU|GPU):(\d+)")
+_STREAM_LINE = re.compile(r"Stream #\d+")
+
+
+class _Plane(NamedTuple):
+    """What the reader needs of one plane, besides its lines."""
+
+    kind: str                     # "TPU", "GPU", "host" or "" (planes whose events are not read)
+    device: int                   # device index for device planes, -1 otherwise
+    names: np.ndarray             # (max metadata id + 1,) int32: event metadata id -> name code
+    meta_int: dict[str, np.ndarray]  # stat name -> (max id + 1,) int64: metadata-level int stats, -1 absent
+    meta_str: dict[str, np.ndarray]  # stat name -> (max id + 1,) int32: metadata-level string stats, -1 absent
+    stat_names: dict[int, str]    # stat metadata id -> name
+
+
+def _plane_kind(name: str) -> tuple[str, int]:
+    m = _DEVICE_PLANE.fullmatch(name)
+    if m:
+        return m.group(1), int(m.group(2))
+    return ("host", -1) if name == "/host:CPU" else ("", -1)
+
+
+def _stat_value(stat, stat_names: dict[int, str]):
+    which = stat.WhichOneof("value")
+    if which == "ref_value":
+        return stat_names.get(stat.ref_value, "")
+    return getattr(stat, which) if which else None
+
+
+def _plane_tables(plane, strings: StringTable) -> _Plane:
+    kind, device = _plane_kind(plane.name)
+    stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
+    size = max(plane.event_metadata.keys(), default=0) + 1
+    names = np.full(size, -1, np.int32)
+    meta_int = {s: np.full(size, -1, np.int64) for s in INT_STATS}
+    meta_str = {s: np.full(size, -1, np.int32) for s in STR_STATS}
+    for mid, md in plane.event_metadata.items():
+        names[mid] = strings.code(md.name or md.display_name)
+        for stat in md.stats:
+            key = stat_names.get(stat.metadata_id)
+            value = _stat_value(stat, stat_names)
+            if key in meta_int and isinstance(value, (int, float)):
+                meta_int[key][mid] = int(value)
+            elif key in meta_str and isinstance(value, (str, bytes)):
+                meta_str[key][mid] = strings.code(value if isinstance(value, str) else value.decode(errors="replace"))
+    return _Plane(kind, device, names, meta_int, meta_str, stat_names)
+
+
+def _programs(space, path: Path) -> dict[int, Program]:
+    """program id -> its HLO (opcode and shape per op name) from the ``/host:metadata`` plane."""
+    out: dict[int, Program] = {}
+    for plane in space.planes:
+        if plane.name != "/host:metadata":
+            continue
+        stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
+        for mid, md in plane.event_metadata.items():
+            stats = {stat_names.get(s.metadata_id): s for s in md.stats}
+            proto = stats.get("Hlo Proto")
+            if proto is None:
+                continue
+            pid = stats.get("program_id")
+            m = re.search(r"\((\d+)\)$", md.name)
+            key = (int(_stat_value(pid, stat_names)) if pid is not None and _stat_value(pid, stat_names)
+                   else int(m.group(1)) if m else mid)
+            out[key] = read_program(proto.bytes_value, path)
+    return out
+
+
+class _Columns:
+    """Event columns of one file, filled line by line (lists of per-chunk arrays)."""
+
+    def __init__(self):
+        self.parts: dict[str, list[np.ndarray]] = {}
+
+    def add(self, **cols: np.ndarray) -> None:
+        for k, v in cols.items():
+            self.parts.setdefault(k, []).append(v)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {k: np.concatenate(v) for k, v in self.parts.items()}
+
+
+def _decode_events(chunk: list[bytes], plane: _Plane, strings: StringTable) -> dict[str, np.ndarray]:
+    """One chunk of a line's raw events -> metadata id, offset, duration and the wanted stats."""
+    n = len(chunk)
+    lens = np.fromiter(map(len, chunk), np.int64, n)
+    buf = wire.padded(chunk)
+    starts, ends = wire.lengths_to_bounds(lens)
+    cols = {"metadata_id": np.zeros(n, np.int64), "offset_ps": np.zeros(n, np.int64),
+            "dur_ps": np.zeros(n, np.int64)}
+    stat_msg, stat_start, stat_end = [], [], []
+    for f in wire.fields(buf, starts, ends):
+        for number, column in ((1, "metadata_id"), (2, "offset_ps"), (3, "dur_ps")):
+            f.put(number, cols[column])
+        sel = (f.number == 4) & (f.wire == wire.LENGTH)
+        stat_msg.append(f.msg[sel])
+        stat_start.append(f.data[sel])
+        stat_end.append(f.data[sel] + f.value[sel].astype(np.int64))
+    for s in INT_STATS:
+        cols[s] = np.full(n, -1, np.int64)
+    for s in STR_STATS:
+        cols[s] = np.full(n, -1, np.int32)
+    wanted = {mid: name for mid, name in plane.stat_names.items() if name in INT_STATS or name in STR_STATS}
+    if not wanted or not any(m.size for m in stat_msg):
+        return cols
+    stat_msg, stat_start, stat_end = map(np.concatenate, (stat_msg, stat_start, stat_end))
+    ids = np.zeros(stat_msg.size, np.int64)
+    value_field = np.zeros(stat_msg.size, np.int64)
+    value = np.zeros(stat_msg.size, np.uint64)
+    data = np.zeros(stat_msg.size, np.int64)
+    for f in wire.fields(buf, stat_start, stat_end):
+        f.put(1, ids)
+        sel = (f.number >= 2) & (f.number <= 7)
+        value_field[f.msg[sel]], value[f.msg[sel]], data[f.msg[sel]] = f.number[sel], f.value[sel], f.data[sel]
+    for mid, name in wanted.items():
+        rows = np.flatnonzero(ids == mid)
+        if not rows.size:
+            continue
+        events, fields_, values = stat_msg[rows], value_field[rows], value[rows]
+        if name in INT_STATS:
+            ints = values.view(np.int64).copy()
+            doubles = fields_ == 2  # a double-valued stat: the raw bits are an IEEE double
+            ints[doubles] = values[doubles].view(np.float64).astype(np.int64)
+            cols[name][events] = ints
+        else:
+            codes = np.full(rows.size, -1, np.int32)
+            refs = np.flatnonzero(fields_ == 7)
+            if refs.size:
+                ref_ids, inverse = np.unique(values[refs], return_inverse=True)
+                ref_codes = np.array([strings.code(plane.stat_names.get(int(r), "")) for r in ref_ids], np.int32)
+                codes[refs] = ref_codes[inverse]
+            for i in np.flatnonzero((fields_ == 5) | (fields_ == 6)):  # inline strings: rare, one by one
+                start = int(data[rows[i]])
+                codes[i] = strings.code(bytes(buf[start:start + int(values[i])]).decode(errors="replace"))
+            cols[name][events] = codes
+    return cols
+
+
+def _line_role(plane: _Plane, line_name: str) -> int:
+    """The role every event of a device-plane line has (host planes decide per event)."""
+    if plane.kind == "TPU":
+        return {"XLA Ops": ROLES["op"], "Steps": ROLES["step"], "XLA Modules": ROLES["module"]}.get(
+            line_name, ROLES["other"])
+    if plane.kind == "GPU":
+        if _STREAM_LINE.match(line_name):
+            return ROLES["op"]
+        return {"Steps": ROLES["step"], "XLA Modules": ROLES["module"]}.get(line_name, ROLES["other"])
+    return ROLES["host"]
+
+
+def read(path: Path, rank: int) -> RawTrace:
+    """One ``xplane.pb`` as columnar events (``RawTrace``); BadInput when it is not a whole XSpace."""
+    from perfkit.trace.schema import XSPACE_EVENTS_AS_BYTES
+
+    data = path.read_bytes()
+    try:
+        space = XSPACE_EVENTS_AS_BYTES.FromString(data)
+    except DecodeError:
+        raise BadInput("not a complete XSpace protobuf (truncated, or not an xplane.pb)", path=path) from None
+    if not space.planes or not all(p.name for p in space.planes):
+        raise BadInput("not an XSpace: no named planes", path=path)
+    strings = StringTable()
+    host = space.hostnames[0] if space.hostnames else path.name.split(".")[0]
+    stamps = [ln.timestamp_ns for p in space.planes if _plane_kind(p.name)[0] for ln in p.lines if ln.events]
+    origin_ns = min(stamps, default=0)
+    out = _Columns()
+    line_names: list[str] = []
+    for plane_proto in space.planes:
+        plane = _plane_tables(plane_proto, strings)
+        if not plane.kind:
+            continue
+        for line in plane_proto.lines:
+            raw = line.events[:]
+            if not raw:
+                continue
+            line_code = len(line_names)
+            line_names.append(line.display_name or line.name)
+            role = _line_role(plane, line_names[-1])
+            base_ps = (line.timestamp_ns - origin_ns) * 1000
+            for at in range(0, len(raw), CHUNK):
+                try:
+                    cols = _decode_events(raw[at:at + CHUNK], plane, strings)
+                except wire.WireError as exc:
+                    raise BadInput(f"malformed event on line {line.name!r} of {plane_proto.name}: {exc}",
+                                   path=path) from None
+                _resolve(cols, plane, role, line_code, base_ps, out)
+    if not out.parts:
+        raise BadInput("no events on any TPU, GPU or CPU plane", path=path)
+    return RawTrace(path=path, rank=rank, host=host, origin_ns=origin_ns, columns=out.arrays(), strings=strings,
+                    lines=line_names, programs=_programs(space, path))
+
+
+def _resolve(cols: dict[str, np.ndarray], plane: _Plane, role: int, line_code: int, base_ps: int,
+             out: _Columns) -> None:
+    """Event stats over metadata stats, roles and devices; appends one chunk's final columns to ``out``."""
+    md = cols["metadata_id"]
+    md = np.where((md >= 0) & (md < plane.names.size), md, 0)
+    for s in INT_STATS:
+        cols[s] = np.where(cols[s] >= 0, cols[s], plane.meta_int[s][md])
+    for s in STR_STATS:
+        cols[s] = np.where(cols[s] >= 0, cols[s], plane.meta_str[s][md])
+    n = md.size
+    if plane.kind == "host":
+        roles = np.full(n, ROLES["host"], np.int8)
+        roles[(cols["hlo_op"] >= 0) & (cols["device_ordinal"] >= 0)] = ROLES["op"]
+        roles[cols["step_num"] >= 0] = ROLES["step"]
+        device = np.where(roles == ROLES["op"], cols["device_ordinal"], -1).astype(np.int32)
+    else:
+        roles = np.full(n, role, np.int8)
+        device = np.full(n, plane.device, np.int32)
+    step = np.where(cols["step_num"] >= 0, cols["step_num"], cols["group_id"]).astype(np.int32)
+    step[roles != ROLES["step"]] = -1
+    out.add(name=plane.names[md], line=np.full(n, line_code, np.int32), device=device, role=roles,
+            start_ps=cols["offset_ps"] + base_ps, dur_ps=cols["dur_ps"], step=step,
+            program_id=cols["program_id"], stall_ps=np.maximum(cols["dma_stall_duration_ps"], 0),
+            hlo_op=cols["hlo_op"], hlo_module=cols["hlo_module"], hlo_category=cols["hlo_category"])
+
