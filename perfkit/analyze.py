@@ -130,7 +130,7 @@ def summary_line(summary: dict, report: Path) -> str:
         parts.append(f"; PSNR {b} vs {a} {psnr}")
     nf = summary.get("noise_floor")
     if nf and nf["half_width"] is not None:
-        parts.append(f"; A/A noise floor ±{nf['half_width']:.1%}")
+        parts.append(f"; A/A noise floor {nf['ci'][0] - 1:+.1%}..{nf['ci'][1] - 1:+.1%}")
     failed = summary["trials"]["failed"]
     if failed:
         parts.append(f"; {len(failed)} trial(s) failed")

@@ -29,6 +29,7 @@ TOP_KEYS = {
     "repeats": (dict, None), "order": (str, "abba"), "seed": (int, 0), "timeout": ((int, float), 300),
     "min_effect": ((int, float), 0.02), "capture": (dict, None), "variants": (dict, None),
     "matrix": (dict, {}), "oracle": (str, None), "step_regex": (str, None), "aa": (bool, False),
+    "mesh": (dict, None),
 }
 NESTED = {"model": MODEL_KEYS, "repeats": REPEATS_KEYS, "capture": CAPTURE_KEYS}
 XLA_DUMP_MODES = ("all", "first", "none")
@@ -56,6 +57,7 @@ class Case:
     model: dict | None
     command: list[str] | None
     devices: int
+    mesh: dict[str, int] | None  # named axes and sizes (product = devices), passed as PERFKIT_MESH
     processes: int
     steps: int | None
     warmup: int
@@ -130,6 +132,24 @@ def _check_keys(data: dict, table: dict, where: str, path: str) -> dict:
         if out.get(key) is None:
             out[key] = copy.deepcopy(default)
     return out
+
+
+def _check_mesh(top: dict, raw: dict, has_model: bool, path: str) -> None:
+    """Mesh axes are positive sizes whose product is the device count (``devices`` follows the mesh
+    when not given); the bundled models run on a 1-D mesh."""
+    mesh = top["mesh"]
+    if not mesh or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in mesh.values()):
+        raise BadInput("must map axis names to sizes >= 1, e.g. {dp: 2, sp: 4}", path=path, field="mesh")
+    size = 1
+    for v in mesh.values():
+        size *= v
+    if "devices" not in raw:
+        top["devices"] = size
+    elif size != top["devices"]:
+        raise BadInput(f"axes multiply to {size} devices, but devices is {top['devices']}", path=path, field="mesh")
+    if has_model and sum(v > 1 for v in mesh.values()) > 1:
+        raise BadInput("the bundled models run on a 1-D mesh (one axis larger than 1)", path=path, field="mesh")
+    top["mesh"] = {str(k): v for k, v in mesh.items()}
 
 
 def parse_value(text: str) -> Any:
@@ -233,6 +253,8 @@ def validate(raw: dict, path: str = "<case>") -> Case:
     if top["aa"] and f"{next(iter(variants_raw))}{AA_SUFFIX}" in variants_raw:
         raise BadInput(f"a variant is already named like the A/A control ('{AA_SUFFIX}' suffix)", path=path,
                        field="aa")
+    if top["mesh"] is not None:
+        _check_mesh(top, raw, has_model, path)
     if has_model and top["devices"] % top["processes"]:
         raise BadInput(f"{top['devices']} devices do not split evenly over {top['processes']} processes",
                        path=path, field="processes")

@@ -37,9 +37,10 @@ def _timing(summary: dict) -> list[str]:
              "(trials, then steps within them)."]
     nf = summary.get("noise_floor")
     if nf:
-        width = "unknown (too few trials)" if nf["half_width"] is None else f"±{nf['half_width']:.1%}"
+        width = ("unknown (too few trials)" if nf["half_width"] is None else
+                 f"{nf['ci'][0] - 1:+.1%} to {nf['ci'][1] - 1:+.1%} (95% CI of A/A)")
         rows += ["", f"A/A noise floor ({nf['variant']}, the baseline run again): {width}. A B/A change "
-                 "smaller than this cannot be told from run-to-run noise on this machine."]
+                 "inside this range cannot be told from run-to-run noise on this machine."]
     return rows
 
 

@@ -159,6 +159,8 @@ def rank_processes(case: Case, variant: Variant, trial: Trial, trial_dir: Path, 
             "PYTHONUNBUFFERED": "1",
             stackdump.STACKS_ENV: str(rdir / "stacks.txt"),
         })
+        if case.mesh:
+            env["PERFKIT_MESH"] = ",".join(f"{k}={v}" for k, v in case.mesh.items())
         if port is not None:
             env.update({"MASTER_ADDR": addr, "MASTER_PORT": str(port), "RANK": str(r),
                         "WORLD_SIZE": str(case.processes), "LOCAL_RANK": str(r - mine.start),

@@ -52,8 +52,9 @@ def test_single_process_rank_env():
 
 
 def test_multi_process_ranks_share_a_coordinator_and_split_devices():
-    case = case_mod.validate(dict(CMD, devices=8, processes=4), "c")
+    case = case_mod.validate(dict(CMD, mesh={"dp": 2, "sp": 4}, processes=4), "c")
     ranks = rank_processes(case, case.variant("a"), Trial(0, "a", 0), Path("/r/trials/00-a"), False)
+    assert {r.env["PERFKIT_MESH"] for r in ranks} == {"dp=2,sp=4"}
     assert [r.rank for r in ranks] == [0, 1, 2, 3]
     assert len({r.env["PERFKIT_COORDINATOR"] for r in ranks}) == 1
     for r in ranks:
@@ -94,3 +95,30 @@ def test_model_case_runs_the_bundled_worker():
     assert all(r.argv[:3] == [sys.executable, "-m", "perfkit.worker"] for r in ranks)
     assert '"plan": "sp"' in ranks[0].argv[3]
     assert "--xla_force_host_platform_device_count=2" in ranks[1].env["XLA_FLAGS"]
+
+
+class FakeStream:
+    def __init__(self, tty):
+        self.tty, self.text = tty, ""
+
+    def isatty(self):
+        return self.tty
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        pass
+
+
+def test_progress_line_says_trial_variant_median_and_time_left(tmp_path):
+    trials = [{"variant": "a", "status": "ok", "warmup": 1, "steps_ms": [50, 10, 12, 11], "wall_s": 2.0}]
+    log = FakeStream(tty=False)
+    p = runner.Progress(log)
+    p.running(1, 4, "a", [], tmp_path / "metrics.jsonl")  # not a terminal: no live redraw
+    p.finished(1, 4, trials[0], trials)
+    assert log.text == "[1/4] a            step median   11.00 ms   ~6 s left\n"
+    tty = FakeStream(tty=True)
+    (tmp_path / "metrics.jsonl").write_text('{"event": "step", "ms": 3}\n' * 2)
+    runner.Progress(tty).running(2, 4, "b", trials, tmp_path / "metrics.jsonl")
+    assert tty.text.startswith("\r[2/4] b") and "(running: 2 steps)" in tty.text

@@ -114,3 +114,14 @@ def test_resolved_case_round_trips():
     c = case_mod.validate(dict(GOOD, aa=True, devices=2, matrix={"seed": [1, 2]}), "c")
     again = case_mod.validate(yaml.safe_load(case_mod.to_yaml(c)), "c")
     assert case_mod.to_yaml(again) == case_mod.to_yaml(c)
+
+
+def test_mesh_sets_devices_and_must_match_them():
+    cmd = {"name": "m", "command": ["prog"], "variants": {"a": {}, "b": {}}}
+    assert case_mod.validate(dict(cmd, mesh={"dp": 2, "sp": 4}), "c").devices == 8
+    assert refusal(dict(cmd, mesh={"dp": 2, "sp": 4}, devices=4)) == \
+        "c.yaml: mesh: axes multiply to 8 devices, but devices is 4"
+    assert refusal(dict(cmd, mesh={"dp": 0})).startswith("c.yaml: mesh: must map axis names to sizes >= 1")
+    assert refusal(dict(GOOD, mesh={"dp": 2, "sp": 2})) == \
+        "c.yaml: mesh: the bundled models run on a 1-D mesh (one axis larger than 1)"
+    assert case_mod.validate(dict(GOOD, mesh={"x": 4}), "c").devices == 4
