@@ -132,6 +132,8 @@ class ArrayMedia(Media):
     def __init__(self, arr: np.ndarray, label: str):
         self.arr, self.label = arr, label
         self.detail = f"array {arr.dtype} {'x'.join(map(str, arr.shape))}"
+        if arr.dtype.kind not in "biuf":  # e.g. bfloat16, which numpy saves as raw void bytes
+            raise BadInput(f"{arr.dtype} is not a numeric dtype (save bfloat16 as float32)", path=label)
         if arr.dtype != np.uint8:
             self.kind, self.count = "tensor", (arr.shape[0] if arr.ndim else None)
             return

@@ -230,7 +230,8 @@ def _check_counts(a: Media, b: Media, frames: FrameRange) -> None:
 
 
 def compare(a, b, frames: FrameRange = ALL_FRAMES, *, ssim: bool = False, per_frame: bool = False) -> dict:
-    """Compare two inputs (paths, as ``perfkit quality`` takes them, or arrays); A is the reference."""
+    """Compare two inputs, A the reference: paths (as ``perfkit quality`` takes them) or arrays, uint8
+    frames (T, H, W, C), one frame (H, W, C) or (H, W), or tensors of any other dtype and shape."""
     return compare_media(open_media(a, "A" if isinstance(a, np.ndarray) else None),
                          open_media(b, "B" if isinstance(b, np.ndarray) else None), frames,
                          ssim=ssim, per_frame=per_frame)

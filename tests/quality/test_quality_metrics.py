@@ -105,6 +105,8 @@ def test_tensors_of_other_shape_or_dtype_are_refused():
         quality.compare(a, np.zeros((2, 3), np.float64))
     with pytest.raises(BadInput, match="holds frames"):
         quality.compare(np.zeros((2, 3, 4, 3), np.uint8), np.zeros((2, 3, 4, 3), np.float32))
+    with pytest.raises(BadInput, match="not a numeric dtype"):  # how numpy saves bfloat16
+        quality.compare(np.zeros(4, "V2"), np.zeros(4, "V2"))
 
 
 def test_drift_per_step_against_numpy(tmp_path):
