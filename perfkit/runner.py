@@ -357,6 +357,7 @@ def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, resume: bool, e
     """The trials of one case without a matrix, then its summary and report."""
     part = rundir.part_dir(run_dir, options.host_index, options.hosts)
     part.mkdir(parents=True, exist_ok=True)
+    (part / "done").unlink(missing_ok=True)  # a resumed host is running again
     if options.host_index == 0:
         (run_dir / "case.yaml").write_text(case_mod.to_yaml(case))
         rundir.write_atomic(run_dir / "env.json", env_json)
