@@ -34,8 +34,11 @@ def write_atomic(path: Path, text: str) -> None:
 
 def append_trial(part: Path, record: dict) -> None:
     """One finished trial, appended and flushed at once (nothing finished is ever lost)."""
-    with open(part / "trials.jsonl", "a") as f:
-        f.write(json.dumps(record) + "\n")
+    with open(part / "trials.jsonl", "a+b") as f:
+        size = f.seek(0, os.SEEK_END)
+        # After a perfkit killed mid-line, the next record still starts a line of its own.
+        torn = size > 0 and os.pread(f.fileno(), 1, size - 1) != b"\n"
+        f.write((("\n" if torn else "") + json.dumps(record) + "\n").encode())
         f.flush()
         os.fsync(f.fileno())
 

@@ -122,3 +122,13 @@ def test_progress_line_says_trial_variant_median_and_time_left(tmp_path):
     (tmp_path / "metrics.jsonl").write_text('{"event": "step", "ms": 3}\n' * 2)
     runner.Progress(tty).running(2, 4, "b", trials, tmp_path / "metrics.jsonl")
     assert tty.text.startswith("\r[2/4] b") and "(running: 2 steps)" in tty.text
+
+
+def test_trial_records_survive_a_torn_last_line(tmp_path):
+    from perfkit import rundir
+
+    rundir.append_trial(tmp_path, {"index": 0})
+    with open(tmp_path / "trials.jsonl", "a") as f:
+        f.write('{"index": 1, "vari')  # perfkit killed mid-write
+    rundir.append_trial(tmp_path, {"index": 1})
+    assert rundir.read_trials(tmp_path) == [{"index": 0}, {"index": 1}]
