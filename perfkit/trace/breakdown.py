@@ -45,7 +45,9 @@ def breakdown(events: pd.DataFrame) -> pd.DataFrame:
     keys = ["rank", "device", "step"]
     g = ops["span"].to_numpy(np.int64)
     start, end, parent = (ops[c].to_numpy(np.int64) for c in ("start_ps", "end_ps", "parent"))
-    cls = pd.Categorical(ops["category"], categories=CATEGORIES).codes.astype(np.int64)
+    cat = ops["category"].astype("category")
+    lookup = [CATEGORIES.index(c) if c in CATEGORIES else -1 for c in cat.cat.categories]  # ops hold only these
+    cls = np.array(lookup, np.int64)[cat.cat.codes.to_numpy()]
     child = np.flatnonzero(parent >= 0)
     p = parent[child]
     # each op counts while it runs; a nested op takes its time from its parent's class meanwhile

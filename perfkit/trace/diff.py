@@ -48,7 +48,7 @@ def diff(a: pd.DataFrame, b: pd.DataFrame, by: str = "kind") -> pd.DataFrame:
     """Per key: ``a_ps``, ``b_ps`` (device time per chip and step), ``delta_ps`` (b - a), ``a_count``,
     ``b_count``, ``category``; the largest changes first. ``a``, ``b``: events frames."""
     ta, tb = per_step(a, by), per_step(b, by)
-    out = ta.join(tb, how="outer", lsuffix="_a", rsuffix="_b")
+    out = ta.add_suffix("_a").join(tb.add_suffix("_b"), how="outer")
     result = pd.DataFrame({
         "key": out.index,
         "category": out["category_a"].fillna(out["category_b"]).to_numpy(),

@@ -86,18 +86,18 @@ def _packed_key(codes: list[np.ndarray]) -> np.ndarray:
     return key
 
 
-def _classify(raw: RawTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Codes (into raw.strings) of kind, category, shape and hlo_op for every event."""
+def _classify(raw: RawTrace) -> dict[str, np.ndarray]:
+    """Codes (into raw.strings) of kind, category, shape, hlo_op and hlo_module for every event."""
     cols, strings = raw.columns, raw.strings
     n = cols["role"].size
-    kind = np.full(n, strings.code(""), np.int32)
-    category = np.array([strings.code(ROLE_NAMES[r]) for r in range(len(ROLES))], np.int32)[cols["role"]]
-    shape = np.full(n, strings.code(""), np.int32)
-    hlo_op = cols["hlo_op"].copy()
+    out = {"kind": np.full(n, strings.code(""), np.int32),
+           "category": np.array([strings.code(ROLE_NAMES[r]) for r in range(len(ROLES))], np.int32)[cols["role"]],
+           "shape": np.full(n, strings.code(""), np.int32),
+           "hlo_op": cols["hlo_op"].copy(), "hlo_module": cols["hlo_module"].copy()}
     ops = np.flatnonzero(cols["role"] == ROLES["op"])
     if not ops.size:
-        return kind, category, shape, hlo_op
-    prog_codes, prog_ids = pd.factorize(cols["program_id"][ops])
+        return out
+    prog_codes, _ = pd.factorize(cols["program_id"][ops])
     ident = [cols["name"][ops] + 1, cols["hlo_op"][ops] + 1, cols["hlo_category"][ops] + 1, prog_codes + 1]
     op_code, first = pd.factorize(_packed_key([np.asarray(c, np.int64) for c in ident]))
     first_row = np.zeros(len(first), np.int64)
@@ -105,13 +105,15 @@ def _classify(raw: RawTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     table = []
     for r in ops[first_row]:
         text = lambda col: strings.values[cols[col][r]] if cols[col][r] >= 0 else ""  # noqa: E731
-        c = classify.classify(text("name"), text("hlo_op"), raw.programs.get(int(cols["program_id"][r])),
-                              text("hlo_category"))
+        program = raw.programs.get(int(cols["program_id"][r]))
+        c = classify.classify(text("name"), text("hlo_op"), program, text("hlo_category"))
+        module = cols["hlo_module"][r] if cols["hlo_module"][r] >= 0 or program is None else strings.code(program.module)
         table.append([strings.code(c.kind), strings.code(c.category), strings.code(c.shape),
-                      strings.code(c.hlo_op) if c.hlo_op else -1])
-    table = np.array(table, np.int32)
-    kind[ops], category[ops], shape[ops], hlo_op[ops] = table[op_code].T
-    return kind, category, shape, hlo_op
+                      strings.code(c.hlo_op) if c.hlo_op else -1, module])
+    table = np.array(table, np.int32)[op_code].T
+    for i, column in enumerate(("kind", "category", "shape", "hlo_op", "hlo_module")):
+        out[column][ops] = table[i]
+    return out
 
 
 def _categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
@@ -119,32 +121,32 @@ def _categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
     used = np.flatnonzero(np.bincount(codes + 1, minlength=len(values) + 1)[1:])
     recode = np.full(len(values) + 1, -1, np.int32)
     recode[used + 1] = np.arange(used.size, dtype=np.int32)
-    return pd.Categorical.from_codes(recode[codes + 1], categories=pd.Index(np.array(values, object)[used]),
+    return pd.Categorical.from_codes(recode[codes + 1], categories=pd.Index(np.array(values, object)[used], dtype=object),
                                      validate=False)
 
 
 def _frame(raw: RawTrace, pattern: re.Pattern | None, shift_ps: int) -> pd.DataFrame:
     cols = raw.columns
-    kind, category, shape, hlo_op = _classify(raw)
+    classes = _classify(raw)
     step, source = steps.assign(cols, raw.strings.values, pattern)
     values = raw.strings.values
     n = step.size
     line_codes, line_names = pd.factorize(pd.Index(raw.lines, dtype=object))  # names may repeat
     frame = pd.DataFrame({
         "rank": np.full(n, raw.rank, np.int32),
-        "host": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=[raw.host]),
+        "host": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=pd.Index([raw.host], dtype=object)),
         "device": cols["device"],
         "line": pd.Categorical.from_codes(line_codes[cols["line"]], categories=line_names),
         "name": _categorical(cols["name"], values),
-        "kind": _categorical(kind, values),
-        "category": _categorical(category, values),
+        "kind": _categorical(classes["kind"], values),
+        "category": _categorical(classes["category"], values),
         "start_ps": cols["start_ps"] + shift_ps,
         "dur_ps": cols["dur_ps"],
-        "hlo_op": _categorical(hlo_op, values),
-        "hlo_module": _categorical(cols["hlo_module"], values),
+        "hlo_op": _categorical(classes["hlo_op"], values),
+        "hlo_module": _categorical(classes["hlo_module"], values),
         "program_id": cols["program_id"],
         "step": step,
-        "shape": _categorical(shape, values),
+        "shape": _categorical(classes["shape"], values),
         "stall_ps": cols["stall_ps"],
     }, copy=False)
     frame.attrs["steps_from"] = source

@@ -31,7 +31,7 @@ def chips(events: pd.DataFrame) -> pd.DataFrame:
     last["before_last_ps"] = int(last["last_end_ps"].max()) - last["last_end_ps"]
     # the op covering the first stop; else the latest one ending before it; else the earliest after
     ops = ops.assign(rank_key=np.where(ops["start_ps"] <= first_stop,
-                                       np.where(ops["end_ps"] >= first_stop, 2, 1), 0),
+                                       np.where(ops["end_ps"] > first_stop, 2, 1), 0),
                      time_key=np.where(ops["start_ps"] <= first_stop, ops["end_ps"], -ops["start_ps"]))
     at = (ops.sort_values(["rank_key", "time_key"], kind="stable").groupby(["rank", "device"]).tail(1)
           [["rank", "device", "name", "kind", "category"]]

@@ -1,0 +1,101 @@
+"""The ``perfkit trace`` commands: JSON contract, text output, plots, and bad input as one line, exit 2."""
+
+import gzip
+import json
+
+import pytest
+from click.testing import CliRunner
+from trace_builders import TPU_EXPECTED, U, gpu_trace, one_step_trace, tpu_trace
+
+from perfkit.cli import cli
+from perfkit.trace.schema import XSPACE_EVENTS_AS_BYTES
+from perfkit.trace.synthetic import XSpaceWriter
+
+
+def run(*args):
+    return CliRunner().invoke(cli, ["trace", *map(str, args)])
+
+
+def test_breakdown_json_contract(tmp_path):
+    result = run("breakdown", tpu_trace(tmp_path / "t.xplane.pb"), "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    keys = ["rank", "device", "step", "span_ps", "compute_ps", "ici_ps", "dma_ps", "idle_ps"]
+    assert all(list(r) == keys for r in doc["rows"])
+    got = {(r["device"], r["step"]): tuple(r[k] // U for k in keys[3:]) for r in doc["rows"]}
+    assert got == TPU_EXPECTED
+    assert {m["device"]: m["steps"] for m in doc["mean"]} == {0: 3, 1: 1}
+    assert doc["steps_from"] == ["Steps line"]
+
+
+def test_breakdown_text_and_plot(tmp_path):
+    png = tmp_path / "b.png"
+    result = run("breakdown", gpu_trace(tmp_path / "g.xplane.pb"), "--plot", png)
+    assert result.exit_code == 0, result.output
+    assert "steps from: step annotations" in result.stdout
+    assert "0.011 (46.7%)" in result.stdout  # mean compute over both steps: (11 + 10) / 2 of (20 + 25) / 2 us
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_diff_tail_export_commands(tmp_path):
+    a = one_step_trace(tmp_path / "a.xplane.pb", [("fusion.1", "fusion", 0, 10), ("all-gather-done.1", "all-gather-done", 10, 15)])
+    b = one_step_trace(tmp_path / "b.xplane.pb", [("fusion.1", "fusion", 0, 12), ("all-gather-done.1", "all-gather-done", 12, 13)])
+    result = run("diff", a, b, "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["rows"]
+    assert [(r["key"], r["delta_ps"] / U) for r in rows] == [("all-gather-done", -4), ("fusion", 2)]
+    text = run("diff", a, b, "--by", "shape").stdout
+    assert "all-gather-done f32[8,128]" in text and "-80.0" in text  # 5 us -> 1 us
+    tail = run("tail", a, b, "-n", "1")
+    assert tail.exit_code == 0 and "first to stop: rank 1 device 0, 0.002 ms before the last" in tail.stdout
+    out = tmp_path / "merged.json"
+    assert run("export", a, b, "--perfetto", out).exit_code == 0
+    names = {e["args"]["name"] for e in json.loads(out.read_text())["traceEvents"] if e["name"] == "process_name"}
+    assert names == {"rank 0 device 0", "rank 1 device 0"}
+
+
+def _bad_inputs(tmp_path):
+    good = tpu_trace(tmp_path / "good.xplane.pb").read_bytes()
+    truncated = tmp_path / "truncated.xplane.pb"
+    truncated.write_bytes(good[: len(good) // 2])
+    foreign = tmp_path / "notes.xplane.pb"
+    foreign.write_text("these are notes, not a profile\n" * 20)
+    space = XSPACE_EVENTS_AS_BYTES()
+    space.planes.add(name="/device:TPU:0").lines.add(name="XLA Ops").events.extend([b"\x08\x01\x10", b"\x08"])
+    broken = tmp_path / "broken-event.xplane.pb"
+    broken.write_bytes(space.SerializeToString())
+    no_ops = XSpaceWriter("h")
+    no_ops.plane("/host:CPU").line("python").event(1, 0, 10)
+    host_only = no_ops.save(tmp_path / "host-only.xplane.pb")
+    kineto = json.dumps({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2}]}).encode()
+    cut_gz = tmp_path / "cut.json.gz"
+    cut_gz.write_bytes(gzip.compress(kineto)[:-12])
+    no_events = tmp_path / "other.json"
+    no_events.write_text(json.dumps({"schemaVersion": 1}))
+    empty_dir = tmp_path / "empty"
+    empty_dir.mkdir()
+    return [
+        (["breakdown", truncated], truncated, "truncated"),
+        (["breakdown", foreign], foreign, "XSpace"),
+        (["breakdown", broken], broken, "malformed event"),
+        (["breakdown", host_only], host_only, "no device ops"),
+        (["tail", cut_gz], cut_gz, "chrome-trace JSON"),
+        (["diff", no_events, cut_gz], no_events, "traceEvents"),
+        (["export", tmp_path / "missing.xplane.pb", "--perfetto", tmp_path / "o.json"], "missing.xplane.pb", "no such"),
+        (["breakdown", empty_dir], empty_dir, "no *.xplane.pb"),
+        (["breakdown", tmp_path / "good.xplane.pb", "--steps", "(unclosed"], "--steps", "regular expression"),
+    ]
+
+
+def test_bad_input_is_one_line_exit_2(tmp_path):
+    for args, names, words in _bad_inputs(tmp_path):
+        result = run(*args)
+        assert result.exit_code == 2, (args, result.output, result.exception)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("perfkit: "), (args, result.stderr)
+        assert str(names) in lines[0] and words in lines[0], (args, lines[0])
+
+
+@pytest.mark.parametrize("command", ["breakdown", "diff", "tail", "export"])
+def test_help(command):
+    assert run(command, "--help").exit_code == 0

@@ -1,0 +1,125 @@
+"""Hand-made TPU- and GPU-shaped XSpaces: readers, classification, steps, and breakdowns / diffs / tails
+checked against values worked out by hand (trace_builders.py)."""
+
+import json
+
+import numpy as np
+import pytest
+from trace_builders import GPU_EXPECTED, TPU_EXPECTED, U, gpu_trace, one_step_trace, tpu_trace
+
+from perfkit.trace import breakdown, diff, events, tail
+from perfkit.trace.export import write_perfetto
+
+
+def _rows(frame):
+    return {(int(r.device), int(r.step)): tuple(int(getattr(r, c)) // U for c in
+                                                ("span_ps", "compute_ps", "ici_ps", "dma_ps", "idle_ps"))
+            for r in frame.itertuples()}
+
+
+def test_tpu_events_are_classified_by_opcode_and_category(tmp_path):
+    ev = events.load([tpu_trace(tmp_path / "tpu.xplane.pb")])
+    ops = events.device_ops(ev).set_index("name")
+    assert ops.loc["all-gather-done.1", ["kind", "category"]].tolist() == ["all-gather-done", "ici"]
+    assert ops.loc["copy-start.1", ["kind", "category"]].tolist() == ["copy-start", "dma"]  # not "data formatting"
+    assert ops.loc["fusion.4", ["kind", "category"]].tolist() == ["reduce-scatter fusion", "ici"]
+    assert ops.loc["fusion.1", ["kind", "category", "shape", "stall_ps"]].tolist() == ["fusion", "compute",
+                                                                                        "f32[8,128]", 2 * U]
+    text_op = ops[ops["device"] == 1].iloc[0]
+    assert (text_op["hlo_op"], text_op["kind"], text_op["shape"]) == ("fusion.9", "fusion", "bf16[8,128]")
+    assert ops.loc["while.1", ["hlo_module", "program_id"]].tolist() == ["jit_step", 1]  # from the program's HLO
+    steps = ev[ev["category"] == "step"]
+    assert sorted(zip(steps["device"], steps["step"])) == [(0, 0), (0, 1), (0, 2), (1, 0)]
+    assert ops.loc["fusion.4", "step"] == 1 and ops.loc["copy-done.1", "step"] == 0
+    assert ev.attrs["steps_from"] == ["Steps line"]
+
+
+def test_tpu_breakdown_matches_hand_computed(tmp_path):
+    rows = breakdown.breakdown(events.load([tpu_trace(tmp_path / "tpu.xplane.pb")]))
+    assert _rows(rows) == TPU_EXPECTED
+    parts = rows[["compute_ps", "ici_ps", "dma_ps", "idle_ps"]].sum(axis=1)
+    assert (parts == rows["span_ps"]).all()
+    means = breakdown.mean_per_device(rows).set_index("device")
+    assert means.loc[0, "steps"] == 3 and means.loc[0, "ici_ps"] == (6 + 11 + 0) * U / 3
+
+
+def test_gpu_breakdown_overlapping_streams(tmp_path):
+    ev = events.load([gpu_trace(tmp_path / "gpu.xplane.pb")])
+    ops = events.device_ops(ev)
+    assert dict(zip(ops["name"], ops["category"])) == {
+        "fusion_1.kd": "compute", "ncclDevKernel_AllReduce_Sum_f32_RING_LL": "ici", "MemcpyD2D": "dma",
+        "loop_add_kernel": "compute"}
+    assert ops.loc[ops["name"] == "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "kind"].item() == "all-reduce-start"
+    rows = breakdown.breakdown(ev)
+    assert _rows(rows) == {(0, s): v for s, v in GPU_EXPECTED.items()}
+    assert ev.attrs["steps_from"] == ["step annotations"]
+
+
+def test_step_pattern_overrides_markers(tmp_path):
+    """--steps: the host "train" annotations by name; numbered by order when the name has no number."""
+    ev = events.load([gpu_trace(tmp_path / "gpu.xplane.pb")], step_pattern=r"^train$")
+    assert ev.attrs["steps_from"] == ["events named /^train$/"]
+    assert _rows(breakdown.breakdown(ev)) == {(0, s): v for s, v in GPU_EXPECTED.items()}
+    none = events.load([gpu_trace(tmp_path / "gpu.xplane.pb")], step_pattern="no-such-event")
+    whole = breakdown.breakdown(none)  # no markers: one span over all ops of the device, step -1
+    assert _rows(whole) == {(0, -1): (45, 21, 5, 2, 17)}
+
+
+def test_diff_by_kind_op_and_shape(tmp_path):
+    a = events.load([one_step_trace(tmp_path / "a.xplane.pb", [("fusion.1", "fusion", 0, 10),
+                                                               ("all-gather-done.1", "all-gather-done", 10, 15)])])
+    b = events.load([one_step_trace(tmp_path / "b.xplane.pb", [("fusion.1", "fusion", 0, 12),
+                                                               ("all-gather-done.1", "all-gather-done", 12, 13),
+                                                               ("copy-done.1", "copy-done", 13, 14)])])
+    by_kind = diff.diff(a, b, "kind")
+    assert by_kind["key"].tolist() == ["all-gather-done", "fusion", "copy-done"]  # largest |delta| first
+    assert (by_kind["delta_ps"] / U).tolist() == [-4, 2, 1]
+    assert by_kind["category"].tolist() == ["ici", "compute", "dma"]
+    assert by_kind["b_count"].tolist() == [1, 1, 1] and by_kind["a_count"].tolist() == [1, 1, 0]
+    assert diff.diff(a, b, "shape")["key"].tolist()[1] == "fusion f32[8,128]"
+    assert set(diff.diff(a, b, "op")["key"]) == {"fusion.1", "all-gather-done.1", "copy-done.1"}
+
+
+def test_diff_counts_exclusive_time_per_chip_step(tmp_path):
+    ev = events.load([tpu_trace(tmp_path / "tpu.xplane.pb")])
+    table = diff.per_step(ev, "kind")
+    spans = 4  # chip 0: 3 steps, chip 1: 1 step
+    assert table.attrs["spans"] == spans
+    assert table.loc["while", "time_ps"] == 7 * U / spans  # 20 us minus its body's 13
+    assert table.loc["fusion", "time_ps"] == (10 + 9 + 7 + 9) * U / spans
+
+
+def test_tail_names_the_chip_that_stopped_first(tmp_path):
+    """A hang: chip 3 is still in a fusion [0, 90) when chips 0-2, done with theirs at 80, wait in
+    all-gather-done until 280 + chip."""
+    from perfkit.trace.synthetic import XSpaceWriter
+
+    space = XSpaceWriter("pod")
+    space.program(2, "jit_ring", [("fusion.7", "fusion", "f32[8]"), ("all-gather-done.3", "all-gather-done", "f32[32]")])
+    for chip in range(4):
+        plane = space.plane(f"/device:TPU:{chip}")
+        line = plane.line("XLA Ops", 0)
+        line.event(plane.op("fusion.7", program_id=2), 0, (90 if chip == 3 else 80) * U)
+        if chip != 3:
+            line.event(plane.op("all-gather-done.3", program_id=2), 80 * U, (200 + chip) * U)
+    ev = events.load([space.save(tmp_path / "hang.xplane.pb")])
+    chips = tail.chips(ev)
+    assert chips["device"].tolist() == [3, 0, 1, 2]
+    assert chips["before_last_ps"].tolist() == [192 * U, 2 * U, 1 * U, 0]
+    assert chips["at_first_stop_kind"].tolist() == ["fusion", "all-gather-done", "all-gather-done", "all-gather-done"]
+    last = tail.last_ops(ev, k=1)
+    assert last.set_index("device").loc[3, "name"] == "fusion.7" and len(last) == 4
+
+
+def test_perfetto_export_holds_every_event(tmp_path):
+    ev = events.load([tpu_trace(tmp_path / "tpu.xplane.pb"), gpu_trace(tmp_path / "gpu.xplane.pb")])
+    assert sorted(ev["rank"].unique()) == [0, 1]  # two hosts -> two ranks
+    out = tmp_path / "merged.json"
+    assert write_perfetto(ev, out) == len(ev)
+    doc = json.loads(out.read_text())
+    complete = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert len(complete) == len(ev)
+    processes = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"}
+    assert {"rank 0 device 0", "rank 0 device 1", "rank 1 device 0", "rank 1 host"} <= processes
+    ag = next(e for e in complete if e["name"] == "all-gather-done.1")
+    assert ag["dur"] == pytest.approx(5.0) and ag["cat"] == "ici" and ag["args"]["kind"] == "all-gather-done"

@@ -1,0 +1,98 @@
+"""The numpy wire decoder against protobuf's own encoder, and op nesting against a plain stack walk."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfkit.trace import timeline, wire
+from perfkit.trace.schema import XSPACE
+
+INT64 = st.integers(-(2**63), 2**63 - 1)
+STAT = st.one_of(st.tuples(st.just("int64_value"), INT64), st.tuples(st.just("uint64_value"), st.integers(0, 2**64 - 1)),
+                 st.tuples(st.just("double_value"), st.floats(allow_nan=False)),
+                 st.tuples(st.just("str_value"), st.text(max_size=40)), st.tuples(st.just("ref_value"), st.integers(0, 2**64 - 1)))
+EVENT = st.tuples(st.integers(0, 2**40), INT64, st.integers(0, 2**62), st.lists(st.tuples(st.integers(1, 300), STAT), max_size=4))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(EVENT, min_size=1, max_size=30))
+def test_events_and_stats_decode_like_protobuf(specs):
+    line = XSPACE().planes.add().lines.add()
+    for md, offset, dur, stats in specs:
+        ev = line.events.add(metadata_id=md, offset_ps=offset, duration_ps=dur)
+        for sid, (field, value) in stats:
+            setattr(ev.stats.add(metadata_id=sid), field, value)
+    chunks = [e.SerializeToString() for e in line.events]
+    buf = wire.padded(chunks)
+    starts, ends = wire.lengths_to_bounds(np.array([len(c) for c in chunks]))
+    got = {k: np.zeros(len(chunks), np.int64) for k in (1, 2, 3)}
+    stat_spans = []
+    for f in wire.fields(buf, starts, ends):
+        for k in got:
+            f.put(k, got[k])
+        sel = f.number == 4
+        stat_spans += zip(f.msg[sel].tolist(), f.data[sel].tolist(), (f.data[sel] + f.value[sel].astype(np.int64)).tolist())
+    assert got[1].tolist() == [s[0] for s in specs]
+    assert got[2].tolist() == [s[1] for s in specs]
+    assert got[3].tolist() == [s[2] for s in specs]
+    stat_spans.sort()
+    s_start, s_end = np.array([s[1] for s in stat_spans], np.int64), np.array([s[2] for s in stat_spans], np.int64)
+    decoded = [dict() for _ in stat_spans]
+    for f in wire.fields(buf, s_start, s_end):
+        for m, number, value, data in zip(f.msg.tolist(), f.number.tolist(), f.value.tolist(), f.data.tolist()):
+            decoded[m][number] = (value, data)
+    expected = [(sid, field, value) for _, _, _, stats in specs for sid, (field, value) in stats]
+    number_of = {"double_value": 2, "uint64_value": 3, "int64_value": 4, "str_value": 5, "ref_value": 7}
+    assert len(decoded) == len(expected)
+    for fields_, (sid, field, value) in zip(decoded, expected):
+        assert fields_[1][0] == sid
+        raw, data = fields_[number_of[field]]
+        if field == "int64_value":
+            assert np.array([raw], np.uint64).view(np.int64)[0] == value
+        elif field == "double_value":
+            assert np.array([raw], np.uint64).view(np.float64)[0] == value
+        elif field == "str_value":
+            assert bytes(buf[data:data + raw]).decode() == value
+        else:
+            assert raw == value
+
+
+def test_truncated_field_is_refused():
+    buf = wire.padded([b"\x08\x96"])  # a varint whose continuation byte runs past the message
+    try:
+        list(wire.fields(buf, np.array([0]), np.array([2])))
+    except wire.WireError:
+        return
+    raise AssertionError("no WireError")
+
+
+def _nested(draw_depth, rng, lo, hi, out, parent):
+    """Random properly nested intervals inside [lo, hi), each with its parent's index; a child is never
+    its parent's exact copy (then either could be the parent)."""
+    t = lo
+    while t < hi - 2 and rng.random() < 0.7:
+        a = int(rng.integers(t, hi - 1))
+        b = int(rng.integers(a + 1, hi + (a > lo or parent < 0)))
+        out.append((a, b, parent))
+        if draw_depth:
+            _nested(draw_depth - 1, rng, a, b, out, len(out) - 1)
+        t = b
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_parents_match_nesting(seed):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for line in range(3):
+        first = len(rows)
+        _nested(3, rng, 0, 1000, rows, -1)
+        rows[first:] = [(a, b, p, line) for a, b, p in rows[first:]]
+    if not rows:
+        return
+    start, end, parent, group = (np.array(c, np.int64) for c in zip(*rows))
+    perm = rng.permutation(len(rows))  # the order ops arrive in does not matter
+    inverse = np.argsort(perm)
+    got = timeline.parents(group[perm], start[perm], end[perm])
+    expected = np.where(parent[perm] >= 0, inverse[np.maximum(parent[perm], 0)], -1)
+    assert (got == expected).all()

@@ -1,0 +1,112 @@
+"""Hand-made TPU- and GPU-shaped XSpaces (protobuf classes via perfkit.trace.synthetic) whose
+breakdowns are worked out by hand in the comments; times in microseconds (U picoseconds)."""
+
+from pathlib import Path
+
+from perfkit.trace.synthetic import XSpaceWriter
+
+U = 1_000_000  # picoseconds per microsecond
+
+# Per (device, step): span, compute, ici, dma, idle in microseconds, worked out below.
+TPU_EXPECTED = {
+    (0, 0): (30, 17, 6, 5, 2),
+    (0, 1): (40, 14, 11, 0, 15),
+    (0, 2): (30, 0, 0, 0, 30),
+    (1, 0): (14, 9, 0, 0, 5),
+}
+
+
+def tpu_trace(path: Path) -> Path:
+    """Two TPU chips. Chip 0, program 1 (its HLO in /host:metadata), Steps 0 [0,30) 1 [30,70) 2 [70,100):
+
+    step 0: fusion.1 [0,10) with a 2 us DMA stall -> compute 8, dma 2; all-gather-start.1 [10,11) ici 1;
+            fusion.2 [11,20) compute 9 (the gather is in flight, hidden); all-gather-done.1 [20,25) ici 5
+            (exposed wait); copy-start.1 [25,26) and copy-done.1 [26,28) dma 3; idle [28,30) 2.
+            -> compute 17, ici 6, dma 5, idle 2 of 30.
+    step 1: while.1 [32,52) around fusion.3 [33,40) compute 7 and collective-permute-done.1 [40,46) ici 6,
+            the while's own 7 compute; fusion.4 [60,65) is a fusion calling reduce-scatter -> ici 5;
+            idle [30,32) [52,60) [65,70) 15. -> compute 14, ici 11, dma 0, idle 15 of 40.
+    step 2: nothing runs -> idle 30 of 30.
+    Chip 1: Steps 0 [0,10); "%fusion.9 = bf16[8,128]{...} fusion(...)" (HLO text as the name, no program)
+            [5,14) runs past the marker, so the span is [0,14): compute 9, idle 5.
+    """
+    space = XSpaceWriter("tpu-host")
+    space.program(1, "jit_step", [
+        ("fusion.1", "fusion", "f32[8,128]"), ("fusion.2", "fusion", "f32[8,128]"),
+        ("fusion.3", "fusion", "f32[8,128]"), ("fusion.4", "fusion:reduce-scatter", "f32[2,128]"),
+        ("all-gather-start.1", "all-gather-start", "f32[32,128]"),
+        ("all-gather-done.1", "all-gather-done", "f32[32,128]"),
+        ("copy-start.1", "copy-start", "f32[8,128]"), ("copy-done.1", "copy-done", "f32[8,128]"),
+        ("while.1", "while", "s32[]"), ("collective-permute-done.1", "collective-permute-done", "f32[8,128]"),
+    ])
+    chip = space.plane("/device:TPU:0")
+    steps, ops = chip.line("Steps", 1_000), chip.line("XLA Ops", 1_000)
+    for n, (a, b) in enumerate([(0, 30), (30, 70), (70, 100)]):
+        steps.event(chip.op(str(n)), a * U, (b - a) * U)
+
+    def op(name, a, b, category="", **stats):
+        md = chip.op(name, program_id=1, **({"hlo_category": category} if category else {}))
+        ops.event(md, a * U, (b - a) * U, **stats)
+
+    op("fusion.1", 0, 10, "convolution fusion", dma_stall_duration_ps=2 * U)
+    op("all-gather-start.1", 10, 11, "all-gather")
+    op("fusion.2", 11, 20, "loop fusion")
+    op("all-gather-done.1", 20, 25, "all-gather")
+    op("copy-start.1", 25, 26, "data formatting")  # the opcode (copy-start) decides: local DMA
+    op("copy-done.1", 26, 28, "data formatting")
+    op("while.1", 32, 52)
+    op("fusion.3", 33, 40, "convolution fusion")
+    op("collective-permute-done.1", 40, 46, "collective-permute")
+    op("fusion.4", 60, 65)
+    chip1 = space.plane("/device:TPU:1")
+    chip1.line("Steps", 1_000).event(chip1.op("0"), 0, 10 * U)
+    chip1.line("XLA Ops", 1_000).event(
+        chip1.op("%fusion.9 = bf16[8,128]{1,0:T(8,128)} fusion(%p.1), kind=kLoop, calls=%fused_computation"),
+        5 * U, 9 * U)
+    return space.save(path)
+
+
+# Per step: span, compute, ici, dma, idle in microseconds.
+GPU_EXPECTED = {0: (20, 11, 5, 2, 2), 1: (25, 10, 0, 0, 15)}
+
+
+def gpu_trace(path: Path) -> Path:
+    """One GPU, three streams; steps from StepTraceAnnotation events (step_num) on the host plane:
+    step 0 [0,20), step 1 [20,40).
+
+    step 0: Stream #7 fusion_1 [0,10) (hlo_op fusion.1 of program 3: compute); Stream #20 the NCCL kernel
+            of all-reduce-start.1 [5,15); Stream #8 MemcpyD2D [14,18) (no HLO: dma by name); Stream #7
+            loop_add kernel [16,17) (no HLO: compute). Compute beats ICI beats DMA:
+            [0,10) compute, [10,15) ici, [15,16) dma, [16,17) compute, [17,18) dma, [18,20) idle
+            -> compute 11, ici 5, dma 2, idle 2 of 20.
+    step 1: Stream #7 kernel [35,45) runs past the annotation: span [20,45) -> compute 10, idle 15.
+    """
+    space = XSpaceWriter("gpu-host")
+    space.program(3, "jit_train", [("fusion.1", "fusion", "f32[1024]"),
+                                   ("all-reduce-start.1", "all-reduce-start", "f32[1024]")])
+    host = space.plane("/host:CPU")
+    py = host.line("python", 5_000)
+    for n, (a, b) in enumerate([(0, 20), (20, 40)]):
+        py.event(host.op("train"), a * U, (b - a) * U, step_num=n, _r=1)
+    gpu = space.plane("/device:GPU:0")
+    s7, s20, s8 = (gpu.line(name, 5_000) for name in ("Stream #7(Kernel)", "Stream #20(Kernel)",
+                                                       "Stream #8(MemcpyD2D)"))
+    s7.event(gpu.op("fusion_1.kd"), 0, 10 * U, hlo_op="fusion.1", hlo_module="jit_train", program_id=3)
+    s20.event(gpu.op("ncclDevKernel_AllReduce_Sum_f32_RING_LL"), 5 * U, 10 * U, hlo_op="all-reduce-start.1",
+              hlo_module="jit_train", program_id=3)
+    s8.event(gpu.op("MemcpyD2D"), 14 * U, 4 * U)
+    s7.event(gpu.op("loop_add_kernel"), 16 * U, 1 * U)
+    s7.event(gpu.op("fusion_1.kd"), 35 * U, 10 * U, hlo_op="fusion.1", hlo_module="jit_train", program_id=3)
+    return space.save(path)
+
+
+def one_step_trace(path: Path, ops: list[tuple[str, str, int, int]], host: str = "h") -> Path:
+    """One TPU chip, one step [0, 100) us, ``ops`` as (name, opcode, start_us, end_us) of program 5."""
+    space = XSpaceWriter(host)
+    space.program(5, "jit_m", [(name, opcode, "f32[8,128]") for name, opcode, _, _ in ops])
+    chip = space.plane("/device:TPU:0")
+    chip.line("Steps", 0).event(chip.op("0"), 0, 100 * U)
+    line = chip.line("XLA Ops", 0)
+    for name, _, a, b in ops:
+        line.event(chip.op(name, program_id=5), a * U, (b - a) * U)
+    return space.save(path)
