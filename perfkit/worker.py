@@ -14,6 +14,7 @@ controller or as N processes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -50,6 +51,21 @@ def start_distributed(jax) -> None:
         jax.distributed.initialize(coordinator_address=os.environ["PERFKIT_COORDINATOR"], num_processes=world,
                                    process_id=int(os.environ["PERFKIT_RANK"]), initialization_timeout=60,
                                    heartbeat_timeout_seconds=10, shutdown_timeout_seconds=10)
+
+
+@contextlib.contextmanager
+def traced_step(jax, trace_dir: str | None, index: int):
+    """Profile one step into ``trace_dir/step<index>`` (nothing without a folder), inside a
+    StepTraceAnnotation numbered by the step index: ``perfkit trace`` finds the step by it."""
+    if not trace_dir:
+        yield
+        return
+    jax.profiler.start_trace(str(Path(trace_dir) / f"step{index}"))
+    try:
+        with jax.profiler.StepTraceAnnotation("step", step_num=index):
+            yield
+    finally:
+        jax.profiler.stop_trace()
 
 
 def host_latents(jax, den):
@@ -98,14 +114,10 @@ def main(argv: list[str]) -> int:
     trace_steps = set(spec.get("trace_steps", []))
     trace_dir = spec.get("trace_dir")
     for i in range(run.steps):
-        tracing = i in trace_steps and trace_dir
-        if tracing:
-            jax.profiler.start_trace(str(Path(trace_dir) / f"step{i}"))
-        t = time.perf_counter()
-        den.step().block_until_ready()
-        ms = (time.perf_counter() - t) * 1e3
-        if tracing:
-            jax.profiler.stop_trace()
+        with traced_step(jax, trace_dir if i in trace_steps else None, i):
+            t = time.perf_counter()
+            den.step().block_until_ready()
+            ms = (time.perf_counter() - t) * 1e3
         record.step(ms, index=i)
         if save_latents:  # after the timed step; float32 because npy has no bfloat16
             latents.append(host_latents(jax, den))
