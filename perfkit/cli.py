@@ -19,6 +19,7 @@ COMMANDS = {
     "env": "perfkit.cli:env",
     "hlo-diff": "perfkit.hlo.cli:hlo_diff",
     "quality": "perfkit.quality:command",
+    "trace": "perfkit.trace.cli:trace",
 }
 
 
