@@ -70,6 +70,16 @@ def rank_summary(case: Case, run_dir: Path) -> dict:
     return {v.name: variant_check(run_dir, v.name) for v in case.variants}
 
 
+def trace_summary(run_dir: Path, trials: list[dict], variants: list[str] | None = None) -> dict | None:
+    """From the profiler traces the good trials captured (``trials/NN-variant/rank<R>/trace/``): per
+    variant the mean step per chip as compute / exposed ICI / local DMA / idle (ms), and the op kinds
+    whose device time per step changed most against the baseline (``perfkit.trace.runs``); None when
+    no trace was captured. ``variants``: baseline first (default: the order trials name them)."""
+    from perfkit.trace.runs import summarize
+
+    return summarize(run_dir, trials, variants or list(dict.fromkeys(t["variant"] for t in trials)))
+
+
 def not_verified(case: Case, summary: dict) -> list[str]:
     notes = ["one seed only"]
     if case.oracle is None:
@@ -104,6 +114,7 @@ def summarize_run(run_dir: Path) -> tuple[Case, dict]:
         "quality": quality_summary(run_dir, trials, a, b, case.oracle),
         "determinism": {v.name: determinism(run_dir, trials, v.name) for v in case.variants},
         "ranks": rank_summary(case, run_dir),
+        "breakdown": trace_summary(run_dir, trials, [v.name for v in variants]),
         "trials": {"total": len(trials), "ok": sum(t["status"] == "ok" for t in trials),
                    "failed": [{"index": t["index"], "variant": t["variant"], "status": t["status"],
                                "dir": t["dir"], "ranks": t["ranks"]} for t in trials if t["status"] != "ok"]},

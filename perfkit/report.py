@@ -166,6 +166,32 @@ def _failures(summary: dict) -> list[str]:
     return lines
 
 
+def _breakdown(summary: dict) -> list[str]:
+    """The traced steps split per chip (``perfkit trace breakdown``) and the op kinds that moved most."""
+    bd = summary["breakdown"]
+
+    def cell(v: dict, part: str) -> str:
+        return f"{v[part + '_ms']:.3f} ({100 * v[part + '_ms'] / v['span_ms']:.0f}%)" if v["span_ms"] else "-"
+
+    rows = ["| variant | chip-steps (trials) | step span (ms) | compute | exposed ICI | local DMA | idle |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, v in bd["variants"].items():
+        if "error" in v:
+            rows.append(f"| {name} | {v['error']} | | | | | |")
+        else:
+            rows.append(f"| {name} | {v['chip_steps']} ({v['trials']}) | {v['span_ms']:.3f} | "
+                        + " | ".join(cell(v, p) for p in ("compute", "ici", "dma", "idle")) + " |")
+    rows += ["", "Mean traced step per chip; each instant goes to compute, else exposed ICI, else local DMA, "
+             "else idle (`perfkit trace breakdown` on the trial folders gives every chip and step)."]
+    for name, deltas in bd["op_deltas"].items():
+        rows += ["", f"Largest changes of device time per chip and step, {name} against {bd['baseline']}, "
+                 f"by op {bd['by']} (ms):", "", f"| op {bd['by']} | category | {bd['baseline']} | {name} | delta |",
+                 "| --- | --- | ---: | ---: | ---: |",
+                 *(f"| `{d['key']}` | {d['category']} | {d['a_ms']:.3f} | {d['b_ms']:.3f} | {d['delta_ms']:+.3f} |"
+                   for d in deltas)]
+    return rows
+
+
 def render(summary: dict) -> str:
     from perfkit.analyze import summary_line
 
@@ -181,6 +207,8 @@ def render(summary: dict) -> str:
     if summary["trials"]["failed"]:
         out += ["## Failed trials", "", *_failures(summary), ""]
     out += ["## Quality", "", *_quality(summary), ""]
+    if summary.get("breakdown"):
+        out += ["## Trace breakdown", "", *_breakdown(summary), ""]
     out += ["## Rank consistency", "", *_ranks(summary), ""]
     out += ["## Not verified", "", *(f"- {n}" for n in summary["not_verified"]), ""]
     return "\n".join(out)

@@ -44,10 +44,9 @@ def per_step(events: pd.DataFrame, by: str = "kind") -> pd.DataFrame:
     return table
 
 
-def diff(a: pd.DataFrame, b: pd.DataFrame, by: str = "kind") -> pd.DataFrame:
-    """Per key: ``a_ps``, ``b_ps`` (device time per chip and step), ``delta_ps`` (b - a), ``a_count``,
-    ``b_count``, ``category``; the largest changes first. ``a``, ``b``: events frames."""
-    ta, tb = per_step(a, by), per_step(b, by)
+def compare(ta: pd.DataFrame, tb: pd.DataFrame) -> pd.DataFrame:
+    """Two ``per_step`` tables side by side: per key ``a_ps``, ``b_ps``, ``delta_ps`` (b - a), ``a_count``,
+    ``b_count``, ``category``; the largest changes first."""
     out = ta.add_suffix("_a").join(tb.add_suffix("_b"), how="outer")
     result = pd.DataFrame({
         "key": out.index,
@@ -58,6 +57,12 @@ def diff(a: pd.DataFrame, b: pd.DataFrame, by: str = "kind") -> pd.DataFrame:
         "b_count": out["count_b"].fillna(0).to_numpy(),
     })
     result["delta_ps"] = result["b_ps"] - result["a_ps"]
-    result = result.iloc[np.argsort(-result["delta_ps"].abs().to_numpy(), kind="stable")].reset_index(drop=True)
+    return result.iloc[np.argsort(-result["delta_ps"].abs().to_numpy(), kind="stable")].reset_index(drop=True)
+
+
+def diff(a: pd.DataFrame, b: pd.DataFrame, by: str = "kind") -> pd.DataFrame:
+    """``compare`` of two events frames keyed ``by``; ``attrs``: spans_a, spans_b."""
+    ta, tb = per_step(a, by), per_step(b, by)
+    result = compare(ta, tb)
     result.attrs.update(spans_a=ta.attrs["spans"], spans_b=tb.attrs["spans"])
     return result

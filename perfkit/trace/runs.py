@@ -1,0 +1,66 @@
+"""Traces a run captured (``trials/NN-variant/rank<R>/trace/``), analysed per variant for the run's
+summary: the mean step per chip split into compute / ICI / DMA / idle, and the op kinds whose device
+time per step moved most from the baseline to each other variant."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from perfkit.errors import BadInput
+from perfkit.trace import breakdown, diff, events
+
+PS_PER_MS = 1e9
+TOP_DELTAS = 8
+
+
+def trial_trace_dirs(run_dir: Path, trials: list[dict], variant: str) -> list[Path]:
+    """The trace folders of a variant's good trials that hold any trace file."""
+    out = []
+    for t in trials:
+        if t["variant"] == variant and t["status"] == "ok":
+            folder = run_dir / t["dir"]
+            if any(folder.glob("rank*/trace/**/*.xplane.pb")) or any(folder.glob("rank*/trace/**/*.json*")):
+                out.append(folder)
+    return out
+
+
+def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame]:
+    """Mean step parts (ms) over every chip-step of the folders' traces, and the mean per-step op table."""
+    rows, tables, sources = [], [], set()
+    for folder in folders:  # one trial at a time: its ranks' traces belong together, trials do not
+        ev = events.load(sorted(folder.glob("rank*/trace")))
+        sources.update(ev.attrs["steps_from"])
+        rows.append(breakdown.breakdown(ev))
+        tables.append(diff.per_step(ev, "kind"))
+    rows = pd.concat(rows)
+    parts = {f"{p}_ms": float(rows[f"{p}_ps"].mean() / PS_PER_MS) for p in ("span",) + breakdown.PARTS}
+    table = pd.concat(tables).groupby(level=0).agg(category=("category", "first"), time_ps=("time_ps", "mean"),
+                                                   count=("count", "mean"))
+    return {"trials": len(folders), "chip_steps": len(rows), **parts, "steps_from": sorted(sources)}, table
+
+
+def summarize(run_dir: Path, trials: list[dict], variants: list[str]) -> dict | None:
+    """``{"variants": {v: parts or {"error": ...}}, "op_deltas": {v: [rows vs the first variant]},
+    "by": "kind"}``; None when no variant has a trace."""
+    found = {v: trial_trace_dirs(run_dir, trials, v) for v in variants}
+    if not any(found.values()):
+        return None
+    parts, tables = {}, {}
+    for v, folders in found.items():
+        if not folders:
+            parts[v] = {"error": "no trace captured"}
+            continue
+        try:
+            parts[v], tables[v] = _variant(folders)
+        except BadInput as exc:
+            parts[v] = {"error": exc.line()}
+    base = variants[0]
+    deltas = {}
+    for v in variants[1:]:
+        if base in tables and v in tables:
+            table = diff.compare(tables[base], tables[v]).head(TOP_DELTAS)
+            deltas[v] = [{"key": r.key, "category": r.category, "a_ms": r.a_ps / PS_PER_MS, "b_ms": r.b_ps / PS_PER_MS,
+                          "delta_ms": r.delta_ps / PS_PER_MS} for r in table.itertuples()]
+    return {"variants": parts, "op_deltas": deltas, "by": "kind", "baseline": base}

@@ -1,0 +1,73 @@
+"""The runner's use of traces: summary["breakdown"] and the report section, from a hand-made run folder
+and from a real run of a command case that captures traces through PERFKIT_TRACE_DIR / _STEPS."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from trace_builders import one_step_trace
+
+from perfkit.analyze import trace_summary
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _trial(run_dir: Path, index: int, variant: str, ops) -> dict:
+    one_step_trace(run_dir / f"trials/{index:02d}-{variant}/rank0/trace/step0/h.xplane.pb", ops)
+    return {"index": index, "variant": variant, "status": "ok", "dir": f"trials/{index:02d}-{variant}"}
+
+
+def test_trace_summary_and_report_section(tmp_path):
+    trials = [_trial(tmp_path, 0, "a", [("fusion.1", "fusion", 0, 10), ("all-gather-done.1", "all-gather-done", 10, 15)]),
+              _trial(tmp_path, 1, "b", [("fusion.1", "fusion", 0, 12), ("copy-done.1", "copy-done", 12, 13)]),
+              _trial(tmp_path, 2, "b", [("fusion.1", "fusion", 0, 14), ("copy-done.1", "copy-done", 14, 17)]),
+              {"index": 3, "variant": "a", "status": "hung", "dir": "trials/03-a"}]
+    got = trace_summary(tmp_path, trials)
+    a, b = got["variants"]["a"], got["variants"]["b"]
+    assert (a["trials"], a["chip_steps"]) == (1, 1) and (b["trials"], b["chip_steps"]) == (2, 2)
+    assert [a[k] for k in ("span_ms", "compute_ms", "ici_ms", "dma_ms", "idle_ms")] == pytest.approx(
+        [0.1, 0.010, 0.005, 0, 0.085])
+    assert [b[k] for k in ("compute_ms", "ici_ms", "dma_ms", "idle_ms")] == pytest.approx([0.013, 0, 0.002, 0.085])
+    deltas = {d["key"]: d["delta_ms"] for d in got["op_deltas"]["b"]}
+    assert deltas == pytest.approx({"all-gather-done": -0.005, "fusion": 0.003, "copy-done": 0.002})
+    assert trace_summary(tmp_path, trials[3:]) is None
+
+    from perfkit.report import _breakdown
+
+    text = "\n".join(_breakdown({"breakdown": got}))
+    assert "| a | 1 (1) | 0.100 | 0.010 (10%) | 0.005 (5%) | 0.000 (0%) | 0.085 (85%) |" in text
+    assert "| `all-gather-done` | ici | 0.005 | 0.000 | -0.005 |" in text
+
+
+def test_traced_quickstart_is_the_quickstart_plus_a_trace():
+    plain, traced = (yaml.safe_load((REPO / "cases" / f).read_text()) for f in ("quickstart.yaml", "quickstart_traced.yaml"))
+    assert traced["capture"]["trace"] == [3] and plain["capture"]["trace"] == []
+    for case in (plain, traced):
+        case.pop("name"), case.pop("description"), case["capture"].pop("trace")
+    assert plain == traced
+
+
+@pytest.mark.slow
+def test_run_of_a_traced_command_case(tmp_path):
+    case = {"name": "traced-ring", "command": ["python", str(Path(__file__).parent / "programs" / "traced_ring.py"), "4"],
+            "devices": 4, "warmup": 1, "repeats": {"min": 1, "max": 1}, "timeout": 120,
+            "capture": {"trace": [2], "xla_dump": "none", "outputs": False},
+            "variants": {"ring": {"env": {"IMPL": "ring"}}, "xla": {"env": {"IMPL": "xla"}}}}
+    path = tmp_path / "case.yaml"
+    path.write_text(yaml.safe_dump(case))
+    run = subprocess.run([sys.executable, "-m", "perfkit.cli", "run", str(path), "--out", str(tmp_path / "run")],
+                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    bd = summary["breakdown"]
+    for v in ("ring", "xla"):
+        parts = bd["variants"][v]
+        assert parts["chip_steps"] == 4 and parts["steps_from"] == ["step annotations"]  # 4 devices x step 2
+        assert parts["span_ms"] == pytest.approx(sum(parts[f"{p}_ms"] for p in ("compute", "ici", "dma", "idle")))
+    deltas = {d["key"]: d for d in bd["op_deltas"]["xla"]}
+    assert deltas["collective-permute"]["a_ms"] > 0 and deltas["collective-permute"]["b_ms"] == 0
+    assert deltas["all-gather"]["a_ms"] == 0 and deltas["all-gather"]["b_ms"] > 0
+    assert "## Trace breakdown" in (tmp_path / "run" / "report.md").read_text()
