@@ -78,23 +78,31 @@ def all_gather_matmul(
     bidirectional: bool = True,
     assemble: str = "dus",
 ) -> list[jax.Array]:  # one (..., m * n, N_i) per weight, rows in global (rank) order
-    """``[all_gather(x) @ w for w in weights]``, with the gather fused into the matmuls."""
+    """``[all_gather(x) @ w for w in weights]``, with the gather fused into the matmuls.
+    ``bidirectional`` and ``assemble`` shape the JAX ring; the Pallas kernel is always bidirectional
+    and writes each product tile at its final rows."""
     _check(impl, assemble)
     if not 1 <= len(weights) <= 4:
         raise ValueError(f"all_gather_matmul takes 1 to 4 weights, got {len(weights)}")
     if impl == "xla":
         return all_gather_matmul_reference(x, weights, axis_name=axis_name)
     n = lax.axis_size(axis_name)
-    if impl == "pallas" and _pallas_takes("all_gather_matmul", x, weights, ranks=n):
-        return pallas.all_gather_matmul(x, weights, axis_name=axis_name)
     if n == 1:
         return [_dot(x, w) for w in weights]
+    if impl == "pallas" and _pallas_takes("all_gather_matmul", x, weights, ranks=n):
+        return pallas.all_gather_matmul(x, weights, axis_name=axis_name)
     m = x.shape[-2]
     halves = 2 if bidirectional and m % 2 == 0 else 1
     return _all_gather_matmul_ring(x, weights, axis_name, n, halves, assemble)
 
 
-def all_gather_matmul_reference(x, weights, *, axis_name):
+def all_gather_matmul_reference(
+    x: jax.Array,  # (..., m, K)
+    weights: Sequence[jax.Array],  # of (K, N_i)
+    *,
+    axis_name: str,
+) -> list[jax.Array]:  # one (..., m * n, N_i) per weight
+    """The ``xla`` level: ``all_gather`` the rows, then one dot per weight."""
     full = lax.all_gather(x, axis_name, axis=x.ndim - 2, tiled=True)
     return [_dot(full, w) for w in weights]
 
@@ -150,7 +158,8 @@ def matmul_reduce_scatter(
     impl: str = "ring",
     bidirectional: bool = True,
 ) -> jax.Array:  # (..., M / n, N): this rank's rows of sum_i x_i @ w_i, summed over the axis
-    """``psum_scatter(sum_i x_i @ w_i)`` over rows, with the scatter fused into the matmuls."""
+    """``psum_scatter(sum_i x_i @ w_i)`` over rows, with the scatter fused into the matmuls, summed
+    in float32. ``bidirectional`` shapes the JAX ring; the Pallas kernel is always bidirectional."""
     _check(impl)
     if not 1 <= len(pairs) <= 2:
         raise ValueError(f"matmul_reduce_scatter takes 1 or 2 (x, w) pairs, got {len(pairs)}")
@@ -160,16 +169,21 @@ def matmul_reduce_scatter(
         raise ValueError(f"rows {[x.shape[-2] for x, _ in pairs]} must agree and divide by {n} ranks")
     if impl == "xla":
         return matmul_reduce_scatter_reference(pairs, axis_name=axis_name)
-    if impl == "pallas" and _pallas_takes("matmul_reduce_scatter", pairs, ranks=n):
-        return pallas.matmul_reduce_scatter(pairs, axis_name=axis_name)
     if n == 1:
         return _partial(pairs, 0, big_m).astype(pairs[0][0].dtype)
+    if impl == "pallas" and _pallas_takes("matmul_reduce_scatter", pairs, ranks=n):
+        return pallas.matmul_reduce_scatter(pairs, axis_name=axis_name)
     m = big_m // n
     halves = 2 if bidirectional and m % 2 == 0 else 1
     return _matmul_reduce_scatter_ring(pairs, axis_name, n, m, halves)
 
 
-def matmul_reduce_scatter_reference(pairs, *, axis_name):
+def matmul_reduce_scatter_reference(
+    pairs: Sequence[tuple[jax.Array, jax.Array]],  # of (x_i (..., M, K_i), w_i (K_i, N))
+    *,
+    axis_name: str,
+) -> jax.Array:  # (..., M / n, N)
+    """The ``xla`` level: the dots summed in float32, then ``psum_scatter`` over rows."""
     x0 = pairs[0][0]
     total = sum(jnp.matmul(x, w, preferred_element_type=jnp.float32) for x, w in pairs)
     return lax.psum_scatter(total, axis_name, scatter_dimension=x0.ndim - 2, tiled=True).astype(x0.dtype)

@@ -179,6 +179,9 @@ def all_gather_matmul(
 
 
 def _ag_kernel(x_hbm, *refs, axis_name, n, widths, tile, slots):
+    """Refs: x (B, m, K) and the weights (K, N_i) in HBM, the outputs (B, n * m, N_i) in HBM, then the
+    scratch of ``all_gather_matmul``. Hop s multiplies half 0 of shard i - s and half 1 of shard i + s
+    while both travel on."""
     nw = len(widths)
     w_hbm, out_hbm = refs[:nw], refs[nw:2 * nw]
     halves, wbuf, obuf, load_sem, send_sem, recv_sem, credit, w_sem, out_sem = refs[2 * nw:]
@@ -336,11 +339,14 @@ def matmul_reduce_scatter(
 
 
 def _rs_kernel(*refs, axis_name, n, tile, slots):
-    np_ = (len(refs) - 10) // 4  # per pair: x and w inputs, x and w scratch; then output, 9 shared
-    x_hbm, w_hbm = refs[0:2 * np_:2], refs[1:2 * np_:2]
-    out_hbm = refs[2 * np_]
-    xbuf, wbuf = refs[2 * np_ + 1:4 * np_ + 1:2], refs[2 * np_ + 2:4 * np_ + 1:2]
-    recv, sbuf, obuf, x_sem, w_sem, send_sem, recv_sem, credit, out_sem = refs[4 * np_ + 1:]
+    """Refs: per pair x (B, M, K_i) and w (K_i, N) in HBM, the output (B, M / n, N) in HBM, per pair
+    its x-row and weight-tile buffers, then the shared scratch of ``matmul_reduce_scatter``. Hop s adds
+    this rank's partial product of block i + 1 + s (half 0) / i - 1 - s (half 1) to what arrived."""
+    n_pairs = (len(refs) - 10) // 4  # 4 refs per pair (2 inputs, 2 buffers), the output, 9 shared
+    x_hbm, w_hbm = refs[0:2 * n_pairs:2], refs[1:2 * n_pairs:2]
+    out_hbm = refs[2 * n_pairs]
+    xbuf, wbuf = refs[2 * n_pairs + 1:4 * n_pairs + 1:2], refs[2 * n_pairs + 2:4 * n_pairs + 1:2]
+    recv, sbuf, obuf, x_sem, w_sem, send_sem, recv_sem, credit, out_sem = refs[4 * n_pairs + 1:]
     b, m, width = out_hbm.shape
     mh = m // 2
     per_hop = width // tile
@@ -353,7 +359,7 @@ def _rs_kernel(*refs, axis_name, n, tile, slots):
 
     def x_copies(s, slot):
         return [pltpu.make_async_copy(x_hbm[p].at[:, pl.ds(block_rows(s, h), mh)], xbuf[p].at[slot, h],
-                                      x_sem.at[slot, p, h]) for p in range(np_) for h in range(2)]
+                                      x_sem.at[slot, p, h]) for p in range(n_pairs) for h in range(2)]
 
     def weight_copy(p, j, slot):
         return pltpu.make_async_copy(w_hbm[p].at[:, pl.ds(j * tile, tile)], wbuf[p].at[slot], w_sem.at[p, slot])
@@ -371,7 +377,7 @@ def _rs_kernel(*refs, axis_name, n, tile, slots):
     sent = (n - 1) * per_hop  # tiles sent downstream per half (every hop but the last)
     for c in x_copies(0, 0):
         c.start()
-    for p in range(np_):
+    for p in range(n_pairs):
         weight_copy(p, 0, 0).start()
 
     def hop(s, carry):
@@ -388,7 +394,7 @@ def _rs_kernel(*refs, axis_name, n, tile, slots):
             g = s * per_hop + j
             slot = lax.rem(g, 2)  # of the weight stream and of the staging buffers
             partial = [None, None]
-            for p in range(np_):
+            for p in range(n_pairs):
                 weight_copy(p, j, slot).wait()
                 if j + 1 < per_hop:
                     weight_copy(p, j + 1, 1 - slot).start()
