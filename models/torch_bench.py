@@ -11,7 +11,7 @@ and speaks the metrics protocol:
 - ``frames.npy`` (T, H, W, 3) uint8 from rank 0 into ``PERFKIT_OUTPUTS``;
 - for the steps in ``PERFKIT_TRACE_STEPS``: a torch.profiler Kineto trace ``rank<R>.json`` (with
   ``distributedInfo``) in ``PERFKIT_TRACE_DIR``, one ``ProfilerStep#<i>`` span per step from the first
-  to the last listed; on TPU also torch_tpu's XSpace (``plugins/profile/<ts>/*.xplane.pb``) there.
+  to the last listed; on TPU, torch_tpu's XSpace (``plugins/profile/<ts>/*.xplane.pb``) there instead.
   Steps with the profiler on (the traced ones and one warm-up step before them) carry ``traced``.
 
 ``--input-layout transposed`` hands the model a transposed view of the latents from step 1 on (same
@@ -93,17 +93,14 @@ def _profiler(device, steps: list[int], trace_dir: str | None, rank: int):
 
     out = Path(trace_dir)
     out.mkdir(parents=True, exist_ok=True)
-    activities = [ProfilerActivity.CPU]
-    extra = {}
-    if device.type == "cuda":
-        activities.append(ProfilerActivity.CUDA)
-    elif device.type == "tpu":
+    if device.type == "tpu":  # torch_tpu writes host and device events as XSpace under `out` itself
         from perfkit import torch_tpu
 
-        activities.append(torch_tpu.profiler_activity())
-        extra["experimental_config"] = torch_tpu.profiler_config(out)
+        return profile(activities=[ProfilerActivity.CPU, torch_tpu.profiler_activity()], schedule=schedule,
+                       experimental_config=torch_tpu.profiler_config(out))
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     return profile(activities=activities, schedule=schedule,
-                   on_trace_ready=lambda p: p.export_chrome_trace(str(out / f"rank{rank}.json")), **extra)
+                   on_trace_ready=lambda p: p.export_chrome_trace(str(out / f"rank{rank}.json")))
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

@@ -1,7 +1,9 @@
 """The per-rank torch bench in one process (plan local): metrics, recompile counts, traces, frames,
 and its one-line refusals."""
 
+import contextlib
 import json
+import types
 
 import numpy as np
 import pytest
@@ -66,3 +68,19 @@ def test_bad_input_is_one_line_exit_2(rank_env, monkeypatch, args, env, message)
     res = CliRunner().invoke(torch_bench.main, ["--device", "cpu", *args])
     lines = res.output.strip().splitlines()
     assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith(f"torch_bench: {message}"), res.output
+
+
+def test_tpu_profile_goes_to_the_trace_dir_as_xspace(tmp_path, monkeypatch):
+    """On TPU (faked: torch_tpu has no CPU mode) the profiler gets torch_tpu's config for the trace dir
+    and no Kineto export, so the XSpace is the rank's one trace."""
+    from torch.profiler import ProfilerActivity
+
+    from perfkit import torch_tpu
+
+    configs = []
+    monkeypatch.setattr(torch_tpu, "profiler_activity", lambda: ProfilerActivity.CUDA)  # any non-CPU one
+    monkeypatch.setattr(torch_tpu, "profiler_config", lambda run_dir: configs.append(run_dir))
+    tpu = types.SimpleNamespace(type="tpu")  # no "tpu" device type without torch_tpu
+    prof = torch_bench._profiler(tpu, [2], str(tmp_path / "trace"), rank=1)
+    assert configs == [tmp_path / "trace"] and prof.on_trace_ready is None
+    assert isinstance(torch_bench._profiler(torch.device("cpu"), [], str(tmp_path), rank=0), contextlib.nullcontext)
