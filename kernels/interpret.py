@@ -9,6 +9,7 @@ after any exception inside an interpreted kernel its global state must be reset.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -16,10 +17,22 @@ from jax._src.pallas.mosaic.interpret import interpret_pallas_call as _interpret
 from jax.experimental.pallas import tpu as pltpu
 
 
+DETECT_RACES_ENV = "PERFKIT_DETECT_RACES"  # "1": every interpreted kernel runs with the race detector
+
+
 def kernel_interpret_mode() -> pltpu.InterpretParams | bool:
     """What a kernel passes as ``pallas_call(interpret=...)``: False on TPU (compiled by Mosaic), TPU
-    interpret mode elsewhere. ``run_interpreted`` overrides it for the calls it traces."""
-    return False if jax.default_backend() == "tpu" else pltpu.InterpretParams()
+    interpret mode elsewhere, with the race detector when ``PERFKIT_DETECT_RACES=1``.
+    ``run_interpreted`` overrides it for the calls it traces."""
+    if jax.default_backend() == "tpu":
+        return False
+    return pltpu.InterpretParams(detect_races=os.environ.get(DETECT_RACES_ENV) == "1")
+
+
+def races_found() -> bool:
+    """Whether the race detector found a race in the last interpreted kernel call (False if it was off)."""
+    races = _interpreter.races  # private in jax 0.10; the one place perfkit reads it
+    return bool(races is not None and races.races_found)
 
 
 class Interpreted(NamedTuple):
@@ -43,5 +56,4 @@ def run_interpreted(fn: Callable[..., Any], *args, detect_races: bool = True) ->
     except BaseException:
         pltpu.reset_tpu_interpret_mode_state()  # or the next interpreted kernel starts in a bad state
         raise
-    races = _interpreter.races  # private in jax 0.10; the one place perfkit reads it
-    return Interpreted(outputs, bool(races is not None and races.races_found))
+    return Interpreted(outputs, races_found())

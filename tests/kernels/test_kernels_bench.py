@@ -32,12 +32,13 @@ def test_case_loads_and_its_argv_parses(path):
 def test_bench_records_steps_and_matches_xla(tmp_path, monkeypatch, args):
     metrics = tmp_path / "metrics.jsonl"
     monkeypatch.setenv("PERFKIT_METRICS", str(metrics))
+    monkeypatch.setenv("PERFKIT_DETECT_RACES", "1")
     result = CliRunner().invoke(bench.main, [*args, "--steps", "2", "--dtype", "float32"])
     assert result.exit_code == 0, result.output
     events = [json.loads(line) for line in metrics.read_text().splitlines()]
     assert [e["event"] for e in events].count("step") == 2
-    diff = next(e["value"] for e in events if e.get("name") == "max_abs_diff_vs_xla")
-    assert diff < 1e-4
+    values = {e["name"]: e["value"] for e in events if e["event"] == "value"}
+    assert values["max_abs_diff_vs_xla"] < 1e-4 and values["races_found"] == 0
 
 
 def test_bench_refuses_an_op_of_another_kind():
@@ -47,14 +48,17 @@ def test_bench_refuses_an_op_of_another_kind():
 
 def test_bench_as_a_program_on_simulated_devices(tmp_path):
     """``python -m perfkit.kernels.bench --devices 2``, as a case runs it (jax starts in the process),
-    without NPROC in the environment: the bench must set it, or the interpreted kernel hangs."""
+    without NPROC in the environment: the bench must set it, or the interpreted kernel hangs. The
+    race detector runs, as in every Pallas test."""
     import os
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "NPROC"} | {"PERFKIT_METRICS": str(tmp_path / "m.jsonl")}
+    env = {k: v for k, v in os.environ.items() if k != "NPROC"}
+    env.update(PERFKIT_METRICS=str(tmp_path / "m.jsonl"), PERFKIT_DETECT_RACES="1")
     out = subprocess.run([sys.executable, "-m", "perfkit.kernels.bench", "--preset", "wan-attn-out", "--impl",
                           "pallas", "--steps", "2", "--devices", "2"], env=env, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "on 2 x cpu" in out.stdout and "max |pallas - xla| = 0" in out.stdout
+    assert "races found: none" in out.stdout

@@ -14,10 +14,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.experimental.pallas import tpu as pltpu
 from jax.sharding import PartitionSpec as P
 
 from kernel_testing import AXIS, sharded
 from perfkit.kernels import collective_matmul_pallas as pallas_kernels
+from perfkit.kernels import interpret
 from perfkit.kernels.collective_matmul import all_gather_matmul, matmul_reduce_scatter, unsupported_reason
 from perfkit.kernels.interpret import run_interpreted
 
@@ -178,22 +180,32 @@ class TestCompiledOnTpu(CollectiveMatmulLevels):
 # The race detector, and a flaw it must catch -----------------------------------------------------
 
 
-@pytest.mark.parametrize("op", ["all_gather_matmul", "matmul_reduce_scatter"])
-def test_race_detector_catches_one_receive_slot_too_few(rng, op):
+def _one_slot_short(rng, op):
+    """A kernel program with one receive slot fewer than its flow control assumes, and its inputs."""
     n, lead = 4, (1,)
     slots = pallas_kernels.RING_SLOTS - 1
     if op == "all_gather_matmul":
         x, weights = _ag_inputs(rng, n, lead, 16, 128, (128,))
-        args = (x, *weights)
-        program = sharded(lambda x, w: pallas_kernels.all_gather_matmul(x, [w], axis_name=AXIS, recv_slots=slots)[0],
-                          n, (P(None, AXIS), P()), P())
-    else:
-        pairs = _rs_inputs(rng, n, lead, 16, (128,), 256)
-        args = pairs[0]
-        program = sharded(lambda x, w: pallas_kernels.matmul_reduce_scatter([(x, w)], axis_name=AXIS,
-                                                                            recv_slots=slots),
-                          n, (P(None, None, AXIS), P(AXIS)), P(None, AXIS))
+        return sharded(lambda x, w: pallas_kernels.all_gather_matmul(x, [w], axis_name=AXIS, recv_slots=slots)[0],
+                       n, (P(None, AXIS), P()), P()), (x, *weights)
+    (pair,) = _rs_inputs(rng, n, lead, 16, (128,), 256)
+    return sharded(lambda x, w: pallas_kernels.matmul_reduce_scatter([(x, w)], axis_name=AXIS, recv_slots=slots),
+                   n, (P(None, None, AXIS), P(AXIS)), P(None, AXIS)), pair
+
+
+@pytest.mark.parametrize("op", ["all_gather_matmul", "matmul_reduce_scatter"])
+def test_race_detector_catches_one_receive_slot_too_few(rng, op):
+    program, args = _one_slot_short(rng, op)
     assert run_interpreted(program, *args, detect_races=True).races_found
+
+
+@pytest.mark.parametrize("setting,detected", [("1", True), ("0", False)])
+def test_detect_races_env_switches_the_detector_for_every_kernel(rng, monkeypatch, setting, detected):
+    monkeypatch.setenv(interpret.DETECT_RACES_ENV, setting)
+    program, args = _one_slot_short(rng, "all_gather_matmul")
+    pltpu.reset_tpu_interpret_mode_state()
+    jax.block_until_ready(program(*args))  # traced here, outside run_interpreted
+    assert interpret.races_found() is detected
 
 
 # What the kernels cannot take, and the fallback --------------------------------------------------
