@@ -44,10 +44,9 @@ class Interpreted(NamedTuple):
 
 def run_interpreted(fn: Callable[..., Any], *args, detect_races: bool = True) -> Interpreted:
     """Runs ``fn(*args)`` (typically ``jit(shard_map(...))`` around one ``pallas_call``) with every
-    Pallas call traced under it in TPU interpret mode, waits for the result and reads the race
-    detector. ``fn`` must be traced here (a fresh ``jit``): a cached compiled program keeps the mode it
-    was traced with. The detector's state is per kernel call: with several kernels in ``fn`` it reports
-    the last one."""
+    Pallas call in it in TPU interpret mode (the mode is part of jax's jit cache key, so a program
+    compiled before is traced again), waits for the result and reads the race detector. The
+    detector's state is per kernel call: with several kernels in ``fn`` it reports the last one."""
     params = pltpu.InterpretParams(detect_races=detect_races)
     pltpu.reset_tpu_interpret_mode_state()  # a stale verdict from an earlier kernel must not leak in
     try:
