@@ -9,8 +9,9 @@ after any exception inside an interpreted kernel its global state must be reset.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import jax
 from jax._src.pallas.mosaic.interpret import interpret_pallas_call as _interpreter
@@ -43,16 +44,33 @@ class Interpreted(NamedTuple):
 
 
 def run_interpreted(fn: Callable[..., Any], *args, detect_races: bool = True) -> Interpreted:
-    """Runs ``fn(*args)`` (typically ``jit(shard_map(...))`` around one ``pallas_call``) with every
-    Pallas call in it in TPU interpret mode (the mode is part of jax's jit cache key, so a program
-    compiled before is traced again), waits for the result and reads the race detector. The
-    detector's state is per kernel call: with several kernels in ``fn`` it reports the last one."""
+    """Runs ``fn(*args)`` (e.g. ``jit(shard_map(...))`` around Pallas calls) with every Pallas call in
+    it in TPU interpret mode (the mode is part of jax's jit cache key, so a program compiled before is
+    traced again), waits for the result, and reports whether any of its kernel calls had a race."""
     params = pltpu.InterpretParams(detect_races=detect_races)
-    pltpu.reset_tpu_interpret_mode_state()  # a stale verdict from an earlier kernel must not leak in
+    pltpu.reset_tpu_interpret_mode_state()
+    detectors: list = []
     try:
-        with pltpu.force_tpu_interpret_mode(params):
+        with pltpu.force_tpu_interpret_mode(params), _every_detector(detectors):
             outputs = jax.block_until_ready(fn(*args))
     except BaseException:
         pltpu.reset_tpu_interpret_mode_state()  # or the next interpreted kernel starts in a bad state
         raise
-    return Interpreted(outputs, races_found())
+    return Interpreted(outputs, any(d.races_found for d in detectors))
+
+
+@contextlib.contextmanager
+def _every_detector(detectors: list) -> Iterator[None]:
+    """Collects the race detector of every kernel call: the interpreter makes a new one per call and
+    keeps only the last."""
+    make = _interpreter.RaceDetectionState
+
+    def make_and_keep(*args, **kwargs):
+        detectors.append(make(*args, **kwargs))
+        return detectors[-1]
+
+    _interpreter.RaceDetectionState = make_and_keep
+    try:
+        yield
+    finally:
+        _interpreter.RaceDetectionState = make

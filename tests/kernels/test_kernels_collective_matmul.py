@@ -303,3 +303,12 @@ def test_kernels_lower_for_tpu(monkeypatch, dtype, lead):
     pairs = [(_spec((*lead, n * m, n * 128), dtype), _spec((n * 128, 256), dtype))]
     program = _rs_program(n, lead, 1, impl="pallas")
     assert "tpu_custom_call" in jax.export.export(program, platforms=["tpu"])(*pairs[0]).mlir_module()
+
+
+def test_run_interpreted_reports_a_race_in_any_of_several_kernels(rng):
+    """The flawed kernel first, a correct one after it: the interpreter keeps only the last call's
+    detector, run_interpreted must still see the first one's race."""
+    flawed, args = _one_slot_short(rng, "all_gather_matmul")
+    correct = _ag_program(4, (1,), 1, impl="pallas")
+    assert run_interpreted(lambda *a: (flawed(*a), correct(*a)), *args).races_found
+    assert not run_interpreted(correct, *args).races_found
