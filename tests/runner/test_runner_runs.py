@@ -155,8 +155,8 @@ def test_two_hosts_of_two_ranks_share_one_run_directory(tmp_path, write_case):
     hosts = [subprocess.Popen([sys.executable, "-m", "perfkit.cli", "run", str(path), "--out", str(run), "--salt",
                                "--hosts", "2", "--host-index", str(i), "--coordinator", f"127.0.0.1:{port}"],
                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (0, 1)]
-    results = [(h.wait(timeout=120), h.stderr.read()) for h in hosts]
-    assert [rc for rc, _ in results] == [0, 0], results
+    results = [(h.communicate(timeout=120)[1], h.returncode) for h in hosts]
+    assert [rc for _, rc in results] == [0, 0], results
     trials = read_jsonl(run / "trials.jsonl")
     assert [t["variant"] for t in trials] == ["a", "b"]  # repeats.min rounds: no adaptive rounds across hosts
     salts = []
