@@ -20,8 +20,9 @@ from perfkit.trace.programs import COLLECTIVES, Program, base_opcode
 
 CATEGORIES = ("compute", "ici", "dma")
 _COLLECTIVE_CATEGORY = re.compile(r"all-gather|all-reduce|reduce-scatter|all-to-all|collective|send|recv|megascale")
-# NCCL / RCCL kernels (``ncclDevKernel_AllGather_RING_LL``) and torch.distributed ops on CPU (``c10d::allreduce_``).
-_COMM_KERNEL = re.compile(r"(nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)|(nccl|rccl)|(c10d)::(\w+)", re.IGNORECASE)
+# NCCL / RCCL kernels (``ncclDevKernel_AllGather_RING_LL``) and torch.distributed on CPU (``c10d::allreduce_``
+# ops, ``gloo:all_reduce`` spans).
+_COMM_KERNEL = re.compile(r"(nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)|(nccl|rccl)|(c10d)::(\w+)|^(gloo):(\w+)", re.IGNORECASE)
 _COPY_KERNEL = re.compile(r"\s*(memcpy|memset)", re.IGNORECASE)
 _HLO_TEXT = re.compile(r"%?([\w.\-]+)\s*=\s*(\S.*?)\s+([a-z][\w\-]*)\(")
 
@@ -65,9 +66,10 @@ def classify(name: str, hlo_op: str, program: Program | None, hlo_category: str)
         return OpClass(op_name, hlo_category, category, shape)
     comm = _COMM_KERNEL.search(name)
     if comm:
-        library, op = (comm.group(1) or comm.group(3) or comm.group(4)), (comm.group(2) or comm.group(5) or "collective")
-        return OpClass(hlo_op, f"{library.lower()} {op}", "ici", shape)
+        library = next(g for g in comm.group(1, 3, 4, 6) if g)
+        return OpClass(hlo_op, f"{library.lower()} {comm.group(2) or comm.group(5) or comm.group(7) or 'collective'}",
+                       "ici", shape)
     copy = _COPY_KERNEL.match(name)
     if copy:
         return OpClass(hlo_op, copy.group(1).lower(), "dma", shape)
-    return OpClass(hlo_op, "kernel", "compute", shape)
+    return OpClass(hlo_op, name if "::" in name else "kernel", "compute", shape)  # torch CPU ops: aten::mm

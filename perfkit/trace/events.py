@@ -163,6 +163,19 @@ def concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(out, copy=False)
 
 
+def _one_file_per_step(frames: list[pd.DataFrame], files: list[Path]) -> None:
+    """Refuse two traces holding the same step of the same rank and device (two runs or trials mixed):
+    their windows would merge into one meaningless span."""
+    seen: dict[tuple, Path] = {}
+    for frame, path in zip(frames, files):
+        marks = frame.loc[frame["category"] == "step", ["rank", "device", "step"]].drop_duplicates()
+        for key in marks.itertuples(index=False, name=None):
+            if key in seen:
+                raise BadInput(f"rank {key[0]} step {key[2]} is also in {seen[key]}: pass one run's (one trial's) "
+                               "traces at a time", path=path)
+            seen[key] = path
+
+
 def load(paths: list[str | Path], step_pattern: str | None = None) -> pd.DataFrame:
     """All events of the traces at ``paths`` (files or folders) in one frame (columns above);
     ``attrs``: ``origin_ns`` (wall clock of start_ps 0), ``steps_from``, ``files``."""
@@ -180,6 +193,7 @@ def load(paths: list[str | Path], step_pattern: str | None = None) -> pd.DataFra
         raws.append(_read(f, hint if hint is not None else hosts.setdefault(f.name.split(".")[0], len(hosts))))
     origin = min(r.origin_ns for r in raws)
     frames = [_frame(r, pattern, (r.origin_ns - origin) * 1000) for r in raws]
+    _one_file_per_step(frames, files)
     out = concat(frames)
     out.attrs.update(origin_ns=origin, files=[str(f) for f in files],
                      steps_from=sorted({f.attrs["steps_from"] for f in frames}))

@@ -4,7 +4,7 @@ GPU events (``cat`` kernel, gpu_memcpy, gpu_memset) are device ops of ``args.dev
 ``stream <tid>``; ``ProfilerStep#N`` annotations are step markers (``gpu_user_annotation`` ones per
 device, ``user_annotation`` ones for the whole rank); everything else is host activity. The rank is
 ``distributedInfo.rank`` when the file has it. A trace with no GPU events (CPU / gloo) uses its CPU ops
-instead (device 0): ``c10d::`` collectives are its ICI. Timestamps are float microseconds in the file,
+instead (device 0): ``c10d::`` ops and gloo's ``gloo:*`` spans are its ICI. Timestamps are float microseconds in the file,
 read as float64 (sub-microsecond digits of epoch-sized values are lost).
 """
 
@@ -62,8 +62,9 @@ def read(path: Path, rank: int) -> RawTrace:
         for i in np.flatnonzero(on_gpu | gpu_step):
             device[i] = int(dev_of[i]) if str(dev_of[i]).isdigit() else 0
         role[is_step] = ROLES["step"]
-    else:  # CPU-only trace: its CPU ops stand in for device ops
-        role[np.array([c == "cpu_op" for c in cats], bool)] = ROLES["op"]
+    else:  # CPU-only trace: its CPU ops, and gloo's collective spans (on gloo's threads), stand in for device ops
+        role[np.array([c == "cpu_op" or (c == "user_annotation" and n.startswith("gloo:"))
+                       for c, n in zip(cats, names)], bool)] = ROLES["op"]
         device[role == ROLES["op"]] = 0
         role[is_step] = ROLES["step"]
     origin_us = float(np.floor(ts_us.min()))

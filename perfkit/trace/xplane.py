@@ -98,17 +98,20 @@ def _programs(space, path: Path) -> dict[int, Program]:
 
 
 class _Columns:
-    """Event columns of one file, filled line by line (lists of per-chunk arrays)."""
+    """Event columns of one file, allocated once (the event count is known up front) and filled chunk by
+    chunk, so no final concatenation copies them."""
 
-    def __init__(self):
-        self.parts: dict[str, list[np.ndarray]] = {}
+    def __init__(self, total: int):
+        self.total, self.filled = total, 0
+        self.arrays: dict[str, np.ndarray] = {}
 
     def add(self, **cols: np.ndarray) -> None:
+        n = next(iter(cols.values())).size
         for k, v in cols.items():
-            self.parts.setdefault(k, []).append(v)
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        return {k: np.concatenate(v) for k, v in self.parts.items()}
+            if k not in self.arrays:
+                self.arrays[k] = np.empty(self.total, v.dtype)
+            self.arrays[k][self.filled:self.filled + n] = v
+        self.filled += n
 
 
 def _decode_events(chunk: list[bytes], plane: _Plane, strings: StringTable) -> dict[str, np.ndarray]:
@@ -194,7 +197,7 @@ def read(path: Path, rank: int) -> RawTrace:
     host = space.hostnames[0] if space.hostnames else path.name.split(".")[0]
     stamps = [ln.timestamp_ns for p in space.planes if _plane_kind(p.name)[0] for ln in p.lines if ln.events]
     origin_ns = min(stamps, default=0)
-    out = _Columns()
+    out = _Columns(sum(len(ln.events) for p in space.planes if _plane_kind(p.name)[0] for ln in p.lines))
     line_names: list[str] = []
     for plane_proto in space.planes:
         plane = _plane_tables(plane_proto, strings)
@@ -215,9 +218,9 @@ def read(path: Path, rank: int) -> RawTrace:
                     raise BadInput(f"malformed event on line {line.name!r} of {plane_proto.name}: {exc}",
                                    path=path) from None
                 _resolve(cols, plane, role, line_code, base_ps, out)
-    if not out.parts:
+    if not out.filled:
         raise BadInput("no events on any TPU, GPU or CPU plane", path=path)
-    return RawTrace(path=path, rank=rank, host=host, origin_ns=origin_ns, columns=out.arrays(), strings=strings,
+    return RawTrace(path=path, rank=rank, host=host, origin_ns=origin_ns, columns=out.arrays, strings=strings,
                     lines=line_names, programs=_programs(space, path))
 
 

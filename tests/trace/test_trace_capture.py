@@ -1,7 +1,11 @@
 """Real CPU traces captured here: the collective-matmul ring and its all-gather reference on 4 simulated
-devices, 3 annotated steps each; checks tied to the compiled programs."""
+devices, 3 annotated steps each, checks tied to the compiled programs; and a torch gloo Kineto trace."""
 
 import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -92,3 +96,24 @@ def test_tail_and_export_of_a_real_trace(captured, tmp_path):
     assert sorted(chips["device"]) == list(range(DEVICES))
     assert chips["last_end_ps"].is_monotonic_increasing
     assert write_perfetto(ev, tmp_path / "t.json") == len(ev)
+
+
+def test_torch_cpu_kineto_trace(tmp_path):
+    """No GPU events: CPU ops stand in for device ops; c10d ops and gloo's spans are the ICI."""
+    pytest.importorskip("torch")
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "rank0.json"
+    subprocess.run([sys.executable, str(Path(__file__).parent / "programs" / "torch_gloo_trace.py"), str(out), str(port)],
+                   check=True, capture_output=True, timeout=120)
+    ev = events.load([out])
+    ops = events.device_ops(ev)
+    kinds = ops.groupby("kind", observed=True)["category"].agg(set).to_dict()
+    assert kinds["c10d allreduce_"] == {"ici"} and kinds["gloo all_reduce"] == {"ici"}
+    assert kinds["aten::mm"] == {"compute"} and kinds["aten::gelu"] == {"compute"}
+    assert ops.groupby("step").size().index.tolist() == [0, 1]
+    assert (ops.loc[ops["kind"] == "gloo all_reduce"].groupby("step").size() == 1).all()
+    rows = breakdown.breakdown(ev)
+    assert rows["step"].tolist() == [0, 1] and (rows["ici_ps"] > 0).all()
+    assert (rows[["compute_ps", "ici_ps", "dma_ps", "idle_ps"]].sum(axis=1) == rows["span_ps"]).all()
