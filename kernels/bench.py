@@ -141,7 +141,6 @@ def main(preset, op, impl, size, dtype, steps, devices):
 
         os.environ["XLA_FLAGS"] = xla_flags(os.environ.get("XLA_FLAGS", ""), devices, None)
     import jax
-    from jax.experimental.pallas import tpu as pltpu
 
     from perfkit import record
     from perfkit.kernels import interpret
@@ -157,21 +156,18 @@ def main(preset, op, impl, size, dtype, steps, devices):
         shape = shape.small(len(devices))
     click.echo(f"{shape} impl={impl} dtype={dtype} on {len(devices)} x {devices[0].device_kind}")
     program, reference, inputs = build(shape, impl, devices, dtype)
-    detect_races = os.environ.get(interpret.DETECT_RACES_ENV) == "1"
-    if detect_races:  # a verdict left from an earlier kernel in this process must not count
-        pltpu.reset_tpu_interpret_mode_state()
-    for step in range(steps):
-        t0 = time.perf_counter()
-        out = jax.block_until_ready(program(*inputs))
-        ms = (time.perf_counter() - t0) * 1e3
-        record.step(ms)
-        click.echo(f"step {step}: {ms:.3f} ms")
-        if step == 0:
-            record.value("first_call_s", ms / 1e3)  # compiles: tracing, lowering, XLA
-    if detect_races:  # off TPU: the last kernel call's verdict
-        found = interpret.races_found()
-        record.value("races_found", float(found))
-        click.echo(f"races found: {'yes' if found else 'none'}")
+    with interpret.collect_races() as races:
+        for step in range(steps):
+            t0 = time.perf_counter()
+            out = jax.block_until_ready(program(*inputs))
+            ms = (time.perf_counter() - t0) * 1e3
+            record.step(ms)
+            click.echo(f"step {step}: {ms:.3f} ms")
+            if step == 0:
+                record.value("first_call_s", ms / 1e3)  # compiles: tracing, lowering, XLA
+    if os.environ.get(interpret.DETECT_RACES_ENV) == "1":
+        record.value("races_found", float(races.found))
+        click.echo(f"races found: {'yes' if races.found else 'none'}")
     diff = max_abs_diff(out, reference(*inputs))
     record.value("max_abs_diff_vs_xla", diff)
     click.echo(f"max |{impl} - xla| = {diff:.3g}")

@@ -30,12 +30,6 @@ def kernel_interpret_mode() -> pltpu.InterpretParams | bool:
     return pltpu.InterpretParams(detect_races=os.environ.get(DETECT_RACES_ENV) == "1")
 
 
-def races_found() -> bool:
-    """Whether the race detector found a race in the last interpreted kernel call (False if it was off)."""
-    races = _interpreter.races  # private in jax 0.10; the one place perfkit reads it
-    return bool(races is not None and races.races_found)
-
-
 class Interpreted(NamedTuple):
     """The outputs of an interpreted run, and whether the race detector found a race."""
 
@@ -49,28 +43,39 @@ def run_interpreted(fn: Callable[..., Any], *args, detect_races: bool = True) ->
     traced again), waits for the result, and reports whether any of its kernel calls had a race."""
     params = pltpu.InterpretParams(detect_races=detect_races)
     pltpu.reset_tpu_interpret_mode_state()
-    detectors: list = []
     try:
-        with pltpu.force_tpu_interpret_mode(params), _every_detector(detectors):
+        with pltpu.force_tpu_interpret_mode(params), collect_races() as log:
             outputs = jax.block_until_ready(fn(*args))
     except BaseException:
         pltpu.reset_tpu_interpret_mode_state()  # or the next interpreted kernel starts in a bad state
         raise
-    return Interpreted(outputs, any(d.races_found for d in detectors))
+    return Interpreted(outputs, log.found)
+
+
+class RaceLog:
+    """The race detectors of the interpreted kernel calls made inside ``collect_races``."""
+
+    def __init__(self) -> None:
+        self.detectors: list = []
+
+    @property
+    def found(self) -> bool:
+        return any(d.races_found for d in self.detectors)
 
 
 @contextlib.contextmanager
-def _every_detector(detectors: list) -> Iterator[None]:
-    """Collects the race detector of every kernel call: the interpreter makes a new one per call and
-    keeps only the last."""
-    make = _interpreter.RaceDetectionState
+def collect_races() -> Iterator[RaceLog]:
+    """Keeps the race detector of every kernel call in the body (the interpreter makes a new one per
+    call and keeps only the last). Detectors only look where ``detect_races`` is on."""
+    log = RaceLog()
+    make = _interpreter.RaceDetectionState  # private in jax 0.10; the one place perfkit touches it
 
     def make_and_keep(*args, **kwargs):
-        detectors.append(make(*args, **kwargs))
-        return detectors[-1]
+        log.detectors.append(make(*args, **kwargs))
+        return log.detectors[-1]
 
     _interpreter.RaceDetectionState = make_and_keep
     try:
-        yield
+        yield log
     finally:
         _interpreter.RaceDetectionState = make

@@ -14,7 +14,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.experimental.pallas import tpu as pltpu
 from jax.sharding import PartitionSpec as P
 
 from kernel_testing import AXIS, sharded
@@ -203,9 +202,9 @@ def test_race_detector_catches_one_receive_slot_too_few(rng, op):
 def test_detect_races_env_switches_the_detector_for_every_kernel(rng, monkeypatch, setting, detected):
     monkeypatch.setenv(interpret.DETECT_RACES_ENV, setting)
     program, args = _one_slot_short(rng, "all_gather_matmul")
-    pltpu.reset_tpu_interpret_mode_state()
-    jax.block_until_ready(program(*args))  # traced here, outside run_interpreted
-    assert interpret.races_found() is detected
+    with interpret.collect_races() as races:
+        jax.block_until_ready(program(*args))  # traced here, outside run_interpreted
+    assert races.found is detected
 
 
 # What the kernels cannot take, and the fallback --------------------------------------------------
