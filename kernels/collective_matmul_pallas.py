@@ -86,7 +86,8 @@ def _common_reason(dtypes, rows_per_half: int, contraction: Sequence[int], width
 
 def _budget_reason(scratch_bytes: int, tiling: Tiling) -> str | None:
     if scratch_bytes > tiling.vmem_budget_bytes:
-        return f"needs {scratch_bytes / 2**20:.1f} MiB of VMEM, over the {tiling.vmem_budget_bytes / 2**20:.0f} MiB budget"
+        budget = tiling.vmem_budget_bytes / 2**20
+        return f"needs {scratch_bytes / 2**20:.1f} MiB of VMEM, over the {budget:.0f} MiB budget"
     return None
 
 
