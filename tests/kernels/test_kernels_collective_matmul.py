@@ -311,3 +311,28 @@ def test_run_interpreted_reports_a_race_in_any_of_several_kernels(rng):
     correct = _ag_program(4, (1,), 1, impl="pallas")
     assert run_interpreted(lambda *a: (flawed(*a), correct(*a)), *args).races_found
     assert not run_interpreted(correct, *args).races_found
+
+
+def test_pallas_rings_on_one_axis_of_a_two_axis_mesh(rng):
+    """A (2, 4) mesh: batch over "y", rows over "x"; each "y" row of devices runs its own ring, the
+    kernels address neighbours by their "x" coordinate only."""
+    from jax.sharding import Mesh
+
+    mesh = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("y", AXIS))
+
+    def program(fn, in_specs, out_specs):
+        return jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False))
+
+    x, (w,) = _ag_inputs(rng, 4, (2,), 16, 128, (256,))
+    ag = program(lambda x, w: all_gather_matmul(x, [w], axis_name=AXIS, impl="pallas")[0],
+                 (P("y", AXIS), P()), P("y"))
+    result = run_interpreted(ag, x, w)
+    assert not result.races_found
+    np.testing.assert_allclose(_f32(result.outputs), _f32(x) @ _f32(w), **TOLERANCE["float32"])
+
+    (pair,) = _rs_inputs(rng, 4, (2,), 16, (128,), 128)
+    rs = program(lambda a, b: matmul_reduce_scatter([(a, b)], axis_name=AXIS, impl="pallas"),
+                 (P("y", None, AXIS), P(AXIS)), P("y", AXIS))
+    result = run_interpreted(rs, *pair)
+    assert not result.races_found
+    np.testing.assert_allclose(_f32(result.outputs), _f32(pair[0]) @ _f32(pair[1]), **TOLERANCE["float32"])
