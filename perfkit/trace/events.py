@@ -36,6 +36,7 @@ from perfkit.trace import classify, kineto, steps, xplane
 from perfkit.trace.raw import ROLES, RawTrace
 
 ROLE_NAMES = {v: k for k, v in ROLES.items()}  # non-op roles are also the category of their events
+CATEGORY_VALUES = classify.CATEGORIES + tuple(r for r in ROLES if r != "op")
 CATEGORICAL = ("host", "line", "name", "kind", "category", "hlo_op", "hlo_module", "shape")
 _RANK_DIR = re.compile(r"rank[-_]?(\d+)$")
 _XPLANE_SUFFIX = ".xplane.pb"
@@ -76,52 +77,76 @@ def _read(path: Path, rank: int) -> RawTrace:
 
 
 def _packed_key(codes: list[np.ndarray]) -> np.ndarray:
-    """One int64 key per row for a tuple of non-negative int columns (refactorized when too wide)."""
+    """One int64 key per row for a tuple of int columns >= -1 (refactorized when too wide); built in
+    place, one array for the whole table."""
     key = codes[0].astype(np.int64)
+    key += 1
     for c in codes[1:]:
-        bits = int(c.max(initial=0)).bit_length()
+        bits = (int(c.max(initial=0)) + 1).bit_length()
         if int(key.max(initial=0)).bit_length() + bits > 62:
             key = pd.factorize(key)[0].astype(np.int64)
-        key = (key << bits) | c
+        key <<= bits
+        key += c  # the low bits are zero: adding c + 1 < 2**bits sets them
+        key += 1
     return key
 
 
-def _classify(raw: RawTrace) -> dict[str, np.ndarray]:
-    """Codes (into raw.strings) of kind, category, shape, hlo_op and hlo_module for every event."""
+def _small_codes(size: int) -> type:
+    return np.int8 if size < 2**7 else np.int16 if size < 2**15 else np.int32
+
+
+def _classify(raw: RawTrace) -> dict:
+    """``kind``, ``category``, ``shape`` of every event as categoricals (device ops classified once per
+    distinct identity, the rest by role), and ``hlo_op``, ``hlo_module`` as codes into raw.strings (an op's
+    HLO name and its program's module fill in where the event had none)."""
     cols, strings = raw.columns, raw.strings
-    n = cols["role"].size
-    out = {"kind": np.full(n, strings.code(""), np.int32),
-           "category": np.array([strings.code(ROLE_NAMES[r]) for r in range(len(ROLES))], np.int32)[cols["role"]],
-           "shape": np.full(n, strings.code(""), np.int32),
-           "hlo_op": cols["hlo_op"].copy(), "hlo_module": cols["hlo_module"].copy()}
-    ops = np.flatnonzero(cols["role"] == ROLES["op"])
-    if not ops.size:
-        return out
-    prog_codes, _ = pd.factorize(cols["program_id"][ops])
-    ident = [cols["name"][ops] + 1, cols["hlo_op"][ops] + 1, cols["hlo_category"][ops] + 1, prog_codes + 1]
-    op_code, first = pd.factorize(_packed_key([np.asarray(c, np.int64) for c in ident]))
-    first_row = np.zeros(len(first), np.int64)
-    first_row[op_code[::-1]] = np.arange(ops.size)[::-1]  # any row of each identity will do
-    table = []
-    for r in ops[first_row]:
-        text = lambda col: strings.values[cols[col][r]] if cols[col][r] >= 0 else ""  # noqa: E731
-        program = raw.programs.get(int(cols["program_id"][r]))
-        c = classify.classify(text("name"), text("hlo_op"), program, text("hlo_category"))
-        module = cols["hlo_module"][r] if cols["hlo_module"][r] >= 0 or program is None else strings.code(program.module)
-        table.append([strings.code(c.kind), strings.code(c.category), strings.code(c.shape),
-                      strings.code(c.hlo_op) if c.hlo_op else -1, module])
-    table = np.array(table, np.int32)[op_code].T
-    for i, column in enumerate(("kind", "category", "shape", "hlo_op", "hlo_module")):
-        out[column][ops] = table[i]
+    role = cols["role"]
+    n = role.size
+    hlo_op, hlo_module = cols["hlo_op"], cols["hlo_module"]  # filled in place: the reader's arrays
+    ops = np.flatnonzero(role == ROLES["op"])
+    classes = []
+    if ops.size:
+        whole = ops.size == n  # an all-op trace (a TPU op line): no gathers
+        pick = (lambda a: a) if whole else (lambda a: a[ops])  # noqa: E731
+        prog_codes, _ = pd.factorize(pick(cols["program_id"]))
+        op_code, first = pd.factorize(_packed_key([pick(cols["name"]), pick(hlo_op), pick(cols["hlo_category"]),
+                                                   prog_codes]))
+        first_row = np.zeros(len(first), np.int64)
+        first_row[op_code[::-1]] = np.arange(ops.size)[::-1]  # any row of each identity will do
+        ops_hlo, ops_module = [], []
+        for r in ops[first_row]:
+            text = lambda col: strings.values[cols[col][r]] if cols[col][r] >= 0 else ""  # noqa: E731
+            program = raw.programs.get(int(cols["program_id"][r]))
+            classes.append(classify.classify(text("name"), text("hlo_op"), program, text("hlo_category")))
+            ops_hlo.append(strings.code(classes[-1].hlo_op) if classes[-1].hlo_op else -1)
+            ops_module.append(hlo_module[r] if hlo_module[r] >= 0 or program is None else strings.code(program.module))
+        hlo_op[ops] = np.array(ops_hlo, np.int32)[op_code]
+        hlo_module[ops] = np.array(ops_module, np.int32)[op_code]
+    out = {"hlo_op": hlo_op, "hlo_module": hlo_module}
+    for column in ("kind", "shape"):  # "" for events that are not device ops
+        codes, values = pd.factorize(pd.Index([""] + [getattr(c, column) for c in classes], dtype=object))
+        per_event = np.zeros(n, _small_codes(len(values)))
+        if ops.size:
+            per_event[ops] = codes[1:].astype(per_event.dtype)[op_code]
+        out[column] = pd.Categorical.from_codes(per_event, categories=values, validate=False)
+    # categories: compute / ici / dma for device ops, then the other roles' names
+    by_role = np.array([CATEGORY_VALUES.index(ROLE_NAMES[r]) if r != ROLES["op"] else 0 for r in range(len(ROLES))],
+                       np.int8)[role]
+    if ops.size:
+        by_role[ops] = np.array([CATEGORY_VALUES.index(c.category) for c in classes], np.int8)[op_code]
+    out["category"] = pd.Categorical.from_codes(by_role, categories=pd.Index(CATEGORY_VALUES, dtype=object),
+                                                validate=False)
     return out
 
 
 def _categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
-    """Codes into ``values`` (-1 missing) as a categorical of the values used (a count, not a sort)."""
-    used = np.flatnonzero(np.bincount(codes + 1, minlength=len(values) + 1)[1:])
-    recode = np.full(len(values) + 1, -1, np.int32)
-    recode[used + 1] = np.arange(used.size, dtype=np.int32)
-    return pd.Categorical.from_codes(recode[codes + 1], categories=pd.Index(np.array(values, object)[used], dtype=object),
+    """Codes into ``values`` (-1 missing) as a categorical of the values used (a count, not a sort), its
+    codes in the smallest integer type."""
+    counts = np.bincount(codes[codes >= 0] if (codes < 0).any() else codes, minlength=len(values))
+    used = np.flatnonzero(counts)
+    recode = np.full(len(values) + 1, -1, _small_codes(used.size))  # the last entry answers code -1
+    recode[used] = np.arange(used.size)
+    return pd.Categorical.from_codes(recode[codes], categories=pd.Index(np.array(values, object)[used], dtype=object),
                                      validate=False)
 
 
@@ -132,21 +157,23 @@ def _frame(raw: RawTrace, pattern: re.Pattern | None, shift_ps: int) -> pd.DataF
     values = raw.strings.values
     n = step.size
     line_codes, line_names = pd.factorize(pd.Index(raw.lines, dtype=object))  # names may repeat
+    start = cols["start_ps"]
+    start += shift_ps  # in place: the reader's arrays become the frame's
     frame = pd.DataFrame({
         "rank": np.full(n, raw.rank, np.int32),
         "host": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=pd.Index([raw.host], dtype=object)),
         "device": cols["device"],
-        "line": pd.Categorical.from_codes(line_codes[cols["line"]], categories=line_names),
+        "line": pd.Categorical.from_codes(line_codes.astype(np.int32)[cols["line"]], categories=line_names),
         "name": _categorical(cols["name"], values),
-        "kind": _categorical(classes["kind"], values),
-        "category": _categorical(classes["category"], values),
-        "start_ps": cols["start_ps"] + shift_ps,
+        "kind": classes["kind"],
+        "category": classes["category"],
+        "start_ps": start,
         "dur_ps": cols["dur_ps"],
         "hlo_op": _categorical(classes["hlo_op"], values),
         "hlo_module": _categorical(classes["hlo_module"], values),
         "program_id": cols["program_id"],
         "step": step,
-        "shape": _categorical(classes["shape"], values),
+        "shape": classes["shape"],
         "stall_ps": cols["stall_ps"],
     }, copy=False)
     frame.attrs["steps_from"] = source

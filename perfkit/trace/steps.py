@@ -39,7 +39,7 @@ def _marker_numbers(names: list[str], codes: np.ndarray, numbers: np.ndarray, pa
 def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | None) -> tuple[np.ndarray, str]:
     """(n,) int32 step per event (markers: their number; ops: their window's; others -1) and where the
     steps came from. ``cols``: a ``RawTrace``'s columns (name, role, device, start_ps, dur_ps, step)."""
-    role, device, start, end = cols["role"], cols["device"], cols["start_ps"], cols["start_ps"] + cols["dur_ps"]
+    role, device, start = cols["role"], cols["device"], cols["start_ps"]
     if pattern is not None:
         hits = np.array([bool(pattern.search(s)) for s in names] + [False], bool)
         marker = hits[cols["name"]] & (role != ROLES["op"])
@@ -61,10 +61,11 @@ def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | 
             continue
         order = np.argsort(start[mine], kind="stable")
         mine, nums = mine[order], numbers[np.searchsorted(midx, mine[order])]
+        end = start[mine] + cols["dur_ps"][mine]
         nums = np.where(nums >= 0, nums, np.arange(nums.size))
         step[mine] = nums
         which = np.flatnonzero(ops & (device == dev))
         at = np.searchsorted(start[mine], start[which], side="right") - 1
-        inside = (at >= 0) & (start[which] < end[mine][np.maximum(at, 0)])
+        inside = (at >= 0) & (start[which] < end[np.maximum(at, 0)])
         step[which[inside]] = nums[at[inside]]
     return step, source

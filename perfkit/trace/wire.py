@@ -117,7 +117,7 @@ def fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Iterator[Fi
         live = live[nxt < ends[live]]
 
 
-def lengths_to_bounds(lengths: np.ndarray, base: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def lengths_to_bounds(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start and end positions (n,) int64 of consecutive chunks of the given lengths (n,)."""
-    ends = np.cumsum(lengths, dtype=np.int64) + base
+    ends = np.cumsum(lengths, dtype=np.int64)
     return ends - lengths, ends

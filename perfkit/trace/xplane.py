@@ -26,7 +26,7 @@ from perfkit.trace import wire
 from perfkit.trace.programs import Program, read_program
 from perfkit.trace.raw import ROLES, RawTrace, StringTable
 
-CHUNK = 1 << 18  # events decoded per numpy batch: small enough to stay in cache and reuse memory
+CHUNK = 1 << 14  # events decoded per numpy batch: small enough to stay in cache and reuse memory
 INT_STATS = ("program_id", "device_ordinal", "step_num", "group_id", "dma_stall_duration_ps")
 STR_STATS = ("hlo_op", "hlo_module", "hlo_category")
 _DEVICE_PLANE = re.compile(r"/device:(TPU|GPU):(\d+)")
@@ -186,9 +186,8 @@ def read(path: Path, rank: int) -> RawTrace:
     """One ``xplane.pb`` as columnar events (``RawTrace``); BadInput when it is not a whole XSpace."""
     from perfkit.trace.schema import XSPACE_EVENTS_AS_BYTES
 
-    data = path.read_bytes()
     try:
-        space = XSPACE_EVENTS_AS_BYTES.FromString(data)
+        space = XSPACE_EVENTS_AS_BYTES.FromString(path.read_bytes())  # the file's bytes are freed at once
     except DecodeError:
         raise BadInput("not a complete XSpace protobuf (truncated, or not an xplane.pb)", path=path) from None
     if not space.planes or not all(p.name for p in space.planes):
