@@ -35,9 +35,14 @@ def test_torch_case_end_to_end(tmp_path):
     for t in trials:
         assert t["status"] == "ok" and len(t["steps_ms"]) == 4
         assert [r["exit_code"] for r in t["ranks"]] == [0, 0]
-    quality = json.loads((run_dir / "summary.json").read_text())["quality"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    quality = summary["quality"]
     # Same model and weights; the two plans reorder float32 sums only, below uint8 resolution.
     assert quality["bit_identical"] or quality["psnr_db"] > 50, quality
+    if summary.get("breakdown") is not None:  # the run's trace analysis (perfkit.trace) read every rank
+        for variant in ("ulysses", "ring"):
+            part = summary["breakdown"]["variants"][variant]
+            assert part["chip_steps"] == 2 and part["ici_ms"] > 0, part
 
     for variant, collectives in (("ulysses", {"gloo:all_to_all"}), ("ring", {"gloo:send", "gloo:recv"})):
         trial = next((run_dir / "trials").glob(f"*-{variant}"))
