@@ -4,7 +4,7 @@ One row per event. Columns:
 
 | column | dtype | meaning |
 | --- | --- | --- |
-| rank | int32 | process rank (Kineto ``distributedInfo.rank``, a ``rank<R>`` folder, else by host) |
+| rank | int32 | Kineto ``distributedInfo.rank``, a ``rank<R>`` folder, ``<host>_<rank>.xplane.pb``, else per host |
 | host | category | host name (XSpace hostname, else the file name) |
 | device | int32 | device (chip) index; -1 for host activity |
 | line | category | XLine / stream / thread the event sits on |
@@ -39,6 +39,7 @@ ROLE_NAMES = {v: k for k, v in ROLES.items()}  # non-op roles are also the categ
 CATEGORY_VALUES = classify.CATEGORIES + tuple(r for r in ROLES if r != "op")
 CATEGORICAL = ("host", "line", "name", "kind", "category", "hlo_op", "hlo_module", "shape")
 _RANK_DIR = re.compile(r"rank[-_]?(\d+)$")
+_TORCH_TPU_FILE = re.compile(r"_(\d+)\.xplane\.pb$")
 _XPLANE_SUFFIX = ".xplane.pb"
 _KINETO_SUFFIXES = (".json", ".json.gz")
 
@@ -51,21 +52,25 @@ def trace_files(paths: list[str | Path]) -> list[Path]:
         if p.is_file():
             found.append(p)
         elif p.is_dir():
-            planes = sorted(p.rglob(f"*{_XPLANE_SUFFIX}"))
-            found += planes or sorted(f for f in p.rglob("*") if f.name.endswith(_KINETO_SUFFIXES))
-            if not found:
+            here = (sorted(p.rglob(f"*{_XPLANE_SUFFIX}"))
+                    or sorted(f for f in p.rglob("*") if f.name.endswith(_KINETO_SUFFIXES)))
+            if not here:
                 raise BadInput("no *.xplane.pb or Kineto *.json[.gz] trace under this folder", path=p)
+            found += here
         else:
             raise BadInput("no such file or folder", path=p)
     return found
 
 
 def _rank_hint(path: Path) -> int | None:
+    """The rank a file's path names: a ``rank<R>`` folder (perfkit's trial layout), else torch_tpu's
+    ``<host>_<rank>.xplane.pb``."""
     for part in reversed(path.parent.parts):
         m = _RANK_DIR.search(part)
         if m:
             return int(m.group(1))
-    return None
+    m = _TORCH_TPU_FILE.search(path.name)
+    return int(m.group(1)) if m else None
 
 
 def _read(path: Path, rank: int) -> RawTrace:

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from perfkit.errors import BadInput
+from perfkit.trace.programs import Programs
 from perfkit.trace.raw import ROLES, RawTrace, StringTable
 
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -81,4 +82,4 @@ def read(path: Path, rank: int) -> RawTrace:
         "hlo_category": np.full(n, -1, np.int32),
     }
     return RawTrace(path=path, rank=rank, host=path.name.split(".")[0], origin_ns=int(origin_us * 1000), columns=columns,
-                    strings=strings, lines=lines.values, programs={})
+                    strings=strings, lines=lines.values, programs=Programs({}, path))

@@ -87,3 +87,17 @@ def read_program(data: bytes, path: Path | str) -> Program:
                 inner = collective_in(inst.called_computation_ids, set())
             ops[inst.name] = Op(opcode, shape_text(inst.shape), inner)
     return Program(module.name, ops)
+
+
+class Programs:
+    """program id -> ``Program``, parsed from its HloProto bytes when first asked for (a trace's metadata
+    may hold many programs that none of its ops ran)."""
+
+    def __init__(self, protos: dict[int, bytes], path: Path | str):
+        self.protos, self.path = protos, path
+        self._parsed: dict[int, Program] = {}
+
+    def get(self, program_id: int) -> Program | None:
+        if program_id not in self._parsed and program_id in self.protos:
+            self._parsed[program_id] = read_program(self.protos[program_id], self.path)
+        return self._parsed.get(program_id)

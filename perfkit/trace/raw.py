@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from perfkit.trace.programs import Program
+from perfkit.trace.programs import Programs
 
 # What an event is, before classification: a device op (classified into compute / ici / dma), a step
 # marker, a module span, host activity, or another device-side event (counters, overlays).
@@ -49,4 +49,4 @@ class RawTrace(NamedTuple):
     columns: dict[str, np.ndarray]
     strings: StringTable
     lines: list[str]
-    programs: dict[int, Program]    # program id -> its ops (xplane /host:metadata)
+    programs: Programs              # program id -> its ops (xplane /host:metadata)

@@ -23,7 +23,7 @@ from google.protobuf.message import DecodeError
 
 from perfkit.errors import BadInput
 from perfkit.trace import wire
-from perfkit.trace.programs import Program, read_program
+from perfkit.trace.programs import Programs
 from perfkit.trace.raw import ROLES, RawTrace, StringTable
 
 CHUNK = 1 << 14  # events decoded per numpy batch: small enough to stay in cache and reuse memory
@@ -77,24 +77,21 @@ def _plane_tables(plane, strings: StringTable) -> _Plane:
     return _Plane(kind, device, names, meta_int, meta_str, stat_names)
 
 
-def _programs(space, path: Path) -> dict[int, Program]:
-    """program id -> its HLO (opcode and shape per op name) from the ``/host:metadata`` plane."""
-    out: dict[int, Program] = {}
+def _programs(space, path: Path) -> Programs:
+    """The programs' HLO from the ``/host:metadata`` plane: one event metadata per program, named
+    ``jit_f(6)``, with stats ``Hlo Proto`` and (not always set) ``program_id``."""
+    protos: dict[int, bytes] = {}
     for plane in space.planes:
         if plane.name != "/host:metadata":
             continue
         stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
         for mid, md in plane.event_metadata.items():
-            stats = {stat_names.get(s.metadata_id): s for s in md.stats}
-            proto = stats.get("Hlo Proto")
-            if proto is None:
-                continue
-            pid = stats.get("program_id")
-            m = re.search(r"\((\d+)\)$", md.name)
-            key = (int(_stat_value(pid, stat_names)) if pid is not None and _stat_value(pid, stat_names)
-                   else int(m.group(1)) if m else mid)
-            out[key] = read_program(proto.bytes_value, path)
-    return out
+            stats = {stat_names.get(s.metadata_id): _stat_value(s, stat_names) for s in md.stats}
+            if isinstance(stats.get("Hlo Proto"), bytes):
+                numbered = re.search(r"\((\d+)\)$", md.name)
+                program_id = stats.get("program_id") or (int(numbered.group(1)) if numbered else mid)
+                protos[int(program_id)] = stats["Hlo Proto"]
+    return Programs(protos, path)
 
 
 class _Columns:
