@@ -117,3 +117,24 @@ def test_torch_cpu_kineto_trace(tmp_path):
     rows = breakdown.breakdown(ev)
     assert rows["step"].tolist() == [0, 1] and (rows["ici_ps"] > 0).all()
     assert (rows[["compute_ps", "ici_ps", "dma_ps", "idle_ps"]].sum(axis=1) == rows["span_ps"]).all()
+
+
+def test_worker_traced_step_is_found_by_its_index(tmp_path):
+    """The bundled worker's capture: trace/step<i>/ holds a profile whose step marker is numbered i."""
+    import jax
+    import jax.numpy as jnp
+
+    from perfkit.worker import traced_step
+
+    f = jax.jit(lambda x: (x @ x).sum())
+    x = jnp.ones((64, 64))
+    f(x).block_until_ready()
+    with traced_step(jax, str(tmp_path), 5):
+        f(x).block_until_ready()
+    with traced_step(jax, None, 6):  # not a traced step: nothing written
+        f(x).block_until_ready()
+    assert [p.name for p in tmp_path.iterdir()] == ["step5"]
+    ev = events.load([tmp_path])
+    assert ev.loc[ev["category"] == "step", "step"].tolist() == [5]
+    ops = events.device_ops(ev)
+    assert len(ops) and (ops["step"] == 5).all()
