@@ -37,11 +37,13 @@ class Interpreted(NamedTuple):
     races_found: bool
 
 
-def run_interpreted(fn: Callable[..., Any], *args, detect_races: bool = True) -> Interpreted:
+def run_interpreted(fn: Callable[..., Any], *args, detect_races: bool = True,
+                    dma_execution_mode: str = "on_wait") -> Interpreted:
     """Runs ``fn(*args)`` (e.g. ``jit(shard_map(...))`` around Pallas calls) with every Pallas call in
     it in TPU interpret mode (the mode is part of jax's jit cache key, so a program compiled before is
-    traced again), waits for the result, and reports whether any of its kernel calls had a race."""
-    params = pltpu.InterpretParams(detect_races=detect_races)
+    traced again), waits for the result, and reports whether any of its kernel calls had a race.
+    ``dma_execution_mode``: "on_wait" runs a DMA as late as a wait allows, "eager" as soon as it starts."""
+    params = pltpu.InterpretParams(detect_races=detect_races, dma_execution_mode=dma_execution_mode)
     pltpu.reset_tpu_interpret_mode_state()
     try:
         with pltpu.force_tpu_interpret_mode(params), collect_races() as log:

@@ -304,6 +304,23 @@ def test_kernels_lower_for_tpu(monkeypatch, dtype, lead):
     assert "tpu_custom_call" in jax.export.export(program, platforms=["tpu"])(*pairs[0]).mlir_module()
 
 
+def test_pallas_kernels_are_exact_with_eager_dmas(rng):
+    """The same flow control with every DMA done as soon as it starts (the default runs them as late
+    as a wait allows): no race, and integer inputs still give exact results."""
+    n, lead = 4, (2,)
+    x, weights = _ag_inputs(rng, n, lead, 16, 128, (128, 256), integers=True)
+    result = run_interpreted(_ag_program(n, lead, 2, impl="pallas"), x, *weights, dma_execution_mode="eager")
+    assert not result.races_found
+    for got, w in zip(result.outputs, weights):
+        for rank in _f32(got):
+            np.testing.assert_array_equal(rank, _f32(x) @ _f32(w))
+    pairs = _rs_inputs(rng, n, lead, 16, (128, 256), 256, integers=True)
+    result = run_interpreted(_rs_program(n, lead, 2, impl="pallas"), *[t for p in pairs for t in p],
+                             dma_execution_mode="eager")
+    assert not result.races_found
+    np.testing.assert_array_equal(_f32(result.outputs), sum(_f32(a) @ _f32(b) for a, b in pairs))
+
+
 def test_run_interpreted_reports_a_race_in_any_of_several_kernels(rng):
     """The flawed kernel first, a correct one after it: the interpreter keeps only the last call's
     detector, run_interpreted must still see the first one's race."""
