@@ -76,7 +76,11 @@ def plan_lanes(length: int, shards: int, lanes: int = LANES) -> PadPlan:
     return plan_multiple(length, shards, shards * lanes)
 
 
-def pad(x, plan: PadPlan, axis: int = 1):
+def pad(
+    x: np.ndarray | jax.Array,  # (..., plan.length, ...): ``plan.length`` rows along ``axis``
+    plan: PadPlan,
+    axis: int = 1,  # the sequence axis of (B, S, ...) arrays
+) -> np.ndarray | jax.Array:  # (..., plan.padded, ...)
     """``x`` with ``plan.pad`` zero rows appended along ``axis`` (numpy stays numpy). Eager: call it
     on concrete arrays, outside ``jit``."""
     _check_rows(x, axis, plan.length, "pad")
@@ -85,7 +89,11 @@ def pad(x, plan: PadPlan, axis: int = 1):
     return np.pad(x, widths) if isinstance(x, np.ndarray) else jnp.pad(x, widths)
 
 
-def unpad(x, plan: PadPlan, axis: int = 1):
+def unpad(
+    x: np.ndarray | jax.Array,  # (..., plan.padded, ...)
+    plan: PadPlan,
+    axis: int = 1,
+) -> np.ndarray | jax.Array:  # (..., plan.length, ...)
     """The first ``plan.length`` rows of ``x`` along ``axis`` (the inverse of ``pad``)."""
     _check_rows(x, axis, plan.padded, "unpad")
     index = [slice(None)] * x.ndim
