@@ -1,7 +1,8 @@
 """Reference SP model families, by name: ``perfkit.models.get("wan")``.
 
-Every family is a set of configs (``tiny`` for CPU, ``real`` for published block sizes), a tree of
-parameter specs, and one ``forward`` written against ``perfkit.models.plans.Plan``.
+Every family module holds its configs (``tiny`` for CPU, ``real`` for published block sizes), its
+streams (``perfkit.models.plans.Stream`` / ``Joint``), a tree of parameter specs, and one ``forward``
+written against ``perfkit.models.plans.Plan``.
 """
 
 from __future__ import annotations
@@ -10,24 +11,44 @@ import dataclasses
 import importlib
 from typing import Any, Callable
 
-FAMILIES = {"wan": "perfkit.models.wan"}
+from perfkit.errors import BadInput
+
+FAMILIES = {
+    "wan": "perfkit.models.wan",
+    "flux": "perfkit.models.flux",
+    "hunyuan": "perfkit.models.hunyuan",
+    "ltx2": "perfkit.models.ltx2",
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class Family:
+    """One model family: ``forward(params, inputs, t, *, cfg, plan)`` maps stream name -> (B, S', C)
+    inputs and (B,) times to the velocity of each denoised stream."""
+
     name: str
     configs: dict[str, Any]
+    streams: Callable[[Any], dict]
     param_specs: Callable[[Any], Any]
     forward: Callable[..., Any]
     description: str
 
+    def config(self, config):
+        """A config by name, or a config object passed through."""
+        if not isinstance(config, str):
+            return config
+        if config not in self.configs:
+            raise BadInput(f"model {self.name!r} has configs {sorted(self.configs)}, not {config!r}",
+                           field="model.config")
+        return self.configs[config]
+
 
 def get(name: str) -> Family:
     if name not in FAMILIES:
-        raise KeyError(f"unknown model {name!r}; known: {', '.join(sorted(FAMILIES))}")
+        raise BadInput(f"unknown model {name!r}; known: {', '.join(sorted(FAMILIES))}", field="model.name")
     mod = importlib.import_module(FAMILIES[name])
     doc = (mod.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
-    return Family(name, mod.CONFIGS, mod.param_specs, mod.forward, doc)
+    return Family(name, mod.CONFIGS, mod.streams, mod.param_specs, mod.forward, doc)
 
 
 def names() -> list[str]:

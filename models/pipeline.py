@@ -1,8 +1,9 @@
 """The denoise loop every model family shares: flow-matching Euler steps from seeded noise, optional
 classifier-free guidance (batch 2), and a fixed random linear decoder to uint8 RGB frames.
 
-``Denoiser`` compiles one step as ``jit(shard_map(...))`` for a plan on a 1-D mesh; time enters as a
-runtime array so every step reuses one program.
+``Denoiser`` binds a plan to the family's streams, pads the streams that need it (eagerly, on the host,
+before anything is compiled), and compiles one step as ``jit(shard_map(...))`` on a 1-D mesh; time
+enters as a runtime array so every step reuses one program. Pad rows are cut when latents are read.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from perfkit import models
+from perfkit.kernels import padding
 from perfkit.models import layers as L
-from perfkit.models.plans import AXIS, Plan
+from perfkit.models.plans import AXIS, Plan, Stream
 
 PIXELS_PER_TOKEN = 8  # decoder: one latent token -> an 8x8 RGB patch
 
@@ -38,51 +40,82 @@ def euler_sigmas(steps: int) -> np.ndarray:
 
 
 class Denoiser:
-    """Holds sharded parameters and latents; ``step()`` runs one Euler step on the devices."""
+    """Holds sharded parameters and streams; ``step()`` runs one Euler step on the devices.
 
-    def __init__(self, family: str, config: str, plan: Plan, devices, run: DenoiseConfig):
+    ``config`` is a config name of the family or one of its config objects. The first denoised stream
+    is the one decoded to frames and exposed as ``latents``."""
+
+    def __init__(self, family: str, config, plan: Plan, devices, run: DenoiseConfig):
         fam = models.get(family)
-        if config not in fam.configs:
-            raise KeyError(f"model {family!r} has configs {sorted(fam.configs)}, not {config!r}")
-        self.cfg = cfg = fam.configs[config]
-        self.run, self.plan = run, plan
+        self.cfg = cfg = fam.config(config)
+        self.run = run
         self.mesh = Mesh(np.asarray(devices), (AXIS,))
+        streams = fam.streams(cfg)
+        self.plan = plan = plan.bind(streams, len(devices))
         dtype = jnp.dtype(run.dtype)
+
         specs = fam.param_specs(cfg)
-        kinds = L.param_kinds(specs)
-        param_pspecs = jax.tree.map(plan.param_spec, kinds)
-        params = L.init_params(specs, run.seed, dtype)
+        param_pspecs = jax.tree.map(plan.param_spec, L.param_kinds(specs))
+        params = jax.device_get(L.init_params(specs, run.seed, dtype))
+        if plan.split_rope:
+            params = L.permute_for_split_rope(params, specs)
         self.params = jax.device_put(params, jax.tree.map(self._sharding, param_pspecs))
 
+        inputs = {name: s for name, s in streams.items() if isinstance(s, Stream)}
         rng = np.random.default_rng(run.seed + 1)
-        noise = rng.standard_normal((1, cfg.tokens, cfg.in_channels)).astype(np.float32)
-        text = rng.standard_normal((1, cfg.text_len, cfg.text_dim)).astype(np.float32)
-        self.latents = jax.device_put(noise.astype(dtype), self._sharding(plan.stream_spec))
-        self.text = jax.device_put(text.astype(dtype), self._sharding(P()))
+        host = {name: rng.standard_normal((1, s.rows, s.channels)).astype(np.float32) for name, s in inputs.items()}
+        put = {name: self._put(name, x.astype(dtype)) for name, x in host.items()}
+        denoised = [name for name, s in inputs.items() if s.denoised]
+        self.primary = denoised[0]
+        self.noise = {name: put[name] for name in denoised}
+        self.state = dict(self.noise)
+        self.conditions = {name: x for name, x in put.items() if name not in self.noise}
         self.sigmas = euler_sigmas(run.steps)
         self.index = 0
 
-        body = partial(_euler_step, forward=partial(fam.forward, cfg=cfg, plan=plan),
-                       guidance=run.guidance)
-        stream = plan.stream_spec
+        specs_of = lambda names: {name: plan.stream_spec(name) for name in names}  # noqa: E731
+        body = partial(_euler_step, forward=partial(fam.forward, cfg=cfg, plan=plan), guidance=run.guidance)
         self._step = jax.jit(jax.shard_map(
-            body, mesh=self.mesh, in_specs=(param_pspecs, stream, P(), P(), P()), out_specs=stream,
-            check_vma=False))
+            body, mesh=self.mesh,
+            in_specs=(param_pspecs, specs_of(self.state), specs_of(self.conditions), P(), P()),
+            out_specs=specs_of(self.state), check_vma=False))
 
     def _sharding(self, spec: P) -> NamedSharding:
         return NamedSharding(self.mesh, spec)
 
+    def _put(self, stream: str, x) -> jax.Array:
+        """(B, S, C) whole stream, host or device -> padded (eagerly) and placed as the plan lays it out."""
+        pad = self.plan.layout(stream).pad
+        return jax.device_put(x if pad is None else padding.pad(x, pad), self._sharding(self.plan.stream_spec(stream)))
+
+    def latents_of(self, stream: str) -> jax.Array:
+        """A denoised stream's current latents (B, S, C), pad rows cut."""
+        pad = self.plan.layout(stream).pad
+        x = self.state[stream]
+        return x if pad is None or pad.pad == 0 else padding.unpad(x, pad)
+
+    @property
+    def latents(self) -> jax.Array:
+        """The decoded stream's latents (B, S, C), pad rows cut."""
+        return self.latents_of(self.primary)
+
+    @latents.setter
+    def latents(self, value) -> None:
+        """Restart from ``value`` (B, S, C) of the decoded stream; other denoised streams restart from
+        their seeded noise."""
+        self.state = {**self.noise, self.primary: self._put(self.primary, value)}
+
     def step(self) -> jax.Array:
-        """One Euler step; returns the new latents (not waited on: the caller decides when to sync)."""
+        """One Euler step; returns the decoded stream's new (padded) latents, not waited on."""
         t, t_next = self.sigmas[self.index], self.sigmas[self.index + 1]
-        self.latents = self._step(self.params, self.latents, jnp.float32(t), jnp.float32(t_next - t),
-                                  self.text)
+        self.state = self._step(self.params, self.state, self.conditions, jnp.float32(t),
+                                jnp.float32(t_next - t))
         self.index += 1
-        return self.latents
+        return self.state[self.primary]
 
     def lower_text(self) -> str:
         """The optimized HLO of the step program (what every device runs)."""
-        args = (self.params, self.latents, jnp.float32(1), jnp.float32(-0.1), self.text)
+        args = (self.params, self.state, self.conditions, jnp.float32(1), jnp.float32(-0.1))
         return self._step.lower(*args).compile().as_text()
 
     def frames(self) -> np.ndarray:
@@ -90,17 +123,22 @@ class Denoiser:
         return decode(np.asarray(jax.device_get(self.latents), np.float32)[0], self.cfg.grid)
 
 
-def _euler_step(params, x, t, dt, text, *, forward, guidance):
-    b = x.shape[0]
+def _euler_step(params, latents, conditions, t, dt, *, forward, guidance):
+    """latents, conditions: name -> (B, S', C) stream arrays; returns the stepped latents."""
+    b = next(iter(latents.values())).shape[0]
     tt = jnp.full((b,), t)
     if guidance is None:
-        v = forward(params, x, tt, text)
-    else:
-        both = forward(params, jnp.concatenate([x, x]), jnp.concatenate([tt, tt]),
-                       jnp.concatenate([text, jnp.zeros_like(text)]))
-        v_cond, v_uncond = both[:b], both[b:]
-        v = v_uncond + guidance * (v_cond - v_uncond)
-    return (x.astype(jnp.float32) + dt * v.astype(jnp.float32)).astype(x.dtype)
+        v = forward(params, {**latents, **conditions}, tt)
+    else:  # one batch of 2: conditional, then unconditional (conditions zeroed)
+        both = forward(params, {**{n: jnp.concatenate([x, x]) for n, x in latents.items()},
+                                **{n: jnp.concatenate([c, jnp.zeros_like(c)]) for n, c in conditions.items()}},
+                       jnp.concatenate([tt, tt]))
+        v = {n: both[n][b:] + guidance * (both[n][:b] - both[n][b:]) for n in latents}
+    out = {}
+    for n, x in latents.items():
+        wide = L.compute_dtype(x)
+        out[n] = (x.astype(wide) + dt.astype(wide) * v[n].astype(wide)).astype(x.dtype)
+    return out
 
 
 def decode(latents: np.ndarray, grid: tuple[int, int, int], seed: int = 1234) -> np.ndarray:

@@ -1,0 +1,50 @@
+"""``perfkit models``: every family with its configs and streams, every plan with its options."""
+
+import json
+
+from click.testing import CliRunner
+
+from perfkit import models
+from perfkit.cli import cli
+from perfkit.models.plans import PLANS
+
+
+def _invoke(*args):
+    result = CliRunner().invoke(cli, ["models", *args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_json_lists_every_family_config_stream_and_plan():
+    cat = json.loads(_invoke("--json"))
+    assert [f["name"] for f in cat["families"]] == models.names() == ["flux", "hunyuan", "ltx2", "wan"]
+    for fam in cat["families"]:
+        family = models.get(fam["name"])
+        assert set(fam["configs"]) == {"tiny", "real"}
+        for name, cfg in fam["configs"].items():
+            assert cfg["fields"]["dim"] == family.configs[name].dim
+            assert list(cfg["streams"]) == list(family.streams(family.configs[name]))
+    ltx = next(f for f in cat["families"] if f["name"] == "ltx2")["configs"]["real"]["streams"]
+    assert ltx["video"] == {"rows": 2310, "channels": 128, "denoised": True, "sequence": True}
+    assert ltx["audio"]["sequence"] is False and ltx["text"]["denoised"] is False
+    plans = {p["name"]: p["options"] for p in cat["plans"]}
+    assert list(plans) == list(PLANS) == ["local", "tp", "sp", "ulysses"]
+    assert plans["sp"] == {"split_rope": False, "pad": None, "impl": "ring", "bidirectional": True, "assemble": "dus"}
+    assert plans["ulysses"] == {"split_rope": False, "pad": None}
+
+
+def test_real_configs_carry_the_published_block_dimensions():
+    """The numbers the issue names: Wan 2.1 14B (dim 5120, 40 heads, FFN 13824), FLUX.1-dev (3072, 24)."""
+    wan, flux = models.get("wan").configs["real"], models.get("flux").configs["real"]
+    assert (wan.dim, wan.heads, wan.ffn) == (5120, 40, 13824)
+    assert (flux.dim, flux.heads, flux.head_dim) == (3072, 24, 128)
+
+
+def test_text_names_families_configs_and_plans():
+    out = _invoke()
+    for name in models.names():
+        assert f"\n  {name} " in out
+    assert "joint = video | text (contiguous)" in out and "joint = text | image (interleaved)" in out
+    assert "audio 51x128 (denoised, whole)" in out
+    for plan in PLANS:
+        assert f"\n  {plan} " in out

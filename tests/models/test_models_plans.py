@@ -1,0 +1,130 @@
+"""Every plan against the plain model (plan ``local`` on one device, float64), for every family: on one
+device in float64 and on 4 simulated devices in float32, with padded and unpadded streams, CFG on and
+off; and the guards (pad keys dropped, q / k norm gains permuted for split-halves RoPE, a stream that
+does not split refused without ``pad``).
+
+Tolerances. perfkit.kernels computes matmuls, attention and RoPE in float32 whatever the input type,
+so a float64 run is float64 only in the norms and the Euler update: where a plan changes shapes (pad
+rows) or summation order (split-halves channels) the one-device float64 runs differ from the plain
+model at float32 rounding (measured up to 2e-6 with CFG's 4x amplification); where it changes neither
+they agree exactly. On 4 devices in float32 the collectives regroup sums (measured up to 3e-6)."""
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+from model_testing import CONFIGS, FAMILIES, GUIDANCE, STEPS, denoise, outputs, reference
+
+from perfkit.errors import BadInput
+from perfkit.models import layers as L
+from perfkit.models.pipeline import DenoiseConfig, Denoiser, decode
+from perfkit.models.plans import Plan, make_plan
+
+FLOAT64_ATOL = 1e-5
+FLOAT32_ATOL = 5e-5
+LOGIC_ERROR = 1e-2  # a real mistake (a pad key attended to, an unpermuted gain) moves outputs this much
+
+# (plan, options, config kind, CFG scale): each plan padded and unpadded, CFG on and off.
+ONE_DEVICE_FLOAT64 = [
+    ("tp", {}, "odd", GUIDANCE),
+    ("sp", {"impl": "ring", "pad": "lanes", "split_rope": True}, "even", GUIDANCE),  # 64 rows padded to 128
+    ("ulysses", {"pad": "lanes"}, "odd", None),
+]
+FOUR_DEVICES_FLOAT32 = [
+    ("tp", {}, "even", GUIDANCE),
+    ("sp", {"impl": "xla"}, "even", None),
+    ("sp", {"impl": "ring", "pad": "halves"}, "odd", GUIDANCE),
+    ("ulysses", {}, "even", GUIDANCE),
+    ("ulysses", {"pad": "tiles", "split_rope": True}, "odd", None),
+]
+
+
+def _id(case):
+    plan, options, kind, guidance = case
+    return "-".join([plan, *(f"{k}={v}" for k, v in options.items()), kind, "cfg" if guidance else "nocfg"])
+
+
+def _assert_close(got: dict, want: dict, atol: float) -> None:
+    assert got.keys() == want.keys()
+    for name in want:
+        assert got[name].shape == want[name].shape, name
+        np.testing.assert_allclose(got[name], want[name], rtol=0, atol=atol, err_msg=name)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("case", ONE_DEVICE_FLOAT64, ids=_id)
+def test_plan_matches_the_plain_model_on_one_device_in_float64(family, case):
+    plan, options, kind, guidance = case
+    want = reference(family, kind, guidance)
+    with jax.enable_x64(True):
+        den = denoise(family, CONFIGS[family][kind], make_plan(plan, **options), 1, guidance=guidance, dtype="float64")
+        _assert_close(outputs(den), want, FLOAT64_ATOL)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("case", FOUR_DEVICES_FLOAT32, ids=_id)
+def test_plan_matches_the_plain_model_on_four_devices_in_float32(family, case):
+    plan, options, kind, guidance = case
+    cfg = CONFIGS[family][kind]
+    den = denoise(family, cfg, make_plan(plan, **options), 4, guidance=guidance)
+    want = reference(family, kind, guidance)
+    _assert_close(outputs(den), want, FLOAT32_ATOL)
+    frames, want_frames = den.frames(), decode(want[den.primary][0].astype(np.float32), cfg.grid)
+    assert frames.dtype == np.uint8 and frames.shape == (cfg.grid[0], cfg.grid[1] * 8, cfg.grid[2] * 8, 3)
+    assert np.abs(frames.astype(int) - want_frames).max() <= 1  # a rounding step of the uint8 decode
+    assert frames.std() > 10  # not a constant image
+
+
+def test_guard_pad_keys_are_dropped(monkeypatch):
+    """Without the pad-key cut the padded plans attend to pad rows and miss the plain model by far:
+    the parity tests above would fail. FLUX's joined stream has pad rows inside the gathered order."""
+    monkeypatch.setattr(Plan, "_real_keys", lambda self, stream, k, v: (k, v))
+    den = denoise("flux", CONFIGS["flux"]["odd"], make_plan("sp", pad="halves"), 4)
+    got, want = outputs(den)["image"], reference("flux", "odd", None)["image"]
+    assert np.abs(got - want).max() > LOGIC_ERROR
+
+
+def test_guard_split_rope_permutes_the_qk_norm_gains(monkeypatch):
+    """Permuting only the q / k projections (not the per-head norm gains) breaks split-halves RoPE:
+    the split_rope parity tests above would fail."""
+    permute = L.permute_for_split_rope
+
+    def projections_only(params, specs):
+        specs = jax.tree.map(lambda w: dataclasses.replace(w, rope_head_dim=None) if len(w.shape) == 1 else w,
+                             specs, is_leaf=L.is_weight)
+        return permute(params, specs)
+
+    monkeypatch.setattr(L, "permute_for_split_rope", projections_only)
+    den = denoise("wan", CONFIGS["wan"]["even"], make_plan("sp", split_rope=True), 4)
+    assert np.abs(outputs(den)["video"] - reference("wan", "even", None)["video"]).max() > LOGIC_ERROR
+
+
+@pytest.mark.parametrize("family,plan,stream,rows", [
+    ("ltx2", "sp", "video", 90),
+    ("hunyuan", "ulysses", "video", 35),
+    ("flux", "sp", "image", 35),
+])
+def test_guard_a_stream_that_does_not_split_needs_pad(family, plan, stream, rows):
+    with pytest.raises(BadInput) as err:
+        Denoiser(family, CONFIGS[family]["odd"], make_plan(plan), jax.devices()[:4], DenoiseConfig(steps=1))
+    assert err.value.field == "options.pad"
+    assert f"stream {stream!r} has {rows} rows, which do not split over 4 devices" in err.value.reason
+
+
+def test_restarting_from_the_first_latents_repeats_the_run():
+    """What the worker's natural pass does (``den.index, den.latents = 0, start``): every denoised
+    stream restarts (LTX-2's audio from its seeded noise), padded video included."""
+    den = Denoiser("ltx2", CONFIGS["ltx2"]["odd"], make_plan("sp", pad="halves"), jax.devices()[:4],
+                   DenoiseConfig(steps=STEPS, seed=3))
+    start = den.latents
+    assert start.shape == (1, 90, 4)
+    for _ in range(STEPS):
+        den.step()
+    first = outputs(den)
+    den.index, den.latents = 0, start
+    for _ in range(STEPS):
+        den.step()
+    again = outputs(den)
+    for name in ("video", "audio"):
+        np.testing.assert_array_equal(again[name], first[name])
