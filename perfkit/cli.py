@@ -20,6 +20,7 @@ COMMANDS = {
     "hlo-diff": "perfkit.hlo.cli:hlo_diff",
     "quality": "perfkit.quality:command",
     "trace": "perfkit.trace.cli:trace",
+    "models": "perfkit.models.listing:command",
 }
 
 
