@@ -7,6 +7,7 @@ Works only from what the run wrote (``case.yaml``, ``env.json``, ``trials.jsonl`
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -81,16 +82,69 @@ def trace_summary(run_dir: Path, trials: list[dict], variants: list[str] | None 
 
 
 def not_verified(case: Case, summary: dict) -> list[str]:
-    notes = ["one seed only"]
+    """What the run did not check, read from the case and the summary: the report's last section."""
+    notes = [f"one seed only (seed {case.seed})"]
     if case.oracle is None:
         notes.append("no oracle: quality is B against A, not against a higher-precision reference")
+    if case.aa_name is None:
+        notes.append("no A/A control: this machine's noise floor was not measured (`--aa`)")
     if not case.capture["trace"]:
         notes.append("no profiler traces captured (no compute / ICI / DMA / idle split)")
-    if any(r.get("consistent") is None for r in summary["ranks"].values()):
-        notes.append("rank consistency of per-process programs")
+    elif summary.get("breakdown") is None:
+        notes.append("profiler traces were asked for (`capture.trace`) but no trial wrote one")
+    unchecked = [v for v, r in summary["ranks"].items() if r.get("consistent") is None]
+    if unchecked:
+        notes.append(f"rank consistency of per-process programs ({', '.join(unchecked)}: no XLA dumps compared)")
     if summary.get("quality") is None:
         notes.append("output quality (no comparable outputs)")
+    once = [v for v, d in summary.get("determinism", {}).items() if d and d["runs"] < 2]
+    if once:
+        notes.append(f"determinism of {', '.join(once)} (one good run)")
+    if summary["comparison"]["verdict"] == "unknown":
+        notes.append("the B/A timing verdict: unknown (the CI reaches both sides of the minimum effect)")
+    failed = summary["trials"]["failed"]
+    if failed:
+        notes.append(f"{len(failed)} of {summary['trials']['total']} trials failed or hung: the figures come from "
+                     "the others")
+    if summary.get("interrupted"):
+        notes.append("the run was stopped before its plan was done")
+    devices = (summary.get("env") or {}).get("devices") or {}
+    if devices.get("platform") == "cpu":
+        notes.append("speed on TPU or GPU: these timings come from CPU devices")
     return notes
+
+
+def run_options(run_dir: Path) -> dict:
+    """The options the run was started with (``run.json``: of the run, its host 0, or the matrix run
+    holding this cell); empty when none is found."""
+    candidates = [run_dir / "run.json", run_dir / "hosts" / "host0" / "run.json"]
+    if run_dir.parent.name == "cells":
+        candidates.append(run_dir.parent.parent / "run.json")
+    return next((json.loads(p.read_text()) for p in candidates if p.exists()), {})
+
+
+def reproduce(run_dir: Path, env: dict) -> dict:
+    """How to run the case again: commit and tree, the directory commands ran in, and the ``perfkit run``
+    command on the run's resolved ``case.yaml`` with the options the run was started with."""
+    options = run_options(run_dir)
+    cwd = options.get("cwd") or None
+    case_file = (run_dir / "case.yaml").resolve()
+    shown = str(case_file.relative_to(cwd)) if cwd and case_file.is_relative_to(cwd) else str(case_file)
+    argv = ["perfkit", "run", shown]
+    if options.get("only"):
+        argv += ["--only", options["only"]]
+    if options.get("salt"):
+        argv.append("--salt")
+    if options.get("hosts", 1) > 1:
+        argv += ["--hosts", str(options["hosts"]), "--host-index", "<this host, 0..>", "--coordinator",
+                 options["coordinator"], "--out", "<a directory all hosts share>"]
+    src = env.get("source") or {}
+    return {"command": shlex.join(argv), "cwd": cwd, "case_file": shown, "commit": src.get("commit"),
+            "tree": src.get("tree"), "dirty": src.get("dirty"), "dirty_hash": src.get("dirty_hash"),
+            "case_yaml": (run_dir / "case.yaml").read_text()}
+
+
+ENV_KEYS = ("source", "packages", "devices", "python", "host", "cpus", "platform", "flags")
 
 
 def summarize_run(run_dir: Path) -> tuple[Case, dict]:
@@ -107,7 +161,8 @@ def summarize_run(run_dir: Path) -> tuple[Case, dict]:
         "kind": case.kind,
         "run_dir": str(run_dir),
         "baseline": a,
-        "variants": {v.name: variant_summary(trials, v.name) for v in variants},
+        "description": case.description,
+        "variants": {v.name: {"description": v.description, **variant_summary(trials, v.name)} for v in variants},
         "comparison": {k: v for k, v in main.items() if k != "variant"},
         "comparisons": comparisons.to_dict("records"),
         "noise_floor": timing.noise_floor(comparisons, case.aa_name) if case.aa else None,
@@ -118,7 +173,8 @@ def summarize_run(run_dir: Path) -> tuple[Case, dict]:
         "trials": {"total": len(trials), "ok": sum(t["status"] == "ok" for t in trials),
                    "failed": [{"index": t["index"], "variant": t["variant"], "status": t["status"],
                                "dir": t["dir"], "ranks": t["ranks"]} for t in trials if t["status"] != "ok"]},
-        "env": {"source": env.get("source"), "packages": env.get("packages"), "devices": env.get("devices")},
+        "env": {k: env.get(k) for k in ENV_KEYS},
+        "reproduce": reproduce(run_dir, env),
     }
     summary["not_verified"] = not_verified(case, summary)
     return case, summary
@@ -137,7 +193,9 @@ def summary_line(summary: dict, report: Path) -> str:
         parts.append("no timed steps for both variants -> unknown")
     q = summary.get("quality")
     if q:
-        psnr = "inf (bit-identical)" if q["bit_identical"] else f"{q['psnr_db']:.1f} dB"
+        # A summary read back from JSON holds infinite PSNR as "inf" (perfkit.quality.json_safe).
+        psnr = ("inf (bit-identical)" if q["bit_identical"] else "inf dB" if q["psnr_db"] in ("inf", float("inf"))
+                else f"{q['psnr_db']:.1f} dB")
         parts.append(f"; PSNR {b} vs {a} {psnr}")
     nf = summary.get("noise_floor")
     if nf and nf["half_width"] is not None:
@@ -161,8 +219,9 @@ def finish(run_dir: Path, *, interrupted: bool = False) -> dict:
     summary."""
     from perfkit import report
 
-    _, summary = summarize_run(run_dir)
+    case, summary = summarize_run(run_dir)
     summary["interrupted"] = interrupted
+    summary["not_verified"] = not_verified(case, summary)  # with the interruption known
     (run_dir / "summary.json").write_text(json.dumps(quality.json_safe(summary), indent=2))
     report_path = report.write(run_dir, summary)
     print(summary_line(summary, report_path), flush=True)

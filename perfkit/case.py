@@ -22,6 +22,9 @@ MODEL_KEYS = {"name": (str, None), "config": (str, "tiny"), "steps": (int, 8), "
               "dtype": (str, "float32")}
 REPEATS_KEYS = {"min": (int, 3), "max": (int, 8)}
 CAPTURE_KEYS = {"xla_dump": (str, "first"), "trace": (list, []), "outputs": (bool, True)}
+# `perfkit check` thresholds (perfkit.check.Thresholds); its flags override them.
+CHECK_KEYS = {"ratio_tolerance": ((int, float), 0.10), "psnr_drop_db": ((int, float), 0.5),
+              "min_psnr_db": ((int, float), None)}
 VARIANT_KEYS = {"options": (dict, {}), "env": (dict, {}), "args": (list, []), "description": (str, "")}
 TOP_KEYS = {
     "name": (str, None), "description": (str, ""), "model": (dict, None), "command": (list, None),
@@ -29,9 +32,9 @@ TOP_KEYS = {
     "repeats": (dict, None), "order": (str, "abba"), "seed": (int, 0), "timeout": ((int, float), 300),
     "min_effect": ((int, float), 0.02), "capture": (dict, None), "variants": (dict, None),
     "matrix": (dict, {}), "oracle": (str, None), "step_regex": (str, None), "aa": (bool, False),
-    "mesh": (dict, None),
+    "mesh": (dict, None), "check": (dict, None),
 }
-NESTED = {"model": MODEL_KEYS, "repeats": REPEATS_KEYS, "capture": CAPTURE_KEYS}
+NESTED = {"model": MODEL_KEYS, "repeats": REPEATS_KEYS, "capture": CAPTURE_KEYS, "check": CHECK_KEYS}
 XLA_DUMP_MODES = ("all", "first", "none")
 ORDERS = ("abba", "random")
 AA_SUFFIX = "-aa"  # the A/A control variant is the baseline's name plus this
@@ -72,6 +75,7 @@ class Case:
     oracle: str | None
     step_regex: str | None
     aa: bool = False  # also run the baseline again, interleaved, as an A/A control (the noise floor)
+    check: dict = dataclasses.field(default_factory=dict)  # `perfkit check` thresholds (CHECK_KEYS)
     source: str = "<case>"
     raw: dict = dataclasses.field(default_factory=dict, repr=False)
 
@@ -220,6 +224,9 @@ def validate(raw: dict, path: str = "<case>") -> Case:
         raise BadInput("must be > 0 seconds", path=path, field="timeout")
     if not 0 <= top["min_effect"] < 1:
         raise BadInput("must be a fraction in [0, 1), e.g. 0.02", path=path, field="min_effect")
+    for key in ("ratio_tolerance", "psnr_drop_db"):
+        if top["check"][key] < 0:
+            raise BadInput("must be >= 0", path=path, field=f"check.{key}")
     if top["order"] not in ORDERS:
         raise BadInput(f"must be one of {', '.join(ORDERS)}", path=path, field="order")
     rep = top["repeats"]

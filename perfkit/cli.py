@@ -15,7 +15,8 @@ from perfkit.errors import BadInput, ExitCode
 # name -> "module:attribute" of a click command; imported on first use.
 COMMANDS = {
     "run": "perfkit.cli:run",
-    "report": "perfkit.rundir:report",
+    "report": "perfkit.report:command",
+    "check": "perfkit.check:command",
     "env": "perfkit.cli:env",
     "hlo-diff": "perfkit.hlo.cli:hlo_diff",
     "quality": "perfkit.quality:command",

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import click
+
+from perfkit.errors import BadInput
+from perfkit.quality import json_safe
 
 
 def _ms(x) -> str:
@@ -16,17 +22,47 @@ def _ratio(c: dict) -> str:
 
 
 METRIC_WORDS = {"step_ms": "median step time (synced)", "natural_step_ms": "natural step time (one sync per pass)"}
+TIMING_ROWS = (("step_ms", "step, synced: median (ms)"), ("natural_step_ms", "step, natural: median (ms)"),
+               ("first_step_ms", "first step (ms, compile included)"))
+
+
+def _value(name: str, x) -> str:
+    """A recorded value with the unit its name says (``*_s``: seconds, ``*_ms``: milliseconds)."""
+    if x is None:
+        return "-"
+    unit = " s" if name.endswith("_s") else " ms" if name.endswith("_ms") else ""
+    return f"{x:.2f}{unit}" if unit else f"{x:.4g}"
+
+
+def _change(x, base) -> str:
+    """B's figure against the baseline's, as a signed percentage (the reference PRs' "(-11.9%)")."""
+    return "" if x is None or not base else f" ({x / base - 1:+.1%})"
 
 
 def _timing(summary: dict) -> list[str]:
+    """One column per variant (the baseline first), one row per figure: synced and natural step medians
+    with B's change against A, the synced p25 - p75, first step, every recorded value (``compile_s``,
+    ``denoise_s``, ...); then each B/A ratio with its CI, p and verdict, and the A/A noise floor."""
     a = summary["baseline"]
-    rows = ["| variant | step median (ms) | p25 - p75 (ms) | timed steps | natural step (ms) | first step (ms) | "
-            "compile (s) | trials (failed) |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for name, v in summary["variants"].items():
-        s, compile_s = v["step_ms"], v["values"].get("compile_s", {}).get("median")
-        rows.append(f"| {name} | {_ms(s['median'])} | {_ms(s['p25'])} - {_ms(s['p75'])} | {s['n']} | "
-                    f"{_ms(v['natural_step_ms']['median'])} | {_ms(v['first_step_ms']['median'])} | "
-                    f"{_ms(compile_s)} | {v['trials']} ({v['failed']}) |")
+    variants = summary["variants"]
+    base = variants[a]
+    rows = ["| | " + " | ".join(f"{n} (A)" if n == a else n for n in variants) + " |",
+            "| --- |" + " ---: |" * len(variants)]
+    for metric, label in TIMING_ROWS:
+        if any(v[metric]["n"] for v in variants.values()):
+            rows.append(f"| {label} | " + " | ".join(
+                _ms(v[metric]["median"]) + ("" if n == a else _change(v[metric]["median"], base[metric]["median"]))
+                for n, v in variants.items()) + " |")
+        if metric == "step_ms":
+            rows.append("| step, synced: p25 - p75 (ms) | " + " | ".join(
+                f"{_ms(v['step_ms']['p25'])} - {_ms(v['step_ms']['p75'])}" for v in variants.values()) + " |")
+    for name in dict.fromkeys(k for v in variants.values() for k in v["values"]):
+        figures = [v["values"].get(name, {}).get("median") for v in variants.values()]
+        rows.append(f"| {name} (median) | " + " | ".join(
+            _value(name, x) + ("" if n == a else _change(x, figures[0])) for n, x in zip(variants, figures)) + " |")
+    rows.append("| timed steps (trials) | " + " | ".join(
+        f"{v['step_ms']['n']} ({v['trials'] - v['failed']})" for v in variants.values()) + " |")
+    rows.append("| failed trials | " + " | ".join(str(v["failed"]) for v in variants.values()) + " |")
     rows.append("")
     for c in summary["comparisons"]:
         p = "-" if c["p_value"] is None else f"{c['p_value']:.3g}"
@@ -34,7 +70,7 @@ def _timing(summary: dict) -> list[str]:
                     f"over {c['n_a']} + {c['n_b']} trials; minimum effect {c['min_effect']:.0%} -> "
                     f"**{c['verdict']}**.")
     rows += ["", "Ratios are of medians of per-trial medians; CIs come from a hierarchical bootstrap "
-             "(trials, then steps within them)."]
+             "(trials, then steps within them). Values are medians over good trials."]
     nf = summary.get("noise_floor")
     if nf:
         width = ("unknown (too few trials)" if nf["half_width"] is None else
@@ -57,12 +93,9 @@ def _quality_row(label: str, q: dict) -> str:
             f"{'yes' if q['bit_identical'] else 'no'} |")
 
 
-def _quality(summary: dict) -> list[str]:
-    """Conventions as in ``perfkit.quality``: mean PSNR over differing frames, pooled = ffmpeg's average."""
-    import pandas as pd
-
-    from perfkit.quality import plot_drift
-
+def _quality(summary: dict, plots: dict[str, str] | None = None) -> list[str]:
+    """Conventions as in ``perfkit.quality``: mean PSNR over differing frames, pooled = ffmpeg's average.
+    ``plots``: ``perfkit.plots.write_plots``'s result, for the drift plot's link."""
     q = summary.get("quality")
     a = summary["baseline"]
     if not q:
@@ -87,9 +120,9 @@ def _quality(summary: dict) -> list[str]:
     lines += ["", *(f"- {n}" for n in notes)] if notes else []
     drift = q.get("drift")
     if drift:
-        plot = plot_drift(pd.DataFrame(drift), Path(summary["run_dir"]) / "plots" / "drift.png", f"{b} against {a}")
-        lines += ["", f"Latent drift of {b} against {a} per step (PSNR over {a}'s range; plot "
-                  f"`{plot.relative_to(summary['run_dir'])}`):", "",
+        plot = (plots or {}).get("drift")
+        lines += ["", f"Latent drift of {b} against {a} per step (PSNR over {a}'s range"
+                  + (f"; plot [{plot}]({plot})" if plot else "") + "):", "",
                   "| step | relative L2 | cosine | PSNR (dB) | max abs diff |", "| ---: | ---: | ---: | ---: | ---: |",
                   *(f"| {r['step']} | {r['rel_l2']:.3e} | {'-' if r['cosine'] is None else format(r['cosine'], '.8f')}"
                     f" | {_db(r['psnr_db'])} | {r['max_abs_diff']:.3g} |" for r in drift)]
@@ -192,29 +225,146 @@ def _breakdown(summary: dict) -> list[str]:
     return rows
 
 
-def render(summary: dict) -> str:
+def _verdict(summary: dict) -> str:
+    """The verdict in one sentence, B against A on synced step time."""
+    c, a = summary["comparison"], summary["baseline"]
+    b = next(n for n in summary["variants"] if n != a)
+    if c["ratio"] is None:
+        return "**No verdict**: a variant has no timed steps."
+    figures = f"{b}/{a} step time {_ratio(c)}; minimum effect {c['min_effect']:.0%}"
+    return {"faster": f"**{b} is faster than {a}**: {figures}.",
+            "slower": f"**{b} is slower than {a}**: {figures}.",
+            "same": f"**{b} and {a} take the same time** (within the minimum effect): {figures}.",
+            }.get(c["verdict"], f"**No verdict**: {figures}; the CI reaches both sides of the minimum effect "
+                                "(more trials would decide).")
+
+
+def _described(summary: dict) -> list[str]:
+    """The case and its variants in the case file's words (A is the baseline)."""
+    a = summary["baseline"]
+    lines = [summary["description"], ""] if summary.get("description") else []
+    return lines + [f"- {'A' if n == a else 'B' if i == 1 else 'also'}: **{n}**"
+                    + (f", {v['description']}" if v.get("description") else "")
+                    for i, (n, v) in enumerate(summary["variants"].items())]
+
+
+def _environment(summary: dict) -> list[str]:
+    env = summary.get("env") or {}
+    src = env.get("source") or {}
+    if src.get("git"):
+        state = f"uncommitted changes (hash `{src.get('dirty_hash')}`)" if src.get("dirty") else "clean"
+        source = f"commit `{src['commit'][:12]}`, tree `{src['tree']}`, {state}"
+    else:
+        source = "not a git checkout" if src else "-"
+    dev = env.get("devices") or {}
+    devices = dev.get("error") or (f"{dev['count']} x {dev['kind']} ({dev['platform']}), "
+                                   f"{dev.get('process_count', 1)} process(es)" if dev else "not probed")
+    lines = [f"- source: {source}", f"- devices: {devices}"]
+    if env.get("host"):
+        lines.append(f"- host: `{env['host']}`, {env.get('cpus')} CPUs, Python {env.get('python')}, "
+                     f"{env.get('platform')}")
+    lines.append(f"- packages: {', '.join(f'{k} {v}' for k, v in (env.get('packages') or {}).items() if v) or '-'}")
+    lines += [f"- `{k}={v}`" for k, v in (env.get("flags") or {}).items()]
+    return lines
+
+
+PLOT_TITLES = {"step_times": "Step times per trial (timed synced steps)",
+               "breakdown": "Mean traced step per chip: compute / ICI / DMA / idle",
+               "psnr": "PSNR per frame, B vs A", "drift": "Latent drift per step, B vs A"}
+
+
+def _plots(plots: dict[str, str]) -> list[str]:
+    if not plots:
+        return ["No plots (no timed steps)."]
+    return [line for name, path in plots.items() for line in (f"![{PLOT_TITLES[name]}]({path})", "")][:-1]
+
+
+def _reproduce(summary: dict) -> list[str]:
+    r = summary.get("reproduce")
+    if not r:
+        return ["Not recorded."]
+    lines = ["```sh"]
+    if r.get("commit"):
+        lines.append(f"git checkout {r['commit'][:12]}   # tree {r['tree']}")
+    lines += [f"cd {r['cwd']}"] if r.get("cwd") else []
+    lines += [r["command"], "```", ""]
+    if r.get("dirty"):
+        lines += [f"The run's tree had uncommitted changes (hash `{r['dirty_hash']}`): the commit alone is "
+                  "not the code that ran.", ""]
+    lines.append(f"`{r['case_file']}` is the case as it ran (defaults and `--set` overrides applied).")
+    if r.get("case_yaml"):
+        lines += ["", "<details><summary>case.yaml</summary>", "", "```yaml", r["case_yaml"].rstrip(), "```", "",
+                  "</details>"]
+    return lines
+
+
+def render(summary: dict, plots: dict[str, str] | None = None) -> str:
+    """report.md, sections in a fixed order; ``plots`` as ``perfkit.plots.write_plots`` returns them."""
     from perfkit.analyze import summary_line
 
-    src = (summary.get("env") or {}).get("source") or {}
-    tree = f"{src.get('tree', '?')}{' (dirty ' + str(src.get('dirty_hash')) + ')' if src.get('dirty') else ''}"
-    out = [f"# perfkit run: {summary['case']}", "", summary_line(summary, Path("report.md")).rsplit(";", 1)[0], ""]
+    plots = plots or {}
+    out = [f"# perfkit run: {summary['case']}", "", summary_line(summary, Path("report.md")).rsplit(";", 1)[0], "",
+           _verdict(summary), ""]
+    out += [*_described(summary), ""]
     if summary.get("interrupted"):
         out += ["> Interrupted: this report covers the trials finished before the stop.", ""]
-    out += ["## Environment", "", f"- tree: `{tree}`",
-            f"- packages: {', '.join(f'{k} {v}' for k, v in (summary['env'].get('packages') or {}).items() if v)}",
-            f"- devices: {summary['env'].get('devices')}", ""]
+    if summary["trials"]["failed"]:
+        out += [f"> {len(summary['trials']['failed'])} trial(s) failed or hung: see Failed trials; the figures "
+                "come from the trials that finished.", ""]
+    out += ["## Environment", "", *_environment(summary), ""]
     out += ["## Timing", "", *_timing(summary), ""]
     if summary["trials"]["failed"]:
         out += ["## Failed trials", "", *_failures(summary), ""]
-    out += ["## Quality", "", *_quality(summary), ""]
-    if summary.get("breakdown"):
-        out += ["## Trace breakdown", "", *_breakdown(summary), ""]
+    out += ["## Quality", "", *_quality(summary, plots), ""]
     out += ["## Rank consistency", "", *_ranks(summary), ""]
+    out += ["## Trace breakdown", "", *(_breakdown(summary) if summary.get("breakdown") else
+                                        ["No profiler traces captured (a case's `capture.trace: [step, ...]` "
+                                         "splits those steps into compute / ICI / DMA / idle)."]), ""]
+    out += ["## Plots", "", *_plots(plots), ""]
+    out += ["## Reproduce", "", *_reproduce(summary), ""]
     out += ["## Not verified", "", *(f"- {n}" for n in summary["not_verified"]), ""]
     return "\n".join(out)
 
 
 def write(run_dir: Path, summary: dict) -> Path:
+    """report.md and its plots (``plots/*.png``) of a run directory whose summary is ``summary``."""
+    from perfkit import plots, timing
+    from perfkit.rundir import read_trials
+
+    made = plots.write_plots(run_dir, summary, timing.steps_frame(read_trials(run_dir)))
     path = run_dir / "report.md"
-    path.write_text(render(summary))
+    path.write_text(render(summary, made))
     return path
+
+
+@click.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False))
+@click.option("--progression", is_flag=True, help="One table across the runs, in the order given.")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False), help="--progression: also write the table here.")
+@click.option("--json", "as_json", is_flag=True, help="--progression: print the rows as JSON.")
+def command(run_dirs, progression, out_file, as_json):
+    """Rewrite each RUN_DIR's summary.json, report.md and plots from its files (merging the parts of a
+    multi-host run first); exit code 3 when a trial failed or hung. With --progression, print one
+    Markdown table across the runs (each run's summary.json) instead."""
+    from perfkit.errors import ExitCode
+
+    if progression:
+        from perfkit import progression as prog
+
+        frame = prog.progression_frame([prog.load_summaries(Path(d)) for d in run_dirs])
+        text = json.dumps({"rows": json_safe(frame.to_dict("records"))}, indent=2) if as_json \
+            else "\n".join(prog.markdown(frame))
+        click.echo(text)
+        if out_file:
+            Path(out_file).write_text(text + "\n")
+        return
+    if out_file or as_json:
+        raise BadInput("--out and --json go with --progression", field="--out" if out_file else "--json")
+    from perfkit.rundir import render as render_run
+
+    failed = False
+    for d in run_dirs:
+        if not (Path(d) / "case.yaml").exists():
+            raise BadInput("not a perfkit run directory (no case.yaml)", path=d)
+        failed = render_run(Path(d)) or failed
+    raise SystemExit(ExitCode.TRIAL_FAILED if failed else ExitCode.OK)

@@ -1,4 +1,4 @@
-"""The run directory on disk: trial records, run options, host parts, and ``perfkit report``.
+"""The run directory on disk: trial records, run options, host parts, and re-rendering a run (``render``).
 
 One host writes ``trials.jsonl`` and ``run.json`` at the top of the run directory. In a multi-host run
 each host writes its own part, ``hosts/host<I>/{trials.jsonl,run.json,env.json,done}``, into the one
@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-
-import click
 
 from perfkit.errors import BadInput
 
@@ -142,15 +140,3 @@ def render_one(run_dir: Path, interrupted: bool | None = None) -> bool:
     summary = analyze.finish(run_dir, interrupted=stopped if interrupted is None else interrupted)
     return analyze.run_failed(summary)
 
-
-@click.command()
-@click.argument("run_dir", type=click.Path(file_okay=False))
-def report(run_dir):
-    """Rewrite RUN_DIR's summary.json and report.md from its files (merging the parts of a multi-host
-    run first). Exit code 3 when a trial failed or hung."""
-    from perfkit.errors import ExitCode
-
-    path = Path(run_dir)
-    if not (path / "case.yaml").exists():
-        raise BadInput("not a perfkit run directory (no case.yaml)", path=run_dir)
-    raise SystemExit(ExitCode.TRIAL_FAILED if render(path) else ExitCode.OK)

@@ -1,0 +1,291 @@
+"""``perfkit check``: a run against a committed baseline, the CI regression gate.
+
+A baseline (``reports/baselines/*.json``, written by ``--update-baseline``) keeps what does not depend
+on the machine's speed: each B/A step-time ratio with its CI, the output quality of B against A (and
+against the oracle), whether each variant's repeats were bit-identical, and whether its ranks compiled
+one program. ``check_frame`` compares a run's summary with it, one row per figure:
+
+- timing: a ratio fails when its whole 95% CI lies above ``baseline x (1 + ratio_tolerance)``, so noise
+  alone does not fail it (a wide CI passes; the report says how wide);
+- quality: a PSNR fails more than ``psnr_drop_db`` below the baseline's (or below ``min_psnr_db``);
+  outputs that were bit-identical must stay so;
+- determinism and rank consistency that held in the baseline must hold; no trial may fail.
+
+Thresholds come from the case's ``check:`` block, then the command's flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from perfkit import case as case_mod
+from perfkit.errors import BadInput, ExitCode
+from perfkit.quality import json_safe
+
+BASELINE_VERSION = 1
+COLUMNS = ["check", "subject", "unit", "baseline", "current", "limit", "passed", "note"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Thresholds:
+    """When a row fails (defaults and case keys: ``perfkit.case.CHECK_KEYS``)."""
+
+    ratio_tolerance: float  # a B/A ratio fails when its 95% CI lies wholly above baseline x (1 + this)
+    psnr_drop_db: float  # a PSNR fails when it is more than this below the baseline's
+    min_psnr_db: float | None = None  # and, when set, whenever it is below this
+
+
+def _db(x) -> float | None:
+    """A PSNR as read from JSON (``"inf"`` for identical) or from a summary in memory."""
+    return None if x is None else math.inf if x == "inf" else float(x)
+
+
+def baseline_from_summary(summary: dict) -> dict:
+    """What a baseline keeps of a run's summary (see the module docstring)."""
+    control = (summary.get("noise_floor") or {}).get("variant")
+    env = summary.get("env") or {}
+    src = env.get("source") or {}
+    q = summary.get("quality")
+    quality = None
+    if q:
+        quality = {"file": q["file"], "psnr_db": q["psnr_db"], "bit_identical": q["bit_identical"],
+                   "oracle": {v: o["psnr_db"] for v, o in (q.get("oracle") or {}).get("variants", {}).items()}}
+    return {
+        "perfkit_baseline": BASELINE_VERSION,
+        "case": summary["case"],
+        "baseline_variant": summary["baseline"],
+        "from": {"run_dir": summary.get("run_dir"), "commit": src.get("commit"), "tree": src.get("tree"),
+                 "dirty": src.get("dirty"), "devices": env.get("devices")},
+        "comparisons": [{k: c[k] for k in ("variant", "metric", "ratio", "ci")} for c in summary["comparisons"]
+                        if c["variant"] != control and c["ratio"] is not None],
+        "quality": quality,
+        "determinism": {v: d["bit_identical"] for v, d in (summary.get("determinism") or {}).items() if d},
+        "ranks": {v: r["consistent"] for v, r in summary["ranks"].items()},
+    }
+
+
+def load_baseline(path: str | Path) -> dict:
+    """A baseline file, or a run's summary.json used as one."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise BadInput("no such baseline file (write one with --update-baseline)", path=str(path)) from None
+    except (OSError, ValueError) as exc:
+        raise BadInput(f"not a readable JSON file ({exc})", path=str(path)) from None
+    if not isinstance(data, dict):
+        raise BadInput("a baseline is a JSON object", path=str(path))
+    if "perfkit_baseline" not in data:
+        if {"comparisons", "variants", "ranks"} <= data.keys():
+            return baseline_from_summary(data)
+        raise BadInput("neither a perfkit baseline nor a run's summary.json", path=str(path),
+                       field="perfkit_baseline")
+    for key in ("case", "comparisons", "quality", "determinism", "ranks"):
+        if key not in data:
+            raise BadInput("missing", path=str(path), field=key)
+    return data
+
+
+def read_summary(run_dir: Path) -> dict:
+    path = run_dir / "summary.json"
+    if not path.exists():
+        raise BadInput("no summary.json (write it with `perfkit report RUN_DIR`)", path=str(run_dir))
+    summary = json.loads(path.read_text())
+    if summary.get("kind") == "matrix":
+        raise BadInput("a matrix run: check each combination's directory (cells/NN)", path=str(run_dir))
+    return summary
+
+
+def _timing_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
+    a = summary["baseline"]
+    current = {(c["variant"], c["metric"]): c for c in summary["comparisons"]}
+    rows = []
+    for base in baseline["comparisons"]:
+        c = current.get((base["variant"], base["metric"]))
+        limit = base["ratio"] * (1 + th.ratio_tolerance)
+        row = {"check": "timing", "subject": f"{base['variant']}/{a} {base['metric']}", "unit": "ratio",
+               "baseline": base["ratio"], "limit": limit}
+        if c is None or c["ratio"] is None or None in c["ci"]:
+            rows.append({**row, "current": None, "passed": False,
+                         "note": "not in this run" if c is None else "no ratio (a side has no timed trials)"})
+            continue
+        lo, hi = c["ci"]
+        note = f"95% CI [{lo:.3f}, {hi:.3f}]"
+        if lo > limit:
+            note += " lies above the limit: slower than the baseline"
+        elif hi < base["ratio"] * (1 - th.ratio_tolerance):
+            note += " lies below the baseline's tolerance: faster (consider --update-baseline)"
+        rows.append({**row, "current": c["ratio"], "passed": lo <= limit, "note": note})
+    return rows
+
+
+def _psnr_row(subject: str, base, current, th: Thresholds) -> dict:
+    """A PSNR that may drop ``psnr_drop_db`` below the baseline's and never below ``min_psnr_db``."""
+    base, current = _db(base), _db(current)
+    limits = [x for x in (None if base is None else base - th.psnr_drop_db, th.min_psnr_db) if x is not None]
+    limit = max(limits) if limits else None
+    passed = current is not None and (limit is None or current >= limit)
+    note = "" if current is not None else "not measured in this run"
+    return {"check": "quality", "subject": subject, "unit": "dB", "baseline": base, "current": current,
+            "limit": limit, "passed": passed, "note": note}
+
+
+def _quality_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
+    base, q = baseline.get("quality"), summary.get("quality")
+    a = summary["baseline"]
+    b = next((n for n in summary["variants"] if n != a), a)
+    if base is None:
+        return [] if q is None or th.min_psnr_db is None else [_psnr_row(f"PSNR {b} vs {a}", None, q["psnr_db"], th)]
+    if q is None:
+        return [{"check": "quality", "subject": f"outputs {b} vs {a}", "unit": "", "baseline": base["file"],
+                 "current": None, "limit": None, "passed": False, "note": "no comparable outputs in this run"}]
+    rows = []
+    if base["bit_identical"]:
+        rows.append({"check": "quality", "subject": f"outputs {b} vs {a} bit-identical", "unit": "bool",
+                     "baseline": True, "current": q["bit_identical"], "limit": True,
+                     "passed": q["bit_identical"] is True, "note": ""})
+    if not base["bit_identical"] or th.min_psnr_db is not None:
+        row = _psnr_row(f"PSNR {b} vs {a} ({q['file']})", base["psnr_db"], q["psnr_db"], th)
+        if q["file"] != base["file"]:
+            row["note"] = f"the baseline's headline output was {base['file']}"
+        rows.append(row)
+    oracle = (q.get("oracle") or {}).get("variants", {})
+    for v, psnr in base.get("oracle", {}).items():
+        rows.append(_psnr_row(f"PSNR {v} vs oracle", psnr, (oracle.get(v) or {}).get("psnr_db"), th))
+    return rows
+
+
+def _held_rows(check: str, baseline: dict[str, bool | None], current: dict[str, bool | None], what: str) -> list[dict]:
+    """A property each variant had in the baseline (True) must still hold; False now always fails."""
+    rows = []
+    for v in dict.fromkeys([*baseline, *current]):
+        base, cur = baseline.get(v), current.get(v)
+        if base is not True and cur is not False:
+            continue
+        note = "" if cur is not None else "not checked in this run"
+        rows.append({"check": check, "subject": f"{v}: {what}", "unit": "bool", "baseline": base, "current": cur,
+                     "limit": True, "passed": cur is True, "note": note})
+    return rows
+
+
+def check_frame(baseline: dict, summary: dict, th: Thresholds) -> pd.DataFrame:
+    """One row per compared figure (``COLUMNS``); ``passed`` False marks a regression."""
+    failed = summary["trials"]["failed"]
+    statuses = ", ".join(f"trial {f['index']} ({f['variant']}) {f['status']}" for f in failed)
+    rows = [{"check": "trials", "subject": "failed or hung trials", "unit": "count", "baseline": 0,
+             "current": len(failed), "limit": 0, "passed": not failed and not summary.get("interrupted"),
+             "note": statuses or ("the run was stopped early" if summary.get("interrupted") else "")}]
+    rows += _timing_rows(baseline, summary, th)
+    rows += _quality_rows(baseline, summary, th)
+    determinism = {v: d["bit_identical"] for v, d in (summary.get("determinism") or {}).items() if d}
+    rows += _held_rows("determinism", baseline["determinism"], determinism, "repeats bit-identical")
+    rows += _held_rows("ranks", baseline["ranks"], {v: r["consistent"] for v, r in summary["ranks"].items()},
+                       "one program on every rank")
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame["passed"] = frame["passed"].astype(bool)
+    return frame
+
+
+def _cell(x, unit: str) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if unit == "bool":
+        return "yes" if x else "no"
+    if unit == "dB":
+        return "inf" if x == math.inf else f"{x:.2f} dB"
+    return f"{x:.3f}" if isinstance(x, float) else str(x)
+
+
+def _rule(r) -> str:
+    """What a row requires, in words: the limit and its direction."""
+    if r.limit is None or (isinstance(r.limit, float) and math.isnan(r.limit)):
+        return "-"
+    return {"ratio": f"CI low end <= {r.limit:.3f}", "dB": f">= {_cell(r.limit, 'dB')}", "bool": "yes",
+            "count": f"{r.limit}"}.get(r.unit, str(r.limit))
+
+
+def text_lines(frame: pd.DataFrame) -> list[str]:
+    """One line per row: ``ok`` or ``FAIL``, the figure, its baseline and rule, the note."""
+    return [f"{'ok  ' if r.passed else 'FAIL'} {r.check:<11} {r.subject}: {_cell(r.current, r.unit)} (baseline "
+            f"{_cell(r.baseline, r.unit)}; required {_rule(r)})" + (f"; {r.note}" if r.note else "")
+            for r in frame.itertuples()]
+
+
+def markdown(frame: pd.DataFrame, case: str, run_line: str) -> list[str]:
+    """The GitHub step summary: the verdict, the run's summary line, and the rows as a table."""
+    failed = int((~frame.passed).sum())
+    verdict = f"**failed**: {failed} of {len(frame)} rows" if failed else f"passed ({len(frame)} rows)"
+    return [f"### perfkit check, {case}: {verdict}", "", run_line, "",
+            "| | check | figure | this run | baseline | required | note |",
+            "| --- | --- | --- | ---: | ---: | ---: | --- |",
+            *(f"| {'ok' if r.passed else '**FAIL**'} | {r.check} | {r.subject} | {_cell(r.current, r.unit)} | "
+              f"{_cell(r.baseline, r.unit)} | {_rule(r)} | {r.note} |" for r in frame.itertuples()), ""]
+
+
+def thresholds_for(run_dir: Path, **flags) -> Thresholds:
+    """The case's ``check:`` thresholds with the flags that were given laid over them."""
+    values = dict(case_mod.load(run_dir / "case.yaml").check)
+    values.update({k: v for k, v in flags.items() if v is not None})
+    return Thresholds(**values)
+
+
+def _write_baseline(path: Path, run_dir: Path, summary: dict) -> None:
+    if summary["trials"]["failed"] or summary.get("interrupted"):
+        raise BadInput("the run has failed trials or was stopped: a baseline needs a complete run",
+                       path=str(run_dir))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(json_safe(baseline_from_summary(summary)), indent=2) + "\n")
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--baseline", "baseline_file", required=True, type=click.Path(dir_okay=False),
+              help="Baseline JSON (or another run's summary.json).")
+@click.option("--update-baseline", is_flag=True, help="Write the baseline from this run instead of checking.")
+@click.option("--ratio-tolerance", type=click.FloatRange(min=0), default=None,
+              help="A B/A ratio fails when its 95%% CI lies wholly above baseline x (1 + this). Case: 0.10.")
+@click.option("--psnr-drop", "psnr_drop_db", type=click.FloatRange(min=0), default=None,
+              help="A PSNR fails more than this many dB below the baseline's. Case default: 0.5.")
+@click.option("--min-psnr", "min_psnr_db", type=float, default=None, help="A PSNR fails below this (dB).")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+def command(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db, min_psnr_db, as_json):
+    """Compare RUN_DIR with a committed baseline: B/A ratios, quality, determinism, rank consistency.
+
+    Exit code 1 when a row fails (each is listed); with GITHUB_STEP_SUMMARY set, a Markdown summary is
+    appended there. --update-baseline writes BASELINE from this run."""
+    from perfkit.analyze import summary_line
+
+    run = Path(run_dir)
+    summary = read_summary(run)
+    if update_baseline:
+        _write_baseline(Path(baseline_file), run, summary)
+        click.echo(f"baseline written: {baseline_file} (from {run_dir})")
+        return
+    baseline = load_baseline(baseline_file)
+    if baseline["case"] != summary["case"]:
+        raise BadInput(f"a baseline of case {baseline['case']!r}, but the run is of {summary['case']!r}",
+                       path=baseline_file, field="case")
+    th = thresholds_for(run, ratio_tolerance=ratio_tolerance, psnr_drop_db=psnr_drop_db, min_psnr_db=min_psnr_db)
+    frame = check_frame(baseline, summary, th)
+    passed = bool(frame.passed.all())
+    if as_json:
+        click.echo(json.dumps(json_safe({"passed": passed, "baseline": str(baseline_file),
+                                         "thresholds": dataclasses.asdict(th),
+                                         "rows": frame.to_dict("records")}), indent=2))
+    else:
+        for line in text_lines(frame):
+            click.echo(line)
+        failed = int((~frame.passed).sum())
+        click.echo(f"check: {'passed' if passed else 'FAILED'}, {failed} of {len(frame)} rows failed "
+                   f"against {baseline_file}")
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        line = summary_line(summary, run / "report.md")
+        with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
+            f.write("\n".join(markdown(frame, summary["case"], line)) + "\n")
+    raise SystemExit(ExitCode.OK if passed else ExitCode.CHECK_FAILED)

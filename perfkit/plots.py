@@ -1,0 +1,109 @@
+"""The report's PNG plots, written under ``<run_dir>/plots/``: step times per variant and trial, the
+trace breakdown per variant, PSNR per frame, and the latent drift (``perfkit.quality.plot_drift``).
+
+Figures are drawn on matplotlib's ``Figure`` with the Agg canvas (no pyplot state, no display): a few
+small figures take a few hundred milliseconds, most of it matplotlib's import.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+PLOTS_DIR = "plots"
+PART_COLORS = {"compute": "#4c72b0", "ici": "#dd8452", "dma": "#55a868", "idle": "#c8c8c8"}
+DPI = 100
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    return path
+
+
+def step_times(steps: pd.DataFrame) -> Figure | None:
+    """One box per trial of its timed synced steps, grouped and coloured by variant, trials in run
+    order within a variant. ``steps``: ``perfkit.timing.steps_frame`` rows. None without timed steps."""
+    timed = steps[(steps.kind == "synced") & steps.timed]
+    if timed.empty:
+        return None
+    variants = list(dict.fromkeys(timed.variant))
+    colors = [f"C{i}" for i in range(len(variants))]
+    groups = [(v, t, g.ms.to_numpy()) for v in variants for t, g in timed[timed.variant == v].groupby("trial")]
+    fig = Figure(figsize=(max(4.0, 0.45 * len(groups) + 2), 3.2))
+    ax = fig.add_subplot()
+    boxes = ax.boxplot([g for _, _, g in groups], patch_artist=True, widths=0.6, showfliers=True)
+    for box, (v, _, _) in zip(boxes["boxes"], groups):
+        box.set_facecolor(colors[variants.index(v)])
+        box.set_alpha(0.6)
+    ax.set_xticks(range(1, len(groups) + 1), [str(t) for _, t, _ in groups], fontsize="small")
+    ax.set_xlabel("trial (its index in the run)")
+    ax.set_ylabel("step time (ms)")
+    ax.set_title("timed synced steps per trial")
+    ax.legend(handles=[boxes["boxes"][[v for v, _, _ in groups].index(v)] for v in variants], labels=variants,
+              fontsize="small")
+    return fig
+
+
+def breakdown_bars(breakdown: dict) -> Figure | None:
+    """A stacked bar per variant of its mean traced step per chip: compute / ICI / DMA / idle (ms).
+    ``breakdown``: the summary's ``breakdown`` block. None when no variant has figures."""
+    rows = {v: parts for v, parts in breakdown["variants"].items() if "error" not in parts}
+    if not rows:
+        return None
+    fig = Figure(figsize=(6, 0.5 * len(rows) + 1.6))
+    ax = fig.add_subplot()
+    names = list(rows)[::-1]  # the baseline on top
+    left = np.zeros(len(names))
+    for part, color in PART_COLORS.items():
+        ms = np.array([rows[v][f"{part}_ms"] for v in names])
+        ax.barh(names, ms, left=left, color=color, label=part)
+        left += ms
+    ax.set_xlabel("mean step per chip (ms)")
+    ax.legend(fontsize="small", ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.0))
+    return fig
+
+
+def psnr_per_frame(psnr_db: list, title: str) -> Figure:
+    """PSNR of each frame; identical frames (infinite PSNR) are marked along the top, not drawn as a value."""
+    values = np.array([math.inf if x == "inf" else float(x) for x in psnr_db])
+    finite = np.isfinite(values)
+    fig = Figure(figsize=(6, 2.8))
+    ax = fig.add_subplot()
+    frames = np.arange(len(values))
+    ax.plot(frames[finite], values[finite], marker="o", markersize=3, linewidth=1)
+    if (~finite).any():
+        top = values[finite].max() if finite.any() else 100.0
+        ax.plot(frames[~finite], np.full((~finite).sum(), top), linestyle="none", marker="^", color="C2",
+                label=f"identical frames ({(~finite).sum()})")
+        ax.legend(fontsize="small")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("frame")
+    ax.set_ylabel("PSNR (dB)")
+    ax.set_title(title)
+    return fig
+
+
+def write_plots(run_dir: Path, summary: dict, steps: pd.DataFrame) -> dict[str, str]:
+    """Every plot the run's figures allow, as ``{name: path relative to run_dir}``: ``step_times``,
+    ``breakdown``, ``psnr`` (of the headline output), ``drift``."""
+    from perfkit.quality import plot_drift
+
+    folder = run_dir / PLOTS_DIR
+    a = summary["baseline"]
+    b = next((n for n in summary["variants"] if n != a), a)
+    q = summary.get("quality") or {}
+    figures = {"step_times": step_times(steps),
+               "breakdown": breakdown_bars(summary["breakdown"]) if summary.get("breakdown") else None,
+               "psnr": psnr_per_frame(q["per_frame_psnr_db"], f"PSNR per frame, {b} vs {a} ({q['file']})")
+               if q.get("per_frame_psnr_db") else None}
+    made = {name: _save(fig, folder / f"{name}.png") for name, fig in figures.items() if fig is not None}
+    if q.get("drift"):
+        made["drift"] = plot_drift(pd.DataFrame(q["drift"]), folder / "drift.png", f"{b} against {a}")
+    return {name: str(p.relative_to(run_dir)) for name, p in made.items()}

@@ -1,0 +1,133 @@
+"""`perfkit check` on hand-made runs against a baseline written from another: passing, each kind of
+regression failing with its row listed, thresholds from the case and from flags, the GitHub step
+summary, --update-baseline, and bad input."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from run_fixtures import ab_trials, frames, make_run, outputs_for, shifted, trial  # noqa: F401 (a fixture)
+
+from perfkit.check import Thresholds, baseline_from_summary, check_frame
+from perfkit.cli import cli
+
+
+def check(*args, env=None):
+    return CliRunner().invoke(cli, ["check", *map(str, args)], env=env)
+
+
+@pytest.fixture
+def baseline(make_run, tmp_path):
+    """A baseline written by --update-baseline from the standard fixture run (b/a 1.2, frame 1 off)."""
+    path = tmp_path / "baselines" / "fixture.json"
+    res = check(make_run("base"), "--baseline", path, "--update-baseline")
+    assert res.exit_code == 0, res.output
+    return path
+
+
+def failing(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith("FAIL")]
+
+
+def test_update_then_pass(baseline, make_run, tmp_path):
+    data = json.loads(baseline.read_text())
+    summary = json.loads((tmp_path / "base" / "summary.json").read_text())
+    assert data["case"] == "fixture" and data["determinism"] == {"a": True, "b": True}
+    assert data["comparisons"][0]["ratio"] == pytest.approx(summary["comparison"]["ratio"])
+    assert data["quality"]["psnr_db"] == pytest.approx(summary["quality"]["psnr_db"])
+    step_summary = tmp_path / "step_summary.md"
+    step_summary.write_text("earlier step\n")
+    res = check(make_run("same"), "--baseline", baseline, env={"GITHUB_STEP_SUMMARY": str(step_summary)})
+    assert res.exit_code == 0, res.output
+    assert not failing(res.output) and res.output.splitlines()[-1].startswith("check: passed, 0 of ")
+    text = step_summary.read_text()
+    assert text.startswith("earlier step\n### perfkit check, fixture: passed") and "| ok | timing | b/a step_ms |" in text
+    # Another run's summary.json serves as a baseline too.
+    assert check(tmp_path / "same", "--baseline", tmp_path / "base" / "summary.json").exit_code == 0
+
+
+def test_slower_b_fails_the_timing_row(baseline, make_run, tmp_path):
+    run = make_run("slow", trials=ab_trials(b_scale=2.0))
+    step_summary = tmp_path / "step_summary.md"
+    res = check(run, "--baseline", baseline, env={"GITHUB_STEP_SUMMARY": str(step_summary)})
+    assert res.exit_code == 1
+    assert len(failing(res.output)) == 1 and "FAIL timing      b/a step_ms: 2.000" in res.output
+    assert "lies above the limit" in res.output and "check: FAILED, 1 of" in res.output
+    assert "**failed**: 1 of" in step_summary.read_text() and "| **FAIL** | timing | b/a step_ms | 2.000 |" in \
+        step_summary.read_text()
+    # Looser from the case's check block; a flag overrides the case.
+    loose = make_run("slow-loose", trials=ab_trials(b_scale=2.0), case_extra={"check": {"ratio_tolerance": 1.0}})
+    assert check(loose, "--baseline", baseline).exit_code == 0
+    assert check(loose, "--baseline", baseline, "--ratio-tolerance", "0.5").exit_code == 1
+
+
+def test_a_change_inside_the_tolerance_passes(baseline, make_run):
+    """b/a 1.25 against the baseline's 1.2 (limit 1.32): the CI reaches below the limit, so it passes."""
+    res = check(make_run("noisy", trials=ab_trials(b_scale=1.25)), "--baseline", baseline)
+    assert res.exit_code == 0, res.output
+
+
+def test_quality_regressions(baseline, make_run):
+    # 80 values off instead of 20: MSE x4, PSNR 6.02 dB lower (45.9 -> 39.9 dB); 6.5 dB of tolerance lets
+    # it pass, unless a floor of 40 dB is set.
+    worse = make_run("worse", outputs=outputs_for(ab_trials(), frames(), shifted(frames(), 1, 80)))
+    res = check(worse, "--baseline", baseline)
+    assert res.exit_code == 1 and [line.split(":")[0] for line in failing(res.output)] == \
+        ["FAIL quality     PSNR b vs a (frames.npy)"]
+    assert check(worse, "--baseline", baseline, "--psnr-drop", "6.5").exit_code == 0
+    assert check(worse, "--baseline", baseline, "--psnr-drop", "6.5", "--min-psnr", "40").exit_code == 1
+
+    # b's repeats no longer bit-identical: determinism fails.
+    trials = ab_trials()
+    outputs = outputs_for(trials, frames(), shifted(frames(), 1, 20))
+    outputs[5] = shifted(frames(), 1, 21)  # the last b trial (index 5)
+    res = check(make_run("flaky", trials=trials, outputs=outputs), "--baseline", baseline)
+    assert res.exit_code == 1 and any("determinism b: repeats bit-identical: no" in x for x in failing(res.output))
+
+    # No outputs at all: neither quality nor determinism can be compared.
+    res = check(make_run("blind", outputs={}), "--baseline", baseline)
+    assert [line.split(":")[0] for line in failing(res.output)] == [
+        "FAIL quality     outputs b vs a", "FAIL determinism a", "FAIL determinism b"]
+    assert "not checked in this run" in failing(res.output)[1]
+
+
+def test_bit_identical_baseline_must_stay_so(make_run, tmp_path):
+    same = make_run("same", outputs=outputs_for(ab_trials(), frames(), frames()))
+    path = tmp_path / "b.json"
+    assert check(same, "--baseline", path, "--update-baseline").exit_code == 0
+    res = check(make_run("off", outputs=outputs_for(ab_trials(), frames(), shifted(frames(), 0, 1, by=1))),
+                "--baseline", path)
+    assert res.exit_code == 1 and "FAIL quality     outputs b vs a bit-identical: no" in res.output
+
+
+def test_failed_trials_and_divergent_ranks(baseline, make_run):
+    trials = ab_trials() + [trial(6, "b", [], status="crashed",
+                                  ranks=[{"rank": 0, "exit_code": 7, "running_at_end": False, "steps_done": 0}])]
+    run = make_run("crashed", trials=trials)
+    res = check(run, "--baseline", baseline)
+    assert res.exit_code == 1 and "FAIL trials      failed or hung trials: 1" in res.output
+    assert "trial 6 (b) crashed" in res.output
+    res = check(run, "--baseline", baseline, "--update-baseline")
+    assert res.exit_code == 2 and "a baseline needs a complete run" in res.output
+
+    summary = json.loads((run.parent / "base" / "summary.json").read_text())
+    summary["ranks"]["b"] = {"consistent": False, "groups": [[0, 1, 2], [3]], "checked": "hlo-diff"}
+    th = Thresholds(ratio_tolerance=0.1, psnr_drop_db=0.5)
+    rows = check_frame(baseline_from_summary(json.loads((run.parent / "base" / "summary.json").read_text())),
+                       summary, th)
+    bad = rows[~rows.passed]
+    assert bad[["check", "subject"]].values.tolist() == [["ranks", "b: one program on every rank"]]
+
+
+def test_bad_input(baseline, make_run, tmp_path):
+    run = tmp_path / "base"
+    (tmp_path / "broken.json").write_text("{not json")
+    for args, words in [((run, "--baseline", tmp_path / "broken.json"), "not a readable JSON file"),
+                        ((run, "--baseline", tmp_path / "none.json"), "no such baseline file"),
+                        ((tmp_path, "--baseline", baseline), "no summary.json")]:
+        res = check(*args)
+        assert res.exit_code == 2 and words in res.output and len(res.output.splitlines()) == 1, res.output
+    other = json.loads(baseline.read_text()) | {"case": "another"}
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    res = check(run, "--baseline", tmp_path / "other.json")
+    assert res.exit_code == 2 and "other.json: case: a baseline of case 'another'" in res.output

@@ -1,0 +1,166 @@
+"""report.md from hand-made run directories: its sections in the issue's order, the figures (worked out
+here with numpy), the plots it links, a hung trial, `perfkit report` and `--progression`."""
+
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from run_fixtures import (A_STEPS, WARMUP, ab_trials, frames, make_run, outputs_for,  # noqa: F401 (a fixture)
+                          shifted, trial, write_run)
+
+from perfkit.cli import cli
+
+SECTIONS = ["Environment", "Timing", "Quality", "Rank consistency", "Trace breakdown", "Plots", "Reproduce",
+            "Not verified"]
+
+
+def headings(report: str) -> list[str]:
+    return re.findall(r"^## (.+)$", report, flags=re.M)
+
+
+def table_row(report: str, label: str) -> list[str]:
+    """The cells of the Markdown table row whose first cell is ``label``."""
+    line = next(x for x in report.splitlines() if x.startswith(f"| {label} |"))
+    return [c.strip() for c in line.strip("|").split("|")][1:]
+
+
+def psnr(mse: float) -> float:
+    return 10 * math.log10(255 ** 2 / mse)
+
+
+def test_sections_and_figures(make_run):
+    run = make_run()
+    report = (run / "report.md").read_text()
+    assert headings(report) == SECTIONS
+
+    # Timing: medians of the timed steps (warmup dropped), B's change, the ratio of per-trial medians.
+    a_steps = [s for t in A_STEPS for s in t[WARMUP:]]
+    b_steps = [1.2 * s for s in a_steps]
+    a_med, b_med = np.median(a_steps), np.median(b_steps)
+    assert table_row(report, "step, synced: median (ms)") == [f"{a_med:.2f}", f"{b_med:.2f} ({b_med / a_med - 1:+.1%})"]
+    p25, p75 = np.percentile(a_steps, [25, 75])
+    assert table_row(report, "step, synced: p25 - p75 (ms)")[0] == f"{p25:.2f} - {p75:.2f}"
+    assert table_row(report, "first step (ms, compile included)") == ["52.00", "62.40 (+20.0%)"]
+    denoise_a, denoise_b = np.median([4.0, 4.01, 4.02]), np.median([4.8, 4.81, 4.82])
+    assert table_row(report, "denoise_s (median)") == [f"{denoise_a:.2f} s",
+                                                        f"{denoise_b:.2f} s ({denoise_b / denoise_a - 1:+.1%})"]
+    assert table_row(report, "timed steps (trials)") == ["12 (3)", "12 (3)"]
+    ratio = np.median([np.median([1.2 * s for s in t[WARMUP:]]) for t in A_STEPS]) / \
+        np.median([np.median(t[WARMUP:]) for t in A_STEPS])
+    assert f"- b/a, median step time (synced): **{ratio:.3f}**" in report
+    assert f"**b is slower than a**: b/a step time **{ratio:.3f}**" in report
+    assert "- A: **a**, the old kernel" in report and "- B: **b**, the new kernel" in report
+
+    # Quality: frame 1 has 20 of 192 values moved by 4, the others are identical.
+    mse = 20 * 16 / (8 * 8 * 3)
+    assert table_row(report, "b vs a")[:3] == [f"{psnr(mse):.2f}", f"{psnr(mse / 3):.2f}", f"{psnr(mse):.2f}"]
+    assert "a: 3 runs bit-identical" in report and "b: 3 runs bit-identical" in report
+
+    # Environment, reproduce, not verified: from env.json, run.json and the case.
+    assert "commit `c0ffee000000`, tree `7ree00000000`, clean" in report
+    assert "4 x TPU v5 lite (tpu)" in report and "`XLA_FLAGS=--xla_tpu_enable_async_all_gather=true`" in report
+    assert "git checkout c0ffee000000" in report and "perfkit run run/case.yaml --salt" in report
+    assert f"cd {run.parent}" in report
+    not_verified = report[report.index("## Not verified"):]
+    assert "no A/A control" in not_verified and "no oracle" in not_verified
+    assert "CPU devices" not in not_verified and "failed" not in not_verified
+
+    # summary.json keeps its contract keys next to the report's.
+    s = json.loads((run / "summary.json").read_text())
+    assert s["variants"]["a"]["step_ms"] == pytest.approx({"median": a_med, "p25": p25, "p75": p75, "n": 12})
+    assert s["comparison"]["ratio"] == pytest.approx(ratio) and s["comparison"]["verdict"] == "slower"
+    assert s["quality"]["psnr_db"] == pytest.approx(psnr(mse)) and s["ranks"]["a"]["consistent"] is True
+    assert s["reproduce"]["command"] == "perfkit run run/case.yaml --salt"
+
+
+def test_plots_are_linked_and_show_the_figures(make_run):
+    from perfkit import plots, timing
+    from perfkit.rundir import read_trials
+
+    run = make_run()
+    report = (run / "report.md").read_text()
+    for name in ("step_times", "psnr"):
+        assert f"](plots/{name}.png)" in report
+        assert (run / "plots" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "plots/breakdown.png" not in report  # no traces, no breakdown plot
+
+    # One box per trial, its median line at the trial's median.
+    fig = plots.step_times(timing.steps_frame(read_trials(run)))
+    medians = [line.get_ydata()[0] for line in fig.axes[0].lines if line.get_linestyle() == "-"
+               and len(line.get_xdata()) == 2 and line.get_ydata()[0] == line.get_ydata()[1]]
+    trials = ab_trials()
+    expected = [np.median(t["steps_ms"][WARMUP:]) for v in ("a", "b") for t in trials if t["variant"] == v]
+    assert all(any(m == pytest.approx(e) for m in medians) for e in expected)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["0", "3", "4", "1", "2", "5"]
+
+    # PSNR per frame: finite frames drawn as values, identical ones as markers.
+    fig = plots.psnr_per_frame([30.0, "inf", 40.0, float("inf")], "t")
+    drawn, identical = fig.axes[0].lines
+    assert list(drawn.get_xdata()) == [0, 2] and list(drawn.get_ydata()) == [30.0, 40.0]
+    assert list(identical.get_xdata()) == [1, 3]
+
+    # Breakdown: one stacked bar per variant, each part's width its milliseconds.
+    parts = {"a": {"compute_ms": 3.0, "ici_ms": 1.0, "dma_ms": 0.5, "idle_ms": 0.5},
+             "b": {"compute_ms": 2.0, "ici_ms": 2.5, "dma_ms": 0.0, "idle_ms": 1.0}, "c": {"error": "no trace"}}
+    fig = plots.breakdown_bars({"variants": parts})
+    widths = [p.get_width() for p in fig.axes[0].patches]
+    assert widths == [2.0, 3.0, 2.5, 1.0, 0.0, 0.5, 1.0, 0.5]  # per part (compute, ici, dma, idle): b, a
+
+
+def test_a_hung_trial_still_renders(tmp_path):
+    trials = ab_trials(values=False)
+    stacks = 'Thread 0x1 (most recent call first):\n  File "bench.py", line 9 in wait_for_peer\n'
+    trials.append(trial(6, "a", [50.0, 10.0], status="hung",
+                        ranks=[{"rank": 0, "exit_code": -9, "running_at_end": True, "steps_done": 2,
+                                "last_step_ms": 10.0, "last_mark": "ready", "stacks": stacks}]))
+    run = write_run(tmp_path / "run", trials, outputs_for(trials[:6], frames(), frames()))
+    res = CliRunner().invoke(cli, ["report", str(run)])
+    assert res.exit_code == 3, res.output
+    report = (run / "report.md").read_text()
+    assert headings(report) == SECTIONS[:2] + ["Failed trials"] + SECTIONS[2:]
+    assert "> 1 trial(s) failed or hung" in report and "trial 6 (a): **hung**" in report
+    assert "waiting in `wait_for_peer (bench.py:9)`" in report
+    assert "1 of 7 trials failed or hung" in report[report.index("## Not verified"):]
+    assert table_row(report, "failed trials") == ["1", "0"]
+    assert table_row(report, "timed steps (trials)") == ["12 (3)", "12 (3)"]  # the hung trial's steps left out
+    assert "inf (bit-identical)" in report.splitlines()[2]
+
+
+def test_progression_table(make_run):
+    first = make_run("r1")
+    second = make_run("r2", trials=ab_trials(b_scale=1.5))
+    res = CliRunner().invoke(cli, ["report", "--progression", str(first), str(second), "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)["rows"]
+    assert [r["run"] for r in rows] == ["r1", "r2"]
+    b1, b2 = (json.loads((r / "summary.json").read_text())["variants"]["b"]["step_ms"]["median"] for r in (first, second))
+    assert rows[1]["b_vs_previous"] == pytest.approx(b2 / b1) and rows[0]["b_vs_previous"] is None
+    assert rows[1]["a_vs_previous"] == pytest.approx(1.0)
+
+    out = first.parent / "progression.md"
+    res = CliRunner().invoke(cli, ["report", "--progression", str(first), str(second), "--out", str(out)])
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("| run | commit | a step (ms) | b step (ms) | b/a [95% CI] |")
+    assert table_row(out.read_text(), "`r2`")[2] == f"{b2:.2f} ({b2 / b1 - 1:+.1%})"
+    assert table_row(out.read_text(), "`r1`")[0] == "`c0ffee000000`"
+
+
+def test_bad_input_is_one_line(tmp_path):
+    res = CliRunner().invoke(cli, ["report", str(tmp_path)])
+    assert res.exit_code == 2 and "no case.yaml" in res.output and len(res.output.splitlines()) == 1
+    res = CliRunner().invoke(cli, ["report", "--progression", str(tmp_path)])
+    assert res.exit_code == 2 and "no summary.json" in res.output
+
+
+def test_a_changed_output_shows_in_quality_and_plot_title(tmp_path):
+    """B's output frames off by one frame: the per-frame PSNR list the plot draws is the quality's."""
+    from perfkit import rundir
+
+    trials = ab_trials(values=False)
+    run = write_run(tmp_path / "run", trials, outputs_for(trials, frames(), shifted(frames(), 2, 192, by=1)))
+    rundir.render(run)
+    per_frame = json.loads((run / "summary.json").read_text())["quality"]["per_frame_psnr_db"]
+    assert per_frame[:2] == ["inf", "inf"] and per_frame[2] == pytest.approx(psnr(1.0))
