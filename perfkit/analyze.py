@@ -66,6 +66,9 @@ def rank_summary(case: Case, run_dir: Path) -> dict:
     ranks wrote XLA dumps (``perfkit.hlo.check``)."""
     from perfkit.hlo.check import variant_check
 
+    if case.kind == "serve":
+        return {v.name: {"consistent": None, "groups": [], "checked": "not checked (a served system)"}
+                for v in case.variants}
     if case.processes == 1:
         return {v.name: {"consistent": True, "groups": [[0]], "checked": "single SPMD program"} for v in case.variants}
     return {v.name: variant_check(run_dir, v.name) for v in case.variants}
@@ -111,6 +114,8 @@ def not_verified(case: Case, summary: dict) -> list[str]:
     devices = (summary.get("env") or {}).get("devices") or {}
     if devices.get("platform") == "cpu":
         notes.append("speed on TPU or GPU: these timings come from CPU devices")
+    if summary.get("serve"):
+        notes += summary["serve"]["not_verified"]
     return notes
 
 
@@ -166,7 +171,7 @@ def summarize_run(run_dir: Path) -> tuple[Case, dict]:
         "comparison": {k: v for k, v in main.items() if k != "variant"},
         "comparisons": comparisons.to_dict("records"),
         "noise_floor": timing.noise_floor(comparisons, case.aa_name) if case.aa else None,
-        "quality": quality_summary(run_dir, trials, a, b, case.oracle),
+        "quality": quality_summary(run_dir, trials, a, b, None if case.kind == "serve" else case.oracle),
         "determinism": {v.name: determinism(run_dir, trials, v.name) for v in case.variants},
         "ranks": rank_summary(case, run_dir),
         "breakdown": trace_summary(run_dir, trials, [v.name for v in variants]),
@@ -176,6 +181,10 @@ def summarize_run(run_dir: Path) -> tuple[Case, dict]:
         "env": {k: env.get(k) for k in ENV_KEYS},
         "reproduce": reproduce(run_dir, env),
     }
+    if case.kind == "serve":  # per-level latency, outputs/min, served quality (perfkit.serve_analysis)
+        from perfkit import serve_analysis
+
+        summary["serve"] = serve_analysis.summarize(case, run_dir, trials)
     summary["not_verified"] = not_verified(case, summary)
     return case, summary
 
@@ -186,11 +195,17 @@ def summary_line(summary: dict, report: Path) -> str:
     b = next(n for n in summary["variants"] if n != a)
     va, vb = summary["variants"][a]["step_ms"]["median"], summary["variants"][b]["step_ms"]["median"]
     parts = [f"{summary['case']}:"]
+    if summary.get("serve"):
+        parts.append(f"c={summary['serve']['concurrency'][0]} latency")
     if va is not None and vb is not None:
         parts.append(f"{a} {va:.2f} ms, {b} {vb:.2f} ms, {b}/{a} {c['ratio']:.3f} "
                      f"[{c['ci'][0]:.3f}, {c['ci'][1]:.3f}] -> {c['verdict']}")
     else:
         parts.append("no timed steps for both variants -> unknown")
+    if summary.get("serve"):
+        from perfkit.serve_report import headline
+
+        parts.append(headline(summary))
     q = summary.get("quality")
     if q:
         # A summary read back from JSON holds infinite PSNR as "inf" (perfkit.quality.json_safe).
@@ -211,7 +226,8 @@ def summary_line(summary: dict, report: Path) -> str:
 
 def run_failed(summary: dict) -> bool:
     """Exit code 3 territory: a trial failed or hung, or the run stopped before its plan was done."""
-    return bool(summary["trials"]["failed"] or summary.get("interrupted"))
+    return bool(summary["trials"]["failed"] or summary.get("interrupted")
+                or (summary.get("serve") or {}).get("failed_count"))
 
 
 def finish(run_dir: Path, *, interrupted: bool = False) -> dict:

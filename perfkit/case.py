@@ -25,14 +25,15 @@ CAPTURE_KEYS = {"xla_dump": (str, "first"), "trace": (list, []), "outputs": (boo
 # `perfkit check` thresholds (perfkit.check.Thresholds); its flags override them.
 CHECK_KEYS = {"ratio_tolerance": ((int, float), 0.10), "psnr_drop_db": ((int, float), 0.5),
               "min_psnr_db": ((int, float), None)}
-VARIANT_KEYS = {"options": (dict, {}), "env": (dict, {}), "args": (list, []), "description": (str, "")}
+VARIANT_KEYS = {"options": (dict, {}), "env": (dict, {}), "args": (list, []), "description": (str, ""),
+                "serve": (dict, {})}
 TOP_KEYS = {
     "name": (str, None), "description": (str, ""), "model": (dict, None), "command": (list, None),
     "devices": (int, 1), "processes": (int, 1), "steps": (int, None), "warmup": (int, 2),
     "repeats": (dict, None), "order": (str, "abba"), "seed": (int, 0), "timeout": ((int, float), 300),
     "min_effect": ((int, float), 0.02), "capture": (dict, None), "variants": (dict, None),
     "matrix": (dict, {}), "oracle": (str, None), "step_regex": (str, None), "aa": (bool, False),
-    "mesh": (dict, None), "check": (dict, None),
+    "mesh": (dict, None), "serve": (dict, None), "check": (dict, None),
 }
 NESTED = {"model": MODEL_KEYS, "repeats": REPEATS_KEYS, "capture": CAPTURE_KEYS, "check": CHECK_KEYS}
 XLA_DUMP_MODES = ("all", "first", "none")
@@ -49,6 +50,7 @@ class Variant:
     env: dict[str, str]
     args: list[str]
     description: str = ""
+    serve: Any = None  # serve cases: this variant's server (perfkit.serve_spec.ServerSpec)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,12 +78,13 @@ class Case:
     step_regex: str | None
     aa: bool = False  # also run the baseline again, interleaved, as an A/A control (the noise floor)
     check: dict = dataclasses.field(default_factory=dict)  # `perfkit check` thresholds (CHECK_KEYS)
+    serve: Any = None  # serve cases: prompts, levels, requests (perfkit.serve_spec.ServeSpec)
     source: str = "<case>"
     raw: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property
     def kind(self) -> str:
-        return "model" if self.model is not None else "command"
+        return "model" if self.model is not None else "serve" if self.serve is not None else "command"
 
     @property
     def aa_name(self) -> str | None:
@@ -119,7 +122,7 @@ def _is_type(val, typ) -> bool:
     return isinstance(val, allowed)
 
 
-def _check_keys(data: dict, table: dict, where: str, path: str) -> dict:
+def check_keys(data: dict, table: dict, where: str, path: str) -> dict:
     """Refuse unknown keys (suggesting the nearest) and wrong types; fill defaults."""
     out = {}
     for key, val in data.items():
@@ -204,15 +207,15 @@ def load_raw(path: str | Path) -> dict:
 
 
 def validate(raw: dict, path: str = "<case>") -> Case:
-    top = _check_keys(raw, TOP_KEYS, "", path)
-    has_model, has_command = bool(raw.get("model")), bool(raw.get("command"))
+    top = check_keys(raw, TOP_KEYS, "", path)
+    has_model, has_command, has_serve = bool(raw.get("model")), bool(raw.get("command")), bool(raw.get("serve"))
     for key, table in NESTED.items():
         if key != "model" or has_model:
-            top[key] = _check_keys(top[key] or {}, table, f"{key}.", path)
+            top[key] = check_keys(top[key] or {}, table, f"{key}.", path)
     if not top["name"]:
         raise BadInput("missing (every case has a name)", path=path, field="name")
-    if has_model == has_command:
-        raise BadInput("a case has exactly one of 'model' and 'command'", path=path, field="model")
+    if has_model + has_command + has_serve != 1:
+        raise BadInput("a case has exactly one of 'model', 'command' and 'serve'", path=path, field="model")
     if has_model and not top["model"]["name"]:
         raise BadInput("missing (the bundled model to run, e.g. wan)", path=path, field="model.name")
     if has_command and not all(isinstance(a, (str, int, float)) for a in top["command"]):
@@ -253,7 +256,10 @@ def validate(raw: dict, path: str = "<case>") -> Case:
         if body is not None and not isinstance(body, dict):
             raise BadInput(f"must be a mapping (options, env, args), got {type(body).__name__}", path=path,
                            field=f"variants.{name}")
-        body = _check_keys(body or {}, VARIANT_KEYS, f"variants.{name}.", path)
+        body = check_keys(body or {}, VARIANT_KEYS, f"variants.{name}.", path)
+        if body["serve"] and not has_serve:
+            raise BadInput("only a serve case has per-variant server settings", path=path,
+                           field=f"variants.{name}.serve")
         env = {str(k): str(v) for k, v in body["env"].items()}
         variants.append(Variant(str(name), dict(body["options"]), env, [str(a) for a in body["args"]],
                                 body["description"]))
@@ -269,6 +275,12 @@ def validate(raw: dict, path: str = "<case>") -> Case:
         if not isinstance(values, list) or not values:
             raise BadInput("a matrix entry is a non-empty list of values", path=path, field=f"matrix.{key}")
 
+    if has_serve:
+        from perfkit import serve_spec
+
+        top["serve"], servers = serve_spec.validate(top, raw, path)
+        top["repeats"] = {"min": top["serve"].server_restarts, "max": top["serve"].server_restarts}
+        variants = [dataclasses.replace(v, serve=servers[v.name]) for v in variants]
     fields = {f.name for f in dataclasses.fields(Case)} - {"source", "raw", "variants"}
     return Case(**{k: top[k] for k in fields}, variants=variants, source=path, raw=raw)
 
@@ -304,7 +316,9 @@ def expand_matrix(case: Case) -> list[tuple[dict, Case]]:
 def to_yaml(case: Case) -> str:
     """The resolved case, as written into a run directory."""
     d = {f.name: getattr(case, f.name) for f in dataclasses.fields(case) if f.name not in ("raw", "source")}
-    d["variants"] = {v.name: {"options": v.options, "env": v.env, "args": v.args, "description": v.description}
-                     for v in case.variants}
+    d["variants"] = {v.name: {"options": v.options, "env": v.env, "args": v.args, "description": v.description,
+                              **({"serve": v.serve.as_raw()} if v.serve else {})} for v in case.variants}
+    if case.serve:
+        d["serve"] = case.serve.as_raw()
     d = {k: v for k, v in d.items() if v is not None}
     return yaml.safe_dump(d, sort_keys=False)

@@ -63,7 +63,7 @@ def _kill_group(pgid: int, sig: int) -> None:
         pass
 
 
-def _start(r: RankProcess, pgid: int | None, cwd: str | Path | None) -> int:
+def start_rank(r: RankProcess, pgid: int | None, cwd: str | Path | None) -> int:
     """Start one rank in the trial's process group (a new group, led by it, when ``pgid`` is None)."""
     r.dir.mkdir(parents=True, exist_ok=True)
     with open(r.dir / "stdout.log", "wb") as out, open(r.dir / "stderr.log", "wb") as err:
@@ -104,7 +104,7 @@ def run_ranks(ranks: list[RankProcess], timeout: float, cwd: str | Path | None =
     status = "interrupted"
     try:
         for r in ranks:
-            pgid = _start(r, pgid, cwd)
+            pgid = start_rank(r, pgid, cwd)
         status = _watch(ranks, timeout, t0, on_tick)
     except OSError as exc:  # a rank that cannot start (missing program, not executable)
         status = "crashed"
@@ -115,8 +115,8 @@ def run_ranks(ranks: list[RankProcess], timeout: float, cwd: str | Path | None =
         status = "interrupted"
     finally:
         if pgid is not None:
-            _end_group(pgid, ranks, dump_stacks=status != "interrupted")
-    return TrialOutcome(status, time.monotonic() - t0, [_rank_report(r) for r in ranks])
+            end_group(pgid, ranks, dump_stacks=status != "interrupted")
+    return TrialOutcome(status, time.monotonic() - t0, [rank_report(r) for r in ranks])
 
 
 def _request_stacks(pgid: int, running: list[RankProcess]) -> None:
@@ -132,7 +132,7 @@ def _request_stacks(pgid: int, running: list[RankProcess]) -> None:
         time.sleep(POLL_S)
 
 
-def _end_group(pgid: int, ranks: list[RankProcess], dump_stacks: bool) -> None:
+def end_group(pgid: int, ranks: list[RankProcess], dump_stacks: bool) -> None:
     """Stack dumps from ranks still running, SIGTERM the whole group, then SIGKILL what is left."""
     running = [r for r in ranks if r.proc is not None and r.proc.poll() is None]
     if running and dump_stacks:
@@ -163,7 +163,7 @@ def exit_text(code: int | None) -> str:
     return f"exit code {code}"
 
 
-def _rank_report(r: RankProcess) -> dict:
+def rank_report(r: RankProcess) -> dict:
     code = r.exit_code if r.exit_code is not None else (r.proc.returncode if r.proc else None)
     rep = {"rank": r.rank, "exit_code": code, "running_at_end": r.proc is not None and r.exit_code is None}
     if code not in (0, None) or r.exit_code is None:

@@ -257,8 +257,9 @@ def _environment(summary: dict) -> list[str]:
     else:
         source = "not a git checkout" if src else "-"
     dev = env.get("devices") or {}
-    devices = dev.get("error") or (f"{dev['count']} x {dev['kind']} ({dev['platform']}), "
-                                   f"{dev.get('process_count', 1)} process(es)" if dev else "not probed")
+    processes = dev.get("process_count", 1)
+    devices = dev.get("error") or (f"{dev['count']} x {dev['kind']} (platform {dev['platform']}), {processes} "
+                                   f"{'process' if processes == 1 else 'processes'}" if dev else "not probed")
     lines = [f"- source: {source}", f"- devices: {devices}"]
     if env.get("host"):
         lines.append(f"- host: `{env['host']}`, {env.get('cpus')} CPUs, Python {env.get('python')}, "
@@ -312,7 +313,12 @@ def render(summary: dict, plots: dict[str, str] | None = None) -> str:
         out += [f"> {len(summary['trials']['failed'])} trial(s) failed or hung: see Failed trials; the figures "
                 "come from the trials that finished.", ""]
     out += ["## Environment", "", *_environment(summary), ""]
-    out += ["## Timing", "", *_timing(summary), ""]
+    if summary.get("serve"):  # a serve case: latency and outputs/min per concurrency level
+        from perfkit.serve_report import section
+
+        out += ["## Serving", "", *section(summary), ""]
+    else:
+        out += ["## Timing", "", *_timing(summary), ""]
     if summary["trials"]["failed"]:
         out += ["## Failed trials", "", *_failures(summary), ""]
     out += ["## Quality", "", *_quality(summary, plots), ""]

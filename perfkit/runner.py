@@ -266,12 +266,14 @@ class Progress:
 
 
 def _check_runnable(case: Case) -> None:
-    """A command that cannot start is bad input, found before any trial runs."""
-    if case.kind != "command":
+    """A command or server that cannot start is bad input, found before any trial runs."""
+    if case.kind == "model":
         return
-    prog = command_argv(case, case.variants[0])[0]
-    if os.sep not in prog and shutil.which(prog) is None:
-        raise BadInput(f"program {prog!r} not found on PATH", path=case.source, field="command")
+    programs = {"command": command_argv(case, case.variants[0])[0]} if case.kind == "command" else \
+        {f"variants.{v.name}.serve.server": v.serve.argv[0] for v in case.variants}
+    for field, prog in programs.items():
+        if prog not in PYTHON_NAMES and os.sep not in prog and shutil.which(prog) is None:
+            raise BadInput(f"program {prog!r} not found on PATH", path=case.source, field=field)
 
 
 def _check_options(case: Case, options: RunOptions) -> None:
@@ -280,6 +282,8 @@ def _check_options(case: Case, options: RunOptions) -> None:
         raise BadInput(f"no variant {options.only!r} (variants: {', '.join(names)})", path=case.source,
                        field="--only")
     if options.hosts > 1:
+        if case.kind == "serve":
+            raise BadInput("a serve case runs its servers from one host", path=case.source, field="--hosts")
         if case.processes % options.hosts:
             raise BadInput(f"{case.processes} processes do not split evenly over {options.hosts} hosts",
                            path=case.source, field="processes")
@@ -403,6 +407,10 @@ def _run_trial(case: Case, trial: Trial, run_dir: Path, options: RunOptions, hoo
                on_tick: Callable[[], None]) -> dict | None:
     """Run one trial in fresh processes; its record, or None when it was interrupted."""
     trial_dir = run_dir / "trials" / trial.dirname
+    if case.kind == "serve":
+        from perfkit import serve
+
+        return serve.run_trial(case, case.variant(trial.variant), trial, trial_dir, options, hook, on_tick)
     dump = case.capture["xla_dump"] == "all" or (case.capture["xla_dump"] == "first" and trial.round == 0)
     ranks = rank_processes(case, case.variant(trial.variant), trial, trial_dir, dump=dump, options=options,
                            trial_port=port_base + trial.index, hook=hook)

@@ -42,7 +42,8 @@ def test_wrong_type_or_value_names_the_field(raw, line):
     ({k: v for k, v in GOOD.items() if k != "variants"},
      "c.yaml: variants: need at least two variants (the first is the baseline A)"),
     (dict(GOOD, variants={"tp": {}}), "c.yaml: variants: need at least two variants (the first is the baseline A)"),
-    ({k: v for k, v in GOOD.items() if k != "model"}, "c.yaml: model: a case has exactly one of 'model' and 'command'"),
+    ({k: v for k, v in GOOD.items() if k != "model"},
+     "c.yaml: model: a case has exactly one of 'model', 'command' and 'serve'"),
     (dict(GOOD, model={"config": "tiny"}), "c.yaml: model.name: missing (the bundled model to run, e.g. wan)"),
     (dict(GOOD, devices=4, processes=3), "c.yaml: processes: 4 devices do not split evenly over 3 processes"),
 ])

@@ -1,0 +1,213 @@
+"""A serve run's figures as tidy frames: every request, then per server process and level, pooled per
+variant and level, B/A ratios per level, and the served outputs' quality per prompt.
+
+Conventions (stated in the report): latency is measured at the client, from sending a request to
+holding its output, over the requests that returned an output; outputs per minute of one server process
+at one level are its good measured outputs over the span from the first measured request's start to the
+last one's end; a pooled row takes its latency percentiles over the pooled requests of the variant's good
+server processes and its outputs per minute as their mean (min and max alongside), as the reference PR's
+"mean of two server processes" does.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from perfkit import stats
+from perfkit.case import Case
+from perfkit.errors import BadInput
+from perfkit.media import open_media, output_files, parse_codec
+from perfkit.quality import codec_floor, compare
+
+REQUEST_COLUMNS = ["trial", "variant", "round", "trial_status", "level", "phase", "index", "prompt", "seed",
+                   "worker", "start_s", "end_s", "latency_ms", "status", "ok", "error", "timed_out", "output",
+                   "sha256"]
+PROCESS_COLUMNS = ["variant", "trial", "trial_status", "level", "sent", "ok", "failed", "latency_p50_ms",
+                   "latency_p90_ms", "latency_max_ms", "outputs_per_min", "span_s"]
+FAILED_KEPT = 50  # failed requests listed in the summary (all are counted)
+
+
+def requests_frame(run_dir: Path, trials: list[dict]) -> pd.DataFrame:
+    """One row per request of every trial (``requests.jsonl`` of each server process)."""
+    rows = []
+    for t in trials:
+        path = run_dir / t["dir"] / t.get("serve", {}).get("requests", "rank0/requests.jsonl")
+        lines = path.read_text().splitlines() if path.is_file() else []
+        for line in lines:
+            try:
+                r = json.loads(line)
+            except ValueError:  # a torn last line of a killed perfkit
+                continue
+            rows.append({"trial": t["index"], "variant": t["variant"], "round": t["round"],
+                         "trial_status": t["status"], **r})
+    return pd.DataFrame(rows, columns=REQUEST_COLUMNS).astype({"ok": bool, "timed_out": bool, "status": "Int64"})
+
+
+def per_process(requests: pd.DataFrame) -> pd.DataFrame:
+    """One row per (variant, server process, level) over its measured requests."""
+    rows = []
+    measured = requests[requests.phase == "measured"]
+    for (variant, trial, level), g in measured.groupby(["variant", "trial", "level"], sort=False):
+        good = g.latency_ms[g.ok].to_numpy()
+        span = float(g.end_s.max() - g.start_s.min())
+        p50, p90, top = np.percentile(good, [50, 90, 100]) if good.size else (np.nan,) * 3
+        rows.append((variant, trial, g.trial_status.iloc[0], level, len(g), int(good.size), int(len(g) - good.size),
+                     p50, p90, top, good.size / span * 60 if span > 0 else np.nan, span))
+    return pd.DataFrame(rows, columns=PROCESS_COLUMNS)
+
+
+def pooled(requests: pd.DataFrame, processes: pd.DataFrame) -> pd.DataFrame:
+    """One row per (variant, level) over the variant's good server processes."""
+    good = processes[processes.trial_status == "ok"]
+    measured = requests[(requests.phase == "measured") & (requests.trial_status == "ok") & requests.ok]
+    rows = []
+    for (variant, level), g in good.groupby(["variant", "level"], sort=False):
+        lat = measured.latency_ms[(measured.variant == variant) & (measured.level == level)].to_numpy()
+        p50, p90, top = np.percentile(lat, [50, 90, 100]) if lat.size else (np.nan,) * 3
+        rows.append({"variant": variant, "level": level, "processes": len(g), "sent": int(g.sent.sum()),
+                     "failed": int(g.failed.sum()), "latency_p50_ms": p50, "latency_p90_ms": p90,
+                     "latency_max_ms": top, "outputs_per_min": g.outputs_per_min.mean(),
+                     "outputs_per_min_min": g.outputs_per_min.min(), "outputs_per_min_max": g.outputs_per_min.max()})
+    return pd.DataFrame(rows, columns=["variant", "level", "processes", "sent", "failed", "latency_p50_ms",
+                                       "latency_p90_ms", "latency_max_ms", "outputs_per_min",
+                                       "outputs_per_min_min", "outputs_per_min_max"])
+
+
+def level_comparisons(requests: pd.DataFrame, processes: pd.DataFrame, baseline: str, others: list[str], *,
+                      min_effect: float, seed: int) -> pd.DataFrame:
+    """Each variant against the baseline at every level: the median latency ratio (bootstrap over server
+    processes, then requests) and the outputs-per-minute ratio (over server processes: a CI only with
+    two or more on each side). Verdicts say whether B is faster (lower latency, more outputs)."""
+    good = requests[(requests.phase == "measured") & (requests.trial_status == "ok") & requests.ok]
+    procs = processes[processes.trial_status == "ok"]
+    rows = []
+    for level in sorted(requests.level.unique()):
+        def latencies(v: str) -> list[np.ndarray]:
+            mine = good[(good.variant == v) & (good.level == level)]
+            return [g.latency_ms.to_numpy() for _, g in mine.groupby("trial")]
+
+        def throughputs(v: str) -> list[list[float]]:
+            return [[x] for x in procs.outputs_per_min[(procs.variant == v) & (procs.level == level)].dropna()]
+
+        for v in others:
+            lat = stats.compare(latencies(baseline), latencies(v), min_effect=min_effect, seed=seed)
+            rows.append(_row(v, level, "latency_ms", lat.ratio, lat.ci, lat.verdict, lat.n_a, lat.n_b))
+            a, b = throughputs(baseline), throughputs(v)
+            out = stats.compare(a, b, min_effect=min_effect, seed=seed)
+            ci = out.ci if min(len(a), len(b)) >= 2 else (np.nan, np.nan)
+            # More outputs per minute is faster: the verdict of the inverse ratio's interval.
+            verdict = stats.verdict_for((1 / ci[1], 1 / ci[0]), min_effect) if np.isfinite(ci[0]) else "unknown"
+            rows.append(_row(v, level, "outputs_per_min", out.ratio, ci, verdict, len(a), len(b)))
+    return pd.DataFrame(rows, columns=["variant", "level", "metric", "ratio", "ci_lo", "ci_hi", "verdict", "n_a",
+                                       "n_b"])
+
+
+def _row(variant, level, metric, ratio, ci, verdict, n_a, n_b) -> dict:
+    return {"variant": variant, "level": level, "metric": metric, "ratio": ratio, "ci_lo": ci[0], "ci_hi": ci[1],
+            "verdict": verdict, "n_a": n_a, "n_b": n_b}
+
+
+def _oracle_file(oracle: Path, prompt: str) -> Path:
+    """The oracle of one prompt: ``<oracle>/<prompt>.<ext>`` (or a frames folder named so)."""
+    found = sorted(p for p in oracle.iterdir() if p.stem == prompt) if oracle.is_dir() else []
+    if not found:
+        raise BadInput(f"no oracle for prompt {prompt!r} (expected {oracle}/{prompt}.<ext>)", path=str(oracle))
+    return found[0]
+
+
+def _first_outputs(run_dir: Path, trials: list[dict], variant: str) -> dict[str, Path]:
+    """A variant's first good server process: its first good output of each prompt, by prompt name."""
+    t = next((t for t in trials if t["variant"] == variant and t["status"] == "ok"), None)
+    return {} if t is None else {p.stem: p for p in output_files(run_dir / t["dir"]).values()}
+
+
+def _figures(result: dict) -> dict:
+    if result["kind"] == "tensor":
+        return {"psnr_db": result["psnr_db"], "bit_identical": result["bit_identical"],
+                "max_abs_diff": result["max_abs_diff"]}
+    return {"psnr_db": result["psnr_mean_db"], "psnr_pooled_db": result["psnr_pooled_db"],
+            "psnr_min_db": result["psnr_min_db"], "bit_identical": result["bit_identical"],
+            "max_abs_diff": result["max_abs_diff"]}
+
+
+def served_quality(run_dir: Path, trials: list[dict], case: Case) -> pd.DataFrame:
+    """One row per (prompt, variant): the variant's first good output of the prompt against the reference
+    (the case's oracle folder, else the baseline's output) and the codec floor (the reference through the
+    case's codec: what a served video can reach)."""
+    baseline = case.variants[0].name
+    codec = parse_codec(case.serve.codec)
+    outputs = {v.name: _first_outputs(run_dir, trials, v.name) for v in case.run_variants()}
+    rows = []
+    for prompt in (p.name for p in case.serve.prompts):
+        try:
+            ref = _oracle_file(Path(case.oracle), prompt) if case.oracle else outputs[baseline].get(prompt)
+            floor = None
+            if ref is not None and open_media(ref).kind == "frames":
+                floor = codec_floor(ref, codec)["psnr_mean_db"]
+        except BadInput as exc:
+            ref, floor, ref_error = None, None, exc.line()
+        else:
+            ref_error = None if ref is not None else f"{baseline} has no good output of {prompt!r}"
+        for variant, files in outputs.items():
+            if not case.oracle and variant == baseline:
+                continue
+            row = {"prompt": prompt, "variant": variant, "reference": str(ref) if ref else None, "codec_floor_db": floor}
+            if ref_error or prompt not in files:
+                row["error"] = ref_error or f"{variant} has no good output of {prompt!r}"
+            else:
+                try:
+                    row.update(_figures(compare(ref, files[prompt])))
+                except BadInput as exc:
+                    row["error"] = exc.line()
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    """Frame rows for summary.json, NaN as None (an identical output's PSNR stays inf)."""
+    return frame.astype(object).where(frame.notna(), None).to_dict("records")
+
+
+def latency_samples(requests: pd.DataFrame, variants: list[str]) -> dict[str, dict[str, list[float]]]:
+    """Good measured latencies of good server processes, by variant (in case order) and level."""
+    good = requests[requests.ok & (requests.phase == "measured") & (requests.trial_status == "ok")]
+    return {v: {str(c): g.latency_ms.tolist() for c, g in good[good.variant == v].groupby("level")}
+            for v in variants if (good.variant == v).any()}
+
+
+def not_verified(case: Case) -> list[str]:
+    notes = ["latency is measured at the client (HTTP and queueing included); the server's stages are not split",
+             "quality of every served output: only the first good output of each prompt is compared (a prompt "
+             "may come out differently at other concurrency levels)"]
+    if case.serve.server_restarts < 2:
+        notes.append("one server process per variant: no spread between processes, no CI on outputs/min ratios")
+    return notes
+
+
+def summarize(case: Case, run_dir: Path, trials: list[dict]) -> dict:
+    """The ``serve`` block of summary.json."""
+    requests = requests_frame(run_dir, trials)
+    processes = per_process(requests)
+    names = [v.name for v in case.run_variants()]
+    failed = requests[~requests.ok]
+    return {
+        "concurrency": list(case.serve.concurrency), "requests": case.serve.requests, "warmup": case.warmup,
+        "server_restarts": case.serve.server_restarts, "prompts": len(case.serve.prompts),
+        "levels": _records(pooled(requests, processes)),
+        "processes": _records(processes),
+        "comparisons": _records(level_comparisons(requests, processes, names[0], names[1:],
+                                                  min_effect=case.min_effect, seed=case.seed)),
+        "servers": [{"trial": t["index"], "variant": t["variant"], "status": t["status"],
+                     **{k: t.get("serve", {}).get(k) for k in ("url", "ready_s", "failure")}} for t in trials],
+        "failed_requests": _records(failed[["trial", "variant", "level", "phase", "index", "prompt", "status",
+                                            "error"]].head(FAILED_KEPT)),
+        "failed_count": len(failed),
+        "latency_samples_ms": latency_samples(requests, names),
+        "quality": {"reference": "oracle" if case.oracle else names[0], "codec": case.serve.codec,
+                    "rows": _records(served_quality(run_dir, trials, case))},
+        "not_verified": not_verified(case),
+    }

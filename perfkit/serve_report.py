@@ -1,0 +1,171 @@
+"""The serving part of ``report.md`` and of the summary line, formatted from ``summary["serve"]``
+(``perfkit.serve_analysis``), and the latency plot per concurrency level."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+LATENCY_PLOT = "plots/serve_latency.png"
+
+
+def _s(ms) -> str:
+    """Milliseconds as seconds, 3 decimals below 10 s."""
+    return "-" if ms is None else f"{ms / 1e3:.3f}" if ms < 1e4 else f"{ms / 1e3:.1f}"
+
+
+def _per_min(x) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def _db(x) -> str:
+    return "inf" if x in ("inf", float("inf")) else "-" if x is None else f"{x:.2f}"
+
+
+def _ratio(row: dict) -> str:
+    if row["ratio"] is None:
+        return "-"
+    ci = "" if row["ci_lo"] is None else f" [{row['ci_lo']:.3f}, {row['ci_hi']:.3f}]"
+    return f"{row['ratio']:.3f}{ci} {row['verdict']}"
+
+
+def _by(rows: list[dict], *keys: str) -> dict:
+    return {tuple(r[k] for k in keys): r for r in rows}
+
+
+def headline(summary: dict) -> str:
+    """The summary line's serving clause: outputs/min at the highest level and failed requests."""
+    s = summary["serve"]
+    top, base = s["concurrency"][-1], summary["baseline"]
+    levels = _by(s["levels"], "variant", "level")
+    rates = [f"{v} {_per_min(levels[(v, top)]['outputs_per_min'])}" for v in summary["variants"] if (v, top) in levels]
+    parts = [f"; c={top} outputs/min " + (", ".join(rates) or "-")]
+    for r in s["comparisons"]:
+        if r["level"] == top and r["metric"] == "outputs_per_min" and r["ratio"] is not None:
+            parts.append(f", {r['variant']}/{base} {_ratio(r)}")
+    if s["failed_count"]:
+        parts.append(f"; {s['failed_count']} failed request(s)")
+    return "".join(parts)
+
+
+def plot_latency(samples: dict[str, dict[str, list[float]]], levels: list[int], path: Path) -> Path:
+    """One panel per concurrency level: each variant's request latencies (box and points)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(1, len(levels), figsize=(3.2 * len(levels) + 1, 3.6), sharey=True, squeeze=False)
+    names = list(samples)
+    for ax, level in zip(axes[0], levels):
+        data = [np.asarray(samples[v].get(str(level), []), float) / 1e3 for v in names]
+        ax.boxplot([d if d.size else [np.nan] for d in data], showfliers=False)
+        ax.set_xticks(range(1, len(names) + 1), names, rotation=20)
+        for i, d in enumerate(data, start=1):
+            ax.plot(np.full(d.size, i) + np.linspace(-0.15, 0.15, d.size), d, ".", alpha=0.6)
+        ax.set_title(f"concurrency {level}")
+    axes[0][0].set_ylabel("request latency (s)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _main_table(summary: dict) -> list[str]:
+    s = summary["serve"]
+    first, levels = s["concurrency"][0], _by(s["levels"], "variant", "level")
+    head = (f"| variant | latency c={first} (s) | " + " | ".join(f"outputs/min c={c}" for c in s["concurrency"])
+            + " | failed requests |")
+    rows = [head, "| --- |" + " ---: |" * (len(s["concurrency"]) + 2)]
+    for v in summary["variants"]:
+        mine = [levels.get((v, c)) for c in s["concurrency"]]
+        if not any(mine):
+            rows.append(f"| {v} | no good server process |" + " |" * (len(s["concurrency"]) + 1))
+            continue
+
+        def rate(r: dict | None) -> str:
+            if r is None:
+                return "-"
+            spread = "" if r["processes"] < 2 else \
+                f" ({_per_min(r['outputs_per_min_min'])}-{_per_min(r['outputs_per_min_max'])})"
+            return _per_min(r["outputs_per_min"]) + spread
+
+        failed = sum(r["failed"] for r in mine if r)
+        rows.append(f"| {v} | {_s(mine[0]['latency_p50_ms']) if mine[0] else '-'} | "
+                    + " | ".join(rate(r) for r in mine) + f" | {failed} |")
+    return rows
+
+
+def _comparisons(summary: dict) -> list[str]:
+    s, base = summary["serve"], summary["baseline"]
+    table = _by(s["comparisons"], "variant", "level", "metric")
+    rows = [f"| variant / {base} | concurrency | median latency ratio [95% CI] | outputs/min ratio [95% CI] |",
+            "| --- | ---: | --- | --- |"]
+    for v in dict.fromkeys(r["variant"] for r in s["comparisons"]):
+        for c in s["concurrency"]:
+            lat, out = table.get((v, c, "latency_ms")), table.get((v, c, "outputs_per_min"))
+            rows.append(f"| {v} | {c} | {_ratio(lat) if lat else '-'} | {_ratio(out) if out else '-'} |")
+    return rows
+
+
+def _processes(summary: dict) -> list[str]:
+    s = summary["serve"]
+    servers = {x["trial"]: x for x in s["servers"]}
+    rows = ["| variant | trial | server | ready (s) | concurrency | good / sent | latency p50 / p90 / max (s) | "
+            "outputs/min |", "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in s["processes"]:
+        ready = servers.get(r["trial"], {}).get("ready_s")
+        rows.append(f"| {r['variant']} | {r['trial']} | {r['trial_status']} | {'-' if ready is None else ready} | "
+                    f"{r['level']} | {r['ok']} / {r['sent']} | {_s(r['latency_p50_ms'])} / {_s(r['latency_p90_ms'])} / "
+                    f"{_s(r['latency_max_ms'])} | {_per_min(r['outputs_per_min'])} |")
+    return rows
+
+
+def _quality(summary: dict) -> list[str]:
+    q = summary["serve"]["quality"]
+    if not q["rows"]:
+        return ["No served outputs to compare."]
+    against = "the oracle" if q["reference"] == "oracle" else f"{q['reference']}'s output"
+    rows = [f"Served outputs against {against}, per prompt (first good output of the first good server process; "
+            f"PSNR: mean over differing frames, data range 255; codec floor: the reference through "
+            f"`{q['codec']}`, the best a video served through that codec can score):", "",
+            "| prompt | variant | PSNR (dB) | pooled MSE (dB) | worst frame (dB) | codec floor (dB) | bit-identical |",
+            "| --- | --- | ---: | ---: | ---: | ---: | :---: |"]
+    for r in q["rows"]:
+        if r.get("error"):
+            rows.append(f"| {r['prompt']} | {r['variant']} | {r['error']} | | | {_db(r['codec_floor_db'])} | |")
+            continue
+        same = "yes" if r["bit_identical"] else "no"
+        rows.append(f"| {r['prompt']} | {r['variant']} | {_db(r['psnr_db'])} | {_db(r.get('psnr_pooled_db'))} | "
+                    f"{_db(r.get('psnr_min_db'))} | {_db(r['codec_floor_db'])} | {same} |")
+    return rows
+
+
+def section(summary: dict) -> list[str]:
+    """The report's Serving section; writes the latency plot into the run directory."""
+    s = summary["serve"]
+    plot = plot_latency(s["latency_samples_ms"], s["concurrency"], Path(summary["run_dir"]) / LATENCY_PLOT) \
+        if s["latency_samples_ms"] else None
+    lines = [f"Closed loop: {s['prompts']} prompts with their seeds, {s['requests']} measured requests per "
+             f"concurrency level after {s['warmup']} warmup request(s), {s['server_restarts']} fresh server "
+             "process(es) per variant, interleaved. Latency is the median over the pooled requests of the good "
+             "processes, measured at the client (sending the request to holding the output); outputs/min is the "
+             "mean over processes (min-max in brackets).", "", *_main_table(summary), "",
+             f"Against the baseline, per level (latency: bootstrap over processes, then requests; outputs/min: "
+             "over processes, a CI only with two or more per side; *faster* means lower latency or more "
+             "outputs/min):", "", *_comparisons(summary), "", "Per server process:", "", *_processes(summary)]
+    failures = [x for x in s["servers"] if x["failure"]]
+    if failures:
+        lines += ["", "Servers that did not finish (log tails under Failed trials):", "",
+                  *(f"- trial {x['trial']} ({x['variant']}): **{x['status']}**: {x['failure']}" for x in failures)]
+    if s["failed_count"]:
+        lines += ["", f"Failed requests ({s['failed_count']}"
+                  + (f", the first {len(s['failed_requests'])} listed" if s["failed_count"] > len(s["failed_requests"])
+                     else "") + "):", "",
+                  *(f"- trial {r['trial']} ({r['variant']}), c={r['level']} {r['phase']} #{r['index']} ({r['prompt']}): "
+                    f"{r['error']}" for r in s["failed_requests"])]
+    if plot is not None:
+        lines += ["", f"![Request latency per concurrency level]({LATENCY_PLOT})"]
+    lines += ["", *_quality(summary)]
+    return lines
