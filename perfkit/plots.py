@@ -38,7 +38,8 @@ def step_times(steps: pd.DataFrame) -> Figure | None:
     groups = [(v, t, g.ms.to_numpy()) for v in variants for t, g in timed[timed.variant == v].groupby("trial")]
     fig = Figure(figsize=(max(4.0, 0.45 * len(groups) + 2), 3.2))
     ax = fig.add_subplot()
-    boxes = ax.boxplot([g for _, _, g in groups], patch_artist=True, widths=0.6, showfliers=True)
+    boxes = ax.boxplot([g for _, _, g in groups], patch_artist=True, widths=0.6, showfliers=True,
+                       medianprops={"color": "black"})
     for box, (v, _, _) in zip(boxes["boxes"], groups):
         box.set_facecolor(colors[variants.index(v)])
         box.set_alpha(0.6)

@@ -61,7 +61,7 @@ def test_sections_and_figures(make_run):
 
     # Environment, reproduce, not verified: from env.json, run.json and the case.
     assert "commit `c0ffee000000`, tree `7ree00000000`, clean" in report
-    assert "4 x TPU v5 lite (tpu)" in report and "`XLA_FLAGS=--xla_tpu_enable_async_all_gather=true`" in report
+    assert "4 x TPU v5 lite (platform tpu), 1 process" in report and "`XLA_FLAGS=--xla_tpu_enable_async_all_gather=true`" in report
     assert "git checkout c0ffee000000" in report and "perfkit run run/case.yaml --salt" in report
     assert f"cd {run.parent}" in report
     not_verified = report[report.index("## Not verified"):]
