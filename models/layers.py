@@ -66,19 +66,18 @@ def is_weight(x) -> bool:
     return isinstance(x, Weight)
 
 
-def init_params(specs, seed: int, dtype=jnp.float32):
-    """Random parameters for a tree of ``Weight`` specs, fixed by ``seed`` (no checkpoints)."""
-    leaves, treedef = jax.tree.flatten(specs, is_leaf=is_weight)
-    keys = jax.random.split(jax.random.key(seed), len(leaves))
-    out = []
-    for key, w in zip(keys, leaves):
-        noise = jax.random.normal(key, w.shape, jnp.float32)
+def init_params(specs, seed: int, dtype=np.float32):
+    """Random host (numpy) parameters for a tree of ``Weight`` specs, fixed by ``seed`` (no
+    checkpoints). Drawn with numpy: one jax random program per weight shape compiled for seconds."""
+    rng = np.random.default_rng(seed)
+
+    def draw(w: Weight) -> np.ndarray:
+        noise = rng.standard_normal(w.shape, dtype=np.float32)
         if w.ones:
-            arr = 1.0 + 0.1 * noise
-        else:
-            arr = noise * (w.scale if w.scale is not None else 1.0 / math.sqrt(w.shape[0]))
-        out.append(arr.astype(dtype))
-    return jax.tree.unflatten(treedef, out)
+            return (1.0 + 0.1 * noise).astype(dtype)
+        return (noise * np.float32(w.scale if w.scale is not None else 1.0 / math.sqrt(w.shape[0]))).astype(dtype)
+
+    return jax.tree.map(draw, specs, is_leaf=is_weight)
 
 
 def param_kinds(specs):

@@ -56,7 +56,7 @@ class Denoiser:
 
         specs = fam.param_specs(cfg)
         param_pspecs = jax.tree.map(plan.param_spec, L.param_kinds(specs))
-        params = jax.device_get(L.init_params(specs, run.seed, dtype))
+        params = L.init_params(specs, run.seed, dtype)
         if plan.split_rope:
             params = L.permute_for_split_rope(params, specs)
         self.params = jax.device_put(params, jax.tree.map(self._sharding, param_pspecs))
@@ -73,15 +73,17 @@ class Denoiser:
         self.sigmas = euler_sigmas(run.steps)
         self.index = 0
 
-        specs_of = lambda names: {name: plan.stream_spec(name) for name in names}  # noqa: E731
         body = partial(_euler_step, forward=partial(fam.forward, cfg=cfg, plan=plan), guidance=run.guidance)
         self._step = jax.jit(jax.shard_map(
             body, mesh=self.mesh,
-            in_specs=(param_pspecs, specs_of(self.state), specs_of(self.conditions), P(), P()),
-            out_specs=specs_of(self.state), check_vma=False))
+            in_specs=(param_pspecs, self._specs(self.state), self._specs(self.conditions), P(), P()),
+            out_specs=self._specs(self.state), check_vma=False))
 
     def _sharding(self, spec: P) -> NamedSharding:
         return NamedSharding(self.mesh, spec)
+
+    def _specs(self, streams) -> dict[str, P]:
+        return {name: self.plan.stream_spec(name) for name in streams}
 
     def _put(self, stream: str, x) -> jax.Array:
         """(B, S, C) whole stream, host or device -> padded (eagerly) and placed as the plan lays it out."""
@@ -112,11 +114,6 @@ class Denoiser:
                                 jnp.float32(t_next - t))
         self.index += 1
         return self.state[self.primary]
-
-    def lower_text(self) -> str:
-        """The optimized HLO of the step program (what every device runs)."""
-        args = (self.params, self.state, self.conditions, jnp.float32(1), jnp.float32(-0.1))
-        return self._step.lower(*args).compile().as_text()
 
     def frames(self) -> np.ndarray:
         """Decode the current latents to uint8 frames (T, H, W, 3)."""

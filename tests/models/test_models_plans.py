@@ -17,6 +17,7 @@ import pytest
 from model_testing import CONFIGS, FAMILIES, GUIDANCE, STEPS, denoise, outputs, reference
 
 from perfkit.errors import BadInput
+from perfkit.kernels import collective_matmul as cm
 from perfkit.models import layers as L
 from perfkit.models.pipeline import DenoiseConfig, Denoiser, decode
 from perfkit.models.plans import Plan, make_plan
@@ -128,3 +129,32 @@ def test_restarting_from_the_first_latents_repeats_the_run():
     again = outputs(den)
     for name in ("video", "audio"):
         np.testing.assert_array_equal(again[name], first[name])
+
+
+def _collective_matmuls(monkeypatch, family, config) -> tuple[list[int], list[int]]:
+    """Under ``sp`` on 4 devices, one traced step: the weights of each all-gather matmul and the (x, w)
+    pairs of each matmul reduce-scatter."""
+    gathers, scatters = [], []
+    gather, scatter = cm.all_gather_matmul, cm.matmul_reduce_scatter
+    monkeypatch.setattr(cm, "all_gather_matmul", lambda x, ws, **kw: gathers.append(len(ws)) or gather(x, ws, **kw))
+    monkeypatch.setattr(cm, "matmul_reduce_scatter", lambda pairs, **kw: scatters.append(len(pairs)) or scatter(pairs, **kw))
+    den = Denoiser(family, config, make_plan("sp", pad="halves"), jax.devices()[:4], DenoiseConfig(steps=1))
+    jax.eval_shape(den._step, den.params, den.state, den.conditions, np.float32(1), np.float32(-1))
+    return sorted(gathers), sorted(scatters)
+
+
+@pytest.mark.parametrize("family", ["flux", "hunyuan"])
+def test_sp_single_blocks_gather_once_and_scatter_once(monkeypatch, family):
+    """Per stream, a dual-stream block gathers for q / k / v (3 weights) and the FFN (1) and scatters
+    attention out and FFN down; the single block gathers q, k, v and the MLP input in one all-gather
+    (4 weights) and scatters both output halves in one reduce-scatter (2 pairs)."""
+    gathers, scatters = _collective_matmuls(monkeypatch, family, CONFIGS[family]["odd"])
+    assert gathers == [1, 1, 3, 3, 4] and scatters == [1, 1, 1, 1, 2]
+
+
+def test_sp_keeps_the_ltx2_audio_tensor_parallel(monkeypatch):
+    """Video-facing projections ride the collective matmuls (self-attention q / k / v, text and a2v
+    queries, v2a's video k / v in one two-weight gather, the FFN); the audio's never do: its outputs
+    are all-reduced as under tp, and v2a's output goes to the audio."""
+    gathers, scatters = _collective_matmuls(monkeypatch, "ltx2", CONFIGS["ltx2"]["odd"])
+    assert gathers == [1, 1, 1, 2, 3] and scatters == [1, 1, 1, 1]
