@@ -20,6 +20,7 @@ good warmup requests), so the single-request latency gets the runner's B/A ratio
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import os
@@ -176,8 +177,8 @@ class ServedTrial:
             self.mark = f"c={level}"
             offset = 0
             for phase, count in (("warmup", warmup), ("measured", self.spec.requests)):
-                closed_loop(count, level, lambda i, w, c=level, p=phase, o=offset: self.send(c, p, o, i, w), self.stopped,
-                            self.end, on_tick)
+                closed_loop(count, level, functools.partial(self.send, level, phase, offset), self.stopped, self.end,
+                            on_tick)
                 offset += count
                 if self.stopped():
                     return
@@ -191,8 +192,8 @@ class ServedTrial:
         warm = sum(r["phase"] == "warmup" for r in lowest)
         status = self.trouble[0] if self.trouble else "ok" if len(steps) > warm else "no_steps"
         good = [r for r in rows if r["ok"]]
-        rank = {**rank_report(self.proc), "steps_done": len(good), "last_step_ms": good[-1]["latency_ms"] if good else None,
-                "last_mark": self.mark}
+        rank = {**rank_report(self.proc), "steps_done": len(good),
+                "last_step_ms": good[-1]["latency_ms"] if good else None, "last_mark": self.mark}
         levels = [{"concurrency": c, "sent": sum(r["level"] == c for r in rows),
                    "ok": sum(r["level"] == c and r["ok"] for r in rows)} for c in self.spec.concurrency]
         return {

@@ -155,7 +155,8 @@ def served_quality(run_dir: Path, trials: list[dict], case: Case) -> pd.DataFram
         for variant, files in outputs.items():
             if not case.oracle and variant == baseline:
                 continue
-            row = {"prompt": prompt, "variant": variant, "reference": str(ref) if ref else None, "codec_floor_db": floor}
+            row = {"prompt": prompt, "variant": variant, "reference": str(ref) if ref else None,
+                   "codec_floor_db": floor}
             if ref_error or prompt not in files:
                 row["error"] = ref_error or f"{variant} has no good output of {prompt!r}"
             else:

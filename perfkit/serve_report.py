@@ -41,7 +41,8 @@ def headline(summary: dict) -> str:
     parts = [f"; c={top} outputs/min " + (", ".join(rates) or "-")]
     for r in s["comparisons"]:
         if r["level"] == top and r["metric"] == "outputs_per_min" and r["ratio"] is not None:
-            parts.append(f", {r['variant']}/{base} {_ratio(r)}")
+            ci = "" if r["ci_lo"] is None else f" [{r['ci_lo']:.3f}, {r['ci_hi']:.3f}]"
+            parts.append(f", {r['variant']}/{base} {r['ratio']:.3f}{ci} -> {r['verdict']}")
     if s["failed_count"]:
         parts.append(f"; {s['failed_count']} failed request(s)")
     return "".join(parts)
@@ -151,7 +152,7 @@ def section(summary: dict) -> list[str]:
              f"concurrency level after {s['warmup']} warmup request(s), {s['server_restarts']} fresh server "
              "process(es) per variant, interleaved. Latency is the median over the pooled requests of the good "
              "processes, measured at the client (sending the request to holding the output); outputs/min is the "
-             "mean over processes (min-max in brackets).", "", *_main_table(summary), "",
+             "mean over processes (min-max in parentheses).", "", *_main_table(summary), "",
              f"Against the baseline, per level (latency: bootstrap over processes, then requests; outputs/min: "
              "over processes, a CI only with two or more per side; *faster* means lower latency or more "
              "outputs/min):", "", *_comparisons(summary), "", "Per server process:", "", *_processes(summary)]
@@ -163,8 +164,8 @@ def section(summary: dict) -> list[str]:
         lines += ["", f"Failed requests ({s['failed_count']}"
                   + (f", the first {len(s['failed_requests'])} listed" if s["failed_count"] > len(s["failed_requests"])
                      else "") + "):", "",
-                  *(f"- trial {r['trial']} ({r['variant']}), c={r['level']} {r['phase']} #{r['index']} ({r['prompt']}): "
-                    f"{r['error']}" for r in s["failed_requests"])]
+                  *(f"- trial {r['trial']} ({r['variant']}), c={r['level']} {r['phase']} #{r['index']} "
+                    f"({r['prompt']}): {r['error']}" for r in s["failed_requests"])]
     if plot is not None:
         lines += ["", f"![Request latency per concurrency level]({LATENCY_PLOT})"]
     lines += ["", *_quality(summary)]

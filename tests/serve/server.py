@@ -139,6 +139,7 @@ def main() -> None:
     if args.spawn_child:
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", args.tag])
     time.sleep(args.startup_ms / 1e3)
+    ThreadingHTTPServer.request_queue_size = 128  # the default 5 drops connections under concurrent load
     server = ThreadingHTTPServer((args.host, args.port), make_handler(args))
     server.daemon_threads = True
     print(f"serving on {args.host}:{args.port}", flush=True)
