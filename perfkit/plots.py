@@ -16,7 +16,9 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 PLOTS_DIR = "plots"
-PART_COLORS = {"compute": "#4c72b0", "ici": "#dd8452", "dma": "#55a868", "idle": "#c8c8c8"}
+# (label, colour) of each part of a traced step, in perfkit.trace.breakdown order
+PARTS = {"compute": ("compute", "#4c72b0"), "ici": ("exposed ICI", "#dd8452"), "dma": ("local DMA", "#55a868"),
+         "idle": ("idle", "#c8c8c8")}
 DPI = 100
 
 
@@ -62,9 +64,9 @@ def breakdown_bars(breakdown: dict) -> Figure | None:
     ax = fig.add_subplot()
     names = list(rows)[::-1]  # the baseline on top
     left = np.zeros(len(names))
-    for part, color in PART_COLORS.items():
+    for part, (label, color) in PARTS.items():
         ms = np.array([rows[v][f"{part}_ms"] for v in names])
-        ax.barh(names, ms, left=left, color=color, label=part)
+        ax.barh(names, ms, left=left, color=color, label=label)
         left += ms
     ax.set_xlabel("mean step per chip (ms)")
     ax.legend(fontsize="small", ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.0))
@@ -100,10 +102,11 @@ def write_plots(run_dir: Path, summary: dict, steps: pd.DataFrame) -> dict[str, 
     a = summary["baseline"]
     b = next((n for n in summary["variants"] if n != a), a)
     q = summary.get("quality") or {}
+    differing = [x for x in q.get("per_frame_psnr_db") or [] if x not in ("inf", math.inf)]  # else nothing to draw
     figures = {"step_times": step_times(steps),
                "breakdown": breakdown_bars(summary["breakdown"]) if summary.get("breakdown") else None,
                "psnr": psnr_per_frame(q["per_frame_psnr_db"], f"PSNR per frame, {b} vs {a} ({q['file']})")
-               if q.get("per_frame_psnr_db") else None}
+               if differing else None}
     made = {name: _save(fig, folder / f"{name}.png") for name, fig in figures.items() if fig is not None}
     if q.get("drift"):
         made["drift"] = plot_drift(pd.DataFrame(q["drift"]), folder / "drift.png", f"{b} against {a}")

@@ -41,7 +41,7 @@ def _change(x, base) -> str:
 
 def _timing(summary: dict) -> list[str]:
     """One column per variant (the baseline first), one row per figure: synced and natural step medians
-    with B's change against A, the synced p25 - p75, first step, every recorded value (``compile_s``,
+    with B's change against A and their p25 - p75, first step, every recorded value (``compile_s``,
     ``denoise_s``, ...); then each B/A ratio with its CI, p and verdict, and the A/A noise floor."""
     a = summary["baseline"]
     variants = summary["variants"]
@@ -49,13 +49,14 @@ def _timing(summary: dict) -> list[str]:
     rows = ["| | " + " | ".join(f"{n} (A)" if n == a else n for n in variants) + " |",
             "| --- |" + " ---: |" * len(variants)]
     for metric, label in TIMING_ROWS:
-        if any(v[metric]["n"] for v in variants.values()):
-            rows.append(f"| {label} | " + " | ".join(
-                _ms(v[metric]["median"]) + ("" if n == a else _change(v[metric]["median"], base[metric]["median"]))
-                for n, v in variants.items()) + " |")
-        if metric == "step_ms":
-            rows.append("| step, synced: p25 - p75 (ms) | " + " | ".join(
-                f"{_ms(v['step_ms']['p25'])} - {_ms(v['step_ms']['p75'])}" for v in variants.values()) + " |")
+        if not any(v[metric]["n"] for v in variants.values()):
+            continue
+        rows.append(f"| {label} | " + " | ".join(
+            _ms(v[metric]["median"]) + ("" if n == a else _change(v[metric]["median"], base[metric]["median"]))
+            for n, v in variants.items()) + " |")
+        if metric != "first_step_ms":
+            rows.append(f"| {label.split(':')[0]}: p25 - p75 (ms) | " + " | ".join(
+                f"{_ms(v[metric]['p25'])} - {_ms(v[metric]['p75'])}" for v in variants.values()) + " |")
     for name in dict.fromkeys(k for v in variants.values() for k in v["values"]):
         figures = [v["values"].get(name, {}).get("median") for v in variants.values()]
         rows.append(f"| {name} (median) | " + " | ".join(

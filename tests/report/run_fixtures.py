@@ -33,9 +33,9 @@ def shifted(clip: np.ndarray, frame: int, pixels: int, by: int = 4) -> np.ndarra
 
 
 def trial(index: int, variant: str, steps: list[float], *, status: str = "ok", values: dict | None = None,
-          ranks: list[dict] | None = None) -> dict:
+          ranks: list[dict] | None = None, natural: list[float] | None = None) -> dict:
     return {"index": index, "variant": variant, "round": index // 2, "dir": f"trials/{index:02d}-{variant}",
-            "status": status, "wall_s": 1.0, "warmup": WARMUP, "steps_ms": steps, "natural_ms": [],
+            "status": status, "wall_s": 1.0, "warmup": WARMUP, "steps_ms": steps, "natural_ms": natural or [],
             "values": values or {}, "ranks": ranks or [{"rank": 0, "exit_code": 0, "running_at_end": False,
                                                         "steps_done": len(steps), "last_step_ms": steps[-1] if steps
                                                         else None, "last_mark": None}]}
@@ -65,14 +65,15 @@ def write_run(run: Path, trials: list[dict], outputs: dict[int, np.ndarray] | No
 
 
 def ab_trials(b_scale: float = 1.2, values: bool = True) -> list[dict]:
-    """Three rounds of a (``A_STEPS``) and b (``A_STEPS`` x ``b_scale``) in abba order."""
+    """Three rounds of a (``A_STEPS``) and b (``A_STEPS`` x ``b_scale``) in abba order; each trial's
+    natural pass: 0.9 x its last step."""
     out = []
     for r, steps in enumerate(A_STEPS):
         order = ("a", "b") if r % 2 == 0 else ("b", "a")
         for i, v in enumerate(order):
             scale = 1.0 if v == "a" else b_scale
             vals = {"denoise_s": 4.0 * scale + 0.01 * r, "compile_s": 2.0} if values else {}
-            out.append(trial(2 * r + i, v, [s * scale for s in steps], values=vals))
+            out.append(trial(2 * r + i, v, [s * scale for s in steps], values=vals, natural=[0.9 * steps[-1] * scale]))
     return out
 
 

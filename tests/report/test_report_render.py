@@ -43,6 +43,11 @@ def test_sections_and_figures(make_run):
     assert table_row(report, "step, synced: median (ms)") == [f"{a_med:.2f}", f"{b_med:.2f} ({b_med / a_med - 1:+.1%})"]
     p25, p75 = np.percentile(a_steps, [25, 75])
     assert table_row(report, "step, synced: p25 - p75 (ms)")[0] == f"{p25:.2f} - {p75:.2f}"
+    natural = [0.9 * t[-1] for t in A_STEPS]
+    lo, hi = np.percentile(natural, [25, 75])
+    assert table_row(report, "step, natural: median (ms)") == [f"{np.median(natural):.2f}",
+                                                               f"{1.2 * np.median(natural):.2f} (+20.0%)"]
+    assert table_row(report, "step, natural: p25 - p75 (ms)")[0] == f"{lo:.2f} - {hi:.2f}"
     assert table_row(report, "first step (ms, compile included)") == ["52.00", "62.40 (+20.0%)"]
     denoise_a, denoise_b = np.median([4.0, 4.01, 4.02]), np.median([4.8, 4.81, 4.82])
     assert table_row(report, "denoise_s (median)") == [f"{denoise_a:.2f} s",
@@ -61,7 +66,8 @@ def test_sections_and_figures(make_run):
 
     # Environment, reproduce, not verified: from env.json, run.json and the case.
     assert "commit `c0ffee000000`, tree `7ree00000000`, clean" in report
-    assert "4 x TPU v5 lite (platform tpu), 1 process" in report and "`XLA_FLAGS=--xla_tpu_enable_async_all_gather=true`" in report
+    assert "4 x TPU v5 lite (platform tpu), 1 process" in report
+    assert "`XLA_FLAGS=--xla_tpu_enable_async_all_gather=true`" in report
     assert "git checkout c0ffee000000" in report and "perfkit run run/case.yaml --salt" in report
     assert f"cd {run.parent}" in report
     not_verified = report[report.index("## Not verified"):]
@@ -126,7 +132,7 @@ def test_a_hung_trial_still_renders(tmp_path):
     assert "1 of 7 trials failed or hung" in report[report.index("## Not verified"):]
     assert table_row(report, "failed trials") == ["1", "0"]
     assert table_row(report, "timed steps (trials)") == ["12 (3)", "12 (3)"]  # the hung trial's steps left out
-    assert "inf (bit-identical)" in report.splitlines()[2]
+    assert "inf (bit-identical)" in report.splitlines()[2] and "plots/psnr.png" not in report  # nothing differs
 
 
 def test_progression_table(make_run):
@@ -136,7 +142,8 @@ def test_progression_table(make_run):
     assert res.exit_code == 0, res.output
     rows = json.loads(res.output)["rows"]
     assert [r["run"] for r in rows] == ["r1", "r2"]
-    b1, b2 = (json.loads((r / "summary.json").read_text())["variants"]["b"]["step_ms"]["median"] for r in (first, second))
+    b1, b2 = (json.loads((r / "summary.json").read_text())["variants"]["b"]["step_ms"]["median"]
+              for r in (first, second))
     assert rows[1]["b_vs_previous"] == pytest.approx(b2 / b1) and rows[0]["b_vs_previous"] is None
     assert rows[1]["a_vs_previous"] == pytest.approx(1.0)
 
