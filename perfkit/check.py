@@ -249,9 +249,9 @@ def _write_baseline(path: Path, run_dir: Path, summary: dict) -> None:
               help="Baseline JSON (or another run's summary.json).")
 @click.option("--update-baseline", is_flag=True, help="Write the baseline from this run instead of checking.")
 @click.option("--ratio-tolerance", type=click.FloatRange(min=0), default=None,
-              help="A B/A ratio fails when its 95%% CI lies wholly above baseline x (1 + this). Case: 0.10.")
+              help="A B/A ratio fails when its 95% CI lies wholly above baseline x (1 + this). Default: 0.10 or the case's check:.")
 @click.option("--psnr-drop", "psnr_drop_db", type=click.FloatRange(min=0), default=None,
-              help="A PSNR fails more than this many dB below the baseline's. Case default: 0.5.")
+              help="A PSNR fails more than this many dB below the baseline's. Default: 0.5 or the case's check:.")
 @click.option("--min-psnr", "min_psnr_db", type=float, default=None, help="A PSNR fails below this (dB).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 def command(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db, min_psnr_db, as_json):
