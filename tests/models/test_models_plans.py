@@ -6,8 +6,10 @@ does not split refused without ``pad``).
 Tolerances. perfkit.kernels computes matmuls, attention and RoPE in float32 whatever the input type,
 so a float64 run is float64 only in the norms and the Euler update: where a plan changes shapes (pad
 rows) or summation order (split-halves channels) the one-device float64 runs differ from the plain
-model at float32 rounding (measured up to 2e-6 with CFG's 4x amplification); where it changes neither
-they agree exactly. On 4 devices in float32 the collectives regroup sums (measured up to 3e-6)."""
+model at float32 rounding (measured up to 1.5e-6, with CFG's 4x amplification); where it changes
+neither (tp) they agree to 1e-14. On 4 devices in float32 the collectives regroup sums (measured up
+to 3.3e-6). The logic errors the guards plant (pad keys attended to, norm gains not permuted) move
+outputs by 0.05-0.09."""
 
 import dataclasses
 
@@ -23,8 +25,8 @@ from perfkit.models.pipeline import DenoiseConfig, Denoiser, decode
 from perfkit.models.plans import Plan, make_plan
 
 FLOAT64_ATOL = 1e-5
-FLOAT32_ATOL = 5e-5
-LOGIC_ERROR = 1e-2  # a real mistake (a pad key attended to, an unpermuted gain) moves outputs this much
+FLOAT32_ATOL = 2e-5
+LOGIC_ERROR = 1e-2
 
 # (plan, options, config kind, CFG scale): each plan padded and unpadded, CFG on and off.
 ONE_DEVICE_FLOAT64 = [
