@@ -1,28 +1,9 @@
-"""Helpers for runner tests: tiny command cases around tests/runner/programs, perfkit in a subprocess."""
+"""Fixtures of the runner tests."""
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-
-REPO = Path(__file__).resolve().parents[2]
-PROGRAMS = Path(__file__).resolve().parent / "programs"
-
-
-def sleeper_case(steps=6, sleep_ms=5, **over) -> dict:
-    """A command case running programs/sleeper.py; ``over`` replaces top-level fields."""
-    case = {
-        "name": "sleepers",
-        "command": ["python", str(PROGRAMS / "sleeper.py"), str(steps), str(sleep_ms)],
-        "warmup": 1, "repeats": {"min": 2, "max": 2}, "timeout": 60,
-        "variants": {"a": {}, "b": {}},
-    }
-    case.update(over)
-    return case
 
 
 @pytest.fixture
@@ -32,25 +13,3 @@ def write_case(tmp_path):
         path.write_text(yaml.safe_dump(case, sort_keys=False))
         return path
     return write
-
-
-def perfkit(*args, timeout=300, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "perfkit.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=REPO, timeout=timeout, **kw)
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines()]
-
-
-def processes_with(tag: str) -> list[int]:
-    """Live processes whose argv mentions ``tag`` (to prove nothing outlived its trial)."""
-    found = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit() and int(d.name) != os.getpid():
-            try:
-                if tag.encode() in (d / "cmdline").read_bytes():
-                    found.append(int(d.name))
-            except OSError:
-                continue
-    return found

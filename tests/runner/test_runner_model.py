@@ -6,7 +6,7 @@ import json
 import jax
 import numpy as np
 import pytest
-from conftest import perfkit, read_jsonl
+from runner_testing import perfkit, read_jsonl
 
 from perfkit.models.pipeline import DenoiseConfig, Denoiser
 from perfkit.models.plans import make_plan

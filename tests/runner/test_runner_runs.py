@@ -8,7 +8,7 @@ import sys
 import time
 
 import pandas as pd
-from conftest import PROGRAMS, REPO, perfkit, processes_with, read_jsonl, sleeper_case
+from runner_testing import PROGRAMS, REPO, perfkit, processes_with, read_jsonl, sleeper_case
 
 
 def test_command_case_writes_the_run_directory_contract(tmp_path, write_case):

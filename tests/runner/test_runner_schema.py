@@ -2,7 +2,7 @@
 
 import pytest
 import yaml
-from conftest import perfkit, sleeper_case
+from runner_testing import perfkit, sleeper_case
 
 from perfkit import case as case_mod
 from perfkit.errors import BadInput

@@ -22,8 +22,8 @@ def server_module():
     return _load(SERVER, "perfkit_test_server")
 
 
-# The runner tests' helpers, loaded by path: every test folder's conftest is a module named "conftest".
-_runner = _load(REPO / "tests" / "runner" / "conftest.py", "perfkit_runner_testing")
+# The runner tests' helpers, loaded by path (tests/runner is on sys.path only when its tests are collected).
+_runner = _load(REPO / "tests" / "runner" / "runner_testing.py", "perfkit_runner_testing")
 perfkit, read_jsonl, processes_with = _runner.perfkit, _runner.read_jsonl, _runner.processes_with
 
 
