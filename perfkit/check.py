@@ -8,7 +8,7 @@ one program. ``check_frame`` compares a run's summary with it, one row per figur
 - timing: a ratio fails when its whole 95% CI lies above ``baseline x (1 + ratio_tolerance)``, so noise
   alone does not fail it (a wide CI passes; the report says how wide);
 - quality: a PSNR fails more than ``psnr_drop_db`` below the baseline's (or below ``min_psnr_db``);
-  outputs that were bit-identical must stay so;
+  outputs that were bit-identical must stay so, unless ``min_psnr_db`` states the floor instead;
 - determinism and rank consistency that held in the baseline must hold; no trial may fail.
 
 Thresholds come from the case's ``check:`` block, then the command's flags.
@@ -128,7 +128,9 @@ def _timing_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
 def _psnr_row(subject: str, base, current, th: Thresholds) -> dict:
     """A PSNR that may drop ``psnr_drop_db`` below the baseline's and never below ``min_psnr_db``."""
     base, current = _db(base), _db(current)
-    limits = [x for x in (None if base is None else base - th.psnr_drop_db, th.min_psnr_db) if x is not None]
+    # An infinite baseline (bit-identical outputs) gives no relative limit; the floor alone applies.
+    relative = base - th.psnr_drop_db if base is not None and math.isfinite(base) else None
+    limits = [x for x in (relative, th.min_psnr_db) if x is not None]
     limit = max(limits) if limits else None
     passed = current is not None and (limit is None or current >= limit)
     note = "" if current is not None else "not measured in this run"
@@ -146,7 +148,8 @@ def _quality_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
         return [{"check": "quality", "subject": f"outputs {b} vs {a}", "unit": "", "baseline": base["file"],
                  "current": None, "limit": None, "passed": False, "note": "no comparable outputs in this run"}]
     rows = []
-    if base["bit_identical"]:
+    # A stated PSNR floor replaces bit-identity: summation order may differ between machines.
+    if base["bit_identical"] and th.min_psnr_db is None:
         rows.append({"check": "quality", "subject": f"outputs {b} vs {a} bit-identical", "unit": "bool",
                      "baseline": True, "current": q["bit_identical"], "limit": True,
                      "passed": q["bit_identical"] is True, "note": ""})
