@@ -2,7 +2,8 @@
 
 A step event is synced (the program waited for the device every step) unless it says
 ``"kind": "natural"``: then ``ms`` is the mean step time of a pass dispatched asynchronously with one
-wait at the end (``"steps"`` says how many steps it averaged).
+wait at the end (``"steps"`` says how many steps it averaged). A synced step with ``"traced": true`` ran
+under a profiler: it is kept but never timed, since profiling slows it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ class RankMetrics:
     values: dict[str, list[float]]
     marks: list[dict]
     natural_ms: list[float] = dataclasses.field(default_factory=list)  # mean step of an unsynced pass
+    traced: list[int] = dataclasses.field(default_factory=list)  # positions in steps_ms run under a profiler
 
     @property
     def last_mark(self) -> str | None:
@@ -29,7 +31,7 @@ class RankMetrics:
 
 def read_metrics(path: Path) -> RankMetrics:
     """Parse a metrics.jsonl; a torn last line (a rank killed mid-write) is skipped, not fatal."""
-    steps, natural, values, marks = [], [], {}, []
+    steps, natural, values, marks, traced = [], [], {}, [], []
     try:
         lines = path.read_text().splitlines()
     except OSError:
@@ -41,12 +43,22 @@ def read_metrics(path: Path) -> RankMetrics:
             continue
         kind = ev.get("event")
         if kind == "step" and isinstance(ev.get("ms"), (int, float)):
-            (natural if ev.get("kind") == "natural" else steps).append(float(ev["ms"]))
+            if ev.get("kind") == "natural":
+                natural.append(float(ev["ms"]))
+                continue
+            if ev.get("traced"):
+                traced.append(len(steps))
+            steps.append(float(ev["ms"]))
         elif kind == "value" and "name" in ev and isinstance(ev.get("value"), (int, float)):
             values.setdefault(str(ev["name"]), []).append(float(ev["value"]))
         elif kind == "mark":
             marks.append(ev)
-    return RankMetrics(steps, values, marks, natural)
+    return RankMetrics(steps, values, marks, natural, traced)
+
+
+def is_timed(trial: dict, i: int) -> bool:
+    """Whether synced step ``i`` of a trial record counts: trial ok, after warmup, not profiled."""
+    return trial["status"] == "ok" and i >= trial["warmup"] and i not in trial.get("traced", ())
 
 
 def steps_from_stdout(path: Path, pattern: str) -> list[float]:

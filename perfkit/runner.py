@@ -32,7 +32,7 @@ from perfkit import envinfo, rundir, stackdump, stats, sweep
 from perfkit.case import Case, Variant
 from perfkit.errors import BadInput
 from perfkit.launch import RankProcess, TrialOutcome, run_ranks
-from perfkit.metrics import read_metrics, steps_from_stdout
+from perfkit.metrics import is_timed, read_metrics, steps_from_stdout
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # With --salt: caches that would let a trial skip compiling (jax's persistent cache, torch inductor's).
@@ -198,21 +198,21 @@ def trial_record(case: Case, trial: Trial, trial_dir: Path, outcome: TrialOutcom
         per_rank.append({**rep, "steps_done": len(steps), "last_step_ms": steps[-1] if steps else None,
                          "last_mark": m.last_mark})
         if timing is None:
-            timing = (steps, m.natural_ms, {k: v[-1] for k, v in m.values.items()})
-    steps0, natural0, values0 = timing
+            timing = (steps, m.natural_ms, m.traced, {k: v[-1] for k, v in m.values.items()})
+    steps0, natural0, traced0, values0 = timing
     status = outcome.status
     if status == "ok" and outcome.ranks[0]["rank"] == 0 and len(steps0) <= case.warmup:
         status = "no_steps"
     return {
         "index": trial.index, "variant": trial.variant, "round": trial.round, "dir": f"trials/{trial.dirname}",
         "status": status, "wall_s": round(outcome.wall_s, 3), "warmup": case.warmup,
-        "steps_ms": steps0, "natural_ms": natural0, "values": values0, "ranks": per_rank,
+        "steps_ms": steps0, "natural_ms": natural0, "traced": traced0, "values": values0, "ranks": per_rank,
         "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
 
 
 def timed_steps(trial: dict) -> list[float]:
-    return trial["steps_ms"][trial["warmup"]:] if trial["status"] == "ok" else []
+    return [ms for i, ms in enumerate(trial["steps_ms"]) if is_timed(trial, i)]
 
 
 def undecided(case: Case, names: list[str], trials: list[dict]) -> bool:

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from perfkit import stats
+from perfkit.metrics import is_timed
 
 STEP_COLUMNS = ["trial", "variant", "round", "ok", "kind", "step", "ms", "timed"]
 COMPARED = ("step_ms", "natural_step_ms")  # metrics that get a B/A ratio
@@ -19,12 +20,12 @@ COMPARED = ("step_ms", "natural_step_ms")  # metrics that get a B/A ratio
 
 def steps_frame(trials: list[dict]) -> pd.DataFrame:
     """One row per step a trial reported. ``kind`` is ``synced`` or ``natural``; ``timed`` marks the
-    synced steps after warmup and the natural passes, of trials that finished ok."""
+    synced steps after warmup and not profiled, and the natural passes, of trials that finished ok."""
     rows = []
     for t in trials:
         ok = t["status"] == "ok"
         base = (t["index"], t["variant"], t["round"], ok)
-        rows += [(*base, "synced", i, ms, ok and i >= t["warmup"]) for i, ms in enumerate(t["steps_ms"])]
+        rows += [(*base, "synced", i, ms, is_timed(t, i)) for i, ms in enumerate(t["steps_ms"])]
         rows += [(*base, "natural", i, ms, ok) for i, ms in enumerate(t.get("natural_ms", []))]
     return pd.DataFrame(rows, columns=STEP_COLUMNS)
 

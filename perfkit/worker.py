@@ -118,7 +118,7 @@ def main(argv: list[str]) -> int:
             t = time.perf_counter()
             den.step().block_until_ready()
             ms = (time.perf_counter() - t) * 1e3
-        record.step(ms, index=i)
+        record.step(ms, index=i, **({"traced": True} if i in trace_steps and trace_dir else {}))
         if save_latents:  # after the timed step; float32 because npy has no bfloat16
             latents.append(host_latents(jax, den))
     record.value("compile_s", compiles.seconds - setup_compile_s)  # the step program(s)

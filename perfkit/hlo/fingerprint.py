@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from typing import Callable, NamedTuple
 
-from perfkit.hlo.parse import (CALLED_COMPUTATION_KEYS, INSTRUCTION_REF_KEYS, LITERAL_OPCODES, Instruction,
+from perfkit.hlo.parse import (CALLED_COMPUTATION_KEYS, INSTRUCTION_REF_KEYS, Instruction,
                                Module, referenced_names)
 
 SHORT_LITERAL = 40  # operand literals up to this length are part of a user's signature

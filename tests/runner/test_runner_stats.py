@@ -96,3 +96,19 @@ def test_noise_floor_is_the_aa_ci_half_width():
     lo, hi = rows[rows.metric == "step_ms"].iloc[0].ci
     assert nf["half_width"] == max(1 - lo, hi - 1) and nf["variant"] == "a-aa"
     assert timing.noise_floor(rows, "missing") is None
+
+
+def test_profiled_steps_are_kept_but_never_timed(tmp_path):
+    from perfkit.metrics import read_metrics
+    from perfkit.runner import timed_steps
+
+    lines = ['{"event": "step", "ms": 900}', '{"event": "step", "ms": 10}', '{"event": "step", "ms": 500, "traced": true}',
+             '{"event": "step", "ms": 12}', '{"event": "step", "ms": 4, "kind": "natural"}']
+    (tmp_path / "m.jsonl").write_text("\n".join(lines))
+    m = read_metrics(tmp_path / "m.jsonl")
+    assert m.steps_ms == [900, 10, 500, 12] and m.traced == [2] and m.natural_ms == [4]
+    trial = {"index": 0, "variant": "a", "round": 0, "status": "ok", "warmup": 1, "steps_ms": m.steps_ms,
+             "natural_ms": m.natural_ms, "traced": m.traced}
+    assert timed_steps(trial) == [10, 12]
+    frame = timing.steps_frame([trial])
+    assert frame[frame.timed & (frame.kind == "synced")].ms.tolist() == [10, 12]

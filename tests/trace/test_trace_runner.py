@@ -42,14 +42,6 @@ def test_trace_summary_and_report_section(tmp_path):
     assert "| `all-gather-done` | ici | 0.005 | 0.000 | -0.005 |" in text
 
 
-def test_traced_quickstart_is_the_quickstart_plus_a_trace():
-    plain, traced = (yaml.safe_load((REPO / "cases" / f).read_text()) for f in ("quickstart.yaml", "quickstart_traced.yaml"))
-    assert traced["capture"]["trace"] == [3] and plain["capture"]["trace"] == []
-    for case in (plain, traced):
-        case.pop("name"), case.pop("description"), case["capture"].pop("trace")
-    assert plain == traced
-
-
 @pytest.mark.slow
 def test_run_of_a_traced_command_case(tmp_path):
     case = {"name": "traced-ring", "command": ["python", str(Path(__file__).parent / "programs" / "traced_ring.py"), "4"],

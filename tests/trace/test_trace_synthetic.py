@@ -3,7 +3,6 @@ checked against values worked out by hand (trace_builders.py)."""
 
 import json
 
-import numpy as np
 import pytest
 from trace_builders import GPU_EXPECTED, TPU_EXPECTED, U, gpu_trace, one_step_trace, tpu_trace
 
