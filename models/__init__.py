@@ -51,5 +51,20 @@ def get(name: str) -> Family:
     return Family(name, mod.CONFIGS, mod.streams, mod.param_specs, mod.forward, doc)
 
 
+# Variant options the bundled worker acts on itself; every other option belongs to the plan.
+WORKER_OPTIONS = ("save_latents",)
+
+
+def plan_for(name: str, config, options: dict, devices: int):
+    """The plan a case's variant asks for (``options``: ``plan`` and its options), bound to the family's
+    streams over ``devices`` ranks. ``BadInput`` names the option that cannot be honoured."""
+    from perfkit.models.plans import make_plan
+
+    opts = {k: v for k, v in options.items() if k not in WORKER_OPTIONS}
+    family = get(name)
+    plan = make_plan(opts.pop("plan", "local"), **opts)
+    return plan.bind(family.streams(family.config(config)), devices)
+
+
 def names() -> list[str]:
     return sorted(FAMILIES)

@@ -266,8 +266,18 @@ class Progress:
 
 
 def _check_runnable(case: Case) -> None:
-    """A command or server that cannot start is bad input, found before any trial runs."""
+    """A command or server that cannot start, or a model variant whose plan cannot be honoured, is bad
+    input, found before any trial runs."""
     if case.kind == "model":
+        from perfkit.models import plan_for
+
+        for v in case.variants:
+            try:
+                plan_for(case.model["name"], case.model["config"], v.options, case.devices)
+            except BadInput as exc:
+                field = exc.field if exc.field and exc.field.startswith("model.") else \
+                    f"variants.{v.name}.{exc.field or 'options'}"
+                raise BadInput(exc.reason, path=case.source, field=field) from None
         return
     programs = {"command": command_argv(case, case.variants[0])[0]} if case.kind == "command" else \
         {f"variants.{v.name}.serve.server": v.serve.argv[0] for v in case.variants}

@@ -87,14 +87,14 @@ def main(argv: list[str]) -> int:
 
     from perfkit import record
     from perfkit.models.pipeline import DenoiseConfig, Denoiser, decode
-    from perfkit.models.plans import make_plan
+    from perfkit.models import plan_for
 
     start_distributed(jax)
     compiles = CompileMeter(jax.monitoring)
 
     model, options = spec["model"], dict(spec["options"])
-    save_latents = bool(options.pop("save_latents", False))  # opt-in: outputs/latents.npy for drift
-    plan = make_plan(options.pop("plan", "local"), **options)
+    save_latents = bool(options.get("save_latents", False))  # opt-in: outputs/latents.npy for drift
+    plan = plan_for(model["name"], model["config"], options, spec["devices"])
     devices = jax.devices()
     if len(devices) < spec["devices"]:
         print(f"perfkit worker: case wants {spec['devices']} devices, jax sees {len(devices)}", file=sys.stderr)

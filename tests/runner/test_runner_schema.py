@@ -126,3 +126,14 @@ def test_mesh_sets_devices_and_must_match_them():
     assert refusal(dict(GOOD, mesh={"dp": 2, "sp": 2})) == \
         "c.yaml: mesh: the bundled models run on a 1-D mesh (one axis larger than 1)"
     assert case_mod.validate(dict(GOOD, mesh={"x": 4}), "c").devices == 4
+
+
+def test_model_variant_whose_plan_cannot_be_honoured_is_one_line_before_any_trial(write_case, tmp_path):
+    case = {"name": "m", "model": {"name": "wan", "config": "tiny", "steps": 3}, "devices": 4,
+            "variants": {"tp": {"options": {"plan": "tp"}}, "sp": {"options": {"plan": "sp", "impl": "rung"}}}}
+    res = perfkit("run", write_case(case), "--out", tmp_path / "run")
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        f"perfkit: {tmp_path / 'case.yaml'}: variants.sp.options.impl: impl must be one of ['xla', 'ring', "
+        "'pallas'], not 'rung'"]
+    assert not (tmp_path / "run" / "trials.jsonl").exists()
