@@ -9,10 +9,12 @@ its output and its stacks.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -72,6 +74,25 @@ def start_rank(r: RankProcess, pgid: int | None, cwd: str | Path | None) -> int:
     return pgid or r.proc.pid
 
 
+@contextlib.contextmanager
+def _interrupts_deferred():
+    """Hold Ctrl-C / SIGTERM while ranks start, so a rank forked mid-interrupt is recorded (and later
+    ended) before the interrupt is raised. Handlers, unlike a signal mask, are not inherited by ranks."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, lambda signum, _frame: pending.append(signum)) for s in held}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if pending:
+            raise KeyboardInterrupt
+
+
 def _watch(ranks: list[RankProcess], timeout: float, t0: float, on_tick: Callable[[], None] | None) -> str:
     """Poll until every rank exits (ok), one crashed and the others did not follow (crashed), or the
     timeout passes (hung)."""
@@ -103,8 +124,9 @@ def run_ranks(ranks: list[RankProcess], timeout: float, cwd: str | Path | None =
     pgid = None
     status = "interrupted"
     try:
-        for r in ranks:
-            pgid = start_rank(r, pgid, cwd)
+        with _interrupts_deferred():
+            for r in ranks:
+                pgid = start_rank(r, pgid, cwd)
         status = _watch(ranks, timeout, t0, on_tick)
     except OSError as exc:  # a rank that cannot start (missing program, not executable)
         status = "crashed"
