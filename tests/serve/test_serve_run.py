@@ -14,7 +14,7 @@ import numpy as np
 import yaml
 from serve_testing import REPO, perfkit, processes_with, read_jsonl, serve_case, server_module
 
-SLEEP_MS = 100
+SLEEP_MS = 200  # long against the per-request overhead (HTTP, a small video) on a loaded 2-core box
 
 
 def write(tmp_path, case: dict):
@@ -25,7 +25,7 @@ def write(tmp_path, case: dict):
 
 def test_a_serve_run_end_to_end(tmp_path):
     """serial (one request at a time) against batched (four at a time, +-20 noise on its frames), both
-    100 ms per request, at concurrency 1 and 4, two server processes each, against an oracle folder.
+    SLEEP_MS per request, at concurrency 1 and 4, two server processes each, against an oracle folder.
     One run (servers take seconds), checked in three parts."""
     tag = f"serve-figures-{uuid.uuid4().hex[:8]}"
     oracle = tmp_path / "oracle"
@@ -72,25 +72,29 @@ def check_run_directory_and_report(run, stdout):
 
 
 def check_latency_and_throughput(s):
-    """100 ms per request. serial works on one at a time: ~600/min at any concurrency, and at c=4 a
-    request waits for up to three others (8 measured from an empty queue: 1, 2, 3, 4, 4, 4, 4, 4 x 100 ms,
-    median 400 ms). batched works on four: ~2400/min at c=4 with no wait. Bounds allow a loaded
-    2-core machine: figures can only be slower than the sleep implies, at most ~40% slower here."""
+    """SLEEP_MS per request. serial works on one at a time: 60000 / SLEEP_MS outputs/min at any
+    concurrency, and at c=4 a request waits for up to three others (8 measured from an empty queue:
+    1, 2, 3, 4, 4, 4, 4, 4 x SLEEP_MS, median 4 x SLEEP_MS). batched works on four: four times the
+    outputs/min at c=4 with no wait. Figures can only be slower than the sleep implies; the bounds allow
+    a loaded 2-core machine up to 2x slower and still separate serial from batched at c=4 (1x vs 2x-4x)."""
     levels = {(r["variant"], r["level"]): r for r in s["levels"]}
-    ideal = {("serial", 1): 600, ("serial", 4): 600, ("batched", 1): 600, ("batched", 4): 2400}
+    one = 60000 / SLEEP_MS
+    ideal = {("serial", 1): one, ("serial", 4): one, ("batched", 1): one, ("batched", 4): 4 * one}
     for key, rate in ideal.items():
         row = levels[key]
         assert row["processes"] == 2 and row["failed"] == 0 and row["sent"] == 16
-        assert 0.6 * rate <= row["outputs_per_min"] <= 1.02 * rate, (key, row)
+        assert 0.5 * rate <= row["outputs_per_min"] <= 1.02 * rate, (key, row)
     for key in (("serial", 1), ("batched", 1), ("batched", 4)):
-        assert SLEEP_MS <= levels[key]["latency_p50_ms"] <= SLEEP_MS * 1.6, (key, levels[key])
-    assert 3.5 * SLEEP_MS <= levels[("serial", 4)]["latency_p50_ms"] <= 4 * SLEEP_MS * 1.6
+        assert SLEEP_MS <= levels[key]["latency_p50_ms"] <= SLEEP_MS * 2, (key, levels[key])
+    assert 3.5 * SLEEP_MS <= levels[("serial", 4)]["latency_p50_ms"] <= 4 * SLEEP_MS * 2
     assert levels[("serial", 4)]["latency_max_ms"] >= 4 * SLEEP_MS
     ratios = {(r["level"], r["metric"]): r for r in s["comparisons"]}
     lat, out = ratios[(4, "latency_ms")], ratios[(4, "outputs_per_min")]
     assert lat["ratio"] < 0.45 and lat["verdict"] == "faster"
     assert 2.5 < out["ratio"] < 4.5 and out["ci_lo"] is not None and out["verdict"] == "faster"
-    assert ratios[(1, "outputs_per_min")]["verdict"] != "slower" and 0.75 < ratios[(1, "latency_ms")]["ratio"] < 1.33
+    # At c=1 both serve one request per SLEEP_MS; batched also adds noise to its frames, which a loaded
+    # machine can show as a small but real difference, so only the size is bounded, not the verdict.
+    assert 0.75 < ratios[(1, "outputs_per_min")]["ratio"] < 1.33 and 0.75 < ratios[(1, "latency_ms")]["ratio"] < 1.33
     assert len(s["processes"]) == 8 and {p["trial_status"] for p in s["processes"]} == {"ok"}
 
 
