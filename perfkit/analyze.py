@@ -215,6 +215,10 @@ def summary_line(summary: dict, report: Path) -> str:
     nf = summary.get("noise_floor")
     if nf and nf["half_width"] is not None:
         parts.append(f"; A/A noise floor {nf['ci'][0] - 1:+.1%}..{nf['ci'][1] - 1:+.1%}")
+    divergent = [f"{v} (ranks {', '.join(map(str, r.get('divergent_ranks') or []))})"
+                 for v, r in (summary.get("ranks") or {}).items() if r.get("consistent") is False]
+    if divergent:
+        parts.append(f"; DIVERGENT programs: {', '.join(divergent)}")
     failed = summary["trials"]["failed"]
     if failed:
         parts.append(f"; {len(failed)} trial(s) failed")

@@ -18,6 +18,7 @@ def test_run_reports_divergent_and_consistent_variants(tmp_path):
                           "--set", "repeats.min=1"],
                          capture_output=True, text=True, cwd=REPO, timeout=240)
     assert res.returncode == 0, res.stderr[-3000:]
+    assert "DIVERGENT programs: constant (ranks 3)" in res.stdout
     ranks = json.loads((run / "summary.json").read_text())["ranks"]
     a, b = ranks["constant"], ranks["array"]
     assert a["consistent"] is False and a["groups"] == [[0, 1, 2], [3]] and a["divergent_ranks"] == [3]
