@@ -10,7 +10,7 @@ rank holding a contiguous sequence shard of q, k and v:
   is merged into the running one by log-sum-exp.
 
 Keys at global positions >= ``kv_valid_len`` (sequence pad rows, see ``perfkit.kernels.padding``)
-never contribute; it may be a Python int or a runtime scalar. Softmax is computed in float32.
+never contribute; it may be a Python int or a runtime scalar. Softmax is computed in float32 (or the input type where wider).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from perfkit.kernels.precision import compute_dtype
 from perfkit.kernels.ring import shift
 
 ValidLen = int | jax.Array | None
@@ -31,14 +32,15 @@ def attention_reference(
     *,
     kv_valid_len: ValidLen = None,  # keys at positions >= this never contribute
 ) -> jax.Array:  # (B, Sq, H, D)
-    """softmax(q k^T / sqrt(D)) v, in float32, cast back to q's dtype."""
+    """softmax(q k^T / sqrt(D)) v, in float32 (float64 for float64 inputs), cast back to q's dtype."""
     scale = q.shape[-1] ** -0.5
-    logits = jnp.einsum("bqhd,bkhd->bhqk", q.astype(jnp.float32), k.astype(jnp.float32)) * scale
+    acc = compute_dtype(q.dtype)
+    logits = jnp.einsum("bqhd,bkhd->bhqk", q.astype(acc), k.astype(acc)) * scale
     if kv_valid_len is not None:
         keep = jnp.arange(k.shape[1]) < kv_valid_len
         logits = jnp.where(keep[None, None, None, :], logits, -jnp.inf)
     probs = jax.nn.softmax(logits, axis=-1)
-    out = jnp.einsum("bhqk,bkhd->bqhd", probs, v.astype(jnp.float32))
+    out = jnp.einsum("bhqk,bkhd->bqhd", probs, v.astype(acc))
     return out.astype(q.dtype)
 
 
@@ -75,9 +77,10 @@ def ring_attention(
     n = lax.axis_size(axis_name)
     i = lax.axis_index(axis_name)  # runtime: every rank compiles the same program
     block = k.shape[1]
-    qf = q.astype(jnp.float32) * q.shape[-1] ** -0.5
-    out = jnp.zeros(q.shape, jnp.float32)
-    lse = jnp.full((q.shape[0], q.shape[2], q.shape[1]), -jnp.inf, jnp.float32)  # (B, H, Sq/n)
+    acc = compute_dtype(q.dtype)
+    qf = q.astype(acc) * q.shape[-1] ** -0.5
+    out = jnp.zeros(q.shape, acc)
+    lse = jnp.full((q.shape[0], q.shape[2], q.shape[1]), -jnp.inf, acc)  # (B, H, Sq/n)
     for s in range(n):
         source = (i - s) % n  # the rank whose K / V block this rank holds at hop s
         keep = None
@@ -90,16 +93,16 @@ def ring_attention(
 
 
 def _attend_block(qf, k, v, keep):
-    """Normalised attention of scaled float32 ``qf`` (B, Sq, H, D) over one key block, and its
+    """Normalised attention of scaled ``qf`` (compute dtype) (B, Sq, H, D) over one key block, and its
     log-sum-exp (B, H, Sq); -inf (and a zero output) where every key of the block is masked."""
-    logits = jnp.einsum("bqhd,bkhd->bhqk", qf, k.astype(jnp.float32))
+    logits = jnp.einsum("bqhd,bkhd->bhqk", qf, k.astype(qf.dtype))
     if keep is not None:
         logits = jnp.where(keep[None, None, None, :], logits, -jnp.inf)
     peak = jnp.max(logits, axis=-1)
     peak = jnp.where(jnp.isfinite(peak), peak, 0.0)
     weights = jnp.exp(logits - peak[..., None])
     total = jnp.sum(weights, axis=-1)
-    out = jnp.einsum("bhqk,bkhd->bqhd", weights, v.astype(jnp.float32))
+    out = jnp.einsum("bhqk,bkhd->bqhd", weights, v.astype(qf.dtype))
     out = out / jnp.where(total > 0, total, 1.0).transpose(0, 2, 1)[..., None]
     lse = jnp.where(total > 0, peak + jnp.log(total), -jnp.inf)
     return out, lse

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from perfkit.kernels import collective_matmul_pallas as pallas
+from perfkit.kernels.precision import compute_dtype
 from perfkit.kernels.ring import shift
 
 IMPLS = ("xla", "ring", "pallas")
@@ -41,8 +42,8 @@ def _check(impl: str, assemble: str = "dus") -> None:
 
 
 def _dot(x: jax.Array, w: jax.Array) -> jax.Array:
-    # Accumulate in float32 whatever the input dtype; cast back once.
-    return jnp.matmul(x, w, preferred_element_type=jnp.float32).astype(x.dtype)
+    # Accumulate in float32 (float64 inputs in float64); cast back once.
+    return jnp.matmul(x, w, preferred_element_type=compute_dtype(x.dtype)).astype(x.dtype)
 
 
 def unsupported_reason(op: str, *operands, ranks: int) -> str | None:
@@ -185,7 +186,7 @@ def matmul_reduce_scatter_reference(
 ) -> jax.Array:  # (..., M / n, N)
     """The ``xla`` level: the dots summed in float32, then ``psum_scatter`` over rows."""
     x0 = pairs[0][0]
-    total = sum(jnp.matmul(x, w, preferred_element_type=jnp.float32) for x, w in pairs)
+    total = sum(jnp.matmul(x, w, preferred_element_type=compute_dtype(x.dtype)) for x, w in pairs)
     return lax.psum_scatter(total, axis_name, scatter_dimension=x0.ndim - 2, tiled=True).astype(x0.dtype)
 
 
@@ -194,7 +195,7 @@ def _partial(pairs, start, rows):
     acc = None
     for x, w in pairs:
         sl = lax.dynamic_slice_in_dim(x, start, rows, axis=x.ndim - 2)
-        part = jnp.matmul(sl, w, preferred_element_type=jnp.float32)
+        part = jnp.matmul(sl, w, preferred_element_type=compute_dtype(x.dtype))
         acc = part if acc is None else acc + part
     return acc
 

@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from perfkit.kernels.precision import compute_dtype
+
 
 def rope_angles(
     positions: np.ndarray,  # (S, A) integer positions along A axes
@@ -30,10 +32,10 @@ def rope_angles(
     return np.concatenate(parts, axis=1)
 
 
-def _cos_sin(angles: jax.Array) -> tuple[jax.Array, jax.Array]:
-    # (S, D/2) -> two (1, S, 1, D/2) float32 factors broadcasting over batch and heads
-    return (jnp.cos(angles)[None, :, None, :].astype(jnp.float32),
-            jnp.sin(angles)[None, :, None, :].astype(jnp.float32))
+def _cos_sin(angles: jax.Array, dtype) -> tuple[jax.Array, jax.Array]:
+    # (S, D/2) -> two (1, S, 1, D/2) factors in the compute dtype, broadcasting over batch and heads
+    angles = angles.astype(compute_dtype(dtype))[None, :, None, :]
+    return jnp.cos(angles), jnp.sin(angles)
 
 
 def apply_rope_interleaved(
@@ -41,8 +43,8 @@ def apply_rope_interleaved(
     angles: jax.Array,  # (S, D // 2)
 ) -> jax.Array:  # (B, S, H, D)
     """Rotates channel pairs (2j, 2j + 1) by ``angles[:, j]``."""
-    cos, sin = _cos_sin(angles)
-    xf = x.astype(jnp.float32).reshape(*x.shape[:-1], -1, 2)
+    cos, sin = _cos_sin(angles, x.dtype)
+    xf = x.astype(cos.dtype).reshape(*x.shape[:-1], -1, 2)
     a, b = xf[..., 0], xf[..., 1]
     out = jnp.stack([a * cos - b * sin, a * sin + b * cos], axis=-1)
     return out.reshape(x.shape).astype(x.dtype)
@@ -53,8 +55,8 @@ def apply_rope_split_halves(
     angles: jax.Array,  # (S, D // 2)
 ) -> jax.Array:  # (B, S, H, D)
     """Rotates channel pairs (j, j + D/2) by ``angles[:, j]``."""
-    cos, sin = _cos_sin(angles)
-    a, b = jnp.split(x.astype(jnp.float32), 2, axis=-1)
+    cos, sin = _cos_sin(angles, x.dtype)
+    a, b = jnp.split(x.astype(cos.dtype), 2, axis=-1)
     return jnp.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1).astype(x.dtype)
 
 

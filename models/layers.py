@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from perfkit.kernels.precision import compute_dtype
 from perfkit.kernels.rope import permute_head_channels, split_halves_permutation
 
 
@@ -96,21 +97,16 @@ def permute_for_split_rope(params, specs):
     return jax.tree.map(permute, specs, params, is_leaf=is_weight)
 
 
-def compute_dtype(x):
-    """float32, or the input's type where that is wider (float64 runs stay float64)."""
-    return jnp.promote_types(x.dtype, jnp.float32)
-
-
 def layer_norm(x, eps=1e-6):
     """LayerNorm without affine parameters (the adaLN blocks modulate afterwards), in float32 or wider."""
-    xf = x.astype(compute_dtype(x))
+    xf = x.astype(compute_dtype(x.dtype))
     mu = xf.mean(-1, keepdims=True)
     var = ((xf - mu) ** 2).mean(-1, keepdims=True)
     return ((xf - mu) * jax.lax.rsqrt(var + eps)).astype(x.dtype)
 
 
 def rms_norm(x, gain, eps=1e-6):
-    xf = x.astype(compute_dtype(x))
+    xf = x.astype(compute_dtype(x.dtype))
     out = xf * jax.lax.rsqrt((xf * xf).mean(-1, keepdims=True) + eps) * gain.astype(xf.dtype)
     return out.astype(x.dtype)
 

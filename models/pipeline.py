@@ -19,6 +19,7 @@ from jax.sharding import PartitionSpec as P
 
 from perfkit import models
 from perfkit.kernels import padding
+from perfkit.kernels.precision import compute_dtype
 from perfkit.models import layers as L
 from perfkit.models.plans import AXIS, Plan, Stream
 
@@ -133,7 +134,7 @@ def _euler_step(params, latents, conditions, t, dt, *, forward, guidance):
         v = {n: both[n][b:] + guidance * (both[n][:b] - both[n][b:]) for n in latents}
     out = {}
     for n, x in latents.items():
-        wide = L.compute_dtype(x)
+        wide = compute_dtype(x.dtype)
         out[n] = (x.astype(wide) + dt.astype(wide) * v[n].astype(wide)).astype(x.dtype)
     return out
 

@@ -39,6 +39,7 @@ from perfkit.errors import BadInput
 from perfkit.kernels import collective_matmul as cm
 from perfkit.kernels import padding
 from perfkit.kernels.attention import attention_reference
+from perfkit.kernels.precision import compute_dtype
 from perfkit.kernels.rope import apply_rope_interleaved, apply_rope_split_halves
 
 AXIS = "x"
@@ -54,7 +55,7 @@ CHUNKINGS = ("interleaved", "contiguous")
 
 def _dot(x, w):
     # Accumulate in float32 (as perfkit.kernels.collective_matmul does, so one-device plans round alike).
-    return jnp.matmul(x, w, preferred_element_type=jnp.float32).astype(x.dtype)
+    return jnp.matmul(x, w, preferred_element_type=compute_dtype(x.dtype)).astype(x.dtype)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,7 +154,7 @@ class Plan:
 
     def project_out(self, pairs: Sequence[tuple[jax.Array, jax.Array]], *, stream: str) -> jax.Array:
         """Row-parallel ``sum_i x_i @ w_i`` back into ``stream``'s rows (summed in float32, cast once)."""
-        total = sum(jnp.matmul(x, w, preferred_element_type=jnp.float32) for x, w in pairs)
+        total = sum(jnp.matmul(x, w, preferred_element_type=compute_dtype(x.dtype)) for x, w in pairs)
         return total.astype(pairs[0][0].dtype)
 
     def attention(self, queries: Mapping[str, jax.Array],
