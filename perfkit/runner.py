@@ -429,4 +429,18 @@ def _run_trial(case: Case, trial: Trial, run_dir: Path, options: RunOptions, hoo
     outcome = run_ranks(ranks, timeout=case.timeout, cwd=options.cwd, on_tick=on_tick)
     if outcome.status == "interrupted":
         return None
+    if dump:
+        for r in ranks:
+            prune_dump(r.dir / "xla_dump")
     return trial_record(case, trial, trial_dir, outcome)
+
+
+# The CPU backend also dumps each module's LLVM IR and object code: most of a dump's bytes, and nothing
+# perfkit or a reader of HLO uses.
+DUMP_NOISE = ("*.ll", "*.o")
+
+
+def prune_dump(folder: Path) -> None:
+    for pattern in DUMP_NOISE:
+        for path in folder.glob(pattern):
+            path.unlink(missing_ok=True)

@@ -19,6 +19,8 @@ def test_run_reports_divergent_and_consistent_variants(tmp_path):
                          capture_output=True, text=True, cwd=REPO, timeout=240)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "DIVERGENT programs: constant (ranks 3)" in res.stdout
+    dumps = list(run.glob("trials/*/rank*/xla_dump/*"))
+    assert dumps and not [p for p in dumps if p.suffix in (".ll", ".o")]  # the CPU backend's IR is pruned
     ranks = json.loads((run / "summary.json").read_text())["ranks"]
     a, b = ranks["constant"], ranks["array"]
     assert a["consistent"] is False and a["groups"] == [[0, 1, 2], [3]] and a["divergent_ranks"] == [3]
