@@ -22,7 +22,8 @@ PARTS = {"compute": ("compute", "#4c72b0"), "ici": ("exposed ICI", "#dd8452"), "
 DPI = 100
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def save_figure(fig: Figure, path: Path) -> Path:
+    """Lay out and write a figure as PNG (folders made as needed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
@@ -107,7 +108,7 @@ def write_plots(run_dir: Path, summary: dict, steps: pd.DataFrame) -> dict[str, 
                "breakdown": breakdown_bars(summary["breakdown"]) if summary.get("breakdown") else None,
                "psnr": psnr_per_frame(q["per_frame_psnr_db"], f"PSNR per frame, {b} vs {a} ({q['file']})")
                if differing else None}
-    made = {name: _save(fig, folder / f"{name}.png") for name, fig in figures.items() if fig is not None}
+    made = {name: save_figure(fig, folder / f"{name}.png") for name, fig in figures.items() if fig is not None}
     if q.get("drift"):
         made["drift"] = plot_drift(pd.DataFrame(q["drift"]), folder / "drift.png", f"{b} against {a}")
     return {name: str(p.relative_to(run_dir)) for name, p in made.items()}

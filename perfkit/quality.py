@@ -262,24 +262,20 @@ def drift(a: np.ndarray, b: np.ndarray, labels: tuple[str, str] = ("A", "B")) ->
 
 def plot_drift(table: pd.DataFrame, path: Path, title: str = "B against A") -> Path:
     """Relative L2 and PSNR per step, as a PNG."""
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from perfkit.plots import save_figure
 
     identical = int((table["rel_l2"] == 0).sum())  # no point on a log scale: said in the title
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6, 5), sharex=True)
+    fig = Figure(figsize=(6, 5))
+    top, bottom = fig.subplots(2, 1, sharex=True)
     top.semilogy(table["step"], table["rel_l2"].replace(0.0, np.nan), marker="o")
     top.set_ylabel("relative L2")
     top.set_title(f"latent drift, {title}" + (f" ({identical} identical steps not drawn)" if identical else ""))
     bottom.plot(table["step"], table["psnr_db"].replace(np.inf, np.nan), marker="o")
     bottom.set_ylabel("PSNR (dB, A's range)")
     bottom.set_xlabel("step")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def content_sha256(media: Media) -> str:

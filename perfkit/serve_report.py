@@ -50,13 +50,13 @@ def headline(summary: dict) -> str:
 
 def plot_latency(samples: dict[str, dict[str, list[float]]], levels: list[int], path: Path) -> Path:
     """One panel per concurrency level: each variant's request latencies (box and points)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.figure import Figure
 
-    fig, axes = plt.subplots(1, len(levels), figsize=(3.2 * len(levels) + 1, 3.6), sharey=True, squeeze=False)
+    from perfkit.plots import save_figure
+
+    fig = Figure(figsize=(3.2 * len(levels) + 1, 3.6))
+    axes = fig.subplots(1, len(levels), sharey=True, squeeze=False)
     names = list(samples)
     for ax, level in zip(axes[0], levels):
         data = [np.asarray(samples[v].get(str(level), []), float) / 1e3 for v in names]
@@ -66,11 +66,7 @@ def plot_latency(samples: dict[str, dict[str, list[float]]], levels: list[int], 
             ax.plot(np.full(d.size, i) + np.linspace(-0.15, 0.15, d.size), d, ".", alpha=0.6)
         ax.set_title(f"concurrency {level}")
     axes[0][0].set_ylabel("request latency (s)")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _main_table(summary: dict) -> list[str]:
