@@ -1,7 +1,7 @@
 """What the runner itself costs: per-trial launch and teardown, the stack-dump hook's start-up time,
 how soon a hung trial is ended after its timeout, and the statistics on large runs.
 
-    .venv/bin/python benchmarks/runner_overhead.py [--repeats 10]
+    .venv/bin/python benchmarks/runner_overhead.py [--repeats 10] [--stats-only]
 
 Figures are medians over ``--repeats`` (wall clock, this machine as loaded as it is).
 """
@@ -48,31 +48,44 @@ def trial_wall_s(base: Path, code: str, ranks: int, env: dict, timeout: float, r
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--stats-only", action="store_true", help="only the statistics figures")
     args = ap.parse_args()
+    if not args.stats_only:
+        launch_figures(args.repeats)
+    stats_figures(args.repeats)
+
+
+def launch_figures(repeats: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         hook = stackdump.hook_dir(base / "hook")
         plain = dict(os.environ)
         hooked = {**plain, "PYTHONPATH": os.pathsep.join(filter(None, [str(hook), plain.get("PYTHONPATH")]))}
-        bare, with_hook = python_start_s(plain, args.repeats), python_start_s(
-            {**hooked, stackdump.STACKS_ENV: str(base / "s.txt")}, args.repeats)
+        bare, with_hook = python_start_s(plain, repeats), python_start_s(
+            {**hooked, stackdump.STACKS_ENV: str(base / "s.txt")}, repeats)
         print(f"python start-up: {bare * 1e3:.1f} ms bare, {with_hook * 1e3:.1f} ms with the stack-dump hook")
         for ranks in (1, 4):
-            wall = trial_wall_s(base / f"noop{ranks}", NOOP, ranks, hooked, 60, args.repeats)
+            wall = trial_wall_s(base / f"noop{ranks}", NOOP, ranks, hooked, 60, repeats)
             print(f"trial of {ranks} no-op rank(s): {wall * 1e3:.1f} ms wall (python start-up included)")
         timeout = 1.0
-        wall = trial_wall_s(base / "hang", HANG, 4, hooked, timeout, max(3, args.repeats // 3))
+        wall = trial_wall_s(base / "hang", HANG, 4, hooked, timeout, max(3, repeats // 3))
         print(f"hung trial of 4 ranks, timeout {timeout:.0f} s: ended {wall - timeout:.2f} s after the timeout "
               "(stack dumps included)")
 
+
+def stats_figures(repeats: int) -> None:
     rng = np.random.default_rng(0)
     for n_trials, n_steps in ((8, 100), (8, 1000), (32, 1000)):
         a = [10 + rng.normal(0, 0.3, n_steps) for _ in range(n_trials)]
         b = [10.5 + rng.normal(0, 0.3, n_steps) for _ in range(n_trials)]
-        t = time.perf_counter()
-        c = stats.compare(a, b)
+        walls = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            c = stats.compare(a, b)
+            walls.append(time.perf_counter() - t)
         print(f"compare {n_trials}+{n_trials} trials x {n_steps} steps (4000 bootstrap draws): "
-              f"{(time.perf_counter() - t) * 1e3:.0f} ms, ratio {c.ratio:.3f} [{c.ci[0]:.3f}, {c.ci[1]:.3f}]")
+              f"{statistics.median(walls) * 1e3:.1f} ms (median of {repeats}, first call {walls[0] * 1e3:.1f} ms), "
+              f"ratio {c.ratio:.3f} [{c.ci[0]:.3f}, {c.ci[1]:.3f}]")
     trials = [{"index": i, "variant": "ab"[i % 2], "round": i // 2, "status": "ok", "warmup": 2,
                "steps_ms": list(10 + rng.normal(0, 0.3, 200)), "natural_ms": [9.5]} for i in range(64)]
     t = time.perf_counter()
