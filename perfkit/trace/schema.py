@@ -96,6 +96,8 @@ def _build(package: str, messages: dict[str, list], root: str):
 XSPACE = _build("tensorflow.profiler", _XPLANE, "XSpace")
 XSPACE_EVENTS_AS_BYTES = _build("tensorflow.profiler", {**_XPLANE, "XLine": [
     ("events", 4, "bytes*", None) if f[0] == "events" else f for f in _XPLANE["XLine"]]}, "XSpace")
+XPLANE = message_factory.GetMessageClass(XSPACE.DESCRIPTOR.fields_by_name["planes"].message_type)
+XLINE = message_factory.GetMessageClass(XPLANE.DESCRIPTOR.fields_by_name["lines"].message_type)
 HLO_PROTO = _build("xla", _HLO, "HloProto")
 
 # xla.PrimitiveType numbers -> the names HLO text prints.

@@ -5,16 +5,20 @@ objects costs about a microsecond per field; here every message of a batch advan
 numpy round instead (messages have 3 to 12 fields), and a varint is decoded from the 8 bytes at its
 position read as one little-endian word (bit tricks, no per-byte loop). Used by
 ``perfkit.trace.xplane`` for events and their stats.
+
+``split`` finds the fields of one large message (an XLine's events, an XPlane's lines) in place, so the
+events are decoded straight from the file's bytes: no protobuf object or Python ``bytes`` per event.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterator, NamedTuple
 
 import numpy as np
 
 VARINT, FIXED64, LENGTH, FIXED32 = 0, 1, 2, 5
-_PAD = 16  # zero bytes after the data: 8-byte word reads near the end stay inside the buffer
+PAD = 16  # zero bytes after the data: 8-byte word reads near the end stay inside the buffer
 _U = np.uint64
 _HIGH_BITS, _LOW7 = _U(0x8080808080808080), _U(0x7F7F7F7F7F7F7F7F)
 # Three rounds of merging neighbouring 7-bit groups turn the 8 payload bytes into one 56-bit value.
@@ -49,7 +53,17 @@ class Fields(NamedTuple):
 def padded(chunks: list[bytes] | bytes) -> np.ndarray:
     """Bytes as a uint8 array with zero padding after the end (needed by ``varints``)."""
     joined = chunks if isinstance(chunks, bytes) else b"".join(chunks)
-    return np.frombuffer(joined + bytes(_PAD), np.uint8)
+    return np.frombuffer(joined + bytes(PAD), np.uint8)
+
+
+def read_padded(path: Path) -> np.ndarray:
+    """A file's bytes as ``padded`` gives them, read straight into the array (one copy of the file)."""
+    size = path.stat().st_size
+    buf = np.zeros(size + PAD, np.uint8)
+    with path.open("rb") as f:
+        if f.readinto(memoryview(buf)[:size]) != size:
+            raise WireError("the file changed while it was read")
+    return buf
 
 
 def _words(buf: np.ndarray) -> np.ndarray:
@@ -57,9 +71,9 @@ def _words(buf: np.ndarray) -> np.ndarray:
     return np.ndarray(shape=(buf.size - 7,), dtype="<u8", buffer=buf, strides=(1,))
 
 
-def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Decode one varint at each of ``pos`` (m,) int64 in ``buf`` (n,) uint8 (padded); returns the
-    values (m,) uint64 and the positions just after them (m,) int64."""
+def _short_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``varints`` for varints of up to 8 bytes; the third array (m,) uint64 is zero where one is longer
+    (its value and end are then those of its first 8 bytes)."""
     word = _words(buf)[pos]
     stop = ~word & _HIGH_BITS                  # high bit clear: the varint's last byte
     first_stop = stop & (~stop + _U(1))        # lowest such bit
@@ -68,6 +82,13 @@ def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     for low, high, shift in _COMPACT:
         value = (value & low) | ((value & high) >> shift)
     end = pos + (np.bitwise_count(keep) >> 3).astype(np.int64)
+    return value, end, stop
+
+
+def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Decode one varint at each of ``pos`` (m,) int64 in ``buf`` (n,) uint8 (padded); returns the
+    values (m,) uint64 and the positions just after them (m,) int64."""
+    value, end, stop = _short_varints(buf, pos)
     long = np.flatnonzero(stop == 0)           # 9 or 10 bytes: negative int64, values >= 2**56
     if long.size:
         tail = buf[pos[long] + 8].astype(_U)
@@ -121,3 +142,103 @@ def lengths_to_bounds(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start and end positions (n,) int64 of consecutive chunks of the given lengths (n,)."""
     ends = np.cumsum(lengths, dtype=np.int64)
     return ends - lengths, ends
+
+
+def _varint(data: memoryview, pos: int, end: int) -> tuple[int, int]:
+    """One varint at ``data[pos]`` (a message ending at ``end``) and the position after it."""
+    value = shift = 0
+    while pos < end and shift < 70:
+        byte = data[pos]
+        value |= (byte & 0x7F) << shift
+        pos, shift = pos + 1, shift + 7
+        if byte < 0x80:
+            return value & (2**64 - 1), pos
+    raise WireError("a varint runs past the end of its message")
+
+
+def _reachable(jump: np.ndarray) -> np.ndarray:
+    """Nodes reachable from node 0 along ``jump`` (n,) (each node's successor, always a later node; -1
+    none), ascending: the other nodes without a predecessor are dropped until none is left, a round per
+    node of the longest chain not reachable from 0 (a few: fields inside a field's payload)."""
+    n = jump.size
+    indegree = np.bincount(jump[jump >= 0], minlength=n)
+    indegree[0] += 1  # node 0 is never dropped
+    alive = np.ones(n, bool)
+    sources = np.flatnonzero(indegree == 0)
+    while sources.size:
+        alive[sources] = False
+        targets = jump[sources]
+        targets = targets[targets >= 0]
+        if targets.size > n // 16:  # a big round: one pass over all nodes
+            indegree -= np.bincount(targets, minlength=n)
+            sources = np.flatnonzero(alive & (indegree == 0))
+        else:
+            np.subtract.at(indegree, targets, 1)
+            sources = np.unique(targets[indegree[targets] == 0])
+    return np.flatnonzero(alive)
+
+
+def _run(buf: np.ndarray, pos: int, end: int, tag: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The consecutive LENGTH fields with one-byte ``tag`` from ``pos`` of a message ending at ``end``:
+    their payloads' starts and ends (k,) int64 and the position after the last. Every ``tag`` byte in a
+    window is taken for a field; the true ones are the chain of field ends from ``pos``."""
+    starts, ends = [], []
+    window = 1 << 12
+    while pos < end and buf[pos] == tag:
+        stop = min(end, pos + window)
+        window = min(window * 4, 1 << 20)  # one window for short runs, small temporaries for long ones
+        cand = np.flatnonzero(buf[pos:stop] == tag)
+        cand += pos
+        size = buf[cand + 1].astype(np.int64)  # lengths under 128 (most): one byte
+        data = cand + 2
+        wide = np.flatnonzero(size >= 0x80)
+        if wide.size:
+            value, data[wide], short = _short_varints(buf, cand[wide] + 1)
+            size[wide] = np.where((short != 0) & (value < _U(end)), value, _U(end)).view(np.int64)
+        nxt = data + size - pos  # field ends, window-relative
+        index = np.full(stop - pos, -1, np.int32)
+        index[cand - pos] = np.arange(cand.size, dtype=np.int32)
+        jump = np.where(nxt < stop - pos, index[np.minimum(nxt, stop - pos - 1)], -1)
+        chain = _reachable(jump)
+        last = int(nxt[chain[-1]]) + pos
+        if last > end:
+            raise WireError("a field runs past the end of its message")
+        starts.append(data[chain])
+        ends.append(nxt[chain] + pos)
+        pos = last
+    return np.concatenate(starts), np.concatenate(ends), pos
+
+
+def split(buf: np.ndarray, start: int, end: int, number: int) -> tuple[np.ndarray, np.ndarray, bytes]:
+    """The message ``buf[start:end]`` (``buf`` padded) as the payload starts and ends (k,) int64 of its
+    LENGTH fields numbered ``number`` (a repeated message: an XLine's events) and its other fields as the
+    bytes of a message of their own (for protobuf: they are few and small)."""
+    data = buf.data
+    starts, ends, rest = [], [], []
+    pos = start
+    while pos < end:
+        tag, after = _varint(data, pos, end)
+        wire = tag & 7
+        if wire == LENGTH and tag < 0x80:  # runs of one field, each LENGTH field in one go
+            s, e, nxt = _run(buf, pos, end, tag)
+        elif wire == LENGTH:  # a field number >= 16 (a tag of two bytes or more)
+            size, payload = _varint(data, after, end)
+            nxt = payload + size
+            s, e = np.array([payload]), np.array([nxt])
+        elif wire == VARINT:
+            nxt = _varint(data, after, end)[1]
+        elif wire in (FIXED64, FIXED32):
+            nxt = after + (8 if wire == FIXED64 else 4)
+        else:
+            raise WireError(f"a field of unknown wire type {wire}")
+        if nxt > end:
+            raise WireError("a field runs past the end of its message")
+        if wire == LENGTH and tag >> 3 == number:
+            starts.append(s)
+            ends.append(e)
+        else:
+            rest.append(data[pos:nxt])
+        pos = nxt
+    if not starts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), b"".join(rest)
+    return np.concatenate(starts), np.concatenate(ends), b"".join(rest)

@@ -1,8 +1,10 @@
 """``*.xplane.pb`` (XSpace: TPU, GPU and CPU planes) into columnar events, without TensorBoard.
 
-The XSpace is parsed by protobuf with each line's events kept as raw bytes (``schema``), then the
-events and their stats are decoded in chunks with numpy (``wire``): a handful of numpy passes per
-event field, no Python object per event. What each event is comes from its plane and line:
+The file is read once into one array; ``wire.split`` finds the planes in it, each plane's lines and
+each line's events in place, and protobuf (``schema``) parses only what is left: names, metadata, line
+headers. The events and their stats are decoded in chunks with numpy straight from the file's bytes
+(``wire``): a handful of numpy passes per event field, no Python object per event, and the event
+columns grow in place (no concatenation). What each event is comes from its plane and line:
 
 - ``/device:TPU:N``: ``XLA Ops`` events are device ops, ``Steps`` events step markers, ``XLA Modules``
   module spans; op-level stats (``hlo_category``, ``program_id``) sit on the event metadata.
@@ -77,11 +79,11 @@ def _plane_tables(plane, strings: StringTable) -> _Plane:
     return _Plane(kind, device, names, meta_int, meta_str, stat_names)
 
 
-def _programs(space, path: Path) -> Programs:
+def _programs(planes: list, path: Path) -> Programs:
     """The programs' HLO from the ``/host:metadata`` plane: one event metadata per program, named
     ``jit_f(6)``, with stats ``Hlo Proto`` and (not always set) ``program_id``."""
     protos: dict[int, bytes] = {}
-    for plane in space.planes:
+    for plane in planes:
         if plane.name != "/host:metadata":
             continue
         stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
@@ -95,28 +97,36 @@ def _programs(space, path: Path) -> Programs:
 
 
 class _Columns:
-    """Event columns of one file, allocated once (the event count is known up front) and filled chunk by
-    chunk, so no final concatenation copies them."""
+    """Event columns of one file, filled chunk by chunk and grown in place (``ndarray.resize``: a realloc,
+    which moves pages rather than copying them), so no final concatenation copies them."""
 
-    def __init__(self, total: int):
-        self.total, self.filled = total, 0
+    def __init__(self, capacity: int):
+        self.capacity, self.filled = max(capacity, 1), 0
         self.arrays: dict[str, np.ndarray] = {}
 
     def add(self, **cols: np.ndarray) -> None:
         n = next(iter(cols.values())).size
+        if self.filled + n > self.capacity:
+            self.capacity = max(self.filled + n, 2 * self.capacity)
+            for a in self.arrays.values():
+                a.resize(self.capacity, refcheck=False)
         for k, v in cols.items():
             if k not in self.arrays:
-                self.arrays[k] = np.empty(self.total, v.dtype)
+                self.arrays[k] = np.empty(self.capacity, v.dtype)
             self.arrays[k][self.filled:self.filled + n] = v
         self.filled += n
 
+    def trimmed(self) -> dict[str, np.ndarray]:
+        for a in self.arrays.values():
+            a.resize(self.filled, refcheck=False)
+        return self.arrays
 
-def _decode_events(chunk: list[bytes], plane: _Plane, strings: StringTable) -> dict[str, np.ndarray]:
-    """One chunk of a line's raw events -> metadata id, offset, duration and the wanted stats."""
-    n = len(chunk)
-    lens = np.fromiter(map(len, chunk), np.int64, n)
-    buf = wire.padded(chunk)
-    starts, ends = wire.lengths_to_bounds(lens)
+
+def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane: _Plane, strings: StringTable
+                   ) -> dict[str, np.ndarray]:
+    """Events ``buf[starts[i]:ends[i]]`` (starts, ends: (n,) int64) -> metadata id, offset, duration and the
+    wanted stats."""
+    n = starts.size
     cols = {"metadata_id": np.zeros(n, np.int64), "offset_ps": np.zeros(n, np.int64),
             "dur_ps": np.zeros(n, np.int64)}
     stat_msg, stat_start, stat_end = [], [], []
@@ -179,45 +189,66 @@ def _line_role(plane: _Plane, line_name: str) -> int:
     return ROLES["host"]
 
 
-def read(path: Path, rank: int) -> RawTrace:
-    """One ``xplane.pb`` as columnar events (``RawTrace``); BadInput when it is not a whole XSpace."""
-    from perfkit.trace.schema import XSPACE_EVENTS_AS_BYTES
+def _structure(buf: np.ndarray, path: Path) -> tuple[str, list[tuple]]:
+    """The XSpace's first hostname and its planes as (XPlane without lines, line starts, line ends)."""
+    from perfkit.trace.schema import XPLANE, XSPACE
 
     try:
-        space = XSPACE_EVENTS_AS_BYTES.FromString(path.read_bytes())  # the file's bytes are freed at once
-    except DecodeError:
+        starts, ends, rest = wire.split(buf, 0, buf.size - wire.PAD, 1)
+        hostnames = XSPACE.FromString(rest).hostnames
+        planes = []
+        for start, end in zip(starts.tolist(), ends.tolist()):
+            line_starts, line_ends, rest = wire.split(buf, start, end, 3)
+            planes.append((XPLANE.FromString(rest), line_starts.tolist(), line_ends.tolist()))
+    except (wire.WireError, DecodeError):
         raise BadInput("not a complete XSpace protobuf (truncated, or not an xplane.pb)", path=path) from None
-    if not space.planes or not all(p.name for p in space.planes):
+    if not planes or not all(p.name for p, _, _ in planes):
         raise BadInput("not an XSpace: no named planes", path=path)
+    return (hostnames[0] if hostnames else path.name.split(".")[0]), planes
+
+
+def read(path: Path, rank: int) -> RawTrace:
+    """One ``xplane.pb`` as columnar events (``RawTrace``); BadInput when it is not a whole XSpace."""
+    from perfkit.trace.schema import XLINE
+
+    buf = wire.read_padded(path)
+    host, planes = _structure(buf, path)
     strings = StringTable()
-    host = space.hostnames[0] if space.hostnames else path.name.split(".")[0]
-    stamps = [ln.timestamp_ns for p in space.planes if _plane_kind(p.name)[0] for ln in p.lines if ln.events]
-    origin_ns = min(stamps, default=0)
-    out = _Columns(sum(len(ln.events) for p in space.planes if _plane_kind(p.name)[0] for ln in p.lines))
+    out = _Columns(buf.size // 20)  # about an event per 20 bytes; grown when there are more
     line_names: list[str] = []
-    for plane_proto in space.planes:
+    stamps: list[int] = []  # timestamps of the lines read; start_ps is from the first until all are known
+    for plane_proto, line_starts, line_ends in planes:
         plane = _plane_tables(plane_proto, strings)
         if not plane.kind:
             continue
-        for line in plane_proto.lines:
-            raw = line.events[:]
-            if not raw:
+        for line_start, line_end in zip(line_starts, line_ends):
+            try:
+                starts, ends, rest = wire.split(buf, line_start, line_end, 4)
+                line = XLINE.FromString(rest)
+            except (wire.WireError, DecodeError):
+                raise BadInput("not a complete XSpace protobuf (truncated, or not an xplane.pb)", path=path) from None
+            if not starts.size:
                 continue
             line_code = len(line_names)
             line_names.append(line.display_name or line.name)
+            stamps.append(line.timestamp_ns)
             role = _line_role(plane, line_names[-1])
-            base_ps = (line.timestamp_ns - origin_ns) * 1000
-            for at in range(0, len(raw), CHUNK):
+            base_ps = (line.timestamp_ns - stamps[0]) * 1000
+            for at in range(0, starts.size, CHUNK):
                 try:
-                    cols = _decode_events(raw[at:at + CHUNK], plane, strings)
+                    cols = _decode_events(buf, starts[at:at + CHUNK], ends[at:at + CHUNK], plane, strings)
                 except wire.WireError as exc:
                     raise BadInput(f"malformed event on line {line.name!r} of {plane_proto.name}: {exc}",
                                    path=path) from None
                 _resolve(cols, plane, role, line_code, base_ps, out)
     if not out.filled:
         raise BadInput("no events on any TPU, GPU or CPU plane", path=path)
-    return RawTrace(path=path, rank=rank, host=host, origin_ns=origin_ns, columns=out.arrays, strings=strings,
-                    lines=line_names, programs=_programs(space, path))
+    del buf
+    columns = out.trimmed()
+    origin_ns = min(stamps)
+    columns["start_ps"] += (stamps[0] - origin_ns) * 1000  # in place: from the earliest line's timestamp
+    return RawTrace(path=path, rank=rank, host=host, origin_ns=origin_ns, columns=columns, strings=strings,
+                    lines=line_names, programs=_programs([p for p, _, _ in planes], path))
 
 
 def _resolve(cols: dict[str, np.ndarray], plane: _Plane, role: int, line_code: int, base_ps: int,
