@@ -42,6 +42,8 @@ _RANK_DIR = re.compile(r"rank[-_]?(\d+)$")
 _TORCH_TPU_FILE = re.compile(r"_(\d+)\.xplane\.pb$")
 _XPLANE_SUFFIX = ".xplane.pb"
 _KINETO_SUFFIXES = (".json", ".json.gz")
+_SLICE = 1 << 20  # rows per slice where a whole-column temporary would raise the peak
+_FEW = 1 << 10  # pd.factorize's hash table starts this big, not one slot per row (it grows as needed)
 
 
 def trace_files(paths: list[str | Path]) -> list[Path]:
@@ -89,7 +91,7 @@ def _packed_key(codes: list[np.ndarray]) -> np.ndarray:
     for c in codes[1:]:
         bits = (int(c.max(initial=0)) + 1).bit_length()
         if int(key.max(initial=0)).bit_length() + bits > 62:
-            key = pd.factorize(key)[0].astype(np.int64)
+            key = pd.factorize(key, size_hint=_FEW)[0].astype(np.int64)
         key <<= bits
         key += c  # the low bits are zero: adding c + 1 < 2**bits sets them
         key += 1
@@ -100,46 +102,57 @@ def _small_codes(size: int) -> type:
     return np.int8 if size < 2**7 else np.int16 if size < 2**15 else np.int32
 
 
+def _first_rows(codes: np.ndarray, count: int) -> np.ndarray:
+    """The first row (count,) int64 of each of ``count`` codes numbered by first appearance (``codes``
+    (n,) as ``pd.factorize`` gives them), in slices: no index array as long as ``codes``."""
+    first = np.zeros(count, np.int64)
+    for end in range(codes.size, 0, -_SLICE):  # from the back, so earlier rows overwrite later ones
+        start = max(end - _SLICE, 0)
+        first[codes[start:end][::-1]] = np.arange(end - 1, start - 1, -1)
+    return first
+
+
 def _classify(raw: RawTrace) -> dict:
     """``kind``, ``category``, ``shape`` of every event as categoricals (device ops classified once per
-    distinct identity, the rest by role), and ``hlo_op``, ``hlo_module`` as codes into raw.strings (an op's
-    HLO name and its program's module fill in where the event had none)."""
+    distinct identity, the rest by role); fills in the reader's ``hlo_op``, ``hlo_module`` codes in place
+    (an op's HLO name and its program's module where the event had none). Every row is keyed by its role
+    and op identity, so per-identity tables fill whole columns: no gathered copies of the op rows."""
     cols, strings = raw.columns, raw.strings
-    role = cols["role"]
-    n = role.size
-    hlo_op, hlo_module = cols["hlo_op"], cols["hlo_module"]  # filled in place: the reader's arrays
-    ops = np.flatnonzero(role == ROLES["op"])
-    classes = []
-    if ops.size:
-        whole = ops.size == n  # an all-op trace (a TPU op line): no gathers
-        pick = (lambda a: a) if whole else (lambda a: a[ops])  # noqa: E731
-        prog_codes, _ = pd.factorize(pick(cols["program_id"]))
-        op_code, first = pd.factorize(_packed_key([pick(cols["name"]), pick(hlo_op), pick(cols["hlo_category"]),
-                                                   prog_codes]))
-        first_row = np.zeros(len(first), np.int64)
-        first_row[op_code[::-1]] = np.arange(ops.size)[::-1]  # any row of each identity will do
-        ops_hlo, ops_module = [], []
-        for r in ops[first_row]:
-            text = lambda col: strings.values[cols[col][r]] if cols[col][r] >= 0 else ""  # noqa: E731
-            program = raw.programs.get(int(cols["program_id"][r]))
-            classes.append(classify.classify(text("name"), text("hlo_op"), program, text("hlo_category")))
-            ops_hlo.append(strings.code(classes[-1].hlo_op) if classes[-1].hlo_op else -1)
-            ops_module.append(hlo_module[r] if hlo_module[r] >= 0 or program is None else strings.code(program.module))
-        hlo_op[ops] = np.array(ops_hlo, np.int32)[op_code]
-        hlo_module[ops] = np.array(ops_module, np.int32)[op_code]
-    out = {"hlo_op": hlo_op, "hlo_module": hlo_module}
+    role, hlo_op, hlo_module, program_id = cols["role"], cols["hlo_op"], cols["hlo_module"], cols["program_id"]
+    narrow = program_id.size and program_id.min() >= -1 and program_id.max() < 2**31  # a key part as it is
+    programs = program_id if narrow else pd.factorize(program_id, size_hint=_FEW)[0]
+    key = _packed_key([role, cols["name"], hlo_op, cols["hlo_category"], programs])
+    del programs
+    identity, first = pd.factorize(key, size_hint=_FEW)
+    del key
+    first_row = _first_rows(identity, len(first))
+    classes = {}  # identity -> its class, device ops only
+    hlo_table, module_table = hlo_op[first_row], hlo_module[first_row]
+    for i, r in enumerate(first_row.tolist()):
+        if role[r] != ROLES["op"]:
+            continue
+        text = lambda col: strings.values[cols[col][r]] if cols[col][r] >= 0 else ""  # noqa: E731
+        program = raw.programs.get(int(program_id[r]))
+        c = classes[i] = classify.classify(text("name"), text("hlo_op"), program, text("hlo_category"))
+        hlo_table[i] = strings.code(c.hlo_op) if c.hlo_op else -1
+        if module_table[i] < 0 and program is not None:
+            module_table[i] = strings.code(program.module)
+    np.take(hlo_table, identity, out=hlo_op, mode="clip")  # in place (mode "raise" would buffer)
+    is_op_identity = role[first_row] == ROLES["op"]
+    for start in range(0, role.size, _SLICE):  # other events keep their module
+        rows = slice(start, start + _SLICE)
+        hlo_module[rows] = np.where(is_op_identity[identity[rows]], module_table[identity[rows]], hlo_module[rows])
+    out = {}
     for column in ("kind", "shape"):  # "" for events that are not device ops
-        codes, values = pd.factorize(pd.Index([""] + [getattr(c, column) for c in classes], dtype=object))
-        per_event = np.zeros(n, _small_codes(len(values)))
-        if ops.size:
-            per_event[ops] = codes[1:].astype(per_event.dtype)[op_code]
-        out[column] = pd.Categorical.from_codes(per_event, categories=values, validate=False)
+        codes, values = pd.factorize(pd.Index([""] + [getattr(c, column) for c in classes.values()], dtype=object))
+        table = np.zeros(len(first), _small_codes(len(values)))
+        table[list(classes)] = codes[1:]
+        out[column] = pd.Categorical.from_codes(table[identity], categories=values, validate=False)
     # categories: compute / ici / dma for device ops, then the other roles' names
-    by_role = np.array([CATEGORY_VALUES.index(ROLE_NAMES[r]) if r != ROLES["op"] else 0 for r in range(len(ROLES))],
-                       np.int8)[role]
-    if ops.size:
-        by_role[ops] = np.array([CATEGORY_VALUES.index(c.category) for c in classes], np.int8)[op_code]
-    out["category"] = pd.Categorical.from_codes(by_role, categories=pd.Index(CATEGORY_VALUES, dtype=object),
+    table = np.array([CATEGORY_VALUES.index(ROLE_NAMES[r]) if r != ROLES["op"] else 0 for r in range(len(ROLES))],
+                     np.int8)[role[first_row]]
+    table[list(classes)] = [CATEGORY_VALUES.index(c.category) for c in classes.values()]
+    out["category"] = pd.Categorical.from_codes(table[identity], categories=pd.Index(CATEGORY_VALUES, dtype=object),
                                                 validate=False)
     return out
 
@@ -156,9 +169,13 @@ def _categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
 
 
 def _frame(raw: RawTrace, pattern: re.Pattern | None, shift_ps: int) -> pd.DataFrame:
+    """One file's frame. Consumes ``raw.columns``: its number columns become the frame's, and each code
+    column is dropped once its categorical is built (the frame's peak memory)."""
     cols = raw.columns
     classes = _classify(raw)
+    del cols["hlo_category"]
     step, source = steps.assign(cols, raw.strings.values, pattern)
+    del cols["step"], cols["role"]
     values = raw.strings.values
     n = step.size
     line_codes, line_names = pd.factorize(pd.Index(raw.lines, dtype=object))  # names may repeat
@@ -168,14 +185,15 @@ def _frame(raw: RawTrace, pattern: re.Pattern | None, shift_ps: int) -> pd.DataF
         "rank": np.full(n, raw.rank, np.int32),
         "host": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=pd.Index([raw.host], dtype=object)),
         "device": cols["device"],
-        "line": pd.Categorical.from_codes(line_codes.astype(np.int32)[cols["line"]], categories=line_names),
-        "name": _categorical(cols["name"], values),
+        "line": pd.Categorical.from_codes(line_codes.astype(_small_codes(len(line_names)))[cols.pop("line")],
+                                          categories=line_names),
+        "name": _categorical(cols.pop("name"), values),
         "kind": classes["kind"],
         "category": classes["category"],
         "start_ps": start,
         "dur_ps": cols["dur_ps"],
-        "hlo_op": _categorical(classes["hlo_op"], values),
-        "hlo_module": _categorical(classes["hlo_module"], values),
+        "hlo_op": _categorical(cols.pop("hlo_op"), values),
+        "hlo_module": _categorical(cols.pop("hlo_module"), values),
         "program_id": cols["program_id"],
         "step": step,
         "shape": classes["shape"],

@@ -53,7 +53,10 @@ def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | 
         return step, "none"
     numbers = _marker_numbers(names, cols["name"][midx], cols["step"][midx], pattern)
     ops = role == ROLES["op"]
-    for dev in np.unique(device[ops]):
+    for dev in np.unique(device):  # (not device[ops]: a copy of the column)
+        which = np.flatnonzero(ops & (device == dev))
+        if not which.size:
+            continue
         mine = midx[device[midx] == dev]
         if not mine.size:
             mine = midx[device[midx] == -1]
@@ -64,7 +67,6 @@ def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | 
         end = start[mine] + cols["dur_ps"][mine]
         nums = np.where(nums >= 0, nums, np.arange(nums.size))
         step[mine] = nums
-        which = np.flatnonzero(ops & (device == dev))
         at = np.searchsorted(start[mine], start[which], side="right") - 1
         inside = (at >= 0) & (start[which] < end[np.maximum(at, 0)])
         step[which[inside]] = nums[at[inside]]

@@ -12,8 +12,7 @@ events are decoded straight from the file's bytes: no protobuf object or Python 
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import BinaryIO, Iterator, NamedTuple
 
 import numpy as np
 
@@ -56,13 +55,13 @@ def padded(chunks: list[bytes] | bytes) -> np.ndarray:
     return np.frombuffer(joined + bytes(PAD), np.uint8)
 
 
-def read_padded(path: Path) -> np.ndarray:
-    """A file's bytes as ``padded`` gives them, read straight into the array (one copy of the file)."""
-    size = path.stat().st_size
+def read_padded(file: BinaryIO, offset: int, size: int) -> np.ndarray:
+    """``size`` bytes of an open file from ``offset`` as ``padded`` gives them, read straight into the
+    array (no intermediate bytes object)."""
     buf = np.zeros(size + PAD, np.uint8)
-    with path.open("rb") as f:
-        if f.readinto(memoryview(buf)[:size]) != size:
-            raise WireError("the file changed while it was read")
+    file.seek(offset)
+    if file.readinto(memoryview(buf)[:size]) != size:
+        raise WireError("the file is shorter than its fields say")
     return buf
 
 
@@ -209,19 +208,22 @@ def _run(buf: np.ndarray, pos: int, end: int, tag: int) -> tuple[np.ndarray, np.
     return np.concatenate(starts), np.concatenate(ends), pos
 
 
-def split(buf: np.ndarray, start: int, end: int, number: int) -> tuple[np.ndarray, np.ndarray, bytes]:
-    """The message ``buf[start:end]`` (``buf`` padded) as the payload starts and ends (k,) int64 of its
-    LENGTH fields numbered ``number`` (a repeated message: an XLine's events) and its other fields as the
-    bytes of a message of their own (for protobuf: they are few and small)."""
-    data = buf.data
+def split(buf, start: int, end: int, number: int) -> tuple[np.ndarray, np.ndarray, bytes]:
+    """The message ``buf[start:end]`` as the payload starts and ends (k,) int64 of its LENGTH fields
+    numbered ``number`` (a repeated message: an XLine's events) and its other fields as the bytes of a
+    message of their own (for protobuf: they are few and small). ``buf``: a padded uint8 array (runs of
+    one field found in bulk), or any bytes-like (a mapped file: read field by field, touching only the
+    fields' heads)."""
+    bulk = isinstance(buf, np.ndarray)
+    data = buf.data if bulk else memoryview(buf)
     starts, ends, rest = [], [], []
     pos = start
     while pos < end:
         tag, after = _varint(data, pos, end)
         wire = tag & 7
-        if wire == LENGTH and tag < 0x80:  # runs of one field, each LENGTH field in one go
+        if wire == LENGTH and bulk and tag < 0x80:  # a run of one field in one go
             s, e, nxt = _run(buf, pos, end, tag)
-        elif wire == LENGTH:  # a field number >= 16 (a tag of two bytes or more)
+        elif wire == LENGTH:
             size, payload = _varint(data, after, end)
             nxt = payload + size
             s, e = np.array([payload]), np.array([nxt])

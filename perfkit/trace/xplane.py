@@ -1,8 +1,8 @@
 """``*.xplane.pb`` (XSpace: TPU, GPU and CPU planes) into columnar events, without TensorBoard.
 
-The file is read once into one array; ``wire.split`` finds the planes in it, each plane's lines and
-each line's events in place, and protobuf (``schema``) parses only what is left: names, metadata, line
-headers. The events and their stats are decoded in chunks with numpy straight from the file's bytes
+``wire.split`` finds the planes in the mapped file, then (a plane read into an array at a time) each
+plane's lines and each line's events in place, and protobuf (``schema``) parses only what is left:
+names, metadata, line headers. The events and their stats are decoded in chunks with numpy straight from the file's bytes
 (``wire``): a handful of numpy passes per event field, no Python object per event, and the event
 columns grow in place (no concatenation). What each event is comes from its plane and line:
 
@@ -16,9 +16,11 @@ columns grow in place (no concatenation). What each event is comes from its plan
 
 from __future__ import annotations
 
+import mmap
+import os
 import re
 from pathlib import Path
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -27,6 +29,7 @@ from perfkit.errors import BadInput
 from perfkit.trace import wire
 from perfkit.trace.programs import Programs
 from perfkit.trace.raw import ROLES, RawTrace, StringTable
+from perfkit.trace.schema import XLINE, XPLANE, XSPACE
 
 CHUNK = 1 << 14  # events decoded per numpy batch: small enough to stay in cache and reuse memory
 INT_STATS = ("program_id", "device_ordinal", "step_num", "group_id", "dma_stall_duration_ps")
@@ -189,66 +192,76 @@ def _line_role(plane: _Plane, line_name: str) -> int:
     return ROLES["host"]
 
 
-def _structure(buf: np.ndarray, path: Path) -> tuple[str, list[tuple]]:
-    """The XSpace's first hostname and its planes as (XPlane without lines, line starts, line ends)."""
-    from perfkit.trace.schema import XPLANE, XSPACE
-
+def _split(buf, start: int, end: int, number: int, message, path: Path) -> tuple[np.ndarray, np.ndarray, object]:
+    """``wire.split`` with the other fields parsed as ``message``; BadInput when the bytes are not one."""
     try:
-        starts, ends, rest = wire.split(buf, 0, buf.size - wire.PAD, 1)
-        hostnames = XSPACE.FromString(rest).hostnames
-        planes = []
-        for start, end in zip(starts.tolist(), ends.tolist()):
-            line_starts, line_ends, rest = wire.split(buf, start, end, 3)
-            planes.append((XPLANE.FromString(rest), line_starts.tolist(), line_ends.tolist()))
+        starts, ends, rest = wire.split(buf, start, end, number)
+        return starts, ends, message.FromString(rest)
     except (wire.WireError, DecodeError):
         raise BadInput("not a complete XSpace protobuf (truncated, or not an xplane.pb)", path=path) from None
-    if not planes or not all(p.name for p, _, _ in planes):
+
+
+def _planes(file, path: Path) -> tuple[str, Iterator[tuple]]:
+    """The XSpace's first hostname and its planes, one at a time: (XPlane without its lines, the plane's
+    bytes (padded), line starts, line ends)."""
+    size = os.fstat(file.fileno()).st_size
+    whole = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""  # unmapped when dropped
+    starts, ends, space = _split(whole, 0, size, 1, XSPACE, path)
+    if not starts.size:
         raise BadInput("not an XSpace: no named planes", path=path)
-    return (hostnames[0] if hostnames else path.name.split(".")[0]), planes
+
+    def planes():
+        for start, end in zip(starts.tolist(), ends.tolist()):
+            try:
+                buf = wire.read_padded(file, start, end - start)
+            except wire.WireError:
+                raise BadInput("not a complete XSpace protobuf (truncated, or not an xplane.pb)", path=path) from None
+            line_starts, line_ends, plane = _split(buf, 0, end - start, 3, XPLANE, path)
+            if not plane.name:
+                raise BadInput("not an XSpace: no named planes", path=path)
+            yield plane, buf, line_starts.tolist(), line_ends.tolist()
+
+    return (space.hostnames[0] if space.hostnames else path.name.split(".")[0]), planes()
 
 
 def read(path: Path, rank: int) -> RawTrace:
     """One ``xplane.pb`` as columnar events (``RawTrace``); BadInput when it is not a whole XSpace."""
-    from perfkit.trace.schema import XLINE
-
-    buf = wire.read_padded(path)
-    host, planes = _structure(buf, path)
     strings = StringTable()
-    out = _Columns(buf.size // 20)  # about an event per 20 bytes; grown when there are more
+    out = _Columns(path.stat().st_size // 20)  # about an event per 20 bytes; grown when there are more
     line_names: list[str] = []
     stamps: list[int] = []  # timestamps of the lines read; start_ps is from the first until all are known
-    for plane_proto, line_starts, line_ends in planes:
-        plane = _plane_tables(plane_proto, strings)
-        if not plane.kind:
-            continue
-        for line_start, line_end in zip(line_starts, line_ends):
-            try:
-                starts, ends, rest = wire.split(buf, line_start, line_end, 4)
-                line = XLINE.FromString(rest)
-            except (wire.WireError, DecodeError):
-                raise BadInput("not a complete XSpace protobuf (truncated, or not an xplane.pb)", path=path) from None
-            if not starts.size:
+    metadata_planes = []
+    with path.open("rb") as file:
+        host, planes = _planes(file, path)
+        for plane_proto, buf, line_starts, line_ends in planes:
+            if plane_proto.name == "/host:metadata":
+                metadata_planes.append(plane_proto)
+            plane = _plane_tables(plane_proto, strings)
+            if not plane.kind:
                 continue
-            line_code = len(line_names)
-            line_names.append(line.display_name or line.name)
-            stamps.append(line.timestamp_ns)
-            role = _line_role(plane, line_names[-1])
-            base_ps = (line.timestamp_ns - stamps[0]) * 1000
-            for at in range(0, starts.size, CHUNK):
-                try:
-                    cols = _decode_events(buf, starts[at:at + CHUNK], ends[at:at + CHUNK], plane, strings)
-                except wire.WireError as exc:
-                    raise BadInput(f"malformed event on line {line.name!r} of {plane_proto.name}: {exc}",
-                                   path=path) from None
-                _resolve(cols, plane, role, line_code, base_ps, out)
+            for line_start, line_end in zip(line_starts, line_ends):
+                starts, ends, line = _split(buf, line_start, line_end, 4, XLINE, path)
+                if not starts.size:
+                    continue
+                line_code = len(line_names)
+                line_names.append(line.display_name or line.name)
+                stamps.append(line.timestamp_ns)
+                role = _line_role(plane, line_names[-1])
+                base_ps = (line.timestamp_ns - stamps[0]) * 1000
+                for at in range(0, starts.size, CHUNK):
+                    try:
+                        cols = _decode_events(buf, starts[at:at + CHUNK], ends[at:at + CHUNK], plane, strings)
+                    except wire.WireError as exc:
+                        raise BadInput(f"malformed event on line {line.name!r} of {plane_proto.name}: {exc}",
+                                       path=path) from None
+                    _resolve(cols, plane, role, line_code, base_ps, out)
     if not out.filled:
         raise BadInput("no events on any TPU, GPU or CPU plane", path=path)
-    del buf
     columns = out.trimmed()
     origin_ns = min(stamps)
     columns["start_ps"] += (stamps[0] - origin_ns) * 1000  # in place: from the earliest line's timestamp
     return RawTrace(path=path, rank=rank, host=host, origin_ns=origin_ns, columns=columns, strings=strings,
-                    lines=line_names, programs=_programs([p for p, _, _ in planes], path))
+                    lines=line_names, programs=_programs(metadata_planes, path))
 
 
 def _resolve(cols: dict[str, np.ndarray], plane: _Plane, role: int, line_code: int, base_ps: int,
