@@ -49,7 +49,7 @@ def build(path: Path, events: int) -> dict:
         space.proto.planes.add().CopyFrom(first.proto)
         space.proto.planes[-1].name = f"/device:TPU:{chip}"
     space.save(path)
-    return {"events": per_chip * CHIPS + (per_chip // per_step + 1) * CHIPS, "bytes": path.stat().st_size}
+    return {"events": (per_chip + -(-per_chip // per_step)) * CHIPS, "bytes": path.stat().st_size}
 
 
 def peak_rss_mb(reset: bool = False) -> float:

@@ -4,10 +4,11 @@ time from descriptors written here: no package ships generated ``xplane_pb2`` / 
 
 Field numbers follow tsl/profiler/protobuf/xplane.proto and xla/service/hlo.proto (checked against
 traces jax 0.10 writes on CPU and against a JAX 0.8 ROCm trace). Two XSpace flavours share one
-descriptor: ``XSPACE`` is the full schema (for writing synthetic traces), ``XSPACE_EVENTS_AS_BYTES``
-declares ``XLine.events`` as ``repeated bytes`` so a reader gets each line's events as raw
-wire-format bytes and decodes millions of them with numpy (``perfkit.trace.wire``) instead of touching
-one Python object per event. Unknown fields are kept by protobuf and ignored here.
+descriptor: ``XSPACE`` is the full schema (for writing synthetic traces; its ``XPLANE`` and ``XLINE``
+parse what ``perfkit.trace.xplane`` leaves to protobuf: names, metadata, line headers, while the events
+are decoded with numpy by ``perfkit.trace.wire``), ``XSPACE_EVENTS_AS_BYTES`` declares
+``XLine.events`` as ``repeated bytes`` (to write raw, even malformed, events). Unknown fields are kept
+by protobuf and ignored here.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """``*.xplane.pb`` (XSpace: TPU, GPU and CPU planes) into columnar events, without TensorBoard.
 
-``wire.split`` finds the planes in the mapped file, then (a plane read into an array at a time) each
-plane's lines and each line's events in place, and protobuf (``schema``) parses only what is left:
-names, metadata, line headers. The events and their stats are decoded in chunks with numpy straight from the file's bytes
-(``wire``): a handful of numpy passes per event field, no Python object per event, and the event
-columns grow in place (no concatenation). What each event is comes from its plane and line:
+``wire.split`` finds the planes in the mapped file, then (one plane read into an array at a time) each
+plane's lines and each line's events in place; protobuf (``schema``) parses only what is left: names,
+metadata, line headers. Events and their stats are decoded in chunks with numpy straight from the
+plane's bytes (``wire``): a handful of numpy passes per event field, no Python object per event, and
+the event columns grow in place (no concatenation). What each event is comes from its plane and line:
 
 - ``/device:TPU:N``: ``XLA Ops`` events are device ops, ``Steps`` events step markers, ``XLA Modules``
   module spans; op-level stats (``hlo_category``, ``program_id``) sit on the event metadata.
@@ -192,13 +192,17 @@ def _line_role(plane: _Plane, line_name: str) -> int:
     return ROLES["host"]
 
 
+def _incomplete(path: Path) -> BadInput:
+    return BadInput("not a complete XSpace protobuf (truncated, or not an xplane.pb)", path=path)
+
+
 def _split(buf, start: int, end: int, number: int, message, path: Path) -> tuple[np.ndarray, np.ndarray, object]:
     """``wire.split`` with the other fields parsed as ``message``; BadInput when the bytes are not one."""
     try:
         starts, ends, rest = wire.split(buf, start, end, number)
         return starts, ends, message.FromString(rest)
     except (wire.WireError, DecodeError):
-        raise BadInput("not a complete XSpace protobuf (truncated, or not an xplane.pb)", path=path) from None
+        raise _incomplete(path) from None
 
 
 def _planes(file, path: Path) -> tuple[str, Iterator[tuple]]:
@@ -215,7 +219,7 @@ def _planes(file, path: Path) -> tuple[str, Iterator[tuple]]:
             try:
                 buf = wire.read_padded(file, start, end - start)
             except wire.WireError:
-                raise BadInput("not a complete XSpace protobuf (truncated, or not an xplane.pb)", path=path) from None
+                raise _incomplete(path) from None
             line_starts, line_ends, plane = _split(buf, 0, end - start, 3, XPLANE, path)
             if not plane.name:
                 raise BadInput("not an XSpace: no named planes", path=path)
