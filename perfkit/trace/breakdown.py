@@ -10,6 +10,8 @@ compute to DMA. The four parts add up to the span exactly (integer picoseconds).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -85,21 +87,21 @@ def mean_per_device(rows: pd.DataFrame) -> pd.DataFrame:
 
 def plot(means: pd.DataFrame, path, title: str = "") -> None:
     """A stacked bar per chip of its mean step: compute / ICI / DMA / idle, in milliseconds."""
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from perfkit.plots import PARTS as STYLE
+    from perfkit.plots import save_figure
 
     labels = [f"r{r}/d{d}" for r, d in zip(means["rank"], means["device"])]
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.5 * len(labels) + 2), 3.5))
+    fig = Figure(figsize=(max(4.0, 0.5 * len(labels) + 2) + 1.5, 3.5))
+    ax = fig.add_subplot()
     bottom = np.zeros(len(means))
-    for part, color in zip(PARTS, ("#4c72b0", "#dd8452", "#55a868", "#c8c8c8")):
+    for part in PARTS:
         ms = means[f"{part}_ps"].to_numpy() / 1e9
-        ax.bar(labels, ms, bottom=bottom, label=part, color=color)
+        label, color = STYLE[part]
+        ax.bar(labels, ms, bottom=bottom, label=label, color=color)
         bottom += ms
     ax.set_ylabel("mean step (ms)")
     ax.set_title(title or "step time per chip")
-    ax.legend(fontsize="small", ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.08))
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    save_figure(fig, Path(path))

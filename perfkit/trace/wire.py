@@ -49,15 +49,9 @@ class Fields(NamedTuple):
             target[self.msg[sel]] = value[sel]
 
 
-def padded(chunks: list[bytes] | bytes) -> np.ndarray:
-    """Bytes as a uint8 array with zero padding after the end (needed by ``varints``)."""
-    joined = chunks if isinstance(chunks, bytes) else b"".join(chunks)
-    return np.frombuffer(joined + bytes(PAD), np.uint8)
-
-
 def read_padded(file: BinaryIO, offset: int, size: int) -> np.ndarray:
-    """``size`` bytes of an open file from ``offset`` as ``padded`` gives them, read straight into the
-    array (no intermediate bytes object)."""
+    """``size`` bytes of an open file from ``offset`` as a uint8 array with ``PAD`` zero bytes after the
+    end (the varint decoder reads a word past a field), read straight into it (no intermediate bytes)."""
     buf = np.zeros(size + PAD, np.uint8)
     file.seek(offset)
     if file.readinto(memoryview(buf)[:size]) != size:
@@ -135,12 +129,6 @@ def fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Iterator[Fi
         yield Fields(live, number, wire, value, data)
         pos[live] = nxt
         live = live[nxt < ends[live]]
-
-
-def lengths_to_bounds(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end positions (n,) int64 of consecutive chunks of the given lengths (n,)."""
-    ends = np.cumsum(lengths, dtype=np.int64)
-    return ends - lengths, ends
 
 
 def _varint(data: memoryview, pos: int, end: int) -> tuple[int, int]:

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfkit.trace import timeline, wire
-from perfkit.trace.schema import XSPACE
+from perfkit.trace.schema import XLINE, XSPACE
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 STAT = st.one_of(st.tuples(st.just("int64_value"), INT64), st.tuples(st.just("uint64_value"), st.integers(0, 2**64 - 1)),
@@ -23,8 +23,9 @@ def test_events_and_stats_decode_like_protobuf(specs):
         for sid, (field, value) in stats:
             setattr(ev.stats.add(metadata_id=sid), field, value)
     chunks = [e.SerializeToString() for e in line.events]
-    buf = wire.padded(chunks)
-    starts, ends = wire.lengths_to_bounds(np.array([len(c) for c in chunks]))
+    buf = padded(chunks)
+    ends = np.cumsum([len(c) for c in chunks], dtype=np.int64)
+    starts = ends - [len(c) for c in chunks]
     got = {k: np.zeros(len(chunks), np.int64) for k in (1, 2, 3)}
     stat_spans = []
     for f in wire.fields(buf, starts, ends):
@@ -57,8 +58,38 @@ def test_events_and_stats_decode_like_protobuf(specs):
             assert raw == value
 
 
+def padded(chunks: list[bytes]) -> np.ndarray:
+    """Bytes as the decoder takes them: a uint8 array with zero padding after the end."""
+    return np.frombuffer(b"".join(chunks) + bytes(wire.PAD), np.uint8)
+
+
+# Stats whose bytes look like an event's tag (0x22) or length prefixes, to tempt the bulk run finder.
+TEMPTING = st.one_of(STAT, st.tuples(st.just("bytes_value"), st.binary(max_size=12).map(lambda b: b"\x22" + b)))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**40), INT64, st.integers(0, 2**62),
+                          st.lists(st.tuples(st.integers(1, 300), TEMPTING), max_size=4)), max_size=25),
+       st.text(max_size=20), st.integers(0, 2**62), st.booleans())
+def test_split_finds_each_event_and_keeps_the_other_fields(specs, name, stamp, bulk):
+    """wire.split against protobuf: the payload of every XLine event, in order, and the line's other
+    fields as a message of their own; both on a padded array (runs found in bulk) and on plain bytes."""
+    line = XSPACE().planes.add().lines.add(id=7, name=name, timestamp_ns=stamp, duration_ps=5)
+    for md, offset, dur, stats in specs:
+        ev = line.events.add(metadata_id=md, offset_ps=offset, duration_ps=dur)
+        for sid, (field, value) in stats:
+            setattr(ev.stats.add(metadata_id=sid), field, value)
+    raw = line.SerializeToString()
+    buf = padded([raw]) if bulk else raw
+    starts, ends, rest = wire.split(buf, 0, len(raw), 4)
+    assert [raw[a:b] for a, b in zip(starts.tolist(), ends.tolist())] == [e.SerializeToString() for e in line.events]
+    header = XLINE.FromString(rest)
+    assert (header.id, header.name, header.timestamp_ns, header.duration_ps, len(header.events)) == \
+        (7, name, stamp, 5, 0)
+
+
 def test_truncated_field_is_refused():
-    buf = wire.padded([b"\x08\x96"])  # a varint whose continuation byte runs past the message
+    buf = padded([b"\x08\x96"])  # a varint whose continuation byte runs past the message
     try:
         list(wire.fields(buf, np.array([0]), np.array([2])))
     except wire.WireError:
