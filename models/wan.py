@@ -43,16 +43,18 @@ def streams(cfg: WanConfig) -> dict[str, Stream]:
             "text": Stream(cfg.text_len, cfg.text_dim, denoised=False, sequence=False)}
 
 
+# The block's cross-attention weights by their ``layers.attention_specs`` names. Wan keeps them flat
+# next to the self-attention's (``cq``, ``cq_norm`` ...), the names the torch model shares.
+CROSS = {"wq": "cq", "wk": "ck", "wv": "cv", "wo": "co", "q_norm": "cq_norm", "k_norm": "ck_norm"}
+
+
 def param_specs(cfg: WanConfig):
     d, f, hd = cfg.dim, cfg.ffn, cfg.head_dim
+    cross = L.attention_specs(d, d, d, hd, rope=False)
     block = {
         "mod": L.adaln(d, 6),
-        "wq": L.Weight((d, d), "column", rope_head_dim=hd), "wk": L.Weight((d, d), "column", rope_head_dim=hd),
-        "wv": L.Weight((d, d), "column"), "wo": L.Weight((d, d), "row"),
-        "q_norm": L.Weight((hd,), ones=True, rope_head_dim=hd), "k_norm": L.Weight((hd,), ones=True, rope_head_dim=hd),
-        "cq": L.Weight((d, d), "column"), "ck": L.Weight((d, d), "column"),
-        "cv": L.Weight((d, d), "column"), "co": L.Weight((d, d), "row"),
-        "cq_norm": L.Weight((hd,), ones=True), "ck_norm": L.Weight((hd,), ones=True),
+        **L.attention_specs(d, d, d, hd, rope=True),
+        **{CROSS[k]: w for k, w in cross.items()},
         "w1": L.Weight((d, f), "column"), "w2": L.Weight((f, d), "row"),
     }
     return {
@@ -75,16 +77,9 @@ def block(p, h, ctx, temb, angles, cfg: WanConfig, plan: Plan):
     hd = cfg.head_dim
 
     x = L.modulate(L.layer_norm(h), shift1, scale1)
-    q, k, v = plan.project(x, [p["wq"], p["wk"], p["wv"]], stream="video")
-    q, k = L.normed_heads(plan, q, p["q_norm"], angles, hd), L.normed_heads(plan, k, p["k_norm"], angles, hd)
-    a = plan.attention({"video": q}, {"video": (k, L.split_heads(v, hd))})["video"]
-    h = h + L.gated(gate1, plan.project_out([(L.merge_heads(a), p["wo"])], stream="video"))
-
-    (q,) = plan.project(L.layer_norm(h), [p["cq"]], stream="video")
-    k, v = plan.project(ctx, [p["ck"], p["cv"]], stream="text")
-    q, k = L.normed_heads(plan, q, p["cq_norm"], None, hd), L.normed_heads(plan, k, p["ck_norm"], None, hd)
-    a = plan.attention({"video": q}, {"text": (k, L.split_heads(v, hd))})["video"]
-    h = h + plan.project_out([(L.merge_heads(a), p["co"])], stream="video")
+    h = h + L.gated(gate1, L.attention(plan, p, "video", x, hd, angles=angles))
+    cross = {k: p[name] for k, name in CROSS.items()}
+    h = h + L.attention(plan, cross, "video", L.layer_norm(h), hd, context=("text", ctx))
 
     x = L.modulate(L.layer_norm(h), shift2, scale2)
     return h + L.gated(gate2, L.ffn(plan, x, p["w1"], p["w2"], stream="video"))
