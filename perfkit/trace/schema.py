@@ -3,12 +3,10 @@ time from descriptors written here: no package ships generated ``xplane_pb2`` / 
 (platform-facts.md), and xprof's bundled protos do not include xplane.proto.
 
 Field numbers follow tsl/profiler/protobuf/xplane.proto and xla/service/hlo.proto (checked against
-traces jax 0.10 writes on CPU and against a JAX 0.8 ROCm trace). Two XSpace flavours share one
-descriptor: ``XSPACE`` is the full schema (for writing synthetic traces; its ``XPLANE`` and ``XLINE``
-parse what ``perfkit.trace.xplane`` leaves to protobuf: names, metadata, line headers, while the events
-are decoded with numpy by ``perfkit.trace.wire``), ``XSPACE_EVENTS_AS_BYTES`` declares
-``XLine.events`` as ``repeated bytes`` (to write raw, even malformed, events). Unknown fields are kept
-by protobuf and ignored here.
+traces jax 0.10 writes on CPU and against a JAX 0.8 ROCm trace). ``XSPACE`` is the full schema (for
+writing synthetic traces); its ``XPLANE`` and ``XLINE`` parse what ``perfkit.trace.xplane`` leaves to
+protobuf: names, metadata, line headers, while the events are decoded with numpy by
+``perfkit.trace.wire``. Unknown fields are kept by protobuf and ignored here.
 """
 
 from __future__ import annotations
@@ -95,8 +93,6 @@ def _build(package: str, messages: dict[str, list], root: str):
 
 
 XSPACE = _build("tensorflow.profiler", _XPLANE, "XSpace")
-XSPACE_EVENTS_AS_BYTES = _build("tensorflow.profiler", {**_XPLANE, "XLine": [
-    ("events", 4, "bytes*", None) if f[0] == "events" else f for f in _XPLANE["XLine"]]}, "XSpace")
 XPLANE = message_factory.GetMessageClass(XSPACE.DESCRIPTOR.fields_by_name["planes"].message_type)
 XLINE = message_factory.GetMessageClass(XPLANE.DESCRIPTOR.fields_by_name["lines"].message_type)
 HLO_PROTO = _build("xla", _HLO, "HloProto")

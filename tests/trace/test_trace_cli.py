@@ -8,7 +8,6 @@ from click.testing import CliRunner
 from trace_builders import TPU_EXPECTED, U, gpu_trace, one_step_trace, tpu_trace
 
 from perfkit.cli import cli
-from perfkit.trace.schema import XSPACE_EVENTS_AS_BYTES
 from perfkit.trace.synthetic import XSpaceWriter
 
 
@@ -54,16 +53,21 @@ def test_diff_tail_export_commands(tmp_path):
     assert names == {"rank 0 device 0", "rank 1 device 0"}
 
 
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field of a payload under 128 bytes (its length is one byte)."""
+    return bytes([number << 3 | 2, len(payload)]) + payload
+
+
 def _bad_inputs(tmp_path):
     good = tpu_trace(tmp_path / "good.xplane.pb").read_bytes()
     truncated = tmp_path / "truncated.xplane.pb"
     truncated.write_bytes(good[: len(good) // 2])
     foreign = tmp_path / "notes.xplane.pb"
     foreign.write_text("these are notes, not a profile\n" * 20)
-    space = XSPACE_EVENTS_AS_BYTES()
-    space.planes.add(name="/device:TPU:0").lines.add(name="XLA Ops").events.extend([b"\x08\x01\x10", b"\x08"])
+    # XSpace{planes: {name, lines: {name, events: two cut short}}}, written field by field
+    line = _field(2, b"XLA Ops") + _field(4, b"\x08\x01\x10") + _field(4, b"\x08")
     broken = tmp_path / "broken-event.xplane.pb"
-    broken.write_bytes(space.SerializeToString())
+    broken.write_bytes(_field(1, _field(2, b"/device:TPU:0") + _field(3, line)))
     no_ops = XSpaceWriter("h")
     no_ops.plane("/host:CPU").line("python").event(1, 0, 10)
     host_only = no_ops.save(tmp_path / "host-only.xplane.pb")
