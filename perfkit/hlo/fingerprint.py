@@ -77,11 +77,6 @@ def computation_fingerprints(module: Module) -> dict[str, str]:
     return fps
 
 
-def fingerprint(module: Module) -> str:
-    """The module's fingerprint: its ENTRY computation's, which covers everything ENTRY calls."""
-    return computation_fingerprints(module)[module.entry]
-
-
 def flatten(module: Module) -> list[FlatInstruction]:
     """Every reachable instruction once, in canonical order: ENTRY's instructions in printed order, each
     preceded by the computations it calls (recursively, each computation at its first call)."""
