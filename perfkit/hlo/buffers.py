@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from perfkit.errors import BadInput
 from perfkit.hlo.fingerprint import FlatInstruction
+from perfkit.hlo.parse import read_text
 
 # Collective opcodes (sync, async start, and the generic async wrapper) and which part of their output
 # is the receive buffer: a shape-index prefix. Sync ops receive into their whole output; tuple-shaped
@@ -58,15 +59,6 @@ class ReceiveBuffer(NamedTuple):
     offset: int
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except UnicodeDecodeError:
-        raise BadInput("not a text file", path=str(path)) from None
-    except OSError as exc:
-        raise BadInput(f"cannot read: {exc.strerror}", path=str(path)) from None
-
-
 def parse_buffer_assignment(text: str, path: str = "<text>") -> BufferAssignment:
     heads = list(_ALLOCATION.finditer(text))
     if not heads:
@@ -85,12 +77,12 @@ def parse_buffer_assignment(text: str, path: str = "<text>") -> BufferAssignment
 
 
 def read_buffer_assignment(path: str | Path) -> BufferAssignment:
-    return parse_buffer_assignment(_read(Path(path)), str(path))
+    return parse_buffer_assignment(read_text(path), str(path))
 
 
 def read_total_bytes(path: str | Path) -> int | None:
     """All allocated bytes from a memory-usage report, summed over memory spaces (None when it does not say)."""
-    totals = [int(m.group(1)) for m in _TOTAL.finditer(_read(Path(path)))]
+    totals = [int(m.group(1)) for m in _TOTAL.finditer(read_text(path))]
     return sum(totals) if totals else None
 
 

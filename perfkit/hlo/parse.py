@@ -220,17 +220,21 @@ def parse_module(text: str, path: str | Path = "<text>") -> Module:
     return Module(name, path, computations, entry)
 
 
-def read_module(path: str | Path) -> Module:
-    """Parse an HLO text file; a missing or unreadable file is ``BadInput``."""
+def read_text(path: str | Path) -> str:
+    """A dump file's text; a missing, unreadable or binary file is ``BadInput``."""
     try:
-        text = Path(path).read_text()
+        return Path(path).read_text()
     except FileNotFoundError:
         raise BadInput("no such file", path=str(path)) from None
     except UnicodeDecodeError:
         raise BadInput("not a text file (HLO text dumps need --xla_dump_hlo_as_text)", path=str(path)) from None
     except OSError as exc:
         raise BadInput(f"cannot read: {exc.strerror}", path=str(path)) from None
-    return parse_module(text, path)
+
+
+def read_module(path: str | Path) -> Module:
+    """Parse an HLO text file."""
+    return parse_module(read_text(path), path)
 
 
 def referenced_names(value: str) -> list[str]:
