@@ -26,7 +26,6 @@ TERM_WAIT_S = 2.0  # after SIGTERM, before SIGKILL
 STACKS_WAIT_S = 2.0  # after asking for stack dumps
 POLL_S = 0.05
 STACKS_KEPT_CHARS = 6000
-STATUSES = ("ok", "hung", "crashed", "interrupted")
 
 
 @dataclasses.dataclass
@@ -43,7 +42,7 @@ class RankProcess:
 
 @dataclasses.dataclass
 class TrialOutcome:
-    status: str  # one of STATUSES
+    status: str  # ok | hung | crashed | interrupted
     wall_s: float
     ranks: list[dict]
 

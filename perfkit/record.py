@@ -13,9 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 _handle = None
 _handle_path: str | None = None
@@ -55,14 +53,6 @@ def mark(name: str, **extra) -> None:
     _write({"event": "mark", "name": name, **extra})
 
 
-@contextmanager
-def timed_step(**extra) -> Iterator[None]:
-    """Times the body as one step. The body must itself wait for the device (block_until_ready)."""
-    t0 = time.perf_counter()
-    yield
-    step((time.perf_counter() - t0) * 1e3, **extra)
-
-
 def outputs_dir() -> Path | None:
     """The folder where this rank should write its outputs, or None outside perfkit."""
     path = os.environ.get("PERFKIT_OUTPUTS")
@@ -70,7 +60,3 @@ def outputs_dir() -> Path | None:
         return None
     Path(path).mkdir(parents=True, exist_ok=True)
     return Path(path)
-
-
-def rank() -> int:
-    return int(os.environ.get("PERFKIT_RANK", "0"))

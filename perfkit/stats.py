@@ -13,8 +13,6 @@ from typing import Sequence
 import numpy as np
 from scipy import stats as sps
 
-VERDICTS = ("faster", "slower", "same", "unknown")
-
 
 @dataclasses.dataclass(frozen=True)
 class Comparison:
@@ -24,7 +22,7 @@ class Comparison:
     ratio: float
     ci: tuple[float, float]
     p_value: float | None
-    verdict: str
+    verdict: str  # faster | slower | same | unknown (B against A, by the CI and min_effect)
     min_effect: float
     n_a: int
     n_b: int
