@@ -19,7 +19,8 @@ from perfkit.trace import timeline
 from perfkit.trace.classify import CATEGORIES
 
 PARTS = ("compute", "ici", "dma", "idle")
-COLUMNS = ["rank", "device", "step", "span_ps", "compute_ps", "ici_ps", "dma_ps", "idle_ps"]
+TIMES = ["span_ps"] + [f"{p}_ps" for p in PARTS]  # a span and the parts it splits into
+COLUMNS = ["rank", "device", "step", *TIMES]
 
 
 def _sweep_order(group: np.ndarray, time: np.ndarray) -> np.ndarray:
@@ -79,8 +80,7 @@ def breakdown(events: pd.DataFrame) -> pd.DataFrame:
 
 def mean_per_device(rows: pd.DataFrame) -> pd.DataFrame:
     """The per-step rows of ``breakdown`` averaged over steps, per (rank, device); ``steps`` counts them."""
-    parts = ["span_ps"] + [f"{p}_ps" for p in PARTS]
-    out = rows.groupby(["rank", "device"])[parts].mean().reset_index()
+    out = rows.groupby(["rank", "device"])[TIMES].mean().reset_index()
     out.insert(2, "steps", rows.groupby(["rank", "device"]).size().to_numpy())
     return out
 

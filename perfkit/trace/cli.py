@@ -45,7 +45,7 @@ def breakdown(paths, step_pattern, as_json, plot):
     """Per chip and step: compute / exposed ICI / local DMA wait / idle, adding up to the step span.
 
     PATHS are trace files or folders (every *.xplane.pb under a folder, else every Kineto *.json[.gz])."""
-    from perfkit.trace.breakdown import COLUMNS, PARTS, breakdown as compute, mean_per_device
+    from perfkit.trace.breakdown import COLUMNS, PARTS, TIMES, breakdown as compute, mean_per_device
     from perfkit.trace.breakdown import plot as draw
 
     events = _load(paths, step_pattern)
@@ -61,10 +61,9 @@ def breakdown(paths, step_pattern, as_json, plot):
         click.echo(json.dumps({"steps_from": events.attrs["steps_from"], "rows": _json_rows(rows[COLUMNS]),
                                "mean": _json_rows(means)}, indent=1))
         return
-    parts = ["span_ps"] + [f"{p}_ps" for p in PARTS]
     click.echo(f"steps from: {', '.join(events.attrs['steps_from'])}; times in ms")
-    click.echo(_ms(rows[COLUMNS], parts).to_string(index=False))
-    shares = _ms(means, parts)
+    click.echo(_ms(rows[COLUMNS], TIMES).to_string(index=False))
+    shares = _ms(means, TIMES)
     for p in PARTS:
         shares[p] += (100 * means[f"{p}_ps"] / means["span_ps"]).map(lambda v: f" ({v:.1f}%)")
     click.echo("\nmean step per chip (ms, % of the span):")

@@ -35,7 +35,7 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame]:
         rows.append(breakdown.breakdown(ev))
         tables.append(diff.per_step(ev, "kind"))
     rows = pd.concat(rows)
-    parts = {f"{p}_ms": float(rows[f"{p}_ps"].mean() / PS_PER_MS) for p in ("span",) + breakdown.PARTS}
+    parts = {c.replace("_ps", "_ms"): float(rows[c].mean() / PS_PER_MS) for c in breakdown.TIMES}
     table = pd.concat(tables).groupby(level=0).agg(category=("category", "first"), time_ps=("time_ps", "mean"),
                                                    count=("count", "mean"))
     return {"trials": len(folders), "chip_steps": len(rows), **parts, "steps_from": sorted(sources)}, table
