@@ -62,12 +62,11 @@ def read(path: Path, rank: int) -> RawTrace:
         dev_of = [e.get("args", {}).get("device", e.get("pid")) for e in events]
         for i in np.flatnonzero(on_gpu | gpu_step):
             device[i] = int(dev_of[i]) if str(dev_of[i]).isdigit() else 0
-        role[is_step] = ROLES["step"]
     else:  # CPU-only trace: its CPU ops, and gloo's collective spans (on gloo's threads), stand in for device ops
         role[np.array([c == "cpu_op" or (c == "user_annotation" and n.startswith("gloo:"))
                        for c, n in zip(cats, names)], bool)] = ROLES["op"]
         device[role == ROLES["op"]] = 0
-        role[is_step] = ROLES["step"]
+    role[is_step] = ROLES["step"]
     origin_us = float(np.floor(ts_us.min()))
     strings = StringTable()
     tids = [f"stream {e.get('tid')}" if g else f"{e.get('pid')}/{e.get('tid')}" for e, g in zip(events, on_gpu)]

@@ -41,7 +41,7 @@ _STREAM_LINE = re.compile(r"Stream #\d+")
 class _Plane(NamedTuple):
     """What the reader needs of one plane, besides its lines."""
 
-    kind: str                     # "TPU", "GPU", "host" or "" (planes whose events are not read)
+    kind: str                     # "TPU", "GPU" or "host"
     device: int                   # device index for device planes, -1 otherwise
     names: np.ndarray             # (max metadata id + 1,) int32: event metadata id -> name code
     meta_int: dict[str, np.ndarray]  # stat name -> (max id + 1,) int64: metadata-level int stats, -1 absent
@@ -50,6 +50,7 @@ class _Plane(NamedTuple):
 
 
 def _plane_kind(name: str) -> tuple[str, int]:
+    """("TPU" | "GPU" | "host", device index or -1) of a plane whose events are read; ("", -1) else."""
     m = _DEVICE_PLANE.fullmatch(name)
     if m:
         return m.group(1), int(m.group(2))
@@ -63,8 +64,7 @@ def _stat_value(stat, stat_names: dict[int, str]):
     return getattr(stat, which) if which else None
 
 
-def _plane_tables(plane, strings: StringTable) -> _Plane:
-    kind, device = _plane_kind(plane.name)
+def _plane_tables(plane, kind: str, device: int, strings: StringTable) -> _Plane:
     stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
     size = max(plane.event_metadata.keys(), default=0) + 1
     names = np.full(size, -1, np.int32)
@@ -240,9 +240,10 @@ def read(path: Path, rank: int) -> RawTrace:
         for plane_proto, buf, line_starts, line_ends in planes:
             if plane_proto.name == "/host:metadata":
                 metadata_planes.append(plane_proto)
-            plane = _plane_tables(plane_proto, strings)
-            if not plane.kind:
+            kind, device = _plane_kind(plane_proto.name)
+            if not kind:  # its names and stats are not interned either
                 continue
+            plane = _plane_tables(plane_proto, kind, device, strings)
             for line_start, line_end in zip(line_starts, line_ends):
                 starts, ends, line = _split(buf, line_start, line_end, 4, XLINE, path)
                 if not starts.size:
