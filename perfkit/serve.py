@@ -183,7 +183,7 @@ class ServedTrial:
                 if self.stopped():
                     return
 
-    def record(self, case: Case, trial: Trial, ready_s: float | None) -> dict:
+    def record(self, trial: Trial, ready_s: float | None) -> dict:
         """The trial's line of ``trials.jsonl``."""
         rows = self.log.rows
         first = self.spec.concurrency[0]
@@ -222,4 +222,4 @@ def run_trial(case: Case, variant: Variant, trial: Trial, trial_dir: Path, optio
         return None
     served.end()
     served.log.keep_first_outputs()
-    return served.record(case, trial, ready_s)
+    return served.record(trial, ready_s)
