@@ -288,8 +288,9 @@ def content_sha256(media: Media) -> str:
     return digest.hexdigest()
 
 
-def _headline(result: dict) -> dict:
-    """The few figures a run summary keeps of one comparison (frames or tensor)."""
+def headline(result: dict) -> dict:
+    """The few figures a run summary keeps of one comparison (frames or tensor); ``psnr_db`` is the
+    headline PSNR (for frames the mean over differing frames)."""
     if result["kind"] == "tensor":
         return {k: result[k] for k in ("kind", "psnr_db", "rel_l2", "cosine", "mean_abs_diff", "max_abs_diff",
                                        "bit_identical")}
@@ -318,10 +319,10 @@ def outputs_quality(dir_a: Path, dir_b: Path, oracle: str | None = None,
         return None
     main = next((n for n, r in good.items() if r["kind"] == "frames"), next(iter(good)))
     head = good[main]
-    out = {"file": main, **_headline(head),
+    out = {"file": main, **headline(head),
            "bit_identical": len(good) == len(per_file) and all(r["bit_identical"] for r in good.values()),
            "sha256": head["sha256"],
-           "files": {n: r if "error" in r else _headline(r) for n, r in per_file.items()}}
+           "files": {n: r if "error" in r else headline(r) for n, r in per_file.items()}}
     if head["kind"] == "frames":
         out["per_frame_psnr_db"] = [row["psnr_db"] for row in head["per_frame"]]
     if oracle:
@@ -343,7 +344,7 @@ def _oracle_quality(oracle: Path, main: str, variants: dict[str, dict[str, Path]
     errors = [r["error"] for r in results.values() if "error" in r]
     if errors:
         return {"path": str(ref), "error": errors[0]}
-    return {"path": str(ref), "variants": {v: _headline(r) for v, r in results.items()}}
+    return {"path": str(ref), "variants": {v: headline(r) for v, r in results.items()}}
 
 
 def repeats_quality(outputs: list[dict[str, Path]]) -> dict | None:

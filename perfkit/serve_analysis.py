@@ -21,7 +21,7 @@ from perfkit import stats
 from perfkit.case import Case
 from perfkit.errors import BadInput
 from perfkit.media import open_media, output_files, parse_codec
-from perfkit.quality import codec_floor, compare
+from perfkit.quality import codec_floor, compare, headline
 
 REQUEST_COLUMNS = ["trial", "variant", "round", "trial_status", "level", "phase", "index", "prompt", "seed",
                    "worker", "start_s", "end_s", "latency_ms", "status", "ok", "error", "timed_out", "output",
@@ -29,6 +29,7 @@ REQUEST_COLUMNS = ["trial", "variant", "round", "trial_status", "level", "phase"
 PROCESS_COLUMNS = ["variant", "trial", "trial_status", "level", "sent", "ok", "failed", "latency_p50_ms",
                    "latency_p90_ms", "latency_max_ms", "outputs_per_min", "span_s"]
 FAILED_KEPT = 50  # failed requests listed in the summary (all are counted)
+SERVED_FIGURES = ("psnr_db", "psnr_pooled_db", "psnr_min_db", "bit_identical", "max_abs_diff")  # per served output
 
 
 def requests_frame(run_dir: Path, trials: list[dict]) -> pd.DataFrame:
@@ -47,6 +48,17 @@ def requests_frame(run_dir: Path, trials: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=REQUEST_COLUMNS).astype({"ok": bool, "timed_out": bool, "status": "Int64"})
 
 
+def _good_measured(requests: pd.DataFrame) -> pd.DataFrame:
+    """The measured requests that returned an output, of server processes that finished ok: what pooled
+    latencies and their ratios are taken over."""
+    return requests[requests.ok & (requests.phase == "measured") & (requests.trial_status == "ok")]
+
+
+def _percentiles(latency_ms: np.ndarray) -> tuple[float, float, float]:
+    """p50, p90 and max of some latencies; NaN each when there are none."""
+    return tuple(np.percentile(latency_ms, [50, 90, 100])) if latency_ms.size else (np.nan,) * 3
+
+
 def per_process(requests: pd.DataFrame) -> pd.DataFrame:
     """One row per (variant, server process, level) over its measured requests."""
     rows = []
@@ -54,20 +66,19 @@ def per_process(requests: pd.DataFrame) -> pd.DataFrame:
     for (variant, trial, level), g in measured.groupby(["variant", "trial", "level"], sort=False):
         good = g.latency_ms[g.ok].to_numpy()
         span = float(g.end_s.max() - g.start_s.min())
-        p50, p90, top = np.percentile(good, [50, 90, 100]) if good.size else (np.nan,) * 3
         rows.append((variant, trial, g.trial_status.iloc[0], level, len(g), int(good.size), int(len(g) - good.size),
-                     p50, p90, top, good.size / span * 60 if span > 0 else np.nan, span))
+                     *_percentiles(good), good.size / span * 60 if span > 0 else np.nan, span))
     return pd.DataFrame(rows, columns=PROCESS_COLUMNS)
 
 
 def pooled(requests: pd.DataFrame, processes: pd.DataFrame) -> pd.DataFrame:
     """One row per (variant, level) over the variant's good server processes."""
     good = processes[processes.trial_status == "ok"]
-    measured = requests[(requests.phase == "measured") & (requests.trial_status == "ok") & requests.ok]
+    measured = _good_measured(requests)
     rows = []
     for (variant, level), g in good.groupby(["variant", "level"], sort=False):
-        lat = measured.latency_ms[(measured.variant == variant) & (measured.level == level)].to_numpy()
-        p50, p90, top = np.percentile(lat, [50, 90, 100]) if lat.size else (np.nan,) * 3
+        p50, p90, top = _percentiles(
+            measured.latency_ms[(measured.variant == variant) & (measured.level == level)].to_numpy())
         rows.append({"variant": variant, "level": level, "processes": len(g), "sent": int(g.sent.sum()),
                      "failed": int(g.failed.sum()), "latency_p50_ms": p50, "latency_p90_ms": p90,
                      "latency_max_ms": top, "outputs_per_min": g.outputs_per_min.mean(),
@@ -82,7 +93,7 @@ def level_comparisons(requests: pd.DataFrame, processes: pd.DataFrame, baseline:
     """Each variant against the baseline at every level: the median latency ratio (bootstrap over server
     processes, then requests) and the outputs-per-minute ratio (over server processes: a CI only with
     two or more on each side). Verdicts say whether B is faster (lower latency, more outputs)."""
-    good = requests[(requests.phase == "measured") & (requests.trial_status == "ok") & requests.ok]
+    good = _good_measured(requests)
     procs = processes[processes.trial_status == "ok"]
     rows = []
     for level in sorted(requests.level.unique()):
@@ -125,15 +136,6 @@ def _first_outputs(run_dir: Path, trials: list[dict], variant: str) -> dict[str,
     return {} if t is None else {p.stem: p for p in output_files(run_dir / t["dir"]).values()}
 
 
-def _figures(result: dict) -> dict:
-    if result["kind"] == "tensor":
-        return {"psnr_db": result["psnr_db"], "bit_identical": result["bit_identical"],
-                "max_abs_diff": result["max_abs_diff"]}
-    return {"psnr_db": result["psnr_mean_db"], "psnr_pooled_db": result["psnr_pooled_db"],
-            "psnr_min_db": result["psnr_min_db"], "bit_identical": result["bit_identical"],
-            "max_abs_diff": result["max_abs_diff"]}
-
-
 def served_quality(run_dir: Path, trials: list[dict], case: Case) -> pd.DataFrame:
     """One row per (prompt, variant): the variant's first good output of the prompt against the reference
     (the case's oracle folder, else the baseline's output) and the codec floor (the reference through the
@@ -161,7 +163,8 @@ def served_quality(run_dir: Path, trials: list[dict], case: Case) -> pd.DataFram
                 row["error"] = ref_error or f"{variant} has no good output of {prompt!r}"
             else:
                 try:
-                    row.update(_figures(compare(ref, files[prompt])))
+                    figures = headline(compare(ref, files[prompt]))
+                    row.update({k: v for k, v in figures.items() if k in SERVED_FIGURES})
                 except BadInput as exc:
                     row["error"] = exc.line()
             rows.append(row)
@@ -175,7 +178,7 @@ def _records(frame: pd.DataFrame) -> list[dict]:
 
 def latency_samples(requests: pd.DataFrame, variants: list[str]) -> dict[str, dict[str, list[float]]]:
     """Good measured latencies of good server processes, by variant (in case order) and level."""
-    good = requests[requests.ok & (requests.phase == "measured") & (requests.trial_status == "ok")]
+    good = _good_measured(requests)
     return {v: {str(c): g.latency_ms.tolist() for c, g in good[good.variant == v].groupby("level")}
             for v in variants if (good.variant == v).any()}
 
