@@ -17,6 +17,7 @@ from perfkit import media, quality, stats, timing
 from perfkit.case import Case
 from perfkit.rundir import read_trials
 
+
 def _first_ok(trials: list[dict], variant: str) -> dict | None:
     return next((t for t in trials if t["variant"] == variant and t["status"] == "ok"), None)
 
@@ -152,7 +153,9 @@ def reproduce(run_dir: Path, env: dict) -> dict:
 ENV_KEYS = ("source", "packages", "devices", "python", "host", "cpus", "platform", "flags")
 
 
-def summarize_run(run_dir: Path) -> tuple[Case, dict]:
+def summarize_run(run_dir: Path, *, interrupted: bool = False) -> tuple[Case, dict]:
+    """The run's case and summary (``summary.json``'s content); ``interrupted``: the run was stopped
+    before its plan was done."""
     case = case_mod.load(run_dir / "case.yaml")
     trials = read_trials(run_dir)
     variants = case.run_variants()
@@ -180,6 +183,7 @@ def summarize_run(run_dir: Path) -> tuple[Case, dict]:
                                "dir": t["dir"], "ranks": t["ranks"]} for t in trials if t["status"] != "ok"]},
         "env": {k: env.get(k) for k in ENV_KEYS},
         "reproduce": reproduce(run_dir, env),
+        "interrupted": interrupted,
     }
     if case.kind == "serve":  # per-level latency, outputs/min, served quality (perfkit.serve_analysis)
         from perfkit import serve_analysis
@@ -239,9 +243,7 @@ def finish(run_dir: Path, *, interrupted: bool = False) -> dict:
     summary."""
     from perfkit import report
 
-    case, summary = summarize_run(run_dir)
-    summary["interrupted"] = interrupted
-    summary["not_verified"] = not_verified(case, summary)  # with the interruption known
+    _, summary = summarize_run(run_dir, interrupted=interrupted)
     (run_dir / "summary.json").write_text(json.dumps(quality.json_safe(summary), indent=2))
     report_path = report.write(run_dir, summary)
     print(summary_line(summary, report_path), flush=True)
