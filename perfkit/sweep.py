@@ -2,8 +2,9 @@
 
 Each combination runs as a complete run directory of its own, ``cells/NN/`` (NN in the order of
 ``perfkit.case.expand_matrix``); the top of the run directory gets ``matrix.csv`` (one row per
-combination), ``summary.json`` (``case``, ``matrix``: those rows, ``trials``, ``interrupted``) and a
-``report.md`` with the table and links to each combination's report.
+combination), ``summary.json`` (``kind: "matrix"``, ``matrix``: those rows, ``combinations``,
+``missing``, ``trials.failed``: the cells with failed trials) and a ``report.md`` with the table and
+links to each combination's report.
 """
 
 from __future__ import annotations
@@ -21,12 +22,11 @@ def cell_dirs(run_dir: Path) -> list[Path]:
     return sorted(p for p in cells.iterdir() if p.is_dir()) if cells.is_dir() else []
 
 
-def matrix_frame(run_dir: Path) -> pd.DataFrame:
-    """One row per combination that has a summary: its values, each variant's median step time, the
-    B/A ratio, CI and verdict, and its failed-trial count."""
-    case = case_mod.load(run_dir / "case.yaml")
+def matrix_frame(run_dir: Path, assignments: list[dict]) -> pd.DataFrame:
+    """One row per combination (``assignments``, in ``expand_matrix`` order) that has a summary: its
+    values, each variant's median step time, the B/A ratio, CI and verdict, and its failed-trial count."""
     rows = []
-    for i, (assignment, _) in enumerate(case_mod.expand_matrix(case)):
+    for i, assignment in enumerate(assignments):
         path = run_dir / "cells" / f"{i:02d}" / "summary.json"
         if not path.exists():
             continue
@@ -52,14 +52,15 @@ def finish(run_dir: Path) -> bool:
     """Write the matrix's summary.json, matrix.csv and report.md; returns whether any combination
     failed, stopped early, or never ran."""
     case = case_mod.load(run_dir / "case.yaml")
-    frame = matrix_frame(run_dir)
-    total = len(case_mod.expand_matrix(case))
+    assignments = [assignment for assignment, _ in case_mod.expand_matrix(case)]
+    frame = matrix_frame(run_dir, assignments)
+    total = len(assignments)
     missing = total - len(frame)
     failed = bool(missing or (len(frame) and (frame.failed.any() or frame.interrupted.any())))
     frame.to_csv(run_dir / "matrix.csv", index=False)
     rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
     summary = {"case": case.name, "kind": "matrix", "run_dir": str(run_dir), "matrix": rows,
-               "combinations": total, "missing": missing, "interrupted": failed and bool(missing),
+               "combinations": total, "missing": missing, "interrupted": bool(missing),
                "trials": {"failed": [r["cell"] for r in rows if r["failed"]]}}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     lines = [f"# perfkit run: {case.name} (matrix of {total} combinations)", ""]
