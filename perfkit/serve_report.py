@@ -21,11 +21,14 @@ def _db(x) -> str:
     return "inf" if x in ("inf", float("inf")) else "-" if x is None else f"{x:.2f}"
 
 
-def _ratio(row: dict) -> str:
-    if row["ratio"] is None:
-        return "-"
+def _ratio_ci(row: dict) -> str:
+    """A comparison row's ratio with its CI where it has one: ``1.234 [1.100, 1.400]``."""
     ci = "" if row["ci_lo"] is None else f" [{row['ci_lo']:.3f}, {row['ci_hi']:.3f}]"
-    return f"{row['ratio']:.3f}{ci} {row['verdict']}"
+    return f"{row['ratio']:.3f}{ci}"
+
+
+def _ratio(row: dict) -> str:
+    return "-" if row["ratio"] is None else f"{_ratio_ci(row)} {row['verdict']}"
 
 
 def _by(rows: list[dict], *keys: str) -> dict:
@@ -41,8 +44,7 @@ def headline(summary: dict) -> str:
     parts = [f"; c={top} outputs/min " + (", ".join(rates) or "-")]
     for r in s["comparisons"]:
         if r["level"] == top and r["metric"] == "outputs_per_min" and r["ratio"] is not None:
-            ci = "" if r["ci_lo"] is None else f" [{r['ci_lo']:.3f}, {r['ci_hi']:.3f}]"
-            parts.append(f", {r['variant']}/{base} {r['ratio']:.3f}{ci} -> {r['verdict']}")
+            parts.append(f", {r['variant']}/{base} {_ratio_ci(r)} -> {r['verdict']}")
     if s["failed_count"]:
         parts.append(f"; {s['failed_count']} failed request(s)")
     return "".join(parts)
