@@ -454,6 +454,8 @@ def command(a, b, as_json, per_frame, ssim, frame_range, with_floor, codec_spec,
     """
     frames = parse_frame_range(frame_range)
     codec = parse_codec(codec_spec) if with_floor else None
+    if b is None and as_drift:
+        raise BadInput("--drift compares A's per-step latents with B's: give B", field="B")
     if b is None and not with_floor:
         raise BadInput("give B to compare with A, or --codec-floor", field="B")
     if as_drift:

@@ -68,6 +68,8 @@ def test_drift_table_and_plot(tmp_path, quality_cli):
     assert (tmp_path / "d.png").read_bytes()[:4] == b"\x89PNG"
     res = quality_cli(tmp_path / "a.npy", tmp_path / "b.npy")  # without --drift: one tensor comparison
     assert "rel L2 1.000e-03" in res.stdout
+    res = quality_cli(tmp_path / "a.npy", "--drift", "--codec-floor")  # no B: refused in a line, no traceback
+    assert res.exit_code == 2 and "--drift compares A's per-step latents with B's: give B" in res.stderr
 
 
 def test_quality_imports_neither_jax_nor_torch(tmp_path, clip):
