@@ -111,6 +111,12 @@ def host_ranks(processes: int, hosts: int, host_index: int) -> range:
     return range(host_index * per_host, (host_index + 1) * per_host)
 
 
+def devices_per_process(case: Case) -> int:
+    """The devices each rank process sees (XLA's fake CPU device count): at least one, since a command
+    case may start more processes than it names devices."""
+    return max(1, case.devices // case.processes)
+
+
 def command_argv(case: Case, variant: Variant) -> list[str]:
     argv = [str(a) for a in case.command] + variant.args
     if argv[0] in PYTHON_NAMES:
@@ -138,7 +144,6 @@ def rank_processes(case: Case, variant: Variant, trial: Trial, trial_dir: Path, 
     ranks = []
     addr, port = coordinator_for(options, trial_port) if case.processes > 1 else (None, None)
     mine = host_ranks(case.processes, options.hosts, options.host_index)
-    devices_here = case.devices // case.processes if case.processes > 1 else case.devices
     for r in mine:
         rdir = trial_dir / f"rank{r}"
         env = dict(os.environ)
@@ -154,7 +159,7 @@ def rank_processes(case: Case, variant: Variant, trial: Trial, trial_dir: Path, 
             # Where and at which steps a rank should capture a profile (any program may honour it).
             "PERFKIT_TRACE_DIR": str(rdir / "trace"),
             "PERFKIT_TRACE_STEPS": ",".join(map(str, case.capture["trace"])),
-            "XLA_FLAGS": xla_flags(env.get("XLA_FLAGS", ""), max(1, devices_here),
+            "XLA_FLAGS": xla_flags(env.get("XLA_FLAGS", ""), devices_per_process(case),
                                    rdir / "xla_dump" if dump else None),
             "PYTHONUNBUFFERED": "1",
             stackdump.STACKS_ENV: str(rdir / "stacks.txt"),
@@ -359,9 +364,8 @@ def resume_run(run_dir: Path, host_index: int | None = None, progress: Progress 
 
 
 def _environment(case: Case, options: RunOptions) -> str:
-    per_process = case.devices // case.processes if case.processes > 1 else case.devices
     info = envinfo.collect(REPO_ROOT, devices_env={**os.environ, "XLA_FLAGS": xla_flags(
-        os.environ.get("XLA_FLAGS", ""), max(1, per_process), None)}, probe=case.kind == "model")
+        os.environ.get("XLA_FLAGS", ""), devices_per_process(case), None)}, probe=case.kind == "model")
     info["hosts"] = {"count": options.hosts, "index": options.host_index}
     return json.dumps(info, indent=2)
 
