@@ -238,13 +238,10 @@ class _SequencePlan(Plan):
         return Layout(order, sharded=True)
 
     def _split_rows(self, name: str, rows: int, ranks: int) -> Layout:
-        if self.pad is not None:
-            plan = PAD_MODES[self.pad](rows, ranks)
-        elif rows % ranks:
+        if self.pad is None and rows % ranks:
             raise BadInput(f"{self.name}: stream {name!r} has {rows} rows, which do not split over {ranks} "
                            f"devices; set the plan option pad ({', '.join(PAD_MODES)})", field="options.pad")
-        else:
-            plan = padding.PadPlan(rows, rows, ranks)
+        plan = PAD_MODES[self.pad or "shards"](rows, ranks)  # "shards" pads nothing where rows split
         order = np.arange(plan.padded)
         return Layout(np.where(order < rows, order, -1).reshape(ranks, -1), sharded=True, pad=plan)
 
