@@ -1,6 +1,6 @@
 """Case files: load, override (``--set``), validate and expand a ``case.yaml`` into a typed ``Case``.
 
-Field names are a contract (../shared/notes/architecture.md). Every refusal is a ``BadInput`` naming
+Field names are a contract (docs/architecture.md). Every refusal is a ``BadInput`` naming
 the file and the field, with the nearest valid key for a misspelt one.
 """
 

@@ -2,7 +2,7 @@
 
 Every command exits 0 on success, 1 when a check fails (divergent ranks, a regression), 2 on bad input
 (with one line naming the file and what is wrong) and 3 when a trial failed or hung (the report is
-still written). See ../shared/notes/architecture.md, "Exit codes".
+still written). See docs/architecture.md, "Exit codes".
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``perfkit run``: interleaved A/B trials of a case, each in fresh processes, into a run directory.
 
-Run directory (a contract, see architecture.md): ``case.yaml`` (resolved), ``env.json``, ``run.json``
+Run directory (a contract, see docs/architecture.md): ``case.yaml`` (resolved), ``env.json``, ``run.json``
 (how it was run, for ``--resume``), ``trials.jsonl`` (one line per finished trial, appended at once),
 ``trials/<NN>-<variant>/rank<R>/`` (``metrics.jsonl``, ``stdout.log``, ``stderr.log``, ``stacks.txt``,
 ``outputs/``, ``xla_dump/``, ``trace/``), ``summary.json``, ``report.md``, ``plots/``. A matrix case
