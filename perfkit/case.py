@@ -10,6 +10,7 @@ import copy
 import dataclasses
 import difflib
 import itertools
+import math
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ TOP_KEYS = {
     "mesh": (dict, None), "serve": (dict, None), "check": (dict, None),
 }
 NESTED = {"model": MODEL_KEYS, "repeats": REPEATS_KEYS, "capture": CAPTURE_KEYS, "check": CHECK_KEYS}
+MINIMUMS = {"devices": 1, "processes": 1, "warmup": 0, "seed": 0}  # integer fields with a lower bound
 XLA_DUMP_MODES = ("all", "first", "none")
 ORDERS = ("abba", "random")
 AA_SUFFIX = "-aa"  # the A/A control variant is the baseline's name plus this
@@ -147,9 +149,7 @@ def _check_mesh(top: dict, raw: dict, has_model: bool, path: str) -> None:
     mesh = top["mesh"]
     if not mesh or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in mesh.values()):
         raise BadInput("must map axis names to sizes >= 1, e.g. {dp: 2, sp: 4}", path=path, field="mesh")
-    size = 1
-    for v in mesh.values():
-        size *= v
+    size = math.prod(mesh.values())
     if "devices" not in raw:
         top["devices"] = size
     elif size != top["devices"]:
@@ -220,9 +220,9 @@ def validate(raw: dict, path: str = "<case>") -> Case:
         raise BadInput("missing (the bundled model to run, e.g. wan)", path=path, field="model.name")
     if has_command and not all(isinstance(a, (str, int, float)) for a in top["command"]):
         raise BadInput("must be a list of strings (an argv, never a shell string)", path=path, field="command")
-    for key in ("devices", "processes", "warmup", "seed"):
-        if top[key] < (0 if key in ("warmup", "seed") else 1):
-            raise BadInput(f"must be >= {0 if key in ('warmup', 'seed') else 1}", path=path, field=key)
+    for key, least in MINIMUMS.items():
+        if top[key] < least:
+            raise BadInput(f"must be >= {least}", path=path, field=key)
     if top["timeout"] <= 0:
         raise BadInput("must be > 0 seconds", path=path, field="timeout")
     if not 0 <= top["min_effect"] < 1:
