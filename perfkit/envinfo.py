@@ -27,15 +27,14 @@ _DEVICE_PROBE = (
 
 
 def package_versions() -> dict[str, str | None]:
+    """Installed version of each of ``PACKAGES`` (None when absent); importlib.metadata matches
+    ``torch_tpu`` and ``torch-tpu`` alike."""
     out = {}
     for name in PACKAGES:
         try:
-            out[name] = version(name.replace("_", "-"))
+            out[name] = version(name)
         except PackageNotFoundError:
-            try:
-                out[name] = version(name)
-            except PackageNotFoundError:
-                out[name] = None
+            out[name] = None
     return out
 
 
