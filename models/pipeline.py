@@ -49,7 +49,6 @@ class Denoiser:
     def __init__(self, family: str, config, plan: Plan, devices, run: DenoiseConfig):
         fam = models.get(family)
         self.cfg = cfg = fam.config(config)
-        self.run = run
         self.mesh = Mesh(np.asarray(devices), (AXIS,))
         streams = fam.streams(cfg)
         self.plan = plan = plan.bind(streams, len(devices))
