@@ -28,6 +28,7 @@ import pandas as pd
 from perfkit import case as case_mod
 from perfkit.errors import BadInput, ExitCode
 from perfkit.quality import json_safe
+from perfkit.rundir import read_summary
 
 BASELINE_VERSION = 1
 COLUMNS = ["check", "subject", "unit", "baseline", "current", "limit", "passed", "note"]
@@ -90,16 +91,6 @@ def load_baseline(path: str | Path) -> dict:
         if key not in data:
             raise BadInput("missing", path=str(path), field=key)
     return data
-
-
-def read_summary(run_dir: Path) -> dict:
-    path = run_dir / "summary.json"
-    if not path.exists():
-        raise BadInput("no summary.json (write it with `perfkit report RUN_DIR`)", path=str(run_dir))
-    summary = json.loads(path.read_text())
-    if summary.get("kind") == "matrix":
-        raise BadInput("a matrix run: check each combination's directory (cells/NN)", path=str(run_dir))
-    return summary
 
 
 def _timing_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
@@ -266,6 +257,8 @@ def command(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_
 
     run = Path(run_dir)
     summary = read_summary(run)
+    if summary.get("kind") == "matrix":
+        raise BadInput("a matrix run: check each combination's directory (cells/NN)", path=str(run))
     if update_baseline:
         _write_baseline(Path(baseline_file), run, summary)
         click.echo(f"baseline written: {baseline_file} (from {run_dir})")

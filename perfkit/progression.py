@@ -6,26 +6,22 @@ gives one row per combination."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import pandas as pd
 
-from perfkit.errors import BadInput
+from perfkit.rundir import read_summary
 
 
 def load_summaries(run_dir: Path) -> list[tuple[str, dict]]:
     """``(label, summary)`` of a run, or of each finished combination of a matrix run."""
-    path = run_dir / "summary.json"
-    if not path.is_file():
-        raise BadInput("no summary.json (write it with `perfkit report RUN_DIR`)", path=str(run_dir))
-    summary = json.loads(path.read_text())
+    summary = read_summary(run_dir)
     if summary.get("kind") != "matrix":
         return [(run_dir.name, summary)]
     from perfkit.sweep import cell_dirs
 
-    return [(f"{run_dir.name}/cells/{c.name}", json.loads((c / "summary.json").read_text()))
+    return [(f"{run_dir.name}/cells/{c.name}", read_summary(c))
             for c in cell_dirs(run_dir) if (c / "summary.json").is_file()]
 
 

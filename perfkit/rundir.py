@@ -54,6 +54,17 @@ def read_trials(part: Path) -> list[dict]:
     return out
 
 
+def read_summary(run_dir: Path) -> dict:
+    """A run directory's ``summary.json``; bad input when it is missing or not JSON."""
+    path = run_dir / "summary.json"
+    if not path.is_file():
+        raise BadInput("no summary.json (write it with `perfkit report RUN_DIR`)", path=str(run_dir))
+    try:
+        return json.loads(path.read_text())
+    except ValueError as exc:
+        raise BadInput(f"not valid JSON ({exc})", path=str(path)) from None
+
+
 def write_options(part: Path, options: dict) -> None:
     write_atomic(part / "run.json", json.dumps(options, indent=2))
 

@@ -160,6 +160,10 @@ def test_bad_input_is_one_line(tmp_path):
     assert res.exit_code == 2 and "no case.yaml" in res.output and len(res.output.splitlines()) == 1
     res = CliRunner().invoke(cli, ["report", "--progression", str(tmp_path)])
     assert res.exit_code == 2 and "no summary.json" in res.output
+    (tmp_path / "summary.json").write_text('{"case": "cut off')
+    res = CliRunner().invoke(cli, ["report", "--progression", str(tmp_path)])
+    assert res.exit_code == 2 and len(res.output.splitlines()) == 1
+    assert res.output.startswith(f"perfkit: {tmp_path / 'summary.json'}: not valid JSON"), res.output
 
 
 def test_a_changed_output_shows_in_quality_and_plot_title(tmp_path):
