@@ -8,6 +8,8 @@ waiting, one per trial) and ``first_step_ms`` (step 0: compile and first-touch c
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
@@ -16,6 +18,7 @@ from perfkit.metrics import is_timed
 
 STEP_COLUMNS = ["trial", "variant", "round", "ok", "kind", "step", "ms", "timed"]
 COMPARED = ("step_ms", "natural_step_ms")  # metrics that get a B/A ratio
+COMPARISON_COLUMNS = ["variant", *(f.name for f in dataclasses.fields(stats.Comparison))]
 
 
 def steps_frame(trials: list[dict]) -> pd.DataFrame:
@@ -70,14 +73,13 @@ def compare_variants(steps: pd.DataFrame, baseline: str, others: list[str], *, m
             c["ratio"] = c["ratio"] if np.isfinite(c["ratio"]) else None
             c["ci"] = [x if np.isfinite(x) else None for x in c["ci"]]
             rows.append({"variant": v, **c})
-    return pd.DataFrame(rows, dtype=object)
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS, dtype=object)
 
 
 def noise_floor(comparisons: pd.DataFrame, aa_variant: str) -> dict | None:
     """The A/A control against the baseline: its ratio and CI, and the CI's half-width (the smallest
     B/A change this run could tell from noise)."""
-    row = comparisons[(comparisons.variant == aa_variant) & (comparisons.metric == "step_ms")] \
-        if len(comparisons) else comparisons
+    row = comparisons[(comparisons.variant == aa_variant) & (comparisons.metric == "step_ms")]
     if not len(row):
         return None
     r = row.iloc[0]

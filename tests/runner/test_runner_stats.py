@@ -96,6 +96,8 @@ def test_noise_floor_is_the_aa_ci_half_width():
     lo, hi = rows[rows.metric == "step_ms"].iloc[0].ci
     assert nf["half_width"] == max(1 - lo, hi - 1) and nf["variant"] == "a-aa"
     assert timing.noise_floor(rows, "missing") is None
+    none = timing.compare_variants(steps, "a", [], min_effect=0.02, seed=0)  # no other variant: no rows
+    assert none.empty and timing.noise_floor(none, "a-aa") is None
 
 
 def test_profiled_steps_are_kept_but_never_timed(tmp_path):
