@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from perfkit.errors import BadInput
+from perfkit.errors import BadInput, ExitCode
 from perfkit.quality import json_safe
 
 
@@ -188,7 +188,7 @@ def _failures(summary: dict) -> list[str]:
     for f in summary["trials"]["failed"]:
         lines.append(f"- trial {f['index']} ({f['variant']}): **{f['status']}**")
         for r in f["ranks"]:
-            if r.get("exit_code") not in (0,) or r.get("running_at_end"):
+            if r.get("exit_code") != 0 or r.get("running_at_end"):
                 where = "still running at the end" if r.get("running_at_end") else exit_text(r["exit_code"])
                 lines.append(f"  - rank {r['rank']}: {where}, {r.get('steps_done', 0)} steps done, "
                              f"last mark {r.get('last_mark')}")
@@ -353,8 +353,6 @@ def command(run_dirs, progression, out_file, as_json):
     """Rewrite each RUN_DIR's summary.json, report.md and plots from its files (merging the parts of a
     multi-host run first); exit code 3 when a trial failed or hung. With --progression, print one
     Markdown table across the runs (each run's summary.json) instead."""
-    from perfkit.errors import ExitCode
-
     if progression:
         from perfkit import progression as prog
 

@@ -86,8 +86,8 @@ def main(argv: list[str]) -> int:
     import numpy as np
 
     from perfkit import record
-    from perfkit.models.pipeline import DenoiseConfig, Denoiser, decode
     from perfkit.models import plan_for
+    from perfkit.models.pipeline import DenoiseConfig, Denoiser, decode
 
     start_distributed(jax)
     compiles = CompileMeter(jax.monitoring)
