@@ -296,13 +296,18 @@ def _check_options(case: Case, options: RunOptions) -> None:
     if options.only is not None and options.only not in names:
         raise BadInput(f"no variant {options.only!r} (variants: {', '.join(names)})", path=case.source,
                        field="--only")
+    if options.coordinator is not None:
+        host, _, port = options.coordinator.rpartition(":")
+        if not (host and port.isdigit()):
+            raise BadInput(f"must be HOST:PORT, got {options.coordinator!r}", path=case.source,
+                           field="--coordinator")
     if options.hosts > 1:
         if case.kind == "serve":
             raise BadInput("a serve case runs its servers from one host", path=case.source, field="--hosts")
         if case.processes % options.hosts:
             raise BadInput(f"{case.processes} processes do not split evenly over {options.hosts} hosts",
                            path=case.source, field="processes")
-        if options.coordinator is None or not options.coordinator.rpartition(":")[2].isdigit():
+        if options.coordinator is None:
             raise BadInput("a multi-host run needs --coordinator HOST:PORT (rank 0's host)",
                            path=case.source, field="--coordinator")
     if not 0 <= options.host_index < options.hosts:

@@ -55,6 +55,7 @@ def test_missing_or_inconsistent_fields(raw, line):
     (dict(sleeper_case(), ordr="abba"), [], "ordr: unknown key (did you mean 'order'?)"),
     (sleeper_case(), ["--set", "warmup=two"], "warmup: must be an integer, got str 'two'"),
     ({k: v for k, v in sleeper_case().items() if k != "name"}, [], "name: missing (every case has a name)"),
+    (sleeper_case(processes=2), ["--coordinator", "node0:abc"], "--coordinator: must be HOST:PORT, got 'node0:abc'"),
 ])
 def test_cli_refuses_with_one_line_and_exit_2(tmp_path, body, args, line):
     path = tmp_path / "bad.yaml"
