@@ -3,21 +3,16 @@ jax.distributed processes on CPU, once with the rank-dependent offset as a Pytho
 runtime array."""
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
+
+from perfkit.runner import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAM = REPO / "cases" / "repro" / "rank_constant.py"
 WORLD = 4
 MODES = ("constant", "array")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(mode: str, out: Path) -> list[subprocess.Popen]:
