@@ -99,23 +99,18 @@ def test_gpu_async_wrapper_send_recv_and_execution_thread():
     assert inst(m, "after-all.1").operands == ()
 
 
-def test_receive_buffers_from_buffer_assignment():
+@pytest.mark.parametrize("name,temp_bytes,receive", [
+    ("tpu_ring", 48824320 + 18874368, [("all-gather #1", "1", 3555328), ("collective-permute #1", "1", 29884416),
+                                       ("all-reduce #1", "", 17760288)]),
+    ("gpu_async", 28688 + 1024, [("all-to-all #1", "", 0), ("reduce-scatter #1", "1", 16400),
+                                 ("recv #1", "0", 20500), ("send #1", "0", 24592)]),
+])
+def test_receive_buffers_from_buffer_assignment(name, temp_bytes, receive):
     """Hand-read from the buffer-assignment snippets: the receive part of each collective's output."""
-    m = read_module(DATA / "tpu_ring.txt")
-    roots = m.root_opcodes()
-    ba = read_buffer_assignment(DATA / "tpu_ring-buffer-assignment.txt")
-    assert ba.temp_bytes == 48824320 + 18874368
-    got = [(b.label, b.index, b.offset) for b in receive_buffers(flatten(m), roots, ba)]
-    assert got == [("all-gather #1", "1", 3555328), ("collective-permute #1", "1", 29884416),
-                   ("all-reduce #1", "", 17760288)]
-
-    g = read_module(DATA / "gpu_async.txt")
-    roots = g.root_opcodes()
-    ba = read_buffer_assignment(DATA / "gpu_async-buffer-assignment.txt")
-    assert ba.temp_bytes == 28688 + 1024
-    got = [(b.label, b.index, b.offset) for b in receive_buffers(flatten(g), roots, ba)]
-    assert got == [("all-to-all #1", "", 0), ("reduce-scatter #1", "1", 16400), ("recv #1", "0", 20500),
-                   ("send #1", "0", 24592)]
+    m = read_module(DATA / f"{name}.txt")
+    ba = read_buffer_assignment(DATA / f"{name}-buffer-assignment.txt")
+    assert ba.temp_bytes == temp_bytes
+    assert [(b.label, b.index, b.offset) for b in receive_buffers(flatten(m), m.root_opcodes(), ba)] == receive
 
 
 def test_operands_without_sigils():
