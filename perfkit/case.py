@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 import itertools
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -240,6 +241,13 @@ def validate(raw: dict, path: str = "<case>") -> Case:
         raise BadInput(f"must be one of {', '.join(XLA_DUMP_MODES)}", path=path, field="capture.xla_dump")
     if not all(isinstance(s, int) and s >= 0 for s in cap["trace"]):
         raise BadInput("must be a list of step indices", path=path, field="capture.trace")
+    if top["step_regex"] is not None:
+        try:
+            groups = re.compile(top["step_regex"]).groups
+        except re.error as exc:
+            raise BadInput(f"not a valid regular expression ({exc})", path=path, field="step_regex") from None
+        if not groups:
+            raise BadInput("needs a group that captures the step time in ms", path=path, field="step_regex")
     if has_model:
         model = top["model"]
         if top["steps"] is not None:

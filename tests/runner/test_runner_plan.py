@@ -132,3 +132,21 @@ def test_trial_records_survive_a_torn_last_line(tmp_path):
         f.write('{"index": 1, "vari')  # perfkit killed mid-write
     rundir.append_trial(tmp_path, {"index": 1})
     assert rundir.read_trials(tmp_path) == [{"index": 0}, {"index": 1}]
+
+
+def test_step_times_from_stdout_when_a_program_reports_none(tmp_path):
+    """A program that cannot use the metrics protocol: ``step_regex`` reads its stdout instead (its first
+    group, or the group named ``ms``); a capture that is no number is skipped."""
+    from perfkit.launch import TrialOutcome
+
+    (tmp_path / "rank0").mkdir()
+    (tmp_path / "rank0" / "stdout.log").write_text("loading\nstep 0 took 12.5 ms\nstep 1 took n/a ms\n"
+                                                   "step 2 took 7 ms\nstep 3 took 6.25 ms\ndone\n")
+    outcome = TrialOutcome("ok", 1.0, [{"rank": 0, "exit_code": 0, "running_at_end": False}])
+    for regex in (r"took (\S+) ms", r"step (\d+) took (?P<ms>\S+) ms"):
+        case = case_mod.validate(dict(CMD, warmup=1, step_regex=regex), "c")
+        record = runner.trial_record(case, Trial(0, "a", 0), tmp_path, outcome)
+        assert record["steps_ms"] == [12.5, 7.0, 6.25] and record["status"] == "ok"
+        assert record["ranks"][0]["steps_done"] == 3 and record["ranks"][0]["last_step_ms"] == 6.25
+    case = case_mod.validate(dict(CMD, warmup=3, step_regex=r"took (\S+) ms"), "c")
+    assert runner.trial_record(case, Trial(0, "a", 0), tmp_path, outcome)["status"] == "no_steps"

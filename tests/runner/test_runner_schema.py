@@ -32,6 +32,9 @@ def test_unknown_key_names_it_and_the_nearest_valid_key(raw, line):
     (dict(GOOD, timeout=[1]), "c.yaml: timeout: must be an integer or a number, got list [1]"),
     (dict(GOOD, variants={"tp": 3, "sp": {}}), "c.yaml: variants.tp: must be a mapping (options, env, args), got int"),
     (dict(GOOD, order="abab"), "c.yaml: order: must be one of abba, random"),
+    (dict(GOOD, step_regex="step ("),
+     "c.yaml: step_regex: not a valid regular expression (missing ), unterminated subpattern at position 5)"),
+    (dict(GOOD, step_regex=r"step \d+ ms"), "c.yaml: step_regex: needs a group that captures the step time in ms"),
 ])
 def test_wrong_type_or_value_names_the_field(raw, line):
     assert refusal(raw) == line
