@@ -62,7 +62,8 @@ def is_timed(trial: dict, i: int) -> bool:
 
 
 def steps_from_stdout(path: Path, pattern: str) -> list[float]:
-    """Step times from a program nobody can change: ``pattern``'s first group (or named group ``ms``)."""
+    """Step times from a program nobody can change: ``pattern``'s first group (or named group ``ms``;
+    a case's ``step_regex`` has one, checked at load). A capture that is empty or no number is skipped."""
     rx = re.compile(pattern)
     out = []
     try:
@@ -72,6 +73,6 @@ def steps_from_stdout(path: Path, pattern: str) -> list[float]:
     for m in rx.finditer(text):
         try:
             out.append(float(m.group("ms") if "ms" in rx.groupindex else m.group(1)))
-        except (IndexError, ValueError):
+        except (TypeError, ValueError):  # TypeError: an optional group that took no part in the match
             continue
     return out
