@@ -195,7 +195,7 @@ def run(plan, config, steps, guidance, dtype, seed, compile_backend, input_layou
                 t0 = time.perf_counter()
                 x = euler_step(i, x)
                 _synchronize(device)
-                profiled = traced and traced[0] - 1 <= i <= traced[-1]  # profiler on (warm-up step too)
+                profiled = prof is not None and traced[0] - 1 <= i <= traced[-1]  # profiler on (warm-up too)
                 record.step((time.perf_counter() - t0) * 1e3, index=i, **({"traced": True} if profiled else {}))
                 if prof is not None:
                     prof.step()

@@ -57,6 +57,15 @@ def test_contiguous_steps_trace_frames_and_no_recompile(rank_env, monkeypatch):
     assert frames.dtype == np.uint8 and frames.shape == (t, h * 8, w * 8, 3) and frames.std() > 10
 
 
+def test_steps_are_not_marked_traced_without_a_trace_folder(rank_env, monkeypatch):
+    monkeypatch.setenv("PERFKIT_TRACE_STEPS", "1")
+    monkeypatch.delenv("PERFKIT_TRACE_DIR")
+    _bench(steps=2)
+    events = [json.loads(line) for line in (rank_env / "metrics.jsonl").read_text().splitlines()]
+    assert [e.get("traced") for e in events if e["event"] == "step" and e.get("kind") != "natural"] == [None, None]
+    assert not (rank_env / "trace").exists()
+
+
 @pytest.mark.parametrize("args,env,message", [
     (["--plan", "tp"], {}, "--plan: plan tp needs the launcher variables"),
     (["--plan", "local"], {"WORLD_SIZE": "2"}, "--plan: plan local runs on one process, but WORLD_SIZE is 2"),
