@@ -195,19 +195,19 @@ def compare_tensors(a: np.ndarray, b: np.ndarray, labels: tuple[str, str] = ("A"
 def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: bool = False,
                   per_frame: bool = False) -> dict:
     """Two opened inputs, A the reference: frames (``perfkit quality --json`` fields) or tensors."""
-    labels = (a.label, b.label)
+    labels, pair = (a.label, b.label), f"{a.label} vs {b.label}"
     if a.kind != b.kind:
         raise BadInput(f"{a.label} holds {a.kind} ({a.detail}), {b.label} holds {b.kind} ({b.detail})",
-                       path=f"{labels[0]} vs {labels[1]}")
+                       path=pair)
     if a.kind == "tensor":
         return compare_tensors(a.array()[frames.start:frames.stop], b.array()[frames.start:frames.stop], labels)
     if a.frame_shape != b.frame_shape:
-        raise BadInput(f"frame sizes differ: {a.frame_shape} vs {b.frame_shape}", path=f"{labels[0]} vs {labels[1]}")
+        raise BadInput(f"frame sizes differ: {a.frame_shape} vs {b.frame_shape}", path=pair)
     _check_counts(a, b, frames)
     table, sha = frame_table(a.frames(*frames), b.frames(*frames), labels, ssim, frames.start)
     if frames.stop is not None and len(table) < frames.stop - frames.start:
         raise BadInput(f"asked for frames {frames}, both end after frame {frames.start + len(table) - 1}",
-                       path=f"{labels[0]} vs {labels[1]}")
+                       path=pair)
     out = {"kind": "frames", "inputs": [a.describe(), b.describe()], "range": str(frames),
            "data_range": DATA_RANGE, **summarize_frames(table), "sha256": list(sha)}
     if per_frame:
