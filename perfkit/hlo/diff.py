@@ -170,8 +170,12 @@ def _capped(items: list, name: str) -> dict:
     return {name: items[:MAX_LISTED], f"{name}_count": len(items)}
 
 
+def _opcodes(flat: list[FlatInstruction]) -> Counter:
+    return Counter(f.inst.opcode for f in flat)
+
+
 def _opcode_delta(a: list[FlatInstruction], b: list[FlatInstruction]) -> list[dict]:
-    ca, cb = Counter(f.inst.opcode for f in a), Counter(f.inst.opcode for f in b)
+    ca, cb = _opcodes(a), _opcodes(b)
     return [{"opcode": op, "majority": ca[op], "rank": cb[op], "delta": cb[op] - ca[op]}
             for op in sorted(set(ca) | set(cb)) if ca[op] != cb[op]]
 
@@ -280,7 +284,7 @@ def _counter_rows(counter: Counter) -> list[dict]:
 
 def ab_module(label: str, a: RankModule, b: RankModule) -> dict:
     """B's module against A's: op counts and shapes by opcode, collectives added or removed."""
-    ca, cb = Counter(f.inst.opcode for f in a.flat), Counter(f.inst.opcode for f in b.flat)
+    ca, cb = _opcodes(a.flat), _opcodes(b.flat)
     sa, sb = Counter((f.inst.opcode, f.inst.shape) for f in a.flat), Counter((f.inst.opcode, f.inst.shape) for f in b.flat)
     rows = []
     for op in sorted(set(ca) | set(cb)):
