@@ -82,13 +82,11 @@ def _plane_tables(plane, kind: str, device: int, strings: StringTable) -> _Plane
     return _Plane(kind, device, names, meta_int, meta_str, stat_names)
 
 
-def _programs(planes: list, path: Path) -> Programs:
-    """The programs' HLO from the ``/host:metadata`` plane: one event metadata per program, named
+def _programs(metadata_planes: list, path: Path) -> Programs:
+    """The programs' HLO from the ``/host:metadata`` planes: one event metadata per program, named
     ``jit_f(6)``, with stats ``Hlo Proto`` and (not always set) ``program_id``."""
     protos: dict[int, bytes] = {}
-    for plane in planes:
-        if plane.name != "/host:metadata":
-            continue
+    for plane in metadata_planes:
         stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
         for mid, md in plane.event_metadata.items():
             stats = {stat_names.get(s.metadata_id): _stat_value(s, stat_names) for s in md.stats}
