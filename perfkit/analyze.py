@@ -7,6 +7,7 @@ Works only from what the run wrote (``case.yaml``, ``env.json``, ``trials.jsonl`
 from __future__ import annotations
 
 import json
+import math
 import shlex
 from pathlib import Path
 
@@ -213,8 +214,8 @@ def summary_line(summary: dict, report: Path) -> str:
     q = summary.get("quality")
     if q:
         # A summary read back from JSON holds infinite PSNR as "inf" (perfkit.quality.json_safe).
-        psnr = ("inf (bit-identical)" if q["bit_identical"] else "inf dB" if q["psnr_db"] in ("inf", float("inf"))
-                else f"{q['psnr_db']:.1f} dB")
+        db = quality.from_json(q["psnr_db"])
+        psnr = "inf (bit-identical)" if q["bit_identical"] else "inf dB" if db == math.inf else f"{db:.1f} dB"
         parts.append(f"; PSNR {b} vs {a} {psnr}")
     nf = summary.get("noise_floor")
     if nf and nf["half_width"] is not None:

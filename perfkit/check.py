@@ -27,7 +27,7 @@ import pandas as pd
 
 from perfkit import case as case_mod
 from perfkit.errors import BadInput, ExitCode
-from perfkit.quality import json_safe
+from perfkit.quality import from_json, json_safe
 from perfkit.rundir import read_summary
 
 BASELINE_VERSION = 1
@@ -41,11 +41,6 @@ class Thresholds:
     ratio_tolerance: float  # a B/A ratio fails when its 95% CI lies wholly above baseline x (1 + this)
     psnr_drop_db: float  # a PSNR fails when it is more than this below the baseline's
     min_psnr_db: float | None = None  # and, when set, whenever it is below this
-
-
-def _db(x) -> float | None:
-    """A PSNR as read from JSON (``"inf"`` for identical) or from a summary in memory."""
-    return None if x is None else math.inf if x == "inf" else float(x)
 
 
 def baseline_from_summary(summary: dict) -> dict:
@@ -118,7 +113,7 @@ def _timing_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
 
 def _psnr_row(subject: str, base, current, th: Thresholds) -> dict:
     """A PSNR that may drop ``psnr_drop_db`` below the baseline's and never below ``min_psnr_db``."""
-    base, current = _db(base), _db(current)
+    base, current = from_json(base), from_json(current)
     # An infinite baseline (bit-identical outputs) gives no relative limit; the floor alone applies.
     relative = base - th.psnr_drop_db if base is not None and math.isfinite(base) else None
     limits = [x for x in (relative, th.min_psnr_db) if x is not None]

@@ -15,6 +15,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from perfkit.quality import from_json
+
 PLOTS_DIR = "plots"
 # (label, colour) of each part of a traced step, in perfkit.trace.breakdown order
 PARTS = {"compute": ("compute", "#4c72b0"), "ici": ("exposed ICI", "#dd8452"), "dma": ("local DMA", "#55a868"),
@@ -76,7 +78,7 @@ def breakdown_bars(breakdown: dict) -> Figure | None:
 
 def psnr_per_frame(psnr_db: list, title: str) -> Figure:
     """PSNR of each frame; identical frames (infinite PSNR) are marked along the top, not drawn as a value."""
-    values = np.array([math.inf if x == "inf" else float(x) for x in psnr_db])
+    values = np.array([from_json(x) for x in psnr_db], float)
     finite = np.isfinite(values)
     fig = Figure(figsize=(6, 2.8))
     ax = fig.add_subplot()
@@ -103,7 +105,7 @@ def write_plots(run_dir: Path, summary: dict, steps: pd.DataFrame) -> dict[str, 
     a = summary["baseline"]
     b = next((n for n in summary["variants"] if n != a), a)
     q = summary.get("quality") or {}
-    differing = [x for x in q.get("per_frame_psnr_db") or [] if x not in ("inf", math.inf)]  # else nothing to draw
+    differing = [x for x in q.get("per_frame_psnr_db") or [] if from_json(x) != math.inf]  # else nothing to draw
     figures = {"step_times": step_times(steps),
                "breakdown": breakdown_bars(summary["breakdown"]) if summary.get("breakdown") else None,
                "psnr": psnr_per_frame(q["per_frame_psnr_db"], f"PSNR per frame, {b} vs {a} ({q['file']})")

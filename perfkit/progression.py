@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from perfkit.quality import from_json
 from perfkit.rundir import read_summary
 
 
@@ -46,7 +47,7 @@ def progression_frame(runs: list[list[tuple[str, dict]]]) -> pd.DataFrame:
                      "ratio": c["ratio"], "ci_lo": c["ci"][0], "ci_hi": c["ci"][1], "verdict": c["verdict"],
                      "a_first_ms": va["first_step_ms"]["median"], "b_first_ms": vb["first_step_ms"]["median"],
                      "a_compile_s": _value(va, "compile_s"), "b_compile_s": _value(vb, "compile_s"),
-                     "psnr_db": math.inf if psnr == "inf" else psnr, "bit_identical": q.get("bit_identical"),
+                     "psnr_db": from_json(psnr), "bit_identical": q.get("bit_identical"),
                      "failed": len(s["trials"]["failed"])})
     frame = pd.DataFrame(rows)
     for side in ("a", "b"):

@@ -399,6 +399,13 @@ def json_safe(value):
     return value
 
 
+def from_json(value) -> float | None:
+    """A figure as ``json_safe`` wrote it, as a float again: "inf" -> inf, null -> None."""
+    if value is None:
+        return None
+    return {"inf": math.inf, "-inf": -math.inf}.get(value, value) if isinstance(value, str) else float(value)
+
+
 def _db(x: float) -> str:
     return "inf" if x == math.inf else f"{x:.2f} dB"
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import click
 
 from perfkit.errors import BadInput, ExitCode
-from perfkit.quality import json_safe
+from perfkit.quality import from_json, json_safe
 
 
 def _ms(x) -> str:
@@ -81,15 +82,17 @@ def _timing(summary: dict) -> list[str]:
     return rows
 
 
-def _db(x) -> str:
-    return "inf" if x in ("inf", float("inf")) else "-" if x is None else f"{x:.2f}"
+def db_cell(x) -> str:
+    """A dB figure (a float, or as read back from JSON) for a table cell."""
+    x = from_json(x)
+    return "-" if x is None else "inf" if x == math.inf else f"{x:.2f}"
 
 
 def _quality_row(label: str, q: dict) -> str:
     if q["kind"] == "tensor":
-        return (f"| {label} | {_db(q['psnr_db'])} | - | - | {q['mean_abs_diff']:.3g} | {q['max_abs_diff']:.3g} | "
+        return (f"| {label} | {db_cell(q['psnr_db'])} | - | - | {q['mean_abs_diff']:.3g} | {q['max_abs_diff']:.3g} | "
                 f"- | {'yes' if q['bit_identical'] else 'no'} |")
-    return (f"| {label} | {_db(q['psnr_db'])} | {_db(q['psnr_pooled_db'])} | {_db(q['psnr_min_db'])} | "
+    return (f"| {label} | {db_cell(q['psnr_db'])} | {db_cell(q['psnr_pooled_db'])} | {db_cell(q['psnr_min_db'])} | "
             f"{q['mean_abs_diff']:.3f} | {q['max_abs_diff']:.0f} | {q['share_over_16']:.2%} | "
             f"{'yes' if q['bit_identical'] else 'no'} |")
 
@@ -126,7 +129,7 @@ def _quality(summary: dict, plots: dict[str, str] | None = None) -> list[str]:
                   + (f"; plot [{plot}]({plot})" if plot else "") + "):", "",
                   "| step | relative L2 | cosine | PSNR (dB) | max abs diff |", "| ---: | ---: | ---: | ---: | ---: |",
                   *(f"| {r['step']} | {r['rel_l2']:.3e} | {'-' if r['cosine'] is None else format(r['cosine'], '.8f')}"
-                    f" | {_db(r['psnr_db'])} | {r['max_abs_diff']:.3g} |" for r in drift)]
+                    f" | {db_cell(r['psnr_db'])} | {r['max_abs_diff']:.3g} |" for r in drift)]
     det = []
     for n, d in summary.get("determinism", {}).items():
         if d:
@@ -134,7 +137,7 @@ def _quality(summary: dict, plots: dict[str, str] | None = None) -> list[str]:
             if not d["bit_identical"]:
                 spread = f", {d['differing_runs']} differ from the first"
                 if "psnr_min_db" in d:
-                    spread += f": worst PSNR {_db(d['psnr_min_db'])} dB, max abs diff {d['max_abs_diff']}"
+                    spread += f": worst PSNR {db_cell(d['psnr_min_db'])} dB, max abs diff {d['max_abs_diff']}"
                 if "rel_l2_max" in d:
                     spread += f"; tensors: worst relative L2 {d['rel_l2_max']:.3e}"
             if "error" in d:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from perfkit.report import db_cell
+
 LATENCY_PLOT = "plots/serve_latency.png"
 
 
@@ -15,10 +17,6 @@ def _s(ms) -> str:
 
 def _per_min(x) -> str:
     return "-" if x is None else f"{x:.1f}"
-
-
-def _db(x) -> str:
-    return "inf" if x in ("inf", float("inf")) else "-" if x is None else f"{x:.2f}"
 
 
 def _ratio_ci(row: dict) -> str:
@@ -133,11 +131,11 @@ def _quality(summary: dict) -> list[str]:
             "| --- | --- | ---: | ---: | ---: | ---: | :---: |"]
     for r in q["rows"]:
         if r.get("error"):
-            rows.append(f"| {r['prompt']} | {r['variant']} | {r['error']} | | | {_db(r['codec_floor_db'])} | |")
+            rows.append(f"| {r['prompt']} | {r['variant']} | {r['error']} | | | {db_cell(r['codec_floor_db'])} | |")
             continue
         same = "yes" if r["bit_identical"] else "no"
-        rows.append(f"| {r['prompt']} | {r['variant']} | {_db(r['psnr_db'])} | {_db(r.get('psnr_pooled_db'))} | "
-                    f"{_db(r.get('psnr_min_db'))} | {_db(r['codec_floor_db'])} | {same} |")
+        rows.append(f"| {r['prompt']} | {r['variant']} | {db_cell(r['psnr_db'])} | {db_cell(r.get('psnr_pooled_db'))} | "
+                    f"{db_cell(r.get('psnr_min_db'))} | {db_cell(r['codec_floor_db'])} | {same} |")
     return rows
 
 
