@@ -194,10 +194,16 @@ def summarize_run(run_dir: Path, *, interrupted: bool = False) -> tuple[Case, di
     return case, summary
 
 
+def compared_variant(summary: dict) -> str:
+    """B: the variant of the headline comparison, the first after the baseline A (A itself if alone)."""
+    a = summary["baseline"]
+    return next((n for n in summary["variants"] if n != a), a)
+
+
 def summary_line(summary: dict, report: Path) -> str:
     c = summary["comparison"]
     a = summary["baseline"]
-    b = next(n for n in summary["variants"] if n != a)
+    b = compared_variant(summary)
     va, vb = summary["variants"][a]["step_ms"]["median"], summary["variants"][b]["step_ms"]["median"]
     parts = [f"{summary['case']}:"]
     if summary.get("serve"):

@@ -26,6 +26,7 @@ import click
 import pandas as pd
 
 from perfkit import case as case_mod
+from perfkit.analyze import compared_variant
 from perfkit.errors import BadInput, ExitCode
 from perfkit.quality import from_json, json_safe
 from perfkit.rundir import read_summary
@@ -127,7 +128,7 @@ def _psnr_row(subject: str, base, current, th: Thresholds) -> dict:
 def _quality_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
     base, q = baseline.get("quality"), summary.get("quality")
     a = summary["baseline"]
-    b = next((n for n in summary["variants"] if n != a), a)
+    b = compared_variant(summary)
     if base is None:
         return [] if q is None or th.min_psnr_db is None else [_psnr_row(f"PSNR {b} vs {a}", None, q["psnr_db"], th)]
     if q is None:

@@ -15,6 +15,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from perfkit.analyze import compared_variant
 from perfkit.quality import from_json
 
 PLOTS_DIR = "plots"
@@ -103,7 +104,7 @@ def write_plots(run_dir: Path, summary: dict, steps: pd.DataFrame) -> dict[str, 
 
     folder = run_dir / PLOTS_DIR
     a = summary["baseline"]
-    b = next((n for n in summary["variants"] if n != a), a)
+    b = compared_variant(summary)
     q = summary.get("quality") or {}
     differing = [x for x in q.get("per_frame_psnr_db") or [] if from_json(x) != math.inf]  # else nothing to draw
     figures = {"step_times": step_times(steps),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from perfkit.analyze import compared_variant
 from perfkit.quality import from_json
 from perfkit.rundir import read_summary
 
@@ -36,7 +37,7 @@ def progression_frame(runs: list[list[tuple[str, dict]]]) -> pd.DataFrame:
     rows = []
     for label, s in (pair for group in runs for pair in group):
         a = s["baseline"]
-        b = next(n for n in s["variants"] if n != a)
+        b = compared_variant(s)
         va, vb, c = s["variants"][a], s["variants"][b], s["comparison"]
         src = (s.get("env") or {}).get("source") or {}
         q = s.get("quality") or {}

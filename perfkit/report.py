@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from perfkit.analyze import compared_variant, summary_line
 from perfkit.errors import BadInput, ExitCode
 from perfkit.quality import from_json, json_safe
 
@@ -104,7 +105,7 @@ def _quality(summary: dict, plots: dict[str, str] | None = None) -> list[str]:
     a = summary["baseline"]
     if not q:
         return ["No comparable outputs."]
-    b = next(n for n in summary["variants"] if n != a)
+    b = compared_variant(summary)
     header = ["| comparison | PSNR mean of differing frames (dB) | PSNR pooled MSE (dB) | worst frame (dB) | "
               "mean abs diff (/255) | max abs diff | abs diff > 16 | bit-identical |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | :---: |"]
@@ -232,7 +233,7 @@ def _breakdown(summary: dict) -> list[str]:
 def _verdict(summary: dict) -> str:
     """The verdict in one sentence, B against A on synced step time."""
     c, a = summary["comparison"], summary["baseline"]
-    b = next(n for n in summary["variants"] if n != a)
+    b = compared_variant(summary)
     if c["ratio"] is None:
         return "**No verdict**: a variant has no timed steps."
     figures = f"{b}/{a} step time {_ratio(c)}; minimum effect {c['min_effect']:.0%}"
@@ -305,7 +306,6 @@ def _reproduce(summary: dict) -> list[str]:
 
 def render(summary: dict, plots: dict[str, str] | None = None) -> str:
     """report.md, sections in a fixed order; ``plots`` as ``perfkit.plots.write_plots`` returns them."""
-    from perfkit.analyze import summary_line
 
     plots = plots or {}
     out = [f"# perfkit run: {summary['case']}", "", summary_line(summary, Path("report.md")).rsplit(";", 1)[0], "",
