@@ -133,6 +133,30 @@ def coordinator_for(options: RunOptions, trial_port: int) -> tuple[str, int]:
     return host, int(port) + trial_port
 
 
+def trial_salt(options: RunOptions, trial_dir: Path, trial: Trial) -> str | None:
+    """With ``--salt``: the same on every rank and host of a trial (one program), new for every trial,
+    cell and run; None without it."""
+    if not options.salt:
+        return None
+    scope = f"{options.run_id}/{trial_dir.parent.parent.name}/{trial.index}"
+    return hashlib.sha256(scope.encode()).hexdigest()[:16]
+
+
+def process_env(overrides: dict[str, str], rank_dir: Path, hook: Path | None, salt: str | None) -> dict[str, str]:
+    """The environment a rank or server starts with: perfkit's own with ``overrides`` on top, unbuffered
+    output, the stack-dump hook first on PYTHONPATH (dumps into ``rank_dir``), and with a salt the
+    compile caches off and ``PERFKIT_SALT`` set."""
+    env = dict(os.environ)
+    env.pop(stackdump.OWNER_ENV, None)
+    env.update(overrides)
+    env.update({"PYTHONUNBUFFERED": "1", stackdump.STACKS_ENV: str(rank_dir / "stacks.txt")})
+    if salt is not None:
+        env.update({**SALT_ENV, "PERFKIT_SALT": salt})
+    if hook is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hook), env.get("PYTHONPATH")]))
+    return env
+
+
 def rank_processes(case: Case, variant: Variant, trial: Trial, trial_dir: Path, dump: bool, *,
                    options: RunOptions = RunOptions(), trial_port: int = 0,
                    hook: Path | None = None) -> list[RankProcess]:
@@ -144,12 +168,11 @@ def rank_processes(case: Case, variant: Variant, trial: Trial, trial_dir: Path, 
     ranks = []
     addr, port = coordinator_for(options, trial_port) if case.processes > 1 else (None, None)
     mine = host_ranks(case.processes, options.hosts, options.host_index)
+    salt = trial_salt(options, trial_dir, trial)
     for r in mine:
         rdir = trial_dir / f"rank{r}"
-        env = dict(os.environ)
-        env.pop(stackdump.OWNER_ENV, None)
-        env.update(variant.env)
-        env.update({
+        inherited_flags = variant.env.get("XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
+        env = process_env({**variant.env, **{
             "PERFKIT_METRICS": str(rdir / "metrics.jsonl"),
             "PERFKIT_OUTPUTS": str(rdir / "outputs"),
             "PERFKIT_RANK": str(r),
@@ -159,24 +182,14 @@ def rank_processes(case: Case, variant: Variant, trial: Trial, trial_dir: Path, 
             # Where and at which steps a rank should capture a profile (any program may honour it).
             "PERFKIT_TRACE_DIR": str(rdir / "trace"),
             "PERFKIT_TRACE_STEPS": ",".join(map(str, case.capture["trace"])),
-            "XLA_FLAGS": xla_flags(env.get("XLA_FLAGS", ""), devices_per_process(case),
-                                   rdir / "xla_dump" if dump else None),
-            "PYTHONUNBUFFERED": "1",
-            stackdump.STACKS_ENV: str(rdir / "stacks.txt"),
-        })
+            "XLA_FLAGS": xla_flags(inherited_flags, devices_per_process(case), rdir / "xla_dump" if dump else None),
+        }}, rdir, hook, salt)
         if case.mesh:
             env["PERFKIT_MESH"] = ",".join(f"{k}={v}" for k, v in case.mesh.items())
         if port is not None:
             env.update({"MASTER_ADDR": addr, "MASTER_PORT": str(port), "RANK": str(r),
                         "WORLD_SIZE": str(case.processes), "LOCAL_RANK": str(r - mine.start),
                         "LOCAL_WORLD_SIZE": str(len(mine)), "PERFKIT_COORDINATOR": f"{addr}:{port}"})
-        if options.salt:
-            env.update(SALT_ENV)
-            # The same on every rank and host (one program), new for every trial, cell and run.
-            scope = f"{options.run_id}/{trial_dir.parent.parent.name}/{trial.index}"
-            env["PERFKIT_SALT"] = hashlib.sha256(scope.encode()).hexdigest()[:16]
-        if hook is not None:
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hook), env.get("PYTHONPATH")]))
         env.setdefault("NPROC", "16")  # Pallas interpret kernels deadlock with fewer threads than devices
         if case.kind == "model":
             spec = {"model": case.model, "options": variant.options, "devices": case.devices,

@@ -23,7 +23,6 @@ import datetime as dt
 import functools
 import hashlib
 import json
-import os
 import shutil
 import sys
 import threading
@@ -31,10 +30,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from perfkit import stackdump
 from perfkit.case import Case, Variant
 from perfkit.launch import RankProcess, end_group, exit_text, rank_report, start_rank
-from perfkit.runner import PYTHON_NAMES, RunOptions, Trial, free_port
+from perfkit.runner import PYTHON_NAMES, RunOptions, Trial, free_port, process_env, trial_salt
 from perfkit.serve_load import (RequestFailed, call, closed_loop, encode_request, resolve, take_output,
                                 wait_ready)
 from perfkit.serve_spec import ServeSpec, fill
@@ -83,20 +81,17 @@ class RequestLog:
 class ServedTrial:
     """One server process under load: its lifecycle, the trouble that ends it early, its requests."""
 
-    def __init__(self, case: Case, variant: Variant, trial: Trial, rank_dir: Path, hook: Path | None):
+    def __init__(self, case: Case, variant: Variant, trial: Trial, rank_dir: Path, hook: Path | None,
+                 salt: str | None):
         self.spec: ServeSpec = case.serve
         self.server = variant.serve
         self.port = free_port()
         values = {"host": self.spec.host, "port": self.port}
         self.base = f"http://{self.spec.host}:{self.port}"
-        env = dict(os.environ)
-        env.pop(stackdump.OWNER_ENV, None)
-        env.update({k: str(fill(v, values)) for k, v in variant.env.items()})
-        env.update({"PERFKIT_RANK": "0", "PERFKIT_WORLD": "1", "PERFKIT_TRIAL": str(trial.index),
-                    "PERFKIT_VARIANT": variant.name, "PERFKIT_HOST": self.spec.host, "PERFKIT_PORT": str(self.port),
-                    "PYTHONUNBUFFERED": "1", stackdump.STACKS_ENV: str(rank_dir / "stacks.txt")})
-        if hook is not None:
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hook), env.get("PYTHONPATH")]))
+        env = process_env({**{k: str(fill(v, values)) for k, v in variant.env.items()},
+                           "PERFKIT_RANK": "0", "PERFKIT_WORLD": "1", "PERFKIT_TRIAL": str(trial.index),
+                           "PERFKIT_VARIANT": variant.name, "PERFKIT_HOST": self.spec.host,
+                           "PERFKIT_PORT": str(self.port)}, rank_dir, hook, salt)
         self.proc = RankProcess(0, server_argv(variant, values), env, rank_dir)
         self.pgid: int | None = None
         self.log = RequestLog(rank_dir)
@@ -211,7 +206,7 @@ def run_trial(case: Case, variant: Variant, trial: Trial, trial_dir: Path, optio
               hook: Path | None, on_tick: Callable[[], None]) -> dict | None:
     """One server process of ``variant`` under the case's load; its record, or None when interrupted."""
     shutil.rmtree(trial_dir, ignore_errors=True)  # what an interrupted attempt left
-    served = ServedTrial(case, variant, trial, trial_dir / "rank0", hook)
+    served = ServedTrial(case, variant, trial, trial_dir / "rank0", hook, trial_salt(options, trial_dir, trial))
     try:
         ready_s = served.start(options.cwd, on_tick)
         if ready_s is not None:

@@ -153,3 +153,22 @@ def test_a_server_program_that_is_not_there_is_bad_input_before_any_trial(tmp_pa
     assert res.stderr.strip() == (f"perfkit: {path}: variants.a.serve.server: program 'no-such-server-program' "
                                   "not found on PATH")
     assert not (tmp_path / "run" / "trials").exists()
+
+
+def test_a_server_starts_with_the_rank_environment_salt_included(tmp_path, monkeypatch):
+    """A served trial's environment comes from the runner's process_env: the variant's env with
+    placeholders filled, the PERFKIT_ variables, the stack-dump hook, and with --salt the caches off."""
+    from perfkit import stackdump
+    from perfkit.runner import SALT_ENV, Trial
+    from perfkit.serve import ServedTrial
+
+    monkeypatch.setenv(stackdump.OWNER_ENV, "perfkit's own")
+    case = case_mod.validate(serve_case({"a": {"env": {"SERVE_PORT": "{port}"}}, "b": {}}), "c.yaml")
+    served = ServedTrial(case, case.variants[0], Trial(3, "a", 1), tmp_path / "rank0", tmp_path / "hook", "5a17")
+    env = served.proc.env
+    assert env["SERVE_PORT"] == str(served.port) and env["PERFKIT_TRIAL"] == "3" and env["PERFKIT_VARIANT"] == "a"
+    assert env["PERFKIT_SALT"] == "5a17" and all(env[k] == v for k, v in SALT_ENV.items())
+    assert env["PYTHONPATH"].split(":")[0] == str(tmp_path / "hook") and stackdump.OWNER_ENV not in env
+    assert env[stackdump.STACKS_ENV] == str(tmp_path / "rank0" / "stacks.txt")
+    unsalted = ServedTrial(case, case.variants[1], Trial(4, "b", 1), tmp_path / "r", None, None).proc.env
+    assert "PERFKIT_SALT" not in unsalted
