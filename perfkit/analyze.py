@@ -212,7 +212,8 @@ def summary_line(summary: dict, report: Path) -> str:
         parts.append(f"{a} {va:.2f} ms, {b} {vb:.2f} ms, {b}/{a} {c['ratio']:.3f} "
                      f"[{c['ci'][0]:.3f}, {c['ci'][1]:.3f}] -> {c['verdict']}")
     else:
-        parts.append("no timed steps for both variants -> unknown")
+        missing = " and ".join(n for n, v in ((a, va), (b, vb)) if v is None)
+        parts.append(f"no timed steps for {missing} -> unknown")
     if summary.get("serve"):
         from perfkit.serve_report import headline
 

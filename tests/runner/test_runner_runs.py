@@ -114,6 +114,7 @@ def test_hung_and_crashed_ranks_are_reported_and_the_run_goes_on(tmp_path, write
     assert "trial 2 (crash): **crashed**" in report and "exit code 7" in report
     s = json.loads((tmp_path / "run/summary.json").read_text())
     assert [f["status"] for f in s["trials"]["failed"]] == ["hung", "crashed"]
+    assert "no timed steps for hang -> unknown; 2 trial(s) failed" in res.stdout  # B (hang) has no good trial
 
 
 def test_ctrl_c_keeps_finished_trials_writes_a_partial_report_and_resume_finishes(tmp_path, write_case):
