@@ -213,6 +213,9 @@ def run(plan, config, steps, guidance, dtype, seed, compile_backend, input_layou
     if rank == 0 and out is not None:
         np.save(out / "frames.npy", decode(latents, cfg.grid))
     if plan != "local":
+        # Every rank past its last collective before any tears down: a gloo peer that closed its pairs
+        # while another still drained one aborted that rank at exit ("terminate called ...", seen on ring).
+        dist.barrier()
         dist.destroy_process_group()
 
 
