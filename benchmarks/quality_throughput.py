@@ -30,7 +30,7 @@ def content(frames: int) -> np.ndarray:
     if FIXTURE.is_file():
         from skimage.transform import resize
 
-        from perfkit.media import open_media
+        from perfkit.quality.media import open_media
 
         src = [resize(f, (HEIGHT, WIDTH), preserve_range=True).astype(np.uint8) for f in open_media(FIXTURE).frames()]
         order = (list(range(len(src))) + list(range(len(src) - 2, 0, -1))) * (frames // len(src) + 2)
@@ -41,7 +41,7 @@ def content(frames: int) -> np.ndarray:
 
 MEASURE = """
 import json, os, re, sys, time
-from perfkit import quality
+from perfkit.quality import compare as quality
 
 def high_water_mib():  # VmHWM: this process's peak RSS (ru_maxrss would carry the parent's over exec)
     return int(re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1)) / 1024
@@ -95,7 +95,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    from perfkit.media import write_video
+    from perfkit.quality.media import write_video
 
     a = content(args.frames)
     rng = np.random.default_rng(0)

@@ -57,8 +57,12 @@ def main() -> None:
     import matplotlib.figure  # noqa: F401
     import pandas  # noqa: F401
     imports_s = time.perf_counter() - t
-    from perfkit import analyze, check, plots, report, timing
-    from perfkit.rundir import read_trials
+    from perfkit.analysis import summary as analyze
+    from perfkit.report import check
+    from perfkit.report import plots
+    from perfkit.report import markdown as report
+    from perfkit.analysis import timing
+    from perfkit.run.rundir import read_trials
 
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "run"

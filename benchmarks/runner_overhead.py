@@ -19,8 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from perfkit import stackdump, stats, timing
-from perfkit.launch import RankProcess, run_ranks
+from perfkit.run import stackdump
+from perfkit.analysis import stats
+from perfkit.analysis import timing
+from perfkit.run.launch import RankProcess, run_ranks
 
 NOOP = "pass"
 HANG = "import threading; threading.Event().wait()"

@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from perfkit.runner import free_port
-from perfkit.serve_analysis import REQUEST_COLUMNS, level_comparisons, per_process, pooled
-from perfkit.serve_load import call, closed_loop, encode_request, take_output, wait_ready
-from perfkit.serve_spec import OutputSpec, RequestSpec
+from perfkit.run.runner import free_port
+from perfkit.serve.analysis import REQUEST_COLUMNS, level_comparisons, per_process, pooled
+from perfkit.serve.load import call, closed_loop, encode_request, take_output, wait_ready
+from perfkit.serve.spec import OutputSpec, RequestSpec
 
 SERVER = Path(__file__).resolve().parent.parent / "tests" / "serve" / "server.py"
 REQUEST = RequestSpec("/generate", "POST", {"prompt": "{prompt}", "seed": "{seed}", "width": 8, "height": 8,

@@ -44,7 +44,7 @@ def _device(kind: str, local_rank: int):
         torch.cuda.set_device(local_rank)
         return torch.device("cuda", local_rank)
     if kind == "tpu":
-        from perfkit import torch_tpu
+        from perfkit.adapters import torch_tpu
 
         return torch_tpu.device(local_rank)
     return torch.device("cpu")
@@ -52,7 +52,7 @@ def _device(kind: str, local_rank: int):
 
 def _backend(device) -> str:
     if device.type == "tpu":
-        from perfkit import torch_tpu
+        from perfkit.adapters import torch_tpu
 
         return torch_tpu.BACKEND
     return {"cuda": "nccl"}.get(device.type, "gloo")
@@ -94,7 +94,7 @@ def _profiler(device, steps: list[int], trace_dir: str | None, rank: int):
     out = Path(trace_dir)
     out.mkdir(parents=True, exist_ok=True)
     if device.type == "tpu":  # torch_tpu writes host and device events as XSpace under `out` itself
-        from perfkit import torch_tpu
+        from perfkit.adapters import torch_tpu
 
         return profile(activities=[ProfilerActivity.CPU, torch_tpu.profiler_activity()], schedule=schedule,
                        experimental_config=torch_tpu.profiler_config(out))
@@ -134,7 +134,7 @@ def run(plan, config, steps, guidance, dtype, seed, compile_backend, input_layou
     from perfkit.models import torch_wan
     from perfkit.models.pipeline import decode, euler_sigmas
     from perfkit.models.wan import CONFIGS
-    from perfkit.torch_recompiles import RecompileCounter
+    from perfkit.adapters.torch_recompiles import RecompileCounter
 
     if config not in CONFIGS:
         raise BadInput(f"unknown config {config!r} (known: {', '.join(CONFIGS)})", field="--config")

@@ -15,11 +15,11 @@ from perfkit.errors import BadInput, ExitCode
 # name -> "module:attribute" of a click command; imported on first use.
 COMMANDS = {
     "run": "perfkit.cli:run",
-    "report": "perfkit.report:command",
-    "check": "perfkit.check:command",
+    "report": "perfkit.report.markdown:command",
+    "check": "perfkit.report.check:command",
     "env": "perfkit.cli:env",
     "hlo-diff": "perfkit.hlo.cli:hlo_diff",
-    "quality": "perfkit.quality:command",
+    "quality": "perfkit.quality.compare:command",
     "trace": "perfkit.trace.cli:trace",
     "models": "perfkit.models.listing:command",
 }
@@ -83,7 +83,7 @@ def run(case_file, overrides, only, out_dir, aa, salt, resume_dir, hosts, host_i
 def _run_or_resume(case_file, overrides, only, out_dir, aa, salt, resume_dir, hosts, host_index, coordinator):
     from pathlib import Path
 
-    from perfkit import case as case_mod
+    from perfkit.run import case as case_mod
 
     if resume_dir:
         given = [n for n, v in (("CASE_FILE", case_file), ("--set", overrides), ("--only", only), ("--out", out_dir),
@@ -91,14 +91,14 @@ def _run_or_resume(case_file, overrides, only, out_dir, aa, salt, resume_dir, ho
         if given or hosts != 1:
             raise BadInput(f"--resume continues a run as it was started; drop {', '.join(given) or '--hosts'}",
                            path=resume_dir, field="--resume")
-        from perfkit.runner import resume_run
+        from perfkit.run.runner import resume_run
 
         return resume_run(resume_dir, host_index)
     if hosts > 1 and not out_dir:
         raise BadInput("a multi-host run needs --out: the run directory all hosts share", field="--out")
     case = case_mod.load(case_file or Path(__file__).resolve().parent.parent / "cases" / "quickstart.yaml",
                          list(overrides) + (["aa=true"] if aa else []))
-    from perfkit.runner import RunOptions, run_case  # statistics and pandas: only once the case is good
+    from perfkit.run.runner import RunOptions, run_case  # statistics and pandas: only once the case is good
 
     return run_case(case, out_dir, RunOptions(only=only, salt=salt, hosts=hosts, host_index=host_index or 0,
                                               coordinator=coordinator))
@@ -111,8 +111,8 @@ def env(devices, as_json):
     """Versions, devices and the git tree hash, as a run records them in env.json."""
     import os
 
-    from perfkit import envinfo
-    from perfkit.runner import REPO_ROOT, xla_flags
+    from perfkit.run import envinfo
+    from perfkit.run.runner import REPO_ROOT, xla_flags
 
     probe_env = dict(os.environ)
     if devices:

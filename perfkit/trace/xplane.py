@@ -8,14 +8,26 @@ the event columns grow in place (no concatenation). What each event is comes fro
 
 - ``/device:TPU:N``: ``XLA Ops`` events are device ops, ``Steps`` events step markers, ``XLA Modules``
   module spans; op-level stats (``hlo_category``, ``program_id``) sit on the event metadata.
+  ``Async XLA Ops`` (the in-flight span of an async op whose -start / -done halves are on ``XLA Ops``)
+  and other lines are kept as ``other`` (never counted); ``SKIPPED_LINES`` (LLO bundles, overlays,
+  TraceMes inside ops, counter samples) are not decoded at all.
 - ``/device:GPU:N``: events on ``Stream #k(...)`` lines are kernels, memcpys and memsets.
+- ``/device:CUSTOM:Megascale Trace``: DCN (cross-slice) transfers, role ``dcn``, of the chip a
+  ``device_ordinal`` stat names, else of the host (-1).
 - ``/host:CPU``: events with ``hlo_op`` and ``device_ordinal`` stats are the ops of that CPU device;
   events with a ``step_num`` stat (``StepTraceAnnotation``) are step markers; the rest is host activity.
 - ``/host:metadata``: each program's ``HloProto`` (stat ``Hlo Proto``), read for opcodes and shapes.
+- Skipped: SparseCore planes (``/device:TPU:N SparseCore M``: xprof's hlo_stats leaves them out too),
+  ``Task Environment`` (profile start / stop stats only) and any other plane.
+
+Stats of every XStat value type read: ints of the whole int64 and uint64 ranges, doubles, strings,
+bytes and references. ``program_id`` (a program's 64-bit fingerprint on real TPUs, often above 2**63)
+is kept as uint64 with a presence flag; the other int stats as int64 (-1 absent).
 """
 
 from __future__ import annotations
 
+import math
 import mmap
 import os
 import re
@@ -32,36 +44,52 @@ from perfkit.trace.raw import ROLES, RawTrace, StringTable
 from perfkit.trace.schema import XLINE, XPLANE, XSPACE
 
 CHUNK = 1 << 14  # events decoded per numpy batch: small enough to stay in cache and reuse memory
-INT_STATS = ("program_id", "device_ordinal", "step_num", "group_id", "dma_stall_duration_ps")
+INT_STATS = ("device_ordinal", "step_num", "group_id", "dma_stall_duration_ps")  # int64, -1 absent
 STR_STATS = ("hlo_op", "hlo_module", "hlo_category")
+PROGRAM = "program_id"  # uint64 with a presence flag: fingerprints use the whole range
+SKIPPED_LINES = frozenset({"Tensor Core", "TC Overlay", "XLA TraceMe", "_counters_"})
 _DEVICE_PLANE = re.compile(r"/device:(TPU|GPU):(\d+)")
+_DCN_PLANE = "/device:CUSTOM:Megascale Trace"
 _STREAM_LINE = re.compile(r"Stream #\d+")
+_INT_FIELDS, _DOUBLE_FIELD, _INLINE_STR_FIELDS, _REF_FIELD = (3, 4), 2, (5, 6), 7  # XStat value field numbers
 
 
 class _Plane(NamedTuple):
     """What the reader needs of one plane, besides its lines."""
 
-    kind: str                     # "TPU", "GPU" or "host"
+    kind: str                     # "TPU", "GPU", "dcn" or "host"
     device: int                   # device index for device planes, -1 otherwise
     names: np.ndarray             # (max metadata id + 1,) int32: event metadata id -> name code
     meta_int: dict[str, np.ndarray]  # stat name -> (max id + 1,) int64: metadata-level int stats, -1 absent
     meta_str: dict[str, np.ndarray]  # stat name -> (max id + 1,) int32: metadata-level string stats, -1 absent
+    meta_program: np.ndarray      # (max id + 1,) uint64: metadata-level program_id
+    meta_program_known: np.ndarray  # (max id + 1,) bool: ... where the metadata has one
     stat_names: dict[int, str]    # stat metadata id -> name
 
 
 def _plane_kind(name: str) -> tuple[str, int]:
-    """("TPU" | "GPU" | "host", device index or -1) of a plane whose events are read; ("", -1) else."""
+    """("TPU" | "GPU" | "dcn" | "host", device index or -1) of a plane whose events are read; ("", -1)
+    else."""
     m = _DEVICE_PLANE.fullmatch(name)
     if m:
         return m.group(1), int(m.group(2))
-    return ("host", -1) if name == "/host:CPU" else ("", -1)
+    return {"/host:CPU": ("host", -1), _DCN_PLANE: ("dcn", -1)}.get(name, ("", -1))
 
 
 def _stat_value(stat, stat_names: dict[int, str]):
+    """A stat's value as Python holds it: int (int64 or uint64), float, str (inline or a reference to a
+    stat metadata name), bytes, or None when unset."""
     which = stat.WhichOneof("value")
     if which == "ref_value":
         return stat_names.get(stat.ref_value, "")
     return getattr(stat, which) if which else None
+
+
+def _as_int(value) -> int | None:
+    """An int-valued stat as a Python int (doubles truncated); None for strings, bytes, NaN, inf."""
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) else None
+    return value if isinstance(value, int) else None
 
 
 def _plane_tables(plane, kind: str, device: int, strings: StringTable) -> _Plane:
@@ -70,16 +98,22 @@ def _plane_tables(plane, kind: str, device: int, strings: StringTable) -> _Plane
     names = np.full(size, -1, np.int32)
     meta_int = {s: np.full(size, -1, np.int64) for s in INT_STATS}
     meta_str = {s: np.full(size, -1, np.int32) for s in STR_STATS}
+    program, program_known = np.zeros(size, np.uint64), np.zeros(size, bool)
     for mid, md in plane.event_metadata.items():
+        if mid < 0:  # not an id any event can name (ids index the tables)
+            continue
         names[mid] = strings.code(md.name or md.display_name)
         for stat in md.stats:
             key = stat_names.get(stat.metadata_id)
             value = _stat_value(stat, stat_names)
-            if key in meta_int and isinstance(value, (int, float)):
-                meta_int[key][mid] = int(value)
+            number = _as_int(value)
+            if key == PROGRAM and number is not None:
+                program[mid], program_known[mid] = number % 2**64, True  # an int64 -1 is the uint64 2**64 - 1
+            elif key in meta_int and number is not None and 0 <= number < 2**63:
+                meta_int[key][mid] = number
             elif key in meta_str and isinstance(value, (str, bytes)):
                 meta_str[key][mid] = strings.code(value if isinstance(value, str) else value.decode(errors="replace"))
-    return _Plane(kind, device, names, meta_int, meta_str, stat_names)
+    return _Plane(kind, device, names, meta_int, meta_str, program, program_known, stat_names)
 
 
 def _programs(metadata_planes: list, path: Path) -> Programs:
@@ -126,7 +160,8 @@ class _Columns:
 def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane: _Plane, strings: StringTable
                    ) -> dict[str, np.ndarray]:
     """Events ``buf[starts[i]:ends[i]]`` (starts, ends: (n,) int64) -> metadata id, offset, duration and the
-    wanted stats."""
+    wanted stats (int ones -1 where absent or not an int, string ones -1 where absent or not a string,
+    ``program_id`` uint64 with ``program_known``)."""
     n = starts.size
     cols = {"metadata_id": np.zeros(n, np.int64), "offset_ps": np.zeros(n, np.int64),
             "dur_ps": np.zeros(n, np.int64)}
@@ -142,7 +177,9 @@ def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane:
         cols[s] = np.full(n, -1, np.int64)
     for s in STR_STATS:
         cols[s] = np.full(n, -1, np.int32)
-    wanted = {mid: name for mid, name in plane.stat_names.items() if name in INT_STATS or name in STR_STATS}
+    cols[PROGRAM], cols["program_known"] = np.zeros(n, np.uint64), np.zeros(n, bool)
+    wanted = {mid: name for mid, name in plane.stat_names.items()
+              if name in INT_STATS or name in STR_STATS or name == PROGRAM}
     if not wanted or not any(m.size for m in stat_msg):
         return cols
     stat_msg, stat_start, stat_end = map(np.concatenate, (stat_msg, stat_start, stat_end))
@@ -159,27 +196,49 @@ def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane:
         if not rows.size:
             continue
         events, fields_, values = stat_msg[rows], value_field[rows], value[rows]
-        if name in INT_STATS:
+        if name in STR_STATS:
+            cols[name][events] = _string_codes(buf, data[rows], fields_, values, plane, strings)
+            continue
+        numeric = np.isin(fields_, _INT_FIELDS)
+        doubles = fields_ == _DOUBLE_FIELD  # the raw bits are an IEEE double: truncated, NaN and inf dropped
+        as_double = values[doubles].view(np.float64)
+        finite = np.isfinite(as_double) & (np.abs(as_double) < 2**63)
+        doubles[np.flatnonzero(doubles)[~finite]] = False
+        if name == PROGRAM:
+            bits = values.copy()
+            bits[doubles] = as_double[finite].astype(np.int64).view(np.uint64)
+            known = numeric | doubles
+            cols[PROGRAM][events[known]], cols["program_known"][events[known]] = bits[known], True
+        else:  # an int64 stat: uint64 values above 2**63 and negative ones stay absent
             ints = values.view(np.int64).copy()
-            doubles = fields_ == 2  # a double-valued stat: the raw bits are an IEEE double
-            ints[doubles] = values[doubles].view(np.float64).astype(np.int64)
-            cols[name][events] = ints
-        else:
-            codes = np.full(rows.size, -1, np.int32)
-            refs = np.flatnonzero(fields_ == 7)
-            if refs.size:
-                ref_ids, inverse = np.unique(values[refs], return_inverse=True)
-                ref_codes = np.array([strings.code(plane.stat_names.get(int(r), "")) for r in ref_ids], np.int32)
-                codes[refs] = ref_codes[inverse]
-            for i in np.flatnonzero((fields_ == 5) | (fields_ == 6)):  # inline strings: rare, one by one
-                start = int(data[rows[i]])
-                codes[i] = strings.code(bytes(buf[start:start + int(values[i])]).decode(errors="replace"))
-            cols[name][events] = codes
+            ints[doubles] = as_double[finite].astype(np.int64)
+            ok = (numeric | doubles) & (ints >= 0)
+            cols[name][events[ok]] = ints[ok]
     return cols
 
 
-def _line_role(plane: _Plane, line_name: str) -> int:
-    """The role every event of a device-plane line has (host planes decide per event)."""
+def _string_codes(buf: np.ndarray, data: np.ndarray, fields_: np.ndarray, values: np.ndarray, plane: _Plane,
+                  strings: StringTable) -> np.ndarray:
+    """String codes of stats (references to stat metadata names, inline str / bytes); -1 for numbers."""
+    codes = np.full(fields_.size, -1, np.int32)
+    refs = np.flatnonzero(fields_ == _REF_FIELD)
+    if refs.size:
+        ref_ids, inverse = np.unique(values[refs], return_inverse=True)
+        ref_codes = np.array([strings.code(plane.stat_names.get(int(r), "")) for r in ref_ids], np.int32)
+        codes[refs] = ref_codes[inverse]
+    for i in np.flatnonzero(np.isin(fields_, _INLINE_STR_FIELDS)):  # inline strings: rare, one by one
+        start = int(data[i])
+        codes[i] = strings.code(bytes(buf[start:start + int(values[i])]).decode(errors="replace"))
+    return codes
+
+
+def _line_role(plane: _Plane, line_name: str) -> int | None:
+    """The role every event of a device-plane line has (host planes decide per event); None: a line
+    not read (``SKIPPED_LINES``)."""
+    if plane.kind == "dcn":
+        return ROLES["dcn"]
+    if plane.kind in ("TPU", "GPU") and line_name in SKIPPED_LINES:
+        return None
     if plane.kind == "TPU":
         return {"XLA Ops": ROLES["op"], "Steps": ROLES["step"], "XLA Modules": ROLES["module"]}.get(
             line_name, ROLES["other"])
@@ -246,10 +305,12 @@ def read(path: Path, rank: int) -> RawTrace:
                 starts, ends, line = _split(buf, line_start, line_end, 4, XLINE, path)
                 if not starts.size:
                     continue
+                role = _line_role(plane, line.display_name or line.name)
+                if role is None:
+                    continue
                 line_code = len(line_names)
                 line_names.append(line.display_name or line.name)
                 stamps.append(line.timestamp_ns)
-                role = _line_role(plane, line_names[-1])
                 base_ps = (line.timestamp_ns - stamps[0]) * 1000
                 for at in range(0, starts.size, CHUNK):
                     try:
@@ -276,8 +337,14 @@ def _resolve(cols: dict[str, np.ndarray], plane: _Plane, role: int, line_code: i
         cols[s] = np.where(cols[s] >= 0, cols[s], plane.meta_int[s][md])
     for s in STR_STATS:
         cols[s] = np.where(cols[s] >= 0, cols[s], plane.meta_str[s][md])
+    known = cols["program_known"]
+    program = np.where(known, cols[PROGRAM], plane.meta_program[md])
+    known = known | plane.meta_program_known[md]
     n = md.size
-    if plane.kind == "host":
+    if plane.kind == "dcn":  # DCN transfers of the chip they name, else of the host
+        roles = np.full(n, role, np.int8)
+        device = cols["device_ordinal"].astype(np.int32)
+    elif plane.kind == "host":
         roles = np.full(n, ROLES["host"], np.int8)
         roles[(cols["hlo_op"] >= 0) & (cols["device_ordinal"] >= 0)] = ROLES["op"]
         roles[cols["step_num"] >= 0] = ROLES["step"]
@@ -289,6 +356,6 @@ def _resolve(cols: dict[str, np.ndarray], plane: _Plane, role: int, line_code: i
     step[roles != ROLES["step"]] = -1
     out.add(name=plane.names[md], line=np.full(n, line_code, np.int32), device=device, role=roles,
             start_ps=cols["offset_ps"] + base_ps, dur_ps=cols["dur_ps"], step=step,
-            program_id=cols["program_id"], stall_ps=np.maximum(cols["dma_stall_duration_ps"], 0),
+            program_id=program, program_known=known, stall_ps=np.maximum(cols["dma_stall_duration_ps"], 0),
             hlo_op=cols["hlo_op"], hlo_module=cols["hlo_module"], hlo_category=cols["hlo_category"])
 

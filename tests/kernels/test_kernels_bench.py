@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from perfkit import case as case_mod
+from perfkit.run import case as case_mod
 from perfkit.kernels import bench
 
 CASES = sorted((Path(__file__).resolve().parents[2] / "cases" / "kernels").glob("*.yaml"))

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from skimage import io as skio
 
-from perfkit import media, quality
+from perfkit.quality import media
+from perfkit.quality import compare as quality
 
 FIXTURE_VIDEO = "video/cogvideox_horse_720x480_49f.mp4"
 

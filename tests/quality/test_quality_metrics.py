@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis.extra.numpy import arrays
 from skimage.metrics import mean_squared_error, peak_signal_noise_ratio, structural_similarity
 
-from perfkit import quality
+from perfkit.quality import compare as quality
 from perfkit.errors import BadInput
 
 

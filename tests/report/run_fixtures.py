@@ -84,7 +84,7 @@ def outputs_for(trials: list[dict], a_clip: np.ndarray, b_clip: np.ndarray) -> d
 @pytest.fixture
 def make_run(tmp_path):
     """``make_run(name, trials, outputs, case_extra)`` -> a rendered run directory under tmp_path."""
-    from perfkit import rundir
+    from perfkit.run import rundir
 
     def make(name: str = "run", trials: list[dict] | None = None, outputs=None, case_extra=None) -> Path:
         trials = ab_trials() if trials is None else trials

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 from run_fixtures import ab_trials, frames, make_run, outputs_for, shifted, trial  # noqa: F401 (a fixture)
 
-from perfkit.check import Thresholds, baseline_from_summary, check_frame
+from perfkit.report.check import Thresholds, baseline_from_summary, check_frame
 from perfkit.cli import cli
 
 

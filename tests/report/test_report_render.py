@@ -83,8 +83,9 @@ def test_sections_and_figures(make_run):
 
 
 def test_plots_are_linked_and_show_the_figures(make_run):
-    from perfkit import plots, timing
-    from perfkit.rundir import read_trials
+    from perfkit.report import plots
+    from perfkit.analysis import timing
+    from perfkit.run.rundir import read_trials
 
     run = make_run()
     report = (run / "report.md").read_text()
@@ -168,7 +169,7 @@ def test_bad_input_is_one_line(tmp_path):
 
 def test_a_changed_output_shows_in_quality_and_plot_title(tmp_path):
     """B's output frames off by one frame: the per-frame PSNR list the plot draws is the quality's."""
-    from perfkit import rundir
+    from perfkit.run import rundir
 
     trials = ab_trials(values=False)
     run = write_run(tmp_path / "run", trials, outputs_for(trials, frames(), shifted(frames(), 2, 192, by=1)))

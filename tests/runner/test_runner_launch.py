@@ -4,8 +4,8 @@ import os
 import sys
 import time
 
-from perfkit import stackdump
-from perfkit.launch import RankProcess, exit_text, run_ranks
+from perfkit.run import stackdump
+from perfkit.run.launch import RankProcess, exit_text, run_ranks
 
 
 def rank(tmp_path, r, code, env=None, hook=None):

@@ -3,9 +3,9 @@
 import sys
 from pathlib import Path
 
-from perfkit import case as case_mod
-from perfkit import runner
-from perfkit.runner import RunOptions, Trial, plan_trials, rank_processes, round_order
+from perfkit.run import case as case_mod
+from perfkit.run import runner
+from perfkit.run.runner import RunOptions, Trial, plan_trials, rank_processes, round_order
 
 CMD = {"name": "c", "command": ["python", "bench.py"], "variants": {"a": {}, "b": {"env": {"K": "ring"}}}}
 
@@ -92,7 +92,7 @@ def test_model_case_runs_the_bundled_worker():
     case = case_mod.validate({"name": "m", "model": {"name": "wan", "steps": 4}, "devices": 4, "processes": 2,
                               "variants": {"tp": {"options": {"plan": "tp"}}, "sp": {"options": {"plan": "sp"}}}}, "m")
     ranks = rank_processes(case, case.variant("sp"), Trial(0, "sp", 0), Path("/r/t"), False)
-    assert all(r.argv[:3] == [sys.executable, "-m", "perfkit.worker"] for r in ranks)
+    assert all(r.argv[:3] == [sys.executable, "-m", "perfkit.run.worker"] for r in ranks)
     assert '"plan": "sp"' in ranks[0].argv[3]
     assert "--xla_force_host_platform_device_count=2" in ranks[1].env["XLA_FLAGS"]
 
@@ -125,7 +125,7 @@ def test_progress_line_says_trial_variant_median_and_time_left(tmp_path):
 
 
 def test_trial_records_survive_a_torn_last_line(tmp_path):
-    from perfkit import rundir
+    from perfkit.run import rundir
 
     rundir.append_trial(tmp_path, {"index": 0})
     with open(tmp_path / "trials.jsonl", "a") as f:
@@ -137,7 +137,7 @@ def test_trial_records_survive_a_torn_last_line(tmp_path):
 def test_step_times_from_stdout_when_a_program_reports_none(tmp_path):
     """A program that cannot use the metrics protocol: ``step_regex`` reads its stdout instead (its first
     group, or the group named ``ms``); a capture that is no number is skipped."""
-    from perfkit.launch import TrialOutcome
+    from perfkit.run.launch import TrialOutcome
 
     (tmp_path / "rank0").mkdir()
     (tmp_path / "rank0" / "stdout.log").write_text("loading\nstep 0 took 12.5 ms\nstep 1 took n/a ms\n"

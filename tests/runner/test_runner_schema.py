@@ -4,7 +4,7 @@ import pytest
 import yaml
 from runner_testing import perfkit, sleeper_case
 
-from perfkit import case as case_mod
+from perfkit.run import case as case_mod
 from perfkit.errors import BadInput
 
 GOOD = {"name": "x", "model": {"name": "wan"}, "variants": {"tp": {"options": {"plan": "tp"}}, "sp": {}}}

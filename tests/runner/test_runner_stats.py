@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from perfkit import stats, timing
+from perfkit.analysis import stats
+from perfkit.analysis import timing
 
 
 def test_summarize_matches_numpy():
@@ -101,8 +102,8 @@ def test_noise_floor_is_the_aa_ci_half_width():
 
 
 def test_profiled_steps_are_kept_but_never_timed(tmp_path):
-    from perfkit.metrics import read_metrics
-    from perfkit.runner import timed_steps
+    from perfkit.run.metrics import read_metrics
+    from perfkit.run.runner import timed_steps
 
     lines = ['{"event": "step", "ms": 900}', '{"event": "step", "ms": 10}', '{"event": "step", "ms": 500, "traced": true}',
              '{"event": "step", "ms": 12}', '{"event": "step", "ms": 4, "kind": "natural"}']

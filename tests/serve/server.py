@@ -47,7 +47,7 @@ def encode(video: np.ndarray, fmt: str) -> bytes:
     if fmt == "npy":
         np.save(buf, video)
     else:
-        from perfkit.media import write_video
+        from perfkit.quality.media import write_video
 
         write_video(iter(video), buf)  # x264 CRF 18 yuv420p in Matroska
     return buf.getvalue()

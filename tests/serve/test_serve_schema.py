@@ -7,9 +7,9 @@ import pytest
 import yaml
 from serve_testing import REPO, perfkit, serve_case
 
-from perfkit import case as case_mod
+from perfkit.run import case as case_mod
 from perfkit.errors import BadInput
-from perfkit.serve_spec import fill
+from perfkit.serve.spec import fill
 
 GOOD = serve_case({"a": {}, "b": {"args": ["--max-concurrency", "2"],
                                   "serve": {"request": {"url": "/v2/generate"}}}})
@@ -158,9 +158,9 @@ def test_a_server_program_that_is_not_there_is_bad_input_before_any_trial(tmp_pa
 def test_a_server_starts_with_the_rank_environment_salt_included(tmp_path, monkeypatch):
     """A served trial's environment comes from the runner's process_env: the variant's env with
     placeholders filled, the PERFKIT_ variables, the stack-dump hook, and with --salt the caches off."""
-    from perfkit import stackdump
-    from perfkit.runner import SALT_ENV, Trial
-    from perfkit.serve import ServedTrial
+    from perfkit.run import stackdump
+    from perfkit.run.runner import SALT_ENV, Trial
+    from perfkit.serve.trial import ServedTrial
 
     monkeypatch.setenv(stackdump.OWNER_ENV, "perfkit's own")
     case = case_mod.validate(serve_case({"a": {"env": {"SERVE_PORT": "{port}"}}, "b": {}}), "c.yaml")

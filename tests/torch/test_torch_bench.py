@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 torch = pytest.importorskip("torch")
 
-from perfkit.metrics import read_metrics  # noqa: E402
+from perfkit.run.metrics import read_metrics  # noqa: E402
 from perfkit.models import torch_bench  # noqa: E402
 from perfkit.models.wan import CONFIGS  # noqa: E402
 
@@ -84,7 +84,7 @@ def test_tpu_profile_goes_to_the_trace_dir_as_xspace(tmp_path, monkeypatch):
     and no Kineto export, so the XSpace is the rank's one trace."""
     from torch.profiler import ProfilerActivity
 
-    from perfkit import torch_tpu
+    from perfkit.adapters import torch_tpu
 
     configs = []
     monkeypatch.setattr(torch_tpu, "profiler_activity", lambda: ProfilerActivity.CUDA)  # any non-CPU one

@@ -1,4 +1,4 @@
-"""perfkit.torch_tpu with fakes (torch_tpu has no CPU mode): op names by source hash, the refusal of
+"""perfkit.adapters.torch_tpu with fakes (torch_tpu has no CPU mode): op names by source hash, the refusal of
 one name with two codes, the profiler config it builds, and the XLA / libtpu flags."""
 
 import functools
@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from perfkit import torch_tpu
+from perfkit.adapters import torch_tpu
 
 
 class FakeJaxOp:

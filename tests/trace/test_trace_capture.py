@@ -124,7 +124,7 @@ def test_worker_traced_step_is_found_by_its_index(tmp_path):
     import jax
     import jax.numpy as jnp
 
-    from perfkit.worker import traced_step
+    from perfkit.run.worker import traced_step
 
     f = jax.jit(lambda x: (x @ x).sum())
     x = jnp.ones((64, 64))

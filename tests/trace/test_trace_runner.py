@@ -10,7 +10,7 @@ import pytest
 import yaml
 from trace_builders import one_step_trace
 
-from perfkit.analyze import trace_summary
+from perfkit.analysis.summary import trace_summary
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,7 +35,7 @@ def test_trace_summary_and_report_section(tmp_path):
     assert deltas == pytest.approx({"all-gather-done": -0.005, "fusion": 0.003, "copy-done": 0.002})
     assert trace_summary(tmp_path, trials[3:]) is None
 
-    from perfkit.report import _breakdown
+    from perfkit.report.markdown import _breakdown
 
     text = "\n".join(_breakdown({"breakdown": got}))
     assert "| a | 1 (1) | 0.100 | 0.010 (10%) | 0.005 (5%) | 0.000 (0%) | 0.085 (85%) |" in text

@@ -10,7 +10,8 @@ import os
 import numpy as np
 from skimage import io as skio
 
-from perfkit import media, record
+from perfkit import record
+from perfkit.quality import media
 
 for _ in range(3):
     record.step(1.0)

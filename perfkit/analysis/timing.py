@@ -13,8 +13,8 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from perfkit import stats
-from perfkit.metrics import is_timed
+from perfkit.analysis import stats
+from perfkit.run.metrics import is_timed
 
 STEP_COLUMNS = ["trial", "variant", "round", "ok", "kind", "step", "ms", "timed"]
 COMPARED = ("step_ms", "natural_step_ms")  # metrics that get a B/A ratio

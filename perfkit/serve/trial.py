@@ -30,12 +30,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from perfkit.case import Case, Variant
-from perfkit.launch import RankProcess, end_group, exit_text, rank_report, start_rank
-from perfkit.runner import PYTHON_NAMES, RunOptions, Trial, free_port, process_env, trial_salt
-from perfkit.serve_load import (RequestFailed, call, closed_loop, encode_request, resolve, take_output,
+from perfkit.run.case import Case, Variant
+from perfkit.run.launch import RankProcess, end_group, exit_text, rank_report, start_rank
+from perfkit.run.runner import PYTHON_NAMES, RunOptions, Trial, free_port, process_env, trial_salt
+from perfkit.serve.load import (RequestFailed, call, closed_loop, encode_request, resolve, take_output,
                                 wait_ready)
-from perfkit.serve_spec import ServeSpec, fill
+from perfkit.serve.spec import ServeSpec, fill
 
 REQUESTS_FILE = "requests.jsonl"
 SETTLE_S = 0.5  # after a dropped connection, how long to wait for the server to be seen exiting

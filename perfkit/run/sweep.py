@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from perfkit import case as case_mod
+from perfkit.run import case as case_mod
 
 
 def cell_dirs(run_dir: Path) -> list[Path]:

@@ -15,8 +15,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from perfkit.analyze import compared_variant
-from perfkit.quality import from_json
+from perfkit.analysis.summary import compared_variant
+from perfkit.quality.compare import from_json
 
 PLOTS_DIR = "plots"
 # (label, colour) of each part of a traced step, in perfkit.trace.breakdown order
@@ -100,7 +100,7 @@ def psnr_per_frame(psnr_db: list, title: str) -> Figure:
 def write_plots(run_dir: Path, summary: dict, steps: pd.DataFrame) -> dict[str, str]:
     """Every plot the run's figures allow, as ``{name: path relative to run_dir}``: ``step_times``,
     ``breakdown``, ``psnr`` (of the headline output), ``drift``."""
-    from perfkit.quality import plot_drift
+    from perfkit.quality.compare import plot_drift
 
     folder = run_dir / PLOTS_DIR
     a = summary["baseline"]

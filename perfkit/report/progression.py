@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from perfkit.analyze import compared_variant
-from perfkit.quality import from_json
-from perfkit.rundir import read_summary
+from perfkit.analysis.summary import compared_variant
+from perfkit.quality.compare import from_json
+from perfkit.run.rundir import read_summary
 
 
 def load_summaries(run_dir: Path) -> list[tuple[str, dict]]:
@@ -21,7 +21,7 @@ def load_summaries(run_dir: Path) -> list[tuple[str, dict]]:
     summary = read_summary(run_dir)
     if summary.get("kind") != "matrix":
         return [(run_dir.name, summary)]
-    from perfkit.sweep import cell_dirs
+    from perfkit.run.sweep import cell_dirs
 
     return [(f"{run_dir.name}/cells/{c.name}", read_summary(c))
             for c in cell_dirs(run_dir) if (c / "summary.json").is_file()]

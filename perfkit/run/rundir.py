@@ -129,7 +129,7 @@ def merge_hosts(run_dir: Path) -> list[dict]:
 def render(run_dir: Path) -> bool:
     """(Re)write summary.json and report.md from the run's files (each matrix cell, then the matrix);
     returns whether the run failed (a trial failed or hung, or the run was stopped)."""
-    from perfkit import sweep
+    from perfkit.run import sweep
 
     cells = sweep.cell_dirs(run_dir)
     if not cells:
@@ -140,7 +140,7 @@ def render(run_dir: Path) -> bool:
 
 def render_one(run_dir: Path, interrupted: bool | None = None) -> bool:
     """summary.json and report.md of one run directory (host parts merged first); True if it failed."""
-    from perfkit import analyze
+    from perfkit.analysis import summary as analyze
 
     if (run_dir / "hosts").is_dir():
         merge_hosts(run_dir)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from perfkit import stackdump
+from perfkit.run import stackdump
 
 GRACE_S = 3.0  # after a rank crashes, how long the others get to exit by themselves
 TERM_WAIT_S = 2.0  # after SIGTERM, before SIGKILL

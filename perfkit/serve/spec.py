@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from perfkit.case import check_keys
+from perfkit.run.case import check_keys
 from perfkit.errors import BadInput
 
 SERVER_KEYS = {"server": (list, None), "ready": (dict, None), "request": (dict, None), "output": (dict, None)}
@@ -280,7 +280,7 @@ def validate(top: dict, raw: dict, path: str) -> tuple[ServeSpec, dict[str, Serv
     clash = set(s["params"]) & set(PER_REQUEST + PER_SERVER)
     if clash:
         raise BadInput(f"{sorted(clash)[0]!r} is filled by perfkit", path=path, field="serve.params")
-    from perfkit.media import parse_codec
+    from perfkit.quality.media import parse_codec
 
     try:
         parse_codec(s["codec"])

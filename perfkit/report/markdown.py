@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
-from perfkit.analyze import compared_variant, summary_line
+from perfkit.analysis.summary import compared_variant, summary_line
 from perfkit.errors import BadInput, ExitCode
-from perfkit.quality import from_json, json_safe
+from perfkit.quality.compare import from_json, json_safe
 
 
 def _ms(x) -> str:
@@ -185,8 +185,8 @@ def _ranks(summary: dict) -> list[str]:
 
 
 def _failures(summary: dict) -> list[str]:
-    from perfkit.launch import exit_text
-    from perfkit.stackdump import where_threads_wait
+    from perfkit.run.launch import exit_text
+    from perfkit.run.stackdump import where_threads_wait
 
     lines = []
     for f in summary["trials"]["failed"]:
@@ -318,7 +318,7 @@ def render(summary: dict, plots: dict[str, str] | None = None) -> str:
                 "come from the trials that finished.", ""]
     out += ["## Environment", "", *_environment(summary), ""]
     if summary.get("serve"):  # a serve case: latency and outputs/min per concurrency level
-        from perfkit.serve_report import section
+        from perfkit.serve.report import section
 
         out += ["## Serving", "", *section(summary), ""]
     else:
@@ -338,8 +338,9 @@ def render(summary: dict, plots: dict[str, str] | None = None) -> str:
 
 def write(run_dir: Path, summary: dict) -> Path:
     """report.md and its plots (``plots/*.png``) of a run directory whose summary is ``summary``."""
-    from perfkit import plots, timing
-    from perfkit.rundir import read_trials
+    from perfkit.report import plots
+    from perfkit.analysis import timing
+    from perfkit.run.rundir import read_trials
 
     made = plots.write_plots(run_dir, summary, timing.steps_frame(read_trials(run_dir)))
     path = run_dir / "report.md"
@@ -357,7 +358,7 @@ def command(run_dirs, progression, out_file, as_json):
     multi-host run first); exit code 3 when a trial failed or hung. With --progression, print one
     Markdown table across the runs (each run's summary.json) instead."""
     if progression:
-        from perfkit import progression as prog
+        from perfkit.report import progression as prog
 
         frame = prog.progression_frame([prog.load_summaries(Path(d)) for d in run_dirs])
         text = json.dumps({"rows": json_safe(frame.to_dict("records"))}, indent=2) if as_json \
@@ -368,7 +369,7 @@ def command(run_dirs, progression, out_file, as_json):
         return
     if out_file or as_json:
         raise BadInput("--out and --json go with --progression", field="--out" if out_file else "--json")
-    from perfkit.rundir import render as render_run
+    from perfkit.run.rundir import render as render_run
 
     failed = False
     for d in run_dirs:

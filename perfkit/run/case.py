@@ -284,7 +284,7 @@ def validate(raw: dict, path: str = "<case>") -> Case:
             raise BadInput("a matrix entry is a non-empty list of values", path=path, field=f"matrix.{key}")
 
     if has_serve:
-        from perfkit import serve_spec
+        from perfkit.serve import spec as serve_spec
 
         top["serve"], servers = serve_spec.validate(top, raw, path)
         top["repeats"] = {"min": top["serve"].server_restarts, "max": top["serve"].server_restarts}

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from perfkit.errors import BadInput
-from perfkit.media import (DEFAULT_CODEC, LATENTS_FILE, Codec, Media, VideoFile, load_array, main_output,
+from perfkit.quality.media import (DEFAULT_CODEC, LATENTS_FILE, Codec, Media, VideoFile, load_array, main_output,
                            open_media, output_files, outputs_folder, parse_codec, prefetch, write_video)
 
 DATA_RANGE = 255
@@ -264,7 +264,7 @@ def plot_drift(table: pd.DataFrame, path: Path, title: str = "B against A") -> P
     """Relative L2 and PSNR per step, as a PNG."""
     from matplotlib.figure import Figure
 
-    from perfkit.plots import save_figure
+    from perfkit.report.plots import save_figure
 
     identical = int((table["rel_l2"] == 0).sum())  # no point on a log scale: said in the title
     fig = Figure(figsize=(6, 5))

@@ -27,14 +27,18 @@ import time
 from pathlib import Path
 from typing import Callable, TextIO
 
-from perfkit import case as case_mod
-from perfkit import envinfo, rundir, stackdump, stats, sweep
-from perfkit.case import Case, Variant
+from perfkit.run import case as case_mod
+from perfkit.run import envinfo
+from perfkit.run import rundir
+from perfkit.run import stackdump
+from perfkit.analysis import stats
+from perfkit.run import sweep
+from perfkit.run.case import Case, Variant
 from perfkit.errors import BadInput
-from perfkit.launch import RankProcess, TrialOutcome, run_ranks
-from perfkit.metrics import is_timed, read_metrics, steps_from_stdout
+from perfkit.run.launch import RankProcess, TrialOutcome, run_ranks
+from perfkit.run.metrics import is_timed, read_metrics, steps_from_stdout
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 # With --salt: caches that would let a trial skip compiling (jax's persistent cache, torch inductor's).
 SALT_ENV = {"JAX_ENABLE_COMPILATION_CACHE": "false", "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
 PYTHON_NAMES = ("python", "python3")  # a command's argv[0] that means "the Python perfkit runs in"
@@ -195,7 +199,7 @@ def rank_processes(case: Case, variant: Variant, trial: Trial, trial_dir: Path, 
             spec = {"model": case.model, "options": variant.options, "devices": case.devices,
                     "seed": case.seed, "trace_steps": case.capture["trace"],
                     "trace_dir": str(rdir / "trace"), "outputs": case.capture["outputs"]}
-            argv = [sys.executable, "-m", "perfkit.worker", json.dumps(spec)]
+            argv = [sys.executable, "-m", "perfkit.run.worker", json.dumps(spec)]
         else:
             argv = command_argv(case, variant)
         ranks.append(RankProcess(r, argv, env, rdir))
@@ -440,7 +444,7 @@ def _run_trial(case: Case, trial: Trial, run_dir: Path, options: RunOptions, hoo
     """Run one trial in fresh processes; its record, or None when it was interrupted."""
     trial_dir = run_dir / "trials" / trial.dirname
     if case.kind == "serve":
-        from perfkit import serve
+        from perfkit.serve import trial as serve
 
         return serve.run_trial(case, case.variant(trial.variant), trial, trial_dir, options, hook, on_tick)
     dump = case.capture["xla_dump"] == "all" or (case.capture["xla_dump"] == "first" and trial.round == 0)

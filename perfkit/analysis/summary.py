@@ -13,10 +13,13 @@ from pathlib import Path
 
 import numpy as np
 
-from perfkit import case as case_mod
-from perfkit import media, quality, stats, timing
-from perfkit.case import Case
-from perfkit.rundir import read_trials
+from perfkit.run import case as case_mod
+from perfkit.quality import media
+from perfkit.quality import compare as quality
+from perfkit.analysis import stats
+from perfkit.analysis import timing
+from perfkit.run.case import Case
+from perfkit.run.rundir import read_trials
 
 
 def _first_ok(trials: list[dict], variant: str) -> dict | None:
@@ -187,7 +190,7 @@ def summarize_run(run_dir: Path, *, interrupted: bool = False) -> tuple[Case, di
         "interrupted": interrupted,
     }
     if case.kind == "serve":  # per-level latency, outputs/min, served quality (perfkit.serve_analysis)
-        from perfkit import serve_analysis
+        from perfkit.serve import analysis as serve_analysis
 
         summary["serve"] = serve_analysis.summarize(case, run_dir, trials)
     summary["not_verified"] = not_verified(case, summary)
@@ -215,7 +218,7 @@ def summary_line(summary: dict, report: Path) -> str:
         missing = " and ".join(n for n, v in ((a, va), (b, vb)) if v is None)
         parts.append(f"no timed steps for {missing} -> unknown")
     if summary.get("serve"):
-        from perfkit.serve_report import headline
+        from perfkit.serve.report import headline
 
         parts.append(headline(summary))
     q = summary.get("quality")
@@ -249,7 +252,7 @@ def run_failed(summary: dict) -> bool:
 def finish(run_dir: Path, *, interrupted: bool = False) -> dict:
     """Write summary.json and report.md of a run directory and print the summary line; returns the
     summary."""
-    from perfkit import report
+    from perfkit.report import markdown as report
 
     _, summary = summarize_run(run_dir, interrupted=interrupted)
     (run_dir / "summary.json").write_text(json.dumps(quality.json_safe(summary), indent=2))
