@@ -1,0 +1,357 @@
+"""What one compiled program costs, read from its HLO text and buffer assignment (stdlib only).
+
+Per program, as XLA's ``HloCostAnalysis`` (``compiled.cost_analysis()``) defines the figures:
+
+- ``dot_flops``: dots and convolutions, from shapes and dimension numbers (2 x output elements x
+  contracted elements); ``other_flops`` apart: one per element of each elementwise op, one per reduced
+  element of a reduce; ``transcendentals`` (exp, log, tanh, rsqrt ...) counted apart again;
+- ``hbm_bytes``: every top-level op's operands and outputs (a fusion counts its own operands and outputs,
+  not what happens inside it), what XLA calls bytes accessed; parameters, constants, tuples,
+  get-tuple-element and bitcasts touch no memory;
+- ``collectives``: each with its kind, buffer, replica-group size ``n`` and the bytes one device sends over
+  the interconnect: all-gather (n-1)/n of the gathered buffer, reduce-scatter (n-1)/n of the buffer it
+  scatters, all-reduce 2(n-1)/n (a reduce-scatter then an all-gather), all-to-all (n-1)/n,
+  collective-permute, send and broadcast the whole buffer;
+- ``temp_bytes`` (preallocated temp) from the buffer assignment and ``peak_bytes`` (every allocation:
+  XLA assigns buffers statically, so their total is the program's peak) from the memory-usage report.
+
+Ops run as often as their computation: a while body ``known_trip_count`` times (once when unknown),
+the costliest branch of a conditional, a called or async-wrapped computation once per call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections import Counter
+from typing import NamedTuple
+
+from perfkit.hlo.buffers import COLLECTIVES, read_buffer_assignment, read_total_bytes
+from perfkit.hlo.dumps import DumpFiles
+from perfkit.hlo.parse import Computation, Instruction, Module, read_module
+
+DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
+               "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16, "s4": 0.5, "u4": 0.5, "s2": 0.25, "u2": 0.25,
+               "token": 0}
+TRANSCENDENTAL = frozenset({"exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "power",
+                            "sqrt", "cbrt", "rsqrt", "tanh", "sine", "cosine", "tan", "atan2", "erf"})
+ELEMENTWISE = TRANSCENDENTAL | frozenset({
+    "abs", "add", "and", "ceil", "clamp", "compare", "complex", "convert", "count-leading-zeros", "divide",
+    "floor", "imag", "is-finite", "maximum", "minimum", "multiply", "negate", "not", "or", "popcnt", "real",
+    "remainder", "round-nearest-afz", "round-nearest-even", "select", "shift-left", "shift-right-arithmetic",
+    "shift-right-logical", "sign", "subtract", "xor", "stochastic-convert"})
+NO_MEMORY = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all",
+                       "partition-id", "replica-id", "iota"})
+# Per device, the share of a collective's buffer (see ``_buffer``) that one device sends, for n devices.
+SENT_SHARE = {"all-gather": lambda n: (n - 1) / n, "reduce-scatter": lambda n: (n - 1) / n,
+              "all-reduce": lambda n: 2 * (n - 1) / n, "all-to-all": lambda n: (n - 1) / n,
+              "ragged-all-to-all": lambda n: (n - 1) / n, "collective-permute": lambda n: 1.0,
+              "collective-broadcast": lambda n: 1.0, "send": lambda n: 1.0, "recv": lambda n: 0.0}
+
+_ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
+_IOTA_GROUPS = re.compile(r"\[([\d,]+)\]<=\[")
+_TRIP_COUNT = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
+
+
+def arrays(shape: str) -> list[tuple[str, tuple[int, ...]]]:
+    """(dtype, dims) of every array in a printed shape, tuple members in order (layouts ignored)."""
+    out = []
+    for m in _ARRAY.finditer(re.sub(r"\{[^{}]*\}", "", shape)):
+        if m.group(1) in DTYPE_BYTES:
+            dims = tuple(int(d.lstrip("<=")) for d in m.group(2).split(",") if d.strip())
+            out.append((m.group(1), dims))
+    return out
+
+
+def shape_bytes(shape: str) -> int:
+    return int(sum(DTYPE_BYTES[t] * math.prod(d) for t, d in arrays(shape)))
+
+
+def shape_elements(shape: str) -> int:
+    return sum(math.prod(d) for _, d in arrays(shape))
+
+
+def _dims_attr(inst: Instruction, key: str) -> list[int]:
+    value = dict(inst.attrs).get(key, "{}").strip("{} ")
+    return [int(x) for x in value.split(",") if x.strip()]
+
+
+def group_size(inst: Instruction, devices: int) -> int:
+    """Devices taking part in each group of a collective: ``{{0,1,2,3}}``, the iota form ``[G,S]<=[N]``,
+    or every device when the groups are empty."""
+    attrs = dict(inst.attrs)
+    groups = attrs.get("replica_groups")
+    if groups is None and "source_target_pairs" in attrs:
+        return devices
+    if groups:
+        iota = _IOTA_GROUPS.match(groups.strip())
+        if iota:
+            return int(iota.group(1).split(",")[-1])
+        first = re.search(r"\{([\d,\s]+)\}", groups)
+        if first:
+            return len([x for x in first.group(1).split(",") if x.strip()])
+    return devices
+
+
+class Collective(NamedTuple):
+    kind: str           # all-gather, reduce-scatter, all-reduce, all-to-all, collective-permute ...
+    instruction: str
+    shape: str          # the buffer the share applies to, as printed
+    buffer_bytes: int
+    group: int          # devices in its replica group
+    sent_bytes: float   # per device, over the interconnect
+    times: int          # how often one step runs it (while trip counts)
+
+
+@dataclasses.dataclass
+class ProgramCost:
+    """One program's figures (see the module docstring); ``as_json`` is the ``perfkit cost --json`` form."""
+
+    module: str
+    file: str
+    devices: int
+    dot_flops: float = 0.0
+    other_flops: float = 0.0
+    transcendentals: float = 0.0
+    hbm_bytes: float = 0.0
+    collectives: list[Collective] = dataclasses.field(default_factory=list)
+    temp_bytes: int | None = None
+    peak_bytes: int | None = None
+
+    @property
+    def interconnect_bytes(self) -> float:
+        return sum(c.sent_bytes * c.times for c in self.collectives)
+
+    def by_kind(self) -> dict[str, dict]:
+        """Per collective kind: how many a step runs, the bytes of their buffers, the bytes a device sends."""
+        out: dict[str, dict] = {}
+        for c in self.collectives:
+            row = out.setdefault(c.kind, {"count": 0, "buffer_bytes": 0, "sent_bytes": 0.0})
+            row["count"] += c.times
+            row["buffer_bytes"] += c.buffer_bytes * c.times
+            row["sent_bytes"] += c.sent_bytes * c.times
+        return dict(sorted(out.items()))
+
+    def shapes(self) -> Counter:
+        """(kind, buffer shape without layout) -> count: what ``describe_change`` compares."""
+        return Counter({k: n for k, n in Counter(
+            (c.kind, re.sub(r"\{[^{}]*\}", "", c.shape)) for c in self.collectives for _ in range(c.times)).items()})
+
+    def as_json(self) -> dict:
+        return {"module": self.module, "file": self.file, "devices": self.devices,
+                "flops": self.dot_flops + self.other_flops, "dot_flops": self.dot_flops,
+                "other_flops": self.other_flops, "transcendentals": self.transcendentals,
+                "hbm_bytes": self.hbm_bytes, "interconnect_bytes": self.interconnect_bytes,
+                "collectives": self.by_kind(), "temp_bytes": self.temp_bytes, "peak_bytes": self.peak_bytes}
+
+
+class _Counter:
+    """Walks one module's computations, adding each op's cost times how often it runs."""
+
+    def __init__(self, module: Module, devices: int):
+        self.module = module
+        self.devices = devices
+        self.roots = {c.name: next((i for i in c.instructions if i.root), None) for c in module.computations.values()}
+        self.cost = ProgramCost(module.name, module.path, devices)
+
+    def shapes_of(self, comp: Computation) -> dict[str, str]:
+        return {i.name: i.shape for i in comp.instructions}
+
+    # -- FLOPs: any computation, fused or not
+
+    def flops(self, name: str) -> tuple[float, float, float]:
+        """(dot, other, transcendental) FLOPs of one run of computation ``name`` and what it calls."""
+        comp = self.module.computations.get(name)
+        if comp is None:
+            return 0.0, 0.0, 0.0
+        shapes = self.shapes_of(comp)
+        dot = other = trans = 0.0
+        for inst in comp.instructions:
+            d, o, t = self.inst_flops(inst, shapes)
+            dot, other, trans = dot + d, other + o, trans + t
+        return dot, other, trans
+
+    def inst_flops(self, inst: Instruction, shapes: dict[str, str]) -> tuple[float, float, float]:
+        op = inst.opcode
+        if op == "dot":
+            lhs = arrays(shapes.get(inst.operands[0], ""))
+            contracted = math.prod(lhs[0][1][k] for k in _dims_attr(inst, "lhs_contracting_dims")) if lhs else 0
+            return 2.0 * shape_elements(inst.shape) * contracted, 0.0, 0.0
+        if op == "convolution":
+            return self.conv_flops(inst, shapes), 0.0, 0.0
+        if op in ELEMENTWISE:
+            n = float(shape_elements(inst.shape))
+            return (0.0, 0.0, n) if op in TRANSCENDENTAL else (0.0, n, 0.0)
+        if op in ("reduce", "reduce-window") and inst.calls:
+            # XLA: the reducer's FLOPs once per reduced element (input elements less output elements).
+            inputs = sum(shape_elements(shapes.get(o, "")) for o in inst.operands[:len(inst.operands) // 2])
+            applied = max(inputs - shape_elements(inst.shape), 0)
+            d, o, t = self.flops(inst.calls[-1])
+            return d * applied, o * applied, t * applied
+        if op in ("all-reduce", "all-reduce-start") and inst.calls:
+            # XLA: the reducer once per element of the result.
+            d, o, t = self.flops(inst.calls[-1])
+            n = shape_elements(self.output_shape(inst))
+            return d * n, o * n, t * n
+        if op in ("fusion", "call", "async-start", "custom-call", "map") and inst.calls:
+            return self.sum_calls(inst.calls)
+        if op == "while":
+            times = self.trip_count(inst)
+            d, o, t = self.sum_calls(inst.calls)
+            return d * times, o * times, t * times
+        if op == "conditional" and inst.calls:
+            return max((self.flops(c) for c in inst.calls), key=sum)
+        return 0.0, 0.0, 0.0
+
+    def sum_calls(self, calls) -> tuple[float, float, float]:
+        parts = [self.flops(c) for c in calls]
+        return tuple(sum(p[k] for p in parts) for k in range(3))
+
+    def conv_flops(self, inst: Instruction, shapes: dict[str, str]) -> float:
+        """2 x output elements x (kernel elements / output features / batch groups)."""
+        labels = dict(inst.attrs).get("dim_labels", "")
+        kernel = arrays(shapes.get(inst.operands[1], "")) if len(inst.operands) > 1 else []
+        if not kernel or "_" not in labels:
+            return 0.0
+        rhs = labels.split("_")[1].split("->")[0]
+        out_features = kernel[0][1][rhs.index("o")] if "o" in rhs else 1
+        batch_groups = int(dict(inst.attrs).get("batch_group_count", "1"))
+        return 2.0 * shape_elements(inst.shape) * math.prod(kernel[0][1]) / out_features / batch_groups
+
+    @staticmethod
+    def trip_count(inst: Instruction) -> int:
+        m = _TRIP_COUNT.search(dict(inst.attrs).get("backend_config", ""))
+        return int(m.group(1)) if m else 1
+
+    # -- bytes and collectives: the ops that run at the top (not inside fusions or reducers)
+
+    def walk(self, name: str, times: int) -> None:
+        comp = self.module.computations.get(name)
+        if comp is None:
+            return
+        shapes = self.shapes_of(comp)
+        for inst in comp.instructions:
+            self.top_level(inst, shapes, times)
+
+    def top_level(self, inst: Instruction, shapes: dict[str, str], times: int) -> None:
+        op = inst.opcode
+        if op == "while":
+            for c in inst.calls:
+                self.walk(c, times * self.trip_count(inst))
+            return
+        if op == "call":
+            for c in inst.calls:
+                self.walk(c, times)
+            return
+        if op == "conditional" and inst.calls:  # counted as its costliest branch
+            self.walk(max(inst.calls, key=lambda c: sum(self.flops(c))), times)
+            return
+        kind = self.collective_kind(inst)
+        if kind is not None:
+            self.cost.collectives.append(self.collective(kind, inst, shapes, times))
+        if op in NO_MEMORY or op.endswith("-done") or op == "async-update":
+            return
+        if op == "fusion" and inst.calls and inst.calls[0] in self.module.computations:
+            self.cost.hbm_bytes += times * self.fusion_bytes(inst)
+            return
+        operand_bytes = sum(shape_bytes(shapes.get(o, "")) for o in inst.operands)
+        self.cost.hbm_bytes += times * (operand_bytes + shape_bytes(self.output_shape(inst)))
+
+    def fusion_bytes(self, inst: Instruction) -> float:
+        """A fusion's operands as its body reads them, and its output (as XLA's HandleFusion): a parameter
+        only sliced is read as the slices; one updated in place (dynamic-update-slice operand 0) is not
+        read, and such a root writes only its update."""
+        body = self.module.computations[inst.calls[0]]
+        users: dict[str, list[Instruction]] = {}
+        for i in body.instructions:
+            for o in i.operands:
+                users.setdefault(o, []).append(i)
+        total = 0.0
+        for param in (i for i in body.instructions if i.opcode == "parameter"):
+            total += self.read_bytes(param, users)
+        root = self.roots[body.name]
+        while root is not None and root.opcode == "bitcast":
+            root = next((i for i in body.instructions if i.name == root.operands[0]), None)
+        if root is not None and root.opcode == "dynamic-update-slice":
+            update = next((i for i in body.instructions if i.name == root.operands[1]), None)
+            return total + (shape_bytes(update.shape) if update is not None else 0)
+        return total + shape_bytes(inst.shape)
+
+    @staticmethod
+    def read_bytes(param: Instruction, users: dict[str, list[Instruction]]) -> float:
+        size, whole_read = 0.0, False
+        for user in users.get(param.name, ()):
+            if user.opcode == "slice" or (user.opcode == "dynamic-slice" and user.operands[0] == param.name):
+                size += shape_bytes(user.shape)
+            elif user.opcode == "dynamic-update-slice" and user.operands[0] == param.name:
+                continue
+            elif not whole_read:
+                whole_read = True
+                size += shape_bytes(param.shape)
+        return size
+
+    def output_shape(self, inst: Instruction) -> str:
+        """What an op writes: an async start's result, not the operand aliases its tuple repeats."""
+        if inst.opcode.endswith("-start") and inst.shape.startswith("("):
+            parts = arrays(inst.shape)
+            return "" if len(parts) < 2 else f"{parts[1][0]}[{','.join(map(str, parts[1][1]))}]"
+        return inst.shape
+
+    def collective_kind(self, inst: Instruction) -> str | None:
+        op = inst.opcode
+        if op == "async-start":
+            root = self.roots.get(inst.calls[0]) if inst.calls else None
+            return root.opcode if root is not None and root.opcode in COLLECTIVES else None
+        base = op.removesuffix("-start")
+        return base if base in COLLECTIVES and not op.endswith("-done") else None
+
+    def collective(self, kind: str, inst: Instruction, shapes: dict[str, str], times: int) -> Collective:
+        target = inst
+        operand_shapes = [shapes.get(o, "") for o in inst.operands]
+        if inst.opcode == "async-start":  # the wrapped collective's own operands and output
+            target = self.roots[inst.calls[0]]
+            inner = self.shapes_of(self.module.computations[inst.calls[0]])
+            operand_shapes = [inner.get(o, "") for o in target.operands]
+            output = target.shape
+        else:
+            output = self.output_shape(inst)
+        # all-gather: the gathered output; every other kind: what goes in.
+        buffer = output if kind == "all-gather" else " ".join(operand_shapes)
+        if kind in ("collective-permute", "all-to-all") and not buffer.strip():
+            buffer = output
+        n = group_size(target, self.devices)
+        size = shape_bytes(buffer)
+        return Collective(kind, inst.name, buffer.strip(), size, n, size * SENT_SHARE[kind](n) if n > 1 else 0.0, times)
+
+
+_DEVICES = re.compile(r"num_partitions=(\d+)")
+_REPLICAS = re.compile(r"replica_count=(\d+)")
+
+
+def module_devices(text_header: str) -> int:
+    """Devices a module runs on, from its header (``num_partitions`` x ``replica_count``, 1 when unsaid)."""
+    parts = _DEVICES.search(text_header)
+    replicas = _REPLICAS.search(text_header)
+    return (int(parts.group(1)) if parts else 1) * (int(replicas.group(1)) if replicas else 1)
+
+
+def program_cost(module: Module, devices: int = 1) -> ProgramCost:
+    """The figures of one parsed module; ``devices`` sizes collectives whose replica groups are empty."""
+    counter = _Counter(module, devices)
+    counter.cost.dot_flops, counter.cost.other_flops, counter.cost.transcendentals = counter.flops(module.entry)
+    counter.walk(module.entry, 1)
+    return counter.cost
+
+
+def dump_cost(files: DumpFiles) -> ProgramCost:
+    """One dumped module's cost, with its temp and peak memory where the buffer files were dumped."""
+    module = read_module(files.hlo)
+    with open(files.hlo) as f:
+        header = f.readline()
+    cost = program_cost(module, module_devices(header))
+    if files.buffer_assignment is not None:
+        cost.temp_bytes = read_buffer_assignment(files.buffer_assignment).temp_bytes
+    if files.memory_report is not None:
+        cost.peak_bytes = read_total_bytes(files.memory_report)
+    return cost
