@@ -27,6 +27,13 @@ def _ms(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return out.rename(columns={c: c.removesuffix("_ps") for c in columns})
 
 
+def _readable(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Kernel and op names in ``columns`` shortened to fit a text table (``perfkit.trace.names``)."""
+    from perfkit.trace.names import readable
+
+    return readable(frame, columns)
+
+
 def _json_rows(frame: pd.DataFrame) -> list[dict]:
     return json.loads(frame.to_json(orient="records"))
 
@@ -97,7 +104,7 @@ def diff(a, b, by, top, step_pattern, as_json):
         lambda v: "new" if pd.isna(v) else f"{v:+.1f}")
     for c in ("a_count", "b_count"):
         shown[c] = shown[c].map(lambda v: f"{v:g}")
-    click.echo(_ms(shown, ["a_ps", "b_ps", "delta_ps"]).to_string(index=False))
+    click.echo(_ms(_readable(shown, ["key"]), ["a_ps", "b_ps", "delta_ps"]).to_string(index=False))
     if len(table) > top:
         click.echo(f"... {len(table) - top} more rows (-n, --json)")
     click.echo("\ntotals by category (ms):")
@@ -117,6 +124,7 @@ def tail(paths, k, as_json):
     if as_json:
         click.echo(json.dumps({"chips": _json_rows(chips), "last_ops": _json_rows(last)}, indent=1))
         return
+    chips = _readable(chips, ["at_first_stop_name", "at_first_stop_kind"])
     first = chips.iloc[0]
     others = chips.iloc[1:]
     click.echo(f"first to stop: rank {first['rank']} device {first['device']}, "
@@ -127,7 +135,7 @@ def tail(paths, k, as_json):
     click.echo("\nchips, earliest stop first (ms):")
     click.echo(_ms(chips, ["last_end_ps", "before_last_ps"]).to_string(index=False))
     click.echo(f"\nlast {k} ops per chip (ms from the trace start):")
-    click.echo(_ms(last, ["start_ps", "end_ps", "dur_ps"]).to_string(index=False))
+    click.echo(_ms(_readable(last, ["name", "kind"]), ["start_ps", "end_ps", "dur_ps"]).to_string(index=False))
 
 
 @trace.command()
