@@ -10,10 +10,10 @@ One row per event. Columns:
 | line | category | XLine / stream / thread the event sits on |
 | name | category | event name |
 | kind | category | device ops: opcode or kernel kind (``perfkit.trace.classify``); "" otherwise |
-| category | category | ``compute`` / ``ici`` / ``dma`` for device ops; ``step``, ``module``, ``host``, ``other`` |
+| category | category | ``compute`` / ``ici`` / ``dma`` for device ops; ``step``, ``module``, ``host``, ``other``, ``dcn`` |
 | start_ps, dur_ps | int64 | start from the frame's origin (``attrs["origin_ns"]``, wall clock), duration |
 | hlo_op, hlo_module | category | HLO instruction and module where known |
-| program_id | int64 | XLA program id (-1 unknown) |
+| program_id | UInt64 | XLA program id (pandas nullable: ``<NA>`` unknown; TPU ids are 64-bit fingerprints) |
 | step | int32 | step of a device op or number of a step marker (-1 none; ``perfkit.trace.steps``) |
 | shape | category | output shape of the op where known |
 | stall_ps | int64 | local DMA stall inside the op (TPU ``dma_stall_duration_ps``) |
@@ -119,8 +119,11 @@ def _classify(raw: RawTrace) -> dict:
     and op identity, so per-identity tables fill whole columns: no gathered copies of the op rows."""
     cols, strings = raw.columns, raw.strings
     role, hlo_op, hlo_module, program_id = cols["role"], cols["hlo_op"], cols["hlo_module"], cols["program_id"]
-    narrow = program_id.size and program_id.min() >= -1 and program_id.max() < 2**31  # a key part as it is
-    programs = program_id if narrow else pd.factorize(program_id, size_hint=_FEW)[0]
+    known = cols["program_known"]
+    if program_id.max(initial=0) < 2**31:  # a key part as it is, -1 unknown
+        programs = np.where(known, program_id.astype(np.int64), -1)
+    else:
+        programs = pd.factorize(pd.arrays.IntegerArray(program_id, ~known), size_hint=_FEW)[0]
     key = _packed_key([role, cols["name"], hlo_op, cols["hlo_category"], programs])
     del programs
     identity, first = pd.factorize(key, size_hint=_FEW)
@@ -132,7 +135,7 @@ def _classify(raw: RawTrace) -> dict:
         if role[r] != ROLES["op"]:
             continue
         text = lambda col: strings.values[cols[col][r]] if cols[col][r] >= 0 else ""  # noqa: E731
-        program = raw.programs.get(int(program_id[r]))
+        program = raw.programs.get(int(program_id[r])) if known[r] else None
         c = classes[i] = classify.classify(text("name"), text("hlo_op"), program, text("hlo_category"))
         hlo_table[i] = strings.code(c.hlo_op) if c.hlo_op else -1
         if module_table[i] < 0 and program is not None:
@@ -194,7 +197,7 @@ def _frame(raw: RawTrace, pattern: re.Pattern | None, shift_ps: int) -> pd.DataF
         "dur_ps": cols["dur_ps"],
         "hlo_op": _categorical(cols.pop("hlo_op"), values),
         "hlo_module": _categorical(cols.pop("hlo_module"), values),
-        "program_id": cols["program_id"],
+        "program_id": pd.arrays.IntegerArray(cols["program_id"], ~cols.pop("program_known")),
         "step": step,
         "shape": classes["shape"],
         "stall_ps": cols["stall_ps"],
@@ -209,7 +212,7 @@ def concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     if len(frames) == 1:
         return frames[0]
     out = {c: (union_categoricals([f[c] for f in frames]) if c in CATEGORICAL
-               else np.concatenate([f[c].to_numpy() for f in frames])) for c in frames[0].columns}
+               else pd.concat([f[c] for f in frames], ignore_index=True).array) for c in frames[0].columns}
     return pd.DataFrame(out, copy=False)
 
 
@@ -242,6 +245,10 @@ def load(paths: list[str | Path], step_pattern: str | None = None) -> pd.DataFra
         hint = _rank_hint(f)
         raws.append(_read(f, hint if hint is not None else hosts.setdefault(f.name.split(".")[0], len(hosts))))
     origin = min(r.origin_ns for r in raws)
+    for f, r in zip(files, raws):
+        if (r.origin_ns - origin) * 1000 >= 2**62:  # past int64 picoseconds
+            raise BadInput(f"starts {(r.origin_ns - origin) / 86400e9:.0f} days after another trace given: pass one "
+                           "run's traces at a time", path=f)
     frames = [_frame(r, pattern, (r.origin_ns - origin) * 1000) for r in raws]
     _one_file_per_step(frames, files)
     out = concat(frames)

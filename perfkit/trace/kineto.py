@@ -76,7 +76,8 @@ def read(path: Path, rank: int) -> RawTrace:
         "name": strings.codes(names), "line": lines.codes(tids), "device": device, "role": role,
         "start_ps": np.rint((ts_us - origin_us) * 1e6).astype(np.int64),
         "dur_ps": np.rint(np.maximum(dur_us, 0) * 1e6).astype(np.int64),
-        "step": np.full(n, -1, np.int32), "program_id": np.full(n, -1, np.int64), "stall_ps": np.zeros(n, np.int64),
+        "step": np.full(n, -1, np.int32), "program_id": np.zeros(n, np.uint64),
+        "program_known": np.zeros(n, bool), "stall_ps": np.zeros(n, np.int64),
         "hlo_op": np.full(n, -1, np.int32), "hlo_module": np.full(n, -1, np.int32),
         "hlo_category": np.full(n, -1, np.int32),
     }

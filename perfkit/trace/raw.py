@@ -11,8 +11,9 @@ import numpy as np
 from perfkit.trace.programs import Programs
 
 # What an event is, before classification: a device op (classified into compute / ici / dma), a step
-# marker, a module span, host activity, or another device-side event (counters, overlays).
-ROLES = {"op": 0, "step": 1, "module": 2, "host": 3, "other": 4}
+# marker, a module span, host activity, another device-side event (async op spans, overlays), or a DCN
+# (cross-slice, Megascale) transfer.
+ROLES = {"op": 0, "step": 1, "module": 2, "host": 3, "other": 4, "dcn": 5}
 
 
 class StringTable:
@@ -39,7 +40,8 @@ class RawTrace(NamedTuple):
     name, hlo_op, hlo_module, hlo_category: int32 codes into ``strings`` (-1 absent); line: int32 index
     into ``lines``; device: int32 (-1 host); role: int8 (``ROLES``); start_ps: int64 from ``origin_ns``;
     dur_ps, stall_ps (local DMA stall inside the op): int64; step: int32 step number of a step marker
-    (-1 otherwise or unknown); program_id: int64 (-1 unknown).
+    (-1 otherwise or unknown); program_id: uint64 (a 64-bit fingerprint on TPUs), meaningful where the
+    bool ``program_known`` is set (no value of the whole uint64 range is free to mean "unknown").
     """
 
     path: Path

@@ -5,7 +5,8 @@ the ``Steps`` line of a TPU plane (per chip); step annotations (``StepTraceAnnot
 stat, Kineto ``ProfilerStep#N``), which hold for every device of their rank. A marker's step number is
 its ``step_num`` / ``group_id`` stat, else the first number in its name, else its order. An op belongs
 to the marker window ``[start, end)`` holding its start; ops outside every window get step -1, and so
-do all ops of a trace without markers (then the whole trace is one span).
+do all ops of a trace without markers (then the whole trace is one span). DCN transfers are placed like
+ops; those of the whole host (device -1) in the first chip's windows when the host has no markers.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | 
     if not midx.size:
         return step, "none"
     numbers = _marker_numbers(names, cols["name"][midx], cols["step"][midx], pattern)
-    ops = role == ROLES["op"]
+    ops = (role == ROLES["op"]) | (role == ROLES["dcn"])
     for dev in np.unique(device):  # (not device[ops]: a copy of the column)
         which = np.flatnonzero(ops & (device == dev))
         if not which.size:
@@ -60,6 +61,8 @@ def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | 
         mine = midx[device[midx] == dev]
         if not mine.size:
             mine = midx[device[midx] == -1]
+        if not mine.size and dev < 0:  # host-wide DCN transfers: the first chip's steps
+            mine = midx[device[midx] == device[midx].min()]
         if not mine.size:
             continue
         order = np.argsort(start[mine], kind="stable")

@@ -312,6 +312,9 @@ def read(path: Path, rank: int) -> RawTrace:
                 line_names.append(line.display_name or line.name)
                 stamps.append(line.timestamp_ns)
                 base_ps = (line.timestamp_ns - stamps[0]) * 1000
+                if abs(base_ps) >= 2**62:
+                    raise BadInput(f"line {line.name!r} of {plane_proto.name} starts {base_ps / 1e12 / 86400:.0f} days "
+                                   "from the first line read (timestamps of different clocks?)", path=path)
                 for at in range(0, starts.size, CHUNK):
                     try:
                         cols = _decode_events(buf, starts[at:at + CHUNK], ends[at:at + CHUNK], plane, strings)
@@ -326,6 +329,11 @@ def read(path: Path, rank: int) -> RawTrace:
     columns["start_ps"] += (stamps[0] - origin_ns) * 1000  # in place: from the earliest line's timestamp
     return RawTrace(path=path, rank=rank, host=host, origin_ns=origin_ns, columns=columns, strings=strings,
                     lines=line_names, programs=_programs(metadata_planes, path))
+
+
+def _int32(values: np.ndarray) -> np.ndarray:
+    """int64 stats >= -1 as int32, -1 where they do not fit (no device or step is numbered that high)."""
+    return np.where(values < 2**31, values, -1).astype(np.int32)
 
 
 def _resolve(cols: dict[str, np.ndarray], plane: _Plane, role: int, line_code: int, base_ps: int,
@@ -343,16 +351,16 @@ def _resolve(cols: dict[str, np.ndarray], plane: _Plane, role: int, line_code: i
     n = md.size
     if plane.kind == "dcn":  # DCN transfers of the chip they name, else of the host
         roles = np.full(n, role, np.int8)
-        device = cols["device_ordinal"].astype(np.int32)
+        device = _int32(cols["device_ordinal"])
     elif plane.kind == "host":
         roles = np.full(n, ROLES["host"], np.int8)
         roles[(cols["hlo_op"] >= 0) & (cols["device_ordinal"] >= 0)] = ROLES["op"]
         roles[cols["step_num"] >= 0] = ROLES["step"]
-        device = np.where(roles == ROLES["op"], cols["device_ordinal"], -1).astype(np.int32)
+        device = np.where(roles == ROLES["op"], _int32(cols["device_ordinal"]), -1).astype(np.int32)
     else:
         roles = np.full(n, role, np.int8)
         device = np.full(n, plane.device, np.int32)
-    step = np.where(cols["step_num"] >= 0, cols["step_num"], cols["group_id"]).astype(np.int32)
+    step = _int32(np.where(cols["step_num"] >= 0, cols["step_num"], cols["group_id"]))
     step[roles != ROLES["step"]] = -1
     out.add(name=plane.names[md], line=np.full(n, line_code, np.int32), device=device, role=roles,
             start_ps=cols["offset_ps"] + base_ps, dur_ps=cols["dur_ps"], step=step,

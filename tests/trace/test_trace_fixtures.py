@@ -24,7 +24,7 @@ def test_rocm_xplane_eight_gpus(fixtures_dir):
 
 
 def test_kineto_two_ranks(fixtures_dir):
-    ev = events.load([fixtures_dir / "kineto"])
+    ev = events.load([fixtures_dir / "kineto" / f"rank-{r}.json.gz" for r in (0, 1)])
     ops = events.device_ops(ev)
     assert sorted(ops["rank"].unique()) == [0, 1]  # from distributedInfo.rank
     nccl = ops[ops["name"].astype(str).str.startswith("ncclKernel_SendRecv")]
