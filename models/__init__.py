@@ -32,6 +32,11 @@ class Family:
     param_specs: Callable[[Any], Any]
     forward: Callable[..., Any]
     description: str
+    published_blocks: dict[str, int]  # config field -> the published model's block count
+
+    def whole(self, config):
+        """A config (name or object) with the published model's block counts."""
+        return dataclasses.replace(self.config(config), **self.published_blocks)
 
     def config(self, config):
         """A config by name, or a config object passed through."""
@@ -48,7 +53,7 @@ def get(name: str) -> Family:
         raise BadInput(f"unknown model {name!r}; known: {', '.join(sorted(FAMILIES))}", field="model.name")
     mod = importlib.import_module(FAMILIES[name])
     doc = (mod.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
-    return Family(name, mod.CONFIGS, mod.streams, mod.param_specs, mod.forward, doc)
+    return Family(name, mod.CONFIGS, mod.streams, mod.param_specs, mod.forward, doc, mod.PUBLISHED_BLOCKS)
 
 
 # Variant options the bundled worker acts on itself; every other option belongs to the plan.

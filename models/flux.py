@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from perfkit.models.mmdit import MMDiTConfig, forward, param_specs, streams
 
-__all__ = ["CONFIGS", "forward", "param_specs", "streams"]
+__all__ = ["CONFIGS", "PUBLISHED_BLOCKS", "forward", "param_specs", "streams"]
+
+# The published model's block counts (``perfkit cost --model`` costs the whole model): FLUX.1-dev.
+PUBLISHED_BLOCKS = {"double_blocks": 19, "single_blocks": 38}
 
 CONFIGS = {
     "tiny": MMDiTConfig(grid=(1, 8, 8), text_len=16),

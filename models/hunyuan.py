@@ -13,9 +13,13 @@ import dataclasses
 
 from perfkit.models.mmdit import MMDiTConfig, forward, param_specs, streams
 
-__all__ = ["CONFIGS", "forward", "param_specs", "streams"]
+__all__ = ["CONFIGS", "PUBLISHED_BLOCKS", "forward", "param_specs", "streams"]
 
 _HUNYUAN = MMDiTConfig(latent="video", text_first=False, chunks="contiguous")
+
+# The published model's block counts (``perfkit cost --model`` costs the whole model): HunyuanVideo,
+# 20 dual-stream and 40 single-stream blocks (Kong et al. 2024, the 13B model).
+PUBLISHED_BLOCKS = {"double_blocks": 20, "single_blocks": 40}
 
 CONFIGS = {
     # 64 video + 12 text rows: at 4 devices the chunks of 19 rows straddle the boundary.

@@ -43,6 +43,9 @@ class LTX2Config(L.DiTConfig):
         return L.video_rope_axes(self.head_dim)
 
 
+# The published model's block counts (``perfkit cost --model`` costs the whole model): LTX-2, 48 blocks.
+PUBLISHED_BLOCKS = {"blocks": 48}
+
 CONFIGS = {
     # 90 video rows: as the real shape, they do not split over 4 devices (sequence plans need ``pad``).
     "tiny": LTX2Config(),

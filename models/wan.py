@@ -30,6 +30,9 @@ class WanConfig(L.DiTConfig):
         return L.video_rope_axes(self.head_dim)
 
 
+# The published model's block counts (``perfkit cost --model`` costs the whole model): Wan 2.1 14B.
+PUBLISHED_BLOCKS = {"blocks": 40}
+
 CONFIGS = {
     "tiny": WanConfig(),
     # Wan 2.1 14B block dimensions, 480x832 x 21 latent frames / (1, 2, 2) patches; few blocks.

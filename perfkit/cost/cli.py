@@ -1,0 +1,129 @@
+"""``perfkit cost``: what each program and each step costs, and the roofline bound on a chip.
+
+On dumps (a dump folder, rank folders, a run directory) it reads HLO text only: no jax. ``--model``
+lowers a bundled model on paper (``perfkit.cost.paper``), which needs jax.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+
+from perfkit.cost import chips
+from perfkit.cost.programs import cost_block, resolve, run_costs
+from perfkit.cost.roofline import describe, roofline
+from perfkit.errors import BadInput
+
+MIB = 1 << 20
+
+
+def _count(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def _bytes(x: float | None) -> str:
+    return "-" if x is None else f"{x / MIB:.4g} MiB"
+
+
+def program_lines(label: str, step: dict, roof: dict | None) -> list[str]:
+    """A step's figures in words, and its roofline where a chip is known."""
+    where = f" ({step['file']})" if step.get("file") else ""
+    lines = [f"{label}: step program {step['module']}{where}",
+             f"  FLOPs {_count(step['flops'])} (dots {_count(step['dot_flops'])}, other {_count(step['other_flops'])}, "
+             f"transcendentals {_count(step['transcendentals'])}); HBM {_bytes(step['hbm_bytes'])}; "
+             f"temp {_bytes(step['temp_bytes'])}, peak {_bytes(step['peak_bytes'])}"]
+    kinds = step["collectives"]
+    lines.append("  collectives: " + ("; ".join(
+        f"{k['count']} {kind} ({_bytes(k['buffer_bytes'])} of buffers, {_bytes(k['sent_bytes'])} sent a device)"
+        for kind, k in kinds.items()) if kinds else "none"))
+    if roof is not None:
+        lines.append("  roofline " + describe(roof))
+    return lines
+
+
+def _paper(model, config, rows, plan_name, options, devices, guidance, config_blocks) -> tuple[str, dict]:
+    # Simulated CPU devices must be asked for before jax starts; on paper nothing runs on an accelerator.
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "device_count" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices}".strip()
+    # jax and the models: only for --model (cost on dumps stays jax-free).
+    from perfkit import models
+    from perfkit.cost.paper import paper_cost, with_rows
+    from perfkit.models.plans import make_plan
+
+    family = models.get(model)
+    cfg = family.config(config) if config_blocks else family.whole(config)
+    if rows is not None:
+        cfg = with_rows(cfg, rows)
+    plan = make_plan(plan_name, **options)
+    label = f"{model} {config} {plan_name} x{devices}"
+    return label, paper_cost(model, cfg, plan, devices, guidance=guidance)
+
+
+def _options(pairs: tuple[str, ...]) -> dict:
+    out = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq:
+            raise BadInput(f"{pair!r} is not KEY=VALUE", field="--option")
+        out[key] = {"true": True, "false": False}.get(value.lower(), value)
+    return out
+
+
+@click.command("cost")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--chip", "chip_name", metavar="NAME", help=f"Roofline on this chip ({', '.join(chips.CHIPS)}); "
+              "default: the run's own devices.")
+@click.option("--step-module", metavar="TEXT", help="The step is the program whose name contains TEXT.")
+@click.option("--model", metavar="NAME", help="Cost a bundled model on paper instead (lowered, never run).")
+@click.option("--config", default="real", show_default=True, help="--model: its config.")
+@click.option("--rows", type=click.IntRange(min=1), help="--model: latent rows (frames change, frame size kept).")
+@click.option("--plan", "plan_name", default="sp", show_default=True, help="--model: the plan.")
+@click.option("--option", "plan_options", multiple=True, metavar="KEY=VALUE", help="--model: a plan option.")
+@click.option("--devices", type=click.IntRange(min=1), default=4, show_default=True, help="--model: devices.")
+@click.option("--guidance", type=float, default=None, help="--model: CFG scale (a batch of 2); default none.")
+@click.option("--config-blocks", is_flag=True, help="--model: the config's block counts, not the published model's.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: cost and roofline per program set.")
+def cost(paths, chip_name, step_module, model, config, rows, plan_name, plan_options, devices, guidance,
+         config_blocks, as_json):
+    """FLOPs, HBM bytes, collectives and memory of each step, and its roofline bound on a chip.
+
+    PATHS: run directories (each variant's first trial with XLA dumps), dump folders or rank folders.
+    Or --model NAME: a bundled model lowered on paper at its published block counts."""
+    chip = chips.chip(chip_name) if chip_name else None
+    if bool(paths) == bool(model):
+        raise BadInput("give PATHS (dumps or a run directory) or --model, one of them", field="--model")
+    blocks: dict[str, dict] = {}
+    lines: dict[str, dict] = {}
+    if model:
+        label, step = _paper(model, config, rows, plan_name, _options(plan_options), devices, guidance, config_blocks)
+        blocks[label] = {"dumps": None, "programs": [], "step": step}
+        if chip is not None:
+            lines[label] = roofline(step, chip)
+    for path in paths:
+        if (Path(path) / "trials").is_dir():
+            summary_file = Path(path) / "summary.json"
+            summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
+            found, roofs = run_costs(Path(path), summary, chip)
+            prefix = "" if len(paths) == 1 else f"{path}:"
+            blocks.update({prefix + v: b for v, b in found.items()})
+            lines.update({prefix + v: r for v, r in roofs.items()})
+            continue
+        for label, folder in resolve([path]).items():
+            block = cost_block(folder, chip, step_module=step_module)
+            roof = block.pop("roofline")
+            blocks[label] = block
+            if roof is not None:
+                lines[label] = roof
+    if as_json:
+        click.echo(json.dumps({"cost": blocks, "roofline": lines}, indent=2))
+        return
+    for label, block in blocks.items():
+        for line in program_lines(label, block["step"], lines.get(label)):
+            click.echo(line)
+    if not lines:
+        click.echo(f"no roofline: the chip is unknown (give --chip {'|'.join(chips.CHIPS)})")

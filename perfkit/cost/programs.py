@@ -1,0 +1,113 @@
+"""The cost of the programs a run or a dump folder holds, and of one step (stdlib only).
+
+A dump folder holds every program a process compiled; the step is the one the bundled worker runs each
+denoise step (``jit__euler_step``), else the program with the most FLOPs (``step_module`` names
+another). Every rank of an SPMD program compiles the same module (``perfkit hlo-diff`` checks it), so
+a rank set is costed by its lowest rank.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from perfkit.cost import chips
+from perfkit.cost.chips import Chip
+from perfkit.cost.roofline import roofline
+from perfkit.errors import BadInput
+from perfkit.hlo.cost import ProgramCost, dump_cost
+from perfkit.hlo.dumps import AFTER_OPTIMIZATIONS, dump_files, has_dumps, rank_folders
+
+STEP_MODULE = "jit__euler_step"  # the bundled worker's step (perfkit.models.pipeline._euler_step)
+
+
+def folder_costs(folder: Path) -> list[ProgramCost]:
+    """Every program of one dump folder, in compile order."""
+    return [dump_cost(f) for f in dump_files(folder)]
+
+
+def step_cost(costs: list[ProgramCost], step_module: str | None = None) -> ProgramCost:
+    """The program one step runs (see the module docstring)."""
+    if step_module is not None:
+        named = [c for c in costs if step_module in c.module]
+        if not named:
+            raise BadInput(f"no program whose name contains {step_module!r} (have: "
+                           f"{', '.join(sorted({c.module for c in costs}))})", field="--step-module")
+        return named[0]
+    bundled = [c for c in costs if c.module == STEP_MODULE]
+    return bundled[0] if bundled else max(costs, key=lambda c: (c.dot_flops + c.other_flops, c.hbm_bytes))
+
+
+def _dump_folder(path: Path) -> Path | None:
+    """A dump folder itself, a rank folder's ``xla_dump/``, or the lowest rank's of a folder of ranks."""
+    for candidate in (path, path / "xla_dump"):
+        if has_dumps(candidate):
+            return candidate
+    ranks = rank_folders(path) if path.is_dir() else {}
+    return next((f for _, f in sorted(ranks.items()) if has_dumps(f)), None)
+
+
+def variant_dumps(run_dir: Path) -> dict[str, Path]:
+    """Each variant's first trial with XLA dumps (its lowest rank's folder), in trial order."""
+    out: dict[str, Path] = {}
+    trials = run_dir / "trials"
+    for trial in sorted(trials.iterdir() if trials.is_dir() else [], key=lambda p: p.name):
+        variant = trial.name.split("-", 1)[1] if "-" in trial.name else trial.name
+        folder = _dump_folder(trial) if trial.is_dir() and variant not in out else None
+        if folder is not None:
+            out[variant] = folder
+    return out
+
+
+def resolve(paths: list[str]) -> dict[str, Path]:
+    """label -> dump folder for the paths given: a run directory (one per variant), a dump folder, a
+    rank folder or a folder of rank folders."""
+    out: dict[str, Path] = {}
+    for p in map(Path, paths):
+        if not p.is_dir():
+            raise BadInput("no such folder" if not p.exists() else "not a folder", path=str(p))
+        if (p / "trials").is_dir():
+            found = variant_dumps(p)
+            if not found:
+                raise BadInput("no trial wrote XLA dumps (capture.xla_dump: none?)", path=str(p))
+            out.update({v if len(paths) == 1 else f"{p}:{v}": f for v, f in found.items()})
+            continue
+        folder = _dump_folder(p)
+        if folder is None:
+            raise BadInput(f"no *{AFTER_OPTIMIZATIONS} here (dumps need --xla_dump_to=DIR --xla_dump_hlo_as_text)",
+                           path=str(p))
+        out[str(p)] = folder
+    return out
+
+
+def run_chip(run_dir: Path) -> Chip | None:
+    """The chip a run's devices were (env.json ``devices.kind``), or None (CPU, unknown, no env.json)."""
+    try:
+        env = json.loads((run_dir / "env.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return chips.from_device_kind((env.get("devices") or {}).get("kind"))
+
+
+def cost_block(folder: Path, chip: Chip | None, measured_ms: float | None = None,
+               step_module: str | None = None) -> dict:
+    """One variant's ``cost`` entry: every program, the step, and the step's roofline (None without a chip)."""
+    costs = folder_costs(folder)
+    step = step_cost(costs, step_module)
+    return {"dumps": str(folder), "programs": [c.as_json() for c in costs], "step": step.as_json(),
+            "roofline": roofline(step.as_json(), chip, measured_ms) if chip is not None else None}
+
+
+def run_costs(run_dir: Path, summary: dict, chip: Chip | None = None) -> tuple[dict, dict]:
+    """``cost`` and ``roofline`` of summary.json: per variant with dumps; the roofline on ``chip``, else on
+    the run's own chip, where a step timed on that chip is set beside its bound."""
+    own = run_chip(run_dir)
+    chip = chip or own
+    cost, lines = {}, {}
+    for variant, folder in variant_dumps(run_dir).items():
+        step_ms = ((summary.get("variants") or {}).get(variant) or {}).get("step_ms") or {}
+        timed_here = own is not None and chip is not None and own.name == chip.name
+        block = cost_block(folder, chip, step_ms.get("median") if timed_here else None)
+        lines[variant] = block.pop("roofline")
+        cost[variant] = block
+    return cost, {v: r for v, r in lines.items() if r is not None}
