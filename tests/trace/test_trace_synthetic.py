@@ -4,9 +4,13 @@ checked against values worked out by hand (trace_builders.py)."""
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from trace_builders import GPU_EXPECTED, TPU_EXPECTED, U, gpu_trace, one_step_trace, tpu_trace
 
+from perfkit.errors import BadInput
 from perfkit.trace import breakdown, diff, events, tail
+from perfkit.trace.synthetic import Inline, Uint64, XSpaceWriter
 from perfkit.trace.export import write_perfetto
 
 
@@ -91,8 +95,6 @@ def test_diff_counts_exclusive_time_per_chip_step(tmp_path):
 def test_tail_names_the_chip_that_stopped_first(tmp_path):
     """A hang: chip 3 is still in a fusion [0, 90) when chips 0-2, done with theirs at 80, wait in
     all-gather-done until 280 + chip."""
-    from perfkit.trace.synthetic import XSpaceWriter
-
     space = XSpaceWriter("pod")
     space.program(2, "jit_ring", [("fusion.7", "fusion", "f32[8]"), ("all-gather-done.3", "all-gather-done", "f32[32]")])
     for chip in range(4):
@@ -122,3 +124,97 @@ def test_perfetto_export_holds_every_event(tmp_path):
     assert {"rank 0 device 0", "rank 0 device 1", "rank 1 device 0", "rank 1 host"} <= processes
     ag = next(e for e in complete if e["name"] == "all-gather-done.1")
     assert ag["dur"] == pytest.approx(5.0) and ag["cat"] == "ici" and ag["args"]["kind"] == "all-gather-done"
+
+
+# --- real TPU profile shapes: every stat type, every line, well-formed never a traceback ---------------------
+
+def test_tpu_profile_reads_whole_uint64_ids_and_every_line(tmp_path):
+    from perfkit.trace.synthetic import FINGERPRINT, TPU_STEP, tpu_profile
+
+    ev = events.load([tpu_profile(tmp_path / "v6e.xplane.pb", chips=2, steps=3)])
+    ops = events.device_ops(ev)
+    assert str(ev["program_id"].dtype) == "UInt64" and set(ops["program_id"]) == {FINGERPRINT}
+    assert ev.loc[ev["category"] == "module", "program_id"].eq(FINGERPRINT).all()  # from the module's metadata
+    assert ev.loc[ev["category"] == "host", "program_id"].isna().all()  # none given: <NA>, not a number
+    lines = ev.groupby("line", observed=True)["category"].agg(lambda c: set(c.astype(str))).to_dict()
+    # Tensor Core, TC Overlay, XLA TraceMe, _counters_, the SparseCore plane, Task Environment: not read
+    assert lines == {"XLA Ops": {"compute", "ici", "dma"}, "XLA Modules": {"module"}, "Steps": {"step"},
+                     "Async XLA Ops": {"other"}, "all-reduce.2": {"dcn"}, "python3": {"host"}}
+    assert len(ops) == 2 * 3 * len(TPU_STEP)
+    # whole HLO text as the event name: the op name and opcode are parsed from it
+    fusion = ops[ops["hlo_op"] == "fusion.3"].iloc[0]
+    assert (fusion["kind"], fusion["category"], fusion["shape"]) == ("reduce-scatter fusion", "ici", "f32[256,1024]")
+    dcn = ev[ev["category"] == "dcn"]
+    assert sorted(zip(dcn["device"], dcn["step"])) == [(c, s) for c in range(2) for s in range(3)]
+    assert ops.loc[ops["hlo_op"] == "fusion.1", "stall_ps"].eq(2 * U).all()
+
+
+def test_program_id_of_every_int_width(tmp_path):
+    """int64 -1 (the uint64 2**64 - 1), 0, 2**63 - 1, 2**63, 2**64 - 1: each its own program, never "unknown"."""
+    ids = [-1, 0, 2**63 - 1, Uint64(2**63), Uint64(2**64 - 1), 5.0]
+    space = XSpaceWriter("h")
+    chip = space.plane("/device:TPU:0")
+    line = chip.line("XLA Ops")
+    for i, pid in enumerate(ids):
+        line.event(chip.op(f"fusion.{i}", program_id=pid), i * U, U)
+    line.event(chip.op("fusion.9"), 9 * U, U, program_id=Uint64(2**64 - 2))  # per-event stat over metadata
+    line.event(chip.op("fusion.10"), 10 * U, U)
+    ops = events.device_ops(events.load([space.save(tmp_path / "ids.xplane.pb")])).set_index("name")["program_id"]
+    assert ops.iloc[:6].tolist() == [2**64 - 1, 0, 2**63 - 1, 2**63, 2**64 - 1, 5]
+    assert ops["fusion.9"] == 2**64 - 2 and ops.isna().tolist() == [False] * 7 + [True]
+
+
+_INT = st.integers(-(2**63), 2**63 - 1)
+_VALUE = st.one_of(_INT, st.integers(0, 2**64 - 1).map(Uint64), st.floats(), st.binary(max_size=8),
+                   st.text(max_size=8), st.text(max_size=8).map(Inline))
+_STAT_NAMES = st.sampled_from(["program_id", "hlo_op", "hlo_module", "hlo_category", "step_num", "group_id",
+                               "device_ordinal", "dma_stall_duration_ps", "_p", "symbol_id", "flops"])
+_PLANES = st.sampled_from(["/device:TPU:0", "/device:TPU:1", "/device:GPU:0", "/host:CPU", "/host:metadata",
+                           "/device:CUSTOM:Megascale Trace", "Task Environment", "/device:TPU:0 SparseCore 0"])
+_LINES = st.sampled_from(["XLA Ops", "Async XLA Ops", "XLA Modules", "Steps", "TC Overlay", "Tensor Core",
+                          "XLA TraceMe", "_counters_", "Stream #7(Kernel)", "python"])
+_STATS = st.dictionaries(_STAT_NAMES, _VALUE, max_size=4)
+_EVENTS = st.lists(st.tuples(st.integers(0, 6), st.integers(-(2**40), 2**40), st.integers(-(2**40), 2**40), _STATS),
+                   max_size=6)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(_PLANES, _STATS, st.lists(st.tuples(st.text(max_size=6), _STATS), max_size=4),
+                          st.lists(st.tuples(_LINES, st.integers(0, 2**61), _EVENTS), max_size=3)), max_size=4))
+def test_any_well_formed_xspace_loads_or_is_refused_in_one_line(tmp_path, planes):
+    """Random XSpaces of the planes and lines real profiles carry, stats of every value type on planes,
+    event metadata and events: perfkit reads them, or says in one line why not (BadInput); never a
+    traceback."""
+    space = XSpaceWriter("fuzz")
+    for name, plane_stats, metadata, lines in planes:
+        plane = space.plane(name)
+        for key, value in plane_stats.items():
+            plane.stat(key, value)
+        ids = [plane.op(n, **stats) for n, stats in metadata] or [plane.op("x")]
+        for line_name, stamp, evs in lines:
+            line = plane.line(line_name, stamp)
+            for md, offset, dur, stats in evs:
+                line.event(ids[md % len(ids)] if md < 6 else 99, offset, dur, **stats)
+    path = space.save(tmp_path / "fuzz.xplane.pb")
+    try:
+        ev = events.load([path])
+    except BadInput as exc:
+        assert "\n" not in exc.line() and str(path) in exc.line()
+        return
+    breakdown.breakdown(ev)  # and the analysis of whatever was read
+    assert set(ev.columns) >= {"program_id", "category", "start_ps", "dur_ps"}
+
+
+def test_truncated_profile_is_one_line_exit_2(tmp_path):
+    from click.testing import CliRunner
+
+    from perfkit.cli import cli
+    from perfkit.trace.synthetic import tpu_profile
+
+    whole = tpu_profile(tmp_path / "whole.xplane.pb", chips=2).read_bytes()
+    for cut in (1, 7, len(whole) // 3, len(whole) // 2, len(whole) - 3):
+        path = tmp_path / f"cut{cut}.xplane.pb"
+        path.write_bytes(whole[:cut])
+        result = CliRunner().invoke(cli, ["trace", "breakdown", str(path)])
+        assert result.exit_code == 2, (cut, result.output)
+        assert result.output.count("\n") == 1 and str(path) in result.output, result.output
