@@ -17,10 +17,13 @@ The model is written once; a plan is applied to the built module in place, as gp
   the ring (``batch_isend_irecv``, the next hop in flight while the block in hand is attended to) and
   partial results merge by log-sum-exp.
 
-Cross-attention needs no exchange under any plan: its keys come from the replicated text. Sequence
-plans need the token count divisible by the ranks (no pad masking here, unlike perfkit.kernels). Under
-torch.compile, ``tp`` and ``ulysses`` trace into one graph; the ring's point-to-point ops are graph
-breaks (dynamo does not trace them).
+Cross-attention needs no exchange under any plan: its keys come from the replicated text. A sequence
+plan whose token count does not split over the ranks pads the stream at its tail to the next multiple
+of the ranks (``perfkit.kernels.padding``, as the JAX plans' ``pad``): ``Placement.shard`` pads before
+the step, self-attention drops the pad keys, ``Placement.gather`` cuts the pad rows. Pad rows get zero
+RoPE angles and whatever values the step leaves in them; no real row depends on them. ``tp`` keeps the
+stream whole, so any token count runs under it as is. Under torch.compile, ``tp`` and ``ulysses`` trace
+into one graph; the ring's point-to-point ops are graph breaks (dynamo does not trace them).
 """
 
 from __future__ import annotations
@@ -36,7 +39,9 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from perfkit.kernels import padding
 from perfkit.models.layers import Weight, is_weight
+from perfkit.models.plans import PAD_MODES
 from perfkit.models.wan import CONFIGS, WanConfig, param_specs, rope_table
 
 PLANS = ("local", "tp", "ulysses", "ring")
@@ -105,6 +110,7 @@ def ulysses_attention(
     v: torch.Tensor,  # (B, S / n, H, D)
     *,
     group: Any,
+    pad: padding.PadPlan | None = None,  # the sequence's tail padding: its pad keys are dropped
 ) -> torch.Tensor:  # (B, S / n, H, D)
     """Attention over the whole sequence with H / n heads between two all-to-alls."""
     n = dist.get_world_size(group)
@@ -121,7 +127,8 @@ def ulysses_attention(
         got = exchange(t.reshape(b, s, n, h // n, d).permute(2, 0, 1, 3, 4).contiguous())
         return got.permute(1, 0, 2, 3, 4).reshape(b, n * s, h // n, d)
 
-    out = attention(to_heads(q), to_heads(k), to_heads(v))  # (B, S, H/n, D)
+    real = slice(None) if pad is None else slice(0, pad.length)  # pad keys: the gathered tail, same on every rank
+    out = attention(to_heads(q), to_heads(k)[:, real], to_heads(v)[:, real])  # (B, S, H/n, D)
     got = exchange(out.reshape(b, n, s, h // n, d).permute(1, 0, 2, 3, 4).contiguous())  # my shard, rank j's heads
     return got.permute(1, 2, 0, 3, 4).reshape(b, s, h, d)
 
@@ -151,9 +158,13 @@ def ring_attention(
     v: torch.Tensor,  # (B, S / n, H, D)
     *,
     group: Any,
+    pad: padding.PadPlan | None = None,  # the sequence's tail padding: its pad keys are dropped
 ) -> torch.Tensor:  # (B, S / n, H, D)
-    """Local queries over every rank's keys; K / V pass to the next rank while this block is used."""
+    """Local queries over every rank's keys; K / V pass to the next rank while this block is used.
+    A block's pad keys are cut off before it is attended to (a block of pad rows only is skipped), so
+    they never reach the softmax; the full blocks travel, the same shape on every rank."""
     n, i = dist.get_world_size(group), dist.get_rank(group)
+    real_rows = [k.shape[1]] * n if pad is None else pad.shard_valid_rows().tolist()  # per source rank
     to_rank, from_rank = dist.get_global_rank(group, (i + 1) % n), dist.get_global_rank(group, (i - 1) % n)
     qf = q.float() * q.shape[-1] ** -0.5
     k, v = k.contiguous(), v.contiguous()
@@ -165,8 +176,10 @@ def ring_attention(
                 dist.P2POp(dist.isend, k, to_rank, group), dist.P2POp(dist.isend, v, to_rank, group),
                 dist.P2POp(dist.irecv, next_k, from_rank, group), dist.P2POp(dist.irecv, next_v, from_rank, group),
             ])
-        part, part_lse = _attend_block(qf, k, v)
-        out, lse = (part, part_lse) if out is None else _merge(out, lse, part, part_lse)
+        real = real_rows[(i - hop) % n]  # this hop's block came from rank i - hop
+        if real:  # rank 0's block always holds real rows, so some hop sets ``out``
+            part, part_lse = _attend_block(qf, k[:, :real], v[:, :real])
+            out, lse = (part, part_lse) if out is None else _merge(out, lse, part, part_lse)
         if hop < n - 1:
             for req in pending:
                 req.wait()
@@ -306,32 +319,46 @@ def build_model(config: str | WanConfig, seed: int, *, device=None, dtype=torch.
 
 @dataclasses.dataclass(frozen=True)
 class Placement:
-    """Where the (B, S, ...) token stream lives after a plan: whole on every rank (local, tp) or one
-    contiguous sequence shard per rank, in rank order (ulysses, ring)."""
+    """Where the (B, S, ...) token stream lives after a plan: whole on every rank (local, tp) or, padded
+    at its tail as ``pad`` says, one contiguous shard of ``pad.shard_rows`` rows per rank, in rank order
+    (ulysses, ring)."""
 
     plan: str
     rank: int = 0
     world: int = 1
     group: Any = None
+    pad: padding.PadPlan | None = None  # sequence plans: the stream's tail padding (pad 0 where it splits)
 
     @property
     def sequence_sharded(self) -> bool:
         return self.plan in SEQUENCE_PLANS
 
     def shard(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, S, ...) whole stream -> this rank's (B, S / n, ...) rows (unchanged when not sharded)."""
+        """(B, S, ...) whole stream -> this rank's (B, padded / n, ...) rows of it padded with zero rows
+        (unchanged when not sharded). Eager, before the step: every rank's shard has the same shape."""
         if not self.sequence_sharded:
             return x
-        return x.chunk(self.world, dim=1)[self.rank].contiguous()
+        if x.shape[1] != self.pad.length:
+            raise ValueError(f"{self.plan}: a stream of {x.shape[1]} rows, the plan was applied for {self.pad.length}")
+        return _rows_of_rank(pad_tail(x, self.pad.pad, dim=1), self.rank, self.pad.shard_rows, dim=1)
 
     def gather(self, x: torch.Tensor) -> torch.Tensor:
-        """This rank's rows -> the whole (B, S, ...) stream on every rank."""
+        """This rank's rows -> the whole (B, S, ...) stream on every rank, pad rows cut."""
         if not self.sequence_sharded:
             return x
         rows = x.transpose(0, 1).contiguous()  # gloo gathers along dim 0 only
         whole = rows.new_empty((self.world * rows.shape[0], *rows.shape[1:]))
         _all_gather(whole, rows, group=self.group)
-        return whole.transpose(0, 1).contiguous()
+        return whole[:self.pad.length].transpose(0, 1).contiguous()
+
+
+def pad_tail(x: torch.Tensor, rows: int, dim: int) -> torch.Tensor:
+    """``x`` with ``rows`` zero rows appended along ``dim`` (``perfkit.kernels.padding.pad`` for torch)."""
+    return F.pad(x, [0, 0] * (x.ndim - 1 - dim) + [0, rows])
+
+
+def _rows_of_rank(x: torch.Tensor, rank: int, rows: int, dim: int) -> torch.Tensor:
+    return x.narrow(dim, rank * rows, rows).contiguous()
 
 
 def _all_reduce_output(module, inputs, output):
@@ -353,14 +380,13 @@ def _apply_tp(model: WanModel, rank: int, world: int, group: Any) -> None:
             linear.register_forward_hook(_all_reduce_output)
 
 
-def _apply_sequence(model: WanModel, plan: str, placement: Placement) -> None:
-    if model.cfg.tokens % placement.world:
-        raise ValueError(f"{plan}: {model.cfg.tokens} tokens do not split over {placement.world} ranks")
-    core = partial(ulysses_attention if plan == "ulysses" else ring_attention, group=placement.group)
+def _apply_sequence(model: WanModel, placement: Placement) -> None:
+    """Self-attention of ``placement.plan`` dropping its pad keys; this rank's RoPE rows (zero for pad rows)."""
+    pad = placement.pad
+    core = ulysses_attention if placement.plan == "ulysses" else ring_attention
     for blk in model.blocks:
-        blk.self_attention = core
-    rows = model.cfg.tokens // placement.world
-    model.angles = model.angles[placement.rank * rows:(placement.rank + 1) * rows].contiguous()
+        blk.self_attention = partial(core, group=placement.group, pad=pad)
+    model.angles = _rows_of_rank(pad_tail(model.angles, pad.pad, dim=0), placement.rank, pad.shard_rows, dim=0)
 
 
 def apply_plan(model: WanModel, plan: str, group: Any = None) -> Placement:
@@ -371,9 +397,11 @@ def apply_plan(model: WanModel, plan: str, group: Any = None) -> Placement:
     if plan == "local":
         return Placement(plan)
     group = group if group is not None else dist.group.WORLD
-    placement = Placement(plan, dist.get_rank(group), dist.get_world_size(group), group)
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
     if plan == "tp":
-        _apply_tp(model, placement.rank, placement.world, group)
-    else:
-        _apply_sequence(model, plan, placement)
+        _apply_tp(model, rank, world, group)
+        return Placement(plan, rank, world, group)
+    # The least tail padding that splits the rows (the JAX plans' ``pad: shards``; none where they split).
+    placement = Placement(plan, rank, world, group, pad=PAD_MODES["shards"](model.cfg.tokens, world))
+    _apply_sequence(model, placement)
     return placement
