@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from perfkit.run.runner import free_port
+from perfkit.run.trial import free_port
 from perfkit.serve.analysis import REQUEST_COLUMNS, level_comparisons, per_process, pooled
 from perfkit.serve.load import call, closed_loop, encode_request, take_output, wait_ready
 from perfkit.serve.spec import OutputSpec, RequestSpec

@@ -137,7 +137,7 @@ def main(preset, op, impl, size, dtype, steps, devices):
     if devices is not None:
         if "jax" in sys.modules:  # XLA reads the flag once, when jax starts
             raise click.UsageError("--devices must take effect before jax is imported")
-        from perfkit.run.runner import xla_flags
+        from perfkit.run.ranks import xla_flags
 
         os.environ["XLA_FLAGS"] = xla_flags(os.environ.get("XLA_FLAGS", ""), devices, None)
     import jax

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+from pathlib import Path
 
 import click
 
@@ -15,7 +16,7 @@ from perfkit.errors import BadInput, ExitCode
 # name -> "module:attribute" of a click command; imported on first use.
 COMMANDS = {
     "run": "perfkit.cli:run",
-    "report": "perfkit.report.markdown:command",
+    "report": "perfkit.cli:report",
     "check": "perfkit.report.check:command",
     "env": "perfkit.cli:env",
     "hlo-diff": "perfkit.hlo.cli:hlo_diff",
@@ -81,9 +82,7 @@ def run(case_file, overrides, only, out_dir, aa, salt, resume_dir, hosts, host_i
 
 
 def _run_or_resume(case_file, overrides, only, out_dir, aa, salt, resume_dir, hosts, host_index, coordinator):
-    from pathlib import Path
-
-    from perfkit.run import case as case_mod
+    from perfkit.run import case as case_mod  # yaml and the case schema: only to run
 
     if resume_dir:
         given = [n for n, v in (("CASE_FILE", case_file), ("--set", overrides), ("--only", only), ("--out", out_dir),
@@ -98,7 +97,8 @@ def _run_or_resume(case_file, overrides, only, out_dir, aa, salt, resume_dir, ho
         raise BadInput("a multi-host run needs --out: the run directory all hosts share", field="--out")
     case = case_mod.load(case_file or Path(__file__).resolve().parent.parent / "cases" / "quickstart.yaml",
                          list(overrides) + (["aa=true"] if aa else []))
-    from perfkit.run.runner import RunOptions, run_case  # statistics and pandas: only once the case is good
+    from perfkit.run.runner import run_case  # statistics and pandas: only once the case is good
+    from perfkit.run.trial import RunOptions
 
     return run_case(case, out_dir, RunOptions(only=only, salt=salt, hosts=hosts, host_index=host_index or 0,
                                               coordinator=coordinator))
@@ -112,7 +112,8 @@ def env(devices, as_json):
     import os
 
     from perfkit.run import envinfo
-    from perfkit.run.runner import REPO_ROOT, xla_flags
+    from perfkit.run.ranks import xla_flags
+    from perfkit.run.runner import REPO_ROOT
 
     probe_env = dict(os.environ)
     if devices:
@@ -131,6 +132,38 @@ def env(devices, as_json):
         click.echo(f"source: commit {src['commit'][:12]}, tree {src['tree']}{dirty}")
     for k, v in info["flags"].items():
         click.echo(f"{k}={v}")
+
+
+@click.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False))
+@click.option("--progression", is_flag=True, help="One table across the runs, in the order given.")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False), help="--progression: also write the table here.")
+@click.option("--json", "as_json", is_flag=True, help="--progression: print the rows as JSON.")
+def report(run_dirs, progression, out_file, as_json):
+    """Rewrite each RUN_DIR's summary.json, report.md and plots from its files (merging the parts of a
+    multi-host run first); exit code 3 when a trial failed or hung. With --progression, print one
+    Markdown table across the runs (each run's summary.json) instead."""
+    if progression:
+        from perfkit.common.summary import json_safe  # numpy and pandas: only for --progression
+        from perfkit.report import progression as prog
+
+        frame = prog.progression_frame([prog.load_summaries(Path(d)) for d in run_dirs])
+        text = json.dumps({"rows": json_safe(frame.to_dict("records"))}, indent=2) if as_json \
+            else "\n".join(prog.markdown(frame))
+        click.echo(text)
+        if out_file:
+            Path(out_file).write_text(text + "\n")
+        return
+    if out_file or as_json:
+        raise BadInput("--out and --json go with --progression", field="--out" if out_file else "--json")
+    from perfkit.run.finish import render as render_run  # the analysis stack: only to rewrite runs
+
+    failed = False
+    for d in run_dirs:
+        if not (Path(d) / "case.yaml").exists():
+            raise BadInput("not a perfkit run directory (no case.yaml)", path=d)
+        failed = render_run(Path(d)) or failed
+    raise SystemExit(ExitCode.TRIAL_FAILED if failed else ExitCode.OK)
 
 
 def main() -> None:

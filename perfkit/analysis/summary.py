@@ -7,7 +7,6 @@ Works only from what the run wrote (``case.yaml``, ``env.json``, ``trials.jsonl`
 from __future__ import annotations
 
 import json
-import math
 import shlex
 from pathlib import Path
 
@@ -195,67 +194,3 @@ def summarize_run(run_dir: Path, *, interrupted: bool = False) -> tuple[Case, di
         summary["serve"] = serve_analysis.summarize(case, run_dir, trials)
     summary["not_verified"] = not_verified(case, summary)
     return case, summary
-
-
-def compared_variant(summary: dict) -> str:
-    """B: the variant of the headline comparison, the first after the baseline A (A itself if alone)."""
-    a = summary["baseline"]
-    return next((n for n in summary["variants"] if n != a), a)
-
-
-def summary_line(summary: dict, report: Path) -> str:
-    c = summary["comparison"]
-    a = summary["baseline"]
-    b = compared_variant(summary)
-    va, vb = summary["variants"][a]["step_ms"]["median"], summary["variants"][b]["step_ms"]["median"]
-    parts = [f"{summary['case']}:"]
-    if summary.get("serve"):
-        parts.append(f"c={summary['serve']['concurrency'][0]} latency")
-    if va is not None and vb is not None:
-        parts.append(f"{a} {va:.2f} ms, {b} {vb:.2f} ms, {b}/{a} {c['ratio']:.3f} "
-                     f"[{c['ci'][0]:.3f}, {c['ci'][1]:.3f}] -> {c['verdict']}")
-    else:
-        missing = " and ".join(n for n, v in ((a, va), (b, vb)) if v is None)
-        parts.append(f"no timed steps for {missing} -> unknown")
-    if summary.get("serve"):
-        from perfkit.serve.report import headline
-
-        parts.append(headline(summary))
-    q = summary.get("quality")
-    if q:
-        # A summary read back from JSON holds infinite PSNR as "inf" (perfkit.quality.json_safe).
-        db = quality.from_json(q["psnr_db"])
-        psnr = "inf (bit-identical)" if q["bit_identical"] else "inf dB" if db == math.inf else f"{db:.1f} dB"
-        parts.append(f"; PSNR {b} vs {a} {psnr}")
-    nf = summary.get("noise_floor")
-    if nf and nf["half_width"] is not None:
-        parts.append(f"; A/A noise floor {nf['ci'][0] - 1:+.1%}..{nf['ci'][1] - 1:+.1%}")
-    divergent = [f"{v} (ranks {', '.join(map(str, r.get('divergent_ranks') or []))})"
-                 for v, r in (summary.get("ranks") or {}).items() if r.get("consistent") is False]
-    if divergent:
-        parts.append(f"; DIVERGENT programs: {', '.join(divergent)}")
-    failed = summary["trials"]["failed"]
-    if failed:
-        parts.append(f"; {len(failed)} trial(s) failed")
-    if summary.get("interrupted"):
-        parts.append("; interrupted")
-    parts.append(f"; report {report}")
-    return " ".join(parts).replace(" ;", ";")
-
-
-def run_failed(summary: dict) -> bool:
-    """Exit code 3 territory: a trial failed or hung, or the run stopped before its plan was done."""
-    return bool(summary["trials"]["failed"] or summary.get("interrupted")
-                or (summary.get("serve") or {}).get("failed_count"))
-
-
-def finish(run_dir: Path, *, interrupted: bool = False) -> dict:
-    """Write summary.json and report.md of a run directory and print the summary line; returns the
-    summary."""
-    from perfkit.report import markdown as report
-
-    _, summary = summarize_run(run_dir, interrupted=interrupted)
-    (run_dir / "summary.json").write_text(json.dumps(quality.json_safe(summary), indent=2))
-    report_path = report.write(run_dir, summary)
-    print(summary_line(summary, report_path), flush=True)
-    return summary

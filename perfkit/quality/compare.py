@@ -30,6 +30,7 @@ import click
 import numpy as np
 import pandas as pd
 
+from perfkit.common.summary import json_safe
 from perfkit.errors import BadInput
 from perfkit.quality.media import (DEFAULT_CODEC, LATENTS_FILE, Codec, Media, VideoFile, load_array, main_output,
                            open_media, output_files, outputs_folder, parse_codec, prefetch, write_video)
@@ -264,7 +265,8 @@ def plot_drift(table: pd.DataFrame, path: Path, title: str = "B against A") -> P
     """Relative L2 and PSNR per step, as a PNG."""
     from matplotlib.figure import Figure
 
-    from perfkit.report.plots import save_figure
+    # matplotlib: only when a plot is asked for
+    from perfkit.common.figures import save_figure
 
     identical = int((table["rel_l2"] == 0).sum())  # no point on a log scale: said in the title
     fig = Figure(figsize=(6, 5))
@@ -384,26 +386,6 @@ def repeats_quality(outputs: list[dict[str, Path]]) -> dict | None:
     if summary["bit_identical"] is not True or "error" in worst:
         summary.update(worst)
     return summary
-
-
-def json_safe(value):
-    """JSON for the contracts: infinite PSNR is the string "inf"; NaN (undefined) is null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, np.generic):
-        return json_safe(value.item())
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
-
-
-def from_json(value) -> float | None:
-    """A figure as ``json_safe`` wrote it, as a float again: "inf" -> inf, null -> None."""
-    if value is None:
-        return None
-    return {"inf": math.inf, "-inf": -math.inf}.get(value, value) if isinstance(value, str) else float(value)
 
 
 def _db(x: float) -> str:

@@ -26,9 +26,8 @@ import click
 import pandas as pd
 
 from perfkit.run import case as case_mod
-from perfkit.analysis.summary import compared_variant
 from perfkit.errors import BadInput, ExitCode
-from perfkit.quality.compare import from_json, json_safe
+from perfkit.common.summary import compared_variant, from_json, json_safe
 from perfkit.run.rundir import read_summary
 
 BASELINE_VERSION = 1
@@ -249,7 +248,7 @@ def command(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_
 
     Exit code 1 when a row fails (each is listed); with GITHUB_STEP_SUMMARY set, a Markdown summary is
     appended there. --update-baseline writes BASELINE from this run."""
-    from perfkit.analysis.summary import summary_line
+    from perfkit.report.line import summary_line
 
     run = Path(run_dir)
     summary = read_summary(run)

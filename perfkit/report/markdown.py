@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 
-import click
-
-from perfkit.analysis.summary import compared_variant, summary_line
-from perfkit.errors import BadInput, ExitCode
-from perfkit.quality.compare import from_json, json_safe
+from perfkit.common.summary import compared_variant
+from perfkit.report.cells import db_cell
+from perfkit.report.line import summary_line
 
 
 def _ms(x) -> str:
@@ -81,12 +77,6 @@ def _timing(summary: dict) -> list[str]:
         rows += ["", f"A/A noise floor ({nf['variant']}, the baseline run again): {width}. A B/A change "
                  "inside this range cannot be told from run-to-run noise on this machine."]
     return rows
-
-
-def db_cell(x) -> str:
-    """A dB figure (a float, or as read back from JSON) for a table cell."""
-    x = from_json(x)
-    return "-" if x is None else "inf" if x == math.inf else f"{x:.2f}"
 
 
 def _quality_row(label: str, q: dict) -> str:
@@ -336,44 +326,13 @@ def render(summary: dict, plots: dict[str, str] | None = None) -> str:
     return "\n".join(out)
 
 
-def write(run_dir: Path, summary: dict) -> Path:
-    """report.md and its plots (``plots/*.png``) of a run directory whose summary is ``summary``."""
+def write(run_dir: Path, summary: dict, steps) -> Path:
+    """report.md and its plots (``plots/*.png``) of a run directory whose summary is ``summary``;
+    ``steps``: its ``perfkit.analysis.timing.steps_frame`` (the step-time plot's rows)."""
+    # matplotlib: only when a report is written
     from perfkit.report import plots
-    from perfkit.analysis import timing
-    from perfkit.run.rundir import read_trials
 
-    made = plots.write_plots(run_dir, summary, timing.steps_frame(read_trials(run_dir)))
+    made = plots.write_plots(run_dir, summary, steps)
     path = run_dir / "report.md"
     path.write_text(render(summary, made))
     return path
-
-
-@click.command()
-@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False))
-@click.option("--progression", is_flag=True, help="One table across the runs, in the order given.")
-@click.option("--out", "out_file", type=click.Path(dir_okay=False), help="--progression: also write the table here.")
-@click.option("--json", "as_json", is_flag=True, help="--progression: print the rows as JSON.")
-def command(run_dirs, progression, out_file, as_json):
-    """Rewrite each RUN_DIR's summary.json, report.md and plots from its files (merging the parts of a
-    multi-host run first); exit code 3 when a trial failed or hung. With --progression, print one
-    Markdown table across the runs (each run's summary.json) instead."""
-    if progression:
-        from perfkit.report import progression as prog
-
-        frame = prog.progression_frame([prog.load_summaries(Path(d)) for d in run_dirs])
-        text = json.dumps({"rows": json_safe(frame.to_dict("records"))}, indent=2) if as_json \
-            else "\n".join(prog.markdown(frame))
-        click.echo(text)
-        if out_file:
-            Path(out_file).write_text(text + "\n")
-        return
-    if out_file or as_json:
-        raise BadInput("--out and --json go with --progression", field="--out" if out_file else "--json")
-    from perfkit.run.rundir import render as render_run
-
-    failed = False
-    for d in run_dirs:
-        if not (Path(d) / "case.yaml").exists():
-            raise BadInput("not a perfkit run directory (no case.yaml)", path=d)
-        failed = render_run(Path(d)) or failed
-    raise SystemExit(ExitCode.TRIAL_FAILED if failed else ExitCode.OK)

@@ -15,22 +15,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from perfkit.analysis.summary import compared_variant
-from perfkit.quality.compare import from_json
+from perfkit.common.figures import PART_STYLE, save_figure
+from perfkit.common.summary import compared_variant, from_json
 
 PLOTS_DIR = "plots"
-# (label, colour) of each part of a traced step, in perfkit.trace.breakdown order
-PARTS = {"compute": ("compute", "#4c72b0"), "ici": ("exposed ICI", "#dd8452"), "dma": ("local DMA", "#55a868"),
-         "idle": ("idle", "#c8c8c8")}
-DPI = 100
-
-
-def save_figure(fig: Figure, path: Path) -> Path:
-    """Lay out and write a figure as PNG (folders made as needed)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
-    return path
 
 
 def step_times(steps: pd.DataFrame) -> Figure | None:
@@ -68,7 +56,7 @@ def breakdown_bars(breakdown: dict) -> Figure | None:
     ax = fig.add_subplot()
     names = list(rows)[::-1]  # the baseline on top
     left = np.zeros(len(names))
-    for part, (label, color) in PARTS.items():
+    for part, (label, color) in PART_STYLE.items():
         ms = np.array([rows[v][f"{part}_ms"] for v in names])
         ax.barh(names, ms, left=left, color=color, label=label)
         left += ms

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from perfkit.analysis.summary import compared_variant
-from perfkit.quality.compare import from_json
+from perfkit.common.summary import compared_variant, from_json
 from perfkit.run.rundir import read_summary
 
 

@@ -124,30 +124,3 @@ def merge_hosts(run_dir: Path) -> list[dict]:
     merged = [merge_trial(recs, len(parts)) for _, recs in sorted(by_index.items())]
     write_atomic(run_dir / "trials.jsonl", "".join(json.dumps(t) + "\n" for t in merged))
     return merged
-
-
-def render(run_dir: Path) -> bool:
-    """(Re)write summary.json and report.md from the run's files (each matrix cell, then the matrix);
-    returns whether the run failed (a trial failed or hung, or the run was stopped)."""
-    from perfkit.run import sweep
-
-    cells = sweep.cell_dirs(run_dir)
-    if not cells:
-        return render_one(run_dir)
-    failed = [render_one(c) for c in cells]
-    return sweep.finish(run_dir) or any(failed)
-
-
-def render_one(run_dir: Path, interrupted: bool | None = None) -> bool:
-    """summary.json and report.md of one run directory (host parts merged first); True if it failed."""
-    from perfkit.analysis import summary as analyze
-
-    if (run_dir / "hosts").is_dir():
-        merge_hosts(run_dir)
-        stopped = any_host_interrupted(run_dir) or not all_hosts_done(run_dir, len(host_parts(run_dir)))
-    else:
-        summary = run_dir / "summary.json"
-        stopped = bool(summary.exists() and json.loads(summary.read_text()).get("interrupted"))
-    summary = analyze.finish(run_dir, interrupted=stopped if interrupted is None else interrupted)
-    return analyze.run_failed(summary)
-

@@ -16,58 +16,28 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import hashlib
 import json
 import os
 import random
-import shutil
-import socket
 import sys
 import time
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TextIO
 
-from perfkit.run import case as case_mod
-from perfkit.run import envinfo
-from perfkit.run import rundir
-from perfkit.run import stackdump
 from perfkit.analysis import stats
-from perfkit.run import sweep
-from perfkit.run.case import Case, Variant
 from perfkit.errors import BadInput
-from perfkit.run.launch import RankProcess, TrialOutcome, run_ranks
-from perfkit.run.metrics import is_timed, read_metrics, steps_from_stdout
+from perfkit.run import case as case_mod
+from perfkit.run import envinfo, finish, ranks, rundir, stackdump, sweep
+from perfkit.run.case import Case
+from perfkit.run.metrics import is_timed, read_metrics
+from perfkit.run.ranks import devices_per_process, xla_flags
+from perfkit.run.trial import RunOptions, Trial
+from perfkit.serve import trial as served
+
+# Each case kind runs its trials through the same two functions (perfkit.run.trial's docstring).
+KINDS = {"model": ranks, "command": ranks, "serve": served}
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# With --salt: caches that would let a trial skip compiling (jax's persistent cache, torch inductor's).
-SALT_ENV = {"JAX_ENABLE_COMPILATION_CACHE": "false", "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
-PYTHON_NAMES = ("python", "python3")  # a command's argv[0] that means "the Python perfkit runs in"
-
-
-@dataclasses.dataclass(frozen=True)
-class RunOptions:
-    """How a case is run (beyond the case itself); saved in run.json so --resume continues alike."""
-
-    only: str | None = None  # run this variant only
-    salt: bool = False  # every trial compiles fresh: caches off, a new PERFKIT_SALT per trial
-    hosts: int = 1  # hosts that share the run directory, each running its share of the ranks
-    host_index: int = 0  # which host this is
-    coordinator: str | None = None  # multi-host: host:port of rank 0's host; trial k uses port + k
-    run_id: str = ""  # names the run in salts (the run directory's name; the same on every host)
-    cwd: str = ""  # where commands run (where perfkit was started)
-
-
-@dataclasses.dataclass(frozen=True)
-class Trial:
-    """One run of one variant: ``round`` r holds trials r*V .. r*V+V-1 for V variants."""
-
-    index: int
-    variant: str
-    round: int
-
-    @property
-    def dirname(self) -> str:
-        return f"{self.index:02d}-{self.variant}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,145 +62,6 @@ def plan_trials(variants: list[str], rounds: int, order: str, seed: int) -> list
     """The first ``rounds`` rounds; a longer plan starts with the same trials."""
     return [Trial(r * len(variants) + i, name, r)
             for r in range(rounds) for i, name in enumerate(round_order(variants, r, order, seed))]
-
-
-def xla_flags(base: str, devices: int, dump_dir: Path | None) -> str:
-    flags = [f for f in base.split() if not f.startswith(("--xla_force_host_platform_device_count",
-                                                          "--xla_dump_to"))]
-    flags.append(f"--xla_force_host_platform_device_count={devices}")
-    if dump_dir is not None:
-        flags += [f"--xla_dump_to={dump_dir}", "--xla_dump_hlo_as_text"]
-    return " ".join(dict.fromkeys(flags))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def host_ranks(processes: int, hosts: int, host_index: int) -> range:
-    """The global ranks one host runs: an equal, contiguous share."""
-    per_host = processes // hosts
-    return range(host_index * per_host, (host_index + 1) * per_host)
-
-
-def devices_per_process(case: Case) -> int:
-    """The devices each rank process sees (XLA's fake CPU device count): at least one, since a command
-    case may start more processes than it names devices."""
-    return max(1, case.devices // case.processes)
-
-
-def command_argv(case: Case, variant: Variant) -> list[str]:
-    argv = [str(a) for a in case.command] + variant.args
-    if argv[0] in PYTHON_NAMES:
-        argv[0] = sys.executable
-    return argv
-
-
-def coordinator_for(options: RunOptions, trial_port: int) -> tuple[str, int]:
-    """(address, port) of a trial's coordinator: this machine with a free port, or the given host with
-    its base port plus the trial's number (so a late rank never joins the previous trial)."""
-    if options.coordinator is None:
-        return "127.0.0.1", free_port()
-    host, _, port = options.coordinator.rpartition(":")
-    return host, int(port) + trial_port
-
-
-def trial_salt(options: RunOptions, trial_dir: Path, trial: Trial) -> str | None:
-    """With ``--salt``: the same on every rank and host of a trial (one program), new for every trial,
-    cell and run; None without it."""
-    if not options.salt:
-        return None
-    scope = f"{options.run_id}/{trial_dir.parent.parent.name}/{trial.index}"
-    return hashlib.sha256(scope.encode()).hexdigest()[:16]
-
-
-def process_env(overrides: dict[str, str], rank_dir: Path, hook: Path | None, salt: str | None) -> dict[str, str]:
-    """The environment a rank or server starts with: perfkit's own with ``overrides`` on top, unbuffered
-    output, the stack-dump hook first on PYTHONPATH (dumps into ``rank_dir``), and with a salt the
-    compile caches off and ``PERFKIT_SALT`` set."""
-    env = dict(os.environ)
-    env.pop(stackdump.OWNER_ENV, None)
-    env.update(overrides)
-    env.update({"PYTHONUNBUFFERED": "1", stackdump.STACKS_ENV: str(rank_dir / "stacks.txt")})
-    if salt is not None:
-        env.update({**SALT_ENV, "PERFKIT_SALT": salt})
-    if hook is not None:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hook), env.get("PYTHONPATH")]))
-    return env
-
-
-def rank_processes(case: Case, variant: Variant, trial: Trial, trial_dir: Path, dump: bool, *,
-                   options: RunOptions = RunOptions(), trial_port: int = 0,
-                   hook: Path | None = None) -> list[RankProcess]:
-    """The argv and environment of this host's ranks of a trial (metrics protocol variables included).
-
-    Multi-process trials also get the launcher variables that torch.distributed (``MASTER_ADDR``,
-    ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``) and ``jax.distributed``
-    (``PERFKIT_COORDINATOR`` = host:port) read."""
-    ranks = []
-    addr, port = coordinator_for(options, trial_port) if case.processes > 1 else (None, None)
-    mine = host_ranks(case.processes, options.hosts, options.host_index)
-    salt = trial_salt(options, trial_dir, trial)
-    for r in mine:
-        rdir = trial_dir / f"rank{r}"
-        inherited_flags = variant.env.get("XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
-        env = process_env({**variant.env, **{
-            "PERFKIT_METRICS": str(rdir / "metrics.jsonl"),
-            "PERFKIT_OUTPUTS": str(rdir / "outputs"),
-            "PERFKIT_RANK": str(r),
-            "PERFKIT_WORLD": str(case.processes),
-            "PERFKIT_TRIAL": str(trial.index),
-            "PERFKIT_VARIANT": variant.name,
-            # Where and at which steps a rank should capture a profile (any program may honour it).
-            "PERFKIT_TRACE_DIR": str(rdir / "trace"),
-            "PERFKIT_TRACE_STEPS": ",".join(map(str, case.capture["trace"])),
-            "XLA_FLAGS": xla_flags(inherited_flags, devices_per_process(case), rdir / "xla_dump" if dump else None),
-        }}, rdir, hook, salt)
-        if case.mesh:
-            env["PERFKIT_MESH"] = ",".join(f"{k}={v}" for k, v in case.mesh.items())
-        if port is not None:
-            env.update({"MASTER_ADDR": addr, "MASTER_PORT": str(port), "RANK": str(r),
-                        "WORLD_SIZE": str(case.processes), "LOCAL_RANK": str(r - mine.start),
-                        "LOCAL_WORLD_SIZE": str(len(mine)), "PERFKIT_COORDINATOR": f"{addr}:{port}"})
-        env.setdefault("NPROC", "16")  # Pallas interpret kernels deadlock with fewer threads than devices
-        if case.kind == "model":
-            spec = {"model": case.model, "options": variant.options, "devices": case.devices,
-                    "seed": case.seed, "trace_steps": case.capture["trace"],
-                    "trace_dir": str(rdir / "trace"), "outputs": case.capture["outputs"]}
-            argv = [sys.executable, "-m", "perfkit.run.worker", json.dumps(spec)]
-        else:
-            argv = command_argv(case, variant)
-        ranks.append(RankProcess(r, argv, env, rdir))
-    return ranks
-
-
-def trial_record(case: Case, trial: Trial, trial_dir: Path, outcome: TrialOutcome) -> dict:
-    """What ``trials.jsonl`` keeps of a finished trial. This host's lowest rank times the trial (rank 0
-    on one host; a multi-host merge keeps the part holding rank 0)."""
-    per_rank = []
-    timing = None
-    for rep in outcome.ranks:
-        rdir = trial_dir / f"rank{rep['rank']}"
-        m = read_metrics(rdir / "metrics.jsonl")
-        steps = m.steps_ms
-        if not steps and case.step_regex:
-            steps = steps_from_stdout(rdir / "stdout.log", case.step_regex)
-        per_rank.append({**rep, "steps_done": len(steps), "last_step_ms": steps[-1] if steps else None,
-                         "last_mark": m.last_mark})
-        if timing is None:
-            timing = (steps, m.natural_ms, m.traced, {k: v[-1] for k, v in m.values.items()})
-    steps0, natural0, traced0, values0 = timing
-    status = outcome.status
-    if status == "ok" and outcome.ranks[0]["rank"] == 0 and len(steps0) <= case.warmup:
-        status = "no_steps"
-    return {
-        "index": trial.index, "variant": trial.variant, "round": trial.round, "dir": f"trials/{trial.dirname}",
-        "status": status, "wall_s": round(outcome.wall_s, 3), "warmup": case.warmup,
-        "steps_ms": steps0, "natural_ms": natural0, "traced": traced0, "values": values0, "ranks": per_rank,
-        "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-    }
 
 
 def timed_steps(trial: dict) -> list[float]:
@@ -287,27 +118,6 @@ class Progress:
         self.stream.flush()
 
 
-def _check_runnable(case: Case) -> None:
-    """A command or server that cannot start, or a model variant whose plan cannot be honoured, is bad
-    input, found before any trial runs."""
-    if case.kind == "model":
-        from perfkit.models import plan_for
-
-        for v in case.variants:
-            try:
-                plan_for(case.model["name"], case.model["config"], v.options, case.devices)
-            except BadInput as exc:
-                field = exc.field if exc.field and exc.field.startswith("model.") else \
-                    f"variants.{v.name}.{exc.field or 'options'}"
-                raise BadInput(exc.reason, path=case.source, field=field) from None
-        return
-    programs = {"command": command_argv(case, case.variants[0])[0]} if case.kind == "command" else \
-        {f"variants.{v.name}.serve.server": v.serve.argv[0] for v in case.variants}
-    for field, prog in programs.items():
-        if prog not in PYTHON_NAMES and os.sep not in prog and shutil.which(prog) is None:
-            raise BadInput(f"program {prog!r} not found on PATH", path=case.source, field=field)
-
-
 def _check_options(case: Case, options: RunOptions) -> None:
     names = [v.name for v in case.run_variants()]
     if options.only is not None and options.only not in names:
@@ -343,7 +153,7 @@ def run_case(case: Case, run_dir: Path | None = None, options: RunOptions = RunO
              resume: bool = False, progress: Progress | None = None) -> RunResult:
     """Run every trial of ``case`` (every matrix combination) and write summaries and reports."""
     _check_options(case, options)
-    _check_runnable(case)
+    KINDS[case.kind].check_runnable(case)
     run_dir = Path(run_dir) if run_dir else default_run_dir(case)
     options = dataclasses.replace(options, run_id=options.run_id or run_dir.name,
                                   cwd=options.cwd or os.getcwd())
@@ -414,10 +224,11 @@ def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, resume: bool, e
             for trial in plan:
                 if trial.index in done:
                     continue
-                record = _run_trial(case, trial, run_dir, options, hook, port_base,
-                                    lambda: progress.running(len(done) + 1, len(plan), trial.variant,
-                                                             list(done.values()), run_dir / "trials" /
-                                                             trial.dirname / "rank0" / "metrics.jsonl"))
+                trial_dir = run_dir / "trials" / trial.dirname
+                record = KINDS[case.kind].run_trial(
+                    case, trial, trial_dir, options, hook, port_base + trial.index,
+                    lambda: progress.running(len(done) + 1, len(plan), trial.variant, list(done.values()),
+                                             trial_dir / "rank0" / "metrics.jsonl"))
                 if record is None:
                     interrupted = True
                     break
@@ -432,41 +243,10 @@ def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, resume: bool, e
         interrupted = True
     own_failed = any(t["status"] != "ok" for t in done.values())
     if options.hosts == 1:
-        return RunResult(run_dir, rundir.render_one(run_dir, interrupted=interrupted), interrupted)
+        return RunResult(run_dir, finish.render_one(run_dir, interrupted=interrupted), interrupted)
     rundir.mark_done(part, interrupted)
     if rundir.all_hosts_done(run_dir, options.hosts):
-        own_failed = rundir.render_one(run_dir) or own_failed
+        own_failed = finish.render_one(run_dir) or own_failed
     return RunResult(run_dir, own_failed or interrupted, interrupted)
 
 
-def _run_trial(case: Case, trial: Trial, run_dir: Path, options: RunOptions, hook: Path, port_base: int,
-               on_tick: Callable[[], None]) -> dict | None:
-    """Run one trial in fresh processes; its record, or None when it was interrupted."""
-    trial_dir = run_dir / "trials" / trial.dirname
-    if case.kind == "serve":
-        from perfkit.serve import trial as serve
-
-        return serve.run_trial(case, case.variant(trial.variant), trial, trial_dir, options, hook, on_tick)
-    dump = case.capture["xla_dump"] == "all" or (case.capture["xla_dump"] == "first" and trial.round == 0)
-    ranks = rank_processes(case, case.variant(trial.variant), trial, trial_dir, dump=dump, options=options,
-                           trial_port=port_base + trial.index, hook=hook)
-    for r in ranks:
-        shutil.rmtree(r.dir, ignore_errors=True)  # what an interrupted attempt left
-    outcome = run_ranks(ranks, timeout=case.timeout, cwd=options.cwd, on_tick=on_tick)
-    if outcome.status == "interrupted":
-        return None
-    if dump:
-        for r in ranks:
-            prune_dump(r.dir / "xla_dump")
-    return trial_record(case, trial, trial_dir, outcome)
-
-
-# The CPU backend also dumps each module's LLVM IR and object code: most of a dump's bytes, and nothing
-# perfkit or a reader of HLO uses.
-DUMP_NOISE = ("*.ll", "*.o")
-
-
-def prune_dump(folder: Path) -> None:
-    for pattern in DUMP_NOISE:
-        for path in folder.glob(pattern):
-            path.unlink(missing_ok=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfkit.report.markdown import db_cell
+from perfkit.report.cells import db_cell
 
 LATENCY_PLOT = "plots/serve_latency.png"
 
@@ -53,7 +53,7 @@ def plot_latency(samples: dict[str, dict[str, list[float]]], levels: list[int], 
     import numpy as np
     from matplotlib.figure import Figure
 
-    from perfkit.report.plots import save_figure
+    from perfkit.common.figures import save_figure
 
     fig = Figure(figsize=(3.2 * len(levels) + 1, 3.6))
     axes = fig.subplots(1, len(levels), sharey=True, squeeze=False)

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from perfkit.run.case import check_keys
+from perfkit.common.keys import check_keys
 from perfkit.errors import BadInput
 
 SERVER_KEYS = {"server": (list, None), "ready": (dict, None), "request": (dict, None), "output": (dict, None)}

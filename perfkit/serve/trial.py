@@ -32,7 +32,8 @@ from typing import Callable
 
 from perfkit.run.case import Case, Variant
 from perfkit.run.launch import RankProcess, end_group, exit_text, rank_report, start_rank
-from perfkit.run.runner import PYTHON_NAMES, RunOptions, Trial, free_port, process_env, trial_salt
+from perfkit.run.ranks import check_program
+from perfkit.run.trial import PYTHON_NAMES, RunOptions, Trial, free_port, process_env, trial_salt
 from perfkit.serve.load import (RequestFailed, call, closed_loop, encode_request, resolve, take_output,
                                 wait_ready)
 from perfkit.serve.spec import ServeSpec, fill
@@ -202,10 +203,18 @@ class ServedTrial:
         }
 
 
-def run_trial(case: Case, variant: Variant, trial: Trial, trial_dir: Path, options: RunOptions,
-              hook: Path | None, on_tick: Callable[[], None]) -> dict | None:
-    """One server process of ``variant`` under the case's load; its record, or None when interrupted."""
+def check_runnable(case: Case) -> None:
+    """Each variant's server program must be there before any trial runs."""
+    for v in case.variants:
+        check_program(v.serve.argv[0], case, f"variants.{v.name}.serve.server")
+
+
+def run_trial(case: Case, trial: Trial, trial_dir: Path, options: RunOptions, hook: Path | None,
+              trial_port: int, on_tick: Callable[[], None]) -> dict | None:
+    """One server process of the trial's variant under the case's load (on a free port: ``trial_port``
+    is for ranks that meet at a coordinator); its record, or None when interrupted."""
     shutil.rmtree(trial_dir, ignore_errors=True)  # what an interrupted attempt left
+    variant = case.variant(trial.variant)
     served = ServedTrial(case, variant, trial, trial_dir / "rank0", hook, trial_salt(options, trial_dir, trial))
     try:
         ready_s = served.start(options.cwd, on_tick)

@@ -89,8 +89,8 @@ def plot(means: pd.DataFrame, path, title: str = "") -> None:
     """A stacked bar per chip of its mean step: compute / ICI / DMA / idle, in milliseconds."""
     from matplotlib.figure import Figure
 
-    from perfkit.report.plots import PARTS as STYLE
-    from perfkit.report.plots import save_figure
+    # matplotlib: only when a plot is asked for
+    from perfkit.common.figures import PART_STYLE as STYLE, save_figure
 
     labels = [f"r{r}/d{d}" for r, d in zip(means["rank"], means["device"])]
     fig = Figure(figsize=(max(4.0, 0.5 * len(labels) + 2) + 1.5, 3.5))

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from perfkit.run.runner import free_port
+from perfkit.run.trial import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAM = REPO / "cases" / "repro" / "rank_constant.py"

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis.extra.numpy import arrays
 from skimage.metrics import mean_squared_error, peak_signal_noise_ratio, structural_similarity
 
+from perfkit.common.summary import json_safe
 from perfkit.quality import compare as quality
 from perfkit.errors import BadInput
 
@@ -42,7 +43,7 @@ def test_identical_inputs_are_inf_and_written_as_the_string():
     r = quality.compare(a, a.copy())
     assert r["psnr_mean_db"] == r["psnr_pooled_db"] == r["psnr_min_db"] == math.inf
     assert r["identical_frames"] == 3 and r["bit_identical"] and r["sha256"][0] == r["sha256"][1]
-    safe = quality.json_safe(r)
+    safe = json_safe(r)
     assert safe["psnr_mean_db"] == "inf" and safe["psnr_pooled_db"] == "inf"
 
 
@@ -127,7 +128,7 @@ def test_drift_per_step_against_numpy(tmp_path):
 
 
 def test_json_safe():
-    assert quality.json_safe({"x": [math.inf, -math.inf, math.nan, np.int64(3), (1.5,)]}) == \
+    assert json_safe({"x": [math.inf, -math.inf, math.nan, np.int64(3), (1.5,)]}) == \
         {"x": ["inf", "-inf", None, 3, [1.5]]}
 
 

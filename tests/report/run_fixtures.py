@@ -84,14 +84,14 @@ def outputs_for(trials: list[dict], a_clip: np.ndarray, b_clip: np.ndarray) -> d
 @pytest.fixture
 def make_run(tmp_path):
     """``make_run(name, trials, outputs, case_extra)`` -> a rendered run directory under tmp_path."""
-    from perfkit.run import rundir
+    from perfkit.run import finish
 
     def make(name: str = "run", trials: list[dict] | None = None, outputs=None, case_extra=None) -> Path:
         trials = ab_trials() if trials is None else trials
         if outputs is None:
             outputs = outputs_for(trials, frames(), shifted(frames(), 1, 20))
         run = write_run(tmp_path / name, trials, outputs, case_extra=case_extra)
-        rundir.render(run)
+        finish.render(run)
         return run
 
     return make

@@ -169,10 +169,10 @@ def test_bad_input_is_one_line(tmp_path):
 
 def test_a_changed_output_shows_in_quality_and_plot_title(tmp_path):
     """B's output frames off by one frame: the per-frame PSNR list the plot draws is the quality's."""
-    from perfkit.run import rundir
+    from perfkit.run import finish
 
     trials = ab_trials(values=False)
     run = write_run(tmp_path / "run", trials, outputs_for(trials, frames(), shifted(frames(), 2, 192, by=1)))
-    rundir.render(run)
+    finish.render(run)
     per_frame = json.loads((run / "summary.json").read_text())["quality"]["per_frame_psnr_db"]
     assert per_frame[:2] == ["inf", "inf"] and per_frame[2] == pytest.approx(psnr(1.0))

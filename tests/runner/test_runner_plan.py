@@ -5,7 +5,10 @@ from pathlib import Path
 
 from perfkit.run import case as case_mod
 from perfkit.run import runner
-from perfkit.run.runner import RunOptions, Trial, plan_trials, rank_processes, round_order
+from perfkit.run import ranks as rank_kind
+from perfkit.run.ranks import rank_processes
+from perfkit.run.runner import plan_trials, round_order
+from perfkit.run.trial import RunOptions, Trial
 
 CMD = {"name": "c", "command": ["python", "bench.py"], "variants": {"a": {}, "b": {"env": {"K": "ring"}}}}
 
@@ -71,7 +74,7 @@ def test_multi_host_share_of_ranks_and_per_trial_port():
                            trial_port=12)
     assert [(r.rank, r.env["LOCAL_RANK"], r.env["LOCAL_WORLD_SIZE"]) for r in ranks] == [(2, "0", "2"), (3, "1", "2")]
     assert {r.env["PERFKIT_COORDINATOR"] for r in ranks} == {"node0:29512"}
-    assert runner.host_ranks(8, 4, 3) == range(6, 8)
+    assert rank_kind.host_ranks(8, 4, 3) == range(6, 8)
 
 
 def test_salt_is_shared_by_ranks_and_new_per_trial():
@@ -145,8 +148,8 @@ def test_step_times_from_stdout_when_a_program_reports_none(tmp_path):
     outcome = TrialOutcome("ok", 1.0, [{"rank": 0, "exit_code": 0, "running_at_end": False}])
     for regex in (r"took (\S+) ms", r"step (\d+) took (?P<ms>\S+) ms", r"took (\d[\d.]*)?\S* ms"):
         case = case_mod.validate(dict(CMD, warmup=1, step_regex=regex), "c")
-        record = runner.trial_record(case, Trial(0, "a", 0), tmp_path, outcome)
+        record = rank_kind.trial_record(case, Trial(0, "a", 0), tmp_path, outcome)
         assert record["steps_ms"] == [12.5, 7.0, 6.25] and record["status"] == "ok"
         assert record["ranks"][0]["steps_done"] == 3 and record["ranks"][0]["last_step_ms"] == 6.25
     case = case_mod.validate(dict(CMD, warmup=3, step_regex=r"took (\S+) ms"), "c")
-    assert runner.trial_record(case, Trial(0, "a", 0), tmp_path, outcome)["status"] == "no_steps"
+    assert rank_kind.trial_record(case, Trial(0, "a", 0), tmp_path, outcome)["status"] == "no_steps"

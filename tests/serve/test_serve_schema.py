@@ -159,7 +159,7 @@ def test_a_server_starts_with_the_rank_environment_salt_included(tmp_path, monke
     """A served trial's environment comes from the runner's process_env: the variant's env with
     placeholders filled, the PERFKIT_ variables, the stack-dump hook, and with --salt the caches off."""
     from perfkit.run import stackdump
-    from perfkit.run.runner import SALT_ENV, Trial
+    from perfkit.run.trial import SALT_ENV, Trial
     from perfkit.serve.trial import ServedTrial
 
     monkeypatch.setenv(stackdump.OWNER_ENV, "perfkit's own")

@@ -1,0 +1,34 @@
+"""A run's summary as JSON holds it, for every reader of summary.json (reports, the gate, progression,
+plots): infinite PSNR spelt "inf", and which variant is B."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def json_safe(value):
+    """JSON for the contracts: infinite PSNR is the string "inf"; NaN (undefined) is null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, np.generic):
+        return json_safe(value.item())
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def from_json(value) -> float | None:
+    """A figure as ``json_safe`` wrote it, as a float again: "inf" -> inf, null -> None."""
+    if value is None:
+        return None
+    return {"inf": math.inf, "-inf": -math.inf}.get(value, value) if isinstance(value, str) else float(value)
+
+
+def compared_variant(summary: dict) -> str:
+    """B: the variant of the headline comparison, the first after the baseline A (A itself if alone)."""
+    a = summary["baseline"]
+    return next((n for n in summary["variants"] if n != a), a)

@@ -1,0 +1,54 @@
+"""The one place a run is finished: its records are read and summarized (``perfkit.analysis``), then
+summary.json, report.md and the plots are written (``perfkit.report``) and the summary line printed.
+The runner calls it after the last trial, ``perfkit report RUN_DIR`` to rewrite a run; neither the
+analysis nor the report imports it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from perfkit.analysis.summary import summarize_run
+from perfkit.analysis.timing import steps_frame
+from perfkit.common.summary import json_safe
+from perfkit.report import markdown
+from perfkit.report.line import summary_line
+from perfkit.run import rundir, sweep
+
+
+def finish(run_dir: Path, *, interrupted: bool = False) -> dict:
+    """Write summary.json and report.md of a run directory and print the summary line; returns the
+    summary."""
+    _, summary = summarize_run(run_dir, interrupted=interrupted)
+    (run_dir / "summary.json").write_text(json.dumps(json_safe(summary), indent=2))
+    report_path = markdown.write(run_dir, summary, steps_frame(rundir.read_trials(run_dir)))
+    print(summary_line(summary, report_path), flush=True)
+    return summary
+
+
+def run_failed(summary: dict) -> bool:
+    """Exit code 3 territory: a trial failed or hung, or the run stopped before its plan was done."""
+    return bool(summary["trials"]["failed"] or summary.get("interrupted")
+                or (summary.get("serve") or {}).get("failed_count"))
+
+
+def render(run_dir: Path) -> bool:
+    """(Re)write summary.json and report.md from the run's files (each matrix cell, then the matrix);
+    returns whether the run failed (a trial failed or hung, or the run was stopped)."""
+    cells = sweep.cell_dirs(run_dir)
+    if not cells:
+        return render_one(run_dir)
+    failed = [render_one(c) for c in cells]
+    return sweep.finish(run_dir) or any(failed)
+
+
+def render_one(run_dir: Path, interrupted: bool | None = None) -> bool:
+    """summary.json and report.md of one run directory (host parts merged first); True if it failed."""
+    if (run_dir / "hosts").is_dir():
+        rundir.merge_hosts(run_dir)
+        stopped = rundir.any_host_interrupted(run_dir) or \
+            not rundir.all_hosts_done(run_dir, len(rundir.host_parts(run_dir)))
+    else:
+        summary = run_dir / "summary.json"
+        stopped = bool(summary.exists() and json.loads(summary.read_text()).get("interrupted"))
+    return run_failed(finish(run_dir, interrupted=stopped if interrupted is None else interrupted))

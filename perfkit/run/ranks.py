@@ -1,0 +1,180 @@
+"""The model and command case kinds: a trial is N rank processes started with the metrics protocol's
+variables (and the launcher variables of torch.distributed and jax.distributed), watched until they
+end, then read back into one ``trials.jsonl`` record (interface: ``perfkit.run.trial``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Callable
+
+from perfkit.errors import BadInput
+from perfkit.run.case import Case, Variant
+from perfkit.run.launch import RankProcess, TrialOutcome, run_ranks
+from perfkit.run.metrics import read_metrics, steps_from_stdout
+from perfkit.run.trial import PYTHON_NAMES, RunOptions, Trial, free_port, process_env, trial_salt
+
+
+def xla_flags(base: str, devices: int, dump_dir: Path | None) -> str:
+    flags = [f for f in base.split() if not f.startswith(("--xla_force_host_platform_device_count",
+                                                          "--xla_dump_to"))]
+    flags.append(f"--xla_force_host_platform_device_count={devices}")
+    if dump_dir is not None:
+        flags += [f"--xla_dump_to={dump_dir}", "--xla_dump_hlo_as_text"]
+    return " ".join(dict.fromkeys(flags))
+
+
+def host_ranks(processes: int, hosts: int, host_index: int) -> range:
+    """The global ranks one host runs: an equal, contiguous share."""
+    per_host = processes // hosts
+    return range(host_index * per_host, (host_index + 1) * per_host)
+
+
+def devices_per_process(case: Case) -> int:
+    """The devices each rank process sees (XLA's fake CPU device count): at least one, since a command
+    case may start more processes than it names devices."""
+    return max(1, case.devices // case.processes)
+
+
+def command_argv(case: Case, variant: Variant) -> list[str]:
+    argv = [str(a) for a in case.command] + variant.args
+    if argv[0] in PYTHON_NAMES:
+        argv[0] = sys.executable
+    return argv
+
+
+def coordinator_for(options: RunOptions, trial_port: int) -> tuple[str, int]:
+    """(address, port) of a trial's coordinator: this machine with a free port, or the given host with
+    its base port plus the trial's number (so a late rank never joins the previous trial)."""
+    if options.coordinator is None:
+        return "127.0.0.1", free_port()
+    host, _, port = options.coordinator.rpartition(":")
+    return host, int(port) + trial_port
+
+
+def rank_processes(case: Case, variant: Variant, trial: Trial, trial_dir: Path, dump: bool, *,
+                   options: RunOptions = RunOptions(), trial_port: int = 0,
+                   hook: Path | None = None) -> list[RankProcess]:
+    """The argv and environment of this host's ranks of a trial (metrics protocol variables included).
+
+    Multi-process trials also get the launcher variables that torch.distributed (``MASTER_ADDR``,
+    ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``) and ``jax.distributed``
+    (``PERFKIT_COORDINATOR`` = host:port) read."""
+    ranks = []
+    addr, port = coordinator_for(options, trial_port) if case.processes > 1 else (None, None)
+    mine = host_ranks(case.processes, options.hosts, options.host_index)
+    salt = trial_salt(options, trial_dir, trial)
+    for r in mine:
+        rdir = trial_dir / f"rank{r}"
+        inherited_flags = variant.env.get("XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
+        env = process_env({**variant.env, **{
+            "PERFKIT_METRICS": str(rdir / "metrics.jsonl"),
+            "PERFKIT_OUTPUTS": str(rdir / "outputs"),
+            "PERFKIT_RANK": str(r),
+            "PERFKIT_WORLD": str(case.processes),
+            "PERFKIT_TRIAL": str(trial.index),
+            "PERFKIT_VARIANT": variant.name,
+            # Where and at which steps a rank should capture a profile (any program may honour it).
+            "PERFKIT_TRACE_DIR": str(rdir / "trace"),
+            "PERFKIT_TRACE_STEPS": ",".join(map(str, case.capture["trace"])),
+            "XLA_FLAGS": xla_flags(inherited_flags, devices_per_process(case), rdir / "xla_dump" if dump else None),
+        }}, rdir, hook, salt)
+        if case.mesh:
+            env["PERFKIT_MESH"] = ",".join(f"{k}={v}" for k, v in case.mesh.items())
+        if port is not None:
+            env.update({"MASTER_ADDR": addr, "MASTER_PORT": str(port), "RANK": str(r),
+                        "WORLD_SIZE": str(case.processes), "LOCAL_RANK": str(r - mine.start),
+                        "LOCAL_WORLD_SIZE": str(len(mine)), "PERFKIT_COORDINATOR": f"{addr}:{port}"})
+        env.setdefault("NPROC", "16")  # Pallas interpret kernels deadlock with fewer threads than devices
+        if case.kind == "model":
+            spec = {"model": case.model, "options": variant.options, "devices": case.devices,
+                    "seed": case.seed, "trace_steps": case.capture["trace"],
+                    "trace_dir": str(rdir / "trace"), "outputs": case.capture["outputs"]}
+            argv = [sys.executable, "-m", "perfkit.run.worker", json.dumps(spec)]
+        else:
+            argv = command_argv(case, variant)
+        ranks.append(RankProcess(r, argv, env, rdir))
+    return ranks
+
+
+def trial_record(case: Case, trial: Trial, trial_dir: Path, outcome: TrialOutcome) -> dict:
+    """What ``trials.jsonl`` keeps of a finished trial. This host's lowest rank times the trial (rank 0
+    on one host; a multi-host merge keeps the part holding rank 0)."""
+    per_rank = []
+    timing = None
+    for rep in outcome.ranks:
+        rdir = trial_dir / f"rank{rep['rank']}"
+        m = read_metrics(rdir / "metrics.jsonl")
+        steps = m.steps_ms
+        if not steps and case.step_regex:
+            steps = steps_from_stdout(rdir / "stdout.log", case.step_regex)
+        per_rank.append({**rep, "steps_done": len(steps), "last_step_ms": steps[-1] if steps else None,
+                         "last_mark": m.last_mark})
+        if timing is None:
+            timing = (steps, m.natural_ms, m.traced, {k: v[-1] for k, v in m.values.items()})
+    steps0, natural0, traced0, values0 = timing
+    status = outcome.status
+    if status == "ok" and outcome.ranks[0]["rank"] == 0 and len(steps0) <= case.warmup:
+        status = "no_steps"
+    return {
+        "index": trial.index, "variant": trial.variant, "round": trial.round, "dir": f"trials/{trial.dirname}",
+        "status": status, "wall_s": round(outcome.wall_s, 3), "warmup": case.warmup,
+        "steps_ms": steps0, "natural_ms": natural0, "traced": traced0, "values": values0, "ranks": per_rank,
+        "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+# The CPU backend also dumps each module's LLVM IR and object code: most of a dump's bytes, and nothing
+# perfkit or a reader of HLO uses.
+DUMP_NOISE = ("*.ll", "*.o")
+
+
+def prune_dump(folder: Path) -> None:
+    for pattern in DUMP_NOISE:
+        for path in folder.glob(pattern):
+            path.unlink(missing_ok=True)
+
+
+def check_runnable(case: Case) -> None:
+    """A command or server that cannot start, or a model variant whose plan cannot be honoured, is bad
+    input, found before any trial runs."""
+    if case.kind == "model":
+        # jax and the bundled models: only for model cases
+        from perfkit.models import plan_for
+
+        for v in case.variants:
+            try:
+                plan_for(case.model["name"], case.model["config"], v.options, case.devices)
+            except BadInput as exc:
+                field = exc.field if exc.field and exc.field.startswith("model.") else \
+                    f"variants.{v.name}.{exc.field or 'options'}"
+                raise BadInput(exc.reason, path=case.source, field=field) from None
+        return
+    check_program(command_argv(case, case.variants[0])[0], case, "command")
+
+
+def check_program(prog: str, case: Case, field: str) -> None:
+    """A program named on PATH that is not there is bad input (perfkit's own Python always is)."""
+    if prog not in PYTHON_NAMES and os.sep not in prog and shutil.which(prog) is None:
+        raise BadInput(f"program {prog!r} not found on PATH", path=case.source, field=field)
+
+
+def run_trial(case: Case, trial: Trial, trial_dir: Path, options: RunOptions, hook: Path, trial_port: int,
+               on_tick: Callable[[], None]) -> dict | None:
+    """Run one trial's ranks in fresh processes; its record, or None when it was interrupted."""
+    dump = case.capture["xla_dump"] == "all" or (case.capture["xla_dump"] == "first" and trial.round == 0)
+    ranks = rank_processes(case, case.variant(trial.variant), trial, trial_dir, dump=dump, options=options,
+                           trial_port=trial_port, hook=hook)
+    for r in ranks:
+        shutil.rmtree(r.dir, ignore_errors=True)  # what an interrupted attempt left
+    outcome = run_ranks(ranks, timeout=case.timeout, cwd=options.cwd, on_tick=on_tick)
+    if outcome.status == "interrupted":
+        return None
+    if dump:
+        for r in ranks:
+            prune_dump(r.dir / "xla_dump")
+    return trial_record(case, trial, trial_dir, outcome)

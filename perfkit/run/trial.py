@@ -1,0 +1,80 @@
+"""What every case kind's trial is made of, below the runner and the kinds alike: the run's options, a
+trial's identity, its salt, and the environment its processes start with.
+
+A case kind (``perfkit.run.ranks`` for model and command cases, ``perfkit.serve.trial`` for serve
+cases) is a module with two functions, which the runner calls through ``perfkit.run.runner.KINDS``:
+
+- ``check_runnable(case)``: raise ``BadInput`` before any trial when the case cannot run here;
+- ``run_trial(case, trial, trial_dir, options, hook, trial_port, on_tick)``: run one trial in fresh
+  processes and return its ``trials.jsonl`` record, or None when it was interrupted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import socket
+from pathlib import Path
+
+from perfkit.run import stackdump
+
+# With --salt: caches that would let a trial skip compiling (jax's persistent cache, torch inductor's).
+SALT_ENV = {"JAX_ENABLE_COMPILATION_CACHE": "false", "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
+PYTHON_NAMES = ("python", "python3")  # a command's argv[0] that means "the Python perfkit runs in"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    """How a case is run (beyond the case itself); saved in run.json so --resume continues alike."""
+
+    only: str | None = None  # run this variant only
+    salt: bool = False  # every trial compiles fresh: caches off, a new PERFKIT_SALT per trial
+    hosts: int = 1  # hosts that share the run directory, each running its share of the ranks
+    host_index: int = 0  # which host this is
+    coordinator: str | None = None  # multi-host: host:port of rank 0's host; trial k uses port + k
+    run_id: str = ""  # names the run in salts (the run directory's name; the same on every host)
+    cwd: str = ""  # where commands run (where perfkit was started)
+
+
+@dataclasses.dataclass(frozen=True)
+class Trial:
+    """One run of one variant: ``round`` r holds trials r*V .. r*V+V-1 for V variants."""
+
+    index: int
+    variant: str
+    round: int
+
+    @property
+    def dirname(self) -> str:
+        return f"{self.index:02d}-{self.variant}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def trial_salt(options: RunOptions, trial_dir: Path, trial: Trial) -> str | None:
+    """With ``--salt``: the same on every rank and host of a trial (one program), new for every trial,
+    cell and run; None without it."""
+    if not options.salt:
+        return None
+    scope = f"{options.run_id}/{trial_dir.parent.parent.name}/{trial.index}"
+    return hashlib.sha256(scope.encode()).hexdigest()[:16]
+
+
+def process_env(overrides: dict[str, str], rank_dir: Path, hook: Path | None, salt: str | None) -> dict[str, str]:
+    """The environment a rank or server starts with: perfkit's own with ``overrides`` on top, unbuffered
+    output, the stack-dump hook first on PYTHONPATH (dumps into ``rank_dir``), and with a salt the
+    compile caches off and ``PERFKIT_SALT`` set."""
+    env = dict(os.environ)
+    env.pop(stackdump.OWNER_ENV, None)
+    env.update(overrides)
+    env.update({"PYTHONUNBUFFERED": "1", stackdump.STACKS_ENV: str(rank_dir / "stacks.txt")})
+    if salt is not None:
+        env.update({**SALT_ENV, "PERFKIT_SALT": salt})
+    if hook is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hook), env.get("PYTHONPATH")]))
+    return env

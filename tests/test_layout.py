@@ -1,0 +1,120 @@
+"""The house is one-way: no import cycle among perfkit's modules (kernels/ and models/ included), and
+every import placed inside a function says why in a comment (a heavy library off a fast path), so
+none hides a cycle. Read from the source with ast: nothing is imported."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+REPO = Path(__file__).resolve().parent.parent
+# Source folder -> the import name it installs as (pyproject.toml's package-dir).
+ROOTS = {"perfkit": "perfkit", "kernels": "perfkit.kernels", "models": "perfkit.models"}
+
+
+def module_files() -> dict[str, Path]:
+    out = {}
+    for folder, name in ROOTS.items():
+        for path in sorted((REPO / folder).rglob("*.py")):
+            parts = list(path.relative_to(REPO / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join([name, *parts])] = path
+    return out
+
+
+def imported_modules(node: ast.AST, module: str, known: set[str], is_package: bool) -> list[str]:
+    """The perfkit modules one import statement loads (``from pkg import mod`` names a module too)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name in known]
+    if node.level:  # relative: resolve against this module's package
+        base = module.split(".")
+        base = base[:len(base) - node.level + (1 if is_package else 0)]
+        source = ".".join(base + ([node.module] if node.module else []))
+    else:
+        source = node.module or ""
+    hits = [f"{source}.{a.name}" for a in node.names if f"{source}.{a.name}" in known]
+    return hits + ([source] if source in known else [])
+
+
+def cycles(edges: set[tuple[str, str]], nodes: list[str]) -> list[set[str]]:
+    """The strongly connected components of more than one module: each is an import cycle."""
+    index = {n: i for i, n in enumerate(nodes)}
+    rows, cols = zip(*((index[a], index[b]) for a, b in edges)) if edges else ((), ())
+    adjacency = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(nodes), len(nodes)))
+    _, labels = connected_components(adjacency, directed=True, connection="strong")
+    groups: dict[int, set[str]] = {}
+    for node, label in zip(nodes, labels):
+        groups.setdefault(label, set()).add(node)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def import_graph() -> tuple[list[set[str]], list[str]]:
+    """The import cycles among perfkit's modules; and each function-local import without a comment
+    saying why."""
+    files = module_files()
+    known = set(files)
+    edges = set()
+    unexplained = []
+    for module, path in files.items():
+        source = path.read_text()
+        lines = source.splitlines()
+        tree = ast.parse(source)
+        in_function = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                       for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))}
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            targets = imported_modules(node, module, known, path.name == "__init__.py")
+            for target in targets:
+                if target != module:
+                    edges.add((module, target))
+            if id(node) in in_function and not _explained(lines, node):
+                unexplained.append(f"{path.relative_to(REPO)}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    return cycles(edges, sorted(known)), unexplained
+
+
+def _explained(lines: list[str], node: ast.stmt) -> bool:
+    """A comment on the import's own lines, or just above the run of imports it belongs to."""
+    if any("#" in line for line in lines[node.lineno - 1:node.end_lineno]):
+        return True
+    i = node.lineno - 2
+    while i >= 0 and (not lines[i].strip() or lines[i].lstrip().startswith(("import ", "from "))):
+        i -= 1
+    return i >= 0 and lines[i].lstrip().startswith("#")
+
+
+def test_no_import_cycle():
+    found, _ = import_graph()
+    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(sorted(c)) for c in found)
+
+
+def test_every_import_inside_a_function_says_why():
+    _, unexplained = import_graph()
+    assert not unexplained, "function-local imports without a reason:\n" + "\n".join(unexplained)
+
+
+@pytest.mark.parametrize("planted", ["cycle", "silent"])
+def test_the_checks_see_a_planted_defect(tmp_path, monkeypatch, planted):
+    """The graph check is not vacuous: a two-module cycle and an unexplained local import are found."""
+    pkg = tmp_path / "perfkit"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from perfkit import b\n")
+    (pkg / "b.py").write_text("def f():\n    from perfkit import a  # planted\n" if planted == "cycle" else
+                              "def f():\n    from perfkit import errors\n")
+    (pkg / "errors.py").write_text("")
+    here = sys.modules[__name__]
+    monkeypatch.setattr(here, "REPO", tmp_path)
+    monkeypatch.setattr(here, "ROOTS", {"perfkit": "perfkit"})
+    found, unexplained = import_graph()
+    if planted == "cycle":
+        assert found == [{"perfkit.a", "perfkit.b"}] and not unexplained
+    else:
+        assert not found and len(unexplained) == 1 and "from perfkit import errors" in unexplained[0]
