@@ -93,6 +93,18 @@ def _combine(base: dict, deltas: list[tuple[dict, int]]) -> dict:
         b = base["collectives"].get(kind, zero)
         out["collectives"][kind] = {f: b[f] + sum(k * (d["collectives"].get(kind, zero)[f] - b[f]) for d, k in deltas)
                                     for f in zero}
+
+    def counts(cost):
+        return {(r["kind"], r["shape"]): r for r in cost["collective_shapes"]}
+
+    rows = {**counts(base), **{key: r for d, _ in deltas for key, r in counts(d).items()}}
+    out["collective_shapes"] = []
+    for key, row in sorted(rows.items()):
+        n = counts(base).get(key, {}).get("count", 0)
+        n += sum(k * (counts(d).get(key, {}).get("count", 0) - counts(base).get(key, {}).get("count", 0))
+                 for d, k in deltas)
+        if n:
+            out["collective_shapes"].append({**row, "count": n})
     return out
 
 

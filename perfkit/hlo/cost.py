@@ -49,6 +49,7 @@ SENT_SHARE = {"all-gather": lambda n: (n - 1) / n, "reduce-scatter": lambda n: (
               "ragged-all-to-all": lambda n: (n - 1) / n, "collective-permute": lambda n: 1.0,
               "collective-broadcast": lambda n: 1.0, "send": lambda n: 1.0, "recv": lambda n: 0.0}
 
+_LAYOUT = re.compile(r"\{[^{}]*\}")
 _ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
 _IOTA_GROUPS = re.compile(r"\[([\d,]+)\]<=\[")
 _TRIP_COUNT = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
@@ -57,7 +58,7 @@ _TRIP_COUNT = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
 def arrays(shape: str) -> list[tuple[str, tuple[int, ...]]]:
     """(dtype, dims) of every array in a printed shape, tuple members in order (layouts ignored)."""
     out = []
-    for m in _ARRAY.finditer(re.sub(r"\{[^{}]*\}", "", shape)):
+    for m in _ARRAY.finditer(_LAYOUT.sub("", shape)):
         if m.group(1) in DTYPE_BYTES:
             dims = tuple(int(d.lstrip("<=")) for d in m.group(2).split(",") if d.strip())
             out.append((m.group(1), dims))
@@ -97,7 +98,7 @@ def group_size(inst: Instruction, devices: int) -> int:
 class Collective(NamedTuple):
     kind: str           # all-gather, reduce-scatter, all-reduce, all-to-all, collective-permute ...
     instruction: str
-    shape: str          # the buffer the share applies to, as printed
+    shape: str          # the buffer the share applies to, layouts dropped
     buffer_bytes: int
     group: int          # devices in its replica group
     sent_bytes: float   # per device, over the interconnect
@@ -134,16 +135,21 @@ class ProgramCost:
         return dict(sorted(out.items()))
 
     def shapes(self) -> Counter:
-        """(kind, buffer shape without layout) -> count: what ``describe_change`` compares."""
-        return Counter({k: n for k, n in Counter(
-            (c.kind, re.sub(r"\{[^{}]*\}", "", c.shape)) for c in self.collectives for _ in range(c.times)).items()})
+        """(kind, buffer shape) -> how many a step runs."""
+        out: Counter = Counter()
+        for c in self.collectives:
+            out[(c.kind, c.shape)] += c.times
+        return out
 
     def as_json(self) -> dict:
         return {"module": self.module, "file": self.file, "devices": self.devices,
                 "flops": self.dot_flops + self.other_flops, "dot_flops": self.dot_flops,
                 "other_flops": self.other_flops, "transcendentals": self.transcendentals,
                 "hbm_bytes": self.hbm_bytes, "interconnect_bytes": self.interconnect_bytes,
-                "collectives": self.by_kind(), "temp_bytes": self.temp_bytes, "peak_bytes": self.peak_bytes}
+                "collectives": self.by_kind(),
+                "collective_shapes": [{"kind": k, "shape": s, "count": n, "buffer_bytes": shape_bytes(s)}
+                                      for (k, s), n in sorted(self.shapes().items())],
+                "temp_bytes": self.temp_bytes, "peak_bytes": self.peak_bytes}
 
 
 class _Counter:
@@ -322,7 +328,8 @@ class _Counter:
             buffer = output
         n = group_size(target, self.devices)
         size = shape_bytes(buffer)
-        return Collective(kind, inst.name, buffer.strip(), size, n, size * SENT_SHARE[kind](n) if n > 1 else 0.0, times)
+        shown = _LAYOUT.sub("", buffer).strip()
+        return Collective(kind, inst.name, shown, size, n, size * SENT_SHARE[kind](n) if n > 1 else 0.0, times)
 
 
 _DEVICES = re.compile(r"num_partitions=(\d+)")
