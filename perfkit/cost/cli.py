@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from perfkit.cost import chips
+from perfkit.cost.change import change
 from perfkit.cost.programs import cost_block, resolve, run_costs
 from perfkit.cost.roofline import describe, roofline
 from perfkit.errors import BadInput
@@ -87,7 +88,7 @@ def _options(pairs: tuple[str, ...]) -> dict:
 @click.option("--devices", type=click.IntRange(min=1), default=4, show_default=True, help="--model: devices.")
 @click.option("--guidance", type=float, default=None, help="--model: CFG scale (a batch of 2); default none.")
 @click.option("--config-blocks", is_flag=True, help="--model: the config's block counts, not the published model's.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON: cost and roofline per program set.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: cost, roofline and (runs) change, per variant.")
 def cost(paths, chip_name, step_module, model, config, rows, plan_name, plan_options, devices, guidance,
          config_blocks, as_json):
     """FLOPs, HBM bytes, collectives and memory of each step, and its roofline bound on a chip.
@@ -99,6 +100,7 @@ def cost(paths, chip_name, step_module, model, config, rows, plan_name, plan_opt
         raise BadInput("give PATHS (dumps or a run directory) or --model, one of them", field="--model")
     blocks: dict[str, dict] = {}
     lines: dict[str, dict] = {}
+    changes: dict[str, dict] = {}
     if model:
         label, step = _paper(model, config, rows, plan_name, _options(plan_options), devices, guidance, config_blocks)
         blocks[label] = {"dumps": None, "programs": [], "step": step}
@@ -109,9 +111,13 @@ def cost(paths, chip_name, step_module, model, config, rows, plan_name, plan_opt
             summary_file = Path(path) / "summary.json"
             summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
             found, roofs = run_costs(Path(path), summary, chip)
+            if not found:
+                raise BadInput("no trial wrote XLA dumps (capture.xla_dump: none?)", path=path)
             prefix = "" if len(paths) == 1 else f"{path}:"
             blocks.update({prefix + v: b for v, b in found.items()})
             lines.update({prefix + v: r for v, r in roofs.items()})
+            a, *others = found
+            changes.update({prefix + b: change(a, found[a]["step"], b, found[b]["step"]) for b in others})
             continue
         for label, folder in resolve([path]).items():
             block = cost_block(folder, chip, step_module=step_module)
@@ -120,10 +126,12 @@ def cost(paths, chip_name, step_module, model, config, rows, plan_name, plan_opt
             if roof is not None:
                 lines[label] = roof
     if as_json:
-        click.echo(json.dumps({"cost": blocks, "roofline": lines}, indent=2))
+        click.echo(json.dumps({"cost": blocks, "roofline": lines, "change": changes}, indent=2))
         return
     for label, block in blocks.items():
         for line in program_lines(label, block["step"], lines.get(label)):
             click.echo(line)
+    for c in changes.values():
+        click.echo(c["sentence"])
     if not lines:
         click.echo(f"no roofline: the chip is unknown (give --chip {'|'.join(chips.CHIPS)})")
