@@ -64,6 +64,7 @@ PRESETS = {
 
 def build(shape: OpShape, impl: str, devices, dtype: str, seed: int = 0):
     """(program, reference program, inputs): ``jit(shard_map(...))`` of the op over ``devices``."""
+    # jax only once the op bench runs: XLA_FLAGS (--devices) must be set first
     import jax
     import jax.numpy as jnp
     from jax.sharding import Mesh
@@ -111,6 +112,7 @@ def build(shape: OpShape, impl: str, devices, dtype: str, seed: int = 0):
 
 
 def max_abs_diff(a, b) -> float:
+    # jax only once the op bench runs: XLA_FLAGS (--devices) must be set first
     import jax
 
     return max(float(np.max(np.abs(np.asarray(x, np.float32) - np.asarray(y, np.float32))))
@@ -137,9 +139,11 @@ def main(preset, op, impl, size, dtype, steps, devices):
     if devices is not None:
         if "jax" in sys.modules:  # XLA reads the flag once, when jax starts
             raise click.UsageError("--devices must take effect before jax is imported")
+        # the runner's flag builder, so bench and runs spell the flags alike
         from perfkit.run.ranks import xla_flags
 
         os.environ["XLA_FLAGS"] = xla_flags(os.environ.get("XLA_FLAGS", ""), devices, None)
+    # jax only once the op bench runs: XLA_FLAGS (--devices) must be set first
     import jax
 
     from perfkit import record

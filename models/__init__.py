@@ -63,6 +63,7 @@ WORKER_OPTIONS = ("save_latents",)
 def plan_for(name: str, config, options: dict, devices: int):
     """The plan a case's variant asks for (``options``: ``plan`` and its options), bound to the family's
     streams over ``devices`` ranks. ``BadInput`` names the option that cannot be honoured."""
+    # plans import jax: only when a plan is built, not to list families
     from perfkit.models.plans import make_plan
 
     opts = {k: v for k, v in options.items() if k not in WORKER_OPTIONS}

@@ -36,6 +36,7 @@ DTYPES = ("float32", "bfloat16")
 
 
 def _device(kind: str, local_rank: int):
+    # torch is optional: the module's CLI help and argument checks run without it
     import torch
 
     if kind == "auto":
@@ -44,6 +45,7 @@ def _device(kind: str, local_rank: int):
         torch.cuda.set_device(local_rank)
         return torch.device("cuda", local_rank)
     if kind == "tpu":
+        # torch_tpu exists only on TPU VMs
         from perfkit.adapters import torch_tpu
 
         return torch_tpu.device(local_rank)
@@ -52,6 +54,7 @@ def _device(kind: str, local_rank: int):
 
 def _backend(device) -> str:
     if device.type == "tpu":
+        # torch_tpu exists only on TPU VMs
         from perfkit.adapters import torch_tpu
 
         return torch_tpu.BACKEND
@@ -59,6 +62,7 @@ def _backend(device) -> str:
 
 
 def _synchronize(device) -> None:
+    # torch is optional: the module's CLI help and argument checks run without it
     import torch
 
     if device.type != "cpu":
@@ -78,6 +82,7 @@ def _profiler(device, steps: list[int], trace_dir: str | None, rank: int):
     ``.step()`` after every step), or a null context when nothing is to be traced."""
     if not steps or not trace_dir:
         return contextlib.nullcontext()
+    # the profiler: only when steps are traced
     from torch.profiler import ProfilerAction, ProfilerActivity, profile
 
     first, last = steps[0], steps[-1]
@@ -94,6 +99,7 @@ def _profiler(device, steps: list[int], trace_dir: str | None, rank: int):
     out = Path(trace_dir)
     out.mkdir(parents=True, exist_ok=True)
     if device.type == "tpu":  # torch_tpu writes host and device events as XSpace under `out` itself
+        # torch_tpu exists only on TPU VMs
         from perfkit.adapters import torch_tpu
 
         return profile(activities=[ProfilerActivity.CPU, torch_tpu.profiler_activity()], schedule=schedule,
@@ -127,7 +133,9 @@ def main(plan, config, steps, guidance, dtype, seed, compile_backend, input_layo
 
 def run(plan, config, steps, guidance, dtype, seed, compile_backend, input_layout, device_kind) -> None:
     t_setup = time.perf_counter()
+    # torch and the torch model: only once the arguments are good
     import numpy as np
+    # torch is optional: the module's CLI help and argument checks run without it
     import torch
     import torch.distributed as dist
 

@@ -68,6 +68,7 @@ def run(case_file, overrides, only, out_dir, aa, salt, resume_dir, hosts, host_i
 
     Exit code 3 when a trial failed or hung, or the run was stopped (Ctrl-C): the report is still
     written, and --resume RUN_DIR continues it."""
+    # each command imports what it needs when run: `perfkit --help` stays fast
     import signal
 
     # A SIGTERM (a CI timeout, a scheduler) stops the run like Ctrl-C: ranks ended, partial report.
@@ -90,14 +91,15 @@ def _run_or_resume(case_file, overrides, only, out_dir, aa, salt, resume_dir, ho
         if given or hosts != 1:
             raise BadInput(f"--resume continues a run as it was started; drop {', '.join(given) or '--hosts'}",
                            path=resume_dir, field="--resume")
-        from perfkit.run.runner import resume_run
+        from perfkit.run.runner import resume_run  # the runner's stack: only once the options are good
 
         return resume_run(resume_dir, host_index)
     if hosts > 1 and not out_dir:
         raise BadInput("a multi-host run needs --out: the run directory all hosts share", field="--out")
     case = case_mod.load(case_file or Path(__file__).resolve().parent.parent / "cases" / "quickstart.yaml",
                          list(overrides) + (["aa=true"] if aa else []))
-    from perfkit.run.runner import run_case  # statistics and pandas: only once the case is good
+    # the runner's stack (statistics, pandas): only once the case is good
+    from perfkit.run.runner import run_case
     from perfkit.run.trial import RunOptions
 
     return run_case(case, out_dir, RunOptions(only=only, salt=salt, hosts=hosts, host_index=host_index or 0,
@@ -109,6 +111,7 @@ def _run_or_resume(case_file, overrides, only, out_dir, aa, salt, resume_dir, ho
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def env(devices, as_json):
     """Versions, devices and the git tree hash, as a run records them in env.json."""
+    # each command imports what it needs when run: `perfkit --help` stays fast
     import os
 
     from perfkit.run import envinfo

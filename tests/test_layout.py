@@ -86,6 +86,8 @@ def _explained(lines: list[str], node: ast.stmt) -> bool:
         return True
     i = node.lineno - 2
     while i >= 0 and (not lines[i].strip() or lines[i].lstrip().startswith(("import ", "from "))):
+        if "#" in lines[i]:
+            return True
         i -= 1
     return i >= 0 and lines[i].lstrip().startswith("#")
 

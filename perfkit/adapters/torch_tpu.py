@@ -32,6 +32,7 @@ _OP_NAME = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_]\w*$")
 
 def device(local_rank: int):
     """This process's TPU chip as a torch device (torch_tpu: one process per chip)."""
+    # torch and torch_tpu are optional: imported when a TPU is used
     import torch
     import torch_tpu  # noqa: F401  (registers the "tpu" device)
 
@@ -40,6 +41,7 @@ def device(local_rank: int):
 
 def profiler_activity():
     """``torch.profiler.ProfilerActivity.TPU`` (exists once torch_tpu is loaded)."""
+    # torch_tpu exists only on TPU VMs: imported when a TPU is used
     import torch_tpu  # noqa: F401
     from torch.profiler import ProfilerActivity
 
@@ -59,6 +61,7 @@ def profiler_config(run_dir: str | Path, levels: ProfileLevels = ProfileLevels()
     """The ``experimental_config=`` for ``torch.profiler.profile`` that writes the XSpace under
     ``run_dir``. ``tpu_profiler`` stands in for ``torch.tpu.profiler`` (tests)."""
     if tpu_profiler is None:
+        # torch_tpu exists only on TPU VMs: imported when a TPU is used
         import torch_tpu  # noqa: F401
         from torch.tpu import profiler as tpu_profiler
     return tpu_profiler.TpuProfilerConfig(run_dir=Path(run_dir), **dataclasses.asdict(levels))
@@ -132,6 +135,7 @@ class KernelRegistry:
                                      f"{known.source_hash}, now {digest}): give the changed kernel a new name")
             return known.op
         if self._jax_op is None:
+            # torch_tpu exists only on TPU VMs: imported when a TPU is used
             import torch_tpu  # noqa: F401
             from torch.tpu.pallas import jax_op
 

@@ -12,13 +12,15 @@ from pathlib import Path
 
 import numpy as np
 
-from perfkit.run import case as case_mod
-from perfkit.quality import media
+from perfkit.analysis import stats, timing
+from perfkit.hlo.check import variant_check
 from perfkit.quality import compare as quality
-from perfkit.analysis import stats
-from perfkit.analysis import timing
+from perfkit.quality import media
+from perfkit.run import case as case_mod
 from perfkit.run.case import Case
 from perfkit.run.rundir import read_trials
+from perfkit.serve import analysis as serve_analysis
+from perfkit.trace.runs import summarize
 
 
 def _first_ok(trials: list[dict], variant: str) -> dict | None:
@@ -68,8 +70,6 @@ def rank_summary(case: Case, run_dir: Path) -> dict:
     """Rank consistency per variant. One SPMD controller compiles one program for all devices; with one
     process per rank, ``perfkit hlo-diff`` compares the programs of the first trial of each variant whose
     ranks wrote XLA dumps (``perfkit.hlo.check``)."""
-    from perfkit.hlo.check import variant_check
-
     if case.kind == "serve":
         return {v.name: {"consistent": None, "groups": [], "checked": "not checked (a served system)"}
                 for v in case.variants}
@@ -83,8 +83,6 @@ def trace_summary(run_dir: Path, trials: list[dict], variants: list[str] | None 
     variant the mean step per chip as compute / exposed ICI / local DMA / idle (ms), and the op kinds
     whose device time per step changed most against the baseline (``perfkit.trace.runs``); None when
     no trace was captured. ``variants``: baseline first (default: the order trials name them)."""
-    from perfkit.trace.runs import summarize
-
     return summarize(run_dir, trials, variants or list(dict.fromkeys(t["variant"] for t in trials)))
 
 
@@ -189,7 +187,6 @@ def summarize_run(run_dir: Path, *, interrupted: bool = False) -> tuple[Case, di
         "interrupted": interrupted,
     }
     if case.kind == "serve":  # per-level latency, outputs/min, served quality (perfkit.serve_analysis)
-        from perfkit.serve import analysis as serve_analysis
 
         summary["serve"] = serve_analysis.summarize(case, run_dir, trials)
     summary["not_verified"] = not_verified(case, summary)

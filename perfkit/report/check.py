@@ -25,9 +25,10 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from perfkit.run import case as case_mod
-from perfkit.errors import BadInput, ExitCode
 from perfkit.common.summary import compared_variant, from_json, json_safe
+from perfkit.errors import BadInput, ExitCode
+from perfkit.report.line import summary_line
+from perfkit.run import case as case_mod
 from perfkit.run.rundir import read_summary
 
 BASELINE_VERSION = 1
@@ -37,7 +38,6 @@ COLUMNS = ["check", "subject", "unit", "baseline", "current", "limit", "passed",
 @dataclasses.dataclass(frozen=True)
 class Thresholds:
     """When a row fails (defaults and case keys: ``perfkit.case.CHECK_KEYS``)."""
-
     ratio_tolerance: float  # a B/A ratio fails when its 95% CI lies wholly above baseline x (1 + this)
     psnr_drop_db: float  # a PSNR fails when it is more than this below the baseline's
     min_psnr_db: float | None = None  # and, when set, whenever it is below this
@@ -248,8 +248,6 @@ def command(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_
 
     Exit code 1 when a row fails (each is listed); with GITHUB_STEP_SUMMARY set, a Markdown summary is
     appended there. --update-baseline writes BASELINE from this run."""
-    from perfkit.report.line import summary_line
-
     run = Path(run_dir)
     summary = read_summary(run)
     if summary.get("kind") == "matrix":

@@ -5,8 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from perfkit.common.summary import compared_variant
+from perfkit.hlo.render import rank_list, ranks_report
 from perfkit.report.cells import db_cell
 from perfkit.report.line import summary_line
+from perfkit.run.launch import exit_text
+from perfkit.run.stackdump import where_threads_wait
+from perfkit.serve.report import section
 
 
 def _ms(x) -> str:
@@ -160,8 +164,6 @@ def _first_difference(first: dict | None) -> str:
 
 def _ranks(summary: dict) -> list[str]:
     """Rank consistency per variant; for a variant whose ranks diverged, hlo-diff's Markdown detail."""
-    from perfkit.hlo.render import rank_list, ranks_report
-
     rows = ["| variant | consistent | rank groups | first differing instruction | checked |",
             "| --- | --- | --- | --- | --- |"]
     details = []
@@ -175,8 +177,6 @@ def _ranks(summary: dict) -> list[str]:
 
 
 def _failures(summary: dict) -> list[str]:
-    from perfkit.run.launch import exit_text
-    from perfkit.run.stackdump import where_threads_wait
 
     lines = []
     for f in summary["trials"]["failed"]:
@@ -296,7 +296,6 @@ def _reproduce(summary: dict) -> list[str]:
 
 def render(summary: dict, plots: dict[str, str] | None = None) -> str:
     """report.md, sections in a fixed order; ``plots`` as ``perfkit.plots.write_plots`` returns them."""
-
     plots = plots or {}
     out = [f"# perfkit run: {summary['case']}", "", summary_line(summary, Path("report.md")).rsplit(";", 1)[0], "",
            _verdict(summary), ""]
@@ -308,7 +307,6 @@ def render(summary: dict, plots: dict[str, str] | None = None) -> str:
                 "come from the trials that finished.", ""]
     out += ["## Environment", "", *_environment(summary), ""]
     if summary.get("serve"):  # a serve case: latency and outputs/min per concurrency level
-        from perfkit.serve.report import section
 
         out += ["## Serving", "", *section(summary), ""]
     else:

@@ -88,6 +88,7 @@ def psnr_per_frame(psnr_db: list, title: str) -> Figure:
 def write_plots(run_dir: Path, summary: dict, steps: pd.DataFrame) -> dict[str, str]:
     """Every plot the run's figures allow, as ``{name: path relative to run_dir}``: ``step_times``,
     ``breakdown``, ``psnr`` (of the headline output), ``drift``."""
+    # the quality stack (PyAV): only when a run has latents
     from perfkit.quality.compare import plot_drift
 
     folder = run_dir / PLOTS_DIR

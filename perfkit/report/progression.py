@@ -13,6 +13,7 @@ import pandas as pd
 
 from perfkit.common.summary import compared_variant, from_json
 from perfkit.run.rundir import read_summary
+from perfkit.run.sweep import cell_dirs
 
 
 def load_summaries(run_dir: Path) -> list[tuple[str, dict]]:
@@ -20,7 +21,6 @@ def load_summaries(run_dir: Path) -> list[tuple[str, dict]]:
     summary = read_summary(run_dir)
     if summary.get("kind") != "matrix":
         return [(run_dir.name, summary)]
-    from perfkit.run.sweep import cell_dirs
 
     return [(f"{run_dir.name}/cells/{c.name}", read_summary(c))
             for c in cell_dirs(run_dir) if (c / "summary.json").is_file()]

@@ -249,6 +249,7 @@ def validate(raw: dict, path: str = "<case>") -> Case:
             raise BadInput("a matrix entry is a non-empty list of values", path=path, field=f"matrix.{key}")
 
     if has_serve:
+        # serve specs (their codec check loads PyAV): only for serve cases
         from perfkit.serve import spec as serve_spec
 
         top["serve"], servers = serve_spec.validate(top, raw, path)

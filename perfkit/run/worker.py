@@ -71,10 +71,12 @@ def traced_step(jax, trace_dir: str | None, index: int):
 def host_latents(jax, den):
     """The whole latents (batch, tokens, channels) as float32 numpy on this process, gathered from
     every process in a multi-process job (a collective: every rank calls it)."""
+    # the worker imports jax and numpy only once XLA_FLAGS are set (main)
     import numpy as np
 
     if jax.process_count() == 1:
         return np.asarray(jax.device_get(den.latents), np.float32)
+    # multi-process jobs only
     from jax.experimental import multihost_utils
 
     return np.asarray(multihost_utils.process_allgather(den.latents, tiled=True), np.float32)
@@ -83,8 +85,11 @@ def host_latents(jax, den):
 def main(argv: list[str]) -> int:
     spec = json.loads(argv[0])
     import jax  # after the runner's XLA_FLAGS are in place
+
+    # the worker imports jax and numpy only once XLA_FLAGS are set (main)
     import numpy as np
 
+    # jax-dependent: after XLA_FLAGS are in place
     from perfkit import record
     from perfkit.models import plan_for
     from perfkit.models.pipeline import DenoiseConfig, Denoiser, decode

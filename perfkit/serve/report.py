@@ -50,6 +50,7 @@ def headline(summary: dict) -> str:
 
 def plot_latency(samples: dict[str, dict[str, list[float]]], levels: list[int], path: Path) -> Path:
     """One panel per concurrency level: each variant's request latencies (box and points)."""
+    # numpy and matplotlib: only when a report draws the latency plot
     import numpy as np
     from matplotlib.figure import Figure
 

@@ -31,6 +31,7 @@ import yaml
 
 from perfkit.common.keys import check_keys
 from perfkit.errors import BadInput
+from perfkit.quality.media import parse_codec
 
 SERVER_KEYS = {"server": (list, None), "ready": (dict, None), "request": (dict, None), "output": (dict, None)}
 SERVE_KEYS = {
@@ -52,7 +53,6 @@ NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 class Prompt(NamedTuple):
     """One prompt of the request set: ``name`` names its output files; ``extra`` holds more placeholders."""
-
     name: str
     text: str
     seed: int
@@ -65,7 +65,6 @@ class Prompt(NamedTuple):
 @dataclasses.dataclass(frozen=True)
 class Ready:
     """Readiness: poll ``url`` (GET, 2xx = ready) for at most ``timeout`` seconds after the start."""
-
     url: str
     timeout: float
 
@@ -73,7 +72,6 @@ class Ready:
 @dataclasses.dataclass(frozen=True)
 class RequestSpec:
     """One generation request: URL (a path on the server, or a full URL), method, body template, headers."""
-
     url: str
     method: str
     body: Any
@@ -85,7 +83,6 @@ class OutputSpec:
     """Where the output is: the response ``body``, or a JSON ``field`` (dotted; list items by index)
     holding base64 bytes, a URL to fetch or a local path; ``suffix`` names saved files when the URL or
     path has none."""
-
     kind: str
     field: str | None
     suffix: str
@@ -94,7 +91,6 @@ class OutputSpec:
 @dataclasses.dataclass(frozen=True)
 class ServerSpec:
     """One variant's server: its argv (the variant's ``args`` go after it), readiness, request, output."""
-
     argv: tuple[str, ...]
     ready: Ready
     request: RequestSpec
@@ -108,7 +104,6 @@ class ServerSpec:
 @dataclasses.dataclass(frozen=True)
 class ServeSpec:
     """The shared part of a serve case."""
-
     prompts: tuple[Prompt, ...]
     concurrency: tuple[int, ...]  # levels, ascending; the first is the single-request latency level
     requests: int  # measured requests per level, after the case's `warmup` requests
@@ -280,7 +275,6 @@ def validate(top: dict, raw: dict, path: str) -> tuple[ServeSpec, dict[str, Serv
     clash = set(s["params"]) & set(PER_REQUEST + PER_SERVER)
     if clash:
         raise BadInput(f"{sorted(clash)[0]!r} is filled by perfkit", path=path, field="serve.params")
-    from perfkit.quality.media import parse_codec
 
     try:
         parse_codec(s["codec"])
