@@ -75,9 +75,11 @@ def paper():
 
 
 @pytest.mark.parametrize("name", SEED_MS)
-def test_flops_per_step_within_ten_percent_of_hand_count(paper, name):
+def test_flops_per_step_match_the_hand_count(paper, name):
     # perfkit's figure is one device's program: the step's FLOPs are DEVICES times it (sp splits every dot).
-    assert DEVICES * paper[name]["dot_flops"] == pytest.approx(HAND[name], rel=0.10)
+    # The issue asks for 10%; measured 0.02% (hunyuan) to 0.43% (ltx2: pad rows, embeddings, adaLN), so
+    # it is held to 1%, where one block more or less (1/40 of Wan, 1/48 of LTX-2) fails.
+    assert DEVICES * paper[name]["dot_flops"] == pytest.approx(HAND[name], rel=0.01)
 
 
 def test_wan_hand_check_of_the_issue(paper):
