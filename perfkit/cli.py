@@ -18,6 +18,7 @@ COMMANDS = {
     "run": "perfkit.cli:run",
     "report": "perfkit.cli:report",
     "check": "perfkit.report.check:command",
+    "cost": "perfkit.cost.cli:cost",
     "env": "perfkit.cli:env",
     "hlo-diff": "perfkit.hlo.cli:hlo_diff",
     "quality": "perfkit.quality.compare:command",

@@ -1,0 +1,206 @@
+"""`perfkit.hlo.cost` and `perfkit cost`: program cost against XLA's own cost analysis, and against counts
+worked out by hand from shapes.
+
+The oracle is ``compiled.cost_analysis()`` / ``compiled.memory_analysis()`` of the bundled model's step on
+4 simulated CPU devices. Measured on every bundled family and plan (wan, flux, hunyuan, ltx2 x local, tp,
+sp ring, sp xla, ulysses): FLOPs agree to 0.003% or better (ltx2: a few hundred FLOPs of 9e6 apart),
+transcendentals exactly, bytes accessed to 0.6% (wan sp ring, -0.57%; most agree to a few bytes). The
+tests hold FLOPs to 1e-4 and bytes to 1%.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import cost_dumps
+import jax
+import jax.numpy as jnp
+import pytest
+
+from perfkit.cost import chips
+from perfkit.cost.roofline import roofline
+from perfkit.hlo.cost import program_cost, shape_bytes
+from perfkit.hlo.parse import parse_module, read_module
+from perfkit.models.pipeline import DenoiseConfig, Denoiser
+from perfkit.models.plans import make_plan
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).parent / "data"
+FLOPS_TOLERANCE = 1e-4
+BYTES_TOLERANCE = 0.01
+
+
+def compiled_step(family: str, plan: str, **options):
+    d = Denoiser(family, "tiny", make_plan(plan, **options), jax.devices()[:4], DenoiseConfig(dtype="bfloat16"))
+    return d._step.lower(d.params, d.state, d.conditions, jnp.float32(1), jnp.float32(-0.1)).compile()
+
+
+@pytest.mark.parametrize("family, plan, options", [
+    ("wan", "tp", {}), ("wan", "sp", {"impl": "ring"}), ("wan", "sp", {"impl": "xla"}), ("wan", "ulysses", {}),
+    ("flux", "sp", {"impl": "ring"}), ("hunyuan", "sp", {"impl": "ring"}), ("ltx2", "tp", {}),
+])
+def test_against_xla_cost_analysis(family, plan, options):
+    compiled = compiled_step(family, plan, **options)
+    xla = compiled.cost_analysis()
+    mine = program_cost(parse_module(compiled.as_text()), 4)
+    assert mine.dot_flops + mine.other_flops == pytest.approx(xla["flops"], rel=FLOPS_TOLERANCE)
+    assert mine.transcendentals == xla["transcendentals"]
+    assert mine.hbm_bytes == pytest.approx(xla["bytes accessed"], rel=BYTES_TOLERANCE)
+    assert mine.dot_flops > 0.8 * xla["flops"]  # a DiT step is dots, mostly
+
+
+# Tiny Wan (models/wan.py): dim 64, ffn 256, 4 x 8 x 8 = 256 video rows, 16 text rows, 2 blocks, on 4 devices.
+# Activations are float32 on the wire although weights are bfloat16: the adaLN shift / scale come from the
+# float32 time embedding, and the modulated rows promote to it. A block has three column-parallel inputs of
+# video rows (self-attention q/k/v, cross-attention q, FFN up) and three row-parallel outputs (self-attention
+# out, cross-attention out, FFN down); the text's k/v run as under tp, without a collective.
+ROWS, DIM, BLOCKS, N = 256, 64, 2, 4
+STREAM = ROWS * DIM * 4  # one whole (1, 256, 64) float32 stream: 65536 bytes
+
+
+def test_tiny_wan_sp_xla_collectives_by_hand():
+    cost = program_cost(parse_module(compiled_step("wan", "sp", impl="xla").as_text()), N).by_kind()
+    # one all-gather per column-parallel input, one reduce-scatter per row-parallel output, each of the whole
+    # stream; a device sends (n-1)/n of it.
+    assert cost["all-gather"] == {"count": 3 * BLOCKS, "buffer_bytes": 3 * BLOCKS * STREAM,
+                                  "sent_bytes": 3 * BLOCKS * STREAM * 3 / 4}
+    assert cost["reduce-scatter"] == {"count": 3 * BLOCKS, "buffer_bytes": 3 * BLOCKS * STREAM,
+                                      "sent_bytes": 3 * BLOCKS * STREAM * 3 / 4}
+    assert set(cost) == {"all-gather", "reduce-scatter"}
+
+
+def test_tiny_wan_sp_ring_and_tp_by_hand():
+    # The bidirectional ring: each of the 6 collective matmuls a block runs n-1 = 3 hops, each hop one
+    # permute a direction of half a shard (32 rows): 2 blocks x 6 x 3 x 2 = 72 permutes of 32 x 64 float32.
+    ring = program_cost(parse_module(compiled_step("wan", "sp", impl="ring").as_text()), N)
+    half_shard = ROWS // N // 2 * DIM * 4
+    assert ring.by_kind() == {"collective-permute": {"count": 72, "buffer_bytes": 72 * half_shard,
+                                                     "sent_bytes": 72.0 * half_shard}}
+    assert ring.shapes() == {("collective-permute", "f32[1,32,64]"): 72}
+    # tp: an all-reduce of the whole stream after each row-parallel output; a device sends 2(n-1)/n of it.
+    tp = program_cost(parse_module(compiled_step("wan", "tp").as_text()), N)
+    assert tp.by_kind() == {"all-reduce": {"count": 3 * BLOCKS, "buffer_bytes": 3 * BLOCKS * STREAM,
+                                           "sent_bytes": 3 * BLOCKS * STREAM * 2 * 3 / 4}}
+    # The ring sends what the all-gathers and reduce-scatters send, and what tp's all-reduces send.
+    assert ring.interconnect_bytes == tp.interconnect_bytes == 12 * STREAM * 3 / 4
+
+
+def test_real_tpu_and_gpu_dumps_by_hand():
+    """Dumps of real TPU and GPU programs (async start/done pairs, a while loop, iota replica groups)."""
+    tpu = program_cost(read_module(DATA / "tpu_ring.txt"), 4)
+    # one (578 x 3072) @ (3072 x 3072) matmul; the all-gather of a (2312, 3072) bf16 buffer over [1,4]<=[4];
+    # three hops of a (578, 3072) bf16 permute inside the while loop (known_trip_count 3).
+    assert tpu.dot_flops == 2 * 578 * 3072 * 3072
+    kinds = tpu.by_kind()
+    assert kinds["all-gather"] == {"count": 1, "buffer_bytes": 2312 * 3072 * 2, "sent_bytes": 2312 * 3072 * 2 * 3 / 4}
+    assert kinds["collective-permute"] == {"count": 3, "buffer_bytes": 3 * 578 * 3072 * 2,
+                                           "sent_bytes": 3.0 * 578 * 3072 * 2}
+    gpu = program_cost(read_module(DATA / "gpu_async.txt"), 4).by_kind()
+    assert gpu["all-to-all"]["sent_bytes"] == 4 * 1024 * 16 * 128 * 2 * 3 / 4
+    assert gpu["reduce-scatter"] == {"count": 1, "buffer_bytes": 4096 * 4, "sent_bytes": 4096 * 4 * 3 / 4}
+
+
+def test_shape_bytes():
+    assert shape_bytes("bf16[578,3072]{1,0:T(8,128)(2,1)}") == 578 * 3072 * 2
+    assert shape_bytes("(f32[8]{0}, s8[4], pred[])") == 32 + 4 + 1
+    assert shape_bytes("f32[<=16]") == 64
+
+
+# Dumps written by XLA itself (tests/hlo/cost_dumps.py): buffer assignment and memory report against
+# memory_analysis(), the command, and the gate.
+@pytest.fixture(scope="module")
+def wan_sp_dump(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("wan_sp_dump")
+    return folder, cost_dumps.write(folder, "sp")
+
+
+def test_dump_folder_memory_and_step(wan_sp_dump):
+    from perfkit.cost.programs import folder_costs, step_cost
+
+    folder, xla = wan_sp_dump
+    step = step_cost(folder_costs(folder))
+    assert step.module == "jit__euler_step"
+    assert step.temp_bytes == xla["temp"]
+    assert step.peak_bytes >= step.temp_bytes
+    assert step.dot_flops + step.other_flops == pytest.approx(xla["cost"]["flops"], rel=FLOPS_TOLERANCE)
+
+
+def perfkit_cost(*args, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "perfkit.cli", "cost", *map(str, args)], capture_output=True,
+                          text=True, cwd=REPO, timeout=120, **kw)
+
+
+def test_cost_command_on_dumps_needs_no_jax(wan_sp_dump):
+    folder, xla = wan_sp_dump
+    res = perfkit_cost(folder, "--chip", "v5e", "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    (label,) = out["cost"]
+    r = out["roofline"][label]
+    step = out["cost"][label]["step"]
+    # v5e by hand: 197 TFLOP/s dense bf16, 819 GB/s HBM, 400 GB/s ICI both ways (200 out).
+    assert r["chip"] == "v5e"
+    assert r["compute_ms"] == pytest.approx(step["dot_flops"] / 197e12 * 1e3)
+    assert r["memory_ms"] == pytest.approx(step["hbm_bytes"] / 819e9 * 1e3)
+    assert r["interconnect_ms"] == pytest.approx(72 * 32 * 64 * 4 / 200e9 * 1e3)
+    assert r["binding"] == "memory" and r["bound_ms"] == r["memory_ms"]
+    assert r["serial_ms"] == pytest.approx(r["compute_ms"] + r["memory_ms"] + r["interconnect_ms"])
+    text = perfkit_cost(folder, "--chip", "h100")
+    assert text.returncode == 0 and "72 collective-permute" in text.stdout and "on h100" in text.stdout
+    probe = subprocess.run([sys.executable, "-c", "import sys; from perfkit.cost.cli import cost\n"
+                            f"cost.main([{str(folder)!r}, '--chip', 'v5e'], standalone_mode=False)\n"
+                            "assert 'jax' not in sys.modules, 'jax imported'"],
+                           capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert probe.returncode == 0, probe.stderr[-2000:]
+
+
+def test_cost_command_refusals(tmp_path):
+    res = perfkit_cost(tmp_path / "nowhere")
+    assert res.returncode == 2 and "nowhere" in res.stderr and "Traceback" not in res.stderr
+    res = perfkit_cost(tmp_path)
+    assert res.returncode == 2 and "after_optimizations" in res.stderr
+    res = perfkit_cost(tmp_path, "--chip", "tpu9")
+    assert res.returncode == 2 and "unknown chip 'tpu9'" in res.stderr
+
+
+def test_chips_from_device_kinds():
+    assert chips.from_device_kind("TPU v5 lite").name == "v5e"
+    assert chips.from_device_kind("TPU v5").name == "v5p"
+    assert chips.from_device_kind("TPU v6 lite").name == "v6e"
+    assert chips.from_device_kind("TPU v4").name == "v4"
+    assert chips.from_device_kind("NVIDIA H100 80GB HBM3").name == "h100"
+    assert chips.from_device_kind("AMD Instinct MI300X").name == "mi300x"
+    assert chips.from_device_kind("cpu") is None
+    # A profile's plane stats override the table's peaks (a v6e plane as xprof reads it).
+    v6e = chips.from_plane_stats({"device_type_string": "TPU v6 Lite", "peak_teraflops_per_second": 918.0,
+                                  "peak_hbm_bw_gigabytes_per_second": 1640.0})
+    assert (v6e.name, v6e.bf16_tflops, v6e.hbm_gbs) == ("v6e", 918.0, 1640.0)
+    assert all(c.source and c.links for c in chips.CHIPS.values())
+
+
+def test_roofline_by_hand():
+    cost = {"dot_flops": 197e12, "hbm_bytes": 819e9 / 2, "interconnect_bytes": 200e9 / 4}
+    r = roofline(cost, chips.chip("v5e"), measured_ms=1250.0)
+    assert (r["compute_ms"], r["memory_ms"], r["interconnect_ms"]) == pytest.approx((1000, 500, 250))
+    assert r["bound_ms"] == pytest.approx(1000) and r["binding"] == "compute"
+    assert r["serial_ms"] == pytest.approx(1750) and r["measured_over_bound"] == pytest.approx(1.25)
+
+
+def test_gate_fails_on_a_second_gather_and_passes_on_a_rerun(wan_sp_dump, tmp_path):
+    from perfkit.cost.gate import baseline_cost, cost_rows
+    from perfkit.cost.programs import cost_block
+
+    folder, _ = wan_sp_dump
+    baseline = {"cost": baseline_cost({"cost": {"sp": cost_block(folder, None)}})}
+    cost_dumps.write(tmp_path / "rerun", "sp")
+    cost_dumps.write(tmp_path / "twice", "sp-gathers-twice")
+    rerun = cost_rows(baseline, {"cost": {"sp": cost_block(tmp_path / "rerun", None)}}, 0.01)
+    assert rerun and all(r["passed"] for r in rerun), rerun
+    assert {r["subject"] for r in rerun} >= {"sp: collective-permute per step", "sp: temp memory"}
+    twice = cost_rows(baseline, {"cost": {"sp": cost_block(tmp_path / "twice", None)}}, 0.01)
+    failed = {r["subject"]: r for r in twice if not r["passed"]}
+    # one more all-gather of a whole stream per column-parallel input: 3 a block, 2 blocks
+    assert failed["sp: all-gather per step"]["current"] == 6 and failed["sp: all-gather per step"]["baseline"] == 0
+    assert "sp: bytes sent a device per step" in failed
+    assert next(r for r in twice if r["subject"] == "sp: collective-permute per step")["passed"]
