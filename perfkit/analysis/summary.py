@@ -186,7 +186,7 @@ def summarize_run(run_dir: Path, *, interrupted: bool = False) -> tuple[Case, di
         "reproduce": reproduce(run_dir, env),
         "interrupted": interrupted,
     }
-    if case.kind == "serve":  # per-level latency, outputs/min, served quality (perfkit.serve_analysis)
+    if case.kind == "serve":  # per-level latency, outputs/min, served quality (perfkit.serve.analysis)
 
         summary["serve"] = serve_analysis.summarize(case, run_dir, trials)
     summary["not_verified"] = not_verified(case, summary)

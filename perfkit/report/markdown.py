@@ -1,4 +1,4 @@
-"""``report.md``: the page a reviewer reads. It only formats what ``perfkit.analyze`` computed."""
+"""``report.md``: the page a reviewer reads. It only formats what ``perfkit.analysis.summary`` computed."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def _quality_row(label: str, q: dict) -> str:
 
 def _quality(summary: dict, plots: dict[str, str] | None = None) -> list[str]:
     """Conventions as in ``perfkit.quality``: mean PSNR over differing frames, pooled = ffmpeg's average.
-    ``plots``: ``perfkit.plots.write_plots``'s result, for the drift plot's link."""
+    ``plots``: ``perfkit.report.plots.write_plots``'s result, for the drift plot's link."""
     q = summary.get("quality")
     a = summary["baseline"]
     if not q:
@@ -295,7 +295,7 @@ def _reproduce(summary: dict) -> list[str]:
 
 
 def render(summary: dict, plots: dict[str, str] | None = None) -> str:
-    """report.md, sections in a fixed order; ``plots`` as ``perfkit.plots.write_plots`` returns them."""
+    """report.md, sections in a fixed order; ``plots`` as ``perfkit.report.plots.write_plots`` returns them."""
     plots = plots or {}
     out = [f"# perfkit run: {summary['case']}", "", summary_line(summary, Path("report.md")).rsplit(";", 1)[0], "",
            _verdict(summary), ""]

@@ -1,5 +1,5 @@
 """The report's PNG plots, written under ``<run_dir>/plots/``: step times per variant and trial, the
-trace breakdown per variant, PSNR per frame, and the latent drift (``perfkit.quality.plot_drift``).
+trace breakdown per variant, PSNR per frame, and the latent drift (``perfkit.quality.compare.plot_drift``).
 
 Figures are drawn on matplotlib's ``Figure`` with the Agg canvas (no pyplot state, no display): a few
 small figures take a few hundred milliseconds, most of it matplotlib's import.
@@ -23,7 +23,7 @@ PLOTS_DIR = "plots"
 
 def step_times(steps: pd.DataFrame) -> Figure | None:
     """One box per trial of its timed synced steps, grouped and coloured by variant, trials in run
-    order within a variant. ``steps``: ``perfkit.timing.steps_frame`` rows. None without timed steps."""
+    order within a variant. ``steps``: ``perfkit.analysis.timing.steps_frame`` rows. None without timed steps."""
     timed = steps[(steps.kind == "synced") & steps.timed]
     if timed.empty:
         return None

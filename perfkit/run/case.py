@@ -24,7 +24,7 @@ MODEL_KEYS = {"name": (str, None), "config": (str, "tiny"), "steps": (int, 8), "
               "dtype": (str, "float32")}
 REPEATS_KEYS = {"min": (int, 3), "max": (int, 8)}
 CAPTURE_KEYS = {"xla_dump": (str, "first"), "trace": (list, []), "outputs": (bool, True)}
-# `perfkit check` thresholds (perfkit.check.Thresholds); its flags override them.
+# `perfkit check` thresholds (perfkit.report.check.Thresholds); its flags override them.
 CHECK_KEYS = {"ratio_tolerance": ((int, float), 0.10), "psnr_drop_db": ((int, float), 0.5),
               "min_psnr_db": ((int, float), None)}
 VARIANT_KEYS = {"options": (dict, {}), "env": (dict, {}), "args": (list, []), "description": (str, ""),
@@ -53,7 +53,7 @@ class Variant:
     env: dict[str, str]
     args: list[str]
     description: str = ""
-    serve: Any = None  # serve cases: this variant's server (perfkit.serve_spec.ServerSpec)
+    serve: Any = None  # serve cases: this variant's server (perfkit.serve.spec.ServerSpec)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +81,7 @@ class Case:
     step_regex: str | None
     aa: bool = False  # also run the baseline again, interleaved, as an A/A control (the noise floor)
     check: dict = dataclasses.field(default_factory=dict)  # `perfkit check` thresholds (CHECK_KEYS)
-    serve: Any = None  # serve cases: prompts, levels, requests (perfkit.serve_spec.ServeSpec)
+    serve: Any = None  # serve cases: prompts, levels, requests (perfkit.serve.spec.ServeSpec)
     source: str = "<case>"
     raw: dict = dataclasses.field(default_factory=dict, repr=False)
 

@@ -2,7 +2,7 @@
 
 Each trial's ranks run in one new process group, so a timeout or a crashed rank ends every process the
 trial started (children of children included) and nothing is left behind. Before the group is ended,
-ranks still running are asked for a Python stack dump of every thread (``perfkit.stackdump``). A hung or
+ranks still running are asked for a Python stack dump of every thread (``perfkit.run.stackdump``). A hung or
 crashed rank is a result: the returned ``TrialOutcome`` says which rank, with its exit code, the tail of
 its output and its stacks.
 """

@@ -5,7 +5,7 @@ Run directory (a contract, see docs/architecture.md): ``case.yaml`` (resolved), 
 ``trials/<NN>-<variant>/rank<R>/`` (``metrics.jsonl``, ``stdout.log``, ``stderr.log``, ``stacks.txt``,
 ``outputs/``, ``xla_dump/``, ``trace/``), ``summary.json``, ``report.md``, ``plots/``. A matrix case
 holds one such run directory per combination under ``cells/NN/``; a multi-host run keeps each host's
-part under ``hosts/host<I>/`` (``perfkit.rundir``).
+part under ``hosts/host<I>/`` (``perfkit.run.rundir``).
 
 Trials run in rounds (every variant once per round, ``abba`` or seeded ``random`` order). Rounds go on
 past ``repeats.min`` while a B/A verdict is still unknown, up to ``repeats.max``. A trial's index is its

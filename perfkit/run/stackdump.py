@@ -4,7 +4,7 @@ The runner writes this very file as ``sitecustomize.py`` into a folder it puts f
 ``PYTHONPATH``. Every Python process of a rank then registers ``faulthandler`` on SIGUSR1 (a C-level
 handler: it dumps even when the main thread is stuck inside a native call such as a hung collective)
 writing to ``PERFKIT_STACKS``; the watchdog sends SIGUSR1 to the trial's process group, waits briefly,
-then ends the group (``perfkit.launch``). Fatal signals (SIGSEGV ...) are dumped to the same file unless the program already
+then ends the group (``perfkit.run.launch``). Fatal signals (SIGSEGV ...) are dumped to the same file unless the program already
 enabled faulthandler. The sitecustomize that ours shadows, if any, still runs (we chain to it).
 
 Standard library only: the rank's Python may not have perfkit installed.

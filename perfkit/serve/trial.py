@@ -1,7 +1,7 @@
 """The ``serve`` case kind: one trial is one fresh server process of one variant, measured by closed-loop
 load at every concurrency level of the case.
 
-A trial starts the server in a process group of its own on a free port (``perfkit.launch``), polls its
+A trial starts the server in a process group of its own on a free port (``perfkit.run.launch``), polls its
 readiness URL, then at each level sends the case's ``warmup`` requests and its measured requests from
 ``concurrency`` workers, and ends the group (SIGTERM, then SIGKILL: nothing it started is left). A server
 that exits (``crashed``) or never gets ready, or a request left unanswered past the timeout (``hung``,
