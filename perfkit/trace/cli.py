@@ -1,4 +1,4 @@
-"""``perfkit trace breakdown | diff | tail | export``: the commands only format what the analyses return."""
+"""``perfkit trace breakdown | diff | collectives | tail | export``: the commands only format what the analyses return."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import click
 import pandas as pd
 
 PS_PER_MS = 1e9
+PS_PER_US = 1e6
 _STEPS_HELP = "Regex: events whose name matches mark the steps (default: Steps line, then step annotations)."
 paths_argument = click.argument("paths", nargs=-1, required=True, type=click.Path())
 steps_option = click.option("--steps", "step_pattern", metavar="REGEX", help=_STEPS_HELP)
@@ -19,11 +20,12 @@ def _load(paths, step_pattern):
     return load(list(paths), step_pattern)
 
 
-def _ms(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """``columns`` (picoseconds) as milliseconds text, renamed without ``_ps``, in place."""
+def _ms(frame: pd.DataFrame, columns: list[str], per: float = PS_PER_MS, digits: int = 3) -> pd.DataFrame:
+    """A copy with ``columns`` (picoseconds) as text in units of ``per`` ps (milliseconds), renamed
+    without ``_ps``."""
     out = frame.copy()
     for c in columns:
-        out[c] = (out[c] / PS_PER_MS).map(lambda v: f"{v:.3f}")
+        out[c] = (out[c] / per).map(lambda v: f"{v:.{digits}f}")
     return out.rename(columns={c: c.removesuffix("_ps") for c in columns})
 
 
@@ -48,15 +50,18 @@ def trace():
 @steps_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: rows (per step) and mean (per device).")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write a stacked-bar PNG of the mean step per chip.")
-def breakdown(paths, step_pattern, as_json, plot):
-    """Per chip and step: compute / exposed ICI / local DMA wait / idle, adding up to the step span.
+@click.option("--window", type=click.Choice(["step", "trace"]), default="step", show_default=True,
+              help="Spans: each step, or each device's whole trace (first to last device op, as HTA measures).")
+def breakdown(paths, step_pattern, as_json, plot, window):
+    """Per chip and step: compute / exposed ICI / local DMA wait / idle, adding up to the step span; and
+    the collectives' time in flight, the part of it hidden under compute, and that share.
 
     PATHS are trace files or folders (every *.xplane.pb under a folder, else every Kineto *.json[.gz])."""
-    from perfkit.trace.breakdown import COLUMNS, PARTS, TIMES, breakdown as compute, mean_per_device
+    from perfkit.trace.breakdown import COLUMNS, COMM, PARTS, TIMES, breakdown as compute, mean_per_device
     from perfkit.trace.breakdown import plot as draw
 
     events = _load(paths, step_pattern)
-    rows = compute(events)
+    rows = compute(events, window)
     if rows.empty:
         from perfkit.errors import BadInput
 
@@ -65,14 +70,20 @@ def breakdown(paths, step_pattern, as_json, plot):
     if plot:
         draw(means, plot)
     if as_json:
-        click.echo(json.dumps({"steps_from": events.attrs["steps_from"], "rows": _json_rows(rows[COLUMNS]),
-                               "mean": _json_rows(means)}, indent=1))
+        click.echo(json.dumps({"steps_from": events.attrs["steps_from"] if window == "step" else ["whole trace"],
+                               "window": window, "rows": _json_rows(rows[COLUMNS]), "mean": _json_rows(means)},
+                              indent=1))
         return
-    click.echo(f"steps from: {', '.join(events.attrs['steps_from'])}; times in ms")
-    click.echo(_ms(rows[COLUMNS], TIMES).to_string(index=False))
-    shares = _ms(means, TIMES)
+    share = lambda v: "-" if pd.isna(v) else f"{100 * v:.1f}%"  # noqa: E731
+    click.echo(f"steps from: {', '.join(events.attrs['steps_from']) if window == 'step' else 'whole trace'}; "
+               "times in ms; comm: collectives in flight, hidden: the part of it under compute")
+    table = _ms(rows[COLUMNS], TIMES + COMM)
+    table["overlap"] = rows["overlap"].map(share)
+    click.echo(table.to_string(index=False))
+    shares = _ms(means, TIMES + COMM)
     for p in PARTS:
         shares[p] += (100 * means[f"{p}_ps"] / means["span_ps"]).map(lambda v: f" ({v:.1f}%)")
+    shares["overlap"] = means["overlap"].map(share)
     click.echo("\nmean step per chip (ms, % of the span):")
     click.echo(shares.to_string(index=False))
     if plot:
@@ -136,6 +147,48 @@ def tail(paths, k, as_json):
     click.echo(_ms(chips, ["last_end_ps", "before_last_ps"]).to_string(index=False))
     click.echo(f"\nlast {k} ops per chip (ms from the trace start):")
     click.echo(_ms(_readable(last, ["name", "kind"]), ["start_ps", "end_ps", "dur_ps"]).to_string(index=False))
+
+
+@trace.command()
+@paths_argument
+@steps_option
+@click.option("-n", "--top", type=click.IntRange(min=1), default=20, show_default=True, help="Rows to show.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: ops, steps (stragglers) and instances.")
+def collectives(paths, step_pattern, top, as_json):
+    """Each collective per step: count, bytes sent per device, bandwidth, exposed and hidden time; across
+    chips that share a clock, arrival skew, waiting for the last chip, and each step's straggler."""
+    from perfkit.trace.collectives import STRAGGLER_SHARE, analyse
+
+    events = _load(paths, step_pattern)
+    found = analyse(events)
+    ops, steps = found["ops"], found["steps"]
+    if ops.empty:
+        from perfkit.errors import BadInput
+
+        raise BadInput("no collectives in these traces", path=" ".join(paths))
+    if as_json:
+        click.echo(json.dumps({"steps_from": events.attrs["steps_from"], "ops": _json_rows(ops),
+                               "steps": _json_rows(steps), "instances": _json_rows(found["instances"])}, indent=1))
+        return
+    times = ["time_ps", "exposed_ps", "hidden_ps", "skew_ps", "wait_ps", "transfer_ps"]
+    click.echo(f"collectives per step (us, means per instance and chip; bytes sent per device); steps from: "
+               f"{', '.join(events.attrs['steps_from'])}")
+    shown = _readable(ops.head(top), ["op"])
+    shown["count"] = shown["count"].map(lambda v: f"{v:g}")
+    shown["bytes"] = shown["bytes"].map(lambda v: "?" if pd.isna(v) else f"{v:.0f}")
+    shown["gbps"] = shown["gbps"].map(lambda v: "?" if pd.isna(v) else f"{v:.2f}")
+    click.echo(_ms(shown.rename(columns={"gbps": "GB/s"}), times, PS_PER_US, 1).to_string(index=False))
+    if len(ops) > top:
+        click.echo(f"... {len(ops) - top} more rows (-n, --json)")
+    if steps.empty:
+        click.echo("\nno collective ran on two chips that share a clock: no skew or straggler")
+    for s in steps.itertuples():
+        flag = " (straggler)" if s.skew_share > STRAGGLER_SHARE else ""
+        who = (f"rank {s.rank} device {s.device} arrived last at {s.times_last} of {s.matched} collectives{flag}"
+               if s.times_last else f"no chip arrived last alone at its {s.matched} collectives")
+        click.echo(f"step {s.step}: {who}; skew {s.skew_ps / PS_PER_US:.1f} us summed, "
+                   f"{100 * s.skew_share:.1f}% of the {s.span_ps / PS_PER_US:.1f} us step; the other chips waited "
+                   f"{s.wait_ps / PS_PER_US:.1f} us each")
 
 
 @trace.command()

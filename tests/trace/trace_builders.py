@@ -110,3 +110,105 @@ def one_step_trace(path: Path, ops: list[tuple[str, str, int, int]], host: str =
     for name, _, a, b in ops:
         line.event(chip.op(name, program_id=5), a * U, (b - a) * U)
     return space.save(path)
+
+
+# Four TPU chips of one host, two steps of 60 us; in each a chip arrives late at collectives (see
+# straggler_trace). Per (step, op, chip): time, exposed, hidden, wait, transfer in us, worked out there.
+STRAGGLER_STEPS = ((3, 20, 1), (1, 8, 2))  # per step: late chip and its delay at the all-gather, permute's late chip
+STRAGGLER_OP_NAMES = ("all-gather-start.1", "fusion.4", "collective-permute-start.1")
+
+
+def _straggler_expected() -> dict:
+    out = {}
+    for step, (late, delay, permute_late) in enumerate(STRAGGLER_STEPS):
+        for chip in range(4):
+            if chip == late:
+                ag = (6, 6, 0, 0, 6)
+            elif chip == 0:  # fusion.2 [11, 14) runs under the gather: 3 us hidden, 3 fewer waiting
+                ag = (delay + 6, delay + 3, 3, delay - 3, 6)
+            else:
+                ag = (delay + 6, delay + 6, 0, delay, 6)
+            out[(step, "all-gather-start.1", chip)] = ag
+            out[(step, "fusion.4", chip)] = (4, 4, 0, 0, 4) if chip == late else (8, 8, 0, 4, 4)
+            out[(step, "collective-permute-start.1", chip)] = (4, 4, 0, 0, 4) if chip == permute_late else (6, 6, 0, 2, 4)
+    return out
+
+
+STRAGGLER_EXPECTED = _straggler_expected()
+
+
+def _hlo(name: str, opcode: str, shape: str, operand: str, attrs: str = "") -> str:
+    return f"%{name} = {shape}{{1,0}} {opcode}(f32[64,128]{{1,0}} %{operand}){attrs}"
+
+
+_STRAGGLER_HLO = {  # step 0 names its ops by their HLO text, as real TPU profiles do; step 1 by name only
+    "fusion.1": _hlo("fusion.1", "fusion", "f32[64,128]", "p.0", ", kind=kLoop, calls=%fused_1"),
+    "fusion.2": _hlo("fusion.2", "fusion", "f32[64,128]", "p.1", ", kind=kLoop, calls=%fused_2"),
+    "all-gather-start.1": _hlo("all-gather-start.1", "all-gather-start", "f32[256,128]", "fusion.1",
+                               ", replica_groups={{0,1,2,3}}, dimensions={0}"),
+    "all-gather-done.1": _hlo("all-gather-done.1", "all-gather-done", "f32[256,128]", "all-gather-start.1"),
+    "fusion.4": _hlo("fusion.4", "fusion", "f32[64,128]", "all-gather-done.1", ", kind=kLoop, calls=%rs"),
+    "collective-permute-start.1": _hlo("collective-permute-start.1", "collective-permute-start", "f32[64,128]",
+                                       "fusion.4", ", source_target_pairs={{0,1},{1,2},{2,3},{3,0}}"),
+    "collective-permute-done.1": _hlo("collective-permute-done.1", "collective-permute-done", "f32[64,128]",
+                                      "collective-permute-start.1"),
+}
+
+
+def straggler_trace(path: Path) -> Path:
+    """Four TPU chips in one XSpace (one clock), program 9, Steps [60 s, 60 s + 60) us for s = 0, 1. At
+    step offset o, with the step's late chip L arriving ``delay`` D late at the all-gather:
+
+    all-gather (async, f32[256,128] gathered over replica_groups={{0,1,2,3}}): chips but L run fusion.1
+        [o, o+10), all-gather-start.1 [o+10, o+11), all-gather-done.1 [o+11, o+16+D) (chip 0 runs
+        fusion.2 [o+11, o+14) first and its done from o+14); L runs fusion.1 [o, o+10+D), the start
+        [o+10+D, o+11+D), the done [o+11+D, o+16+D). Last arrival o+10+D, skew D. A peer: time D+6,
+        exposed D+6 (chip 0: D+3, 3 hidden), waiting until L arrived D (chip 0: D-3, its fusion.2 is
+        not waiting), transfer 6; L: time 6, exposed 6, wait 0, transfer 6. Bytes sent per device:
+        3/4 x 256 x 128 x 4 = 98304.
+    reduce-scatter (fusion.4, sync, a fusion calling reduce-scatter, output f32[64,128]; no groups in its
+        text: the 4 chips): peers [o+40, o+48), L [o+44, o+48): skew 4; peers wait 4, transfer 4; L 4, 0, 4.
+        Bytes: the whole buffer is 4 x 32768, 3/4 of it = 98304.
+    collective-permute (async, f32[64,128]): peers start [o+50, o+51), done [o+51, o+56); its late
+        chip P (chip 1, then 2) start [o+52, o+53), done [o+53, o+56): skew 2; peers exposed 6, wait 2
+        (the start and [o+51, o+52)), transfer 4; P: 4, 0, 4. Bytes: the buffer, 32768.
+
+    Straggler: step 0 chip 3 (last at 2 of 3; skew 20 + 4 + 2 = 26 of 60 us; the others wait 17+4+2,
+    20+4+0, 20+4+2 us: mean 24.333), step 1 chip 1 (skew 8 + 4 + 2 = 14; waits 5+4+2, 8+4+0, 8+4+2:
+    mean 12.333). Times per (step, op, chip) in ``STRAGGLER_EXPECTED``.
+    """
+    space = XSpaceWriter("tpu-host")
+    space.program(9, "jit_ring", [
+        ("fusion.1", "fusion", "f32[64,128]"), ("fusion.2", "fusion", "f32[64,128]"),
+        ("all-gather-start.1", "all-gather-start", "f32[256,128]"), ("all-gather-done.1", "all-gather-done", "f32[256,128]"),
+        ("fusion.4", "fusion:reduce-scatter", "f32[64,128]"),
+        ("collective-permute-start.1", "collective-permute-start", "f32[64,128]"),
+        ("collective-permute-done.1", "collective-permute-done", "f32[64,128]"),
+    ])
+    for chip in range(4):
+        plane = space.plane(f"/device:TPU:{chip}")
+        steps, ops = plane.line("Steps", 1_000), plane.line("XLA Ops", 1_000)
+        for step, (late, d, permute_late) in enumerate(STRAGGLER_STEPS):
+            o = 60 * step
+
+            def op(name, a, b):
+                label = _STRAGGLER_HLO[name] if step == 0 else name
+                ops.event(plane.op(label, program_id=9), (o + a) * U, (b - a) * U)
+
+            steps.event(plane.op(str(step)), o * U, 60 * U, step_num=step)
+            if chip == late:
+                op("fusion.1", 0, 10 + d)
+                op("all-gather-start.1", 10 + d, 11 + d)
+                op("all-gather-done.1", 11 + d, 16 + d)
+                op("fusion.4", 44, 48)
+            else:
+                op("fusion.1", 0, 10)
+                op("all-gather-start.1", 10, 11)
+                if chip == 0:
+                    op("fusion.2", 11, 14)
+                op("all-gather-done.1", 14 if chip == 0 else 11, 16 + d)
+                op("fusion.4", 40, 48)
+            first = 52 if chip == permute_late else 50
+            op("collective-permute-start.1", first, first + 1)
+            op("collective-permute-done.1", first + 1, 56)
+    return space.save(path)

@@ -1,0 +1,344 @@
+"""Collectives one by one: each instance of a collective on each chip, what it moved and how long it
+took, and, across chips that share a clock, who arrived last and what the others spent waiting for it.
+
+An instance is a sync collective (a CPU ``collective-permute``, an NCCL kernel, a fusion running a
+collective) or an async pair (``X-start`` ... ``X-done``, paired by the done's operand where its HLO
+text names it, else first in first out per chip and kind). On one chip:
+
+- ``time_ps``: from its start to its end (for a pair, the start of ``X-start`` to the end of ``X-done``);
+- ``hidden_ps``: the part of that time under compute on the chip (any line; the innermost op owns an
+  instant, as in ``perfkit.trace.breakdown``);
+- ``exposed_ps``: time in the collective's own ops not under compute (what the breakdown counts as ICI);
+- ``bytes``: sent per device, from the buffer (the op's output shape; the GPU kernel's message size
+  and dtype) and the group size n (the HLO text's ``replica_groups``, the kernel's ``Group size``, else
+  the chips that ran the instance): all-gather and reduce-scatter (n-1)/n of the whole buffer,
+  all-reduce 2(n-1)/n, all-to-all (n-1)/n, collective-permute the buffer (``perfkit.hlo.cost.SENT_SHARE``).
+
+Chips share a clock when they are in one XSpace (one host's file) or in Kineto traces of one time base
+(the same ``baseTimeNanoseconds``, or epoch timestamps, as HTA assumes). There the same instance (step,
+program, op, occurrence in the step) is matched across chips: its arrival on a chip is its start, the
+skew is last arrival minus first, and each chip's exposed time splits into ``wait_ps`` (before the last
+chip arrived) and ``transfer_ps`` (after). Per step the chip that arrived last most often is the
+straggler (HTA's straggler analysis looks for ranks whose communication kernels start late).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from perfkit.hlo.cost import SENT_SHARE, group_size, shape_bytes
+from perfkit.hlo.parse import parse_instruction
+from perfkit.trace import breakdown, kineto, timeline
+from perfkit.trace.events import device_ops
+from perfkit.trace.programs import base_opcode
+
+PS_PER_MS = 1e9
+# torch.distributed's collective names (Kineto ``Collective name``) and NCCL kernel kinds -> HLO kinds
+_TORCH_KINDS = (("allreduce", "all-reduce"), ("all_reduce", "all-reduce"), ("allgather", "all-gather"),
+                ("all_gather", "all-gather"), ("reducescatter", "reduce-scatter"), ("reduce_scatter", "reduce-scatter"),
+                ("alltoall", "all-to-all"), ("all_to_all", "all-to-all"), ("broadcast", "collective-broadcast"),
+                ("sendrecv", "collective-permute"), ("send", "send"), ("recv", "recv"))
+_TORCH_DTYPE_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat16": 2, "int": 4, "long": 8, "short": 2,
+                      "byte": 1, "char": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
+INSTANCE_COLUMNS = ["rank", "device", "domain", "step", "program_id", "program", "op", "kind", "occurrence", "start_ps",
+                    "end_ps", "time_ps", "exposed_ps", "hidden_ps", "bytes", "group", "chips", "skew_ps", "last",
+                    "wait_ps", "transfer_ps"]
+_KINETO_SUFFIXES = (".json", ".json.gz")
+STRAGGLER_SHARE = 0.05  # the report names a straggler when the skew summed over a step passes this share of it
+
+
+def _kind(kind: str) -> str:
+    """The collective an op kind runs: ``all-gather-done`` -> all-gather, ``reduce-scatter fusion`` ->
+    reduce-scatter, ``nccl AllReduce`` / ``c10d allreduce_`` -> all-reduce; "" when unknown."""
+    kind = kind.lower()
+    if kind.endswith(" fusion"):
+        kind = kind.removesuffix(" fusion")
+    base = base_opcode(kind)
+    if base in SENT_SHARE:
+        return base
+    squashed = kind.replace("-", "").replace(" ", "")
+    return next((hlo for torch, hlo in _TORCH_KINDS if torch in squashed), "")
+
+
+def _text(column: pd.Series) -> pd.Series:
+    """A categorical name column as strings, "" where missing."""
+    return column.astype(object).where(column.notna(), "").astype(str)
+
+
+def _role(kind: str) -> str:
+    return "start" if kind.endswith("-start") else "done" if kind.endswith("-done") else (
+        "update" if kind.endswith("-update") else "sync")
+
+
+def _coverage(ops: pd.DataFrame, chip: np.ndarray):
+    """A function ``covered(chip, a, b)`` -> (n,) int64 time in [a, b) of each query under compute on
+    that chip (the innermost op of an instant owns it; compute on any line counts)."""
+    start = ops["start_ps"].to_numpy(np.int64)
+    end = start + ops["dur_ps"].to_numpy(np.int64)
+    line = ops["line"].cat.codes.to_numpy(np.int64)
+    parent = timeline.parents(chip * (int(line.max(initial=0)) + 1) + line, start, end)
+    compute = (ops["category"] == "compute").to_numpy()
+    child = np.flatnonzero((parent >= 0) & compute[np.maximum(parent, 0)])
+    own = np.flatnonzero(compute)
+    g = np.concatenate([chip[own], chip[own], chip[child], chip[child]])
+    t = np.concatenate([start[own], end[own], start[child], np.minimum(end[child], end[parent[child]])])
+    d = np.concatenate([np.ones(own.size), -np.ones(own.size), -np.ones(child.size), np.ones(child.size)]).astype(np.int64)
+    base = int(start.min(initial=0))
+    width = int(end.max(initial=0)) - base + 1
+    key = g * width + (t - base)  # chips x trace length in ps: far below 2**63 for any real profile
+    order = np.argsort(key, kind="stable")
+    key, g, t, d = key[order], g[order], t[order], d[order]
+    running = np.cumsum(d) > 0  # compute running just after each entry (the sums close within each chip)
+    step = np.zeros(t.size, np.int64)
+    same = g[1:] == g[:-1]
+    step[1:] = np.where(same & running[:-1], t[1:] - t[:-1], 0)
+    before = np.cumsum(step)  # covered time from the chip's first entry up to each entry
+    first = np.ones(t.size, bool)
+    first[1:] = ~same
+    before -= np.maximum.accumulate(np.where(first, before, 0))
+
+    def at(c: np.ndarray, x: np.ndarray) -> np.ndarray:
+        if not key.size:  # no compute anywhere
+            return np.zeros(x.size, np.int64)
+        i = np.searchsorted(key, c * width + (x - base), side="right") - 1
+        ok = (i >= 0) & (g[np.maximum(i, 0)] == c)
+        i = np.maximum(i, 0)
+        return np.where(ok, before[i] + np.where(running[i], x - t[i], 0), 0)
+
+    def covered(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        b = np.maximum(a, b)
+        return at(c, b) - at(c, a)
+
+    return covered
+
+
+def _operand(name: str) -> str:
+    """The first operand an op's HLO text names ("" when the name is no HLO text)."""
+    operands = parse_instruction(name, 0).operands if " = " in name else ()
+    return operands[0] if operands else ""
+
+
+def _pairs(coll: pd.DataFrame) -> list[tuple[int, int]]:
+    """(first row, last row) per instance, positions in ``coll`` (sorted by chip and start): a sync op
+    alone, or an ``X-start`` and its ``X-done``; a done without a start is an instance of its own."""
+    out: list[tuple[int, int]] = []
+    chip = coll["chip"].to_numpy()
+    roles, kinds = coll["role"].to_numpy(), coll["base"].to_numpy()
+    ops, names = coll["op"].to_numpy(), coll["name"].to_numpy()
+    open_by_op: dict[tuple, deque] = {}
+    open_by_kind: dict[tuple, deque] = {}
+    for i in range(len(coll)):
+        role = roles[i]
+        if role == "start":
+            open_by_op.setdefault((chip[i], ops[i]), deque()).append(i)
+            open_by_kind.setdefault((chip[i], kinds[i]), deque()).append(i)
+        elif role == "done":
+            by_op = open_by_op.get((chip[i], _operand(names[i])))
+            queue = open_by_kind.get((chip[i], kinds[i]))
+            if by_op:  # the start its HLO text names
+                first = by_op.popleft()
+                queue.remove(first)
+            elif queue:  # else the oldest open start of its kind
+                first = queue.popleft()
+                open_by_op[(chip[i], ops[first])].remove(first)
+            else:
+                first = i
+            out.append((first, i))
+        elif role == "sync":
+            out.append((i, i))
+    return out
+
+
+def _kineto_messages(files: list[str]) -> dict[str, tuple]:
+    """Kineto files' communication kernels: file stem (the frame's ``host``) -> (clock base, [(name,
+    buffer bytes or nan, group size or 0, kind)] in start order)."""
+    out = {}
+    for f in files:
+        path = Path(f)
+        if not path.name.endswith(_KINETO_SUFFIXES):
+            continue
+        doc = kineto.load_json(path)
+        kernels = sorted((e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("cat") == "kernel"
+                          and isinstance(e.get("args"), dict) and "Collective name" in e["args"]),
+                         key=lambda e: e.get("ts", 0))
+        messages = []
+        for e in kernels:
+            args = e["args"]
+            kind = _kind(str(args.get("Collective name", "")))
+            count = args.get("Out msg nelems" if kind == "all-gather" else "In msg nelems")
+            size = _TORCH_DTYPE_BYTES.get(str(args.get("dtype", "")).lower())
+            buffer = float(count) * size if isinstance(count, (int, float)) and size else np.nan
+            messages.append((str(e.get("name", "")), buffer, int(args.get("Group size") or 0), kind))
+        out[path.name.split(".")[0]] = (doc.get("baseTimeNanoseconds"), messages)
+    return out
+
+
+def _domains(rows: pd.DataFrame, messages: dict[str, tuple]) -> np.ndarray:
+    """The clock each row's chip reads: its Kineto time base, else its XSpace (rank and host)."""
+    host = rows["host"].to_numpy()
+    rank = rows["rank"].to_numpy()
+    labels = [f"kineto:{messages[h][0]}" if h in messages else f"xspace:{r}:{h}" for h, r in zip(host, rank)]
+    return pd.factorize(np.array(labels, object))[0]
+
+
+def _attach_messages(inst: pd.DataFrame, messages: dict[str, tuple]) -> None:
+    """GPU kernels' buffer and group size from their Kineto args, in place: the k-th communication kernel
+    of a file in start order is the k-th collective instance of that host's rows (same name checked)."""
+    for host, (_, found) in messages.items():
+        rows = inst.index[inst["host"] == host]
+        if not found or len(rows) != len(found):
+            continue
+        ordered = inst.loc[rows].sort_values("start_ps", kind="stable").index
+        names = inst.loc[ordered, "name"].tolist()
+        if names != [m[0] for m in found]:
+            continue
+        inst.loc[ordered, "buffer"] = [m[1] for m in found]
+        inst.loc[ordered, "group"] = [m[2] for m in found]
+        inst.loc[ordered, "kind"] = [m[3] or k for m, k in zip(found, inst.loc[ordered, "kind"])]
+
+
+def _exposed_in(own: list[tuple[np.ndarray, np.ndarray]], chip, covered, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Exposed time of each instance's own ops inside [lo, hi)."""
+    total = np.zeros(lo.size, np.int64)
+    for a, b in own:
+        a2, b2 = np.maximum(a, lo), np.minimum(b, hi)
+        inside = np.maximum(b2 - a2, 0)
+        total += inside - covered(chip, a2, np.maximum(a2, b2))
+    return total
+
+
+def instances(events: pd.DataFrame) -> pd.DataFrame:
+    """One row per collective instance and chip (``INSTANCE_COLUMNS``; the module docstring says what
+    each is): ``last`` is True for the chip that arrived strictly last; ``skew_ps``, ``wait_ps``,
+    ``transfer_ps`` need the instance on two or more chips of one clock (else ``chips`` is 1, skew 0,
+    wait 0); ``bytes`` is NaN where the buffer or the group size is unknown."""
+    ops = device_ops(events)
+    ops = ops[ops["dur_ps"] > 0].reset_index(drop=True)
+    chip = pd.factorize(pd.MultiIndex.from_arrays([ops["rank"], ops["device"]]))[0].astype(np.int64)
+    covered = _coverage(ops, chip)
+    coll = ops[ops["category"] == "ici"].assign(chip=chip[(ops["category"] == "ici").to_numpy()])
+    if coll.empty:
+        return pd.DataFrame(columns=INSTANCE_COLUMNS)
+    kinds, hlo, names = _text(coll["kind"]), _text(coll["hlo_op"]), _text(coll["name"])
+    coll = coll.assign(role=kinds.map(_role), base=kinds.map(_kind), name=names, shape=_text(coll["shape"]),
+                       host=_text(coll["host"]), op=np.where(hlo != "", hlo, names))
+    coll = coll[coll["role"] != "update"].sort_values(["chip", "start_ps"], kind="stable").reset_index(drop=True)
+    pairs = np.array(_pairs(coll), np.int64).reshape(-1, 2)
+    first, last = coll.iloc[pairs[:, 0]].reset_index(drop=True), coll.iloc[pairs[:, 1]].reset_index(drop=True)
+    a1 = first["start_ps"].to_numpy(np.int64)
+    b1 = a1 + first["dur_ps"].to_numpy(np.int64)
+    a2 = last["start_ps"].to_numpy(np.int64)
+    b2 = a2 + last["dur_ps"].to_numpy(np.int64)
+    paired = pairs[:, 0] != pairs[:, 1]
+    own = [(a1, b1), (np.where(paired, a2, b1), np.where(paired, b2, b1))]
+    c = first["chip"].to_numpy(np.int64)
+    inst = pd.DataFrame({
+        "rank": first["rank"].to_numpy(), "device": first["device"].to_numpy(), "host": first["host"].to_numpy(),
+        "step": first["step"].to_numpy(), "program_id": first["program_id"].array, "op": first["op"].to_numpy(),
+        "name": first["name"].to_numpy(), "kind": first["base"].to_numpy(), "shape": last["shape"].to_numpy(),
+        "start_ps": a1, "end_ps": np.maximum(b1, b2), "chip": c,
+    })
+    inst["time_ps"] = inst["end_ps"] - inst["start_ps"]
+    inst["hidden_ps"] = covered(c, a1, inst["end_ps"].to_numpy())
+    inst["exposed_ps"] = _exposed_in(own, c, covered, a1, inst["end_ps"].to_numpy())
+    inst["buffer"] = [float(shape_bytes(s)) if s else np.nan for s in inst["shape"]]
+    inst["group"] = [_text_group(t) for t in inst["name"]]
+    messages = _kineto_messages(events.attrs.get("files", []))
+    _attach_messages(inst, messages)
+    inst["domain"] = _domains(inst, messages)
+    inst["program"] = pd.factorize(inst["program_id"].astype(object).fillna(-1))[0]
+    inst["occurrence"] = inst.groupby(["chip", "step", "program", "op"], sort=False).cumcount()
+    keys = ["domain", "step", "program", "op", "occurrence"]
+    grouped = inst.groupby(keys, sort=False)
+    inst["chips"] = grouped["chip"].transform("size")
+    arrival = grouped["start_ps"].transform("max").to_numpy(np.int64)
+    inst["skew_ps"] = arrival - grouped["start_ps"].transform("min").to_numpy(np.int64)
+    at_last = inst["start_ps"].to_numpy() == arrival
+    alone = inst.assign(at=at_last).groupby(keys, sort=False)["at"].transform("sum") == 1
+    inst["last"] = at_last & alone.to_numpy() & (inst["chips"] > 1).to_numpy()
+    inst["wait_ps"] = _exposed_in(own, c, covered, a1, np.maximum(arrival, a1))
+    inst["transfer_ps"] = inst["exposed_ps"] - inst["wait_ps"]
+    inst["group"] = np.where(inst["group"] > 0, inst["group"], np.where(inst["chips"] > 1, inst["chips"], 0))
+    inst["bytes"] = [_sent(k, buf, n) for k, buf, n in zip(inst["kind"], inst["buffer"], inst["group"])]
+    return inst.sort_values(["domain", "step", "start_ps", "rank", "device"], kind="stable")[INSTANCE_COLUMNS].reset_index(
+        drop=True)
+
+
+def _text_group(text: str) -> int:
+    """The replica group size the op's HLO text names (0 when it names none)."""
+    inst = parse_instruction(text, 0) if " = " in text else None
+    return group_size(inst, 0) if inst is not None and "replica_groups" in dict(inst.attrs) else 0
+
+
+def _sent(kind: str, buffer: float, n: int) -> float:
+    """Bytes one device sends: the whole buffer's share (a reduce-scatter's output is 1/n of its buffer)."""
+    share = SENT_SHARE.get(kind)
+    if share is None or np.isnan(buffer):
+        return np.nan
+    if kind in ("collective-permute", "collective-broadcast", "send", "recv"):
+        return buffer * share(max(n, 1))
+    if n < 1:
+        return np.nan
+    whole = buffer * n if kind == "reduce-scatter" else buffer
+    return whole * share(n)
+
+
+def by_op(inst: pd.DataFrame) -> pd.DataFrame:
+    """Per (step, op, kind): ``count`` (instances per chip), ``chips``, means per instance of
+    ``time_ps``, ``exposed_ps``, ``hidden_ps``, ``skew_ps``, ``wait_ps``, ``transfer_ps``, ``bytes``, and
+    ``gbps`` (bytes over time summed, GB/s); most exposed time first."""
+    if inst.empty:
+        return pd.DataFrame(columns=["step", "op", "kind", "count", "chips", "bytes", "time_ps", "exposed_ps",
+                                     "hidden_ps", "gbps", "skew_ps", "wait_ps", "transfer_ps"])
+    chips_of = inst.assign(chip=list(zip(inst["rank"], inst["device"])))
+    g = chips_of.groupby(["step", "op", "kind"], sort=False)
+    out = g.agg(rows=("time_ps", "size"), chips=("chip", "nunique"), bytes=("bytes", "mean"), time_ps=("time_ps", "mean"),
+                exposed_ps=("exposed_ps", "mean"), hidden_ps=("hidden_ps", "mean"), skew_ps=("skew_ps", "mean"),
+                wait_ps=("wait_ps", "mean"), transfer_ps=("transfer_ps", "mean"),
+                sum_bytes=("bytes", "sum"), sum_time=("time_ps", "sum")).reset_index()
+    out.insert(3, "count", out.pop("rows") / out["chips"])
+    out["gbps"] = out.pop("sum_bytes") / out.pop("sum_time") * 1e3  # bytes per ps -> GB/s
+    out.loc[out["bytes"].isna(), "gbps"] = np.nan
+    total = out["exposed_ps"] * out["count"]
+    return out.iloc[np.argsort(-total.to_numpy(), kind="stable")].reset_index(drop=True)[
+        ["step", "op", "kind", "count", "chips", "bytes", "time_ps", "exposed_ps", "hidden_ps", "gbps", "skew_ps",
+         "wait_ps", "transfer_ps"]]
+
+
+def stragglers(inst: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
+    """Per (domain, step) with instances on two or more chips: ``matched`` (instances), ``rank``,
+    ``device`` of the chip that arrived last most often (ties: the lower rank and device), ``times_last``,
+    ``skew_ps`` (summed over the step's instances), ``wait_ps`` (the other chips' mean waiting time),
+    ``span_ps`` (mean step span of the domain's chips; ``spans``: breakdown rows) and ``skew_share``."""
+    columns = ["domain", "step", "matched", "rank", "device", "times_last", "skew_ps", "wait_ps", "span_ps",
+               "skew_share"]
+    shared = inst[inst["chips"] > 1]
+    if shared.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for (domain, step), part in shared.groupby(["domain", "step"], sort=True):
+        lasts = part[part["last"]].groupby(["rank", "device"]).size()
+        chips = part[["rank", "device"]].drop_duplicates()
+        each = part.groupby(["program", "op", "occurrence"])["skew_ps"].first()
+        matched, skew = len(each), int(each.sum())
+        span = spans.merge(chips, on=["rank", "device"])
+        span = float(span.loc[span["step"] == step, "span_ps"].mean()) if len(span) else np.nan
+        if lasts.empty:
+            rank, device, times = -1, -1, 0
+        else:
+            top = lasts[lasts == lasts.max()].sort_index().index[0]
+            rank, device, times = int(top[0]), int(top[1]), int(lasts.max())
+        others = part[~((part["rank"] == rank) & (part["device"] == device))]
+        wait = float(others.groupby(["rank", "device"])["wait_ps"].sum().mean()) if len(others) else 0.0
+        rows.append((domain, step, matched, rank, device, times, skew, wait, span, skew / span if span else np.nan))
+    return pd.DataFrame(rows, columns=columns)
+
+
+def analyse(events: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """``instances``, ``ops`` (``by_op``) and ``steps`` (``stragglers``) of an events frame."""
+    inst = instances(events)
+    return {"instances": inst, "ops": by_op(inst), "steps": stragglers(inst, breakdown.breakdown(events))}

@@ -1,0 +1,163 @@
+"""``perfkit trace collectives``: hand-built 4-chip TPU-shaped XSpaces with a planted late chip (expected
+values worked out in trace_builders.straggler_trace), bytes per device from HLO text and from real Kineto
+NCCL kernel args (read here from the raw JSON), and a captured 4-chip profile of the quickstart's sp
+variant checked against its compiled program."""
+
+import gzip
+import json
+import re
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from trace_builders import STRAGGLER_EXPECTED, U, straggler_trace
+
+from perfkit.cli import cli
+from perfkit.trace import collectives, events
+from perfkit.trace.synthetic import XSpaceWriter
+
+TIMES = ("time_ps", "exposed_ps", "hidden_ps", "wait_ps", "transfer_ps")
+
+
+def run(*args):
+    return CliRunner().invoke(cli, ["trace", "collectives", *map(str, args)])
+
+
+def test_planted_late_chip_is_the_straggler(tmp_path):
+    result = run(straggler_trace(tmp_path / "s.xplane.pb"), "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    got = {(r["step"], r["op"], r["device"]): tuple(r[c] // U for c in TIMES) for r in doc["instances"]}
+    assert got == STRAGGLER_EXPECTED
+    assert all(r["time_ps"] % U == 0 and r["chips"] == 4 for r in doc["instances"])
+    skew = {(r["step"], r["op"]): r["skew_ps"] // U for r in doc["instances"]}
+    assert skew == {(0, "all-gather-start.1"): 20, (0, "fusion.4"): 4, (0, "collective-permute-start.1"): 2,
+                    (1, "all-gather-start.1"): 8, (1, "fusion.4"): 4, (1, "collective-permute-start.1"): 2}
+    last = {(r["step"], r["op"]): r["device"] for r in doc["instances"] if r["last"]}
+    assert last == {(0, "all-gather-start.1"): 3, (0, "fusion.4"): 3, (0, "collective-permute-start.1"): 1,
+                    (1, "all-gather-start.1"): 1, (1, "fusion.4"): 1, (1, "collective-permute-start.1"): 2}
+    # bytes per device: all-gather 3/4 of f32[256,128]; reduce-scatter 3/4 of 4 x f32[64,128]; permute f32[64,128]
+    sent = {r["op"]: r["bytes"] for r in doc["ops"]}
+    assert sent == {"all-gather-start.1": 98304, "fusion.4": 98304, "collective-permute-start.1": 32768}
+    ag0 = next(r for r in doc["ops"] if r["step"] == 0 and r["op"] == "all-gather-start.1")
+    assert ag0["gbps"] == pytest.approx(4 * 98304 / (3 * 26 + 6) / 1e3)  # bytes / us -> GB/s
+    steps = [(s["step"], s["device"], s["times_last"], s["matched"], s["skew_ps"] / U, s["span_ps"] / U)
+             for s in doc["steps"]]
+    assert steps == [(0, 3, 2, 3, 26, 60), (1, 1, 2, 3, 14, 60)]
+    assert [s["wait_ps"] / U for s in doc["steps"]] == pytest.approx([73 / 3, 37 / 3])
+    assert [s["skew_share"] for s in doc["steps"]] == pytest.approx([26 / 60, 14 / 60])
+    text = run(tmp_path / "s.xplane.pb").stdout
+    assert "step 0: rank 0 device 3 arrived last at 2 of 3 collectives (straggler); skew 26.0 us summed" in text
+    assert "step 1: rank 0 device 1 arrived last at 2 of 3 collectives (straggler)" in text
+
+
+def _one_chip(path, ops):
+    """One TPU chip, one step [0, 100) us; ``ops``: (HLO text, opcode, shape, start_us, end_us)."""
+    space = XSpaceWriter("h")
+    space.program(3, "jit_c", [(t.split(" ")[0].lstrip("%"), op, shape) for t, op, shape, _, _ in ops])
+    chip = space.plane("/device:TPU:0")
+    chip.line("Steps", 0).event(chip.op("0"), 0, 100 * U)
+    line = chip.line("XLA Ops", 0)
+    for text, _, _, a, b in ops:
+        line.event(chip.op(text, program_id=3), a * U, (b - a) * U)
+    return space.save(path)
+
+
+def test_bytes_from_replica_groups_in_hlo_text(tmp_path):
+    """One chip: the group size comes from the text alone (no other chip ran these)."""
+    path = _one_chip(tmp_path / "one.xplane.pb", [
+        ("%all-gather.1 = f32[256,128]{1,0} all-gather(f32[128,128]{1,0} %p), replica_groups={{0,1}}, dimensions={0}",
+         "all-gather", "f32[256,128]", 0, 10),
+        ("%all-reduce.2 = f32[1024]{0} all-reduce(f32[1024]{0} %p), replica_groups=[1,4]<=[4], to_apply=%add",
+         "all-reduce", "f32[1024]", 10, 20),
+        ("%all-to-all.3 = f32[1024]{0} all-to-all(f32[1024]{0} %p), replica_groups={{0,1,2,3}}, dimensions={0}",
+         "all-to-all", "f32[1024]", 20, 30),
+        ("%reduce-scatter.4 = f32[256]{0} reduce-scatter(f32[1024]{0} %p), replica_groups={{0,1,2,3}}, dimensions={0}",
+         "reduce-scatter", "f32[256]", 30, 40),
+        ("all-gather.5", "all-gather", "f32[256,128]", 40, 50),  # no text, no peer: the group is unknown
+    ])
+    doc = json.loads(run(path, "--json").stdout)
+    sent = {r["op"]: r["bytes"] for r in doc["instances"]}
+    assert sent == {"all-gather.1": 131072 / 2, "all-reduce.2": 2 * 3 / 4 * 4096, "all-to-all.3": 3 / 4 * 4096,
+                    "reduce-scatter.4": 3 / 4 * 4096, "all-gather.5": None}
+    assert doc["steps"] == [] and all(r["skew_ps"] == 0 and r["wait_ps"] == 0 for r in doc["instances"])
+    assert "GB/s" in run(path).stdout and "no skew or straggler" in run(path).stdout
+
+
+def test_nccl_kernel_bytes_from_kineto_args(fixtures_dir):
+    """HTA's NCCL fixture: every kernel's message size, dtype and group size read straight from the JSON."""
+    path = fixtures_dir / "kineto/hta_nccl_data.json.gz"
+    raw = json.loads(gzip.decompress(path.read_bytes()))
+    kernels = sorted((e for e in raw["traceEvents"] if e.get("cat") == "kernel" and "Collective name" in e.get("args", {})),
+                     key=lambda e: e["ts"])
+    expected = []
+    for e in kernels:
+        a = e["args"]
+        n, size = a["Group size"], a["In msg nelems"] * {"Float": 4, "Long": 8, "Byte": 1}[a["dtype"]]
+        expected.append(2 * (n - 1) / n * size if a["Collective name"] == "allreduce" else size)
+    assert {e["args"]["Collective name"] for e in kernels} == {"allreduce", "broadcast"} and len(kernels) == 21
+    inst = collectives.instances(events.load([path]))
+    assert inst.sort_values("start_ps")["bytes"].tolist() == expected
+    assert (inst["chips"] == 1).all() and (inst["exposed_ps"] + inst["hidden_ps"] <= inst["time_ps"]).all()
+
+
+@pytest.fixture(scope="module")
+def sp_profile(tmp_path_factory):
+    """The quickstart's sp variant (bundled model wan/tiny, plan sp, ring) on 4 fake CPU devices: two
+    profiled steps, as the worker captures them; returns the trace folder and the compiled step's HLO."""
+    import jax
+    import jax.numpy as jnp
+
+    from perfkit.models import plan_for
+    from perfkit.models.pipeline import DenoiseConfig, Denoiser
+    from perfkit.run.worker import traced_step
+
+    out = tmp_path_factory.mktemp("sp")
+    plan = plan_for("wan", "tiny", {"plan": "sp", "impl": "ring"}, 4)
+    den = Denoiser("wan", "tiny", plan, jax.devices()[:4], DenoiseConfig(steps=4, guidance=None, seed=0,
+                                                                        dtype="bfloat16"))
+    t, t_next = den.sigmas[0], den.sigmas[1]
+    hlo = den._step.lower(den.params, den.state, den.conditions, jnp.float32(t),  # the step program itself
+                          jnp.float32(t_next - t)).compile().as_text()
+    den.step().block_until_ready()
+    for i in (1, 2):
+        with traced_step(jax, str(out), i):
+            den.step().block_until_ready()
+    return out, hlo
+
+
+def test_quickstart_sp_collective_permutes(sp_profile):
+    folder, hlo = sp_profile
+    permutes = dict(re.findall(r"%?(\S+) = (\S+) collective-permute\(", hlo))  # name -> shape with layout
+    assert permutes and not re.search(r"all-gather\(|reduce-scatter\(|all-reduce\(", hlo)
+    found = collectives.analyse(events.load([folder]))
+    inst, ops, steps = found["instances"], found["ops"], found["steps"]
+    assert set(inst["kind"]) == {"collective-permute"}
+    per_chip = inst.groupby(["step", "device"]).size()
+    assert per_chip.index.get_level_values("device").unique().tolist() == [0, 1, 2, 3]
+    assert (per_chip == len(permutes)).all()  # each permute of the program once per chip and step
+    assert set(inst["op"]) == set(permutes)
+    buffer = {name: 4 * np.prod([int(d) for d in re.search(r"\[([\d,]*)\]", shape).group(1).split(",")])
+              for name, shape in permutes.items()}  # f32 on CPU: 4 bytes an element
+    assert (inst["bytes"] == inst["op"].map(buffer)).all()
+    assert (inst["chips"] == 4).all() and (inst["wait_ps"] + inst["transfer_ps"] == inst["exposed_ps"]).all()
+    assert (inst["exposed_ps"] + inst["hidden_ps"] <= inst["time_ps"]).all() and (inst["wait_ps"] >= 0).all()
+    assert inst.groupby(["step", "op"])["last"].sum().le(1).all()
+    # the skew of an instance is its last arrival minus its first, the same on every chip
+    spread = inst.groupby(["step", "op"])["start_ps"].agg(lambda s: s.max() - s.min())
+    assert (inst.groupby(["step", "op"])["skew_ps"].first() == spread).all()
+    assert steps["step"].tolist() == [1, 2] and (steps["matched"] == len(permutes)).all()
+    for s in steps.itertuples():  # the straggler is the chip most often last in that step
+        counts = inst[(inst["step"] == s.step) & inst["last"]].groupby("device").size()
+        assert s.device == counts.idxmax() and s.times_last == counts.max()
+    assert (ops["gbps"] > 0).all() and (ops["count"] == 1).all()
+    text = run(folder).stdout
+    assert "collective-permute" in text and "arrived last at" in text and "GB/s" in text
+
+
+def test_no_collectives_is_one_line_exit_2(tmp_path):
+    from trace_builders import one_step_trace
+
+    path = one_step_trace(tmp_path / "c.xplane.pb", [("fusion.1", "fusion", 0, 10)])
+    result = run(path)
+    assert result.exit_code == 2 and "no collectives" in result.stderr and str(path) in result.stderr
