@@ -7,13 +7,12 @@ import types
 
 import numpy as np
 import pytest
+import torch
 from click.testing import CliRunner
 
-torch = pytest.importorskip("torch")
-
-from perfkit.run.metrics import read_metrics  # noqa: E402
-from perfkit.models import torch_bench  # noqa: E402
-from perfkit.models.wan import CONFIGS  # noqa: E402
+from perfkit.models import torch_bench
+from perfkit.models.wan import CONFIGS
+from perfkit.run.metrics import read_metrics
 
 
 @pytest.fixture

@@ -2,16 +2,13 @@
 
 import functools
 
+import jax
 import numpy as np
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-import jax  # noqa: E402
-
-from perfkit.models import layers, wan  # noqa: E402
-from perfkit.models import torch_wan  # noqa: E402
-from perfkit.models.plans import make_plan  # noqa: E402
+from perfkit.models import layers, torch_wan, wan
+from perfkit.models.plans import make_plan
 
 CFG = wan.CONFIGS["tiny"]
 

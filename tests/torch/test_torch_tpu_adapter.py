@@ -99,6 +99,6 @@ def test_xla_env_adds_dump_flags_and_keeps_the_rest(tmp_path):
 
 
 def test_importing_the_adapter_imports_neither_torch_nor_torch_tpu():
-    code = "import sys, perfkit.torch_tpu; print(sorted({'torch', 'torch_tpu', 'jax'} & set(sys.modules)))"
+    code = "import sys, perfkit.adapters.torch_tpu; print(sorted({'torch', 'torch_tpu', 'jax'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
