@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from perfkit.cost import chips
+from perfkit.cost.change import change
 from perfkit.cost.chips import Chip
 from perfkit.cost.roofline import roofline
 from perfkit.errors import BadInput
@@ -111,3 +112,10 @@ def run_costs(run_dir: Path, summary: dict, chip: Chip | None = None) -> tuple[d
         lines[variant] = block.pop("roofline")
         cost[variant] = block
     return cost, {v: r for v, r in lines.items() if r is not None}
+
+
+def ab_cost(a_folder: Path, b_folder: Path, chip: Chip | None = None, step_module: str | None = None) -> dict:
+    """``perfkit hlo-diff --ab``'s ``cost``: A's and B's step, their rooflines (with a chip) and the change."""
+    a, b = cost_block(a_folder, chip, step_module=step_module), cost_block(b_folder, chip, step_module=step_module)
+    return {"a": a["step"], "b": b["step"], "roofline": {"a": a["roofline"], "b": b["roofline"]},
+            "change": change("A", a["step"], "B", b["step"])}

@@ -10,6 +10,8 @@ import sys
 
 import click
 
+from perfkit.cost.chips import chip
+from perfkit.cost.programs import ab_cost
 from perfkit.errors import BadInput, ExitCode
 
 
@@ -28,9 +30,10 @@ def check_all(paths: list[str], module_filter: str | None = None) -> dict:
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--ab", is_flag=True, help="Two dump folders: variant A's programs against B's.")
 @click.option("--module", "module_filter", metavar="TEXT", help="Only modules whose name contains TEXT.")
+@click.option("--chip", "chip_name", metavar="NAME", help="--ab: each step's roofline on this chip (perfkit cost --chip).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--markdown", is_flag=True, help="Print Markdown (as run reports embed it).")
-def hlo_diff(paths, ab, module_filter, as_json, markdown):
+def hlo_diff(paths, ab, module_filter, chip_name, as_json, markdown):
     """Compare the XLA programs that ranks compiled (exit 1 when they diverge).
 
     PATHS: a run directory, a folder of rank<R>/ dump folders, or one dump folder per rank
@@ -47,6 +50,8 @@ def hlo_diff(paths, ab, module_filter, as_json, markdown):
         if len(paths) != 2:
             raise BadInput(f"--ab takes two dump folders (A then B), got {len(paths)}", field="--ab")
         result = compare_ab(single_dump(paths[0]), single_dump(paths[1]), module_filter)
+        result["cost"] = ab_cost(single_dump(paths[0]), single_dump(paths[1]), chip(chip_name) if chip_name else None,
+                                 module_filter)
         click.echo(json.dumps(result, indent=2) if as_json else render.ab_report(result, markdown), nl=as_json)
         sys.exit(ExitCode.OK)
     result = check_all(list(paths), module_filter)

@@ -204,3 +204,18 @@ def test_gate_fails_on_a_second_gather_and_passes_on_a_rerun(wan_sp_dump, tmp_pa
     assert failed["sp: all-gather per step"]["current"] == 6 and failed["sp: all-gather per step"]["baseline"] == 0
     assert "sp: bytes sent a device per step" in failed
     assert next(r for r in twice if r["subject"] == "sp: collective-permute per step")["passed"]
+
+
+def test_hlo_diff_ab_says_what_sp_changes(wan_sp_dump, tmp_path):
+    folder, _ = wan_sp_dump
+    cost_dumps.write(tmp_path / "tp", "tp")
+    res = subprocess.run([sys.executable, "-m", "perfkit.cli", "hlo-diff", "--ab", tmp_path / "tp", folder, "--chip",
+                          "v5e", "--json"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert res.returncode == 0, res.stderr
+    change = json.loads(res.stdout)["cost"]["change"]
+    # by hand (see above): 72 permutes of a 32 x 64 float32 half shard in, 6 all-reduces of a 256 x 64 stream out
+    assert change["collectives_added"] == [{"kind": "collective-permute", "buffer_bytes": 8192, "count": 72}]
+    assert change["collectives_removed"] == [{"kind": "all-reduce", "buffer_bytes": 65536, "count": 6}]
+    assert change["sentence"].startswith("B adds 72 collective-permutes of 8 KiB a step and removes 6 all-reduces "
+                                         "of 64 KiB (against A)")
+    assert change["interconnect_bytes"] == [12 * STREAM * 3 / 4] * 2
