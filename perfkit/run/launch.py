@@ -5,15 +5,23 @@ trial started (children of children included) and nothing is left behind. Before
 ranks still running are asked for a Python stack dump of every thread (``perfkit.run.stackdump``). A hung or
 crashed rank is a result: the returned ``TrialOutcome`` says which rank, with its exit code, the tail of
 its output and its stacks.
+
+A perfkit that dies itself (``kill -9``, an out-of-memory kill) takes its processes along: every rank
+gets the Linux parent-death signal (SIGKILL), and each group has a watcher outside it, a tiny process
+that waits on a pipe from perfkit and kills the whole group when the pipe closes (children of ranks get
+no parent-death signal of their own). Both hang on the thread that started them: start ranks from the
+main thread.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -64,12 +72,50 @@ def _kill_group(pgid: int, sig: int) -> None:
         pass
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+# The group's watcher: blocks until perfkit's end of the pipe closes, then kills the group.
+WATCHER = "import os, sys\nsys.stdin.buffer.read()\ntry:\n    os.killpg(int(sys.argv[1]), 9)\nexcept OSError:\n    pass\n"
+_watchers: dict[int, subprocess.Popen] = {}  # pgid -> its watcher
+
+
+def _die_with(parent: int) -> Callable[[], None]:
+    """preexec_fn of a rank: SIGKILL when perfkit dies (or at once, when it died before this ran)."""
+    def preexec() -> None:
+        if _prctl is not None:
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os._exit(137)
+    return preexec
+
+
+def _watch_group(pgid: int) -> None:
+    """Start the watcher that kills group ``pgid`` if perfkit dies without ending it (own session, so
+    neither the group's signals nor a terminal's Ctrl-C reach it)."""
+    _watchers[pgid] = subprocess.Popen([sys.executable, "-I", "-S", "-c", WATCHER, str(pgid)],
+                                       stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _unwatch_group(pgid: int) -> None:
+    """The group is ended: stop its watcher without letting it signal (the group id may be reused)."""
+    watcher = _watchers.pop(pgid, None)
+    if watcher is not None:
+        watcher.kill()
+        watcher.wait()
+        watcher.stdin.close()
+
+
 def start_rank(r: RankProcess, pgid: int | None, cwd: str | Path | None) -> int:
-    """Start one rank in the trial's process group (a new group, led by it, when ``pgid`` is None)."""
+    """Start one rank in the trial's process group (a new group, led by it and watched, when ``pgid``
+    is None)."""
     r.dir.mkdir(parents=True, exist_ok=True)
     with open(r.dir / "stdout.log", "wb") as out, open(r.dir / "stderr.log", "wb") as err:
         r.proc = subprocess.Popen(r.argv, env=r.env, cwd=cwd, stdout=out, stderr=err,
-                                  stdin=subprocess.DEVNULL, process_group=0 if pgid is None else pgid)
+                                  stdin=subprocess.DEVNULL, process_group=0 if pgid is None else pgid,
+                                  preexec_fn=_die_with(os.getpid()))
+    if pgid is None:
+        _watch_group(r.proc.pid)
     return pgid or r.proc.pid
 
 
@@ -170,6 +216,7 @@ def end_group(pgid: int, ranks: list[RankProcess], dump_stacks: bool) -> None:
                 r.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+    _unwatch_group(pgid)
 
 
 def exit_text(code: int | None) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from pathlib import Path
 
@@ -29,30 +30,42 @@ class RankMetrics:
         return self.marks[-1]["name"] if self.marks else None
 
 
+METRICS_LINE_CHARS = 1 << 20  # no event is longer; a longer line is read in pieces and skipped
+
+
+def _number(x) -> bool:
+    """A finite int or float (JSON's true/false, NaN and Infinity are no figure)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def read_metrics(path: Path) -> RankMetrics:
-    """Parse a metrics.jsonl; a torn last line (a rank killed mid-write) is skipped, not fatal."""
+    """Parse a metrics.jsonl a user program wrote: a torn last line (a rank killed mid-write), bytes that
+    are not UTF-8, lines that are no JSON event or carry no finite figure are skipped, not fatal."""
     steps, natural, values, marks, traced = [], [], {}, [], []
     try:
-        lines = path.read_text().splitlines()
+        f = open(path, encoding="utf-8", errors="replace")
     except OSError:
-        lines = []
-    for line in lines:
-        try:
-            ev = json.loads(line)
-        except ValueError:
-            continue
-        kind = ev.get("event")
-        if kind == "step" and isinstance(ev.get("ms"), (int, float)):
-            if ev.get("kind") == "natural":
-                natural.append(float(ev["ms"]))
+        return RankMetrics(steps, values, marks, natural, traced)
+    with f:
+        for line in iter(lambda: f.readline(METRICS_LINE_CHARS), ""):
+            try:
+                ev = json.loads(line)
+            except (ValueError, RecursionError):  # RecursionError: brackets nested thousands deep
                 continue
-            if ev.get("traced"):
-                traced.append(len(steps))
-            steps.append(float(ev["ms"]))
-        elif kind == "value" and "name" in ev and isinstance(ev.get("value"), (int, float)):
-            values.setdefault(str(ev["name"]), []).append(float(ev["value"]))
-        elif kind == "mark":
-            marks.append(ev)
+            if not isinstance(ev, dict):
+                continue
+            kind = ev.get("event")
+            if kind == "step" and _number(ev.get("ms")):
+                if ev.get("kind") == "natural":
+                    natural.append(float(ev["ms"]))
+                    continue
+                if ev.get("traced"):
+                    traced.append(len(steps))
+                steps.append(float(ev["ms"]))
+            elif kind == "value" and isinstance(ev.get("name"), str) and _number(ev.get("value")):
+                values.setdefault(ev["name"], []).append(float(ev["value"]))
+            elif kind == "mark" and isinstance(ev.get("name"), str):
+                marks.append(ev)
     return RankMetrics(steps, values, marks, natural, traced)
 
 
@@ -61,18 +74,24 @@ def is_timed(trial: dict, i: int) -> bool:
     return trial["status"] == "ok" and i >= trial["warmup"] and i not in trial.get("traced", ())
 
 
+STDOUT_LINE_CHARS = 1 << 16  # a longer line is matched in pieces of this size
+
+
 def steps_from_stdout(path: Path, pattern: str) -> list[float]:
     """Step times from a program nobody can change: ``pattern``'s first group (or named group ``ms``;
-    a case's ``step_regex`` has one, checked at load). A capture that is empty or no number is skipped."""
+    a case's ``step_regex`` has one, checked at load), matched line by line (a rank may print gigabytes:
+    never all in memory at once). A capture that is empty or no number is skipped."""
     rx = re.compile(pattern)
     out = []
     try:
-        text = path.read_text(errors="replace")
+        f = open(path, encoding="utf-8", errors="replace")
     except OSError:
         return out
-    for m in rx.finditer(text):
-        try:
-            out.append(float(m.group("ms") if "ms" in rx.groupindex else m.group(1)))
-        except (TypeError, ValueError):  # TypeError: an optional group that took no part in the match
-            continue
+    with f:
+        for line in iter(lambda: f.readline(STDOUT_LINE_CHARS), ""):
+            for m in rx.finditer(line):
+                try:
+                    out.append(float(m.group("ms") if "ms" in rx.groupindex else m.group(1)))
+                except (TypeError, ValueError):  # TypeError: an optional group that took no part in the match
+                    continue
     return out

@@ -9,6 +9,8 @@ files, so no two machines ever write the same file.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 from pathlib import Path
@@ -23,16 +25,29 @@ def part_dir(run_dir: Path, host_index: int, hosts: int) -> Path:
     return run_dir if hosts == 1 else run_dir / "hosts" / f"host{host_index}"
 
 
+@contextlib.contextmanager
+def disk_full_is_one_line(path: Path):
+    """A full disk ends the run with one line naming the file (``BadInput``); what was written stays."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise BadInput("no space left on device (finished trials are kept: free some, then --resume)",
+                       path=str(path)) from None
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Readers (other hosts, ``perfkit report``) never see half a file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    with disk_full_is_one_line(path):
+        tmp.write_text(text)
+        os.replace(tmp, path)
 
 
 def append_trial(part: Path, record: dict) -> None:
     """One finished trial, appended and flushed at once (nothing finished is ever lost)."""
-    with open(part / "trials.jsonl", "a+b") as f:
+    with disk_full_is_one_line(part / "trials.jsonl"), open(part / "trials.jsonl", "a+b") as f:
         size = f.seek(0, os.SEEK_END)
         # After a perfkit killed mid-line, the next record still starts a line of its own.
         torn = size > 0 and os.pread(f.fileno(), 1, size - 1) != b"\n"

@@ -6,7 +6,10 @@ argv: steps sleep_ms [--frames]. Variants change it through the environment only
   reported instead in trials with an odd PERFKIT_TRIAL.
 - HANG_AT=k: after k steps, ranks listed in FAULT_RANKS (default: all) block forever in
   ``wait_for_peer`` while a helper thread sleeps in ``background_poll``; with SPAWN_CHILD=TAG they
-  first start a child process, TAG in its argv, that sleeps (it must not outlive the trial).
+  first start a child process, TAG in its argv, that sleeps (it must not outlive the trial). With
+  HANG_UNLESS=PATH they do not hang once that file exists (a resumed run goes through).
+- PRINT_MB=n: print n MB of filler lines to stdout before the first step. STDOUT_STEPS=1: steps are
+  printed as ``step <ms> ms`` lines instead of metrics events (a program for ``step_regex``).
 - CRASH_AT=k: after k steps, ranks in FAULT_RANKS print to stderr and exit with code 7.
 - FRAME_SEED: seed of the frames written with --frames. DUMP_ENV=1 writes the PERFKIT_* and launcher
   variables the rank saw to outputs/env.json.
@@ -38,8 +41,14 @@ rank = os.environ.get("PERFKIT_RANK", "0")
 faulty = rank in os.environ.get("FAULT_RANKS", rank).split(",")
 odd_trial = int(os.environ.get("PERFKIT_TRIAL", "0")) % 2 == 1
 reported = os.environ.get("REPORT_ODD_MS" if odd_trial and "REPORT_ODD_MS" in os.environ else "REPORT_MS")
+if os.environ.get("PRINT_MB"):
+    line = "x" * 1023 + "\n"
+    for _ in range(int(os.environ["PRINT_MB"])):
+        sys.stdout.write(line * 1024)
+    sys.stdout.flush()
+released = "HANG_UNLESS" in os.environ and os.path.exists(os.environ["HANG_UNLESS"])
 for i in range(steps):
-    if faulty and os.environ.get("HANG_AT") == str(i):
+    if faulty and not released and os.environ.get("HANG_AT") == str(i):
         record.mark("waiting")
         if os.environ.get("SPAWN_CHILD"):
             subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", os.environ["SPAWN_CHILD"]])
@@ -50,7 +59,11 @@ for i in range(steps):
         sys.exit(7)
     t = time.perf_counter()
     time.sleep(sleep_ms / 1e3)
-    record.step(float(reported) if reported else (time.perf_counter() - t) * 1e3)
+    ms = float(reported) if reported else (time.perf_counter() - t) * 1e3
+    if os.environ.get("STDOUT_STEPS"):
+        print(f"step {ms:.3f} ms", flush=True)
+    else:
+        record.step(ms)
 record.value("total_s", steps * sleep_ms / 1e3)
 out = record.outputs_dir()
 if out is not None and "--frames" in sys.argv:

@@ -1,0 +1,126 @@
+"""Faults around a run: perfkit itself killed mid-trial, a torn last line in trials.jsonl, a full disk, and
+a rank that prints a flood. Each keeps what finished and leaves no process behind."""
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+
+from runner_testing import PROGRAMS, REPO, perfkit, processes_with, read_jsonl, sleeper_case
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_kill_9_of_perfkit_mid_trial_leaves_no_process_and_resume_completes(tmp_path, write_case):
+    """Trial 1's rank 1 hangs holding a child process; perfkit gets SIGKILL (no handler runs). The rank
+    (parent-death signal) and its child (the group's watcher) must go at once, not when their work ends:
+    they would never end. --resume then runs the trials left, this time without the hang."""
+    tag, release = f"kill9-{tmp_path.name}", tmp_path / "release"
+    case = sleeper_case(steps=4, sleep_ms=5, processes=2, timeout=600, repeats={"min": 2, "max": 2}, variants={
+        "a": {}, "b": {"env": {"HANG_AT": "2", "FAULT_RANKS": "1", "SPAWN_CHILD": tag, "HANG_UNLESS": str(release)}}})
+    case["command"].append(tag)  # every rank's argv carries the tag, so leftovers are found by it
+    path, run = write_case(case), tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "perfkit.cli", "run", str(path), "--out", str(run)], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        hung_child = f"time.sleep(600)\0{tag}"
+        wait_for(lambda: processes_with(hung_child), 60, "the hung rank's child")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    wait_for(lambda: not processes_with(tag), 5, f"no process left (still: {processes_with(tag)})")
+    kept = read_jsonl(run / "trials.jsonl")
+    assert [t["index"] for t in kept] == [0]
+
+    release.touch()
+    res = perfkit("run", "--resume", run, timeout=120)
+    assert res.returncode == 0, res.stderr
+    trials = read_jsonl(run / "trials.jsonl")
+    assert [t["index"] for t in trials] == [0, 1, 2, 3] and all(t["status"] == "ok" for t in trials)
+    assert trials[0] == kept[0]
+    assert not processes_with(tag)
+
+
+def test_a_torn_last_line_is_taken_as_unfinished_and_its_trial_runs_again(tmp_path, write_case):
+    """Power lost mid-append: the last record is half a line. --resume keeps the whole ones, runs the torn
+    trial again, and its new record starts a line of its own."""
+    run = tmp_path / "run"
+    case = sleeper_case(steps=3, sleep_ms=1)
+    assert perfkit("run", write_case(case), "--out", run).returncode == 0
+    text = (run / "trials.jsonl").read_text()
+    whole, last = text.splitlines(keepends=True)[:3], text.splitlines(keepends=True)[3]
+    (run / "trials.jsonl").write_text("".join(whole) + last[: len(last) // 2])
+    (run / "summary.json").unlink()
+    res = perfkit("run", "--resume", run)
+    assert res.returncode == 0, res.stderr
+    lines = (run / "trials.jsonl").read_text().splitlines()
+    assert len(lines) == 5 and lines[3] == last[: len(last) // 2]  # the torn half stays, unread
+    trials = read_jsonl_skipping(run / "trials.jsonl")
+    assert [t["index"] for t in trials] == [0, 1, 2, 3]
+    assert [json.loads(line) for line in lines[:3]] == trials[:3]
+    assert json.loads((run / "summary.json").read_text())["trials"]["total"] == 4
+
+
+def read_jsonl_skipping(path):
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def test_a_full_disk_while_a_trial_is_written_gives_one_line_and_keeps_earlier_trials(tmp_path, write_case):
+    run = tmp_path / "run"
+    path = write_case(sleeper_case(steps=3, sleep_ms=1))
+    res = subprocess.run([sys.executable, str(PROGRAMS / "disk_fills.py"), "2", "run", str(path), "--out", str(run)],
+                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stderr
+    lines = [line for line in res.stderr.splitlines() if not line.startswith("[")]  # progress lines apart
+    assert lines == [f"perfkit: {run / 'trials.jsonl'}: no space left on device (finished trials are kept: "
+                     "free some, then --resume)"], res.stderr
+    assert [t["index"] for t in read_jsonl_skipping(run / "trials.jsonl")] == [0, 1]
+    res = perfkit("run", "--resume", run)
+    assert res.returncode == 0, res.stderr
+    assert [t["index"] for t in read_jsonl_skipping(run / "trials.jsonl")] == [0, 1, 2, 3]
+
+
+MEASURE_PEAK = """import resource, runpy, sys
+sys.argv = ["perfkit", *sys.argv[1:]]
+try:
+    runpy.run_module("perfkit.cli", run_name="__main__")
+finally:
+    print("peak_kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+
+
+def peak_kb(*args) -> tuple[int, subprocess.CompletedProcess]:
+    res = subprocess.run([sys.executable, "-c", MEASURE_PEAK, *map(str, args)], cwd=REPO, capture_output=True,
+                         text=True, timeout=300)
+    return int(res.stderr.rsplit("peak_kb", 1)[1]), res
+
+
+def test_a_rank_printing_100_mb_does_not_grow_perfkits_memory(tmp_path, write_case):
+    """Ranks write to files, never to a pipe perfkit holds; stdout is read as a tail, and step times
+    from it (``step_regex``) line by line. perfkit's peak memory with a 100 MB flood stays within
+    30 MB of a quiet run's (reading the flood whole costs >= 100 MB: text, then its lines)."""
+    runs = {}
+    for mb in (0, 100):
+        env = {"PRINT_MB": str(mb), "STDOUT_STEPS": "1"}
+        case = sleeper_case(steps=3, sleep_ms=1, repeats={"min": 1, "max": 1}, step_regex=r"step (\d+\.\d+) ms",
+                            variants={"a": {"env": env}, "b": {"env": env}})
+        runs[mb] = peak_kb("run", write_case(case, f"case{mb}.yaml"), "--out", tmp_path / f"run{mb}")
+        assert runs[mb][1].returncode == 0, runs[mb][1].stderr
+        assert [len(t["steps_ms"]) for t in read_jsonl(tmp_path / f"run{mb}/trials.jsonl")] == [3, 3]  # after the flood
+    assert (tmp_path / "run100/trials/00-a/rank0/stdout.log").stat().st_size >= 100 << 20
+    grown_mb = (runs[100][0] - runs[0][0]) / 1024
+    assert grown_mb < 30, f"perfkit grew by {grown_mb:.0f} MB reading a 100 MB stdout"
