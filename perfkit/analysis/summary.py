@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from perfkit.analysis import stats, timing
+from perfkit.cost.programs import run_costs
 from perfkit.hlo.check import variant_check
 from perfkit.quality import compare as quality
 from perfkit.quality import media
@@ -116,6 +117,9 @@ def not_verified(case: Case, summary: dict) -> list[str]:
     devices = (summary.get("env") or {}).get("devices") or {}
     if devices.get("platform") == "cpu":
         notes.append("speed on TPU or GPU: these timings come from CPU devices")
+    if summary.get("cost") and not summary.get("roofline"):
+        notes.append(f"the roofline: {devices.get('kind') or 'these devices'} is no chip perfkit has figures for "
+                     "(`perfkit cost RUN_DIR --chip NAME` bounds the steps on one)")
     if summary.get("serve"):
         notes += summary["serve"]["not_verified"]
     return notes
@@ -186,6 +190,8 @@ def summarize_run(run_dir: Path, *, interrupted: bool = False) -> tuple[Case, di
         "reproduce": reproduce(run_dir, env),
         "interrupted": interrupted,
     }
+    # per variant, the step program of its first trial with XLA dumps; bounds where the run's chip is known
+    summary["cost"], summary["roofline"] = run_costs(run_dir, summary)
     if case.kind == "serve":  # per-level latency, outputs/min, served quality (perfkit.serve.analysis)
 
         summary["serve"] = serve_analysis.summarize(case, run_dir, trials)

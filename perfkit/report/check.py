@@ -9,7 +9,10 @@ one program. ``check_frame`` compares a run's summary with it, one row per figur
   alone does not fail it (a wide CI passes; the report says how wide);
 - quality: a PSNR fails more than ``psnr_drop_db`` below the baseline's (or below ``min_psnr_db``);
   outputs that were bit-identical must stay so, unless ``min_psnr_db`` states the floor instead;
-- determinism and rank consistency that held in the baseline must hold; no trial may fail.
+- determinism and rank consistency that held in the baseline must hold; no trial may fail;
+- cost (``perfkit.cost.gate``): each variant's collectives per step by kind exactly, its FLOPs, HBM bytes,
+  bytes sent a device and temp memory within ``cost_tolerance``: compiled programs are deterministic, so
+  a collective added to a plan fails the gate even where the timing cannot tell.
 
 Thresholds come from the case's ``check:`` block, then the command's flags.
 """
@@ -26,6 +29,7 @@ import click
 import pandas as pd
 
 from perfkit.common.summary import compared_variant, from_json, json_safe
+from perfkit.cost.gate import COST_TOLERANCE, baseline_cost, cost_rows
 from perfkit.errors import BadInput, ExitCode
 from perfkit.report.line import summary_line
 from perfkit.run import case as case_mod
@@ -41,6 +45,7 @@ class Thresholds:
     ratio_tolerance: float  # a B/A ratio fails when its 95% CI lies wholly above baseline x (1 + this)
     psnr_drop_db: float  # a PSNR fails when it is more than this below the baseline's
     min_psnr_db: float | None = None  # and, when set, whenever it is below this
+    cost_tolerance: float = COST_TOLERANCE  # a step's FLOPs / bytes / temp memory fail further than this from the baseline's
 
 
 def baseline_from_summary(summary: dict) -> dict:
@@ -64,6 +69,7 @@ def baseline_from_summary(summary: dict) -> dict:
         "quality": quality,
         "determinism": {v: d["bit_identical"] for v, d in (summary.get("determinism") or {}).items() if d},
         "ranks": {v: r["consistent"] for v, r in summary["ranks"].items()},
+        "cost": baseline_cost(summary),
     }
 
 
@@ -176,6 +182,7 @@ def check_frame(baseline: dict, summary: dict, th: Thresholds) -> pd.DataFrame:
     rows += _held_rows("determinism", baseline["determinism"], determinism, "repeats bit-identical")
     rows += _held_rows("ranks", baseline["ranks"], {v: r["consistent"] for v, r in summary["ranks"].items()},
                        "one program on every rank")
+    rows += cost_rows(baseline, summary, th.cost_tolerance)
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame["passed"] = frame["passed"].astype(bool)
     return frame
@@ -188,6 +195,8 @@ def _cell(x, unit: str) -> str:
         return "yes" if x else "no"
     if unit == "dB":
         return "inf" if x == math.inf else f"{x:.2f} dB"
+    if unit in ("bytes", "FLOPs"):
+        return f"{x:.6g}"
     return f"{x:.3f}" if isinstance(x, float) else str(x)
 
 
@@ -196,7 +205,8 @@ def _rule(r) -> str:
     if r.limit is None or (isinstance(r.limit, float) and math.isnan(r.limit)):
         return "-"
     return {"ratio": f"CI low end <= {r.limit:.3f}", "dB": f">= {_cell(r.limit, 'dB')}", "bool": "yes",
-            "count": f"{r.limit}"}.get(r.unit, str(r.limit))
+            "count": f"{r.limit}", "bytes": f"within {r.limit:.1%}", "FLOPs": f"within {r.limit:.1%}"
+            }.get(r.unit, str(r.limit))
 
 
 def text_lines(frame: pd.DataFrame) -> list[str]:

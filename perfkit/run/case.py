@@ -26,7 +26,7 @@ REPEATS_KEYS = {"min": (int, 3), "max": (int, 8)}
 CAPTURE_KEYS = {"xla_dump": (str, "first"), "trace": (list, []), "outputs": (bool, True)}
 # `perfkit check` thresholds (perfkit.report.check.Thresholds); its flags override them.
 CHECK_KEYS = {"ratio_tolerance": ((int, float), 0.10), "psnr_drop_db": ((int, float), 0.5),
-              "min_psnr_db": ((int, float), None)}
+              "min_psnr_db": ((int, float), None), "cost_tolerance": ((int, float), 0.01)}
 VARIANT_KEYS = {"options": (dict, {}), "env": (dict, {}), "args": (list, []), "description": (str, ""),
                 "serve": (dict, {})}
 TOP_KEYS = {
@@ -193,7 +193,7 @@ def validate(raw: dict, path: str = "<case>") -> Case:
         raise BadInput("must be > 0 seconds", path=path, field="timeout")
     if not 0 <= top["min_effect"] < 1:
         raise BadInput("must be a fraction in [0, 1), e.g. 0.02", path=path, field="min_effect")
-    for key in ("ratio_tolerance", "psnr_drop_db"):
+    for key in ("ratio_tolerance", "psnr_drop_db", "cost_tolerance"):
         if top["check"][key] < 0:
             raise BadInput("must be >= 0", path=path, field=f"check.{key}")
     if top["order"] not in ORDERS:

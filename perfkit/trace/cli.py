@@ -7,6 +7,9 @@ import json
 import click
 import pandas as pd
 
+from perfkit.errors import BadInput
+from perfkit.trace.names import readable
+
 PS_PER_MS = 1e9
 PS_PER_US = 1e6
 _STEPS_HELP = "Regex: events whose name matches mark the steps (default: Steps line, then step annotations)."
@@ -15,6 +18,7 @@ steps_option = click.option("--steps", "step_pattern", metavar="REGEX", help=_ST
 
 
 def _load(paths, step_pattern):
+    # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
     from perfkit.trace.events import load
 
     return load(list(paths), step_pattern)
@@ -27,13 +31,6 @@ def _ms(frame: pd.DataFrame, columns: list[str], per: float = PS_PER_MS, digits:
     for c in columns:
         out[c] = (out[c] / per).map(lambda v: f"{v:.{digits}f}")
     return out.rename(columns={c: c.removesuffix("_ps") for c in columns})
-
-
-def _readable(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """Kernel and op names in ``columns`` shortened to fit a text table (``perfkit.trace.names``)."""
-    from perfkit.trace.names import readable
-
-    return readable(frame, columns)
 
 
 def _json_rows(frame: pd.DataFrame) -> list[dict]:
@@ -54,14 +51,13 @@ def breakdown(paths, step_pattern, as_json, plot):
     """Per chip and step: compute / exposed ICI / local DMA wait / idle, adding up to the step span.
 
     PATHS are trace files or folders (every *.xplane.pb under a folder, else every Kineto *.json[.gz])."""
+    # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
     from perfkit.trace.breakdown import COLUMNS, PARTS, TIMES, breakdown as compute, mean_per_device
     from perfkit.trace.breakdown import plot as draw
 
     events = _load(paths, step_pattern)
     rows = compute(events)
     if rows.empty:
-        from perfkit.errors import BadInput
-
         raise BadInput("no device ops in these traces", path=" ".join(paths))
     means = mean_per_device(rows)
     if plot:
@@ -91,6 +87,7 @@ def breakdown(paths, step_pattern, as_json, plot):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (every row).")
 def diff(a, b, by, top, step_pattern, as_json):
     """Device time per chip and step of trace B against trace A, largest changes first."""
+    # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
     from perfkit.trace.diff import diff as compare
 
     table = compare(_load([a], step_pattern), _load([b], step_pattern), by)
@@ -106,7 +103,7 @@ def diff(a, b, by, top, step_pattern, as_json):
         lambda v: "new" if pd.isna(v) else f"{v:+.1f}")
     for c in ("a_count", "b_count"):
         shown[c] = shown[c].map(lambda v: f"{v:g}")
-    click.echo(_ms(_readable(shown, ["key"]), ["a_ps", "b_ps", "delta_ps"]).to_string(index=False))
+    click.echo(_ms(readable(shown, ["key"]), ["a_ps", "b_ps", "delta_ps"]).to_string(index=False))
     if len(table) > top:
         click.echo(f"... {len(table) - top} more rows (-n, --json)")
     click.echo("\ntotals by category (ms):")
@@ -119,6 +116,7 @@ def diff(a, b, by, top, step_pattern, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: chips and last_ops.")
 def tail(paths, k, as_json):
     """The last K device ops of each chip; which chips stopped earliest and what the others were in."""
+    # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
     from perfkit.trace import tail as tails
 
     events = _load(paths, None)
@@ -126,7 +124,7 @@ def tail(paths, k, as_json):
     if as_json:
         click.echo(json.dumps({"chips": _json_rows(chips), "last_ops": _json_rows(last)}, indent=1))
         return
-    chips = _readable(chips, ["at_first_stop_name", "at_first_stop_kind"])
+    chips = readable(chips, ["at_first_stop_name", "at_first_stop_kind"])
     first = chips.iloc[0]
     others = chips.iloc[1:]
     click.echo(f"first to stop: rank {first['rank']} device {first['device']}, "
@@ -137,7 +135,7 @@ def tail(paths, k, as_json):
     click.echo("\nchips, earliest stop first (ms):")
     click.echo(_ms(chips, ["last_end_ps", "before_last_ps"]).to_string(index=False))
     click.echo(f"\nlast {k} ops per chip (ms from the trace start):")
-    click.echo(_ms(_readable(last, ["name", "kind"]), ["start_ps", "end_ps", "dur_ps"]).to_string(index=False))
+    click.echo(_ms(readable(last, ["name", "kind"]), ["start_ps", "end_ps", "dur_ps"]).to_string(index=False))
 
 
 @trace.command()
@@ -148,14 +146,13 @@ def tail(paths, k, as_json):
 def collectives(paths, step_pattern, top, as_json):
     """Each collective per step: count, bytes sent per device, bandwidth, exposed and hidden time; across
     chips that share a clock, arrival skew, waiting for the last chip, and each step's straggler."""
+    # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
     from perfkit.trace.collectives import STRAGGLER_SHARE, analyse
 
     events = _load(paths, step_pattern)
     found = analyse(events)
     ops, steps = found["ops"], found["steps"]
     if ops.empty:
-        from perfkit.errors import BadInput
-
         raise BadInput("no collectives in these traces", path=" ".join(paths))
     if as_json:
         click.echo(json.dumps({"steps_from": events.attrs["steps_from"], "ops": _json_rows(ops),
@@ -164,7 +161,7 @@ def collectives(paths, step_pattern, top, as_json):
     times = ["time_ps", "exposed_ps", "hidden_ps", "skew_ps", "wait_ps", "transfer_ps"]
     click.echo(f"collectives per step (us, means per instance and chip; bytes sent per device); steps from: "
                f"{', '.join(events.attrs['steps_from'])}")
-    shown = _readable(ops.head(top), ["op"])
+    shown = readable(ops.head(top), ["op"])
     shown["count"] = shown["count"].map(lambda v: f"{v:g}")
     shown["bytes"] = shown["bytes"].map(lambda v: "?" if pd.isna(v) else f"{v:.0f}")
     shown["gbps"] = shown["gbps"].map(lambda v: "?" if pd.isna(v) else f"{v:.2f}")
@@ -188,6 +185,7 @@ def collectives(paths, step_pattern, top, as_json):
 @steps_option
 def export(paths, out, step_pattern):
     """All ranks and chips merged into one Perfetto / Chrome trace (open in ui.perfetto.dev)."""
+    # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
     from perfkit.trace.export import write_perfetto
 
     n = write_perfetto(_load(paths, step_pattern), out)
