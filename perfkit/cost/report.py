@@ -1,0 +1,49 @@
+"""The run report's ``## Cost`` section, from summary.json's ``cost`` and ``roofline`` (stdlib only)."""
+
+from __future__ import annotations
+
+from perfkit.cost.change import change
+from perfkit.cost.roofline import RESOURCES
+
+MIB = 1 << 20
+
+
+def _mib(x) -> str:
+    return "-" if x is None else f"{x / MIB:.3g} MiB"
+
+
+def section(summary: dict) -> list[str]:
+    """A table of each variant's step cost, its roofline where the chip is known, and B's change in words."""
+    cost = {v: c for v, c in (summary.get("cost") or {}).items() if "step" in c}
+    if not cost:
+        return []
+    names = list(cost)
+    steps = [cost[v]["step"] for v in names]
+    rows = ["## Cost", "", "The step program of each variant's first trial with XLA dumps, per device "
+            "(`perfkit cost RUN_DIR --chip NAME` for any chip).", "",
+            "| | " + " | ".join(names) + " |", "| --- |" + " ---: |" * len(names),
+            "| step program | " + " | ".join(f"`{s['module']}`" for s in steps) + " |",
+            "| FLOPs (dots) | " + " | ".join(f"{s['flops']:.3g} ({s['dot_flops']:.3g})" for s in steps) + " |",
+            "| HBM bytes accessed | " + " | ".join(_mib(s["hbm_bytes"]) for s in steps) + " |",
+            "| bytes sent a device | " + " | ".join(_mib(s["interconnect_bytes"]) for s in steps) + " |",
+            "| temp / peak memory | " + " | ".join(f"{_mib(s['temp_bytes'])} / {_mib(s['peak_bytes'])}"
+                                                  for s in steps) + " |"]
+    kinds = sorted({k for s in steps for k in s["collectives"]})
+    rows += [f"| {k} per step | " + " | ".join(str(s["collectives"].get(k, {}).get("count", 0)) for s in steps) + " |"
+             for k in kinds]
+    roof = summary.get("roofline") or {}
+    if roof:
+        chip = next(iter(roof.values()))["chip"]
+        rows += [f"| roofline on {chip}: {r} | " + " | ".join(
+            f"{roof[v][f'{r}_ms']:.4g} ms" if v in roof else "-" for v in names) + " |" for r in RESOURCES]
+        rows += ["| bound (binding) / serial | " + " | ".join(
+            f"{roof[v]['bound_ms']:.4g} ms ({roof[v]['binding']}) / {roof[v]['serial_ms']:.4g} ms" if v in roof
+            else "-" for v in names) + " |"]
+        measured = [v for v in names if v in roof and roof[v].get("measured_over_bound") is not None]
+        if measured:
+            rows += ["| measured step / bound | " + " | ".join(
+                f"{roof[v]['measured_over_bound']:.2f}" if v in measured else "-" for v in names) + " |"]
+    a = summary.get("baseline", names[0])
+    if a in cost:
+        rows += [""] + [change(a, cost[a]["step"], v, cost[v]["step"])["sentence"] + "." for v in names if v != a]
+    return rows + [""]
