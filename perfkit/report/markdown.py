@@ -1,0 +1,338 @@
+"""``report.md``: the page a reviewer reads. It only formats what ``perfkit.analysis.summary`` computed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perfkit.common.summary import compared_variant
+from perfkit.cost import report as cost_report
+from perfkit.hlo.render import rank_list, ranks_report
+from perfkit.report.cells import db_cell
+from perfkit.report.line import summary_line
+from perfkit.run.launch import exit_text
+from perfkit.run.stackdump import where_threads_wait
+from perfkit.serve.report import section
+
+
+def _ms(x) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def _ratio(c: dict) -> str:
+    if c["ratio"] is None or None in c["ci"]:
+        return "no ratio (a side has no timed trials)"
+    return f"**{c['ratio']:.3f}**, 95% CI [{c['ci'][0]:.3f}, {c['ci'][1]:.3f}]"
+
+
+METRIC_WORDS = {"step_ms": "median step time (synced)", "natural_step_ms": "natural step time (one sync per pass)"}
+TIMING_ROWS = (("step_ms", "step, synced: median (ms)"), ("natural_step_ms", "step, natural: median (ms)"),
+               ("first_step_ms", "first step (ms, compile included)"))
+
+
+def _value(name: str, x) -> str:
+    """A recorded value with the unit its name says (``*_s``: seconds, ``*_ms``: milliseconds)."""
+    if x is None:
+        return "-"
+    unit = " s" if name.endswith("_s") else " ms" if name.endswith("_ms") else ""
+    return f"{x:.2f}{unit}" if unit else f"{x:.4g}"
+
+
+def _change(x, base) -> str:
+    """B's figure against the baseline's, as a signed percentage (the reference PRs' "(-11.9%)")."""
+    return "" if x is None or not base else f" ({x / base - 1:+.1%})"
+
+
+def _timing(summary: dict) -> list[str]:
+    """One column per variant (the baseline first), one row per figure: synced and natural step medians
+    with B's change against A and their p25 - p75, first step, every recorded value (``compile_s``,
+    ``denoise_s``, ...); then each B/A ratio with its CI, p and verdict, and the A/A noise floor."""
+    a = summary["baseline"]
+    variants = summary["variants"]
+    base = variants[a]
+    rows = ["| | " + " | ".join(f"{n} (A)" if n == a else n for n in variants) + " |",
+            "| --- |" + " ---: |" * len(variants)]
+    for metric, label in TIMING_ROWS:
+        if not any(v[metric]["n"] for v in variants.values()):
+            continue
+        rows.append(f"| {label} | " + " | ".join(
+            _ms(v[metric]["median"]) + ("" if n == a else _change(v[metric]["median"], base[metric]["median"]))
+            for n, v in variants.items()) + " |")
+        if metric != "first_step_ms":
+            rows.append(f"| {label.split(':')[0]}: p25 - p75 (ms) | " + " | ".join(
+                f"{_ms(v[metric]['p25'])} - {_ms(v[metric]['p75'])}" for v in variants.values()) + " |")
+    for name in dict.fromkeys(k for v in variants.values() for k in v["values"]):
+        figures = [v["values"].get(name, {}).get("median") for v in variants.values()]
+        rows.append(f"| {name} (median) | " + " | ".join(
+            _value(name, x) + ("" if n == a else _change(x, figures[0])) for n, x in zip(variants, figures)) + " |")
+    rows.append("| timed steps (trials) | " + " | ".join(
+        f"{v['step_ms']['n']} ({v['trials'] - v['failed']})" for v in variants.values()) + " |")
+    rows.append("| failed trials | " + " | ".join(str(v["failed"]) for v in variants.values()) + " |")
+    rows.append("")
+    for c in summary["comparisons"]:
+        p = "-" if c["p_value"] is None else f"{c['p_value']:.3g}"
+        rows.append(f"- {c['variant']}/{a}, {METRIC_WORDS[c['metric']]}: {_ratio(c)}, Mann-Whitney p = {p} "
+                    f"over {c['n_a']} + {c['n_b']} trials; minimum effect {c['min_effect']:.0%} -> "
+                    f"**{c['verdict']}**.")
+    rows += ["", "Ratios are of medians of per-trial medians; CIs come from a hierarchical bootstrap "
+             "(trials, then steps within them). Values are medians over good trials."]
+    nf = summary.get("noise_floor")
+    if nf:
+        width = ("unknown (too few trials)" if nf["half_width"] is None else
+                 f"{nf['ci'][0] - 1:+.1%} to {nf['ci'][1] - 1:+.1%} (95% CI of A/A)")
+        rows += ["", f"A/A noise floor ({nf['variant']}, the baseline run again): {width}. A B/A change "
+                 "inside this range cannot be told from run-to-run noise on this machine."]
+    return rows
+
+
+def _quality_row(label: str, q: dict) -> str:
+    if q["kind"] == "tensor":
+        return (f"| {label} | {db_cell(q['psnr_db'])} | - | - | {q['mean_abs_diff']:.3g} | {q['max_abs_diff']:.3g} | "
+                f"- | {'yes' if q['bit_identical'] else 'no'} |")
+    return (f"| {label} | {db_cell(q['psnr_db'])} | {db_cell(q['psnr_pooled_db'])} | {db_cell(q['psnr_min_db'])} | "
+            f"{q['mean_abs_diff']:.3f} | {q['max_abs_diff']:.0f} | {q['share_over_16']:.2%} | "
+            f"{'yes' if q['bit_identical'] else 'no'} |")
+
+
+def _quality(summary: dict, plots: dict[str, str] | None = None) -> list[str]:
+    """Conventions as in ``perfkit.quality``: mean PSNR over differing frames, pooled = ffmpeg's average.
+    ``plots``: ``perfkit.report.plots.write_plots``'s result, for the drift plot's link."""
+    q = summary.get("quality")
+    a = summary["baseline"]
+    if not q:
+        return ["No comparable outputs."]
+    b = compared_variant(summary)
+    header = ["| comparison | PSNR mean of differing frames (dB) | PSNR pooled MSE (dB) | worst frame (dB) | "
+              "mean abs diff (/255) | max abs diff | abs diff > 16 | bit-identical |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | :---: |"]
+    what = (f"{q['frames']} frames, data range 255, {q['identical_frames']} of {q['frames']} frames identical"
+            if q["kind"] == "frames" else "tensor; PSNR over A's range")
+    lines = [f"`{q['file']}` ({what}):", "", *header, _quality_row(f"{b} vs {a}", q)]
+    broken = {name: fq["error"] for name, fq in q["files"].items() if "error" in fq}
+    lines += [_quality_row(f"`{name}`: {b} vs {a}", fq) for name, fq in q["files"].items()
+              if name != q["file"] and name not in broken]
+    oracle = q.get("oracle") or {}
+    lines += [_quality_row(f"{v} vs oracle", oq) for v, oq in oracle.get("variants", {}).items()]
+    notes = [f"`{name}` not compared: {error}" for name, error in broken.items()]
+    if oracle:
+        notes.append(f"Oracle `{oracle['path']}`" + (f" not compared: {oracle['error']}" if "error" in oracle else "."))
+    if q.get("drift_error"):
+        notes.append(f"Latent drift not computed: {q['drift_error']}")
+    lines += ["", *(f"- {n}" for n in notes)] if notes else []
+    drift = q.get("drift")
+    if drift:
+        plot = (plots or {}).get("drift")
+        lines += ["", f"Latent drift of {b} against {a} per step (PSNR over {a}'s range"
+                  + (f"; plot [{plot}]({plot})" if plot else "") + "):", "",
+                  "| step | relative L2 | cosine | PSNR (dB) | max abs diff |", "| ---: | ---: | ---: | ---: | ---: |",
+                  *(f"| {r['step']} | {r['rel_l2']:.3e} | {'-' if r['cosine'] is None else format(r['cosine'], '.8f')}"
+                    f" | {db_cell(r['psnr_db'])} | {r['max_abs_diff']:.3g} |" for r in drift)]
+    det = []
+    for n, d in summary.get("determinism", {}).items():
+        if d:
+            spread = ""
+            if not d["bit_identical"]:
+                spread = f", {d['differing_runs']} differ from the first"
+                if "psnr_min_db" in d:
+                    spread += f": worst PSNR {db_cell(d['psnr_min_db'])} dB, max abs diff {d['max_abs_diff']}"
+                if "rel_l2_max" in d:
+                    spread += f"; tensors: worst relative L2 {d['rel_l2_max']:.3e}"
+            if "error" in d:
+                spread += f" ({d['error']})"
+            verdict = {True: "bit-identical", False: "not bit-identical", None: "not checked"}[d["bit_identical"]]
+            det.append(f"{n}: {d['runs']} runs {verdict} (sha256 {d['sha256']}){spread}")
+    if det:
+        lines += ["", "Determinism: " + "; ".join(det) + "."]
+    return lines
+
+
+def _first_difference(first: dict | None) -> str:
+    """A table cell: where the first divergent rank's program first differs from the majority's."""
+    if not first:
+        return "-"
+    rank, ref = f"rank {first['ranks'][0]}", f"rank {first['against_rank']}"
+    if first["same_program"]:
+        moved = ", ".join(f"{m['collective']} {m['delta']:+,} B" for m in first["receive_moved"])
+        return f"`{first['module']}`: same program, receive buffers moved on {rank}: {moved}"
+
+    def code(inst: dict | None) -> str:
+        if inst is None:
+            return "(no counterpart)"
+        text = inst["text"] if len(inst["text"]) <= 100 else inst["text"][:100] + " ..."
+        return f"``{text.replace('|', '&#124;')}``"
+
+    return f"`{first['module']}`: {rank} {code(first['rank'])}; {ref} {code(first['majority'])}"
+
+
+def _ranks(summary: dict) -> list[str]:
+    """Rank consistency per variant; for a variant whose ranks diverged, hlo-diff's Markdown detail."""
+    rows = ["| variant | consistent | rank groups | first differing instruction | checked |",
+            "| --- | --- | --- | --- | --- |"]
+    details = []
+    for name, r in summary["ranks"].items():
+        cons = {True: "yes", False: "**no**", None: "-"}[r["consistent"]]
+        groups = " / ".join(rank_list(g) for g in r["groups"]) or "-"
+        rows.append(f"| {name} | {cons} | {groups} | {_first_difference(r.get('first_difference'))} | {r['checked']} |")
+        if r["consistent"] is False and r.get("hlo_diff"):
+            details += ["", f"### {name}: programs per rank", "", ranks_report(r["hlo_diff"], markdown=True).rstrip()]
+    return rows + details
+
+
+def _failures(summary: dict) -> list[str]:
+
+    lines = []
+    for f in summary["trials"]["failed"]:
+        lines.append(f"- trial {f['index']} ({f['variant']}): **{f['status']}**")
+        for r in f["ranks"]:
+            if r.get("exit_code") != 0 or r.get("running_at_end"):
+                where = "still running at the end" if r.get("running_at_end") else exit_text(r["exit_code"])
+                lines.append(f"  - rank {r['rank']}: {where}, {r.get('steps_done', 0)} steps done, "
+                             f"last mark {r.get('last_mark')}")
+                if r.get("stacks"):
+                    lines += [f"    - waiting in `{w}`" for w in where_threads_wait(r["stacks"])[:6]]
+                    lines.append(f"    (every thread's stack: `{f.get('dir', 'trials/..')}/rank{r['rank']}/stacks.txt`)")
+                if r.get("stderr_tail"):
+                    lines += ["    ```", *("    " + s for s in r["stderr_tail"].splitlines()[-8:]), "    ```"]
+    return lines
+
+
+def _breakdown(summary: dict) -> list[str]:
+    """The traced steps split per chip (``perfkit trace breakdown``) and the op kinds that moved most."""
+    bd = summary["breakdown"]
+
+    def cell(v: dict, part: str) -> str:
+        return f"{v[part + '_ms']:.3f} ({100 * v[part + '_ms'] / v['span_ms']:.0f}%)" if v["span_ms"] else "-"
+
+    rows = ["| variant | chip-steps (trials) | step span (ms) | compute | exposed ICI | local DMA | idle |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, v in bd["variants"].items():
+        if "error" in v:
+            rows.append(f"| {name} | {v['error']} | | | | | |")
+        else:
+            rows.append(f"| {name} | {v['chip_steps']} ({v['trials']}) | {v['span_ms']:.3f} | "
+                        + " | ".join(cell(v, p) for p in ("compute", "ici", "dma", "idle")) + " |")
+    rows += ["", "Mean traced step per chip; each instant goes to compute, else exposed ICI, else local DMA, "
+             "else idle (`perfkit trace breakdown` on the trial folders gives every chip and step)."]
+    for name, deltas in bd["op_deltas"].items():
+        rows += ["", f"Largest changes of device time per chip and step, {name} against {bd['baseline']}, "
+                 f"by op {bd['by']} (ms):", "", f"| op {bd['by']} | category | {bd['baseline']} | {name} | delta |",
+                 "| --- | --- | ---: | ---: | ---: |",
+                 *(f"| `{d['key']}` | {d['category']} | {d['a_ms']:.3f} | {d['b_ms']:.3f} | {d['delta_ms']:+.3f} |"
+                   for d in deltas)]
+    return rows
+
+
+def _verdict(summary: dict) -> str:
+    """The verdict in one sentence, B against A on synced step time."""
+    c, a = summary["comparison"], summary["baseline"]
+    b = compared_variant(summary)
+    if c["ratio"] is None:
+        return "**No verdict**: a variant has no timed steps."
+    figures = f"{b}/{a} step time {_ratio(c)}; minimum effect {c['min_effect']:.0%}"
+    return {"faster": f"**{b} is faster than {a}**: {figures}.",
+            "slower": f"**{b} is slower than {a}**: {figures}.",
+            "same": f"**{b} and {a} take the same time** (within the minimum effect): {figures}.",
+            }.get(c["verdict"], f"**No verdict**: {figures}; the CI reaches both sides of the minimum effect "
+                                "(more trials would decide).")
+
+
+def _described(summary: dict) -> list[str]:
+    """The case and its variants in the case file's words (A is the baseline)."""
+    a = summary["baseline"]
+    lines = [summary["description"], ""] if summary.get("description") else []
+    return lines + [f"- {'A' if n == a else 'B' if i == 1 else 'also'}: **{n}**"
+                    + (f", {v['description']}" if v.get("description") else "")
+                    for i, (n, v) in enumerate(summary["variants"].items())]
+
+
+def _environment(summary: dict) -> list[str]:
+    env = summary.get("env") or {}
+    src = env.get("source") or {}
+    if src.get("git"):
+        state = f"uncommitted changes (hash `{src.get('dirty_hash')}`)" if src.get("dirty") else "clean"
+        source = f"commit `{src['commit'][:12]}`, tree `{src['tree']}`, {state}"
+    else:
+        source = "not a git checkout" if src else "-"
+    dev = env.get("devices") or {}
+    processes = dev.get("process_count", 1)
+    devices = dev.get("error") or (f"{dev['count']} x {dev['kind']} (platform {dev['platform']}), {processes} "
+                                   f"{'process' if processes == 1 else 'processes'}" if dev else "not probed")
+    lines = [f"- source: {source}", f"- devices: {devices}"]
+    if env.get("host"):
+        lines.append(f"- host: `{env['host']}`, {env.get('cpus')} CPUs, Python {env.get('python')}, "
+                     f"{env.get('platform')}")
+    lines.append(f"- packages: {', '.join(f'{k} {v}' for k, v in (env.get('packages') or {}).items() if v) or '-'}")
+    lines += [f"- `{k}={v}`" for k, v in (env.get("flags") or {}).items()]
+    return lines
+
+
+PLOT_TITLES = {"step_times": "Step times per trial (timed synced steps)",
+               "breakdown": "Mean traced step per chip: compute / ICI / DMA / idle",
+               "psnr": "PSNR per frame, B vs A", "drift": "Latent drift per step, B vs A"}
+
+
+def _plots(plots: dict[str, str]) -> list[str]:
+    if not plots:
+        return ["No plots (no timed steps)."]
+    return [line for name, path in plots.items() for line in (f"![{PLOT_TITLES[name]}]({path})", "")][:-1]
+
+
+def _reproduce(summary: dict) -> list[str]:
+    r = summary.get("reproduce")
+    if not r:
+        return ["Not recorded."]
+    lines = ["```sh"]
+    if r.get("commit"):
+        lines.append(f"git checkout {r['commit'][:12]}   # tree {r['tree']}")
+    lines += [f"cd {r['cwd']}"] if r.get("cwd") else []
+    lines += [r["command"], "```", ""]
+    if r.get("dirty"):
+        lines += [f"The run's tree had uncommitted changes (hash `{r['dirty_hash']}`): the commit alone is "
+                  "not the code that ran.", ""]
+    lines.append(f"`{r['case_file']}` is the case as it ran (defaults and `--set` overrides applied).")
+    if r.get("case_yaml"):
+        lines += ["", "<details><summary>case.yaml</summary>", "", "```yaml", r["case_yaml"].rstrip(), "```", "",
+                  "</details>"]
+    return lines
+
+
+def render(summary: dict, plots: dict[str, str] | None = None) -> str:
+    """report.md, sections in a fixed order; ``plots`` as ``perfkit.report.plots.write_plots`` returns them."""
+    plots = plots or {}
+    out = [f"# perfkit run: {summary['case']}", "", summary_line(summary, Path("report.md")).rsplit(";", 1)[0], "",
+           _verdict(summary), ""]
+    out += [*_described(summary), ""]
+    if summary.get("interrupted"):
+        out += ["> Interrupted: this report covers the trials finished before the stop.", ""]
+    if summary["trials"]["failed"]:
+        out += [f"> {len(summary['trials']['failed'])} trial(s) failed or hung: see Failed trials; the figures "
+                "come from the trials that finished.", ""]
+    out += ["## Environment", "", *_environment(summary), ""]
+    if summary.get("serve"):  # a serve case: latency and outputs/min per concurrency level
+
+        out += ["## Serving", "", *section(summary), ""]
+    else:
+        out += ["## Timing", "", *_timing(summary), ""]
+    if summary["trials"]["failed"]:
+        out += ["## Failed trials", "", *_failures(summary), ""]
+    out += ["## Quality", "", *_quality(summary, plots), ""]
+    out += ["## Rank consistency", "", *_ranks(summary), ""]
+    out += ["## Trace breakdown", "", *(_breakdown(summary) if summary.get("breakdown") else
+                                        ["No profiler traces captured (a case's `capture.trace: [step, ...]` "
+                                         "splits those steps into compute / ICI / DMA / idle)."]), ""]
+    out += cost_report.section(summary)  # '## Cost', where a variant's trials wrote XLA dumps
+    out += ["## Plots", "", *_plots(plots), ""]
+    out += ["## Reproduce", "", *_reproduce(summary), ""]
+    out += ["## Not verified", "", *(f"- {n}" for n in summary["not_verified"]), ""]
+    return "\n".join(out)
+
+
+def write(run_dir: Path, summary: dict, steps) -> Path:
+    """report.md and its plots (``plots/*.png``) of a run directory whose summary is ``summary``;
+    ``steps``: its ``perfkit.analysis.timing.steps_frame`` (the step-time plot's rows)."""
+    # matplotlib: only when a report is written
+    from perfkit.report import plots
+
+    made = plots.write_plots(run_dir, summary, steps)
+    path = run_dir / "report.md"
+    path.write_text(render(summary, made))
+    return path
