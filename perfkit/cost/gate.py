@@ -19,7 +19,9 @@ def baseline_cost(summary: dict) -> dict:
     and its gated figures."""
     out = {}
     for variant, block in (summary.get("cost") or {}).items():
-        step = block["step"]
+        step = block.get("step")
+        if step is None:  # its dumps did not parse (``error``)
+            continue
         out[variant] = {"collectives": {k: c["count"] for k, c in step["collectives"].items()},
                         **{key: step[key] for key, _, _ in FIGURES}}
     return out

@@ -108,7 +108,11 @@ def run_costs(run_dir: Path, summary: dict, chip: Chip | None = None) -> tuple[d
     for variant, folder in variant_dumps(run_dir).items():
         step_ms = ((summary.get("variants") or {}).get(variant) or {}).get("step_ms") or {}
         timed_here = own is not None and chip is not None and own.name == chip.name
-        block = cost_block(folder, chip, step_ms.get("median") if timed_here else None)
+        try:
+            block = cost_block(folder, chip, step_ms.get("median") if timed_here else None)
+        except BadInput as exc:  # a dump that does not parse costs nothing, the rest of the run still counts
+            cost[variant] = {"dumps": str(folder), "error": exc.line()}
+            continue
         lines[variant] = block.pop("roofline")
         cost[variant] = block
     return cost, {v: r for v, r in lines.items() if r is not None}
