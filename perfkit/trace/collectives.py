@@ -30,10 +30,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from perfkit.errors import BadInput
 from perfkit.hlo.cost import SENT_SHARE, group_size, shape_bytes
 from perfkit.hlo.parse import parse_instruction
 from perfkit.trace import breakdown, kineto, timeline
-from perfkit.trace.events import device_ops
+from perfkit.trace.events import device_ops, load
 from perfkit.trace.programs import base_opcode
 
 PS_PER_MS = 1e9
@@ -49,6 +50,7 @@ INSTANCE_COLUMNS = ["rank", "device", "domain", "step", "program_id", "program",
                     "wait_ps", "transfer_ps"]
 _KINETO_SUFFIXES = (".json", ".json.gz")
 STRAGGLER_SHARE = 0.05  # the report names a straggler when the skew summed over a step passes this share of it
+TOP_KINDS = 6  # collective kinds a variant's summary keeps
 
 
 def _kind(kind: str) -> str:
@@ -124,11 +126,13 @@ def _operand(name: str) -> str:
 
 def _pairs(coll: pd.DataFrame) -> list[tuple[int, int]]:
     """(first row, last row) per instance, positions in ``coll`` (sorted by chip and start): a sync op
-    alone, or an ``X-start`` and its ``X-done``; a done without a start is an instance of its own."""
+    alone, or an ``X-start`` and its ``X-done``; a done without a start (begun before the trace) is an
+    instance of its own, a start without a done (still running at its end) is left out."""
     out: list[tuple[int, int]] = []
     chip = coll["chip"].to_numpy()
     roles, kinds = coll["role"].to_numpy(), coll["base"].to_numpy()
     ops, names = coll["op"].to_numpy(), coll["name"].to_numpy()
+    operand = {n: _operand(n) for n in set(names[roles == "done"])}
     open_by_op: dict[tuple, deque] = {}
     open_by_kind: dict[tuple, deque] = {}
     for i in range(len(coll)):
@@ -137,7 +141,7 @@ def _pairs(coll: pd.DataFrame) -> list[tuple[int, int]]:
             open_by_op.setdefault((chip[i], ops[i]), deque()).append(i)
             open_by_kind.setdefault((chip[i], kinds[i]), deque()).append(i)
         elif role == "done":
-            by_op = open_by_op.get((chip[i], _operand(names[i])))
+            by_op = open_by_op.get((chip[i], operand[names[i]]))
             queue = open_by_kind.get((chip[i], kinds[i]))
             if by_op:  # the start its HLO text names
                 first = by_op.popleft()
@@ -245,8 +249,9 @@ def instances(events: pd.DataFrame) -> pd.DataFrame:
     inst["time_ps"] = inst["end_ps"] - inst["start_ps"]
     inst["hidden_ps"] = covered(c, a1, inst["end_ps"].to_numpy())
     inst["exposed_ps"] = _exposed_in(own, c, covered, a1, inst["end_ps"].to_numpy())
-    inst["buffer"] = [float(shape_bytes(s)) if s else np.nan for s in inst["shape"]]
-    inst["group"] = [_text_group(t) for t in inst["name"]]
+    buffers = {s: float(shape_bytes(s)) if s else np.nan for s in set(inst["shape"])}  # once per distinct text
+    inst["buffer"] = inst["shape"].map(buffers)
+    inst["group"] = inst["name"].map({t: _text_group(t) for t in set(inst["name"])})
     messages = _kineto_messages(events.attrs.get("files", []))
     _attach_messages(inst, messages)
     inst["domain"] = _domains(inst, messages)
@@ -338,7 +343,56 @@ def stragglers(inst: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def analyse(events: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """``instances``, ``ops`` (``by_op``) and ``steps`` (``stragglers``) of an events frame."""
+def analyse(events: pd.DataFrame) -> dict:
+    """``instances``, ``ops`` (``by_op``) and ``steps`` (``stragglers``) of an events frame, and
+    ``chip_steps``: how many (chip, step) spans its breakdown measured."""
     inst = instances(events)
-    return {"instances": inst, "ops": by_op(inst), "steps": stragglers(inst, breakdown.breakdown(events))}
+    spans = breakdown.breakdown(events)
+    return {"instances": inst, "ops": by_op(inst), "steps": stragglers(inst, spans), "chip_steps": len(spans)}
+
+
+def by_kind(inst: pd.DataFrame, chip_steps: int) -> pd.DataFrame:
+    """Per collective kind, per chip and step (over ``chip_steps``): ``count``, ``bytes`` sent,
+    ``time_ps``, ``exposed_ps``, ``hidden_ps``, ``wait_ps``; ``gbps`` (bytes over time summed); most
+    exposed first."""
+    sums = inst.groupby("kind").agg(count=("time_ps", "size"), bytes=("bytes", lambda b: b.sum(min_count=len(b))),
+                                    time_ps=("time_ps", "sum"), exposed_ps=("exposed_ps", "sum"),
+                                    hidden_ps=("hidden_ps", "sum"), wait_ps=("wait_ps", "sum"))
+    sums["gbps"] = sums["bytes"] / sums["time_ps"] * 1e3
+    per = sums.drop(columns="gbps") / max(chip_steps, 1)
+    per["gbps"] = sums["gbps"]
+    return per.sort_values("exposed_ps", ascending=False, kind="stable").reset_index()
+
+
+def summarize(found: dict[str, list[Path]]) -> dict:
+    """For a run's summary: per variant with traced trials (``found``: variant -> trial folders holding
+    ``rank*/trace``), ``kinds`` (``by_kind`` over every chip-step of its trials, ms, top ``TOP_KINDS``)
+    and ``steps`` (``stragglers`` rows of each trial, with ``trial``: its folder name, ms), or
+    ``{"error": ...}``."""
+    out = {}
+    for variant, folders in found.items():
+        if not folders:
+            continue
+        try:
+            inst, steps, chip_steps = [], [], 0
+            for folder in folders:  # one trial at a time: its ranks' traces share clocks, trials do not
+                found_here = analyse(load(sorted(folder.glob("rank*/trace"))))
+                inst.append(found_here["instances"])
+                steps.append(found_here["steps"].assign(trial=folder.name))
+                chip_steps += found_here["chip_steps"]
+        except BadInput as exc:
+            out[variant] = {"error": exc.line()}
+            continue
+        kinds = by_kind(pd.concat(inst), chip_steps).head(TOP_KINDS)
+        steps = pd.concat(steps)
+        out[variant] = {
+            "kinds": [{"kind": r.kind, "count": float(r.count), "bytes": None if np.isnan(r.bytes) else float(r.bytes),
+                       "time_ms": r.time_ps / PS_PER_MS, "exposed_ms": r.exposed_ps / PS_PER_MS,
+                       "hidden_ms": r.hidden_ps / PS_PER_MS, "wait_ms": r.wait_ps / PS_PER_MS,
+                       "gbps": None if np.isnan(r.gbps) else float(r.gbps)} for r in kinds.itertuples()],
+            "steps": [{"trial": r.trial, "step": int(r.step), "rank": int(r.rank), "device": int(r.device),
+                       "times_last": int(r.times_last), "matched": int(r.matched), "skew_ms": r.skew_ps / PS_PER_MS,
+                       "span_ms": r.span_ps / PS_PER_MS, "skew_share": float(r.skew_share)}
+                      for r in steps.itertuples()],
+        }
+    return out
