@@ -2,7 +2,6 @@
 devices, 3 annotated steps each, checks tied to the compiled programs; and a torch gloo Kineto trace."""
 
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from perfkit.run.trial import free_port
 from perfkit.trace import breakdown, diff, events, tail
 
 DEVICES, STEPS = 4, 3
@@ -100,10 +100,9 @@ def test_tail_and_export_of_a_real_trace(captured, tmp_path):
 
 def test_torch_cpu_kineto_trace(tmp_path):
     """No GPU events: CPU ops stand in for device ops; c10d ops and gloo's spans are the ICI."""
-    pytest.importorskip("torch")
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        port = s.getsockname()[1]
+    import torch  # noqa: F401  (a declared test dependency: a broken torch fails here, it does not skip)
+
+    port = free_port()
     out = tmp_path / "rank0.json"
     subprocess.run([sys.executable, str(Path(__file__).parent / "programs" / "torch_gloo_trace.py"), str(out), str(port)],
                    check=True, capture_output=True, timeout=120)
