@@ -24,6 +24,7 @@ for the same event as a Python dict.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -75,12 +76,19 @@ def _rank_hint(path: Path) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _read(path: Path, rank: int) -> RawTrace:
-    if path.name.endswith(_XPLANE_SUFFIX) or path.suffix == ".pb":
-        return xplane.read(path, rank)
-    if path.name.endswith(_KINETO_SUFFIXES):
-        return kineto.read(path, rank)
-    raise BadInput("not a trace file: expected *.xplane.pb, *.json or *.json.gz", path=path)
+def _is_xplane(path: Path) -> bool:
+    return path.name.endswith(_XPLANE_SUFFIX) or path.suffix == ".pb"
+
+
+def _read(files: list[tuple[Path, int]], workers: int) -> list[RawTrace]:
+    """Each (path, rank) as a RawTrace: the XSpaces together (their planes shared out over ``workers``
+    processes), then Kineto files one by one."""
+    xplanes = dict(zip((f for f, _ in files if _is_xplane(f)), xplane.read_all([f for f in files if _is_xplane(f[0])],
+                                                                                workers)))
+    for path, _ in files:
+        if not _is_xplane(path) and not path.name.endswith(_KINETO_SUFFIXES):
+            raise BadInput("not a trace file: expected *.xplane.pb, *.json or *.json.gz", path=path)
+    return [xplanes[path] if path in xplanes else kineto.read(path, rank) for path, rank in files]
 
 
 def _packed_key(codes: list[np.ndarray]) -> np.ndarray:
@@ -229,9 +237,10 @@ def _one_file_per_step(frames: list[pd.DataFrame], files: list[Path]) -> None:
             seen[key] = path
 
 
-def load(paths: list[str | Path], step_pattern: str | None = None) -> pd.DataFrame:
+def load(paths: list[str | Path], step_pattern: str | None = None, workers: int | None = None) -> pd.DataFrame:
     """All events of the traces at ``paths`` (files or folders) in one frame (columns above);
-    ``attrs``: ``origin_ns`` (wall clock of start_ps 0), ``steps_from``, ``files``."""
+    ``attrs``: ``origin_ns`` (wall clock of start_ps 0), ``steps_from``, ``files``. XSpaces are decoded
+    by ``workers`` processes (default: one per core this process may use) when they are big enough."""
     pattern = None
     if step_pattern:
         try:
@@ -240,10 +249,11 @@ def load(paths: list[str | Path], step_pattern: str | None = None) -> pd.DataFra
             raise BadInput(f"not a regular expression: {exc}", field="--steps") from None
     files = trace_files(paths)
     hosts: dict[str, int] = {}
-    raws = []
+    ranks = []
     for f in files:
         hint = _rank_hint(f)
-        raws.append(_read(f, hint if hint is not None else hosts.setdefault(f.name.split(".")[0], len(hosts))))
+        ranks.append(hint if hint is not None else hosts.setdefault(f.name.split(".")[0], len(hosts)))
+    raws = _read(list(zip(files, ranks)), workers or len(os.sched_getaffinity(0)))
     origin = min(r.origin_ns for r in raws)
     for f, r in zip(files, raws):
         if (r.origin_ns - origin) * 1000 >= 2**62:  # past int64 picoseconds

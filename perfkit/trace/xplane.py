@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import math
 import mmap
+import multiprocessing
 import os
 import re
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -44,6 +45,11 @@ from perfkit.trace.raw import ROLES, RawTrace, StringTable
 from perfkit.trace.schema import XLINE, XPLANE, XSPACE
 
 CHUNK = 1 << 14  # events decoded per numpy batch: small enough to stay in cache and reuse memory
+PARALLEL_BYTES = 8 << 20  # planes' bytes below which forking workers costs more than it saves
+# The columns of a RawTrace, as the reader fills them (raw.RawTrace says what each holds).
+COLUMNS = {"name": np.int32, "line": np.int32, "device": np.int32, "role": np.int8, "start_ps": np.int64,
+           "dur_ps": np.int64, "step": np.int32, "program_id": np.uint64, "program_known": np.bool_,
+           "stall_ps": np.int64, "hlo_op": np.int32, "hlo_module": np.int32, "hlo_category": np.int32}
 INT_STATS = ("device_ordinal", "step_num", "group_id", "dma_stall_duration_ps")  # int64, -1 absent
 STR_STATS = ("hlo_op", "hlo_module", "hlo_category")
 PROGRAM = "program_id"  # uint64 with a presence flag: fingerprints use the whole range
@@ -129,32 +135,6 @@ def _programs(metadata_planes: list, path: Path) -> Programs:
                 program_id = stats.get("program_id") or (int(numbered.group(1)) if numbered else mid)
                 protos[int(program_id)] = stats["Hlo Proto"]
     return Programs(protos, path)
-
-
-class _Columns:
-    """Event columns of one file, filled chunk by chunk and grown in place (``ndarray.resize``: a realloc,
-    which moves pages rather than copying them), so no final concatenation copies them."""
-
-    def __init__(self, capacity: int):
-        self.capacity, self.filled = max(capacity, 1), 0
-        self.arrays: dict[str, np.ndarray] = {}
-
-    def add(self, **cols: np.ndarray) -> None:
-        n = next(iter(cols.values())).size
-        if self.filled + n > self.capacity:
-            self.capacity = max(self.filled + n, 2 * self.capacity)
-            for a in self.arrays.values():
-                a.resize(self.capacity, refcheck=False)
-        for k, v in cols.items():
-            if k not in self.arrays:
-                self.arrays[k] = np.empty(self.capacity, v.dtype)
-            self.arrays[k][self.filled:self.filled + n] = v
-        self.filled += n
-
-    def trimmed(self) -> dict[str, np.ndarray]:
-        for a in self.arrays.values():
-            a.resize(self.filled, refcheck=False)
-        return self.arrays
 
 
 def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane: _Plane, strings: StringTable
@@ -249,6 +229,24 @@ def _line_role(plane: _Plane, line_name: str) -> int | None:
     return ROLES["host"]
 
 
+class PlaneJob(NamedTuple):
+    """One plane of one file to survey or decode."""
+
+    file: int   # index of the file among those read together
+    path: Path
+    start: int  # the plane's bytes in the file
+    end: int
+
+
+class _PlaneRead(NamedTuple):
+    """What decoding one plane into the shared columns returns to the process that merges files."""
+
+    events: int
+    lines: list[str]     # names of the lines read; the events' line codes count from 0 in this plane
+    stamps: list[int]    # their timestamps (ns); start_ps is from the first
+    strings: list[str]   # the plane's string table; the events' codes index it
+
+
 def _incomplete(path: Path) -> BadInput:
     return BadInput("not a complete XSpace protobuf (truncated, or not an xplane.pb)", path=path)
 
@@ -262,73 +260,171 @@ def _split(buf, start: int, end: int, number: int, message, path: Path) -> tuple
         raise _incomplete(path) from None
 
 
-def _planes(file, path: Path) -> tuple[str, Iterator[tuple]]:
-    """The XSpace's first hostname and its planes, one at a time: (XPlane without its lines, the plane's
-    bytes (padded), line starts, line ends)."""
-    size = os.fstat(file.fileno()).st_size
-    whole = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""  # unmapped when dropped
-    starts, ends, space = _split(whole, 0, size, 1, XSPACE, path)
+def _space(path: Path, file_index: int) -> tuple[str, list[PlaneJob]]:
+    """The XSpace's first hostname and where its planes are in the file (the planes are not read)."""
+    with path.open("rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        whole = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""  # unmapped when dropped
+        starts, ends, space = _split(whole, 0, size, 1, XSPACE, path)
     if not starts.size:
         raise BadInput("not an XSpace: no named planes", path=path)
+    host = space.hostnames[0] if space.hostnames else path.name.split(".")[0]
+    return host, [PlaneJob(file_index, path, s, e) for s, e in zip(starts.tolist(), ends.tolist())]
 
-    def planes():
-        for start, end in zip(starts.tolist(), ends.tolist()):
+
+def _plane(job: PlaneJob) -> tuple[object, np.ndarray, list[int], list[int]]:
+    """A plane read from its file: (XPlane without its lines, its bytes (padded), line starts, ends)."""
+    try:
+        with job.path.open("rb") as file:
+            buf = wire.read_padded(file, job.start, job.end - job.start)
+    except wire.WireError:
+        raise _incomplete(job.path) from None
+    line_starts, line_ends, plane = _split(buf, 0, job.end - job.start, 3, XPLANE, job.path)
+    if not plane.name:
+        raise BadInput("not an XSpace: no named planes", path=job.path)
+    return plane, buf, line_starts.tolist(), line_ends.tolist()
+
+
+def _lines(plane: _Plane, proto, buf: np.ndarray, line_starts: list[int], line_ends: list[int], path: Path):
+    """The lines of a plane whose events are read: (XLine without events, role, event starts, ends)."""
+    for line_start, line_end in zip(line_starts, line_ends):
+        starts, ends, line = _split(buf, line_start, line_end, 4, XLINE, path)
+        role = _line_role(plane, line.display_name or line.name) if starts.size else None
+        if role is not None:
+            yield line, role, starts, ends
+
+
+def survey(job: PlaneJob) -> tuple[str, int]:
+    """(plane name, events of it that are read): the first of the two passes over a plane."""
+    proto, buf, line_starts, line_ends = _plane(job)
+    kind, device = _plane_kind(proto.name)
+    if not kind:
+        return proto.name, 0
+    plane = _plane_tables(proto, kind, device, StringTable())
+    return proto.name, sum(starts.size for _, _, starts, _ in _lines(plane, proto, buf, line_starts, line_ends,
+                                                                      job.path))
+
+
+def decode(job: PlaneJob, out: dict[str, np.ndarray]) -> _PlaneRead:
+    """The second pass: a plane's events decoded into ``out`` (views of exactly its rows)."""
+    proto, buf, line_starts, line_ends = _plane(job)
+    kind, device = _plane_kind(proto.name)
+    if not kind:
+        return _PlaneRead(0, [], [], [])
+    strings = StringTable()
+    plane = _plane_tables(proto, kind, device, strings)
+    names, stamps, filled = [], [], 0
+    for line, role, starts, ends in _lines(plane, proto, buf, line_starts, line_ends, job.path):
+        base_ps = (line.timestamp_ns - (stamps or [line.timestamp_ns])[0]) * 1000
+        if abs(base_ps) >= 2**62:
+            raise _apart(job.path, f"line {line.name!r} of {proto.name}", base_ps)
+        names.append(line.display_name or line.name)
+        stamps.append(line.timestamp_ns)
+        for at in range(0, starts.size, CHUNK):
             try:
-                buf = wire.read_padded(file, start, end - start)
-            except wire.WireError:
-                raise _incomplete(path) from None
-            line_starts, line_ends, plane = _split(buf, 0, end - start, 3, XPLANE, path)
-            if not plane.name:
-                raise BadInput("not an XSpace: no named planes", path=path)
-            yield plane, buf, line_starts.tolist(), line_ends.tolist()
+                cols = _decode_events(buf, starts[at:at + CHUNK], ends[at:at + CHUNK], plane, strings)
+            except wire.WireError as exc:
+                raise BadInput(f"malformed event on line {line.name!r} of {proto.name}: {exc}", path=job.path) from None
+            n = cols["dur_ps"].size
+            if filled + n > next(iter(out.values())).size:
+                raise BadInput(f"plane {proto.name} holds more events than when it was first read", path=job.path)
+            _resolve(cols, plane, role, len(names) - 1, base_ps, {k: v[filled:filled + n] for k, v in out.items()})
+            filled += n
+    return _PlaneRead(filled, names, stamps, strings.values)
 
-    return (space.hostnames[0] if space.hostnames else path.name.split(".")[0]), planes()
+
+def _apart(path: Path, what: str, ps: int) -> BadInput:
+    return BadInput(f"{what} starts {abs(ps) / 1e12 / 86400:.0f} days from the first line read (timestamps of "
+                    "different clocks?)", path=path)
+
+
+_SHARED: dict[str, np.ndarray] = {}  # the columns forked workers decode into (inherited, never pickled)
+
+
+def _decode_shared(task: tuple[PlaneJob, int, int]) -> _PlaneRead:
+    job, start, stop = task
+    return decode(job, {k: v[start:stop] for k, v in _SHARED.items()})
+
+
+def allocate(n: int, shared: bool) -> dict[str, np.ndarray]:
+    """Event columns (``COLUMNS``) for ``n`` events, uninitialized: in one anonymous shared mapping when
+    forked workers fill them (nothing they decode is copied back; its pages are zero until touched)."""
+    if not shared:
+        return {name: np.empty(n, dtype) for name, dtype in COLUMNS.items()}
+    offsets, size = {}, 0
+    for name, dtype in COLUMNS.items():
+        offsets[name] = size
+        size += -(-n * np.dtype(dtype).itemsize // 8) * 8  # 8-byte aligned
+    block = mmap.mmap(-1, max(size, 1))
+    return {name: np.frombuffer(block, dtype, n, offsets[name]) for name, dtype in COLUMNS.items()}
+
+
+def _merge(path: Path, rank: int, host: str, reads: list[_PlaneRead], columns: dict[str, np.ndarray],
+           metadata_planes: list) -> RawTrace:
+    """One file's planes, decoded apart, as one RawTrace: line codes, string codes and start times made
+    the file's, in place."""
+    if not any(r.events for r in reads):
+        raise BadInput("no events on any TPU, GPU or CPU plane", path=path)
+    origin_ns = min(s for r in reads for s in r.stamps)
+    strings, lines, at = StringTable(), [], 0
+    for r in (r for r in reads if r.events):
+        rows = slice(at, at + r.events)
+        at += r.events
+        if lines:
+            columns["line"][rows] += len(lines)
+        lines += r.lines
+        shift_ps = (r.stamps[0] - origin_ns) * 1000
+        if shift_ps >= 2**62:
+            raise _apart(path, "a plane", shift_ps)
+        columns["start_ps"][rows] += shift_ps
+        codes = strings.codes(r.strings)
+        if not (codes == np.arange(codes.size)).all():  # planes after the first share the file's strings
+            table = np.append(codes, -1).astype(np.int32)  # code -1 (absent) stays -1
+            for name in ("name", "hlo_op", "hlo_module", "hlo_category"):
+                np.take(table, columns[name][rows], out=columns[name][rows], mode="wrap")
+    return RawTrace(path=path, rank=rank, host=host, origin_ns=origin_ns, columns=columns, strings=strings,
+                    lines=lines, programs=_programs(metadata_planes, path))
+
+
+def read_all(files: list[tuple[Path, int]], workers: int = 1) -> list[RawTrace]:
+    """``xplane.pb`` files (path, rank) as columnar events, one RawTrace each; BadInput when one is not a
+    whole XSpace. Planes are surveyed, then decoded, by ``workers`` forked processes when there is more
+    than one plane with events to share out."""
+    spaces = [_space(path, i) for i, (path, _) in enumerate(files)]
+    jobs = [job for _, planes in spaces for job in planes]
+    parallel = workers > 1 and len(jobs) > 1 and sum(j.end - j.start for j in jobs) >= PARALLEL_BYTES
+    context = multiprocessing.get_context("fork")
+    if parallel:
+        with context.Pool(min(workers, len(jobs))) as pool:
+            surveyed = pool.map(survey, jobs, chunksize=1)
+    else:
+        surveyed = [survey(job) for job in jobs]
+    counts = np.array([n for _, n in surveyed], np.int64)
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    columns = allocate(int(bounds[-1]), parallel)
+    tasks = [(job, int(a), int(b)) for job, a, b in zip(jobs, bounds[:-1], bounds[1:])]
+    if parallel:
+        _SHARED.update(columns)
+        try:
+            with context.Pool(min(workers, len(jobs))) as pool:
+                reads = pool.map(_decode_shared, tasks, chunksize=1)
+        finally:
+            _SHARED.clear()
+    else:
+        reads = [decode(job, {k: v[a:b] for k, v in columns.items()}) for job, a, b in tasks]
+    traces = []
+    for i, ((path, rank), (host, planes)) in enumerate(zip(files, spaces)):
+        mine = [k for k, job in enumerate(jobs) if job.file == i]
+        rows = slice(int(bounds[mine[0]]), int(bounds[mine[-1] + 1]))
+        metadata = [_plane(jobs[k])[0] for k in mine if surveyed[k][0] == "/host:metadata"]
+        traces.append(_merge(path, rank, host, [reads[k] for k in mine], {k: v[rows] for k, v in columns.items()},
+                             metadata))
+    return traces
 
 
 def read(path: Path, rank: int) -> RawTrace:
     """One ``xplane.pb`` as columnar events (``RawTrace``); BadInput when it is not a whole XSpace."""
-    strings = StringTable()
-    out = _Columns(path.stat().st_size // 20)  # about an event per 20 bytes; grown when there are more
-    line_names: list[str] = []
-    stamps: list[int] = []  # timestamps of the lines read; start_ps is from the first until all are known
-    metadata_planes = []
-    with path.open("rb") as file:
-        host, planes = _planes(file, path)
-        for plane_proto, buf, line_starts, line_ends in planes:
-            if plane_proto.name == "/host:metadata":
-                metadata_planes.append(plane_proto)
-            kind, device = _plane_kind(plane_proto.name)
-            if not kind:  # its names and stats are not interned either
-                continue
-            plane = _plane_tables(plane_proto, kind, device, strings)
-            for line_start, line_end in zip(line_starts, line_ends):
-                starts, ends, line = _split(buf, line_start, line_end, 4, XLINE, path)
-                if not starts.size:
-                    continue
-                role = _line_role(plane, line.display_name or line.name)
-                if role is None:
-                    continue
-                line_code = len(line_names)
-                line_names.append(line.display_name or line.name)
-                stamps.append(line.timestamp_ns)
-                base_ps = (line.timestamp_ns - stamps[0]) * 1000
-                if abs(base_ps) >= 2**62:
-                    raise BadInput(f"line {line.name!r} of {plane_proto.name} starts {base_ps / 1e12 / 86400:.0f} days "
-                                   "from the first line read (timestamps of different clocks?)", path=path)
-                for at in range(0, starts.size, CHUNK):
-                    try:
-                        cols = _decode_events(buf, starts[at:at + CHUNK], ends[at:at + CHUNK], plane, strings)
-                    except wire.WireError as exc:
-                        raise BadInput(f"malformed event on line {line.name!r} of {plane_proto.name}: {exc}",
-                                       path=path) from None
-                    _resolve(cols, plane, role, line_code, base_ps, out)
-    if not out.filled:
-        raise BadInput("no events on any TPU, GPU or CPU plane", path=path)
-    columns = out.trimmed()
-    origin_ns = min(stamps)
-    columns["start_ps"] += (stamps[0] - origin_ns) * 1000  # in place: from the earliest line's timestamp
-    return RawTrace(path=path, rank=rank, host=host, origin_ns=origin_ns, columns=columns, strings=strings,
-                    lines=line_names, programs=_programs(metadata_planes, path))
+    return read_all([(path, rank)])[0]
 
 
 def _int32(values: np.ndarray) -> np.ndarray:
@@ -337,8 +433,9 @@ def _int32(values: np.ndarray) -> np.ndarray:
 
 
 def _resolve(cols: dict[str, np.ndarray], plane: _Plane, role: int, line_code: int, base_ps: int,
-             out: _Columns) -> None:
-    """Event stats over metadata stats, roles and devices; appends one chunk's final columns to ``out``."""
+             out: dict[str, np.ndarray]) -> None:
+    """Event stats over metadata stats, roles and devices: one chunk's final columns, written to ``out``
+    (views of its rows)."""
     md = cols["metadata_id"]
     md = np.where((md >= 0) & (md < plane.names.size), md, 0)
     for s in INT_STATS:
@@ -362,8 +459,10 @@ def _resolve(cols: dict[str, np.ndarray], plane: _Plane, role: int, line_code: i
         device = np.full(n, plane.device, np.int32)
     step = _int32(np.where(cols["step_num"] >= 0, cols["step_num"], cols["group_id"]))
     step[roles != ROLES["step"]] = -1
-    out.add(name=plane.names[md], line=np.full(n, line_code, np.int32), device=device, role=roles,
-            start_ps=cols["offset_ps"] + base_ps, dur_ps=cols["dur_ps"], step=step,
-            program_id=program, program_known=known, stall_ps=np.maximum(cols["dma_stall_duration_ps"], 0),
-            hlo_op=cols["hlo_op"], hlo_module=cols["hlo_module"], hlo_category=cols["hlo_category"])
+    final = dict(name=plane.names[md], line=line_code, device=device, role=roles, start_ps=cols["offset_ps"] + base_ps,
+                 dur_ps=cols["dur_ps"], step=step, program_id=program, program_known=known,
+                 stall_ps=np.maximum(cols["dma_stall_duration_ps"], 0), hlo_op=cols["hlo_op"],
+                 hlo_module=cols["hlo_module"], hlo_category=cols["hlo_category"])
+    for name, values in final.items():
+        out[name][:] = values
 

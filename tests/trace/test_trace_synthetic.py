@@ -3,6 +3,7 @@ checked against values worked out by hand (trace_builders.py)."""
 
 import json
 
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -218,3 +219,18 @@ def test_truncated_profile_is_one_line_exit_2(tmp_path):
         result = CliRunner().invoke(cli, ["trace", "breakdown", str(path)])
         assert result.exit_code == 2, (cut, result.output)
         assert result.output.count("\n") == 1 and str(path) in result.output, result.output
+
+
+def test_planes_decoded_by_worker_processes_equal_one_process(tmp_path, monkeypatch, fixtures_dir):
+    """Several files, many planes, shared out over forked workers (threshold lowered to these small
+    files): the same frame, string codes and line codes merged per file, as one process reads."""
+    from perfkit.trace import xplane
+    from perfkit.trace.synthetic import tpu_profile
+
+    paths = [tpu_profile(tmp_path / f"host{h}.xplane.pb", chips=3, steps=2, host=f"host{h}") for h in range(3)]
+    real = [fixtures_dir / "xplane" / "mi300_jax_conv_8gpu.xplane.pb"]
+    one, real_one = events.load(paths, workers=1), events.load(real, workers=1)
+    monkeypatch.setattr(xplane, "PARALLEL_BYTES", 0)
+    pd.testing.assert_frame_equal(one, events.load(paths, workers=2))
+    pd.testing.assert_frame_equal(real_one, events.load(real, workers=2))
+    assert one["rank"].nunique() == 3 and real_one["device"].nunique() == 9
