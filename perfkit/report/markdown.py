@@ -12,6 +12,8 @@ from perfkit.report.line import summary_line
 from perfkit.run.launch import exit_text
 from perfkit.run.stackdump import where_threads_wait
 from perfkit.serve.report import section
+from perfkit.trace.collectives import STRAGGLER_SHARE
+from perfkit.trace.names import labels
 
 
 def _ms(x) -> str:
@@ -213,11 +215,39 @@ def _breakdown(summary: dict) -> list[str]:
     rows += ["", "Mean traced step per chip; each instant goes to compute, else exposed ICI, else local DMA, "
              "else idle (`perfkit trace breakdown` on the trial folders gives every chip and step)."]
     for name, deltas in bd["op_deltas"].items():
+        short = labels(d["key"] for d in deltas)  # kernel names shortened; summary.json keeps them whole
         rows += ["", f"Largest changes of device time per chip and step, {name} against {bd['baseline']}, "
                  f"by op {bd['by']} (ms):", "", f"| op {bd['by']} | category | {bd['baseline']} | {name} | delta |",
                  "| --- | --- | ---: | ---: | ---: |",
-                 *(f"| `{d['key']}` | {d['category']} | {d['a_ms']:.3f} | {d['b_ms']:.3f} | {d['delta_ms']:+.3f} |"
-                   for d in deltas)]
+                 *(f"| `{short[d['key']]}` | {d['category']} | {d['a_ms']:.3f} | {d['b_ms']:.3f} | "
+                   f"{d['delta_ms']:+.3f} |" for d in deltas)]
+    return rows + _collectives(bd.get("collectives") or {})
+
+
+def _collectives(variants: dict) -> list[str]:
+    """Each variant's collectives by kind (``perfkit.trace.collectives.summarize``), and its worst
+    straggler step when the skew passes ``STRAGGLER_SHARE`` of the step."""
+    rows = []
+    for name, c in variants.items():
+        if "error" in c or not c["kinds"]:
+            rows += ["", f"Collectives of {name}: {c.get('error', 'none in its traces')}"]
+            continue
+        rows += ["", f"Collectives of {name} per chip and step (`perfkit trace collectives` on a trial folder "
+                 "lists each one):", "",
+                 "| kind | count | bytes sent | time (ms) | exposed | hidden | waiting for the last chip | GB/s |",
+                 "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for k in c["kinds"]:
+            sent = "-" if k["bytes"] is None else f"{k['bytes']:.0f}"
+            gbps = "-" if k["gbps"] is None else f"{k['gbps']:.2f}"
+            rows.append(f"| {k['kind']} | {k['count']:.3g} | {sent} | {k['time_ms']:.3f} | {k['exposed_ms']:.3f} | "
+                        f"{k['hidden_ms']:.3f} | {k['wait_ms']:.3f} | {gbps} |")
+        late = [s for s in c["steps"] if s["skew_share"] > STRAGGLER_SHARE]
+        if late:
+            s = max(late, key=lambda s: s["skew_share"])
+            rows += ["", f"Straggler in {name}: rank {s['rank']} device {s['device']} arrived last at "
+                     f"{s['times_last']} of {s['matched']} collectives in step {s['step']} of {s['trial']}; the "
+                     f"skew summed over that step is {s['skew_ms']:.3f} ms, {100 * s['skew_share']:.1f}% of it "
+                     f"({len(late)} of {len(c['steps'])} traced steps pass {100 * STRAGGLER_SHARE:.0f}%)."]
     return rows
 
 

@@ -161,3 +161,37 @@ def test_no_collectives_is_one_line_exit_2(tmp_path):
     path = one_step_trace(tmp_path / "c.xplane.pb", [("fusion.1", "fusion", 0, 10)])
     result = run(path)
     assert result.exit_code == 2 and "no collectives" in result.stderr and str(path) in result.stderr
+
+
+def test_run_summary_and_report_lines(tmp_path):
+    """collectives.summarize over a run's trial folders, and the report's lines from it. Per chip-step of
+    straggler_trace (4 chips x 2 steps): all-gather time (3 x 26 + 6 + 3 x 14 + 6) / 8 = 16.5 us, exposed
+    (23 + 26 + 26 + 6 + 11 + 14 + 14 + 6) / 8 = 15.75, hidden 6 / 8, waiting (57 + 21) / 8 = 9.75; 8 x 98304
+    bytes over 132 us; reduce-scatter 56 / 8 us, waiting 24 / 8; permute 44 / 8, waiting 12 / 8."""
+    from trace_builders import one_step_trace
+
+    from perfkit.report.markdown import _collectives
+
+    sp = tmp_path / "trials/00-sp"
+    straggler_trace(sp / "rank0/trace/step0/h.xplane.pb")
+    tp = tmp_path / "trials/01-tp"
+    one_step_trace(tp / "rank0/trace/step0/h.xplane.pb", [("fusion.1", "fusion", 0, 10)])
+    got = collectives.summarize({"sp": [sp], "tp": [tp], "none": []})
+    assert set(got) == {"sp", "tp"} and got["tp"] == {"kinds": [], "steps": []}
+    kinds = {k["kind"]: k for k in got["sp"]["kinds"]}
+    assert list(kinds) == ["all-gather", "reduce-scatter", "collective-permute"]  # most exposed first
+    ms = 1e-3
+    assert [kinds["all-gather"][c] for c in ("count", "bytes", "time_ms", "exposed_ms", "hidden_ms", "wait_ms")] == \
+        pytest.approx([1, 98304, 16.5 * ms, 15.75 * ms, 0.75 * ms, 9.75 * ms])
+    assert kinds["all-gather"]["gbps"] == pytest.approx(8 * 98304 / 132e3)
+    assert (kinds["reduce-scatter"]["time_ms"], kinds["reduce-scatter"]["wait_ms"]) == pytest.approx((7 * ms, 3 * ms))
+    assert (kinds["collective-permute"]["time_ms"], kinds["collective-permute"]["wait_ms"]) == pytest.approx(
+        (5.5 * ms, 1.5 * ms))
+    assert [(s["trial"], s["step"], s["device"]) for s in got["sp"]["steps"]] == [("00-sp", 0, 3), ("00-sp", 1, 1)]
+    text = "\n".join(_collectives(got))
+    assert "| all-gather | 1 | 98304 | 0.017 | 0.016 | 0.001 | 0.010 | 5.96 |" in text
+    assert ("Straggler in sp: rank 0 device 3 arrived last at 2 of 3 collectives in step 0 of 00-sp; the skew summed "
+            "over that step is 0.026 ms, 43.3% of it (2 of 2 traced steps pass 5%).") in text
+    assert "Collectives of tp: none in its traces" in text
+    calm = {"sp": {**got["sp"], "steps": [{**s, "skew_share": 0.01} for s in got["sp"]["steps"]]}}
+    assert "Straggler" not in "\n".join(_collectives(calm))
