@@ -140,8 +140,8 @@ def _programs(metadata_planes: list, path: Path) -> Programs:
 def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane: _Plane, strings: StringTable
                    ) -> dict[str, np.ndarray]:
     """Events ``buf[starts[i]:ends[i]]`` (starts, ends: (n,) int64) -> metadata id, offset, duration and the
-    wanted stats (int ones -1 where absent or not an int, string ones -1 where absent or not a string,
-    ``program_id`` uint64 with ``program_known``)."""
+    wanted stats that some event of them carries (int ones -1 where absent or not an int, string ones -1
+    where absent or not a string, ``program_id`` uint64 with ``program_known``)."""
     n = starts.size
     cols = {"metadata_id": np.zeros(n, np.int64), "offset_ps": np.zeros(n, np.int64),
             "dur_ps": np.zeros(n, np.int64)}
@@ -153,11 +153,6 @@ def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane:
         stat_msg.append(f.msg[sel])
         stat_start.append(f.data[sel])
         stat_end.append(f.data[sel] + f.value[sel].astype(np.int64))
-    for s in INT_STATS:
-        cols[s] = np.full(n, -1, np.int64)
-    for s in STR_STATS:
-        cols[s] = np.full(n, -1, np.int32)
-    cols[PROGRAM], cols["program_known"] = np.zeros(n, np.uint64), np.zeros(n, bool)
     wanted = {mid: name for mid, name in plane.stat_names.items()
               if name in INT_STATS or name in STR_STATS or name == PROGRAM}
     if not wanted or not any(m.size for m in stat_msg):
@@ -176,6 +171,11 @@ def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane:
         if not rows.size:
             continue
         events, fields_, values = stat_msg[rows], value_field[rows], value[rows]
+        if name not in cols:
+            cols[name] = (np.full(n, -1, np.int32) if name in STR_STATS else np.zeros(n, np.uint64) if name == PROGRAM
+                          else np.full(n, -1, np.int64))
+        if name == PROGRAM and "program_known" not in cols:
+            cols["program_known"] = np.zeros(n, bool)
         if name in STR_STATS:
             cols[name][events] = _string_codes(buf, data[rows], fields_, values, plane, strings)
             continue
@@ -439,12 +439,13 @@ def _resolve(cols: dict[str, np.ndarray], plane: _Plane, role: int, line_code: i
     md = cols["metadata_id"]
     md = np.where((md >= 0) & (md < plane.names.size), md, 0)
     for s in INT_STATS:
-        cols[s] = np.where(cols[s] >= 0, cols[s], plane.meta_int[s][md])
+        cols[s] = np.where(cols[s] >= 0, cols[s], plane.meta_int[s][md]) if s in cols else plane.meta_int[s][md]
     for s in STR_STATS:
-        cols[s] = np.where(cols[s] >= 0, cols[s], plane.meta_str[s][md])
-    known = cols["program_known"]
-    program = np.where(known, cols[PROGRAM], plane.meta_program[md])
-    known = known | plane.meta_program_known[md]
+        cols[s] = np.where(cols[s] >= 0, cols[s], plane.meta_str[s][md]) if s in cols else plane.meta_str[s][md]
+    program, known = plane.meta_program[md], plane.meta_program_known[md]
+    if PROGRAM in cols:  # the event's own program id over its metadata's
+        program = np.where(cols["program_known"], cols[PROGRAM], program)
+        known = known | cols["program_known"]
     n = md.size
     if plane.kind == "dcn":  # DCN transfers of the chip they name, else of the host
         roles = np.full(n, role, np.int8)
