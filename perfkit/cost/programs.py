@@ -101,8 +101,14 @@ def cost_block(folder: Path, chip: Chip | None, measured_ms: float | None = None
 
 def run_costs(run_dir: Path, summary: dict, chip: Chip | None = None) -> tuple[dict, dict]:
     """``cost`` and ``roofline`` of summary.json: per variant with dumps; the roofline on ``chip``, else on
-    the run's own chip, where a step timed on that chip is set beside its bound."""
+    the run's own chip (env.json's devices, else its profiles' plane stats), where a step timed on that
+    chip is set beside its bound."""
     own = run_chip(run_dir)
+    profiles = sorted(run_dir.glob("trials/*/rank*/trace/**/*.xplane.pb")) if own is None else []
+    if profiles:
+        from perfkit.cost.profile import profile_chip  # numpy and the xplane reader: only for profiled runs
+
+        own = profile_chip(profiles)
     chip = chip or own
     cost, lines = {}, {}
     for variant, folder in variant_dumps(run_dir).items():

@@ -219,3 +219,26 @@ def test_hlo_diff_ab_says_what_sp_changes(wan_sp_dump, tmp_path):
     assert change["sentence"].startswith("B adds 72 collective-permutes of 8 KiB a step and removes 6 all-reduces "
                                          "of 64 KiB (against A)")
     assert change["interconnect_bytes"] == [12 * STREAM * 3 / 4] * 2
+
+
+def test_run_chip_from_a_profile_and_the_timed_step(wan_sp_dump, tmp_path):
+    """A run whose env.json names no chip: the chip comes from its profile's device plane stats (a
+    v6e-shaped XSpace, perfkit.trace.synthetic), and the step timed on it is set beside the bound."""
+    import shutil
+
+    from perfkit.cost.programs import run_costs
+    from perfkit.trace.synthetic import tpu_profile
+
+    folder, _ = wan_sp_dump
+    rank = tmp_path / "trials" / "00-sp" / "rank0"
+    shutil.copytree(folder, rank / "xla_dump")
+    tpu_profile(rank / "trace" / "step3" / "host.xplane.pb")
+    (tmp_path / "env.json").write_text(json.dumps({"devices": {"platform": "tpu", "kind": "unknown"}}))
+    cost, roof = run_costs(tmp_path, {"variants": {"sp": {"step_ms": {"median": 0.5}}}})
+    r = roof["sp"]
+    assert r["chip"] == "v6e"
+    assert r["memory_ms"] == pytest.approx(cost["sp"]["step"]["hbm_bytes"] / 1640e9 * 1e3)  # the plane's HBM peak
+    assert r["measured_ms"] == 0.5 and r["measured_over_bound"] == pytest.approx(0.5 / r["bound_ms"])
+    # the same run with --chip another: no measured step beside a bound of a chip it did not run on
+    _, other = run_costs(tmp_path, {"variants": {"sp": {"step_ms": {"median": 0.5}}}}, chips.chip("h100"))
+    assert other["sp"]["chip"] == "h100" and other["sp"]["measured_ms"] is None
