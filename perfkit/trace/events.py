@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 import pandas as pd
@@ -38,6 +39,9 @@ from perfkit.trace.raw import ROLES, RawTrace
 
 ROLE_NAMES = {v: k for k, v in ROLES.items()}  # non-op roles are also the category of their events
 CATEGORY_VALUES = classify.CATEGORIES + tuple(r for r in ROLES if r != "op")
+COLUMNS = ("rank", "host", "device", "line", "name", "kind", "category", "start_ps", "dur_ps", "hlo_op", "hlo_module",
+           "program_id", "step", "shape", "stall_ps")
+REQUIRED = ("rank", "device", "category", "step")  # every frame has these (one-file-per-step check, device_ops)
 CATEGORICAL = ("host", "line", "name", "kind", "category", "hlo_op", "hlo_module", "shape")
 _RANK_DIR = re.compile(r"rank[-_]?(\d+)$")
 _TORCH_TPU_FILE = re.compile(r"_(\d+)\.xplane\.pb$")
@@ -179,9 +183,9 @@ def _categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
                                      validate=False)
 
 
-def _frame(raw: RawTrace, pattern: re.Pattern | None, shift_ps: int) -> pd.DataFrame:
-    """One file's frame. Consumes ``raw.columns``: its number columns become the frame's, and each code
-    column is dropped once its categorical is built (the frame's peak memory)."""
+def _frame(raw: RawTrace, pattern: re.Pattern | None, shift_ps: int, columns: tuple[str, ...]) -> pd.DataFrame:
+    """One file's frame of ``columns``. Consumes ``raw.columns``: its number columns become the frame's,
+    and each code column is dropped once its categorical is built (the frame's peak memory)."""
     cols = raw.columns
     classes = _classify(raw)
     del cols["hlo_category"]
@@ -189,27 +193,32 @@ def _frame(raw: RawTrace, pattern: re.Pattern | None, shift_ps: int) -> pd.DataF
     del cols["step"], cols["role"]
     values = raw.strings.values
     n = step.size
-    line_codes, line_names = pd.factorize(pd.Index(raw.lines, dtype=object))  # names may repeat
     start = cols["start_ps"]
     start += shift_ps  # in place: the reader's arrays become the frame's
-    frame = pd.DataFrame({
-        "rank": np.full(n, raw.rank, np.int32),
-        "host": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=pd.Index([raw.host], dtype=object)),
-        "device": cols["device"],
-        "line": pd.Categorical.from_codes(line_codes.astype(_small_codes(len(line_names)))[cols.pop("line")],
-                                          categories=line_names),
-        "name": _categorical(cols.pop("name"), values),
-        "kind": classes["kind"],
-        "category": classes["category"],
-        "start_ps": start,
-        "dur_ps": cols["dur_ps"],
-        "hlo_op": _categorical(cols.pop("hlo_op"), values),
-        "hlo_module": _categorical(cols.pop("hlo_module"), values),
-        "program_id": pd.arrays.IntegerArray(cols["program_id"], ~cols.pop("program_known")),
-        "step": step,
-        "shape": classes["shape"],
-        "stall_ps": cols["stall_ps"],
-    }, copy=False)
+
+    def line():
+        codes, names = pd.factorize(pd.Index(raw.lines, dtype=object))  # names may repeat
+        return pd.Categorical.from_codes(codes.astype(_small_codes(len(names)))[cols.pop("line")], categories=names)
+
+    build = {  # each made only when asked for, in this order
+        "rank": lambda: np.full(n, raw.rank, np.int32),
+        "host": lambda: pd.Categorical.from_codes(np.zeros(n, np.int8), categories=pd.Index([raw.host], dtype=object)),
+        "device": lambda: cols["device"],
+        "line": line,
+        "name": lambda: _categorical(cols.pop("name"), values),
+        "kind": lambda: classes["kind"],
+        "category": lambda: classes["category"],
+        "start_ps": lambda: start,
+        "dur_ps": lambda: cols["dur_ps"],
+        "hlo_op": lambda: _categorical(cols.pop("hlo_op"), values),
+        "hlo_module": lambda: _categorical(cols.pop("hlo_module"), values),
+        "program_id": lambda: pd.arrays.IntegerArray(cols["program_id"], ~cols.pop("program_known")),
+        "step": lambda: step,
+        "shape": lambda: classes["shape"],
+        "stall_ps": lambda: cols["stall_ps"],
+    }
+    frame = pd.DataFrame({c: build[c]() for c in columns}, copy=False)
+    cols.clear()
     frame.attrs["steps_from"] = source
     return frame
 
@@ -237,10 +246,16 @@ def _one_file_per_step(frames: list[pd.DataFrame], files: list[Path]) -> None:
             seen[key] = path
 
 
-def load(paths: list[str | Path], step_pattern: str | None = None, workers: int | None = None) -> pd.DataFrame:
-    """All events of the traces at ``paths`` (files or folders) in one frame (columns above);
+def load(paths: list[str | Path], step_pattern: str | None = None, workers: int | None = None,
+         columns: Iterable[str] | None = None) -> pd.DataFrame:
+    """All events of the traces at ``paths`` (files or folders) in one frame (``COLUMNS``, or those of
+    ``columns`` plus ``REQUIRED``, in ``COLUMNS`` order: what an analysis does not read is not built);
     ``attrs``: ``origin_ns`` (wall clock of start_ps 0), ``steps_from``, ``files``. XSpaces are decoded
     by ``workers`` processes (default: one per core this process may use) when they are big enough."""
+    wanted = COLUMNS if columns is None else tuple(c for c in COLUMNS if c in set(columns) | set(REQUIRED))
+    unknown = set(columns or ()) - set(COLUMNS)
+    if unknown:
+        raise ValueError(f"no such events columns: {sorted(unknown)}")
     pattern = None
     if step_pattern:
         try:
@@ -259,7 +274,7 @@ def load(paths: list[str | Path], step_pattern: str | None = None, workers: int 
         if (r.origin_ns - origin) * 1000 >= 2**62:  # past int64 picoseconds
             raise BadInput(f"starts {(r.origin_ns - origin) / 86400e9:.0f} days after another trace given: pass one "
                            "run's traces at a time", path=f)
-    frames = [_frame(r, pattern, (r.origin_ns - origin) * 1000) for r in raws]
+    frames = [_frame(r, pattern, (r.origin_ns - origin) * 1000, wanted) for r in raws]
     _one_file_per_step(frames, files)
     out = concat(frames)
     out.attrs.update(origin_ns=origin, files=[str(f) for f in files],

@@ -234,3 +234,18 @@ def test_planes_decoded_by_worker_processes_equal_one_process(tmp_path, monkeypa
     pd.testing.assert_frame_equal(one, events.load(paths, workers=2))
     pd.testing.assert_frame_equal(real_one, events.load(real, workers=2))
     assert one["rank"].nunique() == 3 and real_one["device"].nunique() == 9
+
+
+def test_columns_not_asked_for_are_not_built(tmp_path):
+    """``load(columns=...)``: what the breakdown reads, plus the required columns; the same values and the
+    same breakdown as the whole frame."""
+    from perfkit.trace.synthetic import tpu_profile
+
+    path = tpu_profile(tmp_path / "t.xplane.pb", chips=2, steps=3)
+    whole = events.load([path])
+    some = events.load([path], columns=["start_ps", "dur_ps", "line", "stall_ps"])
+    assert list(some.columns) == ["rank", "device", "line", "category", "start_ps", "dur_ps", "step", "stall_ps"]
+    pd.testing.assert_frame_equal(some, whole[some.columns])
+    pd.testing.assert_frame_equal(breakdown.breakdown(some), breakdown.breakdown(whole))
+    with pytest.raises(ValueError, match="no such events columns"):
+        events.load([path], columns=["nope"])
