@@ -45,9 +45,9 @@ _TORCH_KINDS = (("allreduce", "all-reduce"), ("all_reduce", "all-reduce"), ("all
                 ("sendrecv", "collective-permute"), ("send", "send"), ("recv", "recv"))
 _TORCH_DTYPE_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat16": 2, "int": 4, "long": 8, "short": 2,
                       "byte": 1, "char": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
-INSTANCE_COLUMNS = ["rank", "device", "domain", "step", "program_id", "program", "op", "kind", "occurrence", "start_ps",
-                    "end_ps", "time_ps", "exposed_ps", "hidden_ps", "bytes", "group", "chips", "skew_ps", "last",
-                    "wait_ps", "transfer_ps"]
+INSTANCE_COLUMNS = ["rank", "device", "domain", "step", "program_id", "program", "op", "kind", "occurrence",
+                    "start_ps", "end_ps", "time_ps", "exposed_ps", "hidden_ps", "bytes", "group", "chips", "skew_ps",
+                    "last", "wait_ps", "transfer_ps"]
 _KINETO_SUFFIXES = (".json", ".json.gz")
 STRAGGLER_SHARE = 0.05  # the report names a straggler when the skew summed over a step passes this share of it
 TOP_KINDS = 6  # collective kinds a variant's summary keeps
@@ -88,7 +88,8 @@ def _coverage(ops: pd.DataFrame, chip: np.ndarray):
     own = np.flatnonzero(compute)
     g = np.concatenate([chip[own], chip[own], chip[child], chip[child]])
     t = np.concatenate([start[own], end[own], start[child], np.minimum(end[child], end[parent[child]])])
-    d = np.concatenate([np.ones(own.size), -np.ones(own.size), -np.ones(child.size), np.ones(child.size)]).astype(np.int64)
+    d = np.concatenate([np.ones(own.size, np.int64), -np.ones(own.size, np.int64), -np.ones(child.size, np.int64),
+                        np.ones(child.size, np.int64)])
     base = int(start.min(initial=0))
     width = int(end.max(initial=0)) - base + 1
     key = g * width + (t - base)  # chips x trace length in ps: far below 2**63 for any real profile
@@ -269,8 +270,8 @@ def instances(events: pd.DataFrame) -> pd.DataFrame:
     inst["transfer_ps"] = inst["exposed_ps"] - inst["wait_ps"]
     inst["group"] = np.where(inst["group"] > 0, inst["group"], np.where(inst["chips"] > 1, inst["chips"], 0))
     inst["bytes"] = [_sent(k, buf, n) for k, buf, n in zip(inst["kind"], inst["buffer"], inst["group"])]
-    return inst.sort_values(["domain", "step", "start_ps", "rank", "device"], kind="stable")[INSTANCE_COLUMNS].reset_index(
-        drop=True)
+    order = inst.sort_values(["domain", "step", "start_ps", "rank", "device"], kind="stable")
+    return order[INSTANCE_COLUMNS].reset_index(drop=True)
 
 
 def _text_group(text: str) -> int:
@@ -301,8 +302,8 @@ def by_op(inst: pd.DataFrame) -> pd.DataFrame:
                                      "hidden_ps", "gbps", "skew_ps", "wait_ps", "transfer_ps"])
     chips_of = inst.assign(chip=list(zip(inst["rank"], inst["device"])))
     g = chips_of.groupby(["step", "op", "kind"], sort=False)
-    out = g.agg(rows=("time_ps", "size"), chips=("chip", "nunique"), bytes=("bytes", "mean"), time_ps=("time_ps", "mean"),
-                exposed_ps=("exposed_ps", "mean"), hidden_ps=("hidden_ps", "mean"), skew_ps=("skew_ps", "mean"),
+    out = g.agg(rows=("time_ps", "size"), chips=("chip", "nunique"), bytes=("bytes", "mean"),
+                time_ps=("time_ps", "mean"), exposed_ps=("exposed_ps", "mean"), hidden_ps=("hidden_ps", "mean"), skew_ps=("skew_ps", "mean"),
                 wait_ps=("wait_ps", "mean"), transfer_ps=("transfer_ps", "mean"),
                 sum_bytes=("bytes", "sum"), sum_time=("time_ps", "sum")).reset_index()
     out.insert(3, "count", out.pop("rows") / out["chips"])

@@ -88,8 +88,8 @@ def test_nccl_kernel_bytes_from_kineto_args(fixtures_dir):
     """HTA's NCCL fixture: every kernel's message size, dtype and group size read straight from the JSON."""
     path = fixtures_dir / "kineto/hta_nccl_data.json.gz"
     raw = json.loads(gzip.decompress(path.read_bytes()))
-    kernels = sorted((e for e in raw["traceEvents"] if e.get("cat") == "kernel" and "Collective name" in e.get("args", {})),
-                     key=lambda e: e["ts"])
+    kernels = sorted((e for e in raw["traceEvents"]
+                      if e.get("cat") == "kernel" and "Collective name" in e.get("args", {})), key=lambda e: e["ts"])
     expected = []
     for e in kernels:
         a = e["args"]

@@ -36,7 +36,8 @@ def test_issue_example_and_hand_cases(kernel_names):
     assert long and all(len(n) > 1000 for n in long)
     assert {names.shorten(n) for n in long} == {
         "split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_cta_per_row_1<…>(…)"}
-    assert names.shorten("void at::native::(anonymous namespace)::k<float>(float const*, int)") == "at::native::k<…>(…)"
+    anonymous = "void at::native::(anonymous namespace)::k<float>(float const*, int)"
+    assert names.shorten(anonymous) == "at::native::k<…>(…)"
     assert names.shorten("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD (Device -> Device)"
     assert names.shorten("%fusion.3 = bf16[8,128]{1,0} fusion(%p), kind=kLoop, calls=%f") == "fusion.3"
     assert names.shorten("f<a>::operator()(int) const") == "f<…>::operator(…)(…)"

@@ -130,7 +130,8 @@ def _straggler_expected() -> dict:
                 ag = (delay + 6, delay + 6, 0, delay, 6)
             out[(step, "all-gather-start.1", chip)] = ag
             out[(step, "fusion.4", chip)] = (4, 4, 0, 0, 4) if chip == late else (8, 8, 0, 4, 4)
-            out[(step, "collective-permute-start.1", chip)] = (4, 4, 0, 0, 4) if chip == permute_late else (6, 6, 0, 2, 4)
+            permute = (4, 4, 0, 0, 4) if chip == permute_late else (6, 6, 0, 2, 4)
+            out[(step, "collective-permute-start.1", chip)] = permute
     return out
 
 
@@ -180,7 +181,8 @@ def straggler_trace(path: Path) -> Path:
     space = XSpaceWriter("tpu-host")
     space.program(9, "jit_ring", [
         ("fusion.1", "fusion", "f32[64,128]"), ("fusion.2", "fusion", "f32[64,128]"),
-        ("all-gather-start.1", "all-gather-start", "f32[256,128]"), ("all-gather-done.1", "all-gather-done", "f32[256,128]"),
+        ("all-gather-start.1", "all-gather-start", "f32[256,128]"),
+        ("all-gather-done.1", "all-gather-done", "f32[256,128]"),
         ("fusion.4", "fusion:reduce-scatter", "f32[64,128]"),
         ("collective-permute-start.1", "collective-permute-start", "f32[64,128]"),
         ("collective-permute-done.1", "collective-permute-done", "f32[64,128]"),
