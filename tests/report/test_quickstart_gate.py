@@ -7,12 +7,21 @@ beside it, SP's rings suffer more from the load than TP, and sp/tp was seen anyw
 low end up to 2.4) against a baseline of 1.6. Two rounds instead of the case's 3-5 keep it under a minute: the
 ratio does not depend on the number of trials, and two repeats still show determinism.
 
+The step cost rows (perfkit.cost.gate) are the part of the gate that does not depend on the machine's load:
+each variant's collectives per step by kind exactly, and its FLOPs, HBM bytes, bytes sent a device and temp
+memory within 1% (cases/quickstart.yaml `check: cost_tolerance`). The baseline's `cost` block was costed
+from a quickstart run of the code that added it (the tiny Wan step on 4 CPU devices: tp 6 all-reduces, sp
+72 collective-permutes; tests/hlo/test_cost.py works both out by hand). The test then changes the program
+for real (sp whose projections gather their input once more, tests/hlo/cost_dumps.py), rewrites the
+run's summary and sees the gate fail on it.
+
 When a change moves the quickstart's numerics on purpose, write the baseline again:
     perfkit run cases/quickstart.yaml --out /tmp/qs
     perfkit check /tmp/qs --baseline reports/baselines/quickstart.json --update-baseline
 """
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +47,9 @@ def test_quickstart_passes_its_baseline(tmp_path):
     rows = json.loads(check.stdout)["rows"]
     failed = [r for r in rows if not r["passed"]]
     assert check.returncode == 0 and not failed, f"{failed}\n(see this file's docstring to update the baseline)"
-    assert {r["check"] for r in rows} == {"trials", "timing", "quality", "determinism", "ranks"}
+    assert {r["check"] for r in rows} == {"trials", "timing", "quality", "determinism", "ranks", "cost"}
+    cost = {r["subject"]: r for r in rows if r["check"] == "cost"}
+    assert cost["tp: all-reduce per step"]["current"] == 6 and cost["sp: collective-permute per step"]["current"] == 72
 
     # Quality is gated tight: a PSNR floor of 40 dB, and within 0.5 dB of the baseline's when that is finite.
     quality = next(r for r in rows if r["check"] == "quality")
@@ -54,3 +65,22 @@ def test_quickstart_passes_its_baseline(tmp_path):
     (tmp_path / "faster.json").write_text(json.dumps(faster))
     check = perfkit("check", run, "--baseline", tmp_path / "faster.json", timeout=60)
     assert check.returncode == 1 and "FAIL timing" in check.stdout
+
+    # A collective added to a plan fails the gate although its timing cannot tell: sp's trials given the
+    # dumps of sp gathering once more, the summary rewritten from the run's files, checked again.
+    changed = tmp_path / "changed"
+    shutil.copytree(run, changed)
+    twice = tmp_path / "twice"
+    subprocess.run([sys.executable, REPO / "tests" / "hlo" / "cost_dumps.py", twice, "sp-gathers-twice"], check=True,
+                   capture_output=True, cwd=REPO, timeout=300,
+                   env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu",
+                        "XLA_FLAGS": f"--xla_force_host_platform_device_count=4 --xla_dump_to={twice} "
+                                     "--xla_dump_hlo_as_text"})
+    for dumps in changed.glob("trials/*-sp/rank0/xla_dump"):  # capture.xla_dump: first (one trial a variant)
+        shutil.rmtree(dumps)
+        shutil.copytree(twice, dumps)
+    assert perfkit("report", changed, timeout=120).returncode == 0
+    check = perfkit("check", changed, "--baseline", BASELINE, "--json", timeout=60)
+    failed = {r["subject"] for r in json.loads(check.stdout)["rows"] if not r["passed"]}
+    assert check.returncode == 1 and "sp: all-gather per step" in failed, failed
+    assert not any(s.startswith("tp:") for s in failed), failed
