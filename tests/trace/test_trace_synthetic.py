@@ -243,8 +243,8 @@ def test_columns_not_asked_for_are_not_built(tmp_path):
 
     path = tpu_profile(tmp_path / "t.xplane.pb", chips=2, steps=3)
     whole = events.load([path])
-    some = events.load([path], columns=["start_ps", "dur_ps", "line", "stall_ps"])
-    assert list(some.columns) == ["rank", "device", "line", "category", "start_ps", "dur_ps", "step", "stall_ps"]
+    some = events.load([path], columns=["start_ps", "dur_ps", "line", "kind", "stall_ps"])
+    assert list(some.columns) == ["rank", "device", "line", "kind", "category", "start_ps", "dur_ps", "step", "stall_ps"]
     pd.testing.assert_frame_equal(some, whole[some.columns])
     pd.testing.assert_frame_equal(breakdown.breakdown(some), breakdown.breakdown(whole))
     with pytest.raises(ValueError, match="no such events columns"):
