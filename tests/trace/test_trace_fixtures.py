@@ -39,3 +39,34 @@ def test_kineto_two_ranks(fixtures_dir):
     marked = steps.set_index(["rank", "step"])["dur_ps"]
     assert (rows.set_index(["rank", "step"])["span_ps"] >= marked).all()  # a span covers its annotation
     assert (rows["ici_ps"] > 0).all()
+
+
+def test_every_real_xplane_through_every_trace_command(fixtures_dir, tmp_path):
+    """Each real ``*.xplane.pb`` of the shared fixtures: ``trace breakdown | diff | tail | export`` exit 0,
+    breakdown parts add up to each span, a trace against itself differs by nothing, export holds every
+    event, and the per (program, HLO op) figures are xprof's hlo_stats rows."""
+    import json
+
+    from click.testing import CliRunner
+    from test_trace_xprof import assert_same_rows, perfkit_hlo_stats, xprof_hlo_stats
+
+    from perfkit.cli import cli
+
+    files = sorted(fixtures_dir.rglob("*.xplane.pb"))
+    assert files
+    for path in files:
+        def run(*args):
+            result = CliRunner().invoke(cli, ["trace", *map(str, args)])
+            assert result.exit_code == 0, (path, args, result.output)
+            return result.stdout
+
+        rows = json.loads(run("breakdown", path, "--json"))["rows"]
+        assert rows and all(r["compute_ps"] + r["ici_ps"] + r["dma_ps"] + r["idle_ps"] == r["span_ps"] for r in rows)
+        assert all(min(r["compute_ps"], r["ici_ps"], r["dma_ps"], r["idle_ps"]) >= 0 for r in rows)
+        same = json.loads(run("diff", path, path, "--json"))["rows"]
+        assert same and all(r["delta_ps"] == 0 and r["a_count"] == r["b_count"] for r in same)
+        chips = json.loads(run("tail", path, "--json"))["chips"]
+        assert sorted(c["device"] for c in chips) == sorted({r["device"] for r in rows})
+        out = tmp_path / f"{path.stem}.json"
+        assert run("export", path, "--perfetto", out).startswith(f"{len(events.load([path]))} events")
+        assert_same_rows(perfkit_hlo_stats(path), xprof_hlo_stats(path))
