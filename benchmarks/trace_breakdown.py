@@ -1,0 +1,192 @@
+"""``perfkit trace breakdown`` end to end (the whole CLI process) on a large TPU-shaped XSpace, against
+xprof's ``op_profile`` on the same file in the same run: wall time, the ratio, and both peak RSS.
+
+    .venv/bin/python benchmarks/trace_breakdown.py                      # 6M events, xprof once
+    .venv/bin/python benchmarks/trace_breakdown.py --events 12000000 --no-xprof
+    .venv/bin/python benchmarks/trace_breakdown.py --files 16 --events 3000000 --no-xprof   # a folder
+
+The XSpace: CHIPS chips, each a ``Steps`` line and an ``XLA Ops`` line of ops in ``PATTERN`` (about 42%
+of op time in collectives: async all-gather and collective-permute pairs), every fourth op with a DMA
+stall stat, program id a 64-bit fingerprint above 2**63; the program's HLO in ``/host:metadata``. The
+events are encoded with numpy (protobuf's Python objects would take minutes at this size), the rest
+(metadata, headers) with ``perfkit.trace.synthetic``. Each command runs under ``/usr/bin/time -v``
+(peak RSS of the process), ``--repeats`` times for perfkit (median), once for xprof (about 10 GB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+CHIPS = 4
+OPS_PER_STEP = 2000
+# (name, opcode, hlo_category, duration ns): one repeat of a collective-matmul-like ring
+PATTERN = [("fusion.{}", "fusion", "convolution fusion", 1000), ("loop_fusion.{}", "fusion", "loop fusion", 650),
+           ("all-gather-start.{}", "all-gather-start", "all-gather", 100),
+           ("all-gather-done.{}", "all-gather-done", "all-gather", 700),
+           ("collective-permute-start.{}", "collective-permute-start", "collective-permute", 100),
+           ("collective-permute-done.{}", "collective-permute-done", "collective-permute", 450),
+           ("copy-start.{}", "copy-start", "data formatting", 50), ("copy-done.{}", "copy-done", "data formatting", 250)]
+NAMES_PER_KIND = 16  # distinct op names per kind in the program
+PERFKIT = [sys.executable, "-m", "perfkit.cli"]
+
+
+def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Protobuf varints of (n,) uint64 values as an (n, 10) uint8 matrix and (n,) lengths."""
+    v = values.astype(np.uint64)
+    groups = np.stack([(v >> np.uint64(7 * k)) & np.uint64(0x7F) for k in range(10)], axis=1).astype(np.uint8)
+    bits = np.zeros(v.size, np.int64)
+    rest = v.copy()
+    while rest.any():
+        bits += rest > 0
+        rest >>= np.uint64(7)
+    length = np.maximum(bits, 1)
+    groups[np.arange(10)[None, :] < (length - 1)[:, None]] |= 0x80
+    return groups, length
+
+
+def _pack(pieces: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row concatenation of (matrix (n, k), lengths (n,)) pieces (each row's first ``length`` bytes):
+    a (n, K) matrix holding each row's bytes from column 0, and the rows' lengths."""
+    matrix = np.concatenate([m for m, _ in pieces], axis=1)
+    keep = np.concatenate([np.arange(m.shape[1])[None, :] < length[:, None] for m, length in pieces], axis=1)
+    sizes = keep.sum(axis=1)
+    out = np.zeros((matrix.shape[0], int(sizes.max(initial=0))), np.uint8)
+    rows = np.repeat(np.arange(matrix.shape[0]), sizes)
+    out[rows, np.arange(rows.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)] = matrix[keep]
+    return out, sizes
+
+
+def _const(n: int, data: bytes) -> tuple[np.ndarray, np.ndarray]:
+    return np.tile(np.frombuffer(data, np.uint8), (n, 1)), np.full(n, len(data))
+
+
+def _events(metadata_id: np.ndarray, offset: np.ndarray, dur: np.ndarray, stall: np.ndarray, stall_stat: int) -> bytes:
+    """XLine field 4 (events) for every row: metadata id, offset, duration, and a dma stall stat (id
+    ``stall_stat`` < 128) where ``stall`` > 0."""
+    n = metadata_id.size
+    has = (stall > 0).astype(np.int64)
+    stat, stat_size = _pack([_const(n, bytes([0x08, stall_stat, 0x20])), _varints(stall)])
+    body, size = _pack([_const(n, b"\x08"), _varints(metadata_id), _const(n, b"\x10"), _varints(offset),
+                        _const(n, b"\x18"), _varints(dur), (np.full((n, 1), 0x22, np.uint8), has),
+                        (stat_size[:, None].astype(np.uint8), has), (stat, stat_size * has)])
+    matrix, sizes = _pack([_const(n, b"\x22"), _varints(size), (body, size)])
+    keep = np.arange(matrix.shape[1])[None, :] < sizes[:, None]
+    return matrix[keep].tobytes()
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    head, length = _varints(np.array([len(payload)], np.uint64))
+    return bytes([number << 3 | 2]) + head[0, :length[0]].tobytes() + payload
+
+
+def build(path: Path, events: int, chips: int = CHIPS) -> dict:
+    """The XSpace described above with about ``events`` events (ops and step markers)."""
+    from perfkit.trace.synthetic import FINGERPRINT, Uint64, XSpaceWriter
+
+    per_chip = events * OPS_PER_STEP // (OPS_PER_STEP + 1) // chips
+    steps = -(-per_chip // OPS_PER_STEP)
+    space = XSpaceWriter("bench-host")
+    ops = [(name.format(k), opcode, "f32[1024,512]") for name, opcode, _, _ in PATTERN for k in range(NAMES_PER_KIND)]
+    space.program(FINGERPRINT, "jit_ring_step", ops)
+    durations = np.array([d for *_, d in PATTERN], np.int64) * 1000
+    i = np.arange(per_chip)
+    kind = i % len(PATTERN)
+    dur = durations[kind] + (i * 7919) % 50_000
+    offset = np.concatenate([[0], np.cumsum(dur + 20_000)[:-1]])
+    stall = np.where(i % 4 == 0, 30_000, 0) * (kind < 2)
+    collective = np.isin(kind, [2, 3, 4, 5])
+    extras = {}  # plane name -> its XLA Ops line, as bytes of field 3 appended to the plane's message
+    for chip in range(chips):
+        plane = space.plane(f"/device:TPU:{chip}")
+        plane.stat("peak_teraflops_per_second", 918.0)
+        ids = np.array([plane.op(name.format(k), hlo_category=cat, program_id=Uint64(FINGERPRINT),
+                                 symbol_id=j * NAMES_PER_KIND + k + 1)
+                        for j, (name, _, cat, _) in enumerate(PATTERN) for k in range(NAMES_PER_KIND)], np.uint64)
+        step_line = plane.line("Steps", 1_000)
+        bounds = np.append(offset[::OPS_PER_STEP], offset[-1] + dur[-1])
+        for s in range(steps):
+            step_line.event(plane.op(str(s)), int(bounds[s]), int(bounds[s + 1] - bounds[s]), step_num=s)
+        metadata = ids[kind * NAMES_PER_KIND + (i // len(PATTERN)) % NAMES_PER_KIND]
+        stamp, stamp_len = _varints(np.array([1_000], np.uint64))
+        header = b"\x08\x63" + _field(2, b"XLA Ops") + b"\x18" + stamp[0, :stamp_len[0]].tobytes()
+        extras[plane.proto.name] = _field(3, header + _events(metadata, offset.astype(np.uint64), dur.astype(np.uint64),
+                                                              stall.astype(np.uint64),
+                                                              plane.stat_id("dma_stall_duration_ps")))
+    planes = list(space.proto.planes)
+    del space.proto.planes[:]
+    with path.open("wb") as f:
+        f.write(space.proto.SerializeToString())
+        for plane in planes:
+            f.write(_field(1, plane.SerializeToString() + extras.get(plane.name, b"")))
+    return {"events": chips * (per_chip + steps), "bytes": path.stat().st_size,
+            "collective_share": float(dur[collective].sum() / dur.sum())}
+
+
+_XPROF = """import shutil, sys, tempfile
+from pathlib import Path
+from xprof.convert import raw_to_tool_data
+with tempfile.TemporaryDirectory() as fresh:  # xprof caches its op stats beside the input
+    copy = Path(fresh) / Path(sys.argv[1]).name
+    shutil.copyfile(sys.argv[1], copy)
+    data, _ = raw_to_tool_data.xspace_to_tool_data([str(copy)], "op_profile", {})
+print(len(data))
+"""
+
+
+def timed(argv: list[str]) -> dict:
+    """Wall seconds and peak RSS (MiB) of one process, from /usr/bin/time -v."""
+    done = subprocess.run(["/usr/bin/time", "-v", *argv], capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"{argv[:4]} failed ({done.returncode}): {done.stderr[-2000:]}")
+    wall = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([\d.]+)", done.stderr)
+    h, m, sec = (float(g or 0) for g in wall.groups())
+    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr).group(1))
+    user = float(re.search(r"User time \(seconds\): ([\d.]+)", done.stderr).group(1))
+    return {"wall_s": 3600 * h + 60 * m + sec, "rss_mib": rss / 1024, "user_s": user, "stdout": done.stdout}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, default=6_000_000, help="events in all (default 6M)")
+    ap.add_argument("--files", type=int, default=1, help="split over this many files of CHIPS chips' share")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--no-xprof", action="store_true", help="time perfkit alone")
+    ap.add_argument("--keep", type=Path, help="build into this folder and keep it")
+    args = ap.parse_args()
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="trace-bench-"))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = [folder / f"host{k}.xplane.pb" for k in range(args.files)]
+        built = [build(p, args.events // args.files) for p in paths]
+        events, size = sum(b["events"] for b in built), sum(b["bytes"] for b in built)
+        print(f"built {events:,} events in {len(paths)} file(s), {size / 1e6:.0f} MB, "
+              f"{100 * built[0]['collective_share']:.0f}% of op time in collectives")
+        target = str(paths[0] if len(paths) == 1 else folder)
+        runs = [timed([*PERFKIT, "trace", "breakdown", target]) for _ in range(args.repeats)]
+        wall = statistics.median(r["wall_s"] for r in runs)
+        rss = max(r["rss_mib"] for r in runs)
+        each = ", ".join(f"{r['wall_s']:.2f}" for r in runs)
+        print(f"perfkit trace breakdown: {wall:.2f} s wall (median of {len(runs)}: {each}), user {runs[0]['user_s']:.2f} s, "
+              f"peak RSS {rss:.0f} MiB, {events / wall / 1e6:.1f} M events/s")
+        if args.no_xprof or len(paths) > 1:
+            print("xprof op_profile: not run" + (" (one file only)" if len(paths) > 1 else ""))
+            return
+        x = timed([sys.executable, "-c", _XPROF, str(paths[0])])
+        print(f"xprof op_profile: {x['wall_s']:.2f} s wall, peak RSS {x['rss_mib']:.0f} MiB")
+        print(f"perfkit is {x['wall_s'] / wall:.1f}x faster, with {x['rss_mib'] / rss:.1f}x less peak memory")
+    finally:
+        if not args.keep:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
