@@ -18,6 +18,7 @@ import yaml
 
 from perfkit.common.keys import check_keys
 from perfkit.errors import BadInput
+from perfkit.run import placement
 
 # Each known key: its type(s) and default. Nested mappings have their own tables.
 MODEL_KEYS = {"name": (str, None), "config": (str, "tiny"), "steps": (int, 8), "guidance": ((int, float), None),
@@ -28,14 +29,15 @@ CAPTURE_KEYS = {"xla_dump": (str, "first"), "trace": (list, []), "outputs": (boo
 CHECK_KEYS = {"ratio_tolerance": ((int, float), 0.10), "psnr_drop_db": ((int, float), 0.5),
               "min_psnr_db": ((int, float), None), "cost_tolerance": ((int, float), 0.01)}
 VARIANT_KEYS = {"options": (dict, {}), "env": (dict, {}), "args": (list, []), "description": (str, ""),
-                "serve": (dict, {})}
+                "serve": (dict, {}), "compile_cache": (str, None)}
+COMPILE_CACHE_MODES = ("cold", "warm")  # a fresh empty persistent cache per trial | one primed cache per variant
 TOP_KEYS = {
     "name": (str, None), "description": (str, ""), "model": (dict, None), "command": (list, None),
     "devices": (int, 1), "processes": (int, 1), "steps": (int, None), "warmup": (int, 2),
     "repeats": (dict, None), "order": (str, "abba"), "seed": (int, 0), "timeout": ((int, float), 300),
     "min_effect": ((int, float), 0.02), "capture": (dict, None), "variants": (dict, None),
     "matrix": (dict, {}), "oracle": (str, None), "step_regex": (str, None), "aa": (bool, False),
-    "mesh": (dict, None), "serve": (dict, None), "check": (dict, None),
+    "mesh": (dict, None), "serve": (dict, None), "check": (dict, None), "placement": ((str, dict), None),
 }
 NESTED = {"model": MODEL_KEYS, "repeats": REPEATS_KEYS, "capture": CAPTURE_KEYS, "check": CHECK_KEYS}
 MINIMUMS = {"devices": 1, "processes": 1, "warmup": 0, "seed": 0}  # integer fields with a lower bound
@@ -54,6 +56,7 @@ class Variant:
     args: list[str]
     description: str = ""
     serve: Any = None  # serve cases: this variant's server (perfkit.serve.spec.ServerSpec)
+    compile_cache: str | None = None  # cold | warm: the persistent compile caches its trials start with
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +85,7 @@ class Case:
     aa: bool = False  # also run the baseline again, interleaved, as an A/A control (the noise floor)
     check: dict = dataclasses.field(default_factory=dict)  # `perfkit check` thresholds (CHECK_KEYS)
     serve: Any = None  # serve cases: prompts, levels, requests (perfkit.serve.spec.ServeSpec)
+    placement: dict | None = None  # each rank's chips (perfkit.run.placement.normalize's mapping)
     source: str = "<case>"
     raw: dict = dataclasses.field(default_factory=dict, repr=False)
 
@@ -233,9 +237,12 @@ def validate(raw: dict, path: str = "<case>") -> Case:
         if body["serve"] and not has_serve:
             raise BadInput("only a serve case has per-variant server settings", path=path,
                            field=f"variants.{name}.serve")
+        if body["compile_cache"] not in (None, *COMPILE_CACHE_MODES):
+            raise BadInput(f"must be one of {', '.join(COMPILE_CACHE_MODES)}", path=path,
+                           field=f"variants.{name}.compile_cache")
         env = {str(k): str(v) for k, v in body["env"].items()}
         variants.append(Variant(str(name), dict(body["options"]), env, [str(a) for a in body["args"]],
-                                body["description"]))
+                                body["description"], compile_cache=body["compile_cache"]))
     if top["aa"] and f"{next(iter(variants_raw))}{AA_SUFFIX}" in variants_raw:
         raise BadInput(f"a variant is already named like the A/A control ('{AA_SUFFIX}' suffix)", path=path,
                        field="aa")
@@ -244,6 +251,13 @@ def validate(raw: dict, path: str = "<case>") -> Case:
     if has_model and top["devices"] % top["processes"]:
         raise BadInput(f"{top['devices']} devices do not split evenly over {top['processes']} processes",
                        path=path, field="processes")
+    top["placement"] = placement.normalize(top["placement"], path)
+    if has_serve and top["placement"]:
+        raise BadInput("a serve case's server process holds the chips itself", path=path, field="placement")
+    per_process = (top["placement"] or {}).get("per_process")
+    if has_model and per_process is not None and per_process * top["processes"] != top["devices"]:
+        raise BadInput(f"{top['processes']} processes x {per_process} chips are not the case's {top['devices']} "
+                       "devices", path=path, field="placement.per_process")
     for key, values in top["matrix"].items():
         if not isinstance(values, list) or not values:
             raise BadInput("a matrix entry is a non-empty list of values", path=path, field=f"matrix.{key}")
@@ -291,7 +305,9 @@ def to_yaml(case: Case) -> str:
     """The resolved case, as written into a run directory."""
     d = {f.name: getattr(case, f.name) for f in dataclasses.fields(case) if f.name not in ("raw", "source")}
     d["variants"] = {v.name: {"options": v.options, "env": v.env, "args": v.args, "description": v.description,
-                              **({"serve": v.serve.as_raw()} if v.serve else {})} for v in case.variants}
+                              **({"serve": v.serve.as_raw()} if v.serve else {}),
+                              **({"compile_cache": v.compile_cache} if v.compile_cache else {})}
+                     for v in case.variants}
     if case.serve:
         d["serve"] = case.serve.as_raw()
     d = {k: v for k, v in d.items() if v is not None}

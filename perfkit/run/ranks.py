@@ -16,6 +16,7 @@ from perfkit.errors import BadInput
 from perfkit.run.case import Case, Variant
 from perfkit.run.launch import RankProcess, TrialOutcome, run_ranks
 from perfkit.run.metrics import read_metrics, steps_from_stdout
+from perfkit.run.placement import Host, Placement, host_for, place
 from perfkit.run.trial import PYTHON_NAMES, RunOptions, Trial, free_port, process_env, trial_salt
 
 
@@ -40,6 +41,33 @@ def devices_per_process(case: Case) -> int:
     return max(1, case.devices // case.processes)
 
 
+def placements(case: Case, options: RunOptions = RunOptions()) -> tuple[Host, dict[int, Placement]] | None:
+    """This host and the chips of each of its ranks (global rank -> Placement); None without a case
+    ``placement``. A TPU slice of several hosts is refused: TPU_PROCESS_ADDRESSES would have to name
+    every host's workers."""
+    if case.placement is None:
+        return None
+    host = host_for(case.placement, case.source)
+    if host.platform == "tpu" and options.hosts > 1:
+        raise BadInput("chip placement on TPU runs on one host (TPU_PROCESS_ADDRESSES would name every host)",
+                       path=case.source, field="placement")
+    mine = host_ranks(case.processes, options.hosts, options.host_index)
+    per_process = case.placement["per_process"] or devices_per_process(case)
+    return host, dict(zip(mine, place(case.placement, host, per_process, len(mine), case.source)))
+
+
+def placement_record(case: Case, options: RunOptions) -> dict | None:
+    """What env.json keeps of the placement: the host as perfkit saw it and each rank's chips and
+    variables."""
+    placed = placements(case, options)
+    if placed is None:
+        return None
+    host, by_rank = placed
+    return {"by": case.placement["by"], "platform": host.platform, "accelerator": host.accelerator,
+            "grid": list(host.grid) if host.grid else None, "host_chips": host.chips, "kind": host.kind,
+            "ranks": [{"rank": r, **p.record()} for r, p in by_rank.items()]}
+
+
 def command_argv(case: Case, variant: Variant) -> list[str]:
     argv = [str(a) for a in case.command] + variant.args
     if argv[0] in PYTHON_NAMES:
@@ -58,12 +86,13 @@ def coordinator_for(options: RunOptions, trial_port: int) -> tuple[str, int]:
 
 def rank_processes(case: Case, variant: Variant, trial: Trial, trial_dir: Path, dump: bool, *,
                    options: RunOptions = RunOptions(), trial_port: int = 0,
-                   hook: Path | None = None) -> list[RankProcess]:
+                   hook: Path | None = None, placed: dict[int, Placement] | None = None) -> list[RankProcess]:
     """The argv and environment of this host's ranks of a trial (metrics protocol variables included).
 
     Multi-process trials also get the launcher variables that torch.distributed (``MASTER_ADDR``,
     ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``) and ``jax.distributed``
-    (``PERFKIT_COORDINATOR`` = host:port) read."""
+    (``PERFKIT_COORDINATOR`` = host:port) read; with ``placed`` (``placements``), each rank its chips'
+    variables."""
     ranks = []
     addr, port = coordinator_for(options, trial_port) if case.processes > 1 else (None, None)
     mine = host_ranks(case.processes, options.hosts, options.host_index)
@@ -89,6 +118,8 @@ def rank_processes(case: Case, variant: Variant, trial: Trial, trial_dir: Path, 
             env.update({"MASTER_ADDR": addr, "MASTER_PORT": str(port), "RANK": str(r),
                         "WORLD_SIZE": str(case.processes), "LOCAL_RANK": str(r - mine.start),
                         "LOCAL_WORLD_SIZE": str(len(mine)), "PERFKIT_COORDINATOR": f"{addr}:{port}"})
+        if placed is not None:
+            env.update(placed[r].env)
         env.setdefault("NPROC", "16")  # Pallas interpret kernels deadlock with fewer threads than devices
         if case.kind == "model":
             spec = {"model": case.model, "options": variant.options, "devices": case.devices,
@@ -101,9 +132,12 @@ def rank_processes(case: Case, variant: Variant, trial: Trial, trial_dir: Path, 
     return ranks
 
 
-def trial_record(case: Case, trial: Trial, trial_dir: Path, outcome: TrialOutcome) -> dict:
+def trial_record(case: Case, trial: Trial, trial_dir: Path, outcome: TrialOutcome,
+                 placed: dict[int, Placement] | None = None) -> dict:
     """What ``trials.jsonl`` keeps of a finished trial. This host's lowest rank times the trial (rank 0
-    on one host; a multi-host merge keeps the part holding rank 0)."""
+    on one host; a multi-host merge keeps the part holding rank 0). With a placement each rank keeps its
+    chips and variables, and the chip kind it reported (a ``device_kind`` in a mark, as the bundled
+    worker's ``ready`` has it)."""
     per_rank = []
     timing = None
     for rep in outcome.ranks:
@@ -112,8 +146,10 @@ def trial_record(case: Case, trial: Trial, trial_dir: Path, outcome: TrialOutcom
         steps = m.steps_ms
         if not steps and case.step_regex:
             steps = steps_from_stdout(rdir / "stdout.log", case.step_regex)
+        kind = next((mk["device_kind"] for mk in reversed(m.marks) if isinstance(mk.get("device_kind"), str)), None)
         per_rank.append({**rep, "steps_done": len(steps), "last_step_ms": steps[-1] if steps else None,
-                         "last_mark": m.last_mark})
+                         "last_mark": m.last_mark, **({"device_kind": kind} if kind else {}),
+                         **({"placement": placed[rep["rank"]].record()} if placed else {})})
         if timing is None:
             timing = (steps, m.natural_ms, m.traced, {k: v[-1] for k, v in m.values.items()})
     steps0, natural0, traced0, values0 = timing
@@ -167,8 +203,10 @@ def run_trial(case: Case, trial: Trial, trial_dir: Path, options: RunOptions, ho
                on_tick: Callable[[], None]) -> dict | None:
     """Run one trial's ranks in fresh processes; its record, or None when it was interrupted."""
     dump = case.capture["xla_dump"] == "all" or (case.capture["xla_dump"] == "first" and trial.round == 0)
+    placed = placements(case, options)
+    by_rank = placed[1] if placed else None
     ranks = rank_processes(case, case.variant(trial.variant), trial, trial_dir, dump=dump, options=options,
-                           trial_port=trial_port, hook=hook)
+                           trial_port=trial_port, hook=hook, placed=by_rank)
     for r in ranks:
         shutil.rmtree(r.dir, ignore_errors=True)  # what an interrupted attempt left
     outcome = run_ranks(ranks, timeout=case.timeout, cwd=options.cwd, on_tick=on_tick)
@@ -177,4 +215,4 @@ def run_trial(case: Case, trial: Trial, trial_dir: Path, options: RunOptions, ho
     if dump:
         for r in ranks:
             prune_dump(r.dir / "xla_dump")
-    return trial_record(case, trial, trial_dir, outcome)
+    return trial_record(case, trial, trial_dir, outcome, by_rank)

@@ -154,6 +154,7 @@ def run_case(case: Case, run_dir: Path | None = None, options: RunOptions = RunO
     """Run every trial of ``case`` (every matrix combination) and write summaries and reports."""
     _check_options(case, options)
     KINDS[case.kind].check_runnable(case)
+    ranks.placements(case, options)  # a placement this host cannot honour: refused before any file is written
     run_dir = Path(run_dir) if run_dir else default_run_dir(case)
     options = dataclasses.replace(options, run_id=options.run_id or run_dir.name,
                                   cwd=options.cwd or os.getcwd())
@@ -199,6 +200,7 @@ def _environment(case: Case, options: RunOptions) -> str:
     info = envinfo.collect(REPO_ROOT, devices_env={**os.environ, "XLA_FLAGS": xla_flags(
         os.environ.get("XLA_FLAGS", ""), devices_per_process(case), None)}, probe=case.kind == "model")
     info["hosts"] = {"count": options.hosts, "index": options.host_index}
+    info["placement"] = ranks.placement_record(case, options)
     return json.dumps(info, indent=2)
 
 

@@ -112,8 +112,9 @@ def main(argv: list[str]) -> int:
     record.value("setup_s", time.perf_counter() - t0)
     setup_compile_s = compiles.seconds  # parameter init and placement programs
     record.value("setup_compile_s", setup_compile_s)
-    record.mark("ready", platform=devices[0].platform, device_kind=devices[0].device_kind,
-                devices=spec["devices"])
+    own = jax.local_devices()  # this process's chips (one process per chip: its placement's)
+    record.mark("ready", platform=own[0].platform, device_kind=own[0].device_kind, devices=spec["devices"],
+                local_devices=[d.id for d in own])
 
     latents = []
     trace_steps = set(spec.get("trace_steps", []))
