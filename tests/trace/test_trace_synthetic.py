@@ -206,12 +206,16 @@ def test_any_well_formed_xspace_loads_or_is_refused_in_one_line(tmp_path, planes
     assert set(ev.columns) >= {"program_id", "category", "start_ps", "dur_ps"}
 
 
-def test_truncated_profile_is_one_line_exit_2(tmp_path):
+@pytest.mark.parametrize("workers", ["one process", "forked workers"])
+def test_truncated_profile_is_one_line_exit_2(tmp_path, monkeypatch, workers):
     from click.testing import CliRunner
 
     from perfkit.cli import cli
+    from perfkit.trace import xplane
     from perfkit.trace.synthetic import tpu_profile
 
+    if workers == "forked workers":  # a refusal inside a worker reaches the command as one line too
+        monkeypatch.setattr(xplane, "PARALLEL_BYTES", 0)
     whole = tpu_profile(tmp_path / "whole.xplane.pb", chips=2).read_bytes()
     for cut in (1, 7, len(whole) // 3, len(whole) // 2, len(whole) - 3):
         path = tmp_path / f"cut{cut}.xplane.pb"
