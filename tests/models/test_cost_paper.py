@@ -9,6 +9,11 @@ the others with a batch of 2. Each is lowered at 1 and 2 blocks of each kind and
 published block counts (perfkit.cost.paper), in seconds on a CPU.
 """
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from perfkit import models
@@ -104,3 +109,19 @@ def test_whole_models_have_published_block_counts():
     assert (hunyuan.double_blocks, hunyuan.single_blocks) == (20, 40)
     assert models.get("ltx2").whole("real").blocks == 48
     assert models.get("wan").config("real").blocks == 2  # the runnable real config keeps its 2 blocks
+
+
+def test_cost_command_on_paper():
+    """The issue's command line, in a fresh process (it sets up its own 4 simulated devices)."""
+    args = ["cost", "--model", "wan", "--config", "real", "--rows", "4680", "--plan", "sp", "--devices", "4",
+            "--chip", "v5e"]
+    env = {"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"}
+    repo = Path(__file__).resolve().parents[2]
+    res = subprocess.run([sys.executable, "-m", "perfkit.cli", *args, "--json"], capture_output=True, text=True,
+                         cwd=repo, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = json.loads(res.stdout)
+    (label,) = out["roofline"]
+    r = out["roofline"][label]
+    assert r["binding"] == "compute" and r["bound_ms"] == pytest.approx(170, rel=0.05)
+    assert out["cost"][label]["step"]["blocks"] == {"blocks": 40}

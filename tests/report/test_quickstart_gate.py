@@ -66,6 +66,13 @@ def test_quickstart_passes_its_baseline(tmp_path):
     check = perfkit("check", run, "--baseline", tmp_path / "faster.json", timeout=60)
     assert check.returncode == 1 and "FAIL timing" in check.stdout
 
+    # `perfkit cost` on the run: each variant's step and its roofline on a named chip, and B's change in words.
+    cost = perfkit("cost", run, "--chip", "v5e", timeout=60)
+    assert cost.returncode == 0, cost.stderr
+    assert "tp: step program jit__euler_step" in cost.stdout and "sp: step program jit__euler_step" in cost.stdout
+    assert cost.stdout.count("roofline on v5e") == 2
+    assert "sp adds 72 collective-permutes of 8 KiB a step and removes 6 all-reduces of 64 KiB" in cost.stdout
+
     # A collective added to a plan fails the gate although its timing cannot tell: sp's trials given the
     # dumps of sp gathering once more, the summary rewritten from the run's files, checked again.
     changed = tmp_path / "changed"
