@@ -238,7 +238,7 @@ def _collectives(variants: dict) -> list[str]:
                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for k in c["kinds"]:
             sent = "-" if k["bytes"] is None else f"{k['bytes']:.0f}"
-            gbps = "-" if k["gbps"] is None else f"{k['gbps']:.2f}"
+            gbps = "-" if k["gbps"] is None else f"{k['gbps']:.3g}"
             rows.append(f"| {k['kind']} | {k['count']:.3g} | {sent} | {k['time_ms']:.3f} | {k['exposed_ms']:.3f} | "
                         f"{k['hidden_ms']:.3f} | {k['wait_ms']:.3f} | {gbps} |")
         late = [s for s in c["steps"] if s["skew_share"] > STRAGGLER_SHARE]
