@@ -78,5 +78,10 @@ def test_diff_text_fits_and_json_keeps_full_names(kernel_names):
     key_width = header.index(" category")
     assert key_width <= names.WIDTH  # the key column holds the widest label, right-aligned
     assert max(len(line) for line in lines[1:]) < names.WIDTH + 80
+    assert "GenericPackedTensorAccessor" not in text.stdout  # a parameter list of the long kernels
+    tail = CliRunner().invoke(cli, ["trace", "tail", str(b), "-n", "40"])
+    assert tail.exit_code == 0 and "<…>(…)" in tail.stdout
+    assert "GenericPackedTensorAccessor" not in tail.stdout
+    assert max(map(len, tail.stdout.splitlines())) < 2 * names.WIDTH + 80  # name and kind columns
     doc = json.loads(CliRunner().invoke(cli, ["trace", "diff", str(a), str(b), "--by", "op", "--json"]).stdout)
     assert {r["key"] for r in doc["rows"]} == set(kernel_names)
