@@ -195,3 +195,21 @@ def test_run_summary_and_report_lines(tmp_path):
     assert "Collectives of tp: none in its traces" in text
     calm = {"sp": {**got["sp"], "steps": [{**s, "skew_share": 0.01} for s in got["sp"]["steps"]]}}
     assert "Straggler" not in "\n".join(_collectives(calm))
+
+
+def test_async_done_pairs_with_the_start_its_text_names(tmp_path):
+    """Two permutes in flight, finished in reverse order: each done names its start in its HLO text, so
+    permute 1 runs [0, 9) and permute 2 [1, 5) (first in first out would give [0, 5) and [1, 9))."""
+    def text(name, opcode, operand):
+        return f"%{name} = f32[64,128]{{1,0}} {opcode}(f32[64,128]{{1,0}} %{operand}), source_target_pairs={{{{0,1}}}}"
+
+    start, done, shape = "collective-permute-start", "collective-permute-done", "f32[64,128]"
+    path = _one_chip(tmp_path / "pairs.xplane.pb", [
+        (text(f"{start}.1", start, "p"), start, shape, 0, 1),
+        (text(f"{start}.2", start, "q"), start, shape, 1, 2),
+        (text(f"{done}.2", done, f"{start}.2"), done, shape, 2, 5),
+        (text(f"{done}.1", done, f"{start}.1"), done, shape, 5, 9),
+    ])
+    inst = collectives.instances(events.load([path]))
+    got = {r.op: (r.start_ps // U, r.end_ps // U, r.exposed_ps // U) for r in inst.itertuples()}
+    assert got == {"collective-permute-start.1": (0, 9, 1 + 4), "collective-permute-start.2": (1, 5, 1 + 3)}
