@@ -41,6 +41,11 @@ TOP_KEYS = {
 }
 NESTED = {"model": MODEL_KEYS, "repeats": REPEATS_KEYS, "capture": CAPTURE_KEYS, "check": CHECK_KEYS}
 MINIMUMS = {"devices": 1, "processes": 1, "warmup": 0, "seed": 0}  # integer fields with a lower bound
+# Bounds that keep a mistyped number from planning a billion processes, trials or matrix cells.
+MAXIMUMS = {"devices": 1 << 20, "processes": 1 << 16}
+MAX_REPEATS = 10_000
+MAX_COMBINATIONS = 10_000
+MAX_VALUES = 100_000  # scalars, mappings and lists of a case file, aliases expanded
 XLA_DUMP_MODES = ("all", "first", "none")
 ORDERS = ("abba", "random")
 AA_SUFFIX = "-aa"  # the A/A control variant is the baseline's name plus this
@@ -160,20 +165,46 @@ def apply_overrides(raw: dict, overrides: list[str], path: str) -> dict:
 def load_raw(path: str | Path) -> dict:
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise BadInput("no such case file", path=str(path)) from None
     except OSError as exc:
         raise BadInput(f"cannot read: {exc.strerror}", path=str(path)) from None
+    except UnicodeDecodeError as exc:
+        line = exc.object[:exc.start].count(b"\n") + 1
+        raise BadInput(f"line {line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
+                       path=str(path)) from None
     try:
         raw = yaml.safe_load(text)
+        values = expanded_size(raw, {})
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark else ""
         raise BadInput(f"{where}not valid YAML ({getattr(exc, 'problem', exc)})", path=str(path)) from None
+    except RecursionError:
+        raise BadInput("nested too deep to be a case", path=str(path)) from None
+    if values > MAX_VALUES:
+        raise BadInput(f"holds {values:,} values once its aliases are expanded (at most {MAX_VALUES:,}: an "
+                       "alias bomb?)", path=str(path))
     if not isinstance(raw, dict):
         raise BadInput("a case file must be a YAML mapping", path=str(path))
     return raw
+
+
+def expanded_size(node: Any, memo: dict[int, int | None]) -> int:
+    """Values in ``node`` with every YAML alias expanded, counted once per shared object (linear time
+    however far aliases multiply). An alias inside itself never ends: YAMLError."""
+    if not isinstance(node, (dict, list)):
+        return 1
+    key = id(node)
+    if key in memo:
+        if memo[key] is None:
+            raise yaml.YAMLError("an alias refers to a mapping or list that holds it")
+        return memo[key]
+    memo[key] = None
+    items = [*node.keys(), *node.values()] if isinstance(node, dict) else node
+    memo[key] = 1 + sum(expanded_size(x, memo) for x in items)
+    return memo[key]
 
 
 def validate(raw: dict, path: str = "<case>") -> Case:
@@ -193,6 +224,9 @@ def validate(raw: dict, path: str = "<case>") -> Case:
     for key, least in MINIMUMS.items():
         if top[key] < least:
             raise BadInput(f"must be >= {least}", path=path, field=key)
+    for key, most in MAXIMUMS.items():
+        if top[key] > most:
+            raise BadInput(f"must be <= {most}", path=path, field=key)
     if top["timeout"] <= 0:
         raise BadInput("must be > 0 seconds", path=path, field="timeout")
     if not 0 <= top["min_effect"] < 1:
@@ -203,8 +237,8 @@ def validate(raw: dict, path: str = "<case>") -> Case:
     if top["order"] not in ORDERS:
         raise BadInput(f"must be one of {', '.join(ORDERS)}", path=path, field="order")
     rep = top["repeats"]
-    if rep["min"] < 1 or rep["max"] < rep["min"]:
-        raise BadInput("need 1 <= min <= max", path=path, field="repeats")
+    if rep["min"] < 1 or rep["max"] < rep["min"] or rep["max"] > MAX_REPEATS:
+        raise BadInput(f"need 1 <= min <= max <= {MAX_REPEATS}", path=path, field="repeats")
     cap = top["capture"]
     if cap["xla_dump"] not in XLA_DUMP_MODES:
         raise BadInput(f"must be one of {', '.join(XLA_DUMP_MODES)}", path=path, field="capture.xla_dump")
@@ -261,6 +295,8 @@ def validate(raw: dict, path: str = "<case>") -> Case:
     for key, values in top["matrix"].items():
         if not isinstance(values, list) or not values:
             raise BadInput("a matrix entry is a non-empty list of values", path=path, field=f"matrix.{key}")
+    if math.prod(len(v) for v in top["matrix"].values()) > MAX_COMBINATIONS:
+        raise BadInput(f"more than {MAX_COMBINATIONS} combinations", path=path, field="matrix")
 
     if has_serve:
         # serve specs (their codec check loads PyAV): only for serve cases

@@ -3,20 +3,24 @@
 request as soon as their last one returned (the load of a fixed number of users, not a fixed rate).
 
 Only the server's own URL and URLs on loopback or the case's ``serve.host`` are ever contacted: a URL the
-server hands back for another host is refused, not fetched.
+server hands back for another host is refused, not fetched. An answer is read in pieces against one
+deadline (``request_timeout`` for the whole body, so a server that never finishes its body is timed out)
+and refused past ``MAX_ANSWER_BYTES`` (a body larger than memory is never held); a ``path`` output must
+be a regular file no larger than that. Whatever a server answers ends as an output or a failed request.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import concurrent.futures as cf
 import http.client
 import itertools
 import json
+import os
+import re
+import stat
 import threading
 import time
-from pathlib import Path
 from typing import Callable, NamedTuple
 from urllib.parse import urlsplit
 
@@ -26,6 +30,9 @@ EXCERPT_CHARS = 200
 READY_POLL_S = 0.1
 TICK_S = 0.1
 DRAIN_S = 10.0  # after the server is ended, how long in-flight requests get to fail and be recorded
+MAX_ANSWER_BYTES = 2 << 30  # a served output (a video) larger than this is refused, not held in memory
+READ_CHUNK = 1 << 20
+SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,16}")  # a suffix an output file may take from a URL or path
 
 
 class RequestFailed(Exception):
@@ -55,22 +62,76 @@ def resolve(url: str, base: str) -> str:
 
 
 def call(method: str, url: str, body: bytes | None, headers: dict, timeout: float) -> tuple[int, bytes]:
-    """One HTTP exchange on a fresh connection: (status, body). Connection errors and timeouts raise
+    """One HTTP exchange on a fresh connection: (status, body), the whole of it within ``timeout``.
+    Connection errors, timeouts, URLs that are none and answers over ``MAX_ANSWER_BYTES`` raise
     ``RequestFailed``."""
-    parts = urlsplit(url)
-    conn_type = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    conn = conn_type(parts.hostname, parts.port, timeout=timeout)
+    deadline = time.monotonic() + timeout
+    try:
+        parts = urlsplit(url)
+        conn_type = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        conn = conn_type(parts.hostname, parts.port, timeout=timeout)
+    except ValueError as exc:  # a port out of range, a broken IPv6 literal
+        raise RequestFailed(f"not a URL: {url[:EXCERPT_CHARS]!r} ({exc})") from None
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     try:
         conn.request(method, target, body=body, headers=headers)
         resp = conn.getresponse()
-        return resp.status, resp.read()
+        return resp.status, _read_body(resp, deadline, timeout)
     except TimeoutError:
         raise RequestFailed(f"no answer within {timeout:g} s", timed_out=True) from None
-    except (OSError, http.client.HTTPException) as exc:
+    except (OSError, http.client.HTTPException, ValueError) as exc:  # ValueError: a URL http.client cannot send
         raise RequestFailed(f"{type(exc).__name__}: {exc}".rstrip(": ")) from None
     finally:
         conn.close()
+
+
+def _too_large(size: int, status: int) -> RequestFailed:
+    return RequestFailed(f"HTTP {status}: an answer of {size:,}+ bytes, over perfkit's limit of {MAX_ANSWER_BYTES:,}",
+                         status)
+
+
+def _read_body(resp: http.client.HTTPResponse, deadline: float, timeout: float) -> bytes:
+    """The body, a piece at a time, until the deadline or the size limit."""
+    length = resp.getheader("Content-Length", "")
+    if length.isdigit() and int(length) > MAX_ANSWER_BYTES:
+        raise _too_large(int(length), resp.status)
+    chunks, size = [], 0
+    while chunk := resp.read1(READ_CHUNK):
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise _too_large(size, resp.status)
+        if time.monotonic() > deadline:
+            raise RequestFailed(f"HTTP {resp.status}: the body did not end within {timeout:g} s "
+                                f"({size:,} bytes came)", resp.status, timed_out=True)
+        chunks.append(chunk)
+    if resp.length:  # the server closed before the length it announced
+        raise RequestFailed(f"HTTP {resp.status}: the body ended after {size:,} of {length} bytes", resp.status)
+    return b"".join(chunks)
+
+
+def _suffix(name: str, default: str) -> str:
+    """An output's suffix from the URL or path it came from, when that has a plain one."""
+    suffix = os.path.splitext(name)[1]
+    return suffix if SUFFIX.fullmatch(suffix) else default
+
+
+def _read_local(value: str, status: int) -> bytes:
+    """A file the server wrote and named: a regular file (never a FIFO or a device) of bounded size."""
+    try:
+        fd = os.open(value, os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        raise RequestFailed(f"HTTP {status}, cannot read {value[:EXCERPT_CHARS]!r}: "
+                            f"{getattr(exc, 'strerror', None) or exc}", status) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise RequestFailed(f"HTTP {status}, {value[:EXCERPT_CHARS]!r} is not a regular file", status)
+        if info.st_size > MAX_ANSWER_BYTES:
+            raise _too_large(info.st_size, status)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read(MAX_ANSWER_BYTES + 1)
+    finally:
+        os.close(fd)
 
 
 def encode_request(request: RequestSpec, values: dict) -> tuple[str, bytes | None, dict]:
@@ -105,7 +166,7 @@ def take_output(output: OutputSpec, status: int, body: bytes, base: str, host: s
         return Answer(status, body, output.suffix)
     try:
         value = _field(json.loads(body), output.field)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: brackets nested thousands deep
         raise RequestFailed(f"HTTP {status}, not JSON: {excerpt(body)}", status) from None
     except KeyError:
         raise RequestFailed(f"HTTP {status}, no field {output.field!r}: {excerpt(body)}", status) from None
@@ -114,20 +175,22 @@ def take_output(output: OutputSpec, status: int, body: bytes, base: str, host: s
     if output.kind == "base64":
         try:
             return Answer(status, base64.b64decode(value, validate=True), output.suffix)
-        except binascii.Error as exc:
+        except ValueError as exc:  # binascii.Error, or characters outside ASCII
             raise RequestFailed(f"HTTP {status}, field {output.field!r} is not base64 ({exc})", status) from None
     if output.kind == "path":
-        try:
-            return Answer(status, Path(value).read_bytes(), Path(value).suffix or output.suffix)
-        except OSError as exc:
-            raise RequestFailed(f"HTTP {status}, cannot read {value}: {exc.strerror}", status) from None
+        return Answer(status, _read_local(value, status), _suffix(value, output.suffix))
     url = resolve(value, base)
-    if not allowed_host(urlsplit(url).hostname, host):
-        raise RequestFailed(f"HTTP {status}, refused to fetch {url}: neither loopback nor serve.host", status)
+    try:
+        hostname, path = urlsplit(url).hostname, urlsplit(url).path
+    except ValueError as exc:
+        raise RequestFailed(f"HTTP {status}, field {output.field!r} is not a URL ({exc})", status) from None
+    if not allowed_host(hostname, host):
+        raise RequestFailed(f"HTTP {status}, refused to fetch {url[:EXCERPT_CHARS]}: neither loopback nor serve.host",
+                            status)
     got, data = call("GET", url, None, {}, timeout)
     if not 200 <= got < 300:
-        raise RequestFailed(f"fetching {url}: HTTP {got}: {excerpt(data)}", got)
-    return Answer(status, data, Path(urlsplit(url).path).suffix or output.suffix)
+        raise RequestFailed(f"fetching {url[:EXCERPT_CHARS]}: HTTP {got}: {excerpt(data)}", got)
+    return Answer(status, data, _suffix(path, output.suffix))
 
 
 def wait_ready(url: str, timeout: float, alive: Callable[[], bool], on_tick: Callable[[], None]) -> tuple[bool, str]:

@@ -44,6 +44,8 @@ REQUEST_KEYS = {"url": (str, None), "method": (str, "POST"), "body": ((dict, lis
 OUTPUT_KEYS = {"kind": (str, "body"), "field": (str, None), "suffix": (str, ".mp4")}
 OUTPUT_KINDS = ("body", "base64", "url", "path")
 METHODS = ("GET", "POST", "PUT")
+MAX_CONCURRENCY = 4096  # load threads of one level
+MAX_RESTARTS = 10_000  # as a case's repeats
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 PER_REQUEST = ("prompt", "seed", "name")  # placeholders every prompt fills
 PER_SERVER = ("host", "port")  # placeholders of the server process (its free port)
@@ -165,16 +167,19 @@ def _check_url(url: str, host: str, path: str, field: str) -> None:
 def _read_prompts(source: str, path: str) -> list:
     p = Path(source)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise BadInput(f"cannot read the prompts file {source}: {exc.strerror}", path=path, field="serve.prompts")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"prompts file {source} is not UTF-8 text (byte {exc.start})", path=path,
+                       field="serve.prompts") from None
     try:
         if p.suffix == ".txt":
             return [line.strip() for line in text.splitlines() if line.strip()]
         if p.suffix == ".jsonl":
             return [json.loads(line) for line in text.splitlines() if line.strip()]
         items = yaml.safe_load(text)  # .json is YAML too
-    except ValueError as exc:  # json and yaml errors both
+    except (ValueError, RecursionError, yaml.YAMLError) as exc:
         raise BadInput(f"prompts file {source} is not readable ({exc})", path=path, field="serve.prompts") from None
     if not isinstance(items, list):
         raise BadInput(f"prompts file {source} must hold a list", path=path, field="serve.prompts")
@@ -255,15 +260,15 @@ def validate(top: dict, raw: dict, path: str) -> tuple[ServeSpec, dict[str, Serv
         raise BadInput("a serve case starts one server process per trial (its own ranks are its business)",
                        path=path, field="processes")
     restarts = s["server_restarts"]
-    if restarts < 1:
-        raise BadInput("must be >= 1", path=path, field="serve.server_restarts")
+    if not 1 <= restarts <= MAX_RESTARTS:
+        raise BadInput(f"must be in 1..{MAX_RESTARTS}", path=path, field="serve.server_restarts")
     if raw.get("repeats") and top["repeats"] != {"min": restarts, "max": restarts}:
         raise BadInput("a serve case repeats through serve.server_restarts (leave repeats out)", path=path,
                        field="repeats")
     levels = s["concurrency"]
-    if not levels or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in levels) \
-            or len(set(levels)) != len(levels):
-        raise BadInput("must be a list of distinct integers >= 1, e.g. [1, 2, 4]", path=path,
+    if not levels or not all(isinstance(c, int) and not isinstance(c, bool) and 1 <= c <= MAX_CONCURRENCY
+                             for c in levels) or len(set(levels)) != len(levels):
+        raise BadInput(f"must be a list of distinct integers in 1..{MAX_CONCURRENCY}, e.g. [1, 2, 4]", path=path,
                        field="serve.concurrency")
     if s["requests"] < 1:
         raise BadInput("must be >= 1", path=path, field="serve.requests")

@@ -4,21 +4,30 @@ limit on how many requests it works on at once, and a small deterministic video 
     python tests/serve/server.py --port P [--sleep-ms 100] [--max-concurrency 1] [--format mkv|npy]
         [--reply body|base64|url|path] [--noise A] [--startup-ms M]
         [--never-ready] [--exit-at-start CODE] [--crash-after K] [--fail-every K] [--hang-after K]
-        [--spawn-child] [--tag TAG]
+        [--spawn-child] [--tag TAG] [--out-dir DIR]
 
 GET /health answers 200 once it is up (503 forever with --never-ready). POST /generate takes a JSON body
 ``{prompt, seed, width, height, frames}``; the frames depend only on seed and size (``frames()``, which
 tests import as the oracle), plus +-A noise from the seed with --noise. A request holds one of
 ``--max-concurrency`` slots while it sleeps and encodes; the others wait for a slot.
+
+Hostile answers (``--reply``): ``huge`` announces 10 TB and sends zeros until the client hangs up,
+``endless`` sends zeros with no length until then, ``stall`` sends 10 of 1000 announced bytes and then
+nothing, ``drip`` one byte every 20 ms of a million. A hung request (``--hang-after``, ``stall``) waits
+until ``Handler.release`` is set (the in-process tests' teardown sets it). ``--reply path`` files go
+to ``--out-dir``, else to a temporary folder removed when the server ends (SIGTERM included).
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import base64
 import io
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -27,6 +36,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
+
+HOSTILE = ("huge", "endless", "stall", "drip")
 
 
 def frames(seed: int, width: int, height: int, count: int, noise: int = 0) -> np.ndarray:
@@ -58,7 +69,7 @@ def make_handler(args: argparse.Namespace):
     lock = threading.Lock()
     state = {"requests": 0}
     stored: dict[str, bytes] = {}
-    out_dir = tempfile.mkdtemp(prefix="perfkit-test-server-")
+    release = threading.Event()
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, fmt, *a):  # one line per request on stdout (the server's log)
@@ -70,6 +81,26 @@ def make_handler(args: argparse.Namespace):
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+
+        def hostile(self, kind: str) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            length = {"huge": 10 ** 13, "stall": 1000, "drip": 10 ** 6}.get(kind)
+            if length is not None:
+                self.send_header("Content-Length", str(length))
+            self.end_headers()
+            if kind == "stall":
+                self.wfile.write(bytes(10))
+                self.wfile.flush()
+                release.wait()
+                return
+            block, pause = (b"x", 0.02) if kind == "drip" else (bytes(1 << 16), 0)
+            try:
+                while not release.is_set():
+                    self.wfile.write(block)
+                    time.sleep(pause)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up, as it should
+                pass
 
         def do_GET(self):
             if self.path == "/health":
@@ -91,7 +122,10 @@ def make_handler(args: argparse.Namespace):
                 os._exit(3)
             if args.hang_after is not None and n > args.hang_after:
                 print(f"hanging on request {n}", file=sys.stderr, flush=True)
-                threading.Event().wait()
+                release.wait()
+                return
+            if args.reply in HOSTILE:
+                return self.hostile(args.reply)
             if args.fail_every and n % args.fail_every == 0:
                 return self.reply(500, json.dumps({"error": f"injected failure on request {n}"}).encode())
             with slots:
@@ -107,11 +141,12 @@ def make_handler(args: argparse.Namespace):
             if args.reply == "url":
                 stored[name] = data
                 return self.reply(200, json.dumps({"video": {"url": f"/outputs/{name}"}}).encode())
-            path = os.path.join(out_dir, name)
+            path = os.path.join(args.out_dir, name)
             with open(path, "wb") as f:
                 f.write(data)
             self.reply(200, json.dumps({"path": path}).encode())
 
+    Handler.release = release
     return Handler
 
 
@@ -122,7 +157,7 @@ def main() -> None:
     p.add_argument("--sleep-ms", type=float, default=100)
     p.add_argument("--max-concurrency", type=int, default=1)
     p.add_argument("--format", choices=("mkv", "npy"), default="mkv")
-    p.add_argument("--reply", choices=("body", "base64", "url", "path"), default="body")
+    p.add_argument("--reply", choices=("body", "base64", "url", "path", *HOSTILE), default="body")
     p.add_argument("--noise", type=int, default=0)
     p.add_argument("--startup-ms", type=float, default=0)
     p.add_argument("--never-ready", action="store_true")
@@ -132,7 +167,12 @@ def main() -> None:
     p.add_argument("--hang-after", type=int)
     p.add_argument("--spawn-child", action="store_true", help="start a sleeping child (teardown checks)")
     p.add_argument("--tag", default="", help="a marker in the argv, for tests that look for leftovers")
+    p.add_argument("--out-dir", help="where --reply path writes (default: a temporary folder, removed at exit)")
     args = p.parse_args()
+    if args.out_dir is None:
+        args.out_dir = tempfile.mkdtemp(prefix="perfkit-test-server-")
+        atexit.register(shutil.rmtree, args.out_dir, True)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # perfkit ends servers with SIGTERM: clean up
     if args.exit_at_start is not None:
         print("test server: refusing to start", file=sys.stderr, flush=True)
         sys.exit(args.exit_at_start)

@@ -3,6 +3,8 @@ and timeouts as failed requests, readiness, and the closed loop's concurrency.""
 
 import argparse
 import io
+import json
+import os
 import threading
 import time
 from http.server import ThreadingHTTPServer
@@ -20,13 +22,15 @@ VALUES = {"prompt": "a fox", "seed": 5, "width": 32, "height": 24, "frames": 3}
 
 
 @pytest.fixture
-def served():
-    """Start the test server in a thread with the given options; yields a function returning its base URL."""
+def served(tmp_path):
+    """Start the test server in a thread with the given options; yields a function returning its base URL.
+    Teardown releases hung requests, so no handler thread outlives the test."""
     servers = []
 
     def start(**options) -> str:
         defaults = {"sleep_ms": 0, "max_concurrency": 4, "format": "npy", "reply": "body", "noise": 0,
-                    "never_ready": False, "crash_after": None, "fail_every": None, "hang_after": None}
+                    "never_ready": False, "crash_after": None, "fail_every": None, "hang_after": None,
+                    "out_dir": str(tmp_path)}
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), SERVER.make_handler(argparse.Namespace(**{**defaults,
                                                                                               **options})))
         httpd.daemon_threads = True
@@ -36,6 +40,7 @@ def served():
 
     yield start
     for httpd in servers:
+        httpd.RequestHandlerClass.release.set()
         httpd.shutdown()
         httpd.server_close()
 
@@ -136,3 +141,55 @@ def test_a_stopped_loop_sends_no_more_and_aborts_what_is_in_flight():
     t0 = time.monotonic()
     closed_loop(100, 1, send, lambda: len(sent) >= 3, abort, lambda: None)
     assert sent == [0, 1, 2] and aborted and time.monotonic() - t0 < 5
+
+
+def test_a_body_larger_than_memory_is_refused_not_held(served, monkeypatch):
+    """10 TB announced: refused on the header. No length and no end: refused at the limit (8 MB here,
+    MAX_ANSWER_BYTES in use), holding no more than that."""
+    import tracemalloc
+
+    with pytest.raises(RequestFailed, match=r"HTTP 200: an answer of 10,000,000,000,000\+ bytes, over perfkit's limit"):
+        generate(served(reply="huge"), OutputSpec("body", None, ".npy"))
+    monkeypatch.setattr("perfkit.serve.load.MAX_ANSWER_BYTES", 8 << 20)
+    tracemalloc.start()
+    try:
+        with pytest.raises(RequestFailed, match=r"an answer of [89],\d{3},\d{3}\+ bytes, over perfkit's limit of 8,388,608"):
+            generate(served(reply="endless"), OutputSpec("body", None, ".npy"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 << 20
+
+
+@pytest.mark.parametrize("reply", ["stall", "drip"])
+def test_a_body_that_never_ends_is_timed_out_on_one_deadline(served, reply):
+    """``stall`` sends 10 bytes and waits (the socket timeout), ``drip`` a byte every 20 ms for 5.5 hours
+    (each byte within the socket timeout: only a deadline for the whole body ends it)."""
+    t0 = time.monotonic()
+    with pytest.raises(RequestFailed) as err:
+        generate(served(reply=reply), OutputSpec("body", None, ".npy"), timeout=0.5)
+    assert err.value.timed_out and time.monotonic() - t0 < 2.5
+    if reply == "drip":
+        assert str(err.value).startswith("HTTP 200: the body did not end within 0.5 s (")
+
+
+def test_a_path_output_must_be_a_regular_file_and_a_suffix_a_plain_one(tmp_path):
+    fifo = tmp_path / "pipe.mp4"
+    os.mkfifo(fifo)
+    spec = OutputSpec("path", "path", ".mp4")
+    for value, message in (("/dev/zero", "is not a regular file"), (str(fifo), "is not a regular file"),
+                           (str(tmp_path), "is not a regular file"), ("/no/such/file.mp4", "No such file"),
+                           ("a\0b.mp4", "embedded null byte")):
+        with pytest.raises(RequestFailed, match=message):  # never blocks on the FIFO, never reads /dev/zero
+            take_output(spec, 200, json.dumps({"path": value}).encode(), "http://127.0.0.1:1", "127.0.0.1", 1)
+    odd = tmp_path / "out.mp4\n"
+    odd.write_bytes(b"video")
+    answer = take_output(spec, 200, json.dumps({"path": str(odd)}).encode(), "http://127.0.0.1:1", "127.0.0.1", 1)
+    assert answer == (200, b"video", ".mp4")  # the case's suffix, not ".mp4\n"
+
+
+@pytest.mark.parametrize("url", ["http://[::1/v.mp4", "http://127.0.0.1:99999/v.mp4", "/v\u00e9.mp4"])
+def test_a_url_output_that_is_no_url_is_a_failed_request(url):
+    with pytest.raises(RequestFailed):
+        take_output(OutputSpec("url", "url", ".mp4"), 200, json.dumps({"url": url}).encode(), "http://127.0.0.1:1",
+                    "127.0.0.1", 1)
