@@ -67,6 +67,38 @@ def determinism(run_dir: Path, trials: list[dict], name: str) -> dict | None:
                                     if t["variant"] == name and t["status"] == "ok"])
 
 
+def compile_cache_summary(case: Case, run_dir: Path, trials: list[dict], variants: dict) -> dict | None:
+    """Cold against warm compile caches (variants with ``compile_cache``), side by side: each one's first
+    step and ``compile_s`` (medians over good trials), the cache hits its program counted
+    (``compile_cache_hits``), the jax cache entries its trials wrote (counted on disk), a server's
+    ``ready_s``, its priming trial; and whether every good trial of them all wrote bit-identical outputs
+    (``outputs``: ``perfkit.quality.repeats_quality`` over those trials). None without such variants."""
+    cached = [v for v in case.run_variants() if v.compile_cache]
+    if not cached:
+        return None
+    rows = {}
+    for v in cached:
+        mine = [t for t in trials if t["variant"] == v.name and t["status"] == "ok" and "compile_cache" in t]
+        caches = [t["compile_cache"] for t in mine]
+        primed = run_dir / "compile_cache" / v.name / "primed.json"
+        prime = json.loads(primed.read_text()) if primed.exists() else None
+        values = variants[v.name]["values"]
+        rows[v.name] = {
+            "mode": v.compile_cache, "trials": len(mine),
+            "first_step_ms": variants[v.name]["first_step_ms"]["median"],
+            **{name: values.get(key, {}).get("median") for name, key in
+               (("compile_s", "compile_s"), ("cache_hits", "compile_cache_hits"), ("ready_s", "ready_s"))},
+            "entries_at_start": stats.summarize([c["before"]["jax_entries"] for c in caches])["median"],
+            "entries_written": stats.summarize([c["after"]["jax_entries"] - c["before"]["jax_entries"]
+                                                for c in caches])["median"],
+            "priming": prime and {"status": prime["status"], "wall_s": prime["wall_s"],
+                                  "entries": prime["compile_cache"]["after"]["jax_entries"]},
+        }
+    outputs = quality.repeats_quality([media.output_files(run_dir / t["dir"]) for t in trials
+                                       if t["status"] == "ok" and t["variant"] in rows])
+    return {"variants": rows, "outputs": outputs}
+
+
 def rank_summary(case: Case, run_dir: Path) -> dict:
     """Rank consistency per variant. One SPMD controller compiles one program for all devices; with one
     process per rank, ``perfkit hlo-diff`` compares the programs of the first trial of each variant whose
@@ -182,6 +214,7 @@ def summarize_run(run_dir: Path, *, interrupted: bool = False) -> tuple[Case, di
         "quality": quality_summary(run_dir, trials, a, b, None if case.kind == "serve" else case.oracle),
         "determinism": {v.name: determinism(run_dir, trials, v.name) for v in case.variants},
         "ranks": rank_summary(case, run_dir),
+        "compile_cache": None,
         "breakdown": trace_summary(run_dir, trials, [v.name for v in variants]),
         "trials": {"total": len(trials), "ok": sum(t["status"] == "ok" for t in trials),
                    "failed": [{"index": t["index"], "variant": t["variant"], "status": t["status"],
@@ -190,6 +223,7 @@ def summarize_run(run_dir: Path, *, interrupted: bool = False) -> tuple[Case, di
         "reproduce": reproduce(run_dir, env),
         "interrupted": interrupted,
     }
+    summary["compile_cache"] = compile_cache_summary(case, run_dir, trials, summary["variants"])
     # per variant, the step program of its first trial with XLA dumps; bounds where the run's chip is known
     summary["cost"], summary["roofline"] = run_costs(run_dir, summary)
     if case.kind == "serve":  # per-level latency, outputs/min, served quality (perfkit.serve.analysis)

@@ -147,6 +147,27 @@ def _quality(summary: dict, plots: dict[str, str] | None = None) -> list[str]:
     return lines
 
 
+def _compile_cache(cc: dict) -> list[str]:
+    """Cold against warm compile caches side by side, and whether their outputs are bit-identical."""
+    rows = ["| variant | cache | first step (ms) | compile_s | cache hits | entries at start | entries written | "
+            "server ready_s | priming |", "| --- | --- |" + " ---: |" * 6 + " --- |"]
+    for name, r in cc["variants"].items():
+        p = r["priming"]
+        primed = "-" if p is None else f"{p['status']}, {p['wall_s']:.1f} s, {p['entries']} entries"
+        rows.append(f"| {name} | {r['mode']} | {_ms(r['first_step_ms'])} | {_value('compile_s', r['compile_s'])} | "
+                    + " | ".join(_value("", r[k]) for k in ("cache_hits", "entries_at_start", "entries_written"))
+                    + f" | {_value('ready_s', r['ready_s'])} | {primed} |")
+    o = cc["outputs"]
+    if o is None:
+        said = "no outputs to compare."
+    elif o["bit_identical"]:
+        said = f"yes, all {o['runs']} good trials (sha256 {o['sha256']})."
+    else:
+        said = f"**no**: {o['differing_runs']} of {o['runs']} good trials differ from the first."
+    return [*rows, "", "Medians over good trials. Cache hits: the program's count (jax's monitoring events); entries: "
+            "jax cache files on disk. Outputs bit-identical across cold and warm: " + said]
+
+
 def _first_difference(first: dict | None) -> str:
     """A table cell: where the first divergent rank's program first differs from the majority's."""
     if not first:
@@ -342,6 +363,8 @@ def render(summary: dict, plots: dict[str, str] | None = None) -> str:
         out += ["## Serving", "", *section(summary), ""]
     else:
         out += ["## Timing", "", *_timing(summary), ""]
+    if summary.get("compile_cache"):
+        out += ["## Compile cache", "", *_compile_cache(summary["compile_cache"]), ""]
     if summary["trials"]["failed"]:
         out += ["## Failed trials", "", *_failures(summary), ""]
     out += ["## Quality", "", *_quality(summary, plots), ""]

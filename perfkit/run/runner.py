@@ -19,6 +19,7 @@ import datetime as dt
 import json
 import os
 import random
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -31,7 +32,7 @@ from perfkit.run import envinfo, finish, ranks, rundir, stackdump, sweep
 from perfkit.run.case import Case
 from perfkit.run.metrics import is_timed, read_metrics
 from perfkit.run.ranks import devices_per_process, xla_flags
-from perfkit.run.trial import RunOptions, Trial
+from perfkit.run.trial import RunOptions, Trial, cache_entries, compile_cache_env
 from perfkit.serve import trial as served
 
 # Each case kind runs its trials through the same two functions (perfkit.run.trial's docstring).
@@ -80,9 +81,66 @@ def undecided(case: Case, names: list[str], trials: list[dict]) -> bool:
 
 
 def default_run_dir(case: Case) -> Path:
+    """``reports/runs/<case>-<time>`` under the folder perfkit was started in (never inside an installed
+    or editable package)."""
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in case.name)
-    return REPO_ROOT / "reports" / "runs" / f"{safe}-{stamp}"
+    return Path.cwd() / "reports" / "runs" / f"{safe}-{stamp}"
+
+
+PRIMED = "primed.json"  # in a warm cache folder: the record of the untimed trial that filled it
+
+
+def cache_folder(case: Case, run_dir: Path, trial_dir: Path, name: str) -> Path | None:
+    """The compile cache a trial of variant ``name`` starts with: cold, a fresh one in its trial folder;
+    warm, the variant's own, primed once (``compile_cache/<variant>/``); None without compile_cache."""
+    mode = case.variant(name).compile_cache
+    if mode is None:
+        return None
+    return trial_dir / "compile_cache" if mode == "cold" else run_dir / "compile_cache" / name
+
+
+def with_cache(case: Case, name: str, folder: Path) -> Case:
+    """The case with variant ``name``'s environment pointing its compile caches at ``folder`` (every case
+    kind starts its processes with the variant's env; the A/A control's comes from the baseline's)."""
+    target = case.variants[0].name if name == case.aa_name else name
+    return dataclasses.replace(case, variants=[
+        dataclasses.replace(v, env={**v.env, **compile_cache_env(folder)}) if v.name == target else v
+        for v in case.variants])
+
+
+def run_cached_trial(case: Case, trial: Trial, trial_dir: Path, run_dir: Path, run_one) -> dict | None:
+    """Run a trial through ``run_one(case, trial, trial_dir)`` with its variant's compile cache: a cold
+    cache is emptied before and removed after (its count kept); the record gains ``compile_cache``
+    (mode, entries before and after, on disk)."""
+    folder = cache_folder(case, run_dir, trial_dir, trial.variant)
+    if folder is None:
+        return run_one(case, trial, trial_dir)
+    cold = case.variant(trial.variant).compile_cache == "cold"
+    if cold:
+        shutil.rmtree(folder, ignore_errors=True)
+    before = cache_entries(folder)
+    record = run_one(with_cache(case, trial.variant, folder), trial, trial_dir)
+    if record is not None:
+        record["compile_cache"] = {"mode": "cold" if cold else "warm", "before": before, "after": cache_entries(folder)}
+    if cold:
+        shutil.rmtree(folder, ignore_errors=True)
+    return record
+
+
+def prime(case: Case, run_dir: Path, name: str, run_one, progress: Progress) -> bool:
+    """Fill a warm variant's cache with one untimed trial (index -1, in ``compile_cache/<v>/prime/``),
+    once per run: its record goes to ``compile_cache/<v>/primed.json``, never to trials.jsonl. False
+    when it was interrupted."""
+    folder = run_dir / "compile_cache" / name
+    if (folder / PRIMED).exists():
+        return True
+    progress.stream.write(f"priming the compile cache of {name} (untimed)\n")
+    record = run_cached_trial(case, Trial(-1, name, -1), folder / "prime", run_dir, run_one)
+    if record is None:
+        return False
+    rundir.write_atomic(folder / PRIMED, json.dumps(record))
+    return True
 
 
 class Progress:
@@ -128,6 +186,13 @@ def _check_options(case: Case, options: RunOptions) -> None:
         if not (host and port.isdigit()):
             raise BadInput(f"must be HOST:PORT, got {options.coordinator!r}", path=case.source,
                            field="--coordinator")
+    if any(v.compile_cache for v in case.variants):
+        if options.salt:
+            raise BadInput("--salt turns compile caches off; this case's variants set compile_cache themselves",
+                           path=case.source, field="--salt")
+        if options.hosts > 1:
+            raise BadInput("compile_cache variants run on one host (the priming trial is not shared across hosts)",
+                           path=case.source, field="--hosts")
     if options.hosts > 1:
         if case.kind == "serve":
             raise BadInput("a serve case runs its servers from one host", path=case.source, field="--hosts")
@@ -220,17 +285,24 @@ def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, resume: bool, e
     adaptive = options.hosts == 1 and len(names) >= 2
     rounds = max([case.repeats["min"]] + [t["round"] + 1 for t in done.values()])
     interrupted = False
+    plan: list[Trial] = []
+
+    def run_one(trial_case: Case, trial: Trial, trial_dir: Path) -> dict | None:
+        return KINDS[case.kind].run_trial(
+            trial_case, trial, trial_dir, options, hook, port_base + max(trial.index, 0),
+            lambda: progress.running(len(done) + 1, len(plan), trial.variant, list(done.values()),
+                                     trial_dir / "rank0" / "metrics.jsonl"))
+
     try:
-        while True:
+        warm = [n for n in names if case.variant(n).compile_cache == "warm"]
+        interrupted = not all(prime(case, run_dir, n, run_one, progress) for n in warm)
+        while not interrupted:
             plan = plan_trials(names, rounds, case.order, case.seed)
             for trial in plan:
                 if trial.index in done:
                     continue
                 trial_dir = run_dir / "trials" / trial.dirname
-                record = KINDS[case.kind].run_trial(
-                    case, trial, trial_dir, options, hook, port_base + trial.index,
-                    lambda: progress.running(len(done) + 1, len(plan), trial.variant, list(done.values()),
-                                             trial_dir / "rank0" / "metrics.jsonl"))
+                record = run_cached_trial(case, trial, trial_dir, run_dir, run_one)
                 if record is None:
                     interrupted = True
                     break

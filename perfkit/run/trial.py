@@ -21,6 +21,9 @@ from perfkit.run import stackdump
 
 # With --salt: caches that would let a trial skip compiling (jax's persistent cache, torch inductor's).
 SALT_ENV = {"JAX_ENABLE_COMPILATION_CACHE": "false", "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
+# A variant's compile_cache: the persistent caches its processes start with (jax's and torch inductor's),
+# with jax's thresholds off so that small programs (a CPU run's) are written too.
+JAX_CACHE, INDUCTOR_CACHE = "jax", "inductor"  # a cache folder's parts
 PYTHON_NAMES = ("python", "python3")  # a command's argv[0] that means "the Python perfkit runs in"
 
 
@@ -63,6 +66,22 @@ def trial_salt(options: RunOptions, trial_dir: Path, trial: Trial) -> str | None
         return None
     scope = f"{options.run_id}/{trial_dir.parent.parent.name}/{trial.index}"
     return hashlib.sha256(scope.encode()).hexdigest()[:16]
+
+
+def compile_cache_env(folder: Path) -> dict[str, str]:
+    """The variables that point jax's persistent compilation cache and torch inductor's cache at
+    ``folder``."""
+    return {"JAX_ENABLE_COMPILATION_CACHE": "true", "JAX_COMPILATION_CACHE_DIR": str(folder / JAX_CACHE),
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
+            "TORCHINDUCTOR_CACHE_DIR": str(folder / INDUCTOR_CACHE)}
+
+
+def cache_entries(folder: Path) -> dict[str, int]:
+    """What a compile cache folder holds, counted on disk (any program, any kind): jax's entries (one
+    ``<module>-<key>-cache`` file per compiled program; its ``-atime`` files are not entries) and
+    inductor's files."""
+    return {"jax_entries": sum(1 for p in (folder / JAX_CACHE).rglob("*-cache") if p.is_file()),
+            "inductor_files": sum(1 for p in (folder / INDUCTOR_CACHE).rglob("*") if p.is_file())}
 
 
 def process_env(overrides: dict[str, str], rank_dir: Path, hook: Path | None, salt: str | None) -> dict[str, str]:

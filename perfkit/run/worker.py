@@ -24,14 +24,17 @@ from pathlib import Path
 # jax's monitoring events for tracing, lowering and compiling a program (jax/_src/dispatch.py).
 COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
                   "/jax/core/compile/backend_compile_duration")
-CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
+# jax's persistent-cache events (jax/_src/compiler.py, compilation_cache.py): a program read from the
+# cache, and one compiled and written to it ("misses").
+CACHE_HIT_EVENT, CACHE_WRITE_EVENT = "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"
 
 
 class CompileMeter:
-    """Seconds this process spent compiling, and persistent compilation-cache hits (0 with --salt)."""
+    """Seconds this process spent compiling, and persistent compilation-cache hits and writes (0 with
+    --salt or without a cache)."""
 
     def __init__(self, monitoring):
-        self.seconds, self.cache_hits = 0.0, 0
+        self.seconds, self.cache_hits, self.cache_writes = 0.0, 0, 0
         monitoring.register_event_duration_secs_listener(self._duration)
         monitoring.register_event_listener(self._event)
 
@@ -42,6 +45,8 @@ class CompileMeter:
     def _event(self, event: str, **_) -> None:
         if event == CACHE_HIT_EVENT:
             self.cache_hits += 1
+        elif event == CACHE_WRITE_EVENT:
+            self.cache_writes += 1
 
 
 def start_distributed(jax) -> None:
@@ -128,7 +133,6 @@ def main(argv: list[str]) -> int:
         if save_latents:  # after the timed step; float32 because npy has no bfloat16
             latents.append(host_latents(jax, den))
     record.value("compile_s", compiles.seconds - setup_compile_s)  # the step program(s)
-    record.value("compile_cache_hits", compiles.cache_hits)
 
     out = record.outputs_dir()
     if spec.get("outputs", True):
@@ -144,6 +148,9 @@ def main(argv: list[str]) -> int:
         last = den.step()
     last.block_until_ready()
     record.natural((time.perf_counter() - t) * 1e3 / run.steps, run.steps)
+    # every program this process ran: setup, steps, output gathering
+    record.value("compile_cache_hits", compiles.cache_hits)
+    record.value("compile_cache_writes", compiles.cache_writes)
     return 0
 
 
