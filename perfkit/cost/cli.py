@@ -110,7 +110,7 @@ def cost(paths, chip_name, step_module, model, config, rows, plan_name, plan_opt
         if (Path(path) / "trials").is_dir():
             summary_file = Path(path) / "summary.json"
             summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
-            found, roofs = run_costs(Path(path), summary, chip)
+            found, roofs = run_costs(Path(path), summary, chip, step_module)
             if not found:
                 raise BadInput("no trial wrote XLA dumps (capture.xla_dump: none?)", path=path)
             prefix = "" if len(paths) == 1 else f"{path}:"

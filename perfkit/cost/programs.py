@@ -99,7 +99,8 @@ def cost_block(folder: Path, chip: Chip | None, measured_ms: float | None = None
             "roofline": roofline(step.as_json(), chip, measured_ms) if chip is not None else None}
 
 
-def run_costs(run_dir: Path, summary: dict, chip: Chip | None = None) -> tuple[dict, dict]:
+def run_costs(run_dir: Path, summary: dict, chip: Chip | None = None,
+              step_module: str | None = None) -> tuple[dict, dict]:
     """``cost`` and ``roofline`` of summary.json: per variant with dumps; the roofline on ``chip``, else on
     the run's own chip (env.json's devices, else its profiles' plane stats), where a step timed on that
     chip is set beside its bound."""
@@ -115,7 +116,7 @@ def run_costs(run_dir: Path, summary: dict, chip: Chip | None = None) -> tuple[d
         step_ms = ((summary.get("variants") or {}).get(variant) or {}).get("step_ms") or {}
         timed_here = own is not None and chip is not None and own.name == chip.name
         try:
-            block = cost_block(folder, chip, step_ms.get("median") if timed_here else None)
+            block = cost_block(folder, chip, step_ms.get("median") if timed_here else None, step_module)
         except BadInput as exc:  # a dump that does not parse costs nothing, the rest of the run still counts
             cost[variant] = {"dumps": str(folder), "error": exc.line()}
             continue
