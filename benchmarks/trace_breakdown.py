@@ -10,12 +10,15 @@ of op time in collectives: async all-gather and collective-permute pairs), every
 stall stat, program id a 64-bit fingerprint above 2**63; the program's HLO in ``/host:metadata``. The
 events are encoded with numpy (protobuf's Python objects would take minutes at this size), the rest
 (metadata, headers) with ``perfkit.trace.synthetic``. Each command runs under ``/usr/bin/time -v``
-(peak RSS of the process), ``--repeats`` times for perfkit (median), once for xprof (about 10 GB).
+(peak RSS of the largest process; user + system CPU of the process and the workers it waited for),
+``--repeats`` times for perfkit (median), once for xprof. On a shared machine wall times follow the
+load average (printed): CPU times compare the two tools' work where wall times cannot.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import statistics
@@ -150,8 +153,8 @@ def timed(argv: list[str]) -> dict:
     wall = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([\d.]+)", done.stderr)
     h, m, sec = (float(g or 0) for g in wall.groups())
     rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr).group(1))
-    user = float(re.search(r"User time \(seconds\): ([\d.]+)", done.stderr).group(1))
-    return {"wall_s": 3600 * h + 60 * m + sec, "rss_mib": rss / 1024, "user_s": user, "stdout": done.stdout}
+    cpu = sum(float(re.search(rf"{kind} time \(seconds\): ([\d.]+)", done.stderr).group(1)) for kind in ("User", "System"))
+    return {"wall_s": 3600 * h + 60 * m + sec, "rss_mib": rss / 1024, "cpu_s": cpu, "stdout": done.stdout}
 
 
 def main() -> None:
@@ -175,14 +178,18 @@ def main() -> None:
         wall = statistics.median(r["wall_s"] for r in runs)
         rss = max(r["rss_mib"] for r in runs)
         each = ", ".join(f"{r['wall_s']:.2f}" for r in runs)
-        print(f"perfkit trace breakdown: {wall:.2f} s wall (median of {len(runs)}: {each}), user {runs[0]['user_s']:.2f} s, "
-              f"peak RSS {rss:.0f} MiB, {events / wall / 1e6:.1f} M events/s")
+        cpu = statistics.median(r["cpu_s"] for r in runs)
+        print(f"perfkit trace breakdown: {wall:.2f} s wall (median of {len(runs)}: {each}), {cpu:.2f} s CPU "
+              f"(user + system, workers included), peak RSS {rss:.0f} MiB, {events / wall / 1e6:.1f} M events/s; "
+              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         if args.no_xprof or len(paths) > 1:
             print("xprof op_profile: not run" + (" (one file only)" if len(paths) > 1 else ""))
             return
         x = timed([sys.executable, "-c", _XPROF, str(paths[0])])
-        print(f"xprof op_profile: {x['wall_s']:.2f} s wall, peak RSS {x['rss_mib']:.0f} MiB")
-        print(f"perfkit is {x['wall_s'] / wall:.1f}x faster, with {x['rss_mib'] / rss:.1f}x less peak memory")
+        print(f"xprof op_profile: {x['wall_s']:.2f} s wall, {x['cpu_s']:.2f} s CPU, peak RSS {x['rss_mib']:.0f} MiB; "
+              f"load average {os.getloadavg()[0]:.1f}")
+        print(f"perfkit is {x['wall_s'] / wall:.1f}x faster in wall time ({x['cpu_s'] / cpu:.1f}x in CPU time), "
+              f"with {x['rss_mib'] / rss:.1f}x less peak memory")
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)

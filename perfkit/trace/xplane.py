@@ -132,8 +132,8 @@ def _programs(metadata_planes: list, path: Path) -> Programs:
             stats = {stat_names.get(s.metadata_id): _stat_value(s, stat_names) for s in md.stats}
             if isinstance(stats.get("Hlo Proto"), bytes):
                 numbered = re.search(r"\((\d+)\)$", md.name)
-                program_id = stats.get("program_id") or (int(numbered.group(1)) if numbered else mid)
-                protos[int(program_id)] = stats["Hlo Proto"]
+                program_id = _as_int(stats.get("program_id")) or (int(numbered.group(1)) if numbered else mid)
+                protos[program_id % 2**64] = stats["Hlo Proto"]  # as events hold it: uint64
     return Programs(protos, path)
 
 

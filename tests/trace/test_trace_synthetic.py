@@ -169,7 +169,7 @@ _INT = st.integers(-(2**63), 2**63 - 1)
 _VALUE = st.one_of(_INT, st.integers(0, 2**64 - 1).map(Uint64), st.floats(), st.binary(max_size=8),
                    st.text(max_size=8), st.text(max_size=8).map(Inline))
 _STAT_NAMES = st.sampled_from(["program_id", "hlo_op", "hlo_module", "hlo_category", "step_num", "group_id",
-                               "device_ordinal", "dma_stall_duration_ps", "_p", "symbol_id", "flops"])
+                               "device_ordinal", "dma_stall_duration_ps", "_p", "symbol_id", "flops", "Hlo Proto"])
 _PLANES = st.sampled_from(["/device:TPU:0", "/device:TPU:1", "/device:GPU:0", "/host:CPU", "/host:metadata",
                            "/device:CUSTOM:Megascale Trace", "Task Environment", "/device:TPU:0 SparseCore 0"])
 _LINES = st.sampled_from(["XLA Ops", "Async XLA Ops", "XLA Modules", "Steps", "TC Overlay", "Tensor Core",
