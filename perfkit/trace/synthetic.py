@@ -212,7 +212,8 @@ def tpu_profile(path: str | Path, chips: int = 1, steps: int = 2, program_id: in
                 lines["XLA TraceMe"].event(plane.op("ep_copy_in"), begin, dur // 4)
             for a, b in ASYNC_PAIRS:
                 first, last = (next(op for op in TPU_STEP if op.name == n) for n in (a, b))
-                lines["Async XLA Ops"].event(plane.op(hlo_text(first), display_name=a.removesuffix("-start")),
+                lines["Async XLA Ops"].event(plane.op(hlo_text(first), display_name=a.removesuffix("-start"),
+                                                      program_id=Uint64(program_id)),
                                              t0 + first.start_us * US, (last.start_us + last.dur_us - first.start_us) * US)
             lines["TC Overlay"].event(plane.op("overlay"), t0, 5 * US)
             for c, name in enumerate(COUNTERS):
