@@ -21,7 +21,7 @@ COMMANDS = {
     "cost": "perfkit.cost.cli:cost",
     "env": "perfkit.cli:env",
     "hlo-diff": "perfkit.hlo.cli:hlo_diff",
-    "quality": "perfkit.quality.compare:command",
+    "quality": "perfkit.quality.cli:command",
     "trace": "perfkit.trace.cli:trace",
     "models": "perfkit.models.listing:command",
 }

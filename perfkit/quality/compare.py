@@ -2,15 +2,18 @@
 the determinism of repeats. ``perfkit quality A B`` and the runner use the same functions.
 
 Conventions, stated because papers and tools differ:
-- Frames are uint8, data_range 255; videos are compared in RGB after decoding. MSE, PSNR and |d| are
-  per frame over all pixels and channels.
+- Frames are uint8, data range 255. A pair of videos in one 8-bit planar YUV format is measured in its own
+  planes (space ``yuv``: ``ffmpeg -i A -i B -lavfi psnr``); every pair can be measured in RGB after
+  decoding to RGB24 (space ``rgb``: the same filter after ``format=rgb24``). ``perfkit.quality.planes`` says
+  how each figure is made and pooled. The top-level figures are those of the headline space: ``rgb`` where
+  RGB is computed (``rgb=True``, the default of the Python API and of a run's summary), else ``yuv``.
 - ``psnr_mean_db`` is the mean of per-frame PSNR over the frames that differ (what many papers report).
   Identical frames have infinite PSNR: they are counted in ``identical_frames`` ("k of N frames
   identical") and left out of that mean, never clamped; it is inf only when every frame is identical.
-- ``psnr_pooled_db`` is the PSNR of the MSE pooled over all frames (ffmpeg psnr filter's "average");
-  ``psnr_min_db`` is the worst frame (ffmpeg's "min").
-- ``mean_abs_diff`` is in /255 units; ``share_over_16`` is the share of channel values with |d| > 16.
-- SSIM (on request) is scikit-image's with Wang et al.'s settings: Gaussian window sigma 1.5,
+- ``psnr_pooled_db`` is the PSNR of the MSE pooled over all frames (ffmpeg psnr's ``average`` in that
+  space); ``psnr_min_db`` is the worst frame (ffmpeg's ``min``).
+- ``mean_abs_diff`` is in /255 units; ``share_over_16`` is the share of samples with |d| > 16.
+- SSIM (on request, in RGB) is scikit-image's with Wang et al.'s settings: Gaussian window sigma 1.5,
   K1 0.01, K2 0.03, population covariance; per frame over channels, then averaged over frames.
 - Tensors (any non-uint8 array): relative L2 ||a - b|| / ||a||, cosine similarity, max and mean |a - b|,
   and PSNR with A's range (max - min) as data range. A is the reference.
@@ -21,25 +24,20 @@ from __future__ import annotations
 import hashlib
 import io
 import itertools
-import json
 import math
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import TYPE_CHECKING, Iterator, NamedTuple
 
-import click
 import numpy as np
-import pandas as pd
 
-from perfkit.common.summary import json_safe
 from perfkit.errors import BadInput
 from perfkit.quality.media import (DEFAULT_CODEC, LATENTS_FILE, Codec, Media, VideoFile, load_array, main_output,
-                           open_media, output_files, outputs_folder, parse_codec, prefetch, write_video)
+                                   open_media, output_files, outputs_folder, prefetch, write_video)
+from perfkit.quality.planes import (CHANNELS, DATA_RANGE, YUV_PLANES, Decoded, Tally, psnr, rgb_sums,
+                                    yuv_sums)
 
-DATA_RANGE = 255
-OVER = 16  # |d| above which a channel value counts as visibly different (the reference PRs' threshold)
-# 256 * 255**2 < 2**24: a float32 sum of 256 squared uint8 differences is exact, so per-frame sums are
-# exact integers at float32 speed.
-BLOCK = 256
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class FrameRange(NamedTuple):
@@ -69,27 +67,8 @@ def parse_frame_range(text: str | None) -> FrameRange:
     return rng
 
 
-def psnr(mse, data_range: float = DATA_RANGE):
-    """PSNR in dB of an MSE (scalar or array); inf where the MSE is 0."""
-    mse = np.asarray(mse, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(mse == 0, np.inf, 10.0 * np.log10(np.float64(data_range) ** 2 / mse))
-
-
-def _frame_sums(a: np.ndarray, b: np.ndarray) -> tuple[float, float, int, int]:
-    """Exact sums of one pair of uint8 frames: sum d^2, sum |d|, max |d|, count of |d| > OVER."""
-    absd = np.maximum(a, b)
-    absd -= np.minimum(a, b)  # |a - b| without widening to int16
-    flat = absd.reshape(-1).astype(np.float32)
-    whole = flat.size - flat.size % BLOCK
-    blocks, tail = flat[:whole].reshape(-1, BLOCK), flat[whole:]
-    sq = np.einsum("ij,ij->i", blocks, blocks).sum(dtype=np.float64) + float(tail @ tail)
-    ab = blocks.sum(axis=1).sum(dtype=np.float64) + float(tail.sum())
-    return sq, ab, int(absd.max()), int(np.count_nonzero(absd > OVER))
-
-
 def _ssim(a: np.ndarray, b: np.ndarray) -> float:
-    from skimage.metrics import structural_similarity
+    from skimage.metrics import structural_similarity  # scikit-image imports in ~0.3 s: only with --ssim
 
     try:
         return float(structural_similarity(a, b, channel_axis=-1, data_range=DATA_RANGE, gaussian_weights=True,
@@ -98,66 +77,119 @@ def _ssim(a: np.ndarray, b: np.ndarray) -> float:
         raise BadInput(f"SSIM: {exc}") from None
 
 
-def _hashed(frames: Iterator[np.ndarray], digest) -> Iterator[np.ndarray]:
+def _hashed(frames: Iterator[Decoded], digest, space: str) -> Iterator[Decoded]:
+    """Hash each frame as it passes (in the decoding thread): the bytes of its planes in ``space``, which
+    for ``yuv`` are the raw video's (``ffmpeg -f rawvideo``) and for ``rgb`` a (T, H, W, C) array's."""
     for frame in frames:
-        digest.update(np.ascontiguousarray(frame))
+        for plane in (frame.planes if space == "yuv" else (frame.rgb,)):
+            digest.update(np.ascontiguousarray(plane))
         yield frame
 
 
-def frame_table(a: Iterator[np.ndarray], b: Iterator[np.ndarray], labels: tuple[str, str],
-                ssim: bool = False, first: int = 0) -> tuple[pd.DataFrame, tuple[str, str]]:
-    """Per-frame metrics of two frame streams (each frame uint8 (H, W, C)), read in background threads;
-    ``first`` is the index of their first frame in the inputs.
+def _decoded(media: Media, frames: FrameRange, yuv: bool, rgb: bool) -> Iterator[Decoded]:
+    if yuv:
+        return media.planes(*frames, rgb=rgb)
+    return (Decoded(None, f) for f in media.frames(*frames))
 
-    Returns the tidy per-frame table (frame, mse, psnr_db, mean_abs_diff, max_abs_diff, share_over_16
-    [, ssim]) and the sha256 of each stream's frame bytes (equal to the sha256 of a (T, H, W, C) array).
-    """
+
+class FrameTable(NamedTuple):
+    """What a frame comparison measured: a Tally per space (the headline's last), SSIM per frame, sha256s."""
+
+    tallies: dict[str, Tally]
+    first: int
+    ssim: list[float] | None
+    sha256: tuple[str, str]
+
+    @property
+    def headline(self) -> Tally:
+        return list(self.tallies.values())[-1]
+
+    def rows(self) -> list[dict]:
+        """One record per frame: the headline space's figures, then every space's per-plane PSNR."""
+        columns = {"frame": np.arange(self.first, self.first + len(self.headline.rows)),
+                   **self.headline.per_frame()}
+        for space, tally in self.tallies.items():
+            if tally is not self.headline:
+                per_frame = tally.per_frame()
+                columns[f"psnr_{space}_db"] = per_frame["psnr_db"]
+                columns.update({k: v for k, v in per_frame.items() if k.startswith("psnr_") and k != "psnr_db"})
+        if self.ssim is not None:
+            columns["ssim"] = np.asarray(self.ssim)
+        return [dict(zip(columns, values)) for values in zip(*(c.tolist() for c in columns.values()))]
+
+    def summary(self) -> dict:
+        """The aggregate fields of ``perfkit quality --json`` (equal-size frames)."""
+        per_frame = self.headline.per_frame()
+        frame_psnr, mse = per_frame["psnr_db"], per_frame["mse"]
+        finite = frame_psnr[np.isfinite(frame_psnr)]
+        worst = int(np.argmax(mse))
+        out = {
+            "frames": len(mse),
+            "space": self.headline.space,
+            "psnr_mean_db": float(finite.mean()) if len(finite) else math.inf,
+            "psnr_pooled_db": float(psnr(mse.mean())),
+            "psnr_min_db": float(frame_psnr[worst]),
+            "worst_frame": self.first + worst,
+            "identical_frames": int((mse == 0).sum()),
+            "mean_abs_diff": float(per_frame["mean_abs_diff"].mean()),
+            "max_abs_diff": int(per_frame["max_abs_diff"].max()),
+            "share_over_16": float(per_frame["share_over_16"].mean()),
+            "bit_identical": bool((per_frame["max_abs_diff"] == 0).all()),
+        }
+        if self.ssim is not None:
+            out["ssim_mean"] = float(np.mean(self.ssim))
+        for space, tally in self.tallies.items():
+            out[space] = tally.ffmpeg_line()
+        return out
+
+
+def frame_table(a: Iterator[Decoded], b: Iterator[Decoded], labels: tuple[str, str], spaces: tuple[str, ...],
+                pix_fmt: str | None = None, ssim: bool = False, first: int = 0) -> FrameTable:
+    """Per-frame, per-plane sums of two decoded frame streams in each of ``spaces`` (``yuv`` needs the
+    frames' planes, ``rgb`` and SSIM their RGB), read and hashed in background threads; ``first`` is the
+    index of their first frame in the inputs. The last space is the headline, the one hashed."""
     pair = f"{labels[0]} vs {labels[1]}"
     digests = hashlib.sha256(), hashlib.sha256()
-    streams = prefetch(_hashed(a, digests[0])), prefetch(_hashed(b, digests[1]))
-    rows = []
+    streams = prefetch(_hashed(a, digests[0], spaces[-1])), prefetch(_hashed(b, digests[1], spaces[-1]))
+    tallies: dict[str, Tally] = {}
+    ssim_values: list[float] | None = [] if ssim else None
     try:
         for i, (fa, fb) in enumerate(itertools.zip_longest(*streams)):
             if fa is None or fb is None:
                 short, longer = labels if fa is None else labels[::-1]
                 raise BadInput(f"frame counts differ: {short} ends after {i} frames, {longer} has more", path=pair)
-            if fa.shape != fb.shape:
-                raise BadInput(f"frame sizes differ at frame {i}: {fa.shape} vs {fb.shape}", path=pair)
-            sq, ab, mx, over = _frame_sums(fa, fb)
-            row = (first + i, sq / fa.size, ab / fa.size, mx, over / fa.size)
-            rows.append(row + (_ssim(fa, fb),) if ssim else row)
+            shape_a, shape_b = ((fa.rgb.shape, fb.rgb.shape) if fa.rgb is not None else
+                                ([p.shape for p in fa.planes], [p.shape for p in fb.planes]))
+            if shape_a != shape_b:
+                raise BadInput(f"frame sizes differ at frame {i}: {shape_a} vs {shape_b}", path=pair)
+            if not tallies:
+                tallies = _tallies(fa, spaces, pix_fmt)
+            for space, tally in tallies.items():
+                tally.add(yuv_sums(fa.planes, fb.planes) if space == "yuv" else rgb_sums(fa.rgb, fb.rgb))
+            if ssim_values is not None:
+                ssim_values.append(_ssim(fa.rgb, fb.rgb))
     finally:
         for stream in streams:
             stream.close()
-    if not rows:
+    if not tallies:
         raise BadInput("no frames to compare", path=pair)
-    columns = ["frame", "mse", "mean_abs_diff", "max_abs_diff", "share_over_16"] + (["ssim"] if ssim else [])
-    table = pd.DataFrame(rows, columns=columns)
-    table.insert(2, "psnr_db", psnr(table["mse"].to_numpy()))
-    return table, (digests[0].hexdigest(), digests[1].hexdigest())
+    return FrameTable(tallies, first, ssim_values, (digests[0].hexdigest(), digests[1].hexdigest()))
 
 
-def summarize_frames(per_frame: pd.DataFrame) -> dict:
-    """The aggregate fields of ``perfkit quality --json`` from a per-frame table (equal-size frames)."""
-    finite = per_frame["psnr_db"][np.isfinite(per_frame["psnr_db"])]
-    out = {
-        "frames": len(per_frame),
-        "psnr_mean_db": float(finite.mean()) if len(finite) else math.inf,
-        "psnr_pooled_db": float(psnr(per_frame["mse"].mean())),
-        "psnr_min_db": float(per_frame["psnr_db"].min()),
-        "worst_frame": int(per_frame["frame"][per_frame["psnr_db"].idxmin()]),
-        "identical_frames": int((per_frame["mse"] == 0).sum()),
-        "mean_abs_diff": float(per_frame["mean_abs_diff"].mean()),
-        "max_abs_diff": int(per_frame["max_abs_diff"].max()),
-        "share_over_16": float(per_frame["share_over_16"].mean()),
-        "bit_identical": bool((per_frame["max_abs_diff"] == 0).all()),
-    }
-    if "ssim" in per_frame:
-        out["ssim_mean"] = float(per_frame["ssim"].mean())
-    return out
+def _tallies(frame: Decoded, spaces: tuple[str, ...], pix_fmt: str | None) -> dict[str, Tally]:
+    """Empty tallies shaped after the first frame: its planes' sizes, its channel count."""
+    tallies = {}
+    for space in spaces:
+        if space == "yuv":
+            tallies[space] = Tally(space, YUV_PLANES[:len(frame.planes)], tuple(p.size for p in frame.planes),
+                                   pix_fmt)
+        else:
+            h, w, c = frame.rgb.shape
+            tallies[space] = Tally(space, CHANNELS.get(c, tuple(f"c{i}" for i in range(c))), (h * w,) * c)
+    return tallies
 
 
-def tensor_table(a: np.ndarray, b: np.ndarray) -> pd.DataFrame:
+def tensor_table(a: np.ndarray, b: np.ndarray) -> "pd.DataFrame":
     """One row per leading index of two equal-shape tensors (a step, for latents (steps, ...)):
     rel_l2, cosine, psnr_db (A's range at that index), max_abs_diff, mean_abs_diff."""
     a2 = np.asarray(a, np.float64).reshape(len(a), -1)
@@ -169,6 +201,8 @@ def tensor_table(a: np.ndarray, b: np.ndarray) -> pd.DataFrame:
         cosine = np.einsum("ij,ij->i", a2, b2) / (norm_a * norm_b)
     mse = (d * d).mean(axis=1)
     data_range = np.ptp(a2, axis=1)
+    import pandas as pd  # ~0.3 s to import: only tensors and drift are tables, frames never
+
     return pd.DataFrame({
         "index": np.arange(len(a2)), "rel_l2": rel_l2, "cosine": cosine,
         "psnr_db": np.where(mse == 0, np.inf, np.where(data_range > 0, psnr(mse, data_range), np.nan)),
@@ -194,8 +228,10 @@ def compare_tensors(a: np.ndarray, b: np.ndarray, labels: tuple[str, str] = ("A"
 
 
 def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: bool = False,
-                  per_frame: bool = False) -> dict:
-    """Two opened inputs, A the reference: frames (``perfkit quality --json`` fields) or tensors."""
+                  per_frame: bool = False, rgb: bool = True) -> dict:
+    """Two opened inputs, A the reference: frames (``perfkit quality --json`` fields) or tensors. Two videos
+    of one YUV format are measured in their planes, and in RGB too unless ``rgb`` is False (which saves
+    converting every frame: RGB's figures are then absent, the headline is YUV's); SSIM needs RGB."""
     labels, pair = (a.label, b.label), f"{a.label} vs {b.label}"
     if a.kind != b.kind:
         raise BadInput(f"{a.label} holds {a.kind} ({a.detail}), {b.label} holds {b.kind} ({b.detail})",
@@ -205,14 +241,17 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
     if a.frame_shape != b.frame_shape:
         raise BadInput(f"frame sizes differ: {a.frame_shape} vs {b.frame_shape}", path=pair)
     _check_counts(a, b, frames)
-    table, sha = frame_table(a.frames(*frames), b.frames(*frames), labels, ssim, frames.start)
-    if frames.stop is not None and len(table) < frames.stop - frames.start:
-        raise BadInput(f"asked for frames {frames}, both end after frame {frames.start + len(table) - 1}",
-                       path=pair)
+    yuv = a.pix_fmt is not None and a.pix_fmt == b.pix_fmt
+    spaces = ("yuv",) * yuv + ("rgb",) * (rgb or ssim or not yuv)
+    table = frame_table(*(_decoded(m, frames, yuv, "rgb" in spaces) for m in (a, b)), labels, spaces,
+                        a.pix_fmt, ssim, frames.start)
+    n = len(table.headline.rows)
+    if frames.stop is not None and n < frames.stop - frames.start:
+        raise BadInput(f"asked for frames {frames}, both end after frame {frames.start + n - 1}", path=pair)
     out = {"kind": "frames", "inputs": [a.describe(), b.describe()], "range": str(frames),
-           "data_range": DATA_RANGE, **summarize_frames(table), "sha256": list(sha)}
+           "data_range": DATA_RANGE, **table.summary(), "sha256": list(table.sha256)}
     if per_frame:
-        out["per_frame"] = table.to_dict("records")
+        out["per_frame"] = table.rows()
     return out
 
 
@@ -230,17 +269,18 @@ def _check_counts(a: Media, b: Media, frames: FrameRange) -> None:
             raise BadInput(f"has {m.count} frames; --frames {frames} asks for more", path=m.label)
 
 
-def compare(a, b, frames: FrameRange = ALL_FRAMES, *, ssim: bool = False, per_frame: bool = False) -> dict:
+def compare(a, b, frames: FrameRange = ALL_FRAMES, *, ssim: bool = False, per_frame: bool = False,
+            rgb: bool = True) -> dict:
     """Compare two inputs, A the reference: paths (as ``perfkit quality`` takes them) or arrays, uint8
     frames (T, H, W, C), one frame (H, W, C) or (H, W), or tensors of any other dtype and shape."""
     return compare_media(open_media(a, "A" if isinstance(a, np.ndarray) else None),
                          open_media(b, "B" if isinstance(b, np.ndarray) else None), frames,
-                         ssim=ssim, per_frame=per_frame)
+                         ssim=ssim, per_frame=per_frame, rgb=rgb)
 
 
 def codec_floor(reference, codec: Codec = DEFAULT_CODEC, frames: FrameRange = ALL_FRAMES, *,
                 ssim: bool = False) -> dict:
-    """The reference against itself through ``codec``: the best a video served through that codec can
+    """The reference against itself through ``codec``, in RGB: the best a video served through that codec can
     score against the reference, so served-vs-reference figures can be judged. Encodes in memory.
     libx264 through PyAV is not bit-reproducible run to run: the floor moves by ~0.02 dB (measured)."""
     ref = open_media(reference)
@@ -249,11 +289,12 @@ def codec_floor(reference, codec: Codec = DEFAULT_CODEC, frames: FrameRange = AL
     buffer = io.BytesIO()
     write_video(ref.frames(*frames), buffer, codec)
     through = VideoFile(buffer.getvalue(), f"{ref.label} through {codec}")
-    table, _ = frame_table(ref.frames(*frames), through.frames(), (ref.label, through.label), ssim, frames.start)
-    return {"codec": str(codec), "bytes": len(buffer.getvalue()), "range": str(frames), **summarize_frames(table)}
+    table = frame_table(_decoded(ref, frames, False, True), _decoded(through, ALL_FRAMES, False, True),
+                        (ref.label, through.label), ("rgb",), ssim=ssim, first=frames.start)
+    return {"codec": str(codec), "bytes": len(buffer.getvalue()), "range": str(frames), **table.summary()}
 
 
-def drift(a: np.ndarray, b: np.ndarray, labels: tuple[str, str] = ("A", "B")) -> pd.DataFrame:
+def drift(a: np.ndarray, b: np.ndarray, labels: tuple[str, str] = ("A", "B")) -> "pd.DataFrame":
     """Per-step latents of two variants, each (steps, ...): how far B drifts from A at every step."""
     if a.shape != b.shape or a.ndim < 2:
         raise BadInput(f"per-step latents must share a (steps, ...) shape: {list(a.shape)} vs {list(b.shape)}",
@@ -261,11 +302,11 @@ def drift(a: np.ndarray, b: np.ndarray, labels: tuple[str, str] = ("A", "B")) ->
     return tensor_table(a, b).rename(columns={"index": "step"})
 
 
-def plot_drift(table: pd.DataFrame, path: Path, title: str = "B against A") -> Path:
+def plot_drift(table: "pd.DataFrame", path: Path, title: str = "B against A") -> Path:
     """Relative L2 and PSNR per step, as a PNG."""
+    # matplotlib: only when a plot is asked for
     from matplotlib.figure import Figure
 
-    # matplotlib: only when a plot is asked for
     from perfkit.common.figures import save_figure
 
     identical = int((table["rel_l2"] == 0).sum())  # no point on a log scale: said in the title
@@ -281,24 +322,28 @@ def plot_drift(table: pd.DataFrame, path: Path, title: str = "B against A") -> P
 
 
 def content_sha256(media: Media) -> str:
-    """sha256 of the decoded frame bytes (or of the tensor's bytes)."""
+    """sha256 of the frames decoded to RGB (or of the tensor's bytes), as a comparison in RGB hashes them."""
     if media.kind == "tensor":
         return _sha256_array(media.array())
     digest = hashlib.sha256()
-    for _ in _hashed(media.frames(), digest):
+    for _ in _hashed(_decoded(media, ALL_FRAMES, False, True), digest, "rgb"):
         pass
     return digest.hexdigest()
 
 
 def headline(result: dict) -> dict:
     """The few figures a run summary keeps of one comparison (frames or tensor); ``psnr_db`` is the
-    headline PSNR (for frames the mean over differing frames)."""
+    headline PSNR (for frames the mean over differing frames, in ``space``). A YUV pair adds ffmpeg psnr's
+    pooled Y (``psnr_y_db``) and ``average`` (``psnr_yuv_db``) in the source's planes."""
     if result["kind"] == "tensor":
         return {k: result[k] for k in ("kind", "psnr_db", "rel_l2", "cosine", "mean_abs_diff", "max_abs_diff",
                                        "bit_identical")}
-    keys = ("kind", "frames", "psnr_pooled_db", "psnr_min_db", "identical_frames", "mean_abs_diff",
+    keys = ("kind", "space", "frames", "psnr_pooled_db", "psnr_min_db", "identical_frames", "mean_abs_diff",
             "max_abs_diff", "share_over_16", "bit_identical")
-    return {"psnr_db": result["psnr_mean_db"], **{k: result[k] for k in keys}}
+    out = {"psnr_db": result["psnr_mean_db"], **{k: result[k] for k in keys}}
+    if "yuv" in result:
+        out.update(psnr_y_db=result["yuv"]["psnr_db"]["y"], psnr_yuv_db=result["yuv"]["psnr_db"]["average"])
+    return out
 
 
 def _compare_or_error(a: Path, b: Path, **options) -> dict:
@@ -386,91 +431,3 @@ def repeats_quality(outputs: list[dict[str, Path]]) -> dict | None:
     if summary["bit_identical"] is not True or "error" in worst:
         summary.update(worst)
     return summary
-
-
-def _db(x: float) -> str:
-    return "inf" if x == math.inf else f"{x:.2f} dB"
-
-
-def format_frames(r: dict) -> list[str]:
-    """The text report of one frame comparison."""
-    n, k = r["frames"], r["identical_frames"]
-    where = "" if r.get("range", "0:") == "0:" else f" (frames {r['range']})"
-    lines = [f"{n} frames{where}, data range 255, RGB: {k} of {n} frames identical"]
-    if k < n:
-        mean_of = f"over the {n - k} differing frames" if k else "of per-frame PSNR"
-        lines += [f"PSNR mean {_db(r['psnr_mean_db'])} ({mean_of}), pooled MSE {_db(r['psnr_pooled_db'])} "
-                  f"(ffmpeg's average), worst {_db(r['psnr_min_db'])} (frame {r['worst_frame']})",
-                  f"mean |d| {r['mean_abs_diff']:.3f}/255, max |d| {r['max_abs_diff']}, "
-                  f"|d| > 16 in {r['share_over_16']:.3%} of channel values"]
-    if "ssim_mean" in r:
-        lines.append(f"SSIM mean {r['ssim_mean']:.5f} (Wang et al. settings)")
-    return lines
-
-
-def format_result(r: dict, per_frame: bool = False) -> list[str]:
-    if r["kind"] == "tensor":
-        lines = [f"tensor {r['dtype']}{r['shape']}: rel L2 {r['rel_l2']:.3e}, cosine {r['cosine']:.8f}, "
-                 f"max |d| {r['max_abs_diff']:.4g}, mean |d| {r['mean_abs_diff']:.4g}, "
-                 f"PSNR {_db(r['psnr_db'])} (data range {r['data_range']:.4g}, A's max - min)"]
-    else:
-        lines = [f"A: {r['inputs'][0]}", f"B: {r['inputs'][1]}", *format_frames(r)]
-        if per_frame:
-            lines.append(pd.DataFrame(r["per_frame"]).to_string(index=False, float_format=lambda x: f"{x:.4f}"))
-    sha = r["sha256"]
-    lines.append(f"bit-identical: {'yes' if r['bit_identical'] else 'no'} (sha256 {sha[0][:12]} vs {sha[1][:12]})")
-    return lines
-
-
-@click.command("quality")
-@click.argument("a")
-@click.argument("b", required=False)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (the fields are a contract).")
-@click.option("--per-frame", is_flag=True, help="Also give every frame's figures.")
-@click.option("--ssim", is_flag=True, help="Also compute SSIM (slower).")
-@click.option("--frames", "frame_range", metavar="START:STOP", help="Compare only these frames, e.g. 0:49.")
-@click.option("--codec-floor", "with_floor", is_flag=True, help="Also report A against itself through --codec.")
-@click.option("--codec", "codec_spec", default="libx264:crf=18:pix_fmt=yuv420p", show_default=True,
-              metavar="CODEC[:k=v...]", help="Encoder settings for --codec-floor.")
-@click.option("--drift", "as_drift", is_flag=True, help="A and B are per-step latents (steps, ...): a row per step.")
-@click.option("--plot", type=click.Path(dir_okay=False), help="With --drift: write the plot to this PNG.")
-def command(a, b, as_json, per_frame, ssim, frame_range, with_floor, codec_spec, as_drift, plot):
-    """Compare output B against reference A: videos, PNG / JPEG folders, .npy / .npz, run outputs.
-
-    Frames: per-frame PSNR (data range 255), its mean over differing frames and the pooled-MSE PSNR
-    (ffmpeg's average), worst frame, mean / max |d|, share of |d| > 16, sha256. Tensors: relative L2,
-    cosine, max |d|.
-    """
-    frames = parse_frame_range(frame_range)
-    codec = parse_codec(codec_spec) if with_floor else None
-    if b is None and as_drift:
-        raise BadInput("--drift compares A's per-step latents with B's: give B", field="B")
-    if b is None and not with_floor:
-        raise BadInput("give B to compare with A, or --codec-floor", field="B")
-    if as_drift:
-        return _drift_command(a, b, as_json, plot)
-    result = compare(a, b, frames, ssim=ssim, per_frame=per_frame) if b is not None else {}
-    if codec is not None:
-        result["codec_floor"] = floor = codec_floor(a, codec, frames, ssim=ssim)
-    if as_json:
-        click.echo(json.dumps(json_safe(result), indent=2))
-        return
-    if b is not None:
-        for line in format_result(result, per_frame):
-            click.echo(line)
-    if codec is not None:
-        click.echo(f"codec floor: A against itself through {floor['codec']} ({floor['bytes']} bytes):")
-        for line in format_frames(floor):
-            click.echo("  " + line)
-
-
-def _drift_command(a: str, b: str, as_json: bool, plot: str | None) -> None:
-    arrays = [open_media(p).array() for p in (a, b)]
-    table = drift(*arrays, labels=(a, b))
-    if plot:
-        plot_drift(table, Path(plot), f"{b} against {a}")
-    if as_json:
-        click.echo(json.dumps(json_safe({"kind": "drift", "steps": len(table), "rows": table.to_dict("records")}),
-                              indent=2))
-    else:
-        click.echo(table.to_string(index=False, float_format=lambda x: f"{x:.6g}"))

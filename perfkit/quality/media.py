@@ -3,8 +3,10 @@
 
 Every input opens as a ``Media``: ``kind`` "frames" (uint8 frames, each (H, W, C)) or "tensor" (any
 other array, read whole). Frames stream, so comparing two long videos holds a few frames, not two
-videos. Videos are decoded to RGB24 by libswscale as PyAV does; their header frame count (when the
-container has one) catches truncated files. Anything unreadable is a ``BadInput`` naming the file.
+videos. Videos are decoded to RGB24 by libswscale as PyAV does; a video in an 8-bit planar YUV format
+(``pix_fmt``) also gives its frames' own planes, undecoded further (``VideoFile.planes``). The header
+frame count (when the container has one) catches truncated files. Anything unreadable is a ``BadInput``
+naming the file.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ import io
 import queue
 import re
 import threading
+import tokenize
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple
 
@@ -20,11 +25,15 @@ import av
 import numpy as np
 
 from perfkit.errors import BadInput
+from perfkit.quality.planes import Decoded
 
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".mov", ".avi")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 ARRAY_SUFFIXES = (".npy", ".npz")
 RGB_FORMATS = ("rgb24", "bgr0", "gbrp")  # pixel formats that hold uint8 RGB exactly
+# 8-bit planar YUV: such videos are compared in their own planes, as ffmpeg's psnr filter does.
+YUV_FORMATS = ("yuv420p", "yuvj420p", "yuv422p", "yuvj422p", "yuv444p", "yuvj444p", "yuv440p", "yuvj440p",
+               "yuv411p", "yuv410p")
 LATENTS_FILE = "latents.npy"  # per-step latents (steps, ...) a run may save; compared as drift, not as output
 
 
@@ -36,6 +45,7 @@ class Media:
     count: int | None = None
     frame_shape: tuple[int, ...] | None = None
     detail: str = ""
+    pix_fmt: str | None = None  # one of YUV_FORMATS for a video that decodes to it: it has source planes
 
     def frames(self, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
         """uint8 frames ``start:stop``, each (H, W, C), one at a time."""
@@ -57,6 +67,8 @@ class VideoFile(Media):
             stream = container.streams.video[0]
             self.count = stream.frames or None  # 0 where the container does not say (mkv, webm)
             self.frame_shape = (stream.height, stream.width, 3)
+            fmt = stream.format.name if stream.format else None
+            self.pix_fmt = fmt if fmt in YUV_FORMATS else None
             self.detail = (f"video {stream.codec_context.name} {stream.format.name if stream.format else '?'}, "
                            f"{self.count or '?'} frames of {stream.width}x{stream.height}")
 
@@ -72,6 +84,21 @@ class VideoFile(Media):
         return container
 
     def frames(self, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
+        for frame in self._decoded(start, stop):
+            yield frame.to_ndarray(format="rgb24")
+
+    def planes(self, start: int = 0, stop: int | None = None, rgb: bool = False) -> Iterator[Decoded]:
+        """Frames ``start:stop`` in the source's own planes (each (h, w) uint8, a view of the decoder's
+        buffer without its line padding) and, with ``rgb``, as RGB24 too. Only for a ``pix_fmt`` video."""
+        for frame in self._decoded(start, stop):
+            if frame.format.name != self.pix_fmt:
+                raise BadInput(f"pixel format changes from {self.pix_fmt} to {frame.format.name} mid-stream",
+                               path=self.label)
+            planes = tuple(np.frombuffer(p, np.uint8).reshape(p.height, p.line_size)[:, :p.width]
+                           for p in frame.planes)
+            yield Decoded(planes, frame.to_ndarray(format="rgb24") if rgb else None)
+
+    def _decoded(self, start: int, stop: int | None) -> Iterator[av.VideoFrame]:
         with self._open() as container:
             stream = container.streams.video[0]
             stream.thread_type = "AUTO"  # frame-parallel decoding in ffmpeg's threads, outside the GIL
@@ -84,7 +111,7 @@ class VideoFile(Media):
                         if stop is not None and index >= stop:
                             return
                         if index >= start:
-                            yield frame.to_ndarray(format="rgb24")
+                            yield frame
                         index += 1
             except av.error.FFmpegError as exc:
                 raise BadInput(f"corrupt: decoding failed after {index} frames ({exc.strerror})",
@@ -178,7 +205,9 @@ def load_array(path: Path, key: str | None = None, label: str | None = None) -> 
             if (key or names[0]) not in names:
                 raise BadInput(f"has no array {key!r} (it holds {', '.join(names)})", path=label)
             return npz[key or names[0]]
-    except (ValueError, OSError, EOFError) as exc:
+    # numpy lets through what its zip, zlib and header parsers raise on a damaged file
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, tokenize.TokenError, SyntaxError,
+            MemoryError) as exc:
         raise BadInput(f"not a readable numpy file ({exc})", path=label) from None
 
 

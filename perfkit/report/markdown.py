@@ -88,25 +88,35 @@ def _timing(summary: dict) -> list[str]:
 
 def _quality_row(label: str, q: dict) -> str:
     if q["kind"] == "tensor":
-        return (f"| {label} | {db_cell(q['psnr_db'])} | - | - | {q['mean_abs_diff']:.3g} | {q['max_abs_diff']:.3g} | "
-                f"- | {'yes' if q['bit_identical'] else 'no'} |")
+        return (f"| {label} | {db_cell(q['psnr_db'])} | - | - | - | - | {q['mean_abs_diff']:.3g} | "
+                f"{q['max_abs_diff']:.3g} | - | {'yes' if q['bit_identical'] else 'no'} |")
     return (f"| {label} | {db_cell(q['psnr_db'])} | {db_cell(q['psnr_pooled_db'])} | {db_cell(q['psnr_min_db'])} | "
+            f"{db_cell(q.get('psnr_y_db'))} | {db_cell(q.get('psnr_yuv_db'))} | "
             f"{q['mean_abs_diff']:.3f} | {q['max_abs_diff']:.0f} | {q['share_over_16']:.2%} | "
             f"{'yes' if q['bit_identical'] else 'no'} |")
 
 
+# Which ffmpeg command gives the headline figures of each space (perfkit.quality.planes.REPRODUCE).
+_SPACE_SENTENCE = {
+    "rgb": "PSNR mean, average and worst frame in RGB24 (ffmpeg's psnr after `format=rgb24` on both inputs)",
+    "yuv": "PSNR mean, average and worst frame in the videos' own planes (`ffmpeg -i A -i B -lavfi psnr`)",
+}
+
+
 def _quality(summary: dict, plots: dict[str, str] | None = None) -> list[str]:
-    """Conventions as in ``perfkit.quality``: mean PSNR over differing frames, pooled = ffmpeg's average.
+    """Conventions as in ``perfkit.quality``: mean PSNR over differing frames, average as ffmpeg's psnr gives it.
     ``plots``: ``perfkit.report.plots.write_plots``'s result, for the drift plot's link."""
     q = summary.get("quality")
     a = summary["baseline"]
     if not q:
         return ["No comparable outputs."]
     b = compared_variant(summary)
-    header = ["| comparison | PSNR mean of differing frames (dB) | PSNR pooled MSE (dB) | worst frame (dB) | "
-              "mean abs diff (/255) | max abs diff | abs diff > 16 | bit-identical |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | :---: |"]
-    what = (f"{q['frames']} frames, data range 255, {q['identical_frames']} of {q['frames']} frames identical"
+    header = ["| comparison | PSNR mean of differing frames (dB) | PSNR average (dB) | worst frame (dB) | "
+              "Y (dB) | YUV average (dB) | mean abs diff (/255) | max abs diff | abs diff > 16 | bit-identical |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |"]
+    what = (f"{q['frames']} frames, data range 255, {q['identical_frames']} of {q['frames']} frames identical. "
+            f"{_SPACE_SENTENCE[q.get('space', 'rgb')]}; Y and YUV average (pixel-weighted) as "
+            "`ffmpeg -i A -i B -lavfi psnr` gives them for two videos of one YUV format"
             if q["kind"] == "frames" else "tensor; PSNR over A's range")
     lines = [f"`{q['file']}` ({what}):", "", *header, _quality_row(f"{b} vs {a}", q)]
     broken = {name: fq["error"] for name, fq in q["files"].items() if "error" in fq}

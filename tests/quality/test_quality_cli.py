@@ -37,7 +37,8 @@ def test_text_names_its_conventions(tmp_path, clip, noisy, quality_cli):
     np.save(tmp_path / "b.npy", b)
     out = quality_cli(tmp_path / "a.npy", tmp_path / "b.npy", "--ssim").stdout
     assert "1 of 3 frames identical" in out and "over the 2 differing frames" in out
-    assert "ffmpeg's average" in out and "/255" in out and "SSIM mean" in out and "bit-identical: no" in out
+    assert "PSNR in RGB24: r " in out and "format=rgb24" in out  # named by the ffmpeg command that gives it
+    assert "/255" in out and "SSIM mean" in out and "bit-identical: no" in out
 
 
 def test_codec_floor_alone_and_bad_settings(tmp_path, clip, quality_cli):
@@ -70,6 +71,31 @@ def test_drift_table_and_plot(tmp_path, quality_cli):
     assert "rel L2 1.000e-03" in res.stdout
     res = quality_cli(tmp_path / "a.npy", "--drift", "--codec-floor")  # no B: refused in a line, no traceback
     assert res.exit_code == 2 and "--drift compares A's per-step latents with B's: give B" in res.stderr
+
+
+def test_help_imports_no_figures():
+    """``perfkit quality --help`` needs click alone: numpy, PyAV and pandas load when the command runs."""
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom perfkit.cli import cli\n"
+            "assert CliRunner().invoke(cli, ['quality', '--help']).exit_code == 0\n"
+            "print(sorted(m for m in ('numpy', 'av', 'pandas', 'perfkit.quality.compare') if m in sys.modules))\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "[]"
+
+
+def test_video_pair_imports_no_pandas(tmp_path, clip, noisy):
+    """The default comparison of two videos is numpy and PyAV only (pandas costs ~0.3 s to import)."""
+    from perfkit.quality import media
+
+    for name, frames in (("a", clip(frames=3)), ("b", noisy(clip(frames=3), 8))):
+        media.write_video(iter(frames), tmp_path / f"{name}.mp4")
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom perfkit.cli import cli\n"
+            f"res = CliRunner().invoke(cli, ['quality', {str(tmp_path / 'a.mp4')!r}, {str(tmp_path / 'b.mp4')!r}])\n"
+            "assert res.exit_code == 0 and 'PSNR in yuv420p planes' in res.stdout, res.stdout\n"
+            "print('pandas' in sys.modules)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "False"
 
 
 def test_quality_imports_neither_jax_nor_torch(tmp_path, clip):

@@ -10,6 +10,7 @@ from skimage.metrics import mean_squared_error, peak_signal_noise_ratio, structu
 
 from perfkit.common.summary import json_safe
 from perfkit.quality import compare as quality
+from perfkit.quality import planes
 from perfkit.errors import BadInput
 
 
@@ -49,15 +50,21 @@ def test_identical_inputs_are_inf_and_written_as_the_string():
 
 @pytest.mark.parametrize("shape", [(1, 3, 5, 3), (2, 37, 41, 3), (1, 16, 16, 4), (1, 9, 7, 1)])
 def test_frame_sums_are_exact(shape):
-    """The float32 block sums equal int64 numpy exactly, extremes (0 vs 255) and ragged tails included."""
+    """The float32 block sums equal int64 numpy exactly, per channel and per (strided) plane, extremes
+    (0 vs 255) and ragged tails included."""
     rng = np.random.default_rng(3)
     a = rng.integers(0, 256, shape, dtype=np.uint8)
     b = rng.integers(0, 256, shape, dtype=np.uint8)
     b.reshape(-1)[::5] = 255 - a.reshape(-1)[::5]
+
+    def by_hand(x, y):
+        d = x.astype(np.int64) - y
+        return float((d * d).sum()), float(np.abs(d).sum()), int(np.abs(d).max()), int((np.abs(d) > 16).sum())
+
     for fa, fb in zip(a, b):
-        d = fa.astype(np.int64) - fb
-        assert quality._frame_sums(fa, fb) == (float((d * d).sum()), float(np.abs(d).sum()), int(np.abs(d).max()),
-                                               int((np.abs(d) > 16).sum()))
+        assert planes.rgb_sums(fa, fb) == [by_hand(fa[..., c], fb[..., c]) for c in range(shape[-1])]
+        pa, pb = (np.pad(f[..., 0], ((0, 0), (0, 7)))[:, :shape[2]] for f in (fa, fb))  # a decoder's line padding
+        assert planes.yuv_sums((pa, pb), (pb, pa)) == [by_hand(pa, pb)] * 2
 
 
 def test_agrees_with_scikit_image(clip, noisy):

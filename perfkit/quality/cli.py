@@ -1,0 +1,137 @@
+"""``perfkit quality``: the command line and its text report. numpy, PyAV and the figures are imported when
+the command runs, so ``perfkit quality --help`` costs click alone."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import click
+
+from perfkit.errors import BadInput
+
+SPACE_NAMES = {"yuv": "source planes", "rgb": "RGB24"}
+
+
+def _db(x: float) -> str:
+    return f"{_number(x)} dB"
+
+
+def _number(x: float) -> str:
+    return "inf" if x == math.inf else f"{x:.2f}"
+
+
+def _ffmpeg_line(space: str, line: dict) -> str:
+    """One space's figures as ffmpeg's psnr filter prints them, with the command that does."""
+    fig = line["psnr_db"]
+    what = f"{line['pix_fmt']} planes" if "pix_fmt" in line else SPACE_NAMES[space]
+    figures = " ".join(f"{p} {_number(fig[p])}" for p in (*line["planes"], "average", "min", "max"))
+    return f"PSNR in {what}: {figures} dB (as `{line['reproduce']}`)"
+
+
+def format_frames(r: dict) -> list[str]:
+    """The text report of one frame comparison: each space's ffmpeg-style line, then the headline space's
+    mean, worst frame and |d| figures."""
+    n, k = r["frames"], r["identical_frames"]
+    where = "" if r.get("range", "0:") == "0:" else f" (frames {r['range']})"
+    space = r["space"]
+    lines = [f"{n} frames{where}, data range 255: {k} of {n} frames identical"]
+    if k < n:
+        lines += [_ffmpeg_line(s, r[s]) for s in ("yuv", "rgb") if s in r]
+        mean_of = f"over the {n - k} differing frames" if k else "of per-frame PSNR"
+        samples = "samples of all planes" if space == "yuv" else "channel values"
+        lines += [f"{SPACE_NAMES[space]}: PSNR mean {_db(r['psnr_mean_db'])} ({mean_of}), worst "
+                  f"{_db(r['psnr_min_db'])} (frame {r['worst_frame']}); mean |d| {r['mean_abs_diff']:.3f}/255, "
+                  f"max |d| {r['max_abs_diff']}, |d| > 16 in {r['share_over_16']:.3%} of {samples}"]
+        if "rgb" not in r:
+            lines.append("RGB not computed (--rgb adds it)")
+    if "ssim_mean" in r:
+        lines.append(f"SSIM mean {r['ssim_mean']:.5f} (RGB, Wang et al. settings)")
+    return lines
+
+
+def _per_frame_text(rows: list[dict]) -> str:
+    import pandas as pd  # ~0.3 s to import: only --per-frame prints a table
+
+    return pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.4f}")
+
+
+def format_result(r: dict, per_frame: bool = False) -> list[str]:
+    if r["kind"] == "tensor":
+        lines = [f"tensor {r['dtype']}{r['shape']}: rel L2 {r['rel_l2']:.3e}, cosine {r['cosine']:.8f}, "
+                 f"max |d| {r['max_abs_diff']:.4g}, mean |d| {r['mean_abs_diff']:.4g}, "
+                 f"PSNR {_db(r['psnr_db'])} (data range {r['data_range']:.4g}, A's max - min)"]
+    else:
+        lines = [f"A: {r['inputs'][0]}", f"B: {r['inputs'][1]}", *format_frames(r)]
+        if per_frame:
+            lines.append(_per_frame_text(r["per_frame"]))
+    sha = r["sha256"]
+    lines.append(f"bit-identical: {'yes' if r['bit_identical'] else 'no'} (sha256 {sha[0][:12]} vs {sha[1][:12]})")
+    return lines
+
+
+@click.command("quality")
+@click.argument("a")
+@click.argument("b", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the fields are a contract).")
+@click.option("--per-frame", is_flag=True, help="Also give every frame's figures.")
+@click.option("--rgb", is_flag=True, help="YUV videos: also measure in RGB24 and headline it (slower).")
+@click.option("--ssim", is_flag=True, help="Also compute SSIM, in RGB (slower).")
+@click.option("--frames", "frame_range", metavar="START:STOP", help="Compare only these frames, e.g. 0:49.")
+@click.option("--codec-floor", "with_floor", is_flag=True, help="Also report A against itself through --codec.")
+@click.option("--codec", "codec_spec", default="libx264:crf=18:pix_fmt=yuv420p", show_default=True,
+              metavar="CODEC[:k=v...]", help="Encoder settings for --codec-floor.")
+@click.option("--drift", "as_drift", is_flag=True, help="A and B are per-step latents (steps, ...): a row per step.")
+@click.option("--plot", type=click.Path(dir_okay=False), help="With --drift: write the plot to this PNG.")
+def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_spec, as_drift, plot):
+    """Compare output B against reference A: videos, PNG / JPEG folders, .npy / .npz, run outputs.
+
+    Frames: PSNR per plane, average, min and max as ffmpeg's psnr filter gives them: for two videos of
+    one YUV format in their own planes (`ffmpeg -i A -i B -lavfi psnr`), otherwise (or with --rgb, too)
+    in RGB24 (the same filter after format=rgb24); per-frame PSNR's mean over differing frames, worst
+    frame, mean / max |d|, share of |d| > 16, sha256. Tensors: relative L2, cosine, max |d|.
+    """
+    # numpy, PyAV and the figures: imported here so that --help and the other commands need none of them
+    from perfkit.common.summary import json_safe
+    from perfkit.quality import compare as quality
+    from perfkit.quality.media import parse_codec
+
+    frames = quality.parse_frame_range(frame_range)
+    codec = parse_codec(codec_spec) if with_floor else None
+    if b is None and as_drift:
+        raise BadInput("--drift compares A's per-step latents with B's: give B", field="B")
+    if b is None and not with_floor:
+        raise BadInput("give B to compare with A, or --codec-floor", field="B")
+    if as_drift:
+        return _drift_command(a, b, as_json, plot)
+    result = quality.compare(a, b, frames, ssim=ssim, per_frame=per_frame, rgb=rgb) if b is not None else {}
+    if codec is not None:
+        result["codec_floor"] = floor = quality.codec_floor(a, codec, frames, ssim=ssim)
+    if as_json:
+        click.echo(json.dumps(json_safe(result), indent=2))
+        return
+    if b is not None:
+        for line in format_result(result, per_frame):
+            click.echo(line)
+    if codec is not None:
+        click.echo(f"codec floor: A against itself through {floor['codec']} ({floor['bytes']} bytes):")
+        for line in format_frames(floor):
+            click.echo("  " + line)
+
+
+def _drift_command(a: str, b: str, as_json: bool, plot: str | None) -> None:
+    # numpy and pandas: only when the command runs
+    from perfkit.common.summary import json_safe
+    from perfkit.quality import compare as quality
+    from perfkit.quality.media import open_media
+
+    arrays = [open_media(p).array() for p in (a, b)]
+    table = quality.drift(*arrays, labels=(a, b))
+    if plot:
+        quality.plot_drift(table, Path(plot), f"{b} against {a}")
+    if as_json:
+        click.echo(json.dumps(json_safe({"kind": "drift", "steps": len(table), "rows": table.to_dict("records")}),
+                              indent=2))
+    else:
+        click.echo(table.to_string(index=False, float_format=lambda x: f"{x:.6g}"))

@@ -1,0 +1,119 @@
+"""Frame figures per plane, in the space a pair of inputs is compared in, pooled as ffmpeg's psnr filter pools them.
+
+Two spaces, each named by the ffmpeg command that reproduces its figures:
+- ``yuv``: the planes a video decodes to (Y, U, V of yuv420p, ...), compared as they are. This is what
+  ``ffmpeg -i A -i B -lavfi psnr -f null -`` measures for such sources, and the figure quoted for video.
+- ``rgb``: the channels of the frames decoded to RGB24 (a gray frame's one channel, RGBA's four):
+  ffmpeg's psnr after ``format=rgb24`` on both inputs (``REPRODUCE["rgb"]``).
+
+Per frame and plane, four exact integers: sum d^2, sum |d|, max |d| and the count of |d| > 16. A frame's MSE
+is its sum d^2 over every sample of every plane divided by their number, which is ffmpeg's pixel-weighted
+``mse_avg`` (for RGB, the mean of the channels' MSE). The pooled figures are ffmpeg's summary line: per plane
+the PSNR of the mean per-frame MSE, ``average`` the PSNR of the mean frame MSE, ``min`` / ``max`` the worst and
+best frame's PSNR. Data range 255.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+DATA_RANGE = 255
+OVER = 16  # |d| above which a sample counts as visibly different (the reference PRs' threshold)
+# 256 * 255**2 < 2**24: a float32 sum of 256 squared uint8 differences is exact, so per-plane sums are
+# exact integers at float32 speed.
+BLOCK = 256
+SQ, AB, MAX, OVER_COUNT = range(4)  # the columns of a plane's sums
+
+YUV_PLANES = ("y", "u", "v")
+CHANNELS = {1: ("y",), 3: ("r", "g", "b"), 4: ("r", "g", "b", "a")}  # as ffmpeg's psnr names them
+REPRODUCE = {
+    "yuv": "ffmpeg -i A -i B -lavfi psnr -f null -",
+    "rgb": "ffmpeg -i A -i B -lavfi '[0:v]format=rgb24[a];[1:v]format=rgb24[b];[a][b]psnr' -f null -",
+}
+
+
+class Decoded(NamedTuple):
+    """One decoded frame: its source planes (a YUV video's; None otherwise) and/or its RGB (H, W, C) frame."""
+
+    planes: tuple[np.ndarray, ...] | None
+    rgb: np.ndarray | None
+
+
+def psnr(mse, data_range: float = DATA_RANGE):
+    """PSNR in dB of an MSE (scalar or array); inf where the MSE is 0."""
+    mse = np.asarray(mse, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(mse == 0, np.inf, 10.0 * np.log10(np.float64(data_range) ** 2 / mse))
+
+
+def abs_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """|a - b| of two uint8 arrays, without widening to int16."""
+    d = np.maximum(a, b)
+    d -= np.minimum(a, b)
+    return d
+
+
+def plane_sums(absd: np.ndarray) -> tuple[float, float, int, int]:
+    """Exact sums of one plane's |d| (any layout): sum d^2, sum |d|, max |d|, count of |d| > OVER."""
+    flat = absd.astype(np.float32).reshape(-1)
+    whole = flat.size - flat.size % BLOCK
+    blocks, tail = flat[:whole].reshape(-1, BLOCK), flat[whole:]
+    sq = np.matmul(blocks[:, None, :], blocks[:, :, None]).sum(dtype=np.float64) + float(tail @ tail)
+    ab = blocks.sum(axis=1).sum(dtype=np.float64) + float(tail.sum())
+    return float(sq), float(ab), int(absd.max()), int(np.count_nonzero(absd > OVER))
+
+
+def yuv_sums(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> list[tuple]:
+    """The sums of each source plane of one frame pair."""
+    return [plane_sums(abs_diff(pa, pb)) for pa, pb in zip(a, b)]
+
+
+def rgb_sums(a: np.ndarray, b: np.ndarray) -> list[tuple]:
+    """The sums of each channel of one (H, W, C) frame pair."""
+    absd = abs_diff(a, b)
+    return [plane_sums(absd[..., c]) for c in range(absd.shape[-1])]
+
+
+class Tally:
+    """The per-frame, per-plane sums of one space, added a frame at a time; pooled on demand."""
+
+    def __init__(self, space: str, planes: tuple[str, ...], samples: tuple[int, ...], pix_fmt: str | None = None):
+        self.space, self.planes, self.pix_fmt = space, planes, pix_fmt
+        self.samples = np.asarray(samples, dtype=np.float64)  # samples per plane
+        self.rows: list[list[tuple]] = []
+
+    def add(self, sums: list[tuple]) -> None:
+        self.rows.append(sums)
+
+    def sums(self) -> np.ndarray:
+        """(frames, planes, 4): SQ, AB, MAX, OVER_COUNT."""
+        return np.asarray(self.rows, dtype=np.float64).reshape(len(self.rows), len(self.planes), 4)
+
+    def frame_mse(self) -> np.ndarray:
+        """Per frame: sum d^2 over all samples / their number (ffmpeg's pixel-weighted ``mse_avg``)."""
+        return self.sums()[:, :, SQ].sum(axis=1) / self.samples.sum()
+
+    def plane_mse(self) -> np.ndarray:
+        """(frames, planes): each plane's MSE per frame (ffmpeg's ``mse.y`` ...)."""
+        return self.sums()[:, :, SQ] / self.samples
+
+    def ffmpeg_line(self) -> dict:
+        """ffmpeg psnr's summary line: PSNR per plane of the mean plane MSE, ``average`` of the mean frame
+        MSE, ``min`` and ``max`` the worst and best frame; plus ``reproduce``, the command that prints it."""
+        mse = self.frame_mse()
+        line = dict(zip(self.planes, map(float, psnr(self.plane_mse().mean(axis=0)))))
+        line.update(average=float(psnr(mse.mean())), min=float(psnr(mse.max())), max=float(psnr(mse.min())))
+        return {**({"pix_fmt": self.pix_fmt} if self.pix_fmt else {}), "planes": list(self.planes), "psnr_db": line,
+                "reproduce": REPRODUCE[self.space]}
+
+    def per_frame(self) -> dict[str, np.ndarray]:
+        """Per-frame columns: ``mse``, ``psnr_db``, |d| figures (over all samples), ``psnr_<plane>_db``."""
+        s, n = self.sums(), self.samples.sum()
+        mse = self.frame_mse()
+        columns = {"mse": mse, "psnr_db": psnr(mse), "mean_abs_diff": s[:, :, AB].sum(axis=1) / n,
+                   "max_abs_diff": s[:, :, MAX].max(axis=1).astype(np.int64),
+                   "share_over_16": s[:, :, OVER_COUNT].sum(axis=1) / n}
+        columns.update({f"psnr_{p}_db": psnr(self.plane_mse()[:, i]) for i, p in enumerate(self.planes)})
+        return columns

@@ -1,0 +1,208 @@
+"""ffmpeg as the referee of every video figure, with no ffmpeg binary: libavfilter's own ``psnr`` filter, run
+through PyAV, on the real generated video in ../shared/fixtures re-encoded by PyAV (lossy h264 yuv420p, and
+lossless ffv1 yuv420p / libx264rgb copies) and on a 121-frame 960x544 h264 pair made from it. perfkit's
+per-plane, per-frame and pooled PSNR must equal the filter's to 0.01 dB: in the source's planes against the
+filter as ``ffmpeg -i A -i B -lavfi psnr`` runs it, in RGB against the filter after ``format=rgb24``."""
+
+import functools
+import hashlib
+import json
+import math
+import re
+import shutil
+import subprocess
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from perfkit.quality import compare as quality
+
+FIXTURE = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "video" / "cogvideox_horse_720x480_49f.mp4"
+TOLERANCE_DB = 0.01
+RGB_FILTER = "[0:v]format=rgb24[a];[1:v]format=rgb24[b];[a][b]psnr"
+
+
+@functools.cache  # each pair's oracle run once per session: the files are the module's own
+def lavfi_psnr(a: Path, b: Path, rgb: bool) -> list[dict[str, float]]:
+    """libavfilter's psnr filter on two videos (platform-facts "Oracles"): per frame, its metadata
+    ``lavfi.psnr.{mse,psnr}.<plane>``, ``mse_avg`` and ``psnr_avg``, as floats."""
+    with av.open(str(a)) as ca, av.open(str(b)) as cb:
+        sa, sb = ca.streams.video[0], cb.streams.video[0]
+        graph = av.filter.Graph()
+        ins = graph.add_buffer(template=sa), graph.add_buffer(template=sb)
+        psnr, sink = graph.add("psnr"), graph.add("buffersink")
+        for k, src in enumerate(ins):
+            if rgb:  # what ffmpeg's format=rgb24 does: libswscale converts before the filter
+                fmt = graph.add("format", "pix_fmts=rgb24")
+                src.link_to(fmt)
+                src = fmt
+            src.link_to(psnr, 0, k)
+        psnr.link_to(sink)
+        graph.configure()
+        rows = []
+
+        def drain():
+            while True:
+                try:
+                    frame = sink.pull()
+                except (av.error.BlockingIOError, av.error.EOFError):
+                    return
+                rows.append({k.removeprefix("lavfi.psnr."): float(v) for k, v in frame.metadata.items()})
+
+        for fa, fb in zip(ca.decode(sa), cb.decode(sb)):
+            ins[0].push(fa)
+            ins[1].push(fb)
+            drain()
+        for src in ins:
+            src.push(None)
+        drain()
+    return rows
+
+
+def ffmpeg_summary(rows: list[dict[str, float]], planes: list[str]) -> dict[str, float]:
+    """ffmpeg psnr's summary line from its per-frame MSEs (vf_psnr.c: per plane the PSNR of the mean
+    per-frame MSE, average of the mean ``mse_avg``, min / max of the worst / best frame)."""
+    def db(mse):
+        return math.inf if mse == 0 else 10 * math.log10(255**2 / mse)
+
+    line = {p: db(np.mean([r[f"mse.{p}"] for r in rows])) for p in planes}
+    mse = [r["mse_avg"] for r in rows]
+    return {**line, "average": db(np.mean(mse)), "min": db(max(mse)), "max": db(min(mse))}
+
+
+def encode(frames, path: Path, codec: str, pix_fmt: str, options: dict, rate: int = 8) -> Path:
+    """Encode decoded frames with PyAV alone; frames already in ``pix_fmt`` go in as they are (no RGB trip)."""
+    with av.open(str(path), "w") as container:
+        stream = None
+        for index, frame in enumerate(frames):
+            if stream is None:
+                stream = container.add_stream(codec, rate=rate, options=options)
+                stream.width, stream.height, stream.pix_fmt = frame.width, frame.height, pix_fmt
+            if frame.format.name != pix_fmt:
+                frame = frame.reformat(format=pix_fmt)
+            frame.pts, frame.time_base = index, Fraction(1, rate)  # frame i at i / rate: the filter pairs by time
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode())
+    return path
+
+
+def decoded(path: Path) -> list:
+    with av.open(str(path)) as c:
+        return list(c.decode(video=0))
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory):
+    """name -> (A, B): the real video against itself through x264 CRF 30 (h264 yuv420p), both losslessly
+    copied as ffv1 yuv420p (same planes) and libx264rgb crf 0 (RGB source, gbrp), and a 121-frame 960x544
+    pair (the real frames scaled, played forward and back; A at x264 CRF 18, B at CRF 30)."""
+    if not FIXTURE.is_file():
+        pytest.skip("../shared/fixtures is absent")
+    tmp = tmp_path_factory.mktemp("oracle")
+    lossy = encode(decoded(FIXTURE), tmp / "crf30.mp4", "libx264", "yuv420p", {"crf": "30", "preset": "fast"})
+    out = {"h264": (FIXTURE, lossy)}
+    out["ffv1"] = tuple(encode(decoded(p), tmp / f"{p.stem}.ffv1.mkv", "ffv1", "yuv420p", {}) for p in out["h264"])
+    out["x264rgb"] = tuple(encode(decoded(p), tmp / f"{p.stem}.rgb.mkv", "libx264rgb", "rgb24",
+                                  {"crf": "0", "preset": "ultrafast"})
+                           for p in out["h264"])
+    scaled = [f.reformat(width=960, height=544) for f in decoded(FIXTURE)]
+    order = (list(range(len(scaled))) + list(range(len(scaled) - 2, 0, -1))) * 2
+    clip = [scaled[i] for i in order[:121]]
+    out["121"] = tuple(encode(clip, tmp / f"121_crf{crf}.mp4", "libx264", "yuv420p",
+                              {"crf": crf, "preset": "ultrafast"}, rate=24) for crf in ("18", "30"))
+    return out
+
+
+def assert_agrees(ours: dict, per_frame: list[dict], rows: list[dict], space: str) -> None:
+    """Pooled line and every frame's per-plane and average PSNR, to 0.01 dB."""
+    planes = ours[space]["planes"]
+    expect = ffmpeg_summary(rows, planes)
+    assert ours[space]["psnr_db"] == pytest.approx(expect, abs=TOLERANCE_DB), space
+    assert len(per_frame) == len(rows)
+    average = "psnr_db" if ours["space"] == space else f"psnr_{space}_db"
+    for mine, theirs in zip(per_frame, rows):
+        got = {p: mine[f"psnr_{p}_db"] for p in planes} | {"avg": mine[average]}
+        want = {p: theirs[f"psnr.{p}"] for p in planes} | {"avg": theirs["psnr_avg"]}
+        assert got == pytest.approx(want, abs=TOLERANCE_DB), (space, mine["frame"])
+
+
+@pytest.mark.parametrize("name", ["h264", "ffv1", "121"])
+def test_yuv_pairs_agree_with_libavfilter_in_their_planes_and_in_rgb(pairs, name):
+    a, b = pairs[name]
+    r = quality.compare(a, b, per_frame=True)  # rgb=True: both spaces, RGB headlined (a run's summary)
+    assert r["space"] == "rgb" and r["yuv"]["pix_fmt"] == "yuv420p" and r["yuv"]["planes"] == ["y", "u", "v"]
+    assert_agrees(r, r["per_frame"], lavfi_psnr(a, b, rgb=False), "yuv")
+    assert_agrees(r, r["per_frame"], lavfi_psnr(a, b, rgb=True), "rgb")
+    assert r["psnr_pooled_db"] == r["rgb"]["psnr_db"]["average"] and r["psnr_min_db"] == r["rgb"]["psnr_db"]["min"]
+    assert 25 < r["yuv"]["psnr_db"]["y"] < 50 and r["yuv"]["psnr_db"]["average"] > r["psnr_pooled_db"]
+
+
+def test_an_rgb_source_is_measured_in_its_channels(pairs):
+    """libx264rgb decodes to gbrp: the filter's default then reports r g b, which RGB24 must equal."""
+    a, b = pairs["x264rgb"]
+    r = quality.compare(a, b, per_frame=True, rgb=False)
+    assert r["space"] == "rgb" and "yuv" not in r and r["rgb"]["planes"] == ["r", "g", "b"]
+    rows = lavfi_psnr(a, b, rgb=False)
+    assert {k.split(".")[-1] for k in rows[0] if k.startswith("mse.")} == {"r", "g", "b"}
+    assert_agrees(r, r["per_frame"], rows, "rgb")
+
+
+def test_lossless_copies_keep_the_figures(pairs):
+    """ffv1 holds the h264 decode's planes bit for bit, libx264rgb crf 0 its RGB24: same figures."""
+    h264, ffv1, rgb = (quality.compare(*pairs[n]) for n in ("h264", "ffv1", "x264rgb"))
+    assert ffv1["yuv"]["psnr_db"] == h264["yuv"]["psnr_db"] and ffv1["sha256"] == h264["sha256"]
+    assert rgb["rgb"]["psnr_db"] == h264["rgb"]["psnr_db"] and rgb["sha256"] == h264["sha256"]
+
+
+def test_default_command_headlines_the_source_planes(pairs, quality_cli):
+    """``perfkit quality a.mp4 b.mp4``: YUV figures by ffmpeg's command, RGB only with --rgb."""
+    a, b = pairs["121"]
+    rows = lavfi_psnr(a, b, rgb=False)
+    expect = ffmpeg_summary(rows, ["y", "u", "v"])
+    res = quality_cli(a, b, "--json")
+    assert res.exit_code == 0, res.stderr
+    r = res.json()
+    assert r["frames"] == 121 and r["space"] == "yuv" and "rgb" not in r
+    assert r["psnr_pooled_db"] == pytest.approx(expect["average"], abs=TOLERANCE_DB)
+    assert r["psnr_min_db"] == pytest.approx(expect["min"], abs=TOLERANCE_DB)
+    assert r["yuv"]["reproduce"] == "ffmpeg -i A -i B -lavfi psnr -f null -"
+    text = quality_cli(a, b).stdout
+    line = next(x for x in text.splitlines() if x.startswith("PSNR in yuv420p planes"))
+    assert f"y {expect['y']:.2f} u {expect['u']:.2f} v {expect['v']:.2f} average {expect['average']:.2f}" in line
+    assert "`ffmpeg -i A -i B -lavfi psnr -f null -`" in line and "RGB not computed (--rgb adds it)" in text
+    text = quality_cli(a, b, "--rgb").stdout
+    expect = ffmpeg_summary(lavfi_psnr(a, b, rgb=True), ["r", "g", "b"])
+    line = next(x for x in text.splitlines() if x.startswith("PSNR in RGB24"))
+    assert f"r {expect['r']:.2f} g {expect['g']:.2f} b {expect['b']:.2f} average {expect['average']:.2f}" in line
+    assert RGB_FILTER in line
+
+
+def test_the_yuv_hash_is_the_raw_video(pairs):
+    """sha256 of the source planes equals that of the raw yuv420p frames PyAV gives (Y, U, V per frame)."""
+    a, _ = pairs["121"]
+    digest = hashlib.sha256()
+    for frame in decoded(a):
+        digest.update(frame.to_ndarray())  # yuv420p: (H * 3 / 2, W), the planes one after another
+    assert quality.compare(a, a, rgb=False)["sha256"] == [digest.hexdigest()] * 2
+
+
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="no ffmpeg binary on this machine (CI: the tests above)")
+def test_agrees_with_the_ffmpeg_binary(pairs):
+    """An extra check where the binary exists: its printed summary lines, both spaces."""
+    a, b = pairs["h264"]
+    r = quality.compare(a, b)
+    for space, graph in (("yuv", "psnr"), ("rgb", RGB_FILTER)):
+        err = subprocess.run(["ffmpeg", "-hide_banner", "-nostats", "-i", str(a), "-i", str(b), "-lavfi", graph,
+                              "-f", "null", "-"], capture_output=True, text=True, timeout=120).stderr
+        printed = dict(re.findall(r"(\w+):([0-9.]+|inf)", err.split("PSNR ")[-1]))
+        assert r[space]["psnr_db"] == pytest.approx({k: float(v) for k, v in printed.items()}, abs=TOLERANCE_DB)
+
+
+def test_text_and_json_name_what_reproduces_each_figure(pairs, quality_cli):
+    a, b = pairs["h264"]
+    r = json.loads(quality_cli(a, b, "--json", "--rgb").stdout)
+    assert r["rgb"]["reproduce"] == f"ffmpeg -i A -i B -lavfi '{RGB_FILTER}' -f null -"
+    assert "ffmpeg's average" not in quality_cli(a, b, "--rgb").stdout  # the old, wrong label for a YUV source
