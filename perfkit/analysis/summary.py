@@ -190,9 +190,10 @@ def reproduce(run_dir: Path, env: dict) -> dict:
 ENV_KEYS = ("source", "packages", "devices", "python", "host", "cpus", "platform", "flags")
 
 
-def summarize_run(run_dir: Path, *, interrupted: bool = False) -> tuple[Case, dict]:
+def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Case, dict]:
     """The run's case and summary (``summary.json``'s content); ``interrupted``: the run was stopped
     before its plan was done."""
+    run_dir = Path(run_dir)
     case = case_mod.load(run_dir / "case.yaml")
     trials = read_trials(run_dir)
     variants = case.run_variants()
