@@ -10,12 +10,14 @@ from pathlib import Path
 
 import click
 
+import perfkit
 from perfkit import __version__
 from perfkit.errors import BadInput, ExitCode
 
 # name -> "module:attribute" of a click command; imported on first use.
 COMMANDS = {
     "run": "perfkit.cli:run",
+    "cases": "perfkit.cli:cases",
     "report": "perfkit.cli:report",
     "check": "perfkit.report.check:command",
     "cost": "perfkit.cost.cli:cost",
@@ -52,11 +54,57 @@ def cli():
     """Profiling and A/B benchmarking for sequence-parallel diffusion transformers."""
 
 
+def cases_dir() -> Path:
+    """The bundled cases: ``perfkit/cases/`` in an installed wheel (setuptools maps the repository's
+    ``cases/`` there), the repository's ``cases/`` in a clone or an editable install."""
+    installed = Path(perfkit.__file__).parent / "cases"
+    return installed if installed.is_dir() else Path(perfkit.__file__).parent.parent / "cases"
+
+
+def bundled_cases() -> dict[str, Path]:
+    """Each bundled case by name: its path under the cases folder, without ``.yaml``."""
+    root = cases_dir()
+    return {p.relative_to(root).with_suffix("").as_posix(): p for p in sorted(root.rglob("*.yaml"))}
+
+
+def case_path(arg: str | None) -> Path:
+    """A case file as the command line names it: a file that exists, else a bundled case by name
+    (``quickstart``, ``torch/wan_recompile``, with or without ``.yaml``); the quickstart when none."""
+    if arg is None:
+        return cases_dir() / "quickstart.yaml"
+    if Path(arg).exists():
+        return Path(arg)
+    found = bundled_cases().get(arg.removesuffix(".yaml"))
+    if found is None:
+        raise BadInput("no such case file, nor a bundled case of that name (`perfkit cases` lists them)", path=arg)
+    return found
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def cases(as_json):
+    """List the bundled cases (`perfkit run NAME` runs one) with each one's description."""
+    from perfkit.run.case import load_raw  # yaml: only to read the cases
+
+    rows = []
+    for name, path in bundled_cases().items():
+        raw = load_raw(path)
+        kind = next((k for k in ("model", "command", "serve") if raw.get(k)), "?")
+        rows.append({"name": name, "kind": kind, "description": str(raw.get("description", "")), "path": str(path)})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    width = max(len(r["name"]) for r in rows)
+    for r in rows:
+        click.echo(f"{r['name']:<{width}}  {r['kind']:<7}  {r['description']}")
+
+
 @click.command()
 @click.argument("case_file", type=click.Path(dir_okay=False), required=False)
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a case field (dotted keys).")
 @click.option("--only", metavar="VARIANT", help="Run one variant only.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Run directory (default reports/runs/...).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Run directory (default ./reports/runs/<case>-<time>).")
 @click.option("--aa", is_flag=True, help="Also run the baseline again, interleaved: the A/A noise floor.")
 @click.option("--salt", is_flag=True, help="Every trial compiles fresh (compile caches off, a new PERFKIT_SALT).")
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False), metavar="RUN_DIR",
@@ -65,7 +113,8 @@ def cli():
 @click.option("--host-index", type=click.IntRange(min=0), default=None, help="This host's index, 0..HOSTS-1.")
 @click.option("--coordinator", metavar="HOST:PORT", help="Multi-host: rank 0's host and a base port.")
 def run(case_file, overrides, only, out_dir, aa, salt, resume_dir, hosts, host_index, coordinator):
-    """Run the A/B trials of CASE_FILE and write a report (default: cases/quickstart.yaml).
+    """Run the A/B trials of CASE_FILE (a file, or a bundled case by name: `perfkit cases`) and write a
+    report into reports/runs/ under the current folder (default case: quickstart).
 
     Exit code 3 when a trial failed or hung, or the run was stopped (Ctrl-C): the report is still
     written, and --resume RUN_DIR continues it."""
@@ -97,8 +146,7 @@ def _run_or_resume(case_file, overrides, only, out_dir, aa, salt, resume_dir, ho
         return resume_run(resume_dir, host_index)
     if hosts > 1 and not out_dir:
         raise BadInput("a multi-host run needs --out: the run directory all hosts share", field="--out")
-    case = case_mod.load(case_file or Path(__file__).resolve().parent.parent / "cases" / "quickstart.yaml",
-                         list(overrides) + (["aa=true"] if aa else []))
+    case = case_mod.load(case_path(case_file), list(overrides) + (["aa=true"] if aa else []))
     # the runner's stack (statistics, pandas): only once the case is good
     from perfkit.run.runner import run_case
     from perfkit.run.trial import RunOptions
