@@ -1,4 +1,5 @@
-"""Where each chip's step time went: compute, exposed ICI, local DMA wait, idle.
+"""Where each chip's step time went: compute, exposed ICI, local DMA wait, idle; and how much of its
+collectives' time was hidden under compute.
 
 Every instant of a step's span on a device is given to one part. On each line (TPU ``XLA Ops``, a GPU
 stream, a CPU thread) the innermost running op owns the instant; across lines (GPU streams running at
@@ -6,11 +7,19 @@ once) compute beats ICI beats DMA, so a collective hidden behind compute costs n
 exposed part counts (on TPU that is the time in ``X-done``, where xprof counts it as compute). Instants
 where nothing runs are idle. A compute op's own DMA stall (TPU ``dma_stall_duration_ps``) moves from
 compute to DMA. The four parts add up to the span exactly (integer picoseconds).
+
+A collective is in flight while one of its ops runs and, for an async pair on one line (``X-start`` ...
+``X-done``, ``send`` / ``recv`` ... ``-done``), from the start op's start to the done op's end: ``comm``
+is that time, ``hidden`` the part of it owned by compute ops, ``overlap`` = hidden / comm (HTA's
+``comp_comm_overlap``). On GPU streams comm = hidden + exposed ICI; on TPU the rest of an async pair's
+flight is spent in DMA ops or idle. A done op closes the latest open start on its line; a half without
+its partner in the span counts only its own time.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -18,89 +27,177 @@ import pandas as pd
 from perfkit.trace import timeline
 from perfkit.trace.classify import CATEGORIES
 
-PARTS = ("compute", "ici", "dma", "idle")
+PARTS = (*CATEGORIES, "idle")
 TIMES = ["span_ps"] + [f"{p}_ps" for p in PARTS]  # a span and the parts it splits into
-COLUMNS = ["rank", "device", "step", *TIMES]
+COMM = ["comm_ps", "hidden_ps"]  # collectives in flight, and the part of that under compute
+COLUMNS = ["rank", "device", "step", *TIMES, *COMM, "overlap"]
+_COMPUTE, _DMA = CATEGORIES.index("compute"), CATEGORIES.index("dma")
+_COMM_BITS = sum(1 << i for i in range(len(CATEGORIES)) if i not in (_COMPUTE, _DMA))  # ICI (and DCN were it apart)
 
 
-def _sweep_order(group: np.ndarray, time: np.ndarray) -> np.ndarray:
-    """Entries sorted by (group, time): one int64 key when it fits (times are >= 0), else lexsort."""
-    span = int(time.max(initial=0)) + 1
-    if (int(group.max(initial=0)) + 1) * span < 2**62:
-        return np.argsort(group * span + time)
-    return np.lexsort((time, group))
+def _within(values: np.ndarray, block: np.ndarray, reverse: bool) -> np.ndarray:
+    """Running minimum of ``values`` inside each block of contiguous equal ``block`` (numbered up along
+    the array): from the front, or from the back with ``reverse``. Blocks are kept apart by offsets
+    larger than any value, so one ``minimum.accumulate`` serves them all."""
+    big = 2 * int(np.abs(values).max(initial=0)) + 2
+    if reverse:
+        shifted = values + block * big
+        return np.minimum.accumulate(shifted[::-1])[::-1] - block * big
+    shifted = values - block * big
+    return np.minimum.accumulate(shifted) + block * big
 
 
-def _segments(group: np.ndarray, time: np.ndarray, delta: np.ndarray, cls: np.ndarray, n_groups: int) -> np.ndarray:
-    """(n_groups, 3) busy time per group and class, given sweep entries: at ``time`` the count of running
-    innermost ops of class ``cls`` changes by ``delta`` in ``group``."""
-    order = _sweep_order(group, time)
-    group, time, delta, cls = group[order], time[order], delta[order], cls[order]
-    counts = [np.cumsum(np.where(cls == c, delta, 0)) for c in range(len(CATEGORIES))]
+class Flight(NamedTuple):
+    """Where collectives are in flight: pieces (indices) during which, and pieces after which until the
+    next piece on the line (or the span's end) one is, with that gap's length."""
+
+    during: np.ndarray
+    after: np.ndarray
+    gap: np.ndarray
+
+
+def _in_flight(pc: timeline.Pieces, span_end: np.ndarray) -> Flight:
+    """One pass per line: the open async pairs are a running count over the pieces that start or end
+    one (dones without an open start dropped, then starts no later done closes), carried forward to
+    the pieces between them."""
+    n = pc.start.size
+    at = np.flatnonzero(pc.pair)
+    comm = (pc.under & _COMM_BITS) != 0  # a collective op runs: owns the piece or runs around it
+    if not at.size:
+        return Flight(np.flatnonzero(comm), at, at)
+    line = pc.line[at]
+    first = timeline.run_starts(line)
+    lengths = np.diff(np.append(first, at.size))
+    block = np.repeat(np.arange(first.size), lengths)
+    delta = pc.pair[at].astype(np.int64)
+    total = np.cumsum(delta)
+    count = total - np.repeat(total[first] - delta[first], lengths)
+    count -= np.minimum(_within(count, block, reverse=False), 0)
+    count -= _within(count, block, reverse=True)
+    # each piece takes the count after the last pair piece at or before it on its line
+    last = np.full(n, -1, np.int64)
+    last[at] = np.arange(at.size)
+    np.maximum.accumulate(last, out=last)
+    seen = last >= 0
+    open_ = np.zeros(n, bool)
+    open_[seen] = (count[last[seen]] > 0) & (line[last[seen]] == pc.line[seen])
+    after = np.flatnonzero(open_)
+    nxt = np.minimum(after + 1, n - 1)
+    same = (after + 1 < n) & (pc.line[nxt] == pc.line[after])
+    gap = np.where(same, pc.start[nxt], span_end[pc.span[after]]) - pc.end[after]
+    return Flight(np.flatnonzero(comm | open_), after, np.maximum(gap, 0))
+
+
+def _sweep(pc: timeline.Pieces, flight: Flight, n_spans: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Spans with several lines: a sweep over every piece's start and end (class counts) and every
+    in-flight stretch (a count of its own), in time order per span. (n_spans, classes) busy time,
+    (n_spans,) comm and hidden time."""
+    k = len(CATEGORIES)
+    fs, gs = flight.during, flight.after
+    n = pc.start.size
+    span = np.concatenate([pc.span, pc.span, pc.span[fs], pc.span[fs], pc.span[gs], pc.span[gs]])
+    time = np.concatenate([pc.start, pc.end, pc.start[fs], pc.end[fs], pc.end[gs], pc.end[gs] + flight.gap])
+    order = np.lexsort((time, span))
+    span, time = span[order], time[order]
+    cls = np.concatenate([pc.cls, pc.cls, np.full(2 * (fs.size + gs.size), -1)])[order]
+    step = np.concatenate([np.ones(n, np.int64), -np.ones(n, np.int64), np.ones(fs.size, np.int64),
+                           -np.ones(fs.size, np.int64), np.ones(gs.size, np.int64), -np.ones(gs.size, np.int64)])[order]
+    counts = [np.cumsum(np.where(cls == c, step, 0)) for c in range(k)]
+    flying = np.cumsum(np.where(cls < 0, step, 0)) > 0
     length = np.zeros(time.size, np.int64)
-    length[:-1] = np.where(group[1:] == group[:-1], time[1:] - time[:-1], 0)
-    owner = np.select([c > 0 for c in counts], list(range(len(CATEGORIES))), default=-1)
+    length[:-1] = np.where(span[1:] == span[:-1], time[1:] - time[:-1], 0)
+    owner = np.select([c > 0 for c in counts], list(range(k)), default=-1)
     busy = owner >= 0
-    # float64 sums of integer picoseconds are exact below 2**53 ps (2.5 hours) per span and class
-    out = np.bincount(group[busy] * len(CATEGORIES) + owner[busy], weights=length[busy],
-                      minlength=n_groups * len(CATEGORIES))
-    return np.rint(out).astype(np.int64).reshape(n_groups, len(CATEGORIES))
+    out = np.bincount(span[busy] * k + owner[busy], weights=length[busy], minlength=n_spans * k)
+    comm = np.bincount(span[flying], weights=length[flying], minlength=n_spans)
+    under = flying & (owner == _COMPUTE)
+    hidden = np.bincount(span[under], weights=length[under], minlength=n_spans)
+    return out.reshape(n_spans, k), comm, hidden
 
 
-def breakdown(events: pd.DataFrame) -> pd.DataFrame:
+def _subset(pc: timeline.Pieces, flight: Flight, keep: np.ndarray) -> tuple[timeline.Pieces, Flight]:
+    """The pieces where ``keep`` holds, with their in-flight indices renumbered."""
+    index = np.cumsum(keep) - 1
+    during, after = flight.during[keep[flight.during]], keep[flight.after]
+    return (timeline.Pieces(*(a[keep] for a in pc)),
+            Flight(index[during], index[flight.after[after]], flight.gap[after]))
+
+
+def breakdown(events: pd.DataFrame, window: str = "step") -> pd.DataFrame:
     """Per (rank, device, step): ``span_ps`` and ``compute_ps``, ``ici_ps``, ``dma_ps``, ``idle_ps``
-    (adding up to the span), plus ``start_ps`` of the span. Steps as in ``perfkit.trace.steps``; step
-    -1 is the whole trace of a device without step markers."""
-    spans, ops = timeline.measured(events)
+    (adding up to the span), ``comm_ps``, ``hidden_ps``, ``overlap``, plus ``start_ps`` of the span.
+    Steps as in ``perfkit.trace.steps`` (step -1: the whole trace of a device without step markers);
+    ``window="trace"``: one span per device, its first op's start to its last op's end."""
+    spans, ops = timeline.layout(events, window)
     if spans.empty:
         return pd.DataFrame(columns=COLUMNS + ["start_ps"])
-    keys = ["rank", "device", "step"]
-    g = ops["span"].to_numpy(np.int64)
-    start, end, parent = (ops[c].to_numpy(np.int64) for c in ("start_ps", "end_ps", "parent"))
-    cat = ops["category"].astype("category")
-    lookup = [CATEGORIES.index(c) if c in CATEGORIES else -1 for c in cat.cat.categories]  # ops hold only these
-    cls = np.array(lookup, np.int64)[cat.cat.codes.to_numpy()]
-    child = np.flatnonzero(parent >= 0)
-    p = parent[child]
-    # each op counts while it runs; a nested op takes its time from its parent's class meanwhile
-    busy = _segments(np.concatenate([g, g, g[child], g[child]]),
-                     np.concatenate([start, end, start[child], np.minimum(end[child], end[p])]),
-                     np.concatenate([np.ones_like(g), -np.ones_like(g), -np.ones_like(child), np.ones_like(child)]),
-                     np.concatenate([cls, cls, cls[p], cls[p]]), len(spans))
-    stall = np.bincount(g, weights=np.where(cls == 0, ops["stall_ps"].to_numpy(), 0), minlength=len(spans))
-    moved = np.minimum(stall.astype(np.int64), busy[:, 0])
-    out = spans[keys + ["start_ps"]].copy()
-    out["span_ps"] = spans["end_ps"] - spans["start_ps"]
-    out["compute_ps"] = busy[:, 0] - moved
-    out["ici_ps"] = busy[:, 1]
-    out["dma_ps"] = busy[:, 2] + moved
+    n, k = len(spans), len(CATEGORIES)
+    span_end = spans["end_ps"].to_numpy(np.int64)
+    pc = timeline.pieces(ops)
+    flight = _in_flight(pc, span_end)
+    # spans of one line (a TPU chip's XLA Ops): its pieces are disjoint, so plain sums are the answer
+    lines = np.bincount(ops.span[timeline.run_starts(ops.line)], minlength=n)
+    several = lines > 1
+    one, fl = pc, flight
+    if several.any():
+        multi = several[pc.span]
+        one, fl = _subset(pc, flight, ~multi)
+    # float64 sums of integer picoseconds are exact below 2**53 ps (2.5 hours) per span and class
+    busy = np.bincount(one.span * k + one.cls, weights=one.end - one.start, minlength=n * k).reshape(n, k)
+    comm = (np.bincount(one.span[fl.during], weights=one.end[fl.during] - one.start[fl.during], minlength=n)
+            + np.bincount(one.span[fl.after], weights=fl.gap, minlength=n))
+    under = fl.during[one.cls[fl.during] == _COMPUTE]
+    hidden = np.bincount(one.span[under], weights=one.end[under] - one.start[under], minlength=n)
+    if several.any():
+        b, c, h = _sweep(*_subset(pc, flight, multi), n)
+        busy, comm, hidden = busy + b, comm + c, hidden + h
+    busy, comm, hidden = (np.rint(x).astype(np.int64) for x in (busy, comm, hidden))
+    stall = np.bincount(ops.span, weights=np.where(ops.cls == _COMPUTE, ops.stall, 0), minlength=n)
+    moved = np.minimum(stall.astype(np.int64), busy[:, _COMPUTE])
+    busy[:, _COMPUTE] -= moved
+    busy[:, _DMA] += moved
+    out = spans[["rank", "device", "step", "start_ps"]].copy()
+    out["span_ps"] = span_end - spans["start_ps"].to_numpy()
+    for i, c in enumerate(CATEGORIES):
+        out[f"{c}_ps"] = busy[:, i]
     out["idle_ps"] = out["span_ps"] - busy.sum(axis=1)
+    out["comm_ps"], out["hidden_ps"] = comm, hidden
+    out["overlap"] = np.where(comm > 0, hidden / np.maximum(comm, 1), np.nan)
     return out[COLUMNS + ["start_ps"]]
 
 
 def mean_per_device(rows: pd.DataFrame) -> pd.DataFrame:
-    """The per-step rows of ``breakdown`` averaged over steps, per (rank, device); ``steps`` counts them."""
-    out = rows.groupby(["rank", "device"])[TIMES].mean().reset_index()
+    """The per-step rows of ``breakdown`` averaged over steps, per (rank, device); ``steps`` counts them,
+    ``overlap`` is hidden / comm of the sums."""
+    out = rows.groupby(["rank", "device"])[TIMES + COMM].mean().reset_index()
     out.insert(2, "steps", rows.groupby(["rank", "device"]).size().to_numpy())
+    out["overlap"] = out["hidden_ps"] / out["comm_ps"].where(out["comm_ps"] > 0)
     return out
 
 
 def plot(means: pd.DataFrame, path, title: str = "") -> None:
-    """A stacked bar per chip of its mean step: compute / ICI / DMA / idle, in milliseconds."""
+    """A stacked bar per chip of its mean step: compute / ICI / DMA / idle, in milliseconds; beside it a
+    thin bar of the collectives' time in flight, its hidden part hatched."""
+    # matplotlib: only when a plot is asked for
     from matplotlib.figure import Figure
 
-    # matplotlib: only when a plot is asked for
     from perfkit.common.figures import PART_STYLE as STYLE, save_figure
 
     labels = [f"r{r}/d{d}" for r, d in zip(means["rank"], means["device"])]
+    x = np.arange(len(labels))
     fig = Figure(figsize=(max(4.0, 0.5 * len(labels) + 2) + 1.5, 3.5))
     ax = fig.add_subplot()
     bottom = np.zeros(len(means))
     for part in PARTS:
         ms = means[f"{part}_ps"].to_numpy() / 1e9
         label, color = STYLE[part]
-        ax.bar(labels, ms, bottom=bottom, label=label, color=color)
+        ax.bar(x - 0.1, ms, width=0.6, bottom=bottom, label=label, color=color)
         bottom += ms
+    comm, hidden = (means[c].to_numpy() / 1e9 for c in COMM)
+    ax.bar(x + 0.3, comm, width=0.2, color="none", edgecolor=STYLE["ici"][1], label="collectives in flight")
+    ax.bar(x + 0.3, hidden, width=0.2, color="none", edgecolor=STYLE["compute"][1], hatch="///",
+           label="of it hidden under compute")
+    ax.set_xticks(x, labels)
     ax.set_ylabel("mean step (ms)")
     ax.set_title(title or "step time per chip")
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))

@@ -47,30 +47,39 @@ def trace():
 @steps_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: rows (per step) and mean (per device).")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write a stacked-bar PNG of the mean step per chip.")
-def breakdown(paths, step_pattern, as_json, plot):
-    """Per chip and step: compute / exposed ICI / local DMA wait / idle, adding up to the step span.
+@click.option("--window", type=click.Choice(["step", "trace"]), default="step", show_default=True,
+              help="Spans: each step, or each device's whole trace (first to last device op, as HTA measures).")
+def breakdown(paths, step_pattern, as_json, plot, window):
+    """Per chip and step: compute / exposed ICI / local DMA wait / idle, adding up to the step span; and
+    the collectives' time in flight, the part of it hidden under compute, and that share.
 
     PATHS are trace files or folders (every *.xplane.pb under a folder, else every Kineto *.json[.gz])."""
     # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
-    from perfkit.trace.breakdown import COLUMNS, PARTS, TIMES, breakdown as compute, mean_per_device
+    from perfkit.trace.breakdown import COLUMNS, COMM, PARTS, TIMES, breakdown as compute, mean_per_device
     from perfkit.trace.breakdown import plot as draw
 
     events = _load(paths, step_pattern)
-    rows = compute(events)
+    rows = compute(events, window)
     if rows.empty:
         raise BadInput("no device ops in these traces", path=" ".join(paths))
     means = mean_per_device(rows)
     if plot:
         draw(means, plot)
     if as_json:
-        click.echo(json.dumps({"steps_from": events.attrs["steps_from"], "rows": _json_rows(rows[COLUMNS]),
-                               "mean": _json_rows(means)}, indent=1))
+        click.echo(json.dumps({"steps_from": events.attrs["steps_from"] if window == "step" else ["whole trace"],
+                               "window": window, "rows": _json_rows(rows[COLUMNS]), "mean": _json_rows(means)},
+                              indent=1))
         return
-    click.echo(f"steps from: {', '.join(events.attrs['steps_from'])}; times in ms")
-    click.echo(_ms(rows[COLUMNS], TIMES).to_string(index=False))
-    shares = _ms(means, TIMES)
+    share = lambda v: "-" if pd.isna(v) else f"{100 * v:.1f}%"  # noqa: E731
+    click.echo(f"steps from: {', '.join(events.attrs['steps_from']) if window == 'step' else 'whole trace'}; "
+               "times in ms; comm: collectives in flight, hidden: the part of it under compute")
+    table = _ms(rows[COLUMNS], TIMES + COMM)
+    table["overlap"] = rows["overlap"].map(share)
+    click.echo(table.to_string(index=False))
+    shares = _ms(means, TIMES + COMM)
     for p in PARTS:
         shares[p] += (100 * means[f"{p}_ps"] / means["span_ps"]).map(lambda v: f" ({v:.1f}%)")
+    shares["overlap"] = means["overlap"].map(share)
     click.echo("\nmean step per chip (ms, % of the span):")
     click.echo(shares.to_string(index=False))
     if plot:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from perfkit.errors import BadInput
-from perfkit.trace import breakdown, diff, events
+from perfkit.trace import breakdown, collectives, diff, events
 
 PS_PER_MS = 1e9
 TOP_DELTAS = 8
@@ -27,7 +27,9 @@ def trial_trace_dirs(run_dir: Path, trials: list[dict], variant: str) -> list[Pa
 
 
 def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame]:
-    """Mean step parts (ms) over every chip-step of the folders' traces, and the mean per-step op table."""
+    """Mean step parts and collective time in flight / hidden (ms) over every chip-step of the folders'
+    traces, their overlap share (hidden / in flight, of the sums; None without collectives), and the
+    mean per-step op table."""
     rows, tables, sources = [], [], set()
     for folder in folders:  # one trial at a time: its ranks' traces belong together, trials do not
         ev = events.load(sorted(folder.glob("rank*/trace")))
@@ -35,7 +37,9 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame]:
         rows.append(breakdown.breakdown(ev))
         tables.append(diff.per_step(ev, "kind"))
     rows = pd.concat(rows)
-    parts = {c.replace("_ps", "_ms"): float(rows[c].mean() / PS_PER_MS) for c in breakdown.TIMES}
+    parts = {c.replace("_ps", "_ms"): float(rows[c].mean() / PS_PER_MS) for c in breakdown.TIMES + breakdown.COMM}
+    comm = int(rows["comm_ps"].sum())
+    parts["overlap"] = int(rows["hidden_ps"].sum()) / comm if comm else None
     table = pd.concat(tables).groupby(level=0).agg(category=("category", "first"), time_ps=("time_ps", "mean"),
                                                    count=("count", "mean"))
     return {"trials": len(folders), "chip_steps": len(rows), **parts, "steps_from": sorted(sources)}, table
@@ -63,4 +67,5 @@ def summarize(run_dir: Path, trials: list[dict], variants: list[str]) -> dict | 
             table = diff.compare(tables[base], tables[v]).head(TOP_DELTAS)
             deltas[v] = [{"key": r.key, "category": r.category, "a_ms": r.a_ps / PS_PER_MS, "b_ms": r.b_ps / PS_PER_MS,
                           "delta_ms": r.delta_ps / PS_PER_MS} for r in table.itertuples()]
-    return {"variants": parts, "op_deltas": deltas, "by": "kind", "baseline": base}
+    return {"variants": parts, "op_deltas": deltas, "by": "kind", "baseline": base,
+            "collectives": collectives.summarize(found)}

@@ -1,5 +1,10 @@
-"""Nesting of device ops on one line (a ``while`` around its body, a CPU thunk around what it calls), and
-the step spans ops are measured against. Shared by ``breakdown`` and ``diff``.
+"""Device ops laid out on their lines: the spans (steps, or a device's whole trace) they are measured in,
+their nesting on one line (a ``while`` around its body, a CPU thunk around what it calls), and the
+disjoint pieces of a line's time each op owns. Shared by ``breakdown`` and ``diff``.
+
+Built for profiles of millions of ops: it reads the frame's columns as numpy arrays (no copy of the
+frame through a boolean mask) and uses that a reader delivers each line's ops in time order, properly
+nested, so every step is a linear pass; it sorts only where that does not hold (then only those ops).
 """
 
 from __future__ import annotations
@@ -9,7 +14,9 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from perfkit.trace.events import device_ops
+from perfkit.trace.classify import CATEGORIES
+
+WINDOWS = ("step", "trace")  # spans: each step marker's window, or a device's first to last op
 
 
 def parents(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -41,16 +48,31 @@ def parents(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray
     return parent
 
 
-def spans(ops: pd.DataFrame, markers: pd.DataFrame) -> pd.DataFrame:
+def run_starts(key: np.ndarray) -> np.ndarray:
+    """Start index of each run of equal values in ``key``."""
+    return np.concatenate([[0], np.flatnonzero(key[1:] != key[:-1]) + 1]) if key.size else np.zeros(0, np.int64)
+
+
+def _pack(columns: list[np.ndarray]) -> np.ndarray:
+    """One int64 key per row for int columns >= -1 that orders like the tuple of columns."""
+    key = np.zeros(columns[0].size, np.int64)
+    for c in columns:
+        c = c.astype(np.int64) + 1
+        key *= int(c.max(initial=0)) + 1
+        key += c
+    return key
+
+
+def spans(extents: pd.DataFrame, markers: pd.DataFrame) -> pd.DataFrame:
     """One row per (rank, device, step) measured: ``start_ps``, ``end_ps``.
 
-    ``ops``: device ops (rank, device, step, start_ps, dur_ps); ``markers``: step markers (rank, device,
-    step, start_ps, dur_ps; device -1 holds for every device of the rank). A step's span on a device
-    runs from its marker's start to the later of the marker's end and the end of the step's last op
-    there, so an idle step still has a span. A device without markers gets one span over all its ops,
-    step -1."""
+    ``extents``: per (rank, device, step) of device ops, ``op_start`` and ``op_end`` (first start and
+    last end); ``markers``: step markers (rank, device, step, start_ps, dur_ps; device -1 holds for every
+    device of the rank). A step's span on a device runs from its marker's start to the later of the
+    marker's end and the end of the step's last op there, so an idle step still has a span. A device
+    without markers gets one span over all its ops, step -1."""
     keys = ["rank", "device", "step"]
-    devices = ops[["rank", "device"]].drop_duplicates()
+    devices = extents[["rank", "device"]].drop_duplicates()
     win = markers.assign(end_ps=markers["start_ps"] + markers["dur_ps"])[keys + ["start_ps", "end_ps"]]
     own = win[win["device"] >= 0].merge(devices, on=["rank", "device"])
     has_own = pd.MultiIndex.from_frame(own[["rank", "device"]])
@@ -58,8 +80,7 @@ def spans(ops: pd.DataFrame, markers: pd.DataFrame) -> pd.DataFrame:
     shared = shared[~pd.MultiIndex.from_frame(shared[["rank", "device"]]).isin(has_own)]
     windows = pd.concat([own, shared[own.columns]]).groupby(keys).agg(start_ps=("start_ps", "min"),
                                                                       end_ps=("end_ps", "max"))
-    op_end = (ops.assign(end_ps=ops["start_ps"] + ops["dur_ps"]).groupby(keys)
-              .agg(op_start=("start_ps", "min"), op_end=("end_ps", "max")))
+    op_end = extents.set_index(keys)
     measured = windows.join(op_end, how="left")
     measured["end_ps"] = np.maximum(measured["end_ps"], measured["op_end"].fillna(0)).astype(np.int64)
     covered = pd.MultiIndex.from_frame(windows.reset_index()[["rank", "device"]]).unique()
@@ -70,6 +91,177 @@ def spans(ops: pd.DataFrame, markers: pd.DataFrame) -> pd.DataFrame:
     return out.sort_index().reset_index()
 
 
+class Ops(NamedTuple):
+    """Device ops in measuring order: by line within a span, each line in time order (outer op first
+    when two start together). (n,) arrays; ``row``: the op's row in the events frame."""
+
+    row: np.ndarray     # int64
+    span: np.ndarray    # int64 row of the spans table
+    line: np.ndarray    # int64 id of (span, line), numbered in this order: ops of one line are contiguous
+    start: np.ndarray   # int64 ps
+    end: np.ndarray     # int64 ps, cut at the span's end
+    cls: np.ndarray     # int64 index into CATEGORIES
+    stall: np.ndarray   # int64 ps (TPU dma_stall_duration_ps)
+    pair: np.ndarray    # int8: +1 a collective's async start (``X-start``, ``send``, ``recv``), -1 its ``X-done``
+
+
+class Layout(NamedTuple):
+    spans: pd.DataFrame  # rank, device, step, start_ps, end_ps (``spans``)
+    ops: Ops
+
+
+def _codes(column: pd.Series, table) -> np.ndarray:
+    """A categorical column's codes mapped through ``table`` (category value -> number), -1 unmapped."""
+    lookup = np.array([table(v) for v in column.cat.categories] + [-1], np.int64)
+    return lookup[column.cat.codes.to_numpy()]  # code -1 (missing) reads the last entry
+
+
+def _pair_role(kind: str) -> int:
+    if kind.endswith("-start") or kind in ("send", "recv"):
+        return 1
+    return -1 if kind.endswith("-done") else 0
+
+
+def _change(columns: list[np.ndarray]) -> np.ndarray:
+    """Start index of each run of rows where none of ``columns`` changes."""
+    n = columns[0].size
+    if not n:
+        return np.zeros(0, np.int64)
+    changed = np.zeros(n - 1, bool)
+    for c in columns:
+        changed |= c[1:] != c[:-1]
+    return np.concatenate([[0], np.flatnonzero(changed) + 1])
+
+
+def _lengths(first: np.ndarray, n: int) -> np.ndarray:
+    return np.diff(np.append(first, n))
+
+
+def layout(events: pd.DataFrame, window: str = "step") -> Layout:
+    """The device ops of ``events`` (dur > 0) placed in their spans: per step marker, or with ``window``
+    ``"trace"`` one span per device from its first op's start to its last op's end (step -1)."""
+    if window not in WINDOWS:
+        raise ValueError(f"window must be one of {WINDOWS}")
+    cls_all = _codes(events["category"], lambda c: CATEGORIES.index(c) if c in CATEGORIES else -1)
+    dur = events["dur_ps"].to_numpy()
+    row = np.flatnonzero((cls_all >= 0) & (dur > 0))
+    if not row.size:
+        none = np.zeros(0, np.int64)
+        return Layout(pd.DataFrame(columns=["rank", "device", "step", "start_ps", "end_ps"]),
+                      Ops(none, none, none, none, none, none, none, none.astype(np.int8)))
+    take = lambda column: events[column].to_numpy()[row]  # noqa: E731
+    rank, device, start = take("rank"), take("device"), take("start_ps")
+    end = start + dur[row]  # never past its span's end: a span ends at or after its ops' last end
+    step = take("step") if window == "step" else np.zeros(row.size, np.int32) - 1
+    # extents per (rank, device, step) from runs of equal keys (ops arrive grouped), then the runs joined
+    first = _change([rank, device, step])
+    keys = {"rank": rank[first], "device": device[first], "step": step[first]}
+    ext = pd.DataFrame({**keys, "op_start": np.minimum.reduceat(start, first),
+                        "op_end": np.maximum.reduceat(end, first)})
+    ext = ext.groupby(["rank", "device", "step"], as_index=False).agg(op_start=("op_start", "min"),
+                                                                       op_end=("op_end", "max"))
+    markers = events.loc[events["category"] == "step", ["rank", "device", "step", "start_ps", "dur_ps"]]
+    span_rows = spans(ext, markers if window == "step" else markers.iloc[:0])
+    # span of each run: the runs' keys packed with the spans' keys (one packing, so the same ranges)
+    packed = _pack([np.concatenate([span_rows[c].to_numpy(), v]) for c, v in keys.items()])
+    span_key, run_key = packed[:len(span_rows)], packed[len(span_rows):]
+    at = np.minimum(np.searchsorted(span_key, run_key), len(span_key) - 1)  # spans are sorted by key
+    span = np.repeat(np.where(span_key[at] == run_key, at, -1), _lengths(first, row.size))
+    cls = cls_all[row]
+    role = np.array([_pair_role(k) for k in events["kind"].cat.categories] + [0], np.int8)
+    pair = role[events["kind"].cat.codes.to_numpy()[row]]
+    pair[cls != CATEGORIES.index("ici")] = 0  # copy-start / copy-done are local DMA, not collectives
+    fields = [row, span, events["line"].cat.codes.to_numpy()[row], start, end, cls, take("stall_ps"), pair]
+    kept = span >= 0  # ops outside every step window of a device with markers are not measured
+    if not kept.all():
+        fields = [f[kept] for f in fields]
+    row, span, line, start, end, cls, stall, pair = fields
+    first = _change([span, line])
+    if not _in_measuring_order(span, line, first, start, end):
+        order = np.lexsort((-end, start, line, span))
+        row, span, line, start, end, cls, stall, pair = (f[order] for f in (row, span, line, start, end, cls,
+                                                                              stall, pair))
+        first = _change([span, line])
+    line_id = np.repeat(np.arange(first.size), _lengths(first, row.size))
+    return Layout(span_rows, Ops(row, span, line_id, start, end, cls, stall, pair))
+
+
+def _in_measuring_order(span: np.ndarray, line: np.ndarray, first: np.ndarray, start: np.ndarray,
+                        end: np.ndarray) -> bool:
+    """Whether ops already come line by line (``first``: where each run of one (span, line) starts), no
+    line split in two places, each line in (start, -end) order, as readers give them."""
+    ds = np.diff(start)
+    ok = (ds > 0) | ((ds == 0) & (end[1:] <= end[:-1]))
+    ok[first[1:] - 1] = True  # a new line may start anywhere
+    return bool(ok.all()) and pd.MultiIndex.from_arrays([span[first], line[first]]).is_unique
+
+
+class Pieces(NamedTuple):
+    """Each line's busy time cut into disjoint pieces, each owned by the innermost op running then;
+    (m,) arrays in time order per line."""
+
+    span: np.ndarray
+    line: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    cls: np.ndarray
+    pair: np.ndarray   # the owning op's async role on its first piece (a start / done op is one piece)
+    under: np.ndarray  # bit c set: an op of class c owns the piece or runs around it
+
+
+def pieces(ops: Ops) -> Pieces:
+    """Disjoint owned pieces of every line: a line without nesting is its ops as they are; a nested one
+    is cut around each op's children."""
+    same = ops.line[1:] == ops.line[:-1]
+    overlap = same & (ops.end[:-1] > ops.start[1:])
+    if not overlap.any():
+        return Pieces(ops.span, ops.line, ops.start, ops.end, ops.cls, ops.pair, 1 << ops.cls)
+    nested_lines = np.unique(ops.line[1:][overlap])
+    nested = np.isin(ops.line, nested_lines)
+    sub = np.flatnonzero(nested)
+    line, s, e = ops.line[sub], ops.start[sub], ops.end[sub]
+    parent = parents(line, s, e)  # ops are in measuring order, so indices into sub keep that order
+    n = sub.size
+    cls = ops.cls[sub]
+    under = 1 << cls
+    while True:  # one round per nesting level: each op takes its parent's classes
+        deeper = under | np.where(parent >= 0, under[np.maximum(parent, 0)], 0)
+        if (deeper == under).all():
+            break
+        under = deeper
+    nxt_same = np.append(line[1:] == line[:-1], False)
+    # an op's first piece runs from its start to its first child's start (the next op) or its end
+    first_end = np.where(nxt_same, np.minimum(e, np.append(s[1:], 0)), e)
+    # after each child, its parent resumes until the parent's next child starts or the parent ends
+    child = np.flatnonzero(parent >= 0)
+    p = parent[child]
+    resume = np.minimum(e[child], e[p])
+    # the next op starting at or after ``resume`` on that line: searched on times made increasing across lines
+    lo = run_starts(line)
+    width = np.maximum.reduceat(e, lo) - s[lo] + 1 if n else e
+    offset = np.concatenate([[0], np.cumsum(width)[:-1]]) - s[lo]
+    shift = np.repeat(offset, np.diff(np.append(lo, n)))
+    at = np.searchsorted(s + shift, resume + shift[child])
+    line_end = np.repeat(np.append(lo[1:], n), np.diff(np.append(lo, n)))
+    within = at < line_end[child]
+    resume_end = np.where(within, np.minimum(e[p], s[np.minimum(at, n - 1)]), e[p])
+    span_sub = ops.span[sub]
+    cand = [
+        (span_sub, line, s, first_end, cls, ops.pair[sub], under),
+        (span_sub[child], line[child], resume, resume_end, cls[p], np.zeros(child.size, np.int8), under[p]),
+    ]
+    cut = [np.concatenate(x) for x in zip(*cand)]
+    keep = cut[3] > cut[2]
+    cut = [c[keep] for c in cut]
+    order = np.lexsort((cut[2], cut[1]))
+    cut = [c[order] for c in cut]
+    later = np.append(cut[1][1:] == cut[1][:-1], False)  # a partial overlap: the earlier piece ends where the next starts
+    cut[3] = np.where(later, np.minimum(cut[3], np.append(cut[2][1:], 0)), cut[3])
+    flat = np.flatnonzero(~nested)  # each line's pieces stay contiguous: no need to sort them together
+    return Pieces(*(np.concatenate([a[flat], b]) for a, b in
+                    zip((ops.span, ops.line, ops.start, ops.end, ops.cls, ops.pair, 1 << ops.cls), cut)))
+
+
 class Measured(NamedTuple):
     """Device ops placed in the spans they are measured in."""
 
@@ -78,21 +270,13 @@ class Measured(NamedTuple):
     #                      end), parent (row of ``ops`` it runs inside, -1), self_ps (end - start - children)
 
 
-def measured(events: pd.DataFrame) -> Measured:
+def measured(events: pd.DataFrame, window: str = "step") -> Measured:
     """The device ops of ``events`` with their spans, nesting and exclusive (self) time."""
-    ops = device_ops(events)
-    ops = ops[ops["dur_ps"] > 0]
-    markers = events.loc[events["category"] == "step", ["rank", "device", "step", "start_ps", "dur_ps"]]
-    span_rows = spans(ops, markers)
-    keys = ["rank", "device", "step"]
-    ops = ops.merge(span_rows[keys].assign(span=np.arange(len(span_rows))), on=keys)
-    g = ops["span"].to_numpy(np.int64)
-    start = ops["start_ps"].to_numpy(np.int64)
-    end = np.minimum(start + ops["dur_ps"].to_numpy(np.int64), span_rows["end_ps"].to_numpy()[g])
-    line = ops["line"].cat.codes.to_numpy(np.int64)
-    parent = parents(g * (int(line.max(initial=0)) + 1) + line, start, end)
+    spans_, ops = layout(events, window)
+    parent = parents(ops.line, ops.start, ops.end)
     child = np.flatnonzero(parent >= 0)
-    inner = np.bincount(parent[child], weights=(np.minimum(end[child], end[parent[child]]) - start[child]),
-                        minlength=len(ops))
-    ops = ops.assign(end_ps=end, parent=parent, self_ps=(end - start) - inner.astype(np.int64))
-    return Measured(span_rows, ops)
+    inner = np.bincount(parent[child], weights=np.minimum(ops.end[child], ops.end[parent[child]]) - ops.start[child],
+                        minlength=ops.row.size)
+    frame = events.take(ops.row).assign(span=ops.span, end_ps=ops.end, parent=parent,
+                                        self_ps=(ops.end - ops.start) - inner.astype(np.int64))
+    return Measured(spans_, frame.reset_index(drop=True))

@@ -1,0 +1,158 @@
+"""Hidden and exposed communication in the breakdown, against hand-computed TPU- and GPU-shaped traces,
+against a plain per-picosecond model of the definitions (docs/architecture.md, Trace breakdown) on
+random nested multi-line layouts, and in the run summary. HTA is the referee on real GPU traces
+(test_trace_hta.py)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from trace_builders import U, gpu_trace, one_step_trace
+
+from perfkit.analysis.summary import trace_summary
+from perfkit.trace import breakdown, events
+from perfkit.trace.events import CATEGORY_VALUES
+
+# One TPU chip, one step [0, 100) us, all on XLA Ops; (name, opcode, start, end). Worked out by hand:
+ASYNC_OPS = [
+    # an all-gather in flight [0, 20): hidden under fusion.1 8, exposed in its halves 2 + 6; during the
+    # flight the chip also copies (DMA 2) and idles 2, which are neither hidden nor exposed ICI
+    ("all-gather-start.1", "all-gather-start", 0, 2), ("fusion.1", "fusion", 2, 10),
+    ("copy-start.1", "copy-start", 12, 13), ("copy-done.1", "copy-done", 13, 14),
+    ("all-gather-done.1", "all-gather-done", 14, 20),
+    # a collective-permute inside a while [30, 60): in flight [31, 45) = 14, hidden fusion.2 8, exposed 1 + 5;
+    # the while's own time [30, 31) and [45, 60) is compute, the second part after the flight
+    ("while.1", "while", 30, 60), ("collective-permute-start.1", "collective-permute-start", 31, 32),
+    ("fusion.2", "fusion", 32, 40), ("collective-permute-done.1", "collective-permute-done", 40, 45),
+    # two pairs in flight at once [60, 77) = 17: hidden fusion.3 8 + fusion.4 3, exposed 1 + 1 + 2 + 2
+    ("all-reduce-start.1", "all-reduce-start", 60, 61), ("all-gather-start.3", "all-gather-start", 61, 62),
+    ("fusion.3", "fusion", 62, 70), ("all-reduce-done.1", "all-reduce-done", 70, 72), ("fusion.4", "fusion", 72, 75),
+    ("all-gather-done.3", "all-gather-done", 75, 77),
+    # a start whose done is not in the step: its own 1 us only, fusion.5 after it is not hidden
+    ("all-gather-start.2", "all-gather-start", 90, 91), ("fusion.5", "fusion", 91, 95),
+]
+# span, compute, ici, dma, idle, comm, hidden (us)
+ASYNC_EXPECTED = (100, 8 + 16 + 8 + 8 + 3 + 4, 8 + 6 + 6 + 1, 2, 2 + 10 + 13 + 5, 20 + 14 + 17 + 1, 8 + 8 + 11)
+FIGURES = ["span_ps", "compute_ps", "ici_ps", "dma_ps", "idle_ps", "comm_ps", "hidden_ps"]
+
+
+def test_tpu_async_pairs_hand_computed(tmp_path):
+    rows = breakdown.breakdown(events.load([one_step_trace(tmp_path / "a.xplane.pb", ASYNC_OPS)]))
+    assert len(rows) == 1
+    row = rows.iloc[0]
+    assert tuple(int(row[c]) // U for c in FIGURES) == ASYNC_EXPECTED
+    assert row["overlap"] == pytest.approx(27 / 52)
+    assert row[["compute_ps", "ici_ps", "dma_ps", "idle_ps"]].sum() == row["span_ps"]
+
+
+def test_gpu_collective_kernel_overlapped_by_another_stream(tmp_path):
+    """gpu_trace step 0: the NCCL kernel of all-reduce-start.1 [5, 15) on its own stream, fusion_1 [0, 10)
+    on another: 10 us of collective, 5 hidden, 5 exposed (a GPU start kernel is the transfer itself,
+    with no done on its stream). Step 1 has no collective."""
+    rows = breakdown.breakdown(events.load([gpu_trace(tmp_path / "g.xplane.pb")])).set_index("step")
+    assert (rows.loc[0, "comm_ps"], rows.loc[0, "hidden_ps"], rows.loc[0, "ici_ps"]) == (10 * U, 5 * U, 5 * U)
+    assert rows.loc[0, "overlap"] == 0.5
+    assert rows.loc[1, "comm_ps"] == 0 and np.isnan(rows.loc[1, "overlap"])
+
+
+def test_run_summary_reports_hidden_communication(tmp_path):
+    def trial(index, variant, ops):
+        one_step_trace(tmp_path / f"trials/{index:02d}-{variant}/rank0/trace/step0/h.xplane.pb", ops)
+        return {"index": index, "variant": variant, "status": "ok", "dir": f"trials/{index:02d}-{variant}"}
+
+    pair = lambda compute: [("all-gather-start.1", "all-gather-start", 0, 1),  # noqa: E731
+                            ("fusion.1", "fusion", 1, 1 + compute), ("all-gather-done.1", "all-gather-done", 1 + compute, 12)]
+    trials = [trial(0, "tp", [("fusion.1", "fusion", 0, 10), ("all-reduce.1", "all-reduce", 10, 14)]),
+              trial(1, "sp", pair(8)), trial(2, "sp", pair(4))]
+    got = trace_summary(tmp_path, trials)["variants"]
+    assert (got["tp"]["comm_ms"], got["tp"]["hidden_ms"], got["tp"]["overlap"]) == pytest.approx((0.004, 0, 0))
+    # sp: 12 us in flight each trial, hidden 8 and 4 -> 6 a step, half of it
+    assert (got["sp"]["comm_ms"], got["sp"]["hidden_ms"], got["sp"]["overlap"]) == pytest.approx((0.012, 0.006, 0.5))
+    assert got["sp"]["ici_ms"] == pytest.approx(0.006)
+
+
+# -- a plain model of the definitions, one picosecond at a time --------------------------------------------
+
+KINDS = {"fusion": "compute", "while": "compute", "all-reduce": "ici", "all-gather-start": "ici",
+         "all-gather-done": "ici", "copy-start": "dma"}
+LEAF_KINDS = list(KINDS)
+PARENT_KINDS = ["while", "fusion", "all-reduce"]  # a collective fusion may have ops inside too
+
+
+def _layout(rng, lo, hi, depth, out, line):
+    """Properly nested random ops on one line inside [lo, hi): (line, start, end, depth, kind). A child
+    is never its parent's exact copy (then either could be the parent)."""
+    t = lo
+    while t < hi - 1 and rng.random() < 0.75:
+        a = int(rng.integers(t, hi - 1))
+        b = int(rng.integers(a + 1, min(hi, a + 12) + 1))
+        if depth and (a, b) == (lo, hi):
+            b -= 1
+        index = len(out)
+        out.append([line, a, b, depth, str(rng.choice(LEAF_KINDS))])
+        if depth < 2 and b - a > 2 and rng.random() < 0.4:
+            inner = len(out)
+            _layout(rng, a, b, depth + 1, out, line)
+            if len(out) > inner:
+                out[index][4] = str(rng.choice(PARENT_KINDS))
+        t = b
+
+
+def _model(ops):
+    """(compute, ici, dma, idle, comm, hidden) of one span over all ops, from the definitions."""
+    lo, hi = min(o[1] for o in ops), max(o[2] for o in ops)
+    flights = []
+    for line in {o[0] for o in ops}:
+        mine = sorted((o for o in ops if o[0] == line), key=lambda o: (o[1], -o[2]))
+        flights += [(o[1], o[2]) for o in mine if KINDS[o[4]] == "ici"]
+        stack = []  # async pairs: a done closes the latest open start on its line
+        for o in mine:
+            if o[4] == "all-gather-start":
+                stack.append(o)
+            elif o[4] == "all-gather-done" and stack:
+                flights.append((stack.pop()[1], o[2]))
+    totals = dict.fromkeys(["compute", "ici", "dma", "idle", "comm", "hidden"], 0)
+    for t in range(lo, hi):
+        owners = set()
+        for line in {o[0] for o in ops}:
+            running = [o for o in ops if o[0] == line and o[1] <= t < o[2]]
+            if running:
+                owners.add(KINDS[max(running, key=lambda o: o[3])[4]])  # the innermost op
+        owner = next((c for c in ("compute", "ici", "dma") if c in owners), "idle")
+        totals[owner] += 1
+        if any(a <= t < b for a, b in flights):
+            totals["comm"] += 1
+            totals["hidden"] += owner == "compute"
+    return tuple(totals.values())
+
+
+def _frame(ops, order):
+    n = len(ops)
+    rows = [ops[i] for i in order]
+    cat = lambda values, cats=None: pd.Categorical(values, categories=cats)  # noqa: E731
+    return pd.DataFrame({
+        "rank": np.zeros(n, np.int32), "device": np.zeros(n, np.int32),
+        "line": cat([f"stream {o[0]}" for o in rows]), "name": cat([f"op{i}" for i in order]),
+        "kind": cat([o[4] for o in rows]), "category": cat([KINDS[o[4]] for o in rows], list(CATEGORY_VALUES)),
+        "start_ps": np.array([o[1] for o in rows], np.int64),
+        "dur_ps": np.array([o[2] - o[1] for o in rows], np.int64),
+        "step": np.full(n, -1, np.int32), "stall_ps": np.zeros(n, np.int64)})
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 3))
+def test_breakdown_equals_a_per_picosecond_model(seed, lines):
+    rng = np.random.default_rng(seed)
+    ops = []
+    for line in range(lines):
+        _layout(rng, 0, 60, 0, ops, line)
+    if not ops:
+        return
+    expected = _model(ops)
+    # as a reader gives them (line by line, in time order, outer op first), and shuffled
+    in_order = sorted(range(len(ops)), key=lambda i: (ops[i][0], ops[i][1], -ops[i][2]))
+    for order in (in_order, list(rng.permutation(len(ops)))):
+        rows = breakdown.breakdown(_frame(ops, order))
+        got = tuple(int(rows.iloc[0][c]) for c in FIGURES[1:])
+        assert got == expected

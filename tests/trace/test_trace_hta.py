@@ -1,0 +1,163 @@
+"""Holistic Trace Analysis (HTA 0.5.0) as the referee of perfkit's Kineto figures, on HTA's own traces
+(../shared/fixtures/kineto): compute / non-compute (ICI + DMA) / idle of the kernel time, and the
+comm-comp overlap share of ``perfkit trace breakdown``.
+
+HTA's definitions (hta/analyzers/breakdown_analysis.py, communication_analysis.py): per rank, the
+kernel time is the first GPU event's start to the last one's end (perfkit: ``window="trace"``);
+compute = the union of compute kernels; idle = kernel time minus the union of all kernels, memcpys
+and memsets; non-compute = the rest; overlap = |union(comm) & union(compute)| / |union(comm)|.
+Two things HTA does that perfkit does not, on purpose (docs/architecture.md), each pinned here with
+a transformed copy of the file that makes the figures equal:
+
+- HTA rounds every event of a trace with sub-microsecond timestamps inward to whole microseconds
+  (start up, end down: hta/common/trace_parser.py, ``round_down_time_stamps``; off with
+  ``HTA_DISABLE_NS_ROUNDING=1``); perfkit keeps the file's nanoseconds.
+- HTA keeps only GPU events whose launch (``cuda_runtime``, by correlation id) is in the trace
+  (hta/common/trace.py, ``_filter_irrelevant_gpu_kernels``); perfkit counts every kernel that ran
+  in the window, also those queued before the profiler started.
+
+The HTA figures below were recorded with HTA 0.5.0 (``pip install HolisticTraceAnalysis==0.5.0``,
+Python 3.11, pandas 3.1.1) on 2026-12-01: ``TraceAnalysis(trace_dir=D, include_last_profiler_step=K)``
+with D a folder holding only that file, ``get_temporal_breakdown(visualize=False)`` and
+``get_comm_comp_overlap(visualize=False)``. Where ``hta`` is importable (not in CI) it also runs live.
+"""
+
+import gzip
+import json
+import math
+import shutil
+
+import pytest
+
+from perfkit.trace import breakdown, events
+
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+# file -> (idle, compute, non-compute, kernel time) in us, comp_comm_overlap_pctg; every step kept
+HTA_ALL_STEPS = {
+    "rank-0.json.gz": ((675191, 210320, 337336, 1222847), 14.95),
+    "rank-1.json.gz": ((651136, 271973, 308077, 1231186), 19.93),
+    "hta_nccl_data.json.gz": ((506512, 113012, 41026, 660550), 15.14),
+    "hta_trace_diff_test.json.gz": ((51692, 514576, 178246, 744514), 69.07),
+}
+# HTA's default (include_last_profiler_step=False): each rank's last ProfilerStep dropped
+HTA_LAST_STEP_DROPPED = {
+    "rank-0.json.gz": ((321378, 106252, 172428, 600058), 11.81),
+    "rank-1.json.gz": ((328671, 135548, 136455, 600674), 20.05),
+    "hta_nccl_data.json.gz": ((338781, 75169, 21636, 435586), 14.31),
+}
+# hta_nccl_data.json.gz with HTA_DISABLE_NS_ROUNDING=1: every step kept, and last step dropped
+HTA_NCCL_UNROUNDED = ((503050.9914063759, 115655.84700000286, 41844.167226433754, 660551.0056328125), 15.61)
+HTA_NCCL_UNROUNDED_LAST_DROPPED = ((336419.7146875525, 76935.82800000906, 22232.018992125988, 435587.5616796875), 14.76)
+
+
+def _hta_view(rows) -> tuple[tuple[float, ...], float]:
+    """perfkit's rows summed, as HTA reports them: (idle, compute, non-compute, span) in us, overlap %."""
+    s = rows[breakdown.TIMES + breakdown.COMM].sum()
+    parts = tuple(float(v) / 1e6 for v in (s["idle_ps"], s["compute_ps"], s["ici_ps"] + s["dma_ps"], s["span_ps"]))
+    return parts, 100 * float(s["hidden_ps"]) / float(s["comm_ps"])
+
+
+def _load(path):
+    return events.load([path])
+
+
+def _rounded_like_hta(src, dst):
+    """A copy of a Kineto trace with its GPU events rounded inward to whole us, as HTA's parser does."""
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    for e in doc["traceEvents"]:
+        if e.get("cat") in GPU_CATS:
+            start, end = math.ceil(e["ts"]), math.floor(e["ts"] + e["dur"])
+            e["ts"], e["dur"] = start, end - start
+    dst.write_text(json.dumps(doc))
+    return dst
+
+
+def _launched_only(src, dst):
+    """A copy of a Kineto trace without the GPU events whose launch the trace does not hold (HTA's filter)."""
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    launched = {e["args"]["correlation"] for e in doc["traceEvents"]
+                if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    doc["traceEvents"] = [e for e in doc["traceEvents"]
+                          if e.get("cat") not in GPU_CATS or e["args"].get("correlation") in launched]
+    dst.write_text(json.dumps(doc))
+    return dst
+
+
+def _assert_equal(got, expected):
+    (parts, overlap), (hta_parts, hta_overlap) = got, expected
+    assert parts == pytest.approx(hta_parts, abs=1e-3)  # to the nanosecond
+    assert overlap == pytest.approx(hta_overlap, abs=0.005)  # HTA rounds its percentage to 2 decimals
+
+
+@pytest.mark.parametrize("name", ["rank-0.json.gz", "rank-1.json.gz"])
+def test_whole_trace_equals_hta(fixtures_dir, name):
+    """Whole-microsecond traces: perfkit's whole-trace window is HTA's figure exactly; its per-step rows
+    add up to HTA's compute and non-compute, every step kept or the last one dropped."""
+    ev = _load(fixtures_dir / "kineto" / name)
+    _assert_equal(_hta_view(breakdown.breakdown(ev, "trace")), HTA_ALL_STEPS[name])
+    rows = breakdown.breakdown(ev)
+    parts, overlap = _hta_view(rows)
+    assert parts[1:3] == HTA_ALL_STEPS[name][0][1:3] and overlap == pytest.approx(HTA_ALL_STEPS[name][1], abs=0.005)
+    parts, overlap = _hta_view(rows[rows["step"] < rows["step"].max()])
+    dropped = HTA_LAST_STEP_DROPPED[name]
+    assert parts[1:3] == dropped[0][1:3] and overlap == pytest.approx(dropped[1], abs=0.005)
+    assert parts[0] > dropped[0][0]  # perfkit's step span opens at the ProfilerStep, HTA's at the first kernel
+
+
+def test_nanosecond_trace_hta_rounds_inward(fixtures_dir, tmp_path):
+    """hta_nccl_data has sub-microsecond timestamps: perfkit keeps them (= HTA with its rounding off);
+    rounded inward as HTA's parser does, perfkit gives HTA's default figures."""
+    src = fixtures_dir / "kineto" / "hta_nccl_data.json.gz"
+    ev = _load(src)
+    _assert_equal(_hta_view(breakdown.breakdown(ev, "trace")), HTA_NCCL_UNROUNDED)
+    rows = breakdown.breakdown(ev)
+    parts, overlap = _hta_view(rows[rows["step"] < rows["step"].max()])
+    assert parts[1:3] == pytest.approx(HTA_NCCL_UNROUNDED_LAST_DROPPED[0][1:3], abs=1e-3)
+    assert overlap == pytest.approx(HTA_NCCL_UNROUNDED_LAST_DROPPED[1], abs=0.005)
+    got = _hta_view(breakdown.breakdown(ev, "trace"))
+    assert got[0][1] == pytest.approx(115655.847, abs=1e-3)  # the ISSUE's "+2.3%" against HTA's 113012
+    rounded = _load(_rounded_like_hta(src, tmp_path / "rounded.json"))
+    _assert_equal(_hta_view(breakdown.breakdown(rounded, "trace")), HTA_ALL_STEPS["hta_nccl_data.json.gz"])
+
+
+def test_kernels_queued_before_the_profiler(fixtures_dir, tmp_path):
+    """hta_trace_diff_test: 614 GPU events (56.5 ms of kernel time, in the first 40 ms) were launched
+    before the trace begins. perfkit counts them (they ran in the window); without them it is HTA."""
+    src = fixtures_dir / "kineto" / "hta_trace_diff_test.json.gz"
+    ev = _load(src)
+    parts, overlap = _hta_view(breakdown.breakdown(ev, "trace"))
+    assert parts == pytest.approx((27296, 548148, 169795, 745239), abs=1e-3) and overlap == pytest.approx(70.84, abs=0.005)
+    kept = _launched_only(src, tmp_path / "launched.json")
+    assert len(events.device_ops(ev)) - len(events.device_ops(_load(kept))) == 614
+    _assert_equal(_hta_view(breakdown.breakdown(_load(kept), "trace")), HTA_ALL_STEPS["hta_trace_diff_test.json.gz"])
+
+
+def _hta(folder, keep_last: bool):
+    from hta.trace_analysis import TraceAnalysis
+
+    ta = TraceAnalysis(trace_dir=str(folder), include_last_profiler_step=keep_last)
+    t = ta.get_temporal_breakdown(visualize=False).iloc[0]
+    o = ta.get_comm_comp_overlap(visualize=False).iloc[0]
+    return (tuple(float(t[c]) for c in ("idle_time(us)", "compute_time(us)", "non_compute_time(us)",
+                                         "kernel_time(us)")), float(o["comp_comm_overlap_pctg"]))
+
+
+@pytest.mark.parametrize("name", list(HTA_ALL_STEPS))
+def test_hta_live(fixtures_dir, tmp_path, monkeypatch, name):
+    """HTA itself, where installed: its figures are the pinned ones, and perfkit's equal them on the
+    file (transformed as above where HTA's definition differs)."""
+    pytest.importorskip("hta", reason="HTA is not installed (pip install HolisticTraceAnalysis==0.5.0)")
+    folder = tmp_path / "one"
+    folder.mkdir()
+    shutil.copy(fixtures_dir / "kineto" / name, folder / name)
+    _assert_equal(_hta(folder, True), HTA_ALL_STEPS[name])
+    if name in HTA_LAST_STEP_DROPPED:
+        _assert_equal(_hta(folder, False), HTA_LAST_STEP_DROPPED[name])
+    src = folder / name
+    if name == "hta_nccl_data.json.gz":
+        src = _rounded_like_hta(src, tmp_path / "rounded.json")
+        monkeypatch.setenv("HTA_DISABLE_NS_ROUNDING", "1")
+        _assert_equal(_hta(folder, True), HTA_NCCL_UNROUNDED)
+    elif name == "hta_trace_diff_test.json.gz":
+        src = _launched_only(src, tmp_path / "launched.json")
+    _assert_equal(_hta_view(breakdown.breakdown(_load(src), "trace")), HTA_ALL_STEPS[name])
