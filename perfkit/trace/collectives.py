@@ -229,7 +229,9 @@ def instances(events: pd.DataFrame) -> pd.DataFrame:
     if coll.empty:
         return pd.DataFrame(columns=INSTANCE_COLUMNS)
     kinds, hlo, names = _text(coll["kind"]), _text(coll["hlo_op"]), _text(coll["name"])
-    coll = coll.assign(role=kinds.map(_role), base=kinds.map(_kind), name=names, shape=_text(coll["shape"]),
+    distinct = set(kinds)  # a few kinds: classified once each
+    coll = coll.assign(role=kinds.map({k: _role(k) for k in distinct}), base=kinds.map({k: _kind(k) for k in distinct}),
+                       name=names, shape=_text(coll["shape"]),
                        host=_text(coll["host"]), op=np.where(hlo != "", hlo, names))
     coll = coll[coll["role"] != "update"].sort_values(["chip", "start_ps"], kind="stable").reset_index(drop=True)
     pairs = np.array(_pairs(coll), np.int64).reshape(-1, 2)
@@ -325,23 +327,25 @@ def stragglers(inst: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
     shared = inst[inst["chips"] > 1]
     if shared.empty:
         return pd.DataFrame(columns=columns)
-    rows = []
-    for (domain, step), part in shared.groupby(["domain", "step"], sort=True):
-        lasts = part[part["last"]].groupby(["rank", "device"]).size()
-        chips = part[["rank", "device"]].drop_duplicates()
-        each = part.groupby(["program", "op", "occurrence"])["skew_ps"].first()
-        matched, skew = len(each), int(each.sum())
-        span = spans.merge(chips, on=["rank", "device"])
-        span = float(span.loc[span["step"] == step, "span_ps"].mean()) if len(span) else np.nan
-        if lasts.empty:
-            rank, device, times = -1, -1, 0
-        else:
-            top = lasts[lasts == lasts.max()].sort_index().index[0]
-            rank, device, times = int(top[0]), int(top[1]), int(lasts.max())
-        others = part[~((part["rank"] == rank) & (part["device"] == device))]
-        wait = float(others.groupby(["rank", "device"])["wait_ps"].sum().mean()) if len(others) else 0.0
-        rows.append((domain, step, matched, rank, device, times, skew, wait, span, skew / span if span else np.nan))
-    return pd.DataFrame(rows, columns=columns)
+    step_keys, chip_keys = ["domain", "step"], ["rank", "device"]
+    each = shared.groupby(step_keys + ["program", "op", "occurrence"])["skew_ps"].first().groupby(step_keys)
+    out = pd.DataFrame({"matched": each.size(), "skew_ps": each.sum()})
+    # the chip last most often; ties to the lower rank and device
+    lasts = shared[shared["last"]].groupby(step_keys + chip_keys).size().rename("times_last").reset_index()
+    lasts = lasts.sort_values(step_keys + ["times_last"] + chip_keys, ascending=[True, True, False, True, True])
+    out = out.join(lasts.drop_duplicates(step_keys).set_index(step_keys))
+    out[chip_keys + ["times_last"]] = out[chip_keys + ["times_last"]].fillna(-1).astype(int)
+    out.loc[out["times_last"] < 0, "times_last"] = 0
+    waits = shared.groupby(step_keys + chip_keys)["wait_ps"].sum().reset_index().merge(
+        out[chip_keys].rename(columns={"rank": "last_rank", "device": "last_device"}).reset_index(), on=step_keys)
+    others = waits[(waits["rank"] != waits["last_rank"]) | (waits["device"] != waits["last_device"])]
+    out["wait_ps"] = others.groupby(step_keys)["wait_ps"].mean()
+    out["wait_ps"] = out["wait_ps"].fillna(0.0)
+    chips = shared[step_keys + chip_keys].drop_duplicates().merge(spans[["rank", "device", "step", "span_ps"]],
+                                                                  on=["rank", "device", "step"])
+    out["span_ps"] = chips.groupby(step_keys)["span_ps"].mean()
+    out["skew_share"] = out["skew_ps"] / out["span_ps"]
+    return out.reset_index()[columns]
 
 
 def analyse(events: pd.DataFrame) -> dict:
