@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from perfkit.trace.synthetic import FINGERPRINT, Uint64, XSpaceWriter
+
 CHIPS = 4
 OPS_PER_STEP = 2000
 # (name, opcode, hlo_category, duration ns): one repeat of a collective-matmul-like ring
@@ -93,8 +95,6 @@ def _field(number: int, payload: bytes) -> bytes:
 
 def build(path: Path, events: int, chips: int = CHIPS) -> dict:
     """The XSpace described above with about ``events`` events (ops and step markers)."""
-    from perfkit.trace.synthetic import FINGERPRINT, Uint64, XSpaceWriter
-
     per_chip = events * OPS_PER_STEP // (OPS_PER_STEP + 1) // chips
     steps = -(-per_chip // OPS_PER_STEP)
     space = XSpaceWriter("bench-host")

@@ -1,6 +1,13 @@
 """Real profiles from other projects (../shared/fixtures): they parse, their ops are what the fixture
-README says, and their breakdowns add up to the step spans."""
+README says, their breakdowns add up to the step spans, and every xplane goes through every trace
+command with xprof's figures."""
 
+import json
+
+from click.testing import CliRunner
+from test_trace_xprof import assert_same_rows, perfkit_hlo_stats, xprof_hlo_stats
+
+from perfkit.cli import cli
 from perfkit.trace import breakdown, events
 
 PARTS = ["compute_ps", "ici_ps", "dma_ps", "idle_ps"]
@@ -45,13 +52,6 @@ def test_every_real_xplane_through_every_trace_command(fixtures_dir, tmp_path):
     """Each real ``*.xplane.pb`` of the shared fixtures: ``trace breakdown | diff | tail | export`` exit 0,
     breakdown parts add up to each span, a trace against itself differs by nothing, export holds every
     event, and the per (program, HLO op) figures are xprof's hlo_stats rows."""
-    import json
-
-    from click.testing import CliRunner
-    from test_trace_xprof import assert_same_rows, perfkit_hlo_stats, xprof_hlo_stats
-
-    from perfkit.cli import cli
-
     files = sorted(fixtures_dir.rglob("*.xplane.pb"))
     assert files
     for path in files:

@@ -5,14 +5,16 @@ import json
 
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trace_builders import GPU_EXPECTED, TPU_EXPECTED, U, gpu_trace, one_step_trace, tpu_trace
 
+from perfkit.cli import cli
 from perfkit.errors import BadInput
-from perfkit.trace import breakdown, diff, events, tail
-from perfkit.trace.synthetic import Inline, Uint64, XSpaceWriter
+from perfkit.trace import breakdown, diff, events, tail, xplane
 from perfkit.trace.export import write_perfetto
+from perfkit.trace.synthetic import FINGERPRINT, TPU_STEP, Inline, Uint64, XSpaceWriter, tpu_profile
 
 
 def _rows(frame):
@@ -130,8 +132,6 @@ def test_perfetto_export_holds_every_event(tmp_path):
 # --- real TPU profile shapes: every stat type, every line, well-formed never a traceback ---------------------
 
 def test_tpu_profile_reads_whole_uint64_ids_and_every_line(tmp_path):
-    from perfkit.trace.synthetic import FINGERPRINT, TPU_STEP, tpu_profile
-
     ev = events.load([tpu_profile(tmp_path / "v6e.xplane.pb", chips=2, steps=3)])
     ops = events.device_ops(ev)
     assert str(ev["program_id"].dtype) == "UInt64" and set(ops["program_id"]) == {FINGERPRINT}
@@ -208,12 +208,6 @@ def test_any_well_formed_xspace_loads_or_is_refused_in_one_line(tmp_path, planes
 
 @pytest.mark.parametrize("workers", ["one process", "forked workers"])
 def test_truncated_profile_is_one_line_exit_2(tmp_path, monkeypatch, workers):
-    from click.testing import CliRunner
-
-    from perfkit.cli import cli
-    from perfkit.trace import xplane
-    from perfkit.trace.synthetic import tpu_profile
-
     if workers == "forked workers":  # a refusal inside a worker reaches the command as one line too
         monkeypatch.setattr(xplane, "PARALLEL_BYTES", 0)
     whole = tpu_profile(tmp_path / "whole.xplane.pb", chips=2).read_bytes()
@@ -228,9 +222,6 @@ def test_truncated_profile_is_one_line_exit_2(tmp_path, monkeypatch, workers):
 def test_planes_decoded_by_worker_processes_equal_one_process(tmp_path, monkeypatch, fixtures_dir):
     """Several files, many planes, shared out over forked workers (threshold lowered to these small
     files): the same frame, string codes and line codes merged per file, as one process reads."""
-    from perfkit.trace import xplane
-    from perfkit.trace.synthetic import tpu_profile
-
     paths = [tpu_profile(tmp_path / f"host{h}.xplane.pb", chips=3, steps=2, host=f"host{h}") for h in range(3)]
     real = [fixtures_dir / "xplane" / "mi300_jax_conv_8gpu.xplane.pb"]
     one, real_one = events.load(paths, workers=1), events.load(real, workers=1)
@@ -243,8 +234,6 @@ def test_planes_decoded_by_worker_processes_equal_one_process(tmp_path, monkeypa
 def test_columns_not_asked_for_are_not_built(tmp_path):
     """``load(columns=...)``: what the breakdown reads, plus the required columns; the same values and the
     same breakdown as the whole frame."""
-    from perfkit.trace.synthetic import tpu_profile
-
     path = tpu_profile(tmp_path / "t.xplane.pb", chips=2, steps=3)
     whole = events.load([path])
     some = events.load([path], columns=["start_ps", "dur_ps", "line", "kind", "stall_ps"])
