@@ -213,3 +213,26 @@ def test_async_done_pairs_with_the_start_its_text_names(tmp_path):
     inst = collectives.instances(events.load([path]))
     got = {r.op: (r.start_ps // U, r.end_ps // U, r.exposed_ps // U) for r in inst.itertuples()}
     assert got == {"collective-permute-start.1": (0, 9, 1 + 4), "collective-permute-start.2": (1, 5, 1 + 3)}
+
+
+# HTA 0.5.0 (its own venv), `TraceAnalysis(trace_dir=<rank-0 and rank-1 of ../shared/fixtures/kineto>,
+# include_last_profiler_step=True).get_potential_stragglers(profiler_steps=[s], num_candidates=1)`:
+# step 551 -> [1], step 552 -> [1] (HTA ranks by the normalized start of significant NCCL kernels).
+HTA_STRAGGLERS = {551: 1, 552: 1}
+
+
+def test_straggler_of_two_real_ranks_agrees_with_hta(fixtures_dir, tmp_path):
+    files = [fixtures_dir / f"kineto/rank-{r}.json.gz" for r in (0, 1)]
+    doc = json.loads(run(*files, "--json").stdout)
+    ours = {s["step"]: s["rank"] for s in doc["steps"]}
+    assert ours == HTA_STRAGGLERS
+    assert {r["kind"] for r in doc["instances"]} == {"collective-permute"}  # NCCL SendRecv kernels
+    assert all(r["chips"] == 2 for r in doc["instances"])  # both ranks: one time base (epoch microseconds)
+    try:
+        from hta.trace_analysis import TraceAnalysis
+    except ImportError:
+        return
+    for f in files:
+        (tmp_path / f.name).symlink_to(f)
+    hta = TraceAnalysis(trace_dir=str(tmp_path), include_last_profiler_step=True)
+    assert {s: hta.get_potential_stragglers(profiler_steps=[s], num_candidates=1)[0] for s in ours} == ours
