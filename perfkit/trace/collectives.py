@@ -48,6 +48,8 @@ _TORCH_DTYPE_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat16": 2, "int": 
 INSTANCE_COLUMNS = ["rank", "device", "domain", "step", "program_id", "program", "op", "kind", "occurrence",
                     "start_ps", "end_ps", "time_ps", "exposed_ps", "hidden_ps", "bytes", "group", "chips", "skew_ps",
                     "last", "wait_ps", "transfer_ps"]
+OP_COLUMNS = ["step", "op", "kind", "count", "chips", "bytes", "time_ps", "exposed_ps", "hidden_ps", "gbps", "skew_ps",
+              "wait_ps", "transfer_ps"]
 _KINETO_SUFFIXES = (".json", ".json.gz")
 STRAGGLER_SHARE = 0.05  # the report names a straggler when the skew summed over a step passes this share of it
 TOP_KINDS = 6  # collective kinds a variant's summary keeps
@@ -300,21 +302,18 @@ def by_op(inst: pd.DataFrame) -> pd.DataFrame:
     ``time_ps``, ``exposed_ps``, ``hidden_ps``, ``skew_ps``, ``wait_ps``, ``transfer_ps``, ``bytes``, and
     ``gbps`` (bytes over time summed, GB/s); most exposed time first."""
     if inst.empty:
-        return pd.DataFrame(columns=["step", "op", "kind", "count", "chips", "bytes", "time_ps", "exposed_ps",
-                                     "hidden_ps", "gbps", "skew_ps", "wait_ps", "transfer_ps"])
+        return pd.DataFrame(columns=OP_COLUMNS)
     chips_of = inst.assign(chip=list(zip(inst["rank"], inst["device"])))
-    g = chips_of.groupby(["step", "op", "kind"], sort=False)
-    out = g.agg(rows=("time_ps", "size"), chips=("chip", "nunique"), bytes=("bytes", "mean"),
-                time_ps=("time_ps", "mean"), exposed_ps=("exposed_ps", "mean"), hidden_ps=("hidden_ps", "mean"), skew_ps=("skew_ps", "mean"),
-                wait_ps=("wait_ps", "mean"), transfer_ps=("transfer_ps", "mean"),
-                sum_bytes=("bytes", "sum"), sum_time=("time_ps", "sum")).reset_index()
-    out.insert(3, "count", out.pop("rows") / out["chips"])
+    means = {c: (c, "mean") for c in ("bytes", "time_ps", "exposed_ps", "hidden_ps", "skew_ps", "wait_ps",
+                                      "transfer_ps")}
+    out = chips_of.groupby(["step", "op", "kind"], sort=False).agg(
+        rows=("time_ps", "size"), chips=("chip", "nunique"), sum_bytes=("bytes", "sum"), sum_time=("time_ps", "sum"),
+        **means).reset_index()
+    out["count"] = out.pop("rows") / out["chips"]
     out["gbps"] = out.pop("sum_bytes") / out.pop("sum_time") * 1e3  # bytes per ps -> GB/s
     out.loc[out["bytes"].isna(), "gbps"] = np.nan
     total = out["exposed_ps"] * out["count"]
-    return out.iloc[np.argsort(-total.to_numpy(), kind="stable")].reset_index(drop=True)[
-        ["step", "op", "kind", "count", "chips", "bytes", "time_ps", "exposed_ps", "hidden_ps", "gbps", "skew_ps",
-         "wait_ps", "transfer_ps"]]
+    return out.iloc[np.argsort(-total.to_numpy(), kind="stable")].reset_index(drop=True)[OP_COLUMNS]
 
 
 def stragglers(inst: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
