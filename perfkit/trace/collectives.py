@@ -129,8 +129,9 @@ def _operand(name: str) -> str:
 
 def _pairs(coll: pd.DataFrame) -> list[tuple[int, int]]:
     """(first row, last row) per instance, positions in ``coll`` (sorted by chip and start): a sync op
-    alone, or an ``X-start`` and its ``X-done``; a done without a start (begun before the trace) is an
-    instance of its own, a start without a done (still running at its end) is left out."""
+    alone, or an ``X-start`` and its ``X-done``; a half without the other is an instance of its own (a
+    done whose start was before the trace, a start still running at its end, a GPU kernel of XLA's
+    ``all-reduce-start``: there the done is a host-side wait)."""
     out: list[tuple[int, int]] = []
     chip = coll["chip"].to_numpy()
     roles, kinds = coll["role"].to_numpy(), coll["base"].to_numpy()
@@ -157,7 +158,7 @@ def _pairs(coll: pd.DataFrame) -> list[tuple[int, int]]:
             out.append((first, i))
         elif role == "sync":
             out.append((i, i))
-    return out
+    return out + [(i, i) for queue in open_by_kind.values() for i in queue]
 
 
 def _kineto_messages(files: list[str]) -> dict[str, tuple]:
@@ -233,8 +234,8 @@ def instances(events: pd.DataFrame) -> pd.DataFrame:
     kinds, hlo, names = _text(coll["kind"]), _text(coll["hlo_op"]), _text(coll["name"])
     distinct = set(kinds)  # a few kinds: classified once each
     coll = coll.assign(role=kinds.map({k: _role(k) for k in distinct}), base=kinds.map({k: _kind(k) for k in distinct}),
-                       name=names, shape=_text(coll["shape"]),
-                       host=_text(coll["host"]), op=np.where(hlo != "", hlo, names))
+                       name=names, shape=_text(coll["shape"]), host=_text(coll["host"]),
+                       op=np.where(hlo != "", hlo, names))
     coll = coll[coll["role"] != "update"].sort_values(["chip", "start_ps"], kind="stable").reset_index(drop=True)
     pairs = np.array(_pairs(coll), np.int64).reshape(-1, 2)
     first, last = coll.iloc[pairs[:, 0]].reset_index(drop=True), coll.iloc[pairs[:, 1]].reset_index(drop=True)

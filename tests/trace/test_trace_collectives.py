@@ -236,3 +236,15 @@ def test_straggler_of_two_real_ranks_agrees_with_hta(fixtures_dir, tmp_path):
         (tmp_path / f.name).symlink_to(f)
     hta = TraceAnalysis(trace_dir=str(tmp_path), include_last_profiler_step=True)
     assert {s: hta.get_potential_stragglers(profiler_steps=[s], num_candidates=1)[0] for s in ours} == ours
+
+
+def test_gpu_kernel_of_an_async_start_is_the_collective(tmp_path):
+    """trace_builders.gpu_trace: the NCCL kernel of XLA's all-reduce-start.1 on stream 20 [5, 15) us is
+    the whole collective (a GPU's done is a host-side wait); fusion_1 [0, 10) on stream 7 hides its first
+    5 us, so exposed 5 (the breakdown's ICI of that step), hidden 5."""
+    from trace_builders import gpu_trace
+
+    inst = collectives.instances(events.load([gpu_trace(tmp_path / "g.xplane.pb")]))
+    got = [(r.op, r.kind, r.step, r.time_ps // U, r.exposed_ps // U, r.hidden_ps // U) for r in inst.itertuples()]
+    assert got == [("all-reduce-start.1", "all-reduce", 0, 10, 5, 5)]
+    assert np.isnan(inst["bytes"].iloc[0])  # one GPU, no groups in the trace: the group size is unknown
