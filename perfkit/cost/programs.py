@@ -14,7 +14,7 @@ from pathlib import Path
 from perfkit.cost import chips
 from perfkit.cost.change import change
 from perfkit.cost.chips import Chip
-from perfkit.cost.roofline import roofline
+from perfkit.cost.roofline import describe, roofline
 from perfkit.errors import BadInput
 from perfkit.hlo.cost import ProgramCost, dump_cost
 from perfkit.hlo.dumps import AFTER_OPTIMIZATIONS, dump_files, has_dumps, rank_folders
@@ -128,5 +128,8 @@ def run_costs(run_dir: Path, summary: dict, chip: Chip | None = None,
 def ab_cost(a_folder: Path, b_folder: Path, chip: Chip | None = None, step_module: str | None = None) -> dict:
     """``perfkit hlo-diff --ab``'s ``cost``: A's and B's step, their rooflines (with a chip) and the change."""
     a, b = cost_block(a_folder, chip, step_module=step_module), cost_block(b_folder, chip, step_module=step_module)
-    return {"a": a["step"], "b": b["step"], "roofline": {"a": a["roofline"], "b": b["roofline"]},
-            "change": change("A", a["step"], "B", b["step"])}
+    said = change("A", a["step"], "B", b["step"])
+    rooflines = {"A": a["roofline"], "B": b["roofline"]}
+    lines = [said["sentence"], *(f"{side} roofline {describe(r)}" for side, r in rooflines.items() if r is not None)]
+    return {"a": a["step"], "b": b["step"], "roofline": {"a": a["roofline"], "b": b["roofline"]}, "change": said,
+            "lines": lines}

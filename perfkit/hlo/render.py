@@ -6,8 +6,6 @@ Markdown form is what run reports embed for a variant whose ranks diverged.
 
 from __future__ import annotations
 
-from perfkit.cost.roofline import describe
-
 SHOWN = 8  # instructions / changes / offsets shown per list (the JSON has up to diff.MAX_LISTED)
 
 
@@ -163,11 +161,10 @@ def ab_report(result: dict, markdown: bool = False) -> str:
     differ = sum(not m["same_program"] for m in result["modules"])
     w.line(0, f"A {w.code(result['a'])} against B {w.code(result['b'])}: {len(result['modules'])} modules "
               f"compared, {differ} differ")
-    if result.get("cost"):
-        w.line(1, "step cost: " + result["cost"]["change"]["sentence"])
-        for side, r in result["cost"]["roofline"].items():
-            if r is not None:
-                w.line(2, f"{side.upper()} roofline {describe(r)}")
+    if result.get("cost"):  # perfkit.cost.programs.ab_cost: the change, then each roofline, in words
+        w.line(1, "step cost: " + result["cost"]["lines"][0])
+        for line in result["cost"]["lines"][1:]:
+            w.line(2, line)
     for key, side in (("only_a", "A"), ("only_b", "B")):
         if result[key]:
             w.line(1, f"only in {side}: " + ", ".join(map(w.code, result[key])))

@@ -45,7 +45,7 @@ class Thresholds:
     ratio_tolerance: float  # a B/A ratio fails when its 95% CI lies wholly above baseline x (1 + this)
     psnr_drop_db: float  # a PSNR fails when it is more than this below the baseline's
     min_psnr_db: float | None = None  # and, when set, whenever it is below this
-    cost_tolerance: float = COST_TOLERANCE  # a step's FLOPs / bytes / temp memory fail further than this from the baseline's
+    cost_tolerance: float = COST_TOLERANCE  # a step's FLOPs / bytes / temp memory: relative, against the baseline
 
 
 def baseline_from_summary(summary: dict) -> dict:
