@@ -248,3 +248,18 @@ def test_gpu_kernel_of_an_async_start_is_the_collective(tmp_path):
     got = [(r.op, r.kind, r.step, r.time_ps // U, r.exposed_ps // U, r.hidden_ps // U) for r in inst.itertuples()]
     assert got == [("all-reduce-start.1", "all-reduce", 0, 10, 5, 5)]
     assert np.isnan(inst["bytes"].iloc[0])  # one GPU, no groups in the trace: the group size is unknown
+
+
+def test_v6e_shaped_profile(tmp_path):
+    """synthetic.tpu_profile (whole HLO text names, op stats on metadata), 2 chips x 2 steps of TPU_STEP:
+    all-reduce-start.1 [40, 42) .. all-reduce-done.1 [60, 70) us around fusion.2 [42, 60): time 30, hidden
+    18, exposed 2 + 10; its f32[4096,1024] buffer over the 2 chips: 2 (2-1)/2 x 16 MiB sent. fusion.3
+    (a fusion running reduce-scatter, output f32[256,1024], 6 us): 1/2 of 2 x 1 MiB."""
+    from perfkit.trace.synthetic import tpu_profile
+
+    inst = collectives.instances(events.load([tpu_profile(tmp_path / "v6e.xplane.pb", chips=2, steps=2)]))
+    rows = {(r.op, r.kind, r.time_ps // U, r.exposed_ps // U, r.hidden_ps // U, r.bytes) for r in inst.itertuples()}
+    assert rows == {("all-reduce-start.1", "all-reduce", 30, 12, 18, 16 * 2**20),
+                    ("fusion.3", "reduce-scatter", 6, 6, 0, 2**20),
+                    ("all-reduce.2", "all-reduce", 8, 8, 0, 4096.0)}
+    assert len(inst) == 2 * 2 * 3 and (inst["skew_ps"] == 0).all() and not inst["last"].any()
