@@ -31,6 +31,7 @@ PARTS = (*CATEGORIES, "idle")
 TIMES = ["span_ps"] + [f"{p}_ps" for p in PARTS]  # a span and the parts it splits into
 COMM = ["comm_ps", "hidden_ps"]  # collectives in flight, and the part of that under compute
 COLUMNS = ["rank", "device", "step", *TIMES, *COMM, "overlap"]
+EVENT_COLUMNS = ("rank", "device", "line", "kind", "category", "start_ps", "dur_ps", "step", "stall_ps")  # all it reads
 _COMPUTE, _DMA = CATEGORIES.index("compute"), CATEGORIES.index("dma")
 _COMM_BITS = sum(1 << i for i in range(len(CATEGORIES)) if i not in (_COMPUTE, _DMA))  # ICI (and DCN were it apart)
 
@@ -75,8 +76,8 @@ def _in_flight(pc: timeline.Pieces, span_end: np.ndarray) -> Flight:
     count -= np.minimum(_within(count, block, reverse=False), 0)
     count -= _within(count, block, reverse=True)
     # each piece takes the count after the last pair piece at or before it on its line
-    last = np.full(n, -1, np.int64)
-    last[at] = np.arange(at.size)
+    last = np.full(n, -1, np.int32)
+    last[at] = np.arange(at.size, dtype=np.int32)
     np.maximum.accumulate(last, out=last)
     seen = last >= 0
     open_ = np.zeros(n, bool)

@@ -17,11 +17,11 @@ paths_argument = click.argument("paths", nargs=-1, required=True, type=click.Pat
 steps_option = click.option("--steps", "step_pattern", metavar="REGEX", help=_STEPS_HELP)
 
 
-def _load(paths, step_pattern):
+def _load(paths, step_pattern, columns=None):
     # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
     from perfkit.trace.events import load
 
-    return load(list(paths), step_pattern)
+    return load(list(paths), step_pattern, columns=columns)
 
 
 def _ms(frame: pd.DataFrame, columns: list[str], per: float = PS_PER_MS, digits: int = 3) -> pd.DataFrame:
@@ -55,10 +55,10 @@ def breakdown(paths, step_pattern, as_json, plot, window):
 
     PATHS are trace files or folders (every *.xplane.pb under a folder, else every Kineto *.json[.gz])."""
     # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
-    from perfkit.trace.breakdown import COLUMNS, COMM, PARTS, TIMES, breakdown as compute, mean_per_device
-    from perfkit.trace.breakdown import plot as draw
+    from perfkit.trace.breakdown import COLUMNS, COMM, EVENT_COLUMNS, PARTS, TIMES, breakdown as compute
+    from perfkit.trace.breakdown import mean_per_device, plot as draw
 
-    events = _load(paths, step_pattern)
+    events = _load(paths, step_pattern, EVENT_COLUMNS)
     rows = compute(events, window)
     if rows.empty:
         raise BadInput("no device ops in these traces", path=" ".join(paths))

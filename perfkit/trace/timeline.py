@@ -96,11 +96,11 @@ class Ops(NamedTuple):
     when two start together). (n,) arrays; ``row``: the op's row in the events frame."""
 
     row: np.ndarray     # int64
-    span: np.ndarray    # int64 row of the spans table
-    line: np.ndarray    # int64 id of (span, line), numbered in this order: ops of one line are contiguous
+    span: np.ndarray    # int32 row of the spans table
+    line: np.ndarray    # int32 id of (span, line), numbered in this order: ops of one line are contiguous
     start: np.ndarray   # int64 ps
-    end: np.ndarray     # int64 ps, cut at the span's end
-    cls: np.ndarray     # int64 index into CATEGORIES
+    end: np.ndarray     # int64 ps, never past the span's end
+    cls: np.ndarray     # int8 index into CATEGORIES
     stall: np.ndarray   # int64 ps (TPU dma_stall_duration_ps)
     pair: np.ndarray    # int8: +1 a collective's async start (``X-start``, ``send``, ``recv``), -1 its ``X-done``
 
@@ -112,7 +112,7 @@ class Layout(NamedTuple):
 
 def _codes(column: pd.Series, table) -> np.ndarray:
     """A categorical column's codes mapped through ``table`` (category value -> number), -1 unmapped."""
-    lookup = np.array([table(v) for v in column.cat.categories] + [-1], np.int64)
+    lookup = np.array([table(v) for v in column.cat.categories] + [-1], np.int8)
     return lookup[column.cat.codes.to_numpy()]  # code -1 (missing) reads the last entry
 
 
@@ -148,7 +148,8 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
     if not row.size:
         none = np.zeros(0, np.int64)
         return Layout(pd.DataFrame(columns=["rank", "device", "step", "start_ps", "end_ps"]),
-                      Ops(none, none, none, none, none, none, none, none.astype(np.int8)))
+                      Ops(none, none.astype(np.int32), none.astype(np.int32), none, none, none.astype(np.int8), none,
+                          none.astype(np.int8)))
     take = lambda column: events[column].to_numpy()[row]  # noqa: E731
     rank, device, start = take("rank"), take("device"), take("start_ps")
     end = start + dur[row]  # never past its span's end: a span ends at or after its ops' last end
@@ -166,7 +167,7 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
     packed = _pack([np.concatenate([span_rows[c].to_numpy(), v]) for c, v in keys.items()])
     span_key, run_key = packed[:len(span_rows)], packed[len(span_rows):]
     at = np.minimum(np.searchsorted(span_key, run_key), len(span_key) - 1)  # spans are sorted by key
-    span = np.repeat(np.where(span_key[at] == run_key, at, -1), _lengths(first, row.size))
+    span = np.repeat(np.where(span_key[at] == run_key, at, -1).astype(np.int32), _lengths(first, row.size))
     cls = cls_all[row]
     role = np.array([_pair_role(k) for k in events["kind"].cat.categories] + [0], np.int8)
     pair = role[events["kind"].cat.codes.to_numpy()[row]]
@@ -182,7 +183,7 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
         row, span, line, start, end, cls, stall, pair = (f[order] for f in (row, span, line, start, end, cls,
                                                                               stall, pair))
         first = _change([span, line])
-    line_id = np.repeat(np.arange(first.size), _lengths(first, row.size))
+    line_id = np.repeat(np.arange(first.size, dtype=np.int32), _lengths(first, row.size))
     return Layout(span_rows, Ops(row, span, line_id, start, end, cls, stall, pair))
 
 
@@ -209,13 +210,17 @@ class Pieces(NamedTuple):
     under: np.ndarray  # bit c set: an op of class c owns the piece or runs around it
 
 
+def _bit(cls: np.ndarray) -> np.ndarray:
+    return np.left_shift(1, cls.astype(np.int16))
+
+
 def pieces(ops: Ops) -> Pieces:
     """Disjoint owned pieces of every line: a line without nesting is its ops as they are; a nested one
     is cut around each op's children."""
     same = ops.line[1:] == ops.line[:-1]
     overlap = same & (ops.end[:-1] > ops.start[1:])
     if not overlap.any():
-        return Pieces(ops.span, ops.line, ops.start, ops.end, ops.cls, ops.pair, 1 << ops.cls)
+        return Pieces(ops.span, ops.line, ops.start, ops.end, ops.cls, ops.pair, _bit(ops.cls))
     nested_lines = np.unique(ops.line[1:][overlap])
     nested = np.isin(ops.line, nested_lines)
     sub = np.flatnonzero(nested)
@@ -223,7 +228,7 @@ def pieces(ops: Ops) -> Pieces:
     parent = parents(line, s, e)  # ops are in measuring order, so indices into sub keep that order
     n = sub.size
     cls = ops.cls[sub]
-    under = 1 << cls
+    under = _bit(cls)
     while True:  # one round per nesting level: each op takes its parent's classes
         deeper = under | np.where(parent >= 0, under[np.maximum(parent, 0)], 0)
         if (deeper == under).all():
@@ -259,7 +264,7 @@ def pieces(ops: Ops) -> Pieces:
     cut[3] = np.where(later, np.minimum(cut[3], np.append(cut[2][1:], 0)), cut[3])
     flat = np.flatnonzero(~nested)  # each line's pieces stay contiguous: no need to sort them together
     return Pieces(*(np.concatenate([a[flat], b]) for a, b in
-                    zip((ops.span, ops.line, ops.start, ops.end, ops.cls, ops.pair, 1 << ops.cls), cut)))
+                    zip((ops.span, ops.line, ops.start, ops.end, ops.cls, ops.pair, _bit(ops.cls)), cut)))
 
 
 class Measured(NamedTuple):
