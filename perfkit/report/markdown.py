@@ -245,6 +245,7 @@ def _breakdown(summary: dict) -> list[str]:
                         + " | ".join(cell(v, p) for p in ("compute", "ici", "dma", "idle")) + " |")
     rows += ["", "Mean traced step per chip; each instant goes to compute, else exposed ICI, else local DMA, "
              "else idle (`perfkit trace breakdown` on the trial folders gives every chip and step)."]
+    rows += _hidden(bd)
     for name, deltas in bd["op_deltas"].items():
         short = labels(d["key"] for d in deltas)  # kernel names shortened; summary.json keeps them whole
         rows += ["", f"Largest changes of device time per chip and step, {name} against {bd['baseline']}, "
@@ -253,6 +254,19 @@ def _breakdown(summary: dict) -> list[str]:
                  *(f"| `{short[d['key']]}` | {d['category']} | {d['a_ms']:.3f} | {d['b_ms']:.3f} | "
                    f"{d['delta_ms']:+.3f} |" for d in deltas)]
     return rows + _collectives(bd.get("collectives") or {})
+
+
+def _hidden(bd: dict) -> list[str]:
+    """Each variant's collectives in flight a step and the part hidden under compute, and each against
+    the baseline; nothing when no variant has collectives."""
+    ok = {n: v for n, v in bd["variants"].items() if "error" not in v and v.get("comm_ms")}
+    lines = [f"- {n}'s collectives take {v['comm_ms']:.3f} ms a step, {v['hidden_ms']:.3f} ms of it hidden "
+             f"under compute ({100 * v['overlap']:.0f}%)." for n, v in ok.items()]
+    base = bd["variants"].get(bd["baseline"], {})
+    lines += [f"- {n} against {bd['baseline']}: {v['comm_ms'] - base['comm_ms']:+.3f} ms of collectives a step, "
+              f"{v['hidden_ms'] - base['hidden_ms']:+.3f} ms hidden." for n, v in ok.items()
+              if n != bd["baseline"] and "comm_ms" in base]
+    return ["", *lines] if lines else []
 
 
 def _collectives(variants: dict) -> list[str]:

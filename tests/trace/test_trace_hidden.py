@@ -71,6 +71,13 @@ def test_run_summary_reports_hidden_communication(tmp_path):
     assert (got["sp"]["comm_ms"], got["sp"]["hidden_ms"], got["sp"]["overlap"]) == pytest.approx((0.012, 0.006, 0.5))
     assert got["sp"]["ici_ms"] == pytest.approx(0.006)
 
+    from perfkit.report.markdown import _breakdown
+
+    text = "\n".join(_breakdown({"breakdown": trace_summary(tmp_path, trials)}))
+    assert "- tp's collectives take 0.004 ms a step, 0.000 ms of it hidden under compute (0%)." in text
+    assert "- sp's collectives take 0.012 ms a step, 0.006 ms of it hidden under compute (50%)." in text
+    assert "- sp against tp: +0.008 ms of collectives a step, +0.006 ms hidden." in text
+
 
 # -- a plain model of the definitions, one picosecond at a time --------------------------------------------
 
