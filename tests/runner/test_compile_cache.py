@@ -5,6 +5,9 @@ by the program (jax's monitoring events, ``compile_cache_hits`` / ``compile_cach
 runner on disk (jax's ``*-cache`` entry files before and after each trial)."""
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +16,7 @@ import pytest
 from perfkit.errors import BadInput
 from perfkit.run import case as case_mod
 from perfkit.run.runner import run_cached_trial, run_case
-from perfkit.run.trial import RunOptions, Trial, cache_entries
+from perfkit.run.trial import RunOptions, Trial, cache_entries, compile_cache_env
 
 from runner_testing import read_jsonl
 
@@ -78,6 +81,9 @@ def fake_run(written: list):
 
 def test_cold_starts_empty_every_trial_and_warm_keeps_one_folder(tmp_path):
     case, written = model_case(), []
+    stale = tmp_path / "trials" / "00-cold" / "compile_cache" / "jax"  # what an interrupted attempt left
+    stale.mkdir(parents=True)
+    (stale / "jit_step-old-cache").write_bytes(b"x")
     records = [run_cached_trial(case, Trial(i, v, i), tmp_path / "trials" / f"{i:02d}-{v}", tmp_path,
                                 fake_run(written)) for i, v in enumerate(["cold", "warm", "cold", "warm"])]
     cold, warm = [r["compile_cache"] for r in records[0::2]], [r["compile_cache"] for r in records[1::2]]
@@ -106,3 +112,24 @@ def test_bad_compile_cache_settings_are_one_line(tmp_path):
         with pytest.raises(BadInput) as exc:
             run_case(model_case(), tmp_path / field, options)
         assert exc.value.field == field
+
+
+SMALL_PROGRAM = """
+import jax, jax.numpy as jnp
+counts = {"hits": 0, "writes": 0}
+names = {"/jax/compilation_cache/cache_hits": "hits", "/jax/compilation_cache/cache_misses": "writes"}
+jax.monitoring.register_event_listener(lambda e, **_: e in names and counts.__setitem__(names[e], counts[names[e]] + 1))
+jax.jit(lambda x: jnp.sin(x) * 2)(jnp.ones(8)).block_until_ready()
+print(counts["hits"], counts["writes"])
+"""
+
+
+def test_small_programs_are_cached_too(tmp_path):
+    """A program that compiles in milliseconds (jax writes only those above 1 s by default): the cache
+    variables make the second process read what the first wrote."""
+    env = {**os.environ, **compile_cache_env(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", SMALL_PROGRAM], env=env, capture_output=True, text=True,
+                           timeout=120, check=True).stdout.split() for _ in range(2)]
+    (hits0, writes0), (hits1, writes1) = [tuple(map(int, r)) for r in runs]
+    assert (hits0, hits1, writes1) == (0, writes0, 0) and writes0 > 0
+    assert cache_entries(tmp_path)["jax_entries"] == writes0

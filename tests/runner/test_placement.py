@@ -169,3 +169,19 @@ def test_a_run_records_each_ranks_chips_in_trials_and_env_json(tmp_path):
     assert env["placement"]["platform"] == "cuda" and env["placement"]["host_chips"] == 2
     assert [r["env"] for r in env["placement"]["ranks"]] == [{"CUDA_VISIBLE_DEVICES": "0"},
                                                              {"CUDA_VISIBLE_DEVICES": "1"}]
+
+
+def test_bundled_worker_runs_one_process_per_chip_under_jax_distributed(tmp_path):
+    """The bundled model, 2 processes x 1 chip on a faked 2-GPU host: each rank joins the jax.distributed
+    job, reports the kind of its own device (here jax's CPU device) and keeps its chip variable."""
+    case = case_mod.validate({"name": "placed-model", "model": {"name": "wan", "config": "tiny", "steps": 3},
+                              "devices": 2, "processes": 2, "warmup": 1, "repeats": {"min": 1, "max": 1},
+                              "timeout": 180, "placement": {"platform": "cuda", "host_chips": 2},
+                              "capture": {"xla_dump": "none", "trace": [], "outputs": False},
+                              "variants": {"tp": {"options": {"plan": "tp"}}, "sp": {"options": {"plan": "sp"}}}},
+                             "placed-model.yaml")
+    assert not run_case(case, tmp_path / "run", RunOptions(only="tp")).failed
+    (t,) = read_jsonl(tmp_path / "run" / "trials.jsonl")
+    assert t["status"] == "ok" and len(t["steps_ms"]) == 3
+    assert [(r["device_kind"], r["placement"]["env"]) for r in t["ranks"]] == \
+        [("cpu", {"CUDA_VISIBLE_DEVICES": "0"}), ("cpu", {"CUDA_VISIBLE_DEVICES": "1"})]
