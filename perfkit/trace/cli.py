@@ -15,6 +15,9 @@ PS_PER_US = 1e6
 _STEPS_HELP = "Regex: events whose name matches mark the steps (default: Steps line, then step annotations)."
 paths_argument = click.argument("paths", nargs=-1, required=True, type=click.Path())
 steps_option = click.option("--steps", "step_pattern", metavar="REGEX", help=_STEPS_HELP)
+window_option = click.option("--window", type=click.Choice(["step", "trace"]), default="step", show_default=True,
+                             help="Spans: each step, or each device's whole trace (first to last device op, as HTA "
+                                  "measures).")
 
 
 def _load(paths, step_pattern, columns=None):
@@ -47,8 +50,7 @@ def trace():
 @steps_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: rows (per step) and mean (per device).")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write a stacked-bar PNG of the mean step per chip.")
-@click.option("--window", type=click.Choice(["step", "trace"]), default="step", show_default=True,
-              help="Spans: each step, or each device's whole trace (first to last device op, as HTA measures).")
+@window_option
 def breakdown(paths, step_pattern, as_json, plot, window):
     """Per chip and step: compute / exposed ICI / local DMA wait / idle, adding up to the step span; and
     the collectives' time in flight, the part of it hidden under compute, and that share.
@@ -93,19 +95,22 @@ def breakdown(paths, step_pattern, as_json, plot, window):
               help="Key ops by opcode / kernel kind, by op name, or by kind and output shape.")
 @click.option("-n", "--top", type=click.IntRange(min=1), default=20, show_default=True, help="Rows to show.")
 @steps_option
+@window_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (every row).")
-def diff(a, b, by, top, step_pattern, as_json):
-    """Device time per chip and step of trace B against trace A, largest changes first."""
+def diff(a, b, by, top, step_pattern, window, as_json):
+    """Device time per chip and step of trace B against trace A, largest changes first (with --window
+    trace, per chip over its whole trace: HTA's TraceDiff sums per kernel)."""
     # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
     from perfkit.trace.diff import diff as compare
 
-    table = compare(_load([a], step_pattern), _load([b], step_pattern), by)
+    table = compare(_load([a], step_pattern), _load([b], step_pattern), by, window)
     if as_json:
-        click.echo(json.dumps({"by": by, "spans_a": table.attrs["spans_a"], "spans_b": table.attrs["spans_b"],
-                               "rows": _json_rows(table)}, indent=1))
+        click.echo(json.dumps({"by": by, "window": window, "spans_a": table.attrs["spans_a"],
+                               "spans_b": table.attrs["spans_b"], "rows": _json_rows(table)}, indent=1))
         return
-    click.echo(f"device time per chip and step (ms), by {by}: A {a} ({table.attrs['spans_a']} chip-steps), "
-               f"B {b} ({table.attrs['spans_b']} chip-steps)")
+    spans = "chip-steps" if window == "step" else "chips, whole traces"
+    click.echo(f"device time per chip and step (ms), by {by}: A {a} ({table.attrs['spans_a']} {spans}), "
+               f"B {b} ({table.attrs['spans_b']} {spans})")
     totals = table.groupby("category")[["a_ps", "b_ps", "delta_ps"]].sum()
     shown = table.head(top).copy()
     shown["delta %"] = (100 * shown["delta_ps"] / shown["a_ps"].where(shown["a_ps"] > 0)).map(

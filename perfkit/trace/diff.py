@@ -32,12 +32,13 @@ def _label(by: str, values: tuple) -> str:
     return " ".join(str(v) for v in values if isinstance(v, str) and v)
 
 
-def per_step(events: pd.DataFrame, by: str = "kind") -> pd.DataFrame:
+def per_step(events: pd.DataFrame, by: str = "kind", window: str = "step") -> pd.DataFrame:
     """One row per key: ``category``, ``time_ps`` (exclusive device time per chip and step), ``count``
-    (ops per chip and step); ``attrs["spans"]``: how many (device, step) spans were averaged."""
+    (ops per chip and step); ``attrs["spans"]``: how many (device, step) spans were averaged.
+    ``window="trace"``: one span per device over its whole trace."""
     if by not in KEYS:
         raise BadInput(f"must be one of {', '.join(KEYS)}", field="--by")
-    spans, ops = timeline.measured(events)
+    spans, ops = timeline.measured(events, window)
     if spans.empty:
         raise BadInput("no device ops in the trace", path=", ".join(events.attrs.get("files", [])) or None)
     on_stream = np.array([bool(_GPU_STREAM.match(str(c))) for c in ops["line"].cat.categories] + [False])
@@ -70,9 +71,9 @@ def compare(ta: pd.DataFrame, tb: pd.DataFrame) -> pd.DataFrame:
     return result.iloc[np.argsort(-result["delta_ps"].abs().to_numpy(), kind="stable")].reset_index(drop=True)
 
 
-def diff(a: pd.DataFrame, b: pd.DataFrame, by: str = "kind") -> pd.DataFrame:
-    """``compare`` of two events frames keyed ``by``; ``attrs``: spans_a, spans_b."""
-    ta, tb = per_step(a, by), per_step(b, by)
+def diff(a: pd.DataFrame, b: pd.DataFrame, by: str = "kind", window: str = "step") -> pd.DataFrame:
+    """``compare`` of two events frames keyed ``by`` over ``window`` spans; ``attrs``: spans_a, spans_b."""
+    ta, tb = per_step(a, by, window), per_step(b, by, window)
     result = compare(ta, tb)
     result.attrs.update(spans_a=ta.attrs["spans"], spans_b=tb.attrs["spans"])
     return result

@@ -144,13 +144,13 @@ def _hta_summaries(tmp_path, files) -> dict:
 
 
 def test_diff_counts_and_durations_equal_hta_trace_diff(fixtures_dir, tmp_path):
-    """`trace diff --by op` over the whole trace (a --steps pattern nothing matches: one span per chip)
-    gives each kernel's count and total time as HTA's TraceDiff sums them."""
+    """`trace diff --by op --window trace` (one span per chip, its whole trace) gives each kernel's count
+    and total time as HTA's TraceDiff sums them."""
     files = {side: fixtures_dir / f"kineto/hta_trace_diff_{side}.json.gz" for side in ("control", "test")}
-    result = run("diff", files["control"], files["test"], "--by", "op", "--steps", "$^", "--json")
+    result = run("diff", files["control"], files["test"], "--by", "op", "--window", "trace", "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["spans_a"] == doc["spans_b"] == 1
+    assert doc["spans_a"] == doc["spans_b"] == 1 and doc["window"] == "trace"
     ours = {side: {r["key"]: (round(r[f"{x}_count"]), round(r[f"{x}_ps"] / U)) for r in doc["rows"] if r[f"{x}_count"]}
             for side, x in (("control", "a"), ("test", "b"))}
     for side, (names, count, total, digest) in HTA_TRACE_DIFF.items():
