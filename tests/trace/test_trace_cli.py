@@ -102,7 +102,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path):
         assert str(names) in lines[0] and words in lines[0], (args, lines[0])
 
 
-@pytest.mark.parametrize("command", ["breakdown", "diff", "tail", "export"])
+@pytest.mark.parametrize("command", ["breakdown", "diff", "collectives", "tail", "export"])
 def test_help(command):
     assert run(command, "--help").exit_code == 0
 
