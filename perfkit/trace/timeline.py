@@ -48,9 +48,15 @@ def parents(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray
     return parent
 
 
-def run_starts(key: np.ndarray) -> np.ndarray:
-    """Start index of each run of equal values in ``key``."""
-    return np.concatenate([[0], np.flatnonzero(key[1:] != key[:-1]) + 1]) if key.size else np.zeros(0, np.int64)
+def run_starts(*columns: np.ndarray) -> np.ndarray:
+    """Start index of each run of rows where none of ``columns`` changes."""
+    n = columns[0].size
+    if not n:
+        return np.zeros(0, np.int64)
+    changed = np.zeros(n - 1, bool)
+    for c in columns:
+        changed |= c[1:] != c[:-1]
+    return np.concatenate([[0], np.flatnonzero(changed) + 1])
 
 
 def _pack(columns: list[np.ndarray]) -> np.ndarray:
@@ -122,17 +128,6 @@ def _pair_role(kind: str) -> int:
     return -1 if kind.endswith("-done") else 0
 
 
-def _change(columns: list[np.ndarray]) -> np.ndarray:
-    """Start index of each run of rows where none of ``columns`` changes."""
-    n = columns[0].size
-    if not n:
-        return np.zeros(0, np.int64)
-    changed = np.zeros(n - 1, bool)
-    for c in columns:
-        changed |= c[1:] != c[:-1]
-    return np.concatenate([[0], np.flatnonzero(changed) + 1])
-
-
 def _lengths(first: np.ndarray, n: int) -> np.ndarray:
     return np.diff(np.append(first, n))
 
@@ -155,7 +150,7 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
     end = start + dur[row]  # never past its span's end: a span ends at or after its ops' last end
     step = take("step") if window == "step" else np.zeros(row.size, np.int32) - 1
     # extents per (rank, device, step) from runs of equal keys (ops arrive grouped), then the runs joined
-    first = _change([rank, device, step])
+    first = run_starts(rank, device, step)
     keys = {"rank": rank[first], "device": device[first], "step": step[first]}
     ext = pd.DataFrame({**keys, "op_start": np.minimum.reduceat(start, first),
                         "op_end": np.maximum.reduceat(end, first)})
@@ -177,12 +172,12 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
     if not kept.all():
         fields = [f[kept] for f in fields]
     row, span, line, start, end, cls, stall, pair = fields
-    first = _change([span, line])
+    first = run_starts(span, line)
     if not _in_measuring_order(span, line, first, start, end):
         order = np.lexsort((-end, start, line, span))
         row, span, line, start, end, cls, stall, pair = (f[order] for f in (row, span, line, start, end, cls,
                                                                               stall, pair))
-        first = _change([span, line])
+        first = run_starts(span, line)
     line_id = np.repeat(np.arange(first.size, dtype=np.int32), _lengths(first, row.size))
     return Layout(span_rows, Ops(row, span, line_id, start, end, cls, stall, pair))
 
