@@ -65,6 +65,8 @@ class VideoFile(Media):
         self.source, self.label = source, label
         with self._open() as container:
             stream = container.streams.video[0]
+            if stream.codec_context is None:  # the stream names a codec ffmpeg has no decoder for
+                raise BadInput("its video stream has no decoder (an unknown or damaged codec id)", path=label)
             self.count = stream.frames or None  # 0 where the container does not say (mkv, webm)
             self.frame_shape = (stream.height, stream.width, 3)
             fmt = stream.format.name if stream.format else None
@@ -78,6 +80,8 @@ class VideoFile(Media):
             container = av.open(src)
         except av.error.FFmpegError as exc:
             raise BadInput(f"not a readable video ({exc.strerror})", path=self.label) from None
+        except UnicodeDecodeError:  # PyAV decodes the container's metadata as UTF-8
+            raise BadInput("not a readable video (its metadata is not UTF-8)", path=self.label) from None
         if not container.streams.video:
             container.close()
             raise BadInput("holds no video stream", path=self.label)

@@ -46,6 +46,8 @@ MAXIMUMS = {"devices": 1 << 20, "processes": 1 << 16}
 MAX_REPEATS = 10_000
 MAX_COMBINATIONS = 10_000
 MAX_VALUES = 100_000  # scalars, mappings and lists of a case file, aliases expanded
+# libyaml's loader where built: it refuses nesting past 1000 at once (the Python one takes minutes)
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 XLA_DUMP_MODES = ("all", "first", "none")
 ORDERS = ("abba", "random")
 AA_SUFFIX = "-aa"  # the A/A control variant is the baseline's name plus this
@@ -175,7 +177,7 @@ def load_raw(path: str | Path) -> dict:
         raise BadInput(f"line {line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
                        path=str(path)) from None
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=SAFE_LOADER)
         values = expanded_size(raw, {})
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

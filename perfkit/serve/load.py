@@ -129,7 +129,7 @@ def _read_local(value: str, status: int) -> bytes:
         if info.st_size > MAX_ANSWER_BYTES:
             raise _too_large(info.st_size, status)
         with os.fdopen(os.dup(fd), "rb") as f:
-            return f.read(MAX_ANSWER_BYTES + 1)
+            return f.read(info.st_size + 1)  # what it holds now (a read of the limit reserves the limit)
     finally:
         os.close(fd)
 

@@ -10,7 +10,6 @@ read as float64 (sub-microsecond digits of epoch-sized values are lost).
 
 from __future__ import annotations
 
-import gzip
 import json
 import zlib
 from pathlib import Path
@@ -25,12 +24,35 @@ DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 STEP_PREFIX = "ProfilerStep#"
 
 
+MAX_JSON_BYTES = 2 << 30  # inflated text of a .json.gz; past it the file is refused (a gzip bomb)
+
+
+def inflate(raw: bytes, path: Path) -> bytes:
+    """A gzip file's text (every member), refused as soon as it passes ``MAX_JSON_BYTES``."""
+    parts, size = [], 0
+    while raw:
+        member, data = zlib.decompressobj(wbits=31), raw
+        while not member.eof:
+            piece = member.decompress(data, 1 << 24)
+            size += len(piece)
+            if size > MAX_JSON_BYTES:
+                raise BadInput(f"inflates to more than {MAX_JSON_BYTES:,} bytes (a gzip bomb?)", path=path)
+            parts.append(piece)
+            data = member.unconsumed_tail
+            if not data and not piece:
+                raise EOFError("the gzip stream ends before its end marker")
+        raw = member.unused_data
+    return b"".join(parts)
+
+
 def load_json(path: Path) -> dict:
     """A chrome-trace JSON document, gzip or not; BadInput when truncated or not a trace."""
     try:
         raw = path.read_bytes()
-        text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+        text = inflate(raw, path) if raw[:2] == b"\x1f\x8b" else raw
         doc = json.loads(text)
+    except RecursionError:
+        raise BadInput("not a readable chrome-trace JSON (nested too deep)", path=path) from None
     except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadInput(f"not a readable chrome-trace JSON ({type(exc).__name__}: {str(exc)[:80]})",
                        path=path) from None

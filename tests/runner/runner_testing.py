@@ -3,8 +3,10 @@
 A module of its own (not conftest.py): several test folders have a conftest, and `from conftest import`
 resolves to whichever was imported first."""
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -46,3 +48,21 @@ def processes_with(tag: str) -> list[int]:
             except OSError:
                 continue
     return found
+
+
+def free_ports(n: int) -> int:
+    """A port p with p .. p+n-1 all free on loopback now (the OS picks p)."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + n > 65536:
+            continue
+        try:
+            with contextlib.ExitStack() as stack:
+                for port in range(base, base + n):
+                    stack.enter_context(socket.socket()).bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError(f"no {n} free ports in a row")

@@ -1,6 +1,7 @@
 """Statistics and timing frames against hand-computed cases, numpy and scipy."""
 
 import numpy as np
+import pandas as pd
 
 from perfkit.analysis import stats
 from perfkit.analysis import timing
@@ -91,12 +92,20 @@ def test_timing_frames_against_numpy():
 
 
 def test_noise_floor_is_the_aa_ci_half_width():
-    steps = timing.steps_frame([dict(t, variant="a-aa" if t["variant"] == "b" else "a") for t in TRIALS])
-    rows = timing.compare_variants(steps, "a", ["a-aa"], min_effect=0.02, seed=0)
-    nf = timing.noise_floor(rows, "a-aa")
-    lo, hi = rows[rows.metric == "step_ms"].iloc[0].ci
-    assert nf["half_width"] == max(1 - lo, hi - 1) and nf["variant"] == "a-aa"
-    assert timing.noise_floor(rows, "missing") is None
+    """Hand-computed: A/A trials 5% slower (or faster) than A, every step alike, give the point CI
+    (1.05, 1.05) (or (0.95, 0.95)): a half-width of 0.05. A CI of (0.97, 1.01) is 0.03 on its wider side."""
+    for aa_ms in (10.5, 9.5):
+        trials = [{"index": i, "variant": v, "round": i // 2, "status": "ok", "warmup": 0,
+                   "steps_ms": [10.0 if v == "a" else aa_ms] * 4, "natural_ms": []}
+                  for i, v in enumerate(["a", "a-aa", "a-aa", "a"])]
+        rows = timing.compare_variants(timing.steps_frame(trials), "a", ["a-aa"], min_effect=0.02, seed=0)
+        nf = timing.noise_floor(rows, "a-aa")
+        assert nf["variant"] == "a-aa" and nf["ci"] == [aa_ms / 10] * 2
+        assert abs(nf["half_width"] - 0.05) < 1e-12
+    hand = pd.DataFrame([{"variant": "a-aa", "metric": "step_ms", "ratio": 0.99, "ci": (0.97, 1.01), "verdict": "unknown"}])
+    assert abs(timing.noise_floor(hand, "a-aa")["half_width"] - 0.03) < 1e-12
+    assert timing.noise_floor(hand, "missing") is None
+    steps = timing.steps_frame(TRIALS)
     none = timing.compare_variants(steps, "a", [], min_effect=0.02, seed=0)  # no other variant: no rows
     assert none.empty and timing.noise_floor(none, "a-aa") is None
 
