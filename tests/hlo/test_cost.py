@@ -206,10 +206,16 @@ def test_gate_fails_on_a_second_gather_and_passes_on_a_rerun(wan_sp_dump, tmp_pa
     assert next(r for r in twice if r["subject"] == "sp: collective-permute per step")["passed"]
 
 
-def test_hlo_diff_ab_says_what_sp_changes(wan_sp_dump, tmp_path):
+@pytest.fixture(scope="module")
+def wan_tp_dump(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("wan_tp_dump")
+    cost_dumps.write(folder, "tp")
+    return folder
+
+
+def test_hlo_diff_ab_says_what_sp_changes(wan_sp_dump, wan_tp_dump):
     folder, _ = wan_sp_dump
-    cost_dumps.write(tmp_path / "tp", "tp")
-    res = subprocess.run([sys.executable, "-m", "perfkit.cli", "hlo-diff", "--ab", tmp_path / "tp", folder, "--chip",
+    res = subprocess.run([sys.executable, "-m", "perfkit.cli", "hlo-diff", "--ab", wan_tp_dump, folder, "--chip",
                           "v5e", "--json"], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert res.returncode == 0, res.stderr
     change = json.loads(res.stdout)["cost"]["change"]
@@ -242,3 +248,19 @@ def test_run_chip_from_a_profile_and_the_timed_step(wan_sp_dump, tmp_path):
     # the same run with --chip another: no measured step beside a bound of a chip it did not run on
     _, other = run_costs(tmp_path, {"variants": {"sp": {"step_ms": {"median": 0.5}}}}, chips.chip("h100"))
     assert other["sp"]["chip"] == "h100" and other["sp"]["measured_ms"] is None
+
+
+def test_report_section(wan_sp_dump, wan_tp_dump):
+    from perfkit.cost.programs import cost_block
+    from perfkit.cost.report import section
+
+    folder, _ = wan_sp_dump
+    cost = {"tp": cost_block(wan_tp_dump, None), "sp": cost_block(folder, None)}
+    roof = {v: roofline(c["step"], chips.chip("v5e"), measured_ms=1.0) for v, c in cost.items()}
+    lines = section({"baseline": "tp", "cost": cost, "roofline": roof})
+    assert lines[0] == "## Cost"
+    assert "| all-reduce per step | 6 | 0 |" in lines and "| collective-permute per step | 0 | 72 |" in lines
+    assert any(x.startswith("| roofline on v5e: memory |") for x in lines)
+    assert any(x.startswith("| measured step / bound |") for x in lines)
+    assert lines[-2].startswith("sp adds 72 collective-permutes of 8 KiB a step and removes 6 all-reduces of 64 KiB")
+    assert section({"baseline": "tp", "cost": {}}) == []
