@@ -388,8 +388,8 @@ def _merge(path: Path, rank: int, host: str, reads: list[_PlaneRead], columns: d
 
 def read_all(files: list[tuple[Path, int]], workers: int = 1) -> list[RawTrace]:
     """``xplane.pb`` files (path, rank) as columnar events, one RawTrace each; BadInput when one is not a
-    whole XSpace. Planes are surveyed, then decoded, by ``workers`` forked processes when there is more
-    than one plane with events to share out."""
+    whole XSpace. Planes are surveyed (events counted), then decoded into one block, by ``workers``
+    forked processes when there are several planes and their bytes reach ``PARALLEL_BYTES``."""
     spaces = [_space(path, i) for i, (path, _) in enumerate(files)]
     jobs = [job for _, planes in spaces for job in planes]
     parallel = workers > 1 and len(jobs) > 1 and sum(j.end - j.start for j in jobs) >= PARALLEL_BYTES
@@ -413,18 +413,13 @@ def read_all(files: list[tuple[Path, int]], workers: int = 1) -> list[RawTrace]:
     else:
         reads = [decode(job, {k: v[a:b] for k, v in columns.items()}) for job, a, b in tasks]
     traces = []
-    for i, ((path, rank), (host, planes)) in enumerate(zip(files, spaces)):
+    for i, ((path, rank), (host, _)) in enumerate(zip(files, spaces)):
         mine = [k for k, job in enumerate(jobs) if job.file == i]
         rows = slice(int(bounds[mine[0]]), int(bounds[mine[-1] + 1]))
         metadata = [_plane(jobs[k])[0] for k in mine if surveyed[k][0] == "/host:metadata"]
         traces.append(_merge(path, rank, host, [reads[k] for k in mine], {k: v[rows] for k, v in columns.items()},
                              metadata))
     return traces
-
-
-def read(path: Path, rank: int) -> RawTrace:
-    """One ``xplane.pb`` as columnar events (``RawTrace``); BadInput when it is not a whole XSpace."""
-    return read_all([(path, rank)])[0]
 
 
 def _int32(values: np.ndarray) -> np.ndarray:
