@@ -69,15 +69,13 @@ def bundled_cases() -> dict[str, Path]:
 
 def case_path(arg: str | None) -> Path:
     """A case file as the command line names it: a file that exists, else a bundled case by name
-    (``quickstart``, ``torch/wan_recompile``, with or without ``.yaml``); the quickstart when none."""
+    (``quickstart``, ``torch/wan_recompile``, with or without ``.yaml``), else the path as given (which
+    loading refuses: no such case file); the quickstart when none."""
     if arg is None:
         return cases_dir() / "quickstart.yaml"
     if Path(arg).exists():
         return Path(arg)
-    found = bundled_cases().get(arg.removesuffix(".yaml"))
-    if found is None:
-        raise BadInput("no such case file, nor a bundled case of that name (`perfkit cases` lists them)", path=arg)
-    return found
+    return bundled_cases().get(arg.removesuffix(".yaml"), Path(arg))
 
 
 @click.command()

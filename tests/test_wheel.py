@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from perfkit.cli import case_path
+
 REPO = Path(__file__).resolve().parents[1]
 NOT_SHIPPED = shutil.ignore_patterns(".git", ".venv", "reports", "tests", "benchmarks", "build", "*.egg-info",
                                      "__pycache__", ".ci")
@@ -101,3 +103,13 @@ def test_editable_install_writes_runs_under_the_folder_it_was_started_in(tmp_pat
     assert res.returncode == 0, res.stderr[-2000:]
     assert len(list((tmp_path / "reports" / "runs").glob("elsewhere-*/report.md"))) == 1
     assert set((REPO / "reports" / "runs").glob("elsewhere-*")) == before
+
+
+def test_a_case_is_named_by_file_or_by_bundled_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    quickstart = REPO / "cases" / "quickstart.yaml"
+    assert case_path(None) == case_path("quickstart") == case_path("quickstart.yaml") == quickstart
+    assert case_path("torch/wan_recompile") == REPO / "cases" / "torch" / "wan_recompile.yaml"
+    (tmp_path / "quickstart.yaml").write_text("name: mine\n")
+    assert case_path("quickstart.yaml") == Path("quickstart.yaml")  # a file that exists comes first
+    assert case_path("nosuch") == Path("nosuch")  # loading it says: no such case file

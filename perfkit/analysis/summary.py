@@ -152,6 +152,11 @@ def not_verified(case: Case, summary: dict) -> list[str]:
     if summary.get("cost") and not summary.get("roofline"):
         notes.append(f"the roofline: {devices.get('kind') or 'these devices'} is no chip perfkit has figures for "
                      "(`perfkit cost RUN_DIR --chip NAME` bounds the steps on one)")
+    uncounted = [v for v, r in ((summary.get("compile_cache") or {}).get("variants") or {}).items()
+                 if r["cache_hits"] is None]
+    if uncounted:
+        notes.append(f"compile cache hits of {', '.join(uncounted)}: the program reported no `compile_cache_hits` "
+                     "(only the jax entries on disk are counted)")
     if summary.get("serve"):
         notes += summary["serve"]["not_verified"]
     return notes

@@ -5,7 +5,8 @@ in the environment, so env switches take effect at import as they do in users' p
 metrics protocol like any user command: one synced ``step`` event per denoise step (the first one
 compiles), then a natural pass (the same steps again from the same noise, dispatched without waiting,
 one wait at the end), ``compile_s`` of the steps from jax's own compile timers (``setup_compile_s``
-for building the model), frames written to ``PERFKIT_OUTPUTS``.
+for building the model), ``compile_cache_hits`` / ``compile_cache_writes`` (programs read from / written to
+jax's persistent cache), frames written to ``PERFKIT_OUTPUTS``.
 
 With ``PERFKIT_WORLD`` > 1 each rank is one process of a ``jax.distributed`` job (one process per rank,
 as on multi-host TPU); the mesh spans every process's devices, so the same model case runs as one SPMD

@@ -133,3 +133,27 @@ def test_small_programs_are_cached_too(tmp_path):
     (hits0, writes0), (hits1, writes1) = [tuple(map(int, r)) for r in runs]
     assert (hits0, hits1, writes1) == (0, writes0, 0) and writes0 > 0
     assert cache_entries(tmp_path)["jax_entries"] == writes0
+
+
+def test_a_serve_case_primes_a_server_and_shows_ready_s(tmp_path):
+    """Serve variants get the cache variables too (their server is started with the variant's env): the
+    warm one is primed by an untimed server, and both rows show the server's ready_s."""
+    repo = Path(__file__).resolve().parents[2]
+    server = ["python", str(repo / "tests" / "serve" / "server.py"), "--port", "{port}", "--sleep-ms", "5",
+              "--startup-ms", "200"]
+    case = case_mod.validate({
+        "name": "serve-cache", "warmup": 0,
+        "serve": {"concurrency": [1], "requests": 2, "server_restarts": 1, "request_timeout": 30,
+                  "prompts": ["a fox"], "params": {"width": 16, "height": 16, "frames": 2}, "server": server,
+                  "ready": {"url": "/health", "timeout": 30},
+                  "request": {"url": "/generate", "method": "POST",
+                              "body": {"prompt": "{prompt}", "seed": "{seed}", "width": "{width}",
+                                       "height": "{height}", "frames": "{frames}"}},
+                  "output": {"kind": "body", "suffix": ".mkv"}},
+        "variants": {"cold": {"compile_cache": "cold"}, "warm": {"compile_cache": "warm"}}}, "serve-cache.yaml")
+    assert not run_case(case, tmp_path / "run").failed
+    primed = json.loads((tmp_path / "run" / "compile_cache" / "warm" / "primed.json").read_text())
+    assert primed["status"] == "ok" and primed["values"]["ready_s"] >= 0.2
+    rows = json.loads((tmp_path / "run" / "summary.json").read_text())["compile_cache"]["variants"]
+    assert all(rows[v]["ready_s"] >= 0.2 for v in ("cold", "warm"))  # the server's 200 ms start-up at least
+    assert rows["warm"]["priming"]["status"] == "ok" and rows["cold"]["priming"] is None
