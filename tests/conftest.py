@@ -1,6 +1,12 @@
-"""Test session set-up: 8 simulated CPU devices, set before anything imports jax."""
+"""Test session set-up: 8 simulated CPU devices, set before anything imports jax; a private temp folder and a
+check at the end that the suite left no process, thread or temp file behind."""
 
 import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -21,3 +27,82 @@ def fixtures_dir() -> Path:
     if not FIXTURES.is_dir():
         pytest.skip("../shared/fixtures is absent")
     return FIXTURES
+
+
+# ---- the suite leaves nothing behind --------------------------------------------------------------
+# Every process a test starts inherits a session mark and a private temp folder (one per session,
+# shared by xdist's workers). At the end, a process still carrying the mark, anything in that folder
+# or a thread a test started that is still running fails the session; the leftovers are named, the
+# processes ended and the folder removed.
+SESSION_MARK = "PERFKIT_TEST_SESSION"
+THREADS_LEFT = "threads-left.txt"  # xdist workers report their threads here, for the controller
+LEFT_GRACE_S = 5.0  # for processes and threads still on their way out
+_owner = SESSION_MARK not in os.environ  # this process opened the session (not an xdist worker)
+if _owner:
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())  # pytest's tmp_path stays put
+    os.environ.update({SESSION_MARK: str(os.getpid()), "TMPDIR": tempfile.mkdtemp(prefix="pytest-perfkit-session-")})
+    tempfile.tempdir = None  # found again from TMPDIR
+_SESSION_TEMP = Path(os.environ["TMPDIR"])
+_threads_at_start: set[int] = set()
+
+
+def _marked_processes() -> dict[int, str]:
+    """Live processes (not this one) that inherited this session's mark: pid -> command line."""
+    mark = f"{SESSION_MARK}={os.environ[SESSION_MARK]}".encode()
+    found = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            if mark in (d / "environ").read_bytes().split(b"\0"):
+                cmdline = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+                if cmdline:  # a zombie has none: it is gone, only not yet reaped
+                    found[int(d.name)] = cmdline[:200]
+        except OSError:
+            continue
+    return found
+
+
+def _threads_left() -> list[str]:
+    deadline = time.monotonic() + LEFT_GRACE_S
+    while True:
+        left = [t for t in threading.enumerate()
+                if t is not threading.main_thread() and t.ident not in _threads_at_start and t.is_alive()]
+        if not left or time.monotonic() > deadline:
+            return [f"thread {t.name!r} ({type(t).__name__}, daemon={t.daemon})" for t in left]
+        time.sleep(0.1)
+
+
+def pytest_sessionstart(session):
+    _threads_at_start.update(t.ident for t in threading.enumerate())
+
+
+def pytest_sessionfinish(session, exitstatus):
+    threads = _threads_left()
+    if not _owner:
+        if threads:
+            with open(_SESSION_TEMP / THREADS_LEFT, "a") as f:
+                f.write("".join(f"xdist worker {os.getpid()}: {t}\n" for t in threads))
+        return
+    deadline = time.monotonic() + LEFT_GRACE_S
+    while (processes := _marked_processes()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    report = _SESSION_TEMP / THREADS_LEFT
+    if report.exists():
+        threads += report.read_text().splitlines()
+        report.unlink()
+    files = sorted(str(p.relative_to(_SESSION_TEMP)) for p in _SESSION_TEMP.iterdir())
+    left = ([f"process {pid}: {cmd}" for pid, cmd in processes.items()] + threads
+            + [f"temp: {tempfile.gettempdir()}/{name}" for name in files])
+    for pid in processes:  # started by this session's tests: end them, by pid
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    shutil.rmtree(_SESSION_TEMP, ignore_errors=True)
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        lines = ["", "the suite left these behind:", *(f"  {x}" for x in left)]
+        if reporter is not None:
+            reporter.write_line("\n".join(lines), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

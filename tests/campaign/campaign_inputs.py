@@ -84,12 +84,16 @@ def delete_lines(data: bytes, rng: random.Random) -> bytes:
 
 
 def garble_lines(data: bytes, rng: random.Random) -> bytes:
+    """Up to 256 bytes of a line shuffled or replaced by noise (a trace's JSON may be one long line)."""
     lines = data.split(b"\n")
     for _ in range(rng.randint(1, 3)):
         i = rng.randrange(len(lines))
-        line = bytearray(lines[i])
-        rng.shuffle(line)
-        lines[i] = bytes(line) if rng.random() < 0.5 else rng.randbytes(len(line) or 1)
+        line = lines[i]
+        start = rng.randrange(max(1, len(line) - 256))
+        span = bytearray(line[start:start + 256])
+        rng.shuffle(span)
+        garbled = bytes(span) if rng.random() < 0.5 else rng.randbytes(len(span) or 1)
+        lines[i] = line[:start] + garbled + line[start + 256:]
     return b"\n".join(lines)
 
 
