@@ -1,126 +1,149 @@
-"""Throughput of ``perfkit.quality.compare`` on a 121-frame 544x960 pair, from mp4 (x264 CRF 18, yuv420p)
-and from npy, in frames per second and CPU time per frame pair (all threads; steadier than wall time on
-a loaded machine), with the process's peak RSS (one decoded video is 181 MiB), and SSIM on 12 frames.
+"""``perfkit quality`` against ffmpeg's psnr filter on the same h264 pair: whole processes, timed in one run.
 
-    .venv/bin/python benchmarks/quality_throughput.py [--frames 121] [--repeats 3]
+    .venv/bin/python benchmarks/quality_throughput.py [--frames 121] [--repeats 5]
 
-Content: the real generated video in ../shared/fixtures (resized to 544x960, played forward and back to
-121 frames) or, without the fixtures, a moving gradient. B is A with mild noise, as a lossy variant.
-Each comparison runs in a fresh process so its peak RSS is its own.
+The pair is built with PyAV alone: the real generated video in ../shared/fixtures (scaled to 960x544 by
+libswscale, played forward and back) or, without the fixtures, a moving gradient; A through x264 CRF 18
+yuv420p (as served videos are), B = A's frames with mild seeded noise through the same codec. Clips longer
+than 121 frames repeat the 121 encoded frames (packets remuxed, nothing re-encoded), so ``--frames 1210``
+shows whether peak memory grows with the clip.
+
+Timed alternately, ``--repeats`` times each: ``perfkit quality A B`` (the default: the source's own planes),
+``perfkit quality A B --rgb`` (RGB24 too), ``ffmpeg -i A -i B -lavfi psnr -f null -`` where an ffmpeg binary
+exists, and ``perfkit quality --help``. Printed: median wall and CPU seconds (user + system, every thread),
+peak RSS of each process (ru_maxrss from wait4), perfkit's ratio to ffmpeg, and both sides' figures. The
+pair is built in a child process: a child's ru_maxrss starts from its parent's size, so the timing parent
+stays small (the standard library only).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from fractions import Fraction
 from pathlib import Path
 
-import numpy as np
-
 FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "video" / "cogvideox_horse_720x480_49f.mp4"
-HEIGHT, WIDTH = 544, 960
+HEIGHT, WIDTH, CLIP = 544, 960, 121
+PERFKIT = [sys.executable, "-m", "perfkit.cli"]
 
 
-def content(frames: int) -> np.ndarray:
-    """uint8 (frames, 544, 960, 3)."""
-    if FIXTURE.is_file():
-        from skimage.transform import resize
-
-        from perfkit.quality.media import open_media
-
-        src = [resize(f, (HEIGHT, WIDTH), preserve_range=True).astype(np.uint8) for f in open_media(FIXTURE).frames()]
-        order = (list(range(len(src))) + list(range(len(src) - 2, 0, -1))) * (frames // len(src) + 2)
-        return np.stack([src[i] for i in order[:frames]])
-    t, y, x = np.meshgrid(np.arange(frames), np.arange(HEIGHT), np.arange(WIDTH), indexing="ij", sparse=True)
-    return np.stack(np.broadcast_arrays((x + 3 * t) % 256, (y + 2 * t) % 256, (x + y) % 256), -1).astype(np.uint8)
-
-
-MEASURE = """
-import json, os, re, sys, time
-from perfkit.quality import compare as quality
-
-def high_water_mib():  # VmHWM: this process's peak RSS (ru_maxrss would carry the parent's over exec)
-    return int(re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1)) / 1024
-
-before = high_water_mib()
-ssim = sys.argv[3] == "ssim"  # SSIM is slow: 12 frames are enough for a rate
-t, cpu = time.perf_counter(), os.times()
-r = quality.compare(sys.argv[1], sys.argv[2], quality.FrameRange(0, 12) if ssim else quality.ALL_FRAMES, ssim=ssim)
-wall, cpu_s = time.perf_counter() - t, sum(os.times()[:2]) - sum(cpu[:2])  # all threads' CPU time
-print(json.dumps({"s": wall, "cpu_s": cpu_s, "frames": r["frames"], "psnr_pooled_db": r["psnr_pooled_db"],
-                  "before_mib": before, "peak_mib": high_water_mib()}))
-"""
-
-
-def measure(a: Path, b: Path, repeats: int, ssim: bool = False) -> dict:
-    runs = [json.loads(subprocess.run([sys.executable, "-c", MEASURE, str(a), str(b), "ssim" if ssim else ""],
-                                      check=True, capture_output=True, text=True).stdout) for _ in range(repeats)]
-    best = min(runs, key=lambda r: r["s"])
-    return {**best, "fps": best["frames"] / best["s"], "all_s": [round(r["s"], 3) for r in runs]}
-
-
-def decode_fps(path: Path) -> float:
+def build(folder: Path, frames: int) -> None:
+    """a.mp4 and b.mp4 in ``folder`` (run in a child process: see the module's docstring)."""
+    # numpy and PyAV only in the child that builds the pair, never in the timing parent
     import av
+    import numpy as np
 
-    t = time.perf_counter()
-    with av.open(str(path)) as c:
-        n = sum(1 for f in c.decode(video=0) if f.to_ndarray(format="rgb24") is not None)
-    return n / (time.perf_counter() - t)
+    if FIXTURE.is_file():
+        with av.open(str(FIXTURE)) as c:
+            src = [f.reformat(width=WIDTH, height=HEIGHT, format="rgb24").to_ndarray() for f in c.decode(video=0)]
+        order = (list(range(len(src))) + list(range(len(src) - 2, 0, -1))) * (CLIP // len(src) + 2)
+        clip = [src[i] for i in order[:CLIP]]
+    else:
+        t, y, x = np.meshgrid(np.arange(CLIP), np.arange(HEIGHT), np.arange(WIDTH), indexing="ij", sparse=True)
+        clip = list(np.stack(np.broadcast_arrays((x + 3 * t) % 256, (y + 2 * t) % 256, (x + y) % 256), -1
+                             ).astype(np.uint8))
+    rng = np.random.default_rng(0)
+    noisy = [np.clip(f.astype(np.int16) + rng.integers(-3, 4, f.shape, dtype=np.int16), 0, 255).astype(np.uint8)
+             for f in clip]
+    for name, content in (("a", clip), ("b", noisy)):
+        once = folder / f"{name}{CLIP}.mp4"
+        with av.open(str(once), "w") as c:  # x264 CRF 18 yuv420p at 24 fps
+            s = c.add_stream("libx264", rate=24, options={"crf": "18"})
+            s.width, s.height, s.pix_fmt = WIDTH, HEIGHT, "yuv420p"
+            for i, f in enumerate(content):
+                frame = av.VideoFrame.from_ndarray(f, format="rgb24")
+                frame.pts, frame.time_base = i, Fraction(1, 24)
+                c.mux(s.encode(frame))
+            c.mux(s.encode())
+        repeat(av, once, folder / f"{name}.mp4", frames // CLIP)
 
 
-def ffmpeg_psnr(a: Path, b: Path, repeats: int) -> dict | None:
-    """ffmpeg's psnr filter on the same pair (best of ``repeats``), where an ffmpeg binary exists."""
-    import re
-    import shutil
+def repeat(av, src: Path, dest: Path, times: int) -> None:
+    """``src``'s packets ``times`` over, timestamps shifted: a longer clip with nothing re-encoded (each copy
+    starts at a keyframe)."""
+    with av.open(str(src)) as probe:
+        stream_in = probe.streams.video[0]
+        packets = [(p.pts, p.dts, p.is_keyframe, bytes(p)) for p in probe.demux(stream_in) if p.size]
+        step = packets[1][0] - packets[0][0] if len(packets) > 1 else 1
+        span = max(p[0] for p in packets) + step
+        with av.open(str(dest), "w") as out:
+            stream = out.add_stream_from_template(stream_in)
+            for k in range(times):
+                for pts, dts, key, data in packets:
+                    packet = av.Packet(data)
+                    packet.stream, packet.time_base = stream, stream_in.time_base
+                    packet.pts, packet.dts, packet.is_keyframe = pts + k * span, dts + k * span, key
+                    out.mux(packet)
 
-    if shutil.which("ffmpeg") is None:
-        return None
-    times, out = [], ""
-    for _ in range(repeats):
-        t = time.perf_counter()
-        out = subprocess.run(["ffmpeg", "-hide_banner", "-nostats", "-i", str(a), "-i", str(b), "-lavfi", "psnr",
-                              "-f", "null", "-"], check=True, capture_output=True, text=True).stderr
-        times.append(time.perf_counter() - t)
-    frames = int(re.findall(r"frame=\s*(\d+)", out)[-1]) if "frame=" in out else None
-    return {"s": min(times), "average_db": float(re.search(r"average:([\d.]+|inf)", out).group(1)), "frames": frames}
+
+def timed(argv: list[str], logs: Path) -> dict:
+    """One whole process: wall, CPU (user + sys of all its threads), peak RSS and its output. Spawned and
+    waited for with wait4, which gives that child's own rusage."""
+    out, err = logs / "stdout", logs / "stderr"
+    start = time.perf_counter()
+    pid = os.posix_spawnp(argv[0], argv, os.environ, file_actions=[
+        (os.POSIX_SPAWN_OPEN, 1, str(out), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
+        (os.POSIX_SPAWN_OPEN, 2, str(err), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)])
+    _, status, usage = os.wait4(pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(argv[:5])} failed: {err.read_text()[-500:]}")
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_mib": usage.ru_maxrss / 1024,
+            "out": out.read_text(), "err": err.read_text()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--frames", type=int, default=121)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--frames", type=int, default=CLIP, help=f"a multiple of {CLIP}")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--build", type=Path, help=argparse.SUPPRESS)  # the child that builds the pair
     args = parser.parse_args()
-
-    from perfkit.quality.media import write_video
-
-    a = content(args.frames)
-    rng = np.random.default_rng(0)
-    b = np.clip(a.astype(np.int16) + rng.integers(-3, 4, a.shape, dtype=np.int16), 0, 255).astype(np.uint8)
+    if args.frames % CLIP:
+        parser.error(f"--frames must be a multiple of {CLIP}")
+    if args.build:
+        return build(args.build, args.frames)
+    ffmpeg = shutil.which("ffmpeg")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        for name, frames in (("a", a), ("b", b)):
-            np.save(tmp / f"{name}.npy", frames)
-            write_video(iter(frames), tmp / f"{name}.mp4")
-        del a, b
-        print(f"{args.frames} frames of {HEIGHT}x{WIDTH}x3 ({'fixture video' if FIXTURE.is_file() else 'gradient'}), "
-              f"{args.frames * HEIGHT * WIDTH * 3 / 2**20:.0f} MiB decoded per input")
-        print(f"PyAV decode alone, one mp4 to RGB24: {decode_fps(tmp / 'a.mp4'):.0f} frames/s")
-        for label, suffix, ssim in (("mp4 pair", "mp4", False), ("npy pair", "npy", False),
-                                    ("npy pair, SSIM", "npy", True)):
-            r = measure(tmp / f"a.{suffix}", tmp / f"b.{suffix}", 1 if ssim else args.repeats, ssim)
-            print(f"{label:16s} {r['fps']:6.0f} frames/s (best of {r['all_s']} s), "
-                  f"{r['cpu_s'] / r['frames'] * 1e3:.1f} CPU ms per frame pair, PSNR pooled "
-                  f"{r['psnr_pooled_db']:.2f} dB, peak RSS {r['peak_mib']:.0f} MiB ({r['before_mib']:.0f} before)")
-        ff = ffmpeg_psnr(tmp / "a.mp4", tmp / "b.mp4", args.repeats)
-        if ff is None:
-            print("ffmpeg psnr filter: no ffmpeg binary here")
-        else:  # ffmpeg compares in YUV (its average is over Y, U, V), perfkit in RGB: times compare, dB differ
-            print(f"ffmpeg psnr filter, mp4 pair: {args.frames / ff['s']:6.0f} frames/s ({ff['s']:.2f} s), "
-                  f"average {ff['average_db']:.2f} dB (YUV)")
+        subprocess.run([sys.executable, __file__, "--build", str(tmp), "--frames", str(args.frames)], check=True)
+        pair = [str(tmp / "a.mp4"), str(tmp / "b.mp4")]
+        print(f"{args.frames} frames of {WIDTH}x{HEIGHT}, h264 CRF 18 yuv420p "
+              f"({'the fixture video, scaled' if FIXTURE.is_file() else 'a gradient'}), {os.cpu_count()} CPUs")
+        commands = {"perfkit quality": PERFKIT + ["quality", *pair, "--json"],
+                    "perfkit quality --rgb": PERFKIT + ["quality", *pair, "--json", "--rgb"],
+                    "perfkit quality --help": PERFKIT + ["quality", "--help"]}
+        if ffmpeg:
+            commands["ffmpeg -lavfi psnr"] = [ffmpeg, "-hide_banner", "-nostats", "-i", pair[0], "-i", pair[1],
+                                              "-lavfi", "psnr", "-f", "null", "-"]
+        runs: dict[str, list[dict]] = {k: [] for k in commands}
+        for _ in range(args.repeats):  # alternating, so a busy machine slows every command alike
+            for name, argv in commands.items():
+                runs[name].append(timed(argv, tmp))
+        med = {k: {m: statistics.median(r[m] for r in v) for m in ("wall_s", "cpu_s", "rss_mib")}
+               for k, v in runs.items()}
+        anchor = med.get("ffmpeg -lavfi psnr")
+        for name, m in med.items():
+            ratio = f", {m['wall_s'] / anchor['wall_s']:.2f}x ffmpeg's wall" if anchor and "help" not in name else ""
+            print(f"{name:24s} wall {m['wall_s']:.2f} s (all {[round(r['wall_s'], 2) for r in runs[name]]}), "
+                  f"CPU {m['cpu_s']:.2f} s, peak RSS {m['rss_mib']:.0f} MiB{ratio}")
+        if not ffmpeg:
+            print("ffmpeg: no binary on this machine; perfkit timed alone")
+        figures = json.loads(runs["perfkit quality"][0]["out"])
+        line = figures["yuv"]["psnr_db"]
+        print("perfkit (source planes): " + " ".join(f"{k}:{v:.6f}" for k, v in line.items()))
+        if ffmpeg:
+            print("ffmpeg:                  " + runs["ffmpeg -lavfi psnr"][0]["err"].split("PSNR ")[-1].strip())
+        rgb = json.loads(runs["perfkit quality --rgb"][0]["out"])["rgb"]["psnr_db"]
+        print("perfkit (RGB24):         " + " ".join(f"{k}:{v:.6f}" for k, v in rgb.items()))
 
 
 if __name__ == "__main__":

@@ -72,8 +72,8 @@ def yuv_sums(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> list[tuple
 
 def rgb_sums(a: np.ndarray, b: np.ndarray) -> list[tuple]:
     """The sums of each channel of one (H, W, C) frame pair."""
-    absd = abs_diff(a, b)
-    return [plane_sums(absd[..., c]) for c in range(absd.shape[-1])]
+    planar = np.ascontiguousarray(np.moveaxis(abs_diff(a, b), -1, 0))  # one copy; strided channels cost 2x more
+    return [plane_sums(channel) for channel in planar]
 
 
 class Tally:
