@@ -1,32 +1,36 @@
-"""How fast `perfkit hlo-diff` compares large per-rank dumps (issue 6: 8 ranks x 20,000+ instructions).
+"""How fast `perfkit hlo-diff` compares many ranks' dumps of one large program (issues 6 and 15).
 
-Writes RANKS dump folders of one TPU-style scheduled module (tiled layouts, async collective-permute
+Writes dump folders of one TPU-style scheduled module (tiled layouts, async collective-permute
 start/done pairs, a fused computation per fusion, backend_config JSON, metadata on every line, a
-FileNames / StackFrames header) with its buffer assignment. Every rank names its instructions
-differently (as separate processes do); rank DIVERGENT compiled one more pad fusion and copy-start in
-front of the first collective-permute, which moves its receive buffers 18.9 MB further into its temp
-allocation (the reference TPU PR's failure). Then times `compare_ranks` in-process (one core: Python is
-single-threaded here) and the `perfkit hlo-diff` command end to end.
+FileNames / StackFrames header, 24,000 instructions) with its buffer assignment. Ranks that number
+their instructions alike dumped byte-identical files; others name them differently (as separate
+processes do); rank DIVERGENT compiled one more pad fusion and copy-start in front of the first
+collective-permute, which moves its receive buffers 18.9 MB further into its temp allocation (the
+reference TPU PR's failure). Then times the `perfkit hlo-diff` command end to end, as a user runs it
+(median of --repeat runs; CPU time and peak RSS include its worker processes), and checks its --json.
 
-    .venv/bin/python benchmarks/hlo_rank_diff.py [--layers 1600] [--ranks 8]
+There is no anchor to time it against: XLA's hlo_diff compares two modules, not N ranks.
+
+    .venv/bin/python benchmarks/hlo_rank_diff.py [--scenario 8 64 64-distinct] [--repeat 3] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from perfkit.hlo.diff import compare_ranks
-from perfkit.hlo.dumps import resolve
-
 T = "{1,0:T(8,128)(2,1)}"
 ACT, WEIGHT = f"bf16[578,3072]{T}", f"bf16[3072,3072]{T}"
 SHIFT = 18_939_904  # bytes rank DIVERGENT's receive buffers move (the reference PR's figure)
 DIVERGENT = 5
+LAYERS = 1600  # 15 instructions each: 24,000 in all
 
 
 def meta(op: str, line: int) -> str:
@@ -91,37 +95,71 @@ def module_text(layers: int, rank: int, divergent: bool) -> tuple[str, str]:
     return hlo, ba
 
 
+SCENARIOS = {  # name: (ranks, distinct numberings, goal in s wall or None)
+    "8": (8, 8, 2.0),          # issue 15's 8 ranks: every rank named differently, as separate processes do
+    "64": (64, 8, 15.0),       # 64 ranks of one program: rank r dumped byte-identical files to rank r % 8's
+    "64-distinct": (64, 64, None),  # the worst case: every rank named differently (no goal stated)
+}
+
+
+def write_ranks(root: Path, layers: int, ranks: int, numberings: int) -> int:
+    """RANKS dump folders; rank r numbers like rank r % NUMBERINGS (byte-identical files) except DIVERGENT.
+    Returns the number of distinct files."""
+    made: dict[tuple[int, bool], tuple[str, str]] = {}
+    for r in range(ranks):
+        look = (r % numberings, r == DIVERGENT)
+        if look not in made:
+            made[look] = module_text(layers, *look)
+        hlo, ba = made[look]
+        folder = root / f"rank{r}"
+        folder.mkdir(parents=True)
+        stem = f"module_{look[0] + 3:04d}.jit_step.tpu_after_optimizations"
+        (folder / f"{stem}.txt").write_text(hlo)
+        (folder / f"{stem}-buffer-assignment.txt").write_text(ba)
+    return len(made)
+
+
+def timed(argv: list[str]) -> tuple[float, float, float, int, str]:
+    """(wall s, user+sys CPU s, peak RSS MB, exit code, stdout) of one command, workers included."""
+    with tempfile.TemporaryFile("w+") as out:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode, out.read()
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, default=1600, help="13 instructions each (default: 20,800+)")
-    parser.add_argument("--ranks", type=int, default=8)
+    parser.add_argument("--scenario", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--keep", type=Path, help="Write the dumps here and keep them (default: a temp folder).")
     args = parser.parse_args()
+    print("anchor: none (XLA's hlo_diff compares two modules, not N ranks); perfkit alone, whole CLI process, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        for r in range(args.ranks):
-            hlo, ba = module_text(args.layers, r, r == DIVERGENT)
-            folder = root / f"rank{r}"
-            folder.mkdir()
-            (folder / f"module_{r + 3:04d}.jit_step.tpu_after_optimizations.txt").write_text(hlo)
-            (folder / f"module_{r + 3:04d}.jit_step.tpu_after_optimizations-buffer-assignment.txt").write_text(ba)
-        size_mb = sum(p.stat().st_size for p in root.rglob("*.txt")) / 1e6
-        t0, c0 = time.perf_counter(), time.process_time()
-        result = compare_ranks(resolve([root])[0])
-        in_process, cpu = time.perf_counter() - t0, time.process_time() - c0
-        t0 = time.perf_counter()
-        cli = subprocess.run([sys.executable, "-m", "perfkit.cli", "hlo-diff", str(root)], capture_output=True,
-                             text=True)
-        command = time.perf_counter() - t0
-    (m,) = result["modules"]
-    (d,) = m["divergences"]
-    moved = d["buffers"]["receive_moved"]
-    print(f"{args.ranks} ranks x {m['instructions']:,} instructions ({m['entry_ops']:,} ENTRY ops, "
-          f"{m['collectives']:,} collective-permutes), {size_mb:.0f} MB of dumps")
-    print(f"compare_ranks: {in_process:.2f} s wall, {cpu:.2f} s CPU in-process; `perfkit hlo-diff`: "
-          f"{command:.2f} s wall end to end (exit {cli.returncode})")
-    print(f"found: groups {m['groups']}, rank {d['ranks']} ENTRY ops {d['entry_ops']['majority']} -> "
-          f"{d['entry_ops']['rank']}, first difference {d['first_difference']['rank']['text'][:60]}..., "
-          f"{moved} receive buffers moved by {d['buffers']['receive'][0]['delta']:+,} B")
+        for name in args.scenario:
+            ranks, numberings, goal = SCENARIOS[name]
+            root = (args.keep or Path(tmp)) / f"ranks-{name}"
+            distinct = write_ranks(root, LAYERS, ranks, numberings)
+            size_mb = sum(p.stat().st_size for p in root.rglob("*.txt")) / 1e6
+            command = [sys.executable, "-m", "perfkit.cli", "hlo-diff", str(root)]
+            runs = [timed(command) for _ in range(args.repeat)]
+            wall, cpu, rss = (statistics.median(r[i] for r in runs) for i in range(3))
+            result = json.loads(timed(command + ["--json"])[4])
+            (m,) = result["modules"]
+            (d,) = m["divergences"]
+            print(f"{name}: {ranks} ranks ({distinct} distinct files) x {m['instructions']:,} instructions, "
+                  f"{size_mb:.0f} MB of dumps: {wall:.2f} s wall, {cpu:.2f} s CPU, {rss:.0f} MB peak RSS "
+                  f"(exit {runs[0][3]}; goal {f'<= {goal} s' if goal else 'none'})")
+            print(f"  found: groups {rank_ranges(m['groups'])}, ENTRY ops {d['entry_ops']['majority']} -> "
+                  f"{d['entry_ops']['rank']}, first difference {d['first_difference']['rank']['opcode']}, "
+                  f"{d['buffers']['receive_moved']} receive buffers moved by {d['buffers']['receive'][0]['delta']:+,} B")
+
+
+def rank_ranges(groups: list[list[int]]) -> str:
+    return " | ".join(f"{len(g)} ranks" if len(g) > 3 else str(g) for g in groups)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ def check_all(paths: list[str], module_filter: str | None = None) -> dict:
     from perfkit.hlo.diff import compare_ranks
     from perfkit.hlo.dumps import resolve
 
-    checks = [compare_ranks(d, module_filter) for d in resolve(paths)]
+    # workers=None: distinct dump files parse in a process per core (this process is single-threaded).
+    checks = [compare_ranks(d, module_filter, workers=None) for d in resolve(paths)]
     return {"consistent": all(c["consistent"] for c in checks),
             "modules": [{**m, "source": c["source"]} for c in checks for m in c["modules"]],
             "checks": checks}

@@ -14,85 +14,51 @@ from __future__ import annotations
 import difflib
 from collections import Counter, deque
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, TypeVar
 
 from perfkit.errors import BadInput
-from perfkit.hlo.buffers import (ReceiveBuffer, collectives, read_buffer_assignment, read_total_bytes,
-                                 receive_buffers)
+from perfkit.hlo.buffers import collectives
 from perfkit.hlo.dumps import AFTER_OPTIMIZATIONS, DumpFiles, RankDumps, dump_files
-from perfkit.hlo.fingerprint import FlatInstruction, Signer, computation_fingerprints, flatten
-from perfkit.hlo.parse import CALLED_COMPUTATION_KEYS, Module, read_module
+from perfkit.hlo.fingerprint import FlatInstruction, Signer
+from perfkit.hlo.load import RankModule, RankModules, Summary
+from perfkit.hlo.parse import CALLED_COMPUTATION_KEYS
 
 MAX_LISTED = 100       # instructions / changes kept per list in the result (counts are always complete)
 MAX_TEXT = 400         # characters of an instruction's text kept for display
 SMALL_ALIGNMENT = 4000  # above this many differing signatures a side, the aligner may skip popular ones
 KEY_COLLECTIVE_ATTRS = ("replica_groups", "source_target_pairs", "dimensions", "to_apply")
 
-
-class RankModule(NamedTuple):
-    """One compiled module of one rank, parsed, fingerprinted and placed in canonical order."""
-
-    rank: int
-    files: DumpFiles
-    module: Module
-    fps: dict[str, str]
-    flat: list[FlatInstruction]
-    roots: dict[str, str]                 # computation -> its ROOT opcode (what an async-start wraps)
-    receive: list[ReceiveBuffer] | None   # None without a buffer-assignment file
-    temp_bytes: int | None
-    total_bytes: int | None
-
-    @property
-    def fingerprint(self) -> str:
-        return self.fps[self.module.entry]
-
-    @property
-    def entry_ops(self) -> int:
-        return len(self.module.entry_computation.instructions)
-
-    def key(self, with_buffers: bool) -> tuple:
-        """What must be equal for two ranks to run the same program: fingerprint (and receive offsets)."""
-        offsets = tuple((b.label, b.index, b.offset) for b in self.receive) if with_buffers else ()
-        return self.fingerprint, offsets
+M = TypeVar("M", RankModule, Summary)  # what modules are matched as: a summary, or (A/B) the whole parse
 
 
-def load_module(rank: int, files: DumpFiles) -> RankModule:
-    module = read_module(files.hlo)
-    fps = computation_fingerprints(module)
-    flat = flatten(module)
-    roots = module.root_opcodes()
-    receive = temp = total = None
-    if files.buffer_assignment is not None:
-        assignment = read_buffer_assignment(files.buffer_assignment)
-        receive, temp = receive_buffers(flat, roots, assignment), assignment.temp_bytes
-    if files.memory_report is not None:
-        total = read_total_bytes(files.memory_report)
-    return RankModule(rank, files, module, fps, flat, roots, receive, temp, total)
-
-
-def load_rank(rank: int, folder: Path, module_filter: str | None = None) -> list[RankModule]:
-    """Every module a rank dumped (those whose name contains ``module_filter``)."""
+def rank_files(folder: Path) -> list[DumpFiles]:
+    """The modules a rank dumped; a rank without any is ``BadInput``."""
     files = dump_files(folder) if folder.is_dir() else []
     if not files:
         raise BadInput(f"no *{AFTER_OPTIMIZATIONS} (dumps need --xla_dump_to=DIR --xla_dump_hlo_as_text)",
                        path=str(folder))
-    mods = [load_module(rank, f) for f in files]
-    if module_filter:
-        mods = [m for m in mods if module_filter in m.module.name]
-        if not mods:
-            raise BadInput(f"no module whose name contains {module_filter!r}", path=str(folder))
+    return files
+
+
+def _named(mods: list, module_filter: str | None, folder: Path) -> list:
+    """The modules whose name contains ``module_filter`` (all without one); none is ``BadInput``."""
+    if not module_filter:
+        return mods
+    mods = [m for m in mods if module_filter in m.name]
+    if not mods:
+        raise BadInput(f"no module whose name contains {module_filter!r}", path=str(folder))
     return mods
 
 
-def match_modules(per_rank: dict[int, list[RankModule]]) -> list[tuple[str, dict[int, RankModule]]]:
+def match_modules(per_rank: dict[int, list[M]]) -> list[tuple[str, dict[int, M]]]:
     """Modules matched across ranks: by name, then among same-named ones by equal fingerprint, then in
     compile order. Returns (label, {rank: module}); the label is the name, ``name#k`` when repeated."""
-    names = list(dict.fromkeys(m.module.name for r in sorted(per_rank) for m in per_rank[r]))
+    names = list(dict.fromkeys(m.name for r in sorted(per_rank) for m in per_rank[r]))
     out = []
     for name in names:
-        same = {r: [m for m in mods if m.module.name == name] for r, mods in per_rank.items()}
+        same = {r: [m for m in mods if m.name == name] for r, mods in per_rank.items()}
         ref = max(sorted(same), key=lambda r: len(same[r]))
-        slots: list[dict[int, RankModule]] = [{ref: m} for m in same[ref]]
+        slots: list[dict[int, M]] = [{ref: m} for m in same[ref]]
         for r in sorted(same):
             if r == ref:
                 continue
@@ -238,31 +204,34 @@ def _groups(keys: dict[int, tuple]) -> list[list[int]]:
     return sorted(by_key.values(), key=lambda g: (-len(g), g[0]))
 
 
-def compare_module(label: str, slot: dict[int, RankModule], all_ranks: list[int]) -> dict:
+def compare_module(label: str, slot: dict[int, Summary], all_ranks: list[int],
+                   full: Callable[[Summary], RankModule]) -> dict:
+    """One module across ranks; ``full`` gives the whole parse of the ranks a divergence is explained with."""
     with_buffers = all(m.receive is not None for m in slot.values())
     groups = _groups({r: m.key(with_buffers) for r, m in slot.items()})
     majority = slot[groups[0][0]]
     missing = [r for r in all_ranks if r not in slot]
-    n_collectives = len(collectives(majority.flat, majority.roots))
     return {
-        "name": label, "module": majority.module.name,
+        "name": label, "module": majority.name,
         # A module some ranks never compiled is harmless unless its collectives wait for them.
-        "consistent": len(groups) == 1 and not (missing and n_collectives),
+        "consistent": len(groups) == 1 and not (missing and majority.collectives),
         "groups": groups, "fingerprints": [slot[g[0]].fingerprint for g in groups],
         "divergent_ranks": sorted(r for g in groups[1:] for r in g), "missing_ranks": missing,
-        "entry_ops": majority.entry_ops, "instructions": len(majority.flat), "collectives": n_collectives,
+        "entry_ops": majority.entry_ops, "instructions": majority.instructions, "collectives": majority.collectives,
         "temp_bytes": majority.temp_bytes, "buffers_compared": with_buffers, "file": str(majority.files.hlo),
-        "divergences": [divergence(majority, slot[g[0]], g) for g in groups[1:]],
+        "divergences": [divergence(full(majority), full(slot[g[0]]), g) for g in groups[1:]],
     }
 
 
-def compare_ranks(dumps: RankDumps, module_filter: str | None = None) -> dict:
-    """Every module of every rank in ``dumps`` compared across ranks (the ``--json`` result)."""
+def compare_ranks(dumps: RankDumps, module_filter: str | None = None, workers: int | None = 1) -> dict:
+    """Every module of every rank in ``dumps`` compared across ranks (the ``--json`` result). Each distinct
+    dump file is parsed once, in ``workers`` processes (None: one per core; see ``load.RankModules``)."""
     if len(dumps.ranks) < 2:
         raise BadInput("needs the dumps of two or more ranks", path=dumps.label)
-    per_rank = {r: load_rank(r, folder, module_filter) for r, folder in dumps.ranks.items()}
+    loaded = RankModules({r: rank_files(folder) for r, folder in dumps.ranks.items()}, workers)
+    per_rank = {r: _named(loaded.summaries[r], module_filter, folder) for r, folder in dumps.ranks.items()}
     ranks = sorted(per_rank)
-    modules = [compare_module(label, slot, ranks) for label, slot in match_modules(per_rank)]
+    modules = [compare_module(label, slot, ranks, loaded.full) for label, slot in match_modules(per_rank)]
     # Whole-program groups: ranks whose every module landed in the same group.
     place = {r: tuple(next((k for k, g in enumerate(m["groups"]) if r in g), -1) for m in modules) for r in ranks}
     groups = _groups(place)
@@ -305,7 +274,10 @@ def ab_module(label: str, a: RankModule, b: RankModule) -> dict:
 
 def compare_ab(a_folder: Path, b_folder: Path, module_filter: str | None = None) -> dict:
     """Variant A's compiled modules against variant B's (two dump folders), matched by name."""
-    matched = match_modules({0: load_rank(0, a_folder, module_filter), 1: load_rank(1, b_folder, module_filter)})
+    folders = {0: a_folder, 1: b_folder}
+    loaded = RankModules({r: rank_files(folder) for r, folder in folders.items()})
+    matched = match_modules({r: [loaded.full(m) for m in _named(loaded.summaries[r], module_filter, folder)]
+                             for r, folder in folders.items()})
     modules = [ab_module(label, slot[0], slot[1]) for label, slot in matched if len(slot) == 2]
     only_a = [label for label, slot in matched if list(slot) == [0]]
     only_b = [label for label, slot in matched if list(slot) == [1]]

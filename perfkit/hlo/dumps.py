@@ -8,6 +8,7 @@ but never matches modules across ranks (that is done by name and content, in ``p
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 from typing import NamedTuple
@@ -46,6 +47,19 @@ def dump_files(folder: Path) -> list[DumpFiles]:
         out.append(DumpFiles(int(counter.group(1)) if counter else k, hlo,
                              ba if ba.is_file() else None, mem if mem.is_file() else None))
     return sorted(out, key=lambda d: (d.order, d.hlo.name))
+
+
+def content_key(files: DumpFiles) -> tuple[str | None, ...]:
+    """What two ranks' dumps of a module must share to be one input: the SHA-256 of each of its files."""
+    return tuple(None if p is None else _sha256(p) for p in (files.hlo, files.buffer_assignment, files.memory_report))
+
+
+def _sha256(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError as exc:
+        raise BadInput(f"cannot read: {exc.strerror}", path=str(path)) from None
 
 
 def has_dumps(folder: Path) -> bool:

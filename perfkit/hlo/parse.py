@@ -36,7 +36,9 @@ _COMPUTATION = re.compile(r"(ENTRY\s+)?%?([^\s(]+)\s*(?:\(.*\))?(?:\s*->\s*.*?)?
 _LHS = re.compile(r"\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*")
 _ARRAY_SHAPE = re.compile(r"[A-Za-z][A-Za-z0-9]*\[[^\]]*\](?:\{[^{}]*\})?")
 _OPCODE = re.compile(r"\s*([a-z][a-z0-9_\-]*)\(")
-_METADATA = re.compile(r',?\s*metadata=\{(?:[^{}"]+|"(?:[^"\\]+|\\.)*")*\}')
+# Possessive (*+, ++): an unclosed metadata={... (a truncated line) fails in linear time; backtracking
+# into the nested repeats took exponential time (minutes for one 200-character line).
+_METADATA = re.compile(r',?\s*metadata=\{(?:[^{}"]++|"(?:[^"\\]++|\\.)*+")*+\}')
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[()\[\]{},]')
 _NAME_REF = re.compile(r"%([\w.\-]+)")
 _BARE_REF = re.compile(r"[A-Za-z_][\w.\-]*")

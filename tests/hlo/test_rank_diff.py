@@ -6,8 +6,11 @@ import re
 import subprocess
 import sys
 
+import pytest
 from hlo_dumps import REPO, hlo_file
 
+from perfkit.errors import BadInput
+from perfkit.hlo import load
 from perfkit.hlo.diff import compare_ranks
 from perfkit.hlo.dumps import RankDumps, resolve
 
@@ -188,12 +191,66 @@ def test_cli_text_json_markdown_and_exit_codes(real_dumps):
     assert "  - rank 3 against rank 0 (ranks 0-2)" in res.stdout
 
 
-def test_cli_starts_without_jax_torch_or_pandas(real_dumps):
-    code = ("import sys\nfrom perfkit.cli import cli\ntry:\n    cli.main(['hlo-diff', sys.argv[1]], standalone_mode=False)\n"
-            "except SystemExit:\n    pass\nprint(sorted(m for m in ('jax', 'torch', 'pandas', 'numpy') if m in sys.modules))")
-    res = subprocess.run([sys.executable, "-c", code, str(real_dumps["array"])], capture_output=True, text=True,
+HEAVY = ("jax", "torch", "pandas", "numpy")
+
+
+def test_cli_starts_without_jax_torch_or_pandas(real_dumps, tmp_path):
+    """Neither the command nor its worker processes import jax, torch, pandas or numpy. The demo's dumps are
+    small, so the workers are forced (two, whatever the machine has) where the CLI asks for them."""
+    log = tmp_path / "workers.log"
+    code = f"""import os, sys
+import perfkit.hlo.load as load
+load.pool_size = lambda workers, distinct: 2 if workers is None else workers
+parse = load.load_module
+def logged(rank, files):
+    print(os.getpid(), files.hlo.parent.name, sorted(m for m in {HEAVY!r} if m in sys.modules), file=open({str(log)!r}, "a"))
+    return parse(rank, files)
+load.load_module = logged
+from perfkit.cli import cli
+try:
+    cli.main(["hlo-diff", sys.argv[1]], standalone_mode=False)
+except SystemExit:
+    pass
+print(os.getpid(), sorted(m for m in {HEAVY!r} if m in sys.modules))
+"""
+    res = subprocess.run([sys.executable, "-c", code, str(real_dumps["constant"])], capture_output=True, text=True,
                          cwd=REPO, timeout=60)
-    assert res.stdout.strip().splitlines()[-1] == "[]", res.stdout + res.stderr
+    pid, heavy = res.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert heavy == "[]", res.stdout + res.stderr
+    parses = [line.split(" ", 2) for line in log.read_text().splitlines()]
+    # Ranks 0-2 dumped byte-identical files: rank 0's parses here, rank 3's in a worker, and again here
+    # for the divergence (a worker sends back a summary only).
+    assert sorted((p == pid, rank) for p, rank, _ in parses) == [(False, "rank3"), (True, "rank0"), (True, "rank3")]
+    assert {h for _, _, h in parses} == {"[]"}
+
+
+def test_identical_dumps_are_parsed_once(real_dumps, monkeypatch):
+    """The demo's ranks 0-2 (real jax.distributed processes) dumped byte-identical files: one parse serves
+    them all, and each rank's results still name its own file."""
+    parsed = []
+    parse = load.load_module
+    monkeypatch.setattr(load, "load_module", lambda rank, files: parsed.append(files.hlo.parent.name)
+                        or parse(rank, files))
+    r = check(real_dumps["constant"])
+    assert parsed == ["rank0", "rank3"]
+    (m,) = r["modules"]
+    assert m["groups"] == [[0, 1, 2], [3]] and m["file"] == str(hlo_file(real_dumps["constant"] / "rank0"))
+    assert m["divergences"][0]["file"] == str(hlo_file(real_dumps["constant"] / "rank3"))
+
+
+def test_worker_processes_give_what_one_process_gives(dumps_copy, real_dumps, tmp_path):
+    folder = dumps_copy("array")
+    rename_everything(folder, 2)  # a distinct file of the same program
+    ba = next((folder / "rank3").glob("*jit_step*after_optimizations-buffer-assignment.txt"))
+    ba.write_text(ba.read_text().replace("offset=0)", "offset=64)"))  # the same program, another assignment
+    for ranks in (folder, real_dumps["constant"]):
+        assert compare_ranks(resolve([ranks])[0], workers=2) == compare_ranks(resolve([ranks])[0], workers=1)
+    bad = hlo_file(folder / "rank1")
+    bad.write_text(bad.read_text()[:-40])
+    for workers in (1, 2):
+        with pytest.raises(BadInput) as refused:
+            compare_ranks(resolve([folder])[0], workers=workers)
+        assert refused.value.path == str(bad) and "is not closed" in refused.value.reason
 
 
 def test_bad_input_is_one_line_exit_2(tmp_path, real_dumps):
