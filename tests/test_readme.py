@@ -1,0 +1,29 @@
+"""The README's "In a notebook" example runs as written, on a quickstart run it names."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def notebook_example() -> str:
+    text = (REPO / "README.md").read_text()
+    section = text.split("## In a notebook", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    return code
+
+
+def test_the_notebook_example_runs_on_a_quickstart_run(tmp_path):
+    # Two trials (one a side) keep it short; the example reads tp's trial 00 and sp's trial 01.
+    subprocess.run([sys.executable, "-m", "perfkit.cli", "run", "quickstart", "--out", "reports/runs/quickstart",
+                    "--set", "repeats.min=1", "--set", "repeats.max=1"],
+                   cwd=tmp_path, check=True, capture_output=True, timeout=600)
+    done = subprocess.run([sys.executable, "-c", notebook_example()], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    # The last line prints tp's and sp's median steps, the ratio, the mean compute and bit-identity.
+    assert "tp" in done.stdout and "sp" in done.stdout and done.stdout.strip().endswith(("True", "False"))
