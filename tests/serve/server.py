@@ -15,7 +15,8 @@ Hostile answers (``--reply``): ``huge`` announces 10 TB and sends zeros until th
 ``endless`` sends zeros with no length until then, ``stall`` sends 10 of 1000 announced bytes and then
 nothing, ``drip`` one byte every 20 ms of a million. A hung request (``--hang-after``, ``stall``) waits
 until ``Handler.release`` is set (the in-process tests' teardown sets it). ``--reply path`` files go
-to ``--out-dir``, else to a temporary folder removed when the server ends (SIGTERM included).
+to ``--out-dir``, else to a temporary folder made at the first one and removed when the server
+ends (SIGTERM included).
 """
 
 from __future__ import annotations
@@ -141,6 +142,10 @@ def make_handler(args: argparse.Namespace):
             if args.reply == "url":
                 stored[name] = data
                 return self.reply(200, json.dumps({"video": {"url": f"/outputs/{name}"}}).encode())
+            with lock:
+                if args.out_dir is None:  # made at the first path reply only: a killed server leaves no folder
+                    args.out_dir = tempfile.mkdtemp(prefix="perfkit-test-server-")
+                    atexit.register(shutil.rmtree, args.out_dir, True)
             path = os.path.join(args.out_dir, name)
             with open(path, "wb") as f:
                 f.write(data)
@@ -169,10 +174,7 @@ def main() -> None:
     p.add_argument("--tag", default="", help="a marker in the argv, for tests that look for leftovers")
     p.add_argument("--out-dir", help="where --reply path writes (default: a temporary folder, removed at exit)")
     args = p.parse_args()
-    if args.out_dir is None:
-        args.out_dir = tempfile.mkdtemp(prefix="perfkit-test-server-")
-        atexit.register(shutil.rmtree, args.out_dir, True)
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # perfkit ends servers with SIGTERM: clean up
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # perfkit ends servers with SIGTERM: clean up
     if args.exit_at_start is not None:
         print("test server: refusing to start", file=sys.stderr, flush=True)
         sys.exit(args.exit_at_start)

@@ -183,3 +183,28 @@ def test_ctrl_c_ends_the_server_and_resume_finishes_the_run(tmp_path):
     trials = read_jsonl(run / "trials.jsonl")
     assert [(t["variant"], t["status"]) for t in trials] == [("a", "ok"), ("b", "ok")]
     assert len(read_jsonl(run / "trials/01-b/rank0/requests.jsonl")) == 1 + 3  # the stopped attempt's rows gone
+
+
+def test_kill_9_of_perfkit_ends_a_hung_server_and_its_child(tmp_path):
+    """The server hangs on its first request holding a child process; perfkit gets SIGKILL. The server
+    (parent-death signal) and its child (the group's watcher) are gone at once, not after the 600 s
+    request timeout, nor ever."""
+    tag = f"serve-killed-{uuid.uuid4().hex[:8]}"
+    case = serve_case({"a": {"args": ["--hang-after", "0", "--spawn-child"]}, "b": {}}, tag=tag, concurrency=[1],
+                      requests=1, request_timeout=600)
+    proc = subprocess.Popen([sys.executable, "-m", "perfkit.cli", "run", str(write(tmp_path, case)), "--out",
+                             str(tmp_path / "run")], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "run/trials/00-a/rank0/stderr.log").exists() or \
+                "hanging on request" not in (tmp_path / "run/trials/00-a/rank0/stderr.log").read_text():
+            assert time.monotonic() < deadline, "the server never got its request"
+            time.sleep(0.05)
+        assert len(processes_with(tag)) == 2  # the server and its child
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    deadline = time.monotonic() + 5
+    while processes_with(tag):
+        assert time.monotonic() < deadline, f"left running: {processes_with(tag)}"
+        time.sleep(0.05)
