@@ -7,6 +7,8 @@ Conventions, stated because papers and tools differ:
   decoding to RGB24 (space ``rgb``: the same filter after ``format=rgb24``). ``perfkit.quality.planes`` says
   how each figure is made and pooled. The top-level figures are those of the headline space: ``rgb`` where
   RGB is computed (``rgb=True``, the default of the Python API and of a run's summary), else ``yuv``.
+  Frames pair by index; ffmpeg's filter pairs them by timestamp, the same for videos that start at 0
+  at one constant rate.
 - ``psnr_mean_db`` is the mean of per-frame PSNR over the frames that differ (what many papers report).
   Identical frames have infinite PSNR: they are counted in ``identical_frames`` ("k of N frames
   identical") and left out of that mean, never clamped; it is inf only when every frame is identical.

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from perfkit.quality import compare as quality
+from perfkit.report import markdown
 
 FIXTURE = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "video" / "cogvideox_horse_720x480_49f.mp4"
 TOLERANCE_DB = 0.01
@@ -206,3 +207,23 @@ def test_text_and_json_name_what_reproduces_each_figure(pairs, quality_cli):
     r = json.loads(quality_cli(a, b, "--json", "--rgb").stdout)
     assert r["rgb"]["reproduce"] == f"ffmpeg -i A -i B -lavfi '{RGB_FILTER}' -f null -"
     assert "ffmpeg's average" not in quality_cli(a, b, "--rgb").stdout  # the old, wrong label for a YUV source
+
+
+def test_run_summary_and_report_give_y_and_the_yuv_average(pairs, tmp_path):
+    """A run's quality block keeps its RGB headline and adds ffmpeg's Y and average; the report's table
+    shows both and says which space the headline is in."""
+    for name, src in zip("ab", pairs["h264"]):
+        out = tmp_path / name / "rank0" / "outputs"
+        out.mkdir(parents=True)
+        shutil.copy(src, out / "clip.mp4")
+    q = quality.outputs_quality(tmp_path / "a", tmp_path / "b", names=("a", "b"))
+    yuv = ffmpeg_summary(lavfi_psnr(*pairs["h264"], rgb=False), ["y", "u", "v"])
+    rgb = ffmpeg_summary(lavfi_psnr(*pairs["h264"], rgb=True), ["r", "g", "b"])
+    assert q["space"] == "rgb" and q["psnr_pooled_db"] == pytest.approx(rgb["average"], abs=TOLERANCE_DB)
+    assert q["psnr_y_db"] == pytest.approx(yuv["y"], abs=TOLERANCE_DB)
+    assert q["psnr_yuv_db"] == pytest.approx(yuv["average"], abs=TOLERANCE_DB)
+    summary = {"quality": q, "baseline": "a", "variants": {"a": {}, "b": {}}, "run_dir": str(tmp_path)}
+    text = "\n".join(markdown._quality(summary))
+    row = next(line for line in text.splitlines() if line.startswith("| b vs a |"))
+    assert f"| {rgb['average']:.2f} | {rgb['min']:.2f} | {yuv['y']:.2f} | {yuv['average']:.2f} |" in row
+    assert "PSNR mean, average and worst frame in RGB24" in text and "`ffmpeg -i A -i B -lavfi psnr`" in text
