@@ -39,6 +39,11 @@ _OPCODE = re.compile(r"\s*([a-z][a-z0-9_\-]*)\(")
 # Possessive (*+, ++): an unclosed metadata={... (a truncated line) fails in linear time; backtracking
 # into the nested repeats took exponential time (minutes for one 200-character line).
 _METADATA = re.compile(r',?\s*metadata=\{(?:[^{}"]++|"(?:[^"\\]++|\\.)*+")*+\}')
+# The usual instruction in one match (what _LHS, _ARRAY_SHAPE and _OPCODE match one after the other):
+# ``name = f32[8]{0} opcode(`` then operands without brackets or quotes, up to the first ``)``.
+_SIMPLE = re.compile(r'\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*([A-Za-z][A-Za-z0-9]*\[[^\]]*\](?:\{[^{}]*\})?)'
+                     r'\s*([a-z][a-z0-9_\-]*)\(([^({")]*)\)')
+_ATTRIBUTE_START = re.compile(r",\s*(?=[\w\-]+=)")
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[()\[\]{},]')
 _NAME_REF = re.compile(r"%([\w.\-]+)")
 _BARE_REF = re.compile(r"[A-Za-z_][\w.\-]*")
@@ -133,7 +138,7 @@ def _attributes(text: str) -> tuple[tuple[str, str], ...]:
     if not text:
         return ()
     # Fast path: split before each ``, key=``; checked by bracket balance, else split properly.
-    parts = re.split(r",\s*(?=[\w\-]+=)", text.lstrip(", "))
+    parts = _ATTRIBUTE_START.split(text.lstrip(", "))
     if not all(_balanced(p) for p in parts):
         parts = _split_top(text.lstrip(", "))[0]
     out = []
@@ -144,39 +149,64 @@ def _attributes(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def _without_metadata(line: str) -> str:
+    """``line`` less ``metadata={...}``: the regex runs from the first ``metadata=`` (and the comma and
+    spaces before it) only, where a match can start; scanning the whole line was a third of the parse."""
+    at = line.find("metadata=")
+    if at < 0:
+        return line
+    while at and line[at - 1].isspace():
+        at -= 1
+    if at and line[at - 1] == ",":
+        at -= 1
+    return line[:at] + _METADATA.sub("", line[at:])
+
+
+def _head(text: str, pos: int) -> tuple[str, str, str, int]:
+    """(shape, opcode, operand text, where the attributes start) of the text after ``name =`` at ``pos``;
+    ValueError where that is not an instruction."""
+    if text.startswith("(", pos):
+        end = _split_top(text, pos + 1)[1]
+        shape, pos = text[pos:end + 1], end + 1
+    else:
+        m = _ARRAY_SHAPE.match(text, pos)
+        if m is None:
+            raise ValueError("no shape")
+        shape, pos = m.group(), m.end()
+    op = _OPCODE.match(text, pos)
+    if op is None:
+        raise ValueError("no opcode")
+    close = text.find(")", op.end())
+    inner = text[op.end():close] if close >= 0 else ""
+    if close < 0 or "(" in inner or "{" in inner or '"' in inner:
+        close = _split_top(text, op.end())[1]
+        inner = text[op.end():close]
+    if close >= len(text):
+        raise ValueError("operands are not closed")
+    return shape, op.group(1), inner, close + 1
+
+
 def parse_instruction(line: str, lineno: int) -> Instruction:
     """One instruction line; an opaque Instruction (``opcode == ""``) where the syntax is unknown."""
-    text = _METADATA.sub("", line).strip() if "metadata=" in line else line.strip()
-    lhs = _LHS.match(text)
-    if lhs is None:
-        return Instruction("", "", "", (), "", (), (), False, lineno, text)
-    root, name = bool(lhs.group(1)), lhs.group(2)
-    pos = lhs.end()
+    text = _without_metadata(line).strip()
+    simple = _SIMPLE.match(text)
+    if simple is None:
+        lhs = _LHS.match(text)
+        if lhs is None:
+            return Instruction("", "", "", (), "", (), (), False, lineno, text)
+        root, name = bool(lhs.group(1)), lhs.group(2)
+    else:
+        root, name, shape, opcode, inner = bool(simple.group(1)), *simple.group(2, 3, 4, 5)
     try:
-        if text.startswith("(", pos):
-            end = _split_top(text, pos + 1)[1]
-            shape, pos = text[pos:end + 1], end + 1
+        if simple is None:
+            shape, opcode, inner, rest = _head(text, lhs.end())
         else:
-            m = _ARRAY_SHAPE.match(text, pos)
-            if m is None:
-                raise ValueError("no shape")
-            shape, pos = m.group(), m.end()
-        op = _OPCODE.match(text, pos)
-        if op is None:
-            raise ValueError("no opcode")
-        opcode = op.group(1)
-        close = text.find(")", op.end())
-        inner = text[op.end():close] if close >= 0 else ""
-        if close < 0 or "(" in inner or "{" in inner or '"' in inner:
-            close = _split_top(text, op.end())[1]
-            inner = text[op.end():close]
-        if close >= len(text):
-            raise ValueError("operands are not closed")
+            rest = simple.end()
         if opcode in LITERAL_OPCODES:
             operands, literal = (), inner.strip()
         else:
             operands, literal = _operand_names(inner), ""
-        attrs = _attributes(text[close + 1:])
+        attrs = _attributes(text[rest:])
     except ValueError:
         return Instruction(name, "", "", (), "", (), (), root, lineno, text)
     calls = tuple(n for key, value in attrs if key in CALLED_COMPUTATION_KEYS for n in referenced_names(value))

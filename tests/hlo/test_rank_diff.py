@@ -238,19 +238,32 @@ def test_identical_dumps_are_parsed_once(real_dumps, monkeypatch):
     assert m["divergences"][0]["file"] == str(hlo_file(real_dumps["constant"] / "rank3"))
 
 
-def test_worker_processes_give_what_one_process_gives(dumps_copy, real_dumps, tmp_path):
+def in_two_workers(folder):
+    """compare_ranks with two worker processes, in a fresh process: workers are forked, and this one may
+    hold jax's threads (fork is safe only from a single-threaded process, as the CLI is)."""
+    code = ("import json, sys\nfrom perfkit.errors import BadInput\nfrom perfkit.hlo.diff import compare_ranks\n"
+            "from perfkit.hlo.dumps import resolve\ntry:\n"
+            "    print(json.dumps(compare_ranks(resolve([sys.argv[1]])[0], workers=2)))\n"
+            "except BadInput as exc:\n    print(json.dumps({'path': exc.path, 'reason': exc.reason}))")
+    res = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, cwd=REPO,
+                         timeout=120)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    return json.loads(res.stdout)
+
+
+def test_worker_processes_give_what_one_process_gives(dumps_copy, real_dumps):
     folder = dumps_copy("array")
     rename_everything(folder, 2)  # a distinct file of the same program
     ba = next((folder / "rank3").glob("*jit_step*after_optimizations-buffer-assignment.txt"))
     ba.write_text(ba.read_text().replace("offset=0)", "offset=64)"))  # the same program, another assignment
     for ranks in (folder, real_dumps["constant"]):
-        assert compare_ranks(resolve([ranks])[0], workers=2) == compare_ranks(resolve([ranks])[0], workers=1)
+        assert in_two_workers(ranks) == json.loads(json.dumps(check(ranks)))
     bad = hlo_file(folder / "rank1")
     bad.write_text(bad.read_text()[:-40])
-    for workers in (1, 2):
-        with pytest.raises(BadInput) as refused:
-            compare_ranks(resolve([folder])[0], workers=workers)
-        assert refused.value.path == str(bad) and "is not closed" in refused.value.reason
+    with pytest.raises(BadInput) as refused:
+        check(folder)
+    assert refused.value.path == str(bad) and "is not closed" in refused.value.reason
+    assert in_two_workers(folder) == {"path": str(bad), "reason": refused.value.reason}
 
 
 def test_bad_input_is_one_line_exit_2(tmp_path, real_dumps):
