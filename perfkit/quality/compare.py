@@ -27,7 +27,6 @@ import hashlib
 import io
 import itertools
 import math
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, NamedTuple
 
@@ -246,9 +245,6 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
     _check_counts(a, b, frames)
     yuv = a.pix_fmt is not None and a.pix_fmt == b.pix_fmt
     spaces = ("yuv",) * yuv + ("rgb",) * (rgb or ssim or not yuv)
-    for m in (a, b):  # decoded at once: half the cores each (measured: less CPU than two of ffmpeg's pools)
-        if isinstance(m, VideoFile):
-            m.threads = max(1, (os.cpu_count() or 2) // 2)
     table = frame_table(*(_decoded(m, frames, yuv, "rgb" in spaces) for m in (a, b)), labels, spaces,
                         a.pix_fmt, ssim, frames.start)
     n = len(table.headline.rows)

@@ -59,11 +59,10 @@ class Media:
 
 
 class VideoFile(Media):
-    """A video container (mp4 / mkv / webm / ...), a path or the bytes of one. ``threads``: the decoder's
-    threads (0: ffmpeg's choice, about one per core); two videos decoded at once take half the cores each."""
+    """A video container (mp4 / mkv / webm / ...), a path or the bytes of one."""
 
-    def __init__(self, source: Path | bytes, label: str, threads: int = 0):
-        self.source, self.label, self.threads = source, label, threads
+    def __init__(self, source: Path | bytes, label: str):
+        self.source, self.label = source, label
         with self._open() as container:
             stream = container.streams.video[0]
             if stream.codec_context is None:  # the stream names a codec ffmpeg has no decoder for
@@ -107,7 +106,6 @@ class VideoFile(Media):
         with self._open() as container:
             stream = container.streams.video[0]
             stream.thread_type = "AUTO"  # frame-parallel decoding in ffmpeg's threads, outside the GIL
-            stream.thread_count = self.threads
             index = 0
             try:
                 for k, packet in enumerate(container.demux(stream)):
