@@ -75,18 +75,23 @@ def _in_flight(pc: timeline.Pieces, span_end: np.ndarray) -> Flight:
     count = total - np.repeat(total[first] - delta[first], lengths)
     count -= np.minimum(_within(count, block, reverse=False), 0)
     count -= _within(count, block, reverse=True)
-    # each piece takes the count after the last pair piece at or before it on its line
-    last = np.full(n, -1, np.int32)
-    last[at] = np.arange(at.size, dtype=np.int32)
+    del total, block, delta
+    # each piece takes the count after the last pair piece at or before it on its line: a forward fill
+    # of marker positions (pair pieces, and each line's first piece, which closes the line before)
+    flag = np.zeros(n, bool)
+    flag[at] = count > 0
+    last = np.zeros(n, np.int32)
+    last[timeline.run_starts(pc.line)] = timeline.run_starts(pc.line)
+    last[at] = at
     np.maximum.accumulate(last, out=last)
-    seen = last >= 0
-    open_ = np.zeros(n, bool)
-    open_[seen] = (count[last[seen]] > 0) & (line[last[seen]] == pc.line[seen])
+    open_ = flag[last]
+    del last, flag
     after = np.flatnonzero(open_)
     nxt = np.minimum(after + 1, n - 1)
     same = (after + 1 < n) & (pc.line[nxt] == pc.line[after])
     gap = np.where(same, pc.start[nxt], span_end[pc.span[after]]) - pc.end[after]
-    return Flight(np.flatnonzero(comm | open_), after, np.maximum(gap, 0))
+    open_ |= comm
+    return Flight(np.flatnonzero(open_), after, np.maximum(gap, 0))
 
 
 def _sweep(pc: timeline.Pieces, flight: Flight, n_spans: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -129,7 +134,7 @@ def breakdown(events: pd.DataFrame, window: str = "step") -> pd.DataFrame:
     (adding up to the span), ``comm_ps``, ``hidden_ps``, ``overlap``, plus ``start_ps`` of the span.
     Steps as in ``perfkit.trace.steps`` (step -1: the whole trace of a device without step markers);
     ``window="trace"``: one span per device, its first op's start to its last op's end."""
-    spans, ops = timeline.layout(events, window)
+    spans, ops, stall = timeline.layout(events, window)
     if spans.empty:
         return pd.DataFrame(columns=COLUMNS + ["start_ps"])
     n, k = len(spans), len(CATEGORIES)
@@ -144,17 +149,18 @@ def breakdown(events: pd.DataFrame, window: str = "step") -> pd.DataFrame:
         multi = several[pc.span]
         one, fl = _subset(pc, flight, ~multi)
     # float64 sums of integer picoseconds are exact below 2**53 ps (2.5 hours) per span and class
-    busy = np.bincount(one.span * k + one.cls, weights=one.end - one.start, minlength=n * k).reshape(n, k)
-    comm = (np.bincount(one.span[fl.during], weights=one.end[fl.during] - one.start[fl.during], minlength=n)
+    length = np.subtract(one.end, one.start, dtype=np.float64)
+    busy = np.bincount(one.span * k + one.cls, weights=length, minlength=n * k).reshape(n, k)
+    comm = (np.bincount(one.span[fl.during], weights=length[fl.during], minlength=n)
             + np.bincount(one.span[fl.after], weights=fl.gap, minlength=n))
     under = fl.during[one.cls[fl.during] == _COMPUTE]
-    hidden = np.bincount(one.span[under], weights=one.end[under] - one.start[under], minlength=n)
+    hidden = np.bincount(one.span[under], weights=length[under], minlength=n)
+    del length, under
     if several.any():
         b, c, h = _sweep(*_subset(pc, flight, multi), n)
         busy, comm, hidden = busy + b, comm + c, hidden + h
     busy, comm, hidden = (np.rint(x).astype(np.int64) for x in (busy, comm, hidden))
-    stall = np.bincount(ops.span, weights=np.where(ops.cls == _COMPUTE, ops.stall, 0), minlength=n)
-    moved = np.minimum(stall.astype(np.int64), busy[:, _COMPUTE])
+    moved = np.minimum(stall, busy[:, _COMPUTE])
     busy[:, _COMPUTE] -= moved
     busy[:, _DMA] += moved
     out = spans[["rank", "device", "step", "start_ps"]].copy()

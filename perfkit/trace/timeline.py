@@ -101,19 +101,19 @@ class Ops(NamedTuple):
     """Device ops in measuring order: by line within a span, each line in time order (outer op first
     when two start together). (n,) arrays; ``row``: the op's row in the events frame."""
 
-    row: np.ndarray     # int64
+    row: np.ndarray     # int32 (int64 past 2**31 rows)
     span: np.ndarray    # int32 row of the spans table
     line: np.ndarray    # int32 id of (span, line), numbered in this order: ops of one line are contiguous
     start: np.ndarray   # int64 ps
     end: np.ndarray     # int64 ps, never past the span's end
     cls: np.ndarray     # int8 index into CATEGORIES
-    stall: np.ndarray   # int64 ps (TPU dma_stall_duration_ps)
     pair: np.ndarray    # int8: +1 a collective's async start (``X-start``, ``send``, ``recv``), -1 its ``X-done``
 
 
 class Layout(NamedTuple):
     spans: pd.DataFrame  # rank, device, step, start_ps, end_ps (``spans``)
     ops: Ops
+    stall: np.ndarray    # (spans,) int64 ps: TPU dma_stall_duration_ps of the span's compute ops
 
 
 def _codes(column: pd.Series, table) -> np.ndarray:
@@ -140,11 +140,13 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
     cls_all = _codes(events["category"], lambda c: CATEGORIES.index(c) if c in CATEGORIES else -1)
     dur = events["dur_ps"].to_numpy()
     row = np.flatnonzero((cls_all >= 0) & (dur > 0))
+    if row.size and row[-1] < 2**31:
+        row = row.astype(np.int32)
     if not row.size:
         none = np.zeros(0, np.int64)
         return Layout(pd.DataFrame(columns=["rank", "device", "step", "start_ps", "end_ps"]),
-                      Ops(none, none.astype(np.int32), none.astype(np.int32), none, none, none.astype(np.int8), none,
-                          none.astype(np.int8)))
+                      Ops(none, none.astype(np.int32), none.astype(np.int32), none, none, none.astype(np.int8),
+                          none.astype(np.int8)), none)
     take = lambda column: events[column].to_numpy()[row]  # noqa: E731
     rank, device, start = take("rank"), take("device"), take("start_ps")
     end = start + dur[row]  # never past its span's end: a span ends at or after its ops' last end
@@ -163,23 +165,33 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
     span_key, run_key = packed[:len(span_rows)], packed[len(span_rows):]
     at = np.minimum(np.searchsorted(span_key, run_key), len(span_key) - 1)  # spans are sorted by key
     span = np.repeat(np.where(span_key[at] == run_key, at, -1).astype(np.int32), _lengths(first, row.size))
+    del rank, device, step, keys
     cls = cls_all[row]
     role = np.array([_pair_role(k) for k in events["kind"].cat.categories] + [0], np.int8)
     pair = role[events["kind"].cat.codes.to_numpy()[row]]
     pair[cls != CATEGORIES.index("ici")] = 0  # copy-start / copy-done are local DMA, not collectives
-    fields = [row, span, events["line"].cat.codes.to_numpy()[row], start, end, cls, take("stall_ps"), pair]
+    stall = _stall(events["stall_ps"].to_numpy(), row, span, cls, len(span_rows))
+    fields = [row, span, events["line"].cat.codes.to_numpy()[row], start, end, cls, pair]
     kept = span >= 0  # ops outside every step window of a device with markers are not measured
     if not kept.all():
         fields = [f[kept] for f in fields]
-    row, span, line, start, end, cls, stall, pair = fields
+    row, span, line, start, end, cls, pair = fields
     first = run_starts(span, line)
     if not _in_measuring_order(span, line, first, start, end):
         order = np.lexsort((-end, start, line, span))
-        row, span, line, start, end, cls, stall, pair = (f[order] for f in (row, span, line, start, end, cls,
-                                                                              stall, pair))
+        row, span, line, start, end, cls, pair = (f[order] for f in (row, span, line, start, end, cls, pair))
         first = run_starts(span, line)
     line_id = np.repeat(np.arange(first.size, dtype=np.int32), _lengths(first, row.size))
-    return Layout(span_rows, Ops(row, span, line_id, start, end, cls, stall, pair))
+    return Layout(span_rows, Ops(row, span, line_id, start, end, cls, pair), stall)
+
+
+def _stall(stall_all: np.ndarray, row: np.ndarray, span: np.ndarray, cls: np.ndarray, n_spans: int) -> np.ndarray:
+    """Per span, the DMA stall of its compute ops, read only at the rows that have one (``row`` ascending)."""
+    stalled = np.flatnonzero(stall_all)
+    at = np.searchsorted(row, stalled)
+    op = at[(at < row.size) & (row[np.minimum(at, row.size - 1)] == stalled)]
+    op = op[(span[op] >= 0) & (cls[op] == CATEGORIES.index("compute"))]
+    return np.bincount(span[op], weights=stall_all[row[op]], minlength=n_spans).astype(np.int64)
 
 
 def _in_measuring_order(span: np.ndarray, line: np.ndarray, first: np.ndarray, start: np.ndarray,
@@ -272,7 +284,7 @@ class Measured(NamedTuple):
 
 def measured(events: pd.DataFrame, window: str = "step") -> Measured:
     """The device ops of ``events`` with their spans, nesting and exclusive (self) time."""
-    spans_, ops = layout(events, window)
+    spans_, ops, _ = layout(events, window)
     parent = parents(ops.line, ops.start, ops.end)
     child = np.flatnonzero(parent >= 0)
     inner = np.bincount(parent[child], weights=np.minimum(ops.end[child], ops.end[parent[child]]) - ops.start[child],
