@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from trace_builders import U, gpu_trace, one_step_trace
 
 from perfkit.analysis.summary import trace_summary
-from perfkit.trace import breakdown, events
+from perfkit.trace import breakdown, events, synthetic
 from perfkit.trace.events import CATEGORY_VALUES
 
 # One TPU chip, one step [0, 100) us, all on XLA Ops; (name, opcode, start, end). Worked out by hand:
@@ -44,6 +44,16 @@ def test_tpu_async_pairs_hand_computed(tmp_path):
     assert tuple(int(row[c]) // U for c in FIGURES) == ASYNC_EXPECTED
     assert row["overlap"] == pytest.approx(27 / 52)
     assert row[["compute_ps", "ici_ps", "dma_ps", "idle_ps"]].sum() == row["span_ps"]
+
+
+def test_v6e_shaped_profile_async_line_not_counted_twice(tmp_path):
+    """synthetic.tpu_profile's step (perfkit/trace/synthetic.py TPU_STEP), by hand: all-reduce-start.1
+    [40, 42) ... all-reduce-done.1 [60, 70) is 30 us in flight, 18 of it under fusion.2; the reduce-scatter
+    fusion (6) and the sync all-reduce.2 (8) only their own time. The same pair's span on ``Async XLA
+    Ops`` adds nothing."""
+    rows = breakdown.breakdown(events.load([synthetic.tpu_profile(tmp_path / "v6e.xplane.pb", chips=2)]))
+    assert len(rows) == 4  # 2 chips x 2 steps
+    assert set(zip(rows["comm_ps"] // U, rows["hidden_ps"] // U, rows["ici_ps"] // U)) == {(30 + 6 + 8, 18, 2 + 10 + 6 + 8)}
 
 
 def test_gpu_collective_kernel_overlapped_by_another_stream(tmp_path):
