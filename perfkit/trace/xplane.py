@@ -32,6 +32,7 @@ import mmap
 import multiprocessing
 import os
 import re
+import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -386,13 +387,20 @@ def _merge(path: Path, rank: int, host: str, reads: list[_PlaneRead], columns: d
                     lines=lines, programs=_programs(metadata_planes, path))
 
 
+def fork_safe() -> bool:
+    """Whether this process may fork workers: not once JAX is imported (its threads make a fork unsafe,
+    and it says so); the trace commands never import it."""
+    return "jax" not in sys.modules
+
+
 def read_all(files: list[tuple[Path, int]], workers: int = 1) -> list[RawTrace]:
     """``xplane.pb`` files (path, rank) as columnar events, one RawTrace each; BadInput when one is not a
     whole XSpace. Planes are surveyed (events counted), then decoded into one block, by ``workers``
     forked processes when there are several planes and their bytes reach ``PARALLEL_BYTES``."""
     spaces = [_space(path, i) for i, (path, _) in enumerate(files)]
     jobs = [job for _, planes in spaces for job in planes]
-    parallel = workers > 1 and len(jobs) > 1 and sum(j.end - j.start for j in jobs) >= PARALLEL_BYTES
+    parallel = (workers > 1 and len(jobs) > 1 and sum(j.end - j.start for j in jobs) >= PARALLEL_BYTES
+                and fork_safe())
     context = multiprocessing.get_context("fork")
     if parallel:
         with context.Pool(min(workers, len(jobs))) as pool:
