@@ -21,6 +21,7 @@ from perfkit.hlo.parse import (CALLED_COMPUTATION_KEYS, INSTRUCTION_REF_KEYS, In
                                Module, referenced_names)
 
 SHORT_LITERAL = 40  # operand literals up to this length are part of a user's signature
+_NAMING_KEYS = CALLED_COMPUTATION_KEYS | INSTRUCTION_REF_KEYS  # attributes whose values name something
 
 
 class FlatInstruction(NamedTuple):
@@ -67,9 +68,10 @@ def computation_fingerprints(module: Module) -> dict[str, str]:
             if not inst.opcode:
                 lines.append(inst.text)  # opaque: compared as printed
                 continue
-            operands = ",".join(ref(n) for n in inst.operands)
+            operands = ",".join([position.get(n) or "?" + n for n in inst.operands])
             lines.append(f"{'ROOT ' if inst.root else ''}{inst.shape} {inst.opcode}({operands}{inst.literal}) "
-                         + ", ".join(f"{k}={_canonical_value(k, v, ref, fps)}" for k, v in inst.attrs))
+                         + ", ".join([f"{k}={_canonical_value(k, v, ref, fps) if k in _NAMING_KEYS else v}"
+                                      for k, v in inst.attrs]))
         fps[name] = _digest(lines)
         visiting.discard(name)
 
@@ -105,21 +107,18 @@ class Signer:
     def __init__(self, module: Module, fps: dict[str, str]):
         self.module = module
         self.fps = fps
-        self._by_name: dict[str, dict[str, Instruction]] = {}
+        self._describers: dict[str, Callable[[str], str]] = {}
 
     def _describe(self, computation: str) -> Callable[[str], str]:
-        by_name = self._by_name.get(computation)
-        if by_name is None:
-            by_name = {i.name: i for i in self.module.computations[computation].instructions}
-            self._by_name[computation] = by_name
-
-        def describe(n: str) -> str:
-            op = by_name.get(n)
-            if op is None or not op.opcode:
-                return "?"
-            lit = f"({op.literal})" if op.literal and len(op.literal) <= SHORT_LITERAL else ""
-            return f"{op.opcode}{lit} {op.shape}"
-
+        """How an operand of ``computation`` is described: opcode, short literal and shape (each
+        instruction described once, on the first call)."""
+        describe = self._describers.get(computation)
+        if describe is None:
+            described = {}
+            for op in self.module.computations[computation].instructions:
+                lit = f"({op.literal})" if op.literal and len(op.literal) <= SHORT_LITERAL else ""
+                described[op.name] = f"{op.opcode}{lit} {op.shape}" if op.opcode else "?"
+            describe = self._describers[computation] = lambda n: described.get(n, "?")
         return describe
 
     def parts(self, flat: FlatInstruction) -> dict[str, str]:
@@ -134,4 +133,4 @@ class Signer:
         return out
 
     def signature(self, flat: FlatInstruction) -> str:
-        return " | ".join(f"{k}={v}" for k, v in self.parts(flat).items())
+        return " | ".join(map("=".join, self.parts(flat).items()))
