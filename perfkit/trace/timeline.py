@@ -221,18 +221,24 @@ def _bit(cls: np.ndarray) -> np.ndarray:
     return np.left_shift(1, cls.astype(np.int16))
 
 
+def nested(ops: Ops) -> tuple[np.ndarray, np.ndarray]:
+    """The ops of lines where some op runs inside another (indices, in measuring order), and the parent
+    of each among them (an index into that list, -1 top-level): only those lines are searched."""
+    overlap = (ops.line[1:] == ops.line[:-1]) & (ops.end[:-1] > ops.start[1:])
+    if not overlap.any():
+        none = np.zeros(0, np.int64)
+        return none, none
+    sub = np.flatnonzero(np.isin(ops.line, np.unique(ops.line[1:][overlap])))
+    return sub, parents(ops.line[sub], ops.start[sub], ops.end[sub])
+
+
 def pieces(ops: Ops) -> Pieces:
     """Disjoint owned pieces of every line: a line without nesting is its ops as they are; a nested one
     is cut around each op's children."""
-    same = ops.line[1:] == ops.line[:-1]
-    overlap = same & (ops.end[:-1] > ops.start[1:])
-    if not overlap.any():
+    sub, parent = nested(ops)
+    if not sub.size:
         return Pieces(ops.span, ops.line, ops.start, ops.end, ops.cls, ops.pair, _bit(ops.cls))
-    nested_lines = np.unique(ops.line[1:][overlap])
-    nested = np.isin(ops.line, nested_lines)
-    sub = np.flatnonzero(nested)
     line, s, e = ops.line[sub], ops.start[sub], ops.end[sub]
-    parent = parents(line, s, e)  # ops are in measuring order, so indices into sub keep that order
     n = sub.size
     cls = ops.cls[sub]
     under = _bit(cls)
@@ -269,7 +275,7 @@ def pieces(ops: Ops) -> Pieces:
     cut = [c[order] for c in cut]
     later = np.append(cut[1][1:] == cut[1][:-1], False)  # a partial overlap: the earlier piece ends where the next starts
     cut[3] = np.where(later, np.minimum(cut[3], np.append(cut[2][1:], 0)), cut[3])
-    flat = np.flatnonzero(~nested)  # each line's pieces stay contiguous: no need to sort them together
+    flat = np.setdiff1d(np.arange(ops.line.size), sub, assume_unique=True)  # each line's pieces stay contiguous
     return Pieces(*(np.concatenate([a[flat], b]) for a, b in
                     zip((ops.span, ops.line, ops.start, ops.end, ops.cls, ops.pair, _bit(ops.cls)), cut)))
 
@@ -285,7 +291,9 @@ class Measured(NamedTuple):
 def measured(events: pd.DataFrame, window: str = "step") -> Measured:
     """The device ops of ``events`` with their spans, nesting and exclusive (self) time."""
     spans_, ops, _ = layout(events, window)
-    parent = parents(ops.line, ops.start, ops.end)
+    parent = np.full(ops.row.size, -1, np.int64)
+    sub, inside = nested(ops)
+    parent[sub] = np.where(inside >= 0, sub[np.maximum(inside, 0)], -1)
     child = np.flatnonzero(parent >= 0)
     inner = np.bincount(parent[child], weights=np.minimum(ops.end[child], ops.end[parent[child]]) - ops.start[child],
                         minlength=ops.row.size)
