@@ -122,7 +122,8 @@ def swept(request, tmp_path_factory):
 
 
 def test_every_fixture_is_swept():
-    found = {str(p.relative_to(_fixture("."))) for p in FIXTURES.rglob("*") if p.is_file() and p.name != "README.md"}
+    folder = _fixture(".")
+    found = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != "README.md"}
     assert found == set(XPLANES + KINETO + [VIDEO])
 
 
