@@ -10,6 +10,8 @@ redone here, only for the modules a divergence is explained with.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -70,7 +72,25 @@ class Summary(NamedTuple):
         return self.fingerprint, (self.receive if with_buffers else ())
 
 
+@contextlib.contextmanager
+def _no_cyclic_gc():
+    """A parse allocates ~10 objects an instruction and no reference cycles: the cyclic collector would
+    only rescan them, a fifth of the parse time (refcounting still frees everything)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def load_module(rank: int, files: DumpFiles) -> RankModule:
+    with _no_cyclic_gc():
+        return _load_module(rank, files)
+
+
+def _load_module(rank: int, files: DumpFiles) -> RankModule:
     module = read_module(files.hlo)
     fps = computation_fingerprints(module)
     flat = flatten(module)
