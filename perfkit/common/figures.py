@@ -8,7 +8,8 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 # (label, colour) of each part of a traced step, in perfkit.trace.breakdown order
-PART_STYLE = {"compute": ("compute", "#4c72b0"), "ici": ("exposed ICI", "#dd8452"), "dma": ("local DMA", "#55a868"),
+PART_STYLE = {"compute": ("compute", "#4c72b0"), "ici": ("exposed ICI", "#dd8452"),
+              "dcn": ("exposed DCN", "#8172b3"), "dma": ("local DMA", "#55a868"),
          "idle": ("idle", "#c8c8c8")}
 DPI = 100
 

@@ -235,15 +235,19 @@ def _breakdown(summary: dict) -> list[str]:
     def cell(v: dict, part: str) -> str:
         return f"{v[part + '_ms']:.3f} ({100 * v[part + '_ms'] / v['span_ms']:.0f}%)" if v["span_ms"] else "-"
 
-    rows = ["| variant | chip-steps (trials) | step span (ms) | compute | exposed ICI | local DMA | idle |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    # exposed DCN (cross-slice collectives) only where some variant has any
+    dcn = any(v.get("dcn_ms") for v in bd["variants"].values())  # dcn_ms: summaries from before it
+    parts = ("compute", "ici", "dcn", "dma", "idle") if dcn else ("compute", "ici", "dma", "idle")
+    rows = ["| variant | chip-steps (trials) | step span (ms) | compute | exposed ICI | "
+            + ("exposed DCN | " if dcn else "") + "local DMA | idle |", "| --- | ---: | ---: |" + " ---: |" * len(parts)]
     for name, v in bd["variants"].items():
         if "error" in v:
-            rows.append(f"| {name} | {v['error']} | | | | | |")
+            rows.append(f"| {name} | {v['error']} |" + " |" * (len(parts) + 1))
         else:
             rows.append(f"| {name} | {v['chip_steps']} ({v['trials']}) | {v['span_ms']:.3f} | "
-                        + " | ".join(cell(v, p) for p in ("compute", "ici", "dma", "idle")) + " |")
-    rows += ["", "Mean traced step per chip; each instant goes to compute, else exposed ICI, else local DMA, "
+                        + " | ".join(cell(v, p) for p in parts) + " |")
+    rows += ["", "Mean traced step per chip; each instant goes to compute, else exposed ICI, "
+             + ("else exposed DCN, " if dcn else "") + "else local DMA, "
              "else idle (`perfkit trace breakdown` on the trial folders gives every chip and step)."]
     rows += _hidden(bd)
     for name, deltas in bd["op_deltas"].items():

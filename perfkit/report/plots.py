@@ -57,7 +57,9 @@ def breakdown_bars(breakdown: dict) -> Figure | None:
     names = list(rows)[::-1]  # the baseline on top
     left = np.zeros(len(names))
     for part, (label, color) in PART_STYLE.items():
-        ms = np.array([rows[v][f"{part}_ms"] for v in names])
+        ms = np.array([rows[v].get(f"{part}_ms", 0.0) for v in names])  # dcn_ms: summaries from before it
+        if part == "dcn" and not ms.any():  # cross-slice collectives drawn only where some variant has them
+            continue
         ax.barh(names, ms, left=left, color=color, label=label)
         left += ms
     ax.set_xlabel("mean step per chip (ms)")

@@ -1,12 +1,13 @@
-"""Where each chip's step time went: compute, exposed ICI, local DMA wait, idle; and how much of its
-collectives' time was hidden under compute.
+"""Where each chip's step time went: compute, exposed ICI, exposed DCN (cross-slice collectives),
+local DMA wait, idle; and how much of its collectives' time was hidden under compute.
 
 Every instant of a step's span on a device is given to one part. On each line (TPU ``XLA Ops``, a GPU
 stream, a CPU thread) the innermost running op owns the instant; across lines (GPU streams running at
-once) compute beats ICI beats DMA, so a collective hidden behind compute costs nothing and only its
-exposed part counts (on TPU that is the time in ``X-done``, where xprof counts it as compute). Instants
-where nothing runs are idle. A compute op's own DMA stall (TPU ``dma_stall_duration_ps``) moves from
-compute to DMA. The four parts add up to the span exactly (integer picoseconds).
+once) compute beats ICI beats DCN beats DMA, so a collective hidden behind compute costs nothing and
+only its exposed part counts (on TPU that is the time in ``X-done``, where xprof counts it as compute).
+Instants where nothing runs are idle. A compute op's own DMA stall (TPU ``dma_stall_duration_ps``)
+moves from compute to DMA. The five parts add up to the span exactly (integer picoseconds); ``dcn`` is
+zero but where a TPU profile has Megascale collectives.
 
 A collective is in flight while one of its ops runs and, for an async pair on one line (``X-start`` ...
 ``X-done``, ``send`` / ``recv`` ... ``-done``), from the start op's start to the done op's end: ``comm``
@@ -33,7 +34,7 @@ COMM = ["comm_ps", "hidden_ps"]  # collectives in flight, and the part of that u
 COLUMNS = ["rank", "device", "step", *TIMES, *COMM, "overlap"]
 EVENT_COLUMNS = ("rank", "device", "line", "kind", "category", "start_ps", "dur_ps", "step", "stall_ps")  # all it reads
 _COMPUTE, _DMA = CATEGORIES.index("compute"), CATEGORIES.index("dma")
-_COMM_BITS = sum(1 << i for i in range(len(CATEGORIES)) if i not in (_COMPUTE, _DMA))  # ICI (and DCN were it apart)
+_COMM_BITS = sum(1 << i for i in timeline.COLLECTIVE_CLASSES)  # ICI and DCN collectives
 
 
 def _within(values: np.ndarray, block: np.ndarray, reverse: bool) -> np.ndarray:
@@ -130,7 +131,7 @@ def _subset(pc: timeline.Pieces, flight: Flight, keep: np.ndarray) -> tuple[time
 
 
 def breakdown(events: pd.DataFrame, window: str = "step") -> pd.DataFrame:
-    """Per (rank, device, step): ``span_ps`` and ``compute_ps``, ``ici_ps``, ``dma_ps``, ``idle_ps``
+    """Per (rank, device, step): ``span_ps`` and ``compute_ps``, ``ici_ps``, ``dcn_ps``, ``dma_ps``, ``idle_ps``
     (adding up to the span), ``comm_ps``, ``hidden_ps``, ``overlap``, plus ``start_ps`` of the span.
     Steps as in ``perfkit.trace.steps`` (step -1: the whole trace of a device without step markers);
     ``window="trace"``: one span per device, its first op's start to its last op's end."""
@@ -182,8 +183,13 @@ def mean_per_device(rows: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def shown_parts(rows: pd.DataFrame) -> list[str]:
+    """The parts worth showing for these rows: every part but DCN, and DCN where any row has some."""
+    return [p for p in PARTS if p != "dcn" or (rows["dcn_ps"] > 0).any()]
+
+
 def plot(means: pd.DataFrame, path, title: str = "") -> None:
-    """A stacked bar per chip of its mean step: compute / ICI / DMA / idle, in milliseconds; beside it a
+    """A stacked bar per chip of its mean step: compute / ICI / DCN (where any) / DMA / idle, in ms; beside it a
     thin bar of the collectives' time in flight, its hidden part hatched."""
     # matplotlib: only when a plot is asked for
     from matplotlib.figure import Figure
@@ -195,7 +201,7 @@ def plot(means: pd.DataFrame, path, title: str = "") -> None:
     fig = Figure(figsize=(max(4.0, 0.5 * len(labels) + 2) + 1.5, 3.5))
     ax = fig.add_subplot()
     bottom = np.zeros(len(means))
-    for part in PARTS:
+    for part in shown_parts(means):
         ms = means[f"{part}_ps"].to_numpy() / 1e9
         label, color = STYLE[part]
         ax.bar(x - 0.1, ms, width=0.6, bottom=bottom, label=label, color=color)

@@ -3,6 +3,8 @@
 - ``compute``: any other op;
 - ``ici``: a collective, sync or either half of an async ``X-start`` / ``X-done`` pair (time in
   ``X-done`` is the exposed wait), and fusions that run one (a TPU reduce-scatter can be a fusion);
+- ``dcn``: such a collective across TPU slices (its ``hlo_category`` names Megascale: the data
+  centre network, not ICI);
 - ``dma``: local copies (``copy-start`` / ``copy-done``), GPU memcpy / memset.
 
 Decided by the op's HLO (opcode from the program's HloProto, or the HLO text some tools put in the
@@ -18,7 +20,7 @@ from typing import NamedTuple
 
 from perfkit.trace.programs import COLLECTIVES, Program, base_opcode
 
-CATEGORIES = ("compute", "ici", "dma")
+CATEGORIES = ("compute", "ici", "dcn", "dma")  # the breakdown's order of precedence too
 _COLLECTIVE_CATEGORY = re.compile(r"all-gather|all-reduce|reduce-scatter|all-to-all|collective|send|recv|megascale")
 # NCCL / RCCL kernels (``ncclDevKernel_AllGather_RING_LL``) and torch.distributed on CPU (``c10d::allreduce_``
 # ops, ``gloo:all_reduce`` spans).
@@ -43,6 +45,11 @@ def _category_of_opcode(opcode: str, inner: str) -> str:
     return "compute"
 
 
+def _network(hlo_category: str) -> str:
+    """The network a collective crosses: DCN where its TPU ``hlo_category`` says Megascale (cross-slice)."""
+    return "dcn" if "megascale" in hlo_category.lower() else "ici"
+
+
 def classify(name: str, hlo_op: str, program: Program | None, hlo_category: str) -> OpClass:
     """One op identity -> its class. ``name`` is the event name, ``hlo_op`` the ``hlo_op`` stat ("" when
     absent), ``program`` the HLO of its ``program_id`` when the trace holds it."""
@@ -57,12 +64,12 @@ def classify(name: str, hlo_op: str, program: Program | None, hlo_category: str)
     if opcode:
         kind = f"{inner} fusion" if inner and opcode == "fusion" else opcode
         category = _category_of_opcode(opcode, inner)
-        if category == "compute" and hlo_category and _COLLECTIVE_CATEGORY.search(hlo_category.lower()):
-            category = "ici"
+        if category == "ici" or (category == "compute" and _COLLECTIVE_CATEGORY.search(hlo_category.lower())):
+            category = _network(hlo_category)
         return OpClass(op_name, kind, category, shape)
     if hlo_category:
         low = hlo_category.lower()
-        category = "ici" if _COLLECTIVE_CATEGORY.search(low) else "dma" if "copy-" in low else "compute"
+        category = _network(low) if _COLLECTIVE_CATEGORY.search(low) else "dma" if "copy-" in low else "compute"
         return OpClass(op_name, hlo_category, category, shape)
     comm = _COMM_KERNEL.search(name)
     if comm:

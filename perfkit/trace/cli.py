@@ -52,13 +52,14 @@ def trace():
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write a stacked-bar PNG of the mean step per chip.")
 @window_option
 def breakdown(paths, step_pattern, as_json, plot, window):
-    """Per chip and step: compute / exposed ICI / local DMA wait / idle, adding up to the step span; and
-    the collectives' time in flight, the part of it hidden under compute, and that share.
+    """Per chip and step: compute / exposed ICI / exposed DCN (where any) / local DMA wait / idle, adding
+    up to the step span; and the collectives' time in flight, the part of it hidden under compute, and
+    that share.
 
     PATHS are trace files or folders (every *.xplane.pb under a folder, else every Kineto *.json[.gz])."""
     # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
-    from perfkit.trace.breakdown import COLUMNS, COMM, EVENT_COLUMNS, PARTS, TIMES, breakdown as compute
-    from perfkit.trace.breakdown import mean_per_device, plot as draw
+    from perfkit.trace.breakdown import COLUMNS, COMM, EVENT_COLUMNS, TIMES, breakdown as compute
+    from perfkit.trace.breakdown import mean_per_device, plot as draw, shown_parts
 
     events = _load(paths, step_pattern, EVENT_COLUMNS)
     rows = compute(events, window)
@@ -75,11 +76,13 @@ def breakdown(paths, step_pattern, as_json, plot, window):
     share = lambda v: "-" if pd.isna(v) else f"{100 * v:.1f}%"  # noqa: E731
     click.echo(f"steps from: {', '.join(events.attrs['steps_from']) if window == 'step' else 'whole trace'}; "
                "times in ms; comm: collectives in flight, hidden: the part of it under compute")
-    table = _ms(rows[COLUMNS], TIMES + COMM)
+    parts = shown_parts(rows)  # DCN only where a profile has cross-slice collectives
+    hidden_parts = [c for c in TIMES if c != "span_ps" and c.removesuffix("_ps") not in parts]
+    table = _ms(rows[COLUMNS].drop(columns=hidden_parts), [c for c in TIMES + COMM if c not in hidden_parts])
     table["overlap"] = rows["overlap"].map(share)
     click.echo(table.to_string(index=False))
-    shares = _ms(means, TIMES + COMM)
-    for p in PARTS:
+    shares = _ms(means.drop(columns=hidden_parts), [c for c in TIMES + COMM if c not in hidden_parts])
+    for p in parts:
         shares[p] += (100 * means[f"{p}_ps"] / means["span_ps"]).map(lambda v: f" ({v:.1f}%)")
     shares["overlap"] = means["overlap"].map(share)
     click.echo("\nmean step per chip (ms, % of the span):")

@@ -8,7 +8,7 @@ text names it, else first in first out per chip and kind). On one chip:
 - ``time_ps``: from its start to its end (for a pair, the start of ``X-start`` to the end of ``X-done``);
 - ``hidden_ps``: the part of that time under compute on the chip (any line; the innermost op owns an
   instant, as in ``perfkit.trace.breakdown``);
-- ``exposed_ps``: time in the collective's own ops not under compute (what the breakdown counts as ICI);
+- ``exposed_ps``: time in the collective's own ops not under compute (the breakdown's ICI or DCN);
 - ``bytes``: sent per device, from the buffer (the op's output shape; the GPU kernel's message size
   and dtype) and the group size n (the HLO text's ``replica_groups``, the kernel's ``Group size``, else
   the chips that ran the instance): all-gather and reduce-scatter (n-1)/n of the whole buffer,
@@ -53,6 +53,7 @@ OP_COLUMNS = ["step", "op", "kind", "count", "chips", "bytes", "time_ps", "expos
 _KINETO_SUFFIXES = (".json", ".json.gz")
 STRAGGLER_SHARE = 0.05  # the report names a straggler when the skew summed over a step passes this share of it
 TOP_KINDS = 6  # collective kinds a variant's summary keeps
+COMM_CATEGORIES = ("ici", "dcn")  # device-op categories of collectives
 
 
 def _kind(kind: str) -> str:
@@ -228,7 +229,8 @@ def instances(events: pd.DataFrame) -> pd.DataFrame:
     ops = ops[ops["dur_ps"] > 0].reset_index(drop=True)
     chip = pd.factorize(pd.MultiIndex.from_arrays([ops["rank"], ops["device"]]))[0].astype(np.int64)
     covered = _coverage(ops, chip)
-    coll = ops[ops["category"] == "ici"].assign(chip=chip[(ops["category"] == "ici").to_numpy()])
+    comm = ops["category"].isin(COMM_CATEGORIES).to_numpy()
+    coll = ops[comm].assign(chip=chip[comm])
     if coll.empty:
         return pd.DataFrame(columns=INSTANCE_COLUMNS)
     kinds, hlo, names = _text(coll["kind"]), _text(coll["hlo_op"]), _text(coll["name"])

@@ -10,7 +10,7 @@ One row per event. Columns:
 | line | category | XLine / stream / thread the event sits on |
 | name | category | event name |
 | kind | category | device ops: opcode or kernel kind (``perfkit.trace.classify``); "" otherwise |
-| category | category | ``compute`` / ``ici`` / ``dma`` for device ops; ``step``, ``module``, ``host``, ``other``, ``dcn`` |
+| category | category | ``compute`` / ``ici`` / ``dcn`` / ``dma`` for device ops; ``step``, ``module``, ``host``, ``other``, ``dcn_transfer`` |
 | start_ps, dur_ps | int64 | start from the frame's origin (``attrs["origin_ns"]``, wall clock), duration |
 | hlo_op, hlo_module | category | HLO instruction and module where known |
 | program_id | UInt64 | XLA program id (pandas nullable: ``<NA>`` unknown; TPU ids are 64-bit fingerprints) |
@@ -163,7 +163,7 @@ def _classify(raw: RawTrace) -> dict:
         table = np.zeros(len(first), _small_codes(len(values)))
         table[list(classes)] = codes[1:]
         out[column] = pd.Categorical.from_codes(table[identity], categories=values, validate=False)
-    # categories: compute / ici / dma for device ops, then the other roles' names
+    # categories: compute / ici / dcn / dma for device ops, then the other roles' names
     table = np.array([CATEGORY_VALUES.index(ROLE_NAMES[r]) if r != ROLES["op"] else 0 for r in range(len(ROLES))],
                      np.int8)[role[first_row]]
     table[list(classes)] = [CATEGORY_VALUES.index(c.category) for c in classes.values()]
@@ -283,5 +283,5 @@ def load(paths: list[str | Path], step_pattern: str | None = None, workers: int 
 
 
 def device_ops(events: pd.DataFrame) -> pd.DataFrame:
-    """The device ops (compute / ici / dma) of an events frame."""
+    """The device ops (compute / ici / dcn / dma) of an events frame."""
     return events[events["category"].isin(classify.CATEGORIES)]

@@ -103,5 +103,6 @@ def read(path: Path, rank: int) -> RawTrace:
         "hlo_op": np.full(n, -1, np.int32), "hlo_module": np.full(n, -1, np.int32),
         "hlo_category": np.full(n, -1, np.int32),
     }
-    return RawTrace(path=path, rank=rank, host=path.name.split(".")[0], origin_ns=int(origin_us * 1000), columns=columns,
+    # ns as an int: epoch microseconds * 1000 as a float is past 2**53 (off by up to 128 ns)
+    return RawTrace(path=path, rank=rank, host=path.name.split(".")[0], origin_ns=int(origin_us) * 1000, columns=columns,
                     strings=strings, lines=lines.values, programs=Programs({}, path))

@@ -10,10 +10,10 @@ import numpy as np
 
 from perfkit.trace.programs import Programs
 
-# What an event is, before classification: a device op (classified into compute / ici / dma), a step
+# What an event is, before classification: a device op (classified into compute / ici / dcn / dma), a step
 # marker, a module span, host activity, another device-side event (async op spans, overlays), or a DCN
 # (cross-slice, Megascale) transfer.
-ROLES = {"op": 0, "step": 1, "module": 2, "host": 3, "other": 4, "dcn": 5}
+ROLES = {"op": 0, "step": 1, "module": 2, "host": 3, "other": 4, "dcn_transfer": 5}
 
 
 class StringTable:

@@ -53,7 +53,7 @@ def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | 
     if not midx.size:
         return step, "none"
     numbers = _marker_numbers(names, cols["name"][midx], cols["step"][midx], pattern)
-    ops = (role == ROLES["op"]) | (role == ROLES["dcn"])
+    ops = (role == ROLES["op"]) | (role == ROLES["dcn_transfer"])
     for dev in np.unique(device):  # (not device[ops]: a copy of the column)
         which = np.flatnonzero(ops & (device == dev))
         if not which.size:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from perfkit.trace.classify import CATEGORIES
 
+COLLECTIVE_CLASSES = (CATEGORIES.index("ici"), CATEGORIES.index("dcn"))  # classes of collectives (communication)
 WINDOWS = ("step", "trace")  # spans: each step marker's window, or a device's first to last op
 
 
@@ -169,7 +170,7 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
     cls = cls_all[row]
     role = np.array([_pair_role(k) for k in events["kind"].cat.categories] + [0], np.int8)
     pair = role[events["kind"].cat.codes.to_numpy()[row]]
-    pair[cls != CATEGORIES.index("ici")] = 0  # copy-start / copy-done are local DMA, not collectives
+    pair[~np.isin(cls, COLLECTIVE_CLASSES)] = 0  # copy-start / copy-done are local DMA, not collectives
     stall = _stall(events["stall_ps"].to_numpy(), row, span, cls, len(span_rows))
     fields = [row, span, events["line"].cat.codes.to_numpy()[row], start, end, cls, pair]
     kept = span >= 0  # ops outside every step window of a device with markers are not measured

@@ -12,7 +12,7 @@ the event columns grow in place (no concatenation). What each event is comes fro
   and other lines are kept as ``other`` (never counted); ``SKIPPED_LINES`` (LLO bundles, overlays,
   TraceMes inside ops, counter samples) are not decoded at all.
 - ``/device:GPU:N``: events on ``Stream #k(...)`` lines are kernels, memcpys and memsets.
-- ``/device:CUSTOM:Megascale Trace``: DCN (cross-slice) transfers, role ``dcn``, of the chip a
+- ``/device:CUSTOM:Megascale Trace``: DCN (cross-slice) transfers, role ``dcn_transfer``, of the chip a
   ``device_ordinal`` stat names, else of the host (-1).
 - ``/host:CPU``: events with ``hlo_op`` and ``device_ordinal`` stats are the ops of that CPU device;
   events with a ``step_num`` stat (``StepTraceAnnotation``) are step markers; the rest is host activity.
@@ -217,7 +217,7 @@ def _line_role(plane: _Plane, line_name: str) -> int | None:
     """The role every event of a device-plane line has (host planes decide per event); None: a line
     not read (``SKIPPED_LINES``)."""
     if plane.kind == "dcn":
-        return ROLES["dcn"]
+        return ROLES["dcn_transfer"]
     if plane.kind in ("TPU", "GPU") and line_name in SKIPPED_LINES:
         return None
     if plane.kind == "TPU":

@@ -20,10 +20,10 @@ def test_breakdown_json_contract(tmp_path):
     result = run("breakdown", tpu_trace(tmp_path / "t.xplane.pb"), "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    keys = ["rank", "device", "step", "span_ps", "compute_ps", "ici_ps", "dma_ps", "idle_ps", "comm_ps", "hidden_ps",
-            "overlap"]
-    assert all(list(r) == keys for r in doc["rows"])
-    got = {(r["device"], r["step"]): tuple(r[k] // U for k in keys[3:8]) for r in doc["rows"]}
+    keys = ["rank", "device", "step", "span_ps", "compute_ps", "ici_ps", "dcn_ps", "dma_ps", "idle_ps", "comm_ps",
+            "hidden_ps", "overlap"]
+    assert all(list(r) == keys for r in doc["rows"]) and all(r["dcn_ps"] == 0 for r in doc["rows"])
+    got = {(r["device"], r["step"]): tuple(r[k] // U for k in keys[3:6] + keys[7:9]) for r in doc["rows"]}
     assert got == TPU_EXPECTED
     assert {m["device"]: m["steps"] for m in doc["mean"]} == {0: 3, 1: 1}
     assert doc["steps_from"] == ["Steps line"]

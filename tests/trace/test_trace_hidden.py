@@ -46,14 +46,40 @@ def test_tpu_async_pairs_hand_computed(tmp_path):
     assert row[["compute_ps", "ici_ps", "dma_ps", "idle_ps"]].sum() == row["span_ps"]
 
 
-def test_v6e_shaped_profile_async_line_not_counted_twice(tmp_path):
-    """synthetic.tpu_profile's step (perfkit/trace/synthetic.py TPU_STEP), by hand: all-reduce-start.1
-    [40, 42) ... all-reduce-done.1 [60, 70) is 30 us in flight, 18 of it under fusion.2; the reduce-scatter
-    fusion (6) and the sync all-reduce.2 (8) only their own time. The same pair's span on ``Async XLA
-    Ops`` adds nothing."""
+# synthetic.tpu_profile's 130 us step (perfkit/trace/synthetic.py TPU_STEP), by hand: compute fusion.1 40
+# less its 2 us DMA stall, fusion.2 18, while.1 30 (its body inside); ICI all-reduce-start.1 2,
+# all-reduce-done.1 10, the reduce-scatter fusion 6; DCN the megascale all-reduce.2 8 (its Megascale
+# plane transfers [113, 116) inside it add nothing); DMA copy-start/done 1 + 3 and the stall 2; idle
+# [110, 112) and [120, 130). In flight: the async pair [40, 70) 30, 18 of it under fusion.2; fusion.3 6
+# and all-reduce.2 8 their own time.
+V6E_EXPECTED = {"span_ps": 130, "compute_ps": 38 + 18 + 30, "ici_ps": 2 + 10 + 6, "dcn_ps": 8, "dma_ps": 1 + 3 + 2,
+                "idle_ps": 2 + 10, "comm_ps": 30 + 6 + 8, "hidden_ps": 18}
+
+
+def test_v6e_shaped_profile_dcn_apart_async_line_not_counted_twice(tmp_path):
+    """Every figure of the synthetic v6e step by hand: DCN apart from ICI, both communication; the async
+    pair's span on ``Async XLA Ops`` adds nothing."""
     rows = breakdown.breakdown(events.load([synthetic.tpu_profile(tmp_path / "v6e.xplane.pb", chips=2)]))
     assert len(rows) == 4  # 2 chips x 2 steps
-    assert set(zip(rows["comm_ps"] // U, rows["hidden_ps"] // U, rows["ici_ps"] // U)) == {(30 + 6 + 8, 18, 2 + 10 + 6 + 8)}
+    for _, row in rows.iterrows():
+        assert {k: int(row[k]) / U for k in V6E_EXPECTED} == V6E_EXPECTED
+        assert sum(int(row[f"{p}_ps"]) for p in breakdown.PARTS) == row["span_ps"]
+
+
+def test_dcn_shown_only_where_a_profile_has_it(tmp_path):
+    """``perfkit trace breakdown`` text: a dcn column for the Megascale profile, none for one without;
+    --json keeps dcn_ps always."""
+    from click.testing import CliRunner
+
+    from perfkit.cli import cli
+
+    run = lambda *a: CliRunner().invoke(cli, ["trace", "breakdown", *map(str, a)])  # noqa: E731
+    v6e = run(synthetic.tpu_profile(tmp_path / "v6e.xplane.pb", chips=2))
+    assert v6e.exit_code == 0, v6e.output
+    assert " dcn " in v6e.stdout and "0.008 (6.2%)" in v6e.stdout  # 8 of 130 us
+    plain = run(one_step_trace(tmp_path / "a.xplane.pb", ASYNC_OPS))
+    assert plain.exit_code == 0 and " dcn " not in plain.stdout and " ici " in plain.stdout
+    assert '"dcn_ps": 0' in run(tmp_path / "a.xplane.pb", "--json").stdout
 
 
 def test_gpu_collective_kernel_overlapped_by_another_stream(tmp_path):
@@ -87,6 +113,25 @@ def test_run_summary_reports_hidden_communication(tmp_path):
     assert "- tp's collectives take 0.004 ms a step, 0.000 ms of it hidden under compute (0%)." in text
     assert "- sp's collectives take 0.012 ms a step, 0.006 ms of it hidden under compute (50%)." in text
     assert "- sp against tp: +0.008 ms of collectives a step, +0.006 ms hidden." in text
+
+
+def test_run_summary_and_report_show_dcn_where_a_variant_has_it(tmp_path):
+    """summary.json's breakdown.variants.<v>.dcn_ms (the hand figures above) and the report's exposed DCN
+    column, which a run without cross-slice collectives does not get."""
+    from perfkit.report.markdown import _breakdown
+
+    synthetic.tpu_profile(tmp_path / "trials/00-a/rank0/trace/step0/h.xplane.pb", chips=2)
+    one_step_trace(tmp_path / "trials/01-b/rank0/trace/step0/h.xplane.pb", ASYNC_OPS)
+    trials = [{"index": i, "variant": v, "status": "ok", "dir": f"trials/{i:02d}-{v}"} for i, v in enumerate("ab")]
+    got = trace_summary(tmp_path, trials)
+    a, b = got["variants"]["a"], got["variants"]["b"]
+    assert {k.replace("_ms", "_ps"): a[k] * 1e3 for k in a if k.replace("_ms", "_ps") in V6E_EXPECTED} == pytest.approx(
+        V6E_EXPECTED)
+    assert b["dcn_ms"] == 0
+    text = "\n".join(_breakdown({"breakdown": got}))
+    assert "| exposed DCN |" in text and "| 0.008 (6%) |" in text
+    only_b = {**got, "variants": {"b": b}, "op_deltas": {}}
+    assert "DCN" not in "\n".join(_breakdown({"breakdown": only_b}))
 
 
 # -- a plain model of the definitions, one picosecond at a time --------------------------------------------

@@ -139,13 +139,14 @@ def test_tpu_profile_reads_whole_uint64_ids_and_every_line(tmp_path):
     assert ev.loc[ev["category"] == "host", "program_id"].isna().all()  # none given: <NA>, not a number
     lines = ev.groupby("line", observed=True)["category"].agg(lambda c: set(c.astype(str))).to_dict()
     # Tensor Core, TC Overlay, XLA TraceMe, _counters_, the SparseCore plane, Task Environment: not read
-    assert lines == {"XLA Ops": {"compute", "ici", "dma"}, "XLA Modules": {"module"}, "Steps": {"step"},
-                     "Async XLA Ops": {"other"}, "all-reduce.2": {"dcn"}, "python3": {"host"}}
+    assert lines == {"XLA Ops": {"compute", "ici", "dcn", "dma"}, "XLA Modules": {"module"}, "Steps": {"step"},
+                     "Async XLA Ops": {"other"}, "all-reduce.2": {"dcn_transfer"}, "python3": {"host"}}
+    assert set(ops.loc[ops["category"] == "dcn", "hlo_op"]) == {"all-reduce.2"}  # hlo_category megascale all-reduce
     assert len(ops) == 2 * 3 * len(TPU_STEP)
     # whole HLO text as the event name: the op name and opcode are parsed from it
     fusion = ops[ops["hlo_op"] == "fusion.3"].iloc[0]
     assert (fusion["kind"], fusion["category"], fusion["shape"]) == ("reduce-scatter fusion", "ici", "f32[256,1024]")
-    dcn = ev[ev["category"] == "dcn"]
+    dcn = ev[ev["category"] == "dcn_transfer"]
     assert sorted(zip(dcn["device"], dcn["step"])) == [(c, s) for c in range(2) for s in range(3)]
     assert ops.loc[ops["hlo_op"] == "fusion.1", "stall_ps"].eq(2 * U).all()
 

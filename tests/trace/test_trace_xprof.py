@@ -102,7 +102,7 @@ def test_category_totals_match_op_profile(tmp_path, fixtures_dir, source):
     stats = hlo_stats.hlo_stats(ev).set_index("hlo_op")
     ops = events.device_ops(ev)
     ours = ops.groupby(ops["hlo_op"].astype(str))["category"].agg(lambda c: set(c.astype(str)))
-    expected = {"all-reduce": "ici", "reduce-scatter": "ici", "megascale all-reduce": "ici",
+    expected = {"all-reduce": "ici", "reduce-scatter": "ici", "megascale all-reduce": "dcn",
                 "data formatting": "dma", "control flow": "compute"}
     categories = _category_self_ps(xprof_tool(path, "op_profile"))
     assert categories
