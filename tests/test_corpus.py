@@ -104,7 +104,7 @@ def _source_events(path: Path) -> tuple[int, dict]:
 @pytest.fixture(scope="module", params=XPLANES + KINETO)
 def swept(request, tmp_path_factory):
     """One trace file through every ``perfkit trace`` command (each file parsed once per events.load
-    signature): name -> result, plus the file's path, the Perfetto export's path and the file's own reading."""
+    signature): name -> result, plus the file's path, its own reading, and the export's origin and events."""
     path = _fixture(request.param)
     out = tmp_path_factory.mktemp("export") / "trace.json"
     with pytest.MonkeyPatch.context() as mp:
@@ -118,7 +118,15 @@ def swept(request, tmp_path_factory):
             "collectives": _invoke("trace", "collectives", path, "--json"),
             "export": _invoke("trace", "export", path, "--perfetto", out),
         }
-    return {"name": request.param, "path": path, "perfetto": out, "source": _source_events(path), **results}
+    exported = json.loads(out.read_text()) if results["export"].exit_code == 0 else {"traceEvents": [], "otherData": {}}
+    return {"name": request.param, "path": path, "source": _source_events(path), **results,
+            "exported": (exported["otherData"].get("origin_ns"), Counter(e["ph"] for e in exported["traceEvents"])["X"])}
+
+
+def _slack(swept) -> int:
+    """Picoseconds a time may differ from the file's: none for an XSpace (integer ps); a nanosecond for Kineto,
+    whose float64 epoch microseconds (perfkit's reading, and HTA's) hold about that."""
+    return 0 if swept["name"] in XPLANES else 1000
 
 
 def test_every_fixture_is_swept():
@@ -139,15 +147,13 @@ def test_breakdown_parts_add_up_to_each_span(swept):
 
 def test_trace_window_spans_first_to_last_device_event(swept):
     """Per chip, the whole-trace span is the file's first device event to its last, as a plain reader sees
-    them. Kineto's timestamps are microseconds since the epoch: a float64 of that size (perfkit's reading, and
-    HTA's) holds them to about a nanosecond, so a nanosecond is allowed there."""
+    them."""
     _, spans = swept["source"]
-    slack = 0 if swept["name"] in XPLANES else 1000
     rows = _ok(swept["breakdown_trace"])["rows"]
     assert sorted(r["device"] for r in rows) == sorted(spans)
     for r in rows:
         first, last = spans[r["device"]]
-        assert abs(r["span_ps"] - (last - first)) <= slack, (r, last - first)
+        assert abs(r["span_ps"] - (last - first)) <= _slack(swept), (r, last - first)
 
 
 def test_step_means_are_the_rows_means(swept):
@@ -167,21 +173,24 @@ def test_diff_against_itself_is_all_zero(swept):
 
 
 def test_tail_names_every_chip_and_its_last_op(swept):
+    """Each chip's last device op ends where the file's last device event of that chip ends (perfkit's times
+    are from the trace's origin, which the export records)."""
     chips = {(r["rank"], r["device"]) for r in _ok(swept["breakdown"])["rows"]}
     doc = _ok(swept["tail"])
     assert {(c["rank"], c["device"]) for c in doc["chips"]} == chips
+    _, spans = swept["source"]
+    origin_ps = swept["exported"][0] * 1000
     for c in doc["chips"]:
         last = [o for o in doc["last_ops"] if (o["rank"], o["device"]) == (c["rank"], c["device"])]
         assert 1 <= len(last) <= 5 and max(o["end_ps"] for o in last) == c["last_end_ps"], c
+        assert abs(origin_ps + c["last_end_ps"] - spans[c["device"]][1]) <= _slack(swept), c
 
 
 def test_export_holds_every_event(swept):
     count, _ = swept["source"]
     assert swept["export"].exit_code == 0, swept["export"].output
     assert swept["export"].stdout.startswith(f"{count} events")
-    doc = json.loads(swept["perfetto"].read_text())
-    written = Counter(e["ph"] for e in doc["traceEvents"])
-    assert written["X"] == count
+    assert swept["exported"][1] == count
 
 
 def test_collectives_add_up_and_match_the_breakdown(swept):
