@@ -44,7 +44,7 @@ KINETO = [f"kineto/{name}.json.gz" for name in ("rank-0", "rank-1", "hta_nccl_da
 VIDEO = "video/cogvideox_horse_720x480_49f.mp4"
 NO_COLLECTIVES = {"xplane/mi300_jax_conv_8gpu.xplane.pb", "kineto/xdit_flux1_profile_rank0.json.gz"}
 KINETO_DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-PARTS = ("compute_ps", "ici_ps", "dma_ps", "idle_ps")
+PARTS = ("compute_ps", "ici_ps", "dcn_ps", "dma_ps", "idle_ps")
 CHIP = ("rank", "device")
 
 
@@ -195,7 +195,7 @@ def test_export_holds_every_event(swept):
 
 def test_collectives_add_up_and_match_the_breakdown(swept):
     """Each instance's exposed and hidden parts make its time; per chip and step, the instances' exposed and
-    hidden sums are the breakdown's exposed ICI and hidden communication (no two collectives of these files
+    hidden sums are the breakdown's exposed ICI + DCN and hidden communication (no two collectives of these files
     overlap on one chip)."""
     result = swept["collectives"]
     if swept["name"] in NO_COLLECTIVES:
@@ -209,7 +209,7 @@ def test_collectives_add_up_and_match_the_breakdown(swept):
         assert i["wait_ps"] + i["transfer_ps"] == i["exposed_ps"], i
     for r in _ok(swept["breakdown"])["rows"]:
         mine = [i for i in instances if (i["rank"], i["device"], i["step"]) == (r["rank"], r["device"], r["step"])]
-        assert sum(i["exposed_ps"] for i in mine) == r["ici_ps"], r
+        assert sum(i["exposed_ps"] for i in mine) == r["ici_ps"] + r["dcn_ps"], r
         assert sum(i["hidden_ps"] for i in mine) == r["hidden_ps"], r
         assert sum(i["time_ps"] for i in mine) == r["comm_ps"], r
 
@@ -234,7 +234,8 @@ def test_whole_trace_equals_hta(swept):
     """The real Kineto files trace/test_trace_hta.py leaves out (the xDiT FLUX.1 MI300X trace has no other
     referee): the whole-trace breakdown is HTA's temporal breakdown, to the nanosecond, and its overlap."""
     (r,) = _ok(swept["breakdown_trace"])["rows"]
-    ours = tuple(r[k] / 1e6 for k in ("idle_ps", "compute_ps")) + ((r["ici_ps"] + r["dma_ps"]) / 1e6, r["span_ps"] / 1e6)
+    noncompute = r["ici_ps"] + r["dcn_ps"] + r["dma_ps"]
+    ours = (r["idle_ps"] / 1e6, r["compute_ps"] / 1e6, noncompute / 1e6, r["span_ps"] / 1e6)
     parts, overlap = HTA_NOT_IN_TEST_TRACE_HTA[swept["name"]]
     assert ours == pytest.approx(parts, abs=1e-3)
     if overlap is None:
