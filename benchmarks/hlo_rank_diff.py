@@ -7,7 +7,8 @@ their instructions alike dumped byte-identical files; others name them different
 processes do); rank DIVERGENT compiled one more pad fusion and copy-start in front of the first
 collective-permute, which moves its receive buffers 18.9 MB further into its temp allocation (the
 reference TPU PR's failure). Then times the `perfkit hlo-diff` command end to end, as a user runs it
-(median of --repeat runs; CPU time and peak RSS include its worker processes), and checks its --json.
+(median and best of --repeat runs; the CPU time counts its worker processes, the peak RSS is that of
+its largest process), and checks its --json.
 
 There is no anchor to time it against: XLA's hlo_diff compares two modules, not N ranks.
 
@@ -151,8 +152,8 @@ def main() -> None:
             (m,) = result["modules"]
             (d,) = m["divergences"]
             print(f"{name}: {ranks} ranks ({distinct} distinct files) x {m['instructions']:,} instructions, "
-                  f"{size_mb:.0f} MB of dumps: {wall:.2f} s wall, {cpu:.2f} s CPU, {rss:.0f} MB peak RSS "
-                  f"(exit {runs[0][3]}; goal {f'<= {goal} s' if goal else 'none'})")
+                  f"{size_mb:.0f} MB of dumps: {wall:.2f} s wall (best {min(r[0] for r in runs):.2f}), {cpu:.2f} s "
+                  f"CPU, {rss:.0f} MB peak RSS (exit {runs[0][3]}; goal {f'<= {goal} s' if goal else 'none'})")
             print(f"  found: groups {rank_ranges(m['groups'])}, ENTRY ops {d['entry_ops']['majority']} -> "
                   f"{d['entry_ops']['rank']}, first difference {d['first_difference']['rank']['opcode']}, "
                   f"{d['buffers']['receive_moved']} receive buffers moved by {d['buffers']['receive'][0]['delta']:+,} B")
