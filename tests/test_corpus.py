@@ -12,9 +12,9 @@ The oracle figures are held by the tests named below; every real file is referee
 | xplane/mi300_jax_conv_8gpu.xplane.pb | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_xprof.py::test_mi300_fixture_matches_hlo_stats, ::test_category_totals_match_op_profile (xprof hlo_stats, op_profile); trace/test_trace_fixtures.py (hlo_stats through the CLI) |
 | kineto/rank-0.json.gz, rank-1.json.gz | trace breakdown, diff, tail, export, collectives | trace/test_trace_hta.py::test_whole_trace_equals_hta, ::test_hta_live (HTA 0.5.0 temporal breakdown, overlap); trace/test_trace_collectives.py::test_straggler_of_two_real_ranks_agrees_with_hta |
 | kineto/hta_nccl_data.json.gz | trace breakdown, diff, tail, export, collectives | trace/test_trace_hta.py::test_nanosecond_trace_hta_rounds_inward, ::test_hta_live; trace/test_trace_collectives.py::test_nccl_kernel_bytes_from_kineto_args (the file's own NCCL args) |
-| kineto/hta_trace_diff_control.json.gz | trace breakdown, diff, tail, export, collectives | trace/test_trace_cli.py::test_diff_counts_and_durations_equal_hta_trace_diff (HTA TraceDiff sums); trace/test_trace_names.py::test_agrees_with_hta_shorten_name; test_whole_trace_equals_hta below (HTA temporal breakdown, pinned) |
+| kineto/hta_trace_diff_control.json.gz | trace breakdown, diff, tail, export, collectives | trace/test_trace_cli.py::test_diff_counts_and_durations_equal_hta_trace_diff (HTA TraceDiff sums); trace/test_trace_names.py::test_agrees_with_hta_shorten_name; test_the_files_test_trace_hta_leaves_out_equal_hta below (HTA temporal breakdown, pinned) |
 | kineto/hta_trace_diff_test.json.gz | trace breakdown, diff, tail, export, collectives | trace/test_trace_hta.py::test_kernels_queued_before_the_profiler, ::test_hta_live; trace/test_trace_cli.py (TraceDiff) |
-| kineto/xdit_flux1_profile_rank0.json.gz | trace breakdown, diff, tail, export; collectives (world size 1, none: exit 2) | test_whole_trace_equals_hta below (HTA 0.5.0 temporal breakdown, pinned; no other test referees it) |
+| kineto/xdit_flux1_profile_rank0.json.gz | trace breakdown, diff, tail, export; collectives (world size 1, none: exit 2) | test_the_files_test_trace_hta_leaves_out_equal_hta below (HTA 0.5.0 temporal breakdown, pinned; no other test referees it) |
 | video/cogvideox_horse_720x480_49f.mp4 | quality A A, quality A B | quality/test_quality_ffmpeg.py (libavfilter's psnr filter through PyAV; the ffmpeg binary where present) |
 
 No real XLA dump is among the fixtures: ``perfkit hlo-diff``'s real-file check is the suite's own JAX dumps
@@ -230,7 +230,7 @@ HTA_NOT_IN_TEST_TRACE_HTA = {
 
 
 @pytest.mark.parametrize("swept", list(HTA_NOT_IN_TEST_TRACE_HTA), indirect=True)
-def test_whole_trace_equals_hta(swept):
+def test_the_files_test_trace_hta_leaves_out_equal_hta(swept):
     """The real Kineto files trace/test_trace_hta.py leaves out (the xDiT FLUX.1 MI300X trace has no other
     referee): the whole-trace breakdown is HTA's temporal breakdown, to the nanosecond, and its overlap."""
     (r,) = _ok(swept["breakdown_trace"])["rows"]
