@@ -37,6 +37,7 @@ def fixtures_dir() -> Path:
 SESSION_MARK = "PERFKIT_TEST_SESSION"
 THREADS_LEFT = "threads-left.txt"  # xdist workers report their threads here, for the controller
 LEFT_GRACE_S = 5.0  # for processes and threads still on their way out
+TOOL_CACHES = ("torchinductor_",)  # caches tools keep in the temp folder: removed with it, not reported
 _owner = SESSION_MARK not in os.environ  # this process opened the session (not an xdist worker)
 if _owner:
     os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())  # pytest's tmp_path stays put
@@ -91,7 +92,7 @@ def pytest_sessionfinish(session, exitstatus):
     if report.exists():
         threads += report.read_text().splitlines()
         report.unlink()
-    files = sorted(str(p.relative_to(_SESSION_TEMP)) for p in _SESSION_TEMP.iterdir())
+    files = sorted(p.name for p in _SESSION_TEMP.iterdir() if not p.name.startswith(TOOL_CACHES))
     left = ([f"process {pid}: {cmd}" for pid, cmd in processes.items()] + threads
             + [f"temp: {tempfile.gettempdir()}/{name}" for name in files])
     for pid in processes:  # started by this session's tests: end them, by pid

@@ -107,8 +107,8 @@ def test_a_named_host_may_be_contacted_as_well_as_loopback():
     ("serve.output", {"kind": "url"}, "c.yaml: serve.output.field: output kind url needs the JSON field that holds it"),
     ("serve.output.kind", "file", "c.yaml: serve.output.kind: must be one of body, base64, url, path"),
     ("serve.output.suffix", "mkv", "c.yaml: serve.output.suffix: a file suffix such as .mp4, got 'mkv'"),
-    ("serve.concurrency", [1, 1], "c.yaml: serve.concurrency: must be a list of distinct integers >= 1, e.g. "
-                                  "[1, 2, 4]"),
+    ("serve.concurrency", [1, 1], "c.yaml: serve.concurrency: must be a list of distinct integers in 1..4096, "
+                                  "e.g. [1, 2, 4]"),
     ("serve.concurrency", [0], "c.yaml: serve.concurrency: must be a list of distinct integers in 1..4096, e.g. [1, 2, 4]"),
     ("serve.requests", 0, "c.yaml: serve.requests: must be >= 1"),
     ("serve.server", None, "c.yaml: serve.server: the server's argv: a non-empty list of strings (never a shell "
