@@ -2,12 +2,13 @@
 the classic hostile inputs one by one. Each ends with exit 0-3 and at most one line of refusal, never a
 traceback, within the time and memory caps, writing nothing outside its run directory.
 
-CI runs a few derandomized examples per reader (seconds); ``PERFKIT_CAMPAIGN=1`` runs 600 per reader and
-prints the count (benchmarks/bad_inputs.py runs thousands faster, without Hypothesis).
+CI runs a few derandomized examples per reader (seconds); ``PERFKIT_CAMPAIGN=1 pytest -s tests/campaign`` runs
+600 per reader and prints the count (benchmarks/bad_inputs.py runs thousands faster, without Hypothesis).
 """
 
 import gzip
 import os
+import sys
 import time
 import zlib
 
@@ -24,15 +25,13 @@ ATTEMPTS: dict[str, int] = {}
 
 
 @pytest.fixture(scope="module", autouse=True)
-def report_count(request):
+def report_count():
     t0 = time.monotonic()
     yield
-    if ATTEMPTS:
-        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-        line = (f"bad-input campaign: {sum(ATTEMPTS.values())} mutated inputs "
-                f"({', '.join(f'{k} {v}' for k, v in ATTEMPTS.items())}) in {time.monotonic() - t0:.0f} s")
-        if reporter is not None:
-            reporter.write_line(line)
+    if ATTEMPTS:  # on the terminal itself, past pytest's capture (the count is the campaign's result)
+        print(f"\nbad-input campaign: {sum(ATTEMPTS.values())} mutated inputs "
+              f"({', '.join(f'{k} {v}' for k, v in ATTEMPTS.items())}) in {time.monotonic() - t0:.0f} s",
+              file=sys.__stderr__, flush=True)
 
 
 @pytest.mark.parametrize("reader", ci.READERS)
