@@ -11,21 +11,27 @@ from pathlib import Path
 import click
 
 import perfkit
-from perfkit import __version__
 from perfkit.errors import BadInput, ExitCode
 
-# name -> "module:attribute" of a click command; imported on first use.
+# name -> ("module:attribute" of a click command, its one-line help): imported on first use; the help
+# is spelt here so that `perfkit --help` lists the commands without importing any of them
+# (tests/test_cli_help.py holds each line to the command's own).
 COMMANDS = {
-    "run": "perfkit.cli:run",
-    "cases": "perfkit.cli:cases",
-    "report": "perfkit.cli:report",
-    "check": "perfkit.report.check:command",
-    "cost": "perfkit.cost.cli:cost",
-    "env": "perfkit.cli:env",
-    "hlo-diff": "perfkit.hlo.cli:hlo_diff",
-    "quality": "perfkit.quality.cli:command",
-    "trace": "perfkit.trace.cli:trace",
-    "models": "perfkit.models.listing:command",
+    "run": ("perfkit.cli:run",
+            "Run the A/B trials of CASE_FILE (a file, or a bundled case by name: `perfkit cases`) and write a report..."),
+    "cases": ("perfkit.cli:cases", "List the bundled cases (`perfkit run NAME` runs one) with each one's description."),
+    "report": ("perfkit.cli:report", "Rewrite each RUN_DIR's summary.json, report.md and plots from its files "
+                                     "(merging the parts of a multi-host..."),
+    "check": ("perfkit.report.check:command",
+              "Compare RUN_DIR with a committed baseline: B/A ratios, quality, determinism, rank consistency."),
+    "cost": ("perfkit.cost.cli:cost",
+             "FLOPs, HBM bytes, collectives and memory of each step, and its roofline bound on a chip."),
+    "env": ("perfkit.cli:env", "Versions, devices and the git tree hash, as a run records them in env.json."),
+    "hlo-diff": ("perfkit.hlo.cli:hlo_diff", "Compare the XLA programs that ranks compiled (exit 1 when they diverge)."),
+    "quality": ("perfkit.quality.cli:command",
+                "Compare output B against reference A: videos, PNG / JPEG folders, .npy / .npz, run outputs."),
+    "trace": ("perfkit.trace.cli:trace", "Trace analysis of xplane.pb (TPU, GPU, CPU) and Kineto JSON profiles."),
+    "models": ("perfkit.models.listing:command", "The bundled model families and parallel plans, as cases name them."),
 }
 
 
@@ -34,11 +40,14 @@ class LazyGroup(click.Group):
         return sorted(COMMANDS)
 
     def get_command(self, ctx, name):
-        target = COMMANDS.get(name)
-        if target is None:
+        if name not in COMMANDS:
             return None
-        module, attr = target.split(":")
+        module, attr = COMMANDS[name][0].split(":")
         return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx, formatter):
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name][1]) for name in self.list_commands(ctx)])
 
     def invoke(self, ctx):
         try:
@@ -49,7 +58,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="perfkit")
+@click.version_option(package_name="perfkit", prog_name="perfkit")
 def cli():
     """Profiling and A/B benchmarking for sequence-parallel diffusion transformers."""
 
