@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO.parent / "shared" / "fixtures"
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     """../shared/fixtures, or a clean skip where that folder is absent (e.g. a bare clone)."""
     if not FIXTURES.is_dir():

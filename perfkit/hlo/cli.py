@@ -13,13 +13,13 @@ import click
 from perfkit.cost.chips import chip
 from perfkit.cost.programs import ab_cost
 from perfkit.errors import BadInput, ExitCode
+from perfkit.hlo import render
+from perfkit.hlo.diff import compare_ab, compare_ranks
+from perfkit.hlo.dumps import resolve, single_dump
 
 
 def check_all(paths: list[str], module_filter: str | None = None) -> dict:
     """Every rank set the paths name, compared; the ``--json`` result of the rank mode."""
-    from perfkit.hlo.diff import compare_ranks
-    from perfkit.hlo.dumps import resolve
-
     # workers=None: distinct dump files parse in a process per core (this process is single-threaded).
     checks = [compare_ranks(d, module_filter, workers=None) for d in resolve(paths)]
     return {"consistent": all(c["consistent"] for c in checks),
@@ -40,13 +40,9 @@ def hlo_diff(paths, ab, module_filter, chip_name, as_json, markdown):
     PATHS: a run directory, a folder of rank<R>/ dump folders, or one dump folder per rank
     (--xla_dump_to=DIR --xla_dump_hlo_as_text). With --ab: A_DUMP B_DUMP.
     """
-    from perfkit.hlo import render
-
     if as_json and markdown:
         raise BadInput("--json and --markdown exclude each other", field="--markdown")
     if ab:
-        from perfkit.hlo.diff import compare_ab
-        from perfkit.hlo.dumps import single_dump
 
         if len(paths) != 2:
             raise BadInput(f"--ab takes two dump folders (A then B), got {len(paths)}", field="--ab")

@@ -17,12 +17,8 @@ KERNELS = 201
 
 
 @pytest.fixture(scope="module")
-def kernel_names():
-    from conftest import FIXTURES
-
-    if not FIXTURES.is_dir():
-        pytest.skip("../shared/fixtures is absent")
-    ev = events.load([FIXTURES / p for p in PAIR])
+def kernel_names(fixtures_dir):
+    ev = events.load([fixtures_dir / p for p in PAIR])
     return sorted(events.device_ops(ev)["name"].astype(str).unique())
 
 
@@ -67,10 +63,8 @@ def test_labels_fit_and_stay_distinct(kernel_names):
     assert names.labels(["x" * 300], width=40)["x" * 300] == "x" * 26 + "…" + "x" * 13
 
 
-def test_diff_text_fits_and_json_keeps_full_names(kernel_names):
-    from conftest import FIXTURES
-
-    a, b = (FIXTURES / p for p in PAIR)
+def test_diff_text_fits_and_json_keeps_full_names(kernel_names, fixtures_dir):
+    a, b = (fixtures_dir / p for p in PAIR)
     text = CliRunner().invoke(cli, ["trace", "diff", str(a), str(b), "--by", "op", "-n", "500"])
     assert text.exit_code == 0, text.output
     lines = text.stdout.splitlines()
