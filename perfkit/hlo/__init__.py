@@ -2,6 +2,20 @@
 
 ``parse`` reads ``*after_optimizations.txt``; ``fingerprint`` gives name-free canonical forms; ``buffers``
 reads buffer assignments (temp size, collective receive offsets); ``dumps`` finds dump folders;
-``diff`` compares ranks (``compare_ranks``) or variants (``compare_ab``); ``render`` prints the results;
-``check`` is the runner's per-variant check; ``cli`` is the ``perfkit hlo-diff`` command.
+``load`` parses each distinct file once; ``diff`` compares ranks (``compare_ranks``) or variants
+(``compare_ab``); ``cost`` counts a program's FLOPs, bytes and collectives; ``render`` prints the
+results; ``check`` is the runner's per-variant check; ``cli`` is the ``perfkit hlo-diff`` command.
+
+In a notebook::
+
+    from perfkit import hlo
+    r = hlo.diff_ranks(["reports/runs/x/trials/00-a"])  # as `hlo-diff --json`: consistent, modules, checks
+    hlo.diff_ab(Path("a/xla_dump"), Path("b/xla_dump"))  # B's programs against A's
+
+(``perfkit.cost`` gives what each program costs.)
 """
+
+from perfkit.common.lazy import exports
+
+__all__ = ["diff_ranks", "diff_ab"]
+__getattr__, __dir__ = exports(__name__, {"diff_ranks": "cli:check_all", "diff_ab": "diff:compare_ab"})
