@@ -8,6 +8,7 @@ import click
 import pandas as pd
 
 from perfkit.errors import BadInput
+from perfkit.trace.memory import reuse_freed_memory
 from perfkit.trace.names import readable
 
 PS_PER_MS = 1e9
@@ -43,6 +44,7 @@ def _json_rows(frame: pd.DataFrame) -> list[dict]:
 @click.group()
 def trace():
     """Trace analysis of xplane.pb (TPU, GPU, CPU) and Kineto JSON profiles."""
+    reuse_freed_memory()
 
 
 @trace.command()

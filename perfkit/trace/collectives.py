@@ -350,11 +350,12 @@ def stragglers(inst: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()[columns]
 
 
-def analyse(events: pd.DataFrame) -> dict:
+def analyse(events: pd.DataFrame, spans: pd.DataFrame | None = None) -> dict:
     """``instances``, ``ops`` (``by_op``) and ``steps`` (``stragglers``) of an events frame, and
-    ``chip_steps``: how many (chip, step) spans its breakdown measured."""
+    ``chip_steps``: how many (chip, step) spans its breakdown measured (``spans``: that breakdown, where
+    the caller has it)."""
     inst = instances(events)
-    spans = breakdown.breakdown(events)
+    spans = breakdown.breakdown(events) if spans is None else spans
     return {"instances": inst, "ops": by_op(inst), "steps": stragglers(inst, spans), "chip_steps": len(spans)}
 
 
@@ -371,35 +372,19 @@ def by_kind(inst: pd.DataFrame, chip_steps: int) -> pd.DataFrame:
     return per.sort_values("exposed_ps", ascending=False, kind="stable").reset_index()
 
 
-def summarize(found: dict[str, list[Path]]) -> dict:
-    """For a run's summary: per variant with traced trials (``found``: variant -> trial folders holding
-    ``rank*/trace``), ``kinds`` (``by_kind`` over every chip-step of its trials, ms, top ``TOP_KINDS``)
-    and ``steps`` (``stragglers`` rows of each trial, with ``trial``: its folder name, ms), or
-    ``{"error": ...}``."""
-    out = {}
-    for variant, folders in found.items():
-        if not folders:
-            continue
-        try:
-            inst, steps, chip_steps = [], [], 0
-            for folder in folders:  # one trial at a time: its ranks' traces share clocks, trials do not
-                found_here = analyse(load(sorted(folder.glob("rank*/trace"))))
-                inst.append(found_here["instances"])
-                steps.append(found_here["steps"].assign(trial=folder.name))
-                chip_steps += found_here["chip_steps"]
-        except BadInput as exc:
-            out[variant] = {"error": exc.line()}
-            continue
-        kinds = by_kind(pd.concat(inst), chip_steps).head(TOP_KINDS)
-        steps = pd.concat(steps)
-        out[variant] = {
-            "kinds": [{"kind": r.kind, "count": float(r.count), "bytes": None if np.isnan(r.bytes) else float(r.bytes),
-                       "time_ms": r.time_ps / PS_PER_MS, "exposed_ms": r.exposed_ps / PS_PER_MS,
-                       "hidden_ms": r.hidden_ps / PS_PER_MS, "wait_ms": r.wait_ps / PS_PER_MS,
-                       "gbps": None if np.isnan(r.gbps) else float(r.gbps)} for r in kinds.itertuples()],
-            "steps": [{"trial": r.trial, "step": int(r.step), "rank": int(r.rank), "device": int(r.device),
-                       "times_last": int(r.times_last), "matched": int(r.matched), "skew_ms": r.skew_ps / PS_PER_MS,
-                       "span_ms": r.span_ps / PS_PER_MS, "skew_share": float(r.skew_share)}
-                      for r in steps.itertuples()],
-        }
-    return out
+def summarize(trials: list[tuple[str, dict]]) -> dict:
+    """One variant's collectives for a run's summary, from ``analyse`` of each of its traced trials
+    (trial folder name, its analysis; a trial's ranks share clocks, trials do not): ``kinds``
+    (``by_kind`` over every chip-step, ms, top ``TOP_KINDS``) and ``steps`` (``stragglers`` rows of
+    each trial, with ``trial``, ms)."""
+    kinds = by_kind(pd.concat([a["instances"] for _, a in trials]), sum(a["chip_steps"] for _, a in trials))
+    steps = pd.concat([a["steps"].assign(trial=name) for name, a in trials])
+    return {
+        "kinds": [{"kind": r.kind, "count": float(r.count), "bytes": None if np.isnan(r.bytes) else float(r.bytes),
+                   "time_ms": r.time_ps / PS_PER_MS, "exposed_ms": r.exposed_ps / PS_PER_MS,
+                   "hidden_ms": r.hidden_ps / PS_PER_MS, "wait_ms": r.wait_ps / PS_PER_MS,
+                   "gbps": None if np.isnan(r.gbps) else float(r.gbps)} for r in kinds.head(TOP_KINDS).itertuples()],
+        "steps": [{"trial": r.trial, "step": int(r.step), "rank": int(r.rank), "device": int(r.device),
+                   "times_last": int(r.times_last), "matched": int(r.matched), "skew_ms": r.skew_ps / PS_PER_MS,
+                   "span_ms": r.span_ps / PS_PER_MS, "skew_share": float(r.skew_share)} for r in steps.itertuples()],
+    }

@@ -1,5 +1,5 @@
 """Traces a run captured (``trials/NN-variant/rank<R>/trace/``), analysed per variant for the run's
-summary: the mean step per chip split into compute / ICI / DMA / idle, and the op kinds whose device
+summary: the mean step per chip split into compute / ICI / DCN / DMA / idle, and the op kinds whose device
 time per step moved most from the baseline to each other variant."""
 
 from __future__ import annotations
@@ -26,23 +26,29 @@ def trial_trace_dirs(run_dir: Path, trials: list[dict], variant: str) -> list[Pa
     return out
 
 
-def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame]:
+def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict]:
     """Mean step parts and collective time in flight / hidden (ms) over every chip-step of the folders'
-    traces, their overlap share (hidden / in flight, of the sums; None without collectives), and the
-    mean per-step op table."""
-    rows, tables, sources = [], [], set()
+    traces, their overlap share (hidden / in flight, of the sums; None without collectives), the mean
+    per-step op table, and the collectives (``collectives.summarize``, or ``{"error"}``): each trial's
+    traces loaded once for all three."""
+    rows, tables, sources, analysed, failed = [], [], set(), [], None
     for folder in folders:  # one trial at a time: its ranks' traces belong together, trials do not
         ev = events.load(sorted(folder.glob("rank*/trace")))
         sources.update(ev.attrs["steps_from"])
         rows.append(breakdown.breakdown(ev))
         tables.append(diff.per_step(ev, "kind"))
+        try:
+            analysed.append((folder.name, collectives.analyse(ev, rows[-1])))
+        except BadInput as exc:  # the breakdown stands; only the collectives part says why not
+            failed = failed or {"error": exc.line()}
     rows = pd.concat(rows)
     parts = {c.replace("_ps", "_ms"): float(rows[c].mean() / PS_PER_MS) for c in breakdown.TIMES + breakdown.COMM}
     comm = int(rows["comm_ps"].sum())
     parts["overlap"] = int(rows["hidden_ps"].sum()) / comm if comm else None
     table = pd.concat(tables).groupby(level=0).agg(category=("category", "first"), time_ps=("time_ps", "mean"),
                                                    count=("count", "mean"))
-    return {"trials": len(folders), "chip_steps": len(rows), **parts, "steps_from": sorted(sources)}, table
+    comms = failed or collectives.summarize(analysed)
+    return {"trials": len(folders), "chip_steps": len(rows), **parts, "steps_from": sorted(sources)}, table, comms
 
 
 def summarize(run_dir: Path, trials: list[dict], variants: list[str]) -> dict | None:
@@ -51,15 +57,15 @@ def summarize(run_dir: Path, trials: list[dict], variants: list[str]) -> dict | 
     found = {v: trial_trace_dirs(run_dir, trials, v) for v in variants}
     if not any(found.values()):
         return None
-    parts, tables = {}, {}
+    parts, tables, comms = {}, {}, {}
     for v, folders in found.items():
         if not folders:
             parts[v] = {"error": "no trace captured"}
             continue
         try:
-            parts[v], tables[v] = _variant(folders)
+            parts[v], tables[v], comms[v] = _variant(folders)
         except BadInput as exc:
-            parts[v] = {"error": exc.line()}
+            parts[v] = comms[v] = {"error": exc.line()}
     base = variants[0]
     deltas = {}
     for v in variants[1:]:
@@ -68,4 +74,4 @@ def summarize(run_dir: Path, trials: list[dict], variants: list[str]) -> dict | 
             deltas[v] = [{"key": r.key, "category": r.category, "a_ms": r.a_ps / PS_PER_MS, "b_ms": r.b_ps / PS_PER_MS,
                           "delta_ms": r.delta_ps / PS_PER_MS} for r in table.itertuples()]
     return {"variants": parts, "op_deltas": deltas, "by": "kind", "baseline": base,
-            "collectives": collectives.summarize(found)}
+            "collectives": comms}

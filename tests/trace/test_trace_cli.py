@@ -164,3 +164,38 @@ def test_diff_counts_and_durations_equal_hta_trace_diff(fixtures_dir, tmp_path):
     except ImportError:
         return
     assert _hta_summaries(tmp_path, files) == ours
+
+
+_ALLOCATION_PROBE = """
+import ctypes, sys
+import numpy as np
+from perfkit.cli import cli
+
+class MallInfo2(ctypes.Structure):  # glibc's struct mallinfo2: ten size_t fields
+    _fields_ = [(f, ctypes.c_size_t) for f in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                               "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+mallinfo2 = ctypes.CDLL(None).mallinfo2
+mallinfo2.restype = MallInfo2
+if "--trace" in sys.argv:
+    try:
+        cli(["trace", "breakdown", sys.argv[1]])
+    except SystemExit:
+        pass
+before = mallinfo2().hblks
+big = np.ones(8 << 20)  # 64 MB: past glibc's largest mmap threshold
+print(mallinfo2().hblks - before, np._core.multiarray._get_madvise_hugepage(), file=sys.stderr)
+"""
+
+
+def test_trace_commands_reuse_freed_memory(tmp_path):
+    """A trace command's process takes big arrays from the heap and no huge-page advice on them
+    (perfkit.trace.memory; glibc's count of mmapped blocks and numpy's switch), a plain process does not."""
+    import subprocess
+    import sys
+
+    path = one_step_trace(tmp_path / "a.xplane.pb", [("fusion.1", "fusion", 0, 10)])
+    probe = lambda *a: subprocess.run([sys.executable, "-c", _ALLOCATION_PROBE, str(path), *a], capture_output=True,  # noqa: E731
+                                      text=True, check=True).stderr.split()[-2:]
+    assert probe() == ["1", "True"]  # the 64 MB array: one more mmapped block
+    assert probe("--trace") == ["0", "False"]

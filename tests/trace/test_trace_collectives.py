@@ -164,19 +164,22 @@ def test_no_collectives_is_one_line_exit_2(tmp_path):
 
 
 def test_run_summary_and_report_lines(tmp_path):
-    """collectives.summarize over a run's trial folders, and the report's lines from it. Per chip-step of
+    """collectives.summarize over a run's trial folders (each trial's traces loaded once, for the
+    breakdown too: perfkit.trace.runs), and the report's lines from it. Per chip-step of
     straggler_trace (4 chips x 2 steps): all-gather time (3 x 26 + 6 + 3 x 14 + 6) / 8 = 16.5 us, exposed
     (23 + 26 + 26 + 6 + 11 + 14 + 14 + 6) / 8 = 15.75, hidden 6 / 8, waiting (57 + 21) / 8 = 9.75; 8 x 98304
     bytes over 132 us; reduce-scatter 56 / 8 us, waiting 24 / 8; permute 44 / 8, waiting 12 / 8."""
     from trace_builders import one_step_trace
 
     from perfkit.report.markdown import _collectives
+    from perfkit.trace.runs import summarize
 
     sp = tmp_path / "trials/00-sp"
     straggler_trace(sp / "rank0/trace/step0/h.xplane.pb")
     tp = tmp_path / "trials/01-tp"
     one_step_trace(tp / "rank0/trace/step0/h.xplane.pb", [("fusion.1", "fusion", 0, 10)])
-    got = collectives.summarize({"sp": [sp], "tp": [tp], "none": []})
+    trials = [{"variant": v, "status": "ok", "dir": f"trials/{d}"} for v, d in (("sp", "00-sp"), ("tp", "01-tp"))]
+    got = summarize(tmp_path, trials, ["sp", "tp", "none"])["collectives"]
     assert set(got) == {"sp", "tp"} and got["tp"] == {"kinds": [], "steps": []}
     kinds = {k["kind"]: k for k in got["sp"]["kinds"]}
     assert list(kinds) == ["all-gather", "reduce-scatter", "collective-permute"]  # most exposed first
