@@ -73,17 +73,10 @@ class Denoiser:
         self.sigmas = euler_sigmas(run.steps)
         self.index = 0
 
-        body = partial(_euler_step, forward=partial(fam.forward, cfg=cfg, plan=plan), guidance=run.guidance)
-        self._step = jax.jit(jax.shard_map(
-            body, mesh=self.mesh,
-            in_specs=(param_pspecs, self._specs(self.state), self._specs(self.conditions), P(), P()),
-            out_specs=self._specs(self.state), check_vma=False))
+        self._step = step_program(fam, cfg, plan, self.mesh, param_pspecs, self.state, self.conditions, run.guidance)
 
     def _sharding(self, spec: P) -> NamedSharding:
         return NamedSharding(self.mesh, spec)
-
-    def _specs(self, streams) -> dict[str, P]:
-        return {name: self.plan.stream_spec(name) for name in streams}
 
     def _put(self, stream: str, x) -> jax.Array:
         """(B, S, C) whole stream, host or device -> padded (eagerly) and placed as the plan lays it out."""
@@ -120,6 +113,19 @@ class Denoiser:
         return decode(np.asarray(jax.device_get(self.latents), np.float32)[0], self.cfg.grid)
 
 
+def step_program(fam, cfg, plan: Plan, mesh: Mesh, param_pspecs, state, conditions, guidance: float | None):
+    """One Euler step of ``fam`` at ``cfg`` as ``jit(shard_map(...))`` over ``mesh`` (``plan`` bound to the
+    streams): the program ``Denoiser`` runs and ``perfkit.cost.paper`` lowers. ``state`` and ``conditions``
+    name the denoised and the conditioning streams (their keys are read)."""
+    def specs(names) -> dict[str, P]:
+        return {name: plan.stream_spec(name) for name in names}
+
+    body = partial(_euler_step, forward=partial(fam.forward, cfg=cfg, plan=plan), guidance=guidance)
+    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(param_pspecs, specs(state), specs(conditions), P(), P()),
+                                 out_specs=specs(state), check_vma=False))
+
+
+# The name is the compiled program's (``jit__euler_step``): perfkit.cost.programs finds the step by it.
 def _euler_step(params, latents, conditions, t, dt, *, forward, guidance):
     """latents, conditions: name -> (B, S', C) stream arrays; returns the stepped latents."""
     b = next(iter(latents.values())).shape[0]

@@ -1,6 +1,6 @@
 """A bundled model's step costed on paper: lowered at any size from abstract shapes, never run.
 
-The step is the one ``perfkit.models.pipeline.Denoiser`` compiles (``jit(shard_map(_euler_step))``),
+The step is the one ``perfkit.models.pipeline.Denoiser`` compiles (``perfkit.models.pipeline.step_program``),
 lowered from ``jax.ShapeDtypeStruct`` arguments: no weights are allocated and nothing is compiled. The
 lowered (not yet optimized) HLO gives the dot FLOPs and the collectives exactly as the shapes and the
 plan make them. Blocks are identical, so the model is lowered with one and with two blocks of each
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -30,7 +29,7 @@ from perfkit.errors import BadInput
 from perfkit.hlo.cost import ProgramCost, program_cost
 from perfkit.hlo.parse import parse_module
 from perfkit.models import layers as L
-from perfkit.models.pipeline import _euler_step
+from perfkit.models.pipeline import step_program
 from perfkit.models.plans import AXIS, Stream
 
 
@@ -72,10 +71,7 @@ def lower_step(family: str, cfg, plan, devices: int, guidance: float | None, dty
 
     state = {n: stream(n) for n, s in inputs.items() if s.denoised}
     conditions = {n: stream(n) for n, s in inputs.items() if not s.denoised}
-    specs_of = lambda d: {n: plan.stream_spec(n) for n in d}  # noqa: E731
-    body = partial(_euler_step, forward=partial(fam.forward, cfg=cfg, plan=plan), guidance=guidance)
-    step = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(param_pspecs, specs_of(state), specs_of(conditions), P(), P()),
-                                 out_specs=specs_of(state), check_vma=False))
+    step = step_program(fam, cfg, plan, mesh, param_pspecs, state, conditions, guidance)
     scalar = jax.ShapeDtypeStruct((), jnp.float32)
     lowered = step.lower(params, state, conditions, scalar, scalar)
     return program_cost(parse_module(lowered.as_text(dialect="hlo")), devices)
