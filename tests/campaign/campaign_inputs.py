@@ -211,7 +211,7 @@ class Outcome:
     peak_mb: float = 0.0
 
 
-def _cli(args: list[str]) -> Outcome:
+def run_cli(args: list[str]) -> Outcome:
     res = CliRunner().invoke(cli, args, catch_exceptions=True)
     error = None if isinstance(res.exception, SystemExit) or res.exception is None else res.exception
     return Outcome(res.exit_code, res.output, error)
@@ -228,9 +228,9 @@ def feed(reader: str, seed: Seed, data: bytes, work: Path) -> Outcome:
     if seed.gz:
         data = gzip.compress(data, mtime=0)
     if reader in ("xplane", "kineto", "kineto_gz"):
-        return _cli(["trace", "breakdown", str(_write(work / "in", seed.name + seed.suffix, data)), "--json"])
+        return run_cli(["trace", "breakdown", str(_write(work / "in", seed.name + seed.suffix, data)), "--json"])
     if reader == "case":
-        return _cli(["run", str(_write(work / "in", "case.yaml", data)), "--only", NO_VARIANT, "--out",
+        return run_cli(["run", str(_write(work / "in", "case.yaml", data)), "--only", NO_VARIANT, "--out",
                      str(work / "run")])
     if reader == "metrics":
         try:
@@ -240,13 +240,13 @@ def feed(reader: str, seed: Seed, data: bytes, work: Path) -> Outcome:
         return Outcome(0, "", None)
     if reader in ("npy", "video"):
         a = _write(work / "a", seed.name + seed.suffix, seed.data)
-        return _cli(["quality", str(a), str(_write(work / "b", seed.name + seed.suffix, data)), "--json"])
+        return run_cli(["quality", str(a), str(_write(work / "b", seed.name + seed.suffix, data)), "--json"])
     if reader == "png":
         for folder in ("a", "b"):
             for other in seeds("png"):
                 _write(work / folder, other.name + ".png", other.data)
         _write(work / "b", seed.name + ".png", data)
-        return _cli(["quality", str(work / "a"), str(work / "b"), "--json"])
+        return run_cli(["quality", str(work / "a"), str(work / "b"), "--json"])
     if reader == "serve":
         return _serve_answer(seed, data, work)
     raise KeyError(reader)
@@ -270,7 +270,7 @@ def _serve_answer(seed: Seed, data: bytes, work: Path) -> Outcome:
 
 
 @contextlib.contextmanager
-def _time_limit(seconds: float):
+def time_limit(seconds: float):
     """Raise TimeoutError in the main thread after ``seconds`` (a reader that never ends)."""
     def expired(_signum, _frame):
         raise TimeoutError(f"no end within {seconds:g} s")
@@ -300,7 +300,7 @@ def attempt(reader: str, seed: Seed, data: bytes, work: Path, measure_memory: bo
         tracemalloc.start()
     t0 = time.monotonic()
     try:
-        with _time_limit(TIME_CAP_S):
+        with time_limit(TIME_CAP_S):
             out = feed(reader, seed, data, work)
     except TimeoutError as exc:
         out = Outcome(1, "", exc)

@@ -73,8 +73,8 @@ def test_a_damaged_dump_ends_in_an_exit_code_never_a_traceback(rng, ab, seed_set
     seed = seed_sets[rng.choice(sorted(seed_sets))]
     folder, what = damaged_copy(seed, rng, work)
     args = ["hlo-diff", "--ab", str(folder / "rank0"), str(folder / "rank1")] if ab else ["hlo-diff", str(folder)]
-    with ci._time_limit(TIME_CAP_S):
-        out = ci._cli([*args, "--json"])
+    with ci.time_limit(TIME_CAP_S):
+        out = ci.run_cli([*args, "--json"])
     problems = ci.problems(out, work) + ([f"exit code {out.exit_code}"] if out.exit_code not in (0, 1, 2) else [])
     assert not problems, f"{what} ({' '.join(args[:2])}): {problems}\n{out.output[-2000:]}"
     shutil.rmtree(work)
@@ -93,6 +93,6 @@ def test_truncated_metadata_is_parsed_in_linear_time(real_dumps, tmp_path):
         names = re.finditer(r'metadata=\{op_name="[^"]*"', text)
         cut = max(names, key=lambda m: len(m.group())).end() if r else len(text)
         (work / "in" / f"rank{r}" / src.name).write_text(text[:cut])
-    with ci._time_limit(TIME_CAP_S):
-        out = ci._cli(["hlo-diff", str(work / "in")])
+    with ci.time_limit(TIME_CAP_S):
+        out = ci.run_cli(["hlo-diff", str(work / "in")])
     assert out.exit_code == 2 and not ci.problems(out, work) and "is not closed" in out.output, out.output
