@@ -41,7 +41,8 @@ def euler_sigmas(steps: int) -> np.ndarray:
 
 
 class Denoiser:
-    """Holds sharded parameters and streams; ``step()`` runs one Euler step on the devices.
+    """Holds sharded parameters and streams; ``step()`` runs one Euler step on the devices, ``program``
+    (``step_program``'s jit function, to lower or trace it with ``params``, ``state``, ``conditions``).
 
     ``config`` is a config name of the family or one of its config objects. The first denoised stream
     is the one decoded to frames and exposed as ``latents``."""
@@ -73,7 +74,7 @@ class Denoiser:
         self.sigmas = euler_sigmas(run.steps)
         self.index = 0
 
-        self._step = step_program(fam, cfg, plan, self.mesh, param_pspecs, self.state, self.conditions, run.guidance)
+        self.program = step_program(fam, cfg, plan, self.mesh, param_pspecs, self.state, self.conditions, run.guidance)
 
     def _sharding(self, spec: P) -> NamedSharding:
         return NamedSharding(self.mesh, spec)
@@ -103,7 +104,7 @@ class Denoiser:
     def step(self) -> jax.Array:
         """One Euler step; returns the decoded stream's new (padded) latents, not waited on."""
         t, t_next = self.sigmas[self.index], self.sigmas[self.index + 1]
-        self.state = self._step(self.params, self.state, self.conditions, jnp.float32(t),
+        self.state = self.program(self.params, self.state, self.conditions, jnp.float32(t),
                                 jnp.float32(t_next - t))
         self.index += 1
         return self.state[self.primary]

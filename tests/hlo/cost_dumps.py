@@ -56,7 +56,7 @@ def main(folder: str, mode: str) -> None:
     from perfkit.models.pipeline import DenoiseConfig, Denoiser
 
     d = Denoiser("wan", "tiny", _plan(mode), jax.devices()[:4], DenoiseConfig(dtype="bfloat16"))
-    compiled = d._step.lower(d.params, d.state, d.conditions, jnp.float32(1), jnp.float32(-0.1)).compile()
+    compiled = d.program.lower(d.params, d.state, d.conditions, jnp.float32(1), jnp.float32(-0.1)).compile()
     print(json.dumps({"cost": compiled.cost_analysis(), "temp": compiled.memory_analysis().temp_size_in_bytes}))
 
 

@@ -33,7 +33,7 @@ BYTES_TOLERANCE = 0.01
 
 def compiled_step(family: str, plan: str, **options):
     d = Denoiser(family, "tiny", make_plan(plan, **options), jax.devices()[:4], DenoiseConfig(dtype="bfloat16"))
-    return d._step.lower(d.params, d.state, d.conditions, jnp.float32(1), jnp.float32(-0.1)).compile()
+    return d.program.lower(d.params, d.state, d.conditions, jnp.float32(1), jnp.float32(-0.1)).compile()
 
 
 @pytest.mark.parametrize("family, plan, options", [

@@ -140,7 +140,7 @@ def _collective_matmuls(monkeypatch, family, config) -> tuple[list[int], list[in
     monkeypatch.setattr(cm, "all_gather_matmul", lambda x, ws, **kw: gathers.append(len(ws)) or gather(x, ws, **kw))
     monkeypatch.setattr(cm, "matmul_reduce_scatter", lambda pairs, **kw: scatters.append(len(pairs)) or scatter(pairs, **kw))
     den = Denoiser(family, config, make_plan("sp", pad="halves"), jax.devices()[:4], DenoiseConfig(steps=1))
-    jax.eval_shape(den._step, den.params, den.state, den.conditions, np.float32(1), np.float32(-1))
+    jax.eval_shape(den.program, den.params, den.state, den.conditions, np.float32(1), np.float32(-1))
     return sorted(gathers), sorted(scatters)
 
 
