@@ -1,4 +1,5 @@
-"""From a run directory's files to ``summary.json``, ``report.md`` and the one summary line.
+"""From a run directory's files to the summary dict that ``summary.json`` holds (``perfkit.run.finish``
+writes it, report.md and the summary line).
 
 Works only from what the run wrote (``case.yaml``, ``env.json``, ``trials.jsonl``, trial folders), so
 ``perfkit report RUN_DIR`` re-renders any run, finished or interrupted.
@@ -54,7 +55,7 @@ def variant_summary(trials: list[dict], name: str) -> dict:
 
 def quality_summary(run_dir: Path, trials: list[dict], a: str, b: str, oracle: str | None = None) -> dict | None:
     """B's outputs against A's (first good trial of each), both against the oracle, and the per-step
-    drift when latents were saved (``perfkit.quality.outputs_quality``); None without outputs."""
+    drift when latents were saved (``perfkit.quality.compare.outputs_quality``); None without outputs."""
     ta, tb = _first_ok(trials, a), _first_ok(trials, b)
     if ta is None or tb is None:
         return None
@@ -233,7 +234,6 @@ def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Ca
     # per variant, the step program of its first trial with XLA dumps; bounds where the run's chip is known
     summary["cost"], summary["roofline"] = run_costs(run_dir, summary)
     if case.kind == "serve":  # per-level latency, outputs/min, served quality (perfkit.serve.analysis)
-
         summary["serve"] = serve_analysis.summarize(case, run_dir, trials)
     summary["not_verified"] = not_verified(case, summary)
     return case, summary
