@@ -37,6 +37,20 @@ def _ms(frame: pd.DataFrame, columns: list[str], per: float = PS_PER_MS, digits:
     return out.rename(columns={c: c.removesuffix("_ps") for c in columns})
 
 
+def text_table(frame: pd.DataFrame) -> str:
+    """``frame.to_string(index=False)`` of a frame of int and str columns, the same text (a numeric
+    column's header one space wider, cells right-aligned) a column at a time: pandas formats a cell at
+    a time, 0.26 s for the 12k rows of a 6M-event breakdown."""
+    columns = []
+    for name, values in frame.items():
+        numeric = pd.api.types.is_integer_dtype(values)
+        cells = values.astype(str).tolist() if numeric else values.tolist()
+        head = f" {name}" if numeric else str(name)
+        width = max(len(head), max(map(len, cells), default=0))
+        columns.append([head.rjust(width)] + [c.rjust(width) for c in cells])
+    return "\n".join(" ".join(row) for row in zip(*columns))
+
+
 def _json_rows(frame: pd.DataFrame) -> list[dict]:
     return json.loads(frame.to_json(orient="records"))
 
@@ -82,13 +96,13 @@ def breakdown(paths, step_pattern, as_json, plot, window):
     hidden_parts = [c for c in TIMES if c != "span_ps" and c.removesuffix("_ps") not in parts]
     table = _ms(rows[COLUMNS].drop(columns=hidden_parts), [c for c in TIMES + COMM if c not in hidden_parts])
     table["overlap"] = rows["overlap"].map(share)
-    click.echo(table.to_string(index=False))
+    click.echo(text_table(table))
     shares = _ms(means.drop(columns=hidden_parts), [c for c in TIMES + COMM if c not in hidden_parts])
     for p in parts:
         shares[p] += (100 * means[f"{p}_ps"] / means["span_ps"]).map(lambda v: f" ({v:.1f}%)")
     shares["overlap"] = means["overlap"].map(share)
     click.echo("\nmean step per chip (ms, % of the span):")
-    click.echo(shares.to_string(index=False))
+    click.echo(text_table(shares))
     if plot:
         click.echo(f"\nplot: {plot}")
 

@@ -199,3 +199,17 @@ def test_trace_commands_reuse_freed_memory(tmp_path):
                                       text=True, check=True).stderr.split()[-2:]
     assert probe() == ["1", "True"]  # the 64 MB array: one more mmapped block
     assert probe("--trace") == ["0", "False"]
+
+
+def test_text_table_is_pandas_to_string():
+    """The breakdown's fast table printer against pandas' to_string(index=False): int columns (negative,
+    wider than their header, int32 / int64), str columns shorter and longer than their header."""
+    import numpy as np
+    import pandas as pd
+
+    from perfkit.trace.cli import text_table
+
+    frame = pd.DataFrame({"rank": np.array([0, 12], np.int32), "step": [-1, 123456], "verylongname": ["a", "bb"],
+                          "s": ["0.417 (45.6%)", "-"], "n": np.array([7, -70000], np.int64)})
+    assert text_table(frame) == frame.to_string(index=False)
+    assert text_table(frame.iloc[:1, :2]) == frame.iloc[:1, :2].to_string(index=False)
