@@ -43,7 +43,6 @@ def hlo_diff(paths, ab, module_filter, chip_name, as_json, markdown):
     if as_json and markdown:
         raise BadInput("--json and --markdown exclude each other", field="--markdown")
     if ab:
-
         if len(paths) != 2:
             raise BadInput(f"--ab takes two dump folders (A then B), got {len(paths)}", field="--ab")
         result = compare_ab(single_dump(paths[0]), single_dump(paths[1]), module_filter)

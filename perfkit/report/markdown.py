@@ -211,7 +211,7 @@ def _ranks(summary: dict) -> list[str]:
 
 
 def _failures(summary: dict) -> list[str]:
-
+    """Each failed or hung trial: its ranks that did not end well, where their threads wait, their last stderr."""
     lines = []
     for f in summary["trials"]["failed"]:
         lines.append(f"- trial {f['index']} ({f['variant']}): **{f['status']}**")
@@ -387,7 +387,6 @@ def render(summary: dict, plots: dict[str, str] | None = None) -> str:
                 "come from the trials that finished.", ""]
     out += ["## Environment", "", *_environment(summary), ""]
     if summary.get("serve"):  # a serve case: latency and outputs/min per concurrency level
-
         out += ["## Serving", "", *section(summary), ""]
     else:
         out += ["## Timing", "", *_timing(summary), ""]
