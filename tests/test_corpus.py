@@ -37,7 +37,6 @@ from click.testing import CliRunner
 from perfkit.cli import cli
 from perfkit.trace import events
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 XPLANES = ["xplane/mi300_jax_conv_8gpu.xplane.pb"]
 KINETO = [f"kineto/{name}.json.gz" for name in ("rank-0", "rank-1", "hta_nccl_data", "hta_trace_diff_control",
                                                  "hta_trace_diff_test", "xdit_flux1_profile_rank0")]
@@ -46,12 +45,6 @@ NO_COLLECTIVES = {"xplane/mi300_jax_conv_8gpu.xplane.pb", "kineto/xdit_flux1_pro
 KINETO_DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 PARTS = ("compute_ps", "ici_ps", "dcn_ps", "dma_ps", "idle_ps")
 CHIP = ("rank", "device")
-
-
-def _fixture(name: str) -> Path:
-    if not FIXTURES.is_dir():
-        pytest.skip("../shared/fixtures is absent")
-    return FIXTURES / name
 
 
 def _invoke(*args):
@@ -102,10 +95,10 @@ def _source_events(path: Path) -> tuple[int, dict]:
 
 
 @pytest.fixture(scope="module", params=XPLANES + KINETO)
-def swept(request, tmp_path_factory):
+def swept(request, fixtures_dir, tmp_path_factory):
     """One trace file through every ``perfkit trace`` command (each file parsed once per events.load
     signature): name -> result, plus the file's path, its own reading, and the export's origin and events."""
-    path = _fixture(request.param)
+    path = fixtures_dir / request.param
     out = tmp_path_factory.mktemp("export") / "trace.json"
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(events, "load", _cached(events.load))
@@ -129,8 +122,8 @@ def _slack(swept) -> int:
     return 0 if swept["name"] in XPLANES else 1000
 
 
-def test_every_fixture_is_swept():
-    folder = _fixture(".")
+def test_every_fixture_is_swept(fixtures_dir):
+    folder = fixtures_dir
     found = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != "README.md"}
     assert found == set(XPLANES + KINETO + [VIDEO])
 
@@ -258,8 +251,8 @@ def _reencoded(src: Path, dst: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def quality_runs(tmp_path_factory):
-    video = _fixture(VIDEO)
+def quality_runs(fixtures_dir, tmp_path_factory):
+    video = fixtures_dir / VIDEO
     b = _reencoded(video, tmp_path_factory.mktemp("reencode") / "crf30.mp4")
     return {"same": _ok(_invoke("quality", video, video, "--json")), "reencoded": _ok(_invoke("quality", video, b, "--json"))}
 
