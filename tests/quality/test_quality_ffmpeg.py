@@ -21,7 +21,7 @@ import pytest
 from perfkit.quality import compare as quality
 from perfkit.report import markdown
 
-FIXTURE = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "video" / "cogvideox_horse_720x480_49f.mp4"
+VIDEO = "video/cogvideox_horse_720x480_49f.mp4"  # under ../shared/fixtures
 TOLERANCE_DB = 0.01
 RGB_FILTER = "[0:v]format=rgb24[a];[1:v]format=rgb24[b];[a][b]psnr"
 
@@ -96,20 +96,19 @@ def decoded(path: Path) -> list:
 
 
 @pytest.fixture(scope="module")
-def pairs(tmp_path_factory):
+def pairs(fixtures_dir, tmp_path_factory):
     """name -> (A, B): the real video against itself through x264 CRF 30 (h264 yuv420p), both losslessly
     copied as ffv1 yuv420p (same planes) and libx264rgb crf 0 (RGB source, gbrp), and a 121-frame 960x544
     pair (the real frames scaled, played forward and back; A at x264 CRF 18, B at CRF 30)."""
-    if not FIXTURE.is_file():
-        pytest.skip("../shared/fixtures is absent")
+    video = fixtures_dir / VIDEO
     tmp = tmp_path_factory.mktemp("oracle")
-    lossy = encode(decoded(FIXTURE), tmp / "crf30.mp4", "libx264", "yuv420p", {"crf": "30", "preset": "fast"})
-    out = {"h264": (FIXTURE, lossy)}
+    lossy = encode(decoded(video), tmp / "crf30.mp4", "libx264", "yuv420p", {"crf": "30", "preset": "fast"})
+    out = {"h264": (video, lossy)}
     out["ffv1"] = tuple(encode(decoded(p), tmp / f"{p.stem}.ffv1.mkv", "ffv1", "yuv420p", {}) for p in out["h264"])
     out["x264rgb"] = tuple(encode(decoded(p), tmp / f"{p.stem}.rgb.mkv", "libx264rgb", "rgb24",
                                   {"crf": "0", "preset": "ultrafast"})
                            for p in out["h264"])
-    scaled = [f.reformat(width=960, height=544) for f in decoded(FIXTURE)]
+    scaled = [f.reformat(width=960, height=544) for f in decoded(video)]
     order = (list(range(len(scaled))) + list(range(len(scaled) - 2, 0, -1))) * 2
     clip = [scaled[i] for i in order[:121]]
     out["121"] = tuple(encode(clip, tmp / f"121_crf{crf}.mp4", "libx264", "yuv420p",
