@@ -17,7 +17,7 @@ from perfkit.cost.chips import Chip
 from perfkit.cost.roofline import describe, roofline
 from perfkit.errors import BadInput
 from perfkit.hlo.cost import ProgramCost, dump_cost
-from perfkit.hlo.dumps import AFTER_OPTIMIZATIONS, dump_files, has_dumps, rank_folders
+from perfkit.hlo.dumps import dump_files, find_dumps, single_dump
 
 STEP_MODULE = "jit__euler_step"  # the bundled worker's step (perfkit.models.pipeline._euler_step)
 
@@ -39,22 +39,13 @@ def step_cost(costs: list[ProgramCost], step_module: str | None = None) -> Progr
     return bundled[0] if bundled else max(costs, key=lambda c: (c.dot_flops + c.other_flops, c.hbm_bytes))
 
 
-def _dump_folder(path: Path) -> Path | None:
-    """A dump folder itself, a rank folder's ``xla_dump/``, or the lowest rank's of a folder of ranks."""
-    for candidate in (path, path / "xla_dump"):
-        if has_dumps(candidate):
-            return candidate
-    ranks = rank_folders(path) if path.is_dir() else {}
-    return next((f for _, f in sorted(ranks.items()) if has_dumps(f)), None)
-
-
 def variant_dumps(run_dir: Path) -> dict[str, Path]:
     """Each variant's first trial with XLA dumps (its lowest rank's folder), in trial order."""
     out: dict[str, Path] = {}
     trials = run_dir / "trials"
     for trial in sorted(trials.iterdir() if trials.is_dir() else [], key=lambda p: p.name):
         variant = trial.name.split("-", 1)[1] if "-" in trial.name else trial.name
-        folder = _dump_folder(trial) if trial.is_dir() and variant not in out else None
+        folder = find_dumps(trial) if trial.is_dir() and variant not in out else None
         if folder is not None:
             out[variant] = folder
     return out
@@ -65,19 +56,13 @@ def resolve(paths: list[str]) -> dict[str, Path]:
     rank folder or a folder of rank folders."""
     out: dict[str, Path] = {}
     for p in map(Path, paths):
-        if not p.is_dir():
-            raise BadInput("no such folder" if not p.exists() else "not a folder", path=str(p))
         if (p / "trials").is_dir():
             found = variant_dumps(p)
             if not found:
                 raise BadInput("no trial wrote XLA dumps (capture.xla_dump: none?)", path=str(p))
             out.update({v if len(paths) == 1 else f"{p}:{v}": f for v, f in found.items()})
             continue
-        folder = _dump_folder(p)
-        if folder is None:
-            raise BadInput(f"no *{AFTER_OPTIMIZATIONS} here (dumps need --xla_dump_to=DIR --xla_dump_hlo_as_text)",
-                           path=str(p))
-        out[str(p)] = folder
+        out[str(p)] = single_dump(p)
     return out
 
 

@@ -139,17 +139,24 @@ def _rank_numbers(folders: list[Path]) -> list[int]:
     return found if None not in found and len(set(found)) == len(found) else list(range(len(folders)))
 
 
+def find_dumps(path: Path) -> Path | None:
+    """The dump folder a path holds: itself, its ``xla_dump/`` (a rank folder), or the lowest rank's of
+    its ``rank<R>/`` folders that has dumps (a trial, a rank-folder set); None when none has."""
+    for candidate in (path, path / "xla_dump"):
+        if has_dumps(candidate):
+            return candidate
+    ranks = rank_folders(path) if path.is_dir() else {}
+    return next((f for f in ranks.values() if has_dumps(f)), None)
+
+
 def single_dump(path: str | Path) -> Path:
-    """One program's dump folder for ``--ab``: a dump folder, or rank 0's of a trial / rank-folder set."""
+    """One program's dump folder (``--ab``, ``perfkit cost``): ``find_dumps``'s, refused in one line when
+    there is none."""
     folder = Path(path)
     if not folder.is_dir():
         raise BadInput("no such folder" if not folder.exists() else "not a folder", path=str(folder))
-    if has_dumps(folder):
-        return folder
-    ranks = rank_folders(folder)
-    if ranks and has_dumps(ranks[min(ranks)]):
-        return ranks[min(ranks)]
-    if has_dumps(folder / "xla_dump"):
-        return folder / "xla_dump"
-    raise BadInput(f"no *{AFTER_OPTIMIZATIONS} here (dumps need --xla_dump_to=DIR --xla_dump_hlo_as_text)",
-                   path=str(folder))
+    found = find_dumps(folder)
+    if found is None:
+        raise BadInput(f"no *{AFTER_OPTIMIZATIONS} here (dumps need --xla_dump_to=DIR --xla_dump_hlo_as_text)",
+                       path=str(folder))
+    return found
