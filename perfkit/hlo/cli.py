@@ -45,9 +45,9 @@ def hlo_diff(paths, ab, module_filter, chip_name, as_json, markdown):
     if ab:
         if len(paths) != 2:
             raise BadInput(f"--ab takes two dump folders (A then B), got {len(paths)}", field="--ab")
-        result = compare_ab(single_dump(paths[0]), single_dump(paths[1]), module_filter)
-        result["cost"] = ab_cost(single_dump(paths[0]), single_dump(paths[1]), chip(chip_name) if chip_name else None,
-                                 module_filter)
+        a, b = single_dump(paths[0]), single_dump(paths[1])
+        result = compare_ab(a, b, module_filter)
+        result["cost"] = ab_cost(a, b, chip(chip_name) if chip_name else None, module_filter)
         click.echo(json.dumps(result, indent=2) if as_json else render.ab_report(result, markdown), nl=as_json)
         sys.exit(ExitCode.OK)
     result = check_all(list(paths), module_filter)
