@@ -117,8 +117,8 @@ def sp_profile(tmp_path_factory):
     den = Denoiser("wan", "tiny", plan, jax.devices()[:4], DenoiseConfig(steps=4, guidance=None, seed=0,
                                                                         dtype="bfloat16"))
     t, t_next = den.sigmas[0], den.sigmas[1]
-    hlo = den._step.lower(den.params, den.state, den.conditions, jnp.float32(t),  # the step program itself
-                          jnp.float32(t_next - t)).compile().as_text()
+    hlo = den.program.lower(den.params, den.state, den.conditions, jnp.float32(t),  # the step program itself
+                            jnp.float32(t_next - t)).compile().as_text()
     den.step().block_until_ready()
     for i in (1, 2):
         with traced_step(jax, str(out), i):
