@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
@@ -31,6 +32,14 @@ def sleeper_case(steps=6, sleep_ms=5, **over) -> dict:
 def perfkit(*args, timeout=300, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "perfkit.cli", *map(str, args)], capture_output=True, text=True,
                           cwd=REPO, timeout=timeout, **kw)
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    """Poll ``condition`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
 
 
 def read_jsonl(path: Path) -> list[dict]:

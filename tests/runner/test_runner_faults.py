@@ -7,16 +7,8 @@ import resource
 import signal
 import subprocess
 import sys
-import time
 
-from runner_testing import PROGRAMS, REPO, perfkit, processes_with, read_jsonl, sleeper_case
-
-
-def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+from runner_testing import PROGRAMS, REPO, perfkit, processes_with, read_jsonl, sleeper_case, wait_for
 
 
 def test_kill_9_of_perfkit_mid_trial_leaves_no_process_and_resume_completes(tmp_path, write_case):

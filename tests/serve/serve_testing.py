@@ -1,5 +1,5 @@
 """Helpers for the serve tests: the test server (as a program and as a module), a case builder, and the
-runner tests' helpers (perfkit in a subprocess, JSONL, a look for processes left behind)."""
+runner tests' helpers (perfkit in a subprocess, JSONL, a look for processes left behind, polling)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ def server_module():
 
 # The runner tests' helpers, loaded by path (tests/runner is on sys.path only when its tests are collected).
 _runner = _load(REPO / "tests" / "runner" / "runner_testing.py", "perfkit_runner_testing")
-perfkit, read_jsonl, processes_with = _runner.perfkit, _runner.read_jsonl, _runner.processes_with
+perfkit, read_jsonl, processes_with, wait_for = (_runner.perfkit, _runner.read_jsonl, _runner.processes_with,
+                                                 _runner.wait_for)
 
 
 def serve_case(variants: dict, tag: str = "", **serve) -> dict:

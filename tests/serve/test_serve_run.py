@@ -12,7 +12,7 @@ import uuid
 
 import numpy as np
 import yaml
-from serve_testing import REPO, perfkit, processes_with, read_jsonl, serve_case, server_module
+from serve_testing import REPO, perfkit, processes_with, read_jsonl, serve_case, server_module, wait_for
 
 SLEEP_MS = 200  # long against the per-request overhead (HTTP, a small video) on a loaded 2-core box
 
@@ -196,11 +196,8 @@ def test_kill_9_of_perfkit_ends_a_hung_server_and_its_child(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "perfkit.cli", "run", str(write(tmp_path, case)), "--out",
                              str(tmp_path / "run")], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "run/trials/00-a/rank0/stderr.log").exists() or \
-                "hanging on request" not in (tmp_path / "run/trials/00-a/rank0/stderr.log").read_text():
-            assert time.monotonic() < deadline, "the server never got its request"
-            time.sleep(0.05)
+        log = tmp_path / "run/trials/00-a/rank0/stderr.log"
+        wait_for(lambda: log.exists() and "hanging on request" in log.read_text(), 60, "the server's request")
         assert len(processes_with(tag)) == 2  # the server and its child
     finally:
         proc.send_signal(signal.SIGKILL)
