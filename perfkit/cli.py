@@ -172,12 +172,11 @@ def env(devices, as_json):
 
     from perfkit.run import envinfo
     from perfkit.run.ranks import xla_flags
-    from perfkit.run.runner import REPO_ROOT
 
     probe_env = dict(os.environ)
     if devices:
         probe_env["XLA_FLAGS"] = xla_flags(probe_env.get("XLA_FLAGS", ""), devices, None)
-    info = envinfo.collect(REPO_ROOT, devices_env=probe_env)
+    info = envinfo.collect(devices_env=probe_env)
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return

@@ -18,6 +18,7 @@ from pathlib import Path
 
 PACKAGES = ("perfkit", "jax", "jaxlib", "libtpu", "torch", "torch_tpu", "numpy")
 FLAG_VARS = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "JAX_PLATFORMS", "NPROC")
+SOURCE_ROOT = Path(__file__).resolve().parents[2]  # the checkout perfkit runs from: a run's source tree
 
 _DEVICE_PROBE = (
     "import json, jax; d = jax.devices(); "
@@ -80,7 +81,7 @@ def probe_devices(env: dict[str, str] | None = None, timeout: float = 60) -> dic
         return {"error": f"device probe failed: {exc}"}
 
 
-def collect(cwd: str | Path = ".", *, devices_env: dict[str, str] | None = None,
+def collect(cwd: str | Path = SOURCE_ROOT, *, devices_env: dict[str, str] | None = None,
             probe: bool = True) -> dict:
     info = {
         "python": sys.version.split()[0],

@@ -38,8 +38,6 @@ from perfkit.serve import trial as served
 # Each case kind runs its trials through the same two functions (perfkit.run.trial's docstring).
 KINDS = {"model": ranks, "command": ranks, "serve": served}
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
 
 @dataclasses.dataclass(frozen=True)
 class RunResult:
@@ -262,7 +260,7 @@ def resume_run(run_dir: Path, host_index: int | None = None, progress: Progress 
 
 
 def _environment(case: Case, options: RunOptions) -> str:
-    info = envinfo.collect(REPO_ROOT, devices_env={**os.environ, "XLA_FLAGS": xla_flags(
+    info = envinfo.collect(devices_env={**os.environ, "XLA_FLAGS": xla_flags(
         os.environ.get("XLA_FLAGS", ""), devices_per_process(case), None)}, probe=case.kind == "model")
     info["hosts"] = {"count": options.hosts, "index": options.host_index}
     info["placement"] = ranks.placement_record(case, options)
