@@ -73,7 +73,7 @@ def compile_cache_summary(case: Case, run_dir: Path, trials: list[dict], variant
     step and ``compile_s`` (medians over good trials), the cache hits its program counted
     (``compile_cache_hits``), the jax cache entries its trials wrote (counted on disk), a server's
     ``ready_s``, its priming trial; and whether every good trial of them all wrote bit-identical outputs
-    (``outputs``: ``perfkit.quality.repeats_quality`` over those trials). None without such variants."""
+    (``outputs``: ``perfkit.quality.compare.repeats_quality`` over those trials). None without such variants."""
     cached = [v for v in case.run_variants() if v.compile_cache]
     if not cached:
         return None

@@ -41,7 +41,7 @@ COLUMNS = ["check", "subject", "unit", "baseline", "current", "limit", "passed",
 
 @dataclasses.dataclass(frozen=True)
 class Thresholds:
-    """When a row fails (defaults and case keys: ``perfkit.case.CHECK_KEYS``)."""
+    """When a row fails (defaults and case keys: ``perfkit.run.case.CHECK_KEYS``)."""
     ratio_tolerance: float  # a B/A ratio fails when its 95% CI lies wholly above baseline x (1 + this)
     psnr_drop_db: float  # a PSNR fails when it is more than this below the baseline's
     min_psnr_db: float | None = None  # and, when set, whenever it is below this

@@ -1,7 +1,7 @@
 """Matrix cases: one row of results per combination of the ``matrix`` values.
 
 Each combination runs as a complete run directory of its own, ``cells/NN/`` (NN in the order of
-``perfkit.case.expand_matrix``); the top of the run directory gets ``matrix.csv`` (one row per
+``perfkit.run.case.expand_matrix``); the top of the run directory gets ``matrix.csv`` (one row per
 combination), ``summary.json`` (``kind: "matrix"``, ``matrix``: those rows, ``combinations``,
 ``missing``, ``trials.failed``: the cells with failed trials) and a ``report.md`` with the table and
 links to each combination's report.

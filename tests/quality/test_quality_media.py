@@ -29,7 +29,7 @@ def decode_with_pyav(path, n=None):
 
 
 def x264_by_hand(frames, dest, **container_options):
-    """Encode with PyAV directly (not perfkit.media): x264 CRF 18, yuv420p."""
+    """Encode with PyAV directly (not perfkit.quality.media): x264 CRF 18, yuv420p."""
     with av.open(dest, "w", format="matroska" if isinstance(dest, io.BytesIO) else None,
                  options=container_options) as c:
         s = c.add_stream("libx264", rate=24, options={"crf": "18"})

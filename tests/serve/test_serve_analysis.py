@@ -63,7 +63,7 @@ def test_level_ratios_are_of_medians_with_cis_only_where_samples_allow(requests)
     procs = per_process(requests)
     rows = level_comparisons(requests, procs, "a", ["b"], min_effect=0.05, seed=0).set_index("metric")
     lat, out = rows.loc["latency_ms"], rows.loc["outputs_per_min"]
-    # Latency: median of per-process medians, B over A (perfkit.stats.compare's ratio).
+    # Latency: median of per-process medians, B over A (perfkit.analysis.stats.compare's ratio).
     expected = np.median([np.median(B1), np.median(B3[:3])]) / np.median([np.median(A0), np.median(A2)])
     assert lat.ratio == pytest.approx(expected) and lat.ci_lo <= lat.ratio <= lat.ci_hi
     assert lat.verdict == "faster" and (lat.n_a, lat.n_b) == (2, 2)
