@@ -49,14 +49,20 @@ def _plan(mode: str):
     return GathersTwice(impl="ring")
 
 
-def main(folder: str, mode: str) -> None:
+def compiled_step(family: str, plan):
+    """One bfloat16 step of ``family``'s tiny config under ``plan`` on 4 devices, compiled."""
+    # jax only once XLA_FLAGS holds the dump folder (this script's own process)
     import jax
     import jax.numpy as jnp
 
     from perfkit.models.pipeline import DenoiseConfig, Denoiser
 
-    d = Denoiser("wan", "tiny", _plan(mode), jax.devices()[:4], DenoiseConfig(dtype="bfloat16"))
-    compiled = d.program.lower(d.params, d.state, d.conditions, jnp.float32(1), jnp.float32(-0.1)).compile()
+    d = Denoiser(family, "tiny", plan, jax.devices()[:4], DenoiseConfig(dtype="bfloat16"))
+    return d.program.lower(d.params, d.state, d.conditions, jnp.float32(1), jnp.float32(-0.1)).compile()
+
+
+def main(folder: str, mode: str) -> None:
+    compiled = compiled_step("wan", _plan(mode))
     print(json.dumps({"cost": compiled.cost_analysis(), "temp": compiled.memory_analysis().temp_size_in_bytes}))
 
 

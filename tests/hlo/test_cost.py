@@ -14,15 +14,12 @@ import sys
 from pathlib import Path
 
 import cost_dumps
-import jax
-import jax.numpy as jnp
 import pytest
 
 from perfkit.cost import chips
 from perfkit.cost.roofline import roofline
 from perfkit.hlo.cost import program_cost, shape_bytes
 from perfkit.hlo.parse import parse_module, read_module
-from perfkit.models.pipeline import DenoiseConfig, Denoiser
 from perfkit.models.plans import make_plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,8 +29,7 @@ BYTES_TOLERANCE = 0.01
 
 
 def compiled_step(family: str, plan: str, **options):
-    d = Denoiser(family, "tiny", make_plan(plan, **options), jax.devices()[:4], DenoiseConfig(dtype="bfloat16"))
-    return d.program.lower(d.params, d.state, d.conditions, jnp.float32(1), jnp.float32(-0.1)).compile()
+    return cost_dumps.compiled_step(family, make_plan(plan, **options))
 
 
 @pytest.mark.parametrize("family, plan, options", [
