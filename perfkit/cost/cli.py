@@ -14,9 +14,10 @@ import click
 
 from perfkit.cost import chips
 from perfkit.cost.change import change
-from perfkit.cost.programs import cost_block, resolve, run_costs
+from perfkit.cost.programs import cost_block, run_costs
 from perfkit.cost.roofline import describe, roofline
 from perfkit.errors import BadInput
+from perfkit.hlo.dumps import single_dump
 
 MIB = 1 << 20
 
@@ -119,12 +120,12 @@ def cost(paths, chip_name, step_module, model, config, rows, plan_name, plan_opt
             a, *others = found
             changes.update({prefix + b: change(a, found[a]["step"], b, found[b]["step"]) for b in others})
             continue
-        for label, folder in resolve([path]).items():
-            block = cost_block(folder, chip, step_module=step_module)
-            roof = block.pop("roofline")
-            blocks[label] = block
-            if roof is not None:
-                lines[label] = roof
+        label = str(Path(path))
+        block = cost_block(single_dump(path), chip, step_module=step_module)
+        roof = block.pop("roofline")
+        blocks[label] = block
+        if roof is not None:
+            lines[label] = roof
     if as_json:
         click.echo(json.dumps({"cost": blocks, "roofline": lines, "change": changes}, indent=2))
         return

@@ -17,7 +17,7 @@ from perfkit.cost.chips import Chip
 from perfkit.cost.roofline import describe, roofline
 from perfkit.errors import BadInput
 from perfkit.hlo.cost import ProgramCost, dump_cost
-from perfkit.hlo.dumps import dump_files, find_dumps, single_dump
+from perfkit.hlo.dumps import dump_files, find_dumps
 
 STEP_MODULE = "jit__euler_step"  # the bundled worker's step (perfkit.models.pipeline._euler_step)
 
@@ -48,21 +48,6 @@ def variant_dumps(run_dir: Path) -> dict[str, Path]:
         folder = find_dumps(trial) if trial.is_dir() and variant not in out else None
         if folder is not None:
             out[variant] = folder
-    return out
-
-
-def resolve(paths: list[str]) -> dict[str, Path]:
-    """label -> dump folder for the paths given: a run directory (one per variant), a dump folder, a
-    rank folder or a folder of rank folders."""
-    out: dict[str, Path] = {}
-    for p in map(Path, paths):
-        if (p / "trials").is_dir():
-            found = variant_dumps(p)
-            if not found:
-                raise BadInput("no trial wrote XLA dumps (capture.xla_dump: none?)", path=str(p))
-            out.update({v if len(paths) == 1 else f"{p}:{v}": f for v, f in found.items()})
-            continue
-        out[str(p)] = single_dump(p)
     return out
 
 
