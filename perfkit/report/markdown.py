@@ -103,9 +103,9 @@ _SPACE_SENTENCE = {
 }
 
 
-def _quality(summary: dict, plots: dict[str, str] | None = None) -> list[str]:
-    """Conventions as in ``perfkit.quality``: mean PSNR over differing frames, average as ffmpeg's psnr gives it.
-    ``plots``: ``perfkit.report.plots.write_plots``'s result, for the drift plot's link."""
+def quality_section(summary: dict, plots: dict[str, str] | None = None) -> list[str]:
+    """report.md's Quality section (the quality tests read it too). Conventions as in ``perfkit.quality``:
+    mean PSNR over differing frames, average as ffmpeg's psnr gives it. ``plots``: ``perfkit.report.plots.write_plots``'s result, for the drift plot's link."""
     q = summary.get("quality")
     a = summary["baseline"]
     if not q:
@@ -394,7 +394,7 @@ def render(summary: dict, plots: dict[str, str] | None = None) -> str:
         out += ["## Compile cache", "", *_compile_cache(summary["compile_cache"]), ""]
     if summary["trials"]["failed"]:
         out += ["## Failed trials", "", *_failures(summary), ""]
-    out += ["## Quality", "", *_quality(summary, plots), ""]
+    out += ["## Quality", "", *quality_section(summary, plots), ""]
     out += ["## Rank consistency", "", *_ranks(summary), ""]
     out += ["## Trace breakdown", "", *(_breakdown(summary) if summary.get("breakdown") else
                                         ["No profiler traces captured (a case's `capture.trace: [step, ...]` "

@@ -222,7 +222,7 @@ def test_run_summary_and_report_give_y_and_the_yuv_average(pairs, tmp_path):
     assert q["psnr_y_db"] == pytest.approx(yuv["y"], abs=TOLERANCE_DB)
     assert q["psnr_yuv_db"] == pytest.approx(yuv["average"], abs=TOLERANCE_DB)
     summary = {"quality": q, "baseline": "a", "variants": {"a": {}, "b": {}}, "run_dir": str(tmp_path)}
-    text = "\n".join(markdown._quality(summary))
+    text = "\n".join(markdown.quality_section(summary))
     row = next(line for line in text.splitlines() if line.startswith("| b vs a |"))
     assert f"| {rgb['average']:.2f} | {rgb['min']:.2f} | {yuv['y']:.2f} | {yuv['average']:.2f} |" in row
     assert "PSNR mean, average and worst frame in RGB24" in text and "`ffmpeg -i A -i B -lavfi psnr`" in text

@@ -119,5 +119,5 @@ def test_a_broken_output_is_reported_not_fatal(tmp_path, clip, noisy):
     assert det["bit_identical"] is None and det["differing_runs"] == 0 and "not a readable video" in det["error"]
     summary = {"quality": q, "baseline": "a", "variants": {"a": {}, "b": {}}, "run_dir": str(tmp_path),
                "determinism": {"a": det}}
-    text = "\n".join(report._quality(summary))
+    text = "\n".join(report.quality_section(summary))
     assert "`clip.mp4` not compared" in text and "Oracle" in text and "a: 2 runs not checked" in text
