@@ -44,7 +44,6 @@ VIDEO = "video/cogvideox_horse_720x480_49f.mp4"
 NO_COLLECTIVES = {"xplane/mi300_jax_conv_8gpu.xplane.pb", "kineto/xdit_flux1_profile_rank0.json.gz"}
 KINETO_DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 PARTS = ("compute_ps", "ici_ps", "dcn_ps", "dma_ps", "idle_ps")
-CHIP = ("rank", "device")
 
 
 def _invoke(*args):
