@@ -181,7 +181,8 @@ def take_output(output: OutputSpec, status: int, body: bytes, base: str, host: s
         return Answer(status, _read_local(value, status), _suffix(value, output.suffix))
     url = resolve(value, base)
     try:
-        hostname, path = urlsplit(url).hostname, urlsplit(url).path
+        parts = urlsplit(url)
+        hostname, path = parts.hostname, parts.path
     except ValueError as exc:
         raise RequestFailed(f"HTTP {status}, field {output.field!r} is not a URL ({exc})", status) from None
     if not allowed_host(hostname, host):
