@@ -9,6 +9,7 @@ tests hold FLOPs to 1e-4 and bytes to 1%.
 """
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -260,3 +261,19 @@ def test_report_section(wan_sp_dump, wan_tp_dump):
     assert any(x.startswith("| measured step / bound |") for x in lines)
     assert lines[-2].startswith("sp adds 72 collective-permutes of 8 KiB a step and removes 6 all-reduces of 64 KiB")
     assert section({"baseline": "tp", "cost": {}}) == []
+
+
+def test_a_dump_is_found_from_a_rank_folder_and_a_trial(wan_sp_dump, tmp_path):
+    """``perfkit cost`` / ``hlo-diff --ab`` take a dump folder, a rank folder (its ``xla_dump/``) or a trial
+    (its lowest rank with dumps); a folder without any is refused in one line."""
+    from perfkit.errors import BadInput
+    from perfkit.hlo.dumps import single_dump
+
+    folder, _ = wan_sp_dump
+    (tmp_path / "trial" / "rank0").mkdir(parents=True)  # a rank that wrote no dumps
+    shutil.copytree(folder, tmp_path / "trial" / "rank1" / "xla_dump")
+    assert single_dump(folder) == folder
+    assert single_dump(tmp_path / "trial" / "rank1") == tmp_path / "trial" / "rank1" / "xla_dump"
+    assert single_dump(tmp_path / "trial") == tmp_path / "trial" / "rank1" / "xla_dump"
+    with pytest.raises(BadInput, match="no \\*after_optimizations.txt here"):
+        single_dump(tmp_path / "trial" / "rank0")
