@@ -1,18 +1,17 @@
 """A run's summary as JSON holds it, for every reader of summary.json (reports, the gate, progression,
-plots): infinite PSNR spelt "inf", and which variant is B."""
+plots, the quality command): infinite PSNR spelt "inf", dB cells, and which variant is B. Imports no
+numpy, so `perfkit quality --help` stays light."""
 
 from __future__ import annotations
 
 import math
-
-import numpy as np
 
 
 def json_safe(value):
     """JSON for the contracts: infinite PSNR is the string "inf"; NaN (undefined) is null."""
     if isinstance(value, float) and not math.isfinite(value):
         return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, np.generic):
+    if getattr(value, "shape", None) == () and hasattr(value, "item"):  # a numpy scalar
         return json_safe(value.item())
     if isinstance(value, dict):
         return {k: json_safe(v) for k, v in value.items()}
@@ -26,6 +25,13 @@ def from_json(value) -> float | None:
     if value is None:
         return None
     return {"inf": math.inf, "-inf": -math.inf}.get(value, value) if isinstance(value, str) else float(value)
+
+
+def db_cell(x) -> str:
+    """A dB figure (a float, or as read back from JSON) as every table and line spells it: two
+    decimals, "inf", or "-" for none."""
+    x = from_json(x)
+    return "-" if x is None else "inf" if x == math.inf else f"{x:.2f}"
 
 
 def compared_variant(summary: dict) -> str:

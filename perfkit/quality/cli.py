@@ -4,29 +4,25 @@ the command runs, so ``perfkit quality --help`` costs click alone."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import click
 
+from perfkit.common.summary import db_cell
 from perfkit.errors import BadInput
 
 SPACE_NAMES = {"yuv": "source planes", "rgb": "RGB24"}
 
 
 def _db(x: float) -> str:
-    return f"{_number(x)} dB"
-
-
-def _number(x: float) -> str:
-    return "inf" if x == math.inf else f"{x:.2f}"
+    return f"{db_cell(x)} dB"
 
 
 def _ffmpeg_line(space: str, line: dict) -> str:
     """One space's figures as ffmpeg's psnr filter prints them, with the command that does."""
     fig = line["psnr_db"]
     what = f"{line['pix_fmt']} planes" if "pix_fmt" in line else SPACE_NAMES[space]
-    figures = " ".join(f"{p} {_number(fig[p])}" for p in (*line["planes"], "average", "min", "max"))
+    figures = " ".join(f"{p} {db_cell(fig[p])}" for p in (*line["planes"], "average", "min", "max"))
     return f"PSNR in {what}: {figures} dB (as `{line['reproduce']}`)"
 
 

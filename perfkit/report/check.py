@@ -28,7 +28,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from perfkit.common.summary import compared_variant, from_json, json_safe
+from perfkit.common.summary import compared_variant, db_cell, from_json, json_safe
 from perfkit.cost.gate import COST_TOLERANCE, baseline_cost, cost_rows
 from perfkit.errors import BadInput, ExitCode
 from perfkit.report.line import summary_line
@@ -194,7 +194,7 @@ def _cell(x, unit: str) -> str:
     if unit == "bool":
         return "yes" if x else "no"
     if unit == "dB":
-        return "inf" if x == math.inf else f"{x:.2f} dB"
+        return f"{db_cell(x)} dB"
     if unit in ("bytes", "FLOPs"):
         return f"{x:.6g}"
     return f"{x:.3f}" if isinstance(x, float) else str(x)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfkit.common.summary import compared_variant
+from perfkit.common.summary import compared_variant, db_cell
 from perfkit.cost import report as cost_report
 from perfkit.hlo.render import rank_list, ranks_report
-from perfkit.report.cells import db_cell
 from perfkit.report.line import summary_line
 from perfkit.run.launch import exit_text
 from perfkit.run.stackdump import where_threads_wait

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfkit.report.cells import db_cell
+from perfkit.common.summary import db_cell
 
 LATENCY_PLOT = "plots/serve_latency.png"
 
