@@ -14,14 +14,9 @@ from perfkit.trace import xplane
 
 def plane_stats(path: Path) -> list[dict]:
     """The stats of each ``/device:`` plane of an ``*.xplane.pb``, by name."""
-    _, jobs = xplane._space(path, 0)
-    out = []
-    for job in jobs:
-        plane = xplane._plane(job)[0]
-        if plane.name.startswith("/device:"):
-            names = {k: v.name for k, v in plane.stat_metadata.items()}
-            out.append({names.get(s.metadata_id): xplane._stat_value(s, names) for s in plane.stats})
-    return out
+    _, jobs = xplane.planes(path)
+    named = (xplane.plane_stats(job) for job in jobs if job.name is None or job.name.startswith("/device:"))
+    return [stats for name, stats in named if name.startswith("/device:")]
 
 
 def profile_chip(paths: list[Path]) -> Chip | None:

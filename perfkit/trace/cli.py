@@ -74,23 +74,22 @@ def breakdown(paths, step_pattern, as_json, plot, window):
 
     PATHS are trace files or folders (every *.xplane.pb under a folder, else every Kineto *.json[.gz])."""
     # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
-    from perfkit.trace.breakdown import COLUMNS, COMM, EVENT_COLUMNS, TIMES, breakdown as compute
-    from perfkit.trace.breakdown import mean_per_device, plot as draw, shown_parts
+    from perfkit.trace.breakdown import COLUMNS, COMM, TIMES, mean_per_device, plot as draw, shown_parts
+    from perfkit.trace.planewise import breakdown_traces
 
-    events = _load(paths, step_pattern, EVENT_COLUMNS)
-    rows = compute(events, window)
+    rows, steps_from = breakdown_traces(list(paths), step_pattern, window)
     if rows.empty:
         raise BadInput("no device ops in these traces", path=" ".join(paths))
     means = mean_per_device(rows)
     if plot:
         draw(means, plot)
     if as_json:
-        click.echo(json.dumps({"steps_from": events.attrs["steps_from"] if window == "step" else ["whole trace"],
+        click.echo(json.dumps({"steps_from": steps_from if window == "step" else ["whole trace"],
                                "window": window, "rows": _json_rows(rows[COLUMNS]), "mean": _json_rows(means)},
                               indent=1))
         return
     share = lambda v: "-" if pd.isna(v) else f"{100 * v:.1f}%"  # noqa: E731
-    click.echo(f"steps from: {', '.join(events.attrs['steps_from']) if window == 'step' else 'whole trace'}; "
+    click.echo(f"steps from: {', '.join(steps_from) if window == 'step' else 'whole trace'}; "
                "times in ms; comm: collectives in flight, hidden: the part of it under compute")
     parts = shown_parts(rows)  # DCN only where a profile has cross-slice collectives
     hidden_parts = [c for c in TIMES if c != "span_ps" and c.removesuffix("_ps") not in parts]

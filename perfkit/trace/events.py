@@ -80,17 +80,17 @@ def _rank_hint(path: Path) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _is_xplane(path: Path) -> bool:
+def is_xplane(path: Path) -> bool:
     return path.name.endswith(_XPLANE_SUFFIX) or path.suffix == ".pb"
 
 
 def _read(files: list[tuple[Path, int]], workers: int) -> list[RawTrace]:
     """Each (path, rank) as a RawTrace: the XSpaces together (their planes shared out over ``workers``
     processes), then Kineto files one by one."""
-    xplanes = dict(zip((f for f, _ in files if _is_xplane(f)), xplane.read_all([f for f in files if _is_xplane(f[0])],
+    xplanes = dict(zip((f for f, _ in files if is_xplane(f)), xplane.read_all([f for f in files if is_xplane(f[0])],
                                                                                 workers)))
     for path, _ in files:
-        if not _is_xplane(path) and not path.name.endswith(_KINETO_SUFFIXES):
+        if not is_xplane(path) and not path.name.endswith(_KINETO_SUFFIXES):
             raise BadInput("not a trace file: expected *.xplane.pb, *.json or *.json.gz", path=path)
     return [xplanes[path] if path in xplanes else kineto.read(path, rank) for path, rank in files]
 
@@ -183,7 +183,7 @@ def _categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
                                      validate=False)
 
 
-def _frame(raw: RawTrace, pattern: re.Pattern | None, shift_ps: int, columns: tuple[str, ...]) -> pd.DataFrame:
+def frame(raw: RawTrace, pattern: re.Pattern | None, shift_ps: int, columns: tuple[str, ...]) -> pd.DataFrame:
     """One file's frame of ``columns``. Consumes ``raw.columns``: its number columns become the frame's,
     and each code column is dropped once its categorical is built (the frame's peak memory)."""
     cols = raw.columns
@@ -217,10 +217,10 @@ def _frame(raw: RawTrace, pattern: re.Pattern | None, shift_ps: int, columns: tu
         "shape": lambda: classes["shape"],
         "stall_ps": lambda: cols["stall_ps"],
     }
-    frame = pd.DataFrame({c: build[c]() for c in columns}, copy=False)
+    out = pd.DataFrame({c: build[c]() for c in columns}, copy=False)
     cols.clear()
-    frame.attrs["steps_from"] = source
-    return frame
+    out.attrs["steps_from"] = source
+    return out
 
 
 def concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -246,35 +246,48 @@ def _one_file_per_step(frames: list[pd.DataFrame], files: list[Path]) -> None:
             seen[key] = path
 
 
+def wanted_columns(columns: Iterable[str] | None) -> tuple[str, ...]:
+    """The columns a frame is built with for an analysis reading ``columns`` (None: all), in ``COLUMNS``
+    order: those and ``REQUIRED``."""
+    unknown = set(columns or ()) - set(COLUMNS)
+    if unknown:
+        raise ValueError(f"no such events columns: {sorted(unknown)}")
+    return COLUMNS if columns is None else tuple(c for c in COLUMNS if c in set(columns) | set(REQUIRED))
+
+
+def ranked_files(paths: list[str | Path]) -> list[tuple[Path, int]]:
+    """The trace files at ``paths`` (``trace_files``), each with its rank: the one its path names, else
+    one per host name, numbered in order."""
+    hosts: dict[str, int] = {}
+    out = []
+    for f in trace_files(paths):
+        hint = _rank_hint(f)
+        out.append((f, hint if hint is not None else hosts.setdefault(f.name.split(".")[0], len(hosts))))
+    return out
+
+
 def load(paths: list[str | Path], step_pattern: str | None = None, workers: int | None = None,
          columns: Iterable[str] | None = None) -> pd.DataFrame:
     """All events of the traces at ``paths`` (files or folders) in one frame (``COLUMNS``, or those of
     ``columns`` plus ``REQUIRED``, in ``COLUMNS`` order: what an analysis does not read is not built);
     ``attrs``: ``origin_ns`` (wall clock of start_ps 0), ``steps_from``, ``files``. XSpaces are decoded
     by ``workers`` processes (default: one per core this process may use) when they are big enough."""
-    wanted = COLUMNS if columns is None else tuple(c for c in COLUMNS if c in set(columns) | set(REQUIRED))
-    unknown = set(columns or ()) - set(COLUMNS)
-    if unknown:
-        raise ValueError(f"no such events columns: {sorted(unknown)}")
+    wanted = wanted_columns(columns)
     pattern = None
     if step_pattern:
         try:
             pattern = re.compile(step_pattern)
         except re.error as exc:
             raise BadInput(f"not a regular expression: {exc}", field="--steps") from None
-    files = trace_files(paths)
-    hosts: dict[str, int] = {}
-    ranks = []
-    for f in files:
-        hint = _rank_hint(f)
-        ranks.append(hint if hint is not None else hosts.setdefault(f.name.split(".")[0], len(hosts)))
-    raws = _read(list(zip(files, ranks)), workers or len(os.sched_getaffinity(0)))
+    ranked = ranked_files(paths)
+    files = [f for f, _ in ranked]
+    raws = _read(ranked, workers or len(os.sched_getaffinity(0)))
     origin = min(r.origin_ns for r in raws)
     for f, r in zip(files, raws):
         if (r.origin_ns - origin) * 1000 >= 2**62:  # past int64 picoseconds
             raise BadInput(f"starts {(r.origin_ns - origin) / 86400e9:.0f} days after another trace given: pass one "
                            "run's traces at a time", path=f)
-    frames = [_frame(r, pattern, (r.origin_ns - origin) * 1000, wanted) for r in raws]
+    frames = [frame(r, pattern, (r.origin_ns - origin) * 1000, wanted) for r in raws]
     _one_file_per_step(frames, files)
     out = concat(frames)
     out.attrs.update(origin_ns=origin, files=[str(f) for f in files],

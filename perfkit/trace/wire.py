@@ -143,6 +143,38 @@ def _varint(data: memoryview, pos: int, end: int) -> tuple[int, int]:
     raise WireError("a varint runs past the end of its message")
 
 
+def field_ahead(data, start: int, end: int, number: int) -> bytes | None:
+    """The payload of LENGTH field ``number`` of the message ``data[start:end]`` when it comes before any
+    higher-numbered field (protobuf writes fields in number order: an XPlane's name before its lines), so
+    a large message's head is read without walking the rest; None where it does not."""
+    with memoryview(data) as view:
+        try:
+            return _field_ahead(view, start, end, number)
+        except WireError:  # a damaged head: the full read of the message says what is wrong
+            return None
+
+
+def _field_ahead(view: memoryview, start: int, end: int, number: int) -> bytes | None:
+    pos = start
+    while pos < end:
+        tag, pos = _varint(view, pos, end)
+        if tag >> 3 > number:
+            return None
+        wire = tag & 7
+        if wire == LENGTH:
+            size, pos = _varint(view, pos, end)
+            if tag >> 3 == number:
+                return bytes(view[pos:min(pos + size, end)])
+            pos += size
+        elif wire == VARINT:
+            pos = _varint(view, pos, end)[1]
+        elif wire in (FIXED64, FIXED32):
+            pos += 8 if wire == FIXED64 else 4
+        else:
+            return None
+    return None
+
+
 def _reachable(jump: np.ndarray) -> np.ndarray:
     """Nodes reachable from node 0 along ``jump`` (n,) (each node's successor, always a later node; -1
     none), ascending: the other nodes without a predecessor are dropped until none is left, a round per

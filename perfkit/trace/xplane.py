@@ -237,6 +237,7 @@ class PlaneJob(NamedTuple):
     path: Path
     start: int  # the plane's bytes in the file
     end: int
+    name: str | None  # the plane's name, read ahead of its lines (None: not there)
 
 
 class _PlaneRead(NamedTuple):
@@ -261,16 +262,22 @@ def _split(buf, start: int, end: int, number: int, message, path: Path) -> tuple
         raise _incomplete(path) from None
 
 
-def _space(path: Path, file_index: int) -> tuple[str, list[PlaneJob]]:
-    """The XSpace's first hostname and where its planes are in the file (the planes are not read)."""
+def _name(data: bytes | None) -> str | None:
+    return None if data is None else data.decode(errors="replace")
+
+
+def planes(path: Path, file_index: int = 0) -> tuple[str, list[PlaneJob]]:
+    """The XSpace's first hostname and where its planes are in the file, with their names (the planes
+    are not read)."""
     with path.open("rb") as file:
         size = os.fstat(file.fileno()).st_size
         whole = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""  # unmapped when dropped
         starts, ends, space = _split(whole, 0, size, 1, XSPACE, path)
-    if not starts.size:
-        raise BadInput("not an XSpace: no named planes", path=path)
-    host = space.hostnames[0] if space.hostnames else path.name.split(".")[0]
-    return host, [PlaneJob(file_index, path, s, e) for s, e in zip(starts.tolist(), ends.tolist())]
+        if not starts.size:
+            raise BadInput("not an XSpace: no named planes", path=path)
+        host = space.hostnames[0] if space.hostnames else path.name.split(".")[0]
+        return host, [PlaneJob(file_index, path, s, e, _name(wire.field_ahead(whole, s, e, 2)))
+                      for s, e in zip(starts.tolist(), ends.tolist())]
 
 
 def _plane(job: PlaneJob) -> tuple[object, np.ndarray, list[int], list[int]]:
@@ -295,27 +302,47 @@ def _lines(plane: _Plane, proto, buf: np.ndarray, line_starts: list[int], line_e
             yield line, role, starts, ends
 
 
-def survey(job: PlaneJob) -> tuple[str, int]:
-    """(plane name, events of it that are read): the first of the two passes over a plane."""
+class _Lines(NamedTuple):
+    """A plane whose events are read, split into its lines: what both passes over it start from."""
+
+    proto: object   # the XPlane without its lines
+    plane: _Plane
+    strings: StringTable
+    buf: np.ndarray
+    lines: list     # (XLine without events, role, event starts, ends) of each line read
+
+    @property
+    def events(self) -> int:
+        return sum(starts.size for _, _, starts, _ in self.lines)
+
+
+def _split_lines(job: PlaneJob) -> _Lines | str:
+    """The plane of ``job`` split into lines, or its name where its events are not read."""
     proto, buf, line_starts, line_ends = _plane(job)
     kind, device = _plane_kind(proto.name)
     if not kind:
-        return proto.name, 0
-    plane = _plane_tables(proto, kind, device, StringTable())
-    return proto.name, sum(starts.size for _, _, starts, _ in _lines(plane, proto, buf, line_starts, line_ends,
-                                                                      job.path))
+        return proto.name
+    strings = StringTable()
+    plane = _plane_tables(proto, kind, device, strings)
+    return _Lines(proto, plane, strings, buf, list(_lines(plane, proto, buf, line_starts, line_ends, job.path)))
+
+
+def survey(job: PlaneJob) -> tuple[str, int]:
+    """(plane name, events of it that are read): the first of the two passes over a plane."""
+    split = _split_lines(job)
+    return (split, 0) if isinstance(split, str) else (split.proto.name, split.events)
 
 
 def decode(job: PlaneJob, out: dict[str, np.ndarray]) -> _PlaneRead:
     """The second pass: a plane's events decoded into ``out`` (views of exactly its rows)."""
-    proto, buf, line_starts, line_ends = _plane(job)
-    kind, device = _plane_kind(proto.name)
-    if not kind:
-        return _PlaneRead(0, [], [], [])
-    strings = StringTable()
-    plane = _plane_tables(proto, kind, device, strings)
+    split = _split_lines(job)
+    return _PlaneRead(0, [], [], []) if isinstance(split, str) else _decode_lines(job, split, out)
+
+
+def _decode_lines(job: PlaneJob, split: _Lines, out: dict[str, np.ndarray]) -> _PlaneRead:
+    proto, plane, strings, buf = split.proto, split.plane, split.strings, split.buf
     names, stamps, filled = [], [], 0
-    for line, role, starts, ends in _lines(plane, proto, buf, line_starts, line_ends, job.path):
+    for line, role, starts, ends in split.lines:
         base_ps = (line.timestamp_ns - (stamps or [line.timestamp_ns])[0]) * 1000
         if abs(base_ps) >= 2**62:
             raise _apart(job.path, f"line {line.name!r} of {proto.name}", base_ps)
@@ -332,6 +359,30 @@ def decode(job: PlaneJob, out: dict[str, np.ndarray]) -> _PlaneRead:
             _resolve(cols, plane, role, len(names) - 1, base_ps, {k: v[filled:filled + n] for k, v in out.items()})
             filled += n
     return _PlaneRead(filled, names, stamps, strings.values)
+
+
+def read_plane(job: PlaneJob, metadata: list[PlaneJob], rank: int, host: str) -> RawTrace | None:
+    """One plane alone, read in one pass, as a RawTrace of its own (the file's programs from its
+    ``metadata`` planes); None for a plane whose events are not read or that has none."""
+    split = _split_lines(job)
+    if isinstance(split, str) or not split.events:
+        return None
+    columns = allocate(split.events, False)
+    read = _decode_lines(job, split, columns)
+    return _merge(job.path, rank, host, [read], columns, [_plane(m)[0] for m in metadata])
+
+
+def plane_stats(job: PlaneJob) -> tuple[str, dict]:
+    """A plane's name and its own stats by name (``peak_teraflops_per_second`` ...); its lines are not
+    decoded."""
+    plane = _plane(job)[0]
+    names = {k: v.name for k, v in plane.stat_metadata.items()}
+    return plane.name, {names.get(s.metadata_id): _stat_value(s, names) for s in plane.stats}
+
+
+def events_read(name: str | None) -> bool:
+    """Whether the events of a plane so named are read (a device, DCN or host plane)."""
+    return bool(name) and bool(_plane_kind(name)[0])
 
 
 def _apart(path: Path, what: str, ps: int) -> BadInput:
@@ -397,7 +448,7 @@ def read_all(files: list[tuple[Path, int]], workers: int = 1) -> list[RawTrace]:
     """``xplane.pb`` files (path, rank) as columnar events, one RawTrace each; BadInput when one is not a
     whole XSpace. Planes are surveyed (events counted), then decoded into one block, by ``workers``
     forked processes when there are several planes and their bytes reach ``PARALLEL_BYTES``."""
-    spaces = [_space(path, i) for i, (path, _) in enumerate(files)]
+    spaces = [planes(path, i) for i, (path, _) in enumerate(files)]
     jobs = [job for _, planes in spaces for job in planes]
     parallel = (workers > 1 and len(jobs) > 1 and sum(j.end - j.start for j in jobs) >= PARALLEL_BYTES
                 and fork_safe())

@@ -1,0 +1,105 @@
+"""``perfkit.trace.planewise``: planes broken down apart in worker processes give the rows of the files read
+together (``breakdown(load(...))``, the path every other test checks against HTA, xprof and hand-made
+cases), and where they would not, the files are read together."""
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from perfkit.cli import cli
+from perfkit.errors import BadInput
+from perfkit.trace import breakdown, events, planewise, xplane
+from perfkit.trace.synthetic import FINGERPRINT, Uint64, XSpaceWriter, tpu_profile
+
+pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # JAX's, where other tests imported it
+US = 1_000_000
+
+
+@pytest.fixture
+def forking(monkeypatch):
+    """Workers for these small files (the size threshold lowered), also after other tests imported JAX."""
+    monkeypatch.setattr(xplane, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(xplane, "fork_safe", lambda: True)
+
+
+def _read_together(paths, window):
+    frame = events.load(paths, columns=breakdown.EVENT_COLUMNS, workers=1)
+    return breakdown.breakdown(frame, window), frame.attrs["steps_from"]
+
+
+def _host_annotated(path, chips=2, steps=3):
+    """TPU chips without ``Steps`` lines whose host marks the steps (``StepTraceAnnotation``'s step_num)."""
+    space = XSpaceWriter("h")
+    space.program(FINGERPRINT, "jit_step", [("fusion.1", "fusion", "f32[8]"), ("all-gather-done.1", "all-gather-done",
+                                                                                "f32[8]")])
+    for chip in range(chips):
+        plane = space.plane(f"/device:TPU:{chip}")
+        ops = plane.line("XLA Ops", 10 + 1000 * chip)  # each plane's clock from its own first line
+        ids = [plane.op(n, program_id=Uint64(FINGERPRINT), hlo_category=c)
+               for n, c in (("fusion.1", "convolution fusion"), ("all-gather-done.1", "all-gather"))]
+        for s in range(steps):
+            ops.event(ids[0], (100 * s + 5) * US, 40 * US)
+            ops.event(ids[1], (100 * s + 50) * US, (20 + 10 * chip) * US)
+    cpu = space.plane("/host:CPU")
+    host = cpu.line("python3", 10)
+    for s in range(steps):
+        host.event(cpu.op("train"), 100 * s * US, 90 * US, step_num=s)
+    return space.save(path)
+
+
+@pytest.mark.parametrize("window", ["step", "trace"])
+@pytest.mark.parametrize("profile", ["4 TPU chips with Steps lines", "1 TPU chip, no markers", "3 hosts of 2 chips",
+                                     "8 MI300 GPUs (real)"])
+def test_planes_apart_give_the_rows_of_the_files_read_together(tmp_path, monkeypatch, forking, fixtures_dir,
+                                                               profile, window):
+    paths = {"4 TPU chips with Steps lines": lambda: [tpu_profile(tmp_path / "t.xplane.pb", chips=4, steps=3)],
+             "1 TPU chip, no markers": lambda: [tpu_profile(tmp_path / "t.xplane.pb", chips=1, steps=3)],
+             "3 hosts of 2 chips": lambda: [tpu_profile(tmp_path / f"host{h}.xplane.pb", chips=2, steps=2, host=f"h{h}")
+                                            for h in range(3)],
+             "8 MI300 GPUs (real)": lambda: [fixtures_dir / "xplane" / "mi300_jax_conv_8gpu.xplane.pb"]}[profile]()
+    rows, steps_from = _read_together(paths, window)
+
+    def together(*args, **kwargs):
+        raise AssertionError("read together, not plane by plane")
+
+    monkeypatch.setattr(events, "load", together)
+    apart, apart_from = planewise.breakdown_traces(paths, window=window)
+    pd.testing.assert_frame_equal(apart, rows)
+    assert apart_from == steps_from
+    assert len(rows) > 0 and rows["device"].nunique() == {"4 TPU chips with Steps lines": 4, "1 TPU chip, no markers": 1,
+                                                          "3 hosts of 2 chips": 2, "8 MI300 GPUs (real)": 8}[profile]
+
+
+def test_chips_without_markers_take_the_hosts_annotations(tmp_path, forking):
+    """The chips' steps are on another plane (the host's): read together, the steps are the host's 0, 1, 2,
+    not one span over the whole trace as each chip's plane alone would say."""
+    path = _host_annotated(tmp_path / "a.xplane.pb")
+    rows, steps_from = planewise.breakdown_traces([path])
+    assert rows["step"].tolist() == [0, 1, 2, 0, 1, 2] and steps_from == ["step annotations"]
+    pd.testing.assert_frame_equal(rows, _read_together([path], "step")[0])
+    # every chip's ICI per step, by hand: its all-gather-done of 20 + 10 * chip us
+    assert (rows["ici_ps"] // US).tolist() == [20, 20, 20, 30, 30, 30]
+    whole = planewise.breakdown_traces([path], window="trace")[0]  # no markers needed: apart again
+    pd.testing.assert_frame_equal(whole, _read_together([path], "trace")[0])
+    assert whole["step"].tolist() == [-1, -1] and (whole["start_ps"] // US).tolist() == [5, 6]
+
+
+def test_a_plane_refused_in_a_worker_is_read_together(tmp_path, monkeypatch, forking):
+    """A worker's BadInput is not the last word: the files read together say what is wrong (path and all)."""
+    path = tpu_profile(tmp_path / "t.xplane.pb", chips=2, steps=2)
+    expected = _read_together([path], "step")[0]
+
+    def refuse(job, *args):
+        raise BadInput("refused in a worker", path=job.path)
+
+    monkeypatch.setattr(xplane, "read_plane", refuse)  # the forked workers inherit it; events.load does not use it
+    pd.testing.assert_frame_equal(planewise.breakdown_traces([path])[0], expected)
+
+
+def test_the_command_prints_the_same_either_way(tmp_path, monkeypatch, forking):
+    paths = [str(tpu_profile(tmp_path / f"host{h}.xplane.pb", chips=2, steps=3, host=f"h{h}")) for h in range(2)]
+    apart = CliRunner().invoke(cli, ["trace", "breakdown", "--json", *paths])
+    monkeypatch.setattr(planewise, "_read_apart", lambda *args: None)
+    together = CliRunner().invoke(cli, ["trace", "breakdown", "--json", *paths])
+    assert apart.exit_code == together.exit_code == 0, apart.output
+    assert apart.output == together.output
