@@ -64,10 +64,10 @@ def _stands_alone(planes: list[_PlaneRows], window: str) -> bool:
         return False  # a device's ops on two planes (host-plane ops of a device plane's chip)
     if window == "trace":
         return True
-    for p in planes:
-        unmarked = np.setdiff1d(p.op_devices, p.markers)
-        if unmarked.size and (p.markers == -1).sum() == 0 and any((q.markers == -1).any() for q in planes if q is not p):
-            return False  # its chips would take the host's step annotations from another plane
+    annotated = [bool((p.markers == -1).any()) for p in planes]  # the host's step annotations
+    for p, own in zip(planes, annotated):
+        if np.setdiff1d(p.op_devices, p.markers).size and not own and any(annotated):
+            return False  # chips without markers take the host's annotations from another plane
     return True
 
 

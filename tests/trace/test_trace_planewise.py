@@ -66,8 +66,9 @@ def test_planes_apart_give_the_rows_of_the_files_read_together(tmp_path, monkeyp
     apart, apart_from = planewise.breakdown_traces(paths, window=window)
     pd.testing.assert_frame_equal(apart, rows)
     assert apart_from == steps_from
-    assert len(rows) > 0 and rows["device"].nunique() == {"4 TPU chips with Steps lines": 4, "1 TPU chip, no markers": 1,
-                                                          "3 hosts of 2 chips": 2, "8 MI300 GPUs (real)": 8}[profile]
+    chips = {"4 TPU chips with Steps lines": 4, "1 TPU chip, no markers": 1, "3 hosts of 2 chips": 2,
+             "8 MI300 GPUs (real)": 8}[profile]
+    assert len(rows) > 0 and rows["device"].nunique() == chips
 
 
 def test_chips_without_markers_take_the_hosts_annotations(tmp_path, forking):
