@@ -6,8 +6,10 @@ xprof's ``op_profile`` on the same file in the same run: wall time, the ratio, a
     .venv/bin/python benchmarks/trace_breakdown.py --files 16 --events 3000000 --no-xprof   # a folder
 
 The XSpace: CHIPS chips, each a ``Steps`` line and an ``XLA Ops`` line of ops in ``PATTERN`` (about 42%
-of op time in collectives: async all-gather and collective-permute pairs), every fourth op with a DMA
-stall stat, program id a 64-bit fingerprint above 2**63; the program's HLO in ``/host:metadata``. The
+of op time in collectives: async all-gather and collective-permute pairs), every op with its
+``self_duration_ps`` stat and every fourth compute op with a DMA stall stat (about 24 bytes an event, as
+issue 15's 145 MB file), program id a 64-bit fingerprint above 2**63; the program's HLO in
+``/host:metadata``. The
 events are encoded with numpy (protobuf's Python objects would take minutes at this size), the rest
 (metadata, headers) with ``perfkit.trace.synthetic``. Each command runs under ``/usr/bin/time -v``
 (peak RSS of the largest process; user + system CPU of the process and the workers it waited for),
@@ -74,15 +76,20 @@ def _const(n: int, data: bytes) -> tuple[np.ndarray, np.ndarray]:
     return np.tile(np.frombuffer(data, np.uint8), (n, 1)), np.full(n, len(data))
 
 
-def _events(metadata_id: np.ndarray, offset: np.ndarray, dur: np.ndarray, stall: np.ndarray, stall_stat: int) -> bytes:
-    """XLine field 4 (events) for every row: metadata id, offset, duration, and a dma stall stat (id
-    ``stall_stat`` < 128) where ``stall`` > 0."""
+def _stat(stat_id: int, values: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """XEvent field 4 (one int64 XStat, metadata id ``stat_id`` < 128) per row where ``present``."""
+    n = values.size
+    stat, stat_size = _pack([_const(n, bytes([0x08, stat_id, 0x20])), _varints(values)])
+    head = np.concatenate([np.full((n, 1), 0x22, np.uint8), stat_size[:, None].astype(np.uint8)], axis=1)
+    return _pack([(head, np.full(n, 2)), (stat, stat_size)])[0], (stat_size + 2) * present
+
+
+def _events(metadata_id: np.ndarray, offset: np.ndarray, dur: np.ndarray, stats: list[tuple[int, np.ndarray]]) -> bytes:
+    """XLine field 4 (events) for every row: metadata id, offset, duration, and each (stat id < 128,
+    values) of ``stats`` where its value is > 0."""
     n = metadata_id.size
-    has = (stall > 0).astype(np.int64)
-    stat, stat_size = _pack([_const(n, bytes([0x08, stall_stat, 0x20])), _varints(stall)])
     body, size = _pack([_const(n, b"\x08"), _varints(metadata_id), _const(n, b"\x10"), _varints(offset),
-                        _const(n, b"\x18"), _varints(dur), (np.full((n, 1), 0x22, np.uint8), has),
-                        (stat_size[:, None].astype(np.uint8), has), (stat, stat_size * has)])
+                        _const(n, b"\x18"), _varints(dur), *(_stat(k, v, v > 0) for k, v in stats)])
     matrix, sizes = _pack([_const(n, b"\x22"), _varints(size), (body, size)])
     keep = np.arange(matrix.shape[1])[None, :] < sizes[:, None]
     return matrix[keep].tobytes()
@@ -121,9 +128,10 @@ def build(path: Path, events: int, chips: int = CHIPS) -> dict:
         metadata = ids[kind * NAMES_PER_KIND + (i // len(PATTERN)) % NAMES_PER_KIND]
         stamp, stamp_len = _varints(np.array([1_000], np.uint64))
         header = b"\x08\x63" + _field(2, b"XLA Ops") + b"\x18" + stamp[0, :stamp_len[0]].tobytes()
+        stats = [(plane.stat_id("dma_stall_duration_ps"), stall.astype(np.uint64)),
+                 (plane.stat_id("self_duration_ps"), dur.astype(np.uint64))]  # as real TPU ops carry both
         extras[plane.proto.name] = _field(3, header + _events(metadata, offset.astype(np.uint64), dur.astype(np.uint64),
-                                                              stall.astype(np.uint64),
-                                                              plane.stat_id("dma_stall_duration_ps")))
+                                                              stats))
     planes = list(space.proto.planes)
     del space.proto.planes[:]
     with path.open("wb") as f:

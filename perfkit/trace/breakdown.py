@@ -32,7 +32,7 @@ PARTS = (*CATEGORIES, "idle")
 TIMES = ["span_ps"] + [f"{p}_ps" for p in PARTS]  # a span and the parts it splits into
 COMM = ["comm_ps", "hidden_ps"]  # collectives in flight, and the part of that under compute
 COLUMNS = ["rank", "device", "step", *TIMES, *COMM, "overlap"]
-EVENT_COLUMNS = ("rank", "device", "line", "kind", "category", "start_ps", "dur_ps", "step", "stall_ps")  # all it reads
+EVENT_COLUMNS = timeline.COLUMNS  # all it reads
 _COMPUTE, _DMA = CATEGORIES.index("compute"), CATEGORIES.index("dma")
 _COMM_BITS = sum(1 << i for i in timeline.COLLECTIVE_CLASSES)  # ICI and DCN collectives
 

@@ -119,9 +119,9 @@ def diff(a, b, by, top, step_pattern, window, as_json):
     """Device time per chip and step of trace B against trace A, largest changes first (with --window
     trace, per chip over its whole trace: HTA's TraceDiff sums per kernel)."""
     # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
-    from perfkit.trace.diff import diff as compare
+    from perfkit.trace.diff import EVENT_COLUMNS, diff as compare
 
-    table = compare(_load([a], step_pattern), _load([b], step_pattern), by, window)
+    table = compare(_load([a], step_pattern, EVENT_COLUMNS[by]), _load([b], step_pattern, EVENT_COLUMNS[by]), by, window)
     if as_json:
         click.echo(json.dumps({"by": by, "window": window, "spans_a": table.attrs["spans_a"],
                                "spans_b": table.attrs["spans_b"], "rows": _json_rows(table)}, indent=1))
@@ -151,7 +151,7 @@ def tail(paths, k, as_json):
     # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
     from perfkit.trace import tail as tails
 
-    events = _load(paths, None)
+    events = _load(paths, None, tails.EVENT_COLUMNS)
     chips, last = tails.chips(events), tails.last_ops(events, k)
     if as_json:
         click.echo(json.dumps({"chips": _json_rows(chips), "last_ops": _json_rows(last)}, indent=1))

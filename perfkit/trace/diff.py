@@ -22,6 +22,7 @@ KEYS = ("kind", "op", "shape")
 
 # grouping columns of each key, and how a group's values read as one label
 _GROUPS = {"kind": ["kind"], "op": ["hlo_op", "name"], "shape": ["kind", "shape"]}
+EVENT_COLUMNS = {by: timeline.COLUMNS + tuple(_GROUPS[by]) for by in KEYS}  # all it reads, per key
 # GPU stream lines as the readers name them: Kineto "stream <tid>", xplane "Stream #<k>(...)"
 _GPU_STREAM = re.compile(r"stream \d+$|Stream #\d+")
 

@@ -10,6 +10,7 @@ import pandas as pd
 from perfkit.trace.events import device_ops
 
 OP_COLUMNS = ["rank", "device", "step", "name", "kind", "category", "start_ps", "end_ps", "dur_ps"]
+EVENT_COLUMNS = tuple(c for c in OP_COLUMNS if c != "end_ps")  # all it reads
 
 
 def last_ops(events: pd.DataFrame, k: int = 5) -> pd.DataFrame:

@@ -18,6 +18,7 @@ from perfkit.trace.classify import CATEGORIES
 
 COLLECTIVE_CLASSES = (CATEGORIES.index("ici"), CATEGORIES.index("dcn"))  # classes of collectives (communication)
 WINDOWS = ("step", "trace")  # spans: each step marker's window, or a device's first to last op
+COLUMNS = ("rank", "device", "line", "kind", "category", "start_ps", "dur_ps", "step", "stall_ps")  # all layout reads
 
 
 def parents(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:

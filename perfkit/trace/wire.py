@@ -95,6 +95,24 @@ def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return value, end
 
 
+def leading_varints(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, numbers: tuple[int, ...]
+                    ) -> tuple[list[np.ndarray], np.ndarray]:
+    """The varint fields ``numbers`` that every message ``buf[starts[i]:ends[i]]`` starts with, in that
+    order (an XEvent's metadata id, offset, duration, as protobuf writes them): their values (m,) uint64
+    each, as far as every message has them, and where each message's other fields start. Cheaper than a
+    round of ``fields`` each: no tag but the expected one to handle."""
+    pos = starts.astype(np.int64, copy=True)
+    values = []
+    for number in numbers:
+        if not ((pos < ends).all() and (buf[pos] == (number << 3 | VARINT)).all()):
+            break
+        value, pos = varints(buf, pos + 1)
+        values.append(value)
+    if (pos > ends).any():
+        raise WireError("a field runs past the end of its message")
+    return values, pos
+
+
 def fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Iterator[Fields]:
     """Walk the messages ``buf[starts[i]:ends[i]]`` (starts, ends: (n,) int64) field by field: round k
     yields the k-th field of every message that has at least k fields."""

@@ -147,7 +147,10 @@ def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane:
     cols = {"metadata_id": np.zeros(n, np.int64), "offset_ps": np.zeros(n, np.int64),
             "dur_ps": np.zeros(n, np.int64)}
     stat_msg, stat_start, stat_end = [], [], []
-    for f in wire.fields(buf, starts, ends):
+    leading, rest = wire.leading_varints(buf, starts, ends, (1, 2, 3))
+    for values, column in zip(leading, ("metadata_id", "offset_ps", "dur_ps")):
+        cols[column] = values.view(np.int64)
+    for f in wire.fields(buf, rest, ends):
         for number, column in ((1, "metadata_id"), (2, "offset_ps"), (3, "dur_ps")):
             f.put(number, cols[column])
         sel = (f.number == 4) & (f.wire == wire.LENGTH)
@@ -159,6 +162,18 @@ def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane:
     if not wanted or not any(m.size for m in stat_msg):
         return cols
     stat_msg, stat_start, stat_end = map(np.concatenate, (stat_msg, stat_start, stat_end))
+    # A stat that starts with a one-byte metadata id (field 1 first, as protobuf writes it) and is not
+    # one of the wanted is dropped unread: real TPU ops carry a dozen stats, the reader wants one or two.
+    head, short_id = buf[stat_start], buf[stat_start + 1]
+    unwanted = np.ones(128, bool)
+    unwanted[[mid for mid in wanted if 0 <= mid < 128]] = False
+    skip = (stat_end - stat_start >= 2) & (head == 0x08) & (short_id < 0x80)
+    skip[skip] = unwanted[short_id[skip]]
+    if skip.any():
+        keep = ~skip
+        stat_msg, stat_start, stat_end = stat_msg[keep], stat_start[keep], stat_end[keep]
+        if not stat_msg.size:
+            return cols
     ids = np.zeros(stat_msg.size, np.int64)
     value_field = np.zeros(stat_msg.size, np.int64)
     value = np.zeros(stat_msg.size, np.uint64)
