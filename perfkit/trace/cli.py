@@ -119,9 +119,9 @@ def diff(a, b, by, top, step_pattern, window, as_json):
     """Device time per chip and step of trace B against trace A, largest changes first (with --window
     trace, per chip over its whole trace: HTA's TraceDiff sums per kernel)."""
     # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
-    from perfkit.trace.diff import EVENT_COLUMNS, diff as compare
+    from perfkit.trace.planewise import diff_traces
 
-    table = compare(_load([a], step_pattern, EVENT_COLUMNS[by]), _load([b], step_pattern, EVENT_COLUMNS[by]), by, window)
+    table = diff_traces([a], [b], by, step_pattern, window)
     if as_json:
         click.echo(json.dumps({"by": by, "window": window, "spans_a": table.attrs["spans_a"],
                                "spans_b": table.attrs["spans_b"], "rows": _json_rows(table)}, indent=1))

@@ -30,11 +30,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from perfkit.errors import BadInput
 from perfkit.hlo.cost import SENT_SHARE, group_size, shape_bytes
 from perfkit.hlo.parse import parse_instruction
 from perfkit.trace import breakdown, kineto, timeline
-from perfkit.trace.events import device_ops, load
+from perfkit.trace.events import device_ops
 from perfkit.trace.programs import base_opcode
 
 PS_PER_MS = 1e9

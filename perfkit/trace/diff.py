@@ -16,8 +16,10 @@ import pandas as pd
 
 from perfkit.errors import BadInput
 from perfkit.trace import timeline
+from perfkit.trace.classify import CATEGORIES
 
 KEYS = ("kind", "op", "shape")
+CATEGORY_ORDER = list(CATEGORIES)
 
 
 # grouping columns of each key, and how a group's values read as one label
@@ -33,32 +35,54 @@ def _label(by: str, values: tuple) -> str:
     return " ".join(str(v) for v in values if isinstance(v, str) and v)
 
 
-def per_step(events: pd.DataFrame, by: str = "kind", window: str = "step") -> pd.DataFrame:
-    """One row per key: ``category``, ``time_ps`` (exclusive device time per chip and step), ``count``
-    (ops per chip and step); ``attrs["spans"]``: how many (device, step) spans were averaged.
-    ``window="trace"``: one span per device over its whole trace."""
+def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step") -> tuple[pd.DataFrame, int]:
+    """Exclusive device time summed per (key columns of ``by``, category): ``sum`` (ps) and ``size`` (ops);
+    and the number of (device, step) spans measured. Sums of disjoint sets of chips add up (the
+    planes of a profile read apart, ``perfkit.trace.planewise``)."""
     if by not in KEYS:
         raise BadInput(f"must be one of {', '.join(KEYS)}", field="--by")
     spans, ops = timeline.measured(events, window)
     if spans.empty:
-        raise BadInput("no device ops in the trace", path=", ".join(events.attrs.get("files", [])) or None)
+        return pd.DataFrame(columns=[*_GROUPS[by], "category", "sum", "size"]), 0
     on_stream = np.array([bool(_GPU_STREAM.match(str(c))) for c in ops["line"].cat.categories] + [False])
     ops = ops.assign(time_ps=np.where(on_stream[ops["line"].cat.codes.to_numpy()], ops["end_ps"] - ops["start_ps"],
                                       ops["self_ps"]))
     groups = (ops.groupby(_GROUPS[by] + ["category"], observed=True, dropna=False)["time_ps"].agg(["sum", "size"])
               .reset_index())
+    return groups, len(spans)
+
+
+def per_key(groups: pd.DataFrame, spans: int, by: str = "kind") -> pd.DataFrame:
+    """``op_time``'s sums (of one trace or of several sets of chips, stacked) per key: ``category`` (of the
+    most time, a tie to the first of compute / ici / dcn / dma), ``time_ps`` and ``count`` per chip and
+    step; ``attrs["spans"]``."""
+    groups = groups.groupby(_GROUPS[by] + ["category"], observed=True, dropna=False, sort=False)[["sum", "size"]].sum()
+    groups = groups.reset_index()
     groups["key"] = [_label(by, v) for v in zip(*(groups[c] for c in _GROUPS[by]))]
-    table = groups.groupby("key").agg(category=("category", "first"), time_ps=("sum", "sum"), count=("size", "sum"))
+    sums = groups.groupby(["key", "category"], observed=True)[["sum", "size"]].sum().reset_index()
+    order = pd.Categorical(sums["category"].astype(str), categories=CATEGORY_ORDER, ordered=True)
+    main = sums.assign(order=order).sort_values(["key", "sum", "order"], ascending=[True, False, True], kind="stable")
+    table = main.groupby("key").agg(category=("category", "first"), time_ps=("sum", "sum"), count=("size", "sum"))
     table["category"] = table["category"].astype(str)
-    table["time_ps"] = table["time_ps"].astype(float) / len(spans)
-    table["count"] /= len(spans)
-    table.attrs["spans"] = len(spans)
+    table["time_ps"] = table["time_ps"].astype(float) / spans
+    table["count"] = table["count"] / spans
+    table.attrs["spans"] = spans
     return table
+
+
+def per_step(events: pd.DataFrame, by: str = "kind", window: str = "step") -> pd.DataFrame:
+    """One row per key: ``category``, ``time_ps`` (exclusive device time per chip and step), ``count``
+    (ops per chip and step); ``attrs["spans"]``: how many (device, step) spans were averaged.
+    ``window="trace"``: one span per device over its whole trace."""
+    groups, spans = op_time(events, by, window)
+    if not spans:
+        raise BadInput("no device ops in the trace", path=", ".join(events.attrs.get("files", [])) or None)
+    return per_key(groups, spans, by)
 
 
 def compare(ta: pd.DataFrame, tb: pd.DataFrame) -> pd.DataFrame:
     """Two ``per_step`` tables side by side: per key ``a_ps``, ``b_ps``, ``delta_ps`` (b - a), ``a_count``,
-    ``b_count``, ``category``; the largest changes first."""
+    ``b_count``, ``category``; the largest changes first; ``attrs``: spans_a, spans_b."""
     out = ta.add_suffix("_a").join(tb.add_suffix("_b"), how="outer")
     result = pd.DataFrame({
         "key": out.index,
@@ -69,12 +93,11 @@ def compare(ta: pd.DataFrame, tb: pd.DataFrame) -> pd.DataFrame:
         "b_count": out["count_b"].fillna(0).to_numpy(),
     })
     result["delta_ps"] = result["b_ps"] - result["a_ps"]
-    return result.iloc[np.argsort(-result["delta_ps"].abs().to_numpy(), kind="stable")].reset_index(drop=True)
+    result = result.iloc[np.argsort(-result["delta_ps"].abs().to_numpy(), kind="stable")].reset_index(drop=True)
+    result.attrs.update(spans_a=ta.attrs["spans"], spans_b=tb.attrs["spans"])
+    return result
 
 
 def diff(a: pd.DataFrame, b: pd.DataFrame, by: str = "kind", window: str = "step") -> pd.DataFrame:
-    """``compare`` of two events frames keyed ``by`` over ``window`` spans; ``attrs``: spans_a, spans_b."""
-    ta, tb = per_step(a, by, window), per_step(b, by, window)
-    result = compare(ta, tb)
-    result.attrs.update(spans_a=ta.attrs["spans"], spans_b=tb.attrs["spans"])
-    return result
+    """``compare`` of two events frames keyed ``by`` over ``window`` spans."""
+    return compare(per_step(a, by, window), per_step(b, by, window))

@@ -1,6 +1,7 @@
-"""``perfkit.trace.planewise``: planes broken down apart in worker processes give the rows of the files read
-together (``breakdown(load(...))``, the path every other test checks against HTA, xprof and hand-made
-cases), and where they would not, the files are read together."""
+"""``perfkit.trace.planewise``: planes analysed apart in worker processes give the breakdown rows and the diff
+tables of the files read together (``breakdown(load(...))``, ``diff(load(...), load(...))``: the path every
+other test checks against HTA, xprof and hand-made cases), and where they would not, the files are read
+together."""
 
 import pandas as pd
 import pytest
@@ -8,7 +9,7 @@ from click.testing import CliRunner
 
 from perfkit.cli import cli
 from perfkit.errors import BadInput
-from perfkit.trace import breakdown, events, planewise, xplane
+from perfkit.trace import breakdown, diff, events, planewise, xplane
 from perfkit.trace.synthetic import FINGERPRINT, Uint64, XSpaceWriter, tpu_profile
 
 pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # JAX's, where other tests imported it
@@ -62,10 +63,14 @@ def test_planes_apart_give_the_rows_of_the_files_read_together(tmp_path, monkeyp
     def together(*args, **kwargs):
         raise AssertionError("read together, not plane by plane")
 
+    by_kind = diff.diff(*(events.load(p, workers=1) for p in (paths, paths[:1])), "kind", window)
+    by_op = diff.diff(*(events.load(p, workers=1) for p in (paths[:1], paths)), "op", window)
     monkeypatch.setattr(events, "load", together)
     apart, apart_from = planewise.breakdown_traces(paths, window=window)
     pd.testing.assert_frame_equal(apart, rows)
     assert apart_from == steps_from
+    pd.testing.assert_frame_equal(planewise.diff_traces(paths, paths[:1], "kind", window=window), by_kind)
+    pd.testing.assert_frame_equal(planewise.diff_traces(paths[:1], paths, "op", window=window), by_op)
     chips = {"4 TPU chips with Steps lines": 4, "1 TPU chip, no markers": 1, "3 hosts of 2 chips": 2,
              "8 MI300 GPUs (real)": 8}[profile]
     assert len(rows) > 0 and rows["device"].nunique() == chips
@@ -98,9 +103,12 @@ def test_a_plane_refused_in_a_worker_is_read_together(tmp_path, monkeypatch, for
 
 
 def test_the_command_prints_the_same_either_way(tmp_path, monkeypatch, forking):
-    paths = [str(tpu_profile(tmp_path / f"host{h}.xplane.pb", chips=2, steps=3, host=f"h{h}")) for h in range(2)]
-    apart = CliRunner().invoke(cli, ["trace", "breakdown", "--json", *paths])
-    monkeypatch.setattr(planewise, "_read_apart", lambda *args: None)
-    together = CliRunner().invoke(cli, ["trace", "breakdown", "--json", *paths])
-    assert apart.exit_code == together.exit_code == 0, apart.output
-    assert apart.output == together.output
+    a = str(tpu_profile(tmp_path / "a.xplane.pb", chips=4, steps=3))
+    b = str(tpu_profile(tmp_path / "b.xplane.pb", chips=2, steps=2))
+    commands = [["trace", "breakdown", "--json", a, b], ["trace", "diff", a, b], ["trace", "diff", "--json", a, b]]
+    apart = [CliRunner().invoke(cli, c) for c in commands]
+    monkeypatch.setattr(planewise, "_apart", lambda *args: None)
+    together = [CliRunner().invoke(cli, c) for c in commands]
+    for one, other in zip(apart, together):
+        assert one.exit_code == other.exit_code == 0, one.output
+        assert one.output == other.output
