@@ -4,6 +4,7 @@ the command runs, so ``perfkit quality --help`` costs click alone."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import click
@@ -88,10 +89,17 @@ def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_
     in RGB24 (the same filter after format=rgb24); per-frame PSNR's mean over differing frames, worst
     frame, mean / max |d|, share of |d| > 16, sha256. Tensors: relative L2, cosine, max |d|.
     """
+    # numpy's OpenBLAS starts a thread per core as it loads, which spin ~0.05 s of CPU that the decoders need on
+    # 2 cores; no figure uses threaded BLAS. Set while numpy loads (OpenBLAS reads it then); a user's setting stands.
+    blas_ours = "OPENBLAS_NUM_THREADS" not in os.environ
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     # numpy, PyAV and the figures: imported here so that --help and the other commands need none of them
     from perfkit.common.summary import json_safe
     from perfkit.quality import compare as quality
     from perfkit.quality.media import parse_codec
+
+    if blas_ours:
+        del os.environ["OPENBLAS_NUM_THREADS"]
 
     frames = quality.parse_frame_range(frame_range)
     codec = parse_codec(codec_spec) if with_floor else None

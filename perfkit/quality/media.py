@@ -12,12 +12,10 @@ naming the file.
 from __future__ import annotations
 
 import io
+import os
 import queue
 import re
 import threading
-import tokenize
-import zipfile
-import zlib
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple
 
@@ -35,6 +33,11 @@ RGB_FORMATS = ("rgb24", "bgr0", "gbrp")  # pixel formats that hold uint8 RGB exa
 YUV_FORMATS = ("yuv420p", "yuvj420p", "yuv422p", "yuvj422p", "yuv444p", "yuvj444p", "yuv440p", "yuvj440p",
                "yuv411p", "yuv410p")
 LATENTS_FILE = "latents.npy"  # per-step latents (steps, ...) a run may save; compared as drift, not as output
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+# A comparison decodes its two videos at once, each in a thread of its own: half the cores each. On 2 cores
+# that is one decoding thread per video, which takes ~15% less CPU than ffmpeg's own choice (cores + 1 frame
+# threads per video: 0.78 against 0.65 s for a 121-frame 960x544 h264 pair, measured) and keeps both busy.
+DECODE_THREADS = max(1, CORES // 2)
 
 
 class Media:
@@ -105,7 +108,8 @@ class VideoFile(Media):
     def _decoded(self, start: int, stop: int | None) -> Iterator[av.VideoFrame]:
         with self._open() as container:
             stream = container.streams.video[0]
-            stream.thread_type = "AUTO"  # frame-parallel decoding in ffmpeg's threads, outside the GIL
+            stream.codec_context.thread_count = DECODE_THREADS
+            stream.thread_type = "AUTO"  # with more than one: frame-parallel, in ffmpeg's threads outside the GIL
             index = 0
             try:
                 for k, packet in enumerate(container.demux(stream)):
@@ -198,6 +202,11 @@ class ArrayMedia(Media):
 
 def load_array(path: Path, key: str | None = None, label: str | None = None) -> np.ndarray:
     """An ``.npy`` (memory-mapped) or one array of an ``.npz`` (``key``, or its only array)."""
+    # the errors of numpy's zip, zlib and header parsers, imported here: ~4 ms off every video comparison
+    import tokenize
+    import zipfile
+    import zlib
+
     label = label or str(path)
     try:
         if path.suffix == ".npy":
@@ -209,7 +218,7 @@ def load_array(path: Path, key: str | None = None, label: str | None = None) -> 
             if (key or names[0]) not in names:
                 raise BadInput(f"has no array {key!r} (it holds {', '.join(names)})", path=label)
             return npz[key or names[0]]
-    # numpy lets through what its zip, zlib and header parsers raise on a damaged file
+    # numpy lets these through on a damaged file
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, tokenize.TokenError, SyntaxError,
             MemoryError) as exc:
         raise BadInput(f"not a readable numpy file ({exc})", path=label) from None
