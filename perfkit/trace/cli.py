@@ -153,6 +153,8 @@ def tail(paths, k, as_json):
 
     events = _load(paths, None, tails.EVENT_COLUMNS)
     chips, last = tails.chips(events), tails.last_ops(events, k)
+    if chips.empty:
+        raise BadInput("no device ops in these traces", path=" ".join(paths))
     if as_json:
         click.echo(json.dumps({"chips": _json_rows(chips), "last_ops": _json_rows(last)}, indent=1))
         return
