@@ -27,6 +27,7 @@ is kept as uint64 with a presence flag; the other int stats as int64 (-1 absent)
 
 from __future__ import annotations
 
+import functools
 import math
 import mmap
 import multiprocessing
@@ -384,7 +385,14 @@ def read_plane(job: PlaneJob, metadata: list[PlaneJob], rank: int, host: str) ->
         return None
     columns = allocate(split.events, False)
     read = _decode_lines(job, split, columns)
-    return _merge(job.path, rank, host, [read], columns, [_plane(m)[0] for m in metadata])
+    return _merge(job.path, rank, host, [read], columns, _file_programs(tuple(metadata), job.path))
+
+
+@functools.lru_cache(maxsize=4)
+def _file_programs(metadata: tuple[PlaneJob, ...], path: Path) -> Programs:
+    """A file's programs, read once per process for all the planes of it that process reads (a real TPU
+    profile's metadata holds every program's HLO, megabytes each)."""
+    return _programs([_plane(m)[0] for m in metadata], path)
 
 
 def plane_stats(job: PlaneJob) -> tuple[str, dict]:
@@ -427,7 +435,7 @@ def allocate(n: int, shared: bool) -> dict[str, np.ndarray]:
 
 
 def _merge(path: Path, rank: int, host: str, reads: list[_PlaneRead], columns: dict[str, np.ndarray],
-           metadata_planes: list) -> RawTrace:
+           programs: Programs) -> RawTrace:
     """One file's planes, decoded apart, as one RawTrace: line codes, string codes and start times made
     the file's, in place."""
     if not any(r.events for r in reads):
@@ -450,7 +458,7 @@ def _merge(path: Path, rank: int, host: str, reads: list[_PlaneRead], columns: d
             for name in ("name", "hlo_op", "hlo_module", "hlo_category"):
                 np.take(table, columns[name][rows], out=columns[name][rows], mode="wrap")
     return RawTrace(path=path, rank=rank, host=host, origin_ns=origin_ns, columns=columns, strings=strings,
-                    lines=lines, programs=_programs(metadata_planes, path))
+                    lines=lines, programs=programs)
 
 
 def fork_safe() -> bool:
@@ -492,7 +500,7 @@ def read_all(files: list[tuple[Path, int]], workers: int = 1) -> list[RawTrace]:
         rows = slice(int(bounds[mine[0]]), int(bounds[mine[-1] + 1]))
         metadata = [_plane(jobs[k])[0] for k in mine if surveyed[k][0] == "/host:metadata"]
         traces.append(_merge(path, rank, host, [reads[k] for k in mine], {k: v[rows] for k, v in columns.items()},
-                             metadata))
+                             _programs(metadata, path)))
     return traces
 
 
