@@ -228,10 +228,10 @@ def compare_ranks(dumps: RankDumps, module_filter: str | None = None, workers: i
     dump file is parsed once, in ``workers`` processes (None: one per core; see ``load.RankModules``)."""
     if len(dumps.ranks) < 2:
         raise BadInput("needs the dumps of two or more ranks", path=dumps.label)
-    loaded = RankModules({r: rank_files(folder) for r, folder in dumps.ranks.items()}, workers)
-    per_rank = {r: _named(loaded.summaries[r], module_filter, folder) for r, folder in dumps.ranks.items()}
-    ranks = sorted(per_rank)
-    modules = [compare_module(label, slot, ranks, loaded.full) for label, slot in match_modules(per_rank)]
+    with RankModules({r: rank_files(folder) for r, folder in dumps.ranks.items()}, workers) as loaded:
+        per_rank = {r: _named(loaded.summaries[r], module_filter, folder) for r, folder in dumps.ranks.items()}
+        ranks = sorted(per_rank)
+        modules = [compare_module(label, slot, ranks, loaded.full) for label, slot in match_modules(per_rank)]
     # Whole-program groups: ranks whose every module landed in the same group.
     place = {r: tuple(next((k for k, g in enumerate(m["groups"]) if r in g), -1) for m in modules) for r in ranks}
     groups = _groups(place)
@@ -275,9 +275,9 @@ def ab_module(label: str, a: RankModule, b: RankModule) -> dict:
 def compare_ab(a_folder: Path, b_folder: Path, module_filter: str | None = None) -> dict:
     """Variant A's compiled modules against variant B's (two dump folders), matched by name."""
     folders = {0: a_folder, 1: b_folder}
-    loaded = RankModules({r: rank_files(folder) for r, folder in folders.items()})
-    matched = match_modules({r: [loaded.full(m) for m in _named(loaded.summaries[r], module_filter, folder)]
-                             for r, folder in folders.items()})
+    with RankModules({r: rank_files(folder) for r, folder in folders.items()}) as loaded:
+        matched = match_modules({r: [loaded.full(m) for m in _named(loaded.summaries[r], module_filter, folder)]
+                                 for r, folder in folders.items()})
     modules = [ab_module(label, slot[0], slot[1]) for label, slot in matched if len(slot) == 2]
     only_a = [label for label, slot in matched if list(slot) == [0]]
     only_b = [label for label, slot in matched if list(slot) == [1]]

@@ -1,20 +1,23 @@
 """Every rank's dumped modules, each distinct file parsed once: what ``perfkit.hlo.diff`` compares.
 
 The ranks of one program usually dump byte-identical files, so files are hashed first and each distinct
-content is parsed once. Distinct files parse in worker processes, one per core (the parser is pure
-Python: threads would share one core). A worker sends back a module's ``Summary`` only (fingerprint,
-receive offsets, counts): pickling a whole parse costs about as much as parsing it (measured on a
-24k-instruction module: 0.55 s to pickle and unpickle, 0.64 s to parse). The whole parse is kept, or
-redone here, only for the modules a divergence is explained with.
+content is parsed once. Distinct files are dealt out by size to this process and forked worker
+processes, one process per core (the parser is pure Python: threads would share one core). A worker
+sends back each module's ``Summary`` (fingerprint, receive offsets, counts) and keeps its whole parses;
+the whole parse of a module that a divergence is explained with is sent over when asked for, as plain
+tuples through ``marshal``: pickling the parse's NamedTuples costs about as much as parsing (measured on
+a 24k-instruction module: 0.6 s to pickle and unpickle, 0.1 s this way).
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import marshal
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+import traceback
+from multiprocessing.connection import Connection
 from typing import NamedTuple
 
 from perfkit.errors import BadInput
@@ -22,11 +25,13 @@ from perfkit.hlo.buffers import (ReceiveBuffer, collectives, read_buffer_assignm
                                  receive_buffers)
 from perfkit.hlo.dumps import DumpFiles, content_key
 from perfkit.hlo.fingerprint import FlatInstruction, computation_fingerprints, flatten
-from perfkit.hlo.parse import Module, read_module
+from perfkit.hlo.parse import Computation, Instruction, Module, read_module
 
 # Distinct HLO text below this many bytes parses here sooner than worker processes start (~0.1 s).
 POOL_MIN_BYTES = 2_000_000
-
+# Each process keeps the whole parses of the files it parsed, up to this much HLO text (a 5.4 MB dump of
+# 24k instructions is ~27 MB parsed) and at least the first; a module past it is parsed again if needed.
+KEEP_BYTES = 24_000_000
 
 class RankModule(NamedTuple):
     """One compiled module of one rank, parsed, fingerprinted and placed in canonical order."""
@@ -72,6 +77,10 @@ class Summary(NamedTuple):
         return self.fingerprint, (self.receive if with_buffers else ())
 
 
+Job = tuple[tuple, int, DumpFiles]        # (content key, the first rank holding it, its files)
+Outcome = tuple[Summary | None, tuple | None]  # a Summary, or the BadInput it raised as (reason, path, field)
+
+
 @contextlib.contextmanager
 def _no_cyclic_gc():
     """A parse allocates ~10 objects an instruction and no reference cycles: the cyclic collector would
@@ -110,18 +119,71 @@ def summarize(m: RankModule) -> Summary:
                    len(collectives(m.flat, m.roots)), m.temp_bytes)
 
 
-def _summary_in_worker(rank: int, files: DumpFiles) -> tuple[Summary | None, tuple | None]:
-    """A worker's job: one file's summary, or the BadInput it raised as (reason, path, field), which the
-    parent raises again (an exception's own pickling would keep only its message)."""
+def _packed(m: RankModule) -> bytes:
+    """A whole parse as plain tuples for ``marshal`` (it writes no NamedTuples); ``flat`` and ``roots``
+    are recomputed on the other side (0.02 s)."""
+    comps = [(c.name, c.entry, c.line, [tuple(i) for i in c.instructions]) for c in m.module.computations.values()]
+    receive = None if m.receive is None else [tuple(b) for b in m.receive]
+    return marshal.dumps((m.module.name, m.module.path, m.module.entry, comps, m.fps, receive, m.temp_bytes,
+                          m.total_bytes))
+
+
+def _unpacked(data: bytes, rank: int, files: DumpFiles) -> RankModule:
+    with _no_cyclic_gc():
+        name, path, entry, comps, fps, receive, temp, total = marshal.loads(data)
+        module = Module(name, path, {c: Computation(c, is_entry, list(map(Instruction._make, insts)), line)
+                                     for c, is_entry, line, insts in comps}, entry)
+        return RankModule(rank, files, module, fps, flatten(module), module.root_opcodes(),
+                          None if receive is None else list(map(ReceiveBuffer._make, receive)), temp, total)
+
+
+def _parse_share(jobs: list[Job], kept: dict[tuple, RankModule]) -> dict[tuple, Outcome]:
+    """Each job's outcome (a BadInput travels as fields: an exception's own pickling keeps only its
+    message); the whole parses go into ``kept``, the first one and then up to KEEP_BYTES of text."""
+    out: dict[tuple, Outcome] = {}
+    room = KEEP_BYTES
+    for key, rank, files in jobs:
+        try:
+            m = load_module(rank, files)
+        except BadInput as exc:
+            out[key] = None, (exc.reason, exc.path, exc.field)
+            continue
+        out[key] = summarize(m), None
+        size = files.hlo.stat().st_size
+        if not kept or size <= room:
+            kept[key], room = m, room - size
+    return out
+
+
+def _work(conn: Connection, jobs: list[Job]) -> None:
+    """A worker process: its share's outcomes and which parses it kept, then the packed parse of each
+    key the parent asks for, until it asks for None or is gone."""
+    kept: dict[tuple, RankModule] = {}
     try:
-        return summarize(load_module(rank, files)), None
-    except BadInput as exc:
-        return None, (exc.reason, exc.path, exc.field)
+        conn.send(("done", (_parse_share(jobs, kept), list(kept))))
+        while (key := conn.recv()) is not None:
+            conn.send(("done", _packed(kept[key])))
+    except (EOFError, BrokenPipeError):
+        pass  # the parent is gone or stopped listening
+    except Exception:  # a bug: the parent raises it with this traceback
+        with contextlib.suppress(OSError):
+            conn.send(("failed", traceback.format_exc()))
+
+
+def _answer(conn: Connection):
+    """A worker's next message; a worker that failed or vanished is an error here."""
+    try:
+        status, payload = conn.recv()
+    except EOFError:
+        raise RuntimeError("an hlo parse worker process exited early") from None
+    if status == "failed":
+        raise RuntimeError("an hlo parse worker process failed:\n" + payload)
+    return payload
 
 
 def pool_size(workers: int | None, distinct: list[DumpFiles]) -> int:
-    """Worker processes for parsing ``distinct`` files: ``workers``, or (None) one per usable core when
-    there is enough text to pay for starting them; 1 means none (parse here)."""
+    """Processes parsing ``distinct`` files, this one included: ``workers``, or (None) one per usable core
+    when there is enough text to pay for starting workers; 1 means none (parse here)."""
     if workers is not None:
         return workers
     if len(distinct) < 2 or sum(f.hlo.stat().st_size for f in distinct) < POOL_MIN_BYTES:
@@ -129,10 +191,24 @@ def pool_size(workers: int | None, distinct: list[DumpFiles]) -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def shares(sizes: list[int], processes: int) -> list[list[int]]:
+    """Indices of ``sizes`` dealt out to ``processes`` shares of about equal total size (largest first to
+    the least loaded share), each in order. Share 0, this process's, starts with index 0: the lowest
+    rank's file, usually in the majority that divergences are explained against."""
+    out: list[list[int]] = [[] for _ in range(processes)]
+    totals = [0] * processes
+    for i in [0, *sorted(range(1, len(sizes)), key=lambda i: -sizes[i])]:
+        least = totals.index(min(totals))
+        out[least].append(i)
+        totals[least] += sizes[i]
+    return [sorted(s) for s in out]
+
+
 class RankModules:
     """The modules of a set of ranks: ``summaries`` of every one, ``full`` parses on demand. Each distinct
-    file content is parsed once, here or (``workers`` > 1, or None and large) in forked worker processes:
-    call it with workers from a single-threaded process (as the CLI is)."""
+    file content is parsed once, here or (``workers`` > 1, or None and large) also in forked worker
+    processes, which stay until ``close`` (use it as a context manager): call it with workers from a
+    single-threaded process (as the CLI is)."""
 
     def __init__(self, files: dict[int, list[DumpFiles]], workers: int | None = 1):
         self._key = {f: content_key(f) for r in sorted(files) for f in files[r]}
@@ -141,37 +217,66 @@ class RankModules:
             for f in files[r]:
                 distinct.setdefault(self._key[f], (r, f))
         self._full: dict[tuple, RankModule] = {}
-        by_key = self._summaries(distinct, pool_size(workers, [f for _, f in distinct.values()]))
+        self._workers: list[tuple[multiprocessing.Process, Connection]] = []
+        self._holder: dict[tuple, Connection] = {}  # content -> the worker keeping its whole parse
+        try:
+            by_key = self._summaries([(k, *v) for k, v in distinct.items()],
+                                     pool_size(workers, [f for _, f in distinct.values()]))
+        except BaseException:
+            self.close(wait=False)
+            raise
         self.summaries = {r: [by_key[self._key[f]]._replace(rank=r, files=f) for f in files[r]] for r in files}
 
-    def _parse(self, key: tuple, rank: int, files: DumpFiles) -> Summary:
-        self._full[key] = load_module(rank, files)
-        return summarize(self._full[key])
-
-    def _summaries(self, distinct: dict[tuple, tuple[int, DumpFiles]], workers: int) -> dict[tuple, Summary]:
-        keys = list(distinct)
-        if workers <= 1 or len(keys) < 2:
-            return {k: self._parse(k, *distinct[k]) for k in keys}
-        # fork: workers start in milliseconds with this process's imports (forkserver / spawn: ~0.5 s).
-        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-        pool = ProcessPoolExecutor(min(workers, len(keys) - 1), mp_context=multiprocessing.get_context(method))
-        try:
-            futures = {k: pool.submit(_summary_in_worker, *distinct[k]) for k in keys[1:]}
-            # The first file parses here meanwhile and is kept whole: its rank (the lowest) is usually in
-            # the majority that divergences are explained against.
-            out = {keys[0]: self._parse(keys[0], *distinct[keys[0]])}
-            for k, future in futures.items():
-                summary, bad = future.result()
-                if bad is not None:
-                    raise BadInput(bad[0], path=bad[1], field=bad[2])
-                out[k] = summary
-            return out
-        finally:
-            pool.shutdown(cancel_futures=True)
+    def _summaries(self, jobs: list[Job], processes: int) -> dict[tuple, Summary]:
+        split = shares([files.hlo.stat().st_size for _, _, files in jobs], min(processes, len(jobs)))
+        if len(split) > 1:
+            # fork: workers start in milliseconds with this process's imports (forkserver / spawn: ~0.5 s).
+            method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+            context = multiprocessing.get_context(method)
+            for share in split[1:]:
+                here, there = context.Pipe()
+                worker = context.Process(target=_work, args=(there, [jobs[i] for i in share]), daemon=True)
+                worker.start()
+                there.close()
+                self._workers.append((worker, here))
+        outcomes = _parse_share([jobs[i] for i in split[0]], self._full)
+        for _, conn in self._workers:
+            done, kept = _answer(conn)
+            outcomes.update(done)
+            self._holder.update(dict.fromkeys(kept, conn))
+        for key, _, _ in jobs:
+            bad = outcomes[key][1]
+            if bad is not None:
+                raise BadInput(bad[0], path=bad[1], field=bad[2])
+        return {key: outcomes[key][0] for key, _, _ in jobs}
 
     def full(self, s: Summary) -> RankModule:
         """The whole parse of a summarized module (parsed once per distinct content)."""
         key = self._key[s.files]
         if key not in self._full:
-            self._full[key] = load_module(s.rank, s.files)
+            holder = self._holder.pop(key, None)
+            if holder is not None:
+                holder.send(key)
+                self._full[key] = _unpacked(_answer(holder), s.rank, s.files)
+            else:
+                self._full[key] = load_module(s.rank, s.files)
         return self._full[key]._replace(rank=s.rank, files=s.files)
+
+    def close(self, wait: bool = True) -> None:
+        """Stop the worker processes: asked to (``wait``), or terminated."""
+        for worker, conn in self._workers:
+            if wait:
+                with contextlib.suppress(OSError):
+                    conn.send(None)
+            else:
+                worker.terminate()
+            conn.close()
+        for worker, _ in self._workers:
+            worker.join()
+        self._workers, self._holder = [], {}
+
+    def __enter__(self) -> RankModules:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close(wait=exc[0] is None)

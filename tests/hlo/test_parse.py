@@ -2,6 +2,7 @@
 that jax compiles here, and its refusals of files that are not HLO text."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,8 @@ import pytest
 from perfkit.errors import BadInput
 from perfkit.hlo.buffers import read_buffer_assignment, receive_buffers
 from perfkit.hlo.fingerprint import flatten
-from perfkit.hlo.parse import parse_module, read_module
+from perfkit.hlo import parse
+from perfkit.hlo.parse import Instruction, parse_instruction, parse_module, read_module
 
 DATA = Path(__file__).parent / "data"
 
@@ -111,6 +113,55 @@ def test_receive_buffers_from_buffer_assignment(name, temp_bytes, receive):
     ba = read_buffer_assignment(DATA / f"{name}-buffer-assignment.txt")
     assert ba.temp_bytes == temp_bytes
     assert [(b.label, b.index, b.offset) for b in receive_buffers(flatten(m), m.root_opcodes(), ba)] == receive
+
+
+TILED = "bf16[578,3072]{1,0:T(8,128)(2,1)}"
+TUPLE_LINES = [  # (line, the shape read by hand; "" where the brackets do not balance: kept opaque)
+    (f"  %cps.1 = ({TILED}, {TILED[:-1]}S(1)}}, u32[]{{:S(2)}}) collective-permute-start(%fusion.1), channel_id=1, "
+     'source_target_pairs={{0,1},{1,0}}, metadata={op_name="jit(step)/ppermute" source_line=89}',
+     f"({TILED}, {TILED[:-1]}S(1)}}, u32[]{{:S(2)}})"),
+    ("  %t = ((f32[2]{0}, s32[]), u32[]{:S(2)}) tuple(%a, %b)", "((f32[2]{0}, s32[]), u32[]{:S(2)})"),  # nested
+    ("  %t = (f32[8]{0:T(8,(2))}, s32[]) tuple(%a, %b)", "(f32[8]{0:T(8,(2))}, s32[])"),  # parens two deep
+    ("  %t = () tuple()", "()"),
+    ("  %t = (f32[8]{0:T(8,(8)}, u32[]) tuple(%a)", ""),  # a ( left open in the layout
+    ("  %t = (f32[8{]{0}, u32[]) tuple(%a)", ""),         # a { left open in the dimensions
+]
+
+
+def test_flat_tuple_shapes_read_as_the_bracket_splitter_reads_them(monkeypatch):
+    """Flat tuple shapes with tiled layouts take one regex (_SIMPLE); every line parses to the same
+    Instruction as through the general path (_LHS, then _head's bracket splitter), and as read by hand."""
+    first = parse_instruction(TUPLE_LINES[0][0], 3)
+    assert first == Instruction("cps.1", TUPLE_LINES[0][1], "collective-permute-start", ("fusion.1",), "",
+                                (("channel_id", "1"), ("source_target_pairs", "{{0,1},{1,0}}")), (), False, 3,
+                                TUPLE_LINES[0][0].strip().split(", metadata=")[0])
+    for line, shape in TUPLE_LINES:
+        i = parse_instruction(line, 1)
+        assert i.shape == shape and bool(i.opcode) == bool(shape), line
+    lines = [line for line, _ in TUPLE_LINES]
+    lines += [line for f in ("tpu_ring.txt", "gpu_async.txt") for line in (DATA / f).read_text().splitlines()
+              if line.startswith("  ")]
+    fast = [parse_instruction(line, 1) for line in lines]
+    monkeypatch.setattr(parse, "_SIMPLE", re.compile(r"(?!)"))  # matches nothing: every line the general way
+    assert [parse_instruction(line, 1) for line in lines] == fast
+
+
+def test_metadata_is_cut_as_the_regex_cuts_it():
+    """The usual metadata={...} is cut at its first closing brace without the regex; every line comes out
+    as the regex alone makes it (run over the whole line), and as written by hand."""
+    head = "%a = f32[] add(%x, %y)"
+    cases = {  # line: the line without its metadata, by hand
+        f'{head}, metadata={{op_name="a}}b" source_line=3}}, backend_config={{}}': f"{head}, backend_config={{}}",
+        f'{head}, metadata={{op_name="a\\"}}" x=1}}': head,  # an escaped quote, then a brace inside quotes
+        f"{head}, metadata={{a=1}}, sharding={{}}, metadata={{b=2}}": f"{head}, sharding={{}}",
+        f"{head}, metadata={{a={{1}}}}": f"{head}, metadata={{a={{1}}}}",  # nested braces: not metadata's syntax
+        f"{head}, metadata=x": f"{head}, metadata=x",
+        f"{head} ,  metadata={{a=1}}": f"{head} ",  # the space before the comma stays
+    }
+    for line, cut in cases.items():
+        assert parse._without_metadata(line) == cut, line
+    lines = [*cases, *(line for f in ("tpu_ring.txt", "gpu_async.txt") for line in (DATA / f).read_text().splitlines())]
+    assert [parse._without_metadata(line) for line in lines] == [parse._METADATA.sub("", line) for line in lines]
 
 
 def test_operands_without_sigils():

@@ -218,9 +218,9 @@ print(os.getpid(), sorted(m for m in {HEAVY!r} if m in sys.modules))
     pid, heavy = res.stdout.strip().splitlines()[-1].split(" ", 1)
     assert heavy == "[]", res.stdout + res.stderr
     parses = [line.split(" ", 2) for line in log.read_text().splitlines()]
-    # Ranks 0-2 dumped byte-identical files: rank 0's parses here, rank 3's in a worker, and again here
-    # for the divergence (a worker sends back a summary only).
-    assert sorted((p == pid, rank) for p, rank, _ in parses) == [(False, "rank3"), (True, "rank0"), (True, "rank3")]
+    # Ranks 0-2 dumped byte-identical files: rank 0's parses here, rank 3's in the worker, which sends
+    # its whole parse over for the divergence (not parsed again here).
+    assert sorted((p == pid, rank) for p, rank, _ in parses) == [(False, "rank3"), (True, "rank0")]
     assert {h for _, _, h in parses} == {"[]"}
 
 
@@ -238,11 +238,31 @@ def test_identical_dumps_are_parsed_once(real_dumps, monkeypatch):
     assert m["divergences"][0]["file"] == str(hlo_file(real_dumps["constant"] / "rank3"))
 
 
-def in_two_workers(folder):
-    """compare_ranks with two worker processes, in a fresh process: workers are forked, and this one may
-    hold jax's threads (fork is safe only from a single-threaded process, as the CLI is)."""
-    code = ("import json, sys\nfrom perfkit.errors import BadInput\nfrom perfkit.hlo.diff import compare_ranks\n"
-            "from perfkit.hlo.dumps import resolve\ntry:\n"
+def test_a_parse_not_kept_is_parsed_again_when_needed(real_dumps, monkeypatch):
+    """Past KEEP_BYTES a process keeps only its first parse: rank 3's, needed for the divergence, is then
+    parsed a second time, to the same result."""
+    alone = check(real_dumps["constant"])
+    parsed = []
+    parse = load.load_module
+    monkeypatch.setattr(load, "load_module", lambda rank, files: parsed.append(files.hlo.parent.name)
+                        or parse(rank, files))
+    monkeypatch.setattr(load, "KEEP_BYTES", 0)
+    assert check(real_dumps["constant"]) == alone and parsed == ["rank0", "rank3", "rank3"]
+
+
+def test_files_are_shared_out_by_size():
+    # By hand: index 0 to this process first, then the largest to the least loaded share.
+    assert load.shares([5] * 8, 2) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert load.shares([1, 10, 3, 8], 2) == [[0, 2, 3], [1]]
+    assert load.shares([4, 4, 4], 3) == [[0], [1], [2]]
+
+
+def in_two_workers(folder, keep_bytes=load.KEEP_BYTES):
+    """compare_ranks in two processes (this one and a worker), in a fresh process: workers are forked, and
+    this one may hold jax's threads (fork is safe only from a single-threaded process, as the CLI is)."""
+    code = ("import json, sys\nfrom perfkit.errors import BadInput\nfrom perfkit.hlo import load\n"
+            "from perfkit.hlo.diff import compare_ranks\nfrom perfkit.hlo.dumps import resolve\n"
+            f"load.KEEP_BYTES = {keep_bytes}\ntry:\n"
             "    print(json.dumps(compare_ranks(resolve([sys.argv[1]])[0], workers=2)))\n"
             "except BadInput as exc:\n    print(json.dumps({'path': exc.path, 'reason': exc.reason}))")
     res = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, cwd=REPO,
@@ -257,7 +277,9 @@ def test_worker_processes_give_what_one_process_gives(dumps_copy, real_dumps):
     ba = next((folder / "rank3").glob("*jit_step*after_optimizations-buffer-assignment.txt"))
     ba.write_text(ba.read_text().replace("offset=0)", "offset=64)"))  # the same program, another assignment
     for ranks in (folder, real_dumps["constant"]):
-        assert in_two_workers(ranks) == json.loads(json.dumps(check(ranks)))
+        alone = json.loads(json.dumps(check(ranks)))
+        assert in_two_workers(ranks) == alone
+        assert in_two_workers(ranks, keep_bytes=0) == alone  # each process keeps its first parse only
     bad = hlo_file(folder / "rank1")
     bad.write_text(bad.read_text()[:-40])
     with pytest.raises(BadInput) as refused:
