@@ -14,12 +14,14 @@ machine): ``perfkit quality A B`` (the default: the source's own planes),
 exists, and ``perfkit quality --help``. Printed: median wall and CPU seconds (user + system, every thread),
 peak RSS of each process (ru_maxrss from wait4), perfkit's ratio to ffmpeg, and both sides' figures. The
 pair is built in a child process: a child's ru_maxrss starts from its parent's size, so the timing parent
-stays small (the standard library only).
+stays small (the standard library only). perfkit's modules are byte-compiled first, as installing it does:
+with PYTHONDONTWRITEBYTECODE set (this machine sets it) each run would otherwise compile them again (~15 ms).
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import re
@@ -33,6 +35,7 @@ from fractions import Fraction
 from pathlib import Path
 
 FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "video" / "cogvideox_horse_720x480_49f.mp4"
+PACKAGE = Path(__file__).resolve().parents[1] / "perfkit"
 HEIGHT, WIDTH, CLIP = 544, 960, 121
 PERFKIT = [sys.executable, "-m", "perfkit.cli"]
 
@@ -113,6 +116,7 @@ def main() -> None:
     if args.build:
         return build(args.build, args.frames)
     ffmpeg = shutil.which("ffmpeg")
+    compileall.compile_dir(PACKAGE, quiet=1)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         subprocess.run([sys.executable, __file__, "--build", str(tmp), "--frames", str(args.frames)], check=True)

@@ -1,5 +1,6 @@
 """``perfkit quality``: the --json contract, text output, codec floor, drift, imports, ffmpeg agreement."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -83,19 +84,27 @@ def test_help_imports_no_figures():
     assert res.stdout.strip() == "[]"
 
 
-def test_video_pair_imports_no_pandas(tmp_path, clip, noisy):
-    """The default comparison of two videos is numpy and PyAV only (pandas costs ~0.3 s to import)."""
+def test_video_pair_imports_no_pandas_and_leaves_one_thread(tmp_path, clip, noisy):
+    """The default comparison of two videos is numpy and PyAV only (pandas costs ~0.3 s to import). Afterwards
+    the process holds its main thread alone (Linux: /proc): the decoding threads are joined, and numpy's
+    OpenBLAS loaded without its pool (a spinning thread per core, CPU the decoders need); the variable that
+    kept the pool off is unset again."""
     from perfkit.quality import media
 
     for name, frames in (("a", clip(frames=3)), ("b", noisy(clip(frames=3), 8))):
         media.write_video(iter(frames), tmp_path / f"{name}.mp4")
-    code = ("import sys\nfrom click.testing import CliRunner\nfrom perfkit.cli import cli\n"
+    code = ("import os, sys\nfrom click.testing import CliRunner\nfrom perfkit.cli import cli\n"
             f"res = CliRunner().invoke(cli, ['quality', {str(tmp_path / 'a.mp4')!r}, {str(tmp_path / 'b.mp4')!r}])\n"
             "assert res.exit_code == 0 and 'PSNR in yuv420p planes' in res.stdout, res.stdout\n"
-            "print('pandas' in sys.modules)\n")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+            "import time\nthreads, end = 1, time.monotonic() + 2\n"  # a joined thread may linger in /proc a moment
+            "while os.path.isdir('/proc/self/task') and time.monotonic() < end:\n"
+            "    threads = len(os.listdir('/proc/self/task'))\n"
+            "    if threads == 1:\n        break\n    time.sleep(0.01)\n"
+            "print('pandas' in sys.modules, threads, 'OPENBLAS_NUM_THREADS' in os.environ)\n")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.strip() == "False"
+    assert res.stdout.strip() == "False 1 False"
 
 
 def test_quality_imports_neither_jax_nor_torch(tmp_path, clip):
