@@ -193,12 +193,13 @@ def pool_size(workers: int | None, distinct: list[DumpFiles]) -> int:
 
 def shares(sizes: list[int], processes: int) -> list[list[int]]:
     """Indices of ``sizes`` dealt out to ``processes`` shares of about equal total size (largest first to
-    the least loaded share), each in order. Share 0, this process's, starts with index 0: the lowest
-    rank's file, usually in the majority that divergences are explained against."""
+    the least loaded share, the last of equals: share 0 is this process's, which has the comparing to do
+    after), each in order. Share 0 starts with index 0: the lowest rank's file, usually in the majority
+    that divergences are explained against."""
     out: list[list[int]] = [[] for _ in range(processes)]
     totals = [0] * processes
     for i in [0, *sorted(range(1, len(sizes)), key=lambda i: -sizes[i])]:
-        least = totals.index(min(totals))
+        least = 0 if i == 0 else min(range(processes), key=lambda s: (totals[s], -s))
         out[least].append(i)
         totals[least] += sizes[i]
     return [sorted(s) for s in out]

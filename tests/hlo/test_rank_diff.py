@@ -251,10 +251,12 @@ def test_a_parse_not_kept_is_parsed_again_when_needed(real_dumps, monkeypatch):
 
 
 def test_files_are_shared_out_by_size():
-    # By hand: index 0 to this process first, then the largest to the least loaded share.
-    assert load.shares([5] * 8, 2) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    # By hand: index 0 to this process first, then the largest to the least loaded share (of equals, the
+    # last: this process has the comparing to do after).
+    assert load.shares([5] * 8, 2) == [[0, 3, 5, 7], [1, 2, 4, 6]]
+    assert load.shares([5] * 9, 2) == [[0, 3, 5, 7], [1, 2, 4, 6, 8]]
     assert load.shares([1, 10, 3, 8], 2) == [[0, 2, 3], [1]]
-    assert load.shares([4, 4, 4], 3) == [[0], [1], [2]]
+    assert load.shares([4, 4, 4], 3) == [[0], [2], [1]]
 
 
 def in_two_workers(folder, keep_bytes=load.KEEP_BYTES):
