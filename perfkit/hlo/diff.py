@@ -179,7 +179,8 @@ def divergence(a: RankModule, b: RankModule, ranks: list[int]) -> dict:
     changed: list[dict] = []
     if not out["same_program"]:
         sa, sb = Signer(a.module, a.fps), Signer(b.module, b.fps)
-        blocks = _align([sa.signature(f) for f in a.flat], [sb.signature(f) for f in b.flat])
+        known: dict[str, list[str]] = {}
+        blocks = _align(sa.signatures(a.flat, known), sb.signatures(b.flat, known))
         if blocks:
             _, i1, i2, j1, j2 = blocks[0]
             out["first_difference"] = {"majority": _show(a.flat[i1]) if i1 < i2 else None,

@@ -15,7 +15,7 @@ FileNames / StackFrames header. The canonical forms ignore all of those:
 from __future__ import annotations
 
 import hashlib
-from typing import Callable, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 from perfkit.hlo.parse import (CALLED_COMPUTATION_KEYS, INSTRUCTION_REF_KEYS, Instruction,
                                Module, referenced_names)
@@ -134,3 +134,20 @@ class Signer:
 
     def signature(self, flat: FlatInstruction) -> str:
         return " | ".join(map("=".join, self.parts(flat).items()))
+
+    def signatures(self, flat: list[FlatInstruction], known: dict[str, list[str]]) -> list[str]:
+        """``signature`` of each of ``flat``, worked out once per computation fingerprint: computations of
+        equal fingerprints hold equal instructions (a layer stack's fusions; the other module's, where
+        ``known`` is shared with its Signer)."""
+        pending: dict[str, Iterator[str]] = {}  # computation -> its signatures, in flat's order
+        out = []
+        for f in flat:
+            left = pending.get(f.computation)
+            if left is None:
+                fp = self.fps[f.computation]
+                if fp not in known:
+                    known[fp] = [self.signature(FlatInstruction(f.computation, inst))
+                                 for inst in self.module.computations[f.computation].instructions]
+                left = pending[f.computation] = iter(known[fp])
+            out.append(next(left))
+        return out

@@ -12,7 +12,9 @@ from hlo_dumps import REPO, hlo_file
 from perfkit.errors import BadInput
 from perfkit.hlo import load
 from perfkit.hlo.diff import compare_ranks
-from perfkit.hlo.dumps import RankDumps, resolve
+from perfkit.hlo.dumps import RankDumps, dump_files, resolve
+from perfkit.hlo.fingerprint import Signer, computation_fingerprints, flatten
+from perfkit.hlo.parse import parse_module
 
 # The demonstration program: 4 ranks of 64 rows, 4 * 64 - 10 rows in all, so rank 3 holds 54 valid rows.
 VALID_ON_LAST = 54
@@ -236,6 +238,35 @@ def test_identical_dumps_are_parsed_once(real_dumps, monkeypatch):
     (m,) = r["modules"]
     assert m["groups"] == [[0, 1, 2], [3]] and m["file"] == str(hlo_file(real_dumps["constant"] / "rank0"))
     assert m["divergences"][0]["file"] == str(hlo_file(real_dumps["constant"] / "rank3"))
+
+
+def small_module(op: str) -> load.RankModule:
+    text = (f"HloModule m\n\nf {{\n  p = f32[4]{{0}} parameter(0)\n  ROOT r = f32[4]{{0}} {op}(p, p)\n}}\n\n"
+            "ENTRY main {\n  x = f32[4]{0} parameter(0)\n  ROOT y = f32[4]{0} fusion(x), kind=kLoop, calls=f\n}\n")
+    module = parse_module(text)
+    fps = computation_fingerprints(module)
+    return load.RankModule(0, None, module, fps, flatten(module), {}, None, None, None)
+
+
+def test_signatures_are_worked_out_once_per_fingerprint(real_dumps):
+    """Signer.signatures takes a computation's signatures from an equal fingerprint's (``known``, shared by
+    both sides): the same as each instruction's own signature, on both sides of the real divergence and
+    where both modules name a different computation alike."""
+    add, mul = small_module("add"), small_module("multiply")
+    known: dict[str, list[str]] = {}
+    sa, sm = Signer(add.module, add.fps), Signer(mul.module, mul.fps)
+    param, p0 = "opcode=parameter | shape=f32[4]{0} | operands= | literal=0", "parameter(0) f32[4]{0}"
+    for m, signer, op in ((add, sa, "add"), (mul, sm, "multiply")):  # flat: x, then f's p and r, then y
+        assert signer.signatures(m.flat, known) == [
+            param, param, f"opcode={op} | shape=f32[4]{{0}} | operands={p0}; {p0} | literal=",
+            f"opcode=fusion | shape=f32[4]{{0}} | operands={p0} | literal= | kind=kLoop | calls={m.fps['f']}"]
+    assert len(known) == 4  # f and main, of each
+    known = {}
+    for r in (0, 3):
+        (files,) = [f for f in dump_files(real_dumps["constant"] / f"rank{r}") if "jit_step" in f.hlo.name]
+        m = load.load_module(r, files)
+        signer = Signer(m.module, m.fps)
+        assert signer.signatures(m.flat, known) == [signer.signature(f) for f in m.flat]
 
 
 def test_a_parse_not_kept_is_parsed_again_when_needed(real_dumps, monkeypatch):
