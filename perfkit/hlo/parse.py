@@ -215,7 +215,8 @@ def parse_instruction(line: str, lineno: int) -> Instruction:
             return Instruction("", "", "", (), "", (), (), False, lineno, text)
         root, name = bool(lhs.group(1)), lhs.group(2)
     else:
-        root, name, shape, opcode, inner = bool(simple.group(1)), *simple.group(2, 3, 4, 5)
+        root, name, shape, opcode, inner = simple.groups()
+        root = bool(root)
     try:
         if simple is None:
             shape, opcode, inner, rest = _head(text, lhs.end())
@@ -228,7 +229,8 @@ def parse_instruction(line: str, lineno: int) -> Instruction:
         attrs = _attributes(text[rest:])
     except ValueError:
         return Instruction(name, "", "", (), "", (), (), root, lineno, text)
-    calls = tuple([n for key, value in attrs if key in CALLED_COMPUTATION_KEYS for n in referenced_names(value)])
+    calls = tuple([n for key, value in attrs if key in CALLED_COMPUTATION_KEYS for n in referenced_names(value)]
+                  if attrs else ())
     return _new(Instruction, (name, shape, opcode, operands, literal, attrs, calls, root, lineno, text))
 
 
