@@ -33,6 +33,7 @@ POOL_MIN_BYTES = 2_000_000
 # 24k instructions is ~27 MB parsed) and at least the first; a module past it is parsed again if needed.
 KEEP_BYTES = 24_000_000
 
+
 class RankModule(NamedTuple):
     """One compiled module of one rank, parsed, fingerprinted and placed in canonical order."""
 
