@@ -12,10 +12,11 @@ Timed alternately, ``--repeats`` times each (medians, and the best run: the leas
 machine): ``perfkit quality A B`` (the default: the source's own planes),
 ``perfkit quality A B --rgb`` (RGB24 too), ``ffmpeg -i A -i B -lavfi psnr -f null -`` where an ffmpeg binary
 exists, and ``perfkit quality --help``. Printed: median wall and CPU seconds (user + system, every thread),
-peak RSS of each process (ru_maxrss from wait4), perfkit's ratio to ffmpeg, and both sides' figures. The
-pair is built in a child process: a child's ru_maxrss starts from its parent's size, so the timing parent
-stays small (the standard library only). perfkit's modules are byte-compiled first, as installing it does:
-with PYTHONDONTWRITEBYTECODE set (this machine sets it) each run would otherwise compile them again (~15 ms).
+peak RSS of each process (ru_maxrss from wait4), perfkit's ratios to ffmpeg (wall, and CPU: the steadier one
+where other jobs share the cores), and both sides' figures. The pair is built in a child process: a child's
+ru_maxrss starts from its parent's size, so the timing parent stays small (the standard library only).
+perfkit's modules are byte-compiled first, as installing it does: with PYTHONDONTWRITEBYTECODE set (this
+machine sets it) each run would otherwise compile them again (~15 ms).
 """
 
 from __future__ import annotations
@@ -137,7 +138,8 @@ def main() -> None:
                for k, v in runs.items()}
         anchor = med.get("ffmpeg -lavfi psnr")
         for name, m in med.items():
-            ratio = f", {m['wall_s'] / anchor['wall_s']:.2f}x ffmpeg's wall" if anchor and "help" not in name else ""
+            ratio = (f", {m['wall_s'] / anchor['wall_s']:.2f}x ffmpeg's wall, {m['cpu_s'] / anchor['cpu_s']:.2f}x its CPU"
+                     if anchor and "help" not in name else "")
             best = min(r["wall_s"] for r in runs[name])  # the least disturbed run on a shared machine
             print(f"{name:24s} wall {m['wall_s']:.2f} s median, {best:.2f} best (all "
                   f"{[round(r['wall_s'], 2) for r in runs[name]]}), CPU {m['cpu_s']:.2f} s, "
