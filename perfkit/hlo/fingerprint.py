@@ -76,6 +76,7 @@ def computation_fingerprints(module: Module) -> dict[str, str]:
         visiting.discard(name)
 
     visit(module.entry)
+    del visit  # the closure refers to itself: a cycle holding the module until a cyclic collection
     return fps
 
 
@@ -95,6 +96,7 @@ def flatten(module: Module) -> list[FlatInstruction]:
             out.append(FlatInstruction(name, inst))
 
     emit(module.entry)
+    del emit  # the closure refers to itself: a cycle holding the module until a cyclic collection
     return out
 
 

@@ -83,9 +83,10 @@ Outcome = tuple[Summary | None, tuple | None]  # a Summary, or the BadInput it r
 
 
 @contextlib.contextmanager
-def _no_cyclic_gc():
+def no_cyclic_gc():
     """A parse allocates ~10 objects an instruction and no reference cycles: the cyclic collector would
-    only rescan them, a fifth of the parse time (refcounting still frees everything)."""
+    only rescan them, a fifth of the parse time, and each kept parse again at every later collection
+    (refcounting still frees everything). Nested uses leave it to the outermost."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -96,7 +97,7 @@ def _no_cyclic_gc():
 
 
 def load_module(rank: int, files: DumpFiles) -> RankModule:
-    with _no_cyclic_gc():
+    with no_cyclic_gc():
         return _load_module(rank, files)
 
 
@@ -131,7 +132,7 @@ def _packed(m: RankModule) -> bytes:
 
 
 def _unpacked(data: bytes, rank: int, files: DumpFiles) -> RankModule:
-    with _no_cyclic_gc():
+    with no_cyclic_gc():
         name, path, entry, comps, fps, receive, temp, total = marshal.loads(data)
         module = Module(name, path, {c: Computation(c, is_entry, list(map(Instruction._make, insts)), line)
                                      for c, is_entry, line, insts in comps}, entry)
@@ -160,6 +161,7 @@ def _parse_share(jobs: list[Job], kept: dict[tuple, RankModule]) -> dict[tuple, 
 def _work(conn: Connection, jobs: list[Job]) -> None:
     """A worker process: its share's outcomes and which parses it kept, then the packed parse of each
     key the parent asks for, until it asks for None or is gone."""
+    gc.disable()  # for good: this process makes no cycles and ends in os._exit
     kept: dict[tuple, RankModule] = {}
     try:
         conn.send(("done", (_parse_share(jobs, kept), list(kept))))
@@ -213,8 +215,8 @@ def shares(sizes: list[int], processes: int) -> list[list[int]]:
 class RankModules:
     """The modules of a set of ranks: ``summaries`` of every one, ``full`` parses on demand. Each distinct
     file content is parsed once, here or (``workers`` > 1, or None and large) also in forked worker
-    processes, which stay until ``close`` (use it as a context manager): call it with workers from a
-    single-threaded process (as the CLI is)."""
+    processes, which stay until ``close`` (use it as a context manager, inside ``no_cyclic_gc``): call it
+    with workers from a single-threaded process (as the CLI is)."""
 
     def __init__(self, files: dict[int, list[DumpFiles]], workers: int | None = 1):
         self._key = {f: content_key(f) for r in sorted(files) for f in files[r]}
@@ -269,7 +271,8 @@ class RankModules:
         return self._full[key]._replace(rank=s.rank, files=s.files)
 
     def close(self, wait: bool = True) -> None:
-        """Stop the worker processes: asked to (``wait``), or terminated."""
+        """Stop the worker processes (asked to, ``wait``, or terminated) and drop the whole parses (freed
+        here, before a caller's ``no_cyclic_gc`` ends: the collector would scan them all once more)."""
         for worker, conn in self._workers:
             if wait:
                 with contextlib.suppress(OSError):
@@ -279,7 +282,7 @@ class RankModules:
             conn.close()
         for worker, _ in self._workers:
             worker.join()
-        self._workers, self._holder = [], {}
+        self._workers, self._holder, self._full = [], {}, {}
 
     def __enter__(self) -> RankModules:
         return self

@@ -1,6 +1,7 @@
 """The HLO text parser on TPU- and GPU-style dumps (written to match real XLA syntax) and on modules
 that jax compiles here, and its refusals of files that are not HLO text."""
 
+import gc
 import json
 import re
 from pathlib import Path
@@ -11,6 +12,8 @@ from perfkit.errors import BadInput
 from perfkit.hlo.buffers import read_buffer_assignment, receive_buffers
 from perfkit.hlo.fingerprint import flatten
 from perfkit.hlo import parse
+from perfkit.hlo.dumps import DumpFiles
+from perfkit.hlo.load import load_module, summarize
 from perfkit.hlo.parse import Instruction, parse_instruction, parse_module, read_module
 
 DATA = Path(__file__).parent / "data"
@@ -162,6 +165,19 @@ def test_metadata_is_cut_as_the_regex_cuts_it():
         assert parse._without_metadata(line) == cut, line
     lines = [*cases, *(line for f in ("tpu_ring.txt", "gpu_async.txt") for line in (DATA / f).read_text().splitlines())]
     assert [parse._without_metadata(line) for line in lines] == [parse._METADATA.sub("", line) for line in lines]
+
+
+def test_a_load_leaves_no_reference_cycles():
+    """hlo-diff runs without the cyclic collector (a worker for good): a whole load (parse, fingerprints,
+    canonical order, buffers) must be freed by reference counts alone, leaving the collector nothing."""
+    files = DumpFiles(0, DATA / "tpu_ring.txt", DATA / "tpu_ring-buffer-assignment.txt", None)
+    gc.collect()
+    gc.disable()
+    try:
+        summarize(load_module(0, files))
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
 
 
 def test_operands_without_sigils():
