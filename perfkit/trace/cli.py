@@ -149,10 +149,9 @@ def diff(a, b, by, top, step_pattern, window, as_json):
 def tail(paths, k, as_json):
     """The last K device ops of each chip; which chips stopped earliest and what the others were in."""
     # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
-    from perfkit.trace import tail as tails
+    from perfkit.trace.planewise import tail_traces
 
-    events = _load(paths, None, tails.EVENT_COLUMNS)
-    chips, last = tails.chips(events), tails.last_ops(events, k)
+    chips, last = tail_traces(list(paths), k)
     if chips.empty:
         raise BadInput("no device ops in these traces", path=" ".join(paths))
     if as_json:

@@ -1,15 +1,15 @@
-"""Per-chip analyses of large XSpaces one plane at a time, in worker processes: the breakdown and the
-diff's device time, as ``breakdown(load(...))`` and ``diff(load(...), load(...))`` give them, without one
-process holding and sweeping every chip's events.
+"""Per-chip analyses of large XSpaces one plane at a time, in worker processes: the breakdown, the diff's
+device time and the tail, as ``breakdown(load(...))``, ``diff(load(...), load(...))`` and ``tail``'s
+functions give them, without one process holding and sweeping every chip's events.
 
 A chip's figures read only its own ops and the step markers that hold for it, and on a TPU profile both
 sit on the chip's plane (``XLA Ops`` and ``Steps``). So each plane is read, classified and measured by
 itself, one process per core, and the parent only combines the results (breakdown rows stacked, the
-diff's sums added). Planes cross only where a chip has no markers of its own and its host has step
-annotations, where the host plane runs ops of a device another plane has, or where a rank's traces are in
-several files; those, a ``--steps`` pattern, Kineto files, files too small to pay for workers and anything
-the readers refuse are read together instead (``events.load``), which also says what is wrong with a bad
-file.
+diff's sums added, the tail picked from each chip's last ops). Planes cross only where a chip has no
+markers of its own and its host has step annotations, where the host plane runs ops of a device another
+plane has, or where a rank's traces are in several files; those, a ``--steps`` pattern, Kineto files,
+files too small to pay for workers, anything the readers refuse and a first stop before a chip's last
+ops (the tail) are read together instead (``events.load``), which also says what is wrong with a bad file.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import pandas as pd
 from perfkit.errors import BadInput
 from perfkit.trace import breakdown as breakdowns
 from perfkit.trace import diff as diffs
+from perfkit.trace import tail as tails
 from perfkit.trace import events, timeline, xplane
 from perfkit.trace.classify import CATEGORIES
 
@@ -34,6 +35,7 @@ class _Plane(NamedTuple):
     """What a worker returns for one plane: the analysis of it, and what says whether that stands alone."""
 
     file: int
+    offset: int              # where the plane is in its file: planes in this order are a file's frame's order
     origin_ns: int | None    # the plane's first line timestamp (its start_ps 0); None: no events read
     result: object           # the analysis of the plane's events
     markers: np.ndarray      # (k,) int32 devices its step markers hold for, each once (-1: the host's)
@@ -45,8 +47,8 @@ class _Task(NamedTuple):
     metadata: list[xplane.PlaneJob]  # the file's /host:metadata planes (its programs)
     rank: int
     host: str
-    window: str
-    analysis: Callable               # (events frame, window=...) -> result; picklable
+    window: str                      # the spans the analysis measures in ("step": markers count)
+    analysis: Callable               # events frame -> result; picklable
     columns: tuple[str, ...]         # the events columns it reads
 
 
@@ -56,7 +58,7 @@ def _plane(task: _Task) -> _Plane | None:
     try:
         raw = xplane.read_plane(task.job, task.metadata, task.rank, task.host)
         if raw is None:
-            return _Plane(task.job.file, None, None, np.zeros(0, np.int32), np.zeros(0, np.int32))
+            return _Plane(task.job.file, task.job.start, None, None, np.zeros(0, np.int32), np.zeros(0, np.int32))
         frame = events.frame(raw, None, 0, events.wanted_columns(task.columns))
     except BadInput:
         return None
@@ -64,7 +66,7 @@ def _plane(task: _Task) -> _Plane | None:
     codes = category.codes.to_numpy()
     markers = np.unique(device[codes == category.categories.get_loc("step")])
     op_devices = np.unique(device[np.isin(codes, category.categories.get_indexer(list(CATEGORIES)))])
-    return _Plane(task.job.file, raw.origin_ns, task.analysis(frame, window=task.window), markers, op_devices)
+    return _Plane(task.job.file, task.job.start, raw.origin_ns, task.analysis(frame), markers, op_devices)
 
 
 def _stands_alone(planes: list[_Plane], window: str) -> bool:
@@ -115,6 +117,7 @@ def _apart(paths: list[str | Path], step_pattern: str | None, window: str, worke
         results = pool.map(_plane, tasks, chunksize=1)
     if any(r is None for r in results):
         return None
+    results.sort(key=lambda r: (r.file, r.offset))
     by_file = [[r for r in results if r.file == i and r.origin_ns is not None] for i in range(len(files))]
     if not all(by_file) or not all(_stands_alone(planes, window) for planes in by_file):
         return None
@@ -130,7 +133,8 @@ def breakdown_traces(paths: list[str | Path], step_pattern: str | None = None, w
     """``breakdown.breakdown`` of the traces at ``paths`` and the events' ``steps_from``: from their planes
     broken down apart in ``workers`` processes (default one per core) where that gives the same rows,
     else from all events read together."""
-    apart = _apart(paths, step_pattern, window, workers, breakdowns.breakdown, timeline.COLUMNS)
+    apart = _apart(paths, step_pattern, window, workers, functools.partial(breakdowns.breakdown, window=window),
+                   timeline.COLUMNS)
     if apart is not None:
         planes, steps_from = apart
         origin = min(p.origin_ns for p in planes)
@@ -146,7 +150,8 @@ def breakdown_traces(paths: list[str | Path], step_pattern: str | None = None, w
 def _per_key(paths: list[str | Path], by: str, step_pattern: str | None, window: str, workers: int | None
              ) -> pd.DataFrame:
     columns = diffs.EVENT_COLUMNS[by]
-    apart = _apart(paths, step_pattern, window, workers, functools.partial(diffs.op_time, by=by), columns)
+    apart = _apart(paths, step_pattern, window, workers, functools.partial(diffs.op_time, by=by, window=window),
+                   columns)
     if apart is not None:
         sums = [p.result for p in apart[0] if p.result[1]]
         if sums:  # (none: read together, for per_step to say there are no device ops)
@@ -159,3 +164,21 @@ def diff_traces(a: list[str | Path], b: list[str | Path], by: str = "kind", step
     """``diff.diff`` of the traces at ``a`` and at ``b``: each side's device time per key summed over its
     planes analysed apart where that gives the same sums, else over all its events read together."""
     return diffs.compare(*(_per_key(paths, by, step_pattern, window, workers) for paths in (a, b)))
+
+
+def tail_traces(paths: list[str | Path], k: int = 5, workers: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``tail.chips`` and ``tail.last_ops(k)`` of the traces at ``paths``: picked from each plane's
+    candidates (``tail.candidates``) where the first chip to stop stops past every chip's floor, else
+    from all events read together."""
+    apart = _apart(paths, None, "step", workers, functools.partial(tails.candidates, k=k), tails.EVENT_COLUMNS)
+    if apart is not None:
+        origin = min(p.origin_ns for p in apart[0])  # of every plane read, as the files' frames count from
+        planes = [(p.result, (p.origin_ns - origin) * 1000) for p in apart[0] if len(p.result[0])]
+        if planes:  # (none: read together, for the command to say there are no device ops)
+            picked = events.concat([ops.assign(start_ps=ops["start_ps"] + shift) for (ops, _), shift in planes])
+            floors = pd.concat([floor["floor_ps"] + shift for (_, floor), shift in planes])
+            chips = tails.chips(picked)
+            if (chips["last_end_ps"].min() >= floors).all():
+                return chips, tails.last_ops(picked, k)
+    frame = events.load(list(paths), None, workers, tails.EVENT_COLUMNS)
+    return tails.chips(frame), tails.last_ops(frame, k)

@@ -52,18 +52,25 @@ def _last_per_chip(chip: np.ndarray, values: np.ndarray, count: int, among: np.n
     return out
 
 
+def _by_chip(ops: _Ops) -> list[np.ndarray]:
+    """Each chip's ops (indices), in the frame's order."""
+    by_chip = np.argsort(ops.chip, kind="stable")  # a radix sort of small ints: each chip's ops together, in order
+    bounds = np.searchsorted(ops.chip[by_chip], np.arange(len(ops.chips) + 1))
+    return [by_chip[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _kth_latest_end(end: np.ndarray, k: int) -> int:
+    """The ``k``-th latest of one chip's op ends (its earliest where it has fewer)."""
+    return int(np.partition(end, end.size - k)[end.size - k]) if end.size > k else int(end.min())
+
+
 def last_ops(events: pd.DataFrame, k: int = 5) -> pd.DataFrame:
     """The last ``k`` device ops of each (rank, device) by end time, oldest first (ops ending together in
     the frame's order)."""
     ops = _ops(events)
-    by_chip = np.argsort(ops.chip, kind="stable")  # a radix sort of small ints: each chip's ops together, in order
-    bounds = np.searchsorted(ops.chip[by_chip], np.arange(len(ops.chips) + 1))
     picked = []
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        mine = by_chip[a:b]
-        end = ops.end[mine]
-        if end.size > k:  # only ops ending at or after the k-th latest end can be among the last k
-            mine = mine[end >= np.partition(end, end.size - k)[end.size - k]]
+    for mine in _by_chip(ops):
+        mine = mine[ops.end[mine] >= _kth_latest_end(ops.end[mine], k)]  # only those can be among the last k
         order = np.lexsort((mine, ops.end[mine]))  # by end, then by position: the frame's order at ties
         picked.append(mine[order][-k:])
     take = np.concatenate(picked) if picked else np.zeros(0, np.int64)
@@ -94,3 +101,27 @@ def chips(events: pd.DataFrame) -> pd.DataFrame:
     for column in ("name", "kind", "category"):
         out[f"at_first_stop_{column}"] = events[column].iloc[ops.rows[at]].array
     return out.sort_values(["last_end_ps", "rank", "device"], kind="stable", ignore_index=True)
+
+
+FLOOR_SHARE = 8  # a chip's candidates: its ops ending in the last eighth of its ops' time span (or its last k)
+
+
+def candidates(events: pd.DataFrame, k: int = 5) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The events ``last_ops(k)`` and ``chips`` pick from, given that the first chip to stop stops after
+    every chip's ``floor_ps``: per chip, the ops ending at or after its floor (the earlier of its k-th
+    latest end and its last end less an eighth of its span) and those ending last before it. Returns
+    those rows (the frame's order) and a frame of ``rank, device, floor_ps`` per chip. Chips of disjoint
+    parts of a profile (``perfkit.trace.planewise``) each give theirs; stacked, they give what the whole
+    frame gives wherever the first stop is past every floor."""
+    ops = _ops(events)
+    floor = np.zeros(len(ops.chips), np.int64)
+    keep = np.zeros(ops.rows.size, bool)
+    for c, mine in enumerate(_by_chip(ops)):
+        end = ops.end[mine]
+        span = int(end.max()) - int(ops.start[mine].min())
+        floor[c] = min(_kth_latest_end(end, k), int(end.max()) - span // FLOOR_SHARE)
+        late = end >= floor[c]
+        if not late.all():  # the latest ending before the floor: the op in progress at a stop just after it
+            late |= end == end[~late].max()
+        keep[mine[late]] = True
+    return events.iloc[ops.rows[keep]], ops.chips.assign(floor_ps=floor)

@@ -1,7 +1,7 @@
-"""``perfkit.trace.planewise``: planes analysed apart in worker processes give the breakdown rows and the diff
-tables of the files read together (``breakdown(load(...))``, ``diff(load(...), load(...))``: the path every
-other test checks against HTA, xprof and hand-made cases), and where they would not, the files are read
-together."""
+"""``perfkit.trace.planewise``: planes analysed apart in worker processes give the breakdown rows, the diff
+tables and the tail of the files read together (``breakdown(load(...))``, ``diff(load(...), load(...))``,
+``tail.chips(load(...))``: the path every other test checks against HTA, xprof and hand-made cases), and
+where they would not, the files are read together."""
 
 import pandas as pd
 import pytest
@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from perfkit.cli import cli
 from perfkit.errors import BadInput
-from perfkit.trace import breakdown, diff, events, planewise, xplane
+from perfkit.trace import breakdown, diff, events, planewise, tail, xplane
 from perfkit.trace.synthetic import FINGERPRINT, Uint64, XSpaceWriter, tpu_profile
 
 pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # JAX's, where other tests imported it
@@ -65,12 +65,17 @@ def test_planes_apart_give_the_rows_of_the_files_read_together(tmp_path, monkeyp
 
     by_kind = diff.diff(*(events.load(p, workers=1) for p in (paths, paths[:1])), "kind", window)
     by_op = diff.diff(*(events.load(p, workers=1) for p in (paths[:1], paths)), "op", window)
+    whole = events.load(paths, workers=1)
+    chips, last = tail.chips(whole), tail.last_ops(whole, 3)
     monkeypatch.setattr(events, "load", together)
     apart, apart_from = planewise.breakdown_traces(paths, window=window)
     pd.testing.assert_frame_equal(apart, rows)
     assert apart_from == steps_from
     pd.testing.assert_frame_equal(planewise.diff_traces(paths, paths[:1], "kind", window=window), by_kind)
     pd.testing.assert_frame_equal(planewise.diff_traces(paths[:1], paths, "op", window=window), by_op)
+    apart_chips, apart_last = planewise.tail_traces(paths, 3)  # (categories merged in another order)
+    pd.testing.assert_frame_equal(apart_chips, chips, check_categorical=False)
+    pd.testing.assert_frame_equal(apart_last, last, check_categorical=False)
     chips = {"4 TPU chips with Steps lines": 4, "1 TPU chip, no markers": 1, "3 hosts of 2 chips": 2,
              "8 MI300 GPUs (real)": 8}[profile]
     assert len(rows) > 0 and rows["device"].nunique() == chips
@@ -90,6 +95,35 @@ def test_chips_without_markers_take_the_hosts_annotations(tmp_path, forking):
     assert whole["step"].tolist() == [-1, -1] and (whole["start_ps"] // US).tolist() == [5, 6]
 
 
+def _hang(path):
+    """Chip 0 stops after 10 ops of 10 us; chips 1 and 2 run 40 and then wait 3.6 ms in an all-gather."""
+    space = XSpaceWriter("h")
+    space.program(FINGERPRINT, "jit_step", [("fusion.1", "fusion", "f32[8]"), ("all-gather-done.1", "all-gather-done",
+                                                                                "f32[8]")])
+    for chip in range(3):
+        plane = space.plane(f"/device:TPU:{chip}")
+        ops = plane.line("XLA Ops", 10)
+        for i in range(10 if chip == 0 else 40):  # each op its own name: which one a chip was in shows
+            ops.event(plane.op(f"fusion.{i}", hlo_category="convolution fusion"), 10 * i * US, 10 * US)
+        if chip:
+            ops.event(plane.op("all-gather-done.1", program_id=Uint64(FINGERPRINT), hlo_category="all-gather"),
+                      400 * US, 3600 * US)
+    return space.save(path)
+
+
+def test_a_chip_stopping_long_before_the_others_is_read_together(tmp_path, forking):
+    """The first stop (100 us) is long before the others' last eighth: what they were in then (the fusion
+    100-110 us) is not among each plane's candidates, so the planes are read together."""
+    path = _hang(tmp_path / "hang.xplane.pb")
+    chips, last = planewise.tail_traces([path], 2)
+    assert chips["device"].tolist() == [0, 1, 2] and chips["last_end_ps"].tolist() == [100 * US, 4000 * US, 4000 * US]
+    assert chips["at_first_stop_name"].tolist() == ["fusion.9", "fusion.10", "fusion.10"]
+    assert (last["end_ps"] // US).tolist() == [90, 100, 400, 4000, 400, 4000]
+    whole = events.load([path], workers=1)
+    pd.testing.assert_frame_equal(chips, tail.chips(whole), check_categorical=False)
+    pd.testing.assert_frame_equal(last, tail.last_ops(whole, 2), check_categorical=False)
+
+
 def test_a_plane_refused_in_a_worker_is_read_together(tmp_path, monkeypatch, forking):
     """A worker's BadInput is not the last word: the files read together say what is wrong (path and all)."""
     path = tpu_profile(tmp_path / "t.xplane.pb", chips=2, steps=2)
@@ -105,7 +139,8 @@ def test_a_plane_refused_in_a_worker_is_read_together(tmp_path, monkeypatch, for
 def test_the_command_prints_the_same_either_way(tmp_path, monkeypatch, forking):
     a = str(tpu_profile(tmp_path / "a.xplane.pb", chips=4, steps=3))
     b = str(tpu_profile(tmp_path / "b.xplane.pb", chips=2, steps=2))
-    commands = [["trace", "breakdown", "--json", a, b], ["trace", "diff", a, b], ["trace", "diff", "--json", a, b]]
+    commands = [["trace", "breakdown", "--json", a, b], ["trace", "diff", a, b], ["trace", "diff", "--json", a, b],
+                ["trace", "tail", a, b], ["trace", "tail", "--json", "-n", "2", a, b]]
     apart = [CliRunner().invoke(cli, c) for c in commands]
     monkeypatch.setattr(planewise, "_apart", lambda *args: None)
     together = [CliRunner().invoke(cli, c) for c in commands]
