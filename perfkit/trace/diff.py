@@ -19,7 +19,6 @@ from perfkit.trace import timeline
 from perfkit.trace.classify import CATEGORIES
 
 KEYS = ("kind", "op", "shape")
-CATEGORY_ORDER = list(CATEGORIES)
 
 
 # grouping columns of each key, and how a group's values read as one label
@@ -56,11 +55,9 @@ def per_key(groups: pd.DataFrame, spans: int, by: str = "kind") -> pd.DataFrame:
     """``op_time``'s sums (of one trace or of several sets of chips, stacked) per key: ``category`` (of the
     most time, a tie to the first of compute / ici / dcn / dma), ``time_ps`` and ``count`` per chip and
     step; ``attrs["spans"]``."""
-    groups = groups.groupby(_GROUPS[by] + ["category"], observed=True, dropna=False, sort=False)[["sum", "size"]].sum()
-    groups = groups.reset_index()
-    groups["key"] = [_label(by, v) for v in zip(*(groups[c] for c in _GROUPS[by]))]
-    sums = groups.groupby(["key", "category"], observed=True)[["sum", "size"]].sum().reset_index()
-    order = pd.Categorical(sums["category"].astype(str), categories=CATEGORY_ORDER, ordered=True)
+    keys = [_label(by, v) for v in zip(*(groups[c] for c in _GROUPS[by]))]
+    sums = groups.assign(key=keys).groupby(["key", "category"], observed=True)[["sum", "size"]].sum().reset_index()
+    order = pd.Categorical(sums["category"].astype(str), categories=list(CATEGORIES), ordered=True)
     main = sums.assign(order=order).sort_values(["key", "sum", "order"], ascending=[True, False, True], kind="stable")
     table = main.groupby("key").agg(category=("category", "first"), time_ps=("sum", "sum"), count=("size", "sum"))
     table["category"] = table["category"].astype(str)

@@ -472,7 +472,7 @@ def read_all(files: list[tuple[Path, int]], workers: int = 1) -> list[RawTrace]:
     whole XSpace. Planes are surveyed (events counted), then decoded into one block, by ``workers``
     forked processes when there are several planes and their bytes reach ``PARALLEL_BYTES``."""
     spaces = [planes(path, i) for i, (path, _) in enumerate(files)]
-    jobs = [job for _, planes in spaces for job in planes]
+    jobs = [job for _, file_jobs in spaces for job in file_jobs]
     parallel = (workers > 1 and len(jobs) > 1 and sum(j.end - j.start for j in jobs) >= PARALLEL_BYTES
                 and fork_safe())
     context = multiprocessing.get_context("fork")
