@@ -126,7 +126,7 @@ def test_a_gzip_bomb_trace_is_refused_before_it_is_inflated(tmp_path, monkeypatc
     assert out.peak_mb < 32 + 3 * 16 and out.seconds < 10, (out.peak_mb, out.seconds)
 
 
-def test_an_npy_that_needs_pickle_is_refused_never_unpickled(tmp_path):
+def test_an_npy_that_needs_pickle_is_refused_never_unpickled(tmp_path, fixtures_dir):  # its seed is the fixture video
     (tmp_path / "marker").unlink(missing_ok=True)
     arr = np.array([{"x": 1}, None], dtype=object)
     np.save(tmp_path / "objects.npy", arr, allow_pickle=True)
