@@ -95,7 +95,7 @@ def _read(files: list[tuple[Path, int]], workers: int) -> list[RawTrace]:
     return [xplanes[path] if path in xplanes else kineto.read(path, rank) for path, rank in files]
 
 
-def _packed_key(codes: list[np.ndarray]) -> np.ndarray:
+def packed_key(codes: list[np.ndarray]) -> np.ndarray:
     """One int64 key per row for a tuple of int columns >= -1 (refactorized when too wide); built in
     place, one array for the whole table."""
     key = codes[0].astype(np.int64)
@@ -136,7 +136,7 @@ def _classify(raw: RawTrace) -> dict:
         programs = np.where(known, program_id.astype(np.int64), -1)
     else:
         programs = pd.factorize(pd.arrays.IntegerArray(program_id, ~known), size_hint=_FEW)[0]
-    key = _packed_key([role, cols["name"], hlo_op, cols["hlo_category"], programs])
+    key = packed_key([role, cols["name"], hlo_op, cols["hlo_category"], programs])
     del programs
     identity, first = pd.factorize(key, size_hint=_FEW)
     del key
@@ -295,6 +295,11 @@ def load(paths: list[str | Path], step_pattern: str | None = None, workers: int 
     return out
 
 
+def is_device_op(events: pd.DataFrame) -> np.ndarray:
+    """Which rows (n,) bool of an events frame are device ops (compute / ici / dcn / dma)."""
+    return events["category"].isin(classify.CATEGORIES).to_numpy()
+
+
 def device_ops(events: pd.DataFrame) -> pd.DataFrame:
-    """The device ops (compute / ici / dcn / dma) of an events frame."""
-    return events[events["category"].isin(classify.CATEGORIES)]
+    """The device ops of an events frame."""
+    return events[is_device_op(events)]

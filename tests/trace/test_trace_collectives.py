@@ -218,6 +218,33 @@ def test_async_done_pairs_with_the_start_its_text_names(tmp_path):
     assert got == {"collective-permute-start.1": (0, 9, 1 + 4), "collective-permute-start.2": (1, 5, 1 + 3)}
 
 
+START, DONE, SYNC = collectives._START, collectives._DONE, collectives._SYNC
+
+
+def test_pairs_oldest_first_by_hand():
+    """One chip, kinds a (0) and b (1), ops in start order: a-start, b-start, a-done, a-done (none open:
+    alone), sync, a-start, b-done, b-start, a-start. Instances come as their last op does; then the
+    starts left open, kind by kind in the order each kind first started (a's 5 and 8 before b's 7)."""
+    role = np.array([START, START, DONE, DONE, SYNC, START, DONE, START, START])
+    kind = np.array([0, 1, 0, 0, 2, 0, 1, 1, 0])
+    got = collectives._pairs_oldest_first(np.zeros(9, np.int64), role, kind)
+    assert got.tolist() == [[0, 2], [3, 3], [4, 4], [1, 6], [5, 5], [8, 8], [7, 7]]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_pairs_oldest_first_as_the_rule_reads(seed):
+    """The linear pairing gives what the op-by-op rule gives (the queues of ``_pairs_named``) on random
+    runs of starts, dones and sync ops of 1-3 kinds on 1-3 chips where no done names its start."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 200))
+    chip = np.sort(rng.integers(0, int(rng.integers(1, 4)), n))  # ops in chip order, as instances gives them
+    role = rng.choice([START, DONE, SYNC], n, p=[0.45, 0.45, 0.1])
+    kind = rng.integers(0, int(rng.integers(1, 4)), n)
+    op = rng.integers(0, 5, n)
+    expected = collectives._pairs_named(chip.tolist(), role.tolist(), kind.tolist(), op.tolist(), [-1] * n)
+    assert collectives._pairs(chip, role, kind, op, np.full(n, -1)).tolist() == expected.tolist()
+
+
 # HTA 0.5.0 (its own venv), `TraceAnalysis(trace_dir=<rank-0 and rank-1 of ../shared/fixtures/kineto>,
 # include_last_profiler_step=True).get_potential_stragglers(profiler_steps=[s], num_candidates=1)`:
 # step 551 -> [1], step 552 -> [1] (HTA ranks by the normalized start of significant NCCL kernels).

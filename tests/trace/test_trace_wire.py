@@ -1,6 +1,7 @@
 """The numpy wire decoder against protobuf's own encoder, and op nesting against a plain stack walk."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -110,9 +111,12 @@ def _nested(draw_depth, rng, lo, hi, out, parent):
         t = b
 
 
+@pytest.mark.parametrize("arrival", ["shuffled", "line by line", "by start across lines"])
 @settings(max_examples=40, deadline=None)
-@given(st.integers(0, 2**32 - 1))
-def test_parents_match_nesting(seed):
+@given(seed=st.integers(0, 2**32 - 1))
+def test_parents_match_nesting(arrival, seed):
+    """Each op's innermost enclosing op on its line, whatever order the ops arrive in: shuffled, as traces
+    write them (line by line, by start: no sort needed), or lines interleaved by start."""
     rng = np.random.default_rng(seed)
     rows = []
     for line in range(3):
@@ -122,7 +126,8 @@ def test_parents_match_nesting(seed):
     if not rows:
         return
     start, end, parent, group = (np.array(c, np.int64) for c in zip(*rows))
-    perm = rng.permutation(len(rows))  # the order ops arrive in does not matter
+    perm = {"shuffled": rng.permutation(len(rows)), "line by line": np.arange(len(rows)),
+            "by start across lines": np.argsort(start, kind="stable")}[arrival]
     inverse = np.argsort(perm)
     got = timeline.parents(group[perm], start[perm], end[perm])
     expected = np.where(parent[perm] >= 0, inverse[np.maximum(parent[perm], 0)], -1)
