@@ -152,8 +152,10 @@ def _pairs_oldest_first(chip: np.ndarray, role: np.ndarray, kind: np.ndarray) ->
     held at 0, it is the walk minus its running minimum below 0. The i-th done that finds a start open
     takes the i-th start of its queue."""
     n = chip.size
-    queue = pd.factorize(chip * (int(kind.max(initial=0)) + 2) + kind + 1)[0].astype(np.int64)
-    order = np.argsort(queue, kind="stable")  # queue by queue, each in chip and start order
+    queue, queues = pd.factorize(chip * (int(kind.max(initial=0)) + 2) + kind + 1)
+    narrow = np.int16 if queues.size < 2**15 else np.int64  # a radix sort for 16-bit codes: 15x faster
+    order = np.argsort(queue.astype(narrow), kind="stable")  # queue by queue, each in chip and start order
+    queue = queue.astype(np.int64)
     q, start, done = queue[order], role[order] == _START, role[order] == _DONE
     head = np.ones(n, bool)
     head[1:] = q[1:] != q[:-1]
@@ -271,8 +273,8 @@ def _exposed_in(own: list[tuple[np.ndarray, np.ndarray]], chip, covered, lo: np.
     total = np.zeros(lo.size, np.int64)
     for a, b in own:
         a2, b2 = np.maximum(a, lo), np.minimum(b, hi)
-        inside = np.maximum(b2 - a2, 0)
-        total += inside - covered(chip, a2, np.maximum(a2, b2))
+        rows = np.flatnonzero(b2 > a2)  # the others add nothing (an unpaired op's second part, no wait)
+        total[rows] += b2[rows] - a2[rows] - covered(chip[rows], a2[rows], b2[rows])
     return total
 
 
@@ -298,7 +300,7 @@ def instances(events: pd.DataFrame) -> pd.DataFrame:
     kept = np.flatnonzero(role != _UPDATE)
     if not kept.size:
         return pd.DataFrame(columns=INSTANCE_COLUMNS)
-    seq = kept[np.lexsort((start_ps[comm[kept]], chip[comm[kept]]))]  # chip and start order, ties as they come
+    seq = kept[_chip_order(chip[comm[kept]], start_ps[comm[kept]])]
     name_of, names = text["name"]
     op_index = {t: i for i, t in enumerate(op_text)}
     named = np.full(names.size, -1, np.int64)  # the op a done's HLO text names
@@ -317,7 +319,7 @@ def instances(events: pd.DataFrame) -> pd.DataFrame:
         "host": text["host"][1][text["host"][0][fp]], "step": ops["step"].to_numpy()[first],
         "program_id": ops["program_id"].array[first], "op": op_text[op[fp]], "name": names[name_of[fp]],
         "kind": base_text[base[fp]], "shape": text["shape"][1][text["shape"][0][lp]],
-        "start_ps": a1, "end_ps": np.maximum(b1, b2), "chip": c, "op_code": op[fp],
+        "start_ps": a1, "end_ps": np.maximum(b1, b2), "chip": c, "op_code": op[fp], "kind_code": base[fp],
     })
     inst["time_ps"] = inst["end_ps"] - inst["start_ps"]
     inst["hidden_ps"] = covered(c, a1, inst["end_ps"].to_numpy())
@@ -330,22 +332,34 @@ def instances(events: pd.DataFrame) -> pd.DataFrame:
     inst["domain"] = _domains(inst, messages)
     inst["program"] = pd.factorize(inst["program_id"].array, use_na_sentinel=False)[0]  # unknown: a program too
     inst["occurrence"] = inst.groupby(_groups(inst, ["chip", "step", "program", "op_code"]), sort=False).cumcount()
-    same = inst.groupby(_groups(inst, ["domain", "step", "program", "op_code", "occurrence"]), sort=False)
-    inst["chips"] = same["chip"].transform("size")
-    arrival = same["start_ps"].transform("max").to_numpy(np.int64)
-    inst["skew_ps"] = arrival - same["start_ps"].transform("min").to_numpy(np.int64)
+    same = _groups(inst, ["domain", "step", "program", "op_code", "occurrence"])  # one instance, its chips
+    inst["chips"] = np.bincount(same)[same]
+    starts = inst["start_ps"].groupby(same, sort=False)
+    arrival = starts.transform("max").to_numpy(np.int64)
+    inst["skew_ps"] = arrival - starts.transform("min").to_numpy(np.int64)
     at_last = inst["start_ps"].to_numpy() == arrival
-    alone = pd.Series(at_last).groupby(same.ngroup().to_numpy(), sort=False).transform("sum").to_numpy() == 1
+    alone = np.bincount(same, weights=at_last)[same] == 1
     inst["last"] = at_last & alone & (inst["chips"] > 1).to_numpy()
     inst["wait_ps"] = _exposed_in(own, c, covered, a1, np.maximum(arrival, a1))
     inst["transfer_ps"] = inst["exposed_ps"] - inst["wait_ps"]
     inst["group"] = np.where(inst["group"] > 0, inst["group"], np.where(inst["chips"] > 1, inst["chips"], 0))
-    sends = _groups(inst, ["kind", "buffer", "group"])
+    if messages:  # Kineto kernels' kinds may have changed
+        inst["kind_code"] = pd.factorize(inst["kind"])[0]
+    sends = _groups(inst, ["kind_code", "buffer", "group"])
     each = _first_rows(sends)  # _sent once per (kind, buffer, group)
     sent = [_sent(*key) for key in zip(*(inst[c].to_numpy()[each].tolist() for c in ("kind", "buffer", "group")))]
     inst["bytes"] = np.array(sent, np.float64)[sends]
     order = inst.sort_values(["domain", "step", "start_ps", "rank", "device"], kind="stable")
     return order[INSTANCE_COLUMNS].reset_index(drop=True)
+
+
+def _chip_order(chip: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """The order (n,) of ops by chip and start, ties as they come; no sort where they come so (a TPU chip's
+    collectives are on its one ``XLA Ops`` line)."""
+    same = chip[1:] == chip[:-1]
+    if ((chip[1:] > chip[:-1]) | (same & (start[1:] >= start[:-1]))).all():
+        return np.arange(chip.size)
+    return np.lexsort((start, chip))
 
 
 def _groups(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
