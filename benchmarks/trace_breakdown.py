@@ -4,6 +4,7 @@ xprof's ``op_profile`` on the same file in the same run: wall time, the ratio, a
     .venv/bin/python benchmarks/trace_breakdown.py                      # 6M events, xprof once
     .venv/bin/python benchmarks/trace_breakdown.py --events 12000000 --no-xprof
     .venv/bin/python benchmarks/trace_breakdown.py --files 16 --events 3000000 --no-xprof   # a folder
+    .venv/bin/python benchmarks/trace_breakdown.py --command collectives --no-xprof       # or diff, tail
 
 The XSpace: CHIPS chips, each a ``Steps`` line and an ``XLA Ops`` line of ops in ``PATTERN`` (about 42%
 of op time in collectives: async all-gather and collective-permute pairs), every op with its
@@ -172,6 +173,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-xprof", action="store_true", help="time perfkit alone")
     ap.add_argument("--keep", type=Path, help="build into this folder and keep it")
+    ap.add_argument("--command", choices=["breakdown", "diff", "tail", "collectives"], default="breakdown",
+                    help="the perfkit trace command timed (diff: the input against itself, twice the events)")
     args = ap.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="trace-bench-"))
     try:
@@ -182,16 +185,18 @@ def main() -> None:
         print(f"built {events:,} events in {len(paths)} file(s), {size / 1e6:.0f} MB, "
               f"{100 * built[0]['collective_share']:.0f}% of op time in collectives")
         target = str(paths[0] if len(paths) == 1 else folder)
-        runs = [timed([*PERFKIT, "trace", "breakdown", target]) for _ in range(args.repeats)]
+        command = [*PERFKIT, "trace", args.command, target] + [target] * (args.command == "diff")
+        runs = [timed(command) for _ in range(args.repeats)]
         wall = statistics.median(r["wall_s"] for r in runs)
         rss = max(r["rss_mib"] for r in runs)
         each = ", ".join(f"{r['wall_s']:.2f}" for r in runs)
         cpu = statistics.median(r["cpu_s"] for r in runs)
-        print(f"perfkit trace breakdown: {wall:.2f} s wall (median of {len(runs)}: {each}), {cpu:.2f} s CPU "
+        print(f"perfkit trace {args.command}: {wall:.2f} s wall (median of {len(runs)}: {each}), {cpu:.2f} s CPU "
               f"(user + system, workers included), peak RSS {rss:.0f} MiB, {events / wall / 1e6:.1f} M events/s; "
               f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-        if args.no_xprof or len(paths) > 1:
-            print("xprof op_profile: not run" + (" (one file only)" if len(paths) > 1 else ""))
+        if args.no_xprof or len(paths) > 1 or args.command != "breakdown":
+            print("xprof op_profile: not run" + (" (one file only)" if len(paths) > 1 else "")
+                  + (" (the anchor of breakdown only)" if args.command != "breakdown" else ""))
             return
         x = timed([sys.executable, "-c", _XPROF, str(paths[0])])
         print(f"xprof op_profile: {x['wall_s']:.2f} s wall, {x['cpu_s']:.2f} s CPU, peak RSS {x['rss_mib']:.0f} MiB; "
