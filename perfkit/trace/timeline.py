@@ -27,7 +27,8 @@ def parents(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray
     ops. Intervals on a line are taken as properly nested; a partial overlap counts as nesting."""
     n = start.size
     parent = np.full(n, -1, np.int64)
-    order = _line_order(group, start, end)
+    in_order = _in_line_order(run_starts(group), start, end, group) if n else True
+    order = np.arange(n) if in_order else np.lexsort((-end, start, group))  # outer op first at a tie
     g, s, e = group[order], start[order], end[order]
     same = g[1:] == g[:-1]
     if not (same & (e[:-1] > s[1:])).any():  # nothing overlaps: the common case on TPU and GPU streams
@@ -48,20 +49,6 @@ def parents(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray
         found = above[np.searchsorted(above, child) - 1]
         parent[order[child]] = order[found]
     return parent
-
-
-def _line_order(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """An order of the ops (n,) that puts each line's ops together, by start, the outer op first when two
-    start together. Traces keep a line's events together and in that order already (then no sort: a
-    sort of millions of ops costs about a second)."""
-    if not group.size:
-        return np.arange(0)
-    same = group[1:] == group[:-1]
-    ordered = ~same | (start[1:] > start[:-1]) | ((start[1:] == start[:-1]) & (end[1:] <= end[:-1]))
-    lines = group[np.flatnonzero(np.append(True, ~same))]  # the line of each run of rows
-    if ordered.all() and np.unique(lines).size == lines.size:
-        return np.arange(group.size)
-    return np.lexsort((-end, start, group))
 
 
 def run_starts(*columns: np.ndarray) -> np.ndarray:
@@ -193,7 +180,7 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
         fields = [f[kept] for f in fields]
     row, span, line, start, end, cls, pair = fields
     first = run_starts(span, line)
-    if not _in_measuring_order(span, line, first, start, end):
+    if not _in_line_order(first, start, end, span, line):
         order = np.lexsort((-end, start, line, span))
         row, span, line, start, end, cls, pair = (f[order] for f in (row, span, line, start, end, cls, pair))
         first = run_starts(span, line)
@@ -220,14 +207,14 @@ def _stall(stall_all: np.ndarray, row: np.ndarray, span: np.ndarray, cls: np.nda
     return np.bincount(span[op], weights=stall_all[row[op]], minlength=n_spans).astype(np.int64)
 
 
-def _in_measuring_order(span: np.ndarray, line: np.ndarray, first: np.ndarray, start: np.ndarray,
-                        end: np.ndarray) -> bool:
-    """Whether ops already come line by line (``first``: where each run of one (span, line) starts), no
-    line split in two places, each line in (start, -end) order, as readers give them."""
+def _in_line_order(first: np.ndarray, start: np.ndarray, end: np.ndarray, *line: np.ndarray) -> bool:
+    """Whether ops already come line by line (``first``: where each run of one ``line`` key starts), no
+    line split in two places, each line in (start, -end) order, as readers give them (then no sort: a
+    sort of millions of ops costs about a second)."""
     ds = np.diff(start)
     ok = (ds > 0) | ((ds == 0) & (end[1:] <= end[:-1]))
     ok[first[1:] - 1] = True  # a new line may start anywhere
-    return bool(ok.all()) and pd.MultiIndex.from_arrays([span[first], line[first]]).is_unique
+    return bool(ok.all()) and pd.MultiIndex.from_arrays([k[first] for k in line]).is_unique
 
 
 class Pieces(NamedTuple):
