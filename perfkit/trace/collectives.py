@@ -175,11 +175,13 @@ def _pairs_oldest_first(chip: np.ndarray, role: np.ndarray, kind: np.ndarray) ->
     first = np.arange(n)
     first[order[taken]] = order[start_at[starts_before[taken] + taken_rank[taken]]]
     ends = np.flatnonzero((role == _DONE) | (role == _SYNC))
-    taken_per_queue = np.add.reduceat(taken, heads) if n else np.zeros(0, np.int64)
+    taken_per_queue = np.add.reduceat(taken.astype(np.int64), heads)
     start_rank = np.cumsum(start) - 1 - starts_before
     left = np.flatnonzero(start & (start_rank >= taken_per_queue[q]))  # positions in queue order
     first_start = np.full(heads.size, n)  # a queue's place: where its first start comes
-    np.minimum.at(first_start, q[start_at], order[start_at])
+    queue_of_start = q[start_at]
+    opens = np.flatnonzero(np.diff(queue_of_start, prepend=-1))  # each queue's first start
+    first_start[queue_of_start[opens]] = order[start_at[opens]]
     left = order[left][np.lexsort((order[left], first_start[q[left]]))]
     return np.concatenate([np.stack([first[ends], ends], 1), np.stack([left, left], 1)]).astype(np.int64)
 

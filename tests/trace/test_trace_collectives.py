@@ -231,6 +231,13 @@ def test_pairs_oldest_first_by_hand():
     assert got.tolist() == [[0, 2], [3, 3], [4, 4], [1, 6], [5, 5], [8, 8], [7, 7]]
 
 
+def test_pairs_without_starts():
+    """Sync ops (NCCL kernels) and dones whose start was before the trace: each an instance alone."""
+    role = np.array([SYNC, DONE, SYNC, DONE])
+    got = collectives._pairs_oldest_first(np.array([0, 0, 1, 1]), role, np.array([0, 1, 0, 1]))
+    assert got.tolist() == [[0, 0], [1, 1], [2, 2], [3, 3]]
+
+
 @pytest.mark.parametrize("seed", range(60))
 def test_pairs_oldest_first_as_the_rule_reads(seed):
     """The linear pairing gives what the op-by-op rule gives (the queues of ``_pairs_named``) on random
