@@ -13,10 +13,11 @@ import pandas as pd
 CHUNK = 200_000
 
 
-def _codes(column: pd.Series) -> tuple[np.ndarray, list[str]]:
-    """Category codes and each category as a JSON string literal (escaped once, not per event)."""
+def _literals(column: pd.Series) -> np.ndarray:
+    """Each row's value as a JSON string literal (an object array: each category escaped once, not per
+    event)."""
     cat = column.astype("category")
-    return cat.cat.codes.to_numpy(), [json.dumps(str(v)) for v in cat.cat.categories] + ['""']
+    return np.array([json.dumps(str(v)) for v in cat.cat.categories] + ['""'], object)[cat.cat.codes.to_numpy()]
 
 
 def write_perfetto(events: pd.DataFrame, path: str | Path) -> int:
@@ -26,9 +27,7 @@ def write_perfetto(events: pd.DataFrame, path: str | Path) -> int:
     pid, procs = process[0], process[1]
     line = events["line"].astype("category")
     tid = pd.factorize(pd.MultiIndex.from_arrays([pid, line.cat.codes.to_numpy()]))
-    names, name_text = _codes(events["name"])
-    cats, cat_text = _codes(events["category"])
-    kinds, kind_text = _codes(events["kind"])
+    names, cats, kinds = (_literals(events[c]) for c in ("name", "category", "kind"))
     steps = events["step"].to_numpy()
     ts = events["start_ps"].to_numpy() / 1e6
     dur = events["dur_ps"].to_numpy() / 1e6
@@ -41,13 +40,11 @@ def write_perfetto(events: pd.DataFrame, path: str | Path) -> int:
         meta += [{"ph": "M", "name": "thread_name", "pid": int(p), "tid": i,
                   "args": {"name": str(line.cat.categories[c]) if c >= 0 else ""}} for i, (p, c) in enumerate(tid[1])]
         out.write(",\n".join(json.dumps(m) for m in meta))
-        t = tid[0]
+        columns = (pid, tid[0], ts, dur, names, cats, kinds, steps)
         for at in range(0, len(events), CHUNK):
-            end = min(at + CHUNK, len(events))
+            rows = zip(*(c[at:at + CHUNK].tolist() for c in columns))  # Python values: 2.5x faster to format
             out.write(",\n" + ",\n".join(
-                f'{{"ph":"X","pid":{pid[i]},"tid":{t[i]},"ts":{ts[i]:.6f},"dur":{dur[i]:.6f},'
-                f'"name":{name_text[names[i]]},"cat":{cat_text[cats[i]]},'
-                f'"args":{{"kind":{kind_text[kinds[i]]},"step":{steps[i]}}}}}'
-                for i in range(at, end)))
+                f'{{"ph":"X","pid":{p},"tid":{t},"ts":{start:.6f},"dur":{d:.6f},"name":{name},"cat":{cat},'
+                f'"args":{{"kind":{kind},"step":{step}}}}}' for p, t, start, d, name, cat, kind, step in rows))
         out.write("\n]}\n")
     return len(events)
