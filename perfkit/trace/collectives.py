@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections import deque
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -83,14 +84,11 @@ def _role(kind: str) -> int:
         _UPDATE if kind.endswith("-update") else _SYNC)
 
 
-def _coverage(ops: pd.DataFrame, chip: np.ndarray):
+def _coverage(chip: np.ndarray, start: np.ndarray, end: np.ndarray, line: np.ndarray, compute: np.ndarray):
     """A function ``covered(chip, a, b)`` -> (n,) int64 time in [a, b) of each query under compute on
-    that chip (the innermost op of an instant owns it; compute on any line counts)."""
-    start = ops["start_ps"].to_numpy(np.int64)
-    end = start + ops["dur_ps"].to_numpy(np.int64)
-    line = ops["line"].cat.codes.to_numpy(np.int64)
+    that chip (the innermost op of an instant owns it; compute on any line counts), from the device ops
+    (n,): chip and line codes, start, end, and which are compute."""
     parent = timeline.parents(chip * (int(line.max(initial=0)) + 1) + line, start, end)
-    compute = (ops["category"] == "compute").to_numpy()
     child = np.flatnonzero((parent >= 0) & compute[np.maximum(parent, 0)])
     own = np.flatnonzero(compute)
     g = np.concatenate([chip[own], chip[own], chip[child], chip[child]])
@@ -287,48 +285,11 @@ def instances(events: pd.DataFrame) -> pd.DataFrame:
     wait 0); ``bytes`` is NaN where the buffer or the group size is unknown. Texts (kinds, names, shapes)
     are worked on once per distinct value, rows as codes: a production profile has millions of collective
     ops and a few hundred names."""
-    ops = events[is_device_op(events) & (events["dur_ps"].to_numpy() > 0)].reset_index(drop=True)  # one copy
-    rank, device = ops["rank"].to_numpy(np.int64), ops["device"].to_numpy(np.int64)
-    chip = pd.factorize(rank * 2**32 + device + 1)[0].astype(np.int64)  # (rank, device) by first appearance
-    covered = _coverage(ops, chip)
-    comm = np.flatnonzero(ops["category"].isin(COMM_CATEGORIES).to_numpy())
-    text = {c: _factorized(ops[c].iloc[comm]) for c in ("kind", "hlo_op", "name", "shape", "host")}
-    kind_of, kinds = text["kind"]
-    role = np.array([_role(k) for k in kinds], np.int64)[kind_of]
-    base_of, base_text = pd.factorize(np.array([_kind(k) for k in kinds], object))
-    base = base_of.astype(np.int64)[kind_of]
-    op, op_text = _op_codes(text["hlo_op"], text["name"])
-    start_ps, dur_ps = ops["start_ps"].to_numpy(np.int64), ops["dur_ps"].to_numpy(np.int64)
-    kept = np.flatnonzero(role != _UPDATE)
-    if not kept.size:
+    found = _chip_instances(events)
+    if found is None:
         return pd.DataFrame(columns=INSTANCE_COLUMNS)
-    seq = kept[_chip_order(chip[comm[kept]], start_ps[comm[kept]])]
-    name_of, names = text["name"]
-    op_index = {t: i for i, t in enumerate(op_text)}
-    named = np.full(names.size, -1, np.int64)  # the op a done's HLO text names
-    for code in np.unique(name_of[seq[role[seq] == _DONE]]):
-        named[code] = op_index.get(_operand(names[code]), -1)
-    pairs = _pairs(chip[comm[seq]], role[seq], base[seq], op[seq], named[name_of[seq]])
-    fp, lp = seq[pairs[:, 0]], seq[pairs[:, 1]]  # first and last op of each instance, among the collective ops
-    first, last = comm[fp], comm[lp]
-    a1, a2 = start_ps[first], start_ps[last]
-    b1, b2 = a1 + dur_ps[first], a2 + dur_ps[last]
-    paired = fp != lp
-    own = [(a1, b1), (np.where(paired, a2, b1), np.where(paired, b2, b1))]
-    c = chip[first]
-    inst = pd.DataFrame({
-        "rank": ops["rank"].to_numpy()[first], "device": ops["device"].to_numpy()[first],
-        "host": text["host"][1][text["host"][0][fp]], "step": ops["step"].to_numpy()[first],
-        "program_id": ops["program_id"].array[first], "op": op_text[op[fp]], "name": names[name_of[fp]],
-        "kind": base_text[base[fp]], "shape": text["shape"][1][text["shape"][0][lp]],
-        "start_ps": a1, "end_ps": np.maximum(b1, b2), "chip": c, "op_code": op[fp], "kind_code": base[fp],
-    })
-    inst["time_ps"] = inst["end_ps"] - inst["start_ps"]
-    inst["hidden_ps"] = covered(c, a1, inst["end_ps"].to_numpy())
-    inst["exposed_ps"] = _exposed_in(own, c, covered, a1, inst["end_ps"].to_numpy())
-    inst["buffer"] = _per_text(text["shape"][0][lp], text["shape"][1],
-                               lambda s: float(shape_bytes(s)) if s else np.nan, np.float64)
-    inst["group"] = _per_text(name_of[fp], names, _text_group, np.int64)
+    inst, own, covered = found
+    c, a1 = inst["chip"].to_numpy(), inst["start_ps"].to_numpy()
     messages = _kineto_messages(events.attrs.get("files", []))
     _attach_messages(inst, messages)
     inst["domain"] = _domains(inst, messages)
@@ -349,10 +310,63 @@ def instances(events: pd.DataFrame) -> pd.DataFrame:
         inst["kind_code"] = pd.factorize(inst["kind"])[0]
     sends = _groups(inst, ["kind_code", "buffer", "group"])
     each = _first_rows(sends)  # _sent once per (kind, buffer, group)
-    sent = [_sent(*key) for key in zip(*(inst[c].to_numpy()[each].tolist() for c in ("kind", "buffer", "group")))]
+    sent = [_sent(*key) for key in zip(*(inst[k].to_numpy()[each].tolist() for k in ("kind", "buffer", "group")))]
     inst["bytes"] = np.array(sent, np.float64)[sends]
-    order = inst.sort_values(["domain", "step", "start_ps", "rank", "device"], kind="stable")
-    return order[INSTANCE_COLUMNS].reset_index(drop=True)
+    return inst[INSTANCE_COLUMNS].sort_values(["domain", "step", "start_ps", "rank", "device"], kind="stable",
+                                              ignore_index=True)
+
+
+def _chip_instances(events: pd.DataFrame) -> tuple[pd.DataFrame, list, Callable] | None:
+    """Each collective instance on each chip as its chip's ops give it (``INSTANCE_COLUMNS`` up to
+    ``hidden_ps`` / ``exposed_ps``, with the chip, op and kind codes, buffer and group), its own ops'
+    intervals and the chip's compute coverage, for the waits; None without collective ops. The chip's
+    temporaries (codes of every device and collective op) end here."""
+    dev = np.flatnonzero(is_device_op(events) & (events["dur_ps"].to_numpy() > 0))  # device ops taking time
+    rank, device = (events[c].to_numpy(np.int64)[dev] for c in ("rank", "device"))
+    chip = pd.factorize(rank * 2**32 + device + 1)[0].astype(np.int64)  # (rank, device) by first appearance
+    start_ps, dur_ps = (events[c].to_numpy(np.int64)[dev] for c in ("start_ps", "dur_ps"))
+    category = events["category"].iloc[dev]
+    covered = _coverage(chip, start_ps, start_ps + dur_ps, events["line"].cat.codes.to_numpy(np.int64)[dev],
+                        (category == "compute").to_numpy())
+    comm = np.flatnonzero(category.isin(COMM_CATEGORIES).to_numpy())
+    text = {c: _factorized(events[c].iloc[dev[comm]]) for c in ("kind", "hlo_op", "name", "shape", "host")}
+    kind_of, kinds = text["kind"]
+    role = np.array([_role(k) for k in kinds], np.int64)[kind_of]
+    base_of, base_text = pd.factorize(np.array([_kind(k) for k in kinds], object))
+    base = base_of.astype(np.int64)[kind_of]
+    op, op_text = _op_codes(text["hlo_op"], text["name"])
+    kept = np.flatnonzero(role != _UPDATE)
+    if not kept.size:
+        return None
+    seq = kept[_chip_order(chip[comm[kept]], start_ps[comm[kept]])]
+    name_of, names = text["name"]
+    op_index = {t: i for i, t in enumerate(op_text)}
+    named = np.full(names.size, -1, np.int64)  # the op a done's HLO text names
+    for code in np.unique(name_of[seq[role[seq] == _DONE]]):
+        named[code] = op_index.get(_operand(names[code]), -1)
+    pairs = _pairs(chip[comm[seq]], role[seq], base[seq], op[seq], named[name_of[seq]])
+    fp, lp = seq[pairs[:, 0]], seq[pairs[:, 1]]  # first and last op of each instance, among the collective ops
+    first, last = comm[fp], comm[lp]
+    a1, a2 = start_ps[first], start_ps[last]
+    b1, b2 = a1 + dur_ps[first], a2 + dur_ps[last]
+    paired = fp != lp
+    own = [(a1, b1), (np.where(paired, a2, b1), np.where(paired, b2, b1))]
+    c = chip[first]
+    row = dev[first]  # the events' rows
+    inst = pd.DataFrame({
+        "rank": events["rank"].to_numpy()[row], "device": events["device"].to_numpy()[row],
+        "host": text["host"][1][text["host"][0][fp]], "step": events["step"].to_numpy()[row],
+        "program_id": events["program_id"].array[row], "op": op_text[op[fp]], "name": names[name_of[fp]],
+        "kind": base_text[base[fp]], "shape": text["shape"][1][text["shape"][0][lp]],
+        "start_ps": a1, "end_ps": np.maximum(b1, b2), "chip": c, "op_code": op[fp], "kind_code": base[fp],
+    })
+    inst["time_ps"] = inst["end_ps"] - inst["start_ps"]
+    inst["hidden_ps"] = covered(c, a1, inst["end_ps"].to_numpy())
+    inst["exposed_ps"] = _exposed_in(own, c, covered, a1, inst["end_ps"].to_numpy())
+    inst["buffer"] = _per_text(text["shape"][0][lp], text["shape"][1],
+                               lambda s: float(shape_bytes(s)) if s else np.nan, np.float64)
+    inst["group"] = _per_text(name_of[fp], names, _text_group, np.int64)
+    return inst, own, covered
 
 
 def _chip_order(chip: np.ndarray, start: np.ndarray) -> np.ndarray:
