@@ -40,7 +40,7 @@ def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step") -> tup
     planes of a profile read apart, ``perfkit.trace.planewise``)."""
     if by not in KEYS:
         raise BadInput(f"must be one of {', '.join(KEYS)}", field="--by")
-    spans, ops = timeline.measured(events, window)
+    spans, ops = timeline.measured(events, window, [*_GROUPS[by], "category", "line", "start_ps"])
     if spans.empty:
         return pd.DataFrame(columns=[*_GROUPS[by], "category", "sum", "size"]), 0
     on_stream = np.array([bool(_GPU_STREAM.match(str(c))) for c in ops["line"].cat.categories] + [False])
