@@ -34,7 +34,7 @@ import pandas as pd
 from perfkit.hlo.cost import SENT_SHARE, group_size, shape_bytes
 from perfkit.hlo.parse import parse_instruction
 from perfkit.trace import breakdown, kineto, timeline
-from perfkit.trace.events import is_device_op, packed_key
+from perfkit.trace.events import chip_key, first_rows, is_device_op, packed_key
 from perfkit.trace.programs import base_opcode
 
 PS_PER_MS = 1e9
@@ -236,20 +236,16 @@ def _kineto_messages(files: list[str]) -> dict[str, tuple]:
 
 def _domains(rows: pd.DataFrame, messages: dict[str, tuple]) -> np.ndarray:
     """The clock each row's chip reads: its Kineto time base, else its XSpace (rank and host)."""
-    host, hosts = pd.factorize(rows["host"])
-    rank = rows["rank"].to_numpy(np.int64)
-    pair, _ = pd.factorize(host.astype(np.int64) * 2**32 + rank)  # (host, rank) by first appearance
-    first = _first_rows(pair)
+    pair = _groups(rows, ["host", "rank"])
+    first = _first(pair)
     labels = [f"kineto:{messages[h][0]}" if h in messages else f"xspace:{r}:{h}"
-              for h, r in zip(hosts[host[first]], rank[first].tolist())]
+              for h, r in zip(rows["host"].to_numpy()[first], rows["rank"].to_numpy()[first].tolist())]
     return pd.factorize(np.array(labels, object))[0][pair]  # labels by first appearance, as the rows'
 
 
-def _first_rows(codes: np.ndarray) -> np.ndarray:
-    """The first row of each of the codes (n,) 0..k-1."""
-    first = np.empty(int(codes.max(initial=-1)) + 1, np.int64)
-    first[codes[::-1]] = np.arange(codes.size - 1, -1, -1)  # the last write (the first row) stands
-    return first
+def _first(groups: np.ndarray) -> np.ndarray:
+    """The first row of each group (``_groups``' codes)."""
+    return first_rows(groups, int(groups.max(initial=-1)) + 1)
 
 
 def _attach_messages(inst: pd.DataFrame, messages: dict[str, tuple]) -> None:
@@ -309,7 +305,7 @@ def instances(events: pd.DataFrame) -> pd.DataFrame:
     if messages:  # Kineto kernels' kinds may have changed
         inst["kind_code"] = pd.factorize(inst["kind"])[0]
     sends = _groups(inst, ["kind_code", "buffer", "group"])
-    each = _first_rows(sends)  # _sent once per (kind, buffer, group)
+    each = _first(sends)  # _sent once per (kind, buffer, group)
     sent = [_sent(*key) for key in zip(*(inst[k].to_numpy()[each].tolist() for k in ("kind", "buffer", "group")))]
     inst["bytes"] = np.array(sent, np.float64)[sends]
     return inst[INSTANCE_COLUMNS].sort_values(["domain", "step", "start_ps", "rank", "device"], kind="stable",
@@ -323,7 +319,7 @@ def _chip_instances(events: pd.DataFrame) -> tuple[pd.DataFrame, list, Callable]
     temporaries (codes of every device and collective op) end here."""
     dev = np.flatnonzero(is_device_op(events) & (events["dur_ps"].to_numpy() > 0))  # device ops taking time
     rank, device = (events[c].to_numpy(np.int64)[dev] for c in ("rank", "device"))
-    chip = pd.factorize(rank * 2**32 + device + 1)[0].astype(np.int64)  # (rank, device) by first appearance
+    chip = pd.factorize(chip_key(rank, device))[0].astype(np.int64)  # by first appearance
     start_ps, dur_ps = (events[c].to_numpy(np.int64)[dev] for c in ("start_ps", "dur_ps"))
     category = events["category"].iloc[dev]
     covered = _coverage(chip, start_ps, start_ps + dur_ps, events["line"].cat.codes.to_numpy(np.int64)[dev],
@@ -432,13 +428,12 @@ def by_op(inst: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=OP_COLUMNS)
     keys = ["step", "op", "kind"]
     groups = _groups(inst, keys)
-    chip = inst["rank"].to_numpy(np.int64) * 2**32 + inst["device"].to_numpy(np.int64) + 1
     means = {c: (c, "mean") for c in ("bytes", "time_ps", "exposed_ps", "hidden_ps", "skew_ps", "wait_ps",
                                       "transfer_ps")}
-    out = inst.assign(chip=chip).groupby(groups, sort=False).agg(
+    out = inst.assign(chip=_groups(inst, ["rank", "device"])).groupby(groups, sort=False).agg(
         rows=("time_ps", "size"), chips=("chip", "nunique"), sum_bytes=("bytes", "sum"), sum_time=("time_ps", "sum"),
         **means).reset_index(drop=True)
-    first = _first_rows(groups)
+    first = _first(groups)
     out = pd.concat([pd.DataFrame({k: inst[k].to_numpy()[first] for k in keys}), out], axis=1)
     out["count"] = out.pop("rows") / out["chips"]
     out["gbps"] = out.pop("sum_bytes") / out.pop("sum_time") * 1e3  # bytes per ps -> GB/s
@@ -458,7 +453,7 @@ def stragglers(inst: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
     if shared.empty:
         return pd.DataFrame(columns=columns)
     step_keys, chip_keys = ["domain", "step"], ["rank", "device"]
-    instance = _first_rows(_groups(shared, step_keys + ["program", "op", "occurrence"]))  # its chips share a skew
+    instance = _first(_groups(shared, step_keys + ["program", "op", "occurrence"]))  # its chips share a skew
     each = shared.iloc[instance].groupby(step_keys)["skew_ps"]
     out = pd.DataFrame({"matched": each.size(), "skew_ps": each.sum()})
     # the chip last most often; ties to the lower rank and device

@@ -114,7 +114,7 @@ def _small_codes(size: int) -> type:
     return np.int8 if size < 2**7 else np.int16 if size < 2**15 else np.int32
 
 
-def _first_rows(codes: np.ndarray, count: int) -> np.ndarray:
+def first_rows(codes: np.ndarray, count: int) -> np.ndarray:
     """The first row (count,) int64 of each of ``count`` codes numbered by first appearance (``codes``
     (n,) as ``pd.factorize`` gives them), in slices: no index array as long as ``codes``."""
     first = np.zeros(count, np.int64)
@@ -140,7 +140,7 @@ def _classify(raw: RawTrace) -> dict:
     del programs
     identity, first = pd.factorize(key, size_hint=_FEW)
     del key
-    first_row = _first_rows(identity, len(first))
+    first_row = first_rows(identity, len(first))
     classes = {}  # identity -> its class, device ops only
     hlo_table, module_table = hlo_op[first_row], hlo_module[first_row]
     for i, r in enumerate(first_row.tolist()):
@@ -293,6 +293,11 @@ def load(paths: list[str | Path], step_pattern: str | None = None, workers: int 
     out.attrs.update(origin_ns=origin, files=[str(f) for f in files],
                      steps_from=sorted({f.attrs["steps_from"] for f in frames}))
     return out
+
+
+def chip_key(rank: np.ndarray, device: np.ndarray) -> np.ndarray:
+    """One int64 per (rank, device) pair (n,) each, ordered as the pairs are (device -1: the host)."""
+    return (rank.astype(np.int64) << 32) | (device.astype(np.int64) + 2**31)
 
 
 def is_device_op(events: pd.DataFrame) -> np.ndarray:

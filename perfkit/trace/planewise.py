@@ -28,7 +28,6 @@ from perfkit.trace import breakdown as breakdowns
 from perfkit.trace import diff as diffs
 from perfkit.trace import tail as tails
 from perfkit.trace import events, timeline, xplane
-from perfkit.trace.classify import CATEGORIES
 
 
 class _Plane(NamedTuple):
@@ -65,7 +64,7 @@ def _plane(task: _Task) -> _Plane | None:
     category, device = frame["category"].cat, frame["device"].to_numpy()
     codes = category.codes.to_numpy()
     markers = np.unique(device[codes == category.categories.get_loc("step")])
-    op_devices = np.unique(device[np.isin(codes, category.categories.get_indexer(list(CATEGORIES)))])
+    op_devices = np.unique(device[events.is_device_op(frame)])
     return _Plane(task.job.file, task.job.start, raw.origin_ns, task.analysis(frame), markers, op_devices)
 
 

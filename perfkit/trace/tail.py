@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from perfkit.trace.classify import CATEGORIES
+from perfkit.trace.events import chip_key, is_device_op
 
 OP_COLUMNS = ["rank", "device", "step", "name", "kind", "category", "start_ps", "end_ps", "dur_ps"]
 EVENT_COLUMNS = tuple(c for c in OP_COLUMNS if c != "end_ps")  # all it reads
@@ -30,11 +30,9 @@ class _Ops(NamedTuple):
 
 
 def _ops(events: pd.DataFrame) -> _Ops:
-    category = events["category"].cat
-    rows = np.flatnonzero(np.isin(category.codes.to_numpy(), category.categories.get_indexer(list(CATEGORIES))))
+    rows = np.flatnonzero(is_device_op(events))
     rank, device = events["rank"].to_numpy()[rows], events["device"].to_numpy()[rows]
-    packed = (rank.astype(np.int64) << 32) | (device.astype(np.int64) + 2**31)  # orders like (rank, device)
-    chip, keys = pd.factorize(packed, sort=True)
+    chip, keys = pd.factorize(chip_key(rank, device), sort=True)
     chips = pd.DataFrame({"rank": (keys >> 32).astype(rank.dtype),
                           "device": ((keys & 0xFFFFFFFF) - 2**31).astype(device.dtype)})
     start = events["start_ps"].to_numpy()[rows]

@@ -301,8 +301,8 @@ class Measured(NamedTuple):
     #                      end), parent (row of ``ops`` it runs inside, -1), self_ps (end - start - children)
 
 
-def measured(events: pd.DataFrame, window: str = "step", columns: list[str] | None = None) -> Measured:
-    """The device ops of ``events`` (their ``columns``, default all) with their spans, nesting and
+def measured(events: pd.DataFrame, window: str, columns: list[str]) -> Measured:
+    """The device ops of ``events`` (the ``columns`` the caller reads) with their spans, nesting and
     exclusive (self) time."""
     spans_, ops, _ = layout(events, window)
     parent = np.full(ops.row.size, -1, np.int64)
@@ -311,6 +311,6 @@ def measured(events: pd.DataFrame, window: str = "step", columns: list[str] | No
     child = np.flatnonzero(parent >= 0)
     inner = np.bincount(parent[child], weights=np.minimum(ops.end[child], ops.end[parent[child]]) - ops.start[child],
                         minlength=ops.row.size)
-    frame = (events if columns is None else events[columns]).take(ops.row).assign(span=ops.span, end_ps=ops.end, parent=parent,
-                                        self_ps=(ops.end - ops.start) - inner.astype(np.int64))
+    frame = events[columns].take(ops.row).assign(span=ops.span, end_ps=ops.end, parent=parent,
+                                                 self_ps=(ops.end - ops.start) - inner.astype(np.int64))
     return Measured(spans_, frame.reset_index(drop=True))
