@@ -6,20 +6,26 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from typing import TYPE_CHECKING
+
 import click
 
-from perfkit import models
-from perfkit.models import plans
+if TYPE_CHECKING:
+    from perfkit.models import plans
 
 
 def _stream(s: plans.Stream | plans.Joint) -> dict:
-    if isinstance(s, plans.Joint):
+    if hasattr(s, "parts"):  # a Joint: streams concatenated along the sequence
         return {"joint": list(s.parts), "chunks": s.chunks}
     return {"rows": s.rows, "channels": s.channels, "denoised": s.denoised, "sequence": s.sequence}
 
 
 def catalog() -> dict:
     """Every family with its configs (fields and streams) and every plan with its options and defaults."""
+    # the models and jax: only when the catalog is asked for, not for `perfkit models --help`
+    from perfkit import models
+    from perfkit.models import plans
+
     families = []
     for name in models.names():
         fam = models.get(name)

@@ -22,7 +22,7 @@ COMMANDS = {
     "cases": ("perfkit.cli:cases", "List the bundled cases (`perfkit run NAME` runs one) with each one's description."),
     "report": ("perfkit.cli:report", "Rewrite each RUN_DIR's summary.json, report.md and plots from its files "
                                      "(merging the parts of a multi-host..."),
-    "check": ("perfkit.report.check:command",
+    "check": ("perfkit.cli:check",
               "Compare RUN_DIR with a committed baseline: B/A ratios, quality, determinism, rank consistency."),
     "cost": ("perfkit.cost.cli:cost",
              "FLOPs, HBM bytes, collectives and memory of each step, and its roofline bound on a chip."),
@@ -190,6 +190,64 @@ def env(devices, as_json):
         click.echo(f"source: commit {src['commit'][:12]}, tree {src['tree']}{dirty}")
     for k, v in info["flags"].items():
         click.echo(f"{k}={v}")
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--baseline", "baseline_file", required=True, type=click.Path(dir_okay=False),
+              help="Baseline JSON (or another run's summary.json).")
+@click.option("--update-baseline", is_flag=True, help="Write the baseline from this run instead of checking.")
+@click.option("--ratio-tolerance", type=click.FloatRange(min=0), default=None,
+              help="A B/A ratio fails when its 95% CI lies wholly above baseline x (1 + this). Default: 0.10 or the case's check:.")
+@click.option("--psnr-drop", "psnr_drop_db", type=click.FloatRange(min=0), default=None,
+              help="A PSNR fails more than this many dB below the baseline's. Default: 0.5 or the case's check:.")
+@click.option("--min-psnr", "min_psnr_db", type=float, default=None, help="A PSNR fails below this (dB).")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db, min_psnr_db, as_json):
+    """Compare RUN_DIR with a committed baseline: B/A ratios, quality, determinism, rank consistency.
+
+    Exit code 1 when a row fails (each is listed); with GITHUB_STEP_SUMMARY set, a Markdown summary is
+    appended there. --update-baseline writes BASELINE from this run."""
+    # pandas, the cost gate and the case schema: only when a check runs, not for --help
+    import dataclasses
+    import os
+
+    from perfkit.common.summary import json_safe
+    from perfkit.report import check as ci_gate
+    from perfkit.report.line import summary_line
+    from perfkit.run.rundir import read_summary
+
+    run = Path(run_dir)
+    summary = read_summary(run)
+    if summary.get("kind") == "matrix":
+        raise BadInput("a matrix run: check each combination's directory (cells/NN)", path=str(run))
+    if update_baseline:
+        ci_gate.write_baseline(Path(baseline_file), run, summary)
+        click.echo(f"baseline written: {baseline_file} (from {run_dir})")
+        return
+    baseline = ci_gate.load_baseline(baseline_file)
+    if baseline["case"] != summary["case"]:
+        raise BadInput(f"a baseline of case {baseline['case']!r}, but the run is of {summary['case']!r}",
+                       path=baseline_file, field="case")
+    th = ci_gate.thresholds_for(run, ratio_tolerance=ratio_tolerance, psnr_drop_db=psnr_drop_db,
+                                 min_psnr_db=min_psnr_db)
+    frame = ci_gate.check_frame(baseline, summary, th)
+    passed = bool(frame.passed.all())
+    if as_json:
+        click.echo(json.dumps(json_safe({"passed": passed, "baseline": str(baseline_file),
+                                         "thresholds": dataclasses.asdict(th),
+                                         "rows": frame.to_dict("records")}), indent=2))
+    else:
+        for line in ci_gate.text_lines(frame):
+            click.echo(line)
+        failed = int((~frame.passed).sum())
+        click.echo(f"check: {'passed' if passed else 'FAILED'}, {failed} of {len(frame)} rows failed "
+                   f"against {baseline_file}")
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        line = summary_line(summary, run / "report.md")
+        with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
+            f.write("\n".join(ci_gate.markdown(frame, summary["case"], line)) + "\n")
+    raise SystemExit(ExitCode.OK if passed else ExitCode.CHECK_FAILED)
 
 
 @click.command()

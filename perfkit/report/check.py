@@ -1,4 +1,4 @@
-"""``perfkit check``: a run against a committed baseline, the CI regression gate.
+"""A run against a committed baseline, the CI regression gate (``perfkit check``: ``perfkit.cli.check``).
 
 A baseline (``reports/baselines/*.json``, written by ``--update-baseline``) keeps what does not depend
 on the machine's speed: each B/A step-time ratio with its CI, the output quality of B against A (and
@@ -22,18 +22,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 from pathlib import Path
 
-import click
 import pandas as pd
 
 from perfkit.common.summary import compared_variant, db_cell, from_json, json_safe
 from perfkit.cost.gate import COST_TOLERANCE, baseline_cost, cost_rows
-from perfkit.errors import BadInput, ExitCode
-from perfkit.report.line import summary_line
+from perfkit.errors import BadInput
 from perfkit.run import case as case_mod
-from perfkit.run.rundir import read_summary
 
 BASELINE_VERSION = 1
 COLUMNS = ["check", "subject", "unit", "baseline", "current", "limit", "passed", "note"]
@@ -234,57 +230,9 @@ def thresholds_for(run_dir: Path, **flags) -> Thresholds:
     return Thresholds(**values)
 
 
-def _write_baseline(path: Path, run_dir: Path, summary: dict) -> None:
+def write_baseline(path: Path, run_dir: Path, summary: dict) -> None:
     if summary["trials"]["failed"] or summary.get("interrupted"):
         raise BadInput("the run has failed trials or was stopped: a baseline needs a complete run",
                        path=str(run_dir))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(json_safe(baseline_from_summary(summary)), indent=2) + "\n")
-
-
-@click.command()
-@click.argument("run_dir", type=click.Path(file_okay=False))
-@click.option("--baseline", "baseline_file", required=True, type=click.Path(dir_okay=False),
-              help="Baseline JSON (or another run's summary.json).")
-@click.option("--update-baseline", is_flag=True, help="Write the baseline from this run instead of checking.")
-@click.option("--ratio-tolerance", type=click.FloatRange(min=0), default=None,
-              help="A B/A ratio fails when its 95% CI lies wholly above baseline x (1 + this). Default: 0.10 or the case's check:.")
-@click.option("--psnr-drop", "psnr_drop_db", type=click.FloatRange(min=0), default=None,
-              help="A PSNR fails more than this many dB below the baseline's. Default: 0.5 or the case's check:.")
-@click.option("--min-psnr", "min_psnr_db", type=float, default=None, help="A PSNR fails below this (dB).")
-@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
-def command(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db, min_psnr_db, as_json):
-    """Compare RUN_DIR with a committed baseline: B/A ratios, quality, determinism, rank consistency.
-
-    Exit code 1 when a row fails (each is listed); with GITHUB_STEP_SUMMARY set, a Markdown summary is
-    appended there. --update-baseline writes BASELINE from this run."""
-    run = Path(run_dir)
-    summary = read_summary(run)
-    if summary.get("kind") == "matrix":
-        raise BadInput("a matrix run: check each combination's directory (cells/NN)", path=str(run))
-    if update_baseline:
-        _write_baseline(Path(baseline_file), run, summary)
-        click.echo(f"baseline written: {baseline_file} (from {run_dir})")
-        return
-    baseline = load_baseline(baseline_file)
-    if baseline["case"] != summary["case"]:
-        raise BadInput(f"a baseline of case {baseline['case']!r}, but the run is of {summary['case']!r}",
-                       path=baseline_file, field="case")
-    th = thresholds_for(run, ratio_tolerance=ratio_tolerance, psnr_drop_db=psnr_drop_db, min_psnr_db=min_psnr_db)
-    frame = check_frame(baseline, summary, th)
-    passed = bool(frame.passed.all())
-    if as_json:
-        click.echo(json.dumps(json_safe({"passed": passed, "baseline": str(baseline_file),
-                                         "thresholds": dataclasses.asdict(th),
-                                         "rows": frame.to_dict("records")}), indent=2))
-    else:
-        for line in text_lines(frame):
-            click.echo(line)
-        failed = int((~frame.passed).sum())
-        click.echo(f"check: {'passed' if passed else 'FAILED'}, {failed} of {len(frame)} rows failed "
-                   f"against {baseline_file}")
-    if os.environ.get("GITHUB_STEP_SUMMARY"):
-        line = summary_line(summary, run / "report.md")
-        with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
-            f.write("\n".join(markdown(frame, summary["case"], line)) + "\n")
-    raise SystemExit(ExitCode.OK if passed else ExitCode.CHECK_FAILED)

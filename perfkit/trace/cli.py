@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
-import pandas as pd
 
 from perfkit.errors import BadInput
-from perfkit.trace.memory import reuse_freed_memory
-from perfkit.trace.names import readable
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PS_PER_MS = 1e9
 PS_PER_US = 1e6
@@ -19,6 +20,14 @@ steps_option = click.option("--steps", "step_pattern", metavar="REGEX", help=_ST
 window_option = click.option("--window", type=click.Choice(["step", "trace"]), default="step", show_default=True,
                              help="Spans: each step, or each device's whole trace (first to last device op, as HTA "
                                   "measures).")
+
+
+def _prepare() -> None:
+    """What every trace command does first: this process's allocator set for big arrays."""
+    # numpy: only once a command runs (`--help` stays light), before its arrays
+    from perfkit.trace.memory import reuse_freed_memory
+
+    reuse_freed_memory()
 
 
 def _load(paths, step_pattern, columns=None):
@@ -43,7 +52,7 @@ def text_table(frame: pd.DataFrame) -> str:
     a time, 0.26 s for the 12k rows of a 6M-event breakdown."""
     columns = []
     for name, values in frame.items():
-        numeric = pd.api.types.is_integer_dtype(values)
+        numeric = values.dtype.kind in "iu"  # numpy's and pandas' nullable integers
         cells = values.astype(str).tolist() if numeric else values.tolist()
         head = f" {name}" if numeric else str(name)
         width = max(len(head), max(map(len, cells), default=0))
@@ -58,7 +67,6 @@ def _json_rows(frame: pd.DataFrame) -> list[dict]:
 @click.group()
 def trace():
     """Trace analysis of xplane.pb (TPU, GPU, CPU) and Kineto JSON profiles."""
-    reuse_freed_memory()
 
 
 @trace.command()
@@ -73,9 +81,13 @@ def breakdown(paths, step_pattern, as_json, plot, window):
     that share.
 
     PATHS are trace files or folders (every *.xplane.pb under a folder, else every Kineto *.json[.gz])."""
-    # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
+    # pandas and the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
+    import pandas as pd
+
     from perfkit.trace.breakdown import COLUMNS, COMM, TIMES, mean_per_device, plot as draw, shown_parts
     from perfkit.trace.planewise import breakdown_traces
+
+    _prepare()
 
     rows, steps_from = breakdown_traces(list(paths), step_pattern, window)
     if rows.empty:
@@ -118,8 +130,13 @@ def breakdown(paths, step_pattern, as_json, plot, window):
 def diff(a, b, by, top, step_pattern, window, as_json):
     """Device time per chip and step of trace B against trace A, largest changes first (with --window
     trace, per chip over its whole trace: HTA's TraceDiff sums per kernel)."""
-    # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
+    # pandas and the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
+    import pandas as pd
+
+    from perfkit.trace.names import readable
     from perfkit.trace.planewise import diff_traces
+
+    _prepare()
 
     table = diff_traces([a], [b], by, step_pattern, window)
     if as_json:
@@ -149,7 +166,10 @@ def diff(a, b, by, top, step_pattern, window, as_json):
 def tail(paths, k, as_json):
     """The last K device ops of each chip; which chips stopped earliest and what the others were in."""
     # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
+    from perfkit.trace.names import readable
     from perfkit.trace.planewise import tail_traces
+
+    _prepare()
 
     chips, last = tail_traces(list(paths), k)
     if chips.empty:
@@ -179,8 +199,13 @@ def tail(paths, k, as_json):
 def collectives(paths, step_pattern, top, as_json):
     """Each collective per step: count, bytes sent per device, bandwidth, exposed and hidden time; across
     chips that share a clock, arrival skew, waiting for the last chip, and each step's straggler."""
-    # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
+    # pandas and the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
+    import pandas as pd
+
     from perfkit.trace.collectives import STRAGGLER_SHARE, analyse
+    from perfkit.trace.names import readable
+
+    _prepare()
 
     events = _load(paths, step_pattern)
     found = analyse(events)
@@ -220,6 +245,8 @@ def export(paths, out, step_pattern):
     """All ranks and chips merged into one Perfetto / Chrome trace (open in ui.perfetto.dev)."""
     # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
     from perfkit.trace.export import write_perfetto
+
+    _prepare()
 
     n = write_perfetto(_load(paths, step_pattern), out)
     click.echo(f"{n} events -> {out}")
