@@ -130,12 +130,13 @@ def _subset(pc: timeline.Pieces, flight: Flight, keep: np.ndarray) -> tuple[time
             Flight(index[during], index[flight.after[after]], flight.gap[after]))
 
 
-def breakdown(events: pd.DataFrame, window: str = "step") -> pd.DataFrame:
+def breakdown(events: pd.DataFrame, window: str = "step", layout: timeline.Layout | None = None) -> pd.DataFrame:
     """Per (rank, device, step): ``span_ps`` and ``compute_ps``, ``ici_ps``, ``dcn_ps``, ``dma_ps``, ``idle_ps``
     (adding up to the span), ``comm_ps``, ``hidden_ps``, ``overlap``, plus ``start_ps`` of the span.
     Steps as in ``perfkit.trace.steps`` (step -1: the whole trace of a device without step markers);
-    ``window="trace"``: one span per device, its first op's start to its last op's end."""
-    spans, ops, stall = timeline.layout(events, window)
+    ``window="trace"``: one span per device, its first op's start to its last op's end. ``layout``:
+    ``timeline.layout(events, window)`` where the caller has it already (it is read, never changed)."""
+    spans, ops, stall = timeline.layout(events, window) if layout is None else layout
     if spans.empty:
         return pd.DataFrame(columns=COLUMNS + ["start_ps"])
     n, k = len(spans), len(CATEGORIES)

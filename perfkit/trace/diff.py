@@ -34,13 +34,15 @@ def _label(by: str, values: tuple) -> str:
     return " ".join(str(v) for v in values if isinstance(v, str) and v)
 
 
-def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step") -> tuple[pd.DataFrame, int]:
+def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step", layout: timeline.Layout | None = None
+            ) -> tuple[pd.DataFrame, int]:
     """Exclusive device time summed per (key columns of ``by``, category): ``sum`` (ps) and ``size`` (ops);
     and the number of (device, step) spans measured. Sums of disjoint sets of chips add up (the
-    planes of a profile read apart, ``perfkit.trace.planewise``)."""
+    planes of a profile read apart, ``perfkit.trace.planewise``). ``layout``: ``timeline.layout(events,
+    window)`` where the caller has it already."""
     if by not in KEYS:
         raise BadInput(f"must be one of {', '.join(KEYS)}", field="--by")
-    spans, ops = timeline.measured(events, window, [*_GROUPS[by], "category", "line", "start_ps"])
+    spans, ops = timeline.measured(events, window, [*_GROUPS[by], "category", "line", "start_ps"], layout)
     if spans.empty:
         return pd.DataFrame(columns=[*_GROUPS[by], "category", "sum", "size"]), 0
     on_stream = np.array([bool(_GPU_STREAM.match(str(c))) for c in ops["line"].cat.categories] + [False])
@@ -67,11 +69,12 @@ def per_key(groups: pd.DataFrame, spans: int, by: str = "kind") -> pd.DataFrame:
     return table
 
 
-def per_step(events: pd.DataFrame, by: str = "kind", window: str = "step") -> pd.DataFrame:
+def per_step(events: pd.DataFrame, by: str = "kind", window: str = "step", layout: timeline.Layout | None = None
+             ) -> pd.DataFrame:
     """One row per key: ``category``, ``time_ps`` (exclusive device time per chip and step), ``count``
     (ops per chip and step); ``attrs["spans"]``: how many (device, step) spans were averaged.
-    ``window="trace"``: one span per device over its whole trace."""
-    groups, spans = op_time(events, by, window)
+    ``window="trace"``: one span per device over its whole trace; ``layout`` as ``op_time`` takes it."""
+    groups, spans = op_time(events, by, window, layout)
     if not spans:
         raise BadInput("no device ops in the trace", path=", ".join(events.attrs.get("files", [])) or None)
     return per_key(groups, spans, by)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from perfkit.errors import BadInput
-from perfkit.trace import breakdown, collectives, diff, events
+from perfkit.trace import breakdown, collectives, diff, events, timeline
 
 PS_PER_MS = 1e9
 TOP_DELTAS = 8
@@ -35,8 +35,10 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict]:
     for folder in folders:  # one trial at a time: its ranks' traces belong together, trials do not
         ev = events.load(sorted(folder.glob("rank*/trace")))
         sources.update(ev.attrs["steps_from"])
-        rows.append(breakdown.breakdown(ev))
-        tables.append(diff.per_step(ev, "kind"))
+        laid = timeline.layout(ev)  # the ops in their steps, once for the breakdown and the op table
+        rows.append(breakdown.breakdown(ev, layout=laid))
+        tables.append(diff.per_step(ev, "kind", layout=laid))
+        del laid
         try:
             analysed.append((folder.name, collectives.analyse(ev, rows[-1])))
         except BadInput as exc:  # the breakdown stands; only the collectives part says why not

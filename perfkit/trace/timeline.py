@@ -301,10 +301,10 @@ class Measured(NamedTuple):
     #                      end), parent (row of ``ops`` it runs inside, -1), self_ps (end - start - children)
 
 
-def measured(events: pd.DataFrame, window: str, columns: list[str]) -> Measured:
+def measured(events: pd.DataFrame, window: str, columns: list[str], laid: Layout | None = None) -> Measured:
     """The device ops of ``events`` (the ``columns`` the caller reads) with their spans, nesting and
-    exclusive (self) time."""
-    spans_, ops, _ = layout(events, window)
+    exclusive (self) time; ``laid``: ``layout(events, window)`` where the caller has it already."""
+    spans_, ops, _ = layout(events, window) if laid is None else laid
     parent = np.full(ops.row.size, -1, np.int64)
     sub, inside = nested(ops)
     parent[sub] = np.where(inside >= 0, sub[np.maximum(inside, 0)], -1)

@@ -42,6 +42,27 @@ def test_trace_summary_and_report_section(tmp_path):
     assert "| `all-gather-done` | ici | 0.005 | 0.000 | -0.005 |" in text
 
 
+def test_each_trials_ops_are_laid_out_once(tmp_path, monkeypatch):
+    """The summary's breakdown and op table measure one layout of a trial's ops (the sweep is ~0.3 s a
+    trial at 6M events), and give what each gives on its own."""
+    from perfkit.trace import breakdown, diff, events, timeline
+
+    trials = [_trial(tmp_path, 0, "a", [("fusion.1", "fusion", 0, 10), ("all-gather-done.1", "all-gather-done", 10, 15)]),
+              _trial(tmp_path, 1, "b", [("fusion.1", "fusion", 0, 12), ("copy-done.1", "copy-done", 12, 13)])]
+    laid = []
+    layout = timeline.layout
+    monkeypatch.setattr(timeline, "layout", lambda *args, **kw: laid.append(1) or layout(*args, **kw))
+    got = trace_summary(tmp_path, trials)
+    assert len(laid) == 2  # one per trial
+    monkeypatch.undo()
+    ev = events.load([tmp_path / "trials/01-b/rank0/trace"])
+    alone = breakdown.mean_per_device(breakdown.breakdown(ev))
+    assert got["variants"]["b"]["compute_ms"] == pytest.approx(alone["compute_ps"].iloc[0] / 1e9)
+    table = diff.per_step(ev, "kind")
+    assert {d["key"]: d["b_ms"] for d in got["op_deltas"]["b"] if d["b_ms"]} == pytest.approx(
+        (table["time_ps"] / 1e9).to_dict())
+
+
 @pytest.mark.slow
 def test_run_of_a_traced_command_case(tmp_path):
     case = {"name": "traced-ring", "command": ["python", str(Path(__file__).parent / "programs" / "traced_ring.py"), "4"],
