@@ -1,0 +1,69 @@
+"""Which step each op belongs to (``perfkit.trace.steps.assign``), against the rule its docstring states,
+worked op by op in plain Python on random traces: ops in time order (the readers' order, whose windows
+are found by slicing) and shuffled (searched op by op), overlapping and touching step windows, markers
+of the chip, of the host (device -1) and none, numbers given, in the name and absent."""
+
+import re
+
+import numpy as np
+import pytest
+
+from perfkit.trace import steps
+from perfkit.trace.raw import ROLES
+
+NAMES = ["step 7", "train_step", "ProfilerStep#3", "op"]
+
+
+def _by_the_rule(cols: dict, names: list[str]) -> list[int]:
+    role, device, start, dur = (cols[k].tolist() for k in ("role", "device", "start_ps", "dur_ps"))
+    markers = [i for i, r in enumerate(role) if r == ROLES["step"]]
+    out = [-1] * len(role)
+
+    def number(i):
+        if cols["step"][i] >= 0:
+            return int(cols["step"][i])
+        found = re.search(r"\d+", names[cols["name"][i]])
+        return int(found.group()) if found else -1
+
+    for dev in sorted(set(device)):
+        ops = [i for i, r in enumerate(role) if r in (ROLES["op"], ROLES["dcn_transfer"]) and device[i] == dev]
+        mine = [m for m in markers if device[m] == dev] or [m for m in markers if device[m] == -1]
+        if not mine and dev < 0 and markers:
+            mine = [m for m in markers if device[m] == min(device[k] for k in markers)]
+        if not ops or not mine:
+            continue
+        mine.sort(key=lambda m: start[m])
+        nums = [n if n >= 0 else k for k, n in enumerate(number(m) for m in mine)]
+        for m, n in zip(mine, nums):
+            out[m] = n
+        for i in ops:
+            before = [k for k, m in enumerate(mine) if start[m] <= start[i]]
+            if before and start[i] < start[mine[before[-1]]] + dur[mine[before[-1]]]:
+                out[i] = nums[before[-1]]
+    return out
+
+
+def _trace(rng: np.random.Generator, in_time_order: bool) -> dict:
+    n = int(rng.integers(1, 60))
+    cols = {
+        "role": rng.choice([ROLES["op"]] * 5 + [ROLES["step"], ROLES["step"], ROLES["dcn_transfer"], ROLES["host"]],
+                           n).astype(np.int8),
+        "device": rng.choice([-1, 0, 0, 1, 2], n).astype(np.int32),
+        "start_ps": rng.integers(0, 40, n).astype(np.int64),  # ties: ops at a window's start and end
+        "dur_ps": rng.integers(0, 15, n).astype(np.int64),
+        "name": rng.integers(0, len(NAMES), n).astype(np.int32),
+    }
+    cols["step"] = np.where(rng.random(n) < 0.5, rng.integers(0, 9, n), -1).astype(np.int32)
+    if in_time_order:
+        order = np.argsort(cols["start_ps"], kind="stable")
+        cols = {k: v[order] for k, v in cols.items()}
+    return cols
+
+
+@pytest.mark.parametrize("in_time_order", [True, False], ids=["in time order", "shuffled"])
+def test_each_op_takes_the_step_whose_window_holds_its_start(in_time_order):
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        cols = _trace(rng, in_time_order)
+        step, _ = steps.assign(cols, NAMES, None)
+        assert step.tolist() == _by_the_rule(cols, NAMES), cols
