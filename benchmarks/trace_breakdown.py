@@ -184,6 +184,7 @@ def main() -> None:
         events, size = sum(b["events"] for b in built), sum(b["bytes"] for b in built)
         print(f"built {events:,} events in {len(paths)} file(s), {size / 1e6:.0f} MB, "
               f"{100 * built[0]['collective_share']:.0f}% of op time in collectives")
+        os.sync()  # the built file on disk first: its writeback would otherwise share the cores with the timed runs
         target = str(paths[0] if len(paths) == 1 else folder)
         command = [*PERFKIT, "trace", args.command, target] + [target] * (args.command == "diff")
         runs = [timed(command) for _ in range(args.repeats)]
