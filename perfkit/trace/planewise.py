@@ -5,9 +5,10 @@ functions give them, without one process holding and sweeping every chip's event
 A chip's figures read only its own ops and the step markers that hold for it, and on a TPU profile both
 sit on the chip's plane (``XLA Ops`` and ``Steps``). So each plane is read, classified and measured by
 itself, one process per core, and the parent only combines the results (breakdown rows stacked, the
-diff's sums added, the tail picked from each chip's last ops). Planes cross only where a chip has no
-markers of its own and its host has step annotations, where the host plane runs ops of a device another
-plane has, or where a rank's traces are in several files; those, a ``--steps`` pattern, Kineto files,
+diff's sums added, the tail picked from each chip's last ops); a file of small planes (one host's share
+of a big job's profile) is one task, read whole. Planes cross only where a chip has no markers of its own
+and its host has step annotations, where the host plane runs ops of a device another plane has, or where
+a rank's traces are in several files; those, a ``--steps`` pattern, Kineto files,
 files too small to pay for workers, anything the readers refuse and a first stop before a chip's last
 ops (the tail) are read together instead (``events.load``), which also says what is wrong with a bad file.
 """
@@ -29,9 +30,14 @@ from perfkit.trace import diff as diffs
 from perfkit.trace import tail as tails
 from perfkit.trace import events, timeline, xplane
 
+# Planes below this size on average are analysed with the rest of their file, one task a file: each analysis
+# has fixed costs (a frame, the spans' pandas merges) that a folder of 16 small files paid 64 times.
+SMALL_PLANE_BYTES = 4 << 20
+
 
 class _Plane(NamedTuple):
-    """What a worker returns for one plane: the analysis of it, and what says whether that stands alone."""
+    """What a worker returns for one plane (or a file read whole): the analysis of it, and what says
+    whether that stands alone."""
 
     file: int
     offset: int              # where the plane is in its file: planes in this order are a file's frame's order
@@ -42,7 +48,7 @@ class _Plane(NamedTuple):
 
 
 class _Task(NamedTuple):
-    job: xplane.PlaneJob
+    jobs: list[xplane.PlaneJob]      # one plane; or every plane of a file of small planes, read together
     metadata: list[xplane.PlaneJob]  # the file's /host:metadata planes (its programs)
     rank: int
     host: str
@@ -54,10 +60,11 @@ class _Task(NamedTuple):
 def _plane(task: _Task) -> _Plane | None:
     """One plane read and analysed by itself; None where the readers refuse it (the caller then reads
     the files together, which says why)."""
+    job = task.jobs[0]
     try:
-        raw = xplane.read_plane(task.job, task.metadata, task.rank, task.host)
+        raw = xplane.read_planes(task.jobs, task.metadata, task.rank, task.host)
         if raw is None:
-            return _Plane(task.job.file, task.job.start, None, None, np.zeros(0, np.int32), np.zeros(0, np.int32))
+            return _Plane(job.file, job.start, None, None, np.zeros(0, np.int32), np.zeros(0, np.int32))
         frame = events.frame(raw, None, 0, events.wanted_columns(task.columns))
     except BadInput:
         return None
@@ -65,7 +72,11 @@ def _plane(task: _Task) -> _Plane | None:
     codes = category.codes.to_numpy()
     markers = np.unique(device[codes == category.categories.get_loc("step")])
     op_devices = np.unique(device[events.is_device_op(frame)])
-    return _Plane(task.job.file, task.job.start, raw.origin_ns, task.analysis(frame), markers, op_devices)
+    return _Plane(job.file, job.start, raw.origin_ns, task.analysis(frame), markers, op_devices)
+
+
+def _bytes(jobs: list[xplane.PlaneJob]) -> int:
+    return sum(job.end - job.start for job in jobs)
 
 
 def _stands_alone(planes: list[_Plane], window: str) -> bool:
@@ -107,11 +118,15 @@ def _apart(paths: list[str | Path], step_pattern: str | None, window: str, worke
         if any(job.name is None for job in jobs):
             return None  # a plane whose name comes after its lines: which holds the programs is unknown
         metadata = [job for job in jobs if job.name == "/host:metadata"]
-        tasks += [_Task(job, metadata, rank, host, window, analysis, columns) for job in jobs
-                  if xplane.events_read(job.name)]
-    if len(tasks) < 2 or sum(t.job.end - t.job.start for t in tasks) < xplane.PARALLEL_BYTES:
+        read = [job for job in jobs if xplane.events_read(job.name)]
+        if len(read) > 1 and sum(_bytes([job]) for job in read) < SMALL_PLANE_BYTES * len(read):
+            read = [read]  # small planes: the file is one task
+        else:
+            read = [[job] for job in read]
+        tasks += [_Task(task_jobs, metadata, rank, host, window, analysis, columns) for task_jobs in read]
+    if len(tasks) < 2 or sum(_bytes(t.jobs) for t in tasks) < xplane.PARALLEL_BYTES:
         return None
-    tasks.sort(key=lambda t: t.job.start - t.job.end)  # the largest first: the workers finish together
+    tasks.sort(key=lambda t: -_bytes(t.jobs))  # the largest first: the workers finish together
     with multiprocessing.get_context("fork").Pool(min(workers, len(tasks))) as pool:
         results = pool.map(_plane, tasks, chunksize=1)
     if any(r is None for r in results):

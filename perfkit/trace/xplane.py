@@ -377,15 +377,19 @@ def _decode_lines(job: PlaneJob, split: _Lines, out: dict[str, np.ndarray]) -> _
     return _PlaneRead(filled, names, stamps, strings.values)
 
 
-def read_plane(job: PlaneJob, metadata: list[PlaneJob], rank: int, host: str) -> RawTrace | None:
-    """One plane alone, read in one pass, as a RawTrace of its own (the file's programs from its
-    ``metadata`` planes); None for a plane whose events are not read or that has none."""
-    split = _split_lines(job)
-    if isinstance(split, str) or not split.events:
+def read_planes(jobs: list[PlaneJob], metadata: list[PlaneJob], rank: int, host: str) -> RawTrace | None:
+    """Planes of one file (one, or all its planes whose events are read), each split once and decoded, as
+    one RawTrace (the file's programs from its ``metadata`` planes); None where none has events."""
+    splits = [(job, split) for job in jobs for split in [_split_lines(job)]
+              if not isinstance(split, str) and split.events]
+    if not splits:
         return None
-    columns = allocate(split.events, False)
-    read = _decode_lines(job, split, columns)
-    return _merge(job.path, rank, host, [read], columns, _file_programs(tuple(metadata), job.path))
+    columns = allocate(sum(split.events for _, split in splits), False)
+    reads, at = [], 0
+    for job, split in splits:
+        reads.append(_decode_lines(job, split, {k: v[at:at + split.events] for k, v in columns.items()}))
+        at += split.events
+    return _merge(jobs[0].path, rank, host, reads, columns, _file_programs(tuple(metadata), jobs[0].path))
 
 
 @functools.lru_cache(maxsize=4)

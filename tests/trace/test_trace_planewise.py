@@ -18,8 +18,10 @@ US = 1_000_000
 
 @pytest.fixture
 def forking(monkeypatch):
-    """Workers for these small files (the size threshold lowered), also after other tests imported JAX."""
+    """Workers for these small files (the size threshold lowered), a plane each (a small file is otherwise
+    one task), also after other tests imported JAX."""
     monkeypatch.setattr(xplane, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(planewise, "SMALL_PLANE_BYTES", 0)
     monkeypatch.setattr(xplane, "fork_safe", lambda: True)
 
 
@@ -95,6 +97,39 @@ def test_chips_without_markers_take_the_hosts_annotations(tmp_path, forking):
     assert whole["step"].tolist() == [-1, -1] and (whole["start_ps"] // US).tolist() == [5, 6]
 
 
+@pytest.mark.parametrize("profile", ["3 hosts of 2 chips with Steps lines", "2 hosts, chips marked by the host"])
+def test_files_of_small_planes_are_a_task_each(tmp_path, monkeypatch, forking, profile):
+    """Each file read whole in a worker gives the rows, diff and tail of the files read together, also where
+    its chips take their steps from its host's annotations (which planes apart could not)."""
+    if profile.startswith("3"):
+        paths = [tpu_profile(tmp_path / f"host{h}.xplane.pb", chips=2, steps=2, host=f"h{h}") for h in range(3)]
+    else:
+        paths = [_host_annotated(tmp_path / f"{h}.xplane.pb", chips=2) for h in "ab"]
+    rows, steps_from = _read_together(paths, "step")
+    whole = events.load(paths, workers=1)
+    by_kind = diff.diff(whole, whole, "kind")  # (one file alone is one task: read together)
+    chips, last = tail.chips(whole), tail.last_ops(whole, 3)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("read together, not a file a task")
+
+    def one_task_a_file(jobs, *args):
+        assert len(jobs) > 1 and len({job.path for job in jobs}) == 1  # a file's planes together
+        return read_planes(jobs, *args)
+
+    monkeypatch.setattr(planewise, "SMALL_PLANE_BYTES", 1 << 30)
+    monkeypatch.setattr(events, "load", refused)
+    read_planes = xplane.read_planes
+    monkeypatch.setattr(xplane, "read_planes", one_task_a_file)  # the forked workers inherit it
+    apart, apart_from = planewise.breakdown_traces(paths)
+    pd.testing.assert_frame_equal(apart, rows)
+    assert apart_from == steps_from and len(rows) == len(paths) * 2 * (2 if profile.startswith("3") else 3)
+    pd.testing.assert_frame_equal(planewise.diff_traces(paths, paths, "kind"), by_kind)
+    apart_chips, apart_last = planewise.tail_traces(paths, 3)
+    pd.testing.assert_frame_equal(apart_chips, chips, check_categorical=False)
+    pd.testing.assert_frame_equal(apart_last, last, check_categorical=False)
+
+
 def _hang(path):
     """Chip 0 stops after 10 ops of 10 us; chips 1 and 2 run 40 and then wait 3.6 ms in an all-gather."""
     space = XSpaceWriter("h")
@@ -129,10 +164,10 @@ def test_a_plane_refused_in_a_worker_is_read_together(tmp_path, monkeypatch, for
     path = tpu_profile(tmp_path / "t.xplane.pb", chips=2, steps=2)
     expected = _read_together([path], "step")[0]
 
-    def refuse(job, *args):
-        raise BadInput("refused in a worker", path=job.path)
+    def refuse(jobs, *args):
+        raise BadInput("refused in a worker", path=jobs[0].path)
 
-    monkeypatch.setattr(xplane, "read_plane", refuse)  # the forked workers inherit it; events.load does not use it
+    monkeypatch.setattr(xplane, "read_planes", refuse)  # the forked workers inherit it; events.load does not use it
     pd.testing.assert_frame_equal(planewise.breakdown_traces([path])[0], expected)
 
 
