@@ -21,6 +21,13 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO.parent / "shared" / "fixtures"
 
 
+def pytest_configure(config):
+    # Started as a background job of a non-interactive shell (`make test &`), the suite has SIGINT ignored,
+    # and every process it starts would inherit that: the tests that stop a run with Ctrl-C need it delivered.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     """../shared/fixtures, or a clean skip where that folder is absent (e.g. a bare clone)."""
