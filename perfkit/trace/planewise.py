@@ -58,8 +58,8 @@ class _Task(NamedTuple):
 
 
 def _plane(task: _Task) -> _Plane | None:
-    """One plane read and analysed by itself; None where the readers refuse it (the caller then reads
-    the files together, which says why)."""
+    """One plane (or a file of small planes) read and analysed by itself; None where the readers refuse
+    it (the caller then reads the files together, which says why)."""
     job = task.jobs[0]
     try:
         raw = xplane.read_planes(task.jobs, task.metadata, task.rank, task.host)

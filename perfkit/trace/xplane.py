@@ -380,8 +380,8 @@ def _decode_lines(job: PlaneJob, split: _Lines, out: dict[str, np.ndarray]) -> _
 def read_planes(jobs: list[PlaneJob], metadata: list[PlaneJob], rank: int, host: str) -> RawTrace | None:
     """Planes of one file (one, or all its planes whose events are read), each split once and decoded, as
     one RawTrace (the file's programs from its ``metadata`` planes); None where none has events."""
-    splits = [(job, split) for job in jobs for split in [_split_lines(job)]
-              if not isinstance(split, str) and split.events]
+    splits = [(job, _split_lines(job)) for job in jobs]
+    splits = [(job, split) for job, split in splits if not isinstance(split, str) and split.events]
     if not splits:
         return None
     columns = allocate(sum(split.events for _, split in splits), False)
