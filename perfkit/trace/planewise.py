@@ -119,11 +119,9 @@ def _apart(paths: list[str | Path], step_pattern: str | None, window: str, worke
             return None  # a plane whose name comes after its lines: which holds the programs is unknown
         metadata = [job for job in jobs if job.name == "/host:metadata"]
         read = [job for job in jobs if xplane.events_read(job.name)]
-        if len(read) > 1 and sum(_bytes([job]) for job in read) < SMALL_PLANE_BYTES * len(read):
-            read = [read]  # small planes: the file is one task
-        else:
-            read = [[job] for job in read]
-        tasks += [_Task(task_jobs, metadata, rank, host, window, analysis, columns) for task_jobs in read]
+        small = len(read) > 1 and _bytes(read) < SMALL_PLANE_BYTES * len(read)
+        per_task = [read] if small else [[job] for job in read]  # small planes: the file is one task
+        tasks += [_Task(task_jobs, metadata, rank, host, window, analysis, columns) for task_jobs in per_task]
     if len(tasks) < 2 or sum(_bytes(t.jobs) for t in tasks) < xplane.PARALLEL_BYTES:
         return None
     tasks.sort(key=lambda t: -_bytes(t.jobs))  # the largest first: the workers finish together
