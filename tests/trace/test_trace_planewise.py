@@ -3,6 +3,8 @@ tables and the tail of the files read together (``breakdown(load(...))``, ``diff
 ``tail.chips(load(...))``: the path every other test checks against HTA, xprof and hand-made cases), and
 where they would not, the files are read together."""
 
+import shutil
+
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -97,14 +99,27 @@ def test_chips_without_markers_take_the_hosts_annotations(tmp_path, forking):
     assert whole["step"].tolist() == [-1, -1] and (whole["start_ps"] // US).tolist() == [5, 6]
 
 
-@pytest.mark.parametrize("profile", ["3 hosts of 2 chips with Steps lines", "2 hosts, chips marked by the host"])
-def test_files_of_small_planes_are_a_task_each(tmp_path, monkeypatch, forking, profile):
+SMALL_FILE_PROFILES = {"3 hosts of 2 chips with Steps lines": 3 * 2 * 2, "2 hosts, chips marked by the host": 2 * 2 * 3,
+                       "2 ranks of 8 MI300 GPUs (real)": 2 * 8}  # -> breakdown rows: chips x steps
+
+
+@pytest.mark.parametrize("profile", SMALL_FILE_PROFILES)
+def test_files_of_small_planes_are_a_task_each(tmp_path, monkeypatch, forking, request, profile):
     """Each file read whole in a worker gives the rows, diff and tail of the files read together, also where
-    its chips take their steps from its host's annotations (which planes apart could not)."""
+    its chips take their steps from its host's annotations (which planes apart could not), and on the real
+    MI300 profile (whose op times test_trace_xprof holds to xprof's hlo_stats and op_profile), one file per
+    rank folder."""
     if profile.startswith("3"):
         paths = [tpu_profile(tmp_path / f"host{h}.xplane.pb", chips=2, steps=2, host=f"h{h}") for h in range(3)]
-    else:
+    elif profile.startswith("2 hosts"):
         paths = [_host_annotated(tmp_path / f"{h}.xplane.pb", chips=2) for h in "ab"]
+    else:
+        real = request.getfixturevalue("fixtures_dir") / "xplane" / "mi300_jax_conv_8gpu.xplane.pb"
+        paths = []
+        for rank in range(2):
+            (tmp_path / f"rank{rank}").mkdir()
+            paths.append(tmp_path / f"rank{rank}" / real.name)
+            shutil.copy(real, paths[-1])
     rows, steps_from = _read_together(paths, "step")
     whole = events.load(paths, workers=1)
     by_kind = diff.diff(whole, whole, "kind")  # (one file alone is one task: read together)
@@ -123,7 +138,7 @@ def test_files_of_small_planes_are_a_task_each(tmp_path, monkeypatch, forking, p
     monkeypatch.setattr(xplane, "read_planes", one_task_a_file)  # the forked workers inherit it
     apart, apart_from = planewise.breakdown_traces(paths)
     pd.testing.assert_frame_equal(apart, rows)
-    assert apart_from == steps_from and len(rows) == len(paths) * 2 * (2 if profile.startswith("3") else 3)
+    assert apart_from == steps_from and len(rows) == SMALL_FILE_PROFILES[profile]
     pd.testing.assert_frame_equal(planewise.diff_traces(paths, paths, "kind"), by_kind)
     apart_chips, apart_last = planewise.tail_traces(paths, 3)
     pd.testing.assert_frame_equal(apart_chips, chips, check_categorical=False)
