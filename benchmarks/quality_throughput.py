@@ -11,7 +11,9 @@ shows whether peak memory grows with the clip.
 Timed alternately, ``--repeats`` times each (medians, and the best run: the least disturbed on a shared
 machine): ``perfkit quality A B`` (the default: the source's own planes),
 ``perfkit quality A B --rgb`` (RGB24 too), ``ffmpeg -i A -i B -lavfi psnr -f null -`` where an ffmpeg binary
-exists, and ``perfkit quality --help``. Printed: median wall and CPU seconds (user + system, every thread),
+exists, ``perfkit quality --help``, and the decode floor: a Python process that imports what the command
+imports before its first frame (click, numpy, PyAV) and decodes both videos as it does, in two threads,
+computing nothing: what any PyAV-based command costs at least. Printed: median wall and CPU seconds (user + system, every thread),
 peak RSS of each process (ru_maxrss from wait4), perfkit's ratios to ffmpeg (wall, and CPU: the steadier one
 where other jobs share the cores), and both sides' figures. The pair is built in a child process: a child's
 ru_maxrss starts from its parent's size, so the timing parent stays small (the standard library only).
@@ -39,6 +41,24 @@ FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "video" 
 PACKAGE = Path(__file__).resolve().parents[1] / "perfkit"
 HEIGHT, WIDTH, CLIP = 544, 960, 121
 PERFKIT = [sys.executable, "-m", "perfkit.cli"]
+DECODE_FLOOR = """import sys, threading
+import click, numpy, av
+from perfkit.quality.media import DECODE_THREADS
+
+def decode(path):
+    with av.open(path) as container:
+        stream = container.streams.video[0]
+        stream.codec_context.thread_count = DECODE_THREADS
+        stream.thread_type = "AUTO"
+        for packet in container.demux(stream):
+            packet.decode()
+
+threads = [threading.Thread(target=decode, args=(path,)) for path in sys.argv[1:]]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+"""
 
 
 def build(folder: Path, frames: int) -> None:
@@ -126,7 +146,8 @@ def main() -> None:
               f"({'the fixture video, scaled' if FIXTURE.is_file() else 'a gradient'}), {os.cpu_count()} CPUs")
         commands = {"perfkit quality": PERFKIT + ["quality", *pair, "--json"],
                     "perfkit quality --rgb": PERFKIT + ["quality", *pair, "--json", "--rgb"],
-                    "perfkit quality --help": PERFKIT + ["quality", "--help"]}
+                    "perfkit quality --help": PERFKIT + ["quality", "--help"],
+                    "decode floor": [sys.executable, "-c", DECODE_FLOOR, *pair]}
         if ffmpeg:
             commands["ffmpeg -lavfi psnr"] = [ffmpeg, "-hide_banner", "-nostats", "-i", pair[0], "-i", pair[1],
                                               "-lavfi", "psnr", "-f", "null", "-"]

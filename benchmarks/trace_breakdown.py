@@ -14,7 +14,8 @@ issue 15's 145 MB file), program id a 64-bit fingerprint above 2**63; the progra
 events are encoded with numpy (protobuf's Python objects would take minutes at this size), the rest
 (metadata, headers) with ``perfkit.trace.synthetic``. Each command runs under ``/usr/bin/time -v``
 (peak RSS of the largest process; user + system CPU of the process and the workers it waited for),
-``--repeats`` times for perfkit (median), once for xprof. On a shared machine wall times follow the
+``--repeats`` times for perfkit (median), once for xprof; then the import floor, a Python process that
+imports numpy and pandas and does nothing else (median). On a shared machine wall times follow the
 load average (printed): CPU times compare the two tools' work where wall times cannot.
 """
 
@@ -204,6 +205,11 @@ def main() -> None:
               f"load average {os.getloadavg()[0]:.1f}")
         print(f"perfkit is {x['wall_s'] / wall:.1f}x faster in wall time ({x['cpu_s'] / cpu:.1f}x in CPU time), "
               f"with {x['rss_mib'] / rss:.1f}x less peak memory")
+        floor = statistics.median(timed([sys.executable, "-c", "import numpy, pandas"])["wall_s"]
+                                  for _ in range(args.repeats))
+        print(f"import floor: Python importing numpy and pandas (what the command loads first) {floor:.2f} s; "
+              f"at 20x xprof ({x['wall_s'] / 20:.2f} s) {x['wall_s'] / 20 - floor:.2f} s would be left to read "
+              f"{size / 1e6:.0f} MB and analyse {events / 1e6:.0f}M events")
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)
