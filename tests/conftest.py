@@ -1,9 +1,12 @@
 """Test session set-up: 8 simulated CPU devices, set before anything imports jax; a private temp folder and a
 check at the end that the suite left no process, thread or temp file behind."""
 
+import contextlib
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -34,6 +37,66 @@ def fixtures_dir() -> Path:
     if not FIXTURES.is_dir():
         pytest.skip("../shared/fixtures is absent")
     return FIXTURES
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie has ended: it only waits to be reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class HeldCommand:
+    """``perfkit ARGS`` in a child process of its own process group, after ``setup`` (Python run first in
+    that process, which holds the command's worker processes busy), stopped while ``n`` workers run."""
+
+    def __init__(self):
+        self.started: list[subprocess.Popen] = []
+
+    def stop(self, setup: str, args: list[str], how: str, n: int = 2) -> tuple[int | None, str, list[int]]:
+        """Start it, wait for ``n`` running workers, stop it ``how`` ("Ctrl-C": SIGINT to the process
+        group, as a terminal sends it; "the command killed": SIGKILL to the command): its exit code (None
+        when killed), stderr, and which workers still run 10 s later."""
+        script = f"import sys\n{setup}\nfrom perfkit.cli import main\nsys.argv = ['perfkit', *{args!r}]\nmain()\n"
+        with tempfile.TemporaryFile() as err:  # not a pipe: a worker that outlived the command would hold it
+            child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=err,
+                                     start_new_session=True)
+            self.started.append(child)
+            deadline = time.monotonic() + 60
+            workers: list[int] = []
+            while len([w for w in workers if _running(w)]) < n:
+                if child.poll() is not None or time.monotonic() > deadline:
+                    err.seek(0)
+                    raise AssertionError(f"{n} workers never ran: {err.read().decode()[-2000:]}")
+                time.sleep(0.05)
+                with contextlib.suppress(OSError):  # (the command ended: said above on the next round)
+                    workers = [int(w) for w in Path(f"/proc/{child.pid}/task/{child.pid}/children").read_text().split()]
+            if how == "Ctrl-C":
+                os.killpg(child.pid, signal.SIGINT)
+            else:
+                child.kill()
+            child.wait(timeout=30)
+            deadline = time.monotonic() + 10
+            while any(_running(w) for w in workers) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            err.seek(0)
+            code = child.returncode if how == "Ctrl-C" else None
+            return code, err.read().decode(), [w for w in workers if _running(w)]
+
+    def close(self) -> None:
+        for child in self.started:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+
+
+@pytest.fixture
+def held_command():
+    """A ``HeldCommand``; whatever it started is killed at the end."""
+    held = HeldCommand()
+    yield held
+    held.close()
 
 
 # ---- the suite leaves nothing behind --------------------------------------------------------------

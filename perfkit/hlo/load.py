@@ -20,6 +20,7 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import NamedTuple
 
+from perfkit.common.workers import bound_to_parent
 from perfkit.errors import BadInput
 from perfkit.hlo.buffers import (ReceiveBuffer, collectives, read_buffer_assignment, read_total_bytes,
                                  receive_buffers)
@@ -158,9 +159,10 @@ def _parse_share(jobs: list[Job], kept: dict[tuple, RankModule]) -> dict[tuple, 
     return out
 
 
-def _work(conn: Connection, jobs: list[Job]) -> None:
-    """A worker process: its share's outcomes and which parses it kept, then the packed parse of each
-    key the parent asks for, until it asks for None or is gone."""
+def _work(parent: int, conn: Connection, jobs: list[Job]) -> None:
+    """A worker process of ``parent``: its share's outcomes and which parses it kept, then the packed parse
+    of each key the parent asks for, until it asks for None or is gone."""
+    bound_to_parent(parent)
     gc.disable()  # for good: this process makes no cycles and ends in os._exit
     kept: dict[tuple, RankModule] = {}
     try:
@@ -243,7 +245,8 @@ class RankModules:
             context = multiprocessing.get_context(method)
             for share in split[1:]:
                 here, there = context.Pipe()
-                worker = context.Process(target=_work, args=(there, [jobs[i] for i in share]), daemon=True)
+                worker = context.Process(target=_work, args=(os.getpid(), there, [jobs[i] for i in share]),
+                                         daemon=True)
                 worker.start()
                 there.close()
                 self._workers.append((worker, here))

@@ -40,6 +40,7 @@ from typing import NamedTuple
 import numpy as np
 from google.protobuf.message import DecodeError
 
+from perfkit.common.workers import bound_to_parent
 from perfkit.errors import BadInput
 from perfkit.trace import wire
 from perfkit.trace.programs import Programs
@@ -481,7 +482,7 @@ def read_all(files: list[tuple[Path, int]], workers: int = 1) -> list[RawTrace]:
                 and fork_safe())
     context = multiprocessing.get_context("fork")
     if parallel:
-        with context.Pool(min(workers, len(jobs))) as pool:
+        with context.Pool(min(workers, len(jobs)), bound_to_parent, (os.getpid(),)) as pool:
             surveyed = pool.map(survey, jobs, chunksize=1)
     else:
         surveyed = [survey(job) for job in jobs]
@@ -492,7 +493,7 @@ def read_all(files: list[tuple[Path, int]], workers: int = 1) -> list[RawTrace]:
     if parallel:
         _SHARED.update(columns)
         try:
-            with context.Pool(min(workers, len(jobs))) as pool:
+            with context.Pool(min(workers, len(jobs)), bound_to_parent, (os.getpid(),)) as pool:
                 reads = pool.map(_decode_shared, tasks, chunksize=1)
         finally:
             _SHARED.clear()

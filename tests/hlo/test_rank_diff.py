@@ -350,3 +350,19 @@ def test_module_filter(dumps_copy):
     assert [m["name"] for m in r["modules"]] == ["jit_step"]
     res = perfkit(folder, "--module", "no_such")
     assert res.returncode == 2 and "no module whose name contains 'no_such'" in res.stderr
+
+
+HELD_PARSES = ("import time\n"
+               "import perfkit.hlo.load as load\n"
+               "load.pool_size = lambda workers, distinct: 2  # a worker for these small dumps\n"
+               "load.load_module = lambda rank, files: time.sleep(300)  # the parses busy until stopped\n")
+
+
+@pytest.mark.parametrize("stop", ["Ctrl-C", "the command killed"])  # HeldCommand.stop's
+def test_parse_workers_end_with_the_command(real_dumps, held_command, stop):
+    """Ctrl-C (to the process group, as a terminal sends it) stops hlo-diff with one line and no worker's
+    traceback; a SIGKILL of the command takes its parse worker with it."""
+    code, err, running = held_command.stop(HELD_PARSES, ["hlo-diff", str(real_dumps["constant"])], stop, n=1)
+    assert running == []
+    if stop == "Ctrl-C":
+        assert code == 1 and err.strip() == "Aborted!", err
