@@ -67,6 +67,19 @@ def test_frame_sums_are_exact(shape):
         assert planes.yuv_sums((pa, pb), (pb, pa)) == [by_hand(pa, pb)] * 2
 
 
+def test_sums_of_a_whole_plane_are_exact():
+    """960x544 planes 255 apart everywhere, and apart by random amounts (sums with low bits set): each
+    block's float32 sums at or near their largest (256 x 255**2 < 2**24), the plane's far past float32's
+    exact integers."""
+    zero = np.zeros((544, 960), np.uint8)
+    n = zero.size
+    assert planes.plane_sums(planes.abs_diff(zero, np.full_like(zero, 255))) == (n * 255.0**2, n * 255.0, 255, n)
+    apart = np.random.default_rng(5).integers(0, 256, zero.shape, dtype=np.uint8)
+    d = apart.astype(np.int64).reshape(-1)
+    assert planes.plane_sums(planes.abs_diff(apart, zero)) == (float(d @ d), float(d.sum()), int(d.max()),
+                                                               int((d > 16).sum()))
+
+
 def test_agrees_with_scikit_image(clip, noisy):
     a = clip(frames=5)
     b = noisy(a, 9)
