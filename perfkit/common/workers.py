@@ -1,24 +1,47 @@
 """Forked worker processes that end with the command that forked them.
 
 A terminal's Ctrl-C reaches the whole process group: a worker ignores it, and the parent, which gets it
-as KeyboardInterrupt, stops its workers itself (each would otherwise print a traceback of its own). On
-Linux a worker is also killed when its parent dies: a SIGTERM or SIGKILL of the command (a CI timeout)
-must not leave workers reading on, their results unread, holding hundreds of MB.
+as KeyboardInterrupt, stops its workers itself (each would otherwise print a traceback of its own). A
+worker is forked with Ctrl-C blocked, so one that comes before the worker ignores it waits, then is
+dropped. On Linux a worker is also killed when its parent dies: a SIGTERM or SIGKILL of the command (a CI
+timeout) must not leave workers reading on, their results unread, holding hundreds of MB.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import multiprocessing
+import multiprocessing.pool
 import os
 import signal
 import sys
+from typing import Iterator
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
+@contextlib.contextmanager
+def forking() -> Iterator[None]:
+    """Around forking workers (``multiprocessing.Process.start``): Ctrl-C blocked in this thread, so the
+    workers start with it blocked; one that came meanwhile is delivered here after."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def pool(processes: int) -> multiprocessing.pool.Pool:
+    """A pool of ``processes`` forked workers bound to this process."""
+    with forking():
+        return multiprocessing.get_context("fork").Pool(processes, bound_to_parent, (os.getpid(),))
+
+
 def bound_to_parent(parent: int) -> None:
-    """Call first in a worker forked by process ``parent`` (a Pool's ``initializer``)."""
+    """Call first in a worker forked (``forking``) by process ``parent``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # one held back is dropped now
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)

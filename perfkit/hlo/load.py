@@ -20,7 +20,7 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import NamedTuple
 
-from perfkit.common.workers import bound_to_parent
+from perfkit.common.workers import bound_to_parent, forking
 from perfkit.errors import BadInput
 from perfkit.hlo.buffers import (ReceiveBuffer, collectives, read_buffer_assignment, read_total_bytes,
                                  receive_buffers)
@@ -247,7 +247,8 @@ class RankModules:
                 here, there = context.Pipe()
                 worker = context.Process(target=_work, args=(os.getpid(), there, [jobs[i] for i in share]),
                                          daemon=True)
-                worker.start()
+                with forking():
+                    worker.start()
                 there.close()
                 self._workers.append((worker, here))
         outcomes = _parse_share([jobs[i] for i in split[0]], self._full)

@@ -16,7 +16,6 @@ ops (the tail) are read together instead (``events.load``), which also says what
 from __future__ import annotations
 
 import functools
-import multiprocessing
 import os
 from pathlib import Path
 from typing import Callable, NamedTuple
@@ -24,7 +23,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 import pandas as pd
 
-from perfkit.common.workers import bound_to_parent
+from perfkit.common.workers import pool as worker_pool
 from perfkit.errors import BadInput
 from perfkit.trace import breakdown as breakdowns
 from perfkit.trace import diff as diffs
@@ -126,7 +125,7 @@ def _apart(paths: list[str | Path], step_pattern: str | None, window: str, worke
     if len(tasks) < 2 or sum(_bytes(t.jobs) for t in tasks) < xplane.PARALLEL_BYTES:
         return None
     tasks.sort(key=lambda t: -_bytes(t.jobs))  # the largest first: the workers finish together
-    with multiprocessing.get_context("fork").Pool(min(workers, len(tasks)), bound_to_parent, (os.getpid(),)) as pool:
+    with worker_pool(min(workers, len(tasks))) as pool:
         results = pool.map(_plane, tasks, chunksize=1)
     if any(r is None for r in results):
         return None

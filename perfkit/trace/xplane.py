@@ -30,7 +30,6 @@ from __future__ import annotations
 import functools
 import math
 import mmap
-import multiprocessing
 import os
 import re
 import sys
@@ -40,7 +39,7 @@ from typing import NamedTuple
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from perfkit.common.workers import bound_to_parent
+from perfkit.common.workers import pool as worker_pool
 from perfkit.errors import BadInput
 from perfkit.trace import wire
 from perfkit.trace.programs import Programs
@@ -480,9 +479,8 @@ def read_all(files: list[tuple[Path, int]], workers: int = 1) -> list[RawTrace]:
     jobs = [job for _, file_jobs in spaces for job in file_jobs]
     parallel = (workers > 1 and len(jobs) > 1 and sum(j.end - j.start for j in jobs) >= PARALLEL_BYTES
                 and fork_safe())
-    context = multiprocessing.get_context("fork")
     if parallel:
-        with context.Pool(min(workers, len(jobs)), bound_to_parent, (os.getpid(),)) as pool:
+        with worker_pool(min(workers, len(jobs))) as pool:
             surveyed = pool.map(survey, jobs, chunksize=1)
     else:
         surveyed = [survey(job) for job in jobs]
@@ -493,7 +491,7 @@ def read_all(files: list[tuple[Path, int]], workers: int = 1) -> list[RawTrace]:
     if parallel:
         _SHARED.update(columns)
         try:
-            with context.Pool(min(workers, len(jobs)), bound_to_parent, (os.getpid(),)) as pool:
+            with worker_pool(min(workers, len(jobs))) as pool:
                 reads = pool.map(_decode_shared, tasks, chunksize=1)
         finally:
             _SHARED.clear()
