@@ -49,23 +49,32 @@ def _running(pid: int) -> bool:
 
 class HeldCommand:
     """``perfkit ARGS`` in a child process of its own process group, after ``setup`` (Python run first in
-    that process, which holds the command's worker processes busy), stopped while ``n`` workers run."""
+    that process, which holds the command's worker processes busy in ``busy``), stopped while ``n`` workers
+    run: a Ctrl-C while they are being set up (each held 1 s after its fork), a kill once they are busy."""
 
     def __init__(self):
         self.started: list[subprocess.Popen] = []
 
-    def stop(self, setup: str, args: list[str], how: str, n: int = 2) -> tuple[int | None, str, list[int]]:
-        """Start it, wait for ``n`` running workers, stop it ``how`` ("Ctrl-C": SIGINT to the process
-        group, as a terminal sends it; "the command killed": SIGKILL to the command): its exit code (None
-        when killed), stderr, and which workers still run 10 s later."""
-        script = f"import sys\n{setup}\nfrom perfkit.cli import main\nsys.argv = ['perfkit', *{args!r}]\nmain()\n"
-        with tempfile.TemporaryFile() as err:  # not a pipe: a worker that outlived the command would hold it
+    def ends_with_its_workers(self, setup: str, args: list[str], how: str, n: int = 2) -> None:
+        """Start it, wait for ``n`` workers, stop it ``how`` ("Ctrl-C": SIGINT to the process group, as a
+        terminal sends it; "the command killed": SIGKILL to the command), and check that no worker runs 10 s
+        later and that a Ctrl-C printed one line, ``Aborted!``, with exit code 1 (no worker's traceback)."""
+        with tempfile.TemporaryDirectory() as ready, tempfile.TemporaryFile() as err:  # (a worker that
+            # outlived the command would hold a pipe open)
+            script = ("import os, sys, time\n"
+                      "os.register_at_fork(after_in_child=lambda: time.sleep(1))\n"
+                      f"def busy(*args):\n    open(os.path.join({ready!r}, str(os.getpid())), 'w').close()\n"
+                      "    time.sleep(300)\n"
+                      f"{setup}\nfrom perfkit.cli import main\nsys.argv = ['perfkit', *{args!r}]\nmain()\n")
             child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=err,
                                      start_new_session=True)
             self.started.append(child)
             deadline = time.monotonic() + 60
             workers: list[int] = []
-            while len([w for w in workers if _running(w)]) < n:
+            while True:
+                busy = {int(f.name) for f in Path(ready).iterdir()}
+                if len([w for w in workers if _running(w) and (how == "Ctrl-C" or w in busy)]) >= n:
+                    break
                 if child.poll() is not None or time.monotonic() > deadline:
                     err.seek(0)
                     raise AssertionError(f"{n} workers never ran: {err.read().decode()[-2000:]}")
@@ -80,9 +89,11 @@ class HeldCommand:
             deadline = time.monotonic() + 10
             while any(_running(w) for w in workers) and time.monotonic() < deadline:
                 time.sleep(0.05)
+            assert [w for w in workers if _running(w)] == []
             err.seek(0)
-            code = child.returncode if how == "Ctrl-C" else None
-            return code, err.read().decode(), [w for w in workers if _running(w)]
+            if how == "Ctrl-C":
+                printed = err.read().decode()
+                assert child.returncode == 1 and printed.strip() == "Aborted!", printed
 
     def close(self) -> None:
         for child in self.started:

@@ -1,10 +1,10 @@
 """Forked worker processes that end with the command that forked them.
 
-A terminal's Ctrl-C reaches the whole process group: a worker ignores it, and the parent, which gets it
-as KeyboardInterrupt, stops its workers itself (each would otherwise print a traceback of its own). A
-worker is forked with Ctrl-C blocked, so one that comes before the worker ignores it waits, then is
-dropped. On Linux a worker is also killed when its parent dies: a SIGTERM or SIGKILL of the command (a CI
-timeout) must not leave workers reading on, their results unread, holding hundreds of MB.
+A terminal's Ctrl-C reaches the whole process group. A worker is forked with it blocked and keeps it so:
+the parent, which gets it as KeyboardInterrupt, stops its workers itself (each would otherwise print a
+traceback of its own, also one forked a moment before the Ctrl-C). On Linux a worker is also killed when
+its parent dies: a SIGTERM or SIGKILL of the command (a CI timeout) must not leave workers reading on,
+their results unread, holding hundreds of MB.
 """
 
 from __future__ import annotations
@@ -39,9 +39,7 @@ def pool(processes: int) -> multiprocessing.pool.Pool:
 
 
 def bound_to_parent(parent: int) -> None:
-    """Call first in a worker forked (``forking``) by process ``parent``."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # one held back is dropped now
+    """Call first in a worker forked (``forking``) by process ``parent``: it dies with ``parent``."""
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
