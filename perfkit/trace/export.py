@@ -10,7 +10,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-CHUNK = 200_000
+from perfkit.trace.events import chip_key
+
+# Events formatted at a time: 200k took 4x the system time on 6M events (their strings' memory mapped afresh
+# for each chunk), 50k as little as 20k.
+CHUNK = 50_000
 
 
 def _literals(column: pd.Series) -> np.ndarray:
@@ -23,28 +27,35 @@ def _literals(column: pd.Series) -> np.ndarray:
 def write_perfetto(events: pd.DataFrame, path: str | Path) -> int:
     """Write ``events`` to ``path``; returns the number of events written."""
     path = Path(path)
-    process = pd.factorize(pd.MultiIndex.from_arrays([events["rank"], events["device"]]))
-    pid, procs = process[0], process[1]
+    # processes and threads by first appearance, each from one int64 key a row (a MultiIndex of the pairs
+    # makes a tuple a row: 10x slower)
+    pid, chips = pd.factorize(chip_key(events["rank"].to_numpy(), events["device"].to_numpy()))
+    procs = zip((chips >> 32).tolist(), ((chips & (2**32 - 1)) - 2**31).tolist())  # chip_key's (rank, device)
     line = events["line"].astype("category")
-    tid = pd.factorize(pd.MultiIndex.from_arrays([pid, line.cat.codes.to_numpy()]))
+    lines = len(line.cat.categories) + 1  # codes -1 (none) .. lines - 2
+    tid, threads = pd.factorize(pid * lines + line.cat.codes.to_numpy() + 1)
     names, cats, kinds = (_literals(events[c]) for c in ("name", "category", "kind"))
     steps = events["step"].to_numpy()
     ts = events["start_ps"].to_numpy() / 1e6
     dur = events["dur_ps"].to_numpy() / 1e6
-    with path.open("w") as out:
-        out.write('{"displayTimeUnit": "ns", "otherData": {"origin_ns": %d}, "traceEvents": [\n'
-                  % events.attrs.get("origin_ns", 0))
+    with path.open("wb") as file:
+        # the text is ASCII (json escapes the rest): encoded here, in one step a chunk, where a text file's
+        # encoder took 7x longer
+        write = lambda text: file.write(text.encode())  # noqa: E731
+        write('{"displayTimeUnit": "ns", "otherData": {"origin_ns": %d}, "traceEvents": [\n'
+              % events.attrs.get("origin_ns", 0))
         meta = [{"ph": "M", "name": "process_name", "pid": i,
                  "args": {"name": f"rank {r} " + (f"device {d}" if d >= 0 else "host")}} for i, (r, d) in enumerate(procs)]
-        meta += [{"ph": "M", "name": "process_sort_index", "pid": i, "args": {"sort_index": i}} for i in range(len(procs))]
-        meta += [{"ph": "M", "name": "thread_name", "pid": int(p), "tid": i,
-                  "args": {"name": str(line.cat.categories[c]) if c >= 0 else ""}} for i, (p, c) in enumerate(tid[1])]
-        out.write(",\n".join(json.dumps(m) for m in meta))
-        columns = (pid, tid[0], ts, dur, names, cats, kinds, steps)
+        meta += [{"ph": "M", "name": "process_sort_index", "pid": i, "args": {"sort_index": i}} for i in range(len(chips))]
+        meta += [{"ph": "M", "name": "thread_name", "pid": p, "tid": i,
+                  "args": {"name": str(line.cat.categories[c]) if c >= 0 else ""}}
+                 for i, (p, c) in enumerate(zip((threads // lines).tolist(), (threads % lines - 1).tolist()))]
+        write(",\n".join(json.dumps(m) for m in meta))
+        columns = (pid, tid, ts, dur, names, cats, kinds, steps)
         for at in range(0, len(events), CHUNK):
             rows = zip(*(c[at:at + CHUNK].tolist() for c in columns))  # Python values: 2.5x faster to format
-            out.write(",\n" + ",\n".join(
+            write(",\n" + ",\n".join(
                 f'{{"ph":"X","pid":{p},"tid":{t},"ts":{start:.6f},"dur":{d:.6f},"name":{name},"cat":{cat},'
                 f'"args":{{"kind":{kind},"step":{step}}}}}' for p, t, start, d, name, cat, kind, step in rows))
-        out.write("\n]}\n")
+        write("\n]}\n")
     return len(events)
