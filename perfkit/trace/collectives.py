@@ -318,8 +318,8 @@ def _chip_instances(events: pd.DataFrame) -> tuple[pd.DataFrame, list, Callable]
     intervals and the chip's compute coverage, for the waits; None without collective ops. The chip's
     temporaries (codes of every device and collective op) end here."""
     dev = np.flatnonzero(is_device_op(events) & (events["dur_ps"].to_numpy() > 0))  # device ops taking time
-    rank, device = (events[c].to_numpy(np.int64)[dev] for c in ("rank", "device"))
-    chip = pd.factorize(chip_key(rank, device))[0].astype(np.int64)  # by first appearance
+    # by first appearance; the ranks and devices of every op only for this key (not kept: 96 MB on 6M ops)
+    chip = pd.factorize(chip_key(*(events[c].to_numpy(np.int64)[dev] for c in ("rank", "device"))))[0].astype(np.int64)
     start_ps, dur_ps = (events[c].to_numpy(np.int64)[dev] for c in ("start_ps", "dur_ps"))
     category = events["category"].iloc[dev]
     covered = _coverage(chip, start_ps, start_ps + dur_ps, events["line"].cat.codes.to_numpy(np.int64)[dev],
