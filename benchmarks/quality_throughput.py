@@ -13,8 +13,8 @@ machine): ``perfkit quality A B`` (the default: the source's own planes),
 ``perfkit quality A B --rgb`` (RGB24 too), ``ffmpeg -i A -i B -lavfi psnr -f null -`` where an ffmpeg binary
 exists, ``perfkit quality --help``, and the decode floor: a Python process that imports what the command
 imports before its first frame (click, numpy, PyAV) and decodes both videos as it does, in two threads,
-computing nothing: what any PyAV-based command costs at least. Printed: median wall and CPU seconds (user + system, every thread),
-peak RSS of each process (ru_maxrss from wait4), perfkit's ratios to ffmpeg (wall, and CPU: the steadier one
+computing nothing: what any PyAV-based command costs at least. Printed: median wall and CPU seconds
+(user + system, every thread), peak RSS of each process (ru_maxrss from wait4), perfkit's ratios to ffmpeg (wall, and CPU: the steadier one
 where other jobs share the cores), and both sides' figures. The pair is built in a child process: a child's
 ru_maxrss starts from its parent's size, so the timing parent stays small (the standard library only).
 perfkit's modules are byte-compiled first, as installing it does: with PYTHONDONTWRITEBYTECODE set (this
