@@ -14,9 +14,10 @@ issue 15's 145 MB file), program id a 64-bit fingerprint above 2**63; the progra
 events are encoded with numpy (protobuf's Python objects would take minutes at this size), the rest
 (metadata, headers) with ``perfkit.trace.synthetic``. Each command runs under ``/usr/bin/time -v``
 (peak RSS of the largest process; user + system CPU of the process and the workers it waited for),
-``--repeats`` times for perfkit (median), once for xprof; then the import floor, a Python process that
-imports numpy and pandas and does nothing else (median). On a shared machine wall times follow the
-load average (printed): CPU times compare the two tools' work where wall times cannot.
+``--repeats`` times each, interleaved (perfkit, xprof, the import floor: a Python process that imports
+numpy and pandas and does nothing else), so that the machine's drift slows all three alike; printed as
+medians, and the ratio of each perfkit run to the xprof run beside it. On a shared machine wall times
+follow the load average (printed): CPU times compare the two tools' work where wall times cannot.
 """
 
 from __future__ import annotations
@@ -188,25 +189,32 @@ def main() -> None:
         os.sync()  # the built file on disk first: its writeback would otherwise share the cores with the timed runs
         target = str(paths[0] if len(paths) == 1 else folder)
         command = [*PERFKIT, "trace", args.command, target] + [target] * (args.command == "diff")
-        runs = [timed(command) for _ in range(args.repeats)]
-        wall = statistics.median(r["wall_s"] for r in runs)
+        anchor = not (args.no_xprof or len(paths) > 1 or args.command != "breakdown")
+        runs, xprof, floors = [], [], []
+        for _ in range(args.repeats):  # interleaved: a slower hour slows every command alike
+            runs.append(timed(command))
+            if anchor:
+                xprof.append(timed([sys.executable, "-c", _XPROF, str(paths[0])]))
+                floors.append(timed([sys.executable, "-c", "import numpy, pandas"])["wall_s"])
+        wall, cpu = (statistics.median(r[k] for r in runs) for k in ("wall_s", "cpu_s"))
         rss = max(r["rss_mib"] for r in runs)
         each = ", ".join(f"{r['wall_s']:.2f}" for r in runs)
-        cpu = statistics.median(r["cpu_s"] for r in runs)
         print(f"perfkit trace {args.command}: {wall:.2f} s wall (median of {len(runs)}: {each}), {cpu:.2f} s CPU "
               f"(user + system, workers included), peak RSS {rss:.0f} MiB, {events / wall / 1e6:.1f} M events/s; "
               f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-        if args.no_xprof or len(paths) > 1 or args.command != "breakdown":
+        if not anchor:
             print("xprof op_profile: not run" + (" (one file only)" if len(paths) > 1 else "")
                   + (" (the anchor of breakdown only)" if args.command != "breakdown" else ""))
             return
-        x = timed([sys.executable, "-c", _XPROF, str(paths[0])])
-        print(f"xprof op_profile: {x['wall_s']:.2f} s wall, {x['cpu_s']:.2f} s CPU, peak RSS {x['rss_mib']:.0f} MiB; "
-              f"load average {os.getloadavg()[0]:.1f}")
-        print(f"perfkit is {x['wall_s'] / wall:.1f}x faster in wall time ({x['cpu_s'] / cpu:.1f}x in CPU time), "
-              f"with {x['rss_mib'] / rss:.1f}x less peak memory")
-        floor = statistics.median(timed([sys.executable, "-c", "import numpy, pandas"])["wall_s"]
-                                  for _ in range(args.repeats))
+        x = {k: statistics.median(r[k] for r in xprof) for k in ("wall_s", "cpu_s")}
+        x_rss = max(r["rss_mib"] for r in xprof)
+        pairs = ", ".join(f"{b['wall_s'] / a['wall_s']:.1f}" for a, b in zip(runs, xprof))
+        x_each = ", ".join(f"{r['wall_s']:.2f}" for r in xprof)
+        print(f"xprof op_profile: {x['wall_s']:.2f} s wall (median of {len(xprof)}: {x_each}), {x['cpu_s']:.2f} s CPU, "
+              f"peak RSS {x_rss:.0f} MiB; load average {os.getloadavg()[0]:.1f}")
+        print(f"perfkit is {x['wall_s'] / wall:.1f}x faster in wall time (run by run: {pairs}), "
+              f"{x['cpu_s'] / cpu:.1f}x in CPU time, with {x_rss / rss:.1f}x less peak memory")
+        floor = statistics.median(floors)
         print(f"import floor: Python importing numpy and pandas (what the command loads first) {floor:.2f} s; "
               f"at 20x xprof ({x['wall_s'] / 20:.2f} s) {x['wall_s'] / 20 - floor:.2f} s would be left to read "
               f"{size / 1e6:.0f} MB and analyse {events / 1e6:.0f}M events")
