@@ -145,6 +145,7 @@ def main() -> None:
             root = (args.keep or Path(tmp)) / f"ranks-{name}"
             distinct = write_ranks(root, LAYERS, ranks, numberings)
             size_mb = sum(p.stat().st_size for p in root.rglob("*.txt")) / 1e6
+            os.sync()  # the dumps on disk first: their writeback would otherwise share the cores with the timed runs
             command = [sys.executable, "-m", "perfkit.cli", "hlo-diff", str(root)]
             runs = [timed(command) for _ in range(args.repeat)]
             wall, cpu, rss = (statistics.median(r[i] for r in runs) for i in range(3))
