@@ -9,16 +9,17 @@ than 121 frames repeat the 121 encoded frames (packets remuxed, nothing re-encod
 shows whether peak memory grows with the clip.
 
 Timed alternately, ``--repeats`` times each (medians, and the best run: the least disturbed on a shared
-machine): ``perfkit quality A B`` (the default: the source's own planes),
-``perfkit quality A B --rgb`` (RGB24 too), ``ffmpeg -i A -i B -lavfi psnr -f null -`` where an ffmpeg binary
-exists, ``perfkit quality --help``, and the decode floor: a Python process that imports what the command
-imports before its first frame (click, numpy, PyAV) and decodes both videos as it does, in two threads,
-computing nothing: what any PyAV-based command costs at least. Printed: median wall and CPU seconds
-(user + system, every thread), peak RSS of each process (ru_maxrss from wait4), perfkit's ratios to ffmpeg (wall, and CPU: the steadier one
-where other jobs share the cores), and both sides' figures. The pair is built in a child process: a child's
-ru_maxrss starts from its parent's size, so the timing parent stays small (the standard library only).
-perfkit's modules are byte-compiled first, as installing it does: with PYTHONDONTWRITEBYTECODE set (this
-machine sets it) each run would otherwise compile them again (~15 ms).
+machine): ``perfkit quality A B`` (the default: the source's own planes), ``perfkit quality A B --rgb`` (RGB24
+too), ``ffmpeg -i A -i B -lavfi psnr -f null -`` and the same psnr after ``format=rgb24`` on both inputs (the
+anchor of ``--rgb``) where an ffmpeg binary exists, ``perfkit quality --help``, and the decode floor: a Python
+process that imports what the command imports before its first frame (click, numpy, PyAV) and decodes both
+videos as it does, in two threads, computing nothing: what any PyAV-based command costs at least. Printed:
+median wall and CPU seconds (user + system, every thread), peak RSS of each process (ru_maxrss from wait4),
+perfkit's ratios to its anchor (wall, and CPU: the steadier one where other jobs share the cores), and both
+sides' figures in each space. The pair is built in a child process: a child's ru_maxrss starts from its
+parent's size, so the timing parent stays small (the standard library only). perfkit's modules are
+byte-compiled first, as installing it does: with PYTHONDONTWRITEBYTECODE set (this machine sets it) each run
+would otherwise compile them again (~15 ms).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import argparse
 import compileall
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -41,6 +41,8 @@ FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "video" 
 PACKAGE = Path(__file__).resolve().parents[1] / "perfkit"
 HEIGHT, WIDTH, CLIP = 544, 960, 121
 PERFKIT = [sys.executable, "-m", "perfkit.cli"]
+RGB_GRAPH = "[0:v]format=rgb24[a];[1:v]format=rgb24[b];[a][b]psnr"  # perfkit.quality.planes.REPRODUCE["rgb"]
+ANCHORS = {"perfkit quality --rgb": "ffmpeg psnr of rgb24"}  # the others: ffmpeg's psnr of the source planes
 DECODE_FLOOR = """import sys, threading
 import click, numpy, av
 from perfkit.quality.media import DECODE_THREADS
@@ -148,19 +150,21 @@ def main() -> None:
                     "perfkit quality --rgb": PERFKIT + ["quality", *pair, "--json", "--rgb"],
                     "perfkit quality --help": PERFKIT + ["quality", "--help"],
                     "decode floor": [sys.executable, "-c", DECODE_FLOOR, *pair]}
-        if ffmpeg:
+        if ffmpeg:  # each space's anchor: the command perfkit names as reproducing its figures
             commands["ffmpeg -lavfi psnr"] = [ffmpeg, "-hide_banner", "-nostats", "-i", pair[0], "-i", pair[1],
                                               "-lavfi", "psnr", "-f", "null", "-"]
+            commands["ffmpeg psnr of rgb24"] = [ffmpeg, "-hide_banner", "-nostats", "-i", pair[0], "-i", pair[1],
+                                                "-lavfi", RGB_GRAPH, "-f", "null", "-"]
         runs: dict[str, list[dict]] = {k: [] for k in commands}
         for _ in range(args.repeats):  # alternating, so a busy machine slows every command alike
             for name, argv in commands.items():
                 runs[name].append(timed(argv, tmp))
         med = {k: {m: statistics.median(r[m] for r in v) for m in ("wall_s", "cpu_s", "rss_mib")}
                for k, v in runs.items()}
-        anchor = med.get("ffmpeg -lavfi psnr")
         for name, m in med.items():
-            ratio = (f", {m['wall_s'] / anchor['wall_s']:.2f}x ffmpeg's wall, {m['cpu_s'] / anchor['cpu_s']:.2f}x its CPU"
-                     if anchor and "help" not in name else "")
+            anchor = med.get(ANCHORS.get(name, "ffmpeg -lavfi psnr"))
+            ratio = (f", {m['wall_s'] / anchor['wall_s']:.2f}x the wall of {ANCHORS.get(name, 'ffmpeg -lavfi psnr')}, "
+                     f"{m['cpu_s'] / anchor['cpu_s']:.2f}x its CPU" if anchor and "help" not in name else "")
             best = min(r["wall_s"] for r in runs[name])  # the least disturbed run on a shared machine
             print(f"{name:24s} wall {m['wall_s']:.2f} s median, {best:.2f} best (all "
                   f"{[round(r['wall_s'], 2) for r in runs[name]]}), CPU {m['cpu_s']:.2f} s, "
@@ -174,6 +178,8 @@ def main() -> None:
             print("ffmpeg:                  " + runs["ffmpeg -lavfi psnr"][0]["err"].split("PSNR ")[-1].strip())
         rgb = json.loads(runs["perfkit quality --rgb"][0]["out"])["rgb"]["psnr_db"]
         print("perfkit (RGB24):         " + " ".join(f"{k}:{v:.6f}" for k, v in rgb.items()))
+        if ffmpeg:
+            print("ffmpeg (rgb24):          " + runs["ffmpeg psnr of rgb24"][0]["err"].split("PSNR ")[-1].strip())
 
 
 if __name__ == "__main__":
