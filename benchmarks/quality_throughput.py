@@ -151,10 +151,9 @@ def main() -> None:
                     "perfkit quality --help": PERFKIT + ["quality", "--help"],
                     "decode floor": [sys.executable, "-c", DECODE_FLOOR, *pair]}
         if ffmpeg:  # each space's anchor: the command perfkit names as reproducing its figures
-            commands["ffmpeg -lavfi psnr"] = [ffmpeg, "-hide_banner", "-nostats", "-i", pair[0], "-i", pair[1],
-                                              "-lavfi", "psnr", "-f", "null", "-"]
-            commands["ffmpeg psnr of rgb24"] = [ffmpeg, "-hide_banner", "-nostats", "-i", pair[0], "-i", pair[1],
-                                                "-lavfi", RGB_GRAPH, "-f", "null", "-"]
+            for name, graph in (("ffmpeg -lavfi psnr", "psnr"), ("ffmpeg psnr of rgb24", RGB_GRAPH)):
+                commands[name] = [ffmpeg, "-hide_banner", "-nostats", "-i", pair[0], "-i", pair[1], "-lavfi", graph,
+                                  "-f", "null", "-"]
         runs: dict[str, list[dict]] = {k: [] for k in commands}
         for _ in range(args.repeats):  # alternating, so a busy machine slows every command alike
             for name, argv in commands.items():
@@ -162,8 +161,9 @@ def main() -> None:
         med = {k: {m: statistics.median(r[m] for r in v) for m in ("wall_s", "cpu_s", "rss_mib")}
                for k, v in runs.items()}
         for name, m in med.items():
-            anchor = med.get(ANCHORS.get(name, "ffmpeg -lavfi psnr"))
-            ratio = (f", {m['wall_s'] / anchor['wall_s']:.2f}x the wall of {ANCHORS.get(name, 'ffmpeg -lavfi psnr')}, "
+            against = ANCHORS.get(name, "ffmpeg -lavfi psnr")
+            anchor = med.get(against)
+            ratio = (f", {m['wall_s'] / anchor['wall_s']:.2f}x the wall of {against}, "
                      f"{m['cpu_s'] / anchor['cpu_s']:.2f}x its CPU" if anchor and "help" not in name else "")
             best = min(r["wall_s"] for r in runs[name])  # the least disturbed run on a shared machine
             print(f"{name:24s} wall {m['wall_s']:.2f} s median, {best:.2f} best (all "
