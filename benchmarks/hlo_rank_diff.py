@@ -4,21 +4,24 @@ Writes dump folders of one TPU-style scheduled module (tiled layouts, async coll
 start/done pairs, a fused computation per fusion, backend_config JSON, metadata on every line, a
 FileNames / StackFrames header, 24,000 instructions) with its buffer assignment. Ranks that number
 their instructions alike dumped byte-identical files; others name them differently (as separate
-processes do); rank DIVERGENT compiled one more pad fusion and copy-start in front of the first
-collective-permute, which moves its receive buffers 18.9 MB further into its temp allocation (the
-reference TPU PR's failure). Then times the `perfkit hlo-diff` command end to end, as a user runs it
-(median and best of --repeat runs; the CPU time counts its worker processes, the peak RSS is that of
-its largest process), and checks its --json.
+processes do), and perfkit parses one file of each program (files equal up to naming share a key); rank
+DIVERGENT compiled one more pad fusion and copy-start in front of the first collective-permute, which
+moves its receive buffers 18.9 MB further into its temp allocation (the reference TPU PR's failure).
+Scenario 8-programs is the case that key cannot help: every rank compiled a program of its own (one
+constant differs), so every file is keyed and then parsed. Then times the `perfkit hlo-diff` command end
+to end, as a user runs it (median and best of --repeat runs; the CPU time counts its worker processes, the
+peak RSS is that of its largest process), and checks its --json.
 
 There is no anchor to time it against: XLA's hlo_diff compares two modules, not N ranks.
 
-    .venv/bin/python benchmarks/hlo_rank_diff.py [--scenario 8 64 64-distinct] [--repeat 3] [--keep DIR]
+    .venv/bin/python benchmarks/hlo_rank_diff.py [--scenario 8 8-programs 64 64-distinct] [--repeat 3] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -39,8 +42,8 @@ def meta(op: str, line: int) -> str:
             f'source_file="/home/user/sp/collective_matmul.py" source_line={line}}}')
 
 
-def module_text(layers: int, rank: int, divergent: bool) -> tuple[str, str]:
-    """(HLO text, buffer-assignment text) of one rank's module."""
+def module_text(layers: int, rank: int, divergent: bool, program: int = 0) -> tuple[str, str]:
+    """(HLO text, buffer-assignment text) of one rank's module; ``program`` changes the first layer's constant."""
     n = lambda name, i: f"{name}.{i * 8 + rank + 1}"  # noqa: E731  per-process numbering
     comps, entry, values = [], [], []
     head = ["HloModule jit_step, is_scheduled=true, entry_computation_layout={(...)->(...)}, num_partitions=8", "",
@@ -68,7 +71,8 @@ def module_text(layers: int, rank: int, divergent: bool) -> tuple[str, str]:
                      f"dim_labels=bf_io->bf, {meta('dot_general', 88)}\n}}\n")
         comps.append(f"%{add} (x: {ACT}, y: {ACT}) -> {ACT} {{\n  %{n('x', i)} = {ACT} parameter(0)\n"
                      f"  %{n('y', i)} = {ACT} parameter(1)\n  %{n('add', i)} = {ACT} add(%{n('x', i)}, %{n('y', i)}), "
-                     f"{meta('add', 90)}\n  %{n('half', i)} = bf16[]{{:T(256)}} constant(0.5)\n"
+                     f"{meta('add', 90)}\n  %{n('half', i)} = bf16[]{{:T(256)}} "
+                     f"constant({0.5 + (program if i == 0 else 0)})\n"
                      f"  %{n('bhalf', i)} = {ACT} broadcast(%{n('half', i)}), dimensions={{}}\n"
                      f"  %{n('mul', i)} = {ACT} multiply(%{n('add', i)}, %{n('bhalf', i)}), {meta('mul', 91)}\n"
                      f"  ROOT %{n('tanh', i)} = {ACT} tanh(%{n('mul', i)}), {meta('tanh', 92)}\n}}\n")
@@ -96,19 +100,20 @@ def module_text(layers: int, rank: int, divergent: bool) -> tuple[str, str]:
     return hlo, ba
 
 
-SCENARIOS = {  # name: (ranks, distinct numberings, goal in s wall or None)
-    "8": (8, 8, 2.0),          # issue 15's 8 ranks: every rank named differently, as separate processes do
-    "64": (64, 8, 15.0),       # 64 ranks of one program: rank r dumped byte-identical files to rank r % 8's
-    "64-distinct": (64, 64, None),  # the worst case: every rank named differently (no goal stated)
+SCENARIOS = {  # name: (ranks, distinct numberings, distinct programs, goal in s wall or None)
+    "8": (8, 8, 1, 2.0),       # issue 15's 8 ranks: every rank named differently, as separate processes do
+    "8-programs": (8, 8, 8, None),  # every rank a program of its own: all 8 parsed (no goal stated)
+    "64": (64, 8, 1, 15.0),    # 64 ranks of one program: rank r dumped byte-identical files to rank r % 8's
+    "64-distinct": (64, 64, 1, None),  # every rank named differently (no goal stated)
 }
 
 
-def write_ranks(root: Path, layers: int, ranks: int, numberings: int) -> int:
-    """RANKS dump folders; rank r numbers like rank r % NUMBERINGS (byte-identical files) except DIVERGENT.
-    Returns the number of distinct files."""
-    made: dict[tuple[int, bool], tuple[str, str]] = {}
+def write_ranks(root: Path, layers: int, ranks: int, numberings: int, programs: int) -> int:
+    """RANKS dump folders; rank r numbers like rank r % NUMBERINGS (byte-identical files) except DIVERGENT,
+    and compiled program r % PROGRAMS. Returns the number of distinct files."""
+    made: dict[tuple[int, bool, int], tuple[str, str]] = {}
     for r in range(ranks):
-        look = (r % numberings, r == DIVERGENT)
+        look = (r % numberings, r == DIVERGENT, r % programs)
         if look not in made:
             made[look] = module_text(layers, *look)
         hlo, ba = made[look]
@@ -141,9 +146,12 @@ def main() -> None:
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.scenario:
-            ranks, numberings, goal = SCENARIOS[name]
+            ranks, numberings, programs, goal = SCENARIOS[name]
             root = (args.keep or Path(tmp)) / f"ranks-{name}"
-            distinct = write_ranks(root, LAYERS, ranks, numberings)
+            # Written by a child process: this one stays small, so that the timed commands' peak RSS is their
+            # own (a child's high-water mark counts what it shared with this process before its exec).
+            with multiprocessing.get_context("fork").Pool(1) as writer:
+                distinct = writer.apply(write_ranks, (root, LAYERS, ranks, numberings, programs))
             size_mb = sum(p.stat().st_size for p in root.rglob("*.txt")) / 1e6
             os.sync()  # the dumps on disk first: their writeback would otherwise share the cores with the timed runs
             command = [sys.executable, "-m", "perfkit.cli", "hlo-diff", str(root)]
@@ -151,12 +159,13 @@ def main() -> None:
             wall, cpu, rss = (statistics.median(r[i] for r in runs) for i in range(3))
             result = json.loads(timed(command + ["--json"])[4])
             (m,) = result["modules"]
-            (d,) = m["divergences"]
+            d = next(d for d in m["divergences"] if DIVERGENT in d["ranks"])
             print(f"{name}: {ranks} ranks ({distinct} distinct files) x {m['instructions']:,} instructions, "
                   f"{size_mb:.0f} MB of dumps: {wall:.2f} s wall (best {min(r[0] for r in runs):.2f}), {cpu:.2f} s "
                   f"CPU, {rss:.0f} MB peak RSS (exit {runs[0][3]}; goal {f'<= {goal} s' if goal else 'none'})")
-            print(f"  found: groups {rank_ranges(m['groups'])}, ENTRY ops {d['entry_ops']['majority']} -> "
-                  f"{d['entry_ops']['rank']}, first difference {d['first_difference']['rank']['opcode']}, "
+            print(f"  found: groups {rank_ranges(m['groups'])}; rank {DIVERGENT}: ENTRY ops "
+                  f"{d['entry_ops']['majority']} -> {d['entry_ops']['rank']}, "
+                  f"first difference {d['first_difference']['rank']['opcode']}, "
                   f"{d['buffers']['receive_moved']} receive buffers moved by {d['buffers']['receive'][0]['delta']:+,} B")
 
 

@@ -2,9 +2,10 @@
 
 ``parse`` reads ``*after_optimizations.txt``; ``fingerprint`` gives name-free canonical forms; ``buffers``
 reads buffer assignments (temp size, collective receive offsets); ``dumps`` finds dump folders;
-``load`` parses each distinct file once; ``diff`` compares ranks (``compare_ranks``) or variants
-(``compare_ab``); ``cost`` counts a program's FLOPs, bytes and collectives; ``render`` prints the
-results; ``check`` is the runner's per-variant check; ``cli`` is the ``perfkit hlo-diff`` command.
+``renaming`` keys files equal up to naming; ``load`` parses each distinct program once; ``diff`` compares
+ranks (``compare_ranks``) or variants (``compare_ab``); ``cost`` counts a program's FLOPs, bytes and
+collectives; ``render`` prints the results; ``check`` is the runner's per-variant check; ``cli`` is the
+``perfkit hlo-diff`` command.
 
 In a notebook::
 

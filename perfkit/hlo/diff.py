@@ -226,7 +226,8 @@ def compare_module(label: str, slot: dict[int, Summary], all_ranks: list[int],
 
 def compare_ranks(dumps: RankDumps, module_filter: str | None = None, workers: int | None = 1) -> dict:
     """Every module of every rank in ``dumps`` compared across ranks (the ``--json`` result). Each distinct
-    dump file is parsed once, in ``workers`` processes (None: one per core; see ``load.RankModules``)."""
+    dump (up to naming) is parsed once, in ``workers`` processes (None: one per core; see
+    ``load.RankModules``)."""
     if len(dumps.ranks) < 2:
         raise BadInput("needs the dumps of two or more ranks", path=dumps.label)
     files = {r: rank_files(folder) for r, folder in dumps.ranks.items()}

@@ -1,12 +1,14 @@
-"""Every rank's dumped modules, each distinct file parsed once: what ``perfkit.hlo.diff`` compares.
+"""Every rank's dumped modules, each distinct program parsed once: what ``perfkit.hlo.diff`` compares.
 
-The ranks of one program usually dump byte-identical files, so files are hashed first and each distinct
-content is parsed once. Distinct files are dealt out by size to this process and forked worker
-processes, one process per core (the parser is pure Python: threads would share one core). A worker
-sends back each module's ``Summary`` (fingerprint, receive offsets, counts) and keeps its whole parses;
-the whole parse of a module that a divergence is explained with is sent over when asked for, as plain
-tuples through ``marshal``: pickling the parse's NamedTuples costs about as much as parsing (measured on
-a 24k-instruction module: 0.6 s to pickle and unpickle, 0.1 s this way).
+The ranks of one program usually dump byte-identical files, so files are hashed first; ranks that name
+the program's instructions apart dumped files equal but for their names, so the distinct contents are
+keyed next (``renaming``, a quarter of a parse), and one file of each key is parsed. Both the keying and
+the parsing are dealt out by size to this process and forked worker processes, one process per core
+(the parser is pure Python: threads would share one core). A worker sends back each module's
+``Summary`` (fingerprint, receive offsets, counts) and keeps its whole parses; the whole parse of a
+module that a divergence is explained with is sent over when asked for, as plain tuples through
+``marshal``: pickling the parse's NamedTuples costs about as much as parsing (measured on a
+24k-instruction module: 0.6 s to pickle and unpickle, 0.1 s this way).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import multiprocessing
 import os
 import traceback
 from multiprocessing.connection import Connection
-from typing import NamedTuple
+from typing import Hashable, NamedTuple
 
 from perfkit.common.workers import bound_to_parent, forking
 from perfkit.errors import BadInput
@@ -27,6 +29,7 @@ from perfkit.hlo.buffers import (ReceiveBuffer, collectives, read_buffer_assignm
 from perfkit.hlo.dumps import DumpFiles, content_key
 from perfkit.hlo.fingerprint import FlatInstruction, computation_fingerprints, flatten
 from perfkit.hlo.parse import Computation, Instruction, Module, read_module
+from perfkit.hlo.renaming import renamed_key
 
 # Distinct HLO text below this many bytes parses here sooner than worker processes start (~0.1 s).
 POOL_MIN_BYTES = 2_000_000
@@ -79,7 +82,7 @@ class Summary(NamedTuple):
         return self.fingerprint, (self.receive if with_buffers else ())
 
 
-Job = tuple[tuple, int, DumpFiles]        # (content key, the first rank holding it, its files)
+Job = tuple[Hashable, int, DumpFiles]     # (content key, the first rank holding it, its files)
 Outcome = tuple[Summary | None, tuple | None]  # a Summary, or the BadInput it raised as (reason, path, field)
 
 
@@ -141,34 +144,49 @@ def _unpacked(data: bytes, rank: int, files: DumpFiles) -> RankModule:
                           None if receive is None else list(map(ReceiveBuffer._make, receive)), temp, total)
 
 
-def _parse_share(jobs: list[Job], kept: dict[tuple, RankModule]) -> dict[tuple, Outcome]:
+def _parse_share(jobs: list[Job], kept: dict[Hashable, RankModule]) -> list[Outcome]:
     """Each job's outcome (a BadInput travels as fields: an exception's own pickling keeps only its
     message); the whole parses go into ``kept``, the first one and then up to KEEP_BYTES of text."""
-    out: dict[tuple, Outcome] = {}
+    out: list[Outcome] = []
     room = KEEP_BYTES
     for key, rank, files in jobs:
         try:
             m = load_module(rank, files)
         except BadInput as exc:
-            out[key] = None, (exc.reason, exc.path, exc.field)
+            out.append((None, (exc.reason, exc.path, exc.field)))
             continue
-        out[key] = summarize(m), None
+        out.append((summarize(m), None))
         size = files.hlo.stat().st_size
         if not kept or size <= room:
             kept[key], room = m, room - size
     return out
 
 
-def _work(parent: int, conn: Connection, jobs: list[Job]) -> None:
-    """A worker process of ``parent``: its share's outcomes and which parses it kept, then the packed parse
-    of each key the parent asks for, until it asks for None or is gone."""
+def _renamed_key(job: Job) -> Hashable:
+    """``renaming.renamed_key`` of a job's files; where one cannot be read, the content key (the file is
+    then parsed alone, and its parse says what is wrong)."""
+    try:
+        return renamed_key(job[2])
+    except BadInput:
+        return job[0]
+
+
+def _answers(request: str, jobs: list[Job], kept: dict[Hashable, RankModule]) -> list:
+    """What this process answers to a "key" or "parse" request, job by job."""
+    return list(map(_renamed_key, jobs)) if request == "key" else _parse_share(jobs, kept)
+
+
+def _work(parent: int, conn: Connection) -> None:
+    """A worker process of ``parent``: answers to (request, jobs), then (with which parses it kept) the
+    packed parse of each key the parent asks for, until it asks for None or is gone."""
     bound_to_parent(parent)
     gc.disable()  # for good: this process makes no cycles and ends in os._exit
-    kept: dict[tuple, RankModule] = {}
+    kept: dict[Hashable, RankModule] = {}
     try:
-        conn.send(("done", (_parse_share(jobs, kept), list(kept))))
-        while (key := conn.recv()) is not None:
-            conn.send(("done", _packed(kept[key])))
+        while (asked := conn.recv()) is not None:
+            request, what = asked
+            conn.send(("done", _packed(kept[what]) if request == "packed" else
+                       (_answers(request, what, kept), list(kept))))
     except (EOFError, BrokenPipeError):
         pass  # the parent is gone or stopped listening
     except Exception:  # a bug: the parent raises it with this traceback
@@ -216,59 +234,77 @@ def shares(sizes: list[int], processes: int) -> list[list[int]]:
 
 class RankModules:
     """The modules of a set of ranks: ``summaries`` of every one, ``full`` parses on demand. Each distinct
-    file content is parsed once, here or (``workers`` > 1, or None and large) also in forked worker
-    processes, which stay until ``close`` (use it as a context manager, inside ``no_cyclic_gc``): call it
-    with workers from a single-threaded process (as the CLI is)."""
+    content (up to naming: ``renaming``) is parsed once, from the first rank's file holding it, here or
+    (``workers`` > 1, or None and large) also in forked worker processes, which stay until ``close`` (use
+    it as a context manager, inside ``no_cyclic_gc``): call it with workers from a single-threaded process
+    (as the CLI is)."""
 
     def __init__(self, files: dict[int, list[DumpFiles]], workers: int | None = 1):
-        self._key = {f: content_key(f) for r in sorted(files) for f in files[r]}
-        distinct: dict[tuple, tuple[int, DumpFiles]] = {}  # content -> the first (rank, files) holding it
+        content = {f: content_key(f) for r in sorted(files) for f in files[r]}
+        distinct: dict[Hashable, tuple[int, DumpFiles]] = {}  # content -> the first (rank, files) holding it
         for r in sorted(files):
             for f in files[r]:
-                distinct.setdefault(self._key[f], (r, f))
-        self._full: dict[tuple, RankModule] = {}
+                distinct.setdefault(content[f], (r, f))
+        jobs = [(k, *v) for k, v in distinct.items()]
+        self._full: dict[Hashable, RankModule] = {}
         self._workers: list[tuple[multiprocessing.Process, Connection]] = []
-        self._holder: dict[tuple, Connection] = {}  # content -> the worker keeping its whole parse
+        self._holder: dict[Hashable, Connection] = {}  # key -> the worker keeping its whole parse
         try:
-            by_key = self._summaries([(k, *v) for k, v in distinct.items()],
-                                     pool_size(workers, [f for _, f in distinct.values()]))
+            processes = min(pool_size(workers, [f for _, _, f in jobs]), len(jobs))
+            self._fork(processes - 1)
+            # Keyed only where there are more files than processes: else each file has a process to itself,
+            # and its parse is as soon done as its key and a parse after it.
+            renamed = dict(zip(distinct, self._scatter("key", jobs))) if len(jobs) > processes else {}
+            self._key = {f: renamed.get(k, k) for f, k in content.items()}
+            firsts: dict[Hashable, Job] = {}  # key -> the job of the first rank holding it
+            for k, rank, f in jobs:
+                firsts.setdefault(self._key[f], (self._key[f], rank, f))
+            jobs = list(firsts.values())
+            outcomes = dict(zip(firsts, self._scatter("parse", jobs)))
+            for key, _, _ in jobs:
+                bad = outcomes[key][1]
+                if bad is not None:
+                    raise BadInput(bad[0], path=bad[1], field=bad[2])
         except BaseException:
             self.close(wait=False)
             raise
-        self.summaries = {r: [by_key[self._key[f]]._replace(rank=r, files=f) for f in files[r]] for r in files}
+        self.summaries = {r: [outcomes[self._key[f]][0]._replace(rank=r, files=f) for f in files[r]] for r in files}
 
-    def _summaries(self, jobs: list[Job], processes: int) -> dict[tuple, Summary]:
-        split = shares([files.hlo.stat().st_size for _, _, files in jobs], min(processes, len(jobs)))
-        if len(split) > 1:
-            # fork: workers start in milliseconds with this process's imports (forkserver / spawn: ~0.5 s).
-            method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-            context = multiprocessing.get_context(method)
-            for share in split[1:]:
-                here, there = context.Pipe()
-                worker = context.Process(target=_work, args=(os.getpid(), there, [jobs[i] for i in share]),
-                                         daemon=True)
-                with forking():
-                    worker.start()
-                there.close()
-                self._workers.append((worker, here))
-        outcomes = _parse_share([jobs[i] for i in split[0]], self._full)
-        for _, conn in self._workers:
-            done, kept = _answer(conn)
-            outcomes.update(done)
+    def _fork(self, count: int) -> None:
+        """Start ``count`` worker processes (fork: they start in milliseconds with this process's imports;
+        forkserver / spawn: ~0.5 s)."""
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+        context = multiprocessing.get_context(method)
+        for _ in range(count):
+            here, there = context.Pipe()
+            worker = context.Process(target=_work, args=(os.getpid(), there), daemon=True)
+            with forking():
+                worker.start()
+            there.close()
+            self._workers.append((worker, here))
+
+    def _scatter(self, request: str, jobs: list[Job]) -> list:
+        """Each job's answer to ``request`` ("key" or "parse"), the jobs dealt out by size to this process
+        and the workers."""
+        split = shares([files.hlo.stat().st_size for _, _, files in jobs], len(self._workers) + 1)
+        asked = list(zip(self._workers, split[1:]))
+        for (_, conn), share in asked:
+            conn.send((request, [jobs[i] for i in share]))
+        answers = dict(zip(split[0], _answers(request, [jobs[i] for i in split[0]], self._full)))
+        for (_, conn), share in asked:
+            theirs, kept = _answer(conn)
+            answers.update(zip(share, theirs))
             self._holder.update(dict.fromkeys(kept, conn))
-        for key, _, _ in jobs:
-            bad = outcomes[key][1]
-            if bad is not None:
-                raise BadInput(bad[0], path=bad[1], field=bad[2])
-        return {key: outcomes[key][0] for key, _, _ in jobs}
+        return [answers[i] for i in range(len(jobs))]
 
     def full(self, s: Summary) -> RankModule:
-        """The whole parse of a summarized module (parsed once per distinct content)."""
+        """The whole parse of a summarized module (parsed once per distinct content: a rank whose file differs
+        from the first holder's in naming only gets the first holder's parse)."""
         key = self._key[s.files]
         if key not in self._full:
             holder = self._holder.pop(key, None)
             if holder is not None:
-                holder.send(key)
+                holder.send(("packed", key))
                 self._full[key] = _unpacked(_answer(holder), s.rank, s.files)
             else:
                 self._full[key] = load_module(s.rank, s.files)

@@ -3,6 +3,7 @@ jax.distributed processes on CPU, once with the rank-dependent offset as a Pytho
 runtime array."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,3 +47,30 @@ def hlo_file(folder: Path) -> Path:
     """The one after-optimizations module of a rank's dump folder."""
     (path,) = folder.glob("*jit_step*after_optimizations.txt")
     return path
+
+
+def rename_everything(folder: Path, rank: int, tag: str = "renamed") -> dict[str, str]:
+    """Rename every instruction and computation of a rank (one bijection over the HLO, its computations'
+    parameter lists and the buffer assignment), renumber its module counter, and change its metadata and
+    FileNames header: the same program as another process could print it. Returns the renaming."""
+    hlo = hlo_file(folder / f"rank{rank}")
+    text = hlo.read_text()
+    names = list(dict.fromkeys(re.findall(r"%([\w.\-]+)", text)))
+    mapping = {n: f"{tag}_{k}.{k * 7}" for k, n in enumerate(names)}
+    text = re.sub(r"%([\w.\-]+)", lambda m: "%" + mapping[m.group(1)], text)
+    # A computation's first line names its parameters without "%": `(param_0.1: f32[64,128], ...)`.
+    text = re.sub(r"(?m)^(\S.*)\((.*)\)( -> .*\{)$", lambda m: m.group(1) + "(" + re.sub(
+        r"([\w.\-]+): ", lambda p: mapping.get(p.group(1), p.group(1)) + ": ", m.group(2)) + ")" + m.group(3), text)
+    text = text.replace("stack_frame_id=", "stack_frame_id=9").replace('1 "/', '1 "/elsewhere/')
+    stem = hlo.name.removesuffix(".txt")
+    ba = hlo.with_name(stem + "-buffer-assignment.txt")
+    ba_text = re.sub(r"<(\d+) ([^\s{>]+)", lambda m: f"<{m.group(1)} {mapping.get(m.group(2), m.group(2))}",
+                     ba.read_text())
+    memory = hlo.with_name(stem + "-memory-usage-report.txt").read_text()
+    for p in hlo.parent.glob("module_0000.*"):
+        p.unlink() if p.is_file() else None
+    new = hlo.with_name(hlo.name.replace("module_0000", "module_0042"))
+    new.write_text(text)
+    for suffix, content in (("-buffer-assignment.txt", ba_text), ("-memory-usage-report.txt", memory)):
+        new.with_name(new.name.removesuffix(".txt") + suffix).write_text(content)
+    return mapping

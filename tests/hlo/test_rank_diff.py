@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from hlo_dumps import REPO, hlo_file
+from hlo_dumps import REPO, hlo_file, rename_everything
 
 from perfkit.errors import BadInput
 from perfkit.hlo import load
@@ -51,27 +51,6 @@ def test_runtime_array_offset_is_one_program(real_dumps):
     assert r["consistent"] is True and r["groups"] == [[0, 1, 2, 3]]
     (m,) = r["modules"]
     assert len(m["fingerprints"]) == 1 and m["divergences"] == [] and m["buffers_compared"]
-
-
-def rename_everything(folder, rank):
-    """Rename every instruction and computation of a rank (one bijection over the HLO and the buffer
-    assignment), renumber its module counter, and change its metadata and FileNames header."""
-    hlo = hlo_file(folder / f"rank{rank}")
-    text = hlo.read_text()
-    names = list(dict.fromkeys(re.findall(r"%([\w.\-]+)", text)))
-    mapping = {n: f"renamed_{k}.{k * 7}" for k, n in enumerate(names)}
-    text = re.sub(r"%([\w.\-]+)", lambda m: "%" + mapping[m.group(1)], text)
-    text = text.replace("stack_frame_id=", "stack_frame_id=9").replace('1 "/', '1 "/elsewhere/')
-    stem = hlo.name.removesuffix(".txt")
-    ba = hlo.with_name(stem + "-buffer-assignment.txt")
-    ba_text = re.sub(r"<(\d+) ([^\s{>]+)", lambda m: f"<{m.group(1)} {mapping.get(m.group(2), m.group(2))}",
-                     ba.read_text())
-    for p in hlo.parent.glob("module_0000.*"):
-        p.unlink() if p.is_file() else None
-    new = hlo.with_name(hlo.name.replace("module_0000", "module_0042"))
-    new.write_text(text)
-    new.with_name(new.name.removesuffix(".txt") + "-buffer-assignment.txt").write_text(ba_text)
-    return mapping
 
 
 def test_names_counters_metadata_and_headers_are_ignored(dumps_copy):
