@@ -168,8 +168,10 @@ def buffer_diff(a: RankModule, b: RankModule) -> dict:
     return {**out, **_capped(rows, "receive"), "receive_moved": moved}
 
 
-def divergence(a: RankModule, b: RankModule, ranks: list[int]) -> dict:
-    """Why ``ranks`` (represented by ``b``) differ from the majority (represented by ``a``)."""
+def divergence(a: RankModule, b: RankModule, ranks: list[int], known: dict[str, list[str]] | None = None) -> dict:
+    """Why ``ranks`` (represented by ``b``) differ from the majority (represented by ``a``). ``known``: the
+    signatures of computations already signed, by fingerprint (``Signer.signatures``), shared by the
+    divergences of one module: the majority's are signed once, not once per divergent group."""
     out = {"ranks": ranks, "against_rank": a.rank, "file": str(b.files.hlo),
            "same_program": a.fingerprint == b.fingerprint,
            "entry_ops": _delta(a.entry_ops, b.entry_ops), "instructions": _delta(len(a.flat), len(b.flat)),
@@ -179,7 +181,7 @@ def divergence(a: RankModule, b: RankModule, ranks: list[int]) -> dict:
     changed: list[dict] = []
     if not out["same_program"]:
         sa, sb = Signer(a.module, a.fps), Signer(b.module, b.fps)
-        known: dict[str, list[str]] = {}
+        known = {} if known is None else known
         blocks = _align(sa.signatures(a.flat, known), sb.signatures(b.flat, known))
         if blocks:
             _, i1, i2, j1, j2 = blocks[0]
@@ -212,6 +214,7 @@ def compare_module(label: str, slot: dict[int, Summary], all_ranks: list[int],
     groups = _groups({r: m.key(with_buffers) for r, m in slot.items()})
     majority = slot[groups[0][0]]
     missing = [r for r in all_ranks if r not in slot]
+    known: dict[str, list[str]] = {}
     return {
         "name": label, "module": majority.name,
         # A module some ranks never compiled is harmless unless its collectives wait for them.
@@ -220,7 +223,7 @@ def compare_module(label: str, slot: dict[int, Summary], all_ranks: list[int],
         "divergent_ranks": sorted(r for g in groups[1:] for r in g), "missing_ranks": missing,
         "entry_ops": majority.entry_ops, "instructions": majority.instructions, "collectives": majority.collectives,
         "temp_bytes": majority.temp_bytes, "buffers_compared": with_buffers, "file": str(majority.files.hlo),
-        "divergences": [divergence(full(majority), full(slot[g[0]]), g) for g in groups[1:]],
+        "divergences": [divergence(full(majority), full(slot[g[0]]), g, known) for g in groups[1:]],
     }
 
 
