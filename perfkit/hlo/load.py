@@ -2,13 +2,13 @@
 
 The ranks of one program usually dump byte-identical files, so files are hashed first; ranks that name
 the program's instructions apart dumped files equal but for their names, so the distinct contents are
-keyed next (``renaming``, a quarter of a parse), and one file of each key is parsed. Both the keying and
-the parsing are dealt out by size to this process and forked worker processes, one process per core
-(the parser is pure Python: threads would share one core). A worker sends back each module's
-``Summary`` (fingerprint, receive offsets, counts) and keeps its whole parses; the whole parse of a
-module that a divergence is explained with is sent over when asked for, as plain tuples through
-``marshal``: pickling the parse's NamedTuples costs about as much as parsing (measured on a
-24k-instruction module: 0.6 s to pickle and unpickle, 0.1 s this way).
+keyed next where they outnumber the processes (``renaming``, a third of a parse), and one file of each
+key is parsed. Both the keying and the parsing are dealt out by size to this process and forked
+worker processes, one process per core (the parser is pure Python: threads would share one core). A
+worker sends back each module's ``Summary`` (fingerprint, receive offsets, counts) and keeps its whole
+parses; the whole parse of a module that a divergence is explained with is sent over when asked for, as
+plain tuples through ``marshal``: pickling the parse's NamedTuples costs about as much as parsing
+(measured on a 24k-instruction module: 0.6 s to pickle and unpickle, 0.1 s this way).
 """
 
 from __future__ import annotations
