@@ -1,6 +1,8 @@
 """``perfkit.trace.export``: the Perfetto / Chrome JSON of an events frame, worked by hand."""
 
 import json
+import subprocess
+import sys
 
 import pandas as pd
 
@@ -34,3 +36,46 @@ def test_processes_and_threads_by_first_appearance(tmp_path):
     raw = path.read_text()
     assert '"ts":1.500000,"dur":2.000000' in raw and '"ts":0.000007,"dur":1.000001' in raw
     assert '"ts":0.000002,"dur":999.999999' in raw and '"ts":4.000000,"dur":0.000005' in raw
+
+
+WORKERS_SCRIPT = """
+import os, sys
+import numpy as np, pandas as pd
+from perfkit.trace import export
+os.sched_getaffinity = lambda pid: {0, 1, 2}  # three cores: this process and two workers, whatever the machine
+export.CHUNK = 4
+n = 103  # 26 chunks, the last one short
+rows = {"rank": np.arange(n) % 2, "device": np.where(np.arange(n) % 3, 1, -1),
+        "line": [f"line {i % 5}" for i in range(n)], "name": [f'op "{i % 7}"' for i in range(n)], "category": ["compute", "ici"] * 51 + ["step"],
+        "kind": [f"k{i % 4}" for i in range(n)], "step": np.arange(n) // 10, "start_ps": np.arange(n) * 1_234_567,
+        "dur_ps": np.arange(n) * 89 + 1}
+events = pd.DataFrame(rows)
+for c in ("line", "name", "category", "kind"):
+    events[c] = events[c].astype("category")
+chunk = export._chunk
+def logged(at):
+    print(os.getpid(), file=open(sys.argv[3], "a"))
+    return chunk(at)
+export._chunk = logged
+export.PARALLEL_EVENTS = 10**9
+export.write_perfetto(events, sys.argv[1])
+export.PARALLEL_EVENTS = 1
+export.write_perfetto(events, sys.argv[2])
+print(os.getpid())
+"""
+
+
+def test_chunks_formatted_by_workers_are_the_bytes_formatted_here(tmp_path):
+    """A frame of 26 chunks written by this process alone and by it and two forked workers (in a fresh
+    process: fork is safe only from a single-threaded one): the same bytes, the workers' chunks included."""
+    here, shared, log = tmp_path / "here.json", tmp_path / "shared.json", tmp_path / "pids"
+    res = subprocess.run([sys.executable, "-c", WORKERS_SCRIPT, str(here), str(shared), str(log)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    parent = res.stdout.split()[-1]
+    pids = log.read_text().split()
+    assert pids[:26] == [parent] * 26  # the first file: every chunk here
+    assert pids[26:].count(parent) == 9 and len(set(pids[26:])) == 3  # then every third chunk here
+    assert shared.read_bytes() == here.read_bytes()
+    # the 103 events; 4 processes (rank i % 2, host or not), each named and sorted; 20 threads (and line i % 5)
+    assert len(json.loads(here.read_text())["traceEvents"]) == 103 + 2 * 4 + 20
