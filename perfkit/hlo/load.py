@@ -252,14 +252,15 @@ class RankModules:
         try:
             processes = min(pool_size(workers, [f for _, _, f in jobs]), len(jobs))
             self._fork(processes - 1)
-            # Keyed only where there are more files than processes: else each file has a process to itself,
-            # and its parse is as soon done as its key and a parse after it.
+            # Keyed only where files outnumber processes: else each file has a process to itself, and parsing
+            # it at once ends no later than keying it and then parsing one file of each key.
             renamed = dict(zip(distinct, self._scatter("key", jobs))) if len(jobs) > processes else {}
             self._key = {f: renamed.get(k, k) for f, k in content.items()}
             firsts: dict[Hashable, Job] = {}  # key -> the job of the first rank holding it
             for k, rank, f in jobs:
                 firsts.setdefault(self._key[f], (self._key[f], rank, f))
             jobs = list(firsts.values())
+            self._parsed = {key: f for key, _, f in jobs}  # key -> the file parsed for it
             outcomes = dict(zip(firsts, self._scatter("parse", jobs)))
             for key, _, _ in jobs:
                 bad = outcomes[key][1]
@@ -307,7 +308,7 @@ class RankModules:
                 holder.send(("packed", key))
                 self._full[key] = _unpacked(_answer(holder), s.rank, s.files)
             else:
-                self._full[key] = load_module(s.rank, s.files)
+                self._full[key] = load_module(s.rank, self._parsed[key])
         return self._full[key]._replace(rank=s.rank, files=s.files)
 
     def close(self, wait: bool = True) -> None:
