@@ -21,6 +21,11 @@ from typing import Iterator
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (all the machine's where the platform cannot say: macOS)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 @contextlib.contextmanager
 def forking() -> Iterator[None]:
     """Around forking workers (``multiprocessing.Process.start``): Ctrl-C blocked in this thread, so the

@@ -168,7 +168,7 @@ def buffer_diff(a: RankModule, b: RankModule) -> dict:
     return {**out, **_capped(rows, "receive"), "receive_moved": moved}
 
 
-def divergence(a: RankModule, b: RankModule, ranks: list[int], known: dict[str, list[str]] | None = None) -> dict:
+def divergence(a: RankModule, b: RankModule, ranks: list[int], known: dict[str, list[str]]) -> dict:
     """Why ``ranks`` (represented by ``b``) differ from the majority (represented by ``a``). ``known``: the
     signatures of computations already signed, by fingerprint (``Signer.signatures``), shared by the
     divergences of one module: the majority's are signed once, not once per divergent group."""
@@ -181,7 +181,6 @@ def divergence(a: RankModule, b: RankModule, ranks: list[int], known: dict[str, 
     changed: list[dict] = []
     if not out["same_program"]:
         sa, sb = Signer(a.module, a.fps), Signer(b.module, b.fps)
-        known = {} if known is None else known
         blocks = _align(sa.signatures(a.flat, known), sb.signatures(b.flat, known))
         if blocks:
             _, i1, i2, j1, j2 = blocks[0]

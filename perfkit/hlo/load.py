@@ -22,7 +22,7 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Hashable, NamedTuple
 
-from perfkit.common.workers import bound_to_parent, forking
+from perfkit.common.workers import bound_to_parent, forking, usable_cores
 from perfkit.errors import BadInput
 from perfkit.hlo.buffers import (ReceiveBuffer, collectives, read_buffer_assignment, read_total_bytes,
                                  receive_buffers)
@@ -215,7 +215,7 @@ def pool_size(workers: int | None, distinct: list[DumpFiles]) -> int:
         return workers
     if len(distinct) < 2 or sum(f.hlo.stat().st_size for f in distinct) < POOL_MIN_BYTES:
         return 1
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return usable_cores()
 
 
 def shares(sizes: list[int], processes: int) -> list[list[int]]:

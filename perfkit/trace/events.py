@@ -24,7 +24,6 @@ for the same event as a Python dict.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Iterable
@@ -33,6 +32,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
+from perfkit.common.workers import usable_cores
 from perfkit.errors import BadInput
 from perfkit.trace import classify, kineto, steps, xplane
 from perfkit.trace.raw import ROLES, RawTrace
@@ -281,7 +281,7 @@ def load(paths: list[str | Path], step_pattern: str | None = None, workers: int 
             raise BadInput(f"not a regular expression: {exc}", field="--steps") from None
     ranked = ranked_files(paths)
     files = [f for f, _ in ranked]
-    raws = _read(ranked, workers or len(os.sched_getaffinity(0)))
+    raws = _read(ranked, workers or usable_cores())
     origin = min(r.origin_ns for r in raws)
     for f, r in zip(files, raws):
         if (r.origin_ns - origin) * 1000 >= 2**62:  # past int64 picoseconds

@@ -7,7 +7,6 @@ order (the formatting is Python's: threads would share one core)."""
 from __future__ import annotations
 
 import json
-import os
 from collections import deque
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from perfkit.common.workers import pool as worker_pool
+from perfkit.common.workers import usable_cores
 from perfkit.trace.events import chip_key, first_rows
 from perfkit.trace.xplane import fork_safe
 
@@ -77,7 +77,7 @@ def _write_chunks(file, chunks: range) -> None:
     """``_chunk`` of each of ``chunks`` written in order: a large frame's formatted by this process and
     (cores - 1) forked workers, chunk by chunk in turn, this one taking every cores-th (its chunks need
     no copy through a pipe), at most two chunks a worker ahead of the writing."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = usable_cores()
     if cores < 2 or len(chunks) * CHUNK < PARALLEL_EVENTS or not fork_safe():
         for at in chunks:
             file.write(_chunk(at))
@@ -94,7 +94,7 @@ def _write_chunks(file, chunks: range) -> None:
 def _chunk(at: int) -> bytes:
     """Events ``at:at + CHUNK`` of ``_columns``, formatted, each after a separator. Each chunk takes its
     times in microseconds and its texts itself: the whole frame's would be made serially, before any
-    chunk, in six arrays as long as the frame (3 s on 6M events)."""
+    chunk, in six arrays as long as the frame (1.9 s of the 3.1 s before the first chunk, on 6M events)."""
     pid, tid, start_ps, dur_ps, texts, steps = _columns
     part = slice(at, at + CHUNK)
     rows = zip(pid[part].tolist(), tid[part].tolist(), (start_ps[part] / 1e6).tolist(), (dur_ps[part] / 1e6).tolist(),

@@ -16,7 +16,6 @@ ops (the tail) are read together instead (``events.load``), which also says what
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -24,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from perfkit.common.workers import pool as worker_pool
+from perfkit.common.workers import usable_cores
 from perfkit.errors import BadInput
 from perfkit.trace import breakdown as breakdowns
 from perfkit.trace import diff as diffs
@@ -104,7 +104,7 @@ def _apart(paths: list[str | Path], step_pattern: str | None, window: str, worke
     """``analysis`` of every plane with events of the traces at ``paths``, and the steps_from of the files;
     None where analysing the planes apart would not give the figures of the files read together."""
     files = events.ranked_files(list(paths))
-    workers = workers or len(os.sched_getaffinity(0))
+    workers = workers or usable_cores()
     if step_pattern is not None or workers < 2 or not xplane.fork_safe():
         return None
     if not all(events.is_xplane(f) for f, _ in files) or len({rank for _, rank in files}) < len(files):
