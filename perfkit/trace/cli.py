@@ -202,23 +202,23 @@ def collectives(paths, step_pattern, top, as_json):
     # pandas and the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
     import pandas as pd
 
-    from perfkit.trace.collectives import STRAGGLER_SHARE, analyse
+    from perfkit.trace.collectives import STRAGGLER_SHARE
     from perfkit.trace.names import readable
+    from perfkit.trace.planewise import collectives_traces
 
     _prepare()
 
-    events = _load(paths, step_pattern)
-    found = analyse(events)
+    found, steps_from = collectives_traces(list(paths), step_pattern)
     ops, steps = found["ops"], found["steps"]
     if ops.empty:
         raise BadInput("no collectives in these traces", path=" ".join(paths))
     if as_json:
-        click.echo(json.dumps({"steps_from": events.attrs["steps_from"], "ops": _json_rows(ops),
+        click.echo(json.dumps({"steps_from": steps_from, "ops": _json_rows(ops),
                                "steps": _json_rows(steps), "instances": _json_rows(found["instances"])}, indent=1))
         return
     times = ["time_ps", "exposed_ps", "hidden_ps", "skew_ps", "wait_ps", "transfer_ps"]
     click.echo(f"collectives per step (us, means per instance and chip; bytes sent per device); steps from: "
-               f"{', '.join(events.attrs['steps_from'])}")
+               f"{', '.join(steps_from)}")
     shown = readable(ops.head(top), ["op"])
     shown["count"] = shown["count"].map(lambda v: f"{v:g}")
     shown["bytes"] = shown["bytes"].map(lambda v: "?" if pd.isna(v) else f"{v:.0f}")

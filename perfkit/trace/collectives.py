@@ -26,10 +26,11 @@ from __future__ import annotations
 
 from collections import deque
 from pathlib import Path
-from typing import Callable
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from perfkit.hlo.cost import SENT_SHARE, group_size, shape_bytes
 from perfkit.hlo.parse import parse_instruction
@@ -54,6 +55,7 @@ _KINETO_SUFFIXES = (".json", ".json.gz")
 STRAGGLER_SHARE = 0.05  # the report names a straggler when the skew summed over a step passes this share of it
 TOP_KINDS = 6  # collective kinds a variant's summary keeps
 COMM_CATEGORIES = ("ici", "dcn")  # device-op categories of collectives
+EVENT_COLUMNS = (*timeline.COLUMNS, "host", "name", "hlo_op", "shape", "program_id")  # all it and its breakdown read
 
 
 def _kind(kind: str) -> str:
@@ -84,44 +86,55 @@ def _role(kind: str) -> int:
         _UPDATE if kind.endswith("-update") else _SYNC)
 
 
-def _coverage(chip: np.ndarray, start: np.ndarray, end: np.ndarray, line: np.ndarray, compute: np.ndarray):
-    """A function ``covered(chip, a, b)`` -> (n,) int64 time in [a, b) of each query under compute on
-    that chip (the innermost op of an instant owns it; compute on any line counts), from the device ops
-    (n,): chip and line codes, start, end, and which are compute."""
-    parent = timeline.parents(chip * (int(line.max(initial=0)) + 1) + line, start, end)
-    child = np.flatnonzero((parent >= 0) & compute[np.maximum(parent, 0)])
-    own = np.flatnonzero(compute)
-    g = np.concatenate([chip[own], chip[own], chip[child], chip[child]])
-    t = np.concatenate([start[own], end[own], start[child], np.minimum(end[child], end[parent[child]])])
-    d = np.concatenate([np.ones(own.size, np.int64), -np.ones(own.size, np.int64), -np.ones(child.size, np.int64),
-                        np.ones(child.size, np.int64)])
-    base = int(start.min(initial=0))
-    width = int(end.max(initial=0)) - base + 1
-    key = g * width + (t - base)  # chips x trace length in ps: far below 2**63 for any real profile
-    order = np.argsort(key, kind="stable")
-    key, g, t, d = key[order], g[order], t[order], d[order]
-    running = np.cumsum(d) > 0  # compute running just after each entry (the sums close within each chip)
-    step = np.zeros(t.size, np.int64)
-    same = g[1:] == g[:-1]
-    step[1:] = np.where(same & running[:-1], t[1:] - t[:-1], 0)
-    before = np.cumsum(step)  # covered time from the chip's first entry up to each entry
-    first = np.ones(t.size, bool)
-    first[1:] = ~same
-    before -= np.maximum.accumulate(np.where(first, before, 0))
+class _Coverage:
+    """Each chip's time under compute (the innermost op of an instant owns it; compute on any line counts),
+    from the device ops (n,): chip and line codes, start, end, and which are compute. One sorted sweep of
+    the compute ops' entries and exits per chip: its covered time up to any instant is a lookup."""
 
-    def at(c: np.ndarray, x: np.ndarray) -> np.ndarray:
-        if not key.size:  # no compute anywhere
+    def __init__(self, chip: np.ndarray, start: np.ndarray, end: np.ndarray, line: np.ndarray, compute: np.ndarray):
+        parent = timeline.parents(chip * (int(line.max(initial=0)) + 1) + line, start, end)
+        child = np.flatnonzero((parent >= 0) & compute[np.maximum(parent, 0)])
+        own = np.flatnonzero(compute)
+        g = np.concatenate([chip[own], chip[own], chip[child], chip[child]])
+        t = np.concatenate([start[own], end[own], start[child], np.minimum(end[child], end[parent[child]])])
+        d = np.concatenate([np.ones(own.size, np.int64), -np.ones(own.size, np.int64),
+                            -np.ones(child.size, np.int64), np.ones(child.size, np.int64)])
+        self.base = int(start.min(initial=0))
+        self.width = int(end.max(initial=0)) - self.base + 1
+        key = g * self.width + (t - self.base)  # chips x trace length in ps: far below 2**63 for any real profile
+        order = np.argsort(key, kind="stable")
+        self.key, g, self.t, d = key[order], g[order], t[order], d[order]
+        self.g = g
+        self.running = np.cumsum(d) > 0  # compute running just after each entry (the sums close within each chip)
+        step = np.zeros(self.t.size, np.int64)
+        same = g[1:] == g[:-1]
+        step[1:] = np.where(same & self.running[:-1], self.t[1:] - self.t[:-1], 0)
+        before = np.cumsum(step)  # covered time from the chip's first entry up to each entry
+        first = np.ones(self.t.size, bool)
+        first[1:] = ~same
+        self.before = before - np.maximum.accumulate(np.where(first, before, 0))
+
+    def _at(self, c: np.ndarray, x: np.ndarray) -> np.ndarray:
+        if not self.key.size:  # no compute anywhere
             return np.zeros(x.size, np.int64)
-        i = np.searchsorted(key, c * width + (x - base), side="right") - 1
-        ok = (i >= 0) & (g[np.maximum(i, 0)] == c)
+        i = np.searchsorted(self.key, c * self.width + (x - self.base), side="right") - 1
+        ok = (i >= 0) & (self.g[np.maximum(i, 0)] == c)
         i = np.maximum(i, 0)
-        return np.where(ok, before[i] + np.where(running[i], x - t[i], 0), 0)
+        return np.where(ok, self.before[i] + np.where(self.running[i], x - self.t[i], 0), 0)
 
-    def covered(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def covered(self, c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """(n,) int64 time in [a, b) of each query under compute on its chip ``c``."""
         b = np.maximum(a, b)
-        return at(c, b) - at(c, a)
+        return self._at(c, b) - self._at(c, a)
 
-    return covered
+    def changes(self, c: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The instants strictly inside (a, b) where compute on chip ``c`` may start or stop, for each query
+        (n,): (query index, instant), by query and then instant."""
+        lo = np.searchsorted(self.key, c * self.width + (a - self.base), side="right")
+        hi = np.searchsorted(self.key, c * self.width + (b - self.base), side="left")
+        count = np.maximum(hi - lo, 0)
+        query = np.repeat(np.arange(c.size), count)
+        return query, self.t[np.arange(query.size) - np.repeat(np.cumsum(count) - count - lo, count)]
 
 
 def _operand(name: str) -> str:
@@ -264,14 +277,61 @@ def _attach_messages(inst: pd.DataFrame, messages: dict[str, tuple]) -> None:
         inst.loc[ordered, "kind"] = [m[3] or k for m, k in zip(found, inst.loc[ordered, "kind"])]
 
 
-def _exposed_in(own: list[tuple[np.ndarray, np.ndarray]], chip, covered, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Exposed time of each instance's own ops inside [lo, hi)."""
-    total = np.zeros(lo.size, np.int64)
-    for a, b in own:
-        a2, b2 = np.maximum(a, lo), np.minimum(b, hi)
-        rows = np.flatnonzero(b2 > a2)  # the others add nothing (an unpaired op's second part, no wait)
-        total[rows] += b2[rows] - a2[rows] - covered(chip[rows], a2[rows], b2[rows])
-    return total
+class ChipInstances(NamedTuple):
+    """Each collective instance on each chip as that chip's ops give it, before any matching across chips:
+    what a chip's plane gives alone (``perfkit.trace.planewise``), and what ``stack`` joins."""
+
+    rows: pd.DataFrame  # rank, device, host, step, program_id, op, name, kind, shape (texts categorical),
+    #                     start_ps, end_ps, hidden_ps, exposed_ps, buffer, group
+    exposure: np.ndarray  # (3, k) int64: the instances' exposed time, as ``_exposure`` gives it
+
+
+def _exposure(own: list[tuple[np.ndarray, np.ndarray]], chip: np.ndarray, coverage: _Coverage) -> np.ndarray:
+    """Each instance's exposed time from its start to any instant, as points (3, k) int64: segment (2 x its
+    row + which of its own ops), instant, and that op's time not under compute from its start to then;
+    per segment its start, the instants inside where compute may start or stop, and its end, so that
+    between two points the exposed time grows at a constant rate (0 or 1). ``own``: the instances' two own
+    ops (start, end); empty ones have no points."""
+    a = np.stack([own[0][0], own[1][0]], 1).ravel()
+    b = np.stack([own[0][1], own[1][1]], 1).ravel()
+    c = np.repeat(chip, 2)
+    segment = np.flatnonzero(b > a)
+    a, b, c = a[segment], b[segment], c[segment]
+    query, inside = coverage.changes(c, a, b)
+    count = np.bincount(query, minlength=segment.size) + 2
+    first = np.cumsum(count) - count
+    points = np.empty((3, int(count.sum())), np.int64)
+    points[0] = np.repeat(segment, count)
+    last = first + count - 1
+    points[1, first], points[1, last] = a, b
+    points[2, first], points[2, last] = 0, b - a - coverage.covered(c, a, b)
+    inner = count - 2
+    at = first[query] + 1 + np.arange(query.size) - np.repeat(np.cumsum(inner) - inner, inner)  # after its start
+    points[1, at] = inside
+    points[2, at] = inside - a[query] - coverage.covered(c[query], a[query], inside)
+    return points
+
+
+def _exposed_until(exposure: np.ndarray, count: int, until: np.ndarray) -> np.ndarray:
+    """(count,) int64 each instance's exposed time from its start to ``until`` (count,) from its points
+    (``_exposure``): in each segment the value at its last point not after ``until``, and the rate up to
+    the next point."""
+    segment, t, e = exposure
+    instance = segment >> 1
+    upto = until[instance]
+    below = t <= upto  # a prefix of each segment's points
+    following = np.zeros(t.size, bool)
+    following[:-1] = below[1:] & (segment[1:] == segment[:-1])
+    j = np.flatnonzero(below & ~following)
+    nxt = np.minimum(j + 1, t.size - 1)
+    more = (j + 1 < t.size) & (segment[nxt] == segment[j]) & (t[nxt] > t[j])
+    rate = np.where(more, (e[nxt] - e[j]) // np.where(more, t[nxt] - t[j], 1), 0)
+    value = e[j] + rate * (upto[j] - t[j])
+    out = np.zeros(count, np.int64)
+    for part in (0, 1):  # an instance's two segments
+        mine = (segment[j] & 1) == part
+        out[instance[j[mine]]] += value[mine]
+    return out
 
 
 def instances(events: pd.DataFrame) -> pd.DataFrame:
@@ -281,17 +341,24 @@ def instances(events: pd.DataFrame) -> pd.DataFrame:
     wait 0); ``bytes`` is NaN where the buffer or the group size is unknown. Texts (kinds, names, shapes)
     are worked on once per distinct value, rows as codes: a production profile has millions of collective
     ops and a few hundred names."""
-    found = _chip_instances(events)
-    if found is None:
+    return matched(chip_instances(events), _kineto_messages(events.attrs.get("files", [])))
+
+
+def matched(found: ChipInstances, messages: dict[str, tuple] | None = None) -> pd.DataFrame:
+    """``instances`` from each chip's (``chip_instances``, or several ``stack``-ed): the same instance
+    matched across the chips of one clock; ``messages``: the Kineto files' communication kernels."""
+    inst, messages = found.rows, messages or {}
+    if inst.empty:
         return pd.DataFrame(columns=INSTANCE_COLUMNS)
-    inst, own, covered = found
-    c, a1 = inst["chip"].to_numpy(), inst["start_ps"].to_numpy()
-    messages = _kineto_messages(events.attrs.get("files", []))
+    a1 = inst["start_ps"].to_numpy()
+    inst["time_ps"] = inst["end_ps"] - inst["start_ps"]
+    if messages:  # their kernels' kinds replace some
+        inst["kind"] = inst["kind"].astype(object)
     _attach_messages(inst, messages)
     inst["domain"] = _domains(inst, messages)
     inst["program"] = pd.factorize(inst["program_id"].array, use_na_sentinel=False)[0]  # unknown: a program too
-    inst["occurrence"] = inst.groupby(_groups(inst, ["chip", "step", "program", "op_code"]), sort=False).cumcount()
-    same = _groups(inst, ["domain", "step", "program", "op_code", "occurrence"])  # one instance, its chips
+    inst["occurrence"] = inst.groupby(_groups(inst, ["rank", "device", "step", "program", "op"]), sort=False).cumcount()
+    same = _groups(inst, ["domain", "step", "program", "op", "occurrence"])  # one instance, its chips
     inst["chips"] = np.bincount(same)[same]
     starts = inst["start_ps"].groupby(same, sort=False)
     arrival = starts.transform("max").to_numpy(np.int64)
@@ -299,31 +366,46 @@ def instances(events: pd.DataFrame) -> pd.DataFrame:
     at_last = inst["start_ps"].to_numpy() == arrival
     alone = np.bincount(same, weights=at_last)[same] == 1
     inst["last"] = at_last & alone & (inst["chips"] > 1).to_numpy()
-    inst["wait_ps"] = _exposed_in(own, c, covered, a1, np.maximum(arrival, a1))
+    inst["wait_ps"] = _exposed_until(found.exposure, len(inst), np.maximum(arrival, a1))
     inst["transfer_ps"] = inst["exposed_ps"] - inst["wait_ps"]
     inst["group"] = np.where(inst["group"] > 0, inst["group"], np.where(inst["chips"] > 1, inst["chips"], 0))
-    if messages:  # Kineto kernels' kinds may have changed
-        inst["kind_code"] = pd.factorize(inst["kind"])[0]
-    sends = _groups(inst, ["kind_code", "buffer", "group"])
+    sends = _groups(inst, ["kind", "buffer", "group"])
     each = _first(sends)  # _sent once per (kind, buffer, group)
     sent = [_sent(*key) for key in zip(*(inst[k].to_numpy()[each].tolist() for k in ("kind", "buffer", "group")))]
     inst["bytes"] = np.array(sent, np.float64)[sends]
+    inst["op"], inst["kind"] = inst["op"].astype(object), inst["kind"].astype(object)  # the texts, as before
     return inst[INSTANCE_COLUMNS].sort_values(["domain", "step", "start_ps", "rank", "device"], kind="stable",
                                               ignore_index=True)
 
 
-def _chip_instances(events: pd.DataFrame) -> tuple[pd.DataFrame, list, Callable] | None:
+def stack(parts: list[tuple[ChipInstances, int]]) -> ChipInstances:
+    """The chip instances of disjoint sets of chips (each chip's in one part) as one, each part's times
+    moved by its shift (ps: to one origin), in order."""
+    parts = [(p, shift) for p, shift in parts if len(p.rows)]
+    if not parts:
+        return ChipInstances(pd.DataFrame(), np.zeros((3, 0), np.int64))
+    rows, points, offset = [], [], 0
+    for p, shift in parts:
+        rows.append(p.rows.assign(start_ps=p.rows["start_ps"] + shift, end_ps=p.rows["end_ps"] + shift))
+        points.append(p.exposure + np.array([[2 * offset], [shift], [0]]))
+        offset += len(p.rows)
+    columns = {c: (union_categoricals([r[c] for r in rows]) if isinstance(rows[0][c].dtype, pd.CategoricalDtype)
+                   else pd.concat([r[c] for r in rows], ignore_index=True).array) for c in rows[0].columns}
+    return ChipInstances(pd.DataFrame(columns, copy=False), np.concatenate(points, axis=1))
+
+
+def chip_instances(events: pd.DataFrame) -> ChipInstances:
     """Each collective instance on each chip as its chip's ops give it (``INSTANCE_COLUMNS`` up to
-    ``hidden_ps`` / ``exposed_ps``, with the chip, op and kind codes, buffer and group), its own ops'
-    intervals and the chip's compute coverage, for the waits; None without collective ops. The chip's
+    ``hidden_ps`` / ``exposed_ps``, with the chip, op and kind codes, buffer and group) and the points of
+    its exposed time (``_exposure``), for the waits; no rows without collective ops. The chip's
     temporaries (codes of every device and collective op) end here."""
     dev = np.flatnonzero(is_device_op(events) & (events["dur_ps"].to_numpy() > 0))  # device ops taking time
     # by first appearance; the ranks and devices of every op only for this key (not kept: 96 MB on 6M ops)
     chip = pd.factorize(chip_key(*(events[c].to_numpy(np.int64)[dev] for c in ("rank", "device"))))[0].astype(np.int64)
     start_ps, dur_ps = (events[c].to_numpy(np.int64)[dev] for c in ("start_ps", "dur_ps"))
     category = events["category"].iloc[dev]
-    covered = _coverage(chip, start_ps, start_ps + dur_ps, events["line"].cat.codes.to_numpy(np.int64)[dev],
-                        (category == "compute").to_numpy())
+    coverage = _Coverage(chip, start_ps, start_ps + dur_ps, events["line"].cat.codes.to_numpy(np.int64)[dev],
+                         (category == "compute").to_numpy())
     comm = np.flatnonzero(category.isin(COMM_CATEGORIES).to_numpy())
     text = {c: _factorized(events[c].iloc[dev[comm]]) for c in ("kind", "hlo_op", "name", "shape", "host")}
     kind_of, kinds = text["kind"]
@@ -333,7 +415,7 @@ def _chip_instances(events: pd.DataFrame) -> tuple[pd.DataFrame, list, Callable]
     op, op_text = _op_codes(text["hlo_op"], text["name"])
     kept = np.flatnonzero(role != _UPDATE)
     if not kept.size:
-        return None
+        return ChipInstances(pd.DataFrame(), np.zeros((3, 0), np.int64))
     seq = kept[_chip_order(chip[comm[kept]], start_ps[comm[kept]])]
     name_of, names = text["name"]
     op_index = {t: i for i, t in enumerate(op_text)}
@@ -351,18 +433,25 @@ def _chip_instances(events: pd.DataFrame) -> tuple[pd.DataFrame, list, Callable]
     row = dev[first]  # the events' rows
     inst = pd.DataFrame({
         "rank": events["rank"].to_numpy()[row], "device": events["device"].to_numpy()[row],
-        "host": text["host"][1][text["host"][0][fp]], "step": events["step"].to_numpy()[row],
-        "program_id": events["program_id"].array[row], "op": op_text[op[fp]], "name": names[name_of[fp]],
-        "kind": base_text[base[fp]], "shape": text["shape"][1][text["shape"][0][lp]],
-        "start_ps": a1, "end_ps": np.maximum(b1, b2), "chip": c, "op_code": op[fp], "kind_code": base[fp],
+        "host": _texts(text["host"][0][fp], text["host"][1]), "step": events["step"].to_numpy()[row],
+        "program_id": events["program_id"].array[row], "op": _texts(op[fp], op_text),
+        "name": _texts(name_of[fp], names), "kind": _texts(base[fp], base_text),
+        "shape": _texts(text["shape"][0][lp], text["shape"][1]), "start_ps": a1, "end_ps": np.maximum(b1, b2),
     })
-    inst["time_ps"] = inst["end_ps"] - inst["start_ps"]
-    inst["hidden_ps"] = covered(c, a1, inst["end_ps"].to_numpy())
-    inst["exposed_ps"] = _exposed_in(own, c, covered, a1, inst["end_ps"].to_numpy())
+    exposure = _exposure(own, c, coverage)
+    inst["hidden_ps"] = coverage.covered(c, a1, inst["end_ps"].to_numpy())
+    inst["exposed_ps"] = _exposed_until(exposure, len(inst), inst["end_ps"].to_numpy())
     inst["buffer"] = _per_text(text["shape"][0][lp], text["shape"][1],
                                lambda s: float(shape_bytes(s)) if s else np.nan, np.float64)
     inst["group"] = _per_text(name_of[fp], names, _text_group, np.int64)
-    return inst, own, covered
+    return ChipInstances(inst, exposure)
+
+
+def _texts(codes: np.ndarray, texts: np.ndarray) -> pd.Categorical:
+    """Codes (n,) into ``texts`` (-1 its last) as a categorical (a worker's result pickles as codes, not
+    as strings), each text a category once."""
+    remap, unique = pd.factorize(pd.Index(texts, dtype=object))
+    return pd.Categorical.from_codes(remap[codes], categories=unique, validate=False)
 
 
 def _chip_order(chip: np.ndarray, start: np.ndarray) -> np.ndarray:
@@ -378,7 +467,18 @@ def _groups(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
     """Group codes (n,) of the rows of ``frame`` by ``columns``, by first appearance (missing values a
     group of their own): as ``groupby(columns, sort=False)`` groups, through one int64 key, where pandas'
     own grouping by several columns takes ten times longer on a million rows."""
-    return pd.factorize(packed_key([pd.factorize(frame[c])[0] for c in columns]))[0]
+    return pd.factorize(packed_key([_codes(frame[c]) for c in columns]))[0]
+
+
+def _codes(column: pd.Series) -> np.ndarray:
+    """A column as ints >= -1 that are equal where its values are: a categorical's codes, ints >= -1 as they
+    are (steps, devices, ranks, counts), else its values factorized."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy()
+    values = column.to_numpy()
+    if values.dtype.kind in "iu" and values.size and values.min() >= -1 and values.max() < 2**62:
+        return values
+    return pd.factorize(column)[0]
 
 
 def _op_codes(hlo: tuple[np.ndarray, np.ndarray], name: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -475,11 +575,13 @@ def stragglers(inst: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
 
 
 def analyse(events: pd.DataFrame, spans: pd.DataFrame | None = None) -> dict:
-    """``instances``, ``ops`` (``by_op``) and ``steps`` (``stragglers``) of an events frame, and
-    ``chip_steps``: how many (chip, step) spans its breakdown measured (``spans``: that breakdown, where
-    the caller has it)."""
-    inst = instances(events)
-    spans = breakdown.breakdown(events) if spans is None else spans
+    """``tables`` of an events frame's ``instances`` (``spans``: its breakdown, where the caller has it)."""
+    return tables(instances(events), breakdown.breakdown(events) if spans is None else spans)
+
+
+def tables(inst: pd.DataFrame, spans: pd.DataFrame) -> dict:
+    """``instances``, ``ops`` (``by_op``) and ``steps`` (``stragglers``) of the instances of traces whose
+    breakdown is ``spans``, and ``chip_steps``: how many (chip, step) spans that breakdown measured."""
     return {"instances": inst, "ops": by_op(inst), "steps": stragglers(inst, spans), "chip_steps": len(spans)}
 
 

@@ -1,11 +1,13 @@
 """Per-chip analyses of large XSpaces one plane at a time, in worker processes: the breakdown, the diff's
-device time and the tail, as ``breakdown(load(...))``, ``diff(load(...), load(...))`` and ``tail``'s
-functions give them, without one process holding and sweeping every chip's events.
+device time, the tail and the collectives, as ``breakdown(load(...))``, ``diff(load(...), load(...))``,
+``tail``'s functions and ``collectives.analyse(load(...))`` give them, without one process holding and
+sweeping every chip's events.
 
 A chip's figures read only its own ops and the step markers that hold for it, and on a TPU profile both
 sit on the chip's plane (``XLA Ops`` and ``Steps``). So each plane is read, classified and measured by
 itself, one process per core, and the parent only combines the results (breakdown rows stacked, the
-diff's sums added, the tail picked from each chip's last ops); a file of small planes (one host's share
+diff's sums added, the tail picked from each chip's last ops, each chip's collective instances matched
+across the chips: ``collectives.matched``); a file of small planes (one host's share
 of a big job's profile) is one task, read whole. Planes cross only where a chip has no markers of its own
 and its host has step annotations, where the host plane runs ops of a device another plane has, or where
 a rank's traces are in several files; those, a ``--steps`` pattern, Kineto files,
@@ -22,10 +24,11 @@ from typing import Callable, NamedTuple
 import numpy as np
 import pandas as pd
 
+from perfkit.common.workers import Handover, usable_cores
 from perfkit.common.workers import pool as worker_pool
-from perfkit.common.workers import usable_cores
 from perfkit.errors import BadInput
 from perfkit.trace import breakdown as breakdowns
+from perfkit.trace import collectives as collective_instances
 from perfkit.trace import diff as diffs
 from perfkit.trace import tail as tails
 from perfkit.trace import events, timeline, xplane
@@ -57,22 +60,22 @@ class _Task(NamedTuple):
     columns: tuple[str, ...]         # the events columns it reads
 
 
-def _plane(task: _Task) -> _Plane | None:
-    """One plane (or a file of small planes) read and analysed by itself; None where the readers refuse
-    it (the caller then reads the files together, which says why)."""
+def _plane(task: _Task) -> Handover:
+    """One plane (or a file of small planes) read and analysed by itself (a ``_Plane``); None where the
+    readers refuse it (the caller then reads the files together, which says why)."""
     job = task.jobs[0]
     try:
         raw = xplane.read_planes(task.jobs, task.metadata, task.rank, task.host)
         if raw is None:
-            return _Plane(job.file, job.start, None, None, np.zeros(0, np.int32), np.zeros(0, np.int32))
+            return Handover(_Plane(job.file, job.start, None, None, np.zeros(0, np.int32), np.zeros(0, np.int32)))
         frame = events.frame(raw, None, 0, events.wanted_columns(task.columns))
     except BadInput:
-        return None
+        return Handover(None)
     category, device = frame["category"].cat, frame["device"].to_numpy()
     codes = category.codes.to_numpy()
     markers = np.unique(device[codes == category.categories.get_loc("step")])
     op_devices = np.unique(device[events.is_device_op(frame)])
-    return _Plane(job.file, job.start, raw.origin_ns, task.analysis(frame), markers, op_devices)
+    return Handover(_Plane(job.file, job.start, raw.origin_ns, task.analysis(frame), markers, op_devices))
 
 
 def _bytes(jobs: list[xplane.PlaneJob]) -> int:
@@ -126,7 +129,7 @@ def _apart(paths: list[str | Path], step_pattern: str | None, window: str, worke
         return None
     tasks.sort(key=lambda t: -_bytes(t.jobs))  # the largest first: the workers finish together
     with worker_pool(min(workers, len(tasks))) as pool:
-        results = pool.map(_plane, tasks, chunksize=1)
+        results = [handed.take() for handed in pool.map(_plane, tasks, chunksize=1)]
     if any(r is None for r in results):
         return None
     results.sort(key=lambda r: (r.file, r.offset))
@@ -140,6 +143,20 @@ def _apart(paths: list[str | Path], step_pattern: str | None, window: str, worke
     return planes, sorted({_steps_from(file_planes) for file_planes in by_file})
 
 
+def _shifts(planes: list[_Plane]) -> list[int]:
+    """Each plane's times (from its own origin) to add for the files' one origin, ps."""
+    origin = min(p.origin_ns for p in planes)
+    return [(p.origin_ns - origin) * 1000 for p in planes]
+
+
+def _stacked(rows: list[pd.DataFrame], shifts: list[int]) -> pd.DataFrame | None:
+    """Breakdown rows of planes analysed apart as those of the files read together; None without any."""
+    parts = [r.assign(start_ps=r["start_ps"] + shift) for r, shift in zip(rows, shifts) if len(r)]
+    if not parts:  # (no device ops: read together, for the command to say so)
+        return None
+    return pd.concat(parts, ignore_index=True).sort_values(["rank", "device", "step"], kind="stable", ignore_index=True)
+
+
 def breakdown_traces(paths: list[str | Path], step_pattern: str | None = None, window: str = "step",
                      workers: int | None = None) -> tuple[pd.DataFrame, list[str]]:
     """``breakdown.breakdown`` of the traces at ``paths`` and the events' ``steps_from``: from their planes
@@ -149,14 +166,32 @@ def breakdown_traces(paths: list[str | Path], step_pattern: str | None = None, w
                    timeline.COLUMNS)
     if apart is not None:
         planes, steps_from = apart
-        origin = min(p.origin_ns for p in planes)
-        parts = [p.result.assign(start_ps=p.result["start_ps"] + (p.origin_ns - origin) * 1000)
-                 for p in planes if len(p.result)]
-        if parts:  # (none: read together, for the command to say there are no device ops)
-            rows = pd.concat(parts, ignore_index=True)
-            return rows.sort_values(["rank", "device", "step"], kind="stable", ignore_index=True), steps_from
+        rows = _stacked([p.result for p in planes], _shifts(planes))
+        if rows is not None:
+            return rows, steps_from
     frame = events.load(list(paths), step_pattern, workers, breakdowns.EVENT_COLUMNS)
     return breakdowns.breakdown(frame, window), frame.attrs["steps_from"]
+
+
+def _collectives(frame: pd.DataFrame) -> tuple[pd.DataFrame, collective_instances.ChipInstances]:
+    return breakdowns.breakdown(frame), collective_instances.chip_instances(frame)
+
+
+def collectives_traces(paths: list[str | Path], step_pattern: str | None = None, workers: int | None = None
+                       ) -> tuple[dict, list[str]]:
+    """``collectives.analyse`` of the traces at ``paths`` and the events' ``steps_from``: from each plane's
+    breakdown and chip instances (``collectives.chip_instances``), stacked and matched across chips,
+    where planes apart give the same, else from all events read together."""
+    apart = _apart(paths, step_pattern, "step", workers, _collectives, collective_instances.EVENT_COLUMNS)
+    if apart is not None:
+        planes, steps_from = apart
+        shifts = _shifts(planes)
+        rows = _stacked([p.result[0] for p in planes], shifts)
+        if rows is not None:
+            found = collective_instances.stack([(p.result[1], shift) for p, shift in zip(planes, shifts)])
+            return collective_instances.tables(collective_instances.matched(found), rows), steps_from
+    frame = events.load(list(paths), step_pattern, workers, collective_instances.EVENT_COLUMNS)
+    return collective_instances.analyse(frame), frame.attrs["steps_from"]
 
 
 def _per_key(paths: list[str | Path], by: str, step_pattern: str | None, window: str, workers: int | None

@@ -252,6 +252,50 @@ def test_pairs_oldest_first_as_the_rule_reads(seed):
     assert collectives._pairs(chip, role, kind, op, np.full(n, -1)).tolist() == expected.tolist()
 
 
+def _random_chips(rng, chips: int, span: int):
+    """Compute ops on two lines of each chip (each line's ops apart; one op nested in another on line 0)
+    and one collective instance per chip: its start op [a1, b1) and done op [a2, b2), a2 >= b1."""
+    chip, line, start, end = [], [], [], []
+    for c in range(chips):
+        for ln in (0, 1):
+            cuts = np.sort(rng.choice(np.arange(span), 2 * int(rng.integers(1, 6)), replace=False))
+            for a, b in cuts.reshape(-1, 2):
+                chip.append(c), line.append(ln), start.append(a), end.append(b)
+                if ln == 0 and b - a > 4 and rng.random() < 0.5:  # a child inside: still compute
+                    chip.append(c), line.append(ln), start.append(a + 1), end.append(b - 1)
+    own = np.sort(rng.integers(0, span, (chips, 4)), axis=1)  # a1 <= b1 <= a2 <= b2 per chip
+    return tuple(map(np.array, (chip, line, start, end))), own
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_exposed_time_until_any_instant_by_brute_force(seed):
+    """The waits' exposed time from an instance's start to an instant (its points, ``_exposure``, read at
+    the instant) against a per-picosecond timeline: each own op's instants before then that no compute
+    op of its chip covers; on random compute ops (some nested) and instants inside, between and after the
+    own ops."""
+    rng = np.random.default_rng(seed)
+    chips, span = int(rng.integers(1, 4)), 120
+    (chip, line, start, end), own = _random_chips(rng, chips, span)
+    compute = np.ones(chip.size + 2 * chips, bool)
+    compute[chip.size:] = False  # the collective's own ops (line 2) are device ops too
+    chip = np.concatenate([chip, np.repeat(np.arange(chips), 2)])
+    line = np.concatenate([line, np.full(2 * chips, 2)])
+    start, end = np.concatenate([start, own[:, [0, 2]].ravel()]), np.concatenate([end, own[:, [1, 3]].ravel()])
+    order = np.lexsort((start, line, chip))  # as the device ops come: by chip and line, then start
+    chip, line, start, end, compute = chip[order], line[order], start[order], end[order], compute[order]
+    coverage = collectives._Coverage(chip, start, end, line, compute)
+    until = own[:, 0] + rng.integers(0, span, chips)
+    segments = [(own[:, 0], own[:, 1]), (own[:, 2], own[:, 3])]
+    points = collectives._exposure(segments, np.arange(chips), coverage)
+    got = collectives._exposed_until(points, chips, until)
+    covered = np.zeros((chips, 2 * span + 1), bool)
+    for c, a, b in zip(chip[compute], start[compute], end[compute]):
+        covered[c, a:b] = True
+    expected = [sum(int((~covered[c, a[c]:min(b[c], until[c])]).sum()) for a, b in segments if until[c] > a[c])
+                for c in range(chips)]
+    assert got.tolist() == expected
+
+
 # HTA 0.5.0 (its own venv), `TraceAnalysis(trace_dir=<rank-0 and rank-1 of ../shared/fixtures/kineto>,
 # include_last_profiler_step=True).get_potential_stragglers(profiler_steps=[s], num_candidates=1)`:
 # step 551 -> [1], step 552 -> [1] (HTA ranks by the normalized start of significant NCCL kernels).

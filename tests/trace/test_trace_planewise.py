@@ -1,7 +1,8 @@
 """``perfkit.trace.planewise``: planes analysed apart in worker processes give the breakdown rows, the diff
-tables and the tail of the files read together (``breakdown(load(...))``, ``diff(load(...), load(...))``,
-``tail.chips(load(...))``: the path every other test checks against HTA, xprof and hand-made cases), and
-where they would not, the files are read together."""
+tables, the tail and the collectives of the files read together (``breakdown(load(...))``,
+``diff(load(...), load(...))``, ``tail.chips(load(...))``, ``collectives.analyse(load(...))``: the path
+every other test checks against HTA, xprof and hand-made cases), and where they would not, the files are
+read together."""
 
 import shutil
 
@@ -11,7 +12,7 @@ from click.testing import CliRunner
 
 from perfkit.cli import cli
 from perfkit.errors import BadInput
-from perfkit.trace import breakdown, diff, events, planewise, tail, xplane
+from perfkit.trace import breakdown, collectives, diff, events, planewise, tail, xplane
 from perfkit.trace.synthetic import FINGERPRINT, Uint64, XSpaceWriter, tpu_profile
 
 pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # JAX's, where other tests imported it
@@ -71,6 +72,7 @@ def test_planes_apart_give_the_rows_of_the_files_read_together(tmp_path, monkeyp
     by_op = diff.diff(*(events.load(p, workers=1) for p in (paths[:1], paths)), "op", window)
     whole = events.load(paths, workers=1)
     chips, last = tail.chips(whole), tail.last_ops(whole, 3)
+    comms = collectives.analyse(whole)
     monkeypatch.setattr(events, "load", together)
     apart, apart_from = planewise.breakdown_traces(paths, window=window)
     pd.testing.assert_frame_equal(apart, rows)
@@ -80,6 +82,12 @@ def test_planes_apart_give_the_rows_of_the_files_read_together(tmp_path, monkeyp
     apart_chips, apart_last = planewise.tail_traces(paths, 3)  # (categories merged in another order)
     pd.testing.assert_frame_equal(apart_chips, chips, check_categorical=False)
     pd.testing.assert_frame_equal(apart_last, last, check_categorical=False)
+    apart_comms, comms_from = planewise.collectives_traces(paths)
+    for table in ("instances", "ops", "steps"):
+        pd.testing.assert_frame_equal(apart_comms[table], comms[table])
+    assert apart_comms["chip_steps"] == comms["chip_steps"] and comms_from == whole.attrs["steps_from"]
+    assert len(comms["instances"]) == {"4 TPU chips with Steps lines": 4 * 3 * 3, "1 TPU chip, no markers": 3 * 3,
+                                       "3 hosts of 2 chips": 3 * 2 * 2 * 3, "8 MI300 GPUs (real)": 0}[profile]
     chips = {"4 TPU chips with Steps lines": 4, "1 TPU chip, no markers": 1, "3 hosts of 2 chips": 2,
              "8 MI300 GPUs (real)": 8}[profile]
     assert len(rows) > 0 and rows["device"].nunique() == chips
@@ -161,6 +169,25 @@ def _hang(path):
     return space.save(path)
 
 
+def test_collectives_apart_match_across_planes(tmp_path, monkeypatch, forking):
+    """Each chip's plane apart, its collective instances are matched with the other planes' as in the file
+    read together: trace_builders.straggler_trace's hand-worked waits, skews and late chips (4 chips, a
+    plane each, the planted late chip's waits inside the others' collectives)."""
+    from trace_builders import STRAGGLER_EXPECTED, U, straggler_trace
+
+    path = straggler_trace(tmp_path / "s.xplane.pb")
+    whole = collectives.analyse(events.load([path], workers=1))
+    monkeypatch.setattr(events, "load", lambda *args, **kwargs: pytest.fail("read together"))
+    found, steps_from = planewise.collectives_traces([path])
+    for table in ("instances", "ops", "steps"):
+        pd.testing.assert_frame_equal(found[table], whole[table])
+    inst = found["instances"]
+    times = ("time_ps", "exposed_ps", "hidden_ps", "wait_ps", "transfer_ps")
+    got = {(r.step, r.op, r.device): tuple(getattr(r, c) // U for c in times) for r in inst.itertuples()}
+    assert got == STRAGGLER_EXPECTED and inst["device"].nunique() == 4 and steps_from == ["Steps line"]
+    assert found["steps"]["device"].tolist() == [3, 1]  # the late chip of each step
+
+
 def test_a_chip_stopping_long_before_the_others_is_read_together(tmp_path, forking):
     """The first stop (100 us) is long before the others' last eighth: what they were in then (the fusion
     100-110 us) is not among each plane's candidates, so the planes are read together."""
@@ -190,7 +217,8 @@ def test_the_command_prints_the_same_either_way(tmp_path, monkeypatch, forking):
     a = str(tpu_profile(tmp_path / "a.xplane.pb", chips=4, steps=3))
     b = str(tpu_profile(tmp_path / "b.xplane.pb", chips=2, steps=2))
     commands = [["trace", "breakdown", "--json", a, b], ["trace", "diff", a, b], ["trace", "diff", "--json", a, b],
-                ["trace", "tail", a, b], ["trace", "tail", "--json", "-n", "2", a, b]]
+                ["trace", "tail", a, b], ["trace", "tail", "--json", "-n", "2", a, b], ["trace", "collectives", a, b],
+                ["trace", "collectives", "--json", a, b]]
     apart = [CliRunner().invoke(cli, c) for c in commands]
     monkeypatch.setattr(planewise, "_apart", lambda *args: None)
     together = [CliRunner().invoke(cli, c) for c in commands]
