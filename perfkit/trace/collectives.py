@@ -338,9 +338,9 @@ def instances(events: pd.DataFrame) -> pd.DataFrame:
     """One row per collective instance and chip (``INSTANCE_COLUMNS``; the module docstring says what
     each is): ``last`` is True for the chip that arrived strictly last; ``skew_ps``, ``wait_ps``,
     ``transfer_ps`` need the instance on two or more chips of one clock (else ``chips`` is 1, skew 0,
-    wait 0); ``bytes`` is NaN where the buffer or the group size is unknown. Texts (kinds, names, shapes)
-    are worked on once per distinct value, rows as codes: a production profile has millions of collective
-    ops and a few hundred names."""
+    wait 0); ``bytes`` is NaN where the buffer or the group size is unknown; ``op`` and ``kind`` are
+    categoricals. Texts (kinds, names, shapes) are worked on once per distinct value, rows as codes: a
+    production profile has millions of collective ops and a few hundred names."""
     return matched(chip_instances(events), _kineto_messages(events.attrs.get("files", [])))
 
 
@@ -352,7 +352,7 @@ def matched(found: ChipInstances, messages: dict[str, tuple] | None = None) -> p
         return pd.DataFrame(columns=INSTANCE_COLUMNS)
     a1 = inst["start_ps"].to_numpy()
     inst["time_ps"] = inst["end_ps"] - inst["start_ps"]
-    if messages:  # their kernels' kinds replace some
+    if messages:  # their kernels' kinds replace some, as text
         inst["kind"] = inst["kind"].astype(object)
     _attach_messages(inst, messages)
     inst["domain"] = _domains(inst, messages)
@@ -373,7 +373,7 @@ def matched(found: ChipInstances, messages: dict[str, tuple] | None = None) -> p
     each = _first(sends)  # _sent once per (kind, buffer, group)
     sent = [_sent(*key) for key in zip(*(inst[k].to_numpy()[each].tolist() for k in ("kind", "buffer", "group")))]
     inst["bytes"] = np.array(sent, np.float64)[sends]
-    inst["op"], inst["kind"] = inst["op"].astype(object), inst["kind"].astype(object)  # the texts, as before
+    inst["kind"] = inst["kind"].astype("category")  # again, where Kineto kernels' kinds came in as text
     return inst[INSTANCE_COLUMNS].sort_values(["domain", "step", "start_ps", "rank", "device"], kind="stable",
                                               ignore_index=True)
 
@@ -384,20 +384,24 @@ def stack(parts: list[tuple[ChipInstances, int]]) -> ChipInstances:
     parts = [(p, shift) for p, shift in parts if len(p.rows)]
     if not parts:
         return ChipInstances(pd.DataFrame(), np.zeros((3, 0), np.int64))
-    rows, points, offset = [], [], 0
-    for p, shift in parts:
-        rows.append(p.rows.assign(start_ps=p.rows["start_ps"] + shift, end_ps=p.rows["end_ps"] + shift))
-        points.append(p.exposure + np.array([[2 * offset], [shift], [0]]))
-        offset += len(p.rows)
+    rows = [p.rows for p, _ in parts]
     columns = {c: (union_categoricals([r[c] for r in rows]) if isinstance(rows[0][c].dtype, pd.CategoricalDtype)
                    else pd.concat([r[c] for r in rows], ignore_index=True).array) for c in rows[0].columns}
-    return ChipInstances(pd.DataFrame(columns, copy=False), np.concatenate(points, axis=1))
+    shifts = np.array([shift for _, shift in parts], np.int64)
+    row_shift = np.repeat(shifts, [len(r) for r in rows])
+    for column in ("start_ps", "end_ps"):
+        columns[column] = columns[column] + row_shift
+    points = np.concatenate([p.exposure for p, _ in parts], axis=1)  # a new array: shifted in place
+    counts = [p.exposure.shape[1] for p, _ in parts]
+    first_row = np.cumsum([0] + [len(r) for r in rows[:-1]])
+    points[0] += np.repeat(2 * first_row, counts)  # segments of the stacked rows
+    points[1] += np.repeat(shifts, counts)
+    return ChipInstances(pd.DataFrame(columns, copy=False), points)
 
 
 def chip_instances(events: pd.DataFrame) -> ChipInstances:
-    """Each collective instance on each chip as its chip's ops give it (``INSTANCE_COLUMNS`` up to
-    ``hidden_ps`` / ``exposed_ps``, with the chip, op and kind codes, buffer and group) and the points of
-    its exposed time (``_exposure``), for the waits; no rows without collective ops. The chip's
+    """Each collective instance on each chip as its chip's ops give it (``ChipInstances.rows``) and the
+    points of its exposed time (``_exposure``), for the waits; no rows without collective ops. The chip's
     temporaries (codes of every device and collective op) end here."""
     dev = np.flatnonzero(is_device_op(events) & (events["dur_ps"].to_numpy() > 0))  # device ops taking time
     # by first appearance; the ranks and devices of every op only for this key (not kept: 96 MB on 6M ops)

@@ -189,6 +189,7 @@ def collectives_traces(paths: list[str | Path], step_pattern: str | None = None,
         rows = _stacked([p.result[0] for p in planes], shifts)
         if rows is not None:
             found = collective_instances.stack([(p.result[1], shift) for p, shift in zip(planes, shifts)])
+            del planes, apart  # the workers' results, stacked: their memory freed before the matching's
             return collective_instances.tables(collective_instances.matched(found), rows), steps_from
     frame = events.load(list(paths), step_pattern, workers, collective_instances.EVENT_COLUMNS)
     return collective_instances.analyse(frame), frame.attrs["steps_from"]
