@@ -11,8 +11,8 @@ across the chips: ``collectives.matched``); a file of small planes (one host's s
 of a big job's profile) is one task, read whole. Planes cross only where a chip has no markers of its own
 and its host has step annotations, where the host plane runs ops of a device another plane has, or where
 a rank's traces are in several files; those, a ``--steps`` pattern, Kineto files,
-files too small to pay for workers, anything the readers refuse and a first stop before a chip's last
-ops (the tail) are read together instead (``events.load``), which also says what is wrong with a bad file.
+files too small to pay for workers, anything the readers or an analysis refuse and a first stop before a
+chip's last ops (the tail) are read together instead (``events.load``), which also says what is wrong with a bad file.
 """
 
 from __future__ import annotations
@@ -69,13 +69,14 @@ def _plane(task: _Task) -> Handover:
         if raw is None:
             return Handover(_Plane(job.file, job.start, None, None, np.zeros(0, np.int32), np.zeros(0, np.int32)))
         frame = events.frame(raw, None, 0, events.wanted_columns(task.columns))
+        result = task.analysis(frame)
     except BadInput:
         return Handover(None)
     category, device = frame["category"].cat, frame["device"].to_numpy()
     codes = category.codes.to_numpy()
     markers = np.unique(device[codes == category.categories.get_loc("step")])
     op_devices = np.unique(device[events.is_device_op(frame)])
-    return Handover(_Plane(job.file, job.start, raw.origin_ns, task.analysis(frame), markers, op_devices))
+    return Handover(_Plane(job.file, job.start, raw.origin_ns, result, markers, op_devices))
 
 
 def _bytes(jobs: list[xplane.PlaneJob]) -> int:
@@ -193,6 +194,35 @@ def collectives_traces(paths: list[str | Path], step_pattern: str | None = None,
             return collective_instances.tables(collective_instances.matched(found), rows), steps_from
     frame = events.load(list(paths), step_pattern, workers, collective_instances.EVENT_COLUMNS)
     return collective_instances.analyse(frame), frame.attrs["steps_from"]
+
+
+def _trial(frame: pd.DataFrame) -> tuple[pd.DataFrame, tuple[pd.DataFrame, int], collective_instances.ChipInstances]:
+    laid = timeline.layout(frame)  # one sweep for the breakdown and the op table
+    return (breakdowns.breakdown(frame, layout=laid), diffs.op_time(frame, "kind", layout=laid),
+            collective_instances.chip_instances(frame))
+
+
+TRIAL_COLUMNS = tuple(dict.fromkeys(collective_instances.EVENT_COLUMNS + diffs.EVENT_COLUMNS["kind"]))
+
+
+def trial_apart(paths: list[str | Path], workers: int | None = None
+                ) -> tuple[pd.DataFrame, pd.DataFrame, dict, list[str]] | None:
+    """What a run's summary takes from one trial's traces, from their planes analysed apart: the breakdown
+    rows, the op table (``diff.per_step`` by kind), ``collectives.analyse`` and the events' ``steps_from``;
+    None where planes apart would not give what the traces read together give (the caller reads them so)."""
+    apart = _apart(paths, None, "step", workers, _trial, TRIAL_COLUMNS)
+    if apart is None:
+        return None
+    planes, steps_from = apart
+    shifts = _shifts(planes)
+    rows = _stacked([p.result[0] for p in planes], shifts)
+    sums = [p.result[1] for p in planes if p.result[1][1]]
+    if rows is None or not sums:  # no device ops: read together, for the summary to say so
+        return None
+    table = diffs.per_key(pd.concat([groups for groups, _ in sums], ignore_index=True), sum(n for _, n in sums))
+    found = collective_instances.stack([(p.result[2], shift) for p, shift in zip(planes, shifts)])
+    del planes, apart  # the workers' results, stacked: their memory freed before the matching's
+    return rows, table, collective_instances.tables(collective_instances.matched(found), rows), steps_from
 
 
 def _per_key(paths: list[str | Path], by: str, step_pattern: str | None, window: str, workers: int | None

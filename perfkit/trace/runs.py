@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from perfkit.errors import BadInput
-from perfkit.trace import breakdown, collectives, diff, events, timeline
+from perfkit.trace import breakdown, collectives, diff, events, planewise, timeline
 
 PS_PER_MS = 1e9
 TOP_DELTAS = 8
@@ -33,7 +33,15 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict]:
     traces loaded once for all three."""
     rows, tables, sources, analysed, failed = [], [], set(), [], None
     for folder in folders:  # one trial at a time: its ranks' traces belong together, trials do not
-        ev = events.load(sorted(folder.glob("rank*/trace")))
+        paths = sorted(folder.glob("rank*/trace"))
+        apart = planewise.trial_apart(paths)  # big XSpaces: a plane per worker
+        if apart is not None:
+            rows.append(apart[0])
+            tables.append(apart[1])
+            analysed.append((folder.name, apart[2]))
+            sources.update(apart[3])
+            continue
+        ev = events.load(paths)
         sources.update(ev.attrs["steps_from"])
         laid = timeline.layout(ev)  # the ops in their steps, once for the breakdown and the op table
         rows.append(breakdown.breakdown(ev, layout=laid))

@@ -188,6 +188,64 @@ def test_collectives_apart_match_across_planes(tmp_path, monkeypatch, forking):
     assert found["steps"]["device"].tolist() == [3, 1]  # the late chip of each step
 
 
+def _two_clocks(path):
+    """2 TPU chips, step [0, 100) us each; chip c: fusion.1 [5, 45 + 10c), all-gather-done.1 [50 + 10c, 70)
+    (times from the first line of the file); chip 1's plane counts its lines from 20 us later."""
+    space = XSpaceWriter("h")
+    space.program(FINGERPRINT, "jit_step", [("fusion.1", "fusion", "f32[8]"), ("all-gather-done.1", "all-gather-done",
+                                                                                "f32[8]")])
+    for chip in range(2):
+        plane = space.plane(f"/device:TPU:{chip}")
+        base_ns = 10 + 20_000 * chip
+        back = 20 * US * chip  # the plane's own clock
+        plane.line("Steps", base_ns).event(plane.op("0"), 0 - back, 100 * US)
+        ops = plane.line("XLA Ops", base_ns)
+        ops.event(plane.op("fusion.1", program_id=Uint64(FINGERPRINT), hlo_category="convolution fusion"),
+                  5 * US - back, (40 + 10 * chip) * US)
+        ops.event(plane.op("all-gather-done.1", program_id=Uint64(FINGERPRINT), hlo_category="all-gather"),
+                  (50 + 10 * chip) * US - back, (20 - 10 * chip) * US)
+    return space.save(path)
+
+
+def test_collectives_apart_on_planes_of_their_own_clocks(tmp_path, monkeypatch, forking):
+    """Planes whose lines count from different instants: the instances are matched on the file's one clock.
+    By hand: chip 0 arrives at 50 us, chip 1 at 60; skew 10; chip 0 waits 10 of its 20 exposed us."""
+    path = _two_clocks(tmp_path / "c.xplane.pb")
+    whole = collectives.analyse(events.load([path], workers=1))
+    monkeypatch.setattr(events, "load", lambda *args, **kwargs: pytest.fail("read together"))
+    found, _ = planewise.collectives_traces([path])
+    for table in ("instances", "ops", "steps"):
+        pd.testing.assert_frame_equal(found[table], whole[table])
+    inst = found["instances"]
+    got = [(r.device, r.start_ps // US, r.skew_ps // US, r.last, r.wait_ps // US, r.transfer_ps // US)
+           for r in inst.itertuples()]
+    assert got == [(0, 50, 10, False, 10, 10), (1, 60, 10, True, 0, 10)]
+
+
+def test_a_run_summary_from_planes_apart(tmp_path, monkeypatch, forking):
+    """A run's trace summary (breakdown parts, op deltas, collectives) from each trial's planes apart, as
+    from its traces read together: two variants, a trial each of two rank processes (a's: the 4 chips of
+    trace_builders.straggler_trace, whose chips differ; b's: 2 TPU chips of tpu_profile)."""
+    from trace_builders import straggler_trace
+
+    from perfkit.trace import runs
+
+    trials = []
+    for index, variant in enumerate("ab"):
+        for rank in range(2):
+            path = tmp_path / f"trials/{index:02d}-{variant}/rank{rank}/trace/h.xplane.pb"
+            path.parent.mkdir(parents=True)
+            straggler_trace(path) if variant == "a" else tpu_profile(path, chips=2, steps=3)
+        trials.append({"index": index, "variant": variant, "status": "ok", "dir": f"trials/{index:02d}-{variant}"})
+    apart = [planewise.trial_apart(sorted((tmp_path / t["dir"]).glob("rank*/trace"))) for t in trials]
+    assert all(a is not None for a in apart)
+    got = runs.summarize(tmp_path, trials, ["a", "b"])
+    monkeypatch.setattr(planewise, "trial_apart", lambda *args: None)
+    together = runs.summarize(tmp_path, trials, ["a", "b"])
+    assert got == together
+    assert got["variants"]["b"]["chip_steps"] == 2 * 2 * 3 and got["collectives"]["b"]["kinds"]
+
+
 def test_a_chip_stopping_long_before_the_others_is_read_together(tmp_path, forking):
     """The first stop (100 us) is long before the others' last eighth: what they were in then (the fusion
     100-110 us) is not among each plane's candidates, so the planes are read together."""
