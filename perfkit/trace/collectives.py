@@ -286,12 +286,13 @@ class ChipInstances(NamedTuple):
     exposure: np.ndarray  # (3, k) int64: the instances' exposed time, as ``_exposure`` gives it
 
 
-def _exposure(own: list[tuple[np.ndarray, np.ndarray]], chip: np.ndarray, coverage: _Coverage) -> np.ndarray:
+def _exposure(own: list[tuple[np.ndarray, np.ndarray]], chip: np.ndarray, coverage: _Coverage
+              ) -> tuple[np.ndarray, np.ndarray]:
     """Each instance's exposed time from its start to any instant, as points (3, k) int64: segment (2 x its
     row + which of its own ops), instant, and that op's time not under compute from its start to then;
     per segment its start, the instants inside where compute may start or stop, and its end, so that
-    between two points the exposed time grows at a constant rate (0 or 1). ``own``: the instances' two own
-    ops (start, end); empty ones have no points."""
+    between two points the exposed time grows at a constant rate (0 or 1). And (n,) int64 each instance's
+    exposed time in all. ``own``: the instances' two own ops (start, end); empty ones have no points."""
     a = np.stack([own[0][0], own[1][0]], 1).ravel()
     b = np.stack([own[0][1], own[1][1]], 1).ravel()
     c = np.repeat(chip, 2)
@@ -303,13 +304,18 @@ def _exposure(own: list[tuple[np.ndarray, np.ndarray]], chip: np.ndarray, covera
     points = np.empty((3, int(count.sum())), np.int64)
     points[0] = np.repeat(segment, count)
     last = first + count - 1
+    exposed = b - a - coverage.covered(c, a, b)
     points[1, first], points[1, last] = a, b
-    points[2, first], points[2, last] = 0, b - a - coverage.covered(c, a, b)
+    points[2, first], points[2, last] = 0, exposed
     inner = count - 2
     at = first[query] + 1 + np.arange(query.size) - np.repeat(np.cumsum(inner) - inner, inner)  # after its start
     points[1, at] = inside
     points[2, at] = inside - a[query] - coverage.covered(c[query], a[query], inside)
-    return points
+    total = np.zeros(chip.size, np.int64)
+    for part in (0, 1):  # an instance's two own ops
+        mine = (segment & 1) == part
+        total[segment[mine] >> 1] += exposed[mine]
+    return points, total
 
 
 def _exposed_until(exposure: np.ndarray, count: int, until: np.ndarray) -> np.ndarray:
@@ -442,9 +448,8 @@ def chip_instances(events: pd.DataFrame) -> ChipInstances:
         "name": _texts(name_of[fp], names), "kind": _texts(base[fp], base_text),
         "shape": _texts(text["shape"][0][lp], text["shape"][1]), "start_ps": a1, "end_ps": np.maximum(b1, b2),
     })
-    exposure = _exposure(own, c, coverage)
+    exposure, inst["exposed_ps"] = _exposure(own, c, coverage)
     inst["hidden_ps"] = coverage.covered(c, a1, inst["end_ps"].to_numpy())
-    inst["exposed_ps"] = _exposed_until(exposure, len(inst), inst["end_ps"].to_numpy())
     inst["buffer"] = _per_text(text["shape"][0][lp], text["shape"][1],
                                lambda s: float(shape_bytes(s)) if s else np.nan, np.float64)
     inst["group"] = _per_text(name_of[fp], names, _text_group, np.int64)

@@ -286,7 +286,7 @@ def test_exposed_time_until_any_instant_by_brute_force(seed):
     coverage = collectives._Coverage(chip, start, end, line, compute)
     until = own[:, 0] + rng.integers(0, span, chips)
     segments = [(own[:, 0], own[:, 1]), (own[:, 2], own[:, 3])]
-    points = collectives._exposure(segments, np.arange(chips), coverage)
+    points, exposed = collectives._exposure(segments, np.arange(chips), coverage)
     got = collectives._exposed_until(points, chips, until)
     covered = np.zeros((chips, 2 * span + 1), bool)
     for c, a, b in zip(chip[compute], start[compute], end[compute]):
@@ -294,6 +294,7 @@ def test_exposed_time_until_any_instant_by_brute_force(seed):
     expected = [sum(int((~covered[c, a[c]:min(b[c], until[c])]).sum()) for a, b in segments if until[c] > a[c])
                 for c in range(chips)]
     assert got.tolist() == expected
+    assert exposed.tolist() == [sum(int((~covered[c, a[c]:b[c]]).sum()) for a, b in segments) for c in range(chips)]
 
 
 # HTA 0.5.0 (its own venv), `TraceAnalysis(trace_dir=<rank-0 and rank-1 of ../shared/fixtures/kineto>,
