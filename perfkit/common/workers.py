@@ -6,9 +6,9 @@ traceback of its own, also one forked a moment before the Ctrl-C). On Linux a wo
 its parent dies: a SIGTERM or SIGKILL of the command (a CI timeout) must not leave workers reading on,
 their results unread, holding hundreds of MB.
 
-A big result (arrays of tens of MB) comes back through memory the two processes share (``Handover``), not
-through the pool's pipe, whose copies cost 0.3-0.6 s per 64 MB on this 2-core VM (4 x 64 MB: 1.5-2.8 s
-through a pool's pipe, 0.17-0.37 s handed over).
+A big result (arrays of tens of MB) comes back through a memfd the parent reads (``Handover``), not through
+the pool's pipe, whose copies cost 0.3-0.6 s per 64 MB on this 2-core VM (4 x 64 MB: 1.5-2.8 s through a
+pool's pipe, 0.17-0.37 s handed over).
 """
 
 from __future__ import annotations
@@ -63,10 +63,10 @@ def bound_to_parent(parent: int) -> None:
 
 class Handover:
     """An object a worker returns, its buffers (numpy arrays' data) in a memfd of the worker's that the
-    parent maps (copy-on-write: its arrays are writable) instead of copies through the pool's pipe; the
-    pickle of the rest (frames' structure, texts) goes through the pipe. ``take`` it in the parent while
-    the worker still runs (before the pool ends). Where the platform has no memfd or /proc (macOS), the
-    object itself goes through the pipe."""
+    parent reads in one go instead of copies through the pool's pipe; the pickle of the rest (frames'
+    structure, texts) goes through the pipe. ``take`` it in the parent while the worker still runs (before
+    the pool ends). Where the platform has no memfd or /proc (macOS), the object itself goes through the
+    pipe."""
 
     def __init__(self, obj: object):
         self.obj, self.head, self.sizes, self.where = obj, b"", [], None
@@ -91,9 +91,11 @@ class Handover:
         if self.where is None:
             return self.obj
         pid, fd = self.where
-        with open(f"/proc/{pid}/fd/{fd}", "rb") as file:
-            shared = mmap.mmap(file.fileno(), max(sum(self.sizes), 1), access=mmap.ACCESS_COPY)
-        view, at, buffers = memoryview(shared), 0, []
+        data = bytearray(sum(self.sizes))  # read in one go (a mapping would hold a descriptor per result)
+        with open(f"/proc/{pid}/fd/{fd}", "rb", buffering=0) as file:
+            if file.readinto(data) != len(data):
+                raise OSError(f"a worker's result is shorter than its {len(data)} bytes")
+        view, at, buffers = memoryview(data), 0, []
         for size in self.sizes:
             buffers.append(view[at:at + size])
             at += size

@@ -61,8 +61,9 @@ class _Task(NamedTuple):
 
 
 def _plane(task: _Task) -> Handover:
-    """One plane (or a file of small planes) read and analysed by itself (a ``_Plane``); None where the
-    readers refuse it (the caller then reads the files together, which says why)."""
+    """One plane (or a file of small planes) read and analysed by itself: its ``_Plane``, handed over (its
+    arrays are tens of MB for the collectives); None where the readers or the analysis refuse it (the
+    caller then reads the files together, which says why)."""
     job = task.jobs[0]
     try:
         raw = xplane.read_planes(task.jobs, task.metadata, task.rank, task.host)
