@@ -213,3 +213,28 @@ def test_text_table_is_pandas_to_string():
                           "s": ["0.417 (45.6%)", "-"], "n": np.array([7, -70000], np.int64)})
     assert text_table(frame) == frame.to_string(index=False)
     assert text_table(frame.iloc[:1, :2]) == frame.iloc[:1, :2].to_string(index=False)
+
+
+def test_a_frame_written_a_chunk_at_a_time_is_the_document_json_writes(monkeypatch, capsys):
+    """``_echo_json`` (the collectives' instances, a chunk of rows at a time) against the standard library's
+    ``json.dumps(indent=1)`` of the same document, on every kind of column the frames hold: ints, program ids
+    above 2**63, nullable ints with gaps, floats with NaN and long fractions, booleans, texts with quotes,
+    escapes and non-ASCII, categoricals with missing values, a column name with a percent sign."""
+    import pandas as pd
+
+    from perfkit.trace import cli as trace_cli
+
+    n = 11
+    frame = pd.DataFrame({
+        "rank": range(n), "program_id": pd.array([2**64 - 1 - i for i in range(n)], dtype="UInt64"),
+        "known": pd.array([i if i % 3 else None for i in range(n)], dtype="UInt64"),
+        "bytes": [float("nan") if i % 4 == 0 else 2 / (i + 1) * 1e6 for i in range(n)],
+        "last": [i % 2 == 0 for i in range(n)], "op": [f'op "{i}" \\ é' for i in range(n)],
+        "kind": pd.Categorical([None if i == 5 else "all-gather" for i in range(n)]), "share %s": range(n)})
+    doc = {"steps_from": ["Steps line"], "ops": [{"step": 0}]}
+    expected = json.dumps({**doc, "instances": trace_cli._json_rows(frame)}, indent=1) + "\n"
+    monkeypatch.setattr(trace_cli, "JSON_CHUNK", 4)  # three chunks
+    trace_cli._echo_json(doc, "instances", frame)
+    assert capsys.readouterr().out == expected
+    trace_cli._echo_json(doc, "instances", frame.iloc[:0])
+    assert capsys.readouterr().out == json.dumps({**doc, "instances": []}, indent=1) + "\n"
