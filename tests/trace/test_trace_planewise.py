@@ -169,18 +169,24 @@ def _hang(path):
     return space.save(path)
 
 
+def _collectives_apart(path, monkeypatch) -> tuple[dict, list[str]]:
+    """``planewise.collectives_traces`` of one file, its planes apart (reading it together fails the test),
+    checked equal to ``collectives.analyse`` of the file read together."""
+    whole = collectives.analyse(events.load([path], workers=1))
+    monkeypatch.setattr(events, "load", lambda *args, **kwargs: pytest.fail("read together"))
+    found, steps_from = planewise.collectives_traces([path])
+    for table in ("instances", "ops", "steps"):
+        pd.testing.assert_frame_equal(found[table], whole[table])
+    return found, steps_from
+
+
 def test_collectives_apart_match_across_planes(tmp_path, monkeypatch, forking):
     """Each chip's plane apart, its collective instances are matched with the other planes' as in the file
     read together: trace_builders.straggler_trace's hand-worked waits, skews and late chips (4 chips, a
     plane each, the planted late chip's waits inside the others' collectives)."""
     from trace_builders import STRAGGLER_EXPECTED, U, straggler_trace
 
-    path = straggler_trace(tmp_path / "s.xplane.pb")
-    whole = collectives.analyse(events.load([path], workers=1))
-    monkeypatch.setattr(events, "load", lambda *args, **kwargs: pytest.fail("read together"))
-    found, steps_from = planewise.collectives_traces([path])
-    for table in ("instances", "ops", "steps"):
-        pd.testing.assert_frame_equal(found[table], whole[table])
+    found, steps_from = _collectives_apart(straggler_trace(tmp_path / "s.xplane.pb"), monkeypatch)
     inst = found["instances"]
     times = ("time_ps", "exposed_ps", "hidden_ps", "wait_ps", "transfer_ps")
     got = {(r.step, r.op, r.device): tuple(getattr(r, c) // U for c in times) for r in inst.itertuples()}
@@ -210,13 +216,7 @@ def _two_clocks(path):
 def test_collectives_apart_on_planes_of_their_own_clocks(tmp_path, monkeypatch, forking):
     """Planes whose lines count from different instants: the instances are matched on the file's one clock.
     By hand: chip 0 arrives at 50 us, chip 1 at 60; skew 10; chip 0 waits 10 of its 20 exposed us."""
-    path = _two_clocks(tmp_path / "c.xplane.pb")
-    whole = collectives.analyse(events.load([path], workers=1))
-    monkeypatch.setattr(events, "load", lambda *args, **kwargs: pytest.fail("read together"))
-    found, _ = planewise.collectives_traces([path])
-    for table in ("instances", "ops", "steps"):
-        pd.testing.assert_frame_equal(found[table], whole[table])
-    inst = found["instances"]
+    inst = _collectives_apart(_two_clocks(tmp_path / "c.xplane.pb"), monkeypatch)[0]["instances"]
     got = [(r.device, r.start_ps // US, r.skew_ps // US, r.last, r.wait_ps // US, r.transfer_ps // US)
            for r in inst.itertuples()]
     assert got == [(0, 50, 10, False, 10, 10), (1, 60, 10, True, 0, 10)]
