@@ -1,8 +1,13 @@
-"""``perfkit.common.workers.Handover``: a worker's big result comes back whole through a memfd the parent
-maps, not through the pool's pipe; where the platform has no memfd, through the pipe as it is."""
+"""``perfkit.common.workers``: a worker's big result comes back whole through a memfd the parent reads, not
+through the pool's pipe (``Handover``; where the platform has no memfd, through the pipe as it is); a worker
+that dies mid-task ends its caller's wait with ``WorkerDied``."""
 
+import functools
+import multiprocessing
 import os
+import signal
 import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -50,3 +55,22 @@ def test_without_memfd_the_object_itself_goes_through_the_pipe(monkeypatch):
     monkeypatch.delattr(os, "memfd_create", raising=False)
     handed = _result(4)
     assert handed.where is None and handed.take()[0] == 4
+
+
+def _dies(n: int, dying: tuple[int, ...]) -> int:
+    if n in dying:
+        os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer ends a worker
+    time.sleep(0.05)
+    return n
+
+
+@pytest.mark.parametrize("dying", [(2,), (2, 3)], ids=["one worker", "both at once"])
+def test_a_worker_killed_mid_task_ends_the_wait_with_one_line(dying):
+    """multiprocessing's pool alone would replace a dead worker and wait for its lost task forever, and its
+    teardown could wait on a lock a dead worker held."""
+    with workers.pool(2) as pool:
+        with pytest.raises(workers.WorkerDied, match="killed by signal 9 before its task was done"):
+            pool.map(functools.partial(_dies, dying=dying), range(6), chunksize=1)
+        with pytest.raises(workers.WorkerDied):  # and the pool, its workers gone, answers so at once
+            pool.result(pool.apply_async(_dies, (0, ())))
+    assert not multiprocessing.active_children()

@@ -4,7 +4,8 @@ A terminal's Ctrl-C reaches the whole process group. A worker is forked with it 
 the parent, which gets it as KeyboardInterrupt, stops its workers itself (each would otherwise print a
 traceback of its own, also one forked a moment before the Ctrl-C). On Linux a worker is also killed when
 its parent dies: a SIGTERM or SIGKILL of the command (a CI timeout) must not leave workers reading on,
-their results unread, holding hundreds of MB.
+their results unread, holding hundreds of MB; and a worker that dies mid-task (the kernel's out-of-memory
+killer) ends the command with one line, not a wait for its lost result.
 
 A big result (arrays of tens of MB) comes back through a memfd the parent reads (``Handover``), not through
 the pool's pipe, whose copies cost 0.3-0.6 s per 64 MB on this 2-core VM (4 x 64 MB: 1.5-2.8 s through a
@@ -24,8 +25,11 @@ import signal
 import sys
 from typing import Iterator
 
+from perfkit.errors import BadInput
+
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
-_HANDED: list[int] = []  # a worker's memfds of results handed over: open until it exits, for its parent to map
+_HANDED: list[int] = []  # a worker's memfds of results handed over: open until it exits, for its parent to read
+_WATCH_S = 0.1  # how often a pool's caller looks whether a worker died while it waits
 
 
 def usable_cores() -> int:
@@ -44,10 +48,51 @@ def forking() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
-def pool(processes: int) -> multiprocessing.pool.Pool:
+class WorkerDied(BadInput):
+    """A forked worker ended before its task did: killed (out of memory, a signal) or crashed."""
+
+
+class Pool(multiprocessing.pool.Pool):
+    """multiprocessing's pool, whose ``map`` and ``result`` (of an ``apply_async``) raise ``WorkerDied`` when
+    a worker dies mid-task, where multiprocessing's would replace the worker, lose its task and wait for
+    it forever."""
+
+    def map(self, func, iterable, chunksize=None):
+        return self.result(self.map_async(func, iterable, chunksize))
+
+    def result(self, pending: multiprocessing.pool.AsyncResult):
+        """``pending.get()``, or ``WorkerDied`` once one of the workers dies before it is ready."""
+        workers = list(self._pool)  # none of them ends before the pool does, but by dying
+        while not pending.ready():
+            pending.wait(_WATCH_S)
+            died = next((w.exitcode for w in workers if w.exitcode is not None), None)
+            if died is not None and not pending.ready():
+                self._end_after_a_death()
+                how = f"killed by signal {-died}" if died < 0 else f"exited with status {died}"
+                raise WorkerDied(f"a worker process was {how} before its task was done"
+                                 + (" (out of memory?)" if died == -signal.SIGKILL else ""))
+        return pending.get()
+
+    def _end_after_a_death(self) -> None:
+        """Every worker killed and no new one started, so that ``terminate`` ends: it takes the task queue's
+        read lock and the result queue's write lock, which a worker that died waiting for a task or sending
+        a result holds forever (and which are plain semaphores: this process may free them)."""
+        self._worker_handler._state = multiprocessing.pool.TERMINATE  # no replacements for the dead
+        for worker in self._pool:
+            worker.kill()
+        for worker in self._pool:
+            worker.join()
+        for lock in (self._inqueue._rlock, self._outqueue._wlock):
+            if lock is None:  # (no write lock where the platform's pipes need none)
+                continue
+            lock.acquire(block=False)  # free or held by a dead worker: taken here either way, then freed
+            lock.release()
+
+
+def pool(processes: int) -> Pool:
     """A pool of ``processes`` forked workers bound to this process."""
     with forking():
-        return multiprocessing.get_context("fork").Pool(processes, bound_to_parent, (os.getpid(),))
+        return Pool(processes, bound_to_parent, (os.getpid(),), context=multiprocessing.get_context("fork"))
 
 
 def bound_to_parent(parent: int) -> None:

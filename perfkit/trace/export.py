@@ -88,7 +88,7 @@ def _write_chunks(file, chunks: range) -> None:
         for k, at in enumerate(chunks):
             while len(ahead) < 2 * (cores - 1) and (nxt := next(theirs, None)) is not None:
                 ahead.append(pool.apply_async(_chunk, (nxt,)))
-            file.write(_chunk(at) if k % cores == 0 else ahead.popleft().get())
+            file.write(_chunk(at) if k % cores == 0 else pool.result(ahead.popleft()))
 
 
 def _chunk(at: int) -> bytes:

@@ -4,7 +4,10 @@ tables, the tail and the collectives of the files read together (``breakdown(loa
 every other test checks against HTA, xprof and hand-made cases), and where they would not, the files are
 read together."""
 
+import multiprocessing
+import os
 import shutil
+import signal
 
 import pandas as pd
 import pytest
@@ -269,6 +272,18 @@ def test_a_plane_refused_in_a_worker_is_read_together(tmp_path, monkeypatch, for
 
     monkeypatch.setattr(xplane, "read_planes", refuse)  # the forked workers inherit it; events.load does not use it
     pd.testing.assert_frame_equal(planewise.breakdown_traces([path])[0], expected)
+
+
+def test_a_worker_killed_mid_plane_ends_the_command_with_one_line(tmp_path, monkeypatch, forking):
+    """The out-of-memory killer's SIGKILL of a worker: one line, exit 2, no worker left (multiprocessing's
+    pool alone would wait for the lost plane forever)."""
+    path = tpu_profile(tmp_path / "t.xplane.pb", chips=4, steps=2)
+    monkeypatch.setattr(xplane, "read_planes", lambda *args: os.kill(os.getpid(), signal.SIGKILL))  # (inherited)
+    for command in ("breakdown", "collectives"):
+        result = CliRunner().invoke(cli, ["trace", command, str(path)])
+        assert result.exit_code == 2 and result.output.strip().splitlines() == [
+            "perfkit: a worker process was killed by signal 9 before its task was done (out of memory?)"]
+    assert not multiprocessing.active_children()
 
 
 def test_the_command_prints_the_same_either_way(tmp_path, monkeypatch, forking):
