@@ -22,7 +22,7 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Hashable, NamedTuple
 
-from perfkit.common.workers import bound_to_parent, forking, usable_cores
+from perfkit.common.workers import WorkerDied, bound_to_parent, forking, usable_cores
 from perfkit.errors import BadInput
 from perfkit.hlo.buffers import (ReceiveBuffer, collectives, read_buffer_assignment, read_total_bytes,
                                  receive_buffers)
@@ -201,8 +201,9 @@ def _answer(conn: Connection):
     """A worker's next message; a worker that failed or vanished is an error here."""
     try:
         status, payload = conn.recv()
-    except EOFError:
-        raise RuntimeError("an hlo parse worker process exited early") from None
+    except EOFError:  # killed (the out-of-memory killer) or crashed: one line, as a dead pool worker gives
+        raise WorkerDied("an hlo parse worker process ended before its task was done (killed? out of memory?)"
+                         ) from None
     if status == "failed":
         raise RuntimeError("an hlo parse worker process failed:\n" + payload)
     return payload

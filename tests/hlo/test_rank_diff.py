@@ -269,12 +269,13 @@ def test_files_are_shared_out_by_size():
     assert load.shares([4, 4, 4], 3) == [[0], [2], [1]]
 
 
-def in_two_workers(folder, keep_bytes=load.KEEP_BYTES):
+def in_two_workers(folder, keep_bytes=load.KEEP_BYTES, prelude=""):
     """compare_ranks in two processes (this one and a worker), in a fresh process: workers are forked, and
-    this one may hold jax's threads (fork is safe only from a single-threaded process, as the CLI is)."""
-    code = ("import json, sys\nfrom perfkit.errors import BadInput\nfrom perfkit.hlo import load\n"
+    this one may hold jax's threads (fork is safe only from a single-threaded process, as the CLI is).
+    ``prelude``: code run there first."""
+    code = ("import json, os, sys\nfrom perfkit.errors import BadInput\nfrom perfkit.hlo import load\n"
             "from perfkit.hlo.diff import compare_ranks\nfrom perfkit.hlo.dumps import resolve\n"
-            f"load.KEEP_BYTES = {keep_bytes}\ntry:\n"
+            f"load.KEEP_BYTES = {keep_bytes}\n{prelude}try:\n"
             "    print(json.dumps(compare_ranks(resolve([sys.argv[1]])[0], workers=2)))\n"
             "except BadInput as exc:\n    print(json.dumps({'path': exc.path, 'reason': exc.reason}))")
     res = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, cwd=REPO,
@@ -342,3 +343,13 @@ def test_parse_workers_end_with_the_command(real_dumps, held_command, stop):
     traceback, also when it comes while the worker is still being set up; a SIGKILL of the command takes its
     parse worker with it."""
     held_command.ends_with_its_workers(HELD_PARSES, ["hlo-diff", str(real_dumps["constant"])], stop, n=1)
+
+
+def test_a_worker_killed_mid_parse_ends_with_one_line(dumps_copy):
+    """The out-of-memory killer's SIGKILL of a parse worker: one line (BadInput's), not a traceback."""
+    folder = dumps_copy("array")
+    rename_everything(folder, 2)  # two distinct files: the worker parses one of them
+    kill = ("here, answers = os.getpid(), load._answers\n"
+            "load._answers = lambda *a: answers(*a) if os.getpid() == here else os.kill(os.getpid(), 9)\n")
+    assert in_two_workers(folder, prelude=kill) == {
+        "path": None, "reason": "an hlo parse worker process ended before its task was done (killed? out of memory?)"}
