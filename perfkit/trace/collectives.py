@@ -285,6 +285,11 @@ class ChipInstances(NamedTuple):
     #                     start_ps, end_ps, hidden_ps, exposed_ps, buffer, group
     exposure: np.ndarray  # (3, k) int64: the instances' exposed time, as ``_exposure`` gives it
 
+    @classmethod
+    def none(cls) -> ChipInstances:
+        """No instances (no collective ops)."""
+        return cls(pd.DataFrame(), np.zeros((3, 0), np.int64))
+
 
 def _exposure(own: list[tuple[np.ndarray, np.ndarray]], chip: np.ndarray, coverage: _Coverage
               ) -> tuple[np.ndarray, np.ndarray]:
@@ -389,7 +394,7 @@ def stack(parts: list[tuple[ChipInstances, int]]) -> ChipInstances:
     moved by its shift (ps: to one origin), in order."""
     parts = [(p, shift) for p, shift in parts if len(p.rows)]
     if not parts:
-        return ChipInstances(pd.DataFrame(), np.zeros((3, 0), np.int64))
+        return ChipInstances.none()
     rows = [p.rows for p, _ in parts]
     columns = {c: (union_categoricals([r[c] for r in rows]) if isinstance(rows[0][c].dtype, pd.CategoricalDtype)
                    else pd.concat([r[c] for r in rows], ignore_index=True).array) for c in rows[0].columns}
@@ -425,7 +430,7 @@ def chip_instances(events: pd.DataFrame) -> ChipInstances:
     op, op_text = _op_codes(text["hlo_op"], text["name"])
     kept = np.flatnonzero(role != _UPDATE)
     if not kept.size:
-        return ChipInstances(pd.DataFrame(), np.zeros((3, 0), np.int64))
+        return ChipInstances.none()
     seq = kept[_chip_order(chip[comm[kept]], start_ps[comm[kept]])]
     name_of, names = text["name"]
     op_index = {t: i for i, t in enumerate(op_text)}
