@@ -14,11 +14,12 @@ pool's pipe, 0.17-0.37 s handed over).
 
 from __future__ import annotations
 
+import concurrent.futures
+import concurrent.futures.process
 import contextlib
 import ctypes
 import mmap
 import multiprocessing
-import multiprocessing.pool
 import os
 import pickle
 import signal
@@ -29,7 +30,6 @@ from perfkit.errors import BadInput
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _HANDED: list[int] = []  # a worker's memfds of results handed over: open until it exits, for its parent to read
-_WATCH_S = 0.1  # how often a pool's caller looks whether a worker died while it waits
 
 
 def usable_cores() -> int:
@@ -52,47 +52,47 @@ class WorkerDied(BadInput):
     """A forked worker ended before its task did: killed (out of memory, a signal) or crashed."""
 
 
-class Pool(multiprocessing.pool.Pool):
-    """multiprocessing's pool, whose ``map`` and ``result`` (of an ``apply_async``) raise ``WorkerDied`` when
-    a worker dies mid-task, where multiprocessing's would replace the worker, lose its task and wait for
-    it forever."""
-
-    def map(self, func, iterable, chunksize=None):
-        return self.result(self.map_async(func, iterable, chunksize))
-
-    def result(self, pending: multiprocessing.pool.AsyncResult):
-        """``pending.get()``, or ``WorkerDied`` once one of the workers dies before it is ready."""
-        workers = list(self._pool)  # none of them ends before the pool does, but by dying
-        while not pending.ready():
-            pending.wait(_WATCH_S)
-            died = next((w.exitcode for w in workers if w.exitcode is not None), None)
-            if died is not None and not pending.ready():
-                self._end_after_a_death()
-                how = f"killed by signal {-died}" if died < 0 else f"exited with status {died}"
-                raise WorkerDied(f"a worker process was {how} before its task was done"
-                                 + (" (out of memory?)" if died == -signal.SIGKILL else ""))
-        return pending.get()
-
-    def _end_after_a_death(self) -> None:
-        """Every worker killed and no new one started, so that ``terminate`` ends: it takes the task queue's
-        read lock and the result queue's write lock, which a worker that died waiting for a task or sending
-        a result holds forever (and which are plain semaphores: this process may free them)."""
-        self._worker_handler._state = multiprocessing.pool.TERMINATE  # no replacements for the dead
-        for worker in self._pool:
-            worker.kill()
-        for worker in self._pool:
-            worker.join()
-        for lock in (self._inqueue._rlock, self._outqueue._wlock):
-            if lock is None:  # (no write lock where the platform's pipes need none)
-                continue
-            lock.acquire(block=False)  # free or held by a dead worker: taken here either way, then freed
-            lock.release()
+@contextlib.contextmanager
+def _as_worker_died() -> Iterator[None]:
+    try:
+        yield
+    except concurrent.futures.process.BrokenProcessPool:
+        raise WorkerDied("a worker process ended before its task was done (killed? out of memory?)") from None
 
 
-def pool(processes: int) -> Pool:
-    """A pool of ``processes`` forked workers bound to this process."""
-    with forking():
-        return Pool(processes, bound_to_parent, (os.getpid(),), context=multiprocessing.get_context("fork"))
+class Pool:
+    """``processes`` workers forked by this thread at the first ``submit`` (concurrent.futures' process pool,
+    which forks them all at once where it forks: before any thread of its own runs), bound to this process.
+    A worker that dies mid-task breaks the pool: its tasks and every other raise ``WorkerDied`` (one line),
+    the other workers are stopped. (multiprocessing's own pool replaces a dead worker and waits for its lost
+    task forever, and its teardown can wait on a queue lock the dead one held.) Leaving the ``with`` block
+    by an exception (Ctrl-C, a BadInput) kills the workers rather than waiting for their tasks."""
+
+    def __init__(self, processes: int):
+        self._executor = concurrent.futures.ProcessPoolExecutor(
+            processes, multiprocessing.get_context("fork"), initializer=bound_to_parent, initargs=(os.getpid(),))
+
+    def submit(self, func, *args) -> concurrent.futures.Future:
+        with forking(), _as_worker_died():  # (the first submit forks the workers; a broken pool refuses)
+            return self._executor.submit(func, *args)
+
+    def result(self, pending: concurrent.futures.Future):
+        """``pending``'s result, or ``WorkerDied`` where a worker died before it was ready."""
+        with _as_worker_died():
+            return pending.result()
+
+    def map(self, func, iterable) -> list:
+        """``[func(x) for x in iterable]``, a task each."""
+        return [self.result(pending) for pending in [self.submit(func, x) for x in iterable]]
+
+    def __enter__(self) -> "Pool":
+        return self
+
+    def __exit__(self, kind, *exc) -> None:
+        if kind is not None:
+            for worker in list(self._executor._processes.values()):  # (what Python 3.14's kill_workers does)
+                worker.kill()
+        self._executor.shutdown(wait=True, cancel_futures=True)
 
 
 def bound_to_parent(parent: int) -> None:

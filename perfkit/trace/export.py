@@ -13,8 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from perfkit.common.workers import pool as worker_pool
-from perfkit.common.workers import usable_cores
+from perfkit.common.workers import Pool, usable_cores
 from perfkit.trace.events import chip_key, first_rows
 from perfkit.trace.xplane import fork_safe
 
@@ -82,12 +81,12 @@ def _write_chunks(file, chunks: range) -> None:
         for at in chunks:
             file.write(_chunk(at))
         return
-    with worker_pool(cores - 1) as pool:
+    with Pool(cores - 1) as pool:
         ahead: deque = deque()
         theirs = (at for k, at in enumerate(chunks) if k % cores)
         for k, at in enumerate(chunks):
             while len(ahead) < 2 * (cores - 1) and (nxt := next(theirs, None)) is not None:
-                ahead.append(pool.apply_async(_chunk, (nxt,)))
+                ahead.append(pool.submit(_chunk, nxt))
             file.write(_chunk(at) if k % cores == 0 else pool.result(ahead.popleft()))
 
 

@@ -24,8 +24,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 import pandas as pd
 
-from perfkit.common.workers import Handover, usable_cores
-from perfkit.common.workers import pool as worker_pool
+from perfkit.common.workers import Handover, Pool, usable_cores
 from perfkit.errors import BadInput
 from perfkit.trace import breakdown as breakdowns
 from perfkit.trace import collectives as collective_instances
@@ -130,8 +129,8 @@ def _apart(paths: list[str | Path], step_pattern: str | None, window: str, worke
     if len(tasks) < 2 or sum(_bytes(t.jobs) for t in tasks) < xplane.PARALLEL_BYTES:
         return None
     tasks.sort(key=lambda t: -_bytes(t.jobs))  # the largest first: the workers finish together
-    with worker_pool(min(workers, len(tasks))) as pool:
-        results = [handed.take() for handed in pool.map(_plane, tasks, chunksize=1)]
+    with Pool(min(workers, len(tasks))) as pool:
+        results = [handed.take() for handed in pool.map(_plane, tasks)]
     if any(r is None for r in results):
         return None
     results.sort(key=lambda r: (r.file, r.offset))

@@ -39,7 +39,7 @@ from typing import NamedTuple
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from perfkit.common.workers import pool as worker_pool
+from perfkit.common.workers import Pool
 from perfkit.errors import BadInput
 from perfkit.trace import wire
 from perfkit.trace.programs import Programs
@@ -480,8 +480,8 @@ def read_all(files: list[tuple[Path, int]], workers: int = 1) -> list[RawTrace]:
     parallel = (workers > 1 and len(jobs) > 1 and sum(j.end - j.start for j in jobs) >= PARALLEL_BYTES
                 and fork_safe())
     if parallel:
-        with worker_pool(min(workers, len(jobs))) as pool:
-            surveyed = pool.map(survey, jobs, chunksize=1)
+        with Pool(min(workers, len(jobs))) as pool:
+            surveyed = pool.map(survey, jobs)
     else:
         surveyed = [survey(job) for job in jobs]
     counts = np.array([n for _, n in surveyed], np.int64)
@@ -491,8 +491,8 @@ def read_all(files: list[tuple[Path, int]], workers: int = 1) -> list[RawTrace]:
     if parallel:
         _SHARED.update(columns)
         try:
-            with worker_pool(min(workers, len(jobs))) as pool:
-                reads = pool.map(_decode_shared, tasks, chunksize=1)
+            with Pool(min(workers, len(jobs))) as pool:
+                reads = pool.map(_decode_shared, tasks)
         finally:
             _SHARED.clear()
     else:
