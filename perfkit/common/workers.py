@@ -51,13 +51,16 @@ def forking() -> Iterator[None]:
 class WorkerDied(BadInput):
     """A forked worker ended before its task did: killed (out of memory, a signal) or crashed."""
 
+    def __init__(self, worker: str = "a worker process"):
+        super().__init__(f"{worker} ended before its task was done (killed? out of memory?)")
+
 
 @contextlib.contextmanager
 def _as_worker_died() -> Iterator[None]:
     try:
         yield
     except concurrent.futures.process.BrokenProcessPool:
-        raise WorkerDied("a worker process ended before its task was done (killed? out of memory?)") from None
+        raise WorkerDied() from None
 
 
 class Pool:

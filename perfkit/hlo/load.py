@@ -202,8 +202,7 @@ def _answer(conn: Connection):
     try:
         status, payload = conn.recv()
     except EOFError:  # killed (the out-of-memory killer) or crashed: one line, as a dead pool worker gives
-        raise WorkerDied("an hlo parse worker process ended before its task was done (killed? out of memory?)"
-                         ) from None
+        raise WorkerDied("an hlo parse worker process") from None
     if status == "failed":
         raise RuntimeError("an hlo parse worker process failed:\n" + payload)
     return payload
