@@ -13,7 +13,9 @@ machine): ``perfkit quality A B`` (the default: the source's own planes), ``perf
 too), ``ffmpeg -i A -i B -lavfi psnr -f null -`` and the same psnr after ``format=rgb24`` on both inputs (the
 anchor of ``--rgb``) where an ffmpeg binary exists, ``perfkit quality --help``, and the decode floor: a Python
 process that imports what the command imports before its first frame (click, numpy, PyAV) and decodes both
-videos as it does, in two threads, computing nothing: what any PyAV-based command costs at least. Printed:
+videos as it does, in two threads, computing nothing: what any PyAV-based command costs at least; and the
+same floor hashing each frame's planes with sha256 as perfkit does (the ``sha256`` its contract gives),
+which is what a command with that field costs at least. Printed:
 median wall and CPU seconds (user + system, every thread), peak RSS of each process (ru_maxrss from wait4),
 perfkit's ratios to its anchor (wall, and CPU: the steadier one where other jobs share the cores), and both
 sides' figures in each space. The pair is built in a child process: a child's ru_maxrss starts from its
@@ -43,19 +45,25 @@ HEIGHT, WIDTH, CLIP = 544, 960, 121
 PERFKIT = [sys.executable, "-m", "perfkit.cli"]
 RGB_GRAPH = "[0:v]format=rgb24[a];[1:v]format=rgb24[b];[a][b]psnr"  # perfkit.quality.planes.REPRODUCE["rgb"]
 ANCHORS = {"perfkit quality --rgb": "ffmpeg psnr of rgb24"}  # the others: ffmpeg's psnr of the source planes
-DECODE_FLOOR = """import sys, threading
+# argv: "plain" or "sha256" (hash each frame's planes as perfkit does: the contract's sha256), then the videos
+DECODE_FLOOR = """import hashlib, sys, threading
 import click, numpy, av
 from perfkit.quality.media import DECODE_THREADS
 
 def decode(path):
+    digest = hashlib.sha256()
     with av.open(path) as container:
         stream = container.streams.video[0]
         stream.codec_context.thread_count = DECODE_THREADS
         stream.thread_type = "AUTO"
         for packet in container.demux(stream):
-            packet.decode()
+            for frame in packet.decode():
+                if sys.argv[1] == "sha256":
+                    for p in frame.planes:
+                        plane = numpy.frombuffer(p, numpy.uint8).reshape(p.height, p.line_size)[:, :p.width]
+                        digest.update(numpy.ascontiguousarray(plane))
 
-threads = [threading.Thread(target=decode, args=(path,)) for path in sys.argv[1:]]
+threads = [threading.Thread(target=decode, args=(path,)) for path in sys.argv[2:]]
 for t in threads:
     t.start()
 for t in threads:
@@ -149,7 +157,8 @@ def main() -> None:
         commands = {"perfkit quality": PERFKIT + ["quality", *pair, "--json"],
                     "perfkit quality --rgb": PERFKIT + ["quality", *pair, "--json", "--rgb"],
                     "perfkit quality --help": PERFKIT + ["quality", "--help"],
-                    "decode floor": [sys.executable, "-c", DECODE_FLOOR, *pair]}
+                    "decode floor": [sys.executable, "-c", DECODE_FLOOR, "plain", *pair],
+                    "decode + sha256 floor": [sys.executable, "-c", DECODE_FLOOR, "sha256", *pair]}
         if ffmpeg:  # each space's anchor: the command perfkit names as reproducing its figures
             for name, graph in (("ffmpeg -lavfi psnr", "psnr"), ("ffmpeg psnr of rgb24", RGB_GRAPH)):
                 commands[name] = [ffmpeg, "-hide_banner", "-nostats", "-i", pair[0], "-i", pair[1], "-lavfi", graph,
@@ -166,7 +175,7 @@ def main() -> None:
             ratio = (f", {m['wall_s'] / anchor['wall_s']:.2f}x the wall of {against}, "
                      f"{m['cpu_s'] / anchor['cpu_s']:.2f}x its CPU" if anchor and "help" not in name else "")
             best = min(r["wall_s"] for r in runs[name])  # the least disturbed run on a shared machine
-            print(f"{name:24s} wall {m['wall_s']:.2f} s median, {best:.2f} best (all "
+            print(f"{name:25s} wall {m['wall_s']:.2f} s median, {best:.2f} best (all "
                   f"{[round(r['wall_s'], 2) for r in runs[name]]}), CPU {m['cpu_s']:.2f} s, "
                   f"peak RSS {m['rss_mib']:.0f} MiB{ratio}")
         if not ffmpeg:

@@ -15,7 +15,8 @@ events are encoded with numpy (protobuf's Python objects would take minutes at t
 (metadata, headers) with ``perfkit.trace.synthetic``. Each command runs under ``/usr/bin/time -v``
 (peak RSS of the largest process; user + system CPU of the process and the workers it waited for),
 ``--repeats`` times each, interleaved (perfkit, xprof, the import floor: a Python process that imports
-numpy and pandas and does nothing else), so that the machine's drift slows all three alike; printed as
+numpy and pandas and does nothing else; the read floor: perfkit's reader alone, ``_READ_FLOOR``), so that
+the machine's drift slows all four alike; printed as
 medians, and the ratio of each perfkit run to the xprof run beside it. On a shared machine wall times
 follow the load average (printed): CPU times compare the two tools' work where wall times cannot.
 """
@@ -156,6 +157,27 @@ print(len(data))
 """
 
 
+# The read floor: perfkit's reader alone on every plane, one per worker as the command reads them (the largest
+# first), with numpy only: no pandas, no frame, no analysis. What any perfkit command on the file costs at least.
+_READ_FLOOR = """
+import sys
+from pathlib import Path
+from perfkit.common.workers import Pool, usable_cores
+from perfkit.trace import xplane
+
+def read(task):
+    job, metadata = task
+    return xplane.read_planes([job], metadata, 0, "") is not None
+
+host, jobs = xplane.planes(Path(sys.argv[1]), 0)
+metadata = [job for job in jobs if job.name == "/host:metadata"]
+planes = sorted((job for job in jobs if xplane.events_read(job.name)), key=lambda job: job.start - job.end)
+with Pool(min(usable_cores(), len(planes))) as pool:
+    assert all(pool.map(read, [(job, metadata) for job in planes]))
+assert "pandas" not in sys.modules
+"""
+
+
 def timed(argv: list[str]) -> dict:
     """Wall seconds and peak RSS (MiB) of one process, from /usr/bin/time -v."""
     done = subprocess.run(["/usr/bin/time", "-v", *argv], capture_output=True, text=True)
@@ -190,12 +212,13 @@ def main() -> None:
         target = str(paths[0] if len(paths) == 1 else folder)
         command = [*PERFKIT, "trace", args.command, target] + [target] * (args.command == "diff")
         anchor = not (args.no_xprof or len(paths) > 1 or args.command != "breakdown")
-        runs, xprof, floors = [], [], []
+        runs, xprof, floors, reads = [], [], [], []
         for _ in range(args.repeats):  # interleaved: a slower hour slows every command alike
             runs.append(timed(command))
             if anchor:
                 xprof.append(timed([sys.executable, "-c", _XPROF, str(paths[0])]))
                 floors.append(timed([sys.executable, "-c", "import numpy, pandas"])["wall_s"])
+                reads.append(timed([sys.executable, "-c", _READ_FLOOR, str(paths[0])]))
         wall, cpu = (statistics.median(r[k] for r in runs) for k in ("wall_s", "cpu_s"))
         rss = max(r["rss_mib"] for r in runs)
         each = ", ".join(f"{r['wall_s']:.2f}" for r in runs)
@@ -218,6 +241,10 @@ def main() -> None:
         print(f"import floor: Python importing numpy and pandas (what the command loads first) {floor:.2f} s; "
               f"at 20x xprof ({x['wall_s'] / 20:.2f} s) {x['wall_s'] / 20 - floor:.2f} s would be left to read "
               f"{size / 1e6:.0f} MB and analyse {events / 1e6:.0f}M events")
+        read = {k: statistics.median(r[k] for r in reads) for k in ("wall_s", "cpu_s")}
+        print(f"read floor: perfkit's reader alone on every plane, a worker per core, numpy only (no pandas, no "
+              f"analysis) {read['wall_s']:.2f} s wall, {read['cpu_s']:.2f} s CPU: {read['wall_s'] * 20 / x['wall_s']:.1f}x "
+              f"what 20x xprof allows the whole command")
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)
