@@ -35,7 +35,7 @@ import numpy as np
 from perfkit.errors import BadInput
 from perfkit.quality.media import (DEFAULT_CODEC, LATENTS_FILE, Codec, Media, VideoFile, load_array, main_output,
                                    open_media, output_files, outputs_folder, prefetch, write_video)
-from perfkit.quality.planes import (CHANNELS, DATA_RANGE, YUV_PLANES, Decoded, Tally, psnr, rgb_sums,
+from perfkit.quality.planes import (CHANNELS, DATA_RANGE, YUV_PLANES, Decoded, Tally, frame_sums, psnr,
                                     yuv_sums)
 
 if TYPE_CHECKING:
@@ -167,7 +167,7 @@ def frame_table(a: Iterator[Decoded], b: Iterator[Decoded], labels: tuple[str, s
             if not tallies:
                 tallies = _tallies(fa, spaces, pix_fmt)
             for space, tally in tallies.items():
-                tally.add(yuv_sums(fa.planes, fb.planes) if space == "yuv" else rgb_sums(fa.rgb, fb.rgb))
+                tally.add(yuv_sums(fa.planes, fb.planes) if space == "yuv" else frame_sums(fa.rgb, fb.rgb))
             if ssim_values is not None:
                 ssim_values.append(_ssim(fa.rgb, fb.rgb))
     finally:

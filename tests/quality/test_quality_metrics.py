@@ -48,10 +48,12 @@ def test_identical_inputs_are_inf_and_written_as_the_string():
     assert safe["psnr_mean_db"] == "inf" and safe["psnr_pooled_db"] == "inf"
 
 
-@pytest.mark.parametrize("shape", [(1, 3, 5, 3), (2, 37, 41, 3), (1, 16, 16, 4), (1, 9, 7, 1)])
+@pytest.mark.parametrize("shape", [(1, 3, 5, 3), (2, 37, 41, 3), (1, 16, 16, 4), (1, 9, 7, 1), (1, 545, 961, 3),
+                                   (1, 1100, 961, 1)])
 def test_frame_sums_are_exact(shape):
     """The float32 block sums equal int64 numpy exactly, per channel and per (strided) plane, extremes
-    (0 vs 255) and ragged tails included."""
+    (0 vs 255) and ragged tails included; the last two shapes are summed in chunks of rows (4 and 3, the
+    last one short)."""
     rng = np.random.default_rng(3)
     a = rng.integers(0, 256, shape, dtype=np.uint8)
     b = rng.integers(0, 256, shape, dtype=np.uint8)
@@ -62,9 +64,18 @@ def test_frame_sums_are_exact(shape):
         return float((d * d).sum()), float(np.abs(d).sum()), int(np.abs(d).max()), int((np.abs(d) > 16).sum())
 
     for fa, fb in zip(a, b):
-        assert planes.rgb_sums(fa, fb) == [by_hand(fa[..., c], fb[..., c]) for c in range(shape[-1])]
+        assert planes.frame_sums(fa, fb) == [by_hand(fa[..., c], fb[..., c]) for c in range(shape[-1])]
         pa, pb = (np.pad(f[..., 0], ((0, 0), (0, 7)))[:, :shape[2]] for f in (fa, fb))  # a decoder's line padding
         assert planes.yuv_sums((pa, pb), (pb, pa)) == [by_hand(pa, pb)] * 2
+
+
+def test_chunks_of_a_frame_pool_into_its_sums():
+    """Differences in the first and in the last chunk of rows only: each channel's max and counts come from
+    the chunk that holds them, the others' add nothing."""
+    a, b = np.zeros((1100, 961, 3), np.uint8), np.zeros((1100, 961, 3), np.uint8)
+    a[0, 0, 1], b[-1, -1, 2] = 200, 20
+    assert planes.frame_sums(a, b) == [(0.0, 0.0, 0, 0), (40000.0, 200.0, 200, 1), (400.0, 20.0, 20, 1)]
+    assert planes.frame_sums(a[..., 1], b[..., 1]) == [(40000.0, 200.0, 200, 1)]
 
 
 def test_sums_of_a_whole_plane_are_exact():
