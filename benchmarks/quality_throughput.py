@@ -45,25 +45,28 @@ HEIGHT, WIDTH, CLIP = 544, 960, 121
 PERFKIT = [sys.executable, "-m", "perfkit.cli"]
 RGB_GRAPH = "[0:v]format=rgb24[a];[1:v]format=rgb24[b];[a][b]psnr"  # perfkit.quality.planes.REPRODUCE["rgb"]
 ANCHORS = {"perfkit quality --rgb": "ffmpeg psnr of rgb24"}  # the others: ffmpeg's psnr of the source planes
-# argv: "plain" or "sha256" (hash each frame's planes as perfkit does: the contract's sha256), then the videos
+# argv: "plain" or "sha256" (each frame's planes hashed as perfkit hashes them: the contract's sha256), then the videos
 DECODE_FLOOR = """import hashlib, sys, threading
+from pathlib import Path
 import click, numpy, av
-from perfkit.quality.media import DECODE_THREADS
+from perfkit.quality.media import DECODE_THREADS, VideoFile
 
 def decode(path):
-    digest = hashlib.sha256()
     with av.open(path) as container:
         stream = container.streams.video[0]
         stream.codec_context.thread_count = DECODE_THREADS
         stream.thread_type = "AUTO"
         for packet in container.demux(stream):
-            for frame in packet.decode():
-                if sys.argv[1] == "sha256":
-                    for p in frame.planes:
-                        plane = numpy.frombuffer(p, numpy.uint8).reshape(p.height, p.line_size)[:, :p.width]
-                        digest.update(numpy.ascontiguousarray(plane))
+            packet.decode()
 
-threads = [threading.Thread(target=decode, args=(path,)) for path in sys.argv[2:]]
+def decode_hashed(path):
+    digest = hashlib.sha256()
+    for frame in VideoFile(Path(path), path).planes():
+        for plane in frame.planes:
+            digest.update(numpy.ascontiguousarray(plane))
+
+target = decode_hashed if sys.argv[1] == "sha256" else decode
+threads = [threading.Thread(target=target, args=(path,)) for path in sys.argv[2:]]
 for t in threads:
     t.start()
 for t in threads:
