@@ -21,7 +21,7 @@ os.environ.setdefault("NPROC", "16")  # Pallas interpret kernels deadlock with f
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 REPO = Path(__file__).resolve().parent.parent
-FIXTURES = REPO.parent / "shared" / "fixtures"
+REAL = REPO / "tests" / "data" / "real"  # the real files from other projects (its README: source, licence)
 
 
 def pytest_configure(config):
@@ -33,10 +33,8 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
-    """../shared/fixtures, or a clean skip where that folder is absent (e.g. a bare clone)."""
-    if not FIXTURES.is_dir():
-        pytest.skip("../shared/fixtures is absent")
-    return FIXTURES
+    """tests/data/real, the real files the repository carries: a test reading one that is missing fails."""
+    return REAL
 
 
 def _running(pid: int) -> bool:

@@ -1,4 +1,4 @@
-"""The real-file corpus (issue 14 item 5): every file of ../shared/fixtures through every perfkit command that
+"""The real-file corpus (issue 14 item 5): every file of tests/data/real through every perfkit command that
 takes its kind, in-process through the CLI (``--json``): exit 0, or for a command a file gives nothing to the
 one-line refusal (exit 2); breakdown parts adding up to each span; a file against itself differing by nothing;
 export holding every event of the file as a plain reader counts them (Kineto JSON: its ``"X"`` events; XSpace:
@@ -122,9 +122,20 @@ def _slack(swept) -> int:
 
 
 def test_every_fixture_is_swept(fixtures_dir):
-    folder = fixtures_dir
-    found = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != "README.md"}
+    found = {p.relative_to(fixtures_dir).as_posix() for kind in ("xplane", "kineto", "video")
+             for p in (fixtures_dir / kind).iterdir()}
     assert found == set(XPLANES + KINETO + [VIDEO])
+
+
+def test_every_real_file_has_its_row_in_the_readme_and_every_row_its_file(fixtures_dir):
+    """Each file of tests/data/real (not README.md, not the licence texts) is named in the first column of its
+    README's table (source, licence, referee figures), and every file named there is present."""
+    rows = [line.split("|")[1] for line in (fixtures_dir / "README.md").read_text().splitlines()
+            if line.startswith("| `")]
+    named = {name for cell in rows for name in cell.split("`")[1::2]}
+    found = {p.relative_to(fixtures_dir).as_posix() for p in fixtures_dir.rglob("*")
+             if p.is_file() and p.name != "README.md" and p.parent.name != "licenses"}
+    assert named == found
 
 
 def test_breakdown_parts_add_up_to_each_span(swept):

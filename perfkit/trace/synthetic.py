@@ -8,7 +8,7 @@ CPU-shaped traces for tests, benchmarks and bug reports.
     space.save(path)
 
 ``tpu_profile`` writes a whole TPU-shaped profile with the planes, lines and stat types real v6e
-profiles carry (../shared/fixtures/README.md, "What real TPU profiles look like"), since no real one can
+profiles carry (tests/data/real/README.md, "What real TPU profiles look like"), since no real one can
 be shipped.
 """
 

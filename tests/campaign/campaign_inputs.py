@@ -3,7 +3,7 @@ has. Every attempt must end with an exit code of 0-3 (a refusal is one line), ne
 ``TIME_CAP_S`` seconds and ``MEMORY_CAP_MB`` of Python allocations (tracemalloc), writing nothing
 outside its own working folder and nothing under it but its run directory.
 
-The seeds are real files: the shared fixtures (an MI300 xplane, HTA's Kineto traces, a CogVideoX video)
+The seeds are real files: the repository's (tests/data/real: an MI300 xplane, HTA's Kineto traces, a CogVideoX video)
 and what the suite makes from them (frames of that video as ``.npy`` / ``.npz`` / PNG / mkv, the shipped
 case files, the test server's answers, a synthetic TPU profile). The mutations take a ``random.Random``:
 Hypothesis drives them in tests/campaign (``st.randoms()``, shrinkable), a plain seeded generator in
@@ -39,7 +39,7 @@ from perfkit.serve.load import RequestFailed, take_output
 from perfkit.serve.spec import OutputSpec
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO.parent / "shared" / "fixtures"
+FIXTURES = REPO / "tests" / "data" / "real"
 TIME_CAP_S = 30.0  # per attempt, on a loaded 2-core machine
 MEMORY_CAP_MB = 400  # peak Python allocations of one attempt (tracemalloc)
 NO_VARIANT = "campaign-no-such-variant"  # `run --only` this: a case that loads is refused before any trial

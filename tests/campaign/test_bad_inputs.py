@@ -38,7 +38,7 @@ def report_count():
 @settings(max_examples=600 if LONG else 4, deadline=None, derandomize=not LONG, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(rng=st.randoms(use_true_random=False))
-def test_a_damaged_real_input_ends_in_an_exit_code_never_a_traceback(reader, rng, fixtures_dir, tmp_path_factory):
+def test_a_damaged_real_input_ends_in_an_exit_code_never_a_traceback(reader, rng, tmp_path_factory):
     work = tmp_path_factory.mktemp(reader)
     out, problems, what = ci.reader_for(reader)(rng, work)
     ATTEMPTS[reader] = ATTEMPTS.get(reader, 0) + 1
@@ -126,7 +126,7 @@ def test_a_gzip_bomb_trace_is_refused_before_it_is_inflated(tmp_path, monkeypatc
     assert out.peak_mb < 32 + 3 * 16 and out.seconds < 10, (out.peak_mb, out.seconds)
 
 
-def test_an_npy_that_needs_pickle_is_refused_never_unpickled(tmp_path, fixtures_dir):  # its seed is the fixture video
+def test_an_npy_that_needs_pickle_is_refused_never_unpickled(tmp_path):  # its seed is the real video's frames
     (tmp_path / "marker").unlink(missing_ok=True)
     arr = np.array([{"x": 1}, None], dtype=object)
     np.save(tmp_path / "objects.npy", arr, allow_pickle=True)

@@ -1,5 +1,5 @@
 """ffmpeg as the referee of every video figure, with no ffmpeg binary: libavfilter's own ``psnr`` filter, run
-through PyAV, on the real generated video in ../shared/fixtures re-encoded by PyAV (lossy h264 yuv420p, and
+through PyAV, on the real generated video in tests/data/real re-encoded by PyAV (lossy h264 yuv420p, and
 lossless ffv1 yuv420p / libx264rgb copies) and on a 121-frame 960x544 h264 pair made from it. perfkit's
 per-plane, per-frame and pooled PSNR must equal the filter's to 0.01 dB: in the source's planes against the
 filter as ``ffmpeg -i A -i B -lavfi psnr`` runs it, in RGB against the filter after ``format=rgb24``."""
@@ -21,7 +21,7 @@ import pytest
 from perfkit.quality import compare as quality
 from perfkit.report import markdown
 
-VIDEO = "video/cogvideox_horse_720x480_49f.mp4"  # under ../shared/fixtures
+VIDEO = "video/cogvideox_horse_720x480_49f.mp4"  # under tests/data/real
 TOLERANCE_DB = 0.01
 RGB_FILTER = "[0:v]format=rgb24[a];[1:v]format=rgb24[b];[a][b]psnr"
 

@@ -108,7 +108,7 @@ def test_help(command):
 
 
 # HTA 0.5.0 (HolisticTraceAnalysis==0.5.0, in its own venv, 2026-12-01) on the TraceDiff pair of
-# ../shared/fixtures/kineto: `LabeledTrace(trace_dir=d).get_ops_summary(ops)`, the per-name sum that
+# tests/data/real/kineto: `LabeledTrace(trace_dir=d).get_ops_summary(ops)`, the per-name sum that
 # `TraceDiff.compare_traces` compares, over every GPU kernel of the trace (`stream != -1`; TraceDiff's own
 # iteration filter would drop kernels HTA leaves at iteration -1). Per trace: distinct kernel names, kernels,
 # total duration (us), and sha256 of the lines "name<TAB>count<TAB>total_us" sorted by name.

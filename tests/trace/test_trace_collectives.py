@@ -297,7 +297,7 @@ def test_exposed_time_until_any_instant_by_brute_force(seed):
     assert exposed.tolist() == [sum(int((~covered[c, a[c]:b[c]]).sum()) for a, b in segments) for c in range(chips)]
 
 
-# HTA 0.5.0 (its own venv), `TraceAnalysis(trace_dir=<rank-0 and rank-1 of ../shared/fixtures/kineto>,
+# HTA 0.5.0 (its own venv), `TraceAnalysis(trace_dir=<rank-0 and rank-1 of tests/data/real/kineto>,
 # include_last_profiler_step=True).get_potential_stragglers(profiler_steps=[s], num_candidates=1)`:
 # step 551 -> [1], step 552 -> [1] (HTA ranks by the normalized start of significant NCCL kernels).
 HTA_STRAGGLERS = {551: 1, 552: 1}

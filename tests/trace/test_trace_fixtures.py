@@ -1,4 +1,4 @@
-"""Real profiles from other projects (../shared/fixtures): they parse, their ops are what the fixture
+"""Real profiles from other projects (tests/data/real): they parse, their ops are what its
 README says, their breakdowns add up to the step spans, and every xplane goes through every trace
 command with xprof's figures."""
 
@@ -49,7 +49,7 @@ def test_kineto_two_ranks(fixtures_dir):
 
 
 def test_every_real_xplane_through_every_trace_command(fixtures_dir, tmp_path):
-    """Each real ``*.xplane.pb`` of the shared fixtures: ``trace breakdown | diff | tail | export`` exit 0,
+    """Each real ``*.xplane.pb`` of tests/data/real: ``trace breakdown | diff | tail | export`` exit 0,
     breakdown parts add up to each span, a trace against itself differs by nothing, export holds every
     event, and the per (program, HLO op) figures are xprof's hlo_stats rows."""
     files = sorted(fixtures_dir.rglob("*.xplane.pb"))

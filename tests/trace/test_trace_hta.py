@@ -1,5 +1,5 @@
 """Holistic Trace Analysis (HTA 0.5.0) as the referee of perfkit's Kineto figures, on HTA's own traces
-(../shared/fixtures/kineto): compute / non-compute (ICI + DMA) / idle of the kernel time, and the
+(tests/data/real/kineto): compute / non-compute (ICI + DMA) / idle of the kernel time, and the
 comm-comp overlap share of ``perfkit trace breakdown``.
 
 HTA's definitions (hta/analyzers/breakdown_analysis.py, communication_analysis.py): per rank, the

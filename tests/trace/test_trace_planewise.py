@@ -59,13 +59,14 @@ def _host_annotated(path, chips=2, steps=3):
 @pytest.mark.parametrize("window", ["step", "trace"])
 @pytest.mark.parametrize("profile", ["4 TPU chips with Steps lines", "1 TPU chip, no markers", "3 hosts of 2 chips",
                                      "8 MI300 GPUs (real)"])
-def test_planes_apart_give_the_rows_of_the_files_read_together(tmp_path, monkeypatch, forking, fixtures_dir,
+def test_planes_apart_give_the_rows_of_the_files_read_together(tmp_path, monkeypatch, forking, request,
                                                                profile, window):
     paths = {"4 TPU chips with Steps lines": lambda: [tpu_profile(tmp_path / "t.xplane.pb", chips=4, steps=3)],
              "1 TPU chip, no markers": lambda: [tpu_profile(tmp_path / "t.xplane.pb", chips=1, steps=3)],
              "3 hosts of 2 chips": lambda: [tpu_profile(tmp_path / f"host{h}.xplane.pb", chips=2, steps=2, host=f"h{h}")
                                             for h in range(3)],
-             "8 MI300 GPUs (real)": lambda: [fixtures_dir / "xplane" / "mi300_jax_conv_8gpu.xplane.pb"]}[profile]()
+             "8 MI300 GPUs (real)": lambda: [request.getfixturevalue("fixtures_dir") / "xplane"
+                                             / "mi300_jax_conv_8gpu.xplane.pb"]}[profile]()
     rows, steps_from = _read_together(paths, window)
 
     def together(*args, **kwargs):

@@ -94,10 +94,11 @@ def _category_self_ps(op_profile: dict) -> dict:
 
 
 @pytest.mark.parametrize("source", ["tpu", "mi300"])
-def test_category_totals_match_op_profile(tmp_path, fixtures_dir, source):
+def test_category_totals_match_op_profile(tmp_path, request, source):
     """Each of xprof's op categories: perfkit's self time of its ops is xprof's, and perfkit's own
     category (compute / ici / dma) of its ops is the one the xprof category names."""
-    path = tpu_profile(tmp_path / "tpu.xplane.pb", chips=2) if source == "tpu" else fixtures_dir / MI300
+    path = (tpu_profile(tmp_path / "tpu.xplane.pb", chips=2) if source == "tpu"
+            else request.getfixturevalue("fixtures_dir") / MI300)
     ev = events.load([path])
     stats = hlo_stats.hlo_stats(ev).set_index("hlo_op")
     ops = events.device_ops(ev)
