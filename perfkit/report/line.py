@@ -1,25 +1,38 @@
 """The one line ``perfkit run`` prints at the end of a run (and ``perfkit check`` repeats): each
-variant's step time, B/A with its CI and verdict, PSNR, divergent ranks, failures, and the report's path."""
+variant's step time, B/A with its CI and verdict, PSNR, divergent ranks, failures, and the report's path.
+
+The step times it shows are the ones the ratio divides: each variant's median of per-trial medians
+(``perfkit.analysis.stats.compare``), not the median of all steps pooled, which weighs long trials more
+and need not divide to the ratio."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
+import numpy as np
+
 from perfkit.common.summary import compared_variant, from_json
 from perfkit.serve.report import headline
+
+
+def trial_median(variant: dict) -> float | None:
+    """A variant's median of per-trial step medians (``summary.json``'s ``trial_medians_ms``): the figure
+    the B/A step-time ratio divides; None without a timed trial."""
+    medians = variant.get("trial_medians_ms") or []
+    return float(np.median(medians)) if medians else None
 
 
 def summary_line(summary: dict, report: Path) -> str:
     c = summary["comparison"]
     a = summary["baseline"]
     b = compared_variant(summary)
-    va, vb = summary["variants"][a]["step_ms"]["median"], summary["variants"][b]["step_ms"]["median"]
+    va, vb = trial_median(summary["variants"][a]), trial_median(summary["variants"][b])
     parts = [f"{summary['case']}:"]
     if summary.get("serve"):
         parts.append(f"c={summary['serve']['concurrency'][0]} latency")
     if va is not None and vb is not None:
-        parts.append(f"{a} {va:.2f} ms, {b} {vb:.2f} ms, {b}/{a} {c['ratio']:.3f} "
+        parts.append(f"{a} {va:.2f} ms, {b} {vb:.2f} ms (medians of trial medians), {b}/{a} {c['ratio']:.3f} "
                      f"[{c['ci'][0]:.3f}, {c['ci'][1]:.3f}] -> {c['verdict']}")
     else:
         missing = " and ".join(n for n, v in ((a, va), (b, vb)) if v is None)

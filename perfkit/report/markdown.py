@@ -7,7 +7,8 @@ from pathlib import Path
 from perfkit.common.summary import compared_variant, db_cell
 from perfkit.cost import report as cost_report
 from perfkit.hlo.render import rank_list, ranks_report
-from perfkit.report.line import summary_line
+from perfkit.report import attribution as attribution_report
+from perfkit.report.line import summary_line, trial_median
 from perfkit.run.launch import exit_text
 from perfkit.run.stackdump import where_threads_wait
 from perfkit.serve.report import section
@@ -26,8 +27,6 @@ def _ratio(c: dict) -> str:
 
 
 METRIC_WORDS = {"step_ms": "median step time (synced)", "natural_step_ms": "natural step time (one sync per pass)"}
-TIMING_ROWS = (("step_ms", "step, synced: median (ms)"), ("natural_step_ms", "step, natural: median (ms)"),
-               ("first_step_ms", "first step (ms, compile included)"))
 
 
 def _value(name: str, x) -> str:
@@ -44,26 +43,41 @@ def _change(x, base) -> str:
 
 
 def _timing(summary: dict) -> list[str]:
-    """One column per variant (the baseline first), one row per figure: synced and natural step medians
-    with B's change against A and their p25 - p75, first step, every recorded value (``compile_s``,
+    """One column per variant (the baseline first), one row per figure: the synced step's median of
+    per-trial medians with B's change against A (what the B/A ratio divides), the median and p25 - p75 of
+    all timed steps pooled, the natural step, first step, every recorded value (``compile_s``,
     ``denoise_s``, ...); then each B/A ratio with its CI, p and verdict, and the A/A noise floor."""
     a = summary["baseline"]
     variants = summary["variants"]
-    base = variants[a]
     rows = ["| | " + " | ".join(f"{n} (A)" if n == a else n for n in variants) + " |",
             "| --- |" + " ---: |" * len(variants)]
-    for metric, label in TIMING_ROWS:
-        if not any(v[metric]["n"] for v in variants.values()):
-            continue
-        rows.append(f"| {label} | " + " | ".join(
-            _ms(v[metric]["median"]) + ("" if n == a else _change(v[metric]["median"], base[metric]["median"]))
-            for n, v in variants.items()) + " |")
-        if metric != "first_step_ms":
-            rows.append(f"| {label.split(':')[0]}: p25 - p75 (ms) | " + " | ".join(
-                f"{_ms(v[metric]['p25'])} - {_ms(v[metric]['p75'])}" for v in variants.values()) + " |")
+
+    def row(label: str, figures: list, change: bool = True) -> str:
+        return f"| {label} | " + " | ".join(
+            _ms(x) + ("" if n == a or not change else _change(x, figures[0])) for n, x in zip(variants, figures)) + " |"
+
+    def spread(label: str, metric: str) -> str:
+        return f"| {label} | " + " | ".join(
+            f"{_ms(v[metric]['p25'])} - {_ms(v[metric]['p75'])}" for v in variants.values()) + " |"
+
+    if any(v["step_ms"]["n"] for v in variants.values()):
+        rows += [row("**step, synced: median of trial medians (ms)**", [trial_median(v) for v in variants.values()]),
+                 row("step, synced: median of all timed steps pooled (ms)",
+                     [v["step_ms"]["median"] for v in variants.values()], change=False),
+                 spread("step, synced: p25 - p75 of all timed steps pooled (ms)", "step_ms")]
+    if any(v["natural_step_ms"]["n"] for v in variants.values()):
+        # One pass a trial: the median of passes is the median of per-trial values, which the ratio divides.
+        one_each = all(v["natural_step_ms"]["n"] == v["trials"] - v["failed"] for v in variants.values())
+        label = "step, natural: median of trials (ms, one pass each)" if one_each else \
+            "step, natural: median of all passes pooled (ms)"
+        rows += [row(label, [v["natural_step_ms"]["median"] for v in variants.values()], change=one_each),
+                 spread(f"step, natural: p25 - p75 of {'trials' if one_each else 'all passes'} (ms)",
+                        "natural_step_ms")]
+    if any(v["first_step_ms"]["n"] for v in variants.values()):
+        rows.append(row("first step (ms, compile included)", [v["first_step_ms"]["median"] for v in variants.values()]))
     for name in dict.fromkeys(k for v in variants.values() for k in v["values"]):
         figures = [v["values"].get(name, {}).get("median") for v in variants.values()]
-        rows.append(f"| {name} (median) | " + " | ".join(
+        rows.append(f"| {name} (median over trials) | " + " | ".join(
             _value(name, x) + ("" if n == a else _change(x, figures[0])) for n, x in zip(variants, figures)) + " |")
     rows.append("| timed steps (trials) | " + " | ".join(
         f"{v['step_ms']['n']} ({v['trials'] - v['failed']})" for v in variants.values()) + " |")
@@ -71,11 +85,15 @@ def _timing(summary: dict) -> list[str]:
     rows.append("")
     for c in summary["comparisons"]:
         p = "-" if c["p_value"] is None else f"{c['p_value']:.3g}"
-        rows.append(f"- {c['variant']}/{a}, {METRIC_WORDS[c['metric']]}: {_ratio(c)}, Mann-Whitney p = {p} "
-                    f"over {c['n_a']} + {c['n_b']} trials; minimum effect {c['min_effect']:.0%} -> "
-                    f"**{c['verdict']}**.")
-    rows += ["", "Ratios are of medians of per-trial medians; CIs come from a hierarchical bootstrap "
-             "(trials, then steps within them). Values are medians over good trials."]
+        rows.append(f"- {c['variant']}/{a}, {METRIC_WORDS[c['metric']]}: {_ratio(c)} -> **{c['verdict']}** "
+                    f"(minimum effect {c['min_effect']:.0%}); Mann-Whitney p = {p} over {c['n_a']} + {c['n_b']} "
+                    "trial medians.")
+    rows += ["", "The ratio divides the variants' medians of per-trial medians (the bold row). The verdict comes "
+             "from the ratio's 95% CI alone, a hierarchical bootstrap (trials resampled, then steps within each): "
+             "*faster* or *slower* when the whole CI lies beyond the minimum effect on that side, *same* when it "
+             "lies within it, else *unknown*. The Mann-Whitney p is a second view that only ranks the trial medians "
+             "(steps within a trial and the minimum effect play no part; with 3 + 3 trials it cannot go below 0.1), "
+             "so the two can disagree: the verdict is the CI's. Values are medians over good trials."]
     nf = summary.get("noise_floor")
     if nf:
         width = ("unknown (too few trials)" if nf["half_width"] is None else
@@ -97,8 +115,9 @@ def _quality_row(label: str, q: dict) -> str:
 
 # Which ffmpeg command gives the headline figures of each space (perfkit.quality.planes.REPRODUCE).
 _SPACE_SENTENCE = {
-    "rgb": "PSNR mean, average and worst frame in RGB24 (ffmpeg's psnr after `format=rgb24` on both inputs)",
-    "yuv": "PSNR mean, average and worst frame in the videos' own planes (`ffmpeg -i A -i B -lavfi psnr`)",
+    "rgb": "PSNR mean, average and worst frame in RGB24, as ffmpeg's psnr gives them after `format=rgb24` on both "
+           "inputs",
+    "yuv": "PSNR mean, average and worst frame in the videos' own planes, as `ffmpeg -i A -i B -lavfi psnr` gives them",
 }
 
 
@@ -113,11 +132,13 @@ def quality_section(summary: dict, plots: dict[str, str] | None = None) -> list[
     header = ["| comparison | PSNR mean of differing frames (dB) | PSNR average (dB) | worst frame (dB) | "
               "Y (dB) | YUV average (dB) | mean abs diff (/255) | max abs diff | abs diff > 16 | bit-identical |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |"]
-    what = (f"{q['frames']} frames, data range 255, {q['identical_frames']} of {q['frames']} frames identical. "
-            f"{_SPACE_SENTENCE[q.get('space', 'rgb')]}; Y and YUV average (pixel-weighted) as "
-            "`ffmpeg -i A -i B -lavfi psnr` gives them for two videos of one YUV format"
-            if q["kind"] == "frames" else "tensor; PSNR over A's range")
-    lines = [f"`{q['file']}` ({what}):", "", *header, _quality_row(f"{b} vs {a}", q)]
+    if q["kind"] == "frames":
+        lines = [f"`{q['file']}`: {q['frames']} frames, data range 255; {q['identical_frames']} of {q['frames']} "
+                 f"frames identical.", "", f"{_SPACE_SENTENCE[q.get('space', 'rgb')]}. Y and YUV average "
+                 "(pixel-weighted) are as `ffmpeg -i A -i B -lavfi psnr` gives them for two videos of one YUV format."]
+    else:
+        lines = [f"`{q['file']}`: a tensor; PSNR over A's range."]
+    lines += ["", *header, _quality_row(f"{b} vs {a}", q)]
     broken = {name: fq["error"] for name, fq in q["files"].items() if "error" in fq}
     lines += [_quality_row(f"`{name}`: {b} vs {a}", fq) for name, fq in q["files"].items()
               if name != q["file"] and name not in broken]
@@ -256,6 +277,7 @@ def _breakdown(summary: dict) -> list[str]:
                  "| --- | --- | ---: | ---: | ---: |",
                  *(f"| `{short[d['key']]}` | {d['category']} | {d['a_ms']:.3f} | {d['b_ms']:.3f} | "
                    f"{d['delta_ms']:+.3f} |" for d in deltas)]
+    rows += attribution_report.section(summary.get("attribution"), (summary.get("noise_floor") or {}).get("variant"))
     return rows + _collectives(bd.get("collectives") or {})
 
 
@@ -305,12 +327,24 @@ def _verdict(summary: dict) -> str:
     b = compared_variant(summary)
     if c["ratio"] is None:
         return "**No verdict**: a variant has no timed steps."
-    figures = f"{b}/{a} step time {_ratio(c)}; minimum effect {c['min_effect']:.0%}"
+    va, vb = trial_median(summary["variants"][a]), trial_median(summary["variants"][b])
+    figures = (f"{b}/{a} step time {_ratio(c)} ({vb:.2f} / {va:.2f} ms, medians of trial medians); "
+               f"minimum effect {c['min_effect']:.0%}")
     return {"faster": f"**{b} is faster than {a}**: {figures}.",
             "slower": f"**{b} is slower than {a}**: {figures}.",
             "same": f"**{b} and {a} take the same time** (within the minimum effect): {figures}.",
-            }.get(c["verdict"], f"**No verdict**: {figures}; the CI reaches both sides of the minimum effect "
-                                "(more trials would decide).")
+            }.get(c["verdict"], f"**No verdict**: {figures}; the CI reaches both sides of the minimum effect. "
+                                + _more_trials(summary))
+
+
+def _more_trials(summary: dict) -> str:
+    """How to ask for more trials when the verdict is unknown: the run's case again, with more rounds."""
+    if summary.get("kind") == "serve":  # a serve case's rounds are its server restarts
+        return "More server restarts (`serve.server_restarts`) would narrow it."
+    rounds = max(v["trials"] for v in summary["variants"].values())
+    command = (summary.get("reproduce") or {}).get("command", "perfkit run CASE")
+    return (f"More trials would narrow it: rounds go on while the verdict is unknown, up to `repeats.max` "
+            f"(this run: {rounds} rounds), e.g. `{command} --set repeats.max={2 * rounds}`.")
 
 
 def _described(summary: dict) -> list[str]:
