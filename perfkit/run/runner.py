@@ -142,20 +142,27 @@ def prime(case: Case, run_dir: Path, name: str, run_one, progress: Progress) -> 
 
 
 class Progress:
-    """The progress line on stderr: trial k of n, variant, its step-time median so far, time left.
-    On a terminal the line is redrawn while a trial runs, with rank 0's steps so far."""
+    """The progress line on stderr: trial k of the plan's n, variant, that trial's median step and the
+    variant's median of trial medians so far (the figure the summary line shows), time left. Adaptive
+    rounds grow the plan while a verdict is unknown: the count says up to how many trials it may grow
+    (``most``), and the first line after it grew says so. On a terminal the line is redrawn while a trial
+    runs, with rank 0's steps so far."""
 
     def __init__(self, stream: TextIO | None = None):
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
         self.walls: list[float] = []
+        self.most: int | None = None  # the largest plan adaptive rounds may reach (None: the plan is fixed)
+        self._planned: int | None = None  # the plan's size on the last line written
         self._drawn = 0.0
 
-    def _line(self, k: int, n: int, variant: str, trials: list[dict], note: str) -> str:
-        med = stats.summarize([s for t in trials if t["variant"] == variant for s in timed_steps(t)])["median"]
+    def _line(self, k: int, n: int, variant: str, trials: list[dict], trial: str) -> str:
+        medians = [stats.summarize(timed_steps(t))["median"] for t in trials if t["variant"] == variant]
+        so_far = stats.summarize([m for m in medians if m is not None])["median"]
         left = (sum(self.walls) / len(self.walls) * (n - k)) if self.walls else None
-        return (f"[{k}/{n}] {variant:<12} step median {'-' if med is None else f'{med:.2f} ms':>10}"
-                f"   {'' if left is None else f'~{left:.0f} s left'}{note}")
+        count = f"{k}/{n}" + (f", up to {self.most}" if self.most and self.most > n else "")
+        return (f"[{count}] {variant:<12} {trial}, {variant} so far {'-' if so_far is None else f'{so_far:.2f} ms'}"
+                f"{'' if left is None else f'   ~{left:.0f} s left'}")
 
     def running(self, k: int, n: int, variant: str, trials: list[dict], metrics: Path) -> None:
         now = time.monotonic()
@@ -163,13 +170,18 @@ class Progress:
             return
         self._drawn = now
         steps = len(read_metrics(metrics).steps_ms)
-        self.stream.write("\r" + self._line(k, n, variant, trials, f"   (running: {steps} steps)") + "\033[K")
+        self.stream.write("\r" + self._line(k, n, variant, trials, f"running: {steps} steps") + "\033[K")
         self.stream.flush()
 
     def finished(self, k: int, n: int, record: dict, trials: list[dict]) -> None:
         self.walls.append(record["wall_s"])
+        median = stats.summarize(timed_steps(record))["median"]
+        trial = f"trial median {'-' if median is None else f'{median:.2f} ms'}"
         note = "" if record["status"] == "ok" else f"   {record['status'].upper()}"
-        self.stream.write(("\r" if self.tty else "") + self._line(k, n, record["variant"], trials, note)
+        if self._planned is not None and n > self._planned and k > 1:  # k == 1: a matrix's next cell
+            note += f"   (plan grew from {self._planned} to {n} trials: the verdict was still unknown)"
+        self._planned = n
+        self.stream.write(("\r" if self.tty else "") + self._line(k, n, record["variant"], trials, trial) + note
                           + ("\033[K" if self.tty else "") + "\n")
         self.stream.flush()
 
@@ -282,6 +294,7 @@ def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, resume: bool, e
     # Adaptive rounds need one view of every trial: with many hosts each runs repeats.min rounds.
     adaptive = options.hosts == 1 and len(names) >= 2
     rounds = max([case.repeats["min"]] + [t["round"] + 1 for t in done.values()])
+    progress.most = case.repeats["max"] * len(names) if adaptive else None
     interrupted = False
     plan: list[Trial] = []
 

@@ -116,6 +116,13 @@ def test_headline_figures_divide_to_the_ratio(tmp_path):
     assert table_row(report, "**step, synced: median of trial medians (ms)**") == ["11.00", "17.60 (+60.0%)"]
 
 
+def test_an_unknown_verdict_says_how_to_ask_for_more_trials(make_run):
+    run = make_run(trials=ab_trials(b_scale=1.03))  # CI about [0.995, 1.067] over 3 + 3 trials: unknown at 2%
+    report = (run / "report.md").read_text()
+    assert "**No verdict**" in report
+    assert "(this run: 3 rounds), e.g. `perfkit run run/case.yaml --salt --set repeats.max=6`." in report
+
+
 def test_plots_are_linked_and_show_the_figures(make_run):
     from perfkit.report import plots
     from perfkit.analysis import timing

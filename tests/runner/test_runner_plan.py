@@ -120,11 +120,32 @@ def test_progress_line_says_trial_variant_median_and_time_left(tmp_path):
     p = runner.Progress(log)
     p.running(1, 4, "a", [], tmp_path / "metrics.jsonl")  # not a terminal: no live redraw
     p.finished(1, 4, trials[0], trials)
-    assert log.text == "[1/4] a            step median   11.00 ms   ~6 s left\n"
+    assert log.text == "[1/4] a            trial median 11.00 ms, a so far 11.00 ms   ~6 s left\n"
     tty = FakeStream(tty=True)
     (tmp_path / "metrics.jsonl").write_text('{"event": "step", "ms": 3}\n' * 2)
     runner.Progress(tty).running(2, 4, "b", trials, tmp_path / "metrics.jsonl")
-    assert tty.text.startswith("\r[2/4] b") and "(running: 2 steps)" in tty.text
+    assert tty.text.startswith("\r[2/4] b") and "running: 2 steps" in tty.text
+
+
+def test_progress_shows_each_trials_median_and_a_plan_that_grows():
+    """The trial's own median (not a running pooled one), the variant's median of trial medians so far, and
+    a count that says how far adaptive rounds may take the plan and when it grew."""
+    def rec(steps):
+        return {"variant": "a", "status": "ok", "warmup": 1, "steps_ms": [50, *steps], "wall_s": 1.0}
+
+    first, second, third = rec([10, 10, 10, 10, 10]), rec([30]), rec([20, 21, 22])
+    log = FakeStream(tty=False)
+    p = runner.Progress(log)
+    p.most = 8
+    p.finished(1, 2, first, [first])
+    p.finished(2, 2, second, [first, second])
+    p.finished(3, 4, third, [first, second, third])
+    # pooled over the 9 steps so far the median would be 10.00; the trial medians are 10, 30, 21
+    assert log.text.splitlines() == [
+        "[1/2, up to 8] a            trial median 10.00 ms, a so far 10.00 ms   ~1 s left",
+        "[2/2, up to 8] a            trial median 30.00 ms, a so far 20.00 ms   ~0 s left",
+        "[3/4, up to 8] a            trial median 21.00 ms, a so far 21.00 ms   ~1 s left   "
+        "(plan grew from 2 to 4 trials: the verdict was still unknown)"]
 
 
 def test_trial_records_survive_a_torn_last_line(tmp_path):
