@@ -13,10 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from perfkit.analysis import stats, timing
+from perfkit.analysis import attribution, stats, timing
 from perfkit.cost.programs import run_costs
 from perfkit.hlo.check import variant_check
 from perfkit.quality import compare as quality
+from perfkit.quality import departure
 from perfkit.quality import media
 from perfkit.run import case as case_mod
 from perfkit.run.case import Case
@@ -219,10 +220,12 @@ def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Ca
         "comparisons": comparisons.to_dict("records"),
         "noise_floor": timing.noise_floor(comparisons, case.aa_name) if case.aa else None,
         "quality": quality_summary(run_dir, trials, a, b, None if case.kind == "serve" else case.oracle),
+        "taps": departure.run_departure(run_dir, trials, a, b),  # where B's intermediate arrays part from A's
         "determinism": {v.name: determinism(run_dir, trials, v.name) for v in case.variants},
         "ranks": rank_summary(case, run_dir),
         "compile_cache": None,
         "breakdown": trace_summary(run_dir, trials, [v.name for v in variants]),
+        "attribution": attribution.summarize(run_dir, trials, [v.name for v in variants], seed=case.seed),
         "trials": {"total": len(trials), "ok": sum(t["status"] == "ok" for t in trials),
                    "failed": [{"index": t["index"], "variant": t["variant"], "status": t["status"],
                                "dir": t["dir"], "ranks": t["ranks"]} for t in trials if t["status"] != "ok"]},

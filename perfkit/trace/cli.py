@@ -163,16 +163,28 @@ def breakdown(paths, step_pattern, as_json, plot, window):
 
 @trace.command()
 @click.argument("a", type=click.Path())
-@click.argument("b", type=click.Path())
+@click.argument("b", type=click.Path(), required=False)
 @click.option("--by", type=click.Choice(["kind", "op", "shape"]), default="kind", show_default=True,
               help="Key ops by opcode / kernel kind, by op name, or by kind and output shape.")
-@click.option("-n", "--top", type=click.IntRange(min=1), default=20, show_default=True, help="Rows to show.")
+@click.option("-n", "--top", type=click.IntRange(min=1), help="Rows to show (default 20; a run directory: ops and "
+              "kinds named, default 10).")
 @steps_option
 @window_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (every row).")
 def diff(a, b, by, top, step_pattern, window, as_json):
     """Device time per chip and step of trace B against trace A, largest changes first (with --window
-    trace, per chip over its whole trace: HTA's TraceDiff sums per kernel)."""
+    trace, per chip over its whole trace: HTA's TraceDiff sums per kernel). With one argument, a run
+    directory: each variant's change in mean step per chip against the baseline's, by category, op kind
+    and op, with bootstrap CIs over its trials (-n: ops and kinds named)."""
+    if b is None:
+        # the attribution (analysis stage, scipy) and its report lines: only for a run directory
+        from perfkit.analysis.attribution import run_summary
+        from perfkit.report.attribution import text
+
+        doc = run_summary(a, top)
+        click.echo(json.dumps({"attribution": doc}, indent=1) if as_json else text(doc))
+        return
+    top = top or 20
     # pandas and the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
     import pandas as pd
 

@@ -34,23 +34,50 @@ def _label(by: str, values: tuple) -> str:
     return " ".join(str(v) for v in values if isinstance(v, str) and v)
 
 
+def _op_times(events: pd.DataFrame, by: str, window: str, layout: timeline.Layout | None) -> timeline.Measured:
+    """The measured device ops with the key columns of ``by`` and ``time_ps``: exclusive device time (a GPU
+    stream's kernel its whole duration)."""
+    if by not in KEYS:
+        raise BadInput(f"must be one of {', '.join(KEYS)}", field="--by")
+    spans, ops = timeline.measured(events, window, [*_GROUPS[by], "category", "line", "start_ps"], layout)
+    if spans.empty:
+        return timeline.Measured(spans, ops.assign(time_ps=np.zeros(0, np.int64)))
+    on_stream = np.array([bool(_GPU_STREAM.match(str(c))) for c in ops["line"].cat.categories] + [False])
+    ops = ops.assign(time_ps=np.where(on_stream[ops["line"].cat.codes.to_numpy()], ops["end_ps"] - ops["start_ps"],
+                                      ops["self_ps"]))
+    return timeline.Measured(spans, ops)
+
+
 def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step", layout: timeline.Layout | None = None
             ) -> tuple[pd.DataFrame, int]:
     """Exclusive device time summed per (key columns of ``by``, category): ``sum`` (ps) and ``size`` (ops);
     and the number of (device, step) spans measured. Sums of disjoint sets of chips add up (the
     planes of a profile read apart, ``perfkit.trace.planewise``). ``layout``: ``timeline.layout(events,
     window)`` where the caller has it already."""
-    if by not in KEYS:
-        raise BadInput(f"must be one of {', '.join(KEYS)}", field="--by")
-    spans, ops = timeline.measured(events, window, [*_GROUPS[by], "category", "line", "start_ps"], layout)
+    spans, ops = _op_times(events, by, window, layout)
     if spans.empty:
         return pd.DataFrame(columns=[*_GROUPS[by], "category", "sum", "size"]), 0
-    on_stream = np.array([bool(_GPU_STREAM.match(str(c))) for c in ops["line"].cat.categories] + [False])
-    ops = ops.assign(time_ps=np.where(on_stream[ops["line"].cat.codes.to_numpy()], ops["end_ps"] - ops["start_ps"],
-                                      ops["self_ps"]))
     groups = (ops.groupby(_GROUPS[by] + ["category"], observed=True, dropna=False)["time_ps"].agg(["sum", "size"])
               .reset_index())
     return groups, len(spans)
+
+
+def per_span(events: pd.DataFrame, by: str = "kind", window: str = "step", layout: timeline.Layout | None = None
+             ) -> pd.DataFrame:
+    """Exclusive device time per (rank, device, step) span and key: ``rank, device, step, key, category,
+    time_ps`` (ps), one row per key a span ran (keys labelled as ``per_key`` labels them)."""
+    spans, ops = _op_times(events, by, window, layout)
+    columns = ["rank", "device", "step", "key", "category", "time_ps"]
+    if spans.empty:
+        return pd.DataFrame(columns=columns)
+    groups = (ops.groupby(["span", *_GROUPS[by], "category"], observed=True, dropna=False)["time_ps"].sum()
+              .reset_index())
+    where = spans.iloc[groups["span"].to_numpy()]
+    return pd.DataFrame({
+        "rank": where["rank"].to_numpy(), "device": where["device"].to_numpy(), "step": where["step"].to_numpy(),
+        "key": [_label(by, v) for v in zip(*(groups[c] for c in _GROUPS[by]))],
+        "category": groups["category"].astype(str).to_numpy(), "time_ps": groups["time_ps"].to_numpy(np.int64),
+    })[columns]
 
 
 def per_key(groups: pd.DataFrame, spans: int, by: str = "kind") -> pd.DataFrame:

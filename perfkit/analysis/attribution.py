@@ -1,0 +1,247 @@
+"""Where B's change in step time goes: the change in mean device step time per chip, B against A, split
+by category (compute, exposed ICI, exposed DCN, local DMA, idle), by op kind and by op, each part with a
+95% CI from a hierarchical bootstrap over trials, then steps, as the verdict's.
+
+The parts of one split add up to the total change: the categories exactly (the breakdown's parts add up
+to the span); ops and kinds with idle and a ``residual`` (span less idle less the ops' exclusive time:
+kernels running at once on several GPU streams, ops partly outside a step window), the ops past the top N
+summed as ``other``. Mean step time adds up where medians do not, so the attribution bootstraps means:
+trials are resampled, then steps within each resampled trial (one draw of indices shared by every part,
+so each draw's parts add up to its total), and a step's figure is the mean over its chips.
+
+Frames in, frames out (as HTA's analyzers): ``chip_step_parts`` turns one trial's events into a tidy frame
+of its parts per chip and step, ``attribute`` two sides' stacked frames into the attribution;
+``run_attribution`` does both for the variants of a run directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from perfkit.errors import BadInput
+from perfkit.run import case as case_mod
+from perfkit.run.rundir import read_trials
+from perfkit.trace import breakdown, diff, events, runs, timeline
+
+PS_PER_MS = 1e9
+BYS = ("category", "kind", "op")
+TOP = 10  # ops or kinds named one by one; the rest are summed as "other"
+N_BOOT = 4000  # as the verdict's bootstrap (perfkit.analysis.stats.compare)
+CONFIDENCE = 0.95
+PART_COLUMNS = ["trial", "rank", "device", "step", "by", "key", "category", "time_ps"]
+COLUMNS = ["by", "key", "category", "change", "a_ms", "b_ms", "delta_ms", "ci_lo_ms", "ci_hi_ms", "marked"]
+OTHER, IDLE, RESIDUAL, TOTAL = "other", "idle", "residual", "total"
+
+
+def chip_step_parts(frame: pd.DataFrame, trial: str = "", window: str = "step") -> pd.DataFrame:
+    """One trial's events as its parts per (rank, device, step) span: a tidy frame of ``PART_COLUMNS``
+    where ``by`` is ``span`` (the span's length), ``category`` (the breakdown's parts, adding up to the
+    span), ``kind`` or ``op`` (exclusive device time per op kind or op, ``perfkit.trace.diff.per_span``)."""
+    laid = timeline.layout(frame, window)  # one sweep for the breakdown and both op tables
+    rows = breakdown.breakdown(frame, window, laid)
+    if rows.empty:
+        raise BadInput("no device ops in the trace", path=", ".join(frame.attrs.get("files", [])) or None)
+    parts = [rows.assign(by="span", key="span", category="", time_ps=rows["span_ps"])]
+    parts += [rows.assign(by="category", key=p, category=p, time_ps=rows[f"{p}_ps"]) for p in breakdown.PARTS]
+    parts += [diff.per_span(frame, by, window, laid).assign(by=by) for by in ("kind", "op")]
+    out = pd.concat([p[["rank", "device", "step", "by", "key", "category", "time_ps"]] for p in parts],
+                    ignore_index=True)
+    out.insert(0, "trial", trial)
+    out["time_ps"] = out["time_ps"].astype(np.int64)
+    return out
+
+
+def hierarchical_means(trials: list[np.ndarray], n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """(n_boot, P) draws of the mean over trials of each trial's mean step (``trials``: one (steps, P)
+    array each), resampling trials and then the steps of each: one set of picks for all P columns."""
+    k = len(trials)
+    # (k, n_boot, P): each trial's resampled mean, from how often each of its steps was drawn
+    per_trial = np.stack([rng.multinomial(len(t), np.full(len(t), 1 / len(t)), size=n_boot) @ t / len(t)
+                          for t in trials])
+    picks = rng.integers(0, k, size=(n_boot, k))
+    times = (picks[:, :, None] == np.arange(k)).sum(axis=1)  # (n_boot, k): how often each trial was drawn
+    return np.einsum("bk,kbp->bp", times, per_trial) / k
+
+
+def _units(parts: pd.DataFrame, by: str) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
+    """Per (trial, step): each key's time summed over chips, the chips, and the spans summed over chips."""
+    spans = parts[parts["by"] == "span"].groupby(["trial", "step"])["time_ps"].agg(["sum", "size"])
+    mine = parts[parts["by"] == by]
+    table = mine.pivot_table(index=["trial", "step"], columns="key", values="time_ps", aggfunc="sum", fill_value=0)
+    return table.reindex(spans.index, fill_value=0), spans["size"], spans["sum"]
+
+
+def _columns(parts: pd.DataFrame, by: str, keys: list[str] | None) -> pd.DataFrame:
+    """Per (trial, step) unit, the mean over its chips of each column the split of ``by`` shows: every
+    key of ``keys`` (None: all), ``other`` (the rest), and for ops and kinds idle and ``residual``."""
+    table, chips, spans = _units(parts, by)
+    if by == "category":
+        out = table.reindex(columns=list(breakdown.PARTS), fill_value=0)
+    else:
+        idle = _units(parts, "category")[0].reindex(columns=[IDLE], fill_value=0)[IDLE]
+        shown = table.columns if keys is None else keys
+        out = table.reindex(columns=shown, fill_value=0)
+        if keys is not None:
+            out[OTHER] = table.drop(columns=[k for k in keys if k in table.columns]).sum(axis=1)
+        out[IDLE] = idle
+    out[RESIDUAL] = spans - out.sum(axis=1)
+    return out.div(chips, axis=0).astype(float)
+
+
+def _per_trial(units: pd.DataFrame) -> list[np.ndarray]:
+    return [g.to_numpy() for _, g in units.groupby(level="trial", sort=False)]
+
+
+def _mean(trials: list[np.ndarray]) -> np.ndarray:
+    return np.mean([t.mean(axis=0) for t in trials], axis=0)
+
+
+def attribute(a: pd.DataFrame, b: pd.DataFrame, by: str = "category", top: int = TOP, n_boot: int = N_BOOT,
+              confidence: float = CONFIDENCE, seed: int = 0) -> pd.DataFrame:
+    """B's change in mean device step time per chip against A's, split ``by`` category, op kind or op
+    (``a``, ``b``: ``chip_step_parts`` frames of each side's trials, stacked). One row per part
+    (``COLUMNS``: times in ms, B less A; ``ci_*``: the ``confidence`` interval of the delta; ``marked``:
+    it excludes 0; ``change``: ``changed``, ``added`` / ``removed`` for a key on one side only, or
+    ``other`` / ``idle`` / ``residual``), largest |delta| first, then the ``total`` row (the parts add up
+    to it). ``top``: ops or kinds named one by one."""
+    if by not in BYS:
+        raise BadInput(f"must be one of {', '.join(BYS)}", field="--by")
+    for side, frame in (("A", a), ("B", b)):
+        if not (frame["by"] == "span").any():
+            raise BadInput(f"side {side} has no traced step")
+    keys = None
+    if by != "category":  # the top keys by |delta| of the point estimates; the rest summed
+        full = [_mean(_per_trial(_columns(p, by, None))) for p in (a, b)]
+        names = [_columns(p, by, None).columns for p in (a, b)]
+        ops = sorted((set(names[0]) | set(names[1])) - {IDLE, RESIDUAL})
+        delta = pd.Series({k: (full[1][names[1].get_loc(k)] if k in names[1] else 0)
+                          - (full[0][names[0].get_loc(k)] if k in names[0] else 0) for k in ops}, dtype=float)
+        keys = list(delta.abs().sort_values(ascending=False, kind="stable").index[:top])
+    units = [_columns(p, by, keys) for p in (a, b)]
+    columns = list(units[0].columns)
+    trials = [_per_trial(u[columns]) for u in units]
+    means = [_mean(t) for t in trials]
+    rng = np.random.default_rng(seed)
+    draws = hierarchical_means(trials[1], n_boot, rng) - hierarchical_means(trials[0], n_boot, rng)
+    draws = np.concatenate([draws, draws.sum(axis=1, keepdims=True)], axis=1)  # the total, from the same draws
+    alpha = (1 - confidence) / 2
+    lo, hi = np.quantile(draws, [alpha, 1 - alpha], axis=0)
+    present = [set(p.loc[p["by"] == by, "key"]) for p in (a, b)]
+    categories = pd.concat([a, b]).loc[lambda p: p["by"] == by].groupby("key")["category"].agg(
+        lambda c: c.mode().iloc[0])
+
+    def change(key: str) -> str:
+        if key in (OTHER, IDLE, RESIDUAL) and by != "category":
+            return key
+        if by == "category":
+            return RESIDUAL if key == RESIDUAL else "changed"
+        return "added" if key not in present[0] else "removed" if key not in present[1] else "changed"
+
+    rows = pd.DataFrame({
+        "by": by, "key": columns + [TOTAL],
+        "category": [categories.get(k, IDLE if k == IDLE else "") for k in columns] + [""],
+        "change": [change(k) for k in columns] + [TOTAL],
+        "a_ms": np.append(means[0], means[0].sum()) / PS_PER_MS, "b_ms": np.append(means[1], means[1].sum()) / PS_PER_MS,
+        "ci_lo_ms": lo / PS_PER_MS, "ci_hi_ms": hi / PS_PER_MS,
+    })
+    rows["delta_ms"] = rows["b_ms"] - rows["a_ms"]
+    rows["marked"] = (rows["ci_lo_ms"] > 0) | (rows["ci_hi_ms"] < 0)
+    parts = rows.iloc[:-1]
+    parts = parts[(parts["a_ms"] != 0) | (parts["b_ms"] != 0) | (parts["key"] == RESIDUAL)]
+    parts = parts[(parts["key"] != "dcn") | (parts["a_ms"] != 0) | (parts["b_ms"] != 0)]
+    order = np.argsort(-parts["delta_ms"].abs().to_numpy(), kind="stable")
+    out = pd.concat([parts.iloc[order], rows.iloc[-1:]], ignore_index=True)[COLUMNS]
+    out.attrs.update(trials_a=len(trials[0]), trials_b=len(trials[1]), confidence=confidence, n_boot=n_boot,
+                     chip_steps_a=int((a["by"] == "span").sum()), chip_steps_b=int((b["by"] == "span").sum()))
+    return out
+
+
+def chance_allows(rows: int, confidence: float = CONFIDENCE, level: float = 0.95) -> int:
+    """The most rows of an A/A attribution that chance marks at ``level``: the binomial quantile of
+    ``rows`` intervals each missing 0 with probability 1 - ``confidence``."""
+    return int(sps.binom.ppf(level, rows, 1 - confidence)) if rows else 0
+
+
+def trials_parts(folders: list[Path], window: str = "step") -> pd.DataFrame:
+    """``chip_step_parts`` of each trial folder's traces (``rank*/trace``), stacked."""
+    frames = []
+    for folder in folders:
+        frame = events.load(sorted(folder.glob("rank*/trace")), None, columns=diff.EVENT_COLUMNS["op"])
+        frames.append(chip_step_parts(frame, folder.name, window))
+    return pd.concat(frames, ignore_index=True)
+
+
+def run_summary(run_dir: str | Path, top: int | None = None, seed: int | None = None) -> dict:
+    """``summarize`` of a run directory's variants (the A/A control too, its name as ``aa``), as
+    ``perfkit trace diff RUN_DIR`` prints it; seed: the case's."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "trials.jsonl").is_file():
+        raise BadInput("not a run directory (no trials.jsonl): give two traces, A and B", path=str(run_dir))
+    case = case_mod.load(run_dir / "case.yaml")
+    trials = read_trials(run_dir)
+    doc = summarize(run_dir, trials, [v.name for v in case.run_variants()], top or TOP,
+                    case.seed if seed is None else seed)
+    if doc is None:
+        raise BadInput("no traces of the baseline and another variant (a case's `capture.trace`)", path=str(run_dir))
+    return {**doc, "aa": case.aa_name}
+
+
+def run_attribution(run_dir: str | Path, top: int = TOP, seed: int = 0) -> pd.DataFrame:
+    """Every variant of a run (the A/A control too) against its baseline, split by category, kind and op:
+    ``attribute``'s rows stacked with a ``variant`` column, over each side's good trials with traces."""
+    run_dir = Path(run_dir)
+    trials = read_trials(run_dir)
+    variants = [v.name for v in case_mod.load(run_dir / "case.yaml").run_variants()]
+    found = {v: runs.trial_trace_dirs(run_dir, trials, v) for v in variants}
+    if not found[variants[0]]:
+        raise BadInput(f"the baseline {variants[0]} has no good trial with traces", path=str(run_dir))
+    base = trials_parts(found[variants[0]])
+    out = [attribute(base, trials_parts(found[v]), by, top, seed=seed).assign(variant=v)
+           for v in variants[1:] if found[v] for by in BYS]
+    if not out:
+        raise BadInput("no variant but the baseline has a good trial with traces", path=str(run_dir))
+    return pd.concat(out, ignore_index=True)[["variant", *COLUMNS]]
+
+
+def _records(rows: pd.DataFrame) -> list[dict]:
+    return [{k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in r.items()}
+            for r in rows.drop(columns="by").to_dict("records")]
+
+
+def summarize(run_dir: Path, trials: list[dict], variants: list[str], top: int = TOP, seed: int = 0) -> dict | None:
+    """summary.json's ``attribution``: per variant against the baseline, ``{trials: [a, b], chip_steps: [a,
+    b], confidence, total: <row>, category, kind, op: [<row>...], marked: {rows, marked, chance_allows}}``
+    (``attribute``'s rows, the total left out of the lists; ``marked``: the parts of the three splits, idle
+    once and residuals left out, whose CI excludes 0, and ``chance_allows`` of that many), or ``{error}``; None when the baseline or every other variant lacks traces."""
+    found = {v: runs.trial_trace_dirs(run_dir, trials, v) for v in variants}
+    if not found[variants[0]] or not any(found[v] for v in variants[1:]):
+        return None
+    try:
+        base = trials_parts(found[variants[0]])
+    except BadInput as exc:
+        return {"baseline": variants[0], "error": exc.line()}
+    out = {}
+    for v in variants[1:]:
+        if not found[v]:
+            out[v] = {"error": "no trace captured"}
+            continue
+        try:
+            mine = trials_parts(found[v])
+            splits = {by: attribute(base, mine, by, top, seed=seed) for by in BYS}
+        except BadInput as exc:
+            out[v] = {"error": exc.line()}
+            continue
+        first = splits["category"]
+        tested = pd.concat([rows.iloc[:-1][lambda r: (r["change"] != RESIDUAL) & ((by == "category") | (r["key"] != IDLE))]
+                            for by, rows in splits.items()])
+        out[v] = {"marked": {"rows": len(tested), "marked": int(tested["marked"].sum()),
+                             "chance_allows": chance_allows(len(tested))},
+                  "trials": [first.attrs["trials_a"], first.attrs["trials_b"]],
+                  "chip_steps": [first.attrs["chip_steps_a"], first.attrs["chip_steps_b"]],
+                  "confidence": first.attrs["confidence"], "total": _records(first.iloc[-1:])[0],
+                  **{by: _records(rows.iloc[:-1]) for by, rows in splits.items()}}
+    return {"baseline": variants[0], "top": top, "variants": out}

@@ -1,0 +1,67 @@
+"""report.md's attribution tables: where each variant's change in mean step time per chip goes, by
+category, op kind and op, with the bootstrap CI of each part (``summary["attribution"]``,
+``perfkit.analysis.attribution``)."""
+
+from __future__ import annotations
+
+from perfkit.trace.names import labels
+
+MARK = "**\\***"  # a part whose CI excludes 0
+SPLITS = (("category", "category"), ("kind", "op kind"), ("op", "op"))
+
+
+def _ms(v: float) -> str:
+    return f"{v:+.3f}"
+
+
+def _table(rows: list[dict], by: str, title: str, baseline: str, name: str) -> list[str]:
+    """One split's rows; a category's own category and change go unsaid."""
+    short = labels(r["key"] for r in rows)  # kernel and HLO names shortened; summary.json keeps them whole
+    about = by != "category"
+    out = ["", f"By {title}:", "", f"| {title} | " + ("category | change | " if about else "")
+           + f"{baseline} (ms) | {name} (ms) | delta (ms) | 95% CI (ms) | |",
+           "| --- | " + ("--- | --- | " if about else "") + "---: | ---: | ---: | ---: | --- |"]
+    for r in rows:
+        named = about and r["change"] not in ("other", "idle", "residual")
+        key = f"`{short[r['key']]}`" if named else r["key"]
+        out.append(f"| {key} | " + (f"{r['category'] or '-'} | {r['change']} | " if about else "")
+                   + f"{r['a_ms']:.3f} | {r['b_ms']:.3f} | {_ms(r['delta_ms'])} | "
+                   f"[{r['ci_lo_ms']:+.3f}, {r['ci_hi_ms']:+.3f}] | {MARK if r['marked'] else ''} |")
+    return out
+
+
+def section(attribution: dict | None, aa_name: str | None = None) -> list[str]:
+    """The attribution's Markdown lines (none without it): per variant, the total change and its CI, then
+    a table per split, parts by |delta|, those whose CI excludes 0 marked; for the A/A control, how many
+    rows were marked against how many chance allows."""
+    if not attribution:
+        return []
+    if "error" in attribution:
+        return ["", f"Attribution of the change: {attribution['error']}"]
+    base = attribution["baseline"]
+    out = []
+    for name, v in attribution["variants"].items():
+        if "error" in v:
+            out += ["", f"Attribution of {name} against {base}: {v['error']}"]
+            continue
+        t = v["total"]
+        out += ["", f"### Where {name}'s {_ms(t['delta_ms'])} ms a step goes",
+                "", f"Mean traced device step per chip: {base} {t['a_ms']:.3f} ms, {name} {t['b_ms']:.3f} ms, change "
+                f"{_ms(t['delta_ms'])} ms [{t['ci_lo_ms']:+.3f}, {t['ci_hi_ms']:+.3f}] (95% CI of a bootstrap over "
+                f"trials, then steps: {v['trials'][0]} and {v['trials'][1]} trials, {v['chip_steps'][0]} and "
+                f"{v['chip_steps'][1]} chip-steps). Each split adds up to the change: the top "
+                f"{attribution['top']} ops or kinds by |delta|, `other` the rest, `residual` what the ops' exclusive "
+                f"time does not cover (ops at once on several lines); {MARK}: the part's CI excludes 0; added / "
+                "removed: on one side only. `perfkit trace diff RUN_DIR` prints the same."]
+        if name == aa_name:
+            m = v["marked"]
+            out += ["", f"A/A control: {m['marked']} of {m['rows']} parts marked; chance allows up to "
+                    f"{m['chance_allows']} (95% binomial quantile of {m['rows']} intervals at 95%)."]
+        for by, title in SPLITS:
+            out += _table(v[by], by, title, base, name)
+    return out
+
+
+def text(attribution: dict) -> str:
+    """``perfkit trace diff RUN_DIR``'s text: the report's lines (``attribution["aa"]``: the A/A control)."""
+    return "\n".join(section(attribution, attribution.get("aa"))).strip()
