@@ -268,7 +268,11 @@ def _breakdown(summary: dict) -> list[str]:
                         + " | ".join(cell(v, p) for p in parts) + " |")
     rows += ["", "Mean traced step per chip; each instant goes to compute, else exposed ICI, "
              + ("else exposed DCN, " if dcn else "") + "else local DMA, "
-             "else idle (`perfkit trace breakdown` on the trial folders gives every chip and step)."]
+             "else idle (`perfkit trace breakdown` on the trial folders gives every chip and step).", "",
+             "The traced steps (the case's `capture.trace`) run with the profiler recording and are left out of the "
+             "timed steps: their span is that step's window on each chip, the profiler's own cost inside it, one "
+             "step a trial. So it runs longer than the timed medians above and is not compared with them; read "
+             "the shares, and the changes between variants."]
     rows += _hidden(bd)
     for name, deltas in bd["op_deltas"].items():
         short = labels(d["key"] for d in deltas)  # kernel names shortened; summary.json keeps them whole
@@ -278,7 +282,8 @@ def _breakdown(summary: dict) -> list[str]:
                  *(f"| `{short[d['key']]}` | {d['category']} | {d['a_ms']:.3f} | {d['b_ms']:.3f} | "
                    f"{d['delta_ms']:+.3f} |" for d in deltas)]
     rows += attribution_report.section(summary.get("attribution"), (summary.get("noise_floor") or {}).get("variant"))
-    return rows + _collectives(bd.get("collectives") or {})
+    cpu = ((summary.get("env") or {}).get("devices") or {}).get("platform") == "cpu"
+    return rows + _collectives(bd.get("collectives") or {}, cpu)
 
 
 def _hidden(bd: dict) -> list[str]:
@@ -294,9 +299,11 @@ def _hidden(bd: dict) -> list[str]:
     return ["", *lines] if lines else []
 
 
-def _collectives(variants: dict) -> list[str]:
+def _collectives(variants: dict, cpu: bool = False) -> list[str]:
     """Each variant's collectives by kind (``perfkit.trace.collectives.summarize``), and its worst
-    straggler step when the skew passes ``STRAGGLER_SHARE`` of the step."""
+    straggler step when the arrival skew passes ``STRAGGLER_SHARE`` of the step. On CPU devices (XLA's
+    simulated chips are threads sharing the host's cores) the skew is the host's scheduling: it is
+    reported as such, never as a straggling chip."""
     rows = []
     for name, c in variants.items():
         if "error" in c or not c["kinds"]:
@@ -312,12 +319,18 @@ def _collectives(variants: dict) -> list[str]:
             rows.append(f"| {k['kind']} | {k['count']:.3g} | {sent} | {k['time_ms']:.3f} | {k['exposed_ms']:.3f} | "
                         f"{k['hidden_ms']:.3f} | {k['wait_ms']:.3f} | {gbps} |")
         late = [s for s in c["steps"] if s["skew_share"] > STRAGGLER_SHARE]
-        if late:
-            s = max(late, key=lambda s: s["skew_share"])
-            rows += ["", f"Straggler in {name}: rank {s['rank']} device {s['device']} arrived last at "
-                     f"{s['times_last']} of {s['matched']} collectives in step {s['step']} of {s['trial']}; the "
-                     f"skew summed over that step is {s['skew_ms']:.3f} ms, {100 * s['skew_share']:.1f}% of it "
-                     f"({len(late)} of {len(c['steps'])} traced steps pass {100 * STRAGGLER_SHARE:.0f}%)."]
+        if not late:
+            continue
+        s = max(late, key=lambda s: s["skew_share"])
+        skew = (f"Arrival skew (last chip's arrival minus the first's, summed over a step's collectives) passes "
+                f"{100 * STRAGGLER_SHARE:.0f}% of the step in {len(late)} of {len(c['steps'])} traced steps of "
+                f"{name}; at most {s['skew_ms']:.3f} ms, {100 * s['skew_share']:.1f}% of step {s['step']} of {s['trial']}")
+        if cpu:
+            rows += ["", f"{skew}. These are CPU devices: the chips are threads sharing the host's cores, so the skew is "
+                     "the host's scheduling, not a slow chip (no straggler is named)."]
+        else:
+            rows += ["", f"{skew}. Straggler: rank {s['rank']} device {s['device']}, last to arrive at "
+                     f"{s['times_last']} of that step's {s['matched']} collectives."]
     return rows
 
 

@@ -193,11 +193,15 @@ def test_run_summary_and_report_lines(tmp_path):
     assert [(s["trial"], s["step"], s["device"]) for s in got["sp"]["steps"]] == [("00-sp", 0, 3), ("00-sp", 1, 1)]
     text = "\n".join(_collectives(got))
     assert "| all-gather | 1 | 98304 | 0.017 | 0.016 | 0.001 | 0.010 | 5.96 |" in text
-    assert ("Straggler in sp: rank 0 device 3 arrived last at 2 of 3 collectives in step 0 of 00-sp; the skew summed "
-            "over that step is 0.026 ms, 43.3% of it (2 of 2 traced steps pass 5%).") in text
+    skew = ("Arrival skew (last chip's arrival minus the first's, summed over a step's collectives) passes 5% of "
+            "the step in 2 of 2 traced steps of sp; at most 0.026 ms, 43.3% of step 0 of 00-sp.")
+    assert f"{skew} Straggler: rank 0 device 3, last to arrive at 2 of that step's 3 collectives." in text
     assert "Collectives of tp: none in its traces" in text
     calm = {"sp": {**got["sp"], "steps": [{**s, "skew_share": 0.01} for s in got["sp"]["steps"]]}}
-    assert "Straggler" not in "\n".join(_collectives(calm))
+    assert "skew" not in "\n".join(_collectives(calm))
+    # CPU devices are threads on the host's cores: the skew is said to be the host's, no straggler named
+    cpu = "\n".join(_collectives(got, cpu=True))
+    assert f"{skew} These are CPU devices" in cpu and "Straggler" not in cpu
 
 
 def test_async_done_pairs_with_the_start_its_text_names(tmp_path):
