@@ -23,7 +23,7 @@ COMMANDS = {
     "report": ("perfkit.cli:report", "Rewrite each RUN_DIR's summary.json, report.md and plots from its files "
                                      "(merging the parts of a multi-host..."),
     "check": ("perfkit.cli:check",
-              "Compare RUN_DIR with a committed baseline: B/A ratios, quality, determinism, rank consistency."),
+              "Compare RUN_DIR with a committed baseline: trials, B/A ratios, quality, determinism, ranks, step cost."),
     "cost": ("perfkit.cost.cli:cost",
              "FLOPs, HBM bytes, collectives and memory of each step, and its roofline bound on a chip."),
     "env": ("perfkit.cli:env", "Versions, devices and the git tree hash, as a run records them in env.json."),
@@ -202,12 +202,29 @@ def env(devices, as_json):
 @click.option("--psnr-drop", "psnr_drop_db", type=click.FloatRange(min=0), default=None,
               help="A PSNR fails more than this many dB below the baseline's. Default: 0.5 or the case's check:.")
 @click.option("--min-psnr", "min_psnr_db", type=float, default=None, help="A PSNR fails below this (dB).")
+@click.option("--cost-tolerance", type=click.FloatRange(min=0), default=None,
+              help="A step's FLOPs, HBM bytes, bytes sent or temp memory fails when it moves more than this "
+                   "share from the baseline's. Default: 0.01 or the case's check:.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
-def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db, min_psnr_db, as_json):
-    """Compare RUN_DIR with a committed baseline: B/A ratios, quality, determinism, rank consistency.
+def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db, min_psnr_db, cost_tolerance,
+          as_json):
+    """Compare RUN_DIR with a committed baseline: trials, B/A ratios, quality, determinism, ranks, step cost.
 
-    Exit code 1 when a row fails (each is listed); with GITHUB_STEP_SUMMARY set, a Markdown summary is
-    appended there. --update-baseline writes BASELINE from this run."""
+    \b
+    One row per figure; a row fails when
+      trials       a trial failed or hung, or the run was stopped
+      timing       a B/A step-time ratio's whole 95% CI lies above baseline x (1 + ratio tolerance)
+      quality      a PSNR (B vs A, each variant vs the oracle) drops below its limit, or
+                   bit-identical outputs are no longer so
+      determinism  a variant's repeats were bit-identical in the baseline and are not now
+      ranks        a variant's ranks compile different programs
+      cost         a variant's collectives per step (by kind, exactly) or its FLOPs, HBM bytes,
+                   bytes sent a device or temp memory (within the cost tolerance) changed
+
+    Timing sees only a change larger than the ratio's CI on this machine (docs/ci.md); the cost rows
+    see any change to the compiled step program, whatever the load. Exit code 1 when a row fails (each
+    is listed); with GITHUB_STEP_SUMMARY set, a Markdown summary is appended there. --update-baseline
+    writes BASELINE from this run."""
     # pandas, the cost gate and the case schema: only when a check runs, not for --help
     import dataclasses
     import os
@@ -230,7 +247,7 @@ def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db
         raise BadInput(f"a baseline of case {baseline['case']!r}, but the run is of {summary['case']!r}",
                        path=baseline_file, field="case")
     th = ci_gate.thresholds_for(run, ratio_tolerance=ratio_tolerance, psnr_drop_db=psnr_drop_db,
-                                 min_psnr_db=min_psnr_db)
+                                 min_psnr_db=min_psnr_db, cost_tolerance=cost_tolerance)
     frame = ci_gate.check_frame(baseline, summary, th)
     passed = bool(frame.passed.all())
     if as_json:

@@ -133,3 +133,28 @@ def test_bad_input(baseline, make_run, tmp_path):
     (tmp_path / "other.json").write_text(json.dumps(other))
     res = check(run, "--baseline", tmp_path / "other.json")
     assert res.exit_code == 2 and "other.json: case: a baseline of case 'another'" in res.output
+
+
+def test_the_quickstart_timing_gate_fails_a_threefold_slowdown_and_passes_the_noise_seen():
+    """The shipped gate (cases/quickstart.yaml's check: block, reports/baselines/quickstart.json): on a
+    loaded 2-core runner sp/tp was seen from 1.4 to 4.0 with the CI's low end up to 2.4, which must pass;
+    sp three times slower than the baseline's ratio, its CI as wide as a noisy run's (x0.7 to x1.35),
+    must fail."""
+    from pathlib import Path
+
+    from perfkit.report.check import _timing_rows, load_baseline
+    from perfkit.run import case as case_mod
+
+    repo = Path(__file__).resolve().parents[2]
+    th = Thresholds(**case_mod.load(repo / "cases" / "quickstart.yaml").check)
+    base = load_baseline(repo / "reports" / "baselines" / "quickstart.json")
+    ratio = next(c["ratio"] for c in base["comparisons"] if c["metric"] == "step_ms")
+
+    def timing(r: float, lo: float, hi: float) -> bool:
+        summary = {"baseline": "tp", "comparisons": [{"variant": "sp", "metric": "step_ms", "ratio": r,
+                                                      "ci": [lo, hi]}]}
+        return next(row for row in _timing_rows(base, summary, th) if row["subject"] == "sp/tp step_ms")["passed"]
+
+    slower = 3 * ratio
+    assert not timing(slower, 0.7 * slower, 1.35 * slower)
+    assert timing(4.0, 2.4, 5.2)

@@ -1,10 +1,11 @@
 """This project's own CI gate (`make test` runs it): cases/quickstart.yaml, then `perfkit check` against
 the committed reports/baselines/quickstart.json, with the thresholds of the case's `check:` block. Quality
 is tight (PSNR of sp vs tp at least 40 dB and within 0.5 dB of the baseline's; repeats bit-identical, one
-program per rank, no failed trial). The timing gate is loose (ratio tolerance 4.0: only a B/A ratio whose
-whole CI lies above five times the baseline's fails): on a 2-core machine running the rest of the suite
+program per rank, no failed trial). The timing gate is loose (ratio tolerance 1.0: only a B/A ratio whose
+whole CI lies above twice the baseline's fails): on a 2-core machine running the rest of the suite
 beside it, SP's rings suffer more from the load than TP, and sp/tp was seen anywhere from 1.4 to 4.0 (CI
-low end up to 2.4) against a baseline of 1.6. Two rounds instead of the case's 3-5 keep it under a minute: the
+low end up to 2.4) against a baseline of 1.6 (tests/report/test_check.py holds that this passes and a
+threefold slowdown does not). Two rounds instead of the case's 3-5 keep it under a minute: the
 ratio does not depend on the number of trials, and two repeats still show determinism.
 
 The step cost rows (perfkit.cost.gate) are the part of the gate that does not depend on the machine's load:
