@@ -1,0 +1,188 @@
+"""The attribution of B's change (perfkit.analysis.attribution): hand-built TPU traces whose op durations
+are drawn here with numpy, so every expected figure comes from those draws, never from the code under test."""
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+from click.testing import CliRunner
+from trace_builders import U
+
+from perfkit.analysis import attribution
+from perfkit.cli import cli
+from perfkit.report.attribution import section
+from perfkit.trace.synthetic import XSpaceWriter
+
+CHIPS, STEPS = 2, 2
+ADDED = "all-reduce.7"  # B's planted collective: COUNT instances a step, each uniform in [3, 5) us
+COUNT = 3
+COMMON = [f"fusion.{i}" for i in range(1, 9)]  # both sides' compute ops
+
+
+def trial_trace(path, rng, trial_scale, planted: bool) -> np.ndarray:
+    """One trial: CHIPS TPU chips, STEPS steps; per step the COMMON fusions (each ~10 us times the trial's
+    scale, with 5% noise) and, ``planted``, COUNT all-reduces, then 2 us idle. Returns the planted
+    durations (us) per (chip, step, instance)."""
+    space = XSpaceWriter("h")
+    space.program(5, "jit_m", [(n, "fusion", "f32[8,128]") for n in COMMON] + [(ADDED, "all-reduce", "f32[1024]")])
+    planted_us = rng.uniform(3, 5, size=(CHIPS, STEPS, COUNT)) if planted else np.zeros((CHIPS, STEPS, 0))
+    for chip in range(CHIPS):
+        plane = space.plane(f"/device:TPU:{chip}")
+        steps, ops = plane.line("Steps", 0), plane.line("XLA Ops", 0)
+        t = 0
+        for step in range(STEPS):
+            start = t
+            for name in COMMON:
+                d = int(10 * U * trial_scale * rng.normal(1, 0.05))
+                ops.event(plane.op(name, program_id=5, hlo_category="loop fusion"), t, d)
+                t += d
+            for d in planted_us[chip, step]:
+                ops.event(plane.op(ADDED, program_id=5, hlo_category="all-reduce"), t, int(d * U))
+                t += int(d * U)
+            t += 2 * U
+            steps.event(plane.op(str(step)), start, t - start)
+    space.save(path)
+    return planted_us
+
+
+def side(tmp_path, name, trials, rng, planted, trial_sd=0.2):
+    """``trials`` trial folders of one side and their parts frame; the planted durations (us) stacked."""
+    parts, planted_us = [], []
+    for i in range(trials):
+        folder = tmp_path / "trials" / f"{name}{i}"
+        planted_us.append(trial_trace(folder / "rank0" / "trace" / "h.xplane.pb", rng, rng.normal(1, trial_sd),
+                                      planted))
+        parts.append(attribution.trials_parts([folder]))
+    return attribution.pd.concat(parts, ignore_index=True), np.stack(planted_us)
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    rng = np.random.default_rng(7)
+    tmp = tmp_path_factory.mktemp("planted")
+    a, _ = side(tmp, "a", 4, rng, planted=False)
+    b, us = side(tmp, "b", 4, rng, planted=True)
+    return a, b, us
+
+
+def row(frame, key):
+    return frame.set_index("key").loc[key]
+
+
+def test_planted_collectives_named_with_their_cost(planted):
+    a, b, us = planted
+    # the planted cost per chip and step: the drawn durations' sum per (chip, step), averaged
+    drawn_ms = us.sum(axis=3).mean() / 1e3
+    for by, key in (("op", ADDED), ("kind", "all-reduce")):
+        rows = attribution.attribute(a, b, by)
+        r = row(rows, key)
+        assert r["change"] == "added" and r["category"] == "ici" and r["marked"]
+        assert r["delta_ms"] == pytest.approx(drawn_ms, rel=1e-6)  # the traces' integer ps against the draws
+        assert r["ci_lo_ms"] <= COUNT * 4e-3 <= r["ci_hi_ms"]  # covers the expected cost, 3 x 4 us
+        assert rows.iloc[0]["key"] == key  # the largest change
+    cat = attribution.attribute(a, b, "category")
+    assert row(cat, "ici")["delta_ms"] == pytest.approx(drawn_ms, rel=1e-6)
+    swapped = attribution.attribute(b, a, "op")
+    assert row(swapped, ADDED)["change"] == "removed"
+    assert row(swapped, ADDED)["delta_ms"] == pytest.approx(-drawn_ms, rel=1e-6)
+
+
+@pytest.mark.parametrize("by", attribution.BYS)
+def test_parts_add_up_to_the_total(planted, by):
+    a, b, _ = planted
+    rows = attribution.attribute(a, b, by, top=3)
+    total = rows.iloc[-1]
+    assert total["key"] == "total"
+    assert rows.iloc[:-1]["delta_ms"].sum() == pytest.approx(total["delta_ms"], abs=1e-12)
+    # the total against plain spans: each step's span is its ops plus 2 us idle, from the traces' frame
+    spans = [p[p["by"] == "span"].groupby("trial")["time_ps"].mean().mean() / 1e9 for p in (a, b)]
+    assert total["delta_ms"] == pytest.approx(spans[1] - spans[0], rel=1e-9)
+    shown = rows.iloc[:-1]
+    assert (shown["delta_ms"].abs().diff().dropna() <= 0).all()  # by |delta|
+    if by == "op":  # 3 named of the 9 ops, the other 6 summed: against every op named
+        every = attribution.attribute(a, b, by, top=100).set_index("key")["delta_ms"]
+        ops = every.drop(["idle", "residual", "total"])
+        top = ops.abs().sort_values(ascending=False).index[:3]
+        assert set(shown["key"]) == {*top, "other", "idle", "residual"}
+        assert row(rows, "other")["delta_ms"] == pytest.approx(ops.drop(top).sum(), abs=1e-12)
+
+
+def test_aa_marks_no_more_than_chance(tmp_path):
+    """Two sides drawn alike, with a trial effect (20% sd) far above the step noise: resampling steps
+    without trials first would give intervals too narrow and mark many."""
+    rng = np.random.default_rng(11)
+    a, _ = side(tmp_path, "a", 6, rng, planted=False)
+    b, _ = side(tmp_path, "b", 6, rng, planted=False)
+    rows = attribution.attribute(a, b, "op", top=len(COMMON))
+    tested = rows[~rows["change"].isin(["residual", "total", "other"])]
+    assert len(tested) == len(COMMON) + 1  # each fusion and idle
+    assert tested["marked"].sum() <= attribution.chance_allows(len(tested))
+
+
+def test_hierarchical_means_spread():
+    """Each draw is the mean of k trials picked with replacement (counts c_i, multinomial), each trial's
+    steps resampled once a draw (as the verdict's bootstrap: one resample wherever the trial was picked):
+    Var = Var(sum c_i m_i / k) + E[sum c_i^2 v_i] / k^2 = (var of the trial means + (2 - 1/k) mean v_i) / k,
+    v_i = var_i / n_i (population variances)."""
+    rng = np.random.default_rng(3)
+    trials = [rng.normal(m, s, size=(n, 2)) for m, s, n in ((10, 1, 4), (12, 2, 6), (9, 0.5, 3))]
+    draws = attribution.hierarchical_means(trials, 40000, np.random.default_rng(0))
+    means = np.array([t.mean(axis=0) for t in trials])
+    within = np.mean([t.var(axis=0) / len(t) for t in trials], axis=0)
+    k = len(trials)
+    expected = (means.var(axis=0) + (2 - 1 / k) * within) / k
+    assert draws.mean(axis=0) == pytest.approx(means.mean(axis=0), rel=2e-3)
+    assert draws.var(axis=0) == pytest.approx(expected, rel=0.04)
+
+
+def _run_dir(tmp_path, rng):
+    """A run directory of a two-variant command case, two good trials a side with traces."""
+    (tmp_path / "case.yaml").write_text(yaml.safe_dump({
+        "name": "planted", "command": ["python", "x.py"], "devices": 2, "seed": 0,
+        "variants": {"a": {"env": {}}, "b": {"env": {}}}}))
+    lines = []
+    for i, v in enumerate(["a", "b", "b", "a"]):
+        folder = tmp_path / "trials" / f"{i:02d}-{v}"
+        trial_trace(folder / "rank0" / "trace" / "h.xplane.pb", rng, 1.0, v == "b")
+        lines.append(json.dumps({"index": i, "variant": v, "status": "ok", "dir": f"trials/{i:02d}-{v}"}))
+    (tmp_path / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    return tmp_path
+
+
+def test_trace_diff_run_dir(tmp_path):
+    run_dir = _run_dir(tmp_path, np.random.default_rng(5))
+    result = CliRunner().invoke(cli, ["trace", "diff", str(run_dir), "--json", "-n", "4"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)["attribution"]
+    b = doc["variants"]["b"]
+    assert doc["baseline"] == "a" and doc["top"] == 4 and b["trials"] == [2, 2] and b["chip_steps"] == [8, 8]
+    assert b["op"][0]["key"] == ADDED and b["op"][0]["change"] == "added" and len(b["op"]) == 4 + 3
+    text = CliRunner().invoke(cli, ["trace", "diff", str(run_dir)])
+    assert text.exit_code == 0, text.output
+    assert text.stdout.startswith(f"### Where b's {b['total']['delta_ms']:+.3f} ms a step goes")
+    assert f"| `{ADDED}` | ici | added |" in text.stdout
+    frame = attribution.run_attribution(run_dir, top=4)  # the Python API: the same rows as a frame
+    ops = frame[(frame["variant"] == "b") & (frame["by"] == "op")]
+    assert ops.iloc[0]["delta_ms"] == pytest.approx(b["op"][0]["delta_ms"])
+
+
+def test_trace_diff_not_a_run_dir(tmp_path):
+    result = CliRunner().invoke(cli, ["trace", "diff", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output.strip().count("\n") == 0 and "not a run directory" in result.output
+
+
+def test_report_section_marks_and_aa_line():
+    r = {"key": "x", "category": "ici", "change": "added", "a_ms": 0.0, "b_ms": 2.0, "delta_ms": 2.0,
+         "ci_lo_ms": 1.0, "ci_hi_ms": 3.0, "marked": True}
+    quiet = {**r, "key": "y", "change": "changed", "a_ms": 1.0, "b_ms": 1.1, "delta_ms": 0.1, "ci_lo_ms": -0.2,
+             "ci_hi_ms": 0.4, "marked": False}
+    v = {"trials": [3, 3], "chip_steps": [12, 12], "confidence": 0.95, "total": {**r, "key": "total"},
+         "category": [r], "kind": [r, quiet], "op": [r, quiet], "marked": {"rows": 5, "marked": 0, "chance_allows": 1}}
+    lines = section({"baseline": "tp", "top": 10, "variants": {"sp": v, "tp-aa": v}}, "tp-aa")
+    text = "\n".join(lines)
+    assert "### Where sp's +2.000 ms a step goes" in text
+    assert "| `x` | ici | added | 0.000 | 2.000 | +2.000 | [+1.000, +3.000] | **\\*** |" in text
+    assert "| `y` | ici | changed | 1.000 | 1.100 | +0.100 | [-0.200, +0.400] |  |" in text
+    assert text.count("A/A control: 0 of 5 parts marked; chance allows up to 1") == 1
