@@ -18,6 +18,7 @@ import numpy as np
 
 from perfkit.kernels.rope import rope_angles
 from perfkit.models import layers as L
+from perfkit.models import taps
 from perfkit.models.plans import Plan, Stream
 
 
@@ -91,15 +92,19 @@ def rope_tables(cfg: LTX2Config) -> dict[str, np.ndarray]:
             "audio": rope_angles(np.arange(cfg.audio_len)[:, None], [cfg.audio_head_dim]).astype(np.float32)}
 
 
-def block(p, hs: dict, text: dict, temb: dict, angles: dict, cfg: LTX2Config, plan: Plan) -> dict:
+def block(p, hs: dict, text: dict, temb: dict, angles: dict, cfg: LTX2Config, plan: Plan,
+          name: str = "block") -> dict:
     """hs, text, temb, angles: stream name ("video", "audio") -> its rows (B, S', D), its text context
-    (B, L, D), its time embedding (B, D), its projected RoPE angles."""
+    (B, L, D), its time embedding (B, D), its projected RoPE angles. Taps (``perfkit.models.taps``), per
+    stream s: ``<name>.<s>.attn`` (self-attention), ``.mlp``, ``.out``."""
     head_dims = {"video": cfg.head_dim, "audio": cfg.audio_head_dim}
     mods = {s: L.modulation(temb[s], p[s]["mod"], 6) for s in hs}
     for s, h in hs.items():
         shift, scale, gate = mods[s][:3]
         x = L.modulate(L.layer_norm(h), shift, scale)
-        h = h + L.gated(gate, L.attention(plan, p[s]["self"], s, x, head_dims[s], angles=angles[s]))
+        a = L.attention(plan, p[s]["self"], s, x, head_dims[s], angles=angles[s])
+        taps.tap(f"{name}.{s}.attn", a, stream=s)
+        h = h + L.gated(gate, a)
         hs[s] = h + L.attention(plan, p[s]["text"], s, L.layer_norm(h), head_dims[s], context=("text", text[s]))
 
     v, a = L.layer_norm(hs["video"]), L.layer_norm(hs["audio"])
@@ -109,7 +114,10 @@ def block(p, hs: dict, text: dict, temb: dict, angles: dict, cfg: LTX2Config, pl
     for s, h in hs.items():
         shift, scale, gate = mods[s][3:]
         x = L.modulate(L.layer_norm(h), shift, scale)
-        hs[s] = h + L.gated(gate, L.ffn(plan, x, p[s]["w1"], p[s]["w2"], stream=s))
+        m = L.ffn(plan, x, p[s]["w1"], p[s]["w2"], stream=s)
+        taps.tap(f"{name}.{s}.mlp", m, stream=s)
+        hs[s] = h + L.gated(gate, m)
+        taps.tap(f"{name}.{s}.out", hs[s], stream=s)
     return hs
 
 
@@ -120,8 +128,8 @@ def forward(params, inputs, t, *, cfg: LTX2Config, plan: Plan):
     temb = {"video": L.time_embedding(t, params["t1"], params["t2"]),
             "audio": L.time_embedding(t, params["t1_audio"], params["t2_audio"])}
     angles = {s: plan.projected_rows(jnp.asarray(table), stream=s) for s, table in rope_tables(cfg).items()}
-    for p in params["blocks"]:
-        hs = block(p, dict(hs), text, temb, angles, cfg, plan)
+    for i, p in enumerate(params["blocks"]):
+        hs = block(p, dict(hs), text, temb, plan.block_angles(angles, i), cfg, plan, f"block{i}")
     out = {}
     for s, h in hs.items():
         shift, scale = L.modulation(temb[s], params[f"{s}_head"], 2)

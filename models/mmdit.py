@@ -20,6 +20,7 @@ import numpy as np
 
 from perfkit.kernels.rope import rope_angles
 from perfkit.models import layers as L
+from perfkit.models import taps
 from perfkit.models.plans import Joint, Plan, Stream
 
 JOINT = "joint"  # the joined stream of the single-stream blocks
@@ -71,9 +72,10 @@ def rope_tables(cfg: MMDiTConfig) -> dict[str, np.ndarray]:
     return {cfg.latent: latent, "text": np.zeros((cfg.text_len, latent.shape[1]), np.float32)}
 
 
-def dual_stream_block(p, hs: dict, temb, angles: dict, *, head_dim: int, plan: Plan) -> dict:
+def dual_stream_block(p, hs: dict, temb, angles: dict, *, head_dim: int, plan: Plan, name: str = "double") -> dict:
     """hs: stream name -> (B, S', dim) rows; p: stream name -> that stream's weights; angles: stream
-    name -> projected RoPE angles or None. One attention over every stream's tokens."""
+    name -> projected RoPE angles or None. One attention over every stream's tokens. Taps
+    (``perfkit.models.taps``), per stream s: ``<name>.<s>.attn``, ``.mlp``, ``.out``."""
     mods, queries, keys = {}, {}, {}
     for s, h in hs.items():
         w = p[s]
@@ -84,14 +86,20 @@ def dual_stream_block(p, hs: dict, temb, angles: dict, *, head_dim: int, plan: P
     new = {}
     for s, h in hs.items():
         w, (_, _, gate1, shift2, scale2, gate2) = p[s], mods[s]
-        h = h + L.gated(gate1, plan.project_out([(L.merge_heads(out[s]), w["wo"])], stream=s))
+        a = plan.project_out([(L.merge_heads(out[s]), w["wo"])], stream=s)
+        taps.tap(f"{name}.{s}.attn", a, stream=s)
+        h = h + L.gated(gate1, a)
         x = L.modulate(L.layer_norm(h), shift2, scale2)
-        new[s] = h + L.gated(gate2, L.ffn(plan, x, w["w1"], w["w2"], stream=s))
+        m = L.ffn(plan, x, w["w1"], w["w2"], stream=s)
+        taps.tap(f"{name}.{s}.mlp", m, stream=s)
+        new[s] = h + L.gated(gate2, m)
+        taps.tap(f"{name}.{s}.out", new[s], stream=s)
     return new
 
 
-def single_stream_block(p, h, temb, angles, *, head_dim: int, plan: Plan):
-    """h: (B, S', dim) rows of the joined stream; angles: its projected RoPE angles."""
+def single_stream_block(p, h, temb, angles, *, head_dim: int, plan: Plan, name: str = "single"):
+    """h: (B, S', dim) rows of the joined stream; angles: its projected RoPE angles. Taps: ``<name>.out``
+    only (attention and MLP leave through one row-parallel projection, summed)."""
     shift, scale, gate = L.modulation(temb, p["mod"], 3)
     x = L.modulate(L.layer_norm(h), shift, scale)
     q, k, v, u = plan.project(x, [p["wq"], p["wk"], p["wv"], p["w_mlp"]], stream=JOINT)
@@ -99,7 +107,9 @@ def single_stream_block(p, h, temb, angles, *, head_dim: int, plan: Plan):
     a = plan.attention({JOINT: q}, {JOINT: kv})[JOINT]
     out = plan.project_out([(L.merge_heads(a), p["wo"]), (jax.nn.gelu(u, approximate=True), p["wo_mlp"])],
                            stream=JOINT)
-    return h + L.gated(gate, out)
+    h = h + L.gated(gate, out)
+    taps.tap(f"{name}.out", h, stream=JOINT)
+    return h
 
 
 def forward(params, inputs, t, *, cfg: MMDiTConfig, plan: Plan):
@@ -108,14 +118,16 @@ def forward(params, inputs, t, *, cfg: MMDiTConfig, plan: Plan):
     temb = L.time_embedding(t, params["t1"], params["t2"])
     tables = rope_tables(cfg)
     angles = {cfg.latent: plan.projected_rows(jnp.asarray(tables[cfg.latent]), stream=cfg.latent), "text": None}
-    for p in params["double"]:
-        hs = dual_stream_block(p, hs, temb, angles, head_dim=cfg.head_dim, plan=plan)
+    for i, p in enumerate(params["double"]):
+        hs = dual_stream_block(p, hs, temb, plan.block_angles(angles, i), head_dim=cfg.head_dim, plan=plan,
+                               name=f"double{i}")
 
     h = plan.join([hs[s] for s in cfg.joined], joint=JOINT)
     joint_table = jnp.asarray(np.concatenate([tables[s] for s in cfg.joined]))
     joint_angles = plan.projected_rows(joint_table, stream=JOINT)
-    for p in params["single"]:
-        h = single_stream_block(p, h, temb, joint_angles, head_dim=cfg.head_dim, plan=plan)
+    for j, p in enumerate(params["single"]):  # block index: after the double blocks
+        h = single_stream_block(p, h, temb, plan.block_angles(joint_angles, len(params["double"]) + j),
+                                head_dim=cfg.head_dim, plan=plan, name=f"single{j}")
     latent = plan.split(h, joint=JOINT)[cfg.joined.index(cfg.latent)]
 
     shift, scale = L.modulation(temb, params["head_mod"], 2)

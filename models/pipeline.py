@@ -21,6 +21,7 @@ from perfkit import models
 from perfkit.kernels import padding
 from perfkit.kernels.precision import compute_dtype
 from perfkit.models import layers as L
+from perfkit.models import taps
 from perfkit.models.plans import AXIS, Plan, Stream
 
 PIXELS_PER_TOKEN = 8  # decoder: one latent token -> an 8x8 RGB patch
@@ -75,6 +76,10 @@ class Denoiser:
         self.index = 0
 
         self.program = step_program(fam, cfg, plan, self.mesh, param_pspecs, self.state, self.conditions, run.guidance)
+        self._tap_names: list[str] = []
+        self._tapped = None  # the tapped program, made by the first ``taps()``
+        self._make_tapped = partial(step_program, fam, cfg, plan, self.mesh, param_pspecs, self.state,
+                                    self.conditions, run.guidance, self._tap_names)
 
     def _sharding(self, spec: P) -> NamedSharding:
         return NamedSharding(self.mesh, spec)
@@ -109,21 +114,45 @@ class Denoiser:
         self.index += 1
         return self.state[self.primary]
 
+    def taps(self) -> list[tuple[str, jax.Array]]:
+        """The forward's taps (``perfkit.models.taps``) at the current step, by name in the order the
+        forward makes them: each the whole logical array (B, S, C), replicated on every device. Run by a
+        second, tapped program from the same state, which it leaves alone (the timed step is untouched)."""
+        if self._tapped is None:
+            self._tapped = self._make_tapped()
+        t, t_next = self.sigmas[self.index], self.sigmas[self.index + 1]
+        _, arrays = self._tapped(self.params, self.state, self.conditions, jnp.float32(t), jnp.float32(t_next - t))
+        return list(zip(self._tap_names, arrays))
+
     def frames(self) -> np.ndarray:
         """Decode the current latents to uint8 frames (T, H, W, 3)."""
         return decode(np.asarray(jax.device_get(self.latents), np.float32)[0], self.cfg.grid)
 
 
-def step_program(fam, cfg, plan: Plan, mesh: Mesh, param_pspecs, state, conditions, guidance: float | None):
+def step_program(fam, cfg, plan: Plan, mesh: Mesh, param_pspecs, state, conditions, guidance: float | None,
+                 tap_names: list[str] | None = None):
     """One Euler step of ``fam`` at ``cfg`` as ``jit(shard_map(...))`` over ``mesh`` (``plan`` bound to the
     streams): the program ``Denoiser`` runs and ``perfkit.cost.paper`` lowers. ``state`` and ``conditions``
-    name the denoised and the conditioning streams (their keys are read)."""
+    name the denoised and the conditioning streams (their keys are read). With ``tap_names`` (a list,
+    filled with the taps' names when the program is traced) the program returns (latents, [taps])."""
     def specs(names) -> dict[str, P]:
         return {name: plan.stream_spec(name) for name in names}
 
     body = partial(_euler_step, forward=partial(fam.forward, cfg=cfg, plan=plan), guidance=guidance)
+    out_specs = specs(state)
+    if tap_names is not None:  # every tap gathered whole: replicated
+        body, out_specs = partial(_tapped_step, step=body, plan=plan, names=tap_names), (out_specs, P())
     return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(param_pspecs, specs(state), specs(conditions), P(), P()),
-                                 out_specs=specs(state), check_vma=False))
+                                 out_specs=out_specs, check_vma=False))
+
+
+def _tapped_step(*args, step, plan: Plan, names: list[str]):
+    """``step`` (the Euler step) and the taps its forward made, each whole (``taps.whole``); their
+    names go to ``names`` (a list: jax would sort a dict's keys, and the order is the taps')."""
+    with taps.collecting() as found:
+        out = step(*args)
+    names[:] = [name for name, _, _ in found]
+    return out, [taps.whole(plan, x, stream) for _, x, stream in found]
 
 
 # The name is the compiled program's (``jit__euler_step``): perfkit.cost.programs finds the step by it.

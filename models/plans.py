@@ -20,7 +20,10 @@ split: q, k, v, FFN up), ``"row"`` (input features split: attention out, FFN dow
 Options of every plan: ``split_rope`` (RoPE as split halves; the pipeline permutes each head's q / k
 channels once on the host). Of the sequence plans: ``pad`` (a stream whose rows do not split is padded
 at its tail, eagerly, before the compiled step; pad keys are dropped in attention and pad rows cut at
-the end). Values that differ by rank (which rows a rank holds) enter the compiled step through
+the end) and ``rope_fault_block``: a planted defect, for checking perfkit's first-departure analysis
+(``perfkit.quality.departure``): in that block (its index in the order the forward runs its blocks)
+ranks > 0 rotate q and k by RoPE angles one row off; absent (None), as shipped, there is none. Values
+that differ by rank (which rows a rank holds) enter the compiled step through
 ``lax.axis_index``, never as Python constants, so every rank compiles the same program.
 """
 
@@ -177,6 +180,11 @@ class Plan:
             return k[:, :len(real)], v[:, :len(real)]
         return jnp.take(k, real, axis=1), jnp.take(v, real, axis=1)
 
+    def block_angles(self, angles, block: int):
+        """The projected RoPE angles (an array, or a mapping of them; None: no rotation) block number
+        ``block`` of the forward uses: ``angles`` but for a planted ``rope_fault_block``."""
+        return angles
+
     def rope(self, x: jax.Array, angles: jax.Array) -> jax.Array:
         """RoPE on (B, S', H, D) q or k; ``angles`` (S', D/2) from ``projected_rows``."""
         return (apply_rope_split_halves if self.split_rope else apply_rope_interleaved)(x, angles)
@@ -216,11 +224,22 @@ class _SequencePlan(Plan):
 
     projects_whole = False  # column-parallel projections return every row of a sharded stream
     pad: str | None = None  # None: a stream that does not split is refused; else one of PAD_MODES
+    rope_fault_block: int | None = None  # a planted defect (module docstring); None as shipped
 
     def __post_init__(self):
         if self.pad is not None and self.pad not in PAD_MODES:
             raise BadInput(f"pad must be one of {sorted(PAD_MODES)} (or absent), not {self.pad!r}",
                            field="options.pad")
+        fault = self.rope_fault_block
+        if fault is not None and (not isinstance(fault, int) or isinstance(fault, bool) or fault < 0):
+            raise BadInput(f"rope_fault_block must be a block index >= 0 (or absent), not {fault!r}",
+                           field="options.rope_fault_block")
+
+    def block_angles(self, angles, block):
+        if block != self.rope_fault_block:
+            return angles
+        later = lax.axis_index(AXIS) > 0
+        return jax.tree.map(lambda a: jnp.where(later, jnp.roll(a, 1, axis=0), a), angles)
 
     def _layout(self, name, s, streams, layouts, ranks):
         if isinstance(s, Stream):

@@ -16,6 +16,7 @@ import numpy as np
 
 from perfkit.kernels.rope import rope_angles
 from perfkit.models import layers as L
+from perfkit.models import taps
 from perfkit.models.plans import Plan, Stream
 
 
@@ -74,18 +75,25 @@ def rope_table(cfg: WanConfig) -> np.ndarray:
     return rope_angles(L.grid_positions(cfg.grid), cfg.rope_axes).astype(np.float32)
 
 
-def block(p, h, ctx, temb, angles, cfg: WanConfig, plan: Plan):
-    """One Wan block. h: (B, S', dim) video rows; ctx: (B, L, dim); temb: (B, dim); angles: (S'', hd/2)."""
+def block(p, h, ctx, temb, angles, cfg: WanConfig, plan: Plan, name: str = "block"):
+    """One Wan block. h: (B, S', dim) video rows; ctx: (B, L, dim); temb: (B, dim); angles: (S'', hd/2).
+    Taps (``perfkit.models.taps``): ``<name>.attn`` (self-attention), ``.mlp``, ``.out``."""
     shift1, scale1, gate1, shift2, scale2, gate2 = L.modulation(temb, p["mod"], 6)
     hd = cfg.head_dim
 
     x = L.modulate(L.layer_norm(h), shift1, scale1)
-    h = h + L.gated(gate1, L.attention(plan, p, "video", x, hd, angles=angles))
-    cross = {k: p[name] for k, name in CROSS.items()}
+    a = L.attention(plan, p, "video", x, hd, angles=angles)
+    taps.tap(f"{name}.attn", a, stream="video")
+    h = h + L.gated(gate1, a)
+    cross = {k: p[w] for k, w in CROSS.items()}
     h = h + L.attention(plan, cross, "video", L.layer_norm(h), hd, context=("text", ctx))
 
     x = L.modulate(L.layer_norm(h), shift2, scale2)
-    return h + L.gated(gate2, L.ffn(plan, x, p["w1"], p["w2"], stream="video"))
+    m = L.ffn(plan, x, p["w1"], p["w2"], stream="video")
+    taps.tap(f"{name}.mlp", m, stream="video")
+    h = h + L.gated(gate2, m)
+    taps.tap(f"{name}.out", h, stream="video")
+    return h
 
 
 def forward(params, inputs, t, *, cfg: WanConfig, plan: Plan):
@@ -94,7 +102,7 @@ def forward(params, inputs, t, *, cfg: WanConfig, plan: Plan):
     temb = L.time_embedding(t, params["t1"], params["t2"])
     c = inputs["text"] @ params["text_in"]
     angles = plan.projected_rows(jnp.asarray(rope_table(cfg)), stream="video")
-    for p in params["blocks"]:
-        h = block(p, h, c, temb, angles, cfg, plan)
+    for i, p in enumerate(params["blocks"]):
+        h = block(p, h, c, temb, plan.block_angles(angles, i), cfg, plan, f"block{i}")
     shift, scale = L.modulation(temb, params["head_mod"], 2)
     return {"video": L.modulate(L.layer_norm(h), shift, scale) @ params["patch_out"]}

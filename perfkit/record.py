@@ -6,17 +6,28 @@ frames and videos), ``PERFKIT_RANK`` and ``PERFKIT_TRIAL``. A program reports a 
 (no ``PERFKIT_METRICS``) every call is a no-op, so a bench script can keep the calls in.
 
 Each line is flushed at once: a rank that hangs or crashes later keeps every step it finished.
+
+Taps (``record.tap("block3.attn", x)``): intermediate arrays, called in the same order in every variant,
+so perfkit can find the first one where B departs from A. Each call appends one line of statistics and
+a hash to ``taps.jsonl`` beside ``PERFKIT_METRICS``, and with ``PERFKIT_TAP_ARRAYS=1`` saves the array
+as ``taps/<index>-<name>.npy`` there too. ``record.tapping(step)`` says whether the case asked for taps
+at that step (``PERFKIT_TAP_STEPS``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import time
 from pathlib import Path
 
 _handle = None
 _handle_path: str | None = None
+_taps = {"path": None, "handle": None, "count": 0}
+TAPS_FILE = "taps.jsonl"
+TAPS_DIR = "taps"
 
 
 def _write(event: dict) -> None:
@@ -60,3 +71,68 @@ def outputs_dir() -> Path | None:
         return None
     Path(path).mkdir(parents=True, exist_ok=True)
     return Path(path)
+
+
+def tapping(step: int) -> bool:
+    """Whether the case asks for taps at denoise step ``step`` (``capture.taps``)."""
+    steps = os.environ.get("PERFKIT_TAP_STEPS", "")
+    return str(int(step)) in steps.split(",")
+
+
+def _host_array(value):
+    """``value`` (numpy, torch or jax array, or anything numpy takes) as a numpy array, without
+    importing torch or jax: a torch tensor is detached and copied to the host; dtypes numpy cannot
+    save (bfloat16, float8) are widened to float32, which holds each of their values exactly."""
+    import numpy as np  # the metrics calls stay free of numpy's import; only taps need it
+
+    dtype = str(getattr(value, "dtype", "")).removeprefix("torch.")
+    if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
+        value = value.detach().cpu()
+        if dtype not in np.sctypeDict:  # bfloat16 and float8 have no numpy twin
+            value = value.float()
+        value = value.numpy()
+    arr = np.asarray(value)
+    if arr.dtype.kind == "V" or arr.dtype.type.__module__ != "numpy":  # ml_dtypes (jax's bfloat16 ...)
+        arr = arr.astype(np.float32)
+    return np.ascontiguousarray(arr), dtype or str(arr.dtype)
+
+
+def tap_stats(arr) -> dict:
+    """The statistics a tap line keeps of a numpy array: shape, mean, std, min, max, L2 norm (over its
+    finite values, in float64), the count of non-finite values, and the sha256 of its bytes."""
+    import numpy as np  # the metrics calls stay free of numpy's import; only taps need it
+
+    wide = arr.astype(np.float64).ravel() if arr.dtype.kind in "biufc" else np.zeros(0)
+    finite = wide[np.isfinite(wide)]
+
+    def figure(fn):
+        return float(fn(finite)) if len(finite) else None
+
+    return {"shape": list(arr.shape), "mean": figure(np.mean), "std": figure(np.std), "min": figure(np.min),
+            "max": figure(np.max), "l2": figure(np.linalg.norm), "nonfinite": int(len(wide) - len(finite)),
+            "sha256": hashlib.sha256(arr.tobytes()).hexdigest()}
+
+
+def tap(name: str, value, *, step: int | None = None, **extra) -> None:
+    """One intermediate array by name (the whole logical array: gather a sharded one first), in the
+    same order in every variant: a line in ``taps.jsonl``, and the array too with
+    ``PERFKIT_TAP_ARRAYS=1``. ``step``: the denoise step it belongs to. A no-op outside perfkit."""
+    metrics = os.environ.get("PERFKIT_METRICS")
+    if not metrics:
+        return
+    folder = Path(metrics).parent
+    if _taps["path"] != folder:
+        _taps.update(path=folder, handle=open(folder / TAPS_FILE, "a", buffering=1), count=0)
+    arr, dtype = _host_array(value)
+    index = _taps["count"]
+    _taps["count"] += 1
+    line = {"index": index, "name": str(name), "step": step, "dtype": dtype, **tap_stats(arr), **extra}
+    if os.environ.get("PERFKIT_TAP_ARRAYS") == "1":
+        import numpy as np  # only taps need numpy
+
+        rel = Path(TAPS_DIR) / f"{index:04d}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', str(name))}.npy"
+        (folder / TAPS_DIR).mkdir(exist_ok=True)
+        np.save(folder / rel, arr)
+        line["array"] = str(rel)
+    _taps["handle"].write(json.dumps(line, allow_nan=False) + "\n")
+    _taps["handle"].flush()

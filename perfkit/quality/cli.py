@@ -80,7 +80,8 @@ def format_result(r: dict, per_frame: bool = False) -> list[str]:
 @click.option("--codec", "codec_spec", default="libx264:crf=18:pix_fmt=yuv420p", show_default=True,
               metavar="CODEC[:k=v...]", help="Encoder settings for --codec-floor.")
 @click.option("--drift", "as_drift", is_flag=True, help="A and B are per-step latents (steps, ...): a row per step.")
-@click.option("--plot", type=click.Path(dir_okay=False), help="With --drift: write the plot to this PNG.")
+@click.option("--plot", type=click.Path(dir_okay=False),
+              help="With --drift, or a run directory's taps: write the plot to this PNG.")
 def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_spec, as_drift, plot):
     """Compare output B against reference A: videos, PNG / JPEG folders, .npy / .npz, run outputs.
 
@@ -88,6 +89,8 @@ def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_
     one YUV format in their own planes (`ffmpeg -i A -i B -lavfi psnr`), otherwise (or with --rgb, too)
     in RGB24 (the same filter after format=rgb24); per-frame PSNR's mean over differing frames, worst
     frame, mean / max |d|, share of |d| > 16, sha256. Tensors: relative L2, cosine, max |d|.
+
+    A alone, a run directory whose trials tapped (capture.taps): the first tap where B departs from A.
     """
     # numpy's OpenBLAS starts a thread per core as it loads, which spin ~0.05 s of CPU that the decoders need on
     # 2 cores; no figure uses threaded BLAS. Set while numpy loads (OpenBLAS reads it then); a user's setting stands.
@@ -103,6 +106,8 @@ def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_
 
     frames = quality.parse_frame_range(frame_range)
     codec = parse_codec(codec_spec) if with_floor else None
+    if b is None and Path(a, "trials.jsonl").is_file():
+        return _taps_command(a, as_json, plot)
     if b is None and as_drift:
         raise BadInput("--drift compares A's per-step latents with B's: give B", field="B")
     if b is None and not with_floor:
@@ -139,3 +144,26 @@ def _drift_command(a: str, b: str, as_json: bool, plot: str | None) -> None:
                               indent=2))
     else:
         click.echo(table.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+
+
+def _taps_command(run_dir: str, as_json: bool, plot: str | None) -> None:
+    """A run's first departure, as its report gives it (``perfkit.report.departure``)."""
+    # numpy, pandas and the taps' wording: only when the command runs
+    from perfkit.common.summary import json_safe
+    from perfkit.quality import departure
+    from perfkit.report.departure import lines
+
+    trials, a, b = departure.run_variants(run_dir)
+    result = departure.run_departure(Path(run_dir), trials, a, b)
+    if result is None:
+        raise BadInput(f"no good trial of both {a} and {b} wrote taps (the case's capture.taps)", path=run_dir)
+    if "error" in result:
+        raise BadInput(result["error"])
+    result = json_safe(result)
+    if plot and result["rows"]:
+        departure.plot_agreement(result["rows"], Path(plot), f"{b} against {a}")
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        for line in lines(result, plot):
+            click.echo(line)

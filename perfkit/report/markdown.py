@@ -8,6 +8,7 @@ from perfkit.common.summary import compared_variant, db_cell
 from perfkit.cost import report as cost_report
 from perfkit.hlo.render import rank_list, ranks_report
 from perfkit.report import attribution as attribution_report
+from perfkit.report.departure import departure_section
 from perfkit.report.line import summary_line, trial_median
 from perfkit.run.launch import exit_text
 from perfkit.run.stackdump import where_threads_wait
@@ -392,7 +393,8 @@ def _environment(summary: dict) -> list[str]:
 
 PLOT_TITLES = {"step_times": "Step times per trial (timed synced steps)",
                "breakdown": "Mean traced step per chip: compute / ICI / DMA / idle",
-               "psnr": "PSNR per frame, B vs A", "drift": "Latent drift per step, B vs A"}
+               "psnr": "PSNR per frame, B vs A", "drift": "Latent drift per step, B vs A",
+               "taps": "Agreement by layer (taps), B vs A"}
 
 
 def _plots(plots: dict[str, str]) -> list[str]:
@@ -440,7 +442,7 @@ def render(summary: dict, plots: dict[str, str] | None = None) -> str:
         out += ["## Compile cache", "", *_compile_cache(summary["compile_cache"]), ""]
     if summary["trials"]["failed"]:
         out += ["## Failed trials", "", *_failures(summary), ""]
-    out += ["## Quality", "", *quality_section(summary, plots), ""]
+    out += ["## Quality", "", *quality_section(summary, plots), *departure_section(summary, plots), ""]
     out += ["## Rank consistency", "", *_ranks(summary), ""]
     out += ["## Trace breakdown", "", *(_breakdown(summary) if summary.get("breakdown") else
                                         ["No profiler traces captured (a case's `capture.trace: [step, ...]` "

@@ -24,7 +24,8 @@ from perfkit.run import placement
 MODEL_KEYS = {"name": (str, None), "config": (str, "tiny"), "steps": (int, 8), "guidance": ((int, float), None),
               "dtype": (str, "float32")}
 REPEATS_KEYS = {"min": (int, 3), "max": (int, 8)}
-CAPTURE_KEYS = {"xla_dump": (str, "first"), "trace": (list, []), "outputs": (bool, True)}
+CAPTURE_KEYS = {"xla_dump": (str, "first"), "trace": (list, []), "outputs": (bool, True),
+                "taps": (list, []), "tap_arrays": (str, "first")}  # taps: steps (perfkit.record.tap)
 # `perfkit check` thresholds (perfkit.report.check.Thresholds); its flags override them.
 CHECK_KEYS = {"ratio_tolerance": ((int, float), 0.10), "psnr_drop_db": ((int, float), 0.5),
               "min_psnr_db": ((int, float), None), "cost_tolerance": ((int, float), 0.01)}
@@ -244,8 +245,11 @@ def validate(raw: dict, path: str = "<case>") -> Case:
     cap = top["capture"]
     if cap["xla_dump"] not in XLA_DUMP_MODES:
         raise BadInput(f"must be one of {', '.join(XLA_DUMP_MODES)}", path=path, field="capture.xla_dump")
-    if not all(isinstance(s, int) and s >= 0 for s in cap["trace"]):
-        raise BadInput("must be a list of step indices", path=path, field="capture.trace")
+    for key in ("trace", "taps"):
+        if not all(isinstance(s, int) and s >= 0 for s in cap[key]):
+            raise BadInput("must be a list of step indices", path=path, field=f"capture.{key}")
+    if cap["tap_arrays"] not in XLA_DUMP_MODES:  # the same trials as xla_dump: all, first (round 0), none
+        raise BadInput(f"must be one of {', '.join(XLA_DUMP_MODES)}", path=path, field="capture.tap_arrays")
     if top["step_regex"] is not None:
         try:
             groups = re.compile(top["step_regex"]).groups

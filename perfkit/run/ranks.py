@@ -110,6 +110,10 @@ def rank_processes(case: Case, variant: Variant, trial: Trial, trial_dir: Path, 
             # Where and at which steps a rank should capture a profile (any program may honour it).
             "PERFKIT_TRACE_DIR": str(rdir / "trace"),
             "PERFKIT_TRACE_STEPS": ",".join(map(str, case.capture["trace"])),
+            # At which steps to tap (perfkit.record.tap), and whether to keep the arrays (as xla_dump picks trials).
+            "PERFKIT_TAP_STEPS": ",".join(map(str, case.capture["taps"])),
+            "PERFKIT_TAP_ARRAYS": str(int(case.capture["tap_arrays"] == "all"
+                                          or (case.capture["tap_arrays"] == "first" and trial.round == 0))),
             "XLA_FLAGS": xla_flags(inherited_flags, devices_per_process(case), rdir / "xla_dump" if dump else None),
         }}, rdir, hook, salt)
         if case.mesh:

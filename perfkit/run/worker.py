@@ -6,7 +6,10 @@ metrics protocol like any user command: one synced ``step`` event per denoise st
 compiles), then a natural pass (the same steps again from the same noise, dispatched without waiting,
 one wait at the end), ``compile_s`` of the steps from jax's own compile timers (``setup_compile_s``
 for building the model), ``compile_cache_hits`` / ``compile_cache_writes`` (programs read from / written to
-jax's persistent cache), frames written to ``PERFKIT_OUTPUTS``.
+jax's persistent cache), frames written to ``PERFKIT_OUTPUTS``, and at the steps ``record.tapping``
+names (``capture.taps``) the model's taps (``perfkit.models.taps``: each block's attention, MLP and
+output, whole) through ``record.tap``, from a second program run on that step's input after the timed
+steps, so the timed steps and ``compile_s`` are those of an untapped run.
 
 With ``PERFKIT_WORLD`` > 1 each rank is one process of a ``jax.distributed`` job (one process per rank,
 as on multi-host TPU); the mesh spans every process's devices, so the same model case runs as one SPMD
@@ -123,9 +126,12 @@ def main(argv: list[str]) -> int:
                 local_devices=[d.id for d in own])
 
     latents = []
+    tap_inputs = {}  # step -> the state it started from (device arrays: immutable)
     trace_steps = set(spec.get("trace_steps", []))
     trace_dir = spec.get("trace_dir")
     for i in range(run.steps):
+        if record.tapping(i):
+            tap_inputs[i] = den.state
         with traced_step(jax, trace_dir if i in trace_steps else None, i):
             t = time.perf_counter()
             den.step().block_until_ready()
@@ -142,6 +148,11 @@ def main(argv: list[str]) -> int:
             np.save(out / "frames.npy", frames)
             if save_latents:
                 np.save(out / "latents.npy", np.stack(latents))  # (steps, batch, tokens, channels)
+
+    for i, state in tap_inputs.items():
+        den.index, den.state = i, state
+        for name, value in den.taps():  # replicated: this process's copy is the whole array
+            record.tap(name, value.addressable_data(0), step=i)
 
     den.index, den.latents = 0, start  # the natural pass: the same steps, one wait at the end
     t = time.perf_counter()

@@ -1,0 +1,96 @@
+"""The "First departure" part of report.md's Quality section, which ``perfkit quality RUN_DIR`` prints
+too: B's taps against A's (the summary's ``taps``, ``perfkit.quality.departure``), the first tap where
+B departs by more than the allowance, which allowance that was, and every tap's figures. Rendered from
+the summary alone (no numpy)."""
+
+from __future__ import annotations
+
+import math
+
+from perfkit.common.summary import db_cell, from_json
+
+
+def _figure(x) -> float:
+    """A figure as the summary holds it (``"inf"``, None for NaN) as a float, NaN for None."""
+    x = from_json(x)
+    return math.nan if x is None else x
+
+
+def _cell(x, spec: str) -> str:
+    x = _figure(x)
+    return "-" if math.isnan(x) else format(x, spec)
+
+
+def allowance_words(t: dict) -> str:
+    """Which allowance the comparison used, in a sentence."""
+    a, rows, repeats = t["a"]["variant"], t["rows"], t["repeats"]
+    own = ", ".join(f"{d} {x:.2g}" for d, x in t["allowances"].items()) or "-"
+    rule = ("A tap departs when B's relative L2 against A exceeds its allowance, derived from the dtype: "
+            f"sqrt(machine epsilon) of the tap's dtype ({own})")
+    if not repeats:
+        return rule + f"; no repeat of {a} tapped to measure one from."
+    differ = [r for r in rows if _figure(r["repeat_rel_l2"]) != 0]
+    if not differ:
+        return rule + f"; {a}'s {repeats} repeat(s) were bit-identical at every tap, so it stays the dtype's."
+    unmeasured = sum(math.isnan(_figure(r["repeat_rel_l2"])) for r in differ)
+    measured = sum(r["basis"] == "repeats" for r in rows)
+    return (rule + f", or measured from {a}'s {repeats} repeat(s) where that is larger ({t['repeat_factor']:g}x their "
+            f"largest relative L2 against the compared trial): {len(differ)} tap(s) differ between repeats, "
+            f"{measured} take the measured allowance"
+            + (f", {unmeasured} differ with no arrays kept to measure (the dtype's used)" if unmeasured else "") + ".")
+
+
+def first_words(t: dict) -> str:
+    """The answer in a sentence: the first tap where B departs, or none."""
+    a, b = t["a"]["variant"], t["b"]["variant"]
+    first, rows = t["first"], t["rows"]
+    if first is None:
+        identical = sum(bool(r["bit_identical"]) for r in rows)
+        worst = max((_figure(r["rel_l2"]) for r in rows), default=0.0)
+        answer = (f"No departure: {b} stays within the allowance at all {len(rows)} taps ({identical} bit-identical, "
+                  f"largest relative L2 {worst:.3g}).")
+    elif first["departs"] is None:
+        answer = (f"First difference: `{first['name']}` at step {first['step']} (tap {first['index']}) is not "
+                  "bit-identical; no arrays were kept to measure by how much (`capture.tap_arrays`).")
+    else:
+        answer = (f"First departure: **`{first['name']}` at step {first['step']}** (tap {first['index']}): relative "
+                  f"L2 {_figure(first['rel_l2']):.3g} against an allowance of {_figure(first['allowance']):.2g} "
+                  f"(from the {first['basis']}), PSNR {db_cell(first['psnr_db'])} dB over {a}'s range.")
+    m = t.get("mismatch")
+    if m:
+        answer += f" The taps part at tap {m['index']} ({a}: {m['a']}; {b}: {m['b']}): compared up to there."
+    return answer
+
+
+def _row(r: dict) -> str:
+    departs = {True: "**yes**", False: "no", None: "?"}[r["departs"]]
+    return (f"| {r['index']} | {r['step']} | `{r['name']}` | {_cell(r['rel_l2'], '.3g')} | {db_cell(r['psnr_db'])} | "
+            f"{_cell(r['allowance'], '.2g')} | {r['basis']} | {'yes' if r['bit_identical'] else 'no'} | {departs} |")
+
+
+def table(rows: list[dict]) -> list[str]:
+    """Every tap's figures as a markdown table."""
+    return ["| tap | step | name | relative L2 | PSNR (dB) | allowance | from | bit-identical | departs |",
+            "| ---: | ---: | --- | ---: | ---: | ---: | --- | :---: | :---: |", *map(_row, rows)]
+
+
+def lines(t: dict, plot: str | None = None) -> list[str]:
+    """What was compared, the allowance, the answer, and every tap's row (``t``: the summary's ``taps``)."""
+    if "error" in t:
+        return [f"Taps not compared: {t['error']}"]
+    a, b = t["a"], t["b"]
+    return [f"{b['variant']}'s taps (trial {b['trial']}, `{b['dir']}`) against {a['variant']}'s (trial {a['trial']}, "
+            f"`{a['dir']}`), {t['taps']} taps matched in order" + (f"; plot [{plot}]({plot})" if plot else "") + ". "
+            + allowance_words(t), "", first_words(t), "", *table(t["rows"])]
+
+
+def departure_section(summary: dict, plots: dict[str, str] | None = None) -> list[str]:
+    """The part's lines (none when no trial tapped), every tap's row folded; ``plots``: for the plot's link."""
+    t = summary.get("taps")
+    if not t:
+        return []
+    body = lines(t, (plots or {}).get("taps"))
+    if "error" not in t:  # the answer stays in view; the table folds
+        cut = body.index("", 2) + 1
+        body = [*body[:cut], "<details><summary>every tap</summary>", "", *body[cut:], "", "</details>"]
+    return ["", "### First departure", "", *body]
