@@ -31,7 +31,8 @@ def catalog() -> dict:
         fam = models.get(name)
         configs = {c: {"fields": dataclasses.asdict(cfg), "streams": {s: _stream(v) for s, v in fam.streams(cfg).items()}}
                    for c, cfg in fam.configs.items()}
-        families.append({"name": name, "description": fam.description, "configs": configs})
+        families.append({"name": name, "description": fam.description, "configs": configs,
+                         "published_blocks": dict(fam.published_blocks)})
     plan_list = [{"name": p.name, "description": p.description, "options": plans.plan_options(p)}
                  for p in plans.PLANS.values()]
     return {"families": families, "plans": plan_list}
@@ -55,6 +56,9 @@ def command(as_json):
     click.echo("families (case: model: {name, config}):")
     for fam in cat["families"]:
         click.echo(f"  {fam['name']:<8} {fam['description']}")
+        published = ", ".join(f"{k} {v}" for k, v in fam["published_blocks"].items())
+        click.echo(f"           a case runs a config's blocks as listed; `perfkit cost --model` costs the published "
+                   f"model's: {published}")
         for c, cfg in fam["configs"].items():
             fields = ", ".join(f"{k} {v}" for k, v in cfg["fields"].items() if not isinstance(v, (str, bool)))
             streams = "; ".join(_stream_text(s, v) for s, v in cfg["streams"].items())

@@ -48,3 +48,14 @@ def test_text_names_families_configs_and_plans():
     assert "audio 51x128 (denoised, whole)" in out
     for plan in PLANS:
         assert f"\n  {plan} " in out
+
+
+def test_a_configs_blocks_and_the_published_counts_are_told_apart():
+    """A case runs wan real at 2 blocks; `perfkit cost --model` costs Wan 2.1 14B's 40: both are listed."""
+    out = _invoke()
+    wan = out[out.index("\n  wan "):]
+    assert "`perfkit cost --model` costs the published model's: blocks 40" in wan
+    assert "real   dim 5120" in wan and "blocks 2\n" in wan
+    cat = json.loads(_invoke("--json"))
+    assert next(f for f in cat["families"] if f["name"] == "flux")["published_blocks"] == \
+        {"double_blocks": 19, "single_blocks": 38}
