@@ -87,6 +87,19 @@ def case_path(arg: str | None) -> Path:
     return bundled_cases().get(arg.removesuffix(".yaml"), Path(arg))
 
 
+def _nearest_case(arg: str) -> str:
+    """" (did you mean `NAME`?)" for the bundled case whose name is nearest to ``arg``, else ""."""
+    import difflib  # only when a case is not found
+
+    names = list(bundled_cases())
+    near = difflib.get_close_matches(arg.removesuffix(".yaml"), names, n=1) or \
+        difflib.get_close_matches(Path(arg).stem, [Path(n).name for n in names], n=1)
+    if not near:
+        return ""
+    name = next((n for n in names if n == near[0] or Path(n).name == near[0]))
+    return f" (did you mean `{name}`?)"
+
+
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def cases(as_json):
@@ -153,7 +166,11 @@ def _run_or_resume(case_file, overrides, only, out_dir, aa, salt, resume_dir, ho
         return resume_run(resume_dir, host_index)
     if hosts > 1 and not out_dir:
         raise BadInput("a multi-host run needs --out: the run directory all hosts share", field="--out")
-    case = case_mod.load(case_path(case_file), list(overrides) + (["aa=true"] if aa else []))
+    path = case_path(case_file)
+    if not path.exists():
+        raise BadInput(f"no such case file or bundled case{_nearest_case(case_file)}; `perfkit cases` lists the "
+                       "bundled ones", path=str(path))
+    case = case_mod.load(path, list(overrides) + (["aa=true"] if aa else []))
     # the runner's stack (statistics, pandas): only once the case is good
     from perfkit.run.runner import run_case
     from perfkit.run.trial import RunOptions

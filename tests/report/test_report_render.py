@@ -123,6 +123,21 @@ def test_an_unknown_verdict_says_how_to_ask_for_more_trials(make_run):
     assert "(this run: 3 rounds), e.g. `perfkit run run/case.yaml --salt --set repeats.max=6`." in report
 
 
+def test_notebook_frames_refuse_a_folder_that_is_no_run(make_run, tmp_path):
+    from perfkit import analysis
+    from perfkit.errors import BadInput
+
+    for call in (analysis.trials_frame, analysis.steps_frame, analysis.comparisons_frame):
+        with pytest.raises(BadInput) as err:
+            call(tmp_path / "nonexistent")
+        assert err.value.line() == f"{tmp_path / 'nonexistent'}: no such run directory"
+    with pytest.raises(BadInput) as err:
+        analysis.trials_frame(tmp_path)
+    assert err.value.line() == f"{tmp_path}: not a perfkit run directory (no case.yaml)"
+    trials = analysis.trials_frame(make_run())  # the fixture's a trials: medians of their timed steps
+    assert list(trials[trials.variant == "a"].median_ms) == [np.median(t[WARMUP:]) for t in A_STEPS]
+
+
 def test_plots_are_linked_and_show_the_figures(make_run):
     from perfkit.report import plots
     from perfkit.analysis import timing

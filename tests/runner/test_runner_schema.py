@@ -71,7 +71,14 @@ def test_cli_refuses_with_one_line_and_exit_2(tmp_path, body, args, line):
 
 def test_cli_refuses_missing_file_and_bad_yaml(tmp_path):
     res = perfkit("run", tmp_path / "nope.yaml")
-    assert (res.returncode, res.stderr.strip()) == (2, f"perfkit: {tmp_path / 'nope.yaml'}: no such case file")
+    assert (res.returncode, res.stderr.strip()) == (2, f"perfkit: {tmp_path / 'nope.yaml'}: no such case file or "
+                                                       "bundled case; `perfkit cases` lists the bundled ones")
+    # a mistyped bundled name: the nearest one, and where the list is
+    for typed, meant in (("quickstar", "quickstart"), ("kernels/wan-qvk", "kernels/wan-qkv")):
+        res = perfkit("run", typed)
+        assert (res.returncode, res.stderr.strip()) == (2, f"perfkit: {typed}: no such case file or bundled case "
+                                                           f"(did you mean `{meant}`?); `perfkit cases` lists the "
+                                                           "bundled ones")
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: [unclosed\n")
     res = perfkit("run", bad)
