@@ -22,14 +22,15 @@ PLOTS_DIR = "plots"
 
 
 def step_times(steps: pd.DataFrame) -> Figure | None:
-    """One box per trial of its timed synced steps, grouped and coloured by variant, trials in run
-    order within a variant. ``steps``: ``perfkit.analysis.timing.steps_frame`` rows. None without timed steps."""
+    """One box per trial of its timed synced steps, in run order along the x axis (drift over the run
+    shows), coloured by variant, with a dotted line per variant through its trials' medians.
+    ``steps``: ``perfkit.analysis.timing.steps_frame`` rows. None without timed steps."""
     timed = steps[(steps.kind == "synced") & steps.timed]
     if timed.empty:
         return None
     variants = list(dict.fromkeys(timed.variant))
     colors = [f"C{i}" for i in range(len(variants))]
-    groups = [(v, t, g.ms.to_numpy()) for v in variants for t, g in timed[timed.variant == v].groupby("trial")]
+    groups = [(g.variant.iloc[0], t, g.ms.to_numpy()) for t, g in timed.groupby("trial", sort=True)]
     fig = Figure(figsize=(max(4.0, 0.45 * len(groups) + 2), 3.2))
     ax = fig.add_subplot()
     boxes = ax.boxplot([g for _, _, g in groups], patch_artist=True, widths=0.6, showfliers=True,
@@ -37,8 +38,11 @@ def step_times(steps: pd.DataFrame) -> Figure | None:
     for box, (v, _, _) in zip(boxes["boxes"], groups):
         box.set_facecolor(colors[variants.index(v)])
         box.set_alpha(0.6)
+    for v, color in zip(variants, colors):
+        at = [(i + 1, np.median(g)) for i, (name, _, g) in enumerate(groups) if name == v]
+        ax.plot(*zip(*at), linestyle=":", marker=".", color=color, linewidth=1)
     ax.set_xticks(range(1, len(groups) + 1), [str(t) for _, t, _ in groups], fontsize="small")
-    ax.set_xlabel("trial (its index in the run)")
+    ax.set_xlabel("trial, in run order")
     ax.set_ylabel("step time (ms)")
     ax.set_title("timed synced steps per trial")
     ax.legend(handles=[boxes["boxes"][[v for v, _, _ in groups].index(v)] for v in variants], labels=variants,
@@ -62,7 +66,7 @@ def breakdown_bars(breakdown: dict) -> Figure | None:
             continue
         ax.barh(names, ms, left=left, color=color, label=label)
         left += ms
-    ax.set_xlabel("mean step per chip (ms)")
+    ax.set_xlabel("mean traced step per chip (ms, profiler on)")
     ax.legend(fontsize="small", ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.0))
     return fig
 

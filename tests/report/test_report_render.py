@@ -157,7 +157,9 @@ def test_plots_are_linked_and_show_the_figures(make_run):
     trials = ab_trials()
     expected = [np.median(t["steps_ms"][WARMUP:]) for v in ("a", "b") for t in trials if t["variant"] == v]
     assert all(any(m == pytest.approx(e) for m in medians) for e in expected)
-    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["0", "3", "4", "1", "2", "5"]
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["0", "1", "2", "3", "4", "5"]  # run order
+    dotted = {line.get_color(): list(line.get_ydata()) for line in fig.axes[0].lines if line.get_linestyle() == ":"}
+    assert dotted["C0"] == pytest.approx([np.median(t["steps_ms"][WARMUP:]) for t in trials if t["variant"] == "a"])
 
     # PSNR per frame: finite frames drawn as values, identical ones as markers.
     fig = plots.psnr_per_frame([30.0, "inf", 40.0, float("inf")], "t")
