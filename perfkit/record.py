@@ -88,9 +88,10 @@ def _host_array(value):
     dtype = str(getattr(value, "dtype", "")).removeprefix("torch.")
     if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
         value = value.detach().cpu()
-        if dtype not in np.sctypeDict:  # bfloat16 and float8 have no numpy twin
-            value = value.float()
-        value = value.numpy()
+        try:
+            value = value.numpy()
+        except TypeError:  # bfloat16 and float8 have no numpy twin in torch's eyes
+            value = value.float().numpy()
     arr = np.asarray(value)
     if arr.dtype.kind == "V" or arr.dtype.type.__module__ != "numpy":  # ml_dtypes (jax's bfloat16 ...)
         arr = arr.astype(np.float32)

@@ -29,8 +29,9 @@ def test_json_lists_every_family_config_stream_and_plan():
     assert ltx["audio"]["sequence"] is False and ltx["text"]["denoised"] is False
     plans = {p["name"]: p["options"] for p in cat["plans"]}
     assert list(plans) == list(PLANS) == ["local", "tp", "sp", "ulysses"]
-    assert plans["sp"] == {"split_rope": False, "pad": None, "impl": "ring", "bidirectional": True, "assemble": "dus"}
-    assert plans["ulysses"] == {"split_rope": False, "pad": None}
+    assert plans["sp"] == {"split_rope": False, "pad": None, "rope_fault_block": None, "impl": "ring",
+                           "bidirectional": True, "assemble": "dus"}
+    assert plans["ulysses"] == {"split_rope": False, "pad": None, "rope_fault_block": None}
 
 
 def test_real_configs_carry_the_published_block_dimensions():

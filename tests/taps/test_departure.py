@@ -1,0 +1,143 @@
+"""``perfkit.quality.departure`` and ``perfkit quality RUN_DIR``: B's taps against A's on run folders
+written through ``perfkit.record.tap``, with hand-computed relative L2 and PSNR, the allowance from the
+dtype or from A's repeats, taps without arrays, taps that part in name, and bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from perfkit import record
+from perfkit.cli import cli
+from perfkit.common.summary import json_safe
+from perfkit.quality import departure
+from perfkit.report.departure import departure_section
+
+X = np.array([0.0, 1.0, 2.0, 3.0], np.float32)
+
+
+@pytest.fixture
+def make_run(tmp_path, monkeypatch):
+    """make_run({trial dir name: [(name, array)]}, arrays=True) -> a run folder of variants tp (A),
+    sp (B), each trial's rank0 tapped through ``record.tap`` as a rank would."""
+    handles = []
+
+    def make(trials: dict[str, list], arrays: bool = True):
+        run = tmp_path / "run"
+        (run / "case.yaml").parent.mkdir(parents=True, exist_ok=True)
+        (run / "case.yaml").write_text("name: t\nvariants:\n  tp: {}\n  sp: {}\n")
+        lines = []
+        for i, (name, taps) in enumerate(trials.items()):
+            rank = run / "trials" / name / "rank0"
+            rank.mkdir(parents=True)
+            monkeypatch.setenv("PERFKIT_METRICS", str(rank / "metrics.jsonl"))
+            monkeypatch.setenv("PERFKIT_TAP_ARRAYS", "1" if arrays else "0")
+            state = {"path": None, "handle": None, "count": 0}
+            monkeypatch.setattr(record, "_taps", state)
+            for tap_name, value in taps:
+                record.tap(tap_name, value, step=0)
+            handles.append(state["handle"])
+            lines.append(json.dumps({"index": i, "variant": name.split("-")[1], "status": "ok",
+                                     "dir": f"trials/{name}"}))
+        (run / "trials.jsonl").write_text("\n".join(lines) + "\n")
+        return run
+
+    yield make
+    for h in handles:
+        if h is not None:
+            h.close()
+
+
+def quality(*args):
+    return CliRunner().invoke(cli, ["quality", *map(str, args)])
+
+
+def result_of(run):
+    trials, a, b = departure.run_variants(run)
+    return departure.run_departure(run, trials, a, b)
+
+
+def test_hand_figures_and_the_first_departure(make_run):
+    b1 = X.copy()
+    b1[3] = 3.5  # d = (0, 0, 0, 0.5)
+    run = make_run({"00-tp": [("t0", np.array([3.0, 4.0], np.float32)), ("t1", X), ("t2", X)],
+                    "01-sp": [("t0", np.array([3.0, 4.0], np.float32)), ("t1", b1), ("t2", X)]})
+    r = result_of(run)
+    t0, t1, t2 = r["rows"]
+    assert t0["bit_identical"] and t0["rel_l2"] == 0 and t0["psnr_db"] == math.inf and not t0["departs"]
+    assert t1["rel_l2"] == pytest.approx(0.5 / math.sqrt(14), rel=1e-12)  # |d| / |A|
+    assert t1["psnr_db"] == pytest.approx(20 * math.log10(12), rel=1e-12)  # range 3, MSE 0.0625
+    assert t1["allowance"] == pytest.approx(2 ** -11.5) and t1["basis"] == "dtype" and t1["departs"]
+    assert r["first"]["name"] == "t1" and r["mismatch"] is None and r["repeats"] == 0
+    assert (r["a"]["variant"], r["b"]["variant"], r["a"]["dir"]) == ("tp", "sp", "trials/00-tp/rank0")
+
+    text = "\n".join(departure_section({"taps": json_safe(r)}))
+    assert "First departure: **`t1` at step 0** (tap 1): relative L2 0.134 against an allowance of 0.00035" in text
+    assert "PSNR 21.58 dB" in text and "derived from the dtype" in text
+
+    res = quality(run, "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["first"]["name"] == "t1"
+    res = quality(run, "--plot", run / "taps.png")
+    assert res.exit_code == 0 and "First departure: **`t1` at step 0**" in res.output
+    assert (run / "taps.png").stat().st_size > 0
+
+
+def test_the_allowance_measured_from_a_repeats(make_run):
+    """A's repeat differs by relative L2 1e-3 at t1: B within 10x that there does not depart, though
+    beyond float32's allowance; at t0, where the repeats agree, the dtype's allowance holds."""
+    run = make_run({"00-tp": [("t0", X), ("t1", X)], "01-sp": [("t0", X * 1.01), ("t1", X * 1.005)],
+                    "02-tp": [("t0", X), ("t1", X * 1.001)]})
+    r = result_of(run)
+    t0, t1 = r["rows"]
+    assert (t0["basis"], t0["departs"]) == ("dtype", True)
+    assert t1["repeat_rel_l2"] == pytest.approx(1e-3, rel=1e-4)  # float32 rounding of 1.001
+    assert t1["basis"] == "repeats" and t1["allowance"] == pytest.approx(1e-2, rel=1e-4)
+    assert t1["rel_l2"] == pytest.approx(5e-3, rel=1e-4) and t1["departs"] is False
+    assert r["first"]["name"] == "t0"
+    assert "1 take the measured allowance" in "\n".join(departure_section({"taps": json_safe(r)}))
+
+
+def test_without_arrays_only_identity(make_run):
+    run = make_run({"00-tp": [("t0", X), ("t1", X)], "01-sp": [("t0", X), ("t1", X + 1)]}, arrays=False)
+    r = result_of(run)
+    assert r["rows"][1]["departs"] is None and math.isnan(r["rows"][1]["rel_l2"])
+    assert r["first"]["name"] == "t1" and not r["arrays"]
+    assert "is not bit-identical; no arrays were kept" in quality(run).output
+
+
+def test_taps_that_part_in_name_are_compared_up_to_there(make_run):
+    run = make_run({"00-tp": [("t0", X), ("a", X), ("t2", X)], "01-sp": [("t0", X), ("b", X)]})
+    r = result_of(run)
+    assert len(r["rows"]) == 1 and r["first"] is None
+    assert r["mismatch"] == {"index": 1, "a": "a (step 0)", "b": "b (step 0)"}
+    assert "The taps part at tap 1 (tp: a (step 0); sp: b (step 0))" in quality(run).output
+
+
+def test_no_departure_when_b_matches(make_run):
+    run = make_run({"00-tp": [("t0", X)], "01-sp": [("t0", X)]})
+    assert "No departure: sp stays within the allowance at all 1 taps (1 bit-identical" in quality(run).output
+
+
+def test_bad_input_is_one_line(make_run):
+    run = make_run({"00-tp": [("t0", X)], "01-sp": [("t0", X)]})
+    taps = run / "trials/01-sp/rank0/taps.jsonl"
+    taps.write_text(taps.read_text() + '{"index": 7}\n')
+    res = quality(run)
+    assert res.exit_code == 2
+    assert res.output.strip() == f"perfkit: {taps}: line 2 lacks name, step, dtype, shape, sha256"
+    assert result_of(run) == {"error": f"{taps}: line 2 lacks name, step, dtype, shape, sha256"}
+    (run / "trials/01-sp/rank0/taps.jsonl").unlink()
+    (run / "trials/00-tp/rank0/taps.jsonl").unlink()
+    res = quality(run)
+    assert res.exit_code == 2 and "no good trial of both tp and sp wrote taps" in res.output
+
+
+@pytest.mark.parametrize("dtype, expected", [("float32", 2 ** -11.5), ("bfloat16", 2 ** -3.5),
+                                             ("float16", 2 ** -5), ("float64", 2 ** -26), ("int32", 0.0)])
+def test_dtype_allowance_is_the_root_of_machine_epsilon(dtype, expected):
+    assert departure.dtype_allowance(dtype) == pytest.approx(expected, rel=1e-12)
