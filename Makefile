@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.perfkit-installed
 # Fake CPU devices for the demo and tests; NPROC above the device count keeps Pallas interpret-mode
-# kernels from deadlocking on 2 cores (see platform-facts.md).
+# kernels from deadlocking on 2 cores.
 export NPROC ?= 16
 
 .PHONY: demo test setup clean
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# torch first, pinned: the CPU build lies on this disk; a bare `torch` fetches a multi-GB CUDA build.
 	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[torch,dev]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[torch,jax,dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from perfkit.common import extras
+
 if TYPE_CHECKING:
     from perfkit.models import plans
 
@@ -22,6 +24,7 @@ def _stream(s: plans.Stream | plans.Joint) -> dict:
 
 def catalog() -> dict:
     """Every family with its configs (fields and streams) and every plan with its options and defaults."""
+    extras.require("jax", "models")
     # the models and jax: only when the catalog is asked for, not for `perfkit models --help`
     from perfkit import models
     from perfkit.models import plans

@@ -17,7 +17,7 @@ import pytest
 os.environ["XLA_FLAGS"] = " ".join(
     f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f
 ) + " --xla_force_host_platform_device_count=8"
-os.environ.setdefault("NPROC", "16")  # Pallas interpret kernels deadlock with fewer threads (platform-facts)
+os.environ.setdefault("NPROC", "16")  # Pallas interpret kernels deadlock with fewer threads
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 REPO = Path(__file__).resolve().parent.parent

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from perfkit.common import extras
 from perfkit.cost import chips
 from perfkit.cost.change import change
 from perfkit.cost.programs import cost_block, run_costs
@@ -41,12 +42,18 @@ def program_lines(label: str, step: dict, roof: dict | None) -> list[str]:
     lines.append("  collectives: " + ("; ".join(
         f"{k['count']} {kind} ({_bytes(k['buffer_bytes'])} of buffers, {_bytes(k['sent_bytes'])} sent a device)"
         for kind, k in kinds.items()) if kinds else "none"))
+    uncosted = step.get("uncosted") or {}
+    if uncosted:
+        calls = ", ".join(f"{target} x{n}" for target, n in uncosted.items())
+        lines.append(f"  not costed: {sum(uncosted.values())} custom-calls ({calls}): no FLOPs are known for them "
+                     "(their operands and results are in the HBM bytes)")
     if roof is not None:
         lines.append("  roofline " + describe(roof))
     return lines
 
 
 def _paper(model, config, rows, plan_name, options, devices, guidance, config_blocks) -> tuple[str, dict]:
+    extras.require("jax", "cost --model")
     # Simulated CPU devices must be asked for before jax starts; on paper nothing runs on an accelerator.
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     flags = os.environ.get("XLA_FLAGS", "")

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from perfkit.common import extras
 from perfkit.errors import BadInput
 from perfkit.run.case import Case, Variant
 from perfkit.run.launch import RankProcess, TrialOutcome, run_ranks
@@ -183,6 +184,7 @@ def check_runnable(case: Case) -> None:
     """A command or server that cannot start, or a model variant whose plan cannot be honoured, is bad
     input, found before any trial runs."""
     if case.kind == "model":
+        extras.require("jax", "a model case", path=case.source)
         # jax and the bundled models: only for model cases
         from perfkit.models import plan_for
 
@@ -194,7 +196,10 @@ def check_runnable(case: Case) -> None:
                     f"variants.{v.name}.{exc.field or 'options'}"
                 raise BadInput(exc.reason, path=case.source, field=field) from None
         return
-    check_program(command_argv(case, case.variants[0])[0], case, "command")
+    argv = command_argv(case, case.variants[0])
+    check_program(argv[0], case, "command")
+    if argv[1:2] == ["-m"] and len(argv) > 2 and (extra := extras.of_module(argv[2])):
+        extras.require(extra, f"command: {argv[2]}", path=case.source)
 
 
 def check_program(prog: str, case: Case, field: str) -> None:
