@@ -391,8 +391,9 @@ def _environment(summary: dict) -> list[str]:
     return lines
 
 
-PLOT_TITLES = {"step_times": "Step times per trial (timed synced steps)",
-               "breakdown": "Mean traced step per chip: compute / ICI / DMA / idle",
+PLOT_TITLES = {"step_times": "Step times per trial, in run order (timed synced steps; dotted: each variant's "
+                             "trial medians)",
+               "breakdown": "Mean traced step per chip: compute / ICI / DMA / idle (profiler on)",
                "psnr": "PSNR per frame, B vs A", "drift": "Latent drift per step, B vs A",
                "taps": "Agreement by layer (taps), B vs A"}
 
@@ -400,7 +401,9 @@ PLOT_TITLES = {"step_times": "Step times per trial (timed synced steps)",
 def _plots(plots: dict[str, str]) -> list[str]:
     if not plots:
         return ["No plots (no timed steps)."]
-    return [line for name, path in plots.items() for line in (f"![{PLOT_TITLES[name]}]({path})", "")][:-1]
+    # the title as a caption too: a rendered page shows an image's alt text only when it fails to load
+    return [line for name, path in plots.items()
+            for line in (f"**{PLOT_TITLES[name]}**", "", f"![{PLOT_TITLES[name]}]({path})", "")][:-1]
 
 
 def _reproduce(summary: dict) -> list[str]:
