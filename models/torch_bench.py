@@ -9,6 +9,9 @@ and speaks the metrics protocol:
 - one ``step`` per denoise step (device synchronised), then a natural pass of the same steps (one
   wait at the end), ``setup_s`` and, when compiled, ``recompiles`` (dynamo guard failures of this rank);
 - ``frames.npy`` (T, H, W, 3) uint8 from rank 0 into ``PERFKIT_OUTPUTS``;
+- for the steps ``record.tapping`` names (``capture.taps``): each block's attention, FFN and output
+  (``torch_wan.tap_modules``, whole: gathered under a sequence plan) through ``record.tap``, from an
+  eager forward on that step's input after the timed passes;
 - for the steps in ``PERFKIT_TRACE_STEPS``: a torch.profiler Kineto trace ``rank<R>.json`` (with
   ``distributedInfo``) in ``PERFKIT_TRACE_DIR``, one ``ProfilerStep#<i>`` span per step from the first
   to the last listed; on TPU, torch_tpu's XSpace (``plugins/profile/<ts>/*.xplane.pb``) there instead.
@@ -142,6 +145,7 @@ def run(plan, config, steps, guidance, dtype, seed, compile_backend, input_layou
     from perfkit.models import torch_wan
     from perfkit.models.pipeline import decode, euler_sigmas
     from perfkit.models.wan import CONFIGS
+    from perfkit.adapters import torch_taps
     from perfkit.adapters.torch_recompiles import RecompileCounter
 
     if config not in CONFIGS:
@@ -180,26 +184,31 @@ def run(plan, config, steps, guidance, dtype, seed, compile_backend, input_layou
         text = torch.cat([text, torch.zeros_like(text)])
     sigmas = euler_sigmas(steps)
 
-    def euler_step(i: int, x):  # x: (1, S', C) this rank's latent rows
-        x_in = x.transpose(1, 2).contiguous().transpose(1, 2) if input_layout == "transposed" and i else x
+    def velocity(fn, i: int, x):  # x: (1, S', C) this rank's latent rows
         t = torch.full((x.shape[0],), float(sigmas[i]), device=device)
         if guidance is None:
-            v = forward(x_in, t, text)
-        else:  # one batch of 2: conditional, then unconditional (text zeroed), as the JAX pipeline
-            v_cond, v_uncond = forward(torch.cat([x_in, x_in]), torch.cat([t, t]), text).chunk(2)
-            v = v_uncond + guidance * (v_cond - v_uncond)
-        return (x.float() + float(sigmas[i + 1] - sigmas[i]) * v.float()).to(torch_dtype)
+            return fn(x, t, text)
+        # one batch of 2: conditional, then unconditional (text zeroed), as the JAX pipeline
+        v_cond, v_uncond = fn(torch.cat([x, x]), torch.cat([t, t]), text).chunk(2)
+        return v_uncond + guidance * (v_cond - v_uncond)
+
+    def euler_step(i: int, x):
+        x_in = x.transpose(1, 2).contiguous().transpose(1, 2) if input_layout == "transposed" and i else x
+        return (x.float() + float(sigmas[i + 1] - sigmas[i]) * velocity(forward, i, x_in).float()).to(torch_dtype)
 
     _synchronize(device)
     record.value("setup_s", time.perf_counter() - t_setup)
     record.mark("ready", device=str(device), plan=plan, world=world)
 
     traced = _trace_steps()
+    tap_inputs = {}  # step -> this rank's latents it started from
     profiler = _profiler(device, traced, os.environ.get("PERFKIT_TRACE_DIR"), rank)
     with torch.no_grad(), RecompileCounter() as recompiles:
         x = start
         with profiler as prof:  # synced pass: every step waited for (the first one compiles)
             for i in range(steps):
+                if record.tapping(i):
+                    tap_inputs[i] = x
                 t0 = time.perf_counter()
                 x = euler_step(i, x)
                 _synchronize(device)
@@ -213,6 +222,9 @@ def run(plan, config, steps, guidance, dtype, seed, compile_backend, input_layou
             natural = euler_step(i, natural)
         _synchronize(device)
         record.natural((time.perf_counter() - t0) * 1e3 / steps, steps)
+        for i, x_in in tap_inputs.items():  # eager, after the timed passes
+            with torch_taps.tapping(model, torch_wan.tap_modules(model), step=i, gather=placement.gather):
+                velocity(model, i, x_in)
     if compile_backend != "none":
         record.value("recompiles", recompiles.count)
 

@@ -288,6 +288,13 @@ class WanModel(nn.Module):
         return self
 
 
+def tap_modules(model: WanModel) -> dict[str, str]:
+    """Module name -> tap name for ``perfkit.adapters.torch_taps``: each block's self-attention output
+    projection, FFN down projection and output, named as the JAX model's taps (``block<i>.attn`` ...)."""
+    return {f"blocks.{i}{module}": f"block{i}.{tap}" for i in range(len(model.blocks))
+            for module, tap in ((".wo", "attn"), (".w2", "mlp"), ("", "out"))}
+
+
 def init_params(cfg: WanConfig, seed: int) -> dict:
     """A parameter tree for ``cfg`` drawn with torch's generator, by the spec rules of
     ``perfkit.models.layers.Weight`` (different numbers from the JAX initialiser, same distribution)."""
