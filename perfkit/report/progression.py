@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from perfkit.common.summary import compared_variant, from_json
+from perfkit.report.line import trial_median
 from perfkit.run.rundir import read_summary
 from perfkit.run.sweep import cell_dirs
 
@@ -31,8 +32,9 @@ def _value(variant: dict, name: str) -> float | None:
 
 
 def progression_frame(runs: list[list[tuple[str, dict]]]) -> pd.DataFrame:
-    """One row per run (``load_summaries`` of each, in order); ``a_vs_previous`` / ``b_vs_previous``:
-    the variant's median step time over the previous row's."""
+    """One row per run (``load_summaries`` of each, in order): each variant's step time as its median of
+    per-trial medians (the figures the ratio divides); ``a_vs_previous`` / ``b_vs_previous``: that over
+    the previous row's."""
     rows = []
     for label, s in (pair for group in runs for pair in group):
         a = s["baseline"]
@@ -43,7 +45,7 @@ def progression_frame(runs: list[list[tuple[str, dict]]]) -> pd.DataFrame:
         psnr = q.get("psnr_db")
         rows.append({"run": label, "case": s["case"], "commit": (src.get("commit") or "")[:12] or None,
                      "dirty": src.get("dirty"), "a": a, "b": b,
-                     "a_step_ms": va["step_ms"]["median"], "b_step_ms": vb["step_ms"]["median"],
+                     "a_step_ms": trial_median(va), "b_step_ms": trial_median(vb),
                      "ratio": c["ratio"], "ci_lo": c["ci"][0], "ci_hi": c["ci"][1], "verdict": c["verdict"],
                      "a_first_ms": va["first_step_ms"]["median"], "b_first_ms": vb["first_step_ms"]["median"],
                      "a_compile_s": _value(va, "compile_s"), "b_compile_s": _value(vb, "compile_s"),
@@ -84,5 +86,6 @@ def markdown(frame: pd.DataFrame) -> list[str]:
                  f"{_num(r.a_first_ms, '.1f')} / {_num(r.b_first_ms, '.1f')}",
                  *([f"{_num(r.a_compile_s)} / {_num(r.b_compile_s)}"] if compile_cols else []), psnr, str(r.failed)]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "Step times are medians of timed synced steps; in brackets, the change against the row above."]
+    lines += ["", "Step times are each variant's median of per-trial medians (timed synced steps), the figures "
+              f"{b}/{a} divides; in brackets, the change against the row above."]
     return lines
