@@ -309,7 +309,8 @@ def test_light_install_prints_what_the_full_install_prints(light, tmp_path, monk
 
 def test_light_install_names_the_extra_a_command_needs(light, tmp_path):
     """The bundled JAX models (cost --model, a model case, `perfkit models`) and the torch models (a
-    bundled torch case): one line naming the extra, exit 2, before anything runs."""
+    bundled torch case): one line naming the extra, exit 2, before anything runs; `perfkit env` says why it
+    probed no devices."""
     needs = {("cost", "--model", "wan"): "cost --model: needs the 'jax' extra: pip install 'perfkit[jax]'",
              ("models",): "models: needs the 'jax' extra: pip install 'perfkit[jax]'",
              ("run", "quickstart"): "a model case: needs the 'jax' extra: pip install 'perfkit[jax]'",
@@ -322,3 +323,7 @@ def test_light_install_names_the_extra_a_command_needs(light, tmp_path):
         assert res.stderr.count("\n") == 1 and res.stderr.startswith("perfkit: ") and res.stderr.rstrip().endswith(
             line), (args, res.stderr)
     assert not (tmp_path / "reports").exists()
+    env = subprocess.run([light / "perfkit", "env", "--json"], cwd=tmp_path, env=clean_env(), capture_output=True,
+                         text=True, timeout=120)
+    assert env.returncode == 0, env.stderr
+    assert json.loads(env.stdout)["devices"] == {"error": "no device probe: jax is not installed (the 'jax' extra)"}

@@ -16,6 +16,8 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from perfkit.common import extras
+
 PACKAGES = ("perfkit", "jax", "jaxlib", "libtpu", "torch", "torch_tpu", "numpy")
 FLAG_VARS = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "JAX_PLATFORMS", "NPROC")
 SOURCE_ROOT = Path(__file__).resolve().parents[2]  # the checkout perfkit runs from: a run's source tree
@@ -73,6 +75,8 @@ def source_tree(cwd: str | Path = ".") -> dict:
 
 def probe_devices(env: dict[str, str] | None = None, timeout: float = 60) -> dict:
     """jax's devices as a child process sees them with ``env`` (platform, kind, count)."""
+    if extras.missing("jax"):
+        return {"error": "no device probe: jax is not installed (the 'jax' extra)"}
     try:
         res = subprocess.run([sys.executable, "-c", _DEVICE_PROBE], capture_output=True,
                              timeout=timeout, env=env)
