@@ -327,3 +327,16 @@ def test_light_install_names_the_extra_a_command_needs(light, tmp_path):
                          text=True, timeout=120)
     assert env.returncode == 0, env.stderr
     assert json.loads(env.stdout)["devices"] == {"error": "no device probe: jax is not installed (the 'jax' extra)"}
+
+
+def test_a_missing_extra_is_one_line_naming_it(monkeypatch):
+    """In process, jax hidden from perfkit.common.extras: each command that needs it refuses in one line."""
+    from perfkit.common import extras
+
+    monkeypatch.setattr(extras.importlib.util, "find_spec", lambda name: None)
+    assert extras.of_module("perfkit.kernels.bench") == "jax"
+    assert extras.of_module("perfkit.models.torch_bench") == "torch" and extras.of_module("perfkit.cli") is None
+    for args, line in ((["cost", "--model", "wan"], "cost --model: needs the 'jax' extra: pip install 'perfkit[jax]'"),
+                       (["models"], "models: needs the 'jax' extra: pip install 'perfkit[jax]'")):
+        res = CliRunner().invoke(cli, args)
+        assert res.exit_code == 2 and res.output == f"perfkit: {line}\n", res.output

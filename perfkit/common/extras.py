@@ -11,7 +11,6 @@ from perfkit.errors import BadInput
 EXTRAS = {
     "jax": ("jax",),
     "torch": ("torch", "jax"),  # the torch models share the JAX models' configs and plans
-    "tpu": ("torch_tpu",),
 }
 
 
