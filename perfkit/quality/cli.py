@@ -27,6 +27,31 @@ def _ffmpeg_line(space: str, line: dict) -> str:
     return f"PSNR in {what}: {figures} dB (as `{line['reproduce']}`)"
 
 
+def _ssim_line(line: dict) -> str:
+    """The ssim filter's summary line (its decimals), with the command that prints it and its definition."""
+    what = f"{line['pix_fmt']} planes" if "pix_fmt" in line else "RGB channels"
+    figures = " ".join(f"{p.upper()} {line['ssim'][p]:.6f}" for p in line["planes"])
+    return (f"SSIM in {what}: {figures} All {line['ssim']['all']:.6f} ({line['ssim_db']['all']:.6f} dB) "
+            f"(as `{line['reproduce']}`: {line['definition']})")
+
+
+def space_name(r: dict) -> str:
+    """The headline space of a frame comparison, as its text names it."""
+    return f"{r['yuv']['pix_fmt']} planes" if r["space"] == "yuv" else SPACE_NAMES["rgb"]
+
+
+def floor_line(r: dict, floor: dict) -> str:
+    """B's headline figures beside the codec floor's, measured in the same space."""
+    if floor["bit_identical"]:
+        return f"against the codec floor: {floor['codec']} is lossless on A, so any difference of B is not the codec's"
+    gap = floor["psnr_mean_db"] - r["psnr_mean_db"]
+    said = "B is identical to A" if r["bit_identical"] else (
+        f"B {abs(gap):.2f} dB {'below' if gap > 0 else 'above'} the floor")
+    return (f"against the codec floor, both in {space_name(r)}: PSNR mean {_db(r['psnr_mean_db'])} against the "
+            f"floor's {_db(floor['psnr_mean_db'])} ({said}); average {_db(r['psnr_pooled_db'])} against "
+            f"{_db(floor['psnr_pooled_db'])}")
+
+
 def format_frames(r: dict) -> list[str]:
     """The text report of one frame comparison: each space's ffmpeg-style line, then the headline space's
     mean, worst frame and |d| figures."""
@@ -43,8 +68,8 @@ def format_frames(r: dict) -> list[str]:
                   f"max |d| {r['max_abs_diff']}, |d| > 16 in {r['share_over_16']:.3%} of {samples}"]
         if "rgb" not in r:
             lines.append("RGB not computed (--rgb adds it)")
-    if "ssim_mean" in r:
-        lines.append(f"SSIM mean {r['ssim_mean']:.5f} (RGB, Wang et al. settings)")
+    if "ssim" in r:
+        lines.append(_ssim_line(r["ssim"]))
     return lines
 
 
@@ -63,8 +88,8 @@ def format_result(r: dict, per_frame: bool = False) -> list[str]:
         lines = [f"A: {r['inputs'][0]}", f"B: {r['inputs'][1]}", *format_frames(r)]
         if per_frame:
             lines.append(_per_frame_text(r["per_frame"]))
-    sha = r["sha256"]
-    lines.append(f"bit-identical: {'yes' if r['bit_identical'] else 'no'} (sha256 {sha[0][:12]} vs {sha[1][:12]})")
+    sha, of = r["sha256"], f" of the {r['sha256_of']}" if "sha256_of" in r else ""
+    lines.append(f"bit-identical: {'yes' if r['bit_identical'] else 'no'} (sha256{of} {sha[0][:12]} vs {sha[1][:12]})")
     return lines
 
 
@@ -74,7 +99,8 @@ def format_result(r: dict, per_frame: bool = False) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (the fields are a contract).")
 @click.option("--per-frame", is_flag=True, help="Also give every frame's figures.")
 @click.option("--rgb", is_flag=True, help="YUV videos: also measure in RGB24 and headline it (slower).")
-@click.option("--ssim", is_flag=True, help="Also compute SSIM, in RGB (slower).")
+@click.option("--ssim", is_flag=True, help="Also compute SSIM as ffmpeg's ssim filter does: Y, U, V and All in the "
+              "source planes (R, G, B and All for RGB frames).")
 @click.option("--frames", "frame_range", metavar="START:STOP", help="Compare only these frames, e.g. 0:49.")
 @click.option("--codec-floor", "with_floor", is_flag=True, help="Also report A against itself through --codec.")
 @click.option("--codec", "codec_spec", default="libx264:crf=18:pix_fmt=yuv420p", show_default=True,
@@ -99,7 +125,7 @@ def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_
     # numpy, PyAV and the figures: imported here so that --help and the other commands need none of them
     from perfkit.common.summary import json_safe
     from perfkit.quality import compare as quality
-    from perfkit.quality.media import parse_codec
+    from perfkit.quality.media import open_media, parse_codec
 
     if blas_ours:
         del os.environ["OPENBLAS_NUM_THREADS"]
@@ -114,9 +140,13 @@ def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_
         raise BadInput("give B to compare with A, or --codec-floor", field="B")
     if as_drift:
         return _drift_command(a, b, as_json, plot)
+    if codec is not None and b is not None and not rgb:
+        # B's figures and the floor in one space: the source planes only where the floor can be measured in them
+        rgb = not quality.floor_in_planes(open_media(a), codec, rgb=False)
     result = quality.compare(a, b, frames, ssim=ssim, per_frame=per_frame, rgb=rgb) if b is not None else {}
     if codec is not None:
-        result["codec_floor"] = floor = quality.codec_floor(a, codec, frames, ssim=ssim)
+        in_rgb = result.get("space") == "rgb" if b is not None else rgb
+        result["codec_floor"] = floor = quality.codec_floor(a, codec, frames, ssim=ssim, rgb=in_rgb)
     if as_json:
         click.echo(json.dumps(json_safe(result), indent=2))
         return
@@ -127,6 +157,8 @@ def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_
         click.echo(f"codec floor: A against itself through {floor['codec']} ({floor['bytes']} bytes):")
         for line in format_frames(floor):
             click.echo("  " + line)
+        if b is not None:
+            click.echo(floor_line(result, floor))
 
 
 def _drift_command(a: str, b: str, as_json: bool, plot: str | None) -> None:

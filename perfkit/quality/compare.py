@@ -15,8 +15,12 @@ Conventions, stated because papers and tools differ:
 - ``psnr_pooled_db`` is the PSNR of the MSE pooled over all frames (ffmpeg psnr's ``average`` in that
   space); ``psnr_min_db`` is the worst frame (ffmpeg's ``min``).
 - ``mean_abs_diff`` is in /255 units; ``share_over_16`` is the share of samples with |d| > 16.
-- SSIM (on request, in RGB) is scikit-image's with Wang et al.'s settings: Gaussian window sigma 1.5,
-  K1 0.01, K2 0.03, population covariance; per frame over channels, then averaged over frames.
+- SSIM (on request) is ffmpeg's ``ssim`` filter's (``perfkit.quality.ssim``), in the source planes where the
+  pair is measured in them, else in the RGB channels (ffmpeg's ``gbrp``). Not scikit-image's Gaussian-window SSIM
+  on RGB, a different figure (0.9368 against the filter's 0.9624 on one h264 pair): it is one call on
+  ``open_media(path).frames()`` for whoever needs it.
+- ``sha256`` hashes the frames in the first space measured: a YUV pair's source planes (with or without RGB), or
+  else the RGB24 frames; ``sha256_of`` names which.
 - Tensors (any non-uint8 array): relative L2 ||a - b|| / ||a||, cosine similarity, max and mean |a - b|,
   and PSNR with A's range (max - min) as data range. A is the reference.
 """
@@ -37,6 +41,7 @@ from perfkit.quality.media import (DEFAULT_CODEC, LATENTS_FILE, Codec, Media, Vi
                                    open_media, output_files, outputs_folder, prefetch, write_video)
 from perfkit.quality.planes import (CHANNELS, DATA_RANGE, YUV_PLANES, Decoded, Tally, frame_sums, psnr,
                                     yuv_sums)
+from perfkit.quality.ssim import SsimTally, channels, frame_ssim
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -69,16 +74,6 @@ def parse_frame_range(text: str | None) -> FrameRange:
     return rng
 
 
-def _ssim(a: np.ndarray, b: np.ndarray) -> float:
-    from skimage.metrics import structural_similarity  # scikit-image imports in ~0.3 s: only with --ssim
-
-    try:
-        return float(structural_similarity(a, b, channel_axis=-1, data_range=DATA_RANGE, gaussian_weights=True,
-                                           sigma=1.5, use_sample_covariance=False, K1=0.01, K2=0.03))
-    except ValueError as exc:  # frames smaller than the 11-pixel window
-        raise BadInput(f"SSIM: {exc}") from None
-
-
 def _hashed(frames: Iterator[Decoded], digest, space: str) -> Iterator[Decoded]:
     """Hash each frame as it passes (in the decoding thread): the bytes of its planes in ``space``, which
     for ``yuv`` are the raw video's (``ffmpeg -f rawvideo``) and for ``rgb`` a (T, H, W, C) array's."""
@@ -94,12 +89,23 @@ def _decoded(media: Media, frames: FrameRange, yuv: bool, rgb: bool) -> Iterator
     return (Decoded(None, f) for f in media.frames(*frames))
 
 
+def _space_planes(frame: Decoded, space: str) -> tuple[np.ndarray, ...]:
+    """A decoded frame's planes in ``space``: the source's, or its RGB frame's channels."""
+    return frame.planes if space == "yuv" else channels(frame.rgb)
+
+
+def hashed_what(space: str, pix_fmt: str | None) -> str:
+    """What ``sha256`` hashes when the frames are hashed in ``space``."""
+    return f"{pix_fmt} planes" if space == "yuv" else "RGB24 frames"
+
+
 class FrameTable(NamedTuple):
-    """What a frame comparison measured: a Tally per space (the headline's last), SSIM per frame, sha256s."""
+    """What a frame comparison measured: a Tally per space (the headline's last), SSIM per frame (in the first
+    space), sha256s (of the first space's frames)."""
 
     tallies: dict[str, Tally]
     first: int
-    ssim: list[float] | None
+    ssim: SsimTally | None
     sha256: tuple[str, str]
 
     @property
@@ -116,7 +122,7 @@ class FrameTable(NamedTuple):
                 columns[f"psnr_{space}_db"] = per_frame["psnr_db"]
                 columns.update({k: v for k, v in per_frame.items() if k.startswith("psnr_") and k != "psnr_db"})
         if self.ssim is not None:
-            columns["ssim"] = np.asarray(self.ssim)
+            columns.update(self.ssim.per_frame())
         return [dict(zip(columns, values)) for values in zip(*(c.tolist() for c in columns.values()))]
 
     def summary(self) -> dict:
@@ -138,23 +144,26 @@ class FrameTable(NamedTuple):
             "share_over_16": float(per_frame["share_over_16"].mean()),
             "bit_identical": bool((per_frame["max_abs_diff"] == 0).all()),
         }
-        if self.ssim is not None:
-            out["ssim_mean"] = float(np.mean(self.ssim))
         for space, tally in self.tallies.items():
             out[space] = tally.ffmpeg_line()
+        if self.ssim is not None:
+            out["ssim"] = self.ssim.line()
+        first = next(iter(self.tallies.values()))
+        out["sha256_of"] = hashed_what(first.space, first.pix_fmt)
         return out
 
 
 def frame_table(a: Iterator[Decoded], b: Iterator[Decoded], labels: tuple[str, str], spaces: tuple[str, ...],
                 pix_fmt: str | None = None, ssim: bool = False, first: int = 0) -> FrameTable:
     """Per-frame, per-plane sums of two decoded frame streams in each of ``spaces`` (``yuv`` needs the
-    frames' planes, ``rgb`` and SSIM their RGB), read and hashed in background threads; ``first`` is the
-    index of their first frame in the inputs. The last space is the headline, the one hashed."""
+    frames' planes, ``rgb`` their RGB), read and hashed in background threads; ``first`` is the index of their
+    first frame in the inputs. The last space is the headline; the first is the one hashed and, with ``ssim``,
+    the one SSIM is measured in."""
     pair = f"{labels[0]} vs {labels[1]}"
     digests = hashlib.sha256(), hashlib.sha256()
-    streams = prefetch(_hashed(a, digests[0], spaces[-1])), prefetch(_hashed(b, digests[1], spaces[-1]))
+    streams = prefetch(_hashed(a, digests[0], spaces[0])), prefetch(_hashed(b, digests[1], spaces[0]))
     tallies: dict[str, Tally] = {}
-    ssim_values: list[float] | None = [] if ssim else None
+    ssim_tally: SsimTally | None = None
     try:
         for i, (fa, fb) in enumerate(itertools.zip_longest(*streams)):
             if fa is None or fb is None:
@@ -166,16 +175,23 @@ def frame_table(a: Iterator[Decoded], b: Iterator[Decoded], labels: tuple[str, s
                 raise BadInput(f"frame sizes differ at frame {i}: {shape_a} vs {shape_b}", path=pair)
             if not tallies:
                 tallies = _tallies(fa, spaces, pix_fmt)
+                if ssim:
+                    first_tally, n = tallies[spaces[0]], len(_space_planes(fa, spaces[0]))
+                    ssim_tally = SsimTally(spaces[0], first_tally.planes[:n], tuple(first_tally.samples[:n]),
+                                           first_tally.pix_fmt)
             for space, tally in tallies.items():
                 tally.add(yuv_sums(fa.planes, fb.planes) if space == "yuv" else frame_sums(fa.rgb, fb.rgb))
-            if ssim_values is not None:
-                ssim_values.append(_ssim(fa.rgb, fb.rgb))
+            if ssim_tally is not None:
+                try:
+                    ssim_tally.add(frame_ssim(_space_planes(fa, spaces[0]), _space_planes(fb, spaces[0])))
+                except BadInput as exc:
+                    raise BadInput(exc.reason, path=pair) from None
     finally:
         for stream in streams:
             stream.close()
     if not tallies:
         raise BadInput("no frames to compare", path=pair)
-    return FrameTable(tallies, first, ssim_values, (digests[0].hexdigest(), digests[1].hexdigest()))
+    return FrameTable(tallies, first, ssim_tally, (digests[0].hexdigest(), digests[1].hexdigest()))
 
 
 def _tallies(frame: Decoded, spaces: tuple[str, ...], pix_fmt: str | None) -> dict[str, Tally]:
@@ -233,7 +249,7 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
                   per_frame: bool = False, rgb: bool = True) -> dict:
     """Two opened inputs, A the reference: frames (``perfkit quality --json`` fields) or tensors. Two videos
     of one YUV format are measured in their planes, and in RGB too unless ``rgb`` is False (which saves
-    converting every frame: RGB's figures are then absent, the headline is YUV's); SSIM needs RGB."""
+    converting every frame: RGB's figures are then absent, the headline is YUV's)."""
     labels, pair = (a.label, b.label), f"{a.label} vs {b.label}"
     if a.kind != b.kind:
         raise BadInput(f"{a.label} holds {a.kind} ({a.detail}), {b.label} holds {b.kind} ({b.detail})",
@@ -244,7 +260,7 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
         raise BadInput(f"frame sizes differ: {a.frame_shape} vs {b.frame_shape}", path=pair)
     _check_counts(a, b, frames)
     yuv = a.pix_fmt is not None and a.pix_fmt == b.pix_fmt
-    spaces = ("yuv",) * yuv + ("rgb",) * (rgb or ssim or not yuv)
+    spaces = ("yuv",) * yuv + ("rgb",) * (rgb or not yuv)
     table = frame_table(*(_decoded(m, frames, yuv, "rgb" in spaces) for m in (a, b)), labels, spaces,
                         a.pix_fmt, ssim, frames.start)
     n = len(table.headline.rows)
@@ -280,19 +296,30 @@ def compare(a, b, frames: FrameRange = ALL_FRAMES, *, ssim: bool = False, per_fr
                          ssim=ssim, per_frame=per_frame, rgb=rgb)
 
 
+def floor_in_planes(ref: Media, codec: Codec, rgb: bool) -> bool:
+    """Whether ``codec_floor`` measures ``ref`` in its source planes: without ``rgb``, for a YUV video that the
+    codec encodes in the video's own pixel format (so the floor and a comparison of two such videos share a space)."""
+    return not rgb and ref.pix_fmt == codec.pix_fmt
+
+
 def codec_floor(reference, codec: Codec = DEFAULT_CODEC, frames: FrameRange = ALL_FRAMES, *,
-                ssim: bool = False) -> dict:
-    """The reference against itself through ``codec``, in RGB: the best a video served through that codec can
-    score against the reference, so served-vs-reference figures can be judged. Encodes in memory.
+                ssim: bool = False, rgb: bool = True) -> dict:
+    """The reference against itself through ``codec``: the best a video served through that codec can score
+    against the reference, so served-vs-reference figures can be judged. Encodes in memory. In RGB24: the frames
+    decoded to RGB24 are encoded (the Python API's and a run's default); with ``rgb`` False, a YUV video in the
+    codec's pixel format instead goes to the encoder as decoded and is measured in its source planes, the space
+    ``compare(..., rgb=False)`` headlines for two such videos (``floor_in_planes``).
     libx264 through PyAV is not bit-reproducible run to run: the floor moves by ~0.02 dB (measured)."""
     ref = open_media(reference)
     if ref.kind != "frames" or (ref.frame_shape or (3,))[-1] != 3:
         raise BadInput("the codec floor needs RGB frames", path=ref.label)
+    planes = floor_in_planes(ref, codec, rgb)
     buffer = io.BytesIO()
-    write_video(ref.frames(*frames), buffer, codec)
+    write_video(ref.decoded(*frames) if planes else ref.frames(*frames), buffer, codec)
     through = VideoFile(buffer.getvalue(), f"{ref.label} through {codec}")
-    table = frame_table(_decoded(ref, frames, False, True), _decoded(through, ALL_FRAMES, False, True),
-                        (ref.label, through.label), ("rgb",), ssim=ssim, first=frames.start)
+    table = frame_table(_decoded(ref, frames, planes, not planes), _decoded(through, ALL_FRAMES, planes, not planes),
+                        (ref.label, through.label), ("yuv",) if planes else ("rgb",), ref.pix_fmt, ssim=ssim,
+                        first=frames.start)
     return {"codec": str(codec), "bytes": len(buffer.getvalue()), "range": str(frames), **table.summary()}
 
 
@@ -324,11 +351,13 @@ def plot_drift(table: "pd.DataFrame", path: Path, title: str = "B against A") ->
 
 
 def content_sha256(media: Media) -> str:
-    """sha256 of the frames decoded to RGB (or of the tensor's bytes), as a comparison in RGB hashes them."""
+    """sha256 of the frames as a comparison with an input of the same kind hashes them (a YUV video's source
+    planes, other frames decoded to RGB24), or of the tensor's bytes."""
     if media.kind == "tensor":
         return _sha256_array(media.array())
     digest = hashlib.sha256()
-    for _ in _hashed(_decoded(media, ALL_FRAMES, False, True), digest, "rgb"):
+    planes = media.pix_fmt is not None
+    for _ in _hashed(_decoded(media, ALL_FRAMES, planes, not planes), digest, "yuv" if planes else "rgb"):
         pass
     return digest.hexdigest()
 

@@ -94,6 +94,13 @@ class VideoFile(Media):
         for frame in self._decoded(start, stop):
             yield frame.to_ndarray(format="rgb24")
 
+    def decoded(self, start: int = 0, stop: int | None = None) -> Iterator[av.VideoFrame]:
+        """Frames ``start:stop`` as the decoder gives them, ready for an encoder: no timestamps or picture types
+        of the source's (libx264 would keep its frame types)."""
+        for frame in self._decoded(start, stop):
+            frame.pts, frame.pict_type = None, av.video.frame.PictureType.NONE
+            yield frame
+
     def planes(self, start: int = 0, stop: int | None = None, rgb: bool = False) -> Iterator[Decoded]:
         """Frames ``start:stop`` in the source's own planes (each (h, w) uint8, a view of the decoder's
         buffer without its line padding) and, with ``rgb``, as RGB24 too. Only for a ``pix_fmt`` video."""
@@ -375,22 +382,24 @@ def parse_codec(spec: str) -> Codec:
     return Codec(name, pix_fmt, tuple(settings.items()))
 
 
-def write_video(frames: Iterable[np.ndarray], dest: Path | io.BytesIO, codec: Codec = DEFAULT_CODEC,
+def write_video(frames: Iterable[np.ndarray | av.VideoFrame], dest: Path | io.BytesIO, codec: Codec = DEFAULT_CODEC,
                 fps: int = 24) -> None:
-    """Encode uint8 RGB frames (H, W, 3); ``dest`` a path (container from its suffix) or a buffer (mkv)."""
+    """Encode uint8 RGB frames (H, W, 3), or decoded frames (``VideoFile.decoded``) as they are; ``dest`` a path
+    (container from its suffix) or a buffer (mkv)."""
     target = str(dest) if isinstance(dest, Path) else dest
     with av.open(target, "w", format=None if isinstance(dest, Path) else "matroska") as container:
         stream = None
         for image in frames:
+            frame = image if isinstance(image, av.VideoFrame) else \
+                av.VideoFrame.from_ndarray(np.ascontiguousarray(image[..., :3]), format="rgb24")
             if stream is None:
                 stream = container.add_stream(codec.name, rate=fps, options=dict(codec.options))
-                stream.width, stream.height = image.shape[1], image.shape[0]
+                stream.width, stream.height = frame.width, frame.height
                 stream.pix_fmt = codec.pix_fmt
-            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image[..., :3]), format="rgb24")
             try:
                 container.mux(stream.encode(frame))
             except av.error.FFmpegError as exc:
-                raise BadInput(f"{codec} cannot encode {image.shape[1]}x{image.shape[0]} frames ({exc.strerror})",
+                raise BadInput(f"{codec} cannot encode {frame.width}x{frame.height} frames ({exc.strerror})",
                                field="--codec") from None
         if stream is not None:
             container.mux(stream.encode())

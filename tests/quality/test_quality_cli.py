@@ -39,7 +39,7 @@ def test_text_names_its_conventions(tmp_path, clip, noisy, quality_cli):
     out = quality_cli(tmp_path / "a.npy", tmp_path / "b.npy", "--ssim").stdout
     assert "1 of 3 frames identical" in out and "over the 2 differing frames" in out
     assert "PSNR in RGB24: r " in out and "format=rgb24" in out  # named by the ffmpeg command that gives it
-    assert "/255" in out and "SSIM mean" in out and "bit-identical: no" in out
+    assert "/255" in out and "SSIM in RGB channels: R " in out and "bit-identical: no (sha256 of the RGB24 frames" in out
 
 
 def test_codec_floor_alone_and_bad_settings(tmp_path, clip, quality_cli):

@@ -151,10 +151,17 @@ def test_an_rgb_source_is_measured_in_its_channels(pairs):
 
 
 def test_lossless_copies_keep_the_figures(pairs):
-    """ffv1 holds the h264 decode's planes bit for bit, libx264rgb crf 0 its RGB24: same figures."""
+    """ffv1 holds the h264 decode's planes bit for bit, libx264rgb crf 0 its RGB24: same figures, and the same
+    sha256 of what each hashes (the source planes of a YUV pair, else the RGB24 frames, as PyAV decodes them)."""
     h264, ffv1, rgb = (quality.compare(*pairs[n]) for n in ("h264", "ffv1", "x264rgb"))
     assert ffv1["yuv"]["psnr_db"] == h264["yuv"]["psnr_db"] and ffv1["sha256"] == h264["sha256"]
-    assert rgb["rgb"]["psnr_db"] == h264["rgb"]["psnr_db"] and rgb["sha256"] == h264["sha256"]
+    assert h264["sha256_of"] == "yuv420p planes" and rgb["sha256_of"] == "RGB24 frames"
+    assert rgb["rgb"]["psnr_db"] == h264["rgb"]["psnr_db"]
+    for path, sha in zip(pairs["h264"], rgb["sha256"]):
+        digest = hashlib.sha256()
+        for frame in decoded(path):
+            digest.update(frame.to_ndarray(format="rgb24"))
+        assert digest.hexdigest() == sha
 
 
 def test_default_command_headlines_the_source_planes(pairs, quality_cli):
@@ -181,12 +188,15 @@ def test_default_command_headlines_the_source_planes(pairs, quality_cli):
 
 
 def test_the_yuv_hash_is_the_raw_video(pairs):
-    """sha256 of the source planes equals that of the raw yuv420p frames PyAV gives (Y, U, V per frame)."""
+    """sha256 of the source planes equals that of the raw yuv420p frames PyAV gives (Y, U, V per frame), with
+    RGB measured too or not."""
     a, _ = pairs["121"]
     digest = hashlib.sha256()
     for frame in decoded(a):
         digest.update(frame.to_ndarray())  # yuv420p: (H * 3 / 2, W), the planes one after another
     assert quality.compare(a, a, rgb=False)["sha256"] == [digest.hexdigest()] * 2
+    assert quality.compare(a, a, rgb=True)["sha256"] == [digest.hexdigest()] * 2  # --rgb hashes the same
+    assert quality.content_sha256(quality.open_media(a)) == digest.hexdigest()  # as a run's determinism does
 
 
 @pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="no ffmpeg binary on this machine (CI: the tests above)")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis.extra.numpy import arrays
-from skimage.metrics import mean_squared_error, peak_signal_noise_ratio, structural_similarity
+from skimage.metrics import mean_squared_error, peak_signal_noise_ratio
 
 from perfkit.common.summary import json_safe
 from perfkit.quality import compare as quality
@@ -94,16 +94,12 @@ def test_sums_of_a_whole_plane_are_exact():
 def test_agrees_with_scikit_image(clip, noisy):
     a = clip(frames=5)
     b = noisy(a, 9)
-    r = quality.compare(a, b, per_frame=True, ssim=True)
+    r = quality.compare(a, b, per_frame=True)
     for fa, fb, row in zip(a, b, r["per_frame"]):
         assert row["psnr_db"] == pytest.approx(peak_signal_noise_ratio(fa, fb, data_range=255), abs=1e-9)
         assert row["mse"] == pytest.approx(mean_squared_error(fa, fb), rel=1e-12)
-        assert row["ssim"] == pytest.approx(structural_similarity(
-            fa, fb, channel_axis=2, data_range=255, gaussian_weights=True, sigma=1.5,
-            use_sample_covariance=False), abs=1e-12)
     pooled = np.mean([mean_squared_error(fa, fb) for fa, fb in zip(a, b)])
     assert r["psnr_pooled_db"] == pytest.approx(10 * math.log10(255**2 / pooled))
-    assert 0.0 < r["ssim_mean"] < 1.0
 
 
 @settings(max_examples=25, deadline=None)

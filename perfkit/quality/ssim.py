@@ -1,0 +1,131 @@
+"""SSIM as ffmpeg's ``ssim`` filter defines it (libavfilter/vf_ssim.c, 8-bit planes), the figure people quote for
+video: ``ffmpeg -i A -i B -lavfi ssim -f null -`` prints it per plane (Y U V, or R G B) and ``All``.
+
+Per plane: the sums of a, b, a^2 + b^2 and a * b over 4x4 blocks on a 4-sample grid (the plane cut down to a
+multiple of 4 each way); every 8x8 window of 2x2 neighbouring blocks gives Wang et al.'s SSIM with the filter's
+integer constants (C1 = .01^2 * 255^2 * 64, C2 = .03^2 * 255^2 * 64 * 63, rounded), in int32 up to the four
+factors, then in float32 as the filter computes it; the plane's SSIM is the mean over its windows. ``All`` is the
+planes' SSIM weighted by their sizes (a 4:2:0 frame: Y 4/6, U and V 1/6 each). The summary line gives each plane's
+mean over frames and All's, with dB = -10 log10(1 - SSIM). No Gaussian window, unlike scikit-image's SSIM.
+
+Frames in RGB (arrays, images, an RGB video) are measured as ffmpeg measures them in ``gbrp``: each channel a
+plane, named R G B, All their mean; a fourth (alpha) channel is left out, as converting to ``gbrp`` drops it.
+
+ffmpeg builds whose x86 ``ssim_end_line`` predates the fix of its last 1-3 windows of a row (Debian 12's 5.1, for
+one) differ from this definition on planes whose width / 4 - 1 leaves 1 when divided by 4 (a 720-wide 4:2:0
+video's U and V); libavfilter 11 (the PyAV the tests use as referee) agrees with its C code and with this module.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from perfkit.errors import BadInput
+
+DEFINITION = ("ffmpeg's ssim filter: 8x8 windows on a 4-sample grid from 4x4 block sums, per plane, "
+              "All weighted by plane size")
+C1 = int(0.01 * 0.01 * 255 * 255 * 64 + 0.5)
+C2 = int(0.03 * 0.03 * 255 * 255 * 64 * 63 + 0.5)
+# Samples converted to float32 at a time: a chunk's temporaries stay in cache instead of being fresh pages every
+# frame, and few enough numpy calls per frame that their overhead stays small (benchmarks/quality_throughput.py).
+CHUNK = 1 << 18
+REPRODUCE = {
+    "yuv": "ffmpeg -i A -i B -lavfi ssim -f null -",
+    "rgb": "ffmpeg -i A -i B -lavfi '[0:v]format=gbrp[a];[1:v]format=gbrp[b];[a][b]ssim' -f null -",
+}
+
+
+def _block_sums(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(4, h/4, w/4) float32 sums over each 4x4 block of a + b, a - b, (a + b)^2 and (a - b)^2: exact integers
+    (at most 16 * 510^2 < 2^24), from which the filter's sums of a, b, a^2 + b^2 and a * b follow exactly."""
+    h4, w4 = a.shape[0] >> 2, a.shape[1] >> 2
+    width = 4 * w4
+    out = np.empty((4, h4, w4), np.float32)
+    rows = max(1, CHUNK // (4 * width))  # block rows a chunk
+    rows_sums = np.empty((4, rows, width), np.float32)
+    for r in range(0, h4, rows):
+        n = min(rows, h4 - r)
+        sa, sb = a[4 * r:4 * (r + n), :width], b[4 * r:4 * (r + n), :width]
+        plus = np.add(sa, sb, dtype=np.float32).reshape(n, 4, width)
+        minus = np.subtract(sa, sb, dtype=np.float32).reshape(n, 4, width)
+        column = rows_sums[:, :n]  # each column's sum over the block's 4 rows
+        np.sum(plus, axis=1, out=column[0])
+        np.sum(minus, axis=1, out=column[1])
+        np.einsum("rkj,rkj->rj", plus, plus, out=column[2])
+        np.einsum("rkj,rkj->rj", minus, minus, out=column[3])
+        quads = column.reshape(4, n, w4, 4)
+        block = out[:, r:r + n]
+        np.add(quads[..., 0], quads[..., 1], out=block)
+        block += quads[..., 2]
+        block += quads[..., 3]
+    return out
+
+
+def _window_total(blocks: np.ndarray) -> float:
+    """The sum of every 8x8 window's SSIM over block rows ``blocks`` (4, rows, w/4): windows of rows 1.. with
+    the row above, as the filter adds them (float32 per window, added up in float64)."""
+    w = blocks[:, :-1, :-1] + blocks[:, 1:, :-1]
+    w += blocks[:, :-1, 1:]
+    w += blocks[:, 1:, 1:]
+    plus, minus, plus_sq, minus_sq = w.astype(np.int32)
+    s1, s2 = (plus + minus) >> 1, (plus - minus) >> 1  # sums of a and of b
+    ss, s12 = (plus_sq + minus_sq) >> 1, (plus_sq - minus_sq) >> 2  # sums of a^2 + b^2 and of a * b
+    s1s2 = s1 * s2
+    squares = s1 * s1 + s2 * s2
+    num = (2 * s1s2 + C1).astype(np.float32) * (2 * (s12 * 64 - s1s2) + C2).astype(np.float32)
+    den = (squares + C1).astype(np.float32) * (ss * 64 - squares + C2).astype(np.float32)
+    return float((num / den).sum(dtype=np.float64))
+
+
+def plane_ssim(a: np.ndarray, b: np.ndarray) -> float:
+    """The SSIM of one pair of uint8 planes (H, W), at least 8x8, as the filter gives it."""
+    h4, w4 = a.shape[0] >> 2, a.shape[1] >> 2
+    if h4 < 2 or w4 < 2:
+        raise BadInput(f"SSIM needs planes of at least 8x8 samples, got {a.shape[1]}x{a.shape[0]}")
+    blocks = _block_sums(a, b)
+    rows = max(1, CHUNK // (16 * w4))  # window rows a chunk, each with the block row above it
+    total = sum(_window_total(blocks[:, r:r + rows + 1]) for r in range(0, h4 - 1, rows))
+    return total / ((h4 - 1) * (w4 - 1))
+
+
+def frame_ssim(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> list[float]:
+    """Each plane's SSIM of one frame pair."""
+    return [plane_ssim(pa, pb) for pa, pb in zip(a, b)]
+
+
+def channels(frame: np.ndarray) -> tuple[np.ndarray, ...]:
+    """An (H, W, C) frame's planes as the filter sees it: in gbrp (R, G, B; alpha dropped), or in gray8 (one)."""
+    return tuple(frame[..., k] for k in range(3 if frame.shape[-1] >= 3 else 1))
+
+
+def ssim_db(value: float) -> float:
+    """-10 log10(1 - SSIM): inf for identical inputs, as the filter prints it."""
+    return math.inf if value >= 1 else -10 * math.log10(1 - value)
+
+
+class SsimTally:
+    """Per-frame, per-plane SSIM of one space, added a frame at a time; ``line`` the filter's summary."""
+
+    def __init__(self, space: str, planes: tuple[str, ...], samples: tuple[int, ...], pix_fmt: str | None = None):
+        self.space, self.planes, self.pix_fmt = space, planes, pix_fmt
+        self.weights = np.asarray(samples, np.float64) / sum(samples)  # All: planes weighted by their size
+        self.rows: list[list[float]] = []
+
+    def add(self, values: list[float]) -> None:
+        self.rows.append(values)
+
+    def per_frame(self) -> dict[str, np.ndarray]:
+        """``ssim_<plane>`` and ``ssim_all`` per frame."""
+        values = np.asarray(self.rows, np.float64).reshape(len(self.rows), len(self.planes))
+        return {**{f"ssim_{p}": values[:, i] for i, p in enumerate(self.planes)},
+                "ssim_all": (values * self.weights).sum(axis=1)}  # not a matmul: no BLAS threads for 3 numbers
+
+    def line(self) -> dict:
+        """The filter's summary line: each plane's and All's mean over frames, with dB; the definition and the
+        command that prints it."""
+        means = {k.removeprefix("ssim_"): float(v.mean()) for k, v in self.per_frame().items()}
+        return {"definition": DEFINITION, "space": self.space, **({"pix_fmt": self.pix_fmt} if self.pix_fmt else {}),
+                "planes": list(self.planes), "ssim": means, "ssim_db": {k: ssim_db(v) for k, v in means.items()},
+                "reproduce": REPRODUCE[self.space]}
