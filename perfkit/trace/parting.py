@@ -1,0 +1,235 @@
+"""Where chips part, for hangs and divergence: each chip's collectives in order, how many each completed,
+the collective each waits at, and the first place in the sequence where the chips disagree.
+
+From per-chip traces (a hung trial's, cut by a timer, or any set of per-chip profiles), each chip's
+collective instances (``perfkit.trace.collectives``) are taken in its own time order and placed by step
+and by their index within the step. The first place, in step and index order, where the chips that ran
+the step do not all show one collective (same kind and bytes sent: instruction names differ between
+ranks whose programs differ) is where they part: a chip there with another collective ran a
+``different collective``; a chip with none there ``skipped`` it when it has later collectives, else it
+``never arrived`` (its trace ends before it). The majority's instruction is the one named.
+
+Where each rank's compiled program is given (its XLA dump folder), the programs say more than the trace
+can: a chip waits at the collective its program runs after the last one it completed, and a rank whose
+program's collectives differ from the majority's names the instructions its program lacks or adds
+(aligned by opcode, shape and operands, as ``difflib`` aligns two sequences), which traces cannot tell
+apart when the collectives look alike.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from perfkit.errors import BadInput
+from perfkit.hlo.dumps import dump_files
+from perfkit.hlo.parse import Instruction, read_module
+from perfkit.trace import collectives, events
+from perfkit.trace.events import is_device_op
+
+EVENT_COLUMNS = (*collectives.EVENT_COLUMNS, "hlo_module")  # all it reads
+CHIP_COLUMNS = ["rank", "device", "completed", "last_step", "last_op", "last_kind", "waiting_at", "waiting_from"]
+_COLLECTIVES = {"all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute",
+                "collective-broadcast", "send", "recv", "ragged-all-to-all"}
+_LAYOUT = re.compile(r"\{[^}]*\}")
+AFTER_LAST_STEP = 2**62  # where step -1 (no marker) sorts: after every marked step
+
+
+def _chip_label(rank, device) -> str:
+    return f"rank {rank} device {device}"
+
+
+def sequences(events: pd.DataFrame) -> pd.DataFrame:
+    """Each chip's collective instances in its time order: ``rank, device, step, index`` (within the step),
+    ``position`` (on the chip), ``op, kind, bytes, module, start_ps, end_ps``."""
+    inst = collectives.instances(events)
+    dev = events[is_device_op(events)]
+    modules = dev.dropna(subset=["program_id"]).drop_duplicates("program_id").set_index("program_id")["hlo_module"]
+    out = inst[["rank", "device", "step", "op", "kind", "bytes", "program_id", "start_ps", "end_ps"]].copy()
+    out["op"], out["kind"] = out["op"].astype(str), out["kind"].astype(str)
+    out["module"] = out["program_id"].map(modules).astype(object).where(out["program_id"].notna(), None)
+    out = out.sort_values(["rank", "device", "start_ps"], kind="stable", ignore_index=True)
+    out["position"] = out.groupby(["rank", "device"]).cumcount()
+    out["index"] = out.groupby(["rank", "device", "step"]).cumcount()
+    return out.drop(columns="program_id")
+
+
+def program_collectives(folder: Path) -> dict[str, list[Instruction]]:
+    """Per module name, the collectives of its entry computation in printed (scheduled) order, from one
+    rank's XLA dump folder; an async pair counts once, by its start."""
+    out = {}
+    for files in dump_files(Path(folder)):
+        module = read_module(files.hlo)
+        found = [i for i in module.entry_computation.instructions
+                 if i.opcode.removesuffix("-start") in _COLLECTIVES]
+        out.setdefault(module.name, found)
+    return out
+
+
+def _signature(i: Instruction) -> tuple:
+    return i.opcode, _LAYOUT.sub("", i.shape), i.operands
+
+
+def _program_change(majority: list[Instruction], mine: list[Instruction]) -> dict:
+    """The collectives ``mine`` lacks and adds against ``majority``, aligned by opcode, shape and operands."""
+    matcher = difflib.SequenceMatcher(None, [_signature(i) for i in majority], [_signature(i) for i in mine],
+                                      autojunk=False)
+    lacks, adds = [], []
+    for tag, a0, a1, b0, b1 in matcher.get_opcodes():
+        if tag != "equal":
+            lacks += [{"op": i.name, "opcode": i.opcode, "index": a0 + k} for k, i in enumerate(majority[a0:a1])]
+            adds += [{"op": i.name, "opcode": i.opcode, "index": b0 + k} for k, i in enumerate(mine[b0:b1])]
+    return {"lacks": lacks, "adds": adds, "majority_count": len(majority), "count": len(mine)}
+
+
+def _chips(events: pd.DataFrame) -> pd.DataFrame:
+    dev = events.loc[is_device_op(events), ["rank", "device"]]
+    return dev.drop_duplicates().sort_values(["rank", "device"], ignore_index=True)
+
+
+def first_parting(seq: pd.DataFrame, chips: pd.DataFrame) -> dict | None:
+    """The first (step, index) where the chips that ran the step do not all show one collective: ``step,
+    index, op, kind, bytes, module`` (the majority's), ``majority`` (its chips), ``parted``: ``[{rank,
+    device, how (different collective | skipped | never arrived), op}]``; None where they never part."""
+    # ops after a chip's last step marker (a hung step's, its marker never closed) are step -1: last
+    seq = seq.assign(order=seq["step"].where(seq["step"] >= 0, AFTER_LAST_STEP))
+    keys = seq[["order", "step", "index"]].drop_duplicates().sort_values(["order", "index"])
+    by_chip = {c: g.set_index(["step", "index"]) for c, g in seq.groupby(["rank", "device"])}
+    places = {c: set(zip(g["order"], g["index"])) for c, g in seq.groupby(["rank", "device"])}
+    everyone = [(int(r), int(d)) for r, d in zip(chips["rank"], chips["device"])]
+    steps = seq.groupby(["rank", "device", "step"]).size()  # collectives per chip and step
+    for order, step, index in zip(keys["order"], keys["step"], keys["index"]):
+        here = {c: g.loc[(step, index)] for c, g in by_chip.items() if (step, index) in g.index}
+        signatures = {c: (r["kind"], r["bytes"]) for c, r in here.items()}
+        counts = pd.Series(list(signatures.values()), dtype=object).value_counts(sort=True)
+        if len(here) == len(everyone) and len(counts) == 1:
+            continue
+        top = counts.index[0]
+        majority = [c for c in everyone if signatures.get(c) == top]
+        parted = []
+        for c in everyone:
+            if c in majority:
+                continue
+            if c in here:
+                parted.append({"rank": c[0], "device": c[1], "how": "different collective", "op": here[c]["op"],
+                               "in_step": int(steps.get((*c, step), 0))})
+            else:
+                later = any(place > (order, index) for place in places.get(c, ()))
+                parted.append({"rank": c[0], "device": c[1], "how": "skipped" if later else "never arrived",
+                               "op": None, "in_step": int(steps.get((*c, step), 0))})
+        if not parted:
+            continue
+        ref = here[majority[0]]
+        return {"step": int(step), "index": int(index), "op": ref["op"], "kind": ref["kind"],
+                "in_step": int(steps.get((*majority[0], step), 0)),
+                "bytes": None if pd.isna(ref["bytes"]) else float(ref["bytes"]), "module": ref["module"],
+                "majority": [{"rank": r, "device": d} for r, d in majority], "parted": parted}
+    return None
+
+
+def _waiting(seq: pd.DataFrame, chip: tuple, mine: pd.DataFrame, programs: dict | None) -> tuple[str | None, str | None]:
+    """The collective a chip waits at: the one its program runs after its last completed one, else the one
+    the other chips ran next after that place in the sequence."""
+    if mine.empty:
+        first = seq.sort_values(["step", "index"]).head(1)
+        return (first["op"].iloc[0], "others") if len(first) else (None, None)
+    last = mine.iloc[-1]
+    listed = (programs or {}).get(chip[0], {}).get(last["module"])
+    if listed:
+        names = [i.name for i in listed]
+        if last["op"] in names:
+            return names[(names.index(last["op"]) + 1) % len(names)], "program"
+    after = seq[((seq["step"] == last["step"]) & (seq["index"] == last["index"] + 1))
+                & ((seq["rank"] != chip[0]) | (seq["device"] != chip[1]))]
+    if after.empty:
+        after = seq[(seq["step"] > last["step"]) & (seq["index"] == 0)].sort_values("step")
+    return (after["op"].mode().iloc[0], "others") if len(after) else (None, None)
+
+
+def parting(events: pd.DataFrame, programs: dict[int, Path] | None = None) -> tuple[pd.DataFrame, dict | None]:
+    """Per chip (``CHIP_COLUMNS``): completed collectives, its last one, and the one it waits at (from its
+    program, else from the others); and ``first_parting`` (with ``programs``, each parted rank's program
+    against the majority's: ``programs: {rank: {lacks, adds, majority_count, count}}``). ``programs``:
+    each rank's XLA dump folder."""
+    seq = sequences(events)
+    chips = _chips(events)
+    listed = {rank: program_collectives(folder) for rank, folder in (programs or {}).items()}
+    rows = []
+    for rank, device in zip(chips["rank"], chips["device"]):
+        mine = seq[(seq["rank"] == rank) & (seq["device"] == device)]
+        at, source = _waiting(seq, (rank, device), mine, listed)
+        rows.append({"rank": int(rank), "device": int(device), "completed": len(mine),
+                     "last_step": int(mine["step"].iloc[-1]) if len(mine) else None,
+                     "last_op": mine["op"].iloc[-1] if len(mine) else None,
+                     "last_kind": mine["kind"].iloc[-1] if len(mine) else None,
+                     "waiting_at": at, "waiting_from": source})
+    first = first_parting(seq, chips)
+    if first is not None and listed:
+        ref = first["majority"][0]["rank"]
+        base = listed.get(ref, {}).get(first["module"])
+        if base is not None:
+            changes = {str(p["rank"]): _program_change(base, listed[p["rank"]][first["module"]]) for p in first["parted"]
+                       if first["module"] in listed.get(p["rank"], {})}
+            first["programs"] = {r: c for r, c in changes.items() if c["lacks"] or c["adds"]}
+    return pd.DataFrame(rows, columns=CHIP_COLUMNS), first
+
+
+def describe(first: dict | None) -> str:
+    """The first parting in one sentence (the tail's text and the hung trial's report)."""
+    if first is None:
+        return "the chips' collectives agree: no chip parts from the others in the traced sequence"
+    who = "; ".join(f"{_chip_label(p['rank'], p['device'])} {p['how']}" + (f" ({p['op']})" if p["op"] else "")
+                    + f", {p['in_step']} collectives there against {first['in_step']}" for p in first["parted"])
+    majority = ", ".join(_chip_label(c["rank"], c["device"]) for c in first["majority"])
+    where = f"step {first['step']}" if first["step"] >= 0 else "after the last step marker"
+    text = (f"chips part at {where}, collective {first['index'] + 1} there: {first['op']} "
+            f"({first['kind']}) on {majority}; {who}")
+    for rank, change in (first.get("programs") or {}).items():
+        lacks = ", ".join(f"{c['op']} (collective {c['index'] + 1} of {change['majority_count']})"
+                          for c in change["lacks"])
+        adds = ", ".join(c["op"] for c in change["adds"])
+        text += (f". Rank {rank}'s program has {change['count']} collectives where the majority's has "
+                 f"{change['majority_count']}" + (f": it lacks {lacks}" if lacks else "")
+                 + (f"; it adds {adds}" if adds else ""))
+    return text
+
+
+def dumps_beside(paths: list[str | Path]) -> dict[int, Path]:
+    """Each rank's XLA dump folder where the traces are a run's ``rank<R>/trace`` folders (``rank<R>/xla_dump``
+    beside them, with dumps); empty otherwise."""
+    found = {}
+    for p in map(Path, paths):
+        rank_dir = p if p.name.startswith("rank") else p.parent
+        m = re.fullmatch(r"rank(\d+)", rank_dir.name)
+        if m and any((rank_dir / "xla_dump").glob("*after_optimizations.txt")):
+            found[int(m.group(1))] = rank_dir / "xla_dump"
+    return found
+
+
+def parting_traces(paths: list[str | Path], programs: dict[int, Path] | None = None) -> tuple[pd.DataFrame, dict | None]:
+    """``parting`` of the traces at ``paths``, with ``programs`` or else the dumps beside them."""
+    frame = events.load(list(paths), columns=EVENT_COLUMNS)
+    return parting(frame, programs if programs else dumps_beside(paths))
+
+
+def run_hangs(run_dir: Path, trials: list[dict]) -> dict | None:
+    """summary.json's ``hangs``: per hung trial with traces (by its folder), ``{chips: [<CHIP_COLUMNS>],
+    parting: first_parting or null, text}`` or ``{error}``; None without such a trial."""
+    out = {}
+    for t in trials:
+        folder = Path(run_dir) / t["dir"]
+        paths = sorted(folder.glob("rank*/trace"))
+        if t["status"] != "hung" or not any(any(p.rglob("*.xplane.pb")) or any(p.rglob("*.json*")) for p in paths):
+            continue
+        try:
+            chips, first = parting_traces(paths)
+        except BadInput as exc:
+            out[t["dir"]] = {"error": exc.line()}
+            continue
+        out[t["dir"]] = {"chips": json.loads(chips.to_json(orient="records")), "parting": first,
+                         "text": describe(first)}
+    return out or None
