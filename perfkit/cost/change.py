@@ -1,5 +1,7 @@
 """B's step cost against A's, in words and numbers (stdlib only): "sp adds 72 collective-permutes of
-8 KiB a step and removes 6 all-reduces of 64 KiB"."""
+8 KiB a step and removes 6 all-reduces of 64 KiB". Collectives are told apart by kind, buffer size and
+the devices in their groups: the same all-reduces over groups of 8 devices instead of 2 are "regrouped",
+never "the same collectives" (each device sends 2 x 7/8 of the buffer, not 2 x 1/2)."""
 
 from __future__ import annotations
 
@@ -22,9 +24,32 @@ def _phrase(rows: Counter) -> str:
 
 
 def _by_size(cost: dict) -> Counter:
+    """(kind, buffer bytes, devices in its group) -> count; the group is None in costs written before it was kept."""
     out: Counter = Counter()
     for r in cost["collective_shapes"]:
-        out[(r["kind"], r["buffer_bytes"])] += r["count"]
+        out[(r["kind"], r["buffer_bytes"], r.get("group"))] += r["count"]
+    return out
+
+
+def _sizes(rows: Counter) -> Counter:
+    out: Counter = Counter()
+    for (kind, size, _), n in rows.items():
+        out[(kind, size)] += n
+    return out
+
+
+def _regrouped(added: Counter, removed: Counter) -> list[dict]:
+    """Collectives of one kind and size that B runs over groups of another size: taken out of ``added`` and
+    ``removed``, as ``{kind, buffer_bytes, count, groups: [A's, B's]}``."""
+    out = []
+    for (kind, size, was), n in sorted(removed.items(), key=str):
+        for (kind_b, size_b, now), m in sorted(added.items(), key=str):
+            moved = min(n, m) if (kind_b, size_b) == (kind, size) and now != was else 0
+            if moved:
+                out.append({"kind": kind, "buffer_bytes": size, "count": moved, "groups": [was, now]})
+                added[(kind, size, now)] -= moved
+                removed[(kind, size, was)] -= moved
+                n -= moved
     return out
 
 
@@ -33,20 +58,30 @@ def _percent(a: float, b: float) -> str:
 
 
 def change(a_name: str, a: dict, b_name: str, b: dict) -> dict:
-    """``{sentence, collectives_added, collectives_removed, flops, hbm_bytes, interconnect_bytes}``: the
-    collectives B's step runs more or less often than A's (by kind and buffer size), and the totals [A, B]."""
+    """``{sentence, collectives_added, collectives_removed, collectives_regrouped, flops, hbm_bytes,
+    interconnect_bytes}``: the collectives B's step runs more or less often than A's (by kind, buffer size
+    and group), those it runs over other groups, and the totals [A, B]."""
     ca, cb = _by_size(a), _by_size(b)
     added, removed = cb - ca, ca - cb
+    regrouped = _regrouped(added, removed)
+    added, removed = +added, +removed
     parts = []
     if added:
-        parts.append(f"adds {_phrase(added)} a step")
+        parts.append(f"adds {_phrase(_sizes(added))} a step")
     if removed:
-        parts.append(f"removes {_phrase(removed)}")
+        parts.append(f"removes {_phrase(_sizes(removed))}")
+    for r in regrouped:
+        n = r["count"]
+        parts.append(f"runs {n} {r['kind']}{'s' if n != 1 else ''} of {_size(r['buffer_bytes'])} over groups of "
+                     f"{r['groups'][1]} devices, not {r['groups'][0]}")
     words = f"{b_name} " + (" and ".join(parts) if parts else "runs the same collectives") + f" (against {a_name})"
     totals = {k: [a[k], b[k]] for k in ("flops", "hbm_bytes", "interconnect_bytes")}
     numbers = "; ".join(f"{label} {_percent(*totals[k])}" for k, label in (
         ("flops", "FLOPs"), ("hbm_bytes", "HBM bytes"), ("interconnect_bytes", "bytes sent a device")))
     return {"sentence": f"{words}; {numbers}",
-            "collectives_added": [{"kind": k, "buffer_bytes": s, "count": n} for (k, s), n in sorted(added.items())],
-            "collectives_removed": [{"kind": k, "buffer_bytes": s, "count": n} for (k, s), n in sorted(removed.items())],
+            "collectives_added": [{"kind": k, "buffer_bytes": s, "group": g, "count": n}
+                                  for (k, s, g), n in sorted(added.items(), key=str)],
+            "collectives_removed": [{"kind": k, "buffer_bytes": s, "group": g, "count": n}
+                                    for (k, s, g), n in sorted(removed.items(), key=str)],
+            "collectives_regrouped": regrouped,
             **totals}

@@ -91,7 +91,7 @@ def _combine(base: dict, deltas: list[tuple[dict, int]]) -> dict:
                                     for f in zero}
 
     def counts(cost):
-        return {(r["kind"], r["shape"]): r for r in cost["collective_shapes"]}
+        return {(r["kind"], r["shape"], r.get("group")): r for r in cost["collective_shapes"]}
 
     rows = {**counts(base), **{key: r for d, _ in deltas for key, r in counts(d).items()}}
     out["collective_shapes"] = []

@@ -7,15 +7,43 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
 
 from perfkit.cost.chips import chip
-from perfkit.cost.programs import ab_cost
+from perfkit.cost.programs import ab_cost, variant_dumps
 from perfkit.errors import BadInput, ExitCode
 from perfkit.hlo import render
 from perfkit.hlo.diff import compare_ab, compare_ranks
-from perfkit.hlo.dumps import resolve, single_dump
+from perfkit.hlo.dumps import resolve, run_trials, single_dump
+
+MULTI_PROCESS_CASE = "repro/rank_constant"
+
+
+def ab_result(a: Path, b: Path, module_filter: str | None, chip_name: str | None) -> dict:
+    """``--ab``'s result: A's modules against B's, and each step's cost."""
+    result = compare_ab(a, b, module_filter)
+    result["cost"] = ab_cost(a, b, chip(chip_name) if chip_name else None, module_filter)
+    return result
+
+
+def single_process_ab(run_dir: Path) -> tuple[Path, Path, str]:
+    """A run whose trials are one process each has no ranks to compare: its first two variants' programs
+    (each one's first trial with dumps), and the note saying so; ``BadInput`` leading on where there are
+    not two."""
+    found = variant_dumps(run_dir)
+    if len(found) < 2:
+        raise BadInput(f"no multi-rank trial with HLO dumps here, and {len(found)} "
+                       f"variant{'s' if len(found) != 1 else ''} with dumps: hlo-diff compares the ranks of a "
+                       f"multi-process trial (e.g. `perfkit run {MULTI_PROCESS_CASE}`, then hlo-diff its run "
+                       "directory), or two programs with `perfkit hlo-diff --ab A_DUMP B_DUMP`",
+                       path=str(run_dir))
+    (a_name, a), (b_name, b) = list(found.items())[:2]
+    note = (f"{run_dir}: each trial is one process, so there are no ranks to compare; comparing variant {a_name}'s "
+            f"programs (A) with {b_name}'s (B), as `perfkit hlo-diff --ab {a} {b}` does (ranks: a multi-process "
+            f"case, e.g. `perfkit run {MULTI_PROCESS_CASE}`)")
+    return a, b, note
 
 
 def check_all(paths: list[str], module_filter: str | None = None) -> dict:
@@ -38,16 +66,23 @@ def hlo_diff(paths, ab, module_filter, chip_name, as_json, markdown):
     """Compare the XLA programs that ranks compiled (exit 1 when they diverge).
 
     PATHS: a run directory, a folder of rank<R>/ dump folders, or one dump folder per rank
-    (--xla_dump_to=DIR --xla_dump_hlo_as_text). With --ab: A_DUMP B_DUMP.
+    (--xla_dump_to=DIR --xla_dump_hlo_as_text). With --ab: A_DUMP B_DUMP. A run directory whose trials are
+    one process each (the quickstart's) has no ranks to compare: its first two variants' programs are
+    compared instead, as --ab compares them.
     """
     if as_json and markdown:
         raise BadInput("--json and --markdown exclude each other", field="--markdown")
+    run_dir = Path(paths[0])
+    if not ab and len(paths) == 1 and (run_dir / "trials").is_dir() and not run_trials(run_dir):
+        a, b, note = single_process_ab(run_dir)
+        click.echo(note, err=True)
+        result = {**ab_result(a, b, module_filter, chip_name), "note": note}
+        click.echo(json.dumps(result, indent=2) if as_json else render.ab_report(result, markdown), nl=as_json)
+        sys.exit(ExitCode.OK)
     if ab:
         if len(paths) != 2:
             raise BadInput(f"--ab takes two dump folders (A then B), got {len(paths)}", field="--ab")
-        a, b = single_dump(paths[0]), single_dump(paths[1])
-        result = compare_ab(a, b, module_filter)
-        result["cost"] = ab_cost(a, b, chip(chip_name) if chip_name else None, module_filter)
+        result = ab_result(single_dump(paths[0]), single_dump(paths[1]), module_filter, chip_name)
         click.echo(json.dumps(result, indent=2) if as_json else render.ab_report(result, markdown), nl=as_json)
         sys.exit(ExitCode.OK)
     result = check_all(list(paths), module_filter)

@@ -2,12 +2,21 @@
 
 Per program, as XLA's ``HloCostAnalysis`` (``compiled.cost_analysis()``) defines the figures:
 
-- ``dot_flops``: dots and convolutions, from shapes and dimension numbers (2 x output elements x
-  contracted elements); ``other_flops`` apart: one per element of each elementwise op, one per reduced
-  element of a reduce; ``transcendentals`` (exp, log, tanh, rsqrt ...) counted apart again;
+- ``dot_flops``: dots and convolutions, from shapes and dimension numbers: 2 x output elements x
+  contracted elements for a dot; for a convolution 2 x (input features / feature groups) x output
+  features x (batch / batch groups) x the kernel-output positions that land on the input (padding and
+  dilation holes skipped, as XLA's ``GetConvolutionFlops``). Convolutions and GEMMs called as library
+  custom-calls (cuDNN and MIOpen ``__cudnn$conv*``; cuBLAS, cuBLASLt and hipBLASLt ``__cublas$gemm``,
+  ``__cublas$lt$matmul*``) are costed so too, as XLA's GPU cost analysis does: from their operand
+  shapes, ``window`` / ``dim_labels`` / ``feature_group_count``, or the gemm's ``backend_config`` dot
+  dimensions; ``other_flops`` apart: one per element of each elementwise op (``bitcast-convert``
+  included), one per reduced element of a reduce; ``transcendentals`` (exp, log, tanh, rsqrt ...)
+  counted apart again. Any other custom-call has no FLOPs perfkit can know: it is listed in
+  ``uncosted`` (target -> calls a step), never counted as 0 unsaid;
 - ``hbm_bytes``: every top-level op's operands and outputs (a fusion counts its own operands and outputs,
   not what happens inside it), what XLA calls bytes accessed; parameters, constants, tuples,
-  get-tuple-element and bitcasts touch no memory;
+  get-tuple-element and bitcasts touch no memory; a library call's scratch workspace (the second
+  element of the tuple it returns) is not traffic, as XLA counts a convolution's;
 - ``collectives``: each with its kind, buffer, replica-group size ``n`` and the bytes one device sends over
   the interconnect: all-gather (n-1)/n of the gathered buffer, reduce-scatter (n-1)/n of the buffer it
   scatters, all-reduce 2(n-1)/n (a reduce-scatter then an all-gather), all-to-all (n-1)/n,
@@ -16,12 +25,15 @@ Per program, as XLA's ``HloCostAnalysis`` (``compiled.cost_analysis()``) defines
   XLA assigns buffers statically, so their total is the program's peak) from the memory-usage report.
 
 Ops run as often as their computation: a while body ``known_trip_count`` times (once when unknown),
-the costliest branch of a conditional, a called or async-wrapped computation once per call.
+the costliest branch of a conditional, a called or async-wrapped computation once per call. There
+perfkit and XLA differ by definition: XLA's ``HloCostAnalysis`` counts one iteration of any while
+loop; perfkit counts what a step runs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 from collections import Counter
@@ -40,7 +52,12 @@ ELEMENTWISE = TRANSCENDENTAL | frozenset({
     "abs", "add", "and", "ceil", "clamp", "compare", "complex", "convert", "count-leading-zeros", "divide",
     "floor", "imag", "is-finite", "maximum", "minimum", "multiply", "negate", "not", "or", "popcnt", "real",
     "remainder", "round-nearest-afz", "round-nearest-even", "select", "shift-left", "shift-right-arithmetic",
-    "shift-right-logical", "sign", "subtract", "xor", "stochastic-convert"})
+    "shift-right-logical", "sign", "subtract", "xor", "stochastic-convert", "bitcast-convert"})
+# Library calls XLA's GPU compilers emit for convolutions (cuDNN; MIOpen on ROCm, under the same names) and
+# GEMMs (cuBLAS, cuBLASLt; hipBLAS / hipBLASLt on ROCm, under the same names).
+LIBRARY_CONVOLUTIONS = frozenset({"__cudnn$convForward", "__cudnn$convBackwardInput", "__cudnn$convBackwardFilter",
+                                  "__cudnn$convBiasActivationForward", "__cudnn$convForwardGraph"})
+LIBRARY_GEMMS = frozenset({"__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8"})
 NO_MEMORY = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all",
                        "partition-id", "replica-id", "iota"})
 # Per device, the share of a collective's buffer (see ``_buffer``) that one device sends, for n devices.
@@ -53,6 +70,7 @@ _LAYOUT = re.compile(r"\{[^{}]*\}")
 _ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
 _IOTA_GROUPS = re.compile(r"\[([\d,]+)\]<=\[")
 _TRIP_COUNT = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
+_WINDOW_FIELD = re.compile(r"(\w+)=([\w.\-]+)")
 
 
 def arrays(shape: str) -> list[tuple[str, tuple[int, ...]]]:
@@ -76,6 +94,78 @@ def shape_elements(shape: str) -> int:
 def _dims_attr(inst: Instruction, key: str) -> list[int]:
     value = dict(inst.attrs).get(key, "{}").strip("{} ")
     return [int(x) for x in value.split(",") if x.strip()]
+
+
+def custom_call_target(inst: Instruction) -> str:
+    return dict(inst.attrs).get("custom_call_target", "").strip('"')
+
+
+def first_array(shape: str) -> str:
+    """A library call's result: the first element of the tuple it returns (the rest is scratch)."""
+    parts = arrays(shape)
+    return f"{parts[0][0]}[{','.join(map(str, parts[0][1]))}]" if parts else shape
+
+
+def _window(inst: Instruction, spatial: int) -> list[dict[str, int]]:
+    """Per spatial dimension: size, stride, padding low / high, base (lhs) and window (rhs) dilation."""
+    fields = dict(_WINDOW_FIELD.findall(dict(inst.attrs).get("window", "")))
+    dims = [{"stride": 1, "low": 0, "high": 0, "base": 1, "dilation": 1} for _ in range(spatial)]
+    for key, name in (("stride", "stride"), ("lhs_dilate", "base"), ("rhs_dilate", "dilation")):
+        for d, v in zip(dims, fields.get(key, "").split("x") if key in fields else ()):
+            d[name] = int(v)
+    for d, pad in zip(dims, fields["pad"].split("x") if "pad" in fields else ()):
+        low, high = pad.split("_")
+        d["low"], d["high"] = int(low), int(high)
+    return dims
+
+
+def _valid_positions(kernel: int, output: int, inputs: int, w: dict[str, int]) -> int:
+    """Kernel x output positions of one spatial dimension that read an input element (XLA's count)."""
+    count = 0
+    for k in range(kernel):
+        for o in range(output):
+            undilated = o * w["stride"] - w["low"] + k * w["dilation"]
+            index, hole = divmod(undilated, w["base"])
+            count += not hole and 0 <= index < inputs
+    return count
+
+
+def convolution_flops(inst: Instruction, lhs: str, rhs: str, out: str) -> float:
+    """A convolution's FLOPs from its input, kernel and output shapes, ``dim_labels`` and ``window``: an
+    HLO ``convolution`` or a library call (whose dimension numbers describe the forward convolution, with
+    operand 0 read as the input and its result as the output, as XLA reads them)."""
+    attrs = dict(inst.attrs)
+    labels = attrs.get("dim_labels", "")
+    (lhs_arr, *_), (rhs_arr, *_), (out_arr, *_) = arrays(lhs) or [None], arrays(rhs) or [None], arrays(out) or [None]
+    if lhs_arr is None or rhs_arr is None or out_arr is None or "_" not in labels or "->" not in labels:
+        return 0.0
+    lhs_labels, rest = labels.split("_", 1)
+    rhs_labels, out_labels = rest.split("->")
+    spatial = sum(c.isdigit() for c in lhs_labels)
+    positions = 1
+    for i, w in enumerate(_window(inst, spatial)):
+        d = str(i)
+        positions *= _valid_positions(rhs_arr[1][rhs_labels.index(d)], out_arr[1][out_labels.index(d)],
+                                      lhs_arr[1][lhs_labels.index(d)], w)
+    in_features = lhs_arr[1][lhs_labels.index("f")] // int(attrs.get("feature_group_count", "1"))
+    batch = lhs_arr[1][lhs_labels.index("b")] // int(attrs.get("batch_group_count", "1"))
+    return 2.0 * in_features * out_arr[1][out_labels.index("f")] * batch * positions
+
+
+def gemm_contracted(inst: Instruction, lhs: str) -> int | None:
+    """Elements a library GEMM contracts, from its ``backend_config`` dot dimensions (bare or nested in
+    ``gemm_backend_config``, printed as JSON or as a quoted JSON string); None when it holds none."""
+    config = dict(inst.attrs).get("backend_config", "")
+    try:
+        config = json.loads(config)
+        config = json.loads(config) if isinstance(config, str) else config
+    except ValueError:
+        return None
+    dims = (config.get("gemm_backend_config", config) if isinstance(config, dict) else {}).get("dot_dimension_numbers")
+    lhs_arr = arrays(lhs)
+    if not isinstance(dims, dict) or not lhs_arr:
+        return None
+    return math.prod(lhs_arr[0][1][int(k)] for k in dims.get("lhs_contracting_dimensions", []))
 
 
 def group_size(inst: Instruction, devices: int) -> int:
@@ -119,6 +209,7 @@ class ProgramCost:
     collectives: list[Collective] = dataclasses.field(default_factory=list)
     temp_bytes: int | None = None
     peak_bytes: int | None = None
+    uncosted: Counter = dataclasses.field(default_factory=Counter)  # custom-call target -> calls a step
 
     @property
     def interconnect_bytes(self) -> float:
@@ -135,10 +226,10 @@ class ProgramCost:
         return dict(sorted(out.items()))
 
     def shapes(self) -> Counter:
-        """(kind, buffer shape) -> how many a step runs."""
+        """(kind, buffer shape, devices in its group) -> how many a step runs."""
         out: Counter = Counter()
         for c in self.collectives:
-            out[(c.kind, c.shape)] += c.times
+            out[(c.kind, c.shape, c.group)] += c.times
         return out
 
     def as_json(self) -> dict:
@@ -147,9 +238,9 @@ class ProgramCost:
                 "other_flops": self.other_flops, "transcendentals": self.transcendentals,
                 "hbm_bytes": self.hbm_bytes, "interconnect_bytes": self.interconnect_bytes,
                 "collectives": self.by_kind(),
-                "collective_shapes": [{"kind": k, "shape": s, "count": n, "buffer_bytes": shape_bytes(s)}
-                                      for (k, s), n in sorted(self.shapes().items())],
-                "temp_bytes": self.temp_bytes, "peak_bytes": self.peak_bytes}
+                "collective_shapes": [{"kind": k, "shape": s, "group": g, "count": n, "buffer_bytes": shape_bytes(s)}
+                                      for (k, s, g), n in sorted(self.shapes().items())],
+                "temp_bytes": self.temp_bytes, "peak_bytes": self.peak_bytes, "uncosted": dict(sorted(self.uncosted.items()))}
 
 
 class _Counter:
@@ -184,8 +275,11 @@ class _Counter:
             lhs = arrays(shapes.get(inst.operands[0], ""))
             contracted = math.prod(lhs[0][1][k] for k in _dims_attr(inst, "lhs_contracting_dims")) if lhs else 0
             return 2.0 * shape_elements(inst.shape) * contracted, 0.0, 0.0
-        if op == "convolution":
-            return self.conv_flops(inst, shapes), 0.0, 0.0
+        if op == "convolution" and len(inst.operands) > 1:
+            return convolution_flops(inst, shapes.get(inst.operands[0], ""), shapes.get(inst.operands[1], ""),
+                                     inst.shape), 0.0, 0.0
+        if op == "custom-call" and not inst.calls:
+            return self.library_flops(inst, shapes), 0.0, 0.0
         if op in ELEMENTWISE:
             n = float(shape_elements(inst.shape))
             return (0.0, 0.0, n) if op in TRANSCENDENTAL else (0.0, n, 0.0)
@@ -214,16 +308,15 @@ class _Counter:
         parts = [self.flops(c) for c in calls]
         return tuple(sum(p[k] for p in parts) for k in range(3))
 
-    def conv_flops(self, inst: Instruction, shapes: dict[str, str]) -> float:
-        """2 x output elements x (kernel elements / output features / batch groups)."""
-        labels = dict(inst.attrs).get("dim_labels", "")
-        kernel = arrays(shapes.get(inst.operands[1], "")) if len(inst.operands) > 1 else []
-        if not kernel or "_" not in labels:
-            return 0.0
-        rhs = labels.split("_")[1].split("->")[0]
-        out_features = kernel[0][1][rhs.index("o")] if "o" in rhs else 1
-        batch_groups = int(dict(inst.attrs).get("batch_group_count", "1"))
-        return 2.0 * shape_elements(inst.shape) * math.prod(kernel[0][1]) / out_features / batch_groups
+    @staticmethod
+    def library_flops(inst: Instruction, shapes: dict[str, str]) -> float:
+        """A library convolution's or GEMM's FLOPs; 0 for any other custom-call (``uncosted`` lists it)."""
+        target = custom_call_target(inst)
+        lhs = shapes.get(inst.operands[0], "") if inst.operands else ""
+        if target in LIBRARY_CONVOLUTIONS and len(inst.operands) > 1:
+            return convolution_flops(inst, lhs, shapes.get(inst.operands[1], ""), first_array(inst.shape))
+        contracted = gemm_contracted(inst, lhs) if target in LIBRARY_GEMMS else None
+        return 0.0 if contracted is None else 2.0 * shape_elements(first_array(inst.shape)) * contracted
 
     @staticmethod
     def trip_count(inst: Instruction) -> int:
@@ -256,6 +349,8 @@ class _Counter:
         kind = self.collective_kind(inst)
         if kind is not None:
             self.cost.collectives.append(self.collective(kind, inst, shapes, times))
+        if op == "custom-call" and not inst.calls and not self.library_flops(inst, shapes):
+            self.cost.uncosted[custom_call_target(inst) or "custom-call"] += times
         if op in NO_MEMORY or op.endswith("-done") or op == "async-update":
             return
         if op == "fusion" and inst.calls and inst.calls[0] in self.module.computations:
@@ -298,7 +393,10 @@ class _Counter:
         return size
 
     def output_shape(self, inst: Instruction) -> str:
-        """What an op writes: an async start's result, not the operand aliases its tuple repeats."""
+        """What an op writes: an async start's result, not the operand aliases its tuple repeats; a library
+        call's result, not its scratch workspace."""
+        if inst.opcode == "custom-call" and custom_call_target(inst) in LIBRARY_CONVOLUTIONS | LIBRARY_GEMMS:
+            return first_array(inst.shape)
         if inst.opcode.endswith("-start") and inst.shape.startswith("("):
             parts = arrays(inst.shape)
             return "" if len(parts) < 2 else f"{parts[1][0]}[{','.join(map(str, parts[1][1]))}]"

@@ -63,3 +63,82 @@ def test_modules_only_on_one_side(tmp_path):
     res = subprocess.run([sys.executable, "-m", "perfkit.cli", "hlo-diff", "--ab", str(a)], capture_output=True,
                          text=True, cwd=REPO, timeout=60)
     assert res.returncode == 2 and "--ab takes two dump folders" in res.stderr
+
+
+def tp_step(groups: str) -> str:
+    """A tensor-parallel step on 8 devices: a row-parallel matmul's partial sums all-reduced over ``groups``."""
+    return ("HloModule jit_step, entry_computation_layout={(f32[256,64]{1,0}, f32[64,64]{1,0})->f32[256,64]{1,0}}, "
+            "num_partitions=8\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\n\n"
+            "ENTRY main {\n  x = f32[256,64]{1,0} parameter(0)\n  w = f32[64,64]{1,0} parameter(1)\n"
+            "  d = f32[256,64]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+            f"  ROOT ar = f32[256,64]{{1,0}} all-reduce(d), channel_id=1, replica_groups={groups}, "
+            "use_global_device_ids=true, to_apply=add\n}\n")
+
+
+def test_tp2_against_tp8_says_the_groups_changed(tmp_path):
+    """tp=2 (groups of 2 of 8 devices) against tp=8 (one group of 8): the same all-reduce of a 64 KiB stream,
+    so the same kinds and sizes, but over 8 devices a device sends 2 x 7/8 of it, not 2 x 1/2: +75%. The
+    sentence says what the table shows (changed replica groups), never "the same collectives"."""
+    a = dump(tmp_path / "tp2", tp_step("{{0,1},{2,3},{4,5},{6,7}}"), "module_0001.jit_step.cpu_after_optimizations.txt")
+    b = dump(tmp_path / "tp8", tp_step("{{0,1,2,3,4,5,6,7}}"), "module_0001.jit_step.cpu_after_optimizations.txt")
+    res = subprocess.run([sys.executable, "-m", "perfkit.cli", "hlo-diff", "--ab", "--json", a, b],
+                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    (m,) = out["modules"]
+    assert [r["what"] for r in m["collectives_removed"]] == [
+        "all-reduce f32[256,64]{1,0}, replica_groups={{0,1},{2,3},{4,5},{6,7}}, to_apply=add"]
+    assert [r["what"] for r in m["collectives_added"]] == [
+        "all-reduce f32[256,64]{1,0}, replica_groups={{0,1,2,3,4,5,6,7}}, to_apply=add"]
+    change = out["cost"]["change"]
+    stream = 256 * 64 * 4
+    assert change["interconnect_bytes"] == [stream * 2 * 1 / 2, stream * 2 * 7 / 8]
+    assert change["collectives_regrouped"] == [{"kind": "all-reduce", "buffer_bytes": stream, "count": 1,
+                                                "groups": [2, 8]}]
+    assert change["collectives_added"] == [] == change["collectives_removed"]
+    assert change["sentence"] == ("B runs 1 all-reduce of 64 KiB over groups of 8 devices, not 2 (against A); "
+                                  "FLOPs unchanged; HBM bytes unchanged; bytes sent a device +75.0%")
+    text = subprocess.run([sys.executable, "-m", "perfkit.cli", "hlo-diff", "--ab", a, b], capture_output=True,
+                          text=True, cwd=REPO, timeout=60).stdout
+    assert "same collectives" not in text and "over groups of 8 devices, not 2" in text
+
+
+def one_process_run(root: Path, variants: dict[str, str]) -> Path:
+    """A run directory as a one-process case leaves it: trials/<NN>-<variant>/rank0/xla_dump/ per variant."""
+    for k, (variant, text) in enumerate(variants.items()):
+        dump(root / "trials" / f"{k:02d}-{variant}" / "rank0" / "xla_dump", text,
+             "module_0001.jit_step.cpu_after_optimizations.txt")
+    (root / "trials" / f"{len(variants):02d}-{next(iter(variants))}" / "rank0").mkdir(parents=True)  # no dumps
+    return root
+
+
+def test_a_one_process_run_compares_its_variants(tmp_path):
+    """``perfkit hlo-diff RUN_DIR`` on a run whose trials are one process each (the quickstart's): no ranks to
+    compare, so the first try compares the variants' programs, says so on stderr, names the --ab command
+    and a multi-process case, and exits 0."""
+    run = one_process_run(tmp_path / "run", {"tp2": tp_step("{{0,1},{2,3},{4,5},{6,7}}"),
+                                             "tp8": tp_step("{{0,1,2,3,4,5,6,7}}")})
+    res = subprocess.run([sys.executable, "-m", "perfkit.cli", "hlo-diff", run], capture_output=True, text=True,
+                         cwd=REPO, timeout=60)
+    assert res.returncode == 0, res.stderr
+    a, b = (run / "trials" / f"{k:02d}-{v}" / "rank0" / "xla_dump" for k, v in enumerate(("tp2", "tp8")))
+    assert res.stderr.strip() == (
+        f"{run}: each trial is one process, so there are no ranks to compare; comparing variant tp2's programs (A) "
+        f"with tp8's (B), as `perfkit hlo-diff --ab {a} {b}` does (ranks: a multi-process case, e.g. "
+        "`perfkit run repro/rank_constant`)")
+    assert res.stdout == subprocess.run([sys.executable, "-m", "perfkit.cli", "hlo-diff", "--ab", a, b],
+                                        capture_output=True, text=True, cwd=REPO, timeout=60).stdout
+    assert "over groups of 8 devices, not 2" in res.stdout
+    out = json.loads(subprocess.run([sys.executable, "-m", "perfkit.cli", "hlo-diff", "--json", run],
+                                    capture_output=True, text=True, cwd=REPO, timeout=60).stdout)
+    assert out["mode"] == "ab" and out["a"] == str(a) and out["note"] == res.stderr.strip()
+
+
+def test_a_one_process_run_of_one_variant_leads_the_reader(tmp_path):
+    run = one_process_run(tmp_path / "run", {"tp2": tp_step("{{0,1},{2,3},{4,5},{6,7}}")})
+    res = subprocess.run([sys.executable, "-m", "perfkit.cli", "hlo-diff", run], capture_output=True, text=True,
+                         cwd=REPO, timeout=60)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert "1 variant with dumps" in res.stderr and "perfkit run repro/rank_constant" in res.stderr
+    assert "perfkit hlo-diff --ab A_DUMP B_DUMP" in res.stderr

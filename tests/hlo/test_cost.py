@@ -74,7 +74,7 @@ def test_tiny_wan_sp_ring_and_tp_by_hand():
     half_shard = ROWS // N // 2 * DIM * 4
     assert ring.by_kind() == {"collective-permute": {"count": 72, "buffer_bytes": 72 * half_shard,
                                                      "sent_bytes": 72.0 * half_shard}}
-    assert ring.shapes() == {("collective-permute", "f32[1,32,64]"): 72}
+    assert ring.shapes() == {("collective-permute", "f32[1,32,64]", N): 72}
     # tp: an all-reduce of the whole stream after each row-parallel output; a device sends 2(n-1)/n of it.
     tp = program_cost(parse_module(compiled_step("wan", "tp").as_text()), N)
     assert tp.by_kind() == {"all-reduce": {"count": 3 * BLOCKS, "buffer_bytes": 3 * BLOCKS * STREAM,
@@ -217,8 +217,9 @@ def test_hlo_diff_ab_says_what_sp_changes(wan_sp_dump, wan_tp_dump):
     assert res.returncode == 0, res.stderr
     change = json.loads(res.stdout)["cost"]["change"]
     # by hand (see above): 72 permutes of a 32 x 64 float32 half shard in, 6 all-reduces of a 256 x 64 stream out
-    assert change["collectives_added"] == [{"kind": "collective-permute", "buffer_bytes": 8192, "count": 72}]
-    assert change["collectives_removed"] == [{"kind": "all-reduce", "buffer_bytes": 65536, "count": 6}]
+    assert change["collectives_added"] == [{"kind": "collective-permute", "buffer_bytes": 8192, "group": 4, "count": 72}]
+    assert change["collectives_removed"] == [{"kind": "all-reduce", "buffer_bytes": 65536, "group": 4, "count": 6}]
+    assert change["collectives_regrouped"] == []
     assert change["sentence"].startswith("B adds 72 collective-permutes of 8 KiB a step and removes 6 all-reduces "
                                          "of 64 KiB (against A)")
     assert change["interconnect_bytes"] == [12 * STREAM * 3 / 4] * 2
