@@ -38,5 +38,6 @@ def variant_check(run_dir: Path, variant: str) -> dict:
     n = len(result["modules"])
     return {"consistent": result["consistent"], "groups": result["groups"], "trial": dumps.label,
             "checked": f"hlo-diff of {dumps.label}: {len(result['ranks'])} ranks, {n} module{'s' if n != 1 else ''}",
-            "divergent_ranks": result["divergent_ranks"], "first_difference": first_difference(result),
+            "divergent_ranks": result["divergent_ranks"], "roles": result["roles"],
+            "first_difference": first_difference(result),
             "hlo_diff": result}

@@ -1,7 +1,9 @@
 """Compare the programs that ranks compiled (``compare_ranks``), or variant A's against B's (``compare_ab``).
 
 Modules are matched across ranks by name and content, never by the per-process ``module_NNNN``
-counter. Per module, ranks are grouped by the canonical fingerprint (names, numbering and metadata
+counter. Ranks that compile differently named modules by design (pipeline stages: ranks 0-3 compile
+``jit_stage0``, ranks 4-7 ``jit_stage1``) are grouped by role (``roles``): a module is compared across
+its role's ranks and is not missing on the others. Per module, ranks are grouped by the canonical fingerprint (names, numbering and metadata
 ignored) and by where their collectives receive (buffer assignment); every rank outside the largest
 group is explained against it: ENTRY op count, opcode histogram, the first differing instruction in
 canonical order, instructions only on one side, changed constants and attributes, temp size and
@@ -206,9 +208,24 @@ def _groups(keys: dict[int, tuple]) -> list[list[int]]:
     return sorted(by_key.values(), key=lambda g: (-len(g), g[0]))
 
 
+def roles(names: dict[int, set[str]]) -> list[dict]:
+    """Ranks grouped by the modules only they compile, where that is by design: two or more groups, each
+    with modules of its own that no other group compiles (pipeline stages). Empty otherwise: a rank that
+    lacks a module the others compiled, or compiled one more, is not a role of its own."""
+    common = set.intersection(*names.values()) if names else set()
+    by_role: dict[frozenset, list[int]] = {}
+    for r in sorted(names):
+        by_role.setdefault(frozenset(names[r] - common), []).append(r)
+    own = list(by_role)
+    if len(own) < 2 or not all(own) or sum(map(len, own)) != len(frozenset().union(*own)):
+        return []
+    return [{"ranks": ranks, "modules": sorted(k)} for k, ranks in sorted(by_role.items(), key=lambda kv: kv[1][0])]
+
+
 def compare_module(label: str, slot: dict[int, Summary], all_ranks: list[int],
                    full: Callable[[Summary], RankModule]) -> dict:
-    """One module across ranks; ``full`` gives the whole parse of the ranks a divergence is explained with."""
+    """One module across ``all_ranks`` (its role's ranks, or every rank); ``full`` gives the whole parse of the
+    ranks a divergence is explained with."""
     with_buffers = all(m.receive is not None for m in slot.values())
     groups = _groups({r: m.key(with_buffers) for r, m in slot.items()})
     majority = slot[groups[0][0]]
@@ -238,11 +255,14 @@ def compare_ranks(dumps: RankDumps, module_filter: str | None = None, workers: i
     with no_cyclic_gc(), RankModules(files, workers) as loaded:
         per_rank = {r: _named(loaded.summaries[r], module_filter, folder) for r, folder in dumps.ranks.items()}
         ranks = sorted(per_rank)
-        modules = [compare_module(label, slot, ranks, loaded.full) for label, slot in match_modules(per_rank)]
+        found = roles({r: {m.name for m in mods} for r, mods in per_rank.items()})
+        role_of = {name: role["ranks"] for role in found for name in role["modules"]}
+        modules = [compare_module(label, slot, role_of.get(next(iter(slot.values())).name, ranks), loaded.full)
+                   for label, slot in match_modules(per_rank)]
     # Whole-program groups: ranks whose every module landed in the same group.
     place = {r: tuple(next((k for k, g in enumerate(m["groups"]) if r in g), -1) for m in modules) for r in ranks}
     groups = _groups(place)
-    return {"source": dumps.label, "variant": dumps.variant, "ranks": ranks,
+    return {"source": dumps.label, "variant": dumps.variant, "ranks": ranks, "roles": found,
             "consistent": all(m["consistent"] for m in modules), "groups": groups,
             "divergent_ranks": sorted({r for m in modules for r in m["divergent_ranks"]}),
             "modules": modules}

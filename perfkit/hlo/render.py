@@ -135,7 +135,9 @@ def _module(w: _Writer, m: dict) -> None:
 
 def verdict(result: dict) -> str:
     """One line: consistent, or which ranks differ from which."""
-    head = f"{len(result['ranks'])} ranks, {_count(len(result['modules']), 'module')}"
+    roles = result.get("roles") or []
+    head = (f"{len(result['ranks'])} ranks" + (f" in {len(roles)} roles" if roles else "")
+            + f", {_count(len(result['modules']), 'module')}")
     if result["consistent"]:
         return f"{head}: consistent (every module identical on every rank that compiled it)"
     bad = [m for m in result["modules"] if not m["consistent"]]
@@ -149,6 +151,10 @@ def ranks_report(result: dict, markdown: bool = False) -> str:
     """One rank comparison (``diff.compare_ranks``) as text or Markdown."""
     w = _Writer(markdown)
     w.line(0, f"{w.code(result['source'])}: {verdict(result)}")
+    if result.get("roles"):
+        w.line(1, "roles (ranks that compile modules of their own by design; each module compared across its "
+                  "role): " + "; ".join(f"{_ranks(r['ranks'])}: " + ", ".join(map(w.code, r["modules"]))
+                                        for r in result["roles"]))
     for m in result["modules"]:
         if not m["consistent"] or not markdown:
             _module(w, m)

@@ -74,3 +74,11 @@ def rename_everything(folder: Path, rank: int, tag: str = "renamed") -> dict[str
     for suffix, content in (("-buffer-assignment.txt", ba_text), ("-memory-usage-report.txt", memory)):
         new.with_name(new.name.removesuffix(".txt") + suffix).write_text(content)
     return mapping
+
+
+def rename_module(folder: Path, rank: int, name: str) -> None:
+    """Give a rank's step module another name (its files and its HloModule line): a pipeline stage of its own."""
+    for path in list((folder / f"rank{rank}").glob("module_*jit_step*.txt")):
+        text = path.read_text().replace("HloModule jit_step", f"HloModule {name}", 1)
+        path.with_name(path.name.replace("jit_step", name)).write_text(text)
+        path.unlink()

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from hlo_dumps import REPO, hlo_file, rename_everything
+from hlo_dumps import REPO, hlo_file, rename_everything, rename_module
 
 from perfkit.errors import BadInput
 from perfkit.hlo import load
@@ -353,3 +353,48 @@ def test_a_worker_killed_mid_parse_ends_with_one_line(dumps_copy):
             "load._answers = lambda *a: answers(*a) if os.getpid() == here else os.kill(os.getpid(), 9)\n")
     assert in_two_workers(folder, prelude=kill) == {
         "path": None, "reason": "an hlo parse worker process ended before its task was done (killed? out of memory?)"}
+
+
+def test_pipeline_stages_are_roles_not_missing_modules(dumps_copy):
+    """Ranks 0-1 compile ``jit_stage0``, ranks 2-3 ``jit_stage1`` (the demonstration's step, renamed: both
+    hold a collective-permute): two roles, each module compared across its own ranks, none missing."""
+    folder = dumps_copy("array")
+    for r in range(4):
+        rename_module(folder, r, f"jit_stage{r // 2}")
+    r = check(folder)
+    assert r["roles"] == [{"ranks": [0, 1], "modules": ["jit_stage0"]}, {"ranks": [2, 3], "modules": ["jit_stage1"]}]
+    assert r["consistent"] is True
+    assert [(m["name"], m["groups"], m["missing_ranks"]) for m in r["modules"]] == [
+        ("jit_stage0", [[0, 1]], []), ("jit_stage1", [[2, 3]], [])]
+    res = perfkit(folder)
+    assert res.returncode == 0, res.stdout
+    assert "4 ranks in 2 roles, 2 modules: consistent" in res.stdout
+    assert "roles (ranks that compile modules of their own by design; each module compared across its role): " \
+           "ranks 0, 1: jit_stage0; ranks 2, 3: jit_stage1" in res.stdout
+    assert "missing" not in res.stdout
+
+
+def test_a_stage_whose_ranks_diverge_is_still_found(dumps_copy):
+    """The same stages on the constant-offset dumps: rank 3 compiled a different ``jit_stage1`` than rank 2."""
+    folder = dumps_copy("constant")
+    for r in range(4):
+        rename_module(folder, r, f"jit_stage{r // 2}")
+    r = check(folder)
+    assert len(r["roles"]) == 2 and r["consistent"] is False and r["divergent_ranks"] == [3]
+    res = perfkit(folder)
+    assert res.returncode == 1 and "rank 3 compiled a different jit_stage1 than rank 2" in res.stdout
+
+
+def test_a_rank_lacking_a_module_is_no_role(dumps_copy):
+    """Every rank compiles a helper module; rank 3 lacks the step (whose collective the others wait for):
+    the step is missing there, not a role of its own (a role needs modules of its own on every side)."""
+    folder = dumps_copy("array")
+    for r in range(4):
+        (folder / f"rank{r}" / "module_0009.jit_log_value.cpu_after_optimizations.txt").write_text(HELPER_MODULE)
+    for path in (folder / "rank3").glob("module_*jit_step*.txt"):
+        path.unlink()
+    r = check(folder)
+    assert r["roles"] == [] and r["consistent"] is False
+    step = next(m for m in r["modules"] if m["name"] == "jit_step")
+    assert step["missing_ranks"] == [3]
+    assert "jit_step missing on rank 3" in perfkit(folder).stdout
