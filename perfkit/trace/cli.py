@@ -217,9 +217,13 @@ def diff(a, b, by, top, step_pattern, window, as_json):
 @trace.command()
 @paths_argument
 @click.option("-n", "k", type=click.IntRange(min=1), default=5, show_default=True, help="Last ops per chip.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON: chips and last_ops.")
-def tail(paths, k, as_json):
-    """The last K device ops of each chip; which chips stopped earliest and what the others were in."""
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: chips, last_ops, collectives and parting.")
+@click.option("--hlo", "programs", multiple=True, type=click.Path(),
+              help="Each rank's XLA dump folder (a folder of rank<R>/ folders, or one per rank); default: the "
+                   "rank<R>/xla_dump folders beside rank<R>/trace PATHS.")
+def tail(paths, k, as_json, programs):
+    """The last K device ops of each chip; which chips stopped earliest and what the others were in; each
+    chip's completed collectives, the one it waits at, and where the chips' collectives first part."""
     # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
     from perfkit.trace.names import readable
     from perfkit.trace.planewise import tail_traces
@@ -229,8 +233,14 @@ def tail(paths, k, as_json):
     chips, last = tail_traces(list(paths), k)
     if chips.empty:
         raise BadInput("no device ops in these traces", path=" ".join(paths))
+    # where the chips' collectives part (perfkit.trace.parting), with each rank's program where given
+    from perfkit.hlo.dumps import resolve
+    from perfkit.trace.parting import describe, parting_traces
+
+    sequence, parted = parting_traces(list(paths), resolve(list(programs))[0].ranks if programs else None)
     if as_json:
-        click.echo(json.dumps({"chips": _json_rows(chips), "last_ops": _json_rows(last)}, indent=1))
+        click.echo(json.dumps({"chips": _json_rows(chips), "last_ops": _json_rows(last),
+                               "collectives": _json_rows(sequence), "parting": parted}, indent=1))
         return
     chips = readable(chips, ["at_first_stop_name", "at_first_stop_kind"])
     first = chips.iloc[0]
@@ -244,6 +254,9 @@ def tail(paths, k, as_json):
     click.echo(_ms(chips, ["last_end_ps", "before_last_ps"]).to_string(index=False))
     click.echo(f"\nlast {k} ops per chip (ms from the trace start):")
     click.echo(_ms(readable(last, ["name", "kind"]), ["start_ps", "end_ps", "dur_ps"]).to_string(index=False))
+    click.echo("\ncollectives per chip (completed in the traces; waiting at: its program's next, else the others'):")
+    click.echo(readable(sequence, ["last_op", "waiting_at"]).to_string(index=False))
+    click.echo(f"\n{describe(parted)}")
 
 
 @trace.command()
