@@ -8,6 +8,7 @@ from perfkit.common.summary import compared_variant, db_cell
 from perfkit.cost import report as cost_report
 from perfkit.hlo.render import rank_list, ranks_report
 from perfkit.report import attribution as attribution_report
+from perfkit.report import hangs
 from perfkit.report.departure import departure_section
 from perfkit.report.line import summary_line, trial_median
 from perfkit.run.launch import exit_text
@@ -246,6 +247,7 @@ def _failures(summary: dict) -> list[str]:
                     lines.append(f"    (every thread's stack: `{f.get('dir', 'trials/..')}/rank{r['rank']}/stacks.txt`)")
                 if r.get("stderr_tail"):
                     lines += ["    ```", *("    " + s for s in r["stderr_tail"].splitlines()[-8:]), "    ```"]
+        lines += hangs.lines((summary.get("hangs") or {}).get(f["dir"]), f["dir"])
     return lines
 
 
@@ -272,8 +274,8 @@ def _breakdown(summary: dict) -> list[str]:
              "else idle (`perfkit trace breakdown` on the trial folders gives every chip and step).", "",
              "The traced steps (the case's `capture.trace`) run with the profiler recording and are left out of the "
              "timed steps: their span is that step's window on each chip, the profiler's own cost inside it, one "
-             "step a trial. So it runs longer than the timed medians above and is not compared with them; read "
-             "the shares, and the changes between variants."]
+             "step a trial. So it is usually longer than the timed medians above and is not compared with them; "
+             "read the shares, and the changes between variants."]
     rows += _hidden(bd)
     for name, deltas in bd["op_deltas"].items():
         short = labels(d["key"] for d in deltas)  # kernel names shortened; summary.json keeps them whole
