@@ -24,6 +24,7 @@ from perfkit.run.case import Case
 from perfkit.run.rundir import read_trials
 from perfkit.serve import analysis as serve_analysis
 from perfkit.trace.runs import summarize
+from perfkit.trace.parting import run_hangs
 
 
 def _first_ok(trials: list[dict], variant: str) -> dict | None:
@@ -229,6 +230,7 @@ def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Ca
         "trials": {"total": len(trials), "ok": sum(t["status"] == "ok" for t in trials),
                    "failed": [{"index": t["index"], "variant": t["variant"], "status": t["status"],
                                "dir": t["dir"], "ranks": t["ranks"]} for t in trials if t["status"] != "ok"]},
+        "hangs": run_hangs(run_dir, trials),  # hung trials with traces: where their chips part
         "env": {k: env.get(k) for k in ENV_KEYS},
         "reproduce": reproduce(run_dir, env),
         "interrupted": interrupted,
