@@ -11,8 +11,8 @@ def lines(hang: dict | None, folder: str) -> list[str]:
     if "error" in hang:
         return [f"  - where the chips part: {hang['error']}"]
     out = [f"  - where the chips part (`perfkit trace tail {folder}/rank*/trace`): {hang['text']}",
-           "  - collectives completed per chip in the traces, and the one each waits at (its program's next, "
-           "else the one the other chips ran next):"]
+           "  - collectives completed per chip in the traces, and the one each waits at (its program's next, else the "
+           "one it ran after its last the time before):"]
     for c in hang["chips"]:
         at = f"`{c['waiting_at']}` (from {c['waiting_from']})" if c["waiting_at"] else "-"
         last = f", the last `{c['last_op']}`" if c["last_op"] else ""

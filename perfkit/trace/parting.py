@@ -3,14 +3,16 @@ the collective each waits at, and the first place in the sequence where the chip
 
 From per-chip traces (a hung trial's, cut by a timer, or any set of per-chip profiles), each chip's
 collective instances (``perfkit.trace.collectives``) are taken in its own time order and placed by step
-and by their index within the step. The first place, in step and index order, where the chips that ran
-the step do not all show one collective (same kind and bytes sent: instruction names differ between
-ranks whose programs differ) is where they part: a chip there with another collective ran a
+and by their index within the step; those after its last marked step are in the step after it (a hung
+step's marker never closes, so the profiler never writes it). The first place, in step and index order,
+where the chips that ran the step do not all show one collective (same kind and bytes sent: instruction
+names differ between ranks whose programs differ) is where they part: a chip there with another collective ran a
 ``different collective``; a chip with none there ``skipped`` it when it has later collectives, else it
 ``never arrived`` (its trace ends before it). The majority's instruction is the one named.
 
 Where each rank's compiled program is given (its XLA dump folder), the programs say more than the trace
-can: a chip waits at the collective its program runs after the last one it completed, and a rank whose
+can: a chip waits at the collective its program runs after the last one it completed (without programs:
+the one it ran after that one the time before), and a rank whose
 program's collectives differ from the majority's names the instructions its program lacks or adds
 (aligned by opcode, shape and operands, as ``difflib`` aligns two sequences), which traces cannot tell
 apart when the collectives look alike.
@@ -23,6 +25,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from perfkit.errors import BadInput
@@ -36,7 +39,6 @@ CHIP_COLUMNS = ["rank", "device", "completed", "last_step", "last_op", "last_kin
 _COLLECTIVES = {"all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute",
                 "collective-broadcast", "send", "recv", "ragged-all-to-all"}
 _LAYOUT = re.compile(r"\{[^}]*\}")
-AFTER_LAST_STEP = 2**62  # where step -1 (no marker) sorts: after every marked step
 
 
 def _chip_label(rank, device) -> str:
@@ -53,7 +55,14 @@ def sequences(events: pd.DataFrame) -> pd.DataFrame:
     out["op"], out["kind"] = out["op"].astype(str), out["kind"].astype(str)
     out["module"] = out["program_id"].map(modules).astype(object).where(out["program_id"].notna(), None)
     out = out.sort_values(["rank", "device", "start_ps"], kind="stable", ignore_index=True)
-    out["position"] = out.groupby(["rank", "device"]).cumcount()
+    # a chip's ops after its last marked step belong to the step after it: a hung step's marker never closes
+    marked = out["step"] >= 0
+    chip = out.groupby(["rank", "device"])
+    last_step = out["step"].where(marked).groupby([out["rank"], out["device"]]).transform("max").fillna(-1)
+    last_start = out["start_ps"].where(marked).groupby([out["rank"], out["device"]]).transform("max")
+    after = ~marked & ~(out["start_ps"] < last_start)
+    out["step"] = out["step"].where(~after, last_step + 1).astype(np.int64)
+    out["position"] = chip.cumcount()
     out["index"] = out.groupby(["rank", "device", "step"]).cumcount()
     return out.drop(columns="program_id")
 
@@ -95,14 +104,12 @@ def first_parting(seq: pd.DataFrame, chips: pd.DataFrame) -> dict | None:
     """The first (step, index) where the chips that ran the step do not all show one collective: ``step,
     index, op, kind, bytes, module`` (the majority's), ``majority`` (its chips), ``parted``: ``[{rank,
     device, how (different collective | skipped | never arrived), op}]``; None where they never part."""
-    # ops after a chip's last step marker (a hung step's, its marker never closed) are step -1: last
-    seq = seq.assign(order=seq["step"].where(seq["step"] >= 0, AFTER_LAST_STEP))
-    keys = seq[["order", "step", "index"]].drop_duplicates().sort_values(["order", "index"])
+    keys = seq[["step", "index"]].drop_duplicates().sort_values(["step", "index"])
     by_chip = {c: g.set_index(["step", "index"]) for c, g in seq.groupby(["rank", "device"])}
-    places = {c: set(zip(g["order"], g["index"])) for c, g in seq.groupby(["rank", "device"])}
+    places = {c: set(zip(g["step"], g["index"])) for c, g in seq.groupby(["rank", "device"])}
     everyone = [(int(r), int(d)) for r, d in zip(chips["rank"], chips["device"])]
     steps = seq.groupby(["rank", "device", "step"]).size()  # collectives per chip and step
-    for order, step, index in zip(keys["order"], keys["step"], keys["index"]):
+    for step, index in zip(keys["step"], keys["index"]):
         here = {c: g.loc[(step, index)] for c, g in by_chip.items() if (step, index) in g.index}
         signatures = {c: (r["kind"], r["bytes"]) for c, r in here.items()}
         counts = pd.Series(list(signatures.values()), dtype=object).value_counts(sort=True)
@@ -118,7 +125,7 @@ def first_parting(seq: pd.DataFrame, chips: pd.DataFrame) -> dict | None:
                 parted.append({"rank": c[0], "device": c[1], "how": "different collective", "op": here[c]["op"],
                                "in_step": int(steps.get((*c, step), 0))})
             else:
-                later = any(place > (order, index) for place in places.get(c, ()))
+                later = any(place > (step, index) for place in places.get(c, ()))
                 parted.append({"rank": c[0], "device": c[1], "how": "skipped" if later else "never arrived",
                                "op": None, "in_step": int(steps.get((*c, step), 0))})
         if not parted:
@@ -131,23 +138,22 @@ def first_parting(seq: pd.DataFrame, chips: pd.DataFrame) -> dict | None:
     return None
 
 
-def _waiting(seq: pd.DataFrame, chip: tuple, mine: pd.DataFrame, programs: dict | None) -> tuple[str | None, str | None]:
-    """The collective a chip waits at: the one its program runs after its last completed one, else the one
-    the other chips ran next after that place in the sequence."""
+def _waiting(seq: pd.DataFrame, mine: pd.DataFrame, programs: dict | None, rank: int) -> tuple[str | None, str | None]:
+    """The collective a chip waits at: the one its program runs after its last completed one; else the one
+    it ran after that one the time before (``own``); else, for a chip with none, the others' first."""
     if mine.empty:
         first = seq.sort_values(["step", "index"]).head(1)
         return (first["op"].iloc[0], "others") if len(first) else (None, None)
     last = mine.iloc[-1]
-    listed = (programs or {}).get(chip[0], {}).get(last["module"])
+    listed = (programs or {}).get(rank, {}).get(last["module"])
     if listed:
         names = [i.name for i in listed]
         if last["op"] in names:
             return names[(names.index(last["op"]) + 1) % len(names)], "program"
-    after = seq[((seq["step"] == last["step"]) & (seq["index"] == last["index"] + 1))
-                & ((seq["rank"] != chip[0]) | (seq["device"] != chip[1]))]
-    if after.empty:
-        after = seq[(seq["step"] > last["step"]) & (seq["index"] == 0)].sort_values("step")
-    return (after["op"].mode().iloc[0], "others") if len(after) else (None, None)
+    before = mine["position"].to_numpy()[(mine["op"] == last["op"]).to_numpy()][:-1]
+    if before.size:
+        return mine["op"].iloc[int(before[-1]) + 1], "own"
+    return None, None
 
 
 def parting(events: pd.DataFrame, programs: dict[int, Path] | None = None) -> tuple[pd.DataFrame, dict | None]:
@@ -161,7 +167,7 @@ def parting(events: pd.DataFrame, programs: dict[int, Path] | None = None) -> tu
     rows = []
     for rank, device in zip(chips["rank"], chips["device"]):
         mine = seq[(seq["rank"] == rank) & (seq["device"] == device)]
-        at, source = _waiting(seq, (rank, device), mine, listed)
+        at, source = _waiting(seq, mine, listed, int(rank))
         rows.append({"rank": int(rank), "device": int(device), "completed": len(mine),
                      "last_step": int(mine["step"].iloc[-1]) if len(mine) else None,
                      "last_op": mine["op"].iloc[-1] if len(mine) else None,
@@ -185,7 +191,7 @@ def describe(first: dict | None) -> str:
     who = "; ".join(f"{_chip_label(p['rank'], p['device'])} {p['how']}" + (f" ({p['op']})" if p["op"] else "")
                     + f", {p['in_step']} collectives there against {first['in_step']}" for p in first["parted"])
     majority = ", ".join(_chip_label(c["rank"], c["device"]) for c in first["majority"])
-    where = f"step {first['step']}" if first["step"] >= 0 else "after the last step marker"
+    where = f"step {first['step']}" if first["step"] >= 0 else "before the first step marker"
     text = (f"chips part at {where}, collective {first['index'] + 1} there: {first['op']} "
             f"({first['kind']}) on {majority}; {who}")
     for rank, change in (first.get("programs") or {}).items():

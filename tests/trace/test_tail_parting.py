@@ -1,0 +1,124 @@
+"""Where chips part (perfkit.trace.parting, perfkit trace tail): hand-built per-chip traces of a hang, one
+TPU-shaped XSpace per rank, whose collective sequences are written out below, and per-rank XLA dumps."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from trace_builders import U
+
+from perfkit.cli import cli
+from perfkit.trace import parting
+from perfkit.trace.synthetic import XSpaceWriter
+
+PERMUTES = ("cp.1", "cp.2", "cp.3")  # one ring hop each, f32[64,128]
+
+
+def rank_trace(path, steps: list[list[str]], cut: list[str]) -> None:
+    """One chip: each step [100 us apart) runs a fusion then the listed collective-permutes (5 us each);
+    after the last step, the ``cut`` ones ran with no step marker (the profile stopped by a timer)."""
+    space = XSpaceWriter("h")
+    space.program(5, "jit_step", [("fusion.1", "fusion", "f32[64,128]")]
+                  + [(n, "collective-permute", "f32[64,128]") for n in PERMUTES])
+    plane = space.plane("/device:TPU:0")
+    marks, ops = plane.line("Steps", 0), plane.line("XLA Ops", 0)
+
+    def run(start, names):
+        ops.event(plane.op("fusion.1", program_id=5, hlo_category="loop fusion"), start * U, 10 * U)
+        for i, name in enumerate(names):
+            ops.event(plane.op(name, program_id=5, hlo_category="collective-permute"), (start + 10 + 5 * i) * U, 5 * U)
+
+    for s, names in enumerate(steps):
+        marks.event(plane.op(str(s)), 100 * s * U, 100 * U)
+        run(100 * s, names)
+    run(100 * len(steps), cut)
+    space.save(path)
+
+
+def dump(folder, names: tuple[str, ...]) -> None:
+    """A rank's XLA dump of jit_step: a hop (collective-permute) per name, a matmul before each."""
+    lines = ["HloModule jit_step, is_scheduled=true", "",
+             "ENTRY %main (p: f32[64,128], w: f32[128,128]) -> f32[64,128] {",
+             "  %p = f32[64,128]{1,0} parameter(0)", "  %w = f32[128,128]{1,0} parameter(1)"]
+    x = "p"
+    for i, name in enumerate(PERMUTES):
+        lines.append(f"  %dot.{i} = f32[64,128]{{1,0}} dot(%{x}, %w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}")
+        x = f"dot.{i}"
+        if name in names:
+            lines.append(f"  %{name} = f32[64,128]{{1,0}} collective-permute(%{x}), channel_id=1, "
+                         "source_target_pairs={{0,1},{1,2},{2,3},{3,0}}")
+            x = name
+    lines += [f"  ROOT %out = f32[64,128]{{1,0}} copy(%{x})", "}", ""]
+    folder.mkdir(parents=True)
+    (folder / "module_0000.jit_step.cpu_after_optimizations.txt").write_text("\n".join(lines))
+
+
+@pytest.fixture
+def hung_trial(tmp_path):
+    """Four ranks; rank 3's program lacks cp.2. Its collectives pair with the others' in the order they come,
+    so it runs ahead: steps 0 and 1 with two hops each, then waits. Ranks 0-2 ran step 0 whole, and in
+    step 1 (its marker never closed) rank 0 and 1 cp.1, rank 2 cp.1 and cp.2, before the cut."""
+    skipped = ["cp.1", "cp.3"]
+    for rank in range(4):
+        folder = tmp_path / f"rank{rank}"
+        if rank == 3:
+            rank_trace(folder / "trace" / "h.xplane.pb", [skipped, skipped], [])
+        else:
+            rank_trace(folder / "trace" / "h.xplane.pb", [list(PERMUTES)], ["cp.1", "cp.2"] if rank == 2 else ["cp.1"])
+        dump(folder / "xla_dump", tuple(skipped) if rank == 3 else PERMUTES)
+    return tmp_path
+
+
+def test_the_rank_and_the_collective_named(hung_trial):
+    paths = sorted(hung_trial.glob("rank*/trace"))
+    chips, first = parting.parting_traces(paths)
+    assert chips[["rank", "completed", "last_op", "waiting_at", "waiting_from"]].values.tolist() == [
+        [0, 4, "cp.1", "cp.2", "program"], [1, 4, "cp.1", "cp.2", "program"], [2, 5, "cp.2", "cp.3", "program"],
+        [3, 4, "cp.3", "cp.1", "program"]]
+    # step 0: all ran cp.1 and a second permute alike; at the third, rank 3 has none and went on to step 1
+    assert (first["step"], first["index"], first["op"], first["in_step"]) == (0, 2, "cp.3", 3)
+    assert [c["rank"] for c in first["majority"]] == [0, 1, 2]
+    assert first["parted"] == [{"rank": 3, "device": 0, "how": "skipped", "op": None, "in_step": 2}]
+    # the programs tell which one it skipped: the traces cannot (cp.2 and cp.3 look alike)
+    assert first["programs"] == {"3": {"lacks": [{"op": "cp.2", "opcode": "collective-permute", "index": 1}],
+                                       "adds": [], "majority_count": 3, "count": 2}}
+    assert "rank 3 device 0 skipped, 2 collectives there against 3" in parting.describe(first)
+    assert "it lacks cp.2 (collective 2 of 3)" in parting.describe(first)
+
+
+def test_without_programs_and_without_a_parting(hung_trial, tmp_path_factory):
+    paths = sorted(hung_trial.glob("rank*/trace"))
+    frame = parting.events.load(paths, columns=parting.EVENT_COLUMNS)
+    chips, first = parting.parting(frame)
+    assert chips["waiting_from"].tolist() == ["own", "own", "own", "own"]  # what each ran next the time before
+    assert chips["waiting_at"].tolist() == ["cp.2", "cp.2", "cp.3", "cp.1"]
+    assert first["parted"][0]["how"] == "skipped" and "programs" not in first
+    alike = tmp_path_factory.mktemp("alike")
+    for rank in range(2):
+        rank_trace(alike / f"rank{rank}" / "trace" / "h.xplane.pb", [list(PERMUTES)], [])
+    assert parting.parting_traces(sorted(alike.glob("rank*/trace")))[1] is None
+
+
+def test_a_chip_that_never_arrived(tmp_path):
+    """Rank 1's trace ends inside step 0, before the others' second collective: it never arrived there."""
+    rank_trace(tmp_path / "rank0" / "trace" / "h.xplane.pb", [list(PERMUTES)], [])
+    rank_trace(tmp_path / "rank1" / "trace" / "h.xplane.pb", [], ["cp.1"])
+    rank_trace(tmp_path / "rank2" / "trace" / "h.xplane.pb", [list(PERMUTES)], [])
+    chips, first = parting.parting_traces(sorted(tmp_path.glob("rank*/trace")))
+    assert chips["completed"].tolist() == [3, 1, 3]
+    # rank 1's cp.1 ran in its first step, its marker never written: step 0; it never got to the second
+    assert (first["step"], first["index"], first["op"]) == (0, 1, "cp.2")
+    assert first["parted"] == [{"rank": 1, "device": 0, "how": "never arrived", "op": None, "in_step": 1}]
+
+
+def test_trace_tail_command(hung_trial):
+    paths = [str(p) for p in sorted(hung_trial.glob("rank*/trace"))]
+    result = CliRunner().invoke(cli, ["trace", "tail", *paths, "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert {"chips", "last_ops", "collectives", "parting"} <= set(doc)
+    assert doc["parting"]["parted"][0]["rank"] == 3 and doc["parting"]["programs"]["3"]["lacks"][0]["op"] == "cp.2"
+    assert [c["completed"] for c in doc["collectives"]] == [4, 4, 5, 4]
+    text = CliRunner().invoke(cli, ["trace", "tail", *paths, "--hlo", str(hung_trial)])
+    assert text.exit_code == 0, text.output
+    assert "it lacks cp.2 (collective 2 of 3)" in text.stdout
