@@ -254,7 +254,8 @@ def tail(paths, k, as_json, programs):
     click.echo(_ms(chips, ["last_end_ps", "before_last_ps"]).to_string(index=False))
     click.echo(f"\nlast {k} ops per chip (ms from the trace start):")
     click.echo(_ms(readable(last, ["name", "kind"]), ["start_ps", "end_ps", "dur_ps"]).to_string(index=False))
-    click.echo("\ncollectives per chip (completed in the traces; waiting at: its program's next, else the others'):")
+    click.echo("\ncollectives per chip (completed in the traces; waiting at: its program's next, else the one it ran "
+               "after its last the time before)")
     click.echo(readable(sequence, ["last_op", "waiting_at"]).to_string(index=False))
     click.echo(f"\n{describe(parted)}")
 
