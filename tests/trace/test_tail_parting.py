@@ -122,3 +122,22 @@ def test_trace_tail_command(hung_trial):
     text = CliRunner().invoke(cli, ["trace", "tail", *paths, "--hlo", str(hung_trial)])
     assert text.exit_code == 0, text.output
     assert "it lacks cp.2 (collective 2 of 3)" in text.stdout
+
+
+def test_a_hung_trial_in_the_summary_and_report(hung_trial):
+    """``hangs`` (summary.json) and its lines under the trial in report.md's Failed trials."""
+    from perfkit.report.hangs import lines
+
+    trial = hung_trial.parent / "run" / "trials" / "01-b"
+    trial.parent.mkdir(parents=True)
+    hung_trial.rename(trial)
+    trials = [{"index": 1, "variant": "b", "status": "hung", "dir": "trials/01-b"},
+              {"index": 0, "variant": "a", "status": "ok", "dir": "trials/00-a"}]
+    found = parting.run_hangs(trial.parent.parent, trials)
+    assert list(found) == ["trials/01-b"]
+    hang = json.loads(json.dumps(found["trials/01-b"]))  # as summary.json holds it
+    assert hang["parting"]["programs"]["3"]["lacks"][0]["op"] == "cp.2"
+    text = "\n".join(lines(hang, "trials/01-b"))
+    assert "(`perfkit trace tail trials/01-b/rank*/trace`): chips part at step 0" in text
+    assert "    - rank 3 device 0: 4 completed, the last `cp.3`; waiting at `cp.1` (from program)" in text
+    assert parting.run_hangs(trial.parent.parent, trials[1:]) is None
