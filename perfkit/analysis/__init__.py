@@ -9,12 +9,14 @@ In a notebook::
     analysis.read_summary(run_dir)        # summary.json as a dict
     case, summary = analysis.summarize_run(run_dir)   # the summary.json a run would write
     analysis.compare(a_trials, b_trials)  # ratio of medians with a hierarchical bootstrap CI
+    analysis.run_attribution(run_dir)     # where each variant's change in step time goes, with CIs
 """
 
 from perfkit.common.lazy import exports
 
-__all__ = ["trials_frame", "steps_frame", "comparisons_frame", "read_summary", "summarize_run", "compare"]
+__all__ = ["trials_frame", "steps_frame", "comparisons_frame", "read_summary", "summarize_run", "compare",
+           "run_attribution"]
 __getattr__, __dir__ = exports(__name__, {"trials_frame": "frames", "steps_frame": "frames",
                                           "comparisons_frame": "frames", "read_summary": "frames",
                                           "summarize_run": "summary",
-                                          "compare": "stats"})
+                                          "compare": "stats", "run_attribution": "attribution"})
