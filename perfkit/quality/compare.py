@@ -307,15 +307,18 @@ def codec_floor(reference, codec: Codec = DEFAULT_CODEC, frames: FrameRange = AL
     """The reference against itself through ``codec``: the best a video served through that codec can score
     against the reference, so served-vs-reference figures can be judged. Encodes in memory. In RGB24: the frames
     decoded to RGB24 are encoded (the Python API's and a run's default); with ``rgb`` False, a YUV video in the
-    codec's pixel format instead goes to the encoder as decoded and is measured in its source planes, the space
-    ``compare(..., rgb=False)`` headlines for two such videos (``floor_in_planes``).
+    codec's pixel format instead goes to the encoder as decoded, at its own frame rate, and is measured in its
+    source planes, the space ``compare(..., rgb=False)`` headlines for two such videos (``floor_in_planes``).
     libx264 through PyAV is not bit-reproducible run to run: the floor moves by ~0.02 dB (measured)."""
     ref = open_media(reference)
     if ref.kind != "frames" or (ref.frame_shape or (3,))[-1] != 3:
         raise BadInput("the codec floor needs RGB frames", path=ref.label)
     planes = floor_in_planes(ref, codec, rgb)
     buffer = io.BytesIO()
-    write_video(ref.decoded(*frames) if planes else ref.frames(*frames), buffer, codec)
+    if planes:  # at the video's own rate, as it would be served
+        write_video(ref.decoded(*frames), buffer, codec, fps=ref.rate or 24)
+    else:
+        write_video(ref.frames(*frames), buffer, codec)
     through = VideoFile(buffer.getvalue(), f"{ref.label} through {codec}")
     table = frame_table(_decoded(ref, frames, planes, not planes), _decoded(through, ALL_FRAMES, planes, not planes),
                         (ref.label, through.label), ("yuv",) if planes else ("rgb",), ref.pix_fmt, ssim=ssim,

@@ -16,6 +16,7 @@ import os
 import queue
 import re
 import threading
+from fractions import Fraction
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple
 
@@ -71,6 +72,7 @@ class VideoFile(Media):
             if stream.codec_context is None:  # the stream names a codec ffmpeg has no decoder for
                 raise BadInput("its video stream has no decoder (an unknown or damaged codec id)", path=label)
             self.count = stream.frames or None  # 0 where the container does not say (mkv, webm)
+            self.rate = stream.average_rate or stream.guessed_rate  # frames a second, a Fraction (None if unknown)
             self.frame_shape = (stream.height, stream.width, 3)
             fmt = stream.format.name if stream.format else None
             self.pix_fmt = fmt if fmt in YUV_FORMATS else None
@@ -95,10 +97,10 @@ class VideoFile(Media):
             yield frame.to_ndarray(format="rgb24")
 
     def decoded(self, start: int = 0, stop: int | None = None) -> Iterator[av.VideoFrame]:
-        """Frames ``start:stop`` as the decoder gives them, ready for an encoder: no timestamps or picture types
-        of the source's (libx264 would keep its frame types)."""
+        """Frames ``start:stop`` as the decoder gives them, ready for an encoder: without the source's picture
+        types (libx264 would keep its frame types)."""
         for frame in self._decoded(start, stop):
-            frame.pts, frame.pict_type = None, av.video.frame.PictureType.NONE
+            frame.pict_type = av.video.frame.PictureType.NONE
             yield frame
 
     def planes(self, start: int = 0, stop: int | None = None, rgb: bool = False) -> Iterator[Decoded]:
@@ -383,15 +385,18 @@ def parse_codec(spec: str) -> Codec:
 
 
 def write_video(frames: Iterable[np.ndarray | av.VideoFrame], dest: Path | io.BytesIO, codec: Codec = DEFAULT_CODEC,
-                fps: int = 24) -> None:
-    """Encode uint8 RGB frames (H, W, 3), or decoded frames (``VideoFile.decoded``) as they are; ``dest`` a path
-    (container from its suffix) or a buffer (mkv)."""
+                fps: Fraction | int = 24) -> None:
+    """Encode uint8 RGB frames (H, W, 3), or decoded frames (``VideoFile.decoded``) as they are, frame i at
+    i / ``fps`` s; ``dest`` a path (container from its suffix) or a buffer (mkv)."""
     target = str(dest) if isinstance(dest, Path) else dest
     with av.open(target, "w", format=None if isinstance(dest, Path) else "matroska") as container:
         stream = None
-        for image in frames:
+        for index, image in enumerate(frames):
             frame = image if isinstance(image, av.VideoFrame) else \
                 av.VideoFrame.from_ndarray(np.ascontiguousarray(image[..., :3]), format="rgb24")
+            # x264's rate control reads the timestamps: a decoded frame's own (in its stream's time base) cost
+            # the floor several dB against the same frames timed at the stream's rate
+            frame.pts, frame.time_base = index, 1 / Fraction(fps)
             if stream is None:
                 stream = container.add_stream(codec.name, rate=fps, options=dict(codec.options))
                 stream.width, stream.height = frame.width, frame.height

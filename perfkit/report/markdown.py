@@ -109,7 +109,9 @@ def _quality_row(label: str, q: dict) -> str:
     if q["kind"] == "tensor":
         return (f"| {label} | {db_cell(q['psnr_db'])} | - | - | - | - | {q['mean_abs_diff']:.3g} | "
                 f"{q['max_abs_diff']:.3g} | - | {'yes' if q['bit_identical'] else 'no'} |")
-    return (f"| {label} | {db_cell(q['psnr_db'])} | {db_cell(q['psnr_pooled_db'])} | {db_cell(q['psnr_min_db'])} | "
+    # no frame differs: there is no mean over differing frames to show (it would read "inf")
+    mean = "identical" if q["identical_frames"] == q["frames"] else db_cell(q["psnr_db"])
+    return (f"| {label} | {mean} | {db_cell(q['psnr_pooled_db'])} | {db_cell(q['psnr_min_db'])} | "
             f"{db_cell(q.get('psnr_y_db'))} | {db_cell(q.get('psnr_yuv_db'))} | "
             f"{q['mean_abs_diff']:.3f} | {q['max_abs_diff']:.0f} | {q['share_over_16']:.2%} | "
             f"{'yes' if q['bit_identical'] else 'no'} |")

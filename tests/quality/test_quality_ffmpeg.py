@@ -236,3 +236,28 @@ def test_run_summary_and_report_give_y_and_the_yuv_average(pairs, tmp_path):
     row = next(line for line in text.splitlines() if line.startswith("| b vs a |"))
     assert f"| {rgb['average']:.2f} | {rgb['min']:.2f} | {yuv['y']:.2f} | {yuv['average']:.2f} |" in row
     assert "PSNR mean, average and worst frame in RGB24" in text and "`ffmpeg -i A -i B -lavfi psnr`" in text
+
+
+def test_the_codec_floor_is_measured_in_the_comparisons_space(pairs, quality_cli, tmp_path):
+    """Issue 33: B's headline and the floor in one space, with a line comparing them. A yuv420p pair: both in
+    the source planes, the floor equal to libavfilter's psnr of A against A's decoded frames encoded as they are at
+    A's rate (x264 through PyAV moves by a few hundredths of a dB run to run); --rgb: both in RGB24; A in yuv444p, which
+    the default codec (yuv420p) cannot keep: both in RGB24."""
+    a, b = pairs["h264"]
+    r = quality_cli(a, b, "--codec-floor", "--json").json()
+    floor = r["codec_floor"]
+    assert r["space"] == floor["space"] == "yuv" and floor["yuv"]["pix_fmt"] == "yuv420p" and "rgb" not in floor
+    frames = decoded(a)
+    for frame in frames:  # x264 left to choose its frame types, as for any new encode
+        frame.pict_type = av.video.frame.PictureType.NONE
+    again = encode(frames, tmp_path / "floor.mp4", "libx264", "yuv420p", {"crf": "18"})
+    expect = ffmpeg_summary(lavfi_psnr(a, again, rgb=False), ["y", "u", "v"])
+    assert floor["yuv"]["psnr_db"] == pytest.approx(expect, abs=0.1)
+    text = quality_cli(a, b, "--codec-floor").stdout.splitlines()[-1]
+    assert text.startswith(f"against the codec floor, both in yuv420p planes: PSNR mean {r['psnr_mean_db']:.2f} dB "
+                           f"against the floor's {floor['psnr_mean_db']:.2f} dB (B ")
+    r = quality_cli(a, b, "--codec-floor", "--rgb", "--json").json()
+    assert r["space"] == r["codec_floor"]["space"] == "rgb"
+    wide = [encode(decoded(p), tmp_path / f"{p.stem}.444.mkv", "ffv1", "yuv444p", {}) for p in (a, b)]
+    r = quality_cli(*wide, "--codec-floor", "--json").json()
+    assert r["space"] == r["codec_floor"]["space"] == "rgb" and r["yuv"]["pix_fmt"] == "yuv444p"
