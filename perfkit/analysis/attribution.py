@@ -190,12 +190,15 @@ def run_summary(run_dir: str | Path, top: int | None = None, seed: int | None = 
     return {**doc, "aa": case.aa_name}
 
 
-def run_attribution(run_dir: str | Path, top: int = TOP, seed: int = 0) -> pd.DataFrame:
+def run_attribution(run_dir: str | Path, top: int = TOP, seed: int | None = None) -> pd.DataFrame:
     """Every variant of a run (the A/A control too) against its baseline, split by category, kind and op:
-    ``attribute``'s rows stacked with a ``variant`` column, over each side's good trials with traces."""
+    ``attribute``'s rows stacked with a ``variant`` column, over each side's good trials with traces;
+    ``seed``: the case's, as the run's summary draws it."""
     run_dir = Path(run_dir)
     trials = read_trials(run_dir)
-    variants = [v.name for v in case_mod.load(run_dir / "case.yaml").run_variants()]
+    case = case_mod.load(run_dir / "case.yaml")
+    seed = case.seed if seed is None else seed
+    variants = [v.name for v in case.run_variants()]
     found = {v: runs.trial_trace_dirs(run_dir, trials, v) for v in variants}
     if not found[variants[0]]:
         raise BadInput(f"the baseline {variants[0]} has no good trial with traces", path=str(run_dir))
