@@ -394,8 +394,8 @@ def write_video(frames: Iterable[np.ndarray | av.VideoFrame], dest: Path | io.By
         for index, image in enumerate(frames):
             frame = image if isinstance(image, av.VideoFrame) else \
                 av.VideoFrame.from_ndarray(np.ascontiguousarray(image[..., :3]), format="rgb24")
-            # x264's rate control reads the timestamps: a decoded frame's own (in its stream's time base) cost
-            # the floor several dB against the same frames timed at the stream's rate
+            # x264's rate control reads the timestamps: frames without them are coded far worse (the codec floor
+            # test in tests/quality/test_quality_ffmpeg.py holds the floor to an encode of timed frames)
             frame.pts, frame.time_base = index, 1 / Fraction(fps)
             if stream is None:
                 stream = container.add_stream(codec.name, rate=fps, options=dict(codec.options))
