@@ -74,7 +74,7 @@ def format_frames(r: dict) -> list[str]:
 
 
 def _per_frame_text(rows: list[dict]) -> str:
-    import pandas as pd  # ~0.3 s to import: only --per-frame prints a table
+    import pandas as pd  # slow to import: only --per-frame prints a table
 
     return pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.4f}")
 
@@ -118,7 +118,7 @@ def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_
 
     A alone, a run directory whose trials tapped (capture.taps): the first tap where B departs from A.
     """
-    # numpy's OpenBLAS starts a thread per core as it loads, which spin ~0.05 s of CPU that the decoders need on
+    # numpy's OpenBLAS starts a thread per core as it loads, which spin on CPU that the decoders need on
     # 2 cores; no figure uses threaded BLAS. Set while numpy loads (OpenBLAS reads it then); a user's setting stands.
     blas_ours = "OPENBLAS_NUM_THREADS" not in os.environ
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

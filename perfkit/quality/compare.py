@@ -17,8 +17,8 @@ Conventions, stated because papers and tools differ:
 - ``mean_abs_diff`` is in /255 units; ``share_over_16`` is the share of samples with |d| > 16.
 - SSIM (on request) is ffmpeg's ``ssim`` filter's (``perfkit.quality.ssim``), in the source planes where the
   pair is measured in them, else in the RGB channels (ffmpeg's ``gbrp``). Not scikit-image's Gaussian-window SSIM
-  on RGB, a different figure (0.9368 against the filter's 0.9624 on one h264 pair): it is one call on
-  ``open_media(path).frames()`` for whoever needs it.
+  on RGB, a different and lower figure on the same pair: it is one call on ``open_media(path).frames()`` for
+  whoever needs it.
 - ``sha256`` hashes the frames in the first space measured: a YUV pair's source planes (with or without RGB), or
   else the RGB24 frames; ``sha256_of`` names which.
 - Tensors (any non-uint8 array): relative L2 ||a - b|| / ||a||, cosine similarity, max and mean |a - b|,
@@ -219,7 +219,7 @@ def tensor_table(a: np.ndarray, b: np.ndarray) -> "pd.DataFrame":
         cosine = np.einsum("ij,ij->i", a2, b2) / (norm_a * norm_b)
     mse = (d * d).mean(axis=1)
     data_range = np.ptp(a2, axis=1)
-    import pandas as pd  # ~0.3 s to import: only tensors and drift are tables, frames never
+    import pandas as pd  # slow to import: only tensors and drift are tables, frames never
 
     return pd.DataFrame({
         "index": np.arange(len(a2)), "rel_l2": rel_l2, "cosine": cosine,
@@ -309,7 +309,7 @@ def codec_floor(reference, codec: Codec = DEFAULT_CODEC, frames: FrameRange = AL
     decoded to RGB24 are encoded (the Python API's and a run's default); with ``rgb`` False, a YUV video in the
     codec's pixel format instead goes to the encoder as decoded, at its own frame rate, and is measured in its
     source planes, the space ``compare(..., rgb=False)`` headlines for two such videos (``floor_in_planes``).
-    libx264 through PyAV is not bit-reproducible run to run: the floor moves by ~0.02 dB (measured)."""
+    libx264 through PyAV is not bit-reproducible run to run: the floor moves by a few hundredths of a dB."""
     ref = open_media(reference)
     if ref.kind != "frames" or (ref.frame_shape or (3,))[-1] != 3:
         raise BadInput("the codec floor needs RGB frames", path=ref.label)

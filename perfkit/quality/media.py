@@ -36,8 +36,8 @@ YUV_FORMATS = ("yuv420p", "yuvj420p", "yuv422p", "yuvj422p", "yuv444p", "yuvj444
 LATENTS_FILE = "latents.npy"  # per-step latents (steps, ...) a run may save; compared as drift, not as output
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 # A comparison decodes its two videos at once, each in a thread of its own: half the cores each. On 2 cores
-# that is one decoding thread per video, which takes ~15% less CPU than ffmpeg's own choice (cores + 1 frame
-# threads per video: 0.78 against 0.65 s for a 121-frame 960x544 h264 pair, measured) and keeps both busy.
+# that is one decoding thread per video, which takes less CPU than ffmpeg's own choice (cores + 1 frame threads
+# per video) and keeps both busy (benchmarks/quality_throughput.py).
 DECODE_THREADS = max(1, CORES // 2)
 
 
@@ -158,7 +158,7 @@ class ImageFolder(Media):
 
 
 def _read_image(path: Path) -> np.ndarray:
-    from skimage import io as skio  # imports in ~0.1 s; only image folders need it
+    from skimage import io as skio  # slow to import; only image folders need it
 
     try:
         image = skio.imread(path)
@@ -211,7 +211,7 @@ class ArrayMedia(Media):
 
 def load_array(path: Path, key: str | None = None, label: str | None = None) -> np.ndarray:
     """An ``.npy`` (memory-mapped) or one array of an ``.npz`` (``key``, or its only array)."""
-    # the errors of numpy's zip, zlib and header parsers, imported here: ~4 ms off every video comparison
+    # the errors of numpy's zip, zlib and header parsers, imported here: off every video comparison's start
     import tokenize
     import zipfile
     import zlib

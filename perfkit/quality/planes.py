@@ -25,9 +25,9 @@ OVER = 16  # |d| above which a sample counts as visibly different (the reference
 # exact integers at float32 speed.
 BLOCK = 256
 # Samples summed at a time: a frame's rows in chunks of at most this many. The temporaries of a whole RGB frame
-# (a 960x544 one: 1.6 MB of |d|, its planar copy, 2.1 MB of float32 a channel) are fresh pages from the kernel
-# every frame, whose faults cost more than the sums (3.2 against 1.1 ms a frame, measured); a chunk's come from
-# the heap again and stay in cache. A 960x544 Y plane is one chunk.
+# (|d|, its planar copy, float32 of a channel) would be fresh pages from the kernel every frame, whose faults
+# cost more than the sums; a chunk's come from the heap again and stay in cache (benchmarks/quality_throughput.py
+# --rgb). A 960x544 Y plane is one chunk.
 CHUNK = 1 << 19
 SQ, AB, MAX, OVER_COUNT = range(4)  # the columns of a plane's sums
 
