@@ -15,6 +15,9 @@ The oracle figures are held by the tests named below; every real file is referee
 | kineto/hta_trace_diff_control.json.gz | trace breakdown, diff, tail, export, collectives | trace/test_trace_cli.py::test_diff_counts_and_durations_equal_hta_trace_diff (HTA TraceDiff sums); trace/test_trace_names.py::test_agrees_with_hta_shorten_name; test_the_files_test_trace_hta_leaves_out_equal_hta below (HTA temporal breakdown, pinned) |
 | kineto/hta_trace_diff_test.json.gz | trace breakdown, diff, tail, export, collectives | trace/test_trace_hta.py::test_kernels_queued_before_the_profiler, ::test_hta_live; trace/test_trace_cli.py (TraceDiff) |
 | kineto/xdit_flux1_profile_rank0.json.gz | trace breakdown, diff, tail, export; collectives (world size 1, none: exit 2) | test_the_files_test_trace_hta_leaves_out_equal_hta below (HTA 0.5.0 temporal breakdown, pinned; no other test referees it) |
+| kineto/hta_mtia_inference_rank0.json.gz, tb_plugin_resnet50_2021_worker0.json.gz, hta_rank_non_gpu.json.gz | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_formats.py (HTA 0.5.0 temporal breakdown and GPU events, pinned; live) |
+| kineto/tracelens_mi300_resnet_act_checkpoint.json.gz | trace breakdown, diff, tail, export, collectives (against the whole-trace breakdown: its step spans overlap) | trace/test_trace_formats.py (HTA 0.5.0 on its launched kernels; the host's steps) |
+| kineto/hta_cupti_profiler_range.json.gz | every trace command refuses it in one line (exit 2) | trace/test_trace_formats.py (HTA: no GPU event) |
 | video/cogvideox_horse_720x480_49f.mp4 | quality A A, quality A B | quality/test_quality_ffmpeg.py (libavfilter's psnr filter through PyAV; the ffmpeg binary where present) |
 
 No real XLA dump is among the fixtures: ``perfkit hlo-diff``'s real-file check is the suite's own JAX dumps
@@ -39,10 +42,18 @@ from perfkit.trace import events
 
 XPLANES = ["xplane/mi300_jax_conv_8gpu.xplane.pb"]
 KINETO = [f"kineto/{name}.json.gz" for name in ("rank-0", "rank-1", "hta_nccl_data", "hta_trace_diff_control",
-                                                 "hta_trace_diff_test", "xdit_flux1_profile_rank0")]
+                                                 "hta_trace_diff_test", "xdit_flux1_profile_rank0",
+                                                 "hta_mtia_inference_rank0", "tb_plugin_resnet50_2021_worker0",
+                                                 "tracelens_mi300_resnet_act_checkpoint", "hta_rank_non_gpu")]
+REFUSED = ["kineto/hta_cupti_profiler_range.json.gz"]  # every trace command: one line, exit 2
+# a collective runs past its step's span (the host's ProfilerStep) while the next step's compute runs: its
+# collectives match the whole-trace breakdown
+STEPS_OVERLAP = {"kineto/tracelens_mi300_resnet_act_checkpoint.json.gz"}
 VIDEO = "video/cogvideox_horse_720x480_49f.mp4"
-NO_COLLECTIVES = {"xplane/mi300_jax_conv_8gpu.xplane.pb", "kineto/xdit_flux1_profile_rank0.json.gz"}
-KINETO_DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+NO_COLLECTIVES = {"xplane/mi300_jax_conv_8gpu.xplane.pb", "kineto/xdit_flux1_profile_rank0.json.gz",
+                  "kineto/hta_mtia_inference_rank0.json.gz", "kineto/tb_plugin_resnet50_2021_worker0.json.gz",
+                  "kineto/hta_rank_non_gpu.json.gz"}
+KINETO_DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset", "mtia_ccp_events")
 PARTS = ("compute_ps", "ici_ps", "dcn_ps", "dma_ps", "idle_ps")
 
 
@@ -86,10 +97,14 @@ def _source_events(path: Path) -> tuple[int, dict]:
         return count, spans
     doc = json.loads(gzip.decompress(path.read_bytes()), parse_float=Decimal)
     complete = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
-    for e in complete:
-        if e.get("cat") in KINETO_DEVICE_CATS:
-            first, last = spans.get(e["args"]["device"], (math.inf, -math.inf))
-            spans[e["args"]["device"]] = (min(first, e["ts"] * 10**6), max(last, (e["ts"] + e["dur"]) * 10**6))
+    # device events (MTIA's with a stream, as HTA counts them; device: args.device, else the pid); a CPU
+    # trace's cpu_ops stand in on device 0
+    on_device = [e for e in complete if e.get("cat") in KINETO_DEVICE_CATS
+                 and (e["cat"] != "mtia_ccp_events" or "stream" in e["args"])]
+    for e in on_device or [{**e, "args": {"device": 0}} for e in complete if e.get("cat") == "cpu_op"]:
+        device = e["args"].get("device", e["pid"])
+        first, last = spans.get(device, (math.inf, -math.inf))
+        spans[device] = (min(first, e["ts"] * 10**6), max(last, (e["ts"] + e["dur"]) * 10**6))
     return len(complete), spans
 
 
@@ -124,7 +139,15 @@ def _slack(swept) -> int:
 def test_every_fixture_is_swept(fixtures_dir):
     found = {p.relative_to(fixtures_dir).as_posix() for kind in ("xplane", "kineto", "video")
              for p in (fixtures_dir / kind).iterdir()}
-    assert found == set(XPLANES + KINETO + [VIDEO])
+    assert found == set(XPLANES + KINETO + REFUSED + [VIDEO])
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_refused_files_are_refused_by_every_trace_command_in_one_line(fixtures_dir, name, tmp_path):
+    path = fixtures_dir / name
+    for args in (["breakdown"], ["diff", path], ["tail"], ["collectives"], ["export", "--perfetto", tmp_path / "t.json"]):
+        result = _invoke("trace", args[0], path, *args[1:])
+        assert result.exit_code == 2 and result.output.count("\n") == 1, (args, result.output)
 
 
 def test_every_real_file_has_its_row_in_the_readme_and_every_row_its_file(fixtures_dir):
@@ -210,8 +233,10 @@ def test_collectives_add_up_and_match_the_breakdown(swept):
     for i in instances:
         assert i["exposed_ps"] + i["hidden_ps"] == i["time_ps"] == i["end_ps"] - i["start_ps"], i
         assert i["wait_ps"] + i["transfer_ps"] == i["exposed_ps"], i
-    for r in _ok(swept["breakdown"])["rows"]:
-        mine = [i for i in instances if (i["rank"], i["device"], i["step"]) == (r["rank"], r["device"], r["step"])]
+    whole = swept["name"] in STEPS_OVERLAP  # per step the next step's compute hiding a collective is unseen
+    for r in _ok(swept["breakdown_trace" if whole else "breakdown"])["rows"]:
+        mine = [i for i in instances if (i["rank"], i["device"]) == (r["rank"], r["device"])
+                and (whole or i["step"] == r["step"])]
         assert sum(i["exposed_ps"] for i in mine) == r["ici_ps"] + r["dcn_ps"], r
         assert sum(i["hidden_ps"] for i in mine) == r["hidden_ps"], r
         assert sum(i["time_ps"] for i in mine) == r["comm_ps"], r

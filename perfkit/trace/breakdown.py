@@ -134,11 +134,13 @@ def breakdown(events: pd.DataFrame, window: str = "step", layout: timeline.Layou
     """Per (rank, device, step): ``span_ps`` and ``compute_ps``, ``ici_ps``, ``dcn_ps``, ``dma_ps``, ``idle_ps``
     (adding up to the span), ``comm_ps``, ``hidden_ps``, ``overlap``, plus ``start_ps`` of the span.
     Steps as in ``perfkit.trace.steps`` (step -1: the whole trace of a device without step markers);
-    ``window="trace"``: one span per device, its first op's start to its last op's end. ``layout``:
-    ``timeline.layout(events, window)`` where the caller has it already (it is read, never changed)."""
+    ``window="trace"``: one span per device, its first op's start to its last op's end; either with
+    ``timeline.LAST_STEP_DROPPED`` appended: without the last step (HTA's default). ``layout``:
+    ``timeline.layout(events, window)`` where the caller has it already (it is read, never changed).
+    ``attrs["measured"]``: the events' (``events.load``): host ops stood in for device ops where "host"."""
     spans, ops, stall = timeline.layout(events, window) if layout is None else layout
     if spans.empty:
-        return pd.DataFrame(columns=COLUMNS + ["start_ps"])
+        return _measured(pd.DataFrame(columns=COLUMNS + ["start_ps"]), events)
     n, k = len(spans), len(CATEGORIES)
     span_end = spans["end_ps"].to_numpy(np.int64)
     pc = timeline.pieces(ops)
@@ -172,7 +174,12 @@ def breakdown(events: pd.DataFrame, window: str = "step", layout: timeline.Layou
     out["idle_ps"] = out["span_ps"] - busy.sum(axis=1)
     out["comm_ps"], out["hidden_ps"] = comm, hidden
     out["overlap"] = np.where(comm > 0, hidden / np.maximum(comm, 1), np.nan)
-    return out[COLUMNS + ["start_ps"]]
+    return _measured(out[COLUMNS + ["start_ps"]], events)
+
+
+def _measured(rows: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
+    rows.attrs["measured"] = events.attrs.get("measured", ["device"])
+    return rows
 
 
 def mean_per_device(rows: pd.DataFrame) -> pd.DataFrame:

@@ -5,11 +5,11 @@
   ``X-done`` is the exposed wait), and fusions that run one (a TPU reduce-scatter can be a fusion);
 - ``dcn``: such a collective across TPU slices (its ``hlo_category`` names Megascale: the data
   centre network, not ICI);
-- ``dma``: local copies (``copy-start`` / ``copy-done``), GPU memcpy / memset.
+- ``dma``: local copies (``copy-start`` / ``copy-done``), GPU memcpy / memset, MTIA ``dma_*`` events.
 
 Decided by the op's HLO (opcode from the program's HloProto, or the HLO text some tools put in the
 name), then the TPU ``hlo_category`` stat, and for GPU kernels without either by the kernel name
-(``ncclDevKernel_*``, ``rcclKernel*``, ``Memcpy*``). An op is classified once per distinct identity,
+(``ncclDevKernel_*``, ``rcclKernel*``, ``Memcpy*``, ``dma*``). An op is classified once per distinct identity,
 not per event.
 """
 
@@ -25,7 +25,7 @@ _COLLECTIVE_CATEGORY = re.compile(r"all-gather|all-reduce|reduce-scatter|all-to-
 # NCCL / RCCL kernels (``ncclDevKernel_AllGather_RING_LL``) and torch.distributed on CPU (``c10d::allreduce_``
 # ops, ``gloo:all_reduce`` spans).
 _COMM_KERNEL = re.compile(r"(nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)|(nccl|rccl)|(c10d)::(\w+)|^(gloo):(\w+)", re.IGNORECASE)
-_COPY_KERNEL = re.compile(r"\s*(memcpy|memset)", re.IGNORECASE)
+_COPY_KERNEL = re.compile(r"\s*(memcpy|memset|(?-i:dma))", re.IGNORECASE)  # dma: MTIA's dma_request (HTA's rule)
 _HLO_TEXT = re.compile(r"%?([\w.\-]+)\s*=\s*(\S.*?)\s+([a-z][\w\-]*)\(")
 
 

@@ -15,12 +15,19 @@ if TYPE_CHECKING:
 
 PS_PER_MS = 1e9
 PS_PER_US = 1e6
-_STEPS_HELP = "Regex: events whose name matches mark the steps (default: Steps line, then step annotations)."
+_STEPS_HELP = ("Regex: events whose name matches mark the steps (default: a device's own markers, a TPU's Steps line "
+               "or GPU-side ProfilerSteps that span its ops, else the host's step annotations or ProfilerSteps).")
 paths_argument = click.argument("paths", nargs=-1, required=True, type=click.Path())
 steps_option = click.option("--steps", "step_pattern", metavar="REGEX", help=_STEPS_HELP)
 window_option = click.option("--window", type=click.Choice(["step", "trace"]), default="step", show_default=True,
-                             help="Spans: each step, or each device's whole trace (first to last device op, as HTA "
-                                  "measures).")
+                             help="Spans: each step, or each device's whole trace (first to last device op: HTA's "
+                                  "kernel time, with the last step as --last-step says).")
+last_step_option = click.option("--last-step", type=click.Choice(["keep", "drop"]), default="keep", show_default=True,
+                                help="Measure the last step (HTA with include_last_profiler_step=True), or leave out "
+                                     "the ops launched in it as HTA does by default (Kineto; elsewhere: from its "
+                                     "marker's start on).")
+HOST_OPS = ("host ops: the trace has no device events, its CPU ops stand in for device ops (compute here is CPU "
+            "time on the host)")
 
 
 def _prepare() -> None:
@@ -118,7 +125,8 @@ def trace():
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: rows (per step) and mean (per device).")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write a stacked-bar PNG of the mean step per chip.")
 @window_option
-def breakdown(paths, step_pattern, as_json, plot, window):
+@last_step_option
+def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     """Per chip and step: compute / exposed ICI / exposed DCN (where any) / local DMA wait / idle, adding
     up to the step span; and the collectives' time in flight, the part of it hidden under compute, and
     that share.
@@ -129,22 +137,29 @@ def breakdown(paths, step_pattern, as_json, plot, window):
 
     from perfkit.trace.breakdown import COLUMNS, COMM, TIMES, mean_per_device, plot as draw, shown_parts
     from perfkit.trace.planewise import breakdown_traces
+    from perfkit.trace.timeline import LAST_STEP_DROPPED
 
     _prepare()
 
-    rows, steps_from = breakdown_traces(list(paths), step_pattern, window)
+    rows, steps_from = breakdown_traces(list(paths), step_pattern,
+                                        window + (LAST_STEP_DROPPED if last_step == "drop" else ""))
     if rows.empty:
         raise BadInput("no device ops in these traces", path=" ".join(paths))
+    measured = "host ops" if "host" in rows.attrs.get("measured", ()) else "device ops"
     means = mean_per_device(rows)
     if plot:
-        draw(means, plot)
+        draw(means, plot, title=f"step time per chip ({HOST_OPS.split(':')[0]})" if measured == "host ops" else "")
+    spans = steps_from if window == "step" else ["whole trace"]
+    last = ("last step dropped (HTA's default)" if last_step == "drop" else "last step kept (HTA's "
+            "include_last_profiler_step=True)")
     if as_json:
-        click.echo(json.dumps({"steps_from": steps_from if window == "step" else ["whole trace"],
-                               "window": window, "rows": _json_rows(rows[COLUMNS]), "mean": _json_rows(means)},
-                              indent=1))
+        click.echo(json.dumps({"measured": measured, "steps_from": spans, "window": window, "last_step": last_step,
+                               "rows": _json_rows(rows[COLUMNS]), "mean": _json_rows(means)}, indent=1))
         return
     share = lambda v: "-" if pd.isna(v) else f"{100 * v:.1f}%"  # noqa: E731
-    click.echo(f"steps from: {', '.join(steps_from) if window == 'step' else 'whole trace'}; "
+    if measured == "host ops":
+        click.echo(f"measured: {HOST_OPS}")
+    click.echo(f"steps from: {', '.join(spans)}; {last}; "
                "times in ms; comm: collectives in flight, hidden: the part of it under compute")
     parts = shown_parts(rows)  # DCN only where a profile has cross-slice collectives
     hidden_parts = [c for c in TIMES if c != "span_ps" and c.removesuffix("_ps") not in parts]

@@ -17,6 +17,7 @@ One row per event. Columns:
 | step | int32 | step of a device op or number of a step marker (-1 none; ``perfkit.trace.steps``) |
 | shape | category | output shape of the op where known |
 | stall_ps | int64 | local DMA stall inside the op (TPU ``dma_stall_duration_ps``) |
+| launch_step | int32 | Kineto only: the host ProfilerStep a device op's launch ran in (-1 unknown; absent from XSpaces' frames) |
 
 Strings are categoricals and numbers numpy columns: about 60 bytes an event, against over a kilobyte
 for the same event as a Python dict.
@@ -25,6 +26,7 @@ for the same event as a Python dict.
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Iterable
 
@@ -40,7 +42,8 @@ from perfkit.trace.raw import ROLES, RawTrace
 ROLE_NAMES = {v: k for k, v in ROLES.items()}  # non-op roles are also the category of their events
 CATEGORY_VALUES = classify.CATEGORIES + tuple(r for r in ROLES if r != "op")
 COLUMNS = ("rank", "host", "device", "line", "name", "kind", "category", "start_ps", "dur_ps", "hlo_op", "hlo_module",
-           "program_id", "step", "shape", "stall_ps")
+           "program_id", "step", "shape", "stall_ps", "launch_step")
+KINETO_ONLY = "launch_step"  # a column only Kineto frames have
 REQUIRED = ("rank", "device", "category", "step")  # every frame has these (one-file-per-step check, device_ops)
 CATEGORICAL = ("host", "line", "name", "kind", "category", "hlo_op", "hlo_module", "shape")
 _RANK_DIR = re.compile(r"rank[-_]?(\d+)$")
@@ -84,15 +87,32 @@ def is_xplane(path: Path) -> bool:
     return path.name.endswith(_XPLANE_SUFFIX) or path.suffix == ".pb"
 
 
-def _read(files: list[tuple[Path, int]], workers: int) -> list[RawTrace]:
+def _read(files: list[tuple[Path, int]], workers: int, named: set[Path]) -> list[RawTrace]:
     """Each (path, rank) as a RawTrace: the XSpaces together (their planes shared out over ``workers``
-    processes), then Kineto files one by one."""
+    processes), then Kineto files one by one. A Kineto file found in a folder (not in ``named``) that is
+    not a trace perfkit reads is skipped with a note on stderr; none readable is BadInput."""
     xplanes = dict(zip((f for f, _ in files if is_xplane(f)), xplane.read_all([f for f in files if is_xplane(f[0])],
                                                                                 workers)))
     for path, _ in files:
         if not is_xplane(path) and not path.name.endswith(_KINETO_SUFFIXES):
             raise BadInput("not a trace file: expected *.xplane.pb, *.json or *.json.gz", path=path)
-    return [xplanes[path] if path in xplanes else kineto.read(path, rank) for path, rank in files]
+    out, skipped = [], []
+    for path, rank in files:
+        if path in xplanes:
+            out.append(xplanes[path])
+            continue
+        try:
+            out.append(kineto.read(path, rank))
+        except BadInput as exc:
+            if path in named:
+                raise
+            skipped.append(exc)
+    if not out:
+        raise skipped[0] if len(skipped) == 1 else BadInput(f"none of the {len(skipped)} JSON files is a trace "
+                                                            f"perfkit reads (first: {skipped[0].line()})")
+    for exc in skipped:
+        print(f"perfkit: skipped {exc.line()}", file=sys.stderr)
+    return out
 
 
 def packed_key(codes: list[np.ndarray]) -> np.ndarray:
@@ -187,9 +207,12 @@ def frame(raw: RawTrace, pattern: re.Pattern | None, shift_ps: int, columns: tup
     """One file's frame of ``columns``. Consumes ``raw.columns``: its number columns become the frame's,
     and each code column is dropped once its categorical is built (the frame's peak memory)."""
     cols = raw.columns
+    demoted = steps.demote_instants(cols) if pattern is None else []
     classes = _classify(raw)
     del cols["hlo_category"]
     step, source = steps.assign(cols, raw.strings.values, pattern)
+    if demoted:
+        source += f" (the ProfilerSteps on device {', '.join(map(str, demoted))} are instants, not spans)"
     del cols["step"], cols["role"]
     values = raw.strings.values
     n = step.size
@@ -216,10 +239,12 @@ def frame(raw: RawTrace, pattern: re.Pattern | None, shift_ps: int, columns: tup
         "step": lambda: step,
         "shape": lambda: classes["shape"],
         "stall_ps": lambda: cols["stall_ps"],
+        KINETO_ONLY: lambda: cols[KINETO_ONLY],
     }
-    out = pd.DataFrame({c: build[c]() for c in columns}, copy=False)
+    out = pd.DataFrame({c: build[c]() for c in columns if c != KINETO_ONLY or KINETO_ONLY in cols}, copy=False)
     cols.clear()
     out.attrs["steps_from"] = source
+    out.attrs["measured"] = raw.measured
     return out
 
 
@@ -270,7 +295,8 @@ def load(paths: list[str | Path], step_pattern: str | None = None, workers: int 
          columns: Iterable[str] | None = None) -> pd.DataFrame:
     """All events of the traces at ``paths`` (files or folders) in one frame (``COLUMNS``, or those of
     ``columns`` plus ``REQUIRED``, in ``COLUMNS`` order: what an analysis does not read is not built);
-    ``attrs``: ``origin_ns`` (wall clock of start_ps 0), ``steps_from``, ``files``. XSpaces are decoded
+    ``attrs``: ``origin_ns`` (wall clock of start_ps 0), ``steps_from``, ``files``, ``measured`` (``["device"]``,
+    or ``"host"`` among them where a trace had no device events: its host ops stand in). XSpaces are decoded
     by ``workers`` processes (default: one per core this process may use) when they are big enough."""
     wanted = wanted_columns(columns)
     pattern = None
@@ -280,18 +306,21 @@ def load(paths: list[str | Path], step_pattern: str | None = None, workers: int 
         except re.error as exc:
             raise BadInput(f"not a regular expression: {exc}", field="--steps") from None
     ranked = ranked_files(paths)
-    files = [f for f, _ in ranked]
-    raws = _read(ranked, workers or usable_cores())
+    raws = _read(ranked, workers or usable_cores(), {Path(p) for p in paths if Path(p).is_file()})
+    files = [r.path for r in raws]
     origin = min(r.origin_ns for r in raws)
     for f, r in zip(files, raws):
         if (r.origin_ns - origin) * 1000 >= 2**62:  # past int64 picoseconds
             raise BadInput(f"starts {(r.origin_ns - origin) / 86400e9:.0f} days after another trace given: pass one "
                            "run's traces at a time", path=f)
     frames = [frame(r, pattern, (r.origin_ns - origin) * 1000, wanted) for r in raws]
+    if any(KINETO_ONLY in f for f in frames):  # Kineto and XSpaces together: the XSpaces' launches unknown
+        frames = [f if KINETO_ONLY in f else f.assign(**{KINETO_ONLY: np.full(len(f), -1, np.int32)}) for f in frames]
     _one_file_per_step(frames, files)
     out = concat(frames)
     out.attrs.update(origin_ns=origin, files=[str(f) for f in files],
-                     steps_from=sorted({f.attrs["steps_from"] for f in frames}))
+                     steps_from=sorted({f.attrs["steps_from"] for f in frames}),
+                     measured=sorted({f.attrs["measured"] for f in frames}))
     return out
 
 

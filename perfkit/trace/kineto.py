@@ -1,16 +1,24 @@
 """PyTorch Kineto chrome-trace JSON (``.json`` or ``.json.gz``) into columnar events.
 
-GPU events (``cat`` kernel, gpu_memcpy, gpu_memset) are device ops of ``args.device`` on line
-``stream <tid>``; ``ProfilerStep#N`` annotations are step markers (``gpu_user_annotation`` ones per
-device, ``user_annotation`` ones for the whole rank); everything else is host activity. The rank is
-``distributedInfo.rank`` when the file has it. A trace with no GPU events (CPU / gloo) uses its CPU ops
-instead (device 0): ``c10d::`` ops and gloo's ``gloo:*`` spans are its ICI. Timestamps are float microseconds in the file,
+Device ops are the events of ``DEVICE_CATS``: GPU kernels, memcpys and memsets (``kernel``, ``gpu_memcpy``,
+``gpu_memset``; ``Kernel``, ``Memcpy``, ``Memset`` in the 2021 schema of the TensorBoard plugin's samples) and
+MTIA's ``mtia_ccp_events``, of which, as HTA counts them, only those with a ``stream`` arg; each of device
+``args.device`` (else its pid) on line ``stream <tid>``. ``ProfilerStep#N`` annotations are step markers
+(``gpu_user_annotation`` ones per device, host ones for the whole rank); everything else is host activity.
+The rank is ``distributedInfo.rank`` when the file has it.
+
+A trace without device events is one of two things. Where it holds device runtime calls (``*_runtime``,
+``Runtime``, ``cuda_driver``) or a CUPTI profiler range (``cuda_profiler_range``: counters per kernel, no
+timeline), the device ran but the file does not show it: refused. Otherwise it is a CPU (gloo) trace: its
+CPU ops stand in for device ops (device 0; ``c10d::`` ops and gloo's ``gloo:*`` spans are its ICI), and
+the trace says it measured host ops (``RawTrace.measured``). Timestamps are float microseconds in the file,
 read as float64 (sub-microsecond digits of epoch-sized values are lost).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from pathlib import Path
 
@@ -20,8 +28,12 @@ from perfkit.errors import BadInput
 from perfkit.trace.programs import Programs
 from perfkit.trace.raw import ROLES, RawTrace, StringTable
 
-DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset", "mtia_ccp_events")
+STREAM_ONLY_CATS = ("mtia_ccp_events",)  # device events only where they carry a stream (HTA's rule)
+HOST_OP_CATS = ("cpu_op", "Operator")  # torch operators (2021 schema: Operator)
 STEP_PREFIX = "ProfilerStep#"
+PROFILER_RANGE_CAT = "cuda_profiler_range"
+_NUMBER = re.compile(r"\d+")
 
 
 MAX_JSON_BYTES = 2 << 30  # inflated text of a .json.gz; past it the file is refused (a gzip bomb)
@@ -61,48 +73,107 @@ def load_json(path: Path) -> dict:
     return doc
 
 
+def _is_device_event(event: dict, cat: str) -> bool:
+    if cat not in DEVICE_CATS:
+        return False
+    return cat not in STREAM_ONLY_CATS or str((event.get("args") or {}).get("stream", "")).lstrip("-").isdigit()
+
+
+def _device_ran_unseen(cats: set[str]) -> str | None:
+    """Why a trace without device events still had a device at work (None: a CPU trace)."""
+    if PROFILER_RANGE_CAT in cats:
+        return (f"a CUPTI profiler-range trace ({PROFILER_RANGE_CAT}: counters per kernel, no kernel timeline): "
+                "nothing on the device to measure")
+    runtime = sorted(c for c in cats if c.endswith("_runtime") or c in ("Runtime", "cuda_driver"))
+    if runtime:
+        return (f"device runtime calls ({', '.join(runtime)}) but no device events perfkit reads (cat "
+                f"{', '.join(DEVICE_CATS)}): a device or trace kind perfkit does not support")
+    return None
+
+
+def _launch_steps(events: list[dict], cats: list[str], names: list[str], on_gpu: np.ndarray, host_steps: np.ndarray,
+                  ts_us: np.ndarray, dur_us: np.ndarray) -> np.ndarray:
+    """(n,) int32: for each device op whose launch (the runtime call of the same ``args.correlation``) ran
+    inside a host ProfilerStep, that step's number (HTA's iteration of a kernel, by which it drops the last
+    step); -1 for every other event."""
+    out = np.full(len(events), -1, np.int32)
+    marks = np.flatnonzero(host_steps)
+    if not marks.size or not on_gpu.any():
+        return out
+    launches = {}
+    for e, c in zip(events, cats):
+        if c.endswith("_runtime") or c in ("Runtime", "cuda_driver"):
+            corr = (e.get("args") or {}).get("correlation")
+            if corr is not None:
+                launches[corr] = e["ts"]
+    marks = marks[np.argsort(ts_us[marks], kind="stable")]
+    starts, ends = ts_us[marks], ts_us[marks] + dur_us[marks]
+    numbers = [int(m.group()) if (m := _NUMBER.search(names[i])) else -1 for i in marks]
+    for i in np.flatnonzero(on_gpu):
+        at = launches.get((events[i].get("args") or {}).get("correlation"))
+        if at is None:
+            continue
+        k = int(np.searchsorted(starts, at, side="right")) - 1
+        if k >= 0 and at < ends[k]:
+            out[i] = numbers[k]
+    return out
+
+
 def read(path: Path, rank: int) -> RawTrace:
     doc = load_json(path)
     rank = int((doc.get("distributedInfo") or {}).get("rank", rank))
     events = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
     if not events:
         raise BadInput("no complete ('X') events in traceEvents", path=path)
-    cats = [e.get("cat", "") for e in events]
+    cats = [str(e.get("cat", "")) for e in events]
     names = [str(e.get("name", "")) for e in events]
     try:
         ts_us = np.array([e["ts"] for e in events], np.float64)
         dur_us = np.array([e.get("dur", 0) for e in events], np.float64)
     except (TypeError, ValueError):
         raise BadInput("an event's ts or dur is not a number", path=path, field="traceEvents") from None
-    on_gpu = np.array([c in DEVICE_CATS for c in cats], bool)
+    on_gpu = np.array([_is_device_event(e, c) for e, c in zip(events, cats)], bool)
     is_step = np.array([n.startswith(STEP_PREFIX) for n in names], bool)
     role = np.full(len(events), ROLES["host"], np.int8)
     device = np.full(len(events), -1, np.int32)
+    measured = "device"
     if on_gpu.any():
         role[on_gpu] = ROLES["op"]
         gpu_step = is_step & np.array([c == "gpu_user_annotation" for c in cats], bool)
-        dev_of = [e.get("args", {}).get("device", e.get("pid")) for e in events]
+        dev_of = [(e.get("args") or {}).get("device", e.get("pid")) for e in events]
         for i in np.flatnonzero(on_gpu | gpu_step):
             device[i] = int(dev_of[i]) if str(dev_of[i]).isdigit() else 0
     else:  # CPU-only trace: its CPU ops, and gloo's collective spans (on gloo's threads), stand in for device ops
-        role[np.array([c == "cpu_op" or (c == "user_annotation" and n.startswith("gloo:"))
+        unseen = _device_ran_unseen(set(cats))
+        if unseen:
+            raise BadInput(unseen, path=path)
+        role[np.array([c in HOST_OP_CATS or (c == "user_annotation" and n.startswith("gloo:"))
                        for c, n in zip(cats, names)], bool)] = ROLES["op"]
         device[role == ROLES["op"]] = 0
+        measured = "host"
     role[is_step] = ROLES["step"]
+    host_steps = is_step & np.array([c != "gpu_user_annotation" for c in cats], bool)
+    launched_in = _launch_steps(events, cats, names, on_gpu, host_steps, ts_us, dur_us)
     origin_us = float(np.floor(ts_us.min()))
     strings = StringTable()
-    tids = [f"stream {e.get('tid')}" if g else f"{e.get('pid')}/{e.get('tid')}" for e, g in zip(events, on_gpu)]
+    tids = [_line(e) if g else f"{e.get('pid')}/{e.get('tid')}" for e, g in zip(events, on_gpu)]
     lines = StringTable()
     n = len(events)
     columns = {
         "name": strings.codes(names), "line": lines.codes(tids), "device": device, "role": role,
         "start_ps": np.rint((ts_us - origin_us) * 1e6).astype(np.int64),
         "dur_ps": np.rint(np.maximum(dur_us, 0) * 1e6).astype(np.int64),
-        "step": np.full(n, -1, np.int32), "program_id": np.zeros(n, np.uint64),
+        "step": np.full(n, -1, np.int32), "launch_step": launched_in, "program_id": np.zeros(n, np.uint64),
         "program_known": np.zeros(n, bool), "stall_ps": np.zeros(n, np.int64),
         "hlo_op": np.full(n, -1, np.int32), "hlo_module": np.full(n, -1, np.int32),
         "hlo_category": np.full(n, -1, np.int32),
     }
     # ns as an int: epoch microseconds * 1000 as a float is past 2**53 (off by up to 128 ns)
     return RawTrace(path=path, rank=rank, host=path.name.split(".")[0], origin_ns=int(origin_us) * 1000, columns=columns,
-                    strings=strings, lines=lines.values, programs=Programs({}, path))
+                    strings=strings, lines=lines.values, programs=Programs({}, path), measured=measured)
+
+
+def _line(event: dict) -> str:
+    """A device event's line: its stream (the 2021 schema's tid is already ``stream N``)."""
+    tid = str(event.get("tid"))
+    return tid if tid.startswith("stream") else f"stream {tid}"

@@ -40,7 +40,8 @@ class RawTrace(NamedTuple):
     name, hlo_op, hlo_module, hlo_category: int32 codes into ``strings`` (-1 absent); line: int32 index
     into ``lines``; device: int32 (-1 host); role: int8 (``ROLES``); start_ps: int64 from ``origin_ns``;
     dur_ps, stall_ps (local DMA stall inside the op): int64; step: int32 step number of a step marker
-    (-1 otherwise or unknown); program_id: uint64 (a 64-bit fingerprint on TPUs), meaningful where the
+    (-1 otherwise or unknown); a Kineto trace's columns add launch_step: int32, of a device op the host
+    ProfilerStep its launch ran in (-1 unknown); program_id: uint64 (a 64-bit fingerprint on TPUs), meaningful where the
     bool ``program_known`` is set (no value of the whole uint64 range is free to mean "unknown").
     """
 
@@ -52,3 +53,4 @@ class RawTrace(NamedTuple):
     strings: StringTable
     lines: list[str]
     programs: Programs              # program id -> its ops (xplane /host:metadata)
+    measured: str = "device"        # what its ops are: "device" ops, or "host" ops standing in (a CPU trace)

@@ -1,8 +1,11 @@
 """Which step each device op belongs to.
 
 Step markers come from, in this order: events whose name matches a pattern given on the command line;
-the ``Steps`` line of a TPU plane (per chip); step annotations (``StepTraceAnnotation``'s ``step_num``
-stat, Kineto ``ProfilerStep#N``), which hold for every device of their rank. A marker's step number is
+markers of a device (a TPU plane's ``Steps`` line, Kineto's GPU-side ``ProfilerStep#N``); step annotations
+of the host (``StepTraceAnnotation``'s ``step_num`` stat, Kineto's ``ProfilerStep#N``), which hold for every
+device of their rank. A device's own markers count only where they span its steps: where they hold under
+``SPANNING`` of its ops (ROCm's GPU-side ProfilerSteps are instants of a few microseconds) they are demoted
+(``demote_instants``) and the host's markers hold for that device. A marker's step number is
 its ``step_num`` / ``group_id`` stat, else the first number in its name, else its order. An op belongs
 to the marker window ``[start, end)`` holding its start; ops outside every window get step -1, and so
 do all ops of a trace without markers (then the whole trace is one span). DCN transfers are placed like
@@ -18,6 +21,8 @@ import numpy as np
 from perfkit.trace.raw import ROLES
 
 _NUMBER = re.compile(r"\d+")
+PROFILER_STEP = "ProfilerStep#"  # Kineto's step annotation
+SPANNING = 0.5  # share of a device's ops its own markers must hold to be its steps
 
 
 def _marker_numbers(names: list[str], codes: np.ndarray, numbers: np.ndarray, pattern: re.Pattern | None
@@ -47,7 +52,7 @@ def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | 
         source = f"events named /{pattern.pattern}/"
     else:
         marker = role == ROLES["step"]
-        source = ("Steps line" if (marker & (device >= 0)).any() else "step annotations") if marker.any() else "none"
+        source = _source(names, cols["name"], marker, device)
     step = np.full(role.size, -1, np.int32)
     midx = np.flatnonzero(marker)
     if not midx.size:
@@ -77,6 +82,37 @@ def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | 
         else:
             step[which[inside]] = nums[at[inside]]
     return step, source
+
+
+def _source(names: list[str], codes: np.ndarray, marker: np.ndarray, device: np.ndarray) -> str:
+    """Which markers the steps came from, named for the format: a TPU's Steps line or step annotations, a
+    Kineto trace's GPU-side or host ProfilerSteps."""
+    if not marker.any():
+        return "none"
+    own = (marker & (device >= 0)).any()
+    if names[codes[np.flatnonzero(marker)[0]]].startswith(PROFILER_STEP):
+        return "ProfilerStep on the GPU (gpu_user_annotation)" if own else "ProfilerStep on the host"
+    return "Steps line" if own else "step annotations"
+
+
+def demote_instants(cols: dict[str, np.ndarray]) -> list[int]:
+    """Demote (role ``other``, in place) the markers of each device that hold under ``SPANNING`` of its ops,
+    where the host has markers to stand in; the devices demoted. ``cols``: a ``RawTrace``'s columns."""
+    role, device, start = cols["role"], cols["device"], cols["start_ps"]
+    marker = role == ROLES["step"]
+    own = marker & (device >= 0)
+    if not own.any() or not (marker & (device < 0)).any():
+        return []
+    ops = role == ROLES["op"]
+    demoted = []
+    for dev in _distinct(device[own]):
+        mine = np.flatnonzero(own & (device == dev))
+        mine = mine[np.argsort(start[mine], kind="stable")]
+        held = _window_of(start[ops & (device == dev)], start[mine], start[mine] + cols["dur_ps"][mine]) >= 0
+        if held.size and held.mean() < SPANNING:
+            role[mine] = ROLES["other"]
+            demoted.append(int(dev))
+    return demoted
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:

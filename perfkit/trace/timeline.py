@@ -18,7 +18,9 @@ from perfkit.trace.classify import CATEGORIES
 
 COLLECTIVE_CLASSES = (CATEGORIES.index("ici"), CATEGORIES.index("dcn"))  # classes of collectives (communication)
 WINDOWS = ("step", "trace")  # spans: each step marker's window, or a device's first to last op
-COLUMNS = ("rank", "device", "line", "kind", "category", "start_ps", "dur_ps", "step", "stall_ps")  # all layout reads
+LAST_STEP_DROPPED = "/last-step-dropped"  # a window's suffix: ops from the last step marker's start on not measured
+COLUMNS = ("rank", "device", "line", "kind", "category", "start_ps", "dur_ps", "step", "stall_ps",
+           "launch_step")  # all layout reads
 
 
 def parents(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -137,12 +139,20 @@ def _lengths(first: np.ndarray, n: int) -> np.ndarray:
 
 def layout(events: pd.DataFrame, window: str = "step") -> Layout:
     """The device ops of ``events`` (dur > 0) placed in their spans: per step marker, or with ``window``
-    ``"trace"`` one span per device from its first op's start to its last op's end (step -1)."""
+    ``"trace"`` one span per device from its first op's start to its last op's end (step -1). A window
+    ending in ``LAST_STEP_DROPPED`` (HTA's default, ``include_last_profiler_step=False``) leaves out each
+    device's last step (``_before_last_step``) where it has two or more."""
+    window, drop_last = window.removesuffix(LAST_STEP_DROPPED), window.endswith(LAST_STEP_DROPPED)
     if window not in WINDOWS:
-        raise ValueError(f"window must be one of {WINDOWS}")
+        raise ValueError(f"window must be one of {WINDOWS}, with or without {LAST_STEP_DROPPED}")
     cls_all = _codes(events["category"], lambda c: CATEGORIES.index(c) if c in CATEGORIES else -1)
     dur = events["dur_ps"].to_numpy()
     row = np.flatnonzero((cls_all >= 0) & (dur > 0))
+    markers = events.loc[events["category"] == "step", ["rank", "device", "step", "start_ps", "dur_ps"]]
+    if drop_last and row.size:
+        launch = events["launch_step"].to_numpy()[row] if "launch_step" in events else np.full(row.size, -1)
+        row = row[_before_last_step(markers, events["rank"].to_numpy()[row], events["device"].to_numpy()[row],
+                                    launch, events["start_ps"].to_numpy()[row])]
     if row.size and row[-1] < 2**31:
         row = row.astype(np.int32)
     if not row.size:
@@ -161,7 +171,9 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
                         "op_end": np.maximum.reduceat(end, first)})
     ext = ext.groupby(["rank", "device", "step"], as_index=False).agg(op_start=("op_start", "min"),
                                                                        op_end=("op_end", "max"))
-    markers = events.loc[events["category"] == "step", ["rank", "device", "step", "start_ps", "dur_ps"]]
+    if drop_last:  # (the last window's ops are gone: its marker must not make an empty span)
+        markers = markers[markers["start_ps"] < _last_marker(markers, markers["rank"].to_numpy(),
+                                                             markers["device"].to_numpy())[0]]
     span_rows = spans(ext, markers if window == "step" else markers.iloc[:0])
     # span of each run: the runs' keys packed with the spans' keys (one packing, so the same ranges)
     packed = _pack([np.concatenate([span_rows[c].to_numpy(), v]) for c, v in keys.items()])
@@ -186,6 +198,30 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
         first = run_starts(span, line)
     line_id = np.repeat(np.arange(first.size, dtype=np.int32), _lengths(first, row.size))
     return Layout(span_rows, Ops(row, span, line_id, start, end, cls, pair), stall)
+
+
+def _last_marker(markers: pd.DataFrame, rank: np.ndarray, device: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each (rank, device) (n,) given, of the step markers that hold for it (its own, else its rank's
+    host markers) where there are two or more (HTA drops nothing of a one-step trace): the last one's start
+    (int64 max where none) and step number (-2 where none). Looked up once per distinct pair."""
+    none = (np.iinfo(np.int64).max, -2)
+    last = {}
+    for (r, d), group in markers.groupby(["rank", "device"]):
+        at = group["start_ps"].to_numpy().argmax()
+        last[(int(r), int(d))] = (int(group["start_ps"].iloc[at]), int(group["step"].iloc[at])) if len(group) > 1 else none
+    codes, pairs = pd.factorize(pd.MultiIndex.from_arrays([rank, device]))
+    table = np.array([last.get((int(r), int(d)), last.get((int(r), -1), none)) for r, d in pairs.tolist()],
+                     np.int64).reshape(-1, 2)
+    return table[codes, 0], table[codes, 1]
+
+
+def _before_last_step(markers: pd.DataFrame, rank: np.ndarray, device: np.ndarray, launch: np.ndarray,
+                      start: np.ndarray) -> np.ndarray:
+    """Which of these ops (n,) bool are not in the last step, as HTA decides it: launched in an earlier
+    ProfilerStep (``launch``: the step number, a Kineto op's ``launch_step``), else (launch unknown, -1)
+    starting before the last step marker."""
+    last_start, last_step = _last_marker(markers, rank, device)
+    return np.where(launch >= 0, launch != last_step, start < last_start)
 
 
 def _taker(row: np.ndarray):
