@@ -4,13 +4,16 @@ xprof's ``op_profile`` on the same file in the same run: wall time, the ratio, a
     .venv/bin/python benchmarks/trace_breakdown.py                      # 6M events, xprof once
     .venv/bin/python benchmarks/trace_breakdown.py --events 12000000 --no-xprof
     .venv/bin/python benchmarks/trace_breakdown.py --files 16 --events 3000000 --no-xprof   # a folder
-    .venv/bin/python benchmarks/trace_breakdown.py --command collectives --no-xprof       # or diff, tail
+    .venv/bin/python benchmarks/trace_breakdown.py --command collectives --no-xprof       # or diff, tail, export
+    .venv/bin/python benchmarks/trace_breakdown.py --shape xprof                        # xprof's own shape
 
 The XSpace: CHIPS chips, each a ``Steps`` line and an ``XLA Ops`` line of ops in ``PATTERN`` (about 42%
 of op time in collectives: async all-gather and collective-permute pairs), every op with its
 ``self_duration_ps`` stat and every fourth compute op with a DMA stall stat (about 24 bytes an event, as
 issue 15's 145 MB file), program id a 64-bit fingerprint above 2**63; the program's HLO in
-``/host:metadata``. The
+``/host:metadata``. ``--shape xprof`` builds the profile as xprof's own files are: 1000 steps, each op of
+a step a distinct instruction, a ``group_id`` stat (the step) on every event in place of the self
+time, ``flops`` and ``bytes_accessed`` on the ops' metadata (about 23 bytes an event). The
 events are encoded with numpy (protobuf's Python objects would take minutes at this size), the rest
 (metadata, headers) with ``perfkit.trace.synthetic``. Each command runs under ``/usr/bin/time -v``
 (peak RSS of the largest process; user + system CPU of the process and the workers it waited for),
@@ -47,6 +50,7 @@ PATTERN = [("fusion.{}", "fusion", "convolution fusion", 1000), ("loop_fusion.{}
            ("collective-permute-done.{}", "collective-permute-done", "collective-permute", 450),
            ("copy-start.{}", "copy-start", "data formatting", 50), ("copy-done.{}", "copy-done", "data formatting", 250)]
 NAMES_PER_KIND = 16  # distinct op names per kind in the program
+XPROF_STEPS = 1000  # steps of the xprof-shaped profile
 PERFKIT = [sys.executable, "-m", "perfkit.cli"]
 
 
@@ -88,12 +92,14 @@ def _stat(stat_id: int, values: np.ndarray, present: np.ndarray) -> tuple[np.nda
     return _pack([(head, np.full(n, 2)), (stat, stat_size)])[0], (stat_size + 2) * present
 
 
-def _events(metadata_id: np.ndarray, offset: np.ndarray, dur: np.ndarray, stats: list[tuple[int, np.ndarray]]) -> bytes:
-    """XLine field 4 (events) for every row: metadata id, offset, duration, and each (stat id < 128,
-    values) of ``stats`` where its value is > 0."""
+def _events(metadata_id: np.ndarray, offset: np.ndarray, dur: np.ndarray, stats: list[tuple[int, np.ndarray]],
+            every: list[tuple[int, np.ndarray]] = ()) -> bytes:
+    """XLine field 4 (events) for every row: metadata id, offset, duration, each (stat id < 128, values)
+    of ``stats`` where its value is > 0 and each of ``every`` on every row."""
     n = metadata_id.size
     body, size = _pack([_const(n, b"\x08"), _varints(metadata_id), _const(n, b"\x10"), _varints(offset),
-                        _const(n, b"\x18"), _varints(dur), *(_stat(k, v, v > 0) for k, v in stats)])
+                        _const(n, b"\x18"), _varints(dur), *(_stat(k, v, v > 0) for k, v in stats),
+                        *(_stat(k, v, np.ones(n, bool)) for k, v in every)])
     matrix, sizes = _pack([_const(n, b"\x22"), _varints(size), (body, size)])
     keep = np.arange(matrix.shape[1])[None, :] < sizes[:, None]
     return matrix[keep].tobytes()
@@ -104,16 +110,26 @@ def _field(number: int, payload: bytes) -> bytes:
     return bytes([number << 3 | 2]) + head[0, :length[0]].tobytes() + payload
 
 
-def build(path: Path, events: int, chips: int = CHIPS) -> dict:
-    """The XSpace described above with about ``events`` events (ops and step markers)."""
-    per_chip = events * OPS_PER_STEP // (OPS_PER_STEP + 1) // chips
-    steps = -(-per_chip // OPS_PER_STEP)
+def build(path: Path, events: int, chips: int = CHIPS, shape: str = "benchmark") -> dict:
+    """The XSpace described above with about ``events`` events (ops and step markers); ``shape`` "xprof":
+    ``XPROF_STEPS`` steps, each op of a step a distinct instruction of the program, a ``group_id`` stat
+    (the step) on every event and ``flops`` / ``bytes_accessed`` on the ops' metadata, as xprof's own
+    files carry them."""
+    xprof = shape == "xprof"
+    if xprof:
+        steps = XPROF_STEPS
+        per_step = events // chips // steps - 1  # ops; each step has its marker
+        per_chip, names_per_kind = per_step * steps, -(-per_step // len(PATTERN))
+    else:
+        per_step, names_per_kind = OPS_PER_STEP, NAMES_PER_KIND
+        per_chip = events * OPS_PER_STEP // (OPS_PER_STEP + 1) // chips
+        steps = -(-per_chip // OPS_PER_STEP)
     space = XSpaceWriter("bench-host")
-    ops = [(name.format(k), opcode, "f32[1024,512]") for name, opcode, _, _ in PATTERN for k in range(NAMES_PER_KIND)]
+    ops = [(name.format(k), opcode, "f32[1024,512]") for name, opcode, _, _ in PATTERN for k in range(names_per_kind)]
     space.program(FINGERPRINT, "jit_ring_step", ops)
     durations = np.array([d for *_, d in PATTERN], np.int64) * 1000
     i = np.arange(per_chip)
-    kind = i % len(PATTERN)
+    kind = (i % per_step if xprof else i) % len(PATTERN)
     dur = durations[kind] + (i * 7919) % 50_000
     offset = np.concatenate([[0], np.cumsum(dur + 20_000)[:-1]])
     stall = np.where(i % 4 == 0, 30_000, 0) * (kind < 2)
@@ -122,20 +138,27 @@ def build(path: Path, events: int, chips: int = CHIPS) -> dict:
     for chip in range(chips):
         plane = space.plane(f"/device:TPU:{chip}")
         plane.stat("peak_teraflops_per_second", 918.0)
+        costs = {"flops": 2**30, "bytes_accessed": 2**21} if xprof else {}
         ids = np.array([plane.op(name.format(k), hlo_category=cat, program_id=Uint64(FINGERPRINT),
-                                 symbol_id=j * NAMES_PER_KIND + k + 1)
-                        for j, (name, _, cat, _) in enumerate(PATTERN) for k in range(NAMES_PER_KIND)], np.uint64)
+                                 symbol_id=j * names_per_kind + k + 1, **costs)
+                        for j, (name, _, cat, _) in enumerate(PATTERN) for k in range(names_per_kind)], np.uint64)
         step_line = plane.line("Steps", 1_000)
-        bounds = np.append(offset[::OPS_PER_STEP], offset[-1] + dur[-1])
+        bounds = np.append(offset[::per_step], offset[-1] + dur[-1])
         for s in range(steps):
-            step_line.event(plane.op(str(s)), int(bounds[s]), int(bounds[s + 1] - bounds[s]), step_num=s)
-        metadata = ids[kind * NAMES_PER_KIND + (i // len(PATTERN)) % NAMES_PER_KIND]
+            step_line.event(plane.op(str(s)), int(bounds[s]), int(bounds[s + 1] - bounds[s]), step_num=s,
+                            **({"group_id": s} if xprof else {}))
+        name = (i % per_step) // len(PATTERN) if xprof else (i // len(PATTERN)) % NAMES_PER_KIND
+        metadata = ids[kind * names_per_kind + name]
         stamp, stamp_len = _varints(np.array([1_000], np.uint64))
         header = b"\x08\x63" + _field(2, b"XLA Ops") + b"\x18" + stamp[0, :stamp_len[0]].tobytes()
-        stats = [(plane.stat_id("dma_stall_duration_ps"), stall.astype(np.uint64)),
-                 (plane.stat_id("self_duration_ps"), dur.astype(np.uint64))]  # as real TPU ops carry both
+        stats = [(plane.stat_id("dma_stall_duration_ps"), stall.astype(np.uint64))]
+        if xprof:  # the step of every event, as xprof's grouping writes it
+            every = [(plane.stat_id("group_id"), (i // per_step).astype(np.uint64))]
+        else:  # a self time on every op, as real TPU ops carry it
+            every = []
+            stats.append((plane.stat_id("self_duration_ps"), dur.astype(np.uint64)))
         extras[plane.proto.name] = _field(3, header + _events(metadata, offset.astype(np.uint64), dur.astype(np.uint64),
-                                                              stats))
+                                                              stats, every))
     planes = list(space.proto.planes)
     del space.proto.planes[:]
     with path.open("wb") as f:
@@ -197,20 +220,24 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-xprof", action="store_true", help="time perfkit alone")
     ap.add_argument("--keep", type=Path, help="build into this folder and keep it")
-    ap.add_argument("--command", choices=["breakdown", "diff", "tail", "collectives"], default="breakdown",
+    ap.add_argument("--command", choices=["breakdown", "diff", "tail", "collectives", "export"], default="breakdown",
                     help="the perfkit trace command timed (diff: the input against itself, twice the events)")
+    ap.add_argument("--shape", choices=["benchmark", "xprof"], default="benchmark",
+                    help="the profile's shape: the benchmark's own, or xprof's (many steps, group_id on every event)")
     args = ap.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="trace-bench-"))
     try:
         folder.mkdir(parents=True, exist_ok=True)
         paths = [folder / f"host{k}.xplane.pb" for k in range(args.files)]
-        built = [build(p, args.events // args.files) for p in paths]
+        built = [build(p, args.events // args.files, shape=args.shape) for p in paths]
         events, size = sum(b["events"] for b in built), sum(b["bytes"] for b in built)
-        print(f"built {events:,} events in {len(paths)} file(s), {size / 1e6:.0f} MB, "
+        print(f"built {events:,} events ({args.shape} shape) in {len(paths)} file(s), {size / 1e6:.0f} MB, "
               f"{100 * built[0]['collective_share']:.0f}% of op time in collectives")
         os.sync()  # the built file on disk first: its writeback would otherwise share the cores with the timed runs
         target = str(paths[0] if len(paths) == 1 else folder)
         command = [*PERFKIT, "trace", args.command, target] + [target] * (args.command == "diff")
+        if args.command == "export":
+            command += ["--perfetto", str(folder / "export.json")]
         anchor = not (args.no_xprof or len(paths) > 1 or args.command != "breakdown")
         runs, xprof, floors, reads = [], [], [], []
         for _ in range(args.repeats):  # interleaved: a slower hour slows every command alike

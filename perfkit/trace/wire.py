@@ -17,6 +17,7 @@ from typing import BinaryIO, Iterator, NamedTuple
 import numpy as np
 
 VARINT, FIXED64, LENGTH, FIXED32 = 0, 1, 2, 5
+PEEL_ROUNDS = 16  # small rounds of dropping unreachable nodes before following the chain instead
 PAD = 16  # zero bytes after the data: 8-byte word reads near the end stay inside the buffer
 _U = np.uint64
 _HIGH_BITS, _LOW7 = _U(0x8080808080808080), _U(0x7F7F7F7F7F7F7F7F)
@@ -195,13 +196,18 @@ def _field_ahead(view: memoryview, start: int, end: int, number: int) -> bytes |
 
 def _reachable(jump: np.ndarray) -> np.ndarray:
     """Nodes reachable from node 0 along ``jump`` (n,) (each node's successor, always a later node; -1
-    none), ascending: the other nodes without a predecessor are dropped until none is left, a round per
-    node of the longest chain not reachable from 0 (a few: fields inside a field's payload)."""
+    none), ascending. The other nodes without a predecessor are dropped, a round at a time, while the
+    rounds are big; after ``PEEL_ROUNDS`` small ones (a long chain not reachable from 0: a window that
+    reaches past its run into the next run of the same tag, as an XPlane's metadata runs into a line's
+    events, or a stat value's byte equal to the tag on every event of a step) the chain from 0 is
+    followed by pointer doubling instead, in ~log2(n) passes (benchmarks/trace_breakdown.py's
+    --shape xprof measures it)."""
     n = jump.size
     indegree = np.bincount(jump[jump >= 0], minlength=n)
     indegree[0] += 1  # node 0 is never dropped
     alive = np.ones(n, bool)
     sources = np.flatnonzero(indegree == 0)
+    small = 0
     while sources.size:
         alive[sources] = False
         targets = jump[sources]
@@ -209,10 +215,27 @@ def _reachable(jump: np.ndarray) -> np.ndarray:
         if targets.size > n // 16:  # a big round: one pass over all nodes
             indegree -= np.bincount(targets, minlength=n)
             sources = np.flatnonzero(alive & (indegree == 0))
+        elif (small := small + 1) > PEEL_ROUNDS:
+            return _chain(jump)
         else:
             np.subtract.at(indegree, targets, 1)
             sources = np.unique(targets[indegree[targets] == 0])
     return np.flatnonzero(alive)
+
+
+def _chain(jump: np.ndarray) -> np.ndarray:
+    """The nodes ``0, jump[0], jump[jump[0]], ...`` ascending: successors 2**k apart for every k, then
+    the chain's nodes filled in from the farthest jumps to the nearest."""
+    n = jump.size
+    step = np.append(np.where(jump >= 0, jump, n), n)  # n: past the end, its own successor
+    powers = [step]
+    while 1 << len(powers) <= n:
+        powers.append(powers[-1][powers[-1]])
+    on = np.zeros(n + 1, bool)
+    on[0] = True
+    for power in reversed(powers):
+        on[power[np.flatnonzero(on)]] = True
+    return np.flatnonzero(on[:n])
 
 
 def _run(buf: np.ndarray, pos: int, end: int, tag: int) -> tuple[np.ndarray, np.ndarray, int]:

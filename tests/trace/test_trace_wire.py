@@ -132,3 +132,50 @@ def test_parents_match_nesting(arrival, seed):
     got = timeline.parents(group[perm], start[perm], end[perm])
     expected = np.where(parent[perm] >= 0, inverse[np.maximum(parent[perm], 0)], -1)
     assert (got == expected).all()
+
+
+def test_split_of_a_run_past_the_next_run_of_the_same_tag():
+    """A plane's event metadata (field 4) followed by its stat metadata and then a line whose thousands of
+    events (field 4 of the line, the same tag byte) each carry a stat whose value is that byte, as xprof's
+    ``group_id`` 34 is: the first run's windows reach into a chain of thousands of candidates not
+    reachable from its start, which ``wire._reachable`` follows from the start instead of dropping a
+    round at a time (both give the same fields)."""
+    plane = XSPACE().planes.add(id=1, name="/device:TPU:0")
+    for mid in range(1, 40):
+        plane.event_metadata[mid].id, plane.event_metadata[mid].name = mid, f"fusion.{mid}"
+    plane.stat_metadata[5].id, plane.stat_metadata[5].name = 5, "group_id"
+    line = plane.lines.add(id=1, name="XLA Ops")
+    for k in range(6000):
+        ev = line.events.add(metadata_id=1 + k % 39, offset_ps=1000 * k, duration_ps=700 + k % 5)
+        ev.stats.add(metadata_id=5, int64_value=34)  # 0x22, the events' own tag byte
+    raw = plane.SerializeToString()
+    line_raw = line.SerializeToString()
+    buf = padded([raw])
+    starts, ends, _ = wire.split(buf, 0, len(raw), 3)
+    assert [raw[a:b] for a, b in zip(starts.tolist(), ends.tolist())] == [line_raw]
+    ev_starts, ev_ends, _ = wire.split(buf, int(starts[0]), int(ends[0]), 4)
+    assert [raw[a:b] for a, b in zip(ev_starts.tolist(), ev_ends.tolist())] == [e.SerializeToString() for e in line.events]
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), unreachable=st.integers(0, 3000))
+def test_reachable_nodes_are_the_chain_from_the_first(seed, unreachable):
+    """wire._reachable against a walk along the successors from node 0, with a chain of ``unreachable``
+    nodes that no round of dropping sources ends quickly."""
+    rng = np.random.default_rng(seed)
+    n = unreachable + int(rng.integers(1, 400))
+    jump = np.full(n, -1, np.int64)
+    for i in range(n - 1):
+        if rng.random() < 0.97:
+            jump[i] = rng.integers(i + 1, min(n, i + 30))
+    jump[0] = -1 if unreachable == n - 1 else rng.integers(unreachable + 1, n)  # past the long chain
+    jump[1:unreachable] = np.arange(2, unreachable + 1)
+    walked = [0]
+    while jump[walked[-1]] >= 0:
+        walked.append(int(jump[walked[-1]]))
+    assert wire._reachable(jump).tolist() == walked
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 1023, 1024, 1025])
+def test_a_chain_through_every_node_is_followed_to_its_end(n):
+    assert wire._chain(np.append(np.arange(1, n), -1)).tolist() == list(range(n))
