@@ -226,3 +226,16 @@ def test_hta_live(fixtures_dir, tmp_path, monkeypatch, name):
         monkeypatch.setenv("HTA_DISABLE_NS_ROUNDING", "0" if rounding else "1")
         parts, overlap = _hta(folder, keep)
         _assert_hta((parts, None if overlap != overlap else overlap), expected)  # NaN: no collectives
+
+
+def test_last_step_dropped_on_an_xspace_from_its_marker_on(tmp_path):
+    """Without launches (an XSpace), the last step is left out from its marker's start on, per device: chip 0's
+    Steps 0-2 keep 0 and 1; chip 1 has one step, which stays (HTA drops nothing of a one-step trace)."""
+    from trace_builders import U, tpu_trace
+
+    path = tpu_trace(tmp_path / "t.xplane.pb")
+    kept = _json(path, "--last-step", "drop")
+    assert kept["last_step"] == "drop" and [(r["device"], r["step"]) for r in kept["rows"]] == [(0, 0), (0, 1), (1, 0)]
+    whole = _json(path, "--window", "trace", "--last-step", "drop")["rows"]
+    # chip 0: fusion.1 [0,10) to fusion.4 [60,65), the last op before step 2 (at 70); chip 1: its op [5,14)
+    assert [r["span_ps"] // U for r in whole] == [65, 9]
