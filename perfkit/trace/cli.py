@@ -57,7 +57,7 @@ def _ms(frame: pd.DataFrame, columns: list[str], per: float = PS_PER_MS, digits:
 def text_table(frame: pd.DataFrame) -> str:
     """``frame.to_string(index=False)`` of a frame of int and str columns, the same text (a numeric
     column's header one space wider, cells right-aligned) a column at a time: pandas formats a cell at
-    a time, 0.26 s for the 12k rows of a 6M-event breakdown."""
+    a time, many times slower on a large profile's step table (benchmarks/trace_formatting.py)."""
     columns = []
     for name, values in frame.items():
         numeric = values.dtype.kind in "iu"  # numpy's and pandas' nullable integers
@@ -85,7 +85,7 @@ def _cell_texts(column: pd.Series) -> list[str]:
 
     if column.dtype == bool:
         return np.where(column.to_numpy(), "true", "false").tolist()
-    if column.dtype.kind in "iu" and not column.hasnans:  # Python's ints' text: 2x numpy's, 20x pandas'
+    if column.dtype.kind in "iu" and not column.hasnans:  # Python's ints' text: faster than numpy's or pandas'
         return list(map(str, column.to_numpy(dtype=np.dtype(column.dtype.kind + "8")).tolist()))
     if isinstance(column.dtype, pd.CategoricalDtype) or column.dtype == object:
         codes, uniques = pd.factorize(column)
@@ -99,7 +99,8 @@ def _cell_texts(column: pd.Series) -> list[str]:
 def _echo_json(doc: dict, key: str, frame: pd.DataFrame) -> None:
     """``click.echo(json.dumps({**doc, key: _json_rows(frame)}, indent=1))``, the same text, with the frame's
     rows formatted and written a chunk at a time: json's indenting encoder is pure Python, and the 1.5M
-    collective instances of a 6M-event profile took 99 s and 8 GB as one document."""
+    collective instances of a large profile took minutes and gigabytes as one document
+    (benchmarks/trace_formatting.py)."""
     head = json.dumps({**doc, key: []}, indent=1)
     if frame.empty:
         click.echo(head)
