@@ -43,6 +43,11 @@ def section(summary: dict) -> list[str]:
         if measured:
             rows += ["| measured step / bound | " + " | ".join(
                 f"{roof[v]['measured_over_bound']:.2f}" if v in measured else "-" for v in names) + " |"]
+    for v, step in zip(names, steps):
+        uncosted = step.get("uncosted") or {}
+        if uncosted:
+            calls = ", ".join(f"`{target}` x{n}" for target, n in uncosted.items())
+            rows += ["", f"{v}'s FLOPs leave out {sum(uncosted.values())} custom-calls no cost analysis knows ({calls})."]
     a = summary.get("baseline", names[0])
     if a in cost:
         rows += [""] + [change(a, cost[a]["step"], v, cost[v]["step"])["sentence"] + "." for v in names if v != a]

@@ -131,6 +131,12 @@ def test_unknown_custom_calls_are_listed_not_silently_zero():
                          cwd=REPO, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "not costed: 4 custom-calls (te_fused_attn_backward_ffi x2, te_fused_attn_forward_ffi x2)" in res.stdout
+    from perfkit.cost.programs import cost_block
+    from perfkit.cost.report import section
+
+    lines = section({"baseline": "te", "cost": {"te": cost_block(TE.parent, None)}})
+    assert "te's FLOPs leave out 4 custom-calls no cost analysis knows (`te_fused_attn_backward_ffi` x2, " \
+           "`te_fused_attn_forward_ffi` x2)." in lines
 
 
 def test_the_conv_program_is_the_step_and_its_roofline(tmp_path):
