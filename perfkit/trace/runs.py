@@ -1,6 +1,7 @@
 """Traces a run captured (``trials/NN-variant/rank<R>/trace/``), analysed per variant for the run's
-summary: the mean step per chip split into compute / ICI / DCN / DMA / idle, and the op kinds whose device
-time per step moved most from the baseline to each other variant."""
+summary: the mean step per chip split into compute / ICI / DCN / DMA / idle (``measured``: "host ops" where
+a trace had no device events and its CPU ops stood in), and the op kinds whose device time per step moved
+most from the baseline to each other variant."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict]:
     traces, their overlap share (hidden / in flight, of the sums; None without collectives), the mean
     per-step op table, and the collectives (``collectives.summarize``, or ``{"error"}``): each trial's
     traces loaded once for all three."""
-    rows, tables, sources, analysed, failed = [], [], set(), [], None
+    rows, tables, sources, analysed, failed, measured = [], [], set(), [], None, set()
     for folder in folders:  # one trial at a time: its ranks' traces belong together, trials do not
         paths = sorted(folder.glob("rank*/trace"))
         apart = planewise.trial_apart(paths)  # big XSpaces: a plane per worker
@@ -40,9 +41,11 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict]:
             tables.append(apart[1])
             analysed.append((folder.name, apart[2]))
             sources.update(apart[3])
+            measured.add("device")  # (XSpaces: device planes)
             continue
         ev = events.load(paths)
         sources.update(ev.attrs["steps_from"])
+        measured.update(ev.attrs["measured"])
         laid = timeline.layout(ev)  # the ops in their steps, once for the breakdown and the op table
         rows.append(breakdown.breakdown(ev, layout=laid))
         tables.append(diff.per_step(ev, "kind", layout=laid))
@@ -58,7 +61,8 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict]:
     table = pd.concat(tables).groupby(level=0).agg(category=("category", "first"), time_ps=("time_ps", "mean"),
                                                    count=("count", "mean"))
     comms = failed or collectives.summarize(analysed)
-    return {"trials": len(folders), "chip_steps": len(rows), **parts, "steps_from": sorted(sources)}, table, comms
+    return ({"trials": len(folders), "chip_steps": len(rows), **parts, "steps_from": sorted(sources),
+             "measured": "host ops" if "host" in measured else "device ops"}, table, comms)
 
 
 def summarize(run_dir: Path, trials: list[dict], variants: list[str]) -> dict | None:

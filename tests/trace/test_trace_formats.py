@@ -239,3 +239,17 @@ def test_last_step_dropped_on_an_xspace_from_its_marker_on(tmp_path):
     whole = _json(path, "--window", "trace", "--last-step", "drop")["rows"]
     # chip 0: fusion.1 [0,10) to fusion.4 [60,65), the last op before step 2 (at 70); chip 1: its op [5,14)
     assert [r["span_ps"] // U for r in whole] == [65, 9]
+
+
+def test_run_summary_says_which_ops_were_measured(fixtures_dir, tmp_path):
+    """A run's trace summary names host ops where a variant's traces had no device events (a CPU trace)."""
+    from perfkit.trace import runs
+
+    trials = []
+    for index, (variant, name) in enumerate([("cpu", CPU_ONLY), ("gpu", MTIA)]):
+        folder = tmp_path / "trials" / f"{index:02d}-{variant}" / "rank0" / "trace"
+        folder.mkdir(parents=True)
+        shutil.copy(fixtures_dir / "kineto" / name, folder / name)
+        trials.append({"variant": variant, "status": "ok", "dir": f"trials/{index:02d}-{variant}"})
+    got = runs.summarize(tmp_path, trials, ["cpu", "gpu"])["variants"]
+    assert (got["cpu"]["measured"], got["gpu"]["measured"]) == ("host ops", "device ops")
