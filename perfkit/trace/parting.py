@@ -184,8 +184,11 @@ def parting(events: pd.DataFrame, programs: dict[int, Path] | None = None) -> tu
     return pd.DataFrame(rows, columns=CHIP_COLUMNS), first
 
 
-def describe(first: dict | None) -> str:
-    """The first parting in one sentence (the tail's text and the hung trial's report)."""
+def describe(first: dict | None, chips: pd.DataFrame | None = None) -> str:
+    """The first parting in one sentence (the tail's text and the hung trial's report); ``chips``:
+    ``parting``'s, to say when there were no collectives at all."""
+    if first is None and chips is not None and not chips["completed"].any():
+        return "no collectives in these traces: nothing to compare across chips"
     if first is None:
         return "the chips' collectives agree: no chip parts from the others in the traced sequence"
     who = "; ".join(f"{_chip_label(p['rank'], p['device'])} {p['how']}" + (f" ({p['op']})" if p["op"] else "")
@@ -237,5 +240,5 @@ def run_hangs(run_dir: Path, trials: list[dict]) -> dict | None:
             out[t["dir"]] = {"error": exc.line()}
             continue
         out[t["dir"]] = {"chips": json.loads(chips.to_json(orient="records")), "parting": first,
-                         "text": describe(first)}
+                         "text": describe(first, chips)}
     return out or None

@@ -141,3 +141,10 @@ def test_a_hung_trial_in_the_summary_and_report(hung_trial):
     assert "(`perfkit trace tail trials/01-b/rank*/trace`): chips part at step 0" in text
     assert "    - rank 3 device 0: 4 completed, the last `cp.3`; waiting at `cp.1` (from program)" in text
     assert parting.run_hangs(trial.parent.parent, trials[1:]) is None
+
+
+def test_no_collectives(tmp_path):
+    rank_trace(tmp_path / "rank0" / "trace" / "h.xplane.pb", [[]], [])
+    chips, first = parting.parting_traces([tmp_path / "rank0" / "trace"])
+    assert first is None and chips["completed"].tolist() == [0]
+    assert parting.describe(first, chips) == "no collectives in these traces: nothing to compare across chips"
