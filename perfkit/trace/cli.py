@@ -273,7 +273,7 @@ def tail(paths, k, as_json, programs):
     click.echo("\ncollectives per chip (completed in the traces; waiting at: its program's next, else the one it ran "
                "after its last the time before)")
     click.echo(readable(sequence, ["last_op", "waiting_at"]).to_string(index=False))
-    click.echo(f"\n{describe(parted)}")
+    click.echo(f"\n{describe(parted, sequence)}")
 
 
 @trace.command()
