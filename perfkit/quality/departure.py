@@ -198,12 +198,6 @@ def run_variants(run_dir: Path) -> tuple[list[dict], str, str]:
     return trials, variants[0], variants[1]
 
 
-def _figure(x) -> float:
-    """A figure as the summary holds it (``"inf"``, None for NaN) as a float, NaN for None."""
-    x = from_json(x)
-    return math.nan if x is None else x
-
-
 def plot_agreement(rows: list[dict], path: Path, title: str = "B against A") -> Path:
     """Relative L2 (log, with the allowance) and PSNR of every tap in order, as a PNG: agreement by layer."""
     # matplotlib: only when a plot is asked for
@@ -211,9 +205,9 @@ def plot_agreement(rows: list[dict], path: Path, title: str = "B against A") -> 
 
     from perfkit.common.figures import save_figure
 
-    rel = np.array([_figure(r["rel_l2"]) for r in rows], float)
-    allowance = np.array([_figure(r["allowance"]) for r in rows], float)
-    psnr = np.array([_figure(r["psnr_db"]) for r in rows], float)
+    # figures as the summary holds them ("inf"; None for NaN, which a float array makes NaN)
+    rel, allowance, psnr = (np.array([from_json(r[k]) for r in rows], float)
+                            for k in ("rel_l2", "allowance", "psnr_db"))
     x = np.arange(len(rows))
     fig = Figure(figsize=(max(6.0, 0.18 * len(rows) + 2), 5))
     top, bottom = fig.subplots(2, 1, sharex=True)

@@ -21,35 +21,26 @@ X = np.array([0.0, 1.0, 2.0, 3.0], np.float32)
 
 
 @pytest.fixture
-def make_run(tmp_path, monkeypatch):
+def make_run(tmp_path, tap_into):
     """make_run({trial dir name: [(name, array)]}, arrays=True) -> a run folder of variants tp (A),
     sp (B), each trial's rank0 tapped through ``record.tap`` as a rank would."""
-    handles = []
-
     def make(trials: dict[str, list], arrays: bool = True):
         run = tmp_path / "run"
-        (run / "case.yaml").parent.mkdir(parents=True, exist_ok=True)
+        run.mkdir(exist_ok=True)
         (run / "case.yaml").write_text("name: t\nvariants:\n  tp: {}\n  sp: {}\n")
         lines = []
         for i, (name, taps) in enumerate(trials.items()):
             rank = run / "trials" / name / "rank0"
             rank.mkdir(parents=True)
-            monkeypatch.setenv("PERFKIT_METRICS", str(rank / "metrics.jsonl"))
-            monkeypatch.setenv("PERFKIT_TAP_ARRAYS", "1" if arrays else "0")
-            state = {"path": None, "handle": None, "count": 0}
-            monkeypatch.setattr(record, "_taps", state)
+            tap_into(rank, arrays)
             for tap_name, value in taps:
                 record.tap(tap_name, value, step=0)
-            handles.append(state["handle"])
             lines.append(json.dumps({"index": i, "variant": name.split("-")[1], "status": "ok",
                                      "dir": f"trials/{name}"}))
         (run / "trials.jsonl").write_text("\n".join(lines) + "\n")
         return run
 
-    yield make
-    for h in handles:
-        if h is not None:
-            h.close()
+    return make
 
 
 def quality(*args):

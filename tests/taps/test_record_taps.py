@@ -15,15 +15,8 @@ from perfkit import record
 
 
 @pytest.fixture
-def rank_dir(tmp_path, monkeypatch):
-    """A rank folder as the runner makes it; record's open taps file closed at the end."""
-    monkeypatch.setenv("PERFKIT_METRICS", str(tmp_path / "metrics.jsonl"))
-    monkeypatch.delenv("PERFKIT_TAP_ARRAYS", raising=False)
-    state = {"path": None, "handle": None, "count": 0}
-    monkeypatch.setattr(record, "_taps", state)
-    yield tmp_path
-    if state["handle"] is not None:
-        state["handle"].close()
+def rank_dir(tmp_path, tap_into):
+    return tap_into(tmp_path)
 
 
 def lines(folder) -> list[dict]:
@@ -42,8 +35,8 @@ def test_a_tap_line_holds_hand_figures(rank_dir):
     assert not (rank_dir / "taps").exists()
 
 
-def test_arrays_only_on_request(rank_dir, monkeypatch):
-    monkeypatch.setenv("PERFKIT_TAP_ARRAYS", "1")
+def test_arrays_only_on_request(rank_dir, tap_into):
+    tap_into(rank_dir, arrays=True)
     x = np.arange(6, dtype=np.int32).reshape(2, 3)
     record.tap("single0/out", x)
     (line,) = lines(rank_dir)
@@ -52,11 +45,11 @@ def test_arrays_only_on_request(rank_dir, monkeypatch):
     assert saved.dtype == np.int32 and np.array_equal(saved, x)
 
 
-def test_torch_and_jax_bfloat16_widen_exactly_and_hash_alike(rank_dir, monkeypatch):
+def test_torch_and_jax_bfloat16_widen_exactly_and_hash_alike(rank_dir, tap_into):
     torch = pytest.importorskip("torch")
     import jax.numpy as jnp
 
-    monkeypatch.setenv("PERFKIT_TAP_ARRAYS", "1")
+    tap_into(rank_dir, arrays=True)
     values = [1.0, -2.5, 0.1, 3e38]  # 0.1 and 3e38 round to bfloat16's nearest
     t = torch.tensor(values, dtype=torch.bfloat16, requires_grad=True) * 1  # a graph tensor: detached
     record.tap("t", t)

@@ -10,20 +10,12 @@ import json
 import numpy as np
 import pytest
 
-from perfkit import record
-
 torch = pytest.importorskip("torch")
 
 
 @pytest.fixture
-def rank_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("PERFKIT_METRICS", str(tmp_path / "metrics.jsonl"))
-    monkeypatch.setenv("PERFKIT_TAP_ARRAYS", "1")
-    state = {"path": None, "handle": None, "count": 0}
-    monkeypatch.setattr(record, "_taps", state)
-    yield tmp_path
-    if state["handle"] is not None:
-        state["handle"].close()
+def rank_dir(tmp_path, tap_into):
+    return tap_into(tmp_path, arrays=True)
 
 
 def taps_of(folder) -> dict[str, np.ndarray]:
