@@ -109,13 +109,11 @@ def _launch_steps(events: list[dict], cats: list[str], names: list[str], on_gpu:
     marks = marks[np.argsort(ts_us[marks], kind="stable")]
     starts, ends = ts_us[marks], ts_us[marks] + dur_us[marks]
     numbers = [int(m.group()) if (m := _NUMBER.search(names[i])) else -1 for i in marks]
-    for i in np.flatnonzero(on_gpu):
-        at = launches.get((events[i].get("args") or {}).get("correlation"))
-        if at is None:
-            continue
-        k = int(np.searchsorted(starts, at, side="right")) - 1
-        if k >= 0 and at < ends[k]:
-            out[i] = numbers[k]
+    ops = np.flatnonzero(on_gpu)
+    at = np.array([launches.get((events[i].get("args") or {}).get("correlation"), np.nan) for i in ops], np.float64)
+    k = np.searchsorted(starts, at, side="right") - 1  # (NaN, no launch: past every start, then not inside)
+    inside = (k >= 0) & (at < ends[np.maximum(k, 0)])
+    out[ops[inside]] = np.array(numbers, np.int32)[k[inside]]
     return out
 
 
