@@ -186,3 +186,26 @@ def test_report_section_marks_and_aa_line():
     assert "| `x` | ici | added | 0.000 | 2.000 | +2.000 | [+1.000, +3.000] | **\\*** |" in text
     assert "| `y` | ici | changed | 1.000 | 1.100 | +0.100 | [-0.200, +0.400] |  |" in text
     assert text.count("A/A control: 0 of 5 parts marked; chance allows up to 1") == 1
+
+
+# HTA 0.5.0's TraceDiff sums on its own pair (pinned in test_trace_cli.py): name -> (control us, test us)
+HTA_TRACE_DIFF_US = {
+    "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)": (32880, 92082),
+    "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)": (130655, 159259),
+    "Memcpy DtoD (Device -> Device)": (2735, 92932),
+    "volta_sgemm_32x128_nt": (0, 15924),
+}
+
+
+def test_op_deltas_equal_hta_trace_diff(fixtures_dir):
+    """One trial a side and one span each (``window="trace"``, HTA's kernel time): each kernel's delta is
+    HTA TraceDiff's total-duration change, to its whole microseconds; a kernel of the test side only is added."""
+    sides = [attribution.chip_step_parts(attribution.events.load([fixtures_dir / f"kineto/hta_trace_diff_{s}.json.gz"],
+                                                                 columns=attribution.diff.EVENT_COLUMNS["op"]),
+                                         s, window="trace") for s in ("control", "test")]
+    rows = attribution.attribute(*sides, "op", top=500).set_index("key")
+    for name, (control_us, test_us) in HTA_TRACE_DIFF_US.items():
+        assert rows.loc[name, "delta_ms"] * 1e3 == pytest.approx(test_us - control_us, abs=1.0), name
+        for end in ("ci_lo_ms", "ci_hi_ms"):  # one trial of one span a side: nothing to resample
+            assert rows.loc[name, end] == pytest.approx(rows.loc[name, "delta_ms"], rel=1e-12)
+    assert rows.loc["volta_sgemm_32x128_nt", "change"] == "added"
