@@ -13,6 +13,7 @@ import jax
 import numpy as np
 import pandas as pd
 import pytest
+from model_testing import CONFIGS
 
 from perfkit import models
 from perfkit.models.pipeline import DenoiseConfig, Denoiser
@@ -92,3 +93,16 @@ def test_the_fault_option_is_checked():
 
     with pytest.raises(BadInput, match="rope_fault_block must be a block index"):
         make_plan("sp", rope_fault_block=-1)
+
+
+@pytest.mark.parametrize("family", ["flux", "hunyuan", "ltx2"])
+def test_joined_and_whole_streams_tap_in_plain_order(family):
+    """FLUX's interleaved joint (rows in gathered order [text 0, image 0, text 1, ...]), HunyuanVideo's
+    contiguous one and LTX-2's whole audio stream: under sp every tap equals the plain model's."""
+    config = CONFIGS[family]["even"]
+    ref = taps_at_step0(family, config, make_plan("local"), 1)
+    got = taps_at_step0(family, config, make_plan("sp", impl="xla"), 4)
+    assert list(got) == list(ref) and any(n.startswith(("single", "block0.audio")) for n in got)
+    for name, x in ref.items():
+        rel = np.linalg.norm(got[name].astype(np.float64) - x) / np.linalg.norm(x.astype(np.float64))
+        assert rel < 1e-5, (name, rel)
