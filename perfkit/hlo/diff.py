@@ -268,8 +268,12 @@ def compare_ranks(dumps: RankDumps, module_filter: str | None = None, workers: i
             "modules": modules}
 
 
-def _collective_signature(f: FlatInstruction) -> str:
+def _collective_signature(f: FlatInstruction, roots: dict[str, str]) -> str:
+    """Opcode, shape and the attributes that make a collective what it is; its reducer (``to_apply``) by the
+    opcode it computes (``add``), as its name differs from one program to the next."""
     attrs = dict(f.inst.attrs)
+    if "to_apply" in attrs:
+        attrs["to_apply"] = roots.get(attrs["to_apply"].lstrip("%"), attrs["to_apply"])
     keys = ", ".join(f"{k}={attrs[k]}" for k in KEY_COLLECTIVE_ATTRS if k in attrs)
     return f"{f.inst.opcode} {f.inst.shape}" + (f", {keys}" if keys else "")
 
@@ -289,8 +293,8 @@ def ab_module(label: str, a: RankModule, b: RankModule) -> dict:
         if ca[op] != cb[op] or added or removed:
             rows.append({"opcode": op, "a": ca[op], "b": cb[op], "delta": cb[op] - ca[op],
                          "shapes_added": added, "shapes_removed": removed})
-    coll_a = Counter(_collective_signature(f) for _, f in collectives(a.flat, a.roots))
-    coll_b = Counter(_collective_signature(f) for _, f in collectives(b.flat, b.roots))
+    coll_a = Counter(_collective_signature(f, a.roots) for _, f in collectives(a.flat, a.roots))
+    coll_b = Counter(_collective_signature(f, b.roots) for _, f in collectives(b.flat, b.roots))
     return {"name": label, "same_program": a.fingerprint == b.fingerprint,
             "fingerprints": [a.fingerprint, b.fingerprint],
             "entry_ops": [a.entry_ops, b.entry_ops], "instructions": [len(a.flat), len(b.flat)],

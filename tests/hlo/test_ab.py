@@ -65,14 +65,16 @@ def test_modules_only_on_one_side(tmp_path):
     assert res.returncode == 2 and "--ab takes two dump folders" in res.stderr
 
 
-def tp_step(groups: str) -> str:
-    """A tensor-parallel step on 8 devices: a row-parallel matmul's partial sums all-reduced over ``groups``."""
+def tp_step(groups: str, reducer: str = "add") -> str:
+    """A tensor-parallel step on 8 devices: a row-parallel matmul's partial sums all-reduced over ``groups``
+    (the reducer computation named ``reducer``)."""
     return ("HloModule jit_step, entry_computation_layout={(f32[256,64]{1,0}, f32[64,64]{1,0})->f32[256,64]{1,0}}, "
-            "num_partitions=8\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\n\n"
+            f"num_partitions=8\n\n{reducer} {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+            "  ROOT c = f32[] add(a, b)\n}\n\n"
             "ENTRY main {\n  x = f32[256,64]{1,0} parameter(0)\n  w = f32[64,64]{1,0} parameter(1)\n"
             "  d = f32[256,64]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
             f"  ROOT ar = f32[256,64]{{1,0}} all-reduce(d), channel_id=1, replica_groups={groups}, "
-            "use_global_device_ids=true, to_apply=add\n}\n")
+            f"use_global_device_ids=true, to_apply={reducer}\n}}\n")
 
 
 def test_tp2_against_tp8_says_the_groups_changed(tmp_path):
@@ -101,6 +103,22 @@ def test_tp2_against_tp8_says_the_groups_changed(tmp_path):
     text = subprocess.run([sys.executable, "-m", "perfkit.cli", "hlo-diff", "--ab", a, b], capture_output=True,
                           text=True, cwd=REPO, timeout=60).stdout
     assert "same collectives" not in text and "over groups of 8 devices, not 2" in text
+
+
+def test_the_same_collective_with_its_reducer_named_apart_is_the_same(tmp_path):
+    """Two programs whose all-reduce differs only in its reducer's name (region_13.14 in one, region_6.7 in the
+    other, as XLA numbers them): no collective added or removed in the table, as the sentence says."""
+    groups = "{{0,1,2,3,4,5,6,7}}"
+    a = dump(tmp_path / "a", tp_step(groups, "region_13.14"), "module_0001.jit_step.cpu_after_optimizations.txt")
+    b = dump(tmp_path / "b", tp_step(groups, "region_6.7"), "module_0001.jit_step.cpu_after_optimizations.txt")
+    res = subprocess.run([sys.executable, "-m", "perfkit.cli", "hlo-diff", "--ab", "--json", a, b],
+                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    out = json.loads(res.stdout)
+    (m,) = out["modules"]
+    assert m["collectives_added"] == [] == m["collectives_removed"]
+    assert out["cost"]["change"]["sentence"].startswith("B runs the same collectives (against A)")
+    (row,) = compare_ab(a, a)["modules"]
+    assert m["collectives"] == [1, 1] and row["collectives_added"] == []
 
 
 def one_process_run(root: Path, variants: dict[str, str]) -> Path:
