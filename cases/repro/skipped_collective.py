@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 4
-ROWS, WIDTH, HOPS, SKIP_HOP, CUT_S = 64, 128, 3, 1, 10.0
+ROWS, WIDTH, HOPS, SKIP_HOP = 64, 128, 3, 1
+CUT_S = float(os.environ.get("CUT_S", "10"))  # the profile's timer, seconds
 RANK, WORLD = int(os.environ.get("PERFKIT_RANK", "0")), int(os.environ.get("PERFKIT_WORLD", "1"))
 SKIP_RANK = int(os.environ.get("SKIP_RANK", "-1"))
 
