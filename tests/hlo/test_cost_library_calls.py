@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,7 @@ NORMAL = HLO / "mi300_jax_conv_08" / "module_0009.jit__normal.gpu_after_optimiza
 GEMMS = sorted((HLO / "mi300_jax08_gemm").glob("*.txt")) + sorted((HLO / "mi300_jax08_attention").glob("*.txt"))
 TE = HLO / "amd_te_fused_attn" / "module_0017.jit_loss_fn.gpu_after_optimizations.txt"
 XPROF_CONV_FLOPS = 2584530124800 / 79  # xprof op_profile, cudnn-conv.1 of jit_forward_3d_conv(15)
+XSPACE = REPO / "tests" / "data" / "real" / "xplane" / "mi300_jax_conv_8gpu.xplane.pb"  # the conv's own profile
 
 
 def xla_cost(text: str) -> dict:
@@ -108,6 +110,44 @@ def test_real_cudnn_convolution_by_hand_xla_and_xprof():
     # the one after it its result (572026880 B).
     conv = 6389760 + 655360 + 572026880
     assert cost.hbm_bytes == conv + 2 * 6389760 + 2 * 655360 + 2 * 572026880
+
+
+def op_profile_node(xspace: Path, program: str, op: str) -> dict:
+    """xprof's op_profile node of one op of one program (xprof writes a cache beside its input: a fresh copy)."""
+    from xprof.convert import raw_to_tool_data  # the referee, a TensorFlow-sized extension: only here
+
+    with tempfile.TemporaryDirectory() as fresh:
+        copy = Path(fresh) / xspace.name
+        shutil.copyfile(xspace, copy)
+        data, _ = raw_to_tool_data.xspace_to_tool_data([str(copy)], "op_profile", {})
+    (found,) = (n for n in json.loads(data)["byProgram"]["children"] if n["name"] == program)
+    stack = [found]  # program -> its categories -> their ops
+    while stack:
+        node = stack.pop()
+        if node["name"] == op:
+            return node
+        stack += node.get("children", [])
+    raise AssertionError(f"no {op} in {program}'s op profile")
+
+
+def test_conv_flops_equal_xprof_live():
+    """xprof's op_profile on the profile the conv program came from: its FLOPs a call of ``cudnn-conv.1``
+    (all calls' FLOPs over their count) equal perfkit's of the program's text; and that text is the
+    profile's own program (its /host:metadata HloProto, printed by jaxlib)."""
+    from jax._src.lib import xla_client  # the printer of an HloModuleProto (the referee's side only)
+
+    from perfkit.trace.schema import HLO_PROTO, XSPACE as XSPACE_PROTO
+
+    node = op_profile_node(XSPACE, "jit_forward_3d_conv(15)", "cudnn-conv.1")
+    per_call = node["metrics"]["rawFlops"] / node["metrics"]["occurrences"]
+    assert per_call == program_cost(read_module(CONV)).dot_flops == XPROF_CONV_FLOPS
+    space = XSPACE_PROTO.FromString(XSPACE.read_bytes())
+    (metadata,) = (p for p in space.planes if p.name == "/host:metadata")
+    names = {k: v.name for k, v in metadata.stat_metadata.items()}
+    (proto,) = (s.bytes_value for md in metadata.event_metadata.values() if md.name == "jit_forward_3d_conv(15)"
+                for s in md.stats if names.get(s.metadata_id) == "Hlo Proto")
+    module = HLO_PROTO.FromString(proto).hlo_module.SerializeToString()  # unknown fields kept by protobuf
+    assert xla_client.XlaComputation(module).as_hlo_text() == CONV.read_text()
 
 
 def test_real_gemm_calls_by_hand():
