@@ -261,6 +261,10 @@ def test_gemm_calls_against_xla_dot(target):
                                                  f'custom-call(p0, p1), custom_call_target="{target}", backend_config={config}')))
         assert call.dot_flops == xla["flops"] and not call.uncosted
         assert call.hbm_bytes == xla["bytes accessed"]  # operands and result; the workspace is not traffic
+    # A GEMM call whose backend_config gives no dot dimensions cannot be costed: listed, not counted as 0 unsaid.
+    blind = program_cost(parse_module(_module(["f32[3,96,40]", "f32[3,40,72]"], f"(f32[3,96,72], s8[4194304]) "
+                                              f'custom-call(p0, p1), custom_call_target="{target}"')))
+    assert blind.dot_flops == 0 and dict(blind.uncosted) == {target: 1}
 
 
 def test_bitcast_convert_against_xla():
