@@ -18,6 +18,7 @@ the trace (``_launched_only``). Where ``hta`` is importable it also runs live.
 """
 
 import gzip
+import importlib.util
 import json
 import shutil
 
@@ -253,3 +254,29 @@ def test_run_summary_says_which_ops_were_measured(fixtures_dir, tmp_path):
         trials.append({"variant": variant, "status": "ok", "dir": f"trials/{index:02d}-{variant}"})
     got = runs.summarize(tmp_path, trials, ["cpu", "gpu"])["variants"]
     assert (got["cpu"]["measured"], got["gpu"]["measured"]) == ("host ops", "device ops")
+
+
+def _mtia_shaped(path):
+    """A hand-made MTIA trace: a kernel [10,30) us and a dma_request [30,40) on stream 5 of device 9, and a
+    dma_request [50,90) without a stream (HTA counts only events with one: not a device op), under a host
+    cpu_op [0,100). Whole trace: span 30 us = compute 20 + non-compute 10, idle 0."""
+    ccp = {"ph": "X", "cat": "mtia_ccp_events", "pid": 9}
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+              {"ph": "X", "cat": "mtia_runtime", "name": "runFunction", "pid": 1, "tid": 1, "ts": 5, "dur": 2,
+               "args": {"correlation": 7}},
+              {**ccp, "name": "fc-dtype_Float", "tid": 4, "ts": 10, "dur": 20, "args": {"stream": 5, "correlation": 7}},
+              {**ccp, "name": "dma_request", "tid": 4, "ts": 30, "dur": 10, "args": {"stream": 5}},
+              {**ccp, "name": "dma_request", "tid": 801, "ts": 50, "dur": 40, "args": {"direction": "DEVICE_TO_HOST"}}]
+    path.write_text(json.dumps({"traceEvents": events, "distributedInfo": {"rank": 0}}))
+    return path
+
+
+def test_mtia_events_without_a_stream_are_not_device_ops(tmp_path):
+    path = _mtia_shaped(tmp_path / "mtia.json")
+    _assert_hta(_hta_view(_json(path, "--window", "trace")), ((0, 20, 10, 30), None))
+    if importlib.util.find_spec("hta"):  # HTA where installed: the same figures
+        folder = tmp_path / "one"
+        folder.mkdir()
+        shutil.copy(path, folder / path.name)
+        parts, _ = _hta(folder, True)
+        assert parts == pytest.approx((0, 20, 10, 30))
