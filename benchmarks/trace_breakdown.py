@@ -201,6 +201,18 @@ assert "pandas" not in sys.modules
 """
 
 
+# The command without trace.memory's allocator tuning (glibc's defaults and numpy's huge-page advice): what
+# the tuning saves, in system time above all.
+_UNTUNED = """
+import sys
+import perfkit.trace.memory as memory
+memory.reuse_freed_memory = lambda: None
+sys.argv = ["perfkit", *sys.argv[1:]]
+from perfkit.cli import main
+main()
+"""
+
+
 def timed(argv: list[str]) -> dict:
     """Wall seconds and peak RSS (MiB) of one process, from /usr/bin/time -v."""
     done = subprocess.run(["/usr/bin/time", "-v", *argv], capture_output=True, text=True)
@@ -209,8 +221,10 @@ def timed(argv: list[str]) -> dict:
     wall = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([\d.]+)", done.stderr)
     h, m, sec = (float(g or 0) for g in wall.groups())
     rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr).group(1))
-    cpu = sum(float(re.search(rf"{kind} time \(seconds\): ([\d.]+)", done.stderr).group(1)) for kind in ("User", "System"))
-    return {"wall_s": 3600 * h + 60 * m + sec, "rss_mib": rss / 1024, "cpu_s": cpu, "stdout": done.stdout}
+    user, system = (float(re.search(rf"{kind} time \(seconds\): ([\d.]+)", done.stderr).group(1))
+                    for kind in ("User", "System"))
+    return {"wall_s": 3600 * h + 60 * m + sec, "rss_mib": rss / 1024, "cpu_s": user + system, "sys_s": system,
+            "stdout": done.stdout}
 
 
 def main() -> None:
@@ -220,6 +234,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-xprof", action="store_true", help="time perfkit alone")
     ap.add_argument("--keep", type=Path, help="build into this folder and keep it")
+    ap.add_argument("--untuned", action="store_true",
+                    help="also time the command without trace.memory's allocator tuning, interleaved")
     ap.add_argument("--command", choices=["breakdown", "diff", "tail", "collectives", "export"], default="breakdown",
                     help="the perfkit trace command timed (diff: the input against itself, twice the events)")
     ap.add_argument("--shape", choices=["benchmark", "xprof"], default="benchmark",
@@ -239,9 +255,11 @@ def main() -> None:
         if args.command == "export":
             command += ["--perfetto", str(folder / "export.json")]
         anchor = not (args.no_xprof or len(paths) > 1 or args.command != "breakdown")
-        runs, xprof, floors, reads = [], [], [], []
+        runs, xprof, floors, reads, untuned = [], [], [], [], []
         for _ in range(args.repeats):  # interleaved: a slower hour slows every command alike
             runs.append(timed(command))
+            if args.untuned:
+                untuned.append(timed([sys.executable, "-c", _UNTUNED, *command[3:]]))
             if anchor:
                 xprof.append(timed([sys.executable, "-c", _XPROF, str(paths[0])]))
                 floors.append(timed([sys.executable, "-c", "import numpy, pandas"])["wall_s"])
@@ -252,6 +270,11 @@ def main() -> None:
         print(f"perfkit trace {args.command}: {wall:.2f} s wall (median of {len(runs)}: {each}), {cpu:.2f} s CPU "
               f"(user + system, workers included), peak RSS {rss:.0f} MiB, {events / wall / 1e6:.1f} M events/s; "
               f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        if untuned:
+            u = {k: statistics.median(r[k] for r in untuned) for k in ("wall_s", "cpu_s", "sys_s")}
+            print(f"without trace.memory's allocator tuning: {u['wall_s']:.2f} s wall, {u['cpu_s']:.2f} s CPU of which "
+                  f"{u['sys_s']:.2f} s system (tuned: {statistics.median(r['sys_s'] for r in runs):.2f} s), peak RSS "
+                  f"{max(r['rss_mib'] for r in untuned):.0f} MiB")
         if not anchor:
             print("xprof op_profile: not run" + (" (one file only)" if len(paths) > 1 else "")
                   + (" (the anchor of breakdown only)" if args.command != "breakdown" else ""))

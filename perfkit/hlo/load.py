@@ -3,12 +3,11 @@
 The ranks of one program usually dump byte-identical files, so files are hashed first; ranks that name
 the program's instructions apart dumped files equal but for their names, so the distinct contents are
 keyed next where they outnumber the processes (``renaming``, a third of a parse), and one file of each
-key is parsed. Both the keying and the parsing are dealt out by size to this process and forked
-worker processes, one process per core (the parser is pure Python: threads would share one core). A
-worker sends back each module's ``Summary`` (fingerprint, receive offsets, counts) and keeps its whole
-parses; the whole parse of a module that a divergence is explained with is sent over when asked for, as
-plain tuples through ``marshal``: pickling the parse's NamedTuples costs about as much as parsing
-(measured on a 24k-instruction module: 0.6 s to pickle and unpickle, 0.1 s this way).
+key is parsed. Both the keying and the parsing are dealt out by size to this process and worker
+processes (``common.workers.Pool``), one process per core. A worker returns each module's ``Summary``
+(fingerprint, receive offsets, counts) and its whole parses packed as plain tuples through ``marshal``
+(pickling the parse's NamedTuples costs about as much as parsing: benchmarks/hlo_rank_diff.py); a
+packed parse is unpacked only for a module that a divergence is explained with.
 """
 
 from __future__ import annotations
@@ -16,13 +15,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import marshal
-import multiprocessing
-import os
-import traceback
-from multiprocessing.connection import Connection
 from typing import Hashable, NamedTuple
 
-from perfkit.common.workers import WorkerDied, bound_to_parent, forking, usable_cores
+from perfkit.common.workers import Pool, usable_cores
 from perfkit.errors import BadInput
 from perfkit.hlo.buffers import (ReceiveBuffer, collectives, read_buffer_assignment, read_total_bytes,
                                  receive_buffers)
@@ -31,10 +26,10 @@ from perfkit.hlo.fingerprint import FlatInstruction, computation_fingerprints, f
 from perfkit.hlo.parse import Computation, Instruction, Module, read_module
 from perfkit.hlo.renaming import renamed_key
 
-# Distinct HLO text below this many bytes parses here sooner than worker processes start (~0.1 s).
+# Distinct HLO text below this many bytes parses here sooner than worker processes start.
 POOL_MIN_BYTES = 2_000_000
-# Each process keeps the whole parses of the files it parsed, up to this much HLO text (a 5.4 MB dump of
-# 24k instructions is ~27 MB parsed) and at least the first; a module past it is parsed again if needed.
+# Each process keeps the whole parses of the files it parsed, up to this much HLO text (a parse holds
+# several times its text) and at least the first; a module past it is parsed again if needed.
 KEEP_BYTES = 24_000_000
 
 
@@ -88,9 +83,9 @@ Outcome = tuple[Summary | None, tuple | None]  # a Summary, or the BadInput it r
 
 @contextlib.contextmanager
 def no_cyclic_gc():
-    """A parse allocates ~10 objects an instruction and no reference cycles: the cyclic collector would
-    only rescan them, a fifth of the parse time, and each kept parse again at every later collection
-    (refcounting still frees everything). Nested uses leave it to the outermost."""
+    """A parse allocates many objects an instruction and no reference cycles: the cyclic collector would
+    only rescan them, and each kept parse again at every later collection (refcounting still frees
+    everything; benchmarks/hlo_rank_diff.py measures the parse). Nested uses leave it to the outermost."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -127,8 +122,8 @@ def summarize(m: RankModule) -> Summary:
 
 def _packed(m: RankModule) -> bytes:
     """A whole parse as plain tuples for ``marshal`` (it writes no NamedTuples); ``flat`` and ``roots``
-    are recomputed on the other side (0.02 s). Format version 2 keeps no back-references, which the
-    parse would not use: written in 0.02 s and read in 0.03 s, where version 4 takes 0.04 s each."""
+    are recomputed on the other side (cheaper than packing them). Format version 2 keeps no
+    back-references, which the parse would not use, and is written and read faster than version 4."""
     comps = [(c.name, c.entry, c.line, [tuple(i) for i in c.instructions]) for c in m.module.computations.values()]
     receive = None if m.receive is None else [tuple(b) for b in m.receive]
     return marshal.dumps((m.module.name, m.module.path, m.module.entry, comps, m.fps, receive, m.temp_bytes,
@@ -172,40 +167,20 @@ def _renamed_key(job: Job) -> Hashable:
 
 
 def _answers(request: str, jobs: list[Job], kept: dict[Hashable, RankModule]) -> list:
-    """What this process answers to a "key" or "parse" request, job by job."""
+    """What a process answers to a "key" or "parse" request, job by job."""
     return list(map(_renamed_key, jobs)) if request == "key" else _parse_share(jobs, kept)
 
 
-def _work(parent: int, conn: Connection) -> None:
-    """A worker process of ``parent``: answers to (request, jobs), then (with which parses it kept) the
-    packed parse of each key the parent asks for, until it asks for None or is gone."""
-    bound_to_parent(parent)
-    gc.disable()  # for good: this process makes no cycles and ends in os._exit
-    kept: dict[Hashable, RankModule] = {}
-    try:
-        while (asked := conn.recv()) is not None:
-            request, what = asked
-            conn.send(("done", _packed(kept[what]) if request == "packed" else
-                       (_answers(request, what, kept), list(kept))))
-    except (EOFError, BrokenPipeError):
-        pass  # the parent is gone or stopped listening
-    except Exception:  # a bug: the parent raises it with this traceback
-        with contextlib.suppress(OSError):
-            conn.send(("failed", traceback.format_exc()))
-    # Exit here, the parses not freed object by object (0.05 s a parse, that the parent's join would wait
-    # for); this process wrote nothing to flush.
-    os._exit(0)
+_HELD: list[dict] = []  # in a worker: the parses it packed, never freed object by object (its exit frees them)
 
 
-def _answer(conn: Connection):
-    """A worker's next message; a worker that failed or vanished is an error here."""
-    try:
-        status, payload = conn.recv()
-    except EOFError:  # killed (the out-of-memory killer) or crashed: one line, as a dead pool worker gives
-        raise WorkerDied("an hlo parse worker process") from None
-    if status == "failed":
-        raise RuntimeError("an hlo parse worker process failed:\n" + payload)
-    return payload
+def _share(request: str, jobs: list[Job]) -> tuple[list, dict[Hashable, bytes]]:
+    """A worker's answers to ``request`` and the packed whole parses it kept (``_packed``)."""
+    with no_cyclic_gc():
+        kept: dict[Hashable, RankModule] = {}
+        answers = _answers(request, jobs, kept)
+        _HELD.append(kept)  # freeing a parse object by object costs about as much as packing it
+        return answers, {key: _packed(m) for key, m in kept.items()}
 
 
 def pool_size(workers: int | None, distinct: list[DumpFiles]) -> int:
@@ -235,9 +210,9 @@ def shares(sizes: list[int], processes: int) -> list[list[int]]:
 class RankModules:
     """The modules of a set of ranks: ``summaries`` of every one, ``full`` parses on demand. Each distinct
     content (up to naming: ``renaming``) is parsed once, from the first rank's file holding it, here or
-    (``workers`` > 1, or None and large) also in forked worker processes, which stay until ``close`` (use
-    it as a context manager, inside ``no_cyclic_gc``): call it with workers from a single-threaded process
-    (as the CLI is)."""
+    (``workers`` > 1, or None and large) also in worker processes, which end once every file is parsed;
+    the parses are held until ``close`` (use it as a context manager, inside ``no_cyclic_gc``): call it
+    with workers from a single-threaded process (as the CLI is)."""
 
     def __init__(self, files: dict[int, list[DumpFiles]], workers: int | None = 1):
         content = {f: content_key(f) for r in sorted(files) for f in files[r]}
@@ -247,55 +222,35 @@ class RankModules:
                 distinct.setdefault(content[f], (r, f))
         jobs = [(k, *v) for k, v in distinct.items()]
         self._full: dict[Hashable, RankModule] = {}
-        self._workers: list[tuple[multiprocessing.Process, Connection]] = []
-        self._holder: dict[Hashable, Connection] = {}  # key -> the worker keeping its whole parse
-        try:
-            processes = min(pool_size(workers, [f for _, _, f in jobs]), len(jobs))
-            self._fork(processes - 1)
+        self._packed: dict[Hashable, bytes] = {}  # key -> the whole parse a worker kept, packed
+        processes = min(pool_size(workers, [f for _, _, f in jobs]), len(jobs))
+        with Pool(processes - 1, name="an hlo parse worker process") if processes > 1 else contextlib.nullcontext() as pool:
             # Keyed only where files outnumber processes: else each file has a process to itself, and parsing
             # it at once ends no later than keying it and then parsing one file of each key.
-            renamed = dict(zip(distinct, self._scatter("key", jobs))) if len(jobs) > processes else {}
+            renamed = dict(zip(distinct, self._scatter(pool, "key", jobs))) if len(jobs) > processes else {}
             self._key = {f: renamed.get(k, k) for f, k in content.items()}
             firsts: dict[Hashable, Job] = {}  # key -> the job of the first rank holding it
             for k, rank, f in jobs:
                 firsts.setdefault(self._key[f], (self._key[f], rank, f))
             jobs = list(firsts.values())
             self._parsed = {key: f for key, _, f in jobs}  # key -> the file parsed for it
-            outcomes = dict(zip(firsts, self._scatter("parse", jobs)))
-            for key, _, _ in jobs:
-                bad = outcomes[key][1]
-                if bad is not None:
-                    raise BadInput(bad[0], path=bad[1], field=bad[2])
-        except BaseException:
-            self.close(wait=False)
-            raise
+            outcomes = dict(zip(firsts, self._scatter(pool, "parse", jobs)))
+        for key, _, _ in jobs:
+            bad = outcomes[key][1]
+            if bad is not None:
+                raise BadInput(bad[0], path=bad[1], field=bad[2])
         self.summaries = {r: [outcomes[self._key[f]][0]._replace(rank=r, files=f) for f in files[r]] for r in files}
 
-    def _fork(self, count: int) -> None:
-        """Start ``count`` worker processes (fork: they start in milliseconds with this process's imports;
-        forkserver / spawn: ~0.5 s)."""
-        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-        context = multiprocessing.get_context(method)
-        for _ in range(count):
-            here, there = context.Pipe()
-            worker = context.Process(target=_work, args=(os.getpid(), there), daemon=True)
-            with forking():
-                worker.start()
-            there.close()
-            self._workers.append((worker, here))
-
-    def _scatter(self, request: str, jobs: list[Job]) -> list:
+    def _scatter(self, pool: Pool | None, request: str, jobs: list[Job]) -> list:
         """Each job's answer to ``request`` ("key" or "parse"), the jobs dealt out by size to this process
-        and the workers."""
-        split = shares([files.hlo.stat().st_size for _, _, files in jobs], len(self._workers) + 1)
-        asked = list(zip(self._workers, split[1:]))
-        for (_, conn), share in asked:
-            conn.send((request, [jobs[i] for i in share]))
+        and the pool's workers."""
+        split = shares([files.hlo.stat().st_size for _, _, files in jobs], pool.processes + 1 if pool else 1)
+        asked = [(pool.submit(_share, request, [jobs[i] for i in share]), share) for share in split[1:]]
         answers = dict(zip(split[0], _answers(request, [jobs[i] for i in split[0]], self._full)))
-        for (_, conn), share in asked:
-            theirs, kept = _answer(conn)
+        for pending, share in asked:
+            theirs, packed = pool.result(pending)
             answers.update(zip(share, theirs))
-            self._holder.update(dict.fromkeys(kept, conn))
+            self._packed.update(packed)
         return [answers[i] for i in range(len(jobs))]
 
     def full(self, s: Summary) -> RankModule:
@@ -303,30 +258,20 @@ class RankModules:
         from the first holder's in naming only gets the first holder's parse)."""
         key = self._key[s.files]
         if key not in self._full:
-            holder = self._holder.pop(key, None)
-            if holder is not None:
-                holder.send(("packed", key))
-                self._full[key] = _unpacked(_answer(holder), s.rank, s.files)
+            packed = self._packed.pop(key, None)
+            if packed is not None:
+                self._full[key] = _unpacked(packed, s.rank, s.files)
             else:
                 self._full[key] = load_module(s.rank, self._parsed[key])
         return self._full[key]._replace(rank=s.rank, files=s.files)
 
-    def close(self, wait: bool = True) -> None:
-        """Stop the worker processes (asked to, ``wait``, or terminated) and drop the whole parses (freed
-        here, before a caller's ``no_cyclic_gc`` ends: the collector would scan them all once more)."""
-        for worker, conn in self._workers:
-            if wait:
-                with contextlib.suppress(OSError):
-                    conn.send(None)
-            else:
-                worker.terminate()
-            conn.close()
-        for worker, _ in self._workers:
-            worker.join()
-        self._workers, self._holder, self._full = [], {}, {}
+    def close(self) -> None:
+        """Drop the whole parses (freed here, before a caller's ``no_cyclic_gc`` ends: the collector would
+        scan them all once more)."""
+        self._packed, self._full = {}, {}
 
     def __enter__(self) -> RankModules:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.close(wait=exc[0] is None)
+        self.close()

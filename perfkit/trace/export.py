@@ -1,8 +1,8 @@
 """All ranks and chips of an events frame as one Chrome / Perfetto JSON trace: a process per (rank,
 device) ("rank 0 TPU 3", "rank 1 host"), a thread per line, complete ("X") events in microseconds from
 the frame's origin. Written in chunks, one formatted string per event, never a dict per event; the
-chunks of a large frame are formatted by forked worker processes, one per core, and written here in
-order (the formatting is Python's: threads would share one core)."""
+chunks of a large frame are formatted by worker processes (``common.workers.Pool``), one per core, and
+written here in order."""
 
 from __future__ import annotations
 
@@ -13,17 +13,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from perfkit.common.workers import Pool, usable_cores
+from perfkit.common.workers import Pool, may_start_workers, usable_cores
 from perfkit.trace.events import chip_key, first_rows
-from perfkit.trace.xplane import fork_safe
 
-# Events formatted at a time: 200k took 4x the system time on 6M events (their strings' memory mapped afresh
-# for each chunk), 50k as little as 20k.
+# Events formatted at a time: small enough that a chunk's strings reuse the memory the last one freed (large
+# chunks' strings are fresh pages each time: benchmarks/trace_breakdown.py --command export).
 CHUNK = 50_000
-PARALLEL_EVENTS = 1_000_000  # below this, formatting here is sooner done than forking workers
-
-# The columns a worker formats chunks of: set before the workers fork, which then share them (a fork's copy).
-_columns: tuple = ()
+PARALLEL_EVENTS = 1_000_000  # below this, formatting here is sooner done than starting workers
 
 
 def _literals(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -61,40 +57,37 @@ def write_perfetto(events: pd.DataFrame, path: str | Path) -> int:
                   "args": {"name": str(line.cat.categories[c]) if c >= 0 else ""}}
                  for i, (p, c) in enumerate(zip(pid[thread_row].tolist(), codes[thread_row].tolist()))]
         write(",\n".join(json.dumps(m) for m in meta))
-        global _columns
-        _columns = (pid, tid, events["start_ps"].to_numpy(), events["dur_ps"].to_numpy(), texts,
-                    events["step"].to_numpy())
-        try:
-            _write_chunks(file, range(0, len(events), CHUNK))
-        finally:
-            _columns = ()
+        columns = (pid, tid, events["start_ps"].to_numpy(), events["dur_ps"].to_numpy(), texts,
+                   events["step"].to_numpy())
+        _write_chunks(file, columns, range(0, len(events), CHUNK))
         write("\n]}\n")
     return len(events)
 
 
-def _write_chunks(file, chunks: range) -> None:
+def _write_chunks(file, columns: tuple, chunks: range) -> None:
     """``_chunk`` of each of ``chunks`` written in order: a large frame's formatted by this process and
-    (cores - 1) forked workers, chunk by chunk in turn, this one taking every cores-th (its chunks need
-    no copy through a pipe), at most two chunks a worker ahead of the writing."""
+    (cores - 1) workers (each with its own copy of ``columns``), chunk by chunk in turn, this one taking
+    every cores-th (its chunks need no copy through a pipe), at most two chunks a worker ahead of the
+    writing."""
     cores = usable_cores()
-    if cores < 2 or len(chunks) * CHUNK < PARALLEL_EVENTS or not fork_safe():
+    if cores < 2 or len(chunks) * CHUNK < PARALLEL_EVENTS or not may_start_workers():
         for at in chunks:
-            file.write(_chunk(at))
+            file.write(_chunk(columns, at))
         return
-    with Pool(cores - 1) as pool:
+    with Pool(cores - 1, shared=columns) as pool:
         ahead: deque = deque()
         theirs = (at for k, at in enumerate(chunks) if k % cores)
         for k, at in enumerate(chunks):
             while len(ahead) < 2 * (cores - 1) and (nxt := next(theirs, None)) is not None:
                 ahead.append(pool.submit(_chunk, nxt))
-            file.write(_chunk(at) if k % cores == 0 else pool.result(ahead.popleft()))
+            file.write(_chunk(columns, at) if k % cores == 0 else pool.result(ahead.popleft()))
 
 
-def _chunk(at: int) -> bytes:
-    """Events ``at:at + CHUNK`` of ``_columns``, formatted, each after a separator. Each chunk takes its
-    times in microseconds and its texts itself: the whole frame's would be made serially, before any
-    chunk, in six arrays as long as the frame (1.9 s of the 3.1 s before the first chunk, on 6M events)."""
-    pid, tid, start_ps, dur_ps, texts, steps = _columns
+def _chunk(columns: tuple, at: int) -> bytes:
+    """Events ``at:at + CHUNK`` of ``columns``, formatted, each after a separator. Each chunk takes its
+    times in microseconds and its texts itself: the whole frame's would be made serially, before the
+    first chunk, in six arrays as long as the frame."""
+    pid, tid, start_ps, dur_ps, texts, steps = columns
     part = slice(at, at + CHUNK)
     rows = zip(pid[part].tolist(), tid[part].tolist(), (start_ps[part] / 1e6).tolist(), (dur_ps[part] / 1e6).tolist(),
                *(literals[codes[part]].tolist() for literals, codes in texts), steps[part].tolist())

@@ -24,7 +24,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 import pandas as pd
 
-from perfkit.common.workers import Handover, Pool, usable_cores
+from perfkit.common.workers import Pool, may_start_workers, usable_cores
 from perfkit.errors import BadInput
 from perfkit.trace import breakdown as breakdowns
 from perfkit.trace import collectives as collective_instances
@@ -59,24 +59,23 @@ class _Task(NamedTuple):
     columns: tuple[str, ...]         # the events columns it reads
 
 
-def _plane(task: _Task) -> Handover:
-    """One plane (or a file of small planes) read and analysed by itself: its ``_Plane``, handed over (its
-    arrays are tens of MB for the collectives); None where the readers or the analysis refuse it (the
-    caller then reads the files together, which says why)."""
+def _plane(task: _Task) -> _Plane | None:
+    """One plane (or a file of small planes) read and analysed by itself: its ``_Plane``; None where the
+    readers or the analysis refuse it (the caller then reads the files together, which says why)."""
     job = task.jobs[0]
     try:
         raw = xplane.read_planes(task.jobs, task.metadata, task.rank, task.host)
         if raw is None:
-            return Handover(_Plane(job.file, job.start, None, None, np.zeros(0, np.int32), np.zeros(0, np.int32)))
+            return _Plane(job.file, job.start, None, None, np.zeros(0, np.int32), np.zeros(0, np.int32))
         frame = events.frame(raw, None, 0, events.wanted_columns(task.columns))
         result = task.analysis(frame)
     except BadInput:
-        return Handover(None)
+        return None
     category, device = frame["category"].cat, frame["device"].to_numpy()
     codes = category.codes.to_numpy()
     markers = np.unique(device[codes == category.categories.get_loc("step")])
     op_devices = np.unique(device[events.is_device_op(frame)])
-    return Handover(_Plane(job.file, job.start, raw.origin_ns, result, markers, op_devices))
+    return _Plane(job.file, job.start, raw.origin_ns, result, markers, op_devices)
 
 
 def _bytes(jobs: list[xplane.PlaneJob]) -> int:
@@ -109,7 +108,7 @@ def _apart(paths: list[str | Path], step_pattern: str | None, window: str, worke
     None where analysing the planes apart would not give the figures of the files read together."""
     files = events.ranked_files(list(paths))
     workers = workers or usable_cores()
-    if step_pattern is not None or workers < 2 or not xplane.fork_safe():
+    if step_pattern is not None or workers < 2 or not may_start_workers():
         return None
     if not all(events.is_xplane(f) for f, _ in files) or len({rank for _, rank in files}) < len(files):
         return None  # Kineto files; or a rank's traces in several files, whose spans may join them
@@ -130,7 +129,7 @@ def _apart(paths: list[str | Path], step_pattern: str | None, window: str, worke
         return None
     tasks.sort(key=lambda t: -_bytes(t.jobs))  # the largest first: the workers finish together
     with Pool(min(workers, len(tasks))) as pool:
-        results = [handed.take() for handed in pool.map(_plane, tasks)]
+        results = pool.map(_plane, tasks)
     if any(r is None for r in results):
         return None
     results.sort(key=lambda r: (r.file, r.offset))

@@ -39,7 +39,7 @@ from typing import NamedTuple
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from perfkit.common.workers import Pool
+from perfkit.common.workers import Pool, may_start_workers
 from perfkit.errors import BadInput
 from perfkit.trace import wire
 from perfkit.trace.programs import Programs
@@ -47,7 +47,7 @@ from perfkit.trace.raw import ROLES, RawTrace, StringTable
 from perfkit.trace.schema import XLINE, XPLANE, XSPACE
 
 CHUNK = 1 << 15  # events decoded per numpy batch: small enough to stay in cache and reuse memory (2**14: 8% more CPU)
-PARALLEL_BYTES = 8 << 20  # planes' bytes below which forking workers costs more than it saves
+PARALLEL_BYTES = 8 << 20  # planes' bytes below which starting workers costs more than it saves
 # The columns of a RawTrace, as the reader fills them (raw.RawTrace says what each holds).
 COLUMNS = {"name": np.int32, "line": np.int32, "device": np.int32, "role": np.int8, "start_ps": np.int64,
            "dur_ps": np.int64, "step": np.int32, "program_id": np.uint64, "program_known": np.bool_,
@@ -139,11 +139,23 @@ def _programs(metadata_planes: list, path: Path) -> Programs:
     return Programs(protos, path)
 
 
-def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane: _Plane, strings: StringTable
-                   ) -> dict[str, np.ndarray]:
+def _wanted(plane: _Plane, role: int) -> dict[int, str]:
+    """The stats read on the events of a line of ``role``, by metadata id: a device or DCN line's events
+    are all of the line's role, so the step stats are read only where they are step markers (xprof
+    writes a ``group_id`` on every event) and a device plane's events are of its own device."""
+    names = set(INT_STATS + STR_STATS + (PROGRAM,))
+    if plane.kind != "host" and role != ROLES["step"]:
+        names -= {"step_num", "group_id"}
+    if plane.kind in ("TPU", "GPU"):
+        names.discard("device_ordinal")
+    return {mid: name for mid, name in plane.stat_names.items() if name in names}
+
+
+def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane: _Plane, strings: StringTable,
+                   wanted: dict[int, str]) -> dict[str, np.ndarray]:
     """Events ``buf[starts[i]:ends[i]]`` (starts, ends: (n,) int64) -> metadata id, offset, duration and the
-    wanted stats that some event of them carries (int ones -1 where absent or not an int, string ones -1
-    where absent or not a string, ``program_id`` uint64 with ``program_known``)."""
+    ``wanted`` stats (``_wanted``) that some event of them carries (int ones -1 where absent or not an int,
+    string ones -1 where absent or not a string, ``program_id`` uint64 with ``program_known``)."""
     n = starts.size
     cols = {"metadata_id": np.zeros(n, np.int64), "offset_ps": np.zeros(n, np.int64),
             "dur_ps": np.zeros(n, np.int64)}
@@ -158,8 +170,6 @@ def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane:
         stat_msg.append(f.msg[sel])
         stat_start.append(f.data[sel])
         stat_end.append(f.data[sel] + f.value[sel].astype(np.int64))
-    wanted = {mid: name for mid, name in plane.stat_names.items()
-              if name in INT_STATS or name in STR_STATS or name == PROGRAM}
     if not wanted or not any(m.size for m in stat_msg):
         return cols
     stat_msg, stat_start, stat_end = map(np.concatenate, (stat_msg, stat_start, stat_end))
@@ -364,9 +374,10 @@ def _decode_lines(job: PlaneJob, split: _Lines, out: dict[str, np.ndarray]) -> _
             raise _apart(job.path, f"line {line.name!r} of {proto.name}", base_ps)
         names.append(line.display_name or line.name)
         stamps.append(line.timestamp_ns)
+        wanted = _wanted(plane, role)
         for at in range(0, starts.size, CHUNK):
             try:
-                cols = _decode_events(buf, starts[at:at + CHUNK], ends[at:at + CHUNK], plane, strings)
+                cols = _decode_events(buf, starts[at:at + CHUNK], ends[at:at + CHUNK], plane, strings, wanted)
             except wire.WireError as exc:
                 raise BadInput(f"malformed event on line {line.name!r} of {proto.name}: {exc}", path=job.path) from None
             n = cols["dur_ps"].size
@@ -384,7 +395,7 @@ def read_planes(jobs: list[PlaneJob], metadata: list[PlaneJob], rank: int, host:
     splits = [(job, split) for job, split in splits if not isinstance(split, str) and split.events]
     if not splits:
         return None
-    columns = allocate(sum(split.events for _, split in splits), False)
+    columns = allocate(sum(split.events for _, split in splits))
     reads, at = [], 0
     for job, split in splits:
         reads.append(_decode_lines(job, split, {k: v[at:at + split.events] for k, v in columns.items()}))
@@ -417,25 +428,15 @@ def _apart(path: Path, what: str, ps: int) -> BadInput:
                     "different clocks?)", path=path)
 
 
-_SHARED: dict[str, np.ndarray] = {}  # the columns forked workers decode into (inherited, never pickled)
+def _decode_alone(job: PlaneJob, events: int) -> tuple[_PlaneRead, dict[str, np.ndarray]]:
+    """A plane's ``events`` decoded into columns of its own (in a worker: the caller places them)."""
+    columns = allocate(events)
+    return decode(job, columns), columns
 
 
-def _decode_shared(task: tuple[PlaneJob, int, int]) -> _PlaneRead:
-    job, start, stop = task
-    return decode(job, {k: v[start:stop] for k, v in _SHARED.items()})
-
-
-def allocate(n: int, shared: bool) -> dict[str, np.ndarray]:
-    """Event columns (``COLUMNS``) for ``n`` events, uninitialized: in one anonymous shared mapping when
-    forked workers fill them (nothing they decode is copied back; its pages are zero until touched)."""
-    if not shared:
-        return {name: np.empty(n, dtype) for name, dtype in COLUMNS.items()}
-    offsets, size = {}, 0
-    for name, dtype in COLUMNS.items():
-        offsets[name] = size
-        size += -(-n * np.dtype(dtype).itemsize // 8) * 8  # 8-byte aligned
-    block = mmap.mmap(-1, max(size, 1))
-    return {name: np.frombuffer(block, dtype, n, offsets[name]) for name, dtype in COLUMNS.items()}
+def allocate(n: int) -> dict[str, np.ndarray]:
+    """Event columns (``COLUMNS``) for ``n`` events, uninitialized."""
+    return {name: np.empty(n, dtype) for name, dtype in COLUMNS.items()}
 
 
 def _merge(path: Path, rank: int, host: str, reads: list[_PlaneRead], columns: dict[str, np.ndarray],
@@ -465,20 +466,15 @@ def _merge(path: Path, rank: int, host: str, reads: list[_PlaneRead], columns: d
                     lines=lines, programs=programs)
 
 
-def fork_safe() -> bool:
-    """Whether this process may fork workers: not once JAX is imported (its threads make a fork unsafe,
-    and it says so); the trace commands never import it."""
-    return "jax" not in sys.modules
-
-
 def read_all(files: list[tuple[Path, int]], workers: int = 1) -> list[RawTrace]:
     """``xplane.pb`` files (path, rank) as columnar events, one RawTrace each; BadInput when one is not a
-    whole XSpace. Planes are surveyed (events counted), then decoded into one block, by ``workers``
-    forked processes when there are several planes and their bytes reach ``PARALLEL_BYTES``."""
+    whole XSpace. Planes are surveyed (events counted), then decoded into one block: by ``workers`` worker
+    processes when there are several planes and their bytes reach ``PARALLEL_BYTES`` (each plane into
+    columns of its own, placed here)."""
     spaces = [planes(path, i) for i, (path, _) in enumerate(files)]
     jobs = [job for _, file_jobs in spaces for job in file_jobs]
     parallel = (workers > 1 and len(jobs) > 1 and sum(j.end - j.start for j in jobs) >= PARALLEL_BYTES
-                and fork_safe())
+                and may_start_workers())
     if parallel:
         with Pool(min(workers, len(jobs))) as pool:
             surveyed = pool.map(survey, jobs)
@@ -486,17 +482,19 @@ def read_all(files: list[tuple[Path, int]], workers: int = 1) -> list[RawTrace]:
         surveyed = [survey(job) for job in jobs]
     counts = np.array([n for _, n in surveyed], np.int64)
     bounds = np.concatenate([[0], np.cumsum(counts)])
-    columns = allocate(int(bounds[-1]), parallel)
-    tasks = [(job, int(a), int(b)) for job, a, b in zip(jobs, bounds[:-1], bounds[1:])]
+    columns = allocate(int(bounds[-1]))
+    rows = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
     if parallel:
-        _SHARED.update(columns)
-        try:
-            with Pool(min(workers, len(jobs))) as pool:
-                reads = pool.map(_decode_shared, tasks)
-        finally:
-            _SHARED.clear()
+        reads = []
+        with Pool(min(workers, len(jobs))) as pool:
+            pending = [pool.submit(_decode_alone, job, int(n)) for job, n in zip(jobs, counts)]
+            for part, got in zip(rows, pending):
+                read, decoded = pool.result(got)
+                for name, values in decoded.items():
+                    columns[name][part] = values[:read.events]
+                reads.append(read)
     else:
-        reads = [decode(job, {k: v[a:b] for k, v in columns.items()}) for job, a, b in tasks]
+        reads = [decode(job, {k: v[part] for k, v in columns.items()}) for job, part in zip(jobs, rows)]
     traces = []
     for i, ((path, rank), (host, _)) in enumerate(zip(files, spaces)):
         mine = [k for k, job in enumerate(jobs) if job.file == i]

@@ -53,9 +53,9 @@ events = pd.DataFrame(rows)
 for c in ("line", "name", "category", "kind"):
     events[c] = events[c].astype("category")
 chunk = export._chunk
-def logged(at):
+def logged(columns, at):
     print(os.getpid(), file=open(sys.argv[3], "a"))
-    return chunk(at)
+    return chunk(columns, at)
 export._chunk = logged
 export.PARALLEL_EVENTS = 10**9
 export.write_perfetto(events, sys.argv[1])

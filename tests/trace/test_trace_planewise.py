@@ -28,7 +28,8 @@ def forking(monkeypatch):
     one task), also after other tests imported JAX."""
     monkeypatch.setattr(xplane, "PARALLEL_BYTES", 0)
     monkeypatch.setattr(planewise, "SMALL_PLANE_BYTES", 0)
-    monkeypatch.setattr(xplane, "fork_safe", lambda: True)
+    monkeypatch.setattr(xplane, "may_start_workers", lambda: True)
+    monkeypatch.setattr(planewise, "may_start_workers", lambda: True)
 
 
 def _read_together(paths, window):

@@ -212,7 +212,7 @@ def test_any_well_formed_xspace_loads_or_is_refused_in_one_line(tmp_path, planes
 def test_truncated_profile_is_one_line_exit_2(tmp_path, monkeypatch, workers):
     if workers == "forked workers":  # a refusal inside a worker reaches the command as one line too
         monkeypatch.setattr(xplane, "PARALLEL_BYTES", 0)
-        monkeypatch.setattr(xplane, "fork_safe", lambda: True)  # also after other tests imported JAX
+        monkeypatch.setattr(xplane, "may_start_workers", lambda: True)  # also after other tests imported JAX
     whole = tpu_profile(tmp_path / "whole.xplane.pb", chips=2).read_bytes()
     for cut in (1, 7, len(whole) // 3, len(whole) // 2, len(whole) - 3):
         path = tmp_path / f"cut{cut}.xplane.pb"
@@ -230,12 +230,12 @@ def test_planes_decoded_by_worker_processes_equal_one_process(tmp_path, monkeypa
     real = [fixtures_dir / "xplane" / "mi300_jax_conv_8gpu.xplane.pb"]
     one, real_one = events.load(paths, workers=1), events.load(real, workers=1)
     monkeypatch.setattr(xplane, "PARALLEL_BYTES", 0)
-    monkeypatch.setattr(xplane, "fork_safe", lambda: True)  # also after other tests imported JAX
-    shared, allocate = [], xplane.allocate
-    monkeypatch.setattr(xplane, "allocate", lambda n, parallel: shared.append(parallel) or allocate(n, parallel))
+    monkeypatch.setattr(xplane, "may_start_workers", lambda: True)  # also after other tests imported JAX
+    pools, pool = [], xplane.Pool
+    monkeypatch.setattr(xplane, "Pool", lambda *args: pools.append(args) or pool(*args))
     pd.testing.assert_frame_equal(one, events.load(paths, workers=2))
     pd.testing.assert_frame_equal(real_one, events.load(real, workers=2))
-    assert shared == [True, True]  # both decoded by workers
+    assert len(pools) == 4  # both surveyed and decoded by workers
     assert one["rank"].nunique() == 3 and real_one["device"].nunique() == 9
 
 
