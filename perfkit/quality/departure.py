@@ -53,27 +53,46 @@ def read_taps(rank_dir: str | Path) -> pd.DataFrame:
     """A rank's ``taps.jsonl`` as a frame, one row per tap in its order; ``path``: the tap's array, or
     None where it was not kept. ``BadInput`` names the file and line that cannot be read."""
     path = Path(rank_dir) / TAPS_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"cannot read taps ({exc})", path=str(path)) from None
     rows = []
-    with open(path, encoding="utf-8", errors="strict") as f:
-        for n, line in enumerate(f, 1):
-            try:
-                row = json.loads(line)
-                missing = [k for k in LINE_KEYS if k not in row]
-            except (json.JSONDecodeError, TypeError, AttributeError):
-                row, missing = None, []
-            if not isinstance(row, dict) or missing or row["index"] != len(rows):
-                what = f"lacks {', '.join(missing)}" if missing else "is not the next tap's line"
-                raise BadInput(f"line {n} {what}", path=str(path))
-            row["path"] = str(path.parent / row["array"]) if row.get("array") else None
-            rows.append(row)
+    for n, line in enumerate(text.splitlines(), 1):
+        try:
+            row = json.loads(line)
+            missing = [k for k in LINE_KEYS if k not in row]
+        except (json.JSONDecodeError, TypeError):
+            row, missing = None, []
+        if not isinstance(row, dict) or missing or not _well_typed(row) or row["index"] != len(rows):
+            what = f"lacks {', '.join(missing)}" if missing else "is not the next tap's line"
+            raise BadInput(f"line {n} {what}", path=str(path))
+        row["path"] = str(path.parent / row["array"]) if row.get("array") else None
+        rows.append(row)
     return pd.DataFrame(rows, columns=[*LINE_KEYS, "path"])
+
+
+def _well_typed(row: dict) -> bool:
+    """A tap line's fields of the types ``perfkit.record.tap`` writes."""
+    shape, step, array = row["shape"], row["step"], row.get("array")
+    return (all(isinstance(row[k], str) for k in ("name", "dtype", "sha256"))
+            and isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)
+            and (step is None or isinstance(step, int)) and (array is None or isinstance(array, str)))
 
 
 def _load(path: str) -> np.ndarray:
     try:
         return np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError) as exc:
         raise BadInput(f"cannot read the tap's array ({exc})", path=path) from None
+
+
+def _array(tap: pd.Series, load: Callable[[str], np.ndarray]) -> np.ndarray:
+    """A tap's kept array, refused where it is not the shape its line gives."""
+    arr = load(tap["path"])
+    if list(arr.shape) != list(tap["shape"]):
+        raise BadInput(f"holds a {list(arr.shape)} array, its line says {list(tap['shape'])}", path=str(tap["path"]))
+    return arr
 
 
 def _matching(a: pd.DataFrame, b: pd.DataFrame) -> tuple[int, dict | None]:
@@ -112,18 +131,18 @@ def compare_taps(a: pd.DataFrame, b: pd.DataFrame, repeats: list[pd.DataFrame] =
         row = {"index": i, "step": ta["step"], "name": ta["name"], "dtype": ta["dtype"], "bit_identical": identical,
                "rel_l2": 0.0 if identical else math.nan, "psnr_db": math.inf if identical else math.nan,
                "max_abs_diff": 0.0 if identical else math.nan}
-        arr_a = load(ta["path"]) if ta["path"] and not identical else None
+        arr_a = _array(ta, load) if ta["path"] and not identical else None
         if arr_a is not None and tb["path"]:
-            row.update(_rel_l2(arr_a, load(tb["path"])))
+            row.update(_rel_l2(arr_a, _array(tb, load)))
         spread = 0.0
         for r in repeats:
             if i < len(r) and r["sha256"].iloc[i] != ta["sha256"]:
-                path = r["path"].iloc[i]
-                if not (path and ta["path"]):  # they differ, by how much is unknown
-                    spread = math.nan
+                again = r.iloc[i]
+                if not (again["path"] and ta["path"]) or list(again["shape"]) != list(ta["shape"]):
+                    spread = math.nan  # they differ, by how much is unknown
                     break
-                arr_a = arr_a if arr_a is not None else load(ta["path"])
-                spread = max(spread, _rel_l2(arr_a, load(path))["rel_l2"])
+                arr_a = arr_a if arr_a is not None else _array(ta, load)
+                spread = max(spread, _rel_l2(arr_a, _array(again, load))["rel_l2"])
         own = dtype_allowance(ta["dtype"])
         row["repeat_rel_l2"] = spread
         row["basis"] = "repeats" if REPEAT_FACTOR * spread > own else "dtype"

@@ -122,6 +122,25 @@ def test_bad_input_is_one_line(make_run):
     assert res.exit_code == 2
     assert res.output.strip() == f"perfkit: {taps}: line 2 lacks name, step, dtype, shape, sha256"
     assert result_of(run) == {"error": f"{taps}: line 2 lacks name, step, dtype, shape, sha256"}
+    taps.write_bytes(b"\xff\xfe{}\n")
+    res = quality(run)
+    assert res.exit_code == 2 and res.output.startswith(f"perfkit: {taps}: cannot read taps (") and \
+        len(res.output.splitlines()) == 1
+
+
+def test_an_array_unlike_its_line_is_refused(make_run):
+    b1 = X.copy()
+    b1[0] = 9
+    run = make_run({"00-tp": [("t0", X)], "01-sp": [("t0", b1)]})
+    array = run / "trials/01-sp/rank0/taps/0000-t0.npy"
+    np.save(array, X[:3])
+    res = quality(run)
+    assert res.exit_code == 2
+    assert res.output.strip() == f"perfkit: {array}: holds a [3] array, its line says [4]"
+
+
+def test_a_run_without_taps_is_one_line(make_run):
+    run = make_run({"00-tp": [("t0", X)], "01-sp": [("t0", X)]})
     (run / "trials/01-sp/rank0/taps.jsonl").unlink()
     (run / "trials/00-tp/rank0/taps.jsonl").unlink()
     res = quality(run)
