@@ -47,7 +47,8 @@ def section(summary: dict) -> list[str]:
         uncosted = step.get("uncosted") or {}
         if uncosted:
             calls = ", ".join(f"`{target}` x{n}" for target, n in uncosted.items())
-            rows += ["", f"{v}'s FLOPs leave out {sum(uncosted.values())} custom-calls no cost analysis knows ({calls})."]
+            rows += ["", f"{v}'s FLOPs leave out {sum(uncosted.values())} custom-calls no cost analysis knows "
+                         f"({calls})."]
     a = summary.get("baseline", names[0])
     if a in cost:
         rows += [""] + [change(a, cost[a]["step"], v, cost[v]["step"])["sentence"] + "." for v in names if v != a]

@@ -100,14 +100,18 @@ def custom_call_target(inst: Instruction) -> str:
     return dict(inst.attrs).get("custom_call_target", "").strip('"')
 
 
+def array_text(dtype: str, dims: tuple[int, ...]) -> str:
+    return f"{dtype}[{','.join(map(str, dims))}]"
+
+
 def first_array(shape: str) -> str:
     """A library call's result: the first element of the tuple it returns (the rest is scratch)."""
     parts = arrays(shape)
-    return f"{parts[0][0]}[{','.join(map(str, parts[0][1]))}]" if parts else shape
+    return array_text(*parts[0]) if parts else shape
 
 
 def _window(inst: Instruction, spatial: int) -> list[dict[str, int]]:
-    """Per spatial dimension: size, stride, padding low / high, base (lhs) and window (rhs) dilation."""
+    """Per spatial dimension of a ``window``: stride, padding low / high, base (lhs) and window (rhs) dilation."""
     fields = dict(_WINDOW_FIELD.findall(dict(inst.attrs).get("window", "")))
     dims = [{"stride": 1, "low": 0, "high": 0, "base": 1, "dilation": 1} for _ in range(spatial)]
     for key, name in (("stride", "stride"), ("lhs_dilate", "base"), ("rhs_dilate", "dilation")):
@@ -136,20 +140,20 @@ def convolution_flops(inst: Instruction, lhs: str, rhs: str, out: str) -> float:
     operand 0 read as the input and its result as the output, as XLA reads them)."""
     attrs = dict(inst.attrs)
     labels = attrs.get("dim_labels", "")
-    (lhs_arr, *_), (rhs_arr, *_), (out_arr, *_) = arrays(lhs) or [None], arrays(rhs) or [None], arrays(out) or [None]
-    if lhs_arr is None or rhs_arr is None or out_arr is None or "_" not in labels or "->" not in labels:
+    shapes = [arrays(s) for s in (lhs, rhs, out)]
+    if not all(shapes) or "_" not in labels or "->" not in labels:
         return 0.0
+    (_, lhs_dims), (_, rhs_dims), (_, out_dims) = (s[0] for s in shapes)
     lhs_labels, rest = labels.split("_", 1)
     rhs_labels, out_labels = rest.split("->")
-    spatial = sum(c.isdigit() for c in lhs_labels)
     positions = 1
-    for i, w in enumerate(_window(inst, spatial)):
+    for i, w in enumerate(_window(inst, sum(c.isdigit() for c in lhs_labels))):
         d = str(i)
-        positions *= _valid_positions(rhs_arr[1][rhs_labels.index(d)], out_arr[1][out_labels.index(d)],
-                                      lhs_arr[1][lhs_labels.index(d)], w)
-    in_features = lhs_arr[1][lhs_labels.index("f")] // int(attrs.get("feature_group_count", "1"))
-    batch = lhs_arr[1][lhs_labels.index("b")] // int(attrs.get("batch_group_count", "1"))
-    return 2.0 * in_features * out_arr[1][out_labels.index("f")] * batch * positions
+        positions *= _valid_positions(rhs_dims[rhs_labels.index(d)], out_dims[out_labels.index(d)],
+                                      lhs_dims[lhs_labels.index(d)], w)
+    in_features = lhs_dims[lhs_labels.index("f")] // int(attrs.get("feature_group_count", "1"))
+    batch = lhs_dims[lhs_labels.index("b")] // int(attrs.get("batch_group_count", "1"))
+    return 2.0 * in_features * out_dims[out_labels.index("f")] * batch * positions
 
 
 def gemm_contracted(inst: Instruction, lhs: str) -> int | None:
@@ -162,10 +166,10 @@ def gemm_contracted(inst: Instruction, lhs: str) -> int | None:
     except ValueError:
         return None
     dims = (config.get("gemm_backend_config", config) if isinstance(config, dict) else {}).get("dot_dimension_numbers")
-    lhs_arr = arrays(lhs)
-    if not isinstance(dims, dict) or not lhs_arr:
+    lhs_arrays = arrays(lhs)
+    if not isinstance(dims, dict) or not lhs_arrays:
         return None
-    return math.prod(lhs_arr[0][1][int(k)] for k in dims.get("lhs_contracting_dimensions", []))
+    return math.prod(lhs_arrays[0][1][int(k)] for k in dims.get("lhs_contracting_dimensions", []))
 
 
 def group_size(inst: Instruction, devices: int) -> int:
@@ -240,7 +244,8 @@ class ProgramCost:
                 "collectives": self.by_kind(),
                 "collective_shapes": [{"kind": k, "shape": s, "group": g, "count": n, "buffer_bytes": shape_bytes(s)}
                                       for (k, s, g), n in sorted(self.shapes().items())],
-                "temp_bytes": self.temp_bytes, "peak_bytes": self.peak_bytes, "uncosted": dict(sorted(self.uncosted.items()))}
+                "temp_bytes": self.temp_bytes, "peak_bytes": self.peak_bytes,
+                "uncosted": dict(sorted(self.uncosted.items()))}
 
 
 class _Counter:
@@ -399,7 +404,7 @@ class _Counter:
             return first_array(inst.shape)
         if inst.opcode.endswith("-start") and inst.shape.startswith("("):
             parts = arrays(inst.shape)
-            return "" if len(parts) < 2 else f"{parts[1][0]}[{','.join(map(str, parts[1][1]))}]"
+            return "" if len(parts) < 2 else array_text(*parts[1])
         return inst.shape
 
     def collective_kind(self, inst: Instruction) -> str | None:

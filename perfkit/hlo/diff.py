@@ -3,8 +3,9 @@
 Modules are matched across ranks by name and content, never by the per-process ``module_NNNN``
 counter. Ranks that compile differently named modules by design (pipeline stages: ranks 0-3 compile
 ``jit_stage0``, ranks 4-7 ``jit_stage1``) are grouped by role (``roles``): a module is compared across
-its role's ranks and is not missing on the others. Per module, ranks are grouped by the canonical fingerprint (names, numbering and metadata
-ignored) and by where their collectives receive (buffer assignment); every rank outside the largest
+its role's ranks and is not missing on the others. Per module, ranks are grouped by the canonical
+fingerprint (names, numbering and metadata ignored) and by where their collectives receive (buffer
+assignment); every rank outside the largest
 group is explained against it: ENTRY op count, opcode histogram, the first differing instruction in
 canonical order, instructions only on one side, changed constants and attributes, temp size and
 receive-buffer offsets. Both functions return plain JSON-able dicts (the ``--json`` contract);

@@ -68,8 +68,9 @@ def as_plain_ops(text: str) -> str:
             return f"{head}{name} = {result} convolution({operands}), {extra}"
         dims = json.loads(re.search(r"backend_config=(\{.*\})\s*$", rest).group(1))["gemm_backend_config"][
             "dot_dimension_numbers"]
-        extra = ", ".join(f"{side}_{kind}_dims={{{','.join(dims[f'{side}_{kind}_dimensions'])}}}"
-                          for side in ("lhs", "rhs") for kind in ("batch", "contracting") if dims[f"{side}_{kind}_dimensions"])
+        given = {f"{side}_{kind}": dims[f"{side}_{kind}_dimensions"] for side in ("lhs", "rhs")
+                 for kind in ("batch", "contracting")}
+        extra = ", ".join(f"{key}_dims={{{','.join(d)}}}" for key, d in given.items() if d)
         return f"{head}{name} = {result} dot({operands}), {extra}"
 
     text = _LIBRARY_CALL.sub(plain, text)
@@ -222,10 +223,14 @@ def _module(params: list[str], root: str) -> str:
 
 
 CONVOLUTIONS = [  # (lhs, rhs, result, attributes)
-    ("f32[8,64,56,56]", "f32[128,64,3,3]", "f32[8,128,56,56]", "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01"),
-    ("f32[4,32,32,16]", "f32[3,3,16,32]", "f32[4,16,16,32]", "window={size=3x3 stride=2x2 pad=0_1x0_1}, dim_labels=b01f_01io->b01f"),
-    ("f32[2,17,17,8]", "f32[3,3,8,8]", "f32[2,35,35,8]", "window={size=3x3 pad=2_2x2_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f"),
-    ("f32[2,20,20,32]", "f32[3,3,1,32]", "f32[2,16,16,32]", "window={size=3x3 rhs_dilate=2x2}, dim_labels=b01f_01io->b01f, feature_group_count=32"),
+    ("f32[8,64,56,56]", "f32[128,64,3,3]", "f32[8,128,56,56]",
+     "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01"),
+    ("f32[4,32,32,16]", "f32[3,3,16,32]", "f32[4,16,16,32]",
+     "window={size=3x3 stride=2x2 pad=0_1x0_1}, dim_labels=b01f_01io->b01f"),
+    ("f32[2,17,17,8]", "f32[3,3,8,8]", "f32[2,35,35,8]",
+     "window={size=3x3 pad=2_2x2_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f"),
+    ("f32[2,20,20,32]", "f32[3,3,1,32]", "f32[2,16,16,32]",
+     "window={size=3x3 rhs_dilate=2x2}, dim_labels=b01f_01io->b01f, feature_group_count=32"),
     ("f32[64,128,1,196]", "f32[128,128,1,5]", "f32[64,128,1,200]", "window={size=1x5}, dim_labels=bf01_oi01->bf01"),
     ("f32[8,10]", "f32[10,6]", "f32[8,6]", "dim_labels=bf_io->bf"),
 ]
@@ -253,12 +258,14 @@ GEMM_CONFIG = ('{"gemm_backend_config":{"alpha_real":1,"beta":0,"dot_dimension_n
 def test_gemm_calls_against_xla_dot(target):
     """A batched GEMM (batch 3, 96 x 40 by 40 x 72) as cuBLAS / cuBLASLt / hipBLASLt calls it, with the
     backend_config bare or (older XLA) as a quoted JSON string: XLA's dot FLOPs, 2 x 3 x 96 x 72 x 40."""
-    dot = "f32[3,96,72] dot(p0, p1), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}"
+    dot = ("f32[3,96,72] dot(p0, p1), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, "
+           "rhs_contracting_dims={1}")
     xla = xla_cost(_module(["f32[3,96,40]", "f32[3,40,72]"], dot))
     assert xla["flops"] == 2 * 3 * 96 * 72 * 40
     for config in (GEMM_CONFIG, json.dumps(json.dumps(json.loads(GEMM_CONFIG)["gemm_backend_config"]))):
-        call = program_cost(parse_module(_module(["f32[3,96,40]", "f32[3,40,72]"], f"(f32[3,96,72], s8[4194304]) "
-                                                 f'custom-call(p0, p1), custom_call_target="{target}", backend_config={config}')))
+        root = (f'(f32[3,96,72], s8[4194304]) custom-call(p0, p1), custom_call_target="{target}", '
+                f"backend_config={config}")
+        call = program_cost(parse_module(_module(["f32[3,96,40]", "f32[3,40,72]"], root)))
         assert call.dot_flops == xla["flops"] and not call.uncosted
         assert call.hbm_bytes == xla["bytes accessed"]  # operands and result; the workspace is not traffic
     # A GEMM call whose backend_config gives no dot dimensions cannot be costed: listed, not counted as 0 unsaid.
