@@ -48,8 +48,9 @@ def _block_sums(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     for r in range(0, h4, rows):
         n = min(rows, h4 - r)
         sa, sb = a[4 * r:4 * (r + n), :width], b[4 * r:4 * (r + n), :width]
-        plus = np.add(sa, sb, dtype=np.float32).reshape(n, 4, width)
-        minus = np.subtract(sa, sb, dtype=np.float32).reshape(n, 4, width)
+        fa, fb = sa.astype(np.float32), sb.astype(np.float32)  # converting once beats a casting add and subtract
+        plus = (fa + fb).reshape(n, 4, width)
+        minus = np.subtract(fa, fb, out=fa).reshape(n, 4, width)
         column = rows_sums[:, :n]  # each column's sum over the block's 4 rows
         np.sum(plus, axis=1, out=column[0])
         np.sum(minus, axis=1, out=column[1])
@@ -65,18 +66,23 @@ def _block_sums(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _window_total(blocks: np.ndarray) -> float:
     """The sum of every 8x8 window's SSIM over block rows ``blocks`` (4, rows, w/4): windows of rows 1.. with
-    the row above, as the filter adds them (float32 per window, added up in float64)."""
+    the row above, as the filter adds them (float32 per window, added up in float64). With P and M a window's
+    sums of a + b and a - b: s1 s2 = (P^2 - M^2) / 4 and s1^2 + s2^2 = (P^2 + M^2) / 2, so the filter's four
+    int32 factors come from P, M and the sums of their squares, exactly (all below 2^31)."""
     w = blocks[:, :-1, :-1] + blocks[:, 1:, :-1]
     w += blocks[:, :-1, 1:]
     w += blocks[:, 1:, 1:]
     plus, minus, plus_sq, minus_sq = w.astype(np.int32)
-    s1, s2 = (plus + minus) >> 1, (plus - minus) >> 1  # sums of a and of b
-    ss, s12 = (plus_sq + minus_sq) >> 1, (plus_sq - minus_sq) >> 2  # sums of a^2 + b^2 and of a * b
-    s1s2 = s1 * s2
-    squares = s1 * s1 + s2 * s2
-    num = (2 * s1s2 + C1).astype(np.float32) * (2 * (s12 * 64 - s1s2) + C2).astype(np.float32)
-    den = (squares + C1).astype(np.float32) * (ss * 64 - squares + C2).astype(np.float32)
-    return float((num / den).sum(dtype=np.float64))
+    plus *= plus
+    minus *= minus
+    squares = (plus + minus) >> 1  # s1^2 + s2^2
+    twice_s1s2 = (plus - minus) >> 1
+    num = (twice_s1s2 + C1).astype(np.float32)  # 2 s1 s2 + C1
+    num *= ((plus_sq - minus_sq) * 32 - twice_s1s2 + C2).astype(np.float32)  # 2 covar + C2: 64 s12 = 16 (PP - MM)
+    den = (squares + C1).astype(np.float32)
+    den *= ((plus_sq + minus_sq) * 32 - squares + C2).astype(np.float32)  # var + C2: 64 ss = 32 (PP + MM)
+    num /= den
+    return float(num.sum(dtype=np.float64))
 
 
 def plane_ssim(a: np.ndarray, b: np.ndarray) -> float:
