@@ -20,8 +20,8 @@ The oracle figures are held by the tests named below; every real file is referee
 | kineto/hta_cupti_profiler_range.json.gz | every trace command refuses it in one line (exit 2) | trace/test_trace_formats.py (HTA: no GPU event) |
 | video/cogvideox_horse_720x480_49f.mp4 | quality A A, quality A B | quality/test_quality_ffmpeg.py (libavfilter's psnr filter through PyAV; the ffmpeg binary where present) |
 
-No real XLA dump is among the fixtures: ``perfkit hlo-diff``'s real-file check is the suite's own JAX dumps
-(tests/hlo/), not this sweep.
+The real HLO texts (hlo/) are not swept here: tests/hlo/test_cost_library_calls.py referees them (XLA's
+HloCostAnalysis, xprof's op_profile), and ``perfkit hlo-diff``'s checks are on the suite's own JAX dumps (tests/hlo/).
 """
 
 import gzip

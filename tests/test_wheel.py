@@ -242,9 +242,9 @@ def test_light_install_has_no_jax_torch_or_xprof(light, wheel):
 
 @pytest.mark.slow
 def test_light_install_prints_what_the_full_install_prints(light, tmp_path, monkeypatch):
-    """Every analysis command on real files (Kineto, xplane, video), XLA dumps and a run it records itself
-    (a command case and a serve case, then report and check on it): exit 0 and the same --json (or file)
-    as this full install's, in process; jax, torch and xprof never present."""
+    """Every analysis command on real files (Kineto, xplane, video, MI300 HLO), XLA dumps and runs it records
+    itself (a command case and a serve case, then report and check on them): exit 0 and the same --json (or
+    file) as this full install's, in process; jax, torch and xprof never present."""
     kineto = [REAL / "kineto" / f"rank-{r}.json.gz" for r in (0, 1)]
     xplane = REAL / "xplane" / "mi300_jax_conv_8gpu.xplane.pb"
     video = REAL / "video" / "cogvideox_horse_720x480_49f.mp4"
@@ -281,6 +281,9 @@ def test_light_install_prints_what_the_full_install_prints(light, tmp_path, monk
         "hlo-diff": ["hlo-diff", dumps, "--json"],
         "hlo-diff --ab": ["hlo-diff", "--ab", dumps / "rank0", gpu, "--json"],
         "cost": ["cost", dumps / "rank0", "--chip", "v6e", "--json"],
+        "hlo-diff --ab real": ["hlo-diff", "--ab", REAL / "hlo" / "mi300_jax08_gemm",
+                               REAL / "hlo" / "mi300_jax08_attention", "--json"],
+        "cost real": ["cost", REAL / "hlo" / "amd_te_fused_attn", "--chip", "mi300x", "--json"],
         "report": ["report", "{side}"],
         "report serve": ["report", "serve{suffix}"],
         "check": ["check", "{side}", "--baseline", "run/summary.json", "--json"],
