@@ -280,3 +280,15 @@ def test_mtia_events_without_a_stream_are_not_device_ops(tmp_path):
         shutil.copy(path, folder / path.name)
         parts, _ = _hta(folder, True)
         assert parts == pytest.approx((0, 20, 10, 30))
+
+
+@pytest.mark.parametrize("name", ["rank-0.json.gz", "rank-1.json.gz", "hta_nccl_data.json.gz"])
+def test_last_step_dropped_is_hta_s_default(fixtures_dir, name):
+    """HTA's default figures (include_last_profiler_step=False, pinned in test_trace_hta.py) are perfkit's
+    whole-trace breakdown with --last-step drop, to the nanosecond (hta_nccl_data: HTA's ns rounding off)."""
+    from test_trace_hta import HTA_LAST_STEP_DROPPED, HTA_NCCL_UNROUNDED_LAST_DROPPED
+
+    expected = HTA_NCCL_UNROUNDED_LAST_DROPPED if name == "hta_nccl_data.json.gz" else HTA_LAST_STEP_DROPPED[name]
+    doc = _json(fixtures_dir / "kineto" / name, "--window", "trace", "--last-step", "drop")
+    assert doc["last_step"] == "drop"
+    _assert_hta(_hta_view(doc), expected)
