@@ -254,10 +254,13 @@ def tail(paths, k, as_json, programs):
     from perfkit.trace.parting import describe, parting_traces
 
     sequence, parted = parting_traces(list(paths), resolve(list(programs))[0].ranks if programs else None)
+    measured = "host ops" if "host" in last.attrs.get("measured", ()) else "device ops"
     if as_json:
-        click.echo(json.dumps({"chips": _json_rows(chips), "last_ops": _json_rows(last),
+        click.echo(json.dumps({"measured": measured, "chips": _json_rows(chips), "last_ops": _json_rows(last),
                                "collectives": _json_rows(sequence), "parting": parted}, indent=1))
         return
+    if measured == "host ops":
+        click.echo(f"measured: {HOST_OPS}")
     chips = readable(chips, ["at_first_stop_name", "at_first_stop_kind"])
     first = chips.iloc[0]
     others = chips.iloc[1:]

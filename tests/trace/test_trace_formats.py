@@ -174,13 +174,18 @@ def test_runtime_calls_without_device_events_are_refused(tmp_path):
 
 
 def test_cpu_trace_says_it_measured_host_ops(fixtures_dir):
-    """A CPU trace (HTA: no GPU event) is measured on its host ops, and the header and JSON say so."""
+    """A CPU trace (HTA: no GPU event) is measured on its host ops, and breakdown's and tail's header and JSON
+    say so."""
     path = fixtures_dir / "kineto" / CPU_ONLY
     assert _json(path)["measured"] == "host ops"
     assert _json(path, "--window", "trace")["measured"] == "host ops"
     assert _breakdown(path).stdout.startswith("measured: host ops: the trace has no device events")
     gpu = _json(fixtures_dir / "kineto" / SCHEMA_2021)
     assert gpu["measured"] == "device ops" and "measured:" not in _breakdown(fixtures_dir / "kineto" / MTIA).stdout
+    tail = CliRunner().invoke(cli, ["trace", "tail", str(path)])
+    assert tail.exit_code == 0 and tail.stdout.startswith("measured: host ops: the trace has no device events")
+    tail = CliRunner().invoke(cli, ["trace", "tail", str(fixtures_dir / "kineto" / MTIA), "--json"])
+    assert json.loads(tail.stdout)["measured"] == "device ops"
 
 
 def test_last_step_convention_is_named(fixtures_dir):
