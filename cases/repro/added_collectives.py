@@ -4,8 +4,10 @@ On the case's devices (one process, a ``shard_map`` over all of them), a step is
 the first COLUMNS columns of a row-sharded f32[ROWS, WIDTH] block per device. ``EXTRA_ALL_REDUCES=k``
 (variant B) adds k all-reduces of the whole block (``ROWS * WIDTH * 4`` bytes each) after them, chained
 so XLA can neither combine nor drop them. The compute is kept small beside the collectives: the first
-all-reduce also absorbs the chips' skew in the compute before it, time that A's chips spend idle. Steps in PERFKIT_TRACE_STEPS are profiled into PERFKIT_TRACE_DIR/step<i> inside a
-StepTraceAnnotation numbered by the step. Independently of any trace, each trial also times the k
+all-reduce also absorbs the chips' skew in the compute before it, time that A's chips spend idle. The
+steps of PERFKIT_TRACE_STEPS (first to last) are profiled as one trace into PERFKIT_TRACE_DIR/steps, each
+inside a StepTraceAnnotation numbered by the step (a profile per step would give files whose CPU clocks
+each start with their own session). Independently of any trace, each trial also times the k
 all-reduces alone (the same chain, compiled by itself) and reports the median as the value
 ``collectives_alone_ms``: what B's attribution of its all-reduces should cover.
 
@@ -47,7 +49,7 @@ def step(x, w):
 
 def main(steps: int) -> None:
     trace_dir = os.environ.get("PERFKIT_TRACE_DIR")
-    traced = {int(s) for s in os.environ.get("PERFKIT_TRACE_STEPS", "").split(",") if s}
+    traced = sorted(int(s) for s in os.environ.get("PERFKIT_TRACE_STEPS", "").split(",") if s) if trace_dir else []
     mesh = Mesh(np.array(jax.devices()), ("x",))
     n = len(jax.devices())
     spec = dict(mesh=mesh, in_specs=(P("x", None), P()), out_specs=P("x", None))
@@ -57,15 +59,15 @@ def main(steps: int) -> None:
                        NamedSharding(mesh, P("x", None)))
     w = jnp.asarray(np.random.default_rng(1).standard_normal((COLUMNS, COLUMNS)) / COLUMNS**0.5, jnp.float32)
     for i in range(steps):
-        if i in traced and trace_dir:
-            jax.profiler.start_trace(str(Path(trace_dir) / f"step{i}"))
+        if traced and i == traced[0]:  # one profile of the traced steps: one file a rank, one clock
+            jax.profiler.start_trace(str(Path(trace_dir) / "steps"))
         with jax.profiler.StepTraceAnnotation("step", step_num=i):
             t = time.perf_counter()
             run(x, w).block_until_ready()
             ms = (time.perf_counter() - t) * 1e3
-        if i in traced and trace_dir:
+        if traced and i == traced[-1]:
             jax.profiler.stop_trace()
-        record.step(ms, **({"traced": True} if i in traced and trace_dir else {}))
+        record.step(ms, **({"traced": True} if traced and traced[0] <= i <= traced[-1] else {}))
     if EXTRA:
         alone(x, w).block_until_ready()  # compiled
         times = []
