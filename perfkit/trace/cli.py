@@ -191,7 +191,8 @@ def diff(a, b, by, top, step_pattern, window, as_json):
     """Device time per chip and step of trace B against trace A, largest changes first (with --window
     trace, per chip over its whole trace: HTA's TraceDiff sums per kernel). With one argument, a run
     directory: each variant's change in mean step per chip against the baseline's, by category, op kind
-    and op, with bootstrap CIs over its trials (-n: ops and kinds named)."""
+    and op, with bootstrap CIs over its trials (-n: ops and kinds named; --by, --steps and --window are for
+    two traces)."""
     if b is None:
         # the attribution (analysis stage, scipy) and its report lines: only for a run directory
         from perfkit.analysis.attribution import run_summary
