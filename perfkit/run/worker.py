@@ -151,8 +151,10 @@ def main(argv: list[str]) -> int:
 
     for i, state in tap_inputs.items():
         den.index, den.state = i, state
-        for name, value in den.taps():  # replicated: this process's copy is the whole array
-            record.tap(name, value.addressable_data(0), step=i)
+        taps = den.taps()  # a collective program: every process runs it
+        if jax.process_index() == 0:  # replicated, the same on every process: one writes them
+            for name, value in taps:
+                record.tap(name, value.addressable_data(0), step=i)
 
     den.index, den.latents = 0, start  # the natural pass: the same steps, one wait at the end
     t = time.perf_counter()
