@@ -90,7 +90,7 @@ def closure(requirements: list[Requirement]) -> list[importlib.metadata.Distribu
     while todo:
         req = todo.pop()
         dist = importlib.metadata.distribution(req.name)
-        assert dist.version in req.specifier, (str(req), dist.version)
+        assert req.specifier.contains(dist.version, prereleases=True), (str(req), dist.version)
         key = canonicalize_name(req.name)
         if key in found and not req.extras:
             continue
@@ -107,7 +107,9 @@ def linked_site(folder: Path, dists: list[importlib.metadata.Distribution]) -> P
     one level down where a folder holds other distributions' files too (a namespace package: google/)."""
     def tops(dist, depth):
         return {f.parts[:depth] for f in dist.files or [] if f.parts[0] != ".." and "__pycache__" not in f.parts}
-    others = set().union(*(tops(d, 1) for d in importlib.metadata.distributions() if d not in dists))
+    names = {canonicalize_name(d.metadata["Name"]) for d in dists}
+    others = set().union(*(tops(d, 1) for d in importlib.metadata.distributions()
+                           if canonicalize_name(d.metadata["Name"]) not in names))
     folder.mkdir()
     for dist in dists:
         for parts in tops(dist, 1):
