@@ -5,7 +5,9 @@ Device ops are the events of ``DEVICE_CATS``: GPU kernels, memcpys and memsets (
 MTIA's ``mtia_ccp_events``, of which, as HTA counts them, only those with a ``stream`` arg; each of device
 ``args.device`` (else its pid) on line ``stream <tid>``. ``ProfilerStep#N`` annotations are step markers
 (``gpu_user_annotation`` ones per device, host ones for the whole rank); everything else is host activity.
-The rank is ``distributedInfo.rank`` when the file has it.
+The rank is ``distributedInfo.rank`` when the file has it. A device op whose launch (the runtime call of its
+``args.correlation``) ran inside a host ProfilerStep carries that step in column ``launch_step`` (HTA's
+iteration of a kernel: how HTA leaves out the last step).
 
 A trace without device events is one of two things. Where it holds device runtime calls (``*_runtime``,
 ``Runtime``, ``cuda_driver``) or a CUPTI profiler range (``cuda_profiler_range``: counters per kernel, no
@@ -79,12 +81,17 @@ def _is_device_event(event: dict, cat: str) -> bool:
     return cat not in STREAM_ONLY_CATS or str((event.get("args") or {}).get("stream", "")).lstrip("-").isdigit()
 
 
+def _is_runtime(cat: str) -> bool:
+    """Whether events of ``cat`` are a device runtime's calls (``cuda_runtime``, ``mtia_runtime``, 2021's ``Runtime``)."""
+    return cat.endswith("_runtime") or cat in ("Runtime", "cuda_driver")
+
+
 def _device_ran_unseen(cats: set[str]) -> str | None:
     """Why a trace without device events still had a device at work (None: a CPU trace)."""
     if PROFILER_RANGE_CAT in cats:
         return (f"a CUPTI profiler-range trace ({PROFILER_RANGE_CAT}: counters per kernel, no kernel timeline): "
                 "nothing on the device to measure")
-    runtime = sorted(c for c in cats if c.endswith("_runtime") or c in ("Runtime", "cuda_driver"))
+    runtime = sorted(c for c in cats if _is_runtime(c))
     if runtime:
         return (f"device runtime calls ({', '.join(runtime)}) but no device events perfkit reads (cat "
                 f"{', '.join(DEVICE_CATS)}): a device or trace kind perfkit does not support")
@@ -102,7 +109,7 @@ def _launch_steps(events: list[dict], cats: list[str], names: list[str], on_gpu:
         return out
     launches = {}
     for e, c in zip(events, cats):
-        if c.endswith("_runtime") or c in ("Runtime", "cuda_driver"):
+        if _is_runtime(c):
             corr = (e.get("args") or {}).get("correlation")
             if corr is not None:
                 launches[corr] = e["ts"]
