@@ -115,8 +115,9 @@ def attribute(a: pd.DataFrame, b: pd.DataFrame, by: str = "category", top: int =
             raise BadInput(f"side {side} has no traced step")
     keys = None
     if by != "category":  # the top keys by |delta| of the point estimates; the rest summed
-        full = [_mean(_per_trial(_columns(p, by, None))) for p in (a, b)]
-        names = [_columns(p, by, None).columns for p in (a, b)]
+        every = [_columns(p, by, None) for p in (a, b)]
+        full = [_mean(_per_trial(u)) for u in every]
+        names = [u.columns for u in every]
         ops = sorted((set(names[0]) | set(names[1])) - {IDLE, RESIDUAL})
         delta = pd.Series({k: (full[1][names[1].get_loc(k)] if k in names[1] else 0)
                           - (full[0][names[0].get_loc(k)] if k in names[0] else 0) for k in ops}, dtype=float)
