@@ -134,7 +134,7 @@ def max_abs_diff(a, b) -> float:
               help="Simulated CPU devices (perfkit run sets them from the case's `devices`).")
 def main(preset, op, impl, size, dtype, steps, devices):
     """Time one SP kernel op; one metrics-protocol step per call."""
-    # Interpret-mode kernels deadlock with fewer XLA CPU threads than devices (platform-facts.md).
+    # Interpret-mode kernels deadlock with fewer XLA CPU threads than devices.
     os.environ.setdefault("NPROC", "16")
     if devices is not None:
         if "jax" in sys.modules:  # XLA reads the flag once, when jax starts

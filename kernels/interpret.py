@@ -1,8 +1,8 @@
 """Pallas TPU kernels off TPU: TPU interpret mode, and its race detector in one call.
 
 Interpret mode runs a TPU kernel on CPU while simulating each device's VMEM, DMAs, semaphores and
-barriers; with ``detect_races`` a happens-before race detector watches every buffer access. Traps
-(../shared/notes/platform-facts.md): with N simulated devices the interpreter needs more XLA CPU
+barriers; with ``detect_races`` a happens-before race detector watches every buffer access. Traps:
+with N simulated devices the interpreter needs more XLA CPU
 threads than devices (``NPROC=16`` before jax is imported, or a 4-device kernel hangs on 2 cores), and
 after any exception inside an interpreted kernel its global state must be reset.
 """

@@ -1,6 +1,6 @@
 """Protobuf classes for XSpace (``*.xplane.pb``) and the few HloProto fields a trace needs, built at run
-time from descriptors written here: no package ships generated ``xplane_pb2`` / ``hlo_pb2`` modules
-(platform-facts.md), and xprof's bundled protos do not include xplane.proto.
+time from descriptors written here: no package ships generated ``xplane_pb2`` / ``hlo_pb2`` modules,
+and xprof's bundled protos do not include xplane.proto.
 
 Field numbers follow tsl/profiler/protobuf/xplane.proto and xla/service/hlo.proto (checked against
 traces jax 0.10 writes on CPU and against a JAX 0.8 ROCm trace). ``XSPACE`` is the full schema (for

@@ -1,7 +1,7 @@
 """The bundled models costed on paper at their published sizes (``perfkit cost --model``), against FLOPs
 counted by hand and against the step times the seed PR measured on a v5e-4.
 
-Sizes are the seed's (/work/shared/reference/tpu-sp-collective-matmul-pr.txt): Wan 2.1 14B at 480x832x9
+Sizes are the seed PR's: Wan 2.1 14B at 480x832x9
 (4680 video rows, 512 text tokens), FLUX.1-dev at 1024x1024 (4096 image + 512 text rows), HunyuanVideo at
 320x512x61 (10240 video + 256 text rows), LTX-2 at 480x704x49 (2310 video rows, padded to 2312 at 4
 devices; 51 audio rows, 1024 text tokens). No CFG: the seed's bench ran LTX-2 at guidance 1.0 and none of

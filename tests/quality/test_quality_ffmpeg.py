@@ -28,7 +28,7 @@ RGB_FILTER = "[0:v]format=rgb24[a];[1:v]format=rgb24[b];[a][b]psnr"
 
 @functools.cache  # each pair's oracle run once per session: the files are the module's own
 def lavfi_psnr(a: Path, b: Path, rgb: bool) -> list[dict[str, float]]:
-    """libavfilter's psnr filter on two videos (platform-facts "Oracles"): per frame, its metadata
+    """libavfilter's psnr filter on two videos: per frame, its metadata
     ``lavfi.psnr.{mse,psnr}.<plane>``, ``mse_avg`` and ``psnr_avg``, as floats."""
     with av.open(str(a)) as ca, av.open(str(b)) as cb:
         sa, sb = ca.streams.video[0], cb.streams.video[0]

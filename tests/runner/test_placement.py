@@ -1,7 +1,7 @@
 """Rank placement (perfkit.run.placement): the variables each rank process receives, with the platform
 faked. Expected values are written by hand from the public topologies (v5e-4: 2x2 chips, v5e-8 and
 v6e-8: 2x4, one host each) and the layout JAX's "multiple processes per TPU VM" docs and pytorch/xla's
-tests of one process per chip use (platform-facts.md): libtpu's process grid, chip r for rank r, ports
+tests of one process per chip use: libtpu's process grid, chip r for rank r, ports
 from 8476. Chips are never checked here (not verified on real TPU / GPU hosts)."""
 
 import json
@@ -51,7 +51,7 @@ def test_tpu_one_chip_per_process(accelerator, processes, per_process_bounds, pr
 
 
 def test_v5e_4_exactly_as_written():
-    """The v5e-4 layout spelled out once, nothing derived (platform-facts.md's list)."""
+    """The v5e-4 layout spelled out once, nothing derived."""
     got = rank_vars(command_case(4, {"platform": "tpu", "accelerator": "v5litepod-4"}))
     assert got[3] == {"TPU_CHIPS_PER_PROCESS_BOUNDS": "1,1,1", "TPU_PROCESS_BOUNDS": "2,2,1",
                       "TPU_VISIBLE_CHIPS": "3", "CLOUD_TPU_TASK_ID": "3", "TPU_PROCESS_PORT": "8479",
