@@ -1,0 +1,37 @@
+"""A run whose trials tapped (``perfkit.record.tap``): summary.json's ``taps``, report.md's "First
+departure" with its plot, from the hand-made run directories of ``run_fixtures``."""
+
+import json
+
+import numpy as np
+
+from perfkit import record
+from perfkit.run import finish
+from run_fixtures import ab_trials, frames, outputs_for, write_run
+
+X = np.linspace(-1.0, 1.0, 8, dtype=np.float32)
+
+
+def test_a_tapped_run_reports_its_first_departure(tmp_path, monkeypatch):
+    trials = ab_trials(values=False)
+    run = write_run(tmp_path / "run", trials, outputs_for(trials, frames(), frames()))
+    for t in trials:  # b's second tap is off by 1e-2 relative (float32 allows 3.5e-4): the first departure
+        rank = run / t["dir"] / "rank0"
+        monkeypatch.setenv("PERFKIT_METRICS", str(rank / "metrics.jsonl"))
+        monkeypatch.setenv("PERFKIT_TAP_ARRAYS", "1")
+        state = {"path": None, "handle": None, "count": 0}
+        monkeypatch.setattr(record, "_taps", state)
+        record.tap("block0.out", X, step=0)
+        record.tap("block1.out", X * (1.01 if t["variant"] == "b" else 1.0), step=0)
+        state["handle"].close()
+    finish.render(run)
+
+    taps = json.loads((run / "summary.json").read_text())["taps"]
+    assert (taps["a"]["trial"], taps["b"]["trial"], taps["repeats"], taps["basis"]) == (0, 1, 2, "dtype")
+    assert taps["first"]["name"] == "block1.out" and abs(taps["first"]["rel_l2"] - 0.01) < 1e-6
+    report = (run / "report.md").read_text()
+    quality = report[report.index("## Quality"):report.index("## Rank consistency")]
+    assert "### First departure" in quality and "First departure: **`block1.out` at step 0** (tap 1)" in quality
+    assert "a's 2 repeat(s) were bit-identical at every tap" in quality
+    assert "![Agreement by layer (taps), B vs A](plots/taps.png)" in report
+    assert (run / "plots" / "taps.png").stat().st_size > 0
