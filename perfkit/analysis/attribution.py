@@ -57,7 +57,10 @@ def chip_step_parts(frame: pd.DataFrame, trial: str = "", window: str = "step") 
 
 def hierarchical_means(trials: list[np.ndarray], n_boot: int, rng: np.random.Generator) -> np.ndarray:
     """(n_boot, P) draws of the mean over trials of each trial's mean step (``trials``: one (steps, P)
-    array each), resampling trials and then the steps of each: one set of picks for all P columns."""
+    array each), resampling trials and then the steps of each: one set of picks for all P columns. The
+    verdict's scheme (``perfkit.analysis.stats``: trials picked with replacement, a trial's steps resampled
+    once a draw and used wherever it was picked), for means: stats draws medians from order statistics
+    column by column, and parts that add up need one draw of indices for every column."""
     k = len(trials)
     # (k, n_boot, P): each trial's resampled mean, from how often each of its steps was drawn
     per_trial = np.stack([rng.multinomial(len(t), np.full(len(t), 1 / len(t)), size=n_boot) @ t / len(t)
@@ -152,8 +155,7 @@ def attribute(a: pd.DataFrame, b: pd.DataFrame, by: str = "category", top: int =
     rows["delta_ms"] = rows["b_ms"] - rows["a_ms"]
     rows["marked"] = (rows["ci_lo_ms"] > 0) | (rows["ci_hi_ms"] < 0)
     parts = rows.iloc[:-1]
-    parts = parts[(parts["a_ms"] != 0) | (parts["b_ms"] != 0) | (parts["key"] == RESIDUAL)]
-    parts = parts[(parts["key"] != "dcn") | (parts["a_ms"] != 0) | (parts["b_ms"] != 0)]
+    parts = parts[(parts["a_ms"] != 0) | (parts["b_ms"] != 0) | (parts["key"] == RESIDUAL)]  # dcn only where any
     order = np.argsort(-parts["delta_ms"].abs().to_numpy(), kind="stable")
     out = pd.concat([parts.iloc[order], rows.iloc[-1:]], ignore_index=True)[COLUMNS]
     out.attrs.update(trials_a=len(trials[0]), trials_b=len(trials[1]), confidence=confidence, n_boot=n_boot,
