@@ -19,9 +19,10 @@ The oracle figures are held by the tests named below; every real file is referee
 | kineto/tracelens_mi300_resnet_act_checkpoint.json.gz | trace breakdown, diff, tail, export, collectives (against the whole-trace breakdown: its step spans overlap) | trace/test_trace_formats.py (HTA 0.5.0 on its launched kernels; the host's steps) |
 | kineto/hta_cupti_profiler_range.json.gz | every trace command refuses it in one line (exit 2) | trace/test_trace_formats.py (HTA: no GPU event) |
 | video/cogvideox_horse_720x480_49f.mp4 | quality A A, quality A B | quality/test_quality_ffmpeg.py (libavfilter's psnr filter through PyAV; the ffmpeg binary where present) |
+| hlo/* (MI300 programs' HLO text, a folder each) | cost --chip mi300x (every program), hlo-diff --ab against itself (consistent) | hlo/test_cost_library_calls.py (XLA's HloCostAnalysis, xprof's op_profile) |
 
-The real HLO texts (hlo/) are not swept here: tests/hlo/test_cost_library_calls.py referees them (XLA's
-HloCostAnalysis, xprof's op_profile), and ``perfkit hlo-diff``'s checks are on the suite's own JAX dumps (tests/hlo/).
+``perfkit hlo-diff``'s rank checks are on the suite's own JAX dumps (tests/hlo/); the real HLO texts are swept
+here by cost and hlo-diff --ab only.
 """
 
 import gzip
@@ -50,6 +51,8 @@ REFUSED = ["kineto/hta_cupti_profiler_range.json.gz"]  # every trace command: on
 # collectives match the whole-trace breakdown
 STEPS_OVERLAP = {"kineto/tracelens_mi300_resnet_act_checkpoint.json.gz"}
 VIDEO = "video/cogvideox_horse_720x480_49f.mp4"
+HLO_DUMPS = [f"hlo/{name}" for name in ("amd_te_fused_attn", "mi300_jax08_attention", "mi300_jax08_gemm",
+                                        "mi300_jax_conv_08")]
 NO_COLLECTIVES = {"xplane/mi300_jax_conv_8gpu.xplane.pb", "kineto/xdit_flux1_profile_rank0.json.gz",
                   "kineto/hta_mtia_inference_rank0.json.gz", "kineto/tb_plugin_resnet50_2021_worker0.json.gz",
                   "kineto/hta_rank_non_gpu.json.gz"}
@@ -137,9 +140,23 @@ def _slack(swept) -> int:
 
 
 def test_every_fixture_is_swept(fixtures_dir):
-    found = {p.relative_to(fixtures_dir).as_posix() for kind in ("xplane", "kineto", "video")
+    found = {p.relative_to(fixtures_dir).as_posix() for kind in ("xplane", "kineto", "video", "hlo")
              for p in (fixtures_dir / kind).iterdir()}
-    assert found == set(XPLANES + KINETO + REFUSED + [VIDEO])
+    assert found == set(XPLANES + KINETO + REFUSED + [VIDEO] + HLO_DUMPS)
+
+
+@pytest.mark.parametrize("folder", HLO_DUMPS)
+def test_each_real_dump_folder_costs_and_equals_itself(fixtures_dir, folder):
+    """``perfkit cost`` costs every program of the folder (each file once), and ``hlo-diff --ab`` of the folder
+    against itself finds every module consistent, none only on one side."""
+    path = fixtures_dir / folder
+    files = sorted(p.name for p in path.glob("*after_optimizations.txt"))
+    (block,) = _ok(_invoke("cost", path, "--chip", "mi300x", "--json"))["cost"].values()
+    assert sorted(Path(p["file"]).name for p in block["programs"]) == files
+    assert all(p["flops"] > 0 and p["hbm_bytes"] > 0 for p in block["programs"]), block["programs"]
+    diff = _ok(_invoke("hlo-diff", "--ab", path, path, "--json"))
+    assert diff["consistent"] is True and diff["only_a"] == diff["only_b"] == []
+    assert len(diff["modules"]) == len(files)
 
 
 @pytest.mark.parametrize("name", REFUSED)
