@@ -33,7 +33,7 @@ def write_perfetto(events: pd.DataFrame, path: str | Path) -> int:
     """Write ``events`` to ``path``; returns the number of events written."""
     path = Path(path)
     # processes and threads by first appearance, each from one int64 key a row (a MultiIndex of the pairs
-    # makes a tuple a row: 10x slower), named after the first row of each
+    # makes a tuple a row), named after the first row of each
     rank, device = events["rank"].to_numpy(), events["device"].to_numpy()
     pid, chips = pd.factorize(chip_key(rank, device))
     line = events["line"].astype("category")
@@ -43,7 +43,7 @@ def write_perfetto(events: pd.DataFrame, path: str | Path) -> int:
     texts = [_literals(events[c]) for c in ("name", "category", "kind")]
     with path.open("wb") as file:
         # the text is ASCII (json escapes the rest): encoded here, in one step a chunk, where a text file's
-        # encoder took 7x longer
+        # encoder goes a piece at a time (benchmarks/trace_breakdown.py --command export)
         def write(text: str) -> None:
             file.write(text.encode())
 

@@ -1,7 +1,7 @@
 """Protobuf wire format decoded for many small messages at once, with numpy.
 
 A trace line holds up to millions of ``XEvent`` messages. Touching each through protobuf's Python
-objects costs about a microsecond per field; here every message of a batch advances one field per
+objects costs a Python call or more per field; here every message of a batch advances one field per
 numpy round instead (messages have 3 to 12 fields), and a varint is decoded from the 8 bytes at its
 position read as one little-endian word (bit tricks, no per-byte loop). Used by
 ``perfkit.trace.xplane`` for events and their stats.

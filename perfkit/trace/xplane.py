@@ -46,7 +46,8 @@ from perfkit.trace.programs import Programs
 from perfkit.trace.raw import ROLES, RawTrace, StringTable
 from perfkit.trace.schema import XLINE, XPLANE, XSPACE
 
-CHUNK = 1 << 15  # events decoded per numpy batch: small enough to stay in cache and reuse memory (2**14: 8% more CPU)
+CHUNK = 1 << 15  # events decoded per numpy batch: small enough to stay in cache and reuse memory, big enough
+# that numpy's per-call overhead stays small (benchmarks/trace_breakdown.py's read floor)
 PARALLEL_BYTES = 8 << 20  # planes' bytes below which starting workers costs more than it saves
 # The columns of a RawTrace, as the reader fills them (raw.RawTrace says what each holds).
 COLUMNS = {"name": np.int32, "line": np.int32, "device": np.int32, "role": np.int8, "start_ps": np.int64,
