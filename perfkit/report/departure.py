@@ -56,6 +56,9 @@ def first_words(t: dict) -> str:
         answer = (f"First departure: **`{first['name']}` at step {first['step']}** (tap {first['index']}): relative "
                   f"L2 {_figure(first['rel_l2']):.3g} against an allowance of {_figure(first['allowance']):.2g} "
                   f"(from the {first['basis']}), PSNR {db_cell(first['psnr_db'])} dB over {a}'s range.")
+        if first["step"] and first["index"] == next(r["index"] for r in rows if r["step"] == first["step"]):
+            answer += (f" It is step {first['step']}'s first tap: that step's input may differ already; tap step 0 "
+                       "to find where.")
     m = t.get("mismatch")
     if m:
         answer += f" The taps part at tap {m['index']} ({a}: {m['a']}; {b}: {m['b']}): compared up to there."

@@ -109,6 +109,16 @@ def test_taps_that_part_in_name_are_compared_up_to_there(make_run):
     assert "The taps part at tap 1 (tp: a (step 0); sp: b (step 0))" in quality(run).output
 
 
+def test_a_departure_at_a_later_steps_first_tap_says_to_tap_step_0(make_run, tap_into):
+    run = make_run({"00-tp": [], "01-sp": []})
+    for trial, scale in (("00-tp", 1.0), ("01-sp", 1.1)):
+        tap_into(run / "trials" / trial / "rank0", arrays=True)
+        record.tap("t0", X * scale, step=2)
+        record.tap("t1", X * scale, step=2)
+    text = quality(run).output
+    assert "First departure: **`t0` at step 2** (tap 0)" in text and "tap step 0 to find where" in text
+
+
 def test_no_departure_when_b_matches(make_run):
     run = make_run({"00-tp": [("t0", X)], "01-sp": [("t0", X)]})
     assert "No departure: sp stays within the allowance at all 1 taps (1 bit-identical" in quality(run).output
