@@ -22,6 +22,7 @@ from perfkit.quality import media
 from perfkit.run import case as case_mod
 from perfkit.run.case import Case
 from perfkit.run.rundir import read_trials
+from perfkit.rundata.summary import Summary
 from perfkit.serve import analysis as serve_analysis
 from perfkit.trace.runs import summarize
 from perfkit.trace.parting import run_hangs
@@ -198,7 +199,7 @@ def reproduce(run_dir: Path, env: dict) -> dict:
 ENV_KEYS = ("source", "packages", "devices", "python", "host", "cpus", "platform", "flags")
 
 
-def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Case, dict]:
+def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Case, Summary]:
     """The run's case and summary (``summary.json``'s content); ``interrupted``: the run was stopped
     before its plan was done."""
     run_dir = Path(run_dir)

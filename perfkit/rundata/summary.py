@@ -1,0 +1,506 @@
+"""summary.json as types: what ``perfkit.analysis.summary.summarize_run`` builds and report, check and
+progression read. docs/architecture.md's "summary.json" contract names these keys (a test holds the two
+equal). A key that is not always there is ``NotRequired``; a figure that may be undefined is ``| None``.
+More keys may be added (the contract says "at least"): the schema leaves objects open.
+"""
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+from perfkit.rundata.trials import RankRecord
+
+Db = float | Literal["inf", "-inf"] | None  # a PSNR as json_safe writes it: infinite as a string, NaN null
+Verdict = Literal["faster", "slower", "same", "unknown"]
+
+
+class Error(TypedDict):
+    """A part that could not be worked out, in one line; the rest of the summary stands."""
+    error: str
+
+
+class StepFigures(TypedDict):
+    """Timed steps pooled over a variant's good trials (ms)."""
+    median: float | None
+    p25: float | None
+    p75: float | None
+    n: int
+
+
+class Variant(TypedDict):
+    description: str | None
+    step_ms: StepFigures
+    natural_step_ms: StepFigures
+    first_step_ms: StepFigures
+    trial_medians_ms: list[float]
+    values: dict[str, StepFigures]
+    trials: int
+    failed: int
+
+
+class Comparison(TypedDict):
+    """B (or ``variant``) against the baseline: ratio of medians of trial medians, bootstrap CI."""
+    variant: NotRequired[str]
+    metric: Literal["step_ms", "natural_step_ms"]
+    ratio: float | None
+    ci: list[float | None] | None
+    p_value: float | None
+    verdict: Verdict
+    min_effect: float
+    n_a: int
+    n_b: int
+
+
+class NoiseFloor(TypedDict):
+    variant: str
+    ratio: float | None
+    ci: list[float | None] | None
+    half_width: float | None
+    verdict: Verdict
+
+
+class QualityOracle(TypedDict):
+    path: str
+    variants: NotRequired[dict[str, dict[str, Any]]]
+    error: NotRequired[str]
+
+
+class Quality(TypedDict):
+    """B's outputs against A's; a file's figures as ``perfkit quality --json`` gives them."""
+    file: str
+    space: NotRequired[str]
+    psnr_db: NotRequired[Db]
+    psnr_y_db: NotRequired[Db]
+    psnr_yuv_db: NotRequired[Db]
+    mean_abs_diff: NotRequired[float | None]
+    bit_identical: NotRequired[bool | None]
+    files: dict[str, dict[str, Any]]
+    oracle: NotRequired[QualityOracle]
+    drift: NotRequired[dict[str, Any]]
+
+
+class Determinism(TypedDict):
+    runs: int
+    bit_identical: bool | None
+    differing_runs: int
+    sha256: str | None
+    psnr_min_db: NotRequired[Db]
+    max_abs_diff: NotRequired[float | None]
+    rel_l2_max: NotRequired[float | None]
+
+
+class Instruction(TypedDict):
+    computation: str
+    line: int
+    opcode: str
+    text: str
+
+
+class FirstDifference(TypedDict):
+    module: str
+    ranks: list[int]
+    against_rank: int
+    majority: Instruction | None
+    rank: Instruction | None
+    same_program: bool
+    receive_moved: list[dict[str, Any]]
+
+
+class Role(TypedDict):
+    ranks: list[int]
+    modules: list[str]
+
+
+class RankCheck(TypedDict):
+    """Whether a variant's ranks compiled one program (``hlo_diff``: that trial's hlo-diff check)."""
+    consistent: bool | None
+    groups: list[list[int]]
+    checked: str
+    trial: NotRequired[str]
+    divergent_ranks: NotRequired[list[int]]
+    roles: NotRequired[list[Role]]
+    first_difference: NotRequired[FirstDifference | None]
+    hlo_diff: NotRequired[dict[str, Any]]
+
+
+class Priming(TypedDict):
+    status: str
+    wall_s: float | None
+    entries: int | None
+
+
+class CacheVariant(TypedDict):
+    mode: Literal["cold", "warm"]
+    trials: int
+    first_step_ms: float | None
+    compile_s: float | None
+    cache_hits: float | None
+    ready_s: float | None
+    entries_at_start: float | None
+    entries_written: float | None
+    priming: Priming | None
+
+
+class CompileCache(TypedDict):
+    variants: dict[str, CacheVariant]
+    outputs: Determinism | None
+
+
+class BreakdownVariant(TypedDict):
+    """Means over every traced (chip, step) of a variant's good trials (ms)."""
+    trials: int
+    chip_steps: int
+    span_ms: float
+    compute_ms: float
+    ici_ms: float
+    dcn_ms: float
+    dma_ms: float
+    idle_ms: float
+    comm_ms: float
+    hidden_ms: float
+    overlap: float | None
+    steps_from: list[str]
+    measured: Literal["device ops", "host ops"]
+
+
+class OpDelta(TypedDict):
+    key: str
+    category: str
+    a_ms: float
+    b_ms: float
+    delta_ms: float
+
+
+class CollectiveKind(TypedDict):
+    kind: str
+    count: float
+    bytes: float | None
+    time_ms: float
+    exposed_ms: float
+    hidden_ms: float
+    wait_ms: float
+    gbps: float | None
+
+
+class StragglerStep(TypedDict):
+    trial: str
+    step: int
+    rank: int
+    device: int
+    times_last: int
+    matched: int
+    skew_ms: float
+    span_ms: float
+    skew_share: float
+
+
+class Collectives(TypedDict):
+    kinds: list[CollectiveKind]
+    steps: list[StragglerStep]
+
+
+class Breakdown(TypedDict):
+    baseline: str
+    by: Literal["kind"]
+    variants: dict[str, BreakdownVariant | Error]
+    op_deltas: dict[str, list[OpDelta]]
+    collectives: dict[str, Collectives | Error]
+
+
+class AttributionRow(TypedDict):
+    key: str
+    category: str
+    change: Literal["changed", "added", "removed", "other", "idle", "residual", "total"]
+    a_ms: float
+    b_ms: float
+    delta_ms: float
+    ci_lo_ms: float | None
+    ci_hi_ms: float | None
+    marked: bool
+
+
+class Marked(TypedDict):
+    rows: int
+    marked: int
+    chance_allows: int
+
+
+class AttributionVariant(TypedDict):
+    trials: list[int]
+    chip_steps: list[int]
+    confidence: float
+    total: AttributionRow
+    category: list[AttributionRow]
+    kind: list[AttributionRow]
+    op: list[AttributionRow]
+    marked: Marked
+
+
+class Attribution(TypedDict):
+    baseline: str
+    top: NotRequired[int]
+    variants: NotRequired[dict[str, AttributionVariant | Error]]
+    error: NotRequired[str]
+
+
+class HungChip(TypedDict):
+    rank: int
+    device: int
+    completed: int
+    last_step: int | None
+    last_op: str | None
+    last_kind: str | None
+    waiting_at: str | None
+    waiting_from: Literal["program", "own"] | None
+
+
+class Hang(TypedDict):
+    """Where a hung trial's chips part (``parting``: as ``perfkit trace tail --json`` gives it)."""
+    chips: list[HungChip]
+    parting: dict[str, Any] | None
+    text: str
+
+
+class FailedTrial(TypedDict):
+    index: int
+    variant: str
+    status: str
+    dir: str
+    ranks: list[RankRecord]
+
+
+class Trials(TypedDict):
+    total: int
+    ok: int
+    failed: list[FailedTrial]
+
+
+class Env(TypedDict):
+    """env.json's fields the report shows (null where env.json lacks them)."""
+    source: dict[str, Any] | None
+    packages: dict[str, str | None] | None
+    devices: dict[str, Any] | None
+    python: str | None
+    host: str | None
+    cpus: int | None
+    platform: str | None
+    flags: dict[str, str] | None
+
+
+class Reproduce(TypedDict):
+    command: str
+    cwd: str | None
+    case_file: str
+    commit: str | None
+    tree: str | None
+    dirty: bool | None
+    dirty_hash: str | None
+    case_yaml: str
+
+
+class CollectiveCount(TypedDict):
+    count: int | float
+    buffer_bytes: int | float
+    sent_bytes: int | float
+
+
+class CollectiveShape(TypedDict):
+    kind: str
+    shape: str
+    group: int | None
+    count: int | float
+    buffer_bytes: int | float
+
+
+class Program(TypedDict):
+    """One compiled program's cost, per device and per run of it."""
+    module: str
+    file: str
+    devices: int
+    flops: float
+    dot_flops: float
+    other_flops: float
+    transcendentals: float
+    hbm_bytes: float
+    interconnect_bytes: float
+    collectives: dict[str, CollectiveCount]
+    collective_shapes: list[CollectiveShape]
+    temp_bytes: int | None
+    peak_bytes: int | None
+    uncosted: dict[str, int | float]
+
+
+class Cost(TypedDict):
+    dumps: str
+    programs: NotRequired[list[Program]]
+    step: NotRequired[Program]
+    error: NotRequired[str]
+
+
+class Roofline(TypedDict):
+    chip: str
+    compute_ms: float
+    memory_ms: float
+    interconnect_ms: float
+    bound_ms: float
+    serial_ms: float
+    binding: Literal["compute", "memory", "interconnect"]
+    measured_ms: float | None
+    measured_over_bound: float | None
+
+
+class TapSide(TypedDict):
+    variant: str
+    trial: int
+    dir: str
+
+
+class TapRow(TypedDict):
+    index: int
+    step: int | None
+    name: str
+    dtype: str
+    bit_identical: bool
+    rel_l2: float | None
+    psnr_db: Db
+    max_abs_diff: float | None
+    repeat_rel_l2: float | None
+    allowance: float | None
+    basis: Literal["dtype", "repeats"] | None
+    departs: bool | None
+
+
+class TapMismatch(TypedDict):
+    index: int
+    a: Any
+    b: Any
+
+
+class Taps(TypedDict):
+    """The first good trial of B against A's, tap by tap (``perfkit.quality.departure``)."""
+    a: TapSide
+    b: TapSide
+    taps: int
+    repeats: int
+    arrays: bool
+    basis: str | None
+    allowances: dict[str, float]
+    repeat_factor: float
+    rows: list[TapRow]
+    first: TapRow | None
+    mismatch: TapMismatch | None
+
+
+class ServeLevel(TypedDict):
+    variant: str
+    level: int
+    processes: int
+    sent: int
+    failed: int
+    latency_p50_ms: float | None
+    latency_p90_ms: float | None
+    latency_max_ms: float | None
+    outputs_per_min: float | None
+    outputs_per_min_min: float | None
+    outputs_per_min_max: float | None
+
+
+class ServeProcess(TypedDict):
+    variant: str
+    trial: int
+    trial_status: str
+    level: int
+    sent: int
+    ok: int
+    failed: int
+    latency_p50_ms: float | None
+    latency_p90_ms: float | None
+    latency_max_ms: float | None
+    outputs_per_min: float | None
+    span_s: float | None
+
+
+class ServeComparison(TypedDict):
+    variant: str
+    level: int
+    metric: Literal["latency_ms", "outputs_per_min"]
+    ratio: float | None
+    ci_lo: float | None
+    ci_hi: float | None
+    verdict: Verdict
+    n_a: int
+    n_b: int
+
+
+class ServeServer(TypedDict):
+    trial: int
+    variant: str
+    status: str
+    url: str | None
+    ready_s: float | None
+    failure: str | None
+
+
+class ServedOutput(TypedDict):
+    """A variant's first good output of a prompt against the reference, beside the codec's floor."""
+    prompt: str
+    variant: str
+    reference: str | None
+    codec_floor_db: Db
+    psnr_db: NotRequired[Db]
+    psnr_pooled_db: NotRequired[Db]
+    psnr_min_db: NotRequired[Db]
+    bit_identical: NotRequired[bool | None]
+    max_abs_diff: NotRequired[float | None]
+    error: NotRequired[str]
+
+
+class ServeQuality(TypedDict):
+    reference: str
+    codec: str | None
+    rows: list[ServedOutput]
+
+
+class Serve(TypedDict):
+    """A serve case's load figures (``perfkit.serve.analysis``)."""
+    concurrency: list[int]
+    requests: int
+    warmup: int
+    server_restarts: int
+    prompts: int
+    levels: list[ServeLevel]
+    processes: list[ServeProcess]
+    comparisons: list[ServeComparison]
+    servers: list[ServeServer]
+    failed_requests: list[dict[str, Any]]
+    failed_count: int
+    latency_samples_ms: dict[str, dict[str, list[float]]]
+    quality: ServeQuality
+    not_verified: list[str]
+
+
+class Summary(TypedDict):
+    """summary.json of a run (a matrix run's top-level summary.json is another shape: ``kind: "matrix"``)."""
+    case: str
+    kind: Literal["model", "command", "serve"]
+    run_dir: str
+    baseline: str
+    description: str | None
+    variants: dict[str, Variant]
+    comparison: Comparison
+    comparisons: list[Comparison]
+    noise_floor: NoiseFloor | None
+    quality: Quality | Error | None
+    taps: Taps | Error | None
+    determinism: dict[str, Determinism | None]
+    ranks: dict[str, RankCheck]
+    compile_cache: CompileCache | None
+    breakdown: Breakdown | None
+    attribution: Attribution | None
+    trials: Trials
+    hangs: dict[str, Hang | Error] | None
+    env: Env
+    reproduce: Reproduce
+    interrupted: bool
+    cost: dict[str, Cost]
+    roofline: dict[str, Roofline]
+    serve: NotRequired[Serve]
+    not_verified: list[str]

@@ -1,0 +1,85 @@
+"""The typed run contract (perfkit.rundata): the shipped JSON Schema is what the types generate, the
+demo's summary.json validates against it and a wrong type in it does not, and docs/architecture.md's
+summary.json and trials.jsonl sections name the keys the types define, no more and no fewer."""
+
+import copy
+import json
+import re
+
+import jsonschema
+import pytest
+
+from contract_doc import doc_keys, section, spans, type_names
+from perfkit.rundata import schema
+from perfkit.rundata.summary import Summary
+from perfkit.rundata.trials import TrialRecord
+
+# Backticked in the summary.json section but no summary key: ffmpeg psnr's own names (`y`, `average`),
+# hlo-diff --json's `checks`, the bundled worker's step program, the case option that saves latents.
+NOT_SUMMARY_KEYS = {"y", "average", "checks", "jit__euler_step", "save_latents"}
+
+
+def validator() -> jsonschema.Draft202012Validator:
+    shipped = schema.shipped()
+    jsonschema.Draft202012Validator.check_schema(shipped)
+    return jsonschema.Draft202012Validator(shipped)
+
+
+def test_the_shipped_schema_is_what_the_types_generate():
+    assert schema.shipped() == schema.generate(), "write it again: python -m perfkit.rundata.schema"
+
+
+@pytest.mark.slow
+def test_the_demo_summary_validates(demo_run):
+    summary = json.loads((demo_run / "summary.json").read_text())
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:200]}" for e in validator().iter_errors(summary)]
+    assert not errors, "\n".join(errors)
+    # the run held what makes the contract's deeper parts: traces, dumps, outputs
+    assert summary["breakdown"] and summary["attribution"]["variants"] and summary["cost"] and summary["quality"]
+    for line in (demo_run / "trials.jsonl").read_text().splitlines():
+        trial = json.loads(line)
+        assert set(trial) <= set(TrialRecord.__annotations__) and TrialRecord.__required_keys__ <= set(trial)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("plant", ["ratio as text", "verdict unknown word", "cost group missing", "rank as float"])
+def test_a_wrong_type_in_the_demo_summary_fails(demo_run, plant):
+    summary = json.loads((demo_run / "summary.json").read_text())
+    wrong = copy.deepcopy(summary)
+    if plant == "ratio as text":
+        wrong["comparison"]["ratio"] = "1.2"
+    elif plant == "verdict unknown word":
+        wrong["comparisons"][0]["verdict"] = "quicker"
+    elif plant == "cost group missing":
+        del next(iter(wrong["cost"].values()))["step"]["collective_shapes"][0]["group"]
+    else:
+        wrong["breakdown"]["collectives"][wrong["baseline"]]["steps"][0]["rank"] = 0.5
+    assert not list(validator().iter_errors(summary))
+    assert list(validator().iter_errors(wrong))
+
+
+@pytest.mark.parametrize("root, module, contract, ignored", [
+    (Summary, "perfkit.rundata.summary", "summary.json", NOT_SUMMARY_KEYS),
+    (TrialRecord, "perfkit.rundata.trials", "trials.jsonl", {"ready"}),  # a mark's name
+])
+def test_the_doc_names_the_keys_the_types_define(root, module, contract, ignored):
+    """Every key the types define is backticked in the doc's section, and every key the section names is
+    a key (or a value) of the types: a key added to one and not the other fails here."""
+    keys, values = type_names(root, module)
+    text = section(contract)
+    ticked = " ".join(spans(text))
+    assert not [k for k in keys if not re.search(rf"\b{k}\b", ticked)], "keys the doc does not name"
+    assert not [v for v in values if not re.search(rf"(?<![\w-]){re.escape(v)}(?![\w-])", text)], \
+        "values the doc does not name"
+    assert not doc_keys(text, values) - keys - values - ignored, "keys the doc names that the types lack"
+
+
+def test_the_doc_check_sees_a_key_it_lacks_or_adds():
+    """Not vacuous: a doc without one key, or with one more, fails the comparison."""
+    keys, values = type_names(Summary, "perfkit.rundata.summary")
+    doc = section("summary.json")
+    assert "measured_over_bound" in doc
+    lacking = doc.replace("measured_over_bound", "")
+    assert "measured_over_bound" not in " ".join(spans(lacking))
+    added = doc.replace("`{chip, compute_ms,", "`{chip, compute_ms, watts_ms,")
+    assert doc_keys(added, values) - keys - values - NOT_SUMMARY_KEYS == {"watts_ms"}
