@@ -12,6 +12,8 @@ events are decoded straight from the file's bytes: no protobuf object or Python 
 
 from __future__ import annotations
 
+import contextlib
+import os
 from typing import BinaryIO, Iterator, NamedTuple
 
 import numpy as np
@@ -150,6 +152,31 @@ def fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Iterator[Fi
         live = live[nxt < ends[live]]
 
 
+class FileBytes:
+    """An open file's bytes, read where they are indexed (a block around each position, ``os.pread``):
+    the heads of a large file's fields (an XSpace's planes) without reading the rest."""
+
+    BLOCK = 1 << 16
+
+    def __init__(self, file: BinaryIO):
+        self.fd, self.size = file.fileno(), os.fstat(file.fileno()).st_size
+        self._start, self._block = 0, b""
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, key: int | slice) -> int | bytes:
+        if isinstance(key, slice):
+            start, stop, _ = key.indices(self.size)
+            return os.pread(self.fd, max(stop - start, 0), start)
+        if not self._start <= key < self._start + len(self._block):
+            if not 0 <= key < self.size:
+                raise IndexError(key)
+            self._start = key - key % self.BLOCK
+            self._block = os.pread(self.fd, self.BLOCK, self._start)
+        return self._block[key - self._start]
+
+
 def _varint(data: memoryview, pos: int, end: int) -> tuple[int, int]:
     """One varint at ``data[pos]`` (a message ending at ``end``) and the position after it."""
     value = shift = 0
@@ -166,7 +193,7 @@ def field_ahead(data, start: int, end: int, number: int) -> bytes | None:
     """The payload of LENGTH field ``number`` of the message ``data[start:end]`` when it comes before any
     higher-numbered field (protobuf writes fields in number order: an XPlane's name before its lines), so
     a large message's head is read without walking the rest; None where it does not."""
-    with memoryview(data) as view:
+    with contextlib.nullcontext(data) if isinstance(data, FileBytes) else memoryview(data) as view:
         try:
             return _field_ahead(view, start, end, number)
         except WireError:  # a damaged head: the full read of the message says what is wrong
@@ -273,10 +300,10 @@ def split(buf, start: int, end: int, number: int) -> tuple[np.ndarray, np.ndarra
     """The message ``buf[start:end]`` as the payload starts and ends (k,) int64 of its LENGTH fields
     numbered ``number`` (a repeated message: an XLine's events) and its other fields as the bytes of a
     message of their own (for protobuf: they are few and small). ``buf``: a padded uint8 array (runs of
-    one field found in bulk), or any bytes-like (a mapped file: read field by field, touching only the
-    fields' heads)."""
+    one field found in bulk), or any bytes-like or a ``FileBytes`` (read field by field, touching only
+    the fields' heads)."""
     bulk = isinstance(buf, np.ndarray)
-    data = buf.data if bulk else memoryview(buf)
+    data = buf.data if bulk else buf if isinstance(buf, FileBytes) else memoryview(buf)
     starts, ends, rest = [], [], []
     pos = start
     while pos < end:

@@ -1,6 +1,6 @@
 """``*.xplane.pb`` (XSpace: TPU, GPU and CPU planes) into columnar events, without TensorBoard.
 
-``wire.split`` finds the planes in the mapped file, then (one plane read into an array at a time) each
+``wire.split`` finds the planes in the file (reading their heads only), then (one plane read into an array at a time) each
 plane's lines and each line's events in place; protobuf (``schema``) parses only what is left: names,
 metadata, line headers. Events and their stats are decoded in chunks with numpy straight from the
 plane's bytes (``wire``): a handful of numpy passes per event field, no Python object per event, and
@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import functools
 import math
-import mmap
-import os
 import re
 import sys
 from pathlib import Path
@@ -297,9 +295,8 @@ def planes(path: Path, file_index: int = 0) -> tuple[str, list[PlaneJob]]:
     """The XSpace's first hostname and where its planes are in the file, with their names (the planes
     are not read)."""
     with path.open("rb") as file:
-        size = os.fstat(file.fileno()).st_size
-        whole = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""  # unmapped when dropped
-        starts, ends, space = _split(whole, 0, size, 1, XSPACE, path)
+        whole = wire.FileBytes(file)  # only the planes' heads are read
+        starts, ends, space = _split(whole, 0, len(whole), 1, XSPACE, path)
         if not starts.size:
             raise BadInput("not an XSpace: no named planes", path=path)
         host = space.hostnames[0] if space.hostnames else path.name.split(".")[0]

@@ -1,5 +1,7 @@
 """The numpy wire decoder against protobuf's own encoder, and op nesting against a plain stack walk."""
 
+import tempfile
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -71,18 +73,25 @@ TEMPTING = st.one_of(STAT, st.tuples(st.just("bytes_value"), st.binary(max_size=
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 2**40), INT64, st.integers(0, 2**62),
                           st.lists(st.tuples(st.integers(1, 300), TEMPTING), max_size=4)), max_size=25),
-       st.text(max_size=20), st.integers(0, 2**62), st.booleans())
+       st.text(max_size=20), st.integers(0, 2**62), st.sampled_from(["bulk", "bytes", "file"]))
 def test_split_finds_each_event_and_keeps_the_other_fields(specs, name, stamp, bulk):
     """wire.split against protobuf: the payload of every XLine event, in order, and the line's other
-    fields as a message of their own; both on a padded array (runs found in bulk) and on plain bytes."""
+    fields as a message of their own; on a padded array (runs found in bulk), on plain bytes and on a
+    file's bytes read where indexed (``FileBytes``, a block of 64 bytes at a time here)."""
     line = XSPACE().planes.add().lines.add(id=7, name=name, timestamp_ns=stamp, duration_ps=5)
     for md, offset, dur, stats in specs:
         ev = line.events.add(metadata_id=md, offset_ps=offset, duration_ps=dur)
         for sid, (field, value) in stats:
             setattr(ev.stats.add(metadata_id=sid), field, value)
     raw = line.SerializeToString()
-    buf = padded([raw]) if bulk else raw
-    starts, ends, rest = wire.split(buf, 0, len(raw), 4)
+    with tempfile.TemporaryFile() as file:
+        file.write(raw)
+        file.flush()
+        buf = {"bulk": padded([raw]), "bytes": raw, "file": wire.FileBytes(file)}[bulk]
+        if bulk == "file":
+            buf.BLOCK = 64  # (an instance's: blocks end inside the events)
+        starts, ends, rest = wire.split(buf, 0, len(raw), 4)
+        assert wire.field_ahead(buf, 0, len(raw), 2) == (name.encode() if name else None)
     assert [raw[a:b] for a, b in zip(starts.tolist(), ends.tolist())] == [e.SerializeToString() for e in line.events]
     header = XLINE.FromString(rest)
     assert (header.id, header.name, header.timestamp_ns, header.duration_ps, len(header.events)) == \
