@@ -1,10 +1,12 @@
-"""The house is one-way: no import cycle among perfkit's modules (kernels/ and models/ included), and
-every import placed inside a function says why in a comment (a heavy library off a fast path), so
-none hides a cycle. Read from the source with ast: nothing is imported."""
+"""The house is one-way: no import cycle among perfkit's modules (kernels/ and models/ included), every
+import placed inside a function says why in a comment (a heavy library off a fast path), so none hides a
+cycle, and no package imports another that docs/architecture.md's "may import" table does not allow.
+Read from the source with ast: nothing is imported."""
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -58,6 +60,13 @@ def cycles(edges: set[tuple[str, str]], nodes: list[str]) -> list[set[str]]:
 def import_graph() -> tuple[list[set[str]], list[str]]:
     """The import cycles among perfkit's modules; and each function-local import without a comment
     saying why."""
+    edges, unexplained = scan()
+    return cycles(edges, sorted(module_files())), unexplained
+
+
+def scan() -> tuple[set[tuple[str, str]], list[str]]:
+    """Every import between perfkit's modules (importer, imported); and each function-local import
+    without a comment saying why."""
     files = module_files()
     known = set(files)
     edges = set()
@@ -77,7 +86,7 @@ def import_graph() -> tuple[list[set[str]], list[str]]:
                     edges.add((module, target))
             if id(node) in in_function and not _explained(lines, node):
                 unexplained.append(f"{path.relative_to(REPO)}:{node.lineno}: {lines[node.lineno - 1].strip()}")
-    return cycles(edges, sorted(known)), unexplained
+    return edges, unexplained
 
 
 def _explained(lines: list[str], node: ast.stmt) -> bool:
@@ -120,3 +129,81 @@ def test_the_checks_see_a_planted_defect(tmp_path, monkeypatch, planted):
         assert found == [{"perfkit.a", "perfkit.b"}] and not unexplained
     else:
         assert not found and len(unexplained) == 1 and "from perfkit import errors" in unexplained[0]
+
+
+# -- the "may import" table of docs/architecture.md, package to package
+
+DOC = REPO / "docs" / "architecture.md"
+
+
+def package_of(module: str) -> str | None:
+    """The table's row a perfkit module belongs to: ``perfkit.run.case`` -> run, ``perfkit.cli`` -> cli."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def may_import_table(text: str) -> dict[str, set[str] | None]:
+    """Each row's package -> what it may import: ``pkg`` (all of it) or ``pkg.module``; None: everything.
+    In a cell, "run's `case`/`rundir`" names modules, a parenthesis is a comment, "its `cli` also cost"
+    lets one module import more (``hlo.cli`` -> ``cost``), and "never ..." restates what is left out. The
+    packages the text above the table says every package may import are under "*"."""
+    section = text.split("## Inside `perfkit/`", 1)[1].split("\n## ", 1)[0]
+    everyone = re.search(r"Every package may import ([^.]+)\.", section)
+    table: dict[str, set[str] | None] = {"*": set(re.findall(r"`(\w+)`", everyone[1])) if everyone else set()}
+    for row in re.findall(r"^\| (`perfkit/[^|]*) \|.*\| ([^|]*) \|$", section, flags=re.M):
+        folders, cell = row
+        names = [Path(f).stem for f in re.findall(r"`perfkit/([^`]+)`", folders)]
+        allowed: set[str] | None = None if cell.strip() == "everything" else set()
+        entries = re.split(r"[,;]\s*", re.sub(r"\([^()]*\)", "", cell)) if allowed is not None else []
+        for entry in (e.strip() for e in entries):
+            if not entry or entry == "—" or entry.startswith("never"):
+                continue
+            also = re.fullmatch(r"its `(\w+)` also (.+)", entry)
+            prefix = f"{names[0]}.{also[1]}->" if also else ""
+            owner = re.fullmatch(r"(\w+)'s? (.+)", also[2] if also else entry)
+            items = ({f"{owner[1]}.{m}" for m in re.findall(r"`(\w+)`", owner[2])} if owner
+                     else {(also[2] if also else entry).split()[0]})
+            allowed |= {prefix + i for i in items}
+        for name in names:
+            table[name] = allowed
+    return table
+
+
+def against_the_table(edges: set[tuple[str, str]], table: dict[str, set[str] | None]) -> list[str]:
+    """Each import from one package into another that the table does not allow."""
+    wrong = []
+    for source, target in sorted(edges):
+        mine, theirs = package_of(source), package_of(target)
+        if mine is None or theirs is None or mine == theirs or mine not in table or theirs in table["*"]:
+            continue
+        allowed = table[mine]
+        if allowed is None:
+            continue
+        module = ".".join(target.split(".")[1:3])
+        mine_too = {i.split("->", 1)[1] for i in allowed if i.startswith(source.split(".", 1)[1] + "->")}
+        if {theirs, module} & (allowed | mine_too):
+            continue
+        if module == theirs and any(i.startswith(theirs + ".") for i in allowed | mine_too):
+            continue  # the package itself, for `from perfkit.run import case`: its module is checked on its own
+        wrong.append(f"{source} imports {target}")
+    return wrong
+
+
+def test_packages_import_only_what_the_table_allows():
+    wrong = against_the_table(scan()[0], may_import_table(DOC.read_text()))
+    assert not wrong, "imports docs/architecture.md's table does not allow:\n" + "\n".join(wrong)
+
+
+def test_the_table_check_sees_a_planted_import():
+    """Not vacuous: report importing analysis (the table says never), quality importing trace, serve importing
+    run's runner (serve may import run's case, trial, launch and ranks only) fail; analysis importing run's
+    case, which the table names, passes."""
+    table = may_import_table(DOC.read_text())
+    assert table["rundata"] == {"common", "errors"} and table["cli"] is None and table["*"] == {"rundata", "errors"}
+    planted = {("perfkit.report.markdown", "perfkit.analysis.summary"),
+               ("perfkit.quality.compare", "perfkit.trace.events"),
+               ("perfkit.serve.trial", "perfkit.run.runner"), ("perfkit.serve.trial", "perfkit.run.case"),
+               ("perfkit.analysis.summary", "perfkit.run.case")}
+    assert against_the_table(planted, table) == ["perfkit.quality.compare imports perfkit.trace.events",
+                                                 "perfkit.report.markdown imports perfkit.analysis.summary",
+                                                 "perfkit.serve.trial imports perfkit.run.runner"]
