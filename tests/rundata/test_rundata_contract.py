@@ -68,10 +68,12 @@ def test_the_doc_names_the_keys_the_types_define(root, module, contract, ignored
     keys, values = type_names(root, module)
     text = section(contract)
     ticked = " ".join(spans(text))
-    assert not [k for k in keys if not re.search(rf"\b{k}\b", ticked)], "keys the doc does not name"
-    assert not [v for v in values if not re.search(rf"(?<![\w-]){re.escape(v)}(?![\w-])", text)], \
-        "values the doc does not name"
-    assert not doc_keys(text, values) - keys - values - ignored, "keys the doc names that the types lack"
+    unnamed_keys = sorted(k for k in keys if not re.search(rf"\b{k}\b", ticked))
+    unnamed_values = sorted(v for v in values if not re.search(rf"(?<![\w-]){re.escape(v)}(?![\w-])", text))
+    untyped = sorted(doc_keys(text, values) - keys - values - ignored)
+    assert not unnamed_keys, f"keys the doc does not name: {unnamed_keys}"
+    assert not unnamed_values, f"values the doc does not name: {unnamed_values}"
+    assert not untyped, f"keys the doc names that the types lack: {untyped}"
 
 
 def test_the_doc_check_sees_a_key_it_lacks_or_adds():
