@@ -3,10 +3,9 @@ values their backticked spans name (``variants.<name>.step_ms.{median,p25,p75,n}
 
 A contract's section is its bullet (``- **summary.json**``) of the Contracts, and every passage elsewhere
 in them that starts with its backticked name and a key (summary.json's taps, serve), up to the end of its
-sentence. In a span, a parenthesis is prose (``group (devices in its replica group)``), ``<name>`` a placeholder, a quoted word a value; a span
-naming a module, command, option, path or file (``perfkit.cost``, ``perfkit run``, ``--resume``,
-``outputs/latents.npy``) names
-no key."""
+sentence. In a span, a parenthesis is prose (``group (devices in its replica group)``), ``<name>`` a
+placeholder, a quoted word a value; a span naming a module, command, option, path or file
+(``perfkit.cost``, ``perfkit run``, ``--resume``, ``outputs/latents.npy``) names no key."""
 
 from __future__ import annotations
 
