@@ -5,9 +5,9 @@ A breakdown of millions of events makes hundreds of arrays of tens of MB, each f
 serves blocks that big from fresh mappings and returns them when freed, so every new array faults its
 pages in afresh, and numpy's transparent-huge-page advice on them makes those faults zero and compact
 2 MB at a time: system time more than linear in the events. Kept in the heap (no separate mapping for
-big blocks, no trimming) freed blocks are reused: about half the system time and a lower peak
-(benchmarks/trace_breakdown.py --untuned times the command without this). For the command line's
-process (and the workers it starts) only: a library must not change how its caller's process allocates.
+big blocks, no trimming) freed blocks are reused: less system time (benchmarks/trace_breakdown.py
+--untuned times the command without this). For the command line's process (and the workers it starts)
+only: a library must not change how its caller's process allocates.
 """
 
 from __future__ import annotations
