@@ -41,7 +41,7 @@ from perfkit.quality.media import (DEFAULT_CODEC, LATENTS_FILE, Codec, Media, Vi
                                    open_media, output_files, outputs_folder, prefetch, write_video)
 from perfkit.quality.planes import (CHANNELS, DATA_RANGE, YUV_PLANES, Decoded, Tally, frame_sums, psnr,
                                     yuv_sums)
-from perfkit.quality.ssim import SsimTally, channels, frame_ssim
+from perfkit.quality.ssim import SsimTally, channels
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -183,7 +183,7 @@ def frame_table(a: Iterator[Decoded], b: Iterator[Decoded], labels: tuple[str, s
                 tally.add(yuv_sums(fa.planes, fb.planes) if space == "yuv" else frame_sums(fa.rgb, fb.rgb))
             if ssim_tally is not None:
                 try:
-                    ssim_tally.add(frame_ssim(_space_planes(fa, spaces[0]), _space_planes(fb, spaces[0])))
+                    ssim_tally.add(_space_planes(fa, spaces[0]), _space_planes(fb, spaces[0]))
                 except BadInput as exc:
                     raise BadInput(exc.reason, path=pair) from None
     finally:

@@ -37,21 +37,33 @@ REPRODUCE = {
 }
 
 
-def _block_sums(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+class Scratch:
+    """Work arrays for planes of one size, kept from frame to frame: fresh ones every frame would be new pages
+    from the kernel, whose faults cost more than the sums (benchmarks/quality_throughput.py --ssim)."""
+
+    def __init__(self, shape: tuple[int, int]):
+        h4, w4 = shape[0] >> 2, shape[1] >> 2
+        width = 4 * w4
+        self.rows = max(1, CHUNK // (4 * width))  # block rows a chunk
+        self.blocks = np.empty((4, h4, w4), np.float32)
+        self.a, self.b, self.plus = (np.empty((4 * self.rows, width), np.float32) for _ in range(3))
+        self.column = np.empty((4, self.rows, width), np.float32)
+
+
+def _block_sums(a: np.ndarray, b: np.ndarray, scratch: Scratch) -> np.ndarray:
     """(4, h/4, w/4) float32 sums over each 4x4 block of a + b, a - b, (a + b)^2 and (a - b)^2: exact integers
     (at most 16 * 510^2 < 2^24), from which the filter's sums of a, b, a^2 + b^2 and a * b follow exactly."""
-    h4, w4 = a.shape[0] >> 2, a.shape[1] >> 2
+    out = scratch.blocks
+    h4, w4 = out.shape[1:]
     width = 4 * w4
-    out = np.empty((4, h4, w4), np.float32)
-    rows = max(1, CHUNK // (4 * width))  # block rows a chunk
-    rows_sums = np.empty((4, rows, width), np.float32)
-    for r in range(0, h4, rows):
-        n = min(rows, h4 - r)
-        sa, sb = a[4 * r:4 * (r + n), :width], b[4 * r:4 * (r + n), :width]
-        fa, fb = sa.astype(np.float32), sb.astype(np.float32)  # converting once beats a casting add and subtract
-        plus = (fa + fb).reshape(n, 4, width)
+    for r in range(0, h4, scratch.rows):
+        n = min(scratch.rows, h4 - r)
+        fa, fb, plus = scratch.a[:4 * n], scratch.b[:4 * n], scratch.plus[:4 * n]
+        np.copyto(fa, a[4 * r:4 * (r + n), :width])  # to float32 once: cheaper than a casting add and subtract
+        np.copyto(fb, b[4 * r:4 * (r + n), :width])
+        plus = np.add(fa, fb, out=plus).reshape(n, 4, width)
         minus = np.subtract(fa, fb, out=fa).reshape(n, 4, width)
-        column = rows_sums[:, :n]  # each column's sum over the block's 4 rows
+        column = scratch.column[:, :n]  # each column's sum over the block's 4 rows
         np.sum(plus, axis=1, out=column[0])
         np.sum(minus, axis=1, out=column[1])
         np.einsum("rkj,rkj->rj", plus, plus, out=column[2])
@@ -85,20 +97,16 @@ def _window_total(blocks: np.ndarray) -> float:
     return float(num.sum(dtype=np.float64))
 
 
-def plane_ssim(a: np.ndarray, b: np.ndarray) -> float:
-    """The SSIM of one pair of uint8 planes (H, W), at least 8x8, as the filter gives it."""
+def plane_ssim(a: np.ndarray, b: np.ndarray, scratch: Scratch | None = None) -> float:
+    """The SSIM of one pair of uint8 planes (H, W), at least 8x8, as the filter gives it; ``scratch`` the work
+    arrays of planes of this size (``SsimTally`` keeps them from frame to frame)."""
     h4, w4 = a.shape[0] >> 2, a.shape[1] >> 2
     if h4 < 2 or w4 < 2:
         raise BadInput(f"SSIM needs planes of at least 8x8 samples, got {a.shape[1]}x{a.shape[0]}")
-    blocks = _block_sums(a, b)
+    blocks = _block_sums(a, b, scratch or Scratch(a.shape))
     rows = max(1, CHUNK // (16 * w4))  # window rows a chunk, each with the block row above it
     total = sum(_window_total(blocks[:, r:r + rows + 1]) for r in range(0, h4 - 1, rows))
     return total / ((h4 - 1) * (w4 - 1))
-
-
-def frame_ssim(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> list[float]:
-    """Each plane's SSIM of one frame pair."""
-    return [plane_ssim(pa, pb) for pa, pb in zip(a, b)]
 
 
 def channels(frame: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -118,9 +126,14 @@ class SsimTally:
         self.space, self.planes, self.pix_fmt = space, planes, pix_fmt
         self.weights = np.asarray(samples, np.float64) / sum(samples)  # All: planes weighted by their size
         self.rows: list[list[float]] = []
+        self.scratch: dict[tuple[int, ...], Scratch] = {}
 
-    def add(self, values: list[float]) -> None:
-        self.rows.append(values)
+    def add(self, a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> None:
+        """Measure one frame pair's planes."""
+        for plane in a:
+            if plane.shape not in self.scratch:
+                self.scratch[plane.shape] = Scratch(plane.shape)
+        self.rows.append([plane_ssim(pa, pb, self.scratch[pa.shape]) for pa, pb in zip(a, b)])
 
     def per_frame(self) -> dict[str, np.ndarray]:
         """``ssim_<plane>`` and ``ssim_all`` per frame."""
