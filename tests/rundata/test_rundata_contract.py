@@ -85,3 +85,22 @@ def test_the_doc_check_sees_a_key_it_lacks_or_adds():
     assert "measured_over_bound" not in " ".join(spans(lacking))
     added = doc.replace("`{chip, compute_ms,", "`{chip, compute_ms, watts_ms,")
     assert doc_keys(added, values) - keys - values - NOT_SUMMARY_KEYS == {"watts_ms"}
+
+
+def test_a_hand_made_run_with_a_hung_trial_validates(tmp_path):
+    """Shapes the demo does not make: a command case, a hung trial (its ranks as trials.jsonl keeps
+    them), outputs that differ (PSNR figures), no traces or dumps (breakdown, attribution, cost empty)."""
+    from perfkit.run import finish
+    from report.run_fixtures import ab_trials, frames, outputs_for, shifted, trial, write_run
+
+    trials = ab_trials()
+    trials.append(trial(6, "a", [50.0, 10.0], status="hung",
+                        ranks=[{"rank": 0, "exit_code": -9, "running_at_end": True, "steps_done": 2,
+                                "last_step_ms": 10.0, "last_mark": "ready", "stacks": "Thread 0x1\n"}]))
+    run = write_run(tmp_path / "run", trials, outputs_for(trials[:6], frames(), shifted(frames(), 1, 20)))
+    assert finish.render(run)  # failed: the hung trial
+    summary = json.loads((run / "summary.json").read_text())
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:200]}" for e in validator().iter_errors(summary)]
+    assert not errors, "\n".join(errors)
+    assert summary["trials"]["failed"][0]["ranks"][0]["stacks"] and summary["quality"]["psnr_db"] != "inf"
+    assert summary["breakdown"] is None and summary["cost"] == {}
