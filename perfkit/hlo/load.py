@@ -171,7 +171,7 @@ def _answers(request: str, jobs: list[Job], kept: dict[Hashable, RankModule]) ->
     return list(map(_renamed_key, jobs)) if request == "key" else _parse_share(jobs, kept)
 
 
-_HELD: list[dict] = []  # in a worker: the parses it packed, never freed object by object (its exit frees them)
+_HELD: list[dict] = []  # in a worker: the parses it packed, kept until its exit frees them all at once
 
 
 def _share(request: str, jobs: list[Job]) -> tuple[list, dict[Hashable, bytes]]:
@@ -179,7 +179,7 @@ def _share(request: str, jobs: list[Job]) -> tuple[list, dict[Hashable, bytes]]:
     with no_cyclic_gc():
         kept: dict[Hashable, RankModule] = {}
         answers = _answers(request, jobs, kept)
-        _HELD.append(kept)  # freeing a parse object by object costs about as much as packing it
+        _HELD.append(kept)  # freed object by object here, they would hold up the answer
         return answers, {key: _packed(m) for key, m in kept.items()}
 
 
@@ -224,7 +224,8 @@ class RankModules:
         self._full: dict[Hashable, RankModule] = {}
         self._packed: dict[Hashable, bytes] = {}  # key -> the whole parse a worker kept, packed
         processes = min(pool_size(workers, [f for _, _, f in jobs]), len(jobs))
-        with Pool(processes - 1, name="an hlo parse worker process") if processes > 1 else contextlib.nullcontext() as pool:
+        parsers = Pool(processes - 1, name="an hlo parse worker process") if processes > 1 else None
+        with parsers or contextlib.nullcontext() as pool:
             # Keyed only where files outnumber processes: else each file has a process to itself, and parsing
             # it at once ends no later than keying it and then parsing one file of each key.
             renamed = dict(zip(distinct, self._scatter(pool, "key", jobs))) if len(jobs) > processes else {}
