@@ -84,10 +84,10 @@ class Pool:
         try:
             with self._as_worker_died():
                 return self._executor.submit(_run, func, args)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        finally:  # (the workers known before a Ctrl-C held meanwhile arrives: leaving kills them)
             _SHARED[0] = None
             self._workers = [p for p in multiprocessing.active_children() if p not in before]
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
     def result(self, pending: concurrent.futures.Future):
         """``pending``'s result, or ``WorkerDied`` where a worker died before it was ready."""
