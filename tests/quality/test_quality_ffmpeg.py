@@ -11,13 +11,13 @@ import math
 import re
 import shutil
 import subprocess
-from fractions import Fraction
 from pathlib import Path
 
 import av
 import numpy as np
 import pytest
 
+from lavfi_referee import decoded, encode, filter_metadata
 from perfkit.quality import compare as quality
 from perfkit.report import markdown
 
@@ -28,39 +28,10 @@ RGB_FILTER = "[0:v]format=rgb24[a];[1:v]format=rgb24[b];[a][b]psnr"
 
 @functools.cache  # each pair's oracle run once per session: the files are the module's own
 def lavfi_psnr(a: Path, b: Path, rgb: bool) -> list[dict[str, float]]:
-    """libavfilter's psnr filter on two videos: per frame, its metadata
-    ``lavfi.psnr.{mse,psnr}.<plane>``, ``mse_avg`` and ``psnr_avg``, as floats."""
-    with av.open(str(a)) as ca, av.open(str(b)) as cb:
-        sa, sb = ca.streams.video[0], cb.streams.video[0]
-        graph = av.filter.Graph()
-        ins = graph.add_buffer(template=sa), graph.add_buffer(template=sb)
-        psnr, sink = graph.add("psnr"), graph.add("buffersink")
-        for k, src in enumerate(ins):
-            if rgb:  # what ffmpeg's format=rgb24 does: libswscale converts before the filter
-                fmt = graph.add("format", "pix_fmts=rgb24")
-                src.link_to(fmt)
-                src = fmt
-            src.link_to(psnr, 0, k)
-        psnr.link_to(sink)
-        graph.configure()
-        rows = []
-
-        def drain():
-            while True:
-                try:
-                    frame = sink.pull()
-                except (av.error.BlockingIOError, av.error.EOFError):
-                    return
-                rows.append({k.removeprefix("lavfi.psnr."): float(v) for k, v in frame.metadata.items()})
-
-        for fa, fb in zip(ca.decode(sa), cb.decode(sb)):
-            ins[0].push(fa)
-            ins[1].push(fb)
-            drain()
-        for src in ins:
-            src.push(None)
-        drain()
-    return rows
+    """libavfilter's psnr filter on two videos (in RGB24 after format=rgb24 with ``rgb``): per frame, its
+    metadata ``lavfi.psnr.{mse,psnr}.<plane>``, ``mse_avg`` and ``psnr_avg``, as floats."""
+    return [{k.removeprefix("lavfi.psnr."): float(v) for k, v in row.items()}
+            for row in filter_metadata(a, b, "psnr", "rgb24" if rgb else None)]
 
 
 def ffmpeg_summary(rows: list[dict[str, float]], planes: list[str]) -> dict[str, float]:
@@ -72,27 +43,6 @@ def ffmpeg_summary(rows: list[dict[str, float]], planes: list[str]) -> dict[str,
     line = {p: db(np.mean([r[f"mse.{p}"] for r in rows])) for p in planes}
     mse = [r["mse_avg"] for r in rows]
     return {**line, "average": db(np.mean(mse)), "min": db(max(mse)), "max": db(min(mse))}
-
-
-def encode(frames, path: Path, codec: str, pix_fmt: str, options: dict, rate: int = 8) -> Path:
-    """Encode decoded frames with PyAV alone; frames already in ``pix_fmt`` go in as they are (no RGB trip)."""
-    with av.open(str(path), "w") as container:
-        stream = None
-        for index, frame in enumerate(frames):
-            if stream is None:
-                stream = container.add_stream(codec, rate=rate, options=options)
-                stream.width, stream.height, stream.pix_fmt = frame.width, frame.height, pix_fmt
-            if frame.format.name != pix_fmt:
-                frame = frame.reformat(format=pix_fmt)
-            frame.pts, frame.time_base = index, Fraction(1, rate)  # frame i at i / rate: the filter pairs by time
-            container.mux(stream.encode(frame))
-        container.mux(stream.encode())
-    return path
-
-
-def decoded(path: Path) -> list:
-    with av.open(str(path)) as c:
-        return list(c.decode(video=0))
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ import functools
 import re
 import shutil
 import subprocess
-from fractions import Fraction
 
 import av
 import av.logging
@@ -16,29 +15,12 @@ import numpy as np
 import pytest
 from matplotlib import colormaps
 
+from lavfi_referee import encode, filter_metadata
 from perfkit.quality import compare as quality
 from perfkit.quality import ssim
 
 VIDEO = "video/cogvideox_horse_720x480_49f.mp4"  # under tests/data/real
 PRINTED = 5e-7  # the filter prints six decimals
-
-
-def encode(frames, path, codec: str, pix_fmt: str, options: dict, size=None):
-    """RGB or decoded frames through PyAV's encoder, frame i at i / 8 s (the filter pairs frames by time)."""
-    with av.open(str(path), "w") as container:
-        stream = None
-        for index, frame in enumerate(frames):
-            if not isinstance(frame, av.VideoFrame):
-                frame = av.VideoFrame.from_ndarray(frame, format="rgb24")
-            if stream is None:
-                stream = container.add_stream(codec, rate=8, options=options)
-                stream.width, stream.height = size or (frame.width, frame.height)
-                stream.pix_fmt = pix_fmt
-            frame = frame.reformat(width=stream.width, height=stream.height, format=pix_fmt)
-            frame.pts, frame.time_base = index, Fraction(1, 8)
-            container.mux(stream.encode(frame))
-        container.mux(stream.encode())
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -56,46 +38,20 @@ def pairs(fixtures_dir, tmp_path_factory):
     for name, codec, pix_fmt, size in (("420", "libx264", "yuv420p", None), ("444", "libx264", "yuv444p", None),
                                        ("odd", "libx264", "yuv420p", (714, 470)),
                                        ("gbrp", "libx264rgb", "rgb24", None)):
-        out[name] = tuple(encode(colour, tmp / f"{name}_crf{crf}.mkv", codec, pix_fmt, {"crf": crf}, size)
+        out[name] = tuple(encode(colour, tmp / f"{name}_crf{crf}.mkv", codec, pix_fmt, {"crf": crf}, size=size)
                           for crf in ("16", "36"))
     return out
 
 
 @functools.cache  # each pair's referee run once: the files are the module's own
 def lavfi_ssim(a, b) -> tuple[list[dict], dict[str, str]]:
-    """libavfilter's ssim filter on two videos: each frame's metadata (``lavfi.ssim.Y`` ... ``All``, six
-    decimals) and its summary line as it logs it, ``{"Y": "0.955958", ..., "All": ..., "dB": ...}``."""
-    rows = []
+    """libavfilter's ssim filter on two videos: each frame's metadata (``Y`` ... ``All``, six decimals) and its
+    summary line as it logs it, ``{"Y": "0.955958", ..., "All": ..., "dB": ...}``."""
     level = av.logging.get_level()
     av.logging.set_level(av.logging.INFO)
     try:
         with av.logging.Capture() as logs:
-            with av.open(str(a)) as ca, av.open(str(b)) as cb:
-                sa, sb = ca.streams.video[0], cb.streams.video[0]
-                graph = av.filter.Graph()
-                ins = graph.add_buffer(template=sa), graph.add_buffer(template=sb)
-                node, sink = graph.add("ssim"), graph.add("buffersink")
-                for k, src in enumerate(ins):
-                    src.link_to(node, 0, k)
-                node.link_to(sink)
-                graph.configure()
-
-                def drain():
-                    while True:
-                        try:
-                            frame = sink.pull()
-                        except (av.error.BlockingIOError, av.error.EOFError):
-                            return
-                        rows.append({k.removeprefix("lavfi.ssim."): v for k, v in frame.metadata.items()})
-
-                for fa, fb in zip(ca.decode(sa), cb.decode(sb)):
-                    ins[0].push(fa)
-                    ins[1].push(fb)
-                    drain()
-                for src in ins:
-                    src.push(None)
-                drain()
-                del graph, ins, node, sink  # the filter logs its summary as the graph is freed
+            rows = [{k.removeprefix("lavfi.ssim."): v for k, v in row.items()} for row in filter_metadata(a, b, "ssim")]
     finally:
         av.logging.set_level(level)
     line = next(text for _, name, text in logs if name == "ssim" and text.startswith("SSIM "))
