@@ -177,8 +177,7 @@ def frame_table(a: Iterator[Decoded], b: Iterator[Decoded], labels: tuple[str, s
                 tallies = _tallies(fa, spaces, pix_fmt)
                 if ssim:
                     first_tally, n = tallies[spaces[0]], len(_space_planes(fa, spaces[0]))
-                    ssim_tally = SsimTally(spaces[0], first_tally.planes[:n], tuple(first_tally.samples[:n]),
-                                           first_tally.pix_fmt)
+                    ssim_tally = SsimTally(spaces[0], first_tally.planes[:n], first_tally.pix_fmt)
             for space, tally in tallies.items():
                 tally.add(yuv_sums(fa.planes, fb.planes) if space == "yuv" else frame_sums(fa.rgb, fb.rgb))
             if ssim_tally is not None:

@@ -1,112 +1,42 @@
-"""SSIM as ffmpeg's ``ssim`` filter defines it (libavfilter/vf_ssim.c, 8-bit planes), the figure people quote for
-video: ``ffmpeg -i A -i B -lavfi ssim -f null -`` prints it per plane (Y U V, or R G B) and ``All``.
+"""SSIM as ffmpeg's ``ssim`` filter gives it, the figure people quote for video: ``ffmpeg -i A -i B -lavfi ssim
+-f null -`` prints it per plane (Y U V, or R G B) and ``All``. Measured by that filter itself, libavfilter's
+``ssim`` run through PyAV's filter graph on the frames perfkit has decoded (and hashed): per plane, 8x8 windows on
+a 4-sample grid from 4x4 block sums (Wang et al.'s SSIM with the filter's integer constants), the plane's SSIM
+their mean; ``All`` the planes weighted by their sizes (4:2:0: Y 4/6, U and V 1/6 each). No Gaussian window,
+unlike scikit-image's SSIM.
 
-Per plane: the sums of a, b, a^2 + b^2 and a * b over 4x4 blocks on a 4-sample grid (the plane cut down to a
-multiple of 4 each way); every 8x8 window of 2x2 neighbouring blocks gives Wang et al.'s SSIM with the filter's
-integer constants (C1 = .01^2 * 255^2 * 64, C2 = .03^2 * 255^2 * 64 * 63, rounded), in int32 up to the four
-factors, then in float32 as the filter computes it; the plane's SSIM is the mean over its windows. ``All`` is the
-planes' SSIM weighted by their sizes (a 4:2:0 frame: Y 4/6, U and V 1/6 each). The summary line gives each plane's
-mean over frames and All's, with dB = -10 log10(1 - SSIM). No Gaussian window, unlike scikit-image's SSIM.
-
-Frames in RGB (arrays, images, an RGB video) are measured as ffmpeg measures them in ``gbrp``: each channel a
-plane, named R G B, All their mean; a fourth (alpha) channel is left out, as converting to ``gbrp`` drops it.
+Each frame's figures are the filter's frame metadata (``lavfi.ssim.Y`` ... ``lavfi.ssim.All``, six decimals);
+the summary (each plane's and All's mean over frames, dB = -10 log10(1 - SSIM)) is the line the filter logs as
+its graph is freed, six decimals as printed: pooling the frames' six-decimal figures again would miss its last
+decimals (its dB most, which magnifies All's error by 4.3 / (1 - All)). Frames in RGB (arrays, images, an RGB
+video) are measured in ``gbrp``, as ffmpeg measures them after ``format=gbrp``: each channel a plane, named R G B;
+a fourth (alpha) channel is left out, as ``gbrp`` drops it.
 
 ffmpeg builds whose x86 ``ssim_end_line`` predates the fix of its last 1-3 windows of a row (Debian 12's 5.1, for
-one) differ from this definition on planes whose width / 4 - 1 leaves 1 when divided by 4 (a 720-wide 4:2:0
-video's U and V); libavfilter 11 (the PyAV the tests use as referee) agrees with its C code and with this module.
+one) differ from the filter's C code on planes whose width / 4 - 1 leaves 1 when divided by 4 (a 720-wide 4:2:0
+video's U and V); the libavfilter PyAV bundles (11) has the fix.
 """
 
 from __future__ import annotations
 
-import math
+import re
 
+import av
+import av.logging
 import numpy as np
 
 from perfkit.errors import BadInput
 
 DEFINITION = ("ffmpeg's ssim filter: 8x8 windows on a 4-sample grid from 4x4 block sums, per plane, "
               "All weighted by plane size")
-C1 = int(0.01 * 0.01 * 255 * 255 * 64 + 0.5)
-C2 = int(0.03 * 0.03 * 255 * 255 * 64 * 63 + 0.5)
-# Samples converted to float32 at a time: a chunk's temporaries stay in cache instead of being fresh pages every
-# frame, and few enough numpy calls per frame that their overhead stays small (benchmarks/quality_throughput.py).
-CHUNK = 1 << 18
 REPRODUCE = {
     "yuv": "ffmpeg -i A -i B -lavfi ssim -f null -",
     "rgb": "ffmpeg -i A -i B -lavfi '[0:v]format=gbrp[a];[1:v]format=gbrp[b];[a][b]ssim' -f null -",
 }
-
-
-class Scratch:
-    """Work arrays for planes of one size, kept from frame to frame: fresh ones every frame would be new pages
-    from the kernel, whose faults cost more than the sums (benchmarks/quality_throughput.py --ssim)."""
-
-    def __init__(self, shape: tuple[int, int]):
-        h4, w4 = shape[0] >> 2, shape[1] >> 2
-        width = 4 * w4
-        self.rows = max(1, CHUNK // (4 * width))  # block rows a chunk
-        self.blocks = np.empty((4, h4, w4), np.float32)
-        self.a, self.b, self.plus = (np.empty((4 * self.rows, width), np.float32) for _ in range(3))
-        self.column = np.empty((4, self.rows, width), np.float32)
-
-
-def _block_sums(a: np.ndarray, b: np.ndarray, scratch: Scratch) -> np.ndarray:
-    """(4, h/4, w/4) float32 sums over each 4x4 block of a + b, a - b, (a + b)^2 and (a - b)^2: exact integers
-    (at most 16 * 510^2 < 2^24), from which the filter's sums of a, b, a^2 + b^2 and a * b follow exactly."""
-    out = scratch.blocks
-    h4, w4 = out.shape[1:]
-    width = 4 * w4
-    for r in range(0, h4, scratch.rows):
-        n = min(scratch.rows, h4 - r)
-        fa, fb, plus = scratch.a[:4 * n], scratch.b[:4 * n], scratch.plus[:4 * n]
-        np.copyto(fa, a[4 * r:4 * (r + n), :width])  # to float32 once: cheaper than a casting add and subtract
-        np.copyto(fb, b[4 * r:4 * (r + n), :width])
-        plus = np.add(fa, fb, out=plus).reshape(n, 4, width)
-        minus = np.subtract(fa, fb, out=fa).reshape(n, 4, width)
-        column = scratch.column[:, :n]  # each column's sum over the block's 4 rows
-        np.sum(plus, axis=1, out=column[0])
-        np.sum(minus, axis=1, out=column[1])
-        np.einsum("rkj,rkj->rj", plus, plus, out=column[2])
-        np.einsum("rkj,rkj->rj", minus, minus, out=column[3])
-        quads = column.reshape(4, n, w4, 4)
-        block = out[:, r:r + n]
-        np.add(quads[..., 0], quads[..., 1], out=block)
-        block += quads[..., 2]
-        block += quads[..., 3]
-    return out
-
-
-def _window_total(blocks: np.ndarray) -> float:
-    """The sum of every 8x8 window's SSIM over block rows ``blocks`` (4, rows, w/4): windows of rows 1.. with
-    the row above, as the filter adds them (float32 per window, added up in float64). With P and M a window's
-    sums of a + b and a - b: s1 s2 = (P^2 - M^2) / 4 and s1^2 + s2^2 = (P^2 + M^2) / 2, so the filter's four
-    int32 factors come from P, M and the sums of their squares, exactly (all below 2^31)."""
-    w = blocks[:, :-1, :-1] + blocks[:, 1:, :-1]
-    w += blocks[:, :-1, 1:]
-    w += blocks[:, 1:, 1:]
-    plus, minus, plus_sq, minus_sq = w.astype(np.int32)
-    plus *= plus
-    minus *= minus
-    squares = (plus + minus) >> 1  # s1^2 + s2^2
-    twice_s1s2 = (plus - minus) >> 1
-    num = (twice_s1s2 + C1).astype(np.float32)  # 2 s1 s2 + C1
-    num *= ((plus_sq - minus_sq) * 32 - twice_s1s2 + C2).astype(np.float32)  # 2 covar + C2: 64 s12 = 16 (PP - MM)
-    den = (squares + C1).astype(np.float32)
-    den *= ((plus_sq + minus_sq) * 32 - squares + C2).astype(np.float32)  # var + C2: 64 ss = 32 (PP + MM)
-    num /= den
-    return float(num.sum(dtype=np.float64))
-
-
-def plane_ssim(a: np.ndarray, b: np.ndarray, scratch: Scratch | None = None) -> float:
-    """The SSIM of one pair of uint8 planes (H, W), at least 8x8, as the filter gives it; ``scratch`` the work
-    arrays of planes of this size (``SsimTally`` keeps them from frame to frame)."""
-    h4, w4 = a.shape[0] >> 2, a.shape[1] >> 2
-    if h4 < 2 or w4 < 2:
-        raise BadInput(f"SSIM needs planes of at least 8x8 samples, got {a.shape[1]}x{a.shape[0]}")
-    blocks = _block_sums(a, b, scratch or Scratch(a.shape))
-    rows = max(1, CHUNK // (16 * w4))  # window rows a chunk, each with the block row above it
-    total = sum(_window_total(blocks[:, r:r + rows + 1]) for r in range(0, h4 - 1, rows))
-    return total / ((h4 - 1) * (w4 - 1))
+# the filter's frame format for RGB frames by channel count (as ``channels`` gives them), and where each
+# RGB channel lies in it (gbrp: G B R)
+RGB_FORMATS = {1: ("gray", (0,)), 3: ("gbrp", (2, 0, 1))}
+SUMMARY = re.compile(r"(\w+):([0-9.]+|inf) \(([0-9.]+|inf)\)")  # the logged line's "Y:0.991049 (20.481258)"
 
 
 def channels(frame: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -114,37 +44,90 @@ def channels(frame: np.ndarray) -> tuple[np.ndarray, ...]:
     return tuple(frame[..., k] for k in range(3 if frame.shape[-1] >= 3 else 1))
 
 
-def ssim_db(value: float) -> float:
-    """-10 log10(1 - SSIM): inf for identical inputs, as the filter prints it."""
-    return math.inf if value >= 1 else -10 * math.log10(1 - value)
-
-
 class SsimTally:
-    """Per-frame, per-plane SSIM of one space, added a frame at a time; ``line`` the filter's summary."""
+    """Per-frame, per-plane SSIM of one space, a frame pair at a time through libavfilter's ssim filter; ``line``
+    the filter's summary."""
 
-    def __init__(self, space: str, planes: tuple[str, ...], samples: tuple[int, ...], pix_fmt: str | None = None):
+    def __init__(self, space: str, planes: tuple[str, ...], pix_fmt: str | None = None):
         self.space, self.planes, self.pix_fmt = space, planes, pix_fmt
-        self.weights = np.asarray(samples, np.float64) / sum(samples)  # All: planes weighted by their size
+        self.format, self.order = (pix_fmt, tuple(range(len(planes)))) if space == "yuv" else RGB_FORMATS[len(planes)]
+        self.keys = [f"lavfi.ssim.{p.upper()}" for p in planes] + ["lavfi.ssim.All"]
         self.rows: list[list[float]] = []
-        self.scratch: dict[tuple[int, ...], Scratch] = {}
+        self.graph = self.sources = self.sink = None
+        self.pushed = 0
+        self.summary: dict[str, tuple[float, float]] = {}  # plane (upper case) or All -> (SSIM, dB) as logged
+
+    def _open(self, width: int, height: int) -> None:
+        self.graph = av.filter.Graph()
+        self.sources = [self.graph.add_buffer(width=width, height=height, format=self.format, time_base="1/1")
+                        for _ in range(2)]
+        node, self.sink = self.graph.add("ssim"), self.graph.add("buffersink")
+        for k, source in enumerate(self.sources):
+            source.link_to(node, 0, k)
+        node.link_to(self.sink)
+        self.graph.configure()
+
+    def _frame(self, planes: tuple[np.ndarray, ...]) -> av.VideoFrame:
+        """The planes copied into a frame of the filter's format (its planes' rows are padded)."""
+        frame = av.VideoFrame(planes[0].shape[1], planes[0].shape[0], self.format)
+        for index, plane in zip(self.order, planes):
+            target = frame.planes[index]
+            np.frombuffer(target, np.uint8).reshape(target.height, target.line_size)[:, :target.width] = plane
+        frame.pts = self.pushed
+        return frame
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                metadata = self.sink.pull().metadata
+            except (av.error.BlockingIOError, av.error.EOFError):
+                return
+            self.rows.append([float(metadata[k]) for k in self.keys])
 
     def add(self, a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> None:
         """Measure one frame pair's planes."""
-        for plane in a:
-            if plane.shape not in self.scratch:
-                self.scratch[plane.shape] = Scratch(plane.shape)
-        self.rows.append([plane_ssim(pa, pb, self.scratch[pa.shape]) for pa, pb in zip(a, b)])
+        if min(min(p.shape) for p in a) < 8:
+            small = min(a, key=lambda p: min(p.shape))
+            raise BadInput(f"SSIM needs planes of at least 8x8 samples, got {small.shape[1]}x{small.shape[0]}")
+        if self.graph is None:
+            self._open(a[0].shape[1], a[0].shape[0])
+        for source, planes in zip(self.sources, (a, b)):
+            source.push(self._frame(planes))
+        self.pushed += 1
+        self._drain()
+
+    def _flush(self) -> None:
+        """Every pushed frame's figures, then the graph freed and the summary line the filter logs then read."""
+        if self.graph is None:
+            return
+        for source in self.sources:
+            source.push(None)
+        self._drain()
+        level, skip = av.logging.get_level(), av.logging.get_skip_repeated()
+        av.logging.set_level(av.logging.INFO)  # the filter logs its summary at INFO; PyAV's default is silent
+        av.logging.set_skip_repeated(False)  # else a pair measured twice logs its line once
+        try:
+            with av.logging.Capture(local=True) as logs:
+                self.graph = self.sources = self.sink = None  # the last references: the graph is freed here
+        finally:
+            av.logging.set_level(level)
+            av.logging.set_skip_repeated(skip)
+        line = next((text for _, name, text in logs if name == "ssim" and text.startswith("SSIM ")), None)
+        if line is None:  # a reference to the graph outlived it: no figure rather than one pooled otherwise
+            raise RuntimeError("libavfilter's ssim filter logged no summary line")
+        self.summary = {k: (float(v), float(db)) for k, v, db in SUMMARY.findall(line)}
 
     def per_frame(self) -> dict[str, np.ndarray]:
         """``ssim_<plane>`` and ``ssim_all`` per frame."""
-        values = np.asarray(self.rows, np.float64).reshape(len(self.rows), len(self.planes))
-        return {**{f"ssim_{p}": values[:, i] for i, p in enumerate(self.planes)},
-                "ssim_all": (values * self.weights).sum(axis=1)}  # not a matmul: no BLAS threads for 3 numbers
+        self._flush()
+        values = np.asarray(self.rows, np.float64).reshape(len(self.rows), len(self.keys))
+        return {f"ssim_{p}": values[:, i] for i, p in enumerate((*self.planes, "all"))}
 
     def line(self) -> dict:
-        """The filter's summary line: each plane's and All's mean over frames, with dB; the definition and the
-        command that prints it."""
-        means = {k.removeprefix("ssim_"): float(v.mean()) for k, v in self.per_frame().items()}
+        """The filter's summary line: each plane's and All's mean over frames, with dB, as it logs them; the
+        definition and the command that prints it."""
+        self._flush()
+        names = {p: p.upper() for p in self.planes} | {"all": "All"}
         return {"definition": DEFINITION, "space": self.space, **({"pix_fmt": self.pix_fmt} if self.pix_fmt else {}),
-                "planes": list(self.planes), "ssim": means, "ssim_db": {k: ssim_db(v) for k, v in means.items()},
-                "reproduce": REPRODUCE[self.space]}
+                "planes": list(self.planes), "ssim": {k: self.summary[n][0] for k, n in names.items()},
+                "ssim_db": {k: self.summary[n][1] for k, n in names.items()}, "reproduce": REPRODUCE[self.space]}

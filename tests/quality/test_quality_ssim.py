@@ -1,5 +1,7 @@
 """SSIM as ffmpeg's ssim filter defines it, refereed by libavfilter's own ``ssim`` filter run through PyAV (its
-summary line as it logs it, and every frame's metadata) on the real video in tests/data/real re-encoded by PyAV,
+summary line as it logs it, and every frame's metadata: perfkit runs that filter, so these hold the pooling and
+the plane names) and by the filter's definition written out in numpy (``numpy_ssim``, independent of
+libavfilter: every frame's planes to the printed decimals) on the real video in tests/data/real re-encoded by PyAV,
 and by a plain per-window reading of vf_ssim.c on small planes of every width / 4 remainder. The real video's
 chroma is almost flat (U and V SSIM 0.999998 after x264 CRF 30), so a colour copy of it (its luma through
 matplotlib's turbo colormap) exercises U and V, and 4:4:4, odd sizes and RGB (gbrp) too."""
@@ -15,9 +17,11 @@ import numpy as np
 import pytest
 from matplotlib import colormaps
 
+import numpy_ssim
 from lavfi_referee import encode, filter_metadata
 from perfkit.quality import compare as quality
 from perfkit.quality import ssim
+from perfkit.quality.media import open_media
 
 VIDEO = "video/cogvideox_horse_720x480_49f.mp4"  # under tests/data/real
 PRINTED = 5e-7  # the filter prints six decimals
@@ -47,13 +51,15 @@ def pairs(fixtures_dir, tmp_path_factory):
 def lavfi_ssim(a, b) -> tuple[list[dict], dict[str, str]]:
     """libavfilter's ssim filter on two videos: each frame's metadata (``Y`` ... ``All``, six decimals) and its
     summary line as it logs it, ``{"Y": "0.955958", ..., "All": ..., "dB": ...}``."""
-    level = av.logging.get_level()
+    level, skip = av.logging.get_level(), av.logging.get_skip_repeated()
     av.logging.set_level(av.logging.INFO)
+    av.logging.set_skip_repeated(False)  # perfkit's own run of the filter logged the same line just before
     try:
         with av.logging.Capture() as logs:
             rows = [{k.removeprefix("lavfi.ssim."): v for k, v in row.items()} for row in filter_metadata(a, b, "ssim")]
     finally:
         av.logging.set_level(level)
+        av.logging.set_skip_repeated(skip)
     line = next(text for _, name, text in logs if name == "ssim" and text.startswith("SSIM "))
     summary = dict(re.findall(r"(\w+):([0-9.]+|inf)", line))
     summary["dB"] = re.search(r"All:[0-9.]+ \(([0-9.]+|inf)\)", line).group(1)
@@ -75,6 +81,24 @@ def test_equals_the_ssim_filter_to_its_printed_decimals(pairs, name):
     for mine, theirs in zip(r["per_frame"], rows):
         got = {n: mine[f"ssim_{p}"] for n, p in zip(names, line["planes"])} | {"All": mine["ssim_all"]}
         assert got == pytest.approx({k: float(theirs[k]) for k in got}, abs=PRINTED + 1e-7), mine["frame"]
+
+
+@pytest.mark.parametrize("name", ["h264", "444", "odd", "gbrp"])
+def test_every_frame_equals_the_numpy_definition(pairs, name):
+    """Each frame's planes by numpy_ssim against perfkit's figures, within the filter's six printed decimals (and
+    its float32 figure's rounding)."""
+    a, b = pairs[name]
+    rows = quality.compare(a, b, ssim=True, per_frame=True, rgb=False)["per_frame"]
+    media = [open_media(p) for p in (a, b)]
+    if name == "gbrp":
+        frames = zip(*((ssim.channels(f) for f in m.frames()) for m in media))
+    else:
+        frames = zip(*((d.planes for d in m.planes()) for m in media))
+    reference = [[numpy_ssim.plane_ssim(x, y) for x, y in zip(fa, fb)] for fa, fb in frames]
+    planes = "rgb" if name == "gbrp" else "yuv"
+    assert len(rows) == len(reference)
+    for row, theirs in zip(rows, reference):
+        assert [row[f"ssim_{p}"] for p in planes] == pytest.approx(theirs, abs=PRINTED + 1e-7), row["frame"]
 
 
 def test_the_issue_figure_is_the_filters_not_scikit_images(pairs):
@@ -118,10 +142,13 @@ def test_plane_equals_the_c_code_window_by_window(shape):
     rng = np.random.default_rng(sum(shape))
     a = rng.integers(0, 256, shape, dtype=np.uint8)
     b = np.clip(a.astype(int) + rng.integers(-40, 41, shape), 0, 255).astype(np.uint8)
-    assert ssim.plane_ssim(a, b) == pytest.approx(by_the_c_code(a, b), rel=1e-12)
+    assert numpy_ssim.plane_ssim(a, b) == pytest.approx(by_the_c_code(a, b), rel=1e-12)
     dark, bright = np.zeros(shape, np.uint8), np.full(shape, 255, np.uint8)
-    assert ssim.plane_ssim(dark, bright) == pytest.approx(by_the_c_code(dark, bright), rel=1e-12)
-    assert ssim.plane_ssim(a, a) == 1.0
+    assert numpy_ssim.plane_ssim(dark, bright) == pytest.approx(by_the_c_code(dark, bright), rel=1e-12)
+    assert numpy_ssim.plane_ssim(a, a) == 1.0
+    tally = ssim.SsimTally("rgb", ("y",))  # perfkit's figure of the plane as a gray frame
+    tally.add((a,), (b,))
+    assert f"{tally.line()['ssim']['y']:.6f}" == f"{by_the_c_code(a, b):.6f}"
 
 
 def test_chunks_add_up_to_the_whole_plane(monkeypatch):
@@ -129,19 +156,20 @@ def test_chunks_add_up_to_the_whole_plane(monkeypatch):
     rng = np.random.default_rng(3)
     a = rng.integers(0, 256, (90, 64), dtype=np.uint8)
     b = np.clip(a.astype(int) + rng.integers(-20, 21, a.shape), 0, 255).astype(np.uint8)
-    whole = ssim.plane_ssim(a, b)
-    monkeypatch.setattr(ssim, "CHUNK", 3 * 16 * 16)
-    assert ssim.plane_ssim(a, b) == pytest.approx(whole, rel=1e-12)
+    whole = numpy_ssim.plane_ssim(a, b)
+    monkeypatch.setattr(numpy_ssim, "CHUNK", 3 * 16 * 16)
+    assert numpy_ssim.plane_ssim(a, b) == pytest.approx(whole, rel=1e-12)
     assert whole == pytest.approx(by_the_c_code(a, b), rel=1e-12)
 
 
 def test_all_weights_planes_by_their_size(pairs):
-    """4:2:0: All = (4 Y + U + V) / 6 per frame, as the filter weights them; 4:4:4: the mean."""
+    """4:2:0: All = (4 Y + U + V) / 6 per frame, as the filter weights them; 4:4:4: the mean (each figure to six
+    decimals, as the filter gives them: the weighted planes within the two roundings of 5e-7)."""
     for name, weights in (("420", (4, 1, 1)), ("444", (1, 1, 1))):
         r = quality.compare(*pairs[name], ssim=True, per_frame=True, rgb=False)
         for row in r["per_frame"]:
             planes = [row[f"ssim_{p}"] for p in "yuv"]
-            assert row["ssim_all"] == pytest.approx(np.dot(weights, planes) / sum(weights), rel=1e-12)
+            assert row["ssim_all"] == pytest.approx(np.dot(weights, planes) / sum(weights), abs=2 * PRINTED + 1e-9)
 
 
 def test_text_and_json_name_the_definition(pairs, quality_cli):
