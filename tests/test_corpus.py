@@ -30,14 +30,13 @@ import json
 import math
 from collections import Counter
 from decimal import Decimal
-from fractions import Fraction
 from pathlib import Path
 
-import av
 import jax.profiler
 import pytest
 from click.testing import CliRunner
 
+from reencode import crf30
 from perfkit.cli import cli
 from perfkit.trace import events
 
@@ -289,23 +288,10 @@ def test_the_files_test_trace_hta_leaves_out_equal_hta(swept):
         assert 100 * r["overlap"] == pytest.approx(overlap, abs=0.005)  # HTA rounds its percentage to 2 decimals
 
 
-def _reencoded(src: Path, dst: Path) -> Path:
-    """``src`` through x264 CRF 30 (yuv420p), PyAV alone: frame i at i / 8 s, as the source."""
-    with av.open(str(src)) as inp, av.open(str(dst), "w") as out:
-        stream = out.add_stream("libx264", rate=8, options={"crf": "30", "preset": "fast"})
-        stream.width, stream.height, stream.pix_fmt = 720, 480, "yuv420p"
-        for index, frame in enumerate(inp.decode(video=0)):
-            frame = frame.reformat(format="yuv420p")
-            frame.pts, frame.time_base = index, Fraction(1, 8)
-            out.mux(stream.encode(frame))
-        out.mux(stream.encode())
-    return dst
-
-
 @pytest.fixture(scope="module")
 def quality_runs(fixtures_dir, tmp_path_factory):
     video = fixtures_dir / VIDEO
-    b = _reencoded(video, tmp_path_factory.mktemp("reencode") / "crf30.mp4")
+    b = crf30(video, tmp_path_factory.mktemp("reencode") / "crf30.mp4")
     return {"same": _ok(_invoke("quality", video, video, "--json")), "reencoded": _ok(_invoke("quality", video, b, "--json"))}
 
 

@@ -21,15 +21,15 @@ import sys
 import sysconfig
 import textwrap
 import zipfile
-from fractions import Fraction
 from pathlib import Path
 
-import av
 import pytest
 from click.testing import CliRunner
+from reencode import crf30
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from reencode import crf30
 from perfkit.cli import case_path, cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -202,19 +202,6 @@ def dump_folder(folder: Path, name: str, module: str) -> Path:
     return folder
 
 
-def reencoded(video: Path, dst: Path) -> Path:
-    """``video`` through x264 at CRF 30 (PyAV): a B that differs from A in every frame."""
-    with av.open(str(video)) as src, av.open(str(dst), "w") as out:
-        stream = out.add_stream("libx264", rate=8, options={"crf": "30", "preset": "ultrafast"})
-        stream.width, stream.height, stream.pix_fmt = 720, 480, "yuv420p"
-        for index, frame in enumerate(src.decode(video=0)):
-            frame = frame.reformat(format="yuv420p")
-            frame.pts, frame.time_base = index, Fraction(1, 8)
-            out.mux(stream.encode(frame))
-        out.mux(stream.encode())
-    return dst
-
-
 @pytest.fixture(scope="module")
 def light(wheel, tmp_path_factory):
     """The wheel in a fresh venv with the distributions of its base requirements alone: its bin/ (the venv
@@ -279,7 +266,7 @@ def test_light_install_prints_what_the_full_install_prints(light, tmp_path, monk
         "tail": ["trace", "tail", xplane, "--json"],
         "collectives": ["trace", "collectives", *kineto, "--json"],
         "export": ["trace", "export", xplane, "--perfetto", "{side}.export.json"],
-        "quality": ["quality", video, reencoded(video, tmp_path / "crf30.mp4"), "--json"],
+        "quality": ["quality", video, crf30(video, tmp_path / "crf30.mp4"), "--json"],
         "hlo-diff": ["hlo-diff", dumps, "--json"],
         "hlo-diff --ab": ["hlo-diff", "--ab", dumps / "rank0", gpu, "--json"],
         "cost": ["cost", dumps / "rank0", "--chip", "v6e", "--json"],
