@@ -25,7 +25,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from reencode import crf30
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
