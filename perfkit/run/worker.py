@@ -56,7 +56,7 @@ class CompileMeter:
 def start_distributed(jax) -> None:
     """Join the trial's jax.distributed job when the runner started one process per rank."""
     world = int(os.environ.get("PERFKIT_WORLD", "1"))
-    if world > 1:  # CPU collectives use gloo; timeouts well under the trial's (platform-facts.md)
+    if world > 1:  # CPU collectives use gloo; timeouts well under the trial's, so a lost peer ends the rank, not the watchdog
         jax.distributed.initialize(coordinator_address=os.environ["PERFKIT_COORDINATOR"], num_processes=world,
                                    process_id=int(os.environ["PERFKIT_RANK"]), initialization_timeout=60,
                                    heartbeat_timeout_seconds=10, shutdown_timeout_seconds=10)
