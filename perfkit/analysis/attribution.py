@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from perfkit.analysis import stats
 from perfkit.errors import BadInput
 from perfkit.run import case as case_mod
 from perfkit.run.rundir import read_trials
@@ -53,21 +54,6 @@ def chip_step_parts(frame: pd.DataFrame, trial: str = "", window: str = "step") 
     out.insert(0, "trial", trial)
     out["time_ps"] = out["time_ps"].astype(np.int64)
     return out
-
-
-def hierarchical_means(trials: list[np.ndarray], n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """(n_boot, P) draws of the mean over trials of each trial's mean step (``trials``: one (steps, P)
-    array each), resampling trials and then the steps of each: one set of picks for all P columns. The
-    verdict's scheme (``perfkit.analysis.stats``: trials picked with replacement, a trial's steps resampled
-    once a draw and used wherever it was picked), for means: stats draws medians from order statistics
-    column by column, and parts that add up need one draw of indices for every column."""
-    k = len(trials)
-    # (k, n_boot, P): each trial's resampled mean, from how often each of its steps was drawn
-    per_trial = np.stack([rng.multinomial(len(t), np.full(len(t), 1 / len(t)), size=n_boot) @ t / len(t)
-                          for t in trials])
-    picks = rng.integers(0, k, size=(n_boot, k))
-    times = (picks[:, :, None] == np.arange(k)).sum(axis=1)  # (n_boot, k): how often each trial was drawn
-    return np.einsum("bk,kbp->bp", times, per_trial) / k
 
 
 def _units(parts: pd.DataFrame, by: str) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
@@ -130,7 +116,7 @@ def attribute(a: pd.DataFrame, b: pd.DataFrame, by: str = "category", top: int =
     trials = [_per_trial(u[columns]) for u in units]
     means = [_mean(t) for t in trials]
     rng = np.random.default_rng(seed)
-    draws = hierarchical_means(trials[1], n_boot, rng) - hierarchical_means(trials[0], n_boot, rng)
+    draws = stats.hierarchical_means(trials[1], n_boot, rng) - stats.hierarchical_means(trials[0], n_boot, rng)
     draws = np.concatenate([draws, draws.sum(axis=1, keepdims=True)], axis=1)  # the total, from the same draws
     alpha = (1 - confidence) / 2
     lo, hi = np.quantile(draws, [alpha, 1 - alpha], axis=0)

@@ -83,6 +83,21 @@ def _bootstrap_medians(trials: list[np.ndarray], n_boot: int, rng: np.random.Gen
     return np.median(chosen, axis=1)
 
 
+def hierarchical_means(trials: list[np.ndarray], n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """(n_boot, P) draws of the mean over trials of each trial's mean step (``trials``: one (steps, P)
+    array each), resampling trials and then the steps of each: one set of picks for all P columns.
+    ``_bootstrap_medians``' scheme (trials picked with replacement, a trial's steps resampled once a draw
+    and used wherever it was picked) for means: the attribution's parts must add up in every draw, so every
+    column shares one draw of indices, where medians are drawn from order statistics column by column."""
+    k = len(trials)
+    # (k, n_boot, P): each trial's resampled mean, from how often each of its steps was drawn
+    per_trial = np.stack([rng.multinomial(len(t), np.full(len(t), 1 / len(t)), size=n_boot) @ t / len(t)
+                          for t in trials])
+    picks = rng.integers(0, k, size=(n_boot, k))
+    times = (picks[:, :, None] == np.arange(k)).sum(axis=1)  # (n_boot, k): how often each trial was drawn
+    return np.einsum("bk,kbp->bp", times, per_trial) / k
+
+
 def verdict_for(ci: tuple[float, float], min_effect: float) -> str:
     lo, hi = ci
     if not (np.isfinite(lo) and np.isfinite(hi)):

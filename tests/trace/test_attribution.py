@@ -9,7 +9,7 @@ import yaml
 from click.testing import CliRunner
 from trace_builders import U
 
-from perfkit.analysis import attribution
+from perfkit.analysis import attribution, stats
 from perfkit.cli import cli
 from perfkit.report.attribution import section
 from perfkit.trace.synthetic import XSpaceWriter
@@ -127,7 +127,7 @@ def test_hierarchical_means_spread():
     v_i = var_i / n_i (population variances)."""
     rng = np.random.default_rng(3)
     trials = [rng.normal(m, s, size=(n, 2)) for m, s, n in ((10, 1, 4), (12, 2, 6), (9, 0.5, 3))]
-    draws = attribution.hierarchical_means(trials, 40000, np.random.default_rng(0))
+    draws = stats.hierarchical_means(trials, 40000, np.random.default_rng(0))
     means = np.array([t.mean(axis=0) for t in trials])
     within = np.mean([t.var(axis=0) / len(t) for t in trials], axis=0)
     k = len(trials)
