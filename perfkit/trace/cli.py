@@ -211,10 +211,13 @@ def diff(a, b, by, top, step_pattern, window, as_json):
     _prepare()
 
     table = diff_traces([a], [b], by, step_pattern, window)
+    measured = "host ops" if "host" in table.attrs.get("measured", ()) else "device ops"
     if as_json:
-        click.echo(json.dumps({"by": by, "window": window, "spans_a": table.attrs["spans_a"],
+        click.echo(json.dumps({"measured": measured, "by": by, "window": window, "spans_a": table.attrs["spans_a"],
                                "spans_b": table.attrs["spans_b"], "rows": _json_rows(table)}, indent=1))
         return
+    if measured == "host ops":
+        click.echo(f"measured: {HOST_OPS}")
     spans = "chip-steps" if window == "step" else "chips, whole traces"
     click.echo(f"device time per chip and step (ms), by {by}: A {a} ({table.attrs['spans_a']} {spans}), "
                f"B {b} ({table.attrs['spans_b']} {spans})")

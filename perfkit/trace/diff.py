@@ -104,12 +104,15 @@ def per_step(events: pd.DataFrame, by: str = "kind", window: str = "step", layou
     groups, spans = op_time(events, by, window, layout)
     if not spans:
         raise BadInput("no device ops in the trace", path=", ".join(events.attrs.get("files", [])) or None)
-    return per_key(groups, spans, by)
+    table = per_key(groups, spans, by)
+    table.attrs["measured"] = events.attrs.get("measured", ["device"])
+    return table
 
 
 def compare(ta: pd.DataFrame, tb: pd.DataFrame) -> pd.DataFrame:
     """Two ``per_step`` tables side by side: per key ``a_ps``, ``b_ps``, ``delta_ps`` (b - a), ``a_count``,
-    ``b_count``, ``category``; the largest changes first; ``attrs``: spans_a, spans_b."""
+    ``b_count``, ``category``; the largest changes first; ``attrs``: spans_a, spans_b, measured (both sides'
+    ``events.load`` ``measured``: "host" where a side's host ops stood in for device ops)."""
     out = ta.add_suffix("_a").join(tb.add_suffix("_b"), how="outer")
     result = pd.DataFrame({
         "key": out.index,
@@ -121,7 +124,8 @@ def compare(ta: pd.DataFrame, tb: pd.DataFrame) -> pd.DataFrame:
     })
     result["delta_ps"] = result["b_ps"] - result["a_ps"]
     result = result.iloc[np.argsort(-result["delta_ps"].abs().to_numpy(), kind="stable")].reset_index(drop=True)
-    result.attrs.update(spans_a=ta.attrs["spans"], spans_b=tb.attrs["spans"])
+    result.attrs.update(spans_a=ta.attrs["spans"], spans_b=tb.attrs["spans"],
+                        measured=sorted({*ta.attrs.get("measured", ["device"]), *tb.attrs.get("measured", ["device"])}))
     return result
 
 

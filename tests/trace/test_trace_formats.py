@@ -174,8 +174,8 @@ def test_runtime_calls_without_device_events_are_refused(tmp_path):
 
 
 def test_cpu_trace_says_it_measured_host_ops(fixtures_dir):
-    """A CPU trace (HTA: no GPU event) is measured on its host ops, and breakdown's and tail's header and JSON
-    say so."""
+    """A CPU trace (HTA: no GPU event) is measured on its host ops, and breakdown's, tail's and diff's header
+    and JSON say so (diff: where either side's are)."""
     path = fixtures_dir / "kineto" / CPU_ONLY
     assert _json(path)["measured"] == "host ops"
     assert _json(path, "--window", "trace")["measured"] == "host ops"
@@ -186,6 +186,12 @@ def test_cpu_trace_says_it_measured_host_ops(fixtures_dir):
     assert tail.exit_code == 0 and tail.stdout.startswith("measured: host ops: the trace has no device events")
     tail = CliRunner().invoke(cli, ["trace", "tail", str(fixtures_dir / "kineto" / MTIA), "--json"])
     assert json.loads(tail.stdout)["measured"] == "device ops"
+    mtia = fixtures_dir / "kineto" / MTIA
+    for a, b, measured in ((path, path, "host ops"), (mtia, path, "host ops"), (mtia, mtia, "device ops")):
+        diff = CliRunner().invoke(cli, ["trace", "diff", str(a), str(b), "--json"])
+        assert diff.exit_code == 0 and json.loads(diff.stdout)["measured"] == measured, (a.name, b.name)
+    diff = CliRunner().invoke(cli, ["trace", "diff", str(path), str(path)])
+    assert diff.exit_code == 0 and diff.stdout.startswith("measured: host ops: the trace has no device events")
 
 
 def test_last_step_convention_is_named(fixtures_dir):
