@@ -66,8 +66,8 @@ def plane_sums(absd: np.ndarray) -> tuple[float, float, int, int]:
     whole = flat.size - flat.size % BLOCK
     blocks, tail = flat[:whole].reshape(-1, BLOCK), flat[whole:]
     sq = np.matmul(blocks[:, None, :], blocks[:, :, None]).sum(dtype=np.float64) + float(tail @ tail)
-    # einsum's row sums: 3x faster than sum(axis=1), and no BLAS (a product with a ones vector would start
-    # OpenBLAS's threads, which spin on the cores the decoders need)
+    # einsum's row sums: faster than sum(axis=1) (benchmarks/quality_throughput.py), and no BLAS (a product
+    # with a ones vector would start OpenBLAS's threads, which spin on the cores the decoders need)
     ab = np.einsum("ij->i", blocks).sum(dtype=np.float64) + float(tail.sum())
     return float(sq), float(ab), int(absd.max()), int(np.count_nonzero(absd > OVER))
 
