@@ -302,12 +302,16 @@ def collectives(paths, step_pattern, top, as_json):
 
     found, steps_from = collectives_traces(list(paths), step_pattern)
     ops, steps = found["ops"], found["steps"]
+    measured = "host ops" if "host" in found["measured"] else "device ops"
     if ops.empty:
-        raise BadInput("no collectives in these traces", path=" ".join(paths))
+        raise BadInput("no collectives in these traces" + (f"; measured: {HOST_OPS}" if measured == "host ops" else ""),
+                       path=" ".join(paths))
     if as_json:
-        _echo_json({"steps_from": steps_from, "ops": _json_rows(ops), "steps": _json_rows(steps)}, "instances",
-                   found["instances"])
+        _echo_json({"measured": measured, "steps_from": steps_from, "ops": _json_rows(ops),
+                    "steps": _json_rows(steps)}, "instances", found["instances"])
         return
+    if measured == "host ops":
+        click.echo(f"measured: {HOST_OPS}")
     times = ["time_ps", "exposed_ps", "hidden_ps", "skew_ps", "wait_ps", "transfer_ps"]
     click.echo(f"collectives per step (us, means per instance and chip; bytes sent per device); steps from: "
                f"{', '.join(steps_from)}")

@@ -595,8 +595,10 @@ def analyse(events: pd.DataFrame, spans: pd.DataFrame | None = None) -> dict:
 
 def tables(inst: pd.DataFrame, spans: pd.DataFrame) -> dict:
     """``instances``, ``ops`` (``by_op``) and ``steps`` (``stragglers``) of the instances of traces whose
-    breakdown is ``spans``, and ``chip_steps``: how many (chip, step) spans that breakdown measured."""
-    return {"instances": inst, "ops": by_op(inst), "steps": stragglers(inst, spans), "chip_steps": len(spans)}
+    breakdown is ``spans``, ``chip_steps``: how many (chip, step) spans that breakdown measured, and
+    ``measured``: its events' (``["device"]``, or "host" among them where host ops stood in)."""
+    return {"instances": inst, "ops": by_op(inst), "steps": stragglers(inst, spans), "chip_steps": len(spans),
+            "measured": spans.attrs.get("measured", ["device"])}
 
 
 def by_kind(inst: pd.DataFrame, chip_steps: int) -> pd.DataFrame:

@@ -158,6 +158,7 @@ def read(path: Path, rank: int) -> RawTrace:
         measured = "host"
     role[is_step] = ROLES["step"]
     host_steps = is_step & np.array([c != "gpu_user_annotation" for c in cats], bool)
+    device[host_steps] = -1  # (a CPU-only trace's ProfilerStep logged as an op: still the host's marker)
     launched_in = _launch_steps(events, cats, names, on_gpu, host_steps, ts_us, dur_us)
     origin_us = float(np.floor(ts_us.min()))
     strings = StringTable()

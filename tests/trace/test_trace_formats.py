@@ -194,6 +194,25 @@ def test_cpu_trace_says_it_measured_host_ops(fixtures_dir):
     assert diff.exit_code == 0 and diff.stdout.startswith("measured: host ops: the trace has no device events")
 
 
+def test_collectives_of_a_cpu_trace_say_host_ops(fixtures_dir, tmp_path):
+    """``trace collectives`` labels host ops as breakdown does: HTA's CPU-only trace (its nccl calls are host
+    launches, no device transfer) is refused in one line naming host ops; a gloo trace's collective, run on
+    the host, is shown under the label, with its ProfilerStep named as the host's (logged as a cpu_op)."""
+    refused = CliRunner().invoke(cli, ["trace", "collectives", str(fixtures_dir / "kineto" / CPU_ONLY)])
+    assert refused.exit_code == 2 and refused.output.count("\n") == 1, refused.output
+    assert "no collectives in these traces; measured: host ops: the trace has no device events" in refused.output
+    events = [{"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 5, "dur": 40},
+              {"ph": "X", "cat": "cpu_op", "name": "gloo:all_reduce", "pid": 1, "tid": 1, "ts": 50, "dur": 30}]
+    path = tmp_path / "gloo.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    text = CliRunner().invoke(cli, ["trace", "collectives", str(path)])
+    assert text.exit_code == 0 and text.stdout.startswith("measured: host ops: the trace has no device events")
+    doc = json.loads(CliRunner().invoke(cli, ["trace", "collectives", str(path), "--json"]).stdout)
+    assert doc["measured"] == "host ops" and doc["steps_from"] == ["ProfilerStep on the host"]
+    assert [(r["op"], r["time_ps"]) for r in doc["ops"]] == [("gloo:all_reduce", 30_000_000)]
+
+
 def test_last_step_convention_is_named(fixtures_dir):
     """The text header names the convention applied, as --json's ``last_step`` does."""
     path = fixtures_dir / "kineto" / "rank-0.json.gz"
