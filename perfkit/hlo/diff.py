@@ -251,8 +251,8 @@ def compare_ranks(dumps: RankDumps, module_filter: str | None = None, workers: i
     if len(dumps.ranks) < 2:
         raise BadInput("needs the dumps of two or more ranks", path=dumps.label)
     files = {r: rank_files(folder) for r, folder in dumps.ranks.items()}
-    # No cyclic GC while the parses live: they hold no cycles, and its collections rescanned every kept
-    # one (0.3 s of this process on 8 ranks). RankModules.close frees them before it is back.
+    # No cyclic GC while the parses live: they hold no cycles, and its collections would rescan every kept
+    # one (benchmarks/hlo_rank_diff.py). RankModules.close frees them before it is back.
     with no_cyclic_gc(), RankModules(files, workers) as loaded:
         per_rank = {r: _named(loaded.summaries[r], module_filter, folder) for r, folder in dumps.ranks.items()}
         ranks = sorted(per_rank)
