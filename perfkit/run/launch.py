@@ -121,7 +121,7 @@ def start_rank(r: RankProcess, pgid: int | None, cwd: str | Path | None) -> int:
 
 @contextlib.contextmanager
 def _interrupts_deferred():
-    """Hold Ctrl-C / SIGTERM while ranks start, so a rank forked mid-interrupt is recorded (and later
+    """Hold Ctrl-C / SIGTERM while ranks start, so a rank started mid-interrupt is recorded (and later
     ended) before the interrupt is raised. Handlers, unlike a signal mask, are not inherited by ranks."""
     if threading.current_thread() is not threading.main_thread():
         yield
