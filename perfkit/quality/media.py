@@ -169,11 +169,35 @@ def _read_image(path: Path) -> np.ndarray:
     return image[..., None] if image.ndim == 2 else image
 
 
-class ArrayMedia(Media):
-    """An array: uint8 arrays are frames ((T, H, W, C), one frame (H, W, C) or one gray frame (H, W));
-    any other dtype is a tensor (float latents, ...)."""
+class NpyFile(NamedTuple):
+    """An ``.npy`` file's array, its header read and its data not: frames are read from the file one at a time,
+    so two long ones compared hold a few frames, not two arrays."""
 
-    def __init__(self, arr: np.ndarray, label: str):
+    path: Path
+    label: str
+    offset: int              # where the data starts
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    fortran_order: bool
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def read(self) -> np.ndarray:
+        """The whole array."""
+        count = int(np.prod(self.shape))
+        data = np.fromfile(self.path, self.dtype, count, offset=self.offset)
+        if data.size < count:
+            raise BadInput(f"truncated: its header says {count} elements, the file holds {data.size}", path=self.label)
+        return data.reshape(self.shape, order="F" if self.fortran_order else "C")
+
+
+class ArrayMedia(Media):
+    """An array, in memory or an ``.npy`` read as needed: uint8 arrays are frames ((T, H, W, C), one frame
+    (H, W, C) or one gray frame (H, W)); any other dtype is a tensor (float latents, ...)."""
+
+    def __init__(self, arr: np.ndarray | NpyFile, label: str):
         self.arr, self.label = arr, label
         self.detail = f"array {arr.dtype} {'x'.join(map(str, arr.shape))}"
         if arr.dtype.kind not in "biuf":  # e.g. bfloat16, which numpy saves as raw void bytes
@@ -184,42 +208,58 @@ class ArrayMedia(Media):
         if not 2 <= arr.ndim <= 4:
             raise BadInput(f"uint8 array of shape {arr.shape}: frames are (T, H, W, C), (H, W, C) or (H, W)",
                            path=label)
-        if arr.ndim == 2:
-            arr = arr[None, :, :, None]
-        elif arr.ndim == 3:
-            arr = arr[None]
-        self.frames_arr = arr
-        self.count, self.frame_shape = self.frames_arr.shape[0], self.frames_arr.shape[1:]
+        self.frames_shape = {2: (1, *arr.shape, 1), 3: (1, *arr.shape), 4: arr.shape}[arr.ndim]
+        self.count, self.frame_shape = self.frames_shape[0], self.frames_shape[1:]
 
     def frames(self, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
         if self.kind != "frames":
             raise BadInput(f"{self.arr.dtype} tensor, not uint8 frames", path=self.label)
         stop = self.count if stop is None else min(stop, self.count)
-        if isinstance(self.arr, np.memmap) and self.arr.flags.c_contiguous:
-            # Plain reads of an .npy: a mapped file would stay resident, two long ones at once.
+        if isinstance(self.arr, NpyFile) and not self.arr.fortran_order:
             size = int(np.prod(self.frame_shape))
-            with open(self.arr.filename, "rb") as f:
+            with open(self.arr.path, "rb") as f:
                 f.seek(self.arr.offset + start * size)
-                for _ in range(start, stop):
-                    yield np.frombuffer(f.read(size), np.uint8).reshape(self.frame_shape)
+                for index in range(start, stop):
+                    data = f.read(size)
+                    if len(data) < size:
+                        raise BadInput(f"truncated: frame {index} of the {self.count} its header says is incomplete",
+                                       path=self.label)
+                    yield np.frombuffer(data, np.uint8).reshape(self.frame_shape)
         else:
-            yield from self.frames_arr[start:stop]
+            yield from self.array().reshape(self.frames_shape)[start:stop]
 
     def array(self) -> np.ndarray:
-        return np.asarray(self.arr)
+        return self.arr.read() if isinstance(self.arr, NpyFile) else np.asarray(self.arr)
+
+
+# the errors numpy's zip, zlib and header parsers let through on a damaged file
+_NUMPY_ERRORS = (ValueError, OSError, EOFError, SyntaxError, MemoryError)
+
+
+def open_npy(path: Path, label: str | None = None) -> NpyFile:
+    """An ``.npy``'s header: its array's shape, dtype and where its data starts."""
+    label = label or str(path)
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran_order, dtype = header(f)
+            return NpyFile(path, label, f.tell(), shape, dtype, fortran_order)
+    except _NUMPY_ERRORS as exc:
+        raise BadInput(f"not a readable numpy file ({exc})", path=label) from None
 
 
 def load_array(path: Path, key: str | None = None, label: str | None = None) -> np.ndarray:
-    """An ``.npy`` (memory-mapped) or one array of an ``.npz`` (``key``, or its only array)."""
+    """An ``.npy``'s array, or one array of an ``.npz`` (``key``, or its only array)."""
     # the errors of numpy's zip, zlib and header parsers, imported here: off every video comparison's start
     import tokenize
     import zipfile
     import zlib
 
     label = label or str(path)
+    if path.suffix == ".npy":
+        return open_npy(path, label).read()
     try:
-        if path.suffix == ".npy":
-            return np.load(path, mmap_mode="r")
         with np.load(path) as npz:
             names = list(npz.files)
             if key is None and len(names) != 1:
@@ -227,9 +267,7 @@ def load_array(path: Path, key: str | None = None, label: str | None = None) -> 
             if (key or names[0]) not in names:
                 raise BadInput(f"has no array {key!r} (it holds {', '.join(names)})", path=label)
             return npz[key or names[0]]
-    # numpy lets these through on a damaged file
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, tokenize.TokenError, SyntaxError,
-            MemoryError) as exc:
+    except (*_NUMPY_ERRORS, zipfile.BadZipFile, zlib.error, tokenize.TokenError) as exc:
         raise BadInput(f"not a readable numpy file ({exc})", path=label) from None
 
 
@@ -267,6 +305,8 @@ def open_media(path: str | Path | np.ndarray, label: str | None = None) -> Media
         return VideoFile(p, label)
     if suffix in IMAGE_SUFFIXES:
         return ImageFolder([p], label)
+    if suffix == ".npy":
+        return ArrayMedia(open_npy(p, label), label)
     if suffix in ARRAY_SUFFIXES:
         return ArrayMedia(load_array(p, label=label), label)
     kinds = VIDEO_SUFFIXES + IMAGE_SUFFIXES + ARRAY_SUFFIXES

@@ -132,6 +132,32 @@ def test_mismatches_are_refused(tmp_path, clip, quality_cli):
     assert res.exit_code == 2 and "nothere.mp4: no such file" in res.stderr
 
 
+def test_npy_frames_are_read_as_numpy_saved_them(tmp_path, clip, quality_cli):
+    """An .npy is read from its header on, a frame at a time: its frames equal numpy's own load in C and Fortran
+    order, gray (H, W) and one (H, W, C) frame; a tensor reads whole; a cut file is refused in one line."""
+    frames = clip(frames=3)
+    cases = {"c.npy": frames, "f.npy": np.asfortranarray(frames), "gray.npy": frames[0, ..., 0],
+             "one.npy": frames[1], "t.npy": np.linspace(0, 1, 12, dtype=np.float32).reshape(3, 4)}
+    for name, arr in cases.items():
+        np.save(tmp_path / name, arr)
+        got = media.open_media(tmp_path / name)
+        loaded = np.load(tmp_path / name)
+        if got.kind == "frames":
+            want = loaded.reshape((-1, *loaded.shape[-3:]) if loaded.ndim >= 3 else (1, *loaded.shape, 1))
+            assert np.array_equal(np.stack(list(got.frames())), want), name
+            assert [f.tobytes() for f in got.frames(1, 2)] == [f.tobytes() for f in want[1:2]], name
+        else:
+            assert np.array_equal(got.array(), loaded), name
+    whole = (tmp_path / "c.npy").read_bytes()
+    (tmp_path / "cut.npy").write_bytes(whole[:-10])
+    res = quality_cli(tmp_path / "c.npy", tmp_path / "cut.npy")
+    assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "cut.npy: truncated: frame 2 of the 3 its header says is incomplete" in res.stderr
+    (tmp_path / "cut_t.npy").write_bytes((tmp_path / "t.npy").read_bytes()[:-4])
+    with pytest.raises(media.BadInput, match="truncated: its header says 12 elements, the file holds 11"):
+        media.load_array(tmp_path / "cut_t.npy")
+
+
 def test_npz_names_an_array(tmp_path, clip, quality_cli):
     frames = clip(frames=2)
     np.savez(tmp_path / "two.npz", video=frames, latents=np.zeros(3, np.float32))
