@@ -1,6 +1,6 @@
 """The trace commands' two formatting helpers against the plain pandas and json calls whose bytes they
-write: ``trace.cli.text_table`` against ``DataFrame.to_string(index=False)`` on ``perfkit trace
-breakdown``'s step table, and ``trace.cli._echo_json`` against ``json.dumps(..., indent=1)`` of the rows
+write: ``cli.trace.text_table`` against ``DataFrame.to_string(index=False)`` on ``perfkit trace
+breakdown``'s step table, and ``cli.trace._echo_json`` against ``json.dumps(..., indent=1)`` of the rows
 on ``perfkit trace collectives --json``'s instances; each checked byte-identical, timed in one process,
 interleaved, --repeats times (medians).
 
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from trace_breakdown import build  # noqa: E402
 
-from perfkit.trace import cli  # noqa: E402
+from perfkit.cli import trace as cli  # noqa: E402
 from perfkit.trace.breakdown import COLUMNS, COMM, TIMES, shown_parts  # noqa: E402
 from perfkit.trace.planewise import breakdown_traces, collectives_traces  # noqa: E402
 

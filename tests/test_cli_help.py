@@ -27,8 +27,8 @@ def test_the_listing_names_every_command():
 
 
 HEAVY = {"jax", "numpy", "pandas", "torch", "av", "yaml", "matplotlib", "google.protobuf", "skimage"}
-COMMAND_MODULES = {"perfkit.run.runner", "perfkit.trace.cli", "perfkit.quality.cli", "perfkit.hlo.cli",
-                   "perfkit.cost.cli", "importlib.metadata"}
+COMMAND_MODULES = {"perfkit.run.runner", "perfkit.cli.trace", "perfkit.cli.quality", "perfkit.cli.hlo",
+                   "perfkit.cli.cost", "importlib.metadata"}
 
 
 def _imported_for_help(argv: list[str], watched: set[str]) -> list[str]:

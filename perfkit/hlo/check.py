@@ -1,4 +1,5 @@
-"""The runner's rank-consistency check: ``perfkit hlo-diff`` on one trial of each variant.
+"""Rank consistency: ``perfkit hlo-diff``'s rank mode over the paths given (``check_all``), and the runner's
+check, hlo-diff on one trial of each variant.
 
 Compiling is deterministic, so the first trial of a variant whose ranks wrote XLA dumps says whether
 that variant's ranks compile the same programs. The result goes to ``summary.json`` as
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from perfkit.errors import BadInput
 from perfkit.hlo.diff import compare_ranks
-from perfkit.hlo.dumps import run_trials
+from perfkit.hlo.dumps import resolve, run_trials
 
 
 def first_difference(result: dict) -> dict | None:
@@ -41,3 +42,12 @@ def variant_check(run_dir: Path, variant: str) -> dict:
             "divergent_ranks": result["divergent_ranks"], "roles": result["roles"],
             "first_difference": first_difference(result),
             "hlo_diff": result}
+
+
+def check_all(paths: list[str], module_filter: str | None = None) -> dict:
+    """Every rank set the paths name, compared; the ``--json`` result of the rank mode."""
+    # workers=None: distinct dump files parse in a process per core (this process is single-threaded).
+    checks = [compare_ranks(d, module_filter, workers=None) for d in resolve(paths)]
+    return {"consistent": all(c["consistent"] for c in checks),
+            "modules": [{**m, "source": c["source"]} for c in checks for m in c["modules"]],
+            "checks": checks}

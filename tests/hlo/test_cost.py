@@ -145,7 +145,7 @@ def test_cost_command_on_dumps_needs_no_jax(wan_sp_dump):
     assert r["serial_ms"] == pytest.approx(r["compute_ms"] + r["memory_ms"] + r["interconnect_ms"])
     text = perfkit_cost(folder, "--chip", "h100")
     assert text.returncode == 0 and "72 collective-permute" in text.stdout and "on h100" in text.stdout
-    probe = subprocess.run([sys.executable, "-c", "import sys; from perfkit.cost.cli import cost\n"
+    probe = subprocess.run([sys.executable, "-c", "import sys; from perfkit.cli.cost import cost\n"
                             f"cost.main([{str(folder)!r}, '--chip', 'v5e'], standalone_mode=False)\n"
                             "assert 'jax' not in sys.modules, 'jax imported'"],
                            capture_output=True, text=True, cwd=REPO, timeout=60)

@@ -207,7 +207,7 @@ def test_text_table_is_pandas_to_string():
     import numpy as np
     import pandas as pd
 
-    from perfkit.trace.cli import text_table
+    from perfkit.cli.trace import text_table
 
     frame = pd.DataFrame({"rank": np.array([0, 12], np.int32), "step": [-1, 123456], "verylongname": ["a", "bb"],
                           "s": ["0.417 (45.6%)", "-"], "n": np.array([7, -70000], np.int64)})
@@ -222,7 +222,7 @@ def test_a_frame_written_a_chunk_at_a_time_is_the_document_json_writes(monkeypat
     escapes and non-ASCII, categoricals with missing values, a column name with a percent sign."""
     import pandas as pd
 
-    from perfkit.trace import cli as trace_cli
+    from perfkit.cli import trace as trace_cli
 
     n = 11
     frame = pd.DataFrame({

@@ -1,6 +1,6 @@
 """``perfkit hlo-diff``: which ranks compiled a different program, and where it differs.
 
-Imports only the stdlib, click and perfkit.hlo (no jax, torch or pandas), so it starts fast.
+Imports only the stdlib, click, perfkit.hlo and perfkit.cost (no jax, torch or pandas), so it starts fast.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from perfkit.cost.chips import chip
 from perfkit.cost.programs import ab_cost, variant_dumps
 from perfkit.errors import BadInput, ExitCode
 from perfkit.hlo import render
-from perfkit.hlo.diff import compare_ab, compare_ranks
-from perfkit.hlo.dumps import resolve, run_trials, single_dump
+from perfkit.hlo.check import check_all
+from perfkit.hlo.diff import compare_ab
+from perfkit.hlo.dumps import run_trials, single_dump
 
 MULTI_PROCESS_CASE = "repro/rank_constant"
 
@@ -44,15 +45,6 @@ def single_process_ab(run_dir: Path) -> tuple[Path, Path, str]:
             f"programs (A) with {b_name}'s (B), as `perfkit hlo-diff --ab {a} {b}` does (ranks: a multi-process "
             f"case, e.g. `perfkit run {MULTI_PROCESS_CASE}`)")
     return a, b, note
-
-
-def check_all(paths: list[str], module_filter: str | None = None) -> dict:
-    """Every rank set the paths name, compared; the ``--json`` result of the rank mode."""
-    # workers=None: distinct dump files parse in a process per core (this process is single-threaded).
-    checks = [compare_ranks(d, module_filter, workers=None) for d in resolve(paths)]
-    return {"consistent": all(c["consistent"] for c in checks),
-            "modules": [{**m, "source": c["source"]} for c in checks for m in c["modules"]],
-            "checks": checks}
 
 
 @click.command("hlo-diff")

@@ -24,13 +24,13 @@ COMMANDS = {
                                      "(merging the parts of a multi-host..."),
     "check": ("perfkit.cli:check",
               "Compare RUN_DIR with a committed baseline: trials, B/A ratios, quality, determinism, ranks, step cost."),
-    "cost": ("perfkit.cost.cli:cost",
+    "cost": ("perfkit.cli.cost:cost",
              "FLOPs, HBM bytes, collectives and memory of each step, and its roofline bound on a chip."),
     "env": ("perfkit.cli:env", "Versions, devices and the git tree hash, as a run records them in env.json."),
-    "hlo-diff": ("perfkit.hlo.cli:hlo_diff", "Compare the XLA programs that ranks compiled (exit 1 when they diverge)."),
-    "quality": ("perfkit.quality.cli:command",
+    "hlo-diff": ("perfkit.cli.hlo:hlo_diff", "Compare the XLA programs that ranks compiled (exit 1 when they diverge)."),
+    "quality": ("perfkit.cli.quality:command",
                 "Compare output B against reference A: videos, PNG / JPEG folders, .npy / .npz, run outputs."),
-    "trace": ("perfkit.trace.cli:trace", "Trace analysis of xplane.pb (TPU, GPU, CPU) and Kineto JSON profiles."),
+    "trace": ("perfkit.cli.trace:trace", "Trace analysis of xplane.pb (TPU, GPU, CPU) and Kineto JSON profiles."),
     "models": ("perfkit.models.listing:command", "The bundled model families and parallel plans, as cases name them."),
 }
 
@@ -318,7 +318,3 @@ def report(run_dirs, progression, out_file, as_json):
 
 def main() -> None:
     cli(prog_name="perfkit")
-
-
-if __name__ == "__main__":
-    main()
