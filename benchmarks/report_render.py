@@ -62,7 +62,7 @@ def main() -> None:
     from perfkit.report import plots
     from perfkit.report import markdown as report
     from perfkit.analysis import timing
-    from perfkit.run.rundir import read_trials
+    from perfkit.rundata.rundir import read_trials
 
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "run"

@@ -24,7 +24,7 @@ import pandas as pd
 from perfkit.run.trial import free_port
 from perfkit.serve.analysis import REQUEST_COLUMNS, level_comparisons, per_process, pooled
 from perfkit.serve.load import call, closed_loop, encode_request, take_output, wait_ready
-from perfkit.serve.spec import OutputSpec, RequestSpec
+from perfkit.rundata.serve_spec import OutputSpec, RequestSpec
 
 SERVER = Path(__file__).resolve().parent.parent / "tests" / "serve" / "server.py"
 REQUEST = RequestSpec("/generate", "POST", {"prompt": "{prompt}", "seed": "{seed}", "width": 8, "height": 8,

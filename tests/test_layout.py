@@ -184,7 +184,7 @@ def against_the_table(edges: set[tuple[str, str]], table: dict[str, set[str] | N
         if {theirs, module} & (allowed | mine_too):
             continue
         if module == theirs and any(i.startswith(theirs + ".") for i in allowed | mine_too):
-            continue  # the package itself, for `from perfkit.run import case`: its module is checked on its own
+            continue  # the package itself, for `from perfkit.rundata import case`: its module is checked on its own
         wrong.append(f"{source} imports {target}")
     return wrong
 

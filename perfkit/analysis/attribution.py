@@ -24,8 +24,8 @@ from scipy import stats as sps
 
 from perfkit.analysis import stats
 from perfkit.errors import BadInput
-from perfkit.run import case as case_mod
-from perfkit.run.rundir import read_trials
+from perfkit.rundata import case as case_mod
+from perfkit.rundata.rundir import read_trials
 from perfkit.trace import breakdown, diff, events, runs, timeline
 
 PS_PER_MS = 1e9

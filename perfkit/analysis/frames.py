@@ -10,7 +10,7 @@ import pandas as pd
 
 from perfkit.analysis import timing
 from perfkit.errors import BadInput
-from perfkit.run import rundir
+from perfkit.rundata import rundir
 
 TRIAL_COLUMNS = ["trial", "variant", "round", "status", "wall_s", "steps", "median_ms", "dir"]
 

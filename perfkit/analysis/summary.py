@@ -19,9 +19,9 @@ from perfkit.hlo.check import variant_check
 from perfkit.quality import compare as quality
 from perfkit.quality import departure
 from perfkit.quality import media
-from perfkit.run import case as case_mod
-from perfkit.run.case import Case
-from perfkit.run.rundir import read_trials
+from perfkit.rundata import case as case_mod
+from perfkit.rundata.case import Case
+from perfkit.rundata.rundir import read_trials
 from perfkit.rundata.summary import Summary
 from perfkit.serve import analysis as serve_analysis
 from perfkit.trace.runs import summarize

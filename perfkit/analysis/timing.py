@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from perfkit.analysis import stats
-from perfkit.run.metrics import is_timed
+from perfkit.rundata.metrics import is_timed
 
 STEP_COLUMNS = ["trial", "variant", "round", "ok", "kind", "step", "ms", "timed"]
 COMPARED = ("step_ms", "natural_step_ms")  # metrics that get a B/A ratio

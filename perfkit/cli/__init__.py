@@ -104,7 +104,7 @@ def _nearest_case(arg: str) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def cases(as_json):
     """List the bundled cases (`perfkit run NAME` runs one) with each one's description."""
-    from perfkit.run.case import load_raw  # yaml: only to read the cases
+    from perfkit.rundata.case import load_raw  # yaml: only to read the cases
 
     rows = []
     for name, path in bundled_cases().items():
@@ -153,7 +153,7 @@ def run(case_file, overrides, only, out_dir, aa, salt, resume_dir, hosts, host_i
 
 
 def _run_or_resume(case_file, overrides, only, out_dir, aa, salt, resume_dir, hosts, host_index, coordinator):
-    from perfkit.run import case as case_mod  # yaml and the case schema: only to run
+    from perfkit.rundata import case as case_mod  # yaml and the case schema: only to run
 
     if resume_dir:
         given = [n for n, v in (("CASE_FILE", case_file), ("--set", overrides), ("--only", only), ("--out", out_dir),
@@ -249,7 +249,7 @@ def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db
     from perfkit.common.summary import json_safe
     from perfkit.report import check as ci_gate
     from perfkit.report.line import summary_line
-    from perfkit.run.rundir import read_summary
+    from perfkit.rundata.rundir import read_summary
 
     run = Path(run_dir)
     summary = read_summary(run)

@@ -29,7 +29,7 @@ import pandas as pd
 from perfkit.common.summary import compared_variant, db_cell, from_json, json_safe
 from perfkit.cost.gate import COST_TOLERANCE, baseline_cost, cost_rows
 from perfkit.errors import BadInput
-from perfkit.run import case as case_mod
+from perfkit.rundata import case as case_mod
 
 BASELINE_VERSION = 1
 COLUMNS = ["check", "subject", "unit", "baseline", "current", "limit", "passed", "note"]
@@ -37,7 +37,7 @@ COLUMNS = ["check", "subject", "unit", "baseline", "current", "limit", "passed",
 
 @dataclasses.dataclass(frozen=True)
 class Thresholds:
-    """When a row fails (defaults and case keys: ``perfkit.run.case.CHECK_KEYS``)."""
+    """When a row fails (defaults and case keys: ``perfkit.rundata.case.CHECK_KEYS``)."""
     ratio_tolerance: float  # a B/A ratio fails when its 95% CI lies wholly above baseline x (1 + this)
     psnr_drop_db: float  # a PSNR fails when it is more than this below the baseline's
     min_psnr_db: float | None = None  # and, when set, whenever it is below this

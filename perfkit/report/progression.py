@@ -13,8 +13,7 @@ import pandas as pd
 
 from perfkit.common.summary import compared_variant, from_json
 from perfkit.report.line import trial_median
-from perfkit.run.rundir import read_summary
-from perfkit.run.sweep import cell_dirs
+from perfkit.rundata.rundir import cell_dirs, read_summary
 
 
 def load_summaries(run_dir: Path) -> list[tuple[str, dict]]:

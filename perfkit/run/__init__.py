@@ -1,9 +1,9 @@
-"""Running cases: case files, the interleaved trial loop, rank processes, the run directory.
+"""Running cases: the interleaved trial loop, the case kinds' processes, the finished run's report.
 
 In a notebook::
 
-    from perfkit import run
-    case = run.load_case("cases/quickstart.yaml", ["repeats.min=2"])
+    from perfkit import rundata, run
+    case = rundata.load_case("cases/quickstart.yaml", ["repeats.min=2"])
     result = run.run_case(case, "reports/runs/mine")   # trials in fresh processes, then the report
 
 (``perfkit.analysis`` reads the run directory back as frames.)
@@ -11,5 +11,5 @@ In a notebook::
 
 from perfkit.common.lazy import exports
 
-__all__ = ["load_case", "run_case"]
-__getattr__, __dir__ = exports(__name__, {"load_case": "case:load", "run_case": "runner"})
+__all__ = ["run_case"]
+__getattr__, __dir__ = exports(__name__, {"run_case": "runner"})

@@ -13,7 +13,8 @@ from perfkit.analysis.timing import steps_frame
 from perfkit.common.summary import json_safe
 from perfkit.report import markdown
 from perfkit.report.line import summary_line
-from perfkit.run import rundir, sweep
+from perfkit.run import sweep
+from perfkit.rundata import rundir
 
 
 def finish(run_dir: Path, *, interrupted: bool = False) -> dict:
@@ -35,7 +36,7 @@ def run_failed(summary: dict) -> bool:
 def render(run_dir: Path) -> bool:
     """(Re)write summary.json and report.md from the run's files (each matrix cell, then the matrix);
     returns whether the run failed (a trial failed or hung, or the run was stopped)."""
-    cells = sweep.cell_dirs(run_dir)
+    cells = rundir.cell_dirs(run_dir)
     if not cells:
         return render_one(run_dir)
     failed = [render_one(c) for c in cells]

@@ -219,18 +219,6 @@ def end_group(pgid: int, ranks: list[RankProcess], dump_stacks: bool) -> None:
     _unwatch_group(pgid)
 
 
-def exit_text(code: int | None) -> str:
-    """``exit code 7`` / ``killed by SIGSEGV`` / ``still running``."""
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
-
-
 def rank_report(r: RankProcess) -> dict:
     code = r.exit_code if r.exit_code is not None else (r.proc.returncode if r.proc else None)
     rep = {"rank": r.rank, "exit_code": code, "running_at_end": r.proc is not None and r.exit_code is None}

@@ -13,8 +13,8 @@ hold a chip, so the second process of ``processes: 4`` fails at start. With ``pl
 - ``by: local_rank``: the program picks its own chips from ``LOCAL_RANK`` (a torch program's
   ``torch.cuda.set_device(local_rank)``); perfkit sets nothing and records which chips that means.
 
-The host is described by the case (``platform``, ``accelerator`` or ``topology``, ``host_chips``) or
-found here: ``TPU_ACCELERATOR_TYPE`` (set on Cloud TPU VMs), ``nvidia-smi``, ROCm's KFD topology.
+The host is described by the case (``platform``, ``accelerator`` or ``topology``, ``host_chips``; read by
+``perfkit.rundata.placement``) or found here: ``TPU_ACCELERATOR_TYPE`` (set on Cloud TPU VMs), ``nvidia-smi``, ROCm's KFD topology.
 """
 
 from __future__ import annotations
@@ -22,40 +22,17 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
 
-from perfkit.common.keys import check_keys
 from perfkit.errors import BadInput
+from perfkit.rundata.placement import Host, parse_grid, tpu_host
 
-PLATFORMS = ("tpu", "cuda", "rocm")
-MODES = ("chip", "local_rank")
 GPU_VISIBLE = {"cuda": "CUDA_VISIBLE_DEVICES", "rocm": "HIP_VISIBLE_DEVICES"}
 TPU_VARS = ("TPU_CHIPS_PER_PROCESS_BOUNDS", "TPU_PROCESS_BOUNDS", "TPU_VISIBLE_CHIPS", "CLOUD_TPU_TASK_ID",
             "TPU_PROCESS_PORT", "TPU_PROCESS_ADDRESSES")
 TPU_BASE_PORT = 8476  # libtpu's first process port (pytorch/xla's default too)
-
-# One host's chips as an x,y,z grid, by accelerator type (Cloud TPU's published single-host slices). The
-# number in the name counts chips on v5e / v6e, TensorCores (two a chip) on v4, v5p and tpu7x.
-TPU_HOSTS = {
-    "v5litepod-1": (1, 1, 1), "v5litepod-4": (2, 2, 1), "v5litepod-8": (2, 4, 1),
-    "v6e-1": (1, 1, 1), "v6e-4": (2, 2, 1), "v6e-8": (2, 4, 1),
-    "v4-8": (2, 2, 1), "v5p-8": (2, 2, 1), "tpu7x-8": (2, 2, 1),
-}
-TPU_ALIASES = {"v5e": "v5litepod"}  # the short name users write
-
-
-@dataclasses.dataclass(frozen=True)
-class Host:
-    """What placement needs of this host: its platform, its chips and, on TPU, their grid."""
-
-    platform: str
-    chips: int
-    grid: tuple[int, int, int] | None = None  # TPU: chips along x, y, z
-    accelerator: str | None = None  # TPU: the accelerator type as named (TPU_ACCELERATOR_TYPE or the case)
-    kind: str | None = None  # the chip as its driver names it, where read (nvidia-smi: "NVIDIA H200")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,26 +44,6 @@ class Placement:
 
     def record(self) -> dict:
         return {"chips": list(self.chips), "env": dict(self.env)}
-
-
-def parse_grid(text: str, source: str, field: str) -> tuple[int, int, int]:
-    """``2x4`` or ``2x2x1`` -> (2, 4, 1)."""
-    if not re.fullmatch(r"[1-9]\d*(x[1-9]\d*){1,2}", str(text)):
-        raise BadInput(f"must be a chip grid like 2x4 or 2x2x1, got {text!r}", path=source, field=field)
-    dims = [int(d) for d in str(text).split("x")]
-    return tuple(dims + [1] * (3 - len(dims)))  # type: ignore[return-value]
-
-
-def tpu_host(accelerator: str, source: str = "<case>", field: str = "placement.accelerator") -> Host:
-    """A single-host TPU slice by accelerator type (``v5litepod-4``, ``v5e-8``, ``v6e-8``, ...)."""
-    name = str(accelerator).strip().lower()
-    family, _, size = name.partition("-")
-    name = f"{TPU_ALIASES.get(family, family)}-{size}"
-    if name not in TPU_HOSTS:
-        raise BadInput(f"{accelerator!r} is no single-host TPU slice perfkit knows ({', '.join(TPU_HOSTS)}); "
-                       "name the host's chip grid as placement.topology (e.g. 2x4)", path=source, field=field)
-    grid = TPU_HOSTS[name]
-    return Host("tpu", math.prod(grid), grid, str(accelerator))
 
 
 def _nvidia_chips(path: str | None) -> list[str]:
@@ -207,26 +164,3 @@ def place(spec: dict, host: Host, per_process: int, local_ranks: int, source: st
             "TPU_PROCESS_ADDRESSES": ",".join(f"localhost:{p}" for p in ports),
         }))
     return out
-
-
-PLACEMENT_KEYS = {"by": (str, "chip"), "per_process": (int, None), "platform": (str, None),
-                  "accelerator": (str, None), "topology": (str, None), "host_chips": (int, None)}
-
-
-def normalize(value, source: str) -> dict | None:
-    """A case's ``placement`` (``chip``, ``local_rank`` or a mapping) with every key filled; None without."""
-    if value is None:
-        return None
-    spec = check_keys({"by": value} if isinstance(value, str) else value, PLACEMENT_KEYS, "placement.", source)
-    if spec["by"] not in MODES:
-        raise BadInput(f"must be one of {', '.join(MODES)}", path=source, field="placement.by")
-    if spec["platform"] is not None and spec["platform"] not in PLATFORMS:
-        raise BadInput(f"must be one of {', '.join(PLATFORMS)}", path=source, field="placement.platform")
-    for key in ("per_process", "host_chips"):
-        if spec[key] is not None and spec[key] < 1:
-            raise BadInput("must be >= 1", path=source, field=f"placement.{key}")
-    if spec["topology"] is not None:
-        parse_grid(spec["topology"], source, "placement.topology")
-    if spec["accelerator"] is not None:
-        tpu_host(spec["accelerator"], source)
-    return spec

@@ -14,11 +14,12 @@ from typing import Callable
 
 from perfkit.common import extras
 from perfkit.errors import BadInput
-from perfkit.run.case import Case, Variant
 from perfkit.run.launch import RankProcess, TrialOutcome, run_ranks
-from perfkit.run.metrics import read_metrics, steps_from_stdout
-from perfkit.run.placement import Host, Placement, host_for, place
+from perfkit.run.placement import Placement, host_for, place
 from perfkit.run.trial import PYTHON_NAMES, RunOptions, Trial, free_port, process_env, trial_salt
+from perfkit.rundata.case import Case, Variant
+from perfkit.rundata.metrics import read_metrics, steps_from_stdout
+from perfkit.rundata.placement import Host
 
 
 def xla_flags(base: str, devices: int, dump_dir: Path | None) -> str:

@@ -5,7 +5,7 @@ Run directory (a contract, see docs/architecture.md): ``case.yaml`` (resolved), 
 ``trials/<NN>-<variant>/rank<R>/`` (``metrics.jsonl``, ``stdout.log``, ``stderr.log``, ``stacks.txt``,
 ``outputs/``, ``xla_dump/``, ``trace/``), ``summary.json``, ``report.md``, ``plots/``. A matrix case
 holds one such run directory per combination under ``cells/NN/``; a multi-host run keeps each host's
-part under ``hosts/host<I>/`` (``perfkit.run.rundir``).
+part under ``hosts/host<I>/`` (``perfkit.rundata.rundir``).
 
 Trials run in rounds (every variant once per round, ``abba`` or seeded ``random`` order). Rounds go on
 past ``repeats.min`` while a B/A verdict is still unknown, up to ``repeats.max``. A trial's index is its
@@ -27,12 +27,13 @@ from typing import TextIO
 
 from perfkit.analysis import stats
 from perfkit.errors import BadInput
-from perfkit.run import case as case_mod
-from perfkit.run import envinfo, finish, ranks, rundir, stackdump, sweep
-from perfkit.run.case import Case
-from perfkit.run.metrics import is_timed, read_metrics
+from perfkit.run import envinfo, finish, ranks, stackdump, sweep
 from perfkit.run.ranks import devices_per_process, xla_flags
 from perfkit.run.trial import RunOptions, Trial, cache_entries, compile_cache_env
+from perfkit.rundata import case as case_mod
+from perfkit.rundata import rundir
+from perfkit.rundata.case import Case
+from perfkit.rundata.metrics import is_timed, read_metrics
 from perfkit.serve import trial as served
 
 # Each case kind runs its trials through the same two functions (perfkit.run.trial's docstring).
@@ -256,7 +257,7 @@ def run_case(case: Case, run_dir: Path | None = None, options: RunOptions = RunO
         failed, interrupted = failed or res.failed, res.interrupted
         if interrupted:
             break
-    if options.hosts == 1 or all(rundir.all_hosts_done(c, options.hosts) for c in sweep.cell_dirs(run_dir)):
+    if options.hosts == 1 or all(rundir.all_hosts_done(c, options.hosts) for c in rundir.cell_dirs(run_dir)):
         failed = sweep.finish(run_dir) or failed
     return RunResult(run_dir, failed, interrupted)
 

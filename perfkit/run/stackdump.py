@@ -74,32 +74,6 @@ def collect(rank_dir: Path) -> str | None:
     return "\n".join(parts) if parts else None
 
 
-def _frame(line: str) -> tuple[str, str, bool]:
-    """('file.py:12', 'function', in library code) of a dumped ``File "...", line 12 in function``."""
-    path, _, rest = line.strip()[len('File "'):].partition('", line ')
-    lineno, _, func = rest.partition(" in ")
-    library = path.startswith("<frozen") or f"{os.sep}lib{os.sep}python3" in path
-    return f"{os.path.basename(path)}:{lineno}", func, library
-
-
-def where_threads_wait(stacks: str) -> list[str]:
-    """One line per dumped thread: its innermost frame and, when that is library code (threading, jax),
-    the innermost frame of the program itself, e.g. ``wait (threading.py:327) <- wait_for_peer
-    (bench.py:35)``."""
-    out = []
-    for block in stacks.split("(most recent call first):")[1:]:
-        frames = [_frame(x) for x in block.splitlines() if x.strip().startswith('File "')]
-        if not frames:
-            continue
-        where, func, library = frames[0]
-        line = f"{func} ({where})"
-        own = next((f for f in frames if not f[2]), None)
-        if library and own is not None:
-            line += f" <- {own[1]} ({own[0]})"
-        out.append(line)
-    return out
-
-
 if __name__ == "sitecustomize":
     if os.environ.get(STACKS_ENV):
         install(os.environ[STACKS_ENV])

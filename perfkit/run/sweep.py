@@ -1,7 +1,7 @@
 """Matrix cases: one row of results per combination of the ``matrix`` values.
 
 Each combination runs as a complete run directory of its own, ``cells/NN/`` (NN in the order of
-``perfkit.run.case.expand_matrix``); the top of the run directory gets ``matrix.csv`` (one row per
+``perfkit.rundata.case.expand_matrix``); the top of the run directory gets ``matrix.csv`` (one row per
 combination), ``summary.json`` (``kind: "matrix"``, ``matrix``: those rows, ``combinations``,
 ``missing``, ``trials.failed``: the cells with failed trials) and a ``report.md`` with the table and
 links to each combination's report.
@@ -14,12 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from perfkit.run import case as case_mod
-
-
-def cell_dirs(run_dir: Path) -> list[Path]:
-    cells = run_dir / "cells"
-    return sorted(p for p in cells.iterdir() if p.is_dir()) if cells.is_dir() else []
+from perfkit.rundata import case as case_mod
 
 
 def matrix_frame(run_dir: Path, assignments: list[dict]) -> pd.DataFrame:

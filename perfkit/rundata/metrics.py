@@ -1,6 +1,20 @@
-"""The metrics protocol's lines as types: what a rank program writes to ``PERFKIT_METRICS``, one JSON
-object a line (``perfkit.record`` writes them; ``perfkit.run.metrics`` reads them)."""
+"""The metrics protocol: what a rank program writes to ``PERFKIT_METRICS``, one JSON object a line
+(``perfkit.record`` writes them), as types, and the reader of what a rank reported: those lines, or a
+regex over stdout as a fallback.
 
+A step event is synced (the program waited for the device every step) unless it says
+``"kind": "natural"``: then ``ms`` is the mean step time of a pass dispatched asynchronously with one
+wait at the end (``"steps"`` says how many steps it averaged). A synced step with ``"traced": true`` ran
+under a profiler: it is kept but never timed, since profiling slows it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from pathlib import Path
 from typing import Literal, NotRequired, TypedDict
 
 
@@ -33,3 +47,85 @@ class MarkEvent(TypedDict):
 
 
 MetricsEvent = StepEvent | NaturalStepEvent | ValueEvent | MarkEvent
+
+
+@dataclasses.dataclass
+class RankMetrics:
+    """A rank's report: synced step times, natural step times, other values, progress marks."""
+
+    steps_ms: list[float]  # one per step, each waited for (synced)
+    values: dict[str, list[float]]
+    marks: list[dict]
+    natural_ms: list[float] = dataclasses.field(default_factory=list)  # mean step of an unsynced pass
+    traced: list[int] = dataclasses.field(default_factory=list)  # positions in steps_ms run under a profiler
+
+    @property
+    def last_mark(self) -> str | None:
+        return self.marks[-1]["name"] if self.marks else None
+
+
+METRICS_LINE_CHARS = 1 << 20  # no event is longer; a longer line is read in pieces and skipped
+
+
+def _number(x) -> bool:
+    """A finite int or float (JSON's true/false, NaN and Infinity are no figure)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def read_metrics(path: Path) -> RankMetrics:
+    """Parse a metrics.jsonl a user program wrote: a torn last line (a rank killed mid-write), bytes that
+    are not UTF-8, lines that are no JSON event or carry no finite figure are skipped, not fatal."""
+    steps, natural, values, marks, traced = [], [], {}, [], []
+    try:
+        f = open(path, encoding="utf-8", errors="replace")
+    except OSError:
+        return RankMetrics(steps, values, marks, natural, traced)
+    with f:
+        for line in iter(lambda: f.readline(METRICS_LINE_CHARS), ""):
+            try:
+                ev = json.loads(line)
+            except (ValueError, RecursionError):  # RecursionError: brackets nested thousands deep
+                continue
+            if not isinstance(ev, dict):
+                continue
+            kind = ev.get("event")
+            if kind == "step" and _number(ev.get("ms")):
+                if ev.get("kind") == "natural":
+                    natural.append(float(ev["ms"]))
+                    continue
+                if ev.get("traced"):
+                    traced.append(len(steps))
+                steps.append(float(ev["ms"]))
+            elif kind == "value" and isinstance(ev.get("name"), str) and _number(ev.get("value")):
+                values.setdefault(ev["name"], []).append(float(ev["value"]))
+            elif kind == "mark" and isinstance(ev.get("name"), str):
+                marks.append(ev)
+    return RankMetrics(steps, values, marks, natural, traced)
+
+
+def is_timed(trial: dict, i: int) -> bool:
+    """Whether synced step ``i`` of a trial record counts: trial ok, after warmup, not profiled."""
+    return trial["status"] == "ok" and i >= trial["warmup"] and i not in trial.get("traced", ())
+
+
+STDOUT_LINE_CHARS = 1 << 16  # a longer line is matched in pieces of this size
+
+
+def steps_from_stdout(path: Path, pattern: str) -> list[float]:
+    """Step times from a program nobody can change: ``pattern``'s first group (or named group ``ms``;
+    a case's ``step_regex`` has one, checked at load), matched line by line (a rank may print gigabytes:
+    never all in memory at once). A capture that is empty or no number is skipped."""
+    rx = re.compile(pattern)
+    out = []
+    try:
+        f = open(path, encoding="utf-8", errors="replace")
+    except OSError:
+        return out
+    with f:
+        for line in iter(lambda: f.readline(STDOUT_LINE_CHARS), ""):
+            for m in rx.finditer(line):
+                try:
+                    out.append(float(m.group("ms") if "ms" in rx.groupindex else m.group(1)))
+                except (TypeError, ValueError):  # TypeError: an optional group that took no part in the match
+                    continue
+    return out

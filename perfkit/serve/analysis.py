@@ -21,7 +21,7 @@ from perfkit.analysis import stats
 from perfkit.errors import BadInput
 from perfkit.quality.compare import codec_floor, compare, headline
 from perfkit.quality.media import open_media, output_files, parse_codec
-from perfkit.run.case import Case
+from perfkit.rundata.case import Case
 
 REQUEST_COLUMNS = ["trial", "variant", "round", "trial_status", "level", "phase", "index", "prompt", "seed",
                    "worker", "start_s", "end_s", "latency_ms", "status", "ok", "error", "timed_out", "output",

@@ -24,7 +24,7 @@ import time
 from typing import Callable, NamedTuple
 from urllib.parse import urlsplit
 
-from perfkit.serve.spec import OutputSpec, RequestSpec, allowed_host, fill
+from perfkit.rundata.serve_spec import OutputSpec, RequestSpec, allowed_host, fill
 
 EXCERPT_CHARS = 200
 READY_POLL_S = 0.1

@@ -30,13 +30,16 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from perfkit.run.case import Case, Variant
-from perfkit.run.launch import RankProcess, end_group, exit_text, rank_report, start_rank
+from perfkit.errors import BadInput
+from perfkit.quality.media import parse_codec
+from perfkit.run.launch import RankProcess, end_group, rank_report, start_rank
 from perfkit.run.ranks import check_program
 from perfkit.run.trial import PYTHON_NAMES, RunOptions, Trial, free_port, process_env, trial_salt
+from perfkit.rundata.case import Case, Variant, expand_matrix
+from perfkit.rundata.exits import exit_text
+from perfkit.rundata.serve_spec import ServeSpec, fill
 from perfkit.serve.load import (RequestFailed, call, closed_loop, encode_request, resolve, take_output,
                                 wait_ready)
-from perfkit.serve.spec import ServeSpec, fill
 
 REQUESTS_FILE = "requests.jsonl"
 SETTLE_S = 0.5  # after a dropped connection, how long to wait for the server to be seen exiting
@@ -204,9 +207,15 @@ class ServedTrial:
 
 
 def check_runnable(case: Case) -> None:
-    """Each variant's server program must be there before any trial runs."""
+    """Each variant's server program, and the encoder of the quality floor in this PyAV (every matrix
+    combination's), must be there before any trial runs."""
     for v in case.variants:
         check_program(v.serve.argv[0], case, f"variants.{v.name}.serve.server")
+    for codec in dict.fromkeys(cell.serve.codec for _, cell in expand_matrix(case)):
+        try:
+            parse_codec(codec)
+        except BadInput as exc:
+            raise BadInput(exc.reason, path=case.source, field="serve.codec") from None
 
 
 def run_trial(case: Case, trial: Trial, trial_dir: Path, options: RunOptions, hook: Path | None,

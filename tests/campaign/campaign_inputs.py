@@ -34,9 +34,9 @@ import numpy as np
 from click.testing import CliRunner
 
 from perfkit.cli import cli
-from perfkit.run.metrics import read_metrics
+from perfkit.rundata.metrics import read_metrics
 from perfkit.serve.load import RequestFailed, take_output
-from perfkit.serve.spec import OutputSpec
+from perfkit.rundata.serve_spec import OutputSpec
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "data" / "real"

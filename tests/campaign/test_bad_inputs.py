@@ -146,7 +146,7 @@ def test_a_truncated_gzip_and_invalid_utf8_json_are_one_line(tmp_path, fixtures_
 def test_the_campaign_finds_a_traceback_when_a_reader_lets_one_out(tmp_path, monkeypatch):
     """The campaign itself can fail: with the case reader as it was before issue 19 (text decoded with no
     care), an invalid byte is a UnicodeDecodeError again and ``problems`` says so."""
-    from perfkit.run import case
+    from perfkit.rundata import case
 
     monkeypatch.setattr(case, "load_raw", lambda path: yaml.safe_load(case.Path(path).read_bytes().decode("utf-8")))
     out = ci.attempt("case", ci.Seed("case", ".yaml", b""), b"name: caf\xe9\n", tmp_path)

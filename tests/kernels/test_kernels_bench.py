@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from perfkit.run import case as case_mod
 from perfkit.kernels import bench
+from perfkit.rundata import case as case_mod
 
 CASES = sorted((Path(__file__).resolve().parents[2] / "cases" / "kernels").glob("*.yaml"))
 

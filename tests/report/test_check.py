@@ -143,7 +143,7 @@ def test_the_quickstart_timing_gate_fails_a_threefold_slowdown_and_passes_the_no
     from pathlib import Path
 
     from perfkit.report.check import _timing_rows, load_baseline
-    from perfkit.run import case as case_mod
+    from perfkit.rundata import case as case_mod
 
     repo = Path(__file__).resolve().parents[2]
     th = Thresholds(**case_mod.load(repo / "cases" / "quickstart.yaml").check)

@@ -141,7 +141,7 @@ def test_notebook_frames_refuse_a_folder_that_is_no_run(make_run, tmp_path):
 def test_plots_are_linked_and_show_the_figures(make_run):
     from perfkit.report import plots
     from perfkit.analysis import timing
-    from perfkit.run.rundir import read_trials
+    from perfkit.rundata.rundir import read_trials
 
     run = make_run()
     report = (run / "report.md").read_text()

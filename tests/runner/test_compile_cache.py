@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from perfkit.errors import BadInput
-from perfkit.run import case as case_mod
 from perfkit.run.runner import run_cached_trial, run_case
 from perfkit.run.trial import RunOptions, Trial, cache_entries, compile_cache_env
+from perfkit.rundata import case as case_mod
 
 from runner_testing import read_jsonl
 

@@ -1,5 +1,5 @@
-"""Rank placement (perfkit.run.placement): the variables each rank process receives, with the platform
-faked. Expected values are written by hand from the public topologies (v5e-4: 2x2 chips, v5e-8 and
+"""Rank placement (perfkit.run.placement; the case's field read by perfkit.rundata.placement): the
+variables each rank process receives, with the platform faked. Expected values are written by hand from the public topologies (v5e-4: 2x2 chips, v5e-8 and
 v6e-8: 2x4, one host each) and the layout JAX's "multiple processes per TPU VM" docs and pytorch/xla's
 tests of one process per chip use: libtpu's process grid, chip r for rank r, ports
 from 8476. Chips are never checked here (not verified on real TPU / GPU hosts)."""
@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 from perfkit.errors import BadInput
-from perfkit.run import case as case_mod
 from perfkit.run import placement
 from perfkit.run.ranks import placements, rank_processes
 from perfkit.run.runner import run_case
 from perfkit.run.trial import RunOptions, Trial
+from perfkit.rundata import case as case_mod
+from perfkit.rundata.placement import Host
 
 from runner_testing import read_jsonl
 
@@ -110,7 +111,7 @@ def test_rocm_detected_from_kfd_topology(tmp_path):
         d = tmp_path / "sys/class/kfd/kfd/topology/nodes" / node
         d.mkdir(parents=True)
         (d / "gpu_id").write_text(gpu + "\n")
-    assert placement.detect({"PATH": str(tmp_path)}, root=tmp_path) == placement.Host("rocm", 2)
+    assert placement.detect({"PATH": str(tmp_path)}, root=tmp_path) == Host("rocm", 2)
     assert placement.detect({"PATH": str(tmp_path)}, root=tmp_path / "none") is None
 
 

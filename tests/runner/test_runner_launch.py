@@ -5,7 +5,8 @@ import sys
 import time
 
 from perfkit.run import stackdump
-from perfkit.run.launch import RankProcess, exit_text, run_ranks
+from perfkit.run.launch import RankProcess, run_ranks
+from perfkit.rundata.exits import exit_text, where_threads_wait
 
 
 def rank(tmp_path, r, code, env=None, hook=None):
@@ -37,7 +38,7 @@ def test_hook_dumps_every_thread_of_a_hung_rank_and_chains_the_users_sitecustomi
     assert done["exit_code"] == 0 and not done["running_at_end"] and "stacks" not in done
     assert hung["running_at_end"] and hung["stdout_tail"] == "started"
     assert (tmp_path / "mark").read_text() == "ran"  # the user's sitecustomize still ran
-    waits = stackdump.where_threads_wait(hung["stacks"])
+    waits = where_threads_wait(hung["stacks"])
     assert any(w.startswith("spin (<string>:3)") or "<- spin (<string>:3)" in w for w in waits), waits
     assert any("<- stuck (<string>:6)" in w for w in waits), waits
 

@@ -3,12 +3,12 @@
 import sys
 from pathlib import Path
 
-from perfkit.run import case as case_mod
 from perfkit.run import runner
 from perfkit.run import ranks as rank_kind
 from perfkit.run.ranks import rank_processes
 from perfkit.run.runner import plan_trials, round_order
 from perfkit.run.trial import RunOptions, Trial
+from perfkit.rundata import case as case_mod
 
 CMD = {"name": "c", "command": ["python", "bench.py"], "variants": {"a": {}, "b": {"env": {"K": "ring"}}}}
 
@@ -149,7 +149,7 @@ def test_progress_shows_each_trials_median_and_a_plan_that_grows():
 
 
 def test_trial_records_survive_a_torn_last_line(tmp_path):
-    from perfkit.run import rundir
+    from perfkit.rundata import rundir
 
     rundir.append_trial(tmp_path, {"index": 0})
     with open(tmp_path / "trials.jsonl", "a") as f:

@@ -4,8 +4,8 @@ import pytest
 import yaml
 from runner_testing import perfkit, sleeper_case
 
-from perfkit.run import case as case_mod
 from perfkit.errors import BadInput
+from perfkit.rundata import case as case_mod
 
 GOOD = {"name": "x", "model": {"name": "wan"}, "variants": {"tp": {"options": {"plan": "tp"}}, "sp": {}}}
 

@@ -111,7 +111,7 @@ def test_noise_floor_is_the_aa_ci_half_width():
 
 
 def test_profiled_steps_are_kept_but_never_timed(tmp_path):
-    from perfkit.run.metrics import read_metrics
+    from perfkit.rundata.metrics import read_metrics
     from perfkit.run.runner import timed_steps
 
     lines = ['{"event": "step", "ms": 900}', '{"event": "step", "ms": 10}', '{"event": "step", "ms": 500, "traced": true}',

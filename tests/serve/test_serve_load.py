@@ -14,7 +14,7 @@ import pytest
 from serve_testing import server_module
 
 from perfkit.serve.load import RequestFailed, call, closed_loop, encode_request, take_output, wait_ready
-from perfkit.serve.spec import OutputSpec, RequestSpec
+from perfkit.rundata.serve_spec import OutputSpec, RequestSpec
 
 SERVER = server_module()
 BODY = {"prompt": "{prompt}", "seed": "{seed}", "width": "{width}", "height": "{height}", "frames": "{frames}"}

@@ -7,9 +7,9 @@ import pytest
 import yaml
 from serve_testing import REPO, perfkit, serve_case
 
-from perfkit.run import case as case_mod
 from perfkit.errors import BadInput
-from perfkit.serve.spec import fill
+from perfkit.rundata import case as case_mod
+from perfkit.rundata.serve_spec import fill
 
 GOOD = serve_case({"a": {}, "b": {"args": ["--max-concurrency", "2"],
                                   "serve": {"request": {"url": "/v2/generate"}}}})
@@ -123,7 +123,6 @@ def test_a_named_host_may_be_contacted_as_well_as_loopback():
                                        "string"),
     ("serve.prompts", "no-such-prompts.txt",
      "c.yaml: serve.prompts: cannot read the prompts file no-such-prompts.txt: No such file or directory"),
-    ("serve.codec", "nocodec", "c.yaml: serve.codec: no encoder 'nocodec' in this PyAV build"),
     ("repeats", {"min": 3, "max": 3}, "c.yaml: repeats: a serve case repeats through serve.server_restarts (leave "
                                       "repeats out)"),
     ("processes", 2, "c.yaml: processes: a serve case starts one server process per trial (its own ranks are its "
@@ -152,6 +151,21 @@ def test_a_server_program_that_is_not_there_is_bad_input_before_any_trial(tmp_pa
     assert res.returncode == 2, res.stderr
     assert res.stderr.strip() == (f"perfkit: {path}: variants.a.serve.server: program 'no-such-server-program' "
                                   "not found on PATH")
+    assert not (tmp_path / "run" / "trials").exists()
+
+
+@pytest.mark.parametrize("codec,reason", [
+    ("nocodec", "no encoder 'nocodec' in this PyAV build"),
+    ("libx264:crf", "expected CODEC[:key=value...], got 'crf'"),
+])
+def test_a_quality_floor_codec_this_pyav_lacks_is_bad_input_before_any_trial(tmp_path, codec, reason):
+    """Reading a case needs no PyAV: the serve case kind's check, before any trial, refuses the codec."""
+    path = tmp_path / "case.yaml"
+    path.write_text(yaml.safe_dump(changed("serve.codec", codec)))
+    assert case_mod.load(path).serve.codec == codec
+    res = perfkit("run", path, "--out", tmp_path / "run")
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.strip() == f"perfkit: {path}: serve.codec: {reason}"
     assert not (tmp_path / "run" / "trials").exists()
 
 

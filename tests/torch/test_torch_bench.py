@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from perfkit.models import torch_bench
 from perfkit.models.wan import CONFIGS
-from perfkit.run.metrics import read_metrics
+from perfkit.rundata.metrics import read_metrics
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import io
 import sys
 
 from perfkit.cli import main
-from perfkit.run import rundir
+from perfkit.rundata import rundir
 
 full_after = int(sys.argv.pop(1))
 appended = []

@@ -18,7 +18,7 @@ import yaml
 
 from perfkit.common.keys import check_keys
 from perfkit.errors import BadInput
-from perfkit.run import placement
+from perfkit.rundata import placement, serve_spec
 
 # Each known key: its type(s) and default. Nested mappings have their own tables.
 MODEL_KEYS = {"name": (str, None), "config": (str, "tiny"), "steps": (int, 8), "guidance": ((int, float), None),
@@ -63,7 +63,7 @@ class Variant:
     env: dict[str, str]
     args: list[str]
     description: str = ""
-    serve: Any = None  # serve cases: this variant's server (perfkit.serve.spec.ServerSpec)
+    serve: serve_spec.ServerSpec | None = None  # serve cases: this variant's server
     compile_cache: str | None = None  # cold | warm: the persistent compile caches its trials start with
 
 
@@ -92,8 +92,8 @@ class Case:
     step_regex: str | None
     aa: bool = False  # also run the baseline again, interleaved, as an A/A control (the noise floor)
     check: dict = dataclasses.field(default_factory=dict)  # `perfkit check` thresholds (CHECK_KEYS)
-    serve: Any = None  # serve cases: prompts, levels, requests (perfkit.serve.spec.ServeSpec)
-    placement: dict | None = None  # each rank's chips (perfkit.run.placement.normalize's mapping)
+    serve: serve_spec.ServeSpec | None = None  # serve cases: prompts, levels, requests
+    placement: dict | None = None  # each rank's chips (perfkit.rundata.placement.normalize's mapping)
     source: str = "<case>"
     raw: dict = dataclasses.field(default_factory=dict, repr=False)
 
@@ -305,9 +305,6 @@ def validate(raw: dict, path: str = "<case>") -> Case:
         raise BadInput(f"more than {MAX_COMBINATIONS} combinations", path=path, field="matrix")
 
     if has_serve:
-        # serve specs (their codec check loads PyAV): only for serve cases
-        from perfkit.serve import spec as serve_spec
-
         top["serve"], servers = serve_spec.validate(top, raw, path)
         top["repeats"] = {"min": top["serve"].server_restarts, "max": top["serve"].server_restarts}
         variants = [dataclasses.replace(v, serve=servers[v.name]) for v in variants]

@@ -1,4 +1,4 @@
-"""The run directory on disk: trial records, run options, host parts, and re-rendering a run (``render``).
+"""The run directory on disk: trial records, run options, host parts, a matrix run's cells.
 
 One host writes ``trials.jsonl`` and ``run.json`` at the top of the run directory. In a multi-host run
 each host writes its own part, ``hosts/host<I>/{trials.jsonl,run.json,env.json,done}``, into the one
@@ -23,6 +23,12 @@ STATUS_RANK = {"hung": 0, "crashed": 1, "incomplete": 2, "no_steps": 3, "ok": 4}
 def part_dir(run_dir: Path, host_index: int, hosts: int) -> Path:
     """Where one host keeps its files: the run directory itself, or ``hosts/host<I>`` with many."""
     return run_dir if hosts == 1 else run_dir / "hosts" / f"host{host_index}"
+
+
+def cell_dirs(run_dir: Path) -> list[Path]:
+    """A matrix run's combinations, each a run directory of its own (``cells/NN``), in order."""
+    cells = run_dir / "cells"
+    return sorted(p for p in cells.iterdir() if p.is_dir()) if cells.is_dir() else []
 
 
 @contextlib.contextmanager

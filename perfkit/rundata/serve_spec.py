@@ -3,8 +3,9 @@
 A serve case measures served systems by closed-loop load. Shared (``serve:``): the prompts with their
 seeds, the concurrency levels, measured requests per level (after the case's ``warmup`` requests),
 fresh server processes per variant, the per-request timeout, the only host contacted besides loopback,
-extra template values (``params``) and the codec of the quality floor. Per variant (``serve:`` at the top
-as the default, ``variants.<v>.serve`` to override, mapping by mapping): the server argv (``{port}``,
+extra template values (``params``) and the codec of the quality floor (checked by the serve case kind
+before any trial: reading a case needs no PyAV). Per variant (``serve:`` at the top as the default,
+``variants.<v>.serve`` to override, mapping by mapping): the server argv (``{port}``,
 ``{host}`` filled in), the readiness URL and its start-up timeout, the request (URL, method, a JSON body
 template with ``{prompt}``, ``{seed}``, ``{name}``, ``{width}`` ... placeholders, headers) and how the
 output comes back: the response ``body`` itself, a ``base64`` JSON field, or a JSON field holding a
@@ -31,7 +32,6 @@ import yaml
 
 from perfkit.common.keys import check_keys
 from perfkit.errors import BadInput
-from perfkit.quality.media import parse_codec
 
 SERVER_KEYS = {"server": (list, None), "ready": (dict, None), "request": (dict, None), "output": (dict, None)}
 SERVE_KEYS = {
@@ -113,7 +113,7 @@ class ServeSpec:
     request_timeout: float  # seconds without an answer before a request counts as hung
     host: str  # the host of the server's URLs; nothing else but loopback is contacted
     params: dict  # more placeholders, the same for every request (width, height, frames ...)
-    codec: str  # encoder of the quality floor (``perfkit quality --codec`` syntax)
+    codec: str  # encoder of the quality floor (``perfkit quality --codec`` syntax; checked before any trial)
 
     def as_raw(self) -> dict:
         d = dataclasses.asdict(self)
@@ -280,11 +280,6 @@ def validate(top: dict, raw: dict, path: str) -> tuple[ServeSpec, dict[str, Serv
     clash = set(s["params"]) & set(PER_REQUEST + PER_SERVER)
     if clash:
         raise BadInput(f"{sorted(clash)[0]!r} is filled by perfkit", path=path, field="serve.params")
-
-    try:
-        parse_codec(s["codec"])
-    except BadInput as exc:
-        raise BadInput(exc.reason, path=path, field="serve.codec") from None
     # Placeholders every request can fill: those of every prompt, the shared params, the server's.
     common = set.intersection(*(set(p.extra) for p in prompts))
     known = common | set(s["params"]) | set(PER_REQUEST) | set(PER_SERVER)
