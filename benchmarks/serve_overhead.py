@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from perfkit.analysis.serving import REQUEST_COLUMNS, level_comparisons, per_process, pooled
+from perfkit.run.serve_load import call, closed_loop, encode_request, take_output, wait_ready
 from perfkit.run.trial import free_port
-from perfkit.serve.analysis import REQUEST_COLUMNS, level_comparisons, per_process, pooled
-from perfkit.serve.load import call, closed_loop, encode_request, take_output, wait_ready
 from perfkit.rundata.serve_spec import OutputSpec, RequestSpec
 
 SERVER = Path(__file__).resolve().parent.parent / "tests" / "serve" / "server.py"

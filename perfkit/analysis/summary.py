@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from perfkit.analysis import attribution, stats, timing
+from perfkit.analysis import attribution, serving, stats, timing
 from perfkit.cost.programs import run_costs
 from perfkit.hlo.check import variant_check
 from perfkit.quality import compare as quality
@@ -23,7 +23,6 @@ from perfkit.rundata import case as case_mod
 from perfkit.rundata.case import Case
 from perfkit.rundata.rundir import read_trials
 from perfkit.rundata.summary import Summary
-from perfkit.serve import analysis as serve_analysis
 from perfkit.trace.runs import summarize
 from perfkit.trace.parting import run_hangs
 
@@ -239,7 +238,7 @@ def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Ca
     summary["compile_cache"] = compile_cache_summary(case, run_dir, trials, summary["variants"])
     # per variant, the step program of its first trial with XLA dumps; bounds where the run's chip is known
     summary["cost"], summary["roofline"] = run_costs(run_dir, summary)
-    if case.kind == "serve":  # per-level latency, outputs/min, served quality (perfkit.serve.analysis)
-        summary["serve"] = serve_analysis.summarize(case, run_dir, trials)
+    if case.kind == "serve":  # per-level latency, outputs/min, served quality (perfkit.analysis.serving)
+        summary["serve"] = serving.summarize(case, run_dir, trials)
     summary["not_verified"] = not_verified(case, summary)
     return case, summary

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from perfkit.common.summary import compared_variant, from_json
-from perfkit.serve.report import headline
+from perfkit.report.serving import headline
 
 
 def trial_median(variant: dict) -> float | None:

@@ -11,8 +11,8 @@ from perfkit.report import attribution as attribution_report
 from perfkit.report import hangs
 from perfkit.report.departure import departure_section
 from perfkit.report.line import summary_line, trial_median
+from perfkit.report.serving import section
 from perfkit.rundata.exits import exit_text, where_threads_wait
-from perfkit.serve.report import section
 from perfkit.trace.collectives import STRAGGLER_SHARE
 from perfkit.trace.names import labels
 

@@ -27,17 +27,16 @@ from typing import TextIO
 
 from perfkit.analysis import stats
 from perfkit.errors import BadInput
-from perfkit.run import envinfo, finish, ranks, stackdump, sweep
+from perfkit.run import envinfo, finish, ranks, serve_trial, stackdump, sweep
 from perfkit.run.ranks import devices_per_process, xla_flags
 from perfkit.run.trial import RunOptions, Trial, cache_entries, compile_cache_env
 from perfkit.rundata import case as case_mod
 from perfkit.rundata import rundir
 from perfkit.rundata.case import Case
 from perfkit.rundata.metrics import is_timed, read_metrics
-from perfkit.serve import trial as served
 
 # Each case kind runs its trials through the same two functions (perfkit.run.trial's docstring).
-KINDS = {"model": ranks, "command": ranks, "serve": served}
+KINDS = {"model": ranks, "command": ranks, "serve": serve_trial}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """What every case kind's trial is made of, below the runner and the kinds alike: the run's options, a
 trial's identity, its salt, and the environment its processes start with.
 
-A case kind (``perfkit.run.ranks`` for model and command cases, ``perfkit.serve.trial`` for serve
+A case kind (``perfkit.run.ranks`` for model and command cases, ``perfkit.run.serve_trial`` for serve
 cases) is a module with two functions, which the runner calls through ``perfkit.run.runner.KINDS``:
 
 - ``check_runnable(case)``: raise ``BadInput`` before any trial when the case cannot run here;

@@ -460,7 +460,7 @@ class ServeQuality(TypedDict):
 
 
 class Serve(TypedDict):
-    """A serve case's load figures (``perfkit.serve.analysis``)."""
+    """A serve case's load figures (``perfkit.analysis.serving``)."""
     concurrency: list[int]
     requests: int
     warmup: int

@@ -34,8 +34,8 @@ import numpy as np
 from click.testing import CliRunner
 
 from perfkit.cli import cli
+from perfkit.run.serve_load import RequestFailed, take_output
 from perfkit.rundata.metrics import read_metrics
-from perfkit.serve.load import RequestFailed, take_output
 from perfkit.rundata.serve_spec import OutputSpec
 
 REPO = Path(__file__).resolve().parents[2]

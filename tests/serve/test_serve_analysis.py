@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfkit.serve.analysis import REQUEST_COLUMNS, level_comparisons, per_process, pooled, requests_frame
+from perfkit.analysis.serving import REQUEST_COLUMNS, level_comparisons, per_process, pooled, requests_frame
 
 
 def stream(trial, variant, level, latencies_ms, status="ok", failed=(), warmup=1, start=0.0):

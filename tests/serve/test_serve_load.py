@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from serve_testing import server_module
 
-from perfkit.serve.load import RequestFailed, call, closed_loop, encode_request, take_output, wait_ready
+from perfkit.run.serve_load import RequestFailed, call, closed_loop, encode_request, take_output, wait_ready
 from perfkit.rundata.serve_spec import OutputSpec, RequestSpec
 
 SERVER = server_module()
@@ -150,7 +150,7 @@ def test_a_body_larger_than_memory_is_refused_not_held(served, monkeypatch):
 
     with pytest.raises(RequestFailed, match=r"HTTP 200: an answer of 10,000,000,000,000\+ bytes, over perfkit's limit"):
         generate(served(reply="huge"), OutputSpec("body", None, ".npy"))
-    monkeypatch.setattr("perfkit.serve.load.MAX_ANSWER_BYTES", 8 << 20)
+    monkeypatch.setattr("perfkit.run.serve_load.MAX_ANSWER_BYTES", 8 << 20)
     tracemalloc.start()
     try:
         with pytest.raises(RequestFailed, match=r"an answer of [89],\d{3},\d{3}\+ bytes, over perfkit's limit of 8,388,608"):

@@ -1,6 +1,6 @@
 """The serving clause of the summary line and the report's comparison table, from a hand-made summary."""
 
-from perfkit.serve.report import _comparisons, headline
+from perfkit.report.serving import _comparisons, headline
 
 
 def comparison(variant, level, metric, ratio, ci, verdict):

@@ -174,7 +174,7 @@ def test_a_server_starts_with_the_rank_environment_salt_included(tmp_path, monke
     placeholders filled, the PERFKIT_ variables, the stack-dump hook, and with --salt the caches off."""
     from perfkit.run import stackdump
     from perfkit.run.trial import SALT_ENV, Trial
-    from perfkit.serve.trial import ServedTrial
+    from perfkit.run.serve_trial import ServedTrial
 
     monkeypatch.setenv(stackdump.OWNER_ENV, "perfkit's own")
     case = case_mod.validate(serve_case({"a": {"env": {"SERVE_PORT": "{port}"}}, "b": {}}), "c.yaml")

@@ -1,5 +1,5 @@
 """The serving part of ``report.md`` and of the summary line, formatted from ``summary["serve"]``
-(``perfkit.serve.analysis``), and the latency plot per concurrency level."""
+(``perfkit.analysis.serving``), and the latency plot per concurrency level."""
 
 from __future__ import annotations
 
