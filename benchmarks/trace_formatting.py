@@ -31,7 +31,7 @@ from trace_breakdown import build  # noqa: E402
 
 from perfkit.cli import trace as cli  # noqa: E402
 from perfkit.trace.breakdown import COLUMNS, COMM, TIMES, shown_parts  # noqa: E402
-from perfkit.trace.planewise import breakdown_traces, collectives_traces  # noqa: E402
+from perfkit.trace.shards import breakdown_traces, collectives_traces  # noqa: E402
 
 
 def _timed(call) -> tuple[float, str]:

@@ -137,7 +137,7 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     import pandas as pd
 
     from perfkit.trace.breakdown import COLUMNS, COMM, TIMES, mean_per_device, plot as draw, shown_parts
-    from perfkit.trace.planewise import breakdown_traces
+    from perfkit.trace.shards import breakdown_traces
     from perfkit.trace.timeline import LAST_STEP_DROPPED
 
     _prepare()
@@ -206,7 +206,7 @@ def diff(a, b, by, top, step_pattern, window, as_json):
     import pandas as pd
 
     from perfkit.trace.names import readable
-    from perfkit.trace.planewise import diff_traces
+    from perfkit.trace.shards import diff_traces
 
     _prepare()
 
@@ -246,7 +246,7 @@ def tail(paths, k, as_json, programs):
     chip's completed collectives, the one it waits at, and where the chips' collectives first part."""
     # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
     from perfkit.trace.names import readable
-    from perfkit.trace.planewise import tail_traces
+    from perfkit.trace.shards import tail_traces
 
     _prepare()
 
@@ -296,7 +296,7 @@ def collectives(paths, step_pattern, top, as_json):
 
     from perfkit.trace.collectives import STRAGGLER_SHARE
     from perfkit.trace.names import readable
-    from perfkit.trace.planewise import collectives_traces
+    from perfkit.trace.shards import collectives_traces
 
     _prepare()
 

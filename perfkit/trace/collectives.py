@@ -223,7 +223,7 @@ def _pairs_named(chip: list, role: list, kind: list, op: list, operand: list) ->
     return np.array(out + [(i, i) for queue in open_by_kind.values() for i in queue], np.int64).reshape(-1, 2)
 
 
-def _kineto_messages(files: list[str]) -> dict[str, tuple]:
+def kineto_messages(files: list[str]) -> dict[str, tuple]:
     """Kineto files' communication kernels: file stem (the frame's ``host``) -> (clock base, [(name,
     buffer bytes or nan, group size or 0, kind)] in start order)."""
     out = {}
@@ -279,7 +279,7 @@ def _attach_messages(inst: pd.DataFrame, messages: dict[str, tuple]) -> None:
 
 class ChipInstances(NamedTuple):
     """Each collective instance on each chip as that chip's ops give it, before any matching across chips:
-    what a chip's plane gives alone (``perfkit.trace.planewise``), and what ``stack`` joins."""
+    what a chip's plane gives alone (``perfkit.trace.shards``), and what ``stack`` joins."""
 
     rows: pd.DataFrame  # rank, device, host, step, program_id, op, name, kind, shape (texts categorical),
     #                     start_ps, end_ps, hidden_ps, exposed_ps, buffer, group
@@ -352,7 +352,7 @@ def instances(events: pd.DataFrame) -> pd.DataFrame:
     wait 0); ``bytes`` is NaN where the buffer or the group size is unknown; ``op`` and ``kind`` are
     categoricals. Texts (kinds, names, shapes) are worked on once per distinct value, rows as codes: a
     production profile has millions of collective ops and a few hundred names."""
-    return matched(chip_instances(events), _kineto_messages(events.attrs.get("files", [])))
+    return matched(chip_instances(events), kineto_messages(events.attrs.get("files", [])))
 
 
 def matched(found: ChipInstances, messages: dict[str, tuple] | None = None) -> pd.DataFrame:

@@ -52,7 +52,7 @@ def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step", layout
             ) -> tuple[pd.DataFrame, int]:
     """Exclusive device time summed per (key columns of ``by``, category): ``sum`` (ps) and ``size`` (ops);
     and the number of (device, step) spans measured. Sums of disjoint sets of chips add up (the
-    planes of a profile read apart, ``perfkit.trace.planewise``). ``layout``: ``timeline.layout(events,
+    shards of a profile, ``perfkit.trace.shards``). ``layout``: ``timeline.layout(events,
     window)`` where the caller has it already."""
     spans, ops = _op_times(events, by, window, layout)
     if spans.empty:

@@ -308,11 +308,7 @@ def load(paths: list[str | Path], step_pattern: str | None = None, workers: int 
     ranked = ranked_files(paths)
     raws = _read(ranked, workers or usable_cores(), {Path(p) for p in paths if Path(p).is_file()})
     files = [r.path for r in raws]
-    origin = min(r.origin_ns for r in raws)
-    for f, r in zip(files, raws):
-        if (r.origin_ns - origin) * 1000 >= 2**62:  # past int64 picoseconds
-            raise BadInput(f"starts {(r.origin_ns - origin) / 86400e9:.0f} days after another trace given: pass one "
-                           "run's traces at a time", path=f)
+    origin = one_clock(files, [r.origin_ns for r in raws])
     frames = [frame(r, pattern, (r.origin_ns - origin) * 1000, wanted) for r in raws]
     if any(KINETO_ONLY in f for f in frames):  # Kineto and XSpaces together: the XSpaces' launches unknown
         frames = [f if KINETO_ONLY in f else f.assign(**{KINETO_ONLY: np.full(len(f), -1, np.int32)}) for f in frames]
@@ -322,6 +318,17 @@ def load(paths: list[str | Path], step_pattern: str | None = None, workers: int 
                      steps_from=sorted({f.attrs["steps_from"] for f in frames}),
                      measured=sorted({f.attrs["measured"] for f in frames}))
     return out
+
+
+def one_clock(files: list[Path], origins: list[int]) -> int:
+    """The earliest of the files' ``origins`` (ns), where each is within int64 picoseconds of it; else
+    BadInput naming the first file past that."""
+    origin = min(origins)
+    for f, o in zip(files, origins):
+        if (o - origin) * 1000 >= 2**62:
+            raise BadInput(f"starts {(o - origin) / 86400e9:.0f} days after another trace given: pass one "
+                           "run's traces at a time", path=f)
+    return origin
 
 
 def chip_key(rank: np.ndarray, device: np.ndarray) -> np.ndarray:

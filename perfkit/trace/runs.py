@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from perfkit.errors import BadInput
-from perfkit.trace import breakdown, collectives, diff, events, planewise, timeline
+from perfkit.trace import breakdown, collectives, diff, shards
 
 PS_PER_MS = 1e9
 TOP_DELTAS = 8
@@ -30,37 +30,23 @@ def trial_trace_dirs(run_dir: Path, trials: list[dict], variant: str) -> list[Pa
 def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict]:
     """Mean step parts and collective time in flight / hidden (ms) over every chip-step of the folders'
     traces, their overlap share (hidden / in flight, of the sums; None without collectives), the mean
-    per-step op table, and the collectives (``collectives.summarize``, or ``{"error"}``): each trial's
-    traces loaded once for all three."""
-    rows, tables, sources, analysed, failed, measured = [], [], set(), [], None, set()
+    per-step op table, and the collectives (``collectives.summarize``): each trial's traces read once for
+    all three."""
+    rows, tables, sources, analysed, measured = [], [], set(), [], set()
     for folder in folders:  # one trial at a time: its ranks' traces belong together, trials do not
-        paths = sorted(folder.glob("rank*/trace"))
-        apart = planewise.trial_apart(paths)  # big XSpaces: a plane per worker
-        if apart is not None:
-            rows.append(apart[0])
-            tables.append(apart[1])
-            analysed.append((folder.name, apart[2]))
-            sources.update(apart[3])
-            measured.add("device")  # (XSpaces: device planes)
-            continue
-        ev = events.load(paths)
-        sources.update(ev.attrs["steps_from"])
-        measured.update(ev.attrs["measured"])
-        laid = timeline.layout(ev)  # the ops in their steps, once for the breakdown and the op table
-        rows.append(breakdown.breakdown(ev, layout=laid))
-        tables.append(diff.per_step(ev, "kind", layout=laid))
-        del laid
-        try:
-            analysed.append((folder.name, collectives.analyse(ev, rows[-1])))
-        except BadInput as exc:  # the breakdown stands; only the collectives part says why not
-            failed = failed or {"error": exc.line()}
+        found = shards.trial_traces(sorted(folder.glob("rank*/trace")))
+        rows.append(found.rows)
+        tables.append(found.table)
+        analysed.append((folder.name, found.collectives))
+        sources.update(found.steps_from)
+        measured.update(found.measured)
     rows = pd.concat(rows)
     parts = {c.replace("_ps", "_ms"): float(rows[c].mean() / PS_PER_MS) for c in breakdown.TIMES + breakdown.COMM}
     comm = int(rows["comm_ps"].sum())
     parts["overlap"] = int(rows["hidden_ps"].sum()) / comm if comm else None
     table = pd.concat(tables).groupby(level=0).agg(category=("category", "first"), time_ps=("time_ps", "mean"),
                                                    count=("count", "mean"))
-    comms = failed or collectives.summarize(analysed)
+    comms = collectives.summarize(analysed)
     return ({"trials": len(folders), "chip_steps": len(rows), **parts, "steps_from": sorted(sources),
              "measured": "host ops" if "host" in measured else "device ops"}, table, comms)
 

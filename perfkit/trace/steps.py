@@ -85,12 +85,18 @@ def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | 
 
 
 def _source(names: list[str], codes: np.ndarray, marker: np.ndarray, device: np.ndarray) -> str:
-    """Which markers the steps came from, named for the format: a TPU's Steps line or step annotations, a
-    Kineto trace's GPU-side or host ProfilerSteps."""
     if not marker.any():
         return "none"
-    own = (marker & (device >= 0)).any()
-    if names[codes[np.flatnonzero(marker)[0]]].startswith(PROFILER_STEP):
+    return source(names[codes[np.flatnonzero(marker)[0]]], bool((marker & (device >= 0)).any()))
+
+
+def source(first: str | None, own: bool) -> str:
+    """Which markers the steps came from, named for the format (a TPU's Steps line or step annotations, a
+    Kineto trace's GPU-side or host ProfilerSteps), from the name of the first marker (None: no markers)
+    and whether any marker is a device's own."""
+    if first is None:
+        return "none"
+    if first.startswith(PROFILER_STEP):
         return "ProfilerStep on the GPU (gpu_user_annotation)" if own else "ProfilerStep on the host"
     return "Steps line" if own else "step annotations"
 
@@ -98,21 +104,32 @@ def _source(names: list[str], codes: np.ndarray, marker: np.ndarray, device: np.
 def demote_instants(cols: dict[str, np.ndarray]) -> list[int]:
     """Demote (role ``other``, in place) the markers of each device that hold under ``SPANNING`` of its ops,
     where the host has markers to stand in; the devices demoted. ``cols``: a ``RawTrace``'s columns."""
-    role, device, start = cols["role"], cols["device"], cols["start_ps"]
+    role, device = cols["role"], cols["device"]
     marker = role == ROLES["step"]
-    own = marker & (device >= 0)
-    if not own.any() or not (marker & (device < 0)).any():
+    if not (marker & (device < 0)).any():
+        return []
+    demoted = instants(cols)
+    for dev in demoted:
+        role[marker & (device == dev)] = ROLES["other"]
+    return demoted
+
+
+def instants(cols: dict[str, np.ndarray]) -> list[int]:
+    """The devices whose own markers hold under ``SPANNING`` of their ops (``demote_instants`` demotes them
+    where the host has markers). ``cols``: a ``RawTrace``'s columns."""
+    role, device, start = cols["role"], cols["device"], cols["start_ps"]
+    own = (role == ROLES["step"]) & (device >= 0)
+    if not own.any():
         return []
     ops = role == ROLES["op"]
-    demoted = []
+    found = []
     for dev in _distinct(device[own]):
         mine = np.flatnonzero(own & (device == dev))
         mine = mine[np.argsort(start[mine], kind="stable")]
         held = _window_of(start[ops & (device == dev)], start[mine], start[mine] + cols["dur_ps"][mine]) >= 0
         if held.size and held.mean() < SPANNING:
-            role[mine] = ROLES["other"]
-            demoted.append(int(dev))
-    return demoted
+            found.append(int(dev))
+    return found
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:

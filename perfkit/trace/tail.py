@@ -87,13 +87,7 @@ def chips(events: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["rank", "device", "last_end_ps", "before_last_ps",
                                      *(f"at_first_stop_{c}" for c in ("name", "kind", "category"))])
     last_end = _last_per_chip(ops.chip, ops.end, n)
-    first_stop = int(last_end.min())
-    # The op covering the first stop (the latest-ending one), else the latest one ending before it, else
-    # the earliest after; at ties the last in the frame's order. One key orders them: an op that started
-    # by then counts its end (a covering op ends after every op that ended before), one after -start.
-    key = np.where(ops.start <= first_stop, ops.end, -ops.start)
-    best = key == _last_per_chip(ops.chip, key, n)[ops.chip]
-    at = _last_per_chip(ops.chip, np.arange(ops.rows.size), n, best)
+    at = _in_at(ops, n, int(last_end.min()))
     out = ops.chips.assign(last_end_ps=last_end)
     out["before_last_ps"] = int(last_end.max()) - out["last_end_ps"]
     for column in ("name", "kind", "category"):
@@ -101,16 +95,50 @@ def chips(events: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["last_end_ps", "rank", "device"], kind="stable", ignore_index=True)
 
 
+def _in_at(ops: _Ops, n: int, stop: int) -> np.ndarray:
+    """Per chip, the op (index into ``ops``) it was in at ``stop``: the op covering it (the latest-ending
+    one), else the latest one ending before it, else the earliest after; at ties the last in the frame's
+    order. One key orders them: an op that started by then counts its end (a covering op ends after every
+    op that ended before), one after -start."""
+    key = np.where(ops.start <= stop, ops.end, -ops.start)
+    best = key == _last_per_chip(ops.chip, key, n)[ops.chip]
+    return _last_per_chip(ops.chip, np.arange(ops.rows.size), n, best)
+
+
+def at_stop(events: pd.DataFrame, stop_ps: int) -> pd.DataFrame:
+    """The events ``chips`` picks from where the first chip stops at ``stop_ps``: per chip its last op to
+    end and the op it was in then (the frame's order). Chips of disjoint parts of a profile each give
+    theirs; stacked, they give what the whole frame gives."""
+    return _at_stop(events, _ops(events), stop_ps)
+
+
+def _at_stop(events: pd.DataFrame, ops: _Ops, stop_ps: int) -> pd.DataFrame:
+    n = len(ops.chips)
+    last_end = _last_per_chip(ops.chip, ops.end, n)
+    keep = np.zeros(ops.rows.size, bool)
+    keep[_in_at(ops, n, stop_ps)] = True
+    keep[_last_per_chip(ops.chip, np.arange(ops.rows.size), n, ops.end == last_end[ops.chip])] = True
+    return events.iloc[ops.rows[keep]]
+
+
 FLOOR_SHARE = 8  # a chip's candidates: its ops ending in the last eighth of its ops' time span (or its last k)
 
 
-def candidates(events: pd.DataFrame, k: int = 5) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The events ``last_ops(k)`` and ``chips`` pick from, given that the first chip to stop stops after
-    every chip's ``floor_ps``: per chip, the ops ending at or after its floor (the earlier of its k-th
-    latest end and its last end less an eighth of its span) and those ending last before it. Returns
-    those rows (the frame's order) and a frame of ``rank, device, floor_ps`` per chip. Chips of disjoint
-    parts of a profile (``perfkit.trace.planewise``) each give theirs; stacked, they give what the whole
-    frame gives wherever the first stop is past every floor."""
+class Ends(NamedTuple):
+    """What a part of a profile gives ``last_ops`` and ``chips`` (``ends``)."""
+
+    candidates: pd.DataFrame  # per chip, the ops ending at or after its floor and those ending last before it
+    floors: pd.DataFrame      # rank, device, floor_ps per chip
+    stop_ps: int              # its first chip's stop (its chips' earliest last end; -1 without device ops)
+    at_stop: pd.DataFrame     # ``at_stop`` of its own first stop
+
+
+def ends(events: pd.DataFrame, k: int = 5) -> Ends:
+    """The events ``last_ops(k)`` and ``chips`` pick from: ``candidates`` (the frame's order) always give
+    the last ``k`` ops, and the op a chip was in at any first stop past its floor (the earlier of its
+    k-th latest end and its last end less an eighth of its span); ``at_stop``, at this part's own first
+    stop. Chips of disjoint parts of a profile (``perfkit.trace.shards``) each give theirs; stacked, they
+    give what the whole frame gives wherever the first stop is past every floor of a part, or is the part's own."""
     ops = _ops(events)
     floor = np.zeros(len(ops.chips), np.int64)
     keep = np.zeros(ops.rows.size, bool)
@@ -122,4 +150,8 @@ def candidates(events: pd.DataFrame, k: int = 5) -> tuple[pd.DataFrame, pd.DataF
         if not late.all():  # the latest ending before the floor: the op in progress at a stop just after it
             late |= end == end[~late].max()
         keep[mine[late]] = True
-    return events.iloc[ops.rows[keep]], ops.chips.assign(floor_ps=floor)
+    rows, floors = events.iloc[ops.rows[keep]], ops.chips.assign(floor_ps=floor)
+    if not len(ops.chips):
+        return Ends(rows, floors, -1, rows)
+    stop = int(_last_per_chip(ops.chip, ops.end, len(ops.chips)).min())
+    return Ends(rows, floors, stop, _at_stop(events, ops, stop))

@@ -30,7 +30,6 @@ from __future__ import annotations
 import functools
 import math
 import re
-import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -304,6 +303,24 @@ def planes(path: Path, file_index: int = 0) -> tuple[str, list[PlaneJob]]:
                       for s, e in zip(starts.tolist(), ends.tolist())]
 
 
+class PlaneHead(NamedTuple):
+    """What a plane says ahead of decoding its events."""
+
+    stats: frozenset[str]  # the names of its stat metadata: every stat any of its events can carry
+    stepped: bool          # whether a line named ``Steps`` (its ``name`` field) holds events
+
+
+def plane_head(job: PlaneJob) -> PlaneHead:
+    """A plane's stat names and whether it has a Steps line, its events skipped unread (each line's by its
+    length)."""
+    with job.path.open("rb") as file:
+        whole = wire.FileBytes(file)
+        starts, ends, plane = _split(whole, job.start, job.end, 3, XPLANE, job.path)
+        stepped = any(wire.field_ahead(whole, s, e, 2) == b"Steps" and wire.field_ahead(whole, s, e, 4) is not None
+                      for s, e in zip(starts.tolist(), ends.tolist()))
+    return PlaneHead(frozenset(m.name for m in plane.stat_metadata.values()), stepped)
+
+
 def _plane(job: PlaneJob) -> tuple[object, np.ndarray, list[int], list[int]]:
     """A plane read from its file: (XPlane without its lines, its bytes (padded), line starts, ends)."""
     try:
@@ -369,7 +386,7 @@ def _decode_lines(job: PlaneJob, split: _Lines, out: dict[str, np.ndarray]) -> _
     for line, role, starts, ends in split.lines:
         base_ps = (line.timestamp_ns - (stamps or [line.timestamp_ns])[0]) * 1000
         if abs(base_ps) >= 2**62:
-            raise _apart(job.path, f"line {line.name!r} of {proto.name}", base_ps)
+            raise clocks_apart(job.path, f"line {line.name!r} of {proto.name}", base_ps)
         names.append(line.display_name or line.name)
         stamps.append(line.timestamp_ns)
         wanted = _wanted(plane, role)
@@ -421,7 +438,12 @@ def events_read(name: str | None) -> bool:
     return bool(name) and bool(_plane_kind(name)[0])
 
 
-def _apart(path: Path, what: str, ps: int) -> BadInput:
+def device_plane(name: str | None) -> bool:
+    """Whether a plane so named is a TPU's or a GPU's."""
+    return bool(name) and _plane_kind(name)[0] in ("TPU", "GPU")
+
+
+def clocks_apart(path: Path, what: str, ps: int) -> BadInput:
     return BadInput(f"{what} starts {abs(ps) / 1e12 / 86400:.0f} days from the first line read (timestamps of "
                     "different clocks?)", path=path)
 
@@ -453,7 +475,7 @@ def _merge(path: Path, rank: int, host: str, reads: list[_PlaneRead], columns: d
         lines += r.lines
         shift_ps = (r.stamps[0] - origin_ns) * 1000
         if shift_ps >= 2**62:
-            raise _apart(path, "a plane", shift_ps)
+            raise clocks_apart(path, "a plane", shift_ps)
         columns["start_ps"][rows] += shift_ps
         codes = strings.codes(r.strings)
         if not (codes == np.arange(codes.size)).all():  # planes after the first share the file's strings

@@ -1,8 +1,8 @@
-"""``perfkit.trace.planewise``: planes analysed apart in worker processes give the breakdown rows, the diff
+"""``perfkit.trace.shards``: shards analysed apart in worker processes give the breakdown rows, the diff
 tables, the tail and the collectives of the files read together (``breakdown(load(...))``,
-``diff(load(...), load(...))``, ``tail.chips(load(...))``, ``collectives.analyse(load(...))``: the path
-every other test checks against HTA, xprof and hand-made cases), and where they would not, the files are
-read together."""
+``diff(load(...), load(...))``, ``tail.chips(load(...))``, ``collectives.analyse(load(...))``: what every
+other test checks against HTA, xprof and hand-made cases); planes that need each other are cut into one
+shard before anything is decoded, and what cannot be cut apart exactly is refused in one line."""
 
 import multiprocessing
 import os
@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from perfkit.cli import cli
 from perfkit.errors import BadInput
-from perfkit.trace import breakdown, collectives, diff, events, planewise, tail, xplane
+from perfkit.trace import breakdown, collectives, diff, events, shards, tail, xplane
 from perfkit.trace.synthetic import FINGERPRINT, Uint64, XSpaceWriter, tpu_profile
 
 pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # JAX's, where other tests imported it
@@ -27,9 +27,9 @@ def forking(monkeypatch):
     """Workers for these small files (the size threshold lowered), a plane each (a small file is otherwise
     one task), also after other tests imported JAX."""
     monkeypatch.setattr(xplane, "PARALLEL_BYTES", 0)
-    monkeypatch.setattr(planewise, "SMALL_PLANE_BYTES", 0)
+    monkeypatch.setattr(shards, "SMALL_PLANE_BYTES", 0)
     monkeypatch.setattr(xplane, "may_start_workers", lambda: True)
-    monkeypatch.setattr(planewise, "may_start_workers", lambda: True)
+    monkeypatch.setattr(shards, "may_start_workers", lambda: True)
 
 
 def _read_together(paths, window):
@@ -79,16 +79,16 @@ def test_planes_apart_give_the_rows_of_the_files_read_together(tmp_path, monkeyp
     chips, last = tail.chips(whole), tail.last_ops(whole, 3)
     comms = collectives.analyse(whole) if window == "step" else None  # (collectives count in steps only)
     monkeypatch.setattr(events, "load", together)
-    apart, apart_from = planewise.breakdown_traces(paths, window=window)
+    apart, apart_from = shards.breakdown_traces(paths, window=window)
     pd.testing.assert_frame_equal(apart, rows)
     assert apart_from == steps_from
-    pd.testing.assert_frame_equal(planewise.diff_traces(paths, paths[:1], "kind", window=window), by_kind)
-    pd.testing.assert_frame_equal(planewise.diff_traces(paths[:1], paths, "op", window=window), by_op)
-    apart_chips, apart_last = planewise.tail_traces(paths, 3)  # (categories merged in another order)
+    pd.testing.assert_frame_equal(shards.diff_traces(paths, paths[:1], "kind", window=window), by_kind)
+    pd.testing.assert_frame_equal(shards.diff_traces(paths[:1], paths, "op", window=window), by_op)
+    apart_chips, apart_last = shards.tail_traces(paths, 3)  # (categories merged in another order)
     pd.testing.assert_frame_equal(apart_chips, chips, check_categorical=False)
     pd.testing.assert_frame_equal(apart_last, last, check_categorical=False)
     if comms is not None:
-        apart_comms, comms_from = planewise.collectives_traces(paths)
+        apart_comms, comms_from = shards.collectives_traces(paths)
         for table in ("instances", "ops", "steps"):
             pd.testing.assert_frame_equal(apart_comms[table], comms[table])
         assert apart_comms["chip_steps"] == comms["chip_steps"] and comms_from == whole.attrs["steps_from"]
@@ -100,15 +100,20 @@ def test_planes_apart_give_the_rows_of_the_files_read_together(tmp_path, monkeyp
 
 
 def test_chips_without_markers_take_the_hosts_annotations(tmp_path, forking):
-    """The chips' steps are on another plane (the host's): read together, the steps are the host's 0, 1, 2,
-    not one span over the whole trace as each chip's plane alone would say."""
+    """The chips' steps are on another plane (the host's): cut into one shard with it, before anything is
+    decoded (the host's ``step_num`` stat, the chips' lack of a Steps line), the steps are the host's 0, 1,
+    2, not one span over the whole trace as each chip's plane alone would say."""
     path = _host_annotated(tmp_path / "a.xplane.pb")
-    rows, steps_from = planewise.breakdown_traces([path])
+    cut = shards.cut([path], window="step")
+    assert [sorted(job.name for job in shard.planes or ()) for shard in cut.shards] == [[]]  # the file read whole
+    assert [[job.name for job in shard.planes] for shard in shards.cut([path], window="trace").shards] == [
+        ["/device:TPU:0"], ["/device:TPU:1"], ["/host:CPU"]]  # no markers needed: apart
+    rows, steps_from = shards.breakdown_traces([path])
     assert rows["step"].tolist() == [0, 1, 2, 0, 1, 2] and steps_from == ["step annotations"]
     pd.testing.assert_frame_equal(rows, _read_together([path], "step")[0])
     # every chip's ICI per step, by hand: its all-gather-done of 20 + 10 * chip us
     assert (rows["ici_ps"] // US).tolist() == [20, 20, 20, 30, 30, 30]
-    whole = planewise.breakdown_traces([path], window="trace")[0]  # no markers needed: apart again
+    whole = shards.breakdown_traces([path], window="trace")[0]  # no markers needed: apart again
     pd.testing.assert_frame_equal(whole, _read_together([path], "trace")[0])
     assert whole["step"].tolist() == [-1, -1] and (whole["start_ps"] // US).tolist() == [5, 6]
 
@@ -146,15 +151,15 @@ def test_files_of_small_planes_are_a_task_each(tmp_path, monkeypatch, forking, r
         assert len(jobs) > 1 and len({job.path for job in jobs}) == 1  # a file's planes together
         return read_planes(jobs, *args)
 
-    monkeypatch.setattr(planewise, "SMALL_PLANE_BYTES", 1 << 30)
+    monkeypatch.setattr(shards, "SMALL_PLANE_BYTES", 1 << 30)
     monkeypatch.setattr(events, "load", refused)
     read_planes = xplane.read_planes
     monkeypatch.setattr(xplane, "read_planes", one_task_a_file)  # the forked workers inherit it
-    apart, apart_from = planewise.breakdown_traces(paths)
+    apart, apart_from = shards.breakdown_traces(paths)
     pd.testing.assert_frame_equal(apart, rows)
     assert apart_from == steps_from and len(rows) == SMALL_FILE_PROFILES[profile]
-    pd.testing.assert_frame_equal(planewise.diff_traces(paths, paths, "kind"), by_kind)
-    apart_chips, apart_last = planewise.tail_traces(paths, 3)
+    pd.testing.assert_frame_equal(shards.diff_traces(paths, paths, "kind"), by_kind)
+    apart_chips, apart_last = shards.tail_traces(paths, 3)
     pd.testing.assert_frame_equal(apart_chips, chips, check_categorical=False)
     pd.testing.assert_frame_equal(apart_last, last, check_categorical=False)
 
@@ -176,11 +181,11 @@ def _hang(path):
 
 
 def _collectives_apart(path, monkeypatch) -> tuple[dict, list[str]]:
-    """``planewise.collectives_traces`` of one file, its planes apart (reading it together fails the test),
+    """``shards.collectives_traces`` of one file, its planes apart (reading it together fails the test),
     checked equal to ``collectives.analyse`` of the file read together."""
     whole = collectives.analyse(events.load([path], workers=1))
     monkeypatch.setattr(events, "load", lambda *args, **kwargs: pytest.fail("read together"))
-    found, steps_from = planewise.collectives_traces([path])
+    found, steps_from = shards.collectives_traces([path])
     for table in ("instances", "ops", "steps"):
         pd.testing.assert_frame_equal(found[table], whole[table])
     return found, steps_from
@@ -243,20 +248,19 @@ def test_a_run_summary_from_planes_apart(tmp_path, monkeypatch, forking):
             path.parent.mkdir(parents=True)
             straggler_trace(path) if variant == "a" else tpu_profile(path, chips=2, steps=3)
         trials.append({"index": index, "variant": variant, "status": "ok", "dir": f"trials/{index:02d}-{variant}"})
-    apart = [planewise.trial_apart(sorted((tmp_path / t["dir"]).glob("rank*/trace"))) for t in trials]
-    assert all(a is not None for a in apart)
+    assert all(len(shards.cut(sorted((tmp_path / t["dir"]).glob("rank*/trace"))).shards) > 2 for t in trials)
     got = runs.summarize(tmp_path, trials, ["a", "b"])
-    monkeypatch.setattr(planewise, "trial_apart", lambda *args: None)
+    monkeypatch.setattr(xplane, "PARALLEL_BYTES", 1 << 40)  # one shard: the files read together
     together = runs.summarize(tmp_path, trials, ["a", "b"])
     assert got == together
     assert got["variants"]["b"]["chip_steps"] == 2 * 2 * 3 and got["collectives"]["b"]["kinds"]
 
 
-def test_a_chip_stopping_long_before_the_others_is_read_together(tmp_path, forking):
+def test_a_chip_stopping_long_before_the_others_is_read_again(tmp_path, forking):
     """The first stop (100 us) is long before the others' last eighth: what they were in then (the fusion
-    100-110 us) is not among each plane's candidates, so the planes are read together."""
+    100-110 us) is not among their planes' candidates, so a second round over the shards finds it."""
     path = _hang(tmp_path / "hang.xplane.pb")
-    chips, last = planewise.tail_traces([path], 2)
+    chips, last = shards.tail_traces([path], 2)
     assert chips["device"].tolist() == [0, 1, 2] and chips["last_end_ps"].tolist() == [100 * US, 4000 * US, 4000 * US]
     assert chips["at_first_stop_name"].tolist() == ["fusion.9", "fusion.10", "fusion.10"]
     assert (last["end_ps"] // US).tolist() == [90, 100, 400, 4000, 400, 4000]
@@ -265,16 +269,19 @@ def test_a_chip_stopping_long_before_the_others_is_read_together(tmp_path, forki
     pd.testing.assert_frame_equal(last, tail.last_ops(whole, 2), check_categorical=False)
 
 
-def test_a_plane_refused_in_a_worker_is_read_together(tmp_path, monkeypatch, forking):
-    """A worker's BadInput is not the last word: the files read together say what is wrong (path and all)."""
+def test_a_plane_refused_in_a_worker_is_the_commands_one_line(tmp_path, monkeypatch, forking):
+    """A worker's BadInput is the command's: of the planes refused, the first in the file's order (as reading
+    the file whole would say), whichever worker finished first."""
     path = tpu_profile(tmp_path / "t.xplane.pb", chips=2, steps=2)
-    expected = _read_together([path], "step")[0]
 
     def refuse(jobs, *args):
-        raise BadInput("refused in a worker", path=jobs[0].path)
+        raise BadInput(f"refused {jobs[0].name}", path=jobs[0].path)
 
-    monkeypatch.setattr(xplane, "read_planes", refuse)  # the forked workers inherit it; events.load does not use it
-    pd.testing.assert_frame_equal(planewise.breakdown_traces([path])[0], expected)
+    monkeypatch.setattr(xplane, "read_planes", refuse)  # the forked workers inherit it
+    first = next(job.name for job in xplane.planes(path)[1] if xplane.events_read(job.name))
+    with pytest.raises(BadInput) as refused:
+        shards.breakdown_traces([path])
+    assert refused.value.line() == f"{path}: refused {first}" and first == "/device:TPU:0"
 
 
 def test_a_worker_killed_mid_plane_ends_the_command_with_one_line(tmp_path, monkeypatch, forking):
@@ -296,15 +303,15 @@ def test_the_command_prints_the_same_either_way(tmp_path, monkeypatch, forking):
                 ["trace", "tail", a, b], ["trace", "tail", "--json", "-n", "2", a, b], ["trace", "collectives", a, b],
                 ["trace", "collectives", "--json", a, b]]
     apart = [CliRunner().invoke(cli, c) for c in commands]
-    monkeypatch.setattr(planewise, "_apart", lambda *args: None)
+    monkeypatch.setattr(xplane, "PARALLEL_BYTES", 1 << 40)  # one shard: the files read together
     together = [CliRunner().invoke(cli, c) for c in commands]
     for one, other in zip(apart, together):
         assert one.exit_code == other.exit_code == 0, one.output
         assert one.output == other.output
 
 
-HELD_READS = ("from perfkit.trace import planewise, xplane\n"
-              "xplane.PARALLEL_BYTES, planewise.SMALL_PLANE_BYTES = 0, 0  # workers for a small file, a plane each\n"
+HELD_READS = ("from perfkit.trace import shards, xplane\n"
+              "xplane.PARALLEL_BYTES, shards.SMALL_PLANE_BYTES = 0, 0  # workers for a small file, a plane each\n"
               "os.sched_getaffinity = lambda pid: {0, 1}  # two, whatever the machine has\n"
               "xplane.read_planes = busy  # the workers busy until stopped\n")
 
@@ -316,3 +323,56 @@ def test_workers_end_with_the_command(tmp_path, held_command, stop):
     timeout's) takes its workers with it."""
     path = tpu_profile(tmp_path / "t.xplane.pb", chips=4, steps=2)
     held_command.ends_with_its_workers(HELD_READS, ["trace", "breakdown", str(path)], stop)
+
+
+def _two_chips_and_host(path, host_ops: bool, instants: bool = False):
+    """2 TPU chips with ``Steps`` and ``XLA Ops`` lines (3 steps of 100 us; ``instants``: 1 ps markers) and a
+    host plane annotating the steps; ``host_ops``: the host also runs an op of device 0 (``hlo_op`` and
+    ``device_ordinal`` stats), 60-80 us of each step."""
+    space = XSpaceWriter("h")
+    space.program(FINGERPRINT, "jit_step", [("fusion.1", "fusion", "f32[8]")])
+    for chip in range(2):
+        plane = space.plane(f"/device:TPU:{chip}")
+        marks, ops = plane.line("Steps", 10), plane.line("XLA Ops", 10)
+        fusion = plane.op("fusion.1", program_id=Uint64(FINGERPRINT), hlo_category="convolution fusion")
+        for s in range(3):
+            marks.event(plane.op(str(s)), 100 * s * US, 1 if instants else 100 * US, step_num=s)
+            ops.event(fusion, (100 * s + 5) * US, 40 * US)
+    cpu = space.plane("/host:CPU")
+    line = cpu.line("python3", 10)
+    for s in range(3):
+        line.event(cpu.op("train"), 100 * s * US, 90 * US, step_num=s)
+        if host_ops:
+            line.event(cpu.op("dot.2"), (100 * s + 60) * US, 20 * US, hlo_op="dot.2", device_ordinal=0)
+    return space.save(path)
+
+
+def test_a_host_running_a_chips_ops_keeps_its_file_one_shard(tmp_path, forking):
+    """Device 0's ops on two planes (its own and the host's): the host plane's stats say so before anything
+    is decoded, and the file is one shard; device 0's compute counts both (40 + 20 us a step, by hand)."""
+    path = _two_chips_and_host(tmp_path / "h.xplane.pb", host_ops=True)
+    assert [shard.planes for shard in shards.cut([path]).shards] == [None]
+    rows, steps_from = shards.breakdown_traces([path])
+    pd.testing.assert_frame_equal(rows, _read_together([path], "step")[0])
+    assert (rows["compute_ps"] // US).tolist() == [60, 60, 60, 40, 40, 40] and steps_from == ["Steps line"]
+    apart = _two_chips_and_host(tmp_path / "a.xplane.pb", host_ops=False)
+    assert [[job.name for job in shard.planes] for shard in shards.cut([apart]).shards] == [
+        ["/device:TPU:0"], ["/device:TPU:1"], ["/host:CPU"]]  # chips with Steps lines: apart from the annotations
+    rows, steps_from = shards.breakdown_traces([apart])
+    pd.testing.assert_frame_equal(rows, _read_together([apart], "step")[0])
+    assert (rows["compute_ps"] // US).tolist() == [40] * 6 and steps_from == ["Steps line"]
+
+
+def test_a_plane_apart_whose_markers_yield_to_the_hosts_is_refused(tmp_path, forking):
+    """Chips whose Steps markers are instants take the host's annotations when the file is read whole
+    (``steps.demote_instants``); their planes apart cannot, so the command says so in one line; with
+    ``--steps`` the file is one shard."""
+    path = _two_chips_and_host(tmp_path / "i.xplane.pb", host_ops=False, instants=True)
+    with pytest.raises(BadInput) as refused:
+        shards.breakdown_traces([path])
+    assert refused.value.line() == (f"{path}: device 0's steps are its host's step annotations, which its plane read "
+                                    "apart does not hold: pass --steps to name the step markers")
+    rows, steps_from = shards.breakdown_traces([path], step_pattern="^train$")
+    pd.testing.assert_frame_equal(rows, breakdown.breakdown(events.load([path], "^train$", workers=1,
+                                                                        columns=breakdown.EVENT_COLUMNS)))
+    assert len(rows) == 2 and steps_from == ["events named /^train$/"]
