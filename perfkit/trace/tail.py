@@ -109,15 +109,17 @@ def at_stop(events: pd.DataFrame, stop_ps: int) -> pd.DataFrame:
     """The events ``chips`` picks from where the first chip stops at ``stop_ps``: per chip its last op to
     end and the op it was in then (the frame's order). Chips of disjoint parts of a profile each give
     theirs; stacked, they give what the whole frame gives."""
-    return _at_stop(events, _ops(events), stop_ps)
+    ops = _ops(events)
+    return _at_stop(events, ops, _by_chip(ops), stop_ps)
 
 
-def _at_stop(events: pd.DataFrame, ops: _Ops, stop_ps: int) -> pd.DataFrame:
-    n = len(ops.chips)
-    last_end = _last_per_chip(ops.chip, ops.end, n)
+def _at_stop(events: pd.DataFrame, ops: _Ops, by_chip: list[np.ndarray], stop_ps: int) -> pd.DataFrame:
     keep = np.zeros(ops.rows.size, bool)
-    keep[_in_at(ops, n, stop_ps)] = True
-    keep[_last_per_chip(ops.chip, np.arange(ops.rows.size), n, ops.end == last_end[ops.chip])] = True
+    for mine in by_chip:  # (each chip's ops in the frame's order: the last of equals is the last there)
+        start, end = ops.start[mine], ops.end[mine]
+        key = np.where(start <= stop_ps, end, -start)  # as _in_at orders them
+        keep[mine[np.flatnonzero(key == key.max())[-1]]] = True
+        keep[mine[np.flatnonzero(end == end.max())[-1]]] = True
     return events.iloc[ops.rows[keep]]
 
 
@@ -140,11 +142,13 @@ def ends(events: pd.DataFrame, k: int = 5) -> Ends:
     stop. Chips of disjoint parts of a profile (``perfkit.trace.shards``) each give theirs; stacked, they
     give what the whole frame gives wherever the first stop is past every floor of a part, or is the part's own."""
     ops = _ops(events)
-    floor = np.zeros(len(ops.chips), np.int64)
+    by_chip = _by_chip(ops)
+    floor, last = np.zeros(len(ops.chips), np.int64), np.zeros(len(ops.chips), np.int64)
     keep = np.zeros(ops.rows.size, bool)
-    for c, mine in enumerate(_by_chip(ops)):
+    for c, mine in enumerate(by_chip):
         end = ops.end[mine]
-        span = int(end.max()) - int(ops.start[mine].min())
+        last[c] = end.max()
+        span = int(last[c]) - int(ops.start[mine].min())
         floor[c] = min(_kth_latest_end(end, k), int(end.max()) - span // FLOOR_SHARE)
         late = end >= floor[c]
         if not late.all():  # the latest ending before the floor: the op in progress at a stop just after it
@@ -153,5 +157,5 @@ def ends(events: pd.DataFrame, k: int = 5) -> Ends:
     rows, floors = events.iloc[ops.rows[keep]], ops.chips.assign(floor_ps=floor)
     if not len(ops.chips):
         return Ends(rows, floors, -1, rows)
-    stop = int(_last_per_chip(ops.chip, ops.end, len(ops.chips)).min())
-    return Ends(rows, floors, stop, _at_stop(events, ops, stop))
+    stop = int(last.min())
+    return Ends(rows, floors, stop, _at_stop(events, ops, by_chip, stop))
