@@ -244,6 +244,9 @@ def open_npy(path: Path, label: str | None = None) -> NpyFile:
             version = np.lib.format.read_magic(f)
             header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
             shape, fortran_order, dtype = header(f)
+            if dtype.hasobject:
+                raise BadInput("not a readable numpy file (it holds Python objects, which perfkit does not unpickle)",
+                               path=label)
             return NpyFile(path, label, f.tell(), shape, dtype, fortran_order)
     except _NUMPY_ERRORS as exc:
         raise BadInput(f"not a readable numpy file ({exc})", path=label) from None
