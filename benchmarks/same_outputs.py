@@ -410,8 +410,17 @@ def timings(commands: list[list[str]], roots: dict[str, Path], rounds: int, scra
                 for path in (outcome.stdout, outcome.stderr, *outcome.files):
                     path.unlink(missing_ok=True)
         print(f"  round {r + 1} of {rounds} done, load average {os.getloadavg()[0]:.1f}", flush=True)
-    print(f"\nload average (1, 5, 15 min) before: {' '.join(f'{x:.2f}' for x in load_before)}, after: "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs; medians of {rounds} rounds")
+        print_timings(commands, runs, load_before, inputs)
+    return differed
+
+
+def print_timings(commands: list[list[str]], runs: dict[tuple[int, str], list[Outcome]], load_before: tuple,
+                  inputs: Path) -> None:
+    """The medians of the rounds so far and new/base ratios, as a Markdown table (after every round: a run
+    cut short still leaves its figures)."""
+    rounds = len(runs[0, "base"])
+    print(f"\nload average (1, 5, 15 min) before: {' '.join(f'{x:.2f}' for x in load_before)}, now: "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs; medians of {rounds} round(s)")
     print("| command | base wall / CPU (s) | new wall / CPU (s) | new/base wall | new/base CPU | peak RSS base / new (MiB) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for number, command in enumerate(commands):
@@ -423,7 +432,6 @@ def timings(commands: list[list[str]], roots: dict[str, Path], rounds: int, scra
         print(f"| {shown(command, inputs)} | {med['base']['wall_s']:.2f} / {med['base']['cpu_s']:.2f} | "
               f"{med['new']['wall_s']:.2f} / {med['new']['cpu_s']:.2f} | {mark['wall_s']} | {mark['cpu_s']} | "
               f"{rss['base']:.0f} / {rss['new']:.0f} |", flush=True)
-    return differed
 
 
 def main() -> int:
@@ -435,6 +443,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="leave out the big profiles (and the 720p pair unless --time)")
     parser.add_argument("--no-compare", action="store_true", help="--time alone: skip the byte-for-byte pass")
     parser.add_argument("--only", metavar="TEXT", help="only commands whose line contains TEXT")
+    parser.add_argument("--leave-out", metavar="TEXT", help="leave out the commands whose line contains TEXT")
     parser.add_argument("--keep", type=Path, help="make the inputs in this folder and keep them (those there are reused)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the worktrees are removed on a kill too
@@ -450,7 +459,8 @@ def main() -> int:
             print(f"base {commits['base'][:9]}, new {(commits['new'] or 'the working tree')[:9]}{dirty}; inputs in "
                   f"{inputs} (IN below); load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
             made = build_inputs(roots["new"], inputs, args.quick, args.time)
-            chosen = lambda commands: [c for c in commands if not args.only or args.only in " ".join(c)]  # noqa: E731
+            chosen = lambda commands: [c for c in commands if (not args.only or args.only in " ".join(c))  # noqa: E731
+                                        and not (args.leave_out and args.leave_out in " ".join(c))]
             differed = total = 0
             if not args.no_compare:
                 commands = chosen(compared_commands(made))
