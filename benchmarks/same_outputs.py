@@ -5,6 +5,7 @@ commands' speed, the two commits run alternately in one session.
     .venv/bin/python benchmarks/same_outputs.py --base 891d8ac --new HEAD --time
     .venv/bin/python benchmarks/same_outputs.py --base 891d8ac --quick --keep /tmp/inputs   # fewer, smaller inputs
     .venv/bin/python benchmarks/same_outputs.py --base 891d8ac --only "trace tail"          # commands containing TEXT
+    .venv/bin/python benchmarks/same_outputs.py --base 891d8ac --time --no-compare --leave-out "trace tail"
 
 Each side is a detached ``git worktree`` of its commit in a temporary folder (removed at the end, also on
 Ctrl-C or an error), or the working tree as it is (``--new WORKTREE``, the default). Every command runs as a
@@ -38,7 +39,6 @@ import contextlib
 import filecmp
 import itertools
 import os
-import re
 import shutil
 import signal
 import statistics
