@@ -100,18 +100,28 @@ def _chips(events: pd.DataFrame) -> pd.DataFrame:
     return dev.drop_duplicates().sort_values(["rank", "device"], ignore_index=True)
 
 
+def _unsettled(seq: pd.DataFrame, chips: int) -> list[tuple[int, int]]:
+    """The (step, index) places, in order, that not every one of ``chips`` chips shows with one signature
+    (kind, bytes): found in one pass over the table, so that only these are looked at one by one."""
+    signature = pd.factorize(pd.MultiIndex.from_arrays([seq["kind"], seq["bytes"]]))[0]
+    places = seq.assign(signature=signature).groupby(["step", "index"], sort=True)["signature"]
+    settled = (places.size() == chips) & (places.nunique() == 1)
+    return [(int(step), int(index)) for step, index in settled.index[~settled.to_numpy()]]
+
+
 def first_parting(seq: pd.DataFrame, chips: pd.DataFrame) -> dict | None:
     """The first (step, index) where the chips that ran the step do not all show one collective: ``step,
     index, op, kind, bytes, module`` (the majority's), ``majority`` (its chips), ``parted``: ``[{rank,
     device, how (different collective | skipped | never arrived), op}]``; None where they never part."""
-    keys = seq[["step", "index"]].drop_duplicates().sort_values(["step", "index"])
+    everyone = [(int(r), int(d)) for r, d in zip(chips["rank"], chips["device"])]
+    keys = _unsettled(seq, len(everyone))
     by_chip = {c: g.set_index(["step", "index"]) for c, g in seq.groupby(["rank", "device"])}
     places = {c: set(zip(g["step"], g["index"])) for c, g in seq.groupby(["rank", "device"])}
-    everyone = [(int(r), int(d)) for r, d in zip(chips["rank"], chips["device"])]
     steps = seq.groupby(["rank", "device", "step"]).size()  # collectives per chip and step
-    for step, index in zip(keys["step"], keys["index"]):
+    for step, index in keys:
         here = {c: g.loc[(step, index)] for c, g in by_chip.items() if (step, index) in g.index}
-        signatures = {c: (r["kind"], r["bytes"]) for c, r in here.items()}
+        # unknown bytes (NaN) alike: NaN equals nothing, not even another chip's NaN
+        signatures = {c: (r["kind"], None if pd.isna(r["bytes"]) else r["bytes"]) for c, r in here.items()}
         counts = pd.Series(list(signatures.values()), dtype=object).value_counts(sort=True)
         if len(here) == len(everyone) and len(counts) == 1:
             continue

@@ -3,6 +3,8 @@ TPU-shaped XSpace per rank, whose collective sequences are written out below, an
 
 import json
 
+import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from trace_builders import U
@@ -148,3 +150,30 @@ def test_no_collectives(tmp_path):
     chips, first = parting.parting_traces([tmp_path / "rank0" / "trace"])
     assert first is None and chips["completed"].tolist() == [0]
     assert parting.describe(first, chips) == "no collectives in these traces: nothing to compare across chips"
+
+
+def _sequence(chips: dict[tuple[int, int], list[tuple[int, str, float]]]) -> pd.DataFrame:
+    """``parting.sequences``' table by hand: per chip, its collectives in order as (step, kind, bytes)."""
+    rows = []
+    for (rank, device), found in chips.items():
+        for position, (step, kind, size) in enumerate(found):
+            index = sum(1 for s, _, _ in found[:position] if s == step)
+            rows.append({"rank": rank, "device": device, "step": step, "index": index, "position": position,
+                         "op": f"{kind}.{position}", "kind": kind, "bytes": size, "module": "jit_step"})
+    return pd.DataFrame(rows)
+
+
+def test_collectives_of_unknown_size_agree_and_the_first_parting_is_found_among_many():
+    """Chips whose collectives' bytes are unknown (NaN) agree where kind and order agree (NaN equals no NaN in
+    Python: each chip would have parted from the others at the first one); among 2000 places that agree, the
+    one where a chip ran another collective is the first parting."""
+    steady = [(step, kind, np.nan) for step in range(200) for kind in ["all-gather", "all-reduce"] * 5]
+    chips = pd.DataFrame({"rank": [0, 1, 2], "device": [0, 0, 0]})
+    seq = _sequence({(r, 0): steady for r in range(3)})
+    assert parting.first_parting(seq, chips) is None
+    changed = list(steady)
+    changed[1234] = (changed[1234][0], "all-to-all", 4096.0)
+    first = parting.first_parting(_sequence({(0, 0): steady, (1, 0): changed, (2, 0): steady}), chips)
+    assert (first["step"], first["index"], first["kind"]) == (123, 4, "all-gather")
+    assert first["parted"] == [{"rank": 1, "device": 0, "how": "different collective", "op": "all-to-all.1234",
+                                "in_step": 10}]
