@@ -239,7 +239,7 @@ def _stacked(rows: list[pd.DataFrame], done: Combined) -> pd.DataFrame:
 
 
 def breakdown_traces(paths: list[str | Path], step_pattern: str | None = None, window: str = "step",
-              workers: int | None = None) -> tuple[pd.DataFrame, list[str]]:
+                     workers: int | None = None) -> tuple[pd.DataFrame, list[str]]:
     """``breakdown.breakdown`` of the traces at ``paths`` and where their steps came from."""
     done = _analysed(cut(paths, step_pattern, window, workers), functools.partial(breakdowns.breakdown, window=window),
                      breakdowns.EVENT_COLUMNS)
@@ -257,7 +257,7 @@ def _op_table(sums: list[tuple[pd.DataFrame, int]], by: str, done: Combined) -> 
 
 
 def diff_traces(a: list[str | Path], b: list[str | Path], by: str = "kind", step_pattern: str | None = None,
-         window: str = "step", workers: int | None = None) -> pd.DataFrame:
+                window: str = "step", workers: int | None = None) -> pd.DataFrame:
     """``diff.diff`` of the traces at ``a`` and at ``b``."""
     tables = []
     for paths in (a, b):
@@ -281,7 +281,7 @@ def _collectives(frame: pd.DataFrame) -> tuple[pd.DataFrame, collective_instance
 
 
 def collectives_traces(paths: list[str | Path], step_pattern: str | None = None, workers: int | None = None
-                ) -> tuple[dict, list[str]]:
+                       ) -> tuple[dict, list[str]]:
     """``collectives.analyse`` of the traces at ``paths`` and where their steps came from."""
     done = _analysed(cut(paths, step_pattern, "step", workers), _collectives, collective_instances.EVENT_COLUMNS)
     rows = _stacked([r for r, _ in done.results], done)
