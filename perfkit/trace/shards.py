@@ -256,15 +256,18 @@ def _op_table(sums: list[tuple[pd.DataFrame, int]], by: str, done: Combined) -> 
     return table
 
 
+def op_table(paths: list[str | Path], by: str = "kind", step_pattern: str | None = None, window: str = "step",
+             workers: int | None = None) -> pd.DataFrame:
+    """``diff.per_step`` of the traces at ``paths``: device time per step keyed ``by``."""
+    done = _analysed(cut(paths, step_pattern, window, workers), functools.partial(diffs.op_time, by=by, window=window),
+                     diffs.EVENT_COLUMNS[by])
+    return _op_table(done.results, by, done)
+
+
 def diff_traces(a: list[str | Path], b: list[str | Path], by: str = "kind", step_pattern: str | None = None,
                 window: str = "step", workers: int | None = None) -> pd.DataFrame:
     """``diff.diff`` of the traces at ``a`` and at ``b``."""
-    tables = []
-    for paths in (a, b):
-        done = _analysed(cut(paths, step_pattern, window, workers), functools.partial(diffs.op_time, by=by, window=window),
-                         diffs.EVENT_COLUMNS[by])
-        tables.append(_op_table(done.results, by, done))
-    return diffs.compare(*tables)
+    return diffs.compare(*(op_table(paths, by, step_pattern, window, workers) for paths in (a, b)))
 
 
 def _collective_tables(found: list[tuple[collective_instances.ChipInstances, int]], rows: pd.DataFrame,
