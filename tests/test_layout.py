@@ -192,8 +192,8 @@ def test_packages_import_only_what_the_table_allows():
 def test_the_table_check_sees_a_planted_import():
     """Not vacuous: the run data importing the orchestration, analysis or report importing run, report
     importing analysis (the table says never), quality importing trace, run importing a module of quality
-    the table does not name fail; run importing the one it names, and any stage importing the run data,
-    pass."""
+    the table does not name, a reference kernel importing the orchestration fail; run importing the one it
+    names, any stage importing the run data, and the kernels' bench importing common pass."""
     table = may_import_table(DOC.read_text())
     assert table["rundata"] == {"common", "errors"} and table["cli"] is None and table["*"] == {"rundata", "errors"}
     planted = {("perfkit.rundata.case", "perfkit.run.placement"), ("perfkit.analysis.summary", "perfkit.run.runner"),
@@ -202,8 +202,10 @@ def test_the_table_check_sees_a_planted_import():
                ("perfkit.quality.compare", "perfkit.trace.events"),
                ("perfkit.run.serve_trial", "perfkit.quality.compare"),
                ("perfkit.run.serve_trial", "perfkit.quality.media"), ("perfkit.run.serve_trial", "perfkit.rundata.case"),
-               ("perfkit.analysis.summary", "perfkit.rundata.rundir"), ("perfkit.report.check", "perfkit.rundata.case")}
+               ("perfkit.analysis.summary", "perfkit.rundata.rundir"), ("perfkit.report.check", "perfkit.rundata.case"),
+               ("perfkit.kernels.bench", "perfkit.run.ranks"), ("perfkit.kernels.bench", "perfkit.common.xla")}
     assert against_the_table(planted, table) == ["perfkit.analysis.summary imports perfkit.run.runner",
+                                                 "perfkit.kernels.bench imports perfkit.run.ranks",
                                                  "perfkit.quality.compare imports perfkit.trace.events",
                                                  "perfkit.report.markdown imports perfkit.analysis.summary",
                                                  "perfkit.report.markdown imports perfkit.run.launch",

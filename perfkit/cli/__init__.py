@@ -188,7 +188,7 @@ def env(devices, as_json):
     import os
 
     from perfkit.run import envinfo
-    from perfkit.run.ranks import xla_flags
+    from perfkit.common.xla import xla_flags
 
     probe_env = dict(os.environ)
     if devices:

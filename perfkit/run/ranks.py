@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from perfkit.common import extras
+from perfkit.common.xla import xla_flags
 from perfkit.errors import BadInput
 from perfkit.run.launch import RankProcess, TrialOutcome, run_ranks
 from perfkit.run.placement import Placement, host_for, place
@@ -20,15 +21,6 @@ from perfkit.run.trial import PYTHON_NAMES, RunOptions, Trial, free_port, proces
 from perfkit.rundata.case import Case, Variant
 from perfkit.rundata.metrics import read_metrics, steps_from_stdout
 from perfkit.rundata.placement import Host
-
-
-def xla_flags(base: str, devices: int, dump_dir: Path | None) -> str:
-    flags = [f for f in base.split() if not f.startswith(("--xla_force_host_platform_device_count",
-                                                          "--xla_dump_to"))]
-    flags.append(f"--xla_force_host_platform_device_count={devices}")
-    if dump_dir is not None:
-        flags += [f"--xla_dump_to={dump_dir}", "--xla_dump_hlo_as_text"]
-    return " ".join(dict.fromkeys(flags))
 
 
 def host_ranks(processes: int, hosts: int, host_index: int) -> range:

@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import TextIO
 
 from perfkit.analysis import stats
+from perfkit.common.xla import xla_flags
 from perfkit.errors import BadInput
 from perfkit.run import envinfo, finish, ranks, serve_trial, stackdump, sweep
-from perfkit.run.ranks import devices_per_process, xla_flags
+from perfkit.run.ranks import devices_per_process
 from perfkit.run.trial import RunOptions, Trial, cache_entries, compile_cache_env
 from perfkit.rundata import case as case_mod
 from perfkit.rundata import rundir

@@ -6,7 +6,8 @@ of the host (``StepTraceAnnotation``'s ``step_num`` stat, Kineto's ``ProfilerSte
 device of their rank. A device's own markers count only where they span its steps: where they hold under
 ``SPANNING`` of its ops (ROCm's GPU-side ProfilerSteps are instants of a few microseconds) they are demoted
 (``demote_instants``) and the host's markers hold for that device. A marker's step number is
-its ``step_num`` / ``group_id`` stat, else the first number in its name, else its order. An op belongs
+its ``step_num`` / ``group_id`` stat, else the first number in its name (one below 2**31: a larger one, such
+as a program fingerprint in ``jit_step(...)``, numbers no step), else its order. An op belongs
 to the marker window ``[start, end)`` holding its start; ops outside every window get step -1, and so
 do all ops of a trace without markers (then the whole trace is one span). DCN transfers are placed like
 ops; those of the whole host (device -1) in the first chip's windows when the host has no markers.
@@ -21,6 +22,7 @@ import numpy as np
 from perfkit.trace.raw import ROLES
 
 _NUMBER = re.compile(r"\d+")
+_STEP_LIMIT = 2**31  # steps are int32 (``RawTrace``'s step column)
 PROFILER_STEP = "ProfilerStep#"  # Kineto's step annotation
 SPANNING = 0.5  # share of a device's ops its own markers must hold to be its steps
 
@@ -28,7 +30,7 @@ SPANNING = 0.5  # share of a device's ops its own markers must hold to be its st
 def _marker_numbers(names: list[str], codes: np.ndarray, numbers: np.ndarray, pattern: re.Pattern | None
                     ) -> np.ndarray:
     """Step numbers of markers: given ones kept, else the pattern's first group or the first number in
-    the name, else -1 (numbered by order later)."""
+    the name where it is below ``_STEP_LIMIT``, else -1 (numbered by order later)."""
     out = numbers.astype(np.int64, copy=True)
     parsed: dict[int, int] = {}
     for code in np.unique(codes[out < 0]):
@@ -36,7 +38,8 @@ def _marker_numbers(names: list[str], codes: np.ndarray, numbers: np.ndarray, pa
         m = pattern.search(name) if pattern else None
         text = m.group(1) if m and m.groups() and m.group(1) else name
         found = _NUMBER.search(text)
-        parsed[int(code)] = int(found.group()) if found else -1
+        number = int(found.group()) if found else -1
+        parsed[int(code)] = number if number < _STEP_LIMIT else -1
     missing = np.flatnonzero(out < 0)
     out[missing] = [parsed[int(c)] for c in codes[missing]]
     return out

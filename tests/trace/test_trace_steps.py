@@ -1,7 +1,8 @@
 """Which step each op belongs to (``perfkit.trace.steps.assign``), against the rule its docstring states,
 worked op by op in plain Python on random traces: ops in time order (the readers' order, whose windows
 are found by slicing) and shuffled (searched op by op), overlapping and touching step windows, markers
-of the chip, of the host (device -1) and none, numbers given, in the name and absent."""
+of the chip, of the host (device -1) and none, numbers given, in the name (one too large for a step: a
+program fingerprint) and absent."""
 
 import re
 
@@ -11,7 +12,7 @@ import pytest
 from perfkit.trace import steps
 from perfkit.trace.raw import ROLES
 
-NAMES = ["step 7", "train_step", "ProfilerStep#3", "op"]
+NAMES = ["step 7", "train_step", "ProfilerStep#3", "op", "jit_step(18446744073709551615)", "step 2147483648"]
 
 
 def _by_the_rule(cols: dict, names: list[str]) -> list[int]:
@@ -23,7 +24,7 @@ def _by_the_rule(cols: dict, names: list[str]) -> list[int]:
         if cols["step"][i] >= 0:
             return int(cols["step"][i])
         found = re.search(r"\d+", names[cols["name"][i]])
-        return int(found.group()) if found else -1
+        return int(found.group()) if found and int(found.group()) < 2**31 else -1
 
     for dev in sorted(set(device)):
         ops = [i for i, r in enumerate(role) if r in (ROLES["op"], ROLES["dcn_transfer"]) and device[i] == dev]
