@@ -62,6 +62,9 @@ def abs_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def plane_sums(absd: np.ndarray) -> tuple[float, float, int, int]:
     """Exact sums of one plane's |d| (any layout): sum d^2, sum |d|, max |d|, count of |d| > OVER."""
+    peak = int(absd.max())
+    if not peak:  # equal planes (a deterministic program's outputs; a good encode's flat chroma): nothing to add
+        return 0.0, 0.0, 0, 0
     flat = absd.astype(np.float32).reshape(-1)
     whole = flat.size - flat.size % BLOCK
     blocks, tail = flat[:whole].reshape(-1, BLOCK), flat[whole:]
@@ -69,7 +72,7 @@ def plane_sums(absd: np.ndarray) -> tuple[float, float, int, int]:
     # einsum's row sums: faster than sum(axis=1) (benchmarks/quality_throughput.py), and no BLAS (a product
     # with a ones vector would start OpenBLAS's threads, which spin on the cores the decoders need)
     ab = np.einsum("ij->i", blocks).sum(dtype=np.float64) + float(tail.sum())
-    return float(sq), float(ab), int(absd.max()), int(np.count_nonzero(absd > OVER))
+    return float(sq), float(ab), peak, int(np.count_nonzero(absd > OVER)) if peak > OVER else 0
 
 
 def _pooled(total: tuple, part: tuple) -> tuple[float, float, int, int]:

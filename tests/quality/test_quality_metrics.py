@@ -69,6 +69,18 @@ def test_frame_sums_are_exact(shape):
         assert planes.yuv_sums((pa, pb), (pb, pa)) == [by_hand(pa, pb)] * 2
 
 
+@pytest.mark.parametrize("apart", [0, 1, 16, 17], ids=["equal", "at most 1 apart", "at most 16 apart", "up to 17 apart"])
+def test_close_planes_sum_exactly(apart):
+    """Planes equal, or apart by at most 1, 16 or 17 (a good encode's chroma): the sums skipped for them (all
+    of them where the planes are equal, the count over 16 where none is) are what int64 numpy gives."""
+    rng = np.random.default_rng(11)
+    a = rng.integers(0, 256, (544, 960), dtype=np.uint8)
+    b = np.clip(a.astype(np.int64) + rng.integers(-apart, apart + 1, a.shape), 0, 255).astype(np.uint8)
+    d = np.abs(a.astype(np.int64) - b).reshape(-1)
+    assert d.max() == apart
+    assert planes.plane_sums(planes.abs_diff(a, b)) == (float(d @ d), float(d.sum()), apart, int((d > 16).sum()))
+
+
 def test_chunks_of_a_frame_pool_into_its_sums():
     """Differences in the first and in the last chunk of rows only: each channel's max and counts come from
     the chunk that holds them, the others' add nothing."""
