@@ -182,7 +182,8 @@ def frame_table(a: Iterator[Decoded], b: Iterator[Decoded], labels: tuple[str, s
                 tally.add(yuv_sums(fa.planes, fb.planes) if space == "yuv" else frame_sums(fa.rgb, fb.rgb))
             if ssim_tally is not None:
                 try:
-                    ssim_tally.add(_space_planes(fa, spaces[0]), _space_planes(fb, spaces[0]))
+                    ssim_tally.add(_space_planes(fa, spaces[0]), _space_planes(fb, spaces[0]),
+                                   (fa.source, fb.source) if spaces[0] == "yuv" else None)
                 except BadInput as exc:
                     raise BadInput(exc.reason, path=pair) from None
     finally:

@@ -112,7 +112,7 @@ class VideoFile(Media):
                                path=self.label)
             planes = tuple(np.frombuffer(p, np.uint8).reshape(p.height, p.line_size)[:, :p.width]
                            for p in frame.planes)
-            yield Decoded(planes, frame.to_ndarray(format="rgb24") if rgb else None)
+            yield Decoded(planes, frame.to_ndarray(format="rgb24") if rgb else None, frame)
 
     def _decoded(self, start: int, stop: int | None) -> Iterator[av.VideoFrame]:
         with self._open() as container:

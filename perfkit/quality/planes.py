@@ -44,6 +44,7 @@ class Decoded(NamedTuple):
 
     planes: tuple[np.ndarray, ...] | None
     rgb: np.ndarray | None
+    source: object = None  # a video's: the decoder's frame (``av.VideoFrame``) whose buffers ``planes`` views
 
 
 def psnr(mse, data_range: float = DATA_RANGE):

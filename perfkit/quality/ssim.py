@@ -73,7 +73,6 @@ class SsimTally:
         for index, plane in zip(self.order, planes):
             target = frame.planes[index]
             np.frombuffer(target, np.uint8).reshape(target.height, target.line_size)[:, :target.width] = plane
-        frame.pts = self.pushed
         return frame
 
     def _drain(self) -> None:
@@ -84,15 +83,19 @@ class SsimTally:
                 return
             self.rows.append([float(metadata[k]) for k in self.keys])
 
-    def add(self, a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> None:
-        """Measure one frame pair's planes."""
+    def add(self, a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...], sources: tuple | None = None) -> None:
+        """Measure one frame pair's planes; ``sources``: the decoder's frames they view, pushed as they are where
+        they are in the filter's format (no copy)."""
         if min(min(p.shape) for p in a) < 8:
             small = min(a, key=lambda p: min(p.shape))
             raise BadInput(f"SSIM needs planes of at least 8x8 samples, got {small.shape[1]}x{small.shape[0]}")
         if self.graph is None:
             self._open(a[0].shape[1], a[0].shape[0])
-        for source, planes in zip(self.sources, (a, b)):
-            source.push(self._frame(planes))
+        for source, planes, decoded in zip(self.sources, (a, b), sources or (None, None)):
+            if decoded is None or decoded.format.name != self.format:
+                decoded = self._frame(planes)
+            decoded.pts = self.pushed
+            source.push(decoded)
         self.pushed += 1
         self._drain()
 
