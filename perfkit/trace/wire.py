@@ -84,6 +84,9 @@ def _short_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.nda
 def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Decode one varint at each of ``pos`` (m,) int64 in ``buf`` (n,) uint8 (padded); returns the
     values (m,) uint64 and the positions just after them (m,) int64."""
+    first = buf[pos]
+    if (first < 0x80).all():  # one byte each (a stat's length, a small id): the bytes are the values
+        return first.astype(_U), pos + 1
     value, end, stop = _short_varints(buf, pos)
     long = np.flatnonzero(stop == 0)           # 9 or 10 bytes: negative int64, values >= 2**56
     if long.size:
