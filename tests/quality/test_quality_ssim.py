@@ -31,7 +31,9 @@ PRINTED = 5e-7  # the filter prints six decimals
 def pairs(fixtures_dir, tmp_path_factory):
     """name -> (A, B): the real video against x264 CRF 30 of it (yuv420p, 720x480: U and V 360 wide, the width
     where older x86 builds of the filter differ), and 12 frames of its colour copy at CRF 16 against CRF 36 in
-    yuv420p, yuv444p, yuv420p at 714x470 (odd chroma, Y 714 wide) and libx264rgb (decoded as gbrp: R G B)."""
+    yuv420p, yuv444p, yuv422p, yuvj420p (full range, as JPEG and phone cameras write it), yuv420p at 714x470 (odd
+    chroma, Y 714 wide) and libx264rgb (decoded as gbrp: R G B). The decoder's frames go to the filter as they are
+    (no copy) in every format but gbrp."""
     tmp = tmp_path_factory.mktemp("ssim")
     video = fixtures_dir / VIDEO
     with av.open(str(video)) as c:
@@ -40,6 +42,7 @@ def pairs(fixtures_dir, tmp_path_factory):
     turbo = (colormaps["turbo"](np.arange(256))[:, :3] * 255).astype(np.uint8)
     colour = [turbo[f.to_ndarray(format="gray")] for f in decoded[:12]]
     for name, codec, pix_fmt, size in (("420", "libx264", "yuv420p", None), ("444", "libx264", "yuv444p", None),
+                                       ("422", "libx264", "yuv422p", None), ("yuvj", "libx264", "yuvj420p", None),
                                        ("odd", "libx264", "yuv420p", (714, 470)),
                                        ("gbrp", "libx264rgb", "rgb24", None)):
         out[name] = tuple(encode(colour, tmp / f"{name}_crf{crf}.mkv", codec, pix_fmt, {"crf": crf}, size=size)
@@ -66,7 +69,7 @@ def lavfi_ssim(a, b) -> tuple[list[dict], dict[str, str]]:
     return rows, summary
 
 
-@pytest.mark.parametrize("name", ["h264", "420", "444", "odd", "gbrp"])
+@pytest.mark.parametrize("name", ["h264", "420", "444", "422", "yuvj", "odd", "gbrp"])
 def test_equals_the_ssim_filter_to_its_printed_decimals(pairs, name):
     a, b = pairs[name]
     r = quality.compare(a, b, ssim=True, per_frame=True, rgb=False)
