@@ -22,11 +22,15 @@ VARINT, FIXED64, LENGTH, FIXED32 = 0, 1, 2, 5
 PEEL_ROUNDS = 16  # small rounds of dropping unreachable nodes before following the chain instead
 PAD = 16  # zero bytes after the data: 8-byte word reads near the end stay inside the buffer
 _U = np.uint64
-_HIGH_BITS, _LOW7 = _U(0x8080808080808080), _U(0x7F7F7F7F7F7F7F7F)
-# Three rounds of merging neighbouring 7-bit groups turn the 8 payload bytes into one 56-bit value.
-_COMPACT = [(_U(0x007F007F007F007F), _U(0x7F007F007F007F00), _U(1)),
-            (_U(0x00003FFF00003FFF), _U(0x3FFF00003FFF0000), _U(2)),
-            (_U(0x000000000FFFFFFF), _U(0x0FFFFFFF00000000), _U(4))]
+# A varint of up to 4 (8) bytes is decoded from the 4 (8) bytes at its position read as one little-endian
+# word: each byte's high bit says whether another follows; rounds of merging neighbouring 7-bit groups
+# (two in 4 bytes, three in 8) turn the payload bytes into one value.
+_WIDTHS = {width: (kind(int("80" * width, 16)), kind(int("7F" * width, 16)),
+                   [(kind(low), kind(high), kind(shift)) for low, high, shift in rounds])
+           for width, kind, rounds in (
+               (4, np.uint32, [(0x007F007F, 0x7F007F00, 1), (0x00003FFF, 0x3FFF0000, 2)]),
+               (8, np.uint64, [(0x007F007F007F007F, 0x7F007F007F007F00, 1), (0x00003FFF00003FFF, 0x3FFF00003FFF0000, 2),
+                               (0x000000000FFFFFFF, 0x0FFFFFFF00000000, 4)]))}
 
 
 class WireError(ValueError):
@@ -62,22 +66,39 @@ def read_padded(file: BinaryIO, offset: int, size: int) -> np.ndarray:
     return buf
 
 
-def _words(buf: np.ndarray) -> np.ndarray:
-    """The little-endian uint64 starting at every byte of ``buf`` (an overlapping, unaligned view)."""
-    return np.ndarray(shape=(buf.size - 7,), dtype="<u8", buffer=buf, strides=(1,))
+def _words(buf: np.ndarray, width: int = 8) -> np.ndarray:
+    """The little-endian unsigned ints of ``width`` bytes starting at every byte of ``buf`` (an overlapping,
+    unaligned view)."""
+    return np.ndarray(shape=(buf.size - width + 1,), dtype=f"<u{width}", buffer=buf, strides=(1,))
 
 
-def _short_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``varints`` for varints of up to 8 bytes; the third array (m,) uint64 is zero where one is longer
-    (its value and end are then those of its first 8 bytes)."""
-    word = _words(buf)[pos]
-    stop = ~word & _HIGH_BITS                  # high bit clear: the varint's last byte
-    first_stop = stop & (~stop + _U(1))        # lowest such bit
-    keep = (first_stop << _U(1)) - _U(1)       # all bits up to it (all ones when no stop in 8 bytes)
-    value = word & keep & _LOW7
-    for low, high, shift in _COMPACT:
-        value = (value & low) | ((value & high) >> shift)
-    end = pos + (np.bitwise_count(keep) >> 3).astype(np.int64)
+def _short_varints(buf: np.ndarray, pos: np.ndarray, width: int = 8, whole: bool = False
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``varints`` for varints of up to ``width`` (4 or 8) bytes, as that width's unsigned ints; the third
+    array is zero where one is longer (its value and end are then those of its first ``width`` bytes).
+    ``whole``: None as soon as one is longer."""
+    high_bits, low7, rounds = _WIDTHS[width]
+    word = _words(buf, width)[pos]
+    stop = np.invert(word)
+    stop &= high_bits                          # high bit clear: the varint's last byte
+    if whole and not stop.all():
+        return None
+    keep = np.negative(stop)
+    keep &= stop                               # its lowest such bit
+    keep <<= 1
+    keep -= 1                                  # all bits up to it (all ones when no stop in the word)
+    value = word
+    value &= keep
+    value &= low7
+    merged = np.empty_like(value)
+    for low, high, shift in rounds:
+        np.bitwise_and(value, high, out=merged)
+        merged >>= shift
+        value &= low
+        value |= merged
+    end = np.bitwise_count(keep).astype(np.int64)
+    end >>= 3
+    end += pos
     return value, end, stop
 
 
@@ -87,6 +108,9 @@ def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     first = buf[pos]
     if (first < 0x80).all():  # one byte each (a stat's length, a small id): the bytes are the values
         return first.astype(_U), pos + 1
+    short = _short_varints(buf, pos, 4, whole=True)
+    if short is not None:  # up to 4 bytes each (an id, a duration): half the word of 8
+        return short[0].astype(_U), short[1]
     value, end, stop = _short_varints(buf, pos)
     long = np.flatnonzero(stop == 0)           # 9 or 10 bytes: negative int64, values >= 2**56
     if long.size:

@@ -162,9 +162,14 @@ def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane:
     for values, column in zip(leading, ("metadata_id", "offset_ps", "dur_ps")):
         cols[column] = values.view(np.int64)
     for f in wire.fields(buf, rest, ends):
+        sel = (f.number == 4) & (f.wire == wire.LENGTH)
+        if sel.all():  # a round of stats only (the usual one past the leading fields)
+            stat_msg.append(f.msg)
+            stat_start.append(f.data)
+            stat_end.append(f.data + f.value.view(np.int64))
+            continue
         for number, column in ((1, "metadata_id"), (2, "offset_ps"), (3, "dur_ps")):
             f.put(number, cols[column])
-        sel = (f.number == 4) & (f.wire == wire.LENGTH)
         stat_msg.append(f.msg[sel])
         stat_start.append(f.data[sel])
         stat_end.append(f.data[sel] + f.value[sel].astype(np.int64))
@@ -533,35 +538,46 @@ def _int32(values: np.ndarray) -> np.ndarray:
 def _resolve(cols: dict[str, np.ndarray], plane: _Plane, role: int, line_code: int, base_ps: int,
              out: dict[str, np.ndarray]) -> None:
     """Event stats over metadata stats, roles and devices: one chunk's final columns, written to ``out``
-    (views of its rows)."""
+    (views of its rows). A device plane's events have its device, and only its step markers a step: the
+    stats that would say otherwise are not looked up there."""
     md = cols["metadata_id"]
     md = np.where((md >= 0) & (md < plane.names.size), md, 0)
-    for s in INT_STATS:
-        cols[s] = np.where(cols[s] >= 0, cols[s], plane.meta_int[s][md]) if s in cols else plane.meta_int[s][md]
-    for s in STR_STATS:
-        cols[s] = np.where(cols[s] >= 0, cols[s], plane.meta_str[s][md]) if s in cols else plane.meta_str[s][md]
-    program, known = plane.meta_program[md], plane.meta_program_known[md]
-    if PROGRAM in cols:  # the event's own program id over its metadata's
-        program = np.where(cols["program_known"], cols[PROGRAM], program)
-        known = known | cols["program_known"]
-    n = md.size
-    if plane.kind == "dcn":  # DCN transfers of the chip they name, else of the host
-        roles = np.full(n, role, np.int8)
-        device = _int32(cols["device_ordinal"])
-    elif plane.kind == "host":
-        roles = np.full(n, ROLES["host"], np.int8)
-        roles[(cols["hlo_op"] >= 0) & (cols["device_ordinal"] >= 0)] = ROLES["op"]
-        roles[cols["step_num"] >= 0] = ROLES["step"]
-        device = np.where(roles == ROLES["op"], _int32(cols["device_ordinal"]), -1).astype(np.int32)
-    else:
-        roles = np.full(n, role, np.int8)
-        device = np.full(n, plane.device, np.int32)
-    step = _int32(np.where(cols["step_num"] >= 0, cols["step_num"], cols["group_id"]))
-    step[roles != ROLES["step"]] = -1
-    final = dict(name=plane.names[md], line=line_code, device=device, role=roles, start_ps=cols["offset_ps"] + base_ps,
-                 dur_ps=cols["dur_ps"], step=step, program_id=program, program_known=known,
-                 stall_ps=np.maximum(cols["dma_stall_duration_ps"], 0), hlo_op=cols["hlo_op"],
-                 hlo_module=cols["hlo_module"], hlo_category=cols["hlo_category"])
-    for name, values in final.items():
-        out[name][:] = values
 
+    def stat(s: str, table: np.ndarray, into: np.ndarray | None = None) -> np.ndarray:
+        """The event's own value of stat ``s`` where it has one (>= 0), else its metadata's."""
+        value = np.take(table, md, out=into)
+        if s in cols:
+            np.copyto(value, cols[s], where=cols[s] >= 0)
+        return value
+
+    for s in STR_STATS:
+        stat(s, plane.meta_str[s], out[s])
+    np.take(plane.names, md, out=out["name"])
+    program, known = np.take(plane.meta_program, md, out=out["program_id"]), out["program_known"]
+    np.take(plane.meta_program_known, md, out=known)
+    if PROGRAM in cols:  # the event's own program id over its metadata's
+        np.copyto(program, cols[PROGRAM], where=cols["program_known"])
+        known |= cols["program_known"]
+    roles, device, step = out["role"], out["device"], out["step"]
+    number = stat("step_num", plane.meta_int["step_num"]) if plane.kind == "host" or role == ROLES["step"] else None
+    if plane.kind == "dcn":  # DCN transfers of the chip they name, else of the host
+        roles.fill(role)
+        device[:] = _int32(stat("device_ordinal", plane.meta_int["device_ordinal"]))
+    elif plane.kind == "host":
+        ordinal = stat("device_ordinal", plane.meta_int["device_ordinal"])
+        roles.fill(ROLES["host"])
+        roles[(out["hlo_op"] >= 0) & (ordinal >= 0)] = ROLES["op"]
+        roles[number >= 0] = ROLES["step"]
+        device[:] = np.where(roles == ROLES["op"], _int32(ordinal), -1)
+    else:
+        roles.fill(role)
+        device.fill(plane.device)
+    if number is None:  # no step markers among these events
+        step.fill(-1)
+    else:
+        step[:] = _int32(np.where(number >= 0, number, stat("group_id", plane.meta_int["group_id"])))
+        step[roles != ROLES["step"]] = -1
+    out["line"].fill(line_code)
+    np.add(cols["offset_ps"], base_ps, out=out["start_ps"])
+    out["dur_ps"][:] = cols["dur_ps"]
+    np.maximum(stat("dma_stall_duration_ps", plane.meta_int["dma_stall_duration_ps"]), 0, out=out["stall_ps"])

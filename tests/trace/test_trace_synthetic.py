@@ -166,6 +166,21 @@ def test_program_id_of_every_int_width(tmp_path):
     assert ops["fusion.9"] == 2**64 - 2 and ops.isna().tolist() == [False] * 7 + [True]
 
 
+@pytest.mark.parametrize("stat", ["step_num", "group_id"])
+def test_device_step_markers_are_numbered_by_their_stat(tmp_path, stat):
+    """A TPU's Steps markers named without a number (the profile started at step 7, a step skipped)
+    take the numbers their ``step_num`` (or xprof's ``group_id``) stat holds, worked out by hand."""
+    space = XSpaceWriter("h")
+    plane = space.plane("/device:TPU:0")
+    marks, ops = plane.line("Steps", 1_000), plane.line("XLA Ops", 1_000)
+    for k, number in enumerate((7, 8, 12)):
+        marks.event(plane.op("train"), 100 * k * U, 100 * U, **{stat: number})
+        ops.event(plane.op("fusion.1", hlo_category="convolution"), (100 * k + 10) * U, 50 * U)
+    rows = breakdown.breakdown(events.load([space.save(tmp_path / "steps.xplane.pb")]))
+    assert rows["step"].tolist() == [7, 8, 12]
+    assert (rows["compute_ps"] == 50 * U).all()
+
+
 _INT = st.integers(-(2**63), 2**63 - 1)
 _VALUE = st.one_of(_INT, st.integers(0, 2**64 - 1).map(Uint64), st.floats(), st.binary(max_size=8),
                    st.text(max_size=8), st.text(max_size=8).map(Inline))
