@@ -18,8 +18,9 @@ events are encoded with numpy (protobuf's Python objects would take minutes at t
 (metadata, headers) with ``perfkit.trace.synthetic``. Each command runs under ``/usr/bin/time -v``
 (peak RSS of the largest process; user + system CPU of the process and the workers it waited for),
 ``--repeats`` times each, interleaved (perfkit, xprof, the import floor: a Python process that imports
-numpy and pandas and does nothing else; the read floor: perfkit's reader alone, ``_READ_FLOOR``), so that
-the machine's drift slows all four alike; printed as
+numpy and pandas and does nothing else; the read floor: perfkit's reader alone, ``_READ_FLOOR``; the parse
+floor: protobuf's own C parser on the same planes, ``_PARSE_FLOOR``), so that the machine's drift slows all
+five alike; printed as
 medians, and the ratio of each perfkit run to the xprof run beside it. On a shared machine wall times
 follow the load average (printed): CPU times compare the two tools' work where wall times cannot.
 """
@@ -201,6 +202,28 @@ assert "pandas" not in sys.modules
 """
 
 
+# The parse floor: protobuf's own parser (upb, in C) parsing every plane the reader reads, one per worker as the
+# command reads them; nothing of the events reaches Python. What reading the file with the protobuf library costs.
+_PARSE_FLOOR = """
+import sys
+from pathlib import Path
+from perfkit.common.workers import Pool, usable_cores
+from perfkit.trace import xplane
+from perfkit.trace.schema import XPLANE
+
+def parse(job):
+    with job.path.open("rb") as file:
+        file.seek(job.start)
+        return len(XPLANE.FromString(file.read(job.end - job.start)).lines)
+
+host, jobs = xplane.planes(Path(sys.argv[1]), 0)
+planes = sorted((job for job in jobs if xplane.events_read(job.name)), key=lambda job: job.start - job.end)
+with Pool(min(usable_cores(), len(planes))) as pool:
+    assert all(pool.map(parse, planes))
+assert "pandas" not in sys.modules
+"""
+
+
 # The command without trace.memory's allocator tuning (glibc's defaults and numpy's huge-page advice): what
 # the tuning saves, in system time above all.
 _UNTUNED = """
@@ -255,7 +278,7 @@ def main() -> None:
         if args.command == "export":
             command += ["--perfetto", str(folder / "export.json")]
         anchor = not (args.no_xprof or len(paths) > 1 or args.command != "breakdown")
-        runs, xprof, floors, reads, untuned = [], [], [], [], []
+        runs, xprof, floors, numpy_floors, reads, parses, untuned = [], [], [], [], [], [], []
         for _ in range(args.repeats):  # interleaved: a slower hour slows every command alike
             runs.append(timed(command))
             if args.untuned:
@@ -263,7 +286,9 @@ def main() -> None:
             if anchor:
                 xprof.append(timed([sys.executable, "-c", _XPROF, str(paths[0])]))
                 floors.append(timed([sys.executable, "-c", "import numpy, pandas"])["wall_s"])
+                numpy_floors.append(timed([sys.executable, "-c", "import numpy"])["wall_s"])
                 reads.append(timed([sys.executable, "-c", _READ_FLOOR, str(paths[0])]))
+                parses.append(timed([sys.executable, "-c", _PARSE_FLOOR, str(paths[0])]))
         wall, cpu = (statistics.median(r[k] for r in runs) for k in ("wall_s", "cpu_s"))
         rss = max(r["rss_mib"] for r in runs)
         each = ", ".join(f"{r['wall_s']:.2f}" for r in runs)
@@ -287,7 +312,7 @@ def main() -> None:
               f"peak RSS {x_rss:.0f} MiB; load average {os.getloadavg()[0]:.1f}")
         print(f"perfkit is {x['wall_s'] / wall:.1f}x faster in wall time (run by run: {pairs}), "
               f"{x['cpu_s'] / cpu:.1f}x in CPU time, with {x_rss / rss:.1f}x less peak memory")
-        floor = statistics.median(floors)
+        floor, numpy_import = statistics.median(floors), statistics.median(numpy_floors)
         print(f"import floor: Python importing numpy and pandas (what the command loads first) {floor:.2f} s; "
               f"at 20x xprof ({x['wall_s'] / 20:.2f} s) {x['wall_s'] / 20 - floor:.2f} s would be left to read "
               f"{size / 1e6:.0f} MB and analyse {events / 1e6:.0f}M events")
@@ -295,6 +320,11 @@ def main() -> None:
         print(f"read floor: perfkit's reader alone on every plane, a worker per core, numpy only (no pandas, no "
               f"analysis) {read['wall_s']:.2f} s wall, {read['cpu_s']:.2f} s CPU: {read['wall_s'] * 20 / x['wall_s']:.1f}x "
               f"what 20x xprof allows the whole command")
+        parse = {k: statistics.median(r[k] for r in parses) for k in ("wall_s", "cpu_s")}
+        print(f"parse floor: protobuf's C parser (upb) parsing the same planes, a worker per core, nothing handed to "
+              f"Python {parse['wall_s']:.2f} s wall, {parse['cpu_s']:.2f} s CPU; with pandas imported (the import floor "
+              f"less Python importing numpy alone, {numpy_import:.2f} s) {parse['wall_s'] + floor - numpy_import:.2f} s: "
+              f"{(parse['wall_s'] + floor - numpy_import) * 20 / x['wall_s']:.1f}x what 20x xprof allows the whole command")
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)
