@@ -144,11 +144,12 @@ def first_rows(codes: np.ndarray, count: int) -> np.ndarray:
     return first
 
 
-def _classify(raw: RawTrace) -> dict:
-    """``kind``, ``category``, ``shape`` of every event as categoricals (device ops classified once per
-    distinct identity, the rest by role); fills in the reader's ``hlo_op``, ``hlo_module`` codes in place
-    (an op's HLO name and its program's module where the event had none). Every row is keyed by its role
-    and op identity, so per-identity tables fill whole columns: no gathered copies of the op rows."""
+def _classify(raw: RawTrace, columns: tuple[str, ...]) -> dict:
+    """``kind``, ``category`` and (where ``columns`` has it) ``shape`` of every event as categoricals (device
+    ops classified once per distinct identity, the rest by role); where ``columns`` has them, fills in the
+    reader's ``hlo_op``, ``hlo_module`` codes in place (an op's HLO name and its program's module where the
+    event had none). Every row is keyed by its role and op identity, so per-identity tables fill whole
+    columns: no gathered copies of the op rows."""
     cols, strings = raw.columns, raw.strings
     role, hlo_op, hlo_module, program_id = cols["role"], cols["hlo_op"], cols["hlo_module"], cols["program_id"]
     known = cols["program_known"]
@@ -172,13 +173,14 @@ def _classify(raw: RawTrace) -> dict:
         hlo_table[i] = strings.code(c.hlo_op) if c.hlo_op else -1
         if module_table[i] < 0 and program is not None:
             module_table[i] = strings.code(program.module)
-    np.take(hlo_table, identity, out=hlo_op, mode="clip")  # in place (mode "raise" would buffer)
+    if "hlo_op" in columns:
+        np.take(hlo_table, identity, out=hlo_op, mode="clip")  # in place (mode "raise" would buffer)
     is_op_identity = role[first_row] == ROLES["op"]
-    for start in range(0, role.size, _SLICE):  # other events keep their module
+    for start in range(0, role.size if "hlo_module" in columns else 0, _SLICE):  # other events keep their module
         rows = slice(start, start + _SLICE)
         hlo_module[rows] = np.where(is_op_identity[identity[rows]], module_table[identity[rows]], hlo_module[rows])
     out = {}
-    for column in ("kind", "shape"):  # "" for events that are not device ops
+    for column in ("kind", "shape") if "shape" in columns else ("kind",):  # "" for events that are not device ops
         codes, values = pd.factorize(pd.Index([""] + [getattr(c, column) for c in classes.values()], dtype=object))
         table = np.zeros(len(first), _small_codes(len(values)))
         table[list(classes)] = codes[1:]
@@ -208,7 +210,7 @@ def frame(raw: RawTrace, pattern: re.Pattern | None, shift_ps: int, columns: tup
     and each code column is dropped once its categorical is built (the frame's peak memory)."""
     cols = raw.columns
     demoted = steps.demote_instants(cols) if pattern is None else []
-    classes = _classify(raw)
+    classes = _classify(raw, columns)
     del cols["hlo_category"]
     step, source = steps.assign(cols, raw.strings.values, pattern)
     if demoted:
