@@ -541,20 +541,21 @@ def _resolve(cols: dict[str, np.ndarray], plane: _Plane, role: int, line_code: i
     (views of its rows). A device plane's events have its device, and only its step markers a step: the
     stats that would say otherwise are not looked up there."""
     md = cols["metadata_id"]
+    # in range, so the takes below are mode "clip": "raise" would buffer each result (a heap that grows)
     md = np.where((md >= 0) & (md < plane.names.size), md, 0)
 
     def stat(s: str, table: np.ndarray, into: np.ndarray | None = None) -> np.ndarray:
         """The event's own value of stat ``s`` where it has one (>= 0), else its metadata's."""
-        value = np.take(table, md, out=into)
+        value = np.take(table, md, out=into, mode="clip")
         if s in cols:
             np.copyto(value, cols[s], where=cols[s] >= 0)
         return value
 
     for s in STR_STATS:
         stat(s, plane.meta_str[s], out[s])
-    np.take(plane.names, md, out=out["name"])
-    program, known = np.take(plane.meta_program, md, out=out["program_id"]), out["program_known"]
-    np.take(plane.meta_program_known, md, out=known)
+    np.take(plane.names, md, out=out["name"], mode="clip")
+    program, known = np.take(plane.meta_program, md, out=out["program_id"], mode="clip"), out["program_known"]
+    np.take(plane.meta_program_known, md, out=known, mode="clip")
     if PROGRAM in cols:  # the event's own program id over its metadata's
         np.copyto(program, cols[PROGRAM], where=cols["program_known"])
         known |= cols["program_known"]

@@ -166,6 +166,21 @@ def test_program_id_of_every_int_width(tmp_path):
     assert ops["fusion.9"] == 2**64 - 2 and ops.isna().tolist() == [False] * 7 + [True]
 
 
+def test_an_event_of_metadata_the_plane_lacks_is_unnamed(tmp_path):
+    """Events naming metadata ids the plane does not hold (past its last, negative) have no name, opcode or
+    category of their own (an unnamed compute op, as by hand), not those of the plane's first or last op."""
+    space = XSpaceWriter("h")
+    plane = space.plane("/device:TPU:0")
+    ops = plane.line("XLA Ops", 1_000)
+    first, last = plane.op("all-gather.1", hlo_category="all-gather"), plane.op("all-reduce.2", hlo_category="all-reduce")
+    for k, metadata_id in enumerate((first, last + 97, -5, last)):
+        ops.event(metadata_id, 10 * k * U, 5 * U)
+    ev = events.load([space.save(tmp_path / "ids.xplane.pb")])
+    assert ev["name"].isna().tolist() == [False, True, True, False]
+    assert ev["category"].tolist() == ["ici", "compute", "compute", "ici"]
+    assert ev["hlo_op"].isna().tolist() == [False, True, True, False]
+
+
 @pytest.mark.parametrize("stat", ["step_num", "group_id"])
 def test_device_step_markers_are_numbered_by_their_stat(tmp_path, stat):
     """A TPU's Steps markers named without a number (the profile started at step 7, a step skipped)
