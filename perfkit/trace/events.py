@@ -145,10 +145,10 @@ def first_rows(codes: np.ndarray, count: int) -> np.ndarray:
 
 
 def _classify(raw: RawTrace, columns: tuple[str, ...]) -> dict:
-    """``kind``, ``category`` and (where ``columns`` has it) ``shape`` of every event as categoricals (device
-    ops classified once per distinct identity, the rest by role); where ``columns`` has them, fills in the
-    reader's ``hlo_op``, ``hlo_module`` codes in place (an op's HLO name and its program's module where the
-    event had none). Every row is keyed by its role and op identity, so per-identity tables fill whole
+    """``category`` and, of ``kind`` and ``shape``, those ``columns`` has, of every event as categoricals
+    (device ops classified once per distinct identity, the rest by role); of the reader's ``hlo_op`` and
+    ``hlo_module`` codes, those ``columns`` has filled in in place (an op's HLO name and its program's module
+    where the event had none). Every row is keyed by its role and op identity, so per-identity tables fill whole
     columns: no gathered copies of the op rows."""
     cols, strings = raw.columns, raw.strings
     role, hlo_op, hlo_module, program_id = cols["role"], cols["hlo_op"], cols["hlo_module"], cols["program_id"]
@@ -175,12 +175,13 @@ def _classify(raw: RawTrace, columns: tuple[str, ...]) -> dict:
             module_table[i] = strings.code(program.module)
     if "hlo_op" in columns:
         np.take(hlo_table, identity, out=hlo_op, mode="clip")  # in place (mode "raise" would buffer)
-    is_op_identity = role[first_row] == ROLES["op"]
-    for start in range(0, role.size if "hlo_module" in columns else 0, _SLICE):  # other events keep their module
-        rows = slice(start, start + _SLICE)
-        hlo_module[rows] = np.where(is_op_identity[identity[rows]], module_table[identity[rows]], hlo_module[rows])
+    if "hlo_module" in columns:
+        is_op_identity = role[first_row] == ROLES["op"]
+        for start in range(0, role.size, _SLICE):  # other events keep their module
+            rows = slice(start, start + _SLICE)
+            hlo_module[rows] = np.where(is_op_identity[identity[rows]], module_table[identity[rows]], hlo_module[rows])
     out = {}
-    for column in ("kind", "shape") if "shape" in columns else ("kind",):  # "" for events that are not device ops
+    for column in (name for name in ("kind", "shape") if name in columns):  # "" for events that are not device ops
         codes, values = pd.factorize(pd.Index([""] + [getattr(c, column) for c in classes.values()], dtype=object))
         table = np.zeros(len(first), _small_codes(len(values)))
         table[list(classes)] = codes[1:]

@@ -544,15 +544,15 @@ def _resolve(cols: dict[str, np.ndarray], plane: _Plane, role: int, line_code: i
     # in range, so the takes below are mode "clip": "raise" would buffer each result (a heap that grows)
     md = np.where((md >= 0) & (md < plane.names.size), md, 0)
 
-    def stat(s: str, table: np.ndarray, into: np.ndarray | None = None) -> np.ndarray:
+    def stat(s: str, into: np.ndarray | None = None) -> np.ndarray:
         """The event's own value of stat ``s`` where it has one (>= 0), else its metadata's."""
-        value = np.take(table, md, out=into, mode="clip")
+        value = np.take(plane.meta_str[s] if s in STR_STATS else plane.meta_int[s], md, out=into, mode="clip")
         if s in cols:
             np.copyto(value, cols[s], where=cols[s] >= 0)
         return value
 
     for s in STR_STATS:
-        stat(s, plane.meta_str[s], out[s])
+        stat(s, out[s])
     np.take(plane.names, md, out=out["name"], mode="clip")
     program, known = np.take(plane.meta_program, md, out=out["program_id"], mode="clip"), out["program_known"]
     np.take(plane.meta_program_known, md, out=known, mode="clip")
@@ -560,12 +560,12 @@ def _resolve(cols: dict[str, np.ndarray], plane: _Plane, role: int, line_code: i
         np.copyto(program, cols[PROGRAM], where=cols["program_known"])
         known |= cols["program_known"]
     roles, device, step = out["role"], out["device"], out["step"]
-    number = stat("step_num", plane.meta_int["step_num"]) if plane.kind == "host" or role == ROLES["step"] else None
+    number = stat("step_num") if plane.kind == "host" or role == ROLES["step"] else None
     if plane.kind == "dcn":  # DCN transfers of the chip they name, else of the host
         roles.fill(role)
-        device[:] = _int32(stat("device_ordinal", plane.meta_int["device_ordinal"]))
+        device[:] = _int32(stat("device_ordinal"))
     elif plane.kind == "host":
-        ordinal = stat("device_ordinal", plane.meta_int["device_ordinal"])
+        ordinal = stat("device_ordinal")
         roles.fill(ROLES["host"])
         roles[(out["hlo_op"] >= 0) & (ordinal >= 0)] = ROLES["op"]
         roles[number >= 0] = ROLES["step"]
@@ -576,9 +576,9 @@ def _resolve(cols: dict[str, np.ndarray], plane: _Plane, role: int, line_code: i
     if number is None:  # no step markers among these events
         step.fill(-1)
     else:
-        step[:] = _int32(np.where(number >= 0, number, stat("group_id", plane.meta_int["group_id"])))
+        step[:] = _int32(np.where(number >= 0, number, stat("group_id")))
         step[roles != ROLES["step"]] = -1
     out["line"].fill(line_code)
     np.add(cols["offset_ps"], base_ps, out=out["start_ps"])
     out["dur_ps"][:] = cols["dur_ps"]
-    np.maximum(stat("dma_stall_duration_ps", plane.meta_int["dma_stall_duration_ps"]), 0, out=out["stall_ps"])
+    np.maximum(stat("dma_stall_duration_ps"), 0, out=out["stall_ps"])
