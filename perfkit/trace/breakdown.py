@@ -70,19 +70,24 @@ def _in_flight(pc: timeline.Pieces, span_end: np.ndarray) -> Flight:
     line = pc.line[at]
     first = timeline.run_starts(line)
     lengths = np.diff(np.append(first, at.size))
-    block = np.repeat(np.arange(first.size), lengths)
     delta = pc.pair[at].astype(np.int64)
     total = np.cumsum(delta)
     count = total - np.repeat(total[first] - delta[first], lengths)
-    count -= np.minimum(_within(count, block, reverse=False), 0)
-    count -= _within(count, block, reverse=True)
-    del total, block, delta
+    del total, delta
+    # corrections only where needed: a done before any start on its line; a start no done closes on it
+    block = np.repeat(np.arange(first.size), lengths)
+    if count.min() < 0:
+        count -= np.minimum(_within(count, block, reverse=False), 0)
+    if count[first[1:] - 1].any() or count[-1]:
+        count -= _within(count, block, reverse=True)
+    del block
     # each piece takes the count after the last pair piece at or before it on its line: a forward fill
     # of marker positions (pair pieces, and each line's first piece, which closes the line before)
     flag = np.zeros(n, bool)
     flag[at] = count > 0
     last = np.zeros(n, np.int32)
-    last[timeline.run_starts(pc.line)] = timeline.run_starts(pc.line)
+    line_first = timeline.run_starts(pc.line)
+    last[line_first] = line_first
     last[at] = at
     np.maximum.accumulate(last, out=last)
     open_ = flag[last]

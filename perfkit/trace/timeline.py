@@ -17,6 +17,7 @@ import pandas as pd
 from perfkit.trace.classify import CATEGORIES
 
 COLLECTIVE_CLASSES = (CATEGORIES.index("ici"), CATEGORIES.index("dcn"))  # classes of collectives (communication)
+_IS_COLLECTIVE = np.isin(np.arange(len(CATEGORIES)), COLLECTIVE_CLASSES).astype(np.int8)  # by class
 WINDOWS = ("step", "trace")  # spans: each step marker's window, or a device's first to last op
 LAST_STEP_DROPPED = "/last-step-dropped"  # a window's suffix: ops from the last step marker's start on not measured
 COLUMNS = ("rank", "device", "line", "kind", "category", "start_ps", "dur_ps", "step", "stall_ps",
@@ -184,8 +185,8 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
     cls = take(cls_all)
     role = np.array([_pair_role(k) for k in events["kind"].cat.categories] + [0], np.int8)
     pair = role[take(events["kind"].cat.codes.to_numpy())]
-    pair[~np.isin(cls, COLLECTIVE_CLASSES)] = 0  # copy-start / copy-done are local DMA, not collectives
-    stall = _stall(events["stall_ps"].to_numpy(), row, span, cls, len(span_rows))
+    pair *= _IS_COLLECTIVE[cls]  # copy-start / copy-done are local DMA, not collectives
+    stall = _stall(take(events["stall_ps"].to_numpy()), span, cls, len(span_rows))
     fields = [row, span, take(events["line"].cat.codes.to_numpy()), start, end, cls, pair]
     kept = span >= 0  # ops outside every step window of a device with markers are not measured
     if not kept.all():
@@ -234,13 +235,11 @@ def _taker(row: np.ndarray):
     return lambda values: np.concatenate([values[a:b] for a, b in bounds])
 
 
-def _stall(stall_all: np.ndarray, row: np.ndarray, span: np.ndarray, cls: np.ndarray, n_spans: int) -> np.ndarray:
-    """Per span, the DMA stall of its compute ops, read only at the rows that have one (``row`` ascending)."""
-    stalled = np.flatnonzero(stall_all)
-    at = np.searchsorted(row, stalled)
-    op = at[(at < row.size) & (row[np.minimum(at, row.size - 1)] == stalled)]
+def _stall(stall: np.ndarray, span: np.ndarray, cls: np.ndarray, n_spans: int) -> np.ndarray:
+    """Per span, the DMA stall of its compute ops (``stall``, ``span``, ``cls``: (n,) of the ops)."""
+    op = np.flatnonzero(stall)
     op = op[(span[op] >= 0) & (cls[op] == CATEGORIES.index("compute"))]
-    return np.bincount(span[op], weights=stall_all[row[op]], minlength=n_spans).astype(np.int64)
+    return np.bincount(span[op], weights=stall[op], minlength=n_spans).astype(np.int64)
 
 
 def _in_line_order(first: np.ndarray, start: np.ndarray, end: np.ndarray, *line: np.ndarray) -> bool:

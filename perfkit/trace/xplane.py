@@ -151,7 +151,7 @@ def _wanted(plane: _Plane, role: int) -> dict[int, str]:
 
 def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane: _Plane, strings: StringTable,
                    wanted: dict[int, str]) -> dict[str, np.ndarray]:
-    """Events ``buf[starts[i]:ends[i]]`` (starts, ends: (n,) int64) -> metadata id, offset, duration and the
+    """Events ``buf[starts[i]:ends[i]]`` (starts, ends: (n,) ints) -> metadata id, offset, duration and the
     ``wanted`` stats (``_wanted``) that some event of them carries (int ones -1 where absent or not an int,
     string ones -1 where absent or not a string, ``program_id`` uint64 with ``program_known``)."""
     n = starts.size
