@@ -46,6 +46,17 @@ def test_tpu_async_pairs_hand_computed(tmp_path):
     assert row[["compute_ps", "ici_ps", "dma_ps", "idle_ps"]].sum() == row["span_ps"]
 
 
+def test_only_a_compute_ops_dma_stall_moves_to_dma(tmp_path):
+    """By hand: fusion.1 [0, 10) stalls 3 us (compute 7, DMA 3); the all-gather-done [10, 20) and the
+    copy-done [20, 25) carry stalls of 4 and 1 us that stay where their ops are (ICI 10, DMA 5)."""
+    ops = [("fusion.1", "fusion", 0, 10), ("all-gather-done.1", "all-gather-done", 10, 20),
+           ("copy-done.1", "copy-done", 20, 25)]
+    path = one_step_trace(tmp_path / "a.xplane.pb", ops, stalls={"fusion.1": 3, "all-gather-done.1": 4, "copy-done.1": 1})
+    row = breakdown.breakdown(events.load([path])).iloc[0]
+    assert {c: int(row[c]) // U for c in FIGURES[:5]} == {"span_ps": 100, "compute_ps": 7, "ici_ps": 10,
+                                                          "dma_ps": 5 + 3, "idle_ps": 75}
+
+
 # synthetic.tpu_profile's 130 us step (perfkit/trace/synthetic.py TPU_STEP), by hand: compute fusion.1 40
 # less its 2 us DMA stall, fusion.2 18, while.1 30 (its body inside); ICI all-reduce-start.1 2,
 # all-reduce-done.1 10, the reduce-scatter fusion 6; DCN the megascale all-reduce.2 8 (its Megascale

@@ -100,15 +100,18 @@ def gpu_trace(path: Path) -> Path:
     return space.save(path)
 
 
-def one_step_trace(path: Path, ops: list[tuple[str, str, int, int]], host: str = "h") -> Path:
-    """One TPU chip, one step [0, 100) us, ``ops`` as (name, opcode, start_us, end_us) of program 5."""
+def one_step_trace(path: Path, ops: list[tuple[str, str, int, int]], host: str = "h",
+                   stalls: dict[str, int] | None = None) -> Path:
+    """One TPU chip, one step [0, 100) us, ``ops`` as (name, opcode, start_us, end_us) of program 5; ``stalls``:
+    the DMA stall (us) some of them carry."""
     space = XSpaceWriter(host)
     space.program(5, "jit_m", [(name, opcode, "f32[8,128]") for name, opcode, _, _ in ops])
     chip = space.plane("/device:TPU:0")
     chip.line("Steps", 0).event(chip.op("0"), 0, 100 * U)
     line = chip.line("XLA Ops", 0)
     for name, _, a, b in ops:
-        line.event(chip.op(name, program_id=5), a * U, (b - a) * U)
+        stall = {"dma_stall_duration_ps": stalls[name] * U} if name in (stalls or {}) else {}
+        line.event(chip.op(name, program_id=5), a * U, (b - a) * U, **stall)
     return space.save(path)
 
 
