@@ -31,7 +31,7 @@ import pandas as pd
 from perfkit.errors import BadInput
 from perfkit.hlo.dumps import dump_files
 from perfkit.hlo.parse import Instruction, read_module
-from perfkit.trace import collectives, events
+from perfkit.trace import collectives, shards
 from perfkit.trace.events import is_device_op
 
 EVENT_COLUMNS = (*collectives.EVENT_COLUMNS, "hlo_module")  # all it reads
@@ -48,9 +48,17 @@ def _chip_label(rank, device) -> str:
 def sequences(events: pd.DataFrame) -> pd.DataFrame:
     """Each chip's collective instances in its time order: ``rank, device, step, index`` (within the step),
     ``position`` (on the chip), ``op, kind, bytes, module, start_ps, end_ps``."""
-    inst = collectives.instances(events)
+    return _sequenced(collectives.instances(events), _modules(events))
+
+
+def _modules(events: pd.DataFrame) -> pd.Series:
+    """Each program's module (program_id -> hlo_module), as the first device op of the program names it."""
     dev = events[is_device_op(events)]
-    modules = dev.dropna(subset=["program_id"]).drop_duplicates("program_id").set_index("program_id")["hlo_module"]
+    return dev.dropna(subset=["program_id"]).drop_duplicates("program_id").set_index("program_id")["hlo_module"]
+
+
+def _sequenced(inst: pd.DataFrame, modules: pd.Series) -> pd.DataFrame:
+    """``sequences`` from the chips' collective instances (``collectives.instances``) and ``_modules``."""
     out = inst[["rank", "device", "step", "op", "kind", "bytes", "program_id", "start_ps", "end_ps"]].copy()
     out["op"], out["kind"] = out["op"].astype(str), out["kind"].astype(str)
     out["module"] = out["program_id"].map(modules).astype(object).where(out["program_id"].notna(), None)
@@ -103,9 +111,11 @@ def _chips(events: pd.DataFrame) -> pd.DataFrame:
 def _unsettled(seq: pd.DataFrame, chips: int) -> list[tuple[int, int]]:
     """The (step, index) places, in order, that not every one of ``chips`` chips shows with one signature
     (kind, bytes): found in one pass over the table, so that only these are looked at one by one."""
-    signature = pd.factorize(pd.MultiIndex.from_arrays([seq["kind"], seq["bytes"]]))[0]
+    kind, sent = (pd.factorize(seq[c])[0] for c in ("kind", "bytes"))  # unknown bytes (NaN): -1, alike
+    signature = kind.astype(np.int64) * (int(sent.max(initial=-1)) + 2) + sent + 1
     places = seq.assign(signature=signature).groupby(["step", "index"], sort=True)["signature"]
-    settled = (places.size() == chips) & (places.nunique() == 1)
+    ends = places.agg(["size", "min", "max"])  # one signature at a place: its least equals its greatest
+    settled = (ends["size"] == chips) & (ends["min"] == ends["max"])
     return [(int(step), int(index)) for step, index in settled.index[~settled.to_numpy()]]
 
 
@@ -115,6 +125,8 @@ def first_parting(seq: pd.DataFrame, chips: pd.DataFrame) -> dict | None:
     device, how (different collective | skipped | never arrived), op}]``; None where they never part."""
     everyone = [(int(r), int(d)) for r, d in zip(chips["rank"], chips["device"])]
     keys = _unsettled(seq, len(everyone))
+    if not keys:
+        return None
     by_chip = {c: g.set_index(["step", "index"]) for c, g in seq.groupby(["rank", "device"])}
     places = {c: set(zip(g["step"], g["index"])) for c, g in seq.groupby(["rank", "device"])}
     steps = seq.groupby(["rank", "device", "step"]).size()  # collectives per chip and step
@@ -166,13 +178,23 @@ def _waiting(seq: pd.DataFrame, mine: pd.DataFrame, programs: dict | None, rank:
     return None, None
 
 
+def chip_parts(events: pd.DataFrame) -> tuple[collectives.ChipInstances, pd.Series, pd.DataFrame]:
+    """What ``parting`` reads of one shard's events (``parting_traces``): its chips' collective instances
+    (``collectives.chip_instances``), its programs' modules (``_modules``) and its chips (rank, device)."""
+    return collectives.chip_instances(events), _modules(events), _chips(events)
+
+
 def parting(events: pd.DataFrame, programs: dict[int, Path] | None = None) -> tuple[pd.DataFrame, dict | None]:
     """Per chip (``CHIP_COLUMNS``): completed collectives, its last one, and the one it waits at (from its
     program, else from the others); and ``first_parting`` (with ``programs``, each parted rank's program
     against the majority's: ``programs: {rank: {lacks, adds, majority_count, count}}``). ``programs``:
     each rank's XLA dump folder."""
-    seq = sequences(events)
-    chips = _chips(events)
+    return parting_of(sequences(events), _chips(events), programs)
+
+
+def parting_of(seq: pd.DataFrame, chips: pd.DataFrame, programs: dict[int, Path] | None = None
+               ) -> tuple[pd.DataFrame, dict | None]:
+    """``parting`` from the chips' ``sequences`` and the chips (rank, device) with device ops, sorted."""
     listed = {rank: program_collectives(folder) for rank, folder in (programs or {}).items()}
     rows = []
     for rank, device in zip(chips["rank"], chips["device"]):
@@ -230,9 +252,18 @@ def dumps_beside(paths: list[str | Path]) -> dict[int, Path]:
 
 
 def parting_traces(paths: list[str | Path], programs: dict[int, Path] | None = None) -> tuple[pd.DataFrame, dict | None]:
-    """``parting`` of the traces at ``paths``, with ``programs`` or else the dumps beside them."""
-    frame = events.load(list(paths), columns=EVENT_COLUMNS)
-    return parting(frame, programs if programs else dumps_beside(paths))
+    """``parting`` of the traces at ``paths``, with ``programs`` or else the dumps beside them; each chip's
+    instances from its shard (``perfkit.trace.shards``), matched across chips on one clock as
+    ``collectives.instances`` matches them."""
+    done = shards.analysed(list(paths), chip_parts, EVENT_COLUMNS)
+    found = collectives.stack([(inst, shift) for (inst, _, _), shift in zip(done.results, done.shifts)])
+    inst = collectives.matched(found, collectives.kineto_messages(done.files))
+    del found
+    modules = pd.concat([m for _, m, _ in done.results])
+    chips = pd.concat([c for _, _, c in done.results]).sort_values(["rank", "device"], ignore_index=True)
+    done.results.clear()  # the shards' instances, matched: freed before the sequences are built
+    seq = _sequenced(inst, modules[~modules.index.duplicated()])  # a program's module: its first op's, in file order
+    return parting_of(seq, chips, programs if programs else dumps_beside(paths))
 
 
 def run_hangs(run_dir: Path, trials: list[dict]) -> dict | None:

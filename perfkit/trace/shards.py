@@ -229,6 +229,13 @@ def _analysed(cut: Cut, analysis: Callable, columns: tuple[str, ...]) -> Combine
     return _combined(cut, _map(cut, [analysis] * len(cut.shards), columns))
 
 
+def analysed(paths: list[str | Path], analysis: Callable, columns: tuple[str, ...], workers: int | None = None
+             ) -> Combined:
+    """``analysis`` (events frame of ``columns`` -> result; picklable) of each shard of the traces at ``paths``,
+    steps from their markers."""
+    return _analysed(cut(paths, None, "step", workers), analysis, columns)
+
+
 def _stacked(rows: list[pd.DataFrame], done: Combined) -> pd.DataFrame:
     """Breakdown rows of the shards as one table, on one clock, ordered by chip and step."""
     parts = [r.assign(start_ps=r["start_ps"] + shift) for r, shift in zip(rows, done.shifts) if len(r)]

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from trace_builders import U
 
 from perfkit.cli import cli
-from perfkit.trace import parting
+from perfkit.trace import events, parting, shards, xplane
 from perfkit.trace.synthetic import XSpaceWriter
 
 PERMUTES = ("cp.1", "cp.2", "cp.3")  # one ring hop each, f32[64,128]
@@ -71,7 +71,20 @@ def hung_trial(tmp_path):
     return tmp_path
 
 
-def test_the_rank_and_the_collective_named(hung_trial):
+@pytest.fixture(params=["together", "apart"])
+def read(request, monkeypatch):
+    """The traces read together, or each rank's file a shard of its own in a worker (the size thresholds
+    lowered; reading them together fails the test)."""
+    if request.param == "apart":
+        monkeypatch.setattr(xplane, "PARALLEL_BYTES", 0)
+        monkeypatch.setattr(shards, "may_start_workers", lambda: True)
+        monkeypatch.setattr(shards, "usable_cores", lambda: 2)
+        monkeypatch.setattr(events, "load", lambda *args, **kwargs: pytest.fail("read together"))
+    return request.param
+
+
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # JAX's, where other tests imported it
+def test_the_rank_and_the_collective_named(hung_trial, read):
     paths = sorted(hung_trial.glob("rank*/trace"))
     chips, first = parting.parting_traces(paths)
     assert chips[["rank", "completed", "last_op", "waiting_at", "waiting_from"]].values.tolist() == [
@@ -90,7 +103,7 @@ def test_the_rank_and_the_collective_named(hung_trial):
 
 def test_without_programs_and_without_a_parting(hung_trial, tmp_path_factory):
     paths = sorted(hung_trial.glob("rank*/trace"))
-    frame = parting.events.load(paths, columns=parting.EVENT_COLUMNS)
+    frame = events.load(paths, columns=parting.EVENT_COLUMNS)
     chips, first = parting.parting(frame)
     assert chips["waiting_from"].tolist() == ["own", "own", "own", "own"]  # what each ran next the time before
     assert chips["waiting_at"].tolist() == ["cp.2", "cp.2", "cp.3", "cp.1"]
