@@ -256,9 +256,7 @@ def parting_traces(paths: list[str | Path], programs: dict[int, Path] | None = N
     instances from its shard (``perfkit.trace.shards``), matched across chips on one clock as
     ``collectives.instances`` matches them."""
     done = shards.analysed(list(paths), chip_parts, EVENT_COLUMNS)
-    found = collectives.stack([(inst, shift) for (inst, _, _), shift in zip(done.results, done.shifts)])
-    inst = collectives.matched(found, collectives.kineto_messages(done.files))
-    del found
+    inst = shards.matched([(found, shift) for (found, _, _), shift in zip(done.results, done.shifts)], done)
     modules = pd.concat([m for _, m, _ in done.results])
     chips = pd.concat([c for _, _, c in done.results]).sort_values(["rank", "device"], ignore_index=True)
     done.results.clear()  # the shards' instances, matched: freed before the sequences are built

@@ -277,13 +277,18 @@ def diff_traces(a: list[str | Path], b: list[str | Path], by: str = "kind", step
     return diffs.compare(*(op_table(paths, by, step_pattern, window, workers) for paths in (a, b)))
 
 
+def matched(found: list[tuple[collective_instances.ChipInstances, int]], done: Combined) -> pd.DataFrame:
+    """``collectives.instances`` of the traces from the shards' chip instances (with their shifts): stacked on
+    one clock and matched across chips."""
+    stacked = collective_instances.stack(found)
+    del found[:]  # the shards' instances, stacked: their memory freed before the matching's
+    return collective_instances.matched(stacked, collective_instances.kineto_messages(done.files))
+
+
 def _collective_tables(found: list[tuple[collective_instances.ChipInstances, int]], rows: pd.DataFrame,
                        done: Combined) -> dict:
     """``collectives.analyse``'s tables from the shards' chip instances (with their shifts)."""
-    stacked = collective_instances.stack(found)
-    del found[:]  # the shards' instances, stacked: their memory freed before the matching's
-    inst = collective_instances.matched(stacked, collective_instances.kineto_messages(done.files))
-    return collective_instances.tables(inst, rows)
+    return collective_instances.tables(matched(found, done), rows)
 
 
 def _collectives(frame: pd.DataFrame) -> tuple[pd.DataFrame, collective_instances.ChipInstances]:
