@@ -245,19 +245,19 @@ def tail(paths, k, as_json, programs):
     """The last K device ops of each chip; which chips stopped earliest and what the others were in; each
     chip's completed collectives, the one it waits at, and where the chips' collectives first part."""
     # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
+    from perfkit.hlo.dumps import resolve
+    from perfkit.trace import parting
     from perfkit.trace.names import readable
-    from perfkit.trace.shards import tail_traces
+    from perfkit.trace.shards import tail_along
 
     _prepare()
 
-    chips, last = tail_traces(list(paths), k)
+    dumps = resolve(list(programs))[0].ranks if programs else None
+    # each shard's events read once for its tail and for where the chips' collectives part
+    chips, last, parts = tail_along(list(paths), k, parting.chip_parts, parting.EVENT_COLUMNS)
     if chips.empty:
         raise BadInput("no device ops in these traces", path=" ".join(paths))
-    # where the chips' collectives part (perfkit.trace.parting), with each rank's program where given
-    from perfkit.hlo.dumps import resolve
-    from perfkit.trace.parting import describe, parting_traces
-
-    sequence, parted = parting_traces(list(paths), resolve(list(programs))[0].ranks if programs else None)
+    sequence, parted = parting.parting_of_shards(parts, list(paths), dumps)
     measured = "host ops" if "host" in last.attrs.get("measured", ()) else "device ops"
     if as_json:
         click.echo(json.dumps({"measured": measured, "chips": _json_rows(chips), "last_ops": _json_rows(last),
@@ -280,7 +280,7 @@ def tail(paths, k, as_json, programs):
     click.echo("\ncollectives per chip (completed in the traces; waiting at: its program's next, else the one it ran "
                "after its last the time before)")
     click.echo(readable(sequence, ["last_op", "waiting_at"]).to_string(index=False))
-    click.echo(f"\n{describe(parted, sequence)}")
+    click.echo(f"\n{parting.describe(parted, sequence)}")
 
 
 @trace.command()

@@ -252,10 +252,16 @@ def dumps_beside(paths: list[str | Path]) -> dict[int, Path]:
 
 
 def parting_traces(paths: list[str | Path], programs: dict[int, Path] | None = None) -> tuple[pd.DataFrame, dict | None]:
-    """``parting`` of the traces at ``paths``, with ``programs`` or else the dumps beside them; each chip's
-    instances from its shard (``perfkit.trace.shards``), matched across chips on one clock as
-    ``collectives.instances`` matches them."""
-    done = shards.analysed(list(paths), chip_parts, EVENT_COLUMNS)
+    """``parting`` of the traces at ``paths``, with ``programs`` or else the dumps beside them
+    (``parting_of_shards``)."""
+    return parting_of_shards(shards.analysed(list(paths), chip_parts, EVENT_COLUMNS), paths, programs)
+
+
+def parting_of_shards(done: shards.Combined, paths: list[str | Path], programs: dict[int, Path] | None = None
+                      ) -> tuple[pd.DataFrame, dict | None]:
+    """``parting`` of the traces at ``paths`` from their shards' ``chip_parts`` (``perfkit.trace.shards``):
+    the chips' instances matched across chips on one clock as ``collectives.instances`` matches them; with
+    ``programs`` or else the dumps beside the traces."""
     inst = shards.matched([(found, shift) for (found, _, _), shift in zip(done.results, done.shifts)], done)
     modules = pd.concat([m for _, m, _ in done.results])
     chips = pd.concat([c for _, _, c in done.results]).sort_values(["rank", "device"], ignore_index=True)

@@ -335,14 +335,29 @@ def trial_traces(paths: list[str | Path], workers: int | None = None) -> Trial:
 
 
 def tail_traces(paths: list[str | Path], k: int = 5, workers: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``tail.chips`` and ``tail.last_ops(k)`` of the traces at ``paths`` (``tail_along``)."""
+    chips, last, _ = tail_along(paths, k, None, (), workers)
+    return chips, last
+
+
+def _ends_along(frame: pd.DataFrame, k: int, along: Callable | None) -> tuple[tails.Ends, object]:
+    return tails.ends(frame, k), along(frame) if along is not None else None
+
+
+def tail_along(paths: list[str | Path], k: int, along: Callable | None, columns: tuple[str, ...],
+               workers: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame, Combined]:
     """``tail.chips`` and ``tail.last_ops(k)`` of the traces at ``paths``, from each shard's ends
     (``tail.ends``); where a shard's chips neither hold the first stop nor have all their floors before
-    it, what they were in then from a second round over the shards (``tail.at_stop``)."""
+    it, what they were in then from a second round over the shards (``tail.at_stop``). And ``along`` (events
+    frame of ``columns`` -> result; picklable; None: nothing) of each shard, from the same read of its events."""
     shards = cut(paths, None, "step", workers)
-    done = _analysed(shards, functools.partial(tails.ends, k=k), tails.EVENT_COLUMNS)
+    both = _analysed(shards, functools.partial(_ends_along, k=k, along=along),
+                     tuple(dict.fromkeys(tails.EVENT_COLUMNS + columns)))
+    along_done = both._replace(results=[result for _, result in both.results])
+    done = both._replace(results=[ends for ends, _ in both.results])
     found = [(ends, shift) for ends, shift in zip(done.results, done.shifts) if len(ends.candidates)]
     if not found:  # no device ops: the tables of no rows
-        return tails.chips(done.results[0].candidates), tails.last_ops(done.results[0].candidates, k)
+        return tails.chips(done.results[0].candidates), tails.last_ops(done.results[0].candidates, k), along_done
     stop = min(ends.stop_ps + shift for ends, shift in found)
     picks = [ends.at_stop if ends.stop_ps + shift == stop
              else ends.candidates if (ends.floors["floor_ps"] + shift <= stop).all() else None for ends, shift in found]
@@ -353,7 +368,7 @@ def tail_traces(paths: list[str | Path], k: int = 5, workers: int | None = None)
         picks = [part.result for part, ends in zip(redone, done.results) if len(ends.candidates)]
     shifts = [shift for _, shift in found]
     return (tails.chips(_ops_stacked(picks, shifts, done)),
-            tails.last_ops(_ops_stacked([ends.candidates for ends, _ in found], shifts, done), k))
+            tails.last_ops(_ops_stacked([ends.candidates for ends, _ in found], shifts, done), k), along_done)
 
 
 def _ops_stacked(frames: list[pd.DataFrame], shifts: list[int], done: Combined) -> pd.DataFrame:

@@ -126,7 +126,9 @@ def test_a_chip_that_never_arrived(tmp_path):
     assert first["parted"] == [{"rank": 1, "device": 0, "how": "never arrived", "op": None, "in_step": 1}]
 
 
-def test_trace_tail_command(hung_trial):
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
+def test_trace_tail_command(hung_trial, read):
+    """The command reads each shard once for its tail and its parting (``shards.tail_along``)."""
     paths = [str(p) for p in sorted(hung_trial.glob("rank*/trace"))]
     result = CliRunner().invoke(cli, ["trace", "tail", *paths, "--json"])
     assert result.exit_code == 0, result.output
