@@ -336,12 +336,12 @@ def _exposed_until(exposure: np.ndarray, count: int, until: np.ndarray) -> np.nd
     j = np.flatnonzero(below & ~following)
     nxt = np.minimum(j + 1, t.size - 1)
     more = (j + 1 < t.size) & (segment[nxt] == segment[j]) & (t[nxt] > t[j])
-    rate = np.where(more, (e[nxt] - e[j]) // np.where(more, t[nxt] - t[j], 1), 0)
+    rate = more & (e[nxt] - e[j] == t[nxt] - t[j])  # 1 where it grew all the way to the next point, else 0
     value = e[j] + rate * (upto[j] - t[j])
     out = np.zeros(count, np.int64)
-    for part in (0, 1):  # an instance's two segments
-        mine = (segment[j] & 1) == part
-        out[instance[j[mine]]] += value[mine]
+    mine = instance[j]  # ascending: an instance's one or two segments side by side
+    first = np.flatnonzero(np.diff(mine, prepend=-1))
+    out[mine[first]] = np.add.reduceat(value, first) if first.size else 0
     return out
 
 
