@@ -339,6 +339,11 @@ def chip_key(rank: np.ndarray, device: np.ndarray) -> np.ndarray:
     return (rank.astype(np.int64) << 32) | (device.astype(np.int64) + 2**31)
 
 
+def chip_frame(keys: np.ndarray, rank: np.dtype, device: np.dtype) -> pd.DataFrame:
+    """The (rank, device) pairs of ``chip_key``'s keys (k,), as columns of dtypes ``rank`` and ``device``."""
+    return pd.DataFrame({"rank": (keys >> 32).astype(rank), "device": ((keys & 0xFFFFFFFF) - 2**31).astype(device)})
+
+
 def is_device_op(events: pd.DataFrame) -> np.ndarray:
     """Which rows (n,) bool of an events frame are device ops (compute / ici / dcn / dma)."""
     return events["category"].isin(classify.CATEGORIES).to_numpy()

@@ -32,7 +32,7 @@ from perfkit.errors import BadInput
 from perfkit.hlo.dumps import dump_files
 from perfkit.hlo.parse import Instruction, read_module
 from perfkit.trace import collectives, shards
-from perfkit.trace.events import is_device_op
+from perfkit.trace.events import chip_frame, chip_key, is_device_op
 
 EVENT_COLUMNS = (*collectives.EVENT_COLUMNS, "hlo_module")  # all it reads
 CHIP_COLUMNS = ["rank", "device", "completed", "last_step", "last_op", "last_kind", "waiting_at", "waiting_from"]
@@ -53,8 +53,20 @@ def sequences(events: pd.DataFrame) -> pd.DataFrame:
 
 def _modules(events: pd.DataFrame) -> pd.Series:
     """Each program's module (program_id -> hlo_module), as the first device op of the program names it."""
-    dev = events[is_device_op(events)]
-    return dev.dropna(subset=["program_id"]).drop_duplicates("program_id").set_index("program_id")["hlo_module"]
+    program = events["program_id"]
+    rows = np.flatnonzero(is_device_op(events) & program.notna().to_numpy())
+    ids = program.to_numpy(np.uint64, na_value=0)[rows]
+    heads = _run_heads(ids)
+    first = rows[heads][~pd.Index(ids[heads]).duplicated()]
+    return events.iloc[first].set_index("program_id")["hlo_module"]
+
+
+def _run_heads(key: np.ndarray) -> np.ndarray:
+    """Where (n,) bool a run of equal keys starts: each key's first row is one, and there are few (a
+    program's ops, a chip's, come in runs), so the keys' firsts are sought among them only."""
+    heads = np.ones(key.size, bool)
+    heads[1:] = key[1:] != key[:-1]
+    return heads
 
 
 def _sequenced(inst: pd.DataFrame, modules: pd.Series) -> pd.DataFrame:
@@ -104,8 +116,11 @@ def _program_change(majority: list[Instruction], mine: list[Instruction]) -> dic
 
 
 def _chips(events: pd.DataFrame) -> pd.DataFrame:
-    dev = events.loc[is_device_op(events), ["rank", "device"]]
-    return dev.drop_duplicates().sort_values(["rank", "device"], ignore_index=True)
+    """The chips (rank, device) with device ops, sorted."""
+    dev = is_device_op(events)
+    rank, device = events["rank"].to_numpy()[dev], events["device"].to_numpy()[dev]
+    key = chip_key(rank, device)
+    return chip_frame(np.unique(key[_run_heads(key)]), rank.dtype, device.dtype)
 
 
 def _unsettled(seq: pd.DataFrame, chips: int) -> list[tuple[int, int]]:

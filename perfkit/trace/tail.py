@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from perfkit.trace.events import chip_key, is_device_op
+from perfkit.trace.events import chip_frame, chip_key, is_device_op
 
 OP_COLUMNS = ["rank", "device", "step", "name", "kind", "category", "start_ps", "end_ps", "dur_ps"]
 EVENT_COLUMNS = tuple(c for c in OP_COLUMNS if c != "end_ps")  # all it reads
@@ -33,8 +33,7 @@ def _ops(events: pd.DataFrame) -> _Ops:
     rows = np.flatnonzero(is_device_op(events))
     rank, device = events["rank"].to_numpy()[rows], events["device"].to_numpy()[rows]
     chip, keys = pd.factorize(chip_key(rank, device), sort=True)
-    chips = pd.DataFrame({"rank": (keys >> 32).astype(rank.dtype),
-                          "device": ((keys & 0xFFFFFFFF) - 2**31).astype(device.dtype)})
+    chips = chip_frame(keys, rank.dtype, device.dtype)
     start = events["start_ps"].to_numpy()[rows]
     return _Ops(rows, chip.astype(np.int32), start, start + events["dur_ps"].to_numpy()[rows], chips)
 

@@ -192,3 +192,18 @@ def test_collectives_of_unknown_size_agree_and_the_first_parting_is_found_among_
     assert (first["step"], first["index"], first["kind"]) == (123, 4, "all-gather")
     assert first["parted"] == [{"rank": 1, "device": 0, "how": "different collective", "op": "all-to-all.1234",
                                 "in_step": 10}]
+
+
+def test_chips_and_modules_of_ops_in_interleaved_runs():
+    """Two chips' and two programs' device ops in runs that come back (rank 1, rank 0, rank 1): each chip
+    once, sorted by rank and device; each program's module as its first device op names it, programs in
+    the order they first come; a host op and an op of no program count for neither."""
+    frame = pd.DataFrame({
+        "category": ["compute", "host", "ici", "compute", "compute", "compute", "compute"],
+        "rank": np.array([1, 0, 1, 0, 0, 1, 0], np.int32), "device": np.array([0, -1, 0, 1, 0, 0, 1], np.int32),
+        "program_id": pd.array([7, 3, 7, None, 5, 7, 5], "UInt64"),
+        "hlo_module": pd.Categorical(["b", "host", "b2", None, "a", "b3", "a2"]),
+    })
+    assert parting._chips(frame).values.tolist() == [[0, 0], [0, 1], [1, 0]]
+    modules = parting._modules(frame)
+    assert modules.index.tolist() == [7, 5] and modules.astype(str).tolist() == ["b", "a"]
