@@ -153,15 +153,23 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     spans = steps_from if window == "step" else ["whole trace"]
     last = ("last step dropped (HTA's default)" if last_step == "drop" else "last step kept (HTA's "
             "include_last_profiler_step=True)")
+    outside = rows.attrs["outside"]
     if as_json:
         click.echo(json.dumps({"measured": measured, "steps_from": spans, "window": window, "last_step": last_step,
-                               "rows": _json_rows(rows[COLUMNS]), "mean": _json_rows(means)}, indent=1))
+                               "rows": _json_rows(rows[COLUMNS]), "mean": _json_rows(means),
+                               "outside_steps": outside}, indent=1))
         return
     share = lambda v: "-" if pd.isna(v) else f"{100 * v:.1f}%"  # noqa: E731
     if measured == "host ops":
         click.echo(f"measured: {HOST_OPS}")
     click.echo(f"steps from: {', '.join(spans)}; {last}; "
                "times in ms; comm: collectives in flight, hidden: the part of it under compute")
+    if outside:
+        chips = [f"rank {c['rank']} device {c['device']}: {c['ops']} ops, {c['op_ps'] / PS_PER_MS:.3f} ms"
+                 for c in outside]
+        more = f"; and {len(chips) - 4} more chips" if len(chips) > 4 else ""
+        click.echo("not measured, outside every step's span (--window trace measures the whole trace): "
+                   f"{'; '.join(chips[:4])}{more} (device ops, their durations summed)")
     parts = shown_parts(rows)  # DCN only where a profile has cross-slice collectives
     hidden_parts = [c for c in TIMES if c != "span_ps" and c.removesuffix("_ps") not in parts]
     table = _ms(rows[COLUMNS].drop(columns=hidden_parts), [c for c in TIMES + COMM if c not in hidden_parts])

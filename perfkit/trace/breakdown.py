@@ -142,10 +142,12 @@ def breakdown(events: pd.DataFrame, window: str = "step", layout: timeline.Layou
     ``window="trace"``: one span per device, its first op's start to its last op's end; either with
     ``timeline.LAST_STEP_DROPPED`` appended: without the last step (HTA's default). ``layout``:
     ``timeline.layout(events, window)`` where the caller has it already (it is read, never changed).
-    ``attrs["measured"]``: the events' (``events.load``): host ops stood in for device ops where "host"."""
-    spans, ops, stall = timeline.layout(events, window) if layout is None else layout
+    ``attrs["measured"]``: the events' (``events.load``): host ops stood in for device ops where "host";
+    ``attrs["outside"]``: per chip, its device ops that no step's span holds, as ``{rank, device, ops, op_ps}``
+    (``timeline.Layout.outside``)."""
+    spans, ops, stall, outside = timeline.layout(events, window) if layout is None else layout
     if spans.empty:
-        return _measured(pd.DataFrame(columns=COLUMNS + ["start_ps"]), events)
+        return _measured(pd.DataFrame(columns=COLUMNS + ["start_ps"]), events, outside)
     n, k = len(spans), len(CATEGORIES)
     span_end = spans["end_ps"].to_numpy(np.int64)
     pc = timeline.pieces(ops)
@@ -179,11 +181,13 @@ def breakdown(events: pd.DataFrame, window: str = "step", layout: timeline.Layou
     out["idle_ps"] = out["span_ps"] - busy.sum(axis=1)
     out["comm_ps"], out["hidden_ps"] = comm, hidden
     out["overlap"] = np.where(comm > 0, hidden / np.maximum(comm, 1), np.nan)
-    return _measured(out[COLUMNS + ["start_ps"]], events)
+    return _measured(out[COLUMNS + ["start_ps"]], events, outside)
 
 
-def _measured(rows: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
+def _measured(rows: pd.DataFrame, events: pd.DataFrame, outside: pd.DataFrame) -> pd.DataFrame:
     rows.attrs["measured"] = events.attrs.get("measured", ["device"])
+    # plain records: pandas copies and compares attrs in its operations, which a frame would not survive
+    rows.attrs["outside"] = [dict(zip(timeline.OUTSIDE_COLUMNS, map(int, chip))) for chip in outside.itertuples(False)]
     return rows
 
 

@@ -242,6 +242,8 @@ def _stacked(rows: list[pd.DataFrame], done: Combined) -> pd.DataFrame:
     out = (pd.concat(parts, ignore_index=True).sort_values(["rank", "device", "step"], kind="stable", ignore_index=True)
            if parts else rows[0])
     out.attrs["measured"] = done.measured
+    out.attrs["outside"] = sorted((chip for r in rows for chip in r.attrs["outside"]),
+                                  key=lambda chip: (chip["rank"], chip["device"]))
     return out
 
 

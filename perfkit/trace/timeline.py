@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from perfkit.trace.classify import CATEGORIES
+from perfkit.trace.events import chip_frame, chip_key
 
 COLLECTIVE_CLASSES = (CATEGORIES.index("ici"), CATEGORIES.index("dcn"))  # classes of collectives (communication)
 _IS_COLLECTIVE = np.isin(np.arange(len(CATEGORIES)), COLLECTIVE_CLASSES).astype(np.int8)  # by class
@@ -117,9 +118,23 @@ class Ops(NamedTuple):
 
 
 class Layout(NamedTuple):
-    spans: pd.DataFrame  # rank, device, step, start_ps, end_ps (``spans``)
+    spans: pd.DataFrame    # rank, device, step, start_ps, end_ps (``spans``)
     ops: Ops
-    stall: np.ndarray    # (spans,) int64 ps: TPU dma_stall_duration_ps of the span's compute ops
+    stall: np.ndarray      # (spans,) int64 ps: TPU dma_stall_duration_ps of the span's compute ops
+    outside: pd.DataFrame  # ``OUTSIDE_COLUMNS``: per chip, its device ops outside every step's span (``_outside``)
+
+
+OUTSIDE_COLUMNS = ["rank", "device", "ops", "op_ps"]
+
+
+def _outside(rank: np.ndarray, device: np.ndarray, dur: np.ndarray) -> pd.DataFrame:
+    """Device ops (n,) that no span holds (a device with step markers, ops before its first or after its
+    last step): per chip, sorted, how many and their durations summed (``op_ps``; nested ops each count)."""
+    keys, chip = np.unique(chip_key(rank, device), return_inverse=True)
+    out = chip_frame(keys, rank.dtype, device.dtype)
+    out["ops"] = np.bincount(chip, minlength=keys.size).astype(np.int64)
+    out["op_ps"] = np.bincount(chip, weights=dur, minlength=keys.size).astype(np.int64)  # exact below 2**53 ps
+    return out
 
 
 def _codes(column: pd.Series, table) -> np.ndarray:
@@ -160,7 +175,7 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
         none = np.zeros(0, np.int64)
         return Layout(pd.DataFrame(columns=["rank", "device", "step", "start_ps", "end_ps"]),
                       Ops(none, none.astype(np.int32), none.astype(np.int32), none, none, none.astype(np.int8),
-                          none.astype(np.int8)), none)
+                          none.astype(np.int8)), none, _outside(none, none, none))
     take = _taker(row)
     rank, device, start = (take(events[c].to_numpy()) for c in ("rank", "device", "start_ps"))
     end = start + take(dur)  # never past its span's end: a span ends at or after its ops' last end
@@ -181,6 +196,8 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
     span_key, run_key = packed[:len(span_rows)], packed[len(span_rows):]
     at = np.minimum(np.searchsorted(span_key, run_key), len(span_key) - 1)  # spans are sorted by key
     span = np.repeat(np.where(span_key[at] == run_key, at, -1).astype(np.int32), _lengths(first, row.size))
+    apart = np.flatnonzero(span < 0)  # ops outside every step window of a device with markers: not measured
+    outside = _outside(rank[apart], device[apart], end[apart] - start[apart])
     del rank, device, step, keys
     cls = take(cls_all)
     role = np.array([_pair_role(k) for k in events["kind"].cat.categories] + [0], np.int8)
@@ -188,9 +205,8 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
     pair *= _IS_COLLECTIVE[cls]  # copy-start / copy-done are local DMA, not collectives
     stall = _stall(take(events["stall_ps"].to_numpy()), span, cls, len(span_rows))
     fields = [row, span, take(events["line"].cat.codes.to_numpy()), start, end, cls, pair]
-    kept = span >= 0  # ops outside every step window of a device with markers are not measured
-    if not kept.all():
-        fields = [f[kept] for f in fields]
+    if apart.size:
+        fields = [f[span >= 0] for f in fields]
     row, span, line, start, end, cls, pair = fields
     first = run_starts(span, line)
     if not _in_line_order(first, start, end, span, line):
@@ -198,7 +214,7 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
         row, span, line, start, end, cls, pair = (f[order] for f in (row, span, line, start, end, cls, pair))
         first = run_starts(span, line)
     line_id = np.repeat(np.arange(first.size, dtype=np.int32), _lengths(first, row.size))
-    return Layout(span_rows, Ops(row, span, line_id, start, end, cls, pair), stall)
+    return Layout(span_rows, Ops(row, span, line_id, start, end, cls, pair), stall, outside)
 
 
 def _last_marker(markers: pd.DataFrame, rank: np.ndarray, device: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -339,7 +355,7 @@ class Measured(NamedTuple):
 def measured(events: pd.DataFrame, window: str, columns: list[str], laid: Layout | None = None) -> Measured:
     """The device ops of ``events`` (the ``columns`` the caller reads) with their spans, nesting and
     exclusive (self) time; ``laid``: ``layout(events, window)`` where the caller has it already."""
-    spans_, ops, _ = layout(events, window) if laid is None else laid
+    spans_, ops = (layout(events, window) if laid is None else laid)[:2]
     parent = np.full(ops.row.size, -1, np.int64)
     sub, inside = nested(ops)
     parent[sub] = np.where(inside >= 0, sub[np.maximum(inside, 0)], -1)

@@ -7,6 +7,8 @@ refused in one line (exit 2), on real public files (tests/data/real/kineto, rows
 - a CUPTI profiler-range trace (runtime calls and per-kernel counters, no kernel timeline): refused;
 - ROCm with GPU-side ProfilerSteps that are instants: the host's ProfilerSteps span the steps;
 - a CPU (gloo) trace: its host ops stand in, and the output says so;
+- device ops outside every step (ROCm on an MI250: its one GPU-side ProfilerStep holds half of them): not in
+  the per-step rows, and the output says how many and how long;
 - HTA's last-step convention (``--last-step``), named in the output.
 
 The HTA figures were recorded with HTA 0.5.0 (Python 3.11; pandas 3.1.1, and 2.3.3 for the ROCm file, on
@@ -33,6 +35,7 @@ SCHEMA_2021 = "tb_plugin_resnet50_2021_worker0.json.gz"
 ROCM = "tracelens_mi300_resnet_act_checkpoint.json.gz"
 PROFILER_RANGE = "hta_cupti_profiler_range.json.gz"
 CPU_ONLY = "hta_rank_non_gpu.json.gz"
+MI250 = "hta_amd_mi250_minitoy.json.gz"
 
 # file -> {(include_last_profiler_step, ns rounding): ((idle, compute, non-compute, kernel time) us, overlap %)}
 HTA = {
@@ -45,8 +48,11 @@ HTA = {
     ROCM: {(True, False): ((283.53512108969153, 19234.094000011683, 36999.97391796112, 56517.603039062495), 25.25),
            (False, False): ((283.53512108969153, 19234.094000011683, 36999.97391796112, 56517.603039062495), 25.25),
            (True, True): ((1541, 17018, 37958, 56517), 22.45)},
+    # its host ProfilerStep#2 launches nothing: the default drops nothing
+    MI250: {(True, False): ((8762.844761718748, 110.88099999999395, 38.161000000007334, 8911.88676171875), None),
+            (False, False): ((8762.844761718748, 110.88099999999395, 38.161000000007334, 8911.88676171875), None)},
 }
-HTA_GPU_EVENTS = {MTIA: 1313, SCHEMA_2021: 9258, ROCM: 2685, PROFILER_RANGE: 0, CPU_ONLY: 0}
+HTA_GPU_EVENTS = {MTIA: 1313, SCHEMA_2021: 9258, ROCM: 2685, PROFILER_RANGE: 0, CPU_ONLY: 0, MI250: 16}
 SCHEMA_2021_KEPT = 7715  # HTA's GPU events with the last step dropped
 # ROCm file: the host's ProfilerStep#15..17 (start from the trace's first event, duration; us) and the GPU-side
 # ones, 16-18 us instants, starting 32-38 ms after the host's (the GPU runs behind)
@@ -147,6 +153,30 @@ def test_rocm_launched_kernels_equal_hta(fixtures_dir, tmp_path):
     _assert_hta(_hta_view(_json(launched, "--window", "trace")), HTA[ROCM][(True, False)])
 
 
+def test_device_ops_outside_every_step_are_counted_and_named(fixtures_dir):
+    """ROCm 6.2 on an MI250: its GPU-side ProfilerStep#1 holds 8 of the 16 device ops; the other 8 ran after
+    it, in no step. The per-step rows leave them out, and the text and JSON say how many and their summed
+    durations (as a plain reading of the file finds them); the whole trace measures all 16, HTA's figures to
+    the nanosecond."""
+    path = fixtures_dir / "kineto" / MI250
+    doc = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    (mark,) = [e for e in doc if e.get("cat") == "gpu_user_annotation" and e["name"].startswith("ProfilerStep#")]
+    device = [e for e in doc if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    apart = [e for e in device if e["ts"] + e["dur"] <= mark["ts"] or e["ts"] >= mark["ts"] + mark["dur"]]
+    assert (len(device), len(apart)) == (HTA_GPU_EVENTS[MI250], 8)
+    steps = _json(path)
+    assert [r["step"] for r in steps["rows"]] == [1]
+    assert steps["outside_steps"] == [{"rank": 0, "device": 2, "ops": 8,
+                                       "op_ps": round(sum(e["dur"] for e in apart) * 1e6)}]
+    assert ("\nnot measured, outside every step's span (--window trace measures the whole trace): rank 0 device 2: "
+            "8 ops, 0.057 ms (device ops, their durations summed)\n") in _breakdown(path).stdout
+    for keep in ("keep", "drop"):
+        whole = _json(path, "--window", "trace", "--last-step", keep)
+        assert whole["outside_steps"] == []
+        _assert_hta(_hta_view(whole), HTA[MI250][(keep == "keep", False)])
+    assert "not measured" not in _breakdown(path, "--window", "trace").stdout
+
+
 def test_profiler_range_trace_is_refused_in_one_line(fixtures_dir):
     """A CUPTI profiler-range trace holds runtime calls and per-kernel counters, no device timeline (HTA: no
     GPU event): nothing on the device to measure, never its host's 11.7 s as compute."""
@@ -239,7 +269,7 @@ def test_stray_json_in_a_trace_folder_is_skipped_with_a_note(fixtures_dir, tmp_p
     assert named.exit_code == 2 and "no traceEvents list" in named.output
 
 
-@pytest.mark.parametrize("name", [MTIA, SCHEMA_2021, ROCM, PROFILER_RANGE, CPU_ONLY])
+@pytest.mark.parametrize("name", [MTIA, SCHEMA_2021, ROCM, PROFILER_RANGE, CPU_ONLY, MI250])
 def test_hta_live(fixtures_dir, tmp_path, monkeypatch, name):
     """HTA itself, where installed: its GPU events and figures are the pinned ones."""
     pytest.importorskip("hta", reason="HTA is not installed (pip install HolisticTraceAnalysis==0.5.0)")
