@@ -165,11 +165,7 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     click.echo(f"steps from: {', '.join(spans)}; {last}; "
                "times in ms; comm: collectives in flight, hidden: the part of it under compute")
     if outside:
-        chips = [f"rank {c['rank']} device {c['device']}: {c['ops']} ops, {c['op_ps'] / PS_PER_MS:.3f} ms"
-                 for c in outside]
-        more = f"; and {len(chips) - 4} more chips" if len(chips) > 4 else ""
-        click.echo("not measured, outside every step's span (--window trace measures the whole trace): "
-                   f"{'; '.join(chips[:4])}{more} (device ops, their durations summed)")
+        click.echo(_outside_line(outside))
     parts = shown_parts(rows)  # DCN only where a profile has cross-slice collectives
     hidden_parts = [c for c in TIMES if c != "span_ps" and c.removesuffix("_ps") not in parts]
     table = _ms(rows[COLUMNS].drop(columns=hidden_parts), [c for c in TIMES + COMM if c not in hidden_parts])
@@ -183,6 +179,14 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     click.echo(text_table(shares))
     if plot:
         click.echo(f"\nplot: {plot}")
+
+
+def _outside_line(outside: list[dict], side: str = "") -> str:
+    """The device ops outside every step's span (``timeline.Layout.outside``), per chip, in one line."""
+    chips = [f"rank {c['rank']} device {c['device']}: {c['ops']} ops, {c['op_ps'] / PS_PER_MS:.3f} ms" for c in outside]
+    more = f"; and {len(chips) - 4} more chips" if len(chips) > 4 else ""
+    return (f"not measured{side}, outside every step's span (--window trace measures the whole trace): "
+            f"{'; '.join(chips[:4])}{more} (device ops, their durations summed)")
 
 
 @trace.command()
@@ -222,13 +226,18 @@ def diff(a, b, by, top, step_pattern, window, as_json):
     measured = "host ops" if "host" in table.attrs.get("measured", ()) else "device ops"
     if as_json:
         click.echo(json.dumps({"measured": measured, "by": by, "window": window, "spans_a": table.attrs["spans_a"],
-                               "spans_b": table.attrs["spans_b"], "rows": _json_rows(table)}, indent=1))
+                               "spans_b": table.attrs["spans_b"], "rows": _json_rows(table),
+                               "outside_steps_a": table.attrs["outside_a"], "outside_steps_b": table.attrs["outside_b"]},
+                              indent=1))
         return
     if measured == "host ops":
         click.echo(f"measured: {HOST_OPS}")
     spans = "chip-steps" if window == "step" else "chips, whole traces"
     click.echo(f"device time per chip and step (ms), by {by}: A {a} ({table.attrs['spans_a']} {spans}), "
                f"B {b} ({table.attrs['spans_b']} {spans})")
+    for side in ("a", "b"):
+        if table.attrs[f"outside_{side}"]:
+            click.echo(_outside_line(table.attrs[f"outside_{side}"], f" in {side.upper()}"))
     totals = table.groupby("category")[["a_ps", "b_ps", "delta_ps"]].sum()
     shown = table.head(top).copy()
     shown["delta %"] = (100 * shown["delta_ps"] / shown["a_ps"].where(shown["a_ps"] > 0)).map(

@@ -184,10 +184,9 @@ def breakdown(events: pd.DataFrame, window: str = "step", layout: timeline.Layou
     return _measured(out[COLUMNS + ["start_ps"]], events, outside)
 
 
-def _measured(rows: pd.DataFrame, events: pd.DataFrame, outside: pd.DataFrame) -> pd.DataFrame:
+def _measured(rows: pd.DataFrame, events: pd.DataFrame, outside: list[dict]) -> pd.DataFrame:
     rows.attrs["measured"] = events.attrs.get("measured", ["device"])
-    # plain records: pandas copies and compares attrs in its operations, which a frame would not survive
-    rows.attrs["outside"] = [dict(zip(timeline.OUTSIDE_COLUMNS, map(int, chip))) for chip in outside.itertuples(False)]
+    rows.attrs["outside"] = outside
     return rows
 
 

@@ -50,15 +50,18 @@ def _op_times(events: pd.DataFrame, by: str, window: str, layout: timeline.Layou
 
 def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step", layout: timeline.Layout | None = None
             ) -> tuple[pd.DataFrame, int]:
-    """Exclusive device time summed per (key columns of ``by``, category): ``sum`` (ps) and ``size`` (ops);
-    and the number of (device, step) spans measured. Sums of disjoint sets of chips add up (the
-    shards of a profile, ``perfkit.trace.shards``). ``layout``: ``timeline.layout(events,
-    window)`` where the caller has it already."""
-    spans, ops = _op_times(events, by, window, layout)
+    """Exclusive device time summed per (key columns of ``by``, category): ``sum`` (ps) and ``size`` (ops),
+    ``attrs["outside"]`` the device ops no span holds (``timeline.Layout.outside``); and the number of
+    (device, step) spans measured. Sums of disjoint sets of chips add up (the shards of a profile,
+    ``perfkit.trace.shards``). ``layout``: ``timeline.layout(events, window)`` where the caller has it already."""
+    laid = timeline.layout(events, window) if layout is None else layout
+    spans, ops = _op_times(events, by, window, laid)
     if spans.empty:
-        return pd.DataFrame(columns=[*_GROUPS[by], "category", "sum", "size"]), 0
-    groups = (ops.groupby(_GROUPS[by] + ["category"], observed=True, dropna=False)["time_ps"].agg(["sum", "size"])
-              .reset_index())
+        groups = pd.DataFrame(columns=[*_GROUPS[by], "category", "sum", "size"])
+    else:
+        groups = (ops.groupby(_GROUPS[by] + ["category"], observed=True, dropna=False)["time_ps"]
+                  .agg(["sum", "size"]).reset_index())
+    groups.attrs["outside"] = laid.outside
     return groups, len(spans)
 
 
@@ -106,13 +109,15 @@ def per_step(events: pd.DataFrame, by: str = "kind", window: str = "step", layou
         raise BadInput("no device ops in the trace", path=", ".join(events.attrs.get("files", [])) or None)
     table = per_key(groups, spans, by)
     table.attrs["measured"] = events.attrs.get("measured", ["device"])
+    table.attrs["outside"] = groups.attrs["outside"]
     return table
 
 
 def compare(ta: pd.DataFrame, tb: pd.DataFrame) -> pd.DataFrame:
     """Two ``per_step`` tables side by side: per key ``a_ps``, ``b_ps``, ``delta_ps`` (b - a), ``a_count``,
     ``b_count``, ``category``; the largest changes first; ``attrs``: spans_a, spans_b, measured (both sides'
-    ``events.load`` ``measured``: "host" where a side's host ops stood in for device ops)."""
+    ``events.load`` ``measured``: "host" where a side's host ops stood in for device ops), outside_a,
+    outside_b (each side's device ops outside every span, ``timeline.Layout.outside``)."""
     out = ta.add_suffix("_a").join(tb.add_suffix("_b"), how="outer")
     result = pd.DataFrame({
         "key": out.index,
@@ -125,7 +130,8 @@ def compare(ta: pd.DataFrame, tb: pd.DataFrame) -> pd.DataFrame:
     result["delta_ps"] = result["b_ps"] - result["a_ps"]
     result = result.iloc[np.argsort(-result["delta_ps"].abs().to_numpy(), kind="stable")].reset_index(drop=True)
     result.attrs.update(spans_a=ta.attrs["spans"], spans_b=tb.attrs["spans"],
-                        measured=sorted({*ta.attrs.get("measured", ["device"]), *tb.attrs.get("measured", ["device"])}))
+                        measured=sorted({*ta.attrs.get("measured", ["device"]), *tb.attrs.get("measured", ["device"])}),
+                        outside_a=ta.attrs.get("outside", []), outside_b=tb.attrs.get("outside", []))
     return result
 
 

@@ -121,20 +121,21 @@ class Layout(NamedTuple):
     spans: pd.DataFrame    # rank, device, step, start_ps, end_ps (``spans``)
     ops: Ops
     stall: np.ndarray      # (spans,) int64 ps: TPU dma_stall_duration_ps of the span's compute ops
-    outside: pd.DataFrame  # ``OUTSIDE_COLUMNS``: per chip, its device ops outside every step's span (``_outside``)
+    outside: list[dict]    # per chip, its device ops outside every step's span (``_outside``)
 
 
-OUTSIDE_COLUMNS = ["rank", "device", "ops", "op_ps"]
-
-
-def _outside(rank: np.ndarray, device: np.ndarray, dur: np.ndarray) -> pd.DataFrame:
+def _outside(rank: np.ndarray, device: np.ndarray, dur: np.ndarray) -> list[dict]:
     """Device ops (n,) that no span holds (a device with step markers, ops before its first or after its
-    last step): per chip, sorted, how many and their durations summed (``op_ps``; nested ops each count)."""
+    last step): per chip, sorted, ``{rank, device, ops, op_ps}``: how many and their durations summed
+    (nested ops each count). Plain records: they ride in frames' ``attrs``, which pandas copies and compares."""
+    if not rank.size:
+        return []
     keys, chip = np.unique(chip_key(rank, device), return_inverse=True)
-    out = chip_frame(keys, rank.dtype, device.dtype)
-    out["ops"] = np.bincount(chip, minlength=keys.size).astype(np.int64)
-    out["op_ps"] = np.bincount(chip, weights=dur, minlength=keys.size).astype(np.int64)  # exact below 2**53 ps
-    return out
+    chips = chip_frame(keys, rank.dtype, device.dtype)
+    ops = np.bincount(chip, minlength=keys.size)
+    op_ps = np.bincount(chip, weights=dur, minlength=keys.size)  # float64: exact below 2**53 ps a chip
+    return [{"rank": int(r), "device": int(d), "ops": int(n), "op_ps": int(t)}
+            for r, d, n, t in zip(chips["rank"], chips["device"], ops, op_ps)]
 
 
 def _codes(column: pd.Series, table) -> np.ndarray:

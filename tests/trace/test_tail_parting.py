@@ -212,10 +212,15 @@ def test_chips_and_modules_of_ops_in_interleaved_runs():
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
 def test_the_breakdown_counts_the_ops_after_the_last_step(hung_trial, read):
     """What each rank ran after its last step marker (the cut: fusion.1 of 10 us and 5 us a permute) is in no
-    step's span: the breakdown's JSON counts it per chip, the files read together or apart."""
+    step's span: the breakdown's and the diff's JSON count it per chip, the files read together or apart."""
     paths = [str(p) for p in sorted(hung_trial.glob("rank*/trace"))]
     result = CliRunner().invoke(cli, ["trace", "breakdown", "--json", *paths])
     assert result.exit_code == 0, result.output
+    expected = [(0, 0, 2, 15 * U), (1, 0, 2, 15 * U), (2, 0, 3, 20 * U), (3, 0, 1, 10 * U)]
     outside = json.loads(result.stdout)["outside_steps"]
-    assert [(c["rank"], c["device"], c["ops"], c["op_ps"]) for c in outside] == [
-        (0, 0, 2, 15 * U), (1, 0, 2, 15 * U), (2, 0, 3, 20 * U), (3, 0, 1, 10 * U)]
+    assert [(c["rank"], c["device"], c["ops"], c["op_ps"]) for c in outside] == expected
+    diff = CliRunner().invoke(cli, ["trace", "diff", "--json", str(hung_trial), str(hung_trial)])  # every rank's file
+    assert diff.exit_code == 0, diff.output
+    for side in ("a", "b"):
+        outside = json.loads(diff.stdout)[f"outside_steps_{side}"]
+        assert [(c["rank"], c["device"], c["ops"], c["op_ps"]) for c in outside] == expected

@@ -155,9 +155,9 @@ def test_rocm_launched_kernels_equal_hta(fixtures_dir, tmp_path):
 
 def test_device_ops_outside_every_step_are_counted_and_named(fixtures_dir):
     """ROCm 6.2 on an MI250: its GPU-side ProfilerStep#1 holds 8 of the 16 device ops; the other 8 ran after
-    it, in no step. The per-step rows leave them out, and the text and JSON say how many and their summed
-    durations (as a plain reading of the file finds them); the whole trace measures all 16, HTA's figures to
-    the nanosecond."""
+    it, in no step. The per-step rows (breakdown, diff) leave them out, and the text and JSON say how many and
+    their summed durations (as a plain reading of the file finds them); the whole trace measures all 16, HTA's
+    figures to the nanosecond."""
     path = fixtures_dir / "kineto" / MI250
     doc = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
     (mark,) = [e for e in doc if e.get("cat") == "gpu_user_annotation" and e["name"].startswith("ProfilerStep#")]
@@ -168,8 +168,13 @@ def test_device_ops_outside_every_step_are_counted_and_named(fixtures_dir):
     assert [r["step"] for r in steps["rows"]] == [1]
     assert steps["outside_steps"] == [{"rank": 0, "device": 2, "ops": 8,
                                        "op_ps": round(sum(e["dur"] for e in apart) * 1e6)}]
-    assert ("\nnot measured, outside every step's span (--window trace measures the whole trace): rank 0 device 2: "
-            "8 ops, 0.057 ms (device ops, their durations summed)\n") in _breakdown(path).stdout
+    line = ("outside every step's span (--window trace measures the whole trace): rank 0 device 2: 8 ops, 0.057 ms "
+            "(device ops, their durations summed)\n")
+    assert f"\nnot measured, {line}" in _breakdown(path).stdout
+    diff = CliRunner().invoke(cli, ["trace", "diff", str(fixtures_dir / "kineto" / SCHEMA_2021), str(path)])
+    assert f"\nnot measured in B, {line}" in diff.stdout and "not measured in A" not in diff.stdout
+    diff = json.loads(CliRunner().invoke(cli, ["trace", "diff", "--json", str(path), str(path)]).stdout)
+    assert diff["outside_steps_a"] == diff["outside_steps_b"] == steps["outside_steps"]
     for keep in ("keep", "drop"):
         whole = _json(path, "--window", "trace", "--last-step", keep)
         assert whole["outside_steps"] == []
