@@ -277,6 +277,12 @@ def _breakdown(summary: dict) -> list[str]:
              "timed steps: their span is that step's window on each chip, the profiler's own cost inside it, one "
              "step a trial. So it is usually longer than the timed medians above and is not compared with them; "
              "read the shares, and the changes between variants."]
+    outside = [(name, v) for name, v in bd["variants"].items() if v.get("outside_ops")]  # (summaries from before it)
+    if outside:
+        rows += ["", "Not in these figures: device ops outside every traced step's span ("
+                 + "; ".join(f"{name}: {v['outside_ops']} ops, {v['outside_ms']:.3f} ms over its {v['trials']} trials"
+                             for name, v in outside)
+                 + "); `perfkit trace breakdown --window trace` on a trial's `rank*/trace` folders measures them."]
     rows += _hidden(bd)
     for name, deltas in bd["op_deltas"].items():
         short = labels(d["key"] for d in deltas)  # kernel names shortened; summary.json keeps them whole

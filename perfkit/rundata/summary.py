@@ -159,6 +159,8 @@ class BreakdownVariant(TypedDict):
     overlap: float | None
     steps_from: list[str]
     measured: Literal["device ops", "host ops"]
+    outside_ops: NotRequired[int]    # device ops of its trials outside every step's span: not in these means
+    outside_ms: NotRequired[float]   # their durations summed
 
 
 class OpDelta(TypedDict):

@@ -1,7 +1,7 @@
 """Traces a run captured (``trials/NN-variant/rank<R>/trace/``), analysed per variant for the run's
 summary: the mean step per chip split into compute / ICI / DCN / DMA / idle (``measured``: "host ops" where
-a trace had no device events and its CPU ops stood in), and the op kinds whose device time per step moved
-most from the baseline to each other variant."""
+a trace had no device events and its CPU ops stood in; ``outside_*``: the device ops no step's span holds),
+and the op kinds whose device time per step moved most from the baseline to each other variant."""
 
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict]:
         analysed.append((folder.name, found.collectives))
         sources.update(found.steps_from)
         measured.update(found.measured)
+    outside = [chip for r in rows for chip in r.attrs["outside"]]
     rows = pd.concat(rows)
     parts = {c.replace("_ps", "_ms"): float(rows[c].mean() / PS_PER_MS) for c in breakdown.TIMES + breakdown.COMM}
     comm = int(rows["comm_ps"].sum())
@@ -48,7 +49,9 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict]:
                                                    count=("count", "mean"))
     comms = collectives.summarize(analysed)
     return ({"trials": len(folders), "chip_steps": len(rows), **parts, "steps_from": sorted(sources),
-             "measured": "host ops" if "host" in measured else "device ops"}, table, comms)
+             "measured": "host ops" if "host" in measured else "device ops",
+             "outside_ops": sum(c["ops"] for c in outside), "outside_ms": sum(c["op_ps"] for c in outside) / PS_PER_MS},
+            table, comms)
 
 
 def summarize(run_dir: Path, trials: list[dict], variants: list[str]) -> dict | None:

@@ -321,6 +321,27 @@ def test_run_summary_says_which_ops_were_measured(fixtures_dir, tmp_path):
     assert (got["cpu"]["measured"], got["gpu"]["measured"]) == ("host ops", "device ops")
 
 
+def test_run_summary_and_report_count_the_ops_outside_the_steps(fixtures_dir, tmp_path):
+    """A run's trace summary counts, per variant over its trials, the device ops outside every step's span (the
+    MI250 trace's 8, 56.961 us, in each of two trials), and report.md names them under the breakdown."""
+    from perfkit.report.markdown import _breakdown
+    from perfkit.trace import runs
+
+    trials = []
+    for index, (variant, name) in enumerate([("mtia", MTIA), ("mi250", MI250), ("mi250", MI250)]):
+        folder = tmp_path / "trials" / f"{index:02d}-{variant}" / "rank0" / "trace"
+        folder.mkdir(parents=True)
+        shutil.copy(fixtures_dir / "kineto" / name, folder / name)
+        trials.append({"variant": variant, "status": "ok", "dir": f"trials/{index:02d}-{variant}"})
+    got = runs.summarize(tmp_path, trials, ["mtia", "mi250"])
+    assert (got["variants"]["mtia"]["outside_ops"], got["variants"]["mtia"]["outside_ms"]) == (0, 0)
+    assert got["variants"]["mi250"]["outside_ops"] == 16
+    assert got["variants"]["mi250"]["outside_ms"] == pytest.approx(2 * 0.056961, abs=1e-9)
+    lines = _breakdown({"breakdown": got})
+    assert ("Not in these figures: device ops outside every traced step's span (mi250: 16 ops, 0.114 ms over its 2 "
+            "trials); `perfkit trace breakdown --window trace` on a trial's `rank*/trace` folders measures them.") in lines
+
+
 def _mtia_shaped(path):
     """A hand-made MTIA trace: a kernel [10,30) us and a dma_request [30,40) on stream 5 of device 9, and a
     dma_request [50,90) without a stream (HTA counts only events with one: not a device op), under a host
