@@ -18,6 +18,7 @@ The oracle figures are held by the tests named below; every real file is referee
 | kineto/hta_mtia_inference_rank0.json.gz, tb_plugin_resnet50_2021_worker0.json.gz, hta_rank_non_gpu.json.gz | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_formats.py (HTA 0.5.0 temporal breakdown and GPU events, pinned; live) |
 | kineto/tracelens_mi300_resnet_act_checkpoint.json.gz | trace breakdown, diff, tail, export, collectives (against the whole-trace breakdown: its step spans overlap) | trace/test_trace_formats.py (HTA 0.5.0 on its launched kernels; the host's steps) |
 | kineto/hta_amd_mi250_minitoy.json.gz | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_formats.py::test_device_ops_outside_every_step_are_counted_and_named (HTA 0.5.0 temporal breakdown, pinned; live; its ops outside the step by a plain reading) |
+| kineto/hta_triton_example.json.gz, hta_cuda_event_sync.json.gz | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_hta.py::test_host_events_with_a_stream_are_not_device_time (HTA 0.5.0 temporal breakdown on a copy without the host events' stream, pinned; live) |
 | kineto/hta_cupti_profiler_range.json.gz | every trace command refuses it in one line (exit 2) | trace/test_trace_formats.py (HTA: no GPU event) |
 | video/cogvideox_horse_720x480_49f.mp4 | quality A A, quality A B | quality/test_quality_ffmpeg.py (libavfilter's psnr filter through PyAV; the ffmpeg binary where present) |
 | hlo/* (MI300 programs' HLO text, a folder each) | cost --chip mi300x (every program), hlo-diff --ab against itself (consistent) | hlo/test_cost_library_calls.py (XLA's HloCostAnalysis, xprof's op_profile) |
@@ -46,7 +47,7 @@ KINETO = [f"kineto/{name}.json.gz" for name in ("rank-0", "rank-1", "hta_nccl_da
                                                  "hta_trace_diff_test", "xdit_flux1_profile_rank0",
                                                  "hta_mtia_inference_rank0", "tb_plugin_resnet50_2021_worker0",
                                                  "tracelens_mi300_resnet_act_checkpoint", "hta_rank_non_gpu",
-                                                 "hta_amd_mi250_minitoy")]
+                                                 "hta_amd_mi250_minitoy", "hta_triton_example", "hta_cuda_event_sync")]
 REFUSED = ["kineto/hta_cupti_profiler_range.json.gz"]  # every trace command: one line, exit 2
 # a collective runs past its step's span (the host's ProfilerStep) while the next step's compute runs: its
 # collectives match the whole-trace breakdown
@@ -56,7 +57,8 @@ HLO_DUMPS = [f"hlo/{name}" for name in ("amd_te_fused_attn", "mi300_jax08_attent
                                         "mi300_jax_conv_08")]
 NO_COLLECTIVES = {"xplane/mi300_jax_conv_8gpu.xplane.pb", "kineto/xdit_flux1_profile_rank0.json.gz",
                   "kineto/hta_mtia_inference_rank0.json.gz", "kineto/tb_plugin_resnet50_2021_worker0.json.gz",
-                  "kineto/hta_rank_non_gpu.json.gz", "kineto/hta_amd_mi250_minitoy.json.gz"}
+                  "kineto/hta_rank_non_gpu.json.gz", "kineto/hta_amd_mi250_minitoy.json.gz",
+                  "kineto/hta_triton_example.json.gz", "kineto/hta_cuda_event_sync.json.gz"}
 HOST_ONLY = {"kineto/hta_rank_non_gpu.json.gz"}  # no device events: its host ops stand in, and the output says so
 KINETO_DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset", "mtia_ccp_events")
 PARTS = ("compute_ps", "ici_ps", "dcn_ps", "dma_ps", "idle_ps")

@@ -6,7 +6,7 @@ HTA's definitions (hta/analyzers/breakdown_analysis.py, communication_analysis.p
 kernel time is the first GPU event's start to the last one's end (perfkit: ``window="trace"``);
 compute = the union of compute kernels; idle = kernel time minus the union of all kernels, memcpys
 and memsets; non-compute = the rest; overlap = |union(comm) & union(compute)| / |union(comm)|.
-Two things HTA does that perfkit does not, on purpose (docs/architecture.md), each pinned here with
+Three things HTA does that perfkit does not, on purpose (docs/architecture.md), each pinned here with
 a transformed copy of the file that makes the figures equal:
 
 - HTA rounds every event of a trace with sub-microsecond timestamps inward to whole microseconds
@@ -15,6 +15,9 @@ a transformed copy of the file that makes the figures equal:
 - HTA keeps only GPU events whose launch (``cuda_runtime``, by correlation id) is in the trace
   (hta/common/trace.py, ``_filter_irrelevant_gpu_kernels``); perfkit counts every kernel that ran
   in the window, also those queued before the profiler started.
+- HTA takes every event with a ``stream`` argument (>= 0) for a GPU event, host events too: Inductor's
+  Triton launcher ``cpu_op`` (``args.stream`` 0, its host time counted as compute) and a ``cuda_sync``
+  Stream Sync (stream 7, non-compute); perfkit takes the device categories only.
 
 The HTA figures below were recorded with HTA 0.5.0 (``pip install HolisticTraceAnalysis==0.5.0``,
 Python 3.11, pandas 3.1.1) on 2026-12-01: ``TraceAnalysis(trace_dir=D, include_last_profiler_step=K)``
@@ -49,6 +52,13 @@ HTA_LAST_STEP_DROPPED = {
 HTA_NCCL_UNROUNDED = ((503050.9914063759, 115655.84700000286, 41844.167226433754, 660551.0056328125), 15.61)
 HTA_NCCL_UNROUNDED_LAST_DROPPED = ((336419.7146875525, 76935.82800000906, 22232.018992125988, 435587.5616796875), 14.76)
 
+# HTA on the file and on the copy without the host events' stream (``_host_streams_dropped``), rounding off:
+# (idle, compute, non-compute, kernel time) us; and its GPU events on each
+HTA_HOST_STREAMS = {
+    "hta_triton_example.json.gz": ((0.0, 95.812, 0.0, 95.812), (0.0, 1.76, 0.0, 1.76), (2, 1)),
+    "hta_cuda_event_sync.json.gz": ((207.0, 49.0, 7.0, 263.0), (212.0, 49.0, 2.0, 263.0), (6, 5)),
+}
+
 
 def _hta_view(rows) -> tuple[tuple[float, ...], float]:
     """perfkit's rows summed, as HTA reports them: (idle, compute, non-compute, span) in us, overlap %."""
@@ -81,6 +91,23 @@ def _launched_only(src, dst):
                           if e.get("cat") not in GPU_CATS or e["args"].get("correlation") in launched]
     dst.write_text(json.dumps(doc))
     return dst
+
+
+def _host_streams_dropped(src, dst):
+    """A copy of a Kineto trace whose host events (no GPU category) carry no ``stream`` argument."""
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    for e in doc["traceEvents"]:
+        if e.get("cat") not in GPU_CATS and isinstance(e.get("args"), dict):
+            e["args"].pop("stream", None)
+    dst.write_text(json.dumps(doc))
+    return dst
+
+
+def _parts(rows) -> tuple[float, ...]:
+    """A whole-trace breakdown's one row as HTA reports it, without collectives: (idle, compute, non-compute,
+    span) us."""
+    (r,) = rows.itertuples()
+    return tuple(float(v) / 1e6 for v in (r.idle_ps, r.compute_ps, r.ici_ps + r.dma_ps, r.span_ps))
 
 
 def _assert_equal(got, expected):
@@ -132,6 +159,19 @@ def test_kernels_queued_before_the_profiler(fixtures_dir, tmp_path):
     _assert_equal(_hta_view(breakdown.breakdown(_load(kept), "trace")), HTA_ALL_STEPS["hta_trace_diff_test.json.gz"])
 
 
+@pytest.mark.parametrize("name", list(HTA_HOST_STREAMS))
+def test_host_events_with_a_stream_are_not_device_time(fixtures_dir, tmp_path, name):
+    """HTA counts host events with a stream (a Triton launcher's cpu_op: 95.8 us of host time as compute; a
+    Stream Sync: 5 us as non-compute); perfkit counts device events only: HTA's figures on a copy without
+    those streams, not on the file."""
+    on_file, without, _ = HTA_HOST_STREAMS[name]
+    src = fixtures_dir / "kineto" / name
+    parts = _parts(breakdown.breakdown(_load(src), "trace"))
+    assert parts == pytest.approx(without, abs=1e-3) and parts != pytest.approx(on_file, abs=1e-3)
+    copy = _parts(breakdown.breakdown(_load(_host_streams_dropped(src, tmp_path / "copy.json")), "trace"))
+    assert copy == parts
+
+
 def _hta(folder, keep_last: bool):
     from hta.trace_analysis import TraceAnalysis
 
@@ -161,3 +201,23 @@ def test_hta_live(fixtures_dir, tmp_path, monkeypatch, name):
     elif name == "hta_trace_diff_test.json.gz":
         src = _launched_only(src, tmp_path / "launched.json")
     _assert_equal(_hta_view(breakdown.breakdown(_load(src), "trace")), HTA_ALL_STEPS[name])
+
+
+@pytest.mark.parametrize("name", list(HTA_HOST_STREAMS))
+def test_hta_live_host_streams(fixtures_dir, tmp_path, monkeypatch, name):
+    """HTA itself, where installed: its figures and GPU events on the file and on the copy are the pinned ones."""
+    pytest.importorskip("hta", reason="HTA is not installed (pip install HolisticTraceAnalysis==0.5.0)")
+    from hta.trace_analysis import TraceAnalysis
+
+    monkeypatch.setenv("HTA_DISABLE_NS_ROUNDING", "1")
+    on_file, without, gpu_events = HTA_HOST_STREAMS[name]
+    for expected, events_, make, copy in ((on_file, gpu_events[0], shutil.copy, name),
+                                          (without, gpu_events[1], _host_streams_dropped, "copy.json")):
+        folder = tmp_path / make.__name__
+        folder.mkdir()
+        make(fixtures_dir / "kineto" / name, folder / copy)
+        ta = TraceAnalysis(trace_dir=str(folder), include_last_profiler_step=True)
+        t = ta.get_temporal_breakdown(visualize=False).iloc[0]
+        got = tuple(float(t[c]) for c in ("idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)"))
+        assert got == pytest.approx(expected, abs=1e-3)
+        assert int(ta.t.get_trace(next(iter(ta.t.traces)))["stream"].ne(-1).sum()) == events_
