@@ -125,8 +125,8 @@ class Layout(NamedTuple):
 
 
 def _outside(rank: np.ndarray, device: np.ndarray, dur: np.ndarray) -> list[dict]:
-    """Device ops (n,) that no span holds (a device with step markers, ops before its first or after its
-    last step): per chip, sorted, ``{rank, device, ops, op_ps}``: how many and their durations summed
+    """Device ops (n,) that no span holds (on a device with step markers: before its first step, after its
+    last, between two): per chip, sorted, ``{rank, device, ops, op_ps}``: how many and their durations summed
     (nested ops each count). Plain records: they ride in frames' ``attrs``, which pandas copies and compares."""
     if not rank.size:
         return []
@@ -176,7 +176,7 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
         none = np.zeros(0, np.int64)
         return Layout(pd.DataFrame(columns=["rank", "device", "step", "start_ps", "end_ps"]),
                       Ops(none, none.astype(np.int32), none.astype(np.int32), none, none, none.astype(np.int8),
-                          none.astype(np.int8)), none, _outside(none, none, none))
+                          none.astype(np.int8)), none, [])
     take = _taker(row)
     rank, device, start = (take(events[c].to_numpy()) for c in ("rank", "device", "start_ps"))
     end = start + take(dur)  # never past its span's end: a span ends at or after its ops' last end
