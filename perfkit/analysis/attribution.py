@@ -41,7 +41,8 @@ OTHER, IDLE, RESIDUAL, TOTAL = "other", "idle", "residual", "total"
 def chip_step_parts(frame: pd.DataFrame, trial: str = "", window: str = "step") -> pd.DataFrame:
     """One trial's events as its parts per (rank, device, step) span: a tidy frame of ``PART_COLUMNS``
     where ``by`` is ``span`` (the span's length), ``category`` (the breakdown's parts, adding up to the
-    span), ``kind`` or ``op`` (exclusive device time per op kind or op, ``perfkit.trace.diff.per_span``)."""
+    span), ``kind`` or ``op`` (exclusive device time per op kind or op, ``perfkit.trace.diff.per_span``);
+    ``attrs["outside"]``: the device ops no step's span holds, per chip (``timeline.Layout.outside``)."""
     laid = timeline.layout(frame, window)  # one sweep for the breakdown and both op tables
     rows = breakdown.breakdown(frame, window, laid)
     if rows.empty:
@@ -53,6 +54,7 @@ def chip_step_parts(frame: pd.DataFrame, trial: str = "", window: str = "step") 
                     ignore_index=True)
     out.insert(0, "trial", trial)
     out["time_ps"] = out["time_ps"].astype(np.int64)
+    out.attrs["outside"] = laid.outside
     return out
 
 
@@ -156,12 +158,16 @@ def chance_allows(rows: int, confidence: float = CONFIDENCE, level: float = 0.95
 
 
 def trials_parts(folders: list[Path], window: str = "step") -> pd.DataFrame:
-    """``chip_step_parts`` of each trial folder's traces (``rank*/trace``), stacked."""
+    """``chip_step_parts`` of each trial folder's traces (``rank*/trace``), stacked; ``attrs``: ``outside_ops``
+    and ``outside_ps``, the trials' device ops outside every step's span and their durations summed."""
     frames = []
     for folder in folders:
         frame = events.load(sorted(folder.glob("rank*/trace")), None, columns=diff.EVENT_COLUMNS["op"])
         frames.append(chip_step_parts(frame, folder.name, window))
-    return pd.concat(frames, ignore_index=True)
+    outside = [chip for f in frames for chip in f.attrs["outside"]]
+    out = pd.concat(frames, ignore_index=True)
+    out.attrs = {"outside_ops": sum(c["ops"] for c in outside), "outside_ps": sum(c["op_ps"] for c in outside)}
+    return out
 
 
 def run_summary(run_dir: str | Path, top: int | None = None, seed: int | None = None) -> dict:
@@ -206,7 +212,7 @@ def _records(rows: pd.DataFrame) -> list[dict]:
 
 def summarize(run_dir: Path, trials: list[dict], variants: list[str], top: int = TOP, seed: int = 0) -> dict | None:
     """summary.json's ``attribution``: per variant against the baseline, ``{trials: [a, b], chip_steps: [a,
-    b], confidence, total: <row>, category, kind, op: [<row>...], marked: {rows, marked, chance_allows}}``
+    b], outside_ops: [a, b], outside_ms: [a, b] (device ops outside every step's span), confidence, total: <row>, category, kind, op: [<row>...], marked: {rows, marked, chance_allows}}``
     (``attribute``'s rows, the total left out of the lists; ``marked``: the parts of the three splits, idle
     once and residuals left out, whose CI excludes 0, and ``chance_allows`` of that many), or ``{error}``; None when the baseline or every other variant lacks traces."""
     found = {v: runs.trial_trace_dirs(run_dir, trials, v) for v in variants}
@@ -234,6 +240,8 @@ def summarize(run_dir: Path, trials: list[dict], variants: list[str], top: int =
                              "chance_allows": chance_allows(len(tested))},
                   "trials": [first.attrs["trials_a"], first.attrs["trials_b"]],
                   "chip_steps": [first.attrs["chip_steps_a"], first.attrs["chip_steps_b"]],
+                  "outside_ops": [base.attrs["outside_ops"], mine.attrs["outside_ops"]],
+                  "outside_ms": [base.attrs["outside_ps"] / PS_PER_MS, mine.attrs["outside_ps"] / PS_PER_MS],
                   "confidence": first.attrs["confidence"], "total": _records(first.iloc[-1:])[0],
                   **{by: _records(rows.iloc[:-1]) for by, rows in splits.items()}}
     return {"baseline": variants[0], "top": top, "variants": out}

@@ -53,6 +53,11 @@ def section(attribution: dict | None, aa_name: str | None = None) -> list[str]:
                 f"{attribution['top']} ops or kinds by |delta|, `other` the rest, `residual` what the ops' exclusive "
                 f"time does not cover (ops at once on several lines); {MARK}: the part's CI excludes 0; added / "
                 "removed: on one side only. `perfkit trace diff RUN_DIR` prints the same."]
+        if any(v.get("outside_ops", ())):  # (summaries from before it)
+            (a_ops, b_ops), (a_ms, b_ms) = v["outside_ops"], v["outside_ms"]
+            out += ["", f"Not in these figures: device ops outside every traced step's span, {base} {a_ops} "
+                    f"({a_ms:.3f} ms), {name} {b_ops} ({b_ms:.3f} ms) over their trials; `perfkit trace breakdown "
+                    "--window trace` on a trial's `rank*/trace` folders measures them."]
         if name == aa_name:
             m = v["marked"]
             out += ["", f"A/A control: {m['marked']} of {m['rows']} parts marked; chance allows up to "

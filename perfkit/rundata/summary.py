@@ -228,6 +228,8 @@ class Marked(TypedDict):
 class AttributionVariant(TypedDict):
     trials: list[int]
     chip_steps: list[int]
+    outside_ops: NotRequired[list[int]]   # [a, b]: device ops outside every step's span, not in the figures
+    outside_ms: NotRequired[list[float]]  # [a, b]: their durations summed
     confidence: float
     total: AttributionRow
     category: list[AttributionRow]

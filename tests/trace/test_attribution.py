@@ -20,10 +20,11 @@ COUNT = 3
 COMMON = [f"fusion.{i}" for i in range(1, 9)]  # both sides' compute ops
 
 
-def trial_trace(path, rng, trial_scale, planted: bool) -> np.ndarray:
+def trial_trace(path, rng, trial_scale, planted: bool, after_us: int = 0) -> np.ndarray:
     """One trial: CHIPS TPU chips, STEPS steps; per step the COMMON fusions (each ~10 us times the trial's
-    scale, with 5% noise) and, ``planted``, COUNT all-reduces, then 2 us idle. Returns the planted
-    durations (us) per (chip, step, instance)."""
+    scale, with 5% noise) and, ``planted``, COUNT all-reduces, then 2 us idle; ``after_us``: a fusion of that
+    long on each chip after its last step, in no step. Returns the planted durations (us) per (chip, step,
+    instance)."""
     space = XSpaceWriter("h")
     space.program(5, "jit_m", [(n, "fusion", "f32[8,128]") for n in COMMON] + [(ADDED, "all-reduce", "f32[1024]")])
     planted_us = rng.uniform(3, 5, size=(CHIPS, STEPS, COUNT)) if planted else np.zeros((CHIPS, STEPS, 0))
@@ -42,6 +43,8 @@ def trial_trace(path, rng, trial_scale, planted: bool) -> np.ndarray:
                 t += int(d * U)
             t += 2 * U
             steps.event(plane.op(str(step)), start, t - start)
+        if after_us:
+            ops.event(plane.op(COMMON[0], program_id=5, hlo_category="loop fusion"), t + U, after_us * U)
     space.save(path)
     return planted_us
 
@@ -136,15 +139,17 @@ def test_hierarchical_means_spread():
     assert draws.var(axis=0) == pytest.approx(expected, rel=0.04)
 
 
-def _run_dir(tmp_path, rng):
-    """A run directory of a two-variant command case, two good trials a side with traces."""
+def _run_dir(tmp_path, rng, after_us: int = 0):
+    """A run directory of a two-variant command case, two good trials a side with traces (``after_us``: b's
+    with an op after the last step, ``trial_trace``)."""
+    tmp_path.mkdir(exist_ok=True)
     (tmp_path / "case.yaml").write_text(yaml.safe_dump({
         "name": "planted", "command": ["python", "x.py"], "devices": 2, "seed": 0,
         "variants": {"a": {"env": {}}, "b": {"env": {}}}}))
     lines = []
     for i, v in enumerate(["a", "b", "b", "a"]):
         folder = tmp_path / "trials" / f"{i:02d}-{v}"
-        trial_trace(folder / "rank0" / "trace" / "h.xplane.pb", rng, 1.0, v == "b")
+        trial_trace(folder / "rank0" / "trace" / "h.xplane.pb", rng, 1.0, v == "b", after_us if v == "b" else 0)
         lines.append(json.dumps({"index": i, "variant": v, "status": "ok", "dir": f"trials/{i:02d}-{v}"}))
     (tmp_path / "trials.jsonl").write_text("\n".join(lines) + "\n")
     return tmp_path
@@ -165,6 +170,27 @@ def test_trace_diff_run_dir(tmp_path):
     frame = attribution.run_attribution(run_dir, top=4)  # the Python API: the same rows as a frame
     ops = frame[(frame["variant"] == "b") & (frame["by"] == "op")]
     assert ops.iloc[0]["delta_ms"] == pytest.approx(b["op"][0]["delta_ms"])
+
+
+def test_ops_after_the_last_step_are_named_not_attributed(tmp_path):
+    """b's trials each ran a 7 us fusion on each chip after their last step: in no figure of the attribution
+    (its total is the steps' alone either way), and counted beside it: 2 trials x 2 chips, 28 us."""
+    plain = attribution.summarize(_run_dir(tmp_path / "plain", np.random.default_rng(5)), _trials(tmp_path / "plain"),
+                                  ["a", "b"])["variants"]["b"]
+    doc = attribution.summarize(_run_dir(tmp_path / "after", np.random.default_rng(5), after_us=7),
+                                _trials(tmp_path / "after"), ["a", "b"])
+    b = doc["variants"]["b"]
+    assert (b["outside_ops"], b["outside_ms"]) == ([0, 2 * CHIPS], [0, pytest.approx(2 * CHIPS * 7e-3, abs=1e-12)])
+    assert (plain["outside_ops"], plain["outside_ms"]) == ([0, 0], [0, 0])
+    assert b["total"]["delta_ms"] == pytest.approx(plain["total"]["delta_ms"], abs=1e-12)
+    text = "\n".join(section(doc))
+    assert ("Not in these figures: device ops outside every traced step's span, a 0 (0.000 ms), b 4 (0.028 ms) over "
+            "their trials;") in text
+    assert "Not in these figures" not in "\n".join(section({**doc, "variants": {"b": plain}}))
+
+
+def _trials(run_dir) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines()]
 
 
 def test_trace_diff_not_a_run_dir(tmp_path):
