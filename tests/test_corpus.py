@@ -10,6 +10,7 @@ The oracle figures are held by the tests named below; every real file is referee
 | file | swept here | oracle test (referee) |
 | --- | --- | --- |
 | xplane/mi300_jax_conv_8gpu.xplane.pb | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_xprof.py::test_mi300_fixture_matches_hlo_stats, ::test_category_totals_match_op_profile (xprof hlo_stats, op_profile); trace/test_trace_fixtures.py (hlo_stats through the CLI) |
+| xplane/amd_te_fused_attn.xplane.pb | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_xprof.py::test_kernels_overlapping_on_a_stream_do_not_nest (xprof hlo_stats) |
 | kineto/rank-0.json.gz, rank-1.json.gz | trace breakdown, diff, tail, export, collectives | trace/test_trace_hta.py::test_whole_trace_equals_hta, ::test_hta_live (HTA 0.5.0 temporal breakdown, overlap); trace/test_trace_collectives.py::test_straggler_of_two_real_ranks_agrees_with_hta |
 | kineto/hta_nccl_data.json.gz | trace breakdown, diff, tail, export, collectives | trace/test_trace_hta.py::test_nanosecond_trace_hta_rounds_inward, ::test_hta_live; trace/test_trace_collectives.py::test_nccl_kernel_bytes_from_kineto_args (the file's own NCCL args) |
 | kineto/hta_trace_diff_control.json.gz | trace breakdown, diff, tail, export, collectives | trace/test_trace_cli.py::test_diff_counts_and_durations_equal_hta_trace_diff (HTA TraceDiff sums); trace/test_trace_names.py::test_agrees_with_hta_shorten_name; test_the_files_test_trace_hta_leaves_out_equal_hta below (HTA temporal breakdown, pinned) |
@@ -42,7 +43,7 @@ from reencode import crf30
 from perfkit.cli import cli
 from perfkit.trace import events
 
-XPLANES = ["xplane/mi300_jax_conv_8gpu.xplane.pb"]
+XPLANES = ["xplane/mi300_jax_conv_8gpu.xplane.pb", "xplane/amd_te_fused_attn.xplane.pb"]
 KINETO = [f"kineto/{name}.json.gz" for name in ("rank-0", "rank-1", "hta_nccl_data", "hta_trace_diff_control",
                                                  "hta_trace_diff_test", "xdit_flux1_profile_rank0",
                                                  "hta_mtia_inference_rank0", "tb_plugin_resnet50_2021_worker0",
@@ -55,7 +56,7 @@ STEPS_OVERLAP = {"kineto/tracelens_mi300_resnet_act_checkpoint.json.gz"}
 VIDEO = "video/cogvideox_horse_720x480_49f.mp4"
 HLO_DUMPS = [f"hlo/{name}" for name in ("amd_te_fused_attn", "mi300_jax08_attention", "mi300_jax08_gemm",
                                         "mi300_jax_conv_08")]
-NO_COLLECTIVES = {"xplane/mi300_jax_conv_8gpu.xplane.pb", "kineto/xdit_flux1_profile_rank0.json.gz",
+NO_COLLECTIVES = {"xplane/mi300_jax_conv_8gpu.xplane.pb", "xplane/amd_te_fused_attn.xplane.pb", "kineto/xdit_flux1_profile_rank0.json.gz",
                   "kineto/hta_mtia_inference_rank0.json.gz", "kineto/tb_plugin_resnet50_2021_worker0.json.gz",
                   "kineto/hta_rank_non_gpu.json.gz", "kineto/hta_amd_mi250_minitoy.json.gz",
                   "kineto/hta_triton_example.json.gz", "kineto/hta_cuda_event_sync.json.gz"}

@@ -9,8 +9,6 @@ HTA's TraceDiff counts it.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
@@ -24,8 +22,6 @@ KEYS = ("kind", "op", "shape")
 # grouping columns of each key, and how a group's values read as one label
 _GROUPS = {"kind": ["kind"], "op": ["hlo_op", "name"], "shape": ["kind", "shape"]}
 EVENT_COLUMNS = {by: timeline.COLUMNS + tuple(_GROUPS[by]) for by in KEYS}  # all it reads, per key
-# GPU stream lines as the readers name them: Kineto "stream <tid>", xplane "Stream #<k>(...)"
-_GPU_STREAM = re.compile(r"stream \d+$|Stream #\d+")
 
 
 def _label(by: str, values: tuple) -> str:
@@ -42,8 +38,7 @@ def _op_times(events: pd.DataFrame, by: str, window: str, layout: timeline.Layou
     spans, ops = timeline.measured(events, window, [*_GROUPS[by], "category", "line", "start_ps"], layout)
     if spans.empty:
         return timeline.Measured(spans, ops.assign(time_ps=np.zeros(0, np.int64)))
-    on_stream = np.array([bool(_GPU_STREAM.match(str(c))) for c in ops["line"].cat.categories] + [False])
-    ops = ops.assign(time_ps=np.where(on_stream[ops["line"].cat.codes.to_numpy()], ops["end_ps"] - ops["start_ps"],
+    ops = ops.assign(time_ps=np.where(timeline.on_gpu_stream(ops["line"]), ops["end_ps"] - ops["start_ps"],
                                       ops["self_ps"]))
     return timeline.Measured(spans, ops)
 

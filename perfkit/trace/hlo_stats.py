@@ -2,7 +2,8 @@
 referee perfkit's reading of a profile:
 
 - an op's occurrences, total time and self time (total minus the time of the ops nested inside it on
-  the same line: a ``while`` around its body) are summed over every chip and rank;
+  the same line: a ``while`` around its body; on a GPU stream, where kernels never nest, the total) are
+  summed over every chip and rank;
 - every device event is one occurrence, also where one HLO op launches several GPU kernels in a row
   (xprof 2.24 counts them so: 79 occurrences of ``cudnn-conv.1``, two kernels each, in the MI300 fixture);
 - device events with no HLO op or no program (GPU kernels launched outside XLA, copies) are not in
@@ -18,20 +19,21 @@ import numpy as np
 import pandas as pd
 
 from perfkit.trace.events import device_ops
-from perfkit.trace.timeline import parents
+from perfkit.trace.timeline import on_gpu_stream, parents
 
 COLUMNS = ["program_id", "hlo_module", "hlo_op", "occurrences", "total_ps", "self_ps"]
 
 
 def _self_ps(ops: pd.DataFrame) -> np.ndarray:
-    """Each op's duration less that of the ops nested directly inside it on its line (whole trace)."""
+    """Each op's duration less that of the ops nested directly inside it on its line (whole trace); a GPU
+    stream's kernel its whole duration (kernels never nest: xprof's reading too)."""
     line = ops.groupby(["rank", "device", "line"], observed=True, sort=False).ngroup().to_numpy(np.int64)
     start = ops["start_ps"].to_numpy(np.int64)
     dur = ops["dur_ps"].to_numpy(np.int64)
     parent = parents(line, start, start + dur)
     child = np.flatnonzero(parent >= 0)
     inner = np.bincount(parent[child], weights=dur[child], minlength=len(ops))
-    return dur - inner.astype(np.int64)
+    return np.where(on_gpu_stream(ops["line"]), dur, dur - inner.astype(np.int64))
 
 
 def attributed(ops: pd.DataFrame) -> np.ndarray:

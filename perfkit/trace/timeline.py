@@ -9,6 +9,7 @@ nested, so every step is a linear pass; it sorts only where that does not hold (
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 import numpy as np
@@ -17,6 +18,8 @@ import pandas as pd
 from perfkit.trace.classify import CATEGORIES
 from perfkit.trace.events import chip_frame, chip_key
 
+# GPU stream lines as the readers name them: Kineto "stream <tid>", xplane "Stream #<k>(...)"
+_GPU_STREAM = re.compile(r"stream \d+$|Stream #\d+")
 COLLECTIVE_CLASSES = (CATEGORIES.index("ici"), CATEGORIES.index("dcn"))  # classes of collectives (communication)
 _IS_COLLECTIVE = np.isin(np.arange(len(CATEGORIES)), COLLECTIVE_CLASSES).astype(np.int8)  # by class
 WINDOWS = ("step", "trace")  # spans: each step marker's window, or a device's first to last op
@@ -136,6 +139,13 @@ def _outside(rank: np.ndarray, device: np.ndarray, dur: np.ndarray) -> list[dict
     op_ps = np.bincount(chip, weights=dur, minlength=keys.size)  # float64: exact below 2**53 ps a chip
     return [{"rank": int(r), "device": int(d), "ops": int(n), "op_ps": int(t)}
             for r, d, n, t in zip(chips["rank"], chips["device"], ops, op_ps)]
+
+
+def on_gpu_stream(line: pd.Series) -> np.ndarray:
+    """(n,) bool: the ops of a categorical ``line`` column that run on a GPU stream, where kernels run one
+    after another and never nest (one that starts before the one before it ends is the clocks' skew)."""
+    table = np.array([bool(_GPU_STREAM.match(str(c))) for c in line.cat.categories] + [False])
+    return table[line.cat.codes.to_numpy()]
 
 
 def _codes(column: pd.Series, table) -> np.ndarray:

@@ -22,6 +22,7 @@ from perfkit.trace.synthetic import FINGERPRINT, tpu_profile
 
 US = 1_000_000  # picoseconds per microsecond
 MI300 = Path("xplane") / "mi300_jax_conv_8gpu.xplane.pb"
+TE_ATTN = Path("xplane") / "amd_te_fused_attn.xplane.pb"
 
 
 def xprof_tool(path: Path, tool: str):
@@ -67,6 +68,16 @@ def test_mi300_fixture_matches_hlo_stats(fixtures_dir):
     apart = hlo_stats.unattributed(events.load([path])).set_index("name")["count"].to_dict()
     assert apart == {"__amd_rocclr_copyBuffer.kd": 35, "Im3d2Col.kd": 1, "input_transpose_fusion_1.kd": 1}
     assert len(events.device_ops(events.load([path]))) == 198 + 37
+
+
+def test_kernels_overlapping_on_a_stream_do_not_nest(fixtures_dir):
+    """TransformerEngine's fused attention on an AMD GPU: on Stream #2 six kernels start 41-193 ns before the
+    one before them ends (the clocks' skew). Kernels never nest: each one's self time is its whole time, as
+    xprof's hlo_stats has it (read as nesting, gemm_fusion_dot.1 lost 32.7 us of its 485.3)."""
+    path = fixtures_dir / TE_ATTN
+    theirs = xprof_hlo_stats(path)
+    assert_same_rows(perfkit_hlo_stats(path), theirs)
+    assert theirs[("17", "gemm_fusion_dot.1")][1:] == (485285000, 485285000)
 
 
 @pytest.mark.parametrize("chips", [1, 4])
