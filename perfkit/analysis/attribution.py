@@ -164,9 +164,9 @@ def trials_parts(folders: list[Path], window: str = "step") -> pd.DataFrame:
     for folder in folders:
         frame = events.load(sorted(folder.glob("rank*/trace")), None, columns=diff.EVENT_COLUMNS["op"])
         frames.append(chip_step_parts(frame, folder.name, window))
-    outside = [chip for f in frames for chip in f.attrs["outside"]]
+    ops, ps = timeline.outside_total([chip for f in frames for chip in f.attrs["outside"]])
     out = pd.concat(frames, ignore_index=True)
-    out.attrs = {"outside_ops": sum(c["ops"] for c in outside), "outside_ps": sum(c["op_ps"] for c in outside)}
+    out.attrs = {"outside_ops": ops, "outside_ps": ps}
     return out
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from perfkit.errors import BadInput
-from perfkit.trace import breakdown, collectives, diff, shards
+from perfkit.trace import breakdown, collectives, diff, shards, timeline
 
 PS_PER_MS = 1e9
 TOP_DELTAS = 8
@@ -40,7 +40,7 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict]:
         analysed.append((folder.name, found.collectives))
         sources.update(found.steps_from)
         measured.update(found.measured)
-    outside = [chip for r in rows for chip in r.attrs["outside"]]
+    outside_ops, outside_ps = timeline.outside_total([chip for r in rows for chip in r.attrs["outside"]])
     rows = pd.concat(rows)
     parts = {c.replace("_ps", "_ms"): float(rows[c].mean() / PS_PER_MS) for c in breakdown.TIMES + breakdown.COMM}
     comm = int(rows["comm_ps"].sum())
@@ -50,7 +50,7 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict]:
     comms = collectives.summarize(analysed)
     return ({"trials": len(folders), "chip_steps": len(rows), **parts, "steps_from": sorted(sources),
              "measured": "host ops" if "host" in measured else "device ops",
-             "outside_ops": sum(c["ops"] for c in outside), "outside_ms": sum(c["op_ps"] for c in outside) / PS_PER_MS},
+             "outside_ops": outside_ops, "outside_ms": outside_ps / PS_PER_MS},
             table, comms)
 
 

@@ -141,6 +141,11 @@ def _outside(rank: np.ndarray, device: np.ndarray, dur: np.ndarray) -> list[dict
             for r, d, n, t in zip(chips["rank"], chips["device"], ops, op_ps)]
 
 
+def outside_total(outside: list[dict]) -> tuple[int, int]:
+    """Records of ``Layout.outside`` (of any chips, trials) summed: how many ops, and their durations (ps)."""
+    return sum(c["ops"] for c in outside), sum(c["op_ps"] for c in outside)
+
+
 def on_gpu_stream(line: pd.Series) -> np.ndarray:
     """(n,) bool: the ops of a categorical ``line`` column that run on a GPU stream, where kernels run one
     after another and never nest (one that starts before the one before it ends is the clocks' skew)."""
