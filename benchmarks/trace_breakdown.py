@@ -13,7 +13,9 @@ of op time in collectives: async all-gather and collective-permute pairs), every
 issue 15's 145 MB file), program id a 64-bit fingerprint above 2**63; the program's HLO in
 ``/host:metadata``. ``--shape xprof`` builds the profile as xprof's own files are: 1000 steps, each op of
 a step a distinct instruction, a ``group_id`` stat (the step) on every event in place of the self
-time, ``flops`` and ``bytes_accessed`` on the ops' metadata (about 23 bytes an event). The
+time, each op's time on its chip's clock (``device_offset_ps``, ``device_duration_ps``: on real TPU ops
+both, the offset 6 bytes), ``flops`` and ``bytes_accessed`` on the ops' metadata (about 42 bytes an
+event). The
 events are encoded with numpy (protobuf's Python objects would take minutes at this size), the rest
 (metadata, headers) with ``perfkit.trace.synthetic``. Each command runs under ``/usr/bin/time -v``
 (peak RSS of the largest process; user + system CPU of the process and the workers it waited for),
@@ -114,8 +116,8 @@ def _field(number: int, payload: bytes) -> bytes:
 def build(path: Path, events: int, chips: int = CHIPS, shape: str = "benchmark") -> dict:
     """The XSpace described above with about ``events`` events (ops and step markers); ``shape`` "xprof":
     ``XPROF_STEPS`` steps, each op of a step a distinct instruction of the program, a ``group_id`` stat
-    (the step) on every event and ``flops`` / ``bytes_accessed`` on the ops' metadata, as xprof's own
-    files carry them."""
+    (the step) on every event, ``device_offset_ps`` / ``device_duration_ps`` on every op and ``flops`` /
+    ``bytes_accessed`` on the ops' metadata, as xprof's own files carry them."""
     xprof = shape == "xprof"
     if xprof:
         steps = XPROF_STEPS
@@ -153,8 +155,11 @@ def build(path: Path, events: int, chips: int = CHIPS, shape: str = "benchmark")
         stamp, stamp_len = _varints(np.array([1_000], np.uint64))
         header = b"\x08\x63" + _field(2, b"XLA Ops") + b"\x18" + stamp[0, :stamp_len[0]].tobytes()
         stats = [(plane.stat_id("dma_stall_duration_ps"), stall.astype(np.uint64))]
-        if xprof:  # the step of every event, as xprof's grouping writes it
-            every = [(plane.stat_id("group_id"), (i // per_step).astype(np.uint64))]
+        if xprof:  # the step of every event, as xprof's grouping writes it, and each op's time on its chip's
+            # clock (here 1 ns off the trace's start), as a TPU writes it
+            every = [(plane.stat_id("group_id"), (i // per_step).astype(np.uint64)),
+                     (plane.stat_id("device_offset_ps"), (offset + 1_000).astype(np.uint64)),
+                     (plane.stat_id("device_duration_ps"), dur.astype(np.uint64))]
         else:  # a self time on every op, as real TPU ops carry it
             every = []
             stats.append((plane.stat_id("self_duration_ps"), dur.astype(np.uint64)))

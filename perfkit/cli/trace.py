@@ -153,11 +153,11 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     spans = steps_from if window == "step" else ["whole trace"]
     last = ("last step dropped (HTA's default)" if last_step == "drop" else "last step kept (HTA's "
             "include_last_profiler_step=True)")
-    outside = rows.attrs["outside"]
+    outside, clock = rows.attrs["outside"], rows.attrs["clock"]
     if as_json:
         click.echo(json.dumps({"measured": measured, "steps_from": spans, "window": window, "last_step": last_step,
                                "rows": _json_rows(rows[COLUMNS]), "mean": _json_rows(means),
-                               "outside_steps": outside}, indent=1))
+                               "outside_steps": outside, "device_clock": clock}, indent=1))
         return
     share = lambda v: "-" if pd.isna(v) else f"{100 * v:.1f}%"  # noqa: E731
     if measured == "host ops":
@@ -166,6 +166,8 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
                "times in ms; comm: collectives in flight, hidden: the part of it under compute")
     if outside:
         click.echo(_outside_line(outside))
+    if any(c["parted"] for c in clock):
+        click.echo(_clock_line(clock))
     parts = shown_parts(rows)  # DCN only where a profile has cross-slice collectives
     hidden_parts = [c for c in TIMES if c != "span_ps" and c.removesuffix("_ps") not in parts]
     table = _ms(rows[COLUMNS].drop(columns=hidden_parts), [c for c in TIMES + COMM if c not in hidden_parts])
@@ -187,6 +189,16 @@ def _outside_line(outside: list[dict], side: str = "") -> str:
     more = f"; and {len(chips) - 4} more chips" if len(chips) > 4 else ""
     return (f"not measured{side}, outside every step's span (--window trace measures the whole trace): "
             f"{'; '.join(chips[:4])}{more} (device ops, their durations summed)")
+
+
+def _clock_line(clock: list[dict], side: str = "") -> str:
+    """Where the ops' trace and chip clocks part (``clocks.parted``), in one line."""
+    from perfkit.trace.clocks import PARTED  # an analysis module: loaded by the command that has its records
+
+    ops, parted, ps = (sum(c[k] for c in clock) for k in ("ops", "parted", "parted_ps"))
+    return (f"clock{side}: times here are the trace's (host-synchronized, as xprof's trace viewer shows them); on "
+            f"{parted} of {ops} ops they part by over {PARTED:.0%} from the chip's own (device_duration_ps, which "
+            f"xprof's op_profile and hlo_stats count): {ps / PS_PER_MS:.3f} ms of difference in all")
 
 
 @trace.command()
@@ -227,7 +239,8 @@ def diff(a, b, by, top, step_pattern, window, as_json):
     if as_json:
         click.echo(json.dumps({"measured": measured, "by": by, "window": window, "spans_a": table.attrs["spans_a"],
                                "spans_b": table.attrs["spans_b"], "rows": _json_rows(table),
-                               "outside_steps_a": table.attrs["outside_a"], "outside_steps_b": table.attrs["outside_b"]},
+                               "outside_steps_a": table.attrs["outside_a"], "outside_steps_b": table.attrs["outside_b"],
+                               "device_clock_a": table.attrs["clock_a"], "device_clock_b": table.attrs["clock_b"]},
                               indent=1))
         return
     if measured == "host ops":
@@ -238,6 +251,8 @@ def diff(a, b, by, top, step_pattern, window, as_json):
     for side in ("a", "b"):
         if table.attrs[f"outside_{side}"]:
             click.echo(_outside_line(table.attrs[f"outside_{side}"], f" in {side.upper()}"))
+        if any(c["parted"] for c in table.attrs[f"clock_{side}"]):
+            click.echo(_clock_line(table.attrs[f"clock_{side}"], f" in {side.upper()}"))
     totals = table.groupby("category")[["a_ps", "b_ps", "delta_ps"]].sum()
     shown = table.head(top).copy()
     shown["delta %"] = (100 * shown["delta_ps"] / shown["a_ps"].where(shown["a_ps"] > 0)).map(
@@ -355,11 +370,16 @@ def collectives(paths, step_pattern, top, as_json):
 @click.option("--perfetto", "out", required=True, type=click.Path(dir_okay=False), help="Output JSON file.")
 @steps_option
 def export(paths, out, step_pattern):
-    """All ranks and chips merged into one Perfetto / Chrome trace (open in ui.perfetto.dev)."""
+    """All ranks and chips merged into one Perfetto / Chrome trace (open in ui.perfetto.dev): every event
+    perfkit reads (a TPU's Tensor Core, TC Overlay, XLA TraceMe and _counters_ lines are not read)."""
     # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
     from perfkit.trace.export import write_perfetto
+    from perfkit.trace.xplane import SKIPPED_LINES
 
     _prepare()
 
-    n = write_perfetto(_load(paths, step_pattern), out)
-    click.echo(f"{n} events -> {out}")
+    frame = _load(paths, step_pattern)
+    tpu = "XLA Ops" in frame["line"].cat.categories
+    n = write_perfetto(frame, out)
+    unread = f" (a TPU's lines {', '.join(sorted(SKIPPED_LINES))} are not read)" if tpu else ""
+    click.echo(f"{n} events -> {out}{unread}")

@@ -25,14 +25,14 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from perfkit.trace import timeline
+from perfkit.trace import clocks, timeline
 from perfkit.trace.classify import CATEGORIES
 
 PARTS = (*CATEGORIES, "idle")
 TIMES = ["span_ps"] + [f"{p}_ps" for p in PARTS]  # a span and the parts it splits into
 COMM = ["comm_ps", "hidden_ps"]  # collectives in flight, and the part of that under compute
 COLUMNS = ["rank", "device", "step", *TIMES, *COMM, "overlap"]
-EVENT_COLUMNS = timeline.COLUMNS  # all it reads
+EVENT_COLUMNS = tuple(dict.fromkeys(timeline.COLUMNS + clocks.COLUMNS))  # all it reads
 _COMPUTE, _DMA = CATEGORIES.index("compute"), CATEGORIES.index("dma")
 _COMM_BITS = sum(1 << i for i in timeline.COLLECTIVE_CLASSES)  # ICI and DCN collectives
 
@@ -144,7 +144,8 @@ def breakdown(events: pd.DataFrame, window: str = "step", layout: timeline.Layou
     ``timeline.layout(events, window)`` where the caller has it already (it is read, never changed).
     ``attrs["measured"]``: the events' (``events.load``): host ops stood in for device ops where "host";
     ``attrs["outside"]``: per chip, its device ops that no step's span holds, as ``{rank, device, ops, op_ps}``
-    (``timeline.Layout.outside``)."""
+    (``timeline.Layout.outside``); ``attrs["clock"]``: per chip, where its ops' trace and chip clocks part
+    (``clocks.parted``)."""
     spans, ops, stall, outside = timeline.layout(events, window) if layout is None else layout
     if spans.empty:
         return _measured(pd.DataFrame(columns=COLUMNS + ["start_ps"]), events, outside)
@@ -187,6 +188,7 @@ def breakdown(events: pd.DataFrame, window: str = "step", layout: timeline.Layou
 def _measured(rows: pd.DataFrame, events: pd.DataFrame, outside: list[dict]) -> pd.DataFrame:
     rows.attrs["measured"] = events.attrs.get("measured", ["device"])
     rows.attrs["outside"] = outside
+    rows.attrs["clock"] = clocks.parted(events)
     return rows
 
 

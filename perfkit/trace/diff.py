@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from perfkit.errors import BadInput
-from perfkit.trace import timeline
+from perfkit.trace import clocks, timeline
 from perfkit.trace.classify import CATEGORIES
 
 KEYS = ("kind", "op", "shape")
@@ -21,7 +21,7 @@ KEYS = ("kind", "op", "shape")
 
 # grouping columns of each key, and how a group's values read as one label
 _GROUPS = {"kind": ["kind"], "op": ["hlo_op", "name"], "shape": ["kind", "shape"]}
-EVENT_COLUMNS = {by: timeline.COLUMNS + tuple(_GROUPS[by]) for by in KEYS}  # all it reads, per key
+EVENT_COLUMNS = {by: tuple(dict.fromkeys(timeline.COLUMNS + clocks.COLUMNS + tuple(_GROUPS[by]))) for by in KEYS}  # all it reads, per key
 
 
 def _label(by: str, values: tuple) -> str:
@@ -46,7 +46,8 @@ def _op_times(events: pd.DataFrame, by: str, window: str, layout: timeline.Layou
 def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step", layout: timeline.Layout | None = None
             ) -> tuple[pd.DataFrame, int]:
     """Exclusive device time summed per (key columns of ``by``, category): ``sum`` (ps) and ``size`` (ops),
-    ``attrs["outside"]`` the device ops no span holds (``timeline.Layout.outside``); and the number of
+    ``attrs["outside"]`` the device ops no span holds (``timeline.Layout.outside``), ``attrs["clock"]`` where
+    their trace and chip clocks part (``clocks.parted``); and the number of
     (device, step) spans measured. Sums of disjoint sets of chips add up (the shards of a profile,
     ``perfkit.trace.shards``). ``layout``: ``timeline.layout(events, window)`` where the caller has it already."""
     laid = timeline.layout(events, window) if layout is None else layout
@@ -57,6 +58,7 @@ def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step", layout
         groups = (ops.groupby(_GROUPS[by] + ["category"], observed=True, dropna=False)["time_ps"]
                   .agg(["sum", "size"]).reset_index())
     groups.attrs["outside"] = laid.outside
+    groups.attrs["clock"] = clocks.parted(events)
     return groups, len(spans)
 
 
@@ -105,6 +107,7 @@ def per_step(events: pd.DataFrame, by: str = "kind", window: str = "step", layou
     table = per_key(groups, spans, by)
     table.attrs["measured"] = events.attrs.get("measured", ["device"])
     table.attrs["outside"] = groups.attrs["outside"]
+    table.attrs["clock"] = groups.attrs["clock"]
     return table
 
 
@@ -112,7 +115,8 @@ def compare(ta: pd.DataFrame, tb: pd.DataFrame) -> pd.DataFrame:
     """Two ``per_step`` tables side by side: per key ``a_ps``, ``b_ps``, ``delta_ps`` (b - a), ``a_count``,
     ``b_count``, ``category``; the largest changes first; ``attrs``: spans_a, spans_b, measured (both sides'
     ``events.load`` ``measured``: "host" where a side's host ops stood in for device ops), outside_a,
-    outside_b (each side's device ops outside every span, ``timeline.Layout.outside``)."""
+    outside_b (each side's device ops outside every span, ``timeline.Layout.outside``), clock_a, clock_b
+    (where each side's ops' trace and chip clocks part, ``clocks.parted``)."""
     out = ta.add_suffix("_a").join(tb.add_suffix("_b"), how="outer")
     result = pd.DataFrame({
         "key": out.index,
@@ -126,7 +130,8 @@ def compare(ta: pd.DataFrame, tb: pd.DataFrame) -> pd.DataFrame:
     result = result.iloc[np.argsort(-result["delta_ps"].abs().to_numpy(), kind="stable")].reset_index(drop=True)
     result.attrs.update(spans_a=ta.attrs["spans"], spans_b=tb.attrs["spans"],
                         measured=sorted({*ta.attrs.get("measured", ["device"]), *tb.attrs.get("measured", ["device"])}),
-                        outside_a=ta.attrs.get("outside", []), outside_b=tb.attrs.get("outside", []))
+                        outside_a=ta.attrs.get("outside", []), outside_b=tb.attrs.get("outside", []),
+                        clock_a=ta.attrs.get("clock", []), clock_b=tb.attrs.get("clock", []))
     return result
 
 

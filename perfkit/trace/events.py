@@ -18,6 +18,7 @@ One row per event. Columns:
 | shape | category | output shape of the op where known |
 | stall_ps | int64 | local DMA stall inside the op (TPU ``dma_stall_duration_ps``) |
 | launch_step | int32 | Kineto only: the host ProfilerStep a device op's launch ran in (-1 unknown; absent from XSpaces' frames) |
+| device_offset_ps, device_duration_ps | int64 | a TPU op's time on its chip's own clock, as its stats give it (-1 absent); ``start_ps`` and ``dur_ps`` are the host-synchronized clock's, which xprof's trace viewer shows |
 
 Strings are categoricals and numbers numpy columns: about 60 bytes an event, against over a kilobyte
 for the same event as a Python dict.
@@ -42,7 +43,7 @@ from perfkit.trace.raw import ROLES, RawTrace
 ROLE_NAMES = {v: k for k, v in ROLES.items()}  # non-op roles are also the category of their events
 CATEGORY_VALUES = classify.CATEGORIES + tuple(r for r in ROLES if r != "op")
 COLUMNS = ("rank", "host", "device", "line", "name", "kind", "category", "start_ps", "dur_ps", "hlo_op", "hlo_module",
-           "program_id", "step", "shape", "stall_ps", "launch_step")
+           "program_id", "step", "shape", "stall_ps", "launch_step", "device_offset_ps", "device_duration_ps")
 KINETO_ONLY = "launch_step"  # a column only Kineto frames have
 REQUIRED = ("rank", "device", "category", "step")  # every frame has these (one-file-per-step check, device_ops)
 CATEGORICAL = ("host", "line", "name", "kind", "category", "hlo_op", "hlo_module", "shape")
@@ -243,6 +244,8 @@ def frame(raw: RawTrace, pattern: re.Pattern | None, shift_ps: int, columns: tup
         "shape": lambda: classes["shape"],
         "stall_ps": lambda: cols["stall_ps"],
         KINETO_ONLY: lambda: cols[KINETO_ONLY],
+        "device_offset_ps": lambda: cols.get("device_offset_ps", np.full(n, -1, np.int64)),
+        "device_duration_ps": lambda: cols.get("device_duration_ps", np.full(n, -1, np.int64)),
     }
     out = pd.DataFrame({c: build[c]() for c in columns if c != KINETO_ONLY or KINETO_ONLY in cols}, copy=False)
     cols.clear()

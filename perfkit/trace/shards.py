@@ -242,12 +242,13 @@ def _stacked(rows: list[pd.DataFrame], done: Combined) -> pd.DataFrame:
     out = (pd.concat(parts, ignore_index=True).sort_values(["rank", "device", "step"], kind="stable", ignore_index=True)
            if parts else rows[0])
     out.attrs["measured"] = done.measured
-    out.attrs["outside"] = _outside([r.attrs["outside"] for r in rows])
+    out.attrs["outside"] = _per_chip([r.attrs["outside"] for r in rows])
+    out.attrs["clock"] = _per_chip([r.attrs["clock"] for r in rows])
     return out
 
 
-def _outside(parts: list[list[dict]]) -> list[dict]:
-    """The shards' device ops outside every span (``timeline.Layout.outside``), their chips in order."""
+def _per_chip(parts: list[list[dict]]) -> list[dict]:
+    """The shards' records of their chips (``timeline.Layout.outside``, ``clocks.parted``), in chip order."""
     return sorted((chip for part in parts for chip in part), key=lambda chip: (chip["rank"], chip["device"]))
 
 
@@ -261,13 +262,15 @@ def breakdown_traces(paths: list[str | Path], step_pattern: str | None = None, w
 
 def _op_table(sums: list[tuple[pd.DataFrame, int]], by: str, done: Combined) -> pd.DataFrame:
     """``diff.per_step``'s table from the shards' ``diff.op_time`` sums."""
-    outside = _outside([groups.attrs["outside"] for groups, _ in sums])
+    outside = _per_chip([groups.attrs["outside"] for groups, _ in sums])
+    clock = _per_chip([groups.attrs["clock"] for groups, _ in sums])
     sums = [s for s in sums if s[1]]
     if not sums:
         raise BadInput("no device ops in the trace", path=", ".join(done.files) or None)
     table = diffs.per_key(pd.concat([groups for groups, _ in sums], ignore_index=True), sum(n for _, n in sums), by)
     table.attrs["measured"] = done.measured
     table.attrs["outside"] = outside
+    table.attrs["clock"] = clock
     return table
 
 

@@ -7,7 +7,10 @@ plane's bytes (``wire``): a handful of numpy passes per event field, no Python o
 the event columns grow in place (no concatenation). What each event is comes from its plane and line:
 
 - ``/device:TPU:N``: ``XLA Ops`` events are device ops, ``Steps`` events step markers, ``XLA Modules``
-  module spans; op-level stats (``hlo_category``, ``program_id``) sit on the event metadata.
+  module spans; op-level stats (``hlo_category``, ``program_id``) sit on the event metadata. An op's
+  offset and duration are on the host-synchronized clock (xprof's trace viewer shows them); its stats
+  ``device_offset_ps`` / ``device_duration_ps``, where it has them, on the chip's own (xprof's op_profile
+  and hlo_stats count these): kept apart, for they part by up to tens of milliseconds.
   ``Async XLA Ops`` (the in-flight span of an async op whose -start / -done halves are on ``XLA Ops``)
   and other lines are kept as ``other`` (never counted); ``SKIPPED_LINES`` (LLO bundles, overlays,
   TraceMes inside ops, counter samples) are not decoded at all.
@@ -49,8 +52,10 @@ PARALLEL_BYTES = 8 << 20  # planes' bytes below which starting workers costs mor
 # The columns of a RawTrace, as the reader fills them (raw.RawTrace says what each holds).
 COLUMNS = {"name": np.int32, "line": np.int32, "device": np.int32, "role": np.int8, "start_ps": np.int64,
            "dur_ps": np.int64, "step": np.int32, "program_id": np.uint64, "program_known": np.bool_,
-           "stall_ps": np.int64, "hlo_op": np.int32, "hlo_module": np.int32, "hlo_category": np.int32}
-INT_STATS = ("device_ordinal", "step_num", "group_id", "dma_stall_duration_ps")  # int64, -1 absent
+           "stall_ps": np.int64, "hlo_op": np.int32, "hlo_module": np.int32, "hlo_category": np.int32,
+           "device_offset_ps": np.int64, "device_duration_ps": np.int64}
+DEVICE_CLOCK = ("device_offset_ps", "device_duration_ps")  # a TPU op's time on its chip's own clock
+INT_STATS = ("device_ordinal", "step_num", "group_id", "dma_stall_duration_ps", *DEVICE_CLOCK)  # int64, -1 absent
 STR_STATS = ("hlo_op", "hlo_module", "hlo_category")
 PROGRAM = "program_id"  # uint64 with a presence flag: fingerprints use the whole range
 SKIPPED_LINES = frozenset({"Tensor Core", "TC Overlay", "XLA TraceMe", "_counters_"})
@@ -58,6 +63,7 @@ _DEVICE_PLANE = re.compile(r"/device:(TPU|GPU):(\d+)")
 _DCN_PLANE = "/device:CUSTOM:Megascale Trace"
 _STREAM_LINE = re.compile(r"Stream #\d+")
 _INT_FIELDS, _DOUBLE_FIELD, _INLINE_STR_FIELDS, _REF_FIELD = (3, 4), 2, (5, 6), 7  # XStat value field numbers
+_PLAIN_TAGS = np.array([number << 3 | wire.VARINT for number in (*_INT_FIELDS, _REF_FIELD)], np.uint8)
 
 
 class _Plane(NamedTuple):
@@ -144,6 +150,8 @@ def _wanted(plane: _Plane, role: int) -> dict[int, str]:
     names = set(INT_STATS + STR_STATS + (PROGRAM,))
     if plane.kind != "host" and role != ROLES["step"]:
         names -= {"step_num", "group_id"}
+    if role != ROLES["op"] or plane.kind == "host":
+        names -= set(DEVICE_CLOCK)
     if plane.kind in ("TPU", "GPU"):
         names.discard("device_ordinal")
     return {mid: name for mid, name in plane.stat_names.items() if name in names}
@@ -192,10 +200,24 @@ def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane:
     value_field = np.zeros(stat_msg.size, np.int64)
     value = np.zeros(stat_msg.size, np.uint64)
     data = np.zeros(stat_msg.size, np.int64)
-    for f in wire.fields(buf, stat_start, stat_end):
-        f.put(1, ids)
+    # Most stats are a one-byte metadata id and one int or reference (``08 id tag varint``, as protobuf
+    # writes them): their value is decoded in one pass; the others field by field.
+    plain = np.flatnonzero((buf[stat_start] == 0x08) & (buf[stat_start + 1] < 0x80)
+                           & np.isin(buf[stat_start + 2], _PLAIN_TAGS))
+    if plain.size:
+        plain_value, plain_end = wire.varints(buf, stat_start[plain] + 3)
+        whole = plain_end == stat_end[plain]
+        plain, plain_value = plain[whole], plain_value[whole]
+        ids[plain], value_field[plain], value[plain] = buf[stat_start[plain] + 1], buf[stat_start[plain] + 2] >> 3, plain_value
+    rest = np.ones(stat_msg.size, bool)
+    rest[plain] = False
+    rest = np.flatnonzero(rest)
+    for f in wire.fields(buf, stat_start[rest], stat_end[rest]):
+        at = rest[f.msg]
+        sel = f.number == 1
+        ids[at[sel]] = f.value[sel].view(np.int64)
         sel = (f.number >= 2) & (f.number <= 7)
-        value_field[f.msg[sel]], value[f.msg[sel]], data[f.msg[sel]] = f.number[sel], f.value[sel], f.data[sel]
+        value_field[at[sel]], value[at[sel]], data[at[sel]] = f.number[sel], f.value[sel], f.data[sel]
     for mid, name in wanted.items():
         rows = np.flatnonzero(ids == mid)
         if not rows.size:
@@ -582,3 +604,5 @@ def _resolve(cols: dict[str, np.ndarray], plane: _Plane, role: int, line_code: i
     np.add(cols["offset_ps"], base_ps, out=out["start_ps"])
     out["dur_ps"][:] = cols["dur_ps"]
     np.maximum(stat("dma_stall_duration_ps"), 0, out=out["stall_ps"])
+    for clock in DEVICE_CLOCK:  # the events' own (no metadata carries them)
+        out[clock][:] = cols[clock] if clock in cols else -1

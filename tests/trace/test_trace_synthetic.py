@@ -14,6 +14,7 @@ from perfkit.cli import cli
 from perfkit.errors import BadInput
 from perfkit.trace import breakdown, diff, events, tail, xplane
 from perfkit.trace.export import write_perfetto
+from perfkit.trace.schema import XSPACE
 from perfkit.trace.synthetic import FINGERPRINT, TPU_STEP, Inline, Uint64, XSpaceWriter, tpu_profile
 
 
@@ -280,3 +281,54 @@ def test_columns_not_asked_for_are_not_built(tmp_path):
     pd.testing.assert_frame_equal(breakdown.breakdown(some), breakdown.breakdown(whole))
     with pytest.raises(ValueError, match="no such events columns"):
         events.load([path], columns=["nope"])
+
+
+def _varint(value: int) -> bytes:
+    out = b""
+    while True:
+        out, value = out + bytes([value & 0x7F | (0x80 if value > 0x7F else 0)]), value >> 7
+        if not value:
+            return out
+
+
+def _length(number: int, payload: bytes) -> bytes:
+    return bytes([number << 3 | 2]) + _varint(len(payload)) + payload
+
+
+def test_stats_of_every_layout_read_as_protobuf_reads_them(tmp_path):
+    """Stats as protobuf writes them (a one-byte id, one value), and laid out otherwise: the value set
+    twice (protobuf keeps the last), the id after the value, a two-byte id. Each op's stall and chip-clock
+    duration are the values protobuf's own parser gives for the same bytes."""
+    space = XSpaceWriter("h")
+    plane = space.plane("/device:TPU:0")
+    md = plane.op("fusion.1", hlo_category="convolution")
+    stall, clock = plane.stat_id("dma_stall_duration_ps"), plane.stat_id("device_duration_ps")
+    for k in range(200):  # stat ids of two bytes
+        plane.stat_id(f"padding_{k}")
+    wide = plane.stat_id("device_offset_ps")
+    assert stall < 128 <= wide
+    layouts = [b"\x08" + _varint(stall) + b"\x18\x05",                    # as protobuf writes it
+               b"\x08" + _varint(stall) + b"\x18\x05\x20\x07",            # set twice: the int64 7
+               b"\x20\x09\x08" + _varint(stall),                          # the value first
+               b"\x08" + _varint(clock) + b"\x20" + _varint(3 * 10**12),  # a 6-byte value
+               b"\x08" + _varint(wide) + b"\x20\x0b"]                     # a 2-byte id
+    body = b"\x08\x01" + _length(2, b"XLA Ops")
+    for k, stat in enumerate(layouts):
+        body += _length(4, b"\x08" + _varint(md) + b"\x10" + _varint(10 * k * U) + b"\x18" + _varint(5 * U)
+                        + _length(4, stat))
+    path = tmp_path / "stats.xplane.pb"
+    planes = list(space.proto.planes)
+    del space.proto.planes[:]
+    path.write_bytes(space.proto.SerializeToString()
+                     + b"".join(_length(1, p.SerializeToString() + (_length(3, body) if p.name == "/device:TPU:0" else b""))
+                                for p in planes))
+    names = {v.name: k for k, v in XSPACE.FromString(path.read_bytes()).planes[0].stat_metadata.items()}
+    theirs = {"stall_ps": [], "device_duration_ps": [], "device_offset_ps": []}
+    for e in XSPACE.FromString(path.read_bytes()).planes[0].lines[0].events:
+        stat = {s.metadata_id: s.int64_value or s.uint64_value for s in e.stats}
+        theirs["stall_ps"].append(stat.get(names["dma_stall_duration_ps"], 0))
+        theirs["device_duration_ps"].append(stat.get(names["device_duration_ps"], -1))
+        theirs["device_offset_ps"].append(stat.get(names["device_offset_ps"], -1))
+    ops = events.device_ops(events.load([path]))
+    assert theirs["stall_ps"] == [5, 7, 9, 0, 0]
+    assert {c: ops[c].tolist() for c in theirs} == theirs
