@@ -27,17 +27,18 @@ def parted(events: pd.DataFrame) -> list[dict]:
     if "device_duration_ps" not in events:
         return []
     own = events["device_duration_ps"].to_numpy()
-    rows = np.flatnonzero(own >= 0)
-    if not rows.size:
+    carry = own >= 0
+    if not carry.any():
         return []
-    own = own[rows]
-    gap = np.abs(events["dur_ps"].to_numpy()[rows] - own)
-    part = gap > PARTED * own
-    keys, chip = np.unique(chip_key(events["rank"].to_numpy()[rows], events["device"].to_numpy()[rows]),
-                           return_inverse=True)
+    gap = np.abs(events["dur_ps"].to_numpy() - own)
+    part = carry & (gap > PARTED * own)
+    gap[~part] = 0
+    # per run of one chip's rows (a chip's events come together), then per chip
+    key = chip_key(events["rank"].to_numpy(), events["device"].to_numpy())
+    first = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+    keys, chip = np.unique(key[first], return_inverse=True)
+    sums = [np.bincount(chip, weights=np.add.reduceat(x, first), minlength=keys.size)  # float64: exact below 2**53
+            for x in (carry.astype(np.int64), part.astype(np.int64), gap)]
     chips = chip_frame(keys, events["rank"].dtype, events["device"].dtype)
-    ops = np.bincount(chip, minlength=keys.size)
-    parts = np.bincount(chip, weights=part, minlength=keys.size)
-    part_ps = np.bincount(chip[part], weights=gap[part], minlength=keys.size)  # float64: exact below 2**53 ps
     return [{"rank": int(r), "device": int(d), "ops": int(n), "parted": int(k), "parted_ps": int(t)}
-            for r, d, n, k, t in zip(chips["rank"], chips["device"], ops, parts, part_ps)]
+            for r, d, n, k, t in zip(chips["rank"], chips["device"], *sums) if n]

@@ -88,12 +88,13 @@ def is_xplane(path: Path) -> bool:
     return path.name.endswith(_XPLANE_SUFFIX) or path.suffix == ".pb"
 
 
-def _read(files: list[tuple[Path, int]], workers: int, named: set[Path]) -> list[RawTrace]:
-    """Each (path, rank) as a RawTrace: the XSpaces together (their planes shared out over ``workers``
-    processes), then Kineto files one by one. A Kineto file found in a folder (not in ``named``) that is
+def _read(files: list[tuple[Path, int]], workers: int, named: set[Path], columns: tuple[str, ...]
+          ) -> list[RawTrace]:
+    """Each (path, rank) as a RawTrace for a frame of ``columns``: the XSpaces together (their planes shared
+    out over ``workers`` processes), then Kineto files one by one. A Kineto file found in a folder (not in ``named``) that is
     not a trace perfkit reads is skipped with a note on stderr; none readable is BadInput."""
     xplanes = dict(zip((f for f, _ in files if is_xplane(f)), xplane.read_all([f for f in files if is_xplane(f[0])],
-                                                                                workers)))
+                                                                                workers, clock_columns(columns))))
     for path, _ in files:
         if not is_xplane(path) and not path.name.endswith(_KINETO_SUFFIXES):
             raise BadInput("not a trace file: expected *.xplane.pb, *.json or *.json.gz", path=path)
@@ -286,6 +287,12 @@ def wanted_columns(columns: Iterable[str] | None) -> tuple[str, ...]:
     return COLUMNS if columns is None else tuple(c for c in COLUMNS if c in set(columns) | set(REQUIRED))
 
 
+def clock_columns(columns: tuple[str, ...]) -> tuple[str, ...]:
+    """Of a frame's ``columns``, the chip-clock ones an XSpace reader decodes only where asked
+    (``xplane.DEVICE_CLOCK``)."""
+    return tuple(c for c in xplane.DEVICE_CLOCK if c in columns)
+
+
 def ranked_files(paths: list[str | Path]) -> list[tuple[Path, int]]:
     """The trace files at ``paths`` (``trace_files``), each with its rank: the one its path names, else
     one per host name, numbered in order."""
@@ -312,7 +319,7 @@ def load(paths: list[str | Path], step_pattern: str | None = None, workers: int 
         except re.error as exc:
             raise BadInput(f"not a regular expression: {exc}", field="--steps") from None
     ranked = ranked_files(paths)
-    raws = _read(ranked, workers or usable_cores(), {Path(p) for p in paths if Path(p).is_file()})
+    raws = _read(ranked, workers or usable_cores(), {Path(p) for p in paths if Path(p).is_file()}, wanted)
     files = [r.path for r in raws]
     origin = one_clock(files, [r.origin_ns for r in raws])
     frames = [frame(r, pattern, (r.origin_ns - origin) * 1000, wanted) for r in raws]

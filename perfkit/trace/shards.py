@@ -138,7 +138,8 @@ def _part(task: tuple[Shard, Callable, tuple[str, ...], int]) -> Part:
             return Part(analysis(frame), frame.attrs["origin_ns"], frame.attrs["files"], frame.attrs["steps_from"],
                         None, none, none, [], frame.attrs["measured"], None)
         (path, rank), = shard.files
-        raw = xplane.read_planes(shard.planes, shard.metadata, rank, shard.host)
+        wanted = events.wanted_columns(columns)
+        raw = xplane.read_planes(shard.planes, shard.metadata, rank, shard.host, events.clock_columns(wanted))
         if raw is None:
             return Part(None, None, [str(path)], [], None, none, none, [], [], None)
         cols = raw.columns
@@ -154,7 +155,7 @@ def _part(task: tuple[Shard, Callable, tuple[str, ...], int]) -> Part:
         unmarked = np.setdiff1d(np.unique(device[role == ROLES["op"]]), markers) if shard.annotated else none
         measured = [raw.measured]
         origin = raw.origin_ns
-        frame = events.frame(raw, None, 0, events.wanted_columns(columns))  # (consumes the raw columns)
+        frame = events.frame(raw, None, 0, wanted)  # (consumes the raw columns)
         return Part(analysis(frame), origin, [str(path)], [frame.attrs["steps_from"]], first, markers, unmarked,
                     instants, measured, None)
     except BadInput as exc:

@@ -143,6 +143,33 @@ def leading_varints(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, numbe
     return values, pos
 
 
+def short_payloads(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, number: int
+                   ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]] | None:
+    """Where each message ``buf[starts[i]:ends[i]]`` is nothing but LENGTH fields ``number`` of under 128
+    bytes each (an XEvent's stats past its leading fields), their payloads, a round per field as ``fields``
+    walks them: the messages' indices, payload starts and ends ((m,) int64 each, per round); None where one
+    message is otherwise. Half the numpy passes of ``fields``: only the one-byte tag and length to read."""
+    tag = number << 3 | LENGTH
+    pos = starts.astype(np.int64, copy=True)
+    live = np.flatnonzero(pos < ends)
+    msgs, datas, ends_ = [], [], []
+    while live.size:
+        at = pos[live]
+        length = buf[at + 1]
+        if not ((buf[at] == tag).all() and (length < 0x80).all()):
+            return None
+        data = at + 2
+        end = data + length
+        if (end > ends[live]).any():
+            raise WireError("a field runs past the end of its message")
+        msgs.append(live)
+        datas.append(data)
+        ends_.append(end)
+        pos[live] = end
+        live = live[end < ends[live]]
+    return msgs, datas, ends_
+
+
 def fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Iterator[Fields]:
     """Walk the messages ``buf[starts[i]:ends[i]]`` (starts, ends: (n,) int64) field by field: round k
     yields the k-th field of every message that has at least k fields."""

@@ -52,9 +52,10 @@ PARALLEL_BYTES = 8 << 20  # planes' bytes below which starting workers costs mor
 # The columns of a RawTrace, as the reader fills them (raw.RawTrace says what each holds).
 COLUMNS = {"name": np.int32, "line": np.int32, "device": np.int32, "role": np.int8, "start_ps": np.int64,
            "dur_ps": np.int64, "step": np.int32, "program_id": np.uint64, "program_known": np.bool_,
-           "stall_ps": np.int64, "hlo_op": np.int32, "hlo_module": np.int32, "hlo_category": np.int32,
-           "device_offset_ps": np.int64, "device_duration_ps": np.int64}
-DEVICE_CLOCK = ("device_offset_ps", "device_duration_ps")  # a TPU op's time on its chip's own clock
+           "stall_ps": np.int64, "hlo_op": np.int32, "hlo_module": np.int32, "hlo_category": np.int32}
+# A TPU op's time on its chip's own clock (int64 columns, -1 absent): decoded only where asked for, for real
+# TPU ops carry both on every op and reading them costs (benchmarks/trace_breakdown.py --shape xprof).
+DEVICE_CLOCK = ("device_offset_ps", "device_duration_ps")
 INT_STATS = ("device_ordinal", "step_num", "group_id", "dma_stall_duration_ps", *DEVICE_CLOCK)  # int64, -1 absent
 STR_STATS = ("hlo_op", "hlo_module", "hlo_category")
 PROGRAM = "program_id"  # uint64 with a presence flag: fingerprints use the whole range
@@ -63,7 +64,8 @@ _DEVICE_PLANE = re.compile(r"/device:(TPU|GPU):(\d+)")
 _DCN_PLANE = "/device:CUSTOM:Megascale Trace"
 _STREAM_LINE = re.compile(r"Stream #\d+")
 _INT_FIELDS, _DOUBLE_FIELD, _INLINE_STR_FIELDS, _REF_FIELD = (3, 4), 2, (5, 6), 7  # XStat value field numbers
-_PLAIN_TAGS = np.array([number << 3 | wire.VARINT for number in (*_INT_FIELDS, _REF_FIELD)], np.uint8)
+_PLAIN_TAG = np.isin(np.arange(256), [number << 3 | wire.VARINT for number in (*_INT_FIELDS, _REF_FIELD)])  # by tag byte
+_INT_FIELD = np.isin(np.arange(8), _INT_FIELDS)  # by XStat value field number
 
 
 class _Plane(NamedTuple):
@@ -143,7 +145,7 @@ def _programs(metadata_planes: list, path: Path) -> Programs:
     return Programs(protos, path)
 
 
-def _wanted(plane: _Plane, role: int) -> dict[int, str]:
+def _wanted(plane: _Plane, role: int, clock: tuple[str, ...]) -> dict[int, str]:
     """The stats read on the events of a line of ``role``, by metadata id: a device or DCN line's events
     are all of the line's role, so the step stats are read only where they are step markers (xprof
     writes a ``group_id`` on every event) and a device plane's events are of its own device."""
@@ -152,6 +154,7 @@ def _wanted(plane: _Plane, role: int) -> dict[int, str]:
         names -= {"step_num", "group_id"}
     if role != ROLES["op"] or plane.kind == "host":
         names -= set(DEVICE_CLOCK)
+    names -= set(DEVICE_CLOCK) - set(clock)
     if plane.kind in ("TPU", "GPU"):
         names.discard("device_ordinal")
     return {mid: name for mid, name in plane.stat_names.items() if name in names}
@@ -165,11 +168,12 @@ def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane:
     n = starts.size
     cols = {"metadata_id": np.zeros(n, np.int64), "offset_ps": np.zeros(n, np.int64),
             "dur_ps": np.zeros(n, np.int64)}
-    stat_msg, stat_start, stat_end = [], [], []
     leading, rest = wire.leading_varints(buf, starts, ends, (1, 2, 3))
     for values, column in zip(leading, ("metadata_id", "offset_ps", "dur_ps")):
         cols[column] = values.view(np.int64)
-    for f in wire.fields(buf, rest, ends):
+    short = wire.short_payloads(buf, rest, ends, 4)  # the usual events: stats only past the leading fields
+    stat_msg, stat_start, stat_end = ([], [], []) if short is None else short
+    for f in wire.fields(buf, rest, ends) if short is None else ():
         sel = (f.number == 4) & (f.wire == wire.LENGTH)
         if sel.all():  # a round of stats only (the usual one past the leading fields)
             stat_msg.append(f.msg)
@@ -193,25 +197,23 @@ def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane:
     skip[skip] = unwanted[short_id[skip]]
     if skip.any():
         keep = ~skip
-        stat_msg, stat_start, stat_end = stat_msg[keep], stat_start[keep], stat_end[keep]
+        stat_msg, stat_start, stat_end, head, short_id = (a[keep] for a in (stat_msg, stat_start, stat_end, head, short_id))
         if not stat_msg.size:
             return cols
-    ids = np.zeros(stat_msg.size, np.int64)
-    value_field = np.zeros(stat_msg.size, np.int64)
-    value = np.zeros(stat_msg.size, np.uint64)
-    data = np.zeros(stat_msg.size, np.int64)
     # Most stats are a one-byte metadata id and one int or reference (``08 id tag varint``, as protobuf
-    # writes them): their value is decoded in one pass; the others field by field.
-    plain = np.flatnonzero((buf[stat_start] == 0x08) & (buf[stat_start + 1] < 0x80)
-                           & np.isin(buf[stat_start + 2], _PLAIN_TAGS))
-    if plain.size:
-        plain_value, plain_end = wire.varints(buf, stat_start[plain] + 3)
-        whole = plain_end == stat_end[plain]
-        plain, plain_value = plain[whole], plain_value[whole]
-        ids[plain], value_field[plain], value[plain] = buf[stat_start[plain] + 1], buf[stat_start[plain] + 2] >> 3, plain_value
-    rest = np.ones(stat_msg.size, bool)
-    rest[plain] = False
-    rest = np.flatnonzero(rest)
+    # writes them): their values are decoded in one pass; the others field by field.
+    tag = buf[stat_start + 2]
+    plain = (head == 0x08) & (short_id < 0x80) & _PLAIN_TAG[tag] & (stat_end - stat_start >= 4)
+    ids, value_field, data = short_id.astype(np.int64), (tag >> 3).astype(np.int64), np.zeros(stat_msg.size, np.int64)
+    if plain.all():  # (the usual chunk: no scatter)
+        value, end = wire.varints(buf, stat_start + 3)
+        plain = end == stat_end
+    else:
+        value, at = np.zeros(stat_msg.size, np.uint64), np.flatnonzero(plain)
+        value[at], end = wire.varints(buf, stat_start[at] + 3)
+        plain[at] = end == stat_end[at]
+    rest = np.flatnonzero(~plain)
+    ids[rest], value_field[rest], value[rest] = 0, 0, 0
     for f in wire.fields(buf, stat_start[rest], stat_end[rest]):
         at = rest[f.msg]
         sel = f.number == 1
@@ -231,7 +233,7 @@ def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane:
         if name in STR_STATS:
             cols[name][events] = _string_codes(buf, data[rows], fields_, values, plane, strings)
             continue
-        numeric = np.isin(fields_, _INT_FIELDS)
+        numeric = _INT_FIELD[fields_]
         doubles = fields_ == _DOUBLE_FIELD  # the raw bits are an IEEE double: truncated, NaN and inf dropped
         as_double = values[doubles].view(np.float64)
         finite = np.isfinite(as_double) & (np.abs(as_double) < 2**63)
@@ -402,7 +404,8 @@ def survey(job: PlaneJob) -> tuple[str, int]:
 
 
 def decode(job: PlaneJob, out: dict[str, np.ndarray]) -> _PlaneRead:
-    """The second pass: a plane's events decoded into ``out`` (views of exactly its rows)."""
+    """The second pass: a plane's events decoded into ``out`` (views of exactly its rows; the
+    ``DEVICE_CLOCK`` columns it holds are read)."""
     split = _split_lines(job)
     return _PlaneRead(0, [], [], []) if isinstance(split, str) else _decode_lines(job, split, out)
 
@@ -416,7 +419,7 @@ def _decode_lines(job: PlaneJob, split: _Lines, out: dict[str, np.ndarray]) -> _
             raise clocks_apart(job.path, f"line {line.name!r} of {proto.name}", base_ps)
         names.append(line.display_name or line.name)
         stamps.append(line.timestamp_ns)
-        wanted = _wanted(plane, role)
+        wanted = _wanted(plane, role, tuple(c for c in DEVICE_CLOCK if c in out))
         for at in range(0, starts.size, CHUNK):
             try:
                 cols = _decode_events(buf, starts[at:at + CHUNK], ends[at:at + CHUNK], plane, strings, wanted)
@@ -430,14 +433,16 @@ def _decode_lines(job: PlaneJob, split: _Lines, out: dict[str, np.ndarray]) -> _
     return _PlaneRead(filled, names, stamps, strings.values)
 
 
-def read_planes(jobs: list[PlaneJob], metadata: list[PlaneJob], rank: int, host: str) -> RawTrace | None:
+def read_planes(jobs: list[PlaneJob], metadata: list[PlaneJob], rank: int, host: str,
+                clock: tuple[str, ...] = DEVICE_CLOCK) -> RawTrace | None:
     """Planes of one file (one, or all its planes whose events are read), each split once and decoded, as
-    one RawTrace (the file's programs from its ``metadata`` planes); None where none has events."""
+    one RawTrace (the file's programs from its ``metadata`` planes; of ``DEVICE_CLOCK``, the ``clock``
+    columns); None where none has events."""
     splits = [(job, _split_lines(job)) for job in jobs]
     splits = [(job, split) for job, split in splits if not isinstance(split, str) and split.events]
     if not splits:
         return None
-    columns = allocate(sum(split.events for _, split in splits))
+    columns = allocate(sum(split.events for _, split in splits), clock)
     reads, at = [], 0
     for job, split in splits:
         reads.append(_decode_lines(job, split, {k: v[at:at + split.events] for k, v in columns.items()}))
@@ -475,15 +480,15 @@ def clocks_apart(path: Path, what: str, ps: int) -> BadInput:
                     "different clocks?)", path=path)
 
 
-def _decode_alone(job: PlaneJob, events: int) -> tuple[_PlaneRead, dict[str, np.ndarray]]:
+def _decode_alone(job: PlaneJob, events: int, clock: tuple[str, ...]) -> tuple[_PlaneRead, dict[str, np.ndarray]]:
     """A plane's ``events`` decoded into columns of its own (in a worker: the caller places them)."""
-    columns = allocate(events)
+    columns = allocate(events, clock)
     return decode(job, columns), columns
 
 
-def allocate(n: int) -> dict[str, np.ndarray]:
-    """Event columns (``COLUMNS``) for ``n`` events, uninitialized."""
-    return {name: np.empty(n, dtype) for name, dtype in COLUMNS.items()}
+def allocate(n: int, clock: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+    """Event columns (``COLUMNS`` and of ``DEVICE_CLOCK`` the ``clock`` ones) for ``n`` events, uninitialized."""
+    return {name: np.empty(n, dtype) for name, dtype in (*COLUMNS.items(), *((c, np.int64) for c in clock))}
 
 
 def _merge(path: Path, rank: int, host: str, reads: list[_PlaneRead], columns: dict[str, np.ndarray],
@@ -513,9 +518,10 @@ def _merge(path: Path, rank: int, host: str, reads: list[_PlaneRead], columns: d
                     lines=lines, programs=programs)
 
 
-def read_all(files: list[tuple[Path, int]], workers: int = 1) -> list[RawTrace]:
-    """``xplane.pb`` files (path, rank) as columnar events, one RawTrace each; BadInput when one is not a
-    whole XSpace. Planes are surveyed (events counted), then decoded into one block: by ``workers`` worker
+def read_all(files: list[tuple[Path, int]], workers: int = 1, clock: tuple[str, ...] = DEVICE_CLOCK
+             ) -> list[RawTrace]:
+    """``xplane.pb`` files (path, rank) as columnar events (of ``DEVICE_CLOCK``, the ``clock`` columns), one
+    RawTrace each; BadInput when one is not a whole XSpace. Planes are surveyed (events counted), then decoded into one block: by ``workers`` worker
     processes when there are several planes and their bytes reach ``PARALLEL_BYTES`` (each plane into
     columns of its own, placed here)."""
     spaces = [planes(path, i) for i, (path, _) in enumerate(files)]
@@ -529,12 +535,12 @@ def read_all(files: list[tuple[Path, int]], workers: int = 1) -> list[RawTrace]:
         surveyed = [survey(job) for job in jobs]
     counts = np.array([n for _, n in surveyed], np.int64)
     bounds = np.concatenate([[0], np.cumsum(counts)])
-    columns = allocate(int(bounds[-1]))
+    columns = allocate(int(bounds[-1]), clock)
     rows = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
     if parallel:
         reads = []
         with Pool(min(workers, len(jobs))) as pool:
-            pending = [pool.submit(_decode_alone, job, int(n)) for job, n in zip(jobs, counts)]
+            pending = [pool.submit(_decode_alone, job, int(n), clock) for job, n in zip(jobs, counts)]
             for part, got in zip(rows, pending):
                 read, decoded = pool.result(got)
                 for name, values in decoded.items():
@@ -604,5 +610,6 @@ def _resolve(cols: dict[str, np.ndarray], plane: _Plane, role: int, line_code: i
     np.add(cols["offset_ps"], base_ps, out=out["start_ps"])
     out["dur_ps"][:] = cols["dur_ps"]
     np.maximum(stat("dma_stall_duration_ps"), 0, out=out["stall_ps"])
-    for clock in DEVICE_CLOCK:  # the events' own (no metadata carries them)
-        out[clock][:] = cols[clock] if clock in cols else -1
+    for clock in DEVICE_CLOCK:  # the events' own (no metadata carries them), where asked for
+        if clock in out:
+            out[clock][:] = cols[clock] if clock in cols else -1

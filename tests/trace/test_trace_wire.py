@@ -61,6 +61,37 @@ def test_events_and_stats_decode_like_protobuf(specs):
             assert raw == value
 
 
+LONG_STAT = st.one_of(STAT, st.tuples(st.just("str_value"), st.text(min_size=100, max_size=200)))  # 128 bytes or more
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**40), INT64, st.integers(0, 2**62),
+                          st.lists(st.tuples(st.integers(1, 300), LONG_STAT), max_size=4)), min_size=1, max_size=30))
+def test_short_payloads_are_the_stats_fields_finds(specs):
+    """Past an event's leading fields: its stats as the general walk finds them, where every event holds
+    nothing else and each stat is under 128 bytes; else None (the general walk then)."""
+    line = XSPACE().planes.add().lines.add()
+    for md, offset, dur, stats in specs:
+        ev = line.events.add(metadata_id=md, offset_ps=offset, duration_ps=dur)
+        for sid, (field, value) in stats:
+            setattr(ev.stats.add(metadata_id=sid), field, value)
+    chunks = [e.SerializeToString() for e in line.events]
+    buf = padded(chunks)
+    ends = np.cumsum([len(c) for c in chunks], dtype=np.int64)
+    starts = ends - [len(c) for c in chunks]
+    _, rest = wire.leading_varints(buf, starts, ends, (1, 2, 3))
+    rounds = list(wire.fields(buf, rest, ends))
+    stats_only = all(((f.number == 4) & (f.wire == wire.LENGTH) & (f.value < 128)).all() for f in rounds)
+    short = wire.short_payloads(buf, rest, ends, 4)
+    if not stats_only:
+        assert short is None
+        return
+    assert short is not None and len(short[0]) == len(rounds)
+    for f, msg, data, end in zip(rounds, *short):
+        assert msg.tolist() == f.msg.tolist() and data.tolist() == f.data.tolist()
+        assert end.tolist() == (f.data + f.value.astype(np.int64)).tolist()
+
+
 def padded(chunks: list[bytes]) -> np.ndarray:
     """Bytes as the decoder takes them: a uint8 array with zero padding after the end."""
     return np.frombuffer(b"".join(chunks) + bytes(wire.PAD), np.uint8)
