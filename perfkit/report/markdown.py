@@ -283,6 +283,12 @@ def _breakdown(summary: dict) -> list[str]:
                  + "; ".join(f"{name}: {v['outside_ops']} ops, {v['outside_ms']:.3f} ms over its {v['trials']} trials"
                              for name, v in outside)
                  + "); `perfkit trace breakdown --window trace` on a trial's `rank*/trace` folders measures them."]
+    parted = [(name, v) for name, v in bd["variants"].items() if v.get("clock_parted_ops")]
+    if parted:
+        rows += ["", "These times are the traces' (host-synchronized, as xprof's trace viewer shows them); they part by "
+                 "over 1% from the chip's own clock (`device_duration_ps`, which xprof's op_profile counts) on "
+                 + "; ".join(f"{v['clock_parted_ops']} of {name}'s {v['clock_ops']} ops ({v['clock_parted_ms']:.3f} ms "
+                             f"of difference over its {v['trials']} trials)" for name, v in parted) + "."]
     rows += _hidden(bd)
     for name, deltas in bd["op_deltas"].items():
         short = labels(d["key"] for d in deltas)  # kernel names shortened; summary.json keeps them whole

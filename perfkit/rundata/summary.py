@@ -161,6 +161,9 @@ class BreakdownVariant(TypedDict):
     measured: Literal["device ops", "host ops"]
     outside_ops: NotRequired[int]    # device ops of its trials outside every step's span: not in these means
     outside_ms: NotRequired[float]   # their durations summed
+    clock_ops: NotRequired[int]      # its trials' ops carrying their chip's own clock (TPU; absent elsewhere)
+    clock_parted_ops: NotRequired[int]  # of those, the ops whose trace duration (these means') parts from it by over 1%
+    clock_parted_ms: NotRequired[float]  # the differences summed (trace.clocks.parted)
 
 
 class OpDelta(TypedDict):

@@ -41,6 +41,7 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict]:
         sources.update(found.steps_from)
         measured.update(found.measured)
     outside_ops, outside_ps = timeline.outside_total([chip for r in rows for chip in r.attrs["outside"]])
+    clock = [chip for r in rows for chip in r.attrs["clock"]]
     rows = pd.concat(rows)
     parts = {c.replace("_ps", "_ms"): float(rows[c].mean() / PS_PER_MS) for c in breakdown.TIMES + breakdown.COMM}
     comm = int(rows["comm_ps"].sum())
@@ -50,7 +51,9 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict]:
     comms = collectives.summarize(analysed)
     return ({"trials": len(folders), "chip_steps": len(rows), **parts, "steps_from": sorted(sources),
              "measured": "host ops" if "host" in measured else "device ops",
-             "outside_ops": outside_ops, "outside_ms": outside_ps / PS_PER_MS},
+             "outside_ops": outside_ops, "outside_ms": outside_ps / PS_PER_MS,
+             **({"clock_ops": sum(c["ops"] for c in clock), "clock_parted_ops": sum(c["parted"] for c in clock),
+                 "clock_parted_ms": sum(c["parted_ps"] for c in clock) / PS_PER_MS} if clock else {})},
             table, comms)
 
 

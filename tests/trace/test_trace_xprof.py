@@ -139,6 +139,32 @@ def test_outputs_name_where_the_two_clocks_part(fixtures_dir):
     assert "clock" not in run("breakdown", fixtures_dir / MI300).output
 
 
+def test_run_summary_and_report_name_where_the_two_clocks_part(fixtures_dir, tmp_path):
+    """A run whose trials traced TPU ops that carry their chip's clock: the summary counts, per variant over its
+    trials, those ops and the ones whose two durations part (the plain reading's 2461 of 6013 in each of two
+    trials), and report.md says so under the breakdown; a GPU variant carries none of it."""
+    import shutil
+
+    from perfkit.report.markdown import _breakdown
+    from perfkit.trace import runs
+
+    trials = []
+    for index, (variant, name) in enumerate([("gpu", MI300), ("tpu", TPU_INFERENCE), ("tpu", TPU_INFERENCE)]):
+        folder = tmp_path / "trials" / f"{index:02d}-{variant}" / "rank0" / "trace"
+        folder.mkdir(parents=True)
+        shutil.copy(fixtures_dir / name, folder / name.name)
+        trials.append({"variant": variant, "status": "ok", "dir": f"trials/{index:02d}-{variant}"})
+    got = runs.summarize(tmp_path, trials, ["gpu", "tpu"])
+    gaps = [abs(t - c) for _, _, t, c in _two_clocks(fixtures_dir / TPU_INFERENCE) if abs(t - c) > 0.01 * c]
+    tpu = got["variants"]["tpu"]
+    assert (tpu["clock_ops"], tpu["clock_parted_ops"]) == (2 * 6013, 2 * len(gaps)) and len(gaps) == 2461
+    assert tpu["clock_parted_ms"] == pytest.approx(2 * sum(gaps) / 1e9, abs=1e-9)
+    assert "clock_ops" not in got["variants"]["gpu"]
+    assert (f"These times are the traces' (host-synchronized, as xprof's trace viewer shows them); they part by over "
+            f"1% from the chip's own clock (`device_duration_ps`, which xprof's op_profile counts) on 4922 of tpu's "
+            f"12026 ops ({2 * sum(gaps) / 1e9:.3f} ms of difference over its 2 trials).") in _breakdown({"breakdown": got})
+
+
 @pytest.mark.parametrize("chips", [1, 4])
 def test_tpu_shaped_profile_matches_hlo_stats(tmp_path, chips):
     """The whole uint64 program id survives, Async XLA Ops are not counted again, the while's body is
