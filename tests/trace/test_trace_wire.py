@@ -17,18 +17,23 @@ STAT = st.one_of(st.tuples(st.just("int64_value"), INT64), st.tuples(st.just("ui
 EVENT = st.tuples(st.integers(0, 2**40), INT64, st.integers(0, 2**62), st.lists(st.tuples(st.integers(1, 300), STAT), max_size=4))
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(EVENT, min_size=1, max_size=30))
-def test_events_and_stats_decode_like_protobuf(specs):
+def serialized(specs) -> tuple[list[bytes], np.ndarray, np.ndarray, np.ndarray]:
+    """XEvents (metadata id, offset, duration, [(stat id, (value field, value))]) as protobuf writes them: each
+    event's bytes, all of them as the decoder takes them, and where each starts and ends."""
     line = XSPACE().planes.add().lines.add()
     for md, offset, dur, stats in specs:
         ev = line.events.add(metadata_id=md, offset_ps=offset, duration_ps=dur)
         for sid, (field, value) in stats:
             setattr(ev.stats.add(metadata_id=sid), field, value)
     chunks = [e.SerializeToString() for e in line.events]
-    buf = padded(chunks)
     ends = np.cumsum([len(c) for c in chunks], dtype=np.int64)
-    starts = ends - [len(c) for c in chunks]
+    return chunks, padded(chunks), ends - [len(c) for c in chunks], ends
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(EVENT, min_size=1, max_size=30))
+def test_events_and_stats_decode_like_protobuf(specs):
+    chunks, buf, starts, ends = serialized(specs)
     got = {k: np.zeros(len(chunks), np.int64) for k in (1, 2, 3)}
     stat_spans = []
     for f in wire.fields(buf, starts, ends):
@@ -70,15 +75,7 @@ LONG_STAT = st.one_of(STAT, st.tuples(st.just("str_value"), st.text(min_size=100
 def test_short_payloads_are_the_stats_fields_finds(specs):
     """Past an event's leading fields: its stats as the general walk finds them, where every event holds
     nothing else and each stat is under 128 bytes; else None (the general walk then)."""
-    line = XSPACE().planes.add().lines.add()
-    for md, offset, dur, stats in specs:
-        ev = line.events.add(metadata_id=md, offset_ps=offset, duration_ps=dur)
-        for sid, (field, value) in stats:
-            setattr(ev.stats.add(metadata_id=sid), field, value)
-    chunks = [e.SerializeToString() for e in line.events]
-    buf = padded(chunks)
-    ends = np.cumsum([len(c) for c in chunks], dtype=np.int64)
-    starts = ends - [len(c) for c in chunks]
+    _, buf, starts, ends = serialized(specs)
     _, rest = wire.leading_varints(buf, starts, ends, (1, 2, 3))
     rounds = list(wire.fields(buf, rest, ends))
     stats_only = all(((f.number == 4) & (f.wire == wire.LENGTH) & (f.value < 128)).all() for f in rounds)
