@@ -148,7 +148,8 @@ def _programs(metadata_planes: list, path: Path) -> Programs:
 def _wanted(plane: _Plane, role: int, clock: tuple[str, ...]) -> dict[int, str]:
     """The stats read on the events of a line of ``role``, by metadata id: a device or DCN line's events
     are all of the line's role, so the step stats are read only where they are step markers (xprof
-    writes a ``group_id`` on every event) and a device plane's events are of its own device."""
+    writes a ``group_id`` on every event), a device plane's events are of its own device, and of a device
+    op's chip-clock stats (``DEVICE_CLOCK``) the ``clock`` ones."""
     names = set(INT_STATS + STR_STATS + (PROGRAM,))
     if plane.kind != "host" and role != ROLES["step"]:
         names -= {"step_num", "group_id"}
