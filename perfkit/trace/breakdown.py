@@ -145,10 +145,10 @@ def breakdown(events: pd.DataFrame, window: str = "step", layout: timeline.Layou
     ``attrs["measured"]``: the events' (``events.load``): host ops stood in for device ops where "host";
     ``attrs["outside"]``: per chip, its device ops that no step's span holds, as ``{rank, device, ops, op_ps}``
     (``timeline.Layout.outside``); ``attrs["clock"]``: per chip, where its ops' trace and chip clocks part
-    (``clocks.parted``)."""
-    spans, ops, stall, outside = timeline.layout(events, window) if layout is None else layout
+    (``timeline.Layout.clock``)."""
+    spans, ops, stall, outside, clock = timeline.layout(events, window) if layout is None else layout
     if spans.empty:
-        return _measured(pd.DataFrame(columns=COLUMNS + ["start_ps"]), events, outside)
+        return _measured(pd.DataFrame(columns=COLUMNS + ["start_ps"]), events, outside, clock)
     n, k = len(spans), len(CATEGORIES)
     span_end = spans["end_ps"].to_numpy(np.int64)
     pc = timeline.pieces(ops)
@@ -182,13 +182,12 @@ def breakdown(events: pd.DataFrame, window: str = "step", layout: timeline.Layou
     out["idle_ps"] = out["span_ps"] - busy.sum(axis=1)
     out["comm_ps"], out["hidden_ps"] = comm, hidden
     out["overlap"] = np.where(comm > 0, hidden / np.maximum(comm, 1), np.nan)
-    return _measured(out[COLUMNS + ["start_ps"]], events, outside)
+    return _measured(out[COLUMNS + ["start_ps"]], events, outside, clock)
 
 
-def _measured(rows: pd.DataFrame, events: pd.DataFrame, outside: list[dict]) -> pd.DataFrame:
+def _measured(rows: pd.DataFrame, events: pd.DataFrame, outside: list[dict], clock: list[dict]) -> pd.DataFrame:
     rows.attrs["measured"] = events.attrs.get("measured", ["device"])
-    rows.attrs["outside"] = outside
-    rows.attrs["clock"] = clocks.parted(events)
+    rows.attrs["outside"], rows.attrs["clock"] = outside, clock
     return rows
 
 

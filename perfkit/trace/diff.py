@@ -47,7 +47,7 @@ def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step", layout
             ) -> tuple[pd.DataFrame, int]:
     """Exclusive device time summed per (key columns of ``by``, category): ``sum`` (ps) and ``size`` (ops),
     ``attrs["outside"]`` the device ops no span holds (``timeline.Layout.outside``), ``attrs["clock"]`` where
-    their trace and chip clocks part (``clocks.parted``); and the number of
+    their trace and chip clocks part (``timeline.Layout.clock``); and the number of
     (device, step) spans measured. Sums of disjoint sets of chips add up (the shards of a profile,
     ``perfkit.trace.shards``). ``layout``: ``timeline.layout(events, window)`` where the caller has it already."""
     laid = timeline.layout(events, window) if layout is None else layout
@@ -58,7 +58,7 @@ def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step", layout
         groups = (ops.groupby(_GROUPS[by] + ["category"], observed=True, dropna=False)["time_ps"]
                   .agg(["sum", "size"]).reset_index())
     groups.attrs["outside"] = laid.outside
-    groups.attrs["clock"] = clocks.parted(events)
+    groups.attrs["clock"] = laid.clock
     return groups, len(spans)
 
 

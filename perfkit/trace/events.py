@@ -245,8 +245,7 @@ def frame(raw: RawTrace, pattern: re.Pattern | None, shift_ps: int, columns: tup
         "shape": lambda: classes["shape"],
         "stall_ps": lambda: cols["stall_ps"],
         KINETO_ONLY: lambda: cols[KINETO_ONLY],
-        "device_offset_ps": lambda: cols.get("device_offset_ps", np.full(n, -1, np.int64)),
-        "device_duration_ps": lambda: cols.get("device_duration_ps", np.full(n, -1, np.int64)),
+        **{c: (lambda c=c: cols.get(c, np.full(n, -1, np.int64))) for c in xplane.DEVICE_CLOCK},  # (-1: not read)
     }
     out = pd.DataFrame({c: build[c]() for c in columns if c != KINETO_ONLY or KINETO_ONLY in cols}, copy=False)
     cols.clear()

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from perfkit.trace import clocks
 from perfkit.trace.classify import CATEGORIES
 from perfkit.trace.events import chip_frame, chip_key
 
@@ -125,6 +126,7 @@ class Layout(NamedTuple):
     ops: Ops
     stall: np.ndarray      # (spans,) int64 ps: TPU dma_stall_duration_ps of the span's compute ops
     outside: list[dict]    # per chip, its device ops outside every step's span (``_outside``)
+    clock: list[dict]      # per chip, where its ops' trace and chip clocks part (``clocks.parted``)
 
 
 def _outside(rank: np.ndarray, device: np.ndarray, dur: np.ndarray) -> list[dict]:
@@ -191,7 +193,7 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
         none = np.zeros(0, np.int64)
         return Layout(pd.DataFrame(columns=["rank", "device", "step", "start_ps", "end_ps"]),
                       Ops(none, none.astype(np.int32), none.astype(np.int32), none, none, none.astype(np.int8),
-                          none.astype(np.int8)), none, [])
+                          none.astype(np.int8)), none, [], clocks.parted(events))
     take = _taker(row)
     rank, device, start = (take(events[c].to_numpy()) for c in ("rank", "device", "start_ps"))
     end = start + take(dur)  # never past its span's end: a span ends at or after its ops' last end
@@ -230,7 +232,7 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
         row, span, line, start, end, cls, pair = (f[order] for f in (row, span, line, start, end, cls, pair))
         first = run_starts(span, line)
     line_id = np.repeat(np.arange(first.size, dtype=np.int32), _lengths(first, row.size))
-    return Layout(span_rows, Ops(row, span, line_id, start, end, cls, pair), stall, outside)
+    return Layout(span_rows, Ops(row, span, line_id, start, end, cls, pair), stall, outside, clocks.parted(events))
 
 
 def _last_marker(markers: pd.DataFrame, rank: np.ndarray, device: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
