@@ -64,6 +64,7 @@ _DEVICE_PLANE = re.compile(r"/device:(TPU|GPU):(\d+)")
 _DCN_PLANE = "/device:CUSTOM:Megascale Trace"
 _STREAM_LINE = re.compile(r"Stream #\d+")
 _INT_FIELDS, _DOUBLE_FIELD, _INLINE_STR_FIELDS, _REF_FIELD = (3, 4), 2, (5, 6), 7  # XStat value field numbers
+_EVENT_LEADING = (1, 2)  # XEvent's metadata_id and offset_ps: the fields protobuf writes first
 _PLAIN_TAG = np.isin(np.arange(256), [number << 3 | wire.VARINT for number in (*_INT_FIELDS, _REF_FIELD)])  # by tag byte
 _INT_FIELD = np.isin(np.arange(8), _INT_FIELDS)  # by XStat value field number
 
@@ -307,10 +308,11 @@ def _incomplete(path: Path) -> BadInput:
     return BadInput("not a complete XSpace protobuf (truncated, or not an xplane.pb)", path=path)
 
 
-def _split(buf, start: int, end: int, number: int, message, path: Path) -> tuple[np.ndarray, np.ndarray, object]:
+def _split(buf, start: int, end: int, number: int, message, path: Path, leading: tuple[int, int] | None = None
+           ) -> tuple[np.ndarray, np.ndarray, object]:
     """``wire.split`` with the other fields parsed as ``message``; BadInput when the bytes are not one."""
     try:
-        starts, ends, rest = wire.split(buf, start, end, number)
+        starts, ends, rest = wire.split(buf, start, end, number, leading)
         return starts, ends, message.FromString(rest)
     except (wire.WireError, DecodeError):
         raise _incomplete(path) from None
@@ -367,7 +369,7 @@ def _plane(job: PlaneJob) -> tuple[object, np.ndarray, list[int], list[int]]:
 def _lines(plane: _Plane, proto, buf: np.ndarray, line_starts: list[int], line_ends: list[int], path: Path):
     """The lines of a plane whose events are read: (XLine without events, role, event starts, ends)."""
     for line_start, line_end in zip(line_starts, line_ends):
-        starts, ends, line = _split(buf, line_start, line_end, 4, XLINE, path)
+        starts, ends, line = _split(buf, line_start, line_end, 4, XLINE, path, _EVENT_LEADING)
         role = _line_role(plane, line.display_name or line.name) if starts.size else None
         if role is not None:
             yield line, role, starts, ends

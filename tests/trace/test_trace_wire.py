@@ -94,18 +94,24 @@ def padded(chunks: list[bytes]) -> np.ndarray:
     return np.frombuffer(b"".join(chunks) + bytes(wire.PAD), np.uint8)
 
 
-# Stats whose bytes look like an event's tag (0x22) or length prefixes, to tempt the bulk run finder.
-TEMPTING = st.one_of(STAT, st.tuples(st.just("bytes_value"), st.binary(max_size=12).map(lambda b: b"\x22" + b)))
+# Stats whose bytes look like an event's tag (0x22) or length prefixes, or like a whole event's head (a metadata
+# id and an offset: what the run finder's guess looks for), to tempt the bulk run finder.
+EVENT_HEAD = st.tuples(st.integers(0, 2**21), st.integers(0, 2**40), st.binary(max_size=6)).map(
+    lambda t: XLINE(events=[dict(metadata_id=t[0], offset_ps=t[1])]).SerializeToString() + t[2])
+TEMPTING = st.one_of(STAT, st.tuples(st.just("bytes_value"), st.binary(max_size=12).map(lambda b: b"\x22" + b)),
+                     st.tuples(st.just("bytes_value"), EVENT_HEAD))
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 2**40), INT64, st.integers(0, 2**62),
                           st.lists(st.tuples(st.integers(1, 300), TEMPTING), max_size=4)), max_size=25),
-       st.text(max_size=20), st.integers(0, 2**62), st.sampled_from(["bulk", "bytes", "file"]))
-def test_split_finds_each_event_and_keeps_the_other_fields(specs, name, stamp, bulk):
+       st.text(max_size=20), st.integers(0, 2**62), st.sampled_from(["bulk", "bytes", "file"]),
+       st.sampled_from([None, (1, 2)]))
+def test_split_finds_each_event_and_keeps_the_other_fields(specs, name, stamp, bulk, leading):
     """wire.split against protobuf: the payload of every XLine event, in order, and the line's other
     fields as a message of their own; on a padded array (runs found in bulk), on plain bytes and on a
-    file's bytes read where indexed (``FileBytes``, a block of 64 bytes at a time here)."""
+    file's bytes read where indexed (``FileBytes``, a block of 64 bytes at a time here); told or not that
+    events lead with their metadata id and offset (events with id 0 do not: protobuf leaves it out)."""
     line = XSPACE().planes.add().lines.add(id=7, name=name, timestamp_ns=stamp, duration_ps=5)
     for md, offset, dur, stats in specs:
         ev = line.events.add(metadata_id=md, offset_ps=offset, duration_ps=dur)
@@ -118,7 +124,7 @@ def test_split_finds_each_event_and_keeps_the_other_fields(specs, name, stamp, b
         buf = {"bulk": padded([raw]), "bytes": raw, "file": wire.FileBytes(file)}[bulk]
         if bulk == "file":
             buf.BLOCK = 64  # (an instance's: blocks end inside the events)
-        starts, ends, rest = wire.split(buf, 0, len(raw), 4)
+        starts, ends, rest = wire.split(buf, 0, len(raw), 4, leading)
         assert wire.field_ahead(buf, 0, len(raw), 2) == (name.encode() if name else None)
     assert [raw[a:b] for a, b in zip(starts.tolist(), ends.tolist())] == [e.SerializeToString() for e in line.events]
     header = XLINE.FromString(rest)
@@ -192,6 +198,41 @@ def test_split_of_a_run_past_the_next_run_of_the_same_tag():
     assert [raw[a:b] for a, b in zip(starts.tolist(), ends.tolist())] == [line_raw]
     ev_starts, ev_ends, _ = wire.split(buf, int(starts[0]), int(ends[0]), 4)
     assert [raw[a:b] for a, b in zip(ev_starts.tolist(), ev_ends.tolist())] == [e.SerializeToString() for e in line.events]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(EVENT, min_size=1, max_size=30))
+def test_led_tells_events_from_their_stats(specs):
+    """What the run finder's guess takes for an event (``wire._led``): every event whose metadata id protobuf
+    writes in up to 3 bytes (1 to 2**21 - 1), and none of their stats."""
+    _, buf, starts, ends = serialized(specs)
+    stats = [f.data[f.number == 4] for f in wire.fields(buf, starts, ends)]
+    assert wire._led(buf, starts, (1, 2)).tolist() == [0 < md < 2**21 for md, *_ in specs]
+    assert not wire._led(buf, np.concatenate([np.zeros(0, np.int64), *stats]), (1, 2)).any()
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), heads=st.integers(0, 3), unnamed=st.integers(0, 3))
+def test_split_told_the_leading_fields_finds_the_events_of_a_long_line(seed, heads, unnamed):
+    """A line of 20000 events (windows of every size) whose stats are the events' tag byte and, in ``heads``
+    events, an event's head (the guess's chain then runs into a field it left out), ``unnamed`` events
+    without a metadata id (not led by it): the events as protobuf wrote them, told the leading fields or not."""
+    rng = np.random.default_rng(seed)
+    line = XSPACE().planes.add().lines.add(id=1, name="XLA Ops")
+    fake = XLINE(events=[dict(metadata_id=3, offset_ps=40)]).SerializeToString()
+    picked = rng.choice(20000, heads + unnamed, replace=False).tolist()
+    headed, nameless = set(picked[:heads]), set(picked[heads:])
+    for k in range(20000):
+        ev = line.events.add(metadata_id=0 if k in nameless else 1 + k % 300, offset_ps=int(rng.integers(0, 2**40)),
+                             duration_ps=int(rng.integers(0, 2**20)))
+        ev.stats.add(metadata_id=5, int64_value=34)  # 0x22
+        if k in headed:
+            ev.stats.add(metadata_id=6, bytes_value=fake)
+    raw = line.SerializeToString()
+    expected = [e.SerializeToString() for e in line.events]
+    for leading in (None, (1, 2)):
+        starts, ends, _ = wire.split(padded([raw]), 0, len(raw), 4, leading)
+        assert [raw[a:b] for a, b in zip(starts.tolist(), ends.tolist())] == expected
 
 
 @settings(max_examples=60, deadline=None)
