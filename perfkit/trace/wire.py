@@ -77,12 +77,21 @@ def _short_varints(buf: np.ndarray, pos: np.ndarray, width: int = 8, whole: bool
     """``varints`` for varints of up to ``width`` (4 or 8) bytes, as that width's unsigned ints; the third
     array is zero where one is longer (its value and end are then those of its first ``width`` bytes).
     ``whole``: None as soon as one is longer."""
-    high_bits, low7, rounds = _WIDTHS[width]
+    high_bits = _WIDTHS[width][0]
     word = _words(buf, width)[pos]
     stop = np.invert(word)
     stop &= high_bits                          # high bit clear: the varint's last byte
     if whole and not stop.all():
         return None
+    value, end = _word_varints(word, stop, width)
+    end += pos
+    return value, end, stop
+
+
+def _word_varints(word: np.ndarray, stop: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The varints that ``word`` (m,) (of ``width`` bytes, consumed) start with, whose last bytes' high bits
+    ``stop`` (m,) marks (consumed): their values and lengths in bytes (int64)."""
+    _, low7, rounds = _WIDTHS[width]
     keep = np.negative(stop)
     keep &= stop                               # its lowest such bit
     keep <<= 1
@@ -96,10 +105,9 @@ def _short_varints(buf: np.ndarray, pos: np.ndarray, width: int = 8, whole: bool
         merged >>= shift
         value &= low
         value |= merged
-    end = np.bitwise_count(keep).astype(np.int64)
-    end >>= 3
-    end += pos
-    return value, end, stop
+    length = np.bitwise_count(keep).astype(np.int64)
+    length >>= 3
+    return value, length
 
 
 def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -130,13 +138,24 @@ def leading_varints(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, numbe
     """The varint fields ``numbers`` that every message ``buf[starts[i]:ends[i]]`` starts with, in that
     order (an XEvent's metadata id, offset, duration, as protobuf writes them): their values (m,) uint64
     each, as far as every message has them, and where each message's other fields start. Cheaper than a
-    round of ``fields`` each: no tag but the expected one to handle."""
+    round of ``fields`` each: a field's tag and a varint of up to 7 bytes are one word read at its position."""
     pos = starts.astype(np.int64, copy=True)
     values = []
     for number in numbers:
-        if not ((pos < ends).all() and (buf[pos] == (number << 3 | VARINT)).all()):
+        if not (pos < ends).all():
             break
-        value, pos = varints(buf, pos + 1)
+        word = _words(buf)[pos]
+        if not ((word & _U(0xFF)) == _U(number << 3 | VARINT)).all():
+            break
+        word >>= _U(8)
+        stop = np.invert(word)
+        stop &= _U(0x0080808080808080)  # the varint's last byte among the word's 7 after the tag
+        if stop.all():
+            value, length = _word_varints(word, stop, 8)
+            pos += length
+            pos += 1
+        else:  # one of 8 bytes or more
+            value, pos = varints(buf, pos + 1)
         values.append(value)
     if (pos > ends).any():
         raise WireError("a field runs past the end of its message")

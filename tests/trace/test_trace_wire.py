@@ -66,6 +66,22 @@ def test_events_and_stats_decode_like_protobuf(specs):
             assert raw == value
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.lists(EVENT, min_size=1, max_size=30))
+def test_leading_varints_are_the_events_metadata_id_offset_and_duration(specs):
+    """An event's leading fields as protobuf wrote them (varints of 1 to 10 bytes), as far as every event has
+    them: protobuf leaves out a metadata id or duration of 0 (the offset, in a oneof, it always writes)."""
+    _, buf, starts, ends = serialized(specs)
+    values, rest = wire.leading_varints(buf, starts, ends, (1, 2, 3))
+    md, offset, dur = (np.array([s[k] for s in specs], np.int64) for k in range(3))
+    expected = [] if (md == 0).any() else [md, offset] if (dur == 0).any() else [md, offset, dur]
+    assert [v.view(np.int64).tolist() for v in values] == [e.tolist() for e in expected]
+    if len(expected) == 3:
+        heads = [len(XLINE(events=[dict(metadata_id=s[0], offset_ps=s[1], duration_ps=s[2])]).events[0]
+                     .SerializeToString()) for s in specs]
+        assert (rest - starts).tolist() == heads
+
+
 LONG_STAT = st.one_of(STAT, st.tuples(st.just("str_value"), st.text(min_size=100, max_size=200)))  # 128 bytes or more
 
 
