@@ -361,7 +361,7 @@ def _run(buf: np.ndarray, pos: int, end: int, tag: int, leading: tuple[int, int]
             value, data[wide], short = _short_varints(buf, cand[wide] + 1)
             size[wide] = np.where((short != 0) & (value < _U(end)), value, _U(end)).view(np.int64)
         nxt = data + size - pos  # field ends, window-relative
-        chain = None if leading is None else _guessed(buf, cand, data, nxt, pos, leading)
+        chain = None if leading is None else _guessed(buf, cand, data, nxt, pos, stop, tag, leading)
         if chain is None:
             index = np.full(stop - pos, -1, np.int32)
             index[cand - pos] = np.arange(cand.size, dtype=np.int32)
@@ -389,19 +389,21 @@ def _led(buf: np.ndarray, data: np.ndarray, leading: tuple[int, int]) -> np.ndar
     return led
 
 
-def _guessed(buf: np.ndarray, cand: np.ndarray, data: np.ndarray, nxt: np.ndarray, pos: int, leading: tuple[int, int]
-             ) -> np.ndarray | None:
-    """The start of ``_run``'s chain in one window (indices into ``cand``), sought among the candidates whose
-    payloads start with the ``leading`` fields (an event's metadata id and offset; its stats, the same tag
-    byte, start with a metadata id and a value): from ``pos`` as far as each ends where the next begins. The
-    chain is what following the field ends from ``pos`` gives, so that far it is the chain; the run goes on
-    from the end of its last. None where the field at ``pos`` does not start so."""
+def _guessed(buf: np.ndarray, cand: np.ndarray, data: np.ndarray, nxt: np.ndarray, pos: int, stop: int, tag: int,
+             leading: tuple[int, int]) -> np.ndarray | None:
+    """``_run``'s chain in one window (indices into ``cand``), sought among the candidates whose payloads start
+    with the ``leading`` fields (an event's metadata id and offset; its stats, the same tag byte, start with a
+    metadata id and a value): from ``pos`` as far as each ends where the next begins, which is the chain so far
+    (following the field ends from ``pos``). None where the field at ``pos`` does not start so, or where the
+    chain goes on inside the window through a field the guess left out (a stat whose bytes look like an
+    event: the window is then searched whole, not cut at each such event)."""
     kept = np.flatnonzero(_led(buf, data, leading))
     if not kept.size or cand[kept[0]] != pos:
         return None
     broken = np.flatnonzero(nxt[kept[:-1]] != cand[kept[1:]] - pos)
-    return kept[:broken[0] + 1] if broken.size else kept
-
+    chain = kept[:broken[0] + 1] if broken.size else kept
+    last = int(nxt[chain[-1]])
+    return None if last < stop - pos and buf[pos + last] == tag else chain
 
 def split(buf, start: int, end: int, number: int, leading: tuple[int, int] | None = None
           ) -> tuple[np.ndarray, np.ndarray, bytes]:

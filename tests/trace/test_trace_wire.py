@@ -251,6 +251,23 @@ def test_split_told_the_leading_fields_finds_the_events_of_a_long_line(seed, hea
         assert [raw[a:b] for a, b in zip(starts.tolist(), ends.tolist())] == expected
 
 
+def test_events_that_each_hold_an_events_head_are_searched_a_window_at_a_time(monkeypatch):
+    """Where every event holds a stat whose bytes are an event's head, the guess breaks at every event: the
+    window is then searched whole (a few windows for the line), not cut at each event (a window each)."""
+    line = XSPACE().planes.add().lines.add(id=1, name="XLA Ops")
+    fake = XLINE(events=[dict(metadata_id=3, offset_ps=40)]).SerializeToString()
+    for k in range(20000):
+        line.events.add(metadata_id=1 + k % 300, offset_ps=1000 * k, duration_ps=700).stats.add(
+            metadata_id=6, bytes_value=fake)
+    raw = line.SerializeToString()
+    windows = []
+    guessed = wire._guessed
+    monkeypatch.setattr(wire, "_guessed", lambda *args: windows.append(guessed(*args)) or windows[-1])
+    starts, ends, _ = wire.split(padded([raw]), 0, len(raw), 4, (1, 2))
+    assert [raw[a:b] for a, b in zip(starts.tolist(), ends.tolist())] == [e.SerializeToString() for e in line.events]
+    assert len(windows) < 10 and all(chain is None for chain in windows)
+
+
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), unreachable=st.integers(0, 3000))
 def test_reachable_nodes_are_the_chain_from_the_first(seed, unreachable):
