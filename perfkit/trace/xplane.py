@@ -64,6 +64,7 @@ _DEVICE_PLANE = re.compile(r"/device:(TPU|GPU):(\d+)")
 _DCN_PLANE = "/device:CUSTOM:Megascale Trace"
 _STREAM_LINE = re.compile(r"Stream #\d+")
 _INT_FIELDS, _DOUBLE_FIELD, _INLINE_STR_FIELDS, _REF_FIELD = (3, 4), 2, (5, 6), 7  # XStat value field numbers
+_META_READ = frozenset((PROGRAM, *INT_STATS, *STR_STATS))  # the event metadata's stats the reader keeps
 _EVENT_LEADING = (1, 2)  # XEvent's metadata_id and offset_ps: the fields protobuf writes first
 _PLAIN_TAG = np.isin(np.arange(256), [number << 3 | wire.VARINT for number in (*_INT_FIELDS, _REF_FIELD)])  # by tag byte
 _INT_FIELD = np.isin(np.arange(8), _INT_FIELDS)  # by XStat value field number
@@ -120,6 +121,8 @@ def _plane_tables(plane, kind: str, device: int, strings: StringTable) -> _Plane
         names[mid] = strings.code(md.name or md.display_name)
         for stat in md.stats:
             key = stat_names.get(stat.metadata_id)
+            if key not in _META_READ:  # (flops, bytes_accessed, ...: real TPU metadata carries a dozen)
+                continue
             value = _stat_value(stat, stat_names)
             number = _as_int(value)
             if key == PROGRAM and number is not None:
