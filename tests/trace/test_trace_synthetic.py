@@ -2,6 +2,7 @@
 checked against values worked out by hand (trace_builders.py)."""
 
 import json
+import struct
 
 import pandas as pd
 import pytest
@@ -12,7 +13,7 @@ from trace_builders import GPU_EXPECTED, TPU_EXPECTED, U, gpu_trace, one_step_tr
 
 from perfkit.cli import cli
 from perfkit.errors import BadInput
-from perfkit.trace import breakdown, diff, events, tail, xplane
+from perfkit.trace import breakdown, clocks, diff, events, tail, xplane
 from perfkit.trace.export import write_perfetto
 from perfkit.trace.schema import XSPACE
 from perfkit.trace.synthetic import FINGERPRINT, TPU_STEP, Inline, Uint64, XSpaceWriter, tpu_profile
@@ -295,6 +296,22 @@ def _length(number: int, payload: bytes) -> bytes:
     return bytes([number << 3 | 2]) + _varint(len(payload)) + payload
 
 
+def _ops_of_stats(path, space: XSpaceWriter, md: int, stats: list[bytes]):
+    """``space`` written to ``path`` with an ``XLA Ops`` line on its TPU 0 plane (written by hand: protobuf would
+    lay the stats out its own way): an op of metadata ``md`` every 10 us, 5 us long, each carrying one stat of
+    ``stats`` (an XStat's bytes; empty: none)."""
+    body = b"\x08\x01" + _length(2, b"XLA Ops")
+    for k, stat in enumerate(stats):
+        body += _length(4, b"\x08" + _varint(md) + b"\x10" + _varint(10 * k * U) + b"\x18" + _varint(5 * U)
+                        + (_length(4, stat) if stat else b""))
+    planes = list(space.proto.planes)
+    del space.proto.planes[:]
+    path.write_bytes(space.proto.SerializeToString()
+                     + b"".join(_length(1, p.SerializeToString() + (_length(3, body) if p.name == "/device:TPU:0" else b""))
+                                for p in planes))
+    return path
+
+
 def test_stats_of_every_layout_read_as_protobuf_reads_them(tmp_path):
     """Stats as protobuf writes them (a one-byte id, one value), and laid out otherwise: the value set
     twice (protobuf keeps the last), the id after the value, a two-byte id. Each op's stall and chip-clock
@@ -312,16 +329,7 @@ def test_stats_of_every_layout_read_as_protobuf_reads_them(tmp_path):
                b"\x20\x09\x08" + _varint(stall),                          # the value first
                b"\x08" + _varint(clock) + b"\x20" + _varint(3 * 10**12),  # a 6-byte value
                b"\x08" + _varint(wide) + b"\x20\x0b"]                     # a 2-byte id
-    body = b"\x08\x01" + _length(2, b"XLA Ops")
-    for k, stat in enumerate(layouts):
-        body += _length(4, b"\x08" + _varint(md) + b"\x10" + _varint(10 * k * U) + b"\x18" + _varint(5 * U)
-                        + _length(4, stat))
-    path = tmp_path / "stats.xplane.pb"
-    planes = list(space.proto.planes)
-    del space.proto.planes[:]
-    path.write_bytes(space.proto.SerializeToString()
-                     + b"".join(_length(1, p.SerializeToString() + (_length(3, body) if p.name == "/device:TPU:0" else b""))
-                                for p in planes))
+    path = _ops_of_stats(tmp_path / "stats.xplane.pb", space, md, layouts)
     names = {v.name: k for k, v in XSPACE.FromString(path.read_bytes()).planes[0].stat_metadata.items()}
     theirs = {"stall_ps": [], "device_duration_ps": [], "device_offset_ps": []}
     for e in XSPACE.FromString(path.read_bytes()).planes[0].lines[0].events:
@@ -332,3 +340,22 @@ def test_stats_of_every_layout_read_as_protobuf_reads_them(tmp_path):
     ops = events.device_ops(events.load([path]))
     assert theirs["stall_ps"] == [5, 7, 9, 0, 0]
     assert {c: ops[c].tolist() for c in theirs} == theirs
+
+
+def test_a_chip_clock_no_chip_could_measure_is_absent(tmp_path):
+    """A TPU op's ``device_duration_ps`` (its time on the chip's clock) that no chip could have measured is read
+    as absent (-1), as none is: negative (int64 or double), past int64 (uint64), not a number (double); a double
+    is truncated to whole picoseconds. Only the ops that carry one count where the chip's clock parts from the
+    trace's (``clocks.parted``): the 5 us ops against 3 us and 4.5 us, 2 + 0.5 us apart, by hand."""
+    space = XSpaceWriter("h")
+    plane = space.plane("/device:TPU:0")
+    md = plane.op("fusion.1", hlo_category="convolution")
+    clock = b"\x08" + _varint(plane.stat_id("device_duration_ps"))
+    double = lambda value: clock + b"\x11" + struct.pack("<d", value)  # noqa: E731 (XStat.double_value)
+    stats = [clock + b"\x20" + _varint(3 * U),          # int64_value 3 us
+             clock + b"\x20" + _varint(2**64 - 7),      # int64_value -7 (ten bytes, two's complement)
+             clock + b"\x18" + _varint(2**63 + 5),      # uint64_value past int64
+             double(4.5 * U + 0.75), double(float("nan")), double(-2.0 * U), b""]
+    frame = events.load([_ops_of_stats(tmp_path / "clock.xplane.pb", space, md, stats)])
+    assert frame["device_duration_ps"].tolist() == [3 * U, -1, -1, 9 * U // 2, -1, -1, -1]
+    assert clocks.parted(frame) == [{"rank": 0, "device": 0, "ops": 2, "parted": 2, "parted_ps": 2 * U + U // 2}]
