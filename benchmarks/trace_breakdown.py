@@ -24,12 +24,16 @@ numpy and pandas and does nothing else; the read floor: perfkit's reader alone, 
 floor: protobuf's own C parser on the same planes, ``_PARSE_FLOOR``), so that the machine's drift slows all
 five alike; printed as
 medians, and the ratio of each perfkit run to the xprof run beside it. On a shared machine wall times
-follow the load average (printed): CPU times compare the two tools' work where wall times cannot.
+follow the load average (printed): CPU times compare the two tools' work where wall times cannot. perfkit's
+modules are byte-compiled first, as installing it does (xprof's are, by pip): with PYTHONDONTWRITEBYTECODE set
+(the CI and benchmark machines set it) each run would otherwise compile the command's modules again, before its
+workers start.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import re
 import shutil
@@ -55,6 +59,7 @@ PATTERN = [("fusion.{}", "fusion", "convolution fusion", 1000), ("loop_fusion.{}
 NAMES_PER_KIND = 16  # distinct op names per kind in the program
 XPROF_STEPS = 1000  # steps of the xprof-shaped profile
 PERFKIT = [sys.executable, "-m", "perfkit.cli"]
+PACKAGE = Path(__file__).resolve().parents[1] / "perfkit"
 
 
 def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -278,6 +283,7 @@ def main() -> None:
         print(f"built {events:,} events ({args.shape} shape) in {len(paths)} file(s), {size / 1e6:.0f} MB, "
               f"{100 * built[0]['collective_share']:.0f}% of op time in collectives")
         os.sync()  # the built file on disk first: its writeback would otherwise share the cores with the timed runs
+        compileall.compile_dir(PACKAGE, quiet=1)
         target = str(paths[0] if len(paths) == 1 else folder)
         command = [*PERFKIT, "trace", args.command, target] + [target] * (args.command == "diff")
         if args.command == "export":
