@@ -45,7 +45,7 @@ CATEGORY_VALUES = classify.CATEGORIES + tuple(r for r in ROLES if r != "op")
 COLUMNS = ("rank", "host", "device", "line", "name", "kind", "category", "start_ps", "dur_ps", "hlo_op", "hlo_module",
            "program_id", "step", "shape", "stall_ps", "launch_step", "device_offset_ps", "device_duration_ps")
 KINETO_ONLY = "launch_step"  # a column only Kineto frames have
-REQUIRED = ("rank", "device", "category", "step")  # every frame has these (one-file-per-step check, device_ops)
+REQUIRED = ("rank", "device", "category", "start_ps", "dur_ps", "step")  # every frame has these (``_one_run``, device_ops)
 CATEGORICAL = ("host", "line", "name", "kind", "category", "hlo_op", "hlo_module", "shape")
 _RANK_DIR = re.compile(r"rank[-_]?(\d+)$")
 _TORCH_TPU_FILE = re.compile(r"_(\d+)\.xplane\.pb$")
@@ -264,9 +264,11 @@ def concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(out, copy=False)
 
 
-def _one_file_per_step(frames: list[pd.DataFrame], files: list[Path]) -> None:
-    """Refuse two traces holding the same step of the same rank and device (two runs or trials mixed):
-    their windows would merge into one meaningless span."""
+def _one_run(frames: list[pd.DataFrame], files: list[Path]) -> None:
+    """Refuse traces of two runs, trials or hosts read as one rank's: two files holding the same step of the
+    same rank and device, or one chip's events of no step in two files at the same time (one rank's traces in
+    several files are its profiling sessions, one after another, or apart by their steps: a CPU profile's
+    clock starts at each session). Their spans would merge into meaningless ones."""
     seen: dict[tuple, Path] = {}
     for frame, path in zip(frames, files):
         marks = frame.loc[frame["category"] == "step", ["rank", "device", "step"]].drop_duplicates()
@@ -275,6 +277,26 @@ def _one_file_per_step(frames: list[pd.DataFrame], files: list[Path]) -> None:
                 raise BadInput(f"rank {key[0]} step {key[2]} is also in {seen[key]}: pass one run's (one trial's) "
                                "traces at a time", path=path)
             seen[key] = path
+    ranks = [set(frame["rank"].unique().tolist()) for frame in frames] if len(frames) > 1 else [set()]
+    if sum(map(len, ranks)) == len(set().union(*ranks)):
+        return  # no rank in two files
+    extents = []
+    for i, frame in enumerate(frames):
+        unstepped = frame.loc[(frame["device"] >= 0) & (frame["step"] < 0), ["rank", "device", "start_ps", "dur_ps"]]
+        extents.append(unstepped.assign(end_ps=unstepped["start_ps"] + unstepped["dur_ps"], file=i)
+                       .groupby(["rank", "device", "file"], as_index=False).agg(first=("start_ps", "min"),
+                                                                                last=("end_ps", "max")))
+    ordered = pd.concat(extents).sort_values(["rank", "device", "first"], kind="stable")
+    chip, last, owner = None, 0, 0
+    for rank, device, file, first, end in ordered[["rank", "device", "file", "first", "last"]].itertuples(
+            index=False, name=None):
+        if (rank, device) == chip and first < last:
+            raise BadInput(f"rank {rank} device {device}'s events of no step overlap in time those in "
+                           f"{files[owner]}: two hosts' or runs' traces taken for one rank's (a rank comes from a "
+                           "rank<R> folder, else a <host>_<rank> file name, else the host name); pass them apart, "
+                           "or rename them", path=files[file])
+        if (rank, device) != chip or end > last:
+            chip, last, owner = (rank, device), end, file
 
 
 def wanted_columns(columns: Iterable[str] | None) -> tuple[str, ...]:
@@ -324,7 +346,7 @@ def load(paths: list[str | Path], step_pattern: str | None = None, workers: int 
     frames = [frame(r, pattern, (r.origin_ns - origin) * 1000, wanted) for r in raws]
     if any(KINETO_ONLY in f for f in frames):  # Kineto and XSpaces together: the XSpaces' launches unknown
         frames = [f if KINETO_ONLY in f else f.assign(**{KINETO_ONLY: np.full(len(f), -1, np.int32)}) for f in frames]
-    _one_file_per_step(frames, files)
+    _one_run(frames, files)
     out = concat(frames)
     out.attrs.update(origin_ns=origin, files=[str(f) for f in files],
                      steps_from=sorted({f.attrs["steps_from"] for f in frames}),

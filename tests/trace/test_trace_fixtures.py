@@ -3,14 +3,17 @@ README says, their breakdowns add up to the step spans, and every xplane goes th
 command with xprof's figures."""
 
 import json
+import shutil
 
 from click.testing import CliRunner
 from test_trace_xprof import assert_same_rows, perfkit_hlo_stats, xprof_hlo_stats
 
 from perfkit.cli import cli
 from perfkit.trace import breakdown, events
+from perfkit.trace.schema import XSPACE
 
 PARTS = ["compute_ps", "ici_ps", "dma_ps", "idle_ps"]
+MI300 = "mi300_jax_conv_8gpu.xplane.pb"
 
 
 def test_rocm_xplane_eight_gpus(fixtures_dir):
@@ -70,3 +73,54 @@ def test_every_real_xplane_through_every_trace_command(fixtures_dir, tmp_path):
         out = tmp_path / f"{path.stem}.json"
         assert run("export", path, "--perfetto", out).startswith(f"{len(events.load([path]))} events")
         assert_same_rows(perfkit_hlo_stats(path), xprof_hlo_stats(path))
+
+
+def _later(src, dst, ns: int) -> None:
+    """The XSpace at ``src`` written to ``dst`` with every line's timestamp ``ns`` later: another session's."""
+    space = XSPACE.FromString(src.read_bytes())
+    for plane in space.planes:
+        for line in plane.lines:
+            line.timestamp_ns += ns
+    dst.write_bytes(space.SerializeToString())
+
+
+def test_two_hosts_traces_named_as_one_rank_are_refused(fixtures_dir, tmp_path):
+    """Two hosts' profiles whose names end in one rank (``a_1``, ``b_1``: torch_tpu names its files
+    ``<host>_<rank>``) hold the same chips at the same time: refused in one line naming both, not read as one
+    rank's 8 chips (their ops merged)."""
+    for name in ("a_1", "b_1"):
+        shutil.copy(fixtures_dir / "xplane" / MI300, tmp_path / f"{name}.xplane.pb")
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(tmp_path)])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert (f"{tmp_path / 'b_1.xplane.pb'}: rank 1 device 0's events of no step overlap in time those in "
+            f"{tmp_path / 'a_1.xplane.pb'}") in result.output
+
+
+def test_one_ranks_sessions_in_two_files_are_read_together(fixtures_dir, tmp_path):
+    """One rank's two profiling sessions, the second 10 s after the first (``host_1`` in two session
+    folders): read together as rank 1's, each chip's span from its first op in the first to its last in the
+    second."""
+    real = fixtures_dir / "xplane" / MI300
+    for session in ("s1", "s2"):
+        (tmp_path / session).mkdir()
+    shutil.copy(real, tmp_path / "s1" / "host_1.xplane.pb")
+    _later(real, tmp_path / "s2" / "host_1.xplane.pb", 10 * 10**9)
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["rows"]
+    ops = events.device_ops(events.load([real]))
+    alone = (ops["start_ps"] + ops["dur_ps"]).groupby(ops["device"]).max() - ops.groupby("device")["start_ps"].min()
+    assert [(r["rank"], r["device"]) for r in rows] == [(1, d) for d in range(8)]
+    assert [r["span_ps"] for r in rows] == [10**13 + int(alone[d]) for d in range(8)]
+
+
+def test_one_ranks_step_in_two_files_is_refused(fixtures_dir, tmp_path):
+    """A rank's Kineto trace given twice (two trials' folders): its steps 551 and 552 in both files, refused
+    in one line by the first step they share."""
+    for trial in ("a", "b"):
+        (tmp_path / trial).mkdir()
+        shutil.copy(fixtures_dir / "kineto" / "rank-0.json.gz", tmp_path / trial / "rank-0.json.gz")
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(tmp_path)])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert (f"{tmp_path / 'b' / 'rank-0.json.gz'}: rank 0 step 551 is also in {tmp_path / 'a' / 'rank-0.json.gz'}"
+            in result.output)
