@@ -104,8 +104,9 @@ def test_torch_cpu_kineto_trace(tmp_path):
 
     port = free_port()
     out = tmp_path / "rank0.json"
-    subprocess.run([sys.executable, str(Path(__file__).parent / "programs" / "torch_gloo_trace.py"), str(out), str(port)],
-                   check=True, capture_output=True, timeout=120)
+    done = subprocess.run([sys.executable, str(Path(__file__).parent / "programs" / "torch_gloo_trace.py"), str(out),
+                           str(port)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-3000:])  # (a crash says why)
     ev = events.load([out])
     ops = events.device_ops(ev)
     kinds = ops.groupby("kind", observed=True)["category"].agg(set).to_dict()
