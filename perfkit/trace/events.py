@@ -45,7 +45,7 @@ CATEGORY_VALUES = classify.CATEGORIES + tuple(r for r in ROLES if r != "op")
 COLUMNS = ("rank", "host", "device", "line", "name", "kind", "category", "start_ps", "dur_ps", "hlo_op", "hlo_module",
            "program_id", "step", "shape", "stall_ps", "launch_step", "device_offset_ps", "device_duration_ps")
 KINETO_ONLY = "launch_step"  # a column only Kineto frames have
-REQUIRED = ("rank", "device", "category", "start_ps", "dur_ps", "step")  # every frame has these (``_one_run``, device_ops)
+REQUIRED = ("rank", "device", "category", "start_ps", "dur_ps", "step")  # every frame has these (_one_run, device_ops)
 CATEGORICAL = ("host", "line", "name", "kind", "category", "hlo_op", "hlo_module", "shape")
 _RANK_DIR = re.compile(r"rank[-_]?(\d+)$")
 _TORCH_TPU_FILE = re.compile(r"_(\d+)\.xplane\.pb$")
@@ -269,6 +269,8 @@ def _one_run(frames: list[pd.DataFrame], files: list[Path]) -> None:
     same rank and device, or one chip's events of no step in two files at the same time (one rank's traces in
     several files are its profiling sessions, one after another, or apart by their steps: a CPU profile's
     clock starts at each session). Their spans would merge into meaningless ones."""
+    if len(frames) < 2:
+        return
     seen: dict[tuple, Path] = {}
     for frame, path in zip(frames, files):
         marks = frame.loc[frame["category"] == "step", ["rank", "device", "step"]].drop_duplicates()
@@ -277,7 +279,7 @@ def _one_run(frames: list[pd.DataFrame], files: list[Path]) -> None:
                 raise BadInput(f"rank {key[0]} step {key[2]} is also in {seen[key]}: pass one run's (one trial's) "
                                "traces at a time", path=path)
             seen[key] = path
-    ranks = [set(frame["rank"].unique().tolist()) for frame in frames] if len(frames) > 1 else [set()]
+    ranks = [set(frame["rank"].unique().tolist()) for frame in frames]
     if sum(map(len, ranks)) == len(set().union(*ranks)):
         return  # no rank in two files
     extents = []
