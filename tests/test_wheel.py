@@ -248,8 +248,9 @@ def test_light_install_prints_what_the_full_install_prints(light, tmp_path, monk
     (tmp_path / "case.yaml").write_text(json.dumps({
         "name": "light", "command": ["python", str(program), "3", "1", "--frames"], "warmup": 1,
         "repeats": {"min": 1, "max": 1}, "variants": {"a": {}, "b": {"env": {"SLEEP_MS": "2"}}}}))
+    # a lossless codec floor: `report` encodes it again on each side, and x264's is not bit-reproducible
     serve = ["--set", "serve.concurrency=[1]", "--set", "serve.requests=1", "--set", "serve.server_restarts=1",
-             "--set", "warmup=0"]
+             "--set", "warmup=0", "--set", "serve.codec=ffv1"]
     for case, out, extra, cwd in (("case.yaml", "run", [], tmp_path),
                                   (str(REPO / "cases" / "serve" / "test_server.yaml"), "serve", serve, REPO)):
         res = subprocess.run([light / "perfkit", "run", case, "--out", tmp_path / out, *extra], cwd=cwd, env=env,

@@ -309,7 +309,8 @@ def codec_floor(reference, codec: Codec = DEFAULT_CODEC, frames: FrameRange = AL
     decoded to RGB24 are encoded (the Python API's and a run's default); with ``rgb`` False, a YUV video in the
     codec's pixel format instead goes to the encoder as decoded, at its own frame rate, and is measured in its
     source planes, the space ``compare(..., rgb=False)`` headlines for two such videos (``floor_in_planes``).
-    libx264 through PyAV is not bit-reproducible run to run: the floor moves by a few hundredths of a dB."""
+    libx264 through PyAV is not bit-reproducible run to run, even on one thread: the floor moves by a few
+    hundredths of a dB, and by up to a few tenths on a clip of a few small frames."""
     ref = open_media(reference)
     if ref.kind != "frames" or (ref.frame_shape or (3,))[-1] != 3:
         raise BadInput("the codec floor needs RGB frames", path=ref.label)
