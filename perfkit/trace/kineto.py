@@ -7,7 +7,8 @@ MTIA's ``mtia_ccp_events``, of which, as HTA counts them, only those with a ``st
 (``gpu_user_annotation`` ones per device, host ones for the whole rank); everything else is host activity.
 The rank is ``distributedInfo.rank`` when the file has it. A device op whose launch (the runtime call of its
 ``args.correlation``) ran inside a host ProfilerStep carries that step in column ``launch_step`` (HTA's
-iteration of a kernel: how HTA leaves out the last step).
+iteration of a kernel: how HTA leaves out the last step). Host events with a ``stream`` argument, which HTA takes
+for GPU events, are counted by category (``RawTrace.host_streams``) for a note that says so.
 
 A trace without device events is one of two things. Where it holds device runtime calls (``*_runtime``,
 ``Runtime``, ``cuda_driver``) or a CUPTI profiler range (``cuda_profiler_range``: counters per kernel, no
@@ -79,6 +80,17 @@ def _is_device_event(event: dict, cat: str) -> bool:
     if cat not in DEVICE_CATS:
         return False
     return cat not in STREAM_ONLY_CATS or str((event.get("args") or {}).get("stream", "")).lstrip("-").isdigit()
+
+
+def _host_streams(events: list[dict], cats: list[str], on_gpu: np.ndarray
+                  ) -> tuple[tuple[str, int], ...]:
+    """(category, count) of the host events with a ``stream`` argument (other than -1), most first: HTA takes
+    every event with one for a GPU event, perfkit the device categories only."""
+    counts: dict[str, int] = {}
+    for e, c, g in zip(events, cats, on_gpu):
+        if not g and str((e.get("args") or {}).get("stream", -1)) != "-1":
+            counts[c] = counts.get(c, 0) + 1
+    return tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _is_runtime(cat: str) -> bool:
@@ -176,7 +188,8 @@ def read(path: Path, rank: int) -> RawTrace:
     }
     # ns as an int: epoch microseconds * 1000 as a float is past 2**53 (off by up to 128 ns)
     return RawTrace(path=path, rank=rank, host=path.name.split(".")[0], origin_ns=int(origin_us) * 1000, columns=columns,
-                    strings=strings, lines=lines.values, programs=Programs({}, path), measured=measured)
+                    strings=strings, lines=lines.values, programs=Programs({}, path), measured=measured,
+                    host_streams=_host_streams(events, cats, on_gpu) if measured == "device" else ())
 
 
 def _line(event: dict) -> str:

@@ -55,3 +55,4 @@ class RawTrace(NamedTuple):
     lines: list[str]
     programs: Programs              # program id -> its ops (xplane /host:metadata)
     measured: str = "device"        # what its ops are: "device" ops, or "host" ops standing in (a CPU trace)
+    host_streams: tuple[tuple[str, int], ...] = ()  # (category, count) of host events with a stream argument

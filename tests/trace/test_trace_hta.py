@@ -32,6 +32,9 @@ import shutil
 
 import pytest
 
+from click.testing import CliRunner
+
+from perfkit.cli import cli
 from perfkit.trace import breakdown, events
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -170,6 +173,25 @@ def test_host_events_with_a_stream_are_not_device_time(fixtures_dir, tmp_path, n
     assert parts == pytest.approx(without, abs=1e-3) and parts != pytest.approx(on_file, abs=1e-3)
     copy = _parts(breakdown.breakdown(_load(_host_streams_dropped(src, tmp_path / "copy.json")), "trace"))
     assert copy == parts
+
+
+@pytest.mark.parametrize("name", [*HTA_HOST_STREAMS, "rank-0.json.gz"])
+def test_host_events_with_a_stream_are_named_on_stderr(fixtures_dir, name):
+    """Where the definitions part, the output says so: one note per file naming its host events with a stream,
+    as many as HTA's GPU events on the file outnumber those on the copy without them (a Triton launcher's
+    cpu_op, a cuda_sync Stream Sync); none on a file without such events."""
+    path = fixtures_dir / "kineto" / name
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(path), "--window", "trace", "--json"])
+    assert result.exit_code == 0, result.output
+    json.loads(result.stdout)  # the note stays off stdout
+    if name not in HTA_HOST_STREAMS:
+        assert result.stderr == ""
+        return
+    on_file, on_copy = HTA_HOST_STREAMS[name][2]
+    category = {"hta_triton_example.json.gz": "cpu_op", "hta_cuda_event_sync.json.gz": "cuda_sync"}[name]
+    assert result.stderr == (f"perfkit: note: {path}: host events with a stream argument ({on_file - on_copy} "
+                             f"{category}) are not device ops here; HTA's temporal breakdown counts every event "
+                             "with a stream as GPU time\n")
 
 
 def _hta(folder, keep_last: bool):
