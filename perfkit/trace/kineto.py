@@ -84,13 +84,23 @@ def _is_device_event(event: dict, cat: str) -> bool:
 
 def _host_streams(events: list[dict], cats: list[str], on_gpu: np.ndarray
                   ) -> tuple[tuple[str, int], ...]:
-    """(category, count) of the host events with a ``stream`` argument (other than -1), most first: HTA takes
-    every event with one for a GPU event, perfkit the device categories only."""
+    """(category, count) of the host events with a ``stream`` argument, most first: HTA takes every event whose
+    stream is an int other than -1 for a GPU event (ROCm's runtime calls carry ``"0x0"``, not an int to it),
+    perfkit the device categories only."""
     counts: dict[str, int] = {}
     for e, c, g in zip(events, cats, on_gpu):
-        if not g and str((e.get("args") or {}).get("stream", -1)) != "-1":
+        if not g and _hta_stream((e.get("args") or {}).get("stream")) != -1:
             counts[c] = counts.get(c, 0) + 1
     return tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _hta_stream(value) -> int:
+    """A ``stream`` argument as HTA reads it (``hta.utils.utils.normalize_gpu_stream_numbers``): -1 where
+    ``int()`` does not take it."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return -1
 
 
 def _is_runtime(cat: str) -> bool:
