@@ -115,17 +115,23 @@ def _read(files: list[tuple[Path, int]], workers: int, named: set[Path], columns
     for exc in skipped:
         print(f"perfkit: skipped {exc.line()}", file=sys.stderr)
     for raw in out:
-        if raw.host_streams:
-            print(_host_streams_note(raw), file=sys.stderr)
+        for note in _hta_notes(raw):
+            print(f"perfkit: note: {raw.path}: {note}", file=sys.stderr)
     return out
 
 
-def _host_streams_note(raw: RawTrace) -> str:
-    """The line naming where a Kineto trace's figures part from HTA's by definition: host events with a stream."""
-    cats = [f"{n} {c or 'uncategorized'}" for c, n in raw.host_streams]
-    listed = ", ".join(cats[:3]) + (", ..." if len(cats) > 3 else "")
-    return (f"perfkit: note: {raw.path}: host events with a stream argument ({listed}) are not device ops here; "
-            "HTA's temporal breakdown counts every event with a stream as GPU time")
+def _hta_notes(raw: RawTrace) -> list[str]:
+    """Where a Kineto trace's figures part from HTA's by definition, what parts them, a line each."""
+    notes = []
+    if raw.host_streams:
+        cats = [f"{n} {c or 'uncategorized'}" for c, n in raw.host_streams]
+        listed = ", ".join(cats[:3]) + (", ..." if len(cats) > 3 else "")
+        notes.append(f"host events with a stream argument ({listed}) are not device ops here; HTA's temporal "
+                     "breakdown counts every event with a stream as GPU time")
+    if raw.unlaunched:
+        notes.append(f"{raw.unlaunched} device ops have no launch in the trace up to its last ProfilerStep's end "
+                     "(queued before the profiler started, or launched after): counted here; HTA drops them")
+    return notes
 
 
 def packed_key(codes: list[np.ndarray]) -> np.ndarray:

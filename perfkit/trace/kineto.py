@@ -7,8 +7,10 @@ MTIA's ``mtia_ccp_events``, of which, as HTA counts them, only those with a ``st
 (``gpu_user_annotation`` ones per device, host ones for the whole rank); everything else is host activity.
 The rank is ``distributedInfo.rank`` when the file has it. A device op whose launch (the runtime call of its
 ``args.correlation``) ran inside a host ProfilerStep carries that step in column ``launch_step`` (HTA's
-iteration of a kernel: how HTA leaves out the last step). Host events with a ``stream`` argument, which HTA takes
-for GPU events, are counted by category (``RawTrace.host_streams``) for a note that says so.
+iteration of a kernel: how HTA leaves out the last step). Two things HTA reads otherwise are counted for notes
+that say so: host events with a ``stream`` argument, which HTA takes for GPU events (``RawTrace.host_streams``),
+and device ops without a launch in the trace up to its last ProfilerStep's end, which HTA drops
+(``RawTrace.unlaunched``).
 
 A trace without device events is one of two things. Where it holds device runtime calls (``*_runtime``,
 ``Runtime``, ``cuda_driver``) or a CUPTI profiler range (``cuda_profiler_range``: counters per kernel, no
@@ -82,25 +84,44 @@ def _is_device_event(event: dict, cat: str) -> bool:
     return cat not in STREAM_ONLY_CATS or str((event.get("args") or {}).get("stream", "")).lstrip("-").isdigit()
 
 
-def _host_streams(events: list[dict], cats: list[str], on_gpu: np.ndarray
-                  ) -> tuple[tuple[str, int], ...]:
-    """(category, count) of the host events with a ``stream`` argument, most first: HTA takes every event whose
-    stream is an int other than -1 for a GPU event (ROCm's runtime calls carry ``"0x0"``, not an int to it),
-    perfkit the device categories only."""
+def _host_streams(cats: list[str], hta_host: np.ndarray) -> tuple[tuple[str, int], ...]:
+    """(category, count) of the host events HTA takes for GPU events (``hta_host``: (n,) bool), most first."""
     counts: dict[str, int] = {}
-    for e, c, g in zip(events, cats, on_gpu):
-        if not g and _hta_stream((e.get("args") or {}).get("stream")) != -1:
-            counts[c] = counts.get(c, 0) + 1
+    for i in np.flatnonzero(hta_host):
+        counts[cats[i]] = counts.get(cats[i], 0) + 1
     return tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def _hta_stream(value) -> int:
-    """A ``stream`` argument as HTA reads it (``hta.utils.utils.normalize_gpu_stream_numbers``): -1 where
-    ``int()`` does not take it."""
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return -1
+def _unlaunched(events: list[dict], names: list[str], on_gpu: np.ndarray, cpu: np.ndarray, ts_us: np.ndarray,
+                end_us: np.ndarray) -> int:
+    """How many device ops HTA leaves out as not launched in the traced steps (``hta.common.trace``,
+    ``_filter_irrelevant_gpu_kernels`` with ``include_last_profiler_step=True``): where the trace names two
+    ProfilerSteps or more, those without a correlation id, or whose id no CPU event (``cpu``: (n,) bool, stream
+    -1 to HTA) started by the end of the last CPU ProfilerStep carries."""
+    if len({n for n in names if "ProfilerStep" in n}) < 2:
+        return 0
+    steps = [i for i in np.flatnonzero(cpu) if "ProfilerStep" in names[i]]
+    if not steps:
+        return 0
+    early = np.flatnonzero(cpu & (ts_us <= end_us[steps].max()))
+    ids = ((events[i].get("args") or {}).get("correlation") for i in early)
+    launched = {c for c in ids if isinstance(c, int) and c >= 0}
+    return sum((events[i].get("args") or {}).get("correlation") not in launched for i in np.flatnonzero(on_gpu))
+
+
+def _hta_streams(events: list[dict]) -> np.ndarray:
+    """(n,) int64: each event's ``stream`` argument as HTA reads it (``hta.utils.utils.
+    normalize_gpu_stream_numbers``): -1 where it has none or ``int()`` does not take it (ROCm's ``"0x0"``). HTA
+    takes every event whose stream is not -1 for a GPU event, perfkit the device categories only."""
+    out = np.full(len(events), -1, np.int64)
+    for i, event in enumerate(events):
+        value = (event.get("args") or {}).get("stream")
+        if value is not None:  # most host events have none: no exception raised for them
+            try:
+                out[i] = int(value)
+            except (TypeError, ValueError, OverflowError):
+                pass
+    return out
 
 
 def _is_runtime(cat: str) -> bool:
@@ -182,6 +203,7 @@ def read(path: Path, rank: int) -> RawTrace:
     host_steps = is_step & np.array([c != "gpu_user_annotation" for c in cats], bool)
     device[host_steps] = -1  # (a CPU-only trace's ProfilerStep logged as an op: still the host's marker)
     launched_in = _launch_steps(events, cats, names, on_gpu, host_steps, ts_us, dur_us)
+    streams = _hta_streams(events)
     origin_us = float(np.floor(ts_us.min()))
     strings = StringTable()
     tids = [_line(e) if g else f"{e.get('pid')}/{e.get('tid')}" for e, g in zip(events, on_gpu)]
@@ -199,7 +221,8 @@ def read(path: Path, rank: int) -> RawTrace:
     # ns as an int: epoch microseconds * 1000 as a float is past 2**53 (off by up to 128 ns)
     return RawTrace(path=path, rank=rank, host=path.name.split(".")[0], origin_ns=int(origin_us) * 1000, columns=columns,
                     strings=strings, lines=lines.values, programs=Programs({}, path), measured=measured,
-                    host_streams=_host_streams(events, cats, on_gpu) if measured == "device" else ())
+                    host_streams=_host_streams(cats, ~on_gpu & (streams != -1)) if measured == "device" else (),
+                    unlaunched=_unlaunched(events, names, on_gpu, ~on_gpu & (streams == -1), ts_us, ts_us + dur_us))
 
 
 def _line(event: dict) -> str:

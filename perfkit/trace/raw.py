@@ -56,3 +56,4 @@ class RawTrace(NamedTuple):
     programs: Programs              # program id -> its ops (xplane /host:metadata)
     measured: str = "device"        # what its ops are: "device" ops, or "host" ops standing in (a CPU trace)
     host_streams: tuple[tuple[str, int], ...] = ()  # (category, count) of host events with a stream argument
+    unlaunched: int = 0             # device ops without a launch up to the last ProfilerStep's end (HTA drops them)
