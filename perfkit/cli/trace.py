@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -137,6 +138,7 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     import pandas as pd
 
     from perfkit.trace.breakdown import COLUMNS, COMM, TIMES, mean_per_device, plot as draw, shown_parts
+    from perfkit.trace.events import is_xplane
     from perfkit.trace.shards import breakdown_traces
     from perfkit.trace.timeline import LAST_STEP_DROPPED
 
@@ -162,8 +164,11 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     share = lambda v: "-" if pd.isna(v) else f"{100 * v:.1f}%"  # noqa: E731
     if measured == "host ops":
         click.echo(f"measured: {HOST_OPS}")
-    click.echo(f"steps from: {', '.join(spans)}; {last}; "
-               "times in ms; comm: collectives in flight, hidden: the part of it under compute")
+    # HTA's figures on a Kineto trace with sub-microsecond times are of the times rounded inward (start up, end down)
+    kineto = any(not is_xplane(Path(f)) for f in rows.attrs["files"])
+    rounding = ", to the ns (HTA rounds Kineto times inward to whole us; HTA_DISABLE_NS_ROUNDING=1 keeps them)"
+    click.echo(f"steps from: {', '.join(spans)}; {last}; times in ms{rounding if kineto else ''}; "
+               "comm: collectives in flight, hidden: the part of it under compute")
     if outside:
         click.echo(_outside_line(outside))
     if any(c["parted"] for c in clock):

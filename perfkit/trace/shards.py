@@ -243,6 +243,7 @@ def _stacked(rows: list[pd.DataFrame], done: Combined) -> pd.DataFrame:
     out = (pd.concat(parts, ignore_index=True).sort_values(["rank", "device", "step"], kind="stable", ignore_index=True)
            if parts else rows[0])
     out.attrs["measured"] = done.measured
+    out.attrs["files"] = done.files
     out.attrs["outside"] = _per_chip([r.attrs["outside"] for r in rows])
     out.attrs["clock"] = _per_chip([r.attrs["clock"] for r in rows])
     return out

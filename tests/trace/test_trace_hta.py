@@ -239,6 +239,19 @@ def test_device_ops_without_a_launch_by_hand(tmp_path):
                              "here; HTA drops them\n")
 
 
+@pytest.mark.parametrize("trace", ["kineto/hta_nccl_data.json.gz", "xplane/mi300_jax_conv_8gpu.xplane.pb"])
+def test_breakdown_header_names_htas_rounding_on_kineto(fixtures_dir, trace):
+    """HTA's figures on a nanosecond Kineto trace are of its times rounded inward (hta_nccl_data: compute
+    113012 us, 115655.847 with HTA_DISABLE_NS_ROUNDING=1, which perfkit gives): the header says so for Kineto
+    input, and not for an XSpace, which HTA does not read."""
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(fixtures_dir / trace), "--window", "trace"])
+    assert result.exit_code == 0, result.output
+    header = result.stdout.splitlines()[0]
+    rounding = ("times in ms, to the ns (HTA rounds Kineto times inward to whole us; HTA_DISABLE_NS_ROUNDING=1 "
+                "keeps them);")
+    assert (rounding in header) == trace.startswith("kineto/") and "times in ms" in header, header
+
+
 def _hta(folder, keep_last: bool):
     from hta.trace_analysis import TraceAnalysis
 
