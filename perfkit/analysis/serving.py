@@ -21,6 +21,7 @@ from perfkit.analysis import stats
 from perfkit.errors import BadInput
 from perfkit.quality.compare import codec_floor, compare, headline
 from perfkit.quality.media import open_media, output_files, parse_codec
+from perfkit.rundata import rundir
 from perfkit.rundata.case import Case
 
 REQUEST_COLUMNS = ["trial", "variant", "round", "trial_status", "level", "phase", "index", "prompt", "seed",
@@ -136,12 +137,26 @@ def _first_outputs(run_dir: Path, trials: list[dict], variant: str) -> dict[str,
     return {} if t is None else {p.stem: p for p in output_files(run_dir / t["dir"]).values()}
 
 
+def _floors_measured(run_dir: Path, codec: str) -> dict[tuple[str, str], float]:
+    """The codec floors the run's summary.json holds, by (prompt, reference), where it has them for ``codec``: a
+    re-render keeps what was measured, since x264 through PyAV gives another floor on each encode."""
+    try:
+        quality = rundir.read_summary(run_dir)["serve"]["quality"]
+    except (BadInput, KeyError, TypeError):  # no summary yet, or not a served run's
+        return {}
+    if quality.get("codec") != codec:
+        return {}
+    return {(r["prompt"], r["reference"]): float(r["codec_floor_db"]) for r in quality.get("rows", [])
+            if r.get("reference") and r.get("codec_floor_db") is not None}
+
+
 def served_quality(run_dir: Path, trials: list[dict], case: Case) -> pd.DataFrame:
     """One row per (prompt, variant): the variant's first good output of the prompt against the reference
     (the case's oracle folder, else the baseline's output) and the codec floor (the reference through the
-    case's codec: what a served video can reach)."""
+    case's codec: what a served video can reach; measured once, kept by a re-render)."""
     baseline = case.variants[0].name
     codec = parse_codec(case.serve.codec)
+    measured = _floors_measured(run_dir, case.serve.codec)
     outputs = {v.name: _first_outputs(run_dir, trials, v.name) for v in case.run_variants()}
     rows = []
     for prompt in (p.name for p in case.serve.prompts):
@@ -149,7 +164,9 @@ def served_quality(run_dir: Path, trials: list[dict], case: Case) -> pd.DataFram
             ref = _oracle_file(Path(case.oracle), prompt) if case.oracle else outputs[baseline].get(prompt)
             floor = None
             if ref is not None and open_media(ref).kind == "frames":
-                floor = codec_floor(ref, codec)["psnr_mean_db"]
+                floor = measured.get((prompt, str(ref)))
+                if floor is None:
+                    floor = codec_floor(ref, codec)["psnr_mean_db"]
         except BadInput as exc:
             ref, floor, ref_error = None, None, exc.line()
         else:
