@@ -3,7 +3,8 @@ local DMA wait, idle; and how much of its collectives' time was hidden under com
 
 Every instant of a step's span on a device is given to one part. On each line (TPU ``XLA Ops``, a GPU
 stream, a CPU thread) the innermost running op owns the instant; across lines (GPU streams running at
-once) compute beats ICI beats DCN beats DMA, so a collective hidden behind compute costs nothing and
+once, and a GPU stream's op that the clocks' skew starts before the one before it ends: ``timeline``)
+compute beats ICI beats DCN beats DMA, so a collective hidden behind compute costs nothing and
 only its exposed part counts (on TPU that is the time in ``X-done``, where xprof counts it as compute).
 Instants where nothing runs are idle. A compute op's own DMA stall (TPU ``dma_stall_duration_ps``)
 moves from compute to DMA. The five parts add up to the span exactly (integer picoseconds); ``dcn`` is

@@ -231,8 +231,37 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
         order = np.lexsort((-end, start, line, span))
         row, span, line, start, end, cls, pair = (f[order] for f in (row, span, line, start, end, cls, pair))
         first = run_starts(span, line)
+    lane = _skewed(events["line"], line, first, start, end)
+    if lane.any():  # the skewed ops run beside the line: a line of their own, just after it
+        line = line.astype(np.int64) * 2 + lane
+        order = np.lexsort((-end, start, line, span))
+        row, span, line, start, end, cls, pair = (f[order] for f in (row, span, line, start, end, cls, pair))
+        first = run_starts(span, line)
     line_id = np.repeat(np.arange(first.size, dtype=np.int32), _lengths(first, row.size))
     return Layout(span_rows, Ops(row, span, line_id, start, end, cls, pair), stall, outside, clocks.parted(events))
+
+
+def _skewed(lines: pd.Series, line: np.ndarray, first: np.ndarray, start: np.ndarray, end: np.ndarray
+            ) -> np.ndarray:
+    """(n,) int8: 1 for an op on a GPU stream that starts before an earlier op on its line ends (ops in line
+    order, ``first``: where each line's run starts). A stream runs its kernels one after another, so that
+    overlap is the clocks' skew, not nesting: the two ran side by side, and across lines compute owns such an
+    instant (HTA's union of compute kernels does the same)."""
+    skew = np.zeros(line.size, np.int8)
+    streams = np.array([bool(_GPU_STREAM.match(str(c))) for c in lines.cat.categories] + [False])
+    if not streams.any():  # a TPU's or a CPU's lines: nothing to look at
+        return skew
+    on_stream = streams[line]
+    after = np.ones(line.size, bool)
+    after[first] = False  # an op with an op before it on its line
+    touched = np.flatnonzero(after[1:] & on_stream[1:] & (start[1:] < end[:-1])) + 1
+    runs = np.unique(np.searchsorted(first, touched, side="right") - 1)  # the few lines where the clocks skew
+    bounds = np.append(first, line.size)
+    for r in runs:
+        a, b = bounds[r], bounds[r + 1]
+        latest = np.maximum.accumulate(end[a:b - 1])  # the latest end before each later op of the line
+        skew[a + 1:b] = start[a + 1:b] < latest
+    return skew
 
 
 def _last_marker(markers: pd.DataFrame, rank: np.ndarray, device: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

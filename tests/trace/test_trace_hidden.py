@@ -206,7 +206,8 @@ def _frame(ops, order):
     cat = lambda values, cats=None: pd.Categorical(values, categories=cats)  # noqa: E731
     return pd.DataFrame({
         "rank": np.zeros(n, np.int32), "device": np.zeros(n, np.int32),
-        "line": cat([f"stream {o[0]}" for o in rows]), "name": cat([f"op{i}" for i in order]),
+        # lines where ops nest (a GPU stream's never do: timeline._skewed)
+        "line": cat([f"host/{o[0]}" for o in rows]), "name": cat([f"op{i}" for i in order]),
         "kind": cat([o[4] for o in rows]), "category": cat([KINDS[o[4]] for o in rows], list(CATEGORY_VALUES)),
         "start_ps": np.array([o[1] for o in rows], np.int64),
         "dur_ps": np.array([o[2] - o[1] for o in rows], np.int64),

@@ -217,13 +217,17 @@ def test_device_ops_without_a_launch_are_named_on_stderr(fixtures_dir, name):
     assert result.stderr == (note if UNLAUNCHED[name] else "")
 
 
+def _event(cat, name, ts, dur, **args) -> dict:
+    """A hand-made Kineto event: device events on stream 7's thread, the rest on the host's."""
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 7 if cat in GPU_CATS else 100, "ts": ts,
+            "dur": dur, "args": args}
+
+
 def test_device_ops_without_a_launch_by_hand(tmp_path):
     """By hand: host ProfilerSteps #1 [0, 100) and #2 [100, 200) us; launches at 50, 150 and 250 us (correlations
     1-3); kernels of correlation 4 (no launch: queued before), 1, 2, 3 (launched after the last step's end) and
     one without a correlation. HTA keeps k1 and k2 (checked live with HTA 0.5.0): three dropped."""
-    def event(cat, name, ts, dur, **args):
-        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 7 if cat == "kernel" else 100, "ts": ts,
-                "dur": dur, "args": args}
+    event = _event
     kernel = functools.partial(event, "kernel", dur=20, device=0, stream=7)
     trace = [event("user_annotation", "ProfilerStep#1", 0, 100), event("user_annotation", "ProfilerStep#2", 100, 100),
              *(event("cuda_runtime", "cudaLaunchKernel", ts, 5, correlation=c) for c, ts in ((1, 50), (2, 150), (3, 250))),
@@ -237,6 +241,20 @@ def test_device_ops_without_a_launch_by_hand(tmp_path):
     assert result.stderr == (f"perfkit: note: {path}: 3 device ops have no launch in the trace up to its last "
                              "ProfilerStep's end (queued before the profiler started, or launched after): counted "
                              "here; HTA drops them\n")
+
+
+def test_skewed_ops_on_one_stream_run_side_by_side(tmp_path):
+    """By hand: on stream 7 a compute kernel [10, 20) us and a DtoH memcpy [18, 30) us that starts 2 us before it
+    ends (the clocks' skew: a stream runs one op at a time). The 2 us are compute, as in HTA's union of compute
+    kernels (HTA 0.5.0 live: idle 0, compute 10, non-compute 10, kernel time 20), not the memcpy's as nesting
+    would have it. The real case: HTA's negative_queue_length_values_check trace, stream 27."""
+    trace = [_event("cuda_runtime", "cudaLaunchKernel", 0, 1, correlation=1),
+             _event("cuda_runtime", "cudaMemcpyAsync", 2, 1, correlation=2),
+             _event("kernel", "reduce_kernel", 10, 10, device=0, stream=7, correlation=1),
+             _event("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 18, 12, device=0, stream=7, correlation=2)]
+    path = tmp_path / "skew.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": trace}))
+    assert _parts(breakdown.breakdown(_load(path), "trace")) == (0, 10, 10, 20)
 
 
 @pytest.mark.parametrize("trace", ["kineto/hta_nccl_data.json.gz", "xplane/mi300_jax_conv_8gpu.xplane.pb"])
