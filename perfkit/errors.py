@@ -17,6 +17,11 @@ class ExitCode(enum.IntEnum):
     TRIAL_FAILED = 3
 
 
+class DefinitionNote(UserWarning):
+    """Where perfkit's figures part from a referee's by definition (HTA's, on a Kineto trace): the trace
+    commands print it as ``perfkit: note: ...``; a run's analysis leaves it out (a line per trial file)."""
+
+
 class BadInput(Exception):
     """Input that perfkit refuses: printed as one line ``file: field: reason``, exit code 2."""
 

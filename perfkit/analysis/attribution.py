@@ -162,7 +162,8 @@ def trials_parts(folders: list[Path], window: str = "step") -> pd.DataFrame:
     and ``outside_ps``, the trials' device ops outside every step's span and their durations summed."""
     frames = []
     for folder in folders:
-        frame = events.load(sorted(folder.glob("rank*/trace")), None, columns=diff.EVENT_COLUMNS["op"])
+        with events.notes_left_out():
+            frame = events.load(sorted(folder.glob("rank*/trace")), None, columns=diff.EVENT_COLUMNS["op"])
         frames.append(chip_step_parts(frame, folder.name, window))
     ops, ps = timeline.outside_total([chip for f in frames for chip in f.attrs["outside"]])
     out = pd.concat(frames, ignore_index=True)

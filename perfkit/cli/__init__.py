@@ -7,12 +7,13 @@ import gc
 import importlib
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import click
 
 import perfkit
-from perfkit.errors import BadInput, ExitCode
+from perfkit.errors import BadInput, DefinitionNote, ExitCode
 
 # name -> ("module:attribute" of a click command, its one-line help): imported on first use; the help
 # is spelt here so that `perfkit --help` lists the commands without importing any of them
@@ -51,11 +52,24 @@ class LazyGroup(click.Group):
             formatter.write_dl([(name, COMMANDS[name][1]) for name in self.list_commands(ctx)])
 
     def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except BadInput as exc:
-            click.echo(f"perfkit: {exc.line()}", err=True)
-            ctx.exit(ExitCode.BAD_INPUT)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", DefinitionNote)
+            warnings.showwarning = _show(warnings.showwarning)
+            try:
+                return super().invoke(ctx)
+            except BadInput as exc:
+                click.echo(f"perfkit: {exc.line()}", err=True)
+                ctx.exit(ExitCode.BAD_INPUT)
+
+
+def _show(shown):
+    """``warnings.showwarning`` that prints a ``DefinitionNote`` as one line ``perfkit: note: ...``."""
+    def show(message, category, *args, **kwargs):
+        if issubclass(category, DefinitionNote):
+            click.echo(f"perfkit: note: {message}", err=True)
+        else:
+            shown(message, category, *args, **kwargs)
+    return show
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

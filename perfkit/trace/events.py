@@ -26,8 +26,10 @@ for the same event as a Python dict.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
+import warnings
 from pathlib import Path
 from typing import Iterable
 
@@ -36,7 +38,7 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from perfkit.common.workers import usable_cores
-from perfkit.errors import BadInput
+from perfkit.errors import BadInput, DefinitionNote
 from perfkit.trace import classify, kineto, steps, xplane
 from perfkit.trace.raw import ROLES, RawTrace
 
@@ -116,8 +118,16 @@ def _read(files: list[tuple[Path, int]], workers: int, named: set[Path], columns
         print(f"perfkit: skipped {exc.line()}", file=sys.stderr)
     for raw in out:
         for note in _hta_notes(raw):
-            print(f"perfkit: note: {raw.path}: {note}", file=sys.stderr)
+            warnings.warn(f"{raw.path}: {note}", DefinitionNote, stacklevel=2)
     return out
+
+
+@contextlib.contextmanager
+def notes_left_out():
+    """A run's analysis: its trials' traces read without the ``DefinitionNote``s (one per trial file)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DefinitionNote)
+        yield
 
 
 def _hta_notes(raw: RawTrace) -> list[str]:

@@ -32,7 +32,7 @@ from perfkit.errors import BadInput
 from perfkit.hlo.dumps import dump_files
 from perfkit.hlo.parse import Instruction, read_module
 from perfkit.trace import collectives, shards
-from perfkit.trace.events import chip_frame, chip_key, is_device_op
+from perfkit.trace.events import chip_frame, chip_key, is_device_op, notes_left_out
 
 EVENT_COLUMNS = (*collectives.EVENT_COLUMNS, "hlo_module")  # all it reads
 CHIP_COLUMNS = ["rank", "device", "completed", "last_step", "last_op", "last_kind", "waiting_at", "waiting_from"]
@@ -295,7 +295,8 @@ def run_hangs(run_dir: Path, trials: list[dict]) -> dict | None:
         if t["status"] != "hung" or not any(any(p.rglob("*.xplane.pb")) or any(p.rglob("*.json*")) for p in paths):
             continue
         try:
-            chips, first = parting_traces(paths)
+            with notes_left_out():
+                chips, first = parting_traces(paths)
         except BadInput as exc:
             out[t["dir"]] = {"error": exc.line()}
             continue

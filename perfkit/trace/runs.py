@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from perfkit.errors import BadInput
-from perfkit.trace import breakdown, collectives, diff, shards, timeline
+from perfkit.trace import breakdown, collectives, diff, events, shards, timeline
 
 PS_PER_MS = 1e9
 TOP_DELTAS = 8
@@ -34,7 +34,8 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict]:
     all three."""
     rows, tables, sources, analysed, measured = [], [], set(), [], set()
     for folder in folders:  # one trial at a time: its ranks' traces belong together, trials do not
-        found = shards.trial_traces(sorted(folder.glob("rank*/trace")))
+        with events.notes_left_out():
+            found = shards.trial_traces(sorted(folder.glob("rank*/trace")))
         rows.append(found.rows)
         tables.append(found.table)
         analysed.append((folder.name, found.collectives))

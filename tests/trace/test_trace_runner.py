@@ -63,6 +63,33 @@ def test_each_trials_ops_are_laid_out_once(tmp_path, monkeypatch):
         (table["time_ps"] / 1e9).to_dict())
 
 
+def test_a_runs_analysis_leaves_the_definition_notes_out(tmp_path, fixtures_dir):
+    """A trace whose host events carry a stream gets a DefinitionNote where it is read alone, and none where a
+    run's analysis reads it in each trial (a line per trial and rank file would bury the run's output)."""
+    import shutil
+    import warnings
+
+    from perfkit.errors import DefinitionNote
+    from perfkit.trace import events
+
+    trials = []
+    for index, variant in enumerate("ab"):
+        folder = tmp_path / f"trials/{index:02d}-{variant}/rank0/trace"
+        folder.mkdir(parents=True)
+        shutil.copy(fixtures_dir / "kineto" / "hta_triton_example.json.gz", folder / "rank0.json.gz")
+        trials.append({"index": index, "variant": variant, "status": "ok", "dir": f"trials/{index:02d}-{variant}"})
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert trace_summary(tmp_path, trials) is not None
+        from perfkit.analysis.attribution import trials_parts
+
+        assert set(trials_parts([tmp_path / t["dir"] for t in trials])["trial"]) == {"00-a", "01-b"}
+        assert not [w for w in seen if issubclass(w.category, DefinitionNote)]
+        events.load([tmp_path / "trials/00-a/rank0/trace"])
+        notes = [str(w.message) for w in seen if issubclass(w.category, DefinitionNote)]
+        assert len(notes) == 1 and "rank0.json.gz: host events with a stream argument (1 cpu_op)" in notes[0]
+
+
 @pytest.mark.slow
 def test_run_of_a_traced_command_case(tmp_path):
     case = {"name": "traced-ring", "command": ["python", str(Path(__file__).parent / "programs" / "traced_ring.py"), "4"],
