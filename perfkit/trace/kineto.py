@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 import zlib
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -78,17 +79,9 @@ def load_json(path: Path) -> dict:
     return doc
 
 
-def _is_device_event(event: dict, cat: str) -> bool:
-    if cat not in DEVICE_CATS:
-        return False
-    return cat not in STREAM_ONLY_CATS or str((event.get("args") or {}).get("stream", "")).lstrip("-").isdigit()
-
-
 def _host_streams(cats: list[str], hta_host: np.ndarray) -> tuple[tuple[str, int], ...]:
     """(category, count) of the host events HTA takes for GPU events (``hta_host``: (n,) bool), most first."""
-    counts: dict[str, int] = {}
-    for i in np.flatnonzero(hta_host):
-        counts[cats[i]] = counts.get(cats[i], 0) + 1
+    counts = Counter(cats[i] for i in np.flatnonzero(hta_host))
     return tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
@@ -180,7 +173,10 @@ def read(path: Path, rank: int) -> RawTrace:
         dur_us = np.array([e.get("dur", 0) for e in events], np.float64)
     except (TypeError, ValueError):
         raise BadInput("an event's ts or dur is not a number", path=path, field="traceEvents") from None
-    on_gpu = np.array([_is_device_event(e, c) for e, c in zip(events, cats)], bool)
+    streams = _hta_streams(events)
+    # device categories; MTIA's events only where they carry a stream, as HTA counts them
+    on_gpu = np.array([c in DEVICE_CATS for c in cats], bool) & \
+        (np.array([c not in STREAM_ONLY_CATS for c in cats], bool) | (streams != -1))
     is_step = np.array([n.startswith(STEP_PREFIX) for n in names], bool)
     role = np.full(len(events), ROLES["host"], np.int8)
     device = np.full(len(events), -1, np.int32)
@@ -203,7 +199,6 @@ def read(path: Path, rank: int) -> RawTrace:
     host_steps = is_step & np.array([c != "gpu_user_annotation" for c in cats], bool)
     device[host_steps] = -1  # (a CPU-only trace's ProfilerStep logged as an op: still the host's marker)
     launched_in = _launch_steps(events, cats, names, on_gpu, host_steps, ts_us, dur_us)
-    streams = _hta_streams(events)
     origin_us = float(np.floor(ts_us.min()))
     strings = StringTable()
     tids = [_line(e) if g else f"{e.get('pid')}/{e.get('tid')}" for e, g in zip(events, on_gpu)]

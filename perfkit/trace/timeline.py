@@ -151,8 +151,13 @@ def outside_total(outside: list[dict]) -> tuple[int, int]:
 def on_gpu_stream(line: pd.Series) -> np.ndarray:
     """(n,) bool: the ops of a categorical ``line`` column that run on a GPU stream, where kernels run one
     after another and never nest (one that starts before the one before it ends is the clocks' skew)."""
-    table = np.array([bool(_GPU_STREAM.match(str(c))) for c in line.cat.categories] + [False])
-    return table[line.cat.codes.to_numpy()]
+    return _stream_lines(line)[line.cat.codes.to_numpy()]
+
+
+def _stream_lines(line: pd.Series) -> np.ndarray:
+    """(k + 1,) bool: which of a categorical ``line`` column's k categories are GPU streams (the last entry, for
+    code -1, False)."""
+    return np.array([bool(_GPU_STREAM.match(str(c))) for c in line.cat.categories] + [False])
 
 
 def _codes(column: pd.Series, table) -> np.ndarray:
@@ -248,7 +253,7 @@ def _skewed(lines: pd.Series, line: np.ndarray, first: np.ndarray, start: np.nda
     overlap is the clocks' skew, not nesting: the two ran side by side, and across lines compute owns such an
     instant (HTA's union of compute kernels does the same)."""
     skew = np.zeros(line.size, np.int8)
-    streams = np.array([bool(_GPU_STREAM.match(str(c))) for c in lines.cat.categories] + [False])
+    streams = _stream_lines(lines)
     if not streams.any():  # a TPU's or a CPU's lines: nothing to look at
         return skew
     on_stream = streams[line]
