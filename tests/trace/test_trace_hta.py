@@ -197,7 +197,7 @@ def test_host_events_with_a_stream_are_named_on_stderr(fixtures_dir, name):
 
 
 # HTA's GPU events against the device events in the file (kernel / gpu_memcpy / gpu_memset): 15018 of 15632
-# (HTA 0.5.0, live, 2026-12-04), and 2685 of 3653 on the ROCm file (test_trace_formats.py); none dropped on
+# (HTA 0.5.0, live), and 2685 of 3653 on the ROCm file (test_trace_formats.py); none dropped on
 # rank-0.json.gz (1204 of 1204) and the MI250 file (16 of 16)
 UNLAUNCHED = {"hta_trace_diff_test.json.gz": 15632 - 15018, "tracelens_mi300_resnet_act_checkpoint.json.gz": 3653 - 2685,
               "rank-0.json.gz": 0, "hta_amd_mi250_minitoy.json.gz": 0}
