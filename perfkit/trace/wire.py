@@ -173,19 +173,24 @@ def short_payloads(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, number
     live = np.flatnonzero(pos < ends)
     msgs, datas, ends_ = [], [], []
     while live.size:
-        at = pos[live]
+        every = live.size == pos.size  # every message has another field (xprof's events: the same stats each)
+        at, limit = (pos, ends) if every else (pos[live], ends[live])
         length = buf[at + 1]
         if not ((buf[at] == tag).all() and (length < 0x80).all()):
             return None
         data = at + 2
         end = data + length
-        if (end > ends[live]).any():
+        if (end > limit).any():
             raise WireError("a field runs past the end of its message")
         msgs.append(live)
         datas.append(data)
         ends_.append(end)
-        pos[live] = end
-        live = live[end < ends[live]]
+        more = end < limit
+        if every:
+            np.copyto(pos, end)
+        else:
+            pos[live] = end
+        live = live if more.all() else live[more]
     return msgs, datas, ends_
 
 
