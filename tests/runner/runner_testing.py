@@ -6,6 +6,7 @@ resolves to whichever was imported first."""
 import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -29,9 +30,20 @@ def sleeper_case(steps=6, sleep_ms=5, **over) -> dict:
     return case
 
 
-def perfkit(*args, timeout=300, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "perfkit.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=REPO, timeout=timeout, **kw)
+def perfkit(*args, timeout=300, env=None, **kw) -> subprocess.CompletedProcess:
+    """``perfkit ARGS`` in a subprocess, its output captured. Past ``timeout`` seconds it is aborted (SIGABRT)
+    and the test fails with the Python stacks of its threads (faulthandler), which say where it hung."""
+    env = {**(os.environ if env is None else env), "PYTHONFAULTHANDLER": "1"}
+    with subprocess.Popen([sys.executable, "-m", "perfkit.cli", *map(str, args)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, cwd=REPO, env=env, **kw) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            out, err = proc.communicate()
+            raise AssertionError(f"perfkit {' '.join(map(str, args))} still running after {timeout} s; its stacks:\n"
+                                 f"{err[-6000:]}") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def wait_for(condition, timeout: float, what: str) -> None:

@@ -3,13 +3,11 @@ without the second hop's collective-permute; the trial hangs, and its report and
 the instruction its program lacks."""
 
 import json
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from runner_testing import REPO, perfkit
 
-REPO = Path(__file__).resolve().parents[2]
 CASE = REPO / "cases" / "repro" / "skipped_collective.yaml"
 
 
@@ -17,10 +15,9 @@ CASE = REPO / "cases" / "repro" / "skipped_collective.yaml"
 def test_the_hung_trial_names_the_rank_and_the_collective(tmp_path):
     run = tmp_path / "run"
     # the profile cut 3 s after it starts and the watchdog at 30 s: the hang costs the test half a minute
-    res = subprocess.run([sys.executable, "-m", "perfkit.cli", "run", str(CASE), "--out", str(run), "--only", "skip",
-                          "--set", f"command=[{sys.executable}, {REPO / 'cases/repro/skipped_collective.py'}, '8']",
-                          "--set", "timeout=30", "--set", "variants.skip.env.CUT_S='3'"],
-                         capture_output=True, text=True, cwd=REPO, timeout=240)
+    res = perfkit("run", CASE, "--out", run, "--only", "skip",
+                  "--set", f"command=[{sys.executable}, {REPO / 'cases/repro/skipped_collective.py'}, '8']",
+                  "--set", "timeout=30", "--set", "variants.skip.env.CUT_S='3'", timeout=240)
     assert res.returncode == 3, res.stderr[-3000:]  # a trial hung
     summary = json.loads((run / "summary.json").read_text())
     [(folder, hang)] = summary["hangs"].items()
