@@ -37,6 +37,9 @@ COMMANDS = {
 }
 
 
+NOTES = "perfkit.notes"  # the click context's meta key of the definition notes printed so far (a --json repeats them)
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx):
         return sorted(COMMANDS)
@@ -54,7 +57,7 @@ class LazyGroup(click.Group):
     def invoke(self, ctx):
         with warnings.catch_warnings():
             warnings.simplefilter("always", DefinitionNote)
-            warnings.showwarning = _show(warnings.showwarning)
+            warnings.showwarning = _show(warnings.showwarning, ctx.meta.setdefault(NOTES, []))
             try:
                 return super().invoke(ctx)
             except BadInput as exc:
@@ -62,11 +65,13 @@ class LazyGroup(click.Group):
                 ctx.exit(ExitCode.BAD_INPUT)
 
 
-def _show(shown):
-    """``warnings.showwarning`` that prints a ``DefinitionNote`` as one line ``perfkit: note: ...``."""
+def _show(shown, notes: list[str]):
+    """``warnings.showwarning`` that prints a ``DefinitionNote`` as one line ``perfkit: note: ...`` and adds
+    it to ``notes``."""
     def show(message, category, *args, **kwargs):
         if issubclass(category, DefinitionNote):
             click.echo(f"perfkit: note: {message}", err=True)
+            notes.append(str(message))
         else:
             shown(message, category, *args, **kwargs)
     return show

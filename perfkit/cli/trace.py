@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from perfkit.cli import NOTES
 from perfkit.errors import BadInput
 
 if TYPE_CHECKING:
@@ -67,6 +68,11 @@ def text_table(frame: pd.DataFrame) -> str:
         width = max(len(head), max(map(len, cells), default=0))
         columns.append([head.rjust(width)] + [c.rjust(width) for c in cells])
     return "\n".join(" ".join(row) for row in zip(*columns))
+
+
+def _notes() -> list[str]:
+    """The definition notes this command printed on stderr (``perfkit: note: ...``), for its --json."""
+    return click.get_current_context().meta.get(NOTES, [])
 
 
 def _json_rows(frame: pd.DataFrame) -> list[dict]:
@@ -159,7 +165,7 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     if as_json:
         click.echo(json.dumps({"measured": measured, "steps_from": spans, "window": window, "last_step": last_step,
                                "rows": _json_rows(rows[COLUMNS]), "mean": _json_rows(means),
-                               "outside_steps": outside, "device_clock": clock}, indent=1))
+                               "outside_steps": outside, "device_clock": clock, "notes": _notes()}, indent=1))
         return
     share = lambda v: "-" if pd.isna(v) else f"{100 * v:.1f}%"  # noqa: E731
     if measured == "host ops":
@@ -228,7 +234,7 @@ def diff(a, b, by, top, step_pattern, window, as_json):
         from perfkit.report.attribution import text
 
         doc = run_summary(a, top)
-        click.echo(json.dumps({"attribution": doc}, indent=1) if as_json else text(doc))
+        click.echo(json.dumps({"attribution": doc, "notes": _notes()}, indent=1) if as_json else text(doc))
         return
     top = top or 20
     # pandas and the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
@@ -245,8 +251,8 @@ def diff(a, b, by, top, step_pattern, window, as_json):
         click.echo(json.dumps({"measured": measured, "by": by, "window": window, "spans_a": table.attrs["spans_a"],
                                "spans_b": table.attrs["spans_b"], "rows": _json_rows(table),
                                "outside_steps_a": table.attrs["outside_a"], "outside_steps_b": table.attrs["outside_b"],
-                               "device_clock_a": table.attrs["clock_a"], "device_clock_b": table.attrs["clock_b"]},
-                              indent=1))
+                               "device_clock_a": table.attrs["clock_a"], "device_clock_b": table.attrs["clock_b"],
+                               "notes": _notes()}, indent=1))
         return
     if measured == "host ops":
         click.echo(f"measured: {HOST_OPS}")
@@ -298,7 +304,7 @@ def tail(paths, k, as_json, programs):
     measured = "host ops" if "host" in last.attrs.get("measured", ()) else "device ops"
     if as_json:
         click.echo(json.dumps({"measured": measured, "chips": _json_rows(chips), "last_ops": _json_rows(last),
-                               "collectives": _json_rows(sequence), "parting": parted}, indent=1))
+                               "collectives": _json_rows(sequence), "parting": parted, "notes": _notes()}, indent=1))
         return
     if measured == "host ops":
         click.echo(f"measured: {HOST_OPS}")
@@ -345,7 +351,7 @@ def collectives(paths, step_pattern, top, as_json):
                        path=" ".join(paths))
     if as_json:
         _echo_json({"measured": measured, "steps_from": steps_from, "ops": _json_rows(ops),
-                    "steps": _json_rows(steps)}, "instances", found["instances"])
+                    "steps": _json_rows(steps), "notes": _notes()}, "instances", found["instances"])
         return
     if measured == "host ops":
         click.echo(f"measured: {HOST_OPS}")

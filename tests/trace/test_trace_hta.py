@@ -185,15 +185,15 @@ def test_host_events_with_a_stream_are_named_on_stderr(fixtures_dir, name):
     path = fixtures_dir / "kineto" / name
     result = CliRunner().invoke(cli, ["trace", "breakdown", str(path), "--window", "trace", "--json"])
     assert result.exit_code == 0, result.output
-    json.loads(result.stdout)  # the note stays off stdout
+    notes = json.loads(result.stdout)["notes"]  # stdout stays JSON, the note in it for scripts
     if name not in HTA_HOST_STREAMS:
-        assert result.stderr == ""
+        assert result.stderr == "" and notes == []
         return
     on_file, on_copy = HTA_HOST_STREAMS[name][2]
     category = {"hta_triton_example.json.gz": "cpu_op", "hta_cuda_event_sync.json.gz": "cuda_sync"}[name]
-    assert result.stderr == (f"perfkit: note: {path}: host events with a stream argument ({on_file - on_copy} "
-                             f"{category}) are not device ops here; HTA's temporal breakdown counts every event "
-                             "with a stream as GPU time\n")
+    note = (f"{path}: host events with a stream argument ({on_file - on_copy} {category}) are not device ops here; "
+            "HTA's temporal breakdown counts every event with a stream as GPU time")
+    assert result.stderr == f"perfkit: note: {note}\n" and notes == [note]
 
 
 # HTA's GPU events against the device events in the file (kernel / gpu_memcpy / gpu_memset): 15018 of 15632
@@ -210,11 +210,24 @@ def test_device_ops_without_a_launch_are_named_on_stderr(fixtures_dir, name):
     path = fixtures_dir / "kineto" / name
     result = CliRunner().invoke(cli, ["trace", "breakdown", str(path), "--window", "trace", "--json"])
     assert result.exit_code == 0, result.output
-    json.loads(result.stdout)
-    note = (f"perfkit: note: {path}: {UNLAUNCHED[name]} device ops have no launch in the trace up to its last "
-            "ProfilerStep's end (queued before the profiler started, or launched after): counted here; HTA drops "
-            "them\n")
-    assert result.stderr == (note if UNLAUNCHED[name] else "")
+    notes = json.loads(result.stdout)["notes"]
+    note = (f"{path}: {UNLAUNCHED[name]} device ops have no launch in the trace up to its last ProfilerStep's end "
+            "(queued before the profiler started, or launched after): counted here; HTA drops them")
+    assert result.stderr == (f"perfkit: note: {note}\n" if UNLAUNCHED[name] else "")
+    assert notes == ([note] if UNLAUNCHED[name] else [])
+
+
+@pytest.mark.parametrize("command", [["tail"], ["collectives"], ["diff", "A"]])
+def test_every_trace_commands_json_holds_its_notes(fixtures_dir, command):
+    """The notes on stderr are in each trace command's --json too, one per file read (trace diff reads A and B)."""
+    path = str(fixtures_dir / "kineto" / "hta_trace_diff_test.json.gz")
+    result = CliRunner().invoke(cli, ["trace", *[path if arg == "A" else arg for arg in command], path, "--json"])
+    assert result.exit_code == 0, result.output
+    notes = json.loads(result.stdout)["notes"]
+    note = (f"{path}: 614 device ops have no launch in the trace up to its last ProfilerStep's end (queued before the "
+            "profiler started, or launched after): counted here; HTA drops them")
+    assert notes == [note] * (2 if command[0] == "diff" else 1)
+    assert result.stderr == "".join(f"perfkit: note: {n}\n" for n in notes)
 
 
 def _event(cat, name, ts, dur, **args) -> dict:
