@@ -23,6 +23,17 @@ def trial_median(variant: dict) -> float | None:
     return float(np.median(medians)) if medians else None
 
 
+def dividing(va: float, vb: float, ratio: float) -> tuple[str, str]:
+    """A and B's step times as text, with as many decimals (2 or more) as it takes for the figures shown to
+    divide to ``ratio`` shown to 3: rounded to 2 alone, 7.0229 and 11.2596 ms show as 7.02 and 11.26, which
+    divide to 1.604, where the ratio is 1.603."""
+    for decimals in range(2, 7):
+        a, b = f"{va:.{decimals}f}", f"{vb:.{decimals}f}"
+        if float(a) and f"{float(b) / float(a):.3f}" == f"{ratio:.3f}":
+            break
+    return a, b
+
+
 def summary_line(summary: dict, report: Path) -> str:
     c = summary["comparison"]
     a = summary["baseline"]
@@ -32,7 +43,8 @@ def summary_line(summary: dict, report: Path) -> str:
     if summary.get("serve"):
         parts.append(f"c={summary['serve']['concurrency'][0]} latency")
     if va is not None and vb is not None:
-        parts.append(f"{a} {va:.2f} ms, {b} {vb:.2f} ms (medians of trial medians), {b}/{a} {c['ratio']:.3f} "
+        shown_a, shown_b = dividing(va, vb, c["ratio"])
+        parts.append(f"{a} {shown_a} ms, {b} {shown_b} ms (medians of trial medians), {b}/{a} {c['ratio']:.3f} "
                      f"[{c['ci'][0]:.3f}, {c['ci'][1]:.3f}] -> {c['verdict']}")
     else:
         missing = " and ".join(n for n, v in ((a, va), (b, vb)) if v is None)

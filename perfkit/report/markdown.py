@@ -10,7 +10,7 @@ from perfkit.hlo.render import rank_list, ranks_report
 from perfkit.report import attribution as attribution_report
 from perfkit.report import hangs
 from perfkit.report.departure import departure_section
-from perfkit.report.line import summary_line, trial_median
+from perfkit.report.line import dividing, summary_line, trial_median
 from perfkit.report.serving import section
 from perfkit.rundata.exits import exit_text, where_threads_wait
 from perfkit.trace.collectives import STRAGGLER_SHARE
@@ -356,8 +356,8 @@ def _verdict(summary: dict) -> str:
     b = compared_variant(summary)
     if c["ratio"] is None:
         return "**No verdict**: a variant has no timed steps."
-    va, vb = trial_median(summary["variants"][a]), trial_median(summary["variants"][b])
-    figures = (f"{b}/{a} step time {_ratio(c)} ({vb:.2f} / {va:.2f} ms, medians of trial medians); "
+    shown_a, shown_b = dividing(trial_median(summary["variants"][a]), trial_median(summary["variants"][b]), c["ratio"])
+    figures = (f"{b}/{a} step time {_ratio(c)} ({shown_b} / {shown_a} ms, medians of trial medians); "
                f"minimum effect {c['min_effect']:.0%}")
     return {"faster": f"**{b} is faster than {a}**: {figures}.",
             "slower": f"**{b} is slower than {a}**: {figures}.",

@@ -116,6 +116,27 @@ def test_headline_figures_divide_to_the_ratio(tmp_path):
     assert table_row(report, "**step, synced: median of trial medians (ms)**") == ["11.00", "17.60 (+60.0%)"]
 
 
+def test_headline_figures_divide_to_the_ratio_where_rounding_would_not(tmp_path):
+    """A demo run's trial medians (ms): a 7.0229, 5.1719, 8.0020 (median 7.0229), b 14.6327, 11.2596, 10.6665
+    (median 11.2596): b/a = 1.60327, shown 1.603. Rounded to 2 decimals the medians are 7.02 and 11.26, which
+    divide to 1.604: the line and the verdict show them to 3 (7.023 and 11.260), which divide to 1.603."""
+    from perfkit.report.line import summary_line
+    from perfkit.run import finish
+
+    medians = {"a": [7.022906000202056, 5.1719430048251525, 8.002025002497248],
+               "b": [14.632670005084947, 11.259582999628037, 10.666524001862854]}
+    trials = [trial(2 * r + i, v, [50.0] + [medians[v][r]] * 3) for r in range(3) for i, v in enumerate(("a", "b"))]
+    run = write_run(tmp_path / "run", trials)
+    finish.render(run)
+    summary = json.loads((run / "summary.json").read_text())
+    line = summary_line(summary, run / "report.md")
+    shown = re.search(r"a ([\d.]+) ms, b ([\d.]+) ms \(medians of trial medians\), b/a ([\d.]+) ", line)
+    assert shown.groups() == ("7.023", "11.260", "1.603"), line
+    assert f"{11.260 / 7.023:.3f}" == "1.603" and f"{11.26 / 7.02:.3f}" == "1.604"
+    assert "b/a step time **1.603**, 95% CI" in (run / "report.md").read_text()
+    assert "(11.260 / 7.023 ms, medians of trial medians)" in (run / "report.md").read_text()
+
+
 def test_an_unknown_verdict_says_how_to_ask_for_more_trials(make_run):
     run = make_run(trials=ab_trials(b_scale=1.03))  # CI about [0.995, 1.067] over 3 + 3 trials: unknown at 2%
     report = (run / "report.md").read_text()
