@@ -2,6 +2,7 @@
 check at the end that the suite left no process, thread or temp file behind."""
 
 import contextlib
+import gc
 import os
 import shutil
 import signal
@@ -29,6 +30,14 @@ def pytest_configure(config):
     # and every process it starts would inherit that: the tests that stop a run with Ctrl-C need it delivered.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture(autouse=True)
+def _collector_unfrozen():
+    """A trace command run here (CliRunner) sets aside the objects of this process as a command's own process
+    (``perfkit.cli.trace._prepare``): the next test starts with them collectable again."""
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 from pathlib import Path
@@ -33,10 +34,22 @@ HOST_OPS = ("host ops: the trace has no device events, its CPU ops stand in for 
 
 
 def _prepare() -> None:
-    """What every trace command does first: this process's allocator set for big arrays."""
-    # numpy: only once a command runs (`--help` stays light), before its arrays
-    from perfkit.trace.memory import reuse_freed_memory
-
+    """What every trace command does first: the libraries of every analysis loaded, and this process's
+    allocator set for big arrays."""
+    # Only once a command runs (`--help` stays light). Loading makes hundreds of thousands of objects and no
+    # garbage: the collector, which would walk them again and again meanwhile, is off until they are loaded,
+    # and then they are set aside (``gc.freeze``), walked by no later collection here or in the workers
+    # forked after, whose pages those walks would copy (benchmarks/trace_breakdown.py times the whole command).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        import pandas  # noqa: F401
+        from perfkit.trace import shards  # noqa: F401
+        from perfkit.trace.memory import reuse_freed_memory
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
     reuse_freed_memory()
 
 
@@ -50,10 +63,9 @@ def _load(paths, step_pattern, columns=None):
 def _ms(frame: pd.DataFrame, columns: list[str], per: float = PS_PER_MS, digits: int = 3) -> pd.DataFrame:
     """A copy with ``columns`` (picoseconds) as text in units of ``per`` ps (milliseconds), renamed
     without ``_ps``."""
-    out = frame.copy()
-    for c in columns:
-        out[c] = (out[c] / per).map(lambda v: f"{v:.{digits}f}")
-    return out.rename(columns={c: c.removesuffix("_ps") for c in columns})
+    text = f"{{:.{digits}f}}".format
+    return frame.assign(**{c: (frame[c] / per).map(text) for c in columns}).rename(
+        columns={c: c.removesuffix("_ps") for c in columns})
 
 
 def text_table(frame: pd.DataFrame) -> str:
@@ -140,15 +152,13 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     that share.
 
     PATHS are trace files or folders (every *.xplane.pb under a folder, else every Kineto *.json[.gz])."""
-    # pandas and the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
+    _prepare()
     import pandas as pd
 
     from perfkit.trace.breakdown import COLUMNS, COMM, TIMES, mean_per_device, plot as draw, shown_parts
     from perfkit.trace.events import is_xplane
     from perfkit.trace.shards import breakdown_traces
     from perfkit.trace.timeline import LAST_STEP_DROPPED
-
-    _prepare()
 
     rows, steps_from = breakdown_traces(list(paths), step_pattern,
                                         window + (LAST_STEP_DROPPED if last_step == "drop" else ""))
@@ -237,13 +247,11 @@ def diff(a, b, by, top, step_pattern, window, as_json):
         click.echo(json.dumps({"attribution": doc, "notes": _notes()}, indent=1) if as_json else text(doc))
         return
     top = top or 20
-    # pandas and the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
+    _prepare()
     import pandas as pd
 
     from perfkit.trace.names import readable
     from perfkit.trace.shards import diff_traces
-
-    _prepare()
 
     table = diff_traces([a], [b], by, step_pattern, window)
     measured = "host ops" if "host" in table.attrs.get("measured", ()) else "device ops"
@@ -287,13 +295,11 @@ def diff(a, b, by, top, step_pattern, window, as_json):
 def tail(paths, k, as_json, programs):
     """The last K device ops of each chip; which chips stopped earliest and what the others were in; each
     chip's completed collectives, the one it waits at, and where the chips' collectives first part."""
-    # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
+    _prepare()
     from perfkit.hlo.dumps import resolve
     from perfkit.trace import parting
     from perfkit.trace.names import readable
     from perfkit.trace.shards import tail_along
-
-    _prepare()
 
     dumps = resolve(list(programs))[0].ranks if programs else None
     # each shard's events read once for its tail and for where the chips' collectives part
@@ -334,14 +340,12 @@ def tail(paths, k, as_json, programs):
 def collectives(paths, step_pattern, top, as_json):
     """Each collective per step: count, bytes sent per device, bandwidth, exposed and hidden time; across
     chips that share a clock, arrival skew, waiting for the last chip, and each step's straggler."""
-    # pandas and the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
+    _prepare()
     import pandas as pd
 
     from perfkit.trace.collectives import STRAGGLER_SHARE
     from perfkit.trace.names import readable
     from perfkit.trace.shards import collectives_traces
-
-    _prepare()
 
     found, steps_from = collectives_traces(list(paths), step_pattern)
     ops, steps = found["ops"], found["steps"]
@@ -383,11 +387,9 @@ def collectives(paths, step_pattern, top, as_json):
 def export(paths, out, step_pattern):
     """All ranks and chips merged into one Perfetto / Chrome trace (open in ui.perfetto.dev): every event
     perfkit reads (a TPU's Tensor Core, TC Overlay, XLA TraceMe and _counters_ lines are not read)."""
-    # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
+    _prepare()
     from perfkit.trace.export import write_perfetto
     from perfkit.trace.xplane import SKIPPED_LINES
-
-    _prepare()
 
     frame = _load(paths, step_pattern)
     tpu = "XLA Ops" in frame["line"].cat.categories

@@ -1,8 +1,11 @@
 """The ``perfkit trace`` commands: JSON contract, text output, plots, and bad input as one line, exit 2."""
 
+import gc
 import gzip
 import hashlib
 import json
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -14,6 +17,32 @@ from perfkit.trace.synthetic import XSpaceWriter
 
 def run(*args):
     return CliRunner().invoke(cli, ["trace", *map(str, args)])
+
+
+def test_no_collection_runs_while_a_trace_command_loads_its_libraries():
+    """Loading pandas and the analyses makes hundreds of thousands of objects and no garbage: in a fresh
+    process, the collector does not run while they load, and they are set aside after (frozen: no later
+    collection walks them), the collector on again."""
+    probe = ("import gc, sys\n"
+             "runs = []\n"
+             "gc.callbacks.append(lambda phase, info: phase == 'start' and runs.append(info['generation']))\n"
+             "from perfkit.cli.trace import _prepare\n"
+             "runs.clear()\n"
+             "_prepare()\n"
+             "print(len(runs), 'pandas' in sys.modules, gc.get_freeze_count() > 0, gc.isenabled())")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["0", "True", "True", "True"]
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["on", "off"])
+def test_a_trace_command_leaves_the_collector_as_it_found_it(tmp_path, enabled):
+    (gc.enable if enabled else gc.disable)()
+    try:
+        result = run("breakdown", tpu_trace(tmp_path / "t.xplane.pb"))
+        assert result.exit_code == 0, result.output
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable()
 
 
 def test_breakdown_json_contract(tmp_path):
