@@ -88,24 +88,45 @@ def spans(extents: pd.DataFrame, markers: pd.DataFrame) -> pd.DataFrame:
     device of the rank). A step's span on a device runs from its marker's start to the later of the
     marker's end and the end of the step's last op there, so an idle step still has a span. A device
     without markers gets one span over all its ops, step -1."""
-    keys = ["rank", "device", "step"]
-    devices = extents[["rank", "device"]].drop_duplicates()
-    win = markers.assign(end_ps=markers["start_ps"] + markers["dur_ps"])[keys + ["start_ps", "end_ps"]]
-    own = win[win["device"] >= 0].merge(devices, on=["rank", "device"])
-    has_own = pd.MultiIndex.from_frame(own[["rank", "device"]])
-    shared = win[win["device"] < 0].drop(columns="device").merge(devices, on="rank")
-    shared = shared[~pd.MultiIndex.from_frame(shared[["rank", "device"]]).isin(has_own)]
-    windows = pd.concat([own, shared[own.columns]]).groupby(keys).agg(start_ps=("start_ps", "min"),
-                                                                      end_ps=("end_ps", "max"))
-    op_end = extents.set_index(keys)
-    measured = windows.join(op_end, how="left")
-    measured["end_ps"] = np.maximum(measured["end_ps"], measured["op_end"].fillna(0)).astype(np.int64)
-    covered = pd.MultiIndex.from_frame(windows.reset_index()[["rank", "device"]]).unique()
-    whole = op_end.reset_index()
-    whole = whole[(whole["step"] == -1) & ~pd.MultiIndex.from_frame(whole[["rank", "device"]]).isin(covered)]
-    whole = whole.rename(columns={"op_start": "start_ps"}).assign(end_ps=whole["op_end"]).set_index(keys)
-    out = pd.concat([measured[["start_ps", "end_ps"]], whole[["start_ps", "end_ps"]]]).astype(np.int64)
-    return out.sort_index().reset_index()
+    # numpy on chip keys (``chip_key``): a profile's thousands of steps per chip take pandas' merges and
+    # groupbys longer than the chips' millions of ops take the rest of the layout (benchmarks/trace_breakdown.py)
+    op_chip, op_step = chip_key(extents["rank"].to_numpy(), extents["device"].to_numpy()), extents["step"].to_numpy()
+    chips = np.unique(op_chip)
+    device, step = markers["device"].to_numpy(), markers["step"].to_numpy()
+    chip = chip_key(markers["rank"].to_numpy(), device)
+    start = markers["start_ps"].to_numpy()
+    end = start + markers["dur_ps"].to_numpy()
+    own = np.flatnonzero((device >= 0) & np.isin(chip, chips))
+    # a rank's markers (device -1) hold for each of its chips with ops and no markers of their own
+    bare = chips[~np.isin(chips, chip[own])]
+    shared = np.flatnonzero(device < 0)
+    first, last = (np.searchsorted(bare >> 32, chip[shared] >> 32, side) for side in ("left", "right"))
+    count = last - first
+    into = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count - first, count)  # each marker's chips
+    rows = np.concatenate([own, np.repeat(shared, count)])
+    w_chip, w_step = np.concatenate([chip[own], bare[into]]), step[rows]
+    # the windows of each (chip, step): the earliest start, the latest end
+    order = np.lexsort((w_step, w_chip))
+    w_chip, w_step, w_start, w_end = w_chip[order], w_step[order], start[rows][order], end[rows][order]
+    at = run_starts(w_chip, w_step)
+    w_chip, w_step = w_chip[at], w_step[at]
+    w_start = np.minimum.reduceat(w_start, at) if at.size else w_start
+    w_end = np.maximum.reduceat(w_end, at) if at.size else w_end
+    # a window runs on to the end of its step's last op there
+    packed = _pack([np.searchsorted(chips, np.concatenate([w_chip, op_chip])), np.concatenate([w_step, op_step])])
+    w_key, op_key = packed[:w_chip.size], packed[w_chip.size:]
+    by_key = np.argsort(op_key)
+    found = by_key[np.minimum(np.searchsorted(op_key, w_key, sorter=by_key), by_key.size - 1)]
+    w_end = np.maximum(w_end, np.where(op_key[found] == w_key, extents["op_end"].to_numpy()[found], 0))
+    # a chip without windows: its ops' extent
+    whole = np.flatnonzero((op_step == -1) & ~np.isin(op_chip, w_chip))
+    out_chip, out_step = np.concatenate([w_chip, op_chip[whole]]), np.concatenate([w_step, op_step[whole]])
+    order = np.lexsort((out_step, out_chip))
+    out = chip_frame(out_chip[order], extents["rank"].dtype, extents["device"].dtype)
+    out["step"] = out_step[order]
+    out["start_ps"] = np.concatenate([w_start, extents["op_start"].to_numpy()[whole]])[order].astype(np.int64)
+    out["end_ps"] = np.concatenate([w_end, extents["op_end"].to_numpy()[whole]])[order].astype(np.int64)
+    return out
 
 
 class Ops(NamedTuple):
@@ -206,10 +227,11 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
     # extents per (rank, device, step) from runs of equal keys (ops arrive grouped), then the runs joined
     first = run_starts(rank, device, step)
     keys = {"rank": rank[first], "device": device[first], "step": step[first]}
-    ext = pd.DataFrame({**keys, "op_start": np.minimum.reduceat(start, first),
-                        "op_end": np.maximum.reduceat(end, first)})
-    ext = ext.groupby(["rank", "device", "step"], as_index=False).agg(op_start=("op_start", "min"),
-                                                                       op_end=("op_end", "max"))
+    order = np.lexsort((keys["step"], keys["device"], keys["rank"]))  # a key's runs together (it may have several)
+    at = run_starts(*(v[order] for v in keys.values()))
+    ext = pd.DataFrame({**{k: v[order][at] for k, v in keys.items()},
+                        "op_start": np.minimum.reduceat(np.minimum.reduceat(start, first)[order], at),
+                        "op_end": np.maximum.reduceat(np.maximum.reduceat(end, first)[order], at)})
     if drop_last:  # (the last window's ops are gone: its marker must not make an empty span)
         markers = markers[markers["start_ps"] < _last_marker(markers, markers["rank"].to_numpy(),
                                                              markers["device"].to_numpy())[0]]
