@@ -32,13 +32,13 @@ def parted(events: pd.DataFrame) -> list[dict]:
         return []
     gap = np.abs(events["dur_ps"].to_numpy() - own)
     part = carry & (gap > PARTED * own)
-    gap[~part] = 0
+    gap *= part
     # per run of one chip's rows (a chip's events come together), then per chip
-    key = chip_key(events["rank"].to_numpy(), events["device"].to_numpy())
-    first = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
-    keys, chip = np.unique(key[first], return_inverse=True)
-    sums = [np.bincount(chip, weights=np.add.reduceat(x, first), minlength=keys.size)  # float64: exact below 2**53
-            for x in (carry.astype(np.int64), part.astype(np.int64), gap)]
+    rank, device = events["rank"].to_numpy(), events["device"].to_numpy()
+    first = np.flatnonzero(np.concatenate([[True], (rank[1:] != rank[:-1]) | (device[1:] != device[:-1])]))
+    keys, chip = np.unique(chip_key(rank[first], device[first]), return_inverse=True)
+    sums = [np.bincount(chip, weights=np.add.reduceat(x, first, dtype=np.int64), minlength=keys.size)
+            for x in (carry, part, gap)]  # (float64: exact below 2**53)
     chips = chip_frame(keys, events["rank"].dtype, events["device"].dtype)
     return [{"rank": int(r), "device": int(d), "ops": int(n), "parted": int(k), "parted_ps": int(t)}
             for r, d, n, k, t in zip(chips["rank"], chips["device"], *sums) if n]
