@@ -153,6 +153,7 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
 
     PATHS are trace files or folders (every *.xplane.pb under a folder, else every Kineto *.json[.gz])."""
     _prepare()
+    # pandas and the analyses load only for the command that runs them (``_prepare``)
     import pandas as pd
 
     from perfkit.trace.breakdown import COLUMNS, COMM, TIMES, mean_per_device, plot as draw, shown_parts
@@ -248,6 +249,7 @@ def diff(a, b, by, top, step_pattern, window, as_json):
         return
     top = top or 20
     _prepare()
+    # pandas and the analyses load only for the command that runs them (``_prepare``)
     import pandas as pd
 
     from perfkit.trace.names import readable
@@ -296,6 +298,7 @@ def tail(paths, k, as_json, programs):
     """The last K device ops of each chip; which chips stopped earliest and what the others were in; each
     chip's completed collectives, the one it waits at, and where the chips' collectives first part."""
     _prepare()
+    # the analyses load only for the command that runs them (``_prepare``)
     from perfkit.hlo.dumps import resolve
     from perfkit.trace import parting
     from perfkit.trace.names import readable
@@ -341,6 +344,7 @@ def collectives(paths, step_pattern, top, as_json):
     """Each collective per step: count, bytes sent per device, bandwidth, exposed and hidden time; across
     chips that share a clock, arrival skew, waiting for the last chip, and each step's straggler."""
     _prepare()
+    # pandas and the analyses load only for the command that runs them (``_prepare``)
     import pandas as pd
 
     from perfkit.trace.collectives import STRAGGLER_SHARE
@@ -388,6 +392,7 @@ def export(paths, out, step_pattern):
     """All ranks and chips merged into one Perfetto / Chrome trace (open in ui.perfetto.dev): every event
     perfkit reads (a TPU's Tensor Core, TC Overlay, XLA TraceMe and _counters_ lines are not read)."""
     _prepare()
+    # the analyses load only for the command that runs them (``_prepare``)
     from perfkit.trace.export import write_perfetto
     from perfkit.trace.xplane import SKIPPED_LINES
 
