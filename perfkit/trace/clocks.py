@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from perfkit.trace.events import chip_frame, chip_key
+from perfkit.trace.events import chip_frame, chip_key, run_starts
 
 COLUMNS = ("rank", "device", "dur_ps", "device_duration_ps")  # all ``parted`` reads
 PARTED = 0.01  # an op's two durations part where they differ by more than this share of the chip's
@@ -35,7 +35,7 @@ def parted(events: pd.DataFrame) -> list[dict]:
     gap *= part
     # per run of one chip's rows (a chip's events come together), then per chip
     rank, device = events["rank"].to_numpy(), events["device"].to_numpy()
-    first = np.flatnonzero(np.concatenate([[True], (rank[1:] != rank[:-1]) | (device[1:] != device[:-1])]))
+    first = run_starts(rank, device)
     keys, chip = np.unique(chip_key(rank[first], device[first]), return_inverse=True)
     sums = [np.bincount(chip, weights=np.add.reduceat(x, first, dtype=np.int64), minlength=keys.size)
             for x in (carry, part, gap)]  # (float64: exact below 2**53)

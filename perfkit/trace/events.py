@@ -394,6 +394,17 @@ def one_clock(files: list[Path], origins: list[int]) -> int:
     return origin
 
 
+def run_starts(*columns: np.ndarray) -> np.ndarray:
+    """Start index of each run of rows where none of ``columns`` changes."""
+    n = columns[0].size
+    if not n:
+        return np.zeros(0, np.int64)
+    changed = np.zeros(n - 1, bool)
+    for c in columns:
+        changed |= c[1:] != c[:-1]
+    return np.concatenate([[0], np.flatnonzero(changed) + 1])
+
+
 def chip_key(rank: np.ndarray, device: np.ndarray) -> np.ndarray:
     """One int64 per (rank, device) pair (n,) each, ordered as the pairs are (device -1: the host)."""
     return (rank.astype(np.int64) << 32) | (device.astype(np.int64) + 2**31)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from perfkit.trace import clocks
 from perfkit.trace.classify import CATEGORIES
-from perfkit.trace.events import chip_frame, chip_key
+from perfkit.trace.events import chip_frame, chip_key, run_starts
 
 # GPU stream lines as the readers name them: Kineto "stream <tid>", xplane "Stream #<k>(...)"
 _GPU_STREAM = re.compile(r"stream \d+$|Stream #\d+")
@@ -57,17 +57,6 @@ def parents(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray
         found = above[np.searchsorted(above, child) - 1]
         parent[order[child]] = order[found]
     return parent
-
-
-def run_starts(*columns: np.ndarray) -> np.ndarray:
-    """Start index of each run of rows where none of ``columns`` changes."""
-    n = columns[0].size
-    if not n:
-        return np.zeros(0, np.int64)
-    changed = np.zeros(n - 1, bool)
-    for c in columns:
-        changed |= c[1:] != c[:-1]
-    return np.concatenate([[0], np.flatnonzero(changed) + 1])
 
 
 def _pack(columns: list[np.ndarray]) -> np.ndarray:
