@@ -159,8 +159,8 @@ def run(plan, config, steps, guidance, dtype, seed, compile_backend, input_layou
     if plan == "local" and world > 1:
         raise BadInput(f"plan local runs on one process, but WORLD_SIZE is {world}", field="--plan")
     device = _device(device_kind, local_rank)
-    # The host's ranks share its cores: in the TPU reference PR, four ranks x 56 threads on 112 CPUs took
-    # ~48 s for a text encode that took ~5.5 s with cpu_count / ranks threads each.
+    # The host's ranks share its cores: torch's default, a thread per core in every rank, puts ranks x cores
+    # threads on the host's cores, which then wait on each other; each rank takes its share instead.
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
     if plan != "local":
         dist.init_process_group(_backend(device), device_id=device if device.type == "cuda" else None)

@@ -48,8 +48,8 @@ PLANS = ("local", "tp", "ulysses", "ring")
 SEQUENCE_PLANS = ("ulysses", "ring")
 EPS = 1e-6
 # torch 2.13 renamed all_gather_into_tensor (which now warns) to all_gather_single; older torch has only
-# the first. In-place c10d collectives, not functional ones: their first call would import torch._dynamo
-# (~1 s per rank), and torch.compile maps these to its traceable forms anyway.
+# the first. In-place c10d collectives, not functional ones: their first call would import torch._dynamo into
+# every rank, a start-up cost no step needs, and torch.compile maps these to its traceable forms anyway.
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
 
