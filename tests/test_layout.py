@@ -1,7 +1,8 @@
 """The house is one-way: no import cycle among perfkit's modules (kernels/ and models/ included), every
 import placed inside a function says why in a comment (a heavy library off a fast path), so none hides a
 cycle, and no package imports another that docs/architecture.md's "may import" table does not allow.
-Read from the source with ast: nothing is imported."""
+Read from the source with ast: nothing is imported. And one module starts processes and shares memory
+with them: the words for it are in ``perfkit.common.workers`` alone."""
 
 from __future__ import annotations
 
@@ -211,3 +212,26 @@ def test_the_table_check_sees_a_planted_import():
                                                  "perfkit.report.markdown imports perfkit.run.launch",
                                                  "perfkit.run.serve_trial imports perfkit.quality.compare",
                                                  "perfkit.rundata.case imports perfkit.run.placement"]
+
+
+PROCESS_WORDS = re.compile(r"fork|memfd|mmap|Pipe")  # the ways to start processes and share memory with them
+WORKERS = "perfkit.common.workers"
+
+
+def modules_naming_processes(files: dict[str, Path]) -> list[str]:
+    """The modules whose text (code, comments, docstrings) names a fork, a memfd, a mapping or a Pipe."""
+    return [module for module, path in files.items() if PROCESS_WORDS.search(path.read_text())]
+
+
+def test_one_module_starts_processes_and_shares_memory():
+    assert modules_naming_processes(module_files()) == [WORKERS]
+
+
+def test_the_process_words_check_sees_a_second_module(tmp_path):
+    """Not vacuous: a comment saying "forked" in another module, a memfd, a mapping or a Pipe there fails it."""
+    files = {WORKERS: module_files()[WORKERS]}
+    for i, text in enumerate(["# in the workers forked after", "os.memfd_create('x')", "import mmap",
+                              "from multiprocessing import Pipe"]):
+        other = tmp_path / f"m{i}.py"
+        other.write_text(f"x = 1\n{text}\n")
+        assert modules_naming_processes({**files, "perfkit.other": other}) == [WORKERS, "perfkit.other"], text

@@ -38,8 +38,9 @@ def _prepare() -> None:
     allocator set for big arrays."""
     # Only once a command runs (`--help` stays light). Loading makes hundreds of thousands of objects and no
     # garbage: the collector, which would walk them again and again meanwhile, is off until they are loaded,
-    # and then they are set aside (``gc.freeze``), walked by no later collection here or in the workers
-    # forked after, whose pages those walks would copy (benchmarks/trace_breakdown.py times the whole command).
+    # and then they are set aside (``gc.freeze``), walked by no later collection here or in the worker
+    # processes started after, which share these pages until something writes to them: a walk would copy
+    # them (benchmarks/trace_breakdown.py times the whole command).
     enabled = gc.isenabled()
     gc.disable()
     try:
