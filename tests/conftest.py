@@ -125,11 +125,13 @@ def held_command():
 SESSION_MARK = "PERFKIT_TEST_SESSION"
 THREADS_LEFT = "threads-left.txt"  # xdist workers report their threads here, for the controller
 LEFT_GRACE_S = 5.0  # for processes and threads still on their way out
-TOOL_CACHES = ("torchinductor_",)  # caches tools keep in the temp folder: removed with it, not reported
+HYPOTHESIS_DIR = "hypothesis"  # its examples and caches: in the temp folder, not .hypothesis/ in the checkout
+TOOL_CACHES = ("torchinductor_", HYPOTHESIS_DIR)  # caches tools keep in the temp folder: removed with it, not reported
 _owner = SESSION_MARK not in os.environ  # this process opened the session (not an xdist worker)
 if _owner:
     os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())  # pytest's tmp_path stays put
     os.environ.update({SESSION_MARK: str(os.getpid()), "TMPDIR": tempfile.mkdtemp(prefix="pytest-perfkit-session-")})
+    os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = os.path.join(os.environ["TMPDIR"], HYPOTHESIS_DIR)
     tempfile.tempdir = None  # found again from TMPDIR
 _SESSION_TEMP = Path(os.environ["TMPDIR"])
 _threads_at_start: set[int] = set()

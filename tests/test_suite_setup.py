@@ -1,0 +1,29 @@
+"""The suite's own set-up (tests/conftest.py), where nothing else shows it at work."""
+
+import os
+import tempfile
+from pathlib import Path
+
+from hypothesis import given, settings, strategies as st
+from hypothesis.configuration import storage_directory
+
+
+def test_hypothesis_keeps_its_files_in_the_session_temp_folder():
+    """No .hypothesis/ folder left in the checkout: what Hypothesis stores (the examples it tried, its caches)
+    goes to the session's temp folder, which the suite removes at its end."""
+
+    @settings(max_examples=3)
+    @given(st.integers())
+    def tried(x):
+        pass
+
+    tried()
+    home = storage_directory().home_directory
+    assert home.parent == Path(tempfile.gettempdir()) and home.parent.name.startswith("pytest-perfkit-session-")
+    assert os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] == str(home)
+
+
+def test_a_passing_tests_tmp_path_is_removed(request):
+    """pytest removes a passing test's tmp_path (by default it keeps every test's of the last three sessions,
+    hundreds of MB here): a failing test's stays to look into."""
+    assert request.config.getini("tmp_path_retention_policy") == "failed"
