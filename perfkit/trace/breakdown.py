@@ -28,6 +28,7 @@ import pandas as pd
 
 from perfkit.trace import clocks, timeline
 from perfkit.trace.classify import CATEGORIES
+from perfkit.trace.events import run_starts
 
 PARTS = (*CATEGORIES, "idle")
 TIMES = ["span_ps"] + [f"{p}_ps" for p in PARTS]  # a span and the parts it splits into
@@ -69,7 +70,7 @@ def _in_flight(pc: timeline.Pieces, span_end: np.ndarray) -> Flight:
     if not at.size:
         return Flight(np.flatnonzero(comm), at, at)
     line = pc.line[at]
-    first = timeline.run_starts(line)
+    first = run_starts(line)
     lengths = np.diff(np.append(first, at.size))
     delta = pc.pair[at].astype(np.int64)
     total = np.cumsum(delta)
@@ -87,7 +88,7 @@ def _in_flight(pc: timeline.Pieces, span_end: np.ndarray) -> Flight:
     flag = np.zeros(n, bool)
     flag[at] = count > 0
     last = np.zeros(n, np.int32)
-    line_first = timeline.run_starts(pc.line)
+    line_first = run_starts(pc.line)
     last[line_first] = line_first
     last[at] = at
     np.maximum.accumulate(last, out=last)
@@ -155,7 +156,7 @@ def breakdown(events: pd.DataFrame, window: str = "step", layout: timeline.Layou
     pc = timeline.pieces(ops)
     flight = _in_flight(pc, span_end)
     # spans of one line (a TPU chip's XLA Ops): its pieces are disjoint, so plain sums are the answer
-    lines = np.bincount(ops.span[timeline.run_starts(ops.line)], minlength=n)
+    lines = np.bincount(ops.span[run_starts(ops.line)], minlength=n)
     several = lines > 1
     one, fl = pc, flight
     if several.any():
