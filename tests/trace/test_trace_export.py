@@ -75,7 +75,10 @@ def test_chunks_formatted_by_workers_are_the_bytes_formatted_here(tmp_path):
     parent = res.stdout.split()[-1]
     pids = log.read_text().split()
     assert pids[:26] == [parent] * 26  # the first file: every chunk here
-    assert pids[26:].count(parent) == 9 and len(set(pids[26:])) == 3  # then every third chunk here
+    # then every third chunk here and the others in the workers: which worker takes which is the scheduler's
+    # choice (on a loaded machine one can take them all before the other starts)
+    theirs = [pid for pid in pids[26:] if pid != parent]
+    assert pids[26:].count(parent) == 9 and len(theirs) == 17 and 1 <= len(set(theirs)) <= 2
     assert shared.read_bytes() == here.read_bytes()
     # the 103 events; 4 processes (rank i % 2, host or not), each named and sorted; 20 threads (and line i % 5)
     assert len(json.loads(here.read_text())["traceEvents"]) == 103 + 2 * 4 + 20
