@@ -3,6 +3,7 @@ check at the end that the suite left no process, thread or temp file behind."""
 
 import contextlib
 import gc
+import getpass
 import os
 import shutil
 import signal
@@ -134,6 +135,8 @@ if _owner:
     os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = os.path.join(os.environ["TMPDIR"], HYPOTHESIS_DIR)
     tempfile.tempdir = None  # found again from TMPDIR
 _SESSION_TEMP = Path(os.environ["TMPDIR"])
+_PYTEST_TEMP = Path(os.environ["PYTEST_DEBUG_TEMPROOT"]) / f"pytest-of-{getpass.getuser()}"  # tmp_path's parent
+_pytest_temp_was_there = _PYTEST_TEMP.exists()
 _threads_at_start: set[int] = set()
 
 
@@ -162,6 +165,15 @@ def _threads_left() -> list[str]:
         if not left or time.monotonic() > deadline:
             return [f"thread {t.name!r} ({type(t).__name__}, daemon={t.daemon})" for t in left]
         time.sleep(0.1)
+
+
+def pytest_unconfigure(config):
+    """pytest removes a passing session's tmp_path folders but not the ``pytest-of-<user>`` folder above them
+    (by now, after every session-finish hook): removed where this session made it and left it empty (a failing
+    test's tmp_path stays there, to look into)."""
+    if _owner and not _pytest_temp_was_there:
+        with contextlib.suppress(OSError):
+            _PYTEST_TEMP.rmdir()
 
 
 def pytest_sessionstart(session):
