@@ -202,7 +202,14 @@ def test_the_codec_floor_is_measured_in_the_comparisons_space(pairs, quality_cli
         frame.pict_type = av.video.frame.PictureType.NONE
     again = encode(frames, tmp_path / "floor.mp4", "libx264", "yuv420p", {"crf": "18"})
     expect = ffmpeg_summary(lavfi_psnr(a, again, rgb=False), ["y", "u", "v"])
-    assert floor["yuv"]["psnr_db"] == pytest.approx(expect, abs=0.1)
+    got = floor["yuv"]["psnr_db"]
+    # A plane near lossless (above 90 dB: here about 150 of its 4.2M samples a code off) moves by tenths of a dB
+    # when a re-encode changes a few of them: there the mean squared errors agree within 1e-5 code^2 instead
+    # (42 of its samples a code apart). CI once saw u and v at 92.78 dB against 92.43.
+    close = [k for k in got if min(got[k], expect[k]) > 90]
+    assert {k: got[k] for k in got if k not in close} == pytest.approx(
+        {k: expect[k] for k in expect if k not in close}, abs=0.1)
+    assert all(abs(255**2 * (10 ** (-got[k] / 10) - 10 ** (-expect[k] / 10))) < 1e-5 for k in close), (got, expect)
     text = quality_cli(a, b, "--codec-floor").stdout.splitlines()[-1]
     assert text.startswith(f"against the codec floor, both in yuv420p planes: PSNR mean {r['psnr_mean_db']:.2f} dB "
                            f"against the floor's {floor['psnr_mean_db']:.2f} dB (B ")
