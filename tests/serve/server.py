@@ -9,7 +9,7 @@ limit on how many requests it works on at once, and a small deterministic video 
 GET /health answers 200 once it is up (503 forever with --never-ready). POST /generate takes a JSON body
 ``{prompt, seed, width, height, frames}``; the frames depend only on seed and size (``frames()``, which
 tests import as the oracle), plus +-A noise from the seed with --noise. A request holds one of
-``--max-concurrency`` slots while it sleeps and encodes; the others wait for a slot.
+``--max-concurrency`` slots while it sleeps and encodes; the others wait for a slot, first come first served.
 
 Hostile answers (``--reply``): ``huge`` announces 10 TB and sends zeros until the client hangs up,
 ``endless`` sends zeros with no length until then, ``stall`` sends 10 of 1000 announced bytes and then
@@ -65,8 +65,32 @@ def encode(video: np.ndarray, fmt: str) -> bytes:
     return buf.getvalue()
 
 
+class QueuedSlots:
+    """Up to ``n`` holders at once; waiters get a slot in the order they asked. A threading semaphore lets
+    a request that arrives just as a slot frees take it before the waiter that release woke, and the
+    waiter goes back to the end of the line, so on a loaded machine a request could wait for seven
+    others where a queue of four implies three."""
+
+    def __init__(self, n: int):
+        self._free, self._line, self._changed = n, [], threading.Condition()
+
+    def __enter__(self):
+        me = object()
+        with self._changed:
+            self._line.append(me)
+            self._changed.wait_for(lambda: self._free and self._line[0] is me)
+            self._line.pop(0)
+            self._free -= 1
+            self._changed.notify_all()  # the next in line may have a free slot too
+
+    def __exit__(self, *exc):
+        with self._changed:
+            self._free += 1
+            self._changed.notify_all()
+
+
 def make_handler(args: argparse.Namespace):
-    slots = threading.BoundedSemaphore(args.max_concurrency)
+    slots = QueuedSlots(args.max_concurrency)
     lock = threading.Lock()
     state = {"requests": 0}
     stored: dict[str, bytes] = {}
