@@ -8,7 +8,8 @@
 - ``dma``: local copies (``copy-start`` / ``copy-done``), GPU memcpy / memset, MTIA ``dma_*`` events.
 
 Decided by the op's HLO (opcode from the program's HloProto, or the HLO text some tools put in the
-name), then the TPU ``hlo_category`` stat, and for GPU kernels without either by the kernel name
+name), then the TPU ``hlo_category`` stat (for a GPU op, "memcpy" or "memset" where its tracer marked it so:
+``xplane.COPY_STATS``), and for GPU kernels without either by the kernel name
 (``ncclDevKernel_*``, ``rcclKernel*``, ``Memcpy*``, ``dma*``). An op is classified once per distinct identity,
 not per event.
 """
@@ -26,6 +27,7 @@ _COLLECTIVE_CATEGORY = re.compile(r"all-gather|all-reduce|reduce-scatter|all-to-
 # ops, ``gloo:all_reduce`` spans).
 _COMM_KERNEL = re.compile(r"(nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)|(nccl|rccl)|(c10d)::(\w+)|^(gloo):(\w+)", re.IGNORECASE)
 _COPY_KERNEL = re.compile(r"\s*(memcpy|memset|(?-i:dma))", re.IGNORECASE)  # dma: MTIA's dma_request (HTA's rule)
+_COPY_CATEGORIES = ("memcpy", "memset")  # the category a GPU tracer's mark on a copy or fill gives it (the reader's)
 _HLO_TEXT = re.compile(r"%?([\w.\-]+)\s*=\s*(\S.*?)\s+([a-z][\w\-]*)\(")
 
 
@@ -69,7 +71,8 @@ def classify(name: str, hlo_op: str, program: Program | None, hlo_category: str)
         return OpClass(op_name, kind, category, shape)
     if hlo_category:
         low = hlo_category.lower()
-        category = _network(low) if _COLLECTIVE_CATEGORY.search(low) else "dma" if "copy-" in low else "compute"
+        category = (_network(low) if _COLLECTIVE_CATEGORY.search(low)
+                    else "dma" if "copy-" in low or low in _COPY_CATEGORIES else "compute")
         return OpClass(op_name, hlo_category, category, shape)
     comm = _COMM_KERNEL.search(name)
     if comm:

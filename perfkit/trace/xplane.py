@@ -58,6 +58,9 @@ COLUMNS = {"name": np.int32, "line": np.int32, "device": np.int32, "role": np.in
 DEVICE_CLOCK = ("device_offset_ps", "device_duration_ps")
 INT_STATS = ("device_ordinal", "step_num", "group_id", "dma_stall_duration_ps", *DEVICE_CLOCK)  # int64, -1 absent
 STR_STATS = ("hlo_op", "hlo_module", "hlo_category")
+# The mark a GPU tracer (CUPTI's, ROCm's) puts on each copy or fill it records, and the op kind it makes it where
+# no HLO op names one: the names alone do not say (ROCm's copies are ``CopyDeviceToDevice``, ...).
+COPY_STATS = {"memcpy_details": "memcpy", "memset_details": "memset"}
 PROGRAM = "program_id"  # uint64 with a presence flag: fingerprints use the whole range
 SKIPPED_LINES = frozenset({"Tensor Core", "TC Overlay", "XLA TraceMe", "_counters_"})
 _DEVICE_PLANE = re.compile(r"/device:(TPU|GPU):(\d+)")
@@ -81,6 +84,7 @@ class _Plane(NamedTuple):
     meta_program: np.ndarray      # (max id + 1,) uint64: metadata-level program_id
     meta_program_known: np.ndarray  # (max id + 1,) bool: ... where the metadata has one
     stat_names: dict[int, str]    # stat metadata id -> name
+    copy_kinds: dict[str, int]    # of ``COPY_STATS`` those a GPU plane's stat metadata holds -> its kind's string code
 
 
 def _plane_kind(name: str) -> tuple[str, int]:
@@ -131,7 +135,9 @@ def _plane_tables(plane, kind: str, device: int, strings: StringTable) -> _Plane
                 meta_int[key][mid] = number
             elif key in meta_str and isinstance(value, (str, bytes)):
                 meta_str[key][mid] = strings.code(value if isinstance(value, str) else value.decode(errors="replace"))
-    return _Plane(kind, device, names, meta_int, meta_str, program, program_known, stat_names)
+    held = set(stat_names.values()) if kind == "GPU" else set()
+    copy_kinds = {s: strings.code(k) for s, k in COPY_STATS.items() if s in held}
+    return _Plane(kind, device, names, meta_int, meta_str, program, program_known, stat_names, copy_kinds)
 
 
 def _programs(metadata_planes: list, path: Path) -> Programs:
@@ -155,6 +161,8 @@ def _wanted(plane: _Plane, role: int, clock: tuple[str, ...]) -> dict[int, str]:
     writes a ``group_id`` on every event), a device plane's events are of its own device, and of a device
     op's chip-clock stats (``DEVICE_CLOCK``) the ``clock`` ones."""
     names = set(INT_STATS + STR_STATS + (PROGRAM,))
+    if role == ROLES["op"]:
+        names |= set(plane.copy_kinds)
     if plane.kind != "host" and role != ROLES["step"]:
         names -= {"step_num", "group_id"}
     if role != ROLES["op"] or plane.kind == "host":
@@ -234,6 +242,9 @@ def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane:
             cols["program_known"] = np.zeros(n, bool)
         if name in STR_STATS:
             cols[name][events] = _string_codes(buf, data[rows], fields_, values, plane, strings)
+            continue
+        if name in COPY_STATS:  # the mark is what counts, not its text
+            cols[name][events] = 1
             continue
         numeric = _INT_FIELD[fields_]
         doubles = fields_ == _DOUBLE_FIELD  # the raw bits are an IEEE double: truncated, NaN and inf dropped
@@ -597,6 +608,9 @@ def _resolve(cols: dict[str, np.ndarray], plane: _Plane, role: int, line_code: i
 
     for s in STR_STATS:
         stat(s, out[s])
+    for s, kind in plane.copy_kinds.items():  # a copy the tracer marked: its category, where the trace has none
+        if s in cols:
+            np.copyto(out["hlo_category"], kind, where=(cols[s] >= 0) & (out["hlo_category"] < 0))
     np.take(plane.names, md, out=out["name"], mode="clip")
     program, known = np.take(plane.meta_program, md, out=out["program_id"], mode="clip"), out["program_known"]
     np.take(plane.meta_program_known, md, out=known, mode="clip")

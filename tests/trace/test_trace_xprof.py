@@ -17,13 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from perfkit.trace import events, hlo_stats
+from perfkit.trace import breakdown, events, hlo_stats
 from perfkit.trace.synthetic import FINGERPRINT, tpu_profile
 
 US = 1_000_000  # picoseconds per microsecond
 MI300 = Path("xplane") / "mi300_jax_conv_8gpu.xplane.pb"
 TE_ATTN = Path("xplane") / "amd_te_fused_attn.xplane.pb"
 TPU_INFERENCE = Path("xplane") / "xprof_tpu_inference_2.xplane.pb"
+ROCM_COPIES = Path("xplane") / "mi300_jax_conv_legacy.xplane.pb"
 
 
 def xprof_tool(path: Path, tool: str):
@@ -225,6 +226,28 @@ def _stack_self_ps(evs: list[dict]) -> dict:
                 out[stack[-1][0]] -= end - start
             stack.append((i, end))
     return out
+
+
+def test_rocm_copies_are_local_dma(fixtures_dir):
+    """ROCm's tracer names its copies ``CopyDeviceToDevice`` (no ``Memcpy`` in the name) and marks each with a
+    ``memcpy_details`` stat: on GPU 0 of this MI300 profile, the 53 events of xprof's trace_viewer, all marked,
+    are memcpys, local DMA; the breakdown's DMA is the union of their spans there, and no compute."""
+    path = fixtures_dir / ROCM_COPIES
+    trace = xprof_tool(path, "trace_viewer")["traceEvents"]
+    gpu0 = next(e["pid"] for e in trace if e.get("name") == "process_name" and e["args"]["name"] == "/device:GPU:0")
+    copies = [e for e in trace if e.get("ph") == "X" and e["pid"] == gpu0]
+    assert len(copies) == 53 and all("memcpy_details" in e["args"] for e in copies)
+    union, end = 0, None  # of the copies' spans (four streams), ps
+    for start, stop in sorted((round(e["ts"] * US), round((e["ts"] + e["dur"]) * US)) for e in copies):
+        union += max(stop - max(start, end if end is not None else start), 0)
+        end = stop if end is None else max(end, stop)
+    ev = events.load([path])
+    ops = events.device_ops(ev)
+    mine = ops[ops["device"] == 0]
+    assert len(mine) == 53
+    assert set(mine["kind"].astype(str)) == {"memcpy"} and set(mine["category"].astype(str)) == {"dma"}
+    row = breakdown.breakdown(ev, window="trace").set_index("device").loc[0]
+    assert row["compute_ps"] == 0 and row["dma_ps"] == pytest.approx(union, abs=53)
 
 
 def test_captured_cpu_ring_matches_trace_viewer(tmp_path):
