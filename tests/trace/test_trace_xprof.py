@@ -25,6 +25,7 @@ MI300 = Path("xplane") / "mi300_jax_conv_8gpu.xplane.pb"
 TE_ATTN = Path("xplane") / "amd_te_fused_attn.xplane.pb"
 TPU_INFERENCE = Path("xplane") / "xprof_tpu_inference_2.xplane.pb"
 ROCM_COPIES = Path("xplane") / "mi300_jax_conv_legacy.xplane.pb"
+TF_GPU = Path("xplane") / "tf_gpu_multi_worker.xplane.pb"
 
 
 def xprof_tool(path: Path, tool: str):
@@ -248,6 +249,27 @@ def test_rocm_copies_are_local_dma(fixtures_dir):
     assert set(mine["kind"].astype(str)) == {"memcpy"} and set(mine["category"].astype(str)) == {"dma"}
     row = breakdown.breakdown(ev, window="trace").set_index("device").loc[0]
     assert row["compute_ps"] == 0 and row["dma_ps"] == pytest.approx(union, abs=53)
+
+
+def test_tensorflow_gpu_kernels_match_kernel_stats(fixtures_dir):
+    """A TensorFlow (not XLA) GPU profile, no HLO: per kernel name, perfkit's compute ops are xprof's
+    kernel_stats rows (occurrences, total time); its 226 CUPTI memcpys (MemcpyH2D / MemcpyD2H, no kernel there)
+    are local DMA."""
+    table = xprof_tool(fixtures_dir / TF_GPU, "kernel_stats")
+    ids = [c["id"] for c in table["cols"]]
+    theirs = {}
+    for row in table["rows"]:
+        r = dict(zip(ids, (cell["v"] for cell in row["c"])))
+        n, total = theirs.get(r["kernel_name"], (0, 0))
+        theirs[r["kernel_name"]] = (n + int(r["occurrences"]), total + r["total_duration_us"] * US)
+    ops = events.device_ops(events.load([fixtures_dir / TF_GPU]))
+    kernels = ops[ops["category"] == "compute"].groupby(ops["name"].astype(str))["dur_ps"].agg(["size", "sum"])
+    assert len(theirs) == 11 and sorted(kernels.index) == sorted(theirs)
+    for name, (n, total) in theirs.items():
+        assert kernels.loc[name, "size"] == n and kernels.loc[name, "sum"] == pytest.approx(total, abs=n), name
+    copies = ops[ops["category"] != "compute"]
+    assert len(copies) == 226 and set(copies["kind"].astype(str)) == {"memcpy"}
+    assert set(copies["category"].astype(str)) == {"dma"} and copies["name"].astype(str).str.startswith("Memcpy").all()
 
 
 def test_captured_cpu_ring_matches_trace_viewer(tmp_path):
