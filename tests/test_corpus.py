@@ -14,6 +14,7 @@ The oracle figures are held by the tests named below; every real file is referee
 | xplane/xprof_tpu_inference_2.xplane.pb | trace breakdown, diff, tail, export, collectives | trace/test_trace_xprof.py::test_tpu_ops_timed_on_the_chips_clock_as_xprof (xprof hlo_stats; the ops' own stats by a plain protobuf reading) |
 | xplane/mi300_jax_conv_legacy.xplane.pb | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_xprof.py::test_rocm_copies_are_local_dma (xprof trace_viewer: the copies, their tracer's mark, their spans) |
 | xplane/tf_gpu_multi_worker.xplane.pb | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_xprof.py::test_tensorflow_gpu_kernels_match_kernel_stats (xprof kernel_stats) |
+| xplane/mi300_jax08_gemm.xplane.pb, mi300_jax08_attention.xplane.pb, mi300_jax08_elementwise.xplane.pb | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_xprof.py::test_mi300_jax08_traces_match_hlo_stats (xprof hlo_stats) |
 | kineto/rank-0.json.gz, rank-1.json.gz | trace breakdown, diff, tail, export, collectives | trace/test_trace_hta.py::test_whole_trace_equals_hta, ::test_hta_live (HTA 0.5.0 temporal breakdown, overlap); trace/test_trace_collectives.py::test_straggler_of_two_real_ranks_agrees_with_hta |
 | kineto/hta_nccl_data.json.gz | trace breakdown, diff, tail, export, collectives | trace/test_trace_hta.py::test_nanosecond_trace_hta_rounds_inward, ::test_hta_live; trace/test_trace_collectives.py::test_nccl_kernel_bytes_from_kineto_args (the file's own NCCL args) |
 | kineto/hta_trace_diff_control.json.gz | trace breakdown, diff, tail, export, collectives | trace/test_trace_cli.py::test_diff_counts_and_durations_equal_hta_trace_diff (HTA TraceDiff sums); trace/test_trace_names.py::test_agrees_with_hta_shorten_name; test_the_files_test_trace_hta_leaves_out_equal_hta below (HTA temporal breakdown, pinned) |
@@ -48,7 +49,8 @@ from perfkit.trace import events
 
 XPLANES = ["xplane/mi300_jax_conv_8gpu.xplane.pb", "xplane/amd_te_fused_attn.xplane.pb",
            "xplane/xprof_tpu_inference_2.xplane.pb", "xplane/mi300_jax_conv_legacy.xplane.pb",
-           "xplane/tf_gpu_multi_worker.xplane.pb"]
+           "xplane/tf_gpu_multi_worker.xplane.pb", *(f"xplane/mi300_jax08_{n}.xplane.pb" for n in ("gemm", "attention",
+                                                                                                "elementwise"))]
 KINETO = [f"kineto/{name}.json.gz" for name in ("rank-0", "rank-1", "hta_nccl_data", "hta_trace_diff_control",
                                                  "hta_trace_diff_test", "xdit_flux1_profile_rank0",
                                                  "hta_mtia_inference_rank0", "tb_plugin_resnet50_2021_worker0",
@@ -65,7 +67,8 @@ NO_COLLECTIVES = {"xplane/mi300_jax_conv_8gpu.xplane.pb", "xplane/amd_te_fused_a
                   "kineto/hta_mtia_inference_rank0.json.gz", "kineto/tb_plugin_resnet50_2021_worker0.json.gz",
                   "kineto/hta_rank_non_gpu.json.gz", "kineto/hta_amd_mi250_minitoy.json.gz",
                   "kineto/hta_triton_example.json.gz", "kineto/hta_cuda_event_sync.json.gz",
-                  "xplane/mi300_jax_conv_legacy.xplane.pb", "xplane/tf_gpu_multi_worker.xplane.pb"}
+                  "xplane/mi300_jax_conv_legacy.xplane.pb", "xplane/tf_gpu_multi_worker.xplane.pb",
+                  *(f"xplane/mi300_jax08_{n}.xplane.pb" for n in ("gemm", "attention", "elementwise"))}
 HOST_ONLY = {"kineto/hta_rank_non_gpu.json.gz"}  # no device events: its host ops stand in, and the output says so
 KINETO_DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset", "mtia_ccp_events")
 PARTS = ("compute_ps", "ici_ps", "dcn_ps", "dma_ps", "idle_ps")

@@ -73,6 +73,22 @@ def test_mi300_fixture_matches_hlo_stats(fixtures_dir):
     assert len(events.device_ops(events.load([path]))) == 198 + 37
 
 
+@pytest.mark.parametrize("name, occurrences, total_ms, copies", [("gemm", 42, 3.415244, 12), ("attention", 87, 3.763002, 18),
+                                                                 ("elementwise", 65, 3.835924, 10)])
+def test_mi300_jax08_traces_match_hlo_stats(fixtures_dir, name, occurrences, total_ms, copies):
+    """JAX 0.8 on ROCm (GEMMs as hipBLAS custom-calls and Triton fusions, attention, elementwise): every
+    (program, HLO op) row of xprof's hlo_stats; the ROCm copy kernels (``__amd_rocclr_copyBuffer.kd``, no HLO
+    op) named apart."""
+    path = fixtures_dir / "xplane" / f"mi300_jax08_{name}.xplane.pb"
+    theirs, ours = xprof_hlo_stats(path), perfkit_hlo_stats(path)
+    assert_same_rows(ours, theirs)
+    for table in (theirs, ours):  # xprof's figures, when recorded: to the nanosecond
+        assert sum(n for n, _, _ in table.values()) == occurrences
+        assert sum(t for _, t, _ in table.values()) / 1e9 == pytest.approx(total_ms, abs=1e-6)
+    apart = hlo_stats.unattributed(events.load([path])).set_index("name")["count"].to_dict()
+    assert apart == {"__amd_rocclr_copyBuffer.kd": copies}
+
+
 def test_kernels_overlapping_on_a_stream_do_not_nest(fixtures_dir):
     """TransformerEngine's fused attention on an AMD GPU: on Stream #2 six kernels start 41-193 ns before the
     one before them ends (the clocks' skew). Kernels never nest: each one's self time is its whole time, as
