@@ -21,6 +21,7 @@ The oracle figures are held by the tests named below; every real file is referee
 | kineto/hta_trace_diff_test.json.gz | trace breakdown, diff, tail, export, collectives | trace/test_trace_hta.py::test_kernels_queued_before_the_profiler, ::test_hta_live; trace/test_trace_cli.py (TraceDiff) |
 | kineto/xdit_flux1_profile_rank0.json.gz | trace breakdown, diff, tail, export; collectives (world size 1, none: exit 2) | test_the_files_test_trace_hta_leaves_out_equal_hta below (HTA 0.5.0 temporal breakdown, pinned; no other test referees it) |
 | kineto/hta_mtia_inference_rank0.json.gz, tb_plugin_resnet50_2021_worker0.json.gz, hta_rank_non_gpu.json.gz | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_formats.py (HTA 0.5.0 temporal breakdown and GPU events, pinned; live) |
+| kineto/tb_plugin_resnet50_2020_worker0.json.gz (Chrome's JSON Array Format) | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_formats.py::test_json_array_trace_is_read (HTA 0.5.0 on its events in an object, pinned; its launched ops by a plain reading) |
 | kineto/tracelens_mi300_resnet_act_checkpoint.json.gz | trace breakdown, diff, tail, export, collectives (against the whole-trace breakdown: its step spans overlap) | trace/test_trace_formats.py (HTA 0.5.0 on its launched kernels; the host's steps) |
 | kineto/hta_amd_mi250_minitoy.json.gz | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_formats.py::test_device_ops_outside_every_step_are_counted_and_named (HTA 0.5.0 temporal breakdown, pinned; live; its ops outside the step by a plain reading) |
 | kineto/hta_triton_example.json.gz, hta_cuda_event_sync.json.gz | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_hta.py::test_host_events_with_a_stream_are_not_device_time (HTA 0.5.0 temporal breakdown on a copy without the host events' stream, pinned; live) |
@@ -54,6 +55,7 @@ XPLANES = ["xplane/mi300_jax_conv_8gpu.xplane.pb", "xplane/amd_te_fused_attn.xpl
 KINETO = [f"kineto/{name}.json.gz" for name in ("rank-0", "rank-1", "hta_nccl_data", "hta_trace_diff_control",
                                                  "hta_trace_diff_test", "xdit_flux1_profile_rank0",
                                                  "hta_mtia_inference_rank0", "tb_plugin_resnet50_2021_worker0",
+                                                 "tb_plugin_resnet50_2020_worker0",
                                                  "tracelens_mi300_resnet_act_checkpoint", "hta_rank_non_gpu",
                                                  "hta_amd_mi250_minitoy", "hta_triton_example", "hta_cuda_event_sync")]
 REFUSED = ["kineto/hta_cupti_profiler_range.json.gz"]  # every trace command: one line, exit 2
@@ -65,6 +67,7 @@ HLO_DUMPS = [f"hlo/{name}" for name in ("amd_te_fused_attn", "mi300_jax08_attent
                                         "mi300_jax_conv_08")]
 NO_COLLECTIVES = {"xplane/mi300_jax_conv_8gpu.xplane.pb", "xplane/amd_te_fused_attn.xplane.pb", "kineto/xdit_flux1_profile_rank0.json.gz",
                   "kineto/hta_mtia_inference_rank0.json.gz", "kineto/tb_plugin_resnet50_2021_worker0.json.gz",
+                  "kineto/tb_plugin_resnet50_2020_worker0.json.gz",
                   "kineto/hta_rank_non_gpu.json.gz", "kineto/hta_amd_mi250_minitoy.json.gz",
                   "kineto/hta_triton_example.json.gz", "kineto/hta_cuda_event_sync.json.gz",
                   "xplane/mi300_jax_conv_legacy.xplane.pb", "xplane/tf_gpu_multi_worker.xplane.pb",
@@ -118,7 +121,8 @@ def _source_events(path: Path) -> tuple[int, dict]:
                         spans[device] = (min(first, e.start_ns * 1000), max(last, (e.start_ns + e.duration_ns) * 1000))
         return count, spans
     doc = json.loads(gzip.decompress(path.read_bytes()), parse_float=Decimal)
-    complete = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    listed = doc if isinstance(doc, list) else doc["traceEvents"]  # (a list: Chrome's JSON Array Format)
+    complete = [e for e in listed if e.get("ph") == "X"]
     # device events (MTIA's with a stream, as HTA counts them; device: args.device, else the pid); a CPU
     # trace's cpu_ops stand in on device 0
     on_device = [e for e in complete if e.get("cat") in KINETO_DEVICE_CATS

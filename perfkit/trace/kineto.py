@@ -74,6 +74,8 @@ def load_json(path: Path) -> dict:
     except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadInput(f"not a readable chrome-trace JSON ({type(exc).__name__}: {str(exc)[:80]})",
                        path=path) from None
+    if isinstance(doc, list):  # Chrome's JSON Array Format, the events alone: PyTorch's profiler wrote it in 2020
+        doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise BadInput("not a Kineto / chrome trace: no traceEvents list", path=path)
     return doc

@@ -32,6 +32,7 @@ from perfkit.cli import cli
 
 MTIA = "hta_mtia_inference_rank0.json.gz"
 SCHEMA_2021 = "tb_plugin_resnet50_2021_worker0.json.gz"
+ARRAY_2020 = "tb_plugin_resnet50_2020_worker0.json.gz"
 ROCM = "tracelens_mi300_resnet_act_checkpoint.json.gz"
 PROFILER_RANGE = "hta_cupti_profiler_range.json.gz"
 CPU_ONLY = "hta_rank_non_gpu.json.gz"
@@ -52,6 +53,9 @@ HTA = {
     MI250: {(True, False): ((8762.844761718748, 110.88099999999395, 38.161000000007334, 8911.88676171875), None),
             (False, False): ((8762.844761718748, 110.88099999999395, 38.161000000007334, 8911.88676171875), None)},
 }
+# HTA 0.5.0 on ARRAY_2020's events in a {"traceEvents": [...]} object (HTA does not read the bare array), the last
+# step kept; whole microseconds: no rounding
+HTA_ARRAY_2020_WRAPPED = ((619747, 595564, 14206, 1229517), None)
 HTA_GPU_EVENTS = {MTIA: 1313, SCHEMA_2021: 9258, ROCM: 2685, PROFILER_RANGE: 0, CPU_ONLY: 0, MI250: 16}
 SCHEMA_2021_KEPT = 7715  # HTA's GPU events with the last step dropped
 # ROCm file: the host's ProfilerStep#15..17 (start from the trace's first event, duration; us) and the GPU-side
@@ -123,6 +127,24 @@ def test_2021_schema_device_ops_are_hta_s(fixtures_dir):
     assert len(events.device_ops(ev)) == len(device)
     assert timeline.layout(ev, "trace").ops.row.size == sum(e["dur"] > 0 for e in device)
     assert timeline.layout(ev, "trace" + timeline.LAST_STEP_DROPPED).ops.row.size == sum(e["dur"] > 0 for e in kept)
+
+
+def test_json_array_trace_is_read(fixtures_dir, tmp_path):
+    """The plugin's 2020 sample is Chrome's JSON Array Format, the events alone with no ``traceEvents`` object, as
+    the PyTorch profiler wrote it then: read (it was refused). Without the 765 device ops no Runtime call launches
+    by the last ProfilerStep's end (HTA's filter, a plain reading), HTA's figures; the file itself says it counts
+    them."""
+    path = fixtures_dir / "kineto" / ARRAY_2020
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    assert isinstance(doc, list)
+    end = max(e["ts"] + e["dur"] for e in doc if str(e.get("name", "")).startswith("ProfilerStep#"))
+    launched = {e["args"]["correlation"] for e in doc if e.get("cat") == "Runtime" and e["ts"] <= end}
+    kept = [e for e in doc if e.get("cat") not in ("Kernel", "Memcpy", "Memset") or e["args"]["correlation"] in launched]
+    assert len(doc) - len(kept) == 765
+    (tmp_path / "launched.json").write_text(json.dumps(kept))
+    _assert_hta(_hta_view(_json(tmp_path / "launched.json", "--window", "trace")), HTA_ARRAY_2020_WRAPPED)
+    whole = _breakdown(path, "--window", "trace")
+    assert whole.exit_code == 0 and "765 device ops have no launch in the trace" in whole.stderr
 
 
 def test_rocm_instant_gpu_markers_give_way_to_the_host_steps(fixtures_dir):
