@@ -219,7 +219,8 @@ def read(path: Path, rank: int) -> RawTrace:
     return RawTrace(path=path, rank=rank, host=path.name.split(".")[0], origin_ns=int(origin_us) * 1000, columns=columns,
                     strings=strings, lines=lines.values, programs=Programs({}, path), measured=measured,
                     host_streams=_host_streams(cats, ~on_gpu & (streams != -1)) if measured == "device" else (),
-                    unlaunched=_unlaunched(events, names, on_gpu, ~on_gpu & (streams == -1), ts_us, ts_us + dur_us))
+                    unlaunched=_unlaunched(events, names, on_gpu, ~on_gpu & (streams == -1), ts_us, ts_us + dur_us),
+                    streamless=int((on_gpu & (streams == -1)).sum()))
 
 
 def _line(event: dict) -> str:

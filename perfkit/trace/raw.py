@@ -57,3 +57,4 @@ class RawTrace(NamedTuple):
     measured: str = "device"        # what its ops are: "device" ops, or "host" ops standing in (a CPU trace)
     host_streams: tuple[tuple[str, int], ...] = ()  # (category, count) of host events with a stream argument
     unlaunched: int = 0             # device ops without a launch up to the last ProfilerStep's end (HTA drops them)
+    streamless: int = 0             # device ops without a stream argument HTA reads (HTA drops them)
