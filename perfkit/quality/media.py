@@ -3,8 +3,8 @@
 
 Every input opens as a ``Media``: ``kind`` "frames" (uint8 frames, each (H, W, C)) or "tensor" (any
 other array, read whole). Frames stream, so comparing two long videos holds a few frames, not two
-videos. Videos are decoded to RGB24 by libswscale as PyAV does; a video in an 8-bit planar YUV format
-(``pix_fmt``) also gives its frames' own planes, undecoded further (``VideoFile.planes``). The header
+videos. Videos are decoded to RGB24 as ffmpeg's ``format=rgb24`` filter converts them; a video in an 8-bit
+planar YUV format (``pix_fmt``) also gives its frames' own planes, undecoded further (``VideoFile.planes``). The header
 frame count (when the container has one) catches truncated files. Anything unreadable is a ``BadInput``
 naming the file.
 """
@@ -93,8 +93,9 @@ class VideoFile(Media):
         return container
 
     def frames(self, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
+        rgb24 = _RGB24()
         for frame in self._decoded(start, stop):
-            yield frame.to_ndarray(format="rgb24")
+            yield rgb24(frame)
 
     def decoded(self, start: int = 0, stop: int | None = None) -> Iterator[av.VideoFrame]:
         """Frames ``start:stop`` as the decoder gives them, ready for an encoder: without the source's picture
@@ -106,13 +107,14 @@ class VideoFile(Media):
     def planes(self, start: int = 0, stop: int | None = None, rgb: bool = False) -> Iterator[Decoded]:
         """Frames ``start:stop`` in the source's own planes (each (h, w) uint8, a view of the decoder's
         buffer without its line padding) and, with ``rgb``, as RGB24 too. Only for a ``pix_fmt`` video."""
+        rgb24 = _RGB24() if rgb else None
         for frame in self._decoded(start, stop):
             if frame.format.name != self.pix_fmt:
                 raise BadInput(f"pixel format changes from {self.pix_fmt} to {frame.format.name} mid-stream",
                                path=self.label)
             planes = tuple(np.frombuffer(p, np.uint8).reshape(p.height, p.line_size)[:, :p.width]
                            for p in frame.planes)
-            yield Decoded(planes, frame.to_ndarray(format="rgb24") if rgb else None, frame)
+            yield Decoded(planes, rgb24(frame) if rgb24 else None, frame)
 
     def _decoded(self, start: int, stop: int | None) -> Iterator[av.VideoFrame]:
         with self._open() as container:
@@ -135,6 +137,30 @@ class VideoFile(Media):
                                path=self.label) from None
         if self.count is not None and index < self.count:
             raise BadInput(f"truncated: the header says {self.count} frames, only {index} decode", path=self.label)
+
+
+class _RGB24:
+    """Decoded frames as RGB24 (H, W, 3) uint8, as ffmpeg's ``format=rgb24`` filter makes them (the command the
+    figures name): libavfilter's conversion, one graph per frame size and pixel format. PyAV's own
+    ``to_ndarray(format="rgb24")`` scales otherwise where a 4:2:0 frame is odd-sized or deeper than 8 bits."""
+
+    def __init__(self):
+        self._key, self._ends = None, None
+
+    def __call__(self, frame: av.VideoFrame) -> np.ndarray:
+        key = (frame.width, frame.height, frame.format.name)
+        if key != self._key:
+            graph = av.filter.Graph()
+            source = graph.add_buffer(width=frame.width, height=frame.height, format=frame.format.name,
+                                      time_base=frame.time_base or Fraction(1, 1000))
+            convert, sink = graph.add("format", "pix_fmts=rgb24"), graph.add("buffersink")
+            source.link_to(convert)
+            convert.link_to(sink)
+            graph.configure()
+            self._key, self._ends, self._graph = key, (source, sink), graph
+        source, sink = self._ends
+        source.push(frame)
+        return sink.pull().to_ndarray()
 
 
 class ImageFolder(Media):

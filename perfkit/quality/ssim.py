@@ -9,8 +9,9 @@ Each frame's figures are the filter's frame metadata (``lavfi.ssim.Y`` ... ``lav
 the summary (each plane's and All's mean over frames, dB = -10 log10(1 - SSIM)) is the line the filter logs as
 its graph is freed, six decimals as printed: pooling the frames' six-decimal figures again would miss its last
 decimals (its dB most, which magnifies All's error by 4.3 / (1 - All)). Frames in RGB (arrays, images, an RGB
-video) are measured in ``gbrp``, as ffmpeg measures them after ``format=gbrp``: each channel a plane, named R G B;
-a fourth (alpha) channel is left out, as ``gbrp`` drops it.
+video) are measured in ``gbrp``, as ffmpeg measures them after ``format=rgb24,format=gbrp``: each channel a plane,
+named R G B; a fourth (alpha) channel is left out, as ``gbrp`` drops it. (A YUV video taken straight to ``gbrp``
+is converted by another path in some ffmpeg versions, 5.1 for one, and its figures part from these.)
 
 ffmpeg builds whose x86 ``ssim_end_line`` predates the fix of its last 1-3 windows of a row (Debian 12's 5.1, for
 one) differ from the filter's C code on planes whose width / 4 - 1 leaves 1 when divided by 4 (a 720-wide 4:2:0
@@ -31,7 +32,8 @@ DEFINITION = ("ffmpeg's ssim filter: 8x8 windows on a 4-sample grid from 4x4 blo
               "All weighted by plane size")
 REPRODUCE = {
     "yuv": "ffmpeg -i A -i B -lavfi ssim -f null -",
-    "rgb": "ffmpeg -i A -i B -lavfi '[0:v]format=gbrp[a];[1:v]format=gbrp[b];[a][b]ssim' -f null -",
+    "rgb": ("ffmpeg -i A -i B -lavfi '[0:v]format=rgb24,format=gbrp[a];[1:v]format=rgb24,format=gbrp[b];[a][b]ssim' "
+            "-f null -"),
 }
 # the filter's frame format for RGB frames by channel count (as ``channels`` gives them), and where each
 # RGB channel lies in it (gbrp: G B R)
