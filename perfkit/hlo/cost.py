@@ -10,7 +10,8 @@ Per program, as XLA's ``HloCostAnalysis`` (``compiled.cost_analysis()``) defines
   ``__cublas$lt$matmul*``) are costed so too, as XLA's GPU cost analysis does: from their operand
   shapes, ``window`` / ``dim_labels`` / ``feature_group_count``, or the gemm's ``backend_config`` dot
   dimensions; ``other_flops`` apart: one per element of each elementwise op (``bitcast-convert``
-  included), one per reduced element of a reduce; ``transcendentals`` (exp, log, tanh, rsqrt ...)
+  included), one per reduced element of a reduce, 8 x log2 of each transform length per input element of an
+  ``fft``; ``transcendentals`` (exp, log, tanh, rsqrt ...)
   counted apart again. Any other custom-call has no FLOPs perfkit can know: it is listed in
   ``uncosted`` (target -> calls a step), never counted as 0 unsaid;
 - ``hbm_bytes``: every top-level op's operands and outputs (a fusion counts its own operands and outputs,
@@ -43,9 +44,12 @@ from perfkit.hlo.buffers import COLLECTIVES, read_buffer_assignment, read_total_
 from perfkit.hlo.dumps import DumpFiles
 from perfkit.hlo.parse import Computation, Instruction, Module, read_module
 
+# Sub-byte types as accelerators store them, packed (XLA's CPU analysis counts a byte each: it stores them so).
 DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
                "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16, "s4": 0.5, "u4": 0.5, "s2": 0.25, "u2": 0.25,
-               "token": 0}
+               "s1": 0.125, "u1": 0.125, "f4e2m1fn": 0.5, "token": 0,
+               **{f"f8{kind}": 1 for kind in ("e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz", "e4m3b11fnuz", "e4m3", "e3m4",
+                                              "e8m0fnu")}}
 TRANSCENDENTAL = frozenset({"exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "power",
                             "sqrt", "cbrt", "rsqrt", "tanh", "sine", "cosine", "tan", "atan2", "erf"})
 ELEMENTWISE = TRANSCENDENTAL | frozenset({
@@ -285,6 +289,10 @@ class _Counter:
                                      inst.shape), 0.0, 0.0
         if op == "custom-call" and not inst.calls:
             return self.library_flops(inst, shapes), 0.0, 0.0
+        if op == "fft":
+            # XLA: 4 complex multiply-adds an input element per factor log2 (floored) of each transform length
+            logs = math.prod(n.bit_length() - 1 for n in _dims_attr(inst, "fft_length"))
+            return 0.0, 8.0 * logs * shape_elements(shapes.get(inst.operands[0], "")), 0.0
         if op in ELEMENTWISE:
             n = float(shape_elements(inst.shape))
             return (0.0, 0.0, n) if op in TRANSCENDENTAL else (0.0, n, 0.0)

@@ -290,3 +290,40 @@ def test_bitcast_convert_against_xla():
     assert "bitcast-convert" in compiled.as_text()
     mine = program_cost(parse_module(compiled.as_text()))
     assert mine.dot_flops + mine.other_flops == compiled.cost_analysis()["flops"] == 4 * 256 * 1024
+
+
+FP8 = ["f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b11fnuz", "f8e4m3", "f8e3m4", "f8e8m0fnu"]
+
+
+@pytest.mark.parametrize("dtype", FP8)
+def test_fp8_arrays_against_xla(dtype):
+    """FP8 arrays are a byte an element (they were dropped: an FP8 add or dot cost 0 FLOPs and 0 bytes): XLA's
+    FLOPs and bytes of an add and of a dot into f32."""
+    add = _module([f"{dtype}[8,16]"] * 2, f"{dtype}[8,16] add(p0, p1)")
+    dot = _module([f"{dtype}[32,64]", f"{dtype}[64,128]"],
+                  "f32[32,128] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}")
+    for text in (add, dot):
+        mine, xla = program_cost(parse_module(text)), xla_cost(text)
+        assert mine.dot_flops + mine.other_flops == xla["flops"] > 0 and mine.hbm_bytes == xla["bytes accessed"]
+
+
+@pytest.mark.parametrize("dtype, bits", [("s4", 4), ("u4", 4), ("f4e2m1fn", 4), ("s2", 2), ("u2", 2), ("s1", 1),
+                                         ("u1", 1)])
+def test_sub_byte_arrays_are_packed(dtype, bits):
+    """Sub-byte arrays are counted packed, as accelerators store them; XLA's CPU analysis (the CPU stores them a
+    byte each) counts 8 / bits times more bytes, the same FLOPs."""
+    text = _module([f"{dtype}[8,16]"] * 2, f"{dtype}[8,16] add(p0, p1)")
+    mine, xla = program_cost(parse_module(text)), xla_cost(text)
+    assert mine.other_flops == xla["flops"] == 128 and mine.hbm_bytes * 8 / bits == xla["bytes accessed"] == 384
+
+
+@pytest.mark.parametrize("operand, result, kind, lengths", [
+    ("c64[8,256]", "c64[8,256]", "FFT", "256"), ("f32[8,256]", "c64[8,129]", "RFFT", "256"),
+    ("c64[8,129]", "f32[8,256]", "IRFFT", "256"), ("c64[4,16,32,64]", "c64[4,16,32,64]", "IFFT", "16,32,64"),
+    ("c64[8,100]", "c64[8,100]", "FFT", "100")])
+def test_fft_against_xla(operand, result, kind, lengths):
+    """An fft's FLOPs (it had none, and was not listed as uncosted): XLA's, 8 x log2 (floored) of each length a
+    transform, per input element."""
+    text = _module([operand], f"{result} fft(p0), fft_type={kind}, fft_length={{{lengths}}}")
+    mine, xla = program_cost(parse_module(text)), xla_cost(text)
+    assert mine.other_flops == xla["flops"] > 0 and mine.hbm_bytes == xla["bytes accessed"]
