@@ -7,8 +7,9 @@ Conventions, stated because papers and tools differ:
   decoding to RGB24 (space ``rgb``: the same filter after ``format=rgb24``). ``perfkit.quality.planes`` says
   how each figure is made and pooled. The top-level figures are those of the headline space: ``rgb`` where
   RGB is computed (``rgb=True``, the default of the Python API and of a run's summary), else ``yuv``.
-  Frames pair by index; ffmpeg's filter pairs them by timestamp, the same for videos that start at 0
-  at one constant rate.
+  Frames pair by index; ffmpeg's filter pairs them by timestamp (each frame of A with B's latest at or before
+  it), the same for videos that start at 0 at one constant rate. Where two videos' timestamps pair otherwise,
+  ``frames_paired`` says so and the commands given (``reproduce``) retime both inputs to their index.
 - ``psnr_mean_db`` is the mean of per-frame PSNR over the frames that differ (what many papers report).
   Identical frames have infinite PSNR: they are counted in ``identical_frames`` ("k of N frames
   identical") and left out of that mean, never clamped; it is inf only when every frame is identical.
@@ -27,6 +28,7 @@ Conventions, stated because papers and tools differ:
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import io
 import itertools
@@ -39,7 +41,7 @@ import numpy as np
 from perfkit.errors import BadInput
 from perfkit.quality.media import (DEFAULT_CODEC, LATENTS_FILE, Codec, Media, VideoFile, load_array, main_output,
                                    open_media, output_files, outputs_folder, prefetch, write_video)
-from perfkit.quality.planes import (CHANNELS, DATA_RANGE, YUV_PLANES, Decoded, Tally, frame_sums, psnr,
+from perfkit.quality.planes import (CHANNELS, DATA_RANGE, YUV_PLANES, Decoded, Tally, frame_sums, paired_by_index, psnr,
                                     yuv_sums)
 from perfkit.quality.ssim import SsimTally, channels
 
@@ -268,9 +270,34 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
         raise BadInput(f"asked for frames {frames}, both end after frame {frames.start + n - 1}", path=pair)
     out = {"kind": "frames", "inputs": [a.describe(), b.describe()], "range": str(frames),
            "data_range": DATA_RANGE, **table.summary(), "sha256": list(table.sha256)}
+    paired = _paired_by_time(a, b, frames.start, n)
+    if paired:
+        out["frames_paired"] = paired
+        for block in (out.get(k) for k in ("yuv", "rgb", "ssim")):
+            if block:
+                block["reproduce"] = paired_by_index(block["reproduce"])
     if per_frame:
         out["per_frame"] = table.rows()
     return out
+
+
+def _paired_by_time(a: Media, b: Media, first: int, n: int) -> str | None:
+    """Where ffmpeg's two-input filters, which pair each frame of A with B's latest frame at or before it in
+    time, would pair these ``n`` frames from ``first`` otherwise than by index: a sentence saying so; None where
+    they pair alike or the timestamps are not known (not two videos, a packet without one)."""
+    if not (isinstance(a, VideoFile) and isinstance(b, VideoFile)):
+        return None
+    ta, tb = a.times(), b.times()
+    if ta is None or tb is None or min(len(ta), len(tb)) < first + n:
+        return None
+    other = [(i, bisect.bisect_right(tb, ta[i]) - 1) for i in range(first, first + n)]
+    other = [(i, j) for i, j in other if j != i]
+    if not other:
+        return None
+    (i, j), = other[:1]
+    with_b = f"B's frame {j} ({float(tb[j]):.3f} s)" if j >= 0 else "no frame of B"
+    return (f"by index; by their timestamps ffmpeg's filters pair {len(other)} of the {n} otherwise (first A's frame "
+            f"{i}, at {float(ta[i]):.3f} s, with {with_b}): the commands given retime both to their index")
 
 
 def _check_counts(a: Media, b: Media, frames: FrameRange) -> None:

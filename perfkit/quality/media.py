@@ -79,6 +79,17 @@ class VideoFile(Media):
             self.detail = (f"video {stream.codec_context.name} {stream.format.name if stream.format else '?'}, "
                            f"{self.count or '?'} frames of {stream.width}x{stream.height}")
 
+    def times(self) -> list[Fraction] | None:
+        """Its frames' presentation times (s, from its first; exact), in order, from its packets' timestamps
+        (nothing decoded); None where a packet has none, or the header counts other than its packets."""
+        with self._open() as container:
+            stream = container.streams.video[0]
+            pts = sorted(p.pts if p.pts is not None else -1 for p in container.demux(stream) if p.size)
+            base = stream.time_base
+        if not pts or pts[0] < 0 or (self.count is not None and len(pts) != self.count):
+            return None
+        return [(p - pts[0]) * base for p in pts]
+
     def _open(self):
         src = io.BytesIO(self.source) if isinstance(self.source, bytes) else str(self.source)
         try:

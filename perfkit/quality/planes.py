@@ -15,6 +15,7 @@ best frame's PSNR. Data range 255.
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 import numpy as np
@@ -37,6 +38,16 @@ REPRODUCE = {
     "yuv": "ffmpeg -i A -i B -lavfi psnr -f null -",
     "rgb": "ffmpeg -i A -i B -lavfi '[0:v]format=rgb24[a];[1:v]format=rgb24[b];[a][b]psnr' -f null -",
 }
+
+
+def paired_by_index(command: str) -> str:
+    """A ``REPRODUCE`` command (psnr's, or ssim's) with each input's frames retimed to their index
+    (``setpts=N/TB``: frame k at k s), so that ffmpeg pairs them by index as perfkit does, whatever their
+    timestamps."""
+    bare = re.fullmatch(r"(ffmpeg -i A -i B -lavfi )(\w+)( -f null -)", command)
+    if bare:
+        return f"{bare[1]}'[0:v]setpts=N/TB[a];[1:v]setpts=N/TB[b];[a][b]{bare[2]}'{bare[3]}"
+    return command.replace("[0:v]", "[0:v]setpts=N/TB,").replace("[1:v]", "[1:v]setpts=N/TB,")
 
 
 class Decoded(NamedTuple):

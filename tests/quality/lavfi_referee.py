@@ -31,10 +31,11 @@ def encode(frames, path, codec: str, pix_fmt: str, options: dict, rate: int = 8,
     return path
 
 
-def filter_metadata(a, b, name: str, pix_fmt: str | None = None) -> list[dict[str, str]]:
+def filter_metadata(a, b, name: str, pix_fmt: str | None = None, retimed: bool = False) -> list[dict[str, str]]:
     """libavfilter's filter ``name`` on videos A and B (each converted to ``pix_fmt`` first when given, as
-    ``format=PIX_FMT`` does: by libswscale): each output frame's metadata, as the filter writes it. The filter
-    logs its summary line as the graph is freed, when this returns."""
+    ``format=PIX_FMT`` does: by libswscale; with ``retimed``, each frame's time first set to its index,
+    ``setpts=N/TB``): each output frame's metadata, as the filter writes it. The filter logs its summary line as
+    the graph is freed, when this returns."""
     rows = []
     with av.open(str(a)) as ca, av.open(str(b)) as cb:
         sa, sb = ca.streams.video[0], cb.streams.video[0]
@@ -42,6 +43,10 @@ def filter_metadata(a, b, name: str, pix_fmt: str | None = None) -> list[dict[st
         ins = graph.add_buffer(template=sa), graph.add_buffer(template=sb)
         node, sink = graph.add(name), graph.add("buffersink")
         for k, src in enumerate(ins):
+            if retimed:
+                retime = graph.add("setpts", "N/TB")
+                src.link_to(retime)
+                src = retime
             if pix_fmt:
                 fmt = graph.add("format", f"pix_fmts={pix_fmt}")
                 src.link_to(fmt)

@@ -11,6 +11,7 @@ import math
 import re
 import shutil
 import subprocess
+from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -106,6 +107,33 @@ def test_a_10_bit_pair_is_measured_in_rgb24_as_format_rgb24_makes_it(pairs):
     r = quality.compare(a, b, per_frame=True, rgb=False)
     assert r["space"] == "rgb" and "yuv" not in r
     assert_agrees(r, r["per_frame"], lavfi_psnr(a, b, rgb=True), "rgb")
+
+
+def test_frames_whose_timestamps_pair_otherwise_are_named(pairs, tmp_path):
+    """perfkit pairs frames by index, ffmpeg's filters by time (each of A's with B's latest at or before it). A
+    copy of the real video whose odd frames come 40 ms early (as a variable-rate capture's may) against its
+    constant-rate re-encode: the filter pairs 24 of its 49 frames with B's previous one; perfkit says so, and the
+    commands it gives retime both inputs to their index, which equal its figures, where the plain filter does not."""
+    frames = decoded(pairs["h264"][0])
+    a = tmp_path / "jittered.mkv"
+    with av.open(str(a), "w") as container:
+        stream = container.add_stream("libx264", rate=8, options={"crf": "18", "preset": "ultrafast"})
+        stream.width, stream.height, stream.pix_fmt = frames[0].width, frames[0].height, "yuv420p"
+        stream.codec_context.time_base = Fraction(1, 1000)
+        for index, frame in enumerate(frames):
+            frame.pts, frame.time_base = index * 125 - 40 * (index % 2), Fraction(1, 1000)
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode())
+    b = pairs["h264"][1]
+    r = quality.compare(a, b, per_frame=True)
+    assert r["frames_paired"].startswith("by index; by their timestamps ffmpeg's filters pair 24 of the 49 otherwise")
+    assert r["yuv"]["reproduce"] == "ffmpeg -i A -i B -lavfi '[0:v]setpts=N/TB[a];[1:v]setpts=N/TB[b];[a][b]psnr' -f null -"
+    for space in ("yuv", "rgb"):
+        rows = [{k.removeprefix("lavfi.psnr."): float(v) for k, v in row.items()}
+                for row in filter_metadata(a, b, "psnr", "rgb24" if space == "rgb" else None, retimed=True)]
+        assert_agrees(r, r["per_frame"], rows, space)
+    by_time = [float(row["lavfi.psnr.psnr_avg"]) for row in filter_metadata(a, b, "psnr")]
+    assert max(abs(x - y["psnr_yuv_db"]) for x, y in zip(by_time, r["per_frame"])) > 1
 
 
 def test_an_rgb_source_is_measured_in_its_channels(pairs):
