@@ -88,6 +88,8 @@ def format_result(r: dict, per_frame: bool = False) -> list[str]:
         lines = [f"A: {r['inputs'][0]}", f"B: {r['inputs'][1]}", *format_frames(r)]
         if "frames_paired" in r:
             lines.insert(2, f"frames paired {r['frames_paired']}")
+        if "rotation" in r:
+            lines.insert(2, r["rotation"])
         if per_frame:
             lines.append(_per_frame_text(r["per_frame"]))
     sha, of = r["sha256"], f" of the {r['sha256_of']}" if "sha256_of" in r else ""

@@ -42,7 +42,7 @@ from perfkit.errors import BadInput
 from perfkit.quality.media import (DEFAULT_CODEC, LATENTS_FILE, Codec, Media, VideoFile, load_array, main_output,
                                    open_media, output_files, outputs_folder, prefetch, write_video)
 from perfkit.quality.planes import (CHANNELS, DATA_RANGE, YUV_PLANES, Decoded, Tally, frame_sums, paired_by_index, psnr,
-                                    yuv_sums)
+                                    unrotated, yuv_sums)
 from perfkit.quality.ssim import SsimTally, channels
 
 if TYPE_CHECKING:
@@ -273,9 +273,16 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
     paired = _paired_by_time(a, b, frames.start, n)
     if paired:
         out["frames_paired"] = paired
-        for block in (out.get(k) for k in ("yuv", "rgb", "ssim")):
-            if block:
-                block["reproduce"] = paired_by_index(block["reproduce"])
+    turned = {m.label: m.rotation() for m in (a, b) if isinstance(m, VideoFile)}
+    turned = {label: degrees for label, degrees in turned.items() if degrees}
+    if turned:
+        shown = ", ".join(f"{label} is to be shown turned {degrees} degrees" for label, degrees in turned.items())
+        out["rotation"] = f"{shown}: frames are compared as stored, as ffmpeg does with -noautorotate"
+    for block in (out.get(k) for k in ("yuv", "rgb", "ssim")):
+        if block and paired:
+            block["reproduce"] = paired_by_index(block["reproduce"])
+        if block and turned:
+            block["reproduce"] = unrotated(block["reproduce"])
     if per_frame:
         out["per_frame"] = table.rows()
     return out

@@ -79,6 +79,13 @@ class VideoFile(Media):
             self.detail = (f"video {stream.codec_context.name} {stream.format.name if stream.format else '?'}, "
                            f"{self.count or '?'} frames of {stream.width}x{stream.height}")
 
+    def rotation(self) -> int:
+        """Degrees counter-clockwise its frames are to be turned when shown (a display matrix, as phones record
+        video), 0 for none: its first frame's."""
+        for frame in self._decoded(0, 1):
+            return int(frame.rotation or 0)
+        return 0
+
     def times(self) -> list[Fraction] | None:
         """Its frames' presentation times (s, from its first; exact), in order, from its packets' timestamps
         (nothing decoded); None where a packet has none, or the header counts other than its packets."""

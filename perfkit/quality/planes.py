@@ -40,6 +40,12 @@ REPRODUCE = {
 }
 
 
+def unrotated(command: str) -> str:
+    """A ``REPRODUCE`` command (psnr's, or ssim's) taking each input's frames as stored, not turned as their
+    display matrix says (ffmpeg turns them by default)."""
+    return command.replace("ffmpeg -i A -i B", "ffmpeg -noautorotate -i A -noautorotate -i B", 1)
+
+
 def paired_by_index(command: str) -> str:
     """A ``REPRODUCE`` command (psnr's, or ssim's) with each input's frames retimed to their index
     (``setpts=N/TB``: frame k at k s), so that ffmpeg pairs them by index as perfkit does, whatever their

@@ -127,13 +127,37 @@ def test_frames_whose_timestamps_pair_otherwise_are_named(pairs, tmp_path):
     b = pairs["h264"][1]
     r = quality.compare(a, b, per_frame=True)
     assert r["frames_paired"].startswith("by index; by their timestamps ffmpeg's filters pair 24 of the 49 otherwise")
-    assert r["yuv"]["reproduce"] == "ffmpeg -i A -i B -lavfi '[0:v]setpts=N/TB[a];[1:v]setpts=N/TB[b];[a][b]psnr' -f null -"
+    assert r["yuv"]["reproduce"] == ("ffmpeg -i A -i B -lavfi '[0:v]setpts=N/TB[a];[1:v]setpts=N/TB[b];[a][b]psnr' "
+                                     "-f null -")
     for space in ("yuv", "rgb"):
         rows = [{k.removeprefix("lavfi.psnr."): float(v) for k, v in row.items()}
                 for row in filter_metadata(a, b, "psnr", "rgb24" if space == "rgb" else None, retimed=True)]
         assert_agrees(r, r["per_frame"], rows, space)
     by_time = [float(row["lavfi.psnr.psnr_avg"]) for row in filter_metadata(a, b, "psnr")]
     assert max(abs(x - y["psnr_yuv_db"]) for x, y in zip(by_time, r["per_frame"])) > 1
+
+
+def test_a_rotated_video_is_compared_as_stored_and_said_so(pairs, tmp_path):
+    """B with a display matrix (turned 90 degrees when shown, as phones record): compared as stored, the filter's
+    figures on the decoded frames (ffmpeg turns them first unless given -noautorotate, which the commands then
+    carry), and the output says so."""
+    a, plain = pairs["h264"]
+    b = tmp_path / "turned.mp4"
+    with av.open(str(b), "w") as container:
+        stream = container.add_stream("libx264", rate=8, options={"crf": "30", "preset": "fast"})
+        frames = decoded(a)
+        stream.width, stream.height, stream.pix_fmt = frames[0].width, frames[0].height, "yuv420p"
+        stream.set_display_rotation(90)
+        for index, frame in enumerate(frames):
+            frame.pts, frame.time_base = index, Fraction(1, 8)
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode())
+    r = quality.compare(a, b, per_frame=True, rgb=False)
+    assert r["rotation"] == (f"{b} is to be shown turned 90 degrees: frames are compared as stored, as ffmpeg does "
+                             "with -noautorotate")
+    assert r["yuv"]["reproduce"] == "ffmpeg -noautorotate -i A -noautorotate -i B -lavfi psnr -f null -"
+    assert_agrees(r, r["per_frame"], lavfi_psnr(a, b, rgb=False), "yuv")
+    assert "rotation" not in quality.compare(a, plain, rgb=False)
 
 
 def test_an_rgb_source_is_measured_in_its_channels(pairs):
