@@ -1,4 +1,4 @@
-"""Frames and tensors from files, read one frame at a time: videos (PyAV), folders of PNG / JPEG frames,
+"""Frames and tensors from files, read one frame at a time: videos and GIFs (PyAV), folders of PNG / JPEG frames,
 ``.npy`` / ``.npz`` arrays, and a run's ``outputs/`` folder; and video encoding for the codec floor.
 
 Every input opens as a ``Media``: ``kind`` "frames" (uint8 frames, each (H, W, C)) or "tensor" (any
@@ -26,7 +26,7 @@ import numpy as np
 from perfkit.errors import BadInput
 from perfkit.quality.planes import Decoded
 
-VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".mov", ".avi")
+VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".mov", ".avi", ".gif")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 ARRAY_SUFFIXES = (".npy", ".npz")
 RGB_FORMATS = ("rgb24", "bgr0", "gbrp")  # pixel formats that hold uint8 RGB exactly

@@ -160,6 +160,19 @@ def test_a_rotated_video_is_compared_as_stored_and_said_so(pairs, tmp_path):
     assert "rotation" not in quality.compare(a, plain, rgb=False)
 
 
+def test_an_animated_gif_is_read(pairs, tmp_path):
+    """A GIF (refused before: "unknown kind of file"), as ffmpeg reads it: bgra frames, measured in RGB24; against
+    itself bit-identical, against a yuv420p copy the filter's figures after format=rgb24."""
+    frames = [f.reformat(width=180, height=120) for f in decoded(pairs["h264"][0])[:12]]
+    gif = encode(frames, tmp_path / "clip.gif", "gif", "rgb8", {})
+    copy = encode(decoded(gif), tmp_path / "clip.mkv", "ffv1", "yuv420p", {})
+    same = quality.compare(gif, gif, rgb=False)
+    assert same["bit_identical"] and same["frames"] == 12 and same["space"] == "rgb"
+    r = quality.compare(gif, copy, per_frame=True)
+    assert r["space"] == "rgb" and "yuv" not in r and math.isfinite(r["psnr_pooled_db"])
+    assert_agrees(r, r["per_frame"], lavfi_psnr(gif, copy, rgb=True), "rgb")
+
+
 def test_an_rgb_source_is_measured_in_its_channels(pairs):
     """libx264rgb decodes to gbrp: the filter's default then reports r g b, which RGB24 must equal."""
     a, b = pairs["x264rgb"]
