@@ -10,13 +10,15 @@ Per program, as XLA's ``HloCostAnalysis`` (``compiled.cost_analysis()``) defines
   ``__cublas$lt$matmul*``) are costed so too, as XLA's GPU cost analysis does: from their operand
   shapes, ``window`` / ``dim_labels`` / ``feature_group_count``, or the gemm's ``backend_config`` dot
   dimensions; ``other_flops`` apart: one per element of each elementwise op (``bitcast-convert``
-  included), one per reduced element of a reduce, 8 x log2 of each transform length per input element of an
-  ``fft``; ``transcendentals`` (exp, log, tanh, rsqrt ...)
-  counted apart again. Any other custom-call has no FLOPs perfkit can know: it is listed in
+  included), one per reduced element of a reduce, the combiner's per element of a scatter's updates, 8 x
+  log2 of each transform length per input element of an ``fft``; ``transcendentals`` (exp, log, tanh,
+  rsqrt ...) counted apart again. Any other custom-call has no FLOPs perfkit can know: it is listed in
   ``uncosted`` (target -> calls a step), never counted as 0 unsaid;
 - ``hbm_bytes``: every top-level op's operands and outputs (a fusion counts its own operands and outputs,
   not what happens inside it), what XLA calls bytes accessed; parameters, constants, tuples,
-  get-tuple-element and bitcasts touch no memory; a library call's scratch workspace (the second
+  get-tuple-element, bitcasts and transposes that only relabel dimensions touch no memory; a slice, gather
+  or dynamic-slice reads of its operand what it outputs, a dynamic-update-slice (in place) its update, a
+  scatter each update's slice; a library call's scratch workspace (the second
   element of the tuple it returns) is not traffic, as XLA counts a convolution's;
 - ``collectives``: each with its kind, buffer, replica-group size ``n`` and the bytes one device sends over
   the interconnect: all-gather (n-1)/n of the gathered buffer, reduce-scatter (n-1)/n of the buffer it
@@ -63,7 +65,7 @@ LIBRARY_CONVOLUTIONS = frozenset({"__cudnn$convForward", "__cudnn$convBackwardIn
                                   "__cudnn$convBiasActivationForward", "__cudnn$convForwardGraph"})
 LIBRARY_GEMMS = frozenset({"__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8"})
 NO_MEMORY = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all",
-                       "partition-id", "replica-id", "iota"})
+                       "partition-id", "replica-id"})
 # Per device, the share of a collective's buffer (see ``_buffer``) that one device sends, for n devices.
 SENT_SHARE = {"all-gather": lambda n: (n - 1) / n, "reduce-scatter": lambda n: (n - 1) / n,
               "all-reduce": lambda n: 2 * (n - 1) / n, "all-to-all": lambda n: (n - 1) / n,
@@ -71,6 +73,7 @@ SENT_SHARE = {"all-gather": lambda n: (n - 1) / n, "reduce-scatter": lambda n: (
               "collective-broadcast": lambda n: 1.0, "send": lambda n: 1.0, "recv": lambda n: 0.0}
 
 _LAYOUT = re.compile(r"\{[^{}]*\}")
+_MINOR_TO_MAJOR = re.compile(r"\[[^\]]*\]\{([\d,]*)")  # an array's layout: its dimensions, minor to major
 _ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
 _IOTA_GROUPS = re.compile(r"\[([\d,]+)\]<=\[")
 _TRIP_COUNT = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
@@ -302,6 +305,12 @@ class _Counter:
             applied = max(inputs - shape_elements(inst.shape), 0)
             d, o, t = self.flops(inst.calls[-1])
             return d * applied, o * applied, t * applied
+        if op == "scatter" and inst.calls:
+            # XLA: the combiner once per element of the updates
+            updates = inst.operands[(len(inst.operands) + 1) // 2:]
+            d, o, t = self.flops(inst.calls[-1])
+            n = sum(shape_elements(shapes.get(u, "")) for u in updates)
+            return d * n, o * n, t * n
         if op in ("all-reduce", "all-reduce-start") and inst.calls:
             # XLA: the reducer once per element of the result.
             d, o, t = self.flops(inst.calls[-1])
@@ -364,7 +373,11 @@ class _Counter:
             self.cost.collectives.append(self.collective(kind, inst, shapes, times))
         if op == "custom-call" and not inst.calls and not self.library_flops(inst, shapes):
             self.cost.uncosted[custom_call_target(inst) or "custom-call"] += times
-        if op in NO_MEMORY or op.endswith("-done") or op == "async-update":
+        if op in NO_MEMORY or op.endswith("-done") or op == "async-update" or _is_bitcast(inst, shapes):
+            return
+        part = _partial_bytes(inst, shapes)
+        if part is not None:
+            self.cost.hbm_bytes += times * part
             return
         if op == "fusion" and inst.calls and inst.calls[0] in self.module.computations:
             self.cost.hbm_bytes += times * self.fusion_bytes(inst)
@@ -445,6 +458,38 @@ class _Counter:
 
 _DEVICES = re.compile(r"num_partitions=(\d+)")
 _REPLICAS = re.compile(r"replica_count=(\d+)")
+
+
+def _layout(shape: str) -> list[int]:
+    """An array's dimensions minor to major: as printed, else XLA's default (the last dimension minor)."""
+    m = _MINOR_TO_MAJOR.search(shape)
+    if m and m.group(1):
+        return [int(d) for d in m.group(1).split(",")]
+    return list(range(len(arrays(shape)[0][1]) - 1, -1, -1)) if arrays(shape) else []
+
+
+def _is_bitcast(inst: Instruction, shapes: dict[str, str]) -> bool:
+    """A transpose that only relabels dimensions, its bytes in the same order (XLA's ``IsEffectiveBitcast``): no
+    memory touched."""
+    if inst.opcode != "transpose" or not inst.operands:
+        return False
+    order = _dims_attr(inst, "dimensions")
+    return [order[d] for d in _layout(inst.shape)] == _layout(shapes.get(inst.operands[0], ""))
+
+
+def _partial_bytes(inst: Instruction, shapes: dict[str, str]) -> float | None:
+    """What an op that touches only part of an operand reads and writes, as XLA counts each operand (its total
+    counts one index operand alone); None for any other op."""
+    op, out = inst.opcode, shape_bytes(inst.shape)
+    size = [shape_bytes(shapes.get(o, "")) for o in inst.operands]
+    if op in ("slice", "dynamic-slice", "gather") and size:  # operand 0 read as much as is output; indices whole
+        return out + sum(size[1:]) + out
+    if op == "dynamic-update-slice" and len(size) > 1:  # in place: the update read and written; indices
+        return 2 * size[1] + sum(size[2:])
+    if op == "scatter" and len(size) > 2:  # operands, indices, updates: each update read, its slice read and written
+        n = (len(size) - 1) // 2
+        return 3 * sum(size[n + 1:]) + size[n]
+    return None
 
 
 def module_devices(text_header: str) -> int:

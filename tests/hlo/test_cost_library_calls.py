@@ -327,3 +327,35 @@ def test_fft_against_xla(operand, result, kind, lengths):
     text = _module([operand], f"{result} fft(p0), fft_type={kind}, fft_length={{{lengths}}}")
     mine, xla = program_cost(parse_module(text)), xla_cost(text)
     assert mine.other_flops == xla["flops"] > 0 and mine.hbm_bytes == xla["bytes accessed"]
+
+
+_ADD = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\n\n"
+PARTIAL_OPS = [  # (operands, root): ops that touch part of an operand, iota, transposes bitcast or not
+    (["f32[10,20]"], "f32[10,2] slice(p0), slice={[0:10], [0:2]}"),
+    (["f32[10,20]", "s32[]", "s32[]"], "f32[10,2] dynamic-slice(p0, p1, p2), dynamic_slice_sizes={10,2}"),
+    (["f32[20,20,20]", "f32[2,2,2]", "s32[]", "s32[]", "s32[]"],
+     "f32[20,20,20] dynamic-update-slice(p0, p1, p2, p3, p4)"),
+    (["f32[100,20]", "s32[5,1]"], "f32[5,20] gather(p0, p1), offset_dims={1}, collapsed_slice_dims={0}, "
+                                  "start_index_map={0}, index_vector_dim=1, slice_sizes={1,20}"),
+    (["f32[100,20]", "s32[5,1]", "f32[5,20]"], "f32[100,20] scatter(p0, p1, p2), update_window_dims={1}, "
+     "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add"),
+    ([], "s32[128] iota(), iota_dimension=0"),
+    (["f32[16,32]{1,0}"], "f32[32,16]{0,1} transpose(p0), dimensions={1,0}"),
+    (["f32[8,2,4]{2,1,0}"], "f32[4,8,2]{0,2,1} transpose(p0), dimensions={2,0,1}"),
+    (["f32[8,2,4]{2,1,0}"], "f32[4,8,2]{1,0,2} transpose(p0), dimensions={2,0,1}"),
+    (["f32[16,32]"], "f32[32,16] transpose(p0), dimensions={1,0}"),
+]
+
+
+@pytest.mark.parametrize("params, root", PARTIAL_OPS, ids=lambda x: x if isinstance(x, str) and len(x) < 4 else None)
+def test_partial_reads_against_xla(params, root):
+    """Top-level ops that read part of an operand (slice, dynamic-slice, gather: what they output; an in-place
+    dynamic-update-slice: its update; a scatter: each update's slice), iota (its output), transposes that only
+    relabel dimensions (nothing): XLA's FLOPs and its bytes accessed operand by operand (its total counts one
+    index operand alone). They were charged their whole operands, iota nothing, every transpose in and out."""
+    text = _module(params, root)
+    if "to_apply=add" in root:
+        text = text.replace("ENTRY", _ADD + "ENTRY", 1)
+    mine, xla = program_cost(parse_module(text)), xla_cost(text)
+    operands = sum(v for k, v in xla.items() if re.fullmatch(r"bytes accessed(\d+|out)\{\}", k))
+    assert mine.other_flops == xla.get("flops", 0.0) and mine.hbm_bytes == operands
