@@ -59,6 +59,26 @@ ELEMENTWISE = TRANSCENDENTAL | frozenset({
     "floor", "imag", "is-finite", "maximum", "minimum", "multiply", "negate", "not", "or", "popcnt", "real",
     "remainder", "round-nearest-afz", "round-nearest-even", "select", "shift-left", "shift-right-arithmetic",
     "shift-right-logical", "sign", "subtract", "xor", "stochastic-convert", "bitcast-convert"})
+def _sort_flops(inst: Instruction, shapes: dict[str, str]) -> int:
+    n = shape_elements(shapes.get(inst.operands[0], "")) if inst.operands else 0
+    return n * max(n - 1, 0).bit_length()  # n log2 n, rounded up
+
+
+def _solve_flops(inst: Instruction, shapes: dict[str, str]) -> int:
+    a = arrays(shapes.get(inst.operands[0], "")) if inst.operands else []
+    return 2 * shape_elements(inst.shape) * (a[0][1][-1] if a and a[0][1] else 0)
+
+
+def _cholesky_flops(inst: Instruction, shapes: dict[str, str]) -> int:
+    a = arrays(inst.shape)
+    return shape_elements(inst.shape) * (a[0][1][-1] if a and a[0][1] else 0) // 3
+
+
+# Ops whose FLOPs XLA counts from their shapes alone: a sort, n log2 n of its first operand's elements; a
+# triangular solve, 2 a matrix dimension per right-hand-side element; a Cholesky factorization, n^3 / 3 a
+# matrix; reduce-precision, one an element.
+LINEAR_ALGEBRA = {"sort": _sort_flops, "triangular-solve": _solve_flops, "cholesky": _cholesky_flops,
+                  "reduce-precision": lambda inst, shapes: shape_elements(inst.shape)}
 # Library calls XLA's GPU compilers emit for convolutions (cuDNN; MIOpen on ROCm, under the same names) and
 # GEMMs (cuBLAS, cuBLASLt; hipBLAS / hipBLASLt on ROCm, under the same names).
 LIBRARY_CONVOLUTIONS = frozenset({"__cudnn$convForward", "__cudnn$convBackwardInput", "__cudnn$convBackwardFilter",
@@ -316,7 +336,20 @@ class _Counter:
             d, o, t = self.flops(inst.calls[-1])
             n = shape_elements(self.output_shape(inst))
             return d * n, o * n, t * n
-        if op in ("fusion", "call", "async-start", "custom-call", "map") and inst.calls:
+        if op == "map" and inst.calls:  # XLA: its computation once per element
+            d, o, t = self.sum_calls(inst.calls)
+            n = shape_elements(inst.shape)
+            return d * n, o * n, t * n
+        if op == "select-and-scatter" and len(inst.calls) == 2 and inst.operands:
+            # XLA: per source element, the select between a window's elements, then the scatter
+            size = dict(_WINDOW_FIELD.findall(dict(inst.attrs).get("window", ""))).get("size", "1")
+            window = math.prod(int(v) for v in size.split("x"))
+            select, scatter = (sum(self.flops(c)) for c in inst.calls)
+            source = shape_elements(shapes.get(inst.operands[1], "")) if len(inst.operands) > 1 else 0
+            return 0.0, source * ((window - 1) * select + scatter), 0.0
+        if op in LINEAR_ALGEBRA:
+            return 0.0, float(LINEAR_ALGEBRA[op](inst, shapes)), 0.0
+        if op in ("fusion", "call", "async-start", "custom-call") and inst.calls:
             return self.sum_calls(inst.calls)
         if op == "while":
             times = self.trip_count(inst)

@@ -359,3 +359,34 @@ def test_partial_reads_against_xla(params, root):
     mine, xla = program_cost(parse_module(text)), xla_cost(text)
     operands = sum(v for k, v in xla.items() if re.fullmatch(r"bytes accessed(\d+|out)\{\}", k))
     assert mine.other_flops == xla.get("flops", 0.0) and mine.hbm_bytes == operands
+
+
+_COMPARE = ("ge {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+            "  ROOT c = pred[] compare(a, b), direction=GE\n}\n\n")
+_FMA = ("fma {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  m = f32[] multiply(a, b)\n"
+        "  ROOT c = f32[] add(m, b)\n}\n\n")
+SHAPED_OPS = [  # (computations, operands, root): FLOPs XLA counts from shapes and computations
+    (_FMA, ["f32[16]", "f32[16]"], "f32[16] map(p0, p1), dimensions={0}, to_apply=fma"),
+    ("", ["f32[16]"], "f32[16] reduce-precision(p0), exponent_bits=5, mantissa_bits=10"),
+    (_COMPARE, ["f32[4,16]"], "f32[4,16] sort(p0), dimensions={1}, to_apply=ge"),
+    (_COMPARE, ["f32[100]", "s32[100]"], "(f32[100], s32[100]) sort(p0, p1), dimensions={0}, to_apply=ge"),
+    ("", ["f32[10,10]"], "f32[10,10] cholesky(p0), lower=true"),
+    ("", ["f32[3,6,6]"], "f32[3,6,6] cholesky(p0), lower=true"),
+    ("", ["f32[3,6,6]", "f32[3,6,5]"], "f32[3,6,5] triangular-solve(p0, p1), left_side=true, lower=true, "
+                                       "transpose_a=NO_TRANSPOSE"),
+    ("", ["f32[4,4]", "f32[8,4]"], "f32[8,4] triangular-solve(p0, p1), left_side=false, lower=true, "
+                                   "transpose_a=NO_TRANSPOSE"),
+    (_COMPARE + _ADD, ["f32[4,4]", "f32[2,2]", "f32[]"], "f32[4,4] select-and-scatter(p0, p1, p2), "
+                                                        "window={size=2x2 stride=2x2}, select=ge, scatter=add"),
+    (_COMPARE + _ADD, ["f32[5,5]", "f32[3,3]", "f32[]"], "f32[5,5] select-and-scatter(p0, p1, p2), window={size=3x3}, "
+                                                        "select=ge, scatter=add"),
+]
+
+
+@pytest.mark.parametrize("computations, params, root", SHAPED_OPS, ids=lambda x: None)
+def test_shaped_ops_against_xla(computations, params, root):
+    """map (its computation once per element: it was counted once), and ops that had no FLOPs and were not
+    listed as uncosted: reduce-precision, sort, cholesky, triangular-solve, select-and-scatter. XLA's FLOPs."""
+    text = _module(params, root).replace("ENTRY", computations + "ENTRY", 1)
+    mine, xla = program_cost(parse_module(text)), xla_cost(text)
+    assert mine.dot_flops + mine.other_flops == xla["flops"] > 0
