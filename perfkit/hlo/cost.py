@@ -11,8 +11,9 @@ Per program, as XLA's ``HloCostAnalysis`` (``compiled.cost_analysis()``) defines
   shapes, ``window`` / ``dim_labels`` / ``feature_group_count``, or the gemm's ``backend_config`` dot
   dimensions; ``other_flops`` apart: one per element of each elementwise op (``bitcast-convert``
   included), one per reduced element of a reduce, the combiner's per element of a scatter's updates, 8 x
-  log2 of each transform length per input element of an ``fft``; ``transcendentals`` (exp, log, tanh,
-  rsqrt ...) counted apart again. Any other custom-call has no FLOPs perfkit can know: it is listed in
+  log2 of each transform length per input element of an ``fft``, a map's computation per element, and
+  sort, triangular-solve, cholesky, select-and-scatter and reduce-precision as XLA counts them
+  (``LINEAR_ALGEBRA``); ``transcendentals`` (exp, log, tanh, rsqrt ...) counted apart again. Any other custom-call has no FLOPs perfkit can know: it is listed in
   ``uncosted`` (target -> calls a step), never counted as 0 unsaid;
 - ``hbm_bytes``: every top-level op's operands and outputs (a fusion counts its own operands and outputs,
   not what happens inside it), what XLA calls bytes accessed; parameters, constants, tuples,
