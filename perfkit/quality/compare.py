@@ -301,7 +301,7 @@ def _paired_by_time(a: Media, b: Media, first: int, n: int) -> str | None:
     other = [(i, j) for i, j in other if j != i]
     if not other:
         return None
-    (i, j), = other[:1]
+    i, j = other[0]
     with_b = f"B's frame {j} ({float(tb[j]):.3f} s)" if j >= 0 else "no frame of B"
     return (f"by index; by their timestamps ffmpeg's filters pair {len(other)} of the {n} otherwise (first A's frame "
             f"{i}, at {float(ta[i]):.3f} s, with {with_b}): the commands given retime both to their index")
