@@ -23,15 +23,21 @@ def trial_median(variant: dict) -> float | None:
     return float(np.median(medians)) if medians else None
 
 
-def dividing(va: float, vb: float, ratio: float) -> tuple[str, str]:
-    """A and B's step times as text, with as many decimals (2 or more) as it takes for the figures shown to
-    divide to ``ratio`` shown to 3: rounded to 2 alone, 7.0229 and 11.2596 ms show as 7.02 and 11.26, which
-    divide to 1.604, where the ratio is 1.603."""
+def dividing_decimals(pairs: list[tuple[float, float, float]]) -> int:
+    """The decimals (2 or more) step times need for each (A, B, B/A) of ``pairs`` shown so to divide to its
+    ratio shown to 3: rounded to 2 alone, 7.0229 and 11.2596 ms show as 7.02 and 11.26, which divide to 1.604,
+    where the ratio is 1.603."""
     for decimals in range(2, 7):
-        a, b = f"{va:.{decimals}f}", f"{vb:.{decimals}f}"
-        if float(a) and f"{float(b) / float(a):.3f}" == f"{ratio:.3f}":
-            break
-    return a, b
+        if all(float(f"{va:.{decimals}f}") and f"{float(f'{vb:.{decimals}f}') / float(f'{va:.{decimals}f}'):.3f}"
+               == f"{ratio:.3f}" for va, vb, ratio in pairs):
+            return decimals
+    return 6
+
+
+def dividing(va: float, vb: float, ratio: float) -> tuple[str, str]:
+    """A and B's step times as text, with as many decimals as it takes to divide to ``ratio`` shown to 3."""
+    decimals = dividing_decimals([(va, vb, ratio)])
+    return f"{va:.{decimals}f}", f"{vb:.{decimals}f}"
 
 
 def summary_line(summary: dict, report: Path) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from perfkit.common.summary import compared_variant, db_cell
@@ -10,7 +11,7 @@ from perfkit.hlo.render import rank_list, ranks_report
 from perfkit.report import attribution as attribution_report
 from perfkit.report import hangs
 from perfkit.report.departure import departure_section
-from perfkit.report.line import dividing, summary_line, trial_median
+from perfkit.report.line import dividing, dividing_decimals, summary_line, trial_median
 from perfkit.report.serving import section
 from perfkit.rundata.exits import exit_text, where_threads_wait
 from perfkit.trace.collectives import STRAGGLER_SHARE
@@ -53,16 +54,22 @@ def _timing(summary: dict) -> list[str]:
     rows = ["| | " + " | ".join(f"{n} (A)" if n == a else n for n in variants) + " |",
             "| --- |" + " ---: |" * len(variants)]
 
-    def row(label: str, figures: list, change: bool = True) -> str:
+    def row(label: str, figures: list, change: bool = True, decimals: int = 2) -> str:
         return f"| {label} | " + " | ".join(
-            _ms(x) + ("" if n == a or not change else _change(x, figures[0])) for n, x in zip(variants, figures)) + " |"
+            ("-" if x is None else f"{x:.{decimals}f}") + ("" if n == a or not change else _change(x, figures[0]))
+            for n, x in zip(variants, figures)) + " |"
 
     def spread(label: str, metric: str) -> str:
         return f"| {label} | " + " | ".join(
             f"{_ms(v[metric]['p25'])} - {_ms(v[metric]['p75'])}" for v in variants.values()) + " |"
 
     if any(v["step_ms"]["n"] for v in variants.values()):
-        rows += [row("**step, synced: median of trial medians (ms)**", [trial_median(v) for v in variants.values()]),
+        medians = [trial_median(v) for v in variants.values()]
+        # as many decimals as the figures need to divide to each B/A ratio shown (``line.dividing``)
+        pairs = [(medians[0], trial_median(variants[c["variant"]]), c["ratio"]) for c in summary["comparisons"]
+                 if c["metric"] == "step_ms" and c["ratio"] is not None and medians[0] is not None
+                 and trial_median(variants[c["variant"]]) is not None]
+        rows += [row("**step, synced: median of trial medians (ms)**", medians, decimals=dividing_decimals(pairs)),
                  row("step, synced: median of all timed steps pooled (ms)",
                      [v["step_ms"]["median"] for v in variants.values()], change=False),
                  spread("step, synced: p25 - p75 of all timed steps pooled (ms)", "step_ms")]
@@ -93,7 +100,7 @@ def _timing(summary: dict) -> list[str]:
              "from the ratio's 95% CI alone, a hierarchical bootstrap (trials resampled, then steps within each): "
              "*faster* or *slower* when the whole CI lies beyond the minimum effect on that side, *same* when it "
              "lies within it, else *unknown*. The Mann-Whitney p is a second view that only ranks the trial medians "
-             "(steps within a trial and the minimum effect play no part; with 3 + 3 trials it cannot go below 0.1), "
+             f"(steps within a trial and the minimum effect play no part{_p_floor(summary['comparison'])}), "
              "so the two can disagree: the verdict is the CI's. Values are medians over good trials."]
     nf = summary.get("noise_floor")
     if nf:
@@ -348,6 +355,15 @@ def _collectives(variants: dict, cpu: bool = False) -> list[str]:
             rows += ["", f"{skew}. Straggler: rank {s['rank']} device {s['device']}, last to arrive at "
                      f"{s['times_last']} of that step's {s['matched']} collectives."]
     return rows
+
+
+def _p_floor(c: dict) -> str:
+    """How low the Mann-Whitney p can go with these trial counts, where it is exact (scipy's test is below 8
+    trials a side, without ties): 2 / C(n_a + n_b, n_a), every trial median of one variant below the other's."""
+    n_a, n_b = c.get("n_a") or 0, c.get("n_b") or 0
+    if not 2 <= min(n_a, n_b) < 8:
+        return ""
+    return f"; with {n_a} + {n_b} trials it cannot go below {min(1.0, 2 / math.comb(n_a + n_b, n_a)):.3g}"
 
 
 def _verdict(summary: dict) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from perfkit.common.summary import compared_variant, from_json
-from perfkit.report.line import trial_median
+from perfkit.report.line import dividing_decimals, trial_median
 from perfkit.rundata.rundir import cell_dirs, read_summary
 
 
@@ -61,9 +61,9 @@ def _num(x, fmt: str = ".2f") -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
-def _step(x, previous, name: str | None) -> str:
+def _step(x, previous, name: str | None, decimals: int = 2) -> str:
     change = "" if previous is None or math.isnan(previous) else f" ({previous - 1:+.1%})"
-    return f"{name + ' ' if name else ''}{_num(x)}{change}"
+    return f"{name + ' ' if name else ''}{_num(x, f'.{decimals}f')}{change}"
 
 
 def markdown(frame: pd.DataFrame) -> list[str]:
@@ -80,8 +80,11 @@ def markdown(frame: pd.DataFrame) -> list[str]:
         ratio = "-" if r.ratio is None or math.isnan(r.ratio) else \
             f"{r.ratio:.3f} [{_num(r.ci_lo, '.3f')}, {_num(r.ci_hi, '.3f')}]"
         psnr = "inf (bit-identical)" if r.bit_identical else "inf" if r.psnr_db == math.inf else _num(r.psnr_db)
-        cells = [f"`{r.run}`", commit, _step(r.a_step_ms, r.a_vs_previous, None if same else r.a),
-                 _step(r.b_step_ms, r.b_vs_previous, None if same else r.b), ratio, r.verdict,
+        steps = (r.a_step_ms, r.b_step_ms, r.ratio)
+        known = not any(x is None or math.isnan(x) for x in steps)
+        decimals = dividing_decimals([steps]) if known else 2  # the step times shown divide to the ratio shown
+        cells = [f"`{r.run}`", commit, _step(r.a_step_ms, r.a_vs_previous, None if same else r.a, decimals),
+                 _step(r.b_step_ms, r.b_vs_previous, None if same else r.b, decimals), ratio, r.verdict,
                  f"{_num(r.a_first_ms, '.1f')} / {_num(r.b_first_ms, '.1f')}",
                  *([f"{_num(r.a_compile_s)} / {_num(r.b_compile_s)}"] if compile_cols else []), psnr, str(r.failed)]
         lines.append("| " + " | ".join(cells) + " |")

@@ -133,8 +133,27 @@ def test_headline_figures_divide_to_the_ratio_where_rounding_would_not(tmp_path)
     shown = re.search(r"a ([\d.]+) ms, b ([\d.]+) ms \(medians of trial medians\), b/a ([\d.]+) ", line)
     assert shown.groups() == ("7.023", "11.260", "1.603"), line
     assert f"{11.260 / 7.023:.3f}" == "1.603" and f"{11.26 / 7.02:.3f}" == "1.604"
-    assert "b/a step time **1.603**, 95% CI" in (run / "report.md").read_text()
-    assert "(11.260 / 7.023 ms, medians of trial medians)" in (run / "report.md").read_text()
+    report = (run / "report.md").read_text()
+    assert "b/a step time **1.603**, 95% CI" in report and "(11.260 / 7.023 ms, medians of trial medians)" in report
+    # the Timing table's bold row and the progression show them so too (they showed 7.02 and 11.26)
+    assert table_row(report, "**step, synced: median of trial medians (ms)**") == ["7.023", "11.260 (+60.3%)"]
+    res = CliRunner().invoke(cli, ["report", "--progression", str(run)])
+    assert res.exit_code == 0 and table_row(res.output, "`run`")[1:3] == ["7.023", "11.260"], res.output
+
+
+@pytest.mark.parametrize("rounds, floor", [(2, "0.333"), (4, "0.0286")])
+def test_the_mann_whitney_floor_is_the_runs(tmp_path, rounds, floor):
+    """The report says how low the Mann-Whitney p can go with the run's own trial counts (it said "with 3 + 3
+    trials it cannot go below 0.1" whatever they were): 2 / C(2n, n), all of b's trial medians above a's."""
+    trials = [trial(2 * r + i, v, [50.0] + [(10.0 if v == "a" else 12.0) + 0.1 * r] * 3)
+              for r in range(rounds) for i, v in enumerate(("a", "b"))]
+    run = write_run(tmp_path / "run", trials)
+    from perfkit.run import finish
+
+    finish.render(run)
+    report = (run / "report.md").read_text()
+    assert f"Mann-Whitney p = {floor} over {rounds} + {rounds} trial medians" in report
+    assert f"with {rounds} + {rounds} trials it cannot go below {floor})" in report
 
 
 def test_an_unknown_verdict_says_how_to_ask_for_more_trials(make_run):
