@@ -1,4 +1,5 @@
-"""The README's "In a notebook" example runs as written, on a quickstart run it names."""
+"""The README's "In a notebook" example and its summary-validation lines run as written, on a quickstart run
+they name."""
 
 from __future__ import annotations
 
@@ -27,3 +28,10 @@ def test_the_notebook_example_runs_on_a_quickstart_run(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     # The last line prints tp's and sp's median steps, the ratio, the mean compute and bit-identity.
     assert "tp" in done.stdout and "sp" in done.stdout and done.stdout.strip().endswith(("True", "False"))
+    # "a CI script can validate a run's summary with `import ...` and `jsonschema.validate(...)`"
+    text = " ".join((REPO / "README.md").read_text().split()).split("a CI script can validate", 1)[1]
+    imports, validate = re.findall(r"`([^`]+)`", text)[:2]
+    assert imports.startswith("import ") and validate.startswith("jsonschema.validate(")
+    check = f"{imports}\npath = 'reports/runs/quickstart/summary.json'\n{validate}"
+    done = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
