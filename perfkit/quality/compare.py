@@ -42,7 +42,7 @@ from perfkit.errors import BadInput
 from perfkit.quality.media import (DEFAULT_CODEC, LATENTS_FILE, Codec, Media, VideoFile, load_array, main_output,
                                    open_media, output_files, outputs_folder, prefetch, write_video)
 from perfkit.quality.planes import (CHANNELS, DATA_RANGE, YUV_PLANES, Decoded, Tally, frame_sums, paired_by_index, psnr,
-                                    unrotated, yuv_sums)
+                                    trimmed, unrotated, yuv_sums)
 from perfkit.quality.ssim import SsimTally, channels
 
 if TYPE_CHECKING:
@@ -170,7 +170,8 @@ def frame_table(a: Iterator[Decoded], b: Iterator[Decoded], labels: tuple[str, s
         for i, (fa, fb) in enumerate(itertools.zip_longest(*streams)):
             if fa is None or fb is None:
                 short, longer = labels if fa is None else labels[::-1]
-                raise BadInput(f"frame counts differ: {short} ends after {i} frames, {longer} has more", path=pair)
+                raise BadInput(f"frame counts differ: {short} ends after {i} frames, {longer} has more; --frames "
+                               f"{first}:{first + i} compares the frames both have", path=pair)
             shape_a, shape_b = ((fa.rgb.shape, fb.rgb.shape) if fa.rgb is not None else
                                 ([p.shape for p in fa.planes], [p.shape for p in fb.planes]))
             if shape_a != shape_b:
@@ -279,6 +280,8 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
         shown = ", ".join(f"{label} is to be shown turned {degrees} degrees" for label, degrees in turned.items())
         out["rotation"] = f"{shown}: frames are compared as stored, as ffmpeg does with -noautorotate"
     for block in (out.get(k) for k in ("yuv", "rgb", "ssim")):
+        if block:
+            block["reproduce"] = trimmed(block["reproduce"], frames.start, frames.stop)
         if block and paired:
             block["reproduce"] = paired_by_index(block["reproduce"])
         if block and turned:
@@ -314,8 +317,9 @@ def _check_counts(a: Media, b: Media, frames: FrameRange) -> None:
 
     na, nb = selected(a), selected(b)
     if na is not None and nb is not None and na != nb:
-        raise BadInput(f"frame counts differ: {a.count} vs {b.count} (range {frames} selects {na} vs {nb})",
-                       path=f"{a.label} vs {b.label}")
+        selects = "" if frames == ALL_FRAMES else f" (--frames {frames} selects {na} vs {nb})"
+        raise BadInput(f"frame counts differ: {a.count} vs {b.count}{selects}; --frames {frames.start}:"
+                       f"{frames.start + min(na, nb)} compares the frames both have", path=f"{a.label} vs {b.label}")
     for m in (a, b):
         if m.count is not None and frames.stop is not None and m.count < frames.stop:
             raise BadInput(f"has {m.count} frames; --frames {frames} asks for more", path=m.label)

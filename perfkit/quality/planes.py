@@ -46,14 +46,24 @@ def unrotated(command: str) -> str:
     return command.replace("ffmpeg -i A -i B", "ffmpeg -noautorotate -i A -noautorotate -i B", 1)
 
 
-def paired_by_index(command: str) -> str:
-    """A ``REPRODUCE`` command (psnr's, or ssim's) with each input's frames retimed to their index
-    (``setpts=N/TB``: frame k at k s), so that ffmpeg pairs them by index as perfkit does, whatever their
-    timestamps."""
+def prefiltered(command: str, chain: str) -> str:
+    """A ``REPRODUCE`` command (psnr's, or ssim's) with the filters ``chain`` applied to each input first."""
     bare = re.fullmatch(r"(ffmpeg -i A -i B -lavfi )(\w+)( -f null -)", command)
     if bare:
-        return f"{bare[1]}'[0:v]setpts=N/TB[a];[1:v]setpts=N/TB[b];[a][b]{bare[2]}'{bare[3]}"
-    return command.replace("[0:v]", "[0:v]setpts=N/TB,").replace("[1:v]", "[1:v]setpts=N/TB,")
+        return f"{bare[1]}'[0:v]{chain}[a];[1:v]{chain}[b];[a][b]{bare[2]}'{bare[3]}"
+    return command.replace("[0:v]", f"[0:v]{chain},").replace("[1:v]", f"[1:v]{chain},")
+
+
+def paired_by_index(command: str) -> str:
+    """A ``REPRODUCE`` command with each input's frames retimed to their index (``setpts=N/TB``: frame k at k s),
+    so that ffmpeg pairs them by index as perfkit does, whatever their timestamps."""
+    return prefiltered(command, "setpts=N/TB")
+
+
+def trimmed(command: str, start: int, stop: int | None) -> str:
+    """A ``REPRODUCE`` command measuring frames ``start:stop`` of each input alone (``trim``)."""
+    bounds = ([f"start_frame={start}"] if start else []) + ([f"end_frame={stop}"] if stop is not None else [])
+    return prefiltered(command, "trim=" + ":".join(bounds)) if bounds else command
 
 
 class Decoded(NamedTuple):

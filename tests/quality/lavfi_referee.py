@@ -31,11 +31,12 @@ def encode(frames, path, codec: str, pix_fmt: str, options: dict, rate: int = 8,
     return path
 
 
-def filter_metadata(a, b, name: str, pix_fmt: str | None = None, retimed: bool = False) -> list[dict[str, str]]:
-    """libavfilter's filter ``name`` on videos A and B (each converted to ``pix_fmt`` first when given, as
-    ``format=PIX_FMT`` does: by libswscale; with ``retimed``, each frame's time first set to its index,
-    ``setpts=N/TB``): each output frame's metadata, as the filter writes it. The filter logs its summary line as
-    the graph is freed, when this returns."""
+def filter_metadata(a, b, name: str, pix_fmt: str | None = None, pre: tuple[tuple[str, str], ...] = ()
+                    ) -> list[dict[str, str]]:
+    """libavfilter's filter ``name`` on videos A and B (each through the filters ``pre``, (name, arguments) in
+    order, e.g. ``("setpts", "N/TB")``, then converted to ``pix_fmt`` when given, as ``format=PIX_FMT`` does: by
+    libswscale): each output frame's metadata, as the filter writes it. The filter logs its summary line as the
+    graph is freed, when this returns."""
     rows = []
     with av.open(str(a)) as ca, av.open(str(b)) as cb:
         sa, sb = ca.streams.video[0], cb.streams.video[0]
@@ -43,10 +44,10 @@ def filter_metadata(a, b, name: str, pix_fmt: str | None = None, retimed: bool =
         ins = graph.add_buffer(template=sa), graph.add_buffer(template=sb)
         node, sink = graph.add(name), graph.add("buffersink")
         for k, src in enumerate(ins):
-            if retimed:
-                retime = graph.add("setpts", "N/TB")
-                src.link_to(retime)
-                src = retime
+            for filter_name, args in pre:
+                step = graph.add(filter_name, args)
+                src.link_to(step)
+                src = step
             if pix_fmt:
                 fmt = graph.add("format", f"pix_fmts={pix_fmt}")
                 src.link_to(fmt)
@@ -63,11 +64,14 @@ def filter_metadata(a, b, name: str, pix_fmt: str | None = None, retimed: bool =
                     return
                 rows.append(dict(frame.metadata))
 
-        for fa, fb in zip(ca.decode(sa), cb.decode(sb)):
-            ins[0].push(fa)
-            ins[1].push(fb)
-            drain()
-        for src in ins:
-            src.push(None)
+        try:
+            for fa, fb in zip(ca.decode(sa), cb.decode(sb)):
+                ins[0].push(fa)
+                ins[1].push(fb)
+                drain()
+            for src in ins:
+                src.push(None)
+        except av.error.EOFError:  # the graph has ended (a trim took its last frame)
+            pass
         drain()
     return rows

@@ -131,7 +131,8 @@ def test_frames_whose_timestamps_pair_otherwise_are_named(pairs, tmp_path):
                                      "-f null -")
     for space in ("yuv", "rgb"):
         rows = [{k.removeprefix("lavfi.psnr."): float(v) for k, v in row.items()}
-                for row in filter_metadata(a, b, "psnr", "rgb24" if space == "rgb" else None, retimed=True)]
+                for row in filter_metadata(a, b, "psnr", "rgb24" if space == "rgb" else None,
+                                           pre=(("setpts", "N/TB"),))]
         assert_agrees(r, r["per_frame"], rows, space)
     by_time = [float(row["lavfi.psnr.psnr_avg"]) for row in filter_metadata(a, b, "psnr")]
     assert max(abs(x - y["psnr_yuv_db"]) for x, y in zip(by_time, r["per_frame"])) > 1
@@ -171,6 +172,19 @@ def test_an_animated_gif_is_read(pairs, tmp_path):
     r = quality.compare(gif, copy, per_frame=True)
     assert r["space"] == "rgb" and "yuv" not in r and math.isfinite(r["psnr_pooled_db"])
     assert_agrees(r, r["per_frame"], lavfi_psnr(gif, copy, rgb=True), "rgb")
+
+
+def test_a_frame_range_is_in_the_command_given(pairs):
+    """--frames 10:30: the commands given trim both inputs to those frames (they named the whole videos, whose
+    figures differ), and libavfilter's psnr through that trim equals perfkit's."""
+    a, b = pairs["h264"]
+    r = quality.compare(a, b, quality.parse_frame_range("10:30"), per_frame=True, rgb=False)
+    assert r["yuv"]["reproduce"] == ("ffmpeg -i A -i B -lavfi '[0:v]trim=start_frame=10:end_frame=30[a];"
+                                     "[1:v]trim=start_frame=10:end_frame=30[b];[a][b]psnr' -f null -")
+    rows = [{k.removeprefix("lavfi.psnr."): float(v) for k, v in row.items()}
+            for row in filter_metadata(a, b, "psnr", pre=(("trim", "start_frame=10:end_frame=30"),))]
+    assert len(rows) == 20
+    assert_agrees(r, r["per_frame"], rows, "yuv")
 
 
 def test_an_rgb_source_is_measured_in_its_channels(pairs):
