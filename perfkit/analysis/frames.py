@@ -9,21 +9,9 @@ from pathlib import Path
 import pandas as pd
 
 from perfkit.analysis import timing
-from perfkit.errors import BadInput
 from perfkit.rundata import rundir
 
 TRIAL_COLUMNS = ["trial", "variant", "round", "status", "wall_s", "steps", "median_ms", "dir"]
-
-
-def run_folder(run_dir: str | Path) -> Path:
-    """``run_dir`` as a Path, refused in one line (``BadInput``) when it is no folder or no run directory
-    (a run writes ``case.yaml`` before its first trial), rather than read as a run with no trials."""
-    path = Path(run_dir)
-    if not path.is_dir():
-        raise BadInput("no such run directory", path=str(path))
-    if not (path / "case.yaml").exists():
-        raise BadInput("not a perfkit run directory (no case.yaml)", path=str(path))
-    return path
 
 
 def trials_frame(run_dir: str | Path) -> pd.DataFrame:
@@ -32,7 +20,7 @@ def trials_frame(run_dir: str | Path) -> pd.DataFrame:
     steps = steps_frame(run_dir)
     timed = steps[(steps.kind == "synced") & steps.timed].groupby("trial").ms
     rows = [(t["index"], t["variant"], t["round"], t["status"], t["wall_s"], t["dir"])
-            for t in rundir.read_trials(run_folder(run_dir))]
+            for t in rundir.read_trials(rundir.run_folder(run_dir))]
     frame = pd.DataFrame(rows, columns=["trial", "variant", "round", "status", "wall_s", "dir"])
     frame["steps"] = frame.trial.map(timed.size()).fillna(0).astype(int)
     frame["median_ms"] = frame.trial.map(timed.median())
@@ -41,13 +29,13 @@ def trials_frame(run_dir: str | Path) -> pd.DataFrame:
 
 def steps_frame(run_dir: str | Path) -> pd.DataFrame:
     """One row per step a trial reported (``perfkit.analysis.timing.STEP_COLUMNS``)."""
-    return timing.steps_frame(rundir.read_trials(run_folder(run_dir)))
+    return timing.steps_frame(rundir.read_trials(rundir.run_folder(run_dir)))
 
 
 def read_summary(run_dir: str | Path) -> dict:
     """The run's ``summary.json`` as a dict (infinite PSNR as "inf"); refused in one line when the run
     has none yet."""
-    return rundir.read_summary(run_folder(run_dir))
+    return rundir.read_summary(rundir.run_folder(run_dir))
 
 
 def comparisons_frame(run_dir: str | Path) -> pd.DataFrame:

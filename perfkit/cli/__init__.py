@@ -14,6 +14,7 @@ import click
 
 import perfkit
 from perfkit.errors import BadInput, DefinitionNote, ExitCode
+from perfkit.rundata.rundir import run_folder
 
 # name -> ("module:attribute" of a click command, its one-line help): imported on first use; the help
 # is spelt here so that `perfkit --help` lists the commands without importing any of them
@@ -330,9 +331,7 @@ def report(run_dirs, progression, out_file, as_json):
 
     failed = False
     for d in run_dirs:
-        if not (Path(d) / "case.yaml").exists():
-            raise BadInput("not a perfkit run directory (no case.yaml)", path=d)
-        failed = render_run(Path(d)) or failed
+        failed = render_run(run_folder(d)) or failed
     raise SystemExit(ExitCode.TRIAL_FAILED if failed else ExitCode.OK)
 
 

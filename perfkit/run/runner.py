@@ -264,9 +264,7 @@ def run_case(case: Case, run_dir: Path | None = None, options: RunOptions = RunO
 
 def resume_run(run_dir: Path, host_index: int | None = None, progress: Progress | None = None) -> RunResult:
     """Continue an interrupted run: its finished trials are kept, the rest of its plan runs."""
-    run_dir = Path(run_dir)
-    if not (run_dir / "case.yaml").exists():
-        raise BadInput("not a perfkit run directory (no case.yaml)", path=str(run_dir))
+    run_dir = rundir.run_folder(run_dir)
     opts = rundir.read_options(run_dir, host_index)
     options = RunOptions(**{f.name: opts[f.name] for f in dataclasses.fields(RunOptions) if f.name in opts})
     return run_case(case_mod.load(run_dir / "case.yaml"), run_dir, options, resume=True, progress=progress)

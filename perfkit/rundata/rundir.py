@@ -20,6 +20,17 @@ from perfkit.errors import BadInput
 STATUS_RANK = {"hung": 0, "crashed": 1, "incomplete": 2, "no_steps": 3, "ok": 4}  # worst first
 
 
+def run_folder(run_dir: str | Path) -> Path:
+    """``run_dir`` as a Path, refused in one line (``BadInput``) when it is no folder or no run directory
+    (a run writes ``case.yaml`` before its first trial), rather than read as a run with no trials."""
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise BadInput("no such run directory", path=str(path))
+    if not (path / "case.yaml").exists():
+        raise BadInput("not a perfkit run directory (no case.yaml)", path=str(path))
+    return path
+
+
 def part_dir(run_dir: Path, host_index: int, hosts: int) -> Path:
     """Where one host keeps its files: the run directory itself, or ``hosts/host<I>`` with many."""
     return run_dir if hosts == 1 else run_dir / "hosts" / f"host{host_index}"

@@ -258,6 +258,8 @@ def test_progression_table(make_run):
 def test_bad_input_is_one_line(tmp_path):
     res = CliRunner().invoke(cli, ["report", str(tmp_path)])
     assert res.exit_code == 2 and "no case.yaml" in res.output and len(res.output.splitlines()) == 1
+    res = CliRunner().invoke(cli, ["report", str(tmp_path / "nonexistent")])  # it said "no case.yaml" too
+    assert res.exit_code == 2 and res.output == f"perfkit: {tmp_path / 'nonexistent'}: no such run directory\n"
     res = CliRunner().invoke(cli, ["report", "--progression", str(tmp_path)])
     assert res.exit_code == 2 and "no summary.json" in res.output
     (tmp_path / "summary.json").write_text('{"case": "cut off')
