@@ -284,6 +284,11 @@ def _breakdown(summary: dict) -> list[str]:
              "timed steps: their span is that step's window on each chip, the profiler's own cost inside it, one "
              "step a trial. So it is usually longer than the timed medians above and is not compared with them; "
              "read the shares, and the changes between variants."]
+    host = [name for name, v in bd["variants"].items() if v.get("measured") == "host ops"]
+    if host:
+        rows += ["", f"Measured on host ops ({', '.join(host)}): the traces hold no device events, so their CPU ops "
+                 "stand in for the chips' (torch.distributed's collectives, gloo's on CPU, for the ICI), as "
+                 "`perfkit trace breakdown` says (`measured: host ops`)."]
     outside = [(name, v) for name, v in bd["variants"].items() if v.get("outside_ops")]  # (summaries from before it)
     if outside:
         rows += ["", "Not in these figures: device ops outside every traced step's span ("

@@ -42,6 +42,24 @@ def test_trace_summary_and_report_section(tmp_path):
     assert "| `all-gather-done` | ici | 0.005 | 0.000 | -0.005 |" in text
 
 
+def test_a_cpu_traces_breakdown_says_it_measured_host_ops(tmp_path, fixtures_dir):
+    """A variant whose traces hold no device events (a torch CPU run's: HTA's real rank_non_gpu trace): its
+    host ops stand in, and the report's section says so, as the command does (it said nothing)."""
+    import shutil
+
+    from perfkit.report.markdown import _breakdown
+
+    trials = [_trial(tmp_path, 0, "a", [("fusion.1", "fusion", 0, 10)])]
+    folder = tmp_path / "trials/01-b/rank0/trace"
+    folder.mkdir(parents=True)
+    shutil.copy(fixtures_dir / "kineto" / "hta_rank_non_gpu.json.gz", folder / "rank0.json.gz")
+    trials.append({"index": 1, "variant": "b", "status": "ok", "dir": "trials/01-b"})
+    got = trace_summary(tmp_path, trials)
+    assert got["variants"]["b"]["measured"] == "host ops" and got["variants"]["a"]["measured"] == "device ops"
+    text = "\n".join(_breakdown({"breakdown": got}))
+    assert "Measured on host ops (b): the traces hold no device events" in text
+
+
 def test_each_trials_ops_are_laid_out_once(tmp_path, monkeypatch):
     """The summary's breakdown and op table measure one layout of a trial's ops (the sweep is ~0.3 s a
     trial at 6M events), and give what each gives on its own."""
