@@ -121,6 +121,9 @@ def resolve(paths: list[str | Path]) -> list[RankDumps]:
                                path=str(folder))
             return sets
         ranks = rank_folders(folder)
+        if not ranks and find_dumps(folder) is None:
+            raise BadInput(f"no *{AFTER_OPTIMIZATIONS} here (dumps need --xla_dump_to=DIR --xla_dump_hlo_as_text)",
+                           path=str(folder))
         if not ranks:
             raise BadInput("one dump folder: hlo-diff compares ranks (give a folder of rank<R>/ folders, a run "
                            "directory, or one dump folder per rank)", path=str(folder))

@@ -320,6 +320,10 @@ def test_bad_input_is_one_line_exit_2(tmp_path, real_dumps):
     assert res.stderr.startswith(f"perfkit: {bad}: line ") and "is not closed" in res.stderr
     res = perfkit(real_dumps["array"] / "rank0")
     assert res.returncode == 2 and "hlo-diff compares ranks" in res.stderr
+    (tmp_path / "empty").mkdir()
+    res = perfkit(tmp_path / "empty")  # it said "one dump folder: hlo-diff compares ranks" of a folder of nothing
+    assert res.returncode == 2 and res.stderr == (f"perfkit: {tmp_path / 'empty'}: no *after_optimizations.txt here "
+                                                  "(dumps need --xla_dump_to=DIR --xla_dump_hlo_as_text)\n")
 
 
 def test_module_filter(dumps_copy):
