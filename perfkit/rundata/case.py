@@ -315,7 +315,13 @@ def validate(raw: dict, path: str = "<case>") -> Case:
 def load(path: str | Path, overrides: list[str] | None = None) -> Case:
     """Load, override and validate a case file, every matrix combination included."""
     raw = apply_overrides(load_raw(path), overrides or [], str(path))
-    case = validate(raw, str(path))
+    try:
+        case = validate(raw, str(path))
+    except BadInput as exc:  # a value or key given on the command line: named as the user wrote it
+        given = next((o for o in overrides or [] if exc.field and o.split("=", 1)[0].strip() == exc.field), None)
+        if given is None:
+            raise
+        raise BadInput(exc.reason, path=str(path), field=f"--set {given}") from None
     expand_matrix(case)
     return case
 

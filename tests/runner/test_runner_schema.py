@@ -56,7 +56,8 @@ def test_missing_or_inconsistent_fields(raw, line):
 
 @pytest.mark.parametrize("body,args,line", [
     (dict(sleeper_case(), ordr="abba"), [], "ordr: unknown key (did you mean 'order'?)"),
-    (sleeper_case(), ["--set", "warmup=two"], "warmup: must be an integer, got str 'two'"),
+    (sleeper_case(), ["--set", "warmup=two"], "--set warmup=two: must be an integer, got str 'two'"),
+    (sleeper_case(), ["--set", "repeats.mx=4"], "--set repeats.mx=4: unknown key (did you mean 'max'?)"),
     ({k: v for k, v in sleeper_case().items() if k != "name"}, [], "name: missing (every case has a name)"),
     (sleeper_case(processes=2), ["--coordinator", "node0:abc"], "--coordinator: must be HOST:PORT, got 'node0:abc'"),
 ])
