@@ -13,8 +13,9 @@ Per program, as XLA's ``HloCostAnalysis`` (``compiled.cost_analysis()``) defines
   included), one per reduced element of a reduce, the combiner's per element of a scatter's updates, 8 x
   log2 of each transform length per input element of an ``fft``, a map's computation per element, and
   sort, triangular-solve, cholesky, select-and-scatter and reduce-precision as XLA counts them
-  (``LINEAR_ALGEBRA``); ``transcendentals`` (exp, log, tanh, rsqrt ...) counted apart again. Any other custom-call has no FLOPs perfkit can know: it is listed in
-  ``uncosted`` (target -> calls a step), never counted as 0 unsaid;
+  (``FLOPS_FROM_SHAPES``); ``transcendentals`` (exp, log, tanh, rsqrt ...) counted apart again. Any other
+  custom-call has no FLOPs perfkit can know: it is listed in ``uncosted`` (target -> calls a step), never
+  counted as 0 unsaid;
 - ``hbm_bytes``: every top-level op's operands and outputs (a fusion counts its own operands and outputs,
   not what happens inside it), what XLA calls bytes accessed; parameters, constants, tuples,
   get-tuple-element, bitcasts and transposes that only relabel dimensions touch no memory; a slice, gather
@@ -78,8 +79,8 @@ def _cholesky_flops(inst: Instruction, shapes: dict[str, str]) -> int:
 # Ops whose FLOPs XLA counts from their shapes alone: a sort, n log2 n of its first operand's elements; a
 # triangular solve, 2 a matrix dimension per right-hand-side element; a Cholesky factorization, n^3 / 3 a
 # matrix; reduce-precision, one an element.
-LINEAR_ALGEBRA = {"sort": _sort_flops, "triangular-solve": _solve_flops, "cholesky": _cholesky_flops,
-                  "reduce-precision": lambda inst, shapes: shape_elements(inst.shape)}
+FLOPS_FROM_SHAPES = {"sort": _sort_flops, "triangular-solve": _solve_flops, "cholesky": _cholesky_flops,
+                     "reduce-precision": lambda inst, shapes: shape_elements(inst.shape)}
 # Library calls XLA's GPU compilers emit for convolutions (cuDNN; MIOpen on ROCm, under the same names) and
 # GEMMs (cuBLAS, cuBLASLt; hipBLAS / hipBLASLt on ROCm, under the same names).
 LIBRARY_CONVOLUTIONS = frozenset({"__cudnn$convForward", "__cudnn$convBackwardInput", "__cudnn$convBackwardFilter",
@@ -324,23 +325,16 @@ class _Counter:
             # XLA: the reducer's FLOPs once per reduced element (input elements less output elements).
             inputs = sum(shape_elements(shapes.get(o, "")) for o in inst.operands[:len(inst.operands) // 2])
             applied = max(inputs - shape_elements(inst.shape), 0)
-            d, o, t = self.flops(inst.calls[-1])
-            return d * applied, o * applied, t * applied
+            return _scaled(self.flops(inst.calls[-1]), applied)
         if op == "scatter" and inst.calls:
             # XLA: the combiner once per element of the updates
             updates = inst.operands[(len(inst.operands) + 1) // 2:]
-            d, o, t = self.flops(inst.calls[-1])
-            n = sum(shape_elements(shapes.get(u, "")) for u in updates)
-            return d * n, o * n, t * n
+            return _scaled(self.flops(inst.calls[-1]), sum(shape_elements(shapes.get(u, "")) for u in updates))
         if op in ("all-reduce", "all-reduce-start") and inst.calls:
             # XLA: the reducer once per element of the result.
-            d, o, t = self.flops(inst.calls[-1])
-            n = shape_elements(self.output_shape(inst))
-            return d * n, o * n, t * n
+            return _scaled(self.flops(inst.calls[-1]), shape_elements(self.output_shape(inst)))
         if op == "map" and inst.calls:  # XLA: its computation once per element
-            d, o, t = self.sum_calls(inst.calls)
-            n = shape_elements(inst.shape)
-            return d * n, o * n, t * n
+            return _scaled(self.sum_calls(inst.calls), shape_elements(inst.shape))
         if op == "select-and-scatter" and len(inst.calls) == 2 and inst.operands:
             # XLA: per source element, the select between a window's elements, then the scatter
             size = dict(_WINDOW_FIELD.findall(dict(inst.attrs).get("window", ""))).get("size", "1")
@@ -348,14 +342,12 @@ class _Counter:
             select, scatter = (sum(self.flops(c)) for c in inst.calls)
             source = shape_elements(shapes.get(inst.operands[1], "")) if len(inst.operands) > 1 else 0
             return 0.0, source * ((window - 1) * select + scatter), 0.0
-        if op in LINEAR_ALGEBRA:
-            return 0.0, float(LINEAR_ALGEBRA[op](inst, shapes)), 0.0
+        if op in FLOPS_FROM_SHAPES:
+            return 0.0, float(FLOPS_FROM_SHAPES[op](inst, shapes)), 0.0
         if op in ("fusion", "call", "async-start", "custom-call") and inst.calls:
             return self.sum_calls(inst.calls)
         if op == "while":
-            times = self.trip_count(inst)
-            d, o, t = self.sum_calls(inst.calls)
-            return d * times, o * times, t * times
+            return _scaled(self.sum_calls(inst.calls), self.trip_count(inst))
         if op == "conditional" and inst.calls:
             return max((self.flops(c) for c in inst.calls), key=sum)
         return 0.0, 0.0, 0.0
@@ -494,6 +486,11 @@ _DEVICES = re.compile(r"num_partitions=(\d+)")
 _REPLICAS = re.compile(r"replica_count=(\d+)")
 
 
+def _scaled(flops: tuple[float, float, float], n: float) -> tuple[float, float, float]:
+    """(dot, other, transcendental) FLOPs of a computation run ``n`` times."""
+    return flops[0] * n, flops[1] * n, flops[2] * n
+
+
 def _layout(shape: str) -> list[int]:
     """An array's dimensions minor to major: as printed, else XLA's default (the last dimension minor)."""
     m = _MINOR_TO_MAJOR.search(shape)
@@ -507,8 +504,8 @@ def _is_bitcast(inst: Instruction, shapes: dict[str, str]) -> bool:
     memory touched."""
     if inst.opcode != "transpose" or not inst.operands:
         return False
-    order = _dims_attr(inst, "dimensions")
-    return [order[d] for d in _layout(inst.shape)] == _layout(shapes.get(inst.operands[0], ""))
+    order, out = _dims_attr(inst, "dimensions"), _layout(inst.shape)
+    return len(order) == len(out) and [order[d] for d in out] == _layout(shapes.get(inst.operands[0], ""))
 
 
 def _partial_bytes(inst: Instruction, shapes: dict[str, str]) -> float | None:

@@ -279,13 +279,10 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
     if turned:
         shown = ", ".join(f"{label} is to be shown turned {degrees} degrees" for label, degrees in turned.items())
         out["rotation"] = f"{shown}: frames are compared as stored, as ffmpeg does with -noautorotate"
-    for block in (out.get(k) for k in ("yuv", "rgb", "ssim")):
-        if block:
-            block["reproduce"] = trimmed(block["reproduce"], frames.start, frames.stop)
-        if block and paired:
-            block["reproduce"] = paired_by_index(block["reproduce"])
-        if block and turned:
-            block["reproduce"] = unrotated(block["reproduce"])
+    for block in filter(None, (out.get(k) for k in ("yuv", "rgb", "ssim"))):  # each names its ffmpeg command
+        command = trimmed(block["reproduce"], frames.start, frames.stop)
+        command = paired_by_index(command) if paired else command
+        block["reproduce"] = unrotated(command) if turned else command
     if per_frame:
         out["per_frame"] = table.rows()
     return out

@@ -1,12 +1,12 @@
-"""Frames and tensors from files, read one frame at a time: videos and GIFs (PyAV), folders of PNG / JPEG frames,
-``.npy`` / ``.npz`` arrays, and a run's ``outputs/`` folder; and video encoding for the codec floor.
+"""Frames and tensors from files, read one frame at a time: videos and GIFs (PyAV), folders of PNG / JPEG
+frames, ``.npy`` / ``.npz`` arrays, and a run's ``outputs/`` folder; and video encoding for the codec floor.
 
 Every input opens as a ``Media``: ``kind`` "frames" (uint8 frames, each (H, W, C)) or "tensor" (any
 other array, read whole). Frames stream, so comparing two long videos holds a few frames, not two
 videos. Videos are decoded to RGB24 as ffmpeg's ``format=rgb24`` filter converts them; a video in an 8-bit
-planar YUV format (``pix_fmt``) also gives its frames' own planes, undecoded further (``VideoFile.planes``). The header
-frame count (when the container has one) catches truncated files. Anything unreadable is a ``BadInput``
-naming the file.
+planar YUV format (``pix_fmt``) also gives its frames' own planes, undecoded further (``VideoFile.planes``).
+The header frame count (when the container has one) catches truncated files. Anything unreadable is a
+``BadInput`` naming the file.
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ class _RGB24:
     ``to_ndarray(format="rgb24")`` scales otherwise where a 4:2:0 frame is odd-sized or deeper than 8 bits."""
 
     def __init__(self):
-        self._key, self._ends = None, None
+        self._key, self._ends, self._graph = None, None, None  # the graph is kept while its ends are used
 
     def __call__(self, frame: av.VideoFrame) -> np.ndarray:
         key = (frame.width, frame.height, frame.format.name)

@@ -64,12 +64,12 @@ def _timing(summary: dict) -> list[str]:
             f"{_ms(v[metric]['p25'])} - {_ms(v[metric]['p75'])}" for v in variants.values()) + " |"
 
     if any(v["step_ms"]["n"] for v in variants.values()):
-        medians = [trial_median(v) for v in variants.values()]
+        medians = {n: trial_median(v) for n, v in variants.items()}
         # as many decimals as the figures need to divide to each B/A ratio shown (``line.dividing``)
-        pairs = [(medians[0], trial_median(variants[c["variant"]]), c["ratio"]) for c in summary["comparisons"]
-                 if c["metric"] == "step_ms" and c["ratio"] is not None and medians[0] is not None
-                 and trial_median(variants[c["variant"]]) is not None]
-        rows += [row("**step, synced: median of trial medians (ms)**", medians, decimals=dividing_decimals(pairs)),
+        pairs = [(medians[a], medians[c["variant"]], c["ratio"]) for c in summary["comparisons"]
+                 if c["metric"] == "step_ms" and None not in (c["ratio"], medians[a], medians[c["variant"]])]
+        rows += [row("**step, synced: median of trial medians (ms)**", list(medians.values()),
+                     decimals=dividing_decimals(pairs)),
                  row("step, synced: median of all timed steps pooled (ms)",
                      [v["step_ms"]["median"] for v in variants.values()], change=False),
                  spread("step, synced: p25 - p75 of all timed steps pooled (ms)", "step_ms")]
