@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from lavfi_referee import decoded, encode, filter_metadata
+from perfkit.errors import BadInput
 from perfkit.quality import compare as quality
 from perfkit.report import markdown
 
@@ -172,6 +173,10 @@ def test_an_animated_gif_is_read(pairs, tmp_path):
     r = quality.compare(gif, copy, per_frame=True)
     assert r["space"] == "rgb" and "yuv" not in r and math.isfinite(r["psnr_pooled_db"])
     assert_agrees(r, r["per_frame"], lavfi_psnr(gif, copy, rgb=True), "rgb")
+    cut = tmp_path / "cut.gif"  # a GIF cut short: refused in one line, never the frames that decoded
+    cut.write_bytes(gif.read_bytes()[:300])
+    with pytest.raises(BadInput, match="corrupt: decoding failed after 0 frames|truncated"):
+        quality.compare(cut, cut)
 
 
 def test_a_frame_range_is_in_the_command_given(pairs):

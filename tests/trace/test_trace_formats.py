@@ -147,6 +147,15 @@ def test_json_array_trace_is_read(fixtures_dir, tmp_path):
     assert whole.exit_code == 0 and "765 device ops have no launch in the trace" in whole.stderr
 
 
+def test_a_json_array_that_is_no_trace_is_refused(tmp_path):
+    """With the array form read, a JSON array without complete events is refused in one line, never a breakdown
+    of nothing."""
+    path = tmp_path / "array.json"
+    path.write_text(json.dumps([1, 2, {"ph": "B", "name": "x", "ts": 0}]))
+    result = _breakdown(path)
+    assert result.exit_code == 2 and result.output == f"perfkit: {path}: no complete ('X') events in traceEvents\n"
+
+
 def test_rocm_instant_gpu_markers_give_way_to_the_host_steps(fixtures_dir):
     """ROCm's GPU-side ProfilerSteps are 16-18 us instants (read as the steps, every step was 0.016-0.022 ms
     and all compute): the host's ProfilerSteps (15.9-16.8 ms) are the steps, and the header says so. A step's
