@@ -15,13 +15,16 @@ Per program, as XLA's ``HloCostAnalysis`` (``compiled.cost_analysis()``) defines
   sort, triangular-solve, cholesky, select-and-scatter and reduce-precision as XLA counts them
   (``FLOPS_FROM_SHAPES``); ``transcendentals`` (exp, log, tanh, rsqrt ...) counted apart again. Any other
   custom-call has no FLOPs perfkit can know: it is listed in ``uncosted`` (target -> calls a step), never
-  counted as 0 unsaid;
+  counted as 0 unsaid, except the partitioner's markers (``PARTITIONER_MARKERS``), which run nothing;
 - ``hbm_bytes``: every top-level op's operands and outputs (a fusion counts its own operands and outputs,
   not what happens inside it), what XLA calls bytes accessed; parameters, constants, tuples,
   get-tuple-element, bitcasts and transposes that only relabel dimensions touch no memory; a slice, gather
   or dynamic-slice reads of its operand what it outputs, a dynamic-update-slice (in place) its update, a
   scatter each update's slice; a library call's scratch workspace (the second
-  element of the tuple it returns) is not traffic, as XLA counts a convolution's;
+  element of the tuple it returns) is not traffic, as XLA counts a convolution's; the partitioner's
+  markers in a program as lowered (Shardy's ``xla.sdy.*``, GSPMD's ``Sharding`` and its manual-shape
+  conversions) touch none: XLA removes them before it compiles (its analysis of a lowered program counts
+  -1 FLOPs and -1 bytes for each, its mark for a custom-call it cannot cost);
 - ``collectives``: each with its kind, buffer, replica-group size ``n`` and the bytes one device sends over
   the interconnect: all-gather (n-1)/n of the gathered buffer, reduce-scatter (n-1)/n of the buffer it
   scatters, all-reduce 2(n-1)/n (a reduce-scatter then an all-gather), all-to-all (n-1)/n,
@@ -86,6 +89,9 @@ FLOPS_FROM_SHAPES = {"sort": _sort_flops, "triangular-solve": _solve_flops, "cho
 LIBRARY_CONVOLUTIONS = frozenset({"__cudnn$convForward", "__cudnn$convBackwardInput", "__cudnn$convBackwardFilter",
                                   "__cudnn$convBiasActivationForward", "__cudnn$convForwardGraph"})
 LIBRARY_GEMMS = frozenset({"__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8"})
+# Custom-calls that only tell the SPMD partitioner how values are sharded (a program as lowered, before
+# XLA partitions it): no FLOPs, no bytes, nothing left uncosted.
+PARTITIONER_MARKERS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"})
 NO_MEMORY = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all",
                        "partition-id", "replica-id"})
 # Per device, the share of a collective's buffer (see ``_buffer``) that one device sends, for n devices.
@@ -127,6 +133,14 @@ def _dims_attr(inst: Instruction, key: str) -> list[int]:
 
 def custom_call_target(inst: Instruction) -> str:
     return dict(inst.attrs).get("custom_call_target", "").strip('"')
+
+
+def is_partitioner_marker(inst: Instruction) -> bool:
+    """A ``PARTITIONER_MARKERS`` custom-call, or Shardy's (every ``xla.sdy.`` target)."""
+    if inst.opcode != "custom-call":
+        return False
+    target = custom_call_target(inst)
+    return target in PARTITIONER_MARKERS or target.startswith("xla.sdy.")
 
 
 def array_text(dtype: str, dims: tuple[int, ...]) -> str:
@@ -397,6 +411,8 @@ class _Counter:
         kind = self.collective_kind(inst)
         if kind is not None:
             self.cost.collectives.append(self.collective(kind, inst, shapes, times))
+        if is_partitioner_marker(inst):
+            return
         if op == "custom-call" and not inst.calls and not self.library_flops(inst, shapes):
             self.cost.uncosted[custom_call_target(inst) or "custom-call"] += times
         if op in NO_MEMORY or op.endswith("-done") or op == "async-update" or _is_bitcast(inst, shapes):

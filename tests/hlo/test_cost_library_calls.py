@@ -390,3 +390,52 @@ def test_shaped_ops_against_xla(computations, params, root):
     text = _module(params, root).replace("ENTRY", computations + "ENTRY", 1)
     mine, xla = program_cost(parse_module(text)), xla_cost(text)
     assert mine.dot_flops + mine.other_flops == xla["flops"] > 0
+
+
+# shard_map(lambda b: jnp.sin(b) * 2) over 4 devices, as jax 0.10 lowers it (``Lowered.as_text(dialect="hlo")``):
+# with Shardy (its default) and with GSPMD (``jax_use_shardy_partitioner`` off). Attributes perfkit reads kept.
+_BODY = """HloModule jit_f, entry_computation_layout={(f32[1024,256]{1,0})->f32[1024,256]{1,0}}
+
+body {
+  b = f32[256,256]{1,0} parameter(0)
+  sin.1 = f32[256,256]{1,0} sine(b)
+  constant.1 = f32[] constant(2)
+  mul.2 = f32[256,256]{1,0} broadcast(constant.1), dimensions={}
+  ROOT mul.3 = f32[256,256]{1,0} multiply(sin.1, mul.2)
+}
+"""
+LOWERED = {
+    "shardy": _BODY + """
+ENTRY main.2 {
+  a.1 = f32[1024,256]{1,0} parameter(0)
+  shard_map.5 = f32[256,256]{1,0} custom-call(a.1), custom_call_target="xla.sdy.GlobalToLocalShape", custom_call_has_side_effect=true
+  shard_map.6 = f32[256,256]{1,0} call(shard_map.5), to_apply=body
+  ROOT shard_map.7 = f32[1024,256]{1,0} custom-call(shard_map.6), custom_call_target="xla.sdy.LocalToGlobalShape", custom_call_has_side_effect=true
+}
+""",
+    "gspmd": _BODY + """
+ENTRY main.2 {
+  a.1 = f32[1024,256]{1,0} parameter(0)
+  shard_map.5 = f32[1024,256]{1,0} custom-call(a.1), custom_call_target="Sharding", sharding={devices=[4,1]<=[4]}
+  shard_map.6 = f32[256,256]{1,0} custom-call(shard_map.5), custom_call_target="SPMDFullToShardShape", sharding={manual}
+  shard_map.7 = f32[256,256]{1,0} call(shard_map.6), to_apply=body
+  shard_map.8 = f32[256,256]{1,0} custom-call(shard_map.7), custom_call_target="Sharding", sharding={manual}
+  ROOT shard_map.9 = f32[1024,256]{1,0} custom-call(shard_map.8), custom_call_target="SPMDShardToFullShape", sharding={devices=[4,1]<=[4]}
+}
+""",
+}
+
+
+@pytest.mark.parametrize("partitioner", sorted(LOWERED))
+def test_partitioner_markers_run_nothing(partitioner):
+    """A program as lowered (``perfkit cost --model`` costs one) holds the partitioner's markers, which XLA removes
+    before it compiles: no bytes, no FLOPs, nothing uncosted. XLA's analysis of the lowered program counts -1
+    FLOPs and -1 bytes for each custom-call (its mark for unknown): its figures plus one each are the body's alone
+    (the sine's 256 KiB in and out, the broadcast's 4 B in, 256 KiB out, the multiply's 512 KiB in, 256 KiB out)."""
+    text = LOWERED[partitioner]
+    markers = text.count("custom-call(")
+    mine, xla = program_cost(parse_module(text)), xla_cost(text)
+    assert mine.hbm_bytes == xla["bytes accessed"] + markers == 3 * 2**19 + 4
+    assert mine.other_flops == xla["flops"] + markers == 2**16
+    assert mine.transcendentals == xla["transcendentals"] == 2**16
+    assert not mine.uncosted
