@@ -47,6 +47,9 @@ def program_lines(label: str, step: dict, roof: dict | None) -> list[str]:
         calls = ", ".join(f"{target} x{n}" for target, n in uncosted.items())
         lines.append(f"  not costed: {sum(uncosted.values())} custom-calls ({calls}): no FLOPs are known for them "
                      "(their operands and results are in the HBM bytes)")
+    if step.get("async_pairs"):
+        lines.append(f"  HBM bytes count each of the {step['async_pairs']} async pairs (a start and its done) as "
+                     "its synchronous op: XLA's cost analysis adds the start's tuple and the done's result")
     if roof is not None:
         lines.append("  roofline " + describe(roof))
     return lines

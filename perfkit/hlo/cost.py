@@ -33,9 +33,11 @@ Per program, as XLA's ``HloCostAnalysis`` (``compiled.cost_analysis()``) defines
   XLA assigns buffers statically, so their total is the program's peak) from the memory-usage report.
 
 Ops run as often as their computation: a while body ``known_trip_count`` times (once when unknown),
-the costliest branch of a conditional, a called or async-wrapped computation once per call. There
-perfkit and XLA differ by definition: XLA's ``HloCostAnalysis`` counts one iteration of any while
-loop; perfkit counts what a step runs.
+the costliest branch of a conditional, a called or async-wrapped computation once per call. Two
+definitions differ from XLA's ``HloCostAnalysis``: it counts one iteration of any while loop, where perfkit
+counts what a step runs; and an async pair (a ``-start`` op or ``async-start`` and its done) costs in
+perfkit what its synchronous op does, where XLA adds the start's whole tuple (the operand it aliases, its
+context) and the done's result (``async_pairs`` says how many pairs a step runs).
 """
 
 from __future__ import annotations
@@ -257,6 +259,7 @@ class ProgramCost:
     temp_bytes: int | None = None
     peak_bytes: int | None = None
     uncosted: Counter = dataclasses.field(default_factory=Counter)  # custom-call target -> calls a step
+    async_pairs: int = 0  # async start / done pairs a step runs, each costed as its synchronous op
 
     @property
     def interconnect_bytes(self) -> float:
@@ -288,7 +291,7 @@ class ProgramCost:
                 "collective_shapes": [{"kind": k, "shape": s, "group": g, "count": n, "buffer_bytes": shape_bytes(s)}
                                       for (k, s, g), n in sorted(self.shapes().items())],
                 "temp_bytes": self.temp_bytes, "peak_bytes": self.peak_bytes,
-                "uncosted": dict(sorted(self.uncosted.items()))}
+                "uncosted": dict(sorted(self.uncosted.items())), "async_pairs": self.async_pairs}
 
 
 class _Counter:
@@ -408,6 +411,8 @@ class _Counter:
         if op == "conditional" and inst.calls:  # counted as its costliest branch
             self.walk(max(inst.calls, key=lambda c: sum(self.flops(c))), times)
             return
+        if op.endswith("-start"):  # (async-start too)
+            self.cost.async_pairs += times
         kind = self.collective_kind(inst)
         if kind is not None:
             self.cost.collectives.append(self.collective(kind, inst, shapes, times))

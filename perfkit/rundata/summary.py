@@ -333,6 +333,7 @@ class Program(TypedDict):
     temp_bytes: int | None
     peak_bytes: int | None
     uncosted: dict[str, int | float]
+    async_pairs: int
 
 
 class Cost(TypedDict):

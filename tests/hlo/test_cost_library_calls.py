@@ -393,7 +393,8 @@ def test_shaped_ops_against_xla(computations, params, root):
 
 
 # shard_map(lambda b: jnp.sin(b) * 2) over 4 devices, as jax 0.10 lowers it (``Lowered.as_text(dialect="hlo")``):
-# with Shardy (its default) and with GSPMD (``jax_use_shardy_partitioner`` off). Attributes perfkit reads kept.
+# with Shardy (its default) and with GSPMD (``jax_use_shardy_partitioner`` off); attributes neither cost reads
+# (side effects, frontend attributes, some shardings) cut.
 _BODY = """HloModule jit_f, entry_computation_layout={(f32[1024,256]{1,0})->f32[1024,256]{1,0}}
 
 body {
@@ -408,9 +409,9 @@ LOWERED = {
     "shardy": _BODY + """
 ENTRY main.2 {
   a.1 = f32[1024,256]{1,0} parameter(0)
-  shard_map.5 = f32[256,256]{1,0} custom-call(a.1), custom_call_target="xla.sdy.GlobalToLocalShape", custom_call_has_side_effect=true
+  shard_map.5 = f32[256,256]{1,0} custom-call(a.1), custom_call_target="xla.sdy.GlobalToLocalShape"
   shard_map.6 = f32[256,256]{1,0} call(shard_map.5), to_apply=body
-  ROOT shard_map.7 = f32[1024,256]{1,0} custom-call(shard_map.6), custom_call_target="xla.sdy.LocalToGlobalShape", custom_call_has_side_effect=true
+  ROOT shard_map.7 = f32[1024,256]{1,0} custom-call(shard_map.6), custom_call_target="xla.sdy.LocalToGlobalShape"
 }
 """,
     "gspmd": _BODY + """
@@ -420,7 +421,7 @@ ENTRY main.2 {
   shard_map.6 = f32[256,256]{1,0} custom-call(shard_map.5), custom_call_target="SPMDFullToShardShape", sharding={manual}
   shard_map.7 = f32[256,256]{1,0} call(shard_map.6), to_apply=body
   shard_map.8 = f32[256,256]{1,0} custom-call(shard_map.7), custom_call_target="Sharding", sharding={manual}
-  ROOT shard_map.9 = f32[1024,256]{1,0} custom-call(shard_map.8), custom_call_target="SPMDShardToFullShape", sharding={devices=[4,1]<=[4]}
+  ROOT shard_map.9 = f32[1024,256]{1,0} custom-call(shard_map.8), custom_call_target="SPMDShardToFullShape"
 }
 """,
 }
@@ -439,3 +440,50 @@ def test_partitioner_markers_run_nothing(partitioner):
     assert mine.other_flops == xla["flops"] + markers == 2**16
     assert mine.transcendentals == xla["transcendentals"] == 2**16
     assert not mine.uncosted
+
+
+_PERMUTE = "channel_id=1, source_target_pairs={{0,1},{1,2},{2,3},{3,0}}"
+_GROUP = "replica_groups={{0,1,2,3}}, channel_id=1, use_global_device_ids=true"
+# (computations before the entry, the async pair's two lines, the synchronous op), p: f32[256,64] (64 KiB)
+ASYNC_PAIRS = {
+    "all-gather": ("", f"(f32[256,64]{{1,0}}, f32[1024,64]{{1,0}}) all-gather-start(p), {_GROUP}, dimensions={{0}}",
+                   "f32[1024,64]{1,0} all-gather-done(s)",
+                   f"f32[1024,64]{{1,0}} all-gather(p), {_GROUP}, dimensions={{0}}"),
+    "all-reduce": ("add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = f32[] add(a, b)\n}\n",
+                   f"f32[256,64]{{1,0}} all-reduce-start(p), {_GROUP}, to_apply=add",
+                   "f32[256,64]{1,0} all-reduce-done(s)", f"f32[256,64]{{1,0}} all-reduce(p), {_GROUP}, to_apply=add"),
+    "collective-permute": ("", f"(f32[256,64]{{1,0}}, f32[256,64]{{1,0}}, u32[], u32[]) collective-permute-start(p), "
+                           f"{_PERMUTE}", "f32[256,64]{1,0} collective-permute-done(s)",
+                           f"f32[256,64]{{1,0}} collective-permute(p), {_PERMUTE}"),
+    "copy": ("", "(f32[256,64]{1,0}, f32[256,64]{1,0}, u32[]) copy-start(p)", "f32[256,64]{1,0} copy-done(s)",
+             "f32[256,64]{1,0} copy(p)"),
+    "all-to-all": ("wrapped {\n q = f32[256,64]{1,0} parameter(0)\n ROOT a = f32[256,64]{1,0} all-to-all(q), "
+                   "replica_groups={{0,1,2,3}}, dimensions={0}, channel_id=1\n}\n",
+                   "((f32[256,64]{1,0}), f32[256,64]{1,0}, u32[]) async-start(p), calls=wrapped",
+                   "f32[256,64]{1,0} async-done(s)",
+                   "f32[256,64]{1,0} all-to-all(p), replica_groups={{0,1,2,3}}, dimensions={0}, channel_id=1"),
+}
+
+
+def _entry(before: str, *ops: str) -> str:
+    """A module of ``before`` and an entry taking p: one op (its root), or an async pair (s, then ROOT d)."""
+    lines = [f"  ROOT d = {ops[-1]}"] if len(ops) == 1 else [f"  s = {ops[0]}", f"  ROOT d = {ops[1]}"]
+    return "\n".join(["HloModule m, num_partitions=4", before, "ENTRY e {", "  p = f32[256,64]{1,0} parameter(0)",
+                      *lines, "}", ""])
+
+
+@pytest.mark.parametrize("kind", sorted(ASYNC_PAIRS))
+def test_async_pairs_cost_their_synchronous_op(kind):
+    """An async pair's HBM bytes are its synchronous op's, as XLA counts that op; XLA's own figure for the pair
+    is larger (its start's tuple, the done's result: the definition ``perfkit cost`` names), and the pair is
+    counted (``async_pairs``), which the command's text names."""
+    before, start, done, sync = ASYNC_PAIRS[kind]
+    pair, alone = _entry(before, start, done), _entry(before, sync)
+    mine, xla_alone = program_cost(parse_module(pair), 4), xla_cost(alone)["bytes accessed"]
+    assert mine.hbm_bytes == xla_alone == program_cost(parse_module(alone), 4).hbm_bytes
+    assert xla_cost(pair)["bytes accessed"] > xla_alone
+    assert (mine.async_pairs, program_cost(parse_module(alone), 4).async_pairs) == (1, 0)
+    from perfkit.cli.cost import program_lines
+
+    text = "\n".join(program_lines("b", {**mine.as_json(), "module": "m"}, None))
+    assert "HBM bytes count each of the 1 async pairs (a start and its done) as its synchronous op" in text
