@@ -49,9 +49,12 @@ def section(summary: dict) -> list[str]:
             calls = ", ".join(f"`{target}` x{n}" for target, n in uncosted.items())
             rows += ["", f"{v}'s FLOPs leave out {sum(uncosted.values())} custom-calls no cost analysis knows "
                          f"({calls})."]
+        if step.get("repeated_loops"):
+            rows += ["", f"In {v}, a while loop that runs more than once ({step['repeated_loops']} here) counts every "
+                         "trip; XLA's cost analysis counts one iteration."]
         if step.get("async_pairs"):
-            rows += ["", f"{v}'s HBM bytes count each of its {step['async_pairs']} async pairs (a start and its done) "
-                         "as its synchronous op; XLA's cost analysis adds the start's tuple and the done's result."]
+            rows += ["", f"{v}'s HBM bytes count an async pair (a start and its done; {step['async_pairs']} here) as "
+                         "its synchronous op; XLA's cost analysis adds the start's tuple and the done's result."]
     a = summary.get("baseline", names[0])
     if a in cost:
         rows += [""] + [change(a, cost[a]["step"], v, cost[v]["step"])["sentence"] + "." for v in names if v != a]

@@ -35,7 +35,7 @@ Per program, as XLA's ``HloCostAnalysis`` (``compiled.cost_analysis()``) defines
 Ops run as often as their computation: a while body ``known_trip_count`` times (once when unknown),
 the costliest branch of a conditional, a called or async-wrapped computation once per call. Two
 definitions differ from XLA's ``HloCostAnalysis``: it counts one iteration of any while loop, where perfkit
-counts what a step runs; and an async pair (a ``-start`` op or ``async-start`` and its done) costs in
+counts what a step runs (``repeated_loops`` says how many loops run more than once a step); and an async pair (a ``-start`` op or ``async-start`` and its done) costs in
 perfkit what its synchronous op does, where XLA adds the start's whole tuple (the operand it aliases, its
 context) and the done's result (``async_pairs`` says how many pairs a step runs).
 """
@@ -260,6 +260,7 @@ class ProgramCost:
     peak_bytes: int | None = None
     uncosted: Counter = dataclasses.field(default_factory=Counter)  # custom-call target -> calls a step
     async_pairs: int = 0  # async start / done pairs a step runs, each costed as its synchronous op
+    repeated_loops: int = 0  # while loops a step runs whose body runs more than once, each trip costed
 
     @property
     def interconnect_bytes(self) -> float:
@@ -291,7 +292,8 @@ class ProgramCost:
                 "collective_shapes": [{"kind": k, "shape": s, "group": g, "count": n, "buffer_bytes": shape_bytes(s)}
                                       for (k, s, g), n in sorted(self.shapes().items())],
                 "temp_bytes": self.temp_bytes, "peak_bytes": self.peak_bytes,
-                "uncosted": dict(sorted(self.uncosted.items())), "async_pairs": self.async_pairs}
+                "uncosted": dict(sorted(self.uncosted.items())), "async_pairs": self.async_pairs,
+                "repeated_loops": self.repeated_loops}
 
 
 class _Counter:
@@ -401,8 +403,10 @@ class _Counter:
     def top_level(self, inst: Instruction, shapes: dict[str, str], times: int) -> None:
         op = inst.opcode
         if op == "while":
+            trips = self.trip_count(inst)
+            self.cost.repeated_loops += times if trips > 1 else 0
             for c in inst.calls:
-                self.walk(c, times * self.trip_count(inst))
+                self.walk(c, times * trips)
             return
         if op == "call":
             for c in inst.calls:

@@ -334,6 +334,7 @@ class Program(TypedDict):
     peak_bytes: int | None
     uncosted: dict[str, int | float]
     async_pairs: int
+    repeated_loops: int
 
 
 class Cost(TypedDict):

@@ -486,4 +486,44 @@ def test_async_pairs_cost_their_synchronous_op(kind):
     from perfkit.cli.cost import program_lines
 
     text = "\n".join(program_lines("b", {**mine.as_json(), "module": "m"}, None))
-    assert "HBM bytes count each of the 1 async pairs (a start and its done) as its synchronous op" in text
+    assert "HBM bytes count an async pair (a start and its done; 1 here) as its synchronous op" in text
+
+
+LOOP = """HloModule m
+body {
+  t = (s32[], f32[1024]{0}) parameter(0)
+  i = s32[] get-tuple-element(t), index=0
+  x = f32[1024]{0} get-tuple-element(t), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  y = f32[1024]{0} multiply(x, x)
+  ROOT r = (s32[], f32[1024]{0}) tuple(j, y)
+}
+cond {
+  t = (s32[], f32[1024]{0}) parameter(0)
+  i = s32[] get-tuple-element(t), index=0
+  n = s32[] constant(3)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  p = f32[1024]{0} parameter(0)
+  z = s32[] constant(0)
+  t = (s32[], f32[1024]{0}) tuple(z, p)
+  w = (s32[], f32[1024]{0}) while(t), condition=cond, body=body, backend_config={"known_trip_count":{"n":"3"}}
+  ROOT o = f32[1024]{0} get-tuple-element(w), index=1
+}
+"""
+
+
+def test_a_loop_counts_every_trip_and_says_so():
+    """A while loop of 3 trips: perfkit counts its body and condition 3 times, XLA's analysis once (1024
+    multiplies, an add and a compare: 1026), and the command's text names the definition."""
+    mine = program_cost(parse_module(LOOP))
+    assert mine.other_flops == 3 * xla_cost(LOOP)["flops"] == 3 * 1026
+    assert mine.repeated_loops == 1
+    once = program_cost(parse_module(LOOP.replace('"n":"3"', '"n":"1"')))
+    assert (once.other_flops, once.repeated_loops) == (1026, 0)
+    from perfkit.cli.cost import program_lines
+
+    text = "\n".join(program_lines("b", {**mine.as_json(), "module": "m"}, None))
+    assert "a while loop that runs more than once (1 here) counts every trip: XLA's cost analysis counts one" in text
