@@ -175,6 +175,10 @@ def read(path: Path, rank: int) -> RawTrace:
         dur_us = np.array([e.get("dur", 0) for e in events], np.float64)
     except (TypeError, ValueError):
         raise BadInput("an event's ts or dur is not a number", path=path, field="traceEvents") from None
+    bad = np.flatnonzero(~np.isfinite(ts_us) | ~np.isfinite(dur_us))
+    if bad.size:  # (JSON as Python writes it may hold NaN and Infinity)
+        raise BadInput(f"event {names[bad[0]]!r} has a ts or dur that is not a finite number "
+                       f"({events[bad[0]]['ts']}, {events[bad[0]].get('dur', 0)})", path=path, field="traceEvents")
     streams = _hta_streams(events)
     # device categories; MTIA's events only where they carry a stream, as HTA counts them
     on_gpu = np.array([c in DEVICE_CATS for c in cats], bool) & \

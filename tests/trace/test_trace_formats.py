@@ -9,7 +9,8 @@ refused in one line (exit 2), on real public files (tests/data/real/kineto, rows
 - a CPU (gloo) trace: its host ops stand in, and the output says so;
 - device ops outside every step (ROCm on an MI250: its one GPU-side ProfilerStep holds half of them): not in
   the per-step rows, and the output says how many and how long;
-- HTA's last-step convention (``--last-step``), named in the output.
+- HTA's last-step convention (``--last-step``), named in the output;
+- a time that is no finite number (NaN, Infinity, as Python's json writes them): refused.
 
 The HTA figures were recorded with HTA 0.5.0 (Python 3.11; pandas 3.1.1, and 2.3.3 for the ROCm file, on
 which HTA's parser fails under pandas 3): ``TraceAnalysis(trace_dir=D, include_last_profiler_step=K)`` with D a
@@ -409,3 +410,21 @@ def test_last_step_dropped_is_hta_s_default(fixtures_dir, name):
     doc = _json(fixtures_dir / "kineto" / name, "--window", "trace", "--last-step", "drop")
     assert doc["last_step"] == "drop"
     _assert_hta(_hta_view(doc), expected)
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity"])
+def test_a_duration_that_is_no_finite_number_is_refused(fixtures_dir, tmp_path, value):
+    """JSON as Python writes it may hold NaN and Infinity: a kernel of such a duration is refused in one line by
+    every command, never a kernel ending 9.2e9 ms before it starts (tail, export) nor left out unsaid
+    (breakdown: HTA drops it)."""
+    doc = json.loads(gzip.decompress((fixtures_dir / "kineto" / SCHEMA_2021).read_bytes()))
+    kernel = next(e for e in doc["traceEvents"] if e.get("cat") == "Kernel")
+    kernel["dur"] = float(value.replace("Infinity", "inf"))
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(doc))
+    assert value in path.read_text()
+    line = f"perfkit: {path}: traceEvents: event {kernel['name']!r} has a ts or dur that is not a finite number"
+    for command in (["breakdown"], ["tail"], ["export", "--perfetto", tmp_path / "out.json"]):
+        result = CliRunner().invoke(cli, ["trace", *map(str, command), str(path)])
+        assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+        assert result.output.startswith(line), result.output
