@@ -41,8 +41,8 @@ import numpy as np
 from perfkit.errors import BadInput
 from perfkit.quality.media import (DEFAULT_CODEC, LATENTS_FILE, Codec, Media, VideoFile, load_array, main_output,
                                    open_media, output_files, outputs_folder, prefetch, write_video)
-from perfkit.quality.planes import (CHANNELS, DATA_RANGE, YUV_PLANES, Decoded, Tally, frame_sums, paired_by_index, psnr,
-                                    trimmed, unrotated, yuv_sums)
+from perfkit.quality.planes import (CHANNELS, DATA_RANGE, YUV_PLANES, Decoded, Tally, first_video_streams, frame_sums,
+                                    paired_by_index, psnr, trimmed, unrotated, yuv_sums)
 from perfkit.quality.ssim import SsimTally, channels
 
 if TYPE_CHECKING:
@@ -279,10 +279,12 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
     if turned:
         shown = ", ".join(f"{label} is to be shown turned {degrees} degrees" for label, degrees in turned.items())
         out["rotation"] = f"{shown}: frames are compared as stored, as ffmpeg does with -noautorotate"
+    several = any(isinstance(m, VideoFile) and m.video_streams > 1 for m in (a, b))
     for block in filter(None, (out.get(k) for k in ("yuv", "rgb", "ssim"))):  # each names its ffmpeg command
         command = trimmed(block["reproduce"], frames.start, frames.stop)
         command = paired_by_index(command) if paired else command
-        block["reproduce"] = unrotated(command) if turned else command
+        command = unrotated(command) if turned else command
+        block["reproduce"] = first_video_streams(command) if several else command
     if per_frame:
         out["per_frame"] = table.rows()
     return out

@@ -12,6 +12,7 @@ The header frame count (when the container has one) catches truncated files. Any
 from __future__ import annotations
 
 import io
+import math
 import os
 import queue
 import re
@@ -76,8 +77,10 @@ class VideoFile(Media):
             self.frame_shape = (stream.height, stream.width, 3)
             fmt = stream.format.name if stream.format else None
             self.pix_fmt = fmt if fmt in YUV_FORMATS else None
+            self.video_streams = len(container.streams.video)  # the first is the one compared
+            first = f", the first of its {self.video_streams} video streams" if self.video_streams > 1 else ""
             self.detail = (f"video {stream.codec_context.name} {stream.format.name if stream.format else '?'}, "
-                           f"{self.count or '?'} frames of {stream.width}x{stream.height}")
+                           f"{self.count or '?'} frames of {stream.width}x{stream.height}{first}")
 
     def rotation(self) -> int:
         """Degrees counter-clockwise its frames are to be turned when shown (a display matrix, as phones record
@@ -87,15 +90,19 @@ class VideoFile(Media):
         return 0
 
     def times(self) -> list[Fraction] | None:
-        """Its frames' presentation times (s, from its first; exact), in order, from its packets' timestamps
-        (nothing decoded); None where a packet has none, or the header counts other than its packets."""
+        """Its frames' presentation times (s; exact), in order, from its packets' timestamps (nothing decoded), on
+        the clock ffmpeg gives an input: from the file's start, its earliest stream's (an audio stream may start
+        first), rounded to the video's time base as ffmpeg rounds it; None where a packet has none, or the header
+        counts other than its packets."""
         with self._open() as container:
             stream = container.streams.video[0]
             pts = sorted(p.pts if p.pts is not None else -1 for p in container.demux(stream) if p.size)
-            base = stream.time_base
+            base, start_us = stream.time_base, container.start_time
         if not pts or pts[0] < 0 or (self.count is not None and len(pts) != self.count):
             return None
-        return [(p - pts[0]) * base for p in pts]
+        # av_rescale_q's rounding: to the nearest tick, halves away from zero
+        start = pts[0] if start_us is None else _nearest(Fraction(start_us, av.time_base) / base)
+        return [(p - start) * base for p in pts]
 
     def _open(self):
         src = io.BytesIO(self.source) if isinstance(self.source, bytes) else str(self.source)
@@ -155,6 +162,12 @@ class VideoFile(Media):
                                path=self.label) from None
         if self.count is not None and index < self.count:
             raise BadInput(f"truncated: the header says {self.count} frames, only {index} decode", path=self.label)
+
+
+def _nearest(x: Fraction) -> int:
+    """``x`` rounded to the nearest integer, halves away from zero."""
+    whole = math.floor(abs(x) + Fraction(1, 2))
+    return whole if x >= 0 else -whole
 
 
 class _RGB24:

@@ -54,6 +54,15 @@ def prefiltered(command: str, chain: str) -> str:
     return command.replace("[0:v]", f"[0:v]{chain},").replace("[1:v]", f"[1:v]{chain},")
 
 
+def first_video_streams(command: str) -> str:
+    """A ``REPRODUCE`` command taking each input's first video stream by name: unnamed, ffmpeg's two-input filters
+    take the first two video streams there are, both of A where A holds two (a cover picture, a second track)."""
+    bare = re.fullmatch(r"(ffmpeg .*-lavfi )(\w+)( -f null -)", command)
+    if bare:
+        return f"{bare[1]}'[0:v:0][1:v:0]{bare[2]}'{bare[3]}"
+    return command.replace("[0:v]", "[0:v:0]").replace("[1:v]", "[1:v:0]")
+
+
 def paired_by_index(command: str) -> str:
     """A ``REPRODUCE`` command with each input's frames retimed to their index (``setpts=N/TB``: frame k at k s),
     so that ffmpeg pairs them by index as perfkit does, whatever their timestamps."""

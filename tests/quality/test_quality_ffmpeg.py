@@ -320,3 +320,64 @@ def test_the_codec_floor_is_measured_in_the_comparisons_space(pairs, quality_cli
     wide = [encode(decoded(p), tmp_path / f"{p.stem}.444.mkv", "ffv1", "yuv444p", {}) for p in (a, b)]
     r = quality_cli(*wide, "--codec-floor", "--json").json()
     assert r["space"] == r["codec_floor"]["space"] == "rgb" and r["yuv"]["pix_fmt"] == "yuv444p"
+
+
+def _remuxed(dest: Path, videos: list[Path], shift_ms: int = 0, audio_s: float = 0.0) -> Path:
+    """The first video stream of each of ``videos``, their packets copied into one file in that order, each
+    ``shift_ms`` late; with ``audio_s``, a silent PCM track of that length from 0 beside them."""
+    sources = [av.open(str(v)) for v in videos]
+    try:
+        with av.open(str(dest), "w") as out:
+            streams = [out.add_stream_from_template(s.streams.video[0]) for s in sources]
+            audio = out.add_stream("pcm_s16le", rate=8000) if audio_s else None
+            if audio is not None:
+                frame = av.AudioFrame.from_ndarray(np.zeros((1, int(8000 * audio_s)), np.int16), format="s16",
+                                                   layout="mono")
+                frame.sample_rate, frame.pts = 8000, 0
+                for packet in [*audio.encode(frame), *audio.encode()]:
+                    out.mux(packet)
+            for source, stream in zip(sources, streams):
+                for packet in source.demux(source.streams.video[0]):
+                    if packet.dts is None:
+                        continue
+                    shift = round(Fraction(shift_ms, 1000) / packet.time_base)
+                    packet.pts, packet.dts, packet.stream = packet.pts + shift, packet.dts + shift, stream
+                    out.mux(packet)
+    finally:
+        for source in sources:
+            source.close()
+    return dest
+
+
+def test_a_second_video_stream_is_named_and_left_alone(pairs, tmp_path):
+    """A holding two video streams (a second track, a cover picture): perfkit compares the first, says so, and its
+    commands name each input's first video stream: unnamed, ffmpeg's filters take A's two streams and never read
+    B. The figures are the filter's on the first stream alone."""
+    video, lossy = pairs["h264"]
+    a = _remuxed(tmp_path / "two.mkv", [video, lossy])
+    with av.open(str(a)) as container:
+        assert len(container.streams.video) == 2
+    r = quality.compare(a, lossy, per_frame=True)
+    assert r["inputs"][0].endswith("frames of 720x480, the first of its 2 video streams)")
+    assert r["yuv"]["reproduce"] == "ffmpeg -i A -i B -lavfi '[0:v:0][1:v:0]psnr' -f null -"
+    assert r["rgb"]["reproduce"] == ("ffmpeg -i A -i B -lavfi '[0:v:0]format=rgb24[a];[1:v:0]format=rgb24[b];"
+                                     "[a][b]psnr' -f null -")
+    assert_agrees(r, r["per_frame"], lavfi_psnr(video, lossy, rgb=False), "yuv")
+    assert quality.compare(video, lossy, rgb=False)["yuv"]["reproduce"] == "ffmpeg -i A -i B -lavfi psnr -f null -"
+
+
+def test_a_video_that_starts_after_its_audio_is_paired_on_ffmpeg_s_clock(pairs, tmp_path):
+    """ffmpeg starts an input's clock at its earliest stream: A's video 250 ms after its audio (2 frames at 8 fps)
+    is paired by ffmpeg's filters with B's frames 2 later, all but the last (B's last frame stands for the rest).
+    perfkit pairs by index, says how ffmpeg pairs (by hand: 48 of 49, A's frame 0 at 0.250 s with B's frame 2),
+    and its retimed commands give its figures (the filter after setpts=N/TB)."""
+    video, lossy = pairs["h264"]
+    a = _remuxed(tmp_path / "late.mkv", [video], shift_ms=250, audio_s=7.0)
+    r = quality.compare(a, lossy, per_frame=True, rgb=False)
+    assert r["frames_paired"].startswith("by index; by their timestamps ffmpeg's filters pair 48 of the 49 otherwise "
+                                         "(first A's frame 0, at 0.250 s, with B's frame 2 (0.250 s))")
+    rows = [{k.removeprefix("lavfi.psnr."): float(v) for k, v in row.items()}
+            for row in filter_metadata(a, lossy, "psnr", pre=(("setpts", "N/TB"),))]
+    assert_agrees(r, r["per_frame"], rows, "yuv")
+    alone = _remuxed(tmp_path / "alone.mkv", [video], shift_ms=250)  # the video its file's start: paired alike
+    assert "frames_paired" not in quality.compare(alone, lossy, rgb=False)
