@@ -5,7 +5,7 @@ Every input opens as a ``Media``: ``kind`` "frames" (uint8 frames, each (H, W, C
 other array, read whole). Frames stream, so comparing two long videos holds a few frames, not two
 videos. Videos are decoded to RGB24 as ffmpeg's ``format=rgb24`` filter converts them; a video in an 8-bit
 planar YUV format (``pix_fmt``) also gives its frames' own planes, undecoded further (``VideoFile.planes``).
-The header frame count (when the container has one) catches truncated files. Anything unreadable is a
+An incomplete packet, or an MP4 index listing more packets than the file holds, catches truncated files. Anything unreadable is a
 ``BadInput`` naming the file.
 """
 
@@ -72,7 +72,7 @@ class VideoFile(Media):
             stream = container.streams.video[0]
             if stream.codec_context is None:  # the stream names a codec ffmpeg has no decoder for
                 raise BadInput("its video stream has no decoder (an unknown or damaged codec id)", path=label)
-            self.count = stream.frames or None  # 0 where the container does not say (mkv, webm)
+            self._read_packets(container, stream)
             self.rate = stream.average_rate or stream.guessed_rate  # frames a second, a Fraction (None if unknown)
             self.frame_shape = (stream.height, stream.width, 3)
             fmt = stream.format.name if stream.format else None
@@ -81,6 +81,24 @@ class VideoFile(Media):
             first = f", the first of its {self.video_streams} video streams" if self.video_streams > 1 else ""
             self.detail = (f"video {stream.codec_context.name} {stream.format.name if stream.format else '?'}, "
                            f"{self.count or '?'} frames of {stream.width}x{stream.height}{first}")
+
+    def _read_packets(self, container, stream) -> None:
+        """Its frames from its packets (nothing decoded): ``count``, those shown (a packet an edit list discards, or
+        an empty one, as AVI's dropped frames are, shows none), and their timestamps; BadInput where the file is
+        cut short: a packet incomplete, or fewer packets than an MP4 / MOV index lists."""
+        shown, packets = [], 0
+        for k, packet in enumerate(container.demux(stream)):
+            if packet.is_corrupt:  # the demuxer read fewer bytes than the index promised
+                raise BadInput(f"truncated or damaged: packet {k} is incomplete", path=self.label)
+            if packet.size:
+                packets += 1
+                if not packet.is_discard:
+                    shown.append(packet.pts if packet.pts is not None else -1)
+        listed = stream.frames  # an MP4's sample table lists every packet; AVI's and MKV's counts are no such list
+        if container.format.name.startswith("mov,") and listed > packets:
+            raise BadInput(f"truncated: its index lists {listed} frames, the file holds {packets}", path=self.label)
+        self.count, self._pts = len(shown), sorted(shown)
+        self._time_base, self._start_us = stream.time_base, container.start_time
 
     def rotation(self) -> int:
         """Degrees counter-clockwise its frames are to be turned when shown (a display matrix, as phones record
@@ -92,13 +110,9 @@ class VideoFile(Media):
     def times(self) -> list[Fraction] | None:
         """Its frames' presentation times (s; exact), in order, from its packets' timestamps (nothing decoded), on
         the clock ffmpeg gives an input: from the file's start, its earliest stream's (an audio stream may start
-        first), rounded to the video's time base as ffmpeg rounds it; None where a packet has none, or the header
-        counts other than its packets."""
-        with self._open() as container:
-            stream = container.streams.video[0]
-            pts = sorted(p.pts if p.pts is not None else -1 for p in container.demux(stream) if p.size)
-            base, start_us = stream.time_base, container.start_time
-        if not pts or pts[0] < 0 or (self.count is not None and len(pts) != self.count):
+        first), rounded to the video's time base as ffmpeg rounds it; None where a packet has none."""
+        pts, base, start_us = self._pts, self._time_base, self._start_us
+        if not pts or pts[0] < 0:
             return None
         # av_rescale_q's rounding: to the nearest tick, halves away from zero
         start = pts[0] if start_us is None else _nearest(Fraction(start_us, av.time_base) / base)
@@ -148,9 +162,7 @@ class VideoFile(Media):
             stream.thread_type = "AUTO"  # with more than one: frame-parallel, in ffmpeg's threads outside the GIL
             index = 0
             try:
-                for k, packet in enumerate(container.demux(stream)):
-                    if packet.is_corrupt:  # the demuxer read fewer bytes than the index promised
-                        raise BadInput(f"truncated or damaged: packet {k} is incomplete", path=self.label)
+                for packet in container.demux(stream):
                     for frame in packet.decode():
                         if stop is not None and index >= stop:
                             return
@@ -160,8 +172,8 @@ class VideoFile(Media):
             except av.error.FFmpegError as exc:
                 raise BadInput(f"corrupt: decoding failed after {index} frames ({exc.strerror})",
                                path=self.label) from None
-        if self.count is not None and index < self.count:
-            raise BadInput(f"truncated: the header says {self.count} frames, only {index} decode", path=self.label)
+        if stop is None and index < self.count:
+            raise BadInput(f"damaged: its packets hold {self.count} frames, only {index} decode", path=self.label)
 
 
 def _nearest(x: Fraction) -> int:

@@ -381,3 +381,37 @@ def test_a_video_that_starts_after_its_audio_is_paired_on_ffmpeg_s_clock(pairs, 
     assert_agrees(r, r["per_frame"], rows, "yuv")
     alone = _remuxed(tmp_path / "alone.mkv", [video], shift_ms=250)  # the video its file's start: paired alike
     assert "frames_paired" not in quality.compare(alone, lossy, rgb=False)
+
+
+def test_frames_an_edit_list_discards_are_not_counted(pairs, tmp_path):
+    """A clip cut without re-encoding (``ffmpeg -ss T -c copy``) keeps the frames before T that its first shown
+    frame needs and an edit list discarding them: its header counts all 49, 47 are shown (the decoder's count,
+    by hand 49 - 2 at 8 fps and 250 ms). perfkit counts 47 and measures them as the filter does (it refused the file
+    as truncated, and A against a 47-frame B as counts that differ)."""
+    video = pairs["h264"][0]
+    a = _remuxed(tmp_path / "cut.mp4", [video], shift_ms=-250)
+    with av.open(str(a)) as container:
+        assert container.streams.video[0].frames == 49
+        assert sum(1 for _ in container.decode(video=0)) == 47
+    b = encode(decoded(a), tmp_path / "b.mp4", "libx264", "yuv420p", {"crf": "30", "preset": "fast"})
+    r = quality.compare(a, b, per_frame=True, rgb=False)
+    assert r["inputs"][0].endswith("47 frames of 720x480)") and len(r["per_frame"]) == 47
+    assert_agrees(r, r["per_frame"], lavfi_psnr(a, b, rgb=False), "yuv")
+
+
+def test_an_mp4_cut_at_a_packet_s_end_is_refused(pairs, tmp_path):
+    """An MP4 whose index (up front) lists more frames than the file holds, cut where a packet ends (no packet is
+    incomplete): refused in one line, never the frames it holds compared as the whole video."""
+    whole = tmp_path / "whole.mp4"
+    with av.open(str(pairs["h264"][1])) as src, av.open(str(whole), "w", options={"movflags": "faststart"}) as out:
+        stream = out.add_stream_from_template(src.streams.video[0])
+        for packet in src.demux(src.streams.video[0]):
+            if packet.dts is not None:
+                packet.stream = stream
+                out.mux(packet)
+    with av.open(str(whole)) as container:
+        ends = [p.pos + p.size for p in container.demux(video=0) if p.size]
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(whole.read_bytes()[:ends[29]])
+    with pytest.raises(BadInput, match=r"cut.mp4: truncated: its index lists 49 frames, the file holds 30$"):
+        quality.compare(whole, cut)

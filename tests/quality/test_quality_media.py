@@ -116,10 +116,10 @@ def test_mismatches_are_refused(tmp_path, clip, quality_cli):
     np.save(tmp_path / "three.npy", frames[:3])
     np.save(tmp_path / "small.npy", frames[:, :32])
     np.save(tmp_path / "float.npy", frames.astype(np.float32))
-    media.write_video(iter(frames[:3]), tmp_path / "three.mkv", media.parse_codec("ffv1"))  # mkv: no count up front
+    media.write_video(iter(frames[:3]), tmp_path / "three.mkv", media.parse_codec("ffv1"))  # mkv: counted from packets
     cases = {"three.npy": "frame counts differ: 4 vs 3; --frames 0:3 compares the frames both have",
              "small.npy": "frame sizes differ", "float.npy": "holds tensor",
-             "three.mkv": "has more; --frames 0:3 compares the frames both have"}
+             "three.mkv": "frame counts differ: 4 vs 3; --frames 0:3 compares the frames both have"}
     for name, reason in cases.items():
         res = quality_cli(tmp_path / "four.npy", tmp_path / name)
         assert res.exit_code == 2 and reason in res.stderr and "four.npy" in res.stderr, (name, res.stderr)
