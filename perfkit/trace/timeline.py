@@ -188,15 +188,16 @@ def _lengths(first: np.ndarray, n: int) -> np.ndarray:
 
 def layout(events: pd.DataFrame, window: str = "step") -> Layout:
     """The device ops of ``events`` (dur > 0) placed in their spans: per step marker, or with ``window``
-    ``"trace"`` one span per device from its first op's start to its last op's end (step -1). A window
-    ending in ``LAST_STEP_DROPPED`` (HTA's default, ``include_last_profiler_step=False``) leaves out each
-    device's last step (``_before_last_step``) where it has two or more."""
+    ``"trace"`` one span per device from its first op's start to its last op's end (step -1), ops of no
+    duration included (as HTA's kernel time: whole-microsecond traces round short ops to 0). A window ending
+    in ``LAST_STEP_DROPPED`` (HTA's default, ``include_last_profiler_step=False``) leaves out each device's last
+    step (``_before_last_step``) where it has two or more."""
     window, drop_last = window.removesuffix(LAST_STEP_DROPPED), window.endswith(LAST_STEP_DROPPED)
     if window not in WINDOWS:
         raise ValueError(f"window must be one of {WINDOWS}, with or without {LAST_STEP_DROPPED}")
     cls_all = _codes(events["category"], lambda c: CATEGORIES.index(c) if c in CATEGORIES else -1)
     dur = events["dur_ps"].to_numpy()
-    row = np.flatnonzero((cls_all >= 0) & (dur > 0))
+    row = np.flatnonzero(cls_all >= 0)
     markers = events.loc[events["category"] == "step", ["rank", "device", "step", "start_ps", "dur_ps"]]
     if drop_last and row.size:
         launch = events["launch_step"].to_numpy()[row] if "launch_step" in events else np.full(row.size, -1)
@@ -230,6 +231,10 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
     span_key, run_key = packed[:len(span_rows)], packed[len(span_rows):]
     at = np.minimum(np.searchsorted(span_key, run_key), len(span_key) - 1)  # spans are sorted by key
     span = np.repeat(np.where(span_key[at] == run_key, at, -1).astype(np.int32), _lengths(first, row.size))
+    busy = end > start
+    if not busy.all():  # ops of no duration bound the spans above; they take no time, so go no further
+        row, span, rank, device, start, end = (v[busy] for v in (row, span, rank, device, start, end))
+        take = _taker(row)
     apart = np.flatnonzero(span < 0)  # ops outside every step window of a device with markers: not measured
     outside = _outside(rank[apart], device[apart], end[apart] - start[apart])
     del rank, device, step, keys

@@ -428,3 +428,27 @@ def test_a_duration_that_is_no_finite_number_is_refused(fixtures_dir, tmp_path, 
         result = CliRunner().invoke(cli, ["trace", *map(str, command), str(path)])
         assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
         assert result.output.startswith(line), result.output
+
+
+# HTA 0.5.0 on the 2021 sample with its first device op (a 2865 us copy) and its last (a 1 us kernel) of no
+# duration: (idle, compute, non-compute, span) us, last step kept and dropped
+HTA_ZERO_EDGES = {True: (119188.0, 594262.0, 15030.0, 728480.0), False: (99013.0, 495333.0, 11941.0, 606287.0)}
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_device_ops_of_no_duration_bound_the_window(fixtures_dir, tmp_path, keep):
+    """A device op of no duration (whole-microsecond traces round short ones to 0) ran, and where it is a device's
+    first or last op the window starts or ends at it, as HTA counts the kernel time: the idle time before the
+    second op is the device's (perfkit left such ops out: a span 2966 us short)."""
+    doc = json.loads(gzip.decompress((fixtures_dir / "kineto" / SCHEMA_2021).read_bytes()))
+    device = [e for e in doc["traceEvents"] if e.get("cat") in ("Kernel", "Memcpy", "Memset")]
+    first, last = min(device, key=lambda e: e["ts"]), max(device, key=lambda e: e["ts"] + e["dur"])
+    assert (first["dur"], last["dur"]) == (2865, 1)
+    first["dur"] = last["dur"] = 0
+    folder = tmp_path / "one"
+    folder.mkdir()
+    (folder / "zero.json").write_text(json.dumps(doc))
+    doc = _json(folder / "zero.json", "--window", "trace", "--last-step", "keep" if keep else "drop")
+    _assert_hta(_hta_view(doc), (HTA_ZERO_EDGES[keep], None))
+    if importlib.util.find_spec("hta") is not None:
+        assert _hta(folder, keep)[0] == HTA_ZERO_EDGES[keep]
