@@ -286,8 +286,15 @@ def op_table(paths: list[str | Path], by: str = "kind", step_pattern: str | None
 
 def diff_traces(a: list[str | Path], b: list[str | Path], by: str = "kind", step_pattern: str | None = None,
                 window: str = "step", workers: int | None = None) -> pd.DataFrame:
-    """``diff.diff`` of the traces at ``a`` and at ``b``."""
-    return diffs.compare(*(op_table(paths, by, step_pattern, window, workers) for paths in (a, b)))
+    """``diff.diff`` of the traces at ``a`` and at ``b``; BadInput where one side's host ops stand in for device
+    ops and the other's are device ops (CPU time against device time)."""
+    ta, tb = (op_table(paths, by, step_pattern, window, workers) for paths in (a, b))
+    host = ["host" in t.attrs.get("measured", ()) for t in (ta, tb)]
+    if host[0] != host[1]:
+        names = [", ".join(map(str, paths)) for paths in (a, b)]
+        raise BadInput(f"{'AB'[host[1]]} has no device events (its CPU ops stand in, host time), {'AB'[host[0]]} has: "
+                       "their times do not compare", path=" vs ".join(names))
+    return diffs.compare(ta, tb)
 
 
 def matched(found: list[tuple[collective_instances.ChipInstances, int]], done: Combined) -> pd.DataFrame:
