@@ -33,14 +33,15 @@ import hashlib
 import io
 import itertools
 import math
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, NamedTuple
 
 import numpy as np
 
 from perfkit.errors import BadInput
-from perfkit.quality.media import (DEFAULT_CODEC, LATENTS_FILE, Codec, Media, VideoFile, load_array, main_output,
-                                   open_media, output_files, outputs_folder, prefetch, write_video)
+from perfkit.quality.media import (DEFAULT_CODEC, LATENTS_FILE, Codec, ImageFolder, Media, VideoFile, load_array,
+                                   main_output, open_media, output_files, outputs_folder, prefetch, write_video)
 from perfkit.quality.planes import (CHANNELS, DATA_RANGE, YUV_PLANES, Decoded, Tally, first_video_streams, frame_sums,
                                     paired_by_index, psnr, trimmed, unrotated, yuv_sums)
 from perfkit.quality.ssim import SsimTally, channels
@@ -284,7 +285,8 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
         command = trimmed(block["reproduce"], frames.start, frames.stop)
         command = paired_by_index(command) if paired else command
         command = unrotated(command) if turned else command
-        block["reproduce"] = first_video_streams(command) if several else command
+        command = first_video_streams(command) if several else command
+        block["reproduce"] = _inputs_spelled(command, a, b)
     if per_frame:
         out["per_frame"] = table.rows()
     return out
@@ -294,8 +296,6 @@ def _paired_by_time(a: Media, b: Media, first: int, n: int) -> str | None:
     """Where ffmpeg's two-input filters, which pair each frame of A with B's latest frame at or before it in
     time, would pair these ``n`` frames from ``first`` otherwise than by index: a sentence saying so; None where
     they pair alike or the timestamps are not known (not two videos, a packet without one)."""
-    if not (isinstance(a, VideoFile) and isinstance(b, VideoFile)):
-        return None
     ta, tb = a.times(), b.times()
     if ta is None or tb is None or min(len(ta), len(tb)) < first + n:
         return None
@@ -307,6 +307,16 @@ def _paired_by_time(a: Media, b: Media, first: int, n: int) -> str | None:
     with_b = f"B's frame {j} ({float(tb[j]):.3f} s)" if j >= 0 else "no frame of B"
     return (f"by index; by their timestamps ffmpeg's filters pair {len(other)} of the {n} otherwise (first A's frame "
             f"{i}, at {float(ta[i]):.3f} s, with {with_b}): the commands given retime both to their index")
+
+
+def _inputs_spelled(command: str, a: Media, b: Media) -> str:
+    """A ``REPRODUCE`` command with each folder of frames as ffmpeg reads it (``-i A/%03d.png``), where its file
+    names number its frames; a plain ``-i A`` otherwise."""
+    for placeholder, m in (("A", a), ("B", b)):
+        spelled = m.ffmpeg_input(placeholder) if isinstance(m, ImageFolder) else None
+        if spelled:
+            command = re.sub(rf"-i {placeholder}\b", lambda _: spelled, command, count=1)
+    return command
 
 
 def _check_counts(a: Media, b: Media, frames: FrameRange) -> None:

@@ -29,6 +29,8 @@ from perfkit.quality.planes import Decoded
 
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".mov", ".avi", ".gif")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+IMAGE_RATE = 25  # frames a second ffmpeg's image sequence reader gives a folder of frames (its -framerate default)
+_NUMBERED = re.compile(r"(.*?)(\d+)(\.\w+)")  # a frame's file name: prefix, number, suffix
 ARRAY_SUFFIXES = (".npy", ".npz")
 RGB_FORMATS = ("rgb24", "bgr0", "gbrp")  # pixel formats that hold uint8 RGB exactly
 # 8-bit planar YUV: such videos are compared in their own planes, as ffmpeg's psnr filter does.
@@ -61,6 +63,10 @@ class Media:
 
     def describe(self) -> str:
         return f"{self.label} ({self.detail})"
+
+    def times(self) -> list[Fraction] | None:
+        """Its frames' presentation times (s) as ffmpeg reads them, where it reads the input (None: it cannot)."""
+        return None
 
 
 class VideoFile(Media):
@@ -209,14 +215,38 @@ class _RGB24:
 class ImageFolder(Media):
     """PNG / JPEG frames: a folder of them in natural name order (frame2 before frame10), or one file."""
 
-    def __init__(self, files: list[Path], label: str):
+    def __init__(self, files: list[Path], label: str, folder: bool = True):
         if not files:
             raise BadInput(f"holds no {' / '.join(IMAGE_SUFFIXES)} frames", path=label)
-        self.files, self.label = files, label
+        self.files, self.label, self.folder = files, label, folder
         self.count = len(files)
         self._rgb24 = _RGB24()
         self.frame_shape = _read_image(files[0], self._rgb24).shape
         self.detail = f"{len(files)} image file(s) of {'x'.join(map(str, self.frame_shape))}"
+
+    def times(self) -> list[Fraction]:
+        """As ffmpeg's image sequence reader times them: ``IMAGE_RATE`` frames a second."""
+        return [Fraction(i, IMAGE_RATE) for i in range(self.count)]
+
+    def ffmpeg_input(self, name: str) -> str | None:
+        """The folder, called ``name``, as ffmpeg's image sequence reader takes it (``-i NAME/%03d.png``, with
+        ``-start_number`` where the first is not 0), where its file names number it so; None where they do not
+        (or it is one file)."""
+        names = [_NUMBERED.fullmatch(path.name) for path in self.files]
+        if not self.folder or not all(names) or len({(m[1], m[3]) for m in names}) != 1:
+            return None
+        numbers = [int(m[2]) for m in names]
+        if numbers != list(range(numbers[0], numbers[0] + len(numbers))):
+            return None
+        written = [m[2] for m in names]
+        if all(text == str(int(text)) for text in written):  # no leading zeros
+            digits = "%d"
+        elif len({len(text) for text in written}) == 1:
+            digits = f"%0{len(written[0])}d"
+        else:
+            return None
+        start = f"-start_number {numbers[0]} " if numbers[0] else ""
+        return f"{start}-i {name}/{names[0][1]}{digits}{names[0][3]}"
 
     def frames(self, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
         for path in self.files[start:stop]:
@@ -387,7 +417,7 @@ def open_media(path: str | Path | np.ndarray, label: str | None = None) -> Media
     if suffix in VIDEO_SUFFIXES:
         return VideoFile(p, label)
     if suffix in IMAGE_SUFFIXES:
-        return ImageFolder([p], label)
+        return ImageFolder([p], label, folder=False)
     if suffix == ".npy":
         return ArrayMedia(open_npy(p, label), label)
     if suffix in ARRAY_SUFFIXES:

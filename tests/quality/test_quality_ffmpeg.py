@@ -433,3 +433,40 @@ def test_jpeg_frames_are_decoded_as_ffmpeg_decodes_them(pairs, tmp_path):
     rows = [{k.removeprefix("lavfi.psnr."): float(v) for k, v in row.items()}
             for row in filter_metadata(a / "%03d.jpg", b / "%03d.jpg", "psnr", "rgb24")]
     assert_agrees(r, r["per_frame"], rows, "rgb")
+
+
+def test_a_folder_of_frames_against_a_video_on_ffmpeg_s_terms(pairs, tmp_path):
+    """ffmpeg reads a folder of frames as an image sequence at 25 frames a second: against a video at 8, its
+    filters pair the frames otherwise than by index (by hand: A's frame 1 at 0.040 s with B's frame 0), which
+    perfkit says; its commands spell the folder as ffmpeg reads it and retime both inputs, and give its figures
+    (the filter on the image sequence after setpts=N/TB)."""
+    from PIL import Image
+
+    video, lossy = pairs["h264"]
+    a = tmp_path / "frames"
+    a.mkdir()
+    for i, frame in enumerate(decoded(video)[:12]):
+        Image.fromarray(frame.to_ndarray(format="rgb24")).save(a / f"{i + 1:03d}.png")
+    r = quality.compare(a, lossy, frames=quality.FrameRange(0, 12), per_frame=True)
+    assert r["frames_paired"].startswith("by index; by their timestamps ffmpeg's filters pair 11 of the 12 otherwise "
+                                         "(first A's frame 1, at 0.040 s, with B's frame 0 (0.000 s))")
+    assert r["rgb"]["reproduce"].startswith("ffmpeg -start_number 1 -i A/%03d.png -i B -lavfi '[0:v]setpts=N/TB,")
+    rows = [{k.removeprefix("lavfi.psnr."): float(v) for k, v in row.items()}
+            for row in filter_metadata(a / "%03d.png", lossy, "psnr", "rgb24", pre=(("setpts", "N/TB"),))]
+    assert_agrees(r, r["per_frame"], rows[:12], "rgb")
+
+
+@pytest.mark.parametrize("names, spelled", [(["frame1.png", "frame2.png", "frame10.png"], None),
+                                            ([f"frame{i}.png" for i in range(1, 11)], "-start_number 1 -i A/frame%d.png"),
+                                            ([f"{i:04d}.jpg" for i in range(12)], "-i A/%04d.jpg"),
+                                            (["001.png", "002.png", "004.png"], None)])
+def test_a_folder_is_spelled_as_ffmpeg_reads_it_where_its_names_number_it(tmp_path, names, spelled):
+    """A folder's frames as ffmpeg's image sequence reader takes them: numbered without a gap, one pattern
+    (``%d`` without leading zeros, ``%0Nd`` with); otherwise none, and the commands keep ``-i A``."""
+    from PIL import Image
+
+    from perfkit.quality.media import ImageFolder
+
+    for name in names:
+        Image.fromarray(np.zeros((2, 2, 3), np.uint8)).save(tmp_path / name)
+    assert ImageFolder([tmp_path / n for n in names], "x").ffmpeg_input("A") == spelled
