@@ -27,7 +27,8 @@ import numpy as np
 from perfkit.errors import BadInput
 from perfkit.quality.planes import Decoded
 
-VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".mov", ".avi", ".gif")
+VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".mov", ".avi", ".gif", ".m4v", ".3gp", ".ts", ".flv", ".ogv", ".mpg", ".mpeg",
+                  ".y4m", ".ivf", ".h264", ".264", ".hevc", ".h265")  # (the last four: elementary streams)
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 IMAGE_RATE = 25  # frames a second ffmpeg's image sequence reader gives a folder of frames (its -framerate default)
 _NUMBERED = re.compile(r"(.*?)(\d+)(\.\w+)")  # a frame's file name: prefix, number, suffix
@@ -104,7 +105,7 @@ class VideoFile(Media):
         if container.format.name.startswith("mov,") and listed > packets:
             raise BadInput(f"truncated: its index lists {listed} frames, the file holds {packets}", path=self.label)
         self.count, self._pts = len(shown), sorted(shown)
-        self._time_base, self._start_us = stream.time_base, container.start_time
+        self._time_base, self._start_us, self._codec_rate = stream.time_base, container.start_time, stream.guessed_rate
 
     def rotation(self) -> int:
         """Degrees counter-clockwise its frames are to be turned when shown (a display matrix, as phones record
@@ -116,8 +117,12 @@ class VideoFile(Media):
     def times(self) -> list[Fraction] | None:
         """Its frames' presentation times (s; exact), in order, from its packets' timestamps (nothing decoded), on
         the clock ffmpeg gives an input: from the file's start, its earliest stream's (an audio stream may start
-        first), rounded to the video's time base as ffmpeg rounds it; None where a packet has none."""
+        first), rounded to the video's time base as ffmpeg rounds it; an elementary stream's (no timestamps) at the
+        rate its codec says (a raw H.264 stream's parameter sets), as ffmpeg's reader times it; None where only some
+        packets have one."""
         pts, base, start_us = self._pts, self._time_base, self._start_us
+        if pts and pts[-1] < 0 and self._codec_rate:
+            return [Fraction(i) / self._codec_rate for i in range(len(pts))]
         if not pts or pts[0] < 0:
             return None
         # av_rescale_q's rounding: to the nearest tick, halves away from zero

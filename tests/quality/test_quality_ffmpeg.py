@@ -470,3 +470,19 @@ def test_a_folder_is_spelled_as_ffmpeg_reads_it_where_its_names_number_it(tmp_pa
     for name in names:
         Image.fromarray(np.zeros((2, 2, 3), np.uint8)).save(tmp_path / name)
     assert ImageFolder([tmp_path / n for n in names], "x").ffmpeg_input("A") == spelled
+
+
+@pytest.mark.parametrize("suffix, codec", [(".y4m", "rawvideo"), (".h264", "libx264"), (".ts", "libx264")])
+def test_containers_and_elementary_streams_ffmpeg_reads(pairs, tmp_path, suffix, codec):
+    """A Y4M file, a raw H.264 stream and an MPEG-TS of the real clip at 8 fps, which ffmpeg reads (they were
+    refused as of an unknown kind): the filter's figures against the clip's re-encode, frame by frame (the TS starts
+    at 0.25 s, from which ffmpeg's clock starts; the filter here has no such clock). The raw stream has no
+    timestamps: timed at the rate its parameter sets say, as ffmpeg's reader times it, it pairs by index (ffmpeg 5.1's
+    plain command gives perfkit's figure on such a stream)."""
+    video, lossy = pairs["h264"]
+    a = encode(decoded(video), tmp_path / f"a{suffix}", codec, "yuv420p", {} if codec == "rawvideo" else {"crf": "20"})
+    r = quality.compare(a, lossy, per_frame=True, rgb=False)
+    rows = [{k.removeprefix("lavfi.psnr."): float(v) for k, v in row.items()}
+            for row in filter_metadata(a, lossy, "psnr", pre=(("setpts", "N/TB"),))]
+    assert_agrees(r, r["per_frame"], rows, "yuv")
+    assert "frames_paired" not in r
