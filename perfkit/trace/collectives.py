@@ -24,6 +24,7 @@ straggler (HTA's straggler analysis looks for ranks whose communication kernels 
 
 from __future__ import annotations
 
+import warnings
 from collections import deque
 from pathlib import Path
 from typing import NamedTuple
@@ -32,6 +33,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
+from perfkit.errors import DefinitionNote
 from perfkit.hlo.cost import SENT_SHARE, group_size, shape_bytes
 from perfkit.hlo.parse import parse_instruction
 from perfkit.trace import breakdown, kineto, timeline
@@ -44,6 +46,7 @@ _TORCH_KINDS = (("allreduce", "all-reduce"), ("all_reduce", "all-reduce"), ("all
                 ("all_gather", "all-gather"), ("reducescatter", "reduce-scatter"), ("reduce_scatter", "reduce-scatter"),
                 ("alltoall", "all-to-all"), ("all_to_all", "all-to-all"), ("broadcast", "collective-broadcast"),
                 ("sendrecv", "collective-permute"), ("send", "send"), ("recv", "recv"))
+POINT_TO_POINT = ("collective-permute", "send", "recv")
 _TORCH_DTYPE_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat16": 2, "int": 4, "long": 8, "short": 2,
                       "byte": 1, "char": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
 INSTANCE_COLUMNS = ["rank", "device", "domain", "step", "program_id", "program", "op", "kind", "occurrence",
@@ -385,6 +388,11 @@ def matched(found: ChipInstances, messages: dict[str, tuple] | None = None) -> p
     sent = [_sent(*key) for key in zip(*(inst[k].to_numpy()[each].tolist() for k in ("kind", "buffer", "group")))]
     inst["bytes"] = np.array(sent, np.float64)[sends]
     inst["kind"] = inst["kind"].astype("category")  # again, where Kineto kernels' kinds came in as text
+    peers = messages and (inst["kind"].isin(POINT_TO_POINT) & (inst["chips"] > 1)).any()
+    if peers:  # (an XLA program runs its collective-permutes in one order on every chip: matched alike)
+        warnings.warn("point-to-point kernels (SendRecv, Send, Recv) are matched across ranks by their order in a "
+                      "step, not by peer: where ranks run them in other orders (a pipeline schedule), their skew and "
+                      "waits pair other transfers", DefinitionNote, stacklevel=2)
     return inst[INSTANCE_COLUMNS].sort_values(["domain", "step", "start_ps", "rank", "device"], kind="stable",
                                               ignore_index=True)
 
