@@ -142,6 +142,9 @@ def prime(case: Case, run_dir: Path, name: str, run_one, progress: Progress) -> 
     return True
 
 
+QUIET_S = 15  # seconds a trial runs between lines on a log that is not a terminal
+
+
 class Progress:
     """The progress line on stderr: trial k of the plan's n, variant, that trial's median step and the
     variant's median of trial medians so far (the figure the summary line shows), time left. Adaptive
@@ -156,6 +159,8 @@ class Progress:
         self.most: int | None = None  # the largest plan adaptive rounds may reach (None: the plan is fixed)
         self._planned: int | None = None  # the plan's size on the last line written
         self._drawn = 0.0
+        self._running: int | None = None  # the trial the last tick was of, since when, and its last line
+        self._started = self._said = 0.0
 
     def _line(self, k: int, n: int, variant: str, trials: list[dict], trial: str) -> str:
         medians = [stats.summarize(timed_steps(t))["median"] for t in trials if t["variant"] == variant]
@@ -165,14 +170,27 @@ class Progress:
         return (f"[{count}] {variant:<12} {trial}, {variant} so far {'-' if so_far is None else f'{so_far:.2f} ms'}"
                 f"{'' if left is None else f'   ~{left:.0f} s left'}")
 
-    def running(self, k: int, n: int, variant: str, trials: list[dict], metrics: Path) -> None:
+    def running(self, k: int, n: int, variant: str, trials: list[dict], metrics: Path, limit: float | None = None
+                ) -> None:
+        """Trial ``k`` still running (its ``limit``: seconds until it ends as hung): on a terminal the line
+        redrawn, elsewhere a line each ``QUIET_S`` it runs, so that a trial that hangs is seen waiting."""
         now = time.monotonic()
-        if not self.tty or now - self._drawn < 0.5:
-            return
-        self._drawn = now
-        steps = len(read_metrics(metrics).steps_ms)
-        self.stream.write("\r" + self._line(k, n, variant, trials, f"running: {steps} steps") + "\033[K")
-        self.stream.flush()
+        if self._running != k:  # the trial's first tick
+            self._running, self._started, self._said = k, now, now
+        elapsed = now - self._started
+        ends = "" if limit is None else f" (ends as hung at {limit:.0f} s)"
+        if self.tty and now - self._drawn >= 0.5:
+            self._drawn = now
+            steps = len(read_metrics(metrics).steps_ms)
+            self.stream.write("\r" + self._line(k, n, variant, trials, f"running {elapsed:.0f} s{ends}: {steps} steps")
+                              + "\033[K")
+            self.stream.flush()
+        elif not self.tty and now - self._said >= QUIET_S:
+            self._said = now
+            steps = len(read_metrics(metrics).steps_ms)
+            self.stream.write(self._line(k, n, variant, trials,
+                                         f"still running after {elapsed:.0f} s{ends}: {steps} steps so far") + "\n")
+            self.stream.flush()
 
     def finished(self, k: int, n: int, record: dict, trials: list[dict]) -> None:
         self.walls.append(record["wall_s"])
@@ -301,7 +319,7 @@ def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, resume: bool, e
         return KINDS[case.kind].run_trial(
             trial_case, trial, trial_dir, options, hook, port_base + max(trial.index, 0),
             lambda: progress.running(len(done) + 1, len(plan), trial.variant, list(done.values()),
-                                     trial_dir / "rank0" / "metrics.jsonl"))
+                                     trial_dir / "rank0" / "metrics.jsonl", trial_case.timeout))
 
     try:
         warm = [n for n in names if case.variant(n).compile_cache == "warm"]

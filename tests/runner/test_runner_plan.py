@@ -123,8 +123,27 @@ def test_progress_line_says_trial_variant_median_and_time_left(tmp_path):
     assert log.text == "[1/4] a            trial median 11.00 ms, a so far 11.00 ms   ~6 s left\n"
     tty = FakeStream(tty=True)
     (tmp_path / "metrics.jsonl").write_text('{"event": "step", "ms": 3}\n' * 2)
-    runner.Progress(tty).running(2, 4, "b", trials, tmp_path / "metrics.jsonl")
-    assert tty.text.startswith("\r[2/4] b") and "running: 2 steps" in tty.text
+    runner.Progress(tty).running(2, 4, "b", trials, tmp_path / "metrics.jsonl", 60)
+    assert tty.text.startswith("\r[2/4] b") and "running 0 s (ends as hung at 60 s): 2 steps" in tty.text
+
+
+def test_a_trial_that_runs_on_is_seen_waiting_on_a_log(tmp_path, monkeypatch):
+    """Not on a terminal, a trial that runs on (a hung one waits for its limit) gets a line each QUIET_S it runs,
+    saying how long and when it ends as hung; a new trial starts its clock afresh."""
+    clock = [100.0]
+    monkeypatch.setattr(runner.time, "monotonic", lambda: clock[0])
+    (tmp_path / "metrics.jsonl").write_text('{"event": "step", "ms": 3}\n' * 2)
+    log = FakeStream(tty=False)
+    p = runner.Progress(log)
+    for t in (100, 110, 114.9, 115, 125, 130.5):
+        clock[0] = t
+        p.running(1, 4, "a", [], tmp_path / "metrics.jsonl", 60)
+    assert log.text.splitlines() == [
+        "[1/4] a            still running after 15 s (ends as hung at 60 s): 2 steps so far, a so far -",
+        "[1/4] a            still running after 30 s (ends as hung at 60 s): 2 steps so far, a so far -"]
+    clock[0] = 140
+    p.running(2, 4, "b", [], tmp_path / "metrics.jsonl", 60)
+    assert len(log.text.splitlines()) == 2
 
 
 def test_progress_shows_each_trials_median_and_a_plan_that_grows():
