@@ -30,7 +30,7 @@ last_step_option = click.option("--last-step", type=click.Choice(["keep", "drop"
                                      "the ops launched in it as HTA does by default (Kineto; elsewhere: from its "
                                      "marker's start on).")
 HOST_OPS = ("host ops: the trace has no device events, its CPU ops stand in for device ops (compute here is CPU "
-            "time on the host)")
+            "time on the host; on each thread the innermost op running owns an instant, so nested ops count once)")
 
 
 def _prepare() -> None:

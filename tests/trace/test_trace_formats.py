@@ -481,3 +481,17 @@ def test_point_to_point_kernels_matched_by_order_are_named(fixtures_dir, tmp_pat
 
     tpu = CliRunner().invoke(cli, ["trace", "collectives", str(straggler_trace(tmp_path / "tpu.xplane.pb"))])
     assert tpu.exit_code == 0 and "collective-permute" in tpu.stdout and "point-to-point" not in tpu.stderr
+
+
+def test_a_cpu_trace_counts_nested_ops_once_and_says_so(tmp_path):
+    """A CPU-only trace's ops nest on a thread (an aten op inside a module's): the innermost op running owns each
+    instant, so by hand a 100 us op holding a 30 us one is 100 us of compute (not 130), and the output says how."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": "outer", "pid": 1, "tid": 1, "ts": 1000, "dur": 100},
+              {"ph": "X", "cat": "cpu_op", "name": "inner", "pid": 1, "tid": 1, "ts": 1020, "dur": 30},
+              {"ph": "X", "cat": "cpu_op", "name": "later", "pid": 1, "tid": 1, "ts": 1150, "dur": 50}]
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    (row,) = _json(path, "--window", "trace")["rows"]
+    assert (row["compute_ps"], row["idle_ps"], row["span_ps"]) == (150_000_000, 50_000_000, 200_000_000)
+    assert "on each thread the innermost op running owns an instant, so nested ops count once" in _breakdown(
+        path).stdout.splitlines()[0]
