@@ -68,5 +68,28 @@ def section(attribution: dict | None, aa_name: str | None = None) -> list[str]:
 
 
 def text(attribution: dict) -> str:
-    """``perfkit trace diff RUN_DIR``'s text: the report's lines (``attribution["aa"]``: the A/A control)."""
-    return "\n".join(section(attribution, attribution.get("aa"))).strip()
+    """``perfkit trace diff RUN_DIR``'s text: the report's lines (``attribution["aa"]``: the A/A control), its
+    tables in columns."""
+    return "\n".join(aligned(section(attribution, attribution.get("aa")))).strip()
+
+
+def aligned(lines: list[str]) -> list[str]:
+    """Markdown lines with each table's cells padded to their column's width (right-aligned where its separator
+    says so): still Markdown, and in columns on a terminal. A table whose rows split into other counts of cells
+    (a ``|`` in a name) stays as it is."""
+    out: list[str] = []
+    table: list[str] = []
+    for line in [*lines, ""]:
+        if line.startswith("|"):
+            table.append(line)
+            continue
+        rows = [[cell.strip() for cell in row.strip()[1:-1].split("|")] for row in table]
+        if len(rows) > 1 and len({len(row) for row in rows}) == 1:
+            widths = [max(map(len, column)) for column in zip(*rows)]
+            right = [cell.endswith(":") for cell in rows[1]]
+            rows[1] = ["-" * (w - 1) + ":" if r else "-" * w for w, r in zip(widths, right)]
+            table = ["| " + " | ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(row, widths, right)) + " |"
+                     for row in rows]
+        out += [*table, line]
+        table = []
+    return out[:-1]

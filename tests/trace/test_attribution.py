@@ -2,6 +2,7 @@
 are drawn here with numpy, so every expected figure comes from those draws, never from the code under test."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -166,7 +167,16 @@ def test_trace_diff_run_dir(tmp_path):
     text = CliRunner().invoke(cli, ["trace", "diff", str(run_dir)])
     assert text.exit_code == 0, text.output
     assert text.stdout.startswith(f"### Where b's {b['total']['delta_ms']:+.3f} ms a step goes")
-    assert f"| `{ADDED}` | ici | added |" in text.stdout
+    # the report's Markdown, its tables in columns for a terminal: every row of a table as long as its head
+    lines = text.stdout.splitlines()
+    full = json.loads(CliRunner().invoke(cli, ["trace", "diff", str(run_dir), "--json"]).stdout)["attribution"]
+    def plain(line: str) -> str:  # (a separator's dashes as many as its column is wide)
+        return re.sub(r"-{3,}", "---", " ".join(line.split()))
+
+    assert [plain(line) for line in lines] == [plain(line) for line in section(full, full.get("aa"))[1:]]
+    tables = [[line for line in block.splitlines() if line.startswith("|")] for block in text.stdout.split("\n\n")]
+    assert sum(1 for t in tables if t) == 3 and all(len({len(row) for row in t}) == 1 for t in tables if t)
+    assert any(line.startswith(f"| `{ADDED}` | ici ") and " | added " in line for line in lines)
     frame = attribution.run_attribution(run_dir, top=4)  # the Python API: the same rows as a frame
     ops = frame[(frame["variant"] == "b") & (frame["by"] == "op")]
     assert ops.iloc[0]["delta_ms"] == pytest.approx(b["op"][0]["delta_ms"])
