@@ -329,7 +329,7 @@ class _PlaneRead(NamedTuple):
 
 
 def _incomplete(path: Path) -> BadInput:
-    return BadInput("not a complete XSpace protobuf (truncated, or not an xplane.pb)", path=path)
+    return BadInput("not a complete XSpace protobuf (truncated, damaged, or not an xplane.pb)", path=path)
 
 
 def _split(buf, start: int, end: int, number: int, message, path: Path, leading: tuple[int, int] | None = None

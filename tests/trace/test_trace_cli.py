@@ -6,6 +6,7 @@ import hashlib
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -109,7 +110,13 @@ def _bad_inputs(tmp_path):
     no_events.write_text(json.dumps({"schemaVersion": 1}))
     empty_dir = tmp_path / "empty"
     empty_dir.mkdir()
+    # xprof's own demo profile as its repository now holds it: every byte that is not UTF-8 replaced by U+FFFD
+    # (a text-mode commit; xprof cannot parse it either)
+    real = Path(__file__).resolve().parents[1] / "data" / "real" / "xplane" / "xprof_tpu_inference_2.xplane.pb"
+    mangled = tmp_path / "mangled.xplane.pb"
+    mangled.write_bytes(real.read_bytes().decode("utf-8", errors="replace").encode())
     return [
+        (["breakdown", mangled], mangled, "damaged"),
         (["breakdown", truncated], truncated, "truncated"),
         (["breakdown", foreign], foreign, "XSpace"),
         (["breakdown", broken], broken, "malformed event"),
