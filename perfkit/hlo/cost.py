@@ -10,7 +10,8 @@ Per program, as XLA's ``HloCostAnalysis`` (``compiled.cost_analysis()``) defines
   ``__cublas$lt$matmul*``) are costed so too, as XLA's GPU cost analysis does: from their operand
   shapes, ``window`` / ``dim_labels`` / ``feature_group_count``, or the gemm's ``backend_config`` dot
   dimensions; ``other_flops`` apart: one per element of each elementwise op (``bitcast-convert``
-  included), one per reduced element of a reduce, the combiner's per element of a scatter's updates, 8 x
+  included), a reduce's reducer once per reduced element of its first input, a reduce-window's (window
+  elements - 1) times per element of its output, the combiner's per element of a scatter's updates, 8 x
   log2 of each transform length per input element of an ``fft``, a map's computation per element, and
   sort, triangular-solve, cholesky, select-and-scatter and reduce-precision as XLA counts them
   (``FLOPS_FROM_SHAPES``); ``transcendentals`` (exp, log, tanh, rsqrt ...) counted apart again. Any other
@@ -94,8 +95,7 @@ LIBRARY_GEMMS = frozenset({"__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$m
 # Custom-calls that only tell the SPMD partitioner how values are sharded (a program as lowered, before
 # XLA partitions it): no FLOPs, no bytes, nothing left uncosted.
 PARTITIONER_MARKERS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"})
-NO_MEMORY = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all",
-                       "partition-id", "replica-id"})
+NO_MEMORY = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all"})
 # Per device, the share of a collective's buffer (see ``_buffer``) that one device sends, for n devices.
 SENT_SHARE = {"all-gather": lambda n: (n - 1) / n, "reduce-scatter": lambda n: (n - 1) / n,
               "all-reduce": lambda n: 2 * (n - 1) / n, "all-to-all": lambda n: (n - 1) / n,
@@ -340,10 +340,14 @@ class _Counter:
         if op in ELEMENTWISE:
             n = float(shape_elements(inst.shape))
             return (0.0, 0.0, n) if op in TRANSCENDENTAL else (0.0, n, 0.0)
-        if op in ("reduce", "reduce-window") and inst.calls:
-            # XLA: the reducer's FLOPs once per reduced element (input elements less output elements).
-            inputs = sum(shape_elements(shapes.get(o, "")) for o in inst.operands[:len(inst.operands) // 2])
-            applied = max(inputs - shape_elements(inst.shape), 0)
+        if op == "reduce" and inst.calls and inst.operands:
+            # XLA: the reducer's FLOPs once per reduced element (the first input's elements less the first output's)
+            applied = shape_elements(shapes.get(inst.operands[0], "")) - shape_elements(first_array(inst.shape))
+            return _scaled(self.flops(inst.calls[-1]), max(applied, 0))
+        if op == "reduce-window" and inst.calls:
+            # XLA: the reducer's FLOPs (window elements - 1) times per element of the (first) output
+            size = dict(_WINDOW_FIELD.findall(dict(inst.attrs).get("window", ""))).get("size", "1")
+            applied = (math.prod(int(v) for v in size.split("x")) - 1) * shape_elements(first_array(inst.shape))
             return _scaled(self.flops(inst.calls[-1]), applied)
         if op == "scatter" and inst.calls:
             # XLA: the combiner once per element of the updates
@@ -535,13 +539,16 @@ def _is_bitcast(inst: Instruction, shapes: dict[str, str]) -> bool:
 
 def _partial_bytes(inst: Instruction, shapes: dict[str, str]) -> float | None:
     """What an op that touches only part of an operand reads and writes, as XLA counts each operand (its total
-    counts one index operand alone); None for any other op."""
+    counts one index operand alone); an opt-barrier of a tuple, its operand's arrays once (XLA counts its result
+    as the tuple's table of pointers, which perfkit never counts); None for any other op."""
     op, out = inst.opcode, shape_bytes(inst.shape)
     size = [shape_bytes(shapes.get(o, "")) for o in inst.operands]
     if op in ("slice", "dynamic-slice", "gather") and size:  # operand 0 read as much as is output; indices whole
         return out + sum(size[1:]) + out
     if op == "dynamic-update-slice" and len(size) > 1:  # in place: the update read and written; indices
         return 2 * size[1] + sum(size[2:])
+    if op == "opt-barrier" and size and inst.shape.startswith("("):  # a tuple's arrays once: the operand's
+        return size[0]
     if op == "scatter" and len(size) > 2:  # operands, indices, updates: each update read, its slice read and written
         n = (len(size) - 1) // 2
         return 3 * sum(size[n + 1:]) + size[n]

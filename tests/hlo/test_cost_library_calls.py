@@ -527,3 +527,37 @@ def test_a_loop_counts_every_trip_and_says_so():
 
     text = "\n".join(program_lines("b", {**mine.as_json(), "module": "m"}, None))
     assert "a while loop that runs more than once (1 here) counts every trip: XLA's cost analysis counts one" in text
+
+
+_ARGMAX = ("amax {\n  a = f32[] parameter(0)\n  i = s32[] parameter(1)\n  b = f32[] parameter(2)\n  j = s32[] parameter(3)\n"
+           "  gt = pred[] compare(a, b), direction=GT\n  v = f32[] select(gt, a, b)\n  k = s32[] select(gt, i, j)\n"
+           "  ROOT t = (f32[], s32[]) tuple(v, k)\n}\n\n")
+_MAX = "mx {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] maximum(a, b)\n}\n\n"
+REDUCTIONS = [  # (computations, operands, root, XLA's tuple pointer bytes): FLOPs and bytes, as XLA counts them
+    (_ARGMAX, ["f32[64,1000]", "s32[64,1000]", "f32[]", "s32[]"],
+     "(f32[64], s32[64]) reduce(p0, p1, p2, p3), dimensions={1}, to_apply=amax", 0),
+    (_ADD, ["f32[4,512]", "f32[]"], "f32[4,512] reduce-window(p0, p1), window={size=1x512 pad=0_0x511_0}, to_apply=add",
+     0),
+    (_MAX, ["f32[1,8,8,1]", "f32[]"], "f32[1,3,3,1] reduce-window(p0, p1), window={size=1x3x3x1 stride=1x2x2x1}, "
+     "to_apply=mx", 0),
+    (_ADD, ["f32[16]", "f32[]"], "f32[31] reduce-window(p0, p1), window={size=3 pad=1_1 lhs_dilate=2}, to_apply=add", 0),
+    ("", ["f32[1024]", "f32[1024]", "f32[2048]"], "(f32[1024], f32[1024], f32[2048]) opt-barrier(t)", 2 * 3 * 8),
+    ("", ["f32[1024]"], "f32[1024] opt-barrier(p0)", 0),
+    ("", [], "u32[] partition-id()", 0),
+    ("", [], "u32[] replica-id()", 0),
+]
+
+
+@pytest.mark.parametrize("computations, params, root, pointers", REDUCTIONS, ids=lambda x: None)
+def test_reductions_and_barriers_against_xla(computations, params, root, pointers):
+    """A variadic reduce (an argmax) applies its reducer once per element of its first input (it was counted per
+    element of every input, twice XLA's); a reduce-window (window elements - 1) times per output element (it was
+    counted as a reduce: a padded cumsum 0, a strided max-pool 55 of 72); an opt-barrier of a tuple reads its
+    arrays once (it was charged them in and out); partition-id and replica-id write their u32. XLA's FLOPs and
+    bytes, less the tables of pointers it counts for a tuple (perfkit counts none)."""
+    text = _module(params, root).replace("ENTRY", computations + "ENTRY", 1)
+    if "opt-barrier(t)" in root:  # the tuple it takes, as a program builds it
+        text = text.replace("  ROOT r", f"  t = {root.split(' opt-barrier')[0]} tuple(p0, p1, p2)\n  ROOT r")
+    mine, xla = program_cost(parse_module(text)), xla_cost(text)
+    assert mine.other_flops == xla.get("flops", 0.0)
+    assert mine.hbm_bytes == xla["bytes accessed"] - pointers
