@@ -541,6 +541,10 @@ REDUCTIONS = [  # (computations, operands, root, XLA's tuple pointer bytes): FLO
     (_MAX, ["f32[1,8,8,1]", "f32[]"], "f32[1,3,3,1] reduce-window(p0, p1), window={size=1x3x3x1 stride=1x2x2x1}, "
      "to_apply=mx", 0),
     (_ADD, ["f32[16]", "f32[]"], "f32[31] reduce-window(p0, p1), window={size=3 pad=1_1 lhs_dilate=2}, to_apply=add", 0),
+    # ResNet's max-pool as ROCm/xla's dump of a JAX ResNet on imagenette holds it (perf_tools/hlo_eval_tools, Apache-2.0,
+    # vision_diffusion/imagenette/inference/1gpu/module_0627): by hand 8 x 32 x 56 x 56 x 64 = 51380224 FLOPs
+    (_MAX, ["f32[32,112,112,64]", "f32[]"], "f32[32,56,56,64] reduce-window(p0, p1), "
+     "window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x0_1x0_1x0_0}, to_apply=mx", 0),
     ("", ["f32[1024]", "f32[1024]", "f32[2048]"], "(f32[1024], f32[1024], f32[2048]) opt-barrier(t)", 2 * 3 * 8),
     ("", ["f32[1024]"], "f32[1024] opt-barrier(p0)", 0),
     ("", [], "u32[] partition-id()", 0),
@@ -561,3 +565,5 @@ def test_reductions_and_barriers_against_xla(computations, params, root, pointer
     mine, xla = program_cost(parse_module(text)), xla_cost(text)
     assert mine.other_flops == xla.get("flops", 0.0)
     assert mine.hbm_bytes == xla["bytes accessed"] - pointers
+    if "56,56,64" in root:
+        assert mine.other_flops == 8 * 32 * 56 * 56 * 64
