@@ -564,6 +564,6 @@ def test_reductions_and_barriers_against_xla(computations, params, root, pointer
         text = text.replace("  ROOT r", f"  t = {root.split(' opt-barrier')[0]} tuple(p0, p1, p2)\n  ROOT r")
     mine, xla = program_cost(parse_module(text)), xla_cost(text)
     assert mine.other_flops == xla.get("flops", 0.0)
-    assert mine.hbm_bytes == xla["bytes accessed"] - pointers
+    assert as_float32(mine.hbm_bytes) == xla["bytes accessed"] - pointers  # (XLA sums in float32)
     if "56,56,64" in root:
         assert mine.other_flops == 8 * 32 * 56 * 56 * 64
