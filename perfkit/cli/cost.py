@@ -48,8 +48,8 @@ def program_lines(label: str, step: dict, roof: dict | None) -> list[str]:
         lines.append(f"  not costed: {sum(uncosted.values())} custom-calls ({calls}): no FLOPs are known for them "
                      "(their operands and results are in the HBM bytes)")
     if step.get("repeated_loops"):
-        lines.append(f"  a while loop that runs more than once ({step['repeated_loops']} here) counts every trip: XLA's "
-                     "cost analysis counts one iteration")
+        lines.append(f"  a while loop that runs more than once ({step['repeated_loops']} here) counts every trip: "
+                     "XLA's cost analysis counts one iteration")
     if step.get("async_pairs"):
         lines.append(f"  HBM bytes count an async pair (a start and its done; {step['async_pairs']} here) as its "
                      "synchronous op: XLA's cost analysis adds the start's tuple and the done's result")

@@ -36,9 +36,10 @@ Per program, as XLA's ``HloCostAnalysis`` (``compiled.cost_analysis()``) defines
 Ops run as often as their computation: a while body ``known_trip_count`` times (once when unknown),
 the costliest branch of a conditional, a called or async-wrapped computation once per call. Two
 definitions differ from XLA's ``HloCostAnalysis``: it counts one iteration of any while loop, where perfkit
-counts what a step runs (``repeated_loops`` says how many loops run more than once a step); and an async pair (a ``-start`` op or ``async-start`` and its done) costs in
-perfkit what its synchronous op does, where XLA adds the start's whole tuple (the operand it aliases, its
-context) and the done's result (``async_pairs`` says how many pairs a step runs).
+counts what a step runs (``repeated_loops`` says how many loops run more than once a step); and an async pair
+(a ``-start`` op or ``async-start`` and its done) costs in perfkit what its synchronous op does, where XLA adds
+the start's whole tuple (the operand it aliases, its context) and the done's result (``async_pairs`` says how
+many pairs a step runs).
 """
 
 from __future__ import annotations

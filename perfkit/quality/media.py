@@ -5,8 +5,8 @@ Every input opens as a ``Media``: ``kind`` "frames" (uint8 frames, each (H, W, C
 other array, read whole). Frames stream, so comparing two long videos holds a few frames, not two
 videos. Videos are decoded to RGB24 as ffmpeg's ``format=rgb24`` filter converts them; a video in an 8-bit
 planar YUV format (``pix_fmt``) also gives its frames' own planes, undecoded further (``VideoFile.planes``).
-An incomplete packet, or an MP4 index listing more packets than the file holds, catches truncated files. Anything unreadable is a
-``BadInput`` naming the file.
+A video's frames are counted from its packets; an incomplete packet, or an MP4 index listing more packets than
+the file holds, catches truncated files. Anything unreadable is a ``BadInput`` naming the file.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import numpy as np
 from perfkit.errors import BadInput
 from perfkit.quality.planes import Decoded
 
-VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".mov", ".avi", ".gif", ".m4v", ".3gp", ".ts", ".flv", ".ogv", ".mpg", ".mpeg",
-                  ".y4m", ".ivf", ".h264", ".264", ".hevc", ".h265")  # (the last four: elementary streams)
+VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".mov", ".avi", ".gif", ".m4v", ".3gp", ".ts", ".flv", ".ogv", ".mpg",
+                  ".mpeg", ".y4m", ".ivf", ".h264", ".264", ".hevc", ".h265")  # (the last four: elementary streams)
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 IMAGE_RATE = 25  # frames a second ffmpeg's image sequence reader gives a folder of frames (its -framerate default)
 _NUMBERED = re.compile(r"(.*?)(\d+)(\.\w+)")  # a frame's file name: prefix, number, suffix
@@ -183,7 +183,7 @@ class VideoFile(Media):
             except av.error.FFmpegError as exc:
                 raise BadInput(f"corrupt: decoding failed after {index} frames ({exc.strerror})",
                                path=self.label) from None
-        if stop is None and index < self.count:
+        if index < self.count:
             raise BadInput(f"damaged: its packets hold {self.count} frames, only {index} decode", path=self.label)
 
 

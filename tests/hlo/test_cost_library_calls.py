@@ -529,20 +529,21 @@ def test_a_loop_counts_every_trip_and_says_so():
     assert "a while loop that runs more than once (1 here) counts every trip: XLA's cost analysis counts one" in text
 
 
-_ARGMAX = ("amax {\n  a = f32[] parameter(0)\n  i = s32[] parameter(1)\n  b = f32[] parameter(2)\n  j = s32[] parameter(3)\n"
-           "  gt = pred[] compare(a, b), direction=GT\n  v = f32[] select(gt, a, b)\n  k = s32[] select(gt, i, j)\n"
-           "  ROOT t = (f32[], s32[]) tuple(v, k)\n}\n\n")
+_ARGMAX = ("amax {\n  a = f32[] parameter(0)\n  i = s32[] parameter(1)\n  b = f32[] parameter(2)\n"
+           "  j = s32[] parameter(3)\n  gt = pred[] compare(a, b), direction=GT\n  v = f32[] select(gt, a, b)\n"
+           "  k = s32[] select(gt, i, j)\n  ROOT t = (f32[], s32[]) tuple(v, k)\n}\n\n")
 _MAX = "mx {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] maximum(a, b)\n}\n\n"
 REDUCTIONS = [  # (computations, operands, root, XLA's tuple pointer bytes): FLOPs and bytes, as XLA counts them
     (_ARGMAX, ["f32[64,1000]", "s32[64,1000]", "f32[]", "s32[]"],
      "(f32[64], s32[64]) reduce(p0, p1, p2, p3), dimensions={1}, to_apply=amax", 0),
-    (_ADD, ["f32[4,512]", "f32[]"], "f32[4,512] reduce-window(p0, p1), window={size=1x512 pad=0_0x511_0}, to_apply=add",
-     0),
+    (_ADD, ["f32[4,512]", "f32[]"],
+     "f32[4,512] reduce-window(p0, p1), window={size=1x512 pad=0_0x511_0}, to_apply=add", 0),
     (_MAX, ["f32[1,8,8,1]", "f32[]"], "f32[1,3,3,1] reduce-window(p0, p1), window={size=1x3x3x1 stride=1x2x2x1}, "
      "to_apply=mx", 0),
-    (_ADD, ["f32[16]", "f32[]"], "f32[31] reduce-window(p0, p1), window={size=3 pad=1_1 lhs_dilate=2}, to_apply=add", 0),
-    # ResNet's max-pool as ROCm/xla's dump of a JAX ResNet on imagenette holds it (perf_tools/hlo_eval_tools, Apache-2.0,
-    # vision_diffusion/imagenette/inference/1gpu/module_0627): by hand 8 x 32 x 56 x 56 x 64 = 51380224 FLOPs
+    (_ADD, ["f32[16]", "f32[]"], "f32[31] reduce-window(p0, p1), window={size=3 pad=1_1 lhs_dilate=2}, to_apply=add",
+     0),
+    # ResNet's max-pool as ROCm/xla's dump of a JAX ResNet on imagenette holds it (perf_tools/hlo_eval_tools,
+    # Apache-2.0, vision_diffusion/imagenette/inference/1gpu/module_0627): by hand 8 x 32 x 56 x 56 x 64 FLOPs
     (_MAX, ["f32[32,112,112,64]", "f32[]"], "f32[32,56,56,64] reduce-window(p0, p1), "
      "window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x0_1x0_1x0_0}, to_apply=mx", 0),
     ("", ["f32[1024]", "f32[1024]", "f32[2048]"], "(f32[1024], f32[1024], f32[2048]) opt-barrier(t)", 2 * 3 * 8),

@@ -457,7 +457,8 @@ def test_a_folder_of_frames_against_a_video_on_ffmpeg_s_terms(pairs, tmp_path):
 
 
 @pytest.mark.parametrize("names, spelled", [(["frame1.png", "frame2.png", "frame10.png"], None),
-                                            ([f"frame{i}.png" for i in range(1, 11)], "-start_number 1 -i A/frame%d.png"),
+                                            ([f"frame{i}.png" for i in range(1, 11)],
+                                             "-start_number 1 -i A/frame%d.png"),
                                             ([f"{i:04d}.jpg" for i in range(12)], "-i A/%04d.jpg"),
                                             (["001.png", "002.png", "004.png"], None)])
 def test_a_folder_is_spelled_as_ffmpeg_reads_it_where_its_names_number_it(tmp_path, names, spelled):

@@ -456,7 +456,8 @@ def test_device_ops_of_no_duration_bound_the_window(fixtures_dir, tmp_path, keep
 
 def test_a_diff_of_host_ops_against_device_ops_is_refused(fixtures_dir):
     """A CPU-only trace (its host ops stand in) against a GPU trace: CPU time against kernel time, which do not
-    compare (the diff printed their deltas under one 'measured: host ops' line): refused in one line, either way round."""
+    compare (the diff printed their deltas under one 'measured: host ops' line): refused in one line, either way
+    round."""
     cpu, gpu = fixtures_dir / "kineto" / CPU_ONLY, fixtures_dir / "kineto" / "hta_nccl_data.json.gz"
     for a, b, host in ((cpu, gpu, "A"), (gpu, cpu, "B")):
         result = CliRunner().invoke(cli, ["trace", "diff", str(a), str(b)])
