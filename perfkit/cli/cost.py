@@ -18,6 +18,7 @@ from perfkit.cost.change import change
 from perfkit.cost.programs import cost_block, run_costs
 from perfkit.cost.roofline import describe, roofline
 from perfkit.errors import BadInput
+from perfkit.hlo.cost import ProgramCost
 from perfkit.hlo.dumps import single_dump
 
 MIB = 1 << 20
@@ -47,12 +48,7 @@ def program_lines(label: str, step: dict, roof: dict | None) -> list[str]:
         calls = ", ".join(f"{target} x{n}" for target, n in uncosted.items())
         lines.append(f"  not costed: {sum(uncosted.values())} custom-calls ({calls}): no FLOPs are known for them "
                      "(their operands and results are in the HBM bytes)")
-    if step.get("repeated_loops"):
-        lines.append(f"  a while loop that runs more than once ({step['repeated_loops']} here) counts every trip: "
-                     "XLA's cost analysis counts one iteration")
-    if step.get("async_pairs"):
-        lines.append(f"  HBM bytes count an async pair (a start and its done; {step['async_pairs']} here) as its "
-                     "synchronous op: XLA's cost analysis adds the start's tuple and the done's result")
+    lines += [f"  {sentence}" for sentence in ProgramCost.definitions(step)]
     if roof is not None:
         lines.append("  roofline " + describe(roof))
     return lines

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from perfkit.cost.change import change
 from perfkit.cost.roofline import RESOURCES
+from perfkit.hlo.cost import ProgramCost
 
 MIB = 1 << 20
 
@@ -49,12 +50,7 @@ def section(summary: dict) -> list[str]:
             calls = ", ".join(f"`{target}` x{n}" for target, n in uncosted.items())
             rows += ["", f"{v}'s FLOPs leave out {sum(uncosted.values())} custom-calls no cost analysis knows "
                          f"({calls})."]
-        if step.get("repeated_loops"):
-            rows += ["", f"In {v}, a while loop that runs more than once ({step['repeated_loops']} here) counts every "
-                         "trip; XLA's cost analysis counts one iteration."]
-        if step.get("async_pairs"):
-            rows += ["", f"{v}'s HBM bytes count an async pair (a start and its done; {step['async_pairs']} here) as "
-                         "its synchronous op; XLA's cost analysis adds the start's tuple and the done's result."]
+        rows += [line for sentence in ProgramCost.definitions(step) for line in ("", f"In {v}, {sentence}.")]
     a = summary.get("baseline", names[0])
     if a in cost:
         rows += [""] + [change(a, cost[a]["step"], v, cost[v]["step"])["sentence"] + "." for v in names if v != a]

@@ -284,6 +284,19 @@ class ProgramCost:
             out[(c.kind, c.shape, c.group)] += c.times
         return out
 
+    @staticmethod
+    def definitions(program: dict) -> list[str]:
+        """Where a program's figures (``as_json`` form) differ from XLA's cost analysis by definition, a
+        sentence each."""
+        out = []
+        if program.get("repeated_loops"):
+            out.append(f"a while loop that runs more than once ({program['repeated_loops']} here) counts every "
+                       "trip: XLA's cost analysis counts one iteration")
+        if program.get("async_pairs"):
+            out.append(f"HBM bytes count an async pair (a start and its done; {program['async_pairs']} here) as its "
+                       "synchronous op: XLA's cost analysis adds the start's tuple and the done's result")
+        return out
+
     def as_json(self) -> dict:
         return {"module": self.module, "file": self.file, "devices": self.devices,
                 "flops": self.dot_flops + self.other_flops, "dot_flops": self.dot_flops,
@@ -347,8 +360,7 @@ class _Counter:
             return _scaled(self.flops(inst.calls[-1]), max(applied, 0))
         if op == "reduce-window" and inst.calls:
             # XLA: the reducer's FLOPs (window elements - 1) times per element of the (first) output
-            size = dict(_WINDOW_FIELD.findall(dict(inst.attrs).get("window", ""))).get("size", "1")
-            applied = (math.prod(int(v) for v in size.split("x")) - 1) * shape_elements(first_array(inst.shape))
+            applied = (_window_elements(inst) - 1) * shape_elements(first_array(inst.shape))
             return _scaled(self.flops(inst.calls[-1]), applied)
         if op == "scatter" and inst.calls:
             # XLA: the combiner once per element of the updates
@@ -361,8 +373,7 @@ class _Counter:
             return _scaled(self.sum_calls(inst.calls), shape_elements(inst.shape))
         if op == "select-and-scatter" and len(inst.calls) == 2 and inst.operands:
             # XLA: per source element, the select between a window's elements, then the scatter
-            size = dict(_WINDOW_FIELD.findall(dict(inst.attrs).get("window", ""))).get("size", "1")
-            window = math.prod(int(v) for v in size.split("x"))
+            window = _window_elements(inst)
             select, scatter = (sum(self.flops(c)) for c in inst.calls)
             source = shape_elements(shapes.get(inst.operands[1], "")) if len(inst.operands) > 1 else 0
             return 0.0, source * ((window - 1) * select + scatter), 0.0
@@ -514,6 +525,12 @@ class _Counter:
 
 _DEVICES = re.compile(r"num_partitions=(\d+)")
 _REPLICAS = re.compile(r"replica_count=(\d+)")
+
+
+def _window_elements(inst: Instruction) -> int:
+    """The elements of an op's ``window`` (``size=AxB...``; 1 where it has none)."""
+    size = dict(_WINDOW_FIELD.findall(dict(inst.attrs).get("window", ""))).get("size", "1")
+    return math.prod(int(v) for v in size.split("x"))
 
 
 def _scaled(flops: tuple[float, float, float], n: float) -> tuple[float, float, float]:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Iterator, NamedTuple
 import numpy as np
 
 from perfkit.errors import BadInput
-from perfkit.quality.media import (DEFAULT_CODEC, LATENTS_FILE, Codec, ImageFolder, Media, VideoFile, load_array,
+from perfkit.quality.media import (DEFAULT_CODEC, LATENTS_FILE, Codec, Media, VideoFile, load_array,
                                    main_output, open_media, output_files, outputs_folder, prefetch, write_video)
 from perfkit.quality.planes import (CHANNELS, DATA_RANGE, YUV_PLANES, Decoded, Tally, first_video_streams, frame_sums,
                                     paired_by_index, psnr, trimmed, unrotated, yuv_sums)
@@ -313,7 +313,7 @@ def _inputs_spelled(command: str, a: Media, b: Media) -> str:
     """A ``REPRODUCE`` command with each folder of frames as ffmpeg reads it (``-i A/%03d.png``), where its file
     names number its frames; a plain ``-i A`` otherwise."""
     for placeholder, m in (("A", a), ("B", b)):
-        spelled = m.ffmpeg_input(placeholder) if isinstance(m, ImageFolder) else None
+        spelled = m.ffmpeg_input(placeholder)
         if spelled:
             command = re.sub(rf"-i {placeholder}\b", lambda _: spelled, command, count=1)
     return command

@@ -69,6 +69,10 @@ class Media:
         """Its frames' presentation times (s) as ffmpeg reads them, where it reads the input (None: it cannot)."""
         return None
 
+    def ffmpeg_input(self, name: str) -> str | None:
+        """How ffmpeg is to be given it, called ``name``, where ``-i NAME`` is not the way (None: it is)."""
+        return None
+
 
 class VideoFile(Media):
     """A video container (mp4 / mkv / webm / ...), a path or the bytes of one."""

@@ -158,9 +158,8 @@ class Progress:
         self.walls: list[float] = []
         self.most: int | None = None  # the largest plan adaptive rounds may reach (None: the plan is fixed)
         self._planned: int | None = None  # the plan's size on the last line written
-        self._drawn = 0.0
-        self._running: int | None = None  # the trial the last tick was of, since when, and its last line
-        self._started = self._said = 0.0
+        self._running: int | None = None  # the trial the last tick was of, since when, and the last line's time
+        self._started = self._written = 0.0
 
     def _line(self, k: int, n: int, variant: str, trials: list[dict], trial: str) -> str:
         medians = [stats.summarize(timed_steps(t))["median"] for t in trials if t["variant"] == variant]
@@ -175,22 +174,21 @@ class Progress:
         """Trial ``k`` still running (its ``limit``: seconds until it ends as hung): on a terminal the line
         redrawn, elsewhere a line each ``QUIET_S`` it runs, so that a trial that hangs is seen waiting."""
         now = time.monotonic()
-        if self._running != k:  # the trial's first tick
-            self._running, self._started, self._said = k, now, now
-        elapsed = now - self._started
+        if self._running != k:  # the trial's first tick (on a log, its first line comes QUIET_S later)
+            self._running, self._started = k, now
+            self._written = self._written if self.tty else now
+        if now - self._written < (0.5 if self.tty else QUIET_S):
+            return
+        self._written = now
+        elapsed, steps = now - self._started, len(read_metrics(metrics).steps_ms)
         ends = "" if limit is None else f" (ends as hung at {limit:.0f} s)"
-        if self.tty and now - self._drawn >= 0.5:
-            self._drawn = now
-            steps = len(read_metrics(metrics).steps_ms)
+        if self.tty:
             self.stream.write("\r" + self._line(k, n, variant, trials, f"running {elapsed:.0f} s{ends}: {steps} steps")
                               + "\033[K")
-            self.stream.flush()
-        elif not self.tty and now - self._said >= QUIET_S:
-            self._said = now
-            steps = len(read_metrics(metrics).steps_ms)
+        else:
             self.stream.write(self._line(k, n, variant, trials,
                                          f"still running after {elapsed:.0f} s{ends}: {steps} steps so far") + "\n")
-            self.stream.flush()
+        self.stream.flush()
 
     def finished(self, k: int, n: int, record: dict, trials: list[dict]) -> None:
         self.walls.append(record["wall_s"])
