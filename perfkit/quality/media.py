@@ -273,8 +273,12 @@ def _read_image(path: Path, rgb24: "_RGB24") -> np.ndarray:
     if path.suffix.lower() in (".jpg", ".jpeg"):
         try:
             with av.open(str(path)) as container:
-                frame = next(container.decode(video=0))
-        except (av.error.FFmpegError, StopIteration):
+                stream = container.streams.video[0]
+                stream.codec_context.options = {"err_detect": "explode"}  # a cut file fails, never grey blocks
+                frame = next(container.decode(stream))
+        except av.error.FFmpegError as exc:
+            raise BadInput(f"not a readable image ({exc.strerror})", path=path) from None
+        except StopIteration:
             raise BadInput("not a readable image (ffmpeg's JPEG decoder gives no frame)", path=path) from None
         return frame.to_ndarray()[..., None] if frame.format.name == "gray" else rgb24(frame)
     from skimage import io as skio  # slow to import; only image folders need it

@@ -487,3 +487,17 @@ def test_containers_and_elementary_streams_ffmpeg_reads(pairs, tmp_path, suffix,
             for row in filter_metadata(a, lossy, "psnr", pre=(("setpts", "N/TB"),))]
     assert_agrees(r, r["per_frame"], rows, "yuv")
     assert "frames_paired" not in r
+
+
+def test_a_jpeg_cut_short_is_refused(pairs, tmp_path):
+    """A JPEG frame cut short decodes, in ffmpeg's tolerant default, to grey blocks and a plausible PSNR (8.6 dB on a
+    real frame cut in half): refused in one line instead, the whole file still read."""
+    from PIL import Image
+
+    frame = decoded(pairs["h264"][0])[0].to_ndarray(format="rgb24")
+    whole, cut = tmp_path / "whole.jpg", tmp_path / "cut.jpg"
+    Image.fromarray(frame).save(whole, quality=90)
+    cut.write_bytes(whole.read_bytes()[:whole.stat().st_size // 2])
+    with pytest.raises(BadInput, match=r"cut.jpg: not a readable image \(Invalid data found when processing input\)"):
+        quality.compare(whole, cut)
+    assert quality.compare(whole, whole)["bit_identical"] is True
