@@ -64,6 +64,11 @@ class LazyGroup(click.Group):
             except BadInput as exc:
                 click.echo(f"perfkit: {exc.line()}", err=True)
                 ctx.exit(ExitCode.BAD_INPUT)
+            except OSError as exc:  # a file the user named that cannot be read or written (permissions, a full disk)
+                if exc.filename is None:
+                    raise
+                click.echo(f"perfkit: {exc.filename}: {exc.strerror or exc}", err=True)
+                ctx.exit(ExitCode.BAD_INPUT)
 
 
 def _show(shown, notes: list[str]):

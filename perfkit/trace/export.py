@@ -30,8 +30,10 @@ def _literals(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 
 
 def write_perfetto(events: pd.DataFrame, path: str | Path) -> int:
-    """Write ``events`` to ``path``; returns the number of events written."""
+    """Write ``events`` to ``path`` (its folder made as needed, as for every file perfkit writes); returns the
+    number of events written."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     # processes and threads by first appearance, each from one int64 key a row (a MultiIndex of the pairs
     # makes a tuple a row), named after the first row of each
     rank, device = events["rank"].to_numpy(), events["device"].to_numpy()

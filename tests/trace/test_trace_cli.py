@@ -79,7 +79,7 @@ def test_diff_tail_export_commands(tmp_path):
     assert "all-gather-done f32[8,128]" in text and "-80.0" in text  # 5 us -> 1 us
     tail = run("tail", a, b, "-n", "1")
     assert tail.exit_code == 0 and "first to stop: rank 1 device 0, 0.002 ms before the last" in tail.stdout
-    out = tmp_path / "merged.json"
+    out = tmp_path / "new" / "merged.json"  # its folder made, as for a --plot
     assert run("export", a, b, "--perfetto", out).exit_code == 0
     names = {e["args"]["name"] for e in json.loads(out.read_text())["traceEvents"] if e["name"] == "process_name"}
     assert names == {"rank 0 device 0", "rank 1 device 0"}
@@ -125,6 +125,8 @@ def _bad_inputs(tmp_path):
         (["diff", no_events, cut_gz], no_events, "traceEvents"),
         (["export", tmp_path / "missing.xplane.pb", "--perfetto", tmp_path / "o.json"], "missing.xplane.pb", "no such"),
         (["breakdown", empty_dir], empty_dir, "no *.xplane.pb"),
+        # an output under a file: the OS's reason, in one line
+        (["export", tmp_path / "good.xplane.pb", "--perfetto", cut_gz / "x.json"], cut_gz, "File exists"),
         (["breakdown", tmp_path / "good.xplane.pb", "--steps", "(unclosed"], "--steps", "regular expression"),
     ]
 
