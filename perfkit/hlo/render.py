@@ -7,6 +7,7 @@ Markdown form is what run reports embed for a variant whose ranks diverged.
 from __future__ import annotations
 
 SHOWN = 8  # instructions / changes / offsets shown per list (the JSON has up to diff.MAX_LISTED)
+SHAPES_SHOWN = 3  # shapes added, and removed, shown per opcode of an A/B line: one line each, kept short
 
 
 def rank_list(ranks: list[int]) -> str:
@@ -161,6 +162,19 @@ def ranks_report(result: dict, markdown: bool = False) -> str:
     return w.text()
 
 
+def _shape_changes(w: _Writer, o: dict) -> list[str]:
+    """An opcode's shapes added and removed, SHAPES_SHOWN of each; those left out are counted and summed, so the
+    parts printed add up to the opcode's change (the full lists are in --json)."""
+    added, removed = o["shapes_added"], o["shapes_removed"]
+    parts = [f"+{s['count']} {w.code(s['shape'])}" for s in added[:SHAPES_SHOWN]]
+    parts += [f"-{s['count']} {w.code(s['shape'])}" for s in removed[:SHAPES_SHOWN]]
+    left_out = len(added[SHAPES_SHOWN:]) + len(removed[SHAPES_SHOWN:])
+    if left_out:
+        rest = sum(s["count"] for s in added[SHAPES_SHOWN:]) - sum(s["count"] for s in removed[SHAPES_SHOWN:])
+        parts.append(f"... {_count(left_out, 'more shape')} ({_signed(rest)})")
+    return parts
+
+
 def ab_report(result: dict, markdown: bool = False) -> str:
     """A against B (``diff.compare_ab``) as text or Markdown."""
     w = _Writer(markdown)
@@ -186,8 +200,7 @@ def ab_report(result: dict, markdown: bool = False) -> str:
             counts.append(f"temp {a:,} -> {b:,} B ({_signed(b - a)})")
         w.line(1, f"module {w.code(m['name'])}: " + ", ".join(counts))
         for o in m["opcodes"]:
-            shapes = [f"+{s['count']} {w.code(s['shape'])}" for s in o["shapes_added"][:3]]
-            shapes += [f"-{s['count']} {w.code(s['shape'])}" for s in o["shapes_removed"][:3]]
+            shapes = _shape_changes(w, o)
             w.line(2, f"{o['opcode']} {o['a']} -> {o['b']} ({_signed(o['delta'])})"
                       + (": " + ", ".join(shapes) if shapes else ""))
         for key, label in (("collectives_added", "collectives added in B"), ("collectives_removed", "collectives removed in B")):

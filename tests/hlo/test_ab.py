@@ -7,6 +7,7 @@ from pathlib import Path
 
 from hlo_dumps import REPO
 
+from perfkit.hlo import render
 from perfkit.hlo.diff import compare_ab
 
 DATA = Path(__file__).parent / "data"
@@ -160,3 +161,34 @@ def test_a_one_process_run_of_one_variant_leads_the_reader(tmp_path):
     assert len(res.stderr.strip().splitlines()) == 1
     assert "1 variant with dumps" in res.stderr and "perfkit run repro/rank_constant" in res.stderr
     assert "perfkit hlo-diff --ab A_DUMP B_DUMP" in res.stderr
+
+
+def adds(times: dict[str, int], multiply: str) -> str:
+    """A program of ``times[shape]`` adds of a parameter of each shape, and one multiply of shape ``multiply``
+    (one of them)."""
+    body, roots = [], []
+    for k, (shape, n) in enumerate(times.items()):
+        body.append(f"  p{k} = {shape} parameter({k})")
+        body += [f"  a{k}_{j} = {shape} add(p{k}, p{k})" for j in range(n)]
+        roots.append(f"a{k}_0")
+    body.append(f"  m = {multiply} multiply(p0, p0)")
+    return ("HloModule jit_step\n\nENTRY main {\n" + "\n".join(body) + f"\n  ROOT t = ({', '.join(times)}, "
+            f"{multiply}) tuple({', '.join(roots)}, m)\n}}\n")
+
+def test_shapes_left_out_are_counted_so_the_line_adds_up(tmp_path):
+    """More than 3 shapes added (or removed) for an opcode: the line says how many are left out and what they
+    sum to, so the parts add up to the count; a line whose shapes all fit is as before."""
+    a_times = {"f32[11]{0}": 1, "f32[12]{0}": 1, "f32[13]{0}": 1, "f32[14]{0}": 2}  # 5 adds
+    b_times = {"f32[1]{0}": 1, "f32[2]{0}": 2, "f32[3]{0}": 3, "f32[4]{0}": 4, "f32[5]{0}": 5}  # 15 adds
+    a = dump(tmp_path / "a", adds(a_times, "f32[11]{0}"), "module_0001.jit_step.cpu_after_optimizations.txt")
+    b = dump(tmp_path / "b", adds(b_times, "f32[1]{0}"), "module_0001.jit_step.cpu_after_optimizations.txt")
+    lines = render.ab_report(compare_ab(a, b)).splitlines()
+    # Left out: +4 f32[4], +5 f32[5] and -2 f32[14]: 3 shapes, +7; 1 + 2 + 3 - 1 - 1 - 1 + 7 = +10.
+    assert "    add 5 -> 15 (+10): +1 f32[1]{0}, +2 f32[2]{0}, +3 f32[3]{0}, -1 f32[11]{0}, -1 f32[12]{0}, " \
+           "-1 f32[13]{0}, ... 3 more shapes (+7)" in lines
+    # Parameters: 5 shapes added, 4 removed, one of each: +1 +1 +1 -1 -1 -1, then 3 more (+1 +1 -1).
+    assert "    parameter 4 -> 5 (+1): +1 f32[1]{0}, +1 f32[2]{0}, +1 f32[3]{0}, -1 f32[11]{0}, -1 f32[12]{0}, " \
+           "-1 f32[13]{0}, ... 3 more shapes (+1)" in lines
+    assert "    multiply 1 -> 1 (+0): +1 f32[1]{0}, -1 f32[11]{0}" in lines  # nothing left out: unchanged
+    md = render.ab_report(compare_ab(a, b), markdown=True)
+    assert "``f32[13]{0}``, ... 3 more shapes (+7)" in md
