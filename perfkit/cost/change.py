@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from perfkit.common.dividing import change_text
+
 KIB = 1024
 
 
@@ -54,7 +56,7 @@ def _regrouped(added: Counter, removed: Counter) -> list[dict]:
 
 
 def _percent(a: float, b: float) -> str:
-    return "unchanged" if a == b else ("from 0" if not a else f"{(b - a) / a:+.1%}")
+    return "unchanged" if a == b else ("from 0" if not a else change_text(b / a))
 
 
 def change(a_name: str, a: dict, b_name: str, b: dict) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from perfkit.common.dividing import change_text, digits
 from perfkit.cost.change import change
 from perfkit.cost.roofline import RESOURCES
 from perfkit.hlo.cost import ProgramCost
@@ -9,8 +10,15 @@ from perfkit.hlo.cost import ProgramCost
 MIB = 1 << 20
 
 
-def _mib(x) -> str:
-    return "-" if x is None else f"{x / MIB:.3g} MiB"
+def _mib(x, n: int = 3) -> str:
+    return "-" if x is None else f"{x / MIB:.{n}g} MiB"
+
+
+def _dividing(steps: list[dict], base: int, key: str) -> int:
+    """The significant digits (3 or more) each step's ``key`` needs for the change the last sentence gives
+    against the baseline's to follow from the two shown."""
+    pairs = [(steps[base][key], s[key]) for s in steps if None not in (steps[base][key], s[key])]
+    return digits(pairs, 3, significant=True, text=change_text, most=7)
 
 
 def section(summary: dict) -> list[str]:
@@ -20,13 +28,16 @@ def section(summary: dict) -> list[str]:
         return []
     names = list(cost)
     steps = [cost[v]["step"] for v in names]
+    a = summary.get("baseline", names[0])
+    flops, hbm, sent = (_dividing(steps, names.index(a) if a in cost else 0, key)
+                        for key in ("flops", "hbm_bytes", "interconnect_bytes"))
     rows = ["## Cost", "", "The step program of each variant's first trial with XLA dumps, per device "
             "(`perfkit cost RUN_DIR --chip NAME` for any chip).", "",
             "| | " + " | ".join(names) + " |", "| --- |" + " ---: |" * len(names),
             "| step program | " + " | ".join(f"`{s['module']}`" for s in steps) + " |",
-            "| FLOPs (dots) | " + " | ".join(f"{s['flops']:.3g} ({s['dot_flops']:.3g})" for s in steps) + " |",
-            "| HBM bytes accessed | " + " | ".join(_mib(s["hbm_bytes"]) for s in steps) + " |",
-            "| bytes sent a device | " + " | ".join(_mib(s["interconnect_bytes"]) for s in steps) + " |",
+            "| FLOPs (dots) | " + " | ".join(f"{s['flops']:.{flops}g} ({s['dot_flops']:.3g})" for s in steps) + " |",
+            "| HBM bytes accessed | " + " | ".join(_mib(s["hbm_bytes"], hbm) for s in steps) + " |",
+            "| bytes sent a device | " + " | ".join(_mib(s["interconnect_bytes"], sent) for s in steps) + " |",
             "| temp / peak memory | " + " | ".join(f"{_mib(s['temp_bytes'])} / {_mib(s['peak_bytes'])}"
                                                   for s in steps) + " |"]
     kinds = sorted({k for s in steps for k in s["collectives"]})
@@ -51,7 +62,6 @@ def section(summary: dict) -> list[str]:
             rows += ["", f"{v}'s FLOPs leave out {sum(uncosted.values())} custom-calls no cost analysis knows "
                          f"({calls})."]
         rows += [line for sentence in ProgramCost.definitions(step) for line in ("", f"In {v}, {sentence}.")]
-    a = summary.get("baseline", names[0])
     if a in cost:
         rows += [""] + [change(a, cost[a]["step"], v, cost[v]["step"])["sentence"] + "." for v in names if v != a]
     return rows + [""]

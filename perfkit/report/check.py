@@ -191,8 +191,8 @@ def _cell(x, unit: str) -> str:
         return "yes" if x else "no"
     if unit == "dB":
         return f"{db_cell(x)} dB"
-    if unit in ("bytes", "FLOPs"):
-        return f"{x:.6g}"
+    if unit in ("bytes", "FLOPs"):  # whole, as counted: a change of a few bytes shows beside its percentage
+        return f"{x:.0f}" + (" B" if unit == "bytes" else "")
     return f"{x:.3f}" if isinstance(x, float) else str(x)
 
 

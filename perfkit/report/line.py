@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from perfkit.common.dividing import digits
 from perfkit.common.summary import compared_variant, from_json
 from perfkit.report.serving import headline
 
@@ -23,21 +24,10 @@ def trial_median(variant: dict) -> float | None:
     return float(np.median(medians)) if medians else None
 
 
-def dividing_decimals(pairs: list[tuple[float, float, float]]) -> int:
-    """The decimals (2 or more) step times need for each (A, B, B/A) of ``pairs`` shown so to divide to its
-    ratio shown to 3: rounded to 2 alone, 7.0229 and 11.2596 ms show as 7.02 and 11.26, which divide to 1.604,
-    where the ratio is 1.603."""
-    for decimals in range(2, 7):
-        if all(float(f"{va:.{decimals}f}") and f"{float(f'{vb:.{decimals}f}') / float(f'{va:.{decimals}f}'):.3f}"
-               == f"{ratio:.3f}" for va, vb, ratio in pairs):
-            return decimals
-    return 6
-
-
-def dividing(va: float, vb: float, ratio: float) -> tuple[str, str]:
-    """A and B's step times as text, with as many decimals as it takes to divide to ``ratio`` shown to 3."""
-    decimals = dividing_decimals([(va, vb, ratio)])
-    return f"{va:.{decimals}f}", f"{vb:.{decimals}f}"
+def dividing(va: float, vb: float) -> tuple[str, str]:
+    """A and B's step times as text, with as many decimals as it takes to divide to B / A shown to 3."""
+    n = digits([(va, vb)])
+    return f"{va:.{n}f}", f"{vb:.{n}f}"
 
 
 def summary_line(summary: dict, report: Path) -> str:
@@ -49,7 +39,7 @@ def summary_line(summary: dict, report: Path) -> str:
     if summary.get("serve"):
         parts.append(f"c={summary['serve']['concurrency'][0]} latency")
     if va is not None and vb is not None:
-        shown_a, shown_b = dividing(va, vb, c["ratio"])
+        shown_a, shown_b = dividing(va, vb)
         parts.append(f"{a} {shown_a} ms, {b} {shown_b} ms (medians of trial medians), {b}/{a} {c['ratio']:.3f} "
                      f"[{c['ci'][0]:.3f}, {c['ci'][1]:.3f}] -> {c['verdict']}")
     else:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from perfkit.common.dividing import change_text, digits, ratio_text
 from perfkit.common.summary import compared_variant, db_cell
 from perfkit.cost import report as cost_report
 from perfkit.hlo.render import rank_list, ranks_report
 from perfkit.report import attribution as attribution_report
 from perfkit.report import hangs
 from perfkit.report.departure import departure_section
-from perfkit.report.line import dividing, dividing_decimals, summary_line, trial_median
+from perfkit.report.line import dividing, summary_line, trial_median
 from perfkit.report.serving import section
 from perfkit.rundata.exits import exit_text, where_threads_wait
 from perfkit.trace.collectives import STRAGGLER_SHARE
@@ -31,17 +32,30 @@ def _ratio(c: dict) -> str:
 METRIC_WORDS = {"step_ms": "median step time (synced)", "natural_step_ms": "natural step time (one sync per pass)"}
 
 
-def _value(name: str, x) -> str:
-    """A recorded value with the unit its name says (``*_s``: seconds, ``*_ms``: milliseconds)."""
+def _unit(name: str) -> str:
+    """The unit a recorded value's name says (``*_s``: seconds, ``*_ms``: milliseconds), or ""."""
+    return " s" if name.endswith("_s") else " ms" if name.endswith("_ms") else ""
+
+
+def _value(name: str, x, n: int | None = None) -> str:
+    """A recorded value with its unit: to 2 decimals, or 4 significant digits without a unit (or ``n``)."""
     if x is None:
         return "-"
-    unit = " s" if name.endswith("_s") else " ms" if name.endswith("_ms") else ""
-    return f"{x:.2f}{unit}" if unit else f"{x:.4g}"
+    unit = _unit(name)
+    return f"{x:.{n or 2}f}{unit}" if unit else f"{x:.{n or 4}g}"
 
 
 def _change(x, base) -> str:
     """B's figure against the baseline's, as a signed percentage (the reference PRs' "(-11.9%)")."""
-    return "" if x is None or not base else f" ({x / base - 1:+.1%})"
+    return "" if x is None or not base else f" ({change_text(x / base)})"
+
+
+def _dividing(figures: list, significant: bool = False, text=change_text) -> int:
+    """The digits each variant's figure needs for its change against the first's (``text``) to follow from the
+    two shown."""
+    at_least = 4 if significant else 2
+    pairs = [(figures[0], x) for x in figures[1:] if None not in (figures[0], x)]
+    return digits(pairs, at_least, significant, text, most=at_least + 4)
 
 
 def _timing(summary: dict) -> list[str]:
@@ -54,7 +68,8 @@ def _timing(summary: dict) -> list[str]:
     rows = ["| | " + " | ".join(f"{n} (A)" if n == a else n for n in variants) + " |",
             "| --- |" + " ---: |" * len(variants)]
 
-    def row(label: str, figures: list, change: bool = True, decimals: int = 2) -> str:
+    def row(label: str, figures: list, change: bool = True, decimals: int | None = None) -> str:
+        decimals = decimals or (_dividing(figures) if change else 2)
         return f"| {label} | " + " | ".join(
             ("-" if x is None else f"{x:.{decimals}f}") + ("" if n == a or not change else _change(x, figures[0]))
             for n, x in zip(variants, figures)) + " |"
@@ -66,10 +81,8 @@ def _timing(summary: dict) -> list[str]:
     if any(v["step_ms"]["n"] for v in variants.values()):
         medians = {n: trial_median(v) for n, v in variants.items()}
         # as many decimals as the figures need to divide to each B/A ratio shown (``line.dividing``)
-        pairs = [(medians[a], medians[c["variant"]], c["ratio"]) for c in summary["comparisons"]
-                 if c["metric"] == "step_ms" and None not in (c["ratio"], medians[a], medians[c["variant"]])]
         rows += [row("**step, synced: median of trial medians (ms)**", list(medians.values()),
-                     decimals=dividing_decimals(pairs)),
+                     decimals=_dividing(list(medians.values()), text=ratio_text)),
                  row("step, synced: median of all timed steps pooled (ms)",
                      [v["step_ms"]["median"] for v in variants.values()], change=False),
                  spread("step, synced: p25 - p75 of all timed steps pooled (ms)", "step_ms")]
@@ -85,8 +98,10 @@ def _timing(summary: dict) -> list[str]:
         rows.append(row("first step (ms, compile included)", [v["first_step_ms"]["median"] for v in variants.values()]))
     for name in dict.fromkeys(k for v in variants.values() for k in v["values"]):
         figures = [v["values"].get(name, {}).get("median") for v in variants.values()]
+        shown = _dividing(figures, significant=not _unit(name))
         rows.append(f"| {name} (median over trials) | " + " | ".join(
-            _value(name, x) + ("" if n == a else _change(x, figures[0])) for n, x in zip(variants, figures)) + " |")
+            _value(name, x, shown) + ("" if n == a else _change(x, figures[0])) for n, x in zip(variants, figures))
+            + " |")
     rows.append("| timed steps (trials) | " + " | ".join(
         f"{v['step_ms']['n']} ({v['trials'] - v['failed']})" for v in variants.values()) + " |")
     rows.append("| failed trials | " + " | ".join(str(v["failed"]) for v in variants.values()) + " |")
@@ -377,7 +392,7 @@ def _verdict(summary: dict) -> str:
     b = compared_variant(summary)
     if c["ratio"] is None:
         return "**No verdict**: a variant has no timed steps."
-    shown_a, shown_b = dividing(trial_median(summary["variants"][a]), trial_median(summary["variants"][b]), c["ratio"])
+    shown_a, shown_b = dividing(trial_median(summary["variants"][a]), trial_median(summary["variants"][b]))
     figures = (f"{b}/{a} step time {_ratio(c)} ({shown_b} / {shown_a} ms, medians of trial medians); "
                f"minimum effect {c['min_effect']:.0%}")
     return {"faster": f"**{b} is faster than {a}**: {figures}.",

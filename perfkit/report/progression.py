@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from perfkit.common.dividing import digits
 from perfkit.common.summary import compared_variant, from_json
-from perfkit.report.line import dividing_decimals, trial_median
+from perfkit.report.line import trial_median
 from perfkit.rundata.rundir import cell_dirs, read_summary
 
 
@@ -82,7 +83,7 @@ def markdown(frame: pd.DataFrame) -> list[str]:
         psnr = "inf (bit-identical)" if r.bit_identical else "inf" if r.psnr_db == math.inf else _num(r.psnr_db)
         steps = (r.a_step_ms, r.b_step_ms, r.ratio)
         known = not any(x is None or math.isnan(x) for x in steps)
-        decimals = dividing_decimals([steps]) if known else 2  # the step times shown divide to the ratio shown
+        decimals = digits([steps[:2]]) if known else 2  # the step times shown divide to the ratio shown
         cells = [f"`{r.run}`", commit, _step(r.a_step_ms, r.a_vs_previous, None if same else r.a, decimals),
                  _step(r.b_step_ms, r.b_vs_previous, None if same else r.b, decimals), ratio, r.verdict,
                  f"{_num(r.a_first_ms, '.1f')} / {_num(r.b_first_ms, '.1f')}",

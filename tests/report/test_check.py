@@ -158,3 +158,21 @@ def test_the_quickstart_timing_gate_fails_a_threefold_slowdown_and_passes_the_no
     slower = 3 * ratio
     assert not timing(slower, 0.7 * slower, 1.35 * slower)
     assert timing(4.0, 2.4, 5.2)
+
+
+def test_cost_rows_show_whole_bytes_with_their_unit():
+    """A step's bytes 4 apart (the demo's HBM bytes against its baseline): both shown whole, in bytes, so the
+    change beside them (+0.00%) reads as the few bytes it is."""
+    import pandas as pd
+
+    from perfkit.cost.gate import cost_rows
+    from perfkit.report.check import text_lines
+
+    base = {"cost": {"sp": {"collectives": {}, "flops": 26520000.0, "hbm_bytes": 14968600,
+                            "interconnect_bytes": 589824, "temp_bytes": 1136640}}}
+    step = {"module": "m", "collectives": {}, "flops": 26520000.0, "hbm_bytes": 14968604,
+            "interconnect_bytes": 589824, "temp_bytes": 1136640}
+    lines = text_lines(pd.DataFrame(cost_rows(base, {"cost": {"sp": {"step": step}}}, 0.01)))
+    assert "sp: HBM bytes per step: 14968604 B (baseline 14968600 B; required within 1.0%); +0.00%" in lines[1]
+    assert "sp: temp memory: 1136640 B (baseline 1136640 B" in lines[3]
+    assert "sp: FLOPs per step: 26520000 (baseline 26520000;" in lines[0]

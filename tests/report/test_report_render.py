@@ -141,6 +141,33 @@ def test_headline_figures_divide_to_the_ratio_where_rounding_would_not(tmp_path)
     assert res.exit_code == 0 and table_row(res.output, "`run`")[1:3] == ["7.023", "11.260"], res.output
 
 
+
+def _change_follows(shown_a: str, shown_b: str) -> bool:
+    """Whether ``shown_b``'s "(+x.x%)" is what its figure and ``shown_a``'s, as printed, divide to."""
+    a, b, change = re.match(r"([\d.]+).*?\|\s*([\d.]+)[^(]*\(([+-][\d.]+)%\)", f"{shown_a} | {shown_b}").groups()
+    return f"{100 * (float(b) / float(a) - 1):+.1f}" == change
+
+
+def test_every_change_in_the_timing_table_follows_from_its_figures(tmp_path):
+    """A demo run's figures: natural steps 4.7125 and 10.8479 ms (+130.2%), which to 2 decimals show as 4.71 and
+    10.85 (+130.4%); setup times 7.593 and 7.916 ms (+4.3%), which to 2 decimals in seconds show as 0.01 and
+    0.01. Each change shown divides from the figures beside it."""
+    from perfkit.run import finish
+
+    values = {"a": {"setup_s": 0.007593}, "b": {"setup_s": 0.007916}}
+    natural = {"a": 4.7125, "b": 10.8479}
+    trials = [trial(2 * r + i, v, [50.0, 5.0 * (1 + i), 5.0 * (1 + i)], values=values[v], natural=[natural[v]])
+              for r in range(3) for i, v in enumerate(("a", "b"))]
+    run = write_run(tmp_path / "run", trials)
+    finish.render(run)
+    report = (run / "report.md").read_text()
+    for label in ("step, natural: median of trials (ms, one pass each)", "setup_s (median over trials)",
+                  "**step, synced: median of trial medians (ms)**"):
+        assert _change_follows(*table_row(report, label)), (label, table_row(report, label))
+    assert table_row(report, "step, natural: median of trials (ms, one pass each)") == ["4.713", "10.848 (+130.2%)"]
+    assert table_row(report, "setup_s (median over trials)") == ["0.00759 s", "0.00792 s (+4.3%)"]
+
+
 @pytest.mark.parametrize("rounds, floor", [(2, "0.333"), (4, "0.0286")])
 def test_the_mann_whitney_floor_is_the_runs(tmp_path, rounds, floor):
     """The report says how low the Mann-Whitney p can go with the run's own trial counts (it said "with 3 + 3
@@ -277,3 +304,21 @@ def test_a_changed_output_shows_in_quality_and_plot_title(tmp_path):
     finish.render(run)
     per_frame = json.loads((run / "summary.json").read_text())["quality"]["per_frame_psnr_db"]
     assert per_frame[:2] == ["inf", "inf"] and per_frame[2] == pytest.approx(psnr(1.0))
+
+
+def test_the_cost_sections_changes_follow_from_its_figures():
+    """The tiny Wan's step costs of the demo (bytes and FLOPs by hand from its report): HBM bytes 12603392 and
+    14973952 (12.02 and 14.28 MiB, +18.8%), which at 3 digits show as 12 and 14.3 MiB (+19.2%); FLOPs 26670000
+    and 26520000 (-0.6%), at 3 digits 2.67e+07 and 2.65e+07 (-0.7%)."""
+    from perfkit.cost.report import section
+
+    def step(flops: int, hbm: int) -> dict:
+        return {"module": "jit_step", "flops": flops, "dot_flops": flops, "hbm_bytes": hbm,
+                "interconnect_bytes": 589824, "temp_bytes": 1 << 20, "peak_bytes": 2 << 20, "collectives": {},
+                "collective_shapes": []}
+
+    lines = section({"baseline": "tp", "cost": {"tp": {"step": step(26670000, 12603392)},
+                                                "sp": {"step": step(26520000, 14973952)}}})
+    assert table_row("\n".join(lines), "HBM bytes accessed") == ["12.02 MiB", "14.28 MiB"]
+    assert table_row("\n".join(lines), "FLOPs (dots)") == ["2.667e+07 (2.67e+07)", "2.652e+07 (2.65e+07)"]
+    assert lines[-2].endswith("FLOPs -0.6%; HBM bytes +18.8%; bytes sent a device unchanged.")

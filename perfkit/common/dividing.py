@@ -1,0 +1,34 @@
+"""Figures shown with the digits it takes for the ratio or change printed beside them to follow from them:
+rounded to 2 decimals alone, 4.712 and 10.848 ms show as 4.71 and 10.85, which divide to +130.4% where
+the change is +130.2%."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+
+def ratio_text(ratio: float) -> str:
+    """A ratio as the reports show it (to 3 decimals)."""
+    return f"{ratio:.3f}"
+
+
+def change_text(ratio: float) -> str:
+    """B's change against A from B / A, as the reports show it: a signed percentage to 0.1%."""
+    return f"{ratio - 1:+.1%}"
+
+
+def _shown(x: float, digits: int, significant: bool) -> float:
+    return float(f"{x:.{digits}{'g' if significant else 'f'}}")
+
+
+def digits(pairs: list[tuple[float, float]], at_least: int = 2, significant: bool = False,
+           text: Callable[[float], str] = ratio_text, most: int = 6) -> int:
+    """The fewest digits, ``at_least`` or more (decimals; ``significant``: significant digits), with which each
+    (a, b) of ``pairs`` shown divides to b / a as ``text`` shows it; ``most`` where none does. A pair whose a
+    is 0 has no ratio to show."""
+    pairs = [(a, b) for a, b in pairs if a]
+    for n in range(at_least, most + 1):
+        if all(_shown(a, n, significant) and text(_shown(b, n, significant) / _shown(a, n, significant)) == text(b / a)
+               for a, b in pairs):
+            return n
+    return most
