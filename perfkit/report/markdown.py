@@ -461,10 +461,9 @@ def _reproduce(summary: dict) -> list[str]:
     r = summary.get("reproduce")
     if not r:
         return ["Not recorded."]
-    lines = ["```sh"]
+    lines = ["```sh"] + ([f"cd {r['cwd']}"] if r.get("cwd") else [])  # the checkout, then, in the run's tree
     if r.get("commit"):
         lines.append(f"git checkout {r['commit'][:12]}   # tree {r['tree']}")
-    lines += [f"cd {r['cwd']}"] if r.get("cwd") else []
     lines += [r["command"], "```", ""]
     if r.get("dirty"):
         lines += [f"The run's tree had uncommitted changes (hash `{r['dirty_hash']}`): the commit alone is "

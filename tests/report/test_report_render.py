@@ -74,7 +74,7 @@ def test_sections_and_figures(make_run):
     assert "4 x TPU v5 lite (platform tpu), 1 process" in report
     assert "`XLA_FLAGS=--xla_tpu_enable_async_all_gather=true`" in report
     assert "git checkout c0ffee000000" in report and "perfkit run run/case.yaml --salt" in report
-    assert f"cd {run.parent}" in report
+    assert f"```sh\ncd {run.parent}\ngit checkout c0ffee000000" in report  # the checkout in the run's tree
     not_verified = report[report.index("## Not verified"):]
     assert "no A/A control" in not_verified and "no oracle" in not_verified
     assert "CPU devices" not in not_verified and "failed" not in not_verified
