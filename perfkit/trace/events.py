@@ -376,6 +376,10 @@ def load(paths: list[str | Path], step_pattern: str | None = None, workers: int 
     files = [r.path for r in raws]
     origin = one_clock(files, [r.origin_ns for r in raws])
     frames = [frame(r, pattern, (r.origin_ns - origin) * 1000, wanted) for r in raws]
+    for f, path in zip(frames, files):  # the steps asked for, not the whole trace as one unsaid step
+        if pattern is not None and f.attrs["steps_from"] == "none":
+            raise BadInput(f"--steps /{step_pattern}/: no event's name matches it (device ops are never markers)",
+                           path=path)
     if any(KINETO_ONLY in f for f in frames):  # Kineto and XSpaces together: the XSpaces' launches unknown
         frames = [f if KINETO_ONLY in f else f.assign(**{KINETO_ONLY: np.full(len(f), -1, np.int32)}) for f in frames]
     _one_run(frames, files)

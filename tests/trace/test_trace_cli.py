@@ -128,6 +128,8 @@ def _bad_inputs(tmp_path):
         # an output under a file: the OS's reason, in one line
         (["export", tmp_path / "good.xplane.pb", "--perfetto", cut_gz / "x.json"], cut_gz, "File exists"),
         (["breakdown", tmp_path / "good.xplane.pb", "--steps", "(unclosed"], "--steps", "regular expression"),
+        # markers asked for and none found: not the whole trace as one step, unsaid
+        (["breakdown", tmp_path / "good.xplane.pb", "--steps", "nomatch"], "good.xplane.pb", "no event's name"),
     ]
 
 
