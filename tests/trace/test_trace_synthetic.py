@@ -69,9 +69,8 @@ def test_step_pattern_overrides_markers(tmp_path):
     ev = events.load([gpu_trace(tmp_path / "gpu.xplane.pb")], step_pattern=r"^train$")
     assert ev.attrs["steps_from"] == ["events named /^train$/"]
     assert _rows(breakdown.breakdown(ev)) == {(0, s): v for s, v in GPU_EXPECTED.items()}
-    none = events.load([gpu_trace(tmp_path / "gpu.xplane.pb")], step_pattern="no-such-event")
-    whole = breakdown.breakdown(none)  # no markers: one span over all ops of the device, step -1
-    assert _rows(whole) == {(0, -1): (45, 21, 5, 2, 17)}
+    with pytest.raises(BadInput, match="no event's name matches"):  # asked for, none: not the whole trace unsaid
+        events.load([gpu_trace(tmp_path / "gpu.xplane.pb")], step_pattern="no-such-event")
 
 
 def test_diff_by_kind_op_and_shape(tmp_path):
