@@ -66,13 +66,24 @@ def _paper(model, config, rows, plan_name, options, devices, guidance, config_bl
     from perfkit.cost.paper import paper_cost, with_rows
     from perfkit.models.plans import make_plan
 
-    family = models.get(model)
-    cfg = family.config(config) if config_blocks else family.whole(config)
-    if rows is not None:
-        cfg = with_rows(cfg, rows)
-    plan = make_plan(plan_name, **options)
-    label = f"{model} {config} {plan_name} x{devices}"
-    return label, paper_cost(model, cfg, plan, devices, guidance=guidance)
+    try:
+        family = models.get(model)
+        cfg = family.config(config) if config_blocks else family.whole(config)
+        if rows is not None:
+            cfg = with_rows(cfg, rows)
+        plan = make_plan(plan_name, **options)
+        label = f"{model} {config} {plan_name} x{devices}"
+        return label, paper_cost(model, cfg, plan, devices, guidance=guidance)
+    except BadInput as exc:  # the models name a case file's fields; here the user typed flags
+        raise BadInput(exc.reason, path=exc.path, field=_flag(exc.field)) from None
+
+
+def _flag(field: str | None) -> str | None:
+    """The flag of ``perfkit cost --model`` that sets a case file's ``field`` (``options.pad``: ``--option pad``)."""
+    flags = {"model.name": "--model", "model.config": "--config", "options.plan": "--plan", "options": "--option"}
+    if field in flags:
+        return flags[field]
+    return "--option " + field.removeprefix("options.") if field and field.startswith("options.") else field
 
 
 def _options(pairs: tuple[str, ...]) -> dict:
@@ -95,7 +106,8 @@ def _options(pairs: tuple[str, ...]) -> dict:
 @click.option("--rows", type=click.IntRange(min=1), help="--model: latent rows (frames change, frame size kept).")
 @click.option("--plan", "plan_name", default="sp", show_default=True, help="--model: the plan.")
 @click.option("--option", "plan_options", multiple=True, metavar="KEY=VALUE", help="--model: a plan option.")
-@click.option("--devices", type=click.IntRange(min=1), default=4, show_default=True, help="--model: devices.")
+# A plain int: paper.check_devices refuses a count below 1 in one line, as it does one the model cannot split over.
+@click.option("--devices", type=int, default=4, show_default=True, help="--model: devices.")
 @click.option("--guidance", type=float, default=None, help="--model: CFG scale (a batch of 2); default none.")
 @click.option("--config-blocks", is_flag=True, help="--model: the config's block counts, not the published model's.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: cost, roofline and (runs) change, per variant.")
