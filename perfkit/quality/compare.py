@@ -40,8 +40,9 @@ from typing import TYPE_CHECKING, Iterator, NamedTuple
 import numpy as np
 
 from perfkit.errors import BadInput
-from perfkit.quality.media import (DEFAULT_CODEC, LATENTS_FILE, Codec, Media, VideoFile, load_array,
-                                   main_output, open_media, output_files, outputs_folder, prefetch, write_video)
+from perfkit.quality.media import (DEFAULT_CODEC, FFMPEG_RELEASE, LATENTS_FILE, Codec, Media, VideoFile, load_array,
+                                   main_output, open_media, output_files, outputs_folder, prefetch, size_text,
+                                   write_video)
 from perfkit.quality.planes import (CHANNELS, DATA_RANGE, YUV_PLANES, Decoded, Tally, first_video_streams, frame_sums,
                                     paired_by_index, psnr, trimmed, unrotated, yuv_sums)
 from perfkit.quality.ssim import SsimTally, channels
@@ -261,7 +262,7 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
     if a.kind == "tensor":
         return compare_tensors(a.array()[frames.start:frames.stop], b.array()[frames.start:frames.stop], labels)
     if a.frame_shape != b.frame_shape:
-        raise BadInput(f"frame sizes differ: {a.frame_shape} vs {b.frame_shape}", path=pair)
+        raise BadInput(f"frame sizes differ: {size_text(a.frame_shape)} vs {size_text(b.frame_shape)}", path=pair)
     _check_counts(a, b, frames)
     yuv = a.pix_fmt is not None and a.pix_fmt == b.pix_fmt
     spaces = ("yuv",) * yuv + ("rgb",) * (rgb or not yuv)
@@ -270,7 +271,7 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
     n = len(table.headline.rows)
     if frames.stop is not None and n < frames.stop - frames.start:
         raise BadInput(f"asked for frames {frames}, both end after frame {frames.start + n - 1}", path=pair)
-    out = {"kind": "frames", "inputs": [a.describe(), b.describe()], "range": str(frames),
+    out = {"kind": "frames", "inputs": [a.describe(), b.describe()], "range": str(frames), "ffmpeg": FFMPEG_RELEASE,
            "data_range": DATA_RANGE, **table.summary(), "sha256": list(table.sha256)}
     paired = _paired_by_time(a, b, frames.start, n)
     if paired:

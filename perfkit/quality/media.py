@@ -43,6 +43,10 @@ CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os
 # that is one decoding thread per video, which takes less CPU than ffmpeg's own choice (cores + 1 frame threads
 # per video) and keeps both busy (benchmarks/quality_throughput.py).
 DECODE_THREADS = max(1, CORES // 2)
+# whose filters the figures are (the commands they name give them with it; other releases' filters part in
+# places: 5.1's ssim on chroma planes, its conversion of 16-bit frames to rgb24)
+FFMPEG_RELEASE = (f"FFmpeg {av.ffmpeg_version_info} (PyAV's libavfilter "
+                  f"{'.'.join(map(str, av.library_versions['libavfilter']))})")
 
 
 class Media:
@@ -97,14 +101,19 @@ class VideoFile(Media):
         """Its frames from its packets (nothing decoded): ``count``, those shown (a packet an edit list discards, or
         an empty one, as AVI's dropped frames are, shows none), and their timestamps; BadInput where the file is
         cut short: a packet incomplete, or fewer packets than an MP4 / MOV index lists."""
-        shown, packets = [], 0
-        for k, packet in enumerate(container.demux(stream)):
-            if packet.is_corrupt:  # the demuxer read fewer bytes than the index promised
-                raise BadInput(f"truncated or damaged: packet {k} is incomplete", path=self.label)
-            if packet.size:
-                packets += 1
-                if not packet.is_discard:
-                    shown.append(packet.pts if packet.pts is not None else -1)
+        shown, packets, read = [], 0, 0
+        try:
+            for k, packet in enumerate(container.demux(stream)):
+                read = k
+                if packet.is_corrupt:  # the demuxer read fewer bytes than the index promised
+                    raise BadInput(f"truncated or damaged: packet {k} is incomplete", path=self.label)
+                if packet.size:
+                    packets += 1
+                    if not packet.is_discard:
+                        shown.append(packet.pts if packet.pts is not None else -1)
+        except av.error.FFmpegError as exc:  # a damaged header or size field (two Y4M files joined, a zeroed IVF)
+            raise BadInput(f"damaged: its packets cannot be read after packet {read} ({exc.strerror})",
+                           path=self.label) from None
         listed = stream.frames  # an MP4's sample table lists every packet; AVI's and MKV's counts are no such list
         if container.format.name.startswith("mov,") and listed > packets:
             raise BadInput(f"truncated: its index lists {listed} frames, the file holds {packets}", path=self.label)
@@ -174,6 +183,9 @@ class VideoFile(Media):
         with self._open() as container:
             stream = container.streams.video[0]
             stream.codec_context.thread_count = DECODE_THREADS
+            # a damaged packet fails, where ffmpeg's default conceals it (grey or smeared blocks, a plausible PSNR;
+            # ffmpeg logs the error and measures the concealment)
+            stream.codec_context.options = {"err_detect": "explode"}
             stream.thread_type = "AUTO"  # with more than one: frame-parallel, in ffmpeg's threads outside the GIL
             index = 0
             try:
@@ -189,6 +201,14 @@ class VideoFile(Media):
                                path=self.label) from None
         if index < self.count:
             raise BadInput(f"damaged: its packets hold {self.count} frames, only {index} decode", path=self.label)
+
+
+def size_text(shape: tuple[int, ...]) -> str:
+    """A frame's (H, W[, C]) as ffmpeg writes a size, width first: ``720x480``, its channels where not 3."""
+    if len(shape) not in (2, 3):
+        return str(shape)
+    channels = shape[2] if len(shape) == 3 else 1
+    return f"{shape[1]}x{shape[0]}" + ("" if channels == 3 else f" ({channels} channel{'s' * (channels != 1)})")
 
 
 def _nearest(x: Fraction) -> int:
@@ -231,7 +251,7 @@ class ImageFolder(Media):
         self.count = len(files)
         self._rgb24 = _RGB24()
         self.frame_shape = _read_image(files[0], self._rgb24).shape
-        self.detail = f"{len(files)} image file(s) of {'x'.join(map(str, self.frame_shape))}"
+        self.detail = f"{len(files)} image file(s) of {size_text(self.frame_shape)}"
 
     def times(self) -> list[Fraction]:
         """As ffmpeg's image sequence reader times them: ``IMAGE_RATE`` frames a second."""
@@ -261,35 +281,28 @@ class ImageFolder(Media):
         for path in self.files[start:stop]:
             image = _read_image(path, self._rgb24)
             if image.shape != self.frame_shape:
-                raise BadInput(f"frame size {image.shape} differs from the first frame's {self.frame_shape}",
+                raise BadInput(f"frame size {size_text(image.shape)} differs from the first frame's "
+                               f"{size_text(self.frame_shape)}",
                                path=path)
             yield image
 
 
 def _read_image(path: Path, rgb24: "_RGB24") -> np.ndarray:
-    """An image's frame (H, W, C) uint8: a JPEG's as ffmpeg decodes and converts it (``format=rgb24``; libjpeg,
-    which scikit-image reads with, upsamples its chroma otherwise: up to 0.7 dB apart on real frames), gray
-    ones (H, W, 1); any other image as scikit-image reads it."""
-    if path.suffix.lower() in (".jpg", ".jpeg"):
-        try:
-            with av.open(str(path)) as container:
-                stream = container.streams.video[0]
-                stream.codec_context.options = {"err_detect": "explode"}  # a cut file fails, never grey blocks
-                frame = next(container.decode(stream))
-        except av.error.FFmpegError as exc:
-            raise BadInput(f"not a readable image ({exc.strerror})", path=path) from None
-        except StopIteration:
-            raise BadInput("not a readable image (ffmpeg's JPEG decoder gives no frame)", path=path) from None
-        return frame.to_ndarray()[..., None] if frame.format.name == "gray" else rgb24(frame)
-    from skimage import io as skio  # slow to import; only image folders need it
-
+    """An image's frame (H, W, C) uint8 as ffmpeg's image sequence reader decodes it (the decoder its suffix
+    names: a JPEG's bytes in a .png file are refused, as ffmpeg refuses them) and ``format=rgb24`` converts it (a
+    16-bit or palette PNG, a JPEG's 4:2:0 chroma, which scikit-image's libjpeg upsamples otherwise: up to 0.7 dB
+    apart on real frames); gray ones (H, W, 1)."""
     try:
-        image = skio.imread(path)
-    except (OSError, ValueError, SyntaxError) as exc:
-        raise BadInput(f"not a readable image ({exc})", path=path) from None
-    if image.dtype != np.uint8:
-        raise BadInput(f"{image.dtype} image; only 8-bit frames are compared", path=path)
-    return image[..., None] if image.ndim == 2 else image
+        with av.open(str(path), format="image2") as container:
+            stream = container.streams.video[0]
+            stream.codec_context.options = {"err_detect": "explode"}  # a cut file fails, never grey blocks
+            frame = next(container.decode(stream))
+    except av.error.FFmpegError as exc:
+        raise BadInput(f"not a readable image ({exc.strerror})", path=path) from None
+    except StopIteration:
+        raise BadInput(f"not a readable image (ffmpeg's {path.suffix.lstrip('.').upper()} decoder gives no frame)",
+                       path=path) from None
+    return frame.to_ndarray()[..., None] if frame.format.name == "gray" else rgb24(frame)
 
 
 class NpyFile(NamedTuple):

@@ -501,3 +501,51 @@ def test_a_jpeg_cut_short_is_refused(pairs, tmp_path):
     with pytest.raises(BadInput, match=r"cut.jpg: not a readable image \(Invalid data found when processing input\)"):
         quality.compare(whole, cut)
     assert quality.compare(whole, whole)["bit_identical"] is True
+
+
+def test_a_damaged_packet_is_refused_where_ffmpeg_conceals_it(pairs, tmp_path):
+    """512 random bytes at 70% of the real clip's h264 re-encode: ffmpeg's decoder conceals the damage (it logs
+    "cabac decode ... failed" and measures smeared blocks: a plausible PSNR); refused in one line instead. Two Y4M
+    files joined (the second's header where a frame's should be): refused where the packets are read."""
+    lossy = pairs["h264"][1]
+    data = bytearray(lossy.read_bytes())
+    at = len(data) * 7 // 10
+    data[at:at + 512] = np.random.default_rng(7).integers(0, 256, 512, np.uint8).tobytes()
+    damaged = tmp_path / "damaged.mp4"
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(BadInput, match=r"damaged.mp4: corrupt: decoding failed after \d+ frames"):
+        quality.compare(lossy, damaged)
+    y4m = encode(decoded(lossy)[:4], tmp_path / "four.y4m", "rawvideo", "yuv420p", {})
+    joined = tmp_path / "joined.y4m"
+    joined.write_bytes(y4m.read_bytes() * 2)
+    with pytest.raises(BadInput, match=r"joined.y4m: damaged: its packets cannot be read after packet 3"):
+        quality.compare(y4m, joined)
+
+
+def test_png_frames_are_decoded_as_ffmpeg_decodes_them(pairs, tmp_path):
+    """PNG frames through ffmpeg's PNG decoder and ``format=rgb24``: a 16-bit copy of the real clip's frames (each
+    value times 257, as ffmpeg's format=rgb48be writes it) measures as the filter measures it, frame by frame; a
+    JPEG's bytes in a .png file and an empty one are refused in one line, as ffmpeg's reader refuses them."""
+    from PIL import Image
+
+    frames = decoded(pairs["h264"][1])[:4]
+    a, b = tmp_path / "a", tmp_path / "b16"
+    a.mkdir()
+    b.mkdir()
+    for i, frame in enumerate(decoded(pairs["h264"][0])[:4]):
+        Image.fromarray(frame.to_ndarray(format="rgb24")).save(a / f"{i:03d}.png")
+    encode([f.reformat(format="rgb48be") for f in frames], b / "%03d.png", "png", "rgb48be", {})
+    r = quality.compare(a, b, per_frame=True)
+    rows = [{k.removeprefix("lavfi.psnr."): float(v) for k, v in row.items()}
+            for row in filter_metadata(a / "%03d.png", b / "%03d.png", "psnr", "rgb24")]
+    assert len(rows) == 4
+    assert_agrees(r, r["per_frame"], rows, "rgb")
+    jpeg = tmp_path / "jpeg"
+    jpeg.mkdir()
+    for i in range(4):
+        Image.fromarray(frames[i].to_ndarray(format="rgb24")).save(jpeg / f"{i:03d}.png", format="JPEG")
+    with pytest.raises(BadInput, match=r"jpeg/000.png: not a readable image \(Invalid data found"):
+        quality.compare(a, jpeg)
+    (b / "002.png").write_bytes(b"")
+    with pytest.raises(BadInput, match=r"b16/002.png: not a readable image \(ffmpeg's PNG decoder gives no frame\)"):
+        quality.compare(a, b)
