@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from perfkit.trace.names import labels
 
-MARK = "**\\***"  # a part whose CI excludes 0
+MARK = "**\\***"  # a part whose CI, as shown, excludes 0
 SPLITS = (("category", "category"), ("kind", "op kind"), ("op", "op"))
 
 
@@ -26,14 +26,20 @@ def _table(rows: list[dict], by: str, title: str, baseline: str, name: str) -> l
         key = f"`{short[r['key']]}`" if named else r["key"]
         out.append(f"| {key} | " + (f"{r['category'] or '-'} | {r['change']} | " if about else "")
                    + f"{r['a_ms']:.3f} | {r['b_ms']:.3f} | {_ms(r['delta_ms'])} | "
-                   f"[{r['ci_lo_ms']:+.3f}, {r['ci_hi_ms']:+.3f}] | {MARK if r['marked'] else ''} |")
+                   f"[{r['ci_lo_ms']:+.3f}, {r['ci_hi_ms']:+.3f}] | {MARK if _shown_apart(r) else ''} |")
     return out
 
 
-def section(attribution: dict | None, aa_name: str | None = None) -> list[str]:
+def _shown_apart(row: dict) -> bool:
+    """Whether a part's CI excludes 0 as the table shows it (one that does only below its 0.001 ms: unmarked, as
+    [+0.000, +0.000] would read)."""
+    return row["marked"] and (round(row["ci_lo_ms"], 3) > 0 or round(row["ci_hi_ms"], 3) < 0)
+
+
+def section(attribution: dict | None, aa_name: str | None = None, command: bool = True) -> list[str]:
     """The attribution's Markdown lines (none without it): per variant, the total change and its CI, then
     a table per split, parts by |delta|, those whose CI excludes 0 marked; for the A/A control, how many
-    rows were marked against how many chance allows."""
+    rows were marked against how many chance allows; with ``command``, the command that prints them."""
     if not attribution:
         return []
     if "error" in attribution:
@@ -50,9 +56,10 @@ def section(attribution: dict | None, aa_name: str | None = None) -> list[str]:
                 f"{_ms(t['delta_ms'])} ms [{t['ci_lo_ms']:+.3f}, {t['ci_hi_ms']:+.3f}] (95% CI of a bootstrap over "
                 f"trials, then steps: {v['trials'][0]} and {v['trials'][1]} trials, {v['chip_steps'][0]} and "
                 f"{v['chip_steps'][1]} chip-steps). Each split adds up to the change: the top "
-                f"{attribution['top']} ops or kinds by |delta|, `other` the rest, `residual` what the ops' exclusive "
-                f"time does not cover (ops at once on several lines); {MARK}: the part's CI excludes 0; added / "
-                "removed: on one side only. `perfkit trace diff RUN_DIR` prints the same."]
+                f"{attribution['top']} ops or kinds by |delta|, `other` the rest, `residual` the busy time less the "
+                "ops' exclusive times (below 0 where ops run at once on several lines, each counting its own time; "
+                f"above 0 where ops reach outside the step); {MARK}: the part's CI, as shown, excludes 0; added / "
+                "removed: on one side only." + (" `perfkit trace diff RUN_DIR` prints the same." if command else "")]
         if any(v.get("outside_ops", ())):  # (summaries from before it)
             (a_ops, b_ops), (a_ms, b_ms) = v["outside_ops"], v["outside_ms"]
             out += ["", f"Not in these figures: device ops outside every traced step's span, {base} {a_ops} "
@@ -70,7 +77,7 @@ def section(attribution: dict | None, aa_name: str | None = None) -> list[str]:
 def text(attribution: dict) -> str:
     """``perfkit trace diff RUN_DIR``'s text: the report's lines (``attribution["aa"]``: the A/A control), its
     tables in columns."""
-    return "\n".join(aligned(section(attribution, attribution.get("aa")))).strip()
+    return "\n".join(aligned(section(attribution, attribution.get("aa"), command=False))).strip()
 
 
 def aligned(lines: list[str]) -> list[str]:

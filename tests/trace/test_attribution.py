@@ -173,7 +173,8 @@ def test_trace_diff_run_dir(tmp_path):
     def plain(line: str) -> str:  # (a separator's dashes as many as its column is wide)
         return re.sub(r"-{3,}", "---", " ".join(line.split()))
 
-    assert [plain(line) for line in lines] == [plain(line) for line in section(full, full.get("aa"))[1:]]
+    assert [plain(line) for line in lines] == [plain(line) for line in section(full, full.get("aa"), False)[1:]]
+    assert "prints the same" not in text.stdout  # (the report names the command; the command does not)
     tables = [[line for line in block.splitlines() if line.startswith("|")] for block in text.stdout.split("\n\n")]
     assert sum(1 for t in tables if t) == 3 and all(len({len(row) for row in t}) == 1 for t in tables if t)
     assert any(line.startswith(f"| `{ADDED}` | ici ") and " | added " in line for line in lines)
@@ -214,13 +215,18 @@ def test_report_section_marks_and_aa_line():
          "ci_lo_ms": 1.0, "ci_hi_ms": 3.0, "marked": True}
     quiet = {**r, "key": "y", "change": "changed", "a_ms": 1.0, "b_ms": 1.1, "delta_ms": 0.1, "ci_lo_ms": -0.2,
              "ci_hi_ms": 0.4, "marked": False}
+    # the demo's concatenate: its CI excludes 0 below the table's 0.001 ms, [+0.000, +0.000] shown: unmarked
+    tiny = {**r, "key": "z", "change": "changed", "a_ms": 0.0011, "b_ms": 0.0014, "delta_ms": 0.0003,
+            "ci_lo_ms": 0.0002, "ci_hi_ms": 0.0004, "marked": True}
     v = {"trials": [3, 3], "chip_steps": [12, 12], "confidence": 0.95, "total": {**r, "key": "total"},
-         "category": [r], "kind": [r, quiet], "op": [r, quiet], "marked": {"rows": 5, "marked": 0, "chance_allows": 1}}
+         "category": [r], "kind": [r, quiet], "op": [r, quiet, tiny],
+         "marked": {"rows": 5, "marked": 0, "chance_allows": 1}}
     lines = section({"baseline": "tp", "top": 10, "variants": {"sp": v, "tp-aa": v}}, "tp-aa")
     text = "\n".join(lines)
     assert "### Where sp's +2.000 ms a step goes" in text
     assert "| `x` | ici | added | 0.000 | 2.000 | +2.000 | [+1.000, +3.000] | **\\*** |" in text
     assert "| `y` | ici | changed | 1.000 | 1.100 | +0.100 | [-0.200, +0.400] |  |" in text
+    assert "| `z` | ici | changed | 0.001 | 0.001 | +0.000 | [+0.000, +0.000] |  |" in text
     assert text.count("A/A control: 0 of 5 parts marked; chance allows up to 1") == 1
 
 
