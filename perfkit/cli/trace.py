@@ -198,7 +198,7 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     click.echo(text_table(table))
     shares = _ms(means.drop(columns=hidden_parts), [c for c in TIMES + COMM if c not in hidden_parts])
     for p in parts:
-        shares[p] += (100 * means[f"{p}_ps"] / means["span_ps"]).map(lambda v: f" ({v:.1f}%)")
+        shares[p] += (100 * means[f"{p}_ps"] / means["span_ps"]).map(lambda v: "" if pd.isna(v) else f" ({v:.1f}%)")
     shares["overlap"] = means["overlap"].map(share)
     click.echo("\nmean step per chip (ms, % of the span):")
     click.echo(text_table(shares))
@@ -330,9 +330,13 @@ def tail(paths, k, as_json, programs):
     click.echo(_ms(chips, ["last_end_ps", "before_last_ps"]).to_string(index=False))
     click.echo(f"\nlast {k} ops per chip (ms from the trace start):")
     click.echo(_ms(readable(last, ["name", "kind"]), ["start_ps", "end_ps", "dur_ps"]).to_string(index=False))
-    click.echo("\ncollectives per chip (completed in the traces; waiting at: its program's next, else the one it ran "
-               "after its last the time before)")
-    click.echo(readable(sequence, ["last_op", "waiting_at"]).to_string(index=False))
+    if sequence["completed"].any():  # (with none, the line below says so: a table of blanks says nothing)
+        click.echo("\ncollectives per chip (completed in the traces; waiting at: its program's next, else the one it "
+                   "ran after its last the time before; -: none)")
+        shown = readable(sequence, ["last_op", "waiting_at"])
+        if shown.isna().any(axis=None):
+            shown = shown.astype(object).where(shown.notna(), "-")
+        click.echo(shown.to_string(index=False))
     click.echo(f"\n{parting.describe(parted, sequence)}")
 
 

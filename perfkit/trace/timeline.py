@@ -313,7 +313,7 @@ def _taker(row: np.ndarray):
     """A function: a column's values at ``row`` (ascending). Device ops sit in long runs of rows (a
     plane's line after line), so where the runs are few they are copied as slices, faster than a gather."""
     breaks = np.flatnonzero(np.diff(row) != 1) + 1
-    if breaks.size > row.size >> 10:
+    if breaks.size > row.size >> 10 or not row.size:
         return lambda values: values[row]
     bounds = list(zip(row[np.append(0, breaks)].tolist(), (row[np.append(breaks - 1, row.size - 1)] + 1).tolist()))
     return lambda values: np.concatenate([values[a:b] for a, b in bounds])

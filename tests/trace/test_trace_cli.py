@@ -85,6 +85,27 @@ def test_diff_tail_export_commands(tmp_path):
     assert names == {"rank 0 device 0", "rank 1 device 0"}
 
 
+def test_a_chip_whose_ops_all_take_no_time(tmp_path):
+    """One TPU op of no duration (the case a fuzzed XSpace found): a span of 0 at its time, no share of it (nan%
+    before), where the breakdown raised IndexError once the ops of no duration were set aside."""
+    space = XSpaceWriter("zero")
+    plane = space.plane("/device:TPU:0")
+    plane.line("XLA Ops", 0).event(plane.op("fusion.1"), 5000, 0)
+    result = run("breakdown", space.save(tmp_path / "zero.xplane.pb"))
+    assert result.exit_code == 0, result.output
+    assert "    0       0      1 0.000   0.000 0.000 0.000 0.000 0.000  0.000       -" in result.stdout, result.stdout
+
+
+def test_tail_without_collectives_prints_no_table_of_blanks():
+    """A real 8-GPU profile with no collectives (a convolution): tail says there are none, with no per-chip table of
+    None and NaN (it printed 8 such rows)."""
+    real = Path(__file__).resolve().parents[1] / "data" / "real" / "xplane" / "mi300_jax_conv_8gpu.xplane.pb"
+    result = run("tail", real, "-n", "1")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.rstrip().endswith("no collectives in these traces: nothing to compare across chips")
+    assert "collectives per chip" not in result.stdout and "NaN" not in result.stdout and "None" not in result.stdout
+
+
 def _field(number: int, payload: bytes) -> bytes:
     """A length-delimited protobuf field of a payload under 128 bytes (its length is one byte)."""
     return bytes([number << 3 | 2, len(payload)]) + payload
