@@ -5,13 +5,14 @@ from __future__ import annotations
 import gc
 import json
 import math
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from perfkit.cli import NOTES
-from perfkit.errors import BadInput
+from perfkit.errors import BadInput, DefinitionNote
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,6 +32,9 @@ last_step_option = click.option("--last-step", type=click.Choice(["keep", "drop"
                                      "marker's start on).")
 HOST_OPS = ("host ops: the trace has no device events, its CPU ops stand in for device ops (compute here is CPU "
             "time on the host; on each thread the innermost op running owns an instant, so nested ops count once)")
+# (the run report's words for the same traces)
+CPU_DEVICES = ("these chips are XLA's CPU devices, threads sharing the host's cores: the arrival skew is the host's "
+               "scheduling, not a slow chip (no straggler is named)")
 
 
 def _prepare() -> None:
@@ -362,6 +366,9 @@ def collectives(paths, step_pattern, top, as_json):
     if ops.empty:
         raise BadInput("no collectives in these traces" + (f"; measured: {HOST_OPS}" if measured == "host ops" else ""),
                        path=" ".join(paths))
+    cpu = "cpu" in found["measured"]
+    if cpu:
+        warnings.warn(CPU_DEVICES, DefinitionNote, stacklevel=1)
     if as_json:
         _echo_json({"measured": measured, "steps_from": steps_from, "ops": _json_rows(ops),
                     "steps": _json_rows(steps), "notes": _notes()}, "instances", found["instances"])
@@ -381,7 +388,7 @@ def collectives(paths, step_pattern, top, as_json):
     if steps.empty:
         click.echo("\nno collective ran on two chips that share a clock: no skew or straggler")
     for s in steps.itertuples():
-        flag = " (straggler)" if s.skew_share > STRAGGLER_SHARE else ""
+        flag = " (straggler)" if s.skew_share > STRAGGLER_SHARE and not cpu else ""
         who = (f"rank {s.rank} device {s.device} arrived last at {s.times_last} of {s.matched} collectives{flag}"
                if s.times_last else f"no chip arrived last alone at its {s.matched} collectives")
         click.echo(f"step {s.step}: {who}; skew {s.skew_ps / PS_PER_US:.1f} us summed, "

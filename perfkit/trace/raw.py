@@ -54,7 +54,9 @@ class RawTrace(NamedTuple):
     strings: StringTable
     lines: list[str]
     programs: Programs              # program id -> its ops (xplane /host:metadata)
-    measured: str = "device"        # what its ops are: "device" ops, or "host" ops standing in (a CPU trace)
+    # what its ops are: "device" ops, "host" ops standing in (a CPU trace), or "cpu" device ops all run on the host
+    # (XLA's CPU devices: threads sharing the host's cores)
+    measured: str = "device"
     host_streams: tuple[tuple[str, int], ...] = ()  # (category, count) of host events with a stream argument
     unlaunched: int = 0             # device ops without a launch up to the last ProfilerStep's end (HTA drops them)
     streamless: int = 0             # device ops without a stream argument HTA reads (HTA drops them)

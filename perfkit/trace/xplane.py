@@ -326,6 +326,7 @@ class _PlaneRead(NamedTuple):
     lines: list[str]     # names of the lines read; the events' line codes count from 0 in this plane
     stamps: list[int]    # their timestamps (ns); start_ps is from the first
     strings: list[str]   # the plane's string table; the events' codes index it
+    host: bool = False   # a /host:CPU plane (its device ops, if any, run on XLA's CPU devices)
 
 
 def _incomplete(path: Path) -> BadInput:
@@ -457,7 +458,7 @@ def _decode_lines(job: PlaneJob, split: _Lines, out: dict[str, np.ndarray]) -> _
                 raise BadInput(f"plane {proto.name} holds more events than when it was first read", path=job.path)
             _resolve(cols, plane, role, len(names) - 1, base_ps, {k: v[filled:filled + n] for k, v in out.items()})
             filled += n
-    return _PlaneRead(filled, names, stamps, strings.values)
+    return _PlaneRead(filled, names, stamps, strings.values, plane.kind == "host")
 
 
 def read_planes(jobs: list[PlaneJob], metadata: list[PlaneJob], rank: int, host: str,
@@ -541,8 +542,12 @@ def _merge(path: Path, rank: int, host: str, reads: list[_PlaneRead], columns: d
             table = np.append(codes, -1).astype(np.int32)  # code -1 (absent) stays -1
             for name in ("name", "hlo_op", "hlo_module", "hlo_category"):
                 np.take(table, columns[name][rows], out=columns[name][rows], mode="wrap")
+    ops, at, on_devices = columns["role"] == ROLES["op"], 0, False
+    for r in reads:  # device ops on a device plane, or only on the host's
+        on_devices |= not r.host and bool(ops[at:at + r.events].any())
+        at += r.events
     return RawTrace(path=path, rank=rank, host=host, origin_ns=origin_ns, columns=columns, strings=strings,
-                    lines=lines, programs=programs)
+                    lines=lines, programs=programs, measured="device" if on_devices or not ops.any() else "cpu")
 
 
 def read_all(files: list[tuple[Path, int]], workers: int = 1, clock: tuple[str, ...] = DEVICE_CLOCK

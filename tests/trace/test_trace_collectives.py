@@ -51,6 +51,21 @@ def test_planted_late_chip_is_the_straggler(tmp_path):
     assert "step 1: rank 0 device 1 arrived last at 2 of 3 collectives (straggler)" in text
 
 
+def test_cpu_devices_name_no_straggler(tmp_path):
+    """The same collectives as XLA's CPU devices run them (threads of the host plane, as the demo's traces hold
+    them): the same skews, and no straggler named, as the run report says for such chips (the command named
+    one before: the newcomer's demo read "(straggler)" here and "no straggler is named" in report.md)."""
+    path = straggler_trace(tmp_path / "cpu.xplane.pb", cpu=True)
+    result = run(path, "--json")
+    assert result.exit_code == 0, result.output
+    assert [(s["step"], s["device"], s["skew_ps"] / U) for s in json.loads(result.stdout)["steps"]] == [
+        (0, 3, 26), (1, 1, 14)]
+    text = run(path)
+    assert "step 0: rank 0 device 3 arrived last at 2 of 3 collectives; skew 26.0 us summed" in text.stdout
+    assert "(straggler)" not in text.stdout
+    assert "these chips are XLA's CPU devices" in text.stderr and "no straggler is named" in text.stderr
+
+
 def _one_chip(path, ops):
     """One TPU chip, one step [0, 100) us; ``ops``: (HLO text, opcode, shape, start_us, end_us)."""
     space = XSpaceWriter("h")

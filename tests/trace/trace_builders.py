@@ -159,7 +159,7 @@ _STRAGGLER_HLO = {  # step 0 names its ops by their HLO text, as real TPU profil
 }
 
 
-def straggler_trace(path: Path) -> Path:
+def straggler_trace(path: Path, cpu: bool = False) -> Path:
     """Four TPU chips in one XSpace (one clock), program 9, Steps [60 s, 60 s + 60) us for s = 0, 1. At
     step offset o, with the step's late chip L arriving ``delay`` D late at the all-gather:
 
@@ -180,6 +180,9 @@ def straggler_trace(path: Path) -> Path:
     Straggler: step 0 chip 3 (last at 2 of 3; skew 20 + 4 + 2 = 26 of 60 us; the others wait 17+4+2,
     20+4+0, 20+4+2 us: mean 24.333), step 1 chip 1 (skew 8 + 4 + 2 = 14; waits 5+4+2, 8+4+0, 8+4+2:
     mean 12.333). Times per (step, op, chip) in ``STRAGGLER_EXPECTED``.
+
+    ``cpu``: the same ops as XLA's CPU devices run them, each chip a thread of the ``/host:CPU`` plane (its ops'
+    ``hlo_op`` and ``device_ordinal`` stats), the steps the host's annotations.
     """
     space = XSpaceWriter("tpu-host")
     space.program(9, "jit_ring", [
@@ -190,17 +193,25 @@ def straggler_trace(path: Path) -> Path:
         ("collective-permute-start.1", "collective-permute-start", "f32[64,128]"),
         ("collective-permute-done.1", "collective-permute-done", "f32[64,128]"),
     ])
+    host = space.plane("/host:CPU") if cpu else None
+    if cpu:
+        annotations = host.line("python", 1_000)
+        for step in range(len(STRAGGLER_STEPS)):
+            annotations.event(host.op("train"), 60 * step * U, 60 * U, step_num=step)
     for chip in range(4):
-        plane = space.plane(f"/device:TPU:{chip}")
-        steps, ops = plane.line("Steps", 1_000), plane.line("XLA Ops", 1_000)
+        plane = host or space.plane(f"/device:TPU:{chip}")
+        steps, ops = (None, plane.line(f"tf_XLAEigen/{chip}", 1_000)) if cpu else (plane.line("Steps", 1_000),
+                                                                                   plane.line("XLA Ops", 1_000))
         for step, (late, d, permute_late) in enumerate(STRAGGLER_STEPS):
             o = 60 * step
 
             def op(name, a, b):
                 label = _STRAGGLER_HLO[name] if step == 0 else name
-                ops.event(plane.op(label, program_id=9), (o + a) * U, (b - a) * U)
+                on_host = {"hlo_op": label.split(" = ")[0].lstrip("%"), "device_ordinal": chip} if cpu else {}
+                ops.event(plane.op(label, program_id=9), (o + a) * U, (b - a) * U, **on_host)
 
-            steps.event(plane.op(str(step)), o * U, 60 * U, step_num=step)
+            if steps is not None:
+                steps.event(plane.op(str(step)), o * U, 60 * U, step_num=step)
             if chip == late:
                 op("fusion.1", 0, 10 + d)
                 op("all-gather-start.1", 10 + d, 11 + d)
