@@ -243,12 +243,12 @@ def _first_difference(first: dict | None) -> str:
 
 def _ranks(summary: dict) -> list[str]:
     """Rank consistency per variant; for a variant whose ranks diverged, hlo-diff's Markdown detail."""
-    rows = ["| variant | consistent | rank groups | first differing instruction | checked |",
+    rows = ["| variant | consistent | ranks by program | first differing instruction | checked |",
             "| --- | --- | --- | --- | --- |"]
     details = []
     for name, r in summary["ranks"].items():
         cons = {True: "yes", False: "**no**", None: "-"}[r["consistent"]]
-        groups = " / ".join(rank_list(g) for g in r["groups"]) or "-"
+        groups = " / ".join(f"rank{'s' * (len(g) > 1)} {rank_list(g)}" for g in r["groups"]) or "-"
         rows.append(f"| {name} | {cons} | {groups} | {_first_difference(r.get('first_difference'))} | {r['checked']} |")
         if r["consistent"] is False and r.get("hlo_diff"):
             details += ["", f"### {name}: programs per rank", "", ranks_report(r["hlo_diff"], markdown=True).rstrip()]

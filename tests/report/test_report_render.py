@@ -84,6 +84,8 @@ def test_sections_and_figures(make_run):
     assert s["variants"]["a"]["step_ms"] == pytest.approx({"median": a_med, "p25": p25, "p75": p75, "n": 12})
     assert s["comparison"]["ratio"] == pytest.approx(ratio) and s["comparison"]["verdict"] == "slower"
     assert s["quality"]["psnr_db"] == pytest.approx(psnr(mse)) and s["ranks"]["a"]["consistent"] is True
+    # ranks sharing one program, named as ranks (a lone "0" read as no groups)
+    assert table_row(report, "a")[:2] == ["yes", "rank 0"]
     assert s["reproduce"]["command"] == "perfkit run run/case.yaml --salt"
 
 
