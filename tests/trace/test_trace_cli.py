@@ -96,6 +96,26 @@ def test_a_chip_whose_ops_all_take_no_time(tmp_path):
     assert "    0       0      1 0.000   0.000 0.000 0.000 0.000 0.000  0.000       -" in result.stdout, result.stdout
 
 
+def test_diff_kinds_and_changes_read_from_the_table(tmp_path):
+    """HTA's TraceDiff pair (real CUDA traces): a kernel whose C++ name has a namespace is of kind ``kernel``, not
+    a kind of its own (fbgemm's split_embedding kernels were rows among the kinds); each delta % follows from the
+    two times shown beside it; a kind gone from B says so (it read -100.0 beside new's "new")."""
+    real = Path(__file__).resolve().parents[1] / "data" / "real" / "kineto"
+    a, b = real / "hta_trace_diff_control.json.gz", real / "hta_trace_diff_test.json.gz"
+    text = run("diff", a, b, "-n", "40").stdout
+    rows = [line.split() for line in text.splitlines() if line.split()[:1] and line.split()[-1][:1] in "+-ng"
+            and len(line.split()) >= 8]
+    kinds = {" ".join(r[:-7]) for r in rows}
+    assert kinds and all(k in ("kernel", "memcpy", "memset") or k.startswith("nccl ") for k in kinds), kinds
+    for r in rows:
+        shown_a, shown_b, change = float(r[-6]), float(r[-5]), r[-1]
+        if change not in ("new", "gone", "-"):
+            assert f"{100 * (shown_b / shown_a - 1):+.1f}" == change, r
+    gone = run("diff", a, b, "--by", "op", "-n", "400").stdout
+    assert any(line.split()[-1] == "gone" and line.split()[-5] == "0.000" for line in gone.splitlines()
+               if line.split())
+
+
 def test_tail_without_collectives_prints_no_table_of_blanks():
     """A real 8-GPU profile with no collectives (a convolution): tail says there are none, with no per-chip table of
     None and NaN (it printed 8 such rows)."""
