@@ -140,6 +140,9 @@ def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_
     codec = parse_codec(codec_spec) if with_floor else None
     if b is None and Path(a, "trials.jsonl").is_file():
         return _taps_command(a, as_json, plot)
+    if plot and b is not None and not as_drift:  # (a frame comparison has no plot: said, not silently skipped)
+        raise BadInput("--plot draws --drift's steps or a run directory's taps (A alone); a frame comparison has "
+                       "none: --per-frame gives every frame's figures", field="--plot")
     if b is None and as_drift:
         raise BadInput("--drift compares A's per-step latents with B's: give B", field="B")
     if b is None and not with_floor:

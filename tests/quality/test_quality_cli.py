@@ -72,6 +72,8 @@ def test_drift_table_and_plot(tmp_path, quality_cli):
     assert "rel L2 1.000e-03" in res.stdout
     res = quality_cli(tmp_path / "a.npy", "--drift", "--codec-floor")  # no B: refused in a line, no traceback
     assert res.exit_code == 2 and "--drift compares A's per-step latents with B's: give B" in res.stderr
+    res = quality_cli(tmp_path / "a.npy", tmp_path / "b.npy", "--plot", tmp_path / "q.png")  # no plot to draw: said
+    assert res.exit_code == 2 and "--plot draws --drift's steps" in res.stderr and not (tmp_path / "q.png").exists()
 
 
 def test_help_imports_no_figures():
