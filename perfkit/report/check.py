@@ -104,7 +104,9 @@ def _timing_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
                          "note": "not in this run" if c is None else "no ratio (a side has no timed trials)"})
             continue
         lo, hi = c["ci"]
-        note = f"95% CI [{lo:.3f}, {hi:.3f}]"
+        # the limit's making, where a case's own tolerance (the demo's 1.0) lets a ratio far past the baseline pass
+        note = (f"limit: the baseline x {1 + th.ratio_tolerance:g} (ratio_tolerance {th.ratio_tolerance:g}); "
+                f"95% CI [{lo:.3f}, {hi:.3f}]")
         if lo > limit:
             note += " lies above the limit: slower than the baseline"
         elif hi < base["ratio"] * (1 - th.ratio_tolerance):

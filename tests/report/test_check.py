@@ -43,6 +43,8 @@ def test_update_then_pass(baseline, make_run, tmp_path):
     text = step_summary.read_text()
     assert text.startswith("earlier step\n### perfkit check, fixture: passed")
     assert "| ok | timing | b/a step_ms |" in text
+    timing = next(line for line in res.output.splitlines() if " timing " in line)
+    assert "limit: the baseline x 1.1 (ratio_tolerance 0.1); 95% CI [" in timing  # the default's, said
     # Another run's summary.json serves as a baseline too.
     assert check(tmp_path / "same", "--baseline", tmp_path / "base" / "summary.json").exit_code == 0
 
