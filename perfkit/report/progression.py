@@ -90,5 +90,5 @@ def markdown(frame: pd.DataFrame) -> list[str]:
                  *([f"{_num(r.a_compile_s)} / {_num(r.b_compile_s)}"] if compile_cols else []), psnr, str(r.failed)]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Step times are each variant's median of per-trial medians (timed synced steps), the figures "
-              f"{b}/{a} divides; in brackets, the change against the row above."]
+              f"{b}/{a} divides; in parentheses, the change against the row above; in brackets, the ratio's 95% CI."]
     return lines

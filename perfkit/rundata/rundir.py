@@ -89,6 +89,8 @@ def read_trials(part: Path) -> list[dict]:
 def read_summary(run_dir: Path) -> dict:
     """A run directory's ``summary.json``; bad input when it is missing or not JSON."""
     path = run_dir / "summary.json"
+    if not run_dir.is_dir():
+        raise BadInput("no such run directory", path=str(run_dir))
     if not path.is_file():
         raise BadInput("no summary.json (write it with `perfkit report RUN_DIR`)", path=str(run_dir))
     try:

@@ -282,6 +282,7 @@ def test_progression_table(make_run):
     assert lines[0].startswith("| run | commit | a step (ms) | b step (ms) | b/a [95% CI] |")
     assert table_row(out.read_text(), "`r2`")[2] == f"{b2:.2f} ({b2 / b1 - 1:+.1%})"
     assert table_row(out.read_text(), "`r1`")[0] == "`c0ffee000000`"
+    assert lines[-1].endswith("in parentheses, the change against the row above; in brackets, the ratio's 95% CI.")
 
 
 def test_bad_input_is_one_line(tmp_path):
@@ -291,6 +292,8 @@ def test_bad_input_is_one_line(tmp_path):
     assert res.exit_code == 2 and res.output == f"perfkit: {tmp_path / 'nonexistent'}: no such run directory\n"
     res = CliRunner().invoke(cli, ["report", "--progression", str(tmp_path)])
     assert res.exit_code == 2 and "no summary.json" in res.output
+    res = CliRunner().invoke(cli, ["report", "--progression", str(tmp_path / "nonexistent")])  # not "write it"
+    assert res.exit_code == 2 and res.output == f"perfkit: {tmp_path / 'nonexistent'}: no such run directory\n"
     (tmp_path / "summary.json").write_text('{"case": "cut off')
     res = CliRunner().invoke(cli, ["report", "--progression", str(tmp_path)])
     assert res.exit_code == 2 and len(res.output.splitlines()) == 1
