@@ -85,11 +85,14 @@ def format_result(r: dict, per_frame: bool = False) -> list[str]:
                  f"max |d| {r['max_abs_diff']:.4g}, mean |d| {r['mean_abs_diff']:.4g}, "
                  f"PSNR {_db(r['psnr_db'])} (data range {r['data_range']:.4g}, A's max - min)"]
     else:
-        lines = [f"A: {r['inputs'][0]}", f"B: {r['inputs'][1]}", *format_frames(r),
-                 f"figures as the filters of {r['ffmpeg']} give them: the commands give them with that release "
-                 "(an older one may part: 5.1's ssim on chroma planes, its 16-bit to 8-bit conversion)"]
+        lines = [f"A: {r['inputs'][0]}", f"B: {r['inputs'][1]}", *format_frames(r)]
+        commands = any("(as `ffmpeg " in line for line in lines)  # none where every frame is identical
+        if commands:
+            lines.append(f"figures as the filters of {r['ffmpeg']} give them: the commands give them with that "
+                         "release (an older one may part: 5.1's ssim on chroma planes, its 16-bit to 8-bit conversion)")
         if "frames_paired" in r:
-            lines.insert(2, f"frames paired {r['frames_paired']}")
+            paired = r["frames_paired"] if commands else r["frames_paired"].split(": the commands given")[0]
+            lines.insert(2, f"frames paired {paired}")
         if "rotation" in r:
             lines.insert(2, r["rotation"])
         if per_frame:

@@ -141,3 +141,21 @@ def test_agrees_with_ffmpeg_psnr_filter(tmp_path, clip, noisy, quality_cli):
     r = quality_cli(tmp_path / "a", tmp_path / "b", "--json").json()
     assert r["psnr_pooled_db"] == pytest.approx(average, abs=0.01)
     assert r["psnr_min_db"] == pytest.approx(worst, abs=0.01)
+
+
+def test_identical_frames_name_no_command(tmp_path, clip, quality_cli):
+    """A folder of frames and a lossless video of them (libx264rgb, 8 a second): every frame identical, so no
+    ffmpeg command is printed, and no line refers to one (the pairing and the FFmpeg release read "the commands
+    given" with none given)."""
+    from lavfi_referee import encode
+
+    frames = clip(frames=6)
+    folder = tmp_path / "frames"
+    folder.mkdir()
+    for i, frame in enumerate(frames):
+        skio.imsave(folder / f"{i:03d}.png", frame, check_contrast=False)
+    video = encode(list(frames), tmp_path / "v.mkv", "libx264rgb", "rgb24", {"crf": "0"})
+    res = quality_cli(folder, video)
+    assert res.exit_code == 0, res.stderr
+    assert "6 of 6 frames identical" in res.stdout and "frames paired by index" in res.stdout
+    assert "command" not in res.stdout and "ffmpeg -" not in res.stdout, res.stdout
