@@ -159,3 +159,17 @@ def test_identical_frames_name_no_command(tmp_path, clip, quality_cli):
     assert res.exit_code == 0, res.stderr
     assert "6 of 6 frames identical" in res.stdout and "frames paired by index" in res.stdout
     assert "command" not in res.stdout and "ffmpeg -" not in res.stdout, res.stdout
+
+
+def test_the_ffmpeg_release_of_the_figures_is_named(tmp_path, clip, noisy, quality_cli):
+    """The figures are libavfilter's as PyAV holds it (5.1's ssim gave U 0.999696 where PyAV's 8.1 gives
+    0.999993 on the same pair): the text names the release beside its commands, the JSON in ``ffmpeg``."""
+    import av
+
+    frames = clip(frames=3)
+    np.save(tmp_path / "a.npy", frames)
+    np.save(tmp_path / "b.npy", noisy(frames, 8))
+    res = quality_cli(tmp_path / "a.npy", tmp_path / "b.npy")
+    assert f"figures as the filters of FFmpeg {av.ffmpeg_version_info} (PyAV's libavfilter " in res.stdout
+    assert quality_cli(tmp_path / "a.npy", tmp_path / "b.npy", "--json").json()["ffmpeg"].startswith(
+        f"FFmpeg {av.ffmpeg_version_info} ")
