@@ -175,8 +175,6 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     if plot:
         draw(means, plot, title=f"step time per chip ({HOST_OPS.split(':')[0]})" if measured == "host ops" else "")
     spans = steps_from if window == "step" else ["whole trace"]
-    last = ("last step dropped (HTA's default)" if last_step == "drop" else "last step kept (HTA's "
-            "include_last_profiler_step=True)")
     outside, clock = rows.attrs["outside"], rows.attrs["clock"]
     if as_json:
         click.echo(json.dumps({"measured": measured, "steps_from": spans, "window": window, "last_step": last_step,
@@ -189,7 +187,10 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     # HTA's figures on a Kineto trace with sub-microsecond times are of the times rounded inward (start up, end down)
     kineto = any(not is_xplane(Path(f)) for f in rows.attrs["files"])
     rounding = ", to the ns (HTA rounds Kineto times inward to whole us; HTA_DISABLE_NS_ROUNDING=1 keeps them)"
-    click.echo(f"steps from: {', '.join(spans)}; {last}; times in ms{rounding if kineto else ''}; "
+    # HTA's option named where HTA reads the trace; no last step to keep where there are no steps
+    hta = (" (HTA's default)" if last_step == "drop" else " (HTA's include_last_profiler_step=True)") if kineto else ""
+    last = "" if spans == ["none"] else f"last step {'dropped' if last_step == 'drop' else 'kept'}{hta}; "
+    click.echo(f"steps from: {', '.join(spans)}; {last}times in ms{rounding if kineto else ''}; "
                "comm: collectives in flight, hidden: the part of it under compute")
     if outside:
         click.echo(_outside_line(outside))

@@ -116,6 +116,15 @@ def test_diff_kinds_and_changes_read_from_the_table(tmp_path):
                if line.split())
 
 
+def test_breakdown_header_names_hta_only_for_what_hta_reads(tmp_path):
+    """HTA reads Kineto traces, not XSpaces: an XSpace's header names no HTA option; one without steps has no last
+    step to keep (both read "last step kept (HTA's include_last_profiler_step=True)")."""
+    real = Path(__file__).resolve().parents[1] / "data" / "real" / "xplane" / "mi300_jax08_gemm.xplane.pb"
+    assert run("breakdown", real).stdout.startswith("steps from: none; times in ms; comm:")
+    stepped = run("breakdown", tpu_trace(tmp_path / "t.xplane.pb")).stdout
+    assert stepped.startswith("steps from: ") and "; last step kept; times in ms;" in stepped and "HTA" not in stepped
+
+
 def test_tail_without_collectives_prints_no_table_of_blanks():
     """A real 8-GPU profile with no collectives (a convolution): tail says there are none, with no per-chip table of
     None and NaN (it printed 8 such rows)."""
