@@ -208,6 +208,7 @@ def test_run_summary_and_report_lines(tmp_path):
     assert [(s["trial"], s["step"], s["device"]) for s in got["sp"]["steps"]] == [("00-sp", 0, 3), ("00-sp", 1, 1)]
     text = "\n".join(_collectives(got))
     assert "| all-gather | 1 | 98304 | 0.017 | 0.016 | 0.001 | 0.010 | 5.96 |" in text
+    assert "| time (ms) | exposed (ms) | hidden (ms) | waiting for the last chip (ms) | GB/s |" in text  # each unit
     skew = ("Arrival skew (last chip's arrival minus the first's, summed over a step's collectives) passes 5% of "
             "the step in 2 of 2 traced steps of sp; at most 0.026 ms, 43.3% of step 0 of 00-sp.")
     assert f"{skew} Straggler: rank 0 device 3, last to arrive at 2 of that step's 3 collectives." in text
