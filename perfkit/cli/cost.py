@@ -37,8 +37,11 @@ def program_lines(label: str, step: dict, roof: dict | None) -> list[str]:
     where = f" ({step['file']})" if step.get("file") else ""
     lines = [f"{label}: step program {step['module']}{where}",
              f"  FLOPs {_count(step['flops'])} (dots {_count(step['dot_flops'])}, other {_count(step['other_flops'])}, "
-             f"transcendentals {_count(step['transcendentals'])}); HBM {_bytes(step['hbm_bytes'])}; "
-             f"temp {_bytes(step['temp_bytes'])}, peak {_bytes(step['peak_bytes'])}"]
+             f"transcendentals {_count(step['transcendentals'])}); HBM {_bytes(step['hbm_bytes'])}; " +
+             (f"temp {_bytes(step['temp_bytes'])}, peak {_bytes(step['peak_bytes'])}"
+              if step["temp_bytes"] is not None or step["peak_bytes"] is not None else
+              "temp and peak memory unknown (a program as lowered has no buffer assignment; XLA's dump after "
+              "optimizations has)")]
     kinds = step["collectives"]
     lines.append("  collectives: " + ("; ".join(
         f"{k['count']} {kind} ({_bytes(k['buffer_bytes'])} of buffers, {_bytes(k['sent_bytes'])} sent a device)"

@@ -278,3 +278,16 @@ def test_a_dump_is_found_from_a_rank_folder_and_a_trial(wan_sp_dump, tmp_path):
     assert single_dump(tmp_path / "trial") == tmp_path / "trial" / "rank1" / "xla_dump"
     with pytest.raises(BadInput, match="no \\*after_optimizations.txt here"):
         single_dump(tmp_path / "trial" / "rank0")
+
+
+def test_program_lines_say_why_memory_is_unknown():
+    """A program as lowered (``cost --model``) has no buffer assignment: its temp and peak memory are said to be
+    unknown, and why (the line read "temp -, peak -")."""
+    from perfkit.cli.cost import program_lines
+
+    step = {"module": "wan step", "flops": 4.22e14, "dot_flops": 4.2e14, "other_flops": 2.34e12,
+            "transcendentals": 4.41e11, "hbm_bytes": 1 << 30, "temp_bytes": None, "peak_bytes": None,
+            "collectives": {}}
+    line = program_lines("wan", step, None)[1]
+    assert line.endswith("HBM 1024 MiB; temp and peak memory unknown (a program as lowered has no buffer assignment; "
+                         "XLA's dump after optimizations has)")
