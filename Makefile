@@ -11,9 +11,9 @@ export NPROC ?= 16
 
 setup: $(STAMP)
 
+# torch first, pinned: the CPU build lies on this disk; a bare `torch` fetches a multi-GB CUDA build.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	# torch first, pinned: the CPU build lies on this disk; a bare `torch` fetches a multi-GB CUDA build.
 	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[torch,jax,dev]'
 	touch $(STAMP)
