@@ -30,6 +30,10 @@ def _ratio(c: dict) -> str:
 
 
 METRIC_WORDS = {"step_ms": "median step time (synced)", "natural_step_ms": "natural step time (one sync per pass)"}
+# what the bundled model's trials record beside their steps (perfkit.run.worker), in the Timing table's words
+VALUE_WORDS = {"setup_s": "building the model and its parameters", "setup_compile_s": "the compiles in that set-up",
+               "compile_s": "compiling the step programs", "compile_cache_hits": "programs read from jax's persistent "
+               "compile cache", "compile_cache_writes": "programs written to it"}
 
 
 def _unit(name: str) -> str:
@@ -116,7 +120,12 @@ def _timing(summary: dict) -> list[str]:
              "*faster* or *slower* when the whole CI lies beyond the minimum effect on that side, *same* when it "
              "lies within it, else *unknown*. The Mann-Whitney p is a second view that only ranks the trial medians "
              f"(steps within a trial and the minimum effect play no part{_p_floor(summary['comparison'])}), "
-             "so the two can disagree: the verdict is the CI's. Values are medians over good trials."]
+             "so the two can disagree: the verdict is the CI's. Values are medians over good trials. A synced step "
+             "waits for its results before the next starts; the natural pass runs the same steps dispatched without "
+             "waiting, one wait at its end, as a program runs them."]
+    named = [f"`{k}` {VALUE_WORDS[k]}" for v in variants.values() for k in v["values"] if k in VALUE_WORDS]
+    if named:
+        rows[-1] += " Recorded by the trials: " + "; ".join(dict.fromkeys(named)) + "."
     nf = summary.get("noise_floor")
     if nf:
         width = ("unknown (too few trials)" if nf["half_width"] is None else

@@ -58,6 +58,7 @@ def test_sections_and_figures(make_run):
     assert table_row(report, "denoise_s (median over trials)") == [f"{denoise_a:.2f} s",
                                                         f"{denoise_b:.2f} s ({denoise_b / denoise_a - 1:+.1%})"]
     assert table_row(report, "timed steps (trials)") == ["12 (3)", "12 (3)"]
+    assert "A synced step waits for its results before the next starts; the natural pass runs" in report
     ratio = np.median([np.median([1.2 * s for s in t[WARMUP:]]) for t in A_STEPS]) / \
         np.median([np.median(t[WARMUP:]) for t in A_STEPS])
     assert f"- b/a, median step time (synced): **{ratio:.3f}**" in report
@@ -168,6 +169,7 @@ def test_every_change_in_the_timing_table_follows_from_its_figures(tmp_path):
         assert _change_follows(*table_row(report, label)), (label, table_row(report, label))
     assert table_row(report, "step, natural: median of trials (ms, one pass each)") == ["4.713", "10.848 (+130.2%)"]
     assert table_row(report, "setup_s (median over trials)") == ["0.00759 s", "0.00792 s (+4.3%)"]
+    assert "Recorded by the trials: `setup_s` building the model and its parameters." in report  # said what it is
 
 
 @pytest.mark.parametrize("rounds, floor", [(2, "0.333"), (4, "0.0286")])
