@@ -76,6 +76,8 @@ def _show(shown, notes: list[str]):
     it to ``notes``."""
     def show(message, category, *args, **kwargs):
         if issubclass(category, DefinitionNote):
+            if str(message) in notes:  # (a folder listed twice, by the cut and by the reader: said once)
+                return
             click.echo(f"perfkit: note: {message}", err=True)
             notes.append(str(message))
         else:

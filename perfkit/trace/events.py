@@ -65,11 +65,15 @@ def trace_files(paths: list[str | Path]) -> list[Path]:
         if p.is_file():
             found.append(p)
         elif p.is_dir():
-            here = (sorted(p.rglob(f"*{_XPLANE_SUFFIX}"))
-                    or sorted(f for f in p.rglob("*") if f.name.endswith(_KINETO_SUFFIXES)))
-            if not here:
+            xspaces = sorted(p.rglob(f"*{_XPLANE_SUFFIX}"))
+            kineto = sorted(f for f in p.rglob("*") if f.name.endswith(_KINETO_SUFFIXES))
+            if not xspaces and not kineto:
                 raise BadInput("no *.xplane.pb or Kineto *.json[.gz] trace under this folder", path=p)
-            found += here
+            if xspaces and kineto:
+                warnings.warn(f"{p}: its {len(xspaces)} *.xplane.pb read, its {len(kineto)} *.json[.gz] left out (a "
+                              "folder is read as one kind of trace: name the JSON files to read them)",
+                              DefinitionNote, stacklevel=2)
+            found += xspaces or kineto
         else:
             raise BadInput("no such file or folder", path=p)
     return found

@@ -125,6 +125,20 @@ def test_breakdown_header_names_hta_only_for_what_hta_reads(tmp_path):
     assert stepped.startswith("steps from: ") and "; last step kept; times in ms;" in stepped and "HTA" not in stepped
 
 
+def test_a_folder_of_both_kinds_says_which_it_read(tmp_path):
+    """A folder holding an XSpace and a Kineto trace is read as XSpaces; the JSON left out is said, once (it was
+    left out unsaid)."""
+    import shutil
+
+    tpu_trace(tmp_path / "both" / "t.xplane.pb")
+    real = Path(__file__).resolve().parents[1] / "data" / "real" / "kineto" / "rank-0.json.gz"
+    shutil.copy(real, tmp_path / "both" / "rank-0.json.gz")
+    result = run("breakdown", tmp_path / "both")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == (f"perfkit: note: {tmp_path / 'both'}: its 1 *.xplane.pb read, its 1 *.json[.gz] left out "
+                             "(a folder is read as one kind of trace: name the JSON files to read them)\n")
+
+
 def test_tail_without_collectives_prints_no_table_of_blanks():
     """A real 8-GPU profile with no collectives (a convolution): tail says there are none, with no per-chip table of
     None and NaN (it printed 8 such rows)."""
