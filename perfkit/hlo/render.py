@@ -163,9 +163,9 @@ def ranks_report(result: dict, markdown: bool = False) -> str:
 
 
 def _shape_changes(w: _Writer, o: dict) -> list[str]:
-    """An opcode's shapes added and removed, SHAPES_SHOWN of each; those left out are counted and summed, so the
-    parts printed add up to the opcode's change (the full lists are in --json)."""
-    added, removed = o["shapes_added"], o["shapes_removed"]
+    """An opcode's shapes added and removed, the SHAPES_SHOWN largest counts of each; those left out are counted and
+    summed, so the parts printed add up to the opcode's change (the full lists are in --json)."""
+    added, removed = (sorted(o[k], key=lambda s: -s["count"]) for k in ("shapes_added", "shapes_removed"))  # largest
     parts = [f"+{s['count']} {w.code(s['shape'])}" for s in added[:SHAPES_SHOWN]]
     parts += [f"-{s['count']} {w.code(s['shape'])}" for s in removed[:SHAPES_SHOWN]]
     left_out = len(added[SHAPES_SHOWN:]) + len(removed[SHAPES_SHOWN:])
@@ -179,7 +179,7 @@ def ab_report(result: dict, markdown: bool = False) -> str:
     """A against B (``diff.compare_ab``) as text or Markdown."""
     w = _Writer(markdown)
     differ = sum(not m["same_program"] for m in result["modules"])
-    w.line(0, f"A {w.code(result['a'])} against B {w.code(result['b'])}: {len(result['modules'])} modules "
+    w.line(0, f"A {w.code(result['a'])} against B {w.code(result['b'])}: {_count(len(result['modules']), 'module')} "
               f"compared, {differ} differ")
     if result.get("cost"):  # perfkit.cost.programs.ab_cost: the change, then each roofline, in words
         w.line(1, "step cost: " + result["cost"]["lines"][0])

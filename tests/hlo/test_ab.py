@@ -183,12 +183,14 @@ def test_shapes_left_out_are_counted_so_the_line_adds_up(tmp_path):
     a = dump(tmp_path / "a", adds(a_times, "f32[11]{0}"), "module_0001.jit_step.cpu_after_optimizations.txt")
     b = dump(tmp_path / "b", adds(b_times, "f32[1]{0}"), "module_0001.jit_step.cpu_after_optimizations.txt")
     lines = render.ab_report(compare_ab(a, b)).splitlines()
-    # Left out: +4 f32[4], +5 f32[5] and -2 f32[14]: 3 shapes, +7; 1 + 2 + 3 - 1 - 1 - 1 + 7 = +10.
-    assert "    add 5 -> 15 (+10): +1 f32[1]{0}, +2 f32[2]{0}, +3 f32[3]{0}, -1 f32[11]{0}, -1 f32[12]{0}, " \
-           "-1 f32[13]{0}, ... 3 more shapes (+7)" in lines
+    # The largest counts shown: +5 f32[5], +4 f32[4], +3 f32[3]; -2 f32[14], then the 1s in order. Left out: +2 f32[2],
+    # +1 f32[1], -1 f32[13]: 3 shapes, +2; 5 + 4 + 3 - 2 - 1 - 1 + 2 = +10.
+    assert "    add 5 -> 15 (+10): +5 f32[5]{0}, +4 f32[4]{0}, +3 f32[3]{0}, -2 f32[14]{0}, -1 f32[11]{0}, " \
+           "-1 f32[12]{0}, ... 3 more shapes (+2)" in lines
     # Parameters: 5 shapes added, 4 removed, one of each: +1 +1 +1 -1 -1 -1, then 3 more (+1 +1 -1).
     assert "    parameter 4 -> 5 (+1): +1 f32[1]{0}, +1 f32[2]{0}, +1 f32[3]{0}, -1 f32[11]{0}, -1 f32[12]{0}, " \
            "-1 f32[13]{0}, ... 3 more shapes (+1)" in lines
     assert "    multiply 1 -> 1 (+0): +1 f32[1]{0}, -1 f32[11]{0}" in lines  # nothing left out: unchanged
     md = render.ab_report(compare_ab(a, b), markdown=True)
-    assert "``f32[13]{0}``, ... 3 more shapes (+7)" in md
+    assert "``f32[12]{0}``, ... 3 more shapes (+2)" in md
+    assert lines[0].endswith(": 1 module compared, 1 differ")
