@@ -248,10 +248,24 @@ class ImageFolder(Media):
         if not files:
             raise BadInput(f"holds no {' / '.join(IMAGE_SUFFIXES)} frames", path=label)
         self.files, self.label, self.folder = files, label, folder
+        self._refuse_a_gap()
         self.count = len(files)
         self._rgb24 = _RGB24()
         self.frame_shape = _read_image(files[0], self._rgb24).shape
         self.detail = f"{len(files)} image file(s) of {size_text(self.frame_shape)}"
+
+    def _refuse_a_gap(self) -> None:
+        """BadInput where the files number the frames with a number missing (a frame lost: the frames after it
+        would pair with the other input's one frame out of step, and ffmpeg's reader stops there)."""
+        names = [_NUMBERED.fullmatch(path.name) for path in self.files]
+        if not self.folder or not all(names) or len({(m[1], m[3]) for m in names}) != 1:
+            return
+        numbers = [int(m[2]) for m in names]
+        for before, (after, path) in zip(numbers, zip(numbers[1:], self.files[1:])):
+            if after != before + 1:
+                raise BadInput(f"frame numbers skip from {before} to {after} (a frame missing?): frames pair by "
+                               "their order, so those after it would be one out of step; number them without a gap",
+                               path=path)
 
     def times(self) -> list[Fraction]:
         """As ffmpeg's image sequence reader times them: ``IMAGE_RATE`` frames a second."""
