@@ -30,6 +30,6 @@ def test_run_reports_divergent_and_consistent_variants(tmp_path):
     assert b["consistent"] is True and b["groups"] == [[0, 1, 2, 3]] and b["first_difference"] is None
     report = (run / "report.md").read_text()
     section = report[report.index("## Rank consistency"):]
-    assert "| constant | **no** | 0-2 / 3 | `jit_step`: rank 3 ``ROOT %slice" in section
-    assert "| array | yes | 0-3 |" in section
+    assert "| constant | **no** | ranks 0-2 / rank 3 | `jit_step`: rank 3 ``ROOT %slice" in section
+    assert "| array | yes | ranks 0-3 |" in section
     assert "### constant: programs per rank" in section and "rank 3 against rank 0" in section
