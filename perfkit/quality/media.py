@@ -116,7 +116,8 @@ class VideoFile(Media):
                            path=self.label) from None
         listed = stream.frames  # an MP4's sample table lists every packet; AVI's and MKV's counts are no such list
         if container.format.name.startswith("mov,") and listed > packets:
-            raise BadInput(f"truncated: its index lists {listed} frames, the file holds {packets}", path=self.label)
+            raise BadInput(f"truncated, or its index damaged: the index lists {listed} frames, the file holds "
+                           f"{packets}", path=self.label)
         self.count, self._pts = len(shown), sorted(shown)
         self._time_base, self._start_us, self._codec_rate = stream.time_base, container.start_time, stream.guessed_rate
 
