@@ -28,7 +28,9 @@ _COLLECTIVE_CATEGORY = re.compile(r"all-gather|all-reduce|reduce-scatter|all-to-
 _COMM_KERNEL = re.compile(r"(nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)|(nccl|rccl)|(c10d)::(\w+)|^(gloo):(\w+)", re.IGNORECASE)
 _COPY_KERNEL = re.compile(r"\s*(memcpy|memset|(?-i:dma))", re.IGNORECASE)  # dma: MTIA's dma_request (HTA's rule)
 _COPY_CATEGORIES = ("memcpy", "memset")  # the category a GPU tracer's mark on a copy or fill gives it (the reader's)
-_TORCH_OP = re.compile(r"[A-Za-z_]\w*(?:::\w+)+(?:\.\w+)?")  # aten::mm, aten::add.Tensor, fbgemm::jagged_to_padded
+# a torch op or annotation (aten::mm, autograd::engine::evaluate_function: ...), not a GPU kernel's C++ signature
+# (void at::native::elementwise_kernel<...>(...))
+_KERNEL_SIGNATURE = re.compile(r"^void |[<(]")
 _HLO_TEXT = re.compile(r"%?([\w.\-]+)\s*=\s*(\S.*?)\s+([a-z][\w\-]*)\(")
 
 
@@ -84,4 +86,4 @@ def classify(name: str, hlo_op: str, program: Program | None, hlo_category: str)
     if copy:
         return OpClass(hlo_op, copy.group(1).lower(), "dma", shape)
     # a torch op (aten::mm, a CPU trace's) is its own kind; a GPU kernel whose C++ name has a namespace is a kernel
-    return OpClass(hlo_op, name if _TORCH_OP.fullmatch(name) else "kernel", "compute", shape)
+    return OpClass(hlo_op, name if "::" in name and not _KERNEL_SIGNATURE.search(name) else "kernel", "compute", shape)

@@ -111,6 +111,9 @@ def test_diff_kinds_and_changes_read_from_the_table(tmp_path):
         shown_a, shown_b, change = float(r[-6]), float(r[-5]), r[-1]
         if change not in ("new", "gone", "-"):
             assert f"{100 * (shown_b / shown_a - 1):+.1f}" == change, r
+    cpu = real / "hta_rank_non_gpu.json.gz"  # a CPU trace's torch ops and annotations stay kinds of their own
+    keys = [line.split("  compute")[0].strip() for line in run("diff", cpu, cpu, "-n", "400").stdout.splitlines()]
+    assert "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad" in keys
     gone = run("diff", a, b, "--by", "op", "-n", "400").stdout
     assert any(line.split()[-1] == "gone" and line.split()[-5] == "0.000" for line in gone.splitlines()
                if line.split())
