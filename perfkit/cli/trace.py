@@ -273,8 +273,9 @@ def diff(a, b, by, top, step_pattern, window, as_json):
     if measured == "host ops":
         click.echo(f"measured: {HOST_OPS}")
     spans = "chip-steps" if window == "step" else "chips, whole traces"
-    click.echo(f"device time (ms) and ops per chip and step (means), by {by}: A {a} ({table.attrs['spans_a']} {spans}), "
-               f"B {b} ({table.attrs['spans_b']} {spans}); delta % of the times shown (new: none in A, gone: none in B)")
+    click.echo(f"device time (ms) and ops per chip and step (means), by {by}: A {a} ({table.attrs['spans_a']} "
+               f"{spans}), B {b} ({table.attrs['spans_b']} {spans}); delta % of the times shown (new: none in A, "
+               "gone: none in B)")
     for side in ("a", "b"):
         if table.attrs[f"outside_{side}"]:
             click.echo(_outside_line(table.attrs[f"outside_{side}"], f" in {side.upper()}"))
@@ -283,7 +284,8 @@ def diff(a, b, by, top, step_pattern, window, as_json):
     totals = table.groupby("category")[["a_ps", "b_ps", "delta_ps"]].sum()
     shown = table.head(top).copy()
     a_ms, b_ms = ([float(f"{v / PS_PER_MS:.3f}") for v in shown[c]] for c in ("a_ps", "b_ps"))  # as shown
-    shown["delta %"] = [("new" if a_ps == 0 else "-") if a == 0 else "gone" if b_ps == 0 else f"{100 * (b / a - 1):+.1f}"
+    shown["delta %"] = [("new" if a_ps == 0 else "-") if a == 0 else "gone" if b_ps == 0 else
+                        f"{100 * (b / a - 1):+.1f}"
                         for a, b, a_ps, b_ps in zip(a_ms, b_ms, shown["a_ps"], shown["b_ps"])]
     for c in ("a_count", "b_count"):
         shown[c] = shown[c].map(lambda v: f"{v:.4g}")

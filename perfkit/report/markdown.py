@@ -363,8 +363,8 @@ def _collectives(variants: dict, cpu: bool = False) -> list[str]:
             continue
         rows += ["", f"Collectives of {name} per chip and step (`perfkit trace collectives` on a trial folder "
                  "lists each one):", "",
-                 "| kind | count | bytes sent | time (ms) | exposed (ms) | hidden (ms) | waiting for the last chip (ms) | "
-                 "GB/s |",
+                 "| kind | count | bytes sent | time (ms) | exposed (ms) | hidden (ms) | "
+                 "waiting for the last chip (ms) | GB/s |",
                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for k in c["kinds"]:
             sent = "-" if k["bytes"] is None else f"{k['bytes']:.0f}"

@@ -413,7 +413,8 @@ def test_an_mp4_cut_at_a_packet_s_end_is_refused(pairs, tmp_path):
         ends = [p.pos + p.size for p in container.demux(video=0) if p.size]
     cut = tmp_path / "cut.mp4"
     cut.write_bytes(whole.read_bytes()[:ends[29]])
-    with pytest.raises(BadInput, match=r"cut.mp4: truncated, or its index damaged: the index lists 49 frames, the file holds 30$"):
+    with pytest.raises(BadInput, match=r"cut.mp4: truncated, or its index damaged: the index lists 49 frames, the "
+                                       r"file holds 30$"):
         quality.compare(whole, cut)
 
 
