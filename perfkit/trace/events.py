@@ -366,7 +366,8 @@ def load(paths: list[str | Path], step_pattern: str | None = None, workers: int 
     """All events of the traces at ``paths`` (files or folders) in one frame (``COLUMNS``, or those of
     ``columns`` plus ``REQUIRED``, in ``COLUMNS`` order: what an analysis does not read is not built);
     ``attrs``: ``origin_ns`` (wall clock of start_ps 0), ``steps_from``, ``files``, ``measured`` (``["device"]``,
-    or ``"host"`` among them where a trace had no device events: its host ops stand in). XSpaces are decoded
+    ``"host"`` among them where a trace had no device events: its host ops stand in, ``"cpu"`` where its device
+    ops all ran on the host plane: XLA's CPU devices). XSpaces are decoded
     by ``workers`` processes (default: one per core this process may use) when they are big enough."""
     wanted = wanted_columns(columns)
     pattern = None

@@ -182,7 +182,7 @@ class Combined(NamedTuple):
     results: list           # of the shards with events, in the files' order
     shifts: list[int]       # each one's times to add for the earliest origin, ps
     steps_from: list[str]   # where the steps came from, each file's (``steps.assign``'s names)
-    measured: list[str]     # "device", or "host" among them where host ops stood in (``events.load``)
+    measured: list[str]     # "device", "host" where host ops stood in, "cpu" for XLA's CPU devices (``events.load``)
     files: list[str]        # the files read
     shards: list[int]       # the shards whose results these are
 
