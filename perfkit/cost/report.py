@@ -18,7 +18,7 @@ def _dividing(steps: list[dict], base: int, key: str) -> int:
     """The significant digits (3 or more) each step's ``key`` needs for the change the last sentence gives
     against the baseline's to follow from the two shown."""
     pairs = [(steps[base][key], s[key]) for s in steps if None not in (steps[base][key], s[key])]
-    return digits(pairs, 3, significant=True, text=change_text, most=7)
+    return digits(pairs, 3, significant=True, text=change_text, most=9)
 
 
 def section(summary: dict) -> list[str]:

@@ -59,7 +59,7 @@ def _dividing(figures: list, significant: bool = False, text=change_text) -> int
     two shown."""
     at_least = 4 if significant else 2
     pairs = [(figures[0], x) for x in figures[1:] if None not in (figures[0], x)]
-    return digits(pairs, at_least, significant, text, most=at_least + 4)
+    return digits(pairs, at_least, significant, text, most=at_least + 6)
 
 
 def _timing(summary: dict) -> list[str]:
