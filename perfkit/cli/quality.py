@@ -76,7 +76,11 @@ def format_frames(r: dict) -> list[str]:
 def _per_frame_text(rows: list[dict]) -> str:
     import pandas as pd  # slow to import: only --per-frame prints a table
 
-    return pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.4f}")
+    table = pd.DataFrame(rows)
+    if "share_over_16" in table:  # a percentage, as the summary line gives it (--json keeps the fraction)
+        table = table.assign(share_over_16=100 * table["share_over_16"]).rename(
+            columns={"share_over_16": "over_16_%"})
+    return table.to_string(index=False, float_format=lambda x: f"{x:.4f}")
 
 
 def format_result(r: dict, per_frame: bool = False) -> list[str]:

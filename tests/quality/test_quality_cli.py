@@ -173,3 +173,19 @@ def test_the_ffmpeg_release_of_the_figures_is_named(tmp_path, clip, noisy, quali
     assert f"figures as the filters of FFmpeg {av.ffmpeg_version_info} (PyAV's libavfilter " in res.stdout
     assert quality_cli(tmp_path / "a.npy", tmp_path / "b.npy", "--json").json()["ffmpeg"].startswith(
         f"FFmpeg {av.ffmpeg_version_info} ")
+
+
+def test_per_frame_text_gives_the_share_over_16_as_the_summary_does(tmp_path, clip, quality_cli):
+    """--per-frame's table gives each frame's share of |d| > 16 as a percentage, as the summary line does (it gave a
+    fraction, 0.0011, under a line giving 0.174%); --json keeps the fraction."""
+    frames = clip(frames=2)
+    b = frames.copy()
+    b[0, :4, :4] ^= 0x80  # 48 of frame 0's 9216 values moved by more than 16: 0.5208%
+    np.save(tmp_path / "a.npy", frames)
+    np.save(tmp_path / "b.npy", b)
+    text = quality_cli(tmp_path / "a.npy", tmp_path / "b.npy", "--per-frame").stdout
+    head, first = next((line.split(), nxt.split()) for line, nxt in zip(text.splitlines(), text.splitlines()[1:])
+                       if "over_16_%" in line)
+    assert first[head.index("over_16_%")] == "0.5208"
+    rows = quality_cli(tmp_path / "a.npy", tmp_path / "b.npy", "--per-frame", "--json").json()["per_frame"]
+    assert rows[0]["share_over_16"] == pytest.approx(48 / 9216)
