@@ -301,9 +301,10 @@ def _breakdown(summary: dict) -> list[str]:
         else:
             rows.append(f"| {name} | {v['chip_steps']} ({v['trials']}) | {v['span_ms']:.3f} | "
                         + " | ".join(cell(v, p) for p in parts) + " |")
-    rows += ["", "Mean traced step per chip; each instant goes to compute, else exposed ICI, "
-             + ("else exposed DCN, " if dcn else "") + "else local DMA, "
-             "else idle (`perfkit trace breakdown` on the trial folders gives every chip and step).", "",
+    rows += ["", "Mean traced step per chip (a chip-step: one chip's one traced step); each instant goes to compute, "
+             "else exposed ICI (collectives not under compute), " + ("else exposed DCN, " if dcn else "")
+             + "else local DMA (copies), else idle (`perfkit trace breakdown` on the trial folders gives every chip "
+             "and step).", "",
              "The traced steps (the case's `capture.trace`) run with the profiler recording and are left out of the "
              "timed steps: their span is that step's window on each chip, the profiler's own cost inside it, one "
              "step a trial. So it is usually longer than the timed medians above and is not compared with them; "
