@@ -101,10 +101,9 @@ class VideoFile(Media):
         """Its frames from its packets (nothing decoded): ``count``, those shown (a packet an edit list discards, or
         an empty one, as AVI's dropped frames are, shows none), and their timestamps; BadInput where the file is
         cut short: a packet incomplete, or fewer packets than an MP4 / MOV index lists."""
-        shown, packets, read = [], 0, 0
+        shown, packets, k = [], 0, 0
         try:
             for k, packet in enumerate(container.demux(stream)):
-                read = k
                 if packet.is_corrupt:  # the demuxer read fewer bytes than the index promised
                     raise BadInput(f"truncated or damaged: packet {k} is incomplete", path=self.label)
                 if packet.size:
@@ -112,7 +111,7 @@ class VideoFile(Media):
                     if not packet.is_discard:
                         shown.append(packet.pts if packet.pts is not None else -1)
         except av.error.FFmpegError as exc:  # a damaged header or size field (two Y4M files joined, a zeroed IVF)
-            raise BadInput(f"damaged: its packets cannot be read after packet {read} ({exc.strerror})",
+            raise BadInput(f"damaged: its packets cannot be read after packet {k} ({exc.strerror})",
                            path=self.label) from None
         listed = stream.frames  # an MP4's sample table lists every packet; AVI's and MKV's counts are no such list
         if container.format.name.startswith("mov,") and listed > packets:
@@ -249,24 +248,26 @@ class ImageFolder(Media):
         if not files:
             raise BadInput(f"holds no {' / '.join(IMAGE_SUFFIXES)} frames", path=label)
         self.files, self.label, self.folder = files, label, folder
-        self._refuse_a_gap()
+        self._numbered = self._numbered_names()
         self.count = len(files)
         self._rgb24 = _RGB24()
         self.frame_shape = _read_image(files[0], self._rgb24).shape
         self.detail = f"{len(files)} image file(s) of {size_text(self.frame_shape)}"
 
-    def _refuse_a_gap(self) -> None:
-        """BadInput where the files number the frames with a number missing (a frame lost: the frames after it
-        would pair with the other input's one frame out of step, and ffmpeg's reader stops there)."""
+    def _numbered_names(self) -> list[re.Match] | None:
+        """The files' names as a folder's numbered frames (one prefix and suffix), or None where they are not;
+        BadInput where a number is missing (a frame lost: the frames after it would pair with the other input's
+        one frame out of step, and ffmpeg's reader stops there)."""
         names = [_NUMBERED.fullmatch(path.name) for path in self.files]
         if not self.folder or not all(names) or len({(m[1], m[3]) for m in names}) != 1:
-            return
+            return None
         numbers = [int(m[2]) for m in names]
         for before, (after, path) in zip(numbers, zip(numbers[1:], self.files[1:])):
             if after != before + 1:
                 raise BadInput(f"frame numbers skip from {before} to {after} (a frame missing?): frames pair by "
                                "their order, so those after it would be one out of step; number them without a gap",
                                path=path)
+        return names
 
     def times(self) -> list[Fraction]:
         """As ffmpeg's image sequence reader times them: ``IMAGE_RATE`` frames a second."""
@@ -276,11 +277,8 @@ class ImageFolder(Media):
         """The folder, called ``name``, as ffmpeg's image sequence reader takes it (``-i NAME/%03d.png``, with
         ``-start_number`` where the first is not 0), where its file names number it so; None where they do not
         (or it is one file)."""
-        names = [_NUMBERED.fullmatch(path.name) for path in self.files]
-        if not self.folder or not all(names) or len({(m[1], m[3]) for m in names}) != 1:
-            return None
-        numbers = [int(m[2]) for m in names]
-        if numbers != list(range(numbers[0], numbers[0] + len(numbers))):
+        names = self._numbered
+        if names is None:
             return None
         written = [m[2] for m in names]
         if all(text == str(int(text)) for text in written):  # no leading zeros
@@ -289,7 +287,8 @@ class ImageFolder(Media):
             digits = f"%0{len(written[0])}d"
         else:
             return None
-        start = f"-start_number {numbers[0]} " if numbers[0] else ""
+        first = int(written[0])
+        start = f"-start_number {first} " if first else ""
         return f"{start}-i {name}/{names[0][1]}{digits}{names[0][3]}"
 
     def frames(self, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
