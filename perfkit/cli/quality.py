@@ -90,7 +90,7 @@ def format_result(r: dict, per_frame: bool = False) -> list[str]:
                  f"PSNR {_db(r['psnr_db'])} (data range {r['data_range']:.4g}, A's max - min)"]
     else:
         lines = [f"A: {r['inputs'][0]}", f"B: {r['inputs'][1]}", *format_frames(r)]
-        commands = any("(as `ffmpeg " in line for line in lines)  # none where every frame is identical
+        commands = r["identical_frames"] < r["frames"] or "ssim" in r  # format_frames' lines that name a command
         if commands:
             lines.append(f"figures as the filters of {r['ffmpeg']} give them: the commands give them with that "
                          "release (an older one may part: 5.1's ssim on chroma planes, its 16-bit to 8-bit conversion)")

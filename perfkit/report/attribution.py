@@ -33,7 +33,7 @@ def _table(rows: list[dict], by: str, title: str, baseline: str, name: str) -> l
 def _shown_apart(row: dict) -> bool:
     """Whether a part's CI excludes 0 as the table shows it (one that does only below its 0.001 ms: unmarked, as
     [+0.000, +0.000] would read)."""
-    return row["marked"] and (round(row["ci_lo_ms"], 3) > 0 or round(row["ci_hi_ms"], 3) < 0)
+    return row["marked"] and (float(f"{row['ci_lo_ms']:.3f}") > 0 or float(f"{row['ci_hi_ms']:.3f}") < 0)
 
 
 def section(attribution: dict | None, aa_name: str | None = None, command: bool = True) -> list[str]:
