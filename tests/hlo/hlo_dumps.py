@@ -2,13 +2,13 @@
 jax.distributed processes on CPU, once with the rank-dependent offset as a Python constant and once as a
 runtime array."""
 
+import contextlib
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
-
-from perfkit.run.trial import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAM = REPO / "cases" / "repro" / "rank_constant.py"
@@ -16,9 +16,19 @@ WORLD = 4
 MODES = ("constant", "array")
 
 
-def launch(mode: str, out: Path) -> list[subprocess.Popen]:
-    """WORLD rank processes of the demonstration program, each dumping to ``out/rank<R>``."""
-    port = free_port()
+def distinct_ports(n: int) -> list[int]:
+    """n loopback ports free now and different from each other: the sockets stay bound until all n are
+    picked, so the OS cannot hand one port out twice (two groups sharing a coordinator abort)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+
+
+def launch(mode: str, out: Path, port: int) -> list[subprocess.Popen]:
+    """WORLD rank processes of the demonstration program meeting at ``port``, each dumping to
+    ``out/rank<R>``."""
     procs = []
     for r in range(WORLD):
         env = {k: v for k, v in os.environ.items() if not k.startswith("PERFKIT_")}
@@ -32,7 +42,8 @@ def launch(mode: str, out: Path) -> list[subprocess.Popen]:
 
 
 def generate(root: Path) -> None:
-    procs = [p for mode in MODES for p in launch(mode, root / mode)]
+    ports = distinct_ports(len(MODES))
+    procs = [p for mode, port in zip(MODES, ports) for p in launch(mode, root / mode, port)]
     try:
         for p in procs:
             log, _ = p.communicate(timeout=180)
