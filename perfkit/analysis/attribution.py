@@ -36,6 +36,7 @@ CONFIDENCE = 0.95
 PART_COLUMNS = ["trial", "rank", "device", "step", "by", "key", "category", "time_ps"]
 COLUMNS = ["by", "key", "category", "change", "a_ms", "b_ms", "delta_ms", "ci_lo_ms", "ci_hi_ms", "marked"]
 OTHER, IDLE, RESIDUAL, TOTAL = "other", "idle", "residual", "total"
+CHANGES = ("added", "removed", "changed")  # of a key on one side only, or on both
 
 
 def chip_step_parts(frame: pd.DataFrame, trial: str = "", window: str = "step") -> pd.DataFrame:
@@ -98,13 +99,15 @@ def attribute(a: pd.DataFrame, b: pd.DataFrame, by: str = "category", top: int =
     (``COLUMNS``: times in ms, B less A; ``ci_*``: the ``confidence`` interval of the delta; ``marked``:
     it excludes 0; ``change``: ``changed``, ``added`` / ``removed`` for a key on one side only, or
     ``other`` / ``idle`` / ``residual``), largest |delta| first, then the ``total`` row (the parts add up
-    to it). ``top``: ops or kinds named one by one."""
+    to it). ``top``: ops or kinds named one by one; ``attrs["other_keys"]``: how many of the keys ``other``
+    sums are added, removed or changed (those with any)."""
     if by not in BYS:
         raise BadInput(f"must be one of {', '.join(BYS)}", field="--by")
     for side, frame in (("A", a), ("B", b)):
         if not (frame["by"] == "span").any():
             raise BadInput(f"side {side} has no traced step")
-    keys = None
+    present = [set(p.loc[p["by"] == by, "key"]) for p in (a, b)]
+    keys, rest = None, []
     if by != "category":  # the top keys by |delta| of the point estimates; the rest summed
         every = [_columns(p, by, None) for p in (a, b)]
         full = [_mean(_per_trial(u)) for u in every]
@@ -112,7 +115,8 @@ def attribute(a: pd.DataFrame, b: pd.DataFrame, by: str = "category", top: int =
         ops = sorted((set(names[0]) | set(names[1])) - {IDLE, RESIDUAL})
         delta = pd.Series({k: (full[1][names[1].get_loc(k)] if k in names[1] else 0)
                           - (full[0][names[0].get_loc(k)] if k in names[0] else 0) for k in ops}, dtype=float)
-        keys = list(delta.abs().sort_values(ascending=False, kind="stable").index[:top])
+        ranked = list(delta.abs().sort_values(ascending=False, kind="stable").index)
+        keys, rest = ranked[:top], ranked[top:]
     units = [_columns(p, by, keys) for p in (a, b)]
     columns = list(units[0].columns)
     trials = [_per_trial(u[columns]) for u in units]
@@ -122,7 +126,6 @@ def attribute(a: pd.DataFrame, b: pd.DataFrame, by: str = "category", top: int =
     draws = np.concatenate([draws, draws.sum(axis=1, keepdims=True)], axis=1)  # the total, from the same draws
     alpha = (1 - confidence) / 2
     lo, hi = np.quantile(draws, [alpha, 1 - alpha], axis=0)
-    present = [set(p.loc[p["by"] == by, "key"]) for p in (a, b)]
     categories = pd.concat([a, b]).loc[lambda p: p["by"] == by].groupby("key")["category"].agg(
         lambda c: c.mode().iloc[0])
 
@@ -146,8 +149,11 @@ def attribute(a: pd.DataFrame, b: pd.DataFrame, by: str = "category", top: int =
     parts = parts[(parts["a_ms"] != 0) | (parts["b_ms"] != 0) | (parts["key"] == RESIDUAL)]  # dcn only where any
     order = np.argsort(-parts["delta_ms"].abs().to_numpy(), kind="stable")
     out = pd.concat([parts.iloc[order], rows.iloc[-1:]], ignore_index=True)[COLUMNS]
+    # what `other` sums: a change spread over many small ops reads as one large `other` without it
+    other_keys = {c: n for c in CHANGES if (n := sum(change(k) == c for k in rest))}
     out.attrs.update(trials_a=len(trials[0]), trials_b=len(trials[1]), confidence=confidence, n_boot=n_boot,
-                     chip_steps_a=int((a["by"] == "span").sum()), chip_steps_b=int((b["by"] == "span").sum()))
+                     chip_steps_a=int((a["by"] == "span").sum()), chip_steps_b=int((b["by"] == "span").sum()),
+                     other_keys=other_keys)
     return out
 
 
@@ -207,8 +213,13 @@ def run_attribution(run_dir: str | Path, top: int = TOP, seed: int | None = None
 
 
 def _records(rows: pd.DataFrame) -> list[dict]:
-    return [{k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in r.items()}
-            for r in rows.drop(columns="by").to_dict("records")]
+    """A split's rows as summary.json's (the total's too); the ``other`` row with ``other_keys``."""
+    out = [{k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in r.items()}
+           for r in rows.drop(columns="by").to_dict("records")]
+    for r in out:
+        if r["change"] == OTHER:
+            r["other_keys"] = rows.attrs["other_keys"]
+    return out
 
 
 def summarize(run_dir: Path, trials: list[dict], variants: list[str], top: int = TOP, seed: int = 0) -> dict | None:

@@ -23,11 +23,19 @@ def _table(rows: list[dict], by: str, title: str, baseline: str, name: str) -> l
            "| --- | " + ("--- | --- | " if about else "") + "---: | ---: | ---: | ---: | --- |"]
     for r in rows:
         named = about and r["change"] not in ("other", "idle", "residual")
-        key = f"`{short[r['key']]}`" if named else r["key"]
+        key = f"`{short[r['key']]}`" if named else _other(r, title) if "other_keys" in r else r["key"]
         out.append(f"| {key} | " + (f"{r['category'] or '-'} | {r['change']} | " if about else "")
                    + f"{r['a_ms']:.3f} | {r['b_ms']:.3f} | {_ms(r['delta_ms'])} | "
                    f"[{r['ci_lo_ms']:+.3f}, {r['ci_hi_ms']:+.3f}] | {MARK if _shown_apart(r) else ''} |")
     return out
+
+
+def _other(row: dict, title: str) -> str:
+    """``other (7 ops: 1 added, 6 changed)``: what the row sums."""
+    counts = row["other_keys"]
+    n = sum(counts.values())
+    noun = title.split()[-1] + ("" if n == 1 else "s")
+    return f"other ({n} {noun}: " + ", ".join(f"{k} {c}" for c, k in counts.items()) + ")"
 
 
 def _shown_apart(row: dict) -> bool:
@@ -56,7 +64,8 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
                 f"{_ms(t['delta_ms'])} ms [{t['ci_lo_ms']:+.3f}, {t['ci_hi_ms']:+.3f}] (95% CI of a bootstrap over "
                 f"trials, then steps: {v['trials'][0]} and {v['trials'][1]} trials, {v['chip_steps'][0]} and "
                 f"{v['chip_steps'][1]} chip-steps). Each split adds up to the change: the top "
-                f"{attribution['top']} ops or kinds by |delta|, `other` the rest, `residual` the busy time less the "
+                f"{attribution['top']} ops or kinds by |delta|, `other` the rest (how many, and how they "
+                "changed), `residual` the busy time less the "
                 "ops' exclusive times (below 0 where ops run at once on several lines, each counting its own time; "
                 f"above 0 where ops reach outside the step); {MARK}: the part's CI, as shown, excludes 0; added / "
                 "removed: on one side only." + (" `perfkit trace diff RUN_DIR` prints the same." if command else "")]

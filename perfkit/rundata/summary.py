@@ -210,6 +210,14 @@ class Breakdown(TypedDict):
     collectives: dict[str, Collectives | Error]
 
 
+class OtherKeys(TypedDict):
+    """How many of the ops or kinds an ``other`` row sums are on B only, on A only, or on both."""
+
+    added: NotRequired[int]
+    removed: NotRequired[int]
+    changed: NotRequired[int]
+
+
 class AttributionRow(TypedDict):
     key: str
     category: str
@@ -220,6 +228,7 @@ class AttributionRow(TypedDict):
     ci_lo_ms: float | None
     ci_hi_ms: float | None
     marked: bool
+    other_keys: NotRequired[OtherKeys]  # the ``other`` row's only
 
 
 class Marked(TypedDict):

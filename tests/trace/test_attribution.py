@@ -112,6 +112,21 @@ def test_parts_add_up_to_the_total(planted, by):
         assert row(rows, "other")["delta_ms"] == pytest.approx(ops.drop(top).sum(), abs=1e-12)
 
 
+def test_other_says_what_it_sums(planted):
+    """B gains one op of 1 ps on top of the planted fixture: with 3 of its 10 ops named (the planted
+    all-reduce and the two fusions changed most), `other` sums the 6 other fusions, on both sides, and it."""
+    a, b, _ = planted
+    extra = b[(b["by"] == "op") & (b["key"] == COMMON[0])].assign(key="extra.1", time_ps=1)
+    b = attribution.pd.concat([b, extra], ignore_index=True)
+    rows = attribution.attribute(a, b, "op", top=3)
+    assert rows.attrs["other_keys"] == {"added": 1, "changed": 6}
+    assert attribution.attribute(b, a, "op", top=3).attrs["other_keys"] == {"removed": 1, "changed": 6}
+    assert attribution.attribute(a, b, "op", top=100).attrs["other_keys"] == {}  # nothing left to sum
+    record = attribution._records(rows)
+    assert [r.get("other_keys") for r in record if r["key"] == "other"] == [{"added": 1, "changed": 6}]
+    assert sum("other_keys" in r for r in record) == 1
+
+
 def test_aa_marks_no_more_than_chance(tmp_path):
     """Two sides drawn alike, with a trial effect (20% sd) far above the step noise: resampling steps
     without trials first would give intervals too narrow and mark many."""
@@ -178,6 +193,10 @@ def test_trace_diff_run_dir(tmp_path):
     tables = [[line for line in block.splitlines() if line.startswith("|")] for block in text.stdout.split("\n\n")]
     assert sum(1 for t in tables if t) == 3 and all(len({len(row) for row in t}) == 1 for t in tables if t)
     assert any(line.startswith(f"| `{ADDED}` | ici ") and " | added " in line for line in lines)
+    # 9 ops (8 fusions and the planted all-reduce), 4 named: the other 5 fusions run on both sides
+    assert [r["other_keys"] for r in b["op"] if r["key"] == "other"] == [{"changed": 5}]
+    four = CliRunner().invoke(cli, ["trace", "diff", str(run_dir), "-n", "4"]).stdout.splitlines()
+    assert any(plain(line).startswith("| other (5 ops: 5 changed) | - | other ") for line in four)
     frame = attribution.run_attribution(run_dir, top=4)  # the Python API: the same rows as a frame
     ops = frame[(frame["variant"] == "b") & (frame["by"] == "op")]
     assert ops.iloc[0]["delta_ms"] == pytest.approx(b["op"][0]["delta_ms"])
@@ -228,6 +247,11 @@ def test_report_section_marks_and_aa_line():
     assert "| `y` | ici | changed | 1.000 | 1.100 | +0.100 | [-0.200, +0.400] |  |" in text
     assert "| `z` | ici | changed | 0.001 | 0.001 | +0.000 | [+0.000, +0.000] |  |" in text
     assert text.count("A/A control: 0 of 5 parts marked; chance allows up to 1") == 1
+    other = {**quiet, "key": "other", "category": "", "change": "other", "other_keys": {"added": 1, "changed": 6}}
+    one = {**other, "other_keys": {"removed": 1}}
+    text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": {**v, "kind": [one], "op": [other]}}}))
+    assert "| other (7 ops: 1 added, 6 changed) | - | other | 1.000 | 1.100 | +0.100 |" in text
+    assert "| other (1 kind: 1 removed) | - | other |" in text
 
 
 # HTA 0.5.0's TraceDiff sums on its own pair (pinned in test_trace_cli.py): name -> (control us, test us)
