@@ -51,8 +51,7 @@ def chip_step_parts(frame: pd.DataFrame, trial: str = "", window: str = "step") 
     parts = [rows.assign(by="span", key="span", category="", time_ps=rows["span_ps"])]
     parts += [rows.assign(by="category", key=p, category=p, time_ps=rows[f"{p}_ps"]) for p in breakdown.PARTS]
     parts += [diff.per_span(frame, by, window, laid).assign(by=by) for by in ("kind", "op")]
-    out = pd.concat([p[["rank", "device", "step", "by", "key", "category", "time_ps"]] for p in parts],
-                    ignore_index=True)
+    out = pd.concat([p[PART_COLUMNS[1:]] for p in parts], ignore_index=True)
     out.insert(0, "trial", trial)
     out["time_ps"] = out["time_ps"].astype(np.int64)
     out.attrs["outside"] = laid.outside

@@ -262,12 +262,12 @@ def run_case(case: Case, run_dir: Path | None = None, options: RunOptions = RunO
     env_json = _environment(case, options)
     rundir.write_atomic(part / "env.json", env_json)
     if not case.matrix:
-        return _run_cell(case, run_dir, options, resume=resume, env_json=env_json, progress=progress)
+        return _run_cell(case, run_dir, options, env_json=env_json, progress=progress)
 
     failed = interrupted = False
     port_base = 0
     for i, (_, cell) in enumerate(case_mod.expand_matrix(case)):
-        res = _run_cell(cell, run_dir / "cells" / f"{i:02d}", options, resume=resume, env_json=env_json,
+        res = _run_cell(cell, run_dir / "cells" / f"{i:02d}", options, env_json=env_json,
                         progress=progress, port_base=port_base)
         port_base += cell.repeats["max"] * len(run_names(cell, options.only))
         failed, interrupted = failed or res.failed, res.interrupted
@@ -294,7 +294,7 @@ def _environment(case: Case, options: RunOptions) -> str:
     return json.dumps(info, indent=2)
 
 
-def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, resume: bool, env_json: str,
+def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, env_json: str,
               progress: Progress, port_base: int = 0) -> RunResult:
     """The trials of one case without a matrix, then its summary and report."""
     part = rundir.part_dir(run_dir, options.host_index, options.hosts)

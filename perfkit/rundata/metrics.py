@@ -46,9 +46,6 @@ class MarkEvent(TypedDict):
     device_kind: NotRequired[str]
 
 
-MetricsEvent = StepEvent | NaturalStepEvent | ValueEvent | MarkEvent
-
-
 @dataclasses.dataclass
 class RankMetrics:
     """A rank's report: synced step times, natural step times, other values, progress marks."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from perfkit.trace import breakdown, diff, events, export, hlo_stats, shards
+from perfkit.trace import diff, events, export, hlo_stats, shards
 
 
 class Profile:
@@ -30,10 +30,6 @@ class Profile:
         """Per (rank, device, step): compute / exposed ICI / local DMA / idle adding up to the span, and the
         collectives' time with the part hidden under compute (``window="trace"``: one span per chip)."""
         return shards.breakdown_traces(self.paths, self.steps, window)[0]
-
-    def mean_step(self, window: str = "step") -> pd.DataFrame:
-        """The breakdown's mean step per (rank, device)."""
-        return breakdown.mean_per_device(self.breakdown(window))
 
     def collectives(self) -> dict[str, pd.DataFrame]:
         """Each collective instance (``instances``), per op (``ops``) and per step with its straggler

@@ -391,7 +391,7 @@ def _plane(job: PlaneJob) -> tuple[object, np.ndarray, list[int], list[int]]:
     return plane, buf, line_starts.tolist(), line_ends.tolist()
 
 
-def _lines(plane: _Plane, proto, buf: np.ndarray, line_starts: list[int], line_ends: list[int], path: Path):
+def _lines(plane: _Plane, buf: np.ndarray, line_starts: list[int], line_ends: list[int], path: Path):
     """The lines of a plane whose events are read: (XLine without events, role, event starts, ends)."""
     for line_start, line_end in zip(line_starts, line_ends):
         starts, ends, line = _split(buf, line_start, line_end, 4, XLINE, path, _EVENT_LEADING)
@@ -422,7 +422,7 @@ def _split_lines(job: PlaneJob) -> _Lines | str:
         return proto.name
     strings = StringTable()
     plane = _plane_tables(proto, kind, device, strings)
-    return _Lines(proto, plane, strings, buf, list(_lines(plane, proto, buf, line_starts, line_ends, job.path)))
+    return _Lines(proto, plane, strings, buf, list(_lines(plane, buf, line_starts, line_ends, job.path)))
 
 
 def survey(job: PlaneJob) -> tuple[str, int]:

@@ -4,7 +4,7 @@ analysed apart in workers) and equal the analyses of the whole events frame, on 
 import pandas as pd
 import pytest
 
-from perfkit.trace import Profile, breakdown, collectives, diff, events, shards, tail, xplane
+from perfkit.trace import Profile, breakdown, collectives, diff, events, export, hlo_stats, shards, tail, xplane
 
 MI300 = "xplane/mi300_jax_conv_8gpu.xplane.pb"
 
@@ -18,7 +18,7 @@ def planes_apart(monkeypatch):
     monkeypatch.setattr(shards, "may_start_workers", lambda: True)
 
 
-def test_the_facade_equals_the_whole_frames_analyses(fixtures_dir, planes_apart, monkeypatch):
+def test_the_facade_equals_the_whole_frames_analyses(fixtures_dir, planes_apart, monkeypatch, tmp_path):
     path = fixtures_dir / MI300
     whole = events.load([path], workers=1)
     expected = {"breakdown": breakdown.breakdown(whole), "chips": tail.chips(whole), "last": tail.last_ops(whole, 3),
@@ -37,3 +37,7 @@ def test_the_facade_equals_the_whole_frames_analyses(fixtures_dir, planes_apart,
     assert not loads  # every analysis above went shard by shard, none through the whole frame
     assert profile.events is whole and len(loads) == 1  # the frame itself: read on first use, once
     assert profile.events is whole and len(loads) == 1
+    pd.testing.assert_frame_equal(profile.hlo_stats(), hlo_stats.hlo_stats(whole))  # the two on the whole frame
+    written = profile.write_perfetto(tmp_path / "a.json")
+    assert written == export.write_perfetto(whole, tmp_path / "b.json") > 0 and len(loads) == 1
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
