@@ -136,7 +136,7 @@ def main(plan, config, steps, guidance, dtype, seed, compile_backend, input_layo
 
 def run(plan, config, steps, guidance, dtype, seed, compile_backend, input_layout, device_kind) -> None:
     t_setup = time.perf_counter()
-    # torch and the torch model: only once the arguments are good
+    # numpy, torch and the torch model: only once the arguments are good
     import numpy as np
     # torch is optional: the module's CLI help and argument checks run without it
     import torch

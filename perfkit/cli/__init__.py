@@ -3,9 +3,12 @@ analysis-only commands never import jax or torch."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import importlib
 import json
+import os
+import signal
 import sys
 import warnings
 from pathlib import Path
@@ -166,9 +169,6 @@ def run(case_file, overrides, only, out_dir, aa, salt, resume_dir, hosts, host_i
 
     Exit code 3 when a trial failed or hung, or the run was stopped (Ctrl-C): the report is still
     written, and --resume RUN_DIR continues it."""
-    # each command imports what it needs when run: `perfkit --help` stays fast
-    import signal
-
     # A SIGTERM (a CI timeout, a scheduler) stops the run like Ctrl-C: ranks ended, partial report.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
@@ -213,8 +213,6 @@ def _run_or_resume(case_file, overrides, only, out_dir, aa, salt, resume_dir, ho
 def env(devices, as_json):
     """Versions, devices and the git tree hash, as a run records them in env.json."""
     # each command imports what it needs when run: `perfkit --help` stays fast
-    import os
-
     from perfkit.run import envinfo
     from perfkit.common.xla import xla_flags
 
@@ -271,9 +269,6 @@ def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db
     is listed); with GITHUB_STEP_SUMMARY set, a Markdown summary is appended there. --update-baseline
     writes BASELINE from this run."""
     # pandas, the cost gate and the case schema: only when a check runs, not for --help
-    import dataclasses
-    import os
-
     from perfkit.common.summary import json_safe
     from perfkit.report import check as ci_gate
     from perfkit.report.line import summary_line

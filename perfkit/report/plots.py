@@ -94,10 +94,6 @@ def psnr_per_frame(psnr_db: list, title: str) -> Figure:
 def write_plots(run_dir: Path, summary: dict, steps: pd.DataFrame) -> dict[str, str]:
     """Every plot the run's figures allow, as ``{name: path relative to run_dir}``: ``step_times``,
     ``breakdown``, ``psnr`` (of the headline output), ``drift``, ``taps`` (agreement by layer)."""
-    # the quality stack (PyAV): only when a run has latents
-    from perfkit.quality.compare import plot_drift
-    from perfkit.quality.departure import plot_agreement
-
     folder = run_dir / PLOTS_DIR
     a = summary["baseline"]
     b = compared_variant(summary)
@@ -109,7 +105,13 @@ def write_plots(run_dir: Path, summary: dict, steps: pd.DataFrame) -> dict[str, 
                if differing else None}
     made = {name: save_figure(fig, folder / f"{name}.png") for name, fig in figures.items() if fig is not None}
     if q.get("drift"):
+        # the quality modules (PyAV among their imports): only for a run whose latents drift
+        from perfkit.quality.compare import plot_drift
+
         made["drift"] = plot_drift(pd.DataFrame(q["drift"]), folder / "drift.png", f"{b} against {a}")
     if (summary.get("taps") or {}).get("rows"):
+        # (as the drift's: only for a run with taps)
+        from perfkit.quality.departure import plot_agreement
+
         made["taps"] = plot_agreement(summary["taps"]["rows"], folder / "taps.png", f"{b} against {a}")
     return {name: str(p.relative_to(run_dir)) for name, p in made.items()}

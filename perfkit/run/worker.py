@@ -85,7 +85,7 @@ def host_latents(jax, den):
 
     if jax.process_count() == 1:
         return np.asarray(jax.device_get(den.latents), np.float32)
-    # multi-process jobs only
+    # multi-process jobs only: an experimental module a single process never needs
     from jax.experimental import multihost_utils
 
     return np.asarray(multihost_utils.process_allgather(den.latents, tiled=True), np.float32)
