@@ -6,14 +6,14 @@ shards that the kernels can take:
 - ``plan_ring_halves``: a multiple of 2 x shards (each shard splits into the two halves a
   bidirectional ring sends each way);
 - ``plan_whole_tiles``: each ring half a whole number of ``tile`` rows (the Pallas kernels' row tiles;
-  the reference PR padded Wan's 4680 rows to 4736 at 4 shards, tile 16);
+  Wan's 4680 rows become 4736 at 4 shards, tile 16);
 - ``plan_lanes``: each shard a multiple of 128 rows (lane-aligned reshapes in Ulysses attention;
   75,600 -> 75,776 at 4 shards).
 
 Padding happens eagerly, before the compiled graph (``pad`` / ``unpad`` on concrete arrays). Padding
 inside a compiled graph and slicing each rank's shard at a Python-constant offset let XLA fold the pad
 on some ranks only: the ranks compiled different programs, and collectives paired by order wrote into
-each other's live buffers (the reference PR's hang). Anything rank-dependent (e.g.
+each other's live buffers: a hang (``cases/repro/rank_constant.py`` compiles such programs). Anything rank-dependent (e.g.
 ``PadPlan.shard_valid_rows``) enters compiled code as a runtime array, sharded over the mesh axis.
 Pad keys must be masked in attention: pass ``kv_valid_len=plan.length``.
 """

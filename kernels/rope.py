@@ -2,7 +2,7 @@
 
 Two layouts of the same rotation. Interleaved (the checkpoints' layout) rotates channel pairs
 (2j, 2j + 1); split halves rotates pairs (j, j + D/2): a slice and a concatenation, where interleaved
-needs a minor-dimension relayout (4-7% of a compiled TPU denoise step in the reference PR).
+needs a minor-dimension relayout (a measurable share of a compiled TPU denoise step).
 ``split_halves_permutation`` converts one into the other: permuting each head's q / k channels with it
 (projection output features, q / k norm gains) turns the interleaved rotation into split halves, and
 q . k is unchanged because q and k are permuted alike. Do it once, on the host, when loading weights.

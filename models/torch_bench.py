@@ -18,7 +18,7 @@ and speaks the metrics protocol:
   Steps with the profiler on (the traced ones and one warm-up step before them) carry ``traced``.
 
 ``--input-layout transposed`` hands the model a transposed view of the latents from step 1 on (same
-values, other strides): the stride-guard trap of the reference PRs, for A/B cases on recompiles.
+values, other strides): a stride guard fails and torch.compile recompiles, for A/B cases on recompiles.
 """
 
 from __future__ import annotations

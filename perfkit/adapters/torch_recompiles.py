@@ -1,7 +1,7 @@
 """Counting torch.compile recompiles in a running program, with the guard that caused each.
 
-A recompile is silent and can cost more than the run it slows: in the TPU reference PR a stride guard
-that failed on the first real request recompiled the whole DiT and turned a 4 s denoise into 72 s.
+A recompile is silent and can cost more than the run it slows: a stride guard that fails on the first
+real request recompiles the whole DiT, many times the denoise it interrupts.
 Dynamo reports every recompile to its ``recompiles`` logging artifact (what ``TORCH_LOGS=recompiles``
 prints); ``RecompileCounter`` turns that artifact on and counts its records, so a bench can report
 

@@ -11,7 +11,7 @@ called, so perfkit works where torch_tpu is absent (it has no CPU mode: the test
   environment; libtpu reads both when the process starts.
 - ``KernelRegistry``: registers custom JAX kernels as torch ops under names that carry a hash of their
   source. torch_tpu caches an op by name, so a changed kernel under an old name silently runs stale
-  code (the reference PR lost a bench to it); registering one name twice with different code is refused.
+  code, and a bench measures the old kernel; registering one name twice with different code is refused.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ shows, and what every perfkit figure but ``hlo_stats`` measures: the ops' times 
 their steps' spans), and carries its time on the chip's own clock as stats (``device_offset_ps``,
 ``device_duration_ps``: what xprof's op_profile and hlo_stats count). The synchronization moves time
 between neighbouring ops: on xprof's own 4-chip profile a third of the ops' two durations part by more
-than 1%, while each chip's sums agree to a few milliseconds in 90 s. The outputs name it where it happens.
+than 1%, while each chip's sums agree closely. The outputs name it where it happens.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ module spans do not, as in xprof.
 
 An op that carries its time on the chip's own clock (a TPU's ``device_offset_ps`` / ``device_duration_ps``)
 is timed and nested by it, as xprof does; the trace's (host-synchronized) times of the same ops, which
-every other perfkit figure uses, can part from it by tens of milliseconds (xprof's own TPU profile
-``tpu_inference_2``: ``copy-done.2`` 298.8 ms there, 194.1 ms on the chip).
+every other perfkit figure uses, can part from it by tens of milliseconds (the test on xprof's own TPU profile
+``tpu_inference_2`` pins one such op, ``copy-done.2``).
 """
 
 from __future__ import annotations
