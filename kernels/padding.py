@@ -13,8 +13,8 @@ shards that the kernels can take:
 Padding happens eagerly, before the compiled graph (``pad`` / ``unpad`` on concrete arrays). Padding
 inside a compiled graph and slicing each rank's shard at a Python-constant offset let XLA fold the pad
 on some ranks only: the ranks compiled different programs, and collectives paired by order wrote into
-each other's live buffers: a hang (``cases/repro/rank_constant.py`` compiles such programs). Anything rank-dependent (e.g.
-``PadPlan.shard_valid_rows``) enters compiled code as a runtime array, sharded over the mesh axis.
+each other's live buffers: a hang (``cases/repro/rank_constant.py`` compiles such programs). Anything
+rank-dependent (e.g. ``PadPlan.shard_valid_rows``) enters compiled code as a runtime array, sharded over the mesh axis.
 Pad keys must be masked in attention: pass ``kv_valid_len=plan.length``.
 """
 
