@@ -35,3 +35,14 @@ def test_the_notebook_example_runs_on_a_quickstart_run(tmp_path):
     check = f"{imports}\npath = 'reports/runs/quickstart/summary.json'\n{validate}"
     done = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_readme_says_how_to_reach_perfkit_before_its_first_command():
+    """`make demo` installs perfkit into .venv, which is not on PATH: a newcomer found every `perfkit ...` line
+    failing with "command not found" until the README said so, before the first of them."""
+    text = (REPO / "README.md").read_text()
+    blocks = "".join(re.findall(r"```(?:sh|console)?\n(.*?)```", text, flags=re.S))
+    first = re.search(r"(?m)^(\$ )?perfkit ", blocks)
+    assert first is not None
+    said = text.find("source .venv/bin/activate")
+    assert 0 <= said < text.find(first.group(0) + blocks[first.end():].split("\n", 1)[0])
