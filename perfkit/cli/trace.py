@@ -238,13 +238,14 @@ def _clock_line(clock: list[dict], side: str = "") -> str:
               "kinds named, default 10).")
 @steps_option
 @window_option
+@last_step_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (every row).")
-def diff(a, b, by, top, step_pattern, window, as_json):
+def diff(a, b, by, top, step_pattern, window, last_step, as_json):
     """Device time per chip and step of trace B against trace A, largest changes first (with --window
     trace, per chip over its whole trace: HTA's TraceDiff sums per kernel). With one argument, a run
     directory: each variant's change in mean step per chip against the baseline's, by category, op kind
-    and op, with bootstrap CIs over its trials (-n: ops and kinds named; --by, --steps and --window are for
-    two traces)."""
+    and op, with bootstrap CIs over its trials (-n: ops and kinds named; --by, --steps, --window and
+    --last-step are for two traces)."""
     if b is None:
         # the attribution (analysis stage, scipy) and its report lines: only for a run directory
         from perfkit.analysis.attribution import run_summary
@@ -260,11 +261,13 @@ def diff(a, b, by, top, step_pattern, window, as_json):
 
     from perfkit.trace.names import readable
     from perfkit.trace.shards import diff_traces
+    from perfkit.trace.timeline import LAST_STEP_DROPPED
 
-    table = diff_traces([a], [b], by, step_pattern, window)
+    table = diff_traces([a], [b], by, step_pattern, window + (LAST_STEP_DROPPED if last_step == "drop" else ""))
     measured = "host ops" if "host" in table.attrs.get("measured", ()) else "device ops"
     if as_json:
-        click.echo(json.dumps({"measured": measured, "by": by, "window": window, "spans_a": table.attrs["spans_a"],
+        click.echo(json.dumps({"measured": measured, "by": by, "window": window, "last_step": last_step,
+                               "spans_a": table.attrs["spans_a"],
                                "spans_b": table.attrs["spans_b"], "rows": _json_rows(table),
                                "outside_steps_a": table.attrs["outside_a"], "outside_steps_b": table.attrs["outside_b"],
                                "device_clock_a": table.attrs["clock_a"], "device_clock_b": table.attrs["clock_b"],
@@ -272,10 +275,14 @@ def diff(a, b, by, top, step_pattern, window, as_json):
         return
     if measured == "host ops":
         click.echo(f"measured: {HOST_OPS}")
-    spans = "chip-steps" if window == "step" else "chips, whole traces"
-    click.echo(f"device time (ms) and ops per chip and step (means), by {by}: A {a} ({table.attrs['spans_a']} "
-               f"{spans}), B {b} ({table.attrs['spans_b']} {spans}); delta % of the times shown (new: none in A, "
-               "gone: none in B)")
+    def spans(n: int) -> str:
+        return f"{n} chip{'-step' if window == 'step' else ''}{'' if n == 1 else 's'}" + (
+            "" if window == "step" else ", whole traces")
+
+    dropped = "; last step dropped" if last_step == "drop" else ""
+    click.echo(f"device time (ms) and ops per chip and step (means), by {by}: A {a} ({spans(table.attrs['spans_a'])}"
+               f"), B {b} ({spans(table.attrs['spans_b'])}){dropped}; delta % of the times shown (new: none in A, gone: "
+               "none in B)")
     for side in ("a", "b"):
         if table.attrs[f"outside_{side}"]:
             click.echo(_outside_line(table.attrs[f"outside_{side}"], f" in {side.upper()}"))

@@ -138,6 +138,23 @@ def test_whole_trace_equals_hta(fixtures_dir, name):
     assert parts[0] > dropped[0][0]  # perfkit's step span opens at the ProfilerStep, HTA's at the first kernel
 
 
+@pytest.mark.parametrize("last_step", ["keep", "drop"])
+def test_trace_diff_whole_traces_take_htas_last_step_option(fixtures_dir, last_step):
+    """`trace diff --window trace --last-step`: each side's compute time is HTA's, with its last step kept or
+    (HTA's default) dropped. Its help named the option before it took it. (Non-compute differs by definition:
+    the diff's exclusive time per op against HTA's time not under a compute kernel.)"""
+    paths = [str(fixtures_dir / "kineto" / f"rank-{r}.json.gz") for r in (0, 1)]
+    result = CliRunner().invoke(cli, ["trace", "diff", *paths, "--window", "trace", "--last-step", last_step, "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["last_step"] == last_step
+    hta = HTA_ALL_STEPS if last_step == "keep" else HTA_LAST_STEP_DROPPED
+    for side, name in (("a", "rank-0.json.gz"), ("b", "rank-1.json.gz")):
+        assert sum(r[f"{side}_ps"] for r in doc["rows"] if r["category"] == "compute") / 1e6 == hta[name][0][1]
+    text = CliRunner().invoke(cli, ["trace", "diff", *paths, "--window", "trace", "--last-step", last_step]).stdout
+    assert text.count("(1 chip, whole traces)") == 2 and ("; last step dropped;" in text) == (last_step == "drop")
+
+
 def test_nanosecond_trace_hta_rounds_inward(fixtures_dir, tmp_path):
     """hta_nccl_data has sub-microsecond timestamps: perfkit keeps them (= HTA with its rounding off);
     rounded inward as HTA's parser does, perfkit gives HTA's default figures."""
