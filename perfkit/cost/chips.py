@@ -63,7 +63,11 @@ _KINDS = [(re.compile(p, re.I), name) for p, name in (
 
 
 def chip(name: str) -> Chip:
-    """A chip by its table name (``v5e``, ``h100`` ...) or by a device kind (``TPU v5 lite``)."""
+    """A chip by its table name (``v5e``, ``h100`` ...) or by a device kind (``TPU v5 lite``); a bare ``v5``,
+    which people write for either, is refused (as a device kind, JAX's ``TPU v5`` is v5p)."""
+    if name.strip().lower() == "v5":
+        raise BadInput(f"{name!r} could be v5e or v5p (JAX's device kind 'TPU v5' is v5p, 'TPU v5 lite' v5e): "
+                       "name one", field="--chip")
     found = CHIPS.get(name.lower()) or from_device_kind(name)
     if found is None:
         raise BadInput(f"unknown chip {name!r}; known: {', '.join(CHIPS)}", field="--chip")

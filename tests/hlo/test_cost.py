@@ -19,6 +19,7 @@ import pytest
 
 from perfkit.cost import chips
 from perfkit.cost.roofline import roofline
+from perfkit.errors import BadInput
 from perfkit.hlo.cost import program_cost, shape_bytes
 from perfkit.hlo.parse import parse_module, read_module
 from perfkit.models.plans import make_plan
@@ -159,6 +160,15 @@ def test_cost_command_refusals(tmp_path):
     assert res.returncode == 2 and "after_optimizations" in res.stderr
     res = perfkit_cost(tmp_path, "--chip", "tpu9")
     assert res.returncode == 2 and "unknown chip 'tpu9'" in res.stderr
+
+
+def test_a_bare_v5_is_refused_not_taken_for_v5p():
+    """`--chip v5` was v5p, whose memory bound is 3.4x v5e's (the chip a newcomer meant); JAX's own device kind
+    `TPU v5` is v5p and stays so."""
+    for name in ("v5", "V5 "):
+        with pytest.raises(BadInput, match="could be v5e or v5p"):
+            chips.chip(name)
+    assert chips.chip("TPU v5").name == "v5p" and chips.chip("v5p").name == "v5p" and chips.chip("v5e").name == "v5e"
 
 
 def test_chips_from_device_kinds():
