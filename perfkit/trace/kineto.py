@@ -63,8 +63,14 @@ def inflate(raw: bytes, path: Path) -> bytes:
     return b"".join(parts)
 
 
+class NotATrace(BadInput):
+    """A whole JSON document that holds no trace (a config file beside the traces): where a folder was given,
+    skipped; a damaged file, which may be a rank's trace, is refused instead."""
+
+
 def load_json(path: Path) -> dict:
-    """A chrome-trace JSON document, gzip or not; BadInput when truncated or not a trace."""
+    """A chrome-trace JSON document, gzip or not; BadInput when truncated or damaged, NotATrace when whole
+    but not a trace."""
     try:
         raw = path.read_bytes()
         text = inflate(raw, path) if raw[:2] == b"\x1f\x8b" else raw
@@ -77,7 +83,7 @@ def load_json(path: Path) -> dict:
     if isinstance(doc, list):  # Chrome's JSON Array Format, the events alone: PyTorch's profiler wrote it in 2020
         doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        raise BadInput("not a Kineto / chrome trace: no traceEvents list", path=path)
+        raise NotATrace("not a Kineto / chrome trace: no traceEvents list", path=path)
     return doc
 
 

@@ -306,6 +306,21 @@ def test_stray_json_in_a_trace_folder_is_skipped_with_a_note(fixtures_dir, tmp_p
     assert named.exit_code == 2 and "no traceEvents list" in named.output
 
 
+def test_a_damaged_trace_in_a_folder_is_refused_not_skipped(fixtures_dir, tmp_path):
+    """A rank's trace copied in part (a cut gzip, JSON cut mid-string) beside whole ones: one line naming it,
+    exit 2, as for a damaged XSpace; skipping it left a 2-rank breakdown of rank 1 alone, exit 0."""
+    whole = fixtures_dir / "kineto" / "rank-1.json.gz"
+    raw = (fixtures_dir / "kineto" / "rank-0.json.gz").read_bytes()
+    for name, damaged in (("rank-0.json.gz", raw[:60_000]), ("rank-0.json", gzip.decompress(raw)[:60_000])):
+        folder = tmp_path / name.replace(".", "_")
+        folder.mkdir()
+        shutil.copy(whole, folder / "rank-1.json.gz")
+        (folder / name).write_bytes(damaged)
+        result = _breakdown(folder)
+        assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+        assert result.output.startswith(f"perfkit: {folder / name}: not a readable chrome-trace JSON (")
+
+
 @pytest.mark.parametrize("name", [MTIA, SCHEMA_2021, ROCM, PROFILER_RANGE, CPU_ONLY, MI250])
 def test_hta_live(fixtures_dir, tmp_path, monkeypatch, name):
     """HTA itself, where installed: its GPU events and figures are the pinned ones."""
