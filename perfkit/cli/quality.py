@@ -122,7 +122,7 @@ def format_result(r: dict, per_frame: bool = False) -> list[str]:
 @click.option("--plot", type=click.Path(dir_okay=False),
               help="With --drift, or a run directory's taps: write the plot to this PNG.")
 def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_spec, as_drift, plot):
-    """Compare output B against reference A: videos, PNG / JPEG folders, .npy / .npz, run outputs.
+    """Compare output B against reference A: videos, PNG / JPEG folders, .npy / .npz, a trial's outputs folder.
 
     Frames: PSNR per plane, average, min and max as ffmpeg's psnr filter gives them: for two videos of
     one YUV format in their own planes (`ffmpeg -i A -i B -lavfi psnr`), otherwise (or with --rgb, too)
@@ -147,6 +147,12 @@ def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_
     codec = parse_codec(codec_spec) if with_floor else None
     if b is None and Path(a, "trials.jsonl").is_file():
         return _taps_command(a, as_json, plot)
+    for side in (p for p in (a, b) if p is not None and Path(p, "trials.jsonl").is_file()):
+        # (its folder holds the report's plots, which would read as a folder of frames)
+        outputs = sorted(Path(side).glob("trials/*/rank0/outputs"))
+        hint = f", e.g. {outputs[0]}" if outputs else ""
+        raise BadInput(f"a run directory: compare a trial's outputs (trials/NN-<variant>/rank0/outputs{hint}), or "
+                       "give the run directory alone for its taps", path=side)
     if plot and b is not None and not as_drift:  # (a frame comparison has no plot: said, not silently skipped)
         raise BadInput("--plot draws --drift's steps or a run directory's taps (A alone); a frame comparison has "
                        "none: --per-frame gives every frame's figures", field="--plot")

@@ -189,3 +189,23 @@ def test_per_frame_text_gives_the_share_over_16_as_the_summary_does(tmp_path, cl
     assert first[head.index("over_16_%")] == "0.5208"
     rows = quality_cli(tmp_path / "a.npy", tmp_path / "b.npy", "--per-frame", "--json").json()["per_frame"]
     assert rows[0]["share_over_16"] == pytest.approx(48 / 9216)
+
+
+def test_a_run_directory_beside_b_is_refused_with_its_outputs_named(tmp_path, quality_cli):
+    """A run directory holds the report's plots: given as A or B they were read as a folder of frames (a newcomer
+    got 'frame sizes differ: 600x260 vs 600x280', and equal sizes would have given a PSNR of two charts)."""
+    run = tmp_path / "run"
+    outputs = run / "trials" / "00-tp" / "rank0" / "outputs"
+    outputs.mkdir(parents=True)
+    (run / "trials.jsonl").write_text("")
+    frames = np.zeros((2, 8, 8, 3), np.uint8)
+    np.save(outputs / "frames.npy", frames)
+    for plot in ("step_times.png", "breakdown.png"):
+        (run / "plots").mkdir(exist_ok=True)
+        skio.imsave(run / "plots" / plot, np.zeros((8, 8, 3), np.uint8), check_contrast=False)
+    np.save(tmp_path / "b.npy", frames)
+    for args in ((run, tmp_path / "b.npy"), (tmp_path / "b.npy", run), (run, run)):
+        res = quality_cli(*args)
+        assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.stderr
+        assert res.stderr.startswith(f"perfkit: {run}: a run directory: compare a trial's outputs") and str(outputs) in res.stderr
+    assert quality_cli(outputs, tmp_path / "b.npy").exit_code == 0  # the outputs folder itself: compared
