@@ -34,8 +34,8 @@ COMMANDS = {
              "FLOPs, HBM bytes, collectives and memory of each step, and its roofline bound on a chip."),
     "env": ("perfkit.cli:env", "Versions, devices and the git tree hash, as a run records them in env.json."),
     "hlo-diff": ("perfkit.cli.hlo:hlo_diff", "Compare the XLA programs that ranks compiled (exit 1 when they diverge)."),
-    "quality": ("perfkit.cli.quality:command",
-                "Compare output B against reference A: videos, PNG / JPEG folders, .npy / .npz, a trial's outputs folder."),
+    "quality": ("perfkit.cli.quality:command", "Compare output B against reference A: videos, PNG / JPEG folders, "
+                ".npy / .npz, a trial's outputs folder."),
     "trace": ("perfkit.cli.trace:trace", "Trace analysis of xplane.pb (TPU, GPU, CPU) and Kineto JSON profiles."),
     "models": ("perfkit.models.listing:command", "The bundled model families and parallel plans, as cases name them."),
 }

@@ -281,8 +281,8 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
 
     dropped = "; last step dropped" if last_step == "drop" else ""
     click.echo(f"device time (ms) and ops per chip and step (means), by {by}: A {a} ({spans(table.attrs['spans_a'])}"
-               f"), B {b} ({spans(table.attrs['spans_b'])}){dropped}; delta % of the times shown (new: none in A, gone: "
-               "none in B)")
+               f"), B {b} ({spans(table.attrs['spans_b'])}){dropped}; delta % of the times shown (new: none in A, "
+               "gone: none in B)")
     for side in ("a", "b"):
         if table.attrs[f"outside_{side}"]:
             click.echo(_outside_line(table.attrs[f"outside_{side}"], f" in {side.upper()}"))

@@ -97,9 +97,9 @@ def is_xplane(path: Path) -> bool:
 def _read(files: list[tuple[Path, int]], workers: int, named: set[Path], columns: tuple[str, ...]
           ) -> list[RawTrace]:
     """Each (path, rank) as a RawTrace for a frame of ``columns``: the XSpaces together (their planes shared
-    out over ``workers`` processes), then Kineto files one by one. A JSON file found in a folder (not in ``named``) that is
-    whole but no trace is skipped with a note on stderr; a damaged one (truncated, not JSON), which may be a rank's
-    trace, is BadInput, as a damaged XSpace is; none readable is BadInput."""
+    out over ``workers`` processes), then Kineto files one by one. A JSON file found in a folder (not in
+    ``named``) that is whole but no trace is skipped with a note on stderr; a damaged one (truncated, not JSON),
+    which may be a rank's trace, is BadInput, as a damaged XSpace is; none readable is BadInput."""
     xplanes = dict(zip((f for f, _ in files if is_xplane(f)), xplane.read_all([f for f in files if is_xplane(f[0])],
                                                                                 workers, clock_columns(columns))))
     for path, _ in files:

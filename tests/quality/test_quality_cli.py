@@ -207,5 +207,6 @@ def test_a_run_directory_beside_b_is_refused_with_its_outputs_named(tmp_path, qu
     for args in ((run, tmp_path / "b.npy"), (tmp_path / "b.npy", run), (run, run)):
         res = quality_cli(*args)
         assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.stderr
-        assert res.stderr.startswith(f"perfkit: {run}: a run directory: compare a trial's outputs") and str(outputs) in res.stderr
+        assert res.stderr.startswith(f"perfkit: {run}: a run directory: compare a trial's outputs")
+        assert str(outputs) in res.stderr
     assert quality_cli(outputs, tmp_path / "b.npy").exit_code == 0  # the outputs folder itself: compared
