@@ -109,8 +109,9 @@ def rank_summary(case: Case, run_dir: Path) -> dict:
     if case.kind == "serve":
         return {v.name: {"consistent": None, "groups": [], "checked": "not checked (a served system)"}
                 for v in case.variants}
-    if case.processes == 1:
-        return {v.name: {"consistent": True, "groups": [[0]], "checked": "single SPMD program"} for v in case.variants}
+    if case.processes == 1:  # (a command's one process may compile nothing: no program is claimed for it)
+        checked = "single SPMD program" if case.kind == "model" else "one process: no other rank to differ from"
+        return {v.name: {"consistent": True, "groups": [[0]], "checked": checked} for v in case.variants}
     return {v.name: variant_check(run_dir, v.name) for v in case.variants}
 
 

@@ -287,7 +287,9 @@ def resume_run(run_dir: Path, host_index: int | None = None, progress: Progress 
 
 
 def _environment(case: Case, options: RunOptions) -> str:
-    info = envinfo.collect(devices_env={**os.environ, "XLA_FLAGS": xla_flags(
+    # the code measured: perfkit's own models, or the user's programs in the folder their commands run in
+    source = envinfo.SOURCE_ROOT if case.kind == "model" else Path(options.cwd or ".")
+    info = envinfo.collect(source, devices_env={**os.environ, "XLA_FLAGS": xla_flags(
         os.environ.get("XLA_FLAGS", ""), devices_per_process(case), None)}, probe=case.kind == "model")
     info["hosts"] = {"count": options.hosts, "index": options.host_index}
     info["placement"] = ranks.placement_record(case, options)

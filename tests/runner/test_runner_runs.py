@@ -47,6 +47,25 @@ def test_command_case_writes_the_run_directory_contract(tmp_path, write_case):
     assert "[4/4] a" in res.stderr  # the progress line
 
 
+def test_own_program_outside_a_checkout_claims_no_commit_and_no_program(tmp_path, write_case):
+    """A newcomer's own pure-Python bench in a folder that is not a git repository: the report gave perfkit's own
+    commit as its source, a Reproduce step `git checkout` that fails there, and rank consistency as a 'single
+    SPMD program' though the program compiled none."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    case = write_case(sleeper_case(steps=3, sleep_ms=1, repeats={"min": 1, "max": 1}))
+    res = subprocess.run([sys.executable, "-m", "perfkit.cli", "run", case, "--out", tmp_path / "run"], cwd=mine,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    run = tmp_path / "run"
+    assert json.loads((run / "env.json").read_text())["source"] == {"git": False}
+    summary = json.loads((run / "summary.json").read_text())
+    assert {r["checked"] for r in summary["ranks"].values()} == {"one process: no other rank to differ from"}
+    report = (run / "report.md").read_text()
+    assert "- source: not a git checkout" in report and "\ngit checkout" not in report
+    assert f"```sh\ncd {mine}\nperfkit run " in report
+
+
 def test_clearly_slower_b_is_slower_and_aa_is_never_faster_or_slower(tmp_path, write_case):
     """B sleeps (measured) three times longer per step than A, against a 10% minimum effect: slower on a
     loaded 2-core machine too. A and its A/A control report 10.0 ms in even trials and 10.4 ms in odd
