@@ -53,6 +53,9 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
     if "error" in attribution:
         return ["", f"Attribution of the change: {attribution['error']}"]
     base = attribution["baseline"]
+    control = attribution["variants"].get(aa_name) or {}
+    over = control.get("marked") if "error" not in control else None
+    over = over if over and over["marked"] > over["chance_allows"] else None
     out = []
     for name, v in attribution["variants"].items():
         if "error" in v:
@@ -68,7 +71,8 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
                 "changed), `residual` the busy time less the "
                 "ops' exclusive times (below 0 where ops run at once on several lines, each counting its own time; "
                 f"above 0 where ops reach outside the step); {MARK}: the part's CI, as shown, excludes 0; added / "
-                "removed: on one side only." + (" `perfkit trace diff RUN_DIR` prints the same." if command else "")]
+                "removed: on one side only; an op is matched across sides by its name, which is one op only where "
+                "both ran the same program (XLA numbers its ops per program)." + (" `perfkit trace diff RUN_DIR` prints the same." if command else "")]
         if any(v.get("outside_ops", ())):  # (summaries from before it)
             (a_ops, b_ops), (a_ms, b_ms) = v["outside_ops"], v["outside_ms"]
             out += ["", f"Not in these figures: device ops outside every traced step's span, {base} {a_ops} "
@@ -78,6 +82,10 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
             m = v["marked"]
             out += ["", f"A/A control: {m['marked']} of {m['rows']} parts marked; chance allows up to "
                     f"{m['chance_allows']} (95% binomial quantile of {m['rows']} intervals at 95%)."]
+        elif over:
+            out += ["", f"**Marks here are not to be trusted on this machine**: the A/A control ({aa_name} against "
+                    f"{base}, the same program) had {over['marked']} of {over['rows']} parts marked where chance allows "
+                    f"up to {over['chance_allows']}, so these intervals are narrower than the machine's noise."]
         for by, title in SPLITS:
             out += _table(v[by], by, title, base, name)
     return out
