@@ -330,7 +330,8 @@ def _breakdown(summary: dict) -> list[str]:
     for name, deltas in bd["op_deltas"].items():
         short = labels(d["key"] for d in deltas)  # kernel names shortened; summary.json keeps them whole
         rows += ["", f"Largest changes of device time per chip and step, {name} against {bd['baseline']}, "
-                 f"by op {bd['by']} (ms):", "", f"| op {bd['by']} | category | {bd['baseline']} | {name} | delta |",
+                 f"by op {bd['by']} (ms; each op's own time, on every line where ops run at once, so a kind can "
+                 "exceed its category above, where an instant counts once):", "", f"| op {bd['by']} | category | {bd['baseline']} | {name} | delta |",
                  "| --- | --- | ---: | ---: | ---: |",
                  *(f"| `{short[d['key']]}` | {d['category']} | {d['a_ms']:.3f} | {d['b_ms']:.3f} | "
                    f"{d['delta_ms']:+.3f} |" for d in deltas)]
