@@ -399,10 +399,12 @@ def collectives(paths, step_pattern, top, as_json):
     if steps.empty:
         click.echo("\nno collective ran on two chips that share a clock: no skew or straggler")
     for s in steps.itertuples():
-        flag = " (straggler)" if s.skew_share > STRAGGLER_SHARE and not cpu else ""
+        flag = " (straggler)" if s.skew_share > STRAGGLER_SHARE and not cpu and not s.apart else ""
         who = (f"rank {s.rank} device {s.device} arrived last at {s.times_last} of {s.matched} collectives{flag}"
                if s.times_last else f"no chip arrived last alone at its {s.matched} collectives")
-        click.echo(f"step {s.step}: {who}; skew {s.skew_ps / PS_PER_US:.1f} us summed, "
+        apart = (f"; {s.apart} more matched by order never overlapped across chips, so are not one transfer (left "
+                 "out; no straggler named)" if s.apart else "")
+        click.echo(f"step {s.step}: {who}{apart}; skew {s.skew_ps / PS_PER_US:.1f} us summed, "
                    f"{100 * s.skew_share:.1f}% of the {s.span_ps / PS_PER_US:.1f} us step; the other chips waited "
                    f"{s.wait_ps / PS_PER_US:.1f} us each")
 

@@ -383,6 +383,9 @@ def _collectives(variants: dict, cpu: bool = False) -> list[str]:
         if cpu:
             rows += ["", f"{skew}. These are CPU devices: the chips are threads sharing the host's cores, so the skew is "
                      "the host's scheduling, not a slow chip (no straggler is named)."]
+        elif s.get("apart"):
+            rows += ["", f"{skew}. {s['apart']} of that step's collectives, matched across ranks by their order, never "
+                     "overlapped on their chips, so are not one transfer: they are left out, and no straggler is named."]
         else:
             rows += ["", f"{skew}. Straggler: rank {s['rank']} device {s['device']}, last to arrive at "
                      f"{s['times_last']} of that step's {s['matched']} collectives."]

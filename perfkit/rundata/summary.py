@@ -192,6 +192,7 @@ class StragglerStep(TypedDict):
     device: int
     times_last: int
     matched: int
+    apart: NotRequired[int]  # instances whose chips never overlapped: not one rendezvous, in no other figure
     skew_ms: float
     span_ms: float
     skew_share: float

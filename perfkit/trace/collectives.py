@@ -51,7 +51,7 @@ _TORCH_DTYPE_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat16": 2, "int": 
                       "byte": 1, "char": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
 INSTANCE_COLUMNS = ["rank", "device", "domain", "step", "program_id", "program", "op", "kind", "occurrence",
                     "start_ps", "end_ps", "time_ps", "exposed_ps", "hidden_ps", "bytes", "group", "chips", "skew_ps",
-                    "last", "wait_ps", "transfer_ps"]
+                    "last", "apart", "wait_ps", "transfer_ps"]
 OP_COLUMNS = ["step", "op", "kind", "count", "chips", "bytes", "time_ps", "exposed_ps", "hidden_ps", "gbps", "skew_ps",
               "wait_ps", "transfer_ps"]
 _KINETO_SUFFIXES = (".json", ".json.gz")
@@ -379,8 +379,14 @@ def matched(found: ChipInstances, messages: dict[str, tuple] | None = None) -> p
     inst["skew_ps"] = arrival - starts.transform("min").to_numpy(np.int64)
     at_last = inst["start_ps"].to_numpy() == arrival
     alone = np.bincount(same, weights=at_last)[same] == 1
-    inst["last"] = at_last & alone & (inst["chips"] > 1).to_numpy()
-    inst["wait_ps"] = _exposed_until(found.exposure, len(inst), np.maximum(arrival, a1))
+    # A rendezvous holds every chip at once: chips whose instances share no instant (one ended before another
+    # began) are not one, where matching by order paired other transfers (Kineto's point-to-point kernels).
+    # Such an instance has no arrival to wait for: its skew and wait are 0, its exposed time all transfer.
+    apart = inst["end_ps"].groupby(same, sort=False).transform("min").to_numpy(np.int64) < arrival
+    inst["apart"] = apart
+    inst["last"] = at_last & alone & (inst["chips"] > 1).to_numpy() & ~apart
+    inst.loc[apart, "skew_ps"] = 0
+    inst["wait_ps"] = _exposed_until(found.exposure, len(inst), np.where(apart, a1, np.maximum(arrival, a1)))
     inst["transfer_ps"] = inst["exposed_ps"] - inst["wait_ps"]
     inst["group"] = np.where(inst["group"] > 0, inst["group"], np.where(inst["chips"] > 1, inst["chips"], 0))
     sends = _groups(inst, ["kind", "buffer", "group"])
@@ -568,23 +574,29 @@ def stragglers(inst: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
     """Per (domain, step) with instances on two or more chips: ``matched`` (instances), ``rank``,
     ``device`` of the chip that arrived last most often (ties: the lower rank and device), ``times_last``,
     ``skew_ps`` (summed over the step's instances), ``wait_ps`` (the other chips' mean waiting time),
-    ``span_ps`` (mean step span of the domain's chips; ``spans``: breakdown rows) and ``skew_share``."""
-    columns = ["domain", "step", "matched", "rank", "device", "times_last", "skew_ps", "wait_ps", "span_ps",
+    ``span_ps`` (mean step span of the domain's chips; ``spans``: breakdown rows) and ``skew_share``; of the
+    instances whose chips never overlapped (``apart``: not one rendezvous) only their count, ``apart``."""
+    columns = ["domain", "step", "matched", "apart", "rank", "device", "times_last", "skew_ps", "wait_ps", "span_ps",
                "skew_share"]
     shared = inst[inst["chips"] > 1]
     if shared.empty:
         return pd.DataFrame(columns=columns)
     step_keys, chip_keys = ["domain", "step"], ["rank", "device"]
-    instance = _first(_groups(shared, step_keys + ["program", "op", "occurrence"]))  # its chips share a skew
-    each = shared.iloc[instance].groupby(step_keys)["skew_ps"]
-    out = pd.DataFrame({"matched": each.size(), "skew_ps": each.sum()})
+    # one row of each instance: its chips share a skew
+    instance = shared.iloc[_first(_groups(shared, step_keys + ["program", "op", "occurrence"]))]
+    out = pd.DataFrame({"matched": instance.groupby(step_keys)["apart"].size()})
+    out["apart"] = instance.groupby(step_keys)["apart"].sum().astype(int)
+    out["matched"] -= out["apart"]
+    out["skew_ps"] = instance[~instance["apart"]].groupby(step_keys)["skew_ps"].sum()
+    out["skew_ps"] = out["skew_ps"].fillna(0).astype(np.int64)
+    met = shared[~shared["apart"]]  # the rendezvous
     # the chip last most often; ties to the lower rank and device
-    lasts = shared[shared["last"]].groupby(step_keys + chip_keys).size().rename("times_last").reset_index()
+    lasts = met[met["last"]].groupby(step_keys + chip_keys).size().rename("times_last").reset_index()
     lasts = lasts.sort_values(step_keys + ["times_last"] + chip_keys, ascending=[True, True, False, True, True])
     out = out.join(lasts.drop_duplicates(step_keys).set_index(step_keys))
     out[chip_keys + ["times_last"]] = out[chip_keys + ["times_last"]].fillna(-1).astype(int)
     out.loc[out["times_last"] < 0, "times_last"] = 0
-    waits = shared.groupby(step_keys + chip_keys)["wait_ps"].sum().reset_index().merge(
+    waits = met.groupby(step_keys + chip_keys)["wait_ps"].sum().reset_index().merge(
         out[chip_keys].rename(columns={"rank": "last_rank", "device": "last_device"}).reset_index(), on=step_keys)
     others = waits[(waits["rank"] != waits["last_rank"]) | (waits["device"] != waits["last_device"])]
     out["wait_ps"] = others.groupby(step_keys)["wait_ps"].mean()
@@ -594,7 +606,6 @@ def stragglers(inst: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
     out["span_ps"] = chips.groupby(step_keys)["span_ps"].mean()
     out["skew_share"] = out["skew_ps"] / out["span_ps"]
     return out.reset_index()[columns]
-
 
 def analyse(events: pd.DataFrame, spans: pd.DataFrame | None = None) -> dict:
     """``tables`` of an events frame's ``instances`` (``spans``: its breakdown, where the caller has it)."""
@@ -635,6 +646,7 @@ def summarize(trials: list[tuple[str, dict]]) -> dict:
                    "hidden_ms": r.hidden_ps / PS_PER_MS, "wait_ms": r.wait_ps / PS_PER_MS,
                    "gbps": None if np.isnan(r.gbps) else float(r.gbps)} for r in kinds.head(TOP_KINDS).itertuples()],
         "steps": [{"trial": r.trial, "step": int(r.step), "rank": int(r.rank), "device": int(r.device),
-                   "times_last": int(r.times_last), "matched": int(r.matched), "skew_ms": r.skew_ps / PS_PER_MS,
+                   "times_last": int(r.times_last), "matched": int(r.matched), "apart": int(r.apart),
+                   "skew_ms": r.skew_ps / PS_PER_MS,
                    "span_ms": r.span_ps / PS_PER_MS, "skew_share": float(r.skew_share)} for r in steps.itertuples()],
     }

@@ -218,6 +218,11 @@ def test_run_summary_and_report_lines(tmp_path):
     # CPU devices are threads on the host's cores: the skew is said to be the host's, no straggler named
     cpu = "\n".join(_collectives(got, cpu=True))
     assert f"{skew} These are CPU devices" in cpu and "Straggler" not in cpu
+    # a step with instances that never overlapped on their chips (pairs matched by order): no straggler named
+    parted = {"sp": {**got["sp"], "steps": [{**s, "apart": 2} for s in got["sp"]["steps"]]}}
+    text = "\n".join(_collectives(parted))
+    assert f"{skew} 2 of that step's collectives, matched across ranks by their order, never overlapped" in text
+    assert "Straggler" not in text
 
 
 def test_async_done_pairs_with_the_start_its_text_names(tmp_path):
@@ -338,6 +343,31 @@ def test_straggler_of_two_real_ranks_agrees_with_hta(fixtures_dir, tmp_path):
         (tmp_path / f.name).symlink_to(f)
     hta = TraceAnalysis(trace_dir=str(tmp_path), include_last_profiler_step=True)
     assert {s: hta.get_potential_stragglers(profiler_steps=[s], num_candidates=1)[0] for s in ours} == ours
+
+
+def test_point_to_point_pairs_that_never_overlapped_are_left_out(fixtures_dir):
+    """The two real ranks' SendRecv kernels are matched by their order in a step; a newcomer found pairs where one
+    rank's kernel ended before the other's began (961.088 ms against 1007.595 ms), counted as skew, and the step's
+    'straggler' named from them. Each matched pair's overlap, checked here from its instances' own times: those
+    without one are `apart`, in no step's skew, wait or last arrival, and the text names no straggler."""
+    files = [fixtures_dir / f"kineto/rank-{r}.json.gz" for r in (0, 1)]
+    doc = json.loads(run(*files, "--json").stdout)
+    pairs = {}
+    for r in doc["instances"]:
+        pairs.setdefault((r["step"], r["op"], r["occurrence"]), []).append(r)
+    apart = {key: min(r["end_ps"] for r in rows) < max(r["start_ps"] for r in rows) for key, rows in pairs.items()}
+    assert all(len(rows) == 2 for rows in pairs.values()) and any(apart.values()) and not all(apart.values())
+    for key, rows in pairs.items():
+        assert all(r["apart"] == apart[key] for r in rows)
+        if apart[key]:
+            assert all(r["skew_ps"] == 0 and r["wait_ps"] == 0 and not r["last"] for r in rows)
+    for s in doc["steps"]:
+        mine = [k for k in apart if k[0] == s["step"]]
+        assert (s["apart"], s["matched"]) == (sum(apart[k] for k in mine), sum(not apart[k] for k in mine))
+        assert s["skew_ps"] == sum(max(r["start_ps"] for r in pairs[k]) - min(r["start_ps"] for r in pairs[k])
+                                   for k in mine if not apart[k])
+    text = run(*files).stdout
+    assert "(straggler)" not in text and text.count("never overlapped across chips, so are not one transfer") == 2
 
 
 def test_gpu_kernel_of_an_async_start_is_the_collective(tmp_path):
