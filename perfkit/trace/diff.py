@@ -9,10 +9,12 @@ HTA's TraceDiff counts it.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 
-from perfkit.errors import BadInput
+from perfkit.errors import BadInput, DefinitionNote
 from perfkit.trace import clocks, timeline
 from perfkit.trace.classify import CATEGORIES
 
@@ -83,8 +85,12 @@ def per_span(events: pd.DataFrame, by: str = "kind", window: str = "step", layou
 def per_key(groups: pd.DataFrame, spans: int, by: str = "kind") -> pd.DataFrame:
     """``op_time``'s sums (of one trace or of several sets of chips, stacked) per key: ``category`` (of the
     most time, a tie to the first of compute / ici / dcn / dma), ``time_ps`` and ``count`` per chip and
-    step; ``attrs["spans"]``."""
+    step; ``attrs["spans"]``. By shape, where no op has one (a Kineto trace's kernels carry none): the kinds,
+    and a note that says so."""
     keys = [_label(by, v) for v in zip(*(groups[c] for c in _GROUPS[by]))]
+    if by == "shape" and len(groups) and not any(isinstance(s, str) and s for s in groups["shape"]):
+        warnings.warn("no op in these traces has a shape (a Kineto trace's kernels carry none): keyed by kind "
+                      "alone", DefinitionNote, stacklevel=2)
     sums = groups.assign(key=keys).groupby(["key", "category"], observed=True)[["sum", "size"]].sum().reset_index()
     order = pd.Categorical(sums["category"].astype(str), categories=list(CATEGORIES), ordered=True)
     main = sums.assign(order=order).sort_values(["key", "sum", "order"], ascending=[True, False, True], kind="stable")

@@ -345,3 +345,16 @@ def test_a_frame_written_a_chunk_at_a_time_is_the_document_json_writes(monkeypat
     assert capsys.readouterr().out == expected
     trace_cli._echo_json(doc, "instances", frame.iloc[:0])
     assert capsys.readouterr().out == json.dumps({**doc, "instances": []}, indent=1) + "\n"
+
+
+def test_diff_by_shape_says_where_no_op_has_one(fixtures_dir, tmp_path):
+    """Kineto kernels carry no shape: `--by shape` gave `--by kind`'s table under a 'by shape' header, unsaid
+    (a newcomer's finding); a note now says so. A TPU trace's ops have shapes: no note."""
+    sides = [str(fixtures_dir / f"kineto/hta_trace_diff_{s}.json.gz") for s in ("control", "test")]
+    note = "no op in these traces has a shape (a Kineto trace's kernels carry none): keyed by kind alone"
+    for by, expected in (("shape", True), ("kind", False)):
+        doc = json.loads(run("diff", *sides, "--by", by, "--json").stdout)
+        assert (note in doc["notes"]) == expected
+    tpu = tpu_trace(tmp_path / "t.xplane.pb")
+    doc = json.loads(run("diff", str(tpu), str(tpu), "--by", "shape", "--json").stdout)
+    assert note not in doc["notes"] and any("[" in r["key"] for r in doc["rows"])
