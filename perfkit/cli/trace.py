@@ -333,11 +333,14 @@ def tail(paths, k, as_json, programs):
         return
     if measured == "host ops":
         click.echo(f"measured: {HOST_OPS}")
+    if parted is not None:  # the cause first: the chip that parts, not the one that stopped first (often another)
+        click.echo(f"{parting.describe(parted, sequence)}\n")
     chips = readable(chips, ["at_first_stop_name", "at_first_stop_kind"])
     first = chips.iloc[0]
     others = chips.iloc[1:]
+    symptom = " (where the chips stopped: a symptom; the parting above is the cause)" if parted is not None else ""
     click.echo(f"first to stop: rank {first['rank']} device {first['device']}, "
-               f"{first['before_last_ps'] / PS_PER_MS:.3f} ms before the last chip")
+               f"{first['before_last_ps'] / PS_PER_MS:.3f} ms before the last chip{symptom}")
     if len(others):
         what = others.groupby(["at_first_stop_kind", "at_first_stop_category"], observed=True).size()
         click.echo("the others were then in: " + ", ".join(f"{kind} ({cat}) x{n}" for (kind, cat), n in what.items()))
@@ -352,7 +355,8 @@ def tail(paths, k, as_json, programs):
         if shown.isna().any(axis=None):
             shown = shown.astype(object).where(shown.notna(), "-")
         click.echo(shown.to_string(index=False))
-    click.echo(f"\n{parting.describe(parted, sequence)}")
+    if parted is None:
+        click.echo(f"\n{parting.describe(parted, sequence)}")
 
 
 @trace.command()

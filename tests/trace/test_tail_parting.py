@@ -139,6 +139,11 @@ def test_trace_tail_command(hung_trial, read):
     text = CliRunner().invoke(cli, ["trace", "tail", *paths, "--hlo", str(hung_trial)])
     assert text.exit_code == 0, text.output
     assert "it lacks cp.2 (collective 2 of 3)" in text.stdout
+    # the cause leads: a newcomer read "first to stop: rank 0" as the culprit, the parting was the last line
+    first, rest = text.stdout.split("\n", 1)
+    assert first.startswith("chips part at step 0") and "rank 3 device 0" in first
+    assert rest.lstrip().startswith("first to stop: ") and "(where the chips stopped: a symptom" in rest
+    assert text.stdout.count("chips part at") == 1
 
 
 def test_a_hung_trial_in_the_summary_and_report(hung_trial):
