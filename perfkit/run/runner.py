@@ -161,13 +161,22 @@ class Progress:
         self._running: int | None = None  # the trial the last tick was of, since when, and the last line's time
         self._started = self._written = 0.0
 
-    def _line(self, k: int, n: int, variant: str, trials: list[dict], trial: str) -> str:
+    def _line(self, k: int, n: int, variant: str, trials: list[dict], trial: str, elapsed: float | None = None,
+              limit: float | None = None) -> str:
+        """The line of trial ``k``, finished, or running for ``elapsed`` seconds of its ``limit``: its time
+        left then counts too, and up to its limit once it runs longer than a trial takes."""
         medians = [stats.summarize(timed_steps(t))["median"] for t in trials if t["variant"] == variant]
         so_far = stats.summarize([m for m in medians if m is not None])["median"]
-        left = (sum(self.walls) / len(self.walls) * (n - k)) if self.walls else None
         count = f"{k}/{n}" + (f", up to {self.most}" if self.most and self.most > n else "")
+        left = ""
+        if self.walls:
+            mean = sum(self.walls) / len(self.walls)
+            after = mean * (n - k)  # the trials after this one
+            left = f"   ~{after + (0 if elapsed is None else max(mean - elapsed, 0)):.0f} s left"
+            if elapsed is not None and limit is not None and elapsed > mean:
+                left += f" (~{after + limit - elapsed:.0f} s if this trial runs to its limit)"
         return (f"[{count}] {variant:<12} {trial}, {variant} so far {'-' if so_far is None else f'{so_far:.2f} ms'}"
-                f"{'' if left is None else f'   ~{left:.0f} s left'}")
+                f"{left}")
 
     def running(self, k: int, n: int, variant: str, trials: list[dict], metrics: Path, limit: float | None = None
                 ) -> None:
@@ -183,11 +192,11 @@ class Progress:
         elapsed, steps = now - self._started, len(read_metrics(metrics).steps_ms)
         ends = "" if limit is None else f" (ends as hung at {limit:.0f} s)"
         if self.tty:
-            self.stream.write("\r" + self._line(k, n, variant, trials, f"running {elapsed:.0f} s{ends}: {steps} steps")
-                              + "\033[K")
+            self.stream.write("\r" + self._line(k, n, variant, trials, f"running {elapsed:.0f} s{ends}: {steps} steps",
+                                                 elapsed, limit) + "\033[K")
         else:
-            self.stream.write(self._line(k, n, variant, trials,
-                                         f"still running after {elapsed:.0f} s{ends}: {steps} steps so far") + "\n")
+            self.stream.write(self._line(k, n, variant, trials, f"still running after {elapsed:.0f} s{ends}: {steps} "
+                                         "steps so far", elapsed, limit) + "\n")
         self.stream.flush()
 
     def finished(self, k: int, n: int, record: dict, trials: list[dict]) -> None:
