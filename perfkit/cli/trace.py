@@ -189,8 +189,10 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     rounding = ", to the ns (HTA rounds Kineto times inward to whole us; HTA_DISABLE_NS_ROUNDING=1 keeps them)"
     # HTA's option named where HTA reads the trace; no last step to keep where there are no steps
     hta = (" (HTA's default)" if last_step == "drop" else " (HTA's include_last_profiler_step=True)") if kineto else ""
-    last = "" if spans == ["none"] else f"last step {'dropped' if last_step == 'drop' else 'kept'}{hta}; "
-    click.echo(f"steps from: {', '.join(spans)}; {last}times in ms{rounding if kineto else ''}; "
+    last = "" if steps_from == ["none"] else f"last step {'dropped' if last_step == 'drop' else 'kept'}{hta}; "
+    said = ("none (no step markers: one span a chip, its first device op to its last, as --window trace)"
+            if spans == ["none"] else ", ".join(spans))
+    click.echo(f"steps from: {said}; {last}times in ms{rounding if kineto else ''}; "
                "comm: collectives in flight, hidden: the part of it under compute")
     if outside:
         click.echo(_outside_line(outside))
@@ -199,6 +201,8 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     parts = shown_parts(rows)  # DCN only where a profile has cross-slice collectives
     hidden_parts = [c for c in TIMES if c != "span_ps" and c.removesuffix("_ps") not in parts]
     table = _ms(rows[COLUMNS].drop(columns=hidden_parts), [c for c in TIMES + COMM if c not in hidden_parts])
+    if (rows["step"] < 0).all():  # one span a chip, no step (JSON: -1)
+        table["step"] = "whole" if window == "trace" else "none"
     table["overlap"] = rows["overlap"].map(share)
     click.echo(text_table(table))
     shares = _ms(means.drop(columns=hidden_parts), [c for c in TIMES + COMM if c not in hidden_parts])

@@ -123,7 +123,13 @@ def test_breakdown_header_names_hta_only_for_what_hta_reads(tmp_path):
     """HTA reads Kineto traces, not XSpaces: an XSpace's header names no HTA option; one without steps has no last
     step to keep (both read "last step kept (HTA's include_last_profiler_step=True)")."""
     real = Path(__file__).resolve().parents[1] / "data" / "real" / "xplane" / "mi300_jax08_gemm.xplane.pb"
-    assert run("breakdown", real).stdout.startswith("steps from: none; times in ms; comm:")
+    unstepped = run("breakdown", real).stdout
+    assert unstepped.startswith("steps from: none (no step markers: one span a chip, its first device op to its "
+                                "last, as --window trace); times in ms; comm:")
+    # its rows' step: said, not the JSON's -1 (a newcomer met "-1" unexplained); --window trace: no last step
+    assert unstepped.splitlines()[2].split()[2] == "none"
+    whole = run("breakdown", real, "--window", "trace").stdout
+    assert whole.startswith("steps from: whole trace; times in ms;") and whole.splitlines()[2].split()[2] == "whole"
     stepped = run("breakdown", tpu_trace(tmp_path / "t.xplane.pb")).stdout
     assert stepped.startswith("steps from: ") and "; last step kept; times in ms;" in stepped and "HTA" not in stepped
 
