@@ -414,7 +414,8 @@ def collectives(paths, step_pattern, top, as_json):
                  "out; no straggler named)" if s.apart else "")
         click.echo(f"step {s.step}: {who}{apart}; skew {s.skew_ps / PS_PER_US:.1f} us summed, "
                    f"{100 * s.skew_share:.1f}% of the {s.span_ps / PS_PER_US:.1f} us step; the other chips waited "
-                   f"{s.wait_ps / PS_PER_US:.1f} us each")
+                   f"{s.wait_ps / PS_PER_US:.1f} us each, summed over the step's collectives (the table's wait: a "
+                   "mean per instance over every chip, the last one's too)")
 
 
 @trace.command()

@@ -368,6 +368,9 @@ def test_point_to_point_pairs_that_never_overlapped_are_left_out(fixtures_dir):
                                    for k in mine if not apart[k])
     text = run(*files).stdout
     assert "(straggler)" not in text and text.count("never overlapped across chips, so are not one transfer") == 2
+    # the steps' wait is a sum per chip, the table's a mean per instance: a newcomer could not derive one from the other
+    assert text.count("us each, summed over the step's collectives (the table's wait: a mean per instance over every "
+                      "chip, the last one's too)") == 2
 
 
 def test_gpu_kernel_of_an_async_start_is_the_collective(tmp_path):
