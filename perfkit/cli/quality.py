@@ -41,15 +41,17 @@ def space_name(r: dict) -> str:
 
 
 def floor_line(r: dict, floor: dict) -> str:
-    """B's headline figures beside the codec floor's, measured in the same space."""
+    """B's figures beside the codec floor's, measured in the same space: the verdict from the averages, each
+    over all frames (ffmpeg's average), like with like; the means beside them are each over its own differing
+    frames, which may be other frames (B's identical ones left out)."""
     if floor["bit_identical"]:
         return f"against the codec floor: {floor['codec']} is lossless on A, so any difference of B is not the codec's"
-    gap = floor["psnr_mean_db"] - r["psnr_mean_db"]
+    gap = float(db_cell(floor["psnr_pooled_db"])) - float(db_cell(r["psnr_pooled_db"]))  # of the figures shown
     said = "B is identical to A" if r["bit_identical"] else (
         f"B {abs(gap):.2f} dB {'below' if gap > 0 else 'above'} the floor")
-    return (f"against the codec floor, both in {space_name(r)}: PSNR mean {_db(r['psnr_mean_db'])} against the "
-            f"floor's {_db(floor['psnr_mean_db'])} ({said}); average {_db(r['psnr_pooled_db'])} against "
-            f"{_db(floor['psnr_pooled_db'])}")
+    return (f"against the codec floor, both in {space_name(r)}: PSNR average over all frames {_db(r['psnr_pooled_db'])} "
+            f"against the floor's {_db(floor['psnr_pooled_db'])} ({said}); means over each one's differing frames "
+            f"{_db(r['psnr_mean_db'])} against {_db(floor['psnr_mean_db'])}")
 
 
 def format_frames(r: dict) -> list[str]:

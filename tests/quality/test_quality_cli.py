@@ -210,3 +210,27 @@ def test_a_run_directory_beside_b_is_refused_with_its_outputs_named(tmp_path, qu
         assert res.stderr.startswith(f"perfkit: {run}: a run directory: compare a trial's outputs")
         assert str(outputs) in res.stderr
     assert quality_cli(outputs, tmp_path / "b.npy").exit_code == 0  # the outputs folder itself: compared
+
+
+def test_the_codec_floor_verdict_follows_from_the_figures_beside_it(tmp_path, quality_cli):
+    """B with 3 of its 10 frames identical to A: its mean over differing frames leaves those out, the floor's
+    takes all of its frames, so a newcomer saw 'B 0.51 dB below the floor' beside averages that put B 1.06 dB above.
+    The verdict is now the averages' (each over all frames), its gap the difference of the two figures shown."""
+    rng = np.random.default_rng(4)
+    y, x = np.mgrid[0:64, 0:64]
+    a = np.stack([np.stack([(x * 3 + y + 9 * f) % 256, (y * 2 + 5 * f) % 256, (x + y) % 256], -1)
+                  for f in range(10)]).astype(np.uint8)
+    b = a.copy()
+    b[3:] = np.clip(a[3:] + rng.normal(0, 2.5, a[3:].shape).round(), 0, 255).astype(np.uint8)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    res = quality_cli(tmp_path / "a.npy", tmp_path / "b.npy", "--codec-floor")
+    assert res.exit_code == 0, res.stderr
+    line = res.stdout.splitlines()[-1]
+    m = re.fullmatch(r"against the codec floor, both in RGB24: PSNR average over all frames ([\d.]+) dB against the "
+                     r"floor's ([\d.]+) dB \(B ([\d.]+) dB (below|above) the floor\); means over each one's differing "
+                     r"frames ([\d.]+) dB against ([\d.]+) dB", line)
+    assert m, line
+    b_avg, floor_avg, gap, side = float(m[1]), float(m[2]), float(m[3]), m[4]
+    assert gap == pytest.approx(abs(floor_avg - b_avg), abs=1e-9) and side == ("below" if floor_avg > b_avg else "above")
+    assert "3 of 10 frames identical" in res.stdout
