@@ -166,7 +166,12 @@ def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_
         return _drift_command(a, b, as_json, plot)
     if codec is not None and b is not None and not rgb:
         # B's figures and the floor in one space: the source planes only where the floor can be measured in them
-        rgb = not quality.floor_in_planes(open_media(a), codec, rgb=False)
+        ref = open_media(a)
+        rgb = not quality.floor_in_planes(ref, codec, rgb=False)
+        if rgb and ref.pix_fmt and ref.pix_fmt not in ("rgb24", codec.pix_fmt):
+            click.echo(f"perfkit: note: the floor's encoder takes {codec.pix_fmt}, not A's {ref.pix_fmt}: B and the "
+                       f"floor are measured in RGB24 (--codec {codec.name}:pix_fmt={ref.pix_fmt}:... keeps A's planes)",
+                       err=True)
     result = quality.compare(a, b, frames, ssim=ssim, per_frame=per_frame, rgb=rgb) if b is not None else {}
     if codec is not None:
         in_rgb = result.get("space") == "rgb" if b is not None else rgb

@@ -234,3 +234,21 @@ def test_the_codec_floor_verdict_follows_from_the_figures_beside_it(tmp_path, qu
     b_avg, floor_avg, gap, side = float(m[1]), float(m[2]), float(m[3]), m[4]
     assert gap == pytest.approx(abs(floor_avg - b_avg), abs=1e-9) and side == ("below" if floor_avg > b_avg else "above")
     assert "3 of 10 frames identical" in res.stdout
+
+
+def test_a_floor_encoder_that_leaves_as_planes_says_so(tmp_path, clip, noisy, quality_cli):
+    """--codec without pix_fmt takes the encoder's RGB format where it has one: B and the floor are then measured in
+    RGB24, not A's yuv420p planes, which a newcomer found changed unsaid (libx265 took gbrp)."""
+    from perfkit.quality.media import write_video
+
+    frames = clip(frames=3, height=32, width=48)
+    write_video(frames, tmp_path / "a.mp4")
+    write_video(noisy(frames, 4), tmp_path / "b.mp4")
+    res = quality_cli(tmp_path / "a.mp4", tmp_path / "b.mp4", "--codec-floor", "--codec", "ffv1", "--json")
+    assert res.exit_code == 0 and res.json()["space"] == "rgb"
+    fmt = res.json()["codec_floor"]["codec"].split()[1]
+    assert res.stderr == (f"perfkit: note: the floor's encoder takes {fmt}, not A's yuv420p: B and the floor are "
+                          "measured in RGB24 (--codec ffv1:pix_fmt=yuv420p:... keeps A's planes)\n")
+    kept = quality_cli(tmp_path / "a.mp4", tmp_path / "b.mp4", "--codec-floor", "--codec", "ffv1:pix_fmt=yuv420p",
+                       "--json")
+    assert kept.json()["space"] == "yuv" and kept.stderr == ""
