@@ -49,8 +49,8 @@ def floor_line(r: dict, floor: dict) -> str:
     gap = float(db_cell(floor["psnr_pooled_db"])) - float(db_cell(r["psnr_pooled_db"]))  # of the figures shown
     said = "B is identical to A" if r["bit_identical"] else (
         f"B {abs(gap):.2f} dB {'below' if gap > 0 else 'above'} the floor")
-    return (f"against the codec floor, both in {space_name(r)}: PSNR average over all frames {_db(r['psnr_pooled_db'])} "
-            f"against the floor's {_db(floor['psnr_pooled_db'])} ({said}); means over each one's differing frames "
+    return (f"against the codec floor, both in {space_name(r)}: PSNR average over all frames "
+            f"{_db(r['psnr_pooled_db'])} against the floor's {_db(floor['psnr_pooled_db'])} ({said}); means over each one's differing frames "
             f"{_db(r['psnr_mean_db'])} against {_db(floor['psnr_mean_db'])}")
 
 

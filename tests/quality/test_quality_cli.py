@@ -232,7 +232,8 @@ def test_the_codec_floor_verdict_follows_from_the_figures_beside_it(tmp_path, qu
                      r"frames ([\d.]+) dB against ([\d.]+) dB", line)
     assert m, line
     b_avg, floor_avg, gap, side = float(m[1]), float(m[2]), float(m[3]), m[4]
-    assert gap == pytest.approx(abs(floor_avg - b_avg), abs=1e-9) and side == ("below" if floor_avg > b_avg else "above")
+    assert gap == pytest.approx(abs(floor_avg - b_avg), abs=1e-9)
+    assert side == ("below" if floor_avg > b_avg else "above")
     assert "3 of 10 frames identical" in res.stdout
 
 
