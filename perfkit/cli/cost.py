@@ -36,8 +36,8 @@ def program_lines(label: str, step: dict, roof: dict | None) -> list[str]:
     """A step's figures in words, and its roofline where a chip is known."""
     where = f" ({step['file']})" if step.get("file") else ""
     lines = [f"{label}: step program {step['module']}{where}",
-             f"  FLOPs {_count(step['flops'])} (dots {_count(step['dot_flops'])}, other {_count(step['other_flops'])}, "
-             f"transcendentals {_count(step['transcendentals'])}); HBM {_bytes(step['hbm_bytes'])}; " +
+             f"  FLOPs {_count(step['flops'])} (dots {_count(step['dot_flops'])}, other {_count(step['other_flops'])}; "
+             f"beside them, transcendentals {_count(step['transcendentals'])}); HBM {_bytes(step['hbm_bytes'])}; " +
              (f"temp {_bytes(step['temp_bytes'])}, peak {_bytes(step['peak_bytes'])}"
               if step["temp_bytes"] is not None or step["peak_bytes"] is not None else
               "temp and peak memory unknown (a program as lowered has no buffer assignment; XLA's dump after "

@@ -169,7 +169,7 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     rows, steps_from = breakdown_traces(list(paths), step_pattern,
                                         window + (LAST_STEP_DROPPED if last_step == "drop" else ""))
     if rows.empty:
-        raise BadInput("no device ops in these traces", path=" ".join(paths))
+        raise BadInput("no device ops in these traces" + _xspace_beside(paths), path=" ".join(paths))
     measured = "host ops" if "host" in rows.attrs.get("measured", ()) else "device ops"
     means = mean_per_device(rows)
     if plot:
@@ -213,6 +213,16 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     click.echo(text_table(shares))
     if plot:
         click.echo(f"\nplot: {plot}")
+
+
+def _xspace_beside(paths) -> str:
+    """Where a JSON trace given has an XSpace beside it (JAX's profiler writes both; the JSON holds the host's
+    events only): a hint naming it."""
+    for p in map(Path, paths):
+        beside = sorted(p.parent.glob("*.xplane.pb")) if p.is_file() and p.name.endswith((".json", ".json.gz")) else []
+        if beside:
+            return f"; its device ops are in the XSpace beside it, {beside[0]} (JAX's profiler writes both)"
+    return ""
 
 
 def _outside_line(outside: list[dict], side: str = "") -> str:
@@ -328,7 +338,7 @@ def tail(paths, k, as_json, programs):
     # each shard's events read once for its tail and for where the chips' collectives part
     chips, last, parts = tail_along(list(paths), k, parting.chip_parts, parting.EVENT_COLUMNS)
     if chips.empty:
-        raise BadInput("no device ops in these traces", path=" ".join(paths))
+        raise BadInput("no device ops in these traces" + _xspace_beside(paths), path=" ".join(paths))
     sequence, parted = parting.parting_of_shards(parts, list(paths), dumps)
     measured = "host ops" if "host" in last.attrs.get("measured", ()) else "device ops"
     if as_json:

@@ -32,7 +32,8 @@ def roofline(cost: dict, chip: Chip, measured_ms: float | None = None) -> dict:
 def describe(r: dict) -> str:
     """One line: the three bounds, the binding one, and the measured step against it."""
     line = (f"on {r['chip']}: compute {r['compute_ms']:.4g} ms, memory {r['memory_ms']:.4g} ms, interconnect "
-            f"{r['interconnect_ms']:.4g} ms; bound {r['bound_ms']:.4g} ms ({r['binding']}), serial {r['serial_ms']:.4g} ms")
+            f"{r['interconnect_ms']:.4g} ms; bound {r['bound_ms']:.4g} ms ({r['binding']}), serial "
+            f"{r['serial_ms']:.4g} ms (the three one after another)")
     if r.get("measured_over_bound") is not None:
         line += f"; measured {r['measured_ms']:.4g} ms = {r['measured_over_bound']:.2f} x the bound"
     return line

@@ -241,7 +241,8 @@ def validate(raw: dict, path: str = "<case>") -> Case:
         raise BadInput(f"must be one of {', '.join(ORDERS)}", path=path, field="order")
     rep = top["repeats"]
     if rep["min"] < 1 or rep["max"] < rep["min"] or rep["max"] > MAX_REPEATS:
-        raise BadInput(f"need 1 <= min <= max <= {MAX_REPEATS}", path=path, field="repeats")
+        raise BadInput(f"need 1 <= min <= max <= {MAX_REPEATS}; got min {rep['min']}, max {rep['max']}", path=path,
+                       field="repeats")
     cap = top["capture"]
     if cap["xla_dump"] not in XLA_DUMP_MODES:
         raise BadInput(f"must be one of {', '.join(XLA_DUMP_MODES)}", path=path, field="capture.xla_dump")

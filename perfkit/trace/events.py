@@ -402,7 +402,9 @@ def one_clock(files: list[Path], origins: list[int]) -> int:
     origin = min(origins)
     for f, o in zip(files, origins):
         if (o - origin) * 1000 >= 2**62:
-            raise BadInput(f"starts {(o - origin) / 86400e9:.0f} days after another trace given: pass one "
+            days = (o - origin) / 86400e9
+            apart = f"{days / 365.25:.0f} years" if days > 730 else f"{days:.0f} days"
+            raise BadInput(f"starts {apart} after another trace given: pass one "
                            "run's traces at a time", path=f)
     return origin
 

@@ -94,7 +94,8 @@ def test_a_yaml_alias_that_holds_itself_or_nesting_too_deep_is_refused(tmp_path)
 @pytest.mark.parametrize("field,value,message", [
     ("processes", 10**9, "processes: must be <= 65536"),
     ("devices", 10**9, "devices: must be <= 1048576"),
-    ("repeats", {"min": 10**9, "max": 10**9}, "repeats: need 1 <= min <= max <= 10000"),
+    ("repeats", {"min": 10**9, "max": 10**9},
+     "repeats: need 1 <= min <= max <= 10000; got min 1000000000, max 1000000000"),
     ("matrix", {"seed": list(range(1000)), "warmup": list(range(1000)), "timeout": list(range(1, 1001))},
      "matrix: more than 10000 combinations"),
 ])

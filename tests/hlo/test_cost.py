@@ -146,6 +146,8 @@ def test_cost_command_on_dumps_needs_no_jax(wan_sp_dump):
     assert r["serial_ms"] == pytest.approx(r["compute_ms"] + r["memory_ms"] + r["interconnect_ms"])
     text = perfkit_cost(folder, "--chip", "h100")
     assert text.returncode == 0 and "72 collective-permute" in text.stdout and "on h100" in text.stdout
+    # a newcomer found "serial" nowhere defined, and transcendentals read as a part of the FLOPs they are not in
+    assert "ms (the three one after another)" in text.stdout and "; beside them, transcendentals " in text.stdout
     probe = subprocess.run([sys.executable, "-c", "import sys; from perfkit.cli.cost import cost\n"
                             f"cost.main([{str(folder)!r}, '--chip', 'v5e'], standalone_mode=False)\n"
                             "assert 'jax' not in sys.modules, 'jax imported'"],

@@ -364,3 +364,34 @@ def test_diff_by_shape_says_where_no_op_has_one(fixtures_dir, tmp_path):
     tpu = tpu_trace(tmp_path / "t.xplane.pb")
     doc = json.loads(run("diff", str(tpu), str(tpu), "--by", "shape", "--json").stdout)
     assert note not in doc["notes"] and any("[" in r["key"] for r in doc["rows"])
+
+
+def test_traces_decades_apart_are_said_in_years(fixtures_dir, tmp_path):
+    """A trace timed from 0 beside one timed in epoch microseconds (2023): refused as before, the gap said in
+    years (a newcomer read '19476 days' as a bug)."""
+    zero = tmp_path / "zero.json"
+    zero.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5, "args": {"stream": 7}}]}))
+    epoch = fixtures_dir / "kineto" / "rank-0.json.gz"
+    first_ts = min(e["ts"] for e in json.loads(gzip.decompress(epoch.read_bytes()))["traceEvents"] if "ts" in e)
+    years = round((first_ts - 10) / 1e6 / 86400 / 365.25)
+    result = run("breakdown", zero, epoch)
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert result.output == f"perfkit: {epoch}: starts {years} years after another trace given: pass one run's " \
+                            "traces at a time\n"
+
+
+def test_a_jax_json_trace_names_the_xspace_beside_it(fixtures_dir, tmp_path):
+    """JAX's profiler writes a host-only JSON trace beside its XSpace; given the JSON, the refusal names the XSpace
+    (it said only 'no device ops')."""
+    folder = tmp_path / "plugins" / "profile" / "run1"
+    folder.mkdir(parents=True)
+    step = {"ph": "X", "pid": 701, "tid": 1, "ts": 10.365, "dur": 69.303, "name": "$worker.py:65 traced_step"}
+    (folder / "vm.trace.json.gz").write_bytes(gzip.compress(json.dumps({"traceEvents": [step]}).encode()))  # no cat
+    xspace = folder / "vm.xplane.pb"
+    xspace.write_bytes((fixtures_dir / "xplane" / "mi300_jax_conv_8gpu.xplane.pb").read_bytes())
+    result = run("breakdown", folder / "vm.trace.json.gz")
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert result.output.endswith(f"no device ops in these traces; its device ops are in the XSpace beside it, "
+                                  f"{xspace} (JAX's profiler writes both)\n")
+    assert run("breakdown", xspace).exit_code == 0
