@@ -1,13 +1,18 @@
 """Where B's change in step time goes: the change in mean device step time per chip, B against A, split
 by category (compute, exposed ICI, exposed DCN, local DMA, idle), by op kind and by op, each part with a
-95% CI from a hierarchical bootstrap over trials, then steps, as the verdict's.
+95% CI: Welch's t over each side's trial means where both sides have two trials or more, else a bootstrap
+over the steps (``INTERVALS``: ``welch``, ``steps``).
 
 The parts of one split add up to the total change: the categories exactly (the breakdown's parts add up
 to the span); ops and kinds with idle and a ``residual`` (span less idle less the ops' exclusive time:
 kernels running at once on several GPU streams, ops partly outside a step window), the ops past the top N
-summed as ``other``. Mean step time adds up where medians do not, so the attribution bootstraps means:
-trials are resampled, then steps within each resampled trial (one draw of indices shared by every part,
-so each draw's parts add up to its total), and a step's figure is the mean over its chips.
+summed as ``other``. Mean step time adds up where medians do not, so the attribution works with means: a
+trial's figure is the mean over its steps of the mean over a step's chips, a side's the mean over its trials.
+The trials are the units: a run's trials differ by more than its steps do (the machine's state, the compile),
+and with three a side a bootstrap over them marks about one A/A part in five at 95% (Welch's t: one in twenty;
+tests/trace/test_attribution.py simulates both). With one trial on a side there is no spread of trials to
+measure: the steps are resampled (within the trial; one draw of indices shared by every part, so each draw's
+parts add up to its total), which the report says is the steps' noise alone.
 
 Frames in, frames out (as HTA's analyzers): ``chip_step_parts`` turns one trial's events into a tidy frame
 of its parts per chip and step, ``attribute`` two sides' stacked frames into the attribution;
@@ -37,6 +42,7 @@ PART_COLUMNS = ["trial", "rank", "device", "step", "by", "key", "category", "tim
 COLUMNS = ["by", "key", "category", "change", "a_ms", "b_ms", "delta_ms", "ci_lo_ms", "ci_hi_ms", "marked"]
 OTHER, IDLE, RESIDUAL, TOTAL = "other", "idle", "residual", "total"
 CHANGES = ("added", "removed", "changed")  # of a key on one side only, or on both
+INTERVALS = ("welch", "steps")  # how a split's CIs were had: Welch's t over trial means, or a bootstrap over steps
 
 
 def chip_step_parts(frame: pd.DataFrame, trial: str = "", window: str = "step") -> pd.DataFrame:
@@ -99,7 +105,8 @@ def attribute(a: pd.DataFrame, b: pd.DataFrame, by: str = "category", top: int =
     it excludes 0; ``change``: ``changed``, ``added`` / ``removed`` for a key on one side only, or
     ``other`` / ``idle`` / ``residual``), largest |delta| first, then the ``total`` row (the parts add up
     to it). ``top``: ops or kinds named one by one; ``attrs["other_keys"]``: how many of the keys ``other``
-    sums are added, removed or changed (those with any)."""
+    sums are added, removed or changed (those with any); ``attrs["interval"]``: how the CIs were had
+    (``INTERVALS``; ``seed`` and ``n_boot`` for the bootstrap)."""
     if by not in BYS:
         raise BadInput(f"must be one of {', '.join(BYS)}", field="--by")
     for side, frame in (("A", a), ("B", b)):
@@ -120,11 +127,17 @@ def attribute(a: pd.DataFrame, b: pd.DataFrame, by: str = "category", top: int =
     columns = list(units[0].columns)
     trials = [_per_trial(u[columns]) for u in units]
     means = [_mean(t) for t in trials]
-    rng = np.random.default_rng(seed)
-    draws = stats.hierarchical_means(trials[1], n_boot, rng) - stats.hierarchical_means(trials[0], n_boot, rng)
-    draws = np.concatenate([draws, draws.sum(axis=1, keepdims=True)], axis=1)  # the total, from the same draws
-    alpha = (1 - confidence) / 2
-    lo, hi = np.quantile(draws, [alpha, 1 - alpha], axis=0)
+    interval = "welch" if min(map(len, trials)) >= 2 else "steps"
+    if interval == "welch":
+        per_trial = [np.array([t.mean(axis=0) for t in side]) for side in trials]  # (k, parts) each
+        lo, hi = stats.welch_interval(*(np.concatenate([m, m.sum(axis=1, keepdims=True)], axis=1)  # and the total
+                                        for m in per_trial), confidence)
+    else:
+        rng = np.random.default_rng(seed)
+        draws = stats.hierarchical_means(trials[1], n_boot, rng) - stats.hierarchical_means(trials[0], n_boot, rng)
+        draws = np.concatenate([draws, draws.sum(axis=1, keepdims=True)], axis=1)  # the total, from the same draws
+        alpha = (1 - confidence) / 2
+        lo, hi = np.quantile(draws, [alpha, 1 - alpha], axis=0)
     categories = pd.concat([a, b]).loc[lambda p: p["by"] == by].groupby("key")["category"].agg(
         lambda c: c.mode().iloc[0])
 
@@ -151,6 +164,7 @@ def attribute(a: pd.DataFrame, b: pd.DataFrame, by: str = "category", top: int =
     # what `other` sums: a change spread over many small ops reads as one large `other` without it
     other_keys = {c: n for c in CHANGES if (n := sum(change(k) == c for k in rest))}
     out.attrs.update(trials_a=len(trials[0]), trials_b=len(trials[1]), confidence=confidence, n_boot=n_boot,
+                     interval=interval,
                      chip_steps_a=int((a["by"] == "span").sum()), chip_steps_b=int((b["by"] == "span").sum()),
                      other_keys=other_keys)
     return out
@@ -253,6 +267,7 @@ def summarize(run_dir: Path, trials: list[dict], variants: list[str], top: int =
                   "chip_steps": [first.attrs["chip_steps_a"], first.attrs["chip_steps_b"]],
                   "outside_ops": [base.attrs["outside_ops"], mine.attrs["outside_ops"]],
                   "outside_ms": [base.attrs["outside_ps"] / PS_PER_MS, mine.attrs["outside_ps"] / PS_PER_MS],
-                  "confidence": first.attrs["confidence"], "total": _records(first.iloc[-1:])[0],
+                  "confidence": first.attrs["confidence"], "interval": first.attrs["interval"],
+                  "total": _records(first.iloc[-1:])[0],
                   **{by: _records(rows.iloc[:-1]) for by, rows in splits.items()}}
     return {"baseline": variants[0], "top": top, "variants": out}

@@ -7,6 +7,9 @@ from __future__ import annotations
 from perfkit.trace.names import labels
 
 MARK = "**\\***"  # a part whose CI, as shown, excludes 0
+INTERVALS = {"welch": "Welch's t over each side's trial means",  # summary.json's attribution ``interval``
+             "steps": "a bootstrap over trials, then steps (a side of one trial gives its steps' noise alone: no "
+                      "spread of trials to measure)"}
 SPLITS = (("category", "category"), ("kind", "op kind"), ("op", "op"))
 
 
@@ -64,9 +67,9 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
         t = v["total"]
         out += ["", f"### Where {name}'s {_ms(t['delta_ms'])} ms a step goes",
                 "", f"Mean traced device step per chip: {base} {t['a_ms']:.3f} ms, {name} {t['b_ms']:.3f} ms, change "
-                f"{_ms(t['delta_ms'])} ms [{t['ci_lo_ms']:+.3f}, {t['ci_hi_ms']:+.3f}] (95% CI of a bootstrap over "
-                f"trials, then steps: {v['trials'][0]} and {v['trials'][1]} trials, {v['chip_steps'][0]} and "
-                f"{v['chip_steps'][1]} chip-steps). Each split adds up to the change: the top "
+                f"{_ms(t['delta_ms'])} ms [{t['ci_lo_ms']:+.3f}, {t['ci_hi_ms']:+.3f}] (95% CI, "
+                f"{INTERVALS.get(v.get('interval'), 'a bootstrap over trials, then steps')}: {v['trials'][0]} and "
+                f"{v['trials'][1]} trials, {v['chip_steps'][0]} and {v['chip_steps'][1]} chip-steps). Each split adds up to the change: the top "
                 f"{attribution['top']} ops or kinds by |delta|, `other` the rest (how many, and how they "
                 "changed), `residual` the busy time less the "
                 "ops' exclusive times (below 0 where ops run at once on several lines, each counting its own time; "

@@ -244,6 +244,7 @@ class AttributionVariant(TypedDict):
     outside_ops: NotRequired[list[int]]   # [a, b]: device ops outside every step's span, not in the figures
     outside_ms: NotRequired[list[float]]  # [a, b]: their durations summed
     confidence: float
+    interval: NotRequired[Literal["welch", "steps"]]  # how the CIs were had (analysis.attribution.INTERVALS)
     total: AttributionRow
     category: list[AttributionRow]
     kind: list[AttributionRow]

@@ -139,6 +139,46 @@ def test_aa_marks_no_more_than_chance(tmp_path):
     assert tested["marked"].sum() <= attribution.chance_allows(len(tested))
 
 
+def _aa_parts(rng, trials: int, trial_sd: float = 0.2) -> "attribution.pd.DataFrame":
+    """A side's parts by hand, no trace: `trials` trials of 2 chips x 4 steps, each step 10 us of compute times
+    the trial's own factor (sd `trial_sd`, the trials' spread a machine shows) with 1% step noise, and 2 us idle."""
+    rows = []
+    for trial in range(trials):
+        scale = rng.normal(1, trial_sd)
+        for chip in range(2):
+            for step in range(4):
+                compute = int(10 * U * scale * rng.normal(1, 0.01))
+                rows += [(f"t{trial}", 0, chip, step, "span", "span", "", compute + 2 * U),
+                         (f"t{trial}", 0, chip, step, "category", "compute", "compute", compute),
+                         (f"t{trial}", 0, chip, step, "category", "idle", "idle", 2 * U)]
+    return attribution.pd.DataFrame(rows, columns=attribution.PART_COLUMNS)
+
+
+def test_three_trials_a_side_mark_an_aa_difference_one_time_in_twenty():
+    """300 A/A pairs of 3 trials a side, drawn alike: the share whose compute CI excludes 0 is near the nominal 5%
+    (binomial 95% range 2.7-7.7%: up to 23 of 300). A bootstrap over the trials marked about 22% here (it reads
+    three trials' spread as the population's), as a newcomer's A/A run marked 5 of 19 parts."""
+    rng = np.random.default_rng(21)
+    marked = 0
+    for _ in range(300):
+        rows = attribution.attribute(_aa_parts(rng, 3), _aa_parts(rng, 3), "category").set_index("key")
+        assert rows.attrs["interval"] == "welch"
+        marked += bool(rows.loc["compute", "marked"])
+    assert 5 <= marked <= 23, marked
+
+
+def test_one_trial_a_side_is_a_bootstrap_over_its_steps():
+    """One trial on a side has no spread of trials to measure: the steps are resampled, and the split says so."""
+    rng = np.random.default_rng(5)
+    rows = attribution.attribute(_aa_parts(rng, 1), _aa_parts(rng, 3), "category")
+    assert rows.attrs["interval"] == "steps"
+    assert "a bootstrap over trials, then steps (a side of one trial gives its steps' noise alone" in "\n".join(
+        section({"baseline": "a", "top": 10, "variants": {"b": {
+            "trials": [1, 3], "chip_steps": [8, 24], "confidence": 0.95, "interval": "steps",
+            "total": attribution._records(rows.iloc[-1:])[0], "category": attribution._records(rows.iloc[:-1]),
+            "kind": [], "op": [], "marked": {"rows": 0, "marked": 0, "chance_allows": 0}}}}))
+
+
 def test_hierarchical_means_spread():
     """Each draw is the mean of k trials picked with replacement (counts c_i, multinomial), each trial's
     steps resampled once a draw (as the verdict's bootstrap: one resample wherever the trial was picked):
