@@ -71,10 +71,11 @@ def _divergence(w: _Writer, d: dict, majority: list[int]) -> None:
         w.line(3, "same program (equal fingerprints); the buffer assignment differs")
     else:
         e, n = d["entry_ops"], d["instructions"]
-        w.line(3, f"ENTRY ops {e['majority']} -> {e['rank']} ({_signed(e['delta'])}); all instructions "
-                  f"{n['majority']} -> {n['rank']} ({_signed(n['delta'])})")
+        w.line(3, f"ENTRY ops {e['majority']:,} -> {e['rank']:,} ({_signed(e['delta'])}); all instructions "
+                  f"{n['majority']:,} -> {n['rank']:,} ({_signed(n['delta'])})")
         if d["opcodes"]:
-            w.line(3, "opcodes: " + ", ".join(f"{o['opcode']} {o['majority']} -> {o['rank']}" for o in d["opcodes"]))
+            w.line(3, "opcodes: " + ", ".join(f"{o['opcode']} {o['majority']:,} -> {o['rank']:,}"
+                                              for o in d["opcodes"]))
         first = d["first_difference"]
         if first:
             w.line(3, "first differing instruction:")
@@ -192,7 +193,7 @@ def ab_report(result: dict, markdown: bool = False) -> str:
         if m["same_program"]:
             w.line(1, f"module {w.code(m['name'])}: same program (fingerprint {m['fingerprints'][0]})")
             continue
-        counts = [f"{label} {a} -> {b} ({_signed(b - a)})" for label, (a, b) in
+        counts = [f"{label} {a:,} -> {b:,} ({_signed(b - a)})" for label, (a, b) in
                   (("ENTRY ops", m["entry_ops"]), ("instructions", m["instructions"]),
                    ("collectives", m["collectives"]))]
         if None not in m["temp_bytes"]:
@@ -201,7 +202,7 @@ def ab_report(result: dict, markdown: bool = False) -> str:
         w.line(1, f"module {w.code(m['name'])}: " + ", ".join(counts))
         for o in m["opcodes"]:
             shapes = _shape_changes(w, o)
-            w.line(2, f"{o['opcode']} {o['a']} -> {o['b']} ({_signed(o['delta'])})"
+            w.line(2, f"{o['opcode']} {o['a']:,} -> {o['b']:,} ({_signed(o['delta'])})"
                       + (": " + ", ".join(shapes) if shapes else ""))
         for key, label in (("collectives_added", "collectives added in B"), ("collectives_removed", "collectives removed in B")):
             if m[key]:

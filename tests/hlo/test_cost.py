@@ -9,6 +9,7 @@ tests hold FLOPs to 1e-4 and bytes to 1%.
 """
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -235,6 +236,11 @@ def test_hlo_diff_ab_says_what_sp_changes(wan_sp_dump, wan_tp_dump):
     assert change["sentence"].startswith("B adds 72 collective-permutes of 8 KiB a step and removes 6 all-reduces "
                                          "of 64 KiB (against A)")
     assert change["interconnect_bytes"] == [12 * STREAM * 3 / 4] * 2
+    # counts of four digits or more are grouped alike on every line (a newcomer read "1392 -> 3954 (+2,562)")
+    text = subprocess.run([sys.executable, "-m", "perfkit.cli", "hlo-diff", "--ab", wan_tp_dump, folder],
+                          capture_output=True, text=True, cwd=REPO, timeout=120).stdout
+    module = next(line for line in text.splitlines() if line.lstrip().startswith("module ") and "ENTRY ops" in line)
+    assert re.search(r"\d,\d{3}", module) and not re.search(r"(?<![\d,.])\d{4,}(?![\d,.])", module), module
 
 
 def test_run_chip_from_a_profile_and_the_timed_step(wan_sp_dump, tmp_path):
