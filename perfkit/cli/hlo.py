@@ -78,6 +78,9 @@ def hlo_diff(paths, ab, module_filter, chip_name, as_json, markdown):
         click.echo(json.dumps(result, indent=2) if as_json else render.ab_report(result, markdown), nl=as_json)
         sys.exit(ExitCode.OK)
     result = check_all(list(paths), module_filter)
+    if len(paths) == 2 and not result["consistent"]:  # (two variants' dumps given as two ranks read as a divergence)
+        click.echo("perfkit: note: the two folders are compared as two ranks of one program; two variants' dumps "
+                   "(A, B) compare with --ab A B", err=True)
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:

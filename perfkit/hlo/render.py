@@ -26,7 +26,7 @@ def _ranks(ranks: list[int]) -> str:
 
 
 def _count(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def _signed(x: int) -> str:

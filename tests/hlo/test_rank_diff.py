@@ -170,6 +170,11 @@ def test_cli_text_json_markdown_and_exit_codes(real_dumps):
     res = perfkit(*(real_dumps["constant"] / f"rank{r}" for r in (3, 1, 2, 0)), "--markdown")
     assert res.returncode == 1 and "- module ``jit_step``: **2 programs**, ranks 0-2 | 3" in res.stdout
     assert "  - rank 3 against rank 0 (ranks 0-2)" in res.stdout
+    # two folders that part: perhaps two variants' dumps (a newcomer's tp and sp), which --ab compares
+    res = perfkit(*(real_dumps["constant"] / f"rank{r}" for r in (0, 3)))
+    assert res.returncode == 1 and res.stderr == ("perfkit: note: the two folders are compared as two ranks of one "
+                                                  "program; two variants' dumps (A, B) compare with --ab A B\n")
+    assert perfkit(*(real_dumps["constant"] / f"rank{r}" for r in (0, 1))).stderr == ""  # one program: no note
 
 
 HEAVY = ("jax", "torch", "pandas", "numpy")
