@@ -48,6 +48,7 @@ def _prepare() -> None:
     enabled = gc.isenabled()
     gc.disable()
     try:
+        # the analyses' libraries, kept off --help's path (see above)
         import pandas  # noqa: F401
         from perfkit.trace import shards  # noqa: F401
         from perfkit.trace.memory import reuse_freed_memory
