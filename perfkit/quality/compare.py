@@ -257,8 +257,9 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
     converting every frame: RGB's figures are then absent, the headline is YUV's)."""
     labels, pair = (a.label, b.label), f"{a.label} vs {b.label}"
     if a.kind != b.kind:
-        raise BadInput(f"{a.label} holds {a.kind} ({a.detail}), {b.label} holds {b.kind} ({b.detail})",
-                       path=pair)
+        raise BadInput(f"{a.label} holds {a.kind} ({a.detail}), {b.label} holds {b.kind} ({b.detail}): frames "
+                       "(uint8, and images and videos) compare with frames, other arrays as tensors; convert one "
+                       "side (a float image in [0, 1]: x 255, rounded, as uint8)", path=pair)
     if a.kind == "tensor":
         return compare_tensors(a.array()[frames.start:frames.stop], b.array()[frames.start:frames.stop], labels)
     if a.frame_shape != b.frame_shape:
