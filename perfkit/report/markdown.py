@@ -163,8 +163,10 @@ def quality_section(summary: dict, plots: dict[str, str] | None = None) -> list[
     if not q:
         return ["No comparable outputs."]
     b = compared_variant(summary)
+    # a tensor's differences are in its own units, a frame's in codes of 255
+    scale = "/255" if q["kind"] == "frames" else "in A's units; /255 for frames"
     header = ["| comparison | PSNR mean of differing frames (dB) | PSNR average (dB) | worst frame (dB) | "
-              "Y (dB) | YUV average (dB) | mean abs diff (/255) | max abs diff | abs diff > 16 | bit-identical |",
+              f"Y (dB) | YUV average (dB) | mean abs diff ({scale}) | max abs diff | abs diff > 16 | bit-identical |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |"]
     if q["kind"] == "frames":
         lines = [f"`{q['file']}`: {q['frames']} frames, data range 255; {q['identical_frames']} of {q['frames']} "

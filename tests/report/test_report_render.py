@@ -332,3 +332,15 @@ def test_the_cost_sections_changes_follow_from_its_figures():
     assert table_row("\n".join(lines), "HBM bytes accessed") == ["12.02 MiB", "14.28 MiB"]
     assert table_row("\n".join(lines), "FLOPs (dots)") == ["2.667e+07 (2.67e+07)", "2.652e+07 (2.65e+07)"]
     assert lines[-2].endswith("FLOPs -0.6%; HBM bytes +18.8%; bytes sent a device unchanged.")
+
+
+def test_a_tensors_quality_row_says_its_units():
+    """A tensor's differences are in its own units: its header said "/255" (a newcomer's rows.npy)."""
+    from perfkit.report.markdown import quality_section
+
+    tensor = {"kind": "tensor", "file": "rows.npy", "psnr_db": 61.5, "mean_abs_diff": 0.25, "max_abs_diff": 2.0,
+              "bit_identical": False, "files": {}}
+    lines = quality_section({"baseline": "a", "variants": {"a": {}, "b": {}}, "quality": tensor})
+    assert lines[0] == "`rows.npy`: a tensor; PSNR over A's range."
+    assert "| mean abs diff (in A's units; /255 for frames) |" in lines[2]
+    assert lines[4] == "| b vs a | 61.50 | - | - | - | - | 0.25 | 2 | - | no |"
