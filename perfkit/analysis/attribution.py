@@ -1,7 +1,7 @@
 """Where B's change in step time goes: the change in mean device step time per chip, B against A, split
 by category (compute, exposed ICI, exposed DCN, local DMA, idle), by op kind and by op, each part with a
-95% CI: Welch's t over each side's trial means where both sides have two trials or more, else a bootstrap
-over the steps (``INTERVALS``: ``welch``, ``steps``).
+95% CI: Welch's t over each side's trial means where both sides have two trials or more (``welch``), else a
+bootstrap over the steps (``steps``).
 
 The parts of one split add up to the total change: the categories exactly (the breakdown's parts add up
 to the span); ops and kinds with idle and a ``residual`` (span less idle less the ops' exclusive time:
@@ -42,7 +42,6 @@ PART_COLUMNS = ["trial", "rank", "device", "step", "by", "key", "category", "tim
 COLUMNS = ["by", "key", "category", "change", "a_ms", "b_ms", "delta_ms", "ci_lo_ms", "ci_hi_ms", "marked"]
 OTHER, IDLE, RESIDUAL, TOTAL = "other", "idle", "residual", "total"
 CHANGES = ("added", "removed", "changed")  # of a key on one side only, or on both
-INTERVALS = ("welch", "steps")  # how a split's CIs were had: Welch's t over trial means, or a bootstrap over steps
 
 
 def chip_step_parts(frame: pd.DataFrame, trial: str = "", window: str = "step") -> pd.DataFrame:
@@ -105,8 +104,8 @@ def attribute(a: pd.DataFrame, b: pd.DataFrame, by: str = "category", top: int =
     it excludes 0; ``change``: ``changed``, ``added`` / ``removed`` for a key on one side only, or
     ``other`` / ``idle`` / ``residual``), largest |delta| first, then the ``total`` row (the parts add up
     to it). ``top``: ops or kinds named one by one; ``attrs["other_keys"]``: how many of the keys ``other``
-    sums are added, removed or changed (those with any); ``attrs["interval"]``: how the CIs were had
-    (``INTERVALS``; ``seed`` and ``n_boot`` for the bootstrap)."""
+    sums are added, removed or changed (those with any); ``attrs["interval"]``: how the CIs were had,
+    ``welch`` or ``steps`` (``seed`` and ``n_boot`` for the latter's bootstrap)."""
     if by not in BYS:
         raise BadInput(f"must be one of {', '.join(BYS)}", field="--by")
     for side, frame in (("A", a), ("B", b)):

@@ -607,6 +607,7 @@ def stragglers(inst: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
     out["skew_share"] = out["skew_ps"] / out["span_ps"]
     return out.reset_index()[columns]
 
+
 def analyse(events: pd.DataFrame, spans: pd.DataFrame | None = None) -> dict:
     """``tables`` of an events frame's ``instances`` (``spans``: its breakdown, where the caller has it)."""
     return tables(instances(events), breakdown.breakdown(events) if spans is None else spans)
