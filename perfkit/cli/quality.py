@@ -50,8 +50,8 @@ def floor_line(r: dict, floor: dict) -> str:
     said = "B is identical to A" if r["bit_identical"] else (
         f"B {abs(gap):.2f} dB {'below' if gap > 0 else 'above'} the floor")
     return (f"against the codec floor, both in {space_name(r)}: PSNR average over all frames "
-            f"{_db(r['psnr_pooled_db'])} against the floor's {_db(floor['psnr_pooled_db'])} ({said}); means over each one's differing frames "
-            f"{_db(r['psnr_mean_db'])} against {_db(floor['psnr_mean_db'])}")
+            f"{_db(r['psnr_pooled_db'])} against the floor's {_db(floor['psnr_pooled_db'])} ({said}); means over "
+            f"each one's differing frames {_db(r['psnr_mean_db'])} against {_db(floor['psnr_mean_db'])}")
 
 
 def format_frames(r: dict) -> list[str]:

@@ -259,7 +259,7 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
     """Device time per chip and step of trace B against trace A, largest changes first (with --window
     trace, per chip over its whole trace: HTA's TraceDiff sums per kernel). With one argument, a run
     directory: each variant's change in mean step per chip against the baseline's, by category, op kind
-    and op, with bootstrap CIs over its trials (-n: ops and kinds named; --by, --steps, --window and
+    and op, with CIs over its trials (-n: ops and kinds named; --by, --steps, --window and
     --last-step are for two traces)."""
     if b is None:
         # the attribution (analysis stage, scipy) and its report lines: only for a run directory

@@ -69,13 +69,14 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
                 "", f"Mean traced device step per chip: {base} {t['a_ms']:.3f} ms, {name} {t['b_ms']:.3f} ms, change "
                 f"{_ms(t['delta_ms'])} ms [{t['ci_lo_ms']:+.3f}, {t['ci_hi_ms']:+.3f}] (95% CI, "
                 f"{INTERVALS.get(v.get('interval'), 'a bootstrap over trials, then steps')}: {v['trials'][0]} and "
-                f"{v['trials'][1]} trials, {v['chip_steps'][0]} and {v['chip_steps'][1]} chip-steps). Each split adds up to the change: the top "
-                f"{attribution['top']} ops or kinds by |delta|, `other` the rest (how many, and how they "
-                "changed), `residual` the busy time less the "
-                "ops' exclusive times (below 0 where ops run at once on several lines, each counting its own time; "
+                f"{v['trials'][1]} trials, {v['chip_steps'][0]} and {v['chip_steps'][1]} chip-steps). Each split "
+                f"adds up to the change: the top {attribution['top']} ops or kinds by |delta|, `other` the rest (how "
+                "many, and how they changed), `residual` the busy time less the ops' exclusive times (below 0 where "
+                "ops run at once on several lines, each counting its own time; "
                 f"above 0 where ops reach outside the step); {MARK}: the part's CI, as shown, excludes 0; added / "
                 "removed: on one side only; an op is matched across sides by its name, which is one op only where "
-                "both ran the same program (XLA numbers its ops per program)." + (" `perfkit trace diff RUN_DIR` prints the same." if command else "")]
+                "both ran the same program (XLA numbers its ops per program)."
+                + (" `perfkit trace diff RUN_DIR` prints the same." if command else "")]
         if any(v.get("outside_ops", ())):  # (summaries from before it)
             (a_ops, b_ops), (a_ms, b_ms) = v["outside_ops"], v["outside_ms"]
             out += ["", f"Not in these figures: device ops outside every traced step's span, {base} {a_ops} "
@@ -87,8 +88,8 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
                     f"{m['chance_allows']} (95% binomial quantile of {m['rows']} intervals at 95%)."]
         elif over:
             out += ["", f"**Marks here are not to be trusted on this machine**: the A/A control ({aa_name} against "
-                    f"{base}, the same program) had {over['marked']} of {over['rows']} parts marked where chance allows "
-                    f"up to {over['chance_allows']}, so these intervals are narrower than the machine's noise."]
+                    f"{base}, the same program) had {over['marked']} of {over['rows']} parts marked where chance "
+                    f"allows up to {over['chance_allows']}, so these intervals are narrower than the machine's noise."]
         for by, title in SPLITS:
             out += _table(v[by], by, title, base, name)
     return out

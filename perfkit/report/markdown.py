@@ -333,7 +333,8 @@ def _breakdown(summary: dict) -> list[str]:
         short = labels(d["key"] for d in deltas)  # kernel names shortened; summary.json keeps them whole
         rows += ["", f"Largest changes of device time per chip and step, {name} against {bd['baseline']}, "
                  f"by op {bd['by']} (ms; each op's own time, on every line where ops run at once, so a kind can "
-                 "exceed its category above, where an instant counts once):", "", f"| op {bd['by']} | category | {bd['baseline']} | {name} | delta |",
+                 "exceed its category above, where an instant counts once):", "",
+                 f"| op {bd['by']} | category | {bd['baseline']} | {name} | delta |",
                  "| --- | --- | ---: | ---: | ---: |",
                  *(f"| `{short[d['key']]}` | {d['category']} | {d['a_ms']:.3f} | {d['b_ms']:.3f} | "
                    f"{d['delta_ms']:+.3f} |" for d in deltas)]
@@ -387,7 +388,8 @@ def _collectives(variants: dict, cpu: bool = False) -> list[str]:
                      "the host's scheduling, not a slow chip (no straggler is named)."]
         elif s.get("apart"):
             rows += ["", f"{skew}. {s['apart']} of that step's collectives, matched across ranks by their order, never "
-                     "overlapped on their chips, so are not one transfer: they are left out, and no straggler is named."]
+                     "overlapped on their chips, so are not one transfer: they are left out, and no straggler is "
+                     "named."]
         else:
             rows += ["", f"{skew}. Straggler: rank {s['rank']} device {s['device']}, last to arrive at "
                      f"{s['times_last']} of that step's {s['matched']} collectives."]

@@ -315,9 +315,9 @@ def test_the_codec_floor_is_measured_in_the_comparisons_space(pairs, quality_cli
     text = quality_cli(a, b, "--codec-floor").stdout.splitlines()[-1]
     gap = round(floor["psnr_pooled_db"], 2) - round(r["psnr_pooled_db"], 2)
     assert text == (f"against the codec floor, both in yuv420p planes: PSNR average over all frames "
-                    f"{r['psnr_pooled_db']:.2f} dB against the floor's {floor['psnr_pooled_db']:.2f} dB (B {abs(gap):.2f} "
-                    f"dB {'below' if gap > 0 else 'above'} the floor); means over each one's differing frames "
-                    f"{r['psnr_mean_db']:.2f} dB against {floor['psnr_mean_db']:.2f} dB")
+                    f"{r['psnr_pooled_db']:.2f} dB against the floor's {floor['psnr_pooled_db']:.2f} dB "
+                    f"(B {abs(gap):.2f} dB {'below' if gap > 0 else 'above'} the floor); means over each one's "
+                    f"differing frames {r['psnr_mean_db']:.2f} dB against {floor['psnr_mean_db']:.2f} dB")
     r = quality_cli(a, b, "--codec-floor", "--rgb", "--json").json()
     assert r["space"] == r["codec_floor"]["space"] == "rgb"
     wide = [encode(decoded(p), tmp_path / f"{p.stem}.444.mkv", "ffv1", "yuv444p", {}) for p in (a, b)]
