@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import click
 
 from perfkit.cost.chips import chip
 from perfkit.cost.programs import ab_cost, variant_dumps
-from perfkit.errors import BadInput, ExitCode
+from perfkit.errors import BadInput, DefinitionNote, ExitCode
 from perfkit.hlo import render
 from perfkit.hlo.check import check_all
 from perfkit.hlo.diff import compare_ab
@@ -79,8 +80,8 @@ def hlo_diff(paths, ab, module_filter, chip_name, as_json, markdown):
         sys.exit(ExitCode.OK)
     result = check_all(list(paths), module_filter)
     if len(paths) == 2 and not result["consistent"]:  # (two variants' dumps given as two ranks read as a divergence)
-        click.echo("perfkit: note: the two folders are compared as two ranks of one program; two variants' dumps "
-                   "(A, B) compare with --ab A B", err=True)
+        warnings.warn("the two folders are compared as two ranks of one program; two variants' dumps (A, B) compare "
+                      "with --ab A B", DefinitionNote, stacklevel=1)
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:

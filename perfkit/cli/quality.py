@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import click
 
 from perfkit.common.summary import db_cell
-from perfkit.errors import BadInput
+from perfkit.errors import BadInput, DefinitionNote
 
 SPACE_NAMES = {"yuv": "source planes", "rgb": "RGB24"}
 
@@ -169,9 +170,9 @@ def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_
         ref = open_media(a)
         rgb = not quality.floor_in_planes(ref, codec, rgb=False)
         if rgb and ref.pix_fmt and ref.pix_fmt not in ("rgb24", codec.pix_fmt):
-            click.echo(f"perfkit: note: the floor's encoder takes {codec.pix_fmt}, not A's {ref.pix_fmt}: B and the "
-                       f"floor are measured in RGB24 (--codec {codec.name}:pix_fmt={ref.pix_fmt}:... keeps A's planes)",
-                       err=True)
+            warnings.warn(f"the floor's encoder takes {codec.pix_fmt}, not A's {ref.pix_fmt}: B and the floor are "
+                          f"measured in RGB24 (--codec {codec.name}:pix_fmt={ref.pix_fmt}:... keeps A's planes)",
+                          DefinitionNote, stacklevel=1)
     result = quality.compare(a, b, frames, ssim=ssim, per_frame=per_frame, rgb=rgb) if b is not None else {}
     if codec is not None:
         in_rgb = result.get("space") == "rgb" if b is not None else rgb
