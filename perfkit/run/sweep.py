@@ -2,9 +2,9 @@
 
 Each combination runs as a complete run directory of its own, ``cells/NN/`` (NN in the order of
 ``perfkit.rundata.case.expand_matrix``); the top of the run directory gets ``matrix.csv`` (one row per
-combination), ``summary.json`` (``kind: "matrix"``, ``matrix``: those rows, ``combinations``,
-``missing``, ``trials.failed``: the cells with failed trials) and a ``report.md`` with the table and
-links to each combination's report.
+combination), ``summary.json`` (a ``perfkit.rundata.summary.MatrixSummary``: ``kind: "matrix"``, a row per
+combination, ``combinations``, ``missing``, ``trials.failed``: the cells with failed trials) and a
+``report.md`` with the table and links to each combination's report.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from pathlib import Path
 import pandas as pd
 
 from perfkit.rundata import case as case_mod
+from perfkit.rundata.summary import MatrixRow, MatrixSummary, MatrixTrials
 
 
-def matrix_frame(run_dir: Path, assignments: list[dict]) -> pd.DataFrame:
-    """One row per combination (``assignments``, in ``expand_matrix`` order) that has a summary: its
-    values, each variant's median step time, the B/A ratio, CI and verdict, and its failed-trial count."""
+def matrix_rows(run_dir: Path, assignments: list[dict]) -> list[MatrixRow]:
+    """A row per combination (``assignments``, in ``expand_matrix`` order) that has a summary: its values,
+    each variant's median step time, the B/A ratio, CI and verdict, and its failed-trial count."""
     rows = []
     for i, assignment in enumerate(assignments):
         path = run_dir / "cells" / f"{i:02d}" / "summary.json"
@@ -27,11 +28,19 @@ def matrix_frame(run_dir: Path, assignments: list[dict]) -> pd.DataFrame:
             continue
         s = json.loads(path.read_text())
         c = s["comparison"]
-        rows.append({"cell": f"{i:02d}", **assignment,
-                     **{f"{v}_ms": fig["step_ms"]["median"] for v, fig in s["variants"].items()},
-                     "ratio": c["ratio"], "ci_lo": c["ci"][0], "ci_hi": c["ci"][1], "verdict": c["verdict"],
-                     "failed": len(s["trials"]["failed"]), "interrupted": bool(s.get("interrupted"))})
-    return pd.DataFrame(rows)
+        rows.append(MatrixRow(cell=f"{i:02d}", values=assignment,
+                              step_ms={v: fig["step_ms"]["median"] for v, fig in s["variants"].items()},
+                              ratio=c["ratio"], ci=c["ci"], verdict=c["verdict"], failed=len(s["trials"]["failed"]),
+                              interrupted=bool(s.get("interrupted"))))
+    return rows
+
+
+def matrix_frame(rows: list[MatrixRow]) -> pd.DataFrame:
+    """matrix.csv: the rows with their values, step times and CI as columns of their own."""
+    return pd.DataFrame([{"cell": r["cell"], **r["values"], **{f"{v}_ms": ms for v, ms in r["step_ms"].items()},
+                          "ratio": r["ratio"], "ci_lo": (r["ci"] or [None, None])[0],
+                          "ci_hi": (r["ci"] or [None, None])[1], "verdict": r["verdict"], "failed": r["failed"],
+                          "interrupted": r["interrupted"]} for r in rows])
 
 
 def _markdown(frame: pd.DataFrame) -> list[str]:
@@ -48,15 +57,15 @@ def finish(run_dir: Path) -> bool:
     failed, stopped early, or never ran."""
     case = case_mod.load(run_dir / "case.yaml")
     assignments = [assignment for assignment, _ in case_mod.expand_matrix(case)]
-    frame = matrix_frame(run_dir, assignments)
+    rows = matrix_rows(run_dir, assignments)
+    frame = matrix_frame(rows)
     total = len(assignments)
-    missing = total - len(frame)
-    failed = bool(missing or (len(frame) and (frame.failed.any() or frame.interrupted.any())))
+    missing = total - len(rows)
+    failed = bool(missing or any(r["failed"] or r["interrupted"] for r in rows))
     frame.to_csv(run_dir / "matrix.csv", index=False)
-    rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
-    summary = {"case": case.name, "kind": "matrix", "run_dir": str(run_dir), "matrix": rows,
-               "combinations": total, "missing": missing, "interrupted": bool(missing),
-               "trials": {"failed": [r["cell"] for r in rows if r["failed"]]}}
+    summary = MatrixSummary(case=case.name, kind="matrix", run_dir=str(run_dir), matrix=rows, combinations=total,
+                            missing=missing, interrupted=bool(missing),
+                            trials=MatrixTrials(failed=[r["cell"] for r in rows if r["failed"]]))
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     lines = [f"# perfkit run: {case.name} (matrix of {total} combinations)", ""]
     if missing:

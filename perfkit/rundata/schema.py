@@ -1,5 +1,7 @@
 """The JSON Schema of summary.json, generated from the types of ``perfkit.rundata.summary`` and shipped
-beside them as ``summary.schema.json`` (a test holds the shipped file equal to what this generates).
+beside them as ``summary.schema.json`` (a test holds the shipped file equal to what this generates). One
+schema for every summary.json perfkit writes: the top one of a matrix run (``kind: "matrix"``) is a
+``MatrixSummary``, any other a ``Summary``.
 
 Write it again after changing the types:
 
@@ -19,7 +21,7 @@ import typing
 from importlib import resources
 from pathlib import Path
 
-from perfkit.rundata.summary import Summary
+from perfkit.rundata.summary import MatrixSummary, Summary
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SHIPPED = "summary.schema.json"
@@ -62,11 +64,13 @@ def _object(td, defs: dict) -> dict:
     return out
 
 
-def generate(root=Summary, title: str = "perfkit summary.json") -> dict:
-    """The schema of ``root`` (a TypedDict), every type it holds under ``$defs``."""
+def generate() -> dict:
+    """The schema: ``MatrixSummary`` where ``kind`` is "matrix", else ``Summary``; every type under ``$defs``."""
     defs: dict = {}
-    body = _object(root, defs)
-    return {"$schema": DIALECT, "title": title, **body, "$defs": dict(sorted(defs.items()))}
+    run, matrix = _of(Summary, defs), _of(MatrixSummary, defs)
+    return {"$schema": DIALECT, "title": "perfkit summary.json",
+            "if": {"properties": {"kind": {"const": "matrix"}}, "required": ["kind"]}, "then": matrix, "else": run,
+            "$defs": dict(sorted(defs.items()))}
 
 
 def text(schema: dict) -> str:

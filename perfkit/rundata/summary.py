@@ -498,7 +498,7 @@ class Serve(TypedDict):
 
 
 class Summary(TypedDict):
-    """summary.json of a run (a matrix run's top-level summary.json is another shape: ``kind: "matrix"``)."""
+    """summary.json of a run, or of one combination of a matrix run (``cells/NN/``)."""
     case: str
     kind: Literal["model", "command", "serve"]
     run_dir: str
@@ -524,3 +524,32 @@ class Summary(TypedDict):
     roofline: dict[str, Roofline]
     serve: NotRequired[Serve]
     not_verified: list[str]
+
+
+class MatrixRow(TypedDict):
+    """One combination of a matrix run that has a summary (a row of matrix.csv, whose columns spell
+    ``values`` and ``step_ms`` out as ``<field>`` and ``<variant>_ms``, and ``ci`` as ``ci_lo``, ``ci_hi``)."""
+    cell: str                   # its run directory under cells/
+    values: dict[str, Any]      # the matrix fields' values in this combination: dotted field -> value
+    step_ms: dict[str, float | None]  # each variant's median step time
+    ratio: float | None
+    ci: list[float | None] | None
+    verdict: Verdict
+    failed: int                 # its failed trials
+    interrupted: bool
+
+
+class MatrixTrials(TypedDict):
+    failed: list[str]  # the cells with failed trials
+
+
+class MatrixSummary(TypedDict):
+    """summary.json at the top of a matrix run: a row per combination (each has its own ``Summary``)."""
+    case: str
+    kind: Literal["matrix"]
+    run_dir: str
+    matrix: list[MatrixRow]
+    combinations: int
+    missing: int       # combinations with no summary (the run was stopped before them)
+    interrupted: bool  # whether any is missing
+    trials: MatrixTrials

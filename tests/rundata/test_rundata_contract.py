@@ -11,12 +11,18 @@ import pytest
 
 from contract_doc import doc_keys, section, spans, type_names
 from perfkit.rundata import schema
-from perfkit.rundata.summary import Summary
+from perfkit.rundata.summary import MatrixSummary, Summary
 from perfkit.rundata.trials import TrialRecord
 
 # Backticked in the summary.json section but no summary key: ffmpeg psnr's own names (`y`, `average`),
 # hlo-diff --json's `checks`, the bundled worker's step program, the case option that saves latents.
 NOT_SUMMARY_KEYS = {"y", "average", "checks", "jit__euler_step", "save_latents"}
+
+
+def named(roots: tuple, module: str) -> tuple[set[str], set[str]]:
+    """``type_names`` of several roots together: their keys, their values."""
+    names = [type_names(root, module) for root in roots]
+    return set().union(*(k for k, _ in names)), set().union(*(v for _, v in names))
 
 
 def validator() -> jsonschema.Draft202012Validator:
@@ -58,14 +64,14 @@ def test_a_wrong_type_in_the_demo_summary_fails(demo_run, plant):
     assert list(validator().iter_errors(wrong))
 
 
-@pytest.mark.parametrize("root, module, contract, ignored", [
-    (Summary, "perfkit.rundata.summary", "summary.json", NOT_SUMMARY_KEYS),
-    (TrialRecord, "perfkit.rundata.trials", "trials.jsonl", {"ready"}),  # a mark's name
+@pytest.mark.parametrize("roots, module, contract, ignored", [
+    ((Summary, MatrixSummary), "perfkit.rundata.summary", "summary.json", NOT_SUMMARY_KEYS),
+    ((TrialRecord,), "perfkit.rundata.trials", "trials.jsonl", {"ready"}),  # a mark's name
 ])
-def test_the_doc_names_the_keys_the_types_define(root, module, contract, ignored):
+def test_the_doc_names_the_keys_the_types_define(roots, module, contract, ignored):
     """Every key the types define is backticked in the doc's section, and every key the section names is
     a key (or a value) of the types: a key added to one and not the other fails here."""
-    keys, values = type_names(root, module)
+    keys, values = named(roots, module)
     text = section(contract)
     ticked = " ".join(spans(text))
     unnamed_keys = sorted(k for k in keys if not re.search(rf"\b{k}\b", ticked))
@@ -78,7 +84,7 @@ def test_the_doc_names_the_keys_the_types_define(root, module, contract, ignored
 
 def test_the_doc_check_sees_a_key_it_lacks_or_adds():
     """Not vacuous: a doc without one key, or with one more, fails the comparison."""
-    keys, values = type_names(Summary, "perfkit.rundata.summary")
+    keys, values = named((Summary, MatrixSummary), "perfkit.rundata.summary")
     doc = section("summary.json")
     assert "measured_over_bound" in doc
     lacking = doc.replace("measured_over_bound", "")

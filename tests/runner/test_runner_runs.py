@@ -7,9 +7,11 @@ import subprocess
 import sys
 import time
 
+import jsonschema
 import pandas as pd
 from runner_testing import PROGRAMS, REPO, free_ports, perfkit, processes_with, read_jsonl, sleeper_case
 
+from perfkit.rundata import schema
 
 
 def test_command_case_writes_the_run_directory_contract(tmp_path, write_case):
@@ -101,7 +103,8 @@ def test_adaptive_rounds_and_matrix_rows(tmp_path, write_case):
     res = perfkit("run", write_case(case), "--out", tmp_path / "run")
     assert res.returncode == 0, res.stderr
     cells = [tmp_path / "run/cells/00", tmp_path / "run/cells/01"]
-    decided = json.loads((cells[0] / "summary.json").read_text())["comparison"]
+    decided_summary = json.loads((cells[0] / "summary.json").read_text())
+    decided = decided_summary["comparison"]
     assert decided["verdict"] == "slower" and decided["ratio"] == decided["ci"][0] == decided["ci"][1] == 2.0
     assert len(read_jsonl(cells[0] / "trials.jsonl")) == 4  # 2 rounds x 2 variants
     undecided = json.loads((cells[1] / "summary.json").read_text())["comparison"]
@@ -111,7 +114,14 @@ def test_adaptive_rounds_and_matrix_rows(tmp_path, write_case):
     assert list(frame.cell) == [0, 1] and list(frame.verdict) == ["slower", "unknown"]
     assert frame.a_ms.tolist() == [5.0, 5.0] and frame.b_ms.tolist() == [10.0, 5.3]  # B: 5.3, 5.0, 5.3
     top = json.loads((tmp_path / "run/summary.json").read_text())
-    assert top["kind"] == "matrix" and len(top["matrix"]) == 2 and top["missing"] == 0
+    assert top["kind"] == "matrix" and top["missing"] == 0 and top["combinations"] == 2
+    assert [(row["cell"], row["values"], row["step_ms"], row["verdict"]) for row in top["matrix"]] == [
+        ("00", {"variants.b.env": {"REPORT_MS": "10.0"}}, {"a": 5.0, "b": 10.0}, "slower"),
+        ("01", {"variants.b.env": {"REPORT_MS": "5.0", "REPORT_ODD_MS": "5.3"}}, {"a": 5.0, "b": 5.3}, "unknown")]
+    # the one shipped schema holds the matrix's summary as it holds a run's (README: a CI script validates it)
+    shipped = jsonschema.Draft202012Validator(schema.shipped())
+    assert not list(shipped.iter_errors(top)) and not list(shipped.iter_errors(decided_summary))
+    assert list(shipped.iter_errors({**top, "combinations": "2"}))
 
 
 def test_hung_and_crashed_ranks_are_reported_and_the_run_goes_on(tmp_path, write_case):
