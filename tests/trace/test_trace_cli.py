@@ -148,6 +148,21 @@ def test_a_folder_of_both_kinds_says_which_it_read(tmp_path):
                              "(a folder is read as one kind of trace: name the JSON files to read them)\n")
 
 
+def test_the_viewer_copy_beside_an_xspace_is_not_a_trace_left_out(tmp_path):
+    """JAX's profiler writes <host>.trace.json.gz beside <host>.xplane.pb (the same events, for the trace
+    viewer): no note on such a folder, every JAX profile's (it was noted on each). Another host's JSON is noted."""
+    import shutil
+
+    real = Path(__file__).resolve().parents[1] / "data" / "real" / "kineto" / "rank-0.json.gz"
+    tpu_trace(tmp_path / "jax" / "vm.xplane.pb")
+    shutil.copy(real, tmp_path / "jax" / "vm.trace.json.gz")
+    result = run("breakdown", tmp_path / "jax")
+    assert result.exit_code == 0 and result.stderr == "", result.output
+    shutil.move(tmp_path / "jax" / "vm.trace.json.gz", tmp_path / "jax" / "other.trace.json.gz")
+    result = run("breakdown", tmp_path / "jax")
+    assert result.exit_code == 0 and "its 1 *.json[.gz] left out" in result.stderr, result.output
+
+
 def test_tail_without_collectives_prints_no_table_of_blanks():
     """A real 8-GPU profile with no collectives (a convolution): tail says there are none, with no per-chip table of
     None and NaN (it printed 8 such rows)."""
