@@ -197,8 +197,12 @@ def _drift_command(a: str, b: str, as_json: bool, plot: str | None) -> None:
     from perfkit.quality import compare as quality
     from perfkit.quality.media import open_media
 
-    arrays = [open_media(p).array() for p in (a, b)]
-    table = quality.drift(*arrays, labels=(a, b))
+    media = [open_media(p) for p in (a, b)]
+    for m in media:  # (uint8 .npy frames too: their PSNR is over 255, a latent's over A's range)
+        if m.kind == "frames":
+            raise BadInput("holds frames, not per-step latents: compare them without --drift (--per-frame gives a "
+                           "row per frame)", path=m.label)
+    table = quality.drift(*(m.array() for m in media), labels=(a, b))
     if plot:
         quality.plot_drift(table, Path(plot), f"{b} against {a}")
     if as_json:

@@ -56,7 +56,7 @@ def test_codec_floor_alone_and_bad_settings(tmp_path, clip, quality_cli):
     assert res.exit_code == 2 and "give B" in res.stderr
 
 
-def test_drift_table_and_plot(tmp_path, quality_cli):
+def test_drift_table_and_plot(tmp_path, quality_cli, fixtures_dir):
     rng = np.random.default_rng(0)
     a = rng.standard_normal((4, 8, 3)).astype(np.float32)
     b = a * np.float32(1.001)
@@ -74,6 +74,13 @@ def test_drift_table_and_plot(tmp_path, quality_cli):
     assert res.exit_code == 2 and "--drift compares A's per-step latents with B's: give B" in res.stderr
     res = quality_cli(tmp_path / "a.npy", tmp_path / "b.npy", "--plot", tmp_path / "q.png")  # no plot to draw: said
     assert res.exit_code == 2 and "--plot draws --drift's steps" in res.stderr and not (tmp_path / "q.png").exists()
+    # frames are not latents: a video, or uint8 frames saved as .npy (drift's PSNR would be over A's range, not 255)
+    np.save(tmp_path / "frames.npy", np.zeros((4, 16, 16, 3), np.uint8))
+    video = fixtures_dir / "video" / "cogvideox_horse_720x480_49f.mp4"
+    for frames in (tmp_path / "frames.npy", video):
+        res = quality_cli(frames, frames, "--drift")
+        assert res.exit_code == 2 and res.stderr == (f"perfkit: {frames}: holds frames, not per-step latents: compare "
+                                                     "them without --drift (--per-frame gives a row per frame)\n")
 
 
 def test_help_imports_no_figures():
