@@ -14,13 +14,16 @@ from pathlib import Path
 
 import pandas as pd
 
+from perfkit.common.dividing import digits, ratio_text
+from perfkit.report.line import trial_median
 from perfkit.rundata import case as case_mod
 from perfkit.rundata.summary import MatrixRow, MatrixSummary, MatrixTrials
 
 
 def matrix_rows(run_dir: Path, assignments: list[dict]) -> list[MatrixRow]:
     """A row per combination (``assignments``, in ``expand_matrix`` order) that has a summary: its values,
-    each variant's median step time, the B/A ratio, CI and verdict, and its failed-trial count."""
+    each variant's median of trial medians (the figures the B/A ratio divides), the ratio, CI and verdict, and
+    its failed-trial count."""
     rows = []
     for i, assignment in enumerate(assignments):
         path = run_dir / "cells" / f"{i:02d}" / "summary.json"
@@ -29,7 +32,7 @@ def matrix_rows(run_dir: Path, assignments: list[dict]) -> list[MatrixRow]:
         s = json.loads(path.read_text())
         c = s["comparison"]
         rows.append(MatrixRow(cell=f"{i:02d}", values=assignment,
-                              step_ms={v: fig["step_ms"]["median"] for v, fig in s["variants"].items()},
+                              step_ms={v: trial_median(fig) for v, fig in s["variants"].items()},
                               ratio=c["ratio"], ci=c["ci"], verdict=c["verdict"], failed=len(s["trials"]["failed"]),
                               interrupted=bool(s.get("interrupted"))))
     return rows
@@ -43,13 +46,25 @@ def matrix_frame(rows: list[MatrixRow]) -> pd.DataFrame:
                           "interrupted": r["interrupted"]} for r in rows])
 
 
-def _markdown(frame: pd.DataFrame) -> list[str]:
-    def cell(x) -> str:
-        return f"{x:.3f}" if isinstance(x, float) else "-" if x is None else str(x)
+def _markdown(rows: list[MatrixRow]) -> list[str]:
+    """The rows as a table: each row's step times with the decimals it takes to divide to its ratio as shown."""
+    def ratio(x: float | None) -> str:
+        return "-" if x is None else ratio_text(x)
 
-    cols = list(frame.columns)
-    return ["| " + " | ".join(cols) + " |", "| " + " | ".join("---" for _ in cols) + " |",
-            *("| " + " | ".join(cell(x) for x in row) + " |" for row in frame.itertuples(index=False))]
+    fields, variants = list(rows[0]["values"]), list(rows[0]["step_ms"])
+    head = ["cell", *fields, *(f"{v} ms" for v in variants), "ratio", "95% CI", "verdict", "failed trials", "stopped"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for r in rows:
+        ms = list(r["step_ms"].values())
+        n = digits([(ms[0], m) for m in ms[1:] if ms[0] is not None and m is not None], at_least=3)
+        ci = r["ci"] or [None, None]
+        cells = [r["cell"], *(str(r["values"][f]) for f in fields), *("-" if m is None else f"{m:.{n}f}" for m in ms),
+                 ratio(r["ratio"]), f"[{ratio(ci[0])}, {ratio(ci[1])}]", r["verdict"], str(r["failed"]),
+                 "yes" if r["interrupted"] else "no"]
+        lines.append("| " + " | ".join(cells) + " |")
+    b = variants[1] if len(variants) > 1 else variants[0]
+    return lines + ["", f"`ms`: each variant's median of its trials' median step times, the figures the ratio ({b} / "
+                        f"{variants[0]}) divides; its 95% CI and verdict as each combination's own report gives them."]
 
 
 def finish(run_dir: Path) -> bool:
@@ -70,7 +85,7 @@ def finish(run_dir: Path) -> bool:
     lines = [f"# perfkit run: {case.name} (matrix of {total} combinations)", ""]
     if missing:
         lines += [f"> {missing} combination(s) did not run (the run was stopped).", ""]
-    lines += _markdown(frame) if len(frame) else ["No combination finished."]
+    lines += _markdown(rows) if rows else ["No combination finished."]
     lines += ["", *(f"- [{r['cell']}](cells/{r['cell']}/report.md)" for r in rows), ""]
     (run_dir / "report.md").write_text("\n".join(lines))
     print(f"{case.name}: {len(frame)} of {total} combinations, {sum(r['failed'] > 0 for r in rows)} with "

@@ -1,0 +1,33 @@
+"""A matrix run's rows and table (``perfkit.run.sweep``): the step times beside each ratio are the figures it
+divides (each variant's median of trial medians, not the median of every step pooled), shown with the decimals
+it takes to divide to it."""
+
+import json
+import re
+
+from perfkit.run import sweep
+
+
+def cell(run_dir, i, a_trials, b_trials, pooled, ratio):
+    summary = {"variants": {"tp": {"step_ms": {"median": pooled[0]}, "trial_medians_ms": a_trials},
+                            "sp": {"step_ms": {"median": pooled[1]}, "trial_medians_ms": b_trials}},
+               "comparison": {"ratio": ratio, "ci": [ratio - 0.01, ratio + 0.01], "verdict": "slower"},
+               "trials": {"failed": []}}
+    (run_dir / "cells" / f"{i:02d}").mkdir(parents=True)
+    (run_dir / "cells" / f"{i:02d}" / "summary.json").write_text(json.dumps(summary))
+
+
+def test_rows_hold_the_medians_the_ratio_divides_and_the_table_shows_them_dividing(tmp_path):
+    # trial medians: tp 1.0, 1.2, 1.4 -> 1.2; sp 1.5, 1.9, 2.0 -> 1.9; pooled steps' medians differ (1.25, 1.8)
+    cell(tmp_path, 0, [1.0, 1.2, 1.4], [1.5, 1.9, 2.0], (1.25, 1.8), 1.9 / 1.2)
+    cell(tmp_path, 1, [1.0004], [1.0015], (1.0, 1.0), 1.0015 / 1.0004)
+    rows = sweep.matrix_rows(tmp_path, [{"model.steps": 8}, {"model.steps": 16}, {"model.steps": 32}])
+    assert [(r["cell"], r["values"], r["step_ms"]) for r in rows] == [
+        ("00", {"model.steps": 8}, {"tp": 1.2, "sp": 1.9}), ("01", {"model.steps": 16}, {"tp": 1.0004, "sp": 1.0015})]
+    table = sweep._markdown(rows)
+    assert table[0] == "| cell | model.steps | tp ms | sp ms | ratio | 95% CI | verdict | failed trials | stopped |"
+    for line in table[2:4]:
+        tp, sp, ratio = (float(x) for x in re.split(r"\s*\|\s*", line)[3:6])
+        assert f"{sp / tp:.3f}" == f"{ratio:.3f}", line  # 1.000 and 1.002, at 3 decimals, would divide to 1.002
+    assert table[2] == "| 00 | 8 | 1.200 | 1.900 | 1.583 | [1.573, 1.593] | slower | 0 | no |"
+    assert table[3].startswith("| 01 | 16 | 1.0004 | 1.0015 | 1.001 |")
