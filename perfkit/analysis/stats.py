@@ -137,7 +137,8 @@ def compare(
     n_boot: int = 4000,
     seed: int = 0,
 ) -> Comparison:
-    """Compare B's per-step times with A's; each argument is one list of step times per trial."""
+    """Compare B's per-step times with A's; each argument is one list of step times per trial. Where a side has
+    a single timed step in all, the ratio has no CI and no verdict (``common.summary.NO_SPREAD``)."""
     a = [np.asarray(t, float) for t in a_trials if len(t)]
     b = [np.asarray(t, float) for t in b_trials if len(t)]
     if not a or not b:
@@ -145,6 +146,9 @@ def compare(
                           min_effect, len(a), len(b))
     med_a = float(np.median([np.median(t) for t in a]))
     med_b = float(np.median([np.median(t) for t in b]))
+    if min(sum(map(len, a)), sum(map(len, b))) < 2:  # one value: a zero-width interval no noise measured
+        return Comparison(metric, med_b / med_a, (float("nan"), float("nan")), None, "unknown", min_effect, len(a),
+                          len(b))
     rng = np.random.default_rng(seed)
     ratios = _bootstrap_medians(b, n_boot, rng) / _bootstrap_medians(a, n_boot, rng)
     alpha = (1.0 - confidence) / 2

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from perfkit.analysis import attribution, serving, stats, timing
+from perfkit.common.summary import NO_SPREAD
 from perfkit.cost.programs import run_costs
 from perfkit.hlo.check import variant_check
 from perfkit.quality import compare as quality
@@ -142,8 +143,11 @@ def not_verified(case: Case, summary: dict) -> list[str]:
     once = [v for v, d in summary.get("determinism", {}).items() if d and d["runs"] < 2]
     if once:
         notes.append(f"determinism of {', '.join(once)} (one good run)")
-    if summary["comparison"]["verdict"] == "unknown":
-        notes.append("the B/A timing verdict: unknown (the CI reaches both sides of the minimum effect)")
+    c = summary["comparison"]
+    if c["verdict"] == "unknown":
+        why = (NO_SPREAD if c["ratio"] is not None and None in (c["ci"] or [None])
+               else "the CI reaches both sides of the minimum effect")
+        notes.append(f"the B/A timing verdict: unknown ({why})")
     failed = summary["trials"]["failed"]
     if failed:
         notes.append(f"{len(failed)} of {summary['trials']['total']} trials failed or hung: the figures come from "

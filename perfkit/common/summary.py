@@ -27,6 +27,10 @@ def from_json(value) -> float | None:
     return {"inf": math.inf, "-inf": -math.inf}.get(value, value) if isinstance(value, str) else float(value)
 
 
+# Why a comparison with a ratio has no CI (``perfkit.analysis.stats.compare``), where reports say so.
+NO_SPREAD = "a side has one timed step: nothing measured how much a step varies, so no CI"
+
+
 def db_cell(x) -> str:
     """A dB figure (a float, or as read back from JSON) as every table and line spells it: two
     decimals, "inf", or "-" for none."""

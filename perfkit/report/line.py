@@ -40,8 +40,9 @@ def summary_line(summary: dict, report: Path) -> str:
         parts.append(f"c={summary['serve']['concurrency'][0]} latency")
     if va is not None and vb is not None:
         shown_a, shown_b = dividing(va, vb)
-        parts.append(f"{a} {shown_a} ms, {b} {shown_b} ms (medians of trial medians), {b}/{a} {c['ratio']:.3f} "
-                     f"[{c['ci'][0]:.3f}, {c['ci'][1]:.3f}] -> {c['verdict']}")
+        ci = "[no CI: one timed step]" if None in (c["ci"] or [None]) else f"[{c['ci'][0]:.3f}, {c['ci'][1]:.3f}]"
+        parts.append(f"{a} {shown_a} ms, {b} {shown_b} ms (medians of trial medians), {b}/{a} {c['ratio']:.3f} {ci} "
+                     f"-> {c['verdict']}")
     else:
         missing = " and ".join(n for n, v in ((a, va), (b, vb)) if v is None)
         parts.append(f"no timed steps for {missing} -> unknown")

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 from perfkit.common.dividing import change_text, digits, ratio_text
-from perfkit.common.summary import compared_variant, db_cell
+from perfkit.common.summary import NO_SPREAD, compared_variant, db_cell
 from perfkit.cost import report as cost_report
 from perfkit.hlo.render import rank_list, ranks_report
 from perfkit.report import attribution as attribution_report
@@ -24,8 +24,10 @@ def _ms(x) -> str:
 
 
 def _ratio(c: dict) -> str:
-    if c["ratio"] is None or None in c["ci"]:
+    if c["ratio"] is None:
         return "no ratio (a side has no timed trials)"
+    if None in (c["ci"] or [None]):
+        return f"**{c['ratio']:.3f}**, no CI"
     return f"**{c['ratio']:.3f}**, 95% CI [{c['ci'][0]:.3f}, {c['ci'][1]:.3f}]"
 
 
@@ -417,17 +419,19 @@ def _verdict(summary: dict) -> str:
     return {"faster": f"**{b} is faster than {a}**: {figures}.",
             "slower": f"**{b} is slower than {a}**: {figures}.",
             "same": f"**{b} and {a} take the same time** (within the minimum effect): {figures}.",
-            }.get(c["verdict"], f"**No verdict**: {figures}; the CI reaches both sides of the minimum effect. "
-                                + _more_trials(summary))
+            }.get(c["verdict"], f"**No verdict**: {figures}; " + (
+                f"{NO_SPREAD}. " + _more_trials(summary, "give one") if None in (c["ci"] or [None])
+                else "the CI reaches both sides of the minimum effect. " + _more_trials(summary)))
 
 
-def _more_trials(summary: dict) -> str:
-    """How to ask for more trials when the verdict is unknown: the run's case again, with more rounds."""
+def _more_trials(summary: dict, aim: str = "narrow it") -> str:
+    """How to ask for more trials when the verdict is unknown: the run's case again, with more rounds (that
+    would ``aim``: narrow the CI, or give one)."""
     if summary.get("kind") == "serve":  # a serve case's rounds are its server restarts
-        return "More server restarts (`serve.server_restarts`) would narrow it."
+        return f"More server restarts (`serve.server_restarts`) would {aim}."
     rounds = max(v["trials"] for v in summary["variants"].values())
     command = (summary.get("reproduce") or {}).get("command", "perfkit run CASE")
-    return (f"More trials would narrow it: rounds go on while the verdict is unknown, up to `repeats.max` "
+    return (f"More trials would {aim}: rounds go on while the verdict is unknown, up to `repeats.max` "
             f"(this run: {rounds} rounds), e.g. `{command} --set repeats.max={2 * rounds}`.")
 
 

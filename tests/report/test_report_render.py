@@ -197,6 +197,24 @@ def test_an_unknown_verdict_says_how_to_ask_for_more_trials(make_run):
     assert "(this run: 3 rounds), e.g. `perfkit run run/case.yaml --salt --set repeats.max=6`." in report
 
 
+def test_one_timed_step_a_side_is_no_verdict_and_says_why(tmp_path):
+    """A trial of two steps with one of warmup: one timed step a side (it read as "slower" with a CI of no width)."""
+    from perfkit.run import finish
+
+    run = write_run(tmp_path / "run", [trial(0, "a", [50.0, 10.0]), trial(1, "b", [50.0, 17.68])])
+    finish.render(run)
+    summary = json.loads((run / "summary.json").read_text())
+    c = summary["comparison"]
+    assert (c["ratio"], c["ci"], c["verdict"]) == (1.768, [None, None], "unknown")
+    report = (run / "report.md").read_text()
+    assert report.splitlines()[2] == ("fixture: a 10.00 ms, b 17.68 ms (medians of trial medians), b/a 1.768 "
+                                      "[no CI: one timed step] -> unknown")
+    assert ("minimum effect 2%; a side has one timed step: nothing measured how much a step varies, so no CI. More "
+            "trials would give one:") in report
+    assert "the B/A timing verdict: unknown (a side has one timed step: nothing measured how much a step varies, " \
+           "so no CI)" in summary["not_verified"]
+
+
 def test_notebook_frames_refuse_a_folder_that_is_no_run(make_run, tmp_path):
     from perfkit import analysis
     from perfkit.errors import BadInput

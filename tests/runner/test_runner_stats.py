@@ -1,5 +1,7 @@
 """Statistics and timing frames against hand-computed cases, numpy and scipy."""
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -41,6 +43,16 @@ def test_verdict_rule():
 def test_constant_trials_give_an_exact_ratio_and_a_point_ci():
     c = stats.compare([[10.0] * 5] * 3, [[12.5] * 5] * 3, min_effect=0.02)
     assert c.ratio == 1.25 and c.ci == (1.25, 1.25) and c.verdict == "slower"
+
+
+def test_one_timed_step_a_side_gives_the_ratio_and_no_ci():
+    """One value a side measured no noise: no zero-width CI and confident verdict from it (the same values
+    twice over are a point CI, as above: there the noise was measured, and was none)."""
+    c = stats.compare([[10.0]], [[17.68]], min_effect=0.02)
+    assert c.ratio == 1.768 and all(map(math.isnan, c.ci)) and c.verdict == "unknown" and c.p_value is None
+    c = stats.compare([[10.0]], [[17.68, 17.68]], min_effect=0.02)  # one side is enough to have no spread
+    assert c.ratio == 1.768 and all(map(math.isnan, c.ci)) and c.verdict == "unknown"
+    assert stats.compare([[10.0], [10.0]], [[17.68, 17.68]]).ci == (1.768, 1.768)
 
 
 def test_ratio_is_of_medians_of_trial_medians_and_p_is_mann_whitney_on_them():
