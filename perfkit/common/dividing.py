@@ -1,6 +1,7 @@
 """Figures shown with the digits it takes for the ratio or change printed beside them to follow from them:
 rounded to 2 decimals alone, 4.712 and 10.848 ms show as 4.71 and 10.85, which divide to +130.4% where
-the change is +130.2%."""
+the change is +130.2%; and to 3 decimals 9.0304 and 12.9946 ms show as 9.030 and 12.995, which differ by
+3.965 where the change shows as +3.964."""
 
 from __future__ import annotations
 
@@ -30,5 +31,14 @@ def digits(pairs: list[tuple[float, float]], at_least: int = 2, significant: boo
     for n in range(at_least, most + 1):
         if all(_shown(a, n, significant) and text(_shown(b, n, significant) / _shown(a, n, significant)) == text(b / a)
                for a, b in pairs):
+            return n
+    return most
+
+
+def differing(pairs: list[tuple[float, float]], at_least: int = 3, most: int = 6) -> int:
+    """The fewest decimals, ``at_least`` or more, with which each (a, b) of ``pairs`` shown differs by b - a as
+    shown to as many decimals (``most`` where none does)."""
+    for n in range(at_least, most + 1):
+        if all(f"{_shown(b, n, False) - _shown(a, n, False):+.{n}f}" == f"{b - a:+.{n}f}" for a, b in pairs):
             return n
     return most

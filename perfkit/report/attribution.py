@@ -4,6 +4,7 @@ category, op kind and op, with the bootstrap CI of each part (``summary["attribu
 
 from __future__ import annotations
 
+from perfkit.common.dividing import differing
 from perfkit.trace.names import labels
 
 MARK = "**\\***"  # a part whose CI, as shown, excludes 0
@@ -13,8 +14,8 @@ INTERVALS = {"welch": "Welch's t over each side's trial means",  # summary.json'
 SPLITS = (("category", "category"), ("kind", "op kind"), ("op", "op"))
 
 
-def _ms(v: float) -> str:
-    return f"{v:+.3f}"
+def _ms(v: float, decimals: int = 3) -> str:
+    return f"{v:+.{decimals}f}"
 
 
 def _table(rows: list[dict], by: str, title: str, baseline: str, name: str) -> list[str]:
@@ -24,11 +25,12 @@ def _table(rows: list[dict], by: str, title: str, baseline: str, name: str) -> l
     out = ["", f"By {title}:", "", f"| {title} | " + ("category | change | " if about else "")
            + f"{baseline} (ms) | {name} (ms) | delta (ms) | 95% CI (ms) | |",
            "| --- | " + ("--- | --- | " if about else "") + "---: | ---: | ---: | ---: | --- |"]
+    n = differing([(r["a_ms"], r["b_ms"]) for r in rows])  # each delta the difference of the figures beside it
     for r in rows:
         named = about and r["change"] not in ("other", "idle", "residual")
         key = f"`{short[r['key']]}`" if named else _other(r, title) if "other_keys" in r else r["key"]
         out.append(f"| {key} | " + (f"{r['category'] or '-'} | {r['change']} | " if about else "")
-                   + f"{r['a_ms']:.3f} | {r['b_ms']:.3f} | {_ms(r['delta_ms'])} | "
+                   + f"{r['a_ms']:.{n}f} | {r['b_ms']:.{n}f} | {_ms(r['delta_ms'], n)} | "
                    f"[{r['ci_lo_ms']:+.3f}, {r['ci_hi_ms']:+.3f}] | {MARK if _shown_apart(r) else ''} |")
     return out
 
@@ -65,9 +67,10 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
             out += ["", f"Attribution of {name} against {base}: {v['error']}"]
             continue
         t = v["total"]
-        out += ["", f"### Where {name}'s {_ms(t['delta_ms'])} ms a step goes",
-                "", f"Mean traced device step per chip: {base} {t['a_ms']:.3f} ms, {name} {t['b_ms']:.3f} ms, change "
-                f"{_ms(t['delta_ms'])} ms [{t['ci_lo_ms']:+.3f}, {t['ci_hi_ms']:+.3f}] (95% CI, "
+        n = differing([(t["a_ms"], t["b_ms"])])
+        out += ["", f"### Where {name}'s {_ms(t['delta_ms'], n)} ms a step goes",
+                "", f"Mean traced device step per chip: {base} {t['a_ms']:.{n}f} ms, {name} {t['b_ms']:.{n}f} ms, "
+                f"change {_ms(t['delta_ms'], n)} ms [{t['ci_lo_ms']:+.3f}, {t['ci_hi_ms']:+.3f}] (95% CI, "
                 f"{INTERVALS.get(v.get('interval'), 'a bootstrap over trials, then steps')}: {v['trials'][0]} and "
                 f"{v['trials'][1]} trials, {v['chip_steps'][0]} and {v['chip_steps'][1]} chip-steps). Each split "
                 f"adds up to the change: the top {attribution['top']} ops or kinds by |delta|, `other` the rest (how "

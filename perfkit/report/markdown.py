@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from perfkit.common.dividing import change_text, digits, ratio_text
+from perfkit.common.dividing import change_text, differing, digits, ratio_text
 from perfkit.common.summary import NO_SPREAD, compared_variant, db_cell
 from perfkit.cost import report as cost_report
 from perfkit.hlo.render import rank_list, ranks_report
@@ -349,12 +349,14 @@ def _hidden(bd: dict) -> list[str]:
     """Each variant's collectives in flight a step and the part hidden under compute, and each against
     the baseline; nothing when no variant has collectives."""
     ok = {n: v for n, v in bd["variants"].items() if "error" not in v and v.get("comm_ms")}
-    lines = [f"- {n}'s collectives take {v['comm_ms']:.3f} ms a step, {v['hidden_ms']:.3f} ms of it hidden "
-             f"under compute ({100 * v['overlap']:.0f}%)." for n, v in ok.items()]
     base = bd["variants"].get(bd["baseline"], {})
-    lines += [f"- {n} against {bd['baseline']}: {v['comm_ms'] - base['comm_ms']:+.3f} ms of collectives a step, "
-              f"{v['hidden_ms'] - base['hidden_ms']:+.3f} ms hidden." for n, v in ok.items()
-              if n != bd["baseline"] and "comm_ms" in base]
+    against = [(n, v) for n, v in ok.items() if n != bd["baseline"] and "comm_ms" in base]
+    # decimals with which each change below is the difference of the figures above
+    d = differing([(base[k], v[k]) for _, v in against for k in ("comm_ms", "hidden_ms")])
+    lines = [f"- {n}'s collectives take {v['comm_ms']:.{d}f} ms a step, {v['hidden_ms']:.{d}f} ms of it hidden "
+             f"under compute ({100 * v['overlap']:.0f}%)." for n, v in ok.items()]
+    lines += [f"- {n} against {bd['baseline']}: {v['comm_ms'] - base['comm_ms']:+.{d}f} ms of collectives a step, "
+              f"{v['hidden_ms'] - base['hidden_ms']:+.{d}f} ms hidden." for n, v in against]
     return ["", *lines] if lines else []
 
 

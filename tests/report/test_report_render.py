@@ -334,6 +334,17 @@ def test_a_changed_output_shows_in_quality_and_plot_title(tmp_path):
     assert per_frame[:2] == ["inf", "inf"] and per_frame[2] == pytest.approx(psnr(1.0))
 
 
+def test_the_collectives_change_is_the_difference_of_the_figures_above_it():
+    """A newcomer's: 7.848 and 3.258 ms of collectives above "+4.591 ms" (7.848 - 3.258 = 4.590)."""
+    from perfkit.report.markdown import _hidden
+
+    bd = {"baseline": "tp", "variants": {"tp": {"comm_ms": 3.2584, "hidden_ms": 0.0, "overlap": 0.0},
+                                         "sp": {"comm_ms": 7.8476, "hidden_ms": 0.5, "overlap": 0.0637}}}
+    assert _hidden(bd) == ["", "- tp's collectives take 3.2584 ms a step, 0.0000 ms of it hidden under compute (0%).",
+                           "- sp's collectives take 7.8476 ms a step, 0.5000 ms of it hidden under compute (6%).",
+                           "- sp against tp: +4.5892 ms of collectives a step, +0.5000 ms hidden."]
+
+
 def test_the_cost_sections_changes_follow_from_its_figures():
     """The tiny Wan's step costs of the demo (bytes and FLOPs by hand from its report): HBM bytes 12603392 and
     14973952 (12.02 and 14.28 MiB, +18.8%), which at 3 digits show as 12 and 14.3 MiB (+19.2%); FLOPs 26670000

@@ -307,6 +307,22 @@ def test_report_section_marks_and_aa_line():
     assert "| other (1 kind: 1 removed) | - | other |" in text
 
 
+def test_each_change_shown_is_the_difference_of_the_figures_beside_it():
+    """A newcomer's: tp 9.030 ms, sp 12.995 ms, change +3.964 ms (12.995 - 9.030 = 3.965). The figures get the
+    decimals it takes, the header and a split's table alike; a table's other rows keep its decimals."""
+    total = {"key": "total", "category": "", "change": "", "a_ms": 9.0304, "b_ms": 12.9946, "delta_ms": 12.9946 - 9.0304,
+             "ci_lo_ms": 3.5, "ci_hi_ms": 4.4, "marked": True}
+    plain = {**total, "key": "compute", "a_ms": 5.0, "b_ms": 6.5, "delta_ms": 1.5, "ci_lo_ms": 1.0, "ci_hi_ms": 2.0}
+    v = {"trials": [3, 3], "chip_steps": [12, 12], "confidence": 0.95, "interval": "welch", "total": total,
+         "category": [{**total, "key": "ici"}, plain], "kind": [plain], "op": [],
+         "marked": {"rows": 3, "marked": 2, "chance_allows": 1}}
+    text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": v}}))
+    assert "### Where sp's +3.9642 ms a step goes" in text
+    assert "Mean traced device step per chip: tp 9.0304 ms, sp 12.9946 ms, change +3.9642 ms [+3.500, +4.400]" in text
+    assert "| ici | 9.0304 | 12.9946 | +3.9642 |" in text and "| compute | 5.0000 | 6.5000 | +1.5000 |" in text
+    assert "| 5.000 | 6.500 | +1.500 |" in text  # the kind table needs no more than 3
+
+
 # HTA 0.5.0's TraceDiff sums on its own pair (pinned in test_trace_cli.py): name -> (control us, test us)
 HTA_TRACE_DIFF_US = {
     "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)": (32880, 92082),
