@@ -289,7 +289,8 @@ def run_case(case: Case, run_dir: Path | None = None, options: RunOptions = RunO
 
 def resume_run(run_dir: Path, host_index: int | None = None, progress: Progress | None = None) -> RunResult:
     """Continue an interrupted run: its finished trials are kept, the rest of its plan runs."""
-    run_dir = rundir.run_folder(run_dir)
+    # absolute: the trials run in the folder the run was started from, which a relative path may not be from
+    run_dir = rundir.run_folder(run_dir).absolute()
     opts = rundir.read_options(run_dir, host_index)
     options = RunOptions(**{f.name: opts[f.name] for f in dataclasses.fields(RunOptions) if f.name in opts})
     return run_case(case_mod.load(run_dir / "case.yaml"), run_dir, options, resume=True, progress=progress)

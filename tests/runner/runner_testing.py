@@ -30,12 +30,12 @@ def sleeper_case(steps=6, sleep_ms=5, **over) -> dict:
     return case
 
 
-def perfkit(*args, timeout=300, env=None, **kw) -> subprocess.CompletedProcess:
+def perfkit(*args, timeout=300, env=None, cwd=REPO, **kw) -> subprocess.CompletedProcess:
     """``perfkit ARGS`` in a subprocess, its output captured. Past ``timeout`` seconds it is aborted (SIGABRT)
     and the test fails with the Python stacks of its threads (faulthandler), which say where it hung."""
     env = {**(os.environ if env is None else env), "PYTHONFAULTHANDLER": "1"}
     with subprocess.Popen([sys.executable, "-m", "perfkit.cli", *map(str, args)], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, cwd=REPO, env=env, **kw) as proc:
+                          stderr=subprocess.PIPE, text=True, cwd=cwd, env=env, **kw) as proc:
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:

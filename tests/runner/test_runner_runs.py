@@ -156,7 +156,8 @@ def test_hung_and_crashed_ranks_are_reported_and_the_run_goes_on(tmp_path, write
 def test_ctrl_c_keeps_finished_trials_writes_a_partial_report_and_resume_finishes(tmp_path, write_case):
     """Ctrl-C while trial 1's rank hangs holding a child process: trial 0 is kept, the rank and its
     child are ended (each carries the test's tag in its argv), and --resume runs the rest (without the
-    hang, released by a file)."""
+    hang, released by a file), from another folder than the run's start (its trials crashed there, their
+    metrics file named relative to the wrong folder)."""
     tag, release = f"ctrlc-{tmp_path.name}", tmp_path / "release"
     case = sleeper_case(steps=6, sleep_ms=5, repeats={"min": 2, "max": 2},
                         variants={"a": {}, "b": {"env": {"SPAWN_CHILD": tag, "HANG_AT": "2",
@@ -180,7 +181,7 @@ def test_ctrl_c_keeps_finished_trials_writes_a_partial_report_and_resume_finishe
     assert processes_with(tag) == []
 
     release.touch()
-    res = perfkit("run", "--resume", run)
+    res = perfkit("run", "--resume", run.name, cwd=run.parent)  # from elsewhere than the run's start, relative
     assert res.returncode == 0, res.stderr
     trials = read_jsonl(run / "trials.jsonl")
     assert [t["index"] for t in trials] == [0, 1, 2, 3] and [t["variant"] for t in trials] == list("abba")
