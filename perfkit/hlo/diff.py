@@ -265,6 +265,7 @@ def compare_ranks(dumps: RankDumps, module_filter: str | None = None, workers: i
     groups = _groups(place)
     return {"source": dumps.label, "variant": dumps.variant, "ranks": ranks, "roles": found,
             "consistent": all(m["consistent"] for m in modules), "groups": groups,
+            "compared": sum(sum(map(len, m["groups"])) > 1 for m in modules),
             "divergent_ranks": sorted({r for m in modules for r in m["divergent_ranks"]}),
             "modules": modules}
 

@@ -175,6 +175,20 @@ def test_cli_text_json_markdown_and_exit_codes(real_dumps):
     assert res.returncode == 1 and res.stderr == ("perfkit: note: the two folders are compared as two ranks of one "
                                                   "program; two variants' dumps (A, B) compare with --ab A B\n")
     assert perfkit(*(real_dumps["constant"] / f"rank{r}" for r in (0, 1))).stderr == ""  # one program: no note
+    checks = json.loads(perfkit(real_dumps["array"], "--json").stdout)["checks"]
+    assert checks[0]["compared"] == 1  # jit_step, on every rank
+
+
+def test_ranks_sharing_no_module_are_not_called_consistent():
+    """Two unrelated real dumps (a newcomer's): each module compiled by one rank, nothing compared. It read
+    "consistent (every module identical on every rank that compiled it)"."""
+    real = REPO / "tests" / "data" / "real" / "hlo"
+    res = perfkit(real / "amd_te_fused_attn", real / "mi300_jax08_attention")
+    assert res.returncode == 0 and res.stdout.splitlines()[0].endswith(
+        ": 2 ranks in 2 roles, 2 modules: nothing compared (each module compiled by one rank only: these ranks share "
+        "no program to differ in)")
+    check, = json.loads(perfkit(real / "amd_te_fused_attn", real / "mi300_jax08_attention", "--json").stdout)["checks"]
+    assert check["compared"] == 0 and check["consistent"] is True
 
 
 HEAVY = ("jax", "torch", "pandas", "numpy")
