@@ -150,12 +150,17 @@ def test_a_folder_of_both_kinds_says_which_it_read(tmp_path):
 
 def test_the_viewer_copy_beside_an_xspace_is_not_a_trace_left_out(tmp_path):
     """JAX's profiler writes <host>.trace.json.gz beside <host>.xplane.pb (the same events, for the trace
-    viewer): no note on such a folder, every JAX profile's (it was noted on each). Another host's JSON is noted."""
+    viewer): no note on such a folder, every JAX profile's (it was noted on each), nor for a run directory's
+    run.json, env.json and summary.json. Another host's JSON is noted."""
     import shutil
 
     real = Path(__file__).resolve().parents[1] / "data" / "real" / "kineto" / "rank-0.json.gz"
     tpu_trace(tmp_path / "jax" / "vm.xplane.pb")
     shutil.copy(real, tmp_path / "jax" / "vm.trace.json.gz")
+    result = run("breakdown", tmp_path / "jax")
+    assert result.exit_code == 0 and result.stderr == "", result.output
+    for record in ("run.json", "env.json", "summary.json"):  # a run directory's own records are no traces either
+        (tmp_path / "jax" / record).write_text("{}")
     result = run("breakdown", tmp_path / "jax")
     assert result.exit_code == 0 and result.stderr == "", result.output
     shutil.move(tmp_path / "jax" / "vm.trace.json.gz", tmp_path / "jax" / "other.trace.json.gz")
