@@ -8,6 +8,7 @@ import gc
 import importlib
 import json
 import os
+import shlex
 import signal
 import sys
 import warnings
@@ -177,6 +178,9 @@ def run(case_file, overrides, only, out_dir, aa, salt, resume_dir, hosts, host_i
     except KeyboardInterrupt:  # before the first trial or after the last: nothing to report
         click.echo("perfkit: stopped", err=True)
         sys.exit(ExitCode.TRIAL_FAILED)
+    if result.interrupted:
+        click.echo(f"perfkit: stopped; `perfkit run --resume {shlex.quote(str(result.run_dir))}` runs the rest",
+                   err=True)
     sys.exit(ExitCode.TRIAL_FAILED if result.failed else ExitCode.OK)
 
 

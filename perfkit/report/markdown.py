@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shlex
 from pathlib import Path
 
 from perfkit.common.dividing import change_text, differing, digits, ratio_text
@@ -507,7 +508,8 @@ def render(summary: dict, plots: dict[str, str] | None = None) -> str:
            _verdict(summary), ""]
     out += [*_described(summary), ""]
     if summary.get("interrupted"):
-        out += ["> Interrupted: this report covers the trials finished before the stop.", ""]
+        out += [f"> Interrupted: this report covers the trials finished before the stop; `perfkit run --resume "
+                f"{shlex.quote(summary['run_dir'])}` runs the rest of its plan.", ""]
     if summary["trials"]["failed"]:
         out += [f"> {len(summary['trials']['failed'])} trial(s) failed or hung: see Failed trials; the figures "
                 "come from the trials that finished.", ""]

@@ -177,7 +177,9 @@ def test_ctrl_c_keeps_finished_trials_writes_a_partial_report_and_resume_finishe
     assert [t["index"] for t in kept] == [0] and kept[0]["status"] == "ok"
     s = json.loads((run / "summary.json").read_text())
     assert s["interrupted"] is True and s["trials"]["total"] == len(kept)
-    assert "Interrupted" in (run / "report.md").read_text()
+    assert f"> Interrupted: this report covers the trials finished before the stop; `perfkit run --resume {run}` runs " \
+           "the rest of its plan." in (run / "report.md").read_text()
+    assert err.endswith(f"perfkit: stopped; `perfkit run --resume {run}` runs the rest\n"), err
     assert processes_with(tag) == []
 
     release.touch()
