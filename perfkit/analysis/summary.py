@@ -103,16 +103,19 @@ def compile_cache_summary(case: Case, run_dir: Path, trials: list[dict], variant
     return {"variants": rows, "outputs": outputs}
 
 
-def rank_summary(case: Case, run_dir: Path) -> dict:
+def rank_summary(case: Case, run_dir: Path, trials: list[dict]) -> dict:
     """Rank consistency per variant. One SPMD controller compiles one program for all devices; with one
     process per rank, ``perfkit hlo-diff`` compares the programs of the first trial of each variant whose
-    ranks wrote XLA dumps (``perfkit.hlo.check``)."""
+    ranks wrote XLA dumps (``perfkit.hlo.check``). A variant with no finished trial is not checked."""
     if case.kind == "serve":
         return {v.name: {"consistent": None, "groups": [], "checked": "not checked (a served system)"}
                 for v in case.variants}
     if case.processes == 1:  # (a command's one process may compile nothing: no program is claimed for it)
         checked = "single SPMD program" if case.kind == "model" else "one process: no other rank to differ from"
-        return {v.name: {"consistent": True, "groups": [[0]], "checked": checked} for v in case.variants}
+        ran = {t["variant"] for t in trials if t["status"] == "ok"}
+        return {v.name: {"consistent": True, "groups": [[0]], "checked": checked} if v.name in ran else
+                {"consistent": None, "groups": [], "checked": "not checked: no trial of this variant finished"}
+                for v in case.variants}
     return {v.name: variant_check(run_dir, v.name) for v in case.variants}
 
 
@@ -145,7 +148,7 @@ def not_verified(case: Case, summary: dict) -> list[str]:
         notes.append(f"determinism of {', '.join(once)} (one good run)")
     c = summary["comparison"]
     if c["verdict"] == "unknown":
-        why = (NO_SPREAD if c["ratio"] is not None and None in (c["ci"] or [None])
+        why = ("a variant has no timed steps" if c["ratio"] is None else NO_SPREAD if None in (c["ci"] or [None])
                else "the CI reaches both sides of the minimum effect")
         notes.append(f"the B/A timing verdict: unknown ({why})")
     failed = summary["trials"]["failed"]
@@ -228,7 +231,7 @@ def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Ca
         "quality": quality_summary(run_dir, trials, a, b, None if case.kind == "serve" else case.oracle),
         "taps": departure.run_departure(run_dir, trials, a, b),  # where B's intermediate arrays part from A's
         "determinism": {v.name: determinism(run_dir, trials, v.name) for v in case.variants},
-        "ranks": rank_summary(case, run_dir),
+        "ranks": rank_summary(case, run_dir, trials),
         "compile_cache": None,
         "breakdown": trace_summary(run_dir, trials, [v.name for v in variants]),
         "attribution": attribution.summarize(run_dir, trials, [v.name for v in variants], seed=case.seed),

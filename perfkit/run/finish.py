@@ -51,5 +51,6 @@ def render_one(run_dir: Path, interrupted: bool | None = None) -> bool:
             not rundir.all_hosts_done(run_dir, len(rundir.host_parts(run_dir)))
     else:
         summary = run_dir / "summary.json"
-        stopped = bool(summary.exists() and json.loads(summary.read_text()).get("interrupted"))
+        stopped = rundir.torn_end(run_dir) or bool(summary.exists() and json.loads(summary.read_text()).get(
+            "interrupted"))
     return run_failed(finish(run_dir, interrupted=stopped if interrupted is None else interrupted))

@@ -86,6 +86,20 @@ def read_trials(part: Path) -> list[dict]:
     return out
 
 
+def torn_end(part: Path) -> bool:
+    """Whether ``trials.jsonl``'s last line is cut short: perfkit was killed while writing a trial, so the run
+    did not finish (``append_trial`` starts the next record on a line of its own)."""
+    path = part / "trials.jsonl"
+    if not path.exists():
+        return False
+    lines = path.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)
+    try:
+        json.loads(lines[-1] or b"{}")
+    except ValueError:
+        return True
+    return False
+
+
 def read_summary(run_dir: Path) -> dict:
     """A run directory's ``summary.json``; bad input when it is missing or not JSON."""
     path = run_dir / "summary.json"

@@ -65,6 +65,15 @@ def test_slower_b_fails_the_timing_row(baseline, make_run, tmp_path):
     assert check(loose, "--baseline", baseline, "--ratio-tolerance", "0.5").exit_code == 1
 
 
+def test_one_timed_step_a_side_fails_the_timing_row_saying_why(baseline, make_run):
+    """No CI to hold to the limit: the row fails, its ratio shown, and says why (it said there was no ratio)."""
+    run = make_run("one", trials=[trial(0, "a", [50.0, 10.0]), trial(1, "b", [50.0, 12.0])], outputs={})
+    res = check(run, "--baseline", baseline, "--json")
+    row = next(r for r in json.loads(res.output)["rows"] if r["subject"] == "b/a step_ms")
+    assert (row["passed"], row["current"]) == (False, 1.2)
+    assert row["note"] == "a side has one timed step: nothing measured how much a step varies, so no CI"
+
+
 def test_a_change_inside_the_tolerance_passes(baseline, make_run):
     """b/a 1.25 against the baseline's 1.2 (limit 1.32): the CI reaches below the limit, so it passes."""
     res = check(make_run("noisy", trials=ab_trials(b_scale=1.25)), "--baseline", baseline)

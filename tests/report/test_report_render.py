@@ -215,6 +215,24 @@ def test_one_timed_step_a_side_is_no_verdict_and_says_why(tmp_path):
            "so no CI)" in summary["not_verified"]
 
 
+def test_a_run_cut_short_or_empty_does_not_read_as_complete(make_run, tmp_path):
+    """A newcomer's: trials.jsonl's last line cut short (perfkit killed while writing a trial) re-rendered as a
+    finished run; a run with no trial at all gave the wrong reason for its verdict and passed its ranks."""
+    run = make_run()
+    with open(run / "trials.jsonl", "a") as f:
+        f.write('{"index": 6, "variant": "a", "sta')
+    res = CliRunner().invoke(cli, ["report", str(run)])
+    assert res.exit_code == 3, res.output
+    assert json.loads((run / "summary.json").read_text())["interrupted"] is True
+    assert f"> Interrupted: this report covers the trials finished before the stop; `perfkit run --resume {run}`" \
+        in (run / "report.md").read_text()
+    empty = make_run("empty", trials=[], outputs={})
+    summary = json.loads((empty / "summary.json").read_text())
+    assert "the B/A timing verdict: unknown (a variant has no timed steps)" in summary["not_verified"]
+    assert {v: r["consistent"] for v, r in summary["ranks"].items()} == {"a": None, "b": None}
+    assert summary["ranks"]["a"]["checked"] == "not checked: no trial of this variant finished"
+
+
 def test_notebook_frames_refuse_a_folder_that_is_no_run(make_run, tmp_path):
     from perfkit import analysis
     from perfkit.errors import BadInput
