@@ -34,7 +34,7 @@ HOST_OPS = ("host ops: the trace has no device events, its CPU ops stand in for 
             "time on the host; on each thread the innermost op running owns an instant, so nested ops count once)")
 # (the run report's words for the same traces)
 CPU_DEVICES = ("these chips are XLA's CPU devices, threads sharing the host's cores: the arrival skew is the host's "
-               "scheduling, not a slow chip (no straggler is named)")
+               "scheduling, not a slow chip, so the chip that arrived last is not flagged a straggler")
 
 
 def _prepare() -> None:
@@ -422,7 +422,7 @@ def collectives(paths, step_pattern, top, as_json):
         who = (f"rank {s.rank} device {s.device} arrived last at {s.times_last} of {s.matched} collectives{flag}"
                if s.times_last else f"no chip arrived last alone at its {s.matched} collectives")
         apart = (f"; {s.apart} more matched by order never overlapped across chips, so are not one transfer (left "
-                 "out; no straggler named)" if s.apart else "")
+                 "out; the chip that arrived last is not flagged a straggler)" if s.apart else "")
         click.echo(f"step {s.step}: {who}{apart}; skew {s.skew_ps / PS_PER_US:.1f} us summed, "
                    f"{100 * s.skew_share:.1f}% of the {s.span_ps / PS_PER_US:.1f} us step; the other chips waited "
                    f"{s.wait_ps / PS_PER_US:.1f} us each, summed over the step's collectives (the table's wait: a "

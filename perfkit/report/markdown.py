@@ -390,7 +390,7 @@ def _collectives(variants: dict, cpu: bool = False) -> list[str]:
                 f"{name}; at most {s['skew_ms']:.3f} ms, {100 * s['skew_share']:.1f}% of step {s['step']} of {s['trial']}")
         if cpu:
             rows += ["", f"{skew}. These are CPU devices: the chips are threads sharing the host's cores, so the skew is "
-                     "the host's scheduling, not a slow chip (no straggler is named)."]
+                     "the host's scheduling, not a slow chip: none is named a straggler."]
         elif s.get("apart"):
             rows += ["", f"{skew}. {s['apart']} of that step's collectives, matched across ranks by their order, never "
                      "overlapped on their chips, so are not one transfer: they are left out, and no straggler is "
