@@ -124,7 +124,7 @@ def test_the_wheel_holds_every_package_and_the_bundled_cases(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     packages = {p.parent.relative_to(REPO).as_posix() for p in (REPO / "perfkit").rglob("__init__.py")}
     assert {f"{p}/__init__.py" for p in packages} <= set(names), "a package is missing from pyproject's list"
-    cases = {p.relative_to(REPO).as_posix() for p in (REPO / "cases").rglob("*.yaml")}
+    cases = {p.relative_to(REPO).as_posix() for pattern in ("*.yaml", "*.py") for p in (REPO / "cases").rglob(pattern)}
     assert {f"perfkit/{c}" for c in cases} <= set(names)
 
 

@@ -47,6 +47,7 @@ MAXIMUMS = {"devices": 1 << 20, "processes": 1 << 16}
 MAX_REPEATS = 10_000
 MAX_COMBINATIONS = 10_000
 MAX_VALUES = 100_000  # scalars, mappings and lists of a case file, aliases expanded
+CASE_DIR = "{case_dir}"  # in a case's strings: the folder of its file
 # libyaml's loader where built: it refuses nesting past 1000 at once (the Python one takes minutes)
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 XLA_DUMP_MODES = ("all", "first", "none")
@@ -191,7 +192,19 @@ def load_raw(path: str | Path) -> dict:
                        "alias bomb?)", path=str(path))
     if not isinstance(raw, dict):
         raise BadInput("a case file must be a YAML mapping", path=str(path))
-    return raw
+    return _in_folder(raw, str(p.resolve().parent))
+
+
+def _in_folder(node: Any, folder: str) -> Any:
+    """``node`` with ``{case_dir}`` in its strings spelt as the case file's folder: a case names the programs
+    beside it (a bundled case's scripts), found from whatever folder it runs in."""
+    if isinstance(node, str):
+        return node.replace(CASE_DIR, folder)
+    if isinstance(node, list):
+        return [_in_folder(x, folder) for x in node]
+    if isinstance(node, dict):
+        return {k: _in_folder(v, folder) for k, v in node.items()}
+    return node
 
 
 def expanded_size(node: Any, memo: dict[int, int | None]) -> int:

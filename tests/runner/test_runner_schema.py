@@ -1,5 +1,7 @@
 """Case schema: one-line refusals naming file and key, --set overrides, matrix expansion, the A/A control."""
 
+from pathlib import Path
+
 import pytest
 import yaml
 from runner_testing import perfkit, sleeper_case
@@ -149,3 +151,18 @@ def test_model_variant_whose_plan_cannot_be_honoured_is_one_line_before_any_tria
         f"perfkit: {tmp_path / 'case.yaml'}: variants.sp.options.impl: impl must be one of ['xla', 'ring', "
         "'pallas'], not 'rung'"]
     assert not (tmp_path / "run" / "trials.jsonl").exists()
+
+
+def test_every_bundled_case_names_programs_that_exist_from_any_folder(tmp_path, monkeypatch):
+    """A bundled case runs from any folder (`perfkit run repro/rank_constant` from elsewhere crashed every trial:
+    its script was named relative to the repository's root): the scripts a case names are found from its file."""
+    from perfkit.cli import bundled_cases
+
+    monkeypatch.chdir(tmp_path)
+    named = []
+    for name, path in bundled_cases().items():
+        case = case_mod.load(path)
+        argvs = [case.command or []] + [v.serve.argv for v in case.variants if v.serve]
+        named += [(name, arg) for argv in argvs for arg in argv if arg.endswith(".py")]
+    assert {n for n, _ in named} >= {"repro/rank_constant", "repro/added_collectives", "serve/test_server"}
+    assert [(n, arg) for n, arg in named if not Path(arg).is_file()] == []

@@ -7,7 +7,7 @@ import importlib.util
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SERVER = Path(__file__).resolve().parent / "server.py"
+SERVER = REPO / "cases" / "serve" / "server.py"  # the bundled serve case's test server
 
 
 def _load(path: Path, name: str):
@@ -18,7 +18,7 @@ def _load(path: Path, name: str):
 
 
 def server_module():
-    """tests/serve/server.py imported (its ``frames`` is the oracle of what it serves)."""
+    """cases/serve/server.py imported (its ``frames`` is the oracle of what it serves)."""
     return _load(SERVER, "perfkit_test_server")
 
 

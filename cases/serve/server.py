@@ -1,7 +1,7 @@
 """A small video-generation server for serve cases: loopback HTTP, a configurable time per request, a
 limit on how many requests it works on at once, and a small deterministic video (or npy) per request.
 
-    python tests/serve/server.py --port P [--sleep-ms 100] [--max-concurrency 1] [--format mkv|npy]
+    python cases/serve/server.py --port P [--sleep-ms 100] [--max-concurrency 1] [--format mkv|npy]
         [--reply body|base64|url|path] [--noise A] [--startup-ms M]
         [--never-ready] [--exit-at-start CODE] [--crash-after K] [--fail-every K] [--hang-after K]
         [--spawn-child] [--tag TAG] [--out-dir DIR]
