@@ -40,6 +40,8 @@ def program_lines(label: str, step: dict, roof: dict | None) -> list[str]:
              f"beside them, transcendentals {_count(step['transcendentals'])}); HBM {_bytes(step['hbm_bytes'])}; " +
              (f"temp {_bytes(step['temp_bytes'])}, peak {_bytes(step['peak_bytes'])}"
               if step["temp_bytes"] is not None or step["peak_bytes"] is not None else
+              "temp and peak memory unknown (no *-buffer-assignment.txt beside the program: XLA writes one beside "
+              "each program it dumps optimized, as text)" if step.get("file") else
               "temp and peak memory unknown (a program as lowered has no buffer assignment; XLA's dump after "
               "optimizations has)")]
     kinds = step["collectives"]

@@ -309,3 +309,8 @@ def test_program_lines_say_why_memory_is_unknown():
     line = program_lines("wan", step, None)[1]
     assert line.endswith("HBM 1024 MiB; temp and peak memory unknown (a program as lowered has no buffer assignment; "
                          "XLA's dump after optimizations has)")
+    # a dump's optimized program without its buffer assignment beside it (a real ROCm dump's): that file is named
+    line = program_lines("conv", {**step, "file": "module_0015.jit_forward_3d_conv.gpu_after_optimizations.txt"},
+                         None)[1]
+    assert line.endswith("temp and peak memory unknown (no *-buffer-assignment.txt beside the program: XLA writes one "
+                         "beside each program it dumps optimized, as text)")
