@@ -26,7 +26,7 @@ from perfkit.run.serve_load import call, closed_loop, encode_request, take_outpu
 from perfkit.run.trial import free_port
 from perfkit.rundata.serve_spec import OutputSpec, RequestSpec
 
-SERVER = Path(__file__).resolve().parent.parent / "tests" / "serve" / "server.py"
+SERVER = Path(__file__).resolve().parent.parent / "cases" / "serve" / "server.py"
 REQUEST = RequestSpec("/generate", "POST", {"prompt": "{prompt}", "seed": "{seed}", "width": 8, "height": 8,
                                             "frames": 1}, {})
 

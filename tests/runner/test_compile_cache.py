@@ -139,7 +139,7 @@ def test_a_serve_case_primes_a_server_and_shows_ready_s(tmp_path):
     """Serve variants get the cache variables too (their server is started with the variant's env): the
     warm one is primed by an untimed server, and both rows show the server's ready_s."""
     repo = Path(__file__).resolve().parents[2]
-    server = ["python", str(repo / "tests" / "serve" / "server.py"), "--port", "{port}", "--sleep-ms", "5",
+    server = ["python", str(repo / "cases" / "serve" / "server.py"), "--port", "{port}", "--sleep-ms", "5",
               "--startup-ms", "200"]
     case = case_mod.validate({
         "name": "serve-cache", "warmup": 0,
