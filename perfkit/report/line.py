@@ -14,6 +14,7 @@ import numpy as np
 
 from perfkit.common.dividing import digits
 from perfkit.common.summary import compared_variant, from_json
+from perfkit.hlo.render import rank_list
 from perfkit.report.serving import headline
 
 
@@ -22,6 +23,11 @@ def trial_median(variant: dict) -> float | None:
     the B/A step-time ratio divides; None without a timed trial."""
     medians = variant.get("trial_medians_ms") or []
     return float(np.median(medians)) if medians else None
+
+
+def _differ(ranks: list[int]) -> str:
+    """``rank 3 differs``, ``ranks 1-3 differ``."""
+    return f"rank {ranks[0]} differs" if len(ranks) == 1 else f"ranks {rank_list(ranks)} differ"
 
 
 def dividing(va: float, vb: float) -> tuple[str, str]:
@@ -57,7 +63,7 @@ def summary_line(summary: dict, report: Path) -> str:
     nf = summary.get("noise_floor")
     if nf and nf["half_width"] is not None:
         parts.append(f"; A/A noise floor {nf['ci'][0] - 1:+.1%}..{nf['ci'][1] - 1:+.1%}")
-    divergent = [f"{v} (ranks {', '.join(map(str, r.get('divergent_ranks') or []))})"
+    divergent = [f"{v} ({_differ(r.get('divergent_ranks') or [])})"
                  for v, r in (summary.get("ranks") or {}).items() if r.get("consistent") is False]
     if divergent:
         parts.append(f"; DIVERGENT programs: {', '.join(divergent)}")

@@ -278,7 +278,7 @@ def _failures(summary: dict) -> list[str]:
             if r.get("exit_code") != 0 or r.get("running_at_end"):
                 where = "still running at the end" if r.get("running_at_end") else exit_text(r["exit_code"])
                 lines.append(f"  - rank {r['rank']}: {where}, {r.get('steps_done', 0)} steps done, "
-                             f"last mark {r.get('last_mark')}")
+                             f"last mark {r.get('last_mark') or '- (none reached)'}")
                 if r.get("stacks"):
                     lines += [f"    - waiting in `{w}`" for w in where_threads_wait(r["stacks"])[:6]]
                     lines.append(f"    (every thread's stack: `{f.get('dir', 'trials/..')}/rank{r['rank']}/stacks.txt`)")

@@ -18,7 +18,7 @@ def test_run_reports_divergent_and_consistent_variants(tmp_path):
                           "--set", "repeats.min=1"],
                          capture_output=True, text=True, cwd=REPO, timeout=240)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert "DIVERGENT programs: constant (ranks 3)" in res.stdout
+    assert "DIVERGENT programs: constant (rank 3 differs)" in res.stdout
     dumps = list(run.glob("trials/*/rank*/xla_dump/*"))
     assert dumps and not [p for p in dumps if p.suffix in (".ll", ".o")]  # the CPU backend's IR is pruned
     ranks = json.loads((run / "summary.json").read_text())["ranks"]

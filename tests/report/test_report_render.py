@@ -290,7 +290,9 @@ def test_a_hung_trial_still_renders(tmp_path):
     stacks = 'Thread 0x1 (most recent call first):\n  File "bench.py", line 9 in wait_for_peer\n'
     trials.append(trial(6, "a", [50.0, 10.0], status="hung",
                         ranks=[{"rank": 0, "exit_code": -9, "running_at_end": True, "steps_done": 2,
-                                "last_step_ms": 10.0, "last_mark": "ready", "stacks": stacks}]))
+                                "last_step_ms": 10.0, "last_mark": "ready", "stacks": stacks},
+                               {"rank": 1, "exit_code": -9, "running_at_end": True, "steps_done": 0,
+                                "last_step_ms": None, "last_mark": None}]))
     run = write_run(tmp_path / "run", trials, outputs_for(trials[:6], frames(), frames()))
     res = CliRunner().invoke(cli, ["report", str(run)])
     assert res.exit_code == 3, res.output
@@ -298,6 +300,7 @@ def test_a_hung_trial_still_renders(tmp_path):
     assert headings(report) == SECTIONS[:2] + ["Failed trials"] + SECTIONS[2:]
     assert "> 1 trial(s) failed or hung" in report and "trial 6 (a): **hung**" in report
     assert "waiting in `wait_for_peer (bench.py:9)`" in report
+    assert "  - rank 1: still running at the end, 0 steps done, last mark - (none reached)" in report  # was "None"
     assert "1 of 7 trials failed or hung" in report[report.index("## Not verified"):]
     assert table_row(report, "failed trials") == ["1", "0"]
     assert table_row(report, "timed steps (trials)") == ["12 (3)", "12 (3)"]  # the hung trial's steps left out
