@@ -198,9 +198,11 @@ def reproduce(run_dir: Path, env: dict) -> dict:
         argv += ["--hosts", str(options["hosts"]), "--host-index", "<this host, 0..>", "--coordinator",
                  options["coordinator"], "--out", "<a directory all hosts share>"]
     src = env.get("source") or {}
-    return {"command": shlex.join(argv), "cwd": cwd, "case_file": shown, "commit": src.get("commit"),
-            "tree": src.get("tree"), "dirty": src.get("dirty"), "dirty_hash": src.get("dirty_hash"),
-            "case_yaml": (run_dir / "case.yaml").read_text()}
+    root = src.get("root")  # a model case's code is perfkit's checkout, which the run's folder may be outside of
+    checkout = root if root and cwd and not Path(cwd).is_relative_to(root) else None
+    return {"command": shlex.join(argv), "cwd": cwd, "case_file": shown, "checkout": checkout,
+            "commit": src.get("commit"), "tree": src.get("tree"), "dirty": src.get("dirty"),
+            "dirty_hash": src.get("dirty_hash"), "case_yaml": (run_dir / "case.yaml").read_text()}
 
 
 ENV_KEYS = ("source", "packages", "devices", "python", "host", "cpus", "platform", "flags")

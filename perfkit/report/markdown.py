@@ -489,7 +489,8 @@ def _reproduce(summary: dict) -> list[str]:
         return ["Not recorded."]
     lines = ["```sh"] + ([f"cd {r['cwd']}"] if r.get("cwd") else [])  # the checkout, then, in the run's tree
     if r.get("commit"):
-        lines.append(f"git checkout {r['commit'][:12]}   # tree {r['tree']}")
+        at = f"-C {shlex.quote(r['checkout'])} " if r.get("checkout") else ""  # perfkit's checkout, not this folder
+        lines.append(f"git {at}checkout {r['commit'][:12]}   # tree {r['tree']}")
     lines += [r["command"], "```", ""]
     if r.get("dirty"):
         lines += [f"The run's tree had uncommitted changes (hash `{r['dirty_hash']}`): the commit alone is "

@@ -50,7 +50,8 @@ def _git(args: list[str], cwd: Path) -> str | None:
 
 
 def source_tree(cwd: str | Path = ".") -> dict:
-    """Git commit, tree hash and a hash of uncommitted changes (tracked diff plus untracked files)."""
+    """Git commit, tree hash, a hash of uncommitted changes (tracked diff plus untracked files) and the
+    checkout's root folder (where the commit is)."""
     cwd = Path(cwd)
     commit = _git(["rev-parse", "HEAD"], cwd)
     if commit is None:
@@ -69,8 +70,9 @@ def source_tree(cwd: str | Path = ".") -> dict:
             except OSError:
                 pass
         digest = h.hexdigest()[:12]
+    root = (_git(["rev-parse", "--show-toplevel"], cwd) or "").strip() or None
     return {"git": True, "commit": commit.strip(), "tree": tree.strip()[:12], "dirty": dirty,
-            "dirty_hash": digest}
+            "dirty_hash": digest, "root": root}
 
 
 def probe_devices(env: dict[str, str] | None = None, timeout: float = 60) -> dict:

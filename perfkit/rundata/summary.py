@@ -307,6 +307,7 @@ class Reproduce(TypedDict):
     command: str
     cwd: str | None
     case_file: str
+    checkout: NotRequired[str | None]  # the checkout the commit is of, where the run's folder is not inside it
     commit: str | None
     tree: str | None
     dirty: bool | None

@@ -90,6 +90,22 @@ def test_sections_and_figures(make_run):
     assert s["reproduce"]["command"] == "perfkit run run/case.yaml --salt"
 
 
+def test_reproduce_names_the_checkout_the_commit_is_of(tmp_path):
+    """A newcomer ran perfkit from one clone (its venv's) in another: the block said `cd <the other clone>` then
+    `git checkout <a commit of the first>`, which that folder does not hold. The checkout's folder is named where
+    the run's folder is not inside it."""
+    from perfkit.run import finish
+
+    for i, (root, line) in enumerate((("/opt/perfkit-clone", "git -C /opt/perfkit-clone checkout c0ffee000000"),
+                                      (str(tmp_path), "git checkout c0ffee000000"))):
+        run = write_run(tmp_path / f"run{i}", ab_trials())
+        env = json.loads((run / "env.json").read_text())
+        env["source"]["root"] = root
+        (run / "env.json").write_text(json.dumps(env))
+        finish.render(run)
+        assert f"```sh\ncd {tmp_path}\n{line}   # tree 7ree00000000\n" in (run / "report.md").read_text()
+
+
 def test_headline_figures_divide_to_the_ratio(tmp_path):
     """The line and the verdict show the figures the ratio divides: each variant's median of per-trial
     medians. By hand: a's trial medians 10, 12, 11 (median 11.00), b's 16, 17.6, 18 (median 17.60), so

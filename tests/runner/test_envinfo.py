@@ -24,6 +24,6 @@ def test_a_venv_link_is_not_an_uncommitted_change(tmp_path):
     _git(repo, "commit", "-q", "-m", "x")
     (tmp_path / "shared-venv").mkdir()
     (repo / ".venv").symlink_to(tmp_path / "shared-venv")
-    assert source_tree(repo)["dirty"] is False
+    assert source_tree(repo)["dirty"] is False and source_tree(repo)["root"] == str(repo.resolve())
     (repo / "new.py").write_text("")
     assert source_tree(repo)["dirty"] is True
