@@ -249,7 +249,8 @@ def test_light_install_prints_what_the_full_install_prints(light, tmp_path, monk
         "name": "light", "command": ["python", str(program), "3", "1", "--frames"], "warmup": 1,
         "repeats": {"min": 1, "max": 1}, "variants": {"a": {}, "b": {"env": {"SLEEP_MS": "2"}}}}))
     # a lossless codec floor: `report` encodes it again on each side, and x264's is not bit-reproducible
-    serve = ["--set", "serve.concurrency=[1]", "--set", "serve.requests=1", "--set", "serve.server_restarts=1",
+    # two requests a side: one measures no noise, and `check` fails a ratio without a CI
+    serve = ["--set", "serve.concurrency=[1]", "--set", "serve.requests=2", "--set", "serve.server_restarts=1",
              "--set", "warmup=0", "--set", "serve.codec=ffv1"]
     for case, out, extra, cwd in (("case.yaml", "run", [], tmp_path),
                                   (str(REPO / "cases" / "serve" / "test_server.yaml"), "serve", serve, REPO)):
