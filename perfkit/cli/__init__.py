@@ -8,7 +8,6 @@ import gc
 import importlib
 import json
 import os
-import shlex
 import signal
 import sys
 import warnings
@@ -18,7 +17,7 @@ import click
 
 import perfkit
 from perfkit.errors import BadInput, DefinitionNote, ExitCode
-from perfkit.rundata.rundir import run_folder
+from perfkit.rundata.rundir import resume_command, run_folder
 
 # name -> ("module:attribute" of a click command, its one-line help): imported on first use; the help
 # is spelt here so that `perfkit --help` lists the commands without importing any of them
@@ -179,8 +178,7 @@ def run(case_file, overrides, only, out_dir, aa, salt, resume_dir, hosts, host_i
         click.echo("perfkit: stopped", err=True)
         sys.exit(ExitCode.TRIAL_FAILED)
     if result.interrupted:
-        click.echo(f"perfkit: stopped; `perfkit run --resume {shlex.quote(str(result.run_dir))}` runs the rest",
-                   err=True)
+        click.echo(f"perfkit: stopped; `{resume_command(result.run_dir)}` runs the rest", err=True)
     sys.exit(ExitCode.TRIAL_FAILED if result.failed else ExitCode.OK)
 
 

@@ -16,6 +16,7 @@ from perfkit.report.departure import departure_section
 from perfkit.report.line import dividing, summary_line, trial_median
 from perfkit.report.serving import section
 from perfkit.rundata.exits import exit_text, where_threads_wait
+from perfkit.rundata.rundir import resume_command
 from perfkit.trace.collectives import STRAGGLER_SHARE
 from perfkit.trace.names import labels
 
@@ -509,8 +510,8 @@ def render(summary: dict, plots: dict[str, str] | None = None) -> str:
            _verdict(summary), ""]
     out += [*_described(summary), ""]
     if summary.get("interrupted"):
-        out += [f"> Interrupted: this report covers the trials finished before the stop; `perfkit run --resume "
-                f"{shlex.quote(summary['run_dir'])}` runs the rest of its plan.", ""]
+        out += [f"> Interrupted: this report covers the trials finished before the stop; "
+                f"`{resume_command(Path(summary['run_dir']))}` runs the rest of its plan.", ""]
     if summary["trials"]["failed"]:
         out += [f"> {len(summary['trials']['failed'])} trial(s) failed or hung: see Failed trials; the figures "
                 "come from the trials that finished.", ""]

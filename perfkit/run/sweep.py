@@ -79,7 +79,7 @@ def finish(run_dir: Path) -> bool:
     failed = bool(missing or any(r["failed"] or r["interrupted"] for r in rows))
     frame.to_csv(run_dir / "matrix.csv", index=False)
     summary = MatrixSummary(case=case.name, kind="matrix", run_dir=str(run_dir), matrix=rows, combinations=total,
-                            missing=missing, interrupted=bool(missing),
+                            missing=missing, interrupted=bool(missing) or any(r["interrupted"] for r in rows),
                             trials=MatrixTrials(failed=[r["cell"] for r in rows if r["failed"]]))
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     lines = [f"# perfkit run: {case.name} (matrix of {total} combinations)", ""]

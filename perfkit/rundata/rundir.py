@@ -13,6 +13,7 @@ import contextlib
 import errno
 import json
 import os
+import shlex
 from pathlib import Path
 
 from perfkit.errors import BadInput
@@ -34,6 +35,16 @@ def run_folder(run_dir: str | Path) -> Path:
 def part_dir(run_dir: Path, host_index: int, hosts: int) -> Path:
     """Where one host keeps its files: the run directory itself, or ``hosts/host<I>`` with many."""
     return run_dir if hosts == 1 else run_dir / "hosts" / f"host{host_index}"
+
+
+def resume_command(run_dir: Path) -> str:
+    """The command that runs the rest of the run ``run_dir`` belongs to: the top of a matrix run (its
+    ``cells/NN`` is no run of its own to resume), absolute, and each host's index where there are several."""
+    top = run_dir.absolute()
+    if top.parent.name == "cells" and (top.parent.parent / "run.json").exists():
+        top = top.parent.parent
+    hosts = " --host-index <this host, 0..>" if (top / "hosts").is_dir() else ""
+    return f"perfkit run --resume {shlex.quote(str(top))}{hosts}"
 
 
 def cell_dirs(run_dir: Path) -> list[Path]:

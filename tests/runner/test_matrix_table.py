@@ -6,13 +6,14 @@ import json
 import re
 
 from perfkit.run import sweep
+from perfkit.rundata import rundir
 
 
-def cell(run_dir, i, a_trials, b_trials, pooled, ratio):
+def cell(run_dir, i, a_trials, b_trials, pooled, ratio, interrupted=False):
     summary = {"variants": {"tp": {"step_ms": {"median": pooled[0]}, "trial_medians_ms": a_trials},
                             "sp": {"step_ms": {"median": pooled[1]}, "trial_medians_ms": b_trials}},
                "comparison": {"ratio": ratio, "ci": [ratio - 0.01, ratio + 0.01], "verdict": "slower"},
-               "trials": {"failed": []}}
+               "trials": {"failed": []}, "interrupted": interrupted}
     (run_dir / "cells" / f"{i:02d}").mkdir(parents=True)
     (run_dir / "cells" / f"{i:02d}" / "summary.json").write_text(json.dumps(summary))
 
@@ -31,3 +32,19 @@ def test_rows_hold_the_medians_the_ratio_divides_and_the_table_shows_them_dividi
         assert f"{sp / tp:.3f}" == f"{ratio:.3f}", line  # 1.000 and 1.002, at 3 decimals, would divide to 1.002
     assert table[2] == "| 00 | 8 | 1.200 | 1.900 | 1.583 | [1.573, 1.593] | slower | 0 | no |"
     assert table[3].startswith("| 01 | 16 | 1.0004 | 1.0015 | 1.001 |")
+
+
+def test_a_stop_in_the_last_cell_is_an_interrupted_matrix_and_says_where_to_resume(tmp_path):
+    """Every cell has a summary, the last one stopped: the matrix was interrupted (it said not: none missing), and
+    the resume command names the matrix's folder (a cell's own folder has no run.json to resume from)."""
+    (tmp_path / "case.yaml").write_text(json.dumps({"name": "m", "command": ["python", "x.py"], "matrix": {
+        "seed": [1, 2]}, "variants": {"tp": {}, "sp": {}}}))
+    (tmp_path / "run.json").write_text("{}")
+    cell(tmp_path, 0, [1.0], [1.5, 1.6], (1.0, 1.55), 1.55)
+    cell(tmp_path, 1, [1.0], [1.5], (1.0, 1.5), 1.5, interrupted=True)
+    assert sweep.finish(tmp_path)  # failed: stopped
+    top = json.loads((tmp_path / "summary.json").read_text())
+    assert (top["missing"], top["interrupted"]) == (0, True)
+    assert rundir.resume_command(tmp_path / "cells" / "01") == f"perfkit run --resume {tmp_path}"
+    (tmp_path / "hosts").mkdir()
+    assert rundir.resume_command(tmp_path) == f"perfkit run --resume {tmp_path} --host-index <this host, 0..>"
