@@ -54,7 +54,8 @@ _TORCH_TPU_FILE = re.compile(r"_(\d+)\.xplane\.pb$")
 _XPLANE_SUFFIX = ".xplane.pb"
 _KINETO_SUFFIXES = (".json", ".json.gz")
 _VIEWER_COPY = ".trace.json.gz"  # the trace viewer's copy of an XSpace, beside it
-_RUN_RECORDS = frozenset({"run.json", "env.json", "summary.json", "primed.json"})  # a perfkit run directory's own
+# a perfkit run directory's own records: no traces, read or left out, where a run's folder is named
+_RUN_RECORDS = frozenset({"run.json", "env.json", "summary.json", "primed.json"})
 _SLICE = 1 << 20  # rows per slice where a whole-column temporary would raise the peak
 _FEW = 1 << 10  # pd.factorize's hash table starts this big, not one slot per row (it grows as needed)
 
@@ -68,13 +69,13 @@ def trace_files(paths: list[str | Path]) -> list[Path]:
             found.append(p)
         elif p.is_dir():
             xspaces = sorted(p.rglob(f"*{_XPLANE_SUFFIX}"))
-            kineto = sorted(f for f in p.rglob("*") if f.name.endswith(_KINETO_SUFFIXES))
+            kineto = sorted(f for f in p.rglob("*") if f.name.endswith(_KINETO_SUFFIXES) and f.name not in _RUN_RECORDS)
             if not xspaces and not kineto:
                 raise BadInput("no *.xplane.pb or Kineto *.json[.gz] trace under this folder", path=p)
             # JAX's and TensorFlow's profilers write each XSpace's events again beside it, as the trace viewer's
-            # <host>.trace.json.gz: the same trace, not one left out; nor is a run directory's own record
+            # <host>.trace.json.gz: the same trace, not one left out
             copies = {x.with_name(x.name.removesuffix(_XPLANE_SUFFIX) + _VIEWER_COPY) for x in xspaces}
-            others = [f for f in kineto if f not in copies and f.name not in _RUN_RECORDS]
+            others = [f for f in kineto if f not in copies]
             if xspaces and others:
                 warnings.warn(f"{p}: its {len(xspaces)} *.xplane.pb read, its {len(others)} *.json[.gz] left out (a "
                               "folder is read as one kind of trace: name the JSON files to read them)",

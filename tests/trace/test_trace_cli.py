@@ -4,6 +4,7 @@ import gc
 import gzip
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -137,8 +138,6 @@ def test_breakdown_header_names_hta_only_for_what_hta_reads(tmp_path):
 def test_a_folder_of_both_kinds_says_which_it_read(tmp_path):
     """A folder holding an XSpace and a Kineto trace is read as XSpaces; the JSON left out is said, once (it was
     left out unsaid)."""
-    import shutil
-
     tpu_trace(tmp_path / "both" / "t.xplane.pb")
     real = Path(__file__).resolve().parents[1] / "data" / "real" / "kineto" / "rank-0.json.gz"
     shutil.copy(real, tmp_path / "both" / "rank-0.json.gz")
@@ -152,8 +151,6 @@ def test_the_viewer_copy_beside_an_xspace_is_not_a_trace_left_out(tmp_path):
     """JAX's profiler writes <host>.trace.json.gz beside <host>.xplane.pb (the same events, for the trace
     viewer): no note on such a folder, every JAX profile's (it was noted on each), nor for a run directory's
     run.json, env.json and summary.json. Another host's JSON is noted."""
-    import shutil
-
     real = Path(__file__).resolve().parents[1] / "data" / "real" / "kineto" / "rank-0.json.gz"
     tpu_trace(tmp_path / "jax" / "vm.xplane.pb")
     shutil.copy(real, tmp_path / "jax" / "vm.trace.json.gz")
@@ -166,6 +163,18 @@ def test_the_viewer_copy_beside_an_xspace_is_not_a_trace_left_out(tmp_path):
     shutil.move(tmp_path / "jax" / "vm.trace.json.gz", tmp_path / "jax" / "other.trace.json.gz")
     result = run("breakdown", tmp_path / "jax")
     assert result.exit_code == 0 and "its 1 *.json[.gz] left out" in result.stderr, result.output
+
+
+def test_a_torch_run_folder_reads_its_traces_and_not_its_records(tmp_path):
+    """A run directory of Kineto traces (a torch case's): its run.json, env.json and summary.json are not read as
+    traces (each was skipped with a line of its own)."""
+    real = Path(__file__).resolve().parents[1] / "data" / "real" / "kineto" / "rank-0.json.gz"
+    (tmp_path / "run" / "trials" / "00-a" / "rank0").mkdir(parents=True)
+    shutil.copy(real, tmp_path / "run" / "trials" / "00-a" / "rank0" / "rank-0.json.gz")
+    for record in ("run.json", "env.json", "summary.json"):
+        (tmp_path / "run" / record).write_text("{}")
+    result = run("breakdown", tmp_path / "run")
+    assert result.exit_code == 0 and result.stderr == "", result.output
 
 
 def test_tail_without_collectives_prints_no_table_of_blanks():
