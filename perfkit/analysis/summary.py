@@ -138,9 +138,10 @@ def not_verified(case: Case, summary: dict) -> list[str]:
         notes.append("no profiler traces captured (no compute / ICI / DMA / idle split)")
     elif summary.get("breakdown") is None:
         notes.append("profiler traces were asked for (`capture.trace`) but no trial wrote one")
-    unchecked = [v for v, r in summary["ranks"].items() if r.get("consistent") is None]
+    unchecked = [f"{v}: {r.get('checked') or 'not checked'}" for v, r in summary["ranks"].items()
+                 if r.get("consistent") is None]
     if unchecked:
-        notes.append(f"rank consistency of per-process programs ({', '.join(unchecked)}: no XLA dumps compared)")
+        notes.append(f"rank consistency ({'; '.join(unchecked)})")
     if summary.get("quality") is None:
         notes.append("output quality (no comparable outputs)")
     once = [v for v, d in summary.get("determinism", {}).items() if d and d["runs"] < 2]

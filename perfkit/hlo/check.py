@@ -37,8 +37,11 @@ def variant_check(run_dir: Path, variant: str) -> dict:
     except BadInput as exc:
         return {"consistent": None, "groups": [], "trial": dumps.label, "checked": f"not checked: {exc.line()}"}
     n = len(result["modules"])
-    return {"consistent": result["consistent"], "groups": result["groups"], "trial": dumps.label,
-            "checked": f"hlo-diff of {dumps.label}: {len(result['ranks'])} ranks, {n} module{'s' if n != 1 else ''}",
+    checked = f"hlo-diff of {dumps.label}: {len(result['ranks'])} ranks, {n} module{'s' if n != 1 else ''}"
+    if not result["compared"]:  # every module one rank's own: nothing says the ranks agree
+        return {"consistent": None, "groups": [], "trial": dumps.label,
+                "checked": f"not checked: no module compiled by two or more ranks ({checked})"}
+    return {"consistent": result["consistent"], "groups": result["groups"], "trial": dumps.label, "checked": checked,
             "divergent_ranks": result["divergent_ranks"], "roles": result["roles"],
             "first_difference": first_difference(result),
             "hlo_diff": result}

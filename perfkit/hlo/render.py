@@ -21,7 +21,8 @@ def rank_list(ranks: list[int]) -> str:
     return ", ".join(f"{g[0]}-{g[-1]}" if len(g) > 2 else ", ".join(map(str, g)) for g in runs)
 
 
-def _ranks(ranks: list[int]) -> str:
+def ranks_text(ranks: list[int]) -> str:
+    """``rank 3``, ``ranks 0-2``."""
     return f"rank{'s' if len(ranks) > 1 else ''} {rank_list(ranks)}"
 
 
@@ -65,8 +66,8 @@ def _instruction(w: _Writer, shown: dict | None) -> str:
 
 
 def _divergence(w: _Writer, d: dict, majority: list[int]) -> None:
-    who, ref = _ranks(d["ranks"]), f"rank {d['against_rank']}"
-    w.line(2, f"{who} against {ref} ({_ranks(majority)}), file {w.code(d['file'])}:")
+    who, ref = ranks_text(d["ranks"]), f"rank {d['against_rank']}"
+    w.line(2, f"{who} against {ref} ({ranks_text(majority)}), file {w.code(d['file'])}:")
     if d["same_program"]:
         w.line(3, "same program (equal fingerprints); the buffer assignment differs")
     else:
@@ -123,9 +124,9 @@ def _buffers(w: _Writer, b: dict) -> None:
 def _module(w: _Writer, m: dict) -> None:
     shape = (f"{_count(m['entry_ops'], 'ENTRY op')}, {_count(m['instructions'], 'instruction')}, "
              f"{_count(m['collectives'], 'collective')}")
-    missing = f"; not compiled on {_ranks(m['missing_ranks'])}" if m["missing_ranks"] else ""
+    missing = f"; not compiled on {ranks_text(m['missing_ranks'])}" if m["missing_ranks"] else ""
     if len(m["groups"]) == 1:
-        w.line(1, f"module {w.code(m['name'])}: {_ranks(m['groups'][0])} identical "
+        w.line(1, f"module {w.code(m['name'])}: {ranks_text(m['groups'][0])} identical "
                   f"(fingerprint {m['fingerprints'][0]}), {shape}{missing}")
         return
     groups = " | ".join(rank_list(g) for g in m["groups"])
@@ -147,8 +148,8 @@ def verdict(result: dict) -> str:
         return f"{head}: consistent (every module identical on every rank that compiled it)"
     bad = [m for m in result["modules"] if not m["consistent"]]
     first = bad[0]
-    who = (f"{_ranks(first['divergent_ranks'])} compiled a different {first['name']} than {_ranks(first['groups'][0])}"
-           if first["divergent_ranks"] else f"{first['name']} missing on {_ranks(first['missing_ranks'])}")
+    who = (f"{ranks_text(first['divergent_ranks'])} compiled a different {first['name']} than {ranks_text(first['groups'][0])}"
+           if first["divergent_ranks"] else f"{first['name']} missing on {ranks_text(first['missing_ranks'])}")
     return f"{head}: DIVERGENT in {_count(len(bad), 'module')}: {who}"
 
 
@@ -158,7 +159,7 @@ def ranks_report(result: dict, markdown: bool = False) -> str:
     w.line(0, f"{w.code(result['source'])}: {verdict(result)}")
     if result.get("roles"):
         w.line(1, "roles (ranks that compile modules of their own by design; each module compared across its "
-                  "role): " + "; ".join(f"{_ranks(r['ranks'])}: " + ", ".join(map(w.code, r["modules"]))
+                  "role): " + "; ".join(f"{ranks_text(r['ranks'])}: " + ", ".join(map(w.code, r["modules"]))
                                         for r in result["roles"]))
     for m in result["modules"]:
         if not m["consistent"] or not markdown:

@@ -14,7 +14,7 @@ import numpy as np
 
 from perfkit.common.dividing import digits
 from perfkit.common.summary import compared_variant, from_json
-from perfkit.hlo.render import rank_list
+from perfkit.hlo.render import ranks_text
 from perfkit.report.serving import headline
 
 
@@ -26,8 +26,9 @@ def trial_median(variant: dict) -> float | None:
 
 
 def _differ(ranks: list[int]) -> str:
-    """``rank 3 differs``, ``ranks 1-3 differ``."""
-    return f"rank {ranks[0]} differs" if len(ranks) == 1 else f"ranks {rank_list(ranks)} differ"
+    """``rank 3 differs``, ``ranks 1-3 differ``; ``programs differ`` where no rank compiled another program (a
+    module with collectives missing on some ranks)."""
+    return "programs differ" if not ranks else f"{ranks_text(ranks)} differ{'s' if len(ranks) == 1 else ''}"
 
 
 def dividing(va: float, vb: float) -> tuple[str, str]:

@@ -3,6 +3,7 @@ instruction, a changed constant, a changed slice offset, a shifted receive offse
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 
@@ -11,6 +12,7 @@ from hlo_dumps import REPO, hlo_file, rename_everything, rename_module
 
 from perfkit.errors import BadInput
 from perfkit.hlo import load
+from perfkit.hlo.check import variant_check
 from perfkit.hlo.diff import compare_ranks
 from perfkit.hlo.dumps import RankDumps, dump_files, resolve
 from perfkit.hlo.fingerprint import Signer, computation_fingerprints, flatten
@@ -395,6 +397,19 @@ def test_pipeline_stages_are_roles_not_missing_modules(dumps_copy):
     assert "roles (ranks that compile modules of their own by design; each module compared across its role): " \
            "ranks 0, 1: jit_stage0; ranks 2, 3: jit_stage1" in res.stdout
     assert "missing" not in res.stdout
+
+
+def test_a_run_whose_ranks_share_no_module_has_its_ranks_not_checked(dumps_copy, tmp_path):
+    """Each rank a module of its own (four stages of one rank): nothing compared, so a run's summary does not call
+    its ranks consistent (as hlo-diff no longer does)."""
+    folder = dumps_copy("array")
+    trial = tmp_path / "run" / "trials" / "00-a"
+    for r in range(4):
+        rename_module(folder, r, f"jit_stage{r}")
+        shutil.copytree(folder / f"rank{r}", trial / f"rank{r}" / "xla_dump")
+    got = variant_check(tmp_path / "run", "a")
+    assert (got["consistent"], got["checked"]) == (None, "not checked: no module compiled by two or more ranks "
+                                                         "(hlo-diff of trials/00-a: 4 ranks, 4 modules)")
 
 
 def test_a_stage_whose_ranks_diverge_is_still_found(dumps_copy):

@@ -4,6 +4,7 @@ here with numpy), the plots it links, a hung trial, `perfkit report` and `--prog
 import json
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -247,6 +248,17 @@ def test_a_run_cut_short_or_empty_does_not_read_as_complete(make_run, tmp_path):
     assert "the B/A timing verdict: unknown (a variant has no timed steps)" in summary["not_verified"]
     assert {v: r["consistent"] for v, r in summary["ranks"].items()} == {"a": None, "b": None}
     assert summary["ranks"]["a"]["checked"] == "not checked: no trial of this variant finished"
+    assert ("rank consistency (a: not checked: no trial of this variant finished; b: not checked: no trial of this "
+            "variant finished)") in summary["not_verified"]  # it said "no XLA dumps compared"
+
+
+def test_the_summary_line_says_which_ranks_differ(make_run):
+    from perfkit.report.line import summary_line  # (the line alone, without a report around it)
+
+    summary = json.loads((make_run() / "summary.json").read_text())
+    for ranks, said in (([3], "a (rank 3 differs)"), ([1, 2, 3], "a (ranks 1-3 differ)"), ([], "a (programs differ)")):
+        summary["ranks"]["a"] = {"consistent": False, "groups": [[0]], "divergent_ranks": ranks}
+        assert f"; DIVERGENT programs: {said}" in summary_line(summary, Path("report.md"))
 
 
 def test_notebook_frames_refuse_a_folder_that_is_no_run(make_run, tmp_path):
