@@ -22,23 +22,23 @@ def _shown(x: float, digits: int, significant: bool) -> float:
     return float(f"{x:.{digits}{'g' if significant else 'f'}}")
 
 
+def _fewest(at_least: int, most: int, holds: Callable[[int], bool]) -> int:
+    return next((n for n in range(at_least, most + 1) if holds(n)), most)
+
+
 def digits(pairs: list[tuple[float, float]], at_least: int = 2, significant: bool = False,
            text: Callable[[float], str] = ratio_text, most: int = 6) -> int:
     """The fewest digits, ``at_least`` or more (decimals; ``significant``: significant digits), with which each
     (a, b) of ``pairs`` shown divides to b / a as ``text`` shows it; ``most`` where none does. A pair whose a
     is 0 has no ratio to show."""
     pairs = [(a, b) for a, b in pairs if a]
-    for n in range(at_least, most + 1):
-        if all(_shown(a, n, significant) and text(_shown(b, n, significant) / _shown(a, n, significant)) == text(b / a)
-               for a, b in pairs):
-            return n
-    return most
+    return _fewest(at_least, most, lambda n: all(
+        _shown(a, n, significant) and text(_shown(b, n, significant) / _shown(a, n, significant)) == text(b / a)
+        for a, b in pairs))
 
 
-def differing(pairs: list[tuple[float, float]], at_least: int = 3, most: int = 6) -> int:
-    """The fewest decimals, ``at_least`` or more, with which each (a, b) of ``pairs`` shown differs by b - a as
-    shown to as many decimals (``most`` where none does)."""
-    for n in range(at_least, most + 1):
-        if all(f"{_shown(b, n, False) - _shown(a, n, False):+.{n}f}" == f"{b - a:+.{n}f}" for a, b in pairs):
-            return n
-    return most
+def difference_digits(pairs: list[tuple[float, float]], at_least: int = 3, most: int = 6) -> int:
+    """The fewest decimals, ``at_least`` or more, with which each (a, b) of ``pairs`` shown differs by b - a shown
+    to as many decimals (``most`` where none does). Compared as numbers: -0.000 and +0.000 are one figure."""
+    return _fewest(at_least, most, lambda n: all(
+        round(_shown(b, n, False) - _shown(a, n, False), n) == round(b - a, n) for a, b in pairs))

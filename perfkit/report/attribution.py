@@ -4,7 +4,7 @@ category, op kind and op, with the bootstrap CI of each part (``summary["attribu
 
 from __future__ import annotations
 
-from perfkit.common.dividing import differing
+from perfkit.common.dividing import difference_digits
 from perfkit.trace.names import labels
 
 MARK = "**\\***"  # a part whose CI, as shown, excludes 0
@@ -25,7 +25,7 @@ def _table(rows: list[dict], by: str, title: str, baseline: str, name: str) -> l
     out = ["", f"By {title}:", "", f"| {title} | " + ("category | change | " if about else "")
            + f"{baseline} (ms) | {name} (ms) | delta (ms) | 95% CI (ms) | |",
            "| --- | " + ("--- | --- | " if about else "") + "---: | ---: | ---: | ---: | --- |"]
-    n = differing([(r["a_ms"], r["b_ms"]) for r in rows])  # each delta the difference of the figures beside it
+    n = difference_digits([(r["a_ms"], r["b_ms"]) for r in rows])  # each delta the difference of the figures beside it
     for r in rows:
         named = about and r["change"] not in ("other", "idle", "residual")
         key = f"`{short[r['key']]}`" if named else _other(r, title) if "other_keys" in r else r["key"]
@@ -67,7 +67,7 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
             out += ["", f"Attribution of {name} against {base}: {v['error']}"]
             continue
         t = v["total"]
-        n = differing([(t["a_ms"], t["b_ms"])])
+        n = difference_digits([(t["a_ms"], t["b_ms"])])
         out += ["", f"### Where {name}'s {_ms(t['delta_ms'], n)} ms a step goes",
                 "", f"Mean traced device step per chip: {base} {t['a_ms']:.{n}f} ms, {name} {t['b_ms']:.{n}f} ms, "
                 f"change {_ms(t['delta_ms'], n)} ms [{t['ci_lo_ms']:+.3f}, {t['ci_hi_ms']:+.3f}] (95% CI, "

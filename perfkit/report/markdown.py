@@ -6,7 +6,7 @@ import math
 import shlex
 from pathlib import Path
 
-from perfkit.common.dividing import change_text, differing, digits, ratio_text
+from perfkit.common.dividing import change_text, difference_digits, digits, ratio_text
 from perfkit.common.summary import NO_SPREAD, compared_variant, db_cell
 from perfkit.cost import report as cost_report
 from perfkit.hlo.render import rank_list, ranks_report
@@ -354,7 +354,7 @@ def _hidden(bd: dict) -> list[str]:
     base = bd["variants"].get(bd["baseline"], {})
     against = [(n, v) for n, v in ok.items() if n != bd["baseline"] and "comm_ms" in base]
     # decimals with which each change below is the difference of the figures above
-    d = differing([(base[k], v[k]) for _, v in against for k in ("comm_ms", "hidden_ms")])
+    d = difference_digits([(base[k], v[k]) for _, v in against for k in ("comm_ms", "hidden_ms")])
     lines = [f"- {n}'s collectives take {v['comm_ms']:.{d}f} ms a step, {v['hidden_ms']:.{d}f} ms of it hidden "
              f"under compute ({100 * v['overlap']:.0f}%)." for n, v in ok.items()]
     lines += [f"- {n} against {bd['baseline']}: {v['comm_ms'] - base['comm_ms']:+.{d}f} ms of collectives a step, "

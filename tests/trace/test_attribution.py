@@ -321,6 +321,10 @@ def test_each_change_shown_is_the_difference_of_the_figures_beside_it():
     assert "Mean traced device step per chip: tp 9.0304 ms, sp 12.9946 ms, change +3.9642 ms [+3.500, +4.400]" in text
     assert "| ici | 9.0304 | 12.9946 | +3.9642 |" in text and "| compute | 5.0000 | 6.5000 | +1.5000 |" in text
     assert "| 5.000 | 6.500 | +1.500 |" in text  # the kind table needs no more than 3
+    # a change a hair below 0 shows as -0.000 beside two figures that differ by 0.000: one figure, 3 decimals do
+    hair = {**plain, "key": "idle", "a_ms": 1.0000003, "b_ms": 1.0, "delta_ms": 1.0 - 1.0000003}
+    text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": {**v, "kind": [plain, hair]}}}))
+    assert "| 1.000 | 1.000 | -0.000 |" in text and "| 5.000 | 6.500 | +1.500 |" in text
 
 
 # HTA 0.5.0's TraceDiff sums on its own pair (pinned in test_trace_cli.py): name -> (control us, test us)
