@@ -109,11 +109,11 @@ def level_comparisons(requests: pd.DataFrame, processes: pd.DataFrame, baseline:
             lat = stats.compare(latencies(baseline), latencies(v), min_effect=min_effect, seed=seed)
             rows.append(_row(v, level, "latency_ms", lat.ratio, lat.ci, lat.verdict, lat.n_a, lat.n_b))
             a, b = throughputs(baseline), throughputs(v)
-            out = stats.compare(a, b, min_effect=min_effect, seed=seed)
-            ci = out.ci if min(len(a), len(b)) >= 2 else (np.nan, np.nan)
+            out = stats.compare(a, b, min_effect=min_effect, seed=seed)  # (one process a side: no CI)
             # More outputs per minute is faster: the verdict of the inverse ratio's interval.
-            verdict = stats.verdict_for((1 / ci[1], 1 / ci[0]), min_effect) if np.isfinite(ci[0]) else "unknown"
-            rows.append(_row(v, level, "outputs_per_min", out.ratio, ci, verdict, len(a), len(b)))
+            verdict = (stats.verdict_for((1 / out.ci[1], 1 / out.ci[0]), min_effect) if np.isfinite(out.ci[0])
+                       else "unknown")
+            rows.append(_row(v, level, "outputs_per_min", out.ratio, out.ci, verdict, len(a), len(b)))
     return pd.DataFrame(rows, columns=["variant", "level", "metric", "ratio", "ci_lo", "ci_hi", "verdict", "n_a",
                                        "n_b"])
 
