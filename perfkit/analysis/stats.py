@@ -146,7 +146,7 @@ def compare(
                           min_effect, len(a), len(b))
     med_a = float(np.median([np.median(t) for t in a]))
     med_b = float(np.median([np.median(t) for t in b]))
-    if min(sum(map(len, a)), sum(map(len, b))) < 2:  # one value: a zero-width interval no noise measured
+    if min(sum(map(len, a)), sum(map(len, b))) < 2:  # one value measures no noise: its interval would have no width
         return Comparison(metric, med_b / med_a, (float("nan"), float("nan")), None, "unknown", min_effect, len(a),
                           len(b))
     rng = np.random.default_rng(seed)

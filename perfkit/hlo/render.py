@@ -141,15 +141,16 @@ def verdict(result: dict) -> str:
     roles = result.get("roles") or []
     head = (f"{len(result['ranks'])} ranks" + (f" in {len(roles)} roles" if roles else "")
             + f", {_count(len(result['modules']), 'module')}")
-    if result["consistent"] and not result.get("compared", 1):  # (results from before the count: compared)
+    if result["consistent"] and not result.get("compared", 1):  # (a summary written before the count: compared)
         return (f"{head}: nothing compared (each module compiled by one rank only: these ranks share no program to "
                 "differ in)")
     if result["consistent"]:
         return f"{head}: consistent (every module identical on every rank that compiled it)"
     bad = [m for m in result["modules"] if not m["consistent"]]
     first = bad[0]
-    who = (f"{ranks_text(first['divergent_ranks'])} compiled a different {first['name']} than {ranks_text(first['groups'][0])}"
-           if first["divergent_ranks"] else f"{first['name']} missing on {ranks_text(first['missing_ranks'])}")
+    who = (f"{ranks_text(first['divergent_ranks'])} compiled a different {first['name']} than "
+           f"{ranks_text(first['groups'][0])}" if first["divergent_ranks"] else
+           f"{first['name']} missing on {ranks_text(first['missing_ranks'])}")
     return f"{head}: DIVERGENT in {_count(len(bad), 'module')}: {who}"
 
 

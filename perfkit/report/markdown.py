@@ -279,7 +279,7 @@ def _failures(summary: dict) -> list[str]:
             if r.get("exit_code") != 0 or r.get("running_at_end"):
                 where = "still running at the end" if r.get("running_at_end") else exit_text(r["exit_code"])
                 lines.append(f"  - rank {r['rank']}: {where}, {r.get('steps_done', 0)} steps done, "
-                             f"last mark {r.get('last_mark') or '- (none reached)'}")
+                             f"last mark {r.get('last_mark') or 'none (no mark reached)'}")
                 if r.get("stacks"):
                     lines += [f"    - waiting in `{w}`" for w in where_threads_wait(r["stacks"])[:6]]
                     lines.append(f"    (every thread's stack: `{f.get('dir', 'trials/..')}/rank{r['rank']}/stacks.txt`)")
@@ -391,11 +391,12 @@ def _collectives(variants: dict, cpu: bool = False) -> list[str]:
                 f"{name}; at most {s['skew_ms']:.3f} ms, {100 * s['skew_share']:.1f}% of step {s['step']} of {s['trial']}")
         if cpu:
             rows += ["", f"{skew}. These are CPU devices: the chips are threads sharing the host's cores, so the skew is "
-                     "the host's scheduling, not a slow chip: none is named a straggler."]
+                     "the host's scheduling, not a slow chip, so the chip that arrived last is not flagged a "
+                     "straggler."]
         elif s.get("apart"):
             rows += ["", f"{skew}. {s['apart']} of that step's collectives, matched across ranks by their order, never "
-                     "overlapped on their chips, so are not one transfer: they are left out, and no straggler is "
-                     "named."]
+                     "overlapped on their chips, so are not one transfer: they are left out, and the chip that "
+                     "arrived last is not flagged a straggler."]
         else:
             rows += ["", f"{skew}. Straggler: rank {s['rank']} device {s['device']}, last to arrive at "
                      f"{s['times_last']} of that step's {s['matched']} collectives."]
@@ -436,7 +437,7 @@ def _more_trials(summary: dict, aim: str = "narrow it") -> str:
     rounds = max(v["trials"] for v in summary["variants"].values())
     command = (summary.get("reproduce") or {}).get("command", "perfkit run CASE")
     return (f"More trials would {aim}: rounds go on while the verdict is unknown, up to `repeats.max` "
-            f"(this run: {rounds} rounds), e.g. `{command} --set repeats.max={2 * rounds}`.")
+            f"(this run: {rounds} round{'s' if rounds != 1 else ''}), e.g. `{command} --set repeats.max={2 * rounds}`.")
 
 
 def _described(summary: dict) -> list[str]:

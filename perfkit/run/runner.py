@@ -156,7 +156,7 @@ class Progress:
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
         self.walls: list[float] = []
-        self.cell = ""  # a matrix run's combination running, as its name says it (``case.expand_matrix``)
+        self.cell_label = ""  # a matrix run's combination running: its folder and values (``cells/01 seed=2``)
         self.most: int | None = None  # the largest plan adaptive rounds may reach (None: the plan is fixed)
         self._planned: int | None = None  # the plan's size on the last line written
         self._running: int | None = None  # the trial the last tick was of, since when, and the last line's time
@@ -176,8 +176,9 @@ class Progress:
             left = f"   ~{after + (0 if elapsed is None else max(mean - elapsed, 0)):.0f} s left"
             if elapsed is not None and limit is not None and elapsed > mean:
                 left += f" (~{after + limit - elapsed:.0f} s if this trial runs to its limit)"
-        return (f"{self.cell and self.cell + ' '}[{count}] {variant:<12} {trial}, {variant} so far {'-' if so_far is None else f'{so_far:.2f} ms'}"
-                f"{left}")
+        cell = f"{self.cell_label} " if self.cell_label else ""
+        shown = "-" if so_far is None else f"{so_far:.2f} ms"
+        return f"{cell}[{count}] {variant:<12} {trial}, {variant} so far {shown}{left}"
 
     def running(self, k: int, n: int, variant: str, trials: list[dict], metrics: Path, limit: float | None = None
                 ) -> None:
@@ -276,8 +277,9 @@ def run_case(case: Case, run_dir: Path | None = None, options: RunOptions = RunO
 
     failed = interrupted = False
     port_base = 0
-    for i, (_, cell) in enumerate(case_mod.expand_matrix(case)):
-        progress.cell = f"cell {i:02d} {cell.name}"
+    for i, (assignment, cell) in enumerate(case_mod.expand_matrix(case)):
+        values = ",".join(f"{k}={v}" for k, v in assignment.items())  # (shortened: a terminal redraws one line)
+        progress.cell_label = f"cells/{i:02d} " + (values if len(values) <= 40 else values[:39] + "…")
         res = _run_cell(cell, run_dir / "cells" / f"{i:02d}", options, env_json=env_json,
                         progress=progress, port_base=port_base)
         port_base += cell.repeats["max"] * len(run_names(cell, options.only))

@@ -59,7 +59,8 @@ def _markdown(rows: list[MatrixRow]) -> list[str]:
         n = digits([(ms[0], m) for m in ms[1:] if ms[0] is not None and m is not None], at_least=3)
         ci = r["ci"] or [None, None]
         cells = [r["cell"], *(str(r["values"][f]) for f in fields), *("-" if m is None else f"{m:.{n}f}" for m in ms),
-                 ratio(r["ratio"]), f"[{ratio(ci[0])}, {ratio(ci[1])}]", r["verdict"], str(r["failed"]),
+                 ratio(r["ratio"]), "no CI" if None in ci else f"[{ratio(ci[0])}, {ratio(ci[1])}]", r["verdict"],
+                 str(r["failed"]),
                  "yes" if r["interrupted"] else "no"]
         lines.append("| " + " | ".join(cells) + " |")
     b = variants[1] if len(variants) > 1 else variants[0]

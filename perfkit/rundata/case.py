@@ -192,18 +192,18 @@ def load_raw(path: str | Path) -> dict:
                        "alias bomb?)", path=str(path))
     if not isinstance(raw, dict):
         raise BadInput("a case file must be a YAML mapping", path=str(path))
-    return _in_folder(raw, str(p.resolve().parent))
+    return _with_case_dir(raw, str(p.resolve().parent))
 
 
-def _in_folder(node: Any, folder: str) -> Any:
+def _with_case_dir(node: Any, folder: str) -> Any:
     """``node`` with ``{case_dir}`` in its strings spelt as the case file's folder: a case names the programs
     beside it (a bundled case's scripts), found from whatever folder it runs in."""
     if isinstance(node, str):
         return node.replace(CASE_DIR, folder)
     if isinstance(node, list):
-        return [_in_folder(x, folder) for x in node]
+        return [_with_case_dir(x, folder) for x in node]
     if isinstance(node, dict):
-        return {k: _in_folder(v, folder) for k, v in node.items()}
+        return {k: _with_case_dir(v, folder) for k, v in node.items()}
     return node
 
 

@@ -328,7 +328,8 @@ def test_a_hung_trial_still_renders(tmp_path):
     assert headings(report) == SECTIONS[:2] + ["Failed trials"] + SECTIONS[2:]
     assert "> 1 trial(s) failed or hung" in report and "trial 6 (a): **hung**" in report
     assert "waiting in `wait_for_peer (bench.py:9)`" in report
-    assert "  - rank 1: still running at the end, 0 steps done, last mark - (none reached)" in report  # was "None"
+    # it said "last mark None"
+    assert "  - rank 1: still running at the end, 0 steps done, last mark none (no mark reached)" in report
     assert "1 of 7 trials failed or hung" in report[report.index("## Not verified"):]
     assert table_row(report, "failed trials") == ["1", "0"]
     assert table_row(report, "timed steps (trials)") == ["12 (3)", "12 (3)"]  # the hung trial's steps left out

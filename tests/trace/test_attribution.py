@@ -310,7 +310,8 @@ def test_report_section_marks_and_aa_line():
 def test_each_change_shown_is_the_difference_of_the_figures_beside_it():
     """A newcomer's: tp 9.030 ms, sp 12.995 ms, change +3.964 ms (12.995 - 9.030 = 3.965). The figures get the
     decimals it takes, the header and a split's table alike; a table's other rows keep its decimals."""
-    total = {"key": "total", "category": "", "change": "", "a_ms": 9.0304, "b_ms": 12.9946, "delta_ms": 12.9946 - 9.0304,
+    total = {"key": "total", "category": "", "change": "", "a_ms": 9.0304, "b_ms": 12.9946,
+             "delta_ms": 12.9946 - 9.0304,
              "ci_lo_ms": 3.5, "ci_hi_ms": 4.4, "marked": True}
     plain = {**total, "key": "compute", "a_ms": 5.0, "b_ms": 6.5, "delta_ms": 1.5, "ci_lo_ms": 1.0, "ci_hi_ms": 2.0}
     v = {"trials": [3, 3], "chip_steps": [12, 12], "confidence": 0.95, "interval": "welch", "total": total,
