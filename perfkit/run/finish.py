@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from perfkit.analysis.summary import summarize_run
+from perfkit.analysis.summary import run_options, summarize_run
 from perfkit.analysis.timing import steps_frame
 from perfkit.common.summary import json_safe
 from perfkit.report import markdown
 from perfkit.report.line import summary_line
 from perfkit.run import sweep
+from perfkit.run.trial import run_names
+from perfkit.rundata import case as case_mod
 from perfkit.rundata import rundir
 
 
@@ -43,6 +45,17 @@ def render(run_dir: Path) -> bool:
     return sweep.finish(run_dir) or any(failed)
 
 
+def _short_of_plan(run_dir: Path) -> bool:
+    """Whether a run stopped short of its plan's first rounds (``repeats.min`` trials of each variant it runs):
+    perfkit was killed during a trial, and nothing wrote that it stopped; or while writing one, its
+    trials.jsonl's last line cut short."""
+    if rundir.torn_end(run_dir):
+        return True
+    case = case_mod.load(run_dir / "case.yaml")
+    planned = case.repeats["min"] * len(run_names(case, run_options(run_dir).get("only")))
+    return len(rundir.read_trials(run_dir)) < planned
+
+
 def render_one(run_dir: Path, interrupted: bool | None = None) -> bool:
     """summary.json and report.md of one run directory (host parts merged first); True if it failed."""
     if (run_dir / "hosts").is_dir():
@@ -51,6 +64,6 @@ def render_one(run_dir: Path, interrupted: bool | None = None) -> bool:
             not rundir.all_hosts_done(run_dir, len(rundir.host_parts(run_dir)))
     else:
         summary = run_dir / "summary.json"
-        stopped = rundir.torn_end(run_dir) or bool(summary.exists() and json.loads(summary.read_text()).get(
+        stopped = _short_of_plan(run_dir) or bool(summary.exists() and json.loads(summary.read_text()).get(
             "interrupted"))
     return run_failed(finish(run_dir, interrupted=stopped if interrupted is None else interrupted))

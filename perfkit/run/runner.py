@@ -30,7 +30,7 @@ from perfkit.common.xla import xla_flags
 from perfkit.errors import BadInput
 from perfkit.run import envinfo, finish, ranks, serve_trial, stackdump, sweep
 from perfkit.run.ranks import devices_per_process
-from perfkit.run.trial import RunOptions, Trial, cache_entries, compile_cache_env
+from perfkit.run.trial import RunOptions, Trial, cache_entries, compile_cache_env, run_names
 from perfkit.rundata import case as case_mod
 from perfkit.rundata import rundir
 from perfkit.rundata.case import Case
@@ -242,14 +242,6 @@ def _check_options(case: Case, options: RunOptions) -> None:
                            path=case.source, field="--coordinator")
     if not 0 <= options.host_index < options.hosts:
         raise BadInput(f"must be in 0..{options.hosts - 1}", path=case.source, field="--host-index")
-
-
-def run_names(case: Case, only: str | None) -> list[str]:
-    """Variants the trials run: all (A/A control included), or ``only`` (with its A/A control)."""
-    names = [v.name for v in case.run_variants()]
-    if only is None:
-        return names
-    return [only] + ([case.aa_name] if case.aa and only == names[0] else [])
 
 
 def run_case(case: Case, run_dir: Path | None = None, options: RunOptions = RunOptions(), *,

@@ -18,6 +18,7 @@ import socket
 from pathlib import Path
 
 from perfkit.run import stackdump
+from perfkit.rundata.case import Case
 
 # With --salt: caches that would let a trial skip compiling (jax's persistent cache, torch inductor's).
 SALT_ENV = {"JAX_ENABLE_COMPILATION_CACHE": "false", "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
@@ -97,3 +98,11 @@ def process_env(overrides: dict[str, str], rank_dir: Path, hook: Path | None, sa
     if hook is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hook), env.get("PYTHONPATH")]))
     return env
+
+
+def run_names(case: Case, only: str | None) -> list[str]:
+    """Variants the trials run: all (A/A control included), or ``only`` (with its A/A control)."""
+    names = [v.name for v in case.run_variants()]
+    if only is None:
+        return names
+    return [only] + ([case.aa_name] if case.aa and only == names[0] else [])

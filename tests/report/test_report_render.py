@@ -218,7 +218,8 @@ def test_one_timed_step_a_side_is_no_verdict_and_says_why(tmp_path):
     """A trial of two steps with one of warmup: one timed step a side (it read as "slower" with a CI of no width)."""
     from perfkit.run import finish
 
-    run = write_run(tmp_path / "run", [trial(0, "a", [50.0, 10.0]), trial(1, "b", [50.0, 17.68])])
+    run = write_run(tmp_path / "run", [trial(0, "a", [50.0, 10.0]), trial(1, "b", [50.0, 17.68])],
+                    case_extra={"repeats": {"min": 1, "max": 1}})
     finish.render(run)
     summary = json.loads((run / "summary.json").read_text())
     c = summary["comparison"]
@@ -241,6 +242,12 @@ def test_a_run_cut_short_or_empty_does_not_read_as_complete(make_run, tmp_path):
     res = CliRunner().invoke(cli, ["report", str(run)])
     assert res.exit_code == 3, res.output
     assert json.loads((run / "summary.json").read_text())["interrupted"] is True
+    # killed during a trial, between lines: whole lines, no summary, fewer trials than the plan's 3 + 3
+    killed = make_run("killed")
+    (killed / "trials.jsonl").write_text("".join((killed / "trials.jsonl").read_text().splitlines(True)[:5]))
+    (killed / "summary.json").unlink()
+    assert CliRunner().invoke(cli, ["report", str(killed)]).exit_code == 3
+    assert json.loads((killed / "summary.json").read_text())["interrupted"] is True
     assert f"> Interrupted: this report covers the trials finished before the stop; `perfkit run --resume {run}`" \
         in (run / "report.md").read_text()
     empty = make_run("empty", trials=[], outputs={})
