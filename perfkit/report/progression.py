@@ -34,7 +34,7 @@ def _value(variant: dict, name: str) -> float | None:
 def progression_frame(runs: list[list[tuple[str, dict]]]) -> pd.DataFrame:
     """One row per run (``load_summaries`` of each, in order): each variant's step time as its median of
     per-trial medians (the figures the ratio divides); ``a_vs_previous`` / ``b_vs_previous``: that over
-    the previous row's, where that row ran the same case's same variant (NaN otherwise)."""
+    the last earlier row's that ran the same case's same variant (NaN where none did)."""
     rows = []
     for label, s in (pair for group in runs for pair in group):
         a = s["baseline"]
@@ -52,10 +52,9 @@ def progression_frame(runs: list[list[tuple[str, dict]]]) -> pd.DataFrame:
                      "psnr_db": from_json(psnr), "bit_identical": q.get("bit_identical"),
                      "failed": len(s["trials"]["failed"])})
     frame = pd.DataFrame(rows)
-    for side in ("a", "b"):  # against the row above where it ran the same case's same variant
+    for side in ("a", "b"):  # against the last row above that ran the same case's same variant
         steps = frame[f"{side}_step_ms"].astype(float)
-        alike = (frame["case"] == frame["case"].shift(1)) & (frame[side] == frame[side].shift(1))
-        frame[f"{side}_vs_previous"] = (steps / steps.shift(1)).where(alike)
+        frame[f"{side}_vs_previous"] = steps / steps.groupby([frame["case"], frame[side]]).shift(1)
     return frame
 
 
@@ -91,6 +90,6 @@ def markdown(frame: pd.DataFrame) -> list[str]:
                  *([f"{_num(r.a_compile_s)} / {_num(r.b_compile_s)}"] if compile_cols else []), psnr, str(r.failed)]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Step times are each variant's median of per-trial medians (timed synced steps), the figures "
-              f"{b}/{a} divides; in parentheses, the change against the row above (where it ran the same case's same "
-              "variant); in brackets, the ratio's 95% CI."]
+              f"{b}/{a} divides; in parentheses, the change against the last row above of the same case and variant; "
+              "in brackets, the ratio's 95% CI."]
     return lines

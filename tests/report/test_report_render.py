@@ -362,13 +362,15 @@ def test_progression_table(make_run):
     assert lines[0].startswith("| run | commit | a step (ms) | b step (ms) | b/a [95% CI] |")
     assert table_row(out.read_text(), "`r2`")[2] == f"{b2:.2f} ({b2 / b1 - 1:+.1%})"
     assert table_row(out.read_text(), "`r1`")[0] == "`c0ffee000000`"
-    assert lines[-1].endswith("in parentheses, the change against the row above (where it ran the same case's same "
-                              "variant); in brackets, the ratio's 95% CI.")
-    # another case after them: no change against a row of another case (it read +226% against another case's)
+    assert lines[-1].endswith("in parentheses, the change against the last row above of the same case and variant; in "
+                              "brackets, the ratio's 95% CI.")
+    # another case between them: none against a row of another case (it read +226% against another case's); the
+    # second fixture run against the first, two rows up (a matrix's cells alternate so)
     other = make_run("r3", case_extra={"name": "other-case"})
-    res = CliRunner().invoke(cli, ["report", "--progression", str(first), str(second), str(other), "--json"])
-    assert [(r["case"], r["a_vs_previous"], r["b_vs_previous"]) for r in json.loads(res.output)["rows"]][2] == (
-        "other-case", None, None)
+    res = CliRunner().invoke(cli, ["report", "--progression", str(first), str(other), str(second), "--json"])
+    rows = [(r["case"], r["a_vs_previous"], r["b_vs_previous"]) for r in json.loads(res.output)["rows"]]
+    assert rows[:2] == [("fixture", None, None), ("other-case", None, None)]
+    assert rows[2][1] == pytest.approx(1.0) and rows[2][2] == pytest.approx(b2 / b1)
 
 
 def test_bad_input_is_one_line(tmp_path):
