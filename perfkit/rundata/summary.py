@@ -532,7 +532,7 @@ class MatrixRow(TypedDict):
     ``values`` and ``step_ms`` out as ``<field>`` and ``<variant>_ms``, and ``ci`` as ``ci_lo``, ``ci_hi``)."""
     cell: str                   # its run directory under cells/
     values: dict[str, Any]      # the matrix fields' values in this combination: dotted field -> value
-    step_ms: dict[str, float | None]  # each variant's median step time
+    step_ms: dict[str, float | None]  # each variant's median of trial medians
     ratio: float | None
     ci: list[float | None] | None
     verdict: Verdict
