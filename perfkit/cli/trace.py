@@ -196,7 +196,7 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     click.echo(f"steps from: {said}; {last}times in ms{rounding if kineto else ''}; "
                "comm: collectives in flight, hidden: the part of it under compute")
     if outside:
-        click.echo(_outside_line(outside))
+        click.echo(_outside_line(outside, measured=measured))
     if any(c["parted"] for c in clock):
         click.echo(_clock_line(clock))
     parts = shown_parts(rows)  # DCN only where a profile has cross-slice collectives
@@ -226,12 +226,13 @@ def _xspace_beside(paths) -> str:
     return ""
 
 
-def _outside_line(outside: list[dict], side: str = "") -> str:
-    """The device ops outside every step's span (``timeline.Layout.outside``), per chip, in one line."""
+def _outside_line(outside: list[dict], side: str = "", measured: str = "device ops") -> str:
+    """The ops (``measured``: device ops, or the host ops standing in for them) outside every step's span
+    (``timeline.Layout.outside``), per chip, in one line."""
     chips = [f"rank {c['rank']} device {c['device']}: {c['ops']} ops, {c['op_ps'] / PS_PER_MS:.3f} ms" for c in outside]
     more = f"; and {len(chips) - 4} more chips" if len(chips) > 4 else ""
     return (f"not measured{side}, outside every step's span (--window trace measures the whole trace): "
-            f"{'; '.join(chips[:4])}{more} (device ops, their durations summed)")
+            f"{'; '.join(chips[:4])}{more} ({measured}, their durations summed)")
 
 
 def _clock_line(clock: list[dict], side: str = "") -> str:
@@ -300,7 +301,7 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
                "gone: none in B)")
     for side in ("a", "b"):
         if table.attrs[f"outside_{side}"]:
-            click.echo(_outside_line(table.attrs[f"outside_{side}"], f" in {side.upper()}"))
+            click.echo(_outside_line(table.attrs[f"outside_{side}"], f" in {side.upper()}", measured))
         if any(c["parted"] for c in table.attrs[f"clock_{side}"]):
             click.echo(_clock_line(table.attrs[f"clock_{side}"], f" in {side.upper()}"))
     totals = table.groupby("category")[["a_ps", "b_ps", "delta_ps"]].sum()

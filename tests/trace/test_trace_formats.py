@@ -248,6 +248,8 @@ def test_cpu_trace_says_it_measured_host_ops(fixtures_dir):
     assert _json(path)["measured"] == "host ops"
     assert _json(path, "--window", "trace")["measured"] == "host ops"
     assert _breakdown(path).stdout.startswith("measured: host ops: the trace has no device events")
+    # the ops outside every step are the host ops too (the line called them device ops)
+    assert "rank 0 device 0: 6 ops, 0.046 ms (host ops, their durations summed)" in _breakdown(path).stdout
     gpu = _json(fixtures_dir / "kineto" / SCHEMA_2021)
     assert gpu["measured"] == "device ops" and "measured:" not in _breakdown(fixtures_dir / "kineto" / MTIA).stdout
     tail = CliRunner().invoke(cli, ["trace", "tail", str(path)])
@@ -260,6 +262,7 @@ def test_cpu_trace_says_it_measured_host_ops(fixtures_dir):
         assert diff.exit_code == 0 and json.loads(diff.stdout)["measured"] == measured, (a.name, b.name)
     diff = CliRunner().invoke(cli, ["trace", "diff", str(path), str(path)])
     assert diff.exit_code == 0 and diff.stdout.startswith("measured: host ops: the trace has no device events")
+    assert "6 ops, 0.046 ms (host ops, their durations summed)" in diff.stdout
 
 
 def test_collectives_of_a_cpu_trace_say_host_ops(fixtures_dir, tmp_path):
