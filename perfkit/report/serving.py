@@ -150,7 +150,8 @@ def section(summary: dict) -> list[str]:
              "process(es) per variant, interleaved. Latency is the median over the pooled requests of the good "
              "processes, measured at the client (sending the request to holding the output); outputs/min is the "
              "mean over processes (min-max in parentheses).", "", *_main_table(summary), "",
-             "Against the baseline, per level (latency: bootstrap over processes, then requests; outputs/min: "
+             "Against the baseline, per level (latency: the ratio of the medians of each process's median, "
+             "not of the pooled medians above, its CI a bootstrap over processes, then requests; outputs/min: "
              "over processes, a CI only with two or more per side; *faster* means lower latency or more "
              "outputs/min):", "", *_comparisons(summary), "", "Per server process:", "", *_processes(summary)]
     failures = [x for x in s["servers"] if x["failure"]]

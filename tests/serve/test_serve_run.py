@@ -67,6 +67,8 @@ def check_run_directory_and_report(run, stdout):
     report = (run / "report.md").read_text()
     assert "## Serving" in report and "| variant | latency c=1 (s) | outputs/min c=1 | outputs/min c=4 |" in report
     assert "![Request latency per concurrency level](plots/serve_latency.png)" in report
+    # the latency ratio is not of the pooled medians in the table above it (a newcomer divided those)
+    assert "(latency: the ratio of the medians of each process's median, not of the pooled medians above" in report
     assert (run / "plots/serve_latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "c=1 latency serial" in stdout and "c=4 outputs/min serial" in stdout
 
