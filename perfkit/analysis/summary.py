@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from perfkit.analysis import attribution, serving, stats, timing
-from perfkit.common.summary import NO_SPREAD
+from perfkit.common.summary import NO_SPREAD, without_ci
 from perfkit.cost.programs import run_costs
 from perfkit.hlo.check import variant_check
 from perfkit.quality import compare as quality
@@ -149,7 +149,7 @@ def not_verified(case: Case, summary: dict) -> list[str]:
         notes.append(f"determinism of {', '.join(once)} (one good run)")
     c = summary["comparison"]
     if c["verdict"] == "unknown":
-        why = ("a variant has no timed steps" if c["ratio"] is None else NO_SPREAD if None in (c["ci"] or [None])
+        why = ("a variant has no timed steps" if c["ratio"] is None else NO_SPREAD if without_ci(c)
                else "the CI reaches both sides of the minimum effect")
         notes.append(f"the B/A timing verdict: unknown ({why})")
     failed = summary["trials"]["failed"]

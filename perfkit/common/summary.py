@@ -31,6 +31,12 @@ def from_json(value) -> float | None:
 NO_SPREAD = "a side has one timed step: nothing measured how much a step varies, so no CI"
 
 
+def without_ci(comparison: dict) -> bool:
+    """Whether a summary's comparison (``comparison``, a ``comparisons`` row) has no CI: no timed steps on a side,
+    or one (``NO_SPREAD``)."""
+    return None in (comparison.get("ci") or [None])
+
+
 def db_cell(x) -> str:
     """A dB figure (a float, or as read back from JSON) as every table and line spells it: two
     decimals, "inf", or "-" for none."""

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from perfkit.common.summary import NO_SPREAD, compared_variant, db_cell, from_json, json_safe
+from perfkit.common.summary import NO_SPREAD, compared_variant, db_cell, from_json, json_safe, without_ci
 from perfkit.cost.gate import COST_TOLERANCE, baseline_cost, cost_rows
 from perfkit.errors import BadInput
 from perfkit.rundata import case as case_mod
@@ -99,7 +99,7 @@ def _timing_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
         limit = base["ratio"] * (1 + th.ratio_tolerance)
         row = {"check": "timing", "subject": f"{base['variant']}/{a} {base['metric']}", "unit": "ratio",
                "baseline": base["ratio"], "limit": limit}
-        if c is None or c["ratio"] is None or None in c["ci"]:
+        if c is None or without_ci(c):
             rows.append({**row, "current": None if c is None else c["ratio"], "passed": False,
                          "note": "not in this run" if c is None else "no ratio (a side has no timed trials)"
                          if c["ratio"] is None else NO_SPREAD})

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from perfkit.common.dividing import digits
-from perfkit.common.summary import compared_variant, from_json
+from perfkit.common.summary import compared_variant, from_json, without_ci
 from perfkit.hlo.render import ranks_text
 from perfkit.report.serving import headline
 
@@ -47,7 +47,7 @@ def summary_line(summary: dict, report: Path) -> str:
         parts.append(f"c={summary['serve']['concurrency'][0]} latency")
     if va is not None and vb is not None:
         shown_a, shown_b = dividing(va, vb)
-        ci = "[no CI: one timed step]" if None in (c["ci"] or [None]) else f"[{c['ci'][0]:.3f}, {c['ci'][1]:.3f}]"
+        ci = "[no CI: one timed step]" if without_ci(c) else f"[{c['ci'][0]:.3f}, {c['ci'][1]:.3f}]"
         parts.append(f"{a} {shown_a} ms, {b} {shown_b} ms (medians of trial medians), {b}/{a} {c['ratio']:.3f} {ci} "
                      f"-> {c['verdict']}")
     else:

@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 from perfkit.common.dividing import change_text, difference_digits, digits, ratio_text
-from perfkit.common.summary import NO_SPREAD, compared_variant, db_cell
+from perfkit.common.summary import NO_SPREAD, compared_variant, db_cell, without_ci
 from perfkit.cost import report as cost_report
 from perfkit.hlo.render import rank_list, ranks_report
 from perfkit.report import attribution as attribution_report
@@ -28,7 +28,7 @@ def _ms(x) -> str:
 def _ratio(c: dict) -> str:
     if c["ratio"] is None:
         return "no ratio (a side has no timed trials)"
-    if None in (c["ci"] or [None]):
+    if without_ci(c):
         return f"**{c['ratio']:.3f}**, no CI"
     return f"**{c['ratio']:.3f}**, 95% CI [{c['ci'][0]:.3f}, {c['ci'][1]:.3f}]"
 
@@ -425,7 +425,7 @@ def _verdict(summary: dict) -> str:
             "slower": f"**{b} is slower than {a}**: {figures}.",
             "same": f"**{b} and {a} take the same time** (within the minimum effect): {figures}.",
             }.get(c["verdict"], f"**No verdict**: {figures}; " + (
-                f"{NO_SPREAD}. " + _more_trials(summary, "give one") if None in (c["ci"] or [None])
+                f"{NO_SPREAD}. " + _more_trials(summary, "give one") if without_ci(c)
                 else "the CI reaches both sides of the minimum effect. " + _more_trials(summary)))
 
 

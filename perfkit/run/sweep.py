@@ -33,7 +33,8 @@ def matrix_rows(run_dir: Path, assignments: list[dict]) -> list[MatrixRow]:
         c = s["comparison"]
         rows.append(MatrixRow(cell=f"{i:02d}", values=assignment,
                               step_ms={v: trial_median(fig) for v, fig in s["variants"].items()},
-                              ratio=c["ratio"], ci=c["ci"], verdict=c["verdict"], failed=len(s["trials"]["failed"]),
+                              ratio=c["ratio"], ci=c["ci"] or [None, None], verdict=c["verdict"],
+                              failed=len(s["trials"]["failed"]),
                               interrupted=bool(s.get("interrupted"))))
     return rows
 
@@ -41,8 +42,8 @@ def matrix_rows(run_dir: Path, assignments: list[dict]) -> list[MatrixRow]:
 def matrix_frame(rows: list[MatrixRow]) -> pd.DataFrame:
     """matrix.csv: the rows with their values, step times and CI as columns of their own."""
     return pd.DataFrame([{"cell": r["cell"], **r["values"], **{f"{v}_ms": ms for v, ms in r["step_ms"].items()},
-                          "ratio": r["ratio"], "ci_lo": (r["ci"] or [None, None])[0],
-                          "ci_hi": (r["ci"] or [None, None])[1], "verdict": r["verdict"], "failed": r["failed"],
+                          "ratio": r["ratio"], "ci_lo": r["ci"][0], "ci_hi": r["ci"][1], "verdict": r["verdict"],
+                          "failed": r["failed"],
                           "interrupted": r["interrupted"]} for r in rows])
 
 
@@ -57,11 +58,10 @@ def _markdown(rows: list[MatrixRow]) -> list[str]:
     for r in rows:
         ms = list(r["step_ms"].values())
         n = digits([(ms[0], m) for m in ms[1:] if ms[0] is not None and m is not None], at_least=3)
-        ci = r["ci"] or [None, None]
+        ci = r["ci"]
         cells = [r["cell"], *(str(r["values"][f]) for f in fields), *("-" if m is None else f"{m:.{n}f}" for m in ms),
                  ratio(r["ratio"]), "no CI" if None in ci else f"[{ratio(ci[0])}, {ratio(ci[1])}]", r["verdict"],
-                 str(r["failed"]),
-                 "yes" if r["interrupted"] else "no"]
+                 str(r["failed"]), "yes" if r["interrupted"] else "no"]
         lines.append("| " + " | ".join(cells) + " |")
     b = variants[1] if len(variants) > 1 else variants[0]
     return lines + ["", f"`ms`: each variant's median of its trials' median step times, the figures the ratio ({b} / "

@@ -534,7 +534,7 @@ class MatrixRow(TypedDict):
     values: dict[str, Any]      # the matrix fields' values in this combination: dotted field -> value
     step_ms: dict[str, float | None]  # each variant's median of trial medians
     ratio: float | None
-    ci: list[float | None] | None
+    ci: list[float | None]       # [lo, hi]; [null, null] without one
     verdict: Verdict
     failed: int                 # its failed trials
     interrupted: bool
