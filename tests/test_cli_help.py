@@ -54,3 +54,22 @@ def test_each_commands_help_imports_no_heavy_library(argv):
     """`perfkit CMD --help` is click and the command's own module: the libraries its work needs (pandas
     alone is 0.3 s) load only when it runs, so every help prints in well under 0.3 s."""
     assert _imported_for_help(argv, HEAVY) == []
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["trace", "breakdown", "--bogus", "x"], "perfkit trace breakdown: No such option '--bogus'."),
+    (["quality"], "perfkit quality: Missing argument 'A'."),
+    (["--bogus"], "perfkit: No such option '--bogus'."),
+    (["nosuch"], "perfkit: No such command 'nosuch'."),
+], ids=lambda value: " ".join(value) if isinstance(value, list) else "")
+def test_a_command_line_click_cannot_parse_is_one_line(argv, said):
+    """As any bad input: exit 2 and one line saying the command, what is wrong and where its help is."""
+    done = CliRunner().invoke(cli, argv, prog_name="perfkit")
+    command = said.split(":")[0]
+    assert done.exit_code == 2
+    assert done.stderr.splitlines() == [f"{said} See '{command} --help'."]
+
+
+def test_a_bare_group_still_shows_its_help():
+    done = CliRunner().invoke(cli, ["trace"], prog_name="perfkit")
+    assert done.output.startswith("Usage: perfkit trace [OPTIONS] COMMAND")

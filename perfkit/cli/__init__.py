@@ -44,7 +44,29 @@ COMMANDS = {
 NOTES = "perfkit.notes"  # the click context's meta key of the definition notes printed so far (a --json repeats them)
 
 
+class UsageLine(click.UsageError):
+    """A command line click cannot parse, said in one line as perfkit says any bad input (exit 2): the command,
+    what is wrong, where its help is; click's own display spends four lines on it."""
+
+    def show(self, file=None) -> None:
+        command = self.ctx.command_path if self.ctx else "perfkit"
+        click.echo(f"{command}: {self.format_message()} See '{command} --help'.", err=True, file=file)
+
+
+def _one_line(exc: click.UsageError) -> click.UsageError:
+    """``exc`` shown in one line; a command run bare still shows its help (click's ``NoArgsIsHelpError``)."""
+    if isinstance(exc, (UsageLine, click.exceptions.NoArgsIsHelpError)):
+        return exc
+    return UsageLine(exc.format_message(), exc.ctx)
+
+
 class LazyGroup(click.Group):
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as exc:  # perfkit's own options (its subcommands' are parsed in invoke)
+            raise _one_line(exc) from None
+
     def list_commands(self, ctx):
         return sorted(COMMANDS)
 
@@ -64,6 +86,8 @@ class LazyGroup(click.Group):
             warnings.showwarning = _show(warnings.showwarning, ctx.meta.setdefault(NOTES, []))
             try:
                 return super().invoke(ctx)
+            except click.UsageError as exc:
+                raise _one_line(exc) from None
             except BadInput as exc:
                 click.echo(f"perfkit: {exc.line()}", err=True)
                 ctx.exit(ExitCode.BAD_INPUT)
