@@ -50,7 +50,7 @@ KINETO_ONLY = "launch_step"  # a column only Kineto frames have
 REQUIRED = ("rank", "device", "category", "start_ps", "dur_ps", "step")  # every frame has these (_one_run, device_ops)
 CATEGORICAL = ("host", "line", "name", "kind", "category", "hlo_op", "hlo_module", "shape")
 _RANK_DIR = re.compile(r"rank[-_]?(\d+)$")
-_TORCH_TPU_FILE = re.compile(r"_(\d+)\.xplane\.pb$")
+_TORCH_TPU_FILE = re.compile(r"(.+)_(\d+)\.xplane\.pb")
 _XPLANE_SUFFIX = ".xplane.pb"
 _KINETO_SUFFIXES = (".json", ".json.gz")
 _VIEWER_COPY = ".trace.json.gz"  # the trace viewer's copy of an XSpace, beside it
@@ -88,13 +88,14 @@ def trace_files(paths: list[str | Path]) -> list[Path]:
 
 def _rank_hint(path: Path) -> int | None:
     """The rank a file's path names: a ``rank<R>`` folder (perfkit's trial layout), else torch_tpu's
-    ``<host>_<rank>.xplane.pb``."""
+    ``<host>_<rank>.xplane.pb``, where ``<host>`` is the machine the XSpace records (a name that only ends in a
+    number, as xprof's ``tpu_inference_2``, names no rank)."""
     for part in reversed(path.parent.parts):
         m = _RANK_DIR.search(part)
         if m:
             return int(m.group(1))
-    m = _TORCH_TPU_FILE.search(path.name)
-    return int(m.group(1)) if m else None
+    m = _TORCH_TPU_FILE.fullmatch(path.name)
+    return int(m.group(2)) if m and xplane.recorded_host(path) == m.group(1) else None
 
 
 def is_xplane(path: Path) -> bool:

@@ -360,6 +360,15 @@ def planes(path: Path, file_index: int = 0) -> tuple[str, list[PlaneJob]]:
                       for s, e in zip(starts.tolist(), ends.tolist())]
 
 
+def recorded_host(path: Path) -> str | None:
+    """The first hostname the XSpace records (its profiler's machine), None where it records none (xprof's own
+    test profiles); only the planes' heads are read."""
+    with path.open("rb") as file:
+        whole = wire.FileBytes(file)
+        space = _split(whole, 0, len(whole), 1, XSPACE, path)[2]
+        return space.hostnames[0] if space.hostnames else None
+
+
 class PlaneHead(NamedTuple):
     """What a plane says ahead of decoding its events."""
 

@@ -5,6 +5,7 @@ command with xprof's figures."""
 import json
 import shutil
 
+import pytest
 from click.testing import CliRunner
 from test_trace_xprof import assert_same_rows, perfkit_hlo_stats, xprof_hlo_stats
 
@@ -79,12 +80,14 @@ def test_every_real_xplane_through_every_trace_command(fixtures_dir, tmp_path):
             assert_same_rows(perfkit_hlo_stats(path), xprof_hlo_stats(path))
 
 
-def _later(src, dst, ns: int) -> None:
-    """The XSpace at ``src`` written to ``dst`` with every line's timestamp ``ns`` later: another session's."""
+def _copy(src, dst, host: str, later_ns: int = 0) -> None:
+    """The XSpace at ``src`` written to ``dst`` as machine ``host``'s (its recorded hostname), every line's
+    timestamp ``later_ns`` later (another session's)."""
     space = XSPACE.FromString(src.read_bytes())
+    space.hostnames[:] = [host]
     for plane in space.planes:
         for line in plane.lines:
-            line.timestamp_ns += ns
+            line.timestamp_ns += later_ns
     dst.write_bytes(space.SerializeToString())
 
 
@@ -92,8 +95,8 @@ def test_two_hosts_traces_named_as_one_rank_are_refused(fixtures_dir, tmp_path):
     """Two hosts' profiles whose names end in one rank (``a_1``, ``b_1``: torch_tpu names its files
     ``<host>_<rank>``) hold the same chips at the same time: refused in one line naming both, not read as one
     rank's 8 chips (their ops merged)."""
-    for name in ("a_1", "b_1"):
-        shutil.copy(fixtures_dir / "xplane" / MI300, tmp_path / f"{name}.xplane.pb")
+    for host in ("a", "b"):
+        _copy(fixtures_dir / "xplane" / MI300, tmp_path / f"{host}_1.xplane.pb", host)
     result = CliRunner().invoke(cli, ["trace", "breakdown", str(tmp_path)])
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert (f"{tmp_path / 'b_1.xplane.pb'}: rank 1 device 0's events of no step overlap in time those in "
@@ -107,8 +110,8 @@ def test_one_ranks_sessions_in_two_files_are_read_together(fixtures_dir, tmp_pat
     real = fixtures_dir / "xplane" / MI300
     for session in ("s1", "s2"):
         (tmp_path / session).mkdir()
-    shutil.copy(real, tmp_path / "s1" / "host_1.xplane.pb")
-    _later(real, tmp_path / "s2" / "host_1.xplane.pb", 10 * 10**9)
+    _copy(real, tmp_path / "s1" / "host_1.xplane.pb", "host")
+    _copy(real, tmp_path / "s2" / "host_1.xplane.pb", "host", 10 * 10**9)
     result = CliRunner().invoke(cli, ["trace", "breakdown", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)["rows"]
@@ -116,6 +119,22 @@ def test_one_ranks_sessions_in_two_files_are_read_together(fixtures_dir, tmp_pat
     alone = (ops["start_ps"] + ops["dur_ps"]).groupby(ops["device"]).max() - ops.groupby("device")["start_ps"].min()
     assert [(r["rank"], r["device"]) for r in rows] == [(1, d) for d in range(8)]
     assert [r["span_ps"] for r in rows] == [10**13 + int(alone[d]) for d in range(8)]
+
+
+@pytest.mark.parametrize("host, rank", [("tw003", 2), ("other", 0), (None, 0)])
+def test_a_name_ending_in_a_number_is_a_rank_where_it_is_the_recorded_host_s(fixtures_dir, tmp_path, host, rank):
+    """torch_tpu's ``<host>_<rank>.xplane.pb`` names rank 2 where the XSpace was profiled on ``<host>`` (the
+    MI300 profile records tw003); a name that only ends in a number (xprof's own ``tpu_inference_2`` records no
+    machine) is a host's file, numbered among the hosts from 0."""
+    src = fixtures_dir / "xplane" / (MI300 if host else "xprof_tpu_inference_2.xplane.pb")
+    path = tmp_path / "tw003_2.xplane.pb"
+    if host == "other":
+        _copy(src, path, host)
+    else:
+        shutil.copy(src, path)
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert {r["rank"] for r in json.loads(result.stdout)["rows"]} == {rank}
 
 
 def test_one_ranks_step_in_two_files_is_refused(fixtures_dir, tmp_path):
