@@ -82,7 +82,7 @@ def pooled(requests: pd.DataFrame, processes: pd.DataFrame) -> pd.DataFrame:
             measured.latency_ms[(measured.variant == variant) & (measured.level == level)].to_numpy())
         rows.append({"variant": variant, "level": level, "processes": len(g), "sent": int(g.sent.sum()),
                      "failed": int(g.failed.sum()), "latency_p50_ms": p50, "latency_p90_ms": p90,
-                     "latency_max_ms": top, "outputs_per_min": g.outputs_per_min.mean(),
+                     "latency_max_ms": top, "outputs_per_min": g.outputs_per_min.median(),
                      "outputs_per_min_min": g.outputs_per_min.min(), "outputs_per_min_max": g.outputs_per_min.max()})
     return pd.DataFrame(rows, columns=["variant", "level", "processes", "sent", "failed", "latency_p50_ms",
                                        "latency_p90_ms", "latency_max_ms", "outputs_per_min",
@@ -93,7 +93,8 @@ def level_comparisons(requests: pd.DataFrame, processes: pd.DataFrame, baseline:
                       min_effect: float, seed: int) -> pd.DataFrame:
     """Each variant against the baseline at every level: the median latency ratio (bootstrap over server
     processes, then requests) and the outputs-per-minute ratio (over server processes: a CI only with
-    two or more on each side). Verdicts say whether B is faster (lower latency, more outputs)."""
+    two or more on each side), with the medians each divides (``baseline_median``, ``variant_median``; latency: the
+    median of each process's median). Verdicts say whether B is faster (lower latency, more outputs)."""
     good = _good_measured(requests)
     procs = processes[processes.trial_status == "ok"]
     rows = []
@@ -106,21 +107,29 @@ def level_comparisons(requests: pd.DataFrame, processes: pd.DataFrame, baseline:
             return [[x] for x in procs.outputs_per_min[(procs.variant == v) & (procs.level == level)].dropna()]
 
         for v in others:
-            lat = stats.compare(latencies(baseline), latencies(v), min_effect=min_effect, seed=seed)
-            rows.append(_row(v, level, "latency_ms", lat.ratio, lat.ci, lat.verdict, lat.n_a, lat.n_b))
+            a, b = latencies(baseline), latencies(v)
+            lat = stats.compare(a, b, min_effect=min_effect, seed=seed)
+            rows.append(_row(v, level, "latency_ms", lat, lat.verdict, a, b))
             a, b = throughputs(baseline), throughputs(v)
             out = stats.compare(a, b, min_effect=min_effect, seed=seed)  # (one process a side: no CI)
             # More outputs per minute is faster: the verdict of the inverse ratio's interval.
             verdict = (stats.verdict_for((1 / out.ci[1], 1 / out.ci[0]), min_effect) if np.isfinite(out.ci[0])
                        else "unknown")
-            rows.append(_row(v, level, "outputs_per_min", out.ratio, out.ci, verdict, len(a), len(b)))
-    return pd.DataFrame(rows, columns=["variant", "level", "metric", "ratio", "ci_lo", "ci_hi", "verdict", "n_a",
-                                       "n_b"])
+            rows.append(_row(v, level, "outputs_per_min", out, verdict, a, b))
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
 
-def _row(variant, level, metric, ratio, ci, verdict, n_a, n_b) -> dict:
-    return {"variant": variant, "level": level, "metric": metric, "ratio": ratio, "ci_lo": ci[0], "ci_hi": ci[1],
-            "verdict": verdict, "n_a": n_a, "n_b": n_b}
+COMPARISON_COLUMNS = ["variant", "level", "metric", "baseline_median", "variant_median", "ratio", "ci_lo", "ci_hi",
+                      "verdict", "n_a", "n_b"]
+
+
+def _row(variant, level, metric, compared: stats.Comparison, verdict, a: list, b: list) -> dict:
+    """A comparison row: ``a`` and ``b`` the two sides' values per process, as compared."""
+    a, b = [t for t in a if len(t)], [t for t in b if len(t)]
+    return {"variant": variant, "level": level, "metric": metric,
+            "baseline_median": stats.median_of_medians(a) if a else None,
+            "variant_median": stats.median_of_medians(b) if b else None, "ratio": compared.ratio,
+            "ci_lo": compared.ci[0], "ci_hi": compared.ci[1], "verdict": verdict, "n_a": len(a), "n_b": len(b)}
 
 
 def _oracle_file(oracle: Path, prompt: str) -> Path:

@@ -127,6 +127,11 @@ def verdict_for(ci: tuple[float, float], min_effect: float) -> str:
     return "unknown"
 
 
+def median_of_medians(trials: Sequence[Sequence[float]]) -> float:
+    """The median of the trials' medians: what ``compare``'s ratio divides (B's over A's)."""
+    return float(np.median([np.median(t) for t in trials]))
+
+
 def compare(
     a_trials: Sequence[Sequence[float]],
     b_trials: Sequence[Sequence[float]],
@@ -144,8 +149,7 @@ def compare(
     if not a or not b:
         return Comparison(metric, float("nan"), (float("nan"), float("nan")), None, "unknown",
                           min_effect, len(a), len(b))
-    med_a = float(np.median([np.median(t) for t in a]))
-    med_b = float(np.median([np.median(t) for t in b]))
+    med_a, med_b = median_of_medians(a), median_of_medians(b)
     if min(sum(map(len, a)), sum(map(len, b))) < 2:  # one value measures no noise: its interval would have no width
         return Comparison(metric, med_b / med_a, (float("nan"), float("nan")), None, "unknown", min_effect, len(a),
                           len(b))

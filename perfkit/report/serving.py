@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from perfkit.common.dividing import digits
 from perfkit.common.summary import db_cell
 
 LATENCY_PLOT = "plots/serve_latency.png"
@@ -15,8 +16,8 @@ def _s(ms) -> str:
     return "-" if ms is None else f"{ms / 1e3:.3f}" if ms < 1e4 else f"{ms / 1e3:.1f}"
 
 
-def _per_min(x) -> str:
-    return "-" if x is None else f"{x:.1f}"
+def _per_min(x, decimals: int = 1) -> str:
+    return "-" if x is None else f"{x:.{decimals}f}"
 
 
 def _ratio_ci(row: dict) -> str:
@@ -33,16 +34,26 @@ def _by(rows: list[dict], *keys: str) -> dict:
     return {tuple(r[k] for k in keys): r for r in rows}
 
 
+def _dividing(rows: list[dict], scale: float = 1.0, at_least: int = 1) -> int:
+    """The decimals with which each comparison row's two medians (over ``scale``) divide to its ratio shown."""
+    return digits([(r["baseline_median"] / scale, r["variant_median"] / scale) for r in rows
+                   if None not in (r["ratio"], r["baseline_median"], r["variant_median"])], at_least)
+
+
 def headline(summary: dict) -> str:
-    """The summary line's serving clause: outputs/min at the highest level and failed requests."""
+    """The summary line's serving clause: outputs/min at the highest level (medians over processes, with the
+    decimals it takes to divide to the ratios beside them) and failed requests."""
     s = summary["serve"]
     top, base = s["concurrency"][-1], summary["baseline"]
     levels = _by(s["levels"], "variant", "level")
-    rates = [f"{v} {_per_min(levels[(v, top)]['outputs_per_min'])}" for v in summary["variants"] if (v, top) in levels]
+    shown = [r for r in s["comparisons"] if r["level"] == top and r["metric"] == "outputs_per_min"
+             and r["ratio"] is not None]
+    decimals = _dividing(shown)
+    rates = [f"{v} {_per_min(levels[(v, top)]['outputs_per_min'], decimals)}" for v in summary["variants"]
+             if (v, top) in levels]
     parts = [f"; c={top} outputs/min " + (", ".join(rates) or "-")]
-    for r in s["comparisons"]:
-        if r["level"] == top and r["metric"] == "outputs_per_min" and r["ratio"] is not None:
-            parts.append(f", {r['variant']}/{base} {_ratio_ci(r)} -> {r['verdict']}")
+    for r in shown:
+        parts.append(f", {r['variant']}/{base} {_ratio_ci(r)} -> {r['verdict']}")
     if s["failed_count"]:
         parts.append(f"; {s['failed_count']} failed request(s)")
     return "".join(parts)
@@ -98,12 +109,23 @@ def _main_table(summary: dict) -> list[str]:
 def _comparisons(summary: dict) -> list[str]:
     s, base = summary["serve"], summary["baseline"]
     table = _by(s["comparisons"], "variant", "level", "metric")
-    rows = [f"| variant / {base} | concurrency | median latency ratio [95% CI] | outputs/min ratio [95% CI] |",
-            "| --- | ---: | --- | --- |"]
+    of = {m: [r for r in s["comparisons"] if r["metric"] == m] for m in ("latency_ms", "outputs_per_min")}
+    seconds, per_min = _dividing(of["latency_ms"], 1e3, 3), _dividing(of["outputs_per_min"])
+
+    def cell(row: dict | None, text) -> str:
+        if row is None or row["ratio"] is None:
+            return "-"
+        medians = "" if row["variant_median"] is None else \
+            f"{text(row['variant_median'])} / {text(row['baseline_median'])} = "
+        return medians + _ratio(row)
+
+    rows = [f"| variant / {base} | concurrency | median latency (s): variant / {base} = ratio [95% CI] | "
+            f"outputs/min: variant / {base} = ratio [95% CI] |", "| --- | ---: | --- | --- |"]
     for v in dict.fromkeys(r["variant"] for r in s["comparisons"]):
         for c in s["concurrency"]:
-            lat, out = table.get((v, c, "latency_ms")), table.get((v, c, "outputs_per_min"))
-            rows.append(f"| {v} | {c} | {_ratio(lat) if lat else '-'} | {_ratio(out) if out else '-'} |")
+            lat = cell(table.get((v, c, "latency_ms")), lambda ms: f"{ms / 1e3:.{seconds}f}")
+            out = cell(table.get((v, c, "outputs_per_min")), lambda x: _per_min(x, per_min))
+            rows.append(f"| {v} | {c} | {lat} | {out} |")
     return rows
 
 
@@ -149,11 +171,11 @@ def section(summary: dict) -> list[str]:
              f"concurrency level after {s['warmup']} warmup request(s), {s['server_restarts']} fresh server "
              "process(es) per variant, interleaved. Latency is the median over the pooled requests of the good "
              "processes, measured at the client (sending the request to holding the output); outputs/min is the "
-             "mean over processes (min-max in parentheses).", "", *_main_table(summary), "",
-             "Against the baseline, per level (latency: the ratio of the medians of each process's median, "
-             "not of the pooled medians above, its CI a bootstrap over processes, then requests; outputs/min: "
-             "over processes, a CI only with two or more per side; *faster* means lower latency or more "
-             "outputs/min):", "", *_comparisons(summary), "", "Per server process:", "", *_processes(summary)]
+             "median over processes (min-max in parentheses).", "", *_main_table(summary), "",
+             "Against the baseline, per level (latency: the median over processes of each process's median, "
+             "not the pooled median above, its CI a bootstrap over processes, then requests; outputs/min: "
+             "the median over processes, a CI only with two or more per side; *faster* means lower latency or "
+             "more outputs/min):", "", *_comparisons(summary), "", "Per server process:", "", *_processes(summary)]
     failures = [x for x in s["servers"] if x["failure"]]
     if failures:
         lines += ["", "Servers that did not finish (log tails under Failed trials):", "",

@@ -443,6 +443,8 @@ class ServeComparison(TypedDict):
     variant: str
     level: int
     metric: Literal["latency_ms", "outputs_per_min"]
+    baseline_median: float | None  # what ratio divides: median over processes (latency: of each one's median)
+    variant_median: float | None
     ratio: float | None
     ci_lo: float | None
     ci_hi: float | None

@@ -52,7 +52,7 @@ def test_pooled_rows_use_good_processes_only(requests):
     rows = pooled(requests, per_process(requests)).set_index("variant")
     a, b = rows.loc["a"], rows.loc["b"]
     assert a.processes == 2 and a.latency_p50_ms == pytest.approx(np.percentile(A0 + A2, 50))
-    assert a.outputs_per_min == pytest.approx(np.mean([4 / (sum(A0) / 1e3) * 60, 4 / (sum(A2) / 1e3) * 60]))
+    assert a.outputs_per_min == pytest.approx(np.median([4 / (sum(A0) / 1e3) * 60, 4 / (sum(A2) / 1e3) * 60]))
     assert a.outputs_per_min_min == pytest.approx(4 / (sum(A2) / 1e3) * 60)
     # The crashed process (trial 4, 500 ms requests) is left out; b's failed request is counted.
     assert b.processes == 2 and b.latency_max_ms == 65 and b.failed == 1 and b.sent == 8
@@ -71,6 +71,10 @@ def test_level_ratios_are_of_medians_with_cis_only_where_samples_allow(requests)
     rate = {v: np.median(good.outputs_per_min[good.variant == v]) for v in ("a", "b")}
     assert out.ratio == pytest.approx(rate["b"] / rate["a"]) and out.ratio > 1.5
     assert out.verdict == "faster" and out.ci_lo > 1.05  # more outputs per minute is faster
+    # the medians each ratio divides
+    assert (lat.baseline_median, lat.variant_median) == (np.median([np.median(A0), np.median(A2)]),
+                                             np.median([np.median(B1), np.median(B3[:3])]))
+    assert (out.baseline_median, out.variant_median) == pytest.approx((rate["a"], rate["b"]))
     # One process a side: a latency CI (over requests) but none for outputs/min.
     one = requests[requests.trial.isin([0, 1])]
     rows = level_comparisons(one, per_process(one), "a", ["b"], min_effect=0.05, seed=0).set_index("metric")
@@ -93,3 +97,17 @@ def test_requests_frame_reads_each_trials_file_and_skips_a_torn_line(tmp_path, r
     frame = requests_frame(tmp_path, trials)
     assert len(frame) == len(requests) and list(frame.columns) == REQUEST_COLUMNS
     pd.testing.assert_frame_equal(per_process(frame), per_process(requests), check_dtype=False)
+
+
+def test_the_levels_outputs_per_min_is_the_median_the_comparison_divides(requests):
+    """With a third, fast process of a (10 ms requests) the mean over a's processes is far from its median: the
+    level's figure (the report's table and summary line) is the median, the one its ratio divides."""
+    A6 = [10, 10, 10, 10]
+    three = pd.concat([requests, pd.DataFrame(stream(6, "a", 1, A6), columns=REQUEST_COLUMNS)])
+    procs = per_process(three)
+    rates = [4 / (sum(t) / 1e3) * 60 for t in (A0, A2, A6)]
+    level = pooled(three, procs).set_index("variant").loc["a"]
+    out = level_comparisons(three, procs, "a", ["b"], min_effect=0.05, seed=0).set_index("metric").loc[
+        "outputs_per_min"]
+    assert level.outputs_per_min == pytest.approx(np.median(rates)) == pytest.approx(out.baseline_median)
+    assert out.ratio == pytest.approx(out.variant_median / out.baseline_median)

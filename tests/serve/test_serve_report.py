@@ -2,10 +2,13 @@
 
 from perfkit.report.serving import _comparisons, headline
 
+RATES = {"a": 12.04, "b": 18.31}  # outputs/min per variant at c=4: 18.31 / 12.04 = 1.5208
 
-def comparison(variant, level, metric, ratio, ci, verdict):
-    return {"variant": variant, "level": level, "metric": metric, "ratio": ratio, "ci_lo": ci and ci[0],
-            "ci_hi": ci and ci[1], "verdict": verdict, "n_a": 2, "n_b": 2}
+
+def comparison(variant, level, metric, ratio, ci, verdict, medians=(None, None)):
+    return {"variant": variant, "level": level, "metric": metric, "baseline_median": medians[0],
+            "variant_median": medians[1], "ratio": ratio, "ci_lo": ci and ci[0], "ci_hi": ci and ci[1],
+            "verdict": verdict, "n_a": 2, "n_b": 2}
 
 
 def level(variant, level, per_min):
@@ -15,26 +18,31 @@ def level(variant, level, per_min):
 def summary(comparisons, failed=0):
     return {"baseline": "a", "variants": ["a", "b"],
             "serve": {"concurrency": [1, 4], "failed_count": failed, "comparisons": comparisons,
-                      "levels": [level("a", 4, 12.0), level("b", 4, 18.3)]}}
+                      "levels": [level("a", 4, RATES["a"]), level("b", 4, RATES["b"])]}}
 
 
-def test_headline_names_the_top_level_rates_and_its_ratio_with_its_ci():
-    rows = [comparison("b", 1, "outputs_per_min", 9.0, None, "unknown"),  # not the top level: left out
-            comparison("b", 4, "latency_ms", 0.5, (0.4, 0.6), "faster"),  # not outputs/min: left out
-            comparison("b", 4, "outputs_per_min", 1.5208, (1.25, 1.8), "faster")]
+def test_headline_names_the_top_level_rates_with_the_decimals_that_divide_to_its_ratio():
+    """18.3 / 12.0 would read 1.525 beside the ratio's 1.521: the rates take a second decimal."""
+    rows = [comparison("b", 1, "outputs_per_min", 9.0, None, "unknown", (1.0, 9.0)),  # not the top level: left out
+            comparison("b", 4, "latency_ms", 0.5, (0.4, 0.6), "faster", (2.0, 1.0)),  # not outputs/min: left out
+            comparison("b", 4, "outputs_per_min", 18.31 / 12.04, (1.25, 1.8), "faster", (12.04, 18.31))]
     assert headline(summary(rows, failed=3)) == \
-        "; c=4 outputs/min a 12.0, b 18.3, b/a 1.521 [1.250, 1.800] -> faster; 3 failed request(s)"
+        "; c=4 outputs/min a 12.04, b 18.31, b/a 1.521 [1.250, 1.800] -> faster; 3 failed request(s)"
 
 
 def test_headline_without_a_ci_gives_the_ratio_alone():
-    rows = [comparison("b", 4, "outputs_per_min", 2.0, None, "unknown")]
+    rows = [comparison("b", 4, "outputs_per_min", 2.0, None, "unknown", (10.0, 20.0))]
     assert headline(summary(rows)) == "; c=4 outputs/min a 12.0, b 18.3, b/a 2.000 -> unknown"
 
 
-def test_comparison_table_has_a_row_per_variant_and_level_and_dashes_where_no_ratio():
-    rows = [comparison("b", 1, "latency_ms", 0.812, (0.75, 0.9), "faster"),
+def test_comparison_table_shows_the_medians_each_ratio_divides_and_dashes_where_no_ratio():
+    """Latency in seconds: 0.1218 / 0.1500 s divide to 0.812 at 3 decimals (0.122 / 0.150 reads 0.813), so
+    they take 4."""
+    rows = [comparison("b", 1, "latency_ms", 121.8 / 150.0, (0.75, 0.9), "faster", (150.0, 121.8)),
             comparison("b", 1, "outputs_per_min", None, None, "unknown"),
-            comparison("b", 4, "outputs_per_min", 1.1, None, "unknown")]
+            comparison("b", 4, "outputs_per_min", 1.1, None, "unknown", (10.0, 11.0))]
     table = _comparisons(summary(rows))
-    assert table[2:] == ["| b | 1 | 0.812 [0.750, 0.900] faster | - |",
-                         "| b | 4 | - | 1.100 unknown |"]
+    assert table[0] == ("| variant / a | concurrency | median latency (s): variant / a = ratio [95% CI] | "
+                        "outputs/min: variant / a = ratio [95% CI] |")
+    assert table[2:] == ["| b | 1 | 0.1218 / 0.1500 = 0.812 [0.750, 0.900] faster | - |",
+                         "| b | 4 | - | 11.0 / 10.0 = 1.100 unknown |"]
