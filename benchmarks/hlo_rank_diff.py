@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import statistics
 import subprocess
@@ -29,6 +28,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from perfkit.common.workers import Pool
 
 T = "{1,0:T(8,128)(2,1)}"
 ACT, WEIGHT = f"bf16[578,3072]{T}", f"bf16[3072,3072]{T}"
@@ -150,8 +151,8 @@ def main() -> None:
             root = (args.keep or Path(tmp)) / f"ranks-{name}"
             # Written by a child process: this one stays small, so that the timed commands' peak RSS is their
             # own (a child's high-water mark counts what it shared with this process before its exec).
-            with multiprocessing.get_context("fork").Pool(1) as writer:
-                distinct = writer.apply(write_ranks, (root, LAYERS, ranks, numberings, programs))
+            with Pool(1, name="the dump writer") as writer:
+                distinct = writer.result(writer.submit(write_ranks, root, LAYERS, ranks, numberings, programs))
             size_mb = sum(p.stat().st_size for p in root.rglob("*.txt")) / 1e6
             os.sync()  # the dumps on disk first: their writeback would otherwise share the cores with the timed runs
             command = [sys.executable, "-m", "perfkit.cli", "hlo-diff", str(root)]
