@@ -29,9 +29,9 @@ import pandas as pd
 from perfkit.common.summary import NO_SPREAD, compared_variant, db_cell, from_json, json_safe, without_ci
 from perfkit.cost.gate import COST_TOLERANCE, baseline_cost, cost_rows
 from perfkit.errors import BadInput
-from perfkit.rundata import case as case_mod
+from perfkit.rundata import case as case_mod, schema
+from perfkit.rundata.baseline import BASELINE_VERSION
 
-BASELINE_VERSION = 1
 COLUMNS = ["check", "subject", "unit", "baseline", "current", "limit", "passed", "note"]
 
 
@@ -65,7 +65,7 @@ def baseline_from_summary(summary: dict) -> dict:
         "quality": quality,
         "determinism": {v: d["bit_identical"] for v, d in (summary.get("determinism") or {}).items() if d},
         "ranks": {v: r["consistent"] for v, r in summary["ranks"].items()},
-        "cost": baseline_cost(summary),
+        "cost": {v: cost for v, cost in baseline_cost(summary).items() if v != control},
     }
 
 
@@ -81,13 +81,33 @@ def load_baseline(path: str | Path) -> dict:
         raise BadInput("a baseline is a JSON object", path=str(path))
     if "perfkit_baseline" not in data:
         if {"comparisons", "variants", "ranks"} <= data.keys():
+            schema.validate(data, "summary", path)
             return baseline_from_summary(data)
         raise BadInput("neither a perfkit baseline nor a run's summary.json", path=str(path),
                        field="perfkit_baseline")
-    for key in ("case", "comparisons", "quality", "determinism", "ranks"):
-        if key not in data:
-            raise BadInput("missing", path=str(path), field=key)
+    schema.validate(data, "baseline", path, "; write one with --update-baseline")
     return data
+
+
+def _devices_text(devices: dict | None) -> str | None:
+    if not devices:
+        return None
+    processes = devices.get("process_count") or 1
+    return f"{devices.get('count')} x {devices.get('platform')}" + (f" in {processes} processes" * (processes > 1))
+
+
+def same_setup(baseline: dict, summary: dict, path: str | Path) -> None:
+    """BadInput unless the run is the baseline's kind of run: its case, the variant its ratios divide by, and
+    its devices (the ratios, collectives and costs of 2 chips say nothing about 4)."""
+    pairs = [("case", baseline["case"], summary["case"], "a baseline of case {!r}, but the run is of {!r}"),
+             ("baseline_variant", baseline.get("baseline_variant"), summary["baseline"],
+              "a baseline whose ratios are against {!r}, but the run's are against {!r}"),
+             ("from.devices", _devices_text((baseline.get("from") or {}).get("devices")),
+              _devices_text((summary.get("env") or {}).get("devices")), "a baseline run on {}, but the run ran on {}")]
+    for field, base, current, words in pairs:
+        if base is not None and base != current:
+            raise BadInput(words.format(base, current) + " (compare like with like, or write this run's baseline "
+                           "with --update-baseline)", path=str(path), field=field)
 
 
 def _timing_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:

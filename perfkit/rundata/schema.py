@@ -1,9 +1,10 @@
-"""The JSON Schema of summary.json, generated from the types of ``perfkit.rundata.summary`` and shipped
-beside them as ``summary.schema.json`` (a test holds the shipped file equal to what this generates). One
-schema for every summary.json perfkit writes: the top one of a matrix run (``kind: "matrix"``) is a
-``MatrixSummary``, any other a ``Summary``.
+"""The JSON Schemas of perfkit's files, generated from their types and shipped beside them (a test holds
+each shipped file equal to what this generates): ``summary.schema.json``, one schema for every summary.json
+perfkit writes (the top one of a matrix run, ``kind: "matrix"``, is a ``MatrixSummary``, any other a
+``Summary``: ``perfkit.rundata.summary``); ``baseline.schema.json``, a ``perfkit check`` baseline
+(``perfkit.rundata.baseline``). ``validate`` refuses a file that is not one in one line naming the field.
 
-Write it again after changing the types:
+Write them again after changing the types:
 
     python -m perfkit.rundata.schema
 
@@ -21,11 +22,16 @@ import typing
 from importlib import resources
 from pathlib import Path
 
+import jsonschema
+
+from perfkit.errors import BadInput
+from perfkit.rundata.baseline import Baseline
 from perfkit.rundata.summary import MatrixSummary, Summary
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
-SHIPPED = "summary.schema.json"
+SHIPPED = {"summary": "summary.schema.json", "baseline": "baseline.schema.json"}
 PRIMITIVES = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}
+SHOWN = 160  # characters of a refused value kept in the one-line reason
 
 
 def _of(tp, defs: dict) -> dict:
@@ -64,13 +70,17 @@ def _object(td, defs: dict) -> dict:
     return out
 
 
-def generate() -> dict:
-    """The schema: ``MatrixSummary`` where ``kind`` is "matrix", else ``Summary``; every type under ``$defs``."""
+def generate(which: str = "summary") -> dict:
+    """The schema of ``which`` (a key of ``SHIPPED``), every type under ``$defs``. summary.json: ``MatrixSummary``
+    where ``kind`` is "matrix", else ``Summary``."""
     defs: dict = {}
-    run, matrix = _of(Summary, defs), _of(MatrixSummary, defs)
-    return {"$schema": DIALECT, "title": "perfkit summary.json",
-            "if": {"properties": {"kind": {"const": "matrix"}}, "required": ["kind"]}, "then": matrix, "else": run,
-            "$defs": dict(sorted(defs.items()))}
+    if which == "baseline":
+        root = {"title": "perfkit check baseline", **_of(Baseline, defs)}
+    else:
+        run, matrix = _of(Summary, defs), _of(MatrixSummary, defs)
+        root = {"title": "perfkit summary.json", "if": {"properties": {"kind": {"const": "matrix"}},
+                                                        "required": ["kind"]}, "then": matrix, "else": run}
+    return {"$schema": DIALECT, **root, "$defs": dict(sorted(defs.items()))}
 
 
 def text(schema: dict) -> str:
@@ -78,15 +88,27 @@ def text(schema: dict) -> str:
     return json.dumps(schema, indent=1) + "\n"
 
 
-def shipped() -> dict:
-    """The schema shipped in the package (what a summary.json is validated against)."""
-    return json.loads(resources.files(__package__).joinpath(SHIPPED).read_text())
+def shipped(which: str = "summary") -> dict:
+    """The schema shipped in the package (what a summary.json, or a baseline, is validated against)."""
+    return json.loads(resources.files(__package__).joinpath(SHIPPED[which]).read_text())
+
+
+def validate(data, which: str, path: str | Path, remedy: str = "") -> None:
+    """BadInput, in one line naming the field, where ``data`` (read from ``path``) is not a ``which`` (summary,
+    baseline) as this perfkit writes it; ``remedy``: how to write it again."""
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(shipped(which)).iter_errors(data))
+    if error is None:
+        return
+    reason = error.message if len(error.message) <= SHOWN else error.message[:SHOWN] + "..."
+    field = error.json_path.removeprefix("$").removeprefix(".") or None
+    raise BadInput(f"{reason} (not a {which} this perfkit writes{remedy})", path=str(path), field=field)
 
 
 def main() -> None:
-    path = Path(__file__).with_name(SHIPPED)
-    path.write_text(text(generate()))
-    print(path, file=sys.stderr)
+    for which, name in SHIPPED.items():
+        path = Path(__file__).with_name(name)
+        path.write_text(text(generate(which)))
+        print(path, file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -115,7 +115,8 @@ def test_bit_identical_baseline_must_stay_so(make_run, tmp_path):
 
 def test_failed_trials_and_divergent_ranks(baseline, make_run):
     trials = ab_trials() + [trial(6, "b", [], status="crashed",
-                                  ranks=[{"rank": 0, "exit_code": 7, "running_at_end": False, "steps_done": 0}])]
+                                  ranks=[{"rank": 0, "exit_code": 7, "running_at_end": False, "steps_done": 0,
+                                         "last_step_ms": None, "last_mark": None}])]
     run = make_run("crashed", trials=trials)
     res = check(run, "--baseline", baseline)
     assert res.exit_code == 1 and "FAIL trials      failed or hung trials: 1" in res.output
@@ -187,3 +188,62 @@ def test_cost_rows_show_whole_bytes_with_their_unit():
     assert "sp: HBM bytes per step: 14968604 B (baseline 14968600 B; required within 1.0%); +0.00%" in lines[1]
     assert "sp: temp memory: 1136640 B (baseline 1136640 B" in lines[3]
     assert "sp: FLOPs per step: 26520000 (baseline 26520000;" in lines[0]
+
+
+@pytest.mark.parametrize("which, change, said", [
+    ("baseline", lambda b: b["comparisons"][0].update(ratio="fast"), "comparisons[0].ratio: 'fast' is not of type"),
+    ("baseline", lambda b: b.update(cost=[1, 2]), "cost: [1, 2] is not of type 'object'"),
+    ("baseline", lambda b: b.update(determinism=None), "determinism: None is not of type 'object'"),
+    ("baseline", lambda b: b["quality"].update(psnr_db="high"), "quality.psnr_db: 'high' is not valid"),
+    ("baseline", lambda b: b.update(perfkit_baseline=2), "perfkit_baseline: 2 is not one of [1]"),
+    ("summary", lambda s: s.update(comparisons=None), "comparisons: None is not of type 'array'"),
+    ("summary", lambda s: s.pop("variants"), "'variants' is a required property"),
+], ids=lambda value: value if isinstance(value, str) and " " not in value else "")
+def test_a_baseline_or_summary_of_the_wrong_shape_is_refused_in_one_line(baseline, tmp_path, which, change, said):
+    """Validated against the shipped schemas, not read until a TypeError: exit 2 (bad input), never 1 (a failed
+    gate), in one line naming the file and the field."""
+    run = tmp_path / "base"
+    path = baseline if which == "baseline" else run / "summary.json"
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+    res = check(run, "--baseline", baseline)
+    assert res.exit_code == 2 and res.output.splitlines() == [res.output.strip()], res.output
+    assert res.output.startswith(f"perfkit: {path}: {said}")
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("baseline_variant", "b",
+     "baseline_variant: a baseline whose ratios are against 'b', but the run's are against 'a'"),
+    ("from", {"platform": "tpu", "count": 8, "process_count": 2},
+     "from.devices: a baseline run on 8 x tpu in 2 processes, but the run ran on 4 x tpu"),
+])
+def test_a_baseline_of_another_setup_is_refused(baseline, tmp_path, field, value, said):
+    """The fixture's run: 4 TPU chips in one process, its ratios against a."""
+    data = json.loads(baseline.read_text())
+    if field == "from":
+        data["from"]["devices"] = value
+    else:
+        data[field] = value
+    baseline.write_text(json.dumps(data))
+    res = check(tmp_path / "base", "--baseline", baseline)
+    assert res.exit_code == 2 and res.output.startswith(f"perfkit: {baseline}: {said} (compare like with like"), \
+        res.output
+
+
+def test_a_baseline_keeps_no_cost_of_the_aa_control(tmp_path, baseline):
+    """An --aa run's control (``a-aa``) is left out of the cost section as it is of the comparisons: a later
+    run without it would fail the gate for a variant it does not run."""
+    summary = json.loads((tmp_path / "base" / "summary.json").read_text())
+    step = {"collectives": {"all-reduce": {"count": 6}}, "flops": 1.0, "hbm_bytes": 2.0, "interconnect_bytes": 3.0,
+            "temp_bytes": 4}
+    summary |= {"noise_floor": {"variant": "a-aa"}, "cost": {v: {"step": step} for v in ("a", "b", "a-aa")}}
+    assert sorted(baseline_from_summary(summary)["cost"]) == ["a", "b"]
+
+
+def test_a_step_summary_that_cannot_be_written_is_named(baseline, tmp_path):
+    res = check(tmp_path / "base", "--baseline", baseline, env={"GITHUB_STEP_SUMMARY": str(tmp_path / "no" / "s.md")})
+    assert res.exit_code == 2
+    assert res.output.splitlines()[-1] == (f"perfkit: {tmp_path / 'no' / 's.md'}: GITHUB_STEP_SUMMARY: the step "
+                                           "summary cannot be appended there (No such file or directory; the verdict "
+                                           "above stands)")

@@ -5,6 +5,7 @@ summary.json and trials.jsonl sections name the keys the types define, no more a
 import copy
 import json
 import re
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -31,8 +32,17 @@ def validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(shipped)
 
 
-def test_the_shipped_schema_is_what_the_types_generate():
-    assert schema.shipped() == schema.generate(), "write it again: python -m perfkit.rundata.schema"
+@pytest.mark.parametrize("which", sorted(schema.SHIPPED))
+def test_the_shipped_schema_is_what_the_types_generate(which):
+    assert schema.shipped(which) == schema.generate(which), "write it again: python -m perfkit.rundata.schema"
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parents[2] / "reports" / "baselines").glob("*.json")),
+                         ids=lambda path: path.name)
+def test_the_committed_baselines_validate(path):
+    baseline = schema.shipped("baseline")
+    jsonschema.Draft202012Validator.check_schema(baseline)
+    jsonschema.validate(json.loads(path.read_text()), baseline)
 
 
 @pytest.mark.slow

@@ -1,0 +1,59 @@
+"""A ``perfkit check`` baseline as types: what ``perfkit.report.check.baseline_from_summary`` keeps of a run's
+summary (``reports/baselines/*.json``, written by ``--update-baseline``) and ``check`` reads back. The schema
+``perfkit.rundata.schema`` generates from them refuses a file that is not one, in one line naming the field.
+"""
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+from perfkit.rundata.summary import Db
+
+BASELINE_VERSION = 1
+
+
+class BaselineFrom(TypedDict):
+    """The run the baseline was written from."""
+    run_dir: str | None
+    commit: str | None
+    tree: str | None
+    dirty: bool | None
+    devices: dict[str, Any] | None  # env.json's devices: platform, kind, count, process_count
+
+
+class BaselineComparison(TypedDict):
+    """A B/A ratio of the run, with its 95% CI."""
+    variant: str
+    metric: Literal["step_ms", "natural_step_ms"]
+    ratio: float
+    ci: list[float | None]
+
+
+class BaselineQuality(TypedDict):
+    """B's headline output against A's (and each variant's against the oracle)."""
+    file: str
+    psnr_db: Db
+    bit_identical: bool | None
+    oracle: dict[str, Db]
+
+
+class BaselineCost(TypedDict):
+    """A variant's compiled step: its collectives by kind (counts) and the figures gated within a tolerance."""
+    collectives: dict[str, int]
+    flops: float | None
+    hbm_bytes: float | None
+    interconnect_bytes: float | None
+    temp_bytes: float | None
+
+
+# (the functional form: a baseline's key ``from`` is a Python keyword)
+Baseline = TypedDict("Baseline", {
+    "perfkit_baseline": Literal[1],  # BASELINE_VERSION
+    "case": str,
+    "baseline_variant": NotRequired[str],
+    "from": NotRequired[BaselineFrom],
+    "comparisons": list[BaselineComparison],
+    "quality": BaselineQuality | None,
+    "determinism": dict[str, bool | None],
+    "ranks": dict[str, bool | None],
+    "cost": NotRequired[dict[str, BaselineCost]],  # (none in a baseline written before costs were kept)
+})
+Baseline.__doc__ = "What a CI gate compares a run with: nothing that depends on the machine's speed."
