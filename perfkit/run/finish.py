@@ -6,6 +6,7 @@ analysis nor the report imports it."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from perfkit.analysis.summary import run_options, summarize_run
@@ -48,8 +49,12 @@ def render(run_dir: Path) -> bool:
 def _short_of_plan(run_dir: Path) -> bool:
     """Whether a run stopped short of its plan's first rounds (``repeats.min`` trials of each variant it runs):
     perfkit was killed during a trial, and nothing wrote that it stopped; or while writing one, its
-    trials.jsonl's last line cut short."""
-    if rundir.torn_end(run_dir):
+    trials.jsonl's last line cut short; or a trial's record is lost (said on stderr: which)."""
+    lost = rundir.lost_trials(run_dir)
+    if lost:
+        print(f"perfkit: {run_dir / 'trials.jsonl'}: no whole record of trial {', '.join(map(str, lost))} (a line "
+              "damaged or cut short): the run is read as interrupted, and --resume runs it again", file=sys.stderr)
+    if lost or rundir.torn_end(run_dir):
         return True
     case = case_mod.load(run_dir / "case.yaml")
     planned = case.repeats["min"] * len(run_names(case, run_options(run_dir).get("only")))

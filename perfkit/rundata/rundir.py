@@ -97,6 +97,14 @@ def read_trials(part: Path) -> list[dict]:
     return out
 
 
+def lost_trials(part: Path) -> list[int]:
+    """The trials below the highest recorded one that ``trials.jsonl`` holds no whole record of: a line damaged
+    or cut short, its trial never recorded again (``--resume`` runs it again)."""
+    indexes = {t.get("index") for t in read_trials(part)} - {None}
+    done = {i for i in indexes if isinstance(i, int) and i >= 0}
+    return sorted(set(range(max(done) + 1)) - done) if done else []
+
+
 def torn_end(part: Path) -> bool:
     """Whether ``trials.jsonl``'s last line is cut short: perfkit was killed while writing a trial, so the run
     did not finish (``append_trial`` starts the next record on a line of its own)."""

@@ -259,6 +259,22 @@ def test_a_run_cut_short_or_empty_does_not_read_as_complete(make_run, tmp_path):
             "variant finished)") in summary["not_verified"]  # it said "no XLA dumps compared"
 
 
+def test_a_trial_whose_record_is_damaged_is_not_dropped_silently(make_run):
+    """A newcomer's: trials.jsonl's third line cut short, with whole records after it (more than the plan's
+    first rounds): re-rendered without that trial and without a word, the gate then passing "0 failed trials".
+    Its trial is lost: the run is interrupted, and stderr names the trial."""
+    run = make_run()
+    lines = (run / "trials.jsonl").read_text().splitlines(True)
+    index = json.loads(lines[2])["index"]
+    lines[2] = lines[2][:60] + "\n"
+    (run / "trials.jsonl").write_text("".join(lines))
+    res = CliRunner().invoke(cli, ["report", str(run)])
+    assert res.exit_code == 3, res.output
+    assert json.loads((run / "summary.json").read_text())["interrupted"] is True
+    assert (f"perfkit: {run / 'trials.jsonl'}: no whole record of trial {index} (a line damaged or cut short): the "
+            "run is read as interrupted, and --resume runs it again") in res.stderr
+
+
 def test_the_summary_line_says_which_ranks_differ(make_run):
     from perfkit.report.line import summary_line  # (the line alone, without a report around it)
 
