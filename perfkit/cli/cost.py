@@ -32,12 +32,22 @@ def _bytes(x: float | None) -> str:
     return "-" if x is None else f"{x / MIB:.4g} MiB"
 
 
+def _shape(shape: dict) -> str:
+    """``grid (21, 30, 52): video 32760 rows, text 512 rows`` (and ``, batch 2 (CFG)`` under guidance)."""
+    rows = ", ".join(f"{name} {n} rows" for name, n in shape["rows"].items())
+    return f"grid {tuple(shape['grid'])}: {rows}" + (f", batch {shape['batch']} (CFG)" if shape["batch"] > 1 else "")
+
+
 def program_lines(label: str, step: dict, roof: dict | None) -> list[str]:
     """A step's figures in words, and its roofline where a chip is known."""
     where = f" ({step['file']})" if step.get("file") else ""
+    if step.get("shape"):  # on paper: the size asked for (--rows, --guidance) changes every figure below
+        where += " at " + _shape(step["shape"])
     lines = [f"{label}: step program {step['module']}{where}",
-             f"  FLOPs {_count(step['flops'])} (dots {_count(step['dot_flops'])}, other {_count(step['other_flops'])}; "
-             f"beside them, transcendentals {_count(step['transcendentals'])}); HBM {_bytes(step['hbm_bytes'])}; " +
+             # dot_flops holds convolutions too (library calls included): the label says so
+             f"  FLOPs {_count(step['flops'])} (dots and convolutions {_count(step['dot_flops'])}, other "
+             f"{_count(step['other_flops'])}; beside them, transcendentals {_count(step['transcendentals'])}); "
+             f"HBM {_bytes(step['hbm_bytes'])}; " +
              (f"temp {_bytes(step['temp_bytes'])}, peak {_bytes(step['peak_bytes'])}"
               if step["temp_bytes"] is not None or step["peak_bytes"] is not None else
               "temp and peak memory unknown (no *-buffer-assignment.txt beside the program: XLA writes one beside "
@@ -140,11 +150,16 @@ def cost(paths, chip_name, step_module, model, config, rows, plan_name, plan_opt
             found, roofs = run_costs(Path(path), summary, chip, step_module)
             if not found:
                 raise BadInput("no trial wrote XLA dumps (capture.xla_dump: none?)", path=path)
+            # A variant without a step (no program --step-module names, or dumps that do not parse) is said
+            # in its place while the others are costed; with none costed the run is bad input, as a folder is.
+            if all("step" not in b for b in found.values()):
+                raise BadInput("; ".join(f"variant {v}: {b['error']}" for v, b in found.items()), path=path)
             prefix = "" if len(paths) == 1 else f"{path}:"
             blocks.update({prefix + v: b for v, b in found.items()})
             lines.update({prefix + v: r for v, r in roofs.items()})
             a, *others = found
-            changes.update({prefix + b: change(a, found[a]["step"], b, found[b]["step"]) for b in others})
+            changes.update({prefix + b: change(a, found[a]["step"], b, found[b]["step"]) for b in others
+                            if "step" in found[a] and "step" in found[b]})
             continue
         label = str(Path(path))
         block = cost_block(single_dump(path), chip, step_module=step_module)
@@ -156,6 +171,9 @@ def cost(paths, chip_name, step_module, model, config, rows, plan_name, plan_opt
         click.echo(json.dumps({"cost": blocks, "roofline": lines, "change": changes}, indent=2))
         return
     for label, block in blocks.items():
+        if "step" not in block:
+            click.echo(f"{label}: not costed: {block['error']}")
+            continue
         for line in program_lines(label, block["step"], lines.get(label)):
             click.echo(line)
     for c in changes.values():

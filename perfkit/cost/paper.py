@@ -167,9 +167,17 @@ def paper_cost(family: str, cfg, plan, devices: int, *, guidance: float | None =
     out = _combine(base, deltas)
     out["hbm_bytes"] = _whole_model_bytes(family, cfg, plan, devices, dtype)
     out.update(module=f"{family} step ({', '.join(f'{f}={n}' for f, n in wanted.items())})", file=None,
-               temp_bytes=None, peak_bytes=None, blocks=wanted,
+               temp_bytes=None, peak_bytes=None, blocks=wanted, shape=step_shape(family, cfg, guidance),
                method="lowered at 1 and 2 blocks of each kind, extrapolated linearly (per-block cost x blocks)")
     return out
+
+
+def step_shape(family: str, cfg, guidance: float | None = None) -> dict:
+    """The size a step is costed at, in ``perfkit models``' words: the latent ``grid`` (frames, rows, columns of
+    tokens), each input stream's ``rows`` (before any plan pads them) and the ``batch`` (2 under CFG)."""
+    streams = models.get(family).streams(cfg)
+    return {"batch": 1 if guidance is None else 2, "grid": list(cfg.grid),
+            "rows": {name: s.rows for name, s in streams.items() if isinstance(s, Stream)}}
 
 
 def _whole_model_bytes(family: str, cfg, plan, devices: int, dtype: str) -> float:
