@@ -37,7 +37,8 @@ def cost_rows(baseline: dict, summary: dict, tolerance: float) -> list[dict]:
         if now is None:
             rows.append({"check": "cost", "subject": f"{variant}: step cost", "unit": "", "baseline": "costed",
                          "current": None, "limit": None, "passed": False,
-                         "note": "no XLA dumps of this variant in this run (capture.xla_dump)"})
+                         "note": "no XLA dumps of this variant in this run (capture.xla_dump)"
+                         if variant in summary.get("variants", {}) else "the variant is not in this run"})
             continue
         for kind in sorted(set(base["collectives"]) | set(now["collectives"])):
             b, c = base["collectives"].get(kind, 0), now["collectives"].get(kind, 0)

@@ -35,7 +35,8 @@ def section(summary: dict) -> list[str]:
             "(`perfkit cost RUN_DIR --chip NAME` for any chip).", "",
             "| | " + " | ".join(names) + " |", "| --- |" + " ---: |" * len(names),
             "| step program | " + " | ".join(f"`{s['module']}`" for s in steps) + " |",
-            "| FLOPs (dots and convolutions) | " + " | ".join(f"{s['flops']:.{flops}g} ({s['dot_flops']:.3g})" for s in steps) + " |",
+            "| FLOPs (dots and convolutions) | "
+            + " | ".join(f"{s['flops']:.{flops}g} ({s['dot_flops']:.3g})" for s in steps) + " |",
             "| HBM bytes accessed | " + " | ".join(_mib(s["hbm_bytes"], hbm) for s in steps) + " |",
             "| bytes sent a device | " + " | ".join(_mib(s["interconnect_bytes"], sent) for s in steps) + " |",
             "| temp / peak memory | " + " | ".join(f"{_mib(s['temp_bytes'])} / {_mib(s['peak_bytes'])}"

@@ -247,3 +247,15 @@ def test_a_step_summary_that_cannot_be_written_is_named(baseline, tmp_path):
     assert res.output.splitlines()[-1] == (f"perfkit: {tmp_path / 'no' / 's.md'}: GITHUB_STEP_SUMMARY: the step "
                                            "summary cannot be appended there (No such file or directory; the verdict "
                                            "above stands)")
+
+
+def test_a_costed_variant_the_run_does_not_have_is_said_so(tmp_path, baseline):
+    """Not 'no XLA dumps of this variant' (capture.xla_dump) for a variant the run never ran."""
+    from perfkit.cost.gate import cost_rows
+
+    summary = json.loads((tmp_path / "base" / "summary.json").read_text())
+    step = {"collectives": {}, "flops": 1.0, "hbm_bytes": 2.0, "interconnect_bytes": 3.0, "temp_bytes": 4}
+    rows = cost_rows({"cost": {"a": step, "c": step}}, summary, 0.01)
+    assert [(r["subject"], r["note"]) for r in rows] == [
+        ("a: step cost", "no XLA dumps of this variant in this run (capture.xla_dump)"),
+        ("c: step cost", "the variant is not in this run")]

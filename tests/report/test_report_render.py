@@ -440,7 +440,8 @@ def test_the_cost_sections_changes_follow_from_its_figures():
     lines = section({"baseline": "tp", "cost": {"tp": {"step": step(26670000, 12603392)},
                                                 "sp": {"step": step(26520000, 14973952)}}})
     assert table_row("\n".join(lines), "HBM bytes accessed") == ["12.02 MiB", "14.28 MiB"]
-    assert table_row("\n".join(lines), "FLOPs (dots and convolutions)") == ["2.667e+07 (2.67e+07)", "2.652e+07 (2.65e+07)"]
+    assert table_row("\n".join(lines), "FLOPs (dots and convolutions)") == ["2.667e+07 (2.67e+07)",
+                                                                           "2.652e+07 (2.65e+07)"]
     assert lines[-2].endswith("FLOPs -0.6%; HBM bytes +18.8%; bytes sent a device unchanged.")
 
 
