@@ -185,6 +185,10 @@ def read(path: Path, rank: int) -> RawTrace:
     if bad.size:  # (JSON as Python writes it may hold NaN and Infinity)
         raise BadInput(f"event {names[bad[0]]!r} has a ts or dur that is not a finite number "
                        f"({events[bad[0]]['ts']}, {events[bad[0]].get('dur', 0)})", path=path, field="traceEvents")
+    bad = np.flatnonzero(dur_us < 0)
+    if bad.size:  # an op that ends before it starts: no time to give any part of a step
+        raise BadInput(f"event {names[bad[0]]!r} has a negative dur ({events[bad[0]]['dur']})", path=path,
+                       field="traceEvents")
     streams = _hta_streams(events)
     # device categories; MTIA's events only where they carry a stream, as HTA counts them
     on_gpu = np.array([c in DEVICE_CATS for c in cats], bool) & \

@@ -450,6 +450,20 @@ def test_a_duration_that_is_no_finite_number_is_refused(fixtures_dir, tmp_path, 
         assert result.output.startswith(line), result.output
 
 
+def test_a_negative_duration_is_refused(fixtures_dir, tmp_path):
+    """A kernel that ends before it starts (a newcomer's: one of dur -5 read as a step of all-zero figures) is
+    refused in one line by every command, as a duration that is no number is."""
+    doc = json.loads(gzip.decompress((fixtures_dir / "kineto" / SCHEMA_2021).read_bytes()))
+    kernel = next(e for e in doc["traceEvents"] if e.get("cat") == "Kernel")
+    kernel["dur"] = -5
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(doc))
+    for command in (["breakdown"], ["tail"], ["export", "--perfetto", tmp_path / "out.json"]):
+        result = CliRunner().invoke(cli, ["trace", *map(str, command), str(path)])
+        assert result.exit_code == 2 and result.output == \
+            f"perfkit: {path}: traceEvents: event {kernel['name']!r} has a negative dur (-5)\n", result.output
+
+
 # HTA 0.5.0 on the 2021 sample with its first device op (a 2865 us copy) and its last (a 1 us kernel) of no
 # duration: (idle, compute, non-compute, span) us, last step kept and dropped
 HTA_ZERO_EDGES = {True: (119188.0, 594262.0, 15030.0, 728480.0), False: (99013.0, 495333.0, 11941.0, 606287.0)}
