@@ -462,6 +462,10 @@ def _decode_lines(job: PlaneJob, split: _Lines, out: dict[str, np.ndarray]) -> _
                 cols = _decode_events(buf, starts[at:at + CHUNK], ends[at:at + CHUNK], plane, strings, wanted)
             except wire.WireError as exc:
                 raise BadInput(f"malformed event on line {line.name!r} of {proto.name}: {exc}", path=job.path) from None
+            negative = np.flatnonzero(cols["dur_ps"] < 0)
+            if negative.size:  # an event that ends before it starts: no time to give any part of a step
+                raise BadInput(f"an event of negative duration ({cols['dur_ps'][negative[0]]} ps) on line "
+                               f"{line.name!r} of {proto.name}", path=job.path)
             n = cols["dur_ps"].size
             if filled + n > next(iter(out.values())).size:
                 raise BadInput(f"plane {proto.name} holds more events than when it was first read", path=job.path)

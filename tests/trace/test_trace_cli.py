@@ -202,6 +202,9 @@ def _bad_inputs(tmp_path):
     line = _field(2, b"XLA Ops") + _field(4, b"\x08\x01\x10") + _field(4, b"\x08")
     broken = tmp_path / "broken-event.xplane.pb"
     broken.write_bytes(_field(1, _field(2, b"/device:TPU:0") + _field(3, line)))
+    ends_first = XSpaceWriter("h")
+    ends_first.plane("/device:TPU:0").line("XLA Ops").event(1, 200, -50)  # an op that ends before it starts
+    negative = ends_first.save(tmp_path / "negative.xplane.pb")
     no_ops = XSpaceWriter("h")
     no_ops.plane("/host:CPU").line("python").event(1, 0, 10)
     host_only = no_ops.save(tmp_path / "host-only.xplane.pb")
@@ -222,6 +225,7 @@ def _bad_inputs(tmp_path):
         (["breakdown", truncated], truncated, "truncated"),
         (["breakdown", foreign], foreign, "XSpace"),
         (["breakdown", broken], broken, "malformed event"),
+        (["breakdown", negative], negative, "an event of negative duration (-50 ps) on line 'XLA Ops'"),
         (["breakdown", host_only], host_only, "no device ops"),
         (["tail", cut_gz], cut_gz, "chrome-trace JSON"),
         (["diff", no_events, cut_gz], no_events, "traceEvents"),
