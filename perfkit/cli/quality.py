@@ -4,6 +4,7 @@ the command runs, so ``perfkit quality --help`` costs click alone."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import warnings
 from pathlib import Path
@@ -86,11 +87,32 @@ def _per_frame_text(rows: list[dict]) -> str:
     return table.to_string(index=False, float_format=lambda x: f"{x:.4f}")
 
 
+def _nonfinite_lines(r: dict) -> tuple[list[str], dict]:
+    """A tensor pair's NaN and inf, counted as a tap's ``nonfinite`` is, in a line before the figures (none
+    where there are none), and the figures to show: where the two part at a NaN or inf, the figures over the
+    values finite in both (the top-level ones are undefined there)."""
+    counts = r["nonfinite"]
+    if not any(counts):
+        return [], r
+    sides = ", ".join(f"{side} {f'{n} ({nan} NaN, {n - nan} inf)' if n else 'none'}"
+                      for side, n, nan in zip("AB", counts, r["nan"]))
+    parted, finite = r["nonfinite_parted"], r["finite"]
+    values = finite["values"]
+    if parted:
+        where = f"they part at {parted} place{'s' * (parted != 1)}: no figure is defined over all values" + (
+            f"; these are over the {values} values finite in both:" if values else ", and no value is finite in both")
+    else:
+        where = "at the same places: " + (f"the figures are over the {values} values finite in both" if values else
+                                          "no value is finite in both, so no figure is defined")
+    return [f"non-finite values of {math.prod(r['shape'])}: {sides}; {where}"], (finite if parted else r)
+
+
 def format_result(r: dict, per_frame: bool = False) -> list[str]:
     if r["kind"] == "tensor":
-        lines = [f"tensor {r['dtype']}{r['shape']}: rel L2 {r['rel_l2']:.3e}, cosine {r['cosine']:.8f}, "
-                 f"max |d| {r['max_abs_diff']:.4g}, mean |d| {r['mean_abs_diff']:.4g}, "
-                 f"PSNR {_db(r['psnr_db'])} (data range {r['data_range']:.4g}, A's max - min)"]
+        lines, fig = _nonfinite_lines(r)
+        lines.append(f"tensor {r['dtype']}{r['shape']}: rel L2 {fig['rel_l2']:.3e}, cosine {fig['cosine']:.8f}, "
+                     f"max |d| {fig['max_abs_diff']:.4g}, mean |d| {fig['mean_abs_diff']:.4g}, "
+                     f"PSNR {_db(fig['psnr_db'])} (data range {r['data_range']:.4g}, A's max - min)")
     else:
         lines = [f"A: {r['inputs'][0]}", f"B: {r['inputs'][1]}", *format_frames(r)]
         commands = r["identical_frames"] < r["frames"] or "ssim" in r  # format_frames' lines that name a command

@@ -23,7 +23,9 @@ Conventions, stated because papers and tools differ:
 - ``sha256`` hashes the frames in the first space measured: a YUV pair's source planes (with or without RGB), or
   else the RGB24 frames; ``sha256_of`` names which.
 - Tensors (any non-uint8 array): relative L2 ||a - b|| / ||a||, cosine similarity, max and mean |a - b|,
-  and PSNR with A's range (max - min) as data range. A is the reference.
+  and PSNR with A's range (max - min) as data range. A is the reference. NaN and inf are counted and left
+  out of the figures, which are undefined (NaN) where one side's NaN or inf is not the other's
+  (``compare_tensors``). A 0-d or empty array is refused.
 """
 
 from __future__ import annotations
@@ -237,17 +239,44 @@ def _sha256_array(arr: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(arr)).hexdigest()
 
 
+TENSOR_FIGURES = ("rel_l2", "cosine", "max_abs_diff", "mean_abs_diff", "psnr_db")
+
+
 def compare_tensors(a: np.ndarray, b: np.ndarray, labels: tuple[str, str] = ("A", "B")) -> dict:
-    """Two tensors of one shape and dtype, A the reference: the ``--json`` fields for tensors."""
+    """Two tensors of one shape and dtype, A the reference: the ``--json`` fields for tensors.
+
+    NaN and inf are counted (``nonfinite``, ``nan``: [A, B]) and the figures are over the values finite in
+    both (also given as ``finite`` where either side holds a NaN or inf). Where they part (``nonfinite_parted``:
+    places where one side's NaN or inf is not matched by the same on the other side), the top-level figures
+    are NaN (null in JSON): B is broken there, and figures over the rest alone would read as a good B to
+    whatever reads only them (a run's summary, ``perfkit check``)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         raise BadInput(f"tensors differ in shape or dtype: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}",
                        path=f"{labels[0]} vs {labels[1]}")
-    row = tensor_table(a.reshape(1, -1), b.reshape(1, -1)).iloc[0]
-    return {"kind": "tensor", "shape": list(a.shape), "dtype": str(a.dtype),
-            **{k: float(row[k]) for k in ("rel_l2", "cosine", "max_abs_diff", "mean_abs_diff", "psnr_db")},
-            "data_range": float(np.ptp(a)) if a.size else 0.0,
-            "bit_identical": bool(np.array_equal(a, b)),
-            "sha256": [_sha256_array(a), _sha256_array(b)]}
+    sha = [_sha256_array(a), _sha256_array(b)]
+    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
+    both = np.isfinite(flat_a) & np.isfinite(flat_b)
+    counts = {"nonfinite": [0, 0], "nan": [0, 0], "nonfinite_parted": 0}
+    if not both.all():
+        odd_a, odd_b = flat_a[~both], flat_b[~both]
+        counts = {"nonfinite": [int((~np.isfinite(x)).sum()) for x in (odd_a, odd_b)],
+                  "nan": [int(np.isnan(x).sum()) for x in (odd_a, odd_b)],
+                  # NaN against NaN and inf against the same inf are alike; anything else at these places parts
+                  "nonfinite_parted": int((~((np.isnan(odd_a) & np.isnan(odd_b)) | (odd_a == odd_b))).sum())}
+        flat_a, flat_b = flat_a[both], flat_b[both]
+    figures = dict.fromkeys(TENSOR_FIGURES, math.nan)
+    if flat_a.size:  # (none where every place holds a NaN or inf on one side)
+        row = tensor_table(flat_a.reshape(1, -1), flat_b.reshape(1, -1)).iloc[0]
+        figures = {k: float(row[k]) for k in TENSOR_FIGURES}
+    out = {"kind": "tensor", "shape": list(a.shape), "dtype": str(a.dtype),
+           **(dict.fromkeys(TENSOR_FIGURES, math.nan) if counts["nonfinite_parted"] else figures),
+           # float64 first: numpy has no max - min of booleans
+           "data_range": float(np.ptp(flat_a.astype(np.float64))) if flat_a.size else math.nan,
+           # by the bytes the sha256s hash: NaN != NaN would call a file unlike itself
+           "bit_identical": sha[0] == sha[1], "sha256": sha, **counts}
+    if any(counts["nonfinite"]):
+        out["finite"] = {"values": int(flat_a.size), **figures}
+    return out
 
 
 def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: bool = False,
@@ -261,7 +290,11 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
                        "(uint8, and images and videos) compare with frames, other arrays as tensors; convert one "
                        "side (a float image in [0, 1]: x 255, rounded, as uint8)", path=pair)
     if a.kind == "tensor":
-        return compare_tensors(a.array()[frames.start:frames.stop], b.array()[frames.start:frames.stop], labels)
+        arrays = [m.array()[frames.start:frames.stop] for m in (a, b)]
+        for m, arr in zip((a, b), arrays):
+            if not arr.size:  # (the arrays are not empty: media refuses those)
+                raise BadInput(f"has {m.count} rows; --frames {frames} selects none of them", path=m.label)
+        return compare_tensors(*arrays, labels)
     if a.frame_shape != b.frame_shape:
         raise BadInput(f"frame sizes differ: {size_text(a.frame_shape)} vs {size_text(b.frame_shape)}", path=pair)
     _check_counts(a, b, frames)
@@ -381,6 +414,8 @@ def drift(a: np.ndarray, b: np.ndarray, labels: tuple[str, str] = ("A", "B")) ->
     if a.shape != b.shape or a.ndim < 2:
         raise BadInput(f"per-step latents must share a (steps, ...) shape: {list(a.shape)} vs {list(b.shape)}",
                        path=f"{labels[0]} vs {labels[1]}")
+    if not a.size:  # (a run's latents.npy comes here unopened by media, which refuses empty arrays)
+        raise BadInput(f"per-step latents of shape {list(a.shape)} hold no values", path=f"{labels[0]} vs {labels[1]}")
     return tensor_table(a, b).rename(columns={"index": "step"})
 
 

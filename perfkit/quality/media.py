@@ -352,6 +352,13 @@ class ArrayMedia(Media):
         self.detail = f"array {arr.dtype} {'x'.join(map(str, arr.shape))}"
         if arr.dtype.kind not in "biuf":  # e.g. bfloat16, which numpy saves as raw void bytes
             raise BadInput(f"{arr.dtype} is not a numeric dtype (save bfloat16 as float32)", path=label)
+        # refused here, naming the file, rather than as a numpy error in the figures (a 0-d array has no
+        # rows to slice, an empty one no range, an empty frame no rows of pixels)
+        if not arr.ndim and arr.dtype != np.uint8:
+            raise BadInput(f"a 0-d {arr.dtype} array (one value, shape ()): tensors compare as arrays of at least "
+                           "one axis (save np.atleast_1d(x))", path=label)
+        if 0 in arr.shape:
+            raise BadInput(f"an empty {arr.dtype} array (shape {arr.shape}): no values to compare", path=label)
         if arr.dtype != np.uint8:
             self.kind, self.count = "tensor", (arr.shape[0] if arr.ndim else None)
             return

@@ -83,6 +83,33 @@ def test_drift_table_and_plot(tmp_path, quality_cli, fixtures_dir):
                                                      "them without --drift (--per-frame gives a row per frame)\n")
 
 
+def test_tensor_nonfinite_values_are_said(tmp_path, quality_cli):
+    """A NaN in B: the text says how many non-finite values each side holds before the figures, which are over
+    the values finite in both; --json counts them and leaves the figures over all values null."""
+    a = np.linspace(-1, 3, 4096, dtype=np.float32)
+    b = a.copy()
+    b[5] = np.nan
+    np.save(tmp_path / "f32.npy", a)
+    np.save(tmp_path / "f32nan.npy", b)
+    res = quality_cli(tmp_path / "f32.npy", tmp_path / "f32nan.npy")
+    assert res.exit_code == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == ("non-finite values of 4096: A none, B 1 (1 NaN, 0 inf); they part at 1 place: no figure is "
+                        "defined over all values; these are over the 4095 values finite in both:")
+    assert lines[1].startswith("tensor float32[4096]: rel L2 0.000e+00, cosine 1.00000000, max |d| 0, mean |d| 0, "
+                               "PSNR inf dB (data range 4, A's max - min)")
+    r = quality_cli(tmp_path / "f32.npy", tmp_path / "f32nan.npy", "--json").json()
+    assert (r["nonfinite"], r["nan"], r["nonfinite_parted"]) == ([0, 1], [0, 1], 1)
+    assert r["rel_l2"] is None and r["psnr_db"] is None and r["finite"]["values"] == 4095
+    assert r["finite"]["rel_l2"] == 0 and r["finite"]["psnr_db"] == "inf"
+    res = quality_cli(tmp_path / "f32nan.npy", tmp_path / "f32nan.npy")  # the same NaN: alike, and said
+    assert res.stdout.splitlines()[0] == ("non-finite values of 4096: A 1 (1 NaN, 0 inf), B 1 (1 NaN, 0 inf); at the "
+                                          "same places: the figures are over the 4095 values finite in both")
+    assert "bit-identical: yes" in res.stdout
+    res = quality_cli(tmp_path / "f32.npy", tmp_path / "f32.npy")  # none: no such line
+    assert res.stdout.startswith("tensor float32[4096]: rel L2 0.000e+00")
+
+
 def test_help_imports_no_figures():
     """``perfkit quality --help`` needs click alone: numpy, PyAV and pandas load when the command runs."""
     code = ("import sys\nfrom click.testing import CliRunner\nfrom perfkit.cli import cli\n"

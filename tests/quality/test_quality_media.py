@@ -168,6 +168,35 @@ def test_npz_names_an_array(tmp_path, clip, quality_cli):
     assert res.exit_code == 0 and res.json()["bit_identical"]
 
 
+def test_degenerate_arrays_are_refused_in_one_line(tmp_path, quality_cli):
+    """A 0-d array (what np.save writes of a numpy scalar), in an .npy or an .npz, on either side, and an empty
+    array (tensor or frames): one line naming the file, exit 2, never a numpy traceback; so is --frames that
+    selects no row of a tensor, and per-step latents that hold no values."""
+    np.save(tmp_path / "scalar.npy", np.float32(1.0))
+    np.savez(tmp_path / "scalar.npz", x=np.int64(3))
+    np.save(tmp_path / "empty.npy", np.zeros((3, 0), np.float32))
+    np.save(tmp_path / "gray0.npy", np.zeros((4, 0), np.uint8))  # a gray frame 0 pixels wide
+    np.save(tmp_path / "row.npy", np.ones(3, np.float32))
+    scalar, npz, empty, gray0, row = (tmp_path / n for n in ("scalar.npy", "scalar.npz", "empty.npy", "gray0.npy",
+                                                              "row.npy"))
+    zero_d = "a 0-d float32 array (one value, shape ()): tensors compare as arrays of at least one axis"
+    cases = [(scalar, scalar, scalar, zero_d), (row, scalar, scalar, zero_d), (scalar, row, scalar, zero_d),
+             (npz, npz, npz, "a 0-d int64 array"), (row, f"{npz}:x", f"{npz}:x", "a 0-d int64 array"),
+             (empty, empty, empty, "an empty float32 array (shape (3, 0)): no values to compare"),
+             (row, empty, empty, "an empty float32 array"),
+             (gray0, gray0, gray0, "an empty uint8 array (shape (4, 0))")]
+    for a, b, named, reason in cases:
+        res = quality_cli(a, b)
+        assert res.exit_code == 2, (a, b, res.exit_code, res.stdout)
+        assert res.stderr.startswith(f"perfkit: {named}: {reason}") and res.stderr.count("\n") == 1, res.stderr
+    res = quality_cli(row, row, "--frames", "5:9")
+    assert res.exit_code == 2 and res.stderr == f"perfkit: {row}: has 3 rows; --frames 5:9 selects none of them\n"
+    with pytest.raises(media.BadInput, match=r"^A: a 0-d float32 array"):  # the Python API refuses it alike
+        quality.compare(np.array(np.float32(1.0)), np.array(np.float32(1.0)))
+    with pytest.raises(media.BadInput, match=r"per-step latents of shape \[2, 0\] hold no values"):
+        quality.drift(np.zeros((2, 0), np.float32), np.zeros((2, 0), np.float32))
+
+
 def test_image_folder_reads_in_natural_order_and_checks_sizes(tmp_path, clip):
     frames = clip(frames=11)
     folder = write_pngs(tmp_path / "pngs", frames, "f_{}.png")

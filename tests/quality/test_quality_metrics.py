@@ -137,6 +137,50 @@ def test_tensor_metrics_by_hand():
     assert r["bit_identical"] is False
 
 
+def _figures_by_hand(a: np.ndarray, b: np.ndarray) -> dict:
+    """The tensor figures of A and B, float64, over the places given (numpy alone)."""
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    d = x - y
+    return {"rel_l2": np.linalg.norm(d) / np.linalg.norm(x),
+            "cosine": x @ y / (np.linalg.norm(x) * np.linalg.norm(y)),
+            "max_abs_diff": np.abs(d).max(), "mean_abs_diff": np.abs(d).mean(),
+            "psnr_db": 10 * math.log10(np.ptp(x) ** 2 / np.mean(d * d))}
+
+
+def test_tensor_nan_and_inf_are_counted_and_left_out():
+    """NaN and inf are counted per side; the figures are over the places finite in both, and undefined (null)
+    at the top level where one side's NaN or inf is not the other's: a NaN in B is a broken B, never a close one.
+    The same NaN and inf at the same places are alike, and a tensor with a NaN is bit-identical to itself."""
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((64, 64)).astype(np.float32)
+    b = a + np.float32(1e-3) * rng.standard_normal(a.shape).astype(np.float32)
+    b[0, 7], b[3, 9] = np.nan, np.inf
+    finite = np.isfinite(b)
+    expect = _figures_by_hand(a[finite], b[finite])
+    r = quality.compare(a, b)
+    assert (r["nonfinite"], r["nan"], r["nonfinite_parted"]) == ([0, 2], [0, 1], 2)
+    assert r["finite"] == pytest.approx({"values": a.size - 2, **expect})
+    assert all(math.isnan(r[k]) for k in expect) and r["bit_identical"] is False
+    assert r["data_range"] == pytest.approx(np.ptp(a[finite].astype(np.float64)))
+    safe = json_safe(r)
+    assert [safe[k] for k in expect] == [None] * 5 and safe["finite"]["values"] == a.size - 2
+    a_too = a.copy()
+    a_too[0, 7], a_too[3, 9] = np.nan, np.inf  # A holds the same: the figures are over the rest
+    r = quality.compare(a_too, b)
+    assert (r["nonfinite"], r["nan"], r["nonfinite_parted"]) == ([2, 2], [1, 1], 0)
+    assert {k: r[k] for k in expect} == pytest.approx(expect) and r["finite"]["values"] == a.size - 2
+    r = quality.compare(b, b.copy())
+    assert r["bit_identical"] is True and r["rel_l2"] == 0 and r["psnr_db"] == math.inf
+    other = b.copy()
+    other[0, 7], other[3, 9] = np.inf, -np.inf  # NaN against inf, inf against -inf: both part
+    r = quality.compare(b, other)
+    assert (r["nonfinite"], r["nan"], r["nonfinite_parted"]) == ([2, 2], [1, 0], 2) and math.isnan(r["rel_l2"])
+    r = quality.compare(a, a + np.float32(1))  # all finite: counted as none, no separate figures
+    assert (r["nonfinite"], r["nan"], r["nonfinite_parted"]) == ([0, 0], [0, 0], 0) and "finite" not in r
+    r = quality.compare(np.array([True, False, True]), np.array([True, True, True]))  # booleans: 0 and 1
+    assert r["data_range"] == 1 and r["max_abs_diff"] == 1 and r["rel_l2"] == pytest.approx(1 / math.sqrt(2))
+
+
 def test_tensors_of_other_shape_or_dtype_are_refused():
     a = np.zeros((2, 3), np.float32)
     with pytest.raises(BadInput, match="shape or dtype"):
