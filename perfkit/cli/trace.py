@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from perfkit.cli import NOTES
+from perfkit.common.dividing import difference_digits
 from perfkit.errors import BadInput, DefinitionNote
 
 if TYPE_CHECKING:
@@ -305,18 +306,31 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
         if any(c["parted"] for c in table.attrs[f"clock_{side}"]):
             click.echo(_clock_line(table.attrs[f"clock_{side}"], f" in {side.upper()}"))
     totals = table.groupby("category")[["a_ps", "b_ps", "delta_ps"]].sum()
-    shown = table.head(top).copy()
-    a_ms, b_ms = ([float(f"{v / PS_PER_MS:.3f}") for v in shown[c]] for c in ("a_ps", "b_ps"))  # as shown
+    shown = _as_shown(table.head(top).copy())
+    a_ms, b_ms = shown.attrs["a_ms"], shown.attrs["b_ms"]
     shown["delta %"] = [("new" if a_ps == 0 else "-") if a == 0 else "gone" if b_ps == 0 else
                         f"{100 * (b / a - 1):+.1f}"
                         for a, b, a_ps, b_ps in zip(a_ms, b_ms, shown["a_ps"], shown["b_ps"])]
     for c in ("a_count", "b_count"):
         shown[c] = shown[c].map(lambda v: f"{v:.4g}")
-    click.echo(_ms(readable(shown, ["key"]), ["a_ps", "b_ps", "delta_ps"]).to_string(index=False))
+    click.echo(_ms(readable(shown, ["key"]), ["a_ps", "b_ps", "delta_ps"], digits=shown.attrs["digits"])
+               .to_string(index=False))
     if len(table) > top:
         click.echo(f"... {len(table) - top} more rows (-n, --json)")
     click.echo("\ntotals by category (ms):")
-    click.echo(_ms(totals.reset_index(), ["a_ps", "b_ps", "delta_ps"]).to_string(index=False))
+    totals = _as_shown(totals.reset_index())
+    click.echo(_ms(totals, ["a_ps", "b_ps", "delta_ps"], digits=totals.attrs["digits"]).to_string(index=False))
+
+
+def _as_shown(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` whose ``delta_ps`` is the difference of ``a_ps`` and ``b_ps`` as shown, in ms to ``attrs["digits"]``
+    decimals: as many as it takes for that to be the delta rounded (``difference_digits``), and where no number
+    of decimals does (means of a third of a nanosecond), the shown figures' difference, within a picosecond of it."""
+    digits = difference_digits([(a / PS_PER_MS, b / PS_PER_MS) for a, b in zip(rows["a_ps"], rows["b_ps"])])
+    shown = {c: [float(f"{v / PS_PER_MS:.{digits}f}") for v in rows[c]] for c in ("a_ps", "b_ps")}  # as _ms rounds
+    rows = rows.assign(delta_ps=[(b - a) * PS_PER_MS for a, b in zip(shown["a_ps"], shown["b_ps"])])
+    rows.attrs.update(digits=digits, a_ms=shown["a_ps"], b_ms=shown["b_ps"])
+    return rows
 
 
 @trace.command()

@@ -116,8 +116,16 @@ def test_diff_kinds_and_changes_read_from_the_table(tmp_path):
     keys = [line.split("  compute")[0].strip() for line in run("diff", cpu, cpu, "-n", "400").stdout.splitlines()]
     assert "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad" in keys
     gone = run("diff", a, b, "--by", "op", "-n", "400").stdout
-    assert any(line.split()[-1] == "gone" and line.split()[-5] == "0.000" for line in gone.splitlines()
+    assert any(line.split()[-1] == "gone" and float(line.split()[-5]) == 0 for line in gone.splitlines()
                if line.split())
+    # each delta is the difference of the two times shown beside it (-0.065 beside 0.066 and 0.000 was not),
+    # by op and in the totals, which take more decimals where they must
+    table = [line.split() for line in gone.splitlines()[2:] if len(line.split()) >= 8 and "." in line.split()[-2]]
+    totals = [line.split() for line in gone.split("totals by category (ms):")[1].splitlines()[2:]]
+    assert len(table) > 100 and len({len(r[-6].split(".")[1]) for r in table}) == 1
+    for shown_a, shown_b, delta, decimals in [(r[-6], r[-5], r[-2], len(r[-2].split(".")[1])) for r in table + rows] + \
+            [(r[1], r[2], r[3], len(r[3].split(".")[1])) for r in totals]:
+        assert round(float(shown_b) - float(shown_a), decimals) == float(delta), (shown_a, shown_b, delta)
 
 
 def test_breakdown_header_names_hta_only_for_what_hta_reads(tmp_path):
