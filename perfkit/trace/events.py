@@ -307,6 +307,24 @@ def concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(out, copy=False)
 
 
+def _trial(path: Path) -> tuple[Path, str] | None:
+    """The run directory and trial folder (``RUN/trials/NN-variant``) a trace file lies in, if any."""
+    parts = path.parts
+    at = max((i for i, part in enumerate(parts[:-2]) if part == "trials"), default=None)
+    return None if at is None else (Path(*parts[:at]), parts[at + 1])
+
+
+def _apart(first: Path, second: Path) -> str:
+    """What to pass instead of two files that hold one rank's same step: one trial's folder where they are two
+    trials of one run (a run directory given whole), else one run's traces."""
+    a, b = _trial(first), _trial(second)
+    if a and b and a[0] == b[0] and a[1] != b[1]:
+        return (f"trials {a[1]} and {b[1]} of the run {a[0]} (a run directory holds a folder per trial): pass one "
+                f"trial's folder ({a[0] / 'trials' / a[1]}), or the run to `perfkit trace diff {a[0]}` for its "
+                "A/B attribution")
+    return "pass one run's (one trial's) traces at a time"
+
+
 def _one_run(frames: list[pd.DataFrame], files: list[Path]) -> None:
     """Refuse traces of two runs, trials or hosts read as one rank's: two files holding the same step of the
     same rank and device, or one chip's events of no step in two files at the same time (one rank's traces in
@@ -319,8 +337,8 @@ def _one_run(frames: list[pd.DataFrame], files: list[Path]) -> None:
         marks = frame.loc[frame["category"] == "step", ["rank", "device", "step"]].drop_duplicates()
         for key in marks.itertuples(index=False, name=None):
             if key in seen:
-                raise BadInput(f"rank {key[0]} step {key[2]} is also in {seen[key]}: pass one run's (one trial's) "
-                               "traces at a time", path=path)
+                raise BadInput(f"rank {key[0]} step {key[2]} is also in {seen[key]}: " + _apart(seen[key], path),
+                               path=path)
             seen[key] = path
     ranks = [set(frame["rank"].unique().tolist()) for frame in frames]
     if sum(map(len, ranks)) == len(set().union(*ranks)):

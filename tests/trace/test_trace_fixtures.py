@@ -137,6 +137,20 @@ def test_a_name_ending_in_a_number_is_a_rank_where_it_is_the_recorded_host_s(fix
     assert {r["rank"] for r in json.loads(result.stdout)["rows"]} == {rank}
 
 
+def test_a_run_directory_given_whole_is_refused_saying_what_to_pass(fixtures_dir, tmp_path):
+    """A newcomer's `perfkit trace breakdown RUN`: its trials' traces hold the same steps; the line names the two
+    trials and what to pass instead (it said "pass one run's traces", and they had)."""
+    run = tmp_path / "run"
+    for trial in ("00-a", "01-b"):
+        (run / "trials" / trial / "rank0" / "trace").mkdir(parents=True)
+        shutil.copy(fixtures_dir / "kineto" / "rank-0.json.gz", run / "trials" / trial / "rank0" / "trace")
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(run)])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert result.output.endswith(f": trials 00-a and 01-b of the run {run} (a run directory holds a folder per "
+                                  f"trial): pass one trial's folder ({run / 'trials' / '00-a'}), or the run to "
+                                  f"`perfkit trace diff {run}` for its A/B attribution\n"), result.output
+
+
 def test_one_ranks_step_in_two_files_is_refused(fixtures_dir, tmp_path):
     """A rank's Kineto trace given twice (two trials' folders): its steps 551 and 552 in both files, refused
     in one line by the first step they share."""
