@@ -101,7 +101,8 @@ def attribute(a: pd.DataFrame, b: pd.DataFrame, by: str = "category", top: int =
     """B's change in mean device step time per chip against A's, split ``by`` category, op kind or op
     (``a``, ``b``: ``chip_step_parts`` frames of each side's trials, stacked). One row per part
     (``COLUMNS``: times in ms, B less A; ``ci_*``: the ``confidence`` interval of the delta; ``marked``:
-    it excludes 0; ``change``: ``changed``, ``added`` / ``removed`` for a key on one side only, or
+    it excludes 0; ``change``: ``changed``, ``added`` / ``removed`` for a key on one side only (its interval
+    cut at 0: the change has that sign), or
     ``other`` / ``idle`` / ``residual``), largest |delta| first, then the ``total`` row (the parts add up
     to it). ``top``: ops or kinds named one by one; ``attrs["other_keys"]``: how many of the keys ``other``
     sums are added, removed or changed (those with any); ``attrs["interval"]``: how the CIs were had,
@@ -155,6 +156,11 @@ def attribute(a: pd.DataFrame, b: pd.DataFrame, by: str = "category", top: int =
         "ci_lo_ms": lo / PS_PER_MS, "ci_hi_ms": hi / PS_PER_MS,
     })
     rows["delta_ms"] = rows["b_ms"] - rows["a_ms"]
+    # a key on one side only changes with that sign for certain: its interval is cut at 0 (Welch's t about one
+    # side's trials alone, a spread one, reaches past it: an all-reduce tp ran in every trial, "removed" by
+    # [-10.5, +2.3] ms)
+    rows.loc[rows["change"] == "added", "ci_lo_ms"] = rows["ci_lo_ms"].clip(lower=0)
+    rows.loc[rows["change"] == "removed", "ci_hi_ms"] = rows["ci_hi_ms"].clip(upper=0)
     rows["marked"] = (rows["ci_lo_ms"] > 0) | (rows["ci_hi_ms"] < 0)
     parts = rows.iloc[:-1]
     parts = parts[(parts["a_ms"] != 0) | (parts["b_ms"] != 0) | (parts["key"] == RESIDUAL)]  # dcn only where any

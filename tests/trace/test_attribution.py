@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import yaml
 from click.testing import CliRunner
+from scipy import stats as sps
 from trace_builders import U
 
 from perfkit.analysis import attribution, stats
@@ -165,6 +166,32 @@ def test_three_trials_a_side_mark_an_aa_difference_one_time_in_twenty():
         assert rows.attrs["interval"] == "welch"
         marked += bool(rows.loc["compute", "marked"])
     assert 5 <= marked <= 23, marked
+
+
+def _op_parts(op_ms: dict[str, list[float]]) -> "attribution.pd.DataFrame":
+    """A side's parts by hand: per op, its time in each trial (ms, one chip, one step a trial), the span their sum."""
+    rows = []
+    for trial in range(len(next(iter(op_ms.values())))):
+        times = {op: round(ms[trial] * 1e9) for op, ms in op_ms.items()}
+        rows += [(f"t{trial}", 0, 0, 0, "span", "span", "", sum(times.values())),
+                 (f"t{trial}", 0, 0, 0, "category", "ici", "ici", sum(times.values()))]
+        rows += [(f"t{trial}", 0, 0, 0, "op", op, "ici", t) for op, t in times.items()]
+    return attribution.pd.DataFrame(rows, columns=attribution.PART_COLUMNS)
+
+
+def test_an_op_on_one_side_only_changes_with_that_sign():
+    """A newcomer's: tp's all-reduce took 3.187, 2.083 and 7.005 ms in its three trials, sp ran none; Welch's t
+    about tp's trials alone (scipy's one-sample t) puts the change at [-10.507, +2.324], beside "removed". The
+    interval is cut at 0, both for a removed op and for an added one."""
+    tp = [3.187, 2.083, 7.005]
+    mean, half = np.mean(tp), sps.t.ppf(0.975, 2) * np.std(tp, ddof=1) / np.sqrt(3)
+    assert (round(-mean - half, 3), round(-mean + half, 3)) == (-10.507, 2.324)
+    a = _op_parts({"all-reduce": tp, "ppermute": [1.0, 1.0, 1.0]})
+    b = _op_parts({"ppermute": [1.0, 1.0, 1.0], "collective-permute": [0.1, 4.0, 2.0]})
+    rows = attribution.attribute(a, b, "op").set_index("key")
+    assert rows.loc["all-reduce", "change"] == "removed" and rows.loc["collective-permute", "change"] == "added"
+    assert rows.loc["all-reduce", ["ci_lo_ms", "ci_hi_ms"]].tolist() == pytest.approx([-mean - half, 0.0])
+    assert rows.loc["collective-permute", "ci_lo_ms"] == 0.0 and rows.loc["collective-permute", "ci_hi_ms"] > 4
 
 
 def test_one_trial_a_side_is_a_bootstrap_over_its_steps():
