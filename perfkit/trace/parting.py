@@ -255,14 +255,15 @@ def describe(first: dict | None, chips: pd.DataFrame | None = None) -> str:
 
 
 def dumps_beside(paths: list[str | Path]) -> dict[int, Path]:
-    """Each rank's XLA dump folder where the traces are a run's ``rank<R>/trace`` folders (``rank<R>/xla_dump``
-    beside them, with dumps); empty otherwise."""
+    """Each rank's XLA dump folder where the traces are a run's ``rank<R>/trace`` folders, its ``rank<R>``
+    folders or a trial's folder holding them (``rank<R>/xla_dump`` beside the traces, with dumps); empty
+    otherwise."""
     found = {}
     for p in map(Path, paths):
-        rank_dir = p if p.name.startswith("rank") else p.parent
-        m = re.fullmatch(r"rank(\d+)", rank_dir.name)
-        if m and any((rank_dir / "xla_dump").glob("*after_optimizations.txt")):
-            found[int(m.group(1))] = rank_dir / "xla_dump"
+        for rank_dir in [p, p.parent, *(sorted(p.glob("rank*")) if p.is_dir() else [])]:
+            m = re.fullmatch(r"rank(\d+)", rank_dir.name)
+            if m and any((rank_dir / "xla_dump").glob("*after_optimizations.txt")):
+                found[int(m.group(1))] = rank_dir / "xla_dump"
     return found
 
 

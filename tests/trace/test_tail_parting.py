@@ -101,6 +101,14 @@ def test_the_rank_and_the_collective_named(hung_trial, read):
     assert "it lacks cp.2 (collective 2 of 3)" in parting.describe(first)
 
 
+def test_the_programs_beside_a_trial_folder_are_found(hung_trial):
+    """A newcomer's: the trial's folder given (its rank<R>/trace and rank<R>/xla_dump inside), the programs beside
+    the traces were not read, and tail said less than on the rank<R>/trace folders."""
+    assert parting.dumps_beside([hung_trial]) == {r: hung_trial / f"rank{r}" / "xla_dump" for r in range(4)}
+    chips, first = parting.parting_traces([hung_trial])
+    assert chips["waiting_from"].tolist() == ["program"] * 4 and "it lacks cp.2" in parting.describe(first)
+
+
 def test_without_programs_and_without_a_parting(hung_trial, tmp_path_factory):
     paths = sorted(hung_trial.glob("rank*/trace"))
     frame = events.load(paths, columns=parting.EVENT_COLUMNS)
