@@ -537,8 +537,10 @@ def repeats_quality(outputs: list[dict[str, Path]]) -> dict | None:
             if r["kind"] == "frames":
                 worst["psnr_min_db"] = min(worst.get("psnr_min_db", math.inf), r["psnr_min_db"])
                 worst["max_abs_diff"] = max(worst.get("max_abs_diff", 0), r["max_abs_diff"])
-            else:
-                worst["rel_l2_max"] = max(worst.get("rel_l2_max", 0.0), r["rel_l2"])
+            else:  # NaN where a repeat's NaN or inf part from the first's: the worst is then undefined
+                before = worst.get("rel_l2_max", 0.0)
+                worst["rel_l2_max"] = math.nan if math.isnan(before) or math.isnan(r["rel_l2"]) else \
+                    max(before, r["rel_l2"])
         summary["differing_runs"] += not same
     summary["bit_identical"] = False if summary["differing_runs"] else (None if "error" in worst else True)
     if sha is None:

@@ -207,7 +207,9 @@ def quality_section(summary: dict, plots: dict[str, str] | None = None) -> list[
                 if "psnr_min_db" in d:
                     spread += f": worst PSNR {db_cell(d['psnr_min_db'])} dB, max abs diff {d['max_abs_diff']}"
                 if "rel_l2_max" in d:
-                    spread += f"; tensors: worst relative L2 {d['rel_l2_max']:.3e}"
+                    worst = d["rel_l2_max"]
+                    spread += "; tensors: worst relative L2 " + (
+                        f"{worst:.3e}" if worst is not None else "undefined (NaN or inf where the runs part)")
             if "error" in d:
                 spread += f" ({d['error']})"
             verdict = {True: "bit-identical", False: "not bit-identical", None: "not checked"}[d["bit_identical"]]

@@ -122,3 +122,25 @@ def test_a_broken_output_is_reported_not_fatal(tmp_path, clip, noisy):
                "determinism": {"a": det}}
     text = "\n".join(report.quality_section(summary))
     assert "`clip.mp4` not compared" in text and "Oracle" in text and "a: 2 runs not checked" in text
+
+
+def test_a_repeat_whose_nan_parts_from_the_first_has_no_worst_relative_l2(tmp_path):
+    """max(0.0, nan) is 0.0: a repeat with a NaN read as a worst relative L2 of 0 beside "1 differ from the
+    first"; it is undefined, and the report says so."""
+    from perfkit.common.summary import json_safe
+    from perfkit.quality import compare as quality, media
+    from perfkit.report import markdown as report
+
+    latents = np.linspace(0, 1, 64, dtype=np.float32).reshape(8, 8)
+    broken = latents.copy()
+    broken[3, 3] = np.nan
+    for name, arr in (("r0", latents), ("r1", latents * 1.01), ("r2", broken)):
+        (tmp_path / name / "rank0" / "outputs").mkdir(parents=True)
+        np.save(tmp_path / name / "rank0" / "outputs" / "out.npy", arr)  # (latents.npy is the drift's)
+    det = quality.repeats_quality([media.output_files(tmp_path / r) for r in ("r0", "r1", "r2")])
+    assert det["differing_runs"] == 2 and np.isnan(det["rel_l2_max"])
+    q = quality.outputs_quality(tmp_path / "r0", tmp_path / "r1", names=("a", "b"))
+    summary = json_safe({"quality": q, "baseline": "a", "variants": {"a": {}, "b": {}}, "run_dir": str(tmp_path),
+                         "determinism": {"a": det}})
+    assert "; tensors: worst relative L2 undefined (NaN or inf where the runs part)" in "\n".join(
+        report.quality_section(summary))
