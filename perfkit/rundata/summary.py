@@ -473,7 +473,7 @@ class ServedOutput(TypedDict):
     psnr_min_db: NotRequired[Db]
     bit_identical: NotRequired[bool | None]
     max_abs_diff: NotRequired[float | None]
-    error: NotRequired[str]
+    error: NotRequired[str | None]  # null where the comparison was made (the rows are a frame's: its columns shared)
 
 
 class ServeQuality(TypedDict):
