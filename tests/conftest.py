@@ -21,6 +21,7 @@ os.environ["XLA_FLAGS"] = " ".join(
 ) + " --xla_force_host_platform_device_count=8"
 os.environ.setdefault("NPROC", "16")  # Pallas interpret kernels deadlock with fewer threads
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ["PERFKIT_CHECK_SUMMARY"] = "1"  # every summary.json a test's run writes holds to the shipped schema
 
 REPO = Path(__file__).resolve().parent.parent
 REAL = REPO / "tests" / "data" / "real"  # the real files from other projects (its README: source, licence)

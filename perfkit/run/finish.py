@@ -11,7 +11,6 @@ from pathlib import Path
 
 from perfkit.analysis.summary import run_options, summarize_run
 from perfkit.analysis.timing import steps_frame
-from perfkit.common.summary import json_safe
 from perfkit.report import markdown
 from perfkit.report.line import summary_line
 from perfkit.run import sweep
@@ -24,7 +23,7 @@ def finish(run_dir: Path, *, interrupted: bool = False) -> dict:
     """Write summary.json and report.md of a run directory and print the summary line; returns the
     summary."""
     _, summary = summarize_run(run_dir, interrupted=interrupted)
-    (run_dir / "summary.json").write_text(json.dumps(json_safe(summary), indent=2))
+    rundir.write_summary(run_dir, summary)
     report_path = markdown.write(run_dir, summary, steps_frame(rundir.read_trials(run_dir)))
     print(summary_line(summary, report_path), flush=True)
     return summary

@@ -16,7 +16,7 @@ import pandas as pd
 
 from perfkit.common.dividing import digits, ratio_text
 from perfkit.report.line import trial_median
-from perfkit.rundata import case as case_mod
+from perfkit.rundata import case as case_mod, rundir
 from perfkit.rundata.summary import MatrixRow, MatrixSummary, MatrixTrials
 
 
@@ -82,7 +82,7 @@ def finish(run_dir: Path) -> bool:
     summary = MatrixSummary(case=case.name, kind="matrix", run_dir=str(run_dir), matrix=rows, combinations=total,
                             missing=missing, interrupted=bool(missing) or any(r["interrupted"] for r in rows),
                             trials=MatrixTrials(failed=[r["cell"] for r in rows if r["failed"]]))
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    rundir.write_summary(run_dir, summary)
     lines = [f"# perfkit run: {case.name} (matrix of {total} combinations)", ""]
     if missing:
         lines += [f"> {missing} combination(s) did not run (the run was stopped).", ""]

@@ -16,7 +16,10 @@ import os
 import shlex
 from pathlib import Path
 
+from perfkit.common.summary import json_safe
 from perfkit.errors import BadInput
+
+CHECK_SUMMARY = "PERFKIT_CHECK_SUMMARY"  # set (the test suite does): each summary.json written is validated
 
 STATUS_RANK = {"hung": 0, "crashed": 1, "incomplete": 2, "no_steps": 3, "ok": 4}  # worst first
 
@@ -117,6 +120,19 @@ def torn_end(part: Path) -> bool:
     except ValueError:
         return True
     return False
+
+
+def write_summary(run_dir: Path, summary: dict) -> None:
+    """``summary.json`` as the contract spells it (NaN null, infinities as strings); with ``CHECK_SUMMARY`` set,
+    then validated against the shipped schema: a summary perfkit writes that its own types refuse is a bug,
+    found where it is written rather than where ``check`` reads it back."""
+    data = json_safe(summary)
+    (run_dir / "summary.json").write_text(json.dumps(data, indent=2))
+    if os.environ.get(CHECK_SUMMARY):
+        # jsonschema: only where asked, off the path of every command's start (the CLI imports this module)
+        from perfkit.rundata import schema
+
+        schema.validate(data, "summary", run_dir / "summary.json")
 
 
 def read_summary(run_dir: Path) -> dict:

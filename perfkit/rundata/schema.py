@@ -32,6 +32,8 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SHIPPED = {"summary": "summary.schema.json", "baseline": "baseline.schema.json"}
 PRIMITIVES = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}
 SHOWN = 160  # characters of a refused value kept in the one-line reason
+_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "an integer",
+               float: "a number", type(None): "null"}
 
 
 def _of(tp, defs: dict) -> dict:
@@ -99,7 +101,10 @@ def validate(data, which: str, path: str | Path, remedy: str = "") -> None:
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(shipped(which)).iter_errors(data))
     if error is None:
         return
-    reason = error.message if len(error.message) <= SHOWN else error.message[:SHOWN] + "..."
+    reason = error.message
+    if len(reason) > SHOWN:  # a large value's repr: its kind says enough
+        reason = (f"{_JSON_TYPES.get(type(error.instance), 'value')} is not of type {error.validator_value!r}"
+                  if error.validator == "type" else reason[:SHOWN] + "...")
     field = error.json_path.removeprefix("$").removeprefix(".") or None
     raise BadInput(f"{reason} (not a {which} this perfkit writes{remedy})", path=str(path), field=field)
 

@@ -63,6 +63,16 @@ class QualityOracle(TypedDict):
     error: NotRequired[str]
 
 
+class DriftRow(TypedDict):
+    """One denoising step's latents, B's against A's (``perfkit quality --drift``'s row)."""
+    step: int
+    rel_l2: float | None
+    cosine: float | None
+    psnr_db: Db
+    max_abs_diff: float | None
+    mean_abs_diff: float | None
+
+
 class Quality(TypedDict):
     """B's outputs against A's; a file's figures as ``perfkit quality --json`` gives them."""
     file: str
@@ -74,7 +84,8 @@ class Quality(TypedDict):
     bit_identical: NotRequired[bool | None]
     files: dict[str, dict[str, Any]]
     oracle: NotRequired[QualityOracle]
-    drift: NotRequired[dict[str, Any]]
+    drift: NotRequired[list[DriftRow]]
+    drift_error: NotRequired[str]
 
 
 class Determinism(TypedDict):
