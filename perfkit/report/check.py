@@ -81,7 +81,7 @@ def load_baseline(path: str | Path) -> dict:
         raise BadInput("a baseline is a JSON object", path=str(path))
     if "perfkit_baseline" not in data:
         if {"comparisons", "variants", "ranks"} <= data.keys():
-            schema.validate(data, "summary", path)
+            schema.validate(data, "summary", path, f"; `perfkit report {Path(path).parent}` writes it again")
             return baseline_from_summary(data)
         raise BadInput("neither a perfkit baseline nor a run's summary.json", path=str(path),
                        field="perfkit_baseline")
@@ -90,7 +90,8 @@ def load_baseline(path: str | Path) -> dict:
 
 
 def _devices_text(devices: dict | None) -> str | None:
-    if not devices:
+    """``4 x cpu`` (``in 2 processes``); None where the devices are not known (env.json's probe failed)."""
+    if not devices or devices.get("count") is None or devices.get("platform") is None:
         return None
     processes = devices.get("process_count") or 1
     return f"{devices.get('count')} x {devices.get('platform')}" + (f" in {processes} processes" * (processes > 1))
@@ -105,7 +106,7 @@ def same_setup(baseline: dict, summary: dict, path: str | Path) -> None:
              ("from.devices", _devices_text((baseline.get("from") or {}).get("devices")),
               _devices_text((summary.get("env") or {}).get("devices")), "a baseline run on {}, but the run ran on {}")]
     for field, base, current, words in pairs:
-        if base is not None and base != current:
+        if None not in (base, current) and base != current:
             raise BadInput(words.format(base, current) + " (compare like with like, or write this run's baseline "
                            "with --update-baseline)", path=str(path), field=field)
 

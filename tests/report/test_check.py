@@ -242,11 +242,19 @@ def test_a_baseline_keeps_no_cost_of_the_aa_control(tmp_path, baseline):
 
 
 def test_a_step_summary_that_cannot_be_written_is_named(baseline, tmp_path):
+    """The verdict and its exit code stand (0 here: passed); the CI's summary file is named on stderr."""
     res = check(tmp_path / "base", "--baseline", baseline, env={"GITHUB_STEP_SUMMARY": str(tmp_path / "no" / "s.md")})
-    assert res.exit_code == 2
-    assert res.output.splitlines()[-1] == (f"perfkit: {tmp_path / 'no' / 's.md'}: GITHUB_STEP_SUMMARY: the step "
-                                           "summary cannot be appended there (No such file or directory; the verdict "
-                                           "above stands)")
+    assert res.exit_code == 0 and res.stdout.splitlines()[-1].startswith("check: passed")
+    assert res.stderr == (f"perfkit: {tmp_path / 'no' / 's.md'}: GITHUB_STEP_SUMMARY: the step summary cannot be "
+                          "appended there (No such file or directory; the verdict above stands)\n")
+
+
+def test_devices_unknown_on_a_side_are_not_compared(baseline, tmp_path):
+    """env.json's probe failed (a timeout, no jax): its devices are an error, not "None x None" refused."""
+    data = json.loads(baseline.read_text())
+    data["from"]["devices"] = {"error": "device probe failed: timed out"}
+    baseline.write_text(json.dumps(data))
+    assert check(tmp_path / "base", "--baseline", baseline).exit_code == 0
 
 
 def test_a_costed_variant_the_run_does_not_have_is_said_so(tmp_path, baseline):
