@@ -61,6 +61,9 @@ def test_each_commands_help_imports_no_heavy_library(argv):
     (["quality"], "perfkit quality: Missing argument 'A'."),
     (["--bogus"], "perfkit: No such option '--bogus'."),
     (["nosuch"], "perfkit: No such command 'nosuch'."),
+    # click raises an option's missing value without a context: the subcommand is named all the same
+    (["check", "run", "--baseline"], "perfkit check: Option '--baseline' requires an argument."),
+    (["trace", "diff", "a", "b", "--by"], "perfkit trace diff: Option '--by' requires an argument."),
 ], ids=lambda value: " ".join(value) if isinstance(value, list) else "")
 def test_a_command_line_click_cannot_parse_is_one_line(argv, said):
     """As any bad input: exit 2 and one line saying the command, what is wrong and where its help is."""

@@ -48,19 +48,38 @@ class UsageLine(click.UsageError):
     """A command line click cannot parse, said in one line as perfkit says any bad input (exit 2): the command,
     what is wrong, where its help is; click's own display spends four lines on it."""
 
+    def __init__(self, message: str, command: str):
+        super().__init__(message)
+        self.command = command
+
     def show(self, file=None) -> None:
-        command = self.ctx.command_path if self.ctx else "perfkit"
-        click.echo(f"{command}: {self.format_message()} See '{command} --help'.", err=True, file=file)
+        click.echo(f"{self.command}: {self.format_message()} See '{self.command} --help'.", err=True, file=file)
 
 
-def _one_line(exc: click.UsageError) -> click.UsageError:
-    """``exc`` shown in one line; a command run bare still shows its help (click's ``NoArgsIsHelpError``)."""
+def _one_line(exc: click.UsageError, parent: click.Context | None = None) -> click.UsageError:
+    """``exc`` shown in one line, naming its command: its own context's, else the subcommand ``parent`` was
+    invoking (click raises an option's missing value without a context); a command run bare still shows its
+    help (click's ``NoArgsIsHelpError``)."""
     if isinstance(exc, (UsageLine, click.exceptions.NoArgsIsHelpError)):
         return exc
-    return UsageLine(exc.format_message(), exc.ctx)
+    if exc.ctx is not None:
+        command = exc.ctx.command_path
+    else:
+        command = " ".join(filter(None, [parent.command_path, parent.invoked_subcommand])) if parent else "perfkit"
+    return UsageLine(exc.format_message(), command)
 
 
-class LazyGroup(click.Group):
+class OneLineGroup(click.Group):
+    """A group whose subcommands' command lines that do not parse are said in one line (``UsageLine``)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise _one_line(exc, ctx) from None
+
+
+class LazyGroup(OneLineGroup):
     def make_context(self, *args, **kwargs):
         try:
             return super().make_context(*args, **kwargs)
@@ -86,8 +105,6 @@ class LazyGroup(click.Group):
             warnings.showwarning = _show(warnings.showwarning, ctx.meta.setdefault(NOTES, []))
             try:
                 return super().invoke(ctx)
-            except click.UsageError as exc:
-                raise _one_line(exc) from None
             except BadInput as exc:
                 click.echo(f"perfkit: {exc.line()}", err=True)
                 ctx.exit(ExitCode.BAD_INPUT)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from perfkit.cli import NOTES
+from perfkit.cli import NOTES, OneLineGroup
 from perfkit.common.dividing import difference_digits
 from perfkit.errors import BadInput, DefinitionNote
 
@@ -141,7 +141,7 @@ def _echo_json(doc: dict, key: str, frame: pd.DataFrame) -> None:
     click.echo("\n ]\n}")
 
 
-@click.group()
+@click.group(cls=OneLineGroup)
 def trace():
     """Trace analysis of xplane.pb (TPU, GPU, CPU) and Kineto JSON profiles."""
 
