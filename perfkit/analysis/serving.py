@@ -5,8 +5,8 @@ Conventions (stated in the report): latency is measured at the client, from send
 holding its output, over the requests that returned an output; outputs per minute of one server process
 at one level are its good measured outputs over the span from the first measured request's start to the
 last one's end; a pooled row takes its latency percentiles over the pooled requests of the variant's good
-server processes and its outputs per minute as their mean (min and max alongside), as the reference PR's
-"mean of two server processes" does.
+server processes and its outputs per minute as their median (min and max alongside; the reference PR's
+"mean of two server processes" is the same figure for two), the figure its B/A ratio divides.
 """
 
 from __future__ import annotations

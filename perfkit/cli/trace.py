@@ -325,7 +325,7 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
 def _as_shown(rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` whose ``delta_ps`` is the difference of ``a_ps`` and ``b_ps`` as shown, in ms to ``attrs["digits"]``
     decimals: as many as it takes for that to be the delta rounded (``difference_digits``), and where no number
-    of decimals does (means of a third of a nanosecond), the shown figures' difference, within a picosecond of it."""
+    of decimals does (means of a third of a nanosecond), the shown figures' difference, within a nanosecond of it."""
     digits = difference_digits([(a / PS_PER_MS, b / PS_PER_MS) for a, b in zip(rows["a_ps"], rows["b_ps"])])
     shown = {c: [float(f"{v / PS_PER_MS:.{digits}f}") for v in rows[c]] for c in ("a_ps", "b_ps")}  # as _ms rounds
     rows = rows.assign(delta_ps=[(b - a) * PS_PER_MS for a, b in zip(shown["a_ps"], shown["b_ps"])])

@@ -360,7 +360,7 @@ class ArrayMedia(Media):
         if 0 in arr.shape:
             raise BadInput(f"an empty {arr.dtype} array (shape {arr.shape}): no values to compare", path=label)
         if arr.dtype != np.uint8:
-            self.kind, self.count = "tensor", (arr.shape[0] if arr.ndim else None)
+            self.kind, self.count = "tensor", arr.shape[0]
             return
         if not 2 <= arr.ndim <= 4:
             raise BadInput(f"uint8 array of shape {arr.shape}: frames are (T, H, W, C), (H, W, C) or (H, W)",

@@ -77,8 +77,9 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
                 "many, and how they changed), `residual` the busy time less the ops' exclusive times (below 0 where "
                 "ops run at once on several lines, each counting its own time; "
                 f"above 0 where ops reach outside the step); {MARK}: the part's CI, as shown, excludes 0; added / "
-                "removed: on one side only (its CI cut at 0: the change has that sign); an op is matched across sides by its name, which is one op only where "
-                "both ran the same program (XLA numbers its ops per program)."
+                "removed: on one side only (its CI cut at 0: the change has that sign); an op is matched across "
+                "sides by its name, which is one op only where both ran the same program (XLA numbers its ops per "
+                "program)."
                 + (" `perfkit trace diff RUN_DIR` prints the same." if command else "")]
         if any(v.get("outside_ops", ())):  # (summaries from before it)
             (a_ops, b_ops), (a_ms, b_ms) = v["outside_ops"], v["outside_ms"]
