@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from perfkit.cli import NOTES, OneLineGroup
-from perfkit.common.dividing import difference_digits
+from perfkit.common.dividing import difference_digits, shown_difference
 from perfkit.errors import BadInput, DefinitionNote
 
 if TYPE_CHECKING:
@@ -323,12 +323,12 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
 
 
 def _as_shown(rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` whose ``delta_ps`` is the difference of ``a_ps`` and ``b_ps`` as shown, in ms to ``attrs["digits"]``
-    decimals: as many as it takes for that to be the delta rounded (``difference_digits``), and where no number
-    of decimals does (means of a third of a nanosecond), the shown figures' difference, within a nanosecond of it."""
+    """``rows`` whose ``delta_ps`` is the difference of ``a_ps`` and ``b_ps`` as shown in ms to ``attrs["digits"]``
+    decimals (``difference_digits``, ``shown_difference``)."""
     digits = difference_digits([(a / PS_PER_MS, b / PS_PER_MS) for a, b in zip(rows["a_ps"], rows["b_ps"])])
     shown = {c: [float(f"{v / PS_PER_MS:.{digits}f}") for v in rows[c]] for c in ("a_ps", "b_ps")}  # as _ms rounds
-    rows = rows.assign(delta_ps=[(b - a) * PS_PER_MS for a, b in zip(shown["a_ps"], shown["b_ps"])])
+    rows = rows.assign(delta_ps=[shown_difference(a / PS_PER_MS, b / PS_PER_MS, digits) * PS_PER_MS
+                                 for a, b in zip(rows["a_ps"], rows["b_ps"])])
     rows.attrs.update(digits=digits, a_ms=shown["a_ps"], b_ms=shown["b_ps"])
     return rows
 

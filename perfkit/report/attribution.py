@@ -4,7 +4,7 @@ category, op kind and op, with the bootstrap CI of each part (``summary["attribu
 
 from __future__ import annotations
 
-from perfkit.common.dividing import difference_digits
+from perfkit.common.dividing import difference_digits, shown_difference
 from perfkit.trace.names import labels
 
 MARK = "**\\***"  # a part whose CI, as shown, excludes 0
@@ -30,7 +30,7 @@ def _table(rows: list[dict], by: str, title: str, baseline: str, name: str) -> l
         named = about and r["change"] not in ("other", "idle", "residual")
         key = f"`{short[r['key']]}`" if named else _other(r, title) if "other_keys" in r else r["key"]
         out.append(f"| {key} | " + (f"{r['category'] or '-'} | {r['change']} | " if about else "")
-                   + f"{r['a_ms']:.{n}f} | {r['b_ms']:.{n}f} | {_ms(r['delta_ms'], n)} | "
+                   + f"{r['a_ms']:.{n}f} | {r['b_ms']:.{n}f} | {_ms(shown_difference(r['a_ms'], r['b_ms'], n), n)} | "
                    f"[{r['ci_lo_ms']:+.3f}, {r['ci_hi_ms']:+.3f}] | {MARK if _shown_apart(r) else ''} |")
     return out
 
@@ -68,9 +68,10 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
             continue
         t = v["total"]
         n = difference_digits([(t["a_ms"], t["b_ms"])])
-        out += ["", f"### Where {name}'s {_ms(t['delta_ms'], n)} ms a step goes",
+        change = _ms(shown_difference(t["a_ms"], t["b_ms"], n), n)
+        out += ["", f"### Where {name}'s {change} ms a step goes",
                 "", f"Mean traced device step per chip: {base} {t['a_ms']:.{n}f} ms, {name} {t['b_ms']:.{n}f} ms, "
-                f"change {_ms(t['delta_ms'], n)} ms [{t['ci_lo_ms']:+.3f}, {t['ci_hi_ms']:+.3f}] (95% CI, "
+                f"change {change} ms [{t['ci_lo_ms']:+.3f}, {t['ci_hi_ms']:+.3f}] (95% CI, "
                 f"{INTERVALS.get(v.get('interval'), 'a bootstrap over trials, then steps')}: {v['trials'][0]} and "
                 f"{v['trials'][1]} trials, {v['chip_steps'][0]} and {v['chip_steps'][1]} chip-steps). Each split "
                 f"adds up to the change: the top {attribution['top']} ops or kinds by |delta|, `other` the rest (how "

@@ -353,6 +353,14 @@ def test_each_change_shown_is_the_difference_of_the_figures_beside_it():
     hair = {**plain, "key": "idle", "a_ms": 1.0000003, "b_ms": 1.0, "delta_ms": 1.0 - 1.0000003}
     text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": {**v, "kind": [plain, hair]}}}))
     assert "| 1.000 | 1.000 | -0.000 |" in text and "| 5.000 | 6.500 | +1.500 |" in text
+    # means of a third of a nanosecond (HTA's pair, by category): one row takes 4 decimals, and at 4 to 6 the other
+    # row's b - a rounded is not the difference of its figures shown (14.634333 beside 27.255833 and 41.890167):
+    # the delta shown is theirs
+    kernels = {**plain, "key": "kernel", "a_ms": 47.2051666667, "b_ms": 91.7166666667, "delta_ms": 44.5115}
+    nccl = {**plain, "key": "nccl", "a_ms": 27.2558333333, "b_ms": 41.8901666667,
+            "delta_ms": 41.8901666667 - 27.2558333333}
+    text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": {**v, "kind": [kernels, nccl]}}}))
+    assert "| 47.205167 | 91.716667 | +44.511500 |" in text and "| 27.255833 | 41.890167 | +14.634334 |" in text
 
 
 # HTA 0.5.0's TraceDiff sums on its own pair (pinned in test_trace_cli.py): name -> (control us, test us)
