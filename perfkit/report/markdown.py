@@ -6,7 +6,7 @@ import math
 import shlex
 from pathlib import Path
 
-from perfkit.common.dividing import change_text, difference_digits, digits, ratio_text
+from perfkit.common.dividing import change_text, difference_digits, digits, ratio_text, shown_difference
 from perfkit.common.summary import NO_SPREAD, compared_variant, db_cell, without_ci
 from perfkit.cost import report as cost_report
 from perfkit.hlo.render import rank_list, ranks_report
@@ -337,13 +337,14 @@ def _breakdown(summary: dict) -> list[str]:
     rows += _hidden(bd)
     for name, deltas in bd["op_deltas"].items():
         short = labels(d["key"] for d in deltas)  # kernel names shortened; summary.json keeps them whole
+        n = difference_digits([(d["a_ms"], d["b_ms"]) for d in deltas])  # each delta the difference of the two
         rows += ["", f"Largest changes of device time per chip and step, {name} against {bd['baseline']}, "
                  f"by op {bd['by']} (ms; each op's own time, on every line where ops run at once, so a kind can "
                  "exceed its category above, where an instant counts once):", "",
                  f"| op {bd['by']} | category | {bd['baseline']} | {name} | delta |",
                  "| --- | --- | ---: | ---: | ---: |",
-                 *(f"| `{short[d['key']]}` | {d['category']} | {d['a_ms']:.3f} | {d['b_ms']:.3f} | "
-                   f"{d['delta_ms']:+.3f} |" for d in deltas)]
+                 *(f"| `{short[d['key']]}` | {d['category']} | {d['a_ms']:.{n}f} | {d['b_ms']:.{n}f} | "
+                   f"{shown_difference(d['a_ms'], d['b_ms'], n):+.{n}f} |" for d in deltas)]
     rows += attribution_report.section(summary.get("attribution"), (summary.get("noise_floor") or {}).get("variant"))
     cpu = ((summary.get("env") or {}).get("devices") or {}).get("platform") == "cpu"
     return rows + _collectives(bd.get("collectives") or {}, cpu)
@@ -411,7 +412,9 @@ def _p_floor(c: dict) -> str:
     n_a, n_b = c.get("n_a") or 0, c.get("n_b") or 0
     if not 2 <= min(n_a, n_b) < 8:
         return ""
-    return f"; with {n_a} + {n_b} trials it cannot go below {min(1.0, 2 / math.comb(n_a + n_b, n_a)):.3g}"
+    return (f"; with {n_a} + {n_b} trials and no two trial medians alike it cannot go below "
+            f"{min(1.0, 2 / math.comb(n_a + n_b, n_a)):.3g}, where tied medians make scipy's p an approximation that "
+            "can")
 
 
 def _verdict(summary: dict) -> str:

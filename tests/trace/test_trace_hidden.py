@@ -230,3 +230,21 @@ def test_breakdown_equals_a_per_picosecond_model(seed, lines):
         rows = breakdown.breakdown(_frame(ops, order))
         got = tuple(int(rows.iloc[0][c]) for c in FIGURES[1:])
         assert got == expected
+
+
+def test_the_op_delta_table_subtracts_its_shown_figures(tmp_path):
+    """A newcomer's: `fusion | 2.982 | 3.535 | +0.554` (3.535 - 2.982 = 0.553) in report.md's largest changes by op
+    kind. Each delta is the difference of the two times shown beside it, with the decimals that takes."""
+    from perfkit.report.markdown import _breakdown
+
+    one_step_trace(tmp_path / "trials/00-a/rank0/trace/step0/h.xplane.pb", ASYNC_OPS)
+    one_step_trace(tmp_path / "trials/01-b/rank0/trace/step0/h.xplane.pb", ASYNC_OPS)
+    trials = [{"index": i, "variant": v, "status": "ok", "dir": f"trials/{i:02d}-{v}"} for i, v in enumerate("ab")]
+    got = trace_summary(tmp_path, trials)
+    got["op_deltas"] = {"b": [{"key": "fusion", "category": "compute", "a_ms": 2.98249, "b_ms": 3.53551,
+                               "delta_ms": 3.53551 - 2.98249},
+                              {"key": "dot", "category": "compute", "a_ms": 0.0126, "b_ms": 0.0114,
+                               "delta_ms": 0.0114 - 0.0126}]}
+    text = "\n".join(_breakdown({"breakdown": got}))
+    assert "| `fusion` | compute | 2.9825 | 3.5355 | +0.5530 |" in text
+    assert "| `dot` | compute | 0.0126 | 0.0114 | -0.0012 |" in text
