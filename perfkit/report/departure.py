@@ -31,11 +31,13 @@ def allowance_words(t: dict) -> str:
         return rule + f"; no repeat of {a} tapped to measure one from."
     differ = [r for r in rows if _figure(r["repeat_rel_l2"]) != 0]
     if not differ:
-        return rule + f"; {a}'s {repeats} repeat(s) were bit-identical at every tap, so it stays the dtype's."
+        return rule + (f"; {a}'s {repeats + 1} trials (the compared one and {repeats} more) were bit-identical at "
+                       "every tap, so it stays the dtype's.")
     unmeasured = sum(math.isnan(_figure(r["repeat_rel_l2"])) for r in differ)
     measured = sum(r["basis"] == "repeats" for r in rows)
-    return (rule + f", or measured from {a}'s {repeats} repeat(s) where that is larger ({t['repeat_factor']:g}x their "
-            f"largest relative L2 against the compared trial): {len(differ)} tap(s) differ between repeats, "
+    return (rule + f", or measured from {a}'s other {repeats} trial(s) where that is larger "
+            f"({t['repeat_factor']:g}x their largest relative L2 against the compared trial): {len(differ)} tap(s) "
+            "differ between trials, "
             f"{measured} take the measured allowance"
             + (f", {unmeasured} differ with no arrays kept to measure (the dtype's used)" if unmeasured else "") + ".")
 

@@ -32,6 +32,7 @@ def test_a_tapped_run_reports_its_first_departure(tmp_path, monkeypatch):
     report = (run / "report.md").read_text()
     quality = report[report.index("## Quality"):report.index("## Rank consistency")]
     assert "### First departure" in quality and "First departure: **`block1.out` at step 0** (tap 1)" in quality
-    assert "a's 2 repeat(s) were bit-identical at every tap" in quality
+    # (it said "a's 2 repeat(s)", which a newcomer read as two runs where there were three)
+    assert "a's 3 trials (the compared one and 2 more) were bit-identical at every tap" in quality
     assert "![Agreement by layer (taps), B vs A](plots/taps.png)" in report
     assert (run / "plots" / "taps.png").stat().st_size > 0
