@@ -152,6 +152,10 @@ def not_verified(case: Case, summary: dict) -> list[str]:
         why = ("a variant has no timed steps" if c["ratio"] is None else NO_SPREAD if without_ci(c)
                else "the CI reaches both sides of the minimum effect")
         notes.append(f"the B/A timing verdict: unknown ({why})")
+    elif min(c.get("n_a") or 0, c.get("n_b") or 0) == 1:
+        notes.append(f"the B/A timing CI: a side has one trial, so it holds that trial's steps' noise alone, not the "
+                     f"trials' (a run's trials differ by more than its steps do): the {c['verdict']} verdict may not "
+                     "hold on another run")
     failed = summary["trials"]["failed"]
     if failed:
         notes.append(f"{len(failed)} of {summary['trials']['total']} trials failed or hung: the figures come from "

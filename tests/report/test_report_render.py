@@ -262,6 +262,18 @@ def test_a_run_cut_short_or_empty_does_not_read_as_complete(make_run, tmp_path):
             "variant finished)") in summary["not_verified"]  # it said "no XLA dumps compared"
 
 
+def test_one_trial_a_side_says_its_ci_is_the_steps_noise_alone(make_run):
+    """A newcomer's run stopped after one trial a side read "sp/tp 1.609 [1.175, 2.458] -> slower": a CI from one
+    trial's steps, nothing of how trials differ. Not verified says so; with two trials a side it does not."""
+    one = json.loads((make_run("one", trials=ab_trials()[:2]) / "summary.json").read_text())
+    assert (one["comparison"]["n_a"], one["comparison"]["n_b"], one["comparison"]["verdict"]) == (1, 1, "slower")
+    assert ("the B/A timing CI: a side has one trial, so it holds that trial's steps' noise alone, not the trials' (a "
+            "run's trials differ by more than its steps do): the slower verdict may not hold on another run"
+            ) in one["not_verified"]
+    two = json.loads((make_run("two", trials=ab_trials()[:4]) / "summary.json").read_text())
+    assert not any(note.startswith("the B/A timing CI") for note in two["not_verified"])
+
+
 def test_a_trial_whose_record_is_damaged_is_not_dropped_silently(make_run):
     """A newcomer's: trials.jsonl's third line cut short, with whole records after it (more than the plan's
     first rounds): re-rendered without that trial and without a word, the gate then passing "0 failed trials".
