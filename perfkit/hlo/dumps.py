@@ -122,8 +122,7 @@ def resolve(paths: list[str | Path]) -> list[RankDumps]:
             return sets
         ranks = rank_folders(folder)
         if not ranks and find_dumps(folder) is None:
-            raise BadInput(f"no *{AFTER_OPTIMIZATIONS} here (dumps need --xla_dump_to=DIR --xla_dump_hlo_as_text)",
-                           path=str(folder))
+            raise _no_dumps(folder, f"one per rank (`perfkit hlo-diff {folder}/*`)")
         if not ranks:
             raise BadInput("one dump folder: hlo-diff compares ranks (give a folder of rank<R>/ folders, a run "
                            "directory, or one dump folder per rank)", path=str(folder))
@@ -160,6 +159,17 @@ def single_dump(path: str | Path) -> Path:
         raise BadInput("no such folder" if not folder.exists() else "not a folder", path=str(folder))
     found = find_dumps(folder)
     if found is None:
-        raise BadInput(f"no *{AFTER_OPTIMIZATIONS} here (dumps need --xla_dump_to=DIR --xla_dump_hlo_as_text)",
-                       path=str(folder))
+        raise _no_dumps(folder, "one of them")
     return found
+
+
+def _no_dumps(folder: Path, give: str) -> BadInput:
+    """A folder without dumps, refused: where its own folders hold some (a folder of dump folders, not named
+    ``rank<R>``), saying to give them (``give``: how), else how to make dumps."""
+    inside = sorted(p.name for p in folder.iterdir() if p.is_dir() and find_dumps(p) is not None)
+    if not inside:
+        return BadInput(f"no *{AFTER_OPTIMIZATIONS} here (dumps need --xla_dump_to=DIR --xla_dump_hlo_as_text)",
+                        path=str(folder))
+    named = ", ".join(inside[:4]) + (", ..." if len(inside) > 4 else "")
+    return BadInput(f"no *{AFTER_OPTIMIZATIONS} here, but {len(inside)} of its folders hold dumps ({named}): give "
+                    f"{give}", path=str(folder))

@@ -345,6 +345,13 @@ def test_bad_input_is_one_line_exit_2(tmp_path, real_dumps):
     res = perfkit(tmp_path / "empty")  # it said "one dump folder: hlo-diff compares ranks" of a folder of nothing
     assert res.returncode == 2 and res.stderr == (f"perfkit: {tmp_path / 'empty'}: no *after_optimizations.txt here "
                                                   "(dumps need --xla_dump_to=DIR --xla_dump_hlo_as_text)\n")
+    # a folder of dump folders not named rank<R> (the real dumps'): it said how to make dumps
+    real = REPO / "tests" / "data" / "real" / "hlo"
+    res = perfkit(real)
+    assert res.returncode == 2 and res.stderr == (
+        f"perfkit: {real}: no *after_optimizations.txt here, but 4 of its folders hold dumps (amd_te_fused_attn, "
+        f"mi300_jax08_attention, mi300_jax08_gemm, mi300_jax_conv_08): give one per rank "
+        f"(`perfkit hlo-diff {real}/*`)\n")
 
 
 def test_module_filter(dumps_copy):
