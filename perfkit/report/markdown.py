@@ -84,7 +84,8 @@ def _timing(summary: dict) -> list[str]:
 
     def spread(label: str, metric: str) -> str:
         return f"| {label} | " + " | ".join(
-            f"{_ms(v[metric]['p25'])} - {_ms(v[metric]['p75'])}" for v in variants.values()) + " |"
+            "-" if v[metric]["p25"] is None else f"{_ms(v[metric]['p25'])} - {_ms(v[metric]['p75'])}"
+            for v in variants.values()) + " |"
 
     if any(v["step_ms"]["n"] for v in variants.values()):
         medians = {n: trial_median(v) for n, v in variants.items()}

@@ -470,3 +470,11 @@ def test_a_tensors_quality_row_says_its_units():
     assert lines[0] == "`rows.npy`: a tensor; PSNR over A's range."
     assert "| mean abs diff (in A's units; /255 for frames) |" in lines[2]
     assert lines[4] == "| b vs a | 61.50 | - | - | - | - | 0.25 | 2 | - | no |"
+
+
+def test_a_variant_without_timed_steps_has_one_dash_for_its_spread(make_run):
+    """A run stopped after tp's first trial: sp's p25 - p75 read "- - -"."""
+    report = (make_run("half", trials=ab_trials()[:1]) / "report.md").read_text()
+    assert "| step, synced: p25 - p75 of all timed steps pooled (ms) | " in report
+    row = next(line for line in report.splitlines() if line.startswith("| step, synced: p25 - p75"))
+    assert row.endswith(" | - |") and "- - -" not in report
