@@ -50,3 +50,14 @@ def shown_difference(a: float, b: float, decimals: int) -> float:
     last decimal of b - a (where no number of decimals up to its most serves: means of a third of a nanosecond)."""
     shown = float(f"{b:.{decimals}f}") - float(f"{a:.{decimals}f}")
     return b - a if round(b - a, decimals) == round(shown, decimals) else shown
+
+
+def whole_shares(parts: list[float]) -> list[int]:
+    """Each part's share of their sum in whole percent, adding up to 100 as the parts add up to their sum:
+    rounded down, then the points left given to the largest remainders (36%, 40%, 0%, 25% read 101%)."""
+    total = sum(parts)
+    exact = [100 * p / total for p in parts]
+    shares = [int(x) for x in exact]
+    for i in sorted(range(len(parts)), key=lambda i: shares[i] - exact[i])[:100 - sum(shares)]:
+        shares[i] += 1
+    return shares

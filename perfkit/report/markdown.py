@@ -6,7 +6,8 @@ import math
 import shlex
 from pathlib import Path
 
-from perfkit.common.dividing import change_text, difference_digits, digits, ratio_text, shown_difference
+from perfkit.common.dividing import (change_text, difference_digits, digits, ratio_text, shown_difference,
+                                     whole_shares)
 from perfkit.common.summary import NO_SPREAD, compared_variant, db_cell, without_ci
 from perfkit.cost import report as cost_report
 from perfkit.hlo.render import rank_list, ranks_report
@@ -296,8 +297,12 @@ def _breakdown(summary: dict) -> list[str]:
     """The traced steps split per chip (``perfkit trace breakdown``) and the op kinds that moved most."""
     bd = summary["breakdown"]
 
-    def cell(v: dict, part: str) -> str:
-        return f"{v[part + '_ms']:.3f} ({100 * v[part + '_ms'] / v['span_ms']:.0f}%)" if v["span_ms"] else "-"
+    def cells(v: dict) -> list[str]:
+        if not v["span_ms"]:
+            return ["-"] * len(parts)
+        # the parts add up to the span (DCN, left out, is 0): their shares, to 100%
+        shares = whole_shares([v.get(f"{p}_ms") or 0.0 for p in parts])
+        return [f"{v[p + '_ms']:.3f} ({share}%)" for p, share in zip(parts, shares)]
 
     # exposed DCN (cross-slice collectives) only where some variant has any
     dcn = any(v.get("dcn_ms") for v in bd["variants"].values())  # dcn_ms: summaries from before it
@@ -309,7 +314,7 @@ def _breakdown(summary: dict) -> list[str]:
             rows.append(f"| {name} | {v['error']} |" + " |" * (len(parts) + 1))
         else:
             rows.append(f"| {name} | {v['chip_steps']} ({v['trials']}) | {v['span_ms']:.3f} | "
-                        + " | ".join(cell(v, p) for p in parts) + " |")
+                        + " | ".join(cells(v)) + " |")
     rows += ["", "Mean traced step per chip (a chip-step: one chip's one traced step); each instant goes to compute, "
              "else exposed ICI (collectives not under compute), " + ("else exposed DCN, " if dcn else "")
              + "else local DMA (copies), else idle (`perfkit trace breakdown` on the trial folders gives every chip "

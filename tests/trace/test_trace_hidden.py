@@ -248,3 +248,16 @@ def test_the_op_delta_table_subtracts_its_shown_figures(tmp_path):
     text = "\n".join(_breakdown({"breakdown": got}))
     assert "| `fusion` | compute | 2.9825 | 3.5355 | +0.5530 |" in text
     assert "| `dot` | compute | 0.0126 | 0.0114 | -0.0012 |" in text
+
+
+def test_the_breakdown_shares_add_up_to_100(tmp_path):
+    """A newcomer's: 2.960 (36%), 3.301 (40%), 0.000 (0%), 2.072 (25%) of an 8.333 ms span: 101%. Whole shares
+    adding to 100, the points left to the largest remainders (35.52, 39.61, 0, 24.86: 35, 40, 0, 25)."""
+    from perfkit.report.markdown import _breakdown
+
+    one_step_trace(tmp_path / "trials/00-a/rank0/trace/step0/h.xplane.pb", ASYNC_OPS)
+    trials = [{"index": 0, "variant": "a", "status": "ok", "dir": "trials/00-a"}]
+    got = trace_summary(tmp_path, trials)
+    got["variants"]["a"].update(span_ms=8.333, compute_ms=2.960, ici_ms=3.301, dcn_ms=0.0, dma_ms=0.0, idle_ms=2.072)
+    text = "\n".join(_breakdown({"breakdown": got}))
+    assert "| 8.333 | 2.960 (35%) | 3.301 (40%) | 0.000 (0%) | 2.072 (25%) |" in text
