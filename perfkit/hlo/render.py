@@ -126,7 +126,9 @@ def _module(w: _Writer, m: dict) -> None:
              f"{_count(m['collectives'], 'collective')}")
     missing = f"; not compiled on {ranks_text(m['missing_ranks'])}" if m["missing_ranks"] else ""
     if len(m["groups"]) == 1:
-        w.line(1, f"module {w.code(m['name'])}: {ranks_text(m['groups'][0])} identical "
+        # one rank alone compiled it: nothing it could be identical to
+        alike = "alone" if len(m["groups"][0]) == 1 else "identical"
+        w.line(1, f"module {w.code(m['name'])}: {ranks_text(m['groups'][0])} {alike} "
                   f"(fingerprint {m['fingerprints'][0]}), {shape}{missing}")
         return
     groups = " | ".join(rank_list(g) for g in m["groups"])

@@ -189,6 +189,9 @@ def test_ranks_sharing_no_module_are_not_called_consistent():
     assert res.returncode == 0 and res.stdout.splitlines()[0].endswith(
         ": 2 ranks in 2 roles, 2 modules: nothing compared (each module compiled by one rank only: these ranks share "
         "no program to differ in)")
+    # a module one rank alone compiled is not "identical" (to nothing): it read "rank 0 identical"
+    modules = [line for line in res.stdout.splitlines() if line.startswith("  module ")]
+    assert modules and all(": rank 0 alone (fingerprint " in m or ": rank 1 alone (fingerprint " in m for m in modules)
     check, = json.loads(perfkit(real / "amd_te_fused_attn", real / "mi300_jax08_attention", "--json").stdout)["checks"]
     assert check["compared"] == 0 and check["consistent"] is True
 
