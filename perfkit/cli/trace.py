@@ -376,7 +376,9 @@ def tail(paths, k, as_json, programs):
         click.echo("the others were then in: " + ", ".join(f"{kind} ({cat}) x{n}" for (kind, cat), n in what.items()))
     click.echo("\nchips, earliest stop first (ms):")
     click.echo(_ms(chips, ["last_end_ps", "before_last_ps"]).to_string(index=False))
-    click.echo(f"\nlast {k} ops per chip (ms from the trace start):")
+    outside = "; step -1: outside every step's span, e.g. after the last step marker closed" * bool(
+        (last["step"] < 0).any())
+    click.echo(f"\nlast {k} ops per chip (ms from the trace start{outside}):")
     click.echo(_ms(readable(last, ["name", "kind"]), ["start_ps", "end_ps", "dur_ps"]).to_string(index=False))
     if sequence["completed"].any():  # (with none, the line below says so: a table of blanks says nothing)
         click.echo("\ncollectives per chip (completed in the traces; waiting at: its program's next, else the one it "

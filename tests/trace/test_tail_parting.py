@@ -152,6 +152,10 @@ def test_trace_tail_command(hung_trial, read):
     assert first.startswith("chips part at step 0") and "rank 3 device 0" in first
     assert rest.lstrip().startswith("first to stop: ") and "(where the chips stopped: a symptom" in rest
     assert text.stdout.count("chips part at") == 1
+    # the ops of the step whose marker never closed are of no step: -1, said where it shows (it went unexplained)
+    assert any(op["step"] == -1 for op in doc["last_ops"])
+    assert "last 5 ops per chip (ms from the trace start; step -1: outside every step's span, e.g. after the last " \
+           "step marker closed):" in text.stdout
 
 
 def test_a_hung_trial_in_the_summary_and_report(hung_trial):
