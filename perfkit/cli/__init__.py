@@ -381,7 +381,7 @@ def report(run_dirs, progression, out_file, as_json):
 
     failed = False
     for d in run_dirs:
-        failed = render_run(run_folder(d)) or failed
+        failed = render_run(run_folder(d).absolute()) or failed  # its paths as a run writes them: absolute
     raise SystemExit(ExitCode.TRIAL_FAILED if failed else ExitCode.OK)
 
 

@@ -478,3 +478,12 @@ def test_a_variant_without_timed_steps_has_one_dash_for_its_spread(make_run):
     assert "| step, synced: p25 - p75 of all timed steps pooled (ms) | " in report
     row = next(line for line in report.splitlines() if line.startswith("| step, synced: p25 - p75"))
     assert row.endswith(" | - |") and "- - -" not in report
+
+
+def test_report_writes_the_paths_a_run_writes(make_run, tmp_path, monkeypatch):
+    """`perfkit report RUN` with a relative RUN wrote summary.json's paths relative, where the run (and --resume)
+    write them absolute: the file changed with whichever command wrote it last."""
+    make_run("rel")
+    monkeypatch.chdir(tmp_path)
+    assert CliRunner().invoke(cli, ["report", "rel"]).exit_code == 0
+    assert json.loads((tmp_path / "rel" / "summary.json").read_text())["run_dir"] == str(tmp_path / "rel")
