@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from perfkit.cli import NOTES, OneLineGroup
-from perfkit.common.dividing import difference_digits, shown_difference
+from perfkit.common.dividing import difference_digits, shown_difference, whole_shares
 from perfkit.errors import BadInput, DefinitionNote
 
 if TYPE_CHECKING:
@@ -208,8 +208,11 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     table["overlap"] = rows["overlap"].map(share)
     click.echo(text_table(table))
     shares = _ms(means.drop(columns=hidden_parts), [c for c in TIMES + COMM if c not in hidden_parts])
-    for p in parts:
-        shares[p] += (100 * means[f"{p}_ps"] / means["span_ps"]).map(lambda v: "" if pd.isna(v) else f" ({v:.1f}%)")
+    # the parts add up to the span (DCN, where left out, is 0): each chip's shares, to 100.0%
+    percent = [whole_shares(row, 1) if sum(row) else [None] * len(parts)
+               for row in means[[f"{p}_ps" for p in parts]].itertuples(index=False)]
+    for i, p in enumerate(parts):
+        shares[p] += ["" if row[i] is None else f" ({row[i]:.1f}%)" for row in percent]
     shares["overlap"] = means["overlap"].map(share)
     click.echo("\nmean step per chip (ms, % of the span):")
     click.echo(text_table(shares))

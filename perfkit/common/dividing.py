@@ -52,12 +52,12 @@ def shown_difference(a: float, b: float, decimals: int) -> float:
     return b - a if round(b - a, decimals) == round(shown, decimals) else shown
 
 
-def whole_shares(parts: list[float]) -> list[int]:
-    """Each part's share of their sum in whole percent, adding up to 100 as the parts add up to their sum:
-    rounded down, then the points left given to the largest remainders (36%, 40%, 0%, 25% read 101%)."""
-    total = sum(parts)
-    exact = [100 * p / total for p in parts]
+def whole_shares(parts: list[float], decimals: int = 0) -> list[float]:
+    """Each part's share of their sum in percent to ``decimals``, adding up to 100 as the parts add up to their
+    sum: rounded down, then the units left given to the largest remainders (36%, 40%, 0%, 25% read 101%)."""
+    unit, total = 10**decimals, sum(parts)
+    exact = [100 * unit * p / total for p in parts]
     shares = [int(x) for x in exact]
-    for i in sorted(range(len(parts)), key=lambda i: shares[i] - exact[i])[:100 - sum(shares)]:
+    for i in sorted(range(len(parts)), key=lambda i: shares[i] - exact[i])[:100 * unit - sum(shares)]:
         shares[i] += 1
-    return shares
+    return [s / unit if decimals else s for s in shares]

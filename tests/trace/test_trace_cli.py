@@ -4,6 +4,7 @@ import gc
 import gzip
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -436,3 +437,18 @@ def test_a_jax_json_trace_names_the_xspace_beside_it(fixtures_dir, tmp_path):
     assert result.output.endswith(f"no device ops in these traces; its device ops are in the XSpace beside it, "
                                   f"{xspace} (JAX's profiler writes both)\n")
     assert run("breakdown", xspace).exit_code == 0
+
+
+def test_each_chips_shares_add_up_to_100(tmp_path):
+    """The mean table's shares of each chip's span, to 0.1%, add up to 100.0% as the parts add up to the span:
+    rounded down, the tenths left to the largest remainders (a third each read 33.3% x 3 = 99.9%)."""
+    from perfkit.common.dividing import whole_shares
+
+    assert whole_shares([1.0, 1.0, 1.0], 1) == [33.4, 33.3, 33.3]
+    assert whole_shares([2.960, 3.301, 0.0, 2.072]) == [35, 40, 0, 25]  # 35.52, 39.61, 0, 24.86
+    # over the whole trace: a fusion, an all-reduce and a gap, 1 us each (an op of no duration ends the window)
+    ops = [("fusion.1", "fusion", 0, 1), ("all-reduce.1", "all-reduce", 1, 2), ("fusion.2", "fusion", 3, 3)]
+    path = one_step_trace(tmp_path / "thirds.xplane.pb", ops)
+    means = run("breakdown", path, "--window", "trace").stdout.split("mean step per chip")[1].splitlines()[2:]
+    shares = [[float(x) for x in re.findall(r"\(([\d.]+)%\)", line)] for line in means if "%" in line]
+    assert shares == [[33.4, 33.3, 0.0, 33.3]], means
