@@ -49,7 +49,8 @@ def _short_of_plan(run_dir: Path) -> bool:
     """Whether a run stopped short of its plan's first rounds (``repeats.min`` trials of each variant it runs):
     perfkit was killed during a trial, and nothing wrote that it stopped; or while writing one, its
     trials.jsonl's last line cut short; or a trial's record is lost (said on stderr: which)."""
-    lost = rundir.lost_trials(run_dir)
+    trials = rundir.read_trials(run_dir)
+    lost = rundir.lost_trials(trials)
     if lost:
         print(f"perfkit: {run_dir / 'trials.jsonl'}: no whole record of trial {', '.join(map(str, lost))} (a line "
               "damaged or cut short): the run is read as interrupted, and --resume runs it again", file=sys.stderr)
@@ -57,7 +58,7 @@ def _short_of_plan(run_dir: Path) -> bool:
         return True
     case = case_mod.load(run_dir / "case.yaml")
     planned = case.repeats["min"] * len(run_names(case, run_options(run_dir).get("only")))
-    return len(rundir.read_trials(run_dir)) < planned
+    return len(trials) < planned
 
 
 def render_one(run_dir: Path, interrupted: bool | None = None) -> bool:

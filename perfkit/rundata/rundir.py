@@ -100,10 +100,10 @@ def read_trials(part: Path) -> list[dict]:
     return out
 
 
-def lost_trials(part: Path) -> list[int]:
-    """The trials below the highest recorded one that ``trials.jsonl`` holds no whole record of: a line damaged
-    or cut short, its trial never recorded again (``--resume`` runs it again)."""
-    indexes = {t.get("index") for t in read_trials(part)} - {None}
+def lost_trials(trials: list[dict]) -> list[int]:
+    """The trials below the highest of ``trials`` (``read_trials``) that ``trials.jsonl`` holds no whole record of:
+    a line damaged or cut short, its trial never recorded again (``--resume`` runs it again)."""
+    indexes = {t.get("index") for t in trials} - {None}
     done = {i for i in indexes if isinstance(i, int) and i >= 0}
     return sorted(set(range(max(done) + 1)) - done) if done else []
 

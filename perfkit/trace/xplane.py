@@ -348,25 +348,29 @@ def _name(data: bytes | None) -> str | None:
 
 
 def planes(path: Path, file_index: int = 0) -> tuple[str, list[PlaneJob]]:
-    """The XSpace's first hostname and where its planes are in the file, with their names (the planes
-    are not read)."""
+    """The XSpace's first hostname (else the file's name) and where its planes are in the file, with their names
+    (the planes are not read)."""
     with path.open("rb") as file:
         whole = wire.FileBytes(file)  # only the planes' heads are read
-        starts, ends, space = _split(whole, 0, len(whole), 1, XSPACE, path)
+        starts, ends, host = _space_head(whole, path)
         if not starts.size:
             raise BadInput("not an XSpace: no named planes", path=path)
-        host = space.hostnames[0] if space.hostnames else path.name.split(".")[0]
-        return host, [PlaneJob(file_index, path, s, e, _name(wire.field_ahead(whole, s, e, 2)))
-                      for s, e in zip(starts.tolist(), ends.tolist())]
+        jobs = [PlaneJob(file_index, path, s, e, _name(wire.field_ahead(whole, s, e, 2)))
+                for s, e in zip(starts.tolist(), ends.tolist())]
+        return host or path.name.split(".")[0], jobs
 
 
 def recorded_host(path: Path) -> str | None:
     """The first hostname the XSpace records (its profiler's machine), None where it records none (xprof's own
     test profiles); only the planes' heads are read."""
     with path.open("rb") as file:
-        whole = wire.FileBytes(file)
-        space = _split(whole, 0, len(whole), 1, XSPACE, path)[2]
-        return space.hostnames[0] if space.hostnames else None
+        return _space_head(wire.FileBytes(file), path)[2]
+
+
+def _space_head(whole: wire.FileBytes, path: Path) -> tuple[np.ndarray, np.ndarray, str | None]:
+    """Where an XSpace's planes are (their payloads' starts and ends) and its first recorded hostname, if any."""
+    starts, ends, space = _split(whole, 0, len(whole), 1, XSPACE, path)
+    return starts, ends, space.hostnames[0] if space.hostnames else None
 
 
 class PlaneHead(NamedTuple):
