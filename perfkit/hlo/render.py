@@ -6,6 +6,8 @@ Markdown form is what run reports embed for a variant whose ranks diverged.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 SHOWN = 8  # instructions / changes / offsets shown per list (the JSON has up to diff.MAX_LISTED)
 SHAPES_SHOWN = 3  # shapes added, and removed, shown per opcode of an A/B line: one line each, kept short
 
@@ -183,6 +185,12 @@ def _shape_changes(w: _Writer, o: dict) -> list[str]:
     return parts
 
 
+def _step_program(w: _Writer, step: dict) -> str:
+    """A step program by its module name and its dump's number (``module_0049``): the programs costed are
+    named, as the modules compared are, for they need not be the same module."""
+    return f"{w.code(step['module'])} ({Path(step['file']).name.split('.')[0]})"
+
+
 def ab_report(result: dict, markdown: bool = False) -> str:
     """A against B (``diff.compare_ab``) as text or Markdown."""
     w = _Writer(markdown)
@@ -190,7 +198,9 @@ def ab_report(result: dict, markdown: bool = False) -> str:
     w.line(0, f"A {w.code(result['a'])} against B {w.code(result['b'])}: {_count(len(result['modules']), 'module')} "
               f"compared, {differ} differ")
     if result.get("cost"):  # perfkit.cost.programs.ab_cost: the change, then each roofline, in words
-        w.line(1, "step cost: " + result["cost"]["lines"][0])
+        cost = result["cost"]
+        w.line(1, f"step cost, A's step program {_step_program(w, cost['a'])} against B's "
+                  f"{_step_program(w, cost['b'])}: " + cost["lines"][0])
         for line in result["cost"]["lines"][1:]:
             w.line(2, line)
     for key, side in (("only_a", "A"), ("only_b", "B")):

@@ -194,3 +194,20 @@ def test_shapes_left_out_are_counted_so_the_line_adds_up(tmp_path):
     md = render.ab_report(compare_ab(a, b), markdown=True)
     assert "``f32[12]{0}``, ... 3 more shapes (+2)" in md
     assert lines[0].endswith(": 1 module compared, 1 differ")
+
+
+def test_programs_of_no_module_in_common_name_the_step_programs_costed(fixtures_dir):
+    """Two real dumps with no module in common (MI300 GEMMs against TransformerEngine attention): nothing is
+    compared, and the step cost line names the program costed on each side (the costliest: the 8192 x 8192 x
+    4096 GEMM, 2 x 8192 x 8192 x 4096 FLOPs by hand), for they are not one module; neither runs a collective."""
+    a, b = fixtures_dir / "hlo" / "mi300_jax08_gemm", fixtures_dir / "hlo" / "amd_te_fused_attn"
+    res = subprocess.run([sys.executable, "-m", "perfkit.cli", "hlo-diff", "--ab", str(a), str(b)],
+                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert res.returncode == 0, res.stderr
+    head, cost = res.stdout.splitlines()[:2]
+    assert head.endswith(": 0 modules compared, 0 differ")
+    assert cost.startswith("  step cost, A's step program jit_dot (module_0049) against B's jit_loss_fn "
+                           "(module_0017): B runs no collective, nor does A; FLOPs +")
+    out = json.loads(subprocess.run([sys.executable, "-m", "perfkit.cli", "hlo-diff", "--ab", "--json", str(a), str(b)],
+                                    capture_output=True, text=True, cwd=REPO, timeout=60).stdout)
+    assert out["cost"]["a"]["flops"] == 2 * 8192 * 8192 * 4096
