@@ -311,9 +311,10 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
     totals = table.groupby("category")[["a_ps", "b_ps", "delta_ps"]].sum()
     shown = _as_shown(table.head(top).copy())
     a_ms, b_ms = shown.attrs["a_ms"], shown.attrs["b_ms"]
+    # of the times shown, signed as the delta: times that differ by a hair show alike, -0.0000 and -0.0
     shown["delta %"] = [("new" if a_ps == 0 else "-") if a == 0 else "gone" if b_ps == 0 else
-                        f"{100 * (b / a - 1):+.1f}"
-                        for a, b, a_ps, b_ps in zip(a_ms, b_ms, shown["a_ps"], shown["b_ps"])]
+                        f"{math.copysign(100 * (b / a - 1), delta):+.1f}"
+                        for a, b, a_ps, b_ps, delta in zip(a_ms, b_ms, shown["a_ps"], shown["b_ps"], shown["delta_ps"])]
     for c in ("a_count", "b_count"):
         shown[c] = shown[c].map(lambda v: f"{v:.4g}")
     click.echo(_ms(readable(shown, ["key"]), ["a_ps", "b_ps", "delta_ps"], digits=shown.attrs["digits"])

@@ -129,6 +129,25 @@ def test_diff_kinds_and_changes_read_from_the_table(tmp_path):
         assert round(float(shown_b) - float(shown_a), decimals) == float(delta), (shown_a, shown_b, delta)
 
 
+def _one_op(path: Path, dur_ps: int) -> Path:
+    space = XSpaceWriter("h")
+    space.program(5, "jit_m", [("fusion.1", "fusion", "f32[8,128]")])
+    chip = space.plane("/device:TPU:0")
+    chip.line("Steps", 0).event(chip.op("0"), 0, 100 * U)
+    chip.line("XLA Ops", 0).event(chip.op("fusion.1", program_id=5), 0, dur_ps)
+    return space.save(path)
+
+
+def test_diff_times_a_hair_apart_keep_one_sign(tmp_path):
+    """0.01551 against 0.01549 ms show alike to the 4 decimals their delta takes: the delta -0.0000 and its
+    percent -0.0 (the percent of the times shown had read +0.0 beside -0.0000)."""
+    a, b = _one_op(tmp_path / "a.xplane.pb", 15_510_000), _one_op(tmp_path / "b.xplane.pb", 15_490_000)
+    row = run("diff", a, b, "--by", "op").stdout.splitlines()[2].split()
+    assert row == ["fusion.1", "compute", "0.0155", "0.0155", "1", "1", "-0.0000", "-0.0"]
+    row = run("diff", b, a, "--by", "op").stdout.splitlines()[2].split()
+    assert row[-2:] == ["0.0000", "+0.0"]
+
+
 def test_breakdown_header_names_hta_only_for_what_hta_reads(tmp_path):
     """HTA reads Kineto traces, not XSpaces: an XSpace's header names no HTA option; one without steps has no last
     step to keep (both read "last step kept (HTA's include_last_profiler_step=True)")."""
