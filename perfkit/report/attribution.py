@@ -4,18 +4,21 @@ category, op kind and op, with the bootstrap CI of each part (``summary["attribu
 
 from __future__ import annotations
 
-from perfkit.common.dividing import difference_digits, shown_difference
+from perfkit.common.dividing import shown_difference
 from perfkit.trace.names import labels
 
 MARK = "**\\***"  # a part whose CI, as shown, excludes 0
+# ms to the microsecond, as the CIs beside them: each delta the difference of the two figures shown (within a
+# microsecond of B - A), where more decimals for an exact one read 12.114899 beside 12.115 in the table above
+DECIMALS = 3
 INTERVALS = {"welch": "Welch's t over each side's trial means",  # summary.json's attribution ``interval``
              "steps": "a bootstrap over trials, then steps (a side of one trial gives its steps' noise alone: no "
                       "spread of trials to measure)"}
 SPLITS = (("category", "category"), ("kind", "op kind"), ("op", "op"))
 
 
-def _ms(v: float, decimals: int = 3) -> str:
-    return f"{v:+.{decimals}f}"
+def _ms(v: float) -> str:
+    return f"{v:+.{DECIMALS}f}"
 
 
 def _table(rows: list[dict], by: str, title: str, baseline: str, name: str) -> list[str]:
@@ -25,12 +28,12 @@ def _table(rows: list[dict], by: str, title: str, baseline: str, name: str) -> l
     out = ["", f"By {title}:", "", f"| {title} | " + ("category | change | " if about else "")
            + f"{baseline} (ms) | {name} (ms) | delta (ms) | 95% CI (ms) | |",
            "| --- | " + ("--- | --- | " if about else "") + "---: | ---: | ---: | ---: | --- |"]
-    n = difference_digits([(r["a_ms"], r["b_ms"]) for r in rows])  # each delta the difference of the figures beside it
     for r in rows:
         named = about and r["change"] not in ("other", "idle", "residual")
         key = f"`{short[r['key']]}`" if named else _other(r, title) if "other_keys" in r else r["key"]
         out.append(f"| {key} | " + (f"{r['category'] or '-'} | {r['change']} | " if about else "")
-                   + f"{r['a_ms']:.{n}f} | {r['b_ms']:.{n}f} | {_ms(shown_difference(r['a_ms'], r['b_ms'], n), n)} | "
+                   + f"{r['a_ms']:.{DECIMALS}f} | {r['b_ms']:.{DECIMALS}f} | "
+                   f"{_ms(shown_difference(r['a_ms'], r['b_ms'], DECIMALS))} | "
                    f"[{r['ci_lo_ms']:+.3f}, {r['ci_hi_ms']:+.3f}] | {MARK if _shown_apart(r) else ''} |")
     return out
 
@@ -67,10 +70,10 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
             out += ["", f"Attribution of {name} against {base}: {v['error']}"]
             continue
         t = v["total"]
-        n = difference_digits([(t["a_ms"], t["b_ms"])])
-        change = _ms(shown_difference(t["a_ms"], t["b_ms"], n), n)
+        change = _ms(shown_difference(t["a_ms"], t["b_ms"], DECIMALS))
         out += ["", f"### Where {name}'s {change} ms a step goes",
-                "", f"Mean traced device step per chip: {base} {t['a_ms']:.{n}f} ms, {name} {t['b_ms']:.{n}f} ms, "
+                "", f"Mean traced device step per chip: {base} {t['a_ms']:.{DECIMALS}f} ms, "
+                f"{name} {t['b_ms']:.{DECIMALS}f} ms, "
                 f"change {change} ms [{t['ci_lo_ms']:+.3f}, {t['ci_hi_ms']:+.3f}] (95% CI, "
                 f"{INTERVALS.get(v.get('interval'), 'a bootstrap over trials, then steps')}: {v['trials'][0]} and "
                 f"{v['trials'][1]} trials, {v['chip_steps'][0]} and {v['chip_steps'][1]} chip-steps). Each split "

@@ -343,7 +343,7 @@ def _breakdown(summary: dict) -> list[str]:
     rows += _hidden(bd)
     for name, deltas in bd["op_deltas"].items():
         short = labels(d["key"] for d in deltas)  # kernel names shortened; summary.json keeps them whole
-        n = difference_digits([(d["a_ms"], d["b_ms"]) for d in deltas])  # each delta the difference of the two
+        n = attribution_report.DECIMALS  # each delta the difference of the two figures shown
         rows += ["", f"Largest changes of device time per chip and step, {name} against {bd['baseline']}, "
                  f"by op {bd['by']} (ms; each op's own time, on every line where ops run at once, so a kind can "
                  "exceed its category above, where an instant counts once):", "",

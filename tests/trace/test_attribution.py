@@ -335,8 +335,10 @@ def test_report_section_marks_and_aa_line():
 
 
 def test_each_change_shown_is_the_difference_of_the_figures_beside_it():
-    """A newcomer's: tp 9.030 ms, sp 12.995 ms, change +3.964 ms (12.995 - 9.030 = 3.965). The figures get the
-    decimals it takes, the header and a split's table alike; a table's other rows keep its decimals."""
+    """A newcomer's: tp 9.030 ms, sp 12.995 ms, change +3.964 ms (12.995 - 9.030 = 3.965). Every figure to the
+    microsecond, as the CIs beside them, and each change the difference of the two figures shown (within a
+    microsecond of B - A), the header and the tables alike; more decimals for exact changes had read 12.114899
+    beside a category table's 12.115."""
     total = {"key": "total", "category": "", "change": "", "a_ms": 9.0304, "b_ms": 12.9946,
              "delta_ms": 12.9946 - 9.0304,
              "ci_lo_ms": 3.5, "ci_hi_ms": 4.4, "marked": True}
@@ -345,22 +347,19 @@ def test_each_change_shown_is_the_difference_of_the_figures_beside_it():
          "category": [{**total, "key": "ici"}, plain], "kind": [plain], "op": [],
          "marked": {"rows": 3, "marked": 2, "chance_allows": 1}}
     text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": v}}))
-    assert "### Where sp's +3.9642 ms a step goes" in text
-    assert "Mean traced device step per chip: tp 9.0304 ms, sp 12.9946 ms, change +3.9642 ms [+3.500, +4.400]" in text
-    assert "| ici | 9.0304 | 12.9946 | +3.9642 |" in text and "| compute | 5.0000 | 6.5000 | +1.5000 |" in text
-    assert "| 5.000 | 6.500 | +1.500 |" in text  # the kind table needs no more than 3
-    # a change a hair below 0 shows as -0.000 beside two figures that differ by 0.000: one figure, 3 decimals do
+    assert "### Where sp's +3.965 ms a step goes" in text
+    assert "Mean traced device step per chip: tp 9.030 ms, sp 12.995 ms, change +3.965 ms [+3.500, +4.400]" in text
+    assert "| ici | 9.030 | 12.995 | +3.965 |" in text and "| compute | 5.000 | 6.500 | +1.500 |" in text
+    # a change a hair below 0 shows as -0.000 beside two figures that differ by 0.000
     hair = {**plain, "key": "idle", "a_ms": 1.0000003, "b_ms": 1.0, "delta_ms": 1.0 - 1.0000003}
     text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": {**v, "kind": [plain, hair]}}}))
     assert "| 1.000 | 1.000 | -0.000 |" in text and "| 5.000 | 6.500 | +1.500 |" in text
-    # means of a third of a nanosecond (HTA's pair, by category): one row takes 4 decimals, and at 4 to 6 the other
-    # row's b - a rounded is not the difference of its figures shown (14.634333 beside 27.255833 and 41.890167):
-    # the delta shown is theirs
+    # means of a third of a nanosecond (HTA's pair, by category): 91.717 - 47.205 = 44.512 where B - A is 44.5115
     kernels = {**plain, "key": "kernel", "a_ms": 47.2051666667, "b_ms": 91.7166666667, "delta_ms": 44.5115}
     nccl = {**plain, "key": "nccl", "a_ms": 27.2558333333, "b_ms": 41.8901666667,
             "delta_ms": 41.8901666667 - 27.2558333333}
     text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": {**v, "kind": [kernels, nccl]}}}))
-    assert "| 47.205167 | 91.716667 | +44.511500 |" in text and "| 27.255833 | 41.890167 | +14.634334 |" in text
+    assert "| 47.205 | 91.717 | +44.512 |" in text and "| 27.256 | 41.890 | +14.634 |" in text
 
 
 # HTA 0.5.0's TraceDiff sums on its own pair (pinned in test_trace_cli.py): name -> (control us, test us)
