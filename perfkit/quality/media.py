@@ -5,12 +5,14 @@ Every input opens as a ``Media``: ``kind`` "frames" (uint8 frames, each (H, W, C
 other array, read whole). Frames stream, so comparing two long videos holds a few frames, not two
 videos. Videos are decoded to RGB24 as ffmpeg's ``format=rgb24`` filter converts them; a video in an 8-bit
 planar YUV format (``pix_fmt``) also gives its frames' own planes, undecoded further (``VideoFile.planes``).
-A video's frames are counted from its packets; an incomplete packet, or an MP4 index listing more packets than
-the file holds, catches truncated files. Anything unreadable is a ``BadInput`` naming the file.
+A video's frames are counted from its packets; an incomplete packet, an MP4 index listing more packets than
+the file holds, an error its demuxer logs (Matroska's "File ended prematurely") or a GIF without its trailer
+catches truncated files. Anything unreadable is a ``BadInput`` naming the file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import os
@@ -27,8 +29,9 @@ import numpy as np
 from perfkit.errors import BadInput
 from perfkit.quality.planes import Decoded
 
+# (the last five: elementary streams)
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".mov", ".avi", ".gif", ".m4v", ".3gp", ".ts", ".flv", ".ogv", ".mpg",
-                  ".mpeg", ".y4m", ".ivf", ".h264", ".264", ".hevc", ".h265")  # (the last four: elementary streams)
+                  ".mpeg", ".y4m", ".ivf", ".h264", ".264", ".hevc", ".h265", ".265")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 IMAGE_RATE = 25  # frames a second ffmpeg's image sequence reader gives a folder of frames (its -framerate default)
 _NUMBERED = re.compile(r"(.*?)(\d+)(\.\w+)")  # a frame's file name: prefix, number, suffix
@@ -102,23 +105,41 @@ class VideoFile(Media):
         an empty one, as AVI's dropped frames are, shows none), and their timestamps; BadInput where the file is
         cut short: a packet incomplete, or fewer packets than an MP4 / MOV index lists."""
         shown, packets, k = [], 0, 0
+        demuxer = container.format.name
         try:
-            for k, packet in enumerate(container.demux(stream)):
-                if packet.is_corrupt:  # the demuxer read fewer bytes than the index promised
-                    raise BadInput(f"truncated or damaged: packet {k} is incomplete", path=self.label)
-                if packet.size:
-                    packets += 1
-                    if not packet.is_discard:
-                        shown.append(packet.pts if packet.pts is not None else -1)
+            with _logged_errors() as logged:
+                for k, packet in enumerate(container.demux(stream)):
+                    if packet.is_corrupt:  # the demuxer read fewer bytes than the index promised
+                        raise BadInput(f"truncated or damaged: packet {k} is incomplete", path=self.label)
+                    if packet.size:
+                        packets += 1
+                        if not packet.is_discard:
+                            shown.append(packet.pts if packet.pts is not None else -1)
         except av.error.FFmpegError as exc:  # a damaged header or size field (two Y4M files joined, a zeroed IVF)
             raise BadInput(f"damaged: its packets cannot be read after packet {k} ({exc.strerror})",
                            path=self.label) from None
+        # Matroska's demuxer stops at a cut file's end, or where a cut in the middle loses its place, as at the
+        # file's end: only its log says so (the codecs' parsers log there too, of what decoding catches)
+        said = [message.strip() for _, name, message in logged if name == demuxer]
+        if said:
+            raise BadInput(f"truncated or damaged after {packets} frames: its {demuxer} demuxer says {said[0]!r}",
+                           path=self.label)
+        if demuxer == "gif" and self._last_byte() != 0x3B:  # a GIF cut short ends mid-frame, which decodes in part
+            raise BadInput(f"truncated: a GIF ends with a trailer byte (0x3B), this one does not (its last of "
+                           f"{packets} frames may be cut)", path=self.label)
         listed = stream.frames  # an MP4's sample table lists every packet; AVI's and MKV's counts are no such list
         if container.format.name.startswith("mov,") and listed > packets:
             raise BadInput(f"truncated, or its index damaged: the index lists {listed} frames, the file holds "
                            f"{packets}", path=self.label)
         self.count, self._pts = len(shown), sorted(shown)
         self._time_base, self._start_us, self._codec_rate = stream.time_base, container.start_time, stream.guessed_rate
+
+    def _last_byte(self) -> int:
+        if isinstance(self.source, bytes):
+            return self.source[-1]
+        with open(self.source, "rb") as file:
+            file.seek(-1, os.SEEK_END)
+            return file.read(1)[0]
 
     def rotation(self) -> int:
         """Degrees counter-clockwise its frames are to be turned when shown (a display matrix, as phones record
@@ -201,6 +222,20 @@ class VideoFile(Media):
                                path=self.label) from None
         if index < self.count:
             raise BadInput(f"damaged: its packets hold {self.count} frames, only {index} decode", path=self.label)
+
+
+@contextlib.contextmanager
+def _logged_errors() -> Iterator[list[tuple[int, str, str]]]:
+    """The errors libav logs in this thread meanwhile, as (level, its source's name, message): PyAV passes on
+    none unless asked (its level None), for a message costs a Python call."""
+    level = av.logging.get_level()
+    av.logging.set_level(av.logging.ERROR if level is None else max(level, av.logging.ERROR))
+    try:
+        with av.logging.Capture(local=True) as logged:
+            yield logged
+    finally:
+        av.logging.set_level(level)
+    logged[:] = [entry for entry in logged if entry[0] <= av.logging.ERROR]
 
 
 def size_text(shape: tuple[int, ...]) -> str:

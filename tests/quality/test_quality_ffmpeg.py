@@ -421,6 +421,46 @@ def test_an_mp4_cut_at_a_packet_s_end_is_refused(pairs, tmp_path):
         quality.compare(whole, cut)
 
 
+def test_a_matroska_file_cut_short_or_in_the_middle_is_refused(pairs, tmp_path):
+    """The real clip's packets in Matroska, cut at 60% or with 4000 bytes taken from its middle: the demuxer stops
+    where it loses its place and says so only in its log (ffmpeg -v error: "File ended prematurely"); refused in one
+    line, never the frames before the cut measured as the whole video (they had been, against a copy as short)."""
+    whole = _remuxed(tmp_path / "whole.mkv", [pairs["h264"][0]])
+    data = whole.read_bytes()
+    cut, middle = tmp_path / "cut.mkv", tmp_path / "middle.webm"
+    cut.write_bytes(data[:len(data) * 3 // 5])
+    middle.write_bytes(data[:len(data) // 2] + data[len(data) // 2 + 4000:])
+    assert quality.compare(whole, whole)["frames"] == 49
+    with pytest.raises(BadInput, match=r"cut.mkv: truncated or damaged after \d+ frames: its matroska,webm demuxer "
+                                       r"says 'File ended prematurely'$"):
+        quality.compare(cut, cut)
+    with pytest.raises(BadInput, match=r"middle.webm: truncated or damaged after \d+ frames: its matroska,webm "
+                                       r"demuxer says "):
+        quality.compare(middle, middle)
+
+
+def test_a_gif_cut_mid_frame_is_refused(pairs, tmp_path):
+    """A GIF cut at 60%, inside a frame's image data: its last frame decodes in part (the decoder logs "LZW decode
+    failed" and gives it anyway) and was measured; a complete GIF ends with the trailer byte 0x3B."""
+    frames = [f.reformat(width=180, height=120) for f in decoded(pairs["h264"][0])[:12]]
+    gif = encode(frames, tmp_path / "clip.gif", "gif", "rgb8", {})
+    data = gif.read_bytes()
+    assert data[-1] == 0x3B
+    cut = tmp_path / "cut.gif"
+    cut.write_bytes(data[:len(data) * 3 // 5])
+    with pytest.raises(BadInput, match=r"cut.gif: truncated: a GIF ends with a trailer byte \(0x3B\), this one does "
+                                       r"not \(its last of \d+ frames may be cut\)"):
+        quality.compare(cut, cut)
+
+
+def test_an_hevc_elementary_stream_named_265_is_read(pairs, tmp_path):
+    """x265's default name for a raw HEVC stream (.265; .hevc and .h265 were read, .265 refused)."""
+    frames = decoded(pairs["h264"][0])[:6]
+    stream = encode(frames, tmp_path / "clip.265", "libx265", "yuv420p", {"x265-params": "log-level=error"})
+    r = quality.compare(stream, stream, rgb=False)
+    assert r["frames"] == 6 and r["bit_identical"] and "video hevc" in r["inputs"][0]
+
+
 def test_jpeg_frames_are_decoded_as_ffmpeg_decodes_them(pairs, tmp_path):
     """Folders of JPEG frames (the real clip's first 6 at quality 90 and 40, as PIL writes them; 4:2:0 chroma):
     decoded as ffmpeg decodes them and converted by ``format=rgb24``, so the figures are the filter's on the image
