@@ -255,6 +255,8 @@ def frame(raw: RawTrace, pattern: re.Pattern | None, shift_ps: int, columns: tup
     """One file's frame of ``columns``. Consumes ``raw.columns``: its number columns become the frame's,
     and each code column is dropped once its categorical is built (the frame's peak memory)."""
     cols = raw.columns
+    if pattern is not None:
+        steps.mark(cols, raw.strings.values, pattern)
     demoted = steps.demote_instants(cols) if pattern is None else []
     classes = _classify(raw, columns)
     del cols["hlo_category"]

@@ -199,9 +199,10 @@ def read(path: Path, rank: int) -> RawTrace:
     measured = "device"
     if on_gpu.any():
         role[on_gpu] = ROLES["op"]
-        gpu_step = is_step & np.array([c == "gpu_user_annotation" for c in cats], bool)
+        # the device's annotations (its ProfilerSteps, and the events --steps may name) on it
+        gpu_annotation = np.array([c == "gpu_user_annotation" for c in cats], bool)
         dev_of = [(e.get("args") or {}).get("device", e.get("pid")) for e in events]
-        for i in np.flatnonzero(on_gpu | gpu_step):
+        for i in np.flatnonzero(on_gpu | gpu_annotation):
             device[i] = int(dev_of[i]) if str(dev_of[i]).isdigit() else 0
     else:  # CPU-only trace: its CPU ops, and gloo's collective spans (on gloo's threads), stand in for device ops
         unseen = _device_ran_unseen(set(cats))

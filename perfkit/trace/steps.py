@@ -1,7 +1,7 @@
 """Which step each device op belongs to.
 
-Step markers come from, in this order: events whose name matches a pattern given on the command line;
-markers of a device (a TPU plane's ``Steps`` line, Kineto's GPU-side ``ProfilerStep#N``); step annotations
+Step markers come from, in this order: events whose name matches a pattern given on the command line (they
+alone: ``mark``); markers of a device (a TPU plane's ``Steps`` line, Kineto's GPU-side ``ProfilerStep#N``); step annotations
 of the host (``StepTraceAnnotation``'s ``step_num`` stat, Kineto's ``ProfilerStep#N``), which hold for every
 device of their rank. A device's own markers count only where they span its steps: where they hold under
 ``SPANNING`` of its ops (ROCm's GPU-side ProfilerSteps are instants of a few microseconds) they are demoted
@@ -49,13 +49,9 @@ def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | 
     """(n,) int32 step per event (markers: their number; ops: their window's; others -1) and where the
     steps came from. ``cols``: a ``RawTrace``'s columns (name, role, device, start_ps, dur_ps, step)."""
     role, device, start = cols["role"], cols["device"], cols["start_ps"]
-    if pattern is not None:
-        hits = np.array([bool(pattern.search(s)) for s in names] + [False], bool)
-        marker = hits[cols["name"]] & (role != ROLES["op"])
-        source = f"events named /{pattern.pattern}/"
-    else:
-        marker = role == ROLES["step"]
-        source = _source(names, cols["name"], marker, device)
+    marker = role == ROLES["step"]  # (with a pattern, its events: ``mark``)
+    source = f"events named /{pattern.pattern}/" if pattern is not None else _source(names, cols["name"], marker,
+                                                                                      device)
     step = np.full(role.size, -1, np.int32)
     midx = np.flatnonzero(marker)
     if not midx.size:
@@ -85,6 +81,17 @@ def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | 
         else:
             step[which[inside]] = nums[at[inside]]
     return step, source
+
+
+def mark(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern) -> None:
+    """The events ``pattern`` matches (device ops aside) made the step markers, in place of the trace's own (role
+    ``other`` from here): every analysis then reads the steps ``assign`` numbers, where the trace's own markers had
+    stood for steps it left out and its events for none (``timeline.spans`` reads the markers' rows)."""
+    role = cols["role"]
+    hits = np.array([bool(pattern.search(s)) for s in names] + [False], bool)
+    matched = hits[cols["name"]] & (role != ROLES["op"])
+    role[(role == ROLES["step"]) & ~matched] = ROLES["other"]
+    role[matched] = ROLES["step"]
 
 
 def _source(names: list[str], codes: np.ndarray, marker: np.ndarray, device: np.ndarray) -> str:

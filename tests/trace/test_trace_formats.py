@@ -39,6 +39,8 @@ ROCM = "tracelens_mi300_resnet_act_checkpoint.json.gz"
 PROFILER_RANGE = "hta_cupti_profiler_range.json.gz"
 CPU_ONLY = "hta_rank_non_gpu.json.gz"
 MI250 = "hta_amd_mi250_minitoy.json.gz"
+ANNOTATED = "hta_gpu_user_annotation_step_based.json.gz"  # GPU-side Optimizer.step annotations, no ProfilerStep
+NCCL = "hta_nccl_data.json.gz"
 
 # file -> {(include_last_profiler_step, ns rounding): ((idle, compute, non-compute, kernel time) us, overlap %)}
 HTA = {
@@ -54,11 +56,13 @@ HTA = {
     # its host ProfilerStep#2 launches nothing: the default drops nothing
     MI250: {(True, False): ((8762.844761718748, 110.88099999999395, 38.161000000007334, 8911.88676171875), None),
             (False, False): ((8762.844761718748, 110.88099999999395, 38.161000000007334, 8911.88676171875), None)},
+    # whole microseconds, no ProfilerStep: rounding and the last step change nothing
+    ANNOTATED: {(True, False): ((7446, 290, 1, 7737), None), (False, False): ((7446, 290, 1, 7737), None)},
 }
 # HTA 0.5.0 on ARRAY_2020's events in a {"traceEvents": [...]} object (HTA does not read the bare array), the last
 # step kept; whole microseconds: no rounding
 HTA_ARRAY_2020_WRAPPED = ((619747, 595564, 14206, 1229517), None)
-HTA_GPU_EVENTS = {MTIA: 1313, SCHEMA_2021: 9258, ROCM: 2685, PROFILER_RANGE: 0, CPU_ONLY: 0, MI250: 16}
+HTA_GPU_EVENTS = {MTIA: 1313, SCHEMA_2021: 9258, ROCM: 2685, PROFILER_RANGE: 0, CPU_ONLY: 0, MI250: 16, ANNOTATED: 140}
 SCHEMA_2021_KEPT = 7715  # HTA's GPU events with the last step dropped
 # ROCm file: the host's ProfilerStep#15..17 (start from the trace's first event, duration; us) and the GPU-side
 # ones, 16-18 us instants, starting 32-38 ms after the host's (the GPU runs behind)
@@ -215,6 +219,39 @@ def test_device_ops_outside_every_step_are_counted_and_named(fixtures_dir):
     assert "not measured" not in _breakdown(path, "--window", "trace").stdout
 
 
+def _device_ops(doc: list[dict]) -> list[dict]:
+    return [e for e in doc if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e["dur"] > 0]
+
+
+def test_steps_named_by_a_pattern_are_the_steps_measured(fixtures_dir):
+    """--steps REGEX: the events it names are the steps, and nothing else. ProfilerStep#4 and #5 of three: two rows,
+    each its marker's span, and step 6's device ops outside, counted (they had made a step -1 of their own, averaged
+    in). The GPU-side Optimizer.step annotations of a trace without ProfilerSteps: five steps, each its annotation's
+    span holding its kernels (they had read as ops outside, and every other op as the one step). Spans and ops by a
+    plain reading of the file; the whole trace is HTA's."""
+    path = fixtures_dir / "kineto" / NCCL
+    doc = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    marks = {int(e["name"].split("#")[1]): e for e in doc if e.get("name", "").startswith("ProfilerStep#")}
+    got = _json(path, "--steps", r"ProfilerStep#[45]$")
+    assert [(r["step"], r["span_ps"]) for r in got["rows"]] == [(k, round(marks[k]["dur"] * 1e6)) for k in (4, 5)]
+    after = [e for e in _device_ops(doc) if e["ts"] >= marks[6]["ts"]]
+    assert [(o["ops"], o["op_ps"]) for o in got["outside_steps"]] == [
+        (len(after), pytest.approx(sum(e["dur"] for e in after) * 1e6, abs=len(after)))]
+    path = fixtures_dir / "kineto" / ANNOTATED
+    doc = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    windows = sorted((e["ts"], e["ts"] + e["dur"]) for e in doc
+                     if e.get("cat") == "gpu_user_annotation" and e["name"] == "Optimizer.step#SGD.step")
+    held = [[e for e in _device_ops(doc) if a <= e["ts"] < b] for a, b in windows]
+    got = _json(path, "--steps", "Optimizer.step")
+    assert [r["step"] for r in got["rows"]] == [0, 1, 2, 3, 4]
+    for row, (a, b), ops in zip(got["rows"], windows, held):
+        assert row["span_ps"] == max(b, max(e["ts"] + e["dur"] for e in ops)) * 10**6 - a * 10**6
+        assert row["compute_ps"] + row["dma_ps"] == sum(e["dur"] for e in ops) * 10**6 and len(ops) == 4
+    (outside,) = got["outside_steps"]
+    assert outside["ops"] == len(_device_ops(doc)) - 20
+    _assert_hta(_hta_view(_json(path, "--window", "trace")), HTA[ANNOTATED][(True, False)])
+
+
 def test_profiler_range_trace_is_refused_in_one_line(fixtures_dir):
     """A CUPTI profiler-range trace holds runtime calls and per-kernel counters, no device timeline (HTA: no
     GPU event): nothing on the device to measure, never its host's 11.7 s as compute."""
@@ -326,7 +363,7 @@ def test_a_damaged_trace_in_a_folder_is_refused_not_skipped(fixtures_dir, tmp_pa
         assert result.output.startswith(f"perfkit: {folder / name}: not a readable chrome-trace JSON (")
 
 
-@pytest.mark.parametrize("name", [MTIA, SCHEMA_2021, ROCM, PROFILER_RANGE, CPU_ONLY, MI250])
+@pytest.mark.parametrize("name", [MTIA, SCHEMA_2021, ROCM, PROFILER_RANGE, CPU_ONLY, MI250, ANNOTATED])
 def test_hta_live(fixtures_dir, tmp_path, monkeypatch, name):
     """HTA itself, where installed: its GPU events and figures are the pinned ones."""
     pytest.importorskip("hta", reason="HTA is not installed (pip install HolisticTraceAnalysis==0.5.0)")

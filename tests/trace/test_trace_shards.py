@@ -366,7 +366,7 @@ def test_a_host_running_a_chips_ops_keeps_its_file_one_shard(tmp_path, forking):
 def test_a_plane_apart_whose_markers_yield_to_the_hosts_is_refused(tmp_path, forking):
     """Chips whose Steps markers are instants take the host's annotations when the file is read whole
     (``steps.demote_instants``); their planes apart cannot, so the command says so in one line; with
-    ``--steps`` the file is one shard."""
+    ``--steps`` the file is one shard, and the steps are the events it names alone."""
     path = _two_chips_and_host(tmp_path / "i.xplane.pb", host_ops=False, instants=True)
     with pytest.raises(BadInput) as refused:
         shards.breakdown_traces([path])
@@ -375,4 +375,6 @@ def test_a_plane_apart_whose_markers_yield_to_the_hosts_is_refused(tmp_path, for
     rows, steps_from = shards.breakdown_traces([path], step_pattern="^train$")
     pd.testing.assert_frame_equal(rows, breakdown.breakdown(events.load([path], "^train$", workers=1,
                                                                         columns=breakdown.EVENT_COLUMNS)))
-    assert len(rows) == 2 and steps_from == ["events named /^train$/"]
+    # the host's three "train" annotations of 90 us are each chip's steps (the chips' instants are markers no more)
+    assert (rows["span_ps"] // US).tolist() == [90] * 6 and (rows["compute_ps"] // US).tolist() == [40] * 6
+    assert steps_from == ["events named /^train$/"]
