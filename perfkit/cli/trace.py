@@ -373,12 +373,12 @@ def tail(paths, k, as_json, programs):
     first = chips.iloc[0]
     others = chips.iloc[1:]
     symptom = " (where the chips stopped: a symptom; the parting above is the cause)" if parted is not None else ""
-    click.echo(f"first to stop: rank {first['rank']} device {first['device']}, "
-               f"{first['before_last_ps'] / PS_PER_MS:.3f} ms before the last chip{symptom}")
-    if len(others):
+    if len(others):  # (one chip: none to stop before)
+        click.echo(f"first to stop: rank {first['rank']} device {first['device']}, "
+                   f"{first['before_last_ps'] / PS_PER_MS:.3f} ms before the last chip{symptom}")
         what = others.groupby(["at_first_stop_kind", "at_first_stop_category"], observed=True).size()
         click.echo("the others were then in: " + ", ".join(f"{kind} ({cat}) x{n}" for (kind, cat), n in what.items()))
-    click.echo("\nchips, earliest stop first (ms):")
+    click.echo("\n" * bool(len(others)) + "chips, earliest stop first (ms):")
     click.echo(_ms(chips, ["last_end_ps", "before_last_ps"]).to_string(index=False))
     outside = "; step -1: outside every step's span, e.g. after the last step marker closed" * bool(
         (last["step"] < 0).any())

@@ -155,8 +155,8 @@ def _hta_notes(raw: RawTrace) -> list[str]:
         notes.append(f"{raw.unlaunched} device ops have no launch in the trace up to its last ProfilerStep's end "
                      "(queued before the profiler started, or launched after): counted here; HTA drops them")
     if raw.streamless:
-        notes.append(f"{raw.streamless} device ops have no stream argument (or one that is not a number): counted "
-                     "here; HTA takes only events with one for GPU events")
+        notes.append(f"{raw.streamless} device op{' has' if raw.streamless == 1 else 's have'} no stream argument (or "
+                     "one that is not a number): counted here; HTA takes only events with one for GPU events")
     return notes
 
 

@@ -205,6 +205,13 @@ def test_a_torch_run_folder_reads_its_traces_and_not_its_records(tmp_path):
     assert result.exit_code == 0 and result.stderr == "", result.output
 
 
+def test_tail_of_one_chip_names_no_chip_first_to_stop(fixtures_dir):
+    """One chip stops before no other: no "first to stop: ..., 0.000 ms before the last chip" line, and the chips'
+    table leads."""
+    out = run("tail", fixtures_dir / "kineto" / "hta_nccl_data.json.gz").stdout
+    assert "first to stop" not in out and out.startswith("chips, earliest stop first (ms):\n")
+
+
 def test_tail_without_collectives_prints_no_table_of_blanks():
     """A real 8-GPU profile with no collectives (a convolution): tail says there are none, with no per-chip table of
     None and NaN (it printed 8 such rows)."""

@@ -191,6 +191,10 @@ def test_device_ops_without_a_stream_are_counted_and_named(fixtures_dir, tmp_pat
     (tmp_path / "without.json").write_text(json.dumps(doc))
     without = breakdown.breakdown(_load(tmp_path / "without.json"), "trace")
     assert _parts(without) == pytest.approx(HTA_NCCL_STREAMLESS[0], abs=1e-3) and without["comm_ps"].sum() == 0
+    doc["traceEvents"].append(nccl[0])  # one: "1 device op has"
+    (tmp_path / "one.json").write_text(json.dumps(doc))
+    result = CliRunner().invoke(cli, ["trace", "breakdown", "--window", "trace", str(tmp_path / "one.json")])
+    assert result.stderr.startswith(f"perfkit: note: {tmp_path / 'one.json'}: 1 device op has no stream argument (")
 
 
 def test_kernels_queued_before_the_profiler(fixtures_dir, tmp_path):
