@@ -385,8 +385,9 @@ def tail(paths, k, as_json, programs):
     click.echo(f"\nlast {k} ops per chip (ms from the trace start{outside}):")
     click.echo(_ms(readable(last, ["name", "kind"]), ["start_ps", "end_ps", "dur_ps"]).to_string(index=False))
     if sequence["completed"].any():  # (with none, the line below says so: a table of blanks says nothing)
-        click.echo("\ncollectives per chip (completed in the traces; waiting at: its program's next, else the one it "
-                   "ran after its last the time before; -: none)")
+        click.echo("\ncollectives per chip (completed in the traces; last_step: after a chip's last step marker, the "
+                   "next, as a hung step's marker never closes; waiting at: its program's next, else the one it ran "
+                   "after its last the time before; -: none)")
         shown = readable(sequence, ["last_op", "waiting_at"])
         if shown.isna().any(axis=None):
             shown = shown.astype(object).where(shown.notna(), "-")

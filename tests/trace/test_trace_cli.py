@@ -81,6 +81,8 @@ def test_diff_tail_export_commands(tmp_path):
     assert "all-gather-done f32[8,128]" in text and "-80.0" in text  # 5 us -> 1 us
     tail = run("tail", a, b, "-n", "1")
     assert tail.exit_code == 0 and "first to stop: rank 1 device 0, 0.002 ms before the last" in tail.stdout
+    # a newcomer read last_step 552 in a trace whose last marker was 551 (a collective after it): said
+    assert "last_step: after a chip's last step marker, the next, as a hung step's marker never closes" in tail.stdout
     out = tmp_path / "new" / "merged.json"  # its folder made, as for a --plot
     assert run("export", a, b, "--perfetto", out).exit_code == 0
     names = {e["args"]["name"] for e in json.loads(out.read_text())["traceEvents"] if e["name"] == "process_name"}
