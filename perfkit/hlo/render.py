@@ -195,8 +195,9 @@ def ab_report(result: dict, markdown: bool = False) -> str:
     """A against B (``diff.compare_ab``) as text or Markdown."""
     w = _Writer(markdown)
     differ = sum(not m["same_program"] for m in result["modules"])
+    apart = " (no module name in common)" * bool(not result["modules"] and result["only_a"] and result["only_b"])
     w.line(0, f"A {w.code(result['a'])} against B {w.code(result['b'])}: {_count(len(result['modules']), 'module')} "
-              f"compared, {differ} differ")
+              f"compared{apart}, {differ} differ")
     if result.get("cost"):  # perfkit.cost.programs.ab_cost: the change, then each roofline, in words
         cost = result["cost"]
         w.line(1, f"step cost, A's step program {_step_program(w, cost['a'])} against B's "
