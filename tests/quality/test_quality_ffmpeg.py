@@ -160,6 +160,14 @@ def test_a_rotated_video_is_compared_as_stored_and_said_so(pairs, tmp_path):
     assert r["yuv"]["reproduce"] == "ffmpeg -noautorotate -i A -noautorotate -i B -lavfi psnr -f null -"
     assert_agrees(r, r["per_frame"], lavfi_psnr(a, b, rgb=False), "yuv")
     assert "rotation" not in quality.compare(a, plain, rgb=False)
+    upright = encode([f.to_ndarray(format="rgb24").transpose(1, 0, 2) for f in frames[:4]], tmp_path / "upright.mkv",
+                     "ffv1", "yuv420p", {})  # turned as shown, as ffmpeg's copy without -noautorotate stores it
+    with pytest.raises(BadInput, match=rf"frame sizes differ: 720x480 vs 480x720 \({b} is to be shown turned 90 "
+                                       r"degrees: frames are compared as stored, and a copy ffmpeg made without "
+                                       r"-noautorotate stores them turned\)$"):
+        quality.compare(b, upright)
+    with pytest.raises(BadInput, match=r"frame sizes differ: 720x480 vs 480x720$"):
+        quality.compare(a, upright)
 
 
 def test_an_animated_gif_is_read(pairs, tmp_path):
