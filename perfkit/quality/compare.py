@@ -296,11 +296,11 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
                 raise BadInput(f"has {m.count} rows; --frames {frames} selects none of them", path=m.label)
         return compare_tensors(*arrays, labels)
     if a.frame_shape != b.frame_shape:
-        turned = [(m.label, m.rotation()) for m in (a, b) if isinstance(m, VideoFile)]
+        swapped = a.frame_shape[:2] == b.frame_shape[1::-1]  # (the turning is read only then: a first frame decoded)
+        turned = [(m.label, m.rotation()) for m in (a, b) if swapped and isinstance(m, VideoFile)]
         turned = [f"{label} is to be shown turned {degrees} degrees" for label, degrees in turned if degrees % 180]
         why = (f" ({', '.join(turned)}: frames are compared as stored, and a copy ffmpeg made without -noautorotate "
-               "stores them turned)"
-               if turned and a.frame_shape[:2] == b.frame_shape[1::-1] else "")
+               "stores them turned)" if turned else "")
         raise BadInput(f"frame sizes differ: {size_text(a.frame_shape)} vs {size_text(b.frame_shape)}{why}", path=pair)
     _check_counts(a, b, frames)
     yuv = a.pix_fmt is not None and a.pix_fmt == b.pix_fmt

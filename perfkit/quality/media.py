@@ -40,6 +40,7 @@ RGB_FORMATS = ("rgb24", "bgr0", "gbrp")  # pixel formats that hold uint8 RGB exa
 # 8-bit planar YUV: such videos are compared in their own planes, as ffmpeg's psnr filter does.
 YUV_FORMATS = ("yuv420p", "yuvj420p", "yuv422p", "yuvj422p", "yuv444p", "yuvj444p", "yuv440p", "yuvj440p",
                "yuv411p", "yuv410p")
+_CUT_SAID_IN_LOG = ("matroska,webm",)  # demuxers whose errors, logged as they read, mean the file is cut or damaged
 LATENTS_FILE = "latents.npy"  # per-step latents (steps, ...) a run may save; compared as drift, not as output
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 # A comparison decodes its two videos at once, each in a thread of its own: half the cores each. On 2 cores
@@ -107,7 +108,7 @@ class VideoFile(Media):
         shown, packets, k = [], 0, 0
         demuxer = container.format.name
         try:
-            with _logged_errors() as logged:
+            with _LIBAV_ERRORS.logged() as logged:
                 for k, packet in enumerate(container.demux(stream)):
                     if packet.is_corrupt:  # the demuxer read fewer bytes than the index promised
                         raise BadInput(f"truncated or damaged: packet {k} is incomplete", path=self.label)
@@ -119,12 +120,12 @@ class VideoFile(Media):
             raise BadInput(f"damaged: its packets cannot be read after packet {k} ({exc.strerror})",
                            path=self.label) from None
         # Matroska's demuxer stops at a cut file's end, or where a cut in the middle loses its place, as at the
-        # file's end: only its log says so (the codecs' parsers log there too, of what decoding catches)
-        said = [message.strip() for _, name, message in logged if name == demuxer]
+        # file's end: only its log says so
+        said = [message.strip() for _, name, message in logged if name == demuxer and name in _CUT_SAID_IN_LOG]
         if said:
             raise BadInput(f"truncated or damaged after {packets} frames: its {demuxer} demuxer says {said[0]!r}",
                            path=self.label)
-        if demuxer == "gif" and self._last_byte() != 0x3B:  # a GIF cut short ends mid-frame, which decodes in part
+        if demuxer == "gif" and not self._ends_with(b";"):  # a GIF cut short ends mid-frame, which decodes in part
             raise BadInput(f"truncated: a GIF ends with a trailer byte (0x3B), this one does not (its last of "
                            f"{packets} frames may be cut)", path=self.label)
         listed = stream.frames  # an MP4's sample table lists every packet; AVI's and MKV's counts are no such list
@@ -134,12 +135,13 @@ class VideoFile(Media):
         self.count, self._pts = len(shown), sorted(shown)
         self._time_base, self._start_us, self._codec_rate = stream.time_base, container.start_time, stream.guessed_rate
 
-    def _last_byte(self) -> int:
+    def _ends_with(self, tail: bytes) -> bool:
+        """Whether its bytes end with ``tail``, zero bytes after it aside (padding, as some writers leave)."""
         if isinstance(self.source, bytes):
-            return self.source[-1]
+            return self.source.rstrip(b"\0").endswith(tail)
         with open(self.source, "rb") as file:
-            file.seek(-1, os.SEEK_END)
-            return file.read(1)[0]
+            file.seek(max(file.seek(0, os.SEEK_END) - 4096, 0))
+            return file.read().rstrip(b"\0").endswith(tail)
 
     def rotation(self) -> int:
         """Degrees counter-clockwise its frames are to be turned when shown (a display matrix, as phones record
@@ -224,18 +226,39 @@ class VideoFile(Media):
             raise BadInput(f"damaged: its packets hold {self.count} frames, only {index} decode", path=self.label)
 
 
-@contextlib.contextmanager
-def _logged_errors() -> Iterator[list[tuple[int, str, str]]]:
-    """The errors libav logs in this thread meanwhile, as (level, its source's name, message): PyAV passes on
-    none unless asked (its level None), for a message costs a Python call."""
-    level = av.logging.get_level()
-    av.logging.set_level(av.logging.ERROR if level is None else max(level, av.logging.ERROR))
-    try:
-        with av.logging.Capture(local=True) as logged:
-            yield logged
-    finally:
-        av.logging.set_level(level)
-    logged[:] = [entry for entry in logged if entry[0] <= av.logging.ERROR]
+class _LibavErrors:
+    """The errors libav logs in a thread while ``logged()`` is open, as (level, its source's name, message). PyAV
+    passes on none unless asked (its level None: a message costs a Python call), and the level is the process's:
+    raised while any thread reads, restored when the last is done. Repeats are passed on while reading (PyAV's
+    default holds back a message like the last it passed, which a second file cut alike repeats)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._readers = 0
+        self._saved: tuple[int | None, bool] = (None, True)
+
+    @contextlib.contextmanager
+    def logged(self) -> Iterator[list[tuple[int, str, str]]]:
+        with self._lock:
+            if not self._readers:
+                level = av.logging.get_level()
+                self._saved = (level, av.logging.get_skip_repeated())
+                av.logging.set_level(av.logging.ERROR if level is None else max(level, av.logging.ERROR))
+                av.logging.set_skip_repeated(False)
+            self._readers += 1
+        try:
+            with av.logging.Capture(local=True) as logged:
+                yield logged
+        finally:
+            with self._lock:
+                self._readers -= 1
+                if not self._readers:
+                    av.logging.set_level(self._saved[0])
+                    av.logging.set_skip_repeated(self._saved[1])
+        logged[:] = [entry for entry in logged if entry[0] <= av.logging.ERROR]
+
+
+_LIBAV_ERRORS = _LibavErrors()
 
 
 def size_text(shape: tuple[int, ...]) -> str:

@@ -215,3 +215,18 @@ def test_run_folders_resolve_to_their_main_output(tmp_path, clip):
     m = media.open_media(tmp_path / "trials" / "00-a")
     assert m.kind == "frames" and m.label.endswith("rank0/outputs/frames.npy")
     assert list(media.output_files(tmp_path / "trials" / "00-a")) == ["b_tensor.npy", "frames.npy"]
+
+
+def test_libav_errors_are_read_until_the_last_reader_is_done():
+    """Two files read at once (threads of a user's program): the first done leaves libav's level raised for the
+    second, and the last done restores PyAV's defaults (each had saved and restored the level it found: the second
+    read at none, then left it raised for the whole process)."""
+    import av
+
+    first, second = media._LIBAV_ERRORS.logged(), media._LIBAV_ERRORS.logged()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert (av.logging.get_level(), av.logging.get_skip_repeated()) == (av.logging.ERROR, False)
+    second.__exit__(None, None, None)
+    assert (av.logging.get_level(), av.logging.get_skip_repeated()) == (None, True)
