@@ -46,8 +46,9 @@ def difference_digits(pairs: list[tuple[float, float]], at_least: int = 3, most:
 
 def shown_difference(a: float, b: float, decimals: int) -> float:
     """The delta to print beside a and b shown to ``decimals``: b - a where it rounds to their shown figures'
-    difference (as ``difference_digits`` seeks; a hair below 0 keeps its sign), else that difference, within the
-    last decimal of b - a (where no number of decimals up to its most serves: means of a third of a nanosecond)."""
+    difference (a hair below 0 keeps its sign), else that difference, within the last decimal of b - a (where
+    ``decimals`` are fixed, as the report's milliseconds are, or no number of decimals up to ``difference_digits``'
+    most serves: means of a third of a nanosecond)."""
     shown = float(f"{b:.{decimals}f}") - float(f"{a:.{decimals}f}")
     return b - a if round(b - a, decimals) == round(shown, decimals) else shown
 

@@ -76,8 +76,9 @@ def change(a_name: str, a: dict, b_name: str, b: dict) -> dict:
         n = r["count"]
         parts.append(f"runs {n} {r['kind']}{'s' if n != 1 else ''} of {_size(r['buffer_bytes'])} over groups of "
                      f"{r['groups'][1]} devices, not {r['groups'][0]}")
-    words = f"{b_name} " + (" and ".join(parts) if parts else "runs the same collectives") + f" (against {a_name})"
-    if not ca and not cb:
+    if ca or cb:
+        words = f"{b_name} " + (" and ".join(parts) if parts else "runs the same collectives") + f" (against {a_name})"
+    else:
         words = f"{b_name} runs no collective, nor does {a_name}"
     totals = {k: [a[k], b[k]] for k in ("flops", "hbm_bytes", "interconnect_bytes")}
     numbers = "; ".join(f"{label} {_percent(*totals[k])}" for k, label in (

@@ -34,7 +34,7 @@ def _table(rows: list[dict], by: str, title: str, baseline: str, name: str) -> l
         out.append(f"| {key} | " + (f"{r['category'] or '-'} | {r['change']} | " if about else "")
                    + f"{r['a_ms']:.{DECIMALS}f} | {r['b_ms']:.{DECIMALS}f} | "
                    f"{_ms(shown_difference(r['a_ms'], r['b_ms'], DECIMALS))} | "
-                   f"[{r['ci_lo_ms']:+.3f}, {r['ci_hi_ms']:+.3f}] | {MARK if _shown_apart(r) else ''} |")
+                   f"[{_ms(r['ci_lo_ms'])}, {_ms(r['ci_hi_ms'])}] | {MARK if _shown_apart(r) else ''} |")
     return out
 
 
@@ -49,7 +49,7 @@ def _other(row: dict, title: str) -> str:
 def _shown_apart(row: dict) -> bool:
     """Whether a part's CI excludes 0 as the table shows it (one that does only below its 0.001 ms: unmarked, as
     [+0.000, +0.000] would read)."""
-    return row["marked"] and (float(f"{row['ci_lo_ms']:.3f}") > 0 or float(f"{row['ci_hi_ms']:.3f}") < 0)
+    return row["marked"] and (float(_ms(row["ci_lo_ms"])) > 0 or float(_ms(row["ci_hi_ms"])) < 0)
 
 
 def section(attribution: dict | None, aa_name: str | None = None, command: bool = True) -> list[str]:
@@ -74,7 +74,7 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
         out += ["", f"### Where {name}'s {change} ms a step goes",
                 "", f"Mean traced device step per chip: {base} {t['a_ms']:.{DECIMALS}f} ms, "
                 f"{name} {t['b_ms']:.{DECIMALS}f} ms, "
-                f"change {change} ms [{t['ci_lo_ms']:+.3f}, {t['ci_hi_ms']:+.3f}] (95% CI, "
+                f"change {change} ms [{_ms(t['ci_lo_ms'])}, {_ms(t['ci_hi_ms'])}] (95% CI, "
                 f"{INTERVALS.get(v.get('interval'), 'a bootstrap over trials, then steps')}: {v['trials'][0]} and "
                 f"{v['trials'][1]} trials, {v['chip_steps'][0]} and {v['chip_steps'][1]} chip-steps). Each split "
                 f"adds up to the change: the top {attribution['top']} ops or kinds by |delta|, `other` the rest (how "

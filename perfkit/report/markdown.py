@@ -6,8 +6,7 @@ import math
 import shlex
 from pathlib import Path
 
-from perfkit.common.dividing import (change_text, difference_digits, digits, ratio_text, shown_difference,
-                                     whole_shares)
+from perfkit.common.dividing import change_text, digits, ratio_text, shown_difference, whole_shares
 from perfkit.common.summary import NO_SPREAD, compared_variant, db_cell, without_ci
 from perfkit.cost import report as cost_report
 from perfkit.hlo.render import rank_list, ranks_report
@@ -362,12 +361,12 @@ def _hidden(bd: dict) -> list[str]:
     ok = {n: v for n, v in bd["variants"].items() if "error" not in v and v.get("comm_ms")}
     base = bd["variants"].get(bd["baseline"], {})
     against = [(n, v) for n, v in ok.items() if n != bd["baseline"] and "comm_ms" in base]
-    # decimals with which each change below is the difference of the figures above
-    d = difference_digits([(base[k], v[k]) for _, v in against for k in ("comm_ms", "hidden_ms")])
+    d = attribution_report.DECIMALS  # each change below the difference of the figures above
     lines = [f"- {n}'s collectives take {v['comm_ms']:.{d}f} ms a step, {v['hidden_ms']:.{d}f} ms of it hidden "
              f"under compute ({100 * v['overlap']:.0f}%)." for n, v in ok.items()]
-    lines += [f"- {n} against {bd['baseline']}: {v['comm_ms'] - base['comm_ms']:+.{d}f} ms of collectives a step, "
-              f"{v['hidden_ms'] - base['hidden_ms']:+.{d}f} ms hidden." for n, v in against]
+    lines += [f"- {n} against {bd['baseline']}: {shown_difference(base['comm_ms'], v['comm_ms'], d):+.{d}f} ms of "
+              f"collectives a step, {shown_difference(base['hidden_ms'], v['hidden_ms'], d):+.{d}f} ms hidden."
+              for n, v in against]
     return ["", *lines] if lines else []
 
 

@@ -257,6 +257,8 @@ def frame(raw: RawTrace, pattern: re.Pattern | None, shift_ps: int, columns: tup
     cols = raw.columns
     if pattern is not None:
         steps.mark(cols, raw.strings.values, pattern)
+        if KINETO_ONLY in cols:  # launches are in ProfilerSteps, which number no step now: the last is by time
+            cols[KINETO_ONLY].fill(-1)
     demoted = steps.demote_instants(cols) if pattern is None else []
     classes = _classify(raw, columns)
     del cols["hlo_category"]

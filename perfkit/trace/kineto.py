@@ -4,7 +4,8 @@ Device ops are the events of ``DEVICE_CATS``: GPU kernels, memcpys and memsets (
 ``gpu_memset``; ``Kernel``, ``Memcpy``, ``Memset`` in the 2021 schema of the TensorBoard plugin's samples) and
 MTIA's ``mtia_ccp_events``, of which, as HTA counts them, only those with a ``stream`` arg; each of device
 ``args.device`` (else its pid) on line ``stream <tid>``. ``ProfilerStep#N`` annotations are step markers
-(``gpu_user_annotation`` ones per device, host ones for the whole rank); everything else is host activity.
+(``gpu_user_annotation`` ones per device, host ones for the whole rank); everything else is host activity, the
+GPU-side annotations on their device (which ``--steps`` may name as the steps).
 The rank is ``distributedInfo.rank`` when the file has it. A device op whose launch (the runtime call of its
 ``args.correlation``) ran inside a host ProfilerStep carries that step in column ``launch_step`` (HTA's
 iteration of a kernel: how HTA leaves out the last step). Two things HTA reads otherwise are counted for notes

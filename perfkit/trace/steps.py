@@ -1,8 +1,8 @@
 """Which step each device op belongs to.
 
 Step markers come from, in this order: events whose name matches a pattern given on the command line (they
-alone: ``mark``); markers of a device (a TPU plane's ``Steps`` line, Kineto's GPU-side ``ProfilerStep#N``); step annotations
-of the host (``StepTraceAnnotation``'s ``step_num`` stat, Kineto's ``ProfilerStep#N``), which hold for every
+alone: ``mark``); markers of a device (a TPU plane's ``Steps`` line, Kineto's GPU-side ``ProfilerStep#N``); step
+annotations of the host (``StepTraceAnnotation``'s ``step_num`` stat, Kineto's ``ProfilerStep#N``), which hold for every
 device of their rank. A device's own markers count only where they span its steps: where they hold under
 ``SPANNING`` of its ops (ROCm's GPU-side ProfilerSteps are instants of a few microseconds) they are demoted
 (``demote_instants``) and the host's markers hold for that device. A marker's step number is
@@ -47,7 +47,8 @@ def _marker_numbers(names: list[str], codes: np.ndarray, numbers: np.ndarray, pa
 
 def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | None) -> tuple[np.ndarray, str]:
     """(n,) int32 step per event (markers: their number; ops: their window's; others -1) and where the
-    steps came from. ``cols``: a ``RawTrace``'s columns (name, role, device, start_ps, dur_ps, step)."""
+    steps came from. ``cols``: a ``RawTrace``'s columns (name, role, device, start_ps, dur_ps, step), with a
+    ``pattern`` its events ``mark``ed as the markers first (the pattern numbers them here)."""
     role, device, start = cols["role"], cols["device"], cols["start_ps"]
     marker = role == ROLES["step"]  # (with a pattern, its events: ``mark``)
     source = f"events named /{pattern.pattern}/" if pattern is not None else _source(names, cols["name"], marker,

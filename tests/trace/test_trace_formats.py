@@ -252,6 +252,31 @@ def test_steps_named_by_a_pattern_are_the_steps_measured(fixtures_dir):
     _assert_hta(_hta_view(_json(path, "--window", "trace")), HTA[ANNOTATED][(True, False)])
 
 
+def test_steps_named_by_a_pattern_drop_their_own_last(tmp_path):
+    """--steps REGEX --last-step drop: the last of the steps it names goes, by time (HTA's rule goes by the
+    ProfilerStep that launched an op, and ProfilerSteps number no step here: step 1's kernel, launched in
+    ProfilerStep#2, was dropped as the last step's and the last step's kept outside). Three host ProfilerSteps of
+    100 us, each with a host and a GPU-side "fwd" annotation and one 20 us kernel launched in it."""
+    events = []
+    for i in range(3):
+        t = 100 * i
+        events += [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i + 1}", "pid": 1, "tid": 1, "ts": t,
+                    "dur": 100},
+                   {"ph": "X", "cat": "user_annotation", "name": "fwd", "pid": 1, "tid": 1, "ts": t + 1, "dur": 90},
+                   {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 2,
+                    "dur": 1, "args": {"correlation": i + 1}},
+                   {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": t + 10, "dur": 20,
+                    "args": {"correlation": i + 1, "device": 0, "stream": 7}},
+                   {"ph": "X", "cat": "gpu_user_annotation", "name": "fwd", "pid": 0, "tid": 7, "ts": t + 5, "dur": 80,
+                    "args": {"device": 0}}]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    got = _json(path, "--steps", "^fwd$", "--last-step", "drop")
+    assert [(r["step"], r["span_ps"], r["compute_ps"]) for r in got["rows"]] == [(0, 80 * 10**6, 20 * 10**6),
+                                                                                 (1, 80 * 10**6, 20 * 10**6)]
+    assert got["outside_steps"] == []
+
+
 def test_profiler_range_trace_is_refused_in_one_line(fixtures_dir):
     """A CUPTI profiler-range trace holds runtime calls and per-kernel counters, no device timeline (HTA: no
     GPU event): nothing on the device to measure, never its host's 11.7 s as compute."""
