@@ -351,8 +351,14 @@ def _breakdown(summary: dict) -> list[str]:
                  *(f"| `{short[d['key']]}` | {d['category']} | {d['a_ms']:.{n}f} | {d['b_ms']:.{n}f} | "
                    f"{shown_difference(d['a_ms'], d['b_ms'], n):+.{n}f} |" for d in deltas)]
     rows += attribution_report.section(summary.get("attribution"), (summary.get("noise_floor") or {}).get("variant"))
-    cpu = ((summary.get("env") or {}).get("devices") or {}).get("platform") == "cpu"
-    return rows + _collectives(bd.get("collectives") or {}, cpu)
+    return rows + _collectives(bd.get("collectives") or {}, _cpu_devices(summary))
+
+
+def _cpu_devices(summary: dict) -> bool:
+    """Whether the run's chips were XLA's CPU devices: as its devices were probed, else (a command case probes
+    none) as its traces say."""
+    probed = ((summary.get("env") or {}).get("devices") or {}).get("platform")
+    return probed == "cpu" or any(v.get("cpu_devices") for v in summary["breakdown"]["variants"].values())
 
 
 def _hidden(bd: dict) -> list[str]:
@@ -399,8 +405,7 @@ def _collectives(variants: dict, cpu: bool = False) -> list[str]:
                 f"{name}; at most {s['skew_ms']:.3f} ms, {100 * s['skew_share']:.1f}% of step {s['step']} of {s['trial']}")
         if cpu:
             rows += ["", f"{skew}. These are CPU devices: the chips are threads sharing the host's cores, so the skew is "
-                     "the host's scheduling, not a slow chip, so the chip that arrived last is not flagged a "
-                     "straggler."]
+                     "the host's scheduling, not a slow chip; the chip that arrived last is not flagged a straggler."]
         elif s.get("apart"):
             rows += ["", f"{skew}. {s['apart']} of that step's collectives, matched across ranks by their order, never "
                      "overlapped on their chips, so are not one transfer: they are left out, and the chip that "

@@ -170,6 +170,7 @@ class BreakdownVariant(TypedDict):
     overlap: float | None
     steps_from: list[str]
     measured: Literal["device ops", "host ops"]
+    cpu_devices: NotRequired[bool]   # its ops ran on XLA's CPU devices (threads sharing the host's cores)
     outside_ops: NotRequired[int]    # device ops of its trials outside every step's span: not in these means
     outside_ms: NotRequired[float]   # their durations summed
     clock_ops: NotRequired[int]      # its trials' ops carrying their chip's own clock (TPU; absent elsewhere)

@@ -52,6 +52,7 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict]:
     comms = collectives.summarize(analysed)
     return ({"trials": len(folders), "chip_steps": len(rows), **parts, "steps_from": sorted(sources),
              "measured": "host ops" if "host" in measured else "device ops",
+             **({"cpu_devices": True} if "cpu" in measured else {}),
              "outside_ops": outside_ops, "outside_ms": outside_ps / PS_PER_MS,
              **({"clock_ops": sum(c["ops"] for c in clock), "clock_parted_ops": sum(c["parted"] for c in clock),
                  "clock_parted_ms": sum(c["parted_ps"] for c in clock) / PS_PER_MS} if clock else {})},

@@ -190,7 +190,7 @@ def test_run_summary_and_report_lines(tmp_path):
     bytes over 132 us; reduce-scatter 56 / 8 us, waiting 24 / 8; permute 44 / 8, waiting 12 / 8."""
     from trace_builders import one_step_trace
 
-    from perfkit.report.markdown import _collectives
+    from perfkit.report.markdown import _collectives, _cpu_devices
     from perfkit.trace.runs import summarize
 
     sp = tmp_path / "trials/00-sp"
@@ -198,7 +198,8 @@ def test_run_summary_and_report_lines(tmp_path):
     tp = tmp_path / "trials/01-tp"
     one_step_trace(tp / "rank0/trace/step0/h.xplane.pb", [("fusion.1", "fusion", 0, 10)])
     trials = [{"variant": v, "status": "ok", "dir": f"trials/{d}"} for v, d in (("sp", "00-sp"), ("tp", "01-tp"))]
-    got = summarize(tmp_path, trials, ["sp", "tp", "none"])["collectives"]
+    summary = summarize(tmp_path, trials, ["sp", "tp", "none"])
+    got, got_variants = summary["collectives"], summary["variants"]
     assert set(got) == {"sp", "tp"} and got["tp"] == {"kinds": [], "steps": []}
     kinds = {k["kind"]: k for k in got["sp"]["kinds"]}
     assert list(kinds) == ["all-gather", "reduce-scatter", "collective-permute"]  # most exposed first
@@ -222,6 +223,13 @@ def test_run_summary_and_report_lines(tmp_path):
     # CPU devices are threads on the host's cores: the skew is said to be the host's, no straggler named
     cpu = "\n".join(_collectives(got, cpu=True))
     assert f"{skew} These are CPU devices" in cpu and "Straggler" not in cpu
+    # a command case probes no devices (env.json's devices null): its traces say they ran on XLA's CPU devices
+    straggler_trace(tmp_path / "cpu/trials/00-sp/rank0/trace/step0/h.xplane.pb", cpu=True)
+    one_step_trace(tmp_path / "cpu/trials/01-tp/rank0/trace/step0/h.xplane.pb", [("fusion.1", "fusion", 0, 10)])
+    on_cpu = summarize(tmp_path / "cpu", trials, ["sp", "tp"])
+    assert on_cpu["variants"]["sp"]["cpu_devices"] and "cpu_devices" not in got_variants["sp"]
+    assert _cpu_devices({"env": {"devices": None}, "breakdown": on_cpu})
+    assert not _cpu_devices({"env": {"devices": None}, "breakdown": {"variants": got_variants}})
     # a step with instances that never overlapped on their chips (pairs matched by order): no straggler named
     parted = {"sp": {**got["sp"], "steps": [{**s, "apart": 2} for s in got["sp"]["steps"]]}}
     text = "\n".join(_collectives(parted))
