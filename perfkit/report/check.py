@@ -9,6 +9,8 @@ one program. ``check_frame`` compares a run's summary with it, one row per figur
   alone does not fail it (a wide CI passes; the report says how wide);
 - quality: a PSNR fails more than ``psnr_drop_db`` below the baseline's (or below ``min_psnr_db``);
   outputs that were bit-identical must stay so, unless ``min_psnr_db`` states the floor instead;
+- taps: the first layer where B's outputs depart from A's (``summary["taps"]["first"]``) may be none the
+  baseline did not have; a baseline's taps are checked again by each run (a run without taps fails the row);
 - determinism and rank consistency that held in the baseline must hold; no trial may fail;
 - cost (``perfkit.cost.gate``): each variant's collectives per step by kind exactly, its FLOPs, HBM bytes,
   bytes sent a device and temp memory within ``cost_tolerance``: compiled programs are deterministic, so
@@ -54,6 +56,7 @@ def baseline_from_summary(summary: dict) -> dict:
     if q:
         quality = {"file": q["file"], "psnr_db": q["psnr_db"], "bit_identical": q["bit_identical"],
                    "oracle": {v: o["psnr_db"] for v, o in (q.get("oracle") or {}).get("variants", {}).items()}}
+    taps = summary.get("taps")
     return {
         "perfkit_baseline": BASELINE_VERSION,
         "case": summary["case"],
@@ -66,7 +69,15 @@ def baseline_from_summary(summary: dict) -> dict:
         "determinism": {v: d["bit_identical"] for v, d in (summary.get("determinism") or {}).items() if d},
         "ranks": {v: r["consistent"] for v, r in summary["ranks"].items()},
         "cost": {v: cost for v, cost in baseline_cost(summary).items() if v != control},
+        **({"taps": {"variant": taps["b"]["variant"], "first": _departure(taps)}}
+           if taps and "error" not in taps else {}),
     }
+
+
+def _departure(taps: dict) -> str:
+    """Where B's taps first depart from A's, as a check row shows it: ``block1.attn at step 0``, or none."""
+    first = taps["first"]
+    return "none" if first is None else f"{first['name']} at step {first['step']}"
 
 
 def load_baseline(path: str | Path) -> dict:
@@ -176,6 +187,25 @@ def _quality_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
     return rows
 
 
+def _taps_rows(baseline: dict, summary: dict) -> list[dict]:
+    """The first tap where B departs from A: none the baseline did not have (nor the baseline's own: where
+    it recorded none, this run's must hold as well, and a run without taps has not checked it)."""
+    base, taps = baseline.get("taps"), summary.get("taps")
+    if not taps and base is None:
+        return []
+    b = (base or {}).get("variant") or compared_variant(summary)
+    subject = f"{b}: first tap departing from {summary['baseline']}"
+    if not taps or "error" in taps:
+        note = taps["error"] if taps else "no taps in this run (the case's capture.taps)"
+        return [{"check": "taps", "subject": subject, "unit": "", "baseline": base["first"], "current": None,
+                 "limit": "taps", "passed": False, "note": note}]
+    current, allowed = _departure(taps), (base or {}).get("first", "none")
+    return [{"check": "taps", "subject": subject, "unit": "", "baseline": (base or {}).get("first"),
+             "current": current, "limit": "none" if allowed == "none" else f"none, or {allowed}",
+             "passed": current in ("none", allowed),
+             "note": "" if current == "none" else "the report's Quality section: First departure"}]
+
+
 def _held_rows(check: str, baseline: dict[str, bool | None], current: dict[str, bool | None], what: str) -> list[dict]:
     """A property each variant had in the baseline (True) must still hold; False now always fails."""
     rows = []
@@ -198,6 +228,7 @@ def check_frame(baseline: dict, summary: dict, th: Thresholds) -> pd.DataFrame:
              "note": statuses or ("the run was stopped early" if summary.get("interrupted") else "")}]
     rows += _timing_rows(baseline, summary, th)
     rows += _quality_rows(baseline, summary, th)
+    rows += _taps_rows(baseline, summary)
     determinism = {v: d["bit_identical"] for v, d in (summary.get("determinism") or {}).items() if d}
     rows += _held_rows("determinism", baseline["determinism"], determinism, "repeats bit-identical")
     rows += _held_rows("ranks", baseline["ranks"], {v: r["consistent"] for v, r in summary["ranks"].items()},
@@ -224,9 +255,9 @@ def _rule(r) -> str:
     """What a row requires, in words: the limit and its direction."""
     if r.limit is None or (isinstance(r.limit, float) and math.isnan(r.limit)):
         return "-"
-    return {"ratio": f"CI low end <= {r.limit:.3f}", "dB": f">= {_cell(r.limit, 'dB')}", "bool": "yes",
-            "count": f"{r.limit}", "bytes": f"within {r.limit:.1%}", "FLOPs": f"within {r.limit:.1%}"
-            }.get(r.unit, str(r.limit))
+    rules = {"ratio": lambda x: f"CI low end <= {x:.3f}", "dB": lambda x: f">= {_cell(x, 'dB')}",
+             "bool": lambda x: "yes", "bytes": lambda x: f"within {x:.1%}", "FLOPs": lambda x: f"within {x:.1%}"}
+    return rules.get(r.unit, str)(r.limit)
 
 
 def text_lines(frame: pd.DataFrame) -> list[str]:

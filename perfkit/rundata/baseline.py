@@ -44,6 +44,12 @@ class BaselineCost(TypedDict):
     temp_bytes: float | None
 
 
+class BaselineTaps(TypedDict):
+    """Where B's taps first departed from A's in the baseline's run (``summary["taps"]["first"]``)."""
+    variant: str
+    first: str  # "block1.attn at step 0", or "none"
+
+
 # (the functional form: a baseline's key ``from`` is a Python keyword)
 Baseline = TypedDict("Baseline", {
     "perfkit_baseline": Literal[1],  # BASELINE_VERSION
@@ -55,5 +61,6 @@ Baseline = TypedDict("Baseline", {
     "determinism": dict[str, bool | None],
     "ranks": dict[str, bool | None],
     "cost": NotRequired[dict[str, BaselineCost]],  # (none in a baseline written before costs were kept)
+    "taps": NotRequired[BaselineTaps],  # (only from a run with taps)
 })
 Baseline.__doc__ = "What a CI gate compares a run with: nothing that depends on the machine's speed."

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 from run_fixtures import ab_trials, frames, make_run, outputs_for, shifted, trial  # noqa: F401 (a fixture)
 
-from perfkit.report.check import Thresholds, baseline_from_summary, check_frame
+from perfkit.report.check import Thresholds, baseline_from_summary, check_frame, text_lines
 from perfkit.cli import cli
 
 
@@ -267,3 +267,39 @@ def test_a_costed_variant_the_run_does_not_have_is_said_so(tmp_path, baseline):
     assert [(r["subject"], r["note"]) for r in rows] == [
         ("a: step cost", "no XLA dumps of this variant in this run (capture.xla_dump)"),
         ("c: step cost", "the variant is not in this run")]
+
+
+def _taps(first: str | None) -> dict:
+    """A summary's taps (``perfkit.quality.departure``) whose first departure is the tap ``first`` at step 0."""
+    row = {"index": 3, "step": 0, "name": first, "departs": True}
+    return {"a": {"variant": "a"}, "b": {"variant": "b"}, "rows": [row] if first else [],
+            "first": row if first else None}
+
+
+def test_a_tap_departing_fails_the_gate_where_the_outputs_still_pass(tmp_path, baseline):
+    """A newcomer's: sp's RoPE broken in block 1 left the frames at 53.5 dB, above the case's 40 dB floor, and
+    check passed while the report said "First departure: block1.attn at step 0". The first departing tap is a
+    row: none may appear that the baseline had not (a baseline without taps had none to allow); where the
+    baseline's taps held, a run without taps has not checked them."""
+    summary = json.loads((tmp_path / "base" / "summary.json").read_text())
+    base = json.loads(baseline.read_text())
+    th = Thresholds(0.1, 0.5)
+    assert "taps" not in base and "taps" not in check_frame(base, summary, th)["check"].tolist()
+    rows = check_frame(base, {**summary, "taps": _taps("block1.attn")}, th)
+    (row,) = rows[rows["check"] == "taps"].to_dict("records")
+    assert (row["subject"], row["current"], row["passed"]) == ("b: first tap departing from a",
+                                                                "block1.attn at step 0", False)
+    held = baseline_from_summary({**summary, "taps": _taps(None)})
+    assert held["taps"] == {"variant": "b", "first": "none"}
+    for taps, current, passed in ((_taps(None), "none", True), (_taps("block1.attn"), "block1.attn at step 0", False),
+                                  (None, None, False)):
+        rows = check_frame(held, {**summary, "taps": taps}, th)
+        (row,) = rows[rows["check"] == "taps"].to_dict("records")
+        assert (row["current"], row["passed"]) == (current, passed)
+    known = baseline_from_summary({**summary, "taps": _taps("block1.attn")})  # a departure the baseline had
+    rows = check_frame(known, {**summary, "taps": _taps("block1.attn")}, th)
+    assert rows[rows["check"] == "taps"]["passed"].tolist() == [True]
+    lines = text_lines(check_frame(held, {**summary, "taps": _taps("block1.attn")}, th))
+    assert failing("\n".join(lines)) == [
+        "FAIL taps        b: first tap departing from a: block1.attn at step 0 (baseline none; required none); the "
+        "report's Quality section: First departure"]
