@@ -44,6 +44,16 @@ def db_cell(x) -> str:
     return "-" if x is None else "inf" if x == math.inf else f"{x:.2f}"
 
 
+def inside_noise_floor(summary: dict) -> str | None:
+    """Where the headline comparison's verdict is faster or slower by its own CI but its change lies inside the A/A
+    control's (``--aa``), that change as the reports spell it (``+43.7%``): the control varied as much in the same
+    run, so the verdict is not to be trusted alone. None otherwise."""
+    c, nf = summary["comparison"], summary.get("noise_floor")
+    if not nf or None in nf["ci"] or c["ratio"] is None or c["verdict"] not in ("faster", "slower"):
+        return None
+    return f"{c['ratio'] - 1:+.1%}" if nf["ci"][0] <= c["ratio"] <= nf["ci"][1] else None
+
+
 def compared_variant(summary: dict) -> str:
     """B: the variant of the headline comparison, the first after the baseline A (A itself if alone)."""
     a = summary["baseline"]

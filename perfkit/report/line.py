@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from perfkit.common.dividing import digits
-from perfkit.common.summary import compared_variant, from_json, without_ci
+from perfkit.common.summary import compared_variant, from_json, inside_noise_floor, without_ci
 from perfkit.hlo.render import ranks_text
 from perfkit.report.serving import headline
 
@@ -63,7 +63,9 @@ def summary_line(summary: dict, report: Path) -> str:
         parts.append(f"; PSNR {b} vs {a} {psnr}")
     nf = summary.get("noise_floor")
     if nf and nf["half_width"] is not None:
-        parts.append(f"; A/A noise floor {nf['ci'][0] - 1:+.1%}..{nf['ci'][1] - 1:+.1%}")
+        inside = inside_noise_floor(summary)
+        parts.append(f"; A/A noise floor {nf['ci'][0] - 1:+.1%}..{nf['ci'][1] - 1:+.1%}"
+                     + (f" ({b}/{a}'s {inside} inside it: not to be trusted alone)" if inside else ""))
     divergent = [f"{v} ({_differ(r.get('divergent_ranks') or [])})"
                  for v, r in (summary.get("ranks") or {}).items() if r.get("consistent") is False]
     if divergent:

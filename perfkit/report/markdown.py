@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 from perfkit.common.dividing import change_text, digits, ratio_text, shown_difference, whole_shares
-from perfkit.common.summary import NO_SPREAD, compared_variant, db_cell, without_ci
+from perfkit.common.summary import NO_SPREAD, compared_variant, db_cell, inside_noise_floor, without_ci
 from perfkit.cost import report as cost_report
 from perfkit.hlo.render import rank_list, ranks_report
 from perfkit.report import attribution as attribution_report
@@ -137,6 +137,12 @@ def _timing(summary: dict) -> list[str]:
                  f"{nf['ci'][0] - 1:+.1%} to {nf['ci'][1] - 1:+.1%} (95% CI of A/A)")
         rows += ["", f"A/A noise floor ({nf['variant']}, the baseline run again): {width}. A B/A change "
                  "inside this range cannot be told from run-to-run noise on this machine."]
+        inside = inside_noise_floor(summary)
+        if inside:
+            rows[-1] += (f" {compared_variant(summary)}/{a}'s {inside} lies inside it: its verdict "
+                         f"({summary['comparison']['verdict']}) is its own CI's, "
+                         "and the A/A control varied as much in this run; run again (more repeats, a quieter "
+                         "machine) before trusting it.")
     return rows
 
 
@@ -351,7 +357,29 @@ def _breakdown(summary: dict) -> list[str]:
                  *(f"| `{short[d['key']]}` | {d['category']} | {d['a_ms']:.{n}f} | {d['b_ms']:.{n}f} | "
                    f"{shown_difference(d['a_ms'], d['b_ms'], n):+.{n}f} |" for d in deltas)]
     rows += attribution_report.section(summary.get("attribution"), (summary.get("noise_floor") or {}).get("variant"))
+    rows += _traced_against_timed(summary)
     return rows + _collectives(bd.get("collectives") or {}, _cpu_devices(summary))
+
+
+def _traced_against_timed(summary: dict) -> list[str]:
+    """A line for each variant whose traced steps changed against the baseline's with the other sign than its
+    timed steps (a few traced steps, one an outlier, can say B is faster where many timed ones say slower)."""
+    attribution = summary.get("attribution") or {}
+    control = (summary.get("noise_floor") or {}).get("variant")  # (the A/A control's changes are noise)
+    timed = {c["variant"]: c["ratio"] for c in summary["comparisons"]
+             if c["metric"] == "step_ms" and c["ratio"] and c["variant"] != control}
+    out = []
+    for name, v in attribution.get("variants", {}).items():
+        t = v.get("total") if "error" not in v else None
+        if t is None or name not in timed or (t["b_ms"] - t["a_ms"]) * (timed[name] - 1) >= 0:
+            continue
+        change = shown_difference(t["a_ms"], t["b_ms"], attribution_report.DECIMALS)
+        out += ["", f"**{name}'s traced steps changed the other way from its timed steps**: "
+                f"{change:+.{attribution_report.DECIMALS}f} ms a traced step against {timed[name] - 1:+.1%} a timed "
+                f"one. The traced steps are few ({v['chip_steps'][0]} and {v['chip_steps'][1]} chip-steps, "
+                "`capture.trace`), so one outlier turns them; `perfkit trace breakdown` on each trial's folder "
+                "gives every chip-step."]
+    return out
 
 
 def _cpu_devices(summary: dict) -> bool:

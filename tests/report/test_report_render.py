@@ -488,3 +488,41 @@ def test_report_writes_the_paths_a_run_writes(make_run, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert CliRunner().invoke(cli, ["report", "rel"]).exit_code == 0
     assert json.loads((tmp_path / "rel" / "summary.json").read_text())["run_dir"] == str(tmp_path / "rel")
+
+
+def test_a_verdict_inside_the_aa_noise_floor_is_not_to_be_trusted_alone(make_run):
+    """A newcomer's --aa run: sp/tp 1.437 [1.216, 2.682] -> slower beside an A/A noise floor of -21.9%..+78.0%, and
+    "a change inside this range cannot be told from noise". Here b runs 1.4x a in every trial (its CI excludes 1:
+    slower), and the A/A control's trials run 1.0x, 1.8x and 0.75x a: its CI holds +40%. The headline, the timing
+    section and Not verified say the verdict lies inside the floor."""
+    trials = ab_trials(b_scale=1.4)
+    trials += [trial(6 + r, "a-aa", [s * scale for s in steps], natural=[0.9 * steps[-1] * scale])
+               for r, (steps, scale) in enumerate(zip(A_STEPS, (1.0, 1.8, 0.75)))]
+    run = make_run("aa", trials=trials, case_extra={"aa": True})
+    summary = json.loads((run / "summary.json").read_text())
+    c, nf = summary["comparison"], summary["noise_floor"]
+    assert c["verdict"] == "slower" and nf["ci"][0] <= c["ratio"] <= nf["ci"][1], (c, nf)
+    report = (run / "report.md").read_text()
+    change = f"{c['ratio'] - 1:+.1%}"
+    assert f"(b/a's {change} inside it: not to be trusted alone)" in report.splitlines()[2]
+    assert f"b/a's {change} lies inside it: its verdict (slower) is its own CI's" in report
+    assert f"- the B/A timing verdict: slower by its CI, but its change ({change}) lies inside the A/A noise floor" \
+        in report
+
+
+def test_traced_steps_that_changed_the_other_way_are_said_so():
+    """The same --aa run: "Where sp's -2.044 ms a step goes" (tp 15.246, sp 13.202 ms traced) under sp/tp 1.437
+    timed: one traced tp step of 30.1 ms turned it. Said beside it; the A/A control's own changes are noise."""
+    from perfkit.report.markdown import _traced_against_timed
+
+    total = {"a_ms": 15.246, "b_ms": 13.202}
+    summary = {"comparisons": [{"variant": "sp", "metric": "step_ms", "ratio": 1.437},
+                               {"variant": "tp-aa", "metric": "step_ms", "ratio": 1.1}],
+               "noise_floor": {"variant": "tp-aa"},
+               "attribution": {"variants": {v: {"total": total, "chip_steps": [12, 12]} for v in ("sp", "tp-aa")}}}
+    assert _traced_against_timed(summary) == [
+        "", "**sp's traced steps changed the other way from its timed steps**: -2.044 ms a traced step against "
+        "+43.7% a timed one. The traced steps are few (12 and 12 chip-steps, `capture.trace`), so one outlier turns "
+        "them; `perfkit trace breakdown` on each trial's folder gives every chip-step."]
+    summary["comparisons"][0]["ratio"] = 0.9
+    assert _traced_against_timed(summary) == []
