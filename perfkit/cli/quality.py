@@ -244,7 +244,9 @@ def _taps_command(run_dir: str, as_json: bool, plot: str | None) -> None:
     trials, a, b = departure.run_variants(run_dir)
     result = departure.run_departure(Path(run_dir), trials, a, b)
     if result is None:
-        raise BadInput(f"no good trial of both {a} and {b} wrote taps (the case's capture.taps)", path=run_dir)
+        raise BadInput(f"no good trial of both {a} and {b} wrote taps (the case's capture.taps): run it again with "
+                       f"them, e.g. `perfkit run {Path(run_dir) / 'case.yaml'} --set 'capture.taps=[0]'` (every "
+                       "block at denoise step 0)", path=run_dir)
     if "error" in result:
         raise BadInput(result["error"])
     result = json_safe(result)

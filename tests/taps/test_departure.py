@@ -155,6 +155,7 @@ def test_a_run_without_taps_is_one_line(make_run):
     (run / "trials/00-tp/rank0/taps.jsonl").unlink()
     res = quality(run)
     assert res.exit_code == 2 and "no good trial of both tp and sp wrote taps" in res.output
+    assert "run it again with them, e.g. `perfkit run " in res.output and "--set 'capture.taps=[0]'`" in res.output
 
 
 @pytest.mark.parametrize("dtype, expected", [("float32", 2 ** -11.5), ("bfloat16", 2 ** -3.5),
