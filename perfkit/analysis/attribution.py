@@ -206,7 +206,10 @@ def run_summary(run_dir: str | Path, top: int | None = None, seed: int | None = 
     doc = summarize(run_dir, trials, [v.name for v in case.run_variants()], top or TOP,
                     case.seed if seed is None else seed)
     if doc is None:
-        raise BadInput("no traces of the baseline and another variant (a case's `capture.trace`)", path=str(run_dir))
+        why = "; ".join(f"{v}: " + ("traced" if runs.trial_trace_dirs(run_dir, trials, v) else
+                                    runs.untraced(run_dir, trials, v)) for v in (v.name for v in case.run_variants()))
+        raise BadInput(f"no traces of the baseline and another variant (a case's `capture.trace`; {why})",
+                       path=str(run_dir))
     return {**doc, "aa": case.aa_name}
 
 

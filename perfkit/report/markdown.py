@@ -366,7 +366,7 @@ def _traced_against_timed(summary: dict) -> list[str]:
     timed steps (a few traced steps, one an outlier, can say B is faster where many timed ones say slower)."""
     attribution = summary.get("attribution") or {}
     control = (summary.get("noise_floor") or {}).get("variant")  # (the A/A control's changes are noise)
-    timed = {c["variant"]: c["ratio"] for c in summary["comparisons"]
+    timed = {c["variant"]: c["ratio"] for c in summary.get("comparisons", ())
              if c["metric"] == "step_ms" and c["ratio"] and c["variant"] != control}
     out = []
     for name, v in attribution.get("variants", {}).items():

@@ -16,15 +16,24 @@ PS_PER_MS = 1e9
 TOP_DELTAS = 8
 
 
+def _traced(folder: Path) -> bool:
+    return any(folder.glob("rank*/trace/**/*.xplane.pb")) or any(folder.glob("rank*/trace/**/*.json*"))
+
+
 def trial_trace_dirs(run_dir: Path, trials: list[dict], variant: str) -> list[Path]:
     """The trace folders of a variant's good trials that hold any trace file."""
-    out = []
-    for t in trials:
-        if t["variant"] == variant and t["status"] == "ok":
-            folder = run_dir / t["dir"]
-            if any(folder.glob("rank*/trace/**/*.xplane.pb")) or any(folder.glob("rank*/trace/**/*.json*")):
-                out.append(folder)
-    return out
+    return [run_dir / t["dir"] for t in trials
+            if t["variant"] == variant and t["status"] == "ok" and _traced(run_dir / t["dir"])]
+
+
+def untraced(run_dir: Path, trials: list[dict], variant: str) -> str:
+    """Why a variant has no good trial's traces to measure, naming a trial that failed or hung and left traces
+    (where it stopped is ``trace tail``'s to read)."""
+    left = [t for t in trials if t["variant"] == variant and t["status"] != "ok" and _traced(run_dir / t["dir"])]
+    if not left:
+        return "no trace captured"
+    return (f"no good trial traced: its trial {Path(left[0]['dir']).name} ({left[0]['status']}) left traces, "
+            f"where it stopped: `perfkit trace tail {run_dir / left[0]['dir']}`")
 
 
 def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict]:
@@ -68,7 +77,7 @@ def summarize(run_dir: Path, trials: list[dict], variants: list[str]) -> dict | 
     parts, tables, comms = {}, {}, {}
     for v, folders in found.items():
         if not folders:
-            parts[v] = {"error": "no trace captured"}
+            parts[v] = {"error": untraced(run_dir, trials, v)}
             continue
         try:
             parts[v], tables[v], comms[v] = _variant(folders)

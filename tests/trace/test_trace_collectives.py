@@ -411,3 +411,23 @@ def test_v6e_shaped_profile(tmp_path):
                     ("fusion.3", "reduce-scatter", 6, 6, 0, 2**20),
                     ("all-reduce.2", "all-reduce", 8, 8, 0, 4096.0)}
     assert len(inst) == 2 * 2 * 3 and (inst["skew_ps"] == 0).all() and not inst["last"].any()
+
+
+def test_a_variant_whose_traced_trial_hung_names_it(tmp_path):
+    """A newcomer's hung run: the hung trial's traces read as "no trace captured" in the report, though `trace tail`
+    reads them (it is how one finds where the trial stopped). The variant's row names the trial and the command."""
+    from trace_builders import one_step_trace
+
+    from perfkit.trace.runs import summarize
+
+    one_step_trace(tmp_path / "trials/00-ring/rank0/trace/step0/h.xplane.pb", [("fusion.1", "fusion", 0, 10)])
+    one_step_trace(tmp_path / "trials/01-skip/rank0/trace/step0/h.xplane.pb", [("fusion.1", "fusion", 0, 10)])
+    (tmp_path / "trials/02-skip").mkdir(parents=True)
+    trials = [{"variant": v, "status": s, "dir": f"trials/{d}"}
+              for v, s, d in (("ring", "ok", "00-ring"), ("skip", "hung", "01-skip"), ("skip", "failed", "02-skip"))]
+    got = summarize(tmp_path, trials, ["ring", "skip"])["variants"]
+    assert "error" not in got["ring"] and got["skip"] == {"error": (
+        "no good trial traced: its trial 01-skip (hung) left traces, where it stopped: "
+        f"`perfkit trace tail {tmp_path / 'trials/01-skip'}`")}
+    got = summarize(tmp_path, trials[:1] + trials[2:], ["ring", "skip"])["variants"]
+    assert got["skip"] == {"error": "no trace captured"}
