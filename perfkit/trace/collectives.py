@@ -442,7 +442,13 @@ def chip_instances(events: pd.DataFrame) -> ChipInstances:
     base_of, base_text = pd.factorize(np.array([_kind(k) for k in kinds], object))
     base = base_of.astype(np.int64)[kind_of]
     op, op_text = _op_codes(text["hlo_op"], text["name"])
-    kept = np.flatnonzero(role != _UPDATE)
+    kept = role != _UPDATE
+    # torch.distributed on gloo: a c10d:: call hands its collective to gloo's thread, whose gloo:* span is the
+    # collective; the call and the span are one instance, counted once (by the span)
+    wrapper = np.array([k.lower().startswith("c10d") for k in kinds], bool)[kind_of]
+    if wrapper.any() and np.array([k.lower().startswith("gloo") for k in kinds], bool).any():
+        kept &= ~wrapper
+    kept = np.flatnonzero(kept)
     if not kept.size:
         return ChipInstances.none()
     seq = kept[_chip_order(chip[comm[kept]], start_ps[comm[kept]])]

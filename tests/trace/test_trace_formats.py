@@ -345,6 +345,15 @@ def test_collectives_of_a_cpu_trace_say_host_ops(fixtures_dir, tmp_path):
     doc = json.loads(CliRunner().invoke(cli, ["trace", "collectives", str(path), "--json"]).stdout)
     assert doc["measured"] == "host ops" and doc["steps_from"] == ["ProfilerStep on the host"]
     assert [(r["op"], r["time_ps"]) for r in doc["ops"]] == [("gloo:all_reduce", 30_000_000)]
+    # torch.distributed's call that hands it to gloo's thread (c10d::allreduce_, around it on the main thread):
+    # one all-reduce, not two (a newcomer's torch run counted 12 for 6)
+    events += [{"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 1, "tid": 1, "ts": 48, "dur": 34},
+               {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 1, "tid": 2, "ts": 60,
+                "dur": 20}]
+    events[2] = {**events[2], "name": "aten::add", "cat": "cpu_op"}
+    path.write_text(json.dumps({"traceEvents": events}))
+    doc = json.loads(CliRunner().invoke(cli, ["trace", "collectives", str(path), "--json"]).stdout)
+    assert [(r["op"], r["count"], r["time_ps"]) for r in doc["ops"]] == [("gloo:all_reduce", 1, 20_000_000)]
 
 
 def test_last_step_convention_is_named(fixtures_dir):
