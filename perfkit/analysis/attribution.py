@@ -28,7 +28,9 @@ import pandas as pd
 from scipy import stats as sps
 
 from perfkit.analysis import stats
+from perfkit.cost.programs import variant_dumps
 from perfkit.errors import BadInput
+from perfkit.hlo.diff import compare_ab
 from perfkit.rundata import case as case_mod
 from perfkit.rundata.rundir import read_trials
 from perfkit.trace import breakdown, diff, events, runs, timeline
@@ -243,6 +245,17 @@ def _records(rows: pd.DataFrame) -> list[dict]:
     return out
 
 
+def _same_programs(a: Path | None, b: Path | None) -> bool | None:
+    """Whether two variants compiled the same programs (their XLA dumps, ``hlo-diff --ab``): ops are matched by
+    name, which XLA gives per program, so a name is one op on both sides only then. None without both dumps."""
+    if a is None or b is None:
+        return None
+    try:
+        return compare_ab(a, b)["consistent"]
+    except BadInput:  # (dumps that do not parse: the report's cost and rank sections say so)
+        return None
+
+
 def summarize(run_dir: Path, trials: list[dict], variants: list[str], top: int = TOP, seed: int = 0) -> dict | None:
     """summary.json's ``attribution``: per variant against the baseline, ``{trials: [a, b], chip_steps: [a,
     b], outside_ops: [a, b], outside_ms: [a, b] (device ops outside every step's span), confidence, total: <row>, category, kind, op: [<row>...], marked: {rows, marked, chance_allows}}``
@@ -255,10 +268,10 @@ def summarize(run_dir: Path, trials: list[dict], variants: list[str], top: int =
         base = trials_parts(found[variants[0]])
     except BadInput as exc:
         return {"baseline": variants[0], "error": exc.line()}
-    out = {}
+    out, dumps = {}, variant_dumps(run_dir)
     for v in variants[1:]:
         if not found[v]:
-            out[v] = {"error": "no trace captured"}
+            out[v] = {"error": runs.untraced(run_dir, trials, v)}
             continue
         try:
             mine = trials_parts(found[v])
@@ -275,6 +288,7 @@ def summarize(run_dir: Path, trials: list[dict], variants: list[str], top: int =
                   "chip_steps": [first.attrs["chip_steps_a"], first.attrs["chip_steps_b"]],
                   "outside_ops": [base.attrs["outside_ops"], mine.attrs["outside_ops"]],
                   "outside_ms": [base.attrs["outside_ps"] / PS_PER_MS, mine.attrs["outside_ps"] / PS_PER_MS],
+                  "same_programs": _same_programs(dumps.get(variants[0]), dumps.get(v)),
                   "confidence": first.attrs["confidence"], "interval": first.attrs["interval"],
                   "total": _records(first.iloc[-1:])[0],
                   **{by: _records(rows.iloc[:-1]) for by, rows in splits.items()}}

@@ -99,6 +99,11 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
                     f"{base}, the same program) had {over['marked']} of {over['rows']} parts marked where chance "
                     f"allows up to {over['chance_allows']}, so these intervals are narrower than the machine's noise."]
         for by, title in SPLITS:
+            if by == "op" and v.get("same_programs") is False:
+                out += ["", f"**{base} and {name} ran different programs**: XLA names its ops per program, so an op "
+                        "of one name on both sides need not be one op, and its `changed` row may set two ops' times "
+                        "side by side (`perfkit hlo-diff` compares the programs); the category and op-kind splits "
+                        "hold."]
             out += _table(v[by], by, title, base, name)
     return out
 

@@ -362,6 +362,23 @@ def test_each_change_shown_is_the_difference_of_the_figures_beside_it():
     assert "| 47.205 | 91.717 | +44.512 |" in text and "| 27.256 | 41.890 | +14.634 |" in text
 
 
+def test_ops_of_one_name_in_other_programs_are_said_not_to_be_one_op(fixtures_dir):
+    """A newcomer's demo: `ynn_fusion.20 | compute | changed | 0.345 | 0.002` paired tp's reduce_max with sp's
+    reduce_sum, which XLA had named alike in their own programs. Whether the variants compiled the same programs
+    is their dumps' (as hlo-diff --ab has it), and the by-op table says where they did not."""
+    gemm, attention = fixtures_dir / "hlo" / "mi300_jax08_gemm", fixtures_dir / "hlo" / "amd_te_fused_attn"
+    assert attribution._same_programs(gemm, gemm) is True
+    assert attribution._same_programs(gemm, attention) is False and attribution._same_programs(gemm, None) is None
+    row = {"key": "fusion.1", "category": "compute", "change": "changed", "a_ms": 1.0, "b_ms": 2.0, "delta_ms": 1.0,
+           "ci_lo_ms": 0.5, "ci_hi_ms": 1.5, "marked": True}
+    v = {"trials": [3, 3], "chip_steps": [12, 12], "confidence": 0.95, "interval": "welch", "total": row,
+         "category": [row], "kind": [row], "op": [row], "marked": {"rows": 3, "marked": 3, "chance_allows": 1}}
+    said = "**tp and sp ran different programs**: XLA names its ops per program, so an op of one name"
+    for same, shown in ((False, True), (True, False), (None, False)):
+        text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": {**v, "same_programs": same}}}))
+        assert (said in text) is shown and (not shown or text.index(said) < text.index("By op:"))
+
+
 # HTA 0.5.0's TraceDiff sums on its own pair (pinned in test_trace_cli.py): name -> (control us, test us)
 HTA_TRACE_DIFF_US = {
     "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)": (32880, 92082),
