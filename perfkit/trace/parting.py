@@ -251,6 +251,10 @@ def describe(first: dict | None, chips: pd.DataFrame | None = None) -> str:
         text += (f". Rank {rank}'s program has {change['count']} collectives where the majority's has "
                  f"{change['majority_count']}" + (f": it lacks {lacks}" if lacks else "")
                  + (f"; it adds {adds}" if adds else ""))
+        earliest = min((c["index"] for c in change["lacks"]), default=first["index"])
+        if earliest < first["index"]:  # the traces pair the chips' collectives in order, by count
+            text += (f"; so the chips first differ at collective {earliest + 1}, the first it lacks (the traces, "
+                     f"paired in order, part only at {first['index'] + 1})")
     return text
 
 

@@ -99,6 +99,10 @@ def test_the_rank_and_the_collective_named(hung_trial, read):
                                        "adds": [], "majority_count": 3, "count": 2}}
     assert "rank 3 device 0 skipped, 2 collectives there against 3" in parting.describe(first)
     assert "it lacks cp.2 (collective 2 of 3)" in parting.describe(first)
+    # which is where they part, said (a newcomer read "collective 3 there" and "collective 2 of 3" as two answers)
+    assert parting.describe(first).endswith("it lacks cp.2 (collective 2 of 3); so the chips first differ at "
+                                            "collective 2, the first it lacks (the traces, paired in order, part "
+                                            "only at 3)")
 
 
 def test_the_programs_beside_a_trial_folder_are_found(hung_trial):
