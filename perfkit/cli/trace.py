@@ -267,6 +267,13 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
     and op, with CIs over its trials (-n: ops and kinds named; --by, --steps, --window and
     --last-step are for two traces)."""
     if b is None:
+        ctx = click.get_current_context()
+        given = [p.opts[0] for p in ctx.command.params if p.name in ("by", "step_pattern", "window", "last_step")
+                 and ctx.get_parameter_source(p.name) is not click.core.ParameterSource.DEFAULT]
+        if given:  # (they had been left unread, unsaid)
+            raise BadInput(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to two traces, A and B; "
+                           "a run directory's attribution splits by category, op kind and op, over its steps as "
+                           "traced", path=a)
         # the attribution (analysis stage, scipy) and its report lines: only for a run directory
         from perfkit.analysis.attribution import run_summary
         from perfkit.report.attribution import text

@@ -267,6 +267,13 @@ def test_trace_diff_run_dir(tmp_path):
     frame = attribution.run_attribution(run_dir, top=4)  # the Python API: the same rows as a frame
     ops = frame[(frame["variant"] == "b") & (frame["by"] == "op")]
     assert ops.iloc[0]["delta_ms"] == pytest.approx(b["op"][0]["delta_ms"])
+    # the two traces' options on a run directory: refused in one line (a newcomer's --by shape went unread)
+    for args, named in ((["--by", "shape"], "--by applies"), (["--steps", "x", "--last-step", "drop"],
+                                                               "--steps, --last-step apply")):
+        refused = CliRunner().invoke(cli, ["trace", "diff", str(run_dir), *args])
+        assert refused.exit_code == 2 and refused.output == (
+            f"perfkit: {run_dir}: {named} to two traces, A and B; a run directory's attribution splits by category, "
+            "op kind and op, over its steps as traced\n")
 
 
 def test_ops_after_the_last_step_are_named_not_attributed(tmp_path):
