@@ -22,9 +22,13 @@ def _ms(v: float) -> str:
 
 
 def _table(rows: list[dict], by: str, title: str, baseline: str, name: str) -> list[str]:
-    """One split's rows; a category's own category and change go unsaid."""
+    """One split's rows; a category's own category and change go unsaid, and its residual where it is 0 on both
+    sides, as the breakdown's parts add up to the span (a newcomer read it beside the op kinds' residual, another
+    figure)."""
     short = labels(r["key"] for r in rows)  # kernel and HLO names shortened; summary.json keeps them whole
     about = by != "category"
+    if not about:
+        rows = [r for r in rows if r["change"] != "residual" or r["a_ms"] or r["b_ms"]]
     out = ["", f"By {title}:", "", f"| {title} | " + ("category | change | " if about else "")
            + f"{baseline} (ms) | {name} (ms) | delta (ms) | 95% CI (ms) | |",
            "| --- | " + ("--- | --- | " if about else "") + "---: | ---: | ---: | ---: | --- |"]

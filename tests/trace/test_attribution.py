@@ -386,6 +386,24 @@ def test_ops_of_one_name_in_other_programs_are_said_not_to_be_one_op(fixtures_di
         assert (said in text) is shown and (not shown or text.index(said) < text.index("By op:"))
 
 
+def test_the_category_residual_is_shown_only_where_it_is_not_0():
+    """The breakdown's parts add up to the span, so the category split's residual is 0 on both sides; shown, it sat
+    beside the op kinds' residual (the busy time the ops' exclusive times leave over), another figure."""
+    row = {"key": "ici", "category": "ici", "change": "changed", "a_ms": 1.0, "b_ms": 2.0, "delta_ms": 1.0,
+           "ci_lo_ms": 0.5, "ci_hi_ms": 1.5, "marked": True}
+    zero = {**row, "key": "residual", "category": "", "change": "residual", "a_ms": 0.0, "b_ms": 0.0,
+            "delta_ms": 0.0, "ci_lo_ms": 0.0, "ci_hi_ms": 0.0, "marked": False}
+    kinds = [row, {**zero, "a_ms": -0.078, "b_ms": -0.045, "delta_ms": 0.033}]
+    v = {"trials": [3, 3], "chip_steps": [12, 12], "confidence": 0.95, "interval": "welch", "total": row,
+         "category": [row, zero], "kind": kinds, "op": [row], "marked": {"rows": 3, "marked": 3, "chance_allows": 1}}
+    text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": v}}))
+    categories = text.split("By category:")[1].split("By op kind:")[0]
+    assert "| residual |" not in categories and "| residual | - | residual | -0.078 | -0.045 | +0.033 |" in text
+    v["category"] = [row, {**zero, "a_ms": 0.001}]  # (summaries of a breakdown that did not add up: shown)
+    text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": v}}))
+    assert "| residual |" in text.split("By category:")[1].split("By op kind:")[0]
+
+
 # HTA 0.5.0's TraceDiff sums on its own pair (pinned in test_trace_cli.py): name -> (control us, test us)
 HTA_TRACE_DIFF_US = {
     "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)": (32880, 92082),
