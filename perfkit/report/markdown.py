@@ -111,7 +111,9 @@ def _timing(summary: dict) -> list[str]:
         rows.append(f"| {name} (median over trials) | " + " | ".join(
             _value(name, x, shown) + ("" if n == a else _change(x, figures[0])) for n, x in zip(variants, figures))
             + " |")
-    rows.append("| timed steps (trials) | " + " | ".join(
+    ranks = max((v.get("ranks", 1) for v in variants.values()), default=1)  # (a trial's steps are rank 0's)
+    whose = f"; rank 0's of {ranks} ranks" if ranks > 1 else ""
+    rows.append(f"| timed steps (trials{whose}) | " + " | ".join(
         f"{v['step_ms']['n']} ({v['trials'] - v['failed']})" for v in variants.values()) + " |")
     rows.append("| failed trials | " + " | ".join(str(v["failed"]) for v in variants.values()) + " |")
     rows.append("")

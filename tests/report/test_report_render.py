@@ -526,3 +526,16 @@ def test_traced_steps_that_changed_the_other_way_are_said_so():
         "them; `perfkit trace breakdown` on each trial's folder gives every chip-step."]
     summary["comparisons"][0]["ratio"] = 0.9
     assert _traced_against_timed(summary) == []
+
+
+def test_a_multi_process_runs_timed_steps_are_said_to_be_rank_0s(make_run):
+    """A newcomer's repro/rank_constant: "timed steps (trials) 10 (2)" for 4 ranks x 5 steps: a trial's steps are
+    its first rank's (a step's collectives wait for every rank), and the row says so."""
+    trials = ab_trials()
+    for t in trials:
+        t["ranks"] = [{**t["ranks"][0], "rank": r} for r in range(2)]
+    run = make_run("two", trials=trials)
+    summary = json.loads((run / "summary.json").read_text())
+    assert [v["ranks"] for v in summary["variants"].values()] == [2, 2]
+    assert table_row((run / "report.md").read_text(), "timed steps (trials; rank 0's of 2 ranks)") == ["12 (3)",
+                                                                                                      "12 (3)"]
