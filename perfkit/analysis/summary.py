@@ -53,8 +53,8 @@ def variant_summary(trials: list[dict], name: str) -> dict:
         "values": {k: stats.summarize(v) for k, v in values.items()},
         "trials": len(mine),
         "failed": sum(t["status"] != "ok" for t in mine),
-        # a trial's steps are its first rank's (rank 0's): a step's collectives wait for every rank
-        "ranks": max((len(t.get("ranks") or ()) for t in mine), default=0),
+        # a good trial's steps are its first rank's (rank 0's): a step's collectives wait for every rank
+        "ranks": max((len(t.get("ranks") or ()) for t in mine if t["status"] == "ok"), default=0),
     }
 
 

@@ -34,7 +34,7 @@ class Variant(TypedDict):
     values: dict[str, StepFigures]
     trials: int
     failed: int
-    ranks: NotRequired[int]  # processes a trial ran (its steps are rank 0's); absent in older summaries
+    ranks: NotRequired[int]  # processes a good trial ran (its steps are rank 0's); absent in older summaries
 
 
 class Comparison(TypedDict):
