@@ -65,4 +65,9 @@ def section(summary: dict) -> list[str]:
         rows += [line for sentence in ProgramCost.definitions(step) for line in ("", f"In {v}, {sentence}.")]
     if a in cost:
         rows += [""] + [change(a, cost[a]["step"], v, cost[v]["step"])["sentence"] + "." for v in names if v != a]
+    apart = [(v, r["divergent_ranks"]) for v, r in (summary.get("ranks") or {}).items()
+             if v in cost and r.get("consistent") is False and r.get("divergent_ranks")]
+    for v, ranks in apart:  # (the step costed is the first rank's: another rank's program is not)
+        rows += ["", f"{v}'s ranks compiled different programs (Rank consistency): its cost is its first rank's "
+                 f"program's; rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))} compiled another."]
     return rows + [""]

@@ -539,3 +539,20 @@ def test_a_multi_process_runs_timed_steps_are_said_to_be_rank_0s(make_run):
     assert [v["ranks"] for v in summary["variants"].values()] == [2, 2]
     assert table_row((run / "report.md").read_text(), "timed steps (trials; rank 0's of 2 ranks)") == ["12 (3)",
                                                                                                       "12 (3)"]
+
+
+def test_the_cost_section_says_a_variant_whose_ranks_parted_is_costed_by_its_first():
+    """A newcomer's skipped-collective run: the Cost section said skip ran "the same collectives" as ring (3 a step,
+    its rank 0's program), while Rank consistency named rank 3 with 2."""
+    from perfkit.cost.report import section
+
+    step = {"module": "jit_step", "flops": 1e6, "dot_flops": 1e6, "hbm_bytes": 1e6, "interconnect_bytes": 65536,
+            "temp_bytes": 1 << 15, "peak_bytes": 1 << 16, "collectives": {"collective-permute": {"count": 3}},
+            "collective_shapes": [{"kind": "collective-permute", "buffer_bytes": 32768, "count": 3}]}
+    summary = {"baseline": "ring", "cost": {"ring": {"step": step}, "skip": {"step": step}},
+               "ranks": {"ring": {"consistent": True}, "skip": {"consistent": False, "divergent_ranks": [3]}}}
+    lines = section(summary)
+    assert ("skip's ranks compiled different programs (Rank consistency): its cost is its first rank's program's; "
+            "rank 3 compiled another.") in lines
+    summary["ranks"]["skip"] = {"consistent": True}
+    assert not any("compiled different programs" in line for line in section(summary))
