@@ -53,6 +53,9 @@ _RANK_DIR = re.compile(r"rank[-_]?(\d+)$")
 _TORCH_TPU_FILE = re.compile(r"(.+)_(\d+)\.xplane\.pb")
 _XPLANE_SUFFIX = ".xplane.pb"
 _KINETO_SUFFIXES = (".json", ".json.gz")
+# a file's host: its name less the trace suffix and a Kineto writer's millisecond timestamp
+# (worker0.1623213129365.pt.trace.json.gz); dots stay, as in a TensorFlow worker's <ip>_<port>.xplane.pb
+_HOST_NAME = re.compile(r"(.*?)(\.\d{10,})?(\.pt)?(\.trace)?(\.xplane\.pb|\.json|\.json\.gz|\.pb)$")
 _VIEWER_COPY = ".trace.json.gz"  # the trace viewer's copy of an XSpace, beside it
 # a perfkit run directory's own records: no traces, read or left out, where a run's folder is named
 _RUN_RECORDS = frozenset({"run.json", "env.json", "summary.json", "primed.json"})
@@ -360,7 +363,7 @@ def _one_run(frames: list[pd.DataFrame], files: list[Path]) -> None:
         if (rank, device) == chip and first < last:
             raise BadInput(f"rank {rank} device {device}'s events of no step overlap in time those in "
                            f"{files[owner]}: two hosts' or runs' traces taken for one rank's (a rank comes from a "
-                           "rank<R> folder, else a <host>_<rank> file name, else the host name); pass them apart, "
+                           "rank<R> folder, else a <host>_<rank> file name, else the host its file is named for); pass them apart, "
                            "or rename them", path=files[file])
         if (rank, device) != chip or end > last:
             chip, last, owner = (rank, device), end, file
@@ -383,12 +386,13 @@ def clock_columns(columns: tuple[str, ...]) -> tuple[str, ...]:
 
 def ranked_files(paths: list[str | Path]) -> list[tuple[Path, int]]:
     """The trace files at ``paths`` (``trace_files``), each with its rank: the one its path names, else
-    one per host name, numbered in order."""
+    one per host name (``_HOST_NAME``), numbered in order."""
     hosts: dict[str, int] = {}
     out = []
     for f in trace_files(paths):
         hint = _rank_hint(f)
-        out.append((f, hint if hint is not None else hosts.setdefault(f.name.split(".")[0], len(hosts))))
+        m = _HOST_NAME.fullmatch(f.name)
+        out.append((f, hint if hint is not None else hosts.setdefault(m.group(1) if m else f.name, len(hosts))))
     return out
 
 

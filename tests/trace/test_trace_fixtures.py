@@ -137,6 +137,25 @@ def test_a_name_ending_in_a_number_is_a_rank_where_it_is_the_recorded_host_s(fix
     assert {r["rank"] for r in json.loads(result.stdout)["rows"]} == {rank}
 
 
+def test_hosts_named_by_their_addresses_are_ranks_of_their_own(fixtures_dir, tmp_path):
+    """TensorFlow names a worker's file <ip>_<port>.xplane.pb, and a profile may be named for its host's address:
+    10.0.0.1 and 10.0.0.2 are two hosts, ranks 0 and 1 (the name's first dot had made both host "10", one rank,
+    refused as one run's traces given twice). A Kineto writer's millisecond timestamp after the worker's name is no
+    part of its host: one worker's two sessions are one rank's."""
+    for host in ("10.0.0.1", "10.0.0.2"):
+        shutil.copy(fixtures_dir / "xplane" / "tf_gpu_multi_worker.xplane.pb", tmp_path / f"{host}.xplane.pb")
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert {(r["rank"], r["device"]) for r in json.loads(result.stdout)["rows"]} == {
+        (rank, device) for rank in (0, 1) for device in (1, 4, 6)}
+    names = ["worker0.1623213129365.pt.trace.json.gz", "worker0.1623213199999.pt.trace.json.gz",
+             "host.example.com.xplane.pb", "host.example.com.trace.json.gz", "34.83.195.179_6003.xplane.pb"]
+    for name in names:
+        (tmp_path / "names" / name).parent.mkdir(exist_ok=True)
+        (tmp_path / "names" / name).touch()
+    assert [rank for _, rank in events.ranked_files([tmp_path / "names" / n for n in names])] == [0, 0, 1, 1, 2]
+
+
 def test_a_run_directory_given_whole_is_refused_saying_what_to_pass(fixtures_dir, tmp_path):
     """A newcomer's `perfkit trace breakdown RUN`: its trials' traces hold the same steps; the line names the two
     trials and what to pass instead (it said "pass one run's traces", and they had)."""
