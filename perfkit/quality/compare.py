@@ -366,6 +366,10 @@ def _check_counts(a: Media, b: Media, frames: FrameRange) -> None:
 
     na, nb = selected(a), selected(b)
     if na is not None and nb is not None and na != nb:
+        shorter = a if na < nb else b
+        if isinstance(shorter, VideoFile):  # a file cut short (no index to say so) fails here, naming itself
+            for _ in shorter.decoded(frames.start, frames.stop):
+                pass
         selects = "" if frames == ALL_FRAMES else f" (--frames {frames} selects {na} vs {nb})"
         raise BadInput(f"frame counts differ: {a.count} vs {b.count}{selects}; --frames {frames.start}:"
                        f"{frames.start + min(na, nb)} compares the frames both have", path=f"{a.label} vs {b.label}")

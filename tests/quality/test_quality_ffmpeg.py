@@ -450,6 +450,18 @@ def test_a_matroska_file_cut_short_or_in_the_middle_is_refused(pairs, tmp_path):
         quality.compare(middle, middle)
 
 
+def test_a_stream_cut_short_without_an_index_is_named_not_offered_a_range(pairs, tmp_path):
+    """An MPEG-TS file cut in half holds no index to say so, and its last packets are partial: "frame counts differ:
+    49 vs 25; --frames 0:25 compares the frames both have", then that range failed to decode at frame 22. The
+    shorter file is decoded before counts that differ are refused, and a cut one is named."""
+    whole = _remuxed(tmp_path / "whole.ts", [pairs["h264"][0]])
+    cut = tmp_path / "cut.ts"
+    cut.write_bytes(whole.read_bytes()[:whole.stat().st_size // 2])
+    with pytest.raises(BadInput, match=r"cut.ts: (corrupt: decoding failed after \d+ frames|damaged: its packets hold "
+                                       r"\d+ frames, only \d+ decode)"):
+        quality.compare(whole, cut)
+
+
 def test_a_gif_cut_mid_frame_is_refused(pairs, tmp_path):
     """A GIF cut at 60%, inside a frame's image data: its last frame decodes in part (the decoder logs "LZW decode
     failed" and gives it anyway) and was measured; a complete GIF ends with the trailer byte 0x3B, zero padding
