@@ -140,7 +140,7 @@ def test_run_summary_and_report_show_dcn_where_a_variant_has_it(tmp_path):
         V6E_EXPECTED)
     assert b["dcn_ms"] == 0
     text = "\n".join(_breakdown({"breakdown": got}))
-    assert "| exposed DCN |" in text and "| 0.008 (6%) |" in text
+    assert "| exposed DCN |" in text and "| 0.008 (6.2%) |" in text  # 8 of 130 ps
     only_b = {**got, "variants": {"b": b}, "op_deltas": {}}
     assert "DCN" not in "\n".join(_breakdown({"breakdown": only_b}))
 
@@ -252,8 +252,9 @@ def test_the_op_delta_table_subtracts_its_shown_figures(tmp_path):
 
 
 def test_the_breakdown_shares_add_up_to_100(tmp_path):
-    """A newcomer's: 2.960 (36%), 3.301 (40%), 0.000 (0%), 2.072 (25%) of an 8.333 ms span: 101%. Whole shares
-    adding to 100, the points left to the largest remainders (35.52, 39.61, 0, 24.86: 35, 40, 0, 25)."""
+    """A newcomer's: 2.960 (36%), 3.301 (40%), 0.000 (0%), 2.072 (25%) of an 8.333 ms span: 101%. Shares to 0.1%
+    adding to 100.0, the tenths left to the largest remainders (35.521, 39.613, 0, 24.865: 35.5, 39.6, 0.0, 24.9),
+    each within 0.1% of its figure (whole ones read 8.818 of 14.139 ms as 63%, another newcomer's)."""
     from perfkit.report.markdown import _breakdown
 
     one_step_trace(tmp_path / "trials/00-a/rank0/trace/step0/h.xplane.pb", ASYNC_OPS)
@@ -261,4 +262,4 @@ def test_the_breakdown_shares_add_up_to_100(tmp_path):
     got = trace_summary(tmp_path, trials)
     got["variants"]["a"].update(span_ms=8.333, compute_ms=2.960, ici_ms=3.301, dcn_ms=0.0, dma_ms=0.0, idle_ms=2.072)
     text = "\n".join(_breakdown({"breakdown": got}))
-    assert "| 8.333 | 2.960 (35%) | 3.301 (40%) | 0.000 (0%) | 2.072 (25%) |" in text
+    assert "| 8.333 | 2.960 (35.5%) | 3.301 (39.6%) | 0.000 (0.0%) | 2.072 (24.9%) |" in text

@@ -38,7 +38,7 @@ def test_trace_summary_and_report_section(tmp_path):
     from perfkit.report.markdown import _breakdown
 
     text = "\n".join(_breakdown({"breakdown": got}))
-    assert "| a | 1 (1) | 0.100 | 0.010 (10%) | 0.005 (5%) | 0.000 (0%) | 0.085 (85%) |" in text
+    assert "| a | 1 (1) | 0.100 | 0.010 (10.0%) | 0.005 (5.0%) | 0.000 (0.0%) | 0.085 (85.0%) |" in text
     assert "(a chip-step: one chip's one traced step)" in text and "exposed ICI (collectives not under" in text
     assert "| `all-gather-done` | ici | 0.005 | 0.000 | -0.005 |" in text
     # a newcomer found a kind (fusion 3.608 ms) above its category (compute 3.601): the table says how that can be
