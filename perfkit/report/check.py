@@ -157,6 +157,9 @@ def _psnr_row(subject: str, base, current, th: Thresholds) -> dict:
     limit = max(limits) if limits else None
     passed = current is not None and (limit is None or current >= limit)
     note = "" if current is not None else "not measured in this run"
+    if current is not None and base == math.inf and relative is None and limit is not None:
+        note = ("the baseline's outputs were bit-identical: no drop from inf to hold, so the floor alone applies "
+                "(min_psnr_db, in place of bit-identity)")
     return {"check": "quality", "subject": subject, "unit": "dB", "baseline": base, "current": current,
             "limit": limit, "passed": passed, "note": note}
 

@@ -111,6 +111,13 @@ def test_bit_identical_baseline_must_stay_so(make_run, tmp_path):
     res = check(make_run("off", outputs=outputs_for(ab_trials(), frames(), shifted(frames(), 0, 1, by=1))),
                 "--baseline", path)
     assert res.exit_code == 1 and "FAIL quality     outputs b vs a bit-identical: no" in res.output
+    # with a floor stated in place of bit-identity (the quickstart's 40 dB), the row says why no drop applies
+    floored = check(make_run("floored", outputs=outputs_for(ab_trials(), frames(), shifted(frames(), 0, 1, by=1))),
+                    "--baseline", path, "--min-psnr", "30")
+    (row,) = [line for line in floored.output.splitlines() if " quality " in line]
+    assert row.startswith("ok   quality     PSNR b vs a") and row.endswith(
+        "(baseline inf dB; required >= 30.00 dB); the baseline's outputs were bit-identical: no drop from inf to "
+        "hold, so the floor alone applies (min_psnr_db, in place of bit-identity)"), row
 
 
 def test_failed_trials_and_divergent_ranks(baseline, make_run):
