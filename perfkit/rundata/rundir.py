@@ -140,6 +140,8 @@ def read_summary(run_dir: Path) -> dict:
     path = run_dir / "summary.json"
     if not run_dir.is_dir():
         raise BadInput("no such run directory", path=str(run_dir))
+    if not path.is_file() and not (run_dir / "case.yaml").is_file():  # (report would refuse it too)
+        raise BadInput("not a perfkit run directory (no summary.json, no case.yaml)", path=str(run_dir))
     if not path.is_file():
         raise BadInput("no summary.json (write it with `perfkit report RUN_DIR`)", path=str(run_dir))
     try:

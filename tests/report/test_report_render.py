@@ -409,8 +409,13 @@ def test_bad_input_is_one_line(tmp_path):
     assert res.exit_code == 2 and "no case.yaml" in res.output and len(res.output.splitlines()) == 1
     res = CliRunner().invoke(cli, ["report", str(tmp_path / "nonexistent")])  # it said "no case.yaml" too
     assert res.exit_code == 2 and res.output == f"perfkit: {tmp_path / 'nonexistent'}: no such run directory\n"
+    res = CliRunner().invoke(cli, ["report", "--progression", str(tmp_path)])  # it said "write it with perfkit
+    # report", which then refused the folder
+    assert res.output == f"perfkit: {tmp_path}: not a perfkit run directory (no summary.json, no case.yaml)\n"
+    (tmp_path / "case.yaml").write_text("name: x\n")
     res = CliRunner().invoke(cli, ["report", "--progression", str(tmp_path)])
-    assert res.exit_code == 2 and "no summary.json" in res.output
+    assert res.exit_code == 2 and "no summary.json (write it with `perfkit report RUN_DIR`)" in res.output
+    (tmp_path / "case.yaml").unlink()
     res = CliRunner().invoke(cli, ["report", "--progression", str(tmp_path / "nonexistent")])  # not "write it"
     assert res.exit_code == 2 and res.output == f"perfkit: {tmp_path / 'nonexistent'}: no such run directory\n"
     (tmp_path / "summary.json").write_text('{"case": "cut off')
