@@ -374,7 +374,9 @@ def tail(paths, k, as_json, programs):
         return
     if measured == "host ops":
         click.echo(f"measured: {HOST_OPS}")
-    if parted is not None:  # the cause first: the chip that parts, not the one that stopped first (often another)
+    # whether the chips' collectives part first: the cause (the chip that parts, not the one that stopped first,
+    # often another), or that none did (a healthy run's chips stop apart too); one chip has none to part from
+    if len(chips) > 1:
         click.echo(f"{parting.describe(parted, sequence)}\n")
     chips = readable(chips, ["at_first_stop_name", "at_first_stop_kind"])
     first = chips.iloc[0]
@@ -399,8 +401,6 @@ def tail(paths, k, as_json, programs):
         if shown.isna().any(axis=None):
             shown = shown.astype(object).where(shown.notna(), "-")
         click.echo(shown.to_string(index=False))
-    if parted is None:
-        click.echo(f"\n{parting.describe(parted, sequence)}")
 
 
 @trace.command()

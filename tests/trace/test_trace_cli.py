@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from trace_builders import TPU_EXPECTED, U, gpu_trace, one_step_trace, tpu_trace
+from trace_builders import TPU_EXPECTED, U, gpu_trace, one_step_trace, straggler_trace, tpu_trace
 
 from perfkit.cli import cli
 from perfkit.trace.synthetic import XSpaceWriter
@@ -207,6 +207,14 @@ def test_a_torch_run_folder_reads_its_traces_and_not_its_records(tmp_path):
     assert result.exit_code == 0 and result.stderr == "", result.output
 
 
+def test_tail_of_a_healthy_run_says_so_first(tmp_path):
+    """A finished, healthy trial's tail read as a hang's: "first to stop: ..." led, and only its last line said the
+    chips' collectives agreed. Whether they part leads, as where they do."""
+    out = run("tail", straggler_trace(tmp_path / "s.xplane.pb")).stdout
+    assert out.startswith("the chips' collectives agree: no chip parts from the others in the traced sequence\n\n"
+                          "first to stop: ")
+
+
 def test_tail_of_one_chip_names_no_chip_first_to_stop(fixtures_dir):
     """One chip stops before no other: no "first to stop: ..., 0.000 ms before the last chip" line, and the chips'
     table leads."""
@@ -220,7 +228,7 @@ def test_tail_without_collectives_prints_no_table_of_blanks():
     real = Path(__file__).resolve().parents[1] / "data" / "real" / "xplane" / "mi300_jax_conv_8gpu.xplane.pb"
     result = run("tail", real, "-n", "1")
     assert result.exit_code == 0, result.output
-    assert result.stdout.rstrip().endswith("no collectives in these traces: nothing to compare across chips")
+    assert result.stdout.startswith("no collectives in these traces: nothing to compare across chips\n")
     assert "collectives per chip" not in result.stdout and "NaN" not in result.stdout and "None" not in result.stdout
 
 
