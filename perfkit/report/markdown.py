@@ -98,7 +98,8 @@ def _timing(summary: dict) -> list[str]:
     if any(v["natural_step_ms"]["n"] for v in variants.values()):
         # One pass a trial: the median of passes is the median of per-trial values, which the ratio divides.
         one_each = all(v["natural_step_ms"]["n"] == v["trials"] - v["failed"] for v in variants.values())
-        label = "step, natural: median of trials (ms, one pass each)" if one_each else \
+        # a pass's mean step (its whole time over its steps, any slow one in it), not a median of steps
+        label = "step, natural: median of trials (ms, a pass's mean step, one pass each)" if one_each else \
             "step, natural: median of all passes pooled (ms)"
         rows += [row(label, [v["natural_step_ms"]["median"] for v in variants.values()], change=one_each),
                  spread(f"step, natural: p25 - p75 of {'trials' if one_each else 'all passes'} (ms)",
