@@ -507,7 +507,9 @@ def _environment(summary: dict) -> list[str]:
     dev = env.get("devices") or {}
     processes = dev.get("process_count", 1)
     devices = dev.get("error") or (f"{dev['count']} x {dev['kind']} (platform {dev['platform']}), {processes} "
-                                   f"{'process' if processes == 1 else 'processes'}" if dev else "not probed")
+                                   f"{'process' if processes == 1 else 'processes'}" if dev else
+                                   "not probed (a command or served case: perfkit leaves its devices to the program "
+                                   "it runs)")
     lines = [f"- source: {source}", f"- devices: {devices}"]
     if env.get("host"):
         lines.append(f"- host: `{env['host']}`, {env.get('cpus')} CPUs, Python {env.get('python')}, "

@@ -561,3 +561,14 @@ def test_the_cost_section_says_a_variant_whose_ranks_parted_is_costed_by_its_fir
             "rank 3 compiled another.") in lines
     summary["ranks"]["skip"] = {"consistent": True}
     assert not any("compiled different programs" in line for line in section(summary))
+
+
+def test_devices_not_probed_say_why(make_run, monkeypatch):
+    """A command case's env.json has no devices (perfkit runs none of its own code on them): "devices: not
+    probed" had read as a step perfkit skipped."""
+    import run_fixtures
+
+    monkeypatch.setattr(run_fixtures, "ENV", {k: v for k, v in run_fixtures.ENV.items() if k != "devices"})
+    report = (make_run("unprobed") / "report.md").read_text()
+    assert "- devices: not probed (a command or served case: perfkit leaves its devices to the program it runs)" \
+        in report
