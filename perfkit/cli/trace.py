@@ -432,7 +432,9 @@ def collectives(paths, step_pattern, top, as_json):
     if measured == "host ops":
         click.echo(f"measured: {HOST_OPS}")
     if ops.empty:  # a result, not bad input: a trace of one chip, or of a program without any
-        click.echo("no collectives in these traces")
+        host = (" run on the host (gloo's spans, c10d calls); a GPU's, which its host's nccl: annotations launch, are "
+                "on no device this trace holds") if measured == "host ops" else ""
+        click.echo(f"no collectives in these traces{host}")
         return
     times = ["time_ps", "exposed_ps", "hidden_ps", "skew_ps", "wait_ps", "transfer_ps"]
     click.echo(f"collectives per step (us, means per instance and chip; bytes sent per device); steps from: "
