@@ -363,8 +363,8 @@ def _one_run(frames: list[pd.DataFrame], files: list[Path]) -> None:
         if (rank, device) == chip and first < last:
             raise BadInput(f"rank {rank} device {device}'s events of no step overlap in time those in "
                            f"{files[owner]}: two hosts' or runs' traces taken for one rank's (a rank comes from a "
-                           "rank<R> folder, else a <host>_<rank> file name, else the host its file is named for); pass them apart, "
-                           "or rename them", path=files[file])
+                           "rank<R> folder, else a <host>_<rank> file name, else the host its file is named for); "
+                           "pass them apart, or rename them", path=files[file])
         if (rank, device) != chip or end > last:
             chip, last, owner = (rank, device), end, file
 
