@@ -432,8 +432,8 @@ def collectives(paths, step_pattern, top, as_json):
     if measured == "host ops":
         click.echo(f"measured: {HOST_OPS}")
     if ops.empty:  # a result, not bad input: a trace of one chip, or of a program without any
-        host = (" run on the host (gloo's spans, c10d calls); a GPU's, which its host's nccl: annotations launch, are "
-                "on no device this trace holds") if measured == "host ops" else ""
+        host = (" run on the host (gloo's spans, c10d calls); a GPU's collectives (an nccl: annotation on the host "
+                "launches one) are on no device these traces hold") if measured == "host ops" else ""
         click.echo(f"no collectives in these traces{host}")
         return
     times = ["time_ps", "exposed_ps", "hidden_ps", "skew_ps", "wait_ps", "transfer_ps"]

@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, Iterator, NamedTuple
 import numpy as np
 
 from perfkit.errors import BadInput
-from perfkit.quality.media import (DEFAULT_CODEC, FFMPEG_RELEASE, LATENTS_FILE, Codec, Media, VideoFile, load_array,
-                                   main_output, open_media, output_files, outputs_folder, prefetch, size_text,
-                                   write_video)
+from perfkit.quality.media import (DEFAULT_CODEC, FFMPEG_RELEASE, LATENTS_FILE, UNINDEXED, Codec, Media, VideoFile,
+                                   load_array, main_output, open_media, output_files, outputs_folder, prefetch,
+                                   size_text, write_video)
 from perfkit.quality.planes import (CHANNELS, DATA_RANGE, YUV_PLANES, Decoded, Tally, first_video_streams, frame_sums,
                                     paired_by_index, psnr, trimmed, unrotated, yuv_sums)
 from perfkit.quality.ssim import SsimTally, channels
@@ -360,14 +360,15 @@ def _inputs_spelled(command: str, a: Media, b: Media) -> str:
 
 
 def _check_counts(a: Media, b: Media, frames: FrameRange) -> None:
-    """Refuse before decoding when both headers give frame counts that cannot match."""
+    """Refuse when both inputs' packets give frame counts that cannot match: before decoding, but for the shorter
+    one where its container has no index (a stream cut short: its decoded frames name it cut)."""
     def selected(m: Media) -> int | None:
         return None if m.count is None else len(range(m.count)[frames.start:frames.stop])
 
     na, nb = selected(a), selected(b)
     if na is not None and nb is not None and na != nb:
         shorter = a if na < nb else b
-        if isinstance(shorter, VideoFile):  # a file cut short (no index to say so) fails here, naming itself
+        if isinstance(shorter, VideoFile) and shorter.demuxer in UNINDEXED:
             for _ in shorter.decoded(frames.start, frames.stop):
                 pass
         selects = "" if frames == ALL_FRAMES else f" (--frames {frames} selects {na} vs {nb})"

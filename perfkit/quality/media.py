@@ -40,6 +40,8 @@ RGB_FORMATS = ("rgb24", "bgr0", "gbrp")  # pixel formats that hold uint8 RGB exa
 # 8-bit planar YUV: such videos are compared in their own planes, as ffmpeg's psnr filter does.
 YUV_FORMATS = ("yuv420p", "yuvj420p", "yuv422p", "yuvj422p", "yuv444p", "yuvj444p", "yuv440p", "yuvj440p",
                "yuv411p", "yuv410p")
+# containers without an index that counts their frames, whose last packets, cut short, the demuxer still gives
+UNINDEXED = ("mpegts", "h264", "hevc", "mpegvideo", "m4v", "flv", "mpeg")
 _CUT_SAID_IN_LOG = ("matroska,webm",)  # demuxers whose errors, logged as they read, mean the file is cut or damaged
 LATENTS_FILE = "latents.npy"  # per-step latents (steps, ...) a run may save; compared as drift, not as output
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -106,7 +108,7 @@ class VideoFile(Media):
         an empty one, as AVI's dropped frames are, shows none), and their timestamps; BadInput where the file is
         cut short: a packet incomplete, or fewer packets than an MP4 / MOV index lists."""
         shown, packets, k = [], 0, 0
-        demuxer = container.format.name
+        self.demuxer = demuxer = container.format.name
         try:
             with _LIBAV_ERRORS.logged() as logged:
                 for k, packet in enumerate(container.demux(stream)):

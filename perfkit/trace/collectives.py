@@ -39,6 +39,7 @@ from perfkit.hlo.parse import parse_instruction
 from perfkit.trace import breakdown, kineto, timeline
 from perfkit.trace.events import chip_key, first_rows, is_device_op, packed_key
 from perfkit.trace.programs import base_opcode
+from perfkit.trace.raw import file_host
 
 PS_PER_MS = 1e9
 # torch.distributed's collective names (Kineto ``Collective name``) and NCCL kernel kinds -> HLO kinds
@@ -246,7 +247,7 @@ def kineto_messages(files: list[str]) -> dict[str, tuple]:
             size = _TORCH_DTYPE_BYTES.get(str(args.get("dtype", "")).lower())
             buffer = float(count) * size if isinstance(count, (int, float)) and size else np.nan
             messages.append((str(e.get("name", "")), buffer, int(args.get("Group size") or 0), kind))
-        out[path.name.split(".")[0]] = (doc.get("baseTimeNanoseconds"), messages)
+        out[file_host(path)] = (doc.get("baseTimeNanoseconds"), messages)
     return out
 
 

@@ -40,7 +40,7 @@ from pandas.api.types import union_categoricals
 from perfkit.common.workers import usable_cores
 from perfkit.errors import BadInput, DefinitionNote
 from perfkit.trace import classify, kineto, steps, xplane
-from perfkit.trace.raw import ROLES, RawTrace
+from perfkit.trace.raw import ROLES, RawTrace, file_host
 
 ROLE_NAMES = {v: k for k, v in ROLES.items()}  # non-op roles are also the category of their events
 CATEGORY_VALUES = classify.CATEGORIES + tuple(r for r in ROLES if r != "op")
@@ -53,9 +53,6 @@ _RANK_DIR = re.compile(r"rank[-_]?(\d+)$")
 _TORCH_TPU_FILE = re.compile(r"(.+)_(\d+)\.xplane\.pb")
 _XPLANE_SUFFIX = ".xplane.pb"
 _KINETO_SUFFIXES = (".json", ".json.gz")
-# a file's host: its name less the trace suffix and a Kineto writer's millisecond timestamp
-# (worker0.1623213129365.pt.trace.json.gz); dots stay, as in a TensorFlow worker's <ip>_<port>.xplane.pb
-_HOST_NAME = re.compile(r"(.*?)(\.\d{10,})?(\.pt)?(\.trace)?(\.xplane\.pb|\.json|\.json\.gz|\.pb)$")
 _VIEWER_COPY = ".trace.json.gz"  # the trace viewer's copy of an XSpace, beside it
 # a perfkit run directory's own records: no traces, read or left out, where a run's folder is named
 _RUN_RECORDS = frozenset({"run.json", "env.json", "summary.json", "primed.json"})
@@ -386,13 +383,12 @@ def clock_columns(columns: tuple[str, ...]) -> tuple[str, ...]:
 
 def ranked_files(paths: list[str | Path]) -> list[tuple[Path, int]]:
     """The trace files at ``paths`` (``trace_files``), each with its rank: the one its path names, else
-    one per host name (``_HOST_NAME``), numbered in order."""
+    one per host its name says (``raw.file_host``), numbered in order."""
     hosts: dict[str, int] = {}
     out = []
     for f in trace_files(paths):
         hint = _rank_hint(f)
-        m = _HOST_NAME.fullmatch(f.name)
-        out.append((f, hint if hint is not None else hosts.setdefault(m.group(1) if m else f.name, len(hosts))))
+        out.append((f, hint if hint is not None else hosts.setdefault(file_host(f), len(hosts))))
     return out
 
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from perfkit.errors import BadInput
 from perfkit.trace.programs import Programs
-from perfkit.trace.raw import ROLES, RawTrace, StringTable
+from perfkit.trace.raw import ROLES, RawTrace, StringTable, file_host
 
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset", "mtia_ccp_events")
 STREAM_ONLY_CATS = ("mtia_ccp_events",)  # device events only where they carry a stream (HTA's rule)
@@ -232,7 +232,7 @@ def read(path: Path, rank: int) -> RawTrace:
         "hlo_category": np.full(n, -1, np.int32),
     }
     # ns as an int: epoch microseconds * 1000 as a float is past 2**53 (off by up to 128 ns)
-    return RawTrace(path=path, rank=rank, host=path.name.split(".")[0], origin_ns=int(origin_us) * 1000, columns=columns,
+    return RawTrace(path=path, rank=rank, host=file_host(path), origin_ns=int(origin_us) * 1000, columns=columns,
                     strings=strings, lines=lines.values, programs=Programs({}, path), measured=measured,
                     host_streams=_host_streams(cats, ~on_gpu & (streams != -1)) if measured == "device" else (),
                     unlaunched=_unlaunched(events, names, on_gpu, ~on_gpu & (streams == -1), ts_us, ts_us + dur_us),

@@ -3,6 +3,7 @@ classification and step assignment (``perfkit.trace.events`` turns these into th
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import NamedTuple
 
@@ -14,6 +15,15 @@ from perfkit.trace.programs import Programs
 # marker, a module span, host activity, another device-side event (async op spans, overlays), or a DCN
 # (cross-slice, Megascale) transfer.
 ROLES = {"op": 0, "step": 1, "module": 2, "host": 3, "other": 4, "dcn_transfer": 5}
+# the host a trace file is named for: its name up to its first dot (host.xplane.pb beside host.trace.json.gz; a
+# torch.profiler worker's <host>_<pid>.<timestamp>.pt.trace.json), an IPv4 address kept whole (TensorFlow's
+# <ip>_<port>.xplane.pb: its first dot had made every address's host "10")
+_HOST_NAME = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}(?:_\d+)?(?=\.)|[^.]*")
+
+
+def file_host(path: Path) -> str:
+    """The host a trace file's name says it is of (``_HOST_NAME``)."""
+    return _HOST_NAME.match(path.name).group()
 
 
 class StringTable:

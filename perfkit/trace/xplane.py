@@ -43,7 +43,7 @@ from perfkit.common.workers import Pool, may_start_workers
 from perfkit.errors import BadInput
 from perfkit.trace import wire
 from perfkit.trace.programs import Programs
-from perfkit.trace.raw import ROLES, RawTrace, StringTable
+from perfkit.trace.raw import ROLES, RawTrace, StringTable, file_host
 from perfkit.trace.schema import XLINE, XPLANE, XSPACE
 
 CHUNK = 1 << 15  # events decoded per numpy batch: small enough to stay in cache and reuse memory, big enough
@@ -357,7 +357,7 @@ def planes(path: Path, file_index: int = 0) -> tuple[str, list[PlaneJob]]:
             raise BadInput("not an XSpace: no named planes", path=path)
         jobs = [PlaneJob(file_index, path, s, e, _name(wire.field_ahead(whole, s, e, 2)))
                 for s, e in zip(starts.tolist(), ends.tolist())]
-        return host or path.name.split(".")[0], jobs
+        return host or file_host(path), jobs
 
 
 def recorded_host(path: Path) -> str | None:

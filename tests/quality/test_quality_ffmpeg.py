@@ -21,6 +21,7 @@ import pytest
 from lavfi_referee import decoded, encode, filter_metadata
 from perfkit.errors import BadInput
 from perfkit.quality import compare as quality
+from perfkit.quality import media
 from perfkit.report import markdown
 
 VIDEO = "video/cogvideox_horse_720x480_49f.mp4"  # under tests/data/real
@@ -450,7 +451,7 @@ def test_a_matroska_file_cut_short_or_in_the_middle_is_refused(pairs, tmp_path):
         quality.compare(middle, middle)
 
 
-def test_a_stream_cut_short_without_an_index_is_named_not_offered_a_range(pairs, tmp_path):
+def test_a_stream_cut_short_without_an_index_is_named_not_offered_a_range(pairs, tmp_path, monkeypatch):
     """An MPEG-TS file cut in half holds no index to say so, and its last packets are partial: "frame counts differ:
     49 vs 25; --frames 0:25 compares the frames both have", then that range failed to decode at frame 22. The
     shorter file is decoded before counts that differ are refused, and a cut one is named."""
@@ -460,6 +461,12 @@ def test_a_stream_cut_short_without_an_index_is_named_not_offered_a_range(pairs,
     with pytest.raises(BadInput, match=r"cut.ts: (corrupt: decoding failed after \d+ frames|damaged: its packets hold "
                                        r"\d+ frames, only \d+ decode)"):
         quality.compare(whole, cut)
+    # an MP4's index counts its frames (a cut one is refused as it opens): counts that differ are refused unread,
+    # where decoding a long video first would cost it whole
+    short = encode(decoded(pairs["h264"][0])[:48], tmp_path / "short.mp4", "libx264", "yuv420p", {"preset": "fast"})
+    monkeypatch.setattr(media.VideoFile, "decoded", lambda *_: pytest.fail("decoded an indexed video"))
+    with pytest.raises(BadInput, match="frame counts differ: 49 vs 48; --frames 0:48 compares the frames both have"):
+        quality.compare(pairs["h264"][0], short)
 
 
 def test_a_gif_cut_mid_frame_is_refused(pairs, tmp_path):

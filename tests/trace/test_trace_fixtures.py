@@ -2,6 +2,7 @@
 README says, their breakdowns add up to the step spans, and every xplane goes through every trace
 command with xprof's figures."""
 
+import gzip
 import json
 import shutil
 
@@ -154,6 +155,15 @@ def test_hosts_named_by_their_addresses_are_ranks_of_their_own(fixtures_dir, tmp
         (tmp_path / "names" / name).parent.mkdir(exist_ok=True)
         (tmp_path / "names" / name).touch()
     assert [rank for _, rank in events.ranked_files([tmp_path / "names" / n for n in names])] == [0, 0, 1, 1, 2]
+    # a Kineto file's host is the same rule's: two address-named hosts' NCCL messages are each file's (both had
+    # been host "10": one file's messages overwrote the other's, and every collective's bytes were lost)
+    doc = json.loads(gzip.decompress((fixtures_dir / "kineto" / "hta_nccl_data.json.gz").read_bytes()))
+    doc.pop("distributedInfo", None)
+    for host in ("10.0.0.1", "10.0.0.2"):
+        (tmp_path / "k").mkdir(exist_ok=True)
+        (tmp_path / "k" / f"{host}_6003.1699999999999.pt.trace.json").write_text(json.dumps(doc))
+    found = json.loads(CliRunner().invoke(cli, ["trace", "collectives", str(tmp_path / "k"), "--json"]).stdout)
+    assert found["ops"] and all(r["bytes"] is not None for r in found["ops"])
 
 
 def test_a_run_directory_given_whole_is_refused_saying_what_to_pass(fixtures_dir, tmp_path):

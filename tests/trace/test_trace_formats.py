@@ -335,8 +335,8 @@ def test_collectives_of_a_cpu_trace_say_host_ops(fixtures_dir, tmp_path):
     none = CliRunner().invoke(cli, ["trace", "collectives", str(fixtures_dir / "kineto" / CPU_ONLY)])
     assert none.exit_code == 0, none.output
     assert none.stdout.splitlines() == [f"measured: {HOST_OPS}", "no collectives in these traces run on the host "
-                                        "(gloo's spans, c10d calls); a GPU's, which its host's nccl: annotations "
-                                        "launch, are on no device this trace holds"]
+                                        "(gloo's spans, c10d calls); a GPU's collectives (an nccl: annotation on the "
+                                        "host launches one) are on no device these traces hold"]
     events = [{"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
               {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 5, "dur": 40},
               {"ph": "X", "cat": "cpu_op", "name": "gloo:all_reduce", "pid": 1, "tid": 1, "ts": 50, "dur": 30}]
