@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from perfkit.analysis import attribution, serving, stats, timing
-from perfkit.common.summary import NO_SPREAD, inside_noise_floor, without_ci
+from perfkit.common.summary import NO_SPREAD, inside_noise_floor, noise_range, without_ci
 from perfkit.cost.programs import run_costs
 from perfkit.hlo.check import variant_check
 from perfkit.quality import compare as quality
@@ -154,11 +154,9 @@ def not_verified(case: Case, summary: dict) -> list[str]:
         why = ("a variant has no timed steps" if c["ratio"] is None else NO_SPREAD if without_ci(c)
                else "the CI reaches both sides of the minimum effect")
         notes.append(f"the B/A timing verdict: unknown ({why})")
-    elif inside_noise_floor(summary):
-        nf = summary["noise_floor"]
-        notes.append(f"the B/A timing verdict: {c['verdict']} by its CI, but its change "
-                     f"({inside_noise_floor(summary)}) lies inside the A/A noise floor "
-                     f"({nf['ci'][0] - 1:+.1%}..{nf['ci'][1] - 1:+.1%})")
+    elif inside := inside_noise_floor(summary):
+        notes.append(f"the B/A timing verdict: {c['verdict']} by its CI, but its change ({inside}) lies inside the "
+                     f"A/A noise floor ({noise_range(summary['noise_floor'])})")
     elif min(c.get("n_a") or 0, c.get("n_b") or 0) == 1:
         notes.append(f"the B/A timing CI: a side has one trial, so it holds that trial's steps' noise alone, not the "
                      f"trials' (a run's trials differ by more than its steps do): the {c['verdict']} verdict may not "

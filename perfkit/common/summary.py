@@ -44,6 +44,12 @@ def db_cell(x) -> str:
     return "-" if x is None else "inf" if x == math.inf else f"{x:.2f}"
 
 
+def noise_range(noise_floor: dict) -> str:
+    """The A/A control's CI as the changes it spans, as the headline and Not verified give it: ``-21.9%..+78.0%``."""
+    lo, hi = noise_floor["ci"]
+    return f"{lo - 1:+.1%}..{hi - 1:+.1%}"
+
+
 def inside_noise_floor(summary: dict) -> str | None:
     """Where the headline comparison's verdict is faster or slower by its own CI but its change lies inside the A/A
     control's (``--aa``), that change as the reports spell it (``+43.7%``): the control varied as much in the same

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from perfkit.common.dividing import digits
-from perfkit.common.summary import compared_variant, from_json, inside_noise_floor, without_ci
+from perfkit.common.summary import compared_variant, from_json, inside_noise_floor, noise_range, without_ci
 from perfkit.hlo.render import ranks_text
 from perfkit.report.serving import headline
 
@@ -64,7 +64,7 @@ def summary_line(summary: dict, report: Path) -> str:
     nf = summary.get("noise_floor")
     if nf and nf["half_width"] is not None:
         inside = inside_noise_floor(summary)
-        parts.append(f"; A/A noise floor {nf['ci'][0] - 1:+.1%}..{nf['ci'][1] - 1:+.1%}"
+        parts.append(f"; A/A noise floor {noise_range(nf)}"
                      + (f" ({b}/{a}'s {inside} inside it: not to be trusted alone)" if inside else ""))
     divergent = [f"{v} ({_differ(r.get('divergent_ranks') or [])})"
                  for v, r in (summary.get("ranks") or {}).items() if r.get("consistent") is False]
