@@ -9,7 +9,7 @@ from perfkit.trace.names import labels
 
 MARK = "**\\***"  # a part whose CI, as shown, excludes 0
 # ms to the microsecond, as the CIs beside them: each delta the difference of the two figures shown (within a
-# microsecond of B - A), where more decimals for an exact one read 12.114899 beside 12.115 in the table above
+# microsecond of B - A), where the decimals an exact delta takes would set six beside the category table's three
 DECIMALS = 3
 INTERVALS = {"welch": "Welch's t over each side's trial means",  # summary.json's attribution ``interval``
              "steps": "a bootstrap over trials, then steps (a side of one trial gives its steps' noise alone: no "

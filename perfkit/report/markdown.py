@@ -308,8 +308,8 @@ def _breakdown(summary: dict) -> list[str]:
     def cells(v: dict) -> list[str]:
         if not v["span_ms"]:
             return ["-"] * len(parts)
-        # the parts add up to the span (DCN, left out, is 0): their shares to 0.1%, to 100.0% (whole ones had read
-        # 8.818 of 14.139 ms as 63%), as trace breakdown's
+        # the parts add up to the span (DCN, left out, is 0): their shares to 0.1%, to 100.0%, as trace breakdown's
+        # (whole ones stray up to a point from the figures beside them)
         shares = whole_shares([v.get(f"{p}_ms") or 0.0 for p in parts], 1)
         return [f"{v[p + '_ms']:.3f} ({share:.1f}%)" for p, share in zip(parts, shares)]
 
