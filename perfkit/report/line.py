@@ -31,6 +31,12 @@ def _differ(ranks: list[int]) -> str:
     return "programs differ" if not ranks else f"{ranks_text(ranks)} differ{'s' if len(ranks) == 1 else ''}"
 
 
+def more_rounds(summary: dict) -> int:
+    """The ``repeats.max`` that asks a run's case for more trials where its verdict is unknown: twice the rounds
+    it ran."""
+    return 2 * max(v["trials"] for v in summary["variants"].values())
+
+
 def dividing(va: float, vb: float) -> tuple[str, str]:
     """A and B's step times as text, with as many decimals as it takes to divide to B / A shown to 3."""
     n = digits([(va, vb)])
@@ -48,8 +54,12 @@ def summary_line(summary: dict, report: Path) -> str:
     if va is not None and vb is not None:
         shown_a, shown_b = dividing(va, vb)
         ci = "[no CI: one timed step]" if without_ci(c) else f"[{c['ci'][0]:.3f}, {c['ci'][1]:.3f}]"
+        verdict = c["verdict"]
+        if verdict == "unknown" and summary.get("kind") != "serve":  # (a serve case's rounds are its restarts)
+            verdict += f" (more rounds would {'give a CI' if without_ci(c) else 'narrow it'}: --set " \
+                       f"repeats.max={more_rounds(summary)})"
         parts.append(f"{a} {shown_a} ms, {b} {shown_b} ms (medians of trial medians), {b}/{a} {c['ratio']:.3f} {ci} "
-                     f"-> {c['verdict']}")
+                     f"-> {verdict}")
     else:
         missing = " and ".join(n for n, v in ((a, va), (b, vb)) if v is None)
         parts.append(f"no timed steps for {missing} -> unknown")

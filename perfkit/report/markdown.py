@@ -13,7 +13,7 @@ from perfkit.hlo.render import rank_list, ranks_report
 from perfkit.report import attribution as attribution_report
 from perfkit.report import hangs
 from perfkit.report.departure import departure_section
-from perfkit.report.line import dividing, summary_line, trial_median
+from perfkit.report.line import dividing, more_rounds, summary_line, trial_median
 from perfkit.report.serving import section
 from perfkit.rundata.exits import exit_text, where_threads_wait
 from perfkit.rundata.rundir import resume_command
@@ -481,10 +481,11 @@ def _more_trials(summary: dict, aim: str = "narrow it") -> str:
     would ``aim``: narrow the CI, or give one)."""
     if summary.get("kind") == "serve":  # a serve case's rounds are its server restarts
         return f"More server restarts (`serve.server_restarts`) would {aim}."
-    rounds = max(v["trials"] for v in summary["variants"].values())
+    rounds = more_rounds(summary) // 2
     command = (summary.get("reproduce") or {}).get("command", "perfkit run CASE")
     return (f"More trials would {aim}: rounds go on while the verdict is unknown, up to `repeats.max` "
-            f"(this run: {rounds} round{'s' if rounds != 1 else ''}), e.g. `{command} --set repeats.max={2 * rounds}`.")
+            f"(this run: {rounds} round{'s' if rounds != 1 else ''}), e.g. `{command} --set "
+            f"repeats.max={more_rounds(summary)}`.")
 
 
 def _described(summary: dict) -> list[str]:

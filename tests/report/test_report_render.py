@@ -215,6 +215,8 @@ def test_an_unknown_verdict_says_how_to_ask_for_more_trials(make_run):
     report = (run / "report.md").read_text()
     assert "**No verdict**" in report
     assert "(this run: 3 rounds), e.g. `perfkit run run/case.yaml --salt --set repeats.max=6`." in report
+    # the terminal's one line too (a newcomer's 2-trial run said "-> unknown" there and nothing more)
+    assert "-> unknown (more rounds would narrow it: --set repeats.max=6)" in report.splitlines()[2]
 
 
 def test_one_timed_step_a_side_is_no_verdict_and_says_why(tmp_path):
@@ -229,7 +231,7 @@ def test_one_timed_step_a_side_is_no_verdict_and_says_why(tmp_path):
     assert (c["ratio"], c["ci"], c["verdict"]) == (1.768, [None, None], "unknown")
     report = (run / "report.md").read_text()
     assert report.splitlines()[2] == ("fixture: a 10.00 ms, b 17.68 ms (medians of trial medians), b/a 1.768 "
-                                      "[no CI: one timed step] -> unknown")
+                                      "[no CI: one timed step] -> unknown (more rounds would give a CI: --set repeats.max=2)")
     assert ("minimum effect 2%; a side has one timed step: nothing measured how much a step varies, so no CI. More "
             "trials would give one:") in report
     assert "the B/A timing verdict: unknown (a side has one timed step: nothing measured how much a step varies, " \

@@ -320,7 +320,8 @@ def test_report_section_marks_and_aa_line():
     assert "| `x` | ici | added | 0.000 | 2.000 | +2.000 | [+1.000, +3.000] | **\\*** |" in text
     assert "| `y` | ici | changed | 1.000 | 1.100 | +0.100 | [-0.200, +0.400] |  |" in text
     assert "| `z` | ici | changed | 0.001 | 0.001 | +0.000 | [+0.000, +0.000] |  |" in text
-    assert text.count("A/A control: 0 of 5 parts marked; chance allows up to 1") == 1
+    assert text.count("A/A control: 0 of 5 parts have a CI excluding 0 (unrounded; the tables mark only those that do as "
+                      "shown); chance allows up to 1") == 1
     assert "not to be trusted" not in text  # the control marked no more than chance allows
     # a newcomer read `ynn_fusion.46` of tp and of sp as one op: the legend says what a name matches
     assert "an op is matched across sides by its name, which is one op only where both ran the same program" in text
@@ -329,7 +330,7 @@ def test_report_section_marks_and_aa_line():
     text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"tp-aa": loud, "sp": v, "ulysses": v}},
                               "tp-aa"))
     warning = ("**Marks here are not to be trusted on this machine**: the A/A control (tp-aa against tp, the same "
-               "program) had 5 of 19 parts marked where chance allows up to 3")
+               "program) had 5 of 19 parts with a CI excluding 0 where chance allows up to 3")
     assert text.count(warning) == 2 and text.index(warning) > text.index("### Where sp's")
     at_limit = {**v, "marked": {"rows": 19, "marked": 3, "chance_allows": 3}}
     assert "not to be trusted" not in "\n".join(section({"baseline": "tp", "top": 10, "variants": {
