@@ -160,6 +160,18 @@ def _hta_notes(raw: RawTrace) -> list[str]:
     return notes
 
 
+def _last_step_notes(raw: RawTrace) -> list[str]:
+    """Where the last step dropped parts a Kineto trace's figures from HTA's (``RawTrace.late_cut``), what parts
+    them: said by the analyses that drop it (``timeline.layout``)."""
+    moved, later_us = raw.late_cut
+    if not moved:
+        return []
+    ops = f"{moved} device op{' launched after it is' if moved == 1 else 's launched after it are'}"
+    return [f"{raw.path}: the last step dropped from the host's last ProfilerStep's start, {ops} left out here; HTA "
+            f"cuts {later_us / 1000:.3f} ms later, at the latest ProfilerStep it reads as a CPU event (a GPU-side "
+            f"annotation's), and keeps {'it' if moved == 1 else 'them'}"]
+
+
 def packed_key(codes: list[np.ndarray]) -> np.ndarray:
     """One int64 key per row for a tuple of int columns >= -1 (refactorized when too wide); built in
     place, one array for the whole table."""
@@ -422,7 +434,8 @@ def load(paths: list[str | Path], step_pattern: str | None = None, workers: int 
     out = concat(frames)
     out.attrs.update(origin_ns=origin, files=[str(f) for f in files],
                      steps_from=sorted({f.attrs["steps_from"] for f in frames}),
-                     measured=sorted({f.attrs["measured"] for f in frames}))
+                     measured=sorted({f.attrs["measured"] for f in frames}),
+                     last_step_notes=[note for r in raws for note in _last_step_notes(r)])
     return out
 
 

@@ -10,8 +10,9 @@ The rank is ``distributedInfo.rank`` when the file has it. A device op whose lau
 ``args.correlation``) ran inside a host ProfilerStep carries that step in column ``launch_step`` (HTA's
 iteration of a kernel: how HTA leaves out the last step). Two things HTA reads otherwise are counted for notes
 that say so: host events with a ``stream`` argument, which HTA takes for GPU events (``RawTrace.host_streams``),
-and device ops without a launch in the trace up to its last ProfilerStep's end, which HTA drops
-(``RawTrace.unlaunched``).
+device ops without a launch in the trace up to its last ProfilerStep's end, which HTA drops
+(``RawTrace.unlaunched``), and, with the last step dropped, ops launched before a later GPU-side ProfilerStep,
+which HTA keeps (``RawTrace.late_cut``). A time written as a string is refused.
 
 A trace without device events is one of two things. Where it holds device runtime calls (``*_runtime``,
 ``Runtime``, ``cuda_driver``) or a CUPTI profiler range (``cuda_profiler_range``: counters per kernel, no
@@ -143,6 +144,36 @@ def _device_ran_unseen(cats: set[str]) -> str | None:
     return None
 
 
+def _numbers(events: list[dict], key: str, names: list[str], path: Path) -> np.ndarray:
+    """(n,) float64: each event's ``key`` (absent: 0). A number written as a string (``"dur": "4.864"``) is
+    refused, not read as the number numpy would make of it: the format's times are JSON numbers, and a
+    writer that quoted one is not one whose other fields can be trusted (HTA fails on such a file)."""
+    values = np.array([e.get(key, 0) for e in events])  # (no dtype: a string among them shows in the one made)
+    if values.dtype.kind not in "iuf":
+        i = next(i for i, e in enumerate(events) if type(e.get(key, 0)) not in (int, float))
+        raise BadInput(f"event {names[i]!r} has a {key} that is not a JSON number ({events[i].get(key)!r})",
+                       path=path, field="traceEvents")
+    return values.astype(np.float64, copy=False)
+
+
+def _late_cut(events: list[dict], names: list[str], on_gpu: np.ndarray, cpu: np.ndarray, host_steps: np.ndarray,
+              ts_us: np.ndarray) -> tuple[int, float]:
+    """With the last step dropped, the device ops HTA keeps and perfkit does not, and how much later HTA's cut
+    is (us). HTA cuts at the latest start of a ProfilerStep it reads as a CPU event (``cpu``: stream -1 to it),
+    a GPU-side annotation's where the trace has them (``_filter_irrelevant_gpu_kernels``); perfkit at its last
+    host ProfilerStep's start: ops launched between the two are HTA's, not perfkit's."""
+    steps = [i for i in np.flatnonzero(cpu) if "ProfilerStep" in names[i]]
+    if len({names[i] for i in steps}) < 2 or not host_steps.any():
+        return 0, 0.0  # (HTA drops no step of a trace with fewer than two)
+    own, hta = float(ts_us[host_steps].max()), float(ts_us[steps].max())
+    if hta <= own:
+        return 0, 0.0
+    between = np.flatnonzero(cpu & (ts_us >= own) & (ts_us < hta))
+    ids = {c for c in ((events[i].get("args") or {}).get("correlation") for i in between) if isinstance(c, int)}
+    moved = sum((events[i].get("args") or {}).get("correlation") in ids for i in np.flatnonzero(on_gpu))
+    return moved, (hta - own if moved else 0.0)
+
+
 def _launch_steps(events: list[dict], cats: list[str], names: list[str], on_gpu: np.ndarray, host_steps: np.ndarray,
                   ts_us: np.ndarray, dur_us: np.ndarray) -> np.ndarray:
     """(n,) int32: for each device op whose launch (the runtime call of the same ``args.correlation``) ran
@@ -178,8 +209,7 @@ def read(path: Path, rank: int) -> RawTrace:
     cats = [str(e.get("cat", "")) for e in events]
     names = [str(e.get("name", "")) for e in events]
     try:
-        ts_us = np.array([e["ts"] for e in events], np.float64)
-        dur_us = np.array([e.get("dur", 0) for e in events], np.float64)
+        ts_us, dur_us = _numbers(events, "ts", names, path), _numbers(events, "dur", names, path)
     except (TypeError, ValueError):
         raise BadInput("an event's ts or dur is not a number", path=path, field="traceEvents") from None
     bad = np.flatnonzero(~np.isfinite(ts_us) | ~np.isfinite(dur_us))
@@ -236,7 +266,8 @@ def read(path: Path, rank: int) -> RawTrace:
                     strings=strings, lines=lines.values, programs=Programs({}, path), measured=measured,
                     host_streams=_host_streams(cats, ~on_gpu & (streams != -1)) if measured == "device" else (),
                     unlaunched=_unlaunched(events, names, on_gpu, ~on_gpu & (streams == -1), ts_us, ts_us + dur_us),
-                    streamless=int((on_gpu & (streams == -1)).sum()))
+                    streamless=int((on_gpu & (streams == -1)).sum()),
+                    late_cut=_late_cut(events, names, on_gpu, ~on_gpu & (streams == -1), host_steps, ts_us))
 
 
 def _line(event: dict) -> str:

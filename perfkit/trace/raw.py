@@ -70,3 +70,5 @@ class RawTrace(NamedTuple):
     host_streams: tuple[tuple[str, int], ...] = ()  # (category, count) of host events with a stream argument
     unlaunched: int = 0             # device ops without a launch up to the last ProfilerStep's end (HTA drops them)
     streamless: int = 0             # device ops without a stream argument HTA reads (HTA drops them)
+    # with the last step dropped: (device ops HTA keeps, us) where HTA cuts that much later (a GPU-side ProfilerStep's)
+    late_cut: tuple[int, float] = (0, 0.0)

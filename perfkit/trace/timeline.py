@@ -10,11 +10,13 @@ nested, so every step is a linear pass; it sorts only where that does not hold (
 from __future__ import annotations
 
 import re
+import warnings
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
+from perfkit.errors import DefinitionNote
 from perfkit.trace import clocks
 from perfkit.trace.classify import CATEGORIES
 from perfkit.trace.events import chip_frame, chip_key, run_starts
@@ -199,6 +201,9 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
     dur = events["dur_ps"].to_numpy()
     row = np.flatnonzero(cls_all >= 0)
     markers = events.loc[events["category"] == "step", ["rank", "device", "step", "start_ps", "dur_ps"]]
+    if drop_last:
+        for note in events.attrs.get("last_step_notes", ()):
+            warnings.warn(note, DefinitionNote, stacklevel=2)
     if drop_last and row.size:
         launch = events["launch_step"].to_numpy()[row] if "launch_step" in events else np.full(row.size, -1)
         row = row[_before_last_step(markers, events["rank"].to_numpy()[row], events["device"].to_numpy()[row],

@@ -10,7 +10,8 @@ refused in one line (exit 2), on real public files (tests/data/real/kineto, rows
 - device ops outside every step (ROCm on an MI250: its one GPU-side ProfilerStep holds half of them): not in
   the per-step rows, and the output says how many and how long;
 - HTA's last-step convention (``--last-step``), named in the output;
-- a time that is no finite number (NaN, Infinity, as Python's json writes them): refused.
+- a time that is no finite number (NaN, Infinity, as Python's json writes them), or no JSON number (a string, null):
+  refused.
 
 The HTA figures were recorded with HTA 0.5.0 (Python 3.11; pandas 3.1.1, and 2.3.3 for the ROCm file, on
 which HTA's parser fails under pandas 3): ``TraceAnalysis(trace_dir=D, include_last_profiler_step=K)`` with D a
@@ -68,6 +69,9 @@ SCHEMA_2021_KEPT = 7715  # HTA's GPU events with the last step dropped
 # ones, 16-18 us instants, starting 32-38 ms after the host's (the GPU runs behind)
 ROCM_HOST_STEPS = {15: (375.873046875, 16798.984), 16: (17195.2158203125, 15950.958), 17: (33163.51416015625, 15887.029)}
 ROCM_GPU_STEP_US = (16.241, 17.361, 18.001)
+# HTA_DISABLE_NS_ROUNDING=1, include_last_profiler_step=False (pandas 2.3.3), on the ROCm file's launched kernels
+# without its GPU-side ProfilerStep annotations (``_without_gpu_steps``): HTA's cut at the host's last ProfilerStep
+HTA_ROCM_HOST_CUT = ((174.915543, 12788.957, 24999.399777, 37963.27232), 24.97)
 
 
 def _breakdown(*args):
@@ -185,9 +189,47 @@ def test_rocm_instant_gpu_markers_give_way_to_the_host_steps(fixtures_dir):
 
 def test_rocm_launched_kernels_equal_hta(fixtures_dir, tmp_path):
     """HTA counts the 2685 kernels launched in the trace: on a copy without the others, perfkit's whole-trace
-    breakdown is HTA's (ns rounding off), the last step kept or dropped."""
+    breakdown is HTA's (ns rounding off), the last step kept."""
     launched = _launched_only(fixtures_dir / "kineto" / ROCM, tmp_path / "launched.json")
     _assert_hta(_hta_view(_json(launched, "--window", "trace")), HTA[ROCM][(True, False)])
+
+
+def _without_gpu_steps(src, dst):
+    """A copy of a Kineto trace without its GPU-side ProfilerStep annotations."""
+    doc = json.loads(src.read_text())
+    doc["traceEvents"] = [e for e in doc["traceEvents"]
+                          if not (e.get("cat") == "gpu_user_annotation" and e["name"].startswith("ProfilerStep#"))]
+    dst.write_text(json.dumps(doc))
+    return dst
+
+
+def test_rocm_last_step_dropped_where_hta_cuts_at_a_gpu_annotation(fixtures_dir, tmp_path):
+    """With the last step dropped HTA cuts at the latest ProfilerStep it reads as a CPU event, here a GPU-side
+    annotation's, 37.5 ms after the host's last ProfilerStep starts: its default drops nothing of the ROCm file
+    (HTA[ROCM], kept and dropped alike). perfkit cuts at the host's: its figures are HTA's on a copy without the
+    GPU-side annotations, whose cut is the host's, and a note names the ops launched between the two cuts, which
+    HTA keeps (a hunt's file, 1 op of a T4 trace, had shown the difference unnamed)."""
+    launched = _launched_only(fixtures_dir / "kineto" / ROCM, tmp_path / "launched.json")
+    host_cut = _without_gpu_steps(launched, tmp_path / "host_cut.json")
+    for path in (launched, host_cut):
+        _assert_hta(_hta_view(_json(path, "--window", "trace", "--last-step", "drop")), HTA_ROCM_HOST_CUT)
+    # the ops between the cuts, by a plain reading of the file: launched at or after the host's last ProfilerStep's
+    # start, before the GPU-side ones' latest start
+    doc = json.loads(launched.read_text())["traceEvents"]
+    steps = [e for e in doc if e.get("name", "").startswith("ProfilerStep#")]
+    own = max(e["ts"] for e in steps if e["cat"] != "gpu_user_annotation")
+    hta = max(e["ts"] for e in steps)
+    between = {e["args"]["correlation"] for e in doc if e.get("cat") == "cuda_runtime" and own <= e["ts"] < hta}
+    device = [e for e in doc if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    moved = sum(e["args"].get("correlation") in between for e in device)
+    assert moved == 895 and round((hta - own) / 1000, 3) == 37.511
+    result = _breakdown(launched, "--window", "trace", "--last-step", "drop")
+    note = (f"perfkit: note: {launched}: the last step dropped from the host's last ProfilerStep's start, {moved} "
+            "device ops launched after it are left out here; HTA cuts 37.511 ms later, at the latest ProfilerStep it "
+            "reads as a CPU event (a GPU-side annotation's), and keeps them\n")
+    assert result.stderr.endswith(note) and result.stderr.count("HTA cuts") == 1
+    assert "HTA cuts" not in _breakdown(launched, "--window", "trace").stderr  # (kept: nothing to part them)
+    assert "HTA cuts" not in _breakdown(host_cut, "--window", "trace", "--last-step", "drop").stderr
 
 
 def test_device_ops_outside_every_step_are_counted_and_named(fixtures_dir):
@@ -521,6 +563,24 @@ def test_a_duration_that_is_no_finite_number_is_refused(fixtures_dir, tmp_path, 
         result = CliRunner().invoke(cli, ["trace", *map(str, command), str(path)])
         assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
         assert result.output.startswith(line), result.output
+
+
+@pytest.mark.parametrize("key, value", [("dur", "4.864"), ("ts", "1600000000000.5"), ("dur", None)])
+def test_a_time_written_as_a_string_or_null_is_refused(fixtures_dir, tmp_path, key, value):
+    """A kernel whose dur (or ts) is a JSON string holding a number: refused in one line naming the event and the
+    value (a hunt's: numpy made 4.864 of "4.864" and the breakdown went on, where HTA fails on the file); null
+    too (it had read as NaN, refused as no finite number)."""
+    doc = json.loads(gzip.decompress((fixtures_dir / "kineto" / SCHEMA_2021).read_bytes()))
+    kernel = next(e for e in doc["traceEvents"] if e.get("cat") == "Kernel")
+    kernel[key] = value
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(doc))
+    line = (f"perfkit: {path}: traceEvents: event {kernel['name']!r} has a {key} that is not a JSON number "
+            f"({value!r})\n")
+    for command in (["breakdown"], ["collectives"], ["export", "--perfetto", tmp_path / "out.json"]):
+        result = CliRunner().invoke(cli, ["trace", *map(str, command), str(path)])
+        assert result.exit_code == 2 and result.output == line, result.output
+    assert not (tmp_path / "out.json").exists()
 
 
 def test_a_negative_duration_is_refused(fixtures_dir, tmp_path):
