@@ -434,6 +434,12 @@ def collectives(paths, step_pattern, top, as_json):
     if ops.empty:  # a result, not bad input: a trace of one chip, or of a program without any
         host = (" run on the host (gloo's spans, c10d calls); a GPU's collectives (an nccl: annotation on the host "
                 "launches one) are on no device these traces hold") if measured == "host ops" else ""
+        from perfkit.trace.events import is_xplane  # (loaded by the analysis above)
+
+        if not host and not all(is_xplane(Path(p)) for p in found["files"]):
+            # a Kineto GPU trace: what a collective is there, as HTA has it
+            host = (" (a GPU's collectives are NCCL's and RCCL's kernels, named nccl* or rccl*, as HTA counts them: "
+                    "other libraries' communication kernels, DeepEP's dispatch and combine, are compute here)")
         click.echo(f"no collectives in these traces{host}")
         return
     times = ["time_ps", "exposed_ps", "hidden_ps", "skew_ps", "wait_ps", "transfer_ps"]

@@ -317,12 +317,13 @@ def _collectives(frame: pd.DataFrame) -> tuple[pd.DataFrame, collective_instance
 
 def collectives_traces(paths: list[str | Path], step_pattern: str | None = None, workers: int | None = None
                        ) -> tuple[dict, list[str]]:
-    """``collectives.analyse`` of the traces at ``paths`` and where their steps came from."""
+    """``collectives.analyse`` of the traces at ``paths`` (with ``files``: those read) and where their steps came
+    from."""
     done = _analysed(cut(paths, step_pattern, "step", workers), _collectives, collective_instances.EVENT_COLUMNS)
     rows = _stacked([r for r, _ in done.results], done)
     found = [(inst, shift) for (_, inst), shift in zip(done.results, done.shifts)]
     done.results.clear()
-    return _collective_tables(found, rows, done), done.steps_from
+    return {**_collective_tables(found, rows, done), "files": done.files}, done.steps_from
 
 
 def _trial(frame: pd.DataFrame) -> tuple[pd.DataFrame, tuple[pd.DataFrame, int], collective_instances.ChipInstances]:

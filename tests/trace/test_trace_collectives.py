@@ -182,6 +182,16 @@ def test_no_collectives_is_a_result_in_one_line(tmp_path):
     assert doc["ops"] == doc["steps"] == doc["instances"] == []
 
 
+def test_no_collectives_on_a_gpu_says_what_a_collective_is(fixtures_dir):
+    """A Kineto GPU trace without NCCL / RCCL kernels (a real Triton example): the line says what a GPU's
+    collectives are, as HTA counts them (a hunt's DeepSeek trace: DeepEP's all-to-all kernels read as compute and
+    "no collectives", with nothing saying communication meant NCCL's kernels only)."""
+    result = run(fixtures_dir / "kineto" / "hta_triton_example.json.gz")
+    assert result.exit_code == 0 and result.stdout == (
+        "no collectives in these traces (a GPU's collectives are NCCL's and RCCL's kernels, named nccl* or rccl*, as "
+        "HTA counts them: other libraries' communication kernels, DeepEP's dispatch and combine, are compute here)\n")
+
+
 def test_run_summary_and_report_lines(tmp_path):
     """collectives.summarize over a run's trial folders (each trial's traces loaded once, for the
     breakdown too: perfkit.trace.runs), and the report's lines from it. Per chip-step of
