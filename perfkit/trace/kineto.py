@@ -17,8 +17,8 @@ which HTA keeps (``RawTrace.late_cut``). A time written as a string is refused.
 A trace without device events is one of two things. Where it holds device runtime calls (``*_runtime``,
 ``Runtime``, ``cuda_driver``) or a CUPTI profiler range (``cuda_profiler_range``: counters per kernel, no
 timeline), the device ran but the file does not show it: refused. Otherwise it is a CPU (gloo) trace: its
-CPU ops stand in for device ops (device 0; ``c10d::`` ops and gloo's ``gloo:*`` spans are its ICI), and
-the trace says it measured host ops (``RawTrace.measured``). Timestamps are float microseconds in the file,
+CPU ops stand in for device ops (device 0; ``c10d::`` ops and gloo's ``gloo:*`` spans are its ICI, the spans,
+which outlive the calls that start them, on lines of their own: ``_gloo_lines``), and the trace says it measured host ops (``RawTrace.measured``). Timestamps are float microseconds in the file,
 read as float64 (sub-microsecond digits of epoch-sized values are lost).
 """
 
@@ -174,6 +174,22 @@ def _late_cut(events: list[dict], names: list[str], on_gpu: np.ndarray, cpu: np.
     return moved, (hta - own if moved else 0.0)
 
 
+def _gloo_lines(tids: list[str], names: list[str], role: np.ndarray, ts_us: np.ndarray, dur_us: np.ndarray) -> None:
+    """A CPU trace's gloo spans moved off their thread's line (in place): a span runs from inside the call that
+    starts a transfer (``c10d::send``) until the transfer is done, past that call's end and across the calls
+    after it, nesting in none; on the thread's line it would read as a child of the call it started in, cut at
+    that call's end (a ring's sends and recvs in flight for most of its step read as 1% of it). Each goes to the
+    first line ``<thread> gloo <k>`` whose last span has ended, so spans on a line never overlap and as many
+    lines as spans run at once; across lines compute beats ICI (``perfkit.trace.breakdown``)."""
+    spans = [i for i in np.flatnonzero(role == ROLES["op"]) if names[i].startswith("gloo:")]
+    free: dict[str, list[float]] = {}  # thread -> each of its gloo lines' last end
+    for i in sorted(spans, key=lambda i: ts_us[i]):
+        ends = free.setdefault(tids[i], [])
+        k = next((k for k, end in enumerate(ends) if end <= ts_us[i]), len(ends))
+        ends[k:k + 1] = [ts_us[i] + dur_us[i]]
+        tids[i] = f"{tids[i]} gloo {k}"
+
+
 def _launch_steps(events: list[dict], cats: list[str], names: list[str], on_gpu: np.ndarray, host_steps: np.ndarray,
                   ts_us: np.ndarray, dur_us: np.ndarray) -> np.ndarray:
     """(n,) int32: for each device op whose launch (the runtime call of the same ``args.correlation``) ran
@@ -250,6 +266,8 @@ def read(path: Path, rank: int) -> RawTrace:
     origin_us = float(np.floor(ts_us.min()))
     strings = StringTable()
     tids = [_line(e) if g else f"{e.get('pid')}/{e.get('tid')}" for e, g in zip(events, on_gpu)]
+    if measured == "host":
+        _gloo_lines(tids, names, role, ts_us, dur_us)
     lines = StringTable()
     n = len(events)
     columns = {
