@@ -8,7 +8,9 @@ step's marker never closes, so the profiler never writes it). The first place, i
 where the chips that ran the step do not all show one collective (same kind and bytes sent: instruction
 names differ between ranks whose programs differ) is where they part: a chip there with another collective ran a
 ``different collective``; a chip with none there ``skipped`` it when it has later collectives, else it
-``never arrived`` (its trace ends before it). The majority's instruction is the one named.
+``never arrived`` (its trace ends before it). The majority's instruction is the one named; where more chips went
+on past the place with none there than ran any one collective, the majority is theirs, and the chips with one
+ran an ``extra collective`` (named).
 
 Where each rank's compiled program is given (its XLA dump folder), the programs say more than the trace
 can: a chip waits at the collective its program runs after the last one it completed (without programs:
@@ -149,17 +151,21 @@ def first_parting(seq: pd.DataFrame, chips: pd.DataFrame) -> dict | None:
         here = {c: g.loc[(step, index)] for c, g in by_chip.items() if (step, index) in g.index}
         # unknown bytes (NaN) alike: NaN equals nothing, not even another chip's NaN
         signatures = {c: (r["kind"], None if pd.isna(r["bytes"]) else r["bytes"]) for c, r in here.items()}
+        # a chip that went on past this place without a collective here votes for none (others ran an extra one)
+        went_on = [c for c in everyone if c not in here and any(place > (step, index) for place in places.get(c, ()))]
         counts = pd.Series(list(signatures.values()), dtype=object).value_counts(sort=True)
         if len(here) == len(everyone) and len(counts) == 1:
             continue
+        extra = len(went_on) > int(counts.iloc[0])  # (a tie goes to the collective)
         top = counts.index[0]
-        majority = [c for c in everyone if signatures.get(c) == top]
+        majority = went_on if extra else [c for c in everyone if signatures.get(c) == top]
         parted = []
         for c in everyone:
             if c in majority:
                 continue
             if c in here:
-                parted.append({"rank": c[0], "device": c[1], "how": "different collective", "op": here[c]["op"],
+                how = "extra collective" if extra else "different collective"
+                parted.append({"rank": c[0], "device": c[1], "how": how, "op": here[c]["op"],
                                "in_step": int(steps.get((*c, step), 0))})
             else:
                 later = any(place > (step, index) for place in places.get(c, ()))
@@ -167,11 +173,12 @@ def first_parting(seq: pd.DataFrame, chips: pd.DataFrame) -> dict | None:
                                "op": None, "in_step": int(steps.get((*c, step), 0))})
         if not parted:
             continue
-        ref = here[majority[0]]
+        # the collective named: the majority's, or where the majority ran none here, the first extra one
+        ref = here[next(c for c in everyone if c in here and c not in majority) if extra else majority[0]]
         return {"step": int(step), "index": int(index), "op": ref["op"], "kind": ref["kind"],
                 "in_step": int(steps.get((*majority[0], step), 0)),
                 "bytes": None if pd.isna(ref["bytes"]) else float(ref["bytes"]), "module": ref["module"],
-                "majority": [{"rank": r, "device": d} for r, d in majority], "parted": parted}
+                "majority": [{"rank": r, "device": d} for r, d in majority], "parted": parted, "extra": extra}
     return None
 
 
@@ -239,22 +246,29 @@ def describe(first: dict | None, chips: pd.DataFrame | None = None) -> str:
     if first is None:
         return "the chips' collectives agree: no chip parts from the others in the traced sequence"
     who = "; ".join(f"{_chip_label(p['rank'], p['device'])} {p['how']}" + (f" ({p['op']})" if p["op"] else "")
-                    + f", {p['in_step']} collectives there against {first['in_step']}" for p in first["parted"])
+                    + f", {p['in_step']} collective{'' if p['in_step'] == 1 else 's'} there against {first['in_step']}"
+                    for p in first["parted"])
     majority = ", ".join(_chip_label(c["rank"], c["device"]) for c in first["majority"])
     where = f"step {first['step']}" if first["step"] >= 0 else "before the first step marker"
-    text = (f"chips part at {where}, collective {first['index'] + 1} there: {first['op']} "
-            f"({first['kind']}) on {majority}; {who}")
+    if first.get("extra"):  # (summaries from before it have no "extra")
+        text = (f"chips part at {where}, collective {first['index'] + 1} there: {majority} ran none there and went "
+                f"on; {who}")
+    else:
+        text = (f"chips part at {where}, collective {first['index'] + 1} there: {first['op']} "
+                f"({first['kind']}) on {majority}; {who}")
     for rank, change in (first.get("programs") or {}).items():
         lacks = ", ".join(f"{c['op']} (collective {c['index'] + 1} of {change['majority_count']})"
                           for c in change["lacks"])
         adds = ", ".join(c["op"] for c in change["adds"])
-        text += (f". Rank {rank}'s program has {change['count']} collectives where the majority's has "
-                 f"{change['majority_count']}" + (f": it lacks {lacks}" if lacks else "")
-                 + (f"; it adds {adds}" if adds else ""))
-        earliest = min((c["index"] for c in change["lacks"]), default=first["index"])
+        counts = (f"as many collectives as the majority's ({change['count']}), but" if change["count"] == change[
+            "majority_count"] else f"{change['count']} collectives where the majority's has {change['majority_count']}:")
+        text += (f". Rank {rank}'s program has {counts} " + "; ".join(
+            ([f"it lacks {lacks}"] if lacks else []) + ([f"it adds {adds}"] if adds else [])))
+        earliest, what = min([(c["index"], "lacks") for c in change["lacks"]]
+                             + [(c["index"], "adds") for c in change["adds"]], default=(first["index"], ""))
         if earliest < first["index"]:  # the traces pair the chips' collectives in order, by count
-            text += (f"; so the chips first differ at collective {earliest + 1}, the first it lacks (the traces, "
-                     f"paired in order, part only at {first['index'] + 1})")
+            text += (f"; so the chips first differ at collective {earliest + 1}, the first it {what} (the "
+                     f"traces, paired in order, part only at {first['index'] + 1})")
     return text
 
 

@@ -105,6 +105,32 @@ def test_the_rank_and_the_collective_named(hung_trial, read):
                                             "only at 3)")
 
 
+def test_a_rank_running_an_extra_collective_is_the_one_named(tmp_path):
+    """The mirror of the hang above: rank 3's program adds cp.2 to the others' cp.1, cp.3, so it runs three hops a
+    step where they run two. In order, the chips agree on two places of step 0 (cp.2 and cp.3 look alike); at the
+    third, rank 3 ran cp.3 and ranks 0-2, with none there, went on to step 1. They are the majority and rank 3 ran
+    an extra collective (a newcomer's: ranks 0, 2, 3 were each said to lack a collective the majority's program
+    has, the majority being rank 1 alone, the only chip with a collective there)."""
+    for rank in range(4):
+        folder = tmp_path / f"rank{rank}"
+        if rank == 3:
+            rank_trace(folder / "trace" / "h.xplane.pb", [list(PERMUTES)], ["cp.1"])
+        else:
+            rank_trace(folder / "trace" / "h.xplane.pb", [["cp.1", "cp.3"]] * 2, [])
+        dump(folder / "xla_dump", PERMUTES if rank == 3 else ("cp.1", "cp.3"))
+    chips, first = parting.parting_traces(sorted(tmp_path.glob("rank*/trace")))
+    assert (first["step"], first["index"], first["op"], first["in_step"], first["extra"]) == (0, 2, "cp.3", 2, True)
+    assert [c["rank"] for c in first["majority"]] == [0, 1, 2]
+    assert first["parted"] == [{"rank": 3, "device": 0, "how": "extra collective", "op": "cp.3", "in_step": 3}]
+    assert first["programs"] == {"3": {"lacks": [], "adds": [{"op": "cp.2", "opcode": "collective-permute", "index": 1}],
+                                       "majority_count": 2, "count": 3}}
+    assert parting.describe(first) == (
+        "chips part at step 0, collective 3 there: rank 0 device 0, rank 1 device 0, rank 2 device 0 ran none there "
+        "and went on; rank 3 device 0 extra collective (cp.3), 3 collectives there against 2. Rank 3's program has 3 "
+        "collectives where the majority's has 2: it adds cp.2; so the chips first differ at collective 2, the first "
+        "it adds (the traces, paired in order, part only at 3)")
+
+
 def test_the_programs_beside_a_trial_folder_are_found(hung_trial):
     """A newcomer's: the trial's folder given (its rank<R>/trace and rank<R>/xla_dump inside), the programs beside
     the traces were not read, and tail said less than on the rank<R>/trace folders."""
