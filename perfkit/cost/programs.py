@@ -1,8 +1,9 @@
 """The cost of the programs a run or a dump folder holds, and of one step (stdlib only).
 
 A dump folder holds every program a process compiled; the step is the one the bundled worker runs each
-denoise step (``jit__euler_step``), else the program with the most FLOPs (``step_module`` names
-another). Every rank of an SPMD program compiles the same module (``perfkit hlo-diff`` checks it), so
+denoise step (``jit__euler_step``) or the kernel bench times (``jit_kernel_step``: not its XLA reference,
+which may cost more than an interpreted Pallas kernel), else the program with the most FLOPs (``step_module``
+names another). Every rank of an SPMD program compiles the same module (``perfkit hlo-diff`` checks it), so
 a rank set is costed by its lowest rank.
 """
 
@@ -19,7 +20,8 @@ from perfkit.errors import BadInput
 from perfkit.hlo.cost import ProgramCost, dump_cost
 from perfkit.hlo.dumps import dump_files, find_dumps
 
-STEP_MODULE = "jit__euler_step"  # the bundled worker's step (perfkit.models.pipeline._euler_step)
+# the bundled worker's step (perfkit.models.pipeline._euler_step), the kernel bench's op (perfkit.kernels.bench)
+STEP_MODULES = ("jit__euler_step", "jit_kernel_step")
 
 
 def folder_costs(folder: Path) -> list[ProgramCost]:
@@ -35,7 +37,7 @@ def step_cost(costs: list[ProgramCost], step_module: str | None = None) -> Progr
             raise BadInput(f"no program whose name contains {step_module!r} (have: "
                            f"{', '.join(sorted({c.module for c in costs}))})", field="--step-module")
         return named[0]
-    bundled = [c for c in costs if c.module == STEP_MODULE]
+    bundled = [c for c in costs if c.module in STEP_MODULES]
     return bundled[0] if bundled else max(costs, key=lambda c: (c.dot_flops + c.other_flops, c.hbm_bytes))
 
 

@@ -62,3 +62,27 @@ def test_bench_as_a_program_on_simulated_devices(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "on 2 x cpu" in out.stdout and "max |pallas - xla| = 0" in out.stdout
     assert "races found: none" in out.stdout
+
+
+def test_the_cost_of_a_pallas_case_is_its_kernel_s(tmp_path):
+    """The bench compiles the op it times and, after, the XLA reference it checks it against: interpreted, a
+    Pallas kernel's FLOPs (its callbacks uncosted) fall below the reference's, and the cost of the step, the
+    program with the most FLOPs, was the reference's (a newcomer's `pallas adds 1 all-gather`, which only the
+    reference runs). The timed program is jit_kernel_step, the step `perfkit cost` reads."""
+    import os
+    import subprocess
+    import sys
+
+    from perfkit.cost.programs import folder_costs, step_cost
+
+    dump = tmp_path / "dump"
+    env = {**os.environ, "PERFKIT_METRICS": str(tmp_path / "m.jsonl"),
+           "XLA_FLAGS": f"--xla_force_host_platform_device_count=2 --xla_dump_to={dump} --xla_dump_hlo_as_text"}
+    out = subprocess.run([sys.executable, "-m", "perfkit.kernels.bench", "--preset", "wan-qkv", "--impl", "pallas",
+                          "--steps", "1"], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    costs = {c.module: c for c in folder_costs(dump)}
+    step, reference = costs["jit_kernel_step"], costs["jit_reference"]
+    assert step.dot_flops + step.other_flops < reference.dot_flops + reference.other_flops  # the trap
+    assert step_cost(list(costs.values())).module == "jit_kernel_step"
+    assert not step.collectives and reference.collectives  # (the kernel's remote DMAs are callbacks, no HLO op)
