@@ -415,7 +415,7 @@ def collectives(paths, step_pattern, top, as_json):
     # pandas and the analyses load only for the command that runs them (``_prepare``)
     import pandas as pd
 
-    from perfkit.trace.collectives import STRAGGLER_SHARE
+    from perfkit.trace.collectives import SKEW_PAST_STEP, STRAGGLER_SHARE
     from perfkit.trace.names import readable
     from perfkit.trace.shards import collectives_traces
 
@@ -460,9 +460,10 @@ def collectives(paths, step_pattern, top, as_json):
                if s.times_last else f"no chip arrived last alone at its {s.matched} collectives")
         apart = (f"; {s.apart} more matched by order never overlapped across chips, so are not one transfer (left "
                  "out; the chip that arrived last is not flagged a straggler)" if s.apart else "")
+        past = f" ({SKEW_PAST_STEP})" if s.skew_share > 1 else ""
         click.echo(f"step {s.step}: {who}{apart}; skew {s.skew_ps / PS_PER_US:.1f} us summed, "
-                   f"{100 * s.skew_share:.1f}% of the {s.span_ps / PS_PER_US:.1f} us step; the other chips waited "
-                   f"{s.wait_ps / PS_PER_US:.1f} us each, summed over the step's collectives (the table's wait: a "
+                   f"{100 * s.skew_share:.1f}% of the {s.span_ps / PS_PER_US:.1f} us step{past}; the other chips "
+                   f"waited {s.wait_ps / PS_PER_US:.1f} us each, summed over the step's collectives (the table's wait: a "
                    "mean per instance over every chip, the last one's too)")
 
 

@@ -17,7 +17,7 @@ from perfkit.report.line import dividing, more_rounds, summary_line, trial_media
 from perfkit.report.serving import section
 from perfkit.rundata.exits import exit_text, where_threads_wait
 from perfkit.rundata.rundir import resume_command
-from perfkit.trace.collectives import STRAGGLER_SHARE
+from perfkit.trace.collectives import SKEW_PAST_STEP, STRAGGLER_SHARE
 from perfkit.trace.names import labels
 
 
@@ -386,11 +386,17 @@ def _traced_against_timed(summary: dict) -> list[str]:
     return out
 
 
-def _cpu_devices(summary: dict) -> bool:
-    """Whether the run's chips were XLA's CPU devices: as its devices were probed, else (a command case probes
-    none) as its traces say."""
+def _cpu_devices(summary: dict) -> str | None:
+    """Why the run's arrival skew is its host's scheduling, where it is: its chips were XLA's CPU devices (as its
+    devices were probed, else, a command case probing none, as its traces say), or its ranks' collectives ran on
+    the host's CPUs (host ops measured: gloo), processes of one machine as every rank of a run is; else None."""
     probed = ((summary.get("env") or {}).get("devices") or {}).get("platform")
-    return probed == "cpu" or any(v.get("cpu_devices") for v in summary["breakdown"]["variants"].values())
+    variants = summary["breakdown"]["variants"].values()
+    if probed == "cpu" or any(v.get("cpu_devices") for v in variants):
+        return "These are CPU devices: the chips are threads sharing the host's cores"
+    if any(v.get("measured") == "host ops" for v in variants):
+        return "These ranks' collectives ran on the host's CPUs (gloo): processes sharing this machine's cores"
+    return None
 
 
 def _hidden(bd: dict) -> list[str]:
@@ -408,11 +414,11 @@ def _hidden(bd: dict) -> list[str]:
     return ["", *lines] if lines else []
 
 
-def _collectives(variants: dict, cpu: bool = False) -> list[str]:
+def _collectives(variants: dict, cpu: str | None = None) -> list[str]:
     """Each variant's collectives by kind (``perfkit.trace.collectives.summarize``), and its worst
-    straggler step when the arrival skew passes ``STRAGGLER_SHARE`` of the step. On CPU devices (XLA's
-    simulated chips are threads sharing the host's cores) the skew is the host's scheduling: it is
-    reported as such, never as a straggling chip."""
+    straggler step when the arrival skew passes ``STRAGGLER_SHARE`` of the step. On the host's CPUs (``cpu``:
+    why, ``_cpu_devices``) the skew is the host's scheduling: it is reported as such, never as a straggling
+    chip."""
     rows = []
     for name, c in variants.items():
         if "error" in c or not c["kinds"]:
@@ -434,10 +440,11 @@ def _collectives(variants: dict, cpu: bool = False) -> list[str]:
         s = max(late, key=lambda s: s["skew_share"])
         skew = (f"Arrival skew (last chip's arrival minus the first's, summed over a step's collectives) passes "
                 f"{100 * STRAGGLER_SHARE:.0f}% of the step in {len(late)} of {len(c['steps'])} traced steps of "
-                f"{name}; at most {s['skew_ms']:.3f} ms, {100 * s['skew_share']:.1f}% of step {s['step']} of {s['trial']}")
+                f"{name}; at most {s['skew_ms']:.3f} ms, {100 * s['skew_share']:.1f}% of step {s['step']} of "
+                f"{s['trial']}" + (f" ({SKEW_PAST_STEP})" if s["skew_share"] > 1 else ""))
         if cpu:
-            rows += ["", f"{skew}. These are CPU devices: the chips are threads sharing the host's cores, so the skew is "
-                     "the host's scheduling, not a slow chip; the chip that arrived last is not flagged a straggler."]
+            rows += ["", f"{skew}. {cpu}, so the skew is the host's scheduling, not a slow chip; the chip that arrived "
+                     "last is not flagged a straggler."]
         elif s.get("apart"):
             rows += ["", f"{skew}. {s['apart']} of that step's collectives, matched across ranks by their order, never "
                      "overlapped on their chips, so are not one transfer: they are left out, and the chip that "

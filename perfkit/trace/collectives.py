@@ -57,6 +57,8 @@ OP_COLUMNS = ["step", "op", "kind", "count", "chips", "bytes", "time_ps", "expos
               "wait_ps", "transfer_ps"]
 _KINETO_SUFFIXES = (".json", ".json.gz")
 STRAGGLER_SHARE = 0.05  # the report names a straggler when the skew summed over a step passes this share of it
+# why a step's summed arrival skew may pass the step itself
+SKEW_PAST_STEP = "more than the step: collectives in flight at once each count their own skew"
 TOP_KINDS = 6  # collective kinds a variant's summary keeps
 COMM_CATEGORIES = ("ici", "dcn")  # device-op categories of collectives
 EVENT_COLUMNS = (*timeline.COLUMNS, "host", "name", "hlo_op", "shape", "program_id")  # all it and its breakdown read
