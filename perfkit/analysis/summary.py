@@ -171,7 +171,8 @@ def not_verified(case: Case, summary: dict) -> list[str]:
     if devices.get("platform") == "cpu":
         notes.append("speed on TPU or GPU: these timings come from CPU devices")
     if summary.get("cost") and not summary.get("roofline"):
-        notes.append(f"the roofline: {devices.get('kind') or 'these devices'} is no chip perfkit has figures for "
+        what = f"{devices['kind']} is no chip" if devices.get("kind") else "these devices are no chip"
+        notes.append(f"the roofline: {what} perfkit has figures for "
                      "(`perfkit cost RUN_DIR --chip NAME` bounds the steps on one)")
     uncounted = [v for v, r in ((summary.get("compile_cache") or {}).get("variants") or {}).items()
                  if r["cache_hits"] is None]

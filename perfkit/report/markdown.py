@@ -183,7 +183,7 @@ def quality_section(summary: dict, plots: dict[str, str] | None = None) -> list[
               f"Y (dB) | YUV average (dB) | mean abs diff ({scale}) | max abs diff | abs diff > 16 | bit-identical |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |"]
     if q["kind"] == "frames":
-        lines = [f"`{q['file']}`: {q['frames']} frames, data range 255; {q['identical_frames']} of {q['frames']} "
+        lines = [f"`{q['file']}`: {q['frames']} frame{'' if q['frames'] == 1 else 's'}, data range 255; {q['identical_frames']} of {q['frames']} "
                  f"frames identical.", "", f"{_SPACE_SENTENCE[q.get('space', 'rgb')]}. Y and YUV average "
                  "(pixel-weighted) are as `ffmpeg -i A -i B -lavfi psnr` gives them for two videos of one YUV format."]
     else:

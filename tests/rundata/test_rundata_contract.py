@@ -17,7 +17,7 @@ from perfkit.rundata.trials import TrialRecord
 
 # Backticked in the summary.json section but no summary key: ffmpeg psnr's own names (`y`, `average`),
 # hlo-diff --json's `checks`, the bundled worker's step program, the case option that saves latents.
-NOT_SUMMARY_KEYS = {"y", "average", "checks", "jit__euler_step", "save_latents"}
+NOT_SUMMARY_KEYS = {"y", "average", "checks", "jit__euler_step", "jit_kernel_step", "save_latents"}
 
 
 def named(roots: tuple, module: str) -> tuple[set[str], set[str]]:
