@@ -138,6 +138,7 @@ def prime(case: Case, run_dir: Path, name: str, run_one, progress: Progress) -> 
     record = run_cached_trial(case, Trial(-1, name, -1), folder / "prime", run_dir, run_one)
     if record is None:
         return False
+    record["dir"] = (folder / "prime").relative_to(run_dir).as_posix()  # (not a trials/ folder: no trial)
     rundir.write_atomic(folder / PRIMED, json.dumps(record))
     return True
 

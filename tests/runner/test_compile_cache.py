@@ -36,6 +36,7 @@ def test_cold_and_warm_side_by_side_with_the_bundled_model(tmp_path):
     assert not run_case(model_case(), run).failed
     primed = json.loads((run / "compile_cache" / "warm" / "primed.json").read_text())
     assert primed["status"] == "ok" and primed["index"] == -1
+    assert primed["dir"] == "compile_cache/warm/prime" and (run / primed["dir"] / "rank0").is_dir()  # (trials/-1-warm)
     filled = primed["compile_cache"]["after"]["jax_entries"]
     assert filled > 0 and primed["values"]["compile_cache_writes"] == filled  # events agree with the disk
     trials = {t["variant"]: t for t in read_jsonl(run / "trials.jsonl")}
