@@ -3,7 +3,7 @@
 Times one op at the shapes of a reference-PR model (Wan 2.1 14B at 480x832x9, FLUX.1-dev at 1024^2)
 on every visible device, and speaks the metrics protocol: one ``record.step(ms)`` per timed call (the
 first, which compiles, is a step too: cases drop it as warmup), ``first_call_s``, and the largest
-difference from the ``xla`` level. Off TPU the shapes are shrunk (``--size auto``) so the Pallas
+difference from the ``xla`` level; the steps a case traces (``capture.trace``) are profiled and marked. Off TPU the shapes are shrunk (``--size auto``) so the Pallas
 kernels run in TPU interpret mode in seconds; the timings then measure the interpreter, not a chip.
 With ``PERFKIT_DETECT_RACES=1`` the interpreter runs its race detector and ``races_found`` is recorded.
 """
@@ -169,10 +169,12 @@ def main(preset, op, impl, size, dtype, steps, devices):
     program, reference, inputs = build(shape, impl, devices, dtype)
     with interpret.collect_races() as races:
         for step in range(steps):
-            t0 = time.perf_counter()
-            out = jax.block_until_ready(program(*inputs))
-            ms = (time.perf_counter() - t0) * 1e3
-            record.step(ms)
+            traced = record.traced(step)  # (capture.trace: the step profiled, and left out of the timing)
+            with record.jax_trace(traced, step):
+                t0 = time.perf_counter()
+                out = jax.block_until_ready(program(*inputs))
+                ms = (time.perf_counter() - t0) * 1e3
+            record.step(ms, **({"traced": True} if traced else {}))
             click.echo(f"step {step}: {ms:.3f} ms")
             if step == 0:
                 record.value("first_call_s", ms / 1e3)  # compiles: tracing, lowering, XLA

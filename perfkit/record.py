@@ -12,10 +12,16 @@ so perfkit can find the first one where B departs from A. Each call appends one 
 a hash to ``taps.jsonl`` beside ``PERFKIT_METRICS``, and with ``PERFKIT_TAP_ARRAYS=1`` saves the array
 as ``taps/<index>-<name>.npy`` there too. ``record.tapping(step)`` says whether the case asked for taps
 at that step (``PERFKIT_TAP_STEPS``).
+
+Profiler traces (``capture.trace``): ``record.traced(step)`` is the folder a JAX program profiles step ``step``
+into (``PERFKIT_TRACE_DIR``, where ``PERFKIT_TRACE_STEPS`` holds the step), and ``record.jax_trace(folder,
+step)`` profiles it there, marked so that ``perfkit trace`` finds the step; report such a step with
+``record.step(ms, traced=True)``: the timing leaves it out (the profiler slows it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -77,6 +83,29 @@ def tapping(step: int) -> bool:
     """Whether the case asks for taps at denoise step ``step`` (``capture.taps``)."""
     steps = os.environ.get("PERFKIT_TAP_STEPS", "")
     return str(int(step)) in steps.split(",")
+
+
+def traced(step: int) -> str | None:
+    """The folder to profile step ``step`` into where the case asks for it (``capture.trace``), else None."""
+    steps = os.environ.get("PERFKIT_TRACE_STEPS", "")
+    return os.environ.get("PERFKIT_TRACE_DIR") or None if str(int(step)) in steps.split(",") else None
+
+
+@contextlib.contextmanager
+def jax_trace(trace_dir: str | None, index: int):
+    """Profile one step of a JAX program into ``trace_dir/step<index>`` (nothing without a folder), inside a
+    StepTraceAnnotation numbered by the step index: ``perfkit trace`` finds the step by it."""
+    if not trace_dir:
+        yield
+        return
+    import jax  # only a profiled step's program, which has jax to profile
+
+    jax.profiler.start_trace(str(Path(trace_dir) / f"step{index}"))
+    try:
+        with jax.profiler.StepTraceAnnotation("step", step_num=index):
+            yield
+    finally:
+        jax.profiler.stop_trace()
 
 
 def _host_array(value):

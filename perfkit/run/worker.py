@@ -18,7 +18,6 @@ controller or as N processes.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
@@ -60,21 +59,6 @@ def start_distributed(jax) -> None:
         jax.distributed.initialize(coordinator_address=os.environ["PERFKIT_COORDINATOR"], num_processes=world,
                                    process_id=int(os.environ["PERFKIT_RANK"]), initialization_timeout=60,
                                    heartbeat_timeout_seconds=10, shutdown_timeout_seconds=10)
-
-
-@contextlib.contextmanager
-def traced_step(jax, trace_dir: str | None, index: int):
-    """Profile one step into ``trace_dir/step<index>`` (nothing without a folder), inside a
-    StepTraceAnnotation numbered by the step index: ``perfkit trace`` finds the step by it."""
-    if not trace_dir:
-        yield
-        return
-    jax.profiler.start_trace(str(Path(trace_dir) / f"step{index}"))
-    try:
-        with jax.profiler.StepTraceAnnotation("step", step_num=index):
-            yield
-    finally:
-        jax.profiler.stop_trace()
 
 
 def host_latents(jax, den):
@@ -132,7 +116,7 @@ def main(argv: list[str]) -> int:
     for i in range(run.steps):
         if record.tapping(i):
             tap_inputs[i] = den.state
-        with traced_step(jax, trace_dir if i in trace_steps else None, i):
+        with record.jax_trace(trace_dir if i in trace_steps else None, i):
             t = time.perf_counter()
             den.step().block_until_ready()
             ms = (time.perf_counter() - t) * 1e3

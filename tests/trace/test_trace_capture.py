@@ -124,14 +124,14 @@ def test_worker_traced_step_is_found_by_its_index(tmp_path):
     import jax
     import jax.numpy as jnp
 
-    from perfkit.run.worker import traced_step
+    from perfkit.record import jax_trace
 
     f = jax.jit(lambda x: (x @ x).sum())
     x = jnp.ones((64, 64))
     f(x).block_until_ready()
-    with traced_step(jax, str(tmp_path), 5):
+    with jax_trace(str(tmp_path), 5):
         f(x).block_until_ready()
-    with traced_step(jax, None, 6):  # not a traced step: nothing written
+    with jax_trace(None, 6):  # not a traced step: nothing written
         f(x).block_until_ready()
     assert [p.name for p in tmp_path.iterdir()] == ["step5"]
     ev = events.load([tmp_path])

@@ -126,7 +126,7 @@ def sp_profile(tmp_path_factory):
 
     from perfkit.models import plan_for
     from perfkit.models.pipeline import DenoiseConfig, Denoiser
-    from perfkit.run.worker import traced_step
+    from perfkit.record import jax_trace
 
     out = tmp_path_factory.mktemp("sp")
     plan = plan_for("wan", "tiny", {"plan": "sp", "impl": "ring"}, 4)
@@ -137,7 +137,7 @@ def sp_profile(tmp_path_factory):
                             jnp.float32(t_next - t)).compile().as_text()
     den.step().block_until_ready()
     for i in (1, 2):
-        with traced_step(jax, str(out), i):
+        with jax_trace(str(out), i):
             den.step().block_until_ready()
     return out, hlo
 
