@@ -58,7 +58,8 @@ def summary_line(summary: dict, report: Path) -> str:
         if verdict == "unknown" and summary.get("kind") != "serve":  # (a serve case's rounds are its restarts)
             verdict += f" (more rounds would {'give a CI' if without_ci(c) else 'narrow it'}: --set " \
                        f"repeats.max={more_rounds(summary)})"
-        parts.append(f"{a} {shown_a} ms, {b} {shown_b} ms (medians of trial medians), {b}/{a} {c['ratio']:.3f} {ci} "
+        of = "server processes'" if summary.get("serve") else "trial"
+        parts.append(f"{a} {shown_a} ms, {b} {shown_b} ms (medians of {of} medians), {b}/{a} {c['ratio']:.3f} {ci} "
                      f"-> {verdict}")
     else:
         missing = " and ".join(n for n, v in ((a, va), (b, vb)) if v is None)

@@ -473,7 +473,9 @@ def _verdict(summary: dict) -> str:
     if c["ratio"] is None:
         return "**No verdict**: a variant has no timed steps."
     shown_a, shown_b = dividing(trial_median(summary["variants"][a]), trial_median(summary["variants"][b]))
-    figures = (f"{b}/{a} step time {_ratio(c)} ({shown_b} / {shown_a} ms, medians of trial medians); "
+    serve = summary.get("serve")  # (a served system's figure: its first level's latency, per server process)
+    what, of = (f"c={serve['concurrency'][0]} latency", "server processes'") if serve else ("step time", "trial")
+    figures = (f"{b}/{a} {what} {_ratio(c)} ({shown_b} / {shown_a} ms, medians of {of} medians); "
                f"minimum effect {c['min_effect']:.0%}")
     return {"faster": f"**{b} is faster than {a}**: {figures}.",
             "slower": f"**{b} is slower than {a}**: {figures}.",

@@ -76,6 +76,9 @@ def check_run_directory_and_report(run, stdout):
     assert ratio == f"{lat['ratio']:.3f}" == f"{float(b_s) / float(a_s):.3f}"
     assert (run / "plots/serve_latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "c=1 latency serial" in stdout and "c=4 outputs/min serial" in stdout
+    # a served system's figure is its latency per server process, not a step time (a newcomer's)
+    assert "(medians of server processes' medians), batched/serial" in stdout and "trial medians" not in stdout
+    assert "batched/serial c=1 latency **" in report and "step time" not in report.split("## ", 1)[0]
 
 
 def check_latency_and_throughput(s):
