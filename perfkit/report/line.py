@@ -72,6 +72,9 @@ def summary_line(summary: dict, report: Path) -> str:
         db = from_json(q["psnr_db"])
         psnr = "inf (bit-identical)" if q["bit_identical"] else "inf dB" if db == math.inf else f"{db:.1f} dB"
         parts.append(f"; PSNR {b} vs {a} {psnr}")
+    counts = [((summary["variants"][n].get("values") or {}).get("recompiles") or {}).get("median") for n in (a, b)]
+    if None not in counts and counts[0] != counts[1]:  # torch.compile's recompiles (perfkit.adapters.torch_recompiles)
+        parts.append(f"; recompiles (a trial's, median) {a} {counts[0]:g}, {b} {counts[1]:g}")
     nf = summary.get("noise_floor")
     if nf and nf["half_width"] is not None:
         inside = inside_noise_floor(summary)

@@ -133,6 +133,12 @@ def test_headline_figures_divide_to_the_ratio(tmp_path):
     assert f"{b / a:.3f}" == shown.group(3)
     report = (run / "report.md").read_text()
     assert "b/a step time **1.600**, 95% CI" in report and "(17.60 / 11.00 ms, medians of trial medians)" in report
+    assert "recompiles" not in line
+    # torch.compile's recompiles, where the variants' differ (a newcomer read the stride-guard case's headline
+    # without them): each variant's median over its trials
+    for name, count in (("a", 0.0), ("b", 1.0)):
+        summary["variants"][name]["values"] = {"recompiles": {"median": count, "p25": count, "p75": count, "n": 3}}
+    assert "; recompiles (a trial's, median) a 0, b 1; report" in summary_line(summary, run / "report.md")
     assert table_row(report, "**step, synced: median of trial medians (ms)**") == ["11.00", "17.60 (+60.0%)"]
 
 
