@@ -216,7 +216,7 @@ def reproduce(run_dir: Path, env: dict) -> dict:
             "dirty_hash": src.get("dirty_hash"), "case_yaml": (run_dir / "case.yaml").read_text()}
 
 
-ENV_KEYS = ("source", "packages", "devices", "python", "host", "cpus", "platform", "flags")
+ENV_KEYS = ("source", "packages", "devices", "python", "host", "cpus", "platform", "flags", "hosts")
 
 
 def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Case, Summary]:

@@ -36,6 +36,9 @@ HOST_OPS = ("host ops: the trace has no device events, its CPU ops stand in for 
 # (the run report's words for the same traces)
 CPU_DEVICES = ("these chips are XLA's CPU devices, threads sharing the host's cores: the arrival skew is the host's "
                "scheduling, not a slow chip, so the chip that arrived last is not flagged a straggler")
+GLOO_RANKS = ("these ranks' collectives ran on host CPUs (gloo): where the ranks share a machine, as a perfkit run's "
+              "do, the arrival skew is its scheduling, not a slow rank, so the rank that arrived last is not flagged a "
+              "straggler")
 
 
 def _prepare() -> None:
@@ -422,9 +425,9 @@ def collectives(paths, step_pattern, top, as_json):
     found, steps_from = collectives_traces(list(paths), step_pattern)
     ops, steps = found["ops"], found["steps"]
     measured = "host ops" if "host" in found["measured"] else "device ops"
-    cpu = "cpu" in found["measured"]
-    if cpu:
-        warnings.warn(CPU_DEVICES, DefinitionNote, stacklevel=1)
+    cpu = "cpu" in found["measured"] or measured == "host ops"  # (the skew is the host's scheduling)
+    if cpu and not steps.empty:
+        warnings.warn(CPU_DEVICES if "cpu" in found["measured"] else GLOO_RANKS, DefinitionNote, stacklevel=1)
     if as_json:
         _echo_json({"measured": measured, "steps_from": steps_from, "ops": _json_rows(ops),
                     "steps": _json_rows(steps), "notes": _notes()}, "instances", found["instances"])

@@ -362,7 +362,7 @@ def _breakdown(summary: dict) -> list[str]:
                    f"{shown_difference(d['a_ms'], d['b_ms'], n):+.{n}f} |" for d in deltas)]
     rows += attribution_report.section(summary.get("attribution"), (summary.get("noise_floor") or {}).get("variant"))
     rows += _traced_against_timed(summary)
-    return rows + _collectives(bd.get("collectives") or {}, _cpu_devices(summary))
+    return rows + _collectives(bd.get("collectives") or {}, _host_scheduled(summary))
 
 
 def _traced_against_timed(summary: dict) -> list[str]:
@@ -386,16 +386,17 @@ def _traced_against_timed(summary: dict) -> list[str]:
     return out
 
 
-def _cpu_devices(summary: dict) -> str | None:
+def _host_scheduled(summary: dict) -> str | None:
     """Why the run's arrival skew is its host's scheduling, where it is: its chips were XLA's CPU devices (as its
     devices were probed, else, a command case probing none, as its traces say), or its ranks' collectives ran on
-    the host's CPUs (host ops measured: gloo), processes of one machine as every rank of a run is; else None."""
-    probed = ((summary.get("env") or {}).get("devices") or {}).get("platform")
+    the CPUs (host ops measured: gloo) of the one host the run had; else None."""
+    env = summary.get("env") or {}
     variants = summary["breakdown"]["variants"].values()
-    if probed == "cpu" or any(v.get("cpu_devices") for v in variants):
+    if (env.get("devices") or {}).get("platform") == "cpu" or any(v.get("cpu_devices") for v in variants):
         return "These are CPU devices: the chips are threads sharing the host's cores"
-    if any(v.get("measured") == "host ops" for v in variants):
-        return "These ranks' collectives ran on the host's CPUs (gloo): processes sharing this machine's cores"
+    one_host = (env.get("hosts") or {}).get("count", 1) == 1
+    if one_host and any(v.get("measured") == "host ops" for v in variants):
+        return "These ranks' collectives ran on the host's CPUs (gloo): processes sharing one machine's cores"
     return None
 
 
@@ -414,11 +415,11 @@ def _hidden(bd: dict) -> list[str]:
     return ["", *lines] if lines else []
 
 
-def _collectives(variants: dict, cpu: str | None = None) -> list[str]:
+def _collectives(variants: dict, host_scheduled: str | None = None) -> list[str]:
     """Each variant's collectives by kind (``perfkit.trace.collectives.summarize``), and its worst
-    straggler step when the arrival skew passes ``STRAGGLER_SHARE`` of the step. On the host's CPUs (``cpu``:
-    why, ``_cpu_devices``) the skew is the host's scheduling: it is reported as such, never as a straggling
-    chip."""
+    straggler step when the arrival skew passes ``STRAGGLER_SHARE`` of the step. On the host's CPUs
+    (``host_scheduled``: why, ``_host_scheduled``) the skew is the host's scheduling: it is reported as such,
+    never as a straggling chip."""
     rows = []
     for name, c in variants.items():
         if "error" in c or not c["kinds"]:
@@ -442,9 +443,9 @@ def _collectives(variants: dict, cpu: str | None = None) -> list[str]:
                 f"{100 * STRAGGLER_SHARE:.0f}% of the step in {len(late)} of {len(c['steps'])} traced steps of "
                 f"{name}; at most {s['skew_ms']:.3f} ms, {100 * s['skew_share']:.1f}% of step {s['step']} of "
                 f"{s['trial']}" + (f" ({SKEW_PAST_STEP})" if s["skew_share"] > 1 else ""))
-        if cpu:
-            rows += ["", f"{skew}. {cpu}, so the skew is the host's scheduling, not a slow chip; the chip that arrived "
-                     "last is not flagged a straggler."]
+        if host_scheduled:
+            rows += ["", f"{skew}. {host_scheduled}, so the skew is the host's scheduling, not a slow chip or rank; "
+                     "none is flagged a straggler."]
         elif s.get("apart"):
             rows += ["", f"{skew}. {s['apart']} of that step's collectives, matched across ranks by their order, never "
                      "overlapped on their chips, so are not one transfer: they are left out, and the chip that "

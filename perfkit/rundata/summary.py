@@ -315,6 +315,7 @@ class Env(TypedDict):
     cpus: int | None
     platform: str | None
     flags: dict[str, str] | None
+    hosts: NotRequired[dict[str, int] | None]  # {count, index}: the hosts the run shared; absent in older summaries
 
 
 class Reproduce(TypedDict):

@@ -200,7 +200,7 @@ def test_run_summary_and_report_lines(tmp_path):
     bytes over 132 us; reduce-scatter 56 / 8 us, waiting 24 / 8; permute 44 / 8, waiting 12 / 8."""
     from trace_builders import one_step_trace
 
-    from perfkit.report.markdown import _collectives, _cpu_devices
+    from perfkit.report.markdown import _collectives, _host_scheduled
     from perfkit.trace.runs import summarize
 
     sp = tmp_path / "trials/00-sp"
@@ -231,24 +231,29 @@ def test_run_summary_and_report_lines(tmp_path):
     calm = {"sp": {**got["sp"], "steps": [{**s, "skew_share": 0.01} for s in got["sp"]["steps"]]}}
     assert "skew" not in "\n".join(_collectives(calm))
     # CPU devices are threads on the host's cores: the skew is said to be the host's, no straggler named
-    cpu = "\n".join(_collectives(got, cpu="These are CPU devices: the chips are threads sharing the host's cores"))
+    cpu = "\n".join(_collectives(got, "These are CPU devices: the chips are threads sharing the host's cores"))
     assert f"{skew} These are CPU devices" in cpu and "Straggler" not in cpu
     # a command case probes no devices (env.json's devices null): its traces say they ran on XLA's CPU devices
     straggler_trace(tmp_path / "cpu/trials/00-sp/rank0/trace/step0/h.xplane.pb", cpu=True)
     one_step_trace(tmp_path / "cpu/trials/01-tp/rank0/trace/step0/h.xplane.pb", [("fusion.1", "fusion", 0, 10)])
     on_cpu = summarize(tmp_path / "cpu", trials, ["sp", "tp"])
     assert on_cpu["variants"]["sp"]["cpu_devices"] and "cpu_devices" not in got_variants["sp"]
-    assert _cpu_devices({"env": {"devices": None}, "breakdown": on_cpu})
-    assert _cpu_devices({"env": {"devices": None}, "breakdown": {"variants": got_variants}}) is None
+    assert _host_scheduled({"env": {"devices": None}, "breakdown": on_cpu})
+    assert _host_scheduled({"env": {"devices": None}, "breakdown": {"variants": got_variants}}) is None
     # a torch case's ranks over gloo: processes of this machine (a newcomer's ring run named one a straggler, at a
     # summed skew of 261.5% of the step: its sends and recvs were in flight at once)
     gloo = {"variants": {v: {**got_variants[v], "measured": "host ops"} for v in got_variants}}
-    why = _cpu_devices({"env": {"devices": None}, "breakdown": gloo})
-    assert why == "These ranks' collectives ran on the host's CPUs (gloo): processes sharing this machine's cores"
+    why = _host_scheduled({"env": {"devices": None, "hosts": {"count": 1, "index": 0}}, "breakdown": gloo})
+    assert why == "These ranks' collectives ran on the host's CPUs (gloo): processes sharing one machine's cores"
+    assert _host_scheduled({"env": {"devices": None}, "breakdown": gloo}) == why  # (summaries from before hosts)
+    # ranks on two hosts (perfkit run --hosts 2): a rank that arrives last may be a slow one
+    assert _host_scheduled({"env": {"devices": None, "hosts": {"count": 2, "index": 0}}, "breakdown": gloo}) is None
     past = {"sp": {**got["sp"], "steps": [{**s, "skew_share": 2.615} for s in got["sp"]["steps"]]}}
     text = "\n".join(_collectives(past, why))
     assert ("261.5% of step 0 of 00-sp (more than the step: collectives in flight at once each count their own "
-            f"skew). {why}, so the skew is the host's scheduling") in text and "Straggler" not in text
+            f"skew). {why}, so the skew is the host's scheduling, not a slow chip or rank; none is flagged a "
+            "straggler.") in text
+    assert "Straggler" not in text
     # a step with instances that never overlapped on their chips (pairs matched by order): no straggler named
     parted = {"sp": {**got["sp"], "steps": [{**s, "apart": 2} for s in got["sp"]["steps"]]}}
     text = "\n".join(_collectives(parted))

@@ -692,3 +692,15 @@ def test_gloo_spans_in_flight_across_a_thread_s_calls_are_collectives_in_flight(
     assert row["comm_ps"] == pytest.approx(comm * 1e6, abs=1000)  # (float us of the file: a ns)
     assert row["ici_ps"] + row["hidden_ps"] == row["comm_ps"]
     assert row["span_ps"] == round(step["dur"] * 1e6) and row["ici_ps"] > 0.9 * row["comm_ps"]
+
+
+def test_gloo_ranks_name_no_straggler_and_say_why_their_skew_passes_the_step(fixtures_dir):
+    """The torch ring step's two ranks (processes of one machine): the rank that arrived last is no straggler, as
+    on XLA's CPU devices, a note says why; the step's skew, summed over its 8 sends and recvs in flight at once, is
+    261.5% of it, and the line says how a sum can pass the step (a newcomer's run had named a straggler there)."""
+    result = CliRunner().invoke(cli, ["trace", "collectives", str(fixtures_dir.parent / "torch_ring")])
+    assert result.exit_code == 0 and "(straggler)" not in result.stdout
+    assert "perfkit: note: these ranks' collectives ran on host CPUs (gloo): where the ranks share a machine" in (
+        result.stderr)
+    assert ("261.5% of the 29810.9 us step (more than the step: collectives in flight at once each count their own "
+            "skew)") in result.stdout
