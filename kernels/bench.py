@@ -3,8 +3,9 @@
 Times one op at the shapes of a reference-PR model (Wan 2.1 14B at 480x832x9, FLUX.1-dev at 1024^2)
 on every visible device, and speaks the metrics protocol: one ``record.step(ms)`` per timed call (the
 first, which compiles, is a step too: cases drop it as warmup), ``first_call_s``, and the largest
-difference from the ``xla`` level; the steps a case traces (``capture.trace``) are profiled and marked. Off TPU the shapes are shrunk (``--size auto``) so the Pallas
-kernels run in TPU interpret mode in seconds; the timings then measure the interpreter, not a chip.
+difference from the ``xla`` level; the steps a case traces (``capture.trace``) are profiled and marked (a traced
+step 0's ``first_call_s`` holds the profiler's cost too). Off TPU the shapes are shrunk (``--size auto``) so the
+Pallas kernels run in TPU interpret mode in seconds; the timings then measure the interpreter, not a chip.
 With ``PERFKIT_DETECT_RACES=1`` the interpreter runs its race detector and ``races_found`` is recorded.
 """
 

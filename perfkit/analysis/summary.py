@@ -171,8 +171,7 @@ def not_verified(case: Case, summary: dict) -> list[str]:
     if devices.get("platform") == "cpu":
         notes.append("speed on TPU or GPU: these timings come from CPU devices")
     if summary.get("cost") and not summary.get("roofline"):
-        what = f"{devices['kind']} is no chip" if devices.get("kind") else "these devices are no chip"
-        notes.append(f"the roofline: {what} perfkit has figures for "
+        notes.append(f"the roofline: perfkit has no figures for {devices.get('kind') or 'these devices'} "
                      "(`perfkit cost RUN_DIR --chip NAME` bounds the steps on one)")
     uncounted = [v for v, r in ((summary.get("compile_cache") or {}).get("variants") or {}).items()
                  if r["cache_hits"] is None]

@@ -419,6 +419,7 @@ def collectives(paths, step_pattern, top, as_json):
     import pandas as pd
 
     from perfkit.trace.collectives import SKEW_PAST_STEP, STRAGGLER_SHARE
+    from perfkit.trace.events import is_xplane
     from perfkit.trace.names import readable
     from perfkit.trace.shards import collectives_traces
 
@@ -435,15 +436,14 @@ def collectives(paths, step_pattern, top, as_json):
     if measured == "host ops":
         click.echo(f"measured: {HOST_OPS}")
     if ops.empty:  # a result, not bad input: a trace of one chip, or of a program without any
-        host = (" run on the host (gloo's spans, c10d calls); a GPU's collectives (an nccl: annotation on the host "
-                "launches one) are on no device these traces hold") if measured == "host ops" else ""
-        from perfkit.trace.events import is_xplane  # (loaded by the analysis above)
-
-        if not host and not all(is_xplane(Path(p)) for p in found["files"]):
+        why = (" run on the host (gloo's spans, c10d calls); a GPU's collectives (an nccl: annotation on the host "
+               "launches one) are on no device these traces hold") if measured == "host ops" else ""
+        if not why and not all(is_xplane(Path(p)) for p in found["files"]):
             # a Kineto GPU trace: what a collective is there, as HTA has it
-            host = (" (a GPU's collectives are NCCL's and RCCL's kernels, named nccl* or rccl*, as HTA counts them: "
-                    "other libraries' communication kernels, DeepEP's dispatch and combine, are compute here)")
-        click.echo(f"no collectives in these traces{host}")
+            why = (" (a GPU's collectives are NCCL's and RCCL's kernels, those whose names contain nccl or rccl, as "
+                   "HTA counts them: other libraries' communication kernels, DeepEP's dispatch and combine, are "
+                   "compute here)")
+        click.echo(f"no collectives in these traces{why}")
         return
     times = ["time_ps", "exposed_ps", "hidden_ps", "skew_ps", "wait_ps", "transfer_ps"]
     click.echo(f"collectives per step (us, means per instance and chip; bytes sent per device); steps from: "
@@ -466,8 +466,8 @@ def collectives(paths, step_pattern, top, as_json):
         past = f" ({SKEW_PAST_STEP})" if s.skew_share > 1 else ""
         click.echo(f"step {s.step}: {who}{apart}; skew {s.skew_ps / PS_PER_US:.1f} us summed, "
                    f"{100 * s.skew_share:.1f}% of the {s.span_ps / PS_PER_US:.1f} us step{past}; the other chips "
-                   f"waited {s.wait_ps / PS_PER_US:.1f} us each, summed over the step's collectives (the table's wait: a "
-                   "mean per instance over every chip, the last one's too)")
+                   f"waited {s.wait_ps / PS_PER_US:.1f} us each, summed over the step's collectives (the table's "
+                   "wait: a mean per instance over every chip, the last one's too)")
 
 
 @trace.command()

@@ -96,13 +96,14 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
                     "--window trace` on a trial's `rank*/trace` folders measures them."]
         if name == aa_name:
             m = v["marked"]
-            out += ["", f"A/A control: {m['marked']} of {m['rows']} parts have a CI excluding 0 (unrounded; the tables "
-                    f"mark only those that do as shown); chance allows up to {m['chance_allows']} "
-                    f"(95% binomial quantile of {m['rows']} intervals at 95%)."]
+            out += ["", f"A/A control: {m['marked']} of {m['rows']} parts have a CI excluding 0 (before rounding; the "
+                    "tables star only those whose interval, as printed, still excludes 0); chance allows up to "
+                    f"{m['chance_allows']} (95% binomial quantile of {m['rows']} intervals at 95%)."]
         elif over:
             out += ["", f"**Marks here are not to be trusted on this machine**: the A/A control ({aa_name} against "
-                    f"{base}, the same program) had {over['marked']} of {over['rows']} parts with a CI excluding 0 where "
-                    f"chance allows up to {over['chance_allows']}, so these intervals are narrower than the machine's noise."]
+                    f"{base}, the same program) had {over['marked']} of {over['rows']} parts with a CI excluding 0 "
+                    f"where chance allows up to {over['chance_allows']}, so these intervals are narrower than the "
+                    "machine's noise."]
         for by, title in SPLITS:
             if by == "op" and v.get("same_programs") is False:
                 out += ["", f"**{base} and {name} ran different programs**: XLA names its ops per program, so an op "

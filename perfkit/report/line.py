@@ -31,10 +31,9 @@ def _differ(ranks: list[int]) -> str:
     return "programs differ" if not ranks else f"{ranks_text(ranks)} differ{'s' if len(ranks) == 1 else ''}"
 
 
-def more_rounds(summary: dict) -> int:
-    """The ``repeats.max`` that asks a run's case for more trials where its verdict is unknown: twice the rounds
-    it ran."""
-    return 2 * max(v["trials"] for v in summary["variants"].values())
+def rounds_run(summary: dict) -> int:
+    """The rounds a run ran (its variants' most trials): twice that in ``repeats.max`` asks for more."""
+    return max(v["trials"] for v in summary["variants"].values())
 
 
 def dividing(va: float, vb: float) -> tuple[str, str]:
@@ -54,11 +53,12 @@ def summary_line(summary: dict, report: Path) -> str:
     if va is not None and vb is not None:
         shown_a, shown_b = dividing(va, vb)
         ci = "[no CI: one timed step]" if without_ci(c) else f"[{c['ci'][0]:.3f}, {c['ci'][1]:.3f}]"
-        verdict = c["verdict"]
-        if verdict == "unknown" and summary.get("kind") != "serve":  # (a serve case's rounds are its restarts)
-            verdict += f" (more rounds would {'give a CI' if without_ci(c) else 'narrow it'}: --set " \
-                       f"repeats.max={more_rounds(summary)})"
-        of = "server processes'" if summary.get("serve") else "trial"
+        verdict, serve = c["verdict"], summary.get("serve")
+        if verdict == "unknown":
+            more = "serve.server_restarts" if serve else f"--set repeats.max={2 * rounds_run(summary)}"
+            verdict += f" (more {'server restarts' if serve else 'rounds'} would " \
+                       f"{'give a CI' if without_ci(c) else 'narrow it'}: {more})"
+        of = "server processes'" if serve else "trial"
         parts.append(f"{a} {shown_a} ms, {b} {shown_b} ms (medians of {of} medians), {b}/{a} {c['ratio']:.3f} {ci} "
                      f"-> {verdict}")
     else:

@@ -13,7 +13,7 @@ from perfkit.hlo.render import rank_list, ranks_report
 from perfkit.report import attribution as attribution_report
 from perfkit.report import hangs
 from perfkit.report.departure import departure_section
-from perfkit.report.line import dividing, more_rounds, summary_line, trial_median
+from perfkit.report.line import dividing, rounds_run, summary_line, trial_median
 from perfkit.report.serving import section
 from perfkit.rundata.exits import exit_text, where_threads_wait
 from perfkit.rundata.rundir import resume_command
@@ -183,7 +183,8 @@ def quality_section(summary: dict, plots: dict[str, str] | None = None) -> list[
               f"Y (dB) | YUV average (dB) | mean abs diff ({scale}) | max abs diff | abs diff > 16 | bit-identical |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |"]
     if q["kind"] == "frames":
-        lines = [f"`{q['file']}`: {q['frames']} frame{'' if q['frames'] == 1 else 's'}, data range 255; {q['identical_frames']} of {q['frames']} "
+        lines = [f"`{q['file']}`: {q['frames']} frame{'' if q['frames'] == 1 else 's'}, data range 255; "
+                 f"{q['identical_frames']} of {q['frames']} "
                  f"frames identical.", "", f"{_SPACE_SENTENCE[q.get('space', 'rgb')]}. Y and YUV average "
                  "(pixel-weighted) are as `ffmpeg -i A -i B -lavfi psnr` gives them for two videos of one YUV format."]
     else:
@@ -468,7 +469,8 @@ def _p_floor(c: dict) -> str:
 
 
 def _verdict(summary: dict) -> str:
-    """The verdict in one sentence, B against A on synced step time."""
+    """The verdict in one sentence, B against A on synced step time (a served system's: its first level's
+    latency)."""
     c, a = summary["comparison"], summary["baseline"]
     b = compared_variant(summary)
     if c["ratio"] is None:
@@ -489,13 +491,13 @@ def _verdict(summary: dict) -> str:
 def _more_trials(summary: dict, aim: str = "narrow it") -> str:
     """How to ask for more trials when the verdict is unknown: the run's case again, with more rounds (that
     would ``aim``: narrow the CI, or give one)."""
-    if summary.get("kind") == "serve":  # a serve case's rounds are its server restarts
+    if summary.get("serve"):  # a serve case's rounds are its server restarts
         return f"More server restarts (`serve.server_restarts`) would {aim}."
-    rounds = more_rounds(summary) // 2
+    rounds = rounds_run(summary)
     command = (summary.get("reproduce") or {}).get("command", "perfkit run CASE")
     return (f"More trials would {aim}: rounds go on while the verdict is unknown, up to `repeats.max` "
             f"(this run: {rounds} round{'s' if rounds != 1 else ''}), e.g. `{command} --set "
-            f"repeats.max={more_rounds(summary)}`.")
+            f"repeats.max={2 * rounds}`.")
 
 
 def _described(summary: dict) -> list[str]:

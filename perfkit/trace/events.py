@@ -410,7 +410,8 @@ def load(paths: list[str | Path], step_pattern: str | None = None, workers: int 
     ``columns`` plus ``REQUIRED``, in ``COLUMNS`` order: what an analysis does not read is not built);
     ``attrs``: ``origin_ns`` (wall clock of start_ps 0), ``steps_from``, ``files``, ``measured`` (``["device"]``,
     ``"host"`` among them where a trace had no device events: its host ops stand in, ``"cpu"`` where its device
-    ops all ran on the host plane: XLA's CPU devices). XSpaces are decoded
+    ops all ran on the host plane: XLA's CPU devices), ``last_step_notes`` (what parts a Kineto trace's figures from
+    HTA's where the last step is dropped: ``timeline.layout`` says it). XSpaces are decoded
     by ``workers`` processes (default: one per core this process may use) when they are big enough."""
     wanted = wanted_columns(columns)
     pattern = None

@@ -18,8 +18,9 @@ A trace without device events is one of two things. Where it holds device runtim
 ``Runtime``, ``cuda_driver``) or a CUPTI profiler range (``cuda_profiler_range``: counters per kernel, no
 timeline), the device ran but the file does not show it: refused. Otherwise it is a CPU (gloo) trace: its
 CPU ops stand in for device ops (device 0; ``c10d::`` ops and gloo's ``gloo:*`` spans are its ICI, the spans,
-which outlive the calls that start them, on lines of their own: ``_gloo_lines``), and the trace says it measured host ops (``RawTrace.measured``). Timestamps are float microseconds in the file,
-read as float64 (sub-microsecond digits of epoch-sized values are lost).
+which outlive the calls that start them, on lines of their own: ``_gloo_lines``), and the trace says it
+measured host ops (``RawTrace.measured``). Timestamps are float microseconds in the file, read as float64
+(sub-microsecond digits of epoch-sized values are lost).
 """
 
 from __future__ import annotations
@@ -148,12 +149,12 @@ def _numbers(events: list[dict], key: str, names: list[str], path: Path) -> np.n
     """(n,) float64: each event's ``key`` (absent: 0). A number written as a string (``"dur": "4.864"``) is
     refused, not read as the number numpy would make of it: the format's times are JSON numbers, and a
     writer that quoted one is not one whose other fields can be trusted (HTA fails on such a file)."""
-    values = np.array([e.get(key, 0) for e in events])  # (no dtype: a string among them shows in the one made)
-    if values.dtype.kind not in "iuf":
-        i = next(i for i, e in enumerate(events) if type(e.get(key, 0)) not in (int, float))
-        raise BadInput(f"event {names[i]!r} has a {key} that is not a JSON number ({events[i].get(key)!r})",
+    values = [e.get(key, 0) for e in events]
+    if not set(map(type, values)) <= {int, float}:  # (a bool is no number here)
+        i = next(i for i, v in enumerate(values) if type(v) not in (int, float))
+        raise BadInput(f"event {names[i]!r} has a {key} that is not a JSON number ({json.dumps(values[i])})",
                        path=path, field="traceEvents")
-    return values.astype(np.float64, copy=False)
+    return np.array(values, np.float64)
 
 
 def _late_cut(events: list[dict], names: list[str], on_gpu: np.ndarray, cpu: np.ndarray, host_steps: np.ndarray,

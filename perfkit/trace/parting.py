@@ -9,8 +9,8 @@ where the chips that ran the step do not all show one collective (same kind and 
 names differ between ranks whose programs differ) is where they part: a chip there with another collective ran a
 ``different collective``; a chip with none there ``skipped`` it when it has later collectives, else it
 ``never arrived`` (its trace ends before it). The majority's instruction is the one named; where more chips went
-on past the place with none there than ran any one collective, the majority is theirs, and the chips with one
-ran an ``extra collective`` (named).
+on past the place with none there (a later collective, or the step's marker closed) than ran any one collective,
+the majority is theirs, and the chips with one ran an ``extra collective`` (named).
 
 Where each rank's compiled program is given (its XLA dump folder), the programs say more than the trace
 can: a chip waits at the collective its program runs after the last one it completed (without programs:
@@ -84,6 +84,7 @@ def _sequenced(inst: pd.DataFrame, modules: pd.Series) -> pd.DataFrame:
     last_start = out["start_ps"].where(marked).groupby([out["rank"], out["device"]]).transform("max")
     after = ~marked & ~(out["start_ps"] < last_start)
     out["step"] = out["step"].where(~after, last_step + 1).astype(np.int64)
+    out["closed"] = marked  # in a step whose marker closed: the chip finished that step
     out["position"] = chip.cumcount()
     out["index"] = out.groupby(["rank", "device", "step"]).cumcount()
     return out.drop(columns="program_id")
@@ -138,21 +139,25 @@ def _unsettled(seq: pd.DataFrame, chips: int) -> list[tuple[int, int]]:
 
 def first_parting(seq: pd.DataFrame, chips: pd.DataFrame) -> dict | None:
     """The first (step, index) where the chips that ran the step do not all show one collective: ``step,
-    index, op, kind, bytes, module`` (the majority's), ``majority`` (its chips), ``parted``: ``[{rank,
-    device, how (different collective | skipped | never arrived), op}]``; None where they never part."""
+    index, op, kind, bytes, module`` (the majority's, or with ``extra`` the first extra collective's), ``majority``
+    (its chips), ``parted``: ``[{rank, device, how (different collective | extra collective | skipped | never
+    arrived), op, in_step}]``, ``extra`` (the majority ran none there and went on); None where they never part."""
     everyone = [(int(r), int(d)) for r, d in zip(chips["rank"], chips["device"])]
     keys = _unsettled(seq, len(everyone))
     if not keys:
         return None
     by_chip = {c: g.set_index(["step", "index"]) for c, g in seq.groupby(["rank", "device"])}
-    places = {c: set(zip(g["step"], g["index"])) for c, g in seq.groupby(["rank", "device"])}
+    last = {c: max(zip(g["step"], g["index"])) for c, g in seq.groupby(["rank", "device"])}
+    closed = {c: set(g["step"]) for c, g in seq[seq["closed"]].groupby(["rank", "device"])}
     steps = seq.groupby(["rank", "device", "step"]).size()  # collectives per chip and step
     for step, index in keys:
         here = {c: g.loc[(step, index)] for c, g in by_chip.items() if (step, index) in g.index}
         # unknown bytes (NaN) alike: NaN equals nothing, not even another chip's NaN
         signatures = {c: (r["kind"], None if pd.isna(r["bytes"]) else r["bytes"]) for c, r in here.items()}
-        # a chip that went on past this place without a collective here votes for none (others ran an extra one)
-        went_on = [c for c in everyone if c not in here and any(place > (step, index) for place in places.get(c, ()))]
+        # a chip that went on past this place without a collective here (a later one, or its step finished) votes for
+        # none: the others ran an extra one
+        went_on = [c for c in everyone if c not in here and (last.get(c, (-2, 0)) > (step, index)
+                                                             or step in closed.get(c, ()))]
         counts = pd.Series(list(signatures.values()), dtype=object).value_counts(sort=True)
         if len(here) == len(everyone) and len(counts) == 1:
             continue
@@ -168,8 +173,7 @@ def first_parting(seq: pd.DataFrame, chips: pd.DataFrame) -> dict | None:
                 parted.append({"rank": c[0], "device": c[1], "how": how, "op": here[c]["op"],
                                "in_step": int(steps.get((*c, step), 0))})
             else:
-                later = any(place > (step, index) for place in places.get(c, ()))
-                parted.append({"rank": c[0], "device": c[1], "how": "skipped" if later else "never arrived",
+                parted.append({"rank": c[0], "device": c[1], "how": "skipped" if c in went_on else "never arrived",
                                "op": None, "in_step": int(steps.get((*c, step), 0))})
         if not parted:
             continue
@@ -238,6 +242,9 @@ def parting_of(seq: pd.DataFrame, chips: pd.DataFrame, programs: dict[int, Path]
     return pd.DataFrame(rows, columns=CHIP_COLUMNS), first
 
 
+_HOW = {"extra collective": "ran an extra collective", "different collective": "ran a different collective"}
+
+
 def describe(first: dict | None, chips: pd.DataFrame | None = None) -> str:
     """The first parting in one sentence (the tail's text and the hung trial's report); ``chips``:
     ``parting``'s, to say when there were no collectives at all."""
@@ -245,14 +252,14 @@ def describe(first: dict | None, chips: pd.DataFrame | None = None) -> str:
         return "no collectives in these traces: nothing to compare across chips"
     if first is None:
         return "the chips' collectives agree: no chip parts from the others in the traced sequence"
-    who = "; ".join(f"{_chip_label(p['rank'], p['device'])} {p['how']}" + (f" ({p['op']})" if p["op"] else "")
+    who = "; ".join(f"{_chip_label(p['rank'], p['device'])} {_HOW.get(p['how'], p['how'])}"
+                    + (f" ({p['op']})" if p["op"] else "")
                     + f", {p['in_step']} collective{'' if p['in_step'] == 1 else 's'} there against {first['in_step']}"
                     for p in first["parted"])
     majority = ", ".join(_chip_label(c["rank"], c["device"]) for c in first["majority"])
     where = f"step {first['step']}" if first["step"] >= 0 else "before the first step marker"
     if first.get("extra"):  # (summaries from before it have no "extra")
-        text = (f"chips part at {where}, collective {first['index'] + 1} there: {majority} ran none there and went "
-                f"on; {who}")
+        text = f"chips part at {where}, collective {first['index'] + 1} there: {majority} ran none and went on; {who}"
     else:
         text = (f"chips part at {where}, collective {first['index'] + 1} there: {first['op']} "
                 f"({first['kind']}) on {majority}; {who}")
@@ -260,9 +267,10 @@ def describe(first: dict | None, chips: pd.DataFrame | None = None) -> str:
         lacks = ", ".join(f"{c['op']} (collective {c['index'] + 1} of {change['majority_count']})"
                           for c in change["lacks"])
         adds = ", ".join(c["op"] for c in change["adds"])
-        counts = (f"as many collectives as the majority's ({change['count']}), but" if change["count"] == change[
-            "majority_count"] else f"{change['count']} collectives where the majority's has {change['majority_count']}:")
-        text += (f". Rank {rank}'s program has {counts} " + "; ".join(
+        mine, theirs = change["count"], change["majority_count"]
+        has = (f"as many collectives as the majority's ({mine}), but" if mine == theirs
+               else f"{mine} collectives where the majority's has {theirs}:")
+        text += (f". Rank {rank}'s program has {has} " + "; ".join(
             ([f"it lacks {lacks}"] if lacks else []) + ([f"it adds {adds}"] if adds else [])))
         earliest, what = min([(c["index"], "lacks") for c in change["lacks"]]
                              + [(c["index"], "adds") for c in change["adds"]], default=(first["index"], ""))

@@ -237,7 +237,8 @@ def test_one_timed_step_a_side_is_no_verdict_and_says_why(tmp_path):
     assert (c["ratio"], c["ci"], c["verdict"]) == (1.768, [None, None], "unknown")
     report = (run / "report.md").read_text()
     assert report.splitlines()[2] == ("fixture: a 10.00 ms, b 17.68 ms (medians of trial medians), b/a 1.768 "
-                                      "[no CI: one timed step] -> unknown (more rounds would give a CI: --set repeats.max=2)")
+                                      "[no CI: one timed step] -> unknown (more rounds would give a CI: --set "
+                                      "repeats.max=2)")
     assert ("minimum effect 2%; a side has one timed step: nothing measured how much a step varies, so no CI. More "
             "trials would give one:") in report
     assert "the B/A timing verdict: unknown (a side has one timed step: nothing measured how much a step varies, " \

@@ -320,8 +320,8 @@ def test_report_section_marks_and_aa_line():
     assert "| `x` | ici | added | 0.000 | 2.000 | +2.000 | [+1.000, +3.000] | **\\*** |" in text
     assert "| `y` | ici | changed | 1.000 | 1.100 | +0.100 | [-0.200, +0.400] |  |" in text
     assert "| `z` | ici | changed | 0.001 | 0.001 | +0.000 | [+0.000, +0.000] |  |" in text
-    assert text.count("A/A control: 0 of 5 parts have a CI excluding 0 (unrounded; the tables mark only those that do as "
-                      "shown); chance allows up to 1") == 1
+    assert text.count("A/A control: 0 of 5 parts have a CI excluding 0 (before rounding; the tables star only those "
+                      "whose interval, as printed, still excludes 0); chance allows up to 1") == 1
     assert "not to be trusted" not in text  # the control marked no more than chance allows
     # a newcomer read `ynn_fusion.46` of tp and of sp as one op: the legend says what a name matches
     assert "an op is matched across sides by its name, which is one op only where both ran the same program" in text

@@ -122,13 +122,26 @@ def test_a_rank_running_an_extra_collective_is_the_one_named(tmp_path):
     assert (first["step"], first["index"], first["op"], first["in_step"], first["extra"]) == (0, 2, "cp.3", 2, True)
     assert [c["rank"] for c in first["majority"]] == [0, 1, 2]
     assert first["parted"] == [{"rank": 3, "device": 0, "how": "extra collective", "op": "cp.3", "in_step": 3}]
-    assert first["programs"] == {"3": {"lacks": [], "adds": [{"op": "cp.2", "opcode": "collective-permute", "index": 1}],
-                                       "majority_count": 2, "count": 3}}
+    added = {"op": "cp.2", "opcode": "collective-permute", "index": 1}
+    assert first["programs"] == {"3": {"lacks": [], "adds": [added], "majority_count": 2, "count": 3}}
     assert parting.describe(first) == (
-        "chips part at step 0, collective 3 there: rank 0 device 0, rank 1 device 0, rank 2 device 0 ran none there "
-        "and went on; rank 3 device 0 extra collective (cp.3), 3 collectives there against 2. Rank 3's program has 3 "
+        "chips part at step 0, collective 3 there: rank 0 device 0, rank 1 device 0, rank 2 device 0 ran none and "
+        "went on; rank 3 device 0 ran an extra collective (cp.3), 3 collectives there against 2. Rank 3's program has 3 "
         "collectives where the majority's has 2: it adds cp.2; so the chips first differ at collective 2, the first "
         "it adds (the traces, paired in order, part only at 3)")
+
+
+def test_an_extra_collective_in_the_one_traced_step(tmp_path):
+    """As above with one traced step a chip, each whole (its marker closed): the chips without a third collective
+    finished the step, so they went on too, and rank 3's is the extra one (with nothing after it, the others had
+    read as never arriving there)."""
+    for rank in range(4):
+        rank_trace(tmp_path / f"rank{rank}" / "trace" / "h.xplane.pb", [list(PERMUTES) if rank == 3 else
+                                                                         ["cp.1", "cp.3"]], [])
+    chips, first = parting.parting_traces(sorted(tmp_path.glob("rank*/trace")))
+    assert (first["step"], first["index"], first["op"], first["extra"]) == (0, 2, "cp.3", True)
+    assert [c["rank"] for c in first["majority"]] == [0, 1, 2]
+    assert first["parted"] == [{"rank": 3, "device": 0, "how": "extra collective", "op": "cp.3", "in_step": 3}]
 
 
 def test_the_programs_beside_a_trial_folder_are_found(hung_trial):
@@ -215,13 +228,15 @@ def test_no_collectives(tmp_path):
 
 
 def _sequence(chips: dict[tuple[int, int], list[tuple[int, str, float]]]) -> pd.DataFrame:
-    """``parting.sequences``' table by hand: per chip, its collectives in order as (step, kind, bytes)."""
+    """``parting.sequences``' table by hand: per chip, its collectives in order as (step, kind, bytes), each in a
+    step whose marker closed."""
     rows = []
     for (rank, device), found in chips.items():
         for position, (step, kind, size) in enumerate(found):
             index = sum(1 for s, _, _ in found[:position] if s == step)
             rows.append({"rank": rank, "device": device, "step": step, "index": index, "position": position,
-                         "op": f"{kind}.{position}", "kind": kind, "bytes": size, "module": "jit_step"})
+                         "op": f"{kind}.{position}", "kind": kind, "bytes": size, "module": "jit_step",
+                         "closed": True})
     return pd.DataFrame(rows)
 
 

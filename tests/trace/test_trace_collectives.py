@@ -188,8 +188,9 @@ def test_no_collectives_on_a_gpu_says_what_a_collective_is(fixtures_dir):
     "no collectives", with nothing saying communication meant NCCL's kernels only)."""
     result = run(fixtures_dir / "kineto" / "hta_triton_example.json.gz")
     assert result.exit_code == 0 and result.stdout == (
-        "no collectives in these traces (a GPU's collectives are NCCL's and RCCL's kernels, named nccl* or rccl*, as "
-        "HTA counts them: other libraries' communication kernels, DeepEP's dispatch and combine, are compute here)\n")
+        "no collectives in these traces (a GPU's collectives are NCCL's and RCCL's kernels, those whose names contain "
+        "nccl or rccl, as HTA counts them: other libraries' communication kernels, DeepEP's dispatch and combine, are "
+        "compute here)\n")
 
 
 def test_run_summary_and_report_lines(tmp_path):

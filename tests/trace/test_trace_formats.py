@@ -566,7 +566,7 @@ def test_a_duration_that_is_no_finite_number_is_refused(fixtures_dir, tmp_path, 
         assert result.output.startswith(line), result.output
 
 
-@pytest.mark.parametrize("key, value", [("dur", "4.864"), ("ts", "1600000000000.5"), ("dur", None)])
+@pytest.mark.parametrize("key, value", [("dur", "4.864"), ("ts", "1600000000000.5"), ("dur", None), ("dur", True)])
 def test_a_time_written_as_a_string_or_null_is_refused(fixtures_dir, tmp_path, key, value):
     """A kernel whose dur (or ts) is a JSON string holding a number: refused in one line naming the event and the
     value (a hunt's: numpy made 4.864 of "4.864" and the breakdown went on, where HTA fails on the file); null
@@ -577,7 +577,7 @@ def test_a_time_written_as_a_string_or_null_is_refused(fixtures_dir, tmp_path, k
     path = tmp_path / "trace.json"
     path.write_text(json.dumps(doc))
     line = (f"perfkit: {path}: traceEvents: event {kernel['name']!r} has a {key} that is not a JSON number "
-            f"({value!r})\n")
+            f"({json.dumps(value)})\n")
     for command in (["breakdown"], ["collectives"], ["export", "--perfetto", tmp_path / "out.json"]):
         result = CliRunner().invoke(cli, ["trace", *map(str, command), str(path)])
         assert result.exit_code == 2 and result.output == line, result.output
