@@ -103,5 +103,7 @@ def ab_cost(a_folder: Path, b_folder: Path, chip: Chip | None = None, step_modul
     said = change("A", a["step"], "B", b["step"])
     rooflines = {"A": a["roofline"], "B": b["roofline"]}
     lines = [said["sentence"], *(f"{side} roofline {describe(r)}" for side, r in rooflines.items() if r is not None)]
+    lines += [f"{side}'s FLOPs and bytes sent leave out {calls}: their work, and whatever they send" for side, calls
+              in (("A", ProgramCost.uncosted_calls(a["step"])), ("B", ProgramCost.uncosted_calls(b["step"]))) if calls]
     return {"a": a["step"], "b": b["step"], "roofline": {"a": a["roofline"], "b": b["roofline"]}, "change": said,
             "lines": lines}

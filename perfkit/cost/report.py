@@ -57,11 +57,9 @@ def section(summary: dict) -> list[str]:
             rows += ["| measured step / bound | " + " | ".join(
                 f"{roof[v]['measured_over_bound']:.2f}" if v in measured else "-" for v in names) + " |"]
     for v, step in zip(names, steps):
-        uncosted = step.get("uncosted") or {}
+        uncosted = ProgramCost.uncosted_calls(step, "`")
         if uncosted:
-            calls = ", ".join(f"`{target}` x{n}" for target, n in uncosted.items())
-            rows += ["", f"{v}'s FLOPs leave out {sum(uncosted.values())} custom-calls no cost analysis knows "
-                         f"({calls})."]
+            rows += ["", f"{v}'s FLOPs leave out {uncosted}."]
         rows += [line for sentence in ProgramCost.definitions(step) for line in ("", f"In {v}, {sentence}.")]
     if a in cost:
         rows += [""] + [change(a, cost[a]["step"], v, cost[v]["step"])["sentence"] + "." for v in names if v != a]

@@ -285,6 +285,15 @@ class ProgramCost:
         return out
 
     @staticmethod
+    def uncosted_calls(program: dict, quote: str = "") -> str | None:
+        """``196 custom-calls no cost analysis knows (`x` x196)`` of a program (``as_json`` form); None
+        without any."""
+        uncosted = program.get("uncosted") or {}
+        calls = ", ".join(f"{quote}{target}{quote} x{n}" for target, n in uncosted.items())
+        n = sum(uncosted.values())
+        return f"{n} custom-call{'s' if n != 1 else ''} no cost analysis knows ({calls})" if uncosted else None
+
+    @staticmethod
     def definitions(program: dict) -> list[str]:
         """Where a program's figures (``as_json`` form) differ from XLA's cost analysis by definition, a
         sentence each."""

@@ -8,8 +8,12 @@ while, conditional and async ops. ``metadata={...}`` and the FileNames / Functio
 StackFrames sections are dropped: they hold source paths and line numbers, not the program.
 
 An instruction line the parser does not understand is kept whole as opaque text (``opcode == ""``),
-never a crash. Only a file that is not HLO text at all (no ``HloModule`` line, no ENTRY computation,
-a computation left open at the end) is refused, as ``BadInput`` naming the file and the line.
+never a crash. A file that is not HLO text as XLA dumps it is refused, as ``BadInput`` naming the file and
+the line: no ``HloModule`` line, or a second one (a dump holds one module); no ENTRY computation; a
+computation left open at the end; an instruction that goes on over the next line (a line ending in a comma,
+or leaving a bracket open before a line that is no instruction: hand-written HLO, whose later lines would be
+misread); a name defined twice in
+a computation; a call of a computation the file does not hold (its ops would be left out of every figure).
 Stdlib only: ``perfkit hlo-diff`` must start fast and never import jax, torch or pandas.
 """
 
@@ -247,20 +251,27 @@ def parse_module(text: str, path: str | Path = "<text>") -> Module:
     computations: dict[str, Computation] = {}
     entry = None
     current: Computation | None = None
-    for lineno, line in enumerate(text.splitlines(), 1):
+    lines = text.splitlines()
+    for lineno, line in enumerate(lines, 1):
         if current is not None:
             stripped = line.strip()
             if stripped.startswith("}"):
                 computations[current.name] = current
                 current = None
             elif stripped:
-                current.instructions.append(parse_instruction(line, lineno))
+                inst = parse_instruction(line, lineno)
+                if inst.text.endswith(",") or (not inst.opcode and not _balanced(inst.text)):
+                    _goes_on(inst, lines, path)
+                current.instructions.append(inst)
             continue
+        m = _MODULE.match(line)
         if name is None:
-            m = _MODULE.match(line)
             if m:
                 name = m.group(1)
             continue
+        if m:
+            raise BadInput(f"line {lineno}: a second HloModule ({m.group(1)} after {name}); a dump file holds one "
+                           "module", path=path)
         if line[:1].isspace() or not line.rstrip().endswith("{"):
             continue  # FileNames / StackFrames sections, blank lines, anything else between computations
         m = _COMPUTATION.match(line.rstrip())
@@ -276,7 +287,37 @@ def parse_module(text: str, path: str | Path = "<text>") -> Module:
                        path=path)
     if entry is None:
         raise BadInput("no ENTRY computation", path=path)
+    _check_names(computations, path)
     return Module(name, path, computations, entry)
+
+
+def _goes_on(inst: Instruction, lines: list[str], path: str) -> None:
+    """BadInput where an instruction that ends in a comma or leaves a bracket open goes on over the next line (a
+    line that is no instruction and closes no computation); an opaque line of its own (the next one an
+    instruction) is kept, and so is the last line of a file cut inside it (its computation left open: refused as
+    truncated)."""
+    after = next((line.strip() for line in lines[inst.line:] if line.strip()), None)
+    if after is None:
+        return
+    if inst.text.endswith(",") or not (after.startswith("}") or parse_instruction(after, 0).opcode):
+        raise BadInput(f"line {inst.line}: an instruction goes on over the next line; perfkit reads HLO as XLA "
+                       "dumps it, an instruction a line", path=path)
+
+
+def _check_names(computations: dict[str, Computation], path: str) -> None:
+    """BadInput where a computation defines a name twice or an instruction calls a computation the module
+    does not hold."""
+    for c in computations.values():
+        seen: dict[str, int] = {}
+        for i in c.instructions:
+            if i.name in seen and i.name:
+                raise BadInput(f"line {i.line}: {i.name} is defined twice in {c.name} (first at line {seen[i.name]})",
+                               path=path)
+            seen[i.name] = i.line
+            missing = next((n for n in i.calls if n not in computations), None)
+            if missing is not None:
+                raise BadInput(f"line {i.line}: {i.name} calls {missing}, a computation this file does not hold",
+                               path=path)
 
 
 def read_text(path: str | Path) -> str:

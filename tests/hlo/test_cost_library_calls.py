@@ -178,6 +178,15 @@ def test_unknown_custom_calls_are_listed_not_silently_zero():
     lines = section({"baseline": "te", "cost": {"te": cost_block(TE.parent, None)}})
     assert "te's FLOPs leave out 4 custom-calls no cost analysis knows (`te_fused_attn_backward_ffi` x2, " \
            "`te_fused_attn_forward_ffi` x2)." in lines
+    # hlo-diff --ab too (a hunt's: a custom-call doing an FFT and its transposes read as B's FLOPs -99.6% and bytes
+    # sent -100%, unsaid)
+    res = subprocess.run([sys.executable, "-m", "perfkit.cli", "hlo-diff", "--ab", TE.parent, TE.parent],
+                         capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert res.returncode == 0, res.stderr
+    for side in "AB":
+        assert (f"{side}'s FLOPs and bytes sent leave out 4 custom-calls no cost analysis knows "
+                "(te_fused_attn_backward_ffi x2, te_fused_attn_forward_ffi x2): their work, and whatever they "
+                "send") in res.stdout
 
 
 def test_the_conv_program_is_the_step_and_its_roofline(tmp_path):

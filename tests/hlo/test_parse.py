@@ -232,6 +232,34 @@ def test_not_hlo_is_refused_naming_file_and_line(text, reason, tmp_path):
     assert exc.value.path == str(path) and reason in exc.value.reason
 
 
+# An XLA test's hand-written HLO (openxla/xla dot_batch.hlo, its instructions over several lines), and HLO text
+# put together by hand or pasted twice: each had been read into figures that leave part of it out (a hunt's).
+_DOT = ("  p0 = f32[2,16,32] parameter(0)\n  p1 = f32[2,32,8] parameter(1)\n  ROOT dot = f32[2,16,8] dot(p0, p1),\n"
+        "    lhs_batch_dims={0}, rhs_batch_dims={0},\n    lhs_contracting_dims={2}, rhs_contracting_dims={1}\n}\n")
+_ENTRY = "ENTRY %main (p: f32[8]) -> f32[8] {\n  %p = f32[8] parameter(0)\n  ROOT %n = f32[8] negate(%p)\n}\n"
+
+
+@pytest.mark.parametrize("text, reason", [
+    (f"HloModule m\n\nENTRY main {{\n{_DOT}",
+     "line 6: an instruction goes on over the next line; perfkit reads HLO as XLA dumps it, an instruction a line"),
+    ("HloModule m\n\nENTRY main {\n  p0 = f32[8] parameter(0)\n  ROOT c = f32[8] custom-call(p0), "
+     "custom_call_target=\"x\", backend_config={\n    \"k\": 1\n  }\n}\n",
+     "line 5: an instruction goes on over the next line"),
+    (f"HloModule m\n\n{_ENTRY}\nHloModule m\n\n{_ENTRY}", "line 8: a second HloModule (m after m); a dump file holds "
+     "one module"),
+    ("HloModule m\n\nENTRY %main (p: f32[8]) -> f32[8] {\n  %p = f32[8] parameter(0)\n  ROOT %f = f32[8] "
+     "fusion(%p), kind=kLoop, calls=%fused\n}\n", "line 5: f calls fused, a computation this file does not hold"),
+    ("HloModule m\n\nENTRY %main (p: f32[8]) -> f32[8] {\n  %p = f32[8] parameter(0)\n  %n = f32[8] negate(%p)\n"
+     "  ROOT %n = f32[8] abs(%p)\n}\n", "line 6: n is defined twice in main (first at line 5)"),
+])
+def test_hlo_text_not_as_xla_dumps_it_is_refused(text, reason, tmp_path):
+    path = tmp_path / "module_0001.bad.cpu_after_optimizations.txt"
+    path.write_text(text)
+    with pytest.raises(BadInput) as exc:
+        read_module(path)
+    assert exc.value.path == str(path) and exc.value.reason.startswith(reason)
+
+
 def test_binary_and_missing_files_are_refused(tmp_path):
     path = tmp_path / "x_after_optimizations.txt"
     path.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
