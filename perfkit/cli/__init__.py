@@ -329,7 +329,7 @@ def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db
         click.echo(f"baseline written: {baseline_file} (from {run_dir})")
         return
     baseline = ci_gate.load_baseline(baseline_file)
-    ci_gate.same_setup(baseline, summary, baseline_file)
+    ci_gate.same_setup(baseline, summary, baseline_file, run)
     th = ci_gate.thresholds_for(run, ratio_tolerance=ratio_tolerance, psnr_drop_db=psnr_drop_db,
                                  min_psnr_db=min_psnr_db, cost_tolerance=cost_tolerance)
     frame = ci_gate.check_frame(baseline, summary, th)

@@ -46,8 +46,19 @@ class Thresholds:
     cost_tolerance: float = COST_TOLERANCE  # a step's FLOPs / bytes / temp memory: relative, against the baseline
 
 
-def baseline_from_summary(summary: dict) -> dict:
-    """What a baseline keeps of a run's summary (see the module docstring)."""
+def run_devices(summary: dict, run_dir: Path | None) -> dict | None:
+    """The devices a run ran on: env.json's, as probed; else, for a command case (perfkit probes none), the
+    count and processes its case asked for (``asked``: true, no platform)."""
+    probed = (summary.get("env") or {}).get("devices")
+    if probed or summary.get("kind") != "command" or run_dir is None or not (run_dir / "case.yaml").is_file():
+        return probed
+    case = case_mod.load(run_dir / "case.yaml")
+    return {"count": case.devices, "process_count": case.processes, "platform": None, "asked": True}
+
+
+def baseline_from_summary(summary: dict, run_dir: Path | None = None) -> dict:
+    """What a baseline keeps of a run's summary (see the module docstring); ``run_dir``: where the run's
+    case.yaml is (a command case's devices, ``run_devices``)."""
     control = (summary.get("noise_floor") or {}).get("variant")
     env = summary.get("env") or {}
     src = env.get("source") or {}
@@ -62,7 +73,7 @@ def baseline_from_summary(summary: dict) -> dict:
         "case": summary["case"],
         "baseline_variant": summary["baseline"],
         "from": {"run_dir": summary.get("run_dir"), "commit": src.get("commit"), "tree": src.get("tree"),
-                 "dirty": src.get("dirty"), "devices": env.get("devices")},
+                 "dirty": src.get("dirty"), "devices": run_devices(summary, run_dir)},
         "comparisons": [{k: c[k] for k in ("variant", "metric", "ratio", "ci")} for c in summary["comparisons"]
                         if c["variant"] != control and c["ratio"] is not None],
         "quality": quality,
@@ -93,29 +104,34 @@ def load_baseline(path: str | Path) -> dict:
     if "perfkit_baseline" not in data:
         if {"comparisons", "variants", "ranks"} <= data.keys():
             schema.validate(data, "summary", path, f"; `perfkit report {Path(path).parent}` writes it again")
-            return baseline_from_summary(data)
+            return baseline_from_summary(data, Path(path).parent)
         raise BadInput("neither a perfkit baseline nor a run's summary.json", path=str(path),
                        field="perfkit_baseline")
     schema.validate(data, "baseline", path, "; write one with --update-baseline")
     return data
 
 
-def _devices_text(devices: dict | None) -> str | None:
-    """``4 x cpu`` (``in 2 processes``); None where the devices are not known (env.json's probe failed)."""
-    if not devices or devices.get("count") is None or devices.get("platform") is None:
+def _devices_text(devices: dict | None, counts_only: bool = False) -> str | None:
+    """``4 x cpu`` (``in 2 processes``), or with ``counts_only`` (a side whose case asked for its devices,
+    unprobed) ``4 devices``; None where the devices are not known (env.json's probe failed)."""
+    if not devices or devices.get("count") is None or (devices.get("platform") is None and not counts_only):
         return None
     processes = devices.get("process_count") or 1
-    return f"{devices.get('count')} x {devices.get('platform')}" + (f" in {processes} processes" * (processes > 1))
+    what = "devices" if counts_only else f"x {devices.get('platform')}"
+    return f"{devices.get('count')} {what}" + (f" in {processes} processes" * (processes > 1))
 
 
-def same_setup(baseline: dict, summary: dict, path: str | Path) -> None:
+def same_setup(baseline: dict, summary: dict, path: str | Path, run_dir: Path | None = None) -> None:
     """BadInput unless the run is the baseline's kind of run: its case, the variant its ratios divide by, and
-    its devices (the ratios, collectives and costs of 2 chips say nothing about 4)."""
+    its devices (the ratios, collectives and costs of 2 chips say nothing about 4; a command case's, unprobed,
+    as its case asked: ``run_devices``)."""
+    devices = [(baseline.get("from") or {}).get("devices"), run_devices(summary, run_dir)]
+    counts_only = any((d or {}).get("asked") for d in devices)
     pairs = [("case", baseline["case"], summary["case"], "a baseline of case {!r}, but the run is of {!r}"),
              ("baseline_variant", baseline.get("baseline_variant"), summary["baseline"],
               "a baseline whose ratios are against {!r}, but the run's are against {!r}"),
-             ("from.devices", _devices_text((baseline.get("from") or {}).get("devices")),
-              _devices_text((summary.get("env") or {}).get("devices")), "a baseline run on {}, but the run ran on {}")]
+             ("from.devices", *(_devices_text(d, counts_only) for d in devices),
+              "a baseline run on {}, but the run ran on {}")]
     for field, base, current, words in pairs:
         if None not in (base, current) and base != current:
             raise BadInput(words.format(base, current) + " (compare like with like, or write this run's baseline "
@@ -293,4 +309,4 @@ def write_baseline(path: Path, run_dir: Path, summary: dict) -> None:
         raise BadInput("the run has failed trials or was stopped: a baseline needs a complete run",
                        path=str(run_dir))
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(json_safe(baseline_from_summary(summary)), indent=2) + "\n")
+    path.write_text(json.dumps(json_safe(baseline_from_summary(summary, run_dir)), indent=2) + "\n")

@@ -16,7 +16,8 @@ class BaselineFrom(TypedDict):
     commit: str | None
     tree: str | None
     dirty: bool | None
-    devices: dict[str, Any] | None  # env.json's devices: platform, kind, count, process_count
+    devices: dict[str, Any] | None  # env.json's devices: platform, kind, count, process_count (a command case's:
+    # count, process_count as its case asked, platform null, asked true)
 
 
 class BaselineComparison(TypedDict):

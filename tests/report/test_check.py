@@ -310,3 +310,28 @@ def test_a_tap_departing_fails_the_gate_where_the_outputs_still_pass(tmp_path, b
     assert failing("\n".join(lines)) == [
         "FAIL taps        b: first tap departing from a: block1.attn at step 0 (baseline none; required none); the "
         "report's Quality section: First departure"]
+
+
+def test_a_command_case_s_devices_are_the_ones_its_case_asked_for(tmp_path):
+    """A command case probes no devices (env.json's devices null): its baseline keeps the devices its case asked
+    for, and a run of the case on 2 devices against a baseline of 4 is refused, not gated (a newcomer's: its cost
+    rows failed at -20% bytes sent, as if the program had changed)."""
+    from run_fixtures import write_run
+
+    from perfkit.run import finish
+
+    runs = {}
+    for devices in (4, 2):
+        run = write_run(tmp_path / f"d{devices}", ab_trials(), case_extra={"devices": devices})
+        env = json.loads((run / "env.json").read_text())
+        (run / "env.json").write_text(json.dumps({**env, "devices": None}))
+        finish.render(run)
+        runs[devices] = run
+    path = tmp_path / "baseline.json"
+    assert check(runs[4], "--baseline", path, "--update-baseline").exit_code == 0
+    assert json.loads(path.read_text())["from"]["devices"] == {"count": 4, "process_count": 1, "platform": None,
+                                                               "asked": True}
+    assert check(runs[4], "--baseline", path).exit_code == 0
+    res = check(runs[2], "--baseline", path)
+    assert res.exit_code == 2 and res.output.startswith(
+        f"perfkit: {path}: from.devices: a baseline run on 4 devices, but the run ran on 2 devices"), res.output
