@@ -146,6 +146,10 @@ def not_verified(case: Case, summary: dict) -> list[str]:
         notes.append(f"rank consistency ({'; '.join(unchecked)})")
     if summary.get("quality") is None:
         notes.append("output quality (no comparable outputs)")
+    others = media.other_rank_outputs(Path(summary["run_dir"]))
+    if others:
+        listed = "; ".join(f"rank {r}'s {', '.join(names)}" for r, names in others.items())
+        notes.append(f"the outputs of ranks other than 0 ({listed}): a run compares rank 0's outputs")
     once = [v for v, d in summary.get("determinism", {}).items() if d and d["runs"] < 2]
     if once:
         notes.append(f"determinism of {', '.join(once)} (one good run)")
@@ -248,8 +252,9 @@ def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Ca
         "breakdown": trace_summary(run_dir, trials, [v.name for v in variants]),
         "attribution": attribution.summarize(run_dir, trials, [v.name for v in variants], seed=case.seed),
         "trials": {"total": len(trials), "ok": sum(t["status"] == "ok" for t in trials),
-                   "failed": [{"index": t["index"], "variant": t["variant"], "status": t["status"],
-                               "dir": t["dir"], "ranks": t["ranks"]} for t in trials if t["status"] != "ok"]},
+                   "failed": [{"index": t["index"], "variant": t["variant"], "status": t["status"], "dir": t["dir"],
+                               "ranks": t["ranks"], **({"warmup": t["warmup"]} if "warmup" in t else {})}
+                              for t in trials if t["status"] != "ok"]},
         "hangs": run_hangs(run_dir, trials),  # hung trials with traces: where their chips part
         "env": {k: env.get(k) for k in ENV_KEYS},
         "reproduce": reproduce(run_dir, env),

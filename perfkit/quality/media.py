@@ -541,6 +541,17 @@ def outputs_folder(path: Path) -> Path:
     return path
 
 
+def other_rank_outputs(run_dir: Path) -> dict[int, list[str]]:
+    """The comparable outputs ranks other than 0 wrote in a run's trials (``rank<R>/outputs``), by rank: a run's
+    quality compares rank 0's alone."""
+    found: dict[int, set[str]] = {}
+    for folder in sorted(run_dir.glob("trials/*/rank*/outputs")):
+        rank = folder.parent.name.removeprefix("rank")
+        if rank.isdigit() and int(rank) > 0:
+            found.setdefault(int(rank), set()).update(output_files(folder.parent))
+    return {r: sorted(names) for r, names in sorted(found.items()) if names}
+
+
 def output_files(path: Path) -> dict[str, Path]:
     """Comparable outputs by name: videos, arrays and folders of image frames (not ``latents.npy``)."""
     folder = outputs_folder(path)

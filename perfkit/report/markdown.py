@@ -283,11 +283,22 @@ def _ranks(summary: dict) -> list[str]:
     return rows + details
 
 
+def _no_steps(failed: dict) -> str:
+    """Why a trial that ended well timed no step: none recorded, or all of them warmup."""
+    done = next((r.get("steps_done") for r in failed["ranks"] if r.get("rank") == 0), None)
+    if failed["status"] != "no_steps" or done is None:
+        return ""
+    if not done:
+        return (": rank 0 recorded no step (the program calls `perfkit.record.step(ms)` once a step, or prints a line "
+                "the case's `step_regex` matches)")
+    return f": rank 0's {done} steps are all warmup (the case drops the first {failed.get('warmup', '?')})"
+
+
 def _failures(summary: dict) -> list[str]:
     """Each failed or hung trial: its ranks that did not end well, where their threads wait, their last stderr."""
     lines = []
     for f in summary["trials"]["failed"]:
-        lines.append(f"- trial {f['index']} ({f['variant']}): **{f['status']}**")
+        lines.append(f"- trial {f['index']} ({f['variant']}): **{f['status']}**" + _no_steps(f))
         for r in f["ranks"]:
             if r.get("exit_code") != 0 or r.get("running_at_end"):
                 where = "still running at the end" if r.get("running_at_end") else exit_text(r["exit_code"])

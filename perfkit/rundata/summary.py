@@ -297,6 +297,7 @@ class FailedTrial(TypedDict):
     status: str
     dir: str
     ranks: list[RankRecord]
+    warmup: NotRequired[int]  # the steps the case drops (a no_steps trial's may all be those); absent in older ones
 
 
 class Trials(TypedDict):

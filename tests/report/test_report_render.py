@@ -581,3 +581,37 @@ def test_devices_not_probed_say_why(make_run, monkeypatch):
     report = (make_run("unprobed") / "report.md").read_text()
     assert "- devices: not probed (a command or served case: perfkit leaves its devices to the program it runs)" \
         in report
+
+
+def test_outputs_of_other_ranks_are_named_as_not_compared(tmp_path):
+    """A run compares rank 0's outputs: a program whose rank 1 wrote outputs of its own (a newcomer's, a fault
+    planted on rank 1 alone) reads them named under Not verified, not passed over."""
+    from perfkit.run import finish
+
+    trials = ab_trials()
+    run = write_run(tmp_path / "run", trials, outputs_for(trials, frames(), frames()))
+    other = run / trials[1]["dir"] / "rank1" / "outputs"
+    other.mkdir(parents=True)
+    np.save(other / "out_rank1.npy", np.zeros(4))
+    finish.render(run)
+    assert ("the outputs of ranks other than 0 (rank 1's out_rank1.npy): a run compares rank 0's outputs"
+            in json.loads((run / "summary.json").read_text())["not_verified"])
+
+
+@pytest.mark.parametrize("steps, said", [
+    ([], "rank 0 recorded no step (the program calls `perfkit.record.step(ms)` once a step, or prints a line the "
+         "case's `step_regex` matches)"),
+    ([1.0] * 6, "rank 0's 6 steps are all warmup (the case drops the first 10)"),
+])
+def test_a_trial_without_timed_steps_says_why(tmp_path, steps, said):
+    """A newcomer's program that never called record.step, and one whose steps were all warmup: each trial had read
+    `no_steps` alone."""
+    from perfkit.run import finish
+
+    trials = [{**trial(i, v, steps), "status": "no_steps", "warmup": 10} for i, v in enumerate("ab")]
+    for t in trials:
+        t["ranks"] = [{**t["ranks"][0], "steps_done": len(steps)}] if t.get("ranks") else [
+            {"rank": 0, "exit_code": 0, "steps_done": len(steps)}]
+    run = write_run(tmp_path / "run", trials, case_extra={"warmup": 10})
+    finish.render(run)
+    assert f"- trial 0 (a): **no_steps**: {said}" in (run / "report.md").read_text()
