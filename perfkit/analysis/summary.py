@@ -145,7 +145,9 @@ def not_verified(case: Case, summary: dict) -> list[str]:
     if unchecked:
         notes.append(f"rank consistency ({'; '.join(unchecked)})")
     if summary.get("quality") is None:
-        notes.append("output quality (no comparable outputs)")
+        notes.append("output quality (no comparable outputs" + (
+            ": `capture.outputs` is on, but no trial's rank 0 wrote a video, array or image folder to its outputs "
+            "folder, `perfkit.record.outputs_dir()`)" if case.capture.get("outputs") else ")"))
     others = media.other_rank_outputs(Path(summary["run_dir"]))
     if others:
         listed = "; ".join(f"rank {r}'s {', '.join(names)}" for r, names in others.items())

@@ -66,6 +66,11 @@ def summary_line(summary: dict, report: Path) -> str:
         parts.append(f"no timed steps for {missing} -> unknown")
     if summary.get("serve"):
         parts.append(headline(summary))
+    control = (summary.get("noise_floor") or {}).get("variant")
+    also = [o for o in summary.get("comparisons", ()) if o["variant"] not in (b, control) and o["ratio"] is not None
+            and o["metric"] == c.get("metric")]  # a third variant's on the same figure: the report's timing table
+    if also:
+        parts.append("; also " + ", ".join(f"{o['variant']}/{a} {o['ratio']:.3f} -> {o['verdict']}" for o in also))
     q = summary.get("quality")
     if q:
         # A summary read back from JSON holds infinite PSNR as "inf" (perfkit.common.summary.json_safe).

@@ -615,3 +615,32 @@ def test_a_trial_without_timed_steps_says_why(tmp_path, steps, said):
     run = write_run(tmp_path / "run", trials, case_extra={"warmup": 10})
     finish.render(run)
     assert f"- trial 0 (a): **no_steps**: {said}" in (run / "report.md").read_text()
+
+
+def test_outputs_asked_for_and_not_written_say_where_they_go(tmp_path):
+    """capture.outputs on, and no trial wrote any (a newcomer's program wrote them to its working folder): Not
+    verified says where perfkit looks."""
+    from perfkit.run import finish
+
+    run = write_run(tmp_path / "run", ab_trials())
+    finish.render(run)
+    assert ("output quality (no comparable outputs: `capture.outputs` is on, but no trial's rank 0 wrote a video, "
+            "array or image folder to its outputs folder, `perfkit.record.outputs_dir()`)"
+            in json.loads((run / "summary.json").read_text())["not_verified"])
+
+
+def test_a_third_variant_s_verdict_is_in_the_one_line(tmp_path):
+    """A case of three variants: the line leads with B against A and names C's ratio and verdict after it (a
+    newcomer's third variant, slower by 2x, was in the Timing table alone)."""
+    from perfkit.report.line import summary_line
+    from perfkit.run import finish
+
+    steps = {"a": 10.0, "b": 10.1, "c": 20.0}
+    trials = [trial(3 * r + i, v, [50.0] + [steps[v] + 0.01 * r] * 3) for r in range(3) for i, v in enumerate("abc")]
+    run = write_run(tmp_path / "run", trials, case_extra={"variants": {v: {} for v in "abc"}})
+    finish.render(run)
+    summary = json.loads((run / "summary.json").read_text())
+    line = summary_line(summary, run / "report.md")
+    c = next(o for o in summary["comparisons"] if o["variant"] == "c")
+    assert f"; also c/a {c['ratio']:.3f} -> slower; " in line and line.index("b/a") < line.index("c/a")
+    assert c["ratio"] == pytest.approx(2.0, abs=0.01)
