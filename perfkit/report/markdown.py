@@ -294,11 +294,21 @@ def _no_steps(failed: dict) -> str:
     return f": rank 0's {done} steps are all warmup (the case drops the first {failed.get('warmup', '?')})"
 
 
+def _first_failed(failed: dict) -> str:
+    """Which rank failed first, where ranks failed at different times (the others' errors may only follow it)."""
+    ended = sorted((r["exited_s"], r["rank"]) for r in failed["ranks"] if r.get("exit_code") not in (0, None)
+                   and r.get("exited_s") is not None)
+    if len(ended) < 2 or ended[0][0] == ended[1][0]:
+        return ""
+    return (f"; rank {ended[0][1]} failed first, {ended[1][0] - ended[0][0]:.2f} s before any other (the others' "
+            "errors may follow from it)")
+
+
 def _failures(summary: dict) -> list[str]:
     """Each failed or hung trial: its ranks that did not end well, where their threads wait, their last stderr."""
     lines = []
     for f in summary["trials"]["failed"]:
-        lines.append(f"- trial {f['index']} ({f['variant']}): **{f['status']}**" + _no_steps(f))
+        lines.append(f"- trial {f['index']} ({f['variant']}): **{f['status']}**" + _no_steps(f) + _first_failed(f))
         for r in f["ranks"]:
             if r.get("exit_code") != 0 or r.get("running_at_end"):
                 where = "still running at the end" if r.get("running_at_end") else exit_text(r["exit_code"])

@@ -46,6 +46,7 @@ class RankProcess:
     dir: Path
     proc: subprocess.Popen | None = None
     exit_code: int | None = None
+    exited_s: float | None = None  # seconds into the trial when its exit was seen (which rank failed first)
 
 
 @dataclasses.dataclass
@@ -146,6 +147,8 @@ def _watch(ranks: list[RankProcess], timeout: float, t0: float, on_tick: Callabl
         for r in ranks:
             if r.exit_code is None:
                 r.exit_code = r.proc.poll()
+                if r.exit_code is not None:
+                    r.exited_s = round(time.monotonic() - t0, 2)
         if all(r.exit_code is not None for r in ranks):
             return "crashed" if any(r.exit_code != 0 for r in ranks) else "ok"
         now = time.monotonic()
@@ -221,7 +224,8 @@ def end_group(pgid: int, ranks: list[RankProcess], dump_stacks: bool) -> None:
 
 def rank_report(r: RankProcess) -> dict:
     code = r.exit_code if r.exit_code is not None else (r.proc.returncode if r.proc else None)
-    rep = {"rank": r.rank, "exit_code": code, "running_at_end": r.proc is not None and r.exit_code is None}
+    rep = {"rank": r.rank, "exit_code": code, "running_at_end": r.proc is not None and r.exit_code is None,
+           **({"exited_s": r.exited_s} if r.exited_s is not None else {})}
     if code not in (0, None) or r.exit_code is None:
         rep["stderr_tail"] = tail(r.dir / "stderr.log")
         rep["stdout_tail"] = tail(r.dir / "stdout.log", 5)

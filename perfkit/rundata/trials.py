@@ -16,6 +16,7 @@ class RankRecord(TypedDict):
     rank: int
     exit_code: int | None  # negative: killed by that signal
     running_at_end: bool
+    exited_s: NotRequired[float]  # seconds into the trial when it was seen to exit; absent where it was killed
     steps_done: int
     last_step_ms: float | None
     last_mark: str | None

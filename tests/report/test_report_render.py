@@ -644,3 +644,20 @@ def test_a_third_variant_s_verdict_is_in_the_one_line(tmp_path):
     c = next(o for o in summary["comparisons"] if o["variant"] == "c")
     assert f"; also c/a {c['ratio']:.3f} -> slower; " in line and line.index("b/a") < line.index("c/a")
     assert c["ratio"] == pytest.approx(2.0, abs=0.01)
+
+
+def test_the_rank_that_failed_first_is_named(tmp_path):
+    """Rank 1 crashed and rank 0's gloo peer then failed too (a newcomer's: rank 0's 'Connection closed by peer'
+    led the failure, the planted crash second): the rank seen to exit first is named."""
+    from perfkit.run import finish
+
+    trials = ab_trials()
+    trials[1] = {**trials[1], "status": "crashed", "ranks": [
+        {"rank": 0, "exit_code": 1, "running_at_end": False, "exited_s": 2.24, "steps_done": 0, "last_step_ms": None,
+         "last_mark": None},
+        {"rank": 1, "exit_code": 1, "running_at_end": False, "exited_s": 2.04, "steps_done": 0, "last_step_ms": None,
+         "last_mark": None}]}
+    run = write_run(tmp_path / "run", trials)
+    finish.render(run)
+    assert (f"- trial 1 ({trials[1]['variant']}): **crashed**; rank 1 failed first, 0.20 s before any other (the "
+            "others' errors may follow from it)") in (run / "report.md").read_text()

@@ -51,6 +51,8 @@ def test_crashed_rank_ends_the_trial_with_its_exit_code_and_stderr(tmp_path):
     assert out.status == "crashed" and time.monotonic() - t0 < 15  # not the 60 s of the sleeper
     bad, waiting = out.ranks
     assert bad["exit_code"] == 5 and bad["stderr_tail"] == "bad input"
+    # when it was seen to exit (the report names the rank that failed first); the killed one, never seen to
+    assert 0 < bad["exited_s"] < time.monotonic() - t0 and "exited_s" not in waiting
     # Without the hook, the stack-dump request (SIGUSR1) already ends it: the group was ending anyway.
     assert waiting["running_at_end"] and exit_text(waiting["exit_code"]).startswith("killed by SIG")
 
