@@ -30,7 +30,9 @@ def check_keys(data: dict, table: dict, where: str, path: str) -> dict:
     out = {}
     for key, val in data.items():
         if key not in table:
-            near = difflib.get_close_matches(str(key), list(table), n=1)
+            # the nearest by spelling, else a key the unknown one spells out (`env` for `environment`)
+            near = difflib.get_close_matches(str(key), list(table), n=1) or \
+                [k for k in table if len(k) >= 3 and str(key).lower().startswith(k)][:1]
             hint = f" (did you mean '{near[0]}'?)" if near else f" (valid: {', '.join(table)})"
             raise BadInput(f"unknown key{hint}", path=path, field=f"{where}{key}")
         typ, _ = table[key]

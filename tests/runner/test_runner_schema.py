@@ -22,6 +22,9 @@ def refusal(raw: dict) -> str:
     (dict(GOOD, repeets={"min": 2}), "c.yaml: repeets: unknown key (did you mean 'repeats'?)"),
     (dict(GOOD, capture={"xla_dmp": "all"}), "c.yaml: capture.xla_dmp: unknown key (did you mean 'xla_dump'?)"),
     (dict(GOOD, variants={"tp": {"evn": {}}, "sp": {}}), "c.yaml: variants.tp.evn: unknown key (did you mean 'env'?)"),
+    # a key spelt out that the case abbreviates (a newcomer's; no key is near it by spelling)
+    (dict(GOOD, variants={"tp": {"enviroment": {}}, "sp": {}}),
+     "c.yaml: variants.tp.enviroment: unknown key (did you mean 'env'?)"),
     (dict(GOOD, model={"name": "wan", "stesp": 4}), "c.yaml: model.stesp: unknown key (did you mean 'steps'?)"),
 ])
 def test_unknown_key_names_it_and_the_nearest_valid_key(raw, line):
