@@ -239,6 +239,8 @@ def parting_of(seq: pd.DataFrame, chips: pd.DataFrame, programs: dict[int, Path]
             changes = {str(p["rank"]): _program_change(base, listed[p["rank"]][first["module"]]) for p in first["parted"]
                        if first["module"] in listed.get(p["rank"], {})}
             first["programs"] = {r: c for r, c in changes.items() if c["lacks"] or c["adds"]}
+            # the parted ranks whose program is the majority's: they part where the others' do, not by their own
+            first["majority_program"] = sorted(int(r) for r, c in changes.items() if not (c["lacks"] or c["adds"]))
     return pd.DataFrame(rows, columns=CHIP_COLUMNS), first
 
 
@@ -277,6 +279,12 @@ def describe(first: dict | None, chips: pd.DataFrame | None = None) -> str:
         if earliest < first["index"]:  # the traces pair the chips' collectives in order, by count
             text += (f"; so the chips first differ at collective {earliest + 1}, the first it {what} (the "
                      f"traces, paired in order, part only at {first['index'] + 1})")
+    same = first.get("majority_program") if first.get("programs") else None
+    if same:  # (the traces list them among the parted; the programs say whose program parts them)
+        odd = sorted(map(int, first["programs"]))
+        text += (f". Rank{'s' if len(same) > 1 else ''} {', '.join(map(str, same))} run{'' if len(same) > 1 else 's'} "
+                 f"the majority's program: rank{'s' if len(odd) > 1 else ''} {', '.join(map(str, odd))}'s "
+                 f"differ{'' if len(odd) > 1 else 's'}")
     return text
 
 

@@ -144,6 +144,21 @@ def test_an_extra_collective_in_the_one_traced_step(tmp_path):
     assert first["parted"] == [{"rank": 3, "device": 0, "how": "extra collective", "op": "cp.3", "in_step": 3}]
 
 
+def test_the_ranks_that_run_the_majority_s_program_are_said_so(tmp_path):
+    """A hang where one rank's program differs and the others wait: rank 0 ran cp.2, ranks 1-3 never arrived, but
+    only rank 2's program lacks it (a newcomer's: three ranks 'never arrived' and the one chip that ran the
+    collective named, the rank at fault only in the program sentence after)."""
+    rank_trace(tmp_path / "rank0" / "trace" / "h.xplane.pb", [], ["cp.1", "cp.2"])
+    for rank in (1, 2, 3):
+        rank_trace(tmp_path / f"rank{rank}" / "trace" / "h.xplane.pb", [], ["cp.1"])
+    for rank in range(4):
+        dump(tmp_path / f"rank{rank}" / "xla_dump", ("cp.1", "cp.3") if rank == 2 else PERMUTES)
+    chips, first = parting.parting_traces(sorted(tmp_path.glob("rank*/trace")))
+    assert [p["how"] for p in first["parted"]] == ["never arrived"] * 3 and first["majority_program"] == [1, 3]
+    assert parting.describe(first).endswith("it lacks cp.2 (collective 2 of 3). Ranks 1, 3 run the majority's "
+                                            "program: rank 2's differs")
+
+
 def test_the_programs_beside_a_trial_folder_are_found(hung_trial):
     """A newcomer's: the trial's folder given (its rank<R>/trace and rank<R>/xla_dump inside), the programs beside
     the traces were not read, and tail said less than on the rank<R>/trace folders."""
