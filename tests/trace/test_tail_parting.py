@@ -126,7 +126,8 @@ def test_a_rank_running_an_extra_collective_is_the_one_named(tmp_path):
     assert first["programs"] == {"3": {"lacks": [], "adds": [added], "majority_count": 2, "count": 3}}
     assert parting.describe(first) == (
         "chips part at step 0, collective 3 there: rank 0 device 0, rank 1 device 0, rank 2 device 0 ran none and "
-        "went on; rank 3 device 0 ran an extra collective (cp.3), 3 collectives there against 2. Rank 3's program has 3 "
+        "went on; rank 3 device 0 ran an extra collective (cp.3), 3 collectives there against 2. Rank 3's program has "
+        "3 "
         "collectives where the majority's has 2: it adds cp.2; so the chips first differ at collective 2, the first "
         "it adds (the traces, paired in order, part only at 3)")
 
