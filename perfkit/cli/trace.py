@@ -36,6 +36,8 @@ HOST_OPS = ("host ops: the trace has no device events, its CPU ops stand in for 
 # (the run report's words for the same traces)
 CPU_DEVICES = ("these chips are XLA's CPU devices, threads sharing the host's cores: the arrival skew is the host's "
                "scheduling, not a slow chip, so the chip that arrived last is not flagged a straggler")
+CPU_CHIPS = ("these chips are XLA's CPU devices, threads sharing the host's cores: their ICI is the threads' exchange "
+             "within one process, not an interconnect's")
 GLOO_RANKS = ("these ranks' collectives ran on host CPUs (gloo): where the ranks share a machine, as a perfkit run's "
               "do, the arrival skew is its scheduling, not a slow rank, so the rank that arrived last is not flagged a "
               "straggler")
@@ -61,6 +63,14 @@ def _prepare() -> None:
         if enabled:
             gc.enable()
     reuse_freed_memory()
+
+
+def _measured(measured) -> str:
+    """``host ops`` where a trace's host ops stood in for device ops, else ``device ops``; on XLA's CPU devices,
+    a note saying what their chips are."""
+    if "cpu" in measured:
+        warnings.warn(CPU_CHIPS, DefinitionNote, stacklevel=2)
+    return "host ops" if "host" in measured else "device ops"
 
 
 def _load(paths, step_pattern, columns=None):
@@ -175,7 +185,7 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
                                         window + (LAST_STEP_DROPPED if last_step == "drop" else ""))
     if rows.empty:
         raise BadInput("no device ops in these traces" + _xspace_beside(paths), path=" ".join(paths))
-    measured = "host ops" if "host" in rows.attrs.get("measured", ()) else "device ops"
+    measured = _measured(rows.attrs.get("measured", ()))
     means = mean_per_device(rows)
     if plot:
         draw(means, plot, title=f"step time per chip ({HOST_OPS.split(':')[0]})" if measured == "host ops" else "")
@@ -294,7 +304,7 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
     from perfkit.trace.timeline import LAST_STEP_DROPPED
 
     table = diff_traces([a], [b], by, step_pattern, window + (LAST_STEP_DROPPED if last_step == "drop" else ""))
-    measured = "host ops" if "host" in table.attrs.get("measured", ()) else "device ops"
+    measured = _measured(table.attrs.get("measured", ()))
     if as_json:
         click.echo(json.dumps({"measured": measured, "by": by, "window": window, "last_step": last_step,
                                "spans_a": table.attrs["spans_a"],
@@ -370,7 +380,7 @@ def tail(paths, k, as_json, programs):
     if chips.empty:
         raise BadInput("no device ops in these traces" + _xspace_beside(paths), path=" ".join(paths))
     sequence, parted = parting.parting_of_shards(parts, list(paths), dumps)
-    measured = "host ops" if "host" in last.attrs.get("measured", ()) else "device ops"
+    measured = _measured(last.attrs.get("measured", ()))
     if as_json:
         click.echo(json.dumps({"measured": measured, "chips": _json_rows(chips), "last_ops": _json_rows(last),
                                "collectives": _json_rows(sequence), "parting": parted, "notes": _notes()}, indent=1))

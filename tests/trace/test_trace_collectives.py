@@ -67,6 +67,24 @@ def test_cpu_devices_name_no_straggler(tmp_path):
                                                                    "not flagged a straggler") in text.stderr
 
 
+@pytest.mark.parametrize("command", [["breakdown"], ["tail"], ["diff", "A"]])
+def test_the_other_trace_commands_say_the_chips_are_cpu_devices(tmp_path, command):
+    """breakdown, tail and diff of XLA's CPU devices say what their chips are, as collectives and the run report
+    do (a hunt on the bundled models' own profiles: their --json said "device ops" and nothing more)."""
+    from perfkit.cli import cli
+
+    path = str(straggler_trace(tmp_path / "cpu.xplane.pb", cpu=True))
+    note = ("these chips are XLA's CPU devices, threads sharing the host's cores: their ICI is the threads' exchange "
+            "within one process, not an interconnect's")
+    args = ["trace", *[path if a == "A" else a for a in command], path]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0 and result.stderr == f"perfkit: note: {note}\n", result.stderr
+    assert json.loads(CliRunner().invoke(cli, [*args, "--json"]).stdout)["notes"] == [note]
+    plain = CliRunner().invoke(cli, ["trace", *command[:1], str(straggler_trace(tmp_path / "tpu.xplane.pb")),
+                                     *([str(tmp_path / "tpu.xplane.pb")] if command[0] == "diff" else [])])
+    assert plain.exit_code == 0 and "CPU devices" not in plain.stderr
+
+
 def _one_chip(path, ops):
     """One TPU chip, one step [0, 100) us; ``ops``: (HLO text, opcode, shape, start_us, end_us)."""
     space = XSpaceWriter("h")
