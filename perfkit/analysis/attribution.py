@@ -28,9 +28,11 @@ import pandas as pd
 from scipy import stats as sps
 
 from perfkit.analysis import stats
-from perfkit.cost.programs import variant_dumps
+from perfkit.cost.programs import folder_costs, step_cost, variant_dumps
 from perfkit.errors import BadInput
 from perfkit.hlo.diff import compare_ab
+from perfkit.hlo.fingerprint import entry_names_matched
+from perfkit.hlo.parse import read_module
 from perfkit.rundata import case as case_mod
 from perfkit.rundata.rundir import read_trials
 from perfkit.trace import breakdown, diff, events, runs, timeline
@@ -256,6 +258,17 @@ def _same_programs(a: Path | None, b: Path | None) -> bool | None:
         return None
 
 
+def _names_matched(a: Path | None, b: Path | None) -> dict[str, str]:
+    """B's step-program op names as A's step program names the ops they align with
+    (``fingerprint.entry_names_matched``); none without both dumps, or where one does not parse."""
+    if a is None or b is None:
+        return {}
+    try:
+        return entry_names_matched(*(read_module(step_cost(folder_costs(d)).file) for d in (a, b)))
+    except (BadInput, ValueError):  # (no program in a folder: max() of none; the cost and rank sections say so)
+        return {}
+
+
 def summarize(run_dir: Path, trials: list[dict], variants: list[str], top: int = TOP, seed: int = 0) -> dict | None:
     """summary.json's ``attribution``: per variant against the baseline, ``{trials: [a, b], chip_steps: [a,
     b], outside_ops: [a, b], outside_ms: [a, b] (device ops outside every step's span), confidence, total: <row>, category, kind, op: [<row>...], marked: {rows, marked, chance_allows}}``
@@ -273,8 +286,14 @@ def summarize(run_dir: Path, trials: list[dict], variants: list[str], top: int =
         if not found[v]:
             out[v] = {"error": runs.untraced(run_dir, trials, v)}
             continue
+        same = _same_programs(dumps.get(variants[0]), dumps.get(v))
         try:
             mine = trials_parts(found[v])
+            # two programs number their ops apart: B's ops take A's names where they align in the step programs
+            renamed = _names_matched(dumps.get(variants[0]), dumps.get(v)) if same is False else {}
+            if renamed:
+                ops = mine["by"] == "op"
+                mine.loc[ops, "key"] = mine.loc[ops, "key"].map(lambda k: renamed.get(k, k))
             splits = {by: attribute(base, mine, by, top, seed=seed) for by in BYS}
         except BadInput as exc:
             out[v] = {"error": exc.line()}
@@ -288,7 +307,7 @@ def summarize(run_dir: Path, trials: list[dict], variants: list[str], top: int =
                   "chip_steps": [first.attrs["chip_steps_a"], first.attrs["chip_steps_b"]],
                   "outside_ops": [base.attrs["outside_ops"], mine.attrs["outside_ops"]],
                   "outside_ms": [base.attrs["outside_ps"] / PS_PER_MS, mine.attrs["outside_ps"] / PS_PER_MS],
-                  "same_programs": _same_programs(dumps.get(variants[0]), dumps.get(v)),
+                  "same_programs": same, **({"ops_renamed": len(renamed)} if same is False else {}),
                   "confidence": first.attrs["confidence"], "interval": first.attrs["interval"],
                   "total": _records(first.iloc[-1:])[0],
                   **{by: _records(rows.iloc[:-1]) for by, rows in splits.items()}}

@@ -14,6 +14,7 @@ FileNames / StackFrames header. The canonical forms ignore all of those:
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 from typing import Callable, Iterator, NamedTuple
 
@@ -153,3 +154,25 @@ class Signer:
                 left = pending[f.computation] = iter(known[fp])
             out.append(next(left))
         return out
+
+
+def entry_names_matched(a: Module, b: Module) -> dict[str, str]:
+    """Each of B's ENTRY instructions' names as A's program names the instruction it aligns with, by signature
+    (as diffs align them: an inserted instruction changes its own and its users' signatures), where the two
+    differ; a name of B's that A gives another instruction, and B's aligns with none of A's, is marked
+    ``<name> (B's own)``: two programs number their instructions apart, so a name is one op on both sides only
+    where they align."""
+    flat = [[FlatInstruction(m.entry, i) for i in m.entry_computation.instructions] for m in (a, b)]
+    known: dict[str, list[str]] = {}
+    signed = [Signer(m, computation_fingerprints(m)).signatures(f, known) for m, f in zip((a, b), flat)]
+    names_a = {f.inst.name for f in flat[0]}
+    out: dict[str, str] = {}
+    matcher = difflib.SequenceMatcher(None, *signed, autojunk=False)
+    for tag, a0, a1, b0, b1 in matcher.get_opcodes():
+        for k in range(b0, b1):
+            name = flat[1][k].inst.name
+            if tag == "equal":
+                out[name] = flat[0][a0 + k - b0].inst.name
+            elif name in names_a:
+                out[name] = f"{name} (B's own)"
+    return {b_name: a_name for b_name, a_name in out.items() if b_name != a_name}

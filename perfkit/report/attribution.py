@@ -105,7 +105,13 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
                     f"where chance allows up to {over['chance_allows']}, so these intervals are narrower than the "
                     "machine's noise."]
         for by, title in SPLITS:
-            if by == "op" and v.get("same_programs") is False:
+            if by == "op" and v.get("same_programs") is False and "ops_renamed" in v:
+                out += ["", f"**{base} and {name} ran different programs**, which XLA numbers apart: an op of "
+                        f"{name}'s step program is named here as {base}'s names the op it aligns with, by its place "
+                        f"and structure ({v['ops_renamed']} renamed; one of {name}'s own that {base} gives another "
+                        "op is marked `(B's own)`); ops outside the step program are matched by name (`perfkit "
+                        "hlo-diff` compares the programs)."]
+            elif by == "op" and v.get("same_programs") is False:  # (summaries from before ops_renamed)
                 out += ["", f"**{base} and {name} ran different programs**: XLA names its ops per program, so an op "
                         "of one name on both sides need not be one op, and its `changed` row may set two ops' times "
                         "side by side (`perfkit hlo-diff` compares the programs); the category and op-kind splits "

@@ -257,6 +257,7 @@ class AttributionVariant(TypedDict):
     outside_ops: NotRequired[list[int]]   # [a, b]: device ops outside every step's span, not in the figures
     outside_ms: NotRequired[list[float]]  # [a, b]: their durations summed
     same_programs: NotRequired[bool | None]  # both sides compiled the same XLA programs (None: no dumps of a side)
+    ops_renamed: NotRequired[int]  # where not: B's step-program ops named as A's aligned ones (absent before it)
     confidence: float
     interval: NotRequired[Literal["welch", "steps"]]  # how the CIs were had (analysis.attribution.INTERVALS)
     total: AttributionRow

@@ -426,3 +426,53 @@ def test_op_deltas_equal_hta_trace_diff(fixtures_dir):
         for end in ("ci_lo_ms", "ci_hi_ms"):  # one trial of one span a side: nothing to resample
             assert rows.loc[name, end] == pytest.approx(rows.loc[name, "delta_ms"], rel=1e-12)
     assert rows.loc["volta_sgemm_32x128_nt", "change"] == "added"
+
+
+_STEP_A = """HloModule jit_step
+
+ENTRY %main (p: f32[8,16], w: f32[16,16]) -> f32[8,16] {
+  %p = f32[8,16]{1,0} parameter(0)
+  %w = f32[16,16]{1,0} parameter(1)
+  %dot.1 = f32[8,16]{1,0} dot(%p, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %dot.2 = f32[8,16]{1,0} dot(%dot.1, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %tanh.3 = f32[8,16]{1,0} tanh(%dot.2)
+}
+"""
+# B: one more matmul first (an f32[8,8] product), and XLA's numbering moved on by it: B's dot.2 is A's dot.1
+_STEP_B = """HloModule jit_step
+
+ENTRY %main (p: f32[8,16], w: f32[16,16], v: f32[16,8]) -> f32[8,16] {
+  %p = f32[8,16]{1,0} parameter(0)
+  %w = f32[16,16]{1,0} parameter(1)
+  %v = f32[16,8]{1,0} parameter(2)
+  %dot.1 = f32[8,8]{1,0} dot(%p, %v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %dot.2 = f32[8,16]{1,0} dot(%p, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %dot.3 = f32[8,16]{1,0} dot(%dot.2, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %tanh.4 = f32[8,16]{1,0} tanh(%dot.3)
+}
+"""
+
+
+def test_ops_of_other_programs_are_matched_by_their_place_and_structure(tmp_path):
+    """A newcomer's planted matmul: B's step program numbers its ops on from it, and by name the table had called
+    A's first layer's matmul the added one. B's ops take the names A gives the ops they align with; B's own
+    dot.1, a name A gives another op, is marked."""
+    from perfkit.hlo.fingerprint import entry_names_matched
+    from perfkit.hlo.parse import parse_module
+
+    renamed = entry_names_matched(parse_module(_STEP_A), parse_module(_STEP_B))
+    assert renamed == {"dot.1": "dot.1 (B's own)", "dot.2": "dot.1", "dot.3": "dot.2", "tanh.4": "tanh.3"}
+    for side, text in (("a", _STEP_A), ("b", _STEP_B)):
+        folder = tmp_path / side
+        folder.mkdir()
+        (folder / "module_0001.jit_step.cpu_after_optimizations.txt").write_text(text)
+    assert attribution._names_matched(tmp_path / "a", tmp_path / "b") == renamed
+    row = {"key": "dot.1 (B's own)", "category": "compute", "change": "added", "a_ms": 0.0, "b_ms": 2.0,
+           "delta_ms": 2.0, "ci_lo_ms": 0.5, "ci_hi_ms": 1.5, "marked": True}
+    v = {"trials": [3, 3], "chip_steps": [12, 12], "confidence": 0.95, "interval": "welch", "total": row,
+         "category": [row], "kind": [row], "op": [row], "marked": {"rows": 3, "marked": 3, "chance_allows": 1},
+         "same_programs": False, "ops_renamed": 4}
+    text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": v}}))
+    assert ("**tp and sp ran different programs**, which XLA numbers apart: an op of sp's step program is named here "
+            "as tp's names the op it aligns with, by its place and structure (4 renamed; one of sp's own that tp "
+            "gives another op is marked `(B's own)`)") in text
