@@ -61,8 +61,8 @@ def program_lines(label: str, step: dict, roof: dict | None) -> list[str]:
     uncosted = step.get("uncosted") or {}
     if uncosted:
         calls = ", ".join(f"{target} x{n}" for target, n in uncosted.items())
-        lines.append(f"  not costed: {sum(uncosted.values())} custom-calls ({calls}): no FLOPs are known for them "
-                     "(their operands and results are in the HBM bytes)")
+        lines.append(f"  not costed: {sum(uncosted.values())} custom-calls ({calls}): no FLOPs are known for them, nor "
+                     "what they send to other devices (their operands and results are in the HBM bytes)")
     lines += [f"  {sentence}" for sentence in ProgramCost.definitions(step)]
     if roof is not None:
         lines.append("  roofline " + describe(roof))
