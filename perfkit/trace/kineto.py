@@ -96,15 +96,20 @@ def _host_streams(cats: list[str], hta_host: np.ndarray) -> tuple[tuple[str, int
     return tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def _unlaunched(events: list[dict], names: list[str], on_gpu: np.ndarray, cpu: np.ndarray, ts_us: np.ndarray,
-                end_us: np.ndarray) -> int:
-    """How many device ops HTA leaves out as not launched in the traced steps (``hta.common.trace``,
-    ``_filter_irrelevant_gpu_kernels`` with ``include_last_profiler_step=True``): where the trace names two
-    ProfilerSteps or more, those without a correlation id, or whose id no CPU event (``cpu``: (n,) bool, stream
-    -1 to HTA) started by the end of the last CPU ProfilerStep carries."""
+def _hta_steps(names: list[str], cpu: np.ndarray) -> list[int]:
+    """The ProfilerSteps HTA reads as CPU events (``cpu``: (n,) bool, stream -1 to it), which it filters device
+    ops by (``hta.common.trace``, ``_filter_irrelevant_gpu_kernels``); none where the trace names fewer than two
+    ProfilerSteps, of which HTA filters nothing."""
     if len({n for n in names if "ProfilerStep" in n}) < 2:
-        return 0
-    steps = [i for i in np.flatnonzero(cpu) if "ProfilerStep" in names[i]]
+        return []
+    return [i for i in np.flatnonzero(cpu) if "ProfilerStep" in names[i]]
+
+
+def _unlaunched(events: list[dict], steps: list[int], on_gpu: np.ndarray, cpu: np.ndarray, ts_us: np.ndarray,
+                end_us: np.ndarray) -> int:
+    """How many device ops HTA leaves out as not launched in the traced steps (``include_last_profiler_step=True``):
+    those without a correlation id, or whose id no CPU event started by the end of the last of HTA's ``steps``
+    (``_hta_steps``) carries."""
     if not steps:
         return 0
     early = np.flatnonzero(cpu & (ts_us <= end_us[steps].max()))
@@ -157,15 +162,14 @@ def _numbers(events: list[dict], key: str, names: list[str], path: Path) -> np.n
     return np.array(values, np.float64)
 
 
-def _late_cut(events: list[dict], names: list[str], on_gpu: np.ndarray, cpu: np.ndarray, host_steps: np.ndarray,
+def _late_cut(events: list[dict], steps: list[int], on_gpu: np.ndarray, cpu: np.ndarray, host_steps: np.ndarray,
               ts_us: np.ndarray) -> tuple[int, float]:
     """With the last step dropped, the device ops HTA keeps and perfkit does not, and how much later HTA's cut
     is (us). HTA cuts at the latest start of a ProfilerStep it reads as a CPU event (``cpu``: stream -1 to it),
     a GPU-side annotation's where the trace has them (``_filter_irrelevant_gpu_kernels``); perfkit at its last
-    host ProfilerStep's start: ops launched between the two are HTA's, not perfkit's."""
-    steps = [i for i in np.flatnonzero(cpu) if "ProfilerStep" in names[i]]
-    if len({names[i] for i in steps}) < 2 or not host_steps.any():
-        return 0, 0.0  # (HTA drops no step of a trace with fewer than two)
+    host ProfilerStep's start: ops launched between the two are HTA's, not perfkit's. ``steps``: ``_hta_steps``."""
+    if not steps or not host_steps.any():
+        return 0, 0.0
     own, hta = float(ts_us[host_steps].max()), float(ts_us[steps].max())
     if hta <= own:
         return 0, 0.0
@@ -280,13 +284,15 @@ def read(path: Path, rank: int) -> RawTrace:
         "hlo_op": np.full(n, -1, np.int32), "hlo_module": np.full(n, -1, np.int32),
         "hlo_category": np.full(n, -1, np.int32),
     }
+    hta_cpu = ~on_gpu & (streams == -1)  # the events HTA reads as CPU events
+    hta_steps = _hta_steps(names, hta_cpu)
     # ns as an int: epoch microseconds * 1000 as a float is past 2**53 (off by up to 128 ns)
     return RawTrace(path=path, rank=rank, host=file_host(path), origin_ns=int(origin_us) * 1000, columns=columns,
                     strings=strings, lines=lines.values, programs=Programs({}, path), measured=measured,
                     host_streams=_host_streams(cats, ~on_gpu & (streams != -1)) if measured == "device" else (),
-                    unlaunched=_unlaunched(events, names, on_gpu, ~on_gpu & (streams == -1), ts_us, ts_us + dur_us),
+                    unlaunched=_unlaunched(events, hta_steps, on_gpu, hta_cpu, ts_us, ts_us + dur_us),
                     streamless=int((on_gpu & (streams == -1)).sum()),
-                    late_cut=_late_cut(events, names, on_gpu, ~on_gpu & (streams == -1), host_steps, ts_us))
+                    late_cut=_late_cut(events, hta_steps, on_gpu, hta_cpu, host_steps, ts_us))
 
 
 def _line(event: dict) -> str:
