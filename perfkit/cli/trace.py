@@ -82,8 +82,12 @@ def _load(paths, step_pattern, columns=None):
 
 def _ms(frame: pd.DataFrame, columns: list[str], per: float = PS_PER_MS, digits: int = 3) -> pd.DataFrame:
     """A copy with ``columns`` (picoseconds) as text in units of ``per`` ps (milliseconds), renamed
-    without ``_ps``."""
-    text = f"{{:.{digits}f}}".format
+    without ``_ps``; ``-`` where not measured (NaN)."""
+    shown = f"{{:.{digits}f}}".format
+
+    def text(value: float) -> str:
+        return "-" if math.isnan(value) else shown(value)
+
     return frame.assign(**{c: (frame[c] / per).map(text) for c in columns}).rename(
         columns={c: c.removesuffix("_ps") for c in columns})
 

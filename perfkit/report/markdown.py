@@ -455,8 +455,9 @@ def _collectives(variants: dict, host_scheduled: str | None = None) -> list[str]
         for k in c["kinds"]:
             sent = "-" if k["bytes"] is None else f"{k['bytes']:.0f}"
             gbps = "-" if k["gbps"] is None else f"{k['gbps']:.3g}"
+            wait = "-" if k["wait_ms"] is None else f"{k['wait_ms']:.3f}"  # (not measured: no two chips of one clock)
             rows.append(f"| {k['kind']} | {k['count']:.3g} | {sent} | {k['time_ms']:.3f} | {k['exposed_ms']:.3f} | "
-                        f"{k['hidden_ms']:.3f} | {k['wait_ms']:.3f} | {gbps} |")
+                        f"{k['hidden_ms']:.3f} | {wait} | {gbps} |")
         late = [s for s in c["steps"] if s["skew_share"] > STRAGGLER_SHARE]
         if not late:
             continue

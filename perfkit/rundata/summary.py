@@ -194,7 +194,7 @@ class CollectiveKind(TypedDict):
     time_ms: float
     exposed_ms: float
     hidden_ms: float
-    wait_ms: float
+    wait_ms: float | None  # null: no instance of the kind ran on two chips of one clock
     gbps: float | None
 
 

@@ -14,8 +14,10 @@ text names it, else first in first out per chip and kind). On one chip:
   the chips that ran the instance): all-gather and reduce-scatter (n-1)/n of the whole buffer,
   all-reduce 2(n-1)/n, all-to-all (n-1)/n, collective-permute the buffer (``perfkit.hlo.cost.SENT_SHARE``).
 
-Chips share a clock when they are in one XSpace (one host's file) or in Kineto traces of one time base
-(the same ``baseTimeNanoseconds``, or epoch timestamps, as HTA assumes). There the same instance (step,
+Chips share a clock when they are in XSpaces of one host (its wall clock: one process's file, or several
+processes', each a rank) or in Kineto traces of one time base (the same ``baseTimeNanoseconds``, or epoch
+timestamps, as HTA assumes); an XSpace whose times count from a profile start it does not record is a clock of
+its own (``events.own_clock``). There the same instance (step,
 program, op, occurrence in the step) is matched across chips: its arrival on a chip is its start, the
 skew is last arrival minus first, and each chip's exposed time splits into ``wait_ps`` (before the last
 chip arrived) and ``transfer_ps`` (after). Per step the chip that arrived last most often is the
@@ -253,11 +255,12 @@ def kineto_messages(files: list[str]) -> dict[str, tuple]:
     return out
 
 
-def _domains(rows: pd.DataFrame, messages: dict[str, tuple]) -> np.ndarray:
-    """The clock each row's chip reads: its Kineto time base, else its XSpace (rank and host)."""
+def _domains(rows: pd.DataFrame, messages: dict[str, tuple], own_clocks: tuple[int, ...]) -> np.ndarray:
+    """The clock each row's chip reads: its Kineto time base, else its XSpace's host, or the file's own clock
+    (the ranks of ``own_clocks``)."""
     pair = _groups(rows, ["host", "rank"])
     first = _first(pair)
-    labels = [f"kineto:{messages[h][0]}" if h in messages else f"xspace:{r}:{h}"
+    labels = [f"kineto:{messages[h][0]}" if h in messages else f"xspace:{r}:{h}" if r in own_clocks else f"xspace:{h}"
               for h, r in zip(rows["host"].to_numpy()[first], rows["rank"].to_numpy()[first].tolist())]
     return pd.factorize(np.array(labels, object))[0][pair]  # labels by first appearance, as the rows'
 
@@ -290,11 +293,12 @@ class ChipInstances(NamedTuple):
     rows: pd.DataFrame  # rank, device, host, step, program_id, op, name, kind, shape (texts categorical),
     #                     start_ps, end_ps, hidden_ps, exposed_ps, buffer, group
     exposure: np.ndarray  # (3, k) int64: the instances' exposed time, as ``_exposure`` gives it
+    own_clocks: tuple[int, ...] = ()  # the ranks whose file is a clock of its own (``events.own_clock``)
 
     @classmethod
-    def none(cls) -> ChipInstances:
+    def none(cls, own_clocks: tuple[int, ...] = ()) -> ChipInstances:
         """No instances (no collective ops)."""
-        return cls(pd.DataFrame(), np.zeros((3, 0), np.int64))
+        return cls(pd.DataFrame(), np.zeros((3, 0), np.int64), own_clocks)
 
 
 def _exposure(own: list[tuple[np.ndarray, np.ndarray]], chip: np.ndarray, coverage: _Coverage
@@ -372,7 +376,7 @@ def matched(found: ChipInstances, messages: dict[str, tuple] | None = None) -> p
     if messages:  # their kernels' kinds replace some, as text
         inst["kind"] = inst["kind"].astype(object)
     _attach_messages(inst, messages)
-    inst["domain"] = _domains(inst, messages)
+    inst["domain"] = _domains(inst, messages, found.own_clocks)
     inst["program"] = pd.factorize(inst["program_id"].array, use_na_sentinel=False)[0]  # unknown: a program too
     inst["occurrence"] = inst.groupby(_groups(inst, ["rank", "device", "step", "program", "op"]), sort=False).cumcount()
     same = _groups(inst, ["domain", "step", "program", "op", "occurrence"])  # one instance, its chips
@@ -409,9 +413,10 @@ def matched(found: ChipInstances, messages: dict[str, tuple] | None = None) -> p
 def stack(parts: list[tuple[ChipInstances, int]]) -> ChipInstances:
     """The chip instances of disjoint sets of chips (each chip's in one part) as one, each part's times
     moved by its shift (ps: to one origin), in order."""
+    own_clocks = tuple(rank for p, _ in parts for rank in p.own_clocks)
     parts = [(p, shift) for p, shift in parts if len(p.rows)]
     if not parts:
-        return ChipInstances.none()
+        return ChipInstances.none(own_clocks)
     rows = [p.rows for p, _ in parts]
     columns = {c: (union_categoricals([r[c] for r in rows]) if isinstance(rows[0][c].dtype, pd.CategoricalDtype)
                    else pd.concat([r[c] for r in rows], ignore_index=True).array) for c in rows[0].columns}
@@ -424,7 +429,7 @@ def stack(parts: list[tuple[ChipInstances, int]]) -> ChipInstances:
     first_row = np.cumsum([0] + [len(r) for r in rows[:-1]])
     points[0] += np.repeat(2 * first_row, counts)  # segments of the stacked rows
     points[1] += np.repeat(shifts, counts)
-    return ChipInstances(pd.DataFrame(columns, copy=False), points)
+    return ChipInstances(pd.DataFrame(columns, copy=False), points, own_clocks)
 
 
 def chip_instances(events: pd.DataFrame) -> ChipInstances:
@@ -452,8 +457,9 @@ def chip_instances(events: pd.DataFrame) -> ChipInstances:
     if wrapper.any() and np.array([k.lower().startswith("gloo") for k in kinds], bool).any():
         kept &= ~wrapper
     kept = np.flatnonzero(kept)
+    own_clocks = tuple(events.attrs.get("own_clocks", ()))
     if not kept.size:
-        return ChipInstances.none()
+        return ChipInstances.none(own_clocks)
     seq = kept[_chip_order(chip[comm[kept]], start_ps[comm[kept]])]
     name_of, names = text["name"]
     op_index = {t: i for i, t in enumerate(op_text)}
@@ -481,7 +487,7 @@ def chip_instances(events: pd.DataFrame) -> ChipInstances:
     inst["buffer"] = _per_text(text["shape"][0][lp], text["shape"][1],
                                lambda s: float(shape_bytes(s)) if s else np.nan, np.float64)
     inst["group"] = _per_text(name_of[fp], names, _text_group, np.int64)
-    return ChipInstances(inst, exposure)
+    return ChipInstances(inst, exposure, own_clocks)
 
 
 def _texts(codes: np.ndarray, texts: np.ndarray) -> pd.Categorical:
@@ -560,7 +566,8 @@ def _sent(kind: str, buffer: float, n: int) -> float:
 def by_op(inst: pd.DataFrame) -> pd.DataFrame:
     """Per (step, op, kind): ``count`` (instances per chip), ``chips``, means per instance of
     ``time_ps``, ``exposed_ps``, ``hidden_ps``, ``skew_ps``, ``wait_ps``, ``transfer_ps``, ``bytes``, and
-    ``gbps`` (bytes over time summed, GB/s); most exposed time first."""
+    ``gbps`` (bytes over time summed, GB/s); most exposed time first. Skew, wait and transfer are NaN where no
+    instance of the op ran on two chips of one clock: not measured."""
     if inst.empty:
         return pd.DataFrame(columns=OP_COLUMNS)
     keys = ["step", "op", "kind"]
@@ -569,7 +576,8 @@ def by_op(inst: pd.DataFrame) -> pd.DataFrame:
                                       "transfer_ps")}
     out = inst.assign(chip=_groups(inst, ["rank", "device"])).groupby(groups, sort=False).agg(
         rows=("time_ps", "size"), chips=("chip", "nunique"), sum_bytes=("bytes", "sum"), sum_time=("time_ps", "sum"),
-        **means).reset_index(drop=True)
+        matched=("chips", "max"), **means).reset_index(drop=True)
+    out.loc[out.pop("matched") < 2, ["skew_ps", "wait_ps", "transfer_ps"]] = np.nan
     first = _first(groups)
     out = pd.concat([pd.DataFrame({k: inst[k].to_numpy()[first] for k in keys}), out], axis=1)
     out["count"] = out.pop("rows") / out["chips"]
@@ -632,11 +640,13 @@ def tables(inst: pd.DataFrame, spans: pd.DataFrame) -> dict:
 
 def by_kind(inst: pd.DataFrame, chip_steps: int) -> pd.DataFrame:
     """Per collective kind, per chip and step (over ``chip_steps``): ``count``, ``bytes`` sent,
-    ``time_ps``, ``exposed_ps``, ``hidden_ps``, ``wait_ps``; ``gbps`` (bytes over time summed); most
-    exposed first."""
+    ``time_ps``, ``exposed_ps``, ``hidden_ps``, ``wait_ps`` (NaN where no instance of the kind ran on two chips
+    of one clock: not measured); ``gbps`` (bytes over time summed); most exposed first."""
     sums = inst.groupby("kind").agg(count=("time_ps", "size"), bytes=("bytes", lambda b: b.sum(min_count=len(b))),
                                     time_ps=("time_ps", "sum"), exposed_ps=("exposed_ps", "sum"),
-                                    hidden_ps=("hidden_ps", "sum"), wait_ps=("wait_ps", "sum"))
+                                    hidden_ps=("hidden_ps", "sum"), wait_ps=("wait_ps", "sum"),
+                                    matched=("chips", "max"))
+    sums.loc[sums.pop("matched") < 2, "wait_ps"] = np.nan
     sums["gbps"] = sums["bytes"] / sums["time_ps"] * 1e3
     per = sums.drop(columns="gbps") / max(chip_steps, 1)
     per["gbps"] = sums["gbps"]
@@ -653,7 +663,8 @@ def summarize(trials: list[tuple[str, dict]]) -> dict:
     return {
         "kinds": [{"kind": r.kind, "count": float(r.count), "bytes": None if np.isnan(r.bytes) else float(r.bytes),
                    "time_ms": r.time_ps / PS_PER_MS, "exposed_ms": r.exposed_ps / PS_PER_MS,
-                   "hidden_ms": r.hidden_ps / PS_PER_MS, "wait_ms": r.wait_ps / PS_PER_MS,
+                   "hidden_ms": r.hidden_ps / PS_PER_MS,
+                   "wait_ms": None if np.isnan(r.wait_ps) else r.wait_ps / PS_PER_MS,
                    "gbps": None if np.isnan(r.gbps) else float(r.gbps)} for r in kinds.head(TOP_KINDS).itertuples()],
         "steps": [{"trial": r.trial, "step": int(r.step), "rank": int(r.rank), "device": int(r.device),
                    "times_last": int(r.times_last), "matched": int(r.matched), "apart": int(r.apart),

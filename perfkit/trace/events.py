@@ -310,7 +310,15 @@ def frame(raw: RawTrace, pattern: re.Pattern | None, shift_ps: int, columns: tup
     cols.clear()
     out.attrs["steps_from"] = source
     out.attrs["measured"] = raw.measured
+    out.attrs["own_clocks"] = [raw.rank] if own_clock(raw.path, raw.origin_ns) else []
     return out
+
+
+def own_clock(path: Path, origin_ns: int) -> bool:
+    """Whether a file's times (from ``origin_ns``) are on a clock of its own: an XSpace's that count from a
+    profile start it does not record (``xplane.profile_start``); every other file's are on its host's wall
+    clock."""
+    return is_xplane(Path(path)) and origin_ns < xplane.EPOCH_NS
 
 
 def concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -436,14 +444,24 @@ def load(paths: list[str | Path], step_pattern: str | None = None, workers: int 
     out.attrs.update(origin_ns=origin, files=[str(f) for f in files],
                      steps_from=sorted({f.attrs["steps_from"] for f in frames}),
                      measured=sorted({f.attrs["measured"] for f in frames}),
+                     own_clocks=[rank for f in frames for rank in f.attrs["own_clocks"]],
                      last_step_notes=[note for r in raws for note in _last_step_notes(r)])
     return out
 
 
 def one_clock(files: list[Path], origins: list[int]) -> int:
     """The earliest of the files' ``origins`` (ns), where each is within int64 picoseconds of it; else
-    BadInput naming the first file past that."""
+    BadInput naming the first file past that. Of several files, an XSpace whose origin is not on the wall
+    clock (its timestamps count from a profile start it does not record) is noted: it is lined up with the
+    others at its first event."""
     origin = min(origins)
+    for f, o in zip(files, origins):
+        if len(files) > 1 and own_clock(f, o):
+            warnings.warn(f"{f}: its timestamps count from its profile's start, which it does not record (no "
+                          "Task Environment profile_start_time): it is lined up with the other files at its "
+                          "first event, not by the clock: which chip stopped first across it and them is not "
+                          "known, and the collectives' skews are not measured across them",
+                          DefinitionNote, stacklevel=2)
     for f, o in zip(files, origins):
         if (o - origin) * 1000 >= 2**62:
             days = (o - origin) / 86400e9

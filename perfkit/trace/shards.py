@@ -54,6 +54,7 @@ class Shard(NamedTuple):
     paths: list[str | Path]             # files and folders read together (``events.load``), where ``planes`` is None
     metadata: list[xplane.PlaneJob]     # the file's /host:metadata planes (its programs)
     host: str                           # the file's host name
+    start_ns: int | None                # the file's ``xplane.profile_start``
     step_pattern: str | None
     annotated: bool                     # its file's host plane may annotate steps
     with_host: bool                     # it holds its file's host plane
@@ -91,7 +92,7 @@ def cut(paths: list[str | Path], step_pattern: str | None = None, window: str = 
     """The traces at ``paths`` cut into shards (the module docstring says how)."""
     files = events.ranked_files(list(paths))
     workers = workers or usable_cores()
-    whole = Cut(files, [Shard(files, None, list(paths), [], "", step_pattern, False, True)], workers)
+    whole = Cut(files, [Shard(files, None, list(paths), [], "", None, step_pattern, False, True)], workers)
     if step_pattern is not None or workers < 2 or not may_start_workers():
         return whole
     if not all(events.is_xplane(f) for f, _ in files) or len({rank for _, rank in files}) < len(files):
@@ -103,7 +104,8 @@ def cut(paths: list[str | Path], step_pattern: str | None = None, window: str = 
             return whole  # a plane whose name comes after its lines: which holds the programs is unknown
         metadata = [job for job in jobs if job.name == "/host:metadata"]
         read = [job for job in jobs if xplane.events_read(job.name)]
-        shards += [Shard([(path, rank)], group, [], metadata, host, None, annotated,
+        start = xplane.profile_start(jobs)
+        shards += [Shard([(path, rank)], group, [], metadata, host, start, None, annotated,
                          any(job.name == _HOST_PLANE for job in group)) for group, annotated in _groups(read, window)]
     if len(shards) < 2 or sum(s.bytes for s in shards) < xplane.PARALLEL_BYTES:
         return whole
@@ -139,7 +141,8 @@ def _part(task: tuple[Shard, Callable, tuple[str, ...], int]) -> Part:
                         None, none, none, [], frame.attrs["measured"], None)
         (path, rank), = shard.files
         wanted = events.wanted_columns(columns)
-        raw = xplane.read_planes(shard.planes, shard.metadata, rank, shard.host, events.clock_columns(wanted))
+        raw = xplane.read_planes(shard.planes, shard.metadata, rank, shard.host, events.clock_columns(wanted),
+                                 shard.start_ns)
         if raw is None:
             return Part(None, None, [str(path)], [], None, none, none, [], [], None)
         cols = raw.columns

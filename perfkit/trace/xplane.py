@@ -20,8 +20,11 @@ the event columns grow in place (no concatenation). What each event is comes fro
 - ``/host:CPU``: events with ``hlo_op`` and ``device_ordinal`` stats are the ops of that CPU device;
   events with a ``step_num`` stat (``StepTraceAnnotation``) are step markers; the rest is host activity.
 - ``/host:metadata``: each program's ``HloProto`` (stat ``Hlo Proto``), read for opcodes and shapes.
-- Skipped: SparseCore planes (``/device:TPU:N SparseCore M``: xprof's hlo_stats leaves them out too),
-  ``Task Environment`` (profile start / stop stats only) and any other plane.
+- ``Task Environment``: its ``profile_start_time`` (epoch ns) only. The profiler (TSL's
+  ``NormalizeTimestamps``) writes line timestamps as ns from that start, not from the epoch: the file's
+  wall clock is their sum, without which files of several processes (a JAX run's ranks) would all start at 0.
+- Skipped: SparseCore planes (``/device:TPU:N SparseCore M``: xprof's hlo_stats leaves them out too) and any
+  other plane.
 
 Stats of every XStat value type read: ints of the whole int64 and uint64 ranges, doubles, strings,
 bytes and references. ``program_id`` (a program's 64-bit fingerprint on real TPUs, often above 2**63)
@@ -56,6 +59,10 @@ COLUMNS = {"name": np.int32, "line": np.int32, "device": np.int32, "role": np.in
 # A TPU op's time on its chip's own clock (int64 columns, -1 absent): decoded only where asked for, for real
 # TPU ops carry both on every op and reading them costs (benchmarks/trace_breakdown.py --shape xprof).
 DEVICE_CLOCK = ("device_offset_ps", "device_duration_ps")
+# Line timestamps below this (1973 as epoch ns) count from the profile's start, not the epoch: a profile runs
+# for hours at most, and an epoch timestamp of any real profile is decades above it.
+EPOCH_NS = 10**17
+_TASK_ENVIRONMENT = "Task Environment"
 INT_STATS = ("device_ordinal", "step_num", "group_id", "dma_stall_duration_ps", *DEVICE_CLOCK)  # int64, -1 absent
 STR_STATS = ("hlo_op", "hlo_module", "hlo_category")
 # The mark a GPU tracer (CUPTI's, ROCm's) puts on each copy or fill it records, and the op kind it makes it where
@@ -479,10 +486,10 @@ def _decode_lines(job: PlaneJob, split: _Lines, out: dict[str, np.ndarray]) -> _
 
 
 def read_planes(jobs: list[PlaneJob], metadata: list[PlaneJob], rank: int, host: str,
-                clock: tuple[str, ...] = DEVICE_CLOCK) -> RawTrace | None:
+                clock: tuple[str, ...] = DEVICE_CLOCK, start_ns: int | None = None) -> RawTrace | None:
     """Planes of one file (one, or all its planes whose events are read), each split once and decoded, as
     one RawTrace (the file's programs from its ``metadata`` planes; of ``DEVICE_CLOCK``, the ``clock``
-    columns); None where none has events."""
+    columns; ``start_ns``: its ``profile_start``); None where none has events."""
     splits = [(job, _split_lines(job)) for job in jobs]
     splits = [(job, split) for job, split in splits if not isinstance(split, str) and split.events]
     if not splits:
@@ -492,7 +499,17 @@ def read_planes(jobs: list[PlaneJob], metadata: list[PlaneJob], rank: int, host:
     for job, split in splits:
         reads.append(_decode_lines(job, split, {k: v[at:at + split.events] for k, v in columns.items()}))
         at += split.events
-    return _merge(jobs[0].path, rank, host, reads, columns, _file_programs(tuple(metadata), jobs[0].path))
+    return _merge(jobs[0].path, rank, host, reads, columns, _file_programs(tuple(metadata), jobs[0].path), start_ns)
+
+
+def profile_start(jobs: list[PlaneJob]) -> int | None:
+    """The epoch ns its profile started at, as one file's ``Task Environment`` plane (among its ``jobs``) records
+    it; None where it records none."""
+    for job in jobs:
+        if job.name == _TASK_ENVIRONMENT:
+            start = plane_stats(job)[1].get("profile_start_time")
+            return start if isinstance(start, int) and start > 0 else None
+    return None
 
 
 @functools.lru_cache(maxsize=4)
@@ -537,9 +554,10 @@ def allocate(n: int, clock: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
 
 
 def _merge(path: Path, rank: int, host: str, reads: list[_PlaneRead], columns: dict[str, np.ndarray],
-           programs: Programs) -> RawTrace:
+           programs: Programs, start_ns: int | None) -> RawTrace:
     """One file's planes, decoded apart, as one RawTrace: line codes, string codes and start times made
-    the file's, in place."""
+    the file's, in place; its origin on the wall clock where its timestamps count from ``start_ns`` (its
+    ``profile_start``)."""
     if not any(r.events for r in reads):
         raise BadInput("no events on any TPU, GPU or CPU plane", path=path)
     origin_ns = min(s for r in reads for s in r.stamps)
@@ -563,7 +581,8 @@ def _merge(path: Path, rank: int, host: str, reads: list[_PlaneRead], columns: d
     for r in reads:  # device ops on a device plane, or only on the host's
         on_devices |= not r.host and bool(ops[at:at + r.events].any())
         at += r.events
-    return RawTrace(path=path, rank=rank, host=host, origin_ns=origin_ns, columns=columns, strings=strings,
+    wall_ns = origin_ns + start_ns if start_ns and origin_ns < EPOCH_NS else origin_ns
+    return RawTrace(path=path, rank=rank, host=host, origin_ns=wall_ns, columns=columns, strings=strings,
                     lines=lines, programs=programs, measured="device" if on_devices or not ops.any() else "cpu")
 
 
@@ -603,7 +622,7 @@ def read_all(files: list[tuple[Path, int]], workers: int = 1, clock: tuple[str, 
         rows = slice(int(bounds[mine[0]]), int(bounds[mine[-1] + 1]))
         metadata = [_plane(jobs[k])[0] for k in mine if surveyed[k][0] == "/host:metadata"]
         traces.append(_merge(path, rank, host, [reads[k] for k in mine], {k: v[rows] for k, v in columns.items()},
-                             _programs(metadata, path)))
+                             _programs(metadata, path), profile_start([jobs[k] for k in mine])))
     return traces
 
 
