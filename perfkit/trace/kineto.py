@@ -113,9 +113,9 @@ def _unlaunched(events: list[dict], steps: list[int], on_gpu: np.ndarray, cpu: n
     if not steps:
         return 0
     early = np.flatnonzero(cpu & (ts_us <= end_us[steps].max()))
-    ids = ((events[i].get("args") or {}).get("correlation") for i in early)
+    ids = (_args(events[i]).get("correlation") for i in early)
     launched = {c for c in ids if isinstance(c, int) and c >= 0}
-    return sum((events[i].get("args") or {}).get("correlation") not in launched for i in np.flatnonzero(on_gpu))
+    return sum(_args(events[i]).get("correlation") not in launched for i in np.flatnonzero(on_gpu))
 
 
 def _hta_streams(events: list[dict]) -> np.ndarray:
@@ -124,13 +124,19 @@ def _hta_streams(events: list[dict]) -> np.ndarray:
     takes every event whose stream is not -1 for a GPU event, perfkit the device categories only."""
     out = np.full(len(events), -1, np.int64)
     for i, event in enumerate(events):
-        value = (event.get("args") or {}).get("stream")
+        value = _args(event).get("stream")
         if value is not None:  # most host events have none: no exception raised for them
             try:
                 out[i] = int(value)
             except (TypeError, ValueError, OverflowError):
                 pass
     return out
+
+
+def _args(event: dict) -> dict:
+    """An event's ``args``; none where it has none or they are not an object (a writer's list)."""
+    args = event.get("args")
+    return args if isinstance(args, dict) else {}
 
 
 def _is_runtime(cat: str) -> bool:
@@ -150,13 +156,18 @@ def _device_ran_unseen(cats: set[str]) -> str | None:
     return None
 
 
+_ABSENT = object()
+
+
 def _numbers(events: list[dict], key: str, names: list[str], path: Path) -> np.ndarray:
-    """(n,) float64: each event's ``key`` (absent: 0). A number written as a string (``"dur": "4.864"``) is
+    """(n,) float64: each event's ``key``; refused where absent. A number written as a string (``"dur": "4.864"``) is
     refused, not read as the number numpy would make of it: the format's times are JSON numbers, and a
     writer that quoted one is not one whose other fields can be trusted (HTA fails on such a file)."""
-    values = [e.get(key, 0) for e in events]
+    values = [e.get(key, _ABSENT) for e in events]
     if not set(map(type, values)) <= {int, float}:  # (a bool is no number here)
         i = next(i for i, v in enumerate(values) if type(v) not in (int, float))
+        if values[i] is _ABSENT:  # (HTA drops such an event: a complete event's time unknown)
+            raise BadInput(f"complete ('X') event {names[i]!r} has no {key}", path=path, field="traceEvents")
         raise BadInput(f"event {names[i]!r} has a {key} that is not a JSON number ({json.dumps(values[i])})",
                        path=path, field="traceEvents")
     return np.array(values, np.float64)
@@ -174,8 +185,8 @@ def _late_cut(events: list[dict], steps: list[int], on_gpu: np.ndarray, cpu: np.
     if hta <= own:
         return 0, 0.0
     between = np.flatnonzero(cpu & (ts_us >= own) & (ts_us < hta))
-    ids = {c for c in ((events[i].get("args") or {}).get("correlation") for i in between) if isinstance(c, int)}
-    moved = sum((events[i].get("args") or {}).get("correlation") in ids for i in np.flatnonzero(on_gpu))
+    ids = {c for c in (_args(events[i]).get("correlation") for i in between) if isinstance(c, int)}
+    moved = sum(_args(events[i]).get("correlation") in ids for i in np.flatnonzero(on_gpu))
     return moved, (hta - own if moved else 0.0)
 
 
@@ -207,14 +218,14 @@ def _launch_steps(events: list[dict], cats: list[str], names: list[str], on_gpu:
     launches = {}
     for e, c in zip(events, cats):
         if _is_runtime(c):
-            corr = (e.get("args") or {}).get("correlation")
+            corr = _args(e).get("correlation")
             if corr is not None:
                 launches[corr] = e["ts"]
     marks = marks[np.argsort(ts_us[marks], kind="stable")]
     starts, ends = ts_us[marks], ts_us[marks] + dur_us[marks]
     numbers = [int(m.group()) if (m := _NUMBER.search(names[i])) else -1 for i in marks]
     ops = np.flatnonzero(on_gpu)
-    at = np.array([launches.get((events[i].get("args") or {}).get("correlation"), np.nan) for i in ops], np.float64)
+    at = np.array([launches.get(_args(events[i]).get("correlation"), np.nan) for i in ops], np.float64)
     k = np.searchsorted(starts, at, side="right") - 1  # (NaN, no launch: past every start, then not inside)
     inside = (k >= 0) & (at < ends[np.maximum(k, 0)])
     out[ops[inside]] = np.array(numbers, np.int32)[k[inside]]
@@ -223,7 +234,11 @@ def _launch_steps(events: list[dict], cats: list[str], names: list[str], on_gpu:
 
 def read(path: Path, rank: int) -> RawTrace:
     doc = load_json(path)
-    rank = int((doc.get("distributedInfo") or {}).get("rank", rank))
+    info = doc.get("distributedInfo")
+    rank = (info if isinstance(info, dict) else {}).get("rank", rank)
+    if type(rank) is not int or rank < 0:  # (a bool is no rank)
+        raise BadInput(f"rank is not a rank number ({json.dumps(rank)})", path=path,
+                       field="distributedInfo")
     events = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
     if not events:
         raise BadInput("no complete ('X') events in traceEvents", path=path)
@@ -241,6 +256,11 @@ def read(path: Path, rank: int) -> RawTrace:
     if bad.size:  # an op that ends before it starts: no time to give any part of a step
         raise BadInput(f"event {names[bad[0]]!r} has a negative dur ({events[bad[0]]['dur']})", path=path,
                        field="traceEvents")
+    past = np.flatnonzero((ts_us - np.floor(ts_us.min()) + dur_us) * 1e6 >= 2**62)
+    if past.size:  # times are int64 picoseconds from the trace's first event: beyond them, a wrapped figure
+        raise BadInput(f"event {names[past[0]]!r} ends {float(ts_us[past[0]] + dur_us[past[0]] - ts_us.min()):.4g} us "
+                       "after the trace's first event: past what perfkit's picosecond times hold (53 days)",
+                       path=path, field="traceEvents")
     streams = _hta_streams(events)
     # device categories; MTIA's events only where they carry a stream, as HTA counts them
     on_gpu = np.array([c in DEVICE_CATS for c in cats], bool) & \
@@ -253,7 +273,7 @@ def read(path: Path, rank: int) -> RawTrace:
         role[on_gpu] = ROLES["op"]
         # the device's annotations (its ProfilerSteps, and the events --steps may name) on it
         gpu_annotation = np.array([c == "gpu_user_annotation" for c in cats], bool)
-        dev_of = [(e.get("args") or {}).get("device", e.get("pid")) for e in events]
+        dev_of = [_args(e).get("device", e.get("pid")) for e in events]
         for i in np.flatnonzero(on_gpu | gpu_annotation):
             device[i] = int(dev_of[i]) if str(dev_of[i]).isdigit() else 0
     else:  # CPU-only trace: its CPU ops, and gloo's collective spans (on gloo's threads), stand in for device ops

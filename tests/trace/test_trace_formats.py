@@ -704,3 +704,39 @@ def test_gloo_ranks_name_no_straggler_and_say_why_their_skew_passes_the_step(fix
         result.stderr)
     assert ("261.5% of the 29810.9 us step (more than the step: collectives in flight at once each count their own "
             "skew)") in result.stdout
+
+
+@pytest.mark.parametrize("change, line", [
+    ({"distributedInfo": "rank 3"}, None),
+    ({"distributedInfo": {"rank": "abc"}}, 'distributedInfo: rank is not a rank number ("abc")'),
+    ({"distributedInfo": {"rank": None}}, "distributedInfo: rank is not a rank number (null)"),
+    ({"args": ["stream", 7]}, None),
+    ({"ts": 2.0**70}, "ends 1.181e+21 us after the trace's first event: past what perfkit's picosecond times hold"),
+    ({"dur": 1e30}, "ends 1e+30 us after the trace's first event: past what perfkit's picosecond times hold"),
+    ({"dur": None}, "has no dur"),
+], ids=["distributedInfo a string", "rank a string", "rank null", "args a list", "ts past int64 ps",
+        "dur past int64 ps", "no dur"])
+def test_odd_field_types_and_out_of_range_times(fixtures_dir, tmp_path, change, line):
+    """A hunt's copies of a real trace with one field changed: a ``distributedInfo`` or a kernel's ``args`` that is
+    not an object is as none (a traceback before: their ``.get``); a rank that is no number, a kernel that ends past
+    what int64 picoseconds hold (its figures had wrapped: a span of -9223372032 ms) and a complete event without a
+    duration (read as 0 before; HTA drops it) are refused in one line."""
+    doc = json.loads(gzip.decompress((fixtures_dir / "kineto" / SCHEMA_2021).read_bytes()))
+    kernel = next(e for e in doc["traceEvents"] if e.get("cat") == "Kernel")
+    for key, value in change.items():
+        if key == "distributedInfo":
+            doc[key] = value
+        elif value is None:
+            del kernel[key]
+        else:
+            kernel[key] = value
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(doc))
+    result = CliRunner().invoke(cli, ["trace", "breakdown", "--window", "trace", str(path)])
+    if line is None:
+        clean = CliRunner().invoke(cli, ["trace", "breakdown", "--window", "trace",
+                                         str(fixtures_dir / "kineto" / SCHEMA_2021)])
+        assert result.exit_code == 0 and result.stdout == clean.stdout, result.output
+    else:
+        assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+        assert result.output.startswith(f"perfkit: {path}: ") and line in result.output, result.output
