@@ -218,6 +218,13 @@ class VideoFile(Media):
                     for frame in packet.decode():
                         if stop is not None and index >= stop:
                             return
+                        # damage the decoder conceals without failing (grey or smeared blocks): the frame is
+                        # flagged, where ffmpeg logs "corrupt decoded frame" and measures the concealment. (Under
+                        # frame threads an H.264 B-frame's flag can be copied out before it is set: missed.)
+                        if frame.is_corrupt:
+                            raise BadInput(f"corrupt: frame {index} is damaged, its decoder concealing the errors "
+                                           "(ffmpeg logs 'corrupt decoded frame' and measures the concealment)",
+                                           path=self.label)
                         if index >= start:
                             yield frame
                         index += 1
