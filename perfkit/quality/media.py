@@ -212,7 +212,7 @@ class VideoFile(Media):
             # ffmpeg logs the error and measures the concealment)
             stream.codec_context.options = {"err_detect": "explode"}
             stream.thread_type = "AUTO"  # with more than one: frame-parallel, in ffmpeg's threads outside the GIL
-            index = 0
+            index, first = 0, None
             try:
                 for packet in container.demux(stream):
                     for frame in packet.decode():
@@ -225,6 +225,13 @@ class VideoFile(Media):
                             raise BadInput(f"corrupt: frame {index} is damaged, its decoder concealing the errors "
                                            "(ffmpeg logs 'corrupt decoded frame' and measures the concealment)",
                                            path=self.label)
+                        # a stream whose frames change size (joined streams, a resolution switch): the figures'
+                        # per-plane sample counts are the first frame's, and ffmpeg's filters rescale the rest
+                        size = (frame.width, frame.height)
+                        first = first or size
+                        if size != first:
+                            raise BadInput(f"frame size changes from {first[0]}x{first[1]} to {size[0]}x{size[1]} "
+                                           f"mid-stream (frame {index})", path=self.label)
                         if index >= start:
                             yield frame
                         index += 1

@@ -259,3 +259,33 @@ def test_a_frame_its_decoder_conceals_is_refused(tmp_path, clip, quality_cli):
         f"perfkit: {damaged}: corrupt: frame 5 is damaged, its decoder concealing the errors (ffmpeg logs "
         "'corrupt decoded frame' and measures the concealment)"], res.stderr
     assert quality_cli(good, good).exit_code == 0
+
+
+def test_a_frame_size_change_mid_stream_is_refused(tmp_path, clip, quality_cli):
+    """Two raw H.264 streams joined, 4 frames of 64x48 then 4 of 96x64 (a resolution switch): read as 8 frames of
+    64x48, measured as such (exit 0, the later frames' sizes unsaid). Refused as a pixel format change is: one line
+    naming the file, the frame and both sizes; the frames before the change still compare."""
+    def joined(frames_small, frames_large, name):
+        parts = []
+        for i, frames in enumerate((frames_small, frames_large)):
+            part = tmp_path / f"{name}{i}.h264"
+            with av.open(str(part), "w") as c:
+                s = c.add_stream("libx264", rate=24, options={"crf": "18"})
+                s.width, s.height, s.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
+                for f in frames:
+                    c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+                c.mux(s.encode())
+            parts.append(part.read_bytes())
+        (tmp_path / name).write_bytes(b"".join(parts))
+        return tmp_path / name
+
+    small, large = clip(frames=4), clip(frames=4, height=64, width=96)
+    a = joined(small, large, "a.h264")
+    b = joined(small[::-1], large[::-1], "b.h264")
+    with av.open(str(a)) as c:  # the premise: the decoder gives both sizes
+        assert [(f.width, f.height) for f in c.decode(video=0)] == [(64, 48)] * 4 + [(96, 64)] * 4
+    res = quality_cli(a, b)
+    assert res.exit_code == 2, res.stdout
+    line, = res.stderr.strip().splitlines()
+    assert line.endswith(".h264: frame size changes from 64x48 to 96x64 mid-stream (frame 4)"), line
+    assert quality_cli(a, b, "--frames", "0:4").exit_code == 0
