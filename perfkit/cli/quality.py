@@ -124,10 +124,13 @@ def format_result(r: dict, per_frame: bool = False) -> list[str]:
             lines.insert(2, f"frames paired {paired}")
         if "rotation" in r:
             lines.insert(2, r["rotation"])
+        if "alpha" in r:
+            lines.insert(2, r["alpha"])
         if per_frame:
             lines.append(_per_frame_text(r["per_frame"]))
     sha, of = r["sha256"], f" of the {r['sha256_of']}" if "sha256_of" in r else ""
-    lines.append(f"bit-identical: {'yes' if r['bit_identical'] else 'no'} (sha256{of} {sha[0][:12]} vs {sha[1][:12]})")
+    what = "colour planes bit-identical" if "alpha" in r else "bit-identical"  # (the alpha plane not compared)
+    lines.append(f"{what}: {'yes' if r['bit_identical'] else 'no'} (sha256{of} {sha[0][:12]} vs {sha[1][:12]})")
     return lines
 
 

@@ -312,6 +312,10 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
         raise BadInput(f"asked for frames {frames}, both end after frame {frames.start + n - 1}", path=pair)
     out = {"kind": "frames", "inputs": [a.describe(), b.describe()], "range": str(frames), "ffmpeg": FFMPEG_RELEASE,
            "data_range": DATA_RANGE, **table.summary(), "sha256": list(table.sha256)}
+    alpha = [f"{m.label} ({m.alpha})" for m in (a, b) if m.alpha]
+    if alpha:  # said: a change of transparency alone would read as bit-identical
+        out["alpha"] = (f"the alpha plane of {' and '.join(alpha)} is not compared (RGB24 drops it, as the "
+                        "commands' format=rgb24 does): the figures and sha256 are of the colour planes")
     paired = _paired_by_time(a, b, frames.start, n)
     if paired:
         out["frames_paired"] = paired

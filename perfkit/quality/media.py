@@ -64,6 +64,9 @@ class Media:
     frame_shape: tuple[int, ...] | None = None
     detail: str = ""
     pix_fmt: str | None = None  # one of YUV_FORMATS for a video that decodes to it: it has source planes
+    # the pixel format of its decoded frames where they hold an alpha plane (an RGBA PNG, a GIF's bgra), which
+    # RGB24 drops, as the commands' format=rgb24 does: known once its frames are read (an image folder's any frame)
+    alpha: str | None = None
 
     def frames(self, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
         """uint8 frames ``start:stop``, each (H, W, C), one at a time."""
@@ -98,6 +101,7 @@ class VideoFile(Media):
             self.frame_shape = (stream.height, stream.width, 3)
             fmt = stream.format.name if stream.format else None
             self.pix_fmt = fmt if fmt in YUV_FORMATS else None
+            self.alpha = fmt if stream.format and _has_alpha(stream.format) else None
             self.video_streams = len(container.streams.video)  # the first is the one compared
             first = f", the first of its {self.video_streams} video streams" if self.video_streams > 1 else ""
             self.detail = (f"video {stream.codec_context.name} {stream.format.name if stream.format else '?'}, "
@@ -325,7 +329,8 @@ class ImageFolder(Media):
         self._numbered = self._numbered_names()
         self.count = len(files)
         self._rgb24 = _RGB24()
-        self.frame_shape = _read_image(files[0], self._rgb24).shape
+        first, self.alpha = _read_image(files[0], self._rgb24)
+        self.frame_shape = first.shape
         self.detail = f"{len(files)} image file(s) of {size_text(self.frame_shape)}"
 
     def _numbered_names(self) -> list[re.Match] | None:
@@ -367,7 +372,8 @@ class ImageFolder(Media):
 
     def frames(self, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
         for path in self.files[start:stop]:
-            image = _read_image(path, self._rgb24)
+            image, alpha = _read_image(path, self._rgb24)
+            self.alpha = self.alpha or alpha
             if image.shape != self.frame_shape:
                 raise BadInput(f"frame size {size_text(image.shape)} differs from the first frame's "
                                f"{size_text(self.frame_shape)}",
@@ -375,11 +381,16 @@ class ImageFolder(Media):
             yield image
 
 
-def _read_image(path: Path, rgb24: "_RGB24") -> np.ndarray:
+def _has_alpha(fmt: av.VideoFormat) -> bool:
+    return any(component.is_alpha for component in fmt.components)
+
+
+def _read_image(path: Path, rgb24: "_RGB24") -> tuple[np.ndarray, str | None]:
     """An image's frame (H, W, C) uint8 as ffmpeg's image sequence reader decodes it (the decoder its suffix
     names: a JPEG's bytes in a .png file are refused, as ffmpeg refuses them) and ``format=rgb24`` converts it (a
     16-bit or palette PNG, a JPEG's 4:2:0 chroma, which scikit-image's libjpeg upsamples otherwise: up to 0.7 dB
-    apart on real frames); gray ones (H, W, 1)."""
+    apart on real frames); gray ones (H, W, 1). With it, the decoded pixel format where it holds an alpha plane
+    (which the frame has dropped), else None."""
     try:
         with av.open(str(path), format="image2") as container:
             stream = container.streams.video[0]
@@ -390,7 +401,8 @@ def _read_image(path: Path, rgb24: "_RGB24") -> np.ndarray:
     except StopIteration:
         raise BadInput(f"not a readable image (ffmpeg's {path.suffix.lstrip('.').upper()} decoder gives no frame)",
                        path=path) from None
-    return frame.to_ndarray()[..., None] if frame.format.name == "gray" else rgb24(frame)
+    alpha = frame.format.name if _has_alpha(frame.format) else None
+    return (frame.to_ndarray()[..., None] if frame.format.name == "gray" else rgb24(frame)), alpha
 
 
 class NpyFile(NamedTuple):

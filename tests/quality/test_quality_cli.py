@@ -287,3 +287,27 @@ def test_a_floor_encoder_that_leaves_as_planes_says_so(tmp_path, clip, noisy, qu
     kept = quality_cli(tmp_path / "a.mp4", tmp_path / "b.mp4", "--codec-floor", "--codec", "ffv1:pix_fmt=yuv420p",
                        "--json")
     assert kept.json()["space"] == "yuv" and kept.stderr == ""
+
+
+def test_an_alpha_plane_left_out_is_said(tmp_path, clip, quality_cli):
+    """RGBA PNGs whose alpha alone differs (halved in B) read as 'bit-identical: yes': RGB24 drops the alpha plane, as
+    the commands' format=rgb24 does (ffmpeg's plain psnr on the PNGs gives a 'a' figure). The text and --json say
+    the alpha plane is not compared and the text claims only the colour planes bit-identical; RGB PNGs say nothing."""
+    from PIL import Image
+
+    rgb = clip(frames=1)[0]
+    alpha = np.full(rgb.shape[:2], 200, np.uint8)
+    for name, a in (("a", alpha), ("b", alpha // 2)):
+        (tmp_path / name).mkdir()
+        Image.fromarray(np.dstack([rgb, a]), "RGBA").save(tmp_path / name / "000.png")
+    assert Image.open(tmp_path / "a" / "000.png").mode == Image.open(tmp_path / "b" / "000.png").mode == "RGBA"
+    text = quality_cli(tmp_path / "a", tmp_path / "b").stdout.splitlines()
+    said = (f"the alpha plane of {tmp_path / 'a'} (rgba) and {tmp_path / 'b'} (rgba) is not compared (RGB24 drops it, "
+            "as the commands' format=rgb24 does): the figures and sha256 are of the colour planes")
+    assert said in text and text[-1].startswith("colour planes bit-identical: yes ("), text
+    assert not any(line.startswith("bit-identical") for line in text), text
+    r = quality_cli(tmp_path / "a", tmp_path / "b", "--json").json()
+    assert r["alpha"] == said
+    Image.fromarray(rgb).save(tmp_path / "rgb.png")
+    text = quality_cli(tmp_path / "rgb.png", tmp_path / "rgb.png").stdout
+    assert "alpha plane" not in text and "\nbit-identical: yes" in text
