@@ -389,8 +389,9 @@ def _read_image(path: Path, rgb24: "_RGB24") -> tuple[np.ndarray, str | None]:
     """An image's frame (H, W, C) uint8 as ffmpeg's image sequence reader decodes it (the decoder its suffix
     names: a JPEG's bytes in a .png file are refused, as ffmpeg refuses them) and ``format=rgb24`` converts it (a
     16-bit or palette PNG, a JPEG's 4:2:0 chroma, which scikit-image's libjpeg upsamples otherwise: up to 0.7 dB
-    apart on real frames); gray ones (H, W, 1). With it, the decoded pixel format where it holds an alpha plane
-    (which the frame has dropped), else None."""
+    apart on real frames); a gray one too, whose three channels are then equal, as ffmpeg's psnr and ssim measure
+    it after format=rgb24 (r g b). With it, the decoded pixel format where it holds an alpha plane (which the frame
+    has dropped), else None."""
     try:
         with av.open(str(path), format="image2") as container:
             stream = container.streams.video[0]
@@ -402,7 +403,7 @@ def _read_image(path: Path, rgb24: "_RGB24") -> tuple[np.ndarray, str | None]:
         raise BadInput(f"not a readable image (ffmpeg's {path.suffix.lstrip('.').upper()} decoder gives no frame)",
                        path=path) from None
     alpha = frame.format.name if _has_alpha(frame.format) else None
-    return (frame.to_ndarray()[..., None] if frame.format.name == "gray" else rgb24(frame)), alpha
+    return rgb24(frame), alpha
 
 
 class NpyFile(NamedTuple):

@@ -311,3 +311,23 @@ def test_an_alpha_plane_left_out_is_said(tmp_path, clip, quality_cli):
     Image.fromarray(rgb).save(tmp_path / "rgb.png")
     text = quality_cli(tmp_path / "rgb.png", tmp_path / "rgb.png").stdout
     assert "alpha plane" not in text and "\nbit-identical: yes" in text
+
+
+def test_gray_images_are_measured_as_the_commands_measure_them(tmp_path, clip, noisy, quality_cli):
+    """Gray PNGs were measured as one channel labelled y ('PSNR in RGB24: y ...', 'SSIM in RGB channels: Y ...') while
+    the command beside them (format=rgb24) gives r, g and b: they are now the three equal channels format=rgb24 makes,
+    labelled r g b as a gray video's frames are, each with the gray plane's PSNR (computed here with numpy)."""
+    from PIL import Image
+
+    gray = clip(frames=1)[0, ..., 0]
+    other = noisy(gray, 6)
+    for name, frame in (("a", gray), ("b", other)):
+        (tmp_path / name).mkdir()
+        Image.fromarray(frame, "L").save(tmp_path / name / "000.png")
+    r = quality_cli(tmp_path / "a", tmp_path / "b", "--ssim", "--json").json()
+    mse = np.mean((gray.astype(np.float64) - other) ** 2)
+    assert r["rgb"]["planes"] == r["ssim"]["planes"] == ["r", "g", "b"]
+    for plane in ("r", "g", "b", "average"):
+        assert r["rgb"]["psnr_db"][plane] == pytest.approx(10 * np.log10(255**2 / mse), abs=1e-9)
+    text = quality_cli(tmp_path / "a", tmp_path / "b", "--ssim").stdout
+    assert "PSNR in RGB24: r " in text and "SSIM in RGB channels: R " in text, text
