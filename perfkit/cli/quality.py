@@ -26,7 +26,12 @@ def _ffmpeg_line(space: str, line: dict) -> str:
     fig = line["psnr_db"]
     what = f"{line['pix_fmt']} planes" if "pix_fmt" in line else SPACE_NAMES[space]
     figures = " ".join(f"{p} {db_cell(fig[p])}" for p in (*line["planes"], "average", "min", "max"))
-    return f"PSNR in {what}: {figures} dB (as `{line['reproduce']}`)"
+    return f"PSNR in {what}: {figures} dB ({_command(line)})"
+
+
+def _command(line: dict) -> str:
+    """The command that gives a block's figures, or why there is none (an input ffmpeg does not read)."""
+    return f"as `{line['reproduce']}`" if line.get("reproduce") else line["no_reproduce"]
 
 
 def _ssim_line(line: dict) -> str:
@@ -34,7 +39,7 @@ def _ssim_line(line: dict) -> str:
     what = f"{line['pix_fmt']} planes" if "pix_fmt" in line else "RGB channels"
     figures = " ".join(f"{p.upper()} {line['ssim'][p]:.6f}" for p in line["planes"])
     return (f"SSIM in {what}: {figures} All {line['ssim']['all']:.6f} ({line['ssim_db']['all']:.6f} dB) "
-            f"(as `{line['reproduce']}`: {line['definition']})")
+            f"({_command(line)}{': ' if line.get('reproduce') else '; '}{line['definition']})")
 
 
 def space_name(r: dict) -> str:
@@ -115,10 +120,12 @@ def format_result(r: dict, per_frame: bool = False) -> list[str]:
                      f"PSNR {_db(fig['psnr_db'])} (data range {r['data_range']:.4g}, A's max - min)")
     else:
         lines = [f"A: {r['inputs'][0]}", f"B: {r['inputs'][1]}", *format_frames(r)]
-        commands = r["identical_frames"] < r["frames"] or "ssim" in r  # format_frames' lines that name a command
-        if commands:
-            lines.append(f"figures as the filters of {r['ffmpeg']} give them: the commands give them with that "
-                         "release (an older one may part: 5.1's ssim on chroma planes, its 16-bit to 8-bit conversion)")
+        shown = r["identical_frames"] < r["frames"] or "ssim" in r  # format_frames' lines that name a command
+        commands = shown and any(r[k]["reproduce"] for k in ("yuv", "rgb", "ssim") if k in r)
+        if shown:
+            lines.append(f"figures as the filters of {r['ffmpeg']} give them" + (
+                ": the commands give them with that release (an older one may part: 5.1's ssim on chroma planes, its "
+                "16-bit to 8-bit conversion)" if commands else ""))
         if "frames_paired" in r:
             paired = r["frames_paired"] if commands else r["frames_paired"].split(": the commands given")[0]
             lines.insert(2, f"frames paired {paired}")

@@ -325,7 +325,11 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
         shown = ", ".join(f"{label} is to be shown turned {degrees} degrees" for label, degrees in turned.items())
         out["rotation"] = f"{shown}: frames are compared as stored, as ffmpeg does with -noautorotate"
     several = any(isinstance(m, VideoFile) and m.video_streams > 1 for m in (a, b))
+    unread = [f"{side} is {m.ffmpeg_unreadable()}" for side, m in (("A", a), ("B", b)) if m.ffmpeg_unreadable()]
     for block in filter(None, (out.get(k) for k in ("yuv", "rgb", "ssim"))):  # each names its ffmpeg command
+        if unread:  # said, not a command that cannot run
+            block["reproduce"], block["no_reproduce"] = None, f"no ffmpeg command: {', '.join(unread)}"
+            continue
         command = trimmed(block["reproduce"], frames.start, frames.stop)
         command = paired_by_index(command) if paired else command
         command = unrotated(command) if turned else command

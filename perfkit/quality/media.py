@@ -86,6 +86,10 @@ class Media:
         """How ffmpeg is to be given it, called ``name``, where ``-i NAME`` is not the way (None: it is)."""
         return None
 
+    def ffmpeg_unreadable(self) -> str | None:
+        """What it is, where ffmpeg cannot read it (no command measures it); None where it can."""
+        return None
+
 
 class VideoFile(Media):
     """A video container (mp4 / mkv / webm / ...), a path or the bytes of one."""
@@ -370,6 +374,12 @@ class ImageFolder(Media):
         start = f"-start_number {first} " if first else ""
         return f"{start}-i {name}/{names[0][1]}{digits}{names[0][3]}"
 
+    def ffmpeg_unreadable(self) -> str | None:
+        if self.folder and self.ffmpeg_input("X") is None:
+            # (ffmpeg's image sequence reader takes a folder's frames by one pattern, NAME%03d.png)
+            return "a folder of frames not named as one numbered sequence of one kind (000.png, 001.png, ...)"
+        return None
+
     def frames(self, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
         for path in self.files[start:stop]:
             image, alpha = _read_image(path, self._rgb24)
@@ -454,6 +464,9 @@ class ArrayMedia(Media):
                            path=label)
         self.frames_shape = {2: (1, *arr.shape, 1), 3: (1, *arr.shape), 4: arr.shape}[arr.ndim]
         self.count, self.frame_shape = self.frames_shape[0], self.frames_shape[1:]
+
+    def ffmpeg_unreadable(self) -> str | None:
+        return "a NumPy array"
 
     def frames(self, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
         if self.kind != "frames":

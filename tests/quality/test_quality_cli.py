@@ -34,9 +34,11 @@ def test_text_names_its_conventions(tmp_path, clip, noisy, quality_cli):
     a = clip(frames=3)
     b = noisy(a, 5)
     b[0] = a[0]
-    np.save(tmp_path / "a.npy", a)
-    np.save(tmp_path / "b.npy", b)
-    out = quality_cli(tmp_path / "a.npy", tmp_path / "b.npy", "--ssim").stdout
+    for name, frames in (("a", a), ("b", b)):  # PNG frames, which ffmpeg reads (it reads no .npy)
+        (tmp_path / name).mkdir()
+        for i, frame in enumerate(frames):
+            skio.imsave(tmp_path / name / f"{i:03d}.png", frame, check_contrast=False)
+    out = quality_cli(tmp_path / "a", tmp_path / "b", "--ssim").stdout
     assert "1 of 3 frames identical" in out and "over the 2 differing frames" in out
     assert "PSNR in RGB24: r " in out and "format=rgb24" in out  # named by the ffmpeg command that gives it
     assert "/255" in out and "SSIM in RGB channels: R " in out and "bit-identical: no (sha256 of the RGB24 frames" in out
@@ -331,3 +333,33 @@ def test_gray_images_are_measured_as_the_commands_measure_them(tmp_path, clip, n
         assert r["rgb"]["psnr_db"][plane] == pytest.approx(10 * np.log10(255**2 / mse), abs=1e-9)
     text = quality_cli(tmp_path / "a", tmp_path / "b", "--ssim").stdout
     assert "PSNR in RGB24: r " in text and "SSIM in RGB channels: R " in text, text
+
+
+def test_no_command_is_given_for_an_input_ffmpeg_does_not_read(tmp_path, clip, noisy, quality_cli):
+    """`ffmpeg -i A -i B ...` was given with B an .npy, or a folder of frames that are not one numbered sequence (a
+    PNG and a JPEG): commands that cannot run. The text and --json say there is no ffmpeg command, and why."""
+    from PIL import Image
+
+    frames = clip(frames=2)
+    np.save(tmp_path / "a.npy", frames)
+    np.save(tmp_path / "b.npy", noisy(frames, 8))
+    res = quality_cli(tmp_path / "a.npy", tmp_path / "b.npy", "--ssim")
+    assert "ffmpeg -" not in res.stdout and "(no ffmpeg command: A is a NumPy array, B is a NumPy array)" in res.stdout
+    r = quality_cli(tmp_path / "a.npy", tmp_path / "b.npy", "--ssim", "--json").json()
+    assert r["rgb"]["reproduce"] is None and r["ssim"]["reproduce"] is None
+    assert r["rgb"]["no_reproduce"] == "no ffmpeg command: A is a NumPy array, B is a NumPy array"
+    numbered, mixed = tmp_path / "numbered", tmp_path / "mixed"
+    numbered.mkdir()
+    mixed.mkdir()
+    for i, frame in enumerate(noisy(frames, 8)):
+        Image.fromarray(frame).save(numbered / f"{i:03d}.png")
+    Image.fromarray(frames[0]).save(mixed / "000.png")
+    Image.fromarray(frames[1]).save(mixed / "001.jpg", quality=95)
+    r = quality_cli(numbered, mixed, "--json").json()
+    assert r["rgb"]["reproduce"] is None and r["rgb"]["no_reproduce"] == (
+        "no ffmpeg command: B is a folder of frames not named as one numbered sequence of one kind (000.png, "
+        "001.png, ...)")
+    r = quality_cli(numbered, numbered / "000.png", "--frames", "0:1", "--json").json()
+    assert r["bit_identical"] and "no_reproduce" not in r.get("rgb", {})
+    r = quality_cli(numbered, mixed / "000.png", "--frames", "0:1", "--json").json()  # one image file: -i reads it
+    assert r["rgb"]["reproduce"].startswith("ffmpeg -i A/%03d.png -i B ")
