@@ -124,8 +124,9 @@ def format_result(r: dict, per_frame: bool = False) -> list[str]:
         commands = shown and any(r[k]["reproduce"] for k in ("yuv", "rgb", "ssim") if k in r)
         if shown:
             lines.append(f"figures as the filters of {r['ffmpeg']} give them" + (
-                ": the commands give them with that release (an older one may part: 5.1's ssim on chroma planes, its "
-                "16-bit to 8-bit conversion)" if commands else ""))
+                ": the commands give them with that release (an older one may part: 5.1's ssim on a plane whose "
+                "width / 4 - 1 leaves 1 divided by 4, as Y of a 426-wide video, U and V of a 720-wide 4:2:0 one; "
+                "its 16-bit to 8-bit conversion)" if commands else ""))
         if "frames_paired" in r:
             paired = r["frames_paired"] if commands else r["frames_paired"].split(": the commands given")[0]
             lines.insert(2, f"frames paired {paired}")

@@ -50,7 +50,8 @@ CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os
 # per video) and keeps both busy (benchmarks/quality_throughput.py).
 DECODE_THREADS = max(1, CORES // 2)
 # whose filters the figures are (the commands they name give them with it; other releases' filters part in
-# places: 5.1's ssim on chroma planes, its conversion of 16-bit frames to rgb24)
+# places: 5.1's ssim on planes whose width / 4 - 1 leaves 1 divided by 4 (``perfkit.quality.ssim``), its conversion
+# of 16-bit frames to rgb24)
 FFMPEG_RELEASE = (f"FFmpeg {av.ffmpeg_version_info} (PyAV's libavfilter "
                   f"{'.'.join(map(str, av.library_versions['libavfilter']))})")
 

@@ -15,7 +15,8 @@ is converted by another path in some ffmpeg versions, 5.1 for one, and its figur
 
 ffmpeg builds whose x86 ``ssim_end_line`` predates the fix of its last 1-3 windows of a row (Debian 12's 5.1, for
 one) differ from the filter's C code on planes whose width / 4 - 1 leaves 1 when divided by 4 (a 720-wide 4:2:0
-video's U and V); the libavfilter PyAV bundles (11) has the fix.
+video's U and V; a 424-, 426- or 568-wide one's Y alone; all three planes of a 425-wide 4:4:4 one); the libavfilter
+PyAV bundles (11) has the fix, as ffmpeg 9 does.
 """
 
 from __future__ import annotations

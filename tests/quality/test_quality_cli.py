@@ -363,3 +363,23 @@ def test_no_command_is_given_for_an_input_ffmpeg_does_not_read(tmp_path, clip, n
     assert r["bit_identical"] and "no_reproduce" not in r.get("rgb", {})
     r = quality_cli(numbered, mixed / "000.png", "--frames", "0:1", "--json").json()  # one image file: -i reads it
     assert r["rgb"]["reproduce"].startswith("ffmpeg -i A/%03d.png -i B ")
+
+
+def test_the_older_release_caveat_names_the_planes_it_parts_on(tmp_path, clip, noisy, quality_cli):
+    """The text said an older ffmpeg parts on '5.1's ssim on chroma planes'. Measured (Debian's ffmpeg 5.1 against a
+    static ffmpeg 9, which gives perfkit's figures): a 426-wide 4:2:0 h264 pair's Y parts (0.948319 against 0.947985)
+    while U and V agree; so on the Y of 424-, 425- and 568-wide ones; all three planes of a 425-wide 4:4:4 pair; a
+    720-wide 4:2:0 pair's U and V (0.999761 against 0.999993) while Y agrees: the planes whose width / 4 - 1 leaves 1
+    divided by 4 (the x86 ssim_end_line fix), which the text now says."""
+    measured = {426: "y", 424: "y", 425: "y", 568: "y", 213: "", 212: "", 284: "", 720: "", 360: "uv"}
+    for width, parts in measured.items():  # the rule stated, against each measured plane width
+        assert ((width // 4 - 1) % 4 == 1) == bool(parts), width
+    frames = clip(frames=2)
+    for name, f in (("a", frames), ("b", noisy(frames, 6))):
+        (tmp_path / name).mkdir()
+        for i, frame in enumerate(f):
+            skio.imsave(tmp_path / name / f"{i:03d}.png", frame, check_contrast=False)
+    out = quality_cli(tmp_path / "a", tmp_path / "b", "--ssim").stdout
+    assert ("(an older one may part: 5.1's ssim on a plane whose width / 4 - 1 leaves 1 divided by 4, as Y of a "
+            "426-wide video, U and V of a 720-wide 4:2:0 one; its 16-bit to 8-bit conversion)") in out, out
+    assert "chroma planes" not in out
