@@ -109,7 +109,8 @@ class VideoFile(Media):
             self.alpha = fmt if stream.format and _has_alpha(stream.format) else None
             self.video_streams = len(container.streams.video)  # the first is the one compared
             first = f", the first of its {self.video_streams} video streams" if self.video_streams > 1 else ""
-            self.detail = (f"video {stream.codec_context.name} {stream.format.name if stream.format else '?'}, "
+            # the codec's name (av1), not its decoder's (libdav1d)
+            self.detail = (f"video {stream.codec_context.codec.canonical_name} {fmt or '?'}, "
                            f"{self.count or '?'} frames of {stream.width}x{stream.height}{first}")
 
     def _read_packets(self, container, stream) -> None:

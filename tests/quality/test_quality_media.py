@@ -289,3 +289,19 @@ def test_a_frame_size_change_mid_stream_is_refused(tmp_path, clip, quality_cli):
     line, = res.stderr.strip().splitlines()
     assert line.endswith(".h264: frame size changes from 64x48 to 96x64 mid-stream (frame 4)"), line
     assert quality_cli(a, b, "--frames", "0:4").exit_code == 0
+
+
+def test_a_video_is_labelled_by_its_codec_not_its_decoder(tmp_path, clip):
+    """An AV1 video (SVT-AV1 through PyAV) decodes with libdav1d: its input was labelled 'video libdav1d yuv420p';
+    it is labelled by the codec, as ffprobe names it: 'video av1 yuv420p'."""
+    frames = clip(frames=2, height=64, width=64)
+    path = tmp_path / "av1.mkv"
+    with av.open(str(path), "w") as c:
+        s = c.add_stream("libsvtav1", rate=24, options={"preset": "12"})
+        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
+        for f in frames:
+            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+        c.mux(s.encode())
+    with av.open(str(path)) as c:  # the premise: its decoder has another name
+        assert c.streams.video[0].codec_context.name == "libdav1d"
+    assert media.open_media(path).describe() == f"{path} (video av1 yuv420p, 2 frames of 64x64)"
