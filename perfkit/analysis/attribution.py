@@ -203,6 +203,8 @@ def run_summary(run_dir: str | Path, top: int | None = None, seed: int | None = 
     """``summarize`` of a run directory's variants (the A/A control too, its name as ``aa``), as
     ``perfkit trace diff RUN_DIR`` prints it; seed: the case's."""
     run_dir = Path(run_dir)
+    if not run_dir.exists():
+        raise BadInput("no such file or folder", path=str(run_dir))
     if not (run_dir / "trials.jsonl").is_file():
         raise BadInput("not a run directory (no trials.jsonl): give two traces, A and B", path=str(run_dir))
     case = case_mod.load(run_dir / "case.yaml")

@@ -303,6 +303,12 @@ def test_trace_diff_not_a_run_dir(tmp_path):
     assert result.output.strip().count("\n") == 0 and "not a run directory" in result.output
 
 
+def test_trace_diff_of_a_path_that_is_not_there(tmp_path):
+    """A newcomer's typo is named as such, not as a folder that lacks a run's records."""
+    result = CliRunner().invoke(cli, ["trace", "diff", str(tmp_path / "nonexist")])
+    assert result.exit_code == 2 and result.output == f"perfkit: {tmp_path / 'nonexist'}: no such file or folder\n"
+
+
 def test_report_section_marks_and_aa_line():
     r = {"key": "x", "category": "ici", "change": "added", "a_ms": 0.0, "b_ms": 2.0, "delta_ms": 2.0,
          "ci_lo_ms": 1.0, "ci_hi_ms": 3.0, "marked": True}
