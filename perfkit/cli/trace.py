@@ -444,6 +444,8 @@ def collectives(paths, step_pattern, top, as_json):
     from perfkit.trace.shards import collectives_traces
 
     found, steps_from = collectives_traces(list(paths), step_pattern)
+    if not found["chip_steps"]:  # (as breakdown and tail refuse it: no ops, host ops standing in neither)
+        raise BadInput("no device ops in these traces" + _xspace_beside(paths), path=" ".join(paths))
     ops, steps = found["ops"], found["steps"]
     measured = "host ops" if "host" in found["measured"] else "device ops"
     cpu = "cpu" in found["measured"] or measured == "host ops"  # (the skew is the host's scheduling)

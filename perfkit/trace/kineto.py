@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 import zlib
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
-from perfkit.errors import BadInput
+from perfkit.errors import BadInput, DefinitionNote
 from perfkit.trace.programs import Programs
 from perfkit.trace.raw import ROLES, RawTrace, StringTable, file_host
 
@@ -242,6 +243,10 @@ def read(path: Path, rank: int) -> RawTrace:
     events = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
     if not events:
         raise BadInput("no complete ('X') events in traceEvents", path=path)
+    pairs = sum(isinstance(e, dict) and e.get("ph") in ("B", "E") for e in doc["traceEvents"])
+    if pairs:  # (Kineto writes none; a Chrome trace of another tool may time its spans so)
+        warnings.warn(f"{path}: its {pairs} begin/end ('B'/'E') events are not read: perfkit reads the complete ('X') "
+                      "events Kineto writes", DefinitionNote, stacklevel=2)
     cats = [str(e.get("cat", "")) for e in events]
     names = [str(e.get("name", "")) for e in events]
     try:

@@ -752,3 +752,28 @@ def test_a_kineto_diff_names_where_it_parts_from_hta_tracediff(fixtures_dir):
     xspace = str(next((fixtures_dir / "xplane").glob("*.xplane.pb")))
     notes = json.loads(CliRunner().invoke(cli, ["trace", "diff", xspace, xspace, "--json"]).stdout)["notes"]
     assert not any("TraceDiff" in n for n in notes)
+
+
+def test_a_chrome_trace_of_another_tool(tmp_path):
+    """A hunt's Chrome trace from TensorFlow's trace viewer (pytorch/kineto's copy of its test data): spans as
+    begin/end pairs, a counter, complete events of no Kineto category. Every command refuses it as having no
+    device ops (collectives had printed host ops standing in, and no collectives), and what reads it says its
+    begin/end events are not read (export had written its 4 complete events, the 16 others dropped unsaid)."""
+    events = [{"cat": "PERF", "pid": 1, "tid": 1, "ts": 826, "ph": "C", "name": "counter", "args": {"value": 10}},
+              {"cat": "PERF", "pid": 1, "tid": 1, "ts": 826, "ph": "B", "name": "A"},
+              {"cat": "PERF", "pid": 1, "tid": 1, "ts": 827, "ph": "B", "name": "Asub"},
+              {"cat": "PERF", "pid": 1, "tid": 1, "ts": 829, "ph": "E"},
+              {"cat": "PERF", "pid": 1, "tid": 1, "ts": 833, "ph": "E"},
+              {"cat": "PERF", "pid": 1, "tid": 2, "ts": 840, "ph": "X", "dur": 5, "name": "B"}]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    note = f"perfkit: note: {path}: its 4 begin/end ('B'/'E') events are not read"
+    for command in ("breakdown", "collectives", "tail"):
+        result = CliRunner().invoke(cli, ["trace", command, str(path)])
+        assert result.exit_code == 2, (command, result.output)
+        assert result.stderr.splitlines() == [result.stderr.splitlines()[0],
+                                              f"perfkit: {path}: no device ops in these traces"], result.stderr
+        assert result.stderr.startswith(note), result.stderr
+    result = CliRunner().invoke(cli, ["trace", "export", str(path), "--perfetto", str(tmp_path / "out.json")])
+    assert result.exit_code == 0 and result.stderr.startswith(note), result.output
+    (tmp_path / "out.json").unlink()
