@@ -41,6 +41,9 @@ CPU_CHIPS = ("these chips are XLA's CPU devices, threads sharing the host's core
 KINETO_DIFF = ("Kineto times are read to the ns (HTA's TraceDiff rounds them inward to whole us; "
                "HTA_DISABLE_NS_ROUNDING=1 keeps them), and an op of no duration is neither timed nor counted (TraceDiff "
                "counts it)")
+OPS_BY_NAME = ("ops are matched by name, which XLA gives per program: where A and B compiled different programs, "
+               "one name may be different ops on each side (perfkit trace diff RUN_DIR aligns a run's two step "
+               "programs by their structure, from its XLA dumps)")
 GLOO_RANKS = ("these ranks' collectives ran on host CPUs (gloo): where the ranks share a machine, as a perfkit run's "
               "do, the arrival skew is its scheduling, not a slow rank, so the rank that arrived last is not flagged a "
               "straggler")
@@ -306,15 +309,17 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
     # pandas and the analyses load only for the command that runs them (``_prepare``)
     import pandas as pd
 
-    from perfkit.trace.events import is_xplane
+    from perfkit.trace.events import is_xplane, trace_files
     from perfkit.trace.names import readable
     from perfkit.trace.shards import diff_traces
     from perfkit.trace.timeline import LAST_STEP_DROPPED
 
     table = diff_traces([a], [b], by, step_pattern, window + (LAST_STEP_DROPPED if last_step == "drop" else ""))
     measured = _measured(table.attrs.get("measured", ()))
-    if not (is_xplane(Path(a)) and is_xplane(Path(b))):
+    if not all(map(is_xplane, trace_files([a, b]))):
         warnings.warn(KINETO_DIFF, DefinitionNote, stacklevel=1)
+    elif by == "op":
+        warnings.warn(OPS_BY_NAME, DefinitionNote, stacklevel=1)
     if as_json:
         click.echo(json.dumps({"measured": measured, "by": by, "window": window, "last_step": last_step,
                                "spans_a": table.attrs["spans_a"],

@@ -754,6 +754,17 @@ def test_a_kineto_diff_names_where_it_parts_from_hta_tracediff(fixtures_dir):
     assert not any("TraceDiff" in n for n in notes)
 
 
+def test_an_xspace_diff_by_op_says_ops_are_matched_by_name(fixtures_dir):
+    """A newcomer's diff by op of two trials whose programs differ read one fusion's name as the same op on both
+    sides: a diff of XSpaces by op says names are per program (folders of XSpaces too: no Kineto note there)."""
+    ring = str(fixtures_dir.parent / "jax_cpu_ring")
+    by_op = json.loads(CliRunner().invoke(cli, ["trace", "diff", ring, ring, "--by", "op", "--json"]).stdout)["notes"]
+    assert any(n.startswith("ops are matched by name, which XLA gives per program") for n in by_op)
+    assert not any("TraceDiff" in n for n in by_op)
+    by_kind = json.loads(CliRunner().invoke(cli, ["trace", "diff", ring, ring, "--json"]).stdout)["notes"]
+    assert not any("matched by name" in n for n in by_kind)
+
+
 def test_a_chrome_trace_of_another_tool(tmp_path):
     """A hunt's Chrome trace from TensorFlow's trace viewer (pytorch/kineto's copy of its test data): spans as
     begin/end pairs, a counter, complete events of no Kineto category. Every command refuses it as having no
