@@ -8,6 +8,7 @@ written against ``perfkit.models.plans.Plan``.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
 from typing import Any, Callable
 
@@ -64,8 +65,15 @@ def plan_for(name: str, config, options: dict, devices: int):
     """The plan a case's variant asks for (``options``: ``plan`` and its options), bound to the family's
     streams over ``devices`` ranks. ``BadInput`` names the option that cannot be honoured."""
     # plans import jax: only when a plan is built, not to list families
-    from perfkit.models.plans import make_plan
+    from perfkit.models.plans import PLANS, make_plan, plan_options
 
+    # A key no plan takes, spelt near one a variant may set (`plam` for `plan`), is a typo: name the key meant,
+    # where the plan (the default one, when `plan` itself is the typo) would only list its own options.
+    valid = {"plan", *WORKER_OPTIONS, *(o for p in PLANS.values() for o in plan_options(p))}
+    for key in sorted(set(options) - valid, key=str):
+        near = difflib.get_close_matches(str(key), sorted(valid), n=1)
+        if near:
+            raise BadInput(f"unknown option (did you mean '{near[0]}'?)", field=f"options.{key}")
     opts = {k: v for k, v in options.items() if k not in WORKER_OPTIONS}
     family = get(name)
     plan = make_plan(opts.pop("plan", "local"), **opts)

@@ -156,6 +156,23 @@ def test_model_variant_whose_plan_cannot_be_honoured_is_one_line_before_any_tria
     assert not (tmp_path / "run" / "trials.jsonl").exists()
 
 
+def test_model_variant_option_misspelt_is_named_with_the_option_meant(write_case, tmp_path):
+    """`plam: sp` was refused as `plan 'local' takes options ['split_rope'], not ['impl', 'plam']`: the default
+    plan's options, with no word that `plam` is a typo of `plan`."""
+    case = {"name": "m", "model": {"name": "wan", "config": "tiny", "steps": 3}, "devices": 2,
+            "variants": {"xla": {"options": {"plam": "sp", "impl": "xla"}},
+                         "ring": {"options": {"plan": "sp", "impl": "ring", "rope_fualt_block": 0}}}}
+    res = perfkit("run", write_case(case), "--out", tmp_path / "run")
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        f"perfkit: {tmp_path / 'case.yaml'}: variants.xla.options.plam: unknown option (did you mean 'plan'?)"]
+    case["variants"]["xla"]["options"] = {"plan": "sp", "impl": "xla"}
+    res = perfkit("run", write_case(case), "--out", tmp_path / "run")
+    assert res.stderr.strip().splitlines() == [f"perfkit: {tmp_path / 'case.yaml'}: variants.ring.options."
+                                               "rope_fualt_block: unknown option (did you mean 'rope_fault_block'?)"]
+    assert not (tmp_path / "run" / "trials.jsonl").exists()
+
+
 def test_every_bundled_case_names_programs_that_exist_from_any_folder(tmp_path, monkeypatch):
     """A bundled case runs from any folder (`perfkit run repro/rank_constant` from elsewhere crashed every trial:
     its script was named relative to the repository's root): the scripts a case names are found from its file."""
