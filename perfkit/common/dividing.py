@@ -53,6 +53,17 @@ def shown_difference(a: float, b: float, decimals: int) -> float:
     return b - a if round(b - a, decimals) == round(shown, decimals) else shown
 
 
+def signed_decimals(figures: Callable[[int], list[tuple[float, float]]], at_least: int = 3, most: int = 6) -> int:
+    """The fewest decimals, ``at_least`` or more, with which each (exact, shown) pair ``figures(n)`` gives shows
+    ``shown`` to n decimals as a figure not 0, of ``exact``'s sign (a change of -0.0005 ms whose CI excludes 0
+    read +0.000, its CI [-0.001, -0.000]); pairs whose exact is 0 are left out. ``at_least`` where none does: a
+    figure below ``most``'s last decimal is rounding noise, not worth the digits."""
+    def holds(n: int) -> bool:
+        return all(x == 0 or (_shown(s, n, False) > 0 if x > 0 else _shown(s, n, False) < 0) for x, s in figures(n))
+    n = _fewest(at_least, most, holds)
+    return n if holds(n) else at_least
+
+
 def whole_shares(parts: list[float], decimals: int = 0) -> list[float]:
     """Each part's share of their sum in percent to ``decimals``, adding up to 100 as the parts add up to their
     sum: rounded down, then the units left given to the largest remainders (36%, 40%, 0%, 25% read 101%)."""

@@ -4,7 +4,7 @@ category, op kind and op, with the bootstrap CI of each part (``summary["attribu
 
 from __future__ import annotations
 
-from perfkit.common.dividing import shown_difference
+from perfkit.common.dividing import shown_difference, signed_decimals
 from perfkit.trace.names import labels
 
 MARK = "**\\***"  # a part whose CI, as shown, excludes 0
@@ -17,8 +17,16 @@ INTERVALS = {"welch": "Welch's t over each side's trial means",  # summary.json'
 SPLITS = (("category", "category"), ("kind", "op kind"), ("op", "op"))
 
 
-def _ms(v: float) -> str:
-    return f"{v:+.{DECIMALS}f}"
+def _ms(v: float, decimals: int = DECIMALS) -> str:
+    return f"{v + 0.0:+.{decimals}f}"  # + 0.0: a bound of -0.0 reads +0.000
+
+
+def _decimals(row: dict) -> int:
+    """A row's decimals: more than ``DECIMALS`` where its CI excludes 0 but its delta would read 0 or a CI bound
+    -0.000 (a change of -0.0005 ms, CI [-0.0009, -0.0001], read +0.000 [-0.001, -0.000])."""
+    return signed_decimals(lambda n: [(row["ci_lo_ms"], row["ci_lo_ms"]), (row["ci_hi_ms"], row["ci_hi_ms"])] + (
+        [(row["b_ms"] - row["a_ms"], shown_difference(row["a_ms"], row["b_ms"], n))] if row["marked"] else []),
+        at_least=DECIMALS)
 
 
 def _table(rows: list[dict], by: str, title: str, baseline: str, name: str) -> list[str]:
@@ -35,10 +43,10 @@ def _table(rows: list[dict], by: str, title: str, baseline: str, name: str) -> l
     for r in rows:
         named = about and r["change"] not in ("other", "idle", "residual")
         key = f"`{short[r['key']]}`" if named else _other(r, title) if "other_keys" in r else r["key"]
+        n = _decimals(r)
         out.append(f"| {key} | " + (f"{r['category'] or '-'} | {r['change']} | " if about else "")
-                   + f"{r['a_ms']:.{DECIMALS}f} | {r['b_ms']:.{DECIMALS}f} | "
-                   f"{_ms(shown_difference(r['a_ms'], r['b_ms'], DECIMALS))} | "
-                   f"[{_ms(r['ci_lo_ms'])}, {_ms(r['ci_hi_ms'])}] | {MARK if _shown_apart(r) else ''} |")
+                   + f"{r['a_ms']:.{n}f} | {r['b_ms']:.{n}f} | {_ms(shown_difference(r['a_ms'], r['b_ms'], n), n)} | "
+                   f"[{_ms(r['ci_lo_ms'], n)}, {_ms(r['ci_hi_ms'], n)}] | {MARK if _shown_apart(r, n) else ''} |")
     return out
 
 
@@ -50,10 +58,10 @@ def _other(row: dict, title: str) -> str:
     return f"other ({n} {noun}: " + ", ".join(f"{k} {c}" for c, k in counts.items()) + ")"
 
 
-def _shown_apart(row: dict) -> bool:
-    """Whether a part's CI excludes 0 as the table shows it (one that does only below its 0.001 ms: unmarked, as
-    [+0.000, +0.000] would read)."""
-    return row["marked"] and (float(_ms(row["ci_lo_ms"])) > 0 or float(_ms(row["ci_hi_ms"])) < 0)
+def _shown_apart(row: dict, decimals: int) -> bool:
+    """Whether a part's CI excludes 0 as the table shows it (one that does only below its last decimal: unmarked,
+    as [+0.000, +0.000] would read)."""
+    return row["marked"] and (float(_ms(row["ci_lo_ms"], decimals)) > 0 or float(_ms(row["ci_hi_ms"], decimals)) < 0)
 
 
 def section(attribution: dict | None, aa_name: str | None = None, command: bool = True) -> list[str]:
@@ -74,11 +82,12 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
             out += ["", f"Attribution of {name} against {base}: {v['error']}"]
             continue
         t = v["total"]
-        change = _ms(shown_difference(t["a_ms"], t["b_ms"], DECIMALS))
+        n = _decimals(t)
+        change = _ms(shown_difference(t["a_ms"], t["b_ms"], n), n)
         out += ["", f"### Where {name}'s {change} ms a step goes",
-                "", f"Mean traced device step per chip: {base} {t['a_ms']:.{DECIMALS}f} ms, "
-                f"{name} {t['b_ms']:.{DECIMALS}f} ms, "
-                f"change {change} ms [{_ms(t['ci_lo_ms'])}, {_ms(t['ci_hi_ms'])}] (95% CI, "
+                "", f"Mean traced device step per chip: {base} {t['a_ms']:.{n}f} ms, "
+                f"{name} {t['b_ms']:.{n}f} ms, "
+                f"change {change} ms [{_ms(t['ci_lo_ms'], n)}, {_ms(t['ci_hi_ms'], n)}] (95% CI, "
                 f"{INTERVALS.get(v.get('interval'), 'a bootstrap over trials, then steps')}: {v['trials'][0]} and "
                 f"{v['trials'][1]} trials, {v['chip_steps'][0]} and {v['chip_steps'][1]} chip-steps). Each split "
                 f"adds up to the change: the top {attribution['top']} ops or kinds by |delta|, `other` the rest (how "

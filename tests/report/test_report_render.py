@@ -542,6 +542,35 @@ def test_traced_steps_that_changed_the_other_way_are_said_so():
     assert _traced_against_timed(summary) == []
 
 
+def test_a_change_whose_ci_excludes_0_shows_its_sign_and_no_bound_reads_minus_0():
+    """A newcomer's LTX-2 run: `concatenate | compute | changed | 0.001 | 0.001 | +0.000 | [-0.001, -0.000]` where
+    summary.json held 0.001214 and 0.000678625 ms (-0.000535375), CI [-0.00094, -0.00013]: a change shown +0.000
+    whose CI excludes 0. That row takes a fourth decimal: 0.0012, 0.0007, -0.0005, [-0.0009, -0.0001], starred as
+    its printed CI excludes 0; a bound of -0.00004 in an interval across 0 shows -0.00004; the other rows keep
+    three."""
+    from perfkit.report.attribution import section
+
+    def row(key, a, b, lo, hi, marked):
+        return {"key": key, "category": "compute", "change": "changed", "a_ms": a, "b_ms": b, "delta_ms": b - a,
+                "ci_lo_ms": lo, "ci_hi_ms": hi, "marked": marked}
+
+    kinds = [row("fusion", 0.842, 0.617, -3.238, 2.787, False),
+             row("concatenate", 0.001214, 0.000678625, -0.00094, -0.00013, True),
+             row("copy", 0.1, 0.2, -0.00004, 0.2, False)]
+    total = dict(row("total", 8.3209, 6.8097, -34.3527, 31.3302, False), category="", change="total")
+    attribution = {"baseline": "tp", "top": 10, "variants": {"sp": {
+        "total": total, "interval": "welch", "trials": [2, 2], "chip_steps": [8, 8],
+        "category": [dict(row("compute", 0.891, 0.654, -3.406, 2.931, False), category="")], "kind": kinds,
+        "op": kinds}}}
+    report = "\n".join(section(attribution))
+    assert table_row(report, "`concatenate`") == ["compute", "changed", "0.0012", "0.0007", "-0.0005",
+                                                  "[-0.0009, -0.0001]", "**\\***"]
+    assert table_row(report, "`copy`") == ["compute", "changed", "0.10000", "0.20000", "+0.10000",
+                                           "[-0.00004, +0.20000]", ""]
+    assert table_row(report, "`fusion`") == ["compute", "changed", "0.842", "0.617", "-0.225", "[-3.238, +2.787]", ""]
+    assert "change -1.511 ms [-34.353, +31.330]" in report and not re.search(r"[-+]0\.0+(?![0-9])", report)
+
+
 def test_a_multi_process_runs_timed_steps_are_said_to_be_rank_0s(make_run):
     """A newcomer's repro/rank_constant: "timed steps (trials) 10 (2)" for 4 ranks x 5 steps: a trial's steps are
     its first rank's (a step's collectives wait for every rank), and the row says so."""

@@ -314,7 +314,7 @@ def test_report_section_marks_and_aa_line():
          "ci_lo_ms": 1.0, "ci_hi_ms": 3.0, "marked": True}
     quiet = {**r, "key": "y", "change": "changed", "a_ms": 1.0, "b_ms": 1.1, "delta_ms": 0.1, "ci_lo_ms": -0.2,
              "ci_hi_ms": 0.4, "marked": False}
-    # the demo's concatenate: its CI excludes 0 below the table's 0.001 ms, [+0.000, +0.000] shown: unmarked
+    # the demo's concatenate: its CI excludes 0 below the table's 0.001 ms: its row takes the decimals that show it
     tiny = {**r, "key": "z", "change": "changed", "a_ms": 0.0011, "b_ms": 0.0014, "delta_ms": 0.0003,
             "ci_lo_ms": 0.0002, "ci_hi_ms": 0.0004, "marked": True}
     v = {"trials": [3, 3], "chip_steps": [12, 12], "confidence": 0.95, "total": {**r, "key": "total"},
@@ -325,7 +325,7 @@ def test_report_section_marks_and_aa_line():
     assert "### Where sp's +2.000 ms a step goes" in text
     assert "| `x` | ici | added | 0.000 | 2.000 | +2.000 | [+1.000, +3.000] | **\\*** |" in text
     assert "| `y` | ici | changed | 1.000 | 1.100 | +0.100 | [-0.200, +0.400] |  |" in text
-    assert "| `z` | ici | changed | 0.001 | 0.001 | +0.000 | [+0.000, +0.000] |  |" in text
+    assert "| `z` | ici | changed | 0.0011 | 0.0014 | +0.0003 | [+0.0002, +0.0004] | **\\*** |" in text
     assert text.count("A/A control: 0 of 5 parts have a CI excluding 0 (before rounding; the tables star only those "
                       "whose interval, as printed, still excludes 0); chance allows up to 1") == 1
     assert "not to be trusted" not in text  # the control marked no more than chance allows
