@@ -42,6 +42,47 @@ def dividing(va: float, vb: float) -> tuple[str, str]:
     return f"{va:.{n}f}", f"{vb:.{n}f}"
 
 
+_HOW = {"skipped": "skipped", "never arrived": "never arrived at", "different collective": "ran {mine} where the "
+        "others ran", "extra collective": "ran an extra"}
+
+
+def parted(parting: dict) -> str:
+    """Where a hang's chips part, short: ``rank 1 skipped ppermute.11 (collective 3 of 3 in step 0)``; where a
+    parted rank's program lacks or adds a collective before that place (the traces pair collectives in order, by
+    count), that: ``rank 3's program lacks ppermute.10 (collective 2 of 3)``."""
+    step = f" in step {parting['step']}" if parting["step"] >= 0 else ", before the first step marker"
+    programs = {str(r): c for r, c in (parting.get("programs") or {}).items()}
+    said = []
+    for p in parting["parted"]:
+        change = programs.get(str(p["rank"])) or {}
+        earliest = min([(c["index"], "lacks", c) for c in change.get("lacks", ())]
+                       + [(c["index"], "adds", c) for c in change.get("adds", ())], default=None, key=lambda x: x[:2])
+        if earliest and earliest[0] < parting["index"]:
+            index, what, c = earliest
+            said.append(f"rank {p['rank']}'s program {what} {c['op']} (collective {index + 1} of "
+                        f"{change['majority_count']}{step})")
+            continue
+        # the collective named is the majority's there, or where the majority ran none, the first extra one
+        said.append(f"rank {p['rank']} {_HOW.get(p['how'], p['how']).format(mine=p['op'])} {parting['op']} "
+                    f"(collective {parting['index'] + 1} of {parting['in_step']}{step})")
+    return ", ".join(said)
+
+
+def hung(summary: dict) -> list[str]:
+    """Each variant with a hung trial, and where its first hung trial with traces parted (``skip hung: rank 1
+    skipped ppermute.11 (collective 3 of 3 in step 0)``): the one line said only that trials failed."""
+    out: dict[str, str] = {}
+    hangs = summary.get("hangs") or {}
+    for t in summary["trials"]["failed"]:
+        if t["status"] != "hung":
+            continue
+        parting = (hangs.get(t["dir"]) or {}).get("parting")
+        if parting and parting.get("parted") and not out.get(t["variant"]):
+            out[t["variant"]] = f"{t['variant']} hung: {parted(parting)}"
+        out.setdefault(t["variant"], "")
+    return [text or f"{name} hung" for name, text in out.items()]
+
+
 def summary_line(summary: dict, report: Path) -> str:
     c = summary["comparison"]
     a = summary["baseline"]
@@ -92,6 +133,7 @@ def summary_line(summary: dict, report: Path) -> str:
     failed = summary["trials"]["failed"]
     if failed:
         parts.append(f"; {len(failed)} trial(s) failed")
+    parts += [f"; {hang}" for hang in hung(summary)]
     if summary.get("interrupted"):
         parts.append("; interrupted")
     parts.append(f"; report {report}")

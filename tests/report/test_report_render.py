@@ -383,6 +383,34 @@ def test_a_hung_trial_still_renders(tmp_path):
     assert "inf (bit-identical)" in report.splitlines()[2] and "plots/psnr.png" not in report  # nothing differs
 
 
+def test_the_one_line_says_which_variant_hung_and_where_its_chips_parted():
+    """A newcomer's hang (rank 1 skips the last ring hop): the line read "no timed steps for skip -> unknown; ...;
+    1 trial(s) failed" while the report's hang section named where the chips parted. The line says it now, from
+    summary.json's ``hangs`` (the parting as the run wrote it); a hung trial without traces says it hung alone."""
+    from perfkit.report.line import summary_line
+
+    parting = {"step": 0, "index": 2, "op": "ppermute.11", "kind": "collective-permute", "in_step": 3, "extra": False,
+               "majority": [{"rank": 0, "device": 0}, {"rank": 2, "device": 4096}],
+               "parted": [{"rank": 1, "device": 2048, "how": "skipped", "op": None, "in_step": 2}]}
+    summary = {"case": "hop", "baseline": "ring", "comparison": {"verdict": "unknown", "ratio": None},
+               "variants": {"ring": {"trial_medians_ms": [12.0], "trials": 1}, "skip": {"trials": 1}},
+               "trials": {"total": 3, "ok": 1, "failed": [
+                   {"index": 1, "variant": "skip", "status": "hung", "dir": "trials/01-skip", "ranks": []},
+                   {"index": 2, "variant": "ring", "status": "hung", "dir": "trials/02-ring", "ranks": []}]},
+               "hangs": {"trials/01-skip": {"chips": [], "parting": parting, "text": "..."}}}
+    assert summary_line(summary, Path("r/report.md")) == (
+        "hop: no timed steps for skip -> unknown; 2 trial(s) failed; skip hung: rank 1 skipped ppermute.11 "
+        "(collective 3 of 3 in step 0); ring hung; report r/report.md")
+    # the bundled repro: rank 3's program lacks the second of three hops; its traces, paired in order, part at the
+    # third, so the line names the program's
+    summary["hangs"]["trials/02-ring"] = {"chips": [], "text": "...", "parting": dict(
+        parting, parted=[dict(parting["parted"][0], rank=3, device=6144)], programs={"3": {
+            "lacks": [{"op": "ppermute.10", "opcode": "collective-permute", "index": 1}], "adds": [],
+            "majority_count": 3, "count": 2}})}
+    assert "; ring hung: rank 3's program lacks ppermute.10 (collective 2 of 3 in step 0); report" in \
+        summary_line(summary, Path("r/report.md"))
+
+
 def test_progression_table(make_run):
     first = make_run("r1")
     second = make_run("r2", trials=ab_trials(b_scale=1.5))
