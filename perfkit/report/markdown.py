@@ -389,15 +389,20 @@ def _breakdown(summary: dict) -> list[str]:
 
 def _traced_against_timed(summary: dict) -> list[str]:
     """A line for each variant whose traced steps changed against the baseline's with the other sign than its
-    timed steps (a few traced steps, one an outlier, can say B is faster where many timed ones say slower)."""
+    timed steps (a few traced steps, one an outlier, can say B is faster where many timed ones say slower); else
+    where they were too few to place the change (``_too_few_traced``). The A/A control's changes are noise."""
     attribution = summary.get("attribution") or {}
     control = (summary.get("noise_floor") or {}).get("variant")  # (the A/A control's changes are noise)
     timed = {c["variant"]: c["ratio"] for c in summary.get("comparisons", ())
              if c["metric"] == "step_ms" and c["ratio"] and c["variant"] != control}
+    verdicts = {c["variant"]: c["verdict"] for c in summary.get("comparisons", ()) if c["metric"] == "step_ms"}
     out = []
     for name, v in attribution.get("variants", {}).items():
         t = v.get("total") if "error" not in v else None
-        if t is None or name not in timed or (t["b_ms"] - t["a_ms"]) * (timed[name] - 1) >= 0:
+        if t is None or name == control:
+            continue
+        if name not in timed or (t["b_ms"] - t["a_ms"]) * (timed[name] - 1) >= 0:
+            out += _too_few_traced(name, v, verdicts.get(name))
             continue
         change = shown_difference(t["a_ms"], t["b_ms"], attribution_report.DECIMALS)
         out += ["", f"**{name}'s traced steps changed the other way from its timed steps**: "
@@ -406,6 +411,23 @@ def _traced_against_timed(summary: dict) -> list[str]:
                 "`capture.trace`), so one outlier turns them; `perfkit trace breakdown` on each trial's folder "
                 "gives every chip-step."]
     return out
+
+
+def _too_few_traced(name: str, v: dict, verdict: str | None) -> list[str]:
+    """A line where the attribution's total CI spans 0 while the timing gives a verdict, or is wider than the step:
+    its trials of a traced step or two could not place the change (a newcomer's: timed 2.03x slower, traced
+    +32.471 ms [-56.206, +121.147] of a 33 ms step, no part starred), and the report said nothing of it."""
+    t = v["total"]
+    spans = not t["marked"] and verdict in ("slower", "faster")
+    wide = t["ci_hi_ms"] - t["ci_lo_ms"] > max(t["a_ms"], t["b_ms"])
+    if not (spans or wide):
+        return []
+    why = f"spans 0 where the timing says {verdict}" if spans else "is wider than the step"
+    n = attribution_report.DECIMALS
+    return ["", f"**{name}'s attribution had too few traced steps to place its change**: its CI "
+            f"[{t['ci_lo_ms']:+.{n}f}, {t['ci_hi_ms']:+.{n}f}] ms {why}, from {v['trials'][0]} and {v['trials'][1]} "
+            f"trials of {v['chip_steps'][0]} and {v['chip_steps'][1]} chip-steps; more steps in `capture.trace` and "
+            f"more rounds (`--set repeats.min={2 * max(v['trials'])}`) give it more."]
 
 
 def _host_scheduled(summary: dict) -> str | None:

@@ -557,9 +557,9 @@ def test_traced_steps_that_changed_the_other_way_are_said_so():
     timed: one traced tp step of 30.1 ms turned it. Said beside it; the A/A control's own changes are noise."""
     from perfkit.report.markdown import _traced_against_timed
 
-    total = {"a_ms": 15.246, "b_ms": 13.202}
-    summary = {"comparisons": [{"variant": "sp", "metric": "step_ms", "ratio": 1.437},
-                               {"variant": "tp-aa", "metric": "step_ms", "ratio": 1.1}],
+    total = {"a_ms": 15.246, "b_ms": 13.202, "ci_lo_ms": -3.0, "ci_hi_ms": -1.0, "marked": True}
+    summary = {"comparisons": [{"variant": "sp", "metric": "step_ms", "ratio": 1.437, "verdict": "slower"},
+                               {"variant": "tp-aa", "metric": "step_ms", "ratio": 1.1, "verdict": "unknown"}],
                "noise_floor": {"variant": "tp-aa"},
                "attribution": {"variants": {v: {"total": total, "chip_steps": [12, 12]} for v in ("sp", "tp-aa")}}}
     assert _traced_against_timed(summary) == [
@@ -597,6 +597,31 @@ def test_a_change_whose_ci_excludes_0_shows_its_sign_and_no_bound_reads_minus_0(
                                            "[-0.00004, +0.20000]", ""]
     assert table_row(report, "`fusion`") == ["compute", "changed", "0.842", "0.617", "-0.225", "[-3.238, +2.787]", ""]
     assert "change -1.511 ms [-34.353, +31.330]" in report and not re.search(r"[-+]0\.0+(?![0-9])", report)
+
+
+def test_an_attribution_too_few_to_place_the_change_is_said_so():
+    """A newcomer's command case: timed 2.03x slower, the attribution `change +32.471 ms [-56.206, +121.147]` from 3
+    and 3 trials of one traced step, no part starred, and nothing said. Where the total's CI spans 0 while the timing
+    gives a verdict, or is wider than the step (the torch case's [-201.465, +298.402] in a 97 ms step), one sentence
+    says the traced steps were too few and how to get more; a CI that places the change, or the A/A control's, none."""
+    from perfkit.report.markdown import _traced_against_timed
+
+    def summary(total, verdict):
+        return {"comparisons": [{"variant": "slow", "metric": "step_ms", "ratio": 2.03, "verdict": verdict},
+                                {"variant": "base-aa", "metric": "step_ms", "ratio": 1.0, "verdict": "unknown"}],
+                "noise_floor": {"variant": "base-aa"},
+                "attribution": {"variants": {v: {"total": total, "trials": [3, 3], "chip_steps": [6, 6]}
+                                             for v in ("slow", "base-aa")}}}
+
+    spans = {"a_ms": 32.799, "b_ms": 65.270, "ci_lo_ms": -56.2059, "ci_hi_ms": 121.1473, "marked": False}
+    assert _traced_against_timed(summary(spans, "slower")) == [
+        "", "**slow's attribution had too few traced steps to place its change**: its CI [-56.206, +121.147] ms spans "
+        "0 where the timing says slower, from 3 and 3 trials of 6 and 6 chip-steps; more steps in `capture.trace` and "
+        "more rounds (`--set repeats.min=6`) give it more."]
+    wide = {"a_ms": 48.588, "b_ms": 97.057, "ci_lo_ms": -201.4649, "ci_hi_ms": 298.4023, "marked": False}
+    assert "[-201.465, +298.402] ms is wider than the step, from" in _traced_against_timed(summary(wide, "unknown"))[1]
+    placed = {"a_ms": 32.799, "b_ms": 65.270, "ci_lo_ms": 20.0, "ci_hi_ms": 45.0, "marked": True}
+    assert _traced_against_timed(summary(placed, "slower")) == []
 
 
 def test_a_multi_process_runs_timed_steps_are_said_to_be_rank_0s(make_run):
