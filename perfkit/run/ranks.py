@@ -191,8 +191,27 @@ def check_runnable(case: Case) -> None:
         return
     argv = command_argv(case, case.variants[0])
     check_program(argv[0], case, "command")
+    check_case_files(case, [str(a) for a in case.command], "command")
+    for v in case.variants:
+        check_case_files(case, v.args, f"variants.{v.name}.args")
     if argv[1:2] == ["-m"] and len(argv) > 2 and (extra := extras.of_module(argv[2])):
         extras.require(extra, f"command: {argv[2]}", path=case.source)
+
+
+SCRIPTS = (".py", ".sh")  # a file under the case's folder with these endings is read, never written
+
+
+def check_case_files(case: Case, argv: list[str], field: str) -> None:
+    """A program or script named under the case file's folder (``{case_dir}/...``) that is not there is bad input:
+    every trial crashed the same way (`can't open file ... [Errno 2]`). Only the program and scripts: another path
+    there may be an output the command writes."""
+    if case.source.startswith("<"):  # a case built in code: no file, no folder of its own
+        return
+    folder = str(Path(case.source).resolve().parent) + os.sep
+    for i, arg in enumerate(argv):
+        program = i == 0 and field == "command"
+        if arg.startswith(folder) and (program or arg.endswith(SCRIPTS)) and not Path(arg).exists():
+            raise BadInput(f"no such file {arg} ({{case_dir}}/{arg[len(folder):]})", path=case.source, field=field)
 
 
 def check_program(prog: str, case: Case, field: str) -> None:

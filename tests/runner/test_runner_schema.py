@@ -173,6 +173,30 @@ def test_model_variant_option_misspelt_is_named_with_the_option_meant(write_case
     assert not (tmp_path / "run" / "trials.jsonl").exists()
 
 
+def test_a_script_missing_under_the_case_folder_is_one_line_before_any_trial(write_case, tmp_path):
+    """A newcomer's case named `{case_dir}/mlp_missing.py`: all 6 trials ran and crashed alike ("can't open file ...
+    [Errno 2]"), exit 3. Refused before any trial now; a file there that is no script (an output the command
+    writes) is not."""
+    from perfkit.run import ranks
+
+    sleeper = sleeper_case(steps=3)
+    sleeper["command"][1] = "{case_dir}/sleeper.py"
+    (tmp_path / "sleeper.py").write_text((Path(__file__).parent / "programs" / "sleeper.py").read_text())
+    sleeper["variants"]["b"] = {"args": ["--out", "{case_dir}/b.json"]}
+    ranks.check_runnable(case_mod.load(write_case(sleeper)))  # b.json is for the command to write
+    sleeper["command"][1] = "{case_dir}/mlp_missing.py"
+    res = perfkit("run", write_case(sleeper), "--out", tmp_path / "run")
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [f"perfkit: {tmp_path / 'case.yaml'}: command: no such file "
+                                               f"{tmp_path / 'mlp_missing.py'} ({{case_dir}}/mlp_missing.py)"]
+    assert not (tmp_path / "run" / "trials.jsonl").exists()
+    sleeper["command"][1] = "{case_dir}/sleeper.py"
+    sleeper["variants"]["b"] = {"args": ["{case_dir}/tools/extra.sh"]}
+    with pytest.raises(BadInput) as err:
+        ranks.check_runnable(case_mod.load(write_case(sleeper)))
+    assert err.value.field == "variants.b.args" and err.value.reason.endswith("({case_dir}/tools/extra.sh)")
+
+
 def test_every_bundled_case_names_programs_that_exist_from_any_folder(tmp_path, monkeypatch):
     """A bundled case runs from any folder (`perfkit run repro/rank_constant` from elsewhere crashed every trial:
     its script was named relative to the repository's root): the scripts a case names are found from its file."""
