@@ -59,7 +59,6 @@ def decode(path):
     with av.open(path) as container:
         stream = container.streams.video[0]
         stream.codec_context.thread_count = DECODE_THREADS
-        stream.thread_type = "AUTO"
         for packet in container.demux(stream):
             packet.decode()
 

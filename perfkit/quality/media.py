@@ -44,11 +44,12 @@ YUV_FORMATS = ("yuv420p", "yuvj420p", "yuv422p", "yuvj422p", "yuv444p", "yuvj444
 UNINDEXED = ("mpegts", "h264", "hevc", "mpegvideo", "m4v", "flv", "mpeg")
 _CUT_SAID_IN_LOG = ("matroska,webm",)  # demuxers whose errors, logged as they read, mean the file is cut or damaged
 LATENTS_FILE = "latents.npy"  # per-step latents (steps, ...) a run may save; compared as drift, not as output
-CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-# A comparison decodes its two videos at once, each in a thread of its own: half the cores each. On 2 cores
-# that is one decoding thread per video, which takes less CPU than ffmpeg's own choice (cores + 1 frame threads
-# per video) and keeps both busy (benchmarks/quality_throughput.py).
-DECODE_THREADS = max(1, CORES // 2)
+# A comparison decodes its two videos at once, each in a thread of its own, and each video on one decoding thread:
+# under ffmpeg's frame or slice threads a damaged frame's corrupt flag, and err_detect's error, can be lost (a
+# damaged clip of 8 frames decoded on 8 threads: every frame whole, measured), and a concealed frame would be
+# measured as if whole. On 2 cores both stay busy, with less CPU than ffmpeg's own choice (cores + 1 frame threads
+# per video: benchmarks/quality_throughput.py); on more, perfkit leaves cores to ffmpeg's speed.
+DECODE_THREADS = 1
 # whose filters the figures are (the commands they name give them with it; other releases' filters part in
 # places: 5.1's ssim on planes whose width / 4 - 1 leaves 1 divided by 4 (``perfkit.quality.ssim``), its conversion
 # of 16-bit frames to rgb24)
@@ -221,7 +222,6 @@ class VideoFile(Media):
             # a damaged packet fails, where ffmpeg's default conceals it (grey or smeared blocks, a plausible PSNR;
             # ffmpeg logs the error and measures the concealment)
             stream.codec_context.options = {"err_detect": "explode"}
-            stream.thread_type = "AUTO"  # with more than one: frame-parallel, in ffmpeg's threads outside the GIL
             index, first = 0, None
             try:
                 for packet in container.demux(stream):
@@ -229,8 +229,8 @@ class VideoFile(Media):
                         if stop is not None and index >= stop:
                             return
                         # damage the decoder conceals without failing (grey or smeared blocks): the frame is
-                        # flagged, where ffmpeg logs "corrupt decoded frame" and measures the concealment. (Under
-                        # frame threads an H.264 B-frame's flag can be copied out before it is set: missed.)
+                        # flagged, where ffmpeg logs "corrupt decoded frame" and measures the concealment (on one
+                        # decoding thread: see DECODE_THREADS)
                         if frame.is_corrupt:
                             raise BadInput(f"corrupt: frame {index} is damaged, its decoder concealing the errors "
                                            "(ffmpeg logs 'corrupt decoded frame' and measures the concealment)",

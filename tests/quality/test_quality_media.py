@@ -305,3 +305,33 @@ def test_a_video_is_labelled_by_its_codec_not_its_decoder(tmp_path, clip):
     with av.open(str(path)) as c:  # the premise: its decoder has another name
         assert c.streams.video[0].codec_context.name == "libdav1d"
     assert media.open_media(path).describe() == f"{path} (video av1 yuv420p, 2 frames of 64x64)"
+
+
+def test_damage_is_refused_however_many_cores_would_decode(tmp_path, quality_cli):
+    """An 8-frame MPEG-4 clip with bytes flipped in its sixth packet: on one decoding thread the damage fails
+    (err_detect=explode), and is refused; on 8 frame threads, which a 16-core machine gave each video, ffmpeg's
+    decoder raised nothing and flagged no frame (checked here, the premise), and the damaged clip compared as whole.
+    perfkit decodes each video on one thread whatever the cores."""
+    rng = np.random.default_rng(0)
+    good = tmp_path / "good.avi"
+    with av.open(str(good), "w") as c:
+        s = c.add_stream("mpeg4", rate=24, options={"bf": "0"})
+        s.width, s.height, s.pix_fmt = 128, 96, "yuv420p"
+        for _ in range(8):
+            frame = np.clip(rng.normal(128, 40, (96, 128, 3)), 0, 255).astype(np.uint8)
+            c.mux(s.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+        c.mux(s.encode())
+    with av.open(str(good)) as c:
+        pos, size = [(p.pos, p.size) for p in c.demux(video=0) if p.size][5]
+    data = bytearray(good.read_bytes())
+    at = pos + size * 3 // 10
+    data[at:at + 8] = bytes(x ^ 0xA5 for x in data[at:at + 8])
+    damaged = tmp_path / "damaged.avi"
+    damaged.write_bytes(bytes(data))
+    with av.open(str(damaged)) as c:  # the premise: frame threads lose the damage
+        s = c.streams.video[0]
+        s.codec_context.thread_count, s.thread_type = 8, "AUTO"
+        s.codec_context.options = {"err_detect": "explode"}
+        assert [i for i, f in enumerate(c.decode(s)) if f.is_corrupt] == []
+    res = quality_cli(good, damaged)
+    assert res.exit_code == 2 and res.stderr.startswith(f"perfkit: {damaged}: corrupt: "), res.stderr
