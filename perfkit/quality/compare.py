@@ -424,7 +424,10 @@ def codec_floor(reference, codec: Codec = DEFAULT_CODEC, frames: FrameRange = AL
     table = frame_table(_decoded(ref, frames, planes, not planes), _decoded(through, ALL_FRAMES, planes, not planes),
                         (ref.label, through.label), ("yuv",) if planes else ("rgb",), ref.pix_fmt, ssim=ssim,
                         first=frames.start)
-    return {"codec": str(codec), "bytes": len(buffer.getvalue()), "range": str(frames), **table.summary()}
+    out = {"codec": str(codec), "bytes": len(buffer.getvalue()), "range": str(frames), **table.summary()}
+    for block in filter(None, (out.get(k) for k in ("yuv", "rgb", "ssim"))):  # B is no file a command could name
+        block["reproduce"], block["no_reproduce"] = None, "no ffmpeg command: B is A's encode, held in memory"
+    return out
 
 
 def drift(a: np.ndarray, b: np.ndarray, labels: tuple[str, str] = ("A", "B")) -> "pd.DataFrame":

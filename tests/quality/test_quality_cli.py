@@ -50,6 +50,9 @@ def test_codec_floor_alone_and_bad_settings(tmp_path, clip, quality_cli):
     assert res.exit_code == 0, res.stderr
     floor = res.json()["codec_floor"]
     assert floor["codec"] == "libx264 yuv420p crf=18" and floor["frames"] == 3 and not floor["bit_identical"]
+    # B is the encode held in memory: no ffmpeg command names it (one with B a file that is not there was given)
+    assert (floor["rgb"]["reproduce"], floor["rgb"]["no_reproduce"]) == (
+        None, "no ffmpeg command: B is A's encode, held in memory")
     res = quality_cli(tmp_path / "a.npy", "--codec-floor", "--codec", "libx264rgb:crf=0", "--json")
     assert res.json()["codec_floor"]["bit_identical"]
     res = quality_cli(tmp_path / "a.npy", "--codec-floor", "--codec", "nosuchcodec")
