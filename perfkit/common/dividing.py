@@ -56,10 +56,11 @@ def shown_difference(a: float, b: float, decimals: int) -> float:
 def signed_decimals(figures: Callable[[int], list[tuple[float, float]]], at_least: int = 3, most: int = 6) -> int:
     """The fewest decimals, ``at_least`` or more, with which each (exact, shown) pair ``figures(n)`` gives shows
     ``shown`` to n decimals as a figure not 0, of ``exact``'s sign (a change of -0.0005 ms whose CI excludes 0
-    read +0.000, its CI [-0.001, -0.000]); pairs whose exact is 0 are left out. ``at_least`` where none does: a
-    figure below ``most``'s last decimal is rounding noise, not worth the digits."""
+    read +0.000, its CI [-0.001, -0.000]); pairs whose exact is 0, or rounds to 0 at ``most`` decimals (rounding
+    noise, not worth the digits; shown as 0), are left out. ``at_least`` where none does."""
     def holds(n: int) -> bool:
-        return all(x == 0 or (_shown(s, n, False) > 0 if x > 0 else _shown(s, n, False) < 0) for x, s in figures(n))
+        return all(round(x, most) == 0 or (_shown(s, n, False) > 0 if x > 0 else _shown(s, n, False) < 0)
+                   for x, s in figures(n))
     n = _fewest(at_least, most, holds)
     return n if holds(n) else at_least
 

@@ -600,6 +600,27 @@ def test_a_change_whose_ci_excludes_0_shows_its_sign_and_no_bound_reads_minus_0(
     assert "change -1.511 ms [-34.353, +31.330]" in report and not re.search(r"[-+]0\.0+(?![0-9])", report)
 
 
+def test_a_bound_too_small_for_any_decimals_leaves_the_rest_their_decimals():
+    """A review's: a marked change of -0.0005 ms whose CI's upper bound is -1e-9 ms, below the sixth decimal: no
+    number of decimals shows that bound not 0, and the row fell back to three (-0.000 [-0.001, -0.000]). Such a
+    figure is left out of the choice: the change and the other bound take their fourth decimal, the tiny bound its
+    sign."""
+    from perfkit.report.attribution import section
+
+    def row(key, a, b, lo, hi, marked):
+        return {"key": key, "category": "compute", "change": "changed", "a_ms": a, "b_ms": b, "delta_ms": b - a,
+                "ci_lo_ms": lo, "ci_hi_ms": hi, "marked": marked}
+
+    kinds = [row("tiny", 0.0012, 0.0007, -0.0009, -1e-9, True)]
+    total = dict(row("total", 8.3209, 6.8097, -34.3527, 31.3302, False), category="", change="total")
+    attribution = {"baseline": "tp", "top": 10, "variants": {"sp": {
+        "total": total, "interval": "welch", "trials": [2, 2], "chip_steps": [8, 8],
+        "category": [dict(row("compute", 0.891, 0.654, -3.406, 2.931, False), category="")], "kind": kinds,
+        "op": kinds}}}
+    assert table_row("\n".join(section(attribution)), "`tiny`") == [
+        "compute", "changed", "0.0012", "0.0007", "-0.0005", "[-0.0009, -0.0000]", ""]
+
+
 def test_an_attribution_too_few_to_place_the_change_is_said_so():
     """A newcomer's command case: timed 2.03x slower, the attribution `change +32.471 ms [-56.206, +121.147]` from 3
     and 3 trials of one traced step, no part starred, and nothing said. Where the total's CI spans 0 while the timing
