@@ -566,18 +566,20 @@ def _sent(kind: str, buffer: float, n: int) -> float:
 def by_op(inst: pd.DataFrame) -> pd.DataFrame:
     """Per (step, op, kind): ``count`` (instances per chip), ``chips``, means per instance of
     ``time_ps``, ``exposed_ps``, ``hidden_ps``, ``skew_ps``, ``wait_ps``, ``transfer_ps``, ``bytes``, and
-    ``gbps`` (bytes over time summed, GB/s); most exposed time first. Skew, wait and transfer are NaN where no
-    instance of the op ran on two chips of one clock: not measured."""
+    ``gbps`` (bytes over time summed, GB/s); most exposed time first. Skew, wait and transfer are means over the
+    instances that ran on two or more chips of one clock, NaN where none did: the others' are not measured."""
     if inst.empty:
         return pd.DataFrame(columns=OP_COLUMNS)
     keys = ["step", "op", "kind"]
     groups = _groups(inst, keys)
     means = {c: (c, "mean") for c in ("bytes", "time_ps", "exposed_ps", "hidden_ps", "skew_ps", "wait_ps",
                                       "transfer_ps")}
-    out = inst.assign(chip=_groups(inst, ["rank", "device"])).groupby(groups, sort=False).agg(
+    # skew, wait and transfer of the instances matched on two or more chips only: the others' are not measured
+    alone = (inst["chips"] < 2).to_numpy()
+    unmeasured = {c: inst[c].mask(alone) for c in ("skew_ps", "wait_ps", "transfer_ps")}
+    out = inst.assign(chip=_groups(inst, ["rank", "device"]), **unmeasured).groupby(groups, sort=False).agg(
         rows=("time_ps", "size"), chips=("chip", "nunique"), sum_bytes=("bytes", "sum"), sum_time=("time_ps", "sum"),
-        matched=("chips", "max"), **means).reset_index(drop=True)
-    out.loc[out.pop("matched") < 2, ["skew_ps", "wait_ps", "transfer_ps"]] = np.nan
+        **means).reset_index(drop=True)
     first = _first(groups)
     out = pd.concat([pd.DataFrame({k: inst[k].to_numpy()[first] for k in keys}), out], axis=1)
     out["count"] = out.pop("rows") / out["chips"]

@@ -431,8 +431,9 @@ def load(paths: list[str | Path], step_pattern: str | None = None, workers: int 
     ranked = ranked_files(paths)
     raws = _read(ranked, workers or usable_cores(), {Path(p) for p in paths if Path(p).is_file()}, wanted)
     files = [r.path for r in raws]
-    origin = one_clock(files, [r.origin_ns for r in raws])
-    frames = [frame(r, pattern, (r.origin_ns - origin) * 1000, wanted) for r in raws]
+    placed = one_clock(files, [r.origin_ns for r in raws])
+    origin = min(placed)
+    frames = [frame(r, pattern, (at - origin) * 1000, wanted) for r, at in zip(raws, placed)]
     for f, path in zip(frames, files):  # the steps asked for, not the whole trace as one unsaid step
         if pattern is not None and f.attrs["steps_from"] == "none":
             raise BadInput(f"--steps /{step_pattern}/: no event's name matches it (device ops are never markers)",
@@ -449,26 +450,30 @@ def load(paths: list[str | Path], step_pattern: str | None = None, workers: int 
     return out
 
 
-def one_clock(files: list[Path], origins: list[int]) -> int:
-    """The earliest of the files' ``origins`` (ns), where each is within int64 picoseconds of it; else
-    BadInput naming the first file past that. Of several files, an XSpace whose origin is not on the wall
-    clock (its timestamps count from a profile start it does not record) is noted: it is lined up with the
-    others at its first event."""
+def one_clock(files: list[Path], origins: list[int]) -> list[int]:
+    """The files' ``origins`` (ns) on one clock, each within int64 picoseconds of the earliest; else BadInput
+    naming the first file past that. Of several files, an XSpace whose origin is not on the wall clock (its
+    timestamps count from a profile start it does not record) is noted, and placed as if its profile had started
+    with the earliest of the files that record theirs (with the others like it, where none does)."""
+    known = [o for f, o in zip(files, origins) if not own_clock(f, o)]
+    if len(files) > 1:
+        for f, o in zip(files, origins):
+            if own_clock(f, o):
+                warnings.warn(f"{f}: its timestamps count from its profile's start, which it does not record (no "
+                              "Task Environment profile_start_time): it is placed as if its profile had started "
+                              "with the other files', not by the clock: which chip stopped first across it and them "
+                              "is not known, and the collectives' skews are not measured across them",
+                              DefinitionNote, stacklevel=2)
+    start = min(known) if known else 0
+    origins = [start + o if own_clock(f, o) else o for f, o in zip(files, origins)]
     origin = min(origins)
-    for f, o in zip(files, origins):
-        if len(files) > 1 and own_clock(f, o):
-            warnings.warn(f"{f}: its timestamps count from its profile's start, which it does not record (no "
-                          "Task Environment profile_start_time): it is lined up with the other files at its "
-                          "first event, not by the clock: which chip stopped first across it and them is not "
-                          "known, and the collectives' skews are not measured across them",
-                          DefinitionNote, stacklevel=2)
     for f, o in zip(files, origins):
         if (o - origin) * 1000 >= 2**62:
             days = (o - origin) / 86400e9
             apart = f"{days / 365.25:.0f} years" if days > 730 else f"{days:.0f} days"
             raise BadInput(f"starts {apart} after another trace given: pass one "
                            "run's traces at a time", path=f)
-    return origin
+    return origins
 
 
 def run_starts(*columns: np.ndarray) -> np.ndarray:

@@ -223,8 +223,11 @@ def _combined(cut: Cut, parts: list[Part]) -> Combined:
                 if shard.files[0][0] == path and shard.annotated and not shard.with_host and lost:
                     raise BadInput(f"device {lost[0]}'s steps are its host's step annotations, which its plane read "
                                    "apart does not hold: pass --steps to name the step markers", path=path)
-    origin = events.one_clock([path for path, _ in cut.files], origins)
-    return Combined([parts[k].result for k in found], [(parts[k].origin_ns - origin) * 1000 for k in found],
+    placed = events.one_clock([path for path, _ in cut.files], origins)
+    moved = {path: at - o for (path, _), at, o in zip(cut.files, placed, origins)}  # (a file of its own clock)
+    origin = min(placed)
+    return Combined([parts[k].result for k in found],
+                    [(parts[k].origin_ns + moved[cut.shards[k].files[0][0]] - origin) * 1000 for k in found],
                     sorted(sources), sorted({m for k in found for m in parts[k].measured}),
                     [str(path) for path, _ in cut.files], found)
 

@@ -87,3 +87,24 @@ def test_files_without_a_profile_start_are_noted_and_their_skews_unmeasured(tmp_
     assert first.split()[-3:] == ["-", "-", "-"]
     ops = _json(["trace", "collectives", "--json", str(tmp_path / "rank0"), str(tmp_path / "rank1")])["ops"]
     assert {(o["skew_ps"], o["wait_ps"], o["transfer_ps"]) for o in ops} == {(None, None, None)}
+
+
+def test_a_file_without_a_profile_start_among_files_with_theirs(tmp_path):
+    """A review's: rank 3's file without its ``Task Environment`` beside three with theirs. It is noted and placed as
+    if its profile had started with the others' (refused before, as starting 57 years after them), and left out of
+    the collectives' skews: ``ppermute.9``'s in step 0 is ranks 0-2's alone, by the clock (its mean had taken rank
+    3's unmeasured 0 in)."""
+    for rank in range(4):
+        space = _space(RING / f"rank{rank}.xplane.pb")
+        if rank == 3:
+            kept = [p for p in space.planes if p.name != "Task Environment"]
+            del space.planes[:]
+            space.planes.extend(kept)
+        (tmp_path / f"rank{rank}.xplane.pb").write_bytes(space.SerializeToString())
+    result = CliRunner().invoke(cli, ["trace", "tail", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert f"{tmp_path / 'rank3.xplane.pb'}: its timestamps count from its profile's start" in result.stderr
+    starts = [next(at for name, at, _ in _device_ops(rank) if name == "ppermute.9") for rank in range(3)]
+    ops = _json(["trace", "collectives", "--json", str(tmp_path)])["ops"]
+    first = next(o for o in ops if o["step"] == 0 and o["op"] == "ppermute.9")
+    assert first["skew_ps"] == max(starts) - min(starts)
