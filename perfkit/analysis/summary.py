@@ -34,7 +34,7 @@ def _first_ok(trials: list[dict], variant: str) -> dict | None:
 
 def variant_summary(trials: list[dict], name: str) -> dict:
     """A variant's timing: synced steps after warmup (``step_ms``), natural passes
-    (``natural_step_ms``), first steps (``first_step_ms``, compile included), other reported values
+    (``natural_step_ms``), first steps (``first_step_ms``: the bundled model compiles in it), other reported values
     (``values``, e.g. ``compile_s``) over its good trials."""
     mine = [t for t in trials if t["variant"] == name]
     steps = timing.steps_frame(mine)

@@ -39,8 +39,8 @@ CPU_DEVICES = ("these chips are XLA's CPU devices, threads sharing the host's co
 CPU_CHIPS = ("these chips are XLA's CPU devices, threads sharing the host's cores: their ICI is the threads' exchange "
              "within one process, not an interconnect's")
 KINETO_DIFF = ("Kineto times are read to the ns (HTA's TraceDiff rounds them inward to whole us; "
-               "HTA_DISABLE_NS_ROUNDING=1 keeps them), and an op of no duration is neither timed nor counted (TraceDiff "
-               "counts it)")
+               "HTA_DISABLE_NS_ROUNDING=1 keeps them), and an op of no duration is neither timed nor counted "
+               "(TraceDiff counts it)")
 OPS_BY_NAME = ("ops are matched by name, which XLA gives per program: where A and B compiled different programs, "
                "one name may be different ops on each side (perfkit trace diff RUN_DIR aligns a run's two step "
                "programs by their structure, from its XLA dumps)")

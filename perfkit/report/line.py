@@ -62,10 +62,12 @@ def parted(parting: dict) -> str:
             said.append(f"rank {p['rank']}'s program {what} {c['op']} (collective {index + 1} of "
                         f"{change['majority_count']}{step})")
             continue
-        # the collective named is the majority's there, or where the majority ran none, the first extra one
+        # the collective named is the majority's there, or where the majority ran none, the first extra one (of
+        # no count of the majority's)
+        of = "" if p["how"] == "extra collective" else f" of {parting['in_step']}"
         said.append(f"rank {p['rank']} {_HOW.get(p['how'], p['how']).format(mine=p['op'])} {parting['op']} "
-                    f"(collective {parting['index'] + 1} of {parting['in_step']}{step})")
-    return ", ".join(said)
+                    f"(collective {parting['index'] + 1}{of}{step})")
+    return ", ".join(dict.fromkeys(said))  # a rank's chips part alike: said once
 
 
 def hung(summary: dict) -> list[str]:

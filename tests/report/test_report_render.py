@@ -410,6 +410,14 @@ def test_the_one_line_says_which_variant_hung_and_where_its_chips_parted():
             "majority_count": 3, "count": 2}})}
     assert "; ring hung: rank 3's program lacks ppermute.10 (collective 2 of 3 in step 0); report" in \
         summary_line(summary, Path("r/report.md"))
+    # a review's: a rank of two chips parts once in the line, not once a chip; an extra collective is the one past
+    # the majority's count, of none of theirs ("collective 3 of 2" before)
+    del summary["hangs"]["trials/02-ring"]
+    two_chips = [{"rank": 1, "device": d, "how": "extra collective", "op": None, "in_step": 3} for d in (0, 1)]
+    summary["hangs"]["trials/01-skip"]["parting"] = dict(parting, op="all-reduce.5", in_step=2, extra=True,
+                                                        parted=two_chips)
+    assert "; skip hung: rank 1 ran an extra all-reduce.5 (collective 3 in step 0); ring hung; report" in \
+        summary_line(summary, Path("r/report.md"))
 
 
 def test_progression_table(make_run):
