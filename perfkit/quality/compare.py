@@ -301,6 +301,10 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
         turned = [f"{label} is to be shown turned {degrees} degrees" for label, degrees in turned if degrees % 180]
         why = (f" ({', '.join(turned)}: frames are compared as stored, and a copy ffmpeg made without -noautorotate "
                "stores them turned)" if turned else "")
+        if a.frame_shape[:2] == b.frame_shape[:2]:  # the channels alone: say both (a gray array against RGB24 frames)
+            raise BadInput(f"frame channels differ: {a.frame_shape[-1] if len(a.frame_shape) == 3 else 1} vs "
+                           f"{b.frame_shape[-1] if len(b.frame_shape) == 3 else 1} (images and videos are compared "
+                           "as RGB24, as ffmpeg's format=rgb24 makes them: 3)", path=pair)
         raise BadInput(f"frame sizes differ: {size_text(a.frame_shape)} vs {size_text(b.frame_shape)}{why}", path=pair)
     _check_counts(a, b, frames)
     yuv = a.pix_fmt is not None and a.pix_fmt == b.pix_fmt

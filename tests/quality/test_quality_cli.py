@@ -336,6 +336,13 @@ def test_gray_images_are_measured_as_the_commands_measure_them(tmp_path, clip, n
         assert r["rgb"]["psnr_db"][plane] == pytest.approx(10 * np.log10(255**2 / mse), abs=1e-9)
     text = quality_cli(tmp_path / "a", tmp_path / "b", "--ssim").stdout
     assert "PSNR in RGB24: r " in text and "SSIM in RGB channels: R " in text, text
+    # against the same gray frame as a one-channel array: refused, the channels named (a review's: it read
+    # 'frame sizes differ: 64x48 vs 64x48 (1 channel)', two equal sizes)
+    np.save(tmp_path / "b.npy", other[None, ..., None])
+    res = quality_cli(tmp_path / "a", tmp_path / "b.npy")
+    assert res.exit_code == 2 and res.stderr.endswith(
+        "frame channels differ: 3 vs 1 (images and videos are compared as RGB24, as ffmpeg's format=rgb24 makes "
+        "them: 3)\n"), res.stderr
 
 
 def test_no_command_is_given_for_an_input_ffmpeg_does_not_read(tmp_path, clip, noisy, quality_cli):
