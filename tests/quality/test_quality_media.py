@@ -232,25 +232,35 @@ def test_libav_errors_are_read_until_the_last_reader_is_done():
     assert (av.logging.get_level(), av.logging.get_skip_repeated()) == (None, True)
 
 
-def test_a_frame_its_decoder_conceals_is_refused(tmp_path, clip, quality_cli):
-    """Bytes flipped inside one packet of an MPEG-4 video: the decoder does not fail, it conceals the damage and flags
-    the frame corrupt (ffmpeg logs 'corrupt decoded frame' and measures the concealment); a real clip damaged so
-    measured 36.64 dB where ffmpeg gave 37.10. Refused in one line naming the frame, exit 2."""
-    frames = clip(frames=8, height=96, width=128)
-    good = tmp_path / "good.avi"
-    with av.open(str(good), "w") as c:  # no B-frames: each frame is output by the thread that decodes it
-        s = c.add_stream("mpeg4", rate=24, options={"bf": "0"})
-        s.width, s.height, s.pix_fmt = 128, 96, "yuv420p"
+def _encoded(path, codec: str, options: dict, frames: np.ndarray) -> None:
+    """``frames`` (n, H, W, 3) uint8 encoded to ``path`` as yuv420p by ``codec`` at 24 frames a second."""
+    with av.open(str(path), "w") as c:
+        s = c.add_stream(codec, rate=24, options=options)
+        s.height, s.width, s.pix_fmt = *frames.shape[1:3], "yuv420p"
         for f in frames:
             c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
         c.mux(s.encode())
+
+
+def _damaged_mpeg4(folder, frames: np.ndarray) -> tuple:
+    """An MPEG-4 AVI of ``frames`` (n, 96, 128, 3) uint8 without B-frames (each frame is output by the thread that
+    decodes it), and a copy with 8 bytes flipped three tenths into its sixth packet: (good, damaged)."""
+    good, damaged = folder / "good.avi", folder / "damaged.avi"
+    _encoded(good, "mpeg4", {"bf": "0"}, frames)
     with av.open(str(good)) as c:
         pos, size = [(p.pos, p.size) for p in c.demux(video=0) if p.size][5]
     data = bytearray(good.read_bytes())
     at = pos + size * 3 // 10
     data[at:at + 8] = bytes(x ^ 0xA5 for x in data[at:at + 8])
-    damaged = tmp_path / "damaged.avi"
     damaged.write_bytes(bytes(data))
+    return good, damaged
+
+
+def test_a_frame_its_decoder_conceals_is_refused(tmp_path, clip, quality_cli):
+    """Bytes flipped inside one packet of an MPEG-4 video: the decoder does not fail, it conceals the damage and flags
+    the frame corrupt (ffmpeg logs 'corrupt decoded frame' and measures the concealment); a real clip damaged so
+    measured 36.64 dB where ffmpeg gave 37.10. Refused in one line naming the frame, exit 2."""
+    good, damaged = _damaged_mpeg4(tmp_path, clip(frames=8, height=96, width=128))
     with av.open(str(damaged)) as c:  # the premise: ffmpeg's decoder gives every frame, frame 5 flagged
         assert [i for i, f in enumerate(c.decode(video=0)) if f.is_corrupt] == [5]
     res = quality_cli(good, damaged)
@@ -296,12 +306,7 @@ def test_a_video_is_labelled_by_its_codec_not_its_decoder(tmp_path, clip):
     it is labelled by the codec, as ffprobe names it: 'video av1 yuv420p'."""
     frames = clip(frames=2, height=64, width=64)
     path = tmp_path / "av1.mkv"
-    with av.open(str(path), "w") as c:
-        s = c.add_stream("libsvtav1", rate=24, options={"preset": "12"})
-        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
-        for f in frames:
-            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
-        c.mux(s.encode())
+    _encoded(path, "libsvtav1", {"preset": "12"}, frames)
     with av.open(str(path)) as c:  # the premise: its decoder has another name
         assert c.streams.video[0].codec_context.name == "libdav1d"
     assert media.open_media(path).describe() == f"{path} (video av1 yuv420p, 2 frames of 64x64)"
@@ -312,22 +317,8 @@ def test_damage_is_refused_however_many_cores_would_decode(tmp_path, quality_cli
     (err_detect=explode), and is refused; on 8 frame threads, which a 16-core machine gave each video, ffmpeg's
     decoder raised nothing and flagged no frame (checked here, the premise), and the damaged clip compared as whole.
     perfkit decodes each video on one thread whatever the cores."""
-    rng = np.random.default_rng(0)
-    good = tmp_path / "good.avi"
-    with av.open(str(good), "w") as c:
-        s = c.add_stream("mpeg4", rate=24, options={"bf": "0"})
-        s.width, s.height, s.pix_fmt = 128, 96, "yuv420p"
-        for _ in range(8):
-            frame = np.clip(rng.normal(128, 40, (96, 128, 3)), 0, 255).astype(np.uint8)
-            c.mux(s.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
-        c.mux(s.encode())
-    with av.open(str(good)) as c:
-        pos, size = [(p.pos, p.size) for p in c.demux(video=0) if p.size][5]
-    data = bytearray(good.read_bytes())
-    at = pos + size * 3 // 10
-    data[at:at + 8] = bytes(x ^ 0xA5 for x in data[at:at + 8])
-    damaged = tmp_path / "damaged.avi"
-    damaged.write_bytes(bytes(data))
+    noise = np.random.default_rng(0).normal(128, 40, (8, 96, 128, 3))
+    good, damaged = _damaged_mpeg4(tmp_path, np.clip(noise, 0, 255).astype(np.uint8))
     with av.open(str(damaged)) as c:  # the premise: frame threads lose the damage
         s = c.streams.video[0]
         s.codec_context.thread_count, s.thread_type = 8, "AUTO"
