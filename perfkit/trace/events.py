@@ -432,6 +432,11 @@ def load(paths: list[str | Path], step_pattern: str | None = None, workers: int 
     raws = _read(ranked, workers or usable_cores(), {Path(p) for p in paths if Path(p).is_file()}, wanted)
     files = [r.path for r in raws]
     placed = one_clock(files, [r.origin_ns for r in raws])
+    for r in raws if len(raws) > 1 else ():  # (one file's rank 0 ranks nothing against another)
+        if not r.rank_recorded:
+            warnings.warn(f"{r.path}: it records no rank (distributedInfo.rank): it is rank {r.rank}, from its path "
+                          "(a rank<R> folder) or else its host's order among the files given", DefinitionNote,
+                          stacklevel=2)
     origin = min(placed)
     frames = [frame(r, pattern, (at - origin) * 1000, wanted) for r, at in zip(raws, placed)]
     for f, path in zip(frames, files):  # the steps asked for, not the whole trace as one unsaid step

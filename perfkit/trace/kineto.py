@@ -236,7 +236,8 @@ def _launch_steps(events: list[dict], cats: list[str], names: list[str], on_gpu:
 def read(path: Path, rank: int) -> RawTrace:
     doc = load_json(path)
     info = doc.get("distributedInfo")
-    rank = (info if isinstance(info, dict) else {}).get("rank", rank)
+    recorded = isinstance(info, dict) and "rank" in info
+    rank = info["rank"] if recorded else rank
     if type(rank) is not int or rank < 0:  # (a bool is no rank)
         raise BadInput(f"rank is not a rank number ({json.dumps(rank)})", path=path,
                        field="distributedInfo")
@@ -317,7 +318,7 @@ def read(path: Path, rank: int) -> RawTrace:
                     host_streams=_host_streams(cats, ~on_gpu & (streams != -1)) if measured == "device" else (),
                     unlaunched=_unlaunched(events, hta_steps, on_gpu, hta_cpu, ts_us, ts_us + dur_us),
                     streamless=int((on_gpu & (streams == -1)).sum()),
-                    late_cut=_late_cut(events, hta_steps, on_gpu, hta_cpu, host_steps, ts_us))
+                    late_cut=_late_cut(events, hta_steps, on_gpu, hta_cpu, host_steps, ts_us), rank_recorded=recorded)
 
 
 def _line(event: dict) -> str:

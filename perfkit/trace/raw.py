@@ -72,3 +72,5 @@ class RawTrace(NamedTuple):
     streamless: int = 0             # device ops without a stream argument HTA reads (HTA drops them)
     # with the last step dropped: (device ops HTA keeps, us) where HTA cuts that much later (a GPU-side ProfilerStep's)
     late_cut: tuple[int, float] = (0, 0.0)
+    rank_recorded: bool = True      # a Kineto trace's rank is its distributedInfo's (else its path's, or its host's
+    #                                 order among the files)

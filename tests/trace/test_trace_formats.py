@@ -788,3 +788,21 @@ def test_a_chrome_trace_of_another_tool(tmp_path):
     result = CliRunner().invoke(cli, ["trace", "export", str(path), "--perfetto", str(tmp_path / "out.json")])
     assert result.exit_code == 0 and result.stderr.startswith(note), result.output
     (tmp_path / "out.json").unlink()
+
+
+def test_ranks_given_by_order_are_said(fixtures_dir, tmp_path):
+    """A hunt's two traces without ``distributedInfo`` given together read as ranks 0 and 1 by their order, unsaid.
+    Each such file's rank, and where it came from, is noted; a file that records its rank, or a file alone, is
+    not."""
+    doc = json.loads(gzip.decompress((fixtures_dir / "kineto" / SCHEMA_2021).read_bytes()))
+    assert "distributedInfo" not in doc  # (the premise)
+    (tmp_path / "a.json").write_text(json.dumps(doc))
+    (tmp_path / "c.json").write_text(json.dumps({**doc, "distributedInfo": {"rank": 5}}))
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(tmp_path / "a.json"), str(tmp_path / "c.json")])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[0] == (
+        f"perfkit: note: {tmp_path / 'a.json'}: it records no rank (distributedInfo.rank): it is rank 0, from its path "
+        "(a rank<R> folder) or else its host's order among the files given"), result.stderr
+    assert "c.json: it records no rank" not in result.stderr
+    alone = CliRunner().invoke(cli, ["trace", "breakdown", str(tmp_path / "a.json")])
+    assert "records no rank" not in alone.stderr
