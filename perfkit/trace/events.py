@@ -460,17 +460,17 @@ def one_clock(files: list[Path], origins: list[int]) -> list[int]:
     naming the first file past that. Of several files, an XSpace whose origin is not on the wall clock (its
     timestamps count from a profile start it does not record) is noted, and placed as if its profile had started
     with the earliest of the files that record theirs (with the others like it, where none does)."""
-    known = [o for f, o in zip(files, origins) if not own_clock(f, o)]
+    own = [own_clock(f, o) for f, o in zip(files, origins)]
     if len(files) > 1:
-        for f, o in zip(files, origins):
-            if own_clock(f, o):
+        for f, alone in zip(files, own):
+            if alone:
                 warnings.warn(f"{f}: its timestamps count from its profile's start, which it does not record (no "
                               "Task Environment profile_start_time): it is placed as if its profile had started "
                               "with the other files', not by the clock: which chip stopped first across it and them "
                               "is not known, and the collectives' skews are not measured across them",
                               DefinitionNote, stacklevel=2)
-    start = min(known) if known else 0
-    origins = [start + o if own_clock(f, o) else o for f, o in zip(files, origins)]
+    start = min((o for o, alone in zip(origins, own) if not alone), default=0)
+    origins = [start + o if alone else o for o, alone in zip(origins, own)]
     origin = min(origins)
     for f, o in zip(files, origins):
         if (o - origin) * 1000 >= 2**62:
