@@ -55,6 +55,8 @@ def variant_summary(trials: list[dict], name: str) -> dict:
         "failed": sum(t["status"] != "ok" for t in mine),
         # a good trial's steps are its first rank's (rank 0's): a step's collectives wait for every rank
         "ranks": max((len(t.get("ranks") or ()) for t in mine if t["status"] == "ok"), default=0),
+        # the traced steps, and any the program ran under its profiler besides (torch.profiler's warm-up)
+        "profiled_steps": max((len(t.get("traced") or ()) for t in mine if t["status"] == "ok"), default=0),
     }
 
 

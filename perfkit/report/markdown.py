@@ -353,9 +353,9 @@ def _breakdown(summary: dict) -> list[str]:
              + "else local DMA (copies), else idle (`perfkit trace breakdown` on the trial folders gives every chip "
              "and step).", "",
              "The traced steps (the case's `capture.trace`) run with the profiler recording and are left out of the "
-             "timed steps: their span is that step's window on each chip, the profiler's own cost inside it, one "
-             "step a trial. So it is usually longer than the timed medians above and is not compared with them; "
-             "read the shares, and the changes between variants."]
+             f"timed steps{_profiled(summary, list(bd['variants']))}: their span is that step's window on each chip, "
+             "the profiler's own cost inside it. So it is usually longer than the timed medians above and is not "
+             "compared with them; read the shares, and the changes between variants."]
     host = [name for name, v in bd["variants"].items() if v.get("measured") == "host ops"]
     if host:
         rows += ["", f"Measured on host ops ({', '.join(host)}): the traces hold no device events, so their CPU ops "
@@ -387,6 +387,16 @@ def _breakdown(summary: dict) -> list[str]:
     rows += attribution_report.section(summary.get("attribution"), (summary.get("noise_floor") or {}).get("variant"))
     rows += _traced_against_timed(summary)
     return rows + _collectives(bd.get("collectives") or {}, _host_scheduled(summary))
+
+
+def _profiled(summary: dict, names: list[str]) -> str:
+    """How many steps a trial each variant left out of its timing as run under a profiler (``profiled_steps``:
+    the traced ones and any the program ran it on besides); "" for summaries from before it."""
+    counts = [(name, summary["variants"].get(name, {}).get("profiled_steps")) for name in names]
+    if any(n is None for _, n in counts):
+        return ""
+    return (", with any other step the program ran under its profiler (steps a trial left out: "
+            + ", ".join(f"{name} {n}" for name, n in counts) + ")")
 
 
 def _traced_against_timed(summary: dict) -> list[str]:

@@ -35,6 +35,7 @@ class Variant(TypedDict):
     trials: int
     failed: int
     ranks: NotRequired[int]  # processes a good trial ran (its steps are rank 0's); absent in older summaries
+    profiled_steps: NotRequired[int]  # steps a good trial ran under a profiler, not timed (the most of any trial)
 
 
 class Comparison(TypedDict):

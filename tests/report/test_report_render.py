@@ -579,6 +579,18 @@ def test_traced_steps_that_changed_the_other_way_are_said_so():
     assert _traced_against_timed(summary) == []
 
 
+def test_the_breakdown_says_how_many_steps_a_trial_ran_under_the_profiler():
+    """The steps left out of the timing as profiled, each variant's (torch.profiler's warm-up too); none said for a
+    summary from before the count."""
+    from perfkit.report.markdown import _profiled
+
+    summary = {"variants": {"tp": {"profiled_steps": 2}, "sp": {"profiled_steps": 1}}}
+    assert _profiled(summary, ["tp", "sp"]) == (", with any other step the program ran under its profiler (steps a "
+                                                "trial left out: tp 2, sp 1)")
+    del summary["variants"]["sp"]["profiled_steps"]
+    assert _profiled(summary, ["tp", "sp"]) == ""
+
+
 def test_a_change_whose_ci_excludes_0_shows_its_sign_and_no_bound_reads_minus_0():
     """A newcomer's LTX-2 run: `concatenate | compute | changed | 0.001 | 0.001 | +0.000 | [-0.001, -0.000]` where
     summary.json held 0.001214 and 0.000678625 ms (-0.000535375), CI [-0.00094, -0.00013]: a change shown +0.000

@@ -138,6 +138,19 @@ def test_profiled_steps_are_kept_but_never_timed(tmp_path):
     assert frame[frame.timed & (frame.kind == "synced")].ms.tolist() == [10, 12]
 
 
+def test_a_variant_says_how_many_steps_a_trial_ran_under_its_profiler():
+    """torch.profiler's warm-up step runs with the profiler on and is marked traced beside the traced step: two steps
+    a trial left out of the timing, where the case traces one (a newcomer read "one step a trial")."""
+    from perfkit.analysis.summary import variant_summary
+
+    def trial(index, status, traced):
+        return {"index": index, "variant": "a", "round": index, "status": status, "warmup": 1,
+                "steps_ms": [900.0, 10.0, 50.0, 51.0, 11.0], "natural_ms": [], "traced": traced, "values": {}}
+
+    trials = [trial(0, "ok", [2, 3]), trial(1, "ok", [3]), trial(2, "failed", [1, 2, 3, 4])]
+    assert variant_summary(trials, "a")["profiled_steps"] == 2
+
+
 def _brute_median_draws(steps, n_draws, rng):
     """Plain resampling: the reference the order-statistic draws must match in distribution."""
     steps = np.asarray(steps, float)
