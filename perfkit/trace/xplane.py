@@ -62,6 +62,7 @@ DEVICE_CLOCK = ("device_offset_ps", "device_duration_ps")
 # Line timestamps below this (1973 as epoch ns) count from the profile's start, not the epoch: a profile runs
 # for hours at most, and an epoch timestamp of any real profile is decades above it.
 EPOCH_NS = 10**17
+_LATEST_START_NS = 2**62  # a profile start past it (2116) is no wall clock: damaged, or not ns
 _TASK_ENVIRONMENT = "Task Environment"
 INT_STATS = ("device_ordinal", "step_num", "group_id", "dma_stall_duration_ps", *DEVICE_CLOCK)  # int64, -1 absent
 STR_STATS = ("hlo_op", "hlo_module", "hlo_category")
@@ -508,6 +509,9 @@ def profile_start(jobs: list[PlaneJob]) -> int | None:
     for job in jobs:
         if job.name == _TASK_ENVIRONMENT:
             start = plane_stats(job)[1].get("profile_start_time")
+            if isinstance(start, int) and start >= _LATEST_START_NS:
+                raise BadInput(f"its Task Environment plane's profile_start_time, {start} ns, is no epoch time "
+                               "(after 2116)", path=job.path)
             return start if isinstance(start, int) and start > 0 else None
     return None
 

@@ -108,3 +108,20 @@ def test_a_file_without_a_profile_start_among_files_with_theirs(tmp_path):
     ops = _json(["trace", "collectives", "--json", str(tmp_path)])["ops"]
     first = next(o for o in ops if o["step"] == 0 and o["op"] == "ppermute.9")
     assert first["skew_ps"] == max(starts) - min(starts)
+
+
+def test_a_profile_start_past_any_wall_clock_is_refused(tmp_path):
+    """A review's: a damaged ``profile_start_time`` near 2**64 ns was taken, and ``trace export`` wrote an origin of
+    18446744073709559444 ns (the year 2554); every command now refuses the file in one line."""
+    space = _space(RING / "rank1.xplane.pb")
+    env = next(p for p in space.planes if p.name == "Task Environment")
+    stat = next(s for s in env.stats if _stat_names(env)[s.metadata_id] == "profile_start_time")
+    stat.uint64_value = 2**64 - 6
+    path = tmp_path / "rank1.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    for command in (["tail"], ["breakdown"], ["export", "--perfetto", str(tmp_path / "out.json")]):
+        result = CliRunner().invoke(cli, ["trace", *command, str(path)])
+        assert result.exit_code == 2, result.output
+        assert result.stderr == (f"perfkit: {path}: its Task Environment plane's profile_start_time, 18446744073709551610 "
+                                 "ns, is no epoch time (after 2116)\n")
+    assert not (tmp_path / "out.json").exists()
