@@ -35,7 +35,7 @@ from perfkit.hlo.fingerprint import entry_names_matched
 from perfkit.hlo.parse import read_module
 from perfkit.rundata import case as case_mod
 from perfkit.rundata.rundir import read_trials
-from perfkit.trace import breakdown, diff, events, runs, timeline
+from perfkit.trace import breakdown, diff, runs, timeline
 
 PS_PER_MS = 1e9
 BYS = ("category", "kind", "op")
@@ -49,21 +49,15 @@ CHANGES = ("added", "removed", "changed")  # of a key on one side only, or on bo
 
 
 def chip_step_parts(frame: pd.DataFrame, trial: str = "", window: str = "step") -> pd.DataFrame:
-    """One trial's events as its parts per (rank, device, step) span: a tidy frame of ``PART_COLUMNS``
-    where ``by`` is ``span`` (the span's length), ``category`` (the breakdown's parts, adding up to the
-    span), ``kind`` or ``op`` (exclusive device time per op kind or op, ``perfkit.trace.diff.per_span``);
-    ``attrs["outside"]``: the device ops no step's span holds, per chip (``timeline.Layout.outside``)."""
+    """One trial's events as its parts per (rank, device, step) span (``diff.span_parts``): a tidy frame of
+    ``PART_COLUMNS``; ``attrs["outside"]``: the device ops no step's span holds, per chip
+    (``timeline.Layout.outside``)."""
     laid = timeline.layout(frame, window)  # one sweep for the breakdown and both op tables
     rows = breakdown.breakdown(frame, window, laid)
     if rows.empty:
         raise BadInput("no device ops in the trace", path=", ".join(frame.attrs.get("files", [])) or None)
-    parts = [rows.assign(by="span", key="span", category="", time_ps=rows["span_ps"])]
-    parts += [rows.assign(by="category", key=p, category=p, time_ps=rows[f"{p}_ps"]) for p in breakdown.PARTS]
-    parts += [diff.per_span(frame, by, window, laid).assign(by=by) for by in ("kind", "op")]
-    out = pd.concat([p[PART_COLUMNS[1:]] for p in parts], ignore_index=True)
+    out = diff.span_parts(frame, rows, window, laid)
     out.insert(0, "trial", trial)
-    out["time_ps"] = out["time_ps"].astype(np.int64)
-    out.attrs["outside"] = laid.outside
     return out
 
 
@@ -185,14 +179,11 @@ def chance_allows(rows: int, confidence: float = CONFIDENCE, level: float = 0.95
     return int(sps.binom.ppf(level, rows, 1 - confidence)) if rows else 0
 
 
-def trials_parts(folders: list[Path], window: str = "step") -> pd.DataFrame:
-    """``chip_step_parts`` of each trial folder's traces (``rank*/trace``), stacked; ``attrs``: ``outside_ops``
-    and ``outside_ps``, the trials' device ops outside every step's span and their durations summed."""
-    frames = []
-    for folder in folders:
-        with events.notes_left_out():
-            frame = events.load(sorted(folder.glob("rank*/trace")), None, columns=diff.EVENT_COLUMNS["op"])
-        frames.append(chip_step_parts(frame, folder.name, window))
+def trials_parts(folders: list[Path] | list[pd.DataFrame]) -> pd.DataFrame:
+    """The span parts of trials (``runs.trial_parts`` of each trial folder, or those frames), stacked; ``attrs``:
+    ``outside_ops`` and ``outside_ps``, the trials' device ops outside every step's span and their durations
+    summed."""
+    frames = [runs.trial_parts(f) if isinstance(f, Path) else f for f in folders]
     ops, ps = timeline.outside_total([chip for f in frames for chip in f.attrs["outside"]])
     out = pd.concat(frames, ignore_index=True)
     out.attrs = {"outside_ops": ops, "outside_ps": ps}
@@ -209,8 +200,8 @@ def run_summary(run_dir: str | Path, top: int | None = None, seed: int | None = 
         raise BadInput("not a run directory (no trials.jsonl): give two traces, A and B", path=str(run_dir))
     case = case_mod.load(run_dir / "case.yaml")
     trials = read_trials(run_dir)
-    doc = summarize(run_dir, trials, [v.name for v in case.run_variants()], top or TOP,
-                    case.seed if seed is None else seed)
+    doc = summarize(run_dir, trials, [v.name for v in case.run_variants()], top=top or TOP,
+                    seed=case.seed if seed is None else seed)
     if doc is None:
         why = "; ".join(f"{v}: " + ("traced" if runs.trial_trace_dirs(run_dir, trials, v) else
                                     runs.untraced(run_dir, trials, v)) for v in (v.name for v in case.run_variants()))
@@ -271,16 +262,27 @@ def _names_matched(a: Path | None, b: Path | None) -> dict[str, str]:
         return {}
 
 
-def summarize(run_dir: Path, trials: list[dict], variants: list[str], top: int = TOP, seed: int = 0) -> dict | None:
+def summarize(run_dir: Path, trials: list[dict], variants: list[str],
+              parts: dict[str, list[pd.DataFrame] | BadInput] | None = None, top: int = TOP, seed: int = 0
+              ) -> dict | None:
     """summary.json's ``attribution``: per variant against the baseline, ``{trials: [a, b], chip_steps: [a,
     b], outside_ops: [a, b], outside_ms: [a, b] (device ops outside every step's span), confidence, total: <row>, category, kind, op: [<row>...], marked: {rows, marked, chance_allows}}``
     (``attribute``'s rows, the total left out of the lists; ``marked``: the parts of the three splits, idle
-    once and residuals left out, whose CI excludes 0, and ``chance_allows`` of that many), or ``{error}``; None when the baseline or every other variant lacks traces."""
+    once and residuals left out, whose CI excludes 0, and ``chance_allows`` of that many), or ``{error}``; None when
+    the baseline or every other variant lacks traces. ``parts``: each variant's trials' span parts as the
+    breakdown read them (``runs.summarize_with_parts``), or why it has none; None: read here."""
     found = {v: runs.trial_trace_dirs(run_dir, trials, v) for v in variants}
     if not found[variants[0]] or not any(found[v] for v in variants[1:]):
         return None
+
+    def side(variant: str) -> pd.DataFrame:
+        given = None if parts is None else parts.get(variant)
+        if isinstance(given, BadInput):
+            raise given
+        return trials_parts(found[variant] if given is None else given)
+
     try:
-        base = trials_parts(found[variants[0]])
+        base = side(variants[0])
     except BadInput as exc:
         return {"baseline": variants[0], "error": exc.line()}
     out, dumps = {}, variant_dumps(run_dir)
@@ -290,7 +292,7 @@ def summarize(run_dir: Path, trials: list[dict], variants: list[str], top: int =
             continue
         same = _same_programs(dumps.get(variants[0]), dumps.get(v))
         try:
-            mine = trials_parts(found[v])
+            mine = side(v)
             # two programs number their ops apart: B's ops take A's names where they align in the step programs
             renamed = _names_matched(dumps.get(variants[0]), dumps.get(v)) if same is False else {}
             if renamed:

@@ -24,7 +24,7 @@ from perfkit.rundata import case as case_mod
 from perfkit.rundata.case import Case
 from perfkit.rundata.rundir import read_trials
 from perfkit.rundata.summary import Summary
-from perfkit.trace.runs import summarize
+from perfkit.trace.runs import summarize, summarize_with_parts
 from perfkit.trace.parting import run_hangs
 
 
@@ -129,6 +129,13 @@ def trace_summary(run_dir: Path, trials: list[dict], variants: list[str] | None 
     whose device time per step changed most against the baseline (``perfkit.trace.runs``); None when
     no trace was captured. ``variants``: baseline first (default: the order trials name them)."""
     return summarize(run_dir, trials, variants or list(dict.fromkeys(t["variant"] for t in trials)))
+
+
+def traces_summary(run_dir: Path, trials: list[dict], variants: list[str], seed: int) -> tuple[dict | None, dict | None]:
+    """summary.json's ``breakdown`` (``trace_summary``) and ``attribution`` (``attribution.summarize``), from one
+    reading of each trial's traces."""
+    breakdown, parts = summarize_with_parts(run_dir, trials, variants)
+    return breakdown, attribution.summarize(run_dir, trials, variants, parts, seed=seed)
 
 
 def not_verified(case: Case, summary: dict) -> list[str]:
@@ -238,6 +245,7 @@ def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Ca
                                           min_effect=case.min_effect, seed=case.seed)
     main = comparisons[(comparisons.variant == b) & (comparisons.metric == "step_ms")].iloc[0].to_dict()
     env = json.loads((run_dir / "env.json").read_text()) if (run_dir / "env.json").exists() else {}
+    breakdown, attributed = traces_summary(run_dir, trials, [v.name for v in variants], case.seed)
     summary = {
         "case": case.name,
         "kind": case.kind,
@@ -253,8 +261,8 @@ def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Ca
         "determinism": {v.name: determinism(run_dir, trials, v.name) for v in case.variants},
         "ranks": rank_summary(case, run_dir, trials),
         "compile_cache": None,
-        "breakdown": trace_summary(run_dir, trials, [v.name for v in variants]),
-        "attribution": attribution.summarize(run_dir, trials, [v.name for v in variants], seed=case.seed),
+        "breakdown": breakdown,
+        "attribution": attributed,
         "trials": {"total": len(trials), "ok": sum(t["status"] == "ok" for t in trials),
                    "failed": [{"index": t["index"], "variant": t["variant"], "status": t["status"], "dir": t["dir"],
                                "ranks": t["ranks"], **({"warmup": t["warmup"]} if "warmup" in t else {})}

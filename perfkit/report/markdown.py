@@ -392,7 +392,7 @@ def _breakdown(summary: dict) -> list[str]:
 def _profiled(summary: dict, names: list[str]) -> str:
     """How many steps a trial each variant left out of its timing as run under a profiler (``profiled_steps``:
     the traced ones and any the program ran it on besides); "" for summaries from before it."""
-    counts = [(name, summary["variants"].get(name, {}).get("profiled_steps")) for name in names]
+    counts = [(name, summary.get("variants", {}).get(name, {}).get("profiled_steps")) for name in names]
     if any(n is None for _, n in counts):
         return ""
     return (", with any other step the program ran under its profiler (steps a trial left out: "

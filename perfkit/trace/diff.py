@@ -15,10 +15,11 @@ import numpy as np
 import pandas as pd
 
 from perfkit.errors import BadInput, DefinitionNote
-from perfkit.trace import clocks, timeline
+from perfkit.trace import breakdown, clocks, timeline
 from perfkit.trace.classify import CATEGORIES
 
 KEYS = ("kind", "op", "shape")
+SPAN_PART_COLUMNS = ["rank", "device", "step", "by", "key", "category", "time_ps"]
 
 
 # grouping columns of each key, and how a group's values read as one label
@@ -80,6 +81,23 @@ def per_span(events: pd.DataFrame, by: str = "kind", window: str = "step", layou
         "key": [_label(by, v) for v in zip(*(groups[c] for c in _GROUPS[by]))],
         "category": groups["category"].astype(str).to_numpy(), "time_ps": groups["time_ps"].to_numpy(np.int64),
     })[columns]
+
+
+def span_parts(events: pd.DataFrame, rows: pd.DataFrame, window: str = "step",
+               layout: timeline.Layout | None = None) -> pd.DataFrame:
+    """The parts of each (rank, device, step) span that ``rows`` (``breakdown.breakdown`` of ``events``) measured,
+    a tidy frame of ``SPAN_PART_COLUMNS`` where ``by`` is ``span`` (the span's length), ``category`` (the
+    breakdown's parts, adding up to the span), ``kind`` or ``op`` (``per_span``); ``attrs["outside"]``: ``rows``'.
+    ``layout`` as ``op_time`` takes it."""
+    laid = timeline.layout(events, window) if layout is None else layout
+    parts = [rows.assign(by="span", key="span", category="", time_ps=rows["span_ps"])]
+    parts += [rows.assign(by="category", key=p, category=p, time_ps=rows[f"{p}_ps"]) for p in breakdown.PARTS]
+    if not rows.empty:  # (no spans: no op rows to add)
+        parts += [per_span(events, by, window, laid).assign(by=by) for by in ("kind", "op")]
+    out = pd.concat([p[SPAN_PART_COLUMNS] for p in parts], ignore_index=True)
+    out["time_ps"] = out["time_ps"].astype(np.int64)
+    out.attrs["outside"] = rows.attrs.get("outside", [])
+    return out
 
 
 def per_key(groups: pd.DataFrame, spans: int, by: str = "kind") -> pd.DataFrame:

@@ -36,12 +36,27 @@ def untraced(run_dir: Path, trials: list[dict], variant: str) -> str:
             f"where it stopped: `perfkit trace tail {run_dir / left[0]['dir']}`")
 
 
-def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict]:
+def _trial_parts(parts: pd.DataFrame, folder: Path) -> pd.DataFrame:
+    """A trial's span parts (``diff.span_parts``) with its folder's name as ``trial``; BadInput without a span."""
+    if not (parts["by"] == "span").any():
+        raise BadInput("no device ops in the trace", path=folder)
+    out = parts.assign(trial=folder.name)[["trial", *diff.SPAN_PART_COLUMNS]]
+    out.attrs["outside"] = parts.attrs["outside"]
+    return out
+
+
+def trial_parts(folder: Path) -> pd.DataFrame:
+    """``diff.span_parts`` of a trial folder's traces (``rank*/trace``), with ``trial``: the attribution's units."""
+    with events.notes_left_out():
+        return _trial_parts(shards.parts_traces(sorted(folder.glob("rank*/trace"))), folder)
+
+
+def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict, list[pd.DataFrame] | BadInput]:
     """Mean step parts and collective time in flight / hidden (ms) over every chip-step of the folders'
     traces, their overlap share (hidden / in flight, of the sums; None without collectives), the mean
-    per-step op table, and the collectives (``collectives.summarize``): each trial's traces read once for
-    all three."""
-    rows, tables, sources, analysed, measured = [], [], set(), [], set()
+    per-step op table, the collectives (``collectives.summarize``) and each trial's span parts (``trial_parts``,
+    or why not): each trial's traces read once for all four."""
+    rows, tables, sources, analysed, measured, spans, unparted = [], [], set(), [], set(), [], None
     for folder in folders:  # one trial at a time: its ranks' traces belong together, trials do not
         with events.notes_left_out():
             found = shards.trial_traces(sorted(folder.glob("rank*/trace")))
@@ -50,6 +65,10 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict]:
         analysed.append((folder.name, found.collectives))
         sources.update(found.steps_from)
         measured.update(found.measured)
+        try:
+            spans.append(_trial_parts(found.parts, folder))
+        except BadInput as exc:  # the attribution's to say; the breakdown stands
+            unparted = unparted or exc
     outside_ops, outside_ps = timeline.outside_total([chip for r in rows for chip in r.attrs["outside"]])
     clock = [chip for r in rows for chip in r.attrs["clock"]]
     rows = pd.concat(rows)
@@ -65,24 +84,32 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict]:
              "outside_ops": outside_ops, "outside_ms": outside_ps / PS_PER_MS,
              **({"clock_ops": sum(c["ops"] for c in clock), "clock_parted_ops": sum(c["parted"] for c in clock),
                  "clock_parted_ms": sum(c["parted_ps"] for c in clock) / PS_PER_MS} if clock else {})},
-            table, comms)
+            table, comms, unparted or spans)
 
 
 def summarize(run_dir: Path, trials: list[dict], variants: list[str]) -> dict | None:
     """``{"variants": {v: parts or {"error": ...}}, "op_deltas": {v: [rows vs the first variant]},
     "by": "kind"}``; None when no variant has a trace."""
+    return summarize_with_parts(run_dir, trials, variants)[0]
+
+
+def summarize_with_parts(run_dir: Path, trials: list[dict], variants: list[str]
+                         ) -> tuple[dict | None, dict[str, list[pd.DataFrame] | BadInput]]:
+    """``summarize``'s, and from the same reading of the traces each traced variant's trials' span parts
+    (``trial_parts``: the attribution's units), or why it has none."""
     found = {v: trial_trace_dirs(run_dir, trials, v) for v in variants}
     if not any(found.values()):
-        return None
-    parts, tables, comms = {}, {}, {}
+        return None, {}
+    parts, tables, comms, spans = {}, {}, {}, {}
     for v, folders in found.items():
         if not folders:
             parts[v] = {"error": untraced(run_dir, trials, v)}
             continue
         try:
-            parts[v], tables[v], comms[v] = _variant(folders)
+            parts[v], tables[v], comms[v], spans[v] = _variant(folders)
         except BadInput as exc:
             parts[v] = comms[v] = {"error": exc.line()}
+            spans[v] = exc
     base = variants[0]
     deltas = {}
     for v in variants[1:]:
@@ -91,4 +118,4 @@ def summarize(run_dir: Path, trials: list[dict], variants: list[str]) -> dict | 
             deltas[v] = [{"key": r.key, "category": r.category, "a_ms": r.a_ps / PS_PER_MS, "b_ms": r.b_ps / PS_PER_MS,
                           "delta_ms": r.delta_ps / PS_PER_MS} for r in table.itertuples()]
     return {"variants": parts, "op_deltas": deltas, "by": "kind", "baseline": base,
-            "collectives": comms}
+            "collectives": comms}, spans

@@ -332,13 +332,16 @@ def collectives_traces(paths: list[str | Path], step_pattern: str | None = None,
     return {**_collective_tables(found, rows, done), "files": done.files}, done.steps_from
 
 
-def _trial(frame: pd.DataFrame) -> tuple[pd.DataFrame, tuple[pd.DataFrame, int], collective_instances.ChipInstances]:
-    laid = timeline.layout(frame)  # one sweep for the breakdown and the op table
-    return (breakdowns.breakdown(frame, layout=laid), diffs.op_time(frame, "kind", layout=laid),
-            collective_instances.chip_instances(frame))
+def _trial(frame: pd.DataFrame) -> tuple[pd.DataFrame, tuple[pd.DataFrame, int], collective_instances.ChipInstances,
+                                         pd.DataFrame]:
+    laid = timeline.layout(frame)  # one sweep for the breakdown, the op tables and the span parts
+    rows = breakdowns.breakdown(frame, layout=laid)
+    return (rows, diffs.op_time(frame, "kind", layout=laid), collective_instances.chip_instances(frame),
+            diffs.span_parts(frame, rows, layout=laid))
 
 
-TRIAL_COLUMNS = tuple(dict.fromkeys(collective_instances.EVENT_COLUMNS + diffs.EVENT_COLUMNS["kind"]))
+TRIAL_COLUMNS = tuple(dict.fromkeys(collective_instances.EVENT_COLUMNS + diffs.EVENT_COLUMNS["kind"]
+                                    + diffs.EVENT_COLUMNS["op"]))
 
 
 class Trial(NamedTuple):
@@ -347,18 +350,37 @@ class Trial(NamedTuple):
     rows: pd.DataFrame   # ``breakdown.breakdown``
     table: pd.DataFrame  # ``diff.per_step`` by kind
     collectives: dict    # ``collectives.analyse``
+    parts: pd.DataFrame  # ``diff.span_parts`` (the attribution's)
     steps_from: list[str]
     measured: list[str]  # as ``events.load`` says
 
 
+def _parts_stacked(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """The shards' span parts as one frame (times are durations: no shifts); ``attrs["outside"]`` per chip."""
+    out = pd.concat([p for p in parts if len(p)] or parts[:1], ignore_index=True)
+    out.attrs["outside"] = _per_chip([p.attrs["outside"] for p in parts])
+    return out
+
+
 def trial_traces(paths: list[str | Path], workers: int | None = None) -> Trial:
-    """The breakdown, op table and collectives of one trial's traces at ``paths``."""
+    """The breakdown, op table, collectives and span parts of one trial's traces at ``paths``."""
     done = _analysed(cut(paths, None, "step", workers), _trial, TRIAL_COLUMNS)
-    rows = _stacked([r for r, _, _ in done.results], done)
-    table = _op_table([s for _, s, _ in done.results], "kind", done)
-    found = [(inst, shift) for (_, _, inst), shift in zip(done.results, done.shifts)]
+    rows = _stacked([r for r, _, _, _ in done.results], done)
+    table = _op_table([s for _, s, _, _ in done.results], "kind", done)
+    parts = _parts_stacked([p for _, _, _, p in done.results])
+    found = [(inst, shift) for (_, _, inst, _), shift in zip(done.results, done.shifts)]
     done.results.clear()
-    return Trial(rows, table, _collective_tables(found, rows, done), done.steps_from, done.measured)
+    return Trial(rows, table, _collective_tables(found, rows, done), parts, done.steps_from, done.measured)
+
+
+def _span_parts(frame: pd.DataFrame) -> pd.DataFrame:
+    laid = timeline.layout(frame)
+    return diffs.span_parts(frame, breakdowns.breakdown(frame, layout=laid), layout=laid)
+
+
+def parts_traces(paths: list[str | Path], workers: int | None = None) -> pd.DataFrame:
+    """``diff.span_parts`` of the traces at ``paths``: each (rank, device, step) span's parts."""
+    return _parts_stacked(_analysed(cut(paths, None, "step", workers), _span_parts, diffs.EVENT_COLUMNS["op"]).results)
 
 
 def tail_traces(paths: list[str | Path], k: int = 5, workers: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:

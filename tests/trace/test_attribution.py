@@ -14,6 +14,7 @@ from trace_builders import U
 from perfkit.analysis import attribution, stats
 from perfkit.cli import cli
 from perfkit.report.attribution import section
+from perfkit.trace import events
 from perfkit.trace.synthetic import XSpaceWriter
 
 CHIPS, STEPS = 2, 2
@@ -423,8 +424,8 @@ HTA_TRACE_DIFF_US = {
 def test_op_deltas_equal_hta_trace_diff(fixtures_dir):
     """One trial a side and one span each (``window="trace"``, HTA's kernel time): each kernel's delta is
     HTA TraceDiff's total-duration change, to its whole microseconds; a kernel of the test side only is added."""
-    sides = [attribution.chip_step_parts(attribution.events.load([fixtures_dir / f"kineto/hta_trace_diff_{s}.json.gz"],
-                                                                 columns=attribution.diff.EVENT_COLUMNS["op"]),
+    sides = [attribution.chip_step_parts(events.load([fixtures_dir / f"kineto/hta_trace_diff_{s}.json.gz"],
+                                                     columns=attribution.diff.EVENT_COLUMNS["op"]),
                                          s, window="trace") for s in ("control", "test")]
     rows = attribution.attribute(*sides, "op", top=500).set_index("key")
     for name, (control_us, test_us) in HTA_TRACE_DIFF_US.items():

@@ -132,3 +132,21 @@ def test_run_of_a_traced_command_case(tmp_path):
     assert deltas["collective-permute"]["a_ms"] > 0 and deltas["collective-permute"]["b_ms"] == 0
     assert deltas["all-gather"]["a_ms"] == 0 and deltas["all-gather"]["b_ms"] > 0
     assert "## Trace breakdown" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_the_breakdown_and_the_attribution_read_each_trials_traces_once(tmp_path, monkeypatch):
+    """A review's: the attribution read every traced trial a second time (``events.load``, beside the breakdown's
+    shards). Its units now come from the breakdown's reading, and equal those of a reading of their own."""
+    from perfkit.analysis import attribution
+    from perfkit.analysis.summary import traces_summary
+    from perfkit.trace import shards
+
+    trials = [_trial(tmp_path, i, v, [("fusion.1", "fusion", 0, 10 + i), ("all-gather-done.1", "all-gather-done",
+                                                                          10 + i, 15 + 2 * i)])
+              for i, v in enumerate("abab")]
+    alone = attribution.summarize(tmp_path, trials, ["a", "b"])
+    cut, cuts = shards.cut, []
+    monkeypatch.setattr(shards, "cut", lambda paths, *args: cuts.append(paths) or cut(paths, *args))
+    breakdown, attributed = traces_summary(tmp_path, trials, ["a", "b"], seed=0)
+    assert len(cuts) == len(trials)
+    assert breakdown["variants"]["b"]["trials"] == 2 and attributed == alone
