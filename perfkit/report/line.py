@@ -47,27 +47,33 @@ _HOW = {"skipped": "skipped", "never arrived": "never arrived at", "different co
 
 
 def parted(parting: dict) -> str:
-    """Where a hang's chips part, short: ``rank 1 skipped ppermute.11 (collective 3 of 3 in step 0)``; where a
-    parted rank's program lacks or adds a collective before that place (the traces pair collectives in order, by
-    count), that: ``rank 3's program lacks ppermute.10 (collective 2 of 3)``."""
+    """Where a hang's chips part, short: ``rank 1 skipped ppermute.11 (collective 3 of 3 in step 0)``. Where a
+    parted rank's program lacks or adds a collective at or before that place (the traces pair collectives in
+    order, by count), the programs part the chips and the ranks that run the majority's wait on them: only
+    that, ``rank 3's program lacks ppermute.10 (collective 2 of 3)``, ``rank 2's program runs psum.7 where the
+    others' run ppermute.10 (collective 2 of 3)``."""
     step = f" in step {parting['step']}" if parting["step"] >= 0 else ", before the first step marker"
     programs = {str(r): c for r, c in (parting.get("programs") or {}).items()}
-    said = []
+    said, by_program = [], []
     for p in parting["parted"]:
         change = programs.get(str(p["rank"])) or {}
-        earliest = min([(c["index"], "lacks", c) for c in change.get("lacks", ())]
-                       + [(c["index"], "adds", c) for c in change.get("adds", ())], default=None, key=lambda x: x[:2])
-        if earliest and earliest[0] < parting["index"]:
-            index, what, c = earliest
-            said.append(f"rank {p['rank']}'s program {what} {c['op']} (collective {index + 1} of "
-                        f"{change['majority_count']}{step})")
+        lacks, adds = change.get("lacks", ()), change.get("adds", ())
+        index = min((c["index"] for c in (*lacks, *adds)), default=None)
+        if index is not None and index <= parting["index"]:
+            lacked = next((c["op"] for c in lacks if c["index"] == index), None)
+            added = next((c["op"] for c in adds if c["index"] == index), None)
+            how = (f"runs {added} where the others' run {lacked}" if lacked and added
+                   else f"lacks {lacked}" if lacked else f"adds {added}")
+            by_program.append(f"rank {p['rank']}'s program {how} (collective {index + 1} of "
+                              f"{change['majority_count']}{step})")
             continue
         # the collective named is the majority's there, or where the majority ran none, the first extra one (of
-        # no count of the majority's)
-        of = "" if p["how"] == "extra collective" else f" of {parting['in_step']}"
+        # no count of the majority's); a step the majority's program counts, else as far as its trace went
+        counts = {c["majority_count"] for c in programs.values()}
+        of = "" if p["how"] == "extra collective" else f" of {counts.pop() if len(counts) == 1 else parting['in_step']}"
         said.append(f"rank {p['rank']} {_HOW.get(p['how'], p['how']).format(mine=p['op'])} {parting['op']} "
                     f"(collective {parting['index'] + 1}{of}{step})")
-    return ", ".join(dict.fromkeys(said))  # a rank's chips part alike: said once
+    return ", ".join(dict.fromkeys(by_program or said))  # a rank's chips part alike: said once
 
 
 def hung(summary: dict) -> list[str]:

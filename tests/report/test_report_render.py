@@ -418,6 +418,17 @@ def test_the_one_line_says_which_variant_hung_and_where_its_chips_parted():
                                                         parted=two_chips)
     assert "; skip hung: rank 1 ran an extra all-reduce.5 (collective 3 in step 0); ring hung; report" in \
         summary_line(summary, Path("r/report.md"))
+    # a newcomer's: rank 2's program runs a psum where the others' run the second hop. Rank 0 finished the hop, the
+    # others' traces end before it; the line named ranks 1-3 as never arriving "(collective 2 of 2)", the cause
+    # only in the report's sentence after. The program at fault is the line now, of the program's 3 collectives
+    never = [{"rank": r, "device": 2048 * r, "how": "never arrived", "op": None, "in_step": 1} for r in (1, 2, 3)]
+    summary["hangs"]["trials/01-skip"]["parting"] = dict(
+        parting, index=1, op="ppermute.10", in_step=2, majority=[{"rank": 0, "device": 0}], parted=never,
+        majority_program=[1, 3], programs={"2": {
+            "lacks": [{"op": "ppermute.10", "opcode": "collective-permute", "index": 1}],
+            "adds": [{"op": "psum_invariant.7", "opcode": "all-reduce", "index": 1}], "majority_count": 3, "count": 3}})
+    assert ("; skip hung: rank 2's program runs psum_invariant.7 where the others' run ppermute.10 (collective 2 of 3 "
+            "in step 0); ring hung; report") in summary_line(summary, Path("r/report.md"))
 
 
 def test_progression_table(make_run):
