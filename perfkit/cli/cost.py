@@ -176,6 +176,9 @@ def cost(paths, chip_name, step_module, model, config, rows, plan_name, plan_opt
             continue
         for line in program_lines(label, block["step"], lines.get(label)):
             click.echo(line)
+        if block.get("step_from") == "most_flops":
+            click.echo("  (the step program is a guess, the one with the most FLOPs; --step-module TEXT names "
+                       "the one your steps run)")
     for c in changes.values():
         click.echo(c["sentence"])
     if not lines:

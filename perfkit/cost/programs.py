@@ -41,6 +41,13 @@ def step_cost(costs: list[ProgramCost], step_module: str | None = None) -> Progr
     return bundled[0] if bundled else max(costs, key=lambda c: (c.dot_flops + c.other_flops, c.hbm_bytes))
 
 
+def step_from(step: ProgramCost, step_module: str | None = None) -> str:
+    """How ``step_cost`` picked ``step``: ``step_module`` (named), ``bundled`` (a bundled program's step) or
+    ``most_flops`` (a guess, which a report must say: an init program, such as a random-number one, may cost more
+    than the step a command case runs)."""
+    return "step_module" if step_module is not None else "bundled" if step.module in STEP_MODULES else "most_flops"
+
+
 def variant_dumps(run_dir: Path) -> dict[str, Path]:
     """Each variant's first trial with XLA dumps (its lowest rank's folder), in trial order."""
     out: dict[str, Path] = {}
@@ -68,6 +75,7 @@ def cost_block(folder: Path, chip: Chip | None, measured_ms: float | None = None
     costs = folder_costs(folder)
     step = step_cost(costs, step_module)
     return {"dumps": str(folder), "programs": [c.as_json() for c in costs], "step": step.as_json(),
+            "step_from": step_from(step, step_module),
             "roofline": roofline(step.as_json(), chip, measured_ms) if chip is not None else None}
 
 

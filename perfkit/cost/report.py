@@ -61,6 +61,11 @@ def section(summary: dict) -> list[str]:
         if uncosted:
             rows += ["", f"{v}'s FLOPs leave out {uncosted}."]
         rows += [line for sentence in ProgramCost.definitions(step) for line in ("", f"In {v}, {sentence}.")]
+    guessed = [v for v in names if cost[v].get("step_from") == "most_flops"]
+    if guessed:  # (a command case's dumps: no bundled step program, and an init program may cost the most)
+        rows += ["", f"The step program of {', '.join(guessed)} is a guess, the program with the most FLOPs of its "
+                 "dump (no bundled step program there): `perfkit cost RUN_DIR --step-module NAME` costs the one "
+                 "your steps run."]
     if a in cost:
         rows += [""] + [change(a, cost[a]["step"], v, cost[v]["step"])["sentence"] + "." for v in names if v != a]
     apart = [(v, r["divergent_ranks"]) for v, r in (summary.get("ranks") or {}).items()

@@ -371,6 +371,7 @@ class Cost(TypedDict):
     dumps: str
     programs: NotRequired[list[Program]]
     step: NotRequired[Program]
+    step_from: NotRequired[Literal["step_module", "bundled", "most_flops"]]  # how the step was picked
     error: NotRequired[str]
 
 

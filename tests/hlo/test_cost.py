@@ -314,3 +314,34 @@ def test_program_lines_say_why_memory_is_unknown():
                          None)[1]
     assert line.endswith("temp and peak memory unknown (no *-buffer-assignment.txt beside the program: XLA writes one "
                          "beside each program it dumps optimized, as text)")
+
+
+_DOT = """HloModule {name}
+
+ENTRY %main (a: f32[{n},{n}], b: f32[{n},{n}]) -> f32[{n},{n}] {{
+  %a = f32[{n},{n}]{{1,0}} parameter(0)
+  %b = f32[{n},{n}]{{1,0}} parameter(1)
+  ROOT %dot = f32[{n},{n}]{{1,0}} dot(%a, %b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}}
+"""
+
+
+def test_a_step_program_picked_by_its_flops_is_said_to_be_a_guess(tmp_path):
+    """A newcomer's command case: its dump held the random-number init (``jit__normal``) beside its ``jit_step``,
+    no bundled step program, and the report costed the init as the step without a word. Here the init's dot
+    costs 2 x 64**3 FLOPs against the step's 2 x 8**3: the init is picked, and the output says it is a guess."""
+    from perfkit.cost.report import section
+
+    for i, (name, n) in enumerate((("jit__normal", 64), ("jit_step", 8))):
+        (tmp_path / f"module_{i:04d}.{name}.cpu_after_optimizations.txt").write_text(_DOT.format(name=name, n=n))
+    res = perfkit_cost(tmp_path, "--json")
+    block = json.loads(res.stdout)["cost"][str(tmp_path)]
+    assert (block["step"]["module"], block["step"]["flops"], block["step_from"]) == ("jit__normal", 2 * 64**3,
+                                                                                     "most_flops")
+    assert "(the step program is a guess, the one with the most FLOPs; --step-module TEXT names" in \
+        perfkit_cost(tmp_path).stdout
+    named = perfkit_cost(tmp_path, "--step-module", "jit_step")
+    assert "step program jit_step" in named.stdout and "a guess" not in named.stdout
+    text = "\n".join(section({"baseline": "a", "cost": {"a": block, "b": block}}))
+    assert ("The step program of a, b is a guess, the program with the most FLOPs of its dump (no bundled step "
+            "program there): `perfkit cost RUN_DIR --step-module NAME` costs the one your steps run.") in text
