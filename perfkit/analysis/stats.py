@@ -74,28 +74,31 @@ def _resampled_medians(steps: np.ndarray, n_boot: int, rng: np.random.Generator)
 
 
 def _bootstrap_medians(trials: list[np.ndarray], n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """n_boot draws of the median of per-trial medians, resampling trials and then steps."""
+    """n_boot draws of the median of per-trial medians, resampling trials and then, for each trial picked, its
+    steps: a trial picked twice in a draw is resampled twice (the two-stage bootstrap; one resample used for
+    both would widen the interval: a newcomer's all-slower trials read as unknown)."""
     k = len(trials)
     picks = rng.integers(0, k, size=(n_boot, k))
-    # Draws of each trial's median, used wherever the trial was picked.
-    per_trial = np.stack([_resampled_medians(steps, n_boot, rng) for steps in trials], axis=1)
-    chosen = np.take_along_axis(per_trial, picks, axis=1)
+    chosen = np.empty((n_boot, k))
+    for i, steps in enumerate(trials):
+        at = picks == i
+        chosen[at] = _resampled_medians(steps, int(at.sum()), rng)
     return np.median(chosen, axis=1)
 
 
 def hierarchical_means(trials: list[np.ndarray], n_boot: int, rng: np.random.Generator) -> np.ndarray:
     """(n_boot, P) draws of the mean over trials of each trial's mean step (``trials``: one (steps, P)
     array each), resampling trials and then the steps of each: one set of picks for all P columns.
-    ``_bootstrap_medians``' scheme (trials picked with replacement, a trial's steps resampled once a draw
-    and used wherever it was picked) for means: the attribution's parts must add up in every draw, so every
-    column shares one draw of indices, where medians are drawn from order statistics column by column."""
+    ``_bootstrap_medians``' scheme (trials picked with replacement, each pick's steps resampled) for means: the
+    attribution's parts must add up in every draw, so every column shares one draw of indices, where medians
+    are drawn from order statistics column by column."""
     k = len(trials)
-    # (k, n_boot, P): each trial's resampled mean, from how often each of its steps was drawn
-    per_trial = np.stack([rng.multinomial(len(t), np.full(len(t), 1 / len(t)), size=n_boot) @ t / len(t)
-                          for t in trials])
     picks = rng.integers(0, k, size=(n_boot, k))
     times = (picks[:, :, None] == np.arange(k)).sum(axis=1)  # (n_boot, k): how often each trial was drawn
-    return np.einsum("bk,kbp->bp", times, per_trial) / k
+    # a trial drawn c times: c resamples of its n steps, whose step counts summed are one multinomial of c * n
+    sums = sum(rng.multinomial(times[:, i] * len(t), np.full(len(t), 1 / len(t))) @ t / len(t)
+               for i, t in enumerate(trials))
+    return sums / k
 
 
 def welch_interval(a: np.ndarray, b: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:

@@ -208,17 +208,17 @@ def test_one_trial_a_side_is_a_bootstrap_over_its_steps():
 
 
 def test_hierarchical_means_spread():
-    """Each draw is the mean of k trials picked with replacement (counts c_i, multinomial), each trial's
-    steps resampled once a draw (as the verdict's bootstrap: one resample wherever the trial was picked):
-    Var = Var(sum c_i m_i / k) + E[sum c_i^2 v_i] / k^2 = (var of the trial means + (2 - 1/k) mean v_i) / k,
-    v_i = var_i / n_i (population variances)."""
+    """Each draw is the mean of k trials picked with replacement, each pick's steps resampled (as the verdict's
+    bootstrap): Var = Var(mean of the picks' means) + E[sum over picks of v_pick] / k^2 = (var of the trial
+    means + mean v_i) / k, v_i = var_i / n_i (population variances). (One resample a trial a draw, used for
+    each of its picks, gave (var + (2 - 1/k) mean v_i) / k.)"""
     rng = np.random.default_rng(3)
     trials = [rng.normal(m, s, size=(n, 2)) for m, s, n in ((10, 1, 4), (12, 2, 6), (9, 0.5, 3))]
     draws = stats.hierarchical_means(trials, 40000, np.random.default_rng(0))
     means = np.array([t.mean(axis=0) for t in trials])
     within = np.mean([t.var(axis=0) / len(t) for t in trials], axis=0)
     k = len(trials)
-    expected = (means.var(axis=0) + (2 - 1 / k) * within) / k
+    expected = (means.var(axis=0) + within) / k
     assert draws.mean(axis=0) == pytest.approx(means.mean(axis=0), rel=2e-3)
     assert draws.var(axis=0) == pytest.approx(expected, rel=0.04)
 
