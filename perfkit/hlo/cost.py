@@ -53,7 +53,7 @@ from typing import NamedTuple
 
 from perfkit.hlo.buffers import COLLECTIVES, read_buffer_assignment, read_total_bytes
 from perfkit.hlo.dumps import DumpFiles
-from perfkit.hlo.parse import Computation, Instruction, Module, read_module
+from perfkit.hlo.parse import Computation, Instruction, Module, read_module, tuple_elements
 
 # Sub-byte types as accelerators store them, packed (XLA's CPU analysis counts a byte each: it stores them so).
 DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
@@ -127,6 +127,17 @@ def shape_bytes(shape: str) -> int:
 
 def shape_elements(shape: str) -> int:
     return sum(math.prod(d) for _, d in arrays(shape))
+
+
+def start_result(shape: str) -> str:
+    """What an async start's tuple holds as its result: its element 1, whole (``(operands, result, context...)``;
+    a combined all-gather-start's ``((f32[1024], f32[512]), (f32[4096], f32[2048]))`` has a tuple of results, so
+    its element 1 is, not the flattened tuple's second array); "" where the tuple has no element 1."""
+    try:
+        parts = tuple_elements(shape)
+    except ValueError:
+        return ""
+    return parts[1] if len(parts) > 1 else ""
 
 
 def _dims_attr(inst: Instruction, key: str) -> list[int]:
@@ -499,9 +510,10 @@ class _Counter:
         call's result, not its scratch workspace."""
         if inst.opcode == "custom-call" and custom_call_target(inst) in LIBRARY_CONVOLUTIONS | LIBRARY_GEMMS:
             return first_array(inst.shape)
+        if inst.opcode == "all-reduce-start":  # no operand aliases: its shape is its result (a tuple when variadic)
+            return inst.shape
         if inst.opcode.endswith("-start") and inst.shape.startswith("("):
-            parts = arrays(inst.shape)
-            return "" if len(parts) < 2 else array_text(*parts[1])
+            return start_result(inst.shape)
         return inst.shape
 
     def collective_kind(self, inst: Instruction) -> str | None:

@@ -135,6 +135,12 @@ def _split_top(text: str, start: int = 0) -> tuple[list[str], int]:
     return parts, len(text)
 
 
+def tuple_elements(shape: str) -> list[str]:
+    """The top-level elements of a printed tuple shape: ``((f32[2], f32[4]), u32[])`` holds ``(f32[2], f32[4])``
+    and ``u32[]``. ValueError where its brackets do not balance."""
+    return [part.strip() for part in _split_top(shape, 1)[0]]
+
+
 def _balanced(text: str) -> bool:
     return (text.count("{") == text.count("}") and text.count("(") == text.count(")")
             and text.count("[") == text.count("]") and text.count('"') % 2 == 0)
