@@ -97,6 +97,11 @@ LIBRARY_GEMMS = frozenset({"__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$m
 # XLA partitions it): no FLOPs, no bytes, nothing left uncosted.
 PARTITIONER_MARKERS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"})
 NO_MEMORY = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all"})
+# XLA's own async start opcodes. Any other ``X-start`` (``-update``, ``-done``) is how XLA prints an async-start
+# wrapping one op X, X's operands and attributes on the start (``fusion-start(p), kind=kLoop, calls=f``,
+# ``custom-call-start(p), custom_call_target="foo"``): it runs X (``synchronous``).
+NATIVE_STARTS = frozenset({"all-gather-start", "all-reduce-start", "collective-permute-start", "copy-start",
+                           "async-start"})
 # Per device, the share of a collective's buffer (see ``_buffer``) that one device sends, for n devices.
 SENT_SHARE = {"all-gather": lambda n: (n - 1) / n, "reduce-scatter": lambda n: (n - 1) / n,
               "all-reduce": lambda n: 2 * (n - 1) / n, "all-to-all": lambda n: (n - 1) / n,
@@ -138,6 +143,15 @@ def start_result(shape: str) -> str:
     except ValueError:
         return ""
     return parts[1] if len(parts) > 1 else ""
+
+
+def synchronous(inst: Instruction) -> Instruction:
+    """The op an ``X-start`` that wraps op X runs (``NATIVE_STARTS``): X, with the start's result as its shape;
+    any other instruction as it is. Costed as X, a wrapped fusion's or custom-call's FLOPs count (they were 0,
+    and an unknown custom-call so wrapped was not listed as not costed)."""
+    if not inst.opcode.endswith("-start") or inst.opcode in NATIVE_STARTS:
+        return inst
+    return inst._replace(opcode=inst.opcode.removesuffix("-start"), shape=start_result(inst.shape))
 
 
 def _dims_attr(inst: Instruction, key: str) -> list[int]:
@@ -357,6 +371,7 @@ class _Counter:
         return dot, other, trans
 
     def inst_flops(self, inst: Instruction, shapes: dict[str, str]) -> tuple[float, float, float]:
+        inst = synchronous(inst)
         op = inst.opcode
         if op == "dot":
             lhs = arrays(shapes.get(inst.operands[0], ""))
@@ -437,6 +452,9 @@ class _Counter:
             self.top_level(inst, shapes, times)
 
     def top_level(self, inst: Instruction, shapes: dict[str, str], times: int) -> None:
+        if inst.opcode.endswith("-start"):  # (async-start too)
+            self.cost.async_pairs += times
+        inst = synchronous(inst)
         op = inst.opcode
         if op == "while":
             trips = self.trip_count(inst)
@@ -451,8 +469,6 @@ class _Counter:
         if op == "conditional" and inst.calls:  # counted as its costliest branch
             self.walk(max(inst.calls, key=lambda c: sum(self.flops(c))), times)
             return
-        if op.endswith("-start"):  # (async-start too)
-            self.cost.async_pairs += times
         kind = self.collective_kind(inst)
         if kind is not None:
             self.cost.collectives.append(self.collective(kind, inst, shapes, times))
@@ -460,7 +476,7 @@ class _Counter:
             return
         if op == "custom-call" and not inst.calls and not self.library_flops(inst, shapes):
             self.cost.uncosted[custom_call_target(inst) or "custom-call"] += times
-        if op in NO_MEMORY or op.endswith("-done") or op == "async-update" or _is_bitcast(inst, shapes):
+        if op in NO_MEMORY or op.endswith(("-done", "-update")) or _is_bitcast(inst, shapes):
             return
         part = _partial_bytes(inst, shapes)
         if part is not None:
