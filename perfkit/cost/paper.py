@@ -129,7 +129,7 @@ def _combine(base: dict, deltas: list[tuple[dict, int]]) -> dict:
     """``base`` plus ``k`` times each (delta against base) for the additive figures of a cost."""
     out = dict(base)
     for key in ("flops", "dot_flops", "other_flops", "transcendentals", "interconnect_bytes", "async_pairs",
-                "repeated_loops"):
+                "repeated_loops", "unknown_trip_loops"):
         out[key] = base[key] + sum(k * (d[key] - base[key]) for d, k in deltas)
     kinds = set(base["collectives"]).union(*(d["collectives"] for d, _ in deltas))
     out["collectives"] = {}

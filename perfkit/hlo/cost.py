@@ -33,7 +33,8 @@ Per program, as XLA's ``HloCostAnalysis`` (``compiled.cost_analysis()``) defines
 - ``temp_bytes`` (preallocated temp) from the buffer assignment and ``peak_bytes`` (every allocation:
   XLA assigns buffers statically, so their total is the program's peak) from the memory-usage report.
 
-Ops run as often as their computation: a while body ``known_trip_count`` times (once when unknown),
+Ops run as often as their computation: a while body ``known_trip_count`` times (once when unknown, and
+``unknown_trip_loops`` says how many such loops a step runs),
 the costliest branch of a conditional, a called or async-wrapped computation once per call. Two
 definitions differ from XLA's ``HloCostAnalysis``: it counts one iteration of any while loop, where perfkit
 counts what a step runs (``repeated_loops`` says how many loops run more than once a step); and an async pair
@@ -287,6 +288,7 @@ class ProgramCost:
     uncosted: Counter = dataclasses.field(default_factory=Counter)  # custom-call target -> calls a step
     async_pairs: int = 0  # async start / done pairs a step runs, each costed as its synchronous op
     repeated_loops: int = 0  # while loops a step runs whose body runs more than once, each trip costed
+    unknown_trip_loops: int = 0  # while loops a step runs whose trip count XLA did not work out, costed once
 
     @property
     def interconnect_bytes(self) -> float:
@@ -326,6 +328,11 @@ class ProgramCost:
         if program.get("repeated_loops"):
             out.append(f"a while loop that runs more than once ({program['repeated_loops']} here) counts every "
                        "trip: XLA's cost analysis counts one iteration")
+        if program.get("unknown_trip_loops"):
+            # such a loop (a data-dependent while_loop) may run any number of times: a once-through figure is a
+            # lower bound of the step, not its cost
+            out.append(f"a while loop whose trip count XLA did not work out ({program['unknown_trip_loops']} here) "
+                       "counts one trip, as XLA's cost analysis does: the step costs more where it runs more")
         if program.get("async_pairs"):
             out.append(f"HBM bytes count an async pair (a start and its done; {program['async_pairs']} here) as its "
                        "synchronous op: XLA's cost analysis adds the start's tuple and the done's result")
@@ -341,7 +348,7 @@ class ProgramCost:
                                       for (k, s, g), n in sorted(self.shapes().items())],
                 "temp_bytes": self.temp_bytes, "peak_bytes": self.peak_bytes,
                 "uncosted": dict(sorted(self.uncosted.items())), "async_pairs": self.async_pairs,
-                "repeated_loops": self.repeated_loops}
+                "repeated_loops": self.repeated_loops, "unknown_trip_loops": self.unknown_trip_loops}
 
 
 class _Counter:
@@ -437,9 +444,14 @@ class _Counter:
         return 0.0 if contracted is None else 2.0 * shape_elements(first_array(inst.shape)) * contracted
 
     @staticmethod
-    def trip_count(inst: Instruction) -> int:
+    def known_trips(inst: Instruction) -> int | None:
+        """A while loop's trip count as XLA worked it out (``known_trip_count``), None where it did not."""
         m = _TRIP_COUNT.search(dict(inst.attrs).get("backend_config", ""))
-        return int(m.group(1)) if m else 1
+        return int(m.group(1)) if m else None
+
+    def trip_count(self, inst: Instruction) -> int:
+        known = self.known_trips(inst)
+        return 1 if known is None else known
 
     # -- bytes and collectives: the ops that run at the top (not inside fusions or reducers)
 
@@ -457,8 +469,10 @@ class _Counter:
         inst = synchronous(inst)
         op = inst.opcode
         if op == "while":
-            trips = self.trip_count(inst)
+            known = self.known_trips(inst)
+            trips = 1 if known is None else known
             self.cost.repeated_loops += times if trips > 1 else 0
+            self.cost.unknown_trip_loops += times if known is None else 0
             for c in inst.calls:
                 self.walk(c, times * trips)
             return

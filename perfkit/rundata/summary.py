@@ -365,6 +365,7 @@ class Program(TypedDict):
     uncosted: dict[str, int | float]
     async_pairs: int
     repeated_loops: int
+    unknown_trip_loops: NotRequired[int]  # written since perfkit counts them: absent from older summaries
 
 
 class Cost(TypedDict):
