@@ -52,6 +52,7 @@ import re
 from collections import Counter
 from typing import NamedTuple
 
+from perfkit.errors import BadInput
 from perfkit.hlo.buffers import COLLECTIVES, read_buffer_assignment, read_total_bytes
 from perfkit.hlo.dumps import DumpFiles
 from perfkit.hlo.parse import Computation, Instruction, Module, read_module, tuple_elements
@@ -631,8 +632,23 @@ def module_devices(text_header: str) -> int:
     return (int(parts.group(1)) if parts else 1) * (int(replicas.group(1)) if replicas else 1)
 
 
+_UNBOUNDED = re.compile(r"[a-z][a-z0-9]*\[[^\]]*\?[^\]]*\]")  # ``f32[?,784]``: no bound, no size
+
+
+def _refuse_unbounded(module: Module) -> None:
+    """BadInput where an instruction has an unbounded dynamic dimension (a program as lowered from shape-polymorphic
+    StableHLO): it has no size, so none of its bytes or FLOPs can be counted (it was a traceback)."""
+    for comp in module.computations.values():
+        for inst in comp.instructions:
+            found = _UNBOUNDED.search(inst.shape) if "?" in inst.shape else None
+            if found:
+                raise BadInput(f"line {inst.line}: {inst.name} has an unbounded dynamic dimension ({found.group()}): "
+                               "perfkit costs static and bounded shapes only", path=module.path)
+
+
 def program_cost(module: Module, devices: int = 1) -> ProgramCost:
     """The figures of one parsed module; ``devices`` sizes collectives whose replica groups are empty."""
+    _refuse_unbounded(module)
     counter = _Counter(module, devices)
     counter.cost.dot_flops, counter.cost.other_flops, counter.cost.transcendentals = counter.flops(module.entry)
     counter.walk(module.entry, 1)
