@@ -553,6 +553,8 @@ class _Counter:
             root = self.roots.get(inst.calls[0]) if inst.calls else None
             return root.opcode if root is not None and root.opcode in COLLECTIVES else None
         base = op.removesuffix("-start")
+        if base in ("send", "recv") and dict(inst.attrs).get("is_host_transfer") == "true":
+            return None  # to or from the host (a host callback): PCIe, not the interconnect between devices
         return base if base in COLLECTIVES and not op.endswith("-done") else None
 
     def collective(self, kind: str, inst: Instruction, shapes: dict[str, str], times: int) -> Collective:
