@@ -84,6 +84,22 @@ def _show(f: FlatInstruction) -> dict:
     return {"computation": f.computation, "line": f.inst.line, "opcode": f.inst.opcode, "text": text}
 
 
+def _first_pair(a: list[FlatInstruction], i1: int, i2: int, b: list[FlatInstruction], j1: int, j2: int
+                ) -> tuple[FlatInstruction | None, FlatInstruction | None]:
+    """The first differing instructions of a block ``a[i1:i2]`` against ``b[j1:j2]``: each side's first, where
+    both sides have some in one computation the first of each there. A collective run in another's place brings
+    its reducer's computation first (a newcomer's rank 2 ran a psum where the others ran a ppermute, shown as the
+    psum's reducer parameter against the ppermute)."""
+    first_a, first_b = (a[i1] if i1 < i2 else None), (b[j1] if j1 < j2 else None)
+    if first_a is None or first_b is None:
+        return first_a, first_b
+    names_a, names_b = {f.computation for f in a}, {f.computation for f in b}
+    at = (first_a.computation if first_a.computation in names_b else
+          first_b.computation if first_b.computation in names_a else None)
+    return (next((f for f in a[i1:i2] if f.computation == at), first_a),
+            next((f for f in b[j1:j2] if f.computation == at), first_b))
+
+
 def _align(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]:
     """The non-equal blocks of an alignment of two signature lists (difflib opcodes)."""
     n = min(len(a), len(b))
@@ -187,8 +203,8 @@ def divergence(a: RankModule, b: RankModule, ranks: list[int], known: dict[str, 
         blocks = _align(sa.signatures(a.flat, known), sb.signatures(b.flat, known))
         if blocks:
             _, i1, i2, j1, j2 = blocks[0]
-            out["first_difference"] = {"majority": _show(a.flat[i1]) if i1 < i2 else None,
-                                       "rank": _show(b.flat[j1]) if j1 < j2 else None,
+            fa, fb = _first_pair(a.flat, i1, i2, b.flat, j1, j2)
+            out["first_difference"] = {"majority": _show(fa) if fa else None, "rank": _show(fb) if fb else None,
                                        # Where only the rank has instructions: the majority's next one, for context.
                                        "majority_next": _show(a.flat[i1]) if i1 == i2 and i1 < len(a.flat) else None}
         for _, i1, i2, j1, j2 in blocks:

@@ -446,3 +446,40 @@ def test_a_rank_lacking_a_module_is_no_role(dumps_copy):
     step = next(m for m in r["modules"] if m["name"] == "jit_step")
     assert step["missing_ranks"] == [3]
     assert "jit_step missing on rank 3" in perfkit(folder).stdout
+
+
+_RING = """HloModule jit_step
+{region}
+ENTRY %main.0_spmd (p: f32[64,128]) -> f32[64,128] {{
+  %p = f32[64,128]{{1,0}} parameter(0)
+  %tanh.1 = f32[64,128]{{1,0}} tanh(%p)
+  %ppermute.9 = f32[64,128]{{1,0}} collective-permute(%tanh.1), channel_id=1, source_target_pairs={{{{0,1}},{{1,2}},{{2,3}},{{3,0}}}}
+  {second}
+  ROOT %tanh.2 = f32[64,128]{{1,0}} tanh(%hop.2)
+}}
+"""
+_REDUCER = """
+%region_0.0 (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %add.0 = f32[] add(%a, %b)
+}
+"""
+_HOP = ("%hop.2 = f32[64,128]{1,0} collective-permute(%ppermute.9), channel_id=2, "
+        "source_target_pairs={{0,1},{1,2},{2,3},{3,0}}")
+_PSUM = "%hop.2 = f32[64,128]{1,0} all-reduce(%ppermute.9), channel_id=2, replica_groups={{0,1,2,3}}, to_apply=%region_0.0"
+
+
+def test_a_collective_run_in_anothers_place_is_the_first_difference_not_its_reducer(tmp_path):
+    """A newcomer's: rank 2 runs a psum where the others run the second ring hop. The first differing instruction
+    read as the psum's reducer parameter (``%a = f32[] parameter(0)``, region_0.0) against the others' hop; it is
+    the psum against the hop, both in the entry computation."""
+    for rank in range(4):
+        text = _RING.format(region=_REDUCER if rank == 2 else "", second=_PSUM if rank == 2 else _HOP)
+        (tmp_path / f"rank{rank}" / "xla_dump").mkdir(parents=True)
+        (tmp_path / f"rank{rank}" / "xla_dump" / "module_0000.jit_step.cpu_after_optimizations.txt").write_text(text)
+    (d,) = check(tmp_path)["modules"][0]["divergences"]
+    assert d["ranks"] == [2]
+    first = d["first_difference"]
+    assert (first["majority"]["text"], first["majority"]["computation"]) == (_HOP, "main.0_spmd")
+    assert (first["rank"]["text"], first["rank"]["computation"]) == (_PSUM, "main.0_spmd")
