@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from perfkit.trace import diff, events, export, hlo_stats, shards
+from perfkit.trace import events, export, hlo_stats, shards
 
 
 class Profile:
@@ -41,8 +41,10 @@ class Profile:
         return hlo_stats.hlo_stats(self.events)
 
     def diff(self, other: Profile, by: str = "kind", window: str = "step") -> pd.DataFrame:
-        """Device time per chip and step keyed ``by`` (kind, op, shape), ``other`` (B) against this (A)."""
-        return diff.compare(*(shards.op_table(p.paths, by, p.steps, window) for p in (self, other)))
+        """Device time per chip and step keyed ``by`` (kind, op, shape), ``other`` (B) against this (A); BadInput
+        where one side has no device events and the other has (host time against device time), as ``trace diff``."""
+        ta, tb = (shards.op_table(p.paths, by, p.steps, window) for p in (self, other))
+        return shards.compare_tables(ta, tb, self.paths, other.paths)  # refuses host time against device time
 
     def last_ops(self, k: int = 5) -> pd.DataFrame:
         """Each chip's last ``k`` device ops (where a hang left each chip)."""

@@ -295,6 +295,13 @@ def diff_traces(a: list[str | Path], b: list[str | Path], by: str = "kind", step
     """``diff.diff`` of the traces at ``a`` and at ``b``; BadInput where one side's host ops stand in for device
     ops and the other's are device ops (CPU time against device time)."""
     ta, tb = (op_table(paths, by, step_pattern, window, workers) for paths in (a, b))
+    return compare_tables(ta, tb, a, b)
+
+
+def compare_tables(ta: pd.DataFrame, tb: pd.DataFrame, a: list[str | Path], b: list[str | Path]) -> pd.DataFrame:
+    """``diff.compare`` of the op tables ``ta`` and ``tb`` (``op_table`` of the traces at ``a`` and at ``b``);
+    BadInput where one side's host ops stand in for device ops and the other's are device ops (CPU time against
+    device time). The one check for every diff of two traces: ``diff_traces``'s and ``Profile.diff``'s."""
     host = ["host" in t.attrs.get("measured", ()) for t in (ta, tb)]
     if host[0] != host[1]:
         names = [", ".join(map(str, paths)) for paths in (a, b)]

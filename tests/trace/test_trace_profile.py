@@ -4,6 +4,7 @@ analysed apart in workers) and equal the analyses of the whole events frame, on 
 import pandas as pd
 import pytest
 
+from perfkit.errors import BadInput
 from perfkit.trace import Profile, breakdown, collectives, diff, events, export, hlo_stats, shards, tail, xplane
 
 MI300 = "xplane/mi300_jax_conv_8gpu.xplane.pb"
@@ -41,3 +42,15 @@ def test_the_facade_equals_the_whole_frames_analyses(fixtures_dir, planes_apart,
     written = profile.write_perfetto(tmp_path / "a.json")
     assert written == export.write_perfetto(whole, tmp_path / "b.json") > 0 and len(loads) == 1
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+
+
+def test_the_facade_refuses_host_time_against_device_time(fixtures_dir):
+    """A CPU-only trace (its host ops stand in) against a GPU trace, either way round: refused as ``perfkit trace
+    diff`` refuses it (one BadInput, the same line), not a table of CPU time against kernel time."""
+    cpu, gpu = fixtures_dir / "kineto" / "hta_rank_non_gpu.json.gz", fixtures_dir / "kineto" / "hta_nccl_data.json.gz"
+    for a, b, host in ((cpu, gpu, "A"), (gpu, cpu, "B")):
+        with pytest.raises(BadInput) as refused:
+            Profile(a).diff(Profile(b))
+        assert refused.value.line() == (f"{a} vs {b}: {host} has no device events (its CPU ops stand in, host time), "
+                                        f"{'AB'[host == 'A']} has: their times do not compare")
+    assert not Profile(cpu).diff(Profile(cpu)).empty  # host against host compares
