@@ -28,6 +28,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from perfkit.analysis import stats
+from perfkit.common.units import PS_PER_MS
 from perfkit.cost.programs import folder_costs, step_cost, variant_dumps
 from perfkit.errors import BadInput
 from perfkit.hlo.diff import compare_ab
@@ -37,7 +38,6 @@ from perfkit.rundata import case as case_mod
 from perfkit.rundata.rundir import read_trials
 from perfkit.trace import breakdown, diff, runs, timeline
 
-PS_PER_MS = 1e9
 BYS = ("category", "kind", "op")
 TOP = 10  # ops or kinds named one by one; the rest are summed as "other"
 N_BOOT = 4000  # as the verdict's bootstrap (perfkit.analysis.stats.compare)

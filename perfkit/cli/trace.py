@@ -13,12 +13,12 @@ import click
 
 from perfkit.cli import NOTES, OneLineGroup
 from perfkit.common.dividing import difference_digits, shown_difference, whole_shares
+from perfkit.common.units import PS_PER_MS
 from perfkit.errors import BadInput, DefinitionNote
 
 if TYPE_CHECKING:
     import pandas as pd
 
-PS_PER_MS = 1e9
 PS_PER_US = 1e6
 _STEPS_HELP = ("Regex: events whose name matches mark the steps (default: a device's own markers, a TPU's Steps line "
                "or GPU-side ProfilerSteps that span its ops, else the host's step annotations or ProfilerSteps).")

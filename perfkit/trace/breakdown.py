@@ -26,6 +26,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from perfkit.common.units import PS_PER_MS
 from perfkit.trace import clocks, timeline
 from perfkit.trace.classify import CATEGORIES
 from perfkit.trace.events import run_starts
@@ -221,11 +222,11 @@ def plot(means: pd.DataFrame, path, title: str = "") -> None:
     ax = fig.add_subplot()
     bottom = np.zeros(len(means))
     for part in shown_parts(means):
-        ms = means[f"{part}_ps"].to_numpy() / 1e9
+        ms = means[f"{part}_ps"].to_numpy() / PS_PER_MS
         label, color = STYLE[part]
         ax.bar(x - 0.1, ms, width=0.6, bottom=bottom, label=label, color=color)
         bottom += ms
-    comm, hidden = (means[c].to_numpy() / 1e9 for c in COMM)
+    comm, hidden = (means[c].to_numpy() / PS_PER_MS for c in COMM)
     ax.bar(x + 0.3, comm, width=0.2, color="none", edgecolor=STYLE["ici"][1], label="collectives in flight")
     ax.bar(x + 0.3, hidden, width=0.2, color="none", edgecolor=STYLE["compute"][1], hatch="///",
            label="of it hidden under compute")

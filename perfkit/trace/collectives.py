@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
+from perfkit.common.units import PS_PER_MS
 from perfkit.errors import DefinitionNote
 from perfkit.hlo.cost import SENT_SHARE, group_size, shape_bytes
 from perfkit.hlo.parse import parse_instruction
@@ -43,7 +44,6 @@ from perfkit.trace.events import chip_key, first_rows, is_device_op, packed_key
 from perfkit.trace.programs import base_opcode
 from perfkit.trace.raw import file_host
 
-PS_PER_MS = 1e9
 # torch.distributed's collective names (Kineto ``Collective name``) and NCCL kernel kinds -> HLO kinds
 _TORCH_KINDS = (("allreduce", "all-reduce"), ("all_reduce", "all-reduce"), ("allgather", "all-gather"),
                 ("all_gather", "all-gather"), ("reducescatter", "reduce-scatter"), ("reduce_scatter", "reduce-scatter"),

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from perfkit.common.units import PS_PER_MS
 from perfkit.errors import BadInput
 from perfkit.trace import breakdown, collectives, diff, events, shards, timeline
 
-PS_PER_MS = 1e9
 TOP_DELTAS = 8
 
 
