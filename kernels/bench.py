@@ -20,6 +20,9 @@ import time
 import click
 import numpy as np
 
+# the runs' flag builder, so bench and runs spell the flags alike
+from perfkit.common.xla import xla_flags
+
 MATMUL_OPS = ("all_gather_matmul", "matmul_reduce_scatter")
 ATTENTION_OPS = ("ulysses_attention", "ring_attention")
 AXIS = "x"
@@ -147,10 +150,6 @@ def main(preset, op, impl, size, dtype, steps, devices):
     if devices is not None:
         if "jax" in sys.modules:  # XLA reads the flag once, when jax starts
             raise click.UsageError("--devices must take effect before jax is imported")
-        # the runs' flag builder, so bench and runs spell the flags alike (imported here with the rest of the
-        # command's libraries: `--help` stays click alone)
-        from perfkit.common.xla import xla_flags
-
         os.environ["XLA_FLAGS"] = xla_flags(os.environ.get("XLA_FLAGS", ""), devices, None)
     # jax only once the op bench runs: XLA_FLAGS (--devices) must be set first
     import jax

@@ -4,6 +4,7 @@ analysis-only commands never import jax or torch."""
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import gc
 import importlib
 import json
@@ -16,6 +17,7 @@ from pathlib import Path
 import click
 
 import perfkit
+from perfkit.common.summary import json_safe
 from perfkit.errors import BadInput, DefinitionNote, ExitCode
 from perfkit.rundata.rundir import resume_command, run_folder
 
@@ -161,8 +163,6 @@ def case_path(arg: str | None) -> Path:
 
 def _nearest_case(arg: str) -> str:
     """" (did you mean `NAME`?)" for the bundled case whose name is nearest to ``arg``, else ""."""
-    import difflib  # only when a case is not found
-
     names = list(bundled_cases())
     near = difflib.get_close_matches(arg.removesuffix(".yaml"), names, n=1) or \
         difflib.get_close_matches(Path(arg).stem, [Path(n).name for n in names], n=1)
@@ -312,7 +312,6 @@ def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db
     is listed); with GITHUB_STEP_SUMMARY set, a Markdown summary is appended there. --update-baseline
     writes BASELINE from this run."""
     # pandas, jsonschema, the cost gate and the case schema: only when a check runs, not for --help
-    from perfkit.common.summary import json_safe
     from perfkit.report import check as ci_gate
     from perfkit.report.line import summary_line
     from perfkit.rundata import schema
@@ -365,8 +364,7 @@ def report(run_dirs, progression, out_file, as_json):
     multi-host run first); exit code 3 when a trial failed or hung. With --progression, print one
     Markdown table across the runs (each run's summary.json) instead."""
     if progression:
-        from perfkit.common.summary import json_safe  # numpy and pandas: only for --progression
-        from perfkit.report import progression as prog
+        from perfkit.report import progression as prog  # numpy and pandas: only for --progression
 
         frame = prog.progression_frame([prog.load_summaries(Path(d)) for d in run_dirs])
         text = json.dumps({"rows": json_safe(frame.to_dict("records"))}, indent=2) if as_json \

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from perfkit.common.summary import db_cell
+from perfkit.common.summary import db_cell, json_safe
 from perfkit.errors import BadInput, DefinitionNote
 
 SPACE_NAMES = {"yuv": "source planes", "rgb": "RGB24"}
@@ -172,7 +172,6 @@ def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_
     blas_ours = "OPENBLAS_NUM_THREADS" not in os.environ
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     # numpy, PyAV and the figures: imported here so that --help and the other commands need none of them
-    from perfkit.common.summary import json_safe
     from perfkit.quality import compare as quality
     from perfkit.quality.media import open_media, parse_codec
 
@@ -226,7 +225,6 @@ def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_
 
 def _drift_command(a: str, b: str, as_json: bool, plot: str | None) -> None:
     # numpy and pandas: only when the command runs
-    from perfkit.common.summary import json_safe
     from perfkit.quality import compare as quality
     from perfkit.quality.media import open_media
 
@@ -248,7 +246,6 @@ def _drift_command(a: str, b: str, as_json: bool, plot: str | None) -> None:
 def _taps_command(run_dir: str, as_json: bool, plot: str | None) -> None:
     """A run's first departure, as its report gives it (``perfkit.report.departure``)."""
     # numpy, pandas and the taps' wording: only when the command runs
-    from perfkit.common.summary import json_safe
     from perfkit.quality import departure
     from perfkit.report.departure import lines
 

@@ -19,6 +19,8 @@ import os
 import queue
 import re
 import threading
+import tokenize
+import zlib
 from fractions import Fraction
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple
@@ -513,10 +515,9 @@ def open_npy(path: Path, label: str | None = None) -> NpyFile:
 
 def load_array(path: Path, key: str | None = None, label: str | None = None) -> np.ndarray:
     """An ``.npy``'s array, or one array of an ``.npz`` (``key``, or its only array)."""
-    # the errors of numpy's zip, zlib and header parsers, imported here: off every video comparison's start
-    import tokenize
+    # the errors of numpy's zip parser: zipfile (with bz2, lzma, shutil) imported here, off every video
+    # comparison's start; zlib's and tokenize's, which numpy and PyAV load anyway, come with the module
     import zipfile
-    import zlib
 
     label = label or str(path)
     if path.suffix == ".npy":
