@@ -2,7 +2,9 @@
 
 Every command exits 0 on success, 1 when a check fails (divergent ranks, a regression), 2 on bad input
 (with one line naming the file and what is wrong) and 3 when a trial failed or hung (the report is
-still written). See docs/architecture.md, "Exit codes".
+still written) or the command was stopped (Ctrl-C on any command, also SIGTERM on ``perfkit run``): a
+stopped ``perfkit check`` or ``hlo-diff`` never reads as a failed check. See docs/architecture.md,
+"Exit codes".
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ class ExitCode(enum.IntEnum):
     CHECK_FAILED = 1
     BAD_INPUT = 2
     TRIAL_FAILED = 3
+    STOPPED = 3  # (an alias: a command stopped by Ctrl-C exits as a stopped run does)
 
 
 class DefinitionNote(UserWarning):

@@ -67,7 +67,8 @@ class HeldCommand:
     def ends_with_its_workers(self, setup: str, args: list[str], how: str, n: int = 2) -> None:
         """Start it, wait for ``n`` workers, stop it ``how`` ("Ctrl-C": SIGINT to the process group, as a
         terminal sends it; "the command killed": SIGKILL to the command), and check that no worker runs 10 s
-        later and that a Ctrl-C printed one line, ``Aborted!``, with exit code 1 (no worker's traceback)."""
+        later and that a Ctrl-C printed one line, ``perfkit: stopped``, with exit code 3, the contract's
+        "stopped" (no worker's traceback)."""
         with tempfile.TemporaryDirectory() as ready, tempfile.TemporaryFile() as err:  # (a worker that
             # outlived the command would hold a pipe open)
             script = ("import os, sys, time\n"
@@ -102,7 +103,7 @@ class HeldCommand:
             err.seek(0)
             if how == "Ctrl-C":
                 printed = err.read().decode()
-                assert child.returncode == 1 and printed.strip() == "Aborted!", printed
+                assert child.returncode == 3 and printed == "perfkit: stopped\n", printed
 
     def close(self) -> None:
         for child in self.started:

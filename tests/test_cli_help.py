@@ -76,3 +76,20 @@ def test_a_command_line_click_cannot_parse_is_one_line(argv, said):
 def test_a_bare_group_still_shows_its_help():
     done = CliRunner().invoke(cli, ["trace"], prog_name="perfkit")
     assert done.output.startswith("Usage: perfkit trace [OPTIONS] COMMAND")
+
+
+def _interrupted(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("argv, target", [
+    (["cases"], "perfkit.cli.bundled_cases"),
+    (["check", "run", "--baseline", "b.json"], "perfkit.rundata.rundir.read_summary"),
+    (["trace", "breakdown", "t.xplane.pb"], "perfkit.trace.shards.breakdown_traces"),
+], ids=lambda value: " ".join(value) if isinstance(value, list) else "")
+def test_ctrl_c_on_any_command_exits_as_stopped(argv, target, monkeypatch):
+    """Ctrl-C while a command runs: one line and the contract's "stopped" (3), as `perfkit run` gives; never
+    click's `Aborted!` and 1, which a CI script reads as a failed check (`perfkit check`'s regression)."""
+    monkeypatch.setattr(target, _interrupted)
+    done = CliRunner().invoke(cli, argv, prog_name="perfkit")
+    assert (done.exit_code, done.stderr) == (3, "perfkit: stopped\n")

@@ -115,6 +115,11 @@ class LazyGroup(OneLineGroup):
                     raise
                 click.echo(f"perfkit: {exc.filename}: {exc.strerror or exc}", err=True)
                 ctx.exit(ExitCode.BAD_INPUT)
+            except KeyboardInterrupt:
+                # Ctrl-C (its workers already stopped on the way out): the contract's "stopped", as `perfkit run`
+                # says it; click's own `Aborted!` exits 1, which reads as a failed check (`check`, `hlo-diff`)
+                click.echo("perfkit: stopped", err=True)
+                ctx.exit(ExitCode.STOPPED)
 
 
 def _show(shown, notes: list[str]):
