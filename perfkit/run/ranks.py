@@ -21,6 +21,7 @@ from perfkit.run.trial import PYTHON_NAMES, RunOptions, Trial, free_port, proces
 from perfkit.rundata.case import Case, Variant
 from perfkit.rundata.metrics import read_metrics, steps_from_stdout
 from perfkit.rundata.placement import Host
+from perfkit.rundata.trials import RankRecord, TrialRecord
 
 
 def host_ranks(processes: int, hosts: int, host_index: int) -> range:
@@ -131,12 +132,12 @@ def rank_processes(case: Case, variant: Variant, trial: Trial, trial_dir: Path, 
 
 
 def trial_record(case: Case, trial: Trial, trial_dir: Path, outcome: TrialOutcome,
-                 placed: dict[int, Placement] | None = None) -> dict:
+                 placed: dict[int, Placement] | None = None) -> TrialRecord:
     """What ``trials.jsonl`` keeps of a finished trial. This host's lowest rank times the trial (rank 0
     on one host; a multi-host merge keeps the part holding rank 0). With a placement each rank keeps its
     chips and variables, and the chip kind it reported (a ``device_kind`` in a mark, as the bundled
     worker's ``ready`` has it)."""
-    per_rank = []
+    per_rank: list[RankRecord] = []
     timing = None
     for rep in outcome.ranks:
         rdir = trial_dir / f"rank{rep['rank']}"
@@ -221,7 +222,7 @@ def check_program(prog: str, case: Case, field: str) -> None:
 
 
 def run_trial(case: Case, trial: Trial, trial_dir: Path, options: RunOptions, hook: Path, trial_port: int,
-               on_tick: Callable[[], None]) -> dict | None:
+               on_tick: Callable[[], None]) -> TrialRecord | None:
     """Run one trial's ranks in fresh processes; its record, or None when it was interrupted."""
     dump = case.capture["xla_dump"] == "all" or (case.capture["xla_dump"] == "first" and trial.round == 0)
     placed = placements(case, options)

@@ -40,6 +40,7 @@ from perfkit.run.trial import PYTHON_NAMES, RunOptions, Trial, free_port, proces
 from perfkit.rundata.case import Case, Variant, expand_matrix
 from perfkit.rundata.exits import exit_text
 from perfkit.rundata.serve_spec import ServeSpec, fill
+from perfkit.rundata.trials import RankRecord, TrialRecord
 
 REQUESTS_FILE = "requests.jsonl"
 SETTLE_S = 0.5  # after a dropped connection, how long to wait for the server to be seen exiting
@@ -182,7 +183,7 @@ class ServedTrial:
                 if self.stopped():
                     return
 
-    def record(self, trial: Trial, ready_s: float | None) -> dict:
+    def record(self, trial: Trial, ready_s: float | None) -> TrialRecord:
         """The trial's line of ``trials.jsonl``."""
         rows = self.log.rows
         first = self.spec.concurrency[0]
@@ -191,7 +192,7 @@ class ServedTrial:
         warm = sum(r["phase"] == "warmup" for r in lowest)
         status = self.trouble[0] if self.trouble else "ok" if len(steps) > warm else "no_steps"
         good = [r for r in rows if r["ok"]]
-        rank = {**rank_report(self.proc), "steps_done": len(good),
+        rank: RankRecord = {**rank_report(self.proc), "steps_done": len(good),
                 "last_step_ms": good[-1]["latency_ms"] if good else None, "last_mark": self.mark}
         levels = [{"concurrency": c, "sent": sum(r["level"] == c for r in rows),
                    "ok": sum(r["level"] == c and r["ok"] for r in rows)} for c in self.spec.concurrency]
@@ -219,7 +220,7 @@ def check_runnable(case: Case) -> None:
 
 
 def run_trial(case: Case, trial: Trial, trial_dir: Path, options: RunOptions, hook: Path | None,
-              trial_port: int, on_tick: Callable[[], None]) -> dict | None:
+              trial_port: int, on_tick: Callable[[], None]) -> TrialRecord | None:
     """One server process of the trial's variant under the case's load (on a free port: ``trial_port``
     is for ranks that meet at a coordinator); its record, or None when interrupted."""
     shutil.rmtree(trial_dir, ignore_errors=True)  # what an interrupted attempt left

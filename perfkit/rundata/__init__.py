@@ -4,9 +4,15 @@ every stage reads it against. Below analysis, report and run: imports common and
 ``case`` (case files: load, override, validate; their ``placement`` and ``serve:`` sections in
 ``placement`` and ``serve_spec``), ``rundir`` (the run directory on disk), ``metrics`` (the metrics
 protocol: its lines as types and their reader), ``exits`` (a rank's recorded end in words). ``summary``
-(summary.json), ``trials`` (a ``trials.jsonl`` line) and ``metrics``' events are TypedDicts: the dicts
-the code builds and reads are these, checked by a type checker, not wrapped. ``schema`` turns them into
-the JSON Schema shipped beside them (``summary.schema.json``), which a summary.json validates against.
+(summary.json), ``trials`` (a ``trials.jsonl`` line) and ``metrics``' events are TypedDicts, not wrappers:
+the code builds and reads plain dicts, annotated with these types. No type checker runs (``make test`` has
+none); what is checked is this. ``schema`` turns ``summary`` into the JSON Schema shipped beside it
+(``summary.schema.json``), which the tests hold equal to the types; a summary.json is validated against it by
+``perfkit check`` as it reads one and, where PERFKIT_CHECK_SUMMARY is set (the test suite sets it), as it is
+written. The tests hold the demo run's ``trials.jsonl`` lines to ``TrialRecord``'s keys (no more, none
+missing), and docs/architecture.md's summary.json and trials.jsonl keys to the types'. Elsewhere the types are
+annotations: ``TrialRecord`` where ``run.ranks`` and ``run.serve_trial`` build a record and ``rundir`` writes,
+reads and merges it, the event types in ``metrics.read_metrics``, which checks each line's fields itself.
 
 In a notebook::
 

@@ -17,6 +17,8 @@ import re
 from pathlib import Path
 from typing import Literal, NotRequired, TypedDict
 
+from perfkit.rundata.trials import TrialRecord
+
 
 class StepEvent(TypedDict):
     """A step waited for (synced); ``traced``: it ran under a profiler (kept, never timed)."""
@@ -52,7 +54,7 @@ class RankMetrics:
 
     steps_ms: list[float]  # one per step, each waited for (synced)
     values: dict[str, list[float]]
-    marks: list[dict]
+    marks: list[MarkEvent]  # each whole, as the rank wrote it (a hung rank's last is reported)
     natural_ms: list[float] = dataclasses.field(default_factory=list)  # mean step of an unsynced pass
     traced: list[int] = dataclasses.field(default_factory=list)  # positions in steps_ms run under a profiler
 
@@ -71,8 +73,15 @@ def _number(x) -> bool:
 
 def read_metrics(path: Path) -> RankMetrics:
     """Parse a metrics.jsonl a user program wrote: a torn last line (a rank killed mid-write), bytes that
-    are not UTF-8, lines that are no JSON event or carry no finite figure are skipped, not fatal."""
-    steps, natural, values, marks, traced = [], [], {}, [], []
+    are not UTF-8, lines that are no JSON event or carry no finite figure are skipped, not fatal. A line is
+    kept where its fields are those of an event type: a ``StepEvent``'s or ``NaturalStepEvent``'s ``ms`` and a
+    ``ValueEvent``'s ``value`` finite numbers (kept as floats), a ``ValueEvent``'s or ``MarkEvent``'s ``name`` a
+    string (a mark kept whole, ``RankMetrics.marks``)."""
+    steps: list[float] = []  # StepEvent's ms
+    natural: list[float] = []  # NaturalStepEvent's ms
+    values: dict[str, list[float]] = {}  # ValueEvent's value by name
+    marks: list[MarkEvent] = []
+    traced: list[int] = []
     try:
         f = open(path, encoding="utf-8", errors="replace")
     except OSError:
@@ -80,7 +89,7 @@ def read_metrics(path: Path) -> RankMetrics:
     with f:
         for line in iter(lambda: f.readline(METRICS_LINE_CHARS), ""):
             try:
-                ev = json.loads(line)
+                ev = json.loads(line)  # any JSON: held to an event type below, field by field
             except (ValueError, RecursionError):  # RecursionError: brackets nested thousands deep
                 continue
             if not isinstance(ev, dict):
@@ -100,7 +109,7 @@ def read_metrics(path: Path) -> RankMetrics:
     return RankMetrics(steps, values, marks, natural, traced)
 
 
-def is_timed(trial: dict, i: int) -> bool:
+def is_timed(trial: TrialRecord, i: int) -> bool:
     """Whether synced step ``i`` of a trial record counts: trial ok, after warmup, not profiled."""
     return trial["status"] == "ok" and i >= trial["warmup"] and i not in trial.get("traced", ())
 

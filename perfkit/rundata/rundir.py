@@ -18,6 +18,7 @@ from pathlib import Path
 
 from perfkit.common.summary import json_safe
 from perfkit.errors import BadInput
+from perfkit.rundata.trials import TrialRecord
 
 CHECK_SUMMARY = "PERFKIT_CHECK_SUMMARY"  # set (the test suite does): each summary.json written is validated
 
@@ -76,7 +77,7 @@ def write_atomic(path: Path, text: str) -> None:
         os.replace(tmp, path)
 
 
-def append_trial(part: Path, record: dict) -> None:
+def append_trial(part: Path, record: TrialRecord) -> None:
     """One finished trial, appended and flushed at once (nothing finished is ever lost)."""
     with disk_full_is_one_line(part / "trials.jsonl"), open(part / "trials.jsonl", "a+b") as f:
         size = f.seek(0, os.SEEK_END)
@@ -87,7 +88,7 @@ def append_trial(part: Path, record: dict) -> None:
         os.fsync(f.fileno())
 
 
-def read_trials(part: Path) -> list[dict]:
+def read_trials(part: Path) -> list[TrialRecord]:
     path = part / "trials.jsonl"
     if not path.exists():
         return []
@@ -100,7 +101,7 @@ def read_trials(part: Path) -> list[dict]:
     return out
 
 
-def lost_trials(trials: list[dict]) -> list[int]:
+def lost_trials(trials: list[TrialRecord]) -> list[int]:
     """The trials below the highest of ``trials`` (``read_trials``) that ``trials.jsonl`` holds no whole record of:
     a line damaged or cut short, its trial never recorded again (``--resume`` runs it again)."""
     indexes = {t.get("index") for t in trials} - {None}
@@ -187,11 +188,11 @@ def any_host_interrupted(run_dir: Path) -> bool:
                for p in host_parts(run_dir) if (p / "done").exists())
 
 
-def merge_trial(records: list[dict], hosts: int) -> dict:
+def merge_trial(records: list[TrialRecord], hosts: int) -> TrialRecord:
     """One trial as every host saw it: steps from the host holding rank 0, all ranks, the worst status
     (``incomplete`` when a host has no record of it, e.g. it was stopped)."""
     records = sorted(records, key=lambda r: min((x["rank"] for x in r["ranks"]), default=0))
-    merged = dict(records[0])
+    merged = records[0].copy()  # (a TrialRecord still, as dict() would not be to a type checker)
     merged["ranks"] = sorted((x for r in records for x in r["ranks"]), key=lambda x: x["rank"])
     statuses = [r["status"] for r in records] + (["incomplete"] if len(records) < hosts else [])
     merged["status"] = min(statuses, key=lambda s: STATUS_RANK.get(s, -1))
@@ -199,10 +200,10 @@ def merge_trial(records: list[dict], hosts: int) -> dict:
     return merged
 
 
-def merge_hosts(run_dir: Path) -> list[dict]:
+def merge_hosts(run_dir: Path) -> list[TrialRecord]:
     """Merge every host's ``trials.jsonl`` into the top-level one; returns the merged trials."""
     parts = host_parts(run_dir)
-    by_index: dict[int, list[dict]] = {}
+    by_index: dict[int, list[TrialRecord]] = {}
     for part in parts:
         for rec in read_trials(part):
             by_index.setdefault(rec["index"], []).append(rec)
