@@ -1,4 +1,4 @@
-"""Analysis: pure functions from a run directory's records to figures and the summary dict.
+"""Analysis: a run directory's records (read, never written) to figures and the summary dict.
 
 In a notebook::
 
