@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from perfkit.analysis import stats
+from perfkit.analysis import stats, timing
 from perfkit.common.xla import xla_flags
 from perfkit.errors import BadInput
 from perfkit.run import envinfo, finish, ranks, serve_trial, stackdump, sweep
@@ -69,14 +69,14 @@ def timed_steps(trial: dict) -> list[float]:
 
 
 def undecided(case: Case, names: list[str], trials: list[dict]) -> bool:
-    """Whether any B (every variant run but the baseline and the A/A control) has an unknown verdict."""
+    """Whether any B (every variant run but the baseline and the A/A control) has an unknown verdict, as the
+    summary will give it (``timing.compare_variants``)."""
     a = case.variants[0].name
     if a not in names:
         return False
-    base = [timed_steps(t) for t in trials if t["variant"] == a]
-    return any(stats.compare(base, [timed_steps(t) for t in trials if t["variant"] == b],
-                             min_effect=case.min_effect, seed=case.seed).verdict == "unknown"
-               for b in names if b not in (a, case.aa_name))
+    rows = timing.compare_variants(timing.steps_frame(trials), a, [b for b in names if b not in (a, case.aa_name)],
+                                   min_effect=case.min_effect, seed=case.seed)
+    return bool((rows[rows.metric == "step_ms"].verdict == "unknown").any())
 
 
 def default_run_dir(case: Case) -> Path:
