@@ -245,12 +245,17 @@ def _drift_command(a: str, b: str, as_json: bool, plot: str | None) -> None:
 
 def _taps_command(run_dir: str, as_json: bool, plot: str | None) -> None:
     """A run's first departure, as its report gives it (``perfkit.report.departure``)."""
-    # numpy, pandas and the taps' wording: only when the command runs
+    # numpy, pandas, yaml (the run's case) and the taps' wording: only when the command runs
     from perfkit.quality import departure
     from perfkit.report.departure import lines
+    from perfkit.rundata import case as case_mod
+    from perfkit.rundata import rundir
 
-    trials, a, b = departure.run_variants(run_dir)
-    result = departure.run_departure(Path(run_dir), trials, a, b)
+    case = case_mod.load(Path(run_dir) / "case.yaml")
+    if len(case.run_variants()) < 2:
+        raise BadInput("the run's case has one variant: nothing to compare", path=Path(run_dir) / "case.yaml")
+    a, b = (v.name for v in case.run_variants()[:2])
+    result = departure.run_departure(Path(run_dir), rundir.read_trials(Path(run_dir)), a, b)
     if result is None:
         raise BadInput(f"no good trial of both {a} and {b} wrote taps (the case's capture.taps): run it again with "
                        f"them, e.g. `perfkit run {Path(run_dir) / 'case.yaml'} --set 'capture.taps=[0]'` (every "

@@ -201,22 +201,6 @@ def run_departure(run_dir: Path, trials: list[dict], a: str, b: str) -> dict | N
     }
 
 
-def run_variants(run_dir: Path) -> tuple[list[dict], str, str]:
-    """A run directory's trials (``trials.jsonl``) and its A and B (the case's first two variants)."""
-    # yaml: only to read a run's case when this module is asked about a run directory
-    import yaml
-
-    run_dir = Path(run_dir)
-    try:
-        variants = list(yaml.safe_load((run_dir / "case.yaml").read_text())["variants"])
-        trials = [json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines() if line.strip()]
-    except (OSError, yaml.YAMLError, json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise BadInput(f"not a readable run directory ({exc})", path=str(run_dir)) from None
-    if len(variants) < 2:
-        raise BadInput("the run's case has one variant: nothing to compare", path=str(run_dir / "case.yaml"))
-    return trials, variants[0], variants[1]
-
-
 def plot_agreement(rows: list[dict], path: Path, title: str = "B against A") -> Path:
     """Relative L2 (log, with the allowance) and PSNR of every tap in order, as a PNG: agreement by layer."""
     # matplotlib: only when a plot is asked for

@@ -16,6 +16,7 @@ from perfkit.cli import cli
 from perfkit.common.summary import json_safe
 from perfkit.quality import departure
 from perfkit.report.departure import departure_section
+from perfkit.rundata.rundir import read_trials
 
 X = np.array([0.0, 1.0, 2.0, 3.0], np.float32)
 
@@ -27,7 +28,7 @@ def make_run(tmp_path, tap_into):
     def make(trials: dict[str, list], arrays: bool = True):
         run = tmp_path / "run"
         run.mkdir(exist_ok=True)
-        (run / "case.yaml").write_text("name: t\nvariants:\n  tp: {}\n  sp: {}\n")
+        (run / "case.yaml").write_text("name: t\ncommand: [python, x.py]\nvariants:\n  tp: {}\n  sp: {}\n")
         lines = []
         for i, (name, taps) in enumerate(trials.items()):
             rank = run / "trials" / name / "rank0"
@@ -48,8 +49,7 @@ def quality(*args):
 
 
 def result_of(run):
-    trials, a, b = departure.run_variants(run)
-    return departure.run_departure(run, trials, a, b)
+    return departure.run_departure(run, read_trials(run), "tp", "sp")
 
 
 def test_hand_figures_and_the_first_departure(make_run):
@@ -122,6 +122,17 @@ def test_a_departure_at_a_later_steps_first_tap_says_to_tap_step_0(make_run, tap
 def test_no_departure_when_b_matches(make_run):
     run = make_run({"00-tp": [("t0", X)], "01-sp": [("t0", X)]})
     assert "No departure: sp stays within the allowance at all 1 taps (1 bit-identical" in quality(run).output
+
+
+def test_a_run_whose_last_trial_line_is_torn_is_read_as_its_report_reads_it(make_run):
+    """A review's: ``perfkit quality RUN_DIR`` read trials.jsonl itself and refused a run whose last line a killed
+    perfkit had cut short, which the run's report reads (the torn line left out)."""
+    run = make_run({"00-tp": [("t0", X)], "01-sp": [("t0", X)]})
+    with open(run / "trials.jsonl", "a") as f:
+        f.write('{"index": 2, "variant": "tp", "sta')
+    res = quality(run)
+    assert res.exit_code == 0, res.output
+    assert "No departure: sp stays within the allowance at all 1 taps (1 bit-identical" in res.output
 
 
 def test_bad_input_is_one_line(make_run):
