@@ -303,12 +303,12 @@ def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db
 
     \b
     One row per figure; a row fails when
-      trials       a trial failed or hung, or the run was stopped
+      trials       a trial failed or hung (whatever the baseline's did), or the run was stopped
       timing       a B/A step-time ratio's whole 95% CI lies above baseline x (1 + ratio tolerance)
       quality      a PSNR (B vs A, each variant vs the oracle) drops below its limit, or
                    bit-identical outputs are no longer so
-      determinism  a variant's repeats were bit-identical in the baseline and are not now
-      ranks        a variant's ranks compile different programs
+      determinism  a variant's repeats were bit-identical in the baseline (or not checked there) and are not now
+      ranks        a variant's ranks compile different programs, unless they did in the baseline too
       cost         a variant's collectives per step (by kind, exactly) or its FLOPs, HBM bytes,
                    bytes sent a device or temp memory (within the cost tolerance) changed
 

@@ -11,7 +11,8 @@ one program. ``check_frame`` compares a run's summary with it, one row per figur
   outputs that were bit-identical must stay so, unless ``min_psnr_db`` states the floor instead;
 - taps: the first layer where B's outputs depart from A's (``summary["taps"]["first"]``) may be none the
   baseline did not have; a baseline's taps are checked again by each run (a run without taps fails the row);
-- determinism and rank consistency that held in the baseline must hold; no trial may fail;
+- determinism and rank consistency that held in the baseline must hold (one the baseline recorded as not holding
+  passes, one it did not check does not); no trial may fail, whatever the baseline's trials did;
 - cost (``perfkit.cost.gate``): each variant's collectives per step by kind exactly, its FLOPs, HBM bytes,
   bytes sent a device and temp memory within ``cost_tolerance``: compiled programs are deterministic, so
   a collective added to a plan fails the gate even where the timing cannot tell.
@@ -79,6 +80,7 @@ def baseline_from_summary(summary: dict, run_dir: Path | None = None) -> dict:
         "quality": quality,
         "determinism": {v: d["bit_identical"] for v, d in (summary.get("determinism") or {}).items() if d},
         "ranks": {v: r["consistent"] for v, r in summary["ranks"].items()},
+        "failed_trials": len(summary["trials"]["failed"]),
         "cost": {v: cost for v, cost in baseline_cost(summary).items() if v != control},
         **({"taps": {"variant": taps["b"]["variant"], "first": _departure(taps)}}
            if taps and "error" not in taps else {}),
@@ -226,15 +228,21 @@ def _taps_rows(baseline: dict, summary: dict) -> list[dict]:
 
 
 def _held_rows(check: str, baseline: dict[str, bool | None], current: dict[str, bool | None], what: str) -> list[dict]:
-    """A property each variant had in the baseline (True) must still hold; False now always fails."""
+    """A property each variant had in the baseline (True) must still hold. One the baseline recorded False is no
+    regression (divergent ranks, repeats that differ, by design) and passes, shown; False where the baseline
+    did not check it fails: nothing accepted it."""
     rows = []
     for v in dict.fromkeys([*baseline, *current]):
         base, cur = baseline.get(v), current.get(v)
         if base is not True and cur is not False:
             continue
-        note = "" if cur is not None else "not checked in this run"
-        rows.append({"check": check, "subject": f"{v}: {what}", "unit": "bool", "baseline": base, "current": cur,
-                     "limit": True, "passed": cur is True, "note": note})
+        row = {"check": check, "subject": f"{v}: {what}", "unit": "bool", "baseline": base, "current": cur}
+        if base is False:
+            rows.append({**row, "limit": None, "passed": True, "note": "no in the baseline too: not a regression"})
+            continue
+        note = ("not checked in this run" if cur is None else "not checked in the baseline: nothing there accepted it"
+                if base is None else "")
+        rows.append({**row, "limit": True, "passed": cur is True, "note": note})
     return rows
 
 
@@ -242,9 +250,14 @@ def check_frame(baseline: dict, summary: dict, th: Thresholds) -> pd.DataFrame:
     """One row per compared figure (``COLUMNS``); ``passed`` False marks a regression."""
     failed = summary["trials"]["failed"]
     statuses = ", ".join(f"trial {f['index']} ({f['variant']}) {f['status']}" for f in failed)
-    rows = [{"check": "trials", "subject": "failed or hung trials", "unit": "count", "baseline": 0,
-             "current": len(failed), "limit": 0, "passed": not failed and not summary.get("interrupted"),
+    # Any failed trial fails, whatever the baseline's: its figures are missing, and a hang is a hang. A baseline
+    # file without the count has none: --update-baseline has always refused a run with failed trials.
+    rows = [{"check": "trials", "subject": "failed or hung trials", "unit": "count",
+             "baseline": baseline.get("failed_trials", 0), "current": len(failed), "limit": 0,
+             "passed": not failed and not summary.get("interrupted"),
              "note": statuses or ("the run was stopped early" if summary.get("interrupted") else "")}]
+    if failed and rows[0]["baseline"]:
+        rows[0]["note"] += "; the baseline's failed trials excuse none"
     rows += _timing_rows(baseline, summary, th)
     rows += _quality_rows(baseline, summary, th)
     rows += _taps_rows(baseline, summary)

@@ -61,6 +61,8 @@ Baseline = TypedDict("Baseline", {
     "quality": BaselineQuality | None,
     "determinism": dict[str, bool | None],
     "ranks": dict[str, bool | None],
+    # the run's failed or hung trials: 0 in a file --update-baseline writes, a summary.json's own as a baseline
+    "failed_trials": NotRequired[int],
     "cost": NotRequired[dict[str, BaselineCost]],  # (none in a baseline written before costs were kept)
     "taps": NotRequired[BaselineTaps],  # (only from a run with taps)
 })

@@ -140,6 +140,25 @@ def test_failed_trials_and_divergent_ranks(baseline, make_run):
     assert bad[["check", "subject"]].values.tolist() == [["ranks", "b: one program on every rank"]]
 
 
+def test_a_run_against_itself_passes_what_its_baseline_already_had_but_not_a_failed_trial(make_run):
+    """Checked against its own summary.json: b's ranks, divergent in the baseline too, are no regression and
+    pass; the crashed trial still fails, its row showing the baseline's own count (1, not 0); ranks the
+    baseline did not check that diverge now fail."""
+    trials = ab_trials() + [trial(6, "b", [], status="crashed",
+                                  ranks=[{"rank": 0, "exit_code": 7, "running_at_end": False, "steps_done": 0,
+                                         "last_step_ms": None, "last_mark": None}])]
+    summary = json.loads((make_run("crashed", trials=trials) / "summary.json").read_text())
+    summary["ranks"]["b"] = {"consistent": False, "groups": [[0, 1, 2], [3]], "checked": "hlo-diff"}
+    th = Thresholds(ratio_tolerance=0.1, psnr_drop_db=0.5)
+    rows = check_frame(baseline_from_summary(summary), summary, th).set_index("subject")
+    assert rows.loc["failed or hung trials", ["baseline", "current", "passed"]].tolist() == [1, 1, False]
+    assert rows.loc["b: one program on every rank", ["baseline", "current", "passed"]].tolist() == [False, False, True]
+    assert rows[~rows.passed].index.tolist() == ["failed or hung trials"]
+    unchecked = baseline_from_summary(summary) | {"ranks": {"a": None, "b": None}}
+    rows = check_frame(unchecked, summary, th).set_index("subject")
+    assert rows[~rows.passed].index.tolist() == ["failed or hung trials", "b: one program on every rank"]
+
+
 def test_bad_input(baseline, make_run, tmp_path):
     run = tmp_path / "base"
     (tmp_path / "broken.json").write_text("{not json")
