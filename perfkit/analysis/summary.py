@@ -110,14 +110,19 @@ def compile_cache_summary(case: Case, run_dir: Path, trials: list[dict], variant
 def rank_summary(case: Case, run_dir: Path, trials: list[dict]) -> dict:
     """Rank consistency per variant. One SPMD controller compiles one program for all devices; with one
     process per rank, ``perfkit hlo-diff`` compares the programs of the first trial of each variant whose
-    ranks wrote XLA dumps (``perfkit.hlo.check``). A variant with no finished trial is not checked."""
+    ranks wrote XLA dumps (``perfkit.hlo.check``). A variant with no finished trial is not checked, nor a command
+    case's one process (``consistent`` null, ``checked`` saying why)."""
     if case.kind == "serve":
         return {v.name: {"consistent": None, "groups": [], "checked": "not checked (a served system)"}
                 for v in case.variants}
-    if case.processes == 1:  # (a command's one process may compile nothing: no program is claimed for it)
-        checked = "single SPMD program" if case.kind == "model" else "one process: no other rank to differ from"
+    if case.processes == 1:
         ran = {t["variant"] for t in trials if t["status"] == "ok"}
-        return {v.name: {"consistent": True, "groups": [[0]], "checked": checked} if v.name in ran else
+        # The bundled model is one SPMD program by construction; a command's one process was compared with
+        # nothing (it may compile nothing at all), so its consistency is unknown, not yes.
+        one = "not checked: one process, no other rank to compare with"
+        held = ({"consistent": True, "groups": [[0]], "checked": "single SPMD program"} if case.kind == "model"
+                else {"consistent": None, "groups": [[0]], "checked": one})
+        return {v.name: dict(held) if v.name in ran else
                 {"consistent": None, "groups": [], "checked": "not checked: no trial of this variant finished"}
                 for v in case.variants}
     return {v.name: variant_check(run_dir, v.name) for v in case.variants}

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -227,20 +228,28 @@ def _taps_rows(baseline: dict, summary: dict) -> list[dict]:
              "note": "" if current == "none" else "the report's Quality section: First departure"}]
 
 
-def _held_rows(check: str, baseline: dict[str, bool | None], current: dict[str, bool | None], what: str) -> list[dict]:
+def _held_rows(check: str, baseline: dict[str, bool | None], current: dict[str, bool | None], what: str,
+               why: dict[str, str] | None = None) -> list[dict]:
     """A property each variant had in the baseline (True) must still hold. One the baseline recorded False is no
     regression (divergent ranks, repeats that differ, by design) and passes, shown; False where the baseline
-    did not check it fails: nothing accepted it."""
+    did not check it fails: nothing accepted it. ``why``: where given, why this run checked a variant's not
+    (the rank check's ``checked``), and a row, passing, for one neither run checked."""
     rows = []
     for v in dict.fromkeys([*baseline, *current]):
         base, cur = baseline.get(v), current.get(v)
+        reason = re.sub(r"^not checked:? *", "", (why or {}).get(v) or "").strip("()")  # said once, not twice
+        unchecked = "not checked in this run" + (f" ({reason})" if reason else "")
+        if why is not None and base is None and cur is None:
+            rows.append({"check": check, "subject": f"{v}: {what}", "unit": "bool", "baseline": None,
+                         "current": None, "limit": None, "passed": True, "note": unchecked})
+            continue
         if base is not True and cur is not False:
             continue
         row = {"check": check, "subject": f"{v}: {what}", "unit": "bool", "baseline": base, "current": cur}
         if base is False:
             rows.append({**row, "limit": None, "passed": True, "note": "no in the baseline too: not a regression"})
             continue
-        note = ("not checked in this run" if cur is None else "not checked in the baseline: nothing there accepted it"
+        note = (unchecked if cur is None else "not checked in the baseline: nothing there accepted it"
                 if base is None else "")
         rows.append({**row, "limit": True, "passed": cur is True, "note": note})
     return rows
@@ -264,14 +273,17 @@ def check_frame(baseline: dict, summary: dict, th: Thresholds) -> pd.DataFrame:
     determinism = {v: d["bit_identical"] for v, d in (summary.get("determinism") or {}).items() if d}
     rows += _held_rows("determinism", baseline["determinism"], determinism, "repeats bit-identical")
     rows += _held_rows("ranks", baseline["ranks"], {v: r["consistent"] for v, r in summary["ranks"].items()},
-                       "one program on every rank")
+                       "one program on every rank", {v: r.get("checked") or "" for v, r in summary["ranks"].items()})
     rows += cost_rows(baseline, summary, th.cost_tolerance)
-    frame = pd.DataFrame(rows, columns=COLUMNS)
+    # object: a column of numbers and nulls would read as floats (a count of 0 shown 0.000, a null as NaN)
+    frame = pd.DataFrame(rows, columns=COLUMNS, dtype=object)
     frame["passed"] = frame["passed"].astype(bool)
     return frame
 
 
 def _cell(x, unit: str) -> str:
+    if x is None and unit == "bool":  # a consistency or bit-identity null: the run did not check it
+        return "not checked"
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     if unit == "bool":

@@ -354,3 +354,18 @@ def test_a_command_case_s_devices_are_the_ones_its_case_asked_for(tmp_path):
     res = check(runs[2], "--baseline", path)
     assert res.exit_code == 2 and res.output.startswith(
         f"perfkit: {path}: from.devices: a baseline run on 4 devices, but the run ran on 2 devices"), res.output
+
+
+def test_ranks_a_one_process_command_never_compared_read_not_checked(baseline, tmp_path):
+    """The fixture is a one-process command case: nothing compared its ranks. Against its own summary.json the
+    rows say so and pass (they read 'yes'); against a baseline that recorded them consistent they fail."""
+    res = check(tmp_path / "base", "--baseline", tmp_path / "base" / "summary.json")
+    assert res.exit_code == 0, res.output
+    rows = [line for line in res.output.splitlines() if " ranks " in line]
+    assert rows == [f"ok   ranks       {v}: one program on every rank: not checked (baseline not checked; required -); "
+                    "not checked in this run (one process, no other rank to compare with)" for v in ("a", "b")]
+    claimed = json.loads(baseline.read_text()) | {"ranks": {"a": True, "b": True}}
+    baseline.write_text(json.dumps(claimed))
+    res = check(tmp_path / "base", "--baseline", baseline)
+    assert res.exit_code == 1 and [line.split(" (")[0] for line in failing(res.output)] == [
+        f"FAIL ranks       {v}: one program on every rank: not checked" for v in ("a", "b")]

@@ -86,9 +86,13 @@ def test_sections_and_figures(make_run):
     s = json.loads((run / "summary.json").read_text())
     assert s["variants"]["a"]["step_ms"] == pytest.approx({"median": a_med, "p25": p25, "p75": p75, "n": 12})
     assert s["comparison"]["ratio"] == pytest.approx(ratio) and s["comparison"]["verdict"] == "slower"
-    assert s["quality"]["psnr_db"] == pytest.approx(psnr(mse)) and s["ranks"]["a"]["consistent"] is True
-    # ranks sharing one program, named as ranks (a lone "0" read as no groups)
-    assert table_row(report, "a")[:2] == ["yes", "rank 0"]
+    assert s["quality"]["psnr_db"] == pytest.approx(psnr(mse))
+    # a command's one process: compared with no other rank, so not checked (it had read "yes"); its one rank
+    # named as a rank (a lone "0" read as no groups)
+    unchecked = "not checked: one process, no other rank to compare with"
+    assert s["ranks"]["a"] == {"consistent": None, "groups": [[0]], "checked": unchecked}
+    assert table_row(report, "a") == ["not checked", "rank 0", "-", unchecked]
+    assert f"rank consistency (a: {unchecked}; b: {unchecked})" in not_verified
     assert s["reproduce"]["command"] == "perfkit run run/case.yaml --salt"
 
 

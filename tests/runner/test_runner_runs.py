@@ -62,7 +62,8 @@ def test_own_program_outside_a_checkout_claims_no_commit_and_no_program(tmp_path
     run = tmp_path / "run"
     assert json.loads((run / "env.json").read_text())["source"] == {"git": False}
     summary = json.loads((run / "summary.json").read_text())
-    assert {r["checked"] for r in summary["ranks"].values()} == {"one process: no other rank to differ from"}
+    assert {(r["consistent"], r["checked"]) for r in summary["ranks"].values()} == {
+        (None, "not checked: one process, no other rank to compare with")}
     report = (run / "report.md").read_text()
     assert "- source: not a git checkout" in report and "\ngit checkout" not in report
     assert f"```sh\ncd {mine}\nperfkit run " in report
