@@ -6,6 +6,7 @@ the file and the field, with the nearest valid key for a misspelt one.
 
 from __future__ import annotations
 
+import collections.abc
 import copy
 import dataclasses
 import itertools
@@ -49,7 +50,30 @@ MAX_COMBINATIONS = 10_000
 MAX_VALUES = 100_000  # scalars, mappings and lists of a case file, aliases expanded
 CASE_DIR = "{case_dir}"  # in a case's strings: the folder of its file
 # libyaml's loader where built: it refuses nesting past 1000 at once (the Python one takes minutes)
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _OnceLoader(_BASE_LOADER):
+    """The safe loader refusing a mapping key given twice: YAML keeps the last silently, so ``variants: {a: {},
+    a: {}}`` read as one variant. A merge (``<<: *base``) may still be overridden by the keys beside it."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=False)
+                if not isinstance(key, collections.abc.Hashable):
+                    continue  # the base constructor refuses it in its own words
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicated key {key!r}, first on line {seen[key] + 1}", key_node.start_mark)
+                seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+SAFE_LOADER = _OnceLoader
 XLA_DUMP_MODES = ("all", "first", "none")
 ORDERS = ("abba", "random")
 AA_SUFFIX = "-aa"  # the A/A control variant is the baseline's name plus this

@@ -91,6 +91,28 @@ def test_cli_refuses_missing_file_and_bad_yaml(tmp_path):
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "not valid YAML" in res.stderr
 
 
+
+@pytest.mark.parametrize("body, line", [
+    # the newcomer's: YAML kept the last `a`, so the case read as one variant
+    ("variants: {a: {}, a: {}}\n", "line 3: not valid YAML (duplicated key 'a', first on line 3)"),
+    ("variants:\n  a:\n    env: {X: '1'}\n  b:\n    env:\n      X: '1'\n      X: '2'\n",
+     "line 9: not valid YAML (duplicated key 'X', first on line 8)"),
+    ("name: y\nvariants: {a: {}, b: {}}\n", "line 3: not valid YAML (duplicated key 'name', first on line 1)"),
+])
+def test_a_key_given_twice_anywhere_in_a_case_file_is_refused_naming_it_and_its_line(tmp_path, body, line):
+    path = tmp_path / "c.yaml"
+    path.write_text("name: x\ncommand: [python, x.py]\n" + body)
+    with pytest.raises(BadInput) as err:
+        case_mod.load(path)
+    assert err.value.line() == f"{path}: {line}"
+
+
+def test_a_merge_may_still_be_overridden_beside_it(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("name: x\ncommand: [python, x.py]\nvariants:\n  a: &a {env: {X: '1'}}\n"
+                    "  b: {<<: *a, env: {X: '2'}}\n")
+    assert [v.env for v in case_mod.load(path).variants] == [{"X": "1"}, {"X": "2"}]
+
 def test_set_overrides_any_field_before_validation():
     raw = case_mod.apply_overrides(GOOD, ["devices=4", "model.config=real", "capture.trace=[3]",
                                           "variants.sp.env.SWITCH=1", "repeats.max=5"], "c")
