@@ -326,14 +326,16 @@ class ProgramCost:
         """Where a program's figures (``as_json`` form) differ from XLA's cost analysis by definition, a
         sentence each."""
         out = []
-        if program.get("repeated_loops"):
-            out.append(f"a while loop that runs more than once ({program['repeated_loops']} here) counts every "
-                       "trip: XLA's cost analysis counts one iteration")
-        if program.get("unknown_trip_loops"):
+        if loops := program.get("repeated_loops"):
+            # the count first: "a loop that runs more than once (1 here)" read as a loop run once
+            out.append(f"{loops} while loop{'s' * (loops != 1)} here run{'s' * (loops == 1)} more than once: every "
+                       "trip counted, where XLA's cost analysis counts one iteration")
+        if unknown := program.get("unknown_trip_loops"):
             # such a loop (a data-dependent while_loop) may run any number of times: a once-through figure is a
             # lower bound of the step, not its cost
-            out.append(f"a while loop whose trip count XLA did not work out ({program['unknown_trip_loops']} here) "
-                       "counts one trip, as XLA's cost analysis does: the step costs more where it runs more")
+            out.append(f"{unknown} while loop{'s' * (unknown != 1)} here {'has' if unknown == 1 else 'have'} a trip "
+                       "count XLA did not work out: counted once, as XLA's cost analysis counts it; the step costs "
+                       "more where it runs more")
         if program.get("async_pairs"):
             out.append(f"HBM bytes count an async pair (a start and its done; {program['async_pairs']} here) as its "
                        "synchronous op: XLA's cost analysis adds the start's tuple and the done's result")

@@ -537,7 +537,11 @@ def test_a_loop_counts_every_trip_and_says_so():
     from perfkit.cli.cost import program_lines
 
     text = "\n".join(program_lines("b", {**mine.as_json(), "module": "m"}, None))
-    assert "a while loop that runs more than once (1 here) counts every trip: XLA's cost analysis counts one" in text
+    # the count leads: "a while loop that runs more than once (1 here)" had read as a loop run once
+    assert ("1 while loop here runs more than once: every trip counted, where XLA's cost analysis counts one "
+            "iteration") in text
+    two = "\n".join(program_lines("b", {**mine.as_json(), "module": "m", "repeated_loops": 2}, None))
+    assert "2 while loops here run more than once: every trip counted" in two
 
 
 _ARGMAX = ("amax {\n  a = f32[] parameter(0)\n  i = s32[] parameter(1)\n  b = f32[] parameter(2)\n"

@@ -26,7 +26,7 @@ def test_a_loop_of_unknown_trip_count_is_costed_once_and_named():
     assert mine.dot_flops + mine.other_flops == xla["flops"]
     assert (mine.unknown_trip_loops, mine.repeated_loops) == (1, 0)
     (sentence,) = ProgramCost.definitions(mine.as_json())
-    assert sentence.startswith("a while loop whose trip count XLA did not work out (1 here) counts one trip")
+    assert sentence.startswith("1 while loop here has a trip count XLA did not work out: counted once")
 
 
 def test_a_loop_of_known_trip_count_is_not_named_unknown():
