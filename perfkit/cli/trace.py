@@ -357,14 +357,17 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
     if len(table) > top:
         click.echo(f"... {len(table) - top} more rows (-n, --json)")
     click.echo("\ntotals by category (ms):")
-    totals = _as_shown(totals.reset_index())
+    # the rows' decimals, each delta the difference of the figures shown: decimals of their own read 47.205167 under
+    # a table of 47.205 (no count up to six had made the delta both; the run's attribution shows microseconds too)
+    totals = _as_shown(totals.reset_index(), shown.attrs["digits"])
     click.echo(_ms(totals, ["a_ps", "b_ps", "delta_ps"], digits=totals.attrs["digits"]).to_string(index=False))
 
 
-def _as_shown(rows: pd.DataFrame) -> pd.DataFrame:
+def _as_shown(rows: pd.DataFrame, digits: int | None = None) -> pd.DataFrame:
     """``rows`` whose ``delta_ps`` is the difference of ``a_ps`` and ``b_ps`` as shown in ms to ``attrs["digits"]``
-    decimals (``difference_digits``, ``shown_difference``)."""
-    digits = difference_digits([(a / PS_PER_MS, b / PS_PER_MS) for a, b in zip(rows["a_ps"], rows["b_ps"])])
+    decimals (``digits``, else ``difference_digits``'; ``shown_difference``)."""
+    if digits is None:
+        digits = difference_digits([(a / PS_PER_MS, b / PS_PER_MS) for a, b in zip(rows["a_ps"], rows["b_ps"])])
     shown = {c: [float(f"{v / PS_PER_MS:.{digits}f}") for v in rows[c]] for c in ("a_ps", "b_ps")}  # as _ms rounds
     rows = rows.assign(delta_ps=[shown_difference(a / PS_PER_MS, b / PS_PER_MS, digits) * PS_PER_MS
                                  for a, b in zip(rows["a_ps"], rows["b_ps"])])

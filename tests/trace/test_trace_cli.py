@@ -131,6 +131,23 @@ def test_diff_kinds_and_changes_read_from_the_table(tmp_path):
         assert round(float(shown_b) - float(shown_a), decimals) == float(delta), (shown_a, shown_b, delta)
 
 
+
+def test_diff_totals_take_the_decimals_of_the_rows_above():
+    """HTA's TraceDiff pair by kind: the rows read 3 decimals and the totals below them 6 (47.205167), no count up to
+    six making their deltas the figures' difference. By category (as test_attribution's referee means have it):
+    compute 47.2051666667 -> 91.7166666667 ms, ici 27.2558333333 -> 41.8901666667 ms; shown to the microsecond,
+    91.717 - 47.205 = 44.512 and 41.890 - 27.256 = 14.634."""
+    real = Path(__file__).resolve().parents[1] / "data" / "real" / "kineto"
+    text = run("diff", real / "hta_trace_diff_control.json.gz", real / "hta_trace_diff_test.json.gz").stdout
+    head, totals = text.split("totals by category (ms):")
+    rows = [line.split() for line in head.splitlines() if line.split()[-1:] and line.split()[-1][:1] in "+-ng"
+            and len(line.split()) >= 8]
+    assert rows and {len(r[-6].split(".")[1]) for r in rows} == {3}
+    lines = [line.split() for line in totals.strip().splitlines()]
+    assert lines[0] == ["category", "a", "b", "delta"]
+    assert ["compute", "47.205", "91.717", "44.512"] in lines and ["ici", "27.256", "41.890", "14.634"] in lines
+    assert {len(x.split(".")[1]) for r in lines[1:] for x in r[1:]} == {3}
+
 def _one_op(path: Path, dur_ps: int) -> Path:
     space = XSpaceWriter("h")
     space.program(5, "jit_m", [("fusion.1", "fusion", "f32[8,128]")])
