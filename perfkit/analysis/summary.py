@@ -22,7 +22,7 @@ from perfkit.quality import departure
 from perfkit.quality import media
 from perfkit.rundata import case as case_mod
 from perfkit.rundata.case import Case
-from perfkit.rundata.rundir import read_trials
+from perfkit.rundata import rundir
 from perfkit.rundata.summary import Summary
 from perfkit.trace.runs import summarize, summarize_with_parts
 from perfkit.trace.parting import run_hangs
@@ -203,19 +203,10 @@ def not_verified(case: Case, summary: dict) -> list[str]:
     return notes
 
 
-def run_options(run_dir: Path) -> dict:
-    """The options the run was started with (``run.json``: of the run, its host 0, or the matrix run
-    holding this cell); empty when none is found."""
-    candidates = [run_dir / "run.json", run_dir / "hosts" / "host0" / "run.json"]
-    if run_dir.parent.name == "cells":
-        candidates.append(run_dir.parent.parent / "run.json")
-    return next((json.loads(p.read_text()) for p in candidates if p.exists()), {})
-
-
 def reproduce(run_dir: Path, env: dict) -> dict:
     """How to run the case again: commit and tree, the directory commands ran in, and the ``perfkit run``
     command on the run's resolved ``case.yaml`` with the options the run was started with."""
-    options = run_options(run_dir)
+    options = rundir.started_options(run_dir)
     cwd = options.get("cwd") or None
     case_file = (run_dir / "case.yaml").resolve()
     shown = str(case_file.relative_to(cwd)) if cwd and case_file.is_relative_to(cwd) else str(case_file)
@@ -243,7 +234,7 @@ def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Ca
     before its plan was done."""
     run_dir = Path(run_dir)
     case = case_mod.load(run_dir / "case.yaml")
-    trials = read_trials(run_dir)
+    trials = rundir.read_trials(run_dir)
     variants = case.run_variants()
     a, b = variants[0].name, variants[1].name
     comparisons = timing.compare_variants(timing.steps_frame(trials), a, [v.name for v in variants[1:]],

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from perfkit.analysis.summary import run_options, summarize_run
+from perfkit.analysis.summary import summarize_run
 from perfkit.analysis.timing import steps_frame
 from perfkit.report import markdown
 from perfkit.report.line import summary_line
@@ -57,7 +57,7 @@ def _short_of_plan(run_dir: Path) -> bool:
     if lost or rundir.torn_end(run_dir):
         return True
     case = case_mod.load(run_dir / "case.yaml")
-    planned = case.repeats["min"] * len(run_names(case, run_options(run_dir).get("only")))
+    planned = case.repeats["min"] * len(run_names(case, rundir.started_options(run_dir).get("only")))
     return len(trials) < planned
 
 

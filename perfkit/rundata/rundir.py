@@ -171,6 +171,16 @@ def read_options(run_dir: Path, host_index: int | None) -> dict:
     return json.loads(path.read_text())
 
 
+def started_options(run_dir: Path) -> dict:
+    """The options a run was started with, as far as its report needs them (``run.json``: of the run, its
+    host 0, or the matrix run holding this cell); empty when none is found. ``--resume`` reads its host's
+    (``read_options``)."""
+    candidates = [run_dir / "run.json", run_dir / "hosts" / "host0" / "run.json"]
+    if run_dir.parent.name == "cells":
+        candidates.append(run_dir.parent.parent / "run.json")
+    return next((json.loads(p.read_text()) for p in candidates if p.exists()), {})
+
+
 def mark_done(part: Path, interrupted: bool) -> None:
     write_atomic(part / "done", json.dumps({"interrupted": interrupted}))
 
