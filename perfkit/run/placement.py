@@ -27,6 +27,8 @@ import subprocess
 from pathlib import Path
 
 from perfkit.errors import BadInput
+from perfkit.run.trial import RunOptions
+from perfkit.rundata.case import Case
 from perfkit.rundata.placement import Host, parse_grid, tpu_host
 
 GPU_VISIBLE = {"cuda": "CUDA_VISIBLE_DEVICES", "rocm": "HIP_VISIBLE_DEVICES"}
@@ -164,3 +166,42 @@ def place(spec: dict, host: Host, per_process: int, local_ranks: int, source: st
             "TPU_PROCESS_ADDRESSES": ",".join(f"localhost:{p}" for p in ports),
         }))
     return out
+
+
+def host_ranks(processes: int, hosts: int, host_index: int) -> range:
+    """The global ranks one host runs: an equal, contiguous share."""
+    per_host = processes // hosts
+    return range(host_index * per_host, (host_index + 1) * per_host)
+
+
+def devices_per_process(case: Case) -> int:
+    """The devices each rank process sees (XLA's fake CPU device count): at least one, since a command
+    case may start more processes than it names devices."""
+    return max(1, case.devices // case.processes)
+
+
+def placements(case: Case, options: RunOptions = RunOptions()) -> tuple[Host, dict[int, Placement]] | None:
+    """This host and the chips of each of its ranks (global rank -> Placement); None without a case
+    ``placement``. A TPU slice of several hosts is refused: TPU_PROCESS_ADDRESSES would have to name
+    every host's workers."""
+    if case.placement is None:
+        return None
+    host = host_for(case.placement, case.source)
+    if host.platform == "tpu" and options.hosts > 1:
+        raise BadInput("chip placement on TPU runs on one host (TPU_PROCESS_ADDRESSES would name every host)",
+                       path=case.source, field="placement")
+    mine = host_ranks(case.processes, options.hosts, options.host_index)
+    per_process = case.placement["per_process"] or devices_per_process(case)
+    return host, dict(zip(mine, place(case.placement, host, per_process, len(mine), case.source)))
+
+
+def placement_record(case: Case, options: RunOptions) -> dict | None:
+    """What env.json keeps of the placement: the host as perfkit saw it and each rank's chips and
+    variables."""
+    placed = placements(case, options)
+    if placed is None:
+        return None
+    host, by_rank = placed
+    return {"by": case.placement["by"], "platform": host.platform, "accelerator": host.accelerator,
+            "grid": list(host.grid) if host.grid else None, "host_chips": host.chips, "kind": host.kind,
+            "ranks": [{"rank": r, **p.record()} for r, p in by_rank.items()]}

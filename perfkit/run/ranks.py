@@ -16,51 +16,11 @@ from perfkit.common import extras
 from perfkit.common.xla import xla_flags
 from perfkit.errors import BadInput
 from perfkit.run.launch import RankProcess, TrialOutcome, run_ranks
-from perfkit.run.placement import Placement, host_for, place
-from perfkit.run.trial import PYTHON_NAMES, RunOptions, Trial, free_port, process_env, trial_salt
+from perfkit.run.placement import Placement, devices_per_process, host_ranks, placements
+from perfkit.run.trial import PYTHON_NAMES, RunOptions, Trial, check_program, free_port, process_env, trial_salt
 from perfkit.rundata.case import Case, Variant
 from perfkit.rundata.metrics import read_metrics, steps_from_stdout
-from perfkit.rundata.placement import Host
 from perfkit.rundata.trials import RankRecord, TrialRecord
-
-
-def host_ranks(processes: int, hosts: int, host_index: int) -> range:
-    """The global ranks one host runs: an equal, contiguous share."""
-    per_host = processes // hosts
-    return range(host_index * per_host, (host_index + 1) * per_host)
-
-
-def devices_per_process(case: Case) -> int:
-    """The devices each rank process sees (XLA's fake CPU device count): at least one, since a command
-    case may start more processes than it names devices."""
-    return max(1, case.devices // case.processes)
-
-
-def placements(case: Case, options: RunOptions = RunOptions()) -> tuple[Host, dict[int, Placement]] | None:
-    """This host and the chips of each of its ranks (global rank -> Placement); None without a case
-    ``placement``. A TPU slice of several hosts is refused: TPU_PROCESS_ADDRESSES would have to name
-    every host's workers."""
-    if case.placement is None:
-        return None
-    host = host_for(case.placement, case.source)
-    if host.platform == "tpu" and options.hosts > 1:
-        raise BadInput("chip placement on TPU runs on one host (TPU_PROCESS_ADDRESSES would name every host)",
-                       path=case.source, field="placement")
-    mine = host_ranks(case.processes, options.hosts, options.host_index)
-    per_process = case.placement["per_process"] or devices_per_process(case)
-    return host, dict(zip(mine, place(case.placement, host, per_process, len(mine), case.source)))
-
-
-def placement_record(case: Case, options: RunOptions) -> dict | None:
-    """What env.json keeps of the placement: the host as perfkit saw it and each rank's chips and
-    variables."""
-    placed = placements(case, options)
-    if placed is None:
-        return None
-    host, by_rank = placed
-    return {"by": case.placement["by"], "platform": host.platform, "accelerator": host.accelerator,
-            "grid": list(host.grid) if host.grid else None, "host_chips": host.chips, "kind": host.kind,
-            "ranks": [{"rank": r, **p.record()} for r, p in by_rank.items()]}
 
 
 def command_argv(case: Case, variant: Variant) -> list[str]:
@@ -213,12 +173,6 @@ def check_case_files(case: Case, argv: list[str], field: str) -> None:
         program = i == 0 and field == "command"
         if arg.startswith(folder) and (program or arg.endswith(SCRIPTS)) and not Path(arg).exists():
             raise BadInput(f"no such file {arg} ({{case_dir}}/{arg[len(folder):]})", path=case.source, field=field)
-
-
-def check_program(prog: str, case: Case, field: str) -> None:
-    """A program named on PATH that is not there is bad input (perfkit's own Python always is)."""
-    if prog not in PYTHON_NAMES and os.sep not in prog and shutil.which(prog) is None:
-        raise BadInput(f"program {prog!r} not found on PATH", path=case.source, field=field)
 
 
 def run_trial(case: Case, trial: Trial, trial_dir: Path, options: RunOptions, hook: Path, trial_port: int,

@@ -28,8 +28,8 @@ from typing import TextIO
 from perfkit.analysis import stats, timing
 from perfkit.common.xla import xla_flags
 from perfkit.errors import BadInput
-from perfkit.run import envinfo, finish, ranks, serve_trial, stackdump, sweep
-from perfkit.run.ranks import devices_per_process
+from perfkit.run import envinfo, finish, placement, ranks, serve_trial, stackdump, sweep
+from perfkit.run.placement import devices_per_process
 from perfkit.run.trial import RunOptions, Trial, cache_entries, compile_cache_env, run_names
 from perfkit.rundata import case as case_mod
 from perfkit.rundata import rundir
@@ -250,7 +250,7 @@ def run_case(case: Case, run_dir: Path | None = None, options: RunOptions = RunO
     """Run every trial of ``case`` (every matrix combination) and write summaries and reports."""
     _check_options(case, options)
     KINDS[case.kind].check_runnable(case)
-    ranks.placements(case, options)  # a placement this host cannot honour: refused before any file is written
+    placement.placements(case, options)  # a placement this host cannot honour: refused before any file is written
     run_dir = Path(run_dir) if run_dir else default_run_dir(case)
     options = dataclasses.replace(options, run_id=options.run_id or run_dir.name,
                                   cwd=options.cwd or os.getcwd())
@@ -299,7 +299,7 @@ def _environment(case: Case, options: RunOptions) -> str:
     info = envinfo.collect(source, devices_env={**os.environ, "XLA_FLAGS": xla_flags(
         os.environ.get("XLA_FLAGS", ""), devices_per_process(case), None)}, probe=case.kind == "model")
     info["hosts"] = {"count": options.hosts, "index": options.host_index}
-    info["placement"] = ranks.placement_record(case, options)
+    info["placement"] = placement.placement_record(case, options)
     return json.dumps(info, indent=2)
 
 

@@ -33,10 +33,9 @@ from typing import Callable
 from perfkit.errors import BadInput
 from perfkit.quality.media import parse_codec
 from perfkit.run.launch import RankProcess, end_group, rank_report, start_rank
-from perfkit.run.ranks import check_program
 from perfkit.run.serve_load import (RequestFailed, call, closed_loop, encode_request, resolve, take_output,
                                     wait_ready)
-from perfkit.run.trial import PYTHON_NAMES, RunOptions, Trial, free_port, process_env, trial_salt
+from perfkit.run.trial import PYTHON_NAMES, RunOptions, Trial, check_program, free_port, process_env, trial_salt
 from perfkit.rundata.case import Case, Variant, expand_matrix
 from perfkit.rundata.exits import exit_text
 from perfkit.rundata.serve_spec import ServeSpec, fill

@@ -14,9 +14,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import shutil
 import socket
 from pathlib import Path
 
+from perfkit.errors import BadInput
 from perfkit.run import stackdump
 from perfkit.rundata.case import Case
 
@@ -106,3 +108,9 @@ def run_names(case: Case, only: str | None) -> list[str]:
     if only is None:
         return names
     return [only] + ([case.aa_name] if case.aa and only == names[0] else [])
+
+
+def check_program(prog: str, case: Case, field: str) -> None:
+    """A program named on PATH that is not there is bad input (perfkit's own Python always is)."""
+    if prog not in PYTHON_NAMES and os.sep not in prog and shutil.which(prog) is None:
+        raise BadInput(f"program {prog!r} not found on PATH", path=case.source, field=field)

@@ -13,7 +13,8 @@ import pytest
 
 from perfkit.errors import BadInput
 from perfkit.run import placement
-from perfkit.run.ranks import placements, rank_processes
+from perfkit.run.placement import placements
+from perfkit.run.ranks import rank_processes
 from perfkit.run.runner import run_case
 from perfkit.run.trial import RunOptions, Trial
 from perfkit.rundata import case as case_mod

@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 from perfkit.run import runner
+from perfkit.run import placement
 from perfkit.run import ranks as rank_kind
 from perfkit.run.ranks import rank_processes
 from perfkit.run.runner import plan_trials, round_order
@@ -74,7 +75,7 @@ def test_multi_host_share_of_ranks_and_per_trial_port():
                            trial_port=12)
     assert [(r.rank, r.env["LOCAL_RANK"], r.env["LOCAL_WORLD_SIZE"]) for r in ranks] == [(2, "0", "2"), (3, "1", "2")]
     assert {r.env["PERFKIT_COORDINATOR"] for r in ranks} == {"node0:29512"}
-    assert rank_kind.host_ranks(8, 4, 3) == range(6, 8)
+    assert placement.host_ranks(8, 4, 3) == range(6, 8)
 
 
 def test_salt_is_shared_by_ranks_and_new_per_trial():
