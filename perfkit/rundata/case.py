@@ -248,6 +248,8 @@ def expanded_size(node: Any, memo: dict[int, int | None]) -> int:
 
 
 def validate(raw: dict, path: str = "<case>") -> Case:
+    """A raw case mapping checked and typed (``Case``): its keys and kind, its figures, its capture, its variants,
+    its placement and matrix, a serve case's server; BadInput naming the field at the first fault."""
     top = check_keys(raw, TOP_KEYS, "", path)
     has_model, has_command, has_serve = bool(raw.get("model")), bool(raw.get("command")), bool(raw.get("serve"))
     for key, table in NESTED.items():
@@ -261,6 +263,35 @@ def validate(raw: dict, path: str = "<case>") -> Case:
         raise BadInput("missing (the bundled model to run, e.g. wan)", path=path, field="model.name")
     if has_command and not all(isinstance(a, (str, int, float)) for a in top["command"]):
         raise BadInput("must be a list of strings (an argv, never a shell string)", path=path, field="command")
+    _check_figures(top, path)
+    _check_capture(top["capture"], path)
+    if top["step_regex"] is not None:
+        _check_step_regex(top["step_regex"], path)
+    if has_model:
+        model = top["model"]
+        if top["steps"] is not None:
+            model["steps"] = top["steps"]
+        if model["steps"] <= top["warmup"]:
+            raise BadInput(f"{model['steps']} steps leave none after warmup {top['warmup']}", path=path,
+                           field="model.steps")
+    variants = _variants(top, has_serve, path)
+    if top["mesh"] is not None:
+        _check_mesh(top, raw, has_model, path)
+    if has_model and top["devices"] % top["processes"]:
+        raise BadInput(f"{top['devices']} devices do not split evenly over {top['processes']} processes",
+                       path=path, field="processes")
+    _check_placement(top, has_model, has_serve, path)
+    _check_matrix(top["matrix"], path)
+    if has_serve:
+        top["serve"], servers = serve_spec.validate(top, raw, path)
+        top["repeats"] = {"min": top["serve"].server_restarts, "max": top["serve"].server_restarts}
+        variants = [dataclasses.replace(v, serve=servers[v.name]) for v in variants]
+    fields = {f.name for f in dataclasses.fields(Case)} - {"source", "raw", "variants"}
+    return Case(**{k: top[k] for k in fields}, variants=variants, source=path, raw=raw)
+
+
+def _check_figures(top: dict, path: str) -> None:
+    """The case's counts, limits and tolerances within their ranges."""
     for key, least in MINIMUMS.items():
         if top[key] < least:
             raise BadInput(f"must be >= {least}", path=path, field=key)
@@ -280,7 +311,9 @@ def validate(raw: dict, path: str = "<case>") -> Case:
     if rep["min"] < 1 or rep["max"] < rep["min"] or rep["max"] > MAX_REPEATS:
         raise BadInput(f"need 1 <= min <= max <= {MAX_REPEATS}; got min {rep['min']}, max {rep['max']}", path=path,
                        field="repeats")
-    cap = top["capture"]
+
+
+def _check_capture(cap: dict, path: str) -> None:
     if cap["xla_dump"] not in XLA_DUMP_MODES:
         raise BadInput(f"must be one of {', '.join(XLA_DUMP_MODES)}", path=path, field="capture.xla_dump")
     for key in ("trace", "taps"):
@@ -288,21 +321,19 @@ def validate(raw: dict, path: str = "<case>") -> Case:
             raise BadInput("must be a list of step indices", path=path, field=f"capture.{key}")
     if cap["tap_arrays"] not in XLA_DUMP_MODES:  # the same trials as xla_dump: all, first (round 0), none
         raise BadInput(f"must be one of {', '.join(XLA_DUMP_MODES)}", path=path, field="capture.tap_arrays")
-    if top["step_regex"] is not None:
-        try:
-            groups = re.compile(top["step_regex"]).groups
-        except re.error as exc:
-            raise BadInput(f"not a valid regular expression ({exc})", path=path, field="step_regex") from None
-        if not groups:
-            raise BadInput("needs a group that captures the step time in ms", path=path, field="step_regex")
-    if has_model:
-        model = top["model"]
-        if top["steps"] is not None:
-            model["steps"] = top["steps"]
-        if model["steps"] <= top["warmup"]:
-            raise BadInput(f"{model['steps']} steps leave none after warmup {top['warmup']}", path=path,
-                           field="model.steps")
 
+
+def _check_step_regex(pattern: str, path: str) -> None:
+    try:
+        groups = re.compile(pattern).groups
+    except re.error as exc:
+        raise BadInput(f"not a valid regular expression ({exc})", path=path, field="step_regex") from None
+    if not groups:
+        raise BadInput("needs a group that captures the step time in ms", path=path, field="step_regex")
+
+
+def _variants(top: dict, has_serve: bool, path: str) -> list[Variant]:
+    """The case's variants, each checked, the baseline first."""
     variants_raw = top["variants"]
     if not variants_raw or len(variants_raw) < 2:
         raise BadInput("need at least two variants (the first is the baseline A)", path=path, field="variants")
@@ -324,11 +355,11 @@ def validate(raw: dict, path: str = "<case>") -> Case:
     if top["aa"] and f"{next(iter(variants_raw))}{AA_SUFFIX}" in variants_raw:
         raise BadInput(f"a variant is already named like the A/A control ('{AA_SUFFIX}' suffix)", path=path,
                        field="aa")
-    if top["mesh"] is not None:
-        _check_mesh(top, raw, has_model, path)
-    if has_model and top["devices"] % top["processes"]:
-        raise BadInput(f"{top['devices']} devices do not split evenly over {top['processes']} processes",
-                       path=path, field="processes")
+    return variants
+
+
+def _check_placement(top: dict, has_model: bool, has_serve: bool, path: str) -> None:
+    """``placement`` normalized in place, and checked against the case's processes and devices."""
     top["placement"] = placement.normalize(top["placement"], path)
     if has_serve and top["placement"]:
         raise BadInput("a serve case's server process holds the chips itself", path=path, field="placement")
@@ -336,18 +367,14 @@ def validate(raw: dict, path: str = "<case>") -> Case:
     if has_model and per_process is not None and per_process * top["processes"] != top["devices"]:
         raise BadInput(f"{top['processes']} processes x {per_process} chips are not the case's {top['devices']} "
                        "devices", path=path, field="placement.per_process")
-    for key, values in top["matrix"].items():
+
+
+def _check_matrix(matrix: dict, path: str) -> None:
+    for key, values in matrix.items():
         if not isinstance(values, list) or not values:
             raise BadInput("a matrix entry is a non-empty list of values", path=path, field=f"matrix.{key}")
-    if math.prod(len(v) for v in top["matrix"].values()) > MAX_COMBINATIONS:
+    if math.prod(len(v) for v in matrix.values()) > MAX_COMBINATIONS:
         raise BadInput(f"more than {MAX_COMBINATIONS} combinations", path=path, field="matrix")
-
-    if has_serve:
-        top["serve"], servers = serve_spec.validate(top, raw, path)
-        top["repeats"] = {"min": top["serve"].server_restarts, "max": top["serve"].server_restarts}
-        variants = [dataclasses.replace(v, serve=servers[v.name]) for v in variants]
-    fields = {f.name for f in dataclasses.fields(Case)} - {"source", "raw", "variants"}
-    return Case(**{k: top[k] for k in fields}, variants=variants, source=path, raw=raw)
 
 
 def load(path: str | Path, overrides: list[str] | None = None) -> Case:
