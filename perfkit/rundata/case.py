@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections.abc
 import copy
 import dataclasses
+import difflib
 import itertools
 import math
 import re
@@ -179,6 +180,12 @@ def apply_overrides(raw: dict, overrides: list[str], path: str) -> dict:
         key, text = item.split("=", 1)
         node = raw
         parts = key.strip().split(".")
+        variants = raw.get("variants")
+        if len(parts) > 2 and parts[0] == "variants" and isinstance(variants, dict) and parts[1] not in variants:
+            # a field of a variant the case lacks would add that variant, unsaid (a newcomer's typo ran 12 trials)
+            near = difflib.get_close_matches(parts[1], [str(v) for v in variants], n=1)
+            raise BadInput(f"no variant {parts[1]!r} in this case" + (f" (did you mean {near[0]!r}?)" if near else
+                           f" (its variants: {', '.join(map(str, variants))})"), path=path, field=key.strip())
         for part in parts[:-1]:
             nxt = node.get(part)
             if nxt is None:
@@ -379,9 +386,9 @@ def _check_matrix(matrix: dict, path: str) -> None:
 
 def load(path: str | Path, overrides: list[str] | None = None) -> Case:
     """Load, override and validate a case file, every matrix combination included."""
-    raw = apply_overrides(load_raw(path), overrides or [], str(path))
+    raw = load_raw(path)
     try:
-        case = validate(raw, str(path))
+        case = validate(apply_overrides(raw, overrides or [], str(path)), str(path))
     except BadInput as exc:  # a value or key given on the command line: named as the user wrote it
         given = next((o for o in overrides or [] if exc.field and o.split("=", 1)[0].strip() == exc.field), None)
         if given is None:

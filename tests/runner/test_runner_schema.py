@@ -63,6 +63,11 @@ def test_missing_or_inconsistent_fields(raw, line):
     (dict(sleeper_case(), ordr="abba"), [], "ordr: unknown key (did you mean 'order'?)"),
     (sleeper_case(), ["--set", "warmup=two"], "--set warmup=two: must be an integer, got str 'two'"),
     (sleeper_case(), ["--set", "repeats.mx=4"], "--set repeats.mx=4: unknown key (did you mean 'max'?)"),
+    # a newcomer's typo added a variant of its own (12 trials, the typo's all crashed)
+    (sleeper_case(), ["--set", "variants.sloww.env.X=1"],
+     "--set variants.sloww.env.X=1: no variant 'sloww' in this case (its variants: a, b)"),
+    (sleeper_case(), ["--set", "variants.bb.env.X=1"], "--set variants.bb.env.X=1: no variant 'bb' in this case (did "
+                                                         "you mean 'b'?)"),
     ({k: v for k, v in sleeper_case().items() if k != "name"}, [], "name: missing (every case has a name)"),
     (sleeper_case(processes=2), ["--coordinator", "node0:abc"], "--coordinator: must be HOST:PORT, got 'node0:abc'"),
 ])
@@ -122,6 +127,9 @@ def test_set_overrides_any_field_before_validation():
     assert c.warmup == 2 and c.variants[0].name == "tp"  # defaults kept
     with pytest.raises(BadInput, match="--set expects key=value"):
         case_mod.apply_overrides(GOOD, ["devices"], "c")
+    with pytest.raises(BadInput, match=r"^c: variants.sq.env.X: no variant 'sq' in this case \(its variants: tp, "
+                                       r"sp\)$"):  # a matrix's keys are --set's
+        case_mod.expand_matrix(case_mod.validate(dict(GOOD, matrix={"variants.sq.env.X": ["0", "1"]}), "c"))
 
 
 def test_matrix_expands_to_every_combination_in_order():
