@@ -77,8 +77,9 @@ def compare_variants(steps: pd.DataFrame, baseline: str, others: list[str], *, m
 
 
 def noise_floor(comparisons: pd.DataFrame, aa_variant: str) -> dict | None:
-    """The A/A control against the baseline: its ratio and CI, and the CI's half-width (the smallest
-    B/A change this run could tell from noise)."""
+    """The A/A control against the baseline: its ratio and CI, and ``half_width``, how far the CI reaches from 1
+    (no change) on its farther side, max(1 - lo, hi - 1): the smallest B/A change this run could tell from noise
+    either way. Not half the CI's width: the A/A ratio need not sit at 1."""
     row = comparisons[(comparisons.variant == aa_variant) & (comparisons.metric == "step_ms")]
     if not len(row):
         return None
