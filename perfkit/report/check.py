@@ -13,7 +13,7 @@ one program. ``check_frame`` compares a run's summary with it, one row per figur
   baseline did not have; a baseline's taps are checked again by each run (a run without taps fails the row);
 - determinism and rank consistency that held in the baseline must hold (one the baseline recorded as not holding
   passes, one it did not check does not); no trial may fail, whatever the baseline's trials did;
-- cost (``perfkit.cost.gate``): each variant's collectives per step by kind exactly, its FLOPs, HBM bytes,
+- cost (``perfkit.report.cost_check``): each variant's collectives per step by kind exactly, its FLOPs, HBM bytes,
   bytes sent a device and temp memory within ``cost_tolerance``: compiled programs are deterministic, so
   a collective added to a plan fails the gate even where the timing cannot tell.
 
@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from perfkit.common.summary import NO_SPREAD, compared_variant, db_cell, from_json, json_safe, without_ci
-from perfkit.cost.gate import COST_TOLERANCE, baseline_cost, cost_rows
+from perfkit.report.cost_check import COST_TOLERANCE, baseline_cost, cost_rows
 from perfkit.errors import BadInput
 from perfkit.rundata import case as case_mod, schema
 from perfkit.rundata.baseline import BASELINE_VERSION

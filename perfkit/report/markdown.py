@@ -8,9 +8,9 @@ from pathlib import Path
 
 from perfkit.common.dividing import change_text, digits, ratio_text, shown_difference, whole_shares
 from perfkit.common.summary import NO_SPREAD, compared_variant, db_cell, inside_noise_floor, without_ci
-from perfkit.cost import report as cost_report
 from perfkit.hlo.render import rank_list, ranks_report
 from perfkit.report import attribution as attribution_report
+from perfkit.report import cost
 from perfkit.report import hangs
 from perfkit.report.departure import departure_section
 from perfkit.report.line import dividing, rounds_run, summary_line, trial_median
@@ -648,7 +648,7 @@ def render(summary: dict, plots: dict[str, str] | None = None) -> str:
     out += ["## Trace breakdown", "", *(_breakdown(summary) if summary.get("breakdown") else
                                         ["No profiler traces captured (a case's `capture.trace: [step, ...]` "
                                          "splits those steps into compute / ICI / DMA / idle)."]), ""]
-    out += cost_report.section(summary)  # '## Cost', where a variant's trials wrote XLA dumps
+    out += cost.section(summary)  # '## Cost', where a variant's trials wrote XLA dumps
     out += ["## Plots", "", *_plots(plots), ""]
     out += ["## Reproduce", "", *_reproduce(summary), ""]
     out += ["## Not verified", "", *(f"- {n}" for n in summary["not_verified"]), ""]

@@ -198,7 +198,7 @@ def test_roofline_by_hand():
 
 
 def test_gate_fails_on_a_second_gather_and_passes_on_a_rerun(wan_sp_dump, tmp_path):
-    from perfkit.cost.gate import baseline_cost, cost_rows
+    from perfkit.report.cost_check import baseline_cost, cost_rows
     from perfkit.cost.programs import cost_block
 
     folder, _ = wan_sp_dump
@@ -268,7 +268,7 @@ def test_run_chip_from_a_profile_and_the_timed_step(wan_sp_dump, tmp_path):
 
 def test_report_section(wan_sp_dump, wan_tp_dump):
     from perfkit.cost.programs import cost_block
-    from perfkit.cost.report import section
+    from perfkit.report.cost import section
 
     folder, _ = wan_sp_dump
     cost = {"tp": cost_block(wan_tp_dump, None), "sp": cost_block(folder, None)}
@@ -330,7 +330,7 @@ def test_a_step_program_picked_by_its_flops_is_said_to_be_a_guess(tmp_path):
     """A newcomer's command case: its dump held the random-number init (``jit__normal``) beside its ``jit_step``,
     no bundled step program, and the report costed the init as the step without a word. Here the init's dot
     costs 2 x 64**3 FLOPs against the step's 2 x 8**3: the init is picked, and the output says it is a guess."""
-    from perfkit.cost.report import section
+    from perfkit.report.cost import section
 
     for i, (name, n) in enumerate((("jit__normal", 64), ("jit_step", 8))):
         (tmp_path / f"module_{i:04d}.{name}.cpu_after_optimizations.txt").write_text(_DOT.format(name=name, n=n))

@@ -175,7 +175,7 @@ def test_unknown_custom_calls_are_listed_not_silently_zero():
     assert ("not costed: 4 custom-calls (te_fused_attn_backward_ffi x2, te_fused_attn_forward_ffi x2): no FLOPs are "
             "known for them, nor what they send to other devices") in res.stdout
     from perfkit.cost.programs import cost_block
-    from perfkit.cost.report import section
+    from perfkit.report.cost import section
 
     lines = section({"baseline": "te", "cost": {"te": cost_block(TE.parent, None)}})
     assert "te's FLOPs leave out 4 custom-calls no cost analysis knows (`te_fused_attn_backward_ffi` x2, " \

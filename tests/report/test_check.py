@@ -203,7 +203,7 @@ def test_cost_rows_show_whole_bytes_with_their_unit():
     change beside them (+0.00%) reads as the few bytes it is."""
     import pandas as pd
 
-    from perfkit.cost.gate import cost_rows
+    from perfkit.report.cost_check import cost_rows
     from perfkit.report.check import text_lines
 
     base = {"cost": {"sp": {"collectives": {}, "flops": 26520000.0, "hbm_bytes": 14968600,
@@ -285,7 +285,7 @@ def test_devices_unknown_on_a_side_are_not_compared(baseline, tmp_path):
 
 def test_a_costed_variant_the_run_does_not_have_is_said_so(tmp_path, baseline):
     """Not 'no XLA dumps of this variant' (capture.xla_dump) for a variant the run never ran."""
-    from perfkit.cost.gate import cost_rows
+    from perfkit.report.cost_check import cost_rows
 
     summary = json.loads((tmp_path / "base" / "summary.json").read_text())
     step = {"collectives": {}, "flops": 1.0, "hbm_bytes": 2.0, "interconnect_bytes": 3.0, "temp_bytes": 4}

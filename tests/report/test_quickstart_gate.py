@@ -11,7 +11,7 @@ ratio does not depend on the number of trials, and two repeats still show determ
 The taps row holds the first layer where sp's outputs depart from tp's to the baseline's (none): a numerics
 fault the frames' PSNR floor lets through fails it (tests/report/test_check.py).
 
-The step cost rows (perfkit.cost.gate) are the part of the gate that does not depend on the machine's load:
+The step cost rows (perfkit.report.cost_check) are the part of the gate that does not depend on the machine's load:
 each variant's collectives per step by kind exactly, and its FLOPs, HBM bytes, bytes sent a device and temp
 memory within 1% (cases/quickstart.yaml `check: cost_tolerance`). The baseline's `cost` block was costed
 from a quickstart run of the code that added it (the tiny Wan step on 4 CPU devices: tp 6 all-reduces, sp

@@ -512,7 +512,7 @@ def test_the_cost_sections_changes_follow_from_its_figures():
     """The tiny Wan's step costs of the demo (bytes and FLOPs by hand from its report): HBM bytes 12603392 and
     14973952 (12.02 and 14.28 MiB, +18.8%), which at 3 digits show as 12 and 14.3 MiB (+19.2%); FLOPs 26670000
     and 26520000 (-0.6%), at 3 digits 2.67e+07 and 2.65e+07 (-0.7%)."""
-    from perfkit.cost.report import section
+    from perfkit.report.cost import section
 
     def step(flops: int, hbm: int) -> dict:
         return {"module": "jit_step", "flops": flops, "dot_flops": flops, "hbm_bytes": hbm,
@@ -697,7 +697,7 @@ def test_a_multi_process_runs_timed_steps_are_said_to_be_rank_0s(make_run):
 def test_the_cost_section_says_a_variant_whose_ranks_parted_is_costed_by_its_first():
     """A newcomer's skipped-collective run: the Cost section said skip ran "the same collectives" as ring (3 a step,
     its rank 0's program), while Rank consistency named rank 3 with 2."""
-    from perfkit.cost.report import section
+    from perfkit.report.cost import section
 
     step = {"module": "jit_step", "flops": 1e6, "dot_flops": 1e6, "hbm_bytes": 1e6, "interconnect_bytes": 65536,
             "temp_bytes": 1 << 15, "peak_bytes": 1 << 16, "collectives": {"collective-permute": {"count": 3}},
