@@ -446,10 +446,10 @@ def collectives(paths, step_pattern, top, as_json):
     # pandas and the analyses load only for the command that runs them (``_prepare``)
     import pandas as pd
 
-    from perfkit.trace.collectives import SKEW_PAST_STEP, STRAGGLER_SHARE
     from perfkit.trace.events import is_xplane
     from perfkit.trace.names import readable
     from perfkit.trace.shards import collectives_traces
+    from perfkit.trace.straggler import SKEW_PAST_STEP, STRAGGLER_SHARE
 
     found, steps_from = collectives_traces(list(paths), step_pattern)
     if not found["chip_steps"]:  # (as breakdown and tail refuse it: no ops, host ops standing in neither)

@@ -17,8 +17,8 @@ from perfkit.report.line import dividing, rounds_run, summary_line, trial_median
 from perfkit.report.serving import section
 from perfkit.rundata.exits import exit_text, where_threads_wait
 from perfkit.rundata.rundir import resume_command
-from perfkit.trace.collectives import SKEW_PAST_STEP, STRAGGLER_SHARE
 from perfkit.trace.names import labels
+from perfkit.trace.straggler import SKEW_PAST_STEP, STRAGGLER_SHARE
 
 
 def _ms(x) -> str:

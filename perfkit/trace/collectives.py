@@ -21,7 +21,8 @@ its own (``events.own_clock``). There the same instance (step,
 program, op, occurrence in the step) is matched across chips: its arrival on a chip is its start, the
 skew is last arrival minus first, and each chip's exposed time splits into ``wait_ps`` (before the last
 chip arrived) and ``transfer_ps`` (after). Per step the chip that arrived last most often is the
-straggler (HTA's straggler analysis looks for ranks whose communication kernels start late).
+straggler (HTA's straggler analysis looks for ranks whose communication kernels start late); the text and
+report.md flag it past ``perfkit.trace.straggler.STRAGGLER_SHARE`` of the step.
 """
 
 from __future__ import annotations
@@ -58,9 +59,6 @@ INSTANCE_COLUMNS = ["rank", "device", "domain", "step", "program_id", "program",
 OP_COLUMNS = ["step", "op", "kind", "count", "chips", "bytes", "time_ps", "exposed_ps", "hidden_ps", "gbps", "skew_ps",
               "wait_ps", "transfer_ps"]
 _KINETO_SUFFIXES = (".json", ".json.gz")
-STRAGGLER_SHARE = 0.05  # the report names a straggler when the skew summed over a step passes this share of it
-# why a step's summed arrival skew may pass the step itself
-SKEW_PAST_STEP = "more than the step: collectives in flight at once each count their own skew"
 TOP_KINDS = 6  # collective kinds a variant's summary keeps
 COMM_CATEGORIES = ("ici", "dcn")  # device-op categories of collectives
 EVENT_COLUMNS = (*timeline.COLUMNS, "host", "name", "hlo_op", "shape", "program_id")  # all it and its breakdown read
