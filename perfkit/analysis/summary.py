@@ -17,9 +17,7 @@ from perfkit.analysis import attribution, serving, stats, timing
 from perfkit.common.summary import NO_SPREAD, inside_noise_floor, noise_range, without_ci
 from perfkit.cost.programs import run_costs
 from perfkit.hlo.check import variant_check
-from perfkit.quality import compare as quality
-from perfkit.quality import departure
-from perfkit.quality import media
+from perfkit.quality import compare, departure, media
 from perfkit.rundata import case as case_mod
 from perfkit.rundata.case import Case
 from perfkit.rundata import rundir
@@ -66,12 +64,12 @@ def quality_summary(run_dir: Path, trials: list[dict], a: str, b: str, oracle: s
     ta, tb = _first_ok(trials, a), _first_ok(trials, b)
     if ta is None or tb is None:
         return None
-    return quality.outputs_quality(run_dir / ta["dir"], run_dir / tb["dir"], oracle, names=(a, b))
+    return compare.outputs_quality(run_dir / ta["dir"], run_dir / tb["dir"], oracle, names=(a, b))
 
 
 def determinism(run_dir: Path, trials: list[dict], name: str) -> dict | None:
     """Whether every good trial of a variant wrote the same outputs, and their spread if not."""
-    return quality.repeats_quality([media.output_files(run_dir / t["dir"]) for t in trials
+    return compare.repeats_quality([media.output_files(run_dir / t["dir"]) for t in trials
                                     if t["variant"] == name and t["status"] == "ok"])
 
 
@@ -102,7 +100,7 @@ def compile_cache_summary(case: Case, run_dir: Path, trials: list[dict], variant
             "priming": prime and {"status": prime["status"], "wall_s": prime["wall_s"],
                                   "entries": prime["compile_cache"]["after"]["jax_entries"]},
         }
-    outputs = quality.repeats_quality([media.output_files(run_dir / t["dir"]) for t in trials
+    outputs = compare.repeats_quality([media.output_files(run_dir / t["dir"]) for t in trials
                                        if t["status"] == "ok" and t["variant"] in rows])
     return {"variants": rows, "outputs": outputs}
 

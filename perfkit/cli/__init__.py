@@ -316,8 +316,9 @@ def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db
     see any change to the compiled step program, whatever the load. Exit code 1 when a row fails (each
     is listed); with GITHUB_STEP_SUMMARY set, a Markdown summary is appended there. --update-baseline
     writes BASELINE from this run."""
-    # pandas, jsonschema, the cost gate and the case schema: only when a check runs, not for --help
-    from perfkit.report import check as ci_gate
+    # pandas, jsonschema, the cost gate and the case schema: only when a check runs, not for --help (``check``
+    # here is perfkit.report.check, the module, within this command of its name)
+    from perfkit.report import check
     from perfkit.report.line import summary_line
     from perfkit.rundata import schema
     from perfkit.rundata.rundir import read_summary
@@ -329,21 +330,21 @@ def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db
     if summary.get("kind") == "matrix":
         raise BadInput("a matrix run: check each combination's directory (cells/NN)", path=str(run))
     if update_baseline:
-        ci_gate.write_baseline(Path(baseline_file), run, summary)
+        check.write_baseline(Path(baseline_file), run, summary)
         click.echo(f"baseline written: {baseline_file} (from {run_dir})")
         return
-    baseline = ci_gate.load_baseline(baseline_file)
-    ci_gate.same_setup(baseline, summary, baseline_file, run)
-    th = ci_gate.thresholds_for(run, ratio_tolerance=ratio_tolerance, psnr_drop_db=psnr_drop_db,
-                                 min_psnr_db=min_psnr_db, cost_tolerance=cost_tolerance)
-    frame = ci_gate.check_frame(baseline, summary, th)
+    baseline = check.load_baseline(baseline_file)
+    check.same_setup(baseline, summary, baseline_file, run)
+    th = check.thresholds_for(run, ratio_tolerance=ratio_tolerance, psnr_drop_db=psnr_drop_db,
+                               min_psnr_db=min_psnr_db, cost_tolerance=cost_tolerance)
+    frame = check.check_frame(baseline, summary, th)
     passed = bool(frame.passed.all())
     if as_json:
         click.echo(json.dumps(json_safe({"passed": passed, "baseline": str(baseline_file),
                                          "thresholds": dataclasses.asdict(th),
                                          "rows": frame.to_dict("records")}), indent=2))
     else:
-        for line in ci_gate.text_lines(frame):
+        for line in check.text_lines(frame):
             click.echo(line)
         failed = int((~frame.passed).sum())
         click.echo(f"check: {'passed' if passed else 'FAILED'}, {failed} of {len(frame)} rows failed "
@@ -352,7 +353,7 @@ def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db
         line = summary_line(summary, run / "report.md")
         try:
             with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
-                f.write("\n".join(ci_gate.markdown(frame, summary["case"], line)) + "\n")
+                f.write("\n".join(check.markdown(frame, summary["case"], line)) + "\n")
         except OSError as exc:  # the CI's summary file is what is wrong: the gate's verdict and exit code stand
             click.echo(f"perfkit: {os.environ['GITHUB_STEP_SUMMARY']}: GITHUB_STEP_SUMMARY: the step summary cannot "
                        f"be appended there ({exc.strerror or exc}; the verdict above stands)", err=True)
@@ -361,19 +362,19 @@ def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db
 
 @click.command()
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False))
-@click.option("--progression", is_flag=True, help="One table across the runs, in the order given.")
+@click.option("--progression", "across_runs", is_flag=True, help="One table across the runs, in the order given.")
 @click.option("--out", "out_file", type=click.Path(dir_okay=False), help="--progression: also write the table here.")
 @click.option("--json", "as_json", is_flag=True, help="--progression: print the rows as JSON.")
-def report(run_dirs, progression, out_file, as_json):
+def report(run_dirs, across_runs, out_file, as_json):
     """Rewrite each RUN_DIR's summary.json, report.md and plots from its files (merging the parts of a
     multi-host run first); exit code 3 when a trial failed or hung. With --progression, print one
     Markdown table across the runs (each run's summary.json) instead."""
-    if progression:
-        from perfkit.report import progression as prog  # numpy and pandas: only for --progression
+    if across_runs:
+        from perfkit.report import progression  # numpy and pandas: only for --progression
 
-        frame = prog.progression_frame([prog.load_summaries(Path(d)) for d in run_dirs])
+        frame = progression.progression_frame([progression.load_summaries(Path(d)) for d in run_dirs])
         text = json.dumps({"rows": json_safe(frame.to_dict("records"))}, indent=2) if as_json \
-            else "\n".join(prog.markdown(frame))
+            else "\n".join(progression.markdown(frame))
         click.echo(text)
         if out_file:
             Path(out_file).write_text(text + "\n")

@@ -172,13 +172,13 @@ def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_
     blas_ours = "OPENBLAS_NUM_THREADS" not in os.environ
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     # numpy, PyAV and the figures: imported here so that --help and the other commands need none of them
-    from perfkit.quality import compare as quality
+    from perfkit.quality import compare
     from perfkit.quality.media import open_media, parse_codec
 
     if blas_ours:
         del os.environ["OPENBLAS_NUM_THREADS"]
 
-    frames = quality.parse_frame_range(frame_range)
+    frames = compare.parse_frame_range(frame_range)
     codec = parse_codec(codec_spec) if with_floor else None
     if b is None and Path(a, "trials.jsonl").is_file():
         return _taps_command(a, as_json, plot)
@@ -200,15 +200,15 @@ def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_
     if codec is not None and b is not None and not rgb:
         # B's figures and the floor in one space: the source planes only where the floor can be measured in them
         ref = open_media(a)
-        rgb = not quality.floor_in_planes(ref, codec, rgb=False)
+        rgb = not compare.floor_in_planes(ref, codec, rgb=False)
         if rgb and ref.pix_fmt and ref.pix_fmt not in ("rgb24", codec.pix_fmt):
             warnings.warn(f"the floor's encoder takes {codec.pix_fmt}, not A's {ref.pix_fmt}: B and the floor are "
                           f"measured in RGB24 (--codec {codec.name}:pix_fmt={ref.pix_fmt}:... keeps A's planes)",
                           DefinitionNote, stacklevel=1)
-    result = quality.compare(a, b, frames, ssim=ssim, per_frame=per_frame, rgb=rgb) if b is not None else {}
+    result = compare.compare(a, b, frames, ssim=ssim, per_frame=per_frame, rgb=rgb) if b is not None else {}
     if codec is not None:
         in_rgb = result.get("space") == "rgb" if b is not None else rgb
-        result["codec_floor"] = floor = quality.codec_floor(a, codec, frames, ssim=ssim, rgb=in_rgb)
+        result["codec_floor"] = floor = compare.codec_floor(a, codec, frames, ssim=ssim, rgb=in_rgb)
     if as_json:
         click.echo(json.dumps(json_safe(result), indent=2))
         return
@@ -225,7 +225,7 @@ def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_
 
 def _drift_command(a: str, b: str, as_json: bool, plot: str | None) -> None:
     # numpy and pandas: only when the command runs
-    from perfkit.quality import compare as quality
+    from perfkit.quality import compare
     from perfkit.quality.media import open_media
 
     media = [open_media(p) for p in (a, b)]
@@ -233,9 +233,9 @@ def _drift_command(a: str, b: str, as_json: bool, plot: str | None) -> None:
         if m.kind == "frames":
             raise BadInput("holds frames, not per-step latents: compare them without --drift (--per-frame gives a "
                            "row per frame)", path=m.label)
-    table = quality.drift(*(m.array() for m in media), labels=(a, b))
+    table = compare.drift(*(m.array() for m in media), labels=(a, b))
     if plot:
-        quality.plot_drift(table, Path(plot), f"{b} against {a}")
+        compare.plot_drift(table, Path(plot), f"{b} against {a}")
     if as_json:
         click.echo(json.dumps(json_safe({"kind": "drift", "steps": len(table), "rows": table.to_dict("records")}),
                               indent=2))

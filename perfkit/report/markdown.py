@@ -9,7 +9,7 @@ from pathlib import Path
 from perfkit.common.dividing import change_text, digits, ratio_text, shown_difference, whole_shares
 from perfkit.common.summary import NO_SPREAD, compared_variant, db_cell, inside_noise_floor, without_ci
 from perfkit.hlo.render import rank_list, ranks_report
-from perfkit.report import attribution as attribution_report
+from perfkit.report import attribution
 from perfkit.report import cost
 from perfkit.report import hangs
 from perfkit.report.departure import departure_section
@@ -376,7 +376,7 @@ def _breakdown(summary: dict) -> list[str]:
     rows += _hidden(bd)
     for name, deltas in bd["op_deltas"].items():
         short = labels(d["key"] for d in deltas)  # kernel names shortened; summary.json keeps them whole
-        n = attribution_report.DECIMALS  # each delta the difference of the two figures shown
+        n = attribution.DECIMALS  # each delta the difference of the two figures shown
         rows += ["", f"Largest changes of device time per chip and step, {name} against {bd['baseline']}, "
                  f"by op {bd['by']} (ms; each op's own time, on every line where ops run at once, so a kind can "
                  "exceed its category above, where an instant counts once):", "",
@@ -384,7 +384,7 @@ def _breakdown(summary: dict) -> list[str]:
                  "| --- | --- | ---: | ---: | ---: |",
                  *(f"| `{short[d['key']]}` | {d['category']} | {d['a_ms']:.{n}f} | {d['b_ms']:.{n}f} | "
                    f"{shown_difference(d['a_ms'], d['b_ms'], n):+.{n}f} |" for d in deltas)]
-    rows += attribution_report.section(summary.get("attribution"), (summary.get("noise_floor") or {}).get("variant"))
+    rows += attribution.section(summary.get("attribution"), (summary.get("noise_floor") or {}).get("variant"))
     rows += _traced_against_timed(summary)
     return rows + _collectives(bd.get("collectives") or {}, _host_scheduled(summary))
 
@@ -403,22 +403,22 @@ def _traced_against_timed(summary: dict) -> list[str]:
     """A line for each variant whose traced steps changed against the baseline's with the other sign than its
     timed steps (a few traced steps, one an outlier, can say B is faster where many timed ones say slower); else
     where they were too few to place the change (``_too_few_traced``). The A/A control's changes are noise."""
-    attribution = summary.get("attribution") or {}
+    attributed = summary.get("attribution") or {}
     control = (summary.get("noise_floor") or {}).get("variant")  # (the A/A control's changes are noise)
     timed = {c["variant"]: c["ratio"] for c in summary.get("comparisons", ())
              if c["metric"] == "step_ms" and c["ratio"] and c["variant"] != control}
     verdicts = {c["variant"]: c["verdict"] for c in summary.get("comparisons", ()) if c["metric"] == "step_ms"}
     out = []
-    for name, v in attribution.get("variants", {}).items():
+    for name, v in attributed.get("variants", {}).items():
         t = v.get("total") if "error" not in v else None
         if t is None or name == control:
             continue
         if name not in timed or (t["b_ms"] - t["a_ms"]) * (timed[name] - 1) >= 0:
             out += _too_few_traced(name, v, verdicts.get(name))
             continue
-        change = shown_difference(t["a_ms"], t["b_ms"], attribution_report.DECIMALS)
+        change = shown_difference(t["a_ms"], t["b_ms"], attribution.DECIMALS)
         out += ["", f"**{name}'s traced steps changed the other way from its timed steps**: "
-                f"{change:+.{attribution_report.DECIMALS}f} ms a traced step against {timed[name] - 1:+.1%} a timed "
+                f"{change:+.{attribution.DECIMALS}f} ms a traced step against {timed[name] - 1:+.1%} a timed "
                 f"one. The traced steps are few ({v['chip_steps'][0]} and {v['chip_steps'][1]} chip-steps, "
                 "`capture.trace`), so one outlier turns them; `perfkit trace breakdown` on each trial's folder "
                 "gives every chip-step."]
@@ -435,7 +435,7 @@ def _too_few_traced(name: str, v: dict, verdict: str | None) -> list[str]:
     if not (spans or wide):
         return []
     why = f"spans 0 where the timing says {verdict}" if spans else "is wider than the step"
-    n = attribution_report.DECIMALS
+    n = attribution.DECIMALS
     return ["", f"**{name}'s attribution had too few traced steps to place its change**: its CI "
             f"[{t['ci_lo_ms']:+.{n}f}, {t['ci_hi_ms']:+.{n}f}] ms {why}, from {v['trials'][0]} and {v['trials'][1]} "
             f"trials of {v['chip_steps'][0]} and {v['chip_steps'][1]} chip-steps; more steps in `capture.trace` and "
@@ -462,7 +462,7 @@ def _hidden(bd: dict) -> list[str]:
     ok = {n: v for n, v in bd["variants"].items() if "error" not in v and v.get("comm_ms")}
     base = bd["variants"].get(bd["baseline"], {})
     against = [(n, v) for n, v in ok.items() if n != bd["baseline"] and "comm_ms" in base]
-    d = attribution_report.DECIMALS  # each change below the difference of the figures above
+    d = attribution.DECIMALS  # each change below the difference of the figures above
     lines = [f"- {n}'s collectives take {v['comm_ms']:.{d}f} ms a step, {v['hidden_ms']:.{d}f} ms of it hidden "
              f"under compute ({100 * v['overlap']:.0f}%)." for n, v in ok.items()]
     lines += [f"- {n} against {bd['baseline']}: {shown_difference(base['comm_ms'], v['comm_ms'], d):+.{d}f} ms of "

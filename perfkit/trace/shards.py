@@ -33,11 +33,7 @@ import pandas as pd
 
 from perfkit.common.workers import Pool, may_start_workers, usable_cores
 from perfkit.errors import BadInput
-from perfkit.trace import breakdown as breakdowns
-from perfkit.trace import collectives as collective_instances
-from perfkit.trace import diff as diffs
-from perfkit.trace import tail as tails
-from perfkit.trace import events, steps, timeline, xplane
+from perfkit.trace import breakdown, collectives, diff, events, steps, tail, timeline, xplane
 from perfkit.trace.raw import ROLES
 
 # Planes below this size on average are a shard with the rest of their file: each analysis has fixed costs
@@ -263,8 +259,8 @@ def _per_chip(parts: list[list[dict]]) -> list[dict]:
 def breakdown_traces(paths: list[str | Path], step_pattern: str | None = None, window: str = "step",
                      workers: int | None = None) -> tuple[pd.DataFrame, list[str]]:
     """``breakdown.breakdown`` of the traces at ``paths`` and where their steps came from."""
-    done = _analysed(cut(paths, step_pattern, window, workers), functools.partial(breakdowns.breakdown, window=window),
-                     breakdowns.EVENT_COLUMNS)
+    done = _analysed(cut(paths, step_pattern, window, workers), functools.partial(breakdown.breakdown, window=window),
+                     breakdown.EVENT_COLUMNS)
     return _stacked(done.results, done), done.steps_from
 
 
@@ -275,7 +271,7 @@ def _op_table(sums: list[tuple[pd.DataFrame, int]], by: str, done: Combined) -> 
     sums = [s for s in sums if s[1]]
     if not sums:
         raise BadInput("no device ops in the trace", path=", ".join(done.files) or None)
-    table = diffs.per_key(pd.concat([groups for groups, _ in sums], ignore_index=True), sum(n for _, n in sums), by)
+    table = diff.per_key(pd.concat([groups for groups, _ in sums], ignore_index=True), sum(n for _, n in sums), by)
     table.attrs["measured"] = done.measured
     table.attrs["outside"] = outside
     table.attrs["clock"] = clock
@@ -285,8 +281,8 @@ def _op_table(sums: list[tuple[pd.DataFrame, int]], by: str, done: Combined) -> 
 def op_table(paths: list[str | Path], by: str = "kind", step_pattern: str | None = None, window: str = "step",
              workers: int | None = None) -> pd.DataFrame:
     """``diff.per_step`` of the traces at ``paths``: device time per step keyed ``by``."""
-    done = _analysed(cut(paths, step_pattern, window, workers), functools.partial(diffs.op_time, by=by, window=window),
-                     diffs.EVENT_COLUMNS[by])
+    done = _analysed(cut(paths, step_pattern, window, workers), functools.partial(diff.op_time, by=by, window=window),
+                     diff.EVENT_COLUMNS[by])
     return _op_table(done.results, by, done)
 
 
@@ -307,48 +303,48 @@ def compare_tables(ta: pd.DataFrame, tb: pd.DataFrame, a: list[str | Path], b: l
         names = [", ".join(map(str, paths)) for paths in (a, b)]
         raise BadInput(f"{'AB'[host[1]]} has no device events (its CPU ops stand in, host time), {'AB'[host[0]]} has: "
                        "their times do not compare", path=" vs ".join(names))
-    return diffs.compare(ta, tb)
+    return diff.compare(ta, tb)
 
 
-def matched(found: list[tuple[collective_instances.ChipInstances, int]], done: Combined) -> pd.DataFrame:
+def matched(found: list[tuple[collectives.ChipInstances, int]], done: Combined) -> pd.DataFrame:
     """``collectives.instances`` of the traces from the shards' chip instances (with their shifts): stacked on
     one clock and matched across chips."""
-    stacked = collective_instances.stack(found)
+    stacked = collectives.stack(found)
     del found[:]  # the shards' instances, stacked: their memory freed before the matching's
-    return collective_instances.matched(stacked, collective_instances.kineto_messages(done.files))
+    return collectives.matched(stacked, collectives.kineto_messages(done.files))
 
 
-def _collective_tables(found: list[tuple[collective_instances.ChipInstances, int]], rows: pd.DataFrame,
+def _collective_tables(found: list[tuple[collectives.ChipInstances, int]], rows: pd.DataFrame,
                        done: Combined) -> dict:
     """``collectives.analyse``'s tables from the shards' chip instances (with their shifts)."""
-    return collective_instances.tables(matched(found, done), rows)
+    return collectives.tables(matched(found, done), rows)
 
 
-def _collectives(frame: pd.DataFrame) -> tuple[pd.DataFrame, collective_instances.ChipInstances]:
-    return breakdowns.breakdown(frame), collective_instances.chip_instances(frame)
+def _collectives(frame: pd.DataFrame) -> tuple[pd.DataFrame, collectives.ChipInstances]:
+    return breakdown.breakdown(frame), collectives.chip_instances(frame)
 
 
 def collectives_traces(paths: list[str | Path], step_pattern: str | None = None, workers: int | None = None
                        ) -> tuple[dict, list[str]]:
     """``collectives.analyse`` of the traces at ``paths`` (with ``files``: those read) and where their steps came
     from."""
-    done = _analysed(cut(paths, step_pattern, "step", workers), _collectives, collective_instances.EVENT_COLUMNS)
+    done = _analysed(cut(paths, step_pattern, "step", workers), _collectives, collectives.EVENT_COLUMNS)
     rows = _stacked([r for r, _ in done.results], done)
     found = [(inst, shift) for (_, inst), shift in zip(done.results, done.shifts)]
     done.results.clear()
     return {**_collective_tables(found, rows, done), "files": done.files}, done.steps_from
 
 
-def _trial(frame: pd.DataFrame) -> tuple[pd.DataFrame, tuple[pd.DataFrame, int], collective_instances.ChipInstances,
+def _trial(frame: pd.DataFrame) -> tuple[pd.DataFrame, tuple[pd.DataFrame, int], collectives.ChipInstances,
                                          pd.DataFrame]:
     laid = timeline.layout(frame)  # one sweep for the breakdown, the op tables and the span parts
-    rows = breakdowns.breakdown(frame, layout=laid)
-    return (rows, diffs.op_time(frame, "kind", layout=laid), collective_instances.chip_instances(frame),
-            diffs.span_parts(frame, rows, layout=laid))
+    rows = breakdown.breakdown(frame, layout=laid)
+    return (rows, diff.op_time(frame, "kind", layout=laid), collectives.chip_instances(frame),
+            diff.span_parts(frame, rows, layout=laid))
 
 
-TRIAL_COLUMNS = tuple(dict.fromkeys(collective_instances.EVENT_COLUMNS + diffs.EVENT_COLUMNS["kind"]
-                                    + diffs.EVENT_COLUMNS["op"]))
+TRIAL_COLUMNS = tuple(dict.fromkeys(collectives.EVENT_COLUMNS + diff.EVENT_COLUMNS["kind"]
+                                    + diff.EVENT_COLUMNS["op"]))
 
 
 class Trial(NamedTuple):
@@ -382,12 +378,12 @@ def trial_traces(paths: list[str | Path], workers: int | None = None) -> Trial:
 
 def _span_parts(frame: pd.DataFrame) -> pd.DataFrame:
     laid = timeline.layout(frame)
-    return diffs.span_parts(frame, breakdowns.breakdown(frame, layout=laid), layout=laid)
+    return diff.span_parts(frame, breakdown.breakdown(frame, layout=laid), layout=laid)
 
 
 def parts_traces(paths: list[str | Path], workers: int | None = None) -> pd.DataFrame:
     """``diff.span_parts`` of the traces at ``paths``: each (rank, device, step) span's parts."""
-    return _parts_stacked(_analysed(cut(paths, None, "step", workers), _span_parts, diffs.EVENT_COLUMNS["op"]).results)
+    return _parts_stacked(_analysed(cut(paths, None, "step", workers), _span_parts, diff.EVENT_COLUMNS["op"]).results)
 
 
 def tail_traces(paths: list[str | Path], k: int = 5, workers: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -396,8 +392,8 @@ def tail_traces(paths: list[str | Path], k: int = 5, workers: int | None = None)
     return chips, last
 
 
-def _ends_along(frame: pd.DataFrame, k: int, along: Callable | None) -> tuple[tails.Ends, object]:
-    return tails.ends(frame, k), along(frame) if along is not None else None
+def _ends_along(frame: pd.DataFrame, k: int, along: Callable | None) -> tuple[tail.Ends, object]:
+    return tail.ends(frame, k), along(frame) if along is not None else None
 
 
 def tail_along(paths: list[str | Path], k: int, along: Callable | None, columns: tuple[str, ...],
@@ -408,23 +404,23 @@ def tail_along(paths: list[str | Path], k: int, along: Callable | None, columns:
     frame of ``columns`` -> result; picklable; None: nothing) of each shard, from the same read of its events."""
     shards = cut(paths, None, "step", workers)
     both = _analysed(shards, functools.partial(_ends_along, k=k, along=along),
-                     tuple(dict.fromkeys(tails.EVENT_COLUMNS + columns)))
+                     tuple(dict.fromkeys(tail.EVENT_COLUMNS + columns)))
     along_done = both._replace(results=[result for _, result in both.results])
     done = both._replace(results=[ends for ends, _ in both.results])
     found = [(ends, shift) for ends, shift in zip(done.results, done.shifts) if len(ends.candidates)]
     if not found:  # no device ops: the tables of no rows
-        return tails.chips(done.results[0].candidates), tails.last_ops(done.results[0].candidates, k), along_done
+        return tail.chips(done.results[0].candidates), tail.last_ops(done.results[0].candidates, k), along_done
     stop = min(ends.stop_ps + shift for ends, shift in found)
     picks = [ends.at_stop if ends.stop_ps + shift == stop
              else ends.candidates if (ends.floors["floor_ps"] + shift <= stop).all() else None for ends, shift in found]
     if any(p is None for p in picks):
         again = Cut(shards.files, [shards.shards[i] for i in done.shards], shards.workers)
-        redone = _map(again, [functools.partial(tails.at_stop, stop_ps=stop - shift) for shift in done.shifts],
-                      tails.EVENT_COLUMNS)
+        redone = _map(again, [functools.partial(tail.at_stop, stop_ps=stop - shift) for shift in done.shifts],
+                      tail.EVENT_COLUMNS)
         picks = [part.result for part, ends in zip(redone, done.results) if len(ends.candidates)]
     shifts = [shift for _, shift in found]
-    return (tails.chips(_ops_stacked(picks, shifts, done)),
-            tails.last_ops(_ops_stacked([ends.candidates for ends, _ in found], shifts, done), k), along_done)
+    return (tail.chips(_ops_stacked(picks, shifts, done)),
+            tail.last_ops(_ops_stacked([ends.candidates for ends, _ in found], shifts, done), k), along_done)
 
 
 def _ops_stacked(frames: list[pd.DataFrame], shifts: list[int], done: Combined) -> pd.DataFrame:
