@@ -154,31 +154,49 @@ def package_of(module: str) -> str | None:
     return parts[1] if len(parts) > 1 else None
 
 
-def may_import_table(text: str) -> dict[str, set[str] | None]:
-    """Each row's package -> what it may import: ``pkg`` (all of it) or ``pkg.module``; None: everything.
-    In a cell, "trace's `collectives`/`names`" names modules, a parenthesis is a comment and "never ..."
-    restates what is left out. The packages the text above the table says every package may import are
-    under "*"."""
+# One entry of a "may import" cell: a package (all of it) or "pkg's `a`/`b`" (only those modules), then
+# optionally "(from `x`, `y`)": only those modules of the row's package may. No other parenthesis: reasons go in
+# the "what lives there" column, so a cell says nothing the check does not enforce.
+ENTRY = re.compile(r"(?:(?P<owner>\w+)'s? (?P<modules>`\w+`(?:/`\w+`)*)|(?P<package>\w+))"
+                   r"(?: \(from (?P<importers>`\w+`(?:, `\w+`)*)\))?")
+
+
+def may_import_table(text: str) -> dict[str, dict[str, set[str] | None] | set[str] | None]:
+    """Each row's package -> what it may import: ``pkg`` (all of it) or ``pkg.module`` -> the row's modules that
+    may import it (None: any of them); None: everything ("everything"); {}: nothing of perfkit ("—", not even
+    what every package may). "never ..." restates what is left out. Under "*" the packages the text above the
+    table says every package may import, under "* but" the rows that may not. A cell this does not read is
+    refused (ValueError), a parenthesis other than "(from ...)" among them."""
     section = text.split("## Inside `perfkit/`", 1)[1].split("\n## ", 1)[0]
-    everyone = re.search(r"Every package (?:but `(\w+)` \([^)]*\) )?may import ([^.]+)\.", section)
-    table: dict[str, set[str] | None] = {"*": set(re.findall(r"`(\w+)`", everyone[2])) if everyone else set(),
-                                         "* but": {everyone[1]} if everyone and everyone[1] else set()}
+    everyone = re.search(r"Every\s+package\s+(?:but\s+`(\w+)`\s+\([^)]*\)\s+)?may\s+import\s+([^.]+)\.", section)
+    table: dict = {"*": set(re.findall(r"`(\w+)`", everyone[2])) if everyone else set(),
+                   "* but": {everyone[1]} if everyone and everyone[1] else set()}
     for row in re.findall(r"^\| (`perfkit/[^|]*) \|.*\| ([^|]*) \|$", section, flags=re.M):
         folders, cell = row
         names = [Path(f).stem for f in re.findall(r"`perfkit/([^`]+)`", folders)]
-        allowed: set[str] | None = None if cell.strip() == "everything" else set()
-        entries = re.split(r"[,;]\s*", re.sub(r"\([^()]*\)", "", cell)) if allowed is not None else []
-        for entry in (e.strip() for e in entries):
-            if not entry or entry == "—" or entry.startswith("never"):
-                continue
-            owner = re.fullmatch(r"(\w+)'s? (.+)", entry)
-            allowed |= {f"{owner[1]}.{m}" for m in re.findall(r"`(\w+)`", owner[2])} if owner else {entry.split()[0]}
+        allowed: dict[str, set[str] | None] | None = None if cell.strip() == "everything" else {}
+        if cell.strip() == "—":
+            table["* but"] |= set(names)
+        elif allowed is not None:
+            # split at commas and semicolons, not at those inside "(from ...)"
+            for entry in (e.strip() for e in re.split(r"[,;]\s*(?![^()]*\))", cell)):
+                if entry.startswith("never "):
+                    continue
+                m = ENTRY.fullmatch(entry)
+                if m is None:
+                    raise ValueError(f"docs/architecture.md, {', '.join(names)}'s may import: {entry!r} is neither "
+                                     "`pkg` nor \"pkg's `module`\", each with at most \"(from `module`, ...)\"")
+                targets = ([f"{m['owner']}.{t}" for t in re.findall(r"`(\w+)`", m["modules"])] if m["owner"]
+                           else [m["package"]])
+                importers = set(re.findall(r"`(\w+)`", m["importers"])) if m["importers"] else None
+                for target in targets:
+                    allowed[target] = importers
         for name in names:
             table[name] = allowed
     return table
 
 
-def against_the_table(edges: set[tuple[str, str]], table: dict[str, set[str] | None]) -> list[str]:
+def against_the_table(edges: set[tuple[str, str]], table: dict) -> list[str]:
     """Each import from one package into another that the table does not allow."""
     wrong = []
     for source, target in sorted(edges):
@@ -190,11 +208,13 @@ def against_the_table(edges: set[tuple[str, str]], table: dict[str, set[str] | N
         allowed = table[mine]
         if allowed is None:
             continue
+        here = source.split(".")[2] if source.count(".") >= 2 else "__init__"  # the importing module, in its package
         module = ".".join(target.split(".")[1:3])
-        if {theirs, module} & allowed:
+        rules = [allowed.get(theirs, False), allowed.get(module, False)]
+        if module == theirs:  # the package, for `from perfkit.quality import media`: its module is checked on its own
+            rules += [importers for key, importers in allowed.items() if key.startswith(theirs + ".")]
+        if any(importers is None or (importers is not False and here in importers) for importers in rules):
             continue
-        if module == theirs and any(i.startswith(theirs + ".") for i in allowed):
-            continue  # the package itself, for `from perfkit.quality import media`: its module is checked on its own
         wrong.append(f"{source} imports {target}")
     return wrong
 
@@ -211,7 +231,8 @@ def test_the_table_check_sees_a_planted_import():
     (below all) fail; run importing the one it names, any stage importing the run data, and the kernels' bench
     importing common pass."""
     table = may_import_table(DOC.read_text())
-    assert table["rundata"] == {"common", "errors"} and table["cli"] is None and table["*"] == {"rundata", "errors"}
+    assert table["rundata"] == {"common": None, "errors": None} and table["cli"] is None
+    assert table["*"] == {"rundata", "errors"} and table["* but"] == {"common", "errors", "record"}
     planted = {("perfkit.rundata.case", "perfkit.run.placement"), ("perfkit.analysis.summary", "perfkit.run.runner"),
                ("perfkit.report.markdown", "perfkit.run.launch"),
                ("perfkit.report.markdown", "perfkit.analysis.summary"),
@@ -229,6 +250,56 @@ def test_the_table_check_sees_a_planted_import():
                                                  "perfkit.report.markdown imports perfkit.run.launch",
                                                  "perfkit.run.serve_trial imports perfkit.quality.compare",
                                                  "perfkit.rundata.case imports perfkit.run.placement"]
+
+
+def test_the_table_check_sees_an_import_from_a_module_it_does_not_name():
+    """Not vacuous: "(from ...)" limits who imports, and "—" allows nothing. run importing the bundled models or
+    record outside the modules named, cost's `programs` importing the xplane reader (only `profile` may), a report
+    module other than `plots` importing quality, the report importing the trace analyses' `collectives`, and the
+    public `record` or `errors` importing the run data or common fail; the modules named pass."""
+    table = may_import_table(DOC.read_text())
+    assert table["run"]["models"] == {"worker", "ranks"} and table["record"] == {} and table["errors"] == {}
+    planted = {("perfkit.run.serve_trial", "perfkit.models.pipeline"),
+               ("perfkit.run.worker", "perfkit.models.pipeline"), ("perfkit.run.ranks", "perfkit.models"),
+               ("perfkit.run.ranks", "perfkit.record"), ("perfkit.run.worker", "perfkit.record"),
+               ("perfkit.cost.programs", "perfkit.trace.xplane"), ("perfkit.cost.profile", "perfkit.trace.xplane"),
+               ("perfkit.report.markdown", "perfkit.quality.compare"),
+               ("perfkit.report.plots", "perfkit.quality.compare"),
+               ("perfkit.report.markdown", "perfkit.trace.collectives"), ("perfkit.record", "perfkit.rundata.metrics"),
+               ("perfkit.errors", "perfkit.common.units")}
+    assert against_the_table(planted, table) == ["perfkit.cost.programs imports perfkit.trace.xplane",
+                                                 "perfkit.errors imports perfkit.common.units",
+                                                 "perfkit.record imports perfkit.rundata.metrics",
+                                                 "perfkit.report.markdown imports perfkit.quality.compare",
+                                                 "perfkit.report.markdown imports perfkit.trace.collectives",
+                                                 "perfkit.run.ranks imports perfkit.record",
+                                                 "perfkit.run.serve_trial imports perfkit.models.pipeline"]
+
+
+def test_the_table_reads_one_way():
+    """A reason in parentheses, the old "models (`worker`, `ranks`)" or a cell of other words is refused: the
+    column says only what the check enforces."""
+    text = DOC.read_text()
+    for old, new in [("quality's `media` (from `serve_trial`)", "quality's `media` (the serve codec's check)"),
+                     ("models (from `worker`, `ranks`)", "models (`worker`, `ranks`)"),
+                     ("record (from `worker`)", "record if need be")]:
+        assert old in text
+        with pytest.raises(ValueError, match="run's may import"):
+            may_import_table(text.replace(old, new))
+
+
+def test_the_table_names_modules_that_exist():
+    """Every package, module and importing module the table names is one: a misspelt name would allow nothing,
+    or let no module import what its row meant to allow."""
+    files = module_files()
+    missing = []
+    for row, allowed in may_import_table(DOC.read_text()).items():
+        if row.startswith("*") or not allowed:
+            continue
+        for target, importers in allowed.items():
+            missing += [name for name in [f"perfkit.{target}"] + [f"perfkit.{row}.{m}" for m in importers or ()]
+                        if name not in files]
+    assert not missing, missing
 
 
 PROCESS_WORDS = re.compile(r"fork|memfd|mmap|Pipe")  # the ways to start processes and share memory with them
