@@ -23,8 +23,13 @@ def load_summaries(run_dir: Path) -> list[tuple[str, dict]]:
     if summary.get("kind") != "matrix":
         return [(run_dir.name, summary)]
 
-    return [(f"{run_dir.name}/cells/{c.name}", read_summary(c))
-            for c in cell_dirs(run_dir) if (c / "summary.json").is_file()]
+    out = []
+    for cell in cell_dirs(run_dir):
+        if (cell / "summary.json").is_file():
+            s = read_summary(cell)
+            swept = s["case"][s["case"].find("["):] if s["case"].endswith("]") else ""  # its name[key=value]
+            out.append((f"{run_dir.name}/cells/{cell.name}{' ' + swept if swept else ''}", s))
+    return out
 
 
 def _value(variant: dict, name: str) -> float | None:
@@ -50,7 +55,7 @@ def progression_frame(runs: list[list[tuple[str, dict]]]) -> pd.DataFrame:
                      "a_first_ms": va["first_step_ms"]["median"], "b_first_ms": vb["first_step_ms"]["median"],
                      "a_compile_s": _value(va, "compile_s"), "b_compile_s": _value(vb, "compile_s"),
                      "psnr_db": from_json(psnr), "bit_identical": q.get("bit_identical"),
-                     "failed": len(s["trials"]["failed"])})
+                     "failed": len(s["trials"]["failed"]), "interrupted": bool(s.get("interrupted"))})
     frame = pd.DataFrame(rows)
     for side in ("a", "b"):  # against the last row above that ran the same case's same variant
         steps = frame[f"{side}_step_ms"].astype(float)
@@ -84,12 +89,14 @@ def markdown(frame: pd.DataFrame) -> list[str]:
         steps = (r.a_step_ms, r.b_step_ms, r.ratio)
         known = not any(x is None or math.isnan(x) for x in steps)
         decimals = digits([steps[:2]]) if known else 2  # the step times shown divide to the ratio shown
-        cells = [f"`{r.run}`", commit, _step(r.a_step_ms, r.a_vs_previous, None if same else r.a, decimals),
+        # a stopped run's figures are of fewer trials than its plan's: said beside its name
+        cells = [f"`{r.run}`" + (" (stopped)" if r.interrupted else ""), commit, _step(r.a_step_ms, r.a_vs_previous, None if same else r.a, decimals),
                  _step(r.b_step_ms, r.b_vs_previous, None if same else r.b, decimals), ratio, r.verdict,
                  f"{_num(r.a_first_ms, '.1f')} / {_num(r.b_first_ms, '.1f')}",
                  *([f"{_num(r.a_compile_s)} / {_num(r.b_compile_s)}"] if compile_cols else []), psnr, str(r.failed)]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Step times are each variant's median of per-trial medians (timed synced steps), the figures "
               f"{b}/{a} divides; in parentheses, the change against the last row above of the same case and variant; "
-              "in brackets, the ratio's 95% CI."]
+              "in brackets, the ratio's 95% CI" + ("; (stopped): a run stopped before its plan finished, of fewer "
+                                                   "trials" if frame["interrupted"].any() else "") + "."]
     return lines

@@ -144,7 +144,7 @@ def read_summary(run_dir: Path) -> dict:
     if not path.is_file() and not (run_dir / "case.yaml").is_file():  # (report would refuse it too)
         raise BadInput("not a perfkit run directory (no summary.json, no case.yaml)", path=str(run_dir))
     if not path.is_file():
-        raise BadInput("no summary.json (write it with `perfkit report RUN_DIR`)", path=str(run_dir))
+        raise BadInput(f"no summary.json (write it with `perfkit report {run_dir}`)", path=str(run_dir))
     try:
         return json.loads(path.read_text())
     except ValueError as exc:

@@ -465,6 +465,26 @@ def test_progression_table(make_run):
     assert rows[2][1] == pytest.approx(1.0) and rows[2][2] == pytest.approx(b2 / b1)
 
 
+def test_progression_marks_a_stopped_run_and_names_a_combinations_values(make_run):
+    """A newcomer's: a run stopped after one trial a side read in the table as any other, and a matrix's rows as
+    ``sweep/cells/00`` without the values swept."""
+    first, second = make_run("r1"), make_run("r2")
+    summary = json.loads((second / "summary.json").read_text())
+    (second / "summary.json").write_text(json.dumps(dict(summary, interrupted=True)))
+    res = CliRunner().invoke(cli, ["report", "--progression", str(first), str(second), "--json"])
+    assert [r["interrupted"] for r in json.loads(res.output)["rows"]] == [False, True]
+    text = CliRunner().invoke(cli, ["report", "--progression", str(first), str(second)]).output
+    assert table_row(text, "`r2` (stopped)")[0] == "`c0ffee000000`" and "`r1` (stopped)" not in text
+    assert "; (stopped): a run stopped before its plan finished, of fewer trials." in text
+    sweep = first.parent / "sweep"
+    (sweep / "cells" / "00").mkdir(parents=True)
+    (sweep / "summary.json").write_text(json.dumps({"kind": "matrix"}))
+    (sweep / "cells" / "00" / "summary.json").write_text(json.dumps(dict(summary, case="fixture[devices=2]")))
+    from perfkit.report.progression import load_summaries
+
+    assert [label for label, _ in load_summaries(sweep)] == ["sweep/cells/00 [devices=2]"]
+
+
 def test_bad_input_is_one_line(tmp_path):
     res = CliRunner().invoke(cli, ["report", str(tmp_path)])
     assert res.exit_code == 2 and "no case.yaml" in res.output and len(res.output.splitlines()) == 1
@@ -475,7 +495,8 @@ def test_bad_input_is_one_line(tmp_path):
     assert res.output == f"perfkit: {tmp_path}: not a perfkit run directory (no summary.json, no case.yaml)\n"
     (tmp_path / "case.yaml").write_text("name: x\n")
     res = CliRunner().invoke(cli, ["report", "--progression", str(tmp_path)])
-    assert res.exit_code == 2 and "no summary.json (write it with `perfkit report RUN_DIR`)" in res.output
+    # the command to run, with the folder in it (a newcomer's: it read `perfkit report RUN_DIR`)
+    assert res.output == f"perfkit: {tmp_path}: no summary.json (write it with `perfkit report {tmp_path}`)\n"
     (tmp_path / "case.yaml").unlink()
     res = CliRunner().invoke(cli, ["report", "--progression", str(tmp_path / "nonexistent")])  # not "write it"
     assert res.exit_code == 2 and res.output == f"perfkit: {tmp_path / 'nonexistent'}: no such run directory\n"
