@@ -93,3 +93,19 @@ def test_ctrl_c_on_any_command_exits_as_stopped(argv, target, monkeypatch):
     monkeypatch.setattr(target, _interrupted)
     done = CliRunner().invoke(cli, argv, prog_name="perfkit")
     assert (done.exit_code, done.stderr) == (3, "perfkit: stopped\n")
+
+
+def test_a_ctrl_c_while_the_command_line_loads_is_a_stop_not_a_failed_check():
+    """A newcomer's: SIGINT in the first tens of milliseconds of ``perfkit check`` (click and perfkit.cli still
+    loading) gave a KeyboardInterrupt traceback and exit 1, the code of a failed check. The console script
+    catches it: one line, exit 3. Here the load itself raises it, as a Ctrl-C there would."""
+    interrupt = ("import sys\n"
+                 "class Interrupt:\n"
+                 "    def find_spec(self, name, path=None, target=None):\n"
+                 "        if name == 'perfkit.cli':\n"
+                 "            raise KeyboardInterrupt\n"
+                 "sys.meta_path.insert(0, Interrupt())\n"
+                 "from perfkit.console import main\n"
+                 "main()\n")
+    res = subprocess.run([sys.executable, "-c", interrupt, "check"], capture_output=True, text=True, timeout=60)
+    assert (res.returncode, res.stderr) == (3, "perfkit: stopped\n")
