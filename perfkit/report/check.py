@@ -6,7 +6,9 @@ against the oracle), whether each variant's repeats were bit-identical, and whet
 one program. ``check_frame`` compares a run's summary with it, one row per figure:
 
 - timing: a ratio fails when its whole 95% CI lies above ``baseline x (1 + ratio_tolerance)``, so noise
-  alone does not fail it (a wide CI passes; the report says how wide);
+  alone does not fail it (a wide CI passes; the report says how wide); a serve case's every concurrency level
+  too: its latency so, its outputs a minute (higher is better) when the CI lies wholly below
+  ``baseline / (1 + ratio_tolerance)``;
 - quality: a PSNR fails more than ``psnr_drop_db`` below the baseline's (or below ``min_psnr_db``);
   outputs that were bit-identical must stay so, unless ``min_psnr_db`` states the floor instead;
 - taps: the first layer where B's outputs depart from A's (``summary["taps"]["first"]``) may be none the
@@ -70,6 +72,7 @@ def baseline_from_summary(summary: dict, run_dir: Path | None = None) -> dict:
         quality = {"file": q["file"], "psnr_db": q["psnr_db"], "bit_identical": q["bit_identical"],
                    "oracle": {v: o["psnr_db"] for v, o in (q.get("oracle") or {}).get("variants", {}).items()}}
     taps = summary.get("taps")
+    serve = (summary.get("serve") or {}).get("comparisons") or []
     return {
         "perfkit_baseline": BASELINE_VERSION,
         "case": summary["case"],
@@ -78,6 +81,10 @@ def baseline_from_summary(summary: dict, run_dir: Path | None = None) -> dict:
                  "dirty": src.get("dirty"), "devices": run_devices(summary, run_dir)},
         "comparisons": [{k: c[k] for k in ("variant", "metric", "ratio", "ci")} for c in summary["comparisons"]
                         if c["variant"] != control and c["ratio"] is not None],
+        **({"serve": [{"variant": c["variant"], "level": c["level"], "metric": c["metric"], "ratio": c["ratio"],
+                       "ci": [c["ci_lo"], c["ci_hi"]]}
+                      for c in serve if c["variant"] != control and c["ratio"] is not None]}
+           if summary.get("kind") == "serve" else {}),
         "quality": quality,
         "determinism": {v: d["bit_identical"] for v, d in (summary.get("determinism") or {}).items() if d},
         "ranks": {v: r["consistent"] for v, r in summary["ranks"].items()},
@@ -139,31 +146,59 @@ def same_setup(baseline: dict, summary: dict, path: str | Path, run_dir: Path | 
         if None not in (base, current) and base != current:
             raise BadInput(words.format(base, current) + " (compare like with like, or write this run's baseline "
                            "with --update-baseline)", path=str(path), field=field)
+    if summary.get("kind") == "serve" and "serve" not in baseline:
+        raise BadInput("a serve case's baseline without its levels' latency and outputs a minute (written before "
+                       "they were kept, it would gate the single request's latency alone): write it again with "
+                       "--update-baseline", path=str(path), field="serve")
+
+
+SERVE_NO_CI = ("no CI: a side had too few server processes or requests to measure the spread (outputs a minute "
+               "need two processes a side: server_restarts >= 2)")
+
+
+def _higher_is_better(subject: str) -> bool:
+    """A timing row of outputs a minute (a serve case's level), where more is better: its limit is a floor."""
+    return re.search(r" outputs_per_min at concurrency \d+$", subject) is not None
+
+
+def _timing_row(subject: str, base: float, current: dict | None, th: Thresholds, no_ci: str = NO_SPREAD) -> dict:
+    """A B/A ratio against the baseline's: ``current`` the run's ``{ratio, ci}`` (None: not in this run). A time
+    fails where its whole CI lies above baseline x (1 + ratio_tolerance); outputs a minute, where it lies below
+    baseline / (1 + ratio_tolerance): the same tolerance on the inverse ratio, a time per output."""
+    tol, higher = th.ratio_tolerance, _higher_is_better(subject)
+    limit = base / (1 + tol) if higher else base * (1 + tol)
+    row = {"check": "timing", "subject": subject, "unit": "ratio", "baseline": base, "limit": limit}
+    if current is None or without_ci(current):
+        return {**row, "current": None if current is None else current["ratio"], "passed": False,
+                "note": "not in this run" if current is None else "no ratio (a side has no timed trials)"
+                if current["ratio"] is None else no_ci}
+    lo, hi = current["ci"]
+    # the limit's making, where a case's own tolerance (the demo's 1.0) lets a ratio far past the baseline pass
+    note = (f"limit: the baseline {'/' if higher else 'x'} {1 + tol:g} (ratio_tolerance {tol:g}); "
+            f"95% CI [{lo:.3f}, {hi:.3f}]")
+    passed = hi >= limit if higher else lo <= limit
+    if higher and not passed:
+        note += " lies below the limit: fewer outputs a minute than the baseline"
+    elif higher and lo > base * (1 + tol):
+        note += " lies above the baseline's tolerance: more outputs a minute (consider --update-baseline)"
+    elif not passed:
+        note += " lies above the limit: slower than the baseline"
+    elif not higher and hi < base * (1 - tol):
+        note += " lies below the baseline's tolerance: faster (consider --update-baseline)"
+    return {**row, "current": current["ratio"], "passed": passed, "note": note}
 
 
 def _timing_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
+    """The step-time ratios, then a serve case's every level: its latency and outputs a minute."""
     a = summary["baseline"]
     current = {(c["variant"], c["metric"]): c for c in summary["comparisons"]}
-    rows = []
-    for base in baseline["comparisons"]:
-        c = current.get((base["variant"], base["metric"]))
-        limit = base["ratio"] * (1 + th.ratio_tolerance)
-        row = {"check": "timing", "subject": f"{base['variant']}/{a} {base['metric']}", "unit": "ratio",
-               "baseline": base["ratio"], "limit": limit}
-        if c is None or without_ci(c):
-            rows.append({**row, "current": None if c is None else c["ratio"], "passed": False,
-                         "note": "not in this run" if c is None else "no ratio (a side has no timed trials)"
-                         if c["ratio"] is None else NO_SPREAD})
-            continue
-        lo, hi = c["ci"]
-        # the limit's making, where a case's own tolerance (the demo's 1.0) lets a ratio far past the baseline pass
-        note = (f"limit: the baseline x {1 + th.ratio_tolerance:g} (ratio_tolerance {th.ratio_tolerance:g}); "
-                f"95% CI [{lo:.3f}, {hi:.3f}]")
-        if lo > limit:
-            note += " lies above the limit: slower than the baseline"
-        elif hi < base["ratio"] * (1 - th.ratio_tolerance):
-            note += " lies below the baseline's tolerance: faster (consider --update-baseline)"
-        rows.append({**row, "current": c["ratio"], "passed": lo <= limit, "note": note})
+    rows = [_timing_row(f"{base['variant']}/{a} {base['metric']}", base["ratio"],
+                        current.get((base["variant"], base["metric"])), th) for base in baseline["comparisons"]]
+    levels = {(c["variant"], c["level"], c["metric"]): {"ratio": c["ratio"], "ci": [c["ci_lo"], c["ci_hi"]]}
+              for c in (summary.get("serve") or {}).get("comparisons") or []}
+    rows += [_timing_row(f"{base['variant']}/{a} {base['metric']} at concurrency {base['level']}", base["ratio"],
+                         levels.get((base["variant"], base["level"], base["metric"])), th, SERVE_NO_CI)
+             for base in baseline.get("serve") or []]
     return rows
 
 
@@ -299,6 +334,8 @@ def _rule(r) -> str:
     """What a row requires, in words: the limit and its direction."""
     if r.limit is None or (isinstance(r.limit, float) and math.isnan(r.limit)):
         return "-"
+    if r.unit == "ratio" and _higher_is_better(r.subject):
+        return f"CI high end >= {r.limit:.3f}"
     rules = {"ratio": lambda x: f"CI low end <= {x:.3f}", "dB": lambda x: f">= {_cell(x, 'dB')}",
              "bool": lambda x: "yes", "bytes": lambda x: f"within {x:.1%}", "FLOPs": lambda x: f"within {x:.1%}"}
     return rules.get(r.unit, str)(r.limit)

@@ -28,6 +28,15 @@ class BaselineComparison(TypedDict):
     ci: list[float | None]
 
 
+class BaselineServeComparison(TypedDict):
+    """A serve case's B/A ratio at one concurrency level, with its 95% CI (a serve.comparisons row)."""
+    variant: str
+    level: int
+    metric: Literal["latency_ms", "outputs_per_min"]
+    ratio: float
+    ci: list[float | None]
+
+
 class BaselineQuality(TypedDict):
     """B's headline output against A's (and each variant's against the oracle)."""
     file: str
@@ -58,6 +67,9 @@ Baseline = TypedDict("Baseline", {
     "baseline_variant": NotRequired[str],
     "from": NotRequired[BaselineFrom],
     "comparisons": list[BaselineComparison],
+    # a serve case's every level (the comparisons above are the single request's latency alone); a serve baseline
+    # without them, written before they were kept, is refused: it would pass any loss of throughput
+    "serve": NotRequired[list[BaselineServeComparison]],
     "quality": BaselineQuality | None,
     "determinism": dict[str, bool | None],
     "ranks": dict[str, bool | None],

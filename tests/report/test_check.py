@@ -369,3 +369,55 @@ def test_ranks_a_one_process_command_never_compared_read_not_checked(baseline, t
     res = check(tmp_path / "base", "--baseline", baseline)
     assert res.exit_code == 1 and [line.split(" (")[0] for line in failing(res.output)] == [
         f"FAIL ranks       {v}: one program on every rank: not checked" for v in ("a", "b")]
+
+
+def _level(level: int, metric: str, ratio: float, lo: float | None, hi: float | None) -> dict:
+    """A serve summary's comparison row of b against a (``summary["serve"]["comparisons"]``)."""
+    return {"variant": "b", "level": level, "metric": metric, "baseline_median": 1.0, "variant_median": ratio,
+            "ratio": ratio, "ci_lo": lo, "ci_hi": hi, "verdict": "unknown", "n_a": 2, "n_b": 2}
+
+
+def test_a_serve_case_gates_every_level_s_latency_and_outputs_a_minute(tmp_path, baseline):
+    """A newcomer's: batched served 3.6x the outputs a minute of serial at concurrency 4, then 1.0x, and the check
+    passed, gating only the single request's latency. The baseline keeps every level; latency fails where its CI
+    lies wholly above baseline x 1.1, outputs a minute (more is better) where its CI lies wholly below
+    baseline / 1.1 (3.6 / 1.1 = 3.2727...)."""
+    from perfkit.errors import BadInput
+    from perfkit.report.check import same_setup
+
+    summary = json.loads((tmp_path / "base" / "summary.json").read_text()) | {"kind": "serve"}
+    levels = [_level(1, "latency_ms", 1.0, 0.98, 1.02), _level(1, "outputs_per_min", 1.0, 0.97, 1.03),
+              _level(4, "latency_ms", 0.27, 0.26, 0.28), _level(4, "outputs_per_min", 3.6, 3.5, 3.7)]
+    base = baseline_from_summary(summary | {"serve": {"comparisons": levels}})
+    assert base["serve"][3] == {"variant": "b", "level": 4, "metric": "outputs_per_min", "ratio": 3.6, "ci": [3.5, 3.7]}
+    th = Thresholds(0.1, 0.5)
+
+    def timing(latency4: tuple, outputs4: tuple) -> dict:
+        run = summary | {"serve": {"comparisons": levels[:2] + [_level(4, "latency_ms", *latency4),
+                                                                _level(4, "outputs_per_min", *outputs4)]}}
+        rows = check_frame(base, run, th)
+        return {r["subject"]: r for r in rows[rows["check"] == "timing"].to_dict("records")}
+
+    rows = timing((0.99, 0.73, 1.4), (1.0, 0.98, 1.02))  # the regression: all the batching's gain gone
+    assert [s for s, r in rows.items() if not r["passed"]] == ["b/a latency_ms at concurrency 4",
+                                                               "b/a outputs_per_min at concurrency 4"]
+    assert rows["b/a outputs_per_min at concurrency 4"]["limit"] == pytest.approx(3.6 / 1.1)
+    assert rows["b/a latency_ms at concurrency 4"]["limit"] == pytest.approx(0.297)
+    # just inside each limit (CI low end 0.29 <= 0.297, high end 3.28 >= 3.2727), then just outside
+    assert all(r["passed"] for r in timing((0.35, 0.29, 0.4), (3.2, 3.1, 3.28)).values())
+    rows = timing((0.35, 0.30, 0.4), (3.2, 3.1, 3.27))
+    assert [s for s, r in rows.items() if not r["passed"]] == ["b/a latency_ms at concurrency 4",
+                                                               "b/a outputs_per_min at concurrency 4"]
+    lines = text_lines(check_frame(base, summary | {"serve": {"comparisons": levels[:3] + [
+        _level(4, "outputs_per_min", 1.0, 0.98, 1.02)]}}, th))
+    assert failing("\n".join(lines)) == [
+        "FAIL timing      b/a outputs_per_min at concurrency 4: 1.000 (baseline 3.600; required CI high end >= 3.273); "
+        "limit: the baseline / 1.1 (ratio_tolerance 0.1); 95% CI [0.980, 1.020] lies below the limit: fewer outputs "
+        "a minute than the baseline"]
+    # a level missing from the run, or a side without a CI, fails too
+    rows = timing((0.27, 0.26, 0.28), (3.6, None, None))
+    assert rows["b/a outputs_per_min at concurrency 4"]["passed"] is False
+    # a serve baseline written before the levels were kept would pass any loss of throughput: refused
+    stale = {k: v for k, v in base.items() if k != "serve"}
+    with pytest.raises(BadInput, match="serve case's baseline without its levels"):
+        same_setup(stale, summary, "serve.json")
