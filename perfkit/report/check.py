@@ -114,11 +114,39 @@ def load_baseline(path: str | Path) -> dict:
     if "perfkit_baseline" not in data:
         if {"comparisons", "variants", "ranks"} <= data.keys():
             schema.validate(data, "summary", path, f"; `perfkit report {Path(path).parent}` writes it again")
-            return baseline_from_summary(data, Path(path).parent)
+            # --update-baseline refuses such a run: its summary.json, as a baseline, would be the same bargain
+            why = incomplete(data)
+            if why:
+                raise BadInput(f"a run's summary.json, but that run {why}: a baseline needs a complete run",
+                               path=str(path), field="interrupted" if data.get("interrupted") else "trials.failed")
+            data = baseline_from_summary(data, Path(path).parent)
+            checks_timing(data, path)
+            return data
         raise BadInput("neither a perfkit baseline nor a run's summary.json", path=str(path),
                        field="perfkit_baseline")
     schema.validate(data, "baseline", path, "; write one with --update-baseline")
+    checks_timing(data, path)
     return data
+
+
+def incomplete(summary: dict) -> str | None:
+    """Why a run is not one to write a baseline from, in words (``had 1 failed or hung trial (trial 6 (b)
+    crashed)``, ``was stopped before its plan finished``, or both); None for a complete run."""
+    failed = summary["trials"]["failed"]
+    reasons = []
+    if failed:
+        statuses = ", ".join(f"trial {f['index']} ({f['variant']}) {f['status']}" for f in failed)
+        reasons.append(f"had {len(failed)} failed or hung trial{'s' * (len(failed) != 1)} ({statuses})")
+    if summary.get("interrupted"):
+        reasons.append("was stopped before its plan finished")
+    return " and ".join(reasons) or None
+
+
+def checks_timing(baseline: dict, path: str | Path) -> None:
+    """BadInput where a baseline holds no B/A ratio: it would pass any slowdown without a timing row."""
+    if not baseline["comparisons"] and not baseline.get("serve"):
+        raise BadInput("a baseline with no B/A ratio checks no timing: write it from a run that compared its "
+                       "variants, with --update-baseline", path=str(path), field="comparisons")
 
 
 def _devices_text(devices: dict | None, counts_only: bool = False) -> str | None:
@@ -367,8 +395,10 @@ def thresholds_for(run_dir: Path, **flags) -> Thresholds:
 
 
 def write_baseline(path: Path, run_dir: Path, summary: dict) -> None:
-    if summary["trials"]["failed"] or summary.get("interrupted"):
-        raise BadInput("the run has failed trials or was stopped: a baseline needs a complete run",
-                       path=str(run_dir))
+    why = incomplete(summary)
+    if why:
+        raise BadInput(f"the run {why}: a baseline needs a complete run", path=str(run_dir))
+    baseline = baseline_from_summary(summary, run_dir)
+    checks_timing(baseline, run_dir)  # (a run of one variant, --only: it compared nothing)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(json_safe(baseline_from_summary(summary, run_dir)), indent=2) + "\n")
+    path.write_text(json.dumps(json_safe(baseline), indent=2) + "\n")

@@ -421,3 +421,34 @@ def test_a_serve_case_gates_every_level_s_latency_and_outputs_a_minute(tmp_path,
     stale = {k: v for k, v in base.items() if k != "serve"}
     with pytest.raises(BadInput, match="serve case's baseline without its levels"):
         same_setup(stale, summary, "serve.json")
+
+
+def test_a_baseline_that_checks_no_timing_or_holds_an_incomplete_run_is_refused(baseline, make_run, tmp_path):
+    """A newcomer's: a baseline edited to no comparisons passed with no timing row, and a run's summary.json was
+    taken as a baseline where that run had failed trials or was stopped, which --update-baseline refuses (its
+    refusal said "failed trials or was stopped", not which). Each is one line, exit 2, saying which."""
+    run = tmp_path / "base"
+    untimed = tmp_path / "untimed.json"
+    untimed.write_text(json.dumps(json.loads(baseline.read_text()) | {"comparisons": []}))
+    trials = ab_trials() + [trial(6, "b", [], status="crashed",
+                                  ranks=[{"rank": 0, "exit_code": 7, "running_at_end": False, "steps_done": 0,
+                                         "last_step_ms": None, "last_mark": None}])]
+    crashed = make_run("crashed", trials=trials)
+    stopped = make_run("stopped")
+    summary = json.loads((stopped / "summary.json").read_text())
+    (stopped / "summary.json").write_text(json.dumps(summary | {"interrupted": True}))
+    for args, said in [
+        ((run, "--baseline", untimed), f"{untimed}: comparisons: a baseline with no B/A ratio checks no timing: "
+         "write it from a run that compared its variants, with --update-baseline"),
+        ((run, "--baseline", crashed / "summary.json"), f"{crashed / 'summary.json'}: trials.failed: a run's "
+         "summary.json, but that run had 1 failed or hung trial (trial 6 (b) crashed): a baseline needs a "
+         "complete run"),
+        ((run, "--baseline", stopped / "summary.json"), f"{stopped / 'summary.json'}: interrupted: a run's "
+         "summary.json, but that run was stopped before its plan finished: a baseline needs a complete run"),
+        ((crashed, "--baseline", tmp_path / "new.json", "--update-baseline"),
+         f"{crashed}: the run had 1 failed or hung trial (trial 6 (b) crashed): a baseline needs a complete run"),
+        ((stopped, "--baseline", tmp_path / "new.json", "--update-baseline"),
+         f"{stopped}: the run was stopped before its plan finished: a baseline needs a complete run")]:
+        res = check(*args)
+        assert (res.exit_code, res.output) == (2, f"perfkit: {said}\n")
+    assert not (tmp_path / "new.json").exists()
