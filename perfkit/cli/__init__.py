@@ -8,6 +8,7 @@ import difflib
 import gc
 import importlib
 import json
+import math
 import os
 import signal
 import sys
@@ -283,17 +284,34 @@ def env(devices, as_json):
         click.echo(f"{k}={v}")
 
 
+class FiniteFloat(click.FloatRange):
+    """A float in range that is a number: nan passes a range's comparisons (``nan < 0`` is false), and a tolerance
+    of inf would pass any regression, so each is a command line that does not parse (exit 2)."""
+
+    name = "finite float"
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{number} is not a finite number.", param, ctx)
+        return number
+
+    def _describe_range(self) -> str:
+        # click's help would read "[x<=None]" for a range with no bounds (--min-psnr): say nothing there
+        return "" if self.min is None and self.max is None else super()._describe_range()
+
+
 @click.command()
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @click.option("--baseline", "baseline_file", required=True, type=click.Path(dir_okay=False),
               help="Baseline JSON (or another run's summary.json).")
 @click.option("--update-baseline", is_flag=True, help="Write the baseline from this run instead of checking.")
-@click.option("--ratio-tolerance", type=click.FloatRange(min=0), default=None,
+@click.option("--ratio-tolerance", type=FiniteFloat(min=0), default=None,
               help="A B/A ratio fails when its 95% CI lies wholly above baseline x (1 + this). Default: 0.10 or the case's check:.")
-@click.option("--psnr-drop", "psnr_drop_db", type=click.FloatRange(min=0), default=None,
+@click.option("--psnr-drop", "psnr_drop_db", type=FiniteFloat(min=0), default=None,
               help="A PSNR fails more than this many dB below the baseline's. Default: 0.5 or the case's check:.")
-@click.option("--min-psnr", "min_psnr_db", type=float, default=None, help="A PSNR fails below this (dB).")
-@click.option("--cost-tolerance", type=click.FloatRange(min=0), default=None,
+@click.option("--min-psnr", "min_psnr_db", type=FiniteFloat(), default=None, help="A PSNR fails below this (dB).")
+@click.option("--cost-tolerance", type=FiniteFloat(min=0), default=None,
               help="A step's FLOPs, HBM bytes, bytes sent or temp memory fails when it moves more than this "
                    "share from the baseline's. Default: 0.01 or the case's check:.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")

@@ -143,10 +143,23 @@ def incomplete(summary: dict) -> str | None:
 
 
 def checks_timing(baseline: dict, path: str | Path) -> None:
-    """BadInput where a baseline holds no B/A ratio: it would pass any slowdown without a timing row."""
+    """BadInput where a baseline holds no B/A ratio (it would pass any slowdown without a timing row), or one no
+    run gives: a ratio of two times or rates is a finite number > 0, and its CI, where it has one, a pair low <=
+    high (a ratio of -1 failed every run, a CI [1.5, 1.2] was taken as it came)."""
     if not baseline["comparisons"] and not baseline.get("serve"):
         raise BadInput("a baseline with no B/A ratio checks no timing: write it from a run that compared its "
                        "variants, with --update-baseline", path=str(path), field="comparisons")
+    for key in ("comparisons", "serve"):
+        for i, c in enumerate(baseline.get(key) or []):
+            if not (math.isfinite(c["ratio"]) and c["ratio"] > 0):
+                raise BadInput(f"{c['ratio']} is not a ratio of two times or rates (a finite number > 0)",
+                               path=str(path), field=f"{key}[{i}].ratio")
+            ci = c["ci"]
+            if len(ci) != 2 or (None not in ci and not all(math.isfinite(x) and x > 0 for x in ci)):
+                raise BadInput(f"{ci} is not a ratio's 95% CI: [low, high], finite and > 0 (or [null, null])",
+                               path=str(path), field=f"{key}[{i}].ci")
+            if None not in ci and ci[0] > ci[1]:
+                raise BadInput(f"{ci}: its low end is above its high end", path=str(path), field=f"{key}[{i}].ci")
 
 
 def _devices_text(devices: dict | None, counts_only: bool = False) -> str | None:

@@ -310,8 +310,10 @@ def _check_figures(top: dict, path: str) -> None:
     if not 0 <= top["min_effect"] < 1:
         raise BadInput("must be a fraction in [0, 1), e.g. 0.02", path=path, field="min_effect")
     for key in ("ratio_tolerance", "psnr_drop_db", "cost_tolerance"):
-        if top["check"][key] < 0:
-            raise BadInput("must be >= 0", path=path, field=f"check.{key}")
+        if not top["check"][key] >= 0 or math.isinf(top["check"][key]):  # (.nan is no number; .inf passes all)
+            raise BadInput("must be a finite number >= 0", path=path, field=f"check.{key}")
+    if top["check"]["min_psnr_db"] is not None and not math.isfinite(top["check"]["min_psnr_db"]):
+        raise BadInput("must be a finite number (dB)", path=path, field="check.min_psnr_db")
     if top["order"] not in ORDERS:
         raise BadInput(f"must be one of {', '.join(ORDERS)}", path=path, field="order")
     rep = top["repeats"]

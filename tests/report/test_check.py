@@ -3,6 +3,7 @@ regression failing with its row listed, thresholds from the case and from flags,
 summary, --update-baseline, and bad input."""
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -10,6 +11,7 @@ from run_fixtures import ab_trials, frames, make_run, outputs_for, shifted, tria
 
 from perfkit.report.check import Thresholds, baseline_from_summary, check_frame, text_lines
 from perfkit.cli import cli
+from perfkit.errors import BadInput
 
 
 def check(*args, env=None):
@@ -452,3 +454,46 @@ def test_a_baseline_that_checks_no_timing_or_holds_an_incomplete_run_is_refused(
         res = check(*args)
         assert (res.exit_code, res.output) == (2, f"perfkit: {said}\n")
     assert not (tmp_path / "new.json").exists()
+
+
+@pytest.mark.parametrize("change, said", [
+    (lambda c: c.update(ratio=-1),
+     "comparisons[0].ratio: -1 is not a ratio of two times or rates (a finite number > 0)"),
+    (lambda c: c.update(ratio=0), "comparisons[0].ratio: 0 is not a ratio of two times or rates"),
+    (lambda c: c.update(ratio=float("nan")), "comparisons[0].ratio: nan is not a ratio of two times or rates"),
+    (lambda c: c.update(ci=[1.5, 1.2]), "comparisons[0].ci: [1.5, 1.2]: its low end is above its high end"),
+    (lambda c: c.update(ci=[1.2]), "comparisons[0].ci: [1.2] is not a ratio's 95% CI: [low, high], finite and > 0"),
+    (lambda c: c.update(ci=[-0.5, 1.2]), "comparisons[0].ci: [-0.5, 1.2] is not a ratio's 95% CI"),
+], ids=["negative", "zero", "nan", "low-above-high", "one-end", "negative-ci"])
+def test_an_impossible_baseline_ratio_is_refused(baseline, tmp_path, change, said):
+    """A newcomer's: a baseline ratio of -1 passed the schema and failed every run ("required CI low end <=
+    -1.100"), a CI [1.5, 1.2] was taken as it came. Bad input, one line naming the file and the entry."""
+    data = json.loads(baseline.read_text())
+    change(data["comparisons"][0])
+    baseline.write_text(json.dumps(data))  # (NaN as JSON's NaN: Python's reader takes it)
+    res = check(tmp_path / "base", "--baseline", baseline)
+    assert res.exit_code == 2 and res.output.splitlines() == [res.output.strip()], res.output
+    assert res.output.startswith(f"perfkit: {baseline}: {said}"), res.output
+
+
+@pytest.mark.parametrize("flag, value, said", [
+    ("--ratio-tolerance", "nan", "nan is not a finite number."), ("--ratio-tolerance", "inf", "inf is not a finite "
+     "number."), ("--psnr-drop", "nan", "nan is not a finite number."), ("--cost-tolerance", "inf", "inf is not a "
+     "finite number."), ("--min-psnr", "nan", "nan is not a finite number.")])
+def test_a_threshold_that_is_no_finite_number_is_refused(baseline, tmp_path, flag, value, said):
+    """nan passed click's range (nan < 0 is false) and read "limit: the baseline x nan"; a tolerance of inf would
+    pass any regression. So from the flags, and from the case's check: block (YAML's .nan, .inf)."""
+    from perfkit.rundata import case as case_mod
+
+    res = check(tmp_path / "base", "--baseline", baseline, flag, value)
+    # (CliRunner names the program "cli", not perfkit)
+    assert (res.exit_code, res.output) == (
+        2, f"cli check: Invalid value for '{flag}': {said} See 'cli check --help'.\n")
+    case = tmp_path / "base" / "case.yaml"
+    text = case.read_text()
+    for block, field, words in [("{ratio_tolerance: .nan}", "ratio_tolerance", "a finite number >= 0"),
+                                ("{cost_tolerance: .inf}", "cost_tolerance", "a finite number >= 0"),
+                                ("{min_psnr_db: .nan}", "min_psnr_db", "a finite number (dB)")]:
+        case.write_text(text + f"check: {block}\n")
+        with pytest.raises(BadInput, match=rf"case.yaml: check\.{field}: must be {re.escape(words)}$"):
+            case_mod.load(case)
