@@ -497,3 +497,20 @@ def test_a_threshold_that_is_no_finite_number_is_refused(baseline, tmp_path, fla
         case.write_text(text + f"check: {block}\n")
         with pytest.raises(BadInput, match=rf"case.yaml: check\.{field}: must be {re.escape(words)}$"):
             case_mod.load(case)
+
+
+def test_a_stopped_run_s_row_says_so_and_one_device_is_singular(tmp_path, baseline):
+    """A newcomer's: a stopped run read "FAIL trials failed or hung trials: 0 (baseline 0; required 0); the run was
+    stopped early" (0 = 0, yet FAIL); a command case asking for 1 device read "a baseline run on 1 devices"."""
+    from perfkit.report.check import _devices_text
+
+    summary = json.loads((tmp_path / "base" / "summary.json").read_text()) | {"interrupted": True}
+    lines = text_lines(check_frame(json.loads(baseline.read_text()), summary, Thresholds(0.1, 0.5)))
+    assert lines[:2] == [
+        "ok   trials      failed or hung trials: 0 (baseline 0; required 0)",
+        "FAIL trials      the run finished its plan: no (baseline yes; required yes); the run was stopped before its "
+        "plan finished (Ctrl-C, SIGTERM): the trials it did not run are missing from its figures (`perfkit run "
+        "--resume` finishes it)"]
+    assert failing("\n".join(lines)) == lines[1:2]
+    asked = {"process_count": 1, "platform": None, "asked": True}
+    assert [_devices_text(asked | {"count": n}, counts_only=True) for n in (1, 2)] == ["1 device", "2 devices"]
