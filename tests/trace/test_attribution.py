@@ -292,6 +292,9 @@ def test_ops_after_the_last_step_are_named_not_attributed(tmp_path):
     assert ("Not in these figures: device ops outside every traced step's span, a 0 (0.000 ms), b 4 (0.028 ms) over "
             "their trials;") in text
     assert "Not in these figures" not in "\n".join(section({**doc, "variants": {"b": plain}}))
+    # a newcomer's: the report's changes differ in the last digit from summary.json's, unsaid
+    assert ("each change is the difference of the two figures shown (summary.json and the notebook frames keep them "
+            "unrounded)") in text
 
 
 def _trials(run_dir) -> list[dict]:
