@@ -4,7 +4,7 @@ Each combination runs as a complete run directory of its own, ``cells/NN/`` (NN 
 ``perfkit.rundata.case.expand_matrix``); the top of the run directory gets ``matrix.csv`` (one row per
 combination), ``summary.json`` (a ``perfkit.rundata.summary.MatrixSummary``: ``kind: "matrix"``, a row per
 combination, ``combinations``, ``missing``, ``trials.failed``: the cells with failed trials) and a
-``report.md`` with the table and links to each combination's report.
+``report.md`` with the table, links to each combination's report and what the combinations did not verify.
 """
 
 from __future__ import annotations
@@ -68,6 +68,20 @@ def _markdown(rows: list[MatrixRow]) -> list[str]:
                         f"{variants[0]}) divides; its 95% CI and verdict as each combination's own report gives them."]
 
 
+def _not_verified(run_dir: Path, cells: list[str]) -> list[str]:
+    """The matrix report's last section, as every report's: what its combinations did not verify, each item with
+    the combinations it holds for."""
+    held: dict[str, list[str]] = {}
+    for cell in cells:
+        for item in json.loads((run_dir / "cells" / cell / "summary.json").read_text()).get("not_verified", []):
+            held.setdefault(item, []).append(cell)
+    lines = ["## Not verified", ""] if held else []
+    for item, where in held.items():
+        named = "combination" + "s" * (len(where) > 1) + " " + ", ".join(where)
+        lines.append(f"- {item} ({'every combination' if len(where) == len(cells) else named})")
+    return lines + [""] * bool(held)
+
+
 def finish(run_dir: Path) -> bool:
     """Write the matrix's summary.json, matrix.csv and report.md; returns whether any combination
     failed, stopped early, or never ran."""
@@ -88,6 +102,7 @@ def finish(run_dir: Path) -> bool:
         lines += [f"> {missing} combination(s) did not run (the run was stopped).", ""]
     lines += _markdown(rows) if rows else ["No combination finished."]
     lines += ["", *(f"- [{r['cell']}](cells/{r['cell']}/report.md)" for r in rows), ""]
+    lines += _not_verified(run_dir, [r["cell"] for r in rows])
     (run_dir / "report.md").write_text("\n".join(lines))
     print(f"{case.name}: {len(frame)} of {total} combinations, {sum(r['failed'] > 0 for r in rows)} with "
           f"failed trials; report {run_dir / 'report.md'}", flush=True)

@@ -9,11 +9,11 @@ from perfkit.run import sweep
 from perfkit.rundata import rundir
 
 
-def cell(run_dir, i, a_trials, b_trials, pooled, ratio, interrupted=False):
+def cell(run_dir, i, a_trials, b_trials, pooled, ratio, interrupted=False, not_verified=()):
     summary = {"variants": {"tp": {"step_ms": {"median": pooled[0]}, "trial_medians_ms": a_trials},
                             "sp": {"step_ms": {"median": pooled[1]}, "trial_medians_ms": b_trials}},
                "comparison": {"ratio": ratio, "ci": [ratio - 0.01, ratio + 0.01], "verdict": "slower"},
-               "trials": {"failed": []}, "interrupted": interrupted}
+               "trials": {"failed": []}, "interrupted": interrupted, "not_verified": list(not_verified)}
     (run_dir / "cells" / f"{i:02d}").mkdir(parents=True)
     (run_dir / "cells" / f"{i:02d}" / "summary.json").write_text(json.dumps(summary))
 
@@ -48,3 +48,17 @@ def test_a_stop_in_the_last_cell_is_an_interrupted_matrix_and_says_where_to_resu
     assert rundir.resume_command(tmp_path / "cells" / "01") == f"perfkit run --resume {tmp_path}"
     (tmp_path / "hosts").mkdir()
     assert rundir.resume_command(tmp_path) == f"perfkit run --resume {tmp_path} --host-index <this host, 0..>"
+
+
+def test_the_matrix_report_ends_with_what_its_combinations_did_not_verify(tmp_path):
+    """A newcomer's: a matrix's report.md had no Not verified section, which every run's report ends with. Each item
+    with the combinations it holds for."""
+    (tmp_path / "case.yaml").write_text(json.dumps({"name": "m", "command": ["python", "x.py"], "matrix": {
+        "seed": [1, 2]}, "variants": {"tp": {}, "sp": {}}}))
+    (tmp_path / "run.json").write_text("{}")
+    cell(tmp_path, 0, [1.0], [1.5], (1.0, 1.5), 1.5, not_verified=["one seed only (seed 1)", "output quality"])
+    cell(tmp_path, 1, [1.0], [1.5], (1.0, 1.5), 1.5, not_verified=["one seed only (seed 2)", "output quality"])
+    sweep.finish(tmp_path)
+    report = (tmp_path / "report.md").read_text()
+    assert report.endswith("## Not verified\n\n- one seed only (seed 1) (combination 00)\n- output quality (every "
+                           "combination)\n- one seed only (seed 2) (combination 01)\n")
