@@ -640,8 +640,8 @@ def tables(inst: pd.DataFrame, spans: pd.DataFrame) -> dict:
 
 def by_kind(inst: pd.DataFrame, chip_steps: int) -> pd.DataFrame:
     """Per collective kind, per chip and step (over ``chip_steps``): ``count``, ``bytes`` sent,
-    ``time_ps``, ``exposed_ps``, ``hidden_ps``, ``wait_ps`` (NaN where no instance of the kind ran on two chips
-    of one clock: not measured); ``gbps`` (bytes over time summed); most exposed first."""
+    ``time_ps``, ``exposed_ps``, ``hidden_ps``, ``wait_ps`` (the waiting of the instances that ran on two or more
+    chips of one clock, an instance no other chip of its clock ran adding none; NaN where none did: not measured); ``gbps`` (bytes over time summed); most exposed first."""
     sums = inst.groupby("kind").agg(count=("time_ps", "size"), bytes=("bytes", lambda b: b.sum(min_count=len(b))),
                                     time_ps=("time_ps", "sum"), exposed_ps=("exposed_ps", "sum"),
                                     hidden_ps=("hidden_ps", "sum"), wait_ps=("wait_ps", "sum"),
