@@ -241,9 +241,9 @@ def test_the_table_check_sees_a_planted_import():
                ("perfkit.run.serve_trial", "perfkit.quality.media"), ("perfkit.run.serve_trial", "perfkit.rundata.case"),
                ("perfkit.analysis.summary", "perfkit.rundata.rundir"), ("perfkit.report.check", "perfkit.rundata.case"),
                ("perfkit.kernels.bench", "perfkit.run.ranks"), ("perfkit.kernels.bench", "perfkit.common.xla"),
-               ("perfkit.common.summary", "perfkit.rundata.case")}
+               ("perfkit.common.json_figures", "perfkit.rundata.case")}
     assert against_the_table(planted, table) == ["perfkit.analysis.summary imports perfkit.run.runner",
-                                                 "perfkit.common.summary imports perfkit.rundata.case",
+                                                 "perfkit.common.json_figures imports perfkit.rundata.case",
                                                  "perfkit.kernels.bench imports perfkit.run.ranks",
                                                  "perfkit.quality.compare imports perfkit.trace.events",
                                                  "perfkit.report.markdown imports perfkit.analysis.summary",

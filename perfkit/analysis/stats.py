@@ -146,7 +146,7 @@ def compare(
     seed: int = 0,
 ) -> Comparison:
     """Compare B's per-step times with A's; each argument is one list of step times per trial. Where a side has
-    a single timed step in all, the ratio has no CI and no verdict (``common.summary.NO_SPREAD``)."""
+    a single timed step in all, the ratio has no CI and no verdict (``common.comparison.NO_SPREAD``)."""
     a = [np.asarray(t, float) for t in a_trials if len(t)]
     b = [np.asarray(t, float) for t in b_trials if len(t)]
     if not a or not b:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from perfkit.analysis import attribution, serving, stats, timing
-from perfkit.common.summary import NO_SPREAD, inside_noise_floor, noise_range, without_ci
+from perfkit.common.comparison import NO_SPREAD, inside_noise_floor, noise_range, without_ci
 from perfkit.cost.programs import run_costs
 from perfkit.hlo.check import variant_check
 from perfkit.quality import compare, departure, media

@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 import perfkit
-from perfkit.common.summary import json_safe
+from perfkit.common.json_figures import json_safe
 from perfkit.errors import BadInput, DefinitionNote, ExitCode
 from perfkit.rundata.rundir import resume_command, run_folder
 

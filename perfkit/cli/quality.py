@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from perfkit.common.summary import db_cell, json_safe
+from perfkit.common.json_figures import db_cell, json_safe
 from perfkit.errors import BadInput, DefinitionNote
 
 SPACE_NAMES = {"yuv": "source planes", "rgb": "RGB24"}

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from perfkit.cli import NOTES, OneLineGroup
-from perfkit.common.dividing import difference_digits, shown_difference, whole_shares
+from perfkit.common.digits import difference_digits, shown_difference, whole_shares
 from perfkit.common.units import PS_PER_MS
 from perfkit.errors import BadInput, DefinitionNote
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from perfkit.common.dividing import change_text
+from perfkit.common.digits import change_text
 
 KIB = 1024
 

@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from perfkit.common.summary import from_json
+from perfkit.common.json_figures import from_json
 from perfkit.errors import BadInput
 from perfkit.quality.compare import tensor_table
 

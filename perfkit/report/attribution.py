@@ -4,7 +4,7 @@ category, op kind and op, with the bootstrap CI of each part (``summary["attribu
 
 from __future__ import annotations
 
-from perfkit.common.dividing import shown_difference, signed_decimals
+from perfkit.common.digits import shown_difference, signed_decimals
 from perfkit.trace.names import labels
 
 MARK = "**\\***"  # a part whose CI, as shown, excludes 0

@@ -32,7 +32,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from perfkit.common.summary import NO_SPREAD, compared_variant, db_cell, from_json, json_safe, without_ci
+from perfkit.common.comparison import NO_SPREAD, compared_variant, without_ci
+from perfkit.common.json_figures import db_cell, from_json, json_safe
 from perfkit.report.cost_check import COST_TOLERANCE, baseline_cost, cost_rows
 from perfkit.errors import BadInput
 from perfkit.rundata import case as case_mod, schema

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from perfkit.common.dividing import change_text, digits
+from perfkit.common.digits import change_text, digits
 from perfkit.cost.change import change
 from perfkit.cost.roofline import RESOURCES
 from perfkit.hlo.cost import ProgramCost

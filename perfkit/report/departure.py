@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from perfkit.common.summary import db_cell, from_json
+from perfkit.common.json_figures import db_cell, from_json
 
 
 def _figure(x) -> float:

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from perfkit.common.dividing import digits
-from perfkit.common.summary import compared_variant, from_json, inside_noise_floor, noise_range, without_ci
+from perfkit.common.comparison import compared_variant, inside_noise_floor, noise_range, without_ci
+from perfkit.common.digits import digits
+from perfkit.common.json_figures import from_json
 from perfkit.hlo.render import ranks_text
 from perfkit.report.serving import headline
 
@@ -36,7 +37,7 @@ def rounds_run(summary: dict) -> int:
     return max(v["trials"] for v in summary["variants"].values())
 
 
-def dividing(va: float, vb: float) -> tuple[str, str]:
+def step_times_text(va: float, vb: float) -> tuple[str, str]:
     """A and B's step times as text, with as many decimals as it takes to divide to B / A shown to 3."""
     n = digits([(va, vb)])
     return f"{va:.{n}f}", f"{vb:.{n}f}"
@@ -100,7 +101,7 @@ def summary_line(summary: dict, report: Path) -> str:
     if summary.get("serve"):
         parts.append(f"c={summary['serve']['concurrency'][0]} latency")
     if va is not None and vb is not None:
-        shown_a, shown_b = dividing(va, vb)
+        shown_a, shown_b = step_times_text(va, vb)
         ci = "[no CI: one timed step]" if without_ci(c) else f"[{c['ci'][0]:.3f}, {c['ci'][1]:.3f}]"
         verdict, serve = c["verdict"], summary.get("serve")
         if verdict == "unknown":
@@ -122,7 +123,7 @@ def summary_line(summary: dict, report: Path) -> str:
         parts.append("; also " + ", ".join(f"{o['variant']}/{a} {o['ratio']:.3f} -> {o['verdict']}" for o in also))
     q = summary.get("quality")
     if q:
-        # A summary read back from JSON holds infinite PSNR as "inf" (perfkit.common.summary.json_safe).
+        # A summary read back from JSON holds infinite PSNR as "inf" (perfkit.common.json_figures.json_safe).
         db = from_json(q["psnr_db"])
         psnr = "inf (bit-identical)" if q["bit_identical"] else "inf dB" if db == math.inf else f"{db:.1f} dB"
         parts.append(f"; PSNR {b} vs {a} {psnr}")

@@ -6,14 +6,15 @@ import math
 import shlex
 from pathlib import Path
 
-from perfkit.common.dividing import change_text, digits, ratio_text, shown_difference, whole_shares
-from perfkit.common.summary import NO_SPREAD, compared_variant, db_cell, inside_noise_floor, without_ci
+from perfkit.common.comparison import NO_SPREAD, compared_variant, inside_noise_floor, without_ci
+from perfkit.common.digits import change_text, digits, ratio_text, shown_difference, whole_shares
+from perfkit.common.json_figures import db_cell
 from perfkit.hlo.render import rank_list, ranks_report
 from perfkit.report import attribution
 from perfkit.report import cost
 from perfkit.report import hangs
 from perfkit.report.departure import departure_section
-from perfkit.report.line import dividing, rounds_run, summary_line, trial_median
+from perfkit.report.line import rounds_run, step_times_text, summary_line, trial_median
 from perfkit.report.serving import section
 from perfkit.rundata.exits import exit_text, where_threads_wait
 from perfkit.rundata.rundir import resume_command
@@ -89,7 +90,7 @@ def _timing(summary: dict) -> list[str]:
 
     if any(v["step_ms"]["n"] for v in variants.values()):
         medians = {n: trial_median(v) for n, v in variants.items()}
-        # as many decimals as the figures need to divide to each B/A ratio shown (``line.dividing``)
+        # as many decimals as the figures need to divide to each B/A ratio shown (``line.step_times_text``)
         rows += [row("**step, synced: median of trial medians (ms)**", list(medians.values()),
                      decimals=_dividing(list(medians.values()), text=ratio_text)),
                  row("step, synced: median of all timed steps pooled (ms)",
@@ -531,7 +532,7 @@ def _verdict(summary: dict) -> str:
     b = compared_variant(summary)
     if c["ratio"] is None:
         return "**No verdict**: a variant has no timed steps."
-    shown_a, shown_b = dividing(trial_median(summary["variants"][a]), trial_median(summary["variants"][b]))
+    shown_a, shown_b = step_times_text(trial_median(summary["variants"][a]), trial_median(summary["variants"][b]))
     serve = summary.get("serve")  # (a served system's figure: its first level's latency, per server process)
     what, of = (f"c={serve['concurrency'][0]} latency", "server processes'") if serve else ("step time", "trial")
     figures = (f"{b}/{a} {what} {_ratio(c)} ({shown_b} / {shown_a} ms, medians of {of} medians); "

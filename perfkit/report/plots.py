@@ -15,8 +15,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from perfkit.common.comparison import compared_variant
 from perfkit.common.figures import PART_STYLE, save_figure
-from perfkit.common.summary import compared_variant, from_json
+from perfkit.common.json_figures import from_json
 
 PLOTS_DIR = "plots"
 

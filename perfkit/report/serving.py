@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfkit.common.dividing import digits
-from perfkit.common.summary import db_cell
+from perfkit.common.digits import digits
+from perfkit.common.json_figures import db_cell
 
 LATENCY_PLOT = "plots/serve_latency.png"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from perfkit.common.dividing import digits, ratio_text
+from perfkit.common.digits import digits, ratio_text
 from perfkit.report.line import trial_median
 from perfkit.rundata import case as case_mod, rundir
 from perfkit.rundata.summary import MatrixRow, MatrixSummary, MatrixTrials

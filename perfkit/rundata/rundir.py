@@ -16,7 +16,7 @@ import os
 import shlex
 from pathlib import Path
 
-from perfkit.common.summary import json_safe
+from perfkit.common.json_figures import json_safe
 from perfkit.errors import BadInput
 from perfkit.rundata.trials import TrialRecord
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis.extra.numpy import arrays
 from skimage.metrics import mean_squared_error, peak_signal_noise_ratio
 
-from perfkit.common.summary import json_safe
+from perfkit.common.json_figures import json_safe
 from perfkit.quality import compare as quality
 from perfkit.quality import planes
 from perfkit.errors import BadInput

@@ -127,7 +127,7 @@ def test_a_broken_output_is_reported_not_fatal(tmp_path, clip, noisy):
 def test_a_repeat_whose_nan_parts_from_the_first_has_no_worst_relative_l2(tmp_path):
     """max(0.0, nan) is 0.0: a repeat with a NaN read as a worst relative L2 of 0 beside "1 differ from the
     first"; it is undefined, and the report says so."""
-    from perfkit.common.summary import json_safe
+    from perfkit.common.json_figures import json_safe
     from perfkit.quality import compare as quality, media
     from perfkit.report import markdown as report
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from perfkit import record
 from perfkit.cli import cli
-from perfkit.common.summary import json_safe
+from perfkit.common.json_figures import json_safe
 from perfkit.quality import departure
 from perfkit.report.departure import departure_section
 from perfkit.rundata.rundir import read_trials

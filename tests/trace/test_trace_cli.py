@@ -495,7 +495,7 @@ def test_a_jax_json_trace_names_the_xspace_beside_it(fixtures_dir, tmp_path):
 def test_each_chips_shares_add_up_to_100(tmp_path):
     """The mean table's shares of each chip's span, to 0.1%, add up to 100.0% as the parts add up to the span:
     rounded down, the tenths left to the largest remainders (a third each read 33.3% x 3 = 99.9%)."""
-    from perfkit.common.dividing import whole_shares
+    from perfkit.common.digits import whole_shares
 
     assert whole_shares([1.0, 1.0, 1.0], 1) == [33.4, 33.3, 33.3]
     assert whole_shares([2.960, 3.301, 0.0, 2.072]) == [35, 40, 0, 25]  # 35.52, 39.61, 0, 24.86

@@ -1,30 +1,8 @@
-"""A run's summary as JSON holds it, for every reader of summary.json (reports, the gate, progression,
-plots, the quality command): infinite PSNR spelt "inf", dB cells, and which variant is B. Imports no
-numpy, so `perfkit quality --help` stays light."""
+"""A summary's B/A comparison as the reports word it: which variant is B, why a ratio has no CI, and where its
+change lies inside the A/A control's noise floor (``--aa``). Read by the analysis that writes the summary and by
+every report of it."""
 
 from __future__ import annotations
-
-import math
-
-
-def json_safe(value):
-    """JSON for the contracts: infinite PSNR is the string "inf"; NaN (undefined) is null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if getattr(value, "shape", None) == () and hasattr(value, "item"):  # a numpy scalar
-        return json_safe(value.item())
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
-
-
-def from_json(value) -> float | None:
-    """A figure as ``json_safe`` wrote it, as a float again: "inf" -> inf, null -> None."""
-    if value is None:
-        return None
-    return {"inf": math.inf, "-inf": -math.inf}.get(value, value) if isinstance(value, str) else float(value)
 
 
 # Why a comparison with a ratio has no CI (``perfkit.analysis.stats.compare``), where reports say so.
@@ -35,13 +13,6 @@ def without_ci(comparison: dict) -> bool:
     """Whether a summary's comparison (``comparison``, a ``comparisons`` row) has no CI: no timed steps on a side,
     or one (``NO_SPREAD``)."""
     return None in (comparison.get("ci") or [None])
-
-
-def db_cell(x) -> str:
-    """A dB figure (a float, or as read back from JSON) as every table and line spells it: two
-    decimals, "inf", or "-" for none."""
-    x = from_json(x)
-    return "-" if x is None else "inf" if x == math.inf else f"{x:.2f}"
 
 
 def noise_range(noise_floor: dict) -> str:
