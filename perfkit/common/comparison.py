@@ -1,8 +1,10 @@
-"""A summary's B/A comparison as the reports word it: which variant is B, why a ratio has no CI, and where its
-change lies inside the A/A control's noise floor (``--aa``). Read by the analysis that writes the summary and by
-every report of it."""
+"""A summary's B/A comparison as the reports word it: which variant is B, the figure each side's ratio divides,
+why a ratio has no CI, and where its change lies inside the A/A control's noise floor (``--aa``). Read by the
+analysis that writes the summary (and a matrix's rows) and by every report of it."""
 
 from __future__ import annotations
+
+import numpy as np
 
 
 # Why a comparison with a ratio has no CI (``perfkit.analysis.stats.compare``), where reports say so.
@@ -35,3 +37,10 @@ def compared_variant(summary: dict) -> str:
     """B: the variant of the headline comparison, the first after the baseline A (A itself if alone)."""
     a = summary["baseline"]
     return next((n for n in summary["variants"] if n != a), a)
+
+
+def trial_median(variant: dict) -> float | None:
+    """A variant's median of per-trial step medians (``summary.json``'s ``trial_medians_ms``): the figure
+    the B/A step-time ratio divides; None without a timed trial."""
+    medians = variant.get("trial_medians_ms") or []
+    return float(np.median(medians)) if medians else None

@@ -10,20 +10,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
-
-from perfkit.common.comparison import compared_variant, inside_noise_floor, noise_range, without_ci
+from perfkit.common.comparison import compared_variant, inside_noise_floor, noise_range, trial_median, without_ci
 from perfkit.common.digits import digits
 from perfkit.common.json_figures import from_json
 from perfkit.hlo.render import ranks_text
 from perfkit.report.serving import headline
-
-
-def trial_median(variant: dict) -> float | None:
-    """A variant's median of per-trial step medians (``summary.json``'s ``trial_medians_ms``): the figure
-    the B/A step-time ratio divides; None without a timed trial."""
-    medians = variant.get("trial_medians_ms") or []
-    return float(np.median(medians)) if medians else None
 
 
 def _differ(ranks: list[int]) -> str:

@@ -6,7 +6,7 @@ import math
 import shlex
 from pathlib import Path
 
-from perfkit.common.comparison import NO_SPREAD, compared_variant, inside_noise_floor, without_ci
+from perfkit.common.comparison import NO_SPREAD, compared_variant, inside_noise_floor, trial_median, without_ci
 from perfkit.common.digits import change_text, digits, ratio_text, shown_difference, whole_shares
 from perfkit.common.json_figures import db_cell
 from perfkit.hlo.render import rank_list, ranks_report
@@ -14,7 +14,7 @@ from perfkit.report import attribution
 from perfkit.report import cost
 from perfkit.report import hangs
 from perfkit.report.departure import departure_section
-from perfkit.report.line import rounds_run, step_times_text, summary_line, trial_median
+from perfkit.report.line import rounds_run, step_times_text, summary_line
 from perfkit.report.serving import section
 from perfkit.rundata.exits import exit_text, where_threads_wait
 from perfkit.rundata.rundir import resume_command

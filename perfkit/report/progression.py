@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from perfkit.common.comparison import compared_variant
+from perfkit.common.comparison import compared_variant, trial_median
 from perfkit.common.digits import digits
 from perfkit.common.json_figures import from_json
-from perfkit.report.line import trial_median
 from perfkit.rundata.rundir import cell_dirs, read_summary
 
 

@@ -13,7 +13,7 @@ from perfkit.analysis.summary import summarize_run
 from perfkit.analysis.timing import steps_frame
 from perfkit.report import markdown
 from perfkit.report.line import summary_line
-from perfkit.run import sweep
+from perfkit.run import matrix
 from perfkit.run.trial import run_names
 from perfkit.rundata import case as case_mod
 from perfkit.rundata import rundir
@@ -42,7 +42,7 @@ def render(run_dir: Path) -> bool:
     if not cells:
         return render_one(run_dir)
     failed = [render_one(c) for c in cells]
-    return sweep.finish(run_dir) or any(failed)
+    return matrix.finish(run_dir) or any(failed)
 
 
 def _short_of_plan(run_dir: Path) -> bool:

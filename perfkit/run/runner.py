@@ -28,7 +28,7 @@ from typing import TextIO
 from perfkit.analysis import stats, timing
 from perfkit.common.xla import xla_flags
 from perfkit.errors import BadInput
-from perfkit.run import envinfo, finish, placement, ranks, serve_trial, stackdump, sweep
+from perfkit.run import envinfo, finish, matrix, placement, ranks, serve_trial, stackdump
 from perfkit.run.placement import devices_per_process
 from perfkit.run.trial import RunOptions, Trial, cache_entries, compile_cache_env, run_names
 from perfkit.rundata import case as case_mod
@@ -280,7 +280,7 @@ def run_case(case: Case, run_dir: Path | None = None, options: RunOptions = RunO
         if interrupted:
             break
     if options.hosts == 1 or all(rundir.all_hosts_done(c, options.hosts) for c in rundir.cell_dirs(run_dir)):
-        failed = sweep.finish(run_dir) or failed
+        failed = matrix.finish(run_dir) or failed
     return RunResult(run_dir, failed, interrupted)
 
 

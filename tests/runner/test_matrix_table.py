@@ -1,11 +1,13 @@
-"""A matrix run's rows and table (``perfkit.run.sweep``): the step times beside each ratio are the figures it
-divides (each variant's median of trial medians, not the median of every step pooled), shown with the decimals
-it takes to divide to it."""
+"""A matrix run's rows (``perfkit.analysis.matrix``), table (``perfkit.report.matrix``) and files
+(``perfkit.run.matrix``): the step times beside each ratio are the figures it divides (each variant's median of
+trial medians, not the median of every step pooled), shown with the decimals it takes to divide to it."""
 
 import json
 import re
 
-from perfkit.run import sweep
+from perfkit.analysis.matrix import matrix_rows
+from perfkit.report.matrix import matrix_table
+from perfkit.run import matrix
 from perfkit.rundata import rundir
 
 
@@ -22,10 +24,10 @@ def test_rows_hold_the_medians_the_ratio_divides_and_the_table_shows_them_dividi
     # trial medians: tp 1.0, 1.2, 1.4 -> 1.2; sp 1.5, 1.9, 2.0 -> 1.9; pooled steps' medians differ (1.25, 1.8)
     cell(tmp_path, 0, [1.0, 1.2, 1.4], [1.5, 1.9, 2.0], (1.25, 1.8), 1.9 / 1.2)
     cell(tmp_path, 1, [1.0004], [1.0015], (1.0, 1.0), 1.0015 / 1.0004)
-    rows = sweep.matrix_rows(tmp_path, [{"model.steps": 8}, {"model.steps": 16}, {"model.steps": 32}])
+    rows = matrix_rows(tmp_path, [{"model.steps": 8}, {"model.steps": 16}, {"model.steps": 32}])
     assert [(r["cell"], r["values"], r["step_ms"]) for r in rows] == [
         ("00", {"model.steps": 8}, {"tp": 1.2, "sp": 1.9}), ("01", {"model.steps": 16}, {"tp": 1.0004, "sp": 1.0015})]
-    table = sweep._markdown(rows)
+    table = matrix_table(rows)
     assert table[0] == "| cell | model.steps | tp ms | sp ms | ratio | 95% CI | verdict | failed trials | stopped |"
     for line in table[2:4]:
         tp, sp, ratio = (float(x) for x in re.split(r"\s*\|\s*", line)[3:6])
@@ -42,7 +44,7 @@ def test_a_stop_in_the_last_cell_is_an_interrupted_matrix_and_says_where_to_resu
     (tmp_path / "run.json").write_text("{}")
     cell(tmp_path, 0, [1.0], [1.5, 1.6], (1.0, 1.55), 1.55)
     cell(tmp_path, 1, [1.0], [1.5], (1.0, 1.5), 1.5, interrupted=True)
-    assert sweep.finish(tmp_path)  # failed: stopped
+    assert matrix.finish(tmp_path)  # failed: stopped
     top = json.loads((tmp_path / "summary.json").read_text())
     assert (top["missing"], top["interrupted"]) == (0, True)
     assert rundir.resume_command(tmp_path / "cells" / "01") == f"perfkit run --resume {tmp_path}"
@@ -58,7 +60,7 @@ def test_the_matrix_report_ends_with_what_its_combinations_did_not_verify(tmp_pa
     (tmp_path / "run.json").write_text("{}")
     cell(tmp_path, 0, [1.0], [1.5], (1.0, 1.5), 1.5, not_verified=["one seed only (seed 1)", "output quality"])
     cell(tmp_path, 1, [1.0], [1.5], (1.0, 1.5), 1.5, not_verified=["one seed only (seed 2)", "output quality"])
-    sweep.finish(tmp_path)
+    matrix.finish(tmp_path)
     report = (tmp_path / "report.md").read_text()
     assert report.endswith("## Not verified\n\n- one seed only (seed 1) (combination 00)\n- output quality (every "
                            "combination)\n- one seed only (seed 2) (combination 01)\n")
