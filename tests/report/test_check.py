@@ -419,6 +419,15 @@ def test_a_serve_case_gates_every_level_s_latency_and_outputs_a_minute(tmp_path,
     # a level missing from the run, or a side without a CI, fails too
     rows = timing((0.27, 0.26, 0.28), (3.6, None, None))
     assert rows["b/a outputs_per_min at concurrency 4"]["passed"] is False
+    # one server process a side in the baseline's run and in this one: neither measured the spread of outputs a
+    # minute, so the row is said not checked and passes (a serve run checked against its own summary.json failed)
+    alone = [_level(1, "latency_ms", 0.94, 0.59, 1.53), _level(1, "outputs_per_min", 1.065, None, None)]
+    rows = check_frame(baseline_from_summary(summary | {"serve": {"comparisons": alone}}),
+                       summary | {"serve": {"comparisons": alone}}, th)
+    row = rows[rows["subject"] == "b/a outputs_per_min at concurrency 1"].iloc[0]
+    assert bool(row["passed"]) and row["note"] == (
+        "not checked: neither run measured its spread (outputs a minute need two processes a side: server_restarts "
+        ">= 2)")
     # a serve baseline written before the levels were kept would pass any loss of throughput: refused
     stale = {k: v for k, v in base.items() if k != "serve"}
     with pytest.raises(BadInput, match="serve case's baseline without its levels"):
