@@ -44,7 +44,21 @@ def test_a_serve_run_end_to_end(tmp_path):
     assert not processes_with(tag)  # every server and the child it started were ended
     check_run_directory_and_report(tmp_path / "run", res.stdout)
     check_latency_and_throughput(json.loads((tmp_path / "run/summary.json").read_text())["serve"])
+    check_first_come_first_served(tmp_path / "run")
     check_served_quality(tmp_path / "run")
+
+
+def check_first_come_first_served(run):
+    """serial queues first come first served: at concurrency 4 no request waits for more than the three others
+    in flight, so no more than three others end between its start and its end. Counted from the requests'
+    own times, not bounded in milliseconds (a max latency bound failed where the loaded machine stalled once)."""
+    for trial in (t for t in read_jsonl(run / "trials.jsonl") if t["variant"] == "serial"):
+        rows = [r for r in read_jsonl(run / trial["dir"] / "rank0" / "requests.jsonl")
+                if r["level"] == 4 and r["phase"] == "measured"]
+        assert len(rows) == 8
+        for r in rows:
+            ahead = sum(r["start_s"] < o["end_s"] < r["end_s"] for o in rows if o is not r)
+            assert ahead <= 3, (trial["dir"], r["index"], ahead)
 
 
 def check_run_directory_and_report(run, stdout):
@@ -97,8 +111,7 @@ def check_latency_and_throughput(s):
     for key in (("serial", 1), ("batched", 1), ("batched", 4)):
         assert SLEEP_MS <= levels[key]["latency_p50_ms"] <= SLEEP_MS * 2, (key, levels[key])
     assert 3.5 * SLEEP_MS <= levels[("serial", 4)]["latency_p50_ms"] <= 4 * SLEEP_MS * 2
-    # The server queues first come first served: no request waits for more than three others.
-    assert 4 * SLEEP_MS <= levels[("serial", 4)]["latency_max_ms"] <= 5 * levels[("serial", 1)]["latency_p50_ms"]
+    assert 4 * SLEEP_MS <= levels[("serial", 4)]["latency_max_ms"]  # (a full queue: three ahead of it)
     ratios = {(r["level"], r["metric"]): r for r in s["comparisons"]}
     lat, out = ratios[(4, "latency_ms")], ratios[(4, "outputs_per_min")]
     assert lat["ratio"] < 0.45 and lat["verdict"] == "faster"
