@@ -258,10 +258,10 @@ def test_the_table_check_sees_an_import_from_a_module_it_does_not_name():
     module other than `plots` importing quality, the report importing the trace analyses' `collectives`, and the
     public `record` or `errors` importing the run data or common fail; the modules named pass."""
     table = may_import_table(DOC.read_text())
-    assert table["run"]["models"] == {"worker", "ranks"} and table["record"] == {} and table["errors"] == {}
+    assert table["run"]["models"] == {"model_rank", "ranks"} and table["record"] == {} and table["errors"] == {}
     planted = {("perfkit.run.serve_trial", "perfkit.models.pipeline"),
-               ("perfkit.run.worker", "perfkit.models.pipeline"), ("perfkit.run.ranks", "perfkit.models"),
-               ("perfkit.run.ranks", "perfkit.record"), ("perfkit.run.worker", "perfkit.record"),
+               ("perfkit.run.model_rank", "perfkit.models.pipeline"), ("perfkit.run.ranks", "perfkit.models"),
+               ("perfkit.run.ranks", "perfkit.record"), ("perfkit.run.model_rank", "perfkit.record"),
                ("perfkit.cost.programs", "perfkit.trace.xplane"), ("perfkit.cost.profile", "perfkit.trace.xplane"),
                ("perfkit.report.markdown", "perfkit.quality.compare"),
                ("perfkit.report.plots", "perfkit.quality.compare"),
@@ -277,12 +277,12 @@ def test_the_table_check_sees_an_import_from_a_module_it_does_not_name():
 
 
 def test_the_table_reads_one_way():
-    """A reason in parentheses, the old "models (`worker`, `ranks`)" or a cell of other words is refused: the
+    """A reason in parentheses, the old "models (`model_rank`, `ranks`)" or a cell of other words is refused: the
     column says only what the check enforces."""
     text = DOC.read_text()
     for old, new in [("quality's `media` (from `serve_trial`)", "quality's `media` (the serve codec's check)"),
-                     ("models (from `worker`, `ranks`)", "models (`worker`, `ranks`)"),
-                     ("record (from `worker`)", "record if need be")]:
+                     ("models (from `model_rank`, `ranks`)", "models (`model_rank`, `ranks`)"),
+                     ("record (from `model_rank`)", "record if need be")]:
         assert old in text
         with pytest.raises(ValueError, match="run's may import"):
             may_import_table(text.replace(old, new))

@@ -35,7 +35,7 @@ def _ratio(c: dict) -> str:
 
 
 METRIC_WORDS = {"step_ms": "median step time (synced)", "natural_step_ms": "natural step time (one sync per pass)"}
-# what the bundled model's trials record beside their steps (perfkit.run.worker), in the Timing table's words
+# what the bundled model's trials record beside their steps (perfkit.run.model_rank), in the Timing table's words
 VALUE_WORDS = {"setup_s": "building the model and its parameters", "setup_compile_s": "the compiles in that set-up",
                "compile_s": "compiling the step programs", "compile_cache_hits": "programs read from jax's persistent "
                "compile cache", "compile_cache_writes": "programs written to it"}

@@ -84,7 +84,7 @@ def rank_processes(case: Case, variant: Variant, trial: Trial, trial_dir: Path, 
             spec = {"model": case.model, "options": variant.options, "devices": case.devices,
                     "seed": case.seed, "trace_steps": case.capture["trace"],
                     "trace_dir": str(rdir / "trace"), "outputs": case.capture["outputs"]}
-            argv = [sys.executable, "-m", "perfkit.run.worker", json.dumps(spec)]
+            argv = [sys.executable, "-m", "perfkit.run.model_rank", json.dumps(spec)]
         else:
             argv = command_argv(case, variant)
         ranks.append(RankProcess(r, argv, env, rdir))

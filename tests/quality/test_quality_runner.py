@@ -92,7 +92,7 @@ def test_worker_saves_latents_on_request(tmp_path):
             "options": {"plan": "local", "save_latents": True}, "devices": 1, "seed": 0, "outputs": True}
     env = {"PATH": "", "JAX_PLATFORMS": "cpu", "PERFKIT_OUTPUTS": str(tmp_path),
            "PERFKIT_METRICS": str(tmp_path / "metrics.jsonl")}
-    subprocess.run([sys.executable, "-m", "perfkit.run.worker", json.dumps(spec)], check=True, env=env, cwd=REPO,
+    subprocess.run([sys.executable, "-m", "perfkit.run.model_rank", json.dumps(spec)], check=True, env=env, cwd=REPO,
                    timeout=120)
     latents, frames = np.load(tmp_path / "latents.npy"), np.load(tmp_path / "frames.npy")
     cfg = get("wan").configs["tiny"]

@@ -96,7 +96,7 @@ def test_model_case_runs_the_bundled_worker():
     case = case_mod.validate({"name": "m", "model": {"name": "wan", "steps": 4}, "devices": 4, "processes": 2,
                               "variants": {"tp": {"options": {"plan": "tp"}}, "sp": {"options": {"plan": "sp"}}}}, "m")
     ranks = rank_processes(case, case.variant("sp"), Trial(0, "sp", 0), Path("/r/t"), False)
-    assert all(r.argv[:3] == [sys.executable, "-m", "perfkit.run.worker"] for r in ranks)
+    assert all(r.argv[:3] == [sys.executable, "-m", "perfkit.run.model_rank"] for r in ranks)
     assert '"plan": "sp"' in ranks[0].argv[3]
     assert "--xla_force_host_platform_device_count=2" in ranks[1].env["XLA_FLAGS"]
 

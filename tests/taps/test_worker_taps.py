@@ -21,7 +21,7 @@ def test_worker_taps_a_later_step_from_its_input(tmp_path):
             "devices": 4, "seed": 2, "trace_steps": [], "trace_dir": None, "outputs": False}
     env = {**os.environ, "PERFKIT_METRICS": str(tmp_path / "metrics.jsonl"), "PERFKIT_TAP_STEPS": "1",
            "PERFKIT_TAP_ARRAYS": "1", "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
-    done = subprocess.run([sys.executable, "-m", "perfkit.run.worker", json.dumps(spec)], env=env,
+    done = subprocess.run([sys.executable, "-m", "perfkit.run.model_rank", json.dumps(spec)], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [json.loads(x) for x in (tmp_path / "taps.jsonl").read_text().splitlines()]

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from perfkit import record
-from perfkit.run.worker import CompileMeter
+from perfkit.run.model_rank import CompileMeter
 
 compiles = CompileMeter(jax.monitoring)
 f = jax.jit(lambda x: jnp.tanh(x @ x.T) @ x)

@@ -1,4 +1,4 @@
-"""One rank of a bundled-model trial: ``python -m perfkit.run.worker SPEC_JSON``.
+"""One rank of a bundled-model trial: ``python -m perfkit.run.model_rank SPEC_JSON``.
 
 The runner starts this in a fresh process per trial, with XLA flags (fake devices, dump folder) already
 in the environment, so env switches take effect at import as they do in users' programs. It speaks the
