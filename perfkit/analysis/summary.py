@@ -16,7 +16,7 @@ import numpy as np
 from perfkit.analysis import attribution, serving, stats, timing
 from perfkit.common.comparison import NO_SPREAD, inside_noise_floor, noise_range, without_ci
 from perfkit.cost.programs import run_costs
-from perfkit.hlo.check import variant_check
+from perfkit.hlo.consistency import variant_check
 from perfkit.quality import compare, departure, media
 from perfkit.rundata import case as case_mod
 from perfkit.rundata.case import Case
@@ -108,7 +108,7 @@ def compile_cache_summary(case: Case, run_dir: Path, trials: list[dict], variant
 def rank_summary(case: Case, run_dir: Path, trials: list[dict]) -> dict:
     """Rank consistency per variant. One SPMD controller compiles one program for all devices; with one
     process per rank, ``perfkit hlo-diff`` compares the programs of the first trial of each variant whose
-    ranks wrote XLA dumps (``perfkit.hlo.check``). A variant with no finished trial is not checked, nor a command
+    ranks wrote XLA dumps (``perfkit.hlo.consistency``). A variant with no finished trial is not checked, nor a command
     case's one process (``consistent`` null, ``checked`` saying why)."""
     if case.kind == "serve":
         return {v.name: {"consistent": None, "groups": [], "checked": "not checked (a served system)"}

@@ -16,7 +16,7 @@ from perfkit.cost.chips import chip
 from perfkit.cost.programs import ab_cost, variant_dumps
 from perfkit.errors import BadInput, DefinitionNote, ExitCode
 from perfkit.hlo import render
-from perfkit.hlo.check import check_all
+from perfkit.hlo.consistency import check_all
 from perfkit.hlo.diff import compare_ab
 from perfkit.hlo.dumps import run_trials, single_dump
 

@@ -4,7 +4,7 @@
 reads buffer assignments (temp size, collective receive offsets); ``dumps`` finds dump folders;
 ``renaming`` keys files equal up to naming; ``load`` parses each distinct program once; ``diff`` compares
 ranks (``compare_ranks``) or variants (``compare_ab``); ``cost`` counts a program's FLOPs, bytes and
-collectives; ``render`` prints the results; ``check`` compares the ranks of the paths given
+collectives; ``render`` prints the results; ``consistency`` compares the ranks of the paths given
 (``perfkit hlo-diff``'s rank mode, the command being ``perfkit.cli.hlo``) and is the runner's per-variant
 check.
 
@@ -20,4 +20,4 @@ In a notebook::
 from perfkit.common.lazy import exports
 
 __all__ = ["diff_ranks", "diff_ab"]
-__getattr__, __dir__ = exports(__name__, {"diff_ranks": "check:check_all", "diff_ab": "diff:compare_ab"})
+__getattr__, __dir__ = exports(__name__, {"diff_ranks": "consistency:check_all", "diff_ab": "diff:compare_ab"})

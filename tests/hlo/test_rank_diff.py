@@ -12,7 +12,7 @@ from hlo_dumps import REPO, hlo_file, rename_everything, rename_module
 
 from perfkit.errors import BadInput
 from perfkit.hlo import load
-from perfkit.hlo.check import variant_check
+from perfkit.hlo.consistency import variant_check
 from perfkit.hlo.diff import compare_ranks
 from perfkit.hlo.dumps import RankDumps, dump_files, resolve
 from perfkit.hlo.fingerprint import Signer, computation_fingerprints, flatten
