@@ -19,6 +19,7 @@ from perfkit.cost.roofline import describe, roofline
 from perfkit.errors import BadInput
 from perfkit.hlo.cost import ProgramCost, dump_cost
 from perfkit.hlo.dumps import dump_files, find_dumps
+from perfkit.rundata.rundir import rank_dirs
 
 # the bundled worker's step (perfkit.models.pipeline._euler_step), the kernel bench's op (perfkit.kernels.bench)
 STEP_MODULES = ("jit__euler_step", "jit_kernel_step")
@@ -85,7 +86,9 @@ def run_costs(run_dir: Path, summary: dict, chip: Chip | None = None,
     the run's own chip (env.json's devices, else its profiles' plane stats), where a step timed on that
     chip is set beside its bound."""
     own = run_chip(run_dir)
-    profiles = sorted(run_dir.glob("trials/*/rank*/trace/**/*.xplane.pb")) if own is None else []
+    profiles = [] if own is not None else [
+        f for trial in sorted((run_dir / "trials").glob("*")) for r in rank_dirs(trial)
+        for f in sorted((r / "trace").glob("**/*.xplane.pb"))]
     if profiles:
         from perfkit.cost.profile import profile_chip  # numpy and the xplane reader: only for profiled runs
 

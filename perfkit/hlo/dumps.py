@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from perfkit.errors import BadInput
+from perfkit.rundata.rundir import rank_dirs
 
 AFTER_OPTIMIZATIONS = "after_optimizations.txt"
 _COUNTER = re.compile(r"module_(\d+)\.")
@@ -74,12 +75,7 @@ def _dump_folder(rank_dir: Path) -> Path:
 
 def rank_folders(folder: Path) -> dict[int, Path]:
     """``folder/rank<R>/`` sub-folders, each rank's dump folder (empty when there are none)."""
-    found = {}
-    for sub in folder.iterdir():
-        m = _RANK_DIR.match(sub.name)
-        if m and sub.is_dir():
-            found[int(m.group(1))] = _dump_folder(sub)
-    return dict(sorted(found.items()))
+    return {int(sub.name.removeprefix("rank")): _dump_folder(sub) for sub in rank_dirs(folder)}
 
 
 def _trial_order(trial: Path) -> tuple[int, str]:

@@ -30,6 +30,7 @@ import pandas as pd
 from perfkit.common.json_figures import from_json
 from perfkit.errors import BadInput
 from perfkit.quality.compare import tensor_table
+from perfkit.rundata.rundir import rank_dirs
 
 TAPS_FILE = "taps.jsonl"
 REPEAT_FACTOR = 10.0
@@ -164,8 +165,7 @@ def first_departure(table: pd.DataFrame) -> dict | None:
 
 def rank_with_taps(trial_dir: Path) -> Path | None:
     """The lowest rank folder of a trial holding ``taps.jsonl``."""
-    ranks = sorted(trial_dir.glob(f"rank*/{TAPS_FILE}"), key=lambda p: int(p.parent.name[4:] or 0))
-    return ranks[0].parent if ranks else None
+    return next((r for r in rank_dirs(trial_dir) if (r / TAPS_FILE).exists()), None)
 
 
 def run_departure(run_dir: Path, trials: list[dict], a: str, b: str) -> dict | None:

@@ -30,6 +30,7 @@ import numpy as np
 
 from perfkit.errors import BadInput
 from perfkit.quality.planes import Decoded
+from perfkit.rundata.rundir import rank_dirs
 
 # (the last five: elementary streams)
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".mov", ".avi", ".gif", ".m4v", ".3gp", ".ts", ".flv", ".ogv", ".mpg",
@@ -588,10 +589,11 @@ def other_rank_outputs(run_dir: Path) -> dict[int, list[str]]:
     """The comparable outputs ranks other than 0 wrote in a run's trials (``rank<R>/outputs``), by rank: a run's
     quality compares rank 0's alone."""
     found: dict[int, set[str]] = {}
-    for folder in sorted(run_dir.glob("trials/*/rank*/outputs")):
-        rank = folder.parent.name.removeprefix("rank")
-        if rank.isdigit() and int(rank) > 0:
-            found.setdefault(int(rank), set()).update(output_files(folder.parent))
+    for trial in sorted((run_dir / "trials").glob("*")):
+        for rank_dir in rank_dirs(trial):
+            rank = int(rank_dir.name.removeprefix("rank"))
+            if rank > 0 and (rank_dir / "outputs").exists():
+                found.setdefault(rank, set()).update(output_files(rank_dir))
     return {r: sorted(names) for r, names in sorted(found.items()) if names}
 
 

@@ -13,6 +13,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import shlex
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from perfkit.errors import BadInput
 from perfkit.rundata.trials import TrialRecord
 
 CHECK_SUMMARY = "PERFKIT_CHECK_SUMMARY"  # set (the test suite does): each summary.json written is validated
+
+_RANK_DIR = re.compile(r"rank(\d+)")
 
 STATUS_RANK = {"hung": 0, "crashed": 1, "incomplete": 2, "no_steps": 3, "ok": 4}  # worst first
 
@@ -49,6 +52,15 @@ def resume_command(run_dir: Path) -> str:
         top = top.parent.parent
     hosts = " --host-index <this host, 0..>" if (top / "hosts").is_dir() else ""
     return f"perfkit run --resume {shlex.quote(str(top))}{hosts}"
+
+
+def rank_dirs(trial_dir: Path) -> list[Path]:
+    """A trial folder's ``rank<R>`` folders by rank number, not by name (rank10 after rank9); empty when it
+    has none or is no folder."""
+    if not trial_dir.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in trial_dir.iterdir() if (m := _RANK_DIR.fullmatch(p.name)) and p.is_dir()]
+    return [p for _, p in sorted(found)]
 
 
 def cell_dirs(run_dir: Path) -> list[Path]:

@@ -33,6 +33,7 @@ import pandas as pd
 from perfkit.errors import BadInput
 from perfkit.hlo.dumps import dump_files
 from perfkit.hlo.parse import Instruction, read_module
+from perfkit.rundata.rundir import rank_dirs
 from perfkit.trace import collectives, shards
 from perfkit.trace.events import chip_frame, chip_key, is_device_op, notes_left_out
 
@@ -294,7 +295,7 @@ def dumps_beside(paths: list[str | Path]) -> dict[int, Path]:
     otherwise."""
     found = {}
     for p in map(Path, paths):
-        for rank_dir in [p, p.parent, *(sorted(p.glob("rank*")) if p.is_dir() else [])]:
+        for rank_dir in [p, p.parent, *rank_dirs(p)]:
             m = re.fullmatch(r"rank(\d+)", rank_dir.name)
             if m and any((rank_dir / "xla_dump").glob("*after_optimizations.txt")):
                 found[int(m.group(1))] = rank_dir / "xla_dump"
@@ -326,7 +327,7 @@ def run_hangs(run_dir: Path, trials: list[dict]) -> dict | None:
     out = {}
     for t in trials:
         folder = Path(run_dir) / t["dir"]
-        paths = sorted(folder.glob("rank*/trace"))
+        paths = [r / "trace" for r in rank_dirs(folder) if (r / "trace").exists()]
         if t["status"] != "hung" or not any(any(p.rglob("*.xplane.pb")) or any(p.rglob("*.json*")) for p in paths):
             continue
         try:

@@ -11,13 +11,19 @@ import pandas as pd
 
 from perfkit.common.units import PS_PER_MS
 from perfkit.errors import BadInput
+from perfkit.rundata.rundir import rank_dirs
 from perfkit.trace import breakdown, collectives, diff, events, shards, timeline
 
 TOP_DELTAS = 8
 
 
 def _traced(folder: Path) -> bool:
-    return any(folder.glob("rank*/trace/**/*.xplane.pb")) or any(folder.glob("rank*/trace/**/*.json*"))
+    return any(any(t.glob("**/*.xplane.pb")) or any(t.glob("**/*.json*")) for t in rank_trace_dirs(folder))
+
+
+def rank_trace_dirs(folder: Path) -> list[Path]:
+    """A trial folder's ``rank<R>/trace`` paths that exist, by rank number."""
+    return [r / "trace" for r in rank_dirs(folder) if (r / "trace").exists()]
 
 
 def trial_trace_dirs(run_dir: Path, trials: list[dict], variant: str) -> list[Path]:
@@ -48,7 +54,7 @@ def _trial_parts(parts: pd.DataFrame, folder: Path) -> pd.DataFrame:
 def trial_parts(folder: Path) -> pd.DataFrame:
     """``diff.span_parts`` of a trial folder's traces (``rank*/trace``), with ``trial``: the attribution's units."""
     with events.notes_left_out():
-        return _trial_parts(shards.parts_traces(sorted(folder.glob("rank*/trace"))), folder)
+        return _trial_parts(shards.parts_traces(rank_trace_dirs(folder)), folder)
 
 
 def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict, list[pd.DataFrame] | BadInput]:
@@ -59,7 +65,7 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict, list[pd.Dat
     rows, tables, sources, analysed, measured, spans, unparted = [], [], set(), [], set(), [], None
     for folder in folders:  # one trial at a time: its ranks' traces belong together, trials do not
         with events.notes_left_out():
-            found = shards.trial_traces(sorted(folder.glob("rank*/trace")))
+            found = shards.trial_traces(rank_trace_dirs(folder))
         rows.append(found.rows)
         tables.append(found.table)
         analysed.append((folder.name, found.collectives))
