@@ -18,7 +18,7 @@ from perfkit.cost.change import change
 from perfkit.cost.programs import cost_block, run_costs
 from perfkit.cost.roofline import describe, roofline
 from perfkit.errors import BadInput
-from perfkit.hlo.cost import ProgramCost
+from perfkit.hlo.program_cost import ProgramCost
 from perfkit.hlo.dumps import single_dump
 
 MIB = 1 << 20

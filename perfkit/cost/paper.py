@@ -27,7 +27,7 @@ from jax.sharding import PartitionSpec as P
 
 from perfkit import models
 from perfkit.errors import BadInput
-from perfkit.hlo.cost import ProgramCost, program_cost
+from perfkit.hlo.program_cost import ProgramCost, program_cost
 from perfkit.hlo.parse import parse_module
 from perfkit.models import layers as L
 from perfkit.models.pipeline import step_program

@@ -17,7 +17,7 @@ from perfkit.cost.change import change
 from perfkit.cost.chips import Chip
 from perfkit.cost.roofline import describe, roofline
 from perfkit.errors import BadInput
-from perfkit.hlo.cost import ProgramCost, dump_cost
+from perfkit.hlo.program_cost import ProgramCost, dump_cost
 from perfkit.hlo.dumps import dump_files, find_dumps
 from perfkit.rundata.rundir import rank_dirs
 

@@ -3,8 +3,8 @@
 ``parse`` reads ``*after_optimizations.txt``; ``fingerprint`` gives name-free canonical forms; ``buffers``
 reads buffer assignments (temp size, collective receive offsets); ``dumps`` finds dump folders;
 ``renaming`` keys files equal up to naming; ``load`` parses each distinct program once; ``diff`` compares
-ranks (``compare_ranks``) or variants (``compare_ab``); ``cost`` counts a program's FLOPs, bytes and
-collectives; ``render`` prints the results; ``consistency`` compares the ranks of the paths given
+ranks (``compare_ranks``) or variants (``compare_ab``); ``program_cost`` counts a program's FLOPs, bytes
+and collectives; ``render`` prints the results; ``consistency`` compares the ranks of the paths given
 (``perfkit hlo-diff``'s rank mode, the command being ``perfkit.cli.hlo``) and is the runner's per-variant
 check.
 

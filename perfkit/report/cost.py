@@ -5,7 +5,7 @@ from __future__ import annotations
 from perfkit.common.digits import change_text, digits
 from perfkit.cost.change import change
 from perfkit.cost.roofline import RESOURCES
-from perfkit.hlo.cost import ProgramCost
+from perfkit.hlo.program_cost import ProgramCost
 
 MIB = 1 << 20
 

@@ -12,7 +12,7 @@ text names it, else first in first out per chip and kind). On one chip:
 - ``bytes``: sent per device, from the buffer (the op's output shape; the GPU kernel's message size
   and dtype) and the group size n (the HLO text's ``replica_groups``, the kernel's ``Group size``, else
   the chips that ran the instance): all-gather and reduce-scatter (n-1)/n of the whole buffer,
-  all-reduce 2(n-1)/n, all-to-all (n-1)/n, collective-permute the buffer (``perfkit.hlo.cost.SENT_SHARE``).
+  all-reduce 2(n-1)/n, all-to-all (n-1)/n, collective-permute the buffer (``perfkit.hlo.program_cost.SENT_SHARE``).
 
 Chips share a clock when they are in XSpaces of one host (its wall clock: one process's file, or several
 processes', each a rank) or in Kineto traces of one time base (the same ``baseTimeNanoseconds``, or epoch
@@ -38,7 +38,7 @@ from pandas.api.types import union_categoricals
 
 from perfkit.common.units import PS_PER_MS
 from perfkit.errors import DefinitionNote
-from perfkit.hlo.cost import SENT_SHARE, group_size, shape_bytes
+from perfkit.hlo.program_cost import SENT_SHARE, group_size, shape_bytes
 from perfkit.hlo.parse import parse_instruction
 from perfkit.trace import breakdown, kineto, timeline
 from perfkit.trace.events import chip_key, first_rows, is_device_op, packed_key

@@ -1,4 +1,4 @@
-"""`perfkit.hlo.cost` and `perfkit cost`: program cost against XLA's own cost analysis, and against counts
+"""`perfkit.hlo.program_cost` and `perfkit cost`: program cost against XLA's own cost analysis, and against counts
 worked out by hand from shapes.
 
 The oracle is ``compiled.cost_analysis()`` / ``compiled.memory_analysis()`` of the bundled model's step on
@@ -21,7 +21,7 @@ import pytest
 from perfkit.cost import chips
 from perfkit.cost.roofline import roofline
 from perfkit.errors import BadInput
-from perfkit.hlo.cost import program_cost, shape_bytes
+from perfkit.hlo.program_cost import program_cost, shape_bytes
 from perfkit.hlo.parse import parse_module, read_module
 from perfkit.models.plans import make_plan
 

@@ -1,4 +1,4 @@
-"""`perfkit.hlo.cost` on the async forms XLA prints in real GPU and TPU dumps, against XLA's own figures.
+"""`perfkit.hlo.program_cost` on the async forms XLA prints in real GPU and TPU dumps, against XLA's own figures.
 
 The modules are openxla/xla's own test text (Apache-2.0), one instruction a line as XLA dumps them:
 ``xla/service/gpu/model/gpu_hlo_cost_analysis_test.cc`` @ ef634337 (``AsyncAllGather``: a combined all-gather,
@@ -9,7 +9,7 @@ which XLA's all-gather combiner writes for FSDP's gathers; its test expects ``By
 
 import pytest
 
-from perfkit.hlo.cost import program_cost
+from perfkit.hlo.program_cost import program_cost
 from perfkit.hlo.parse import parse_module
 
 ADD = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT t = f32[] add(a, b)\n}\n\n"

@@ -1,7 +1,7 @@
 """`perfkit cost` on transfers to and from the host: a host callback's send / recv (``is_host_transfer=true``)
 crosses PCIe, not the interconnect between devices, so it is no collective and sends nothing a device."""
 
-from perfkit.hlo.cost import program_cost
+from perfkit.hlo.program_cost import program_cost
 from perfkit.hlo.parse import parse_module
 
 

@@ -1,4 +1,4 @@
-"""`perfkit.hlo.cost` on library custom-calls (cuDNN / MIOpen convolutions, cuBLAS / hipBLAS GEMMs),
+"""`perfkit.hlo.program_cost` on library custom-calls (cuDNN / MIOpen convolutions, cuBLAS / hipBLAS GEMMs),
 convolutions and ``bitcast-convert``, against XLA's own ``HloCostAnalysis``, run live on HLO text.
 
 The referee: XLA's cost analysis of a text module on this CPU (jaxlib's ``hlo_module_cost_analysis``).
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfkit.hlo.cost import program_cost
+from perfkit.hlo.program_cost import program_cost
 from perfkit.hlo.parse import parse_module, read_module
 
 REPO = Path(__file__).resolve().parents[2]

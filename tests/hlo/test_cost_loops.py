@@ -2,7 +2,7 @@
 body is costed once, as XLA's cost analysis costs it, and the output says so (it said nothing: a once-through
 figure read as the step's cost). The module is XLA's own (jaxlib, CPU), the referee its ``cost_analysis()``."""
 
-from perfkit.hlo.cost import ProgramCost, program_cost
+from perfkit.hlo.program_cost import ProgramCost, program_cost
 from perfkit.hlo.parse import parse_module
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from perfkit.errors import BadInput
-from perfkit.hlo.cost import program_cost
+from perfkit.hlo.program_cost import program_cost
 from perfkit.hlo.parse import parse_module
 
 REPO = Path(__file__).resolve().parents[2]
