@@ -254,7 +254,7 @@ def test_the_table_check_sees_a_planted_import():
 
 def test_the_table_check_sees_an_import_from_a_module_it_does_not_name():
     """Not vacuous: "(from ...)" limits who imports, and "—" allows nothing. run importing the bundled models or
-    record outside the modules named, cost's `programs` importing the xplane reader (only `profile` may), a report
+    record outside the modules named, cost's `programs` importing the xplane reader (only `profile_chip` may), a report
     module other than `plots` importing quality, the report importing the trace analyses' `collectives`, and the
     public `record` or `errors` importing the run data or common fail; the modules named pass."""
     table = may_import_table(DOC.read_text())
@@ -262,7 +262,7 @@ def test_the_table_check_sees_an_import_from_a_module_it_does_not_name():
     planted = {("perfkit.run.serve_trial", "perfkit.models.pipeline"),
                ("perfkit.run.model_rank", "perfkit.models.pipeline"), ("perfkit.run.ranks", "perfkit.models"),
                ("perfkit.run.ranks", "perfkit.record"), ("perfkit.run.model_rank", "perfkit.record"),
-               ("perfkit.cost.programs", "perfkit.trace.xplane"), ("perfkit.cost.profile", "perfkit.trace.xplane"),
+               ("perfkit.cost.programs", "perfkit.trace.xplane"), ("perfkit.cost.profile_chip", "perfkit.trace.xplane"),
                ("perfkit.report.markdown", "perfkit.quality.compare"),
                ("perfkit.report.plots", "perfkit.quality.compare"),
                ("perfkit.report.markdown", "perfkit.trace.collectives"), ("perfkit.record", "perfkit.rundata.metrics"),

@@ -90,7 +90,7 @@ def run_costs(run_dir: Path, summary: dict, chip: Chip | None = None,
         f for trial in sorted((run_dir / "trials").glob("*")) for r in rank_dirs(trial)
         for f in sorted((r / "trace").glob("**/*.xplane.pb"))]
     if profiles:
-        from perfkit.cost.profile import profile_chip  # numpy and the xplane reader: only for profiled runs
+        from perfkit.cost.profile_chip import profile_chip  # numpy and the xplane reader: only for profiled runs
 
         own = profile_chip(profiles)
     chip = chip or own
