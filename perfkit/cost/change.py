@@ -1,7 +1,8 @@
 """B's step cost against A's, in words and numbers (stdlib only): "sp adds 72 collective-permutes of
 8 KiB a step and removes 6 all-reduces of 64 KiB". Collectives are told apart by kind, buffer size and
-the devices in their groups: the same all-reduces over groups of 8 devices instead of 2 are "regrouped",
-never "the same collectives" (each device sends 2 x 7/8 of the buffer, not 2 x 1/2)."""
+the number of devices in their groups: the same all-reduces over groups of 8 devices instead of 2 are
+"regrouped", never alike (each device sends 2 x 7/8 of the buffer, not 2 x 1/2); groups of one size over other
+devices read alike, which the sentence says (``hlo-diff --ab``'s module table lists their members)."""
 
 from __future__ import annotations
 
@@ -77,7 +78,9 @@ def change(a_name: str, a: dict, b_name: str, b: dict) -> dict:
         parts.append(f"runs {n} {r['kind']}{'s' if n != 1 else ''} of {_size(r['buffer_bytes'])} over groups of "
                      f"{r['groups'][1]} devices, not {r['groups'][0]}")
     if ca or cb:
-        words = f"{b_name} " + (" and ".join(parts) if parts else "runs the same collectives") + f" (against {a_name})"
+        # (a step's costs count a group's devices, not which: groups of the same size over other devices read alike)
+        words = f"{b_name} " + (" and ".join(parts) if parts else "runs collectives of the same kinds, sizes and group "
+                                "sizes") + f" (against {a_name})"
     else:
         words = f"{b_name} runs no collective, nor does {a_name}"
     totals = {k: [a[k], b[k]] for k in ("flops", "hbm_bytes", "interconnect_bytes")}

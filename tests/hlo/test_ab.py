@@ -117,9 +117,26 @@ def test_the_same_collective_with_its_reducer_named_apart_is_the_same(tmp_path):
     out = json.loads(res.stdout)
     (m,) = out["modules"]
     assert m["collectives_added"] == [] == m["collectives_removed"]
-    assert out["cost"]["change"]["sentence"].startswith("B runs the same collectives (against A)")
+    assert out["cost"]["change"]["sentence"].startswith(
+        "B runs collectives of the same kinds, sizes and group sizes (against A)")
     (row,) = compare_ab(a, a)["modules"]
     assert m["collectives"] == [1, 1] and row["collectives_added"] == []
+
+
+def test_groups_of_one_size_over_other_devices_are_not_said_to_be_the_same_collectives(tmp_path):
+    """An HLO hunt's: a 2x4 mesh's all-reduce groups against a 4x2's, both of 4 devices, read "B runs the same
+    collectives" while the module table listed the changed groups. The sentence says what it compared."""
+    name = "module_0001.jit_step.cpu_after_optimizations.txt"
+    a = dump(tmp_path / "a", tp_step("{{0,1,2,3},{4,5,6,7}}", "region_0.1"), name)
+    b = dump(tmp_path / "b", tp_step("{{0,2,4,6},{1,3,5,7}}", "region_0.1"), name)
+    res = subprocess.run([sys.executable, "-m", "perfkit.cli", "hlo-diff", "--ab", "--json", a, b],
+                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    out = json.loads(res.stdout)
+    (m,) = out["modules"]
+    assert m["collectives_added"] and m["collectives_removed"]  # the module table tells the groups apart
+    assert "the same collectives" not in out["cost"]["change"]["sentence"]
+    assert out["cost"]["change"]["sentence"].startswith(
+        "B runs collectives of the same kinds, sizes and group sizes (against A)")
 
 
 def one_process_run(root: Path, variants: dict[str, str]) -> Path:
