@@ -47,6 +47,8 @@ def parted(parting: dict) -> str:
     step = f" in step {parting['step']}" if parting["step"] >= 0 else ", before the first step marker"
     programs = {str(r): c for r, c in (parting.get("programs") or {}).items()}
     said, by_program = [], []
+    counts = {c["majority_count"] for c in programs.values()}  # the step's collectives, where a program says
+    of_step = counts.pop() if len(counts) == 1 else parting["in_step"]
     for p in parting["parted"]:
         change = programs.get(str(p["rank"])) or {}
         lacks, adds = change.get("lacks", ()), change.get("adds", ())
@@ -61,8 +63,7 @@ def parted(parting: dict) -> str:
             continue
         # the collective named is the majority's there, or where the majority ran none, the first extra one (of
         # no count of the majority's); a step the majority's program counts, else as far as its trace went
-        counts = {c["majority_count"] for c in programs.values()}
-        of = "" if p["how"] == "extra collective" else f" of {counts.pop() if len(counts) == 1 else parting['in_step']}"
+        of = "" if p["how"] == "extra collective" else f" of {of_step}"
         said.append(f"rank {p['rank']} {_HOW.get(p['how'], p['how']).format(mine=p['op'])} {parting['op']} "
                     f"(collective {parting['index'] + 1}{of}{step})")
     return ", ".join(dict.fromkeys(by_program or said))  # a rank's chips part alike: said once
