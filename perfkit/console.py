@@ -1,6 +1,6 @@
 """The ``perfkit`` console script: the command line, and a Ctrl-C that comes while it loads.
 
-Loading the command line (click, perfkit.cli) takes tens of milliseconds; a Ctrl-C then would end in a traceback
+A Ctrl-C while the command line (click, perfkit.cli) loads would end in a traceback
 and exit 1, the code of a failed check (a CI job cancelled as ``perfkit check`` starts). It ends as a Ctrl-C does
 once a command runs (``perfkit.cli``): one line, exit 3."""
 
