@@ -192,12 +192,12 @@ def trials_parts(folders: list[Path] | list[pd.DataFrame]) -> pd.DataFrame:
 
 def run_summary(run_dir: str | Path, top: int | None = None, seed: int | None = None) -> dict:
     """``summarize`` of a run directory's variants (the A/A control too, its name as ``aa``), as
-    ``perfkit trace diff RUN_DIR`` prints it; seed: the case's."""
+    ``perfkit trace attribution RUN_DIR`` prints it; seed: the case's."""
     run_dir = Path(run_dir)
     if not run_dir.exists():
         raise BadInput("no such file or folder", path=str(run_dir))
     if not (run_dir / "trials.jsonl").is_file():
-        raise BadInput("not a run directory (no trials.jsonl): give two traces, A and B", path=str(run_dir))
+        raise BadInput("not a run directory (no trials.jsonl)", path=str(run_dir))
     case = case_mod.load(run_dir / "case.yaml")
     trials = read_trials(run_dir)
     doc = summarize(run_dir, trials, [v.name for v in case.run_variants()], top=top or TOP,

@@ -1,4 +1,5 @@
-"""``perfkit trace breakdown | diff | collectives | tail | export``: the commands only format what the analyses return."""
+"""``perfkit trace breakdown | diff | attribution | collectives | tail | export``: the commands only format what
+the analyses return."""
 
 from __future__ import annotations
 
@@ -42,8 +43,8 @@ KINETO_DIFF = ("Kineto times are read to the ns (HTA's TraceDiff rounds them inw
                "HTA_DISABLE_NS_ROUNDING=1 keeps them), and an op of no duration is neither timed nor counted "
                "(TraceDiff counts it)")
 OPS_BY_NAME = ("ops are matched by name, which XLA gives per program: where A and B compiled different programs, "
-               "one name may be different ops on each side (perfkit trace diff RUN_DIR aligns a run's two step "
-               "programs by their structure, from its XLA dumps)")
+               "one name may be different ops on each side (perfkit trace attribution RUN_DIR aligns a run's two "
+               "step programs by their structure, from its XLA dumps)")
 GLOO_RANKS = ("these ranks' collectives ran on host CPUs (gloo): where the ranks share a machine, as a perfkit run's "
               "do, the arrival skew is its scheduling, not a slow rank, so the rank that arrived last is not flagged a "
               "straggler")
@@ -273,38 +274,37 @@ def _clock_line(clock: list[dict], side: str = "") -> str:
 
 
 @trace.command()
+@click.argument("run_dir", type=click.Path())
+@click.option("-n", "--top", type=click.IntRange(min=1), help="Ops and op kinds named (default 10).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (summary.json's attribution, the A/A control's too).")
+def attribution(run_dir, top, as_json):
+    """Where each variant's change goes: its change in mean step per chip against the baseline's, by category,
+    op kind and op, with CIs over its trials (a run directory's traces; the report's section)."""
+    # the attribution (analysis stage, scipy) and its report lines: only for the command that runs them
+    from perfkit.analysis.attribution import run_summary
+    from perfkit.report.attribution import text
+
+    doc = run_summary(run_dir, top)
+    click.echo(json.dumps({"attribution": doc, "notes": _notes()}, indent=1) if as_json else text(doc))
+
+
+@trace.command()
 @click.argument("a", type=click.Path())
 @click.argument("b", type=click.Path(), required=False)
 @click.option("--by", type=click.Choice(["kind", "op", "shape"]), default="kind", show_default=True,
               help="Key ops by opcode / kernel kind, by op name, or by kind and output shape.")
-@click.option("-n", "--top", type=click.IntRange(min=1), help="Rows to show (default 20; a run directory: ops and "
-              "kinds named, default 10).")
+@click.option("-n", "--top", type=click.IntRange(min=1), default=20, show_default=True, help="Rows to show.")
 @steps_option
 @window_option
 @last_step_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (every row).")
 def diff(a, b, by, top, step_pattern, window, last_step, as_json):
     """Device time per chip and step of trace B against trace A, largest changes first (with --window
-    trace, per chip over its whole trace: HTA's TraceDiff sums per kernel). With one argument, a run
-    directory: each variant's change in mean step per chip against the baseline's, by category, op kind
-    and op, with CIs over its trials (-n: ops and kinds named; --by, --steps, --window and
-    --last-step are for two traces)."""
-    if b is None:
-        ctx = click.get_current_context()
-        given = [p.opts[0] for p in ctx.command.params if p.name in ("by", "step_pattern", "window", "last_step")
-                 and ctx.get_parameter_source(p.name) is not click.core.ParameterSource.DEFAULT]
-        if given:  # (they had been left unread, unsaid)
-            raise BadInput(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to two traces, A and B; "
-                           "a run directory's attribution splits by category, op kind and op, over its steps as "
-                           "traced", path=a)
-        # the attribution (analysis stage, scipy) and its report lines: only for a run directory
-        from perfkit.analysis.attribution import run_summary
-        from perfkit.report.attribution import text
-
-        doc = run_summary(a, top)
-        click.echo(json.dumps({"attribution": doc, "notes": _notes()}, indent=1) if as_json else text(doc))
-        return
-    top = top or 20
+    trace, per chip over its whole trace: HTA's TraceDiff sums per kernel). A run directory's variants
+    against its baseline: perfkit trace attribution RUN_DIR."""
+    if b is None:  # (B is optional only to point a run directory to its command)
+        raise BadInput("trace diff compares two traces, A and B; a run directory's variants against its baseline: "
+                       "perfkit trace attribution RUN_DIR", path=a)
     _prepare()
     # pandas and the analyses load only for the command that runs them (``_prepare``)
     import pandas as pd

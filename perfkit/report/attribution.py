@@ -99,7 +99,7 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
                 "removed: on one side only (its CI cut at 0: the change has that sign); an op is matched across "
                 "sides by its name, which is one op only where both ran the same program (XLA numbers its ops per "
                 "program)."
-                + (" `perfkit trace diff RUN_DIR` prints the same." if command else "")]
+                + (" `perfkit trace attribution RUN_DIR` prints the same." if command else "")]
         if any(v.get("outside_ops", ())):  # (summaries from before it)
             (a_ops, b_ops), (a_ms, b_ms) = v["outside_ops"], v["outside_ms"]
             out += ["", f"Not in these figures: device ops outside every traced step's span, {base} {a_ops} "
@@ -132,7 +132,7 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
 
 
 def text(attribution: dict) -> str:
-    """``perfkit trace diff RUN_DIR``'s text: the report's lines (``attribution["aa"]``: the A/A control), its
+    """``perfkit trace attribution RUN_DIR``'s text: the report's lines (``attribution["aa"]``: the A/A control), its
     tables in columns."""
     return "\n".join(aligned(section(attribution, attribution.get("aa"), command=False))).strip()
 

@@ -239,20 +239,20 @@ def _run_dir(tmp_path, rng, after_us: int = 0):
     return tmp_path
 
 
-def test_trace_diff_run_dir(tmp_path):
+def test_trace_attribution_of_a_run_dir(tmp_path):
     run_dir = _run_dir(tmp_path, np.random.default_rng(5))
-    result = CliRunner().invoke(cli, ["trace", "diff", str(run_dir), "--json", "-n", "4"])
+    result = CliRunner().invoke(cli, ["trace", "attribution", str(run_dir), "--json", "-n", "4"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)["attribution"]
     b = doc["variants"]["b"]
     assert doc["baseline"] == "a" and doc["top"] == 4 and b["trials"] == [2, 2] and b["chip_steps"] == [8, 8]
     assert b["op"][0]["key"] == ADDED and b["op"][0]["change"] == "added" and len(b["op"]) == 4 + 3
-    text = CliRunner().invoke(cli, ["trace", "diff", str(run_dir)])
+    text = CliRunner().invoke(cli, ["trace", "attribution", str(run_dir)])
     assert text.exit_code == 0, text.output
     assert text.stdout.startswith(f"### Where b's {b['total']['delta_ms']:+.3f} ms a step goes")
     # the report's Markdown, its tables in columns for a terminal: every row of a table as long as its head
     lines = text.stdout.splitlines()
-    full = json.loads(CliRunner().invoke(cli, ["trace", "diff", str(run_dir), "--json"]).stdout)["attribution"]
+    full = json.loads(CliRunner().invoke(cli, ["trace", "attribution", str(run_dir), "--json"]).stdout)["attribution"]
     def plain(line: str) -> str:  # (a separator's dashes as many as its column is wide)
         return re.sub(r"-{3,}", "---", " ".join(line.split()))
 
@@ -263,18 +263,19 @@ def test_trace_diff_run_dir(tmp_path):
     assert any(line.startswith(f"| `{ADDED}` | ici ") and " | added " in line for line in lines)
     # 9 ops (8 fusions and the planted all-reduce), 4 named: the other 5 fusions run on both sides
     assert [r["other_keys"] for r in b["op"] if r["key"] == "other"] == [{"changed": 5}]
-    four = CliRunner().invoke(cli, ["trace", "diff", str(run_dir), "-n", "4"]).stdout.splitlines()
+    four = CliRunner().invoke(cli, ["trace", "attribution", str(run_dir), "-n", "4"]).stdout.splitlines()
     assert any(plain(line).startswith("| other (5 ops: 5 changed) | - | other ") for line in four)
     frame = attribution.run_attribution(run_dir, top=4)  # the Python API: the same rows as a frame
     ops = frame[(frame["variant"] == "b") & (frame["by"] == "op")]
     assert ops.iloc[0]["delta_ms"] == pytest.approx(b["op"][0]["delta_ms"])
-    # the two traces' options on a run directory: refused in one line (a newcomer's --by shape went unread)
-    for args, named in ((["--by", "shape"], "--by applies"), (["--steps", "x", "--last-step", "drop"],
-                                                               "--steps, --last-step apply")):
-        refused = CliRunner().invoke(cli, ["trace", "diff", str(run_dir), *args])
-        assert refused.exit_code == 2 and refused.output == (
-            f"perfkit: {run_dir}: {named} to two traces, A and B; a run directory's attribution splits by category, "
-            "op kind and op, over its steps as traced\n")
+    # trace diff compares two traces: given a run directory alone, it names the command for one (exit 2)
+    refused = CliRunner().invoke(cli, ["trace", "diff", str(run_dir)])
+    assert refused.exit_code == 2 and refused.output == (
+        f"perfkit: {run_dir}: trace diff compares two traces, A and B; a run directory's variants against its "
+        "baseline: perfkit trace attribution RUN_DIR\n")
+    # and the attribution has no options of two traces' (a newcomer's --by shape had gone unread)
+    refused = CliRunner().invoke(cli, ["trace", "attribution", str(run_dir), "--by", "shape"])
+    assert refused.exit_code == 2 and "No such option '--by'" in refused.output
 
 
 def test_ops_after_the_last_step_are_named_not_attributed(tmp_path):
@@ -301,15 +302,15 @@ def _trials(run_dir) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines()]
 
 
-def test_trace_diff_not_a_run_dir(tmp_path):
-    result = CliRunner().invoke(cli, ["trace", "diff", str(tmp_path)])
+def test_trace_attribution_not_a_run_dir(tmp_path):
+    result = CliRunner().invoke(cli, ["trace", "attribution", str(tmp_path)])
     assert result.exit_code == 2
     assert result.output.strip().count("\n") == 0 and "not a run directory" in result.output
 
 
-def test_trace_diff_of_a_path_that_is_not_there(tmp_path):
+def test_trace_attribution_of_a_path_that_is_not_there(tmp_path):
     """A newcomer's typo is named as such, not as a folder that lacks a run's records."""
-    result = CliRunner().invoke(cli, ["trace", "diff", str(tmp_path / "nonexist")])
+    result = CliRunner().invoke(cli, ["trace", "attribution", str(tmp_path / "nonexist")])
     assert result.exit_code == 2 and result.output == f"perfkit: {tmp_path / 'nonexist'}: no such file or folder\n"
 
 
