@@ -566,7 +566,8 @@ def _described(summary: dict) -> list[str]:
                     for i, (n, v) in enumerate(summary["variants"].items())]
 
 
-def _environment(summary: dict) -> list[str]:
+def environment(summary: dict) -> list[str]:
+    """The Environment section's lines: source tree, devices, host, packages, flags (a run's or a matrix's)."""
     env = summary.get("env") or {}
     src = env.get("source") or {}
     if src.get("git"):
@@ -604,7 +605,8 @@ def _plots(plots: dict[str, str]) -> list[str]:
             for line in (f"**{PLOT_TITLES[name]}**", "", f"![{PLOT_TITLES[name]}]({path})", "")][:-1]
 
 
-def _reproduce(summary: dict) -> list[str]:
+def reproduce(summary: dict) -> list[str]:
+    """The Reproduce section's lines: checkout, command, the case as it ran (a run's or a matrix's)."""
     r = summary.get("reproduce")
     if not r:
         return ["Not recorded."]
@@ -635,7 +637,7 @@ def render(summary: dict, plots: dict[str, str] | None = None) -> str:
     if summary["trials"]["failed"]:
         out += [f"> {len(summary['trials']['failed'])} trial(s) failed or hung: see Failed trials; the figures "
                 "come from the trials that finished.", ""]
-    out += ["## Environment", "", *_environment(summary), ""]
+    out += ["## Environment", "", *environment(summary), ""]
     if summary.get("serve"):  # a serve case: latency and outputs/min per concurrency level
         out += ["## Serving", "", *section(summary), ""]
     else:
@@ -651,7 +653,7 @@ def render(summary: dict, plots: dict[str, str] | None = None) -> str:
                                          "splits those steps into compute / ICI / DMA / idle)."]), ""]
     out += cost.section(summary)  # '## Cost', where a variant's trials wrote XLA dumps
     out += ["## Plots", "", *_plots(plots), ""]
-    out += ["## Reproduce", "", *_reproduce(summary), ""]
+    out += ["## Reproduce", "", *reproduce(summary), ""]
     out += ["## Not verified", "", *(f"- {n}" for n in summary["not_verified"]), ""]
     return "\n".join(out)
 

@@ -1,5 +1,5 @@
 """A matrix run's report.md: its rows (``perfkit.analysis.matrix``) as a table, a link to each combination's own
-report, and what its combinations did not verify."""
+report, the environment, how to run it again, and what its combinations did not verify."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from perfkit.common.digits import digits, ratio_text
-from perfkit.rundata.summary import MatrixRow
+from perfkit.report.markdown import environment, reproduce
+from perfkit.rundata.summary import MatrixRow, MatrixSummary
 
 
 def matrix_table(rows: list[MatrixRow]) -> list[str]:
@@ -45,14 +46,17 @@ def _not_verified(run_dir: Path, cells: list[str]) -> list[str]:
     return lines + [""] * bool(held)
 
 
-def matrix_report(run_dir: Path, case_name: str, combinations: int, rows: list[MatrixRow]) -> str:
-    """report.md of a matrix run of ``combinations`` combinations, ``rows`` those that ran: the combinations that
-    did not run, the table, links to each combination's report.md, and the Not verified section."""
+def matrix_report(run_dir: Path, summary: MatrixSummary) -> str:
+    """report.md of a matrix run (its ``summary``): the combinations that did not run, the table, links to each
+    combination's report.md, the Environment and Reproduce sections, and the Not verified section."""
+    rows, combinations = summary["matrix"], summary["combinations"]
     missing = combinations - len(rows)
-    lines = [f"# perfkit run: {case_name} (matrix of {combinations} combinations)", ""]
+    lines = [f"# perfkit run: {summary['case']} (matrix of {combinations} combinations)", ""]
     if missing:
         lines += [f"> {missing} combination(s) did not run (the run was stopped).", ""]
     lines += matrix_table(rows) if rows else ["No combination finished."]
     lines += ["", *(f"- [{r['cell']}](cells/{r['cell']}/report.md)" for r in rows), ""]
+    lines += ["## Environment", "", *environment(summary), ""]
+    lines += ["## Reproduce", "", *reproduce(summary), ""]
     lines += _not_verified(run_dir, [r["cell"] for r in rows])
     return "\n".join(lines)

@@ -576,3 +576,5 @@ class MatrixSummary(TypedDict):
     missing: int       # combinations with no summary (the run was stopped before them)
     interrupted: bool  # whether any is missing
     trials: MatrixTrials
+    env: Env              # the matrix run's env.json, as a run's summary keeps it
+    reproduce: Reproduce  # ``perfkit run`` on the matrix's own case.yaml

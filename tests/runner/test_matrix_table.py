@@ -64,3 +64,25 @@ def test_the_matrix_report_ends_with_what_its_combinations_did_not_verify(tmp_pa
     report = (tmp_path / "report.md").read_text()
     assert report.endswith("## Not verified\n\n- one seed only (seed 1) (combination 00)\n- output quality (every "
                            "combination)\n- one seed only (seed 2) (combination 01)\n")
+
+
+def test_the_matrix_report_says_where_it_ran_and_how_to_run_it_again(tmp_path):
+    """A newcomer's: a matrix's report.md had no Environment or Reproduce section, which every run's report has; the
+    command reruns the whole matrix (the matrix's own case.yaml, from the folder it was started in)."""
+    (tmp_path / "case.yaml").write_text(json.dumps({"name": "m", "command": ["python", "x.py"], "matrix": {
+        "seed": [1, 2]}, "variants": {"tp": {}, "sp": {}}}))
+    (tmp_path / "run.json").write_text(json.dumps({"cwd": str(tmp_path.parent), "hosts": 1}))
+    (tmp_path / "env.json").write_text(json.dumps({"source": {"git": False}, "host": "box", "cpus": 2,
+                                                   "python": "3.11.7", "platform": "Linux",
+                                                   "packages": {"perfkit": "0.1.0", "torch": None}}))
+    cell(tmp_path, 0, [1.0], [1.5], (1.0, 1.5), 1.5)
+    matrix.finish(tmp_path)
+    top = json.loads((tmp_path / "summary.json").read_text())
+    assert top["env"]["host"] == "box" and top["reproduce"]["command"] == f"perfkit run {tmp_path.name}/case.yaml"
+    report = (tmp_path / "report.md").read_text()
+    environment = report[report.index("## Environment\n"):report.index("## Reproduce\n")]
+    assert environment == ("## Environment\n\n- source: not a git checkout\n- devices: not probed (a command or served "
+                           "case: perfkit leaves its devices to the program it runs)\n- host: `box`, 2 CPUs, Python "
+                           "3.11.7, Linux\n- packages: perfkit 0.1.0\n\n")
+    reproduce = report[report.index("## Reproduce\n"):]
+    assert reproduce.startswith(f"## Reproduce\n\n```sh\ncd {tmp_path.parent}\nperfkit run {tmp_path.name}/case.yaml\n```")
