@@ -68,10 +68,16 @@ def _dividing(figures: list, significant: bool = False, text=change_text) -> int
 
 
 def _timing(summary: dict) -> list[str]:
+    """The Timing section: the table of figures, then each B/A ratio with its CI, p and verdict, and the A/A
+    noise floor."""
+    return [*_timing_table(summary), "", *_ratio_lines(summary), *_noise_floor_lines(summary)]
+
+
+def _timing_table(summary: dict) -> list[str]:
     """One column per variant (the baseline first), one row per figure: the synced step's median of
     per-trial medians with B's change against A (what the B/A ratio divides), the median and p25 - p75 of
     all timed steps pooled, the natural step, first step, every recorded value (``compile_s``,
-    ``denoise_s``, ...); then each B/A ratio with its CI, p and verdict, and the A/A noise floor."""
+    ``denoise_s``, ...), the timed steps and failed trials."""
     a = summary["baseline"]
     variants = summary["variants"]
     rows = ["| | " + " | ".join(f"{n} (A)" if n == a else n for n in variants) + " |",
@@ -120,7 +126,13 @@ def _timing(summary: dict) -> list[str]:
     rows.append(f"| timed steps (trials{whose}) | " + " | ".join(
         f"{v['step_ms']['n']} ({v['trials'] - v['failed']})" for v in variants.values()) + " |")
     rows.append("| failed trials | " + " | ".join(str(v["failed"]) for v in variants.values()) + " |")
-    rows.append("")
+    return rows
+
+
+def _ratio_lines(summary: dict) -> list[str]:
+    """Each B/A ratio with its CI, p and verdict, and how to read them (the values the trials recorded named)."""
+    a, variants = summary["baseline"], summary["variants"]
+    rows = []
     for c in summary["comparisons"]:
         p = "-" if c["p_value"] is None else f"{c['p_value']:.3g}"
         rows.append(f"- {c['variant']}/{a}, {METRIC_WORDS[c['metric']]}: {_ratio(c)} -> **{c['verdict']}** "
@@ -137,6 +149,12 @@ def _timing(summary: dict) -> list[str]:
     named = [f"`{k}` {VALUE_WORDS[k]}" for v in variants.values() for k in v["values"] if k in VALUE_WORDS]
     if named:
         rows[-1] += " Recorded by the trials: " + "; ".join(dict.fromkeys(named)) + "."
+    return rows
+
+
+def _noise_floor_lines(summary: dict) -> list[str]:
+    """The A/A control's CI, and whether B's change lies inside it; none without an A/A control."""
+    a, rows = summary["baseline"], []
     nf = summary.get("noise_floor")
     if nf:
         width = ("unknown (too few trials)" if nf["half_width"] is None else
