@@ -134,6 +134,50 @@ def main(plan, config, steps, guidance, dtype, seed, compile_backend, input_layo
         sys.exit(ExitCode.BAD_INPUT)
 
 
+def _launched(plan: str) -> tuple[int, int, int, int]:
+    """World size, rank, local rank and local world size from the launcher's variables, checked against the
+    plan."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
+    if plan != "local" and "MASTER_ADDR" not in os.environ:
+        raise BadInput(f"plan {plan} needs the launcher variables (MASTER_ADDR, RANK, WORLD_SIZE ...): run it "
+                       "from a case with 'processes: N' or under torchrun", field="--plan")
+    if plan == "local" and world > 1:
+        raise BadInput(f"plan local runs on one process, but WORLD_SIZE is {world}", field="--plan")
+    return world, rank, local_rank, local_world
+
+
+def _synced_pass(euler_step, start, steps: int, device, rank: int):
+    """Every step waited for and recorded (the first one compiles), the traced steps under the profiler; returns
+    the last latents and, per tapped step, the latents it started from."""
+    traced = _trace_steps()
+    tap_inputs = {}
+    x = start
+    with _profiler(device, traced, os.environ.get("PERFKIT_TRACE_DIR"), rank) as prof:
+        for i in range(steps):
+            if record.tapping(i):
+                tap_inputs[i] = x
+            t0 = time.perf_counter()
+            x = euler_step(i, x)
+            _synchronize(device)
+            profiled = prof is not None and traced[0] - 1 <= i <= traced[-1]  # profiler on (warm-up too)
+            record.step((time.perf_counter() - t0) * 1e3, index=i, **({"traced": True} if profiled else {}))
+            if prof is not None:
+                prof.step()
+    return x, tap_inputs
+
+
+def _natural_pass(euler_step, start, steps: int, device) -> None:
+    """The same steps from the same noise, one wait at the end, recorded as the natural step."""
+    natural = start
+    t0 = time.perf_counter()
+    for i in range(steps):
+        natural = euler_step(i, natural)
+    _synchronize(device)
+    record.natural((time.perf_counter() - t0) * 1e3 / steps, steps)
+
+
 def run(plan, config, steps, guidance, dtype, seed, compile_backend, input_layout, device_kind) -> None:
     t_setup = time.perf_counter()
     # numpy, torch and the torch model: only once the arguments are good
@@ -150,14 +194,7 @@ def run(plan, config, steps, guidance, dtype, seed, compile_backend, input_layou
 
     if config not in CONFIGS:
         raise BadInput(f"unknown config {config!r} (known: {', '.join(CONFIGS)})", field="--config")
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
-    if plan != "local" and "MASTER_ADDR" not in os.environ:
-        raise BadInput(f"plan {plan} needs the launcher variables (MASTER_ADDR, RANK, WORLD_SIZE ...): run it "
-                       "from a case with 'processes: N' or under torchrun", field="--plan")
-    if plan == "local" and world > 1:
-        raise BadInput(f"plan local runs on one process, but WORLD_SIZE is {world}", field="--plan")
+    world, rank, local_rank, local_world = _launched(plan)
     device = _device(device_kind, local_rank)
     # The host's ranks share its cores: torch's default, a thread per core in every rank, puts ranks x cores
     # threads on the host's cores, which then wait on each other; each rank takes its share instead.
@@ -200,28 +237,9 @@ def run(plan, config, steps, guidance, dtype, seed, compile_backend, input_layou
     record.value("setup_s", time.perf_counter() - t_setup)
     record.mark("ready", device=str(device), plan=plan, world=world)
 
-    traced = _trace_steps()
-    tap_inputs = {}  # step -> this rank's latents it started from
-    profiler = _profiler(device, traced, os.environ.get("PERFKIT_TRACE_DIR"), rank)
     with torch.no_grad(), RecompileCounter() as recompiles:
-        x = start
-        with profiler as prof:  # synced pass: every step waited for (the first one compiles)
-            for i in range(steps):
-                if record.tapping(i):
-                    tap_inputs[i] = x
-                t0 = time.perf_counter()
-                x = euler_step(i, x)
-                _synchronize(device)
-                profiled = prof is not None and traced[0] - 1 <= i <= traced[-1]  # profiler on (warm-up too)
-                record.step((time.perf_counter() - t0) * 1e3, index=i, **({"traced": True} if profiled else {}))
-                if prof is not None:
-                    prof.step()
-        natural = start  # natural pass: the same steps from the same noise, one wait at the end
-        t0 = time.perf_counter()
-        for i in range(steps):
-            natural = euler_step(i, natural)
-        _synchronize(device)
-        record.natural((time.perf_counter() - t0) * 1e3 / steps, steps)
+        x, tap_inputs = _synced_pass(euler_step, start, steps, device, rank)
+        _natural_pass(euler_step, start, steps, device)
         for i, x_in in tap_inputs.items():  # eager, after the timed passes
             with torch_taps.tapping(model, torch_wan.tap_modules(model), step=i, gather=placement.gather):
                 velocity(model, i, x_in)
