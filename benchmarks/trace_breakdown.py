@@ -219,7 +219,7 @@ import sys
 from pathlib import Path
 from perfkit.common.workers import Pool, usable_cores
 from perfkit.trace import xplane
-from perfkit.trace.schema import XPLANE
+from perfkit.trace.protos import XPLANE
 
 def parse(job):
     with job.path.open("rb") as file:

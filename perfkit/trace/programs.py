@@ -11,7 +11,7 @@ from typing import NamedTuple
 from google.protobuf.message import DecodeError
 
 from perfkit.errors import BadInput
-from perfkit.trace.schema import HLO_PROTO, PRIMITIVE_TYPES
+from perfkit.trace.protos import HLO_PROTO, PRIMITIVE_TYPES
 
 # Collective opcodes (sync, or the base of an async -start / -done pair): their time is ICI.
 COLLECTIVES = frozenset({

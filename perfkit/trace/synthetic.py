@@ -1,4 +1,4 @@
-"""Writing XSpaces with the protobuf classes of ``perfkit.trace.schema``: hand-made TPU-, GPU- and
+"""Writing XSpaces with the protobuf classes of ``perfkit.trace.protos``: hand-made TPU-, GPU- and
 CPU-shaped traces for tests, benchmarks and bug reports.
 
     space = XSpaceWriter("host0")
@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from perfkit.trace.schema import HLO_PROTO, PRIMITIVE_TYPES, XSPACE
+from perfkit.trace.protos import HLO_PROTO, PRIMITIVE_TYPES, XSPACE
 
 _TYPE_NUMBERS = {v: k for k, v in PRIMITIVE_TYPES.items()}
 FINGERPRINT = 17342868964687645945  # a real v6e program id: above 2**63, as most fingerprints are

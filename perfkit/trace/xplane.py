@@ -47,7 +47,7 @@ from perfkit.errors import BadInput
 from perfkit.trace import wire
 from perfkit.trace.programs import Programs
 from perfkit.trace.raw import ROLES, RawTrace, StringTable, file_host
-from perfkit.trace.schema import XLINE, XPLANE, XSPACE
+from perfkit.trace.protos import XLINE, XPLANE, XSPACE
 
 CHUNK = 1 << 15  # events decoded per numpy batch: small enough to stay in cache and reuse memory, big enough
 # that numpy's per-call overhead stays small (benchmarks/trace_breakdown.py's read floor)

@@ -137,7 +137,7 @@ def test_conv_flops_equal_xprof_live():
     profile's own program (its /host:metadata HloProto, printed by jaxlib)."""
     from jax._src.lib import xla_client  # the printer of an HloModuleProto (the referee's side only)
 
-    from perfkit.trace.schema import HLO_PROTO, XSPACE as XSPACE_PROTO
+    from perfkit.trace.protos import HLO_PROTO, XSPACE as XSPACE_PROTO
 
     node = op_profile_node(XSPACE, "jit_forward_3d_conv(15)", "cudnn-conv.1")
     per_call = node["metrics"]["rawFlops"] / node["metrics"]["occurrences"]

@@ -12,7 +12,7 @@ from test_trace_xprof import assert_same_rows, perfkit_hlo_stats, xprof_hlo_stat
 
 from perfkit.cli import cli
 from perfkit.trace import breakdown, events
-from perfkit.trace.schema import XSPACE
+from perfkit.trace.protos import XSPACE
 
 PARTS = ["compute_ps", "ici_ps", "dma_ps", "idle_ps"]
 MI300 = "mi300_jax_conv_8gpu.xplane.pb"

@@ -12,7 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from perfkit.cli import cli
-from perfkit.trace.schema import XSPACE
+from perfkit.trace.protos import XSPACE
 
 RING = Path(__file__).parents[1] / "data" / "jax_cpu_ring"
 

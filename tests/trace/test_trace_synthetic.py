@@ -16,7 +16,7 @@ from perfkit.cli import cli
 from perfkit.errors import BadInput
 from perfkit.trace import breakdown, clocks, diff, events, tail, xplane
 from perfkit.trace.export import write_perfetto
-from perfkit.trace.schema import XSPACE
+from perfkit.trace.protos import XSPACE
 from perfkit.trace.synthetic import FINGERPRINT, TPU_STEP, Inline, Uint64, XSpaceWriter, tpu_profile
 
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfkit.trace import timeline, wire
-from perfkit.trace.schema import XLINE, XSPACE
+from perfkit.trace.protos import XLINE, XSPACE
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 STAT = st.one_of(st.tuples(st.just("int64_value"), INT64), st.tuples(st.just("uint64_value"), st.integers(0, 2**64 - 1)),

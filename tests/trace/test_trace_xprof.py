@@ -102,7 +102,7 @@ def test_kernels_overlapping_on_a_stream_do_not_nest(fixtures_dir):
 def _two_clocks(path: Path) -> list[tuple[str, str, int, int]]:
     """Every TPU op by a plain protobuf reading: (plane, HLO text, its duration in the trace (the
     host-synchronized clock), its ``device_duration_ps`` stat (the chip's clock))."""
-    from perfkit.trace.schema import XSPACE
+    from perfkit.trace.protos import XSPACE
 
     out = []
     for plane in XSPACE.FromString(path.read_bytes()).planes:
