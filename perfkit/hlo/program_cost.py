@@ -491,8 +491,12 @@ class _Counter:
             self.cost.collectives.append(self.collective(kind, inst, shapes, times))
         if is_partitioner_marker(inst):
             return
-        if op == "custom-call" and not inst.calls and not self.library_flops(inst, shapes):
-            self.cost.uncosted[custom_call_target(inst) or "custom-call"] += times
+        self.list_uncosted(inst, shapes, times)
+        if op == "async-start":  # the op it runs is in a computation of its own: costed there (``inst_flops``)
+            for c in inst.calls:
+                wrapped = self.module.computations.get(c)
+                for inner in wrapped.instructions if wrapped else ():
+                    self.list_uncosted(inner, self.shapes_of(wrapped), times)
         if op in NO_MEMORY or op.endswith(("-done", "-update")) or _is_bitcast(inst, shapes):
             return
         part = _partial_bytes(inst, shapes)
@@ -504,6 +508,11 @@ class _Counter:
             return
         operand_bytes = sum(shape_bytes(shapes.get(o, "")) for o in inst.operands)
         self.cost.hbm_bytes += times * (operand_bytes + shape_bytes(self.output_shape(inst)))
+
+    def list_uncosted(self, inst: Instruction, shapes: dict[str, str], times: int) -> None:
+        """A custom-call of no library known here counted under its target in ``uncosted``."""
+        if inst.opcode == "custom-call" and not inst.calls and not self.library_flops(inst, shapes):
+            self.cost.uncosted[custom_call_target(inst) or "custom-call"] += times
 
     def fusion_bytes(self, inst: Instruction) -> float:
         """A fusion's operands as its body reads them, and its output (as XLA's HandleFusion): a parameter
