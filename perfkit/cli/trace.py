@@ -37,8 +37,9 @@ HOST_OPS = ("host ops: the trace has no device events, its CPU ops stand in for 
 # (the run report's words for the same traces)
 CPU_DEVICES = ("these chips are XLA's CPU devices, threads sharing the host's cores: the arrival skew is the host's "
                "scheduling, not a slow chip, so the chip that arrived last is not flagged a straggler")
+# (a multi-process CPU job's collectives go between processes, through gloo or MPI)
 CPU_CHIPS = ("these chips are XLA's CPU devices, threads sharing the host's cores: their ICI is the threads' exchange "
-             "within one process, not an interconnect's")
+             "within a process, or processes' through gloo or MPI, not an interconnect's")
 KINETO_DIFF = ("Kineto times are read to the ns (HTA's TraceDiff rounds them inward to whole us; "
                "HTA_DISABLE_NS_ROUNDING=1 keeps them), and an op of no duration is neither timed nor counted "
                "(TraceDiff counts it)")

@@ -75,7 +75,7 @@ def test_the_other_trace_commands_say_the_chips_are_cpu_devices(tmp_path, comman
 
     path = str(straggler_trace(tmp_path / "cpu.xplane.pb", cpu=True))
     note = ("these chips are XLA's CPU devices, threads sharing the host's cores: their ICI is the threads' exchange "
-            "within one process, not an interconnect's")
+            "within a process, or processes' through gloo or MPI, not an interconnect's")
     args = ["trace", *[path if a == "A" else a for a in command], path]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0 and result.stderr == f"perfkit: note: {note}\n", result.stderr

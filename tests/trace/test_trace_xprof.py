@@ -10,6 +10,7 @@ so every call gets a copy in a fresh folder."""
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -288,6 +289,20 @@ def test_tensorflow_gpu_kernels_match_kernel_stats(fixtures_dir):
     assert set(copies["category"].astype(str)) == {"dma"} and copies["name"].astype(str).str.startswith("Memcpy").all()
 
 
+def cpu_ops_of_trace_viewer(path: Path) -> dict:
+    """(module, HLO op) -> (occurrences, total ps, self ps) of a CPU profile's device ops as xprof's trace_viewer
+    gives them (its events with an ``hlo_op`` and a ``device_ordinal``; self time by ``_stack_self_ps``)."""
+    evs = [e for e in xprof_tool(path, "trace_viewer")["traceEvents"]
+           if e.get("ph") == "X" and "hlo_op" in e.get("args", {}) and "device_ordinal" in e["args"]]
+    self_ps = _stack_self_ps(evs)
+    theirs = {}
+    for i, e in enumerate(evs):
+        n, total, self_ = theirs.get((e["args"]["hlo_module"], e["args"]["hlo_op"]), (0, 0, 0))
+        key = (e["args"]["hlo_module"], e["args"]["hlo_op"])
+        theirs[key] = (n + 1, total + round(e["dur"] * US), self_ + self_ps[i])
+    return theirs
+
+
 def test_captured_cpu_ring_matches_trace_viewer(tmp_path):
     """The bundled ring kernel's CPU profile (4 simulated devices): per (module, HLO op), perfkit's count,
     total and self time against xprof's own reading of the file (its trace_viewer events)."""
@@ -297,13 +312,7 @@ def test_captured_cpu_ring_matches_trace_viewer(tmp_path):
     subprocess.run([sys.executable, str(program), "2"], env=env, check=True, capture_output=True, timeout=120)
     path = next(tmp_path.rglob("*.xplane.pb"))
     assert xprof_hlo_stats(path) == {}  # xprof's hlo_stats reads device planes only
-    evs = [e for e in xprof_tool(path, "trace_viewer")["traceEvents"]
-           if e.get("ph") == "X" and "hlo_op" in e.get("args", {}) and "device_ordinal" in e["args"]]
-    self_ps = _stack_self_ps(evs)
-    theirs = {}
-    for i, e in enumerate(evs):
-        n, total, self_ = theirs.get((e["args"]["hlo_module"], e["args"]["hlo_op"]), (0, 0, 0))
-        theirs[(e["args"]["hlo_module"], e["args"]["hlo_op"])] = (n + 1, total + round(e["dur"] * US), self_ + self_ps[i])
+    theirs = cpu_ops_of_trace_viewer(path)
     ev = events.load([path])
     rows = hlo_stats.hlo_stats(ev)
     ours = {(r.hlo_module, r.hlo_op): (r.occurrences, r.total_ps, r.self_ps) for r in rows.itertuples()}
@@ -311,3 +320,49 @@ def test_captured_cpu_ring_matches_trace_viewer(tmp_path):
     ops = events.device_ops(ev)
     hops = 2 * (4 - 1) * 4  # bidirectional ring: two halves of n - 1 hops, on each of 4 devices
     assert (ops["kind"] == "collective-permute").sum() == hops and len(ops) == sum(n for n, _, _ in theirs.values())
+
+
+def test_two_cpu_processes_match_trace_viewer(tmp_path):
+    """A two-process JAX CPU job (gloo collectives, one CPU device a process, three annotated steps), each process's
+    own profile (in a rank<R> folder): per (module, HLO op) against xprof's trace_viewer; read together, each rank
+    one chip (the device's global id: 0, 2048), its ICI a step the all-reduce's span there as trace_viewer times it;
+    and the note says the chips' ICI may be processes' exchange (it said 'within one process', wrong for such a
+    job)."""
+    from click.testing import CliRunner
+
+    from perfkit.cli import cli
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    program = Path(__file__).parent / "programs" / "gloo_psum.py"
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # one CPU device a process, not the suite's 8
+    procs = [subprocess.Popen([sys.executable, str(program), str(i), str(port), str(tmp_path / f"rank{i}")], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for i in (0, 1)]
+    try:
+        errors = [p.communicate(timeout=120)[1] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert [p.returncode for p in procs] == [0, 0], errors
+    paths = [next((tmp_path / f"rank{i}").rglob("*.xplane.pb")) for i in (0, 1)]
+    spans = {}
+    for rank, path in enumerate(paths):
+        theirs = cpu_ops_of_trace_viewer(path)
+        rows = hlo_stats.hlo_stats(events.load([path]))
+        assert_same_rows({(r.hlo_module, r.hlo_op): (r.occurrences, r.total_ps, r.self_ps) for r in rows.itertuples()},
+                         theirs)
+        psums = sorted((e["ts"], e["dur"]) for e in xprof_tool(path, "trace_viewer")["traceEvents"]
+                       if e.get("ph") == "X" and e.get("args", {}).get("hlo_op", "").startswith("psum"))
+        spans[rank] = [round(dur * US) for _, dur in psums]
+    result = CliRunner().invoke(cli, ["trace", "breakdown", *map(str, paths), "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert [(m["rank"], m["device"], m["steps"]) for m in out["mean"]] == [(0, 0, 3), (1, 2048, 3)]
+    for rank, ici in spans.items():
+        assert [r["ici_ps"] for r in sorted(out["rows"], key=lambda r: r["step"]) if r["rank"] == rank] == ici
+    assert out["notes"] == ["these chips are XLA's CPU devices, threads sharing the host's cores: their ICI is the "
+                            "threads' exchange within a process, or processes' through gloo or MPI, not an "
+                            "interconnect's"]
