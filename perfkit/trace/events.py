@@ -346,7 +346,9 @@ def _apart(first: Path, second: Path) -> str:
         return (f"trials {a[1]} and {b[1]} of the run {a[0]} (a run directory holds a folder per trial): pass one "
                 f"trial's folder ({a[0] / 'trials' / a[1]}), or the run to `perfkit trace diff {a[0]}` for its "
                 "A/B attribution")
-    return "pass one run's (one trial's) traces at a time"
+    # (a job's processes on one machine each write a file named for it: read as one rank unless told apart)
+    return ("pass one run's (one trial's) traces at a time; its processes' files named for one host are one rank's "
+            "unless each is in a rank<R> folder")
 
 
 def _one_run(frames: list[pd.DataFrame], files: list[Path]) -> None:

@@ -366,3 +366,12 @@ def test_two_cpu_processes_match_trace_viewer(tmp_path):
     assert out["notes"] == ["these chips are XLA's CPU devices, threads sharing the host's cores: their ICI is the "
                             "threads' exchange within a process, or processes' through gloo or MPI, not an "
                             "interconnect's"]
+    # as JAX lays them out (a log folder each, a file named for the machine): one rank's, refused saying why
+    for i, path in enumerate(paths):
+        (tmp_path / f"log{i}").mkdir()
+        shutil.copy(path, tmp_path / f"log{i}" / path.name)
+    apart = [str(tmp_path / f"log{i}" / paths[i].name) for i in (0, 1)]
+    refused = CliRunner().invoke(cli, ["trace", "breakdown", *apart])
+    assert refused.exit_code == 2 and refused.output.count("\n") == 1, refused.output
+    assert refused.output.endswith("its processes' files named for one host are one rank's unless each is in a "
+                                   "rank<R> folder\n"), refused.output
