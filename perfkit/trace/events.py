@@ -344,7 +344,7 @@ def _apart(first: Path, second: Path) -> str:
     a, b = _trial(first), _trial(second)
     if a and b and a[0] == b[0] and a[1] != b[1]:
         return (f"trials {a[1]} and {b[1]} of the run {a[0]} (a run directory holds a folder per trial): pass one "
-                f"trial's folder ({a[0] / 'trials' / a[1]}), or the run to `perfkit trace diff {a[0]}` for its "
+                f"trial's folder ({a[0] / 'trials' / a[1]}), or the run to `perfkit trace attribution {a[0]}` for its "
                 "A/B attribution")
     # (a job's processes on one machine each write a file named for it: read as one rank unless told apart)
     return ("pass one run's (one trial's) traces at a time; its processes' files named for one host are one rank's "

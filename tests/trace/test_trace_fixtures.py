@@ -177,7 +177,7 @@ def test_a_run_directory_given_whole_is_refused_saying_what_to_pass(fixtures_dir
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert result.output.endswith(f": trials 00-a and 01-b of the run {run} (a run directory holds a folder per "
                                   f"trial): pass one trial's folder ({run / 'trials' / '00-a'}), or the run to "
-                                  f"`perfkit trace diff {run}` for its A/B attribution\n"), result.output
+                                  f"`perfkit trace attribution {run}` for its A/B attribution\n"), result.output
 
 
 def test_one_ranks_step_in_two_files_is_refused(fixtures_dir, tmp_path):
