@@ -16,8 +16,8 @@ Where each rank's compiled program is given (its XLA dump folder), the programs 
 can: a chip waits at the collective its program runs after the last one it completed (without programs:
 the one it ran after that one the time before), and a rank whose
 program's collectives differ from the majority's names the instructions its program lacks or adds
-(aligned by opcode, shape and operands, as ``difflib`` aligns two sequences), which traces cannot tell
-apart when the collectives look alike.
+(aligned by opcode, shape and operands, a collective's operands read through the collectives feeding it, as
+``difflib`` aligns two sequences), which traces cannot tell apart when the collectives look alike.
 """
 
 from __future__ import annotations
@@ -91,13 +91,24 @@ def _sequenced(inst: pd.DataFrame, modules: pd.Series) -> pd.DataFrame:
     return out.drop(columns="program_id")
 
 
+def _inputs(i: Instruction, producers: dict[str, Instruction]) -> tuple[str, ...]:
+    """``i``'s operands, each collective among them (an async one's done too) read as its own inputs."""
+    return tuple(name for o in i.operands for name in (
+        _inputs(producers[o], producers)
+        if o in producers and producers[o].opcode.removesuffix("-start").removesuffix("-done") in _COLLECTIVES
+        else (o,)))
+
+
 def program_collectives(folder: Path) -> dict[str, list[Instruction]]:
     """Per module name, the collectives of its entry computation in printed (scheduled) order, from one
-    rank's XLA dump folder; an async pair counts once, by its start."""
+    rank's XLA dump folder; an async pair counts once, by its start. Their operands are read through the
+    collectives that feed them (``_inputs``): a collective added before another feeds it, and the one after would
+    otherwise align as another collective."""
     out = {}
     for files in dump_files(Path(folder)):
         module = read_module(files.hlo)
-        found = [i for i in module.entry_computation.instructions
+        producers = {i.name: i for i in module.entry_computation.instructions}
+        found = [i._replace(operands=_inputs(i, producers)) for i in module.entry_computation.instructions
                  if i.opcode.removesuffix("-start") in _COLLECTIVES]
         out.setdefault(module.name, found)
     return out
