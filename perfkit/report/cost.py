@@ -14,10 +14,11 @@ def _mib(x, n: int = 3) -> str:
     return "-" if x is None else f"{x / MIB:.{n}g} MiB"
 
 
-def _dividing(steps: list[dict], base: int, key: str) -> int:
+def _dividing(steps: list[dict], base: int, key: str, unit: int = 1) -> int:
     """The significant digits (3 or more) each step's ``key`` needs for the change the last sentence gives
-    against the baseline's to follow from the two shown."""
-    pairs = [(steps[base][key], s[key]) for s in steps if None not in (steps[base][key], s[key])]
+    against the baseline's to follow from the two shown, in ``unit``s as the table shows them (bytes as MiB
+    round apart from bytes)."""
+    pairs = [(steps[base][key] / unit, s[key] / unit) for s in steps if None not in (steps[base][key], s[key])]
     return digits(pairs, 3, significant=True, text=change_text, most=9)
 
 
@@ -29,8 +30,8 @@ def section(summary: dict) -> list[str]:
     names = list(cost)
     steps = [cost[v]["step"] for v in names]
     a = summary.get("baseline", names[0])
-    flops, hbm, sent = (_dividing(steps, names.index(a) if a in cost else 0, key)
-                        for key in ("flops", "hbm_bytes", "interconnect_bytes"))
+    flops, hbm, sent = (_dividing(steps, names.index(a) if a in cost else 0, key, unit)
+                        for key, unit in (("flops", 1), ("hbm_bytes", MIB), ("interconnect_bytes", MIB)))
     rows = ["## Cost", "", "The step program of each variant's first trial with XLA dumps, per device "
             "(`perfkit cost RUN_DIR --chip NAME` for any chip).", "",
             "| | " + " | ".join(names) + " |", "| --- |" + " ---: |" * len(names),

@@ -548,6 +548,22 @@ def test_the_cost_sections_changes_follow_from_its_figures():
     assert lines[-2].endswith("FLOPs -0.6%; HBM bytes +18.8%; bytes sent a device unchanged.")
 
 
+def test_the_cost_sections_bytes_divide_as_shown_in_mib():
+    """A newcomer's ring against Pallas all-gather matmul: HBM bytes 5111824 and 7543913 (+47.6%) showed as 4.88
+    and 7.19 MiB, which divide to +47.3%: the digits were found for the bytes (5.11e+06 and 7.54e+06 divide to
+    +47.6%), not for the MiB shown. At 4 digits, 4.875 and 7.194 MiB divide to +47.6%."""
+    from perfkit.report.cost import section
+
+    def step(hbm: int) -> dict:
+        return {"module": "jit_kernel_step", "flops": 1e6, "dot_flops": 1e6, "hbm_bytes": hbm,
+                "interconnect_bytes": 0, "temp_bytes": 1 << 20, "peak_bytes": 2 << 20, "collectives": {},
+                "collective_shapes": []}
+
+    lines = section({"baseline": "ring", "cost": {"ring": {"step": step(5111824)}, "pallas": {"step": step(7543913)}}})
+    assert table_row("\n".join(lines), "HBM bytes accessed") == ["4.875 MiB", "7.194 MiB"]
+    assert "HBM bytes +47.6%" in lines[-2]
+
+
 def test_a_tensors_quality_row_says_its_units():
     """A tensor's differences are in its own units: its header said "/255" (a newcomer's rows.npy)."""
     from perfkit.report.markdown import quality_section
