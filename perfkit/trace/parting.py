@@ -277,13 +277,18 @@ def describe(first: dict | None, chips: pd.DataFrame | None = None) -> str:
     else:
         text = (f"chips part at {where}, collective {first['index'] + 1} there: {first['op']} "
                 f"({first['kind']}) on {majority}; {who}")
+    # the program compared against: the majority's, or where one chip alone got farthest (the others hung before
+    # it), that rank's, named
+    chips_seen = len(first["majority"]) + len(first["parted"])
+    theirs_is = ("the majority's" if 2 * len(first["majority"]) > chips_seen
+                 else f"rank {first['majority'][0]['rank']}'s")
     for rank, change in (first.get("programs") or {}).items():
         lacks = ", ".join(f"{c['op']} (collective {c['index'] + 1} of {change['majority_count']})"
                           for c in change["lacks"])
         adds = ", ".join(c["op"] for c in change["adds"])
         mine, theirs = change["count"], change["majority_count"]
-        has = (f"as many collectives as the majority's ({mine}), but" if mine == theirs
-               else f"{mine} collectives where the majority's has {theirs}:")
+        has = (f"as many collectives as {theirs_is} ({mine}), but" if mine == theirs
+               else f"{mine} collectives where {theirs_is} has {theirs}:")
         text += (f". Rank {rank}'s program has {has} " + "; ".join(
             ([f"it lacks {lacks}"] if lacks else []) + ([f"it adds {adds}"] if adds else [])))
         earliest, what = min([(c["index"], "lacks") for c in change["lacks"]]
@@ -295,7 +300,7 @@ def describe(first: dict | None, chips: pd.DataFrame | None = None) -> str:
     if same:  # (the traces list them among the parted; the programs say whose program parts them)
         odd = sorted(map(int, first["programs"]))
         text += (f". Rank{'s' if len(same) > 1 else ''} {', '.join(map(str, same))} run{'' if len(same) > 1 else 's'} "
-                 f"the majority's program: rank{'s' if len(odd) > 1 else ''} {', '.join(map(str, odd))}'s "
+                 f"{theirs_is} program: rank{'s' if len(odd) > 1 else ''} {', '.join(map(str, odd))}'s "
                  f"differ{'' if len(odd) > 1 else 's'}")
     return text
 

@@ -156,7 +156,8 @@ def test_the_ranks_that_run_the_majority_s_program_are_said_so(tmp_path):
         dump(tmp_path / f"rank{rank}" / "xla_dump", ("cp.1", "cp.3") if rank == 2 else PERMUTES)
     chips, first = parting.parting_traces(sorted(tmp_path.glob("rank*/trace")))
     assert [p["how"] for p in first["parted"]] == ["never arrived"] * 3 and first["majority_program"] == [1, 3]
-    assert parting.describe(first).endswith("it lacks cp.2 (collective 2 of 3). Ranks 1, 3 run the majority's "
+    # rank 0 alone ran cp.2: its program is named, not 'the majority's' (a newcomer's: one chip of four)
+    assert parting.describe(first).endswith("it lacks cp.2 (collective 2 of 3). Ranks 1, 3 run rank 0's "
                                             "program: rank 2's differs")
 
 
@@ -179,8 +180,8 @@ def test_a_collective_added_before_another_is_added_not_swapped_for_it(tmp_path)
     chips, first = parting.parting_traces(sorted(tmp_path.glob("rank*/trace")))
     assert first["programs"] == {"1": {"lacks": [], "adds": [{"op": "ar.1", "opcode": "all-reduce", "index": 2}],
                                        "majority_count": 3, "count": 4}}
-    assert parting.describe(first).endswith("Rank 1's program has 4 collectives where the majority's has 3: it adds "
-                                            "ar.1. Ranks 2, 3 run the majority's program: rank 1's differs")
+    assert parting.describe(first).endswith("Rank 1's program has 4 collectives where rank 0's has 3: it adds "
+                                            "ar.1. Ranks 2, 3 run rank 0's program: rank 1's differs")
 
 
 def test_the_programs_beside_a_trial_folder_are_found(hung_trial):
