@@ -308,7 +308,7 @@ def read(path: Path, rank: int) -> RawTrace:
         "step": np.full(n, -1, np.int32), "launch_step": launched_in, "program_id": np.zeros(n, np.uint64),
         "program_known": np.zeros(n, bool), "stall_ps": np.zeros(n, np.int64),
         "hlo_op": np.full(n, -1, np.int32), "hlo_module": np.full(n, -1, np.int32),
-        "hlo_category": np.full(n, -1, np.int32),
+        "hlo_category": np.full(n, -1, np.int32), "occurrence": _occurrences(events),
     }
     hta_cpu = ~on_gpu & (streams == -1)  # the events HTA reads as CPU events
     hta_steps = _hta_steps(names, hta_cpu)
@@ -319,6 +319,14 @@ def read(path: Path, rank: int) -> RawTrace:
                     unlaunched=_unlaunched(events, hta_steps, on_gpu, hta_cpu, ts_us, ts_us + dur_us),
                     streamless=int((on_gpu & (streams == -1)).sum()),
                     late_cut=_late_cut(events, hta_steps, on_gpu, hta_cpu, host_steps, ts_us), rank_recorded=recorded)
+
+
+def _occurrences(events: list[dict]) -> np.ndarray:
+    """(n,) int64: each event's ``External id`` (-1 none): a host annotation's and the GPU-side copies Kineto
+    writes of it on each stream share it, so the markers ``--steps`` names are told apart by it where the
+    number in their names repeats (``steps.assign``)."""
+    ids = (_args(e).get("External id") for e in events)
+    return np.fromiter((i if type(i) is int and 0 <= i < 2**63 else -1 for i in ids), np.int64, len(events))
 
 
 def _line(event: dict) -> str:

@@ -7,7 +7,12 @@ device of their rank. A device's own markers count only where they span its step
 ``SPANNING`` of its ops (ROCm's GPU-side ProfilerSteps are instants of a few microseconds) they are demoted
 (``demote_instants``) and the host's markers hold for that device. A marker's step number is
 its ``step_num`` / ``group_id`` stat, else the first number in its name (one below 2**31: a larger one, such
-as a program fingerprint in ``jit_step(...)``, numbers no step), else its order. An op belongs
+as a program fingerprint in ``jit_step(...)``, numbers no step), else its order. A Kineto marker is one occurrence
+of an annotation (its ``External id``, which the GPU-side copies of a host annotation on each stream share):
+where the number in the names of the events a pattern names is shared by two occurrences on a device (the hash
+in Inductor's ``## Call CompiledFxGraph fp5r5... ##``, a size in ``MoE[experts=64, ...]``), it tells no step
+apart, and that device's steps are numbered by their occurrences' order instead (they had read as one step
+spanning them all). An op belongs
 to the marker window ``[start, end)`` holding its start; ops outside every window get step -1, and so
 do all ops of a trace without markers (then the whole trace is one span). DCN transfers are placed like
 ops; those of the whole host (device -1) in the first chip's windows when the host has no markers.
@@ -28,21 +33,39 @@ SPANNING = 0.5  # share of a device's ops its own markers must hold to be its st
 
 
 def _marker_numbers(names: list[str], codes: np.ndarray, numbers: np.ndarray, pattern: re.Pattern | None
-                    ) -> np.ndarray:
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """Step numbers of markers: given ones kept, else the pattern's first group or the first number in
-    the name where it is below ``_STEP_LIMIT``, else -1 (numbered by order later)."""
+    the name where it is below ``_STEP_LIMIT``, else -1 (numbered by order later); and (bool) which numbers are
+    the first number in the whole name of an event a ``pattern`` named (``_by_occurrence`` may set them aside)."""
     out = numbers.astype(np.int64, copy=True)
-    parsed: dict[int, int] = {}
+    parsed: dict[int, tuple[int, bool]] = {}
     for code in np.unique(codes[out < 0]):
         name = names[code]
         m = pattern.search(name) if pattern else None
-        text = m.group(1) if m and m.groups() and m.group(1) else name
-        found = _NUMBER.search(text)
+        grouped = bool(m and m.groups() and m.group(1))
+        found = _NUMBER.search(m.group(1) if grouped else name)
         number = int(found.group()) if found else -1
-        parsed[int(code)] = number if number < _STEP_LIMIT else -1
+        parsed[int(code)] = (number if number < _STEP_LIMIT else -1, not grouped)
     missing = np.flatnonzero(out < 0)
-    out[missing] = [parsed[int(c)] for c in codes[missing]]
-    return out
+    in_name = np.zeros(out.size, bool)
+    if missing.size:
+        out[missing], in_name[missing] = zip(*(parsed[int(c)] for c in codes[missing]))
+    return out, in_name & (out >= 0) & (pattern is not None)  # (a ProfilerStep's number is its step's)
+
+
+def _by_occurrence(nums: np.ndarray, in_name: np.ndarray, occurrence: np.ndarray) -> tuple[np.ndarray, bool]:
+    """A device's marker numbers (``nums``, -1 none; markers by start) where ``occurrence`` (-1: a marker of its
+    own) says which markers are one annotation's: each occurrence its number, or, where a number taken from the
+    names (``in_name``) is two occurrences', or an occurrence has none, the occurrences' order; and whether the
+    names' numbers were set aside."""
+    occurrence = np.where(occurrence >= 0, occurrence, -1 - np.arange(occurrence.size))
+    ids, first, which = np.unique(occurrence, return_index=True, return_inverse=True)
+    order = np.empty(ids.size, np.int64)
+    order[np.argsort(first, kind="stable")] = np.arange(ids.size)  # (``first``: the markers come by start)
+    shared = {n for n in np.unique(nums[in_name]).tolist() if np.unique(occurrence[in_name & (nums == n)]).size > 1}
+    if shared:
+        return order[which], True
+    return np.where(nums >= 0, nums, order[which]), False
 
 
 def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | None) -> tuple[np.ndarray, str]:
@@ -57,8 +80,10 @@ def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | 
     midx = np.flatnonzero(marker)
     if not midx.size:
         return step, "none"
-    numbers = _marker_numbers(names, cols["name"][midx], cols["step"][midx], pattern)
+    numbers, in_name = _marker_numbers(names, cols["name"][midx], cols["step"][midx], pattern)
+    occurrence = cols.get("occurrence")  # (a Kineto trace's: which annotation a marker is an occurrence of)
     ops = (role == ROLES["op"]) | (role == ROLES["dcn_transfer"])
+    renumbered = False
     for dev in _distinct(device):  # (not device[ops]: a copy of the column)
         which = np.flatnonzero(ops & (device == dev))
         if not which.size:
@@ -71,9 +96,14 @@ def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | 
         if not mine.size:
             continue
         order = np.argsort(start[mine], kind="stable")
-        mine, nums = mine[order], numbers[np.searchsorted(midx, mine[order])]
+        at = np.searchsorted(midx, mine[order])
+        mine, nums = mine[order], numbers[at]
         end = start[mine] + cols["dur_ps"][mine]
-        nums = np.where(nums >= 0, nums, np.arange(nums.size))
+        if occurrence is None:
+            nums = np.where(nums >= 0, nums, np.arange(nums.size))
+        else:
+            nums, aside = _by_occurrence(nums, in_name[at], occurrence[mine])
+            renumbered |= aside
         step[mine] = nums
         at = _window_of(start[which], start[mine], end)
         inside = at >= 0
@@ -81,6 +111,8 @@ def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | 
             step[which] = nums[at]
         else:
             step[which[inside]] = nums[at[inside]]
+    if renumbered:
+        source += " (numbered by their order: the number in their names is shared by several of them)"
     return step, source
 
 
