@@ -53,9 +53,9 @@ class RawTrace(NamedTuple):
     (-1 otherwise or unknown); a Kineto trace's columns add launch_step: int32, of a device op the host
     ProfilerStep its launch ran in (-1 unknown), and occurrence: int64, an event's ``External id`` (-1 none), which
     tells the occurrences of an annotation apart (``steps.assign``); an XSpace's add device_offset_ps,
-    device_duration_ps:
-    int64, a TPU op's time on its chip's own clock as its stats give it (-1 absent); program_id: uint64 (a 64-bit fingerprint on TPUs), meaningful where the
-    bool ``program_known`` is set (no value of the whole uint64 range is free to mean "unknown").
+    device_duration_ps: int64, a TPU op's time on its chip's own clock as its stats give it (-1 absent);
+    program_id: uint64 (a 64-bit fingerprint on TPUs), meaningful where the bool ``program_known`` is set (no
+    value of the whole uint64 range is free to mean "unknown").
     """
 
     path: Path
