@@ -446,16 +446,21 @@ def _traced_against_timed(summary: dict) -> list[str]:
 
 def _too_few_traced(name: str, v: dict, verdict: str | None) -> list[str]:
     """A line where the attribution's total CI spans 0 while the timing gives a verdict, or is wider than the step:
-    its trials of a traced step or two could not place the change (a newcomer's: timed 2.03x slower, traced
-    +32.471 ms [-56.206, +121.147] of a 33 ms step, no part starred), and the report said nothing of it."""
+    its trials of a traced step or two could not place the change, or (the CI excluding 0) only its sign (a
+    newcomer's: timed 2.03x slower, traced +32.471 ms [-56.206, +121.147] of a 33 ms step, no part starred, and the
+    report said nothing of it)."""
     t = v["total"]
     spans = not t["marked"] and verdict in ("slower", "faster")
     wide = t["ci_hi_ms"] - t["ci_lo_ms"] > max(t["a_ms"], t["b_ms"])
     if not (spans or wide):
         return []
     why = f"spans 0 where the timing says {verdict}" if spans else "is wider than the step"
+    # a wide CI that excludes 0 places the change's sign, not its size (a newcomer's ring against Pallas: +434 ms
+    # [+125.544, +743.091] of a 382 ms step, its custom-call starred, read 'too few traced steps to place it')
+    said = "places its change only roughly" if t["marked"] and not spans else \
+        "had too few traced steps to place its change"
     n = attribution.DECIMALS
-    return ["", f"**{name}'s attribution had too few traced steps to place its change**: its CI "
+    return ["", f"**{name}'s attribution {said}**: its CI "
             f"[{t['ci_lo_ms']:+.{n}f}, {t['ci_hi_ms']:+.{n}f}] ms {why}, from {v['trials'][0]} and {v['trials'][1]} "
             f"trials of {v['chip_steps'][0]} and {v['chip_steps'][1]} chip-steps; more steps in `capture.trace` and "
             f"more rounds (`--set repeats.min={2 * max(v['trials'])}`) give it more."]

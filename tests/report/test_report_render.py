@@ -716,6 +716,11 @@ def test_an_attribution_too_few_to_place_the_change_is_said_so():
     assert "[-201.465, +298.402] ms is wider than the step, from" in _traced_against_timed(summary(wide, "unknown"))[1]
     placed = {"a_ms": 32.799, "b_ms": 65.270, "ci_lo_ms": 20.0, "ci_hi_ms": 45.0, "marked": True}
     assert _traced_against_timed(summary(placed, "slower")) == []
+    # a newcomer's ring against Pallas: a CI wider than the step that excludes 0 places the sign, if not the size
+    rough = {"a_ms": 5.810, "b_ms": 382.357, "ci_lo_ms": 125.5441, "ci_hi_ms": 743.0912, "marked": True}
+    assert _traced_against_timed(summary(rough, "slower"))[1].startswith(
+        "**slow's attribution places its change only roughly**: its CI [+125.544, +743.091] ms is wider than the "
+        "step, from 3 and 3 trials")
 
 
 def test_a_multi_process_runs_timed_steps_are_said_to_be_rank_0s(make_run):
