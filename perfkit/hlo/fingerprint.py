@@ -158,21 +158,49 @@ class Signer:
 
 def entry_names_matched(a: Module, b: Module) -> dict[str, str]:
     """Each of B's ENTRY instructions' names as A's program names the instruction it aligns with, by signature
-    (as diffs align them: an inserted instruction changes its own and its users' signatures), where the two
-    differ; a name of B's that A gives another instruction, and B's aligns with none of A's, is marked
+    (as diffs align them: an inserted instruction changes its own and its users' signatures), the rest by structure
+    (``_structures``: the same op at other shapes), where the two differ; a name of B's that A gives another
+    instruction, and B's aligns with none of A's, is marked
     ``<name> (B's own)``: two programs number their instructions apart, so a name is one op on both sides only
     where they align."""
     flat = [[FlatInstruction(m.entry, i) for i in m.entry_computation.instructions] for m in (a, b)]
     known: dict[str, list[str]] = {}
     signed = [Signer(m, computation_fingerprints(m)).signatures(f, known) for m, f in zip((a, b), flat)]
     names_a = {f.inst.name for f in flat[0]}
-    out: dict[str, str] = {}
     matcher = difflib.SequenceMatcher(None, *signed, autojunk=False)
-    for tag, a0, a1, b0, b1 in matcher.get_opcodes():
-        for k in range(b0, b1):
-            name = flat[1][k].inst.name
-            if tag == "equal":
-                out[name] = flat[0][a0 + k - b0].inst.name
-            elif name in names_a:
-                out[name] = f"{name} (B's own)"
+    pairs = {b0 + k: a0 + k for tag, a0, a1, b0, b1 in matcher.get_opcodes() if tag == "equal" for k in range(b1 - b0)}
+    # the ops left, in order, aligned by structure alone: the same ops at other shapes (a padding, another length)
+    left_a = sorted(set(range(len(flat[0]))) - set(pairs.values()))
+    left_b = [k for k in range(len(flat[1])) if k not in pairs]
+    structures = [_structures(m.entry_computation.instructions) for m in (a, b)]
+    inner = difflib.SequenceMatcher(None, [structures[0][i] for i in left_a], [structures[1][k] for k in left_b],
+                                    autojunk=False)
+    pairs |= {left_b[j + k]: left_a[i + k] for i, j, n in inner.get_matching_blocks() for k in range(n)}
+    # and what is still left, each structure's ops in their order (ops the padding moved past others)
+    rest: dict[str, tuple[list[int], list[int]]] = {}
+    for i in sorted(set(left_a) - set(pairs.values())):
+        rest.setdefault(structures[0][i], ([], []))[0].append(i)
+    for k in left_b:
+        if k not in pairs:
+            rest.setdefault(structures[1][k], ([], []))[1].append(k)
+    pairs |= {k: i for ours, theirs in rest.values() for i, k in zip(ours, theirs)}
+    out: dict[str, str] = {}
+    for k, f in enumerate(flat[1]):
+        name = f.inst.name
+        if k in pairs:
+            out[name] = flat[0][pairs[k]].inst.name
+        elif name in names_a:
+            out[name] = f"{name} (B's own)"
     return {b_name: a_name for b_name, a_name in out.items() if b_name != a_name}
+
+
+def _structures(instructions: list[Instruction]) -> list[str]:
+    """Each instruction's opcode, fusion kind or custom-call target and its operands' opcodes: what it is, its
+    shapes, constants and called computations left out."""
+    opcodes = {i.name: i.opcode for i in instructions}
+    out = []
+    for inst in instructions:
+        attrs = dict(inst.attrs)
+        what = attrs.get("kind") or attrs.get("custom_call_target") or ""
+        out.append(f"{inst.opcode} {what} ({', '.join(opcodes.get(o, '?') for o in inst.operands)})")
+    return out

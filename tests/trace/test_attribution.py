@@ -464,6 +464,27 @@ ENTRY %main (p: f32[8,16], w: f32[16,16], v: f32[16,8]) -> f32[8,16] {
 """
 
 
+# B: A's program at another sequence length (a padding), its ops numbered apart: every shape differs
+_STEP_PADDED = _STEP_A.replace("f32[8,16]", "f32[12,16]").replace("dot.1", "dot.7").replace("dot.2", "dot.8")
+
+
+def test_ops_whose_shapes_alone_changed_are_matched_to_a_s(tmp_path):
+    """A newcomer's Ulysses padding on/off: the padded program ran A's ops at other shapes, and all of B's
+    collectives, 239 of its 574 ops, were marked B's own (B adding collectives, read the table). Ops whose shapes
+    alone changed take A's names; an op B adds (another opcode) stays its own."""
+    from perfkit.hlo.fingerprint import entry_names_matched
+    from perfkit.hlo.parse import parse_module
+
+    assert entry_names_matched(parse_module(_STEP_A), parse_module(_STEP_PADDED)) == {"dot.7": "dot.1",
+                                                                                       "dot.8": "dot.2"}
+    added = _STEP_PADDED.replace("  ROOT %tanh.3 = f32[12,16]{1,0} tanh(%dot.8)",
+                                 "  %tanh.3 = f32[12,16]{1,0} tanh(%dot.8)\n"
+                                 "  ROOT %dot.2 = f32[12,16]{1,0} dot(%tanh.3, %w), lhs_contracting_dims={1}, "
+                                 "rhs_contracting_dims={0}")
+    assert entry_names_matched(parse_module(_STEP_A), parse_module(added)) == {
+        "dot.7": "dot.1", "dot.8": "dot.2", "dot.2": "dot.2 (B's own)"}
+
+
 def test_ops_of_other_programs_are_matched_by_their_place_and_structure(tmp_path):
     """A newcomer's planted matmul: B's step program numbers its ops on from it, and by name the table had called
     A's first layer's matmul the added one. B's ops take the names A gives the ops they align with; B's own
