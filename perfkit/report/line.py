@@ -97,9 +97,11 @@ def summary_line(summary: dict, report: Path) -> str:
         ci = "[no CI: one timed step]" if without_ci(c) else f"[{c['ci'][0]:.3f}, {c['ci'][1]:.3f}]"
         verdict, serve = c["verdict"], summary.get("serve")
         if verdict == "unknown":
+            aim = "give a CI" if without_ci(c) else "narrow it"
             more = "serve.server_restarts" if serve else f"--set repeats.max={2 * rounds_run(summary)}"
-            verdict += f" (more {'server restarts' if serve else 'rounds'} would " \
-                       f"{'give a CI' if without_ci(c) else 'narrow it'}: {more})"
+            # a stopped run has rounds of its own plan left: asking for more would start that plan over
+            verdict += f" (the rest of its plan may {aim}: --resume)" if summary.get("interrupted") else \
+                f" (more {'server restarts' if serve else 'rounds'} would {aim}: {more})"
         of = "server processes'" if serve else "trial"
         parts.append(f"{a} {shown_a} ms, {b} {shown_b} ms (medians of {of} medians), {b}/{a} {c['ratio']:.3f} {ci} "
                      f"-> {verdict}")

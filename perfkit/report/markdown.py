@@ -570,7 +570,10 @@ def _verdict(summary: dict) -> str:
 
 def _more_trials(summary: dict, aim: str = "narrow it") -> str:
     """How to ask for more trials when the verdict is unknown: the run's case again, with more rounds (that
-    would ``aim``: narrow the CI, or give one)."""
+    would ``aim``: narrow the CI, or give one); a stopped run, the rest of its own plan."""
+    if summary.get("interrupted"):
+        return (f"The run was stopped before its plan was done: `{resume_command(Path(summary['run_dir']))}` runs "
+                f"the rest of it, which may {aim}.")
     if summary.get("serve"):  # a serve case's rounds are its server restarts
         return f"More server restarts (`serve.server_restarts`) would {aim}."
     rounds = rounds_run(summary)

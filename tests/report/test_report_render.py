@@ -230,6 +230,20 @@ def test_an_unknown_verdict_says_how_to_ask_for_more_trials(make_run):
     assert "-> unknown (more rounds would narrow it: --set repeats.max=6)" in report.splitlines()[2]
 
 
+def test_a_stopped_run_with_no_verdict_asks_for_the_rest_of_its_plan(tmp_path):
+    """A newcomer's Ctrl-C after 2 of a case's up to 4 rounds: the line and the report asked for `--set
+    repeats.max=4`, the case's own limit (a fresh run of the same plan); the rest of this run is `--resume`'s."""
+    from perfkit.run import finish
+
+    run = write_run(tmp_path / "run", ab_trials(b_scale=1.03)[:4], case_extra={"repeats": {"min": 2, "max": 4}})
+    finish.render_one(run, interrupted=True)
+    report = (run / "report.md").read_text()
+    assert "**No verdict**" in report
+    assert "repeats.max=4" not in report
+    assert f"The run was stopped before its plan was done: `perfkit run --resume {run}` runs the rest of it" in report
+    assert report.splitlines()[2].endswith("-> unknown (the rest of its plan may narrow it: --resume); interrupted")
+
+
 def test_one_timed_step_a_side_is_no_verdict_and_says_why(tmp_path):
     """A trial of two steps with one of warmup: one timed step a side (it read as "slower" with a CI of no width)."""
     from perfkit.run import finish
