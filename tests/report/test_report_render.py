@@ -244,6 +244,18 @@ def test_a_stopped_run_with_no_verdict_asks_for_the_rest_of_its_plan(tmp_path):
     assert report.splitlines()[2].endswith("-> unknown (the rest of its plan may narrow it: --resume); interrupted")
 
 
+def test_the_first_step_row_says_where_failed_trials_count_in_it(make_run):
+    """A newcomer's rank crashed at exit after all its steps: the first-step row (A 19.16 ms, every trial's)
+    read as over good trials (14.44 ms), as the sentence under the table says values are."""
+    trials = ab_trials()
+    trials[0]["status"] = "crashed"
+    report = (make_run(trials=trials) / "report.md").read_text()
+    first_a = [t["steps_ms"][0] for t in trials if t["variant"] == "a"]
+    assert table_row(report, "first step (ms; every trial's, failed ones too)")[0] == f"{np.median(first_a):.2f}"
+    report = (make_run("good", trials=ab_trials()) / "report.md").read_text()
+    assert table_row(report, "first step (ms)")
+
+
 def test_one_timed_step_a_side_is_no_verdict_and_says_why(tmp_path):
     """A trial of two steps with one of warmup: one timed step a side (it read as "slower" with a CI of no width)."""
     from perfkit.run import finish
