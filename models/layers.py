@@ -181,8 +181,9 @@ def ffn(plan, x, w1, w2, *, stream: str):
 
 
 def time_embedding(t, w1, w2):
-    """(B,) flow-matching time -> (B, D): sinusoidal features through a SiLU MLP."""
-    return jax.nn.silu(timestep_features(t) @ w1) @ w2
+    """(B,) flow-matching time -> (B, D): sinusoidal features through a SiLU MLP, in the weights' dtype (float32
+    features would promote the embedding, and through the adaLN modulation every activation after it)."""
+    return jax.nn.silu(timestep_features(t).astype(w1.dtype) @ w1) @ w2
 
 
 def timestep_features(t, dim=256, max_period=10000.0):

@@ -13,10 +13,12 @@ gains not permuted) move outputs by 0.05-0.09."""
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from model_testing import CONFIGS, FAMILIES, GUIDANCE, STEPS, denoise, outputs, reference
 
+from perfkit import models
 from perfkit.errors import BadInput
 from perfkit.kernels import collective_matmul as cm
 from perfkit.models import layers as L
@@ -159,3 +161,25 @@ def test_sp_keeps_the_ltx2_audio_tensor_parallel(monkeypatch):
     are all-reduced as under tp, and v2a's output goes to the audio."""
     gathers, scatters = _collective_matmuls(monkeypatch, "ltx2", CONFIGS["ltx2"]["odd"])
     assert gathers == [1, 1, 1, 2, 3] and scatters == [1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_bfloat16_model_computes_in_bfloat16(family):
+    """A newcomer's bfloat16 run: every tap was float32, and so was the velocity. The float32 timestep features
+    promoted the time embedding, then every activation the adaLN modulation touched; the weights' dtype now holds
+    throughout (dots accumulate in float32 and return the input's type, as perfkit.kernels.precision says)."""
+    from perfkit.models import taps
+
+    fam = models.get(family)
+    cfg = CONFIGS[family]["even"]
+    params = jax.tree.map(lambda w: jax.ShapeDtypeStruct(w.shape, jnp.bfloat16), fam.param_specs(cfg),
+                          is_leaf=L.is_weight)
+    streams = fam.streams(cfg)
+    inputs = {n: jax.ShapeDtypeStruct((1, s.rows, s.channels), jnp.bfloat16) for n, s in streams.items()
+              if hasattr(s, "rows")}
+    plan = make_plan("local").bind(streams, 1)
+    with taps.collecting() as found:
+        out = jax.eval_shape(lambda p, x: fam.forward(p, x, jnp.zeros((1,), jnp.float32), cfg=cfg, plan=plan),
+                             params, inputs)
+    assert {name: str(x.dtype) for name, x in out.items()} == {name: "bfloat16" for name in out}
+    assert found and {str(x.dtype) for _, x, _ in found} == {"bfloat16"}
