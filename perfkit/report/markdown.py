@@ -335,7 +335,8 @@ def _failures(summary: dict) -> list[str]:
         lines.append(f"- trial {f['index']} ({f['variant']}): **{f['status']}**" + _no_steps(f) + _first_failed(f))
         for r in f["ranks"]:
             if r.get("exit_code") != 0 or r.get("running_at_end"):
-                where = "still running at the end" if r.get("running_at_end") else exit_text(r["exit_code"])
+                where = ("still running at the end" if r.get("running_at_end")
+                         else exit_text(r["exit_code"], r.get("stacks")))
                 lines.append(f"  - rank {r['rank']}: {where}, {r.get('steps_done', 0)} steps done, "
                              f"last mark {r.get('last_mark') or 'none (no mark reached)'}")
                 if r.get("stacks"):

@@ -5,13 +5,16 @@ The runner writes this very file as ``sitecustomize.py`` into a folder it puts f
 handler: it dumps even when the main thread is stuck inside a native call such as a hung collective)
 writing to ``PERFKIT_STACKS``; the watchdog sends SIGUSR1 to the trial's process group, waits briefly,
 then ends the group (``perfkit.run.launch``). Fatal signals (SIGSEGV ...) are dumped to the same file unless the program already
-enabled faulthandler. The sitecustomize that ours shadows, if any, still runs (we chain to it).
+enabled faulthandler: every thread's stack while the program runs, the faulting thread's alone once the interpreter
+shuts down (its atexit callbacks done), and the process then dies of its own signal. The sitecustomize that ours
+shadows, if any, still runs (we chain to it).
 
 Standard library only: the rank's Python may not have perfkit installed.
 """
 
 from __future__ import annotations
 
+import atexit
 import faulthandler
 import importlib.machinery
 import importlib.util
@@ -22,18 +25,20 @@ from pathlib import Path
 
 STACKS_ENV = "PERFKIT_STACKS"  # the rank's stacks file; processes it starts write beside it
 OWNER_ENV = "PERFKIT_STACKS_PID"  # set by the rank's first Python process, inherited by its children
-_open_files = []  # faulthandler keeps only the fd: the file objects must stay alive
 
 
 def install(path: str) -> None:
     """Dump every thread's stack to ``path`` on SIGUSR1 (``path-<pid>.txt`` in the rank's children)."""
     if os.environ.setdefault(OWNER_ENV, str(os.getpid())) != str(os.getpid()):
         path = f"{os.path.splitext(path)[0]}-{os.getpid()}.txt"
-    f = open(path, "a")
-    _open_files.append(f)
-    faulthandler.register(signal.SIGUSR1, file=f, all_threads=True)
+    # a bare descriptor, never closed: shutdown closes file objects before a late fatal dump would use it
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+    faulthandler.register(signal.SIGUSR1, file=fd, all_threads=True)
     if not faulthandler.is_enabled():
-        faulthandler.enable(file=f, all_threads=True)
+        faulthandler.enable(file=fd, all_threads=True)
+        # Shutdown frees other threads' states while an all-threads dump may walk them: the dump then crashes
+        # and the rank dies of SIGSEGV, not of its own signal (a C++ teardown's abort). Registered first, run last.
+        atexit.register(faulthandler.enable, file=fd, all_threads=False)
 
 
 def chain_next_sitecustomize() -> None:

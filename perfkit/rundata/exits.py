@@ -1,22 +1,43 @@
-"""How a rank's recorded end reads: its exit code or signal (``exit_text``) and, for a hung rank, where
+"""How a rank's recorded end reads: its exit code or signal (``exit_text``: with the fatal error its stack dump
+records first, where the dump itself crashed) and, for a hung rank, where
 each thread of its stack dump waited (``where_threads_wait``). ``perfkit.run.launch`` records a rank's
 exit code and stacks; report.md and the serve case kind word them with these."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 
 
-def exit_text(code: int | None) -> str:
-    """``exit code 7`` / ``killed by SIGSEGV`` / ``still running``."""
+# faulthandler's words for the fatal signals it dumps on (``Fatal Python error: Aborted``)
+_FATAL_ERRORS = {"Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT", "Bus error": "SIGBUS",
+                 "Illegal instruction": "SIGILL", "Floating point exception": "SIGFPE"}
+_FATAL = re.compile(r"^Fatal Python error: (.+)$", re.M)
+_CHILD_DUMP = "[child process "  # heads a child process's dump where ``perfkit.run.stackdump.collect`` joins them
+
+
+def _first_fatal_signal(stacks: str | None) -> str | None:
+    """The signal the rank's own stack dump (its child processes' aside) names first, e.g. ``SIGABRT``."""
+    found = _FATAL.search((stacks or "").split(_CHILD_DUMP)[0])
+    return _FATAL_ERRORS.get(found.group(1).strip()) if found else None
+
+
+def exit_text(code: int | None, stacks: str | None = None) -> str:
+    """``exit code 7`` / ``killed by SIGSEGV`` / ``still running``; where the rank's stack dump (``stacks``)
+    first records another fatal signal, the dump crashed in turn and the rank died of that crash:
+    ``got SIGABRT (its stack dump's first fatal error), then killed by SIGSEGV while writing that dump``."""
     if code is None:
         return "still running"
     if code < 0:
         try:
-            return f"killed by {signal.Signals(-code).name}"
+            name = signal.Signals(-code).name
         except ValueError:
             return f"killed by signal {-code}"
+        first = _first_fatal_signal(stacks)
+        if first is not None and first != name:
+            return f"got {first} (its stack dump's first fatal error), then killed by {name} while writing that dump"
+        return f"killed by {name}"
     return f"exit code {code}"
 
 

@@ -65,3 +65,29 @@ def test_a_rank_that_cannot_start_is_a_crash(tmp_path):
 
 def test_exit_text():
     assert exit_text(3) == "exit code 3" and exit_text(-11) == "killed by SIGSEGV" and exit_text(None) == "still running"
+
+
+def test_a_rank_whose_stack_dump_crashed_is_said_to_have_died_of_the_dump_after_its_own_signal():
+    """A newcomer's gloo rank aborted at exit; the hook's dump of its threads crashed, and the report said
+    ``killed by SIGSEGV`` alone. Its dump, as it was written (a child process's dump after it is its own)."""
+    crashed = ("Fatal Python error: Aborted\n\nThread 0xFatal Python error: Segmentation fault\n\n\n"
+               "Extension modules: numpy._core._multiarray_umath, torch._C (total: 2)\n")
+    assert exit_text(-11, crashed) == ("got SIGABRT (its stack dump's first fatal error), then killed by SIGSEGV "
+                                       "while writing that dump")
+    assert exit_text(-6, "Fatal Python error: Aborted\n\nCurrent thread 0x1 (most recent call first):\n"
+                         '  File "x.py", line 3 in f\n') == "killed by SIGABRT"
+    assert exit_text(-11, "[child process 42]\nFatal Python error: Aborted\n") == "killed by SIGSEGV"
+    assert exit_text(-15, "Thread 0x1 (most recent call first):\n") == "killed by SIGTERM"  # a hang's dump
+
+
+def test_a_rank_aborting_in_its_teardown_dumps_its_own_thread_alone_and_dies_of_its_abort(tmp_path):
+    """A newcomer's gloo rank aborted in its teardown (std::terminate); the hook's dump of every thread, walking
+    the thread states shutdown frees, crashed, and the rank died of (and was reported as) SIGSEGV. Once the
+    interpreter shuts down the dump reads the faulting thread's own state alone: ``Stack``, not ``Current
+    thread 0x...`` among every thread. Here an object's finaliser aborts at shutdown."""
+    hook = stackdump.hook_dir(tmp_path / "hook")
+    code = "import os\nclass Teardown:\n    def __del__(self):\n        os.abort()\nteardown = Teardown()\n"
+    [aborted] = run_ranks([rank(tmp_path, 0, code, {"PYTHONFAULTHANDLER": ""}, hook)], timeout=30).ranks
+    assert aborted["exit_code"] == -6 and exit_text(aborted["exit_code"], aborted["stacks"]) == "killed by SIGABRT"
+    assert aborted["stacks"].startswith("Fatal Python error: Aborted\n\nStack (most recent call first):\n")
+    assert where_threads_wait(aborted["stacks"]) == ["__del__ (<string>:4)"]
