@@ -1,5 +1,6 @@
 """report.md's lines for a hung trial with traces: each chip's completed collectives, the one it waits at,
-and where the chips' collectives first part (``summary["hangs"]``, ``perfkit.trace.parting``)."""
+and where the chips' collectives first part (``summary["hangs"]``, ``perfkit.trace.parting``); where the traces
+end before the step the trial hung in, no chip's wait is read from them."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ def lines(hang: dict | None, folder: str) -> list[str]:
         return []
     if "error" in hang:
         return [f"  - where the chips part: {hang['error']}"]
-    out = [f"  - where the chips part (`perfkit trace tail {folder}/rank*/trace`): {hang['text']}",
-           "  - collectives completed per chip in the traces, and the one each waits at (its program's next, else the "
-           "one it ran after its last the time before):"]
+    out = [f"  - where the chips part (`perfkit trace tail {folder}/rank*/trace`): {hang['text']}"]
+    # traces that end before the hung step: what each chip ran next there is not where it waits in the hang
+    before = "hung_step" in hang
+    out.append(f"  - collectives completed per chip in the traces (to step {hang['last_traced_step']}; the chips went "
+               "on past them):" if before else "  - collectives completed per chip in the traces, and the one each "
+               "waits at (its program's next, else the one it ran after its last the time before):")
     for c in hang["chips"]:
         at = f"`{c['waiting_at']}` (from {c['waiting_from']})" if c["waiting_at"] else "-"
         last = f", the last `{c['last_op']}`" if c["last_op"] else ""
-        out.append(f"    - rank {c['rank']} device {c['device']}: {c['completed']} completed{last}; waiting at {at}")
+        out.append(f"    - rank {c['rank']} device {c['device']}: {c['completed']} completed{last}"
+                   + ("" if before else f"; waiting at {at}"))
     return out

@@ -291,6 +291,8 @@ class Hang(TypedDict):
     chips: list[HungChip]
     parting: dict[str, Any] | None
     text: str
+    last_traced_step: NotRequired[int]  # both only where the traces end before the step the trial hung in
+    hung_step: NotRequired[int]
 
 
 class FailedTrial(TypedDict):

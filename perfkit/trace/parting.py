@@ -337,9 +337,21 @@ def parting_of_shards(done: shards.Combined, paths: list[str | Path], programs: 
     return parting_of(seq, chips, programs if programs else dumps_beside(paths))
 
 
+def _traces_end_before_hang(trial: dict) -> tuple[int, int] | None:
+    """(the last step traced, the first step a rank did not finish) where a hung trial's records say its traces
+    end before that step (a profiler stopped before the hang): its traces then cannot show where the chips part.
+    None where they reach it, or where no step was recorded as traced (a profile cut by a timer)."""
+    traced = trial.get("traced") or []
+    done = [r["steps_done"] for r in trial.get("ranks", []) if r.get("steps_done") is not None]
+    if not traced or not done or max(traced) >= min(done):
+        return None
+    return max(traced), min(done)
+
+
 def run_hangs(run_dir: Path, trials: list[dict]) -> dict | None:
     """summary.json's ``hangs``: per hung trial with traces (by its folder), ``{chips: [<CHIP_COLUMNS>],
-    parting: first_parting or null, text}`` or ``{error}``; None without such a trial."""
+    parting: first_parting or null, text}`` (with ``last_traced_step`` and ``hung_step`` where its traces end
+    before the step it hung in, ``_traces_end_before_hang``) or ``{error}``; None without such a trial."""
     out = {}
     for t in trials:
         folder = Path(run_dir) / t["dir"]
@@ -352,6 +364,18 @@ def run_hangs(run_dir: Path, trials: list[dict]) -> dict | None:
         except BadInput as exc:
             out[t["dir"]] = {"error": exc.line()}
             continue
-        out[t["dir"]] = {"chips": json.loads(chips.to_json(orient="records")), "parting": first,
-                         "text": describe(first, chips)}
+        hang = {"chips": json.loads(chips.to_json(orient="records")), "parting": first,
+                "text": describe(first, chips)}
+        before = _traces_end_before_hang(t)
+        if before is not None:
+            traced_to, hung = before
+            ends = (f"the traces end at step {traced_to}, before the hang at step {hung} (the first step a rank did "
+                    "not finish)")
+            # traces that agree, or hold no collective, say nothing of a later step; a parting in them still holds
+            hang["text"] = (f"{ends}, so they cannot say where the chips part: each rank's stack dump says where it "
+                            f"waits (a trace would have to reach step {hung}, `capture.trace`, and be written before "
+                            "the ranks are ended)" if first is None
+                            else f"{hang['text']}; {ends}")
+            hang.update(last_traced_step=traced_to, hung_step=hung)
+        out[t["dir"]] = hang
     return out or None

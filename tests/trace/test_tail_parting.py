@@ -258,6 +258,11 @@ def test_a_hung_trial_in_the_summary_and_report(hung_trial):
     assert "(`perfkit trace tail trials/01-b/rank*/trace`): chips part at step 0" in text
     assert "    - rank 3 device 0: 4 completed, the last `cp.3`; waiting at `cp.1` (from program)" in text
     assert parting.run_hangs(trial.parent.parent, trials[1:]) is None
+    # a parting the traces show stands where they end before the hung step (here the ranks finished 2 steps)
+    ended = dict(trials[0], traced=[0], ranks=[{"rank": r, "steps_done": 2} for r in range(4)])
+    text = parting.run_hangs(trial.parent.parent, [ended])["trials/01-b"]["text"]
+    assert text.startswith("chips part at step 0") and text.endswith(
+        "; the traces end at step 0, before the hang at step 2 (the first step a rank did not finish)")
 
 
 def test_no_collectives(tmp_path):
@@ -326,3 +331,30 @@ def test_the_breakdown_counts_the_ops_after_the_last_step(hung_trial, read):
     for side in ("a", "b"):
         outside = json.loads(diff.stdout)[f"outside_steps_{side}"]
         assert [(c["rank"], c["device"], c["ops"], c["op_ps"]) for c in outside] == expected
+
+
+def test_traces_that_end_before_the_hung_step_are_not_read_as_the_hang(tmp_path):
+    """A newcomer's gloo hang: their profiler traced step 3 alone and a rank hung at step 7 (rank 0 finished 7
+    steps, rank 1 all 8); the report said "the chips' collectives agree" and each rank "waiting at" the collective
+    after its traced one, as though the traces held the hang. The trial's records say where its traces end."""
+    from perfkit.report.hangs import lines
+
+    trial = tmp_path / "run" / "trials" / "01-hang"
+    for rank in range(2):  # each chip ran every hop of the one traced step: they agree
+        rank_trace(trial / f"rank{rank}" / "trace" / "h.xplane.pb", [list(PERMUTES)], [])
+    ranks = [{"rank": 0, "steps_done": 7}, {"rank": 1, "steps_done": 8}]
+    record = {"index": 1, "variant": "hang", "status": "hung", "dir": "trials/01-hang", "traced": [2, 3],
+              "ranks": ranks}
+    hang = json.loads(json.dumps(parting.run_hangs(tmp_path / "run", [record])["trials/01-hang"]))
+    assert (hang["parting"], hang["last_traced_step"], hang["hung_step"]) == (None, 3, 7)
+    assert hang["text"] == ("the traces end at step 3, before the hang at step 7 (the first step a rank did not "
+                            "finish), so they cannot say where the chips part: each rank's stack dump says where it "
+                            "waits (a trace would have to reach step 7, `capture.trace`, and be written before the "
+                            "ranks are ended)")
+    assert lines(hang, "trials/01-hang")[1:] == [
+        "  - collectives completed per chip in the traces (to step 3; the chips went on past them):",
+        "    - rank 0 device 0: 3 completed, the last `cp.3`", "    - rank 1 device 0: 3 completed, the last `cp.3`"]
+    # traces that reach the hung step (a rank hung in step 3, the one traced) are read as before
+    reached = parting.run_hangs(tmp_path / "run", [dict(record, ranks=[dict(ranks[0], steps_done=3), ranks[1]])])
+    assert reached["trials/01-hang"]["text"].startswith("the chips' collectives agree")
+    assert "hung_step" not in reached["trials/01-hang"]
