@@ -10,7 +10,8 @@ text names it, else first in first out per chip and kind). On one chip:
   instant, as in ``perfkit.trace.breakdown``);
 - ``exposed_ps``: time in the collective's own ops not under compute (the breakdown's ICI or DCN);
 - ``bytes``: sent per device, from the buffer (the op's output shape; the GPU kernel's message size
-  and dtype) and the group size n (the HLO text's ``replica_groups``, the kernel's ``Group size``, else
+  and dtype; a gloo span's inputs' shapes and types, n times for an all-gather's one part) and the group size n
+  (the HLO text's ``replica_groups``, the kernel's ``Group size``, a gloo trace's one process group, else
   the chips that ran the instance): all-gather and reduce-scatter (n-1)/n of the whole buffer,
   all-reduce 2(n-1)/n, all-to-all (n-1)/n, collective-permute the buffer (``perfkit.hlo.program_cost.SENT_SHARE``).
 
@@ -27,8 +28,9 @@ report.md flag it past ``perfkit.trace.straggler.STRAGGLER_SHARE`` of the step.
 
 from __future__ import annotations
 
+import math
 import warnings
-from collections import deque
+from collections import Counter, deque
 from pathlib import Path
 from typing import NamedTuple
 
@@ -51,8 +53,12 @@ _TORCH_KINDS = (("allreduce", "all-reduce"), ("all_reduce", "all-reduce"), ("all
                 ("alltoall", "all-to-all"), ("all_to_all", "all-to-all"), ("broadcast", "collective-broadcast"),
                 ("sendrecv", "collective-permute"), ("send", "send"), ("recv", "recv"))
 POINT_TO_POINT = ("collective-permute", "send", "recv")
+# an NCCL kernel's dtype (``Float``) and a recorded input's type (``float``, ``long int``, ``c10::BFloat16``),
+# lower case, without ``c10::``
 _TORCH_DTYPE_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat16": 2, "int": 4, "long": 8, "short": 2,
-                      "byte": 1, "char": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
+                      "byte": 1, "char": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "long int": 8,
+                      "short int": 2, "signed char": 1, "unsigned char": 1, "complex<half>": 4, "complex<float>": 8,
+                      "complex<double>": 16}
 INSTANCE_COLUMNS = ["rank", "device", "domain", "step", "program_id", "program", "op", "kind", "occurrence",
                     "start_ps", "end_ps", "time_ps", "exposed_ps", "hidden_ps", "bytes", "group", "chips", "skew_ps",
                     "last", "apart", "wait_ps", "transfer_ps"]
@@ -230,27 +236,93 @@ def _pairs_named(chip: list, role: list, kind: list, op: list, operand: list) ->
 
 
 def kineto_messages(files: list[str]) -> dict[str, tuple]:
-    """Kineto files' communication kernels: file stem (the frame's ``host``) -> (clock base, [(name,
-    buffer bytes or nan, group size or 0, kind)] in start order)."""
-    out = {}
+    """Kineto files' collectives as their args size them: file stem (the frame's ``host``) -> (clock base,
+    [(name, buffer bytes or nan, group size or 0, kind, part)] in start order): a GPU trace's communication
+    kernels, a CPU trace's gloo spans (``_gloo_messages``; ``part``: the buffer is one rank's part of the whole,
+    an all-gather's input). One note says which gloo collectives are given no bytes, and why."""
+    out, unsized, undefined = {}, Counter(), Counter()
     for f in files:
         path = Path(f)
         if not path.name.endswith(_KINETO_SUFFIXES):
             continue
         doc = kineto.load_json(path)
-        kernels = sorted((e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("cat") == "kernel"
-                          and isinstance(e.get("args"), dict) and "Collective name" in e["args"]),
-                         key=lambda e: e.get("ts", 0))
-        messages = []
-        for e in kernels:
-            args = e["args"]
-            kind = _kind(str(args.get("Collective name", "")))
-            count = args.get("Out msg nelems" if kind == "all-gather" else "In msg nelems")
-            size = _TORCH_DTYPE_BYTES.get(str(args.get("dtype", "")).lower())
-            buffer = float(count) * size if isinstance(count, (int, float)) and size else np.nan
-            messages.append((str(e.get("name", "")), buffer, int(args.get("Group size") or 0), kind))
+        found = [e for e in doc["traceEvents"] if isinstance(e, dict)]
+        if any(e.get("cat") in kineto.DEVICE_CATS for e in found):
+            messages = _kernel_messages(found)
+        else:
+            messages = _gloo_messages(found, doc.get("distributedInfo"), unsized, undefined)
         out[file_host(path)] = (doc.get("baseTimeNanoseconds"), messages)
+    why = ([f"{sum(unsized.values())} ({_counted(unsized)}) have no recorded input shape (torch.profiler records "
+            "them with record_shapes=True) or none of a known type"] * bool(unsized)
+           + [f"{sum(undefined.values())} ({_counted(undefined)}) are of kinds perfkit defines no bytes sent for"]
+           * bool(undefined))
+    if why:
+        warnings.warn(f"gloo collectives without bytes and GB/s (?): {'; '.join(why)}", DefinitionNote, stacklevel=2)
     return out
+
+
+def _kernel_messages(found: list[dict]) -> list[tuple]:
+    """A GPU trace's communication kernels (``kineto_messages``), sized by their ``In msg nelems`` (an
+    all-gather's ``Out msg nelems``: the whole), ``dtype`` and ``Group size``."""
+    kernels = sorted((e for e in found if e.get("cat") == "kernel" and isinstance(e.get("args"), dict)
+                      and "Collective name" in e["args"]), key=lambda e: e.get("ts", 0))
+    messages = []
+    for e in kernels:
+        args = e["args"]
+        kind = _kind(str(args.get("Collective name", "")))
+        count = args.get("Out msg nelems" if kind == "all-gather" else "In msg nelems")
+        size = _TORCH_DTYPE_BYTES.get(str(args.get("dtype", "")).lower())
+        buffer = float(count) * size if isinstance(count, (int, float)) and size else np.nan
+        messages.append((str(e.get("name", "")), buffer, int(args.get("Group size") or 0), kind, False))
+    return messages
+
+
+def _gloo_messages(found: list[dict], info, unsized: Counter, undefined: Counter) -> list[tuple]:
+    """A CPU trace's gloo spans (``kineto_messages``; the instances ``chip_instances`` keeps, of some duration),
+    sized by their inputs' ``Input Dims`` and ``Input type`` (the tensors gloo reduced, sent or gathered: an
+    all-gather's one rank's part, an all-to-all's or a coalesced all-reduce's whole as their sum); the group, the
+    trace's process group where ``distributedInfo`` names one alone (a span does not say which group it ran on).
+    Spans without a size are counted in ``unsized`` by kind, those of a kind with no bytes sent defined
+    (``SENT_SHARE``: a barrier, a gather) in ``undefined`` by name."""
+    groups = info.get("pg_config") if isinstance(info, dict) else None
+    group = groups[0].get("pg_size") if isinstance(groups, list) and len(groups) == 1 and isinstance(
+        groups[0], dict) else None
+    group = group if type(group) is int and group > 0 else 0
+    spans = sorted((e for e in found if e.get("ph") == "X" and e.get("cat") == "user_annotation"
+                    and str(e.get("name", "")).startswith("gloo:") and isinstance(e.get("dur"), (int, float))
+                    and round(e["dur"] * 1e6) > 0), key=lambda e: e.get("ts", 0))
+    messages = []
+    for e in spans:
+        name = str(e["name"])
+        kind = _kind(name.replace(":", " "))
+        buffer = _input_bytes(e.get("args"))
+        if kind not in SENT_SHARE:
+            undefined[name] += 1
+        elif np.isnan(buffer):
+            unsized[kind] += 1
+        messages.append((name, buffer, group, kind, kind == "all-gather"))
+    return messages
+
+
+def _input_bytes(args) -> float:
+    """The bytes of the tensors an op's recorded inputs name (``Input Dims``, ``Input type``); nan where it
+    records none or one of a type not known here."""
+    dims = args.get("Input Dims") if isinstance(args, dict) else None
+    types = args.get("Input type") if isinstance(args, dict) else None
+    if not isinstance(dims, list) or not isinstance(types, list) or not dims or len(dims) != len(types):
+        return np.nan
+    total = 0.0
+    for shape, dtype in zip(dims, types):
+        size = _TORCH_DTYPE_BYTES.get(str(dtype).lower().replace("c10::", ""))
+        if not size or not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+            return np.nan
+        total += size * math.prod(shape)
+    return total
+
+
+def _counted(counts: Counter) -> str:
+    """``3 all-gather, 1 all-reduce``: counts by name, most first."""
+    return ", ".join(f"{n} {name}" for name, n in counts.most_common())
 
 
 def _domains(rows: pd.DataFrame, messages: dict[str, tuple], own_clocks: tuple[int, ...]) -> np.ndarray:
@@ -269,8 +341,10 @@ def _first(groups: np.ndarray) -> np.ndarray:
 
 
 def _attach_messages(inst: pd.DataFrame, messages: dict[str, tuple]) -> None:
-    """GPU kernels' buffer and group size from their Kineto args, in place: the k-th communication kernel
-    of a file in start order is the k-th collective instance of that host's rows (same name checked)."""
+    """GPU kernels' and gloo spans' buffer and group size from their Kineto args, and whether the buffer is one
+    rank's ``part``, in place: the k-th message of a file in start order is the k-th collective instance of that
+    host's rows (same name checked)."""
+    inst["part"] = False
     for host, (_, found) in messages.items():
         rows = inst.index[inst["host"] == host]
         if not found or len(rows) != len(found):
@@ -282,6 +356,7 @@ def _attach_messages(inst: pd.DataFrame, messages: dict[str, tuple]) -> None:
         inst.loc[ordered, "buffer"] = [m[1] for m in found]
         inst.loc[ordered, "group"] = [m[2] for m in found]
         inst.loc[ordered, "kind"] = [m[3] or k for m, k in zip(found, inst.loc[ordered, "kind"])]
+        inst.loc[ordered, "part"] = [m[4] for m in found]
 
 
 class ChipInstances(NamedTuple):
@@ -394,6 +469,8 @@ def matched(found: ChipInstances, messages: dict[str, tuple] | None = None) -> p
     inst["wait_ps"] = _exposed_until(found.exposure, len(inst), np.where(apart, a1, np.maximum(arrival, a1)))
     inst["transfer_ps"] = inst["exposed_ps"] - inst["wait_ps"]
     inst["group"] = np.where(inst["group"] > 0, inst["group"], np.where(inst["chips"] > 1, inst["chips"], 0))
+    # a gloo all-gather's input is one rank's part: the whole buffer n of them
+    inst["buffer"] = inst["buffer"].where(~inst["part"], inst["buffer"] * inst["group"].where(inst["group"] > 0))
     sends = _groups(inst, ["kind", "buffer", "group"])
     each = _first(sends)  # _sent once per (kind, buffer, group)
     sent = [_sent(*key) for key in zip(*(inst[k].to_numpy()[each].tolist() for k in ("kind", "buffer", "group")))]

@@ -135,6 +135,59 @@ def test_nccl_kernel_bytes_from_kineto_args(fixtures_dir):
     assert (inst["chips"] == 1).all() and (inst["exposed_ps"] + inst["hidden_ps"] <= inst["time_ps"]).all()
 
 
+GLOO = "torch_gloo"  # tests/data/torch_gloo: an attention + MLP block's step on 2 gloo ranks, record_shapes on and off
+
+
+def test_gloo_collectives_bytes_from_their_recorded_input_shapes(fixtures_dir):
+    """A newcomer's block on 2 gloo ranks: with record_shapes=True each gloo span records its input's shape and type,
+    read here straight from the JSON: all-gather's whole buffer is n of its input, bytes sent (n-1)/n of it,
+    all-reduce's 2(n-1)/n of its input, n the trace's one process group; as for NCCL. One rank's trace alone gives
+    the same. Before, every gloo collective's bytes and GB/s read "?" with no reason given."""
+    folder = fixtures_dir.parent / GLOO / "shapes"
+    expected = {}
+    for rank in (0, 1):
+        raw = json.loads(gzip.decompress((folder / f"rank{rank}.json.gz").read_bytes()))
+        (group,) = raw["distributedInfo"]["pg_config"]
+        n = group["pg_size"]
+        spans = sorted((e for e in raw["traceEvents"] if e.get("name", "").startswith("gloo:")), key=lambda e: e["ts"])
+        for e in spans:
+            assert e["args"]["Input type"] == ["float"]
+            size = 4 * np.prod(e["args"]["Input Dims"][0])
+            sent = {"gloo:all_gather": (n - 1) / n * n * size, "gloo:all_reduce": 2 * (n - 1) / n * size}[e["name"]]
+            expected.setdefault(rank, []).append((e["name"], sent))
+    assert {r: [name for name, _ in rows] for r, rows in expected.items()} == {
+        r: ["gloo:all_gather", "gloo:all_gather", "gloo:all_reduce"] for r in (0, 1)}
+    both = run(folder, "--json")
+    assert both.exit_code == 0, both.output
+    got = {}
+    for r in sorted(json.loads(both.stdout)["instances"], key=lambda r: (r["rank"], r["start_ps"])):
+        got.setdefault(r["rank"], []).append((r["op"], r["bytes"]))
+    assert got == expected
+    alone = json.loads(run(folder / "rank1.json.gz", "--json").stdout)["instances"]
+    assert [(r["op"], r["bytes"]) for r in sorted(alone, key=lambda r: r["start_ps"])] == expected[1]
+    assert all(r["chips"] == 1 for r in alone)
+    assert "gloo collectives without bytes" not in both.stderr
+    ops = json.loads(both.stdout)["ops"]
+    assert all(o["gbps"] is not None and o["gbps"] > 0 for o in ops)
+
+
+def test_gloo_collectives_without_recorded_shapes_say_why_they_have_no_bytes(fixtures_dir):
+    """The same block profiled with record_shapes off: no span records a size, so bytes and GB/s stay unknown (?),
+    and one note says why (and how to get them), counting the collectives by kind as the JSON holds them."""
+    folder = fixtures_dir.parent / GLOO / "plain"
+    spans = [e["name"] for rank in (0, 1) for e in json.loads(gzip.decompress(
+        (folder / f"rank{rank}.json.gz").read_bytes()))["traceEvents"] if e.get("name", "").startswith("gloo:")]
+    assert sorted(spans) == ["gloo:all_gather"] * 4 + ["gloo:all_reduce"] * 2
+    result = run(folder, "--json")
+    doc = json.loads(result.stdout)
+    assert all(r["bytes"] is None for r in doc["instances"]) and len(doc["instances"]) == 6
+    (note,) = [n for n in doc["notes"] if n.startswith("gloo collectives without bytes")]
+    assert note == ("gloo collectives without bytes and GB/s (?): 6 (4 all-gather, 2 all-reduce) have no recorded "
+                    "input shape (torch.profiler records them with record_shapes=True) or none of a known type")
+    text = run(folder)
+    assert text.stderr.count("record_shapes=True") == 1 and " ? " in text.stdout
+
+
 @pytest.fixture(scope="module")
 def sp_profile(tmp_path_factory):
     """The quickstart's sp variant (bundled model wan/tiny, plan sp, ring) on 4 fake CPU devices: two
