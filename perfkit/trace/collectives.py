@@ -263,14 +263,15 @@ def kineto_messages(files: list[str]) -> dict[str, tuple]:
 
 def _kernel_messages(found: list[dict]) -> list[tuple]:
     """A GPU trace's communication kernels (``kineto_messages``), sized by their ``In msg nelems`` (an
-    all-gather's ``Out msg nelems``: the whole), ``dtype`` and ``Group size``."""
+    all-gather's and a reduce-scatter's ``Out msg nelems``: its output, as an HLO op's shape gives it; PyTorch
+    records a reduce-scatter's input as the whole, n of its output), ``dtype`` and ``Group size``."""
     kernels = sorted((e for e in found if e.get("cat") == "kernel" and isinstance(e.get("args"), dict)
                       and "Collective name" in e["args"]), key=lambda e: e.get("ts", 0))
     messages = []
     for e in kernels:
         args = e["args"]
         kind = _kind(str(args.get("Collective name", "")))
-        count = args.get("Out msg nelems" if kind == "all-gather" else "In msg nelems")
+        count = args.get("Out msg nelems" if kind in ("all-gather", "reduce-scatter") else "In msg nelems")
         size = _TORCH_DTYPE_BYTES.get(str(args.get("dtype", "")).lower())
         buffer = float(count) * size if isinstance(count, (int, float)) and size else np.nan
         messages.append((str(e.get("name", "")), buffer, int(args.get("Group size") or 0), kind, False))

@@ -549,3 +549,20 @@ def test_a_variant_whose_traced_trial_hung_names_it(tmp_path):
         f"`perfkit trace tail {tmp_path / 'trials/01-skip'}`")}
     got = summarize(tmp_path, trials[:1] + trials[2:], ["ring", "skip"])["variants"]
     assert got["skip"] == {"error": "no trace captured"}
+
+
+def test_nccl_reduce_scatter_bytes_are_its_input_s_share(fixtures_dir, tmp_path):
+    """PyTorch records a reduce-scatter's ``In msg nelems`` as its whole input (its output's count times the group
+    size, ProcessGroupNCCL's ``_reduce_scatter_base``): a device sends (n-1)/n of that input. The whole had been
+    taken n times over (the input's count read as the output's). One of the HTA fixture's all-reduce kernels,
+    made a reduce-scatter of 4096 floats into 1024 on 4 ranks: 3/4 x 4096 x 4 = 12288 bytes sent."""
+    raw = json.loads(gzip.decompress((fixtures_dir / "kineto/hta_nccl_data.json.gz").read_bytes()))
+    kernel = min((e for e in raw["traceEvents"] if e.get("cat") == "kernel"
+                  and e.get("args", {}).get("Collective name") == "allreduce"), key=lambda e: e["ts"])
+    kernel["name"] = "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+    kernel["args"].update({"Collective name": "reduce_scatter", "In msg nelems": 4096, "Out msg nelems": 1024,
+                           "Group size": 4, "dtype": "Float"})
+    path = tmp_path / "rs.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(raw).encode()))
+    inst = collectives.instances(events.load([path]))
+    assert inst.loc[inst["kind"] == "reduce-scatter", "bytes"].tolist() == [3 / 4 * 4096 * 4]
