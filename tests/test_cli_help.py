@@ -46,7 +46,7 @@ def test_top_level_help_imports_no_command():
     assert _imported_for_help([], HEAVY | COMMAND_MODULES) == []
 
 
-TRACE_COMMANDS = [["trace", name] for name in ("breakdown", "diff", "tail", "collectives", "export")]
+TRACE_COMMANDS = [["trace", name] for name in ("breakdown", "diff", "attribution", "tail", "collectives", "export")]
 
 
 @pytest.mark.parametrize("argv", [[name] for name in sorted(COMMANDS)] + TRACE_COMMANDS, ids=" ".join)
