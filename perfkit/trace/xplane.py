@@ -1,7 +1,7 @@
 """``*.xplane.pb`` (XSpace: TPU, GPU and CPU planes) into columnar events, without TensorBoard.
 
 ``wire.split`` finds the planes in the file (reading their heads only), then (one plane read into an
-array at a time) each plane's lines and each line's events in place; protobuf (``schema``) parses only
+array at a time) each plane's lines and each line's events in place; protobuf (``protos``) parses only
 what is left: names, metadata, line headers. Events and their stats are decoded in chunks with numpy straight from the
 plane's bytes (``wire``): a handful of numpy passes per event field, no Python object per event, and
 the event columns grow in place (no concatenation). What each event is comes from its plane and line:
