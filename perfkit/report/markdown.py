@@ -459,8 +459,7 @@ def _too_few_traced(name: str, v: dict, verdict: str | None) -> list[str]:
     if not (spans or wide):
         return []
     why = f"spans 0 where the timing says {verdict}" if spans else "is wider than the step"
-    # a wide CI that excludes 0 places the change's sign, not its size (a newcomer's ring against Pallas: +434 ms
-    # [+125.544, +743.091] of a 382 ms step, its custom-call starred, read 'too few traced steps to place it')
+    # a wide CI that excludes 0 places the change's sign, not its size
     said = "places its change only roughly" if t["marked"] and not spans else \
         "had too few traced steps to place its change"
     n = attribution.DECIMALS
