@@ -337,15 +337,16 @@ def parting_of_shards(done: shards.Combined, paths: list[str | Path], programs: 
     return parting_of(seq, chips, programs if programs else dumps_beside(paths))
 
 
-def _traces_end_before_hang(trial: dict) -> tuple[int, int] | None:
-    """(the last step traced, the first step a rank did not finish) where a hung trial's records say its traces
-    end before that step (a profiler stopped before the hang): its traces then cannot show where the chips part.
-    None where they reach it, or where no step was recorded as traced (a profile cut by a timer)."""
+def _traces_end_before_hang(trial: dict) -> tuple[int, int, bool] | None:
+    """(the last step traced, the first step a rank did not finish, whether every rank finished as many) where a
+    hung trial's records say its traces end before that step (a profiler stopped before the hang): its traces then
+    cannot show where the chips part. None where they reach it, or where no step was recorded as traced (a profile
+    cut by a timer)."""
     traced = trial.get("traced") or []
     done = [r["steps_done"] for r in trial.get("ranks", []) if r.get("steps_done") is not None]
     if not traced or not done or max(traced) >= min(done):
         return None
-    return max(traced), min(done)
+    return max(traced), min(done), min(done) == max(done)
 
 
 def run_hangs(run_dir: Path, trials: list[dict]) -> dict | None:
@@ -368,12 +369,15 @@ def run_hangs(run_dir: Path, trials: list[dict]) -> dict | None:
                 "text": describe(first, chips)}
         before = _traces_end_before_hang(t)
         if before is not None:
-            traced_to, hung = before
-            ends = (f"the traces end at step {traced_to}, before the hang at step {hung} (the first step a rank did "
-                    "not finish)")
+            traced_to, hung, alike = before
+            # every rank as far: it hung past its last step (its teardown, or a step it never began), no step to name
+            ends = (f"the traces end at step {traced_to}, before the hang, which came after every rank had finished "
+                    f"step {hung - 1}" if alike else f"the traces end at step {traced_to}, before the hang at step "
+                    f"{hung} (the first step a rank did not finish)")
+            reach = f"past step {hung - 1}" if alike else f"step {hung}"
             # traces that agree, or hold no collective, say nothing of a later step; a parting in them still holds
             hang["text"] = (f"{ends}, so they cannot say where the chips part: each rank's stack dump says where it "
-                            f"waits (a trace would have to reach step {hung}, `capture.trace`, and be written before "
+                            f"waits (a trace would have to reach {reach}, `capture.trace`, and be written before "
                             "the ranks are ended)" if first is None
                             else f"{hang['text']}; {ends}")
             hang.update(last_traced_step=traced_to, hung_step=hung)

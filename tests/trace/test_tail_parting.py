@@ -262,7 +262,7 @@ def test_a_hung_trial_in_the_summary_and_report(hung_trial):
     ended = dict(trials[0], traced=[0], ranks=[{"rank": r, "steps_done": 2} for r in range(4)])
     text = parting.run_hangs(trial.parent.parent, [ended])["trials/01-b"]["text"]
     assert text.startswith("chips part at step 0") and text.endswith(
-        "; the traces end at step 0, before the hang at step 2 (the first step a rank did not finish)")
+        "; the traces end at step 0, before the hang, which came after every rank had finished step 1")
 
 
 def test_no_collectives(tmp_path):
@@ -358,3 +358,9 @@ def test_traces_that_end_before_the_hung_step_are_not_read_as_the_hang(tmp_path)
     reached = parting.run_hangs(tmp_path / "run", [dict(record, ranks=[dict(ranks[0], steps_done=3), ranks[1]])])
     assert reached["trials/01-hang"]["text"].startswith("the chips' collectives agree")
     assert "hung_step" not in reached["trials/01-hang"]
+    # every rank finished its 8 steps and then hung (its teardown): no step 8 to name (a reviewer's)
+    after = parting.run_hangs(tmp_path / "run", [dict(record, ranks=[dict(ranks[0], steps_done=8), ranks[1]])])
+    assert after["trials/01-hang"]["text"] == (
+        "the traces end at step 3, before the hang, which came after every rank had finished step 7, so they cannot "
+        "say where the chips part: each rank's stack dump says where it waits (a trace would have to reach past "
+        "step 7, `capture.trace`, and be written before the ranks are ended)")
