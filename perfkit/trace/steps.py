@@ -53,19 +53,24 @@ def _marker_numbers(names: list[str], codes: np.ndarray, numbers: np.ndarray, pa
     return out, in_name & (out >= 0) & (pattern is not None)  # (a ProfilerStep's number is its step's)
 
 
-def _by_occurrence(nums: np.ndarray, in_name: np.ndarray, occurrence: np.ndarray) -> tuple[np.ndarray, bool]:
+def _numbers_name_no_step(nums: np.ndarray, in_name: np.ndarray, occurrence: np.ndarray) -> bool:
+    """Whether a number taken from the markers' names (``in_name``) is two occurrences' (their ``External id``s,
+    which an annotation's host event and its GPU-side copies share): it then tells no step apart. Markers without
+    an id (-1) are no evidence: an annotation's copies on two streams would read as two occurrences."""
+    named = in_name & (occurrence >= 0)
+    pairs = np.unique(np.stack([nums[named], occurrence[named]]), axis=1)
+    return bool(pairs.size) and np.unique(pairs[0]).size < pairs.shape[1]
+
+
+def _by_occurrence(nums: np.ndarray, occurrence: np.ndarray, renumber: bool) -> np.ndarray:
     """A device's marker numbers (``nums``, -1 none; markers by start) where ``occurrence`` (-1: a marker of its
-    own) says which markers are one annotation's: each occurrence its number, or, where a number taken from the
-    names (``in_name``) is two occurrences', or an occurrence has none, the occurrences' order; and whether the
-    names' numbers were set aside."""
+    own) says which markers are one annotation's: each its number, or (``renumber``, or where it has none) the
+    occurrences' order on the device."""
     occurrence = np.where(occurrence >= 0, occurrence, -1 - np.arange(occurrence.size))
     ids, first, which = np.unique(occurrence, return_index=True, return_inverse=True)
     order = np.empty(ids.size, np.int64)
     order[np.argsort(first, kind="stable")] = np.arange(ids.size)  # (``first``: the markers come by start)
-    shared = {n for n in np.unique(nums[in_name]).tolist() if np.unique(occurrence[in_name & (nums == n)]).size > 1}
-    if shared:
-        return order[which], True
-    return np.where(nums >= 0, nums, order[which]), False
+    return order[which] if renumber else np.where(nums >= 0, nums, order[which])
 
 
 def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | None) -> tuple[np.ndarray, str]:
@@ -82,8 +87,9 @@ def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | 
         return step, "none"
     numbers, in_name = _marker_numbers(names, cols["name"][midx], cols["step"][midx], pattern)
     occurrence = cols.get("occurrence")  # (a Kineto trace's: which annotation a marker is an occurrence of)
+    # decided for the whole file: a device numbered by order beside one numbered by names would misalign steps
+    renumbered = occurrence is not None and _numbers_name_no_step(numbers, in_name, occurrence[midx])
     ops = (role == ROLES["op"]) | (role == ROLES["dcn_transfer"])
-    renumbered = False
     for dev in _distinct(device):  # (not device[ops]: a copy of the column)
         which = np.flatnonzero(ops & (device == dev))
         if not which.size:
@@ -102,8 +108,7 @@ def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | 
         if occurrence is None:
             nums = np.where(nums >= 0, nums, np.arange(nums.size))
         else:
-            nums, aside = _by_occurrence(nums, in_name[at], occurrence[mine])
-            renumbered |= aside
+            nums = _by_occurrence(nums, occurrence[mine], renumbered)
         step[mine] = nums
         at = _window_of(start[which], start[mine], end)
         inside = at >= 0

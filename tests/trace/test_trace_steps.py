@@ -68,3 +68,30 @@ def test_each_op_takes_the_step_whose_window_holds_its_start(in_time_order):
         cols = _trace(rng, in_time_order)
         step, _ = steps.assign(cols, NAMES, None)
         assert step.tolist() == _by_the_rule(cols, NAMES), cols
+
+
+def _annotated(markers: list[tuple[int, int, int]], ops: list[tuple[int, int]]) -> dict:
+    """A Kineto-like trace's columns: ``markers`` (device, start, External id; each named ``MoE[experts=64] N``,
+    100 ps long) and ``ops`` (device, start; 10 ps each)."""
+    rows = [(ROLES["step"], d, t, 100, 0, o) for d, t, o in markers] + [(ROLES["op"], d, t, 10, 1, -1) for d, t in ops]
+    role, device, start, dur, name, occurrence = (np.array(c) for c in zip(*rows))
+    return {"role": role.astype(np.int8), "device": device.astype(np.int32), "start_ps": start.astype(np.int64),
+            "dur_ps": dur.astype(np.int64), "name": name.astype(np.int32), "step": np.full(len(rows), -1, np.int32),
+            "occurrence": occurrence.astype(np.int64)}
+
+
+def test_annotations_are_numbered_alike_on_every_device_of_a_file():
+    """A reviewer's: whether the number in the pattern's names tells steps apart was decided per device, so a device
+    with one MoE annotation kept its step 64 beside a device whose two read 0 and 1 (steps matched across chips by
+    number then misalign). One decision for the file: every device numbers its annotations by order."""
+    cols = _annotated([(0, 0, 10), (0, 200, 11), (1, 0, 12)], [(0, 50), (0, 250), (1, 50)])
+    step, source = steps.assign(cols, ["MoE[experts=64] N", "fusion"], re.compile(r"MoE\["))
+    assert step[3:].tolist() == [0, 1, 0] and "numbered by their order" in source
+
+
+def test_annotations_without_an_external_id_keep_their_names_number():
+    """The GPU-side copies of one annotation on two streams, with no External id: no evidence that its number is
+    two occurrences' (each id-less marker had counted as its own occurrence, and the copies read as steps 0 and 1)."""
+    cols = _annotated([(0, 0, -1), (0, 0, -1)], [(0, 50)])
+    step, source = steps.assign(cols, ["MoE[experts=64] N", "fusion"], re.compile(r"MoE\["))
+    assert step.tolist() == [64, 64, 64] and "numbered by their order" not in source
