@@ -227,6 +227,12 @@ def reproduce(run_dir: Path, env: dict) -> dict:
 ENV_KEYS = ("source", "packages", "devices", "python", "host", "cpus", "platform", "flags", "hosts")
 
 
+def run_env(run_dir: Path) -> tuple[dict, dict]:
+    """The run's env.json (empty where it wrote none) and what a summary keeps of it (``ENV_KEYS``)."""
+    env = json.loads((run_dir / "env.json").read_text()) if (run_dir / "env.json").exists() else {}
+    return env, {k: env.get(k) for k in ENV_KEYS}
+
+
 def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Case, Summary]:
     """The run's case and summary (``summary.json``'s content); ``interrupted``: the run was stopped
     before its plan was done."""
@@ -238,7 +244,7 @@ def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Ca
     comparisons = timing.compare_variants(timing.steps_frame(trials), a, [v.name for v in variants[1:]],
                                           min_effect=case.min_effect, seed=case.seed)
     main = comparisons[(comparisons.variant == b) & (comparisons.metric == "step_ms")].iloc[0].to_dict()
-    env = json.loads((run_dir / "env.json").read_text()) if (run_dir / "env.json").exists() else {}
+    env, kept = run_env(run_dir)
     breakdown, attributed = traces_summary(run_dir, trials, [v.name for v in variants], case.seed)
     summary = {
         "case": case.name,
@@ -262,7 +268,7 @@ def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Ca
                                "ranks": t["ranks"], **({"warmup": t["warmup"]} if "warmup" in t else {})}
                               for t in trials if t["status"] != "ok"]},
         "hangs": run_hangs(run_dir, trials),  # hung trials with traces: where their chips part
-        "env": {k: env.get(k) for k in ENV_KEYS},
+        "env": kept,
         "reproduce": reproduce(run_dir, env),
         "interrupted": interrupted,
     }

@@ -595,7 +595,7 @@ def _described(summary: dict) -> list[str]:
                     for i, (n, v) in enumerate(summary["variants"].items())]
 
 
-def environment(summary: dict) -> list[str]:
+def environment_lines(summary: dict) -> list[str]:
     """The Environment section's lines: source tree, devices, host, packages, flags (a run's or a matrix's)."""
     env = summary.get("env") or {}
     src = env.get("source") or {}
@@ -634,7 +634,7 @@ def _plots(plots: dict[str, str]) -> list[str]:
             for line in (f"**{PLOT_TITLES[name]}**", "", f"![{PLOT_TITLES[name]}]({path})", "")][:-1]
 
 
-def reproduce(summary: dict) -> list[str]:
+def reproduce_lines(summary: dict) -> list[str]:
     """The Reproduce section's lines: checkout, command, the case as it ran (a run's or a matrix's)."""
     r = summary.get("reproduce")
     if not r:
@@ -666,7 +666,7 @@ def render(summary: dict, plots: dict[str, str] | None = None) -> str:
     if summary["trials"]["failed"]:
         out += [f"> {len(summary['trials']['failed'])} trial(s) failed or hung: see Failed trials; the figures "
                 "come from the trials that finished.", ""]
-    out += ["## Environment", "", *environment(summary), ""]
+    out += ["## Environment", "", *environment_lines(summary), ""]
     if summary.get("serve"):  # a serve case: latency and outputs/min per concurrency level
         out += ["## Serving", "", *section(summary), ""]
     else:
@@ -682,7 +682,7 @@ def render(summary: dict, plots: dict[str, str] | None = None) -> str:
                                          "splits those steps into compute / ICI / DMA / idle)."]), ""]
     out += cost.section(summary)  # '## Cost', where a variant's trials wrote XLA dumps
     out += ["## Plots", "", *_plots(plots), ""]
-    out += ["## Reproduce", "", *reproduce(summary), ""]
+    out += ["## Reproduce", "", *reproduce_lines(summary), ""]
     out += ["## Not verified", "", *(f"- {n}" for n in summary["not_verified"]), ""]
     return "\n".join(out)
 

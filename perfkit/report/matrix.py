@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from perfkit.common.digits import digits, ratio_text
-from perfkit.report.markdown import environment, reproduce
+from perfkit.report.markdown import environment_lines, reproduce_lines
 from perfkit.rundata.summary import MatrixRow, MatrixSummary
 
 
@@ -56,7 +56,7 @@ def matrix_report(run_dir: Path, summary: MatrixSummary) -> str:
         lines += [f"> {missing} combination(s) did not run (the run was stopped).", ""]
     lines += matrix_table(rows) if rows else ["No combination finished."]
     lines += ["", *(f"- [{r['cell']}](cells/{r['cell']}/report.md)" for r in rows), ""]
-    lines += ["## Environment", "", *environment(summary), ""]
-    lines += ["## Reproduce", "", *reproduce(summary), ""]
+    lines += ["## Environment", "", *environment_lines(summary), ""]
+    lines += ["## Reproduce", "", *reproduce_lines(summary), ""]
     lines += _not_verified(run_dir, [r["cell"] for r in rows])
     return "\n".join(lines)

@@ -11,11 +11,10 @@ how to run the matrix again and what the combinations did not verify.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from perfkit.analysis.matrix import matrix_frame, matrix_rows
-from perfkit.analysis.summary import ENV_KEYS, reproduce
+from perfkit.analysis.summary import reproduce, run_env
 from perfkit.report.matrix import matrix_report
 from perfkit.rundata import case as case_mod, rundir
 from perfkit.rundata.summary import MatrixSummary, MatrixTrials
@@ -32,11 +31,11 @@ def finish(run_dir: Path) -> bool:
     missing = total - len(rows)
     failed = bool(missing or any(r["failed"] or r["interrupted"] for r in rows))
     frame.to_csv(run_dir / "matrix.csv", index=False)
-    env = json.loads((run_dir / "env.json").read_text()) if (run_dir / "env.json").exists() else {}
+    env, kept = run_env(run_dir)
     summary = MatrixSummary(case=case.name, kind="matrix", run_dir=str(run_dir), matrix=rows, combinations=total,
                             missing=missing, interrupted=bool(missing) or any(r["interrupted"] for r in rows),
                             trials=MatrixTrials(failed=[r["cell"] for r in rows if r["failed"]]),
-                            env={k: env.get(k) for k in ENV_KEYS}, reproduce=reproduce(run_dir, env))
+                            env=kept, reproduce=reproduce(run_dir, env))
     rundir.write_summary(run_dir, summary)
     (run_dir / "report.md").write_text(matrix_report(run_dir, summary))
     print(f"{case.name}: {len(frame)} of {total} combinations, {sum(r['failed'] > 0 for r in rows)} with "

@@ -471,7 +471,8 @@ _STEP_PADDED = _STEP_A.replace("f32[8,16]", "f32[12,16]").replace("dot.1", "dot.
 def test_ops_whose_shapes_alone_changed_are_matched_to_a_s(tmp_path):
     """A newcomer's Ulysses padding on/off: the padded program ran A's ops at other shapes, and all of B's
     collectives, 239 of its 574 ops, were marked B's own (B adding collectives, read the table). Ops whose shapes
-    alone changed take A's names; an op B adds (another opcode) stays its own."""
+    alone changed take A's names; an op B adds past every op of A's (a dot of A's structure, none of A's left to
+    pair it with) stays its own."""
     from perfkit.hlo.fingerprint import entry_names_matched
     from perfkit.hlo.parse import parse_module
 
