@@ -213,9 +213,12 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
         click.echo(f"measured: {HOST_OPS}")
     # HTA's figures on a Kineto trace with sub-microsecond times are of the times rounded inward (start up, end down)
     kineto = any(not is_xplane(Path(f)) for f in rows.attrs["files"])
-    rounding = ", to the ns (HTA rounds Kineto times inward to whole us; HTA_DISABLE_NS_ROUNDING=1 keeps them)"
+    hta_reads = kineto and measured != "host ops"  # (HTA measures a trace's GPU events: a CPU trace has none)
+    rounding = ", to the ns" + (" (HTA rounds Kineto times inward to whole us; HTA_DISABLE_NS_ROUNDING=1 keeps them)"
+                                if hta_reads else "")
     # HTA's option named where HTA reads the trace; no last step to keep where there are no steps
-    hta = (" (HTA's default)" if last_step == "drop" else " (HTA's include_last_profiler_step=True)") if kineto else ""
+    hta = (" (HTA's default)" if last_step == "drop" else " (HTA's include_last_profiler_step=True)") if hta_reads \
+        else ""
     last = "" if steps_from == ["none"] else f"last step {'dropped' if last_step == 'drop' else 'kept'}{hta}; "
     said = ("none (no step markers: one span a chip, its first device op to its last, as --window trace)"
             if spans == ["none"] else ", ".join(spans))

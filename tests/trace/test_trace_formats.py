@@ -382,6 +382,9 @@ def test_cpu_trace_says_it_measured_host_ops(fixtures_dir):
     assert _json(path)["measured"] == "host ops"
     assert _json(path, "--window", "trace")["measured"] == "host ops"
     assert _breakdown(path).stdout.startswith("measured: host ops: the trace has no device events")
+    # HTA measures none of it: its conventions are not named (a newcomer's gloo trace: the header quoted them)
+    assert "HTA" not in _breakdown(path).stdout.splitlines()[1]
+    assert "HTA" in _breakdown(fixtures_dir / "kineto" / MTIA).stdout.splitlines()[0]  # (a device trace: HTA reads it)
     # the ops outside every step are the host ops too (the line called them device ops)
     assert "rank 0 device 0: 6 ops, 0.046 ms (host ops, their durations summed)" in _breakdown(path).stdout
     gpu = _json(fixtures_dir / "kineto" / SCHEMA_2021)
