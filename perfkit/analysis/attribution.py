@@ -40,7 +40,7 @@ from perfkit.trace import breakdown, diff, runs, timeline
 
 BYS = ("category", "kind", "op")
 TOP = 10  # ops or kinds named one by one; the rest are summed as "other"
-N_BOOT = 4000  # as the verdict's bootstrap (perfkit.analysis.stats.compare)
+N_BOOT = 4000  # draws of the one-trial steps bootstrap: (draws, parts) arrays, fewer than the verdict's (stats.compare)
 CONFIDENCE = 0.95
 PART_COLUMNS = ["trial", "rank", "device", "step", "by", "key", "category", "time_ps"]
 COLUMNS = ["by", "key", "category", "change", "a_ms", "b_ms", "delta_ms", "ci_lo_ms", "ci_hi_ms", "marked"]

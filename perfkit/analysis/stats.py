@@ -142,7 +142,7 @@ def compare(
     metric: str = "step_ms",
     min_effect: float = 0.02,
     confidence: float = 0.95,
-    n_boot: int = 4000,
+    n_boot: int = 20000,
     seed: int = 0,
 ) -> Comparison:
     """Compare B's per-step times with A's; each argument is one list of step times per trial. Where a side has

@@ -232,3 +232,13 @@ def test_same_seed_same_result_other_seed_other_draws():
     b = [10.2 + rng.normal(0, 0.3, 100) for _ in range(5)]
     assert stats.compare(a, b, seed=3) == stats.compare(a, b, seed=3)
     assert stats.compare(a, b, seed=3).ci != stats.compare(a, b, seed=4).ci
+
+
+def test_the_ci_moves_little_with_the_bootstraps_draws():
+    """A newcomer's 3 + 3 trials: with 4000 draws, 40 seeds put the CI's upper bound anywhere from 1.915 to 1.997,
+    the third decimal shown at the draws' mercy. Over 20 seeds of a run of that shape each bound now spreads under
+    0.009 (4000 draws: 0.011 and 0.012; 20000: 0.006 and 0.007)."""
+    rng = np.random.default_rng(3)
+    a, b = [rng.normal(10, 1, 8) for _ in range(3)], [rng.normal(12, 3, 8) for _ in range(3)]
+    cis = np.array([stats.compare(a, b, seed=seed).ci for seed in range(20)])
+    assert (cis.max(axis=0) - cis.min(axis=0) < 0.009).all(), cis.max(axis=0) - cis.min(axis=0)
