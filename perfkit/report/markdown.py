@@ -212,7 +212,9 @@ def quality_section(summary: dict, plots: dict[str, str] | None = None) -> list[
                  f"frames identical.", "", f"{_SPACE_SENTENCE[q.get('space', 'rgb')]}. Y and YUV average "
                  "(pixel-weighted) are as `ffmpeg -i A -i B -lavfi psnr` gives them for two videos of one YUV format."]
     else:
-        lines = [f"`{q['file']}`: a tensor; PSNR over A's range."]
+        own = ", ".join(f"{name} {format(q[key], spec)}" for key, name, spec in (
+            ("rel_l2", "relative L2", ".3g"), ("cosine", "cosine", ".8f")) if q.get(key) is not None)
+        lines = [f"`{q['file']}`: a tensor; PSNR over A's range{'; ' + own if own else ''}."]
     lines += ["", *header, _quality_row(f"{b} vs {a}", q)]
     broken = {name: fq["error"] for name, fq in q["files"].items() if "error" in fq}
     lines += [_quality_row(f"`{name}`: {b} vs {a}", fq) for name, fq in q["files"].items()

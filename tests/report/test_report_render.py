@@ -595,9 +595,10 @@ def test_a_tensors_quality_row_says_its_units():
     from perfkit.report.markdown import quality_section
 
     tensor = {"kind": "tensor", "file": "rows.npy", "psnr_db": 61.5, "mean_abs_diff": 0.25, "max_abs_diff": 2.0,
-              "bit_identical": False, "files": {}}
+              "rel_l2": 1.58e-07, "cosine": 0.9999999999, "bit_identical": False, "files": {}}
     lines = quality_section({"baseline": "a", "variants": {"a": {}, "b": {}}, "quality": tensor})
-    assert lines[0] == "`rows.npy`: a tensor; PSNR over A's range."
+    # a tensor's own figures, beside the frames' columns it leaves empty (a newcomer's out.npy: no relative L2)
+    assert lines[0] == "`rows.npy`: a tensor; PSNR over A's range; relative L2 1.58e-07, cosine 1.00000000."
     assert "| mean abs diff (in A's units; /255 for frames) |" in lines[2]
     assert lines[4] == "| b vs a | 61.50 | - | - | - | - | 0.25 | 2 | - | no |"
 
