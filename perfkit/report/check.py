@@ -87,7 +87,7 @@ def baseline_from_summary(summary: dict, run_dir: Path | None = None) -> dict:
                       for c in serve if c["variant"] != control and c["ratio"] is not None]}
            if summary.get("kind") == "serve" else {}),
         "quality": quality,
-        "determinism": {v: d["bit_identical"] for v, d in (summary.get("determinism") or {}).items() if d},
+        "determinism": _determinism(summary),
         "ranks": {v: r["consistent"] for v, r in summary["ranks"].items()},
         "failed_trials": len(summary["trials"]["failed"]),
         "cost": {v: cost for v, cost in baseline_cost(summary).items() if v != control},
@@ -313,6 +313,13 @@ def _taps_rows(baseline: dict, summary: dict) -> list[dict]:
              "note": "" if current == "none" else "the report's Quality section: First departure"}]
 
 
+def _determinism(summary: dict) -> dict[str, bool | None]:
+    """Each variant's repeats bit-identical, or None where it had one good run: nothing compared (a one-run
+    baseline had recorded it as held, and a one-run check passed it)."""
+    return {v: d["bit_identical"] if d["runs"] >= 2 else None
+            for v, d in (summary.get("determinism") or {}).items() if d}
+
+
 def _held_rows(check: str, baseline: dict[str, bool | None], current: dict[str, bool | None], what: str,
                why: dict[str, str] | None = None) -> list[dict]:
     """A property each variant had in the baseline (True) must still hold. One the baseline recorded False is no
@@ -360,7 +367,7 @@ def check_frame(baseline: dict, summary: dict, th: Thresholds) -> pd.DataFrame:
     rows += _timing_rows(baseline, summary, th)
     rows += _quality_rows(baseline, summary, th)
     rows += _taps_rows(baseline, summary)
-    determinism = {v: d["bit_identical"] for v, d in (summary.get("determinism") or {}).items() if d}
+    determinism = _determinism(summary)
     rows += _held_rows("determinism", baseline["determinism"], determinism, "repeats bit-identical")
     rows += _held_rows("ranks", baseline["ranks"], {v: r["consistent"] for v, r in summary["ranks"].items()},
                        "one program on every rank", {v: r.get("checked") or "" for v, r in summary["ranks"].items()})

@@ -250,7 +250,8 @@ def quality_section(summary: dict, plots: dict[str, str] | None = None) -> list[
             if "error" in d:
                 spread += f" ({d['error']})"
             verdict = {True: "bit-identical", False: "not bit-identical", None: "not checked"}[d["bit_identical"]]
-            det.append(f"{n}: {d['runs']} runs {verdict} (sha256 {d['sha256']}){spread}")
+            runs = "1 run, nothing to compare" if d["runs"] < 2 else f"{d['runs']} runs {verdict}"
+            det.append(f"{n}: {runs} (sha256 {d['sha256']}){spread}")
     if det:
         lines += ["", "Determinism: " + "; ".join(det) + "."]
     return lines

@@ -523,3 +523,15 @@ def test_a_stopped_run_s_row_says_so_and_one_device_is_singular(tmp_path, baseli
     assert failing("\n".join(lines)) == lines[1:2]
     asked = {"process_count": 1, "platform": None, "asked": True}
     assert [_devices_text(asked | {"count": n}, counts_only=True) for n in (1, 2)] == ["1 device", "2 devices"]
+
+
+def test_a_variant_run_once_is_no_evidence_of_determinism(baseline, make_run, tmp_path):
+    """A newcomer's one-round run: its report said 'a: 1 runs bit-identical', `--update-baseline` recorded the
+    repeats as bit-identical and a later one-run check passed them: one run compares with nothing."""
+    once = make_run("once", trials=ab_trials()[:2], case_extra={"repeats": {"min": 1, "max": 1}})
+    assert "Determinism: a: 1 run, nothing to compare (sha256 " in (once / "report.md").read_text()
+    res = check(once, "--baseline", baseline)
+    assert [line.split(":")[0] for line in failing(res.output)][-2:] == ["FAIL determinism a", "FAIL determinism b"]
+    path = tmp_path / "once.json"
+    assert check(once, "--baseline", path, "--update-baseline").exit_code == 0
+    assert json.loads(path.read_text())["determinism"] == {"a": None, "b": None}
