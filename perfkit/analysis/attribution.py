@@ -125,8 +125,12 @@ def attribute(a: pd.DataFrame, b: pd.DataFrame, by: str = "category", top: int =
     columns = list(units[0].columns)
     trials = [_per_trial(u[columns]) for u in units]
     means = [_mean(t) for t in trials]
-    interval = "welch" if min(map(len, trials)) >= 2 else "steps"
-    if interval == "welch":
+    # one traced step on a side in all: nothing measured its noise, a bootstrap of it has no width
+    interval = ("welch" if min(map(len, trials)) >= 2 else "steps" if min(sum(map(len, side)) for side in trials) >= 2
+                else "none")
+    if interval == "none":
+        lo = hi = np.full(len(columns) + 1, np.nan)
+    elif interval == "welch":
         per_trial = [np.array([t.mean(axis=0) for t in side]) for side in trials]  # (k, parts) each
         lo, hi = stats.welch_interval(*(np.concatenate([m, m.sum(axis=1, keepdims=True)], axis=1)  # and the total
                                         for m in per_trial), confidence)

@@ -13,7 +13,9 @@ MARK = "**\\***"  # a part whose CI, as shown, excludes 0
 DECIMALS = 3
 INTERVALS = {"welch": "Welch's t over each side's trial means",  # summary.json's attribution ``interval``
              "steps": "a bootstrap over trials, then steps (a side of one trial gives its steps' noise alone: no "
-                      "spread of trials to measure)"}
+                      "spread of trials to measure)",
+             "none": "a side has one traced step in all, so nothing measured its noise (more trials, or more steps "
+                     "in `capture.trace`, give it one)"}
 SPLITS = (("category", "category"), ("kind", "op kind"), ("op", "op"))
 
 
@@ -21,10 +23,18 @@ def _ms(v: float, decimals: int = DECIMALS) -> str:
     return f"{v + 0.0:+.{decimals}f}"  # + 0.0: a bound of -0.0 reads +0.000
 
 
+def _ci(row: dict, decimals: int) -> str:
+    """A row's CI as shown, ``no CI`` where none was had (``INTERVALS["none"]``)."""
+    if row["ci_lo_ms"] is None or row["ci_hi_ms"] is None:
+        return "no CI"
+    return f"[{_ms(row['ci_lo_ms'], decimals)}, {_ms(row['ci_hi_ms'], decimals)}]"
+
+
 def _decimals(row: dict) -> int:
     """A row's decimals: more than ``DECIMALS`` where its CI excludes 0 but its delta would read 0 or a CI bound
     -0.000 (a change of -0.0005 ms, CI [-0.0009, -0.0001], read +0.000 [-0.001, -0.000])."""
-    return signed_decimals(lambda n: [(row["ci_lo_ms"], row["ci_lo_ms"]), (row["ci_hi_ms"], row["ci_hi_ms"])] + (
+    bounds = [row[k] for k in ("ci_lo_ms", "ci_hi_ms") if row[k] is not None]
+    return signed_decimals(lambda n: [(x, x) for x in bounds] + (
         [(row["b_ms"] - row["a_ms"], shown_difference(row["a_ms"], row["b_ms"], n))] if row["marked"] else []),
         at_least=DECIMALS)
 
@@ -46,7 +56,7 @@ def _table(rows: list[dict], by: str, title: str, baseline: str, name: str) -> l
         n = _decimals(r)
         out.append(f"| {key} | " + (f"{r['category'] or '-'} | {r['change']} | " if about else "")
                    + f"{r['a_ms']:.{n}f} | {r['b_ms']:.{n}f} | {_ms(shown_difference(r['a_ms'], r['b_ms'], n), n)} | "
-                   f"[{_ms(r['ci_lo_ms'], n)}, {_ms(r['ci_hi_ms'], n)}] | {MARK if _shown_apart(r, n) else ''} |")
+                   f"{_ci(r, n)} | {MARK if _shown_apart(r, n) else ''} |")
     return out
 
 
@@ -87,7 +97,7 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
         out += ["", f"### Where {name}'s {change} ms a step goes",
                 "", f"Mean traced device step per chip: {base} {t['a_ms']:.{n}f} ms, "
                 f"{name} {t['b_ms']:.{n}f} ms, "
-                f"change {change} ms [{_ms(t['ci_lo_ms'], n)}, {_ms(t['ci_hi_ms'], n)}] (95% CI, "
+                f"change {change} ms {_ci(t, n)} ({'' if t['ci_lo_ms'] is None else '95% CI, '}"
                 f"{INTERVALS.get(v.get('interval'), 'a bootstrap over trials, then steps')}: {v['trials'][0]} and "
                 f"{v['trials'][1]} trials, {v['chip_steps'][0]} and {v['chip_steps'][1]} chip-steps). Each split "
                 f"adds up to the change: the top {attribution['top']} ops or kinds by |delta|, `other` the rest (how "

@@ -457,6 +457,8 @@ def _too_few_traced(name: str, v: dict, verdict: str | None) -> list[str]:
     newcomer's: timed 2.03x slower, traced +32.471 ms [-56.206, +121.147] of a 33 ms step, no part starred, and the
     report said nothing of it)."""
     t = v["total"]
+    if t["ci_lo_ms"] is None:  # no CI at all: the section's own line says why
+        return []
     spans = not t["marked"] and verdict in ("slower", "faster")
     wide = t["ci_hi_ms"] - t["ci_lo_ms"] > max(t["a_ms"], t["b_ms"])
     if not (spans or wide):

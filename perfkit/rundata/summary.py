@@ -260,7 +260,7 @@ class AttributionVariant(TypedDict):
     same_programs: NotRequired[bool | None]  # both sides compiled the same XLA programs (None: no dumps of a side)
     ops_renamed: NotRequired[int]  # where not: B's step-program ops named as A's aligned ones (absent before it)
     confidence: float
-    interval: NotRequired[Literal["welch", "steps"]]  # how the CIs were had (analysis.attribution.INTERVALS)
+    interval: NotRequired[Literal["welch", "steps", "none"]]  # how the CIs were had (report.attribution.INTERVALS)
     total: AttributionRow
     category: list[AttributionRow]
     kind: list[AttributionRow]

@@ -434,9 +434,10 @@ def test_op_deltas_equal_hta_trace_diff(fixtures_dir):
     rows = attribution.attribute(*sides, "op", top=500).set_index("key")
     for name, (control_us, test_us) in HTA_TRACE_DIFF_US.items():
         assert rows.loc[name, "delta_ms"] * 1e3 == pytest.approx(test_us - control_us, abs=1.0), name
-        for end in ("ci_lo_ms", "ci_hi_ms"):  # one trial of one span a side: nothing to resample
-            assert rows.loc[name, end] == pytest.approx(rows.loc[name, "delta_ms"], rel=1e-12)
-    assert rows.loc["volta_sgemm_32x128_nt", "change"] == "added"
+        # one trial of one span a side: nothing measured their noise, so no CI and no part marked (a newcomer's
+        # one-trial run had every part starred in a CI of no width, [+6.120, +6.120])
+        assert np.isnan(rows.loc[name, ["ci_lo_ms", "ci_hi_ms"]].astype(float)).all() and not rows.loc[name, "marked"]
+    assert rows.loc["volta_sgemm_32x128_nt", "change"] == "added" and rows.attrs["interval"] == "none"
 
 
 _STEP_A = """HloModule jit_step
@@ -509,3 +510,17 @@ def test_ops_of_other_programs_are_matched_by_their_place_and_structure(tmp_path
     assert ("**tp and sp ran different programs**, which XLA numbers apart: an op of sp's step program is named here "
             "as tp's names the op it aligns with, by its place and structure (4 renamed; one of sp's own that tp "
             "gives another op is marked `(B's own)`)") in text
+
+
+def test_one_traced_step_a_side_has_no_ci_and_marks_nothing():
+    """A newcomer's one-round run with one traced step: 'change +10.027 ms [+10.027, +10.027]' and every part
+    starred, a CI of no width. Without a second step on a side nothing measured its noise: no CI, no mark, said."""
+    row = {"key": "ici", "category": "ici", "change": "changed", "a_ms": 1.0, "b_ms": 7.12, "delta_ms": 6.12,
+           "ci_lo_ms": None, "ci_hi_ms": None, "marked": False}
+    total = {**row, "key": "total", "category": "", "change": "total"}
+    v = {"trials": [1, 1], "chip_steps": [4, 4], "confidence": 0.95, "interval": "none", "total": total,
+         "category": [row], "kind": [row], "op": [row], "marked": {"rows": 1, "marked": 0, "chance_allows": 1}}
+    text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": v}}))
+    assert ("change +6.120 ms no CI (a side has one traced step in all, so nothing measured its noise (more trials, "
+            "or more steps in `capture.trace`, give it one): 1 and 1 trials, 4 and 4 chip-steps)") in text
+    assert "| `ici` | ici | changed | 1.000 | 7.120 | +6.120 | no CI |  |" in text
