@@ -464,11 +464,16 @@ def _too_few_traced(name: str, v: dict, verdict: str | None) -> list[str]:
     if not (spans or wide):
         return []
     why = f"spans 0 where the timing says {verdict}" if spans else "is wider than the step"
+    # categories whose own CIs exclude 0 are placed, whatever the total's (a newcomer's: the total [-0.148,
+    # +19.132] read 'too few to place' beside ici and compute starred)
+    placed = [r["key"] for r in v.get("category", ()) if r["marked"]]
     # a wide CI that excludes 0 places the change's sign, not its size
-    said = "places its change only roughly" if t["marked"] and not spans else \
-        "had too few traced steps to place its change"
+    said = ("places its change only roughly" if t["marked"] else "places only parts of its change" if placed
+            else "had too few traced steps to place its change")
+    if placed and not t["marked"]:
+        why += f", while {', '.join(placed)} exclude 0 on their own (starred below)"
     n = attribution.DECIMALS
-    return ["", f"**{name}'s attribution {said}**: its CI "
+    return ["", f"**{name}'s attribution {said}**: its total's CI "
             f"[{t['ci_lo_ms']:+.{n}f}, {t['ci_hi_ms']:+.{n}f}] ms {why}, from {v['trials'][0]} and {v['trials'][1]} "
             f"trials of {v['chip_steps'][0]} and {v['chip_steps'][1]} chip-steps; more steps in `capture.trace` and "
             f"more rounds (`--set repeats.min={2 * max(v['trials'])}`) give it more."]

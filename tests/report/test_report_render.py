@@ -736,9 +736,9 @@ def test_an_attribution_too_few_to_place_the_change_is_said_so():
 
     spans = {"a_ms": 32.799, "b_ms": 65.270, "ci_lo_ms": -56.2059, "ci_hi_ms": 121.1473, "marked": False}
     assert _traced_against_timed(summary(spans, "slower")) == [
-        "", "**slow's attribution had too few traced steps to place its change**: its CI [-56.206, +121.147] ms spans "
-        "0 where the timing says slower, from 3 and 3 trials of 6 and 6 chip-steps; more steps in `capture.trace` and "
-        "more rounds (`--set repeats.min=6`) give it more."]
+        "", "**slow's attribution had too few traced steps to place its change**: its total's CI [-56.206, +121.147] ms "
+        "spans 0 where the timing says slower, from 3 and 3 trials of 6 and 6 chip-steps; more steps in `capture.trace` "
+        "and more rounds (`--set repeats.min=6`) give it more."]
     wide = {"a_ms": 48.588, "b_ms": 97.057, "ci_lo_ms": -201.4649, "ci_hi_ms": 298.4023, "marked": False}
     assert "[-201.465, +298.402] ms is wider than the step, from" in _traced_against_timed(summary(wide, "unknown"))[1]
     placed = {"a_ms": 32.799, "b_ms": 65.270, "ci_lo_ms": 20.0, "ci_hi_ms": 45.0, "marked": True}
@@ -746,8 +746,17 @@ def test_an_attribution_too_few_to_place_the_change_is_said_so():
     # a newcomer's ring against Pallas: a CI wider than the step that excludes 0 places the sign, if not the size
     rough = {"a_ms": 5.810, "b_ms": 382.357, "ci_lo_ms": 125.5441, "ci_hi_ms": 743.0912, "marked": True}
     assert _traced_against_timed(summary(rough, "slower"))[1].startswith(
-        "**slow's attribution places its change only roughly**: its CI [+125.544, +743.091] ms is wider than the "
-        "step, from 3 and 3 trials")
+        "**slow's attribution places its change only roughly**: its total's CI [+125.544, +743.091] ms is wider than "
+        "the step, from 3 and 3 trials")
+    # a newcomer's: a total spanning 0 read 'too few traced steps to place its change' beside two categories starred
+    parts = {"a_ms": 7.0, "b_ms": 16.5, "ci_lo_ms": -0.1481, "ci_hi_ms": 19.1324, "marked": False}
+    placed = summary(parts, "slower")
+    placed["attribution"]["variants"]["slow"]["category"] = [{"key": "ici", "marked": True},
+                                                             {"key": "compute", "marked": True},
+                                                             {"key": "idle", "marked": False}]
+    assert _traced_against_timed(placed)[1].startswith(
+        "**slow's attribution places only parts of its change**: its total's CI [-0.148, +19.132] ms spans 0 where the "
+        "timing says slower, while ici, compute exclude 0 on their own (starred below), from 3 and 3 trials")
 
 
 def test_a_multi_process_runs_timed_steps_are_said_to_be_rank_0s(make_run):
