@@ -339,7 +339,8 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
             "" if window == "step" else ", whole traces")
 
     dropped = "; last step dropped" if last_step == "drop" else ""
-    click.echo(f"device time (ms) and ops per chip and step (means), by {by}: A {a} ({spans(table.attrs['spans_a'])}"
+    per = "per chip and step (means)" if window == "step" else "per chip over its whole trace"
+    click.echo(f"device time (ms) and ops {per}, by {by}: A {a} ({spans(table.attrs['spans_a'])}"
                f"), B {b} ({spans(table.attrs['spans_b'])}){dropped}; delta % of the times shown (new: none in A, "
                "gone: none in B)")
     for side in ("a", "b"):
