@@ -116,7 +116,10 @@ def check_latency_and_throughput(s):
     lat, out = ratios[(4, "latency_ms")], ratios[(4, "outputs_per_min")]
     # batched at most 2x its sleep on a loaded machine (the bound above) against serial's at least 3.5x: 0.571 at
     # most, where no batching reads about 1 (0.45 failed at 0.477 with another test on the second core)
-    assert lat["ratio"] <= 2 / 3.5 and lat["verdict"] == "faster"
+    # its verdict: faster, or unknown where one of a side's two server processes stalled under the load beside it
+    # (its median then reaches the other side's: a CI over two processes a side rightly spans the minimum effect;
+    # seen in a clean-clone CI run at 0.499): the ratio above is what tells batching from none
+    assert lat["ratio"] <= 2 / 3.5 and lat["verdict"] in ("faster", "unknown")
     assert 2.5 < out["ratio"] < 4.5 and out["ci_lo"] is not None and out["verdict"] == "faster"
     # At c=1 both serve one request per SLEEP_MS; batched also adds noise to its frames, which a loaded
     # machine can show as a small but real difference, so only the size is bounded, not the verdict: within the
