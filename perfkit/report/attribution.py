@@ -14,8 +14,8 @@ DECIMALS = 3
 INTERVALS = {"welch": "Welch's t over each side's trial means",  # summary.json's attribution ``interval``
              "steps": "a bootstrap over trials, then steps (a side of one trial gives its steps' noise alone: no "
                       "spread of trials to measure)",
-             "none": "a side has one traced step in all, so nothing measured its noise (more trials, or more steps "
-                     "in `capture.trace`, give it one)"}
+             "none": "a side has one traced step in all, so nothing measured its noise; more trials, or more steps "
+                     "in `capture.trace`, give it one"}
 SPLITS = (("category", "category"), ("kind", "op kind"), ("op", "op"))
 
 
@@ -68,6 +68,11 @@ def _other(row: dict, title: str) -> str:
     return f"other ({n} {noun}: " + ", ".join(f"{k} {c}" for c, k in counts.items()) + ")"
 
 
+def starred(row: dict) -> bool:
+    """Whether a part's row is starred in the tables: its CI, as shown, excludes 0."""
+    return _shown_apart(row, _decimals(row))
+
+
 def _shown_apart(row: dict, decimals: int) -> bool:
     """Whether a part's CI excludes 0 as the table shows it (one that does only below its last decimal: unmarked,
     as [+0.000, +0.000] would read)."""
@@ -115,7 +120,9 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
             out += ["", f"Not in these figures: device ops outside every traced step's span, {base} {a_ops} "
                     f"({a_ms:.3f} ms), {name} {b_ops} ({b_ms:.3f} ms) over their trials; `perfkit trace breakdown "
                     "--window trace` on a trial's `rank*/trace` folders measures them."]
-        if name == aa_name:
+        if name == aa_name and v.get("interval") == "none":  # (no CI excludes 0 where none was had: no test passed)
+            out += ["", "A/A control: no CI (one traced step on a side), so the machine's noise was not tested."]
+        elif name == aa_name:
             m = v["marked"]
             out += ["", f"A/A control: {m['marked']} of {m['rows']} parts have a CI excluding 0 (before rounding; the "
                     "tables star only those whose interval, as printed, still excludes 0); chance allows up to "

@@ -212,8 +212,11 @@ def quality_section(summary: dict, plots: dict[str, str] | None = None) -> list[
                  f"frames identical.", "", f"{_SPACE_SENTENCE[q.get('space', 'rgb')]}. Y and YUV average "
                  "(pixel-weighted) are as `ffmpeg -i A -i B -lavfi psnr` gives them for two videos of one YUV format."]
     else:
-        own = ", ".join(f"{name} {format(q[key], spec)}" for key, name, spec in (
-            ("rel_l2", "relative L2", ".3g"), ("cosine", "cosine", ".8f")) if q.get(key) is not None)
+        # NaN where NaN or inf part the outputs; a cosine to ten digits (0.9999999999 read 1.00000000 at eight)
+        undefined = "undefined (NaN or inf where they part)"
+        own = ", ".join(f"{name} {undefined if math.isnan(q[key]) else format(q[key], spec)}"
+                        for key, name, spec in (("rel_l2", "relative L2", ".3g"), ("cosine", "cosine", ".10g"))
+                        if q.get(key) is not None)
         lines = [f"`{q['file']}`: a tensor; PSNR over A's range{'; ' + own if own else ''}."]
     lines += ["", *header, _quality_row(f"{b} vs {a}", q)]
     broken = {name: fq["error"] for name, fq in q["files"].items() if "error" in fq}
@@ -466,12 +469,13 @@ def _too_few_traced(name: str, v: dict, verdict: str | None) -> list[str]:
     why = f"spans 0 where the timing says {verdict}" if spans else "is wider than the step"
     # categories whose own CIs exclude 0 are placed, whatever the total's (a newcomer's: the total [-0.148,
     # +19.132] read 'too few to place' beside ici and compute starred)
-    placed = [r["key"] for r in v.get("category", ()) if r["marked"]]
+    placed = [r["key"] for r in v.get("category", ()) if attribution.starred(r)]
     # a wide CI that excludes 0 places the change's sign, not its size
     said = ("places its change only roughly" if t["marked"] else "places only parts of its change" if placed
             else "had too few traced steps to place its change")
     if placed and not t["marked"]:
-        why += f", while {', '.join(placed)} exclude 0 on their own (starred below)"
+        verb = "excludes" if len(placed) == 1 else "exclude"
+        why += f", while {', '.join(placed)} {verb} 0 on {'its' if len(placed) == 1 else 'their'} own (starred above)"
     n = attribution.DECIMALS
     return ["", f"**{name}'s attribution {said}**: its total's CI "
             f"[{t['ci_lo_ms']:+.{n}f}, {t['ci_hi_ms']:+.{n}f}] ms {why}, from {v['trials'][0]} and {v['trials'][1]} "

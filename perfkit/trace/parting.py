@@ -343,10 +343,11 @@ def _traces_end_before_hang(trial: dict) -> tuple[int, int, bool] | None:
     cannot show where the chips part. None where they reach it, or where no step was recorded as traced (a profile
     cut by a timer)."""
     traced = trial.get("traced") or []
-    done = [r["steps_done"] for r in trial.get("ranks", []) if r.get("steps_done") is not None]
+    ranks = trial.get("ranks", [])
+    done = [r["steps_done"] for r in ranks if r.get("steps_done") is not None]
     if not traced or not done or max(traced) >= min(done):
         return None
-    return max(traced), min(done), min(done) == max(done)
+    return max(traced), min(done), len(done) == len(ranks) and min(done) == max(done)  # (every rank's record)
 
 
 def run_hangs(run_dir: Path, trials: list[dict]) -> dict | None:
@@ -374,12 +375,12 @@ def run_hangs(run_dir: Path, trials: list[dict]) -> dict | None:
             ends = (f"the traces end at step {traced_to}, before the hang, which came after every rank had finished "
                     f"step {hung - 1}" if alike else f"the traces end at step {traced_to}, before the hang at step "
                     f"{hung} (the first step a rank did not finish)")
-            reach = f"past step {hung - 1}" if alike else f"step {hung}"
+            # past every step no trace reaches: the stack dumps alone say where (its teardown, say)
+            reach = "" if alike else (f" (a trace would have to reach step {hung}, `capture.trace`, and be written "
+                                      "before the ranks are ended)")
             # traces that agree, or hold no collective, say nothing of a later step; a parting in them still holds
             hang["text"] = (f"{ends}, so they cannot say where the chips part: each rank's stack dump says where it "
-                            f"waits (a trace would have to reach {reach}, `capture.trace`, and be written before "
-                            "the ranks are ended)" if first is None
-                            else f"{hang['text']}; {ends}")
+                            f"waits{reach}" if first is None else f"{hang['text']}; {ends}")
             hang.update(last_traced_step=traced_to, hung_step=hung)
         out[t["dir"]] = hang
     return out or None

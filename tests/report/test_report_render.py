@@ -598,7 +598,12 @@ def test_a_tensors_quality_row_says_its_units():
               "rel_l2": 1.58e-07, "cosine": 0.9999999999, "bit_identical": False, "files": {}}
     lines = quality_section({"baseline": "a", "variants": {"a": {}, "b": {}}, "quality": tensor})
     # a tensor's own figures, beside the frames' columns it leaves empty (a newcomer's out.npy: no relative L2)
-    assert lines[0] == "`rows.npy`: a tensor; PSNR over A's range; relative L2 1.58e-07, cosine 1.00000000."
+    assert lines[0] == "`rows.npy`: a tensor; PSNR over A's range; relative L2 1.58e-07, cosine 0.9999999999."
+    # where NaN or inf part the outputs, their figures are NaN: said so, not printed 'nan' (a reviewer's)
+    apart = quality_section({"baseline": "a", "variants": {"a": {}, "b": {}},
+                             "quality": {**tensor, "rel_l2": float("nan"), "cosine": float("nan")}})
+    assert apart[0].endswith("relative L2 undefined (NaN or inf where they part), cosine undefined (NaN or inf where "
+                             "they part).")
     assert "| mean abs diff (in A's units; /255 for frames) |" in lines[2]
     assert lines[4] == "| b vs a | 61.50 | - | - | - | - | 0.25 | 2 | - | no |"
 
@@ -751,12 +756,17 @@ def test_an_attribution_too_few_to_place_the_change_is_said_so():
     # a newcomer's: a total spanning 0 read 'too few traced steps to place its change' beside two categories starred
     parts = {"a_ms": 7.0, "b_ms": 16.5, "ci_lo_ms": -0.1481, "ci_hi_ms": 19.1324, "marked": False}
     placed = summary(parts, "slower")
-    placed["attribution"]["variants"]["slow"]["category"] = [{"key": "ici", "marked": True},
-                                                             {"key": "compute", "marked": True},
-                                                             {"key": "idle", "marked": False}]
+    def part(key, lo, hi):
+        return {"key": key, "a_ms": 1.0, "b_ms": 2.0, "ci_lo_ms": lo, "ci_hi_ms": hi, "marked": lo > 0 or hi < 0}
+
+    # ici and compute starred in the tables above; idle not
+    placed["attribution"]["variants"]["slow"]["category"] = [part("ici", 1.426, 10.61), part("compute", 0.969, 4.699),
+                                                             part("idle", -0.1, 0.2)]
     assert _traced_against_timed(placed)[1].startswith(
         "**slow's attribution places only parts of its change**: its total's CI [-0.148, +19.132] ms spans 0 where the "
-        "timing says slower, while ici, compute exclude 0 on their own (starred below), from 3 and 3 trials")
+        "timing says slower, while ici, compute exclude 0 on their own (starred above), from 3 and 3 trials")
+    # and where a side had one traced step in all, no CI: no line (the section says why)
+    assert _traced_against_timed(summary({**parts, "ci_lo_ms": None, "ci_hi_ms": None}, "slower")) == []
 
 
 def test_a_multi_process_runs_timed_steps_are_said_to_be_rank_0s(make_run):

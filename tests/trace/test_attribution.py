@@ -521,6 +521,19 @@ def test_one_traced_step_a_side_has_no_ci_and_marks_nothing():
     v = {"trials": [1, 1], "chip_steps": [4, 4], "confidence": 0.95, "interval": "none", "total": total,
          "category": [row], "kind": [row], "op": [row], "marked": {"rows": 1, "marked": 0, "chance_allows": 1}}
     text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": v}}))
-    assert ("change +6.120 ms no CI (a side has one traced step in all, so nothing measured its noise (more trials, "
-            "or more steps in `capture.trace`, give it one): 1 and 1 trials, 4 and 4 chip-steps)") in text
+    assert ("change +6.120 ms no CI (a side has one traced step in all, so nothing measured its noise; more trials, "
+            "or more steps in `capture.trace`, give it one: 1 and 1 trials, 4 and 4 chip-steps)") in text
     assert "| `ici` | ici | changed | 1.000 | 7.120 | +6.120 | no CI |  |" in text
+
+
+def test_an_a_a_control_without_a_ci_is_said_untested():
+    """A reviewer's: an A/A control of one traced step a side read '0 of 3 parts have a CI excluding 0 ... chance
+    allows up to 1', a noise check passed, where no CI was had at all."""
+    row = {"key": "ici", "category": "ici", "change": "changed", "a_ms": 1.0, "b_ms": 1.1, "delta_ms": 0.1,
+           "ci_lo_ms": None, "ci_hi_ms": None, "marked": False}
+    v = {"trials": [1, 1], "chip_steps": [4, 4], "confidence": 0.95, "interval": "none",
+         "total": {**row, "key": "total", "category": "", "change": "total"}, "category": [row], "kind": [row],
+         "op": [row], "marked": {"rows": 3, "marked": 0, "chance_allows": 1}}
+    text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"tp-aa": v}}, "tp-aa"))
+    assert "A/A control: no CI (one traced step on a side), so the machine's noise was not tested." in text
+    assert "0 of 3 parts" not in text
