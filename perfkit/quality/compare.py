@@ -541,7 +541,7 @@ def _oracle_quality(oracle: Path, main: str, variants: dict[str, dict[str, Path]
 def repeats_quality(outputs: list[dict[str, Path]]) -> dict | None:
     """Determinism of one variant: are the repeats' outputs bit-identical (each against the first), and
     if not, how far apart (worst PSNR / max |d| for frames, worst relative L2 for tensors). None (not
-    known) with an ``error`` when an unreadable output kept it from being checked."""
+    known) with an ``error`` when an unreadable output kept it from being checked, or without a second run."""
     outputs = [o for o in outputs if o]
     if not outputs:
         return None
@@ -567,7 +567,9 @@ def repeats_quality(outputs: list[dict[str, Path]]) -> dict | None:
                 worst["rel_l2_max"] = math.nan if math.isnan(before) or math.isnan(r["rel_l2"]) else \
                     max(before, r["rel_l2"])
         summary["differing_runs"] += not same
-    summary["bit_identical"] = False if summary["differing_runs"] else (None if "error" in worst else True)
+    # one run compares with nothing: not known (a one-round run's had read bit-identical)
+    summary["bit_identical"] = False if summary["differing_runs"] else (
+        None if "error" in worst or len(outputs) < 2 else True)
     if sha is None:
         try:
             sha = content_sha256(open_media(first[main]))

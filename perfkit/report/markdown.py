@@ -242,7 +242,7 @@ def quality_section(summary: dict, plots: dict[str, str] | None = None) -> list[
     for n, d in summary.get("determinism", {}).items():
         if d:
             spread = ""
-            if not d["bit_identical"]:
+            if d["bit_identical"] is False:
                 spread = f", {d['differing_runs']} differ from the first"
                 if "psnr_min_db" in d:
                     spread += f": worst PSNR {db_cell(d['psnr_min_db'])} dB, max abs diff {d['max_abs_diff']}"
@@ -275,6 +275,8 @@ def _compile_cache(cc: dict) -> list[str]:
         said = "no outputs to compare."
     elif o["bit_identical"]:
         said = f"yes, all {o['runs']} good trials (sha256 {o['sha256']})."
+    elif o["bit_identical"] is None:
+        said = f"not known ({'one good trial: nothing to compare' if o['runs'] < 2 else o.get('error', 'unread')})."
     else:
         said = f"**no**: {o['differing_runs']} of {o['runs']} good trials differ from the first."
     return [*rows, "", "Medians over good trials. Cache hits: the program's count (jax's monitoring events); entries: "

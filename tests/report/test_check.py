@@ -530,6 +530,9 @@ def test_a_variant_run_once_is_no_evidence_of_determinism(baseline, make_run, tm
     repeats as bit-identical and a later one-run check passed them: one run compares with nothing."""
     once = make_run("once", trials=ab_trials()[:2], case_extra={"repeats": {"min": 1, "max": 1}})
     assert "Determinism: a: 1 run, nothing to compare (sha256 " in (once / "report.md").read_text()
+    # summary.json says so too: not known, where it said bit-identical (a reviewer's)
+    determinism = json.loads((once / "summary.json").read_text())["determinism"]
+    assert {v: (d["runs"], d["bit_identical"]) for v, d in determinism.items()} == {"a": (1, None), "b": (1, None)}
     res = check(once, "--baseline", baseline)
     assert [line.split(":")[0] for line in failing(res.output)][-2:] == ["FAIL determinism a", "FAIL determinism b"]
     path = tmp_path / "once.json"

@@ -123,7 +123,8 @@ def check_latency_and_throughput(s):
     assert 2.5 < out["ratio"] < 4.5 and out["ci_lo"] is not None and out["verdict"] == "faster"
     # At c=1 both serve one request per SLEEP_MS; batched also adds noise to its frames, which a loaded
     # machine can show as a small but real difference, so only the size is bounded, not the verdict: within the
-    # 2x the rows' own bounds above allow a loaded machine (0.75 failed at 0.672 with another test's load beside it)
+    # 2x the rows' own bounds above allow a loaded machine (0.75 failed at 0.672 with another test's load beside it),
+    # a sanity bound only: the rows above bound each side's rate
     assert 0.5 < ratios[(1, "outputs_per_min")]["ratio"] < 2 and 0.5 < ratios[(1, "latency_ms")]["ratio"] < 2
     assert len(s["processes"]) == 8 and {p["trial_status"] for p in s["processes"]} == {"ok"}
 
