@@ -368,7 +368,9 @@ def check_frame(baseline: dict, summary: dict, th: Thresholds) -> pd.DataFrame:
     rows += _quality_rows(baseline, summary, th)
     rows += _taps_rows(baseline, summary)
     determinism = _determinism(summary)
-    rows += _held_rows("determinism", baseline["determinism"], determinism, "repeats bit-identical")
+    once = {v: "one good run: nothing to compare, at least two repeats check it"
+            for v, d in (summary.get("determinism") or {}).items() if d and d["runs"] < 2}
+    rows += _held_rows("determinism", baseline["determinism"], determinism, "repeats bit-identical", once)
     rows += _held_rows("ranks", baseline["ranks"], {v: r["consistent"] for v, r in summary["ranks"].items()},
                        "one program on every rank", {v: r.get("checked") or "" for v, r in summary["ranks"].items()})
     rows += cost_rows(baseline, summary, th.cost_tolerance)

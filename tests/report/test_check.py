@@ -535,6 +535,8 @@ def test_a_variant_run_once_is_no_evidence_of_determinism(baseline, make_run, tm
     assert {v: (d["runs"], d["bit_identical"]) for v, d in determinism.items()} == {"a": (1, None), "b": (1, None)}
     res = check(once, "--baseline", baseline)
     assert [line.split(":")[0] for line in failing(res.output)][-2:] == ["FAIL determinism a", "FAIL determinism b"]
+    assert failing(res.output)[-1].endswith("not checked in this run (one good run: nothing to compare, at least two "
+                                            "repeats check it)")
     path = tmp_path / "once.json"
     assert check(once, "--baseline", path, "--update-baseline").exit_code == 0
     assert json.loads(path.read_text())["determinism"] == {"a": None, "b": None}
