@@ -315,7 +315,8 @@ def _taps_rows(baseline: dict, summary: dict) -> list[dict]:
 
 def _determinism(summary: dict) -> dict[str, bool | None]:
     """Each variant's repeats bit-identical, or None where it had one good run: nothing compared (a one-run
-    baseline had recorded it as held, and a one-run check passed it)."""
+    baseline had recorded it as held, and a one-run check passed it). The run count is read, not only
+    ``bit_identical``: summaries from before it said True of one run."""
     return {v: d["bit_identical"] if d["runs"] >= 2 else None
             for v, d in (summary.get("determinism") or {}).items() if d}
 
