@@ -28,6 +28,7 @@ from perfkit.rundata.serve_spec import OutputSpec, RequestSpec, allowed_host, fi
 
 EXCERPT_CHARS = 200
 READY_POLL_S = 0.1
+READY_ANSWER_S = 2.0  # how long one readiness poll waits for an answer
 TICK_S = 0.1
 DRAIN_S = 10.0  # after the server is ended, how long in-flight requests get to fail and be recorded
 MAX_ANSWER_BYTES = 2 << 30  # a served output (a video) larger than this is refused, not held in memory
@@ -200,13 +201,16 @@ def wait_ready(url: str, timeout: float, alive: Callable[[], bool], on_tick: Cal
     deadline = time.monotonic() + timeout
     last = "no answer"
     while alive() and time.monotonic() < deadline:
+        wait = min(READY_ANSWER_S, max(READY_POLL_S, deadline - time.monotonic()))
         try:
-            status, body = call("GET", url, None, {}, min(2.0, max(0.1, deadline - time.monotonic())))
+            status, body = call("GET", url, None, {}, wait)
             if 200 <= status < 300:
                 return True, f"HTTP {status}"
             last = f"HTTP {status}: {excerpt(body)}"
         except RequestFailed as exc:
-            last = str(exc)
+            # A poll cut short by the deadline that timed out says nothing of the server: an answer seen keeps.
+            if not (exc.timed_out and wait < READY_ANSWER_S and last.startswith("HTTP ")):
+                last = str(exc)
         on_tick()
         time.sleep(READY_POLL_S)
     return False, last

@@ -7,7 +7,7 @@ import json
 import os
 import threading
 import time
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
@@ -106,6 +106,36 @@ def test_readiness_waits_for_a_2xx_and_reports_the_last_answer(served):
     assert not ok and last == 'HTTP 503: {"status": "loading"}' and 0.6 <= time.monotonic() - t0 < 3
     ok, last = wait_ready("http://127.0.0.1:1/health", 5, lambda: False, lambda: None)  # the server exited
     assert not ok and last == "no answer"
+
+
+def test_a_poll_the_deadline_cut_short_keeps_the_last_answer_seen():
+    """A loaded machine may not answer the last, deadline-clipped poll: the 503 before it is what to report."""
+    release = threading.Event()
+
+    class LoadingThenSilent(BaseHTTPRequestHandler):
+        polls = 0
+
+        def do_GET(self):
+            type(self).polls += 1
+            if type(self).polls > 1:
+                release.wait(5)
+            self.send_response(503)
+            self.end_headers()
+            self.wfile.write(b"loading")
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), LoadingThenSilent)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True).start()
+    try:
+        ok, last = wait_ready(f"http://127.0.0.1:{httpd.server_address[1]}/health", 0.6, lambda: True, lambda: None)
+    finally:
+        release.set()
+        httpd.shutdown()
+        httpd.server_close()
+    assert not ok and last == "HTTP 503: loading"
 
 
 @pytest.mark.parametrize("concurrency", [1, 3])
