@@ -17,7 +17,9 @@ can: a chip waits at the collective its program runs after the last one it compl
 the one it ran after that one the time before), and a rank whose
 program's collectives differ from the majority's names the instructions its program lacks or adds
 (aligned by opcode, shape and operands, a collective's operands read through the collectives feeding it, as
-``difflib`` aligns two sequences), which traces cannot tell apart when the collectives look alike.
+``difflib`` aligns two sequences), which traces cannot tell apart when the collectives look alike. Where the traces agree but the chips wait at
+collectives of other kinds or shapes (a hang at the very place where they part, which no chip completes), the
+programs' next collectives part them there (``waiting``).
 """
 
 from __future__ import annotations
@@ -244,6 +246,8 @@ def parting_of(seq: pd.DataFrame, chips: pd.DataFrame, programs: dict[int, Path]
                      "last_kind": mine["kind"].iloc[-1] if len(mine) else None,
                      "waiting_at": at, "waiting_from": source})
     first = first_parting(seq, chips)
+    if first is None and listed:  # a hang at the place where they part: no chip completed it, their programs say it
+        first = _waiting_parting(seq, chips, pd.DataFrame(rows, columns=CHIP_COLUMNS), listed)
     if first is not None and listed:
         ref = first["majority"][0]["rank"]
         base = listed.get(ref, {}).get(first["module"])
@@ -259,6 +263,36 @@ def parting_of(seq: pd.DataFrame, chips: pd.DataFrame, programs: dict[int, Path]
 _HOW = {"extra collective": "ran an extra collective", "different collective": "ran a different collective"}
 
 
+def _waiting_parting(seq: pd.DataFrame, chips: pd.DataFrame, waits: pd.DataFrame, listed: dict) -> dict | None:
+    """Where chips whose traces agree wait at collectives of other kinds or shapes (their programs' next, as
+    ``_waiting`` reads them): the place after the collectives they completed, ``first_parting``'s fields with
+    ``waiting`` (no chip completed it, so the majority's is the collective its chips wait at); None where every
+    chip waits at one alike, or a chip's wait is not from its program."""
+    if seq.empty or not (waits["waiting_from"] == "program").all():
+        return None
+    last = seq.sort_values(["step", "index"]).iloc[-1]  # the traces agree: every chip's last is at this place
+    module = last["module"]
+    signature = {}
+    for w in waits.itertuples():
+        program = {i.name: i for i in listed.get(w.rank, {}).get(module, [])}
+        if w.waiting_at not in program:
+            return None
+        signature[(w.rank, w.device)] = (program[w.waiting_at].opcode.removesuffix("-start"),
+                                         _LAYOUT.sub("", program[w.waiting_at].shape))
+    counts = pd.Series(list(signature.values()), dtype=object).value_counts(sort=True)
+    if len(counts) == 1:
+        return None
+    top = counts.index[0]
+    majority = [c for c, sig in signature.items() if sig == top]
+    at = dict(zip(zip(waits["rank"], waits["device"]), waits["waiting_at"]))
+    step, in_step = int(last["step"]), int(last["index"]) + 1
+    return {"step": step, "index": in_step, "op": at[majority[0]], "kind": top[0], "in_step": in_step, "bytes": None,
+            "module": module, "majority": [{"rank": int(r), "device": int(d)} for r, d in majority],
+            "parted": [{"rank": int(r), "device": int(d), "how": "different collective", "op": at[(r, d)],
+                        "in_step": in_step} for (r, d), sig in signature.items() if sig != top],
+            "extra": False, "waiting": True}
+
+
 def describe(first: dict | None, chips: pd.DataFrame | None = None) -> str:
     """The first parting in one sentence (the tail's text and the hung trial's report); ``chips``:
     ``parting``'s, to say when there were no collectives at all."""
@@ -272,7 +306,12 @@ def describe(first: dict | None, chips: pd.DataFrame | None = None) -> str:
                     for p in first["parted"])
     majority = ", ".join(_chip_label(c["rank"], c["device"]) for c in first["majority"])
     where = f"step {first['step']}" if first["step"] >= 0 else "before the first step marker"
-    if first.get("extra"):  # (summaries from before it have no "extra")
+    if first.get("waiting"):  # none completed it: where each waits, from its program
+        waits = "; ".join(f"{_chip_label(p['rank'], p['device'])} waits at another collective ({p['op']})"
+                          for p in first["parted"])
+        text = (f"chips part at {where}, collective {first['index'] + 1} there, where they wait (no chip completed "
+                f"it; their programs name it): {first['op']} ({first['kind']}) on {majority}; {waits}")
+    elif first.get("extra"):  # (summaries from before it have no "extra")
         text = f"chips part at {where}, collective {first['index'] + 1} there: {majority} ran none and went on; {who}"
     else:
         text = (f"chips part at {where}, collective {first['index'] + 1} there: {first['op']} "

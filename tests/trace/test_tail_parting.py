@@ -363,3 +363,30 @@ def test_traces_that_end_before_the_hung_step_are_not_read_as_the_hang(tmp_path)
     assert after["trials/01-hang"]["text"] == (
         "the traces end at step 3, before the hang, which came after every rank had finished step 7, so they cannot "
         "say where the chips part: each rank's stack dump says where it waits")
+
+
+def test_chips_that_hang_where_their_programs_part_are_parted_by_their_programs(tmp_path):
+    """A hang at the very collective where the chips part: every chip completed cp.1, then ranks 0 and 1 wait at
+    cp.2 and rank 2 at an all-reduce its program runs in cp.2's place. The traces agree (nobody completed the next
+    one); the programs part them at collective 2 (a newcomer's extra all-reduce on one rank read 'the chips'
+    collectives agree')."""
+    for rank in range(3):
+        folder = tmp_path / f"rank{rank}"
+        rank_trace(folder / "trace" / "h.xplane.pb", [], ["cp.1"])
+        dump(folder / "xla_dump", PERMUTES)
+    program = tmp_path / "rank2" / "xla_dump" / "module_0000.jit_step.cpu_after_optimizations.txt"
+    text = program.read_text().replace("%cp.2 = f32[64,128]{1,0} collective-permute(%dot.1), channel_id=1, "
+                                       "source_target_pairs={{0,1},{1,2},{2,3},{3,0}}",
+                                       "%ar.2 = f32[64,128]{1,0} all-reduce(%dot.1), channel_id=2, "
+                                       "replica_groups={{0,1,2}}, to_apply=%add").replace("(%cp.2)", "(%ar.2)")
+    add = "%add (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n" \
+          "  ROOT %s = f32[] add(%a, %b)\n}\n\n"
+    text = text.replace("ENTRY %main", add + "ENTRY %main")
+    program.write_text(text)
+    chips, first = parting.parting_traces(sorted(tmp_path.glob("rank*/trace")))
+    assert list(chips["waiting_at"]) == ["cp.2", "cp.2", "ar.2"]
+    assert (first["index"], first["op"], first["kind"], first["waiting"]) == (1, "cp.2", "collective-permute", True)
+    assert [c["rank"] for c in first["majority"]] == [0, 1]
+    assert [(p["rank"], p["how"], p["op"]) for p in first["parted"]] == [(2, "different collective", "ar.2")]
+    assert "collective 2 there, where they wait" in parting.describe(first)
+    assert "rank 2 device 0 waits at another collective (ar.2)" in parting.describe(first)
