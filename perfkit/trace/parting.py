@@ -17,9 +17,9 @@ can: a chip waits at the collective its program runs after the last one it compl
 the one it ran after that one the time before), and a rank whose
 program's collectives differ from the majority's names the instructions its program lacks or adds
 (aligned by opcode, shape and operands, a collective's operands read through the collectives feeding it, as
-``difflib`` aligns two sequences), which traces cannot tell apart when the collectives look alike. Where the traces agree but the chips wait at
-collectives of other kinds or shapes (a hang at the very place where they part, which no chip completes), the
-programs' next collectives part them there (``waiting``).
+``difflib`` aligns two sequences), which traces cannot tell apart when the collectives look alike. Where the
+traces agree but the chips wait at collectives of other kinds or shapes (a hang at the very place where they
+part, which no chip completes), the programs' next collectives part them there (``waiting``).
 """
 
 from __future__ import annotations
