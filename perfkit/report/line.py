@@ -92,7 +92,15 @@ def summary_line(summary: dict, report: Path) -> str:
     parts = [f"{summary['case']}:"]
     if summary.get("serve"):
         parts.append(f"c={summary['serve']['concurrency'][0]} latency")
-    if va is not None and vb is not None:
+    of = "server processes'" if summary.get("serve") else "trial"
+    control = (summary.get("noise_floor") or {}).get("variant")
+    ran = [n for n, v in summary["variants"].items() if v.get("trials", 1) and n != control]
+    if len(ran) == 1:  # --only, or a run stopped before the other variant's first trial: nothing to divide
+        v = trial_median(summary["variants"][ran[0]])
+        parts.append(f"{ran[0]} {v:.3f} ms (median of {of} medians)" if v is not None
+                     else f"no timed steps for {ran[0]}")
+        parts.append(f"; no ratio: only {ran[0]} ran")
+    elif va is not None and vb is not None:
         shown_a, shown_b = step_times_text(va, vb)
         ci = "[no CI: one timed step]" if without_ci(c) else f"[{c['ci'][0]:.3f}, {c['ci'][1]:.3f}]"
         verdict, serve = c["verdict"], summary.get("serve")
@@ -102,7 +110,6 @@ def summary_line(summary: dict, report: Path) -> str:
             # a stopped run has rounds of its own plan left: asking for more would start that plan over
             verdict += f" (the rest of its plan may {aim}: --resume)" if summary.get("interrupted") else \
                 f" (more {'server restarts' if serve else 'rounds'} would {aim}: {more})"
-        of = "server processes'" if serve else "trial"
         parts.append(f"{a} {shown_a} ms, {b} {shown_b} ms (medians of {of} medians), {b}/{a} {c['ratio']:.3f} {ci} "
                      f"-> {verdict}")
     else:
@@ -110,7 +117,6 @@ def summary_line(summary: dict, report: Path) -> str:
         parts.append(f"no timed steps for {missing} -> unknown")
     if summary.get("serve"):
         parts.append(headline(summary))
-    control = (summary.get("noise_floor") or {}).get("variant")
     also = [o for o in summary.get("comparisons", ()) if o["variant"] not in (b, control) and o["ratio"] is not None
             and o["metric"] == c.get("metric")]  # a third variant's on the same figure: the report's timing table
     if also:

@@ -461,6 +461,33 @@ def test_the_one_line_says_which_variant_hung_and_where_its_chips_parted():
             "in step 0); ring hung; report") in summary_line(summary, Path("r/report.md"))
 
 
+
+def test_the_one_line_of_a_run_of_one_variant_gives_its_figure_and_no_ratio():
+    """A newcomer's `perfkit run CASE --only sp`: the line read "no timed steps for tp -> unknown", sp's own figure
+    nowhere. It gives the figure of the variant that ran now, and says why there is no ratio; an A/A control beside
+    it is no second variant, and a third variant that ran alone is named as sp is."""
+    from perfkit.report.line import summary_line
+
+    summary = {"case": "demo", "baseline": "tp", "comparison": {"verdict": "unknown", "ratio": None},
+               "variants": {"tp": {"trial_medians_ms": [], "trials": 0, "failed": 0},
+                            "sp": {"trial_medians_ms": [13.0, 12.0, 12.5], "trials": 3, "failed": 0}},
+               "trials": {"total": 3, "ok": 3, "failed": []}}
+    assert summary_line(summary, Path("r/report.md")) == (
+        "demo: sp 12.500 ms (median of trial medians); no ratio: only sp ran; report r/report.md")
+    only_a = {"tp": {"trial_medians_ms": [8.25], "trials": 1, "failed": 0}, "sp": {"trials": 0, "failed": 0},
+              "tp-aa": {"trial_medians_ms": [8.5], "trials": 1, "failed": 0}}
+    with_control = dict(summary, variants=only_a, noise_floor={"variant": "tp-aa", "half_width": None})
+    assert summary_line(with_control, Path("r/report.md")).startswith(
+        "demo: tp 8.250 ms (median of trial medians); no ratio: only tp ran;")
+    third = {"tp": {"trials": 0}, "sp": {"trials": 0}, "xla": {"trial_medians_ms": [1.5], "trials": 1}}
+    assert "demo: xla 1.500 ms (median of trial medians); no ratio: only xla ran;" in \
+        summary_line(dict(summary, variants=third), Path("r/report.md"))
+    hung = {"tp": {"trials": 0}, "sp": {"trial_medians_ms": [], "trials": 1, "failed": 1}}
+    failed = [{"index": 0, "variant": "sp", "status": "hung", "dir": "trials/00-sp", "ranks": []}]
+    trials = {"total": 1, "ok": 0, "failed": failed}
+    assert summary_line(dict(summary, variants=hung, trials=trials), Path("r/report.md")) == (
+        "demo: no timed steps for sp; no ratio: only sp ran; 1 trial(s) failed; sp hung; report r/report.md")
+
 def test_progression_table(make_run):
     first = make_run("r1")
     second = make_run("r2", trials=ab_trials(b_scale=1.5))
