@@ -276,6 +276,21 @@ def test_the_codec_floor_verdict_follows_from_the_figures_beside_it(tmp_path, qu
     assert "3 of 10 frames identical" in res.stdout
 
 
+
+def test_a_floor_the_codec_could_not_keep_says_so(tmp_path, clip, quality_cli):
+    """A newcomer's noise frames: A's own encode scored 12.78 dB and B read '44.40 dB above the floor', nothing
+    saying that a codec floor of incompressible frames judges nothing. Uniform noise through the default codec is
+    far below 20 dB; a smooth clip's floor is far above it and gets no such line."""
+    note = ("  the floor is below 20 dB: the codec keeps little of A (frames like noise do not compress), so it is no "
+            "floor to judge B by")
+    noise = np.random.default_rng(0).integers(0, 256, (4, 32, 48, 3), dtype=np.uint8)
+    np.save(tmp_path / "noise.npy", noise)
+    np.save(tmp_path / "smooth.npy", clip(frames=4, height=32, width=48))
+    res = quality_cli(tmp_path / "noise.npy", tmp_path / "noise.npy", "--codec-floor")
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.splitlines()[-2] == note and res.stdout.splitlines()[-1].startswith("against the codec floor")
+    assert note not in quality_cli(tmp_path / "smooth.npy", "--codec-floor").stdout
+
 def test_a_floor_encoder_that_leaves_as_planes_says_so(tmp_path, clip, noisy, quality_cli):
     """--codec without pix_fmt takes the encoder's RGB format where it has one: B and the floor are then measured in
     RGB24, not A's yuv420p planes, which a newcomer found changed unsaid (libx265 took gbrp)."""
