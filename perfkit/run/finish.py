@@ -29,6 +29,14 @@ def finish(run_dir: Path, *, interrupted: bool = False) -> dict:
     return summary
 
 
+def part_done(run_dir: Path, part: Path, host_index: int) -> None:
+    """The line a host of a multi-host run prints where another host is still running: the last to finish writes
+    the report and prints the summary line, so this one says where its own part went and where the report will
+    be."""
+    print(f"host {host_index}: its trials are in {part}; the host that finishes last writes the report, "
+          f"{run_dir / 'report.md'}", flush=True)
+
+
 def run_failed(summary: dict) -> bool:
     """Exit code 3 territory: a trial failed or hung, or the run stopped before its plan was done."""
     return bool(summary["trials"]["failed"] or summary.get("interrupted")

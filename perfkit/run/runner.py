@@ -356,6 +356,8 @@ def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, env_json: str,
     rundir.mark_done(part, interrupted)
     if rundir.all_hosts_done(run_dir, options.hosts):
         own_failed = finish.render_one(run_dir) or own_failed
+    else:
+        finish.part_done(run_dir, part, options.host_index)
     return RunResult(run_dir, own_failed or interrupted, interrupted)
 
 

@@ -213,8 +213,15 @@ def test_two_hosts_of_two_ranks_share_one_run_directory(tmp_path, write_case):
     hosts = [subprocess.Popen([sys.executable, "-m", "perfkit.cli", "run", str(path), "--out", str(run), "--salt",
                                "--hosts", "2", "--host-index", str(i), "--coordinator", f"127.0.0.1:{port}"],
                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (0, 1)]
-    results = [(h.communicate(timeout=120)[1], h.returncode) for h in hosts]
-    assert [rc for _, rc in results] == [0, 0], results
+    outputs = [h.communicate(timeout=120) for h in hosts]
+    assert [h.returncode for h in hosts] == [0, 0], outputs
+    # the host that finishes last writes the report and prints its line; the other (its stdout empty before) says
+    # where its trials went and where the report will be (both write it where they mark their parts done at once)
+    others = [i for i, (out, _) in enumerate(outputs) if not out.startswith("hosts: a ")]
+    assert len(others) < 2, outputs
+    for i in others:
+        assert outputs[i][0] == (f"host {i}: its trials are in {run}/hosts/host{i}; the host that finishes last "
+                                 f"writes the report, {run}/report.md\n")
     trials = read_jsonl(run / "trials.jsonl")
     assert [t["variant"] for t in trials] == ["a", "b"]  # repeats.min rounds: no adaptive rounds across hosts
     salts = []
