@@ -17,7 +17,8 @@ can: a chip waits at the collective its program runs after the last one it compl
 the one it ran after that one the time before), and a rank whose
 program's collectives differ from the majority's names the instructions its program lacks or adds
 (aligned by opcode, shape and operands, a collective's operands read through the collectives feeding it, as
-``difflib`` aligns two sequences), which traces cannot tell apart when the collectives look alike. Where the
+``difflib`` aligns two sequences, then where those part by opcode and shape alone), which traces cannot tell
+apart when the collectives look alike. Where the
 traces agree but the chips wait at collectives of other kinds or shapes (a hang at the very place where they
 part, which no chip completes), the programs' next collectives part them there (``waiting``).
 """
@@ -27,6 +28,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -116,20 +118,32 @@ def program_collectives(folder: Path) -> dict[str, list[Instruction]]:
     return out
 
 
+def _kind(i: Instruction) -> tuple:
+    return i.opcode, _LAYOUT.sub("", i.shape)
+
+
 def _signature(i: Instruction) -> tuple:
-    return i.opcode, _LAYOUT.sub("", i.shape), i.operands
+    return *_kind(i), i.operands
 
 
 def _program_change(majority: list[Instruction], mine: list[Instruction]) -> dict:
-    """The collectives ``mine`` lacks and adds against ``majority``, aligned by opcode, shape and operands."""
-    matcher = difflib.SequenceMatcher(None, [_signature(i) for i in majority], [_signature(i) for i in mine],
-                                      autojunk=False)
+    """The collectives ``mine`` lacks and adds against ``majority``, aligned by opcode, shape and operands; where
+    those part, realigned by opcode and shape alone: a collective fed through other ops by an added one (a psum,
+    then a divide) is the same collective with new operands, not one lacked and one added."""
     lacks, adds = [], []
-    for tag, a0, a1, b0, b1 in matcher.get_opcodes():
-        if tag != "equal":
-            lacks += [{"op": i.name, "opcode": i.opcode, "index": a0 + k} for k, i in enumerate(majority[a0:a1])]
-            adds += [{"op": i.name, "opcode": i.opcode, "index": b0 + k} for k, i in enumerate(mine[b0:b1])]
+    for _, a0, a1, b0, b1 in _unequal(majority, mine, _signature):
+        for _, c0, c1, d0, d1 in _unequal(majority[a0:a1], mine[b0:b1], _kind):
+            lacks += [{"op": i.name, "opcode": i.opcode, "index": a0 + c0 + k}
+                      for k, i in enumerate(majority[a0 + c0:a0 + c1])]
+            adds += [{"op": i.name, "opcode": i.opcode, "index": b0 + d0 + k}
+                     for k, i in enumerate(mine[b0 + d0:b0 + d1])]
     return {"lacks": lacks, "adds": adds, "majority_count": len(majority), "count": len(mine)}
+
+
+def _unequal(a: list[Instruction], b: list[Instruction], key: Callable[[Instruction], tuple]) -> list[tuple]:
+    """``difflib``'s opcodes aligning ``a`` with ``b`` by ``key``, less the equal runs."""
+    matcher = difflib.SequenceMatcher(None, [key(i) for i in a], [key(i) for i in b], autojunk=False)
+    return [op for op in matcher.get_opcodes() if op[0] != "equal"]
 
 
 def _chips(events: pd.DataFrame) -> pd.DataFrame:
