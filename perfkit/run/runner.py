@@ -267,6 +267,7 @@ def run_case(case: Case, run_dir: Path | None = None, options: RunOptions = RunO
     rundir.write_atomic(part / "env.json", env_json)
     if not case.matrix:
         return _run_cell(case, run_dir, options, env_json=env_json, progress=progress)
+    rundir.release_report(run_dir)
 
     failed = interrupted = False
     port_base = 0
@@ -279,7 +280,8 @@ def run_case(case: Case, run_dir: Path | None = None, options: RunOptions = RunO
         failed, interrupted = failed or res.failed, res.interrupted
         if interrupted:
             break
-    if options.hosts == 1 or all(rundir.all_hosts_done(c, options.hosts) for c in rundir.cell_dirs(run_dir)):
+    if options.hosts == 1 or (all(rundir.all_hosts_done(c, options.hosts) for c in rundir.cell_dirs(run_dir))
+                              and rundir.claim_report(run_dir)):
         failed = matrix.finish(run_dir) or failed
     return RunResult(run_dir, failed, interrupted)
 
@@ -309,6 +311,7 @@ def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, env_json: str,
     part = rundir.part_dir(run_dir, options.host_index, options.hosts)
     part.mkdir(parents=True, exist_ok=True)
     (part / "done").unlink(missing_ok=True)  # a resumed host is running again
+    rundir.release_report(run_dir)
     if options.host_index == 0:
         (run_dir / "case.yaml").write_text(case_mod.to_yaml(case))
         rundir.write_atomic(run_dir / "env.json", env_json)
@@ -354,7 +357,7 @@ def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, env_json: str,
     if options.hosts == 1:
         return RunResult(run_dir, finish.render_one(run_dir, interrupted=interrupted), interrupted)
     rundir.mark_done(part, interrupted)
-    if rundir.all_hosts_done(run_dir, options.hosts):
+    if rundir.all_hosts_done(run_dir, options.hosts) and rundir.claim_report(run_dir):
         own_failed = finish.render_one(run_dir) or own_failed
     else:
         finish.part_done(run_dir, part, options.host_index)

@@ -24,6 +24,7 @@ from perfkit.rundata.trials import TrialRecord
 CHECK_SUMMARY = "PERFKIT_CHECK_SUMMARY"  # set (the test suite does): each summary.json written is validated
 
 _RANK_DIR = re.compile(r"rank(\d+)")
+REPORT_CLAIM = "report.claim"  # hosts/report.claim: taken by the host of a multi-host run that writes the report
 
 STATUS_RANK = {"hung": 0, "crashed": 1, "incomplete": 2, "no_steps": 3, "ok": 4}  # worst first
 
@@ -203,6 +204,22 @@ def host_parts(run_dir: Path) -> list[Path]:
 
 def all_hosts_done(run_dir: Path, hosts: int) -> bool:
     return sum((p / "done").exists() for p in host_parts(run_dir)) >= hosts
+
+
+def claim_report(run_dir: Path) -> bool:
+    """True for one caller only, until ``release_report``: of two hosts that finish at once, each sees every
+    host done, and one alone may write summary.json, report.md and the plots."""
+    (run_dir / "hosts").mkdir(parents=True, exist_ok=True)
+    try:
+        os.close(os.open(run_dir / "hosts" / REPORT_CLAIM, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
+def release_report(run_dir: Path) -> None:
+    """A resumed host runs again: once every host is done, the report is written anew."""
+    (run_dir / "hosts" / REPORT_CLAIM).unlink(missing_ok=True)
 
 
 def any_host_interrupted(run_dir: Path) -> bool:

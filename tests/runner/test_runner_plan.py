@@ -10,6 +10,7 @@ from perfkit.run.ranks import rank_processes
 from perfkit.run.runner import plan_trials, round_order
 from perfkit.run.trial import RunOptions, Trial
 from perfkit.rundata import case as case_mod
+from perfkit.rundata import rundir
 
 CMD = {"name": "c", "command": ["python", "bench.py"], "variants": {"a": {}, "b": {"env": {"K": "ring"}}}}
 
@@ -196,13 +197,23 @@ def test_progress_shows_each_trials_median_and_a_plan_that_grows():
 
 
 def test_trial_records_survive_a_torn_last_line(tmp_path):
-    from perfkit.rundata import rundir
-
     rundir.append_trial(tmp_path, {"index": 0})
     with open(tmp_path / "trials.jsonl", "a") as f:
         f.write('{"index": 1, "vari')  # perfkit killed mid-write
     rundir.append_trial(tmp_path, {"index": 1})
     assert rundir.read_trials(tmp_path) == [{"index": 0}, {"index": 1}]
+
+
+def test_of_hosts_finishing_at_once_one_claims_the_report_until_a_resume_releases_it(tmp_path):
+    """Two hosts that mark their parts done at once each see every host done: one alone writes the report."""
+    for i in (0, 1):
+        part = rundir.part_dir(tmp_path, i, 2)
+        part.mkdir(parents=True)
+        rundir.mark_done(part, False)
+    assert rundir.all_hosts_done(tmp_path, 2)
+    assert [rundir.claim_report(tmp_path), rundir.claim_report(tmp_path)] == [True, False]
+    rundir.release_report(tmp_path)
+    assert rundir.claim_report(tmp_path)
 
 
 def test_step_times_from_stdout_when_a_program_reports_none(tmp_path):
