@@ -85,6 +85,8 @@ def load_json(path: Path) -> dict:
         raise BadInput(f"not a readable chrome-trace JSON ({type(exc).__name__}: {str(exc)[:80]})",
                        path=path) from None
     if isinstance(doc, list):  # Chrome's JSON Array Format, the events alone: PyTorch's profiler wrote it in 2020
+        if not any(isinstance(e, dict) and "ph" in e for e in doc):
+            raise NotATrace("not a Kineto / chrome trace: a JSON array without trace events (no 'ph')", path=path)
         doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise NotATrace("not a Kineto / chrome trace: no traceEvents list", path=path)

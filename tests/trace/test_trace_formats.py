@@ -171,6 +171,10 @@ def test_a_json_array_that_is_no_trace_is_refused(tmp_path):
     path.write_text(json.dumps([1, 2, {"ph": "B", "name": "x", "ts": 0}]))
     result = _breakdown(path)
     assert result.exit_code == 2 and result.output == f"perfkit: {path}: no complete ('X') events in traceEvents\n"
+    path.write_text(json.dumps([[0, 1024], [5, 2048]]))  # a memory timeline's rows: no events at all
+    result = _breakdown(path)
+    assert result.exit_code == 2 and result.output == (
+        f"perfkit: {path}: not a Kineto / chrome trace: a JSON array without trace events (no 'ph')\n")
 
 
 def test_rocm_instant_gpu_markers_give_way_to_the_host_steps(fixtures_dir):
