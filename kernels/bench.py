@@ -12,7 +12,6 @@ With ``PERFKIT_DETECT_RACES=1`` the interpreter runs its race detector and ``rac
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import sys
 import time

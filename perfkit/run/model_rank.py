@@ -22,7 +22,6 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 # jax's monitoring events for tracing, lowering and compiling a program (jax/_src/dispatch.py).
 COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
