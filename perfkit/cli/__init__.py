@@ -223,7 +223,7 @@ def run(case_file, overrides, only, out_dir, aa, salt, resume_dir, hosts, host_i
                                 coordinator)
     except KeyboardInterrupt:  # before the first trial or after the last: nothing to report
         click.echo("perfkit: stopped", err=True)
-        sys.exit(ExitCode.TRIAL_FAILED)
+        sys.exit(ExitCode.STOPPED)
     if result.interrupted:
         click.echo(f"perfkit: stopped; `{resume_command(result.run_dir)}` runs the rest", err=True)
     sys.exit(ExitCode.TRIAL_FAILED if result.failed else ExitCode.OK)

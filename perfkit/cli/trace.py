@@ -81,11 +81,11 @@ def _measured(measured) -> str:
     return "host ops" if "host" in measured else "device ops"
 
 
-def _load(paths, step_pattern, columns=None):
+def _load(paths, step_pattern):
     # the analyses (numpy sweeps, protobuf schemas) load only for the command that runs them
     from perfkit.trace.events import load
 
-    return load(list(paths), step_pattern, columns=columns)
+    return load(list(paths), step_pattern)
 
 
 def _ms(frame: pd.DataFrame, columns: list[str], per: float = PS_PER_MS, digits: int = 3) -> pd.DataFrame:
