@@ -43,7 +43,7 @@ KINDS = {"model": ranks, "command": ranks, "serve": serve_trial}
 @dataclasses.dataclass(frozen=True)
 class RunResult:
     run_dir: Path
-    failed: bool  # a trial failed or hung
+    failed: bool  # exit code 3: a trial failed or hung, a serve case's requests failed, or the run stopped
     interrupted: bool  # stopped (Ctrl-C / SIGTERM) before the plan was done
 
 
