@@ -127,7 +127,7 @@ def frame_sums(a: np.ndarray, b: np.ndarray) -> list[tuple]:
     total = [(0.0, 0.0, 0, 0)] * c
     for row in range(0, h, rows):
         absd = abs_diff(a[row:row + rows], b[row:row + rows])
-        # one copy of a chunk; strided channels cost 2x more
+        # one copy of a chunk into planar order: each channel's sums then read contiguous memory, not a stride
         planar = (absd[..., 0],) if c == 1 else np.ascontiguousarray(np.moveaxis(absd, -1, 0))
         total = [_pooled(t, plane_sums(channel)) for t, channel in zip(total, planar)]
     return total

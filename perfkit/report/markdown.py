@@ -458,9 +458,8 @@ def _traced_against_timed(summary: dict) -> list[str]:
 
 def _too_few_traced(name: str, v: dict, verdict: str | None) -> list[str]:
     """A line where the attribution's total CI spans 0 while the timing gives a verdict, or is wider than the step:
-    its trials of a traced step or two could not place the change, or (the CI excluding 0) only its sign (a
-    newcomer's: timed 2.03x slower, traced +32.471 ms [-56.206, +121.147] of a 33 ms step, no part starred, and the
-    report said nothing of it)."""
+    its trials of a traced step or two could not place the change, or (the CI excluding 0) only its sign (without it,
+    a run timed slower whose traced total's CI was several steps wide, no part starred, said nothing of it)."""
     t = v["total"]
     if t["ci_lo_ms"] is None:  # no CI at all: the section's own line says why
         return []
@@ -469,8 +468,8 @@ def _too_few_traced(name: str, v: dict, verdict: str | None) -> list[str]:
     if not (spans or wide):
         return []
     why = f"spans 0 where the timing says {verdict}" if spans else "is wider than the step"
-    # categories whose own CIs exclude 0 are placed, whatever the total's (a newcomer's: the total [-0.148,
-    # +19.132] read 'too few to place' beside ici and compute starred)
+    # categories whose own CIs exclude 0 are placed, whatever the total's (a total whose CI spanned 0 read 'too few
+    # to place' beside ici and compute starred)
     placed = [r["key"] for r in v.get("category", ()) if attribution.starred(r)]
     # a wide CI that excludes 0 places the change's sign, not its size
     said = ("places its change only roughly" if t["marked"] else "places only parts of its change" if placed
