@@ -1,11 +1,11 @@
 """Every output of perfkit's analysis commands byte-identical between two commits, and (``--time``) the heavy
 commands' speed, the two commits run alternately in one session.
 
-    .venv/bin/python benchmarks/same_outputs.py --base 891d8ac                 # against the working tree
-    .venv/bin/python benchmarks/same_outputs.py --base 891d8ac --new HEAD --time
-    .venv/bin/python benchmarks/same_outputs.py --base 891d8ac --quick --keep /tmp/inputs   # fewer, smaller inputs
-    .venv/bin/python benchmarks/same_outputs.py --base 891d8ac --only "trace tail"          # commands containing TEXT
-    .venv/bin/python benchmarks/same_outputs.py --base 891d8ac --time --no-compare --leave-out "trace tail"
+    .venv/bin/python benchmarks/same_outputs.py --base main                 # against the working tree
+    .venv/bin/python benchmarks/same_outputs.py --base main --new HEAD --time
+    .venv/bin/python benchmarks/same_outputs.py --base main --quick --keep /tmp/inputs   # fewer, smaller inputs
+    .venv/bin/python benchmarks/same_outputs.py --base main --only "trace tail"          # commands containing TEXT
+    .venv/bin/python benchmarks/same_outputs.py --base main --time --no-compare --leave-out "trace tail"
 
 Each side is a detached ``git worktree`` of its commit in a temporary folder (removed at the end, also on
 Ctrl-C or an error), or the working tree as it is (``--new WORKTREE``, the default). Every command runs as a
