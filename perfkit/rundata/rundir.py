@@ -64,10 +64,18 @@ def rank_dirs(trial_dir: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
+def cell_dir(run_dir: Path, index: int) -> Path:
+    """A matrix run's combination ``index`` (``case.expand_matrix``'s order), a run directory of its own:
+    ``cells/NN``, the index in two digits or more."""
+    return run_dir / "cells" / f"{index:02d}"
+
+
 def cell_dirs(run_dir: Path) -> list[Path]:
-    """A matrix run's combinations, each a run directory of its own (``cells/NN``), in order."""
+    """A matrix run's combinations (``cell_dir``), in order: by number, not by name (cells/100 after cells/99)."""
     cells = run_dir / "cells"
-    return sorted(p for p in cells.iterdir() if p.is_dir()) if cells.is_dir() else []
+    # a longer name is a larger number: the names are the indices zero-padded to the same two digits
+    return sorted((p for p in cells.iterdir() if p.is_dir()), key=lambda p: (len(p.name), p.name)) \
+        if cells.is_dir() else []
 
 
 @contextlib.contextmanager

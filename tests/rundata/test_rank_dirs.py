@@ -1,5 +1,6 @@
-"""A trial's rank folders, as every stage that reads them lists them."""
+"""A trial's rank folders and a matrix run's combination folders, as every stage that reads them lists them."""
 
+from perfkit.rundata import rundir
 from perfkit.rundata.rundir import rank_dirs
 
 
@@ -9,3 +10,18 @@ def test_rank_dirs_are_by_rank_number_and_folders_only(tmp_path):
     (tmp_path / "rank3").write_text("")  # a file named like a rank is no rank folder
     assert [p.name for p in rank_dirs(tmp_path)] == ["rank0", "rank9", "rank10"]
     assert rank_dirs(tmp_path / "missing") == []
+
+
+def test_cell_dirs_are_in_combination_order_past_a_hundred(tmp_path):
+    """A matrix of more than 100 combinations (up to 10,000 are allowed): cells/100 comes after cells/99, not
+    between cells/10 and cells/11 as its name sorts; ``perfkit report --progression`` lists them in this order."""
+    for i in [101, 11, 0, 100, 99, 10, 9]:
+        (tmp_path / "cells" / f"{i:02d}").mkdir(parents=True)
+    (tmp_path / "cells" / "12").write_text("")  # a file is no combination
+    assert [p.name for p in rundir.cell_dirs(tmp_path)] == ["00", "09", "10", "11", "99", "100", "101"]
+    assert rundir.cell_dirs(tmp_path / "missing") == []
+
+
+def test_a_cell_dir_is_its_index_in_two_digits_or_more(tmp_path):
+    assert [rundir.cell_dir(tmp_path, i) for i in (0, 7, 42, 100)] == [
+        tmp_path / "cells" / name for name in ("00", "07", "42", "100")]
