@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from perfkit.common.comparison import trial_median
+from perfkit.rundata.rundir import cell_dir
 from perfkit.rundata.summary import MatrixRow
 
 
@@ -19,12 +20,12 @@ def matrix_rows(run_dir: Path, assignments: list[dict]) -> list[MatrixRow]:
     its failed-trial count."""
     rows = []
     for i, assignment in enumerate(assignments):
-        path = run_dir / "cells" / f"{i:02d}" / "summary.json"
+        path = cell_dir(run_dir, i) / "summary.json"
         if not path.exists():
             continue
         s = json.loads(path.read_text())
         c = s["comparison"]
-        rows.append(MatrixRow(cell=f"{i:02d}", values=assignment,
+        rows.append(MatrixRow(cell=path.parent.name, values=assignment,
                               step_ms={v: trial_median(fig) for v, fig in s["variants"].items()},
                               ratio=c["ratio"], ci=c["ci"] or [None, None], verdict=c["verdict"],
                               failed=len(s["trials"]["failed"]),

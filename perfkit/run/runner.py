@@ -273,9 +273,9 @@ def run_case(case: Case, run_dir: Path | None = None, options: RunOptions = RunO
     port_base = 0
     for i, (assignment, cell) in enumerate(case_mod.expand_matrix(case)):
         values = ",".join(f"{k}={v}" for k, v in assignment.items())  # (shortened: a terminal redraws one line)
-        progress.cell_label = f"cells/{i:02d} " + (values if len(values) <= 40 else values[:39] + "…")
-        res = _run_cell(cell, run_dir / "cells" / f"{i:02d}", options, env_json=env_json,
-                        progress=progress, port_base=port_base)
+        folder = rundir.cell_dir(run_dir, i)
+        progress.cell_label = f"cells/{folder.name} " + (values if len(values) <= 40 else values[:39] + "…")
+        res = _run_cell(cell, folder, options, env_json=env_json, progress=progress, port_base=port_base)
         port_base += cell.repeats["max"] * len(run_names(cell, options.only))
         failed, interrupted = failed or res.failed, res.interrupted
         if interrupted:
