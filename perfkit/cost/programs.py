@@ -18,7 +18,7 @@ from perfkit.cost.chips import Chip
 from perfkit.cost.roofline import describe, roofline
 from perfkit.errors import BadInput
 from perfkit.hlo.program_cost import ProgramCost, dump_cost
-from perfkit.hlo.dumps import dump_files, find_dumps
+from perfkit.hlo.dumps import dump_files, find_dumps, trial_order
 from perfkit.rundata.rundir import rank_dirs
 
 # the bundled worker's step (perfkit.models.pipeline._euler_step), the kernel bench's op (perfkit.kernels.bench)
@@ -53,7 +53,7 @@ def variant_dumps(run_dir: Path) -> dict[str, Path]:
     """Each variant's first trial with XLA dumps (its lowest rank's folder), in trial order."""
     out: dict[str, Path] = {}
     trials = run_dir / "trials"
-    for trial in sorted(trials.iterdir() if trials.is_dir() else [], key=lambda p: p.name):
+    for trial in sorted(trials.iterdir() if trials.is_dir() else [], key=trial_order):
         variant = trial.name.split("-", 1)[1] if "-" in trial.name else trial.name
         folder = find_dumps(trial) if trial.is_dir() and variant not in out else None
         if folder is not None:

@@ -78,7 +78,8 @@ def rank_folders(folder: Path) -> dict[int, Path]:
     return {int(sub.name.removeprefix("rank")): _dump_folder(sub) for sub in rank_dirs(folder)}
 
 
-def _trial_order(trial: Path) -> tuple[int, str]:
+def trial_order(trial: Path) -> tuple[int, str]:
+    """A run's ``trials/<NN>-<variant>`` folder's place among them: by index, not by name (100 after 99)."""
     index = trial.name.split("-", 1)[0]
     return (int(index) if index.isdigit() else 1 << 30), trial.name
 
@@ -87,7 +88,7 @@ def run_trials(run_dir: Path) -> list[RankDumps]:
     """Every multi-rank trial of a run directory whose ranks wrote HLO dumps, in trial order."""
     folder = run_dir / "trials"
     out = []
-    for trial in sorted(folder.iterdir() if folder.is_dir() else [], key=_trial_order):
+    for trial in sorted(folder.iterdir() if folder.is_dir() else [], key=trial_order):
         if not trial.is_dir():
             continue
         ranks = rank_folders(trial)
