@@ -84,6 +84,19 @@ def hung(summary: dict) -> list[str]:
     return [text or f"{name} hung" for name, text in out.items()]
 
 
+def _first_crash(failed: list) -> str:
+    """The first crashed trial's reason, its first failing rank's last stderr line: where every trial failed alike
+    (a module missing, a typo in the command), the line says why without the report."""
+    for t in failed:
+        ranks = sorted(t["ranks"], key=lambda r: r.get("exit_code") in (0, None))  # a failing rank's first
+        for r in ranks if t["status"] == "crashed" else ():
+            last = (r.get("stderr_tail") or "").strip().splitlines()[-1:]
+            if last:
+                reason = last[0] if len(last[0]) <= 160 else last[0][:159] + "…"
+                return f" (first crash: trial {t['index']} ({t['variant']}) rank {r['rank']}: {reason})"
+    return ""
+
+
 def summary_line(summary: dict, report: Path) -> str:
     c = summary["comparison"]
     a = summary["baseline"]
@@ -141,7 +154,7 @@ def summary_line(summary: dict, report: Path) -> str:
         parts.append(f"; DIVERGENT programs: {', '.join(divergent)}")
     failed = summary["trials"]["failed"]
     if failed:
-        parts.append(f"; {len(failed)} trial(s) failed")
+        parts.append(f"; {len(failed)} trial(s) failed{_first_crash(failed)}")
     parts += [f"; {hang}" for hang in hung(summary)]
     if summary.get("interrupted"):
         parts.append("; interrupted")

@@ -414,6 +414,24 @@ def test_a_hung_trial_still_renders(tmp_path):
     assert "inf (bit-identical)" in report.splitlines()[2] and "plots/psnr.png" not in report  # nothing differs
 
 
+def test_the_one_line_gives_the_first_crash_s_reason():
+    """Every trial of a command case crashed alike (its script imports a module this machine lacks): the line read
+    '6 trial(s) failed' alone; it gives the first failing rank's last stderr line, the report the rest."""
+    from perfkit.report.line import summary_line
+
+    ranks = [{"rank": 0, "exit_code": 0, "stderr_tail": "a warning before rank 1 failed"},
+             {"rank": 1, "exit_code": 1, "stderr_tail": "Traceback (most recent call last):\n  File \"b.py\", "
+                                                        "line 1\nModuleNotFoundError: No module named 'jax'\n"}]
+    summary = {"case": "c", "baseline": "a", "comparison": {"verdict": "unknown", "ratio": None},
+               "variants": {"a": {"trials": 1}, "b": {"trials": 1}},
+               "trials": {"total": 2, "ok": 0, "failed": [
+                   {"index": 0, "variant": "a", "status": "hung", "dir": "trials/00-a", "ranks": []},
+                   {"index": 1, "variant": "b", "status": "crashed", "dir": "trials/01-b", "ranks": ranks}]}}
+    assert summary_line(summary, Path("r/report.md")) == (
+        "c: no timed steps for a and b -> unknown; 2 trial(s) failed (first crash: trial 1 (b) rank 1: "
+        "ModuleNotFoundError: No module named 'jax'); a hung; report r/report.md")
+
+
 def test_the_one_line_says_which_variant_hung_and_where_its_chips_parted():
     """A newcomer's hang (rank 1 skips the last ring hop): the line read "no timed steps for skip -> unknown; ...;
     1 trial(s) failed" while the report's hang section named where the chips parted. The line says it now, from
