@@ -77,7 +77,11 @@ def parse_buffer_assignment(text: str, path: str = "<text>") -> BufferAssignment
 
 
 def read_buffer_assignment(path: str | Path) -> BufferAssignment:
-    return parse_buffer_assignment(read_text(path), str(path))
+    text = read_text(path)
+    if text and not text.endswith("\n"):
+        # XLA ends every line it writes: a last line without its end is a file cut short
+        raise BadInput("its last line is cut short (truncated file?)", path=str(path))
+    return parse_buffer_assignment(text, str(path))
 
 
 def read_total_bytes(path: str | Path) -> int | None:
@@ -111,12 +115,18 @@ def collectives(flat: list[FlatInstruction], root_opcodes: dict[str, str]) -> li
 
 
 def receive_buffers(flat: list[FlatInstruction], root_opcodes: dict[str, str],
-                    assignment: BufferAssignment) -> list[ReceiveBuffer]:
-    """Every collective's receive buffer(s), labelled by kind and order (``all-gather #1``)."""
+                    assignment: BufferAssignment, path: str = "<text>") -> list[ReceiveBuffer]:
+    """Every collective's receive buffer(s), labelled by kind and order (``all-gather #1``). A collective
+    outside fusions that the assignment gives no buffer is ``BadInput``: the file was cut short (else its
+    receive buffers would read as moved) or belongs to another program."""
+    fused = {c for f in flat if f.inst.opcode == "fusion" for c in f.inst.calls}
     seen: dict[str, int] = {}
     out = []
     for kind, f in collectives(flat, root_opcodes):
         seen[kind] = seen.get(kind, 0) + 1
+        if f.inst.name not in assignment.values and f.computation not in fused:
+            raise BadInput(f"no buffer for {f.inst.name}, a collective of the program beside it "
+                           "(truncated file, or another program's buffer assignment?)", path=path)
         # A start op with an array output (all-reduce-start) receives into all of it.
         prefix = RECEIVE_INDEX[f.inst.opcode] if f.inst.shape.startswith("(") else ""
         for v in assignment.values.get(f.inst.name, ()):

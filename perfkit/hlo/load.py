@@ -108,7 +108,8 @@ def _load_module(rank: int, files: DumpFiles) -> RankModule:
     receive = temp = total = None
     if files.buffer_assignment is not None:
         assignment = read_buffer_assignment(files.buffer_assignment)
-        receive, temp = receive_buffers(flat, roots, assignment), assignment.temp_bytes
+        receive = receive_buffers(flat, roots, assignment, str(files.buffer_assignment))
+        temp = assignment.temp_bytes
     if files.memory_report is not None:
         total = read_total_bytes(files.memory_report)
     return RankModule(rank, files, module, fps, flat, roots, receive, temp, total)

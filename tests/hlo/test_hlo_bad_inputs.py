@@ -96,3 +96,24 @@ def test_truncated_metadata_is_parsed_in_linear_time(real_dumps, tmp_path):
     with ci.time_limit(TIME_CAP_S):
         out = ci.run_cli(["hlo-diff", str(work / "in")])
     assert out.exit_code == 2 and not ci.problems(out, work) and "is not closed" in out.output, out.output
+
+
+@pytest.mark.parametrize("cut", ["line", "mid-line"])
+def test_a_truncated_buffer_assignment_is_refused_not_a_divergence(tmp_path, cut):
+    """A rank's buffer assignment cut short (at a line's start, or inside a line) lost its later collectives'
+    receive buffers: hlo-diff read that as the rank's receive buffers moving (exit 1, a divergence that is not
+    there). The program beside it has the collective, so the file is refused."""
+    (tmp_path / "tmp").mkdir()
+    folder = tmp_path / "in"
+    stem = "module_0001.jit_tpu_ring.tpu_after_optimizations"
+    for r in range(2):
+        (folder / f"rank{r}").mkdir(parents=True)
+        shutil.copy(DATA / "tpu_ring.txt", folder / f"rank{r}" / f"{stem}.txt")
+    text = (DATA / "tpu_ring-buffer-assignment.txt").read_text()
+    at = text.index(" value: <6 collective-permute-start.1{1}") + (0 if cut == "line" else 20)
+    (folder / "rank0" / f"{stem}-buffer-assignment.txt").write_text(text)
+    damaged = folder / "rank1" / f"{stem}-buffer-assignment.txt"
+    damaged.write_text(text[:at])
+    out = ci.run_cli(["hlo-diff", str(folder)])
+    assert out.exit_code == 2 and not ci.problems(out, tmp_path), out.output
+    assert out.output.startswith(f"perfkit: {damaged}: "), out.output
