@@ -37,10 +37,12 @@ CHIPS = {c.name: c for c in (
          "'TPU v4', ISCA 2023 (six 50 GB/s links a chip)"),
     Chip("v5e", 197, 819, 16, 400, "4 ICI links a chip, 2D torus (256-chip pods)",
          "cloud.google.com/tpu/docs/v5e (197 TFLOP/s bf16; 16 GB HBM2 at 819 GB/s; bidirectional ICI 400 GB/s a chip)"),
-    Chip("v5p", 459, 2765, 95, 600, "6 ICI links a chip, 3D torus (8960-chip pods)",
-         "cloud.google.com/tpu/docs/v5p (459 TFLOP/s bf16; 95 GB HBM2e at 2765 GB/s; ICI 4800 Gbps a chip)"),
-    Chip("v6e", 918, 1640, 32, 448, "4 ICI links a chip, 2D torus (256-chip pods)",
-         "cloud.google.com/tpu/docs/v6e (918 TFLOP/s bf16; 32 GB HBM at 1640 GB/s; ICI 3584 Gbps a chip)"),
+    Chip("v5p", 459, 2765, 95, 1200, "6 ICI links a chip, 3D torus (8960-chip pods)",
+         "cloud.google.com/tpu/docs/v5p (459 TFLOP/s bf16; 95 GB HBM2e at 2765 GB/s; bidirectional ICI 1200 GB/s "
+         "a chip, where older pages gave one direction, 4800 Gbps)"),
+    Chip("v6e", 918, 1640, 32, 800, "4 ICI links a chip, 2D torus (256-chip pods)",
+         "cloud.google.com/tpu/docs/v6e (918 TFLOP/s bf16; 32 GB HBM at 1640 GB/s; bidirectional ICI 800 GB/s a "
+         "chip)"),
     Chip("h100", 989, 3350, 80, 900, "18 NVLink 4 links a GPU, through NVSwitch",
          "nvidia.com/en-us/data-center/h100 (H100 SXM: 1979 TFLOP/s bf16 with sparsity, 989 dense; 80 GB HBM3 "
          "at 3.35 TB/s; NVLink 900 GB/s)"),
