@@ -194,7 +194,8 @@ def divergence(a: RankModule, b: RankModule, ranks: list[int], known: dict[str, 
     out = {"ranks": ranks, "against_rank": a.rank, "file": str(b.files.hlo),
            "same_program": a.fingerprint == b.fingerprint,
            "entry_ops": _delta(a.entry_ops, b.entry_ops), "instructions": _delta(len(a.flat), len(b.flat)),
-           "opcodes": _opcode_delta(a.flat, b.flat), "first_difference": None}
+           "opcodes": _opcode_delta(a.flat, b.flat), "first_difference": None,
+           "first_collective": None if a.fingerprint == b.fingerprint else first_collective(a, b)}
     only_a: list[dict] = []
     only_b: list[dict] = []
     changed: list[dict] = []
@@ -215,6 +216,20 @@ def divergence(a: RankModule, b: RankModule, ranks: list[int], known: dict[str, 
             only_b += map(_show, rest_b)
     return {**out, **_capped(only_a, "only_majority"), **_capped(only_b, "only_rank"),
             **_capped(changed, "changed"), "buffers": buffer_diff(a, b)}
+
+
+def first_collective(a: RankModule, b: RankModule) -> dict | None:
+    """Where the two sides' collectives, in canonical order, first differ (kind, shape, groups, pairs): ranks
+    pair their collectives in order, so that is where they hang or exchange the wrong data. The first
+    differing instruction may come well before it (a fusion's body) or be no collective at all. None: the same
+    collectives in the same order."""
+    ca, cb = ([f for _, f in collectives(m.flat, m.roots)] for m in (a, b))
+    sa, sb = ([_collective_signature(f, m.roots) for f in fs] for m, fs in ((a, ca), (b, cb)))
+    k = next((i for i, (x, y) in enumerate(zip(sa, sb)) if x != y), min(len(sa), len(sb)))
+    if k == len(sa) == len(sb):
+        return None
+    return {"index": k + 1, "count": {"majority": len(ca), "rank": len(cb)},
+            "majority": _show(ca[k]) if k < len(ca) else None, "rank": _show(cb[k]) if k < len(cb) else None}
 
 
 def _groups(keys: dict[int, tuple]) -> list[list[int]]:

@@ -85,6 +85,12 @@ def _divergence(w: _Writer, d: dict, majority: list[int]) -> None:
             w.line(4, f"{ref}: {_instruction(w, first['majority'])}"
                       + (f"; next there: {_instruction(w, first['majority_next'])}" if first.get("majority_next") else ""))
             w.line(4, f"{who}: {_instruction(w, first['rank'])}")
+        coll = d.get("first_collective")  # absent from results of older versions
+        if coll:
+            w.line(3, f"first differing collective: #{coll['index']} ({coll['count']['majority']} on {ref}, "
+                      f"{coll['count']['rank']} on {who}):")
+            w.line(4, f"{ref}: {_instruction(w, coll['majority'])}")
+            w.line(4, f"{who}: {_instruction(w, coll['rank'])}")
         for key, side in (("only_rank", who), ("only_majority", ref)):
             if d[f"{key}_count"]:
                 w.line(3, f"only on {side} ({d[f'{key}_count']}):")

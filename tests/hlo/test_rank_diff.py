@@ -483,3 +483,47 @@ def test_a_collective_run_in_anothers_place_is_the_first_difference_not_its_redu
     first = d["first_difference"]
     assert (first["majority"]["text"], first["majority"]["computation"]) == (_HOP, "main.0_spmd")
     assert (first["rank"]["text"], first["rank"]["computation"]) == (_PSUM, "main.0_spmd")
+
+
+HEAD = """HloModule jit_step, is_scheduled=true
+
+%sum (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %add = f32[] add(%a, %b)
+}
+
+%scaled (p: f32[8]) -> f32[8] {
+  %p = f32[8]{0} parameter(0)
+  ROOT %neg = f32[8]{0} negate(%p)
+}
+
+ENTRY %main (x: f32[8]) -> f32[8] {
+  %x = f32[8]{0} parameter(0)
+  %ar = f32[8]{0} all-reduce(%x), channel_id=1, replica_groups={{0,1,2}}, to_apply=%sum
+"""
+PERMUTE = "  %cp = f32[8]{0} collective-permute(%ar), channel_id=2, source_target_pairs={{0,1},{1,2},{2,0}}\n"
+EXTRA = ("  %f = f32[8]{0} fusion(%ar), kind=kLoop, calls=%scaled\n"
+         "  %ar.2 = f32[8]{0} all-reduce(%f), channel_id=3, replica_groups={{0,1,2}}, to_apply=%sum\n")
+
+
+def test_the_first_differing_collective_is_named(tmp_path):
+    """Rank 2 runs an extra all-reduce before the permute: ranks pair collectives in order, so its second
+    collective (an all-reduce, line 18) meets the others' second (the permute, line 17). The first differing
+    instruction is the new fusion's body, no collective; the JSON and the text name the collective apart."""
+    tail = "  ROOT %out = f32[8]{0} add(%cp, %ar)\n}\n"
+    for r, body in enumerate([HEAD + PERMUTE + tail] * 2 + [HEAD + EXTRA + PERMUTE + tail]):
+        (tmp_path / f"rank{r}").mkdir()
+        (tmp_path / f"rank{r}" / "module_0001.jit_step.cpu_after_optimizations.txt").write_text(body)
+    (d,) = check(tmp_path)["modules"][0]["divergences"]
+    assert d["first_difference"]["rank"]["computation"] == "scaled"
+    first = d["first_collective"]
+    assert (first["index"], first["count"]) == (2, {"majority": 2, "rank": 3})
+    assert (first["majority"]["text"].split(" =")[0], first["majority"]["line"]) == ("%cp", 17)
+    assert (first["rank"]["text"].split(" =")[0], first["rank"]["line"]) == ("%ar.2", 18)
+    res = perfkit(tmp_path)
+    assert res.returncode == 1 and "first differing collective: #2 (2 on rank 0, 3 on rank 2):" in res.stdout
+    same = HEAD + PERMUTE + "  ROOT %out = f32[8]{0} multiply(%cp, %ar)\n}\n"  # other program, same collectives
+    (tmp_path / "rank2" / "module_0001.jit_step.cpu_after_optimizations.txt").write_text(same)
+    (d,) = check(tmp_path)["modules"][0]["divergences"]
+    assert d["first_difference"] is not None and d["first_collective"] is None
