@@ -194,8 +194,7 @@ def divergence(a: RankModule, b: RankModule, ranks: list[int], known: dict[str, 
     out = {"ranks": ranks, "against_rank": a.rank, "file": str(b.files.hlo),
            "same_program": a.fingerprint == b.fingerprint,
            "entry_ops": _delta(a.entry_ops, b.entry_ops), "instructions": _delta(len(a.flat), len(b.flat)),
-           "opcodes": _opcode_delta(a.flat, b.flat), "first_difference": None,
-           "first_collective": None if a.fingerprint == b.fingerprint else first_collective(a, b)}
+           "opcodes": _opcode_delta(a.flat, b.flat), "first_difference": None, "first_collective": None}
     only_a: list[dict] = []
     only_b: list[dict] = []
     changed: list[dict] = []
@@ -208,6 +207,7 @@ def divergence(a: RankModule, b: RankModule, ranks: list[int], known: dict[str, 
             out["first_difference"] = {"majority": _show(fa) if fa else None, "rank": _show(fb) if fb else None,
                                        # Where only the rank has instructions: the majority's next one, for context.
                                        "majority_next": _show(a.flat[i1]) if i1 == i2 and i1 < len(a.flat) else None}
+            out["first_collective"] = first_collective(a, b, blocks)
         for _, i1, i2, j1, j2 in blocks:
             pairs, rest_a, rest_b = _pair_by_opcode(a.flat[i1:i2], b.flat[j1:j2])
             for fa, fb in pairs:
@@ -218,18 +218,30 @@ def divergence(a: RankModule, b: RankModule, ranks: list[int], known: dict[str, 
             **_capped(changed, "changed"), "buffers": buffer_diff(a, b)}
 
 
-def first_collective(a: RankModule, b: RankModule) -> dict | None:
-    """Where the two sides' collectives, in canonical order, first differ (kind, shape, groups, pairs): ranks
-    pair their collectives in order, so that is where they hang or exchange the wrong data. The first
-    differing instruction may come well before it (a fusion's body) or be no collective at all. None: the same
-    collectives in the same order."""
+def first_collective(a: RankModule, b: RankModule, blocks: list[tuple[str, int, int, int, int]]) -> dict | None:
+    """The first collective in the alignment's differing ``blocks`` (either side's), as its place in that side's
+    collectives, in canonical order: ranks pair collectives in order, so from there on they wait for one another
+    at the wrong one or exchange the wrong data. The first differing instruction may come well before it (a
+    fusion's body) or be no collective at all. ``only_on``: the side whose collective has no counterpart in its
+    block (one rank lacks it), null where both sides have one there (changed). None: the same collectives, in
+    the same order, where kind, shape, groups and pairs tell (``_collective_signature``)."""
     ca, cb = ([f for _, f in collectives(m.flat, m.roots)] for m in (a, b))
-    sa, sb = ([_collective_signature(f, m.roots) for f in fs] for m, fs in ((a, ca), (b, cb)))
-    k = next((i for i, (x, y) in enumerate(zip(sa, sb)) if x != y), min(len(sa), len(sb)))
-    if k == len(sa) == len(sb):
-        return None
-    return {"index": k + 1, "count": {"majority": len(ca), "rank": len(cb)},
-            "majority": _show(ca[k]) if k < len(ca) else None, "rank": _show(cb[k]) if k < len(cb) else None}
+    place_a, place_b = ({id(f): k for k, f in enumerate(fs)} for fs in (ca, cb))
+    for _, i1, i2, j1, j2 in blocks:
+        la = [place_a[id(f)] for f in a.flat[i1:i2] if id(f) in place_a]
+        lb = [place_b[id(f)] for f in b.flat[j1:j2] if id(f) in place_b]
+        sa = [_collective_signature(ca[k], a.roots) for k in la]
+        sb = [_collective_signature(cb[k], b.roots) for k in lb]
+        if sa == sb:
+            continue  # the same collectives on other operands (another fusion around them): they pair alike
+        i = next((i for i, (x, y) in enumerate(zip(sa, sb)) if x != y), min(len(sa), len(sb)))
+        if i < len(la) and i < len(lb):
+            k, only = la[i], None
+        else:
+            k, only = (la[i], "majority") if i < len(la) else (lb[i], "rank")
+        return {"index": k + 1, "count": {"majority": len(ca), "rank": len(cb)}, "only_on": only,
+                "majority": _show(ca[k]) if k < len(ca) else None, "rank": _show(cb[k]) if k < len(cb) else None}
+    return None
 
 
 def _groups(keys: dict[int, tuple]) -> list[list[int]]:

@@ -87,8 +87,9 @@ def _divergence(w: _Writer, d: dict, majority: list[int]) -> None:
             w.line(4, f"{who}: {_instruction(w, first['rank'])}")
         coll = d.get("first_collective")  # absent from results of older versions
         if coll:
+            only = {"majority": f", {ref}'s not on {who}", "rank": f", {who}'s not on {ref}"}.get(coll["only_on"], "")
             w.line(3, f"first differing collective: #{coll['index']} ({coll['count']['majority']} on {ref}, "
-                      f"{coll['count']['rank']} on {who}):")
+                      f"{coll['count']['rank']} on {who}{only}):")
             w.line(4, f"{ref}: {_instruction(w, coll['majority'])}")
             w.line(4, f"{who}: {_instruction(w, coll['rank'])}")
         for key, side in (("only_rank", who), ("only_majority", ref)):

@@ -485,6 +485,7 @@ def test_a_collective_run_in_anothers_place_is_the_first_difference_not_its_redu
     assert (first["rank"]["text"], first["rank"]["computation"]) == (_PSUM, "main.0_spmd")
 
 
+
 HEAD = """HloModule jit_step, is_scheduled=true
 
 %sum (a: f32[], b: f32[]) -> f32[] {
@@ -500,30 +501,54 @@ HEAD = """HloModule jit_step, is_scheduled=true
 
 ENTRY %main (x: f32[8]) -> f32[8] {
   %x = f32[8]{0} parameter(0)
-  %ar = f32[8]{0} all-reduce(%x), channel_id=1, replica_groups={{0,1,2}}, to_apply=%sum
 """
-PERMUTE = "  %cp = f32[8]{0} collective-permute(%ar), channel_id=2, source_target_pairs={{0,1},{1,2},{2,0}}\n"
-EXTRA = ("  %f = f32[8]{0} fusion(%ar), kind=kLoop, calls=%scaled\n"
-         "  %ar.2 = f32[8]{0} all-reduce(%f), channel_id=3, replica_groups={{0,1,2}}, to_apply=%sum\n")
+ALL_REDUCE = "  %ar = f32[8]{0} all-reduce(%x), channel_id=1, replica_groups={{0,1,2}}, to_apply=%sum\n"
+PAIRS = "channel_id=2, source_target_pairs={{0,1},{1,2},{2,0}}"
+
+
+def first_collective(tmp_path, majority: str, rank: str) -> dict:
+    """Ranks 0 and 1 compile ``majority``'s ENTRY body, rank 2 ``rank``'s; rank 2's divergence."""
+    for r, body in enumerate([majority, majority, rank]):
+        (tmp_path / f"rank{r}").mkdir(exist_ok=True)
+        (tmp_path / f"rank{r}" / "module_0001.jit_step.cpu_after_optimizations.txt").write_text(HEAD + body + "}\n")
+    (d,) = check(tmp_path)["modules"][0]["divergences"]
+    return d
 
 
 def test_the_first_differing_collective_is_named(tmp_path):
     """Rank 2 runs an extra all-reduce before the permute: ranks pair collectives in order, so its second
-    collective (an all-reduce, line 18) meets the others' second (the permute, line 17). The first differing
+    collective (the all-reduce, line 18) meets the others' second (the permute, line 17). The first differing
     instruction is the new fusion's body, no collective; the JSON and the text name the collective apart."""
-    tail = "  ROOT %out = f32[8]{0} add(%cp, %ar)\n}\n"
-    for r, body in enumerate([HEAD + PERMUTE + tail] * 2 + [HEAD + EXTRA + PERMUTE + tail]):
-        (tmp_path / f"rank{r}").mkdir()
-        (tmp_path / f"rank{r}" / "module_0001.jit_step.cpu_after_optimizations.txt").write_text(body)
-    (d,) = check(tmp_path)["modules"][0]["divergences"]
+    permute = f"  %cp = f32[8]{{0}} collective-permute(%ar), {PAIRS}\n"
+    extra = ("  %f = f32[8]{0} fusion(%ar), kind=kLoop, calls=%scaled\n"
+             "  %ar.2 = f32[8]{0} all-reduce(%f), channel_id=3, replica_groups={{0,1,2}}, to_apply=%sum\n")
+    root = "  ROOT %out = f32[8]{0} add(%cp, %ar)\n"
+    d = first_collective(tmp_path, ALL_REDUCE + permute + root, ALL_REDUCE + extra + permute + root)
     assert d["first_difference"]["rank"]["computation"] == "scaled"
     first = d["first_collective"]
-    assert (first["index"], first["count"]) == (2, {"majority": 2, "rank": 3})
+    assert (first["index"], first["count"], first["only_on"]) == (2, {"majority": 2, "rank": 3}, "rank")
     assert (first["majority"]["text"].split(" =")[0], first["majority"]["line"]) == ("%cp", 17)
     assert (first["rank"]["text"].split(" =")[0], first["rank"]["line"]) == ("%ar.2", 18)
     res = perfkit(tmp_path)
-    assert res.returncode == 1 and "first differing collective: #2 (2 on rank 0, 3 on rank 2):" in res.stdout
-    same = HEAD + PERMUTE + "  ROOT %out = f32[8]{0} multiply(%cp, %ar)\n}\n"  # other program, same collectives
-    (tmp_path / "rank2" / "module_0001.jit_step.cpu_after_optimizations.txt").write_text(same)
-    (d,) = check(tmp_path)["modules"][0]["divergences"]
+    assert res.returncode == 1 and ("first differing collective: #2 (2 on rank 0, 3 on rank 2, rank 2's not on "
+                                    "rank 0):") in res.stdout
+
+
+def test_a_skipped_hop_is_the_first_differing_collective_not_where_the_count_runs_out(tmp_path):
+    """Two hops of equal permutes, a fusion between them; rank 2 skips the first. Paired in order, its
+    collectives part only at #3 (its second permute looks like the others' first); the hop it lacks is #2."""
+    ring = (ALL_REDUCE + f"  %cp = f32[8]{{0}} collective-permute(%ar), {PAIRS}\n"
+            "  %f = f32[8]{0} fusion(%cp), kind=kLoop, calls=%scaled\n"
+            f"  ROOT %cp.2 = f32[8]{{0}} collective-permute(%f), {PAIRS}\n")
+    skip = (ALL_REDUCE + "  %f = f32[8]{0} fusion(%ar), kind=kLoop, calls=%scaled\n"
+            f"  ROOT %cp.2 = f32[8]{{0}} collective-permute(%f), {PAIRS}\n")
+    first = first_collective(tmp_path, ring, skip)["first_collective"]
+    assert (first["index"], first["count"], first["only_on"]) == (2, {"majority": 3, "rank": 2}, "majority")
+    assert (first["majority"]["text"].split(" =")[0], first["majority"]["line"]) == ("%cp", 17)
+
+
+def test_the_same_collectives_around_other_fusions_are_no_differing_collective(tmp_path):
+    """A fusion decision moves the all-reduce onto a fusion's output: another program, the same collectives."""
+    fused = "  %f = f32[8]{0} fusion(%x), kind=kLoop, calls=%scaled\n" + ALL_REDUCE.replace("(%x)", "(%f)")
+    d = first_collective(tmp_path, ALL_REDUCE.replace("%ar =", "ROOT %ar ="), fused.replace("%ar =", "ROOT %ar ="))
     assert d["first_difference"] is not None and d["first_collective"] is None
