@@ -28,6 +28,18 @@ def rounds_run(summary: dict) -> int:
     return max(v["trials"] for v in summary["variants"].values())
 
 
+def multi_host(summary: dict) -> bool:
+    """Whether the run's ranks ran on several hosts (``perfkit run --hosts``)."""
+    return ((summary.get("env") or {}).get("hosts") or {}).get("count", 1) > 1
+
+
+def more_rounds(summary: dict) -> str:
+    """The ``--set`` that asks a run's case again for twice its rounds: ``repeats.max`` where rounds go on while
+    the verdict is unknown; ``repeats.min`` on several hosts, which run that many rounds and no more."""
+    key = "repeats.min" if multi_host(summary) else "repeats.max"
+    return f"--set {key}={2 * rounds_run(summary)}"
+
+
 def step_times_text(va: float, vb: float) -> tuple[str, str]:
     """A and B's step times as text, with as many decimals as it takes to divide to B / A shown to 3."""
     n = digits([(va, vb)])
@@ -119,7 +131,7 @@ def summary_line(summary: dict, report: Path) -> str:
         verdict, serve = c["verdict"], summary.get("serve")
         if verdict == "unknown":
             aim = "give a CI" if without_ci(c) else "narrow it"
-            more = "serve.server_restarts" if serve else f"--set repeats.max={2 * rounds_run(summary)}"
+            more = "serve.server_restarts" if serve else more_rounds(summary)
             # a stopped run has rounds of its own plan left: asking for more would start that plan over
             verdict += f" (the rest of its plan may {aim}: --resume)" if summary.get("interrupted") else \
                 f" (more {'server restarts' if serve else 'rounds'} would {aim}: {more})"

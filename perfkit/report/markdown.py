@@ -14,7 +14,7 @@ from perfkit.report import attribution
 from perfkit.report import cost
 from perfkit.report import hangs
 from perfkit.report.departure import departure_section
-from perfkit.report.line import rounds_run, step_times_text, summary_line
+from perfkit.report.line import more_rounds, multi_host, rounds_run, step_times_text, summary_line
 from perfkit.report.serving import section
 from perfkit.rundata.exits import exit_text, where_threads_wait
 from perfkit.rundata.rundir import resume_command
@@ -596,9 +596,10 @@ def _more_trials(summary: dict, aim: str = "narrow it") -> str:
         return f"More server restarts (`serve.server_restarts`) would {aim}."
     rounds = rounds_run(summary)
     command = (summary.get("reproduce") or {}).get("command", "perfkit run CASE")
-    return (f"More trials would {aim}: rounds go on while the verdict is unknown, up to `repeats.max` "
-            f"(this run: {rounds} round{'s' if rounds != 1 else ''}), e.g. `{command} --set "
-            f"repeats.max={2 * rounds}`.")
+    how = ("a run on several hosts runs `repeats.min` rounds" if multi_host(summary)
+           else "rounds go on while the verdict is unknown, up to `repeats.max`")
+    return (f"More trials would {aim}: {how} (this run: {rounds} round{'s' if rounds != 1 else ''}), e.g. "
+            f"`{command} {more_rounds(summary)}`.")
 
 
 def _described(summary: dict) -> list[str]:

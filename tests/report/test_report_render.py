@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from run_fixtures import (A_STEPS, WARMUP, ab_trials, frames, make_run, outputs_for,  # noqa: F401 (a fixture)
+from run_fixtures import (A_STEPS, ENV, WARMUP, ab_trials, frames, make_run, outputs_for,  # noqa: F401 (a fixture)
                           shifted, trial, write_run)
 
 from perfkit.cli import cli
@@ -228,6 +228,23 @@ def test_an_unknown_verdict_says_how_to_ask_for_more_trials(make_run):
     assert "(this run: 3 rounds), e.g. `perfkit run run/case.yaml --salt --set repeats.max=6`." in report
     # the terminal's one line too (a newcomer's 2-trial run said "-> unknown" there and nothing more)
     assert "-> unknown (more rounds would narrow it: --set repeats.max=6)" in report.splitlines()[2]
+
+
+def test_a_multi_host_run_with_no_verdict_asks_for_more_rounds_by_repeats_min(tmp_path):
+    """A newcomer's two-host run ended unknown and was told `--set repeats.max=4`: a run on several hosts runs
+    `repeats.min` rounds and no more (docs/multi-host.md), so raising the maximum asked for nothing."""
+    from perfkit.run import finish
+
+    run = write_run(tmp_path / "run", ab_trials(b_scale=1.03), case_extra={"repeats": {"min": 3, "max": 3}})
+    (run / "env.json").write_text(json.dumps({**ENV, "hosts": {"count": 2, "index": 0}}))
+    options = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**options, "hosts": 2, "coordinator": "node0:29500"}))
+    finish.render(run)
+    report = (run / "report.md").read_text()
+    assert "**No verdict**" in report and "repeats.max" not in report
+    assert "a run on several hosts runs `repeats.min` rounds (this run: 3 rounds), e.g. `perfkit run " in report
+    assert "--set repeats.min=6`." in report
+    assert "-> unknown (more rounds would narrow it: --set repeats.min=6)" in report.splitlines()[2]
 
 
 def test_a_stopped_run_with_no_verdict_asks_for_the_rest_of_its_plan(tmp_path):
