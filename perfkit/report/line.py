@@ -35,7 +35,10 @@ def multi_host(summary: dict) -> bool:
 
 def more_rounds(summary: dict) -> str:
     """The ``--set`` that asks a run's case again for twice its rounds: ``repeats.max`` where rounds go on while
-    the verdict is unknown; ``repeats.min`` on several hosts, which run that many rounds and no more."""
+    the verdict is unknown; ``repeats.min`` on several hosts, which run that many rounds and no more; a serve
+    case's server processes a variant, its rounds."""
+    if summary.get("serve"):
+        return f"--set serve.server_restarts={2 * summary['serve']['server_restarts']}"
     key = "repeats.min" if multi_host(summary) else "repeats.max"
     return f"--set {key}={2 * rounds_run(summary)}"
 
@@ -131,7 +134,7 @@ def summary_line(summary: dict, report: Path) -> str:
         verdict, serve = c["verdict"], summary.get("serve")
         if verdict == "unknown":
             aim = "give a CI" if without_ci(c) else "narrow it"
-            more = "serve.server_restarts" if serve else more_rounds(summary)
+            more = more_rounds(summary)
             # a stopped run has rounds of its own plan left: asking for more would start that plan over
             verdict += f" (the rest of its plan may {aim}: --resume)" if summary.get("interrupted") else \
                 f" (more {'server restarts' if serve else 'rounds'} would {aim}: {more})"

@@ -592,10 +592,12 @@ def _more_trials(summary: dict, aim: str = "narrow it") -> str:
     if summary.get("interrupted"):
         return (f"The run was stopped before its plan was done: `{resume_command(Path(summary['run_dir']))}` runs "
                 f"the rest of it, which may {aim}.")
-    if summary.get("serve"):  # a serve case's rounds are its server restarts
-        return f"More server restarts (`serve.server_restarts`) would {aim}."
-    rounds = rounds_run(summary)
     command = (summary.get("reproduce") or {}).get("command", "perfkit run CASE")
+    if summary.get("serve"):  # a serve case's rounds are its server restarts
+        restarts = summary["serve"]["server_restarts"]
+        return (f"More server restarts would {aim} (this run: {restarts} server process{'es' if restarts != 1 else ''}"
+                f" a variant), e.g. `{command} {more_rounds(summary)}`.")
+    rounds = rounds_run(summary)
     how = ("a run on several hosts runs `repeats.min` rounds" if multi_host(summary)
            else "rounds go on while the verdict is unknown, up to `repeats.max`")
     return (f"More trials would {aim}: {how} (this run: {rounds} round{'s' if rounds != 1 else ''}), e.g. "

@@ -46,3 +46,26 @@ def test_comparison_table_shows_the_medians_each_ratio_divides_and_dashes_where_
                         "outputs/min: variant / a = ratio [95% CI] |")
     assert table[2:] == ["| b | 1 | 0.1218 / 0.1500 = 0.812 [0.750, 0.900] faster | - |",
                          "| b | 4 | - | 11.0 / 10.0 = 1.100 unknown |"]
+
+
+def unknown_latency_summary(restarts):
+    """A serve run whose c=1 latency ratio's CI reaches both sides of the minimum effect."""
+    s = summary([comparison("b", 4, "outputs_per_min", 1.5, (1.4, 1.6), "faster", (12.0, 18.0))])
+    s["serve"]["server_restarts"] = restarts
+    return {**s, "case": "srv", "variants": {"a": {"trial_medians_ms": [100.0, 102.0], "trials": restarts},
+                                             "b": {"trial_medians_ms": [101.0, 103.0], "trials": restarts}},
+            "comparison": {"ratio": 102.0 / 101.0, "ci": [0.99, 1.05], "verdict": "unknown", "min_effect": 0.02},
+            "trials": {"failed": []}, "reproduce": {"command": "perfkit run srv/case.yaml"}}
+
+
+def test_an_unknown_serve_verdict_says_how_many_server_restarts_to_ask_for():
+    """A newcomer's serve/test_server run ended 'unknown (more server restarts would narrow it:
+    serve.server_restarts)', naming the key but no value or command, where a model case's says --set repeats.max=N."""
+    from perfkit.report.line import summary_line
+    from perfkit.report.markdown import _more_trials
+
+    line = summary_line(unknown_latency_summary(2), "srv/report.md")
+    assert "-> unknown (more server restarts would narrow it: --set serve.server_restarts=4);" in line
+    assert _more_trials(unknown_latency_summary(3)) == (
+        "More server restarts would narrow it (this run: 3 server processes a variant), e.g. "
+        "`perfkit run srv/case.yaml --set serve.server_restarts=6`.")
