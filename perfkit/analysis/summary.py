@@ -143,7 +143,10 @@ def traces_summary(run_dir: Path, trials: list[dict], variants: list[str], seed:
 
 def not_verified(case: Case, summary: dict) -> list[str]:
     """What the run did not check, read from the case and the summary: the report's last section."""
-    notes = [f"one seed only (seed {case.seed})"]
+    # a model's seed draws its weights and noise; a command or server takes no seed from perfkit
+    notes = [f"one seed only (seed {case.seed})" if case.kind == "model" else
+             "one set of inputs only: the serve.prompts and their seeds" if case.kind == "serve" else
+             "one set of inputs only: the command's own (perfkit passes it no seed)"]
     if case.oracle is None:
         notes.append("no oracle: quality is B against A, not against a higher-precision reference")
     if case.aa_name is None:

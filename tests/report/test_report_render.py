@@ -81,6 +81,9 @@ def test_sections_and_figures(make_run):
     not_verified = report[report.index("## Not verified"):]
     assert "no A/A control" in not_verified and "no oracle" in not_verified
     assert "CPU devices" not in not_verified and "failed" not in not_verified
+    # a command takes no seed from perfkit: the case's seed orders trials and draws the bootstrap, no inputs
+    assert "- one set of inputs only: the command's own (perfkit passes it no seed)" in not_verified
+    assert "one seed only" not in not_verified
 
     # summary.json keeps its contract keys next to the report's.
     s = json.loads((run / "summary.json").read_text())
