@@ -202,6 +202,12 @@ class Progress:
                                          "steps so far", elapsed, limit) + "\n")
         self.stream.flush()
 
+    def nothing_left(self, run_dir: Path, n: int) -> None:
+        """A resumed run whose plan had finished: the summary and report are written again, and nothing ran."""
+        self.stream.write(f"{self.cell_label + ': ' if self.cell_label else ''}every trial of {run_dir}'s plan "
+                          f"({n}) had finished: none ran; its summary.json and report.md are written again\n")
+        self.stream.flush()
+
     def finished(self, k: int, n: int, record: dict, trials: list[dict]) -> None:
         self.walls.append(record["wall_s"])
         median = stats.summarize(timed_steps(record))["median"]
@@ -316,6 +322,7 @@ def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, env_json: str,
         (run_dir / "case.yaml").write_text(case_mod.to_yaml(case))
         rundir.write_atomic(run_dir / "env.json", env_json)
     done = {t["index"]: t for t in rundir.read_trials(part)}
+    kept = len(done)
     names = run_names(case, options.only)
     hook = stackdump.hook_dir(part / ".perfkit")
     # Adaptive rounds need one view of every trial: with many hosts each runs repeats.min rounds.
@@ -353,6 +360,8 @@ def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, env_json: str,
             rounds += 1
     except KeyboardInterrupt:
         interrupted = True
+    if kept and len(done) == kept and not interrupted:
+        progress.nothing_left(run_dir, kept)
     own_failed = any(t["status"] != "ok" for t in done.values())
     if options.hosts == 1:
         return RunResult(run_dir, finish.render_one(run_dir, interrupted=interrupted), interrupted)

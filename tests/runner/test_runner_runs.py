@@ -201,6 +201,10 @@ def test_ctrl_c_keeps_finished_trials_writes_a_partial_report_and_resume_finishe
     assert [t["index"] for t in trials] == [0, 1, 2, 3] and [t["variant"] for t in trials] == list("abba")
     assert trials[:len(kept)] == kept  # finished trials kept as they were
     assert json.loads((run / "summary.json").read_text())["interrupted"] is False
+    again = perfkit("run", "--resume", run)  # a finished run: it says so, where it had printed its line alone
+    assert again.returncode == 0 and read_jsonl(run / "trials.jsonl") == trials
+    assert again.stderr == f"every trial of {run}'s plan (4) had finished: none ran; its summary.json and report.md " \
+                           "are written again\n"
     assert perfkit("run", write_case(case), "--out", run).returncode == 2  # no silent overwrite
 
 
