@@ -195,6 +195,9 @@ def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_
 
     frames = compare.parse_frame_range(frame_range)
     codec = parse_codec(codec_spec) if with_floor else None
+    missing = next((p for p in (a, b) if p is not None and not Path(p).exists()), None)
+    if missing is not None:  # before what the other side is: a missing A is the first thing wrong
+        raise BadInput("no such file or folder", path=missing)
     if b is None and Path(a, "trials.jsonl").is_file():
         return _taps_command(a, as_json, plot)
     for side in (p for p in (a, b) if p is not None and Path(p, "trials.jsonl").is_file()):

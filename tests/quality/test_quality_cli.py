@@ -249,6 +249,9 @@ def test_a_run_directory_beside_b_is_refused_with_its_outputs_named(tmp_path, qu
         assert res.stderr.startswith(f"perfkit: {run}: a run directory: compare a trial's outputs")
         assert str(outputs) in res.stderr
     assert quality_cli(outputs, tmp_path / "b.npy").exit_code == 0  # the outputs folder itself: compared
+    gone = tmp_path / "missing.npy"  # a missing A is named first, not the run directory beside it (a newcomer's)
+    res = quality_cli(gone, run)
+    assert res.exit_code == 2 and res.stderr == f"perfkit: {gone}: no such file or folder\n"
 
 
 def test_the_codec_floor_verdict_follows_from_the_figures_beside_it(tmp_path, quality_cli):
