@@ -161,7 +161,14 @@ def test_the_ranks_that_run_the_majority_s_program_are_said_so(tmp_path):
                                             "program: rank 2's differs")
 
 
-def test_a_collective_added_before_another_is_added_not_swapped_for_it(tmp_path):
+@pytest.mark.parametrize("feeds", [
+    "  %cp.3 = f32[64,128]{1,0} collective-permute(%ar.1)",
+    # through another op: cp.3's operands differ from the others' (read through cp.2 there), yet it is the same hop
+    # (a newcomer's psum then divide before ppermute.10 read 'it lacks ppermute.10 (collective 2 of 3); it adds
+    # psum_invariant.7, ppermute.10')
+    "  %neg.1 = f32[64,128]{1,0} negate(%ar.1)\n  %cp.3 = f32[64,128]{1,0} collective-permute(%neg.1)",
+])
+def test_a_collective_added_before_another_is_added_not_swapped_for_it(tmp_path, feeds):
     """Rank 1's program puts an all-reduce between the last matmul and cp.3, which then reads the all-reduce's
     output: cp.3's operand changes, not cp.3 (a newcomer's hang, rank 1 adding a psum before its third hop: 'it
     lacks ppermute.11 (collective 3 of 3); it adds psum_invariant.7, ppermute.11', lacking and adding one op)."""
@@ -174,7 +181,7 @@ def test_a_collective_added_before_another_is_added_not_swapped_for_it(tmp_path)
     text = hlo.read_text().replace(
         "  %cp.3 = f32[64,128]{1,0} collective-permute(%dot.2)",
         "  %ar.1 = f32[64,128]{1,0} all-reduce(%dot.2), channel_id=2, replica_groups={{0,1,2,3}}, to_apply=%add\n"
-        "  %cp.3 = f32[64,128]{1,0} collective-permute(%ar.1)")
+        + feeds)
     hlo.write_text(text.replace("ENTRY", "%add (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n"
                                 "  %b = f32[] parameter(1)\n  ROOT %s = f32[] add(%a, %b)\n}\n\nENTRY"))
     chips, first = parting.parting_traces(sorted(tmp_path.glob("rank*/trace")))
@@ -182,28 +189,6 @@ def test_a_collective_added_before_another_is_added_not_swapped_for_it(tmp_path)
                                        "majority_count": 3, "count": 4}}
     assert parting.describe(first).endswith("Rank 1's program has 4 collectives where rank 0's has 3: it adds "
                                             "ar.1. Ranks 2, 3 run rank 0's program: rank 1's differs")
-
-
-def test_a_collective_fed_by_an_added_one_through_other_ops_is_the_same_collective(tmp_path):
-    """As above, but the all-reduce feeds cp.3 through a negate: cp.3's operands differ from the others' cp.3 (read
-    through cp.2 there), yet it is the same hop (a newcomer's psum then divide before ppermute.10 read 'it lacks
-    ppermute.10 (collective 2 of 3); it adds psum_invariant.7, ppermute.10')."""
-    rank_trace(tmp_path / "rank0" / "trace" / "h.xplane.pb", [], ["cp.1", "cp.2", "cp.3"])
-    for rank in (1, 2, 3):
-        rank_trace(tmp_path / f"rank{rank}" / "trace" / "h.xplane.pb", [], ["cp.1", "cp.2"])
-    for rank in range(4):
-        dump(tmp_path / f"rank{rank}" / "xla_dump", PERMUTES)
-    hlo = tmp_path / "rank1" / "xla_dump" / "module_0000.jit_step.cpu_after_optimizations.txt"
-    text = hlo.read_text().replace(
-        "  %cp.3 = f32[64,128]{1,0} collective-permute(%dot.2)",
-        "  %ar.1 = f32[64,128]{1,0} all-reduce(%dot.2), channel_id=2, replica_groups={{0,1,2,3}}, to_apply=%add\n"
-        "  %neg.1 = f32[64,128]{1,0} negate(%ar.1)\n"
-        "  %cp.3 = f32[64,128]{1,0} collective-permute(%neg.1)")
-    hlo.write_text(text.replace("ENTRY", "%add (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n"
-                                "  %b = f32[] parameter(1)\n  ROOT %s = f32[] add(%a, %b)\n}\n\nENTRY"))
-    chips, first = parting.parting_traces(sorted(tmp_path.glob("rank*/trace")))
-    assert first["programs"] == {"1": {"lacks": [], "adds": [{"op": "ar.1", "opcode": "all-reduce", "index": 2}],
-                                       "majority_count": 3, "count": 4}}
 
 
 def test_the_programs_beside_a_trial_folder_are_found(hung_trial):
