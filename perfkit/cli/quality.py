@@ -188,14 +188,14 @@ def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     # numpy, PyAV and the figures: imported here so that --help and the other commands need none of them
     from perfkit.quality import compare
-    from perfkit.quality.media import open_media, parse_codec
+    from perfkit.quality.media import named_file, open_media, parse_codec
 
     if blas_ours:
         del os.environ["OPENBLAS_NUM_THREADS"]
 
     frames = compare.parse_frame_range(frame_range)
     codec = parse_codec(codec_spec) if with_floor else None
-    missing = next((p for p in (a, b) if p is not None and not Path(p).exists()), None)
+    missing = next((p for p in (a, b) if p is not None and not named_file(p).exists()), None)
     if missing is not None:  # before what the other side is: a missing A is the first thing wrong
         raise BadInput("no such file or folder", path=missing)
     if b is None and Path(a, "trials.jsonl").is_file():

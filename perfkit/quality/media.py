@@ -543,6 +543,14 @@ def _images_in(folder: Path) -> list[Path]:
     return sorted((p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES), key=_natural_key)
 
 
+def named_file(path: str | Path) -> Path:
+    """The file an input names: ``FILE.npz:NAME``'s ``FILE.npz`` (where no file has the whole name), else itself."""
+    p = Path(path)
+    if not p.exists() and ".npz:" in p.name:
+        return p.with_name(p.name.split(".npz:", 1)[0] + ".npz")
+    return p
+
+
 def open_media(path: str | Path | np.ndarray, label: str | None = None) -> Media:
     """Open an input: a video, an image or a folder of them, an ``.npy`` / ``.npz`` (``FILE.npz:NAME``
     for one of several arrays), a run's trial / rank / outputs folder (its main output), or an array."""
@@ -550,9 +558,8 @@ def open_media(path: str | Path | np.ndarray, label: str | None = None) -> Media
         return ArrayMedia(path, label or "<array>")
     p = Path(path)
     label = label or str(path)
-    if not p.exists() and ".npz:" in p.name:
-        name, key = p.name.split(".npz:", 1)
-        return ArrayMedia(load_array(p.with_name(name + ".npz"), key, label), label)
+    if named_file(p) != p:
+        return ArrayMedia(load_array(named_file(p), p.name.split(".npz:", 1)[1], label), label)
     if p.is_dir():
         images = _images_in(p)
         if images:
