@@ -35,12 +35,13 @@ def multi_host(summary: dict) -> bool:
 
 def more_rounds(summary: dict) -> str:
     """The ``--set`` that asks a run's case again for twice its rounds: ``repeats.max`` where rounds go on while
-    the verdict is unknown; ``repeats.min`` on several hosts, which run that many rounds and no more; a serve
+    the verdict is unknown; ``repeats.min`` on several hosts, which run that many rounds and no more (with
+    ``repeats.max`` as high: a case refuses a minimum above its maximum, and such a run reads no other); a serve
     case's server processes a variant, its rounds."""
     if summary.get("serve"):
         return f"--set serve.server_restarts={2 * summary['serve']['server_restarts']}"
-    key = "repeats.min" if multi_host(summary) else "repeats.max"
-    return f"--set {key}={2 * rounds_run(summary)}"
+    n = 2 * rounds_run(summary)
+    return f"--set repeats.min={n} --set repeats.max={n}" if multi_host(summary) else f"--set repeats.max={n}"
 
 
 def step_times_text(va: float, vb: float) -> tuple[str, str]:

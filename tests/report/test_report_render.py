@@ -13,6 +13,7 @@ from run_fixtures import (A_STEPS, ENV, WARMUP, ab_trials, frames, make_run, out
                           shifted, trial, write_run)
 
 from perfkit.cli import cli
+from perfkit.rundata import case as case_mod
 
 SECTIONS = ["Environment", "Timing", "Quality", "Rank consistency", "Trace breakdown", "Plots", "Reproduce",
             "Not verified"]
@@ -244,10 +245,15 @@ def test_a_multi_host_run_with_no_verdict_asks_for_more_rounds_by_repeats_min(tm
     (run / "run.json").write_text(json.dumps({**options, "hosts": 2, "coordinator": "node0:29500"}))
     finish.render(run)
     report = (run / "report.md").read_text()
-    assert "**No verdict**" in report and "repeats.max" not in report
+    assert "**No verdict**" in report and "up to `repeats.max`" not in report
     assert "a run on several hosts runs `repeats.min` rounds (this run: 3 rounds), e.g. `perfkit run " in report
-    assert "--set repeats.min=6`." in report
-    assert "-> unknown (more rounds would narrow it: --set repeats.min=6)" in report.splitlines()[2]
+    assert "--set repeats.min=6 --set repeats.max=6`." in report
+    line = report.splitlines()[2]
+    asked = "-> unknown (more rounds would narrow it: --set repeats.min=6 --set repeats.max=6)"
+    assert asked in line
+    # what it asks for is a case that loads: its repeats.max is 3, and a minimum above the maximum is refused
+    overrides = asked.removesuffix(")").split(": ", 1)[1].removeprefix("--set ").split(" --set ")
+    assert case_mod.load(run / "case.yaml", overrides).repeats == {"min": 6, "max": 6}
 
 
 def test_a_stopped_run_with_no_verdict_asks_for_the_rest_of_its_plan(tmp_path):
