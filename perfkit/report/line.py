@@ -101,10 +101,13 @@ def hung(summary: dict) -> list[str]:
 
 
 def _first_crash(failed: list) -> str:
-    """The first crashed trial's reason, its first failing rank's last stderr line: where every trial failed alike
-    (a module missing, a typo in the command), the line says why without the report."""
+    """The first crashed trial's reason, the last stderr line of the rank that failed first: where every trial
+    failed alike (a module missing, a typo in the command), the line says why without the report."""
     for t in failed:
-        ranks = sorted(t["ranks"], key=lambda r: r.get("exit_code") in (0, None))  # a failing rank's first
+        # the failing ranks by when they exited, as the report's "failed first": the others' errors may follow from
+        # it, and a rank perfkit ended (no exit time) says nothing of why
+        ranks = sorted(t["ranks"], key=lambda r: (r.get("exit_code") in (0, None), r.get("exited_s") is None,
+                                                   r.get("exited_s") or 0.0))
         for r in ranks if t["status"] == "crashed" else ():
             last = (r.get("stderr_tail") or "").strip().splitlines()[-1:]
             if last:

@@ -458,6 +458,22 @@ def test_the_one_line_gives_the_first_crash_s_reason():
         "ModuleNotFoundError: No module named 'jax'); a hung; report r/report.md")
 
 
+def test_the_one_line_s_first_crash_is_the_rank_that_failed_first():
+    """Rank 2 fails at its import; rank 1's rendezvous then breaks, and perfkit ends rank 0 (a signal, no exit
+    time): the lowest failing rank's line is a consequence, the report's 'failed first' rank's is the cause."""
+    from perfkit.report.line import summary_line
+
+    ranks = [{"rank": 0, "exit_code": -15, "stderr_tail": "Terminated"},
+             {"rank": 1, "exit_code": 1, "exited_s": 1.5, "stderr_tail": "RuntimeError: connection closed by peer"},
+             {"rank": 2, "exit_code": 1, "exited_s": 0.25, "stderr_tail": "ModuleNotFoundError: No module named 'jax'"}]
+    summary = {"case": "c", "baseline": "a", "comparison": {"verdict": "unknown", "ratio": None},
+               "variants": {"a": {"trials": 1}, "b": {"trials": 1}},
+               "trials": {"total": 2, "ok": 1, "failed": [
+                   {"index": 1, "variant": "b", "status": "crashed", "dir": "trials/01-b", "ranks": ranks}]}}
+    assert "1 trial(s) failed (first crash: trial 1 (b) rank 2: ModuleNotFoundError: No module named 'jax');" in \
+        summary_line(summary, Path("r/report.md"))
+
+
 def test_the_one_line_says_which_variant_hung_and_where_its_chips_parted():
     """A newcomer's hang (rank 1 skips the last ring hop): the line read "no timed steps for skip -> unknown; ...;
     1 trial(s) failed" while the report's hang section named where the chips parted. The line says it now, from
