@@ -14,11 +14,10 @@ the majority is theirs, and the chips with one ran an ``extra collective`` (name
 
 Where each rank's compiled program is given (its XLA dump folder), the programs say more than the trace
 can: a chip waits at the collective its program runs after the last one it completed (without programs:
-the one it ran after that one the time before), and a rank whose
-program's collectives differ from the majority's names the instructions its program lacks or adds
-(aligned by opcode, shape and operands, a collective's operands read through the collectives feeding it, as
-``difflib`` aligns two sequences, then where those part by opcode and shape alone), which traces cannot tell
-apart when the collectives look alike. Where the
+the one it ran after that one the time before), and a rank whose program's collectives differ from the
+majority's names the instructions its program lacks or adds (aligned by opcode, shape and operands, a
+collective's operands read through the collectives feeding it, as ``difflib`` aligns two sequences, then where
+those part by opcode and shape alone), which traces cannot tell apart when the collectives look alike. Where the
 traces agree but the chips wait at collectives of other kinds or shapes (a hang at the very place where they
 part, which no chip completes), the programs' next collectives part them there (``waiting``).
 """

@@ -485,7 +485,6 @@ def test_a_collective_run_in_anothers_place_is_the_first_difference_not_its_redu
     assert (first["rank"]["text"], first["rank"]["computation"]) == (_PSUM, "main.0_spmd")
 
 
-
 HEAD = """HloModule jit_step, is_scheduled=true
 
 %sum (a: f32[], b: f32[]) -> f32[] {

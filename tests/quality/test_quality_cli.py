@@ -279,7 +279,6 @@ def test_the_codec_floor_verdict_follows_from_the_figures_beside_it(tmp_path, qu
     assert "3 of 10 frames identical" in res.stdout
 
 
-
 def test_a_floor_the_codec_could_not_keep_says_so(tmp_path, clip, quality_cli):
     """A newcomer's noise frames: A's own encode scored 12.78 dB and B read '44.40 dB above the floor', nothing
     saying that a codec floor of incompressible frames judges nothing. Uniform noise through the default codec is
@@ -293,6 +292,7 @@ def test_a_floor_the_codec_could_not_keep_says_so(tmp_path, clip, quality_cli):
     assert res.exit_code == 0, res.stderr
     assert res.stdout.splitlines()[-2] == note and res.stdout.splitlines()[-1].startswith("against the codec floor")
     assert note not in quality_cli(tmp_path / "smooth.npy", "--codec-floor").stdout
+
 
 def test_a_floor_encoder_that_leaves_as_planes_says_so(tmp_path, clip, noisy, quality_cli):
     """--codec without pix_fmt takes the encoder's RGB format where it has one: B and the floor are then measured in

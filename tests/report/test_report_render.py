@@ -521,7 +521,6 @@ def test_the_one_line_says_which_variant_hung_and_where_its_chips_parted():
             "in step 0); ring hung; report") in summary_line(summary, Path("r/report.md"))
 
 
-
 def test_the_one_line_of_a_run_of_one_variant_gives_its_figure_and_no_ratio():
     """A newcomer's `perfkit run CASE --only sp`: the line read "no timed steps for tp -> unknown", sp's own figure
     nowhere. It gives the figure of the variant that ran now, and says why there is no ratio; an A/A control beside
@@ -547,6 +546,7 @@ def test_the_one_line_of_a_run_of_one_variant_gives_its_figure_and_no_ratio():
     trials = {"total": 1, "ok": 0, "failed": failed}
     assert summary_line(dict(summary, variants=hung, trials=trials), Path("r/report.md")) == (
         "demo: no timed steps for sp; no ratio: only sp ran; 1 trial(s) failed; sp hung; report r/report.md")
+
 
 def test_progression_table(make_run):
     first = make_run("r1")

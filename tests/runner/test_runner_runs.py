@@ -156,7 +156,6 @@ def test_hung_and_crashed_ranks_are_reported_and_the_run_goes_on(tmp_path, write
     assert "no timed steps for hang -> unknown; 2 trial(s) failed" in res.stdout  # B (hang) has no good trial
 
 
-
 def test_one_variant_run_gives_its_figure_and_says_why_no_ratio(tmp_path, write_case):
     """`--only b`: the line read "no timed steps for a -> unknown", b's figure nowhere."""
     case = sleeper_case(steps=3, sleep_ms=5, repeats={"min": 1, "max": 1},
@@ -164,6 +163,7 @@ def test_one_variant_run_gives_its_figure_and_says_why_no_ratio(tmp_path, write_
     res = perfkit("run", write_case(case), "--only", "b", "--out", tmp_path / "run")
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("sleepers: b 5.000 ms (median of trial medians); no ratio: only b ran; report ")
+
 
 def test_ctrl_c_keeps_finished_trials_writes_a_partial_report_and_resume_finishes(tmp_path, write_case):
     """Ctrl-C while trial 1's rank hangs holding a child process: trial 0 is kept, the rank and its
