@@ -202,10 +202,12 @@ class Progress:
                                          "steps so far", elapsed, limit) + "\n")
         self.stream.flush()
 
-    def nothing_left(self, run_dir: Path, n: int) -> None:
-        """A resumed run whose plan had finished: the summary and report are written again, and nothing ran."""
+    def nothing_left(self, run_dir: Path, n: int, rewrites: bool) -> None:
+        """A resumed run whose plan had finished: nothing ran (``rewrites``: its summary and report are written
+        again; a host of several says on its own line whether it writes them)."""
         self.stream.write(f"{self.cell_label + ': ' if self.cell_label else ''}every trial of {run_dir}'s plan "
-                          f"({n}) had finished: none ran; its summary.json and report.md are written again\n")
+                          f"({n}) had finished: none ran"
+                          + ("; its summary.json and report.md are written again\n" if rewrites else "\n"))
         self.stream.flush()
 
     def finished(self, k: int, n: int, record: dict, trials: list[dict]) -> None:
@@ -361,7 +363,7 @@ def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, env_json: str,
     except KeyboardInterrupt:
         interrupted = True
     if kept and len(done) == kept and not interrupted:
-        progress.nothing_left(run_dir, kept)
+        progress.nothing_left(run_dir, kept, rewrites=options.hosts == 1)
     own_failed = any(t["status"] != "ok" for t in done.values())
     if options.hosts == 1:
         return RunResult(run_dir, finish.render_one(run_dir, interrupted=interrupted), interrupted)

@@ -204,6 +204,17 @@ def test_trial_records_survive_a_torn_last_line(tmp_path):
     assert rundir.read_trials(tmp_path) == [{"index": 0}, {"index": 1}]
 
 
+def test_a_resumed_host_of_several_with_nothing_left_does_not_promise_the_report():
+    """One host of several may not take the report's claim: its line says none ran, and the claim decides the rest
+    (a reviewer's: it said 'its summary.json and report.md are written again' of a host that wrote neither)."""
+    alone, host = FakeStream(tty=False), FakeStream(tty=False)
+    runner.Progress(alone).nothing_left(Path("r"), 4, rewrites=True)
+    runner.Progress(host).nothing_left(Path("r"), 4, rewrites=False)
+    assert alone.text == "every trial of r's plan (4) had finished: none ran; its summary.json and report.md are " \
+                         "written again\n"
+    assert host.text == "every trial of r's plan (4) had finished: none ran\n"
+
+
 def test_of_hosts_finishing_at_once_one_claims_the_report_until_a_resume_releases_it(tmp_path):
     """Two hosts that mark their parts done at once each see every host done: one alone writes the report."""
     for i in (0, 1):
