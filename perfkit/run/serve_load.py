@@ -22,9 +22,9 @@ import stat
 import threading
 import time
 from typing import Callable, NamedTuple
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
-from perfkit.rundata.serve_spec import OutputSpec, RequestSpec, allowed_host, fill
+from perfkit.rundata.serve_spec import PER_SERVER, OutputSpec, RequestSpec, allowed_host, fill
 
 EXCERPT_CHARS = 200
 READY_POLL_S = 0.1
@@ -136,7 +136,8 @@ def _read_local(value: str, status: int) -> bytes:
 
 
 def encode_request(request: RequestSpec, values: dict) -> tuple[str, bytes | None, dict]:
-    """The filled URL, body bytes and headers of one request (a mapping or list body is sent as JSON)."""
+    """The filled URL (its placeholders percent-encoded), body bytes and headers of one request (a mapping or
+    list body is sent as JSON)."""
     body = fill(request.body, values)
     headers = {str(k): str(v) for k, v in fill(request.headers, values).items()}
     if isinstance(body, (dict, list)):
@@ -144,7 +145,10 @@ def encode_request(request: RequestSpec, values: dict) -> tuple[str, bytes | Non
         data = json.dumps(body).encode()
     else:
         data = None if body is None else str(body).encode()
-    return fill(request.url, values), data, headers
+    # A prompt in a URL is percent-encoded ('/' kept, for a path in a value): raw spaces make http.client refuse
+    # the URL and an '&' would split the query. The server's own host and port go in as they are.
+    in_url = {k: v if k in PER_SERVER else quote(str(v), safe="/") for k, v in values.items()}
+    return fill(request.url, in_url), data, headers
 
 
 def _field(doc, dotted: str):

@@ -73,6 +73,14 @@ def test_a_placeholder_body_is_sent_as_json_with_typed_values():
     assert body == b'{"prompt": "a fox", "seed": 5, "width": 32, "height": 24, "frames": 3}'
 
 
+def test_a_url_placeholder_is_percent_encoded_so_a_prompt_fits_a_query():
+    # A prompt with spaces sent raw is refused by http.client, and an '&' in it would split the query.
+    url, body, _ = encode_request(RequestSpec("http://{host}:{port}/g/{name}?p={prompt}&s={seed}", "GET", None, {}),
+                                  {"prompt": "a fox & co?", "name": "a/b", "seed": 5, "host": "127.0.0.1",
+                                   "port": 8000})
+    assert url == "http://127.0.0.1:8000/g/a/b?p=a%20fox%20%26%20co%3F&s=5" and body is None
+
+
 def test_an_error_answer_is_a_failed_request_with_status_and_excerpt(served):
     base = served(fail_every=1)
     with pytest.raises(RequestFailed) as err:
