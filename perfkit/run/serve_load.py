@@ -6,7 +6,8 @@ Only the server's own URL and URLs on loopback or the case's ``serve.host`` are 
 server hands back for another host is refused, not fetched. An answer is read in pieces against one
 deadline (``request_timeout`` for the whole body, so a server that never finishes its body is timed out)
 and refused past ``MAX_ANSWER_BYTES`` (a body larger than memory is never held); a ``path`` output must
-be a regular file no larger than that. Whatever a server answers ends as an output or a failed request.
+be a regular file no larger than that. A URL output that answers 202 Accepted (a job API's result while
+the job runs) is polled until it answers otherwise. Whatever a server answers ends as an output or a failed request.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ EXCERPT_CHARS = 200
 READY_POLL_S = 0.1
 READY_ANSWER_S = 2.0  # how long one readiness poll waits for an answer
 TICK_S = 0.1
+JOB_POLL_S = 0.02  # between polls of a url output that answered 202 (what it adds to a job's latency at most)
 DRAIN_S = 10.0  # after the server is ended, how long in-flight requests get to fail and be recorded
 MAX_ANSWER_BYTES = 2 << 30  # a served output (a video) larger than this is refused, not held in memory
 READ_CHUNK = 1 << 20
@@ -193,7 +195,15 @@ def take_output(output: OutputSpec, status: int, body: bytes, base: str, host: s
     if not allowed_host(hostname, host):
         raise RequestFailed(f"HTTP {status}, refused to fetch {url[:EXCERPT_CHARS]}: neither loopback nor serve.host",
                             status)
+    # A job API's result URL answers 202 Accepted while the job runs: poll it, as one request, until it is done.
+    deadline = time.monotonic() + timeout
     got, data = call("GET", url, None, {}, timeout)
+    while got == 202:
+        if time.monotonic() + JOB_POLL_S >= deadline:
+            raise RequestFailed(f"fetching {url[:EXCERPT_CHARS]}: still HTTP 202 after {timeout:g} s: {excerpt(data)}",
+                                got, timed_out=True)
+        time.sleep(JOB_POLL_S)
+        got, data = call("GET", url, None, {}, deadline - time.monotonic())
     if not 200 <= got < 300:
         raise RequestFailed(f"fetching {url[:EXCERPT_CHARS]}: HTTP {got}: {excerpt(data)}", got)
     return Answer(status, data, _suffix(path, output.suffix))

@@ -81,6 +81,41 @@ def test_a_url_placeholder_is_percent_encoded_so_a_prompt_fits_a_query():
     assert url == "http://127.0.0.1:8000/g/a/b?p=a%20fox%20%26%20co%3F&s=5" and body is None
 
 
+def test_a_url_output_answering_202_is_polled_until_the_job_is_done():
+    # A job API's result URL answers 202 Accepted while the job runs: its body is no output.
+    class Job(BaseHTTPRequestHandler):
+        polls, done_after = 0, 2
+
+        def do_GET(self):
+            type(self).polls += 1
+            done = self.polls > self.done_after
+            body = b"VIDEO" if done else b'{"status": "running"}'
+            self.send_response(200 if done else 202)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Job)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True).start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        answer = take_output(OutputSpec("url", "url", ".mp4"), 200, b'{"url": "/jobs/1.mkv"}', base, "127.0.0.1", 5)
+        assert (answer.status, answer.data, answer.suffix, Job.polls) == (200, b"VIDEO", ".mkv", 3)
+        Job.polls, Job.done_after = 0, 10 ** 6
+        with pytest.raises(RequestFailed) as err:
+            take_output(OutputSpec("url", "url", ".mp4"), 200, b'{"url": "/jobs/2.mkv"}', base, "127.0.0.1", 0.5)
+        assert err.value.timed_out and err.value.status == 202 and Job.polls >= 2
+        assert str(err.value) == (f"fetching {base}/jobs/2.mkv: still HTTP 202 after 0.5 s: "
+                                  '{"status": "running"}')
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
 def test_an_error_answer_is_a_failed_request_with_status_and_excerpt(served):
     base = served(fail_every=1)
     with pytest.raises(RequestFailed) as err:
