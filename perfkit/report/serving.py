@@ -42,7 +42,8 @@ def _dividing(rows: list[dict], scale: float = 1.0, at_least: int = 1) -> int:
 
 def headline(summary: dict) -> str:
     """The summary line's serving clause: outputs/min at the highest level (medians over processes, with the
-    decimals it takes to divide to the ratios beside them) and failed requests."""
+    decimals it takes to divide to the ratios beside them), failed requests, and served outputs of good servers
+    that could not be compared with the reference."""
     s = summary["serve"]
     top, base = s["concurrency"][-1], summary["baseline"]
     levels = _by(s["levels"], "variant", "level")
@@ -56,6 +57,14 @@ def headline(summary: dict) -> str:
         parts.append(f", {r['variant']}/{base} {_ratio_ci(r)} -> {r['verdict']}")
     if s["failed_count"]:
         parts.append(f"; {s['failed_count']} failed request(s)")
+    # An answer that is no video (JSON where a body was expected) is no failed request: say so here, where a
+    # reader looks. Servers that failed are named in the line already.
+    good = {r["variant"] for r in s["levels"]}
+    uncompared = [r for r in (s.get("quality") or {}).get("rows", ()) if r.get("error") and r["variant"] in good]
+    if uncompared:
+        first = uncompared[0]
+        parts.append(f"; {len(uncompared)} served output(s) not compared ({first['variant']} {first['prompt']}: "
+                     f"{first['error']})")
     return "".join(parts)
 
 

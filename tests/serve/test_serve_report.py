@@ -69,3 +69,16 @@ def test_an_unknown_serve_verdict_says_how_many_server_restarts_to_ask_for():
     assert _more_trials(unknown_latency_summary(3)) == (
         "More server restarts would narrow it (this run: 3 server processes a variant), e.g. "
         "`perfkit run srv/case.yaml --set serve.server_restarts=6`.")
+
+
+def test_headline_names_served_outputs_of_good_servers_that_could_not_be_compared():
+    """A server that answers 200 with JSON where a video was expected has no failed request: only the quality
+    table said so, and the run's line read as a clean A/B."""
+    s = summary([comparison("b", 4, "outputs_per_min", 2.0, None, "unknown", (10.0, 20.0))])
+    s["serve"]["quality"] = {"rows": [
+        {"prompt": "fox", "variant": "b", "error": "b/fox.mkv: not a readable video"},
+        {"prompt": "bird", "variant": "b", "error": "b/bird.mkv: not a readable video"},
+        {"prompt": "fox", "variant": "c", "error": "c has no good output of 'fox'"},  # no good server: said elsewhere
+        {"prompt": "sea", "variant": "b", "psnr_db": 40.0}]}
+    assert headline(s) == ("; c=4 outputs/min a 12.0, b 18.3, b/a 2.000 -> unknown; 2 served output(s) not "
+                           "compared (b fox: b/fox.mkv: not a readable video)")
