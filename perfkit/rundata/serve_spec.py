@@ -221,7 +221,7 @@ def _server(top: dict, own: dict, variant: str, known: set[str], host: str, path
     def merged(key: str, table: dict) -> dict:
         return check_keys({**(top.get(key) or {}), **(own.get(key) or {})}, table, where(key) + ".", path)
 
-    argv = own.get("server") or top.get("server")
+    argv = own["server"] if own.get("server") is not None else top.get("server")  # [] is an argv, and refused
     if not argv or not all(isinstance(a, (str, int, float)) for a in argv):
         raise BadInput("the server's argv: a non-empty list of strings (never a shell string)", path=path,
                        field=where("server"))

@@ -113,6 +113,9 @@ def test_a_named_host_may_be_contacted_as_well_as_loopback():
     ("serve.requests", 0, "c.yaml: serve.requests: must be >= 1"),
     ("serve.server", None, "c.yaml: serve.server: the server's argv: a non-empty list of strings (never a shell "
                            "string)"),
+    # A variant's empty argv was taken as none given: the variant ran the shared server as if it were A.
+    ("variants.b.serve.server", [], "c.yaml: variants.b.serve.server: the server's argv: a non-empty list of strings "
+                                    "(never a shell string)"),
     ("serve.server", "python server.py", "c.yaml: serve.server: must be a list, got str 'python server.py'"),
     ("serve.request.method", "fetch", "c.yaml: serve.request.method: must be one of GET, POST, PUT"),
     ("serve.params", {"seed": 1}, "c.yaml: serve.params: 'seed' is filled by perfkit"),
