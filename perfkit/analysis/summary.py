@@ -159,7 +159,10 @@ def not_verified(case: Case, summary: dict) -> list[str]:
                  if r.get("consistent") is None]
     if unchecked:
         notes.append(f"rank consistency ({'; '.join(unchecked)})")
-    if summary.get("quality") is None:
+    if summary.get("quality") is None and case.kind == "serve":  # its outputs are the served ones, not a rank's
+        notes.append("output quality (no served output of B compared with A's: the Serving section's table of "
+                     "served outputs says why)")
+    elif summary.get("quality") is None:
         notes.append("output quality (no comparable outputs" + (
             ": `capture.outputs` is on, but no trial's rank 0 wrote a video, array or image folder to its outputs "
             "folder, `perfkit.record.outputs_dir()`)" if case.capture.get("outputs") else ")"))

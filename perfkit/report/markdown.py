@@ -199,7 +199,8 @@ def quality_section(summary: dict, plots: dict[str, str] | None = None) -> list[
     q = summary.get("quality")
     a = summary["baseline"]
     if not q:
-        return ["No comparable outputs."]
+        return ["No comparable outputs" + (": the Serving section's table of served outputs says why each was not "
+                                           "compared." if summary.get("serve") else ".")]
     b = compared_variant(summary)
     # a tensor's differences are in its own units, a frame's in codes of 255
     scale = "/255" if q["kind"] == "frames" else "in A's units; /255 for frames"

@@ -82,3 +82,24 @@ def test_headline_names_served_outputs_of_good_servers_that_could_not_be_compare
         {"prompt": "sea", "variant": "b", "psnr_db": 40.0}]}
     assert headline(s) == ("; c=4 outputs/min a 12.0, b 18.3, b/a 2.000 -> unknown; 2 served output(s) not "
                            "compared (b fox: b/fox.mkv: not a readable video)")
+
+
+def test_a_serve_run_without_a_compared_output_points_to_its_served_outputs_table():
+    """No served output compared: Quality and Not verified named `capture.outputs` and a rank's outputs folder,
+    a model case's, where the Serving section's table says why (a newcomer's JSON answers where a video was
+    expected)."""
+    from serve_testing import serve_case
+
+    from perfkit.analysis.summary import not_verified
+    from perfkit.report.markdown import quality_section
+    from perfkit.rundata.case import validate
+
+    s = summary([comparison("b", 4, "outputs_per_min", 2.0, None, "unknown")])
+    s["serve"]["not_verified"] = []
+    assert quality_section({**s, "quality": None}) == [
+        "No comparable outputs: the Serving section's table of served outputs says why each was not compared."]
+    run = {**s, "quality": None, "ranks": {}, "run_dir": "/nonexistent", "trials": {"total": 2, "failed": []},
+           "comparison": {"verdict": "faster", "ratio": 0.5, "ci": [0.4, 0.6]}}
+    notes = not_verified(validate(serve_case({"a": {}, "b": {}})), run)
+    assert "output quality (no served output of B compared with A's: the Serving section's table of served " \
+           "outputs says why)" in notes and not any("capture.outputs" in n for n in notes)
