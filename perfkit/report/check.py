@@ -9,7 +9,8 @@ one program. ``check_frame`` compares a run's summary with it, one row per figur
   alone does not fail it (a wide CI passes; the report says how wide); a serve case's every concurrency level
   too: its latency so, its outputs a minute (higher is better) when the CI lies wholly below
   ``baseline / (1 + ratio_tolerance)``;
-- quality: a PSNR fails more than ``psnr_drop_db`` below the baseline's (or below ``min_psnr_db``);
+- quality: a PSNR fails more than ``psnr_drop_db`` below the baseline's (or below ``min_psnr_db``), the headline
+  (the mean over the frames that differ) and the one pooled over all frames;
   outputs that were bit-identical must stay so, unless ``min_psnr_db`` states the floor instead;
 - taps: the first layer where B's outputs depart from A's (``summary["taps"]["first"]``) may be none the
   baseline did not have; a baseline's taps are checked again by each run (a run without taps fails the row);
@@ -71,6 +72,7 @@ def baseline_from_summary(summary: dict, run_dir: Path | None = None) -> dict:
     quality = None
     if q:
         quality = {"file": q["file"], "psnr_db": q["psnr_db"], "bit_identical": q["bit_identical"],
+                   **({"psnr_pooled_db": q["psnr_pooled_db"]} if "psnr_pooled_db" in q else {}),
                    "oracle": {v: o["psnr_db"] for v, o in (q.get("oracle") or {}).get("variants", {}).items()}}
     taps = summary.get("taps")
     serve = (summary.get("serve") or {}).get("comparisons") or []
@@ -288,6 +290,12 @@ def _quality_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
         if q["file"] != base["file"]:
             row["note"] = f"the baseline's headline output was {base['file']}"
         rows.append(row)
+        # The headline is the mean over the frames that differ: the same error spread to more frames leaves it
+        # where it was, and only the PSNR of the MSE pooled over all frames drops (bit-identical: the row above).
+        pooled = from_json(base.get("psnr_pooled_db"))
+        if pooled is not None and math.isfinite(pooled) and q["file"] == base["file"]:
+            rows.append(_psnr_row(f"PSNR {b} vs {a} pooled over the frames ({q['file']})", pooled,
+                                  q.get("psnr_pooled_db"), th))
     oracle = (q.get("oracle") or {}).get("variants", {})
     for v, psnr in base.get("oracle", {}).items():
         rows.append(_psnr_row(f"PSNR {v} vs oracle", psnr, (oracle.get(v) or {}).get("psnr_db"), th))

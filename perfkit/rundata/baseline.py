@@ -40,7 +40,8 @@ class BaselineServeComparison(TypedDict):
 class BaselineQuality(TypedDict):
     """B's headline output against A's (and each variant's against the oracle)."""
     file: str
-    psnr_db: Db
+    psnr_db: Db  # the mean over the frames that differ
+    psnr_pooled_db: NotRequired[Db]  # of the MSE pooled over all frames (none in a baseline written before it was kept)
     bit_identical: bool | None
     oracle: dict[str, Db]
 

@@ -83,12 +83,13 @@ def test_a_change_inside_the_tolerance_passes(baseline, make_run):
 
 
 def test_quality_regressions(baseline, make_run):
-    # 80 values off instead of 20: MSE x4, PSNR 6.02 dB lower (45.9 -> 39.9 dB); 6.5 dB of tolerance lets
-    # it pass, unless a floor of 40 dB is set.
+    # 80 values off instead of 20: MSE x4, PSNR 6.02 dB lower (45.9 -> 39.9 dB), pooled over the frames too;
+    # 6.5 dB of tolerance lets it pass, unless a floor of 40 dB is set.
     worse = make_run("worse", outputs=outputs_for(ab_trials(), frames(), shifted(frames(), 1, 80)))
     res = check(worse, "--baseline", baseline)
     assert res.exit_code == 1 and [line.split(":")[0] for line in failing(res.output)] == \
-        ["FAIL quality     PSNR b vs a (frames.npy)"]
+        ["FAIL quality     PSNR b vs a (frames.npy)",
+         "FAIL quality     PSNR b vs a pooled over the frames (frames.npy)"]
     assert check(worse, "--baseline", baseline, "--psnr-drop", "6.5").exit_code == 0
     assert check(worse, "--baseline", baseline, "--psnr-drop", "6.5", "--min-psnr", "40").exit_code == 1
 
@@ -104,6 +105,26 @@ def test_quality_regressions(baseline, make_run):
     assert [line.split(":")[0] for line in failing(res.output)] == [
         "FAIL quality     outputs b vs a", "FAIL determinism a", "FAIL determinism b"]
     assert "not checked in this run" in failing(res.output)[1]
+
+
+def test_the_same_error_spread_over_more_frames_fails_the_pooled_psnr(baseline, make_run):
+    # The baseline's b has 20 values of frame 1 (of 3) off by 4: that frame's MSE 20 x 16 / 192, its PSNR
+    # 10 log10(255^2 / 1.667) = 45.91 dB, the headline (the mean over the frames that differ); pooled over all
+    # 3 frames the MSE is a third of that: 50.68 dB. Now every frame is off so: the headline stays 45.91 dB,
+    # the pooled PSNR drops 4.77 dB to 45.91 dB, past the 0.5 dB allowed.
+    spread = shifted(shifted(shifted(frames(), 0, 20), 1, 20), 2, 20)
+    res = check(make_run("spread", outputs=outputs_for(ab_trials(), frames(), spread)), "--baseline", baseline)
+    assert res.exit_code == 1, res.output
+    (fail,) = failing(res.output)
+    assert fail.startswith("FAIL quality     PSNR b vs a pooled over the frames (frames.npy): 45.91 dB (baseline "
+                           "50.68 dB; required >= 50.18 dB)"), fail
+    headline = next(line for line in res.output.splitlines() if "PSNR b vs a (frames.npy)" in line)
+    assert headline.startswith("ok   quality     PSNR b vs a (frames.npy): 45.91 dB (baseline 45.91 dB"), headline
+    # a baseline written before the pooled figure was kept gates the headline alone
+    old = json.loads(baseline.read_text())
+    del old["quality"]["psnr_pooled_db"]
+    baseline.write_text(json.dumps(old))
+    assert check(baseline.parent.parent / "spread", "--baseline", baseline).exit_code == 0
 
 
 def test_bit_identical_baseline_must_stay_so(make_run, tmp_path):
