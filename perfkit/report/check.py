@@ -263,6 +263,9 @@ def _psnr_row(subject: str, base, current, th: Thresholds) -> dict:
     limit = max(limits) if limits else None
     passed = current is not None and (limit is None or current >= limit)
     note = "" if current is not None else "not measured in this run"
+    if current is not None and not passed:  # by how much, against the limit that failed it
+        note = (f"{base - current:.2f} dB below the baseline's (psnr_drop_db {th.psnr_drop_db:g})"
+                if limit == relative else f"{th.min_psnr_db - current:.2f} dB below min_psnr_db")
     if current is not None and base == math.inf and relative is None and limit is not None:
         note = ("the baseline's outputs were bit-identical: no drop from inf to hold, so the floor alone applies "
                 "(min_psnr_db, in place of bit-identity)")
@@ -330,11 +333,12 @@ def _determinism(summary: dict) -> dict[str, bool | None]:
 
 
 def _held_rows(check: str, baseline: dict[str, bool | None], current: dict[str, bool | None], what: str,
-               why: dict[str, str] | None = None) -> list[dict]:
+               why: dict[str, str] | None = None, failed_why: dict[str, str] | None = None) -> list[dict]:
     """A property each variant had in the baseline (True) must still hold. One the baseline recorded False is no
     regression (divergent ranks, repeats that differ, by design) and passes, shown; False where the baseline
     did not check it fails: nothing accepted it. ``why``: where given, why this run checked a variant's not
-    (the rank check's ``checked``), and a row, passing, for one neither run checked."""
+    (the rank check's ``checked``), and a row, passing, for one neither run checked. ``failed_why``: what a
+    variant's failing row adds (which ranks went their own way)."""
     rows = []
     for v in dict.fromkeys([*baseline, *current]):
         base, cur = baseline.get(v), current.get(v)
@@ -352,8 +356,22 @@ def _held_rows(check: str, baseline: dict[str, bool | None], current: dict[str, 
             continue
         note = (unchecked if cur is None else "not checked in the baseline: nothing there accepted it"
                 if base is None else "")
+        if cur is False and (failed_why or {}).get(v):
+            note = "; ".join(x for x in (note, failed_why[v]) if x)
         rows.append({**row, "limit": True, "passed": cur is True, "note": note})
     return rows
+
+
+def _divergence(ranks: dict) -> str:
+    """Which ranks compiled another program, and where to look: a failing ranks row's note ("" where the rank
+    check did not say). No "|" between the groups: the note is a Markdown table's cell."""
+    odd = ranks.get("divergent_ranks") or []
+    if not odd:
+        return ""
+    groups = " / ".join(", ".join(map(str, g)) for g in ranks.get("groups") or [])
+    where = f", `perfkit hlo-diff` on {ranks['trial']}" if ranks.get("trial") else ""
+    return (f"rank{'s' * (len(odd) > 1)} {', '.join(map(str, odd))} compiled another program "
+            f"(programs by rank: {groups}; the report's Rank consistency{where})")
 
 
 def check_frame(baseline: dict, summary: dict, th: Thresholds) -> pd.DataFrame:
@@ -381,7 +399,8 @@ def check_frame(baseline: dict, summary: dict, th: Thresholds) -> pd.DataFrame:
             for v, d in (summary.get("determinism") or {}).items() if d and d["runs"] < 2}
     rows += _held_rows("determinism", baseline["determinism"], determinism, "repeats bit-identical", once)
     rows += _held_rows("ranks", baseline["ranks"], {v: r["consistent"] for v, r in summary["ranks"].items()},
-                       "one program on every rank", {v: r.get("checked") or "" for v, r in summary["ranks"].items()})
+                       "one program on every rank", {v: r.get("checked") or "" for v, r in summary["ranks"].items()},
+                       {v: _divergence(r) for v, r in summary["ranks"].items()})
     rows += cost_rows(baseline, summary, th.cost_tolerance)
     # object: a column of numbers and nulls would read as floats (a count of 0 shown 0.000, a null as NaN)
     frame = pd.DataFrame(rows, columns=COLUMNS, dtype=object)

@@ -161,6 +161,23 @@ def test_failed_trials_and_divergent_ranks(baseline, make_run):
                        summary, th)
     bad = rows[~rows.passed]
     assert bad[["check", "subject"]].values.tolist() == [["ranks", "b: one program on every rank"]]
+    # the row names the rank that went its own way, as the report's Rank consistency does
+    summary["ranks"]["b"] |= {"divergent_ranks": [3], "trial": "trials/01-b"}
+    (line,) = [x for x in text_lines(check_frame(baseline_from_summary(json.loads(
+        (run.parent / "base" / "summary.json").read_text())), summary, th)) if x.startswith("FAIL")]
+    assert line.endswith("; rank 3 compiled another program (programs by rank: 0, 1, 2 / 3; the report's "
+                         "Rank consistency, `perfkit hlo-diff` on trials/01-b)"), line
+
+
+def test_a_failing_psnr_row_says_how_far_below_its_limit_it_is(baseline, make_run):
+    # 80 values of frame 1 off by 4 in place of 20: the frame's MSE 80 x 16 / 192 = 6.667, 39.89 dB, against the
+    # baseline's 45.91 dB (20 values): 6.02 dB lower, where 0.5 is allowed; with a floor of 42 dB, 2.11 below it
+    # (pooled over the 3 frames, 44.66 dB, above the floor: that row passes).
+    worse = make_run("worse", outputs=outputs_for(ab_trials(), frames(), shifted(frames(), 1, 80)))
+    (line, _) = failing(check(worse, "--baseline", baseline).output)
+    assert line.endswith("required >= 45.41 dB); 6.02 dB below the baseline's (psnr_drop_db 0.5)"), line
+    (line,) = failing(check(worse, "--baseline", baseline, "--psnr-drop", "9", "--min-psnr", "42").output)
+    assert line.endswith("required >= 42.00 dB); 2.11 dB below min_psnr_db"), line
 
 
 def test_a_run_against_itself_passes_what_its_baseline_already_had_but_not_a_failed_trial(make_run):
