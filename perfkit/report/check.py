@@ -440,6 +440,11 @@ def text_lines(frame: pd.DataFrame) -> list[str]:
             for r in frame.itertuples()]
 
 
+def _md(text: str) -> str:
+    """A table cell: a "|" in a name the user's program chose (a tap, an output file) would end the cell."""
+    return text.replace("|", "\\|")
+
+
 def markdown(frame: pd.DataFrame, case: str, run_line: str) -> list[str]:
     """The GitHub step summary: the verdict, the run's summary line, and the rows as a table."""
     failed = int((~frame.passed).sum())
@@ -447,8 +452,9 @@ def markdown(frame: pd.DataFrame, case: str, run_line: str) -> list[str]:
     return [f"### perfkit check, {case}: {verdict}", "", run_line, "",
             "| | check | figure | this run | baseline | required | note |",
             "| --- | --- | --- | ---: | ---: | ---: | --- |",
-            *(f"| {'ok' if r.passed else '**FAIL**'} | {r.check} | {r.subject} | {_cell(r.current, r.unit)} | "
-              f"{_cell(r.baseline, r.unit)} | {_rule(r)} | {r.note} |" for r in frame.itertuples()), ""]
+            *(f"| {'ok' if r.passed else '**FAIL**'} | {r.check} | {_md(r.subject)} | "
+              f"{_md(_cell(r.current, r.unit))} | {_md(_cell(r.baseline, r.unit))} | {_md(_rule(r))} | {_md(r.note)} |"
+              for r in frame.itertuples()), ""]
 
 
 def thresholds_for(run_dir: Path, **flags) -> Thresholds:

@@ -5,11 +5,12 @@ summary, --update-baseline, and bad input."""
 import json
 import re
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from run_fixtures import ab_trials, frames, make_run, outputs_for, shifted, trial  # noqa: F401 (a fixture)
 
-from perfkit.report.check import Thresholds, baseline_from_summary, check_frame, text_lines
+from perfkit.report.check import COLUMNS, Thresholds, baseline_from_summary, check_frame, markdown, text_lines
 from perfkit.cli import cli
 from perfkit.errors import BadInput
 
@@ -578,3 +579,14 @@ def test_a_variant_run_once_is_no_evidence_of_determinism(baseline, make_run, tm
     path = tmp_path / "once.json"
     assert check(once, "--baseline", path, "--update-baseline").exit_code == 0
     assert json.loads(path.read_text())["determinism"] == {"a": None, "b": None}
+
+
+def test_a_pipe_in_a_figure_s_name_keeps_the_step_summary_s_table_whole():
+    # a tap or output file named by the user's program may hold "|", which would split a Markdown cell in two
+    frame = pd.DataFrame([{"check": "taps", "subject": "b: first tap departing from a", "unit": "",
+                           "baseline": "none", "current": "attn|k at step 0", "limit": "none", "passed": False,
+                           "note": "the report's Quality section: First departure"}], columns=COLUMNS, dtype=object)
+    frame["passed"] = frame["passed"].astype(bool)
+    row = markdown(frame, "fixture", "line")[-2]
+    assert row == ("| **FAIL** | taps | b: first tap departing from a | attn\\|k at step 0 | none | none | "
+                   "the report's Quality section: First departure |"), row
