@@ -199,11 +199,22 @@ def take_output(output: OutputSpec, status: int, body: bytes, base: str, host: s
     deadline = time.monotonic() + timeout
     got, data = call("GET", url, None, {}, timeout)
     while got == 202:
+        still = RequestFailed(f"fetching {url[:EXCERPT_CHARS]}: still HTTP 202 after {timeout:g} s: {excerpt(data)}",
+                              got, timed_out=True)
         if time.monotonic() + JOB_POLL_S >= deadline:
-            raise RequestFailed(f"fetching {url[:EXCERPT_CHARS]}: still HTTP 202 after {timeout:g} s: {excerpt(data)}",
-                                got, timed_out=True)
+            raise still
         time.sleep(JOB_POLL_S)
-        got, data = call("GET", url, None, {}, deadline - time.monotonic())
+        # Read after the sleep, which may overrun: a socket refuses a timeout below 0. A poll the deadline cut
+        # short before any answer leaves the job as last seen, still running.
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise still
+        try:
+            got, data = call("GET", url, None, {}, left)
+        except RequestFailed as exc:
+            if exc.timed_out and exc.status is None:
+                raise still from None
+            raise
     if not 200 <= got < 300:
         raise RequestFailed(f"fetching {url[:EXCERPT_CHARS]}: HTTP {got}: {excerpt(data)}", got)
     return Answer(status, data, _suffix(path, output.suffix))

@@ -7,12 +7,14 @@ import json
 import os
 import threading
 import time
+import types
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
 from serve_testing import server_module
 
+from perfkit.run import serve_load
 from perfkit.run.serve_load import RequestFailed, call, closed_loop, encode_request, take_output, wait_ready
 from perfkit.rundata.serve_spec import OutputSpec, RequestSpec
 
@@ -81,13 +83,20 @@ def test_a_url_placeholder_is_percent_encoded_so_a_prompt_fits_a_query():
     assert url == "http://127.0.0.1:8000/g/a/b?p=a%20fox%20%26%20co%3F&s=5" and body is None
 
 
-def test_a_url_output_answering_202_is_polled_until_the_job_is_done():
-    # A job API's result URL answers 202 Accepted while the job runs: its body is no output.
+@pytest.fixture
+def job():
+    """A job API's result URL, served in a thread: 202 Accepted with the job's status for ``done_after`` polls,
+    then the video; from poll ``silent_from`` on, no answer until teardown. Yields its base URL and handler."""
+    release = threading.Event()
+
     class Job(BaseHTTPRequestHandler):
-        polls, done_after = 0, 2
+        polls, done_after, silent_from = 0, 2, None
 
         def do_GET(self):
             type(self).polls += 1
+            if self.silent_from is not None and self.polls >= self.silent_from:
+                release.wait(10)
+                return
             done = self.polls > self.done_after
             body = b"VIDEO" if done else b'{"status": "running"}'
             self.send_response(200 if done else 202)
@@ -101,19 +110,40 @@ def test_a_url_output_answering_202_is_polled_until_the_job_is_done():
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Job)
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True).start()
-    base = f"http://127.0.0.1:{httpd.server_address[1]}"
     try:
-        answer = take_output(OutputSpec("url", "url", ".mp4"), 200, b'{"url": "/jobs/1.mkv"}', base, "127.0.0.1", 5)
-        assert (answer.status, answer.data, answer.suffix, Job.polls) == (200, b"VIDEO", ".mkv", 3)
-        Job.polls, Job.done_after = 0, 10 ** 6
-        with pytest.raises(RequestFailed) as err:
-            take_output(OutputSpec("url", "url", ".mp4"), 200, b'{"url": "/jobs/2.mkv"}', base, "127.0.0.1", 0.5)
-        assert err.value.timed_out and err.value.status == 202 and Job.polls >= 2
-        assert str(err.value) == (f"fetching {base}/jobs/2.mkv: still HTTP 202 after 0.5 s: "
-                                  '{"status": "running"}')
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", Job
     finally:
+        release.set()
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_a_url_output_answering_202_is_polled_until_the_job_is_done(job):
+    # A job API's result URL answers 202 Accepted while the job runs: its body is no output.
+    base, handler = job
+    answer = take_output(OutputSpec("url", "url", ".mp4"), 200, b'{"url": "/jobs/1.mkv"}', base, "127.0.0.1", 5)
+    assert (answer.status, answer.data, answer.suffix, handler.polls) == (200, b"VIDEO", ".mkv", 3)
+    handler.polls, handler.done_after = 0, 10 ** 6
+    with pytest.raises(RequestFailed) as err:
+        take_output(OutputSpec("url", "url", ".mp4"), 200, b'{"url": "/jobs/2.mkv"}', base, "127.0.0.1", 0.5)
+    assert err.value.timed_out and err.value.status == 202 and handler.polls >= 2
+    assert str(err.value) == f'fetching {base}/jobs/2.mkv: still HTTP 202 after 0.5 s: {{"status": "running"}}'
+
+
+@pytest.mark.parametrize("overslept, silent_from", [(0.3, None), (0, 2)])
+def test_a_job_still_running_at_the_deadline_is_a_timed_out_202_however_the_last_poll_ends(job, monkeypatch,
+                                                                                           overslept, silent_from):
+    # A sleep between polls that overruns the deadline left the next poll a timeout below 0, which the socket
+    # refused (a ValueError: no status, not timed out: read as a connection error); a poll the deadline cut short
+    # said "no answer within 0.47 s", where the job was last seen running.
+    base, handler = job
+    handler.done_after, handler.silent_from = 10 ** 6, silent_from
+    monkeypatch.setattr(serve_load, "time", types.SimpleNamespace(
+        monotonic=time.monotonic, sleep=lambda s: time.sleep(s + overslept)))
+    with pytest.raises(RequestFailed) as err:
+        take_output(OutputSpec("url", "url", ".mp4"), 200, b'{"url": "/jobs/3.mkv"}', base, "127.0.0.1", 0.5)
+    assert (err.value.status, err.value.timed_out, str(err.value)) == (
+        202, True, f'fetching {base}/jobs/3.mkv: still HTTP 202 after 0.5 s: {{"status": "running"}}')
 
 
 def test_an_error_answer_is_a_failed_request_with_status_and_excerpt(served):
