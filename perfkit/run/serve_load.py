@@ -7,7 +7,8 @@ server hands back for another host is refused, not fetched. An answer is read in
 deadline (``request_timeout`` for the whole body, so a server that never finishes its body is timed out)
 and refused past ``MAX_ANSWER_BYTES`` (a body larger than memory is never held); a ``path`` output must
 be a regular file no larger than that. A URL output that answers 202 Accepted (a job API's result while
-the job runs) is polled until it answers otherwise. Whatever a server answers ends as an output or a failed request.
+the job runs) is polled until it answers otherwise; a request answered 202 is a failed one for the other kinds.
+Whatever a server answers ends as an output or a failed request.
 """
 
 from __future__ import annotations
@@ -169,6 +170,11 @@ def take_output(output: OutputSpec, status: int, body: bytes, base: str, host: s
     """The output an answer carries (the body, a base64 field, a URL or a path in a JSON field)."""
     if not 200 <= status < 300:
         raise RequestFailed(f"HTTP {status}: {excerpt(body)}", status)
+    # 202 Accepted is a job taken on, not done: only a url output waits for its result. Any other kind would keep
+    # the job's status as the video (a path, a file still being written), its latency as the job's.
+    if status == 202 and output.kind != "url":
+        raise RequestFailed(f"HTTP 202 Accepted, a job not done (output.kind url polls a job's result URL): "
+                            f"{excerpt(body)}", status)
     if output.kind == "body":
         return Answer(status, body, output.suffix)
     try:

@@ -121,8 +121,9 @@ def job():
 def test_a_url_output_answering_202_is_polled_until_the_job_is_done(job):
     # A job API's result URL answers 202 Accepted while the job runs: its body is no output.
     base, handler = job
-    answer = take_output(OutputSpec("url", "url", ".mp4"), 200, b'{"url": "/jobs/1.mkv"}', base, "127.0.0.1", 5)
-    assert (answer.status, answer.data, answer.suffix, handler.polls) == (200, b"VIDEO", ".mkv", 3)
+    # the request itself answered 202 too: the job taken on, its result URL in the body
+    answer = take_output(OutputSpec("url", "url", ".mp4"), 202, b'{"url": "/jobs/1.mkv"}', base, "127.0.0.1", 5)
+    assert (answer.status, answer.data, answer.suffix, handler.polls) == (202, b"VIDEO", ".mkv", 3)
     handler.polls, handler.done_after = 0, 10 ** 6
     with pytest.raises(RequestFailed) as err:
         take_output(OutputSpec("url", "url", ".mp4"), 200, b'{"url": "/jobs/2.mkv"}', base, "127.0.0.1", 0.5)
@@ -144,6 +145,20 @@ def test_a_job_still_running_at_the_deadline_is_a_timed_out_202_however_the_last
         take_output(OutputSpec("url", "url", ".mp4"), 200, b'{"url": "/jobs/3.mkv"}', base, "127.0.0.1", 0.5)
     assert (err.value.status, err.value.timed_out, str(err.value)) == (
         202, True, f'fetching {base}/jobs/3.mkv: still HTTP 202 after 0.5 s: {{"status": "running"}}')
+
+
+@pytest.mark.parametrize("kind, field", [("body", ""), ("base64", "b64"), ("path", "path")])
+def test_a_request_answered_202_is_a_failed_one_unless_a_url_output_polls_for_the_job(kind, field, tmp_path):
+    # A job taken on, not done: its status was kept as the video (or a file still being written was read), and
+    # its latency, the time to take the job on, read as a generation's.
+    partial = tmp_path / "out.mp4"
+    partial.write_bytes(b"\x00\x00\x00\x18ftyp")
+    body = json.dumps({"status": "queued", "b64": "AAAA", "path": str(partial)}).encode()
+    with pytest.raises(RequestFailed) as err:
+        take_output(OutputSpec(kind, field, ".mp4"), 202, body, "http://127.0.0.1:9", "127.0.0.1", 5)
+    assert err.value.status == 202 and not err.value.timed_out
+    assert str(err.value).startswith("HTTP 202 Accepted, a job not done (output.kind url polls a job's result URL): "
+                                     '{"status": "queued"'), str(err.value)
 
 
 def test_an_error_answer_is_a_failed_request_with_status_and_excerpt(served):
