@@ -78,9 +78,9 @@ def test_a_placeholder_body_is_sent_as_json_with_typed_values():
 def test_a_url_placeholder_is_percent_encoded_so_a_prompt_fits_a_query():
     # A prompt with spaces sent raw is refused by http.client, and an '&' in it would split the query.
     url, body, _ = encode_request(RequestSpec("http://{host}:{port}/g/{name}?p={prompt}&s={seed}", "GET", None, {}),
-                                  {"prompt": "a fox & co?", "name": "a/b", "seed": 5, "host": "127.0.0.1",
+                                  {"prompt": "a fox & co? #1 ré", "name": "a/b", "seed": 5, "host": "127.0.0.1",
                                    "port": 8000})
-    assert url == "http://127.0.0.1:8000/g/a/b?p=a%20fox%20%26%20co%3F&s=5" and body is None
+    assert url == "http://127.0.0.1:8000/g/a/b?p=a%20fox%20%26%20co%3F%20%231%20r%C3%A9&s=5" and body is None
 
 
 @pytest.fixture
