@@ -1,6 +1,11 @@
 """The serving clause of the summary line and the report's comparison table, from a hand-made summary."""
 
+from serve_testing import serve_case
+
+from perfkit.analysis.summary import not_verified
+from perfkit.report.markdown import quality_section
 from perfkit.report.serving import _comparisons, headline
+from perfkit.rundata.case import validate
 
 RATES = {"a": 12.04, "b": 18.31}  # outputs/min per variant at c=4: 18.31 / 12.04 = 1.5208
 
@@ -88,12 +93,6 @@ def test_a_serve_run_without_a_compared_output_points_to_its_served_outputs_tabl
     """No served output compared: Quality and Not verified named `capture.outputs` and a rank's outputs folder,
     a model case's, where the Serving section's table says why (a newcomer's JSON answers where a video was
     expected)."""
-    from serve_testing import serve_case
-
-    from perfkit.analysis.summary import not_verified
-    from perfkit.report.markdown import quality_section
-    from perfkit.rundata.case import validate
-
     s = summary([comparison("b", 4, "outputs_per_min", 2.0, None, "unknown")])
     s["serve"]["not_verified"] = []
     assert quality_section({**s, "quality": None}) == [
