@@ -50,7 +50,10 @@ def cost_rows(baseline: dict, summary: dict, tolerance: float) -> list[dict]:
             if b is None:
                 continue
             passed = c is not None and abs(c - b) <= tolerance * abs(b)
-            note = "not measured in this run" if c is None else ("" if b == c else f"{(c - b) / b:+.2%}" if b else "")
+            note = "not measured in this run" if c is None else "" if b == c else f"{(c - b) / b:+.2%}" if b else (
+                # no percentage of 0 to give: the figure itself, against 0, and why no tolerance lets it pass
+                f"{c:.0f}{' B' if unit == 'bytes' else ' FLOPs'} against the baseline's 0: within any share of 0 "
+                "is 0 alone")
             rows.append({"check": "cost", "subject": f"{variant}: {words}", "unit": unit, "baseline": b,
                          "current": c, "limit": tolerance, "passed": passed, "note": note})
     return rows

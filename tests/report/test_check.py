@@ -257,6 +257,20 @@ def test_cost_rows_show_whole_bytes_with_their_unit():
     assert "sp: FLOPs per step: 26520000 (baseline 26520000;" in lines[0]
 
 
+def test_a_cost_figure_of_0_in_the_baseline_says_what_the_run_got():
+    """No percentage of 0 to give: the failing row names the run's figure against 0 (its note was empty)."""
+    from perfkit.report.cost_check import cost_rows
+
+    base = {"cost": {"b": {"collectives": {}, "flops": 0.0, "hbm_bytes": 0, "interconnect_bytes": 0,
+                           "temp_bytes": 0}}}
+    step = {"collectives": {}, "flops": 2097152.0, "hbm_bytes": 0, "interconnect_bytes": 0, "temp_bytes": 32768}
+    rows = cost_rows(base, {"cost": {"b": {"step": step}}}, 0.01)
+    assert [(r["subject"], r["passed"], r["note"]) for r in rows] == [
+        ("b: FLOPs per step", False, "2097152 FLOPs against the baseline's 0: within any share of 0 is 0 alone"),
+        ("b: HBM bytes per step", True, ""), ("b: bytes sent a device per step", True, ""),
+        ("b: temp memory", False, "32768 B against the baseline's 0: within any share of 0 is 0 alone")]
+
+
 @pytest.mark.parametrize("which, change, said", [
     ("baseline", lambda b: b["comparisons"][0].update(ratio="fast"), "comparisons[0].ratio: 'fast' is not of type"),
     ("baseline", lambda b: b.update(cost=[1, 2]), "cost: [1, 2] is not of type 'object'"),
