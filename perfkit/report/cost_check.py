@@ -35,10 +35,13 @@ def cost_rows(baseline: dict, summary: dict, tolerance: float) -> list[dict]:
     for variant, base in (baseline.get("cost") or {}).items():
         now = current.get(variant)
         if now is None:
+            # dumps that did not parse are there: "no dumps" would send the reader to capture.xla_dump
+            error = ((summary.get("cost") or {}).get(variant) or {}).get("error")
+            note = (f"its XLA dumps in this run could not be read: {error.splitlines()[0]}" if error
+                    else "no XLA dumps of this variant in this run (capture.xla_dump)"
+                    if variant in summary.get("variants", {}) else "the variant is not in this run")
             rows.append({"check": "cost", "subject": f"{variant}: step cost", "unit": "", "baseline": "costed",
-                         "current": None, "limit": None, "passed": False,
-                         "note": "no XLA dumps of this variant in this run (capture.xla_dump)"
-                         if variant in summary.get("variants", {}) else "the variant is not in this run"})
+                         "current": None, "limit": None, "passed": False, "note": note})
             continue
         for kind in sorted(set(base["collectives"]) | set(now["collectives"])):
             b, c = base["collectives"].get(kind, 0), now["collectives"].get(kind, 0)

@@ -350,6 +350,21 @@ def test_a_costed_variant_the_run_does_not_have_is_said_so(tmp_path, baseline):
         ("c: step cost", "the variant is not in this run")]
 
 
+def test_a_variant_whose_dumps_did_not_parse_says_so_not_that_it_had_none(tmp_path, baseline):
+    """The dumps are there: the row gives the reason they could not be read (summary.json's cost error), where it
+    said there were no dumps and sent the reader to capture.xla_dump."""
+    from perfkit.report.cost_check import cost_rows
+
+    summary = json.loads((tmp_path / "base" / "summary.json").read_text())
+    summary["cost"] = {"b": {"dumps": "/r/trials/01-b/rank0/xla_dump",
+                             "error": "/r/m.txt: not an HLO text dump: no 'HloModule' line"}}
+    step = {"collectives": {}, "flops": 1.0, "hbm_bytes": 2.0, "interconnect_bytes": 3.0, "temp_bytes": 4}
+    rows = cost_rows({"cost": {"b": step}}, summary, 0.01)
+    assert [(r["subject"], r["passed"], r["note"]) for r in rows] == [
+        ("b: step cost", False,
+         "its XLA dumps in this run could not be read: /r/m.txt: not an HLO text dump: no 'HloModule' line")]
+
+
 def _taps(first: str | None) -> dict:
     """A summary's taps (``perfkit.quality.departure``) whose first departure is the tap ``first`` at step 0."""
     row = {"index": 3, "step": 0, "name": first, "departs": True}
