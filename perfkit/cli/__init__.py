@@ -366,8 +366,9 @@ def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db
         for line in check.text_lines(frame):
             click.echo(line)
         failed = int((~frame.passed).sum())
+        unsure = check.not_ruled_out(frame)
         click.echo(f"check: {'passed' if passed else 'FAILED'}, {failed} of {len(frame)} rows failed "
-                   f"against {baseline_file}")
+                   f"against {baseline_file}" + (f"; {unsure}" if unsure else ""))
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         line = summary_line(summary, run / "report.md")
         try:

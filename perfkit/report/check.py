@@ -6,7 +6,8 @@ against the oracle), whether each variant's repeats were bit-identical, and whet
 one program. ``check_frame`` compares a run's summary with it, one row per figure:
 
 - timing: a ratio fails when its whole 95% CI lies above ``baseline x (1 + ratio_tolerance)``, so noise
-  alone does not fail it (a wide CI passes; the report says how wide); a serve case's every concurrency level
+  alone does not fail it (a wide CI passes; the row says how wide, and where it reaches past the limit, that the
+  run could not rule a regression out: ``inconclusive``); a serve case's every concurrency level
   too: its latency so, its outputs a minute (higher is better) when the CI lies wholly below
   ``baseline / (1 + ratio_tolerance)``;
 - quality: a PSNR fails more than ``psnr_drop_db`` below the baseline's (or below ``min_psnr_db``), the headline
@@ -40,7 +41,9 @@ from perfkit.errors import BadInput
 from perfkit.rundata import case as case_mod, schema
 from perfkit.rundata.baseline import BASELINE_VERSION
 
-COLUMNS = ["check", "subject", "unit", "baseline", "current", "limit", "passed", "note"]
+# inconclusive: a passing row whose CI reaches past its limit (the run could not rule a regression out)
+COLUMNS = ["check", "subject", "unit", "baseline", "current", "limit", "passed", "inconclusive", "note"]
+NOT_RULED_OUT = "passed, not ruled out"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,7 +232,14 @@ def _timing_row(subject: str, base: float, current: dict | None, th: Thresholds,
         note += " lies above the limit: slower than the baseline"
     elif not higher and hi < base * (1 - tol):
         note += " lies below the baseline's tolerance: faster (consider --update-baseline)"
-    return {**row, "current": current["ratio"], "passed": passed, "note": note}
+    # The gate fails only a regression the CI shows; a CI wide enough to hold one passes, and says so: a 3.4x
+    # slower B passed on a CI of [0.61, 12.9] with nothing in its row to tell it from a clean pass.
+    reach = lo if higher else hi
+    inconclusive = passed and (reach < limit if higher else reach > limit)
+    if inconclusive:
+        note += (f"; {NOT_RULED_OUT}: CI reaches {reach:.3f}, {'below' if higher else 'above'} the limit "
+                 f"{limit:.3f}; more repeats would tell")
+    return {**row, "current": current["ratio"], "passed": passed, "inconclusive": inconclusive, "note": note}
 
 
 def _timing_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
@@ -403,8 +413,9 @@ def check_frame(baseline: dict, summary: dict, th: Thresholds) -> pd.DataFrame:
                        {v: _divergence(r) for v, r in summary["ranks"].items()})
     rows += cost_rows(baseline, summary, th.cost_tolerance)
     # object: a column of numbers and nulls would read as floats (a count of 0 shown 0.000, a null as NaN)
-    frame = pd.DataFrame(rows, columns=COLUMNS, dtype=object)
+    frame = pd.DataFrame([{"inconclusive": False, **r} for r in rows], columns=COLUMNS, dtype=object)
     frame["passed"] = frame["passed"].astype(bool)
+    frame["inconclusive"] = frame["inconclusive"].astype(bool)
     return frame
 
 
@@ -445,16 +456,29 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def _inconclusive(frame: pd.DataFrame) -> pd.Series:
+    """The ``inconclusive`` column as booleans: a frame built by hand may leave it empty (NaN reads as true)."""
+    return frame["inconclusive"].fillna(False).astype(bool) if "inconclusive" in frame else frame.passed & False
+
+
+def not_ruled_out(frame: pd.DataFrame) -> str:
+    """``1 row could not rule a regression out: more repeats would tell``, or "" where every passing row did."""
+    n = int(_inconclusive(frame).sum())
+    return f"{n} row{'s' * (n != 1)} could not rule a regression out: more repeats would tell" if n else ""
+
+
 def markdown(frame: pd.DataFrame, case: str, run_line: str) -> list[str]:
     """The GitHub step summary: the verdict, the run's summary line, and the rows as a table."""
-    failed = int((~frame.passed).sum())
-    verdict = f"**failed**: {failed} of {len(frame)} rows" if failed else f"passed ({len(frame)} rows)"
+    failed, unsure = int((~frame.passed).sum()), not_ruled_out(frame)
+    verdict = (f"**failed**: {failed} of {len(frame)} rows" if failed else f"passed ({len(frame)} rows)") + (
+        f"; **{unsure}**" if unsure else "")
     return [f"### perfkit check, {case}: {verdict}", "", run_line, "",
             "| | check | figure | this run | baseline | required | note |",
             "| --- | --- | --- | ---: | ---: | ---: | --- |",
-            *(f"| {'ok' if r.passed else '**FAIL**'} | {r.check} | {_md(r.subject)} | "
+            *(f"| {'**ok, not ruled out**' if unsure else 'ok' if r.passed else '**FAIL**'} | {r.check} | "
+              f"{_md(r.subject)} | "
               f"{_md(_cell(r.current, r.unit))} | {_md(_cell(r.baseline, r.unit))} | {_md(_rule(r))} | {_md(r.note)} |"
-              for r in frame.itertuples()), ""]
+              for r, unsure in zip(frame.itertuples(), _inconclusive(frame))), ""]
 
 
 def thresholds_for(run_dir: Path, **flags) -> Thresholds:

@@ -619,3 +619,38 @@ def test_a_pipe_in_a_figure_s_name_keeps_the_step_summary_s_table_whole():
     row = markdown(frame, "fixture", "line")[-2]
     assert row == ("| **FAIL** | taps | b: first tap departing from a | attn\\|k at step 0 | none | none | "
                    "the report's Quality section: First departure |"), row
+
+
+def test_a_passing_timing_row_whose_ci_reaches_past_its_limit_says_it_could_not_rule_a_regression_out(
+        baseline, tmp_path):
+    """A newcomer's B 3.4x slower passed on a CI of [0.61, 12.9] (two repeats), its row reading as a clean pass.
+    It still passes (the gate fails a regression it can show), but the row, the step summary's verdict and the
+    JSON say the run could not rule one out; a CI wholly inside the limit says nothing of the kind."""
+    from perfkit.report.check import _timing_row
+
+    base = json.loads(baseline.read_text())
+    summary = json.loads((tmp_path / "base" / "summary.json").read_text())
+    base["comparisons"] = [c for c in base["comparisons"] if c["metric"] == "step_ms"]
+    for c in summary["comparisons"]:
+        c |= {"ratio": 3.38, "ci": [0.61, 12.9]} if c["metric"] == "step_ms" else {}
+    frame = check_frame(base, summary, Thresholds(0.1, 0.5))
+    row = frame[frame.check == "timing"].iloc[0]
+    limit = base["comparisons"][0]["ratio"] * 1.1
+    assert (row.passed, row.inconclusive) == (True, True)
+    assert row.note.endswith(f"; passed, not ruled out: CI reaches 12.900, above the limit {limit:.3f}; "
+                             "more repeats would tell")
+    assert frame.inconclusive.sum() == 1  # the other rows ruled theirs out, or are not ratios
+    lines = markdown(frame, "fixture", "line")
+    assert lines[0] == (f"### perfkit check, fixture: passed ({len(frame)} rows); **1 row could not rule a "
+                        "regression out: more repeats would tell**")
+    assert any(line.startswith("| **ok, not ruled out** | timing | b/a step_ms | 3.380 |") for line in lines)
+    res = check(tmp_path / "base", "--baseline", baseline, "--json")  # a clean pass: nothing to say
+    assert not any(r["inconclusive"] for r in json.loads(res.output)["rows"]), res.output
+    # outputs a minute (more is better): its CI reaching below the floor
+    th = Thresholds(0.1, 0.5)
+    wide = _timing_row("b/a outputs_per_min at concurrency 4", 1.0, {"ratio": 1.0, "ci": [0.5, 1.6]}, th)
+    assert (wide["passed"], wide["inconclusive"]) == (True, True)
+    assert wide["note"].endswith("; passed, not ruled out: CI reaches 0.500, below the limit 0.909; more repeats "
+                                 "would tell")
+    assert not _timing_row("b/a outputs_per_min at concurrency 4", 1.0, {"ratio": 1.0, "ci": [0.95, 1.05]},
+                           th)["inconclusive"]
