@@ -356,7 +356,7 @@ def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db
     check.same_setup(baseline, summary, baseline_file, run)
     th = check.thresholds_for(run, ratio_tolerance=ratio_tolerance, psnr_drop_db=psnr_drop_db,
                                min_psnr_db=min_psnr_db, cost_tolerance=cost_tolerance)
-    frame = check.check_frame(baseline, summary, th)
+    frame = check.check_frame(baseline, summary, th, run)
     passed = bool(frame.passed.all())
     if as_json:
         click.echo(json.dumps(json_safe({"passed": passed, "baseline": str(baseline_file),

@@ -5,6 +5,7 @@ on the machine's speed: each B/A step-time ratio with its CI, the output quality
 against the oracle), whether each variant's repeats were bit-identical, and whether its ranks compiled
 one program. ``check_frame`` compares a run's summary with it, one row per figure:
 
+- devices: a row, passing, only where a side records no devices: the match ``same_setup`` makes was not made;
 - timing: a ratio fails when its whole 95% CI lies above ``baseline x (1 + ratio_tolerance)``, so noise
   alone does not fail it (a wide CI passes; the row says how wide, and where it reaches past the limit, that the
   run could not rule a regression out: ``inconclusive``); a serve case's every concurrency level
@@ -199,6 +200,27 @@ def same_setup(baseline: dict, summary: dict, path: str | Path, run_dir: Path | 
                        "--update-baseline", path=str(path), field="serve")
 
 
+def _devices_rows(baseline: dict, summary: dict, run_dir: Path | None) -> list[dict]:
+    """A row, passing, where a side records no devices, so ``same_setup`` compared none: a baseline without
+    ``from`` (hand-written, or cut down) skipped the device match with nothing said. None where both are known:
+    ``same_setup`` matched them, and refuses a mismatch."""
+    devices = [(baseline.get("from") or {}).get("devices"), run_devices(summary, run_dir)]
+    counts_only = any((d or {}).get("asked") for d in devices)
+    base, current = (_devices_text(d, counts_only) for d in devices)
+    if None not in (base, current):
+        return []
+    reasons = []
+    for side, text, d in (("the baseline", base, devices[0]), ("this run", current, devices[1])):
+        if text is None:
+            error = (d or {}).get("error")
+            reasons.append(f"{side} records no devices" + (
+                f" ({error})" if error else " (no \"from\")" if side == "the baseline" and "from" not in baseline
+                else ""))
+    return [{"check": "devices", "subject": "the devices the run ran on, against the baseline's", "unit": "",
+             "baseline": base, "current": current, "limit": None, "passed": True,
+             "note": "; ".join(reasons) + ": the device match was not checked"}]
+
+
 _TWO_PROCESSES = "outputs a minute need two processes a side: server_restarts >= 2"
 SERVE_NO_CI = f"no CI: a side had too few server processes or requests to measure the spread ({_TWO_PROCESSES})"
 
@@ -384,8 +406,9 @@ def _divergence(ranks: dict) -> str:
             f"(programs by rank: {groups}; the report's Rank consistency{where})")
 
 
-def check_frame(baseline: dict, summary: dict, th: Thresholds) -> pd.DataFrame:
-    """One row per compared figure (``COLUMNS``); ``passed`` False marks a regression."""
+def check_frame(baseline: dict, summary: dict, th: Thresholds, run_dir: Path | None = None) -> pd.DataFrame:
+    """One row per compared figure (``COLUMNS``); ``passed`` False marks a regression. ``run_dir``: where the
+    run's case.yaml is (a command case's devices, ``run_devices``)."""
     failed = summary["trials"]["failed"]
     statuses = ", ".join(f"trial {f['index']} ({f['variant']}) {f['status']}" for f in failed)
     # Any failed trial fails, whatever the baseline's: its figures are missing, and a hang is a hang. A baseline
@@ -401,6 +424,7 @@ def check_frame(baseline: dict, summary: dict, th: Thresholds) -> pd.DataFrame:
                      "current": False, "limit": True, "passed": False,
                      "note": "the run was stopped before its plan finished (Ctrl-C, SIGTERM): the trials it did not "
                              "run are missing from its figures (`perfkit run --resume` finishes it)"})
+    rows += _devices_rows(baseline, summary, run_dir)
     rows += _timing_rows(baseline, summary, th)
     rows += _quality_rows(baseline, summary, th)
     rows += _taps_rows(baseline, summary)

@@ -331,11 +331,25 @@ def test_a_step_summary_that_cannot_be_written_is_named(baseline, tmp_path):
 
 
 def test_devices_unknown_on_a_side_are_not_compared(baseline, tmp_path):
-    """env.json's probe failed (a timeout, no jax): its devices are an error, not "None x None" refused."""
+    """env.json's probe failed (a timeout, no jax): its devices are an error, not "None x None" refused; a
+    baseline without "from" records none either. Either passes, its devices row saying the match was not checked
+    (it was skipped with nothing said); devices known on both sides give no such row."""
+    def devices_rows() -> list[tuple]:
+        res = check(tmp_path / "base", "--baseline", baseline, "--json")
+        assert res.exit_code == 0, res.output
+        return [(r["baseline"], r["current"], r["passed"], r["note"]) for r in json.loads(res.output)["rows"]
+                if r["check"] == "devices"]
+
+    assert devices_rows() == []
     data = json.loads(baseline.read_text())
     data["from"]["devices"] = {"error": "device probe failed: timed out"}
     baseline.write_text(json.dumps(data))
-    assert check(tmp_path / "base", "--baseline", baseline).exit_code == 0
+    assert devices_rows() == [(None, "4 x tpu", True, "the baseline records no devices (device probe failed: timed "
+                               "out): the device match was not checked")]
+    del data["from"]
+    baseline.write_text(json.dumps(data))
+    assert devices_rows() == [(None, "4 x tpu", True,
+                               'the baseline records no devices (no "from"): the device match was not checked')]
 
 
 def test_a_costed_variant_the_run_does_not_have_is_said_so(tmp_path, baseline):
