@@ -294,15 +294,15 @@ def _psnr_row(subject: str, base, current, th: Thresholds) -> dict:
     limits = [x for x in (relative, th.min_psnr_db) if x is not None]
     limit = max(limits) if limits else None
     passed = current is not None and (limit is None or current >= limit)
-    note = "" if current is not None else "not measured in this run"
+    notes = [] if current is not None else ["not measured in this run"]
     if current is not None and not passed:  # by how much, against the limit that failed it
-        note = (f"{base - current:.2f} dB below the baseline's (psnr_drop_db {th.psnr_drop_db:g})"
-                if limit == relative else f"{th.min_psnr_db - current:.2f} dB below min_psnr_db")
+        notes.append(f"{base - current:.2f} dB below the baseline's (psnr_drop_db {th.psnr_drop_db:g})"
+                     if limit == relative else f"{th.min_psnr_db - current:.2f} dB below min_psnr_db")
     if current is not None and base == math.inf and relative is None and limit is not None:
-        note = ("the baseline's outputs were bit-identical: no drop from inf to hold, so the floor alone applies "
-                "(min_psnr_db, in place of bit-identity)")
+        notes.append("the baseline's outputs were bit-identical: no drop from inf to hold, so the floor alone "
+                     "applies (min_psnr_db, in place of bit-identity)")
     return {"check": "quality", "subject": subject, "unit": "dB", "baseline": base, "current": current,
-            "limit": limit, "passed": passed, "note": note}
+            "limit": limit, "passed": passed, "note": "; ".join(notes)}
 
 
 def _quality_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
@@ -321,16 +321,18 @@ def _quality_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
                      "baseline": True, "current": q["bit_identical"], "limit": True,
                      "passed": q["bit_identical"] is True, "note": ""})
     if not base["bit_identical"] or th.min_psnr_db is not None:
-        row = _psnr_row(f"PSNR {b} vs {a} ({q['file']})", base["psnr_db"], q["psnr_db"], th)
-        if q["file"] != base["file"]:
-            row["note"] = f"the baseline's headline output was {base['file']}"
-        rows.append(row)
         # The headline is the mean over the frames that differ: the same error spread to more frames leaves it
         # where it was, and only the PSNR of the MSE pooled over all frames drops (bit-identical: the row above).
+        # A baseline from before it has no pooled figure.
         pooled = from_json(base.get("psnr_pooled_db"))
-        if pooled is not None and math.isfinite(pooled) and q["file"] == base["file"]:
-            rows.append(_psnr_row(f"PSNR {b} vs {a} pooled over the frames ({q['file']})", pooled,
-                                  q.get("psnr_pooled_db"), th))
+        psnr_rows = [_psnr_row(f"PSNR {b} vs {a} ({q['file']})", base["psnr_db"], q["psnr_db"], th)]
+        if pooled is not None:
+            psnr_rows.append(_psnr_row(f"PSNR {b} vs {a} pooled over the frames ({q['file']})", pooled,
+                                       q.get("psnr_pooled_db"), th))
+        moved = f"the baseline's headline output was {base['file']}" if q["file"] != base["file"] else ""
+        for row in psnr_rows:
+            row["note"] = "; ".join(filter(None, [row["note"], moved]))
+        rows += psnr_rows
     oracle = (q.get("oracle") or {}).get("variants", {})
     for v, psnr in base.get("oracle", {}).items():
         rows.append(_psnr_row(f"PSNR {v} vs oracle", psnr, (oracle.get(v) or {}).get("psnr_db"), th))
@@ -396,7 +398,7 @@ def _held_rows(check: str, baseline: dict[str, bool | None], current: dict[str, 
 
 def _divergence(ranks: dict) -> str:
     """Which ranks compiled another program, and where to look: a failing ranks row's note ("" where the rank
-    check did not say). No "|" between the groups: the note is a Markdown table's cell."""
+    check did not say)."""
     odd = ranks.get("divergent_ranks") or []
     if not odd:
         return ""
@@ -476,8 +478,9 @@ def text_lines(frame: pd.DataFrame) -> list[str]:
 
 
 def _md(text: str) -> str:
-    """A table cell: a "|" in a name the user's program chose (a tap, an output file) would end the cell."""
-    return text.replace("|", "\\|")
+    """A table cell: a "|" or a line end in a name the user's program chose (a tap, an output file) would end the
+    cell or the row."""
+    return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
 def _inconclusive(frame: pd.DataFrame) -> pd.Series:

@@ -138,10 +138,15 @@ def test_bit_identical_baseline_must_stay_so(make_run, tmp_path):
     # with a floor stated in place of bit-identity (the quickstart's 40 dB), the row says why no drop applies
     floored = check(make_run("floored", outputs=outputs_for(ab_trials(), frames(), shifted(frames(), 0, 1, by=1))),
                     "--baseline", path, "--min-psnr", "30")
-    (row,) = [line for line in floored.output.splitlines() if " quality " in line]
-    assert row.startswith("ok   quality     PSNR b vs a") and row.endswith(
-        "(baseline inf dB; required >= 30.00 dB); the baseline's outputs were bit-identical: no drop from inf to "
-        "hold, so the floor alone applies (min_psnr_db, in place of bit-identity)"), row
+    # the floor holds the PSNR pooled over all frames too (it had held the headline alone: the pooled row was
+    # dropped where the baseline's pooled PSNR was infinite)
+    headline, pooled = [line for line in floored.output.splitlines() if " quality " in line]
+    assert headline.startswith("ok   quality     PSNR b vs a (") and pooled.startswith(
+        "ok   quality     PSNR b vs a pooled over the frames (")
+    for row in (headline, pooled):
+        assert row.endswith("(baseline inf dB; required >= 30.00 dB); the baseline's outputs were bit-identical: no "
+                            "drop from inf to hold, so the floor alone applies (min_psnr_db, in place of "
+                            "bit-identity)"), row
 
 
 def test_failed_trials_and_divergent_ranks(baseline, make_run):
@@ -179,6 +184,14 @@ def test_a_failing_psnr_row_says_how_far_below_its_limit_it_is(baseline, make_ru
     assert line.endswith("required >= 45.41 dB); 6.02 dB below the baseline's (psnr_drop_db 0.5)"), line
     (line,) = failing(check(worse, "--baseline", baseline, "--psnr-drop", "9", "--min-psnr", "42").output)
     assert line.endswith("required >= 42.00 dB); 2.11 dB below min_psnr_db"), line
+    # where the headline output is another file, the row says so beside how far below it is (it had replaced it)
+    summary = json.loads((worse / "summary.json").read_text())
+    base = baseline_from_summary(json.loads((worse.parent / "base" / "summary.json").read_text()))
+    base["quality"]["file"] = "other.npy"
+    rows = check_frame(base, summary, Thresholds(ratio_tolerance=0.1, psnr_drop_db=0.5))
+    notes = rows[(rows.check == "quality") & ~rows.passed].note.tolist()
+    assert notes == ["6.02 dB below the baseline's (psnr_drop_db 0.5); the baseline's headline output was "
+                     "other.npy"] * 2  # the headline and the pooled PSNR: 4 times the MSE both ways
 
 
 def test_a_run_against_itself_passes_what_its_baseline_already_had_but_not_a_failed_trial(make_run):
@@ -633,6 +646,9 @@ def test_a_pipe_in_a_figure_s_name_keeps_the_step_summary_s_table_whole():
     row = markdown(frame, "fixture", "line")[-2]
     assert row == ("| **FAIL** | taps | b: first tap departing from a | attn\\|k at step 0 | none | none | "
                    "the report's Quality section: First departure |"), row
+    frame.loc[0, "current"] = "attn\nk at step 0"  # a line end would end the row
+    assert markdown(frame, "fixture", "line")[-2].startswith(
+        "| **FAIL** | taps | b: first tap departing from a | attn k at step 0 | none |")
 
 
 def test_a_passing_timing_row_whose_ci_reaches_past_its_limit_says_it_could_not_rule_a_regression_out(
