@@ -168,7 +168,7 @@ class ServedTrial:
         if error is not None and error.status is None and not error.timed_out:
             self._settle()
         if error is not None and error.timed_out and self.trouble is None:
-            self.trouble = ("hung", f"request {k} at c={level} got no answer within {self.spec.request_timeout:g} s")
+            self.trouble = ("hung", hang_reason(k, level, error, self.spec.request_timeout))
 
     def load(self, warmup: int, on_tick: Callable[[], None]) -> None:
         """Every level: ``warmup`` requests, then the measured ones, each phase closed-loop."""
@@ -204,6 +204,14 @@ class ServedTrial:
                       "requests": f"rank0/{REQUESTS_FILE}", "levels": levels},
             "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         }
+
+
+def hang_reason(k: int, level: int, error: RequestFailed, timeout: float) -> str:
+    """Why a timed-out request hung its trial: no answer at all, or the server's own (a body that did not end, a
+    job still running when the time ran out)."""
+    if error.status is None:
+        return f"request {k} at c={level} got no answer within {timeout:g} s"
+    return f"request {k} at c={level} was not done within {timeout:g} s: {error}"
 
 
 def check_runnable(case: Case) -> None:

@@ -16,6 +16,7 @@ from serve_testing import server_module
 
 from perfkit.run import serve_load
 from perfkit.run.serve_load import RequestFailed, call, closed_loop, encode_request, take_output, wait_ready
+from perfkit.run.serve_trial import hang_reason
 from perfkit.rundata.serve_spec import OutputSpec, RequestSpec
 
 SERVER = server_module()
@@ -312,3 +313,14 @@ def test_a_url_output_that_is_no_url_is_a_failed_request(url):
     with pytest.raises(RequestFailed):
         take_output(OutputSpec("url", "url", ".mp4"), 200, json.dumps({"url": url}).encode(), "http://127.0.0.1:1",
                     "127.0.0.1", 1)
+
+
+def test_a_request_the_server_answered_but_did_not_finish_hangs_its_trial_for_the_server_s_reason():
+    """A job still at 202, or a body that did not end, when the time ran out: the trial read 'got no answer within
+    10 s' of a server that had answered (a reviewer's)."""
+    silent = RequestFailed("no answer within 10 s", timed_out=True)
+    assert hang_reason(3, 2, silent, 10) == "request 3 at c=2 got no answer within 10 s"
+    job = RequestFailed('fetching http://127.0.0.1:1/v/3: still HTTP 202 after 10 s: {"status": "running"}', 202,
+                        timed_out=True)
+    assert hang_reason(3, 2, job, 10) == ('request 3 at c=2 was not done within 10 s: fetching http://127.0.0.1:1/v/3: '
+                                          'still HTTP 202 after 10 s: {"status": "running"}')
