@@ -147,6 +147,8 @@ def format_result(r: dict, per_frame: bool = False) -> list[str]:
             lines.insert(2, f"frames paired {paired}")
         if "rotation" in r:
             lines.insert(2, r["rotation"])
+        if "space_note" in r:
+            lines.insert(2, r["space_note"])
         if "alpha" in r:
             lines.insert(2, r["alpha"])
         if per_frame:

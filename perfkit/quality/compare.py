@@ -316,6 +316,11 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
         raise BadInput(f"asked for frames {frames}, both end after frame {frames.start + n - 1}", path=pair)
     out = {"kind": "frames", "inputs": [a.describe(), b.describe()], "range": str(frames), "ffmpeg": FFMPEG_RELEASE,
            "data_range": DATA_RANGE, **table.summary(), "sha256": list(table.sha256)}
+    own = a.decoded_format if a.decoded_format == b.decoded_format and a.pix_fmt is None else None
+    if own and own.startswith(("yuv", "gray")) and "yuv" not in spaces:  # said: ffmpeg's plain psnr would not
+        out["space_note"] = (f"both decode to {own}, whose own planes perfkit does not measure (the 8-bit YUV formats "
+                             f"only): these figures are in RGB24; `ffmpeg -i A -i B -lavfi psnr` alone measures the "
+                             f"{own} planes and gives other figures")
     alpha = [f"{m.label} ({m.alpha})" for m in (a, b) if m.alpha]
     if alpha:  # said: a change of transparency alone would read as bit-identical
         out["alpha"] = (f"the alpha plane of {' and '.join(alpha)} is not compared (RGB24 drops it, as the "

@@ -69,6 +69,7 @@ class Media:
     frame_shape: tuple[int, ...] | None = None
     detail: str = ""
     pix_fmt: str | None = None  # one of YUV_FORMATS for a video that decodes to it: it has source planes
+    decoded_format: str | None = None  # a video's decoded pixel format, whichever it is (yuv420p10le, gbrp, ...)
     # the pixel format of its decoded frames where they hold an alpha plane (an RGBA PNG, a GIF's bgra), which
     # RGB24 drops, as the commands' format=rgb24 does: known once its frames are read (an image folder's any frame)
     alpha: str | None = None
@@ -109,7 +110,7 @@ class VideoFile(Media):
             self.rate = stream.average_rate or stream.guessed_rate  # frames a second, a Fraction (None if unknown)
             self.frame_shape = (stream.height, stream.width, 3)
             fmt = stream.format.name if stream.format else None
-            self.pix_fmt = fmt if fmt in YUV_FORMATS else None
+            self.pix_fmt, self.decoded_format = (fmt if fmt in YUV_FORMATS else None), fmt
             self.alpha = fmt if stream.format and _has_alpha(stream.format) else None
             self.video_streams = len(container.streams.video)  # the first is the one compared
             first = f", the first of its {self.video_streams} video streams" if self.video_streams > 1 else ""
@@ -161,9 +162,10 @@ class VideoFile(Media):
 
     def rotation(self) -> int:
         """Degrees counter-clockwise its frames are to be turned when shown (a display matrix, as phones record
-        video), 0 for none: its first frame's."""
+        video), in (-180, 180], 0 for none: its first frame's."""
         for frame in self._decoded(0, 1):
-            return int(frame.rotation or 0)
+            degrees = int(frame.rotation or 0) % 360  # (a matrix may say -180 or 270)
+            return degrees - 360 if degrees > 180 else degrees
         return 0
 
     def times(self) -> list[Fraction] | None:

@@ -2,6 +2,7 @@
 
 import hashlib
 import io
+from fractions import Fraction
 
 import av
 import numpy as np
@@ -326,3 +327,38 @@ def test_damage_is_refused_however_many_cores_would_decode(tmp_path, quality_cli
         assert [i for i, f in enumerate(c.decode(s)) if f.is_corrupt] == []
     res = quality_cli(good, damaged)
     assert res.exit_code == 2 and res.stderr.startswith(f"perfkit: {damaged}: corrupt: "), res.stderr
+
+
+def _ffv1(path, frames, pix_fmt: str, rotation: int = 0):
+    """``frames`` (RGB arrays) as an FFV1 video in ``pix_fmt``, turned ``rotation`` degrees when shown."""
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("ffv1", rate=8)
+        stream.height, stream.width = frames[0].shape[:2]
+        stream.pix_fmt = pix_fmt
+        if rotation:
+            stream.set_display_rotation(rotation)
+        for index, rgb in enumerate(frames):
+            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format=pix_fmt)
+            frame.pts, frame.time_base = index, Fraction(1, 8)
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode())
+    return path
+
+
+def test_ten_bit_videos_are_said_to_be_measured_in_rgb24_and_a_half_turn_reads_180_degrees(tmp_path):
+    """Two yuv420p10le videos are measured in RGB24, where `ffmpeg -lavfi psnr` alone measures their 10-bit planes
+    and gives other figures (a real-video hunt: Y 31.75 / average 33.31 dB against RGB24's 30.12, unsaid); a
+    display matrix of a half turn, which PyAV reads as -180, reads 180 degrees."""
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 256, (3, 16, 16, 3), dtype=np.uint8)
+    b = np.clip(a.astype(int) + rng.integers(-3, 4, a.shape), 0, 255).astype(np.uint8)
+    ten = [_ffv1(tmp_path / f"{n}.mkv", x, "yuv420p10le") for n, x in (("a", a), ("b", b))]
+    r = quality.compare(*ten)
+    assert r["space"] == "rgb" and r["space_note"] == (
+        "both decode to yuv420p10le, whose own planes perfkit does not measure (the 8-bit YUV formats only): these "
+        "figures are in RGB24; `ffmpeg -i A -i B -lavfi psnr` alone measures the yuv420p10le planes and gives other "
+        "figures")
+    eight = [_ffv1(tmp_path / f"{n}8.mkv", x, "yuv420p") for n, x in (("a", a), ("b", b))]
+    assert "space_note" not in quality.compare(*eight)  # measured in their own planes, as ffmpeg's psnr
+    turned = _ffv1(tmp_path / "turned.mkv", b, "yuv420p", rotation=180)
+    assert quality.compare(eight[0], turned)["rotation"].startswith(f"{turned} is to be shown turned 180 degrees:")
