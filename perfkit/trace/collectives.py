@@ -43,6 +43,7 @@ from perfkit.errors import DefinitionNote
 from perfkit.hlo.program_cost import SENT_SHARE, group_size, shape_bytes
 from perfkit.hlo.parse import parse_instruction
 from perfkit.trace import breakdown, kineto, timeline
+from perfkit.trace.classify import classify
 from perfkit.trace.events import chip_key, first_rows, is_device_op, packed_key
 from perfkit.trace.programs import base_opcode
 from perfkit.trace.raw import file_host
@@ -264,12 +265,16 @@ def kineto_messages(files: list[str]) -> dict[str, tuple]:
 def _kernel_messages(found: list[dict]) -> list[tuple]:
     """A GPU trace's communication kernels (``kineto_messages``), sized by their ``In msg nelems`` (an
     all-gather's and a reduce-scatter's ``Out msg nelems``: its output, as an HLO op's shape gives it; PyTorch
-    records a reduce-scatter's input as the whole, n of its output), ``dtype`` and ``Group size``."""
-    kernels = sorted((e for e in found if e.get("cat") == "kernel" and isinstance(e.get("args"), dict)
-                      and "Collective name" in e["args"]), key=lambda e: e.get("ts", 0))
+    records a reduce-scatter's input as the whole, n of its output), ``dtype`` and ``Group size``. Every kernel
+    the instances hold (a collective by its name, of some duration) is one, those without ``Collective name``
+    (launched before the profiler started) unsized: else the k-th message would not be the k-th instance."""
+    kernels = sorted((e for e in found if e.get("cat") == "kernel" and isinstance(e.get("dur"), (int, float))
+                      and round(e["dur"] * 1e6) > 0
+                      and classify(str(e.get("name", "")), "", None, "").category in COMM_CATEGORIES),
+                     key=lambda e: e.get("ts", 0))
     messages = []
     for e in kernels:
-        args = e["args"]
+        args = e["args"] if isinstance(e.get("args"), dict) else {}
         kind = _kind(str(args.get("Collective name", "")))
         count = args.get("Out msg nelems" if kind in ("all-gather", "reduce-scatter") else "In msg nelems")
         size = _TORCH_DTYPE_BYTES.get(str(args.get("dtype", "")).lower())

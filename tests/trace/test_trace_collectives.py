@@ -136,6 +136,18 @@ def test_nccl_kernel_bytes_from_kineto_args(fixtures_dir):
     assert (inst["chips"] == 1).all() and (inst["exposed_ps"] + inst["hidden_ps"] <= inst["time_ps"]).all()
 
 
+def test_nccl_kernels_without_args_leave_the_others_sized(fixtures_dir):
+    """TraceLens' MI300 trace (8 ranks, RCCL): of its 17 ``ncclDevKernel_Generic`` kernels the first 5, queued
+    before the profiler started, carry no args; the other 12 name their collective, message size, dtype (BFloat16,
+    Long) and group of 8. Those 12 are sized by hand (NCCL's bus bytes: all-reduce 2(n-1)/n of the buffer, broadcast
+    the buffer), the 5 unknown. Every kernel had lost its bytes and kind where some kernels had no args."""
+    inst = collectives.instances(events.load([fixtures_dir / "kineto/tracelens_mi300_resnet_act_checkpoint.json.gz"]))
+    inst = inst.sort_values("start_ps")
+    per_step = [9600 * 2, 20 * 8, 2 * 7 / 8 * 2873320 * 2, 2 * 7 / 8 * 8816192 * 2]
+    assert inst["bytes"].iloc[5:].tolist() == per_step * 3 and inst["bytes"].iloc[:5].isna().all()
+    assert inst["kind"].astype(str).tolist() == [""] * 5 + (["collective-broadcast"] * 2 + ["all-reduce"] * 2) * 3
+
+
 GLOO = "torch_gloo"  # tests/data/torch_gloo: an attention + MLP block's step on 2 gloo ranks, record_shapes on and off
 
 
