@@ -481,7 +481,10 @@ def collectives(paths, step_pattern, top, as_json):
         click.echo(f"no collectives in these traces{why}")
         return
     times = ["time_ps", "exposed_ps", "hidden_ps", "skew_ps", "wait_ps", "transfer_ps"]
-    click.echo(f"collectives per step (us, means per instance and chip; bytes sent per device); steps from: "
+    # which bandwidth GB/s is: NCCL's algorithm and bus bandwidths part by a factor of 2(n-1)/n or (n-1)/n
+    click.echo("collectives per step (us, means per instance and chip; bytes sent per device of n: all-reduce 2(n-1)/n "
+               "of the buffer, all-gather, reduce-scatter and all-to-all (n-1)/n, broadcast and send the buffer, recv "
+               "none; GB/s: those bytes over the time, nccl-tests' bus bandwidth, busbw); steps from: "
                f"{', '.join(steps_from)}")
     shown = readable(ops.head(top), ["op"])
     shown["count"] = shown["count"].map(lambda v: f"{v:g}")

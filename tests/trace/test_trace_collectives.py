@@ -148,6 +148,21 @@ def test_nccl_kernels_without_args_leave_the_others_sized(fixtures_dir):
     assert inst["kind"].astype(str).tolist() == [""] * 5 + (["collective-broadcast"] * 2 + ["all-reduce"] * 2) * 3
 
 
+def test_header_names_the_bandwidth_definition(fixtures_dir):
+    """GB/s is bytes sent over time, which is nccl-tests' bus bandwidth (busbw = algbw x 2(n-1)/n for all-reduce,
+    (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 for broadcast and send/recv; its PERFORMANCE.md), not
+    its algorithm bandwidth: the header says which. HTA's NCCL fixture (2 ranks): an all-reduce's bus bytes are its
+    buffer, its first kernel 2049000 floats in 3306.963 us, 2.478 GB/s busbw by hand."""
+    path = fixtures_dir / "kineto/hta_nccl_data.json.gz"
+    header = run(path).stdout.splitlines()[0]
+    assert ("bytes sent per device of n: all-reduce 2(n-1)/n of the buffer, all-gather, reduce-scatter and all-to-all "
+            "(n-1)/n, broadcast and send the buffer, recv none; GB/s: those bytes over the time, nccl-tests' bus "
+            "bandwidth, busbw)") in header, header
+    first = min((r for r in json.loads(run(path, "--json").stdout)["instances"] if r["kind"] == "all-reduce"),
+                key=lambda r: r["start_ps"])
+    assert first["bytes"] / first["time_ps"] * 1e3 == pytest.approx(2.478, abs=0.0005)
+
+
 GLOO = "torch_gloo"  # tests/data/torch_gloo: an attention + MLP block's step on 2 gloo ranks, record_shapes on and off
 
 
