@@ -384,3 +384,30 @@ def test_hta_live_host_streams(fixtures_dir, tmp_path, monkeypatch, name):
         got = tuple(float(t[c]) for c in ("idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)"))
         assert got == pytest.approx(expected, abs=1e-3)
         assert int(ta.t.get_trace(next(iter(ta.t.traces)))["stream"].ne(-1).sum()) == events_
+
+
+# HTA 0.5.0 on rank-0 and rank-1 in one folder, include_last_profiler_step=True: get_gpu_kernel_breakdown's kernel
+# types summed over both ranks (us), its NCCL kernels per rank (count, summed duration us), get_potential_stragglers
+HTA_TWO_RANKS_KERNEL_TYPES = {"COMMUNICATION": 635528, "COMMUNICATION overlapping MEMORY": 4978,
+                              "COMPUTATION overlapping COMMUNICATION": 126830,
+                              "COMPUTATION overlapping COMMUNICATION overlapping MEMORY": 7916}
+HTA_TWO_RANKS_NCCL = {0: (10, 396199), 1: (10, 379053)}
+HTA_TWO_RANKS_STRAGGLER = 1
+
+
+def test_two_ranks_communication_and_straggler_are_htas(fixtures_dir):
+    """Two ranks of one job: each rank's collectives in flight are HTA's NCCL kernel time (they never overlap one
+    another), their exposed part (ICI: not under compute, memory overlap included) HTA's communication not
+    overlapped by compute, the instances HTA's NCCL kernels, and the rank that arrives last at every matched
+    collective of both steps HTA's potential straggler."""
+    paths = [fixtures_dir / "kineto" / f"rank-{r}.json.gz" for r in (0, 1)]
+    rows = breakdown.breakdown(events.load(paths), "trace").set_index("rank")
+    types = HTA_TWO_RANKS_KERNEL_TYPES
+    assert rows["ici_ps"].sum() / 1e6 == types["COMMUNICATION"] + types["COMMUNICATION overlapping MEMORY"]
+    assert rows["comm_ps"].sum() / 1e6 == sum(types.values())
+    doc = json.loads(CliRunner().invoke(cli, ["trace", "collectives", *map(str, paths), "--json"]).stdout)
+    for rank, (count, total_us) in HTA_TWO_RANKS_NCCL.items():
+        mine = [r for r in doc["instances"] if r["rank"] == rank]
+        assert rows.loc[rank, "comm_ps"] / 1e6 == total_us and len(mine) == count
+        assert sum(r["time_ps"] for r in mine) / 1e6 == total_us
+    assert {(s["rank"], s["times_last"], s["matched"]) for s in doc["steps"]} == {(HTA_TWO_RANKS_STRAGGLER, 2, 2)}
