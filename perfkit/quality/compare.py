@@ -317,7 +317,8 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
     out = {"kind": "frames", "inputs": [a.describe(), b.describe()], "range": str(frames), "ffmpeg": FFMPEG_RELEASE,
            "data_range": DATA_RANGE, **table.summary(), "sha256": list(table.sha256)}
     own = a.decoded_format if a.decoded_format == b.decoded_format and a.pix_fmt is None else None
-    if own and own.startswith(("yuv", "gray")) and "yuv" not in spaces:  # said: ffmpeg's plain psnr would not
+    # said: ffmpeg's plain psnr would not; 8-bit gray is not (full range, RGB24 holds its plane three times over)
+    if own and own.startswith(("yuv", "gray")) and own != "gray" and "yuv" not in spaces:
         out["space_note"] = (f"both decode to {own}, whose own planes perfkit does not measure (the 8-bit YUV formats "
                              f"only): these figures are in RGB24; `ffmpeg -i A -i B -lavfi psnr` alone measures the "
                              f"{own} planes and gives other figures")

@@ -362,3 +362,20 @@ def test_ten_bit_videos_are_said_to_be_measured_in_rgb24_and_a_half_turn_reads_1
     assert "space_note" not in quality.compare(*eight)  # measured in their own planes, as ffmpeg's psnr
     turned = _ffv1(tmp_path / "turned.mkv", b, "yuv420p", rotation=180)
     assert quality.compare(eight[0], turned)["rotation"].startswith(f"{turned} is to be shown turned 180 degrees:")
+
+
+def test_eight_bit_gray_videos_are_not_said_to_differ_from_ffmpeg_s_psnr(tmp_path):
+    """8-bit gray is full range: RGB24 holds its plane three times over, so the figures are the gray plane's, the
+    ones ffmpeg's plain psnr gives (the note said they were other figures)."""
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 256, (3, 16, 16, 3), dtype=np.uint8)
+    b = np.clip(a.astype(int) + rng.integers(-3, 4, a.shape), 0, 255).astype(np.uint8)
+    gray = [_ffv1(tmp_path / f"{n}.mkv", x, "gray") for n, x in (("a", a), ("b", b))]
+    planes = []
+    for path in gray:
+        with av.open(str(path)) as container:
+            planes.append(np.stack([f.to_ndarray(format="gray") for f in container.decode(video=0)]).astype(float))
+    mse = ((planes[0] - planes[1]) ** 2).reshape(3, -1).mean(axis=1)
+    r = quality.compare(*gray)
+    assert "space_note" not in r
+    assert r["psnr_mean_db"] == pytest.approx(np.mean(10 * np.log10(255 ** 2 / mse)), abs=1e-9)
