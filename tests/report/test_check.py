@@ -676,6 +676,14 @@ def test_a_passing_timing_row_whose_ci_reaches_past_its_limit_says_it_could_not_
     assert any(line.startswith("| **ok, not ruled out** | timing | b/a step_ms | 3.380 |") for line in lines)
     res = check(tmp_path / "base", "--baseline", baseline, "--json")  # a clean pass: nothing to say
     assert not any(r["inconclusive"] for r in json.loads(res.output)["rows"]), res.output
+    assert "could not rule" not in check(tmp_path / "base", "--baseline", baseline).output.splitlines()[-1]
+    # the command's own text and JSON, on the wide run
+    (tmp_path / "base" / "summary.json").write_text(json.dumps(summary))
+    last = check(tmp_path / "base", "--baseline", baseline).output.splitlines()[-1]
+    assert last.startswith("check: passed, 0 of ") and last.endswith(
+        f" rows failed against {baseline}; 1 row could not rule a regression out: more repeats would tell"), last
+    rows = json.loads(check(tmp_path / "base", "--baseline", baseline, "--json").output)["rows"]
+    assert [r["subject"] for r in rows if r["inconclusive"]] == ["b/a step_ms"], rows
     # outputs a minute (more is better): its CI reaching below the floor
     th = Thresholds(0.1, 0.5)
     wide = _timing_row("b/a outputs_per_min at concurrency 4", 1.0, {"ratio": 1.0, "ci": [0.5, 1.6]}, th)
