@@ -322,5 +322,5 @@ def test_a_request_the_server_answered_but_did_not_finish_hangs_its_trial_for_th
     assert hang_reason(3, 2, silent, 10) == "request 3 at c=2 got no answer within 10 s"
     job = RequestFailed('fetching http://127.0.0.1:1/v/3: still HTTP 202 after 10 s: {"status": "running"}', 202,
                         timed_out=True)
-    assert hang_reason(3, 2, job, 10) == ('request 3 at c=2 was not done within 10 s: fetching http://127.0.0.1:1/v/3: '
-                                          'still HTTP 202 after 10 s: {"status": "running"}')
+    assert hang_reason(3, 2, job, 10) == ('request 3 at c=2 was not done in time: fetching http://127.0.0.1:1/v/3: '
+                                          'still HTTP 202 after 10 s: {"status": "running"}')  # the limit said once
