@@ -488,6 +488,7 @@ def collectives(paths, step_pattern, top, as_json):
                f"{', '.join(steps_from)}")
     shown = readable(ops.head(top), ["op"])
     shown["count"] = shown["count"].map(lambda v: f"{v:g}")
+    shown["kind"] = shown["kind"].replace("", "?")  # a kernel without args (queued before the profiler started)
     shown["bytes"] = shown["bytes"].map(lambda v: "?" if pd.isna(v) else f"{v:.0f}")
     shown["gbps"] = shown["gbps"].map(lambda v: "?" if pd.isna(v) else f"{v:.3g}")
     click.echo(_ms(shown.rename(columns={"gbps": "GB/s"}), times, PS_PER_US, 1).to_string(index=False))

@@ -146,6 +146,10 @@ def test_nccl_kernels_without_args_leave_the_others_sized(fixtures_dir):
     per_step = [9600 * 2, 20 * 8, 2 * 7 / 8 * 2873320 * 2, 2 * 7 / 8 * 8816192 * 2]
     assert inst["bytes"].iloc[5:].tolist() == per_step * 3 and inst["bytes"].iloc[:5].isna().all()
     assert inst["kind"].astype(str).tolist() == [""] * 5 + (["collective-broadcast"] * 2 + ["all-reduce"] * 2) * 3
+    # the text table gives their kind as unknown, as their bytes (it had left the cell blank)
+    out = run(fixtures_dir / "kineto/tracelens_mi300_resnet_act_checkpoint.json.gz").output
+    rows = [line.split() for line in out.splitlines() if "ncclDevKernel" in line]  # step, op, kind, count, chips, bytes
+    assert [row[2] for row in rows if row[5] == "?"] == ["?", "?"]
 
 
 def test_header_names_the_bandwidth_definition(fixtures_dir):
