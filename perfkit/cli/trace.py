@@ -475,9 +475,9 @@ def collectives(paths, step_pattern, top, as_json):
                "launches one) are on no device these traces hold") if measured == "host ops" else ""
         if not why and not all(is_xplane(Path(p)) for p in found["files"]):
             # a Kineto GPU trace: what a collective is there, as HTA has it
-            why = (" (a GPU's collectives are NCCL's and RCCL's kernels, those whose names contain nccl or rccl, as "
-                   "HTA counts them: other libraries' communication kernels, DeepEP's dispatch and combine, are "
-                   "compute here)")
+            why = (" (a GPU's collectives are NCCL's and RCCL's kernels, those whose names contain nccl or rccl; HTA "
+                   "takes those matching ^nccl.*Kernel, as RCCL's ncclDevKernel_* do: other libraries' communication "
+                   "kernels, DeepEP's dispatch and combine, are compute here)")
         click.echo(f"no collectives in these traces{why}")
         return
     times = ["time_ps", "exposed_ps", "hidden_ps", "skew_ps", "wait_ps", "transfer_ps"]

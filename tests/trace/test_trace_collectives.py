@@ -308,13 +308,13 @@ def test_no_collectives_is_a_result_in_one_line(tmp_path):
 
 def test_no_collectives_on_a_gpu_says_what_a_collective_is(fixtures_dir):
     """A Kineto GPU trace without NCCL / RCCL kernels (a real Triton example): the line says what a GPU's
-    collectives are, as HTA counts them (a hunt's DeepSeek trace: DeepEP's all-to-all kernels read as compute and
+    collectives are, and HTA's own rule beside it (a hunt's DeepSeek trace: DeepEP's all-to-all kernels read as compute and
     "no collectives", with nothing saying communication meant NCCL's kernels only)."""
     result = run(fixtures_dir / "kineto" / "hta_triton_example.json.gz")
     assert result.exit_code == 0 and result.stdout == (
         "no collectives in these traces (a GPU's collectives are NCCL's and RCCL's kernels, those whose names contain "
-        "nccl or rccl, as HTA counts them: other libraries' communication kernels, DeepEP's dispatch and combine, are "
-        "compute here)\n")
+        "nccl or rccl; HTA takes those matching ^nccl.*Kernel, as RCCL's ncclDevKernel_* do: other libraries' "
+        "communication kernels, DeepEP's dispatch and combine, are compute here)\n")
 
 
 def test_run_summary_and_report_lines(tmp_path):
