@@ -173,3 +173,16 @@ def test_a_run_without_taps_is_one_line(make_run):
                                              ("float16", 2 ** -5), ("float64", 2 ** -26), ("int32", 0.0)])
 def test_dtype_allowance_is_the_root_of_machine_epsilon(dtype, expected):
     assert departure.dtype_allowance(dtype) == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_case_that_asked_for_taps_names_the_variant_that_tapped_nothing(make_run):
+    # A program that taps nothing (a module pattern that matched no module) under a case that asks for taps:
+    # advising to add capture.taps would run it again to the same end.
+    run = make_run({"00-tp": [("t0", X)], "01-sp": [("t0", X)]})
+    (run / "case.yaml").write_text("name: t\ncommand: [python, x.py]\ncapture: {taps: [0]}\n"
+                                   "variants:\n  tp: {}\n  sp: {}\n")
+    (run / "trials/01-sp/rank0/taps.jsonl").unlink()
+    res = quality(run)
+    assert res.exit_code == 2 and len(res.output.splitlines()) == 1
+    assert "asks for taps at steps [0], but no good trial of sp wrote any" in res.output
+    assert "--set" not in res.output
