@@ -49,7 +49,8 @@ def first_words(t: dict) -> str:
     if first is None:
         identical = sum(bool(r["bit_identical"]) for r in rows)
         worst = max((_figure(r["rel_l2"]) for r in rows), default=0.0)
-        answer = (f"No departure: {b} stays within the allowance at all {len(rows)} taps ({identical} bit-identical, "
+        every = f"at all {len(rows)} taps" if len(rows) != 1 else "at its one tap"
+        answer = (f"No departure: {b} stays within the allowance {every} ({identical} bit-identical, "
                   f"largest relative L2 {worst:.3g}).")
     elif first["departs"] is None:
         answer = (f"First difference: `{first['name']}` at step {first['step']} (tap {first['index']}) is not "
@@ -85,7 +86,7 @@ def lines(t: dict, plot: str | None = None) -> list[str]:
         return [f"Taps not compared: {t['error']}"]
     a, b = t["a"], t["b"]
     return [f"{b['variant']}'s taps (trial {b['trial']}, `{b['dir']}`) against {a['variant']}'s (trial {a['trial']}, "
-            f"`{a['dir']}`), {t['taps']} taps matched in order" + (f"; plot [{plot}]({plot})" if plot else "") + ". "
+            f"`{a['dir']}`), {t['taps']} tap{'s' * (t['taps'] != 1)} matched in order" + (f"; plot [{plot}]({plot})" if plot else "") + ". "
             + allowance_words(t), "", first_words(t), "", *table(t["rows"])]
 
 
