@@ -263,7 +263,8 @@ def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Ca
         "comparisons": comparisons.to_dict("records"),
         "noise_floor": timing.noise_floor(comparisons, case.aa_name) if case.aa else None,
         "quality": quality_summary(run_dir, trials, a, b, None if case.kind == "serve" else case.oracle),
-        "taps": departure.run_departure(run_dir, trials, a, b),  # where B's intermediate arrays part from A's
+        # where B's intermediate arrays part from A's
+        "taps": departure.run_departure(run_dir, trials, a, b, case.capture.get("taps")),
         "determinism": {v.name: determinism(run_dir, trials, v.name) for v in case.variants},
         "ranks": rank_summary(case, run_dir, trials),
         "compile_cache": None,

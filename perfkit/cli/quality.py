@@ -277,21 +277,14 @@ def _taps_command(run_dir: str, as_json: bool, plot: str | None) -> None:
     if len(case.run_variants()) < 2:
         raise BadInput("the run's case has one variant: nothing to compare", path=Path(run_dir) / "case.yaml")
     a, b = (v.name for v in case.run_variants()[:2])
-    result = departure.run_departure(Path(run_dir), rundir.read_trials(Path(run_dir)), a, b)
-    if result is None:
-        asked = case.capture.get("taps") or []
-        if not asked:
-            raise BadInput(f"no good trial of both {a} and {b} wrote taps (the case's capture.taps): run it again "
-                           f"with them, e.g. `perfkit run {Path(run_dir) / 'case.yaml'} --set 'capture.taps=[0]'` "
-                           "(every block at denoise step 0)", path=run_dir)
-        # The case asked: running it again the same way would tap nothing again, so name the silent side.
-        trials = rundir.read_trials(Path(run_dir))
-        silent = [v for v in (a, b) if not any(
-            t["variant"] == v and t["status"] == "ok" and departure.rank_with_taps(Path(run_dir) / t["dir"])
-            for t in trials)]
-        raise BadInput(f"the case asks for taps at steps {asked}, but no good trial of {' or '.join(silent)} "
-                       "wrote any: its program tapped nothing on those steps (does it call perfkit.record.tap "
-                       "where record.tapping(step) says so, on module names the model has?)", path=run_dir)
+    asked = case.capture.get("taps") or []
+    result = departure.run_departure(Path(run_dir), rundir.read_trials(Path(run_dir)), a, b, asked)
+    if result is None and not asked:
+        raise BadInput(f"no good trial of both {a} and {b} wrote taps (the case's capture.taps): run it again "
+                       f"with them, e.g. `perfkit run {Path(run_dir) / 'case.yaml'} --set 'capture.taps=[0]'` "
+                       "(every block at denoise step 0)", path=run_dir)
+    if result is None:  # the case asked, and neither side tapped
+        raise BadInput(departure.untapped([a, b], asked), path=run_dir)
     if "error" in result:
         raise BadInput(result["error"])
     result = json_safe(result)

@@ -168,15 +168,28 @@ def rank_with_taps(trial_dir: Path) -> Path | None:
     return next((r for r in rank_dirs(trial_dir) if (r / TAPS_FILE).exists()), None)
 
 
-def run_departure(run_dir: Path, trials: list[dict], a: str, b: str) -> dict | None:
+def untapped(variants: list[str], asked: list) -> str:
+    """Why a run whose case asks for taps at steps ``asked`` has none of ``variants``: their programs tapped nothing
+    (running the case again the same way would tap nothing again)."""
+    return (f"the case asks for taps at steps {asked}, but no good trial of {' or '.join(variants)} wrote any: its "
+            "program tapped nothing on those steps (does it call perfkit.record.tap where record.tapping(step) says "
+            "so, on module names the model has?)")
+
+
+def run_departure(run_dir: Path, trials: list[dict], a: str, b: str, asked: list | None = None) -> dict | None:
     """The run summary's ``taps``: the first good trial of B against A's (lowest rank with taps), A's
-    other good trials as repeats. None when no trial of A or B tapped; ``{error}`` when taps cannot be read."""
+    other good trials as repeats. None when no trial of A or B tapped; ``{error}`` when taps cannot be read, or
+    where the case asked for them (``asked``: its ``capture.taps``) and one side's good trials wrote none."""
     def tapped(variant: str) -> list[tuple[dict, Path]]:
         found = [(t, rank_with_taps(run_dir / t["dir"])) for t in trials if t["variant"] == variant
                  and t["status"] == "ok"]
         return [(t, r) for t, r in found if r is not None]
 
     ta, tb = tapped(a), tapped(b)
+    silent = b if ta else a
+    ran = any(t["variant"] == silent and t["status"] == "ok" for t in trials)  # (not a run stopped before it)
+    if asked and bool(ta) != bool(tb) and ran:  # one side's program tapped nothing: said, not passed over
+        return {"error": untapped([silent], asked)}
     if not ta or not tb:
         return None
     (trial_a, dir_a), (trial_b, dir_b) = ta[0], tb[0]

@@ -343,7 +343,7 @@ def _taps_rows(baseline: dict, summary: dict) -> list[dict]:
     """The first tap where B departs from A: none the baseline did not have (nor the baseline's own: where
     it recorded none, this run's must hold as well, and a run without taps has not checked it)."""
     base, taps = baseline.get("taps"), summary.get("taps")
-    if not taps and base is None:
+    if base is None and (not taps or "error" in taps):  # nothing the baseline held to check again
         return []
     b = (base or {}).get("variant") or compared_variant(summary)
     subject = f"{b}: first tap departing from {summary['baseline']}"

@@ -15,6 +15,7 @@ from perfkit import record
 from perfkit.cli import cli
 from perfkit.common.json_figures import json_safe
 from perfkit.quality import departure
+from perfkit.report.check import _taps_rows
 from perfkit.report.departure import departure_section
 from perfkit.rundata.rundir import read_trials
 
@@ -188,3 +189,21 @@ def test_a_case_that_asked_for_taps_names_the_variant_that_tapped_nothing(make_r
     assert res.exit_code == 2 and len(res.output.splitlines()) == 1
     assert "asks for taps at steps [0], but no good trial of sp wrote any" in res.output
     assert "--set" not in res.output
+
+
+def test_a_run_whose_one_side_tapped_nothing_says_so_in_its_summary(make_run):
+    """Where the case asked for taps and one variant's program tapped nothing, the summary's taps were null, and
+    report.md left out its First departure unsaid (a torch newcomer's); a check against a baseline without taps has
+    nothing to hold it to."""
+    run = make_run({"00-tp": [("t0", X)], "01-sp": [("t0", X)]})
+    (run / "trials/01-sp/rank0/taps.jsonl").unlink()
+    assert result_of(run) is None  # a case that did not ask: nothing expected
+    taps = departure.run_departure(run, read_trials(run), "tp", "sp", [0])
+    assert taps == {"error": "the case asks for taps at steps [0], but no good trial of sp wrote any: its program "
+                             "tapped nothing on those steps (does it call perfkit.record.tap where "
+                             "record.tapping(step) says so, on module names the model has?)"}
+    stopped = [t for t in read_trials(run) if t["variant"] == "tp"]  # a run stopped before sp's first trial
+    assert departure.run_departure(run, stopped, "tp", "sp", [0]) is None
+    summary = {"baseline": "tp", "taps": taps}
+    assert _taps_rows({}, summary) == []
+    assert _taps_rows({"taps": {"variant": "sp", "first": "none"}}, summary)[0]["note"] == taps["error"]
