@@ -2,6 +2,7 @@
 and timeouts as failed requests, readiness, and the closed loop's concurrency."""
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -24,28 +25,33 @@ BODY = {"prompt": "{prompt}", "seed": "{seed}", "width": "{width}", "height": "{
 VALUES = {"prompt": "a fox", "seed": 5, "width": 32, "height": 24, "frames": 3}
 
 
-@pytest.fixture
-def served(tmp_path):
-    """Start the test server in a thread with the given options; yields a function returning its base URL.
-    Teardown releases hung requests, so no handler thread outlives the test."""
-    servers = []
-
-    def start(**options) -> str:
-        defaults = {"sleep_ms": 0, "max_concurrency": 4, "format": "npy", "reply": "body", "noise": 0,
-                    "never_ready": False, "crash_after": None, "fail_every": None, "hang_after": None,
-                    "out_dir": str(tmp_path)}
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), SERVER.make_handler(argparse.Namespace(**{**defaults,
-                                                                                              **options})))
-        httpd.daemon_threads = True
-        threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True).start()
-        servers.append(httpd)
-        return f"http://127.0.0.1:{httpd.server_address[1]}"
-
-    yield start
-    for httpd in servers:
-        httpd.RequestHandlerClass.release.set()
+@contextlib.contextmanager
+def serving(handler: type, release: threading.Event):
+    """``handler`` served on a free loopback port in a thread: its base URL. On leaving, ``release`` lets hung
+    requests end before the server shuts, so no handler thread outlives the test."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        release.set()
         httpd.shutdown()
         httpd.server_close()
+
+
+@pytest.fixture
+def served(tmp_path):
+    """Start the test server in a thread with the given options; yields a function returning its base URL."""
+    with contextlib.ExitStack() as servers:
+        def start(**options) -> str:
+            defaults = {"sleep_ms": 0, "max_concurrency": 4, "format": "npy", "reply": "body", "noise": 0,
+                        "never_ready": False, "crash_after": None, "fail_every": None, "hang_after": None,
+                        "out_dir": str(tmp_path)}
+            handler = SERVER.make_handler(argparse.Namespace(**{**defaults, **options}))
+            return servers.enter_context(serving(handler, handler.release))
+
+        yield start
 
 
 def generate(base: str, output: OutputSpec, timeout: float = 10):
@@ -108,15 +114,8 @@ def job():
         def log_message(self, *args):
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Job)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", Job
-    finally:
-        release.set()
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(Job, release) as base:
+        yield base, Job
 
 
 def test_a_url_output_answering_202_is_polled_until_the_job_is_done(job):
@@ -215,16 +214,9 @@ def test_a_poll_the_deadline_cut_short_keeps_the_last_answer_seen():
         def log_message(self, *args):
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), LoadingThenSilent)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True).start()
-    try:
+    with serving(LoadingThenSilent, release) as base:
         # 1.5 s: the first poll has that long to be answered on a loaded machine, the second is cut short (< 2 s)
-        ok, last = wait_ready(f"http://127.0.0.1:{httpd.server_address[1]}/health", 1.5, lambda: True, lambda: None)
-    finally:
-        release.set()
-        httpd.shutdown()
-        httpd.server_close()
+        ok, last = wait_ready(f"{base}/health", 1.5, lambda: True, lambda: None)
     assert not ok and last == "HTTP 503: loading"
 
 
