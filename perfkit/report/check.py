@@ -483,14 +483,9 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
-def _inconclusive(frame: pd.DataFrame) -> pd.Series:
-    """The ``inconclusive`` column as booleans: a frame built by hand may leave it empty (NaN reads as true)."""
-    return frame["inconclusive"].fillna(False).astype(bool) if "inconclusive" in frame else frame.passed & False
-
-
 def not_ruled_out(frame: pd.DataFrame) -> str:
     """``1 row could not rule a regression out: more repeats would tell``, or "" where every passing row did."""
-    n = int(_inconclusive(frame).sum())
+    n = int(frame.inconclusive.sum())
     return f"{n} row{'s' * (n != 1)} could not rule a regression out: more repeats would tell" if n else ""
 
 
@@ -502,10 +497,10 @@ def markdown(frame: pd.DataFrame, case: str, run_line: str) -> list[str]:
     return [f"### perfkit check, {case}: {verdict}", "", run_line, "",
             "| | check | figure | this run | baseline | required | note |",
             "| --- | --- | --- | ---: | ---: | ---: | --- |",
-            *(f"| {'**ok, not ruled out**' if unsure else 'ok' if r.passed else '**FAIL**'} | {r.check} | "
+            *(f"| {'**ok, not ruled out**' if r.inconclusive else 'ok' if r.passed else '**FAIL**'} | {r.check} | "
               f"{_md(r.subject)} | "
               f"{_md(_cell(r.current, r.unit))} | {_md(_cell(r.baseline, r.unit))} | {_md(_rule(r))} | {_md(r.note)} |"
-              for r, unsure in zip(frame.itertuples(), _inconclusive(frame))), ""]
+              for r in frame.itertuples()), ""]
 
 
 def thresholds_for(run_dir: Path, **flags) -> Thresholds:

@@ -641,7 +641,8 @@ def test_a_pipe_in_a_figure_s_name_keeps_the_step_summary_s_table_whole():
     # a tap or output file named by the user's program may hold "|", which would split a Markdown cell in two
     frame = pd.DataFrame([{"check": "taps", "subject": "b: first tap departing from a", "unit": "",
                            "baseline": "none", "current": "attn|k at step 0", "limit": "none", "passed": False,
-                           "note": "the report's Quality section: First departure"}], columns=COLUMNS, dtype=object)
+                           "inconclusive": False, "note": "the report's Quality section: First departure"}],
+                         columns=COLUMNS, dtype=object)
     frame["passed"] = frame["passed"].astype(bool)
     row = markdown(frame, "fixture", "line")[-2]
     assert row == ("| **FAIL** | taps | b: first tap departing from a | attn\\|k at step 0 | none | none | "
