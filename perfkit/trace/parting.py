@@ -260,7 +260,7 @@ def parting_of(seq: pd.DataFrame, chips: pd.DataFrame, programs: dict[int, Path]
                      "waiting_at": at, "waiting_from": source})
     first = first_parting(seq, chips)
     if first is None and listed:  # a hang at the place where they part: no chip completed it, their programs say it
-        first = _waiting_parting(seq, chips, pd.DataFrame(rows, columns=CHIP_COLUMNS), listed)
+        first = _waiting_parting(seq, pd.DataFrame(rows, columns=CHIP_COLUMNS), listed)
     if first is not None and listed:
         ref = first["majority"][0]["rank"]
         base = listed.get(ref, {}).get(first["module"])
@@ -276,7 +276,7 @@ def parting_of(seq: pd.DataFrame, chips: pd.DataFrame, programs: dict[int, Path]
 _HOW = {"extra collective": "ran an extra collective", "different collective": "ran a different collective"}
 
 
-def _waiting_parting(seq: pd.DataFrame, chips: pd.DataFrame, waits: pd.DataFrame, listed: dict) -> dict | None:
+def _waiting_parting(seq: pd.DataFrame, waits: pd.DataFrame, listed: dict) -> dict | None:
     """Where chips whose traces agree wait at collectives of other kinds or shapes (their programs' next, as
     ``_waiting`` reads them): the place after the collectives they completed, ``first_parting``'s fields with
     ``waiting`` (no chip completed it, so the majority's is the collective its chips wait at); None where every
@@ -285,19 +285,18 @@ def _waiting_parting(seq: pd.DataFrame, chips: pd.DataFrame, waits: pd.DataFrame
         return None
     last = seq.sort_values(["step", "index"]).iloc[-1]  # the traces agree: every chip's last is at this place
     module = last["module"]
-    signature = {}
+    signature, at = {}, {}
     for w in waits.itertuples():
         program = {i.name: i for i in listed.get(w.rank, {}).get(module, [])}
         if w.waiting_at not in program:
             return None
-        signature[(w.rank, w.device)] = (program[w.waiting_at].opcode.removesuffix("-start"),
-                                         _LAYOUT.sub("", program[w.waiting_at].shape))
+        opcode, shape = _kind(program[w.waiting_at])
+        signature[(w.rank, w.device)], at[(w.rank, w.device)] = (opcode.removesuffix("-start"), shape), w.waiting_at
     counts = pd.Series(list(signature.values()), dtype=object).value_counts(sort=True)
     if len(counts) == 1:
         return None
     top = counts.index[0]
     majority = [c for c, sig in signature.items() if sig == top]
-    at = dict(zip(zip(waits["rank"], waits["device"]), waits["waiting_at"]))
     step, in_step = int(last["step"]), int(last["index"]) + 1
     return {"step": step, "index": in_step, "op": at[majority[0]], "kind": top[0], "in_step": in_step, "bytes": None,
             "module": module, "majority": [{"rank": int(r), "device": int(d)} for r, d in majority],
