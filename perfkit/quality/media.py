@@ -560,8 +560,8 @@ def open_media(path: str | Path | np.ndarray, label: str | None = None) -> Media
         return ArrayMedia(path, label or "<array>")
     p = Path(path)
     label = label or str(path)
-    if named_file(p) != p:
-        return ArrayMedia(load_array(named_file(p), p.name.split(".npz:", 1)[1], label), label)
+    if (archive := named_file(p)) != p:
+        return ArrayMedia(load_array(archive, p.name.split(".npz:", 1)[1], label), label)
     if p.is_dir():
         images = _images_in(p)
         if images:
