@@ -38,7 +38,13 @@ def install(path: str) -> None:
         faulthandler.enable(file=fd, all_threads=True)
         # Shutdown frees other threads' states while an all-threads dump may walk them: the dump then crashes
         # and the rank dies of SIGSEGV, not of its own signal (a C++ teardown's abort). Registered first, run last.
-        atexit.register(faulthandler.enable, file=fd, all_threads=False)
+        atexit.register(_own_thread_at_exit, fd)
+
+
+def _own_thread_at_exit(fd: int) -> None:
+    """From here on a fatal dump shows the faulting thread alone; a program that turned dumps off keeps them off."""
+    if faulthandler.is_enabled():
+        faulthandler.enable(file=fd, all_threads=False)
 
 
 def chain_next_sitecustomize() -> None:

@@ -91,3 +91,13 @@ def test_a_rank_aborting_in_its_teardown_dumps_its_own_thread_alone_and_dies_of_
     assert aborted["exit_code"] == -6 and exit_text(aborted["exit_code"], aborted["stacks"]) == "killed by SIGABRT"
     assert aborted["stacks"].startswith("Fatal Python error: Aborted\n\nStack (most recent call first):\n")
     assert where_threads_wait(aborted["stacks"]) == ["__del__ (<string>:4)"]
+
+
+def test_a_program_that_turned_fatal_dumps_off_keeps_them_off_through_its_teardown(tmp_path):
+    """The hook enables fatal dumps for a program that did not; at exit it narrows them to the faulting thread.
+    It did so even where the program had since called ``faulthandler.disable()``, turning them back on."""
+    hook = stackdump.hook_dir(tmp_path / "hook")
+    code = ("import faulthandler, os\nfaulthandler.disable()\n"
+            "class Teardown:\n    def __del__(self):\n        os.abort()\nteardown = Teardown()\n")
+    [aborted] = run_ranks([rank(tmp_path, 0, code, {"PYTHONFAULTHANDLER": ""}, hook)], timeout=30).ranks
+    assert aborted["exit_code"] == -6 and "stacks" not in aborted
