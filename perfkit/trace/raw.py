@@ -49,8 +49,9 @@ class RawTrace(NamedTuple):
 
     name, hlo_op, hlo_module, hlo_category: int32 codes into ``strings`` (-1 absent); line: int32 index
     into ``lines``; device: int32 (-1 host); role: int8 (``ROLES``); start_ps: int64 from ``origin_ns``;
-    dur_ps, stall_ps (local DMA stall inside the op): int64; step: int32 step number of a step marker
-    (-1 otherwise or unknown); a Kineto trace's columns add launch_step: int32, of a device op the host
+    dur_ps, stall_ps (local DMA stall inside the op): int64; step: int32 step number of a step marker, or of
+    a step annotation nested in another (not a marker: ``--steps`` may make it one) (-1 otherwise or unknown);
+    a Kineto trace's columns add launch_step: int32, of a device op the host
     ProfilerStep its launch ran in (-1 unknown), and occurrence: int64, an event's ``External id`` (-1 none), which
     tells the occurrences of an annotation apart (``steps.assign``); an XSpace's add device_offset_ps,
     device_duration_ps: int64, a TPU op's time on its chip's own clock as its stats give it (-1 absent);

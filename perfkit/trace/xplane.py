@@ -18,7 +18,8 @@ the event columns grow in place (no concatenation). What each event is comes fro
 - ``/device:CUSTOM:Megascale Trace``: DCN (cross-slice) transfers, role ``dcn_transfer``, of the chip a
   ``device_ordinal`` stat names, else of the host (-1).
 - ``/host:CPU``: events with ``hlo_op`` and ``device_ordinal`` stats are the ops of that CPU device;
-  events with a ``step_num`` stat (``StepTraceAnnotation``) are step markers; the rest is host activity.
+  events with a ``step_num`` stat (``StepTraceAnnotation``) are step markers, but for those inside another on their
+  thread (xprof's grouping: ``_outermost_steps``); the rest is host activity.
 - ``/host:metadata``: each program's ``HloProto`` (stat ``Hlo Proto``), read for opcodes and shapes.
 - ``Task Environment``: its ``profile_start_time`` (epoch ns) only. The profiler (TSL's
   ``NormalizeTimestamps``) writes line timestamps as ns from that start, not from the epoch: the file's
@@ -483,7 +484,30 @@ def _decode_lines(job: PlaneJob, split: _Lines, out: dict[str, np.ndarray]) -> _
                 raise BadInput(f"plane {proto.name} holds more events than when it was first read", path=job.path)
             _resolve(cols, plane, role, len(names) - 1, base_ps, {k: v[filled:filled + n] for k, v in out.items()})
             filled += n
+    if plane.kind == "host":
+        _outermost_steps({k: v[:filled] for k, v in out.items()})
     return _PlaneRead(filled, names, stamps, strings.values, plane.kind == "host")
+
+
+def _outermost_steps(out: dict[str, np.ndarray]) -> None:
+    """Step annotations inside another on their thread (an epoch's ``StepTraceAnnotation`` around its steps')
+    made host activity, in place: xprof groups a thread's events under the outermost one (its overview_page's
+    steps), where each had been a step of its own and the outer ones' ops the inner ones'. They keep their
+    number, for ``--steps`` may make them the markers."""
+    marker = np.flatnonzero(out["role"] == ROLES["step"])
+    if marker.size < 2:
+        return
+    line, start = out["line"][marker], out["start_ps"][marker]
+    end = start + out["dur_ps"][marker]
+    order = np.lexsort((-end, start, line))  # on each line by start, an enclosing marker before those it holds
+    marker, line, end = marker[order], line[order], end[order]
+    reach = end.copy()  # the latest end of the markers up to each on its line
+    first = np.flatnonzero(np.diff(line, prepend=-1))
+    for a, b in zip(first, [*first[1:], line.size]):
+        reach[a:b] = np.maximum.accumulate(end[a:b])
+    held = np.zeros(marker.size, bool)
+    held[1:] = (reach[:-1] >= end[1:]) & (line[:-1] == line[1:])
+    out["role"][marker[held]] = ROLES["host"]
 
 
 def read_planes(jobs: list[PlaneJob], metadata: list[PlaneJob], rank: int, host: str,

@@ -375,3 +375,38 @@ def test_two_cpu_processes_match_trace_viewer(tmp_path):
     assert refused.exit_code == 2 and refused.output.count("\n") == 1, refused.output
     assert refused.output.endswith("its processes' files named for one host are one rank's unless each is in a "
                                    "rank<R> folder\n"), refused.output
+
+
+def test_step_annotations_nested_in_one_are_its_step(tmp_path):
+    """An epoch's StepTraceAnnotation around its steps' on one thread (as JAX 0.10 writes them, in time order): xprof
+    groups each inner one under the outer (trace_viewer's group_id), so the outer ones are the steps, each holding
+    its inner ones' ops and its own. Read as six steps, the outer two had 0 compute (their ops went to the inner
+    ones) and the mean step was 2/3 idle; ``--steps`` still makes the inner ones the steps, by their numbers.
+    By hand (us): epoch 0 [0,100) runs fusion [10,40) [60,90) [96,99): compute 63, idle 37; epoch 1 [100,200)
+    [110,140) [160,190): 60, 40."""
+    from click.testing import CliRunner
+
+    from perfkit.cli import cli
+    from perfkit.trace.synthetic import XSpaceWriter
+
+    space = XSpaceWriter("h")
+    host = space.plane("/host:CPU")
+    python, pool = host.line("python"), host.line("tf_XLAEigen/1")
+    for name, n, a, b in [("epoch", 0, 0, 100), ("train", 100, 5, 45), ("train", 101, 50, 95), ("epoch", 1, 100, 200),
+                          ("train", 102, 105, 150), ("train", 103, 155, 195)]:
+        python.event(host.op(name), a * US, (b - a) * US, step_num=n, _r=1)
+    for a, b in [(10, 40), (60, 90), (96, 99), (110, 140), (160, 190)]:
+        pool.event(host.op("fusion"), a * US, (b - a) * US, hlo_op="fusion", hlo_module="jit_f", device_ordinal=0)
+    path = space.save(tmp_path / "h.xplane.pb")
+    marks = [e["args"] for e in xprof_tool(path, "trace_viewer")["traceEvents"]
+             if e.get("ph") == "X" and "step_num" in e.get("args", {})]
+    groups = {m["group_id"]: m["step_num"] for m in marks if "step_name" in m}  # a group's own marker names it
+    assert groups == {"0": "0", "1": "1"} and {m["group_id"] for m in marks} == {"0", "1"}
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["rows"]
+    assert [(r["step"], r["span_ps"], r["compute_ps"], r["idle_ps"]) for r in rows] == [
+        (0, 100 * US, 63 * US, 37 * US), (1, 100 * US, 60 * US, 40 * US)]
+    inner = CliRunner().invoke(cli, ["trace", "breakdown", str(path), "--json", "--steps", "^train"])
+    assert [(r["step"], r["compute_ps"]) for r in json.loads(inner.stdout)["rows"]] == [
+        (100, 30 * US), (101, 30 * US), (102, 30 * US), (103, 30 * US)]
