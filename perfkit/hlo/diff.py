@@ -22,7 +22,7 @@ from typing import Callable, TypeVar
 from perfkit.errors import BadInput
 from perfkit.hlo.buffers import collectives
 from perfkit.hlo.dumps import AFTER_OPTIMIZATIONS, DumpFiles, RankDumps, dump_files
-from perfkit.hlo.fingerprint import FlatInstruction, Signer
+from perfkit.hlo.fingerprint import Call, FlatInstruction, Signer, first_calls
 from perfkit.hlo.load import RankModule, RankModules, Summary, no_cyclic_gc
 from perfkit.hlo.parse import CALLED_COMPUTATION_KEYS
 
@@ -82,6 +82,22 @@ def match_modules(per_rank: dict[int, list[M]]) -> list[tuple[str, dict[int, M]]
 def _show(f: FlatInstruction) -> dict:
     text = f.inst.text if len(f.inst.text) <= MAX_TEXT else f.inst.text[:MAX_TEXT] + " ..."
     return {"computation": f.computation, "line": f.inst.line, "opcode": f.inst.opcode, "text": text}
+
+
+def _path(f: FlatInstruction | None, calls: dict[str, Call]) -> list[dict] | None:
+    """The calls from ENTRY down to ``f``'s computation, outermost first (empty for an ENTRY instruction): which
+    while body, fusion or called computation an instruction lives in, as its computation's name alone does not
+    say (one computation's name is another's on the other side). A computation called from several places is
+    reached through its first call in canonical order."""
+    if f is None:
+        return None
+    steps, at = [], f.computation
+    while at in calls:
+        call = calls[at]
+        steps.append({"computation": call.computation, "instruction": call.inst.name, "line": call.inst.line,
+                      "via": call.via, "calls": at})
+        at = call.computation
+    return steps[::-1]
 
 
 def _first_pair(a: list[FlatInstruction], i1: int, i2: int, b: list[FlatInstruction], j1: int, j2: int
@@ -204,10 +220,14 @@ def divergence(a: RankModule, b: RankModule, ranks: list[int], known: dict[str, 
         if blocks:
             _, i1, i2, j1, j2 = blocks[0]
             fa, fb = _first_pair(a.flat, i1, i2, b.flat, j1, j2)
+            # Where only the rank has instructions: the majority's next one, for context.
+            after = a.flat[i1] if i1 == i2 and i1 < len(a.flat) else None
+            calls_a, calls_b = first_calls(a.module), first_calls(b.module)
             out["first_difference"] = {"majority": _show(fa) if fa else None, "rank": _show(fb) if fb else None,
-                                       # Where only the rank has instructions: the majority's next one, for context.
-                                       "majority_next": _show(a.flat[i1]) if i1 == i2 and i1 < len(a.flat) else None}
-            out["first_collective"] = first_collective(a, b, blocks)
+                                       "majority_next": _show(after) if after else None,
+                                       "paths": {"majority": _path(fa, calls_a), "rank": _path(fb, calls_b),
+                                                 "majority_next": _path(after, calls_a)}}
+            out["first_collective"] = first_collective(a, b, blocks, calls_a, calls_b)
         for _, i1, i2, j1, j2 in blocks:
             pairs, rest_a, rest_b = _pair_by_opcode(a.flat[i1:i2], b.flat[j1:j2])
             for fa, fb in pairs:
@@ -218,13 +238,15 @@ def divergence(a: RankModule, b: RankModule, ranks: list[int], known: dict[str, 
             **_capped(changed, "changed"), "buffers": buffer_diff(a, b)}
 
 
-def first_collective(a: RankModule, b: RankModule, blocks: list[tuple[str, int, int, int, int]]) -> dict | None:
+def first_collective(a: RankModule, b: RankModule, blocks: list[tuple[str, int, int, int, int]],
+                     calls_a: dict[str, Call], calls_b: dict[str, Call]) -> dict | None:
     """The first collective in the alignment's differing ``blocks`` (either side's), as its place in that side's
     collectives, in canonical order: ranks pair collectives in order, so from there on they wait for one another
     at the wrong one or exchange the wrong data. The first differing instruction may come well before it (a
     fusion's body) or be no collective at all. ``only_on``: the side whose collective has no counterpart in its
     block (one rank lacks it), null where both sides have one there (changed). None: the same collectives, in
-    the same order, where kind, shape, groups and pairs tell (``_collective_signature``)."""
+    the same order, where kind, shape, groups and pairs tell (``_collective_signature``). ``calls_a`` / ``calls_b``:
+    each side's ``first_calls``, for the path to each collective."""
     ca, cb = ([f for _, f in collectives(m.flat, m.roots)] for m in (a, b))
     place_a, place_b = ({id(f): k for k, f in enumerate(fs)} for fs in (ca, cb))
     for _, i1, i2, j1, j2 in blocks:
@@ -239,8 +261,10 @@ def first_collective(a: RankModule, b: RankModule, blocks: list[tuple[str, int, 
             k, only = la[i], None
         else:
             k, only = (la[i], "majority") if i < len(la) else (lb[i], "rank")
+        fa, fb = (ca[k] if k < len(ca) else None), (cb[k] if k < len(cb) else None)
         return {"index": k + 1, "count": {"majority": len(ca), "rank": len(cb)}, "only_on": only,
-                "majority": _show(ca[k]) if k < len(ca) else None, "rank": _show(cb[k]) if k < len(cb) else None}
+                "majority": _show(fa) if fa else None, "rank": _show(fb) if fb else None,
+                "paths": {"majority": _path(fa, calls_a), "rank": _path(fb, calls_b)}}
     return None
 
 

@@ -101,6 +101,37 @@ def flatten(module: Module) -> list[FlatInstruction]:
     return out
 
 
+class Call(NamedTuple):
+    """Where a computation is first called in canonical order: the calling instruction, its computation and the
+    attribute naming the callee (``calls``, ``body``, ``condition``, ``to_apply`` ...)."""
+
+    computation: str
+    inst: Instruction
+    via: str
+
+
+def first_calls(module: Module) -> dict[str, Call]:
+    """Each computation reachable from ENTRY, ENTRY aside, by its first call in ``flatten``'s order: the call
+    ``flatten`` places it at. Following them up from a computation gives the path from ENTRY to it."""
+    out: dict[str, Call] = {}
+    done: set[str] = set()
+
+    def visit(name: str) -> None:
+        done.add(name)
+        for inst in module.computations[name].instructions:
+            for key, value in inst.attrs if inst.calls else ():
+                if key not in CALLED_COMPUTATION_KEYS:
+                    continue
+                for callee in referenced_names(value):
+                    if callee not in done and callee in module.computations:
+                        out[callee] = Call(name, inst, key)
+                        visit(callee)
+
+    visit(module.entry)
+    del visit  # the closure refers to itself: a cycle holding the module until a cyclic collection
+    return out
+
+
 class Signer:
     """Signatures of a module's instructions: what an instruction is, independent of names and positions.
 

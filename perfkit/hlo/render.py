@@ -67,6 +67,14 @@ def _instruction(w: _Writer, shown: dict | None) -> str:
     return f"{w.code(shown['text'])} ({shown['computation']}, line {shown['line']})"
 
 
+def _inside(w: _Writer, depth: int, path: list[dict] | None) -> None:
+    """A line under an instruction inside a called computation: the calls from ENTRY down to its computation, each
+    as ``computation: %caller (line N) -attribute->``, ending at the computation the line above names."""
+    if path:
+        hops = " ".join(f"{s['computation']}: %{s['instruction']} (line {s['line']}) -{s['via']}->" for s in path)
+        w.line(depth, "inside " + w.code(f"{hops} {path[-1]['calls']}"))
+
+
 def _divergence(w: _Writer, d: dict, majority: list[int]) -> None:
     who, ref = ranks_text(d["ranks"]), f"rank {d['against_rank']}"
     w.line(2, f"{who} against {ref} ({ranks_text(majority)}), file {w.code(d['file'])}:")
@@ -81,17 +89,22 @@ def _divergence(w: _Writer, d: dict, majority: list[int]) -> None:
                                               for o in d["opcodes"]))
         first = d["first_difference"]
         if first:
+            paths = first.get("paths", {})  # absent from results of older versions
             w.line(3, "first differing instruction:")
             w.line(4, f"{ref}: {_instruction(w, first['majority'])}"
                       + (f"; next there: {_instruction(w, first['majority_next'])}" if first.get("majority_next") else ""))
+            _inside(w, 5, paths.get("majority") if first["majority"] else paths.get("majority_next"))
             w.line(4, f"{who}: {_instruction(w, first['rank'])}")
+            _inside(w, 5, paths.get("rank"))
         coll = d.get("first_collective")  # absent from results of older versions
         if coll:
             only = {"majority": f", {ref}'s not on {who}", "rank": f", {who}'s not on {ref}"}.get(coll["only_on"], "")
             w.line(3, f"first differing collective: #{coll['index']} ({coll['count']['majority']} on {ref}, "
                       f"{coll['count']['rank']} on {who}{only}):")
             w.line(4, f"{ref}: {_instruction(w, coll['majority'])}")
+            _inside(w, 5, coll.get("paths", {}).get("majority"))
             w.line(4, f"{who}: {_instruction(w, coll['rank'])}")
+            _inside(w, 5, coll.get("paths", {}).get("rank"))
         for key, side in (("only_rank", who), ("only_majority", ref)):
             if d[f"{key}_count"]:
                 w.line(3, f"only on {side} ({d[f'{key}_count']}):")
