@@ -9,6 +9,11 @@ Formats read (XLA ``BufferAssignment::ToString``):
 ``allocation 3: size 69632, preallocated-temp:`` then
 `` value: <14 ppermute.3 @0> (size=4096,offset=65536): f32[8,128]{1,0}``; a tuple-shaped value carries
 its shape index after the name (``<7 collective-permute-start.1{1} @0>``).
+
+Nothing marks where a whole file ends: XLA writes the allocations alone there, the last one's last value its
+last line, and the totals in the files beside it. It places the temp allocations last, so a file cut at a line end
+loses them first and reads as a smaller temp. So its allocations must add up to the total of the memory-usage
+report beside it (``Total bytes: N``, one per memory space); a file whose do not is refused.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ class Value(NamedTuple):
 
 class BufferAssignment(NamedTuple):
     temp_bytes: int                          # all preallocated-temp allocations
+    allocated_bytes: int                     # all allocations
     values: dict[str, list[Value]]           # by defining instruction name
 
 
@@ -63,25 +69,33 @@ def parse_buffer_assignment(text: str, path: str = "<text>") -> BufferAssignment
     heads = list(_ALLOCATION.finditer(text))
     if not heads:
         raise BadInput("no 'allocation N: size S' lines: not a buffer-assignment dump", path=path)
-    temp = 0
+    temp = allocated = 0
     values: dict[str, list[Value]] = {}
     for k, head in enumerate(heads):
         alloc, size, flags = int(head.group(1)), int(head.group(2)), head.group(3)
+        allocated += size
         if "preallocated-temp" in flags:
             temp += size
         end = heads[k + 1].start() if k + 1 < len(heads) else len(text)
         for v in _VALUE.finditer(text, head.end(), end):
             index = (v.group(2) or "{}")[1:-1]
             values.setdefault(v.group(1), []).append(Value(alloc, index, int(v.group(3)), int(v.group(4))))
-    return BufferAssignment(temp, values)
+    return BufferAssignment(temp, allocated, values)
 
 
-def read_buffer_assignment(path: str | Path) -> BufferAssignment:
+def read_buffer_assignment(path: str | Path, memory_report: Path | None = None) -> BufferAssignment:
+    """A buffer-assignment file, checked whole against the memory-usage report beside it where there is one."""
     text = read_text(path)
     if text and not text.endswith("\n"):
         # XLA ends every line it writes: a last line without its end is a file cut short
         raise BadInput("its last line is cut short (truncated file?)", path=str(path))
-    return parse_buffer_assignment(text, str(path))
+    assignment = parse_buffer_assignment(text, str(path))
+    total = None if memory_report is None else read_total_bytes(memory_report)
+    if total is not None and assignment.allocated_bytes != total:
+        raise BadInput(f"its allocations add up to {assignment.allocated_bytes:,} B where the memory-usage report "
+                       f"beside it ({memory_report.name}) says {total:,} B: lines are missing (a file cut short at a "
+                       "line end?)", path=str(path))
+    return assignment
 
 
 def read_total_bytes(path: str | Path) -> int | None:

@@ -107,7 +107,7 @@ def _load_module(rank: int, files: DumpFiles) -> RankModule:
     roots = module.root_opcodes()
     receive = temp = total = None
     if files.buffer_assignment is not None:
-        assignment = read_buffer_assignment(files.buffer_assignment)
+        assignment = read_buffer_assignment(files.buffer_assignment, files.memory_report)
         receive = receive_buffers(flat, roots, assignment, str(files.buffer_assignment))
         temp = assignment.temp_bytes
     if files.memory_report is not None:

@@ -675,7 +675,7 @@ def dump_cost(files: DumpFiles) -> ProgramCost:
         header = f.readline()
     cost = program_cost(module, module_devices(header))
     if files.buffer_assignment is not None:
-        cost.temp_bytes = read_buffer_assignment(files.buffer_assignment).temp_bytes
+        cost.temp_bytes = read_buffer_assignment(files.buffer_assignment, files.memory_report).temp_bytes
     if files.memory_report is not None:
         cost.peak_bytes = read_total_bytes(files.memory_report)
     return cost
