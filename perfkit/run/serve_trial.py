@@ -46,9 +46,9 @@ SETTLE_S = 0.5  # after a dropped connection, how long to wait for the server to
 
 
 def server_argv(variant: Variant, values: dict) -> list[str]:
-    """The variant's server argv with ``{host}`` / ``{port}`` filled and its ``args`` after it;
+    """The variant's server argv and its ``args`` after it, ``{host}`` / ``{port}`` filled in both;
     ``python`` as the program means perfkit's own Python."""
-    argv = [str(fill(a, values)) for a in variant.serve.argv] + list(variant.args)
+    argv = [str(fill(a, values)) for a in [*variant.serve.argv, *variant.args]]
     return [sys.executable, *argv[1:]] if argv[0] in PYTHON_NAMES else argv
 
 
@@ -90,13 +90,13 @@ class ServedTrial:
         self.spec: ServeSpec = case.serve
         self.server = variant.serve
         self.port = free_port()
-        values = {"host": self.spec.host, "port": self.port}
+        self.values = {"host": self.spec.host, "port": self.port}  # what the server's argv, env, ready URL know
         self.base = f"http://{self.spec.host}:{self.port}"
-        env = process_env({**{k: str(fill(v, values)) for k, v in variant.env.items()},
+        env = process_env({**{k: str(fill(v, self.values)) for k, v in variant.env.items()},
                            "PERFKIT_RANK": "0", "PERFKIT_WORLD": "1", "PERFKIT_TRIAL": str(trial.index),
                            "PERFKIT_VARIANT": variant.name, "PERFKIT_HOST": self.spec.host,
                            "PERFKIT_PORT": str(self.port)}, rank_dir, hook, salt)
-        self.proc = RankProcess(0, server_argv(variant, values), env, rank_dir)
+        self.proc = RankProcess(0, server_argv(variant, self.values), env, rank_dir)
         self.pgid: int | None = None
         self.log = RequestLog(rank_dir)
         self.t0 = time.perf_counter()
@@ -133,7 +133,7 @@ class ServedTrial:
             self.proc.exit_code = 127
             self.trouble = ("crashed", f"cannot start {self.proc.argv[0]!r}: {exc.strerror}")
             return None
-        url = resolve(self.server.ready.url, self.base)
+        url = resolve(fill(self.server.ready.url, self.values), self.base)
         ready, last = wait_ready(url, self.server.ready.timeout, self.alive, on_tick)
         if ready:
             self.mark = "ready"

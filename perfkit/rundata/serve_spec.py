@@ -12,10 +12,11 @@ output comes back: the response ``body`` itself, a ``base64`` JSON field, or a J
 ``url`` to fetch or a local ``path`` to copy.
 
 Placeholders: a string that is exactly ``"{seed}"`` becomes the value itself (an integer stays an
-integer in the JSON body); inside longer strings values are written as text. Every placeholder of a
-request must be known when the case loads; braces around other words are left alone in server argv and
-env. A prompts file (``.txt`` one prompt a line, ``.json`` / ``.yaml`` a list, ``.jsonl`` one item a line;
-a relative path is taken from the working directory) is read when the case loads, so the resolved
+integer in the JSON body); inside longer strings values are written as text. Every placeholder must be
+known when the case loads: a request's are those of every prompt, ``params`` and the server's; the server's argv,
+its variant's ``args`` and ``env`` and the readiness URL know ``{host}`` and ``{port}`` alone (a server starts before
+any request). A prompts file (``.txt`` one prompt a line, ``.json`` / ``.yaml`` a list, ``.jsonl`` one item a
+line; a relative path is taken from the working directory) is read when the case loads, so the resolved
 ``case.yaml`` of a run holds the prompts it sent.
 """
 
@@ -152,6 +153,13 @@ def allowed_host(hostname: str | None, host: str) -> bool:
     return hostname in (host, *LOOPBACK)
 
 
+def check_placeholders(template: Any, known: set[str] | tuple[str, ...], path: str, field: str) -> None:
+    unknown = placeholders(template) - set(known)
+    if unknown:
+        raise BadInput(f"unknown placeholder {{{sorted(unknown)[0]}}} (known: {', '.join(sorted(known))})",
+                       path=path, field=field)
+
+
 def _check_url(url: str, host: str, path: str, field: str) -> None:
     """A path on the server, or an http(s) URL to loopback or the case's host."""
     if url.startswith("/"):
@@ -225,7 +233,9 @@ def _server(top: dict, own: dict, variant: str, known: set[str], host: str, path
     if not argv or not all(isinstance(a, (str, int, float)) for a in argv):
         raise BadInput("the server's argv: a non-empty list of strings (never a shell string)", path=path,
                        field=where("server"))
+    check_placeholders(argv, PER_SERVER, path, where("server"))
     ready, request, output = merged("ready", READY_KEYS), merged("request", REQUEST_KEYS), merged("output", OUTPUT_KEYS)
+    check_placeholders(ready["url"], PER_SERVER, path, where("ready") + ".url")
     if ready["timeout"] <= 0:
         raise BadInput("must be > 0 seconds", path=path, field=where("ready") + ".timeout")
     _check_url(ready["url"], host, path, where("ready") + ".url")
@@ -236,10 +246,7 @@ def _server(top: dict, own: dict, variant: str, known: set[str], host: str, path
     if request["method"] not in METHODS:
         raise BadInput(f"must be one of {', '.join(METHODS)}", path=path, field=where("request") + ".method")
     for part in ("url", "body", "headers"):
-        unknown = placeholders(request[part]) - known
-        if unknown:
-            raise BadInput(f"unknown placeholder {{{sorted(unknown)[0]}}} (known: {', '.join(sorted(known))})",
-                           path=path, field=where("request") + f".{part}")
+        check_placeholders(request[part], known, path, where("request") + f".{part}")
     if output["kind"] not in OUTPUT_KINDS:
         raise BadInput(f"must be one of {', '.join(OUTPUT_KINDS)}", path=path, field=where("output") + ".kind")
     if output["kind"] != "body" and not output["field"]:
@@ -286,6 +293,8 @@ def validate(top: dict, raw: dict, path: str) -> tuple[ServeSpec, dict[str, Serv
     servers = {}
     for name, body in raw["variants"].items():
         own = check_keys((body or {}).get("serve") or {}, SERVER_KEYS, f"variants.{name}.serve.", path)
+        for part in ("args", "env"):  # the server's too (the case's checks gave their types)
+            check_placeholders((body or {}).get(part) or [], PER_SERVER, path, f"variants.{name}.{part}")
         servers[str(name)] = _server(s, own, str(name), known, s["host"], path)
     spec = ServeSpec(prompts, tuple(sorted(levels)), s["requests"], restarts, float(s["request_timeout"]), s["host"],
                      dict(s["params"]), s["codec"])

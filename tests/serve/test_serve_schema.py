@@ -5,7 +5,7 @@ import copy
 
 import pytest
 import yaml
-from serve_testing import REPO, perfkit, serve_case
+from serve_testing import REPO, SERVER, perfkit, serve_case
 
 from perfkit.errors import BadInput
 from perfkit.rundata import case as case_mod
@@ -134,6 +134,44 @@ def test_a_named_host_may_be_contacted_as_well_as_loopback():
 ])
 def test_bad_serve_fields_are_refused_in_one_line_naming_the_field(path, value, line):
     assert refusal(changed(path, value)) == line
+
+
+@pytest.mark.parametrize("path,value,line", [
+    ("serve.server", ["python", "s.py", "--name", "{variant}"],
+     "c.yaml: serve.server: unknown placeholder {variant} (known: host, port)"),
+    ("variants.b.serve.server", ["s", "--port", "{port}", "--log", "{seed}.log"],
+     "c.yaml: variants.b.serve.server: unknown placeholder {seed} (known: host, port)"),
+    ("variants.b.args", ["--name", "{variant}"], "c.yaml: variants.b.args: unknown placeholder {variant} (known: host, "
+                                                 "port)"),
+    ("variants.a.env", {"NAME": "{variant}"}, "c.yaml: variants.a.env: unknown placeholder {variant} (known: host, "
+                                              "port)"),
+    ("serve.ready.url", "/health/{prompt}", "c.yaml: serve.ready.url: unknown placeholder {prompt} (known: host, "
+                                            "port)"),
+])
+def test_a_placeholder_a_server_process_does_not_know_is_refused_at_load(path, value, line):
+    # The server starts before any request: it knows {host} and {port} alone. {variant} and a request's {seed} were
+    # passed to the server as the text '{variant}' and '{seed}.log'.
+    assert refusal(changed(path, value)) == line
+
+
+def test_the_server_s_args_env_and_ready_url_get_its_host_and_port(tmp_path):
+    """The docs promise {port} and {host} filled in the server's argv, its variant's args and env: args were passed
+    as the text '{port}', and a ready URL naming {port} was polled as 'http://localhost:{port}/health', not a URL,
+    so the server was never ready."""
+    from perfkit.run.serve_trial import ServedTrial
+    from perfkit.run.trial import Trial
+
+    raw = changed("serve.ready", {"url": "http://localhost:{port}/health", "timeout": 20})
+    raw["serve"]["server"] = ["python", str(SERVER)]
+    raw["variants"]["a"] = {"args": ["--port", "{port}", "--host", "{host}"], "env": {"AT": "{host}:{port}"}}
+    case = case_mod.validate(raw, "c.yaml")
+    served = ServedTrial(case, case.variants[0], Trial(0, "a", 1), tmp_path / "rank0", None, None)
+    assert served.proc.argv[-4:] == ["--port", str(served.port), "--host", "127.0.0.1"]
+    assert served.proc.env["AT"] == f"127.0.0.1:{served.port}"
+    try:
+        assert served.start("", lambda: None) is not None, served.trouble
+    finally:
+        served.end()
 
 
 def test_per_variant_server_settings_belong_to_serve_cases_only():
