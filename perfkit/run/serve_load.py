@@ -7,7 +7,8 @@ server hands back for another host is refused, not fetched. An answer is read in
 deadline (``request_timeout`` for the whole body, so a server that never finishes its body is timed out)
 and refused past ``MAX_ANSWER_BYTES`` (a body larger than memory is never held); a ``path`` output must
 be a regular file no larger than that. A URL output that answers 202 Accepted (a job API's result while
-the job runs) is polled until it answers otherwise; a request answered 202 is a failed one for the other kinds.
+the job runs) is polled until it answers otherwise, within the request's deadline (``request_timeout`` from sending
+it, one limit for the answer and every poll after it); a request answered 202 is a failed one for the other kinds.
 Whatever a server answers ends as an output or a failed request.
 """
 
@@ -166,8 +167,30 @@ def _field(doc, dotted: str):
     return node
 
 
-def take_output(output: OutputSpec, status: int, body: bytes, base: str, host: str, timeout: float) -> Answer:
-    """The output an answer carries (the body, a base64 field, a URL or a path in a JSON field)."""
+class Deadline(NamedTuple):
+    """``serve.request_timeout`` counted from sending a request: one limit for its answer and every poll after it."""
+
+    at: float  # time.monotonic() when it runs out
+    seconds: float  # the request_timeout
+
+    @classmethod
+    def start(cls, seconds: float) -> Deadline:
+        return cls(time.monotonic() + seconds, seconds)
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+    def ran_out(self, url: str, what: str, status: int | None, body: bytes | None = None) -> RequestFailed:
+        """A poll of ``url`` ended by this deadline, naming it: ``what`` the poll had got by then."""
+        return RequestFailed(f"fetching {url[:EXCERPT_CHARS]}: {what} when serve.request_timeout ran out, "
+                             f"{self.seconds:g} s after sending the request" + ("" if body is None else
+                                                                                f": {excerpt(body)}"),
+                             status, timed_out=True)
+
+
+def take_output(output: OutputSpec, status: int, body: bytes, base: str, host: str, deadline: Deadline) -> Answer:
+    """The output an answer carries (the body, a base64 field, a URL or a path in a JSON field); a URL is fetched
+    within the request's ``deadline``."""
     if not 200 <= status < 300:
         raise RequestFailed(f"HTTP {status}: {excerpt(body)}", status)
     # 202 Accepted is a job taken on, not done: only a url output waits for its result. Any other kind would keep
@@ -201,29 +224,33 @@ def take_output(output: OutputSpec, status: int, body: bytes, base: str, host: s
     if not allowed_host(hostname, host):
         raise RequestFailed(f"HTTP {status}, refused to fetch {url[:EXCERPT_CHARS]}: neither loopback nor serve.host",
                             status)
-    # A job API's result URL answers 202 Accepted while the job runs: poll it, as one request, until it is done.
-    deadline = time.monotonic() + timeout
-    got, data = call("GET", url, None, {}, timeout)
-    while got == 202:
-        still = RequestFailed(f"fetching {url[:EXCERPT_CHARS]}: still HTTP 202 after {timeout:g} s: {excerpt(data)}",
-                              got, timed_out=True)
-        if time.monotonic() + JOB_POLL_S >= deadline:
-            raise still
-        time.sleep(JOB_POLL_S)
-        # Read after the sleep, which may overrun: a socket refuses a timeout below 0. A poll the deadline cut
-        # short before any answer leaves the job as last seen, still running.
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise still
-        try:
-            got, data = call("GET", url, None, {}, left)
-        except RequestFailed as exc:
-            if exc.timed_out and exc.status is None:
-                raise still from None
-            raise
+    got, data = _poll(url, deadline)
     if not 200 <= got < 300:
         raise RequestFailed(f"fetching {url[:EXCERPT_CHARS]}: HTTP {got}: {excerpt(data)}", got)
     return Answer(status, data, _suffix(path, output.suffix))
+
+
+def _poll(url: str, deadline: Deadline) -> tuple[int, bytes]:
+    """GET ``url`` until it answers other than 202 Accepted (a job API's result URL while the job runs), all of it
+    within the request's deadline, which cuts a poll short: a poll outliving the request read as a hang of twice
+    request_timeout."""
+    last = None  # the last 202's body: a poll the deadline cut short leaves the job as last seen, still running
+    while (left := deadline.left()) > 0:  # read after a sleep, which may overrun: a socket refuses a timeout below 0
+        try:
+            got, data = call("GET", url, None, {}, left)
+        except RequestFailed as exc:
+            if not exc.timed_out:
+                raise
+            if exc.status is not None:
+                raise deadline.ran_out(url, f"HTTP {exc.status}, its body not ended", exc.status) from None
+            break
+        if got != 202:
+            return got, data
+        last = data
+        time.sleep(min(JOB_POLL_S, max(0.0, deadline.left())))
+    if last is None:
+        raise deadline.ran_out(url, "no answer", None)
+    raise deadline.ran_out(url, "still HTTP 202", 202, last)
 
 
 def wait_ready(url: str, timeout: float, alive: Callable[[], bool], on_tick: Callable[[], None]) -> tuple[bool, str]:

@@ -33,8 +33,8 @@ from typing import Callable
 from perfkit.errors import BadInput
 from perfkit.quality.media import parse_codec
 from perfkit.run.launch import RankProcess, end_group, rank_report, start_rank
-from perfkit.run.serve_load import (RequestFailed, call, closed_loop, encode_request, resolve, take_output,
-                                    wait_ready)
+from perfkit.run.serve_load import (Deadline, RequestFailed, call, closed_loop, encode_request, resolve,
+                                    take_output, wait_ready)
 from perfkit.run.trial import PYTHON_NAMES, RunOptions, Trial, check_program, free_port, process_env, trial_salt
 from perfkit.rundata.case import Case, Variant, expand_matrix
 from perfkit.rundata.exits import exit_text
@@ -153,10 +153,10 @@ class ServedTrial:
         row = {"level": level, "phase": phase, "index": k, "prompt": prompt.name, "seed": prompt.seed, "worker": worker}
         start = time.perf_counter()
         answer, error = None, None
+        deadline = Deadline.start(self.spec.request_timeout)  # the answer's and every poll's after it
         try:
-            status, data = call(self.server.request.method, resolve(url, self.base), body, headers,
-                                self.spec.request_timeout)
-            answer = take_output(self.server.output, status, data, self.base, self.spec.host, self.spec.request_timeout)
+            status, data = call(self.server.request.method, resolve(url, self.base), body, headers, deadline.seconds)
+            answer = take_output(self.server.output, status, data, self.base, self.spec.host, deadline)
         except RequestFailed as exc:
             error = exc
         end = time.perf_counter()

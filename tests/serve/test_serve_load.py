@@ -10,14 +10,18 @@ import threading
 import time
 import types
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
 
 import numpy as np
 import pytest
-from serve_testing import server_module
+from serve_testing import serve_case, server_module
 
 from perfkit.run import serve_load
-from perfkit.run.serve_load import RequestFailed, call, closed_loop, encode_request, take_output, wait_ready
-from perfkit.run.serve_trial import hang_reason
+from perfkit.run.serve_load import (Deadline, RequestFailed, call, closed_loop, encode_request, take_output,
+                                    wait_ready)
+from perfkit.run.serve_trial import ServedTrial, hang_reason
+from perfkit.run.trial import Trial
+from perfkit.rundata.case import validate
 from perfkit.rundata.serve_spec import OutputSpec, RequestSpec
 
 SERVER = server_module()
@@ -57,7 +61,7 @@ def served(tmp_path):
 def generate(base: str, output: OutputSpec, timeout: float = 10):
     url, body, headers = encode_request(RequestSpec("/generate", "POST", BODY, {}), VALUES)
     status, data = call("POST", base + url, body, headers, timeout)
-    return take_output(output, status, data, base, "127.0.0.1", timeout)
+    return take_output(output, status, data, base, "127.0.0.1", Deadline.start(timeout))
 
 
 @pytest.mark.parametrize("reply,output", [
@@ -118,17 +122,69 @@ def job():
         yield base, Job
 
 
+class JobAPI(BaseHTTPRequestHandler):
+    """A job API: POST /generate answers ``taken`` (status, body, headers) after ``post_s`` seconds; GET answers
+    202 Accepted with the job's status until ``done()``, then ``result``. Counts the GETs (the polls)."""
+
+    post_s, taken, result, polls = 0.0, (200, b'{"url": "/jobs/1"}', {}), b"VIDEO", 0
+    done: Callable[[], bool] = staticmethod(lambda: False)
+
+    def answer(self, status: int, body: bytes, headers: dict) -> None:
+        self.send_response(status)
+        for key, value in {"Content-Length": str(len(body)), **headers}.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        time.sleep(self.post_s)
+        self.answer(*self.taken)
+
+    def do_GET(self):
+        type(self).polls += 1
+        self.answer(200, self.result, {}) if self.done() else self.answer(202, b'{"status": "running"}', {})
+
+    def log_message(self, *args):
+        pass
+
+
+def served_request(tmp_path, handler: type, **serve) -> dict:
+    """One measured request of a serve trial (``serve`` replacing fields of the case's) sent to ``handler``
+    served in this process: its requests.jsonl row."""
+    case = validate(serve_case({"a": {}, "b": {}}, **serve), "c.yaml")
+    trial = ServedTrial(case, case.variants[0], Trial(0, "a", 1), tmp_path / "rank0", None, None)
+    with serving(handler, threading.Event()) as base:
+        trial.base = base
+        trial.send(1, "measured", 0, 0, 0)
+    return trial.log.rows[0]
+
+
+def test_a_job_polled_past_the_request_s_deadline_is_cut_at_it_naming_request_timeout(tmp_path):
+    """The request and the polls of its result URL had a request_timeout each: a job API that took 1.5 s of a 2 s
+    timeout to take the job on was polled for 2 s more, the request failing after 3.5 s."""
+    handler = type("SlowToTake", (JobAPI,), {"post_s": 1.5})
+    row = served_request(tmp_path, handler, request_timeout=2, output={"kind": "url", "field": "url"})
+    assert not row["ok"] and row["timed_out"] and row["status"] == 202
+    assert 2000 <= row["latency_ms"] < 3000, row
+    assert row["error"].endswith(': still HTTP 202 when serve.request_timeout ran out, 2 s after sending the '
+                                 'request: {"status": "running"}'), row["error"]
+
+
 def test_a_url_output_answering_202_is_polled_until_the_job_is_done(job):
     # A job API's result URL answers 202 Accepted while the job runs: its body is no output.
     base, handler = job
     # the request itself answered 202 too: the job taken on, its result URL in the body
-    answer = take_output(OutputSpec("url", "url", ".mp4"), 202, b'{"url": "/jobs/1.mkv"}', base, "127.0.0.1", 5)
+    answer = take_output(OutputSpec("url", "url", ".mp4"), 202, b'{"url": "/jobs/1.mkv"}', base, "127.0.0.1",
+                         Deadline.start(5))
     assert (answer.status, answer.data, answer.suffix, handler.polls) == (202, b"VIDEO", ".mkv", 3)
     handler.polls, handler.done_after = 0, 10 ** 6
     with pytest.raises(RequestFailed) as err:
-        take_output(OutputSpec("url", "url", ".mp4"), 200, b'{"url": "/jobs/2.mkv"}', base, "127.0.0.1", 0.5)
+        take_output(OutputSpec("url", "url", ".mp4"), 200, b'{"url": "/jobs/2.mkv"}', base, "127.0.0.1",
+                    Deadline.start(0.5))
     assert err.value.timed_out and err.value.status == 202 and handler.polls >= 2
-    assert str(err.value) == f'fetching {base}/jobs/2.mkv: still HTTP 202 after 0.5 s: {{"status": "running"}}'
+    assert str(err.value) == (f'fetching {base}/jobs/2.mkv: still HTTP 202 when serve.request_timeout ran out, 0.5 s '
+                              'after sending the request: {"status": "running"}')
 
 
 @pytest.mark.parametrize("overslept, silent_from", [(0.3, None), (0, 2)])
@@ -142,9 +198,11 @@ def test_a_job_still_running_at_the_deadline_is_a_timed_out_202_however_the_last
     monkeypatch.setattr(serve_load, "time", types.SimpleNamespace(
         monotonic=time.monotonic, sleep=lambda s: time.sleep(s + overslept)))
     with pytest.raises(RequestFailed) as err:
-        take_output(OutputSpec("url", "url", ".mp4"), 200, b'{"url": "/jobs/3.mkv"}', base, "127.0.0.1", 0.5)
+        take_output(OutputSpec("url", "url", ".mp4"), 200, b'{"url": "/jobs/3.mkv"}', base, "127.0.0.1",
+                    Deadline.start(0.5))
     assert (err.value.status, err.value.timed_out, str(err.value)) == (
-        202, True, f'fetching {base}/jobs/3.mkv: still HTTP 202 after 0.5 s: {{"status": "running"}}')
+        202, True, f'fetching {base}/jobs/3.mkv: still HTTP 202 when serve.request_timeout ran out, 0.5 s after '
+                   'sending the request: {"status": "running"}')
 
 
 @pytest.mark.parametrize("kind, field", [("body", ""), ("base64", "b64"), ("path", "path")])
@@ -155,7 +213,8 @@ def test_a_request_answered_202_is_a_failed_one_unless_a_url_output_polls_for_th
     partial.write_bytes(b"\x00\x00\x00\x18ftyp")
     body = json.dumps({"status": "queued", "b64": "AAAA", "path": str(partial)}).encode()
     with pytest.raises(RequestFailed) as err:
-        take_output(OutputSpec(kind, field, ".mp4"), 202, body, "http://127.0.0.1:9", "127.0.0.1", 5)
+        take_output(OutputSpec(kind, field, ".mp4"), 202, body, "http://127.0.0.1:9", "127.0.0.1",
+                    Deadline.start(5))
     assert err.value.status == 202 and not err.value.timed_out
     assert str(err.value).startswith("HTTP 202 Accepted, a job not done (output.kind url polls a job's result URL): "
                                      '{"status": "queued"'), str(err.value)
@@ -171,10 +230,11 @@ def test_an_error_answer_is_a_failed_request_with_status_and_excerpt(served):
 
 def test_a_missing_field_or_a_url_to_another_host_is_a_failed_request():
     with pytest.raises(RequestFailed, match=r"HTTP 200, no field 'video.url': \{\"video\": 1\}"):
-        take_output(OutputSpec("url", "video.url", ".mp4"), 200, b'{"video": 1}', "http://127.0.0.1:1", "127.0.0.1", 1)
+        take_output(OutputSpec("url", "video.url", ".mp4"), 200, b'{"video": 1}', "http://127.0.0.1:1", "127.0.0.1",
+                    Deadline.start(1))
     with pytest.raises(RequestFailed, match="refused to fetch http://example.com/v.mp4: neither loopback nor"):
         take_output(OutputSpec("url", "url", ".mp4"), 200, b'{"url": "http://example.com/v.mp4"}',
-                    "http://127.0.0.1:1", "127.0.0.1", 1)
+                    "http://127.0.0.1:1", "127.0.0.1", Deadline.start(1))
 
 
 def test_a_request_without_an_answer_in_time_is_timed_out(served):
@@ -293,10 +353,12 @@ def test_a_path_output_must_be_a_regular_file_and_a_suffix_a_plain_one(tmp_path)
                            (str(tmp_path), "is not a regular file"), ("/no/such/file.mp4", "No such file"),
                            ("a\0b.mp4", "embedded null byte")):
         with pytest.raises(RequestFailed, match=message):  # never blocks on the FIFO, never reads /dev/zero
-            take_output(spec, 200, json.dumps({"path": value}).encode(), "http://127.0.0.1:1", "127.0.0.1", 1)
+            take_output(spec, 200, json.dumps({"path": value}).encode(), "http://127.0.0.1:1", "127.0.0.1",
+                        Deadline.start(1))
     odd = tmp_path / "out.mp4\n"
     odd.write_bytes(b"video")
-    answer = take_output(spec, 200, json.dumps({"path": str(odd)}).encode(), "http://127.0.0.1:1", "127.0.0.1", 1)
+    answer = take_output(spec, 200, json.dumps({"path": str(odd)}).encode(), "http://127.0.0.1:1", "127.0.0.1",
+                         Deadline.start(1))
     assert answer == (200, b"video", ".mp4")  # the case's suffix, not ".mp4\n"
 
 
@@ -304,7 +366,7 @@ def test_a_path_output_must_be_a_regular_file_and_a_suffix_a_plain_one(tmp_path)
 def test_a_url_output_that_is_no_url_is_a_failed_request(url):
     with pytest.raises(RequestFailed):
         take_output(OutputSpec("url", "url", ".mp4"), 200, json.dumps({"url": url}).encode(), "http://127.0.0.1:1",
-                    "127.0.0.1", 1)
+                    "127.0.0.1", Deadline.start(1))
 
 
 def test_a_request_the_server_answered_but_did_not_finish_hangs_its_trial_for_the_server_s_reason():
@@ -312,7 +374,7 @@ def test_a_request_the_server_answered_but_did_not_finish_hangs_its_trial_for_th
     10 s' of a server that had answered (a reviewer's)."""
     silent = RequestFailed("no answer within 10 s", timed_out=True)
     assert hang_reason(3, 2, silent, 10) == "request 3 at c=2 got no answer within 10 s"
-    job = RequestFailed('fetching http://127.0.0.1:1/v/3: still HTTP 202 after 10 s: {"status": "running"}', 202,
-                        timed_out=True)
+    job = Deadline.start(10).ran_out("http://127.0.0.1:1/v/3", "still HTTP 202", 202, b'{"status": "running"}')
     assert hang_reason(3, 2, job, 10) == ('request 3 at c=2 was not done in time: fetching http://127.0.0.1:1/v/3: '
-                                          'still HTTP 202 after 10 s: {"status": "running"}')  # the limit said once
+                                          'still HTTP 202 when serve.request_timeout ran out, 10 s after sending the '
+                                          'request: {"status": "running"}')  # the limit said once
