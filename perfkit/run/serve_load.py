@@ -33,7 +33,12 @@ EXCERPT_CHARS = 200
 READY_POLL_S = 0.1
 READY_ANSWER_S = 2.0  # how long one readiness poll waits for an answer
 TICK_S = 0.1
-JOB_POLL_S = 0.02  # between polls of a url output that answered 202 (what it adds to a job's latency at most)
+# Between polls of a url output that answered 202: a tenth of the request's age, at least JOB_POLL_S and at most
+# JOB_POLL_MAX_S, so a long job is not polled 50 times a second and what a poll's wait adds to a job's latency stays
+# within a tenth of it (or JOB_POLL_S); a doubling wait could add as much again as the job had taken.
+JOB_POLL_S = 0.02
+JOB_POLL_SHARE = 0.1
+JOB_POLL_MAX_S = 1.0
 DRAIN_S = 10.0  # after the server is ended, how long in-flight requests get to fail and be recorded
 MAX_ANSWER_BYTES = 2 << 30  # a served output (a video) larger than this is refused, not held in memory
 READ_CHUNK = 1 << 20
@@ -247,7 +252,8 @@ def _poll(url: str, deadline: Deadline) -> tuple[int, bytes]:
         if got != 202:
             return got, data
         last = data
-        time.sleep(min(JOB_POLL_S, max(0.0, deadline.left())))
+        age = deadline.seconds - deadline.left()
+        time.sleep(min(JOB_POLL_MAX_S, max(JOB_POLL_S, JOB_POLL_SHARE * age), max(0.0, deadline.left())))
     if last is None:
         raise deadline.ran_out(url, "no answer", None)
     raise deadline.ran_out(url, "still HTTP 202", 202, last)

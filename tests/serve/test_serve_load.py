@@ -171,6 +171,19 @@ def test_a_job_polled_past_the_request_s_deadline_is_cut_at_it_naming_request_ti
                                  'request: {"status": "running"}'), row["error"]
 
 
+def test_a_long_job_is_polled_ever_less_often(tmp_path, monkeypatch):
+    """A job done 5 s after the request, on a clock that moves only by the waits between polls. By hand: each wait is
+    a tenth of the request's age, at least 0.02 s (at most 1 s, from 10 s on): polls at 0, 0.02, ..., 0.20 (11),
+    0.22 (12), then 0.22 x 1.1^n, the first at or past 5 s n = 33 (0.22 x 1.1^33 = 5.11; 1.1^32 x 0.22 = 4.65):
+    45 polls, the job seen 0.11 s late (2%). A fixed 0.02 s between polls made 252."""
+    clock = {"now": 0.0}
+    monkeypatch.setattr(serve_load, "time", types.SimpleNamespace(
+        monotonic=lambda: clock["now"], sleep=lambda s: clock.update(now=clock["now"] + s)))
+    handler = type("FiveSecondJob", (JobAPI,), {"done": staticmethod(lambda: clock["now"] >= 5)})
+    row = served_request(tmp_path, handler, request_timeout=10, output={"kind": "url", "field": "url"})
+    assert row["ok"] and handler.polls == 45 and 5.10 < clock["now"] < 5.12, (row, handler.polls, clock)
+
+
 def test_a_url_output_answering_202_is_polled_until_the_job_is_done(job):
     # A job API's result URL answers 202 Accepted while the job runs: its body is no output.
     base, handler = job
