@@ -9,6 +9,7 @@ and refused past ``MAX_ANSWER_BYTES`` (a body larger than memory is never held);
 be a regular file no larger than that. A URL output that answers 202 Accepted (a job API's result while
 the job runs) is polled until it answers otherwise, within the request's deadline (``request_timeout`` from sending
 it, one limit for the answer and every poll after it); a request answered 202 is a failed one for the other kinds.
+An output saved under a video's suffix must begin as a video container does, else it is a failed request.
 Whatever a server answers ends as an output or a failed request.
 """
 
@@ -43,6 +44,12 @@ DRAIN_S = 10.0  # after the server is ended, how long in-flight requests get to 
 MAX_ANSWER_BYTES = 2 << 30  # a served output (a video) larger than this is refused, not held in memory
 READ_CHUNK = 1 << 20
 SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,16}")  # a suffix an output file may take from a URL or path
+# An output saved under one of these suffixes must be a video (starts_as_video); any container counts for any of them,
+# as ffmpeg reads a file by its content, not its name.
+VIDEO_SUFFIXES = frozenset((".mp4", ".m4v", ".mov", ".3gp", ".mkv", ".webm", ".avi", ".gif", ".mpg", ".mpeg", ".ts",
+                            ".flv", ".ogv"))
+ISO_BOXES = (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip")  # an ISO BMFF file's first box
+VIDEO_MAGIC = (b"\x1a\x45\xdf\xa3", b"GIF87a", b"GIF89a", b"\x00\x00\x01\xba", b"FLV", b"OggS")
 
 
 class RequestFailed(Exception):
@@ -51,6 +58,14 @@ class RequestFailed(Exception):
     def __init__(self, reason: str, status: int | None = None, timed_out: bool = False):
         super().__init__(reason)
         self.status, self.timed_out = status, timed_out
+
+
+class Reply(NamedTuple):
+    """One HTTP answer: its status, its body and the header perfkit reads of it."""
+
+    status: int
+    data: bytes
+    content_type: str = ""  # "" where the answer named none
 
 
 class Answer(NamedTuple):
@@ -71,8 +86,8 @@ def resolve(url: str, base: str) -> str:
     return base + url if url.startswith("/") else url
 
 
-def call(method: str, url: str, body: bytes | None, headers: dict, timeout: float) -> tuple[int, bytes]:
-    """One HTTP exchange on a fresh connection: (status, body), the whole of it within ``timeout``.
+def call(method: str, url: str, body: bytes | None, headers: dict, timeout: float) -> Reply:
+    """One HTTP exchange on a fresh connection, the whole of it within ``timeout``.
     Connection errors, timeouts, URLs that are none and answers over ``MAX_ANSWER_BYTES`` raise
     ``RequestFailed``."""
     deadline = time.monotonic() + timeout
@@ -86,7 +101,7 @@ def call(method: str, url: str, body: bytes | None, headers: dict, timeout: floa
     try:
         conn.request(method, target, body=body, headers=headers)
         resp = conn.getresponse()
-        return resp.status, _read_body(resp, deadline, timeout)
+        return Reply(resp.status, _read_body(resp, deadline, timeout), resp.getheader("Content-Type", ""))
     except TimeoutError:
         raise RequestFailed(f"no answer within {timeout:g} s", timed_out=True) from None
     except (OSError, http.client.HTTPException, ValueError) as exc:  # ValueError: a URL http.client cannot send
@@ -144,6 +159,23 @@ def _read_local(value: str, status: int) -> bytes:
         os.close(fd)
 
 
+def starts_as_video(data: bytes) -> bool:
+    """Whether ``data`` begins as a video container does, by the signatures ffmpeg's probes read: ISO BMFF (MP4, MOV,
+    3GP: a box type at byte 4), Matroska and WebM, AVI, GIF, MPEG program and transport streams, FLV, Ogg."""
+    return (data[4:8] in ISO_BOXES or data.startswith(VIDEO_MAGIC) or (data[:4] == b"RIFF" and data[8:12] == b"AVI ")
+            or data[:1] == data[188:189] == b"G")
+
+
+def _output(status: int, data: bytes, suffix: str, content_type: str = "") -> Answer:
+    """An output saved as a video (``suffix``) that is none is a failed request naming what came back: an error page
+    or JSON answered 200 was kept as the video, its latency and outputs/min as a generation's."""
+    if suffix.lower() in VIDEO_SUFFIXES and not starts_as_video(data):
+        said = f"Content-Type {content_type}, " if content_type else ""
+        raise RequestFailed(f"HTTP {status}, not a video where a {suffix} file was expected ({said}{len(data):,} "
+                            f"bytes): {excerpt(data)}", status)
+    return Answer(status, data, suffix)
+
+
 def encode_request(request: RequestSpec, values: dict) -> tuple[str, bytes | None, dict]:
     """The filled URL (its placeholders percent-encoded), body bytes and headers of one request (a mapping or
     list body is sent as JSON)."""
@@ -193,9 +225,10 @@ class Deadline(NamedTuple):
                              status, timed_out=True)
 
 
-def take_output(output: OutputSpec, status: int, body: bytes, base: str, host: str, deadline: Deadline) -> Answer:
+def take_output(output: OutputSpec, reply: Reply, base: str, host: str, deadline: Deadline) -> Answer:
     """The output an answer carries (the body, a base64 field, a URL or a path in a JSON field); a URL is fetched
     within the request's ``deadline``."""
+    status, body = reply.status, reply.data
     if not 200 <= status < 300:
         raise RequestFailed(f"HTTP {status}: {excerpt(body)}", status)
     # 202 Accepted is a job taken on, not done: only a url output waits for its result. Any other kind would keep
@@ -204,7 +237,7 @@ def take_output(output: OutputSpec, status: int, body: bytes, base: str, host: s
         raise RequestFailed(f"HTTP 202 Accepted, a job not done (output.kind url polls a job's result URL): "
                             f"{excerpt(body)}", status)
     if output.kind == "body":
-        return Answer(status, body, output.suffix)
+        return _output(status, body, output.suffix, reply.content_type)
     try:
         value = _field(json.loads(body), output.field)
     except (ValueError, RecursionError):  # RecursionError: brackets nested thousands deep
@@ -215,11 +248,12 @@ def take_output(output: OutputSpec, status: int, body: bytes, base: str, host: s
         raise RequestFailed(f"HTTP {status}, field {output.field!r} is not a string: {excerpt(body)}", status)
     if output.kind == "base64":
         try:
-            return Answer(status, base64.b64decode(value, validate=True), output.suffix)
+            data = base64.b64decode(value, validate=True)
         except ValueError as exc:  # binascii.Error, or characters outside ASCII
             raise RequestFailed(f"HTTP {status}, field {output.field!r} is not base64 ({exc})", status) from None
+        return _output(status, data, output.suffix)
     if output.kind == "path":
-        return Answer(status, _read_local(value, status), _suffix(value, output.suffix))
+        return _output(status, _read_local(value, status), _suffix(value, output.suffix))
     url = resolve(value, base)
     try:
         parts = urlsplit(url)
@@ -229,29 +263,29 @@ def take_output(output: OutputSpec, status: int, body: bytes, base: str, host: s
     if not allowed_host(hostname, host):
         raise RequestFailed(f"HTTP {status}, refused to fetch {url[:EXCERPT_CHARS]}: neither loopback nor serve.host",
                             status)
-    got, data = _poll(url, deadline)
-    if not 200 <= got < 300:
-        raise RequestFailed(f"fetching {url[:EXCERPT_CHARS]}: HTTP {got}: {excerpt(data)}", got)
-    return Answer(status, data, _suffix(path, output.suffix))
+    got = _poll(url, deadline)
+    if not 200 <= got.status < 300:
+        raise RequestFailed(f"fetching {url[:EXCERPT_CHARS]}: HTTP {got.status}: {excerpt(got.data)}", got.status)
+    return _output(status, got.data, _suffix(path, output.suffix), got.content_type)
 
 
-def _poll(url: str, deadline: Deadline) -> tuple[int, bytes]:
+def _poll(url: str, deadline: Deadline) -> Reply:
     """GET ``url`` until it answers other than 202 Accepted (a job API's result URL while the job runs), all of it
     within the request's deadline, which cuts a poll short: a poll outliving the request read as a hang of twice
     request_timeout."""
     last = None  # the last 202's body: a poll the deadline cut short leaves the job as last seen, still running
     while (left := deadline.left()) > 0:  # read after a sleep, which may overrun: a socket refuses a timeout below 0
         try:
-            got, data = call("GET", url, None, {}, left)
+            got = call("GET", url, None, {}, left)
         except RequestFailed as exc:
             if not exc.timed_out:
                 raise
             if exc.status is not None:
                 raise deadline.ran_out(url, f"HTTP {exc.status}, its body not ended", exc.status) from None
             break
-        if got != 202:
-            return got, data
-        last = data
+        if got.status != 202:
+            return got
+        last = got.data
         age = deadline.seconds - deadline.left()
         time.sleep(min(JOB_POLL_MAX_S, max(JOB_POLL_S, JOB_POLL_SHARE * age), max(0.0, deadline.left())))
     if last is None:
@@ -267,7 +301,7 @@ def wait_ready(url: str, timeout: float, alive: Callable[[], bool], on_tick: Cal
     while alive() and time.monotonic() < deadline:
         wait = min(READY_ANSWER_S, max(READY_POLL_S, deadline - time.monotonic()))
         try:
-            status, body = call("GET", url, None, {}, wait)
+            status, body, _ = call("GET", url, None, {}, wait)
             if 200 <= status < 300:
                 return True, f"HTTP {status}"
             last = f"HTTP {status}: {excerpt(body)}"

@@ -155,8 +155,8 @@ class ServedTrial:
         answer, error = None, None
         deadline = Deadline.start(self.spec.request_timeout)  # the answer's and every poll's after it
         try:
-            status, data = call(self.server.request.method, resolve(url, self.base), body, headers, deadline.seconds)
-            answer = take_output(self.server.output, status, data, self.base, self.spec.host, deadline)
+            reply = call(self.server.request.method, resolve(url, self.base), body, headers, deadline.seconds)
+            answer = take_output(self.server.output, reply, self.base, self.spec.host, deadline)
         except RequestFailed as exc:
             error = exc
         end = time.perf_counter()

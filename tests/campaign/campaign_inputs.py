@@ -34,7 +34,7 @@ import numpy as np
 from click.testing import CliRunner
 
 from perfkit.cli import cli
-from perfkit.run.serve_load import Deadline, RequestFailed, take_output
+from perfkit.run.serve_load import Deadline, Reply, RequestFailed, take_output
 from perfkit.rundata.metrics import read_metrics
 from perfkit.rundata.serve_spec import OutputSpec
 
@@ -261,7 +261,7 @@ def _serve_answer(seed: Seed, data: bytes, work: Path) -> Outcome:
     server is a closed port (nothing listens on port 1), so a fetch fails at once."""
     _write(work / "served", "0001.npy", seeds("serve")[0].data)
     try:
-        take_output(SERVE_OUTPUTS[seed.name], 200, data, "http://127.0.0.1:1", "127.0.0.1", Deadline.start(2))
+        take_output(SERVE_OUTPUTS[seed.name], Reply(200, data), "http://127.0.0.1:1", "127.0.0.1", Deadline.start(2))
     except RequestFailed as exc:
         return Outcome(0, str(exc), None)
     except Exception as exc:  # noqa: BLE001

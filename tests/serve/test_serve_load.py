@@ -2,6 +2,7 @@
 and timeouts as failed requests, readiness, and the closed loop's concurrency."""
 
 import argparse
+import base64
 import contextlib
 import io
 import json
@@ -12,12 +13,13 @@ import types
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
+import av
 import numpy as np
 import pytest
 from serve_testing import serve_case, server_module
 
 from perfkit.run import serve_load
-from perfkit.run.serve_load import (Deadline, RequestFailed, call, closed_loop, encode_request, take_output,
+from perfkit.run.serve_load import (Deadline, Reply, RequestFailed, call, closed_loop, encode_request, take_output,
                                     wait_ready)
 from perfkit.run.serve_trial import ServedTrial, hang_reason
 from perfkit.run.trial import Trial
@@ -27,6 +29,21 @@ from perfkit.rundata.serve_spec import OutputSpec, RequestSpec
 SERVER = server_module()
 BODY = {"prompt": "{prompt}", "seed": "{seed}", "width": "{width}", "height": "{height}", "frames": "{frames}"}
 VALUES = {"prompt": "a fox", "seed": 5, "width": 32, "height": 24, "frames": 3}
+
+
+def encoded(container: str, codec: str, rate: int = 8) -> bytes:
+    """Two black 32x32 frames as PyAV (ffmpeg) writes them in ``container``: a video by the referee's own making."""
+    buf = io.BytesIO()
+    with av.open(buf, "w", format=container) as out:
+        stream = out.add_stream(codec, rate=rate)
+        stream.width, stream.height, stream.pix_fmt = 32, 32, "rgb8" if codec == "gif" else "yuv420p"
+        for frame in np.zeros((2, 32, 32, 3), np.uint8):
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+        out.mux(stream.encode())
+    return buf.getvalue()
+
+
+MP4 = encoded("mp4", "mpeg4")
 
 
 @contextlib.contextmanager
@@ -60,8 +77,8 @@ def served(tmp_path):
 
 def generate(base: str, output: OutputSpec, timeout: float = 10):
     url, body, headers = encode_request(RequestSpec("/generate", "POST", BODY, {}), VALUES)
-    status, data = call("POST", base + url, body, headers, timeout)
-    return take_output(output, status, data, base, "127.0.0.1", Deadline.start(timeout))
+    return take_output(output, call("POST", base + url, body, headers, timeout), base, "127.0.0.1",
+                       Deadline.start(timeout))
 
 
 @pytest.mark.parametrize("reply,output", [
@@ -109,7 +126,7 @@ def job():
                 release.wait(10)
                 return
             done = self.polls > self.done_after
-            body = b"VIDEO" if done else b'{"status": "running"}'
+            body = MP4 if done else b'{"status": "running"}'
             self.send_response(200 if done else 202)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -126,7 +143,7 @@ class JobAPI(BaseHTTPRequestHandler):
     """A job API: POST /generate answers ``taken`` (status, body, headers) after ``post_s`` seconds; GET answers
     202 Accepted with the job's status until ``done()``, then ``result``. Counts the GETs (the polls)."""
 
-    post_s, taken, result, polls = 0.0, (200, b'{"url": "/jobs/1"}', {}), b"VIDEO", 0
+    post_s, taken, result, polls = 0.0, (200, b'{"url": "/jobs/1"}', {}), MP4, 0
     done: Callable[[], bool] = staticmethod(lambda: False)
 
     def answer(self, status: int, body: bytes, headers: dict) -> None:
@@ -184,16 +201,55 @@ def test_a_long_job_is_polled_ever_less_often(tmp_path, monkeypatch):
     assert row["ok"] and handler.polls == 45 and 5.10 < clock["now"] < 5.12, (row, handler.polls, clock)
 
 
+@pytest.mark.parametrize("container,codec,rate", [
+    ("mp4", "mpeg4", 8), ("mp4", "libx264", 8), ("mov", "mpeg4", 8), ("3gp", "mpeg4", 8), ("matroska", "ffv1", 8),
+    ("webm", "libvpx-vp9", 8), ("avi", "mpeg4", 8), ("gif", "gif", 8), ("mpegts", "mpeg2video", 8),
+    ("mpeg", "mpeg1video", 25), ("flv", "flv", 8)])
+def test_every_container_ffmpeg_writes_starts_as_a_video(container, codec, rate):
+    assert serve_load.starts_as_video(encoded(container, codec, rate))
+
+
+@pytest.mark.parametrize("body", [b"<!DOCTYPE html><html><body>Bad gateway</body></html>", b'{"error": "oom"}', b"",
+                                  b"Gateway timeout", np.zeros(1, np.uint8).tobytes()])
+def test_what_ffmpeg_cannot_open_does_not_start_as_a_video(body):
+    with pytest.raises(av.error.InvalidDataError):  # the referee: ffmpeg's probe, through PyAV, finds no video
+        av.open(io.BytesIO(body))
+    assert not serve_load.starts_as_video(body)
+
+
+def test_an_answer_that_is_no_video_where_the_case_saves_one_is_a_failed_request_naming_it(tmp_path):
+    """An HTML error page answered 200 (a proxy's, a framework's) was saved as the video: a good output, its
+    latency and outputs/min a generation's."""
+    page = b"<!DOCTYPE html><html><body>Internal error</body></html>"
+    handler = type("ErrorPage", (JobAPI,), {"taken": (200, page, {"Content-Type": "text/html; charset=utf-8"})})
+    row = served_request(tmp_path, handler, output={"kind": "body", "suffix": ".mp4"})
+    assert (row["ok"], row["status"], row["error"], row.get("output")) == (
+        False, 200, "HTTP 200, not a video where a .mp4 file was expected (Content-Type text/html; charset=utf-8, 55 "
+                    "bytes): <!DOCTYPE html><html><body>Internal error</body></html>", None)
+    # A field's bytes have no Content-Type of their own; a suffix that is no video's is not checked.
+    error = b'{"error": "out of memory"}'
+    for output, reply in ((OutputSpec("base64", "b64", ".mkv"), {"b64": base64.b64encode(error).decode()}),
+                          (OutputSpec("body", None, ".json"), {"error": "out of memory"})):
+        try:
+            answer = take_output(output, Reply(200, json.dumps(reply).encode(), "application/json"),
+                                 "http://127.0.0.1:9", "127.0.0.1", Deadline.start(1))
+        except RequestFailed as exc:
+            assert str(exc) == 'HTTP 200, not a video where a .mkv file was expected (26 bytes): {"error": "out of ' \
+                               'memory"}'
+        else:
+            assert answer.suffix == ".json"
+
+
 def test_a_url_output_answering_202_is_polled_until_the_job_is_done(job):
     # A job API's result URL answers 202 Accepted while the job runs: its body is no output.
     base, handler = job
     # the request itself answered 202 too: the job taken on, its result URL in the body
-    answer = take_output(OutputSpec("url", "url", ".mp4"), 202, b'{"url": "/jobs/1.mkv"}', base, "127.0.0.1",
+    answer = take_output(OutputSpec("url", "url", ".mp4"), Reply(202, b'{"url": "/jobs/1.mkv"}'), base, "127.0.0.1",
                          Deadline.start(5))
-    assert (answer.status, answer.data, answer.suffix, handler.polls) == (202, b"VIDEO", ".mkv", 3)
+    assert (answer.status, answer.data, answer.suffix, handler.polls) == (202, MP4, ".mkv", 3)
     handler.polls, handler.done_after = 0, 10 ** 6
     with pytest.raises(RequestFailed) as err:
-        take_output(OutputSpec("url", "url", ".mp4"), 200, b'{"url": "/jobs/2.mkv"}', base, "127.0.0.1",
+        take_output(OutputSpec("url", "url", ".mp4"), Reply(200, b'{"url": "/jobs/2.mkv"}'), base, "127.0.0.1",
                     Deadline.start(0.5))
     assert err.value.timed_out and err.value.status == 202 and handler.polls >= 2
     assert str(err.value) == (f'fetching {base}/jobs/2.mkv: still HTTP 202 when serve.request_timeout ran out, 0.5 s '
@@ -211,7 +267,7 @@ def test_a_job_still_running_at_the_deadline_is_a_timed_out_202_however_the_last
     monkeypatch.setattr(serve_load, "time", types.SimpleNamespace(
         monotonic=time.monotonic, sleep=lambda s: time.sleep(s + overslept)))
     with pytest.raises(RequestFailed) as err:
-        take_output(OutputSpec("url", "url", ".mp4"), 200, b'{"url": "/jobs/3.mkv"}', base, "127.0.0.1",
+        take_output(OutputSpec("url", "url", ".mp4"), Reply(200, b'{"url": "/jobs/3.mkv"}'), base, "127.0.0.1",
                     Deadline.start(0.5))
     assert (err.value.status, err.value.timed_out, str(err.value)) == (
         202, True, f'fetching {base}/jobs/3.mkv: still HTTP 202 when serve.request_timeout ran out, 0.5 s after '
@@ -226,7 +282,7 @@ def test_a_request_answered_202_is_a_failed_one_unless_a_url_output_polls_for_th
     partial.write_bytes(b"\x00\x00\x00\x18ftyp")
     body = json.dumps({"status": "queued", "b64": "AAAA", "path": str(partial)}).encode()
     with pytest.raises(RequestFailed) as err:
-        take_output(OutputSpec(kind, field, ".mp4"), 202, body, "http://127.0.0.1:9", "127.0.0.1",
+        take_output(OutputSpec(kind, field, ".mp4"), Reply(202, body), "http://127.0.0.1:9", "127.0.0.1",
                     Deadline.start(5))
     assert err.value.status == 202 and not err.value.timed_out
     assert str(err.value).startswith("HTTP 202 Accepted, a job not done (output.kind url polls a job's result URL): "
@@ -243,10 +299,10 @@ def test_an_error_answer_is_a_failed_request_with_status_and_excerpt(served):
 
 def test_a_missing_field_or_a_url_to_another_host_is_a_failed_request():
     with pytest.raises(RequestFailed, match=r"HTTP 200, no field 'video.url': \{\"video\": 1\}"):
-        take_output(OutputSpec("url", "video.url", ".mp4"), 200, b'{"video": 1}', "http://127.0.0.1:1", "127.0.0.1",
-                    Deadline.start(1))
+        take_output(OutputSpec("url", "video.url", ".mp4"), Reply(200, b'{"video": 1}'), "http://127.0.0.1:1",
+                    "127.0.0.1", Deadline.start(1))
     with pytest.raises(RequestFailed, match="refused to fetch http://example.com/v.mp4: neither loopback nor"):
-        take_output(OutputSpec("url", "url", ".mp4"), 200, b'{"url": "http://example.com/v.mp4"}',
+        take_output(OutputSpec("url", "url", ".mp4"), Reply(200, b'{"url": "http://example.com/v.mp4"}'),
                     "http://127.0.0.1:1", "127.0.0.1", Deadline.start(1))
 
 
@@ -366,20 +422,20 @@ def test_a_path_output_must_be_a_regular_file_and_a_suffix_a_plain_one(tmp_path)
                            (str(tmp_path), "is not a regular file"), ("/no/such/file.mp4", "No such file"),
                            ("a\0b.mp4", "embedded null byte")):
         with pytest.raises(RequestFailed, match=message):  # never blocks on the FIFO, never reads /dev/zero
-            take_output(spec, 200, json.dumps({"path": value}).encode(), "http://127.0.0.1:1", "127.0.0.1",
+            take_output(spec, Reply(200, json.dumps({"path": value}).encode()), "http://127.0.0.1:1", "127.0.0.1",
                         Deadline.start(1))
     odd = tmp_path / "out.mp4\n"
-    odd.write_bytes(b"video")
-    answer = take_output(spec, 200, json.dumps({"path": str(odd)}).encode(), "http://127.0.0.1:1", "127.0.0.1",
-                         Deadline.start(1))
-    assert answer == (200, b"video", ".mp4")  # the case's suffix, not ".mp4\n"
+    odd.write_bytes(MP4)
+    answer = take_output(spec, Reply(200, json.dumps({"path": str(odd)}).encode()), "http://127.0.0.1:1",
+                         "127.0.0.1", Deadline.start(1))
+    assert answer == (200, MP4, ".mp4")  # the case's suffix, not ".mp4\n"
 
 
 @pytest.mark.parametrize("url", ["http://[::1/v.mp4", "http://127.0.0.1:99999/v.mp4", "/v\u00e9.mp4"])
 def test_a_url_output_that_is_no_url_is_a_failed_request(url):
     with pytest.raises(RequestFailed):
-        take_output(OutputSpec("url", "url", ".mp4"), 200, json.dumps({"url": url}).encode(), "http://127.0.0.1:1",
-                    "127.0.0.1", Deadline.start(1))
+        take_output(OutputSpec("url", "url", ".mp4"), Reply(200, json.dumps({"url": url}).encode()),
+                    "http://127.0.0.1:1", "127.0.0.1", Deadline.start(1))
 
 
 def test_a_request_the_server_answered_but_did_not_finish_hangs_its_trial_for_the_server_s_reason():
