@@ -8,7 +8,8 @@ deadline (``request_timeout`` for the whole body, so a server that never finishe
 and refused past ``MAX_ANSWER_BYTES`` (a body larger than memory is never held); a ``path`` output must
 be a regular file no larger than that. A URL output that answers 202 Accepted (a job API's result while
 the job runs) is polled until it answers otherwise, within the request's deadline (``request_timeout`` from sending
-it, one limit for the answer and every poll after it); a request answered 202 is a failed one for the other kinds.
+it, one limit for the answer and every poll after it); so is a request's 202 with a Location header, its final answer
+read as the output kind says; a request answered 202 with none is a failed one for the other kinds.
 An output saved under a video's suffix must begin as a video container does, else it is a failed request.
 Whatever a server answers ends as an output or a failed request.
 """
@@ -61,11 +62,12 @@ class RequestFailed(Exception):
 
 
 class Reply(NamedTuple):
-    """One HTTP answer: its status, its body and the header perfkit reads of it."""
+    """One HTTP answer: its status, its body and the headers perfkit reads of it."""
 
     status: int
     data: bytes
     content_type: str = ""  # "" where the answer named none
+    location: str = ""  # where a 202 Accepted says the job's result will be; "" where none
 
 
 class Answer(NamedTuple):
@@ -101,7 +103,8 @@ def call(method: str, url: str, body: bytes | None, headers: dict, timeout: floa
     try:
         conn.request(method, target, body=body, headers=headers)
         resp = conn.getresponse()
-        return Reply(resp.status, _read_body(resp, deadline, timeout), resp.getheader("Content-Type", ""))
+        return Reply(resp.status, _read_body(resp, deadline, timeout), resp.getheader("Content-Type", ""),
+                     resp.getheader("Location", ""))
     except TimeoutError:
         raise RequestFailed(f"no answer within {timeout:g} s", timed_out=True) from None
     except (OSError, http.client.HTTPException, ValueError) as exc:  # ValueError: a URL http.client cannot send
@@ -227,15 +230,21 @@ class Deadline(NamedTuple):
 
 def take_output(output: OutputSpec, reply: Reply, base: str, host: str, deadline: Deadline) -> Answer:
     """The output an answer carries (the body, a base64 field, a URL or a path in a JSON field); a URL is fetched
-    within the request's ``deadline``."""
-    status, body = reply.status, reply.data
+    within the request's ``deadline``, as is a 202 Accepted's Location."""
+    status = reply.status
     if not 200 <= status < 300:
-        raise RequestFailed(f"HTTP {status}: {excerpt(body)}", status)
-    # 202 Accepted is a job taken on, not done: only a url output waits for its result. Any other kind would keep
-    # the job's status as the video (a path, a file still being written), its latency as the job's.
-    if status == 202 and output.kind != "url":
-        raise RequestFailed(f"HTTP 202 Accepted, a job not done (output.kind url polls a job's result URL): "
-                            f"{excerpt(body)}", status)
+        raise RequestFailed(f"HTTP {status}: {excerpt(reply.data)}", status)
+    # 202 Accepted is a job taken on, not done. Its Location (HTTP's word for where the job's result will be) is polled
+    # and its final answer read as output.kind says; else only a url output waits, at the URL its field names. Any
+    # other kind would keep the job's status as the video (a path, a file still being written), its latency as the
+    # job's.
+    if status == 202 and reply.location:
+        reply = _fetch(resolve(reply.location, base), "its Location", status, host, deadline)
+    elif status == 202 and output.kind != "url":
+        raise RequestFailed(f"HTTP 202 Accepted with no Location header, a job taken on, not its output: perfkit "
+                            f"polls a 202's Location, or with output.kind url the URL in output.field, while it "
+                            f"answers 202 and takes the output from its next answer: {excerpt(reply.data)}", status)
+    body = reply.data
     if output.kind == "body":
         return _output(status, body, output.suffix, reply.content_type)
     try:
@@ -255,18 +264,23 @@ def take_output(output: OutputSpec, reply: Reply, base: str, host: str, deadline
     if output.kind == "path":
         return _output(status, _read_local(value, status), _suffix(value, output.suffix))
     url = resolve(value, base)
+    got = _fetch(url, f"field {output.field!r}", status, host, deadline)
+    return _output(status, got.data, _suffix(urlsplit(url).path, output.suffix), got.content_type)
+
+
+def _fetch(url: str, named: str, status: int, host: str, deadline: Deadline) -> Reply:
+    """The 2xx answer of a URL an answer ``named`` (on loopback or the case's host), polled while it answers 202."""
     try:
-        parts = urlsplit(url)
-        hostname, path = parts.hostname, parts.path
+        hostname = urlsplit(url).hostname
     except ValueError as exc:
-        raise RequestFailed(f"HTTP {status}, field {output.field!r} is not a URL ({exc})", status) from None
+        raise RequestFailed(f"HTTP {status}, {named} is not a URL ({exc})", status) from None
     if not allowed_host(hostname, host):
         raise RequestFailed(f"HTTP {status}, refused to fetch {url[:EXCERPT_CHARS]}: neither loopback nor serve.host",
                             status)
     got = _poll(url, deadline)
     if not 200 <= got.status < 300:
         raise RequestFailed(f"fetching {url[:EXCERPT_CHARS]}: HTTP {got.status}: {excerpt(got.data)}", got.status)
-    return _output(status, got.data, _suffix(path, output.suffix), got.content_type)
+    return got
 
 
 def _poll(url: str, deadline: Deadline) -> Reply:
@@ -301,7 +315,7 @@ def wait_ready(url: str, timeout: float, alive: Callable[[], bool], on_tick: Cal
     while alive() and time.monotonic() < deadline:
         wait = min(READY_ANSWER_S, max(READY_POLL_S, deadline - time.monotonic()))
         try:
-            status, body, _ = call("GET", url, None, {}, wait)
+            status, body, *_ = call("GET", url, None, {}, wait)
             if 200 <= status < 300:
                 return True, f"HTTP {status}"
             last = f"HTTP {status}: {excerpt(body)}"

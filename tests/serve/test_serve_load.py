@@ -240,6 +240,19 @@ def test_an_answer_that_is_no_video_where_the_case_saves_one_is_a_failed_request
             assert answer.suffix == ".json"
 
 
+@pytest.mark.parametrize("kind, result", [("body", MP4),
+                                          ("base64", json.dumps({"b64": base64.b64encode(MP4).decode()}).encode())])
+def test_a_202_s_location_is_polled_and_its_final_answer_holds_the_output(tmp_path, kind, result):
+    """A job API answering 202 Accepted with a Location, then the video in the body of a later poll's answer, was
+    refused ('HTTP 202 Accepted, a job not done'): only a url output polled, at a URL in a JSON field."""
+    handler = type("Located", (JobAPI,), {"taken": (202, b'{"status": "queued"}', {"Location": "/jobs/7"}),
+                                          "result": result})
+    handler.done = staticmethod(lambda: handler.polls > 2)
+    row = served_request(tmp_path, handler, output={"kind": kind, "field": "b64", "suffix": ".mp4"})
+    assert (row["ok"], row["status"], row["bytes"], handler.polls) == (True, 202, len(MP4), 3), row
+    assert (tmp_path / "rank0" / row["output"]).read_bytes() == MP4
+
+
 def test_a_url_output_answering_202_is_polled_until_the_job_is_done(job):
     # A job API's result URL answers 202 Accepted while the job runs: its body is no output.
     base, handler = job
@@ -285,8 +298,10 @@ def test_a_request_answered_202_is_a_failed_one_unless_a_url_output_polls_for_th
         take_output(OutputSpec(kind, field, ".mp4"), Reply(202, body), "http://127.0.0.1:9", "127.0.0.1",
                     Deadline.start(5))
     assert err.value.status == 202 and not err.value.timed_out
-    assert str(err.value).startswith("HTTP 202 Accepted, a job not done (output.kind url polls a job's result URL): "
-                                     '{"status": "queued"'), str(err.value)
+    assert str(err.value).startswith(
+        "HTTP 202 Accepted with no Location header, a job taken on, not its output: perfkit polls a 202's Location, "
+        "or with output.kind url the URL in output.field, while it answers 202 and takes the output from its next "
+        'answer: {"status": "queued"'), str(err.value)
 
 
 def test_an_error_answer_is_a_failed_request_with_status_and_excerpt(served):
