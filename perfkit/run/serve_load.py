@@ -190,7 +190,8 @@ def encode_request(request: RequestSpec, values: dict) -> tuple[str, bytes | Non
     else:
         data = None if body is None else str(body).encode()
     # A prompt in a URL is percent-encoded ('/' kept, for a path in a value): raw spaces make http.client refuse
-    # the URL and an '&' would split the query. The server's own host and port go in as they are.
+    # the URL and an '&' would split the query. Its '%' too: a value is the text the server reads, and '100%' or
+    # '%20' in a prompt cannot be told from one already encoded. The server's own host and port go in as they are.
     in_url = {k: v if k in PER_SERVER else quote(str(v), safe="/") for k, v in values.items()}
     return fill(request.url, in_url), data, headers
 

@@ -12,6 +12,7 @@ import time
 import types
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import av
 import numpy as np
@@ -109,6 +110,19 @@ def test_a_url_placeholder_is_percent_encoded_so_a_prompt_fits_a_query():
                                   {"prompt": "a fox & co? #1 ré", "name": "a/b", "seed": 5, "host": "127.0.0.1",
                                    "port": 8000})
     assert url == "http://127.0.0.1:8000/g/a/b?p=a%20fox%20%26%20co%3F%20%231%20r%C3%A9&s=5" and body is None
+
+
+def test_a_url_value_is_data_encoded_once_and_the_template_s_own_text_is_sent_as_written():
+    """The rule: a placeholder's value is what the server should read, so '%' in it is encoded too ('%20' arrives as
+    the three characters '%20', never as a space: '100%' and '50%25' are text as well, and no rule tells those from
+    'already encoded'); the URL template's own text, already encoded by its writer, is not touched. Referee: the
+    standard library's parse_qs and unquote, as a server decodes the URL."""
+    url, _, _ = encode_request(RequestSpec("/g/{name}?style=oil%20paint&p={prompt}", "GET", None, {}),
+                               {"prompt": "100% a%20fox+co", "name": "fox%2F1"})
+    assert url == "/g/fox%252F1?style=oil%20paint&p=100%25%20a%2520fox%2Bco"
+    parts = urlsplit(url)
+    assert parse_qs(parts.query) == {"style": ["oil paint"], "p": ["100% a%20fox+co"]}
+    assert unquote(parts.path) == "/g/fox%2F1"
 
 
 @pytest.fixture
