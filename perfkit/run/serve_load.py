@@ -49,8 +49,11 @@ SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,16}")  # a suffix an output file may take 
 # as ffmpeg reads a file by its content, not its name.
 VIDEO_SUFFIXES = frozenset((".mp4", ".m4v", ".mov", ".3gp", ".mkv", ".webm", ".avi", ".gif", ".mpg", ".mpeg", ".ts",
                             ".flv", ".ogv"))
-ISO_BOXES = (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip")  # an ISO BMFF file's first box
-VIDEO_MAGIC = (b"\x1a\x45\xdf\xa3", b"GIF87a", b"GIF89a", b"\x00\x00\x01\xba", b"FLV", b"OggS")
+ISO_BOXES = (b"ftyp", b"styp", b"moov", b"mdat", b"free", b"wide", b"skip", b"pnot")  # an ISO BMFF file's first box
+# Matroska / WebM, GIF, a start code (MPEG-PS, MPEG-1/2/4 and H.264 / HEVC elementary streams, which ffmpeg writes for
+# .mpg / .m4v), FLV, Ogg, NUT, ASF, IVF.
+VIDEO_MAGIC = (b"\x1a\x45\xdf\xa3", b"GIF87a", b"GIF89a", b"\x00\x00\x01", b"\x00\x00\x00\x01", b"FLV", b"OggS",
+               b"nut/multimedia container", b"\x30\x26\xb2\x75\x8e\x66\xcf\x11", b"DKIF")
 
 
 class RequestFailed(Exception):
@@ -163,8 +166,8 @@ def _read_local(value: str, status: int) -> bytes:
 
 
 def starts_as_video(data: bytes) -> bool:
-    """Whether ``data`` begins as a video container does, by the signatures ffmpeg's probes read: ISO BMFF (MP4, MOV,
-    3GP: a box type at byte 4), Matroska and WebM, AVI, GIF, MPEG program and transport streams, FLV, Ogg."""
+    """Whether ``data`` begins as a video container or stream does, by the signatures ffmpeg's probes read: ISO BMFF
+    (MP4, MOV, 3GP: a box type at byte 4), AVI, an MPEG transport stream (a sync byte every 188) and ``VIDEO_MAGIC``."""
     return (data[4:8] in ISO_BOXES or data.startswith(VIDEO_MAGIC) or (data[:4] == b"RIFF" and data[8:12] == b"AVI ")
             or data[:1] == data[188:189] == b"G")
 

@@ -218,7 +218,8 @@ def test_a_long_job_is_polled_ever_less_often(tmp_path, monkeypatch):
 @pytest.mark.parametrize("container,codec,rate", [
     ("mp4", "mpeg4", 8), ("mp4", "libx264", 8), ("mov", "mpeg4", 8), ("3gp", "mpeg4", 8), ("matroska", "ffv1", 8),
     ("webm", "libvpx-vp9", 8), ("avi", "mpeg4", 8), ("gif", "gif", 8), ("mpegts", "mpeg2video", 8),
-    ("mpeg", "mpeg1video", 25), ("flv", "flv", 8)])
+    ("mpeg", "mpeg1video", 25), ("flv", "flv", 8), ("mpeg1video", "mpeg1video", 25), ("m4v", "mpeg4", 8),
+    ("h264", "libx264", 8), ("nut", "mpeg4", 8), ("asf", "mpeg4", 8), ("ivf", "libvpx", 8)])
 def test_every_container_ffmpeg_writes_starts_as_a_video(container, codec, rate):
     assert serve_load.starts_as_video(encoded(container, codec, rate))
 
