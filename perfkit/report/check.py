@@ -38,6 +38,7 @@ import pandas as pd
 from perfkit.common.comparison import NO_SPREAD, compared_variant, without_ci
 from perfkit.common.json_figures import db_cell, from_json, json_safe
 from perfkit.report.cost_check import COST_TOLERANCE, baseline_cost, cost_rows
+from perfkit.report.line import departed_at
 from perfkit.errors import BadInput
 from perfkit.rundata import case as case_mod, schema
 from perfkit.rundata.baseline import BASELINE_VERSION
@@ -97,15 +98,9 @@ def baseline_from_summary(summary: dict, run_dir: Path | None = None) -> dict:
         "ranks": {v: r["consistent"] for v, r in summary["ranks"].items()},
         "failed_trials": len(summary["trials"]["failed"]),
         "cost": {v: cost for v, cost in baseline_cost(summary).items() if v != control},
-        **({"taps": {"variant": taps["b"]["variant"], "first": _departure(taps)}}
+        **({"taps": {"variant": taps["b"]["variant"], "first": departed_at(taps)}}
            if taps and "error" not in taps else {}),
     }
-
-
-def _departure(taps: dict) -> str:
-    """Where B's taps first depart from A's, as a check row shows it: ``block1.attn at step 0``, or none."""
-    first = taps["first"]
-    return "none" if first is None else f"{first['name']} at step {first['step']}"
 
 
 def load_baseline(path: str | Path) -> dict:
@@ -351,7 +346,7 @@ def _taps_rows(baseline: dict, summary: dict) -> list[dict]:
         note = taps["error"] if taps else "no taps in this run (the case's capture.taps)"
         return [{"check": "taps", "subject": subject, "unit": "", "baseline": base["first"], "current": None,
                  "limit": "taps", "passed": False, "note": note}]
-    current, allowed = _departure(taps), (base or {}).get("first", "none")
+    current, allowed = departed_at(taps), (base or {}).get("first", "none")
     return [{"check": "taps", "subject": subject, "unit": "", "baseline": (base or {}).get("first"),
              "current": current, "limit": "none" if allowed == "none" else f"none, or {allowed}",
              "passed": current in ("none", allowed),

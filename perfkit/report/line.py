@@ -100,6 +100,22 @@ def hung(summary: dict) -> list[str]:
     return [text or f"{name} hung" for name, text in out.items()]
 
 
+def departed_at(taps: dict) -> str:
+    """Where B's taps first depart from A's (summary.json's ``taps``): ``block1.attn at step 0``, or none."""
+    first = taps["first"]
+    return "none" if first is None else f"{first['name']} at step {first['step']}"
+
+
+def _departure(summary: dict, a: str, b: str) -> str:
+    """The first tap where B departs from A, where one does (a tap not bit-identical, where no arrays were kept to
+    measure it, as such): the other half of why B differs, beside the PSNR; nothing where none departs."""
+    taps = summary.get("taps")
+    if not taps or "error" in taps or taps["first"] is None:
+        return ""
+    what = "first departure" if taps["first"]["departs"] else "first tap not bit-identical (no arrays kept)"
+    return f"; {what} {b} vs {a} (taps): {departed_at(taps)}"
+
+
 def _first_crash(failed: list) -> str:
     """The first crashed trial's reason, the last stderr line of the rank that failed first: where every trial
     failed alike (a module missing, a typo in the command), the line says why without the report."""
@@ -159,6 +175,8 @@ def summary_line(summary: dict, report: Path) -> str:
         db = from_json(q["psnr_db"])
         psnr = "inf (bit-identical)" if q["bit_identical"] else "inf dB" if db == math.inf else f"{db:.1f} dB"
         parts.append(f"; PSNR {b} vs {a} {psnr}")
+    if departure := _departure(summary, a, b):
+        parts.append(departure)
     counts = [((summary["variants"][n].get("values") or {}).get("recompiles") or {}).get("median") for n in (a, b)]
     if None not in counts and counts[0] != counts[1]:  # torch.compile's recompiles (perfkit.adapters.torch_recompiles)
         parts.append(f"; recompiles (a trial's, median) {a} {counts[0]:g}, {b} {counts[1]:g}")

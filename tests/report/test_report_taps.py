@@ -12,19 +12,26 @@ from run_fixtures import ab_trials, frames, outputs_for, write_run
 X = np.linspace(-1.0, 1.0, 8, dtype=np.float32)
 
 
-def test_a_tapped_run_reports_its_first_departure(tmp_path, monkeypatch):
+def tapped_run(folder, monkeypatch, off=1.01):
+    """A rendered run whose trials tapped two blocks, b's second ``off`` times a's (1.01: off by 1e-2 relative,
+    where float32 allows 3.5e-4: the first departure)."""
     trials = ab_trials(values=False)
-    run = write_run(tmp_path / "run", trials, outputs_for(trials, frames(), frames()))
-    for t in trials:  # b's second tap is off by 1e-2 relative (float32 allows 3.5e-4): the first departure
+    run = write_run(folder, trials, outputs_for(trials, frames(), frames()))
+    for t in trials:
         rank = run / t["dir"] / "rank0"
         monkeypatch.setenv("PERFKIT_METRICS", str(rank / "metrics.jsonl"))
         monkeypatch.setenv("PERFKIT_TAP_ARRAYS", "1")
         state = {"path": None, "handle": None, "count": 0}
         monkeypatch.setattr(record, "_taps", state)
         record.tap("block0.out", X, step=0)
-        record.tap("block1.out", X * (1.01 if t["variant"] == "b" else 1.0), step=0)
+        record.tap("block1.out", X * (off if t["variant"] == "b" else 1.0), step=0)
         state["handle"].close()
     finish.render(run)
+    return run
+
+
+def test_a_tapped_run_reports_its_first_departure(tmp_path, monkeypatch):
+    run = tapped_run(tmp_path / "run", monkeypatch)
 
     taps = json.loads((run / "summary.json").read_text())["taps"]
     assert (taps["a"]["trial"], taps["b"]["trial"], taps["repeats"], taps["basis"]) == (0, 1, 2, "dtype")
@@ -36,3 +43,18 @@ def test_a_tapped_run_reports_its_first_departure(tmp_path, monkeypatch):
     assert "a's 3 trials (the compared one and 2 more) were bit-identical at every tap" in quality
     assert "![Agreement by layer (taps), B vs A](plots/taps.png)" in report
     assert (run / "plots" / "taps.png").stat().st_size > 0
+
+
+def test_the_summary_line_names_the_first_departure(tmp_path, monkeypatch):
+    """The one line a run prints answers where B's outputs first part from A's, as it gives the PSNR: a newcomer
+    planting a fault in layer 5 of 8 read 'PSNR fault vs clean 79.5 dB' and had to open the report for the layer.
+    Without a departure the line says nothing of taps."""
+    from perfkit.report.line import summary_line  # (the line alone, as perfkit run prints it)
+
+    for off, said in ((1.01, "; first departure b vs a (taps): block1.out at step 0"), (1.0, None)):
+        run = tapped_run(tmp_path / f"run{off}", monkeypatch, off)
+        line = summary_line(json.loads((run / "summary.json").read_text()), run / "report.md")
+        if said:
+            assert said + "; report" in line
+        else:
+            assert "departure" not in line and "taps" not in line
