@@ -60,7 +60,7 @@ def section(summary: dict) -> list[str]:
     for v, step in zip(names, steps):
         uncosted = ProgramCost.uncosted_calls(step, "`")
         if uncosted:
-            rows += ["", f"{v}'s FLOPs leave out {uncosted}."]
+            rows += ["", f"{v}'s FLOPs and bytes sent leave out {uncosted}: their work, and whatever they send."]
         rows += [line for sentence in ProgramCost.definitions(step) for line in ("", f"In {v}, {sentence}.")]
     guessed = [v for v in names if cost[v].get("step_from") == "most_flops"]
     if guessed:  # (a command case's dumps: no bundled step program, and an init program may cost the most)
