@@ -192,7 +192,9 @@ def not_verified(case: Case, summary: dict) -> list[str]:
     if summary.get("interrupted"):
         notes.append("the run was stopped before its plan was done")
     devices = (summary.get("env") or {}).get("devices") or {}
-    if devices.get("platform") == "cpu":
+    # a command case's devices are not probed, but its traces say where its ops ran
+    traced_on_cpu = any(b.get("cpu_devices") for b in ((summary.get("breakdown") or {}).get("variants") or {}).values())
+    if devices.get("platform") == "cpu" or traced_on_cpu:
         notes.append("speed on TPU or GPU: these timings come from CPU devices")
     if summary.get("cost") and not summary.get("roofline"):
         notes.append(f"the roofline: perfkit has no figures for {devices.get('kind') or 'these devices'} "

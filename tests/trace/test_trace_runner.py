@@ -150,3 +150,20 @@ def test_the_breakdown_and_the_attribution_read_each_trials_traces_once(tmp_path
     breakdown, attributed = traces_summary(tmp_path, trials, ["a", "b"], seed=0)
     assert len(cuts) == len(trials)
     assert breakdown["variants"]["b"]["trials"] == 2 and attributed == alone
+
+
+def test_a_command_case_traced_on_cpu_devices_is_not_taken_for_a_chip_s_speed():
+    """A command case's devices are not probed, but its traces say where its ops ran: on XLA's CPU devices (the
+    breakdown's cpu_devices) Not verified says the timings are not a TPU's or GPU's. A newcomer's Pallas kernel,
+    interpreted on CPU, read 'pallas is slower than ring' 157x with nothing saying the chips were host threads."""
+    from perfkit.analysis.summary import not_verified
+    from perfkit.rundata.case import validate
+
+    case = validate({"name": "c", "command": ["true"], "capture": {"trace": [1]}, "variants": {"a": {}, "b": {}}})
+    said = "speed on TPU or GPU: these timings come from CPU devices"
+    for cpu, expected in ((True, True), (None, False)):
+        summary = {"run_dir": "/nonexistent", "ranks": {}, "quality": None, "trials": {"total": 2, "failed": []},
+                   "comparison": {"verdict": "slower", "ratio": 157.0, "ci": [101.7, 174.7], "n_a": 3, "n_b": 3},
+                   "env": {"devices": None},
+                   "breakdown": {"variants": {v: {"cpu_devices": cpu} if cpu else {} for v in ("a", "b")}}}
+        assert (said in not_verified(case, summary)) is expected
