@@ -7,7 +7,12 @@ device of their rank. A device's own markers count only where they span its step
 ``SPANNING`` of its ops (ROCm's GPU-side ProfilerSteps are instants of a few microseconds) they are demoted
 (``demote_instants``) and the host's markers hold for that device. A marker's step number is
 its ``step_num`` / ``group_id`` stat, else the first number in its name (one below 2**31: a larger one, such
-as a program fingerprint in ``jit_step(...)``, numbers no step), else its order. A Kineto marker is one occurrence
+as a program fingerprint in ``jit_step(...)``, numbers no step), else its order. Of events a pattern names, only a
+number that is the step's own counts: the number the pattern's first group holds, else a name that is a number, a
+number after ``#`` (``ProfilerStep#12``) or after ``step`` / ``iter`` (``step 7``, ``train_iter_3``); a batch
+size (sglang's ``step[DECODE bs=32]``) or a layer's size numbers no step, and the output says which numbered them
+(``assign``).
+A Kineto marker is one occurrence
 of an annotation (its ``External id``, which the GPU-side copies of a host annotation on each stream share):
 where the number in the names of the events a pattern names is shared by two occurrences on a device (the hash
 in Inductor's ``## Call CompiledFxGraph fp5r5... ##``, a size in ``MoE[experts=64, ...]``), it tells no step
@@ -27,6 +32,8 @@ import numpy as np
 from perfkit.trace.raw import ROLES
 
 _NUMBER = re.compile(r"\d+")
+# a step's own number in a name a pattern names: the whole name, after '#', or after a word for a step
+_STEP_NUMBER = re.compile(r"^(\d+)$|#(\d+)|(?<![a-z])(?:step|iteration|iter)[\s_#:=-]*(\d+)", re.IGNORECASE)
 _STEP_LIMIT = 2**31  # steps are int32 (``RawTrace``'s step column)
 PROFILER_STEP = "ProfilerStep#"  # Kineto's step annotation
 SPANNING = 0.5  # share of a device's ops its own markers must hold to be its steps
@@ -34,17 +41,22 @@ SPANNING = 0.5  # share of a device's ops its own markers must hold to be its st
 
 def _marker_numbers(names: list[str], codes: np.ndarray, numbers: np.ndarray, pattern: re.Pattern | None
                     ) -> tuple[np.ndarray, np.ndarray]:
-    """Step numbers of markers: given ones kept, else the pattern's first group or the first number in
-    the name where it is below ``_STEP_LIMIT``, else -1 (numbered by order later); and (bool) which numbers are
-    the first number in the whole name of an event a ``pattern`` named (``_by_occurrence`` may set them aside)."""
+    """Step numbers of markers: given ones kept, else the pattern's first group, or the step number in the name
+    (``_STEP_NUMBER``; without a pattern its first number), where it is below ``_STEP_LIMIT``, else -1 (numbered
+    by order later); and (bool) which numbers are from the whole name of an event a ``pattern`` named
+    (``_by_occurrence`` may set them aside)."""
     out = numbers.astype(np.int64, copy=True)
     parsed: dict[int, tuple[int, bool]] = {}
     for code in np.unique(codes[out < 0]):
         name = names[code]
         m = pattern.search(name) if pattern else None
         grouped = bool(m and m.groups() and m.group(1))
-        found = _NUMBER.search(m.group(1) if grouped else name)
-        number = int(found.group()) if found else -1
+        if grouped or pattern is None:
+            found = _NUMBER.search(m.group(1) if grouped else name)
+            number = int(found.group()) if found else -1
+        else:
+            found = _STEP_NUMBER.search(name)
+            number = int(next(g for g in found.groups() if g)) if found else -1
         parsed[int(code)] = (number if number < _STEP_LIMIT else -1, not grouped)
     missing = np.flatnonzero(out < 0)
     in_name = np.zeros(out.size, bool)
@@ -116,9 +128,20 @@ def assign(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern | 
             step[which] = nums[at]
         else:
             step[which[inside]] = nums[at[inside]]
-    if renumbered:
-        source += " (numbered by their order: the number in their names is shared by several of them)"
+    if pattern is not None:
+        source += _numbered_by(numbers, renumbered)
     return step, source
+
+
+def _numbered_by(numbers: np.ndarray, renumbered: bool) -> str:
+    """What numbered the steps of events a pattern named (``numbers``: their own step numbers, -1 none)."""
+    if renumbered:
+        return " (numbered by their order: the step number in their names is shared by several of them)"
+    if (numbers < 0).all():
+        return " (numbered by their order: no step number of their own, as ProfilerStep#N has)"
+    if (numbers >= 0).all():
+        return " (numbered by their own step numbers)"
+    return " (numbered by their own step numbers, by their order where one has none)"
 
 
 def mark(cols: dict[str, np.ndarray], names: list[str], pattern: re.Pattern) -> None:

@@ -319,8 +319,8 @@ def test_steps_named_by_a_pattern_are_told_apart_where_their_names_share_a_numbe
     held = [[e for e in _device_ops(doc) if a <= e["ts"] < b] for a, b in windows]
     got = _json(path, "--steps", r"MoE\[")
     assert [r["step"] for r in got["rows"]] == [0, 1, 2] and got["outside_steps"] == []
-    assert got["steps_from"] == [r"events named /MoE\[/ (numbered by their order: the number in their names is shared "
-                                 "by several of them)"]
+    assert got["steps_from"] == [r"events named /MoE\[/ (numbered by their order: no step number of their own, as "
+                                 "ProfilerStep#N has)"]
     for row, (a, b), ops in zip(got["rows"], windows, held):
         end = max(b, max(e["ts"] + e["dur"] for e in ops))
         assert row["span_ps"] == pytest.approx(int((end - a) * 10**6), abs=1000)
@@ -351,6 +351,44 @@ def test_steps_named_by_a_pattern_drop_their_own_last(tmp_path):
     assert [(r["step"], r["span_ps"], r["compute_ps"]) for r in got["rows"]] == [(0, 80 * 10**6, 20 * 10**6),
                                                                                  (1, 80 * 10**6, 20 * 10**6)]
     assert got["outside_steps"] == []
+
+
+def _sglang_decode(path, batch_sizes: list[int]) -> None:
+    """A hand-built trace shaped as sglang's decode profile: host ProfilerStep#12 holding one host
+    ``step[DECODE bs=N]`` annotation a decode step, each with its GPU-side copy (one External id) and one 150 us
+    kernel launched in it; decode steps 250 us apart."""
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#12", "pid": 1, "tid": 1, "ts": 1000,
+               "dur": 250 * len(batch_sizes), "args": {"External id": 1}}]
+    for k, bs in enumerate(batch_sizes):
+        t, name = 1010 + 250 * k, f"step[DECODE bs={bs}]"
+        events += [{"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1, "ts": t, "dur": 200,
+                    "args": {"External id": 10 + k}},
+                   {"ph": "X", "cat": "gpu_user_annotation", "name": name, "pid": 0, "tid": 7, "ts": t + 20, "dur": 200,
+                    "args": {"External id": 10 + k, "device": 0}},
+                   {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 5,
+                    "dur": 5, "args": {"correlation": 100 + k}},
+                   {"ph": "X", "cat": "kernel", "name": "decode", "pid": 0, "tid": 7, "ts": t + 30, "dur": 150,
+                    "args": {"correlation": 100 + k, "device": 0, "stream": 7}}]
+    path.write_text(json.dumps({"traceEvents": events}))
+
+
+def test_steps_named_by_a_pattern_take_their_own_step_number_never_a_batch_size(tmp_path):
+    """--steps 'step\\[' on sglang's decode annotations: ``step[DECODE bs=32]`` carries a batch size, no step
+    number; its one step had read as step 32 (and steps of batch sizes 32 and 31 as 32 and 31, out of their order).
+    They are numbered by their order, and the header says so; ProfilerStep#12 named by a pattern is step 12. Spans
+    and kernels by the hand-built trace: each GPU-side annotation's 200 us, its 150 us kernel."""
+    path = tmp_path / "decode.json"
+    for sizes in ([32], [32, 31]):
+        _sglang_decode(path, sizes)
+        got = _json(path, "--steps", r"step\[")
+        assert [(r["step"], r["span_ps"], r["compute_ps"]) for r in got["rows"]] == [
+            (k, 200 * 10**6, 150 * 10**6) for k in range(len(sizes))]
+        assert got["steps_from"] == [r"events named /step\[/ (numbered by their order: no step number of their own, "
+                                     "as ProfilerStep#N has)"]
+        assert "(numbered by their order: no step number of their own" in _breakdown(path, "--steps", r"step\[").stdout
+    got = _json(path, "--steps", "ProfilerStep")
+    assert [(r["step"], r["span_ps"]) for r in got["rows"]] == [(12, 500 * 10**6)]
+    assert got["steps_from"] == ["events named /ProfilerStep/ (numbered by their own step numbers)"]
 
 
 def test_profiler_range_trace_is_refused_in_one_line(fixtures_dir):

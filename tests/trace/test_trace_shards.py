@@ -377,4 +377,4 @@ def test_a_plane_apart_whose_markers_yield_to_the_hosts_is_refused(tmp_path, for
                                                                         columns=breakdown.EVENT_COLUMNS)))
     # the host's three "train" annotations of 90 us are each chip's steps (the chips' instants are markers no more)
     assert (rows["span_ps"] // US).tolist() == [90] * 6 and (rows["compute_ps"] // US).tolist() == [40] * 6
-    assert steps_from == ["events named /^train$/"]
+    assert steps_from == ["events named /^train$/ (numbered by their own step numbers)"]

@@ -71,7 +71,7 @@ def test_each_op_takes_the_step_whose_window_holds_its_start(in_time_order):
 
 
 def _annotated(markers: list[tuple[int, int, int]], ops: list[tuple[int, int]]) -> dict:
-    """A Kineto-like trace's columns: ``markers`` (device, start, External id; each named ``MoE[experts=64] N``,
+    """A Kineto-like trace's columns: ``markers`` (device, start, External id; each named ``MoE step 64``,
     100 ps long) and ``ops`` (device, start; 10 ps each)."""
     rows = [(ROLES["step"], d, t, 100, 0, o) for d, t, o in markers] + [(ROLES["op"], d, t, 10, 1, -1) for d, t in ops]
     role, device, start, dur, name, occurrence = (np.array(c) for c in zip(*rows))
@@ -85,7 +85,7 @@ def test_annotations_are_numbered_alike_on_every_device_of_a_file():
     with one MoE annotation kept its step 64 beside a device whose two read 0 and 1 (steps matched across chips by
     number then misalign). One decision for the file: every device numbers its annotations by order."""
     cols = _annotated([(0, 0, 10), (0, 200, 11), (1, 0, 12)], [(0, 50), (0, 250), (1, 50)])
-    step, source = steps.assign(cols, ["MoE[experts=64] N", "fusion"], re.compile(r"MoE\["))
+    step, source = steps.assign(cols, ["MoE step 64", "fusion"], re.compile("MoE"))
     assert step[3:].tolist() == [0, 1, 0] and "numbered by their order" in source
 
 
@@ -93,5 +93,17 @@ def test_annotations_without_an_external_id_keep_their_names_number():
     """The GPU-side copies of one annotation on two streams, with no External id: no evidence that its number is
     two occurrences' (each id-less marker had counted as its own occurrence, and the copies read as steps 0 and 1)."""
     cols = _annotated([(0, 0, -1), (0, 0, -1)], [(0, 50)])
-    step, source = steps.assign(cols, ["MoE[experts=64] N", "fusion"], re.compile(r"MoE\["))
+    step, source = steps.assign(cols, ["MoE step 64", "fusion"], re.compile("MoE"))
     assert step.tolist() == [64, 64, 64] and "numbered by their order" not in source
+
+
+@pytest.mark.parametrize("name, number", [
+    ("ProfilerStep#12", 12), ("step 7", 7), ("train_step_5", 5), ("iteration=3", 3), ("41", 41),
+    ("step[DECODE bs=32]", 0), ("MoE[experts=64, tokens=16]", 0), ("jit_step(18446744073709551615)", 0)])
+def test_a_pattern_s_events_take_only_their_own_step_number(name, number):
+    """Of the events a pattern names, a step's own number counts (after '#', after step / iteration, or the whole
+    name); a batch size or a layer's size is none, and the one step is numbered by its order, 0."""
+    step, source = steps.assign(_annotated([(0, 0, 10)], [(0, 50)]), [name, "fusion"], re.compile("."))
+    assert step.tolist() == [number, number], name
+    assert source.endswith("(numbered by their own step numbers)" if number else
+                           "(numbered by their order: no step number of their own, as ProfilerStep#N has)")

@@ -65,9 +65,9 @@ def test_gpu_breakdown_overlapping_streams(tmp_path):
 
 
 def test_step_pattern_overrides_markers(tmp_path):
-    """--steps: the host "train" annotations by name; numbered by order when the name has no number."""
+    """--steps: the host "train" annotations by name, numbered by their step_num stats."""
     ev = events.load([gpu_trace(tmp_path / "gpu.xplane.pb")], step_pattern=r"^train$")
-    assert ev.attrs["steps_from"] == ["events named /^train$/"]
+    assert ev.attrs["steps_from"] == ["events named /^train$/ (numbered by their own step numbers)"]
     assert _rows(breakdown.breakdown(ev)) == {(0, s): v for s, v in GPU_EXPECTED.items()}
     with pytest.raises(BadInput, match="no event's name matches"):  # asked for, none: not the whole trace unsaid
         events.load([gpu_trace(tmp_path / "gpu.xplane.pb")], step_pattern="no-such-event")
