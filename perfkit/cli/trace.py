@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 PS_PER_US = 1e6
+# a chip of one step keeps it, as HTA keeps a one-step trace's (``timeline.layout`` notes which)
+LAST_DROPPED = "dropped where there are two or more"
 _STEPS_HELP = ("Regex: events whose name matches mark the steps (default: a device's own markers, a TPU's Steps line "
                "or GPU-side ProfilerSteps that span its ops, else the host's step annotations or ProfilerSteps).")
 paths_argument = click.argument("paths", nargs=-1, required=True, type=click.Path())
@@ -195,6 +197,9 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
 
     rows, steps_from = breakdown_traces(list(paths), step_pattern,
                                         window + (LAST_STEP_DROPPED if last_step == "drop" else ""))
+    if rows.empty and last_step == "drop" and not breakdown_traces(list(paths), step_pattern, window)[0].empty:
+        raise BadInput("every device op is in the last step, which --last-step drop leaves out (HTA's default): "
+                       "nothing left to measure; --last-step keep measures it", path=" ".join(paths))
     if rows.empty:
         raise BadInput("no device ops in these traces" + _xspace_beside(paths), path=" ".join(paths))
     measured = _measured(rows.attrs.get("measured", ()))
@@ -219,7 +224,7 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     # HTA's option named where HTA reads the trace; no last step to keep where there are no steps
     hta = (" (HTA's default)" if last_step == "drop" else " (HTA's include_last_profiler_step=True)") if hta_reads \
         else ""
-    last = "" if steps_from == ["none"] else f"last step {'dropped' if last_step == 'drop' else 'kept'}{hta}; "
+    last = "" if steps_from == ["none"] else f"last step {LAST_DROPPED if last_step == 'drop' else 'kept'}{hta}; "
     said = ("none (no step markers: one span a chip, its first device op to its last, as --window trace)"
             if spans == ["none"] else ", ".join(spans))
     click.echo(f"steps from: {said}; {last}times in ms{rounding if kineto else ''}; "
@@ -338,7 +343,7 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
         return f"{n} chip{'-step' if window == 'step' else ''}{'' if n == 1 else 's'}" + (
             "" if window == "step" else ", whole traces")
 
-    dropped = "; last step dropped" if last_step == "drop" else ""
+    dropped = f"; last step {LAST_DROPPED}" if last_step == "drop" else ""
     per = "per chip and step (means)" if window == "step" else "per chip over its whole trace"
     click.echo(f"device time (ms) and ops {per}, by {by}: A {a} ({spans(table.attrs['spans_a'])}"
                f"), B {b} ({spans(table.attrs['spans_b'])}){dropped}; delta % of the times shown (new: none in A, "

@@ -202,7 +202,7 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
     row = np.flatnonzero(cls_all >= 0)
     markers = events.loc[events["category"] == "step", ["rank", "device", "step", "start_ps", "dur_ps"]]
     if drop_last:
-        for note in events.attrs.get("last_step_notes", ()):
+        for note in events.attrs.get("last_step_notes", ()) + _one_step_kept(markers):
             warnings.warn(note, DefinitionNote, stacklevel=2)
     if drop_last and row.size:
         launch = events["launch_step"].to_numpy()[row] if "launch_step" in events else np.full(row.size, -1)
@@ -288,6 +288,15 @@ def _skewed(lines: pd.Series, line: np.ndarray, first: np.ndarray, start: np.nda
         latest = np.maximum.accumulate(end[a:b - 1])  # the latest end before each later op of the line
         skew[a + 1:b] = start[a + 1:b] < latest
     return skew
+
+
+def _one_step_kept(markers: pd.DataFrame) -> list[str]:
+    """With the last step dropped, the marker lines (a rank's host, or its device's own) that hold one step: kept,
+    as HTA keeps a one-step trace's, said so that a header's "last step dropped" is not read as that step's."""
+    counts = markers.groupby(["rank", "device"])["step"].agg(["size", "first"])
+    return [f"rank {r}{'' if d < 0 else f' device {d}'} has one step ({n}): kept with --last-step drop, as HTA "
+            "keeps it (it drops the last step only where there are two or more); --last-step keep measures the same"
+            for (r, d), (size, n) in counts.iterrows() if size == 1]
 
 
 def _last_marker(markers: pd.DataFrame, rank: np.ndarray, device: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

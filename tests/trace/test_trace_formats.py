@@ -391,6 +391,49 @@ def test_steps_named_by_a_pattern_take_their_own_step_number_never_a_batch_size(
     assert got["steps_from"] == ["events named /ProfilerStep/ (numbered by their own step numbers)"]
 
 
+def _profiler_steps(path, launched_in: list[int], steps: int, rank: int | None = None, shift_us: int = 0) -> None:
+    """A hand-built CUDA trace: ``steps`` host ProfilerSteps of 100 us (#1 on), a 20 us kernel launched in each step of
+    ``launched_in`` (0: the first); ``rank``: its distributedInfo's; ``shift_us``: every time that much later."""
+    events = []
+    for i in range(steps):
+        t = 100 * i + shift_us
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i + 1}", "pid": 1, "tid": 1,
+                       "ts": t, "dur": 100})
+        if i in launched_in:
+            events += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 2,
+                        "dur": 1, "args": {"correlation": i + 1}},
+                       {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": t + 10, "dur": 20,
+                        "args": {"correlation": i + 1, "device": 0, "stream": 7}}]
+    path.write_text(json.dumps({"traceEvents": events, **({} if rank is None else {"distributedInfo": {"rank": rank}})}))
+
+
+def test_a_one_step_trace_s_step_is_kept_with_the_last_step_dropped_and_said_so(tmp_path, fixtures_dir):
+    """--last-step drop on a trace of one ProfilerStep: HTA drops the last step only of a trace with two or more
+    (0.5.0 on hta_cuda_event_sync, ProfilerStep#100 alone: idle 207, compute 49, non-compute 7 of 263 us by default
+    as with include_last_profiler_step=True), so perfkit keeps it too; the header had said "last step dropped (HTA's
+    default)" over that step's figures. It says the rule, and a note names the step kept and why. Where every device
+    op is in the last of two steps, nothing is left: refused in one line (it had said "no device ops in these
+    traces"). Figures by hand: the step's 100 us span, its 20 us kernel."""
+    path = tmp_path / "one.json"
+    _profiler_steps(path, [0], 1)
+    result = _breakdown(path, "--last-step", "drop")
+    assert result.exit_code == 0, result.output
+    assert ("perfkit: note: rank 0 has one step (1): kept with --last-step drop, as HTA keeps it (it drops the last "
+            "step only where there are two or more); --last-step keep measures the same") in result.stderr
+    assert "; last step dropped where there are two or more (HTA's default);" in result.stdout.splitlines()[0]
+    got = _json(path, "--last-step", "drop")
+    assert [(r["step"], r["span_ps"], r["compute_ps"]) for r in got["rows"]] == [(1, 100 * 10**6, 20 * 10**6)]
+    assert got["rows"] == _json(path)["rows"] and any("has one step (1): kept" in n for n in got["notes"])
+    two = tmp_path / "two.json"
+    _profiler_steps(two, [0, 1], 2)
+    assert not any("has one step" in n for n in _json(two, "--last-step", "drop")["notes"])
+    _profiler_steps(two, [1], 2)
+    refused = _breakdown(two, "--last-step", "drop")
+    assert refused.exit_code == 2 and refused.output == (
+        f"perfkit: {two}: every device op is in the last step, which --last-step drop leaves out (HTA's default): "
+        "nothing left to measure; --last-step keep measures it\n")
+
+
 def test_profiler_range_trace_is_refused_in_one_line(fixtures_dir):
     """A CUPTI profiler-range trace holds runtime calls and per-kernel counters, no device timeline (HTA: no
     GPU event): nothing on the device to measure, never its host's 11.7 s as compute."""
@@ -480,7 +523,7 @@ def test_last_step_convention_is_named(fixtures_dir):
     path = fixtures_dir / "kineto" / "rank-0.json.gz"
     assert "; last step kept (HTA's include_last_profiler_step=True);" in _breakdown(path, "--window", "trace").stdout
     dropped = _breakdown(path, "--window", "trace", "--last-step", "drop").stdout
-    assert dropped.startswith("steps from: whole trace; last step dropped (HTA's default);")
+    assert dropped.startswith("steps from: whole trace; last step dropped where there are two or more (HTA's default);")
 
 
 def test_stray_json_in_a_trace_folder_is_skipped_with_a_note(fixtures_dir, tmp_path):
