@@ -351,21 +351,25 @@ def _apart(first: Path, second: Path) -> str:
             "unless each is in a rank<R> folder")
 
 
-def _one_run(frames: list[pd.DataFrame], files: list[Path]) -> None:
+def _one_run(frames: list[pd.DataFrame], files: list[Path], claimed: list[bool]) -> None:
     """Refuse traces of two runs, trials or hosts read as one rank's: two files holding the same step of the
-    same rank and device, or one chip's events of no step in two files at the same time (one rank's traces in
-    several files are its profiling sessions, one after another, or apart by their steps: a CPU profile's
-    clock starts at each session). Their spans would merge into meaningless ones."""
+    same rank and device, two Kineto files that record one rank (``claimed``: each file's distributedInfo.rank)
+    at the same time (two processes claiming it), or one chip's events of no step in two files at the same time
+    (one rank's traces in several files are its profiling sessions, one after another, or apart by their steps:
+    a CPU profile's clock starts at each session). Their spans would merge into meaningless ones."""
     if len(frames) < 2:
         return
-    seen: dict[tuple, Path] = {}
-    for frame, path in zip(frames, files):
+    seen: dict[tuple, int] = {}
+    for i, frame in enumerate(frames):
         marks = frame.loc[frame["category"] == "step", ["rank", "device", "step"]].drop_duplicates()
         for key in marks.itertuples(index=False, name=None):
             if key in seen:
-                raise BadInput(f"rank {key[0]} step {key[2]} is also in {seen[key]}: " + _apart(seen[key], path),
-                               path=path)
-            seen[key] = path
+                other = seen[key]
+                raise BadInput(f"rank {key[0]} step {key[2]} is also in {files[other]}: " + (
+                    _claimed(key[0]) if claimed[i] and claimed[other] else _apart(files[other], files[i])),
+                    path=files[i])
+            seen[key] = i
+    _claimed_at_once(frames, files, claimed)
     ranks = [set(frame["rank"].unique().tolist()) for frame in frames]
     if sum(map(len, ranks)) == len(set().union(*ranks)):
         return  # no rank in two files
@@ -386,6 +390,21 @@ def _one_run(frames: list[pd.DataFrame], files: list[Path]) -> None:
                            "pass them apart, or rename them", path=files[file])
         if (rank, device) != chip or end > last:
             chip, last, owner = (rank, device), end, file
+
+
+def _claimed(rank: int) -> str:
+    return (f"both files record distributedInfo.rank {rank}: two processes' (or runs') traces claiming one rank; "
+            "pass one run's traces at a time")
+
+
+def _claimed_at_once(frames: list[pd.DataFrame], files: list[Path], claimed: list[bool]) -> None:
+    """Refuse two Kineto files that record one rank and whose events overlap in time: two processes claiming it
+    (one rank's profiling sessions, each a file, run one after another)."""
+    extents = sorted((int(f["rank"].iloc[0]), int(f["start_ps"].min()), int((f["start_ps"] + f["dur_ps"]).max()), i)
+                     for i, f in enumerate(frames) if claimed[i] and len(f))
+    for (rank, _, end, i), (later_rank, start, _, j) in zip(extents, extents[1:]):
+        if rank == later_rank and start < end:
+            raise BadInput(f"it runs at the same time as {files[i]}: " + _claimed(rank), path=files[j])
 
 
 def wanted_columns(columns: Iterable[str] | None) -> tuple[str, ...]:
@@ -447,7 +466,7 @@ def load(paths: list[str | Path], step_pattern: str | None = None, workers: int 
                            path=path)
     if any(KINETO_ONLY in f for f in frames):  # Kineto and XSpaces together: the XSpaces' launches unknown
         frames = [f if KINETO_ONLY in f else f.assign(**{KINETO_ONLY: np.full(len(f), -1, np.int32)}) for f in frames]
-    _one_run(frames, files)
+    _one_run(frames, files, [r.rank_recorded and not is_xplane(r.path) for r in raws])
     out = concat(frames)
     out.attrs.update(origin_ns=origin, files=[str(f) for f in files],
                      steps_from=sorted({f.attrs["steps_from"] for f in frames}),

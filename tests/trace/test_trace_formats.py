@@ -434,6 +434,34 @@ def test_a_one_step_trace_s_step_is_kept_with_the_last_step_dropped_and_said_so(
         "nothing left to measure; --last-step keep measures it\n")
 
 
+def test_two_kineto_files_recording_one_rank_are_refused(tmp_path):
+    """Two processes' Kineto files whose names carry no rank are told apart by their distributedInfo.rank; two that
+    record one rank at the same time are refused in one line, whose reason is the rank they record (with the same
+    step it had blamed files named for one host; with other steps they were read as one rank's four steps). One
+    rank's two profiling sessions, one after another, are its."""
+    a, b = tmp_path / "worker_a.json", tmp_path / "worker_b.json"
+    _profiler_steps(a, [0, 1], 2, rank=0)
+    _profiler_steps(b, [0, 1], 2, rank=1)
+    assert [(r["rank"], r["step"]) for r in _json(a, b)["rows"]] == [(0, 1), (0, 2), (1, 1), (1, 2)]
+    _profiler_steps(b, [0, 1], 2, rank=0)
+    refused = _breakdown(a, b)
+    assert refused.exit_code == 2 and refused.output == (
+        f"perfkit: {b}: rank 0 step 1 is also in {a}: both files record distributedInfo.rank 0: two processes' (or "
+        "runs') traces claiming one rank; pass one run's traces at a time\n")
+    later = json.loads(b.read_text())
+    for event in later["traceEvents"]:
+        event["name"] = event["name"].replace("#1", "#3").replace("#2", "#4")
+    b.write_text(json.dumps(later))
+    refused = _breakdown(a, b)
+    assert refused.exit_code == 2 and refused.output == (
+        f"perfkit: {b}: it runs at the same time as {a}: both files record distributedInfo.rank 0: two processes' (or "
+        "runs') traces claiming one rank; pass one run's traces at a time\n")
+    for event in later["traceEvents"]:
+        event["ts"] += 1000
+    b.write_text(json.dumps(later))
+    assert [(r["rank"], r["step"]) for r in _json(a, b)["rows"]] == [(0, 1), (0, 2), (0, 3), (0, 4)]
+
+
 def test_profiler_range_trace_is_refused_in_one_line(fixtures_dir):
     """A CUPTI profiler-range trace holds runtime calls and per-kernel counters, no device timeline (HTA: no
     GPU event): nothing on the device to measure, never its host's 11.7 s as compute."""
