@@ -319,7 +319,7 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
     import pandas as pd
 
     from perfkit.trace.events import is_xplane, trace_files
-    from perfkit.trace.names import readable
+    from perfkit.trace.names import IN_FLIGHT_MARK, IN_FLIGHT_NOTE, in_flight, readable
     from perfkit.trace.shards import diff_traces
     from perfkit.trace.timeline import LAST_STEP_DROPPED
 
@@ -362,10 +362,14 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
                         for a, b, a_ps, b_ps, delta in zip(a_ms, b_ms, shown["a_ps"], shown["b_ps"], shown["delta_ps"])]
     for c in ("a_count", "b_count"):
         shown[c] = shown[c].map(lambda v: f"{v:.4g}")
-    click.echo(_ms(readable(shown, ["key"]), ["a_ps", "b_ps", "delta_ps"], digits=shown.attrs["digits"])
-               .to_string(index=False))
+    marked = shown["key"].map(in_flight)
+    rows = readable(shown, ["key"])
+    rows["key"] = [f"{k} {IN_FLIGHT_MARK}" if m else k for k, m in zip(rows["key"], marked)]
+    click.echo(_ms(rows, ["a_ps", "b_ps", "delta_ps"], digits=shown.attrs["digits"]).to_string(index=False))
     if len(table) > top:
         click.echo(f"... {len(table) - top} more rows (-n, --json)")
+    if marked.any():
+        click.echo(IN_FLIGHT_NOTE + "the ici totals below hold it too")
     click.echo("\ntotals by category (ms):")
     # the rows' decimals, each delta the difference of the figures shown: decimals of their own read 47.205167 under
     # a table of 47.205 (no count up to six had made the delta both; the run's attribution shows microseconds too)

@@ -5,7 +5,7 @@ category, op kind and op, with the bootstrap CI of each part (``summary["attribu
 from __future__ import annotations
 
 from perfkit.common.digits import shown_difference, signed_decimals
-from perfkit.trace.names import labels
+from perfkit.trace.names import IN_FLIGHT_MARK, IN_FLIGHT_NOTE, in_flight, labels
 
 MARK = "**\\***"  # a part whose CI, as shown, excludes 0
 # ms to the microsecond, as the CIs beside them: each delta the difference of the two figures shown (within a
@@ -53,10 +53,13 @@ def _table(rows: list[dict], by: str, title: str, baseline: str, name: str) -> l
     for r in rows:
         named = about and r["change"] not in ("other", "idle", "residual")
         key = f"`{short[r['key']]}`" if named else _other(r, title) if "other_keys" in r else r["key"]
+        key += f" {IN_FLIGHT_MARK}" if named and in_flight(r["key"]) else ""
         n = _decimals(r)
         out.append(f"| {key} | " + (f"{r['category'] or '-'} | {r['change']} | " if about else "")
                    + f"{r['a_ms']:.{n}f} | {r['b_ms']:.{n}f} | {_ms(shown_difference(r['a_ms'], r['b_ms'], n), n)} | "
                    f"{_ci(r, n)} | {MARK if _shown_apart(r, n) else ''} |")
+    if about and any(in_flight(r["key"]) for r in rows if r["change"] not in ("other", "idle", "residual")):
+        out += ["", IN_FLIGHT_NOTE + "the residual takes it back."]
     return out
 
 

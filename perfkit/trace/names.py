@@ -11,11 +11,24 @@ to the instruction's name.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 
 import pandas as pd
 
 WIDTH = 96  # the widest name a text table prints
+# a CPU trace's gloo transfer spans (op ``gloo:send``, kind ``gloo send``), each on a line of its own beside the
+# thread that started it (``kineto._gloo_lines``): their time is time in flight, not the thread's
+_IN_FLIGHT = re.compile(r"gloo[: ]", re.IGNORECASE)
+IN_FLIGHT_MARK = "†"
+IN_FLIGHT_NOTE = (f"{IN_FLIGHT_MARK}: gloo's transfers in flight (a CPU trace's spans, each on a line of its own beside "
+                  "the thread that started it): host-side time that overlaps the thread's ops and one another, so "
+                  "it is no part of the step's sum and may pass the step; ")
+
+
+def in_flight(key: str) -> bool:
+    """Whether an op or op kind of a table is gloo's transfers in flight (``IN_FLIGHT_NOTE``)."""
+    return bool(_IN_FLIGHT.match(key))
 ELLIPSIS = "…"
 _ANONYMOUS = "(anonymous namespace)::"
 _CLOSING = {">": ("<", "<…>"), ")": ("(", "(…)")}

@@ -1,8 +1,10 @@
 """The attribution of B's change (perfkit.analysis.attribution): hand-built TPU traces whose op durations
 are drawn here with numpy, so every expected figure comes from those draws, never from the code under test."""
 
+import gzip
 import json
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -537,3 +539,46 @@ def test_an_a_a_control_without_a_ci_is_said_untested():
     text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"tp-aa": v}}, "tp-aa"))
     assert "A/A control: no CI (one traced step on a side), so the machine's noise was not tested." in text
     assert "0 of 3 parts" not in text
+
+
+def test_gloo_transfers_in_flight_are_said_to_overlap_beside_their_rows(fixtures_dir, tmp_path):
+    """A ring over gloo (tests/data/torch_ring) against an all-gather block (tests/data/torch_gloo/plain), two trials
+    a side of the same traces: the op-kind table's `gloo send` and `gloo recv` rows, the spans' whole time in flight
+    on lines of their own, read as parts of a 29.811 ms step (+30.514 and +29.078 ms, a residual of -42.695 ms) with
+    nothing beside them. Each such row is marked, and a line under its table says what the mark means; the figures
+    are the spans' durations in the step summed over both ranks' files by hand, over 2 chip-steps."""
+    data = fixtures_dir.parent
+    (tmp_path / "case.yaml").write_text(yaml.safe_dump({"name": "gloo", "command": ["python", "x.py"], "devices": 2,
+                                                        "variants": {"a": {"env": {}}, "b": {"env": {}}}}))
+    lines, spans_us = [], {"gloo:send": 0.0, "gloo:recv": 0.0}
+    for i, v in enumerate(["a", "b", "b", "a"]):
+        for rank in (0, 1):
+            source = data / ("torch_gloo/plain" if v == "a" else "torch_ring") / f"rank{rank}.json.gz"
+            (tmp_path / "trials" / f"{i:02d}-{v}" / f"rank{rank}" / "trace").mkdir(parents=True)
+            shutil.copy(source, tmp_path / "trials" / f"{i:02d}-{v}" / f"rank{rank}" / "trace" / source.name)
+        lines.append(json.dumps({"index": i, "variant": v, "status": "ok", "dir": f"trials/{i:02d}-{v}"}))
+    (tmp_path / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    for rank in (0, 1):
+        doc = json.loads(gzip.decompress((data / "torch_ring" / f"rank{rank}.json.gz").read_bytes()))["traceEvents"]
+        (step,) = [e for e in doc if e.get("name", "").startswith("ProfilerStep#")]
+        for e in doc:
+            if e.get("name") in spans_us and step["ts"] <= e["ts"] < step["ts"] + step["dur"]:
+                spans_us[e["name"]] += e["dur"] / 2  # (a mean over the 2 chip-steps)
+    assert round(spans_us["gloo:send"] / 1000, 6) == 30.514013 and round(spans_us["gloo:recv"] / 1000, 6) == 29.07801
+    text = CliRunner().invoke(cli, ["trace", "attribution", str(tmp_path), "-n", "3"]).stdout
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    for kind, op in (("gloo send", "gloo:send"), ("gloo recv", "gloo:recv")):
+        ms = f"{spans_us[op] / 1000:.3f}"
+        for key in (kind, op):
+            assert any(line.startswith(f"| `{key}` † ") and f" {ms} " in line for line in rows), (key, rows)
+    assert all(" † " not in line for line in rows if not line.startswith("| `gloo"))
+    note = ("†: gloo's transfers in flight (a CPU trace's spans, each on a line of its own beside the thread that "
+            "started it): host-side time that overlaps the thread's ops and one another, so it is no part of the "
+            "step's sum and may pass the step; the residual takes it back.")
+    assert text.count(note) == 2  # under the op-kind and the op tables
+    diffed = CliRunner().invoke(cli, ["trace", "diff", str(data / "torch_gloo" / "plain"), str(data / "torch_ring"),
+                                      "-n", "3"]).stdout.splitlines()
+    assert [line.split()[:3] for line in diffed[3:6]] == [["gloo", "send", "†"], ["gloo", "recv", "†"],
+                                                           ["aten::cat", "compute", "0.267"]]
+    assert any(line.startswith("†: gloo's transfers in flight") and line.endswith("the ici totals below hold it too")
+               for line in diffed)
