@@ -21,9 +21,9 @@ WIDTH = 96  # the widest name a text table prints
 # thread that started it (``kineto._gloo_lines``): their time is time in flight, not the thread's
 _IN_FLIGHT = re.compile(r"gloo[: ]", re.IGNORECASE)
 IN_FLIGHT_MARK = "†"
-IN_FLIGHT_NOTE = (f"{IN_FLIGHT_MARK}: gloo's transfers in flight (a CPU trace's spans, each on a line of its own beside "
-                  "the thread that started it): host-side time that overlaps the thread's ops and one another, so "
-                  "it is no part of the step's sum and may pass the step; ")
+IN_FLIGHT_NOTE = (f"{IN_FLIGHT_MARK}: gloo's transfers in flight (a CPU trace's spans, each on a line of its own "
+                  "beside the thread that started it): host-side time that overlaps the thread's ops and one another, "
+                  "so it is no part of the step's sum and may pass the step; ")
 
 
 def in_flight(key: str) -> bool:
