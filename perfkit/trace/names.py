@@ -17,6 +17,9 @@ from collections.abc import Iterable
 import pandas as pd
 
 WIDTH = 96  # the widest name a text table prints
+ELLIPSIS = "…"
+_ANONYMOUS = "(anonymous namespace)::"
+_CLOSING = {">": ("<", "<…>"), ")": ("(", "(…)")}
 # a CPU trace's gloo transfer spans (op ``gloo:send``, kind ``gloo send``), each on a line of its own beside the
 # thread that started it (``kineto._gloo_lines``): their time is time in flight, not the thread's
 _IN_FLIGHT = re.compile(r"gloo[: ]", re.IGNORECASE)
@@ -29,9 +32,6 @@ IN_FLIGHT_NOTE = (f"{IN_FLIGHT_MARK}: gloo's transfers in flight (a CPU trace's 
 def in_flight(key: str) -> bool:
     """Whether an op or op kind of a table is gloo's transfers in flight (``IN_FLIGHT_NOTE``)."""
     return bool(_IN_FLIGHT.match(key))
-ELLIPSIS = "…"
-_ANONYMOUS = "(anonymous namespace)::"
-_CLOSING = {">": ("<", "<…>"), ")": ("(", "(…)")}
 
 
 def shorten(name: str) -> str:

@@ -11,13 +11,11 @@ as a program fingerprint in ``jit_step(...)``, numbers no step), else its order.
 number that is the step's own counts: the number the pattern's first group holds, else a name that is a number, a
 number after ``#`` (``ProfilerStep#12``) or after ``step`` / ``iter`` (``step 7``, ``train_iter_3``); a batch
 size (sglang's ``step[DECODE bs=32]``) or a layer's size numbers no step, and the output says which numbered them
-(``assign``).
-A Kineto marker is one occurrence
-of an annotation (its ``External id``, which the GPU-side copies of a host annotation on each stream share):
-where the number in the names of the events a pattern names is shared by two occurrences on a device (the hash
-in Inductor's ``## Call CompiledFxGraph fp5r5... ##``, a size in ``MoE[experts=64, ...]``), it tells no step
-apart, and that device's steps are numbered by their occurrences' order instead (they had read as one step
-spanning them all). An op belongs
+(``assign``). A Kineto marker is one occurrence of an annotation (its ``External id``, which the GPU-side copies
+of a host annotation on each stream share): where the number in the names of the events a pattern names is shared
+by two occurrences on a device (the hash in Inductor's ``## Call CompiledFxGraph fp5r5... ##``, a size in
+``MoE[experts=64, ...]``), it tells no step apart, and that device's steps are numbered by their occurrences' order
+instead (they had read as one step spanning them all). An op belongs
 to the marker window ``[start, end)`` holding its start; ops outside every window get step -1, and so
 do all ops of a trace without markers (then the whole trace is one span). DCN transfers are placed like
 ops; those of the whole host (device -1) in the first chip's windows when the host has no markers.
