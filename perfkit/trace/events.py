@@ -338,14 +338,17 @@ def _trial(path: Path) -> tuple[Path, str] | None:
     return None if at is None else (Path(*parts[:at]), parts[at + 1])
 
 
-def _apart(first: Path, second: Path) -> str:
+def _apart(first: Path, second: Path, claimed: int | None = None) -> str:
     """What to pass instead of two files that hold one rank's same step: one trial's folder where they are two
-    trials of one run (a run directory given whole), else one run's traces."""
+    trials of one run (a run directory given whole), else one run's traces, saying so where both files record
+    the rank they hold (``claimed``)."""
     a, b = _trial(first), _trial(second)
     if a and b and a[0] == b[0] and a[1] != b[1]:
         return (f"trials {a[1]} and {b[1]} of the run {a[0]} (a run directory holds a folder per trial): pass one "
                 f"trial's folder ({a[0] / 'trials' / a[1]}), or the run to `perfkit trace attribution {a[0]}` for its "
                 "A/B attribution")
+    if claimed is not None:
+        return _claimed(claimed)
     # (a job's processes on one machine each write a file named for it: read as one rank unless told apart)
     return ("pass one run's (one trial's) traces at a time; its processes' files named for one host are one rank's "
             "unless each is in a rank<R> folder")
@@ -365,9 +368,9 @@ def _one_run(frames: list[pd.DataFrame], files: list[Path], claimed: list[bool])
         for key in marks.itertuples(index=False, name=None):
             if key in seen:
                 other = seen[key]
-                raise BadInput(f"rank {key[0]} step {key[2]} is also in {files[other]}: " + (
-                    _claimed(key[0]) if claimed[i] and claimed[other] else _apart(files[other], files[i])),
-                    path=files[i])
+                both = key[0] if claimed[i] and claimed[other] else None
+                raise BadInput(f"rank {key[0]} step {key[2]} is also in {files[other]}: "
+                               + _apart(files[other], files[i], both), path=files[i])
             seen[key] = i
     _claimed_at_once(frames, files, claimed)
     ranks = [set(frame["rank"].unique().tolist()) for frame in frames]
