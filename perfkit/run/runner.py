@@ -253,12 +253,22 @@ def _check_options(case: Case, options: RunOptions) -> None:
         raise BadInput(f"must be in 0..{options.hosts - 1}", path=case.source, field="--host-index")
 
 
+def _check_runnable(case: Case, options: RunOptions) -> None:
+    """Each matrix combination checked as a case of its own (a script, a plan or a process count may be what is
+    swept): one that cannot run is refused before any file is written, as a case without a matrix is."""
+    for assignment, cell in case_mod.expand_matrix(case):
+        try:
+            _check_options(cell, options)
+            KINDS[cell.kind].check_runnable(cell)
+            placement.placements(cell, options)  # a placement this host cannot honour
+        except BadInput as exc:
+            raise (case_mod.in_combination(exc, assignment) if assignment else exc) from None
+
+
 def run_case(case: Case, run_dir: Path | None = None, options: RunOptions = RunOptions(), *,
              resume: bool = False, progress: Progress | None = None) -> RunResult:
     """Run every trial of ``case`` (every matrix combination) and write summaries and reports."""
-    _check_options(case, options)
-    KINDS[case.kind].check_runnable(case)
-    placement.placements(case, options)  # a placement this host cannot honour: refused before any file is written
+    _check_runnable(case, options)
     run_dir = Path(run_dir) if run_dir else default_run_dir(case)
     options = dataclasses.replace(options, run_id=options.run_id or run_dir.name,
                                   cwd=options.cwd or os.getcwd())
@@ -280,7 +290,7 @@ def run_case(case: Case, run_dir: Path | None = None, options: RunOptions = RunO
     failed = interrupted = False
     port_base = 0
     for i, (assignment, cell) in enumerate(case_mod.expand_matrix(case)):
-        values = ",".join(f"{k}={v}" for k, v in assignment.items())  # (shortened: a terminal redraws one line)
+        values = case_mod.combination_label(assignment)  # (shortened: a terminal redraws one line)
         folder = rundir.cell_dir(run_dir, i)
         progress.cell_label = f"cells/{folder.name} " + (values if len(values) <= 40 else values[:39] + "…")
         res = _run_cell(cell, folder, options, env_json=env_json, progress=progress, port_base=port_base)

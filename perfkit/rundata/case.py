@@ -411,13 +411,23 @@ def expand_matrix(case: Case) -> list[tuple[dict, Case]]:
         assignment = dict(zip(keys, combo))
         raw = apply_overrides(base, [f"{k}={yaml.safe_dump(v, default_flow_style=True).strip()}"
                                      for k, v in assignment.items()], case.source)
-        label = ",".join(f"{k}={v}" for k, v in assignment.items())
-        raw["name"] = f"{case.name}[{label}]"
+        raw["name"] = f"{case.name}[{combination_label(assignment)}]"
         try:
             out.append((assignment, validate(raw, case.source)))
         except BadInput as exc:
-            raise BadInput(f"{exc.reason} (in matrix combination {label})", path=exc.path, field=exc.field) from None
+            raise in_combination(exc, assignment) from None
     return out
+
+
+def combination_label(assignment: dict) -> str:
+    """A matrix combination as its cell's name and the messages about it spell it: ``key=value,...``."""
+    return ",".join(f"{k}={v}" for k, v in assignment.items())
+
+
+def in_combination(exc: BadInput, assignment: dict) -> BadInput:
+    """``exc``, found in one matrix combination, saying which."""
+    return BadInput(f"{exc.reason} (in matrix combination {combination_label(assignment)})", path=exc.path,
+                    field=exc.field)
 
 
 def to_yaml(case: Case) -> str:

@@ -150,6 +150,24 @@ def test_matrix_combination_that_is_invalid_is_refused_at_load(tmp_path):
                                 "(in matrix combination model.steps=2)")
 
 
+def test_a_matrix_combination_that_cannot_run_is_refused_before_any_runs(tmp_path):
+    """A newcomer's: a script missing in one combination only (a case without a matrix is refused so) ran the
+    combinations before it, then failed every trial of its own; each combination is checked as its case is."""
+    from perfkit.run import runner
+
+    (tmp_path / "bench.py").write_text("")
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump({"name": "m", "command": ["python", "{case_dir}/bench.py"], "matrix": {
+        "command": [["python", "{case_dir}/bench.py"], ["python", "{case_dir}/bnech.py"]]},
+        "variants": {"a": {}, "b": {}}}))
+    with pytest.raises(BadInput) as err:
+        runner.run_case(case_mod.load(path), tmp_path / "run")
+    missing = tmp_path / "bnech.py"
+    assert err.value.line() == (f"{path}: command: no such file {missing} ({{case_dir}}/bnech.py) (in matrix "
+                                f"combination command=['python', '{missing}'])")
+    assert not (tmp_path / "run").exists()
+
+
 def test_aa_appends_the_baseline_again_and_refuses_a_clash():
     c = case_mod.validate(dict(GOOD, aa=True), "c")
     assert [v.name for v in c.run_variants()] == ["tp", "sp", "tp-aa"]
