@@ -72,9 +72,14 @@ def _short_of_plan(run_dir: Path) -> bool:
 def render_one(run_dir: Path, interrupted: bool | None = None) -> bool:
     """summary.json and report.md of one run directory (host parts merged first); True if it failed."""
     if (run_dir / "hosts").is_dir():
-        rundir.merge_hosts(run_dir)
-        stopped = rundir.any_host_interrupted(run_dir) or \
-            not rundir.all_hosts_done(run_dir, len(rundir.host_parts(run_dir)))
+        hosts = rundir.planned_hosts(run_dir)
+        absent = rundir.absent_hosts(run_dir, hosts)
+        if absent:
+            named = f"host{'s' * (len(absent) > 1)} {', '.join(map(str, absent))}"
+            print(f"perfkit: {run_dir / 'hosts'}: no part of {named} of {hosts} (it never started, or wrote "
+                  "elsewhere): the trials lack its ranks and read as incomplete", file=sys.stderr)
+        rundir.merge_hosts(run_dir, hosts)
+        stopped = rundir.any_host_interrupted(run_dir) or not rundir.all_hosts_done(run_dir, hosts)
     else:
         summary = run_dir / "summary.json"
         stopped = _short_of_plan(run_dir) or bool(summary.exists() and json.loads(summary.read_text()).get(

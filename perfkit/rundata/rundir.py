@@ -210,6 +210,19 @@ def host_parts(run_dir: Path) -> list[Path]:
     return sorted((run_dir / "hosts").glob("host*"), key=lambda p: int(p.name[4:]))
 
 
+def planned_hosts(run_dir: Path) -> int:
+    """How many hosts a multi-host run was started on, as its parts' run.json give it (a matrix's cell: the matrix's):
+    a host that never started has no part to count."""
+    top = run_dir.parent.parent if run_dir.parent.name == "cells" else run_dir
+    started = [json.loads(p.read_text()).get("hosts", 1) for p in (top / "hosts").glob("host*/run.json")]
+    return max([len(host_parts(run_dir)), *started])
+
+
+def absent_hosts(run_dir: Path, hosts: int) -> list[int]:
+    """The hosts of ``hosts`` with no part in ``run_dir``."""
+    return sorted(set(range(hosts)) - {int(p.name[4:]) for p in host_parts(run_dir)})
+
+
 def all_hosts_done(run_dir: Path, hosts: int) -> bool:
     return sum((p / "done").exists() for p in host_parts(run_dir)) >= hosts
 
@@ -247,13 +260,13 @@ def merge_trial(records: list[TrialRecord], hosts: int) -> TrialRecord:
     return merged
 
 
-def merge_hosts(run_dir: Path) -> list[TrialRecord]:
-    """Merge every host's ``trials.jsonl`` into the top-level one; returns the merged trials."""
-    parts = host_parts(run_dir)
+def merge_hosts(run_dir: Path, hosts: int) -> list[TrialRecord]:
+    """Merge every host's ``trials.jsonl`` into the top-level one (a trial that one of the run's ``hosts`` has no
+    record of is incomplete); returns the merged trials."""
     by_index: dict[int, list[TrialRecord]] = {}
-    for part in parts:
+    for part in host_parts(run_dir):
         for rec in read_trials(part):
             by_index.setdefault(rec["index"], []).append(rec)
-    merged = [merge_trial(recs, len(parts)) for _, recs in sorted(by_index.items())]
+    merged = [merge_trial(recs, hosts) for _, recs in sorted(by_index.items())]
     write_atomic(run_dir / "trials.jsonl", "".join(json.dumps(t) + "\n" for t in merged))
     return merged

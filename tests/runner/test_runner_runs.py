@@ -244,6 +244,23 @@ def test_two_hosts_of_two_ranks_share_one_run_directory(tmp_path, write_case):
     assert json.loads((run / "summary.json").read_text())["trials"]["total"] == 2
 
 
+def test_a_host_that_never_started_leaves_its_trials_incomplete(tmp_path, write_case):
+    """A newcomer's: host 1 of 2 never started (nothing in hosts/host1) and `perfkit report` merged host 0's part as
+    the whole run: every trial ok with rank 0 alone of the case's 2, no failed trial, exit 0. The run's host count
+    is its parts' run.json's, and the missing host is named."""
+    path, run = write_case(sleeper_case(steps=3, sleep_ms=1, processes=2)), tmp_path / "run"
+    res = perfkit("run", path, "--out", run, "--hosts", "2", "--host-index", "0", "--coordinator", "127.0.0.1:1")
+    assert res.returncode == 0 and res.stdout.startswith("host 0: its trials are in"), res.stderr
+    res = perfkit("report", run)
+    assert res.returncode == 3, res.stdout
+    assert res.stderr == (f"perfkit: {run / 'hosts'}: no part of host 1 of 2 (it never started, or wrote "
+                          "elsewhere): the trials lack its ranks and read as incomplete\n")
+    trials = read_jsonl(run / "trials.jsonl")
+    assert [(t["status"], [r["rank"] for r in t["ranks"]]) for t in trials] == [("incomplete", [0])] * 4
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["interrupted"] and len(summary["trials"]["failed"]) == 4
+
+
 def test_salt_makes_every_trial_compile_fresh(tmp_path, write_case):
     """Both variants run the same jax program with a persistent compilation cache: without --salt the
     second trial loads the first one's executable, with --salt neither trial hits the cache."""
