@@ -392,7 +392,7 @@ def report(run_dirs, across_runs, out_file, as_json):
     if across_runs:
         from perfkit.report import progression  # numpy and pandas: only for --progression
 
-        frame = progression.progression_frame([progression.load_summaries(Path(d)) for d in run_dirs])
+        frame = progression.progression_frame(progression.load_runs([Path(d) for d in run_dirs]))
         text = json.dumps({"rows": json_safe(frame.to_dict("records"))}, indent=2) if as_json \
             else "\n".join(progression.markdown(frame))
         click.echo(text)

@@ -8,28 +8,74 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any, Iterator
 
 import pandas as pd
+import yaml
 
 from perfkit.common.comparison import compared_variant, trial_median
 from perfkit.common.digits import digits
 from perfkit.common.json_figures import from_json
+from perfkit.errors import BadInput
 from perfkit.rundata.rundir import cell_dirs, read_summary
+
+
+def load_runs(run_dirs: list[Path]) -> list[list[tuple[str, dict]]]:
+    """``load_summaries`` of each run, in the order given; a run given twice is refused (its second row read as a
+    change of +0.0% against itself)."""
+    first: dict[Path, int] = {}
+    for i, run_dir in enumerate(run_dirs, 1):
+        if (earlier := first.setdefault(run_dir.resolve(), i)) != i:
+            raise BadInput(f"given twice (runs {earlier} and {i} of the progression)", path=str(run_dir))
+    return [load_summaries(d) for d in run_dirs]
+
+
+def _swept(case: str) -> tuple[str, str]:
+    """A case's name and a matrix combination's ``[key=value]`` after it ("" for a case without a matrix)."""
+    at = case.find("[") if case.endswith("]") else len(case)
+    return case[:at], case[at:]
+
+
+def _label(run_dir: Path, summary: dict) -> str:
+    """A run's name in the table: its folder's; a matrix combination's, ``matrix/cells/NN [key=value]``."""
+    swept = _swept(summary["case"])[1]
+    if run_dir.parent.name != "cells" or not swept:
+        return run_dir.name
+    return f"{run_dir.parent.parent.name}/cells/{run_dir.name} {swept}"
 
 
 def load_summaries(run_dir: Path) -> list[tuple[str, dict]]:
     """``(label, summary)`` of a run, or of each finished combination of a matrix run."""
     summary = read_summary(run_dir)
     if summary.get("kind") != "matrix":
-        return [(run_dir.name, summary)]
+        return [(_label(run_dir, summary), summary)]
+    return [(_label(cell, s), s) for cell in cell_dirs(run_dir) if (cell / "summary.json").is_file()
+            for s in [read_summary(cell)]]
 
-    out = []
-    for cell in cell_dirs(run_dir):
-        if (cell / "summary.json").is_file():
-            s = read_summary(cell)
-            swept = s["case"][s["case"].find("["):] if s["case"].endswith("]") else ""  # its name[key=value]
-            out.append((f"{run_dir.name}/cells/{cell.name}{' ' + swept if swept else ''}", s))
-    return out
+
+def _fields(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """A case's fields as dotted names (``variants.b.env.IMPL``) and values; a list is one value."""
+    if isinstance(node, dict) and node:
+        for key, value in node.items():
+            yield from _fields(value, f"{prefix}{key}.")
+    else:
+        yield prefix[:-1], node
+
+
+def _case_fields(summary: dict) -> dict | None:
+    """The run's resolved case (summary.json's ``reproduce.case_yaml``) as its dotted fields, its name left out
+    (one case's rows share it); None where the summary holds no case."""
+    text = (summary.get("reproduce") or {}).get("case_yaml")
+    if text is None:
+        return None
+    return {k: v for k, v in _fields(yaml.safe_load(text) or {}) if k != "name"}
+
+
+def _changed(before: dict | None, now: dict | None) -> list[str] | None:
+    if before is None or now is None:
+        return None
+    missing = object()
+    return sorted(k for k in before.keys() | now.keys() if before.get(k, missing) != now.get(k, missing))
 
 
 def _value(variant: dict, name: str) -> float | None:
@@ -39,8 +85,10 @@ def _value(variant: dict, name: str) -> float | None:
 def progression_frame(runs: list[list[tuple[str, dict]]]) -> pd.DataFrame:
     """One row per run (``load_summaries`` of each, in order): each variant's step time as its median of
     per-trial medians (the figures the ratio divides); ``a_vs_previous`` / ``b_vs_previous``: that over
-    the last earlier row's that ran the same case's same variant (NaN where none did)."""
+    the last earlier row's that ran the same case's same variant (NaN where none did); ``changed``: the case's
+    fields that differ from the last earlier row of the same case (None where there is none)."""
     rows = []
+    cases: dict[str, dict | None] = {}  # each case's fields in its last row so far
     for label, s in (pair for group in runs for pair in group):
         a = s["baseline"]
         b = compared_variant(s)
@@ -48,8 +96,11 @@ def progression_frame(runs: list[list[tuple[str, dict]]]) -> pd.DataFrame:
         src = (s.get("env") or {}).get("source") or {}
         q = s.get("quality") or {}
         psnr = q.get("psnr_db")
+        fields = _case_fields(s)
+        changed = _changed(cases[s["case"]], fields) if s["case"] in cases else None
+        cases[s["case"]] = fields
         rows.append({"run": label, "case": s["case"], "commit": (src.get("commit") or "")[:12] or None,
-                     "dirty": src.get("dirty"), "a": a, "b": b,
+                     "dirty": src.get("dirty"), "changed": changed, "a": a, "b": b,
                      "a_step_ms": trial_median(va), "b_step_ms": trial_median(vb),
                      "ratio": c["ratio"], "ci_lo": c["ci"][0], "ci_hi": c["ci"][1], "verdict": c["verdict"],
                      "a_first_ms": va["first_step_ms"]["median"], "b_first_ms": vb["first_step_ms"]["median"],
@@ -77,10 +128,16 @@ def markdown(frame: pd.DataFrame) -> list[str]:
     same = frame.a.nunique() == 1 and frame.b.nunique() == 1
     a, b = (frame.a.iloc[0], frame.b.iloc[0]) if same else ("A", "B")
     compile_cols = frame[["a_compile_s", "b_compile_s"]].notna().any().any()
-    head = ["run", "commit", f"{a} step (ms)", f"{b} step (ms)", f"{b}/{a} [95% CI]", "verdict",
+    # a matrix's combinations are one case: their rows' names carry the values
+    case_col = frame.case.map(lambda c: _swept(c)[0]).nunique() > 1
+    changed_col = any(frame.changed.map(bool))
+    head = ["run", *(["case"] if case_col else []), "commit", *(["case changed"] if changed_col else []),
+            f"{a} step (ms)", f"{b} step (ms)", f"{b}/{a} [95% CI]", "verdict",
             f"first step {a} / {b} (ms)", *([f"compile {a} / {b} (s)"] if compile_cols else []),
             f"PSNR {b} vs {a} (dB)", "failed trials"]
-    lines = ["| " + " | ".join(head) + " |", "| --- | --- |" + " ---: |" * 3 + " --- |" + " ---: |" * (len(head) - 6)]
+    words = 2 + case_col + changed_col
+    lines = ["| " + " | ".join(head) + " |",
+             "|" + " --- |" * words + " ---: |" * 3 + " --- |" + " ---: |" * (len(head) - words - 4)]
     for r in frame.itertuples():
         commit = "-" if pd.isna(r.commit) else f"`{r.commit}`" + (" (dirty)" if r.dirty is True else "")
         ratio = "-" if r.ratio is None or math.isnan(r.ratio) else \
@@ -90,7 +147,10 @@ def markdown(frame: pd.DataFrame) -> list[str]:
         known = not any(x is None or math.isnan(x) for x in steps)
         decimals = digits([steps[:2]]) if known else 2  # the step times shown divide to the ratio shown
         # a stopped run's figures are of fewer trials than its plan's: said beside its name
-        cells = [f"`{r.run}`" + (" (stopped)" if r.interrupted else ""), commit, _step(r.a_step_ms, r.a_vs_previous, None if same else r.a, decimals),
+        changed = "-" if r.changed is None else ", ".join(f"`{k}`" for k in r.changed) or "none"
+        cells = [f"`{r.run}`" + (" (stopped)" if r.interrupted else ""),
+                 *([f"`{_swept(r.case)[0]}`"] if case_col else []), commit, *([changed] if changed_col else []),
+                 _step(r.a_step_ms, r.a_vs_previous, None if same else r.a, decimals),
                  _step(r.b_step_ms, r.b_vs_previous, None if same else r.b, decimals), ratio, r.verdict,
                  f"{_num(r.a_first_ms, '.1f')} / {_num(r.b_first_ms, '.1f')}",
                  *([f"{_num(r.a_compile_s)} / {_num(r.b_compile_s)}"] if compile_cols else []), psnr, str(r.failed)]
@@ -98,5 +158,7 @@ def markdown(frame: pd.DataFrame) -> list[str]:
     lines += ["", "Step times are each variant's median of per-trial medians (timed synced steps), the figures "
               f"{b}/{a} divides; in parentheses, the change against the last row above of the same case and variant; "
               "in brackets, the ratio's 95% CI" + ("; (stopped): a run stopped before its plan finished, of fewer "
-                                                   "trials" if frame["interrupted"].any() else "") + "."]
+                                                   "trials" if frame["interrupted"].any() else "")
+              + ("; case changed: the fields of the run's case.yaml that differ from the last row above of the same "
+                 "case" if changed_col else "") + "."]
     return lines

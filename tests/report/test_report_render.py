@@ -596,6 +596,49 @@ def test_progression_marks_a_stopped_run_and_names_a_combinations_values(make_ru
     from perfkit.report.progression import load_summaries
 
     assert [label for label, _ in load_summaries(sweep)] == ["sweep/cells/00 [devices=2]"]
+    # a combination given on its own is named so too (it read `00`)
+    assert [label for label, _ in load_summaries(sweep / "cells" / "00")] == ["sweep/cells/00 [devices=2]"]
+
+
+def test_progression_names_the_case_fields_changed_since_the_row_above(make_run):
+    """A newcomer's: three runs of one case at one commit, at sizes 96, 128 and 160 (`--set command=...`), read as
+    three rows of one setting whose step time changed +170% and +59% for nothing the table named. Each row names the
+    fields of its resolved case that differ from the last row above of the same case (the row its change divides by);
+    the column shows only where some row changed."""
+    first = make_run("r1")
+    second = make_run("r2", case_extra={"command": ["python", "bench.py", "128"]})
+    third = make_run("r3", case_extra={"command": ["python", "bench.py", "128"], "warmup": 2,
+                                       "variants": {"a": {"description": "the old kernel", "env": {"N": "1"}},
+                                                    "b": {"description": "the new kernel"}}})
+    res = CliRunner().invoke(cli, ["report", "--progression", str(first), str(second), str(third), "--json"])
+    assert res.exit_code == 0, res.output
+    changed = [r["changed"] for r in json.loads(res.output)["rows"]]
+    assert changed == [None, ["command"], ["variants.a.env.N", "warmup"]]
+    back = make_run("r4")  # r1's case again: its command back, against r2's
+    text = CliRunner().invoke(cli, ["report", "--progression", str(first), str(second), str(back)]).output
+    assert text.startswith("| run | commit | case changed | a step (ms) |")
+    assert [table_row(text, f"`{r}`")[1] for r in ("r1", "r2", "r4")] == ["-", "`command`", "`command`"]
+    assert "case changed: the fields of the run's case.yaml that differ from the last row above of the same case" \
+        in text
+
+
+def test_progression_of_runs_of_several_cases_names_each_rows_case(make_run):
+    """A newcomer's: runs of two cases in one table read as one series, the change column blank where a row's
+    case had no row above for no reason shown; with more than one case, a column names each row's (a matrix's
+    combinations are one case, whose values its rows' names carry)."""
+    first, other = make_run("r1"), make_run("r3", case_extra={"name": "other-case"})
+    text = CliRunner().invoke(cli, ["report", "--progression", str(first), str(other)]).output
+    assert text.startswith("| run | case | commit |")
+    assert table_row(text, "`r1`")[0] == "`fixture`" and table_row(text, "`r3`")[0] == "`other-case`"
+    assert "| case |" not in CliRunner().invoke(cli, ["report", "--progression", str(first)]).output
+
+
+def test_progression_refuses_a_run_given_twice(make_run):
+    """A newcomer's: the same run given twice read as a second row, +0.0% against itself."""
+    first = make_run("r1")
+    res = CliRunner().invoke(cli, ["report", "--progression", str(first), str(first.parent / "." / "r1")])
+    assert res.exit_code == 2
+    assert res.output == f"perfkit: {first.parent / '.' / 'r1'}: given twice (runs 1 and 2 of the progression)\n"
 
 
 def test_bad_input_is_one_line(tmp_path):
