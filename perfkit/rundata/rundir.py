@@ -48,11 +48,16 @@ def part_dir(run_dir: Path, host_index: int, hosts: int) -> Path:
 def resume_command(run_dir: Path) -> str:
     """The command that runs the rest of the run ``run_dir`` belongs to: the top of a matrix run (its
     ``cells/NN`` is no run of its own to resume), absolute, and each host's index where there are several."""
-    top = run_dir.absolute()
-    if top.parent.name == "cells" and (top.parent.parent / "run.json").exists():
-        top = top.parent.parent
+    top = matrix_of(run_dir.absolute()) or run_dir.absolute()
     hosts = " --host-index <this host, 0..>" if (top / "hosts").is_dir() else ""
     return f"perfkit run --resume {shlex.quote(str(top))}{hosts}"
+
+
+def matrix_of(run_dir: Path) -> Path | None:
+    """The matrix run whose combination ``run_dir`` is (``cells/NN``: a run directory, but none to resume), or None.
+    Its case.yaml marks it: its run.json may be each host's, in ``hosts/host<I>/``."""
+    top = run_dir.parent.parent
+    return top if run_dir.parent.name == "cells" and (top / "case.yaml").exists() else None
 
 
 def rank_dirs(trial_dir: Path) -> list[Path]:
@@ -178,6 +183,9 @@ def write_options(part: Path, options: dict) -> None:
 
 def read_options(run_dir: Path, host_index: int | None) -> dict:
     """The options a run was started with (for ``--resume``); multi-host runs need the host index."""
+    if matrix_of(run_dir):
+        raise BadInput(f"a combination of a matrix run: `{resume_command(run_dir)}` runs the rest of the matrix",
+                       path=str(run_dir))
     if (run_dir / "run.json").exists():
         return json.loads((run_dir / "run.json").read_text())
     hosts = sorted((run_dir / "hosts").glob("host*/run.json"))

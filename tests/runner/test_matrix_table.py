@@ -86,3 +86,26 @@ def test_the_matrix_report_says_where_it_ran_and_how_to_run_it_again(tmp_path):
                            "3.11.7, Linux\n- packages: perfkit 0.1.0\n\n")
     reproduce = report[report.index("## Reproduce\n"):]
     assert reproduce.startswith(f"## Reproduce\n\n```sh\ncd {tmp_path.parent}\nperfkit run {tmp_path.name}/case.yaml\n```")
+
+
+def test_resuming_a_combination_names_the_matrix_to_resume(tmp_path):
+    """A newcomer's: `perfkit run --resume RUN/cells/01` said "not a perfkit run directory (no run.json)" of a
+    folder that is one (a combination's); and a multi-host matrix's combinations said to resume themselves (the
+    matrix's run.json is each host's, in hosts/host<I>/), which refused so too."""
+    from click.testing import CliRunner
+
+    from perfkit.cli import cli
+
+    (tmp_path / "case.yaml").write_text(json.dumps({"name": "m", "command": ["python", "x.py"], "matrix": {
+        "seed": [1, 2]}, "variants": {"tp": {}, "sp": {}}}))
+    (tmp_path / "hosts" / "host0").mkdir(parents=True)
+    (tmp_path / "hosts" / "host0" / "run.json").write_text("{}")
+    cell(tmp_path, 1, [1.0], [1.5], (1.0, 1.5), 1.5, interrupted=True)
+    combination = tmp_path / "cells" / "01"
+    (combination / "case.yaml").write_text("name: m[seed=2]\n")
+    (combination / "hosts" / "host0").mkdir(parents=True)
+    assert rundir.resume_command(combination) == f"perfkit run --resume {tmp_path} --host-index <this host, 0..>"
+    res = CliRunner().invoke(cli, ["run", "--resume", str(combination), "--host-index", "0"])
+    assert res.exit_code == 2 and res.output == (f"perfkit: {combination}: a combination of a matrix run: `perfkit "
+                                                 f"run --resume {tmp_path} --host-index <this host, 0..>` runs the "
+                                                 "rest of the matrix\n")
