@@ -382,6 +382,10 @@ def _check_matrix(matrix: dict, path: str) -> None:
     for key, values in matrix.items():
         if not isinstance(values, list) or not values:
             raise BadInput("a matrix entry is a non-empty list of values", path=path, field=f"matrix.{key}")
+        # two equal values would run one combination twice, under one name (values may be lists or mappings)
+        twice = [v for i, v in enumerate(values) if any(type(w) is type(v) and w == v for w in values[:i])]
+        if twice:
+            raise BadInput(f"{twice[0]} is given twice", path=path, field=f"matrix.{key}")
     if math.prod(len(v) for v in matrix.values()) > MAX_COMBINATIONS:
         raise BadInput(f"more than {MAX_COMBINATIONS} combinations", path=path, field="matrix")
 

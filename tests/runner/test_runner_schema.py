@@ -141,6 +141,13 @@ def test_matrix_expands_to_every_combination_in_order():
         assert cell.matrix == {} and cell.name == f"x[devices={cell.devices},model.steps={cell.model['steps']}]"
 
 
+def test_a_matrix_value_given_twice_is_refused():
+    """A newcomer's: `seed: [1, 1]` ran two combinations of one case, both named x[seed=1], two rows of one setting."""
+    assert refusal(dict(GOOD, matrix={"seed": [1, 2, 1]})) == "c.yaml: matrix.seed: 1 is given twice"
+    assert refusal(dict(GOOD, matrix={"variants.sp.env": [{"K": "1"}, {"K": "1"}]})) == \
+        "c.yaml: matrix.variants.sp.env: {'K': '1'} is given twice"
+
+
 def test_matrix_combination_that_is_invalid_is_refused_at_load(tmp_path):
     path = tmp_path / "m.yaml"
     path.write_text(yaml.safe_dump(dict(GOOD, warmup=2, matrix={"model.steps": [8, 2]})))
