@@ -70,9 +70,11 @@ def timed_steps(trial: dict) -> list[float]:
 
 def undecided(case: Case, names: list[str], trials: list[dict]) -> bool:
     """Whether any B (every variant run but the baseline and the A/A control) has an unknown verdict, as the
-    summary will give it (``timing.compare_variants``)."""
+    summary will give it (``timing.compare_variants``), that more rounds may decide: not where a variant has no
+    trial that ran (every one crashed or hung), whose next trials would fail alike, a hang each costing the timeout."""
     a = case.variants[0].name
-    if a not in names:
+    ran = {t["variant"] for t in trials if t["status"] == "ok"}
+    if a not in names or any(n not in ran for n in names):
         return False
     rows = timing.compare_variants(timing.steps_frame(trials), a, [b for b in names if b not in (a, case.aa_name)],
                                    min_effect=case.min_effect, seed=case.seed)

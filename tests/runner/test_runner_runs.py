@@ -276,3 +276,15 @@ def test_salt_makes_every_trial_compile_fresh(tmp_path, write_case):
         hits[bool(flags)] = [t["values"]["compile_cache_hits"] for t in read_jsonl(run / "trials.jsonl")]
     assert hits[False][0] == 0 and hits[False][1] >= 1
     assert hits[True] == [0, 0]
+
+
+def test_a_variant_whose_every_trial_crashed_gets_no_more_rounds(tmp_path, write_case):
+    """A newcomer's B crashed in every trial, and the plan grew round by round to repeats.max (16 trials; with a hang
+    each a timeout long), though no round could give it a timed step. Two rounds (repeats.min), four trials."""
+    case = sleeper_case(steps=3, sleep_ms=0, repeats={"min": 2, "max": 8},
+                        variants={"a": {"env": {"REPORT_MS": "5.0"}}, "b": {"env": {"CRASH_AT": "1"}}})
+    res = perfkit("run", write_case(case), "--out", tmp_path / "run")
+    assert res.returncode == 3, res.stderr
+    trials = read_jsonl(tmp_path / "run/trials.jsonl")
+    assert [(t["variant"], t["status"]) for t in trials] == [("a", "ok"), ("b", "crashed"), ("b", "crashed"),
+                                                             ("a", "ok")]
