@@ -633,6 +633,9 @@ def environment_lines(summary: dict) -> list[str]:
     if env.get("host"):
         lines.append(f"- host: `{env['host']}`, {env.get('cpus')} CPUs, Python {env.get('python')}, "
                      f"{env.get('platform')}")
+    hosts = (env.get("hosts") or {}).get("count", 1)
+    if hosts > 1:  # the run's env.json is its host 0's
+        lines.append(f"- hosts: {hosts}; the lines here are host 0's, each host's own in `hosts/host<I>/env.json`")
     lines.append(f"- packages: {', '.join(f'{k} {v}' for k, v in (env.get('packages') or {}).items() if v) or '-'}")
     lines += [f"- `{k}={v}`" for k, v in (env.get("flags") or {}).items()]
     return lines

@@ -238,6 +238,9 @@ def test_two_hosts_of_two_ranks_share_one_run_directory(tmp_path, write_case):
     assert len(set(salts)) == 2  # a fresh salt per trial
     assert len(read_jsonl(run / "hosts/host1/trials.jsonl")) == 2
     assert json.loads((run / "summary.json").read_text())["variants"]["b"]["step_ms"]["n"] == 3
+    # a newcomer's: the Environment named host 0 alone, never that the run had two
+    assert "\n- hosts: 2; the lines here are host 0's, each host's own in `hosts/host<I>/env.json`\n" in \
+        (run / "report.md").read_text()
     (run / "summary.json").unlink()
     res = perfkit("report", run)  # the merge step, by hand
     assert res.returncode == 0, res.stderr
