@@ -266,6 +266,16 @@ def _names_matched(a: Path | None, b: Path | None) -> dict[str, str]:
         return {}
 
 
+def _program_places(parts: pd.DataFrame) -> dict[str, int]:
+    """Per module name that several programs of a step share, how many of them its op keys place
+    (``diff.PROGRAM_PLACE``)."""
+    out: dict[str, int] = {}
+    for key in parts.loc[parts["by"] == "op", "key"].unique():
+        if found := diff.PROGRAM_PLACE.search(key):
+            out[found["module"]] = max(out.get(found["module"], 0), int(found["place"]))
+    return out
+
+
 def summarize(run_dir: Path, trials: list[dict], variants: list[str],
               parts: dict[str, list[pd.DataFrame] | BadInput] | None = None, top: int = TOP, seed: int = 0
               ) -> dict | None:
@@ -307,6 +317,8 @@ def summarize(run_dir: Path, trials: list[dict], variants: list[str],
             out[v] = {"error": exc.line()}
             continue
         first = splits["category"]
+        places = [_program_places(p) for p in (base, mine)]
+        placed = {m: [places[0].get(m, 0), places[1].get(m, 0)] for m in sorted(places[0].keys() | places[1].keys())}
         tested = pd.concat([rows.iloc[:-1][lambda r: (r["change"] != RESIDUAL) & ((by == "category") | (r["key"] != IDLE))]
                             for by, rows in splits.items()])
         out[v] = {"marked": {"rows": len(tested), "marked": int(tested["marked"].sum()),
@@ -316,6 +328,7 @@ def summarize(run_dir: Path, trials: list[dict], variants: list[str],
                   "outside_ops": [base.attrs["outside_ops"], mine.attrs["outside_ops"]],
                   "outside_ms": [base.attrs["outside_ps"] / PS_PER_MS, mine.attrs["outside_ps"] / PS_PER_MS],
                   "same_programs": same, **({"ops_renamed": len(renamed)} if same is False else {}),
+                  **({"programs_placed": placed} if placed else {}),
                   "confidence": first.attrs["confidence"], "interval": first.attrs["interval"],
                   "total": _records(first.iloc[-1:])[0],
                   **{by: _records(rows.iloc[:-1]) for by, rows in splits.items()}}

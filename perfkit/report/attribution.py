@@ -63,6 +63,17 @@ def _table(rows: list[dict], by: str, title: str, baseline: str, name: str) -> l
     return out
 
 
+def _places(placed: dict[str, list[int]], base: str, name: str) -> str:
+    """The sentence on ops keyed by their program's place: several programs of one name in a step, each with ops
+    XLA numbers apart (8 layers each jitted as ``jit_f``)."""
+    counts = ", ".join(f"`{m}`: {a} in {base}'s step, {b} in {name}'s" for m, (a, b) in placed.items())
+    m = next(iter(placed))
+    return (f"**Several programs of one name** ran in a step ({counts}): XLA names ops per program, so an op is "
+            f"named here with its program's place among them, the order they start in a step (`({m} #2)`: of the "
+            f"second `{m}` to start), and matched across sides by that place, not summed with the ops of its name in "
+            "the others.")
+
+
 def _other(row: dict, title: str) -> str:
     """``other (7 ops: 1 added, 6 changed)``: what the row sums."""
     counts = row["other_keys"]
@@ -147,6 +158,8 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
                         "of one name on both sides need not be one op, and its `changed` row may set two ops' times "
                         "side by side (`perfkit hlo-diff` compares the programs); the category and op-kind splits "
                         "hold."]
+            if by == "op" and v.get("programs_placed"):
+                out += ["", _places(v["programs_placed"], base, name)]
             out += _table(v[by], by, title, base, name)
     return out
 

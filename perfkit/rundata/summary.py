@@ -259,6 +259,8 @@ class AttributionVariant(TypedDict):
     outside_ms: NotRequired[list[float]]  # [a, b]: their durations summed
     same_programs: NotRequired[bool | None]  # both sides compiled the same XLA programs (None: no dumps of a side)
     ops_renamed: NotRequired[int]  # where not: B's step-program ops named as A's aligned ones (absent before it)
+    # per module name several programs of a step share: [a, b], how many; their ops keyed ``<op> (<module> #<k>)``
+    programs_placed: NotRequired[dict[str, list[int]]]
     confidence: float
     interval: NotRequired[Literal["welch", "steps", "none"]]  # how the CIs were had (report.attribution.INTERVALS)
     total: AttributionRow

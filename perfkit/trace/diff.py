@@ -9,6 +9,7 @@ HTA's TraceDiff counts it.
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -22,15 +23,50 @@ KEYS = ("kind", "op", "shape")
 SPAN_PART_COLUMNS = ["rank", "device", "step", "by", "key", "category", "time_ps"]
 
 
-# grouping columns of each key, and how a group's values read as one label
-_GROUPS = {"kind": ["kind"], "op": ["hlo_op", "name"], "shape": ["kind", "shape"]}
-EVENT_COLUMNS = {by: tuple(dict.fromkeys(timeline.COLUMNS + clocks.COLUMNS + tuple(_GROUPS[by]))) for by in KEYS}  # all it reads, per key
+# grouping columns of each key, and how a group's values read as one label; an op's ``program``: where several
+# programs share its module's name, which of them (``_programs``), as XLA numbers ops per program
+_GROUPS = {"kind": ["kind"], "op": ["hlo_op", "name", "program"], "shape": ["kind", "shape"]}
+_READS = {"kind": ("kind",), "op": ("hlo_op", "name", "hlo_module", "program_id"), "shape": ("kind", "shape")}
+EVENT_COLUMNS = {by: tuple(dict.fromkeys(timeline.COLUMNS + clocks.COLUMNS + _READS[by])) for by in KEYS}  # it reads
+PROGRAM_PLACE = re.compile(r" \((?P<module>[^()]+) #(?P<place>\d+)\)$")  # an op key's program, as ``_label`` adds it
+
+
+def _grouping(by: str, frame: pd.DataFrame) -> list[str]:
+    """The grouping columns of ``by`` that ``frame`` has: an op's ``program`` only where ``_programs`` gave one."""
+    return [c for c in _GROUPS[by] if c in frame.columns]
 
 
 def _label(by: str, values: tuple) -> str:
-    if by == "op":  # the HLO instruction name, or the kernel / event name when there is none
-        return str(values[0]) if isinstance(values[0], str) and values[0] else str(values[1])
+    if by == "op":  # the HLO instruction name, or the kernel / event name when there is none; its program's place
+        name = str(values[0]) if isinstance(values[0], str) and values[0] else str(values[1])
+        return f"{name} ({values[2]})" if len(values) > 2 and isinstance(values[2], str) and values[2] else name
     return " ".join(str(v) for v in values if isinstance(v, str) and v)
+
+
+def _programs(ops: pd.DataFrame) -> pd.Categorical | None:
+    """Per op, ``<module> #<k>`` where its span ran several programs of its module's name (8 layers each jitted as
+    ``jit_f``, each with its ``ynn_fusion``): the k-th of them to start in the span, a place a changed build of
+    the same program keeps where its id (a TPU program's fingerprint) would not; else ``""``. None where no two
+    programs share a name: the usual trace, its ops keyed by name alone."""
+    ids, programs = pd.factorize(ops["program_id"].array)  # -1: unknown
+    if len(programs) < 2:
+        return None
+    codes = ops["hlo_module"].cat.codes.to_numpy().astype(np.int64)
+    known = (codes >= 0) & (ids >= 0)
+    modules = pd.unique(codes[known] * len(programs) + ids[known]) // len(programs)  # of each (module, program)
+    shared = known & np.isin(codes, modules[pd.Series(modules).duplicated().to_numpy()])
+    if not shared.any():
+        return None
+    mine = pd.DataFrame({"span": ops["span"].to_numpy()[shared], "module": codes[shared], "program": ids[shared],
+                         "start": ops["start_ps"].to_numpy()[shared]})
+    grouped = mine.groupby(["span", "module", "program"])
+    first = grouped["start"].min()
+    place = first.groupby(level=["span", "module"]).rank(method="first").astype(np.int64).to_numpy()
+    names = ops["hlo_module"].cat.categories.to_numpy()[first.index.get_level_values("module")]
+    labels = pd.Categorical([""] + [f"{n} #{k}" for n, k in zip(names, place)])  # "" sorts first: code 0
+    out = np.zeros(len(ops), np.int64)
+    out[shared] = labels.codes[1:][grouped.ngroup().to_numpy()]
+    return pd.Categorical.from_codes(out, labels.categories)
 
 
 def _op_times(events: pd.DataFrame, by: str, window: str, layout: timeline.Layout | None) -> timeline.Measured:
@@ -38,7 +74,9 @@ def _op_times(events: pd.DataFrame, by: str, window: str, layout: timeline.Layou
     stream's kernel its whole duration)."""
     if by not in KEYS:
         raise BadInput(f"must be one of {', '.join(KEYS)}", field="--by")
-    spans, ops = timeline.measured(events, window, [*_GROUPS[by], "category", "line", "start_ps"], layout)
+    spans, ops = timeline.measured(events, window, [*_READS[by], "category", "line", "start_ps"], layout)
+    if by == "op" and (programs := _programs(ops)) is not None:
+        ops = ops.assign(program=programs)
     if spans.empty:
         return timeline.Measured(spans, ops.assign(time_ps=np.zeros(0, np.int64)))
     ops = ops.assign(time_ps=np.where(timeline.on_gpu_stream(ops["line"]), ops["end_ps"] - ops["start_ps"],
@@ -58,7 +96,7 @@ def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step", layout
     if spans.empty:
         groups = pd.DataFrame(columns=[*_GROUPS[by], "category", "sum", "size"])
     else:
-        groups = (ops.groupby(_GROUPS[by] + ["category"], observed=True, dropna=False)["time_ps"]
+        groups = (ops.groupby(_grouping(by, ops) + ["category"], observed=True, dropna=False)["time_ps"]
                   .agg(["sum", "size"]).reset_index())
     groups.attrs["outside"] = laid.outside
     groups.attrs["clock"] = laid.clock
@@ -73,12 +111,12 @@ def per_span(events: pd.DataFrame, by: str = "kind", window: str = "step", layou
     columns = ["rank", "device", "step", "key", "category", "time_ps"]
     if spans.empty:
         return pd.DataFrame(columns=columns)
-    groups = (ops.groupby(["span", *_GROUPS[by], "category"], observed=True, dropna=False)["time_ps"].sum()
+    groups = (ops.groupby(["span", *_grouping(by, ops), "category"], observed=True, dropna=False)["time_ps"].sum()
               .reset_index())
     where = spans.iloc[groups["span"].to_numpy()]
     return pd.DataFrame({
         "rank": where["rank"].to_numpy(), "device": where["device"].to_numpy(), "step": where["step"].to_numpy(),
-        "key": [_label(by, v) for v in zip(*(groups[c] for c in _GROUPS[by]))],
+        "key": [_label(by, v) for v in zip(*(groups[c] for c in _grouping(by, groups)))],
         "category": groups["category"].astype(str).to_numpy(), "time_ps": groups["time_ps"].to_numpy(np.int64),
     })[columns]
 
@@ -105,10 +143,13 @@ def per_key(groups: pd.DataFrame, spans: int, by: str = "kind") -> pd.DataFrame:
     most time, a tie to the first of compute / ici / dcn / dma), ``time_ps`` and ``count`` per chip and
     step; ``attrs["spans"]``. By shape, where no op has one (a Kineto trace's kernels carry none): the kinds,
     and a note that says so."""
-    keys = [_label(by, v) for v in zip(*(groups[c] for c in _GROUPS[by]))]
+    keys = [_label(by, v) for v in zip(*(groups[c] for c in _grouping(by, groups)))]
     if by == "shape" and len(groups) and not any(isinstance(s, str) and s for s in groups["shape"]):
         warnings.warn("no op in these traces has a shape (a Kineto trace's kernels carry none): keyed by kind "
                       "alone", DefinitionNote, stacklevel=2)
+    if by == "op" and any(PROGRAM_PLACE.search(k) for k in keys):
+        warnings.warn("ops of programs that share a name are keyed by the program's place among them in a step: "
+                      "`(jit_f #2)` the second `jit_f` to start", DefinitionNote, stacklevel=2)
     sums = groups.assign(key=keys).groupby(["key", "category"], observed=True)[["sum", "size"]].sum().reset_index()
     order = pd.Categorical(sums["category"].astype(str), categories=list(CATEGORIES), ordered=True)
     main = sums.assign(order=order).sort_values(["key", "sum", "order"], ascending=[True, False, True], kind="stable")

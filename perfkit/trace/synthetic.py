@@ -79,7 +79,9 @@ class PlaneWriter:
         """The event metadata id of ``name`` with metadata-level ``stats`` (created on first use)."""
         key = (name, display_name, tuple(sorted(stats.items())))
         if key not in self._events:
-            mid = self._events[key] = len(self._events) + 1
+            # numbered past the plane's metadata, not this writer's: a second writer on one plane (a second
+            # ``XSpaceWriter.program``) adds to it where it would overwrite
+            mid = self._events[key] = len(self.proto.event_metadata) + 1
             md = self.proto.event_metadata[mid]
             md.id, md.name, md.display_name = mid, name, display_name
             for k, v in stats.items():

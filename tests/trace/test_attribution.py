@@ -582,3 +582,68 @@ def test_gloo_transfers_in_flight_are_said_to_overlap_beside_their_rows(fixtures
                                                            ["aten::cat", "compute", "0.267"]]
     assert any(line.startswith("†: gloo's transfers in flight") and line.endswith("the ici totals below hold it too")
                for line in diffed)
+
+
+def _layers_trial(path, rng, programs: tuple[int, int], planted_us: float) -> np.ndarray:
+    """One trial of two layers, each its own program named ``jit_f`` (ids ``programs``, in the order they run),
+    each with an op ``fusion.1`` (~10 us, the second layer's ``planted_us`` longer), then 2 us idle; CHIPS chips,
+    STEPS steps. Returns the durations (us) per (chip, step, layer)."""
+    space = XSpaceWriter("h")
+    for program in programs:
+        space.program(program, "jit_f", [("fusion.1", "fusion", "f32[8,128]")])
+    us = rng.uniform(8, 12, size=(CHIPS, STEPS, 2)) + [0, planted_us]
+    for chip in range(CHIPS):
+        plane = space.plane(f"/device:TPU:{chip}")
+        steps, ops = plane.line("Steps", 0), plane.line("XLA Ops", 0)
+        t = 0
+        for step in range(STEPS):
+            start = t
+            for layer, program in enumerate(programs):
+                d = int(us[chip, step, layer] * U)
+                ops.event(plane.op("fusion.1", program_id=program, hlo_category="loop fusion"), t, d)
+                t += d
+            t += 2 * U
+            steps.event(plane.op(str(step)), start, t - start)
+    space.save(path)
+    return us
+
+
+def test_ops_of_programs_sharing_a_name_are_told_apart_by_their_place(tmp_path):
+    """A newcomer's 8 layers, each jitted as its own `jit_f` with a `ynn_fusion`: the by-op table showed one row
+    `ynn_fusion` 0.205 -> 0.282 ms, the 8 ops summed. Here two layers, each a `jit_f` with a `fusion.1`, B's second
+    layer 5 us longer and a changed build (its id, a TPU program's fingerprint, other than A's, and below its first
+    layer's): a row per layer, named by the order its program starts in the step, A's and B's paired by it; each
+    figure the numpy mean (over trials, steps and chips) of the drawn durations."""
+    rng = np.random.default_rng(11)
+    (tmp_path / "case.yaml").write_text(yaml.safe_dump({
+        "name": "layers", "command": ["python", "x.py"], "devices": CHIPS, "seed": 0,
+        "variants": {"a": {"env": {}}, "b": {"env": {}}}}))
+    lines, drawn = [], {"a": [], "b": []}
+    for i, v in enumerate(["a", "b", "b", "a"]):
+        folder = tmp_path / "trials" / f"{i:02d}-{v}"
+        drawn[v].append(_layers_trial(folder / "rank0" / "trace" / "h.xplane.pb", rng,
+                                      (6, 8) if v == "a" else (9, 3), 5.0 if v == "b" else 0.0))
+        lines.append(json.dumps({"index": i, "variant": v, "status": "ok", "dir": f"trials/{i:02d}-{v}"}))
+    (tmp_path / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    doc = attribution.summarize(tmp_path, _trials(tmp_path), ["a", "b"])
+    b = doc["variants"]["b"]
+    rows = {r["key"]: r for r in b["op"]}
+    expected = {v: np.mean([d.mean(axis=(0, 1)) for d in drawn[v]], axis=0) / 1e3 for v in drawn}  # ms per layer
+    for layer in range(2):
+        r = rows[f"fusion.1 (jit_f #{layer + 1})"]
+        assert (r["change"], r["a_ms"], r["b_ms"]) == ("changed", pytest.approx(expected["a"][layer], abs=1e-6),
+                                                        pytest.approx(expected["b"][layer], abs=1e-6))
+    assert "fusion.1" not in rows and b["programs_placed"] == {"jit_f": [2, 2]}
+    text = "\n".join(section(doc))
+    said = ("**Several programs of one name** ran in a step (`jit_f`: 2 in a's step, 2 in b's): XLA names ops per "
+            "program, so an op is named here with its program's place among them, the order they start in a step "
+            "(`(jit_f #2)`: of the second `jit_f` to start)")
+    assert said in text and text.index(said) < text.index("By op:")
+    assert "| `fusion.1 (jit_f #2)` | compute | changed |" in text
+    # trace diff's by-op table keys them alike, and says how
+    traces = [events.load([tmp_path / "trials" / t / "rank0" / "trace" / "h.xplane.pb"],
+                          columns=attribution.diff.EVENT_COLUMNS["op"]) for t in ("00-a", "01-b")]
+    with pytest.warns(attribution.diff.DefinitionNote, match=r"`\(jit_f #2\)` the second `jit_f` to start"):
+        table = attribution.diff.diff(*traces, by="op").set_index("key")
+    assert sorted(table.index) == ["fusion.1 (jit_f #1)", "fusion.1 (jit_f #2)"]
+    assert table.loc["fusion.1 (jit_f #2)", "b_ps"] == pytest.approx(drawn["b"][0][..., 1].mean() * U, abs=1)
