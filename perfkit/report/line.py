@@ -50,8 +50,8 @@ def step_times_text(va: float, vb: float) -> tuple[str, str]:
     return f"{va:.{n}f}", f"{vb:.{n}f}"
 
 
-_HOW = {"skipped": "skipped", "never arrived": "never arrived at", "different collective": "ran {mine} where the "
-        "others ran", "extra collective": "ran an extra"}
+_HOW = {"skipped": "skipped", "not completed": "has no record in its trace of",
+        "different collective": "ran {mine} where the others ran", "extra collective": "ran an extra"}
 
 
 def parted(parting: dict) -> str:

@@ -7,8 +7,9 @@ and by their index within the step; those after its last marked step are in the 
 step's marker never closes, so the profiler never writes it). The first place, in step and index order,
 where the chips that ran the step do not all show one collective (same kind and bytes sent: instruction
 names differ between ranks whose programs differ) is where they part: a chip there with another collective ran a
-``different collective``; a chip with none there ``skipped`` it when it has later collectives, else it
-``never arrived`` (its trace ends before it). The majority's instruction is the one named; where more chips went
+``different collective``; a chip with none there ``skipped`` it when it has later collectives, else it has ``not
+completed`` it (its trace ends before one there: the profiler writes an op when it ends, so a chip cut inside the
+collective shows as one that never reached it). The majority's instruction is the one named; where more chips went
 on past the place with none there (a later collective, or the step's marker closed) than ran any one collective,
 the majority is theirs, and the chips with one ran an ``extra collective`` (named).
 
@@ -167,8 +168,8 @@ def _unsettled(seq: pd.DataFrame, chips: int) -> list[tuple[int, int]]:
 def first_parting(seq: pd.DataFrame, chips: pd.DataFrame) -> dict | None:
     """The first (step, index) where the chips that ran the step do not all show one collective: ``step,
     index, op, kind, bytes, module`` (the majority's, or with ``extra`` the first extra collective's), ``majority``
-    (its chips), ``parted``: ``[{rank, device, how (different collective | extra collective | skipped | never
-    arrived), op, in_step}]``, ``extra`` (the majority ran none there and went on); None where they never part."""
+    (its chips), ``parted``: ``[{rank, device, how (different collective | extra collective | skipped | not
+    completed), op, in_step}]``, ``extra`` (the majority ran none there and went on); None where they never part."""
     everyone = [(int(r), int(d)) for r, d in zip(chips["rank"], chips["device"])]
     keys = _unsettled(seq, len(everyone))
     if not keys:
@@ -200,7 +201,7 @@ def first_parting(seq: pd.DataFrame, chips: pd.DataFrame) -> dict | None:
                 parted.append({"rank": c[0], "device": c[1], "how": how, "op": here[c]["op"],
                                "in_step": int(steps.get((*c, step), 0))})
             else:
-                parted.append({"rank": c[0], "device": c[1], "how": "skipped" if c in went_on else "never arrived",
+                parted.append({"rank": c[0], "device": c[1], "how": "skipped" if c in went_on else "not completed",
                                "op": None, "in_step": int(steps.get((*c, step), 0))})
         if not parted:
             continue
@@ -273,7 +274,10 @@ def parting_of(seq: pd.DataFrame, chips: pd.DataFrame, programs: dict[int, Path]
     return pd.DataFrame(rows, columns=CHIP_COLUMNS), first
 
 
-_HOW = {"extra collective": "ran an extra collective", "different collective": "ran a different collective"}
+_HOW = {"extra collective": "ran an extra collective", "different collective": "ran a different collective",
+        "not completed": "did not complete it in its trace"}
+# a chip whose trace lacks the collective may be inside it: a rank that completed a receive from it proves it entered
+_CUT_INSIDE = " (a profiler writes an op when it ends: a chip whose trace lacks it may be waiting inside it)"
 
 
 def _waiting_parting(seq: pd.DataFrame, waits: pd.DataFrame, listed: dict) -> dict | None:
@@ -316,6 +320,7 @@ def describe(first: dict | None, chips: pd.DataFrame | None = None) -> str:
                     + (f" ({p['op']})" if p["op"] else "")
                     + f", {p['in_step']} collective{'' if p['in_step'] == 1 else 's'} there against {first['in_step']}"
                     for p in first["parted"])
+    who += _CUT_INSIDE * any(p["how"] == "not completed" for p in first["parted"])
     majority = ", ".join(_chip_label(c["rank"], c["device"]) for c in first["majority"])
     where = f"step {first['step']}" if first["step"] >= 0 else "before the first step marker"
     if first.get("waiting"):  # none completed it: where each waits, from its program

@@ -1,6 +1,7 @@
-"""The end of each chip's trace, for hangs: its last device ops, which chips stopped earliest, and what
+"""The end of each chip's trace, for hangs: its last device ops, whose traces stop earliest, and what
 the others were in at that moment (a chip stuck in a matmul while the rest wait in a collective shows
-as one early stop and a column of ``ici`` ops).
+as one early stop and a column of ``ici`` ops). A trace stops at the last op that ended: the profiler writes an op
+when it ends, so a chip cut inside an op (a collective it waits in) stops at the op before it.
 
 Both read the frame's columns as arrays and pick rows per chip with a few linear passes (a per-chip
 maximum, a radix sort by chip), never sorting the millions of ops of a large profile.

@@ -146,8 +146,8 @@ def test_an_extra_collective_in_the_one_traced_step(tmp_path):
 
 
 def test_the_ranks_that_run_the_majority_s_program_are_said_so(tmp_path):
-    """A hang where one rank's program differs and the others wait: rank 0 ran cp.2, ranks 1-3 never arrived, but
-    only rank 2's program lacks it (a newcomer's: three ranks 'never arrived' and the one chip that ran the
+    """A hang where one rank's program differs and the others wait: rank 0 ran cp.2, ranks 1-3 have no record of it,
+    but only rank 2's program lacks it (a newcomer's: three ranks 'never arrived' and the one chip that ran the
     collective named, the rank at fault only in the program sentence after)."""
     rank_trace(tmp_path / "rank0" / "trace" / "h.xplane.pb", [], ["cp.1", "cp.2"])
     for rank in (1, 2, 3):
@@ -155,7 +155,14 @@ def test_the_ranks_that_run_the_majority_s_program_are_said_so(tmp_path):
     for rank in range(4):
         dump(tmp_path / f"rank{rank}" / "xla_dump", ("cp.1", "cp.3") if rank == 2 else PERMUTES)
     chips, first = parting.parting_traces(sorted(tmp_path.glob("rank*/trace")))
-    assert [p["how"] for p in first["parted"]] == ["never arrived"] * 3 and first["majority_program"] == [1, 3]
+    assert [p["how"] for p in first["parted"]] == ["not completed"] * 3 and first["majority_program"] == [1, 3]
+    # a newcomer's: rank 0 completed the hop, which receives from rank 3, so rank 3 entered it; its trace ends
+    # inside it (an op is written when it ends), yet the sentence said ranks 1-3 'never arrived'
+    not_done = "did not complete it in its trace, 1 collective there against 2"
+    assert parting.describe(first).startswith(
+        f"chips part at step 0, collective 2 there: cp.2 (collective-permute) on rank 0 device 0; rank 1 device 0 "
+        f"{not_done}; rank 2 device 0 {not_done}; rank 3 device 0 {not_done} (a profiler writes an op when it ends: "
+        "a chip whose trace lacks it may be waiting inside it). Rank 2's program")
     # rank 0 alone ran cp.2: its program is named, not 'the majority's' (a newcomer's: one chip of four)
     assert parting.describe(first).endswith("it lacks cp.2 (collective 2 of 3). Ranks 1, 3 run rank 0's "
                                             "program: rank 2's differs")
@@ -212,16 +219,16 @@ def test_without_programs_and_without_a_parting(hung_trial, tmp_path_factory):
     assert parting.parting_traces(sorted(alike.glob("rank*/trace")))[1] is None
 
 
-def test_a_chip_that_never_arrived(tmp_path):
-    """Rank 1's trace ends inside step 0, before the others' second collective: it never arrived there."""
+def test_a_chip_whose_trace_ends_before_a_collective(tmp_path):
+    """Rank 1's trace ends inside step 0, before the others' second collective: it did not complete one there."""
     rank_trace(tmp_path / "rank0" / "trace" / "h.xplane.pb", [list(PERMUTES)], [])
     rank_trace(tmp_path / "rank1" / "trace" / "h.xplane.pb", [], ["cp.1"])
     rank_trace(tmp_path / "rank2" / "trace" / "h.xplane.pb", [list(PERMUTES)], [])
     chips, first = parting.parting_traces(sorted(tmp_path.glob("rank*/trace")))
     assert chips["completed"].tolist() == [3, 1, 3]
-    # rank 1's cp.1 ran in its first step, its marker never written: step 0; it never got to the second
+    # rank 1's cp.1 ran in its first step, its marker never written: step 0; its trace holds no second
     assert (first["step"], first["index"], first["op"]) == (0, 1, "cp.2")
-    assert first["parted"] == [{"rank": 1, "device": 0, "how": "never arrived", "op": None, "in_step": 1}]
+    assert first["parted"] == [{"rank": 1, "device": 0, "how": "not completed", "op": None, "in_step": 1}]
 
 
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
