@@ -53,8 +53,12 @@ def _programs(ops: pd.DataFrame) -> pd.Categorical | None:
         return None
     codes = ops["hlo_module"].cat.codes.to_numpy().astype(np.int64)
     known = (codes >= 0) & (ids >= 0)
-    modules = pd.unique(codes[known] * len(programs) + ids[known]) // len(programs)  # of each (module, program)
-    shared = known & np.isin(codes, modules[pd.Series(modules).duplicated().to_numpy()])
+    # (span, module) of each (span, module, program) run: a module twice is one a span ran several programs of
+    # (one name on two chips or ranks with ids of their own, each one program, is no such module)
+    n_modules, n_programs = len(ops["hlo_module"].cat.categories), len(programs)
+    runs = pd.unique((ops["span"].to_numpy()[known].astype(np.int64) * n_modules + codes[known]) * n_programs
+                     + ids[known]) // n_programs
+    shared = known & np.isin(codes, runs[pd.Series(runs).duplicated().to_numpy()] % n_modules)
     if not shared.any():
         return None
     mine = pd.DataFrame({"span": ops["span"].to_numpy()[shared], "module": codes[shared], "program": ids[shared],

@@ -647,3 +647,20 @@ def test_ops_of_programs_sharing_a_name_are_told_apart_by_their_place(tmp_path):
         table = attribution.diff.diff(*traces, by="op").set_index("key")
     assert sorted(table.index) == ["fusion.1 (jit_f #1)", "fusion.1 (jit_f #2)"]
     assert table.loc["fusion.1 (jit_f #2)", "b_ps"] == pytest.approx(drawn["b"][0][..., 1].mean() * U, abs=1)
+
+
+def test_one_program_of_a_name_per_chip_is_keyed_by_its_ops_alone(tmp_path):
+    """Each chip runs one ``jit_f`` (one op, ``fusion.1``) under an id of its own, as separately compiled processes'
+    programs may be numbered: no span ran two programs of that name, so no op is keyed by a program's place."""
+    space = XSpaceWriter("h")
+    for chip in range(2):
+        space.program(40 + chip, "jit_f", [("fusion.1", "fusion", "f32[8,128]")])
+    for chip in range(2):
+        plane = space.plane(f"/device:TPU:{chip}")
+        steps, ops = plane.line("Steps", 0), plane.line("XLA Ops", 0)
+        for step in range(2):
+            ops.event(plane.op("fusion.1", program_id=40 + chip, hlo_category="loop fusion"), step * 20 * U, 10 * U)
+            steps.event(plane.op(str(step)), step * 20 * U, 20 * U)
+    space.save(tmp_path / "h.xplane.pb")
+    trace = events.load([tmp_path / "h.xplane.pb"], columns=attribution.diff.EVENT_COLUMNS["op"])
+    assert sorted(attribution.diff.per_span(trace, by="op")["key"].unique()) == ["fusion.1"]
