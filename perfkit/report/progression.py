@@ -21,13 +21,17 @@ from perfkit.rundata.rundir import cell_dirs, read_summary
 
 
 def load_runs(run_dirs: list[Path]) -> list[list[tuple[str, dict]]]:
-    """``load_summaries`` of each run, in the order given; a run given twice is refused (its second row read as a
-    change of +0.0% against itself)."""
+    """``load_summaries`` of each run, in the order given; a run given twice, or a matrix and one of its combinations,
+    is refused (its second row read as a change of +0.0% against itself)."""
     first: dict[Path, int] = {}
+    runs = []
     for i, run_dir in enumerate(run_dirs, 1):
-        if (earlier := first.setdefault(run_dir.resolve(), i)) != i:
-            raise BadInput(f"given twice (runs {earlier} and {i} of the progression)", path=str(run_dir))
-    return [load_summaries(d) for d in run_dirs]
+        found = _summaries(run_dir)
+        for folder, _ in found:
+            if (earlier := first.setdefault(folder.resolve(), i)) != i:
+                raise BadInput(f"given twice (runs {earlier} and {i} of the progression)", path=str(folder))
+        runs.append([(_label(folder, s), s) for folder, s in found])
+    return runs
 
 
 def _swept(case: str) -> tuple[str, str]:
@@ -46,11 +50,15 @@ def _label(run_dir: Path, summary: dict) -> str:
 
 def load_summaries(run_dir: Path) -> list[tuple[str, dict]]:
     """``(label, summary)`` of a run, or of each finished combination of a matrix run."""
+    return [(_label(folder, s), s) for folder, s in _summaries(run_dir)]
+
+
+def _summaries(run_dir: Path) -> list[tuple[Path, dict]]:
+    """``(folder, summary)`` of a run, or of each finished combination of a matrix run."""
     summary = read_summary(run_dir)
     if summary.get("kind") != "matrix":
-        return [(_label(run_dir, summary), summary)]
-    return [(_label(cell, s), s) for cell in cell_dirs(run_dir) if (cell / "summary.json").is_file()
-            for s in [read_summary(cell)]]
+        return [(run_dir, summary)]
+    return [(cell, read_summary(cell)) for cell in cell_dirs(run_dir) if (cell / "summary.json").is_file()]
 
 
 def _fields(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:

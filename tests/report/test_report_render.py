@@ -648,6 +648,19 @@ def test_progression_refuses_a_run_given_twice(make_run):
     assert res.output == f"perfkit: {first.parent / '.' / 'r1'}: given twice (runs 1 and 2 of the progression)\n"
 
 
+def test_progression_refuses_a_matrix_and_one_of_its_combinations_given_together(make_run):
+    """The matrix gives a row per combination: its cells/00 given beside it read as a second row of that
+    combination, +0.0% against itself."""
+    summary = json.loads((make_run("r1") / "summary.json").read_text())
+    sweep = make_run("r2").parent / "sweep"
+    (sweep / "cells" / "00").mkdir(parents=True)
+    (sweep / "summary.json").write_text(json.dumps({"kind": "matrix"}))
+    (sweep / "cells" / "00" / "summary.json").write_text(json.dumps(dict(summary, case="fixture[devices=2]")))
+    res = CliRunner().invoke(cli, ["report", "--progression", str(sweep), str(sweep / "cells" / "00")])
+    assert (res.exit_code, res.output) == (2, f"perfkit: {sweep / 'cells' / '00'}: given twice (runs 1 and 2 of the "
+                                              "progression)\n")
+
+
 def test_bad_input_is_one_line(tmp_path):
     res = CliRunner().invoke(cli, ["report", str(tmp_path)])
     assert res.exit_code == 2 and "no case.yaml" in res.output and len(res.output.splitlines()) == 1
