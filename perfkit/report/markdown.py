@@ -17,7 +17,7 @@ from perfkit.report.departure import departure_section
 from perfkit.report.line import more_rounds, multi_host, rounds_run, step_times_text, summary_line
 from perfkit.report.serving import section
 from perfkit.rundata.exits import exit_text, where_threads_wait
-from perfkit.rundata.rundir import resume_command
+from perfkit.rundata.rundir import matrix_of, resume_command
 from perfkit.trace.names import labels
 from perfkit.trace.straggler import SKEW_PAST_STEP, STRAGGLER_SHARE
 
@@ -634,8 +634,9 @@ def environment_lines(summary: dict) -> list[str]:
         lines.append(f"- host: `{env['host']}`, {env.get('cpus')} CPUs, Python {env.get('python')}, "
                      f"{env.get('platform')}")
     hosts = (env.get("hosts") or {}).get("count", 1)
-    if hosts > 1:  # the run's env.json is its host 0's
-        lines.append(f"- hosts: {hosts}; the lines here are host 0's, each host's own in `hosts/host<I>/env.json`")
+    if hosts > 1:  # the run's env.json is its host 0's; each host writes its own once, a matrix's at its top
+        of = "the matrix's " if summary.get("run_dir") and matrix_of(Path(summary["run_dir"])) else ""
+        lines.append(f"- hosts: {hosts}; the lines here are host 0's, each host's own in {of}`hosts/host<I>/env.json`")
     lines.append(f"- packages: {', '.join(f'{k} {v}' for k, v in (env.get('packages') or {}).items() if v) or '-'}")
     lines += [f"- `{k}={v}`" for k, v in (env.get("flags") or {}).items()]
     return lines

@@ -256,6 +256,20 @@ def test_a_multi_host_run_with_no_verdict_asks_for_more_rounds_by_repeats_min(tm
     assert case_mod.load(run / "case.yaml", overrides).repeats == {"min": 6, "max": 6}
 
 
+def test_a_multi_host_matrix_combination_points_to_the_matrix_s_host_env_files(tmp_path):
+    """Each host writes its env.json once, into the matrix's hosts/host<I>/ (runner.run_case); a combination's
+    folder holds host 0's alone. Its report pointed to its own hosts/host<I>/env.json, which no host writes."""
+    from perfkit.run import finish
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "case.yaml").write_text("name: fixture\n")
+    cell = write_run(tmp_path / "m" / "cells" / "00", ab_trials())
+    (cell / "env.json").write_text(json.dumps({**ENV, "hosts": {"count": 2, "index": 0}}))
+    finish.render(cell)
+    assert "\n- hosts: 2; the lines here are host 0's, each host's own in the matrix's `hosts/host<I>/env.json`\n" \
+        in (cell / "report.md").read_text()
+
+
 def test_a_stopped_run_with_no_verdict_asks_for_the_rest_of_its_plan(tmp_path):
     """A newcomer's Ctrl-C after 2 of a case's up to 4 rounds: the line and the report asked for `--set
     repeats.max=4`, the case's own limit (a fresh run of the same plan); the rest of this run is `--resume`'s."""
