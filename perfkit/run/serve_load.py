@@ -27,7 +27,7 @@ import stat
 import threading
 import time
 from typing import Callable, NamedTuple
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 from perfkit.rundata.serve_spec import PER_SERVER, OutputSpec, RequestSpec, allowed_host, fill
 
@@ -71,6 +71,7 @@ class Reply(NamedTuple):
     data: bytes
     content_type: str = ""  # "" where the answer named none
     location: str = ""  # where a 202 Accepted says the job's result will be; "" where none
+    url: str = ""  # the URL that answered, which a relative Location is relative to; "" where not known
 
 
 class Answer(NamedTuple):
@@ -107,7 +108,7 @@ def call(method: str, url: str, body: bytes | None, headers: dict, timeout: floa
         conn.request(method, target, body=body, headers=headers)
         resp = conn.getresponse()
         return Reply(resp.status, _read_body(resp, deadline, timeout), resp.getheader("Content-Type", ""),
-                     resp.getheader("Location", ""))
+                     resp.getheader("Location", ""), url)
     except TimeoutError:
         raise RequestFailed(f"no answer within {timeout:g} s", timed_out=True) from None
     except (OSError, http.client.HTTPException, ValueError) as exc:  # ValueError: a URL http.client cannot send
@@ -243,7 +244,8 @@ def take_output(output: OutputSpec, reply: Reply, base: str, host: str, deadline
     # other kind would keep the job's status as the video (a path, a file still being written), its latency as the
     # job's.
     if status == 202 and reply.location:
-        reply = _fetch(resolve(reply.location, base), "its Location", status, host, deadline)
+        # HTTP's Location is a reference relative to the URL that answered ('jobs/7', '../jobs/7', '//host/jobs/7')
+        reply = _fetch(urljoin(reply.url or base, reply.location), "its Location", status, host, deadline)
     elif status == 202 and output.kind != "url":
         raise RequestFailed(f"HTTP 202 Accepted with no Location header, a job taken on, not its output: perfkit "
                             f"polls a 202's Location, or with output.kind url the URL in output.field, while it "

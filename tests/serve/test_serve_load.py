@@ -302,6 +302,23 @@ def test_a_job_still_running_at_the_deadline_is_a_timed_out_202_however_the_last
                    'sending the request: {"status": "running"}')
 
 
+@pytest.mark.parametrize("location, polled", [("jobs/7", "/v1/jobs/7"), ("../jobs/7", "/jobs/7"),
+                                               ("//127.0.0.1:{port}/jobs/7", "/jobs/7")])
+def test_a_202_s_location_relative_to_the_request_is_polled_where_it_points(tmp_path, location, polled):
+    """HTTP's Location is a reference relative to the URL that answered it: by hand, 'jobs/7' answering POST
+    /v1/generate is /v1/jobs/7, '../jobs/7' is /jobs/7, '//host:port/jobs/7' the same server's /jobs/7. A Location
+    that did not start with one '/' was refused as 'neither loopback nor serve.host', or fetched at a path glued to
+    the server's address."""
+    paths = []
+    handler = type("Relative", (JobAPI,), {"done": staticmethod(lambda: True),
+                                           "do_GET": lambda self: (paths.append(self.path), JobAPI.do_GET(self))})
+    with serving(handler, threading.Event()) as base:
+        reply = Reply(202, b'{"status": "queued"}', "", location.format(port=urlsplit(base).port),
+                      f"{base}/v1/generate")
+        answer = take_output(OutputSpec("body", None, ".mp4"), reply, base, "127.0.0.1", Deadline.start(5))
+    assert (answer.data, paths) == (MP4, [polled])
+
+
 @pytest.mark.parametrize("kind, field", [("body", ""), ("base64", "b64"), ("path", "path")])
 def test_a_request_answered_202_is_a_failed_one_unless_a_url_output_polls_for_the_job(kind, field, tmp_path):
     # A job taken on, not done: its status was kept as the video (or a file still being written was read), and
