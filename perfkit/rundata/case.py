@@ -382,10 +382,15 @@ def _check_matrix(matrix: dict, path: str) -> None:
     for key, values in matrix.items():
         if not isinstance(values, list) or not values:
             raise BadInput("a matrix entry is a non-empty list of values", path=path, field=f"matrix.{key}")
-        # two equal values would run one combination twice, under one name (values may be lists or mappings)
-        twice = [v for i, v in enumerate(values) if any(type(w) is type(v) and w == v for w in values[:i])]
-        if twice:
-            raise BadInput(f"{twice[0]} is given twice", path=path, field=f"matrix.{key}")
+        # two equal values would run one combination twice, under one name (values may be lists or mappings); two
+        # that read alike ('1' and 1) share the name, and where the field is text (env), the setting too
+        for i, v in enumerate(values):
+            for w in values[:i]:
+                if type(w) is type(v) and w == v:
+                    raise BadInput(f"{v} is given twice", path=path, field=f"matrix.{key}")
+                if f"{w}" == f"{v}":
+                    raise BadInput(f"{w!r} and {v!r} both read {v} in a combination's name", path=path,
+                                   field=f"matrix.{key}")
     if math.prod(len(v) for v in matrix.values()) > MAX_COMBINATIONS:
         raise BadInput(f"more than {MAX_COMBINATIONS} combinations", path=path, field="matrix")
 

@@ -148,6 +148,13 @@ def test_a_matrix_value_given_twice_is_refused():
         "c.yaml: matrix.variants.sp.env: {'K': '1'} is given twice"
 
 
+def test_two_matrix_values_named_alike_are_refused():
+    """`variants.sp.env.K: ["1", 1]` ran two combinations of one setting (env values are text: K=1 in both), both
+    named x[variants.sp.env.K=1]."""
+    assert refusal(dict(GOOD, matrix={"variants.sp.env.K": ["1", 1]})) == \
+        "c.yaml: matrix.variants.sp.env.K: '1' and 1 both read 1 in a combination's name"
+
+
 def test_matrix_combination_that_is_invalid_is_refused_at_load(tmp_path):
     path = tmp_path / "m.yaml"
     path.write_text(yaml.safe_dump(dict(GOOD, warmup=2, matrix={"model.steps": [8, 2]})))
