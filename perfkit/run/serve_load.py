@@ -300,7 +300,8 @@ def _poll(url: str, deadline: Deadline) -> Reply:
         except RequestFailed as exc:
             if not exc.timed_out:
                 raise
-            if exc.status is not None:
+            # a 202 cut short is the job as last seen, still running, where an earlier poll saw it so
+            if exc.status is not None and (exc.status != 202 or last is None):
                 raise deadline.ran_out(url, f"HTTP {exc.status}, its body not ended", exc.status) from None
             break
         if got.status != 202:
