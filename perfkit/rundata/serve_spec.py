@@ -50,7 +50,8 @@ MAX_RESTARTS = 10_000  # as a case's repeats
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 PER_REQUEST = ("prompt", "seed", "name")  # placeholders every prompt fills
 PER_SERVER = ("host", "port")  # placeholders of the server process (its free port)
-PLACEHOLDER = re.compile(r"\{(\w+)\}")
+# ``{word}`` a placeholder; ``{{word}}`` the text ``{word}`` (a server's own template in its argv or env)
+PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}|\{(\w+)\}")
 NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
@@ -136,9 +137,10 @@ def fill(template: Any, values: dict) -> Any:
     if not isinstance(template, str):
         return template
     whole = PLACEHOLDER.fullmatch(template)
-    if whole and whole[1] in values:
-        return values[whole[1]]
-    return PLACEHOLDER.sub(lambda m: str(values[m[1]]) if m[1] in values else m[0], template)
+    if whole and whole[2] in values:
+        return values[whole[2]]
+    return PLACEHOLDER.sub(lambda m: f"{{{m[1]}}}" if m[1] else str(values[m[2]]) if m[2] in values else m[0],
+                           template)
 
 
 def placeholders(template: Any) -> set[str]:
@@ -146,7 +148,7 @@ def placeholders(template: Any) -> set[str]:
         return set().union(*map(placeholders, template.values()))
     if isinstance(template, list):
         return set().union(*map(placeholders, template))
-    return set(PLACEHOLDER.findall(template)) if isinstance(template, str) else set()
+    return {m[2] for m in PLACEHOLDER.finditer(template) if m[2]} if isinstance(template, str) else set()
 
 
 def allowed_host(hostname: str | None, host: str) -> bool:

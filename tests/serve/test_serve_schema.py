@@ -227,3 +227,15 @@ def test_a_server_starts_with_the_rank_environment_salt_included(tmp_path, monke
     assert env[stackdump.STACKS_ENV] == str(tmp_path / "rank0" / "stacks.txt")
     unsalted = ServedTrial(case, case.variants[1], Trial(4, "b", 1), tmp_path / "r", None, None).proc.env
     assert "PERFKIT_SALT" not in unsalted
+
+
+def test_doubled_braces_are_the_text_of_a_server_s_own_template():
+    """Any {word} in a server's argv or env but {host} and {port} is refused at load: a server's own template
+    (a log format's '{levelname}') is written '{{levelname}}', which it receives as '{levelname}'."""
+    raw = changed("serve.server", ["python", "srv.py", "--log-format", "{{levelname}}: {{message}} on {port}"])
+    raw["variants"]["a"] = {"env": {"FMT": "{{asctime}}"}}
+    case = case_mod.validate(raw, "c.yaml")
+    assert fill(list(case.variants[0].serve.argv), {"host": "h", "port": 9}) == [
+        "python", "srv.py", "--log-format", "{levelname}: {message} on 9"]
+    assert fill(case.variants[0].env, {"host": "h", "port": 9}) == {"FMT": "{asctime}"}
+    assert fill('{"a": {"b": 1}}', {}) == '{"a": {"b": 1}}'  # a JSON text's braces are no escape
