@@ -11,6 +11,7 @@ import copy
 import dataclasses
 import difflib
 import itertools
+import json
 import math
 import re
 from pathlib import Path
@@ -382,17 +383,20 @@ def _check_matrix(matrix: dict, path: str) -> None:
     for key, values in matrix.items():
         if not isinstance(values, list) or not values:
             raise BadInput("a matrix entry is a non-empty list of values", path=path, field=f"matrix.{key}")
-        # two equal values would run one combination twice, under one name (values may be lists or mappings); two
-        # that read alike ('1' and 1) share the name, and where the field is text (env), the setting too
-        for i, v in enumerate(values):
-            for w in values[:i]:
-                if type(w) is type(v) and w == v:
-                    raise BadInput(f"{v} is given twice", path=path, field=f"matrix.{key}")
-                if f"{w}" == f"{v}":
-                    raise BadInput(f"{w!r} and {v!r} both read {v} in a combination's name", path=path,
-                                   field=f"matrix.{key}")
     if math.prod(len(v) for v in matrix.values()) > MAX_COMBINATIONS:
         raise BadInput(f"more than {MAX_COMBINATIONS} combinations", path=path, field="matrix")
+    for key, values in matrix.items():
+        # two equal values would run one combination twice, under one name (values may be lists or mappings, a
+        # mapping's keys in any order); two that read alike ('1' and 1) share the name, and where the field is text
+        # (env), the setting too
+        equal: dict[str, int] = {}
+        named: dict[str, int] = {}
+        for i, v in enumerate(values):
+            if equal.setdefault(f"{type(v).__name__}:{json.dumps(v, sort_keys=True, default=str)}", i) != i:
+                raise BadInput(f"{v} is given twice", path=path, field=f"matrix.{key}")
+            if (first := named.setdefault(f"{v}", i)) != i:
+                raise BadInput(f"{values[first]!r} and {v!r} both read {v} in a combination's name", path=path,
+                               field=f"matrix.{key}")
 
 
 def load(path: str | Path, overrides: list[str] | None = None) -> Case:
