@@ -2,11 +2,11 @@
 
 Step markers come from, in this order: events whose name matches a pattern given on the command line (they
 alone: ``mark``); markers of a device (a TPU plane's ``Steps`` line, Kineto's GPU-side ``ProfilerStep#N``); step
-annotations of the host (``StepTraceAnnotation``'s ``step_num`` stat, Kineto's ``ProfilerStep#N``), which hold for every
-device of their rank. A device's own markers count only where they span its steps: where they hold under
-``SPANNING`` of its ops (ROCm's GPU-side ProfilerSteps are instants of a few microseconds) they are demoted
-(``demote_instants``) and the host's markers hold for that device. A marker's step number is
-its ``step_num`` / ``group_id`` stat, else the first number in its name (one below 2**31: a larger one, such
+annotations of the host (``StepTraceAnnotation``'s ``step_num`` stat with its root mark, Kineto's
+``ProfilerStep#N``), which hold for every device of their rank. A device's own markers count only where they span
+its steps: where they hold under ``SPANNING`` of its ops (ROCm's GPU-side ProfilerSteps are instants of a few
+microseconds) they are demoted (``demote_instants``) and the host's markers hold for that device. A marker's step
+number is its ``step_num`` / ``group_id`` stat, else the first number in its name (one below 2**31: a larger one, such
 as a program fingerprint in ``jit_step(...)``, numbers no step), else its order. Of events a pattern names, only a
 number that is the step's own counts: the number the pattern's first group holds, else a name that is a number, a
 number after ``#`` (``ProfilerStep#12``) or after ``step`` / ``iter`` (``step 7``, ``train_iter_3``); a batch

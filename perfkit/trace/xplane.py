@@ -18,8 +18,9 @@ the event columns grow in place (no concatenation). What each event is comes fro
 - ``/device:CUSTOM:Megascale Trace``: DCN (cross-slice) transfers, role ``dcn_transfer``, of the chip a
   ``device_ordinal`` stat names, else of the host (-1).
 - ``/host:CPU``: events with ``hlo_op`` and ``device_ordinal`` stats are the ops of that CPU device;
-  events with a ``step_num`` stat (``StepTraceAnnotation``) are step markers, but for those inside another on their
-  thread (xprof's grouping: ``_outermost_steps``); the rest is host activity.
+  events with a ``step_num`` stat and the root mark ``_r`` (``StepTraceAnnotation``) are step markers, but for those
+  inside another on their thread (xprof's grouping: ``_outermost_steps``); the rest is host activity (a
+  ``TraceAnnotation``'s ``step_num`` without ``_r`` marks no step in xprof either; it keeps its number for ``--steps``).
 - ``/host:metadata``: each program's ``HloProto`` (stat ``Hlo Proto``), read for opcodes and shapes.
 - ``Task Environment``: its ``profile_start_time`` (epoch ns) only. The profiler (TSL's
   ``NormalizeTimestamps``) writes line timestamps as ns from that start, not from the epoch: the file's
@@ -65,7 +66,11 @@ DEVICE_CLOCK = ("device_offset_ps", "device_duration_ps")
 EPOCH_NS = 10**17
 _LATEST_START_NS = 2**62  # a profile start past it (2116) is no wall clock: damaged, or not ns
 _TASK_ENVIRONMENT = "Task Environment"
-INT_STATS = ("device_ordinal", "step_num", "group_id", "dma_stall_duration_ps", *DEVICE_CLOCK)  # int64, -1 absent
+# The root mark ``StepTraceAnnotation`` (and TensorFlow's, PyTorch/XLA's step traces) sets beside ``step_num``: xprof
+# groups steps under host events that carry it (TSL's ``group_events``), never under a plain ``TraceAnnotation``'s
+# ``step_num`` alone.
+ROOT = "_r"
+INT_STATS = ("device_ordinal", "step_num", "group_id", ROOT, "dma_stall_duration_ps", *DEVICE_CLOCK)  # int64, -1 absent
 STR_STATS = ("hlo_op", "hlo_module", "hlo_category")
 # The mark a GPU tracer (CUPTI's, ROCm's) puts on each copy or fill it records, and the op kind it makes it where
 # no HLO op names one: the names alone do not say (ROCm's copies are ``CopyDeviceToDevice``, ...).
@@ -174,6 +179,8 @@ def _wanted(plane: _Plane, role: int, clock: tuple[str, ...]) -> dict[int, str]:
         names |= set(plane.copy_kinds)
     if plane.kind != "host" and role != ROLES["step"]:
         names -= {"step_num", "group_id"}
+    if plane.kind != "host":  # (a device's Steps line is xprof's steps without it)
+        names.discard(ROOT)
     if role != ROLES["op"] or plane.kind == "host":
         names -= set(DEVICE_CLOCK)
     names -= set(DEVICE_CLOCK) - set(clock)
@@ -695,7 +702,7 @@ def _resolve(cols: dict[str, np.ndarray], plane: _Plane, role: int, line_code: i
         ordinal = stat("device_ordinal")
         roles.fill(ROLES["host"])
         roles[(out["hlo_op"] >= 0) & (ordinal >= 0)] = ROLES["op"]
-        roles[number >= 0] = ROLES["step"]
+        roles[(number >= 0) & (stat(ROOT) > 0)] = ROLES["step"]
         device[:] = np.where(roles == ROLES["op"], _int32(ordinal), -1)
     else:
         roles.fill(role)
@@ -704,7 +711,8 @@ def _resolve(cols: dict[str, np.ndarray], plane: _Plane, role: int, line_code: i
         step.fill(-1)
     else:
         step[:] = _int32(np.where(number >= 0, number, stat("group_id")))
-        step[roles != ROLES["step"]] = -1
+        # a host event's step_num without the root mark stays, as an inner step's does: --steps may name it
+        step[(roles != ROLES["step"]) & ((roles == ROLES["op"]) | (number < 0))] = -1
     out["line"].fill(line_code)
     np.add(cols["offset_ps"], base_ps, out=out["start_ps"])
     out["dur_ps"][:] = cols["dur_ps"]

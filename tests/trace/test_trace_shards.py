@@ -53,7 +53,7 @@ def _host_annotated(path, chips=2, steps=3):
     cpu = space.plane("/host:CPU")
     host = cpu.line("python3", 10)
     for s in range(steps):
-        host.event(cpu.op("train"), 100 * s * US, 90 * US, step_num=s)
+        host.event(cpu.op("train"), 100 * s * US, 90 * US, step_num=s, _r=1)
     return space.save(path)
 
 
@@ -341,7 +341,7 @@ def _two_chips_and_host(path, host_ops: bool, instants: bool = False):
     cpu = space.plane("/host:CPU")
     line = cpu.line("python3", 10)
     for s in range(3):
-        line.event(cpu.op("train"), 100 * s * US, 90 * US, step_num=s)
+        line.event(cpu.op("train"), 100 * s * US, 90 * US, step_num=s, _r=1)
         if host_ops:
             line.event(cpu.op("dot.2"), (100 * s + 60) * US, 20 * US, hlo_op="dot.2", device_ordinal=0)
     return space.save(path)

@@ -410,3 +410,63 @@ def test_step_annotations_nested_in_one_are_its_step(tmp_path):
     inner = CliRunner().invoke(cli, ["trace", "breakdown", str(path), "--json", "--steps", "^train"])
     assert [(r["step"], r["compute_ps"]) for r in json.loads(inner.stdout)["rows"]] == [
         (100, 30 * US), (101, 30 * US), (102, 30 * US), (103, 30 * US)]
+
+
+def xprof_step_times(path: Path) -> list[float]:
+    """The step times (us) of xprof's step-time graph (input_pipeline_analyzer: the steps its overview counts)."""
+    tables = xprof_tool(path, "input_pipeline_analyzer")
+    for table in tables if isinstance(tables, list) else [tables]:
+        ids = [c.get("id") for c in table.get("cols", [])]
+        if "stepTimeMs" in ids:
+            return [round(row["c"][ids.index("stepTimeMs")]["v"] * 1000, 6) for row in table.get("rows", [])]
+    return []
+
+
+def _cpu_steps(path: Path, marks: list[tuple[str, int, int, int]], ops: list[tuple[int, int]], **root) -> Path:
+    """A CPU profile as JAX writes it: ``marks`` (name, step_num, start, end us) on the python thread, with the
+    ``root`` stats given (StepTraceAnnotation's ``_r=1``), each with a dispatch inside its first us (xprof's steps
+    are of annotations that hold host events), and fusion ops of device 0 at ``ops`` (us)."""
+    from perfkit.trace.synthetic import XSpaceWriter
+
+    space = XSpaceWriter("h")
+    host = space.plane("/host:CPU")
+    python, pool = host.line("python"), host.line("tf_XLAEigen/1")
+    for name, n, a, b in marks:
+        python.event(host.op(name), a * US, (b - a) * US, step_num=n, **root)
+        python.event(host.op("PjitFunction(f)"), a * US, US)
+    for a, b in ops:
+        pool.event(host.op("fusion"), a * US, (b - a) * US, hlo_op="fusion", hlo_module="jit_f", device_ordinal=0)
+    return space.save(path)
+
+
+def _breakdown_json(path: Path, *args: str) -> dict:
+    from click.testing import CliRunner
+
+    from perfkit.cli import cli
+
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(path), "--json", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("root", [False, True])
+def test_only_a_step_annotation_s_root_mark_makes_a_step(tmp_path, root):
+    """``jax.profiler.TraceAnnotation("eval", step_num=i)`` writes ``step_num`` without the root mark ``_r`` that
+    ``StepTraceAnnotation`` adds: xprof counts no step by it (they were read as three steps); with ``_r`` three.
+    Without: one span, the first op's start to the last op's end; ``--steps`` still makes them the steps, by their
+    numbers. By hand (us): eval [0,40) [50,90) [100,140), fusion [10,30) [60,80) [110,130): span [10,130) 120,
+    compute 60; as steps each 40, compute 20."""
+    path = _cpu_steps(tmp_path / "h.xplane.pb", [("eval", 0, 0, 40), ("eval", 1, 50, 90), ("eval", 2, 100, 140)],
+                      [(10, 30), (60, 80), (110, 130)], **({"_r": 1} if root else {}))
+    assert xprof_step_times(path) == ([40, 40, 40] if root else [])
+    doc = _breakdown_json(path)
+    rows = [(r["step"], r["span_ps"], r["compute_ps"]) for r in doc["rows"]]
+    if root:
+        assert doc["steps_from"] == ["step annotations"] and rows == [(s, 40 * US, 20 * US) for s in range(3)]
+    else:
+        assert doc["steps_from"] == ["none"] and rows == [(-1, 120 * US, 60 * US)]
+    named = _breakdown_json(path, "--steps", "^eval$")
+    assert named["steps_from"] == ["events named /^eval$/ (numbered by their own step numbers)"]
+    assert [(r["step"], r["span_ps"], r["compute_ps"]) for r in named["rows"]] == [(s, 40 * US, 20 * US)
+                                                                                  for s in range(3)]
+

@@ -197,7 +197,7 @@ def straggler_trace(path: Path, cpu: bool = False) -> Path:
     if cpu:
         annotations = host.line("python", 1_000)
         for step in range(len(STRAGGLER_STEPS)):
-            annotations.event(host.op("train"), 60 * step * U, 60 * U, step_num=step)
+            annotations.event(host.op("train"), 60 * step * U, 60 * U, step_num=step, _r=1)
     for chip in range(4):
         plane = host or space.plane(f"/device:TPU:{chip}")
         steps, ops = (None, plane.line(f"tf_XLAEigen/{chip}", 1_000)) if cpu else (plane.line("Steps", 1_000),
