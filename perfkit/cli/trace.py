@@ -203,6 +203,8 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     if rows.empty:
         raise BadInput("no device ops in these traces" + _xspace_beside(paths), path=" ".join(paths))
     measured = _measured(rows.attrs.get("measured", ()))
+    for note in _span_notes(rows):
+        warnings.warn(note, DefinitionNote, stacklevel=2)
     means = mean_per_device(rows)
     if plot:
         draw(means, plot, title=f"step time per chip ({HOST_OPS.split(':')[0]})" if measured == "host ops" else "")
@@ -251,6 +253,26 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     click.echo(text_table(shares))
     if plot:
         click.echo(f"\nplot: {plot}")
+
+
+def _span_notes(rows: pd.DataFrame) -> list[str]:
+    """Where breakdown ``rows``' spans are more than their step markers (``timeline.spans``), which a profiler's step
+    time is (xprof's of a StepTraceAnnotation): a line saying so for each way."""
+    notes = []
+    past = rows["past_marker_ps"].to_numpy()
+    if (past > 0).any():
+        notes.append(f"{(past > 0).sum()} of {len(rows)} steps run past their step markers to the end of the last op "
+                     f"started in them ({past.sum() / PS_PER_MS:.3f} ms past in all): a span here runs from its "
+                     "marker's start to the later of its end and that op's end, where xprof's step time is the "
+                     "marker's own")
+    joined = rows[rows["joined_markers"] > 0]
+    if len(joined):
+        r, d, step = joined[["rank", "device", "step"]].iloc[0]
+        notes.append(f"{len(joined)} of {len(rows)} steps join step markers of one number that ran apart, one after "
+                     f"another has ended (first: rank {r} device {d} step {step}; a retried step): a span here runs "
+                     "from the first's start to the last's end, the time between them counted to it, where xprof "
+                     "counts each marker a step of its own")
+    return notes
 
 
 def _xspace_beside(paths) -> str:

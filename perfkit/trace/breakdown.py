@@ -35,6 +35,7 @@ PARTS = (*CATEGORIES, "idle")
 TIMES = ["span_ps"] + [f"{p}_ps" for p in PARTS]  # a span and the parts it splits into
 COMM = ["comm_ps", "hidden_ps"]  # collectives in flight, and the part of that under compute
 COLUMNS = ["rank", "device", "step", *TIMES, *COMM, "overlap"]
+BESIDE = ["start_ps", "past_marker_ps", "joined_markers"]  # of each span, beside the figures (``timeline.spans``)
 EVENT_COLUMNS = tuple(dict.fromkeys(timeline.COLUMNS + clocks.COLUMNS))  # all it reads
 _COMPUTE, _DMA = CATEGORIES.index("compute"), CATEGORIES.index("dma")
 _COMM_BITS = sum(1 << i for i in timeline.COLLECTIVE_CLASSES)  # ICI and DCN collectives
@@ -140,7 +141,8 @@ def _subset(pc: timeline.Pieces, flight: Flight, keep: np.ndarray) -> tuple[time
 
 def breakdown(events: pd.DataFrame, window: str = "step", layout: timeline.Layout | None = None) -> pd.DataFrame:
     """Per (rank, device, step): ``span_ps`` and ``compute_ps``, ``ici_ps``, ``dcn_ps``, ``dma_ps``, ``idle_ps``
-    (adding up to the span), ``comm_ps``, ``hidden_ps``, ``overlap``, plus ``start_ps`` of the span.
+    (adding up to the span), ``comm_ps``, ``hidden_ps``, ``overlap``, plus ``BESIDE``: ``start_ps`` of the span,
+    and where it is more than its step markers (``timeline.spans``), ``past_marker_ps`` and ``joined_markers``.
     Steps as in ``perfkit.trace.steps`` (step -1: the whole trace of a device without step markers);
     ``window="trace"``: one span per device, its first op's start to its last op's end; either with
     ``timeline.LAST_STEP_DROPPED`` appended: without the last step (HTA's default). ``layout``:
@@ -151,7 +153,7 @@ def breakdown(events: pd.DataFrame, window: str = "step", layout: timeline.Layou
     (``timeline.Layout.clock``)."""
     spans, ops, stall, outside, clock = timeline.layout(events, window) if layout is None else layout
     if spans.empty:
-        return _measured(pd.DataFrame(columns=COLUMNS + ["start_ps"]), events, outside, clock)
+        return _measured(pd.DataFrame(columns=COLUMNS + BESIDE), events, outside, clock)
     n, k = len(spans), len(CATEGORIES)
     span_end = spans["end_ps"].to_numpy(np.int64)
     pc = timeline.pieces(ops)
@@ -178,14 +180,14 @@ def breakdown(events: pd.DataFrame, window: str = "step", layout: timeline.Layou
     moved = np.minimum(stall, busy[:, _COMPUTE])
     busy[:, _COMPUTE] -= moved
     busy[:, _DMA] += moved
-    out = spans[["rank", "device", "step", "start_ps"]].copy()
+    out = spans[["rank", "device", "step", *BESIDE]].copy()
     out["span_ps"] = span_end - spans["start_ps"].to_numpy()
     for i, c in enumerate(CATEGORIES):
         out[f"{c}_ps"] = busy[:, i]
     out["idle_ps"] = out["span_ps"] - busy.sum(axis=1)
     out["comm_ps"], out["hidden_ps"] = comm, hidden
     out["overlap"] = np.where(comm > 0, hidden / np.maximum(comm, 1), np.nan)
-    return _measured(out[COLUMNS + ["start_ps"]], events, outside, clock)
+    return _measured(out[COLUMNS + BESIDE], events, outside, clock)
 
 
 def _measured(rows: pd.DataFrame, events: pd.DataFrame, outside: list[dict], clock: list[dict]) -> pd.DataFrame:

@@ -72,12 +72,14 @@ def _pack(columns: list[np.ndarray]) -> np.ndarray:
 
 
 def spans(extents: pd.DataFrame, markers: pd.DataFrame) -> pd.DataFrame:
-    """One row per (rank, device, step) measured: ``start_ps``, ``end_ps``.
+    """One row per (rank, device, step) measured: ``start_ps``, ``end_ps``; and where the span is not its
+    markers' alone (as profilers count a step's time): ``past_marker_ps``, how far it runs past their end, and
+    ``joined_markers``, how many of its markers began after all earlier ones had ended (stretches joined).
 
     ``extents``: per (rank, device, step) of device ops, ``op_start`` and ``op_end`` (first start and
     last end); ``markers``: step markers (rank, device, step, start_ps, dur_ps; device -1 holds for every
-    device of the rank). A step's span on a device runs from its marker's start to the later of the
-    marker's end and the end of the step's last op there, so an idle step still has a span. A device
+    device of the rank). A step's span on a device runs from its markers' first start to the later of
+    their last end and the end of the step's last op there, so an idle step still has a span. A device
     without markers gets one span over all its ops, step -1."""
     # numpy on chip keys (``chip_key``): a profile's thousands of steps per chip take pandas' merges and
     # groupbys longer than the chips' millions of ops take the rest of the layout (benchmarks/trace_breakdown.py)
@@ -100,9 +102,11 @@ def spans(extents: pd.DataFrame, markers: pd.DataFrame) -> pd.DataFrame:
     order = np.lexsort((w_step, w_chip))
     w_chip, w_step, w_start, w_end = w_chip[order], w_step[order], start[rows][order], end[rows][order]
     at = run_starts(w_chip, w_step)
+    joined = _joined(at, w_start, w_end)
     w_chip, w_step = w_chip[at], w_step[at]
     w_start = np.minimum.reduceat(w_start, at) if at.size else w_start
     w_end = np.maximum.reduceat(w_end, at) if at.size else w_end
+    marked_end = w_end
     # a window runs on to the end of its step's last op there
     packed = _pack([np.searchsorted(chips, np.concatenate([w_chip, op_chip])), np.concatenate([w_step, op_step])])
     w_key, op_key = packed[:w_chip.size], packed[w_chip.size:]
@@ -117,7 +121,23 @@ def spans(extents: pd.DataFrame, markers: pd.DataFrame) -> pd.DataFrame:
     out["step"] = out_step[order]
     out["start_ps"] = np.concatenate([w_start, extents["op_start"].to_numpy()[whole]])[order].astype(np.int64)
     out["end_ps"] = np.concatenate([w_end, extents["op_end"].to_numpy()[whole]])[order].astype(np.int64)
+    unmarked = np.zeros(whole.size, np.int64)
+    out["past_marker_ps"] = np.concatenate([w_end - marked_end, unmarked])[order].astype(np.int64)
+    out["joined_markers"] = np.concatenate([joined, unmarked])[order]
     return out
+
+
+def _joined(first: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per window (its markers' ``start`` / ``end`` (n,), each window's a run from ``first``): how many of them
+    began after all that began before had ended, beyond the first (a step's annotation retried under its number):
+    a sweep over the starts (+1) and ends (-1), starts first where they meet."""
+    window = np.repeat(np.arange(first.size), _lengths(first, start.size))
+    n = start.size
+    kind = np.concatenate([np.zeros(n, np.int8), np.ones(n, np.int8)])
+    sweep = np.lexsort((kind, np.concatenate([start, end]), np.concatenate([window, window])))
+    open_before = np.cumsum(np.where(kind[sweep] == 0, 1, -1)) - 1  # at a start: the markers open before it
+    apart = (sweep < n) & (open_before == 0)
+    return np.bincount(window[sweep[apart]], minlength=first.size) - 1
 
 
 class Ops(NamedTuple):
@@ -134,7 +154,7 @@ class Ops(NamedTuple):
 
 
 class Layout(NamedTuple):
-    spans: pd.DataFrame    # rank, device, step, start_ps, end_ps (``spans``)
+    spans: pd.DataFrame    # rank, device, step, start_ps, end_ps, past_marker_ps, joined_markers (``spans``)
     ops: Ops
     stall: np.ndarray      # (spans,) int64 ps: TPU dma_stall_duration_ps of the span's compute ops
     outside: list[dict]    # per chip, its device ops outside every step's span (``_outside``)
@@ -212,7 +232,8 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
         row = row.astype(np.int32)
     if not row.size:
         none = np.zeros(0, np.int64)
-        return Layout(pd.DataFrame(columns=["rank", "device", "step", "start_ps", "end_ps"]),
+        return Layout(pd.DataFrame(columns=["rank", "device", "step", "start_ps", "end_ps", "past_marker_ps",
+                                            "joined_markers"]),
                       Ops(none, none.astype(np.int32), none.astype(np.int32), none, none, none.astype(np.int8),
                           none.astype(np.int8)), none, [], clocks.parted(events))
     take = _taker(row)
@@ -429,7 +450,7 @@ def pieces(ops: Ops) -> Pieces:
 class Measured(NamedTuple):
     """Device ops placed in the spans they are measured in."""
 
-    spans: pd.DataFrame  # rank, device, step, start_ps, end_ps (``spans``)
+    spans: pd.DataFrame  # rank, device, step, start_ps, end_ps, past_marker_ps, joined_markers (``spans``)
     ops: pd.DataFrame    # device ops inside a span, plus: span (row of ``spans``), end_ps (cut at the span's
     #                      end), parent (row of ``ops`` it runs inside, -1), self_ps (end - start - children)
 

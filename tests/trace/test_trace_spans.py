@@ -1,5 +1,6 @@
 """``timeline.spans`` (numpy, on chip keys) against the plain pandas reference below, which says what a span is
-in merges and groupbys, on random chips, steps and markers (own, shared by a rank's chips, none)."""
+in merges and groupbys (and how far it runs past its markers, how many of them ran apart), on random chips, steps
+and markers (own, shared by a rank's chips, none; of one step overlapping or apart)."""
 
 import numpy as np
 import pandas as pd
@@ -16,16 +17,22 @@ def spans_reference(extents: pd.DataFrame, markers: pd.DataFrame) -> pd.DataFram
     has_own = pd.MultiIndex.from_frame(own[["rank", "device"]])
     shared = win[win["device"] < 0].drop(columns="device").merge(devices, on="rank")
     shared = shared[~pd.MultiIndex.from_frame(shared[["rank", "device"]]).isin(has_own)]
-    windows = pd.concat([own, shared[own.columns]]).groupby(keys).agg(start_ps=("start_ps", "min"),
-                                                                      end_ps=("end_ps", "max"))
+    each = pd.concat([own, shared[own.columns]]).sort_values("start_ps", kind="stable")
+    # a marker joined: it begins after every marker of its step that began before it has ended
+    each["joined_markers"] = each["start_ps"] > each.groupby(keys)["end_ps"].transform(lambda e: e.cummax().shift())
+    windows = each.groupby(keys).agg(start_ps=("start_ps", "min"), end_ps=("end_ps", "max"),
+                                     joined_markers=("joined_markers", "sum"))
     op_end = extents.set_index(keys)
     measured = windows.join(op_end, how="left")
+    measured["past_marker_ps"] = np.maximum(measured["op_end"].fillna(0) - measured["end_ps"], 0)
     measured["end_ps"] = np.maximum(measured["end_ps"], measured["op_end"].fillna(0)).astype(np.int64)
     covered = pd.MultiIndex.from_frame(windows.reset_index()[["rank", "device"]]).unique()
     whole = op_end.reset_index()
     whole = whole[(whole["step"] == -1) & ~pd.MultiIndex.from_frame(whole[["rank", "device"]]).isin(covered)]
     whole = whole.rename(columns={"op_start": "start_ps"}).assign(end_ps=whole["op_end"]).set_index(keys)
-    out = pd.concat([measured[["start_ps", "end_ps"]], whole[["start_ps", "end_ps"]]]).astype(np.int64)
+    whole = whole.assign(past_marker_ps=0, joined_markers=0)
+    columns = ["start_ps", "end_ps", "past_marker_ps", "joined_markers"]
+    out = pd.concat([measured[columns], whole[columns]]).astype(np.int64)
     return out.sort_index().reset_index()
 
 

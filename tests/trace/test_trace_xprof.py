@@ -470,3 +470,37 @@ def test_only_a_step_annotation_s_root_mark_makes_a_step(tmp_path, root):
     assert [(r["step"], r["span_ps"], r["compute_ps"]) for r in named["rows"]] == [(s, 40 * US, 20 * US)
                                                                                   for s in range(3)]
 
+
+def test_a_step_running_past_its_annotation_is_said(tmp_path):
+    """Ops that run on after their step's annotation ends (JAX dispatches without waiting): xprof's step time is the
+    annotation's own (10 us each); perfkit's span runs to the end of the last op started in it, which the output
+    now says (it was left unsaid beside a 35 us step 0 and a step 1 idle under step 0's op). By hand (us): train
+    [0,10) [20,30) [40,50); fusion [5,35) starts in step 0, [42,48) in step 2: spans 35, 10, 10; compute 30, 0, 6;
+    25 past."""
+    path = _cpu_steps(tmp_path / "h.xplane.pb", [("train", n, 20 * n, 20 * n + 10) for n in range(3)],
+                      [(5, 35), (42, 48)], _r=1)
+    assert xprof_step_times(path) == [10, 10, 10]
+    doc = _breakdown_json(path)
+    assert [(r["step"], r["span_ps"], r["compute_ps"]) for r in doc["rows"]] == [
+        (0, 35 * US, 30 * US), (1, 10 * US, 0), (2, 10 * US, 6 * US)]
+    assert ("1 of 3 steps run past their step markers to the end of the last op started in them (0.025 ms past in "
+            "all): a span here runs from its marker's start to the later of its end and that op's end, where xprof's "
+            "step time is the marker's own") in doc["notes"]
+    assert not [n for n in _breakdown_json(path, "--window", "trace")["notes"] if "past" in n]
+
+
+def test_annotations_sharing_a_step_number_are_said_joined(tmp_path):
+    """Step numbers 0, 1, 1, 2 on one thread (a retried step): xprof counts four steps (30, 20, 20, 30 us); perfkit
+    measures step 1 once, from the first annotation's start to the second's end, and now says so (it was
+    unsaid). By hand (us): train [0,30) [40,60) [70,90) [100,130), fusion [5,25) [45,55) [75,85) [105,125): step 1
+    spans [40,90) 50, compute 20."""
+    path = _cpu_steps(tmp_path / "h.xplane.pb", [("train", 0, 0, 30), ("train", 1, 40, 60), ("train", 1, 70, 90),
+                                                ("train", 2, 100, 130)], [(5, 25), (45, 55), (75, 85), (105, 125)],
+                      _r=1)
+    assert xprof_step_times(path) == [30, 20, 20, 30]
+    doc = _breakdown_json(path)
+    assert [(r["step"], r["span_ps"], r["compute_ps"]) for r in doc["rows"]] == [
+        (0, 30 * US, 20 * US), (1, 50 * US, 20 * US), (2, 30 * US, 20 * US)]
+    assert ("1 of 3 steps join step markers of one number that ran apart, one after another has ended (first: rank 0 "
+            "device 0 step 1; a retried step): a span here runs from the first's start to the last's end, the time "
+            "between them counted to it, where xprof counts each marker a step of its own") in doc["notes"]
