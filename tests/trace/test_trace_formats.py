@@ -404,7 +404,8 @@ def _profiler_steps(path, launched_in: list[int], steps: int, rank: int | None =
                         "dur": 1, "args": {"correlation": i + 1}},
                        {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": t + 10, "dur": 20,
                         "args": {"correlation": i + 1, "device": 0, "stream": 7}}]
-    path.write_text(json.dumps({"traceEvents": events, **({} if rank is None else {"distributedInfo": {"rank": rank}})}))
+    ranked = {} if rank is None else {"distributedInfo": {"rank": rank}}
+    path.write_text(json.dumps({"traceEvents": events, **ranked}))
 
 
 def test_a_one_step_trace_s_step_is_kept_with_the_last_step_dropped_and_said_so(tmp_path, fixtures_dir):
