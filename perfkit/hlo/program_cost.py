@@ -29,7 +29,8 @@ Per program, as XLA's ``HloCostAnalysis`` (``compiled.cost_analysis()``) defines
 - ``collectives``: each with its kind, buffer, replica-group size ``n`` and the bytes one device sends over
   the interconnect: all-gather (n-1)/n of the gathered buffer, reduce-scatter (n-1)/n of the buffer it
   scatters, all-reduce 2(n-1)/n (a reduce-scatter then an all-gather), all-to-all (n-1)/n,
-  collective-permute, send and broadcast the whole buffer;
+  collective-permute, send and broadcast the whole buffer; a collective run inside a fusion (XLA GPU's
+  dynamic-slice fusion of a reduce-scatter, a Triton collective fusion) counted as it would be at the top;
 - ``temp_bytes`` (preallocated temp) from the buffer assignment and ``peak_bytes`` (every allocation:
   XLA assigns buffers statically, so their total is the program's peak) from the memory-usage report.
 
@@ -489,6 +490,8 @@ class _Counter:
         kind = self.collective_kind(inst)
         if kind is not None:
             self.cost.collectives.append(self.collective(kind, inst, shapes, times))
+        elif op == "fusion":
+            self.fused_collectives(inst, times)
         if is_partitioner_marker(inst):
             return
         self.list_uncosted(inst, shapes, times)
@@ -508,6 +511,19 @@ class _Counter:
             return
         operand_bytes = sum(shape_bytes(shapes.get(o, "")) for o in inst.operands)
         self.cost.hbm_bytes += times * (operand_bytes + shape_bytes(self.output_shape(inst)))
+
+    def fused_collectives(self, fusion: Instruction, times: int) -> None:
+        """The collectives a fusion runs inside it (XLA GPU's dynamic-slice fusion of a reduce-scatter, a Triton
+        collective fusion), each counted as its own op at the top would be."""
+        for name in fusion.calls:
+            comp = self.module.computations.get(name)
+            shapes = self.shapes_of(comp) if comp else {}
+            for inner in map(synchronous, comp.instructions if comp else ()):
+                kind = self.collective_kind(inner)
+                if kind is not None:
+                    self.cost.collectives.append(self.collective(kind, inner, shapes, times))
+                elif inner.opcode == "fusion":
+                    self.fused_collectives(inner, times)
 
     def list_uncosted(self, inst: Instruction, shapes: dict[str, str], times: int) -> None:
         """A custom-call of no library known here counted under its target in ``uncosted``."""
