@@ -454,6 +454,20 @@ def _cell(x, unit: str) -> str:
     return f"{x:.3f}" if isinstance(x, float) else str(x)
 
 
+def _baseline_cell(r) -> str:
+    """The baseline's figure; a ratio's with the decimals, 3 or more, it takes for its limit shown beside it to
+    follow from it (1.65364 x 2 = 3.307 read "1.654", which doubles to 3.308)."""
+    if r.unit != "ratio" or not _is_number(r.limit) or not _is_number(r.baseline) or not r.baseline:
+        return _cell(r.baseline, r.unit)
+    factor, limit = r.limit / r.baseline, f"{r.limit:.3f}"
+    n = next((n for n in range(3, 7) if f"{float(f'{r.baseline:.{n}f}') * factor:.3f}" == limit), 6)
+    return f"{r.baseline:.{n}f}"
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def _rule(r) -> str:
     """What a row requires, in words: the limit and its direction."""
     if r.limit is None or (isinstance(r.limit, float) and math.isnan(r.limit)):
@@ -468,7 +482,7 @@ def _rule(r) -> str:
 def text_lines(frame: pd.DataFrame) -> list[str]:
     """One line per row: ``ok`` or ``FAIL``, the figure, its baseline and rule, the note."""
     return [f"{'ok  ' if r.passed else 'FAIL'} {r.check:<11} {r.subject}: {_cell(r.current, r.unit)} (baseline "
-            f"{_cell(r.baseline, r.unit)}; required {_rule(r)})" + (f"; {r.note}" if r.note else "")
+            f"{_baseline_cell(r)}; required {_rule(r)})" + (f"; {r.note}" if r.note else "")
             for r in frame.itertuples()]
 
 
@@ -494,7 +508,7 @@ def markdown(frame: pd.DataFrame, case: str, run_line: str) -> list[str]:
             "| --- | --- | --- | ---: | ---: | ---: | --- |",
             *(f"| {'**ok, not ruled out**' if r.inconclusive else 'ok' if r.passed else '**FAIL**'} | {r.check} | "
               f"{_md(r.subject)} | "
-              f"{_md(_cell(r.current, r.unit))} | {_md(_cell(r.baseline, r.unit))} | {_md(_rule(r))} | {_md(r.note)} |"
+              f"{_md(_cell(r.current, r.unit))} | {_md(_baseline_cell(r))} | {_md(_rule(r))} | {_md(r.note)} |"
               for r in frame.itertuples()), ""]
 
 

@@ -693,3 +693,27 @@ def test_a_passing_timing_row_whose_ci_reaches_past_its_limit_says_it_could_not_
                                  "would tell")
     assert not _timing_row("b/a outputs_per_min at concurrency 4", 1.0, {"ratio": 1.0, "ci": [0.95, 1.05]},
                            th)["inconclusive"]
+
+
+def test_a_ratio_s_baseline_shows_the_decimals_its_limit_follows_from():
+    """A newcomer's, on the demo's gate: "1.887 (baseline 1.654; required CI low end <= 3.307)", where 1.654 x 2
+    reads 3.308 (the baseline is 1.65364, its limit 3.30727; natural steps: 1.589 x 2 = 3.178 against 3.179). The
+    baseline gets the decimals it takes for the limit shown to follow from it; where 3 do, it keeps 3."""
+    from perfkit.report.check import _timing_row
+
+    def line(base: float, tol: float, subject: str = "sp/tp step_ms") -> str:
+        row = _timing_row(subject, base, {"ratio": 1.887, "ci": [1.504, 2.159]}, Thresholds(tol, 0.5))
+        return text_lines(pd.DataFrame([row]))[0]
+
+    assert "(baseline 1.6536; required CI low end <= 3.307)" in line(1.6536375436174706, 1.0)  # 3.30727
+    assert "(baseline 1.5894; required CI low end <= 3.179)" in line(1.5894004928275776, 1.0)  # 3.17880
+    assert "(baseline 1.654; required CI low end <= 3.308)" in line(1.654, 1.0)
+    assert "(baseline 1.654; required CI low end <= 1.819)" in line(1.6536375436174706, 0.1)  # 1.81900, 1.8194
+    # more outputs a minute is better: the baseline / (1 + tolerance); 0.90556 / 1.1 = 0.82324, 0.906 / 1.1 = 0.82364
+    per_min = "b/a outputs_per_min at concurrency 4"
+    assert "(baseline 0.910; required CI high end >= 0.827)" in line(0.91, 0.1, per_min)
+    assert "(baseline 0.9056; required CI high end >= 0.823)" in line(0.90556, 0.1, per_min)
+    frame = pd.DataFrame([_timing_row("sp/tp step_ms", 1.6536375436174706, {"ratio": 1.887, "ci": [1.504, 2.159]},
+                                      Thresholds(1.0, 0.5))])
+    frame["passed"], frame["inconclusive"] = frame["passed"].astype(bool), False
+    assert "| sp/tp step_ms | 1.887 | 1.6536 | CI low end <= 3.307 |" in markdown(frame, "quickstart", "line")[-2]
