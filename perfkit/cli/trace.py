@@ -419,7 +419,7 @@ def _as_shown(rows: pd.DataFrame, digits: int | None = None) -> pd.DataFrame:
               help="Each rank's XLA dump folder (a folder of rank<R>/ folders, or one per rank); default: the "
                    "rank<R>/xla_dump folders beside rank<R>/trace PATHS.")
 def tail(paths, k, as_json, programs):
-    """The last K device ops of each chip; which chips stopped earliest and what the others were in; each
+    """The last K device ops of each chip; whose trace ends earliest and what the others' traces were in then; each
     chip's completed collectives, the one it waits at, and where the chips' collectives first part."""
     _prepare()
     # the analyses load only for the command that runs them (``_prepare``)
@@ -441,21 +441,26 @@ def tail(paths, k, as_json, programs):
         return
     if measured == "host ops":
         click.echo(f"measured: {HOST_OPS}")
-    # whether the chips' collectives part first: the cause (the chip that parts, not the one that stopped first,
+    # whether the chips' collectives part first: the cause (the chip that parts, not the one whose trace ends first,
     # often another), or that none did (a healthy run's chips stop apart too); one chip has none to part from
     if len(chips) > 1:
         click.echo(f"{parting.describe(parted, sequence)}\n")
     chips = readable(chips, ["at_first_stop_name", "at_first_stop_kind"])
     first = chips.iloc[0]
     others = chips.iloc[1:]
-    symptom = " (where the chips stopped: a symptom; the parting above is the cause)" if parted is not None else ""
-    if len(others):  # (one chip: none to stop before)
-        click.echo(f"first to stop: rank {first['rank']} device {first['device']}, "
-                   f"{first['before_last_ps'] / PS_PER_MS:.3f} ms before the last chip{symptom}")
+    symptom = "; where the traces end is a symptom, the parting above the cause" if parted is not None else ""
+    if len(others):  # (one chip: no other trace to end before)
+        # where a trace ends, not where its chip stopped: the chip may be inside an op the profiler never wrote
+        click.echo(f"trace ends first: rank {first['rank']} device {first['device']}, "
+                   f"{first['before_last_ps'] / PS_PER_MS:.3f} ms before the last chip's (at its last op to end: a "
+                   f"profiler writes an op when it ends, so one still running, a collective it waits in, is not in "
+                   f"it{symptom})")
         what = others.groupby(["at_first_stop_kind", "at_first_stop_category"], observed=True).size()
-        click.echo("the others were then in: " + ", ".join(f"{kind} ({cat}) x{n}" for (kind, cat), n in what.items()))
-    click.echo("\n" * bool(len(others)) + "chips, earliest stop first (ms):")
-    click.echo(_ms(chips, ["last_end_ps", "before_last_ps"]).to_string(index=False))
+        click.echo("the other traces were then in: "
+                   + ", ".join(f"{kind} ({cat}) x{n}" for (kind, cat), n in what.items()))
+    click.echo("\n" * bool(len(others)) + "chips, earliest trace end first (ms):")
+    shown = chips.rename(columns={f"at_first_stop_{c}": f"at_first_end_{c}" for c in ("name", "kind", "category")})
+    click.echo(_ms(shown, ["last_end_ps", "before_last_ps"]).to_string(index=False))
     outside = "; step -1: outside every step's span, e.g. after the last step marker closed" * bool(
         (last["step"] < 0).any())
     click.echo(f"\nlast {k} ops per chip (ms from the trace start{outside}):")

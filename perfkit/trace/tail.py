@@ -1,6 +1,6 @@
 """The end of each chip's trace, for hangs: its last device ops, whose traces stop earliest, and what
-the others were in at that moment (a chip stuck in a matmul while the rest wait in a collective shows
-as one early stop and a column of ``ici`` ops). A trace stops at the last op that ended: the profiler writes an op
+the others' traces were in at that moment (a chip stuck in a matmul while the rest wait in a collective shows
+as one early end and a column of ``ici`` ops). A trace stops at the last op that ended: the profiler writes an op
 when it ends, so a chip cut inside an op (a collective it waits in) stops at the op before it.
 
 Both read the frame's columns as arrays and pick rows per chip with a few linear passes (a per-chip
@@ -77,10 +77,10 @@ def last_ops(events: pd.DataFrame, k: int = 5) -> pd.DataFrame:
 
 
 def chips(events: pd.DataFrame) -> pd.DataFrame:
-    """One row per (rank, device), earliest stop first: ``last_end_ps``, ``before_last_ps`` (how long
-    before the last chip to stop it stopped), and the op it was in when the first chip stopped
-    (``at_first_stop_*``: the op running then, else its last op before then, else its first op after);
-    no rows without device ops."""
+    """One row per (rank, device), earliest trace end first: ``last_end_ps`` (where its trace stops, which is not
+    where the chip stopped: the op it was in then is not written), ``before_last_ps`` (how long before the last
+    chip's trace it ends), and the op its trace was in when the first chip's trace ended (``at_first_stop_*``:
+    the op running then, else its last op before then, else its first op after); no rows without device ops."""
     ops = _ops(events)
     n = len(ops.chips)
     if not n:

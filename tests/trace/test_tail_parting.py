@@ -247,7 +247,8 @@ def test_trace_tail_command(hung_trial, read):
     # the cause leads: a newcomer read "first to stop: rank 0" as the culprit, the parting was the last line
     first, rest = text.stdout.split("\n", 1)
     assert first.startswith("chips part at step 0") and "rank 3 device 0" in first
-    assert rest.lstrip().startswith("first to stop: ") and "(where the chips stopped: a symptom" in rest
+    assert rest.lstrip().startswith("trace ends first: ") and "; where the traces end is a symptom, the parting " \
+        "above the cause)" in rest
     assert text.stdout.count("chips part at") == 1
     # the ops of the step whose marker never closed are of no step: -1, said where it shows (it went unexplained)
     assert any(op["step"] == -1 for op in doc["last_ops"])

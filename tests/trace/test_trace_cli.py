@@ -80,7 +80,7 @@ def test_diff_tail_export_commands(tmp_path):
     text = run("diff", a, b, "--by", "shape").stdout
     assert "all-gather-done f32[8,128]" in text and "-80.0" in text  # 5 us -> 1 us
     tail = run("tail", a, b, "-n", "1")
-    assert tail.exit_code == 0 and "first to stop: rank 1 device 0, 0.002 ms before the last" in tail.stdout
+    assert tail.exit_code == 0 and "trace ends first: rank 1 device 0, 0.002 ms before the last" in tail.stdout
     # a newcomer read last_step 552 in a trace whose last marker was 551 (a collective after it): said
     assert "last_step: after a chip's last step marker, the next, as a hung step's marker never closes" in tail.stdout
     out = tmp_path / "new" / "merged.json"  # its folder made, as for a --plot
@@ -235,14 +235,33 @@ def test_tail_of_a_healthy_run_says_so_first(tmp_path):
     chips' collectives agreed. Whether they part leads, as where they do."""
     out = run("tail", straggler_trace(tmp_path / "s.xplane.pb")).stdout
     assert out.startswith("the chips' collectives agree: no chip parts from the others in the traced sequence\n\n"
-                          "first to stop: ")
+                          "trace ends first: ")
 
 
-def test_tail_of_one_chip_names_no_chip_first_to_stop(fixtures_dir):
-    """One chip stops before no other: no "first to stop: ..., 0.000 ms before the last chip" line, and the chips'
-    table leads."""
+def test_tail_says_where_the_traces_end_not_where_the_chips_stopped(tmp_path):
+    """A newcomer's: "first to stop: rank 2 device 4096, 2.914 ms before the last chip" named where the chip's trace
+    ends as where the chip stopped, though a profiler writes an op when it ends: a chip inside a collective it never
+    leaves has a trace ending at the op before. The lines say where the traces end. By hand: A's last op ends at
+    15 us, B's at 13 us, 0.002 ms before; at 13 us A's trace is in all-gather-done.1 [10, 15)."""
+    a, b = (one_step_trace(tmp_path / f"{side}.xplane.pb", [("fusion.1", "fusion", 0, split),
+                                                           ("all-gather-done.1", "all-gather-done", split, end)])
+            for side, split, end in (("a", 10, 15), ("b", 12, 13)))
+    out = run("tail", a, b).stdout
+    assert ("trace ends first: rank 1 device 0, 0.002 ms before the last chip's (at its last op to end: a profiler "
+            "writes an op when it ends, so one still running, a collective it waits in, is not in it)\n"
+            "the other traces were then in: all-gather-done (ici) x1\n\n"
+            "chips, earliest trace end first (ms):\n"
+            " rank  device last_end before_last at_first_end_name at_first_end_kind at_first_end_category\n"
+            "    1       0    0.013       0.002 all-gather-done.1   all-gather-done                   ici\n"
+            "    0       0    0.015       0.000 all-gather-done.1   all-gather-done                   ici\n") in out
+    assert "stop" not in out.split("\nlast 5 ops per chip")[0]
+
+
+def test_tail_of_one_chip_names_no_chip_whose_trace_ends_first(fixtures_dir):
+    """One chip's trace ends before no other: no "trace ends first: ..., 0.000 ms before the last chip's" line, and
+    the chips' table leads."""
     out = run("tail", fixtures_dir / "kineto" / "hta_nccl_data.json.gz").stdout
-    assert "first to stop" not in out and out.startswith("chips, earliest stop first (ms):\n")
+    assert "ends first:" not in out and out.startswith("chips, earliest trace end first (ms):\n")
 
 
 def test_tail_without_collectives_prints_no_table_of_blanks():
