@@ -48,6 +48,8 @@ KINETO_DIFF = ("Kineto times are read to the ns (HTA's TraceDiff rounds them inw
 OPS_BY_NAME = ("ops are matched by name, which XLA gives per program: where A and B compiled different programs, "
                "one name may be different ops on each side (perfkit trace attribution RUN_DIR aligns a run's two "
                "step programs by their structure, from its XLA dumps)")
+LAST_STEP_ONLY = ("every device op is in the last step, which --last-step drop leaves out (HTA's default): nothing "
+                  "left to measure; --last-step keep measures it")
 GLOO_RANKS = ("these ranks' collectives ran on host CPUs (gloo): where the ranks share a machine, as a perfkit run's "
               "do, the arrival skew is its scheduling, not a slow rank, so the rank that arrived last is not flagged a "
               "straggler")
@@ -198,8 +200,7 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     rows, steps_from = breakdown_traces(list(paths), step_pattern,
                                         window + (LAST_STEP_DROPPED if last_step == "drop" else ""))
     if rows.empty and last_step == "drop" and not breakdown_traces(list(paths), step_pattern, window)[0].empty:
-        raise BadInput("every device op is in the last step, which --last-step drop leaves out (HTA's default): "
-                       "nothing left to measure; --last-step keep measures it", path=" ".join(paths))
+        raise BadInput(LAST_STEP_ONLY, path=" ".join(paths))
     if rows.empty:
         raise BadInput("no device ops in these traces" + _xspace_beside(paths), path=" ".join(paths))
     measured = _measured(rows.attrs.get("measured", ()))
@@ -345,7 +346,13 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
     from perfkit.trace.shards import diff_traces
     from perfkit.trace.timeline import LAST_STEP_DROPPED
 
-    table = diff_traces([a], [b], by, step_pattern, window + (LAST_STEP_DROPPED if last_step == "drop" else ""))
+    try:
+        table = diff_traces([a], [b], by, step_pattern, window + (LAST_STEP_DROPPED if last_step == "drop" else ""))
+    except BadInput as dropped:
+        if last_step != "drop":
+            raise
+        diff_traces([a], [b], by, step_pattern, window)  # its own error where the last step kept leaves none either
+        raise BadInput(LAST_STEP_ONLY, path=dropped.path) from None
     measured = _measured(table.attrs.get("measured", ()))
     if not all(map(is_xplane, trace_files([a, b]))):
         warnings.warn(KINETO_DIFF, DefinitionNote, stacklevel=1)

@@ -435,6 +435,23 @@ def test_a_one_step_trace_s_step_is_kept_with_the_last_step_dropped_and_said_so(
         "nothing left to measure; --last-step keep measures it\n")
 
 
+def test_diff_with_every_device_op_in_the_last_step_dropped_says_so(tmp_path):
+    """trace diff --last-step drop where every device op of B is in its last step had said "no device ops in the
+    trace" (B has a 20 us kernel, in step 2 of 2); it says what breakdown says, in one line, exit 2. Where the last
+    step kept leaves none either, that side has none."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    _profiler_steps(a, [0, 1], 2)
+    _profiler_steps(b, [1], 2)
+    refused = CliRunner().invoke(cli, ["trace", "diff", str(a), str(b), "--last-step", "drop"])
+    assert refused.exit_code == 2 and refused.output == (
+        f"perfkit: {b}: every device op is in the last step, which --last-step drop leaves out (HTA's default): "
+        "nothing left to measure; --last-step keep measures it\n")
+    assert CliRunner().invoke(cli, ["trace", "diff", str(a), str(b)]).exit_code == 0
+    _profiler_steps(b, [], 2)
+    none = CliRunner().invoke(cli, ["trace", "diff", str(a), str(b), "--last-step", "drop"])
+    assert none.exit_code == 2 and none.output == f"perfkit: {b}: no device ops in the trace\n"
+
+
 def test_two_kineto_files_recording_one_rank_are_refused(tmp_path):
     """Two processes' Kineto files whose names carry no rank are told apart by their distributedInfo.rank; two that
     record one rank at the same time are refused in one line, whose reason is the rank they record (with the same
