@@ -204,7 +204,7 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     if rows.empty:
         raise BadInput("no device ops in these traces" + _xspace_beside(paths), path=" ".join(paths))
     measured = _measured(rows.attrs.get("measured", ()))
-    for note in _span_notes(rows):
+    for note in _span_notes(rows, len(rows)):
         warnings.warn(note, DefinitionNote, stacklevel=2)
     means = mean_per_device(rows)
     if plot:
@@ -256,22 +256,23 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
         click.echo(f"\nplot: {plot}")
 
 
-def _span_notes(rows: pd.DataFrame) -> list[str]:
-    """Where breakdown ``rows``' spans are more than their step markers (``timeline.spans``), which a profiler's step
-    time is (xprof's of a StepTraceAnnotation): a line saying so for each way."""
+def _span_notes(spans: pd.DataFrame, measured: int, side: str = "") -> list[str]:
+    """Where ``spans`` (rows of rank, device, step, past_marker_ps and joined_markers: breakdown rows, or
+    ``diff.beyond_markers``' records) of the ``measured`` spans are more than their step markers (``timeline.spans``),
+    which a profiler's step time is (xprof's of a StepTraceAnnotation): a line saying so for each way."""
     notes = []
-    past = rows["past_marker_ps"].to_numpy()
+    past = spans["past_marker_ps"].to_numpy()
     if (past > 0).any():
-        notes.append(f"{(past > 0).sum()} of {len(rows)} steps run past their step markers to the end of the last op "
-                     f"started in them ({past.sum() / PS_PER_MS:.3f} ms past in all): a span here runs from its "
-                     "marker's start to the later of its end and that op's end, where xprof's step time is the "
+        notes.append(f"{(past > 0).sum()} of {measured} steps{side} run past their step markers to the end of the "
+                     f"last op started in them ({past.sum() / PS_PER_MS:.3f} ms past in all): a span here runs from "
+                     "its marker's start to the later of its end and that op's end, where xprof's step time is the "
                      "marker's own")
-    joined = rows[rows["joined_markers"] > 0]
+    joined = spans[spans["joined_markers"] > 0]
     if len(joined):
         r, d, step = joined[["rank", "device", "step"]].iloc[0]
-        notes.append(f"{len(joined)} of {len(rows)} steps join step markers of one number that ran apart, one after "
-                     f"another has ended (first: rank {r} device {d} step {step}; a retried step): a span here runs "
-                     "from the first's start to the last's end, the time between them counted to it, where xprof "
+        notes.append(f"{len(joined)} of {measured} steps{side} join step markers of one number that ran apart, one "
+                     f"after another has ended (first: rank {r} device {d} step {step}; a retried step): a span here "
+                     "runs from the first's start to the last's end, the time between them counted to it, where xprof "
                      "counts each marker a step of its own")
     return notes
 
@@ -341,6 +342,7 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
     # pandas and the analyses load only for the command that runs them (``_prepare``)
     import pandas as pd
 
+    from perfkit.trace.diff import BEYOND_COLUMNS
     from perfkit.trace.events import is_xplane, trace_files
     from perfkit.trace.names import IN_FLIGHT_MARK, IN_FLIGHT_NOTE, in_flight, readable
     from perfkit.trace.shards import diff_traces
@@ -354,6 +356,10 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
         diff_traces([a], [b], by, step_pattern, window)  # its own error where the last step kept leaves none either
         raise BadInput(LAST_STEP_ONLY, path=dropped.path) from None
     measured = _measured(table.attrs.get("measured", ()))
+    for side in ("a", "b"):
+        beyond = pd.DataFrame(table.attrs[f"beyond_markers_{side}"], columns=BEYOND_COLUMNS)
+        for note in _span_notes(beyond, table.attrs[f"spans_{side}"], f" in {side.upper()}"):
+            warnings.warn(note, DefinitionNote, stacklevel=1)
     if not all(map(is_xplane, trace_files([a, b]))):
         warnings.warn(KINETO_DIFF, DefinitionNote, stacklevel=1)
     elif by == "op":

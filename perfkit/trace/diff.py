@@ -21,6 +21,7 @@ from perfkit.trace.classify import CATEGORIES
 
 KEYS = ("kind", "op", "shape")
 SPAN_PART_COLUMNS = ["rank", "device", "step", "by", "key", "category", "time_ps"]
+BEYOND_COLUMNS = ["rank", "device", "step", "past_marker_ps", "joined_markers"]  # of ``beyond_markers``' records
 
 
 # grouping columns of each key, and how a group's values read as one label; an op's ``program``: where several
@@ -88,11 +89,19 @@ def _op_times(events: pd.DataFrame, by: str, window: str, layout: timeline.Layou
     return timeline.Measured(spans, ops)
 
 
+def beyond_markers(spans: pd.DataFrame) -> list[dict]:
+    """The ``spans`` (``timeline.spans``) that are more than their step markers, running past them or joining
+    markers of one step number, as records of ``BEYOND_COLUMNS`` (the chips' order)."""
+    beyond = spans[(spans["past_marker_ps"] > 0) | (spans["joined_markers"] > 0)]
+    return beyond[BEYOND_COLUMNS].to_dict("records")
+
+
 def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step", layout: timeline.Layout | None = None
             ) -> tuple[pd.DataFrame, int]:
     """Exclusive device time summed per (key columns of ``by``, category): ``sum`` (ps) and ``size`` (ops),
     ``attrs["outside"]`` the device ops no span holds (``timeline.Layout.outside``), ``attrs["clock"]`` where
-    their trace and chip clocks part (``timeline.Layout.clock``); and the number of
+    their trace and chip clocks part (``timeline.Layout.clock``), ``attrs["beyond_markers"]`` the spans more than
+    their step markers (``beyond_markers``); and the number of
     (device, step) spans measured. Sums of disjoint sets of chips add up (the shards of a profile,
     ``perfkit.trace.shards``). ``layout``: ``timeline.layout(events, window)`` where the caller has it already."""
     laid = timeline.layout(events, window) if layout is None else layout
@@ -104,6 +113,7 @@ def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step", layout
                   .agg(["sum", "size"]).reset_index())
     groups.attrs["outside"] = laid.outside
     groups.attrs["clock"] = laid.clock
+    groups.attrs["beyond_markers"] = beyond_markers(spans)
     return groups, len(spans)
 
 
@@ -177,6 +187,7 @@ def per_step(events: pd.DataFrame, by: str = "kind", window: str = "step", layou
     table.attrs["measured"] = events.attrs.get("measured", ["device"])
     table.attrs["outside"] = groups.attrs["outside"]
     table.attrs["clock"] = groups.attrs["clock"]
+    table.attrs["beyond_markers"] = groups.attrs["beyond_markers"]
     return table
 
 
@@ -185,7 +196,8 @@ def compare(ta: pd.DataFrame, tb: pd.DataFrame) -> pd.DataFrame:
     ``b_count``, ``category``; the largest changes first; ``attrs``: spans_a, spans_b, measured (both sides'
     ``events.load`` ``measured``: "host" where a side's host ops stood in for device ops), outside_a,
     outside_b (each side's device ops outside every span, ``timeline.Layout.outside``), clock_a, clock_b
-    (where each side's ops' trace and chip clocks part, ``clocks.parted``)."""
+    (where each side's ops' trace and chip clocks part, ``clocks.parted``), beyond_markers_a, beyond_markers_b
+    (each side's spans more than their step markers, ``beyond_markers``)."""
     out = ta.add_suffix("_a").join(tb.add_suffix("_b"), how="outer")
     result = pd.DataFrame({
         "key": out.index,
@@ -200,7 +212,9 @@ def compare(ta: pd.DataFrame, tb: pd.DataFrame) -> pd.DataFrame:
     result.attrs.update(spans_a=ta.attrs["spans"], spans_b=tb.attrs["spans"],
                         measured=sorted({*ta.attrs.get("measured", ["device"]), *tb.attrs.get("measured", ["device"])}),
                         outside_a=ta.attrs.get("outside", []), outside_b=tb.attrs.get("outside", []),
-                        clock_a=ta.attrs.get("clock", []), clock_b=tb.attrs.get("clock", []))
+                        clock_a=ta.attrs.get("clock", []), clock_b=tb.attrs.get("clock", []),
+                        beyond_markers_a=ta.attrs.get("beyond_markers", []),
+                        beyond_markers_b=tb.attrs.get("beyond_markers", []))
     return result
 
 

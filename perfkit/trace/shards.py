@@ -268,6 +268,7 @@ def _op_table(sums: list[tuple[pd.DataFrame, int]], by: str, done: Combined) -> 
     """``diff.per_step``'s table from the shards' ``diff.op_time`` sums."""
     outside = _per_chip([groups.attrs["outside"] for groups, _ in sums])
     clock = _per_chip([groups.attrs["clock"] for groups, _ in sums])
+    beyond = _per_chip([groups.attrs["beyond_markers"] for groups, _ in sums])
     sums = [s for s in sums if s[1]]
     if not sums:
         raise BadInput("no device ops in the trace", path=", ".join(done.files) or None)
@@ -275,6 +276,7 @@ def _op_table(sums: list[tuple[pd.DataFrame, int]], by: str, done: Combined) -> 
     table.attrs["measured"] = done.measured
     table.attrs["outside"] = outside
     table.attrs["clock"] = clock
+    table.attrs["beyond_markers"] = beyond
     return table
 
 

@@ -504,3 +504,32 @@ def test_annotations_sharing_a_step_number_are_said_joined(tmp_path):
     assert ("1 of 3 steps join step markers of one number that ran apart, one after another has ended (first: rank 0 "
             "device 0 step 1; a retried step): a span here runs from the first's start to the last's end, the time "
             "between them counted to it, where xprof counts each marker a step of its own") in doc["notes"]
+
+
+def test_diff_says_where_a_span_is_more_than_its_markers(tmp_path):
+    """trace diff measures breakdown's spans, and said nothing where they are more than their step markers; it now
+    says what breakdown says, per side. A: the annotations of test_a_step_running_past_its_annotation_is_said
+    (step 0's [0,10) runs to 35 us: 25 us past, 1 of 3 steps); B: those of
+    test_annotations_sharing_a_step_number_are_said_joined (step 1's two markers joined: 1 of 3 steps)."""
+    from click.testing import CliRunner
+
+    from perfkit.cli import cli
+
+    a = _cpu_steps(tmp_path / "a.xplane.pb", [("train", n, 20 * n, 20 * n + 10) for n in range(3)],
+                   [(5, 35), (42, 48)], _r=1)
+    b = _cpu_steps(tmp_path / "b.xplane.pb", [("train", 0, 0, 30), ("train", 1, 40, 60), ("train", 1, 70, 90),
+                                             ("train", 2, 100, 130)], [(5, 25), (45, 55), (75, 85), (105, 125)],
+                   _r=1)
+    past = ("1 of 3 steps in A run past their step markers to the end of the last op started in them (0.025 ms past "
+            "in all): a span here runs from its marker's start to the later of its end and that op's end, where "
+            "xprof's step time is the marker's own")
+    joined = ("1 of 3 steps in B join step markers of one number that ran apart, one after another has ended (first: "
+              "rank 0 device 0 step 1; a retried step): a span here runs from the first's start to the last's end, "
+              "the time between them counted to it, where xprof counts each marker a step of its own")
+    result = CliRunner().invoke(cli, ["trace", "diff", str(a), str(b)])
+    assert result.exit_code == 0, result.output
+    assert f"perfkit: note: {past}\nperfkit: note: {joined}\n" in result.stderr
+    doc = json.loads(CliRunner().invoke(cli, ["trace", "diff", str(a), str(b), "--json"]).stdout)
+    assert past in doc["notes"] and joined in doc["notes"]
+    whole = CliRunner().invoke(cli, ["trace", "diff", str(a), str(b), "--window", "trace"])
+    assert whole.exit_code == 0 and "step markers" not in whole.stderr, whole.output
