@@ -490,7 +490,7 @@ def one_clock(files: list[Path], origins: list[int]) -> list[int]:
             if alone:
                 warnings.warn(f"{f}: its timestamps count from its profile's start, which it does not record (no "
                               "Task Environment profile_start_time): it is placed as if its profile had started "
-                              "with the other files', not by the clock: which chip stopped first across it and them "
+                              "with the other files', not by the clock: whose trace ends first across it and them "
                               "is not known, and the collectives' skews are not measured across them",
                               DefinitionNote, stacklevel=2)
     start = min((o for o, alone in zip(origins, own) if not alone), default=0)

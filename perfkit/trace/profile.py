@@ -51,7 +51,7 @@ class Profile:
         return shards.tail_traces(self.paths, k)[1]
 
     def chips(self) -> pd.DataFrame:
-        """One row per chip, earliest stop first, with the op each was in when the first chip stopped."""
+        """One row per chip, earliest trace end first, with the op each trace was in where the first one ends."""
         return shards.tail_traces(self.paths)[0]
 
     def write_perfetto(self, path: str | Path) -> int:
