@@ -648,16 +648,19 @@ def by_op(inst: pd.DataFrame) -> pd.DataFrame:
     """Per (step, op, kind): ``count`` (instances per chip), ``chips``, means per instance of
     ``time_ps``, ``exposed_ps``, ``hidden_ps``, ``skew_ps``, ``wait_ps``, ``transfer_ps``, ``bytes``, and
     ``gbps`` (bytes over time summed, GB/s); most exposed time first. Skew, wait and transfer are means over the
-    instances that ran on two or more chips of one clock, NaN where none did: the others' are not measured."""
+    instances that ran on two or more chips of one clock, NaN where none did: the others' are not measured; skew
+    over those that are one transfer (``apart`` ones, matched by order but never overlapping, are left out)."""
     if inst.empty:
         return pd.DataFrame(columns=OP_COLUMNS)
     keys = ["step", "op", "kind"]
     groups = _groups(inst, keys)
     means = {c: (c, "mean") for c in ("bytes", "time_ps", "exposed_ps", "hidden_ps", "skew_ps", "wait_ps",
                                       "transfer_ps")}
-    # skew, wait and transfer of the instances matched on two or more chips only: the others' are not measured
+    # skew, wait and transfer of the instances matched on two or more chips only: the others' are not measured;
+    # skew of those whose chips also overlap (one transfer) alone: the others are left out, their 0 none measured
     alone = (inst["chips"] < 2).to_numpy()
-    unmeasured = {c: inst[c].mask(alone) for c in ("skew_ps", "wait_ps", "transfer_ps")}
+    unmeasured = {c: inst[c].mask(alone | (inst["apart"].to_numpy() if c == "skew_ps" else False))
+                  for c in ("skew_ps", "wait_ps", "transfer_ps")}
     out = inst.assign(chip=_groups(inst, ["rank", "device"]), **unmeasured).groupby(groups, sort=False).agg(
         rows=("time_ps", "size"), chips=("chip", "nunique"), sum_bytes=("bytes", "sum"), sum_time=("time_ps", "sum"),
         **means).reset_index(drop=True)

@@ -6,6 +6,7 @@ variant checked against its compiled program."""
 import gzip
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from perfkit.trace import collectives, events
 from perfkit.trace.synthetic import XSpaceWriter
 
 TIMES = ("time_ps", "exposed_ps", "hidden_ps", "wait_ps", "transfer_ps")
+REAL_KINETO = Path(__file__).resolve().parents[1] / "data" / "real" / "kineto"
 
 
 def run(*args):
@@ -597,3 +599,29 @@ def test_nccl_reduce_scatter_bytes_are_its_input_s_share(fixtures_dir, tmp_path)
     path.write_bytes(gzip.compress(json.dumps(raw).encode()))
     inst = collectives.instances(events.load([path]))
     assert inst.loc[inst["kind"] == "reduce-scatter", "bytes"].tolist() == [3 / 4 * 4096 * 4]
+
+
+def _sendrecv_by_step(path) -> dict[int, list[tuple[int, int]]]:
+    """A Kineto file's SendRecv kernels (start, end us) per ProfilerStep their launch ran in, in time order."""
+    trace = json.load(gzip.open(path))["traceEvents"]
+    steps = {int(e["name"][13:]): (e["ts"], e["ts"] + e["dur"]) for e in trace
+             if e.get("name", "").startswith("ProfilerStep#")}
+    launched = {e["args"]["correlation"]: e["ts"] for e in trace
+                if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    kernels = [e for e in trace if e.get("cat") == "kernel" and "SendRecv" in e["name"]]
+    return {step: sorted((e["ts"], e["ts"] + e["dur"]) for e in kernels
+                         if a <= launched.get(e["args"].get("correlation"), -1) < b) for step, (a, b) in steps.items()}
+
+
+def test_the_table_s_skew_is_a_mean_over_the_instances_that_are_one_transfer():
+    """HTA's two sampled ranks: each step's 5 SendRecv kernels, paired by order, overlap in 2 pairs alone; the step
+    line leaves the 3 others out (not one transfer), while the table's skew, a mean per instance, counted them as 0
+    (step 551: 3386 / 5 = 677.2 us). By hand from the JSON: the mean |start difference| of the overlapping pairs."""
+    real = REAL_KINETO
+    ranks = [_sendrecv_by_step(real / f"rank-{r}.json.gz") for r in (0, 1)]
+    doc = json.loads(run("--json", str(real / "rank-0.json.gz"), str(real / "rank-1.json.gz")).stdout)
+    for step in (551, 552):
+        pairs = [(a, b) for a, b in zip(ranks[0][step], ranks[1][step]) if min(a[1], b[1]) >= max(a[0], b[0])]
+        assert len(pairs) == 2
+        (row,) = [r for r in doc["ops"] if r["step"] == step]
+        assert row["skew_ps"] / 1e6 == pytest.approx(np.mean([abs(a[0] - b[0]) for a, b in pairs]))
