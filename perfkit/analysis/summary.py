@@ -15,6 +15,7 @@ import numpy as np
 
 from perfkit.analysis import attribution, serving, stats, timing
 from perfkit.common.comparison import NO_SPREAD, inside_noise_floor, noise_range, without_ci
+from perfkit.common.devices import on_cpu_devices
 from perfkit.cost.programs import run_costs
 from perfkit.hlo.consistency import variant_check
 from perfkit.quality import compare, departure, media
@@ -191,11 +192,9 @@ def not_verified(case: Case, summary: dict) -> list[str]:
                      "the others")
     if summary.get("interrupted"):
         notes.append("the run was stopped before its plan was done")
-    devices = (summary.get("env") or {}).get("devices") or {}
-    # a command case's devices are not probed, but its traces say where its ops ran
-    traced_on_cpu = any(b.get("cpu_devices") for b in ((summary.get("breakdown") or {}).get("variants") or {}).values())
-    if devices.get("platform") == "cpu" or traced_on_cpu:
+    if on_cpu_devices(summary):
         notes.append("speed on TPU or GPU: these timings come from CPU devices")
+    devices = (summary.get("env") or {}).get("devices") or {}
     if summary.get("cost") and not summary.get("roofline"):
         notes.append(f"the roofline: perfkit has no figures for {devices.get('kind') or 'these devices'} "
                      "(`perfkit cost RUN_DIR --chip NAME` bounds the steps on one)")

@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 
 from perfkit.common.comparison import NO_SPREAD, compared_variant, inside_noise_floor, trial_median, without_ci
+from perfkit.common.devices import on_cpu_devices
 from perfkit.common.digits import change_text, digits, ratio_text, shown_difference, whole_shares
 from perfkit.common.json_figures import db_cell
 from perfkit.hlo.render import rank_list, ranks_report
@@ -489,10 +490,10 @@ def _host_scheduled(summary: dict) -> str | None:
     """Why the run's arrival skew is its host's scheduling, where it is: its chips were XLA's CPU devices (as its
     devices were probed, else, a command case probing none, as its traces say), or its ranks' collectives ran on
     the CPUs (host ops measured: gloo) of the one host the run had; else None."""
+    if on_cpu_devices(summary):
+        return "These are CPU devices: the chips are threads sharing the host's cores"
     env = summary.get("env") or {}
     variants = summary["breakdown"]["variants"].values()
-    if (env.get("devices") or {}).get("platform") == "cpu" or any(v.get("cpu_devices") for v in variants):
-        return "These are CPU devices: the chips are threads sharing the host's cores"
     one_host = (env.get("hosts") or {}).get("count", 1) == 1
     if one_host and any(v.get("measured") == "host ops" for v in variants):
         return "These ranks' collectives ran on the host's CPUs (gloo): processes sharing one machine's cores"
