@@ -14,7 +14,7 @@ import pandas as pd
 import yaml
 
 from perfkit.common.comparison import compared_variant, trial_median
-from perfkit.common.digits import digits
+from perfkit.common.digits import digits, lone_decimals
 from perfkit.common.json_figures import from_json
 from perfkit.errors import BadInput
 from perfkit.rundata.rundir import cell_dirs, read_summary
@@ -153,7 +153,8 @@ def markdown(frame: pd.DataFrame) -> list[str]:
         psnr = "inf (bit-identical)" if r.bit_identical else "inf" if r.psnr_db == math.inf else _num(r.psnr_db)
         steps = (r.a_step_ms, r.b_step_ms, r.ratio)
         known = not any(x is None or math.isnan(x) for x in steps)
-        decimals = digits([steps[:2]]) if known else 2  # the step times shown divide to the ratio shown
+        # the step times shown divide to the ratio shown; without a ratio, each shows 4 significant digits
+        decimals = digits([steps[:2]]) if known else lone_decimals(list(steps[:2]))
         # a stopped run's figures are of fewer trials than its plan's: said beside its name
         changed = "-" if r.changed is None else ", ".join(f"`{k}`" for k in r.changed) or "none"
         cells = [f"`{r.run}`" + (" (stopped)" if r.interrupted else ""),

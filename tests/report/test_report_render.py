@@ -599,6 +599,19 @@ def test_progression_table(make_run):
     assert rows[2][1] == pytest.approx(1.0) and rows[2][2] == pytest.approx(b2 / b1)
 
 
+def test_progression_shows_a_step_time_without_a_ratio_to_four_significant_digits(make_run):
+    """A newcomer's: a row without a ratio (b crashed in every trial) showed a's 0.013443 ms step to 2 decimals,
+    0.01, a figure that rounds to nothing. With no ratio to set its digits it shows 4 significant ones, as many
+    as the figures a ratio divides get."""
+    crashed = {"rank": 0, "exit_code": 1, "running_at_end": False, "steps_done": 0, "last_step_ms": None,
+               "last_mark": None}
+    trials = [trial(0, "a", [0.05, 0.013443, 0.013443, 0.013443]), trial(1, "b", [], status="crashed",
+                                                                          ranks=[crashed])]
+    run = make_run("r1", trials=trials, outputs={}, case_extra={"repeats": {"min": 1, "max": 1}})
+    text = CliRunner().invoke(cli, ["report", "--progression", str(run)]).output
+    assert table_row(text, "`r1`")[1:4] == ["0.01344", "-", "-"]  # a's step (by hand: 0.013443 to 4 digits), b's, ratio
+
+
 def test_progression_marks_a_stopped_run_and_names_a_combinations_values(make_run):
     """A newcomer's: a run stopped after one trial a side read in the table as any other, and a matrix's rows as
     ``sweep/cells/00`` without the values swept."""
