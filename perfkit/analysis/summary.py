@@ -273,7 +273,8 @@ def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Ca
         "attribution": attributed,
         "trials": {"total": len(trials), "ok": sum(t["status"] == "ok" for t in trials),
                    "failed": [{"index": t["index"], "variant": t["variant"], "status": t["status"], "dir": t["dir"],
-                               "ranks": t["ranks"], **({"warmup": t["warmup"]} if "warmup" in t else {})}
+                               "ranks": t["ranks"], **({"warmup": t["warmup"]} if "warmup" in t else {}),
+                               **({"missing_hosts": t["missing_hosts"]} if "missing_hosts" in t else {})}
                               for t in trials if t["status"] != "ok"]},
         "hangs": run_hangs(run_dir, trials),  # hung trials with traces: where their chips part
         "env": kept,

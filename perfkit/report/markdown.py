@@ -328,6 +328,16 @@ def _no_steps(failed: dict) -> str:
     return f": rank 0's {done} steps are all warmup (the case drops the first {failed.get('warmup', '?')})"
 
 
+def _missing_hosts(failed: dict) -> str:
+    """Why a multi-host run's trial is incomplete: the hosts that recorded no part of it, whose ranks it lacks."""
+    missing = failed.get("missing_hosts")
+    if not missing:
+        return ""
+    named = f"host{'s' * (len(missing) > 1)} {', '.join(map(str, missing))}"
+    return (f": {named} recorded no part of it (never started, stopped before it, or wrote elsewhere), so it lacks "
+            f"{'their' if len(missing) > 1 else 'its'} ranks")
+
+
 def _first_failed(failed: dict) -> str:
     """Which rank failed first, where ranks failed at different times (the others' errors may only follow it)."""
     ended = sorted((r["exited_s"], r["rank"]) for r in failed["ranks"] if r.get("exit_code") not in (0, None)
@@ -342,7 +352,8 @@ def _failures(summary: dict) -> list[str]:
     """Each failed or hung trial: its ranks that did not end well, where their threads wait, their last stderr."""
     lines = []
     for f in summary["trials"]["failed"]:
-        lines.append(f"- trial {f['index']} ({f['variant']}): **{f['status']}**" + _no_steps(f) + _first_failed(f))
+        lines.append(f"- trial {f['index']} ({f['variant']}): **{f['status']}**" + _no_steps(f) + _missing_hosts(f)
+                     + _first_failed(f))
         for r in f["ranks"]:
             if r.get("exit_code") != 0 or r.get("running_at_end"):
                 where = ("still running at the end" if r.get("running_at_end")

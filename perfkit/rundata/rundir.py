@@ -256,25 +256,29 @@ def any_host_interrupted(run_dir: Path) -> bool:
                for p in host_parts(run_dir) if (p / "done").exists())
 
 
-def merge_trial(records: list[TrialRecord], hosts: int) -> TrialRecord:
-    """One trial as every host saw it: steps from the host holding rank 0, all ranks, the worst status
-    (``incomplete`` when a host has no record of it, e.g. it was stopped)."""
-    records = sorted(records, key=lambda r: min((x["rank"] for x in r["ranks"]), default=0))
-    merged = records[0].copy()  # (a TrialRecord still, as dict() would not be to a type checker)
-    merged["ranks"] = sorted((x for r in records for x in r["ranks"]), key=lambda x: x["rank"])
-    statuses = [r["status"] for r in records] + (["incomplete"] if len(records) < hosts else [])
+def merge_trial(records: dict[int, TrialRecord], hosts: int) -> TrialRecord:
+    """One trial as every host saw it (``records`` by host index): steps from the host holding rank 0, all ranks,
+    the worst status (``incomplete`` when a host has no record of it, e.g. it was stopped: ``missing_hosts`` names
+    them, so that the report says why)."""
+    ordered = sorted(records.values(), key=lambda r: min((x["rank"] for x in r["ranks"]), default=0))
+    merged = ordered[0].copy()  # (a TrialRecord still, as dict() would not be to a type checker)
+    merged["ranks"] = sorted((x for r in ordered for x in r["ranks"]), key=lambda x: x["rank"])
+    missing = sorted(set(range(hosts)) - set(records))
+    statuses = [r["status"] for r in ordered] + (["incomplete"] if missing else [])
     merged["status"] = min(statuses, key=lambda s: STATUS_RANK.get(s, -1))
-    merged["wall_s"] = max(r["wall_s"] for r in records)
+    merged["wall_s"] = max(r["wall_s"] for r in ordered)
+    if missing:
+        merged["missing_hosts"] = missing
     return merged
 
 
 def merge_hosts(run_dir: Path, hosts: int) -> list[TrialRecord]:
     """Merge every host's ``trials.jsonl`` into the top-level one (a trial that one of the run's ``hosts`` has no
     record of is incomplete); returns the merged trials."""
-    by_index: dict[int, list[TrialRecord]] = {}
+    by_index: dict[int, dict[int, TrialRecord]] = {}
     for part in host_parts(run_dir):
         for rec in read_trials(part):
-            by_index.setdefault(rec["index"], []).append(rec)
+            by_index.setdefault(rec["index"], {})[int(part.name[4:])] = rec
     merged = [merge_trial(recs, hosts) for _, recs in sorted(by_index.items())]
     write_atomic(run_dir / "trials.jsonl", "".join(json.dumps(t) + "\n" for t in merged))
     return merged

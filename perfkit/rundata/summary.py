@@ -304,6 +304,7 @@ class FailedTrial(TypedDict):
     dir: str
     ranks: list[RankRecord]
     warmup: NotRequired[int]  # the steps the case drops (a no_steps trial's may all be those); absent in older ones
+    missing_hosts: NotRequired[list[int]]  # an incomplete trial's hosts that recorded no part of it
 
 
 class Trials(TypedDict):

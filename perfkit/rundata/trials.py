@@ -54,3 +54,4 @@ class TrialRecord(TypedDict):
     traced: NotRequired[list[int]]  # positions in steps_ms run under a profiler: kept, never timed
     compile_cache: NotRequired[TrialCache]
     serve: NotRequired[dict[str, Any]]
+    missing_hosts: NotRequired[list[int]]  # a merged multi-host trial's hosts that recorded no part of it

@@ -262,6 +262,11 @@ def test_a_host_that_never_started_leaves_its_trials_incomplete(tmp_path, write_
     assert [(t["status"], [r["rank"] for r in t["ranks"]]) for t in trials] == [("incomplete", [0])] * 4
     summary = json.loads((run / "summary.json").read_text())
     assert summary["interrupted"] and len(summary["trials"]["failed"]) == 4
+    # its reason had been on stderr alone: report.md's Failed trials listed each trial as incomplete, no word why
+    assert [t["missing_hosts"] for t in trials] == [[1]] * 4
+    failed = [line for line in (run / "report.md").read_text().splitlines() if line.startswith("- trial ")]
+    assert failed == [f"- trial {t['index']} ({t['variant']}): **incomplete**: host 1 recorded no part of it (never "
+                      "started, stopped before it, or wrote elsewhere), so it lacks its ranks" for t in trials]
 
 
 def test_salt_makes_every_trial_compile_fresh(tmp_path, write_case):
