@@ -126,9 +126,13 @@ def _num(x, fmt: str = ".2f") -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
-def _step(x, previous, name: str | None, decimals: int = 2) -> str:
-    change = "" if previous is None or math.isnan(previous) else f" ({previous - 1:+.1%})"
-    return f"{name + ' ' if name else ''}{_num(x, f'.{decimals}f')}{change}"
+def _step(x, before: str | None, name: str | None, decimals: int = 2) -> str:
+    """A step time as shown, and its change against ``before`` (the last row's of its case and variant, as shown
+    there): the change of the figures shown, as a reader divides them."""
+    shown = _num(x, f".{decimals}f")
+    change = "" if before in (None, "-") or shown == "-" or not float(before) else \
+        f" ({float(shown) / float(before) - 1:+.1%})"
+    return f"{name + ' ' if name else ''}{shown}{change}"
 
 
 def markdown(frame: pd.DataFrame) -> list[str]:
@@ -146,6 +150,7 @@ def markdown(frame: pd.DataFrame) -> list[str]:
     words = 2 + case_col + changed_col
     lines = ["| " + " | ".join(head) + " |",
              "|" + " --- |" * words + " ---: |" * 3 + " --- |" + " ---: |" * (len(head) - words - 4)]
+    shown: dict[tuple[str, str], str] = {}  # each case's variant's step time as its last row shows it
     for r in frame.itertuples():
         commit = "-" if pd.isna(r.commit) else f"`{r.commit}`" + (" (dirty)" if r.dirty is True else "")
         ratio = "-" if r.ratio is None or math.isnan(r.ratio) else \
@@ -159,14 +164,17 @@ def markdown(frame: pd.DataFrame) -> list[str]:
         changed = "-" if r.changed is None else ", ".join(f"`{k}`" for k in r.changed) or "none"
         cells = [f"`{r.run}`" + (" (stopped)" if r.interrupted else ""),
                  *([f"`{_swept(r.case)[0]}`"] if case_col else []), commit, *([changed] if changed_col else []),
-                 _step(r.a_step_ms, r.a_vs_previous, None if same else r.a, decimals),
-                 _step(r.b_step_ms, r.b_vs_previous, None if same else r.b, decimals), ratio, r.verdict,
+                 *(_step(x, shown.get((r.case, v)), None if same else v, decimals)
+                   for x, v in ((r.a_step_ms, r.a), (r.b_step_ms, r.b))), ratio, r.verdict,
                  f"{_num(r.a_first_ms, '.1f')} / {_num(r.b_first_ms, '.1f')}",
                  *([f"{_num(r.a_compile_s)} / {_num(r.b_compile_s)}"] if compile_cols else []), psnr, str(r.failed)]
         lines.append("| " + " | ".join(cells) + " |")
+        for x, v in ((r.a_step_ms, r.a), (r.b_step_ms, r.b)):
+            shown[(r.case, v)] = _num(x, f".{decimals}f")
+    changes = frame[["a_vs_previous", "b_vs_previous"]].notna().any().any()
     lines += ["", "Step times are each variant's median of per-trial medians (timed synced steps), the figures "
-              f"{b}/{a} divides; in parentheses, the change against the last row above of the same case and variant; "
-              "in brackets, the ratio's 95% CI" + ("; (stopped): a run stopped before its plan finished, of fewer "
+              f"{b}/{a} divides; " + ("in parentheses, the change of the figure shown against the last row above of "
+                                      "the same case and variant; " if changes else "") + "in brackets, the ratio's 95% CI" + ("; (stopped): a run stopped before its plan finished, of fewer "
                                                    "trials" if frame["interrupted"].any() else "")
               + ("; case changed: the fields of the run's case.yaml that differ from the last row above of the same "
                  "case" if changed_col else "") + "."]

@@ -586,10 +586,10 @@ def test_progression_table(make_run):
     res = CliRunner().invoke(cli, ["report", "--progression", str(first), str(second), "--out", str(out)])
     lines = out.read_text().splitlines()
     assert lines[0].startswith("| run | commit | a step (ms) | b step (ms) | b/a [95% CI] |")
-    assert table_row(out.read_text(), "`r2`")[2] == f"{b2:.2f} ({b2 / b1 - 1:+.1%})"
+    assert table_row(out.read_text(), "`r2`")[2] == f"{b2:.2f} ({float(f'{b2:.2f}') / float(f'{b1:.2f}') - 1:+.1%})"
     assert table_row(out.read_text(), "`r1`")[0] == "`c0ffee000000`"
-    assert lines[-1].endswith("in parentheses, the change against the last row above of the same case and variant; in "
-                              "brackets, the ratio's 95% CI.")
+    assert lines[-1].endswith("in parentheses, the change of the figure shown against the last row above of the same "
+                              "case and variant; in brackets, the ratio's 95% CI.")
     # another case between them: none against a row of another case (it read +226% against another case's); the
     # second fixture run against the first, two rows up (a matrix's cells alternate so)
     other = make_run("r3", case_extra={"name": "other-case"})
@@ -1065,3 +1065,12 @@ def test_the_rank_that_failed_first_is_named(tmp_path):
     finish.render(run)
     assert (f"- trial 1 ({trials[1]['variant']}): **crashed**; rank 1 failed first, 0.20 s before any other (the "
             "others' errors may follow from it)") in (run / "report.md").read_text()
+
+
+def test_a_progression_change_is_that_of_the_figures_shown():
+    """A newcomer's: tp `17.21 (+120.0%)` under a row showing 7.82, where 17.21 / 7.82 = 2.2008 (+120.1%): the change
+    came from the unrounded medians (17.2108 / 7.8217). A row with nothing above it shows none."""
+    from perfkit.report.progression import _step
+
+    assert _step(17.2108, "7.82", None, 2) == "17.21 (+120.1%)"
+    assert _step(17.2108, None, "tp", 2) == "tp 17.21"
