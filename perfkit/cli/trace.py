@@ -228,8 +228,11 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     hta = (" (HTA's default)" if last_step == "drop" else " (HTA's include_last_profiler_step=True)") if hta_reads \
         else ""
     last = "" if steps_from == ["none"] else f"last step {LAST_DROPPED if last_step == 'drop' else 'kept'}{hta}; "
+    unmarked = (rows["step"] < 0).any() and not (rows["step"] < 0).all()  # some chips without step markers
     said = ("none (no step markers: one span a chip, its first device op to its last, as --window trace)"
-            if spans == ["none"] else ", ".join(spans))
+            if spans == ["none"] else ", ".join(spans)
+            + ("; step none: a chip without step markers, one span from its first device op to its last"
+               if unmarked and window == "step" else ""))
     click.echo(f"steps from: {said}; {last}times in ms{rounding if kineto else ''}; "
                "comm: collectives in flight, hidden: the part of it under compute")
     if outside:
@@ -241,6 +244,8 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     table = _ms(rows[COLUMNS].drop(columns=hidden_parts), [c for c in TIMES + COMM if c not in hidden_parts])
     if (rows["step"] < 0).all():  # one span a chip, no step (JSON: -1)
         table["step"] = "whole" if window == "trace" else "none"
+    elif unmarked:
+        table["step"] = table["step"].astype(str).where(rows["step"].to_numpy() >= 0, "none")
     table["overlap"] = rows["overlap"].map(share)
     click.echo(text_table(table))
     shares = _ms(means.drop(columns=hidden_parts), [c for c in TIMES + COMM if c not in hidden_parts])
@@ -250,7 +255,7 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     for i, p in enumerate(parts):
         shares[p] += ["" if row[i] is None else f" ({row[i]:.1f}%)" for row in percent]
     shares["overlap"] = means["overlap"].map(share)
-    click.echo("\nmean step per chip (ms, % of the span):")
+    click.echo("\nmean step per chip (ms, % of the span, rounded to add up to 100%):")
     click.echo(text_table(shares))
     if plot:
         click.echo(f"\nplot: {plot}")

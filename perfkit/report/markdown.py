@@ -394,8 +394,8 @@ def _breakdown(summary: dict) -> list[str]:
                         + " | ".join(cells(v)) + " |")
     rows += ["", "Mean traced step per chip (a chip-step: one chip's one traced step); each instant goes to compute, "
              "else exposed ICI (collectives not under compute), " + ("else exposed DCN, " if dcn else "")
-             + "else local DMA (copies), else idle (`perfkit trace breakdown` on the trial folders gives every chip "
-             "and step).", "",
+             + "else local DMA (copies), else idle; in parentheses, shares of the span rounded to add up to 100% "
+             "(`perfkit trace breakdown` on the trial folders gives every chip and step).", "",
              "The traced steps (the case's `capture.trace`) run with the profiler recording and are left out of the "
              f"timed steps{_profiled(summary, list(bd['variants']))}: their span is that step's window on each chip, "
              "the profiler's own cost inside it. So it is usually longer than the timed medians above and is not "

@@ -1074,3 +1074,15 @@ def test_a_progression_change_is_that_of_the_figures_shown():
 
     assert _step(17.2108, "7.82", None, 2) == "17.21 (+120.1%)"
     assert _step(17.2108, None, "tp", 2) == "tp 17.21"
+
+
+def test_the_breakdown_says_its_shares_are_rounded_to_add_up_to_100():
+    """idle 13.384 of 13.417 ms is 99.75%, shown 99.7% beside 0.3% (0.034 ms: 0.25%) so that they add up to 100%: a
+    newcomer read it as a wrong share; the section says how they are rounded."""
+    from perfkit.report.markdown import _breakdown
+
+    chip = {"span_ms": 13.417, "compute_ms": 0.0, "ici_ms": 0.0, "dma_ms": 0.034, "idle_ms": 13.383, "chip_steps": 1,
+            "trials": 1}
+    text = "\n".join(_breakdown({"breakdown": {"variants": {"a": chip}, "baseline": "a", "op_deltas": {}}, "variants": {"a": {}}}))
+    assert "| a | 1 (1) | 13.417 | 0.000 (0.0%) | 0.000 (0.0%) | 0.034 (0.3%) | 13.383 (99.7%) |" in text
+    assert "in parentheses, shares of the span rounded to add up to 100%" in text

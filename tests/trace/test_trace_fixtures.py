@@ -190,3 +190,17 @@ def test_one_ranks_step_in_two_files_is_refused(fixtures_dir, tmp_path):
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert (f"{tmp_path / 'b' / 'rank-0.json.gz'}: rank 0 step 551 is also in {tmp_path / 'a' / 'rank-0.json.gz'}"
             in result.output)
+
+
+def test_a_chip_without_step_markers_among_chips_with_some_reads_step_none(fixtures_dir):
+    """A newcomer's: TensorFlow's GPU 1 has no Steps line where GPUs 4 and 6 have one; its row read step `-1`, said
+    nowhere. It reads `none`, and the header says what that is. The shares are rounded to add up to 100% (idle
+    13.384 of 13.417 ms is 99.75%, shown 99.7%): the table's header says so."""
+    path = fixtures_dir / "xplane" / "tf_gpu_multi_worker.xplane.pb"
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(path)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "; step none: a chip without step markers, one span from its first device op to its last;" in lines[0]
+    table = [line.split()[:3] for line in lines if line.split()[:2] in (["0", "1"], ["0", "4"], ["0", "6"])]
+    assert table[:3] == [["0", "1", "none"], ["0", "4", "0"], ["0", "6", "0"]]
+    assert "mean step per chip (ms, % of the span, rounded to add up to 100%):" in lines
