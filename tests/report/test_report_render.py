@@ -1083,6 +1083,7 @@ def test_the_breakdown_says_its_shares_are_rounded_to_add_up_to_100():
 
     chip = {"span_ms": 13.417, "compute_ms": 0.0, "ici_ms": 0.0, "dma_ms": 0.034, "idle_ms": 13.383, "chip_steps": 1,
             "trials": 1}
-    text = "\n".join(_breakdown({"breakdown": {"variants": {"a": chip}, "baseline": "a", "op_deltas": {}}, "variants": {"a": {}}}))
+    summary = {"breakdown": {"variants": {"a": chip}, "baseline": "a", "op_deltas": {}}, "variants": {"a": {}}}
+    text = "\n".join(_breakdown(summary))
     assert "| a | 1 (1) | 13.417 | 0.000 (0.0%) | 0.000 (0.0%) | 0.034 (0.3%) | 13.383 (99.7%) |" in text
     assert "in parentheses, shares of the span rounded to add up to 100%" in text
