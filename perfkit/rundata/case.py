@@ -379,6 +379,16 @@ def _check_placement(top: dict, has_model: bool, has_serve: bool, path: str) -> 
                        "devices", path=path, field="placement.per_process")
 
 
+def _keys_ordered(value: Any) -> Any:
+    """``value`` with each mapping's keys in one order, by their text: YAML's keys may be of several types
+    (``{1: a, K: b}``), which ``sorted`` cannot order."""
+    if isinstance(value, dict):
+        return {str(k): _keys_ordered(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, list):
+        return [_keys_ordered(v) for v in value]
+    return value
+
+
 def _check_matrix(matrix: dict, path: str) -> None:
     for key, values in matrix.items():
         if not isinstance(values, list) or not values:
@@ -392,7 +402,7 @@ def _check_matrix(matrix: dict, path: str) -> None:
         equal: dict[str, int] = {}
         named: dict[str, int] = {}
         for i, v in enumerate(values):
-            if equal.setdefault(f"{type(v).__name__}:{json.dumps(v, sort_keys=True, default=str)}", i) != i:
+            if equal.setdefault(f"{type(v).__name__}:{json.dumps(_keys_ordered(v), default=str)}", i) != i:
                 raise BadInput(f"{v} is given twice", path=path, field=f"matrix.{key}")
             if (first := named.setdefault(f"{v}", i)) != i:
                 raise BadInput(f"{values[first]!r} and {v!r} both read {v} in a combination's name", path=path,

@@ -155,6 +155,15 @@ def test_two_matrix_values_named_alike_are_refused():
         "c.yaml: matrix.variants.sp.env.K: '1' and 1 both read 1 in a combination's name"
 
 
+def test_matrix_mappings_with_keys_of_several_types_are_compared_not_sorted():
+    """YAML's mapping keys may be of several types (`{1: a, K: b}`): the repeat check sorted them, a TypeError's
+    traceback where two different mappings are no repeat; keys in another order are still one mapping."""
+    raw = dict(GOOD, matrix={"variants.sp.env": [{1: "a", "K": "b"}, {"K": "b"}]})
+    assert case_mod.validate(raw, "c.yaml").matrix == raw["matrix"]
+    assert refusal(dict(GOOD, matrix={"variants.sp.env": [{1: "a", "K": "b"}, {"K": "b", 1: "a"}]})) == \
+        "c.yaml: matrix.variants.sp.env: {'K': 'b', 1: 'a'} is given twice"
+
+
 def test_matrix_combination_that_is_invalid_is_refused_at_load(tmp_path):
     path = tmp_path / "m.yaml"
     path.write_text(yaml.safe_dump(dict(GOOD, warmup=2, matrix={"model.steps": [8, 2]})))
