@@ -93,8 +93,8 @@ def _value(variant: dict, name: str) -> float | None:
 def progression_frame(runs: list[list[tuple[str, dict]]]) -> pd.DataFrame:
     """One row per run (``load_summaries`` of each, in order): each variant's step time as its median of
     per-trial medians (the figures the ratio divides); ``a_vs_previous`` / ``b_vs_previous``: that over
-    the last earlier row's that ran the same case's same variant (NaN where none did); ``changed``: the case's
-    fields that differ from the last earlier row of the same case (None where there is none)."""
+    the last earlier row's that ran the same case's same variant, as A or B (NaN where none did); ``changed``: the
+    case's fields that differ from the last earlier row of the same case (None where there is none)."""
     rows = []
     cases: dict[str, dict | None] = {}  # each case's fields in its last row so far
     for label, s in (pair for group in runs for pair in group):
@@ -115,11 +115,17 @@ def progression_frame(runs: list[list[tuple[str, dict]]]) -> pd.DataFrame:
                      "a_compile_s": _value(va, "compile_s"), "b_compile_s": _value(vb, "compile_s"),
                      "psnr_db": from_json(psnr), "bit_identical": q.get("bit_identical"),
                      "failed": len(s["trials"]["failed"]), "interrupted": bool(s.get("interrupted"))})
-    frame = pd.DataFrame(rows)
-    for side in ("a", "b"):  # against the last row above that ran the same case's same variant
-        steps = frame[f"{side}_step_ms"].astype(float)
-        frame[f"{side}_vs_previous"] = steps / steps.groupby([frame["case"], frame[side]]).shift(1)
-    return frame
+    last: dict[tuple[str, str], float] = {}  # each case's variant's step time in its last row so far, either side
+    for row in rows:  # against the last row above that ran the same case's same variant (a reordered case's A as B)
+        for side in ("a", "b"):
+            before = last.get((row["case"], row[side]))
+            row[f"{side}_vs_previous"] = math.nan if not before else _float(row[f"{side}_step_ms"]) / before
+        last.update({(row["case"], row[side]): _float(row[f"{side}_step_ms"]) for side in ("a", "b")})
+    return pd.DataFrame(rows)
+
+
+def _float(x) -> float:
+    return math.nan if x is None else float(x)
 
 
 def _num(x, fmt: str = ".2f") -> str:

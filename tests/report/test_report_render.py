@@ -1087,3 +1087,19 @@ def test_the_breakdown_says_its_shares_are_rounded_to_add_up_to_100():
     text = "\n".join(_breakdown(summary))
     assert "| a | 1 (1) | 13.417 | 0.000 (0.0%) | 0.000 (0.0%) | 0.034 (0.3%) | 13.383 (99.7%) |" in text
     assert "in parentheses, shares of the span rounded to add up to 100%" in text
+
+
+def test_progression_pairs_a_variant_with_its_own_last_figure_where_the_baseline_changed(make_run):
+    """A case whose variants were reordered between runs (b the baseline of the second): each variant's change is
+    against its own figure in the row above, whichever side it stands on. By hand: b's medians 1.2 and 1.5 x a's,
+    so b 1.5 / 1.2 = 1.25 (+25.0%), a 1.0; the table's footnote says what the parentheses are."""
+    first = make_run("r1", trials=ab_trials(b_scale=1.2))
+    second = make_run("r2", trials=ab_trials(b_scale=1.5), case_extra={"variants": {
+        "b": {"description": "the new kernel"}, "a": {"description": "the old kernel"}}})
+    res = CliRunner().invoke(cli, ["report", "--progression", str(first), str(second), "--json"])
+    row = json.loads(res.output)["rows"][1]
+    assert (row["a"], row["b"]) == ("b", "a")
+    assert (row["a_vs_previous"], row["b_vs_previous"]) == (pytest.approx(1.25), pytest.approx(1.0))
+    text = CliRunner().invoke(cli, ["report", "--progression", str(first), str(second)]).output
+    assert table_row(text, "`r2`")[1].endswith("(+25.0%)")
+    assert "in parentheses, the change of the figure shown" in text
