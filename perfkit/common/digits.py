@@ -39,9 +39,9 @@ def digits(pairs: list[tuple[float, float]], at_least: int = 2, significant: boo
 
 
 def lone_decimals(figures: list[float | None], at_least: int = 2, significant: int = 4, most: int = 6) -> int:
-    """The fewest decimals, ``at_least`` or more (``most`` at most), with which each of ``figures`` (None, NaN and 0 left out)
-    shows ``significant`` digits: a figure with no ratio beside it to set its digits (0.013443 ms to 2 decimals read
-    0.01, a figure that rounds to nothing), as many as ``digits`` gives the figures a ratio divides."""
+    """The fewest decimals, ``at_least`` or more (``most`` at most), with which each of ``figures`` (None, NaN and 0
+    left out) shows ``significant`` digits: a figure with no ratio beside it to set its digits (0.013443 ms to 2
+    decimals read 0.01, a figure that rounds to nothing), as many as ``digits`` gives the figures a ratio divides."""
     shown = [x for x in figures if x and not math.isnan(x)]
     return _fewest(at_least, most, lambda n: all(
         len(f"{abs(x):.{n}f}".replace(".", "").lstrip("0")) >= significant for x in shown))

@@ -180,8 +180,9 @@ def markdown(frame: pd.DataFrame) -> list[str]:
     changes = frame[["a_vs_previous", "b_vs_previous"]].notna().any().any()
     lines += ["", "Step times are each variant's median of per-trial medians (timed synced steps), the figures "
               f"{b}/{a} divides; " + ("in parentheses, the change of the figure shown against the last row above of "
-                                      "the same case and variant; " if changes else "") + "in brackets, the ratio's 95% CI" + ("; (stopped): a run stopped before its plan finished, of fewer "
-                                                   "trials" if frame["interrupted"].any() else "")
+                                      "the same case and variant; " if changes else "")
+              + "in brackets, the ratio's 95% CI" + ("; (stopped): a run stopped before its plan finished, of fewer "
+                                                     "trials" if frame["interrupted"].any() else "")
               + ("; case changed: the fields of the run's case.yaml that differ from the last row above of the same "
                  "case" if changed_col else "") + "."]
     return lines
