@@ -269,7 +269,10 @@ def take_output(output: OutputSpec, reply: Reply, base: str, host: str, deadline
         return _output(status, data, output.suffix)
     if output.kind == "path":
         return _output(status, _read_local(value, status), _suffix(value, output.suffix))
-    url = resolve(value, base)
+    try:
+        url = urljoin(reply.url or base, value)  # relative to the URL that answered, as a Location is
+    except ValueError as exc:
+        raise RequestFailed(f"HTTP {status}, field {output.field!r} is not a URL ({exc})", status) from None
     got = _fetch(url, f"field {output.field!r}", status, host, deadline)
     return _output(status, got.data, _suffix(urlsplit(url).path, output.suffix), got.content_type)
 

@@ -328,6 +328,22 @@ def test_a_202_s_location_relative_to_the_request_is_polled_where_it_points(tmp_
     assert (answer.data, paths) == (MP4, [polled])
 
 
+@pytest.mark.parametrize("value, fetched", [("jobs/7.mp4", "/v1/jobs/7.mp4"), ("/jobs/7.mp4", "/jobs/7.mp4"),
+                                             ("//127.0.0.1:{port}/jobs/7.mp4", "/jobs/7.mp4")])
+def test_a_url_output_s_field_relative_to_the_request_is_fetched_where_it_points(value, fetched):
+    """A url output's field is a reference relative to the URL that answered, as a Location is (by hand: 'jobs/7.mp4'
+    answering POST /v1/generate is /v1/jobs/7.mp4): a relative one was refused as 'neither loopback nor serve.host',
+    and '//host:port/...' fetched at the path '//127.0.0.1:P/jobs/7.mp4' glued to the server's address (a review's)."""
+    paths = []
+    handler = type("Relative", (JobAPI,), {"done": staticmethod(lambda: True),
+                                           "do_GET": lambda self: (paths.append(self.path), JobAPI.do_GET(self))})
+    with serving(handler, threading.Event()) as base:
+        body = json.dumps({"url": value.format(port=urlsplit(base).port)}).encode()
+        reply = Reply(200, body, "application/json", "", f"{base}/v1/generate")
+        answer = take_output(OutputSpec("url", "url", ".mp4"), reply, base, "127.0.0.1", Deadline.start(5))
+    assert (answer.data, paths) == (MP4, [fetched])
+
+
 @pytest.mark.parametrize("kind, field", [("body", ""), ("base64", "b64"), ("path", "path")])
 def test_a_request_answered_202_is_a_failed_one_unless_a_url_output_polls_for_the_job(kind, field, tmp_path):
     # A job taken on, not done: its status was kept as the video (or a file still being written was read), and
