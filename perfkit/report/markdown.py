@@ -659,14 +659,27 @@ PLOT_TITLES = {"step_times": "Step times per trial, in run order (timed synced s
                "breakdown": "Mean traced step per chip: compute / ICI / DMA / idle (profiler on)",
                "psnr": "PSNR per frame, B vs A", "drift": "Latent drift per step, B vs A",
                "taps": "Agreement by layer (taps), B vs A"}
+# a serve run's trials keep its lowest level's request latencies as their steps (``plots.step_times``)
+SERVE_STEP_TIMES_TITLE = ("Request latencies at c={level}, one box per server process (trial), in run order "
+                          "(good measured requests; dotted: each variant's process medians)")
 
 
-def _plots(plots: dict[str, str]) -> list[str]:
+def _plot_title(name: str, summary: dict) -> str:
+    serve = summary.get("serve")
+    if name == "step_times" and serve:
+        return SERVE_STEP_TIMES_TITLE.format(level=serve["concurrency"][0])
+    return PLOT_TITLES[name]
+
+
+def _plots(plots: dict[str, str], summary: dict) -> list[str]:
     if not plots:
         return ["No plots (no timed steps)."]
-    # the title as a caption too: a rendered page shows an image's alt text only when it fails to load
-    return [line for name, path in plots.items()
-            for line in (f"**{PLOT_TITLES[name]}**", "", f"![{PLOT_TITLES[name]}]({path})", "")][:-1]
+    lines = []
+    for name, path in plots.items():
+        title = _plot_title(name, summary)
+        # the title as a caption too: a rendered page shows an image's alt text only when it fails to load
+        lines += [f"**{title}**", "", f"![{title}]({path})", ""]
+    return lines[:-1]
 
 
 def reproduce_lines(summary: dict) -> list[str]:
@@ -716,7 +729,7 @@ def render(summary: dict, plots: dict[str, str] | None = None) -> str:
                                         ["No profiler traces captured (a case's `capture.trace: [step, ...]` "
                                          "splits those steps into compute / ICI / DMA / idle)."]), ""]
     out += cost.section(summary)  # '## Cost', where a variant's trials wrote XLA dumps
-    out += ["## Plots", "", *_plots(plots), ""]
+    out += ["## Plots", "", *_plots(plots, summary), ""]
     out += ["## Reproduce", "", *reproduce_lines(summary), ""]
     out += ["## Not verified", "", *(f"- {n}" for n in summary["not_verified"]), ""]
     return "\n".join(out)

@@ -22,10 +22,12 @@ from perfkit.common.json_figures import from_json
 PLOTS_DIR = "plots"
 
 
-def step_times(steps: pd.DataFrame) -> Figure | None:
+def step_times(steps: pd.DataFrame, serve_level: int | None = None) -> Figure | None:
     """One box per trial of its timed synced steps, in run order along the x axis (drift over the run
     shows), coloured by variant, with a dotted line per variant through its trials' medians.
-    ``steps``: ``perfkit.analysis.timing.steps_frame`` rows. None without timed steps."""
+    ``steps``: ``perfkit.analysis.timing.steps_frame`` rows. ``serve_level``: a serve run's lowest concurrency
+    level, whose request latencies its trials keep as their steps (one trial, one server process); None for a
+    model or command run. None without timed steps."""
     timed = steps[(steps.kind == "synced") & steps.timed]
     if timed.empty:
         return None
@@ -44,8 +46,12 @@ def step_times(steps: pd.DataFrame) -> Figure | None:
         ax.plot(*zip(*at), linestyle=":", marker=".", color=color, linewidth=1)
     ax.set_xticks(range(1, len(groups) + 1), [str(t) for _, t, _ in groups], fontsize="small")
     ax.set_xlabel("trial, in run order")
-    ax.set_ylabel("step time (ms)")
-    ax.set_title("timed synced steps per trial")
+    if serve_level is None:
+        ax.set_ylabel("step time (ms)")
+        ax.set_title("timed synced steps per trial")
+    else:
+        ax.set_ylabel("request latency (ms)")
+        ax.set_title(f"c={serve_level} latencies per server process")
     ax.legend(handles=[boxes["boxes"][[v for v, _, _ in groups].index(v)] for v in variants], labels=variants,
               fontsize="small")
     return fig
@@ -100,7 +106,8 @@ def write_plots(run_dir: Path, summary: dict, steps: pd.DataFrame) -> dict[str, 
     b = compared_variant(summary)
     q = summary.get("quality") or {}
     differing = [x for x in q.get("per_frame_psnr_db") or [] if from_json(x) != math.inf]  # else nothing to draw
-    figures = {"step_times": step_times(steps),
+    serve_level = summary["serve"]["concurrency"][0] if summary.get("serve") else None
+    figures = {"step_times": step_times(steps, serve_level),
                "breakdown": breakdown_bars(summary["breakdown"]) if summary.get("breakdown") else None,
                "psnr": psnr_per_frame(q["per_frame_psnr_db"], f"PSNR per frame, {b} vs {a} ({q['file']})")
                if differing else None}

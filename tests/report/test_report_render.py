@@ -405,9 +405,12 @@ def test_plots_are_linked_and_show_the_figures(make_run):
         assert f"](plots/{name}.png)" in report
         assert (run / "plots" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "plots/breakdown.png" not in report  # no traces, no breakdown plot
+    caption = "Step times per trial, in run order (timed synced steps; dotted: each variant's trial medians)"
+    assert f"**{caption}**\n\n![{caption}](plots/step_times.png)" in report  # a serve run's reads otherwise
 
     # One box per trial, its median line at the trial's median.
     fig = plots.step_times(timing.steps_frame(read_trials(run)))
+    assert (fig.axes[0].get_title(), fig.axes[0].get_ylabel()) == ("timed synced steps per trial", "step time (ms)")
     medians = [line.get_ydata()[0] for line in fig.axes[0].lines if line.get_linestyle() == "-"
                and len(line.get_xdata()) == 2 and line.get_ydata()[0] == line.get_ydata()[1]]
     trials = ab_trials()

@@ -102,3 +102,44 @@ def test_a_serve_run_without_a_compared_output_points_to_its_served_outputs_tabl
     notes = not_verified(validate(serve_case({"a": {}, "b": {}})), run)
     assert "output quality (no served output of B compared with A's: the Serving section's table of served " \
            "outputs says why)" in notes and not any("capture.outputs" in n for n in notes)
+
+
+# A serve trial's steps: its lowest level's good latencies (ms), one warmup request first.
+SERVED = [{"index": 0, "variant": "serial", "round": 0, "status": "ok", "warmup": 1,
+           "steps_ms": [420.0, 182.0, 150.0, 356.0, 175.0, 190.0]},
+          {"index": 1, "variant": "batched", "round": 0, "status": "ok", "warmup": 1,
+           "steps_ms": [400.0, 110.0, 121.0, 118.0, 115.0, 130.0]}]
+
+
+def test_a_serve_runs_step_time_plot_and_caption_say_its_boxes_are_request_latencies(tmp_path, monkeypatch):
+    """A newcomer's serve run: plots/step_times.png read "timed synced steps per trial" over "step time (ms)",
+    and its caption "Step times per trial ... (timed synced steps ...)", where its boxes are the c=1 request
+    latencies of each server process (serial trial 0: median 182 ms, max 356 ms, the Serving table's)."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from perfkit.analysis.timing import steps_frame
+    from perfkit.report import markdown, plots
+
+    drawn = {}
+
+    def keep(fig, path):  # laid out as save_figure lays it out, not written
+        FigureCanvasAgg(fig)
+        fig.tight_layout()
+        drawn[path.name] = fig
+        return path
+
+    monkeypatch.setattr(plots, "save_figure", keep)
+    run = {"baseline": "serial", "variants": ["serial", "batched"], "quality": None,
+           "serve": {"concurrency": [1, 2, 4]}}
+    made = plots.write_plots(tmp_path, run, steps_frame(SERVED))
+    ax = drawn["step_times.png"].axes[0]
+    assert (ax.get_title(), ax.get_ylabel()) == ("c=1 latencies per server process", "request latency (ms)")
+    drawn_title = ax.title.get_window_extent()
+    assert 0 <= drawn_title.x0 < drawn_title.x1 <= drawn["step_times.png"].bbox.x1  # not cut at the figure's edge
+    dotted = [list(line.get_ydata()) for line in ax.lines if line.get_linestyle() == ":"]  # a variant's medians
+    assert dotted == [[np.median(t["steps_ms"][1:])] for t in SERVED]  # 182 ms: serial trial 0's
+    caption = ("Request latencies at c=1, one box per server process (trial), in run order (good measured requests; "
+               "dotted: each variant's process medians)")
+    assert markdown._plots(made, run) == [f"**{caption}**", "", f"![{caption}](plots/step_times.png)"]
+
