@@ -220,10 +220,11 @@ def quality_section(summary: dict, plots: dict[str, str] | None = None) -> list[
                         for key, name, spec in (("rel_l2", "relative L2", ".3g"), ("cosine", "cosine", ".10g"))
                         if q.get(key) is not None)
         lines = [f"`{q['file']}`: a tensor; PSNR over A's range{'; ' + own if own else ''}."]
-    lines += ["", *header, _quality_row(f"{b} vs {a}", q)]
     broken = {name: fq["error"] for name, fq in q["files"].items() if "error" in fq}
-    lines += [_quality_row(f"`{name}`: {b} vs {a}", fq) for name, fq in q["files"].items()
-              if name != q["file"] and name not in broken]
+    others = {name: fq for name, fq in q["files"].items() if name != q["file"] and name not in broken}
+    # beside other files' rows the headline's names its file too (alone, the line above names it)
+    lines += ["", *header, _quality_row(f"`{q['file']}`: {b} vs {a}" if others else f"{b} vs {a}", q),
+              *(_quality_row(f"`{name}`: {b} vs {a}", fq) for name, fq in others.items())]
     oracle = q.get("oracle") or {}
     lines += [_quality_row(f"{v} vs oracle", oq) for v, oq in oracle.get("variants", {}).items()]
     notes = [f"`{name}` not compared: {error}" for name, error in broken.items()]

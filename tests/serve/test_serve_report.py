@@ -143,3 +143,25 @@ def test_a_serve_runs_step_time_plot_and_caption_say_its_boxes_are_request_laten
                "dotted: each variant's process medians)")
     assert markdown._plots(made, run) == [f"**{caption}**", "", f"![{caption}](plots/step_times.png)"]
 
+
+def served_quality(*names):
+    """A serve run's ``quality`` block: each output the same in both variants (8 frames identical)."""
+    same = {"kind": "frames", "frames": 8, "identical_frames": 8, "psnr_db": "inf", "psnr_pooled_db": "inf",
+            "psnr_min_db": "inf", "psnr_y_db": "inf", "psnr_yuv_db": "inf", "mean_abs_diff": 0.0,
+            "max_abs_diff": 0, "share_over_16": 0.0, "bit_identical": True}
+    return {**same, "file": names[0], "space": "rgb", "files": {n: same for n in names}}
+
+
+def test_every_row_of_a_serve_runs_quality_table_names_its_file():
+    """A newcomer's serve run: the Quality table's first row read "batched vs serial" (bird.mkv, named only in
+    the line above it) where the rows below read "`city.mkv`: batched vs serial"."""
+    run = {"baseline": "serial", "variants": ["serial", "batched"], "serve": {},
+           "quality": served_quality("bird.mkv", "city.mkv", "fox.mkv")}
+    rows = [line.split(" | ")[0] for line in quality_section(run) if line.startswith("| `")]
+    assert rows == ["| `bird.mkv`: batched vs serial", "| `city.mkv`: batched vs serial",
+                    "| `fox.mkv`: batched vs serial"]
+    # one output alone: the line above names it, its row as before
+    alone = quality_section({**run, "quality": served_quality("bird.mkv")})
+    assert alone[0].startswith("`bird.mkv`: 8 frames")
+    assert [line for line in alone if "vs serial" in line] == [
+        "| batched vs serial | identical | inf | inf | inf | inf | 0.000 | 0 | 0.00% | yes |"]
