@@ -74,9 +74,10 @@ def _row(r: dict) -> str:
             f"{_cell(r['allowance'], '.2g')} | {r['basis']} | {'yes' if r['bit_identical'] else 'no'} | {departs} |")
 
 
-def table(rows: list[dict]) -> list[str]:
-    """Every tap's figures as a markdown table."""
-    return ["| tap | step | name | relative L2 | PSNR (dB) | allowance | from | bit-identical | departs |",
+def table(rows: list[dict], a: str) -> list[str]:
+    """Every tap's figures as a markdown table (``a``: A's variant, whose range, max - min, the PSNR is over)."""
+    return [f"| tap | step | name | relative L2 | PSNR over {a}'s range, max - min (dB) | allowance | from "
+            "| bit-identical | departs |",
             "| ---: | ---: | --- | ---: | ---: | ---: | --- | :---: | :---: |", *map(_row, rows)]
 
 
@@ -87,7 +88,7 @@ def lines(t: dict, plot: str | None = None) -> list[str]:
     a, b = t["a"], t["b"]
     return [f"{b['variant']}'s taps (trial {b['trial']}, `{b['dir']}`) against {a['variant']}'s (trial {a['trial']}, "
             f"`{a['dir']}`), {t['taps']} tap{'s' * (t['taps'] != 1)} matched in order" + (f"; plot [{plot}]({plot})" if plot else "") + ". "
-            + allowance_words(t), "", first_words(t), "", *table(t["rows"])]
+            + allowance_words(t), "", first_words(t), "", *table(t["rows"], a["variant"])]
 
 
 def departure_section(summary: dict, plots: dict[str, str] | None = None) -> list[str]:

@@ -58,3 +58,30 @@ def test_the_summary_line_names_the_first_departure(tmp_path, monkeypatch):
             assert said + "; report" in line
         else:
             assert "departure" not in line and "taps" not in line
+
+
+
+def _tap(index: int, rel_l2: float, psnr_db, allowance: float, bit_identical: bool = False) -> dict:
+    return {"index": index, "step": 0, "name": f"block{index}.out", "rel_l2": rel_l2, "psnr_db": psnr_db,
+            "allowance": allowance, "basis": "dtype", "bit_identical": bit_identical, "departs": False,
+            "repeat_rel_l2": 0.0}
+
+
+def demo_taps_section() -> str:
+    """The First departure section of a hand-made summary like the demo's: no departure, three taps."""
+    from perfkit.report.departure import departure_section  # (the section alone)
+
+    rows = [_tap(0, 0.0026, 68.49, 0.088), _tap(1, 0.00485, 63.92, 0.01), _tap(2, 0.0, "inf", 0.088, True)]
+    taps = {"a": {"variant": "tp", "trial": 0, "dir": "trials/00-tp/rank0"},
+            "b": {"variant": "sp", "trial": 1, "dir": "trials/01-sp/rank0"}, "taps": 3, "rows": rows,
+            "repeats": 0, "allowances": {"bfloat16": 0.088}, "first": None, "mismatch": None}
+    return "\n".join(departure_section({"taps": taps}))
+
+
+def test_the_taps_table_says_its_psnr_is_over_a_range():
+    """A newcomer's, on the demo's table: the PSNR column did not say over which range; only a departure's sentence
+    did, so a run without one never said it."""
+    text = demo_taps_section()
+    assert "First departure:" not in text
+    assert "| tap | step | name | relative L2 | PSNR over tp's range, max - min (dB) | allowance |" in text
+
