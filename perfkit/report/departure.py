@@ -16,15 +16,19 @@ def _figure(x) -> float:
     return math.nan if x is None else x
 
 
-def _cell(x, spec: str) -> str:
+def _cell(x, significant: int) -> str:
+    """A figure to ``significant`` figures, trailing zeros kept so that a column's figures read alike (0.00260
+    beside 0.00485, not 0.0026); 0 (bit-identical) as 0, NaN as "-"."""
     x = _figure(x)
-    return "-" if math.isnan(x) else format(x, spec)
+    if math.isnan(x):
+        return "-"
+    return "0" if x == 0 else format(x, f"#.{significant}g").rstrip(".")  # (# leaves 100. for 100)
 
 
 def allowance_words(t: dict) -> str:
     """Which allowance the comparison used, in a sentence."""
     a, rows, repeats = t["a"]["variant"], t["rows"], t["repeats"]
-    own = ", ".join(f"{d} {x:.2g}" for d, x in t["allowances"].items()) or "-"
+    own = ", ".join(f"{d} {_cell(x, 2)}" for d, x in t["allowances"].items()) or "-"
     rule = ("A tap departs when B's relative L2 against A exceeds its allowance, derived from the dtype: "
             f"sqrt(machine epsilon) of the tap's dtype ({own})")
     if not repeats:
@@ -51,13 +55,13 @@ def first_words(t: dict) -> str:
         worst = max((_figure(r["rel_l2"]) for r in rows), default=0.0)
         every = f"at all {len(rows)} taps" if len(rows) != 1 else "at its one tap"
         answer = (f"No departure: {b} stays within the allowance {every} ({identical} bit-identical, "
-                  f"largest relative L2 {worst:.3g}).")
+                  f"largest relative L2 {_cell(worst, 3)}).")
     elif first["departs"] is None:
         answer = (f"First difference: `{first['name']}` at step {first['step']} (tap {first['index']}) is not "
                   "bit-identical; no arrays were kept to measure by how much (`capture.tap_arrays`).")
     else:
         answer = (f"First departure: **`{first['name']}` at step {first['step']}** (tap {first['index']}): relative "
-                  f"L2 {_figure(first['rel_l2']):.3g} against an allowance of {_figure(first['allowance']):.2g} "
+                  f"L2 {_cell(first['rel_l2'], 3)} against an allowance of {_cell(first['allowance'], 2)} "
                   f"(from the {first['basis']}), PSNR {db_cell(first['psnr_db'])} dB over {a}'s range.")
         if first["step"] and first["index"] == next(r["index"] for r in rows if r["step"] == first["step"]):
             answer += (f" It is step {first['step']}'s first tap: that step's input may differ already; tap step 0 "
@@ -70,8 +74,8 @@ def first_words(t: dict) -> str:
 
 def _row(r: dict) -> str:
     departs = {True: "**yes**", False: "no", None: "?"}[r["departs"]]
-    return (f"| {r['index']} | {r['step']} | `{r['name']}` | {_cell(r['rel_l2'], '.3g')} | {db_cell(r['psnr_db'])} | "
-            f"{_cell(r['allowance'], '.2g')} | {r['basis']} | {'yes' if r['bit_identical'] else 'no'} | {departs} |")
+    return (f"| {r['index']} | {r['step']} | `{r['name']}` | {_cell(r['rel_l2'], 3)} | {db_cell(r['psnr_db'])} | "
+            f"{_cell(r['allowance'], 2)} | {r['basis']} | {'yes' if r['bit_identical'] else 'no'} | {departs} |")
 
 
 def table(rows: list[dict], a: str) -> list[str]:

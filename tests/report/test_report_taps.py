@@ -85,3 +85,14 @@ def test_the_taps_table_says_its_psnr_is_over_a_range():
     assert "First departure:" not in text
     assert "| tap | step | name | relative L2 | PSNR over tp's range, max - min (dB) | allowance |" in text
 
+
+def test_the_taps_table_shows_each_column_to_its_significant_figures():
+    """A newcomer's, on the demo's table: relative L2 read 0.0026 beside 0.00485 (.3g drops a trailing 0), as an
+    allowance 0.01 would beside 0.088. By hand: relative L2 to 3 significant figures, 0.0026 -> 0.00260, 0 (a
+    bit-identical tap) -> 0; allowances to 2, 0.01 -> 0.010."""
+    text = demo_taps_section()
+    assert "No departure: sp stays within the allowance at all 3 taps (1 bit-identical, largest relative L2 " \
+           "0.00485)." in text
+    assert "| 0 | 0 | `block0.out` | 0.00260 | 68.49 | 0.088 |" in text
+    assert "| 1 | 0 | `block1.out` | 0.00485 | 63.92 | 0.010 |" in text
+    assert "| 2 | 0 | `block2.out` | 0 | inf | 0.088 |" in text
