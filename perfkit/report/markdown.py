@@ -440,8 +440,8 @@ def _profiled(summary: dict, names: list[str]) -> str:
     counts = [(name, summary.get("variants", {}).get(name, {}).get("profiled_steps")) for name in names]
     if any(n is None for _, n in counts):
         return ""
-    return (", with any other step the program ran under its profiler (steps a trial left out: "
-            + ", ".join(f"{name} {n}" for name, n in counts) + ")")
+    return (", with any other step the program ran under its profiler (profiled steps each trial left out of its "
+            "timing: " + ", ".join(f"{name} {n}" for name, n in counts) + ", the most of any trial)")
 
 
 def _traced_against_timed(summary: dict) -> list[str]:

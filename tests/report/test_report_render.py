@@ -845,12 +845,14 @@ def test_traced_steps_that_changed_the_other_way_are_said_so():
 
 def test_the_breakdown_says_how_many_steps_a_trial_ran_under_the_profiler():
     """The steps left out of the timing as profiled, each variant's (torch.profiler's warm-up too); none said for a
-    summary from before the count."""
+    summary from before the count. It read "(steps a trial left out: tp 2, sp 1)", which a newcomer could not read:
+    left out of what, and in which trial (a newcomer's, on the demo)."""
     from perfkit.report.markdown import _profiled
 
     summary = {"variants": {"tp": {"profiled_steps": 2}, "sp": {"profiled_steps": 1}}}
-    assert _profiled(summary, ["tp", "sp"]) == (", with any other step the program ran under its profiler (steps a "
-                                                "trial left out: tp 2, sp 1)")
+    assert _profiled(summary, ["tp", "sp"]) == (", with any other step the program ran under its profiler (profiled "
+                                                "steps each trial left out of its timing: tp 2, sp 1, the most of any "
+                                                "trial)")
     del summary["variants"]["sp"]["profiled_steps"]
     assert _profiled(summary, ["tp", "sp"]) == ""
 
