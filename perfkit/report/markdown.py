@@ -149,7 +149,8 @@ def _ratio_lines(summary: dict) -> list[str]:
              f"(steps within a trial and the minimum effect play no part{_p_floor(summary['comparison'])}), "
              "so the two can disagree: the verdict is the CI's. Values are medians over good trials. A synced step "
              "waits for its results before the next starts; the natural pass runs the same steps dispatched without "
-             "waiting, one wait at its end, as a program runs them."]
+             "waiting, one wait at its end, as a program runs them; its figure is that pass's mean step, a slow step "
+             "counted in full, where the synced one is a median: so natural can read above synced."]
     named = [f"`{k}` {VALUE_WORDS[k]}" for v in variants.values() for k in v["values"] if k in VALUE_WORDS]
     if named:
         rows[-1] += " Recorded by the trials: " + "; ".join(dict.fromkeys(named)) + "."
