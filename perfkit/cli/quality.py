@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from perfkit.common.digits import share_text
 from perfkit.common.json_figures import db_cell, json_safe
 from perfkit.errors import BadInput, DefinitionNote
 
@@ -76,13 +77,6 @@ def low_floor_line(floor: dict) -> str | None:
             "compress), so it is no floor to judge B by")
 
 
-def _share(fraction: float) -> str:
-    """A share to 0.001%, one above 0 that rounds to 0 as "<0.001%" (a few samples over 16 beside a max |d|
-    above 16, not none)."""
-    shown = f"{fraction:.3%}"
-    return "<0.001%" if fraction > 0 and shown == f"{0:.3%}" else shown
-
-
 def format_frames(r: dict) -> list[str]:
     """The text report of one frame comparison: each space's ffmpeg-style line, then the headline space's
     mean, worst frame and |d| figures."""
@@ -96,7 +90,7 @@ def format_frames(r: dict) -> list[str]:
         samples = "samples of all planes" if space == "yuv" else "channel values"
         lines += [f"{SPACE_NAMES[space]}: PSNR mean {_db(r['psnr_mean_db'])} ({mean_of}), worst "
                   f"{_db(r['psnr_min_db'])} (frame {r['worst_frame']}); mean |d| {r['mean_abs_diff']:.3f}/255, "
-                  f"max |d| {r['max_abs_diff']}, |d| > 16 in {_share(r['share_over_16'])} of {samples}"]
+                  f"max |d| {r['max_abs_diff']}, |d| > 16 in {share_text(r['share_over_16'], 3)} of {samples}"]
         if "rgb" not in r:
             lines.append("RGB not computed (--rgb adds it)")
     if "ssim" in r:

@@ -84,3 +84,10 @@ def whole_shares(parts: list[float], decimals: int = 0) -> list[float]:
     for i in sorted(range(len(parts)), key=lambda i: shares[i] - exact[i])[:100 * unit - sum(shares)]:
         shares[i] += 1
     return [s / unit if decimals else s for s in shares]
+
+
+def share_text(fraction: float, decimals: int) -> str:
+    """A fraction as a percentage to ``decimals``; one above 0 that rounds to 0 as ``<0.01%`` (at 2), not ``0.00%``:
+    a few samples over a bound beside a maximum past it are not none."""
+    shown = f"{fraction:.{decimals}%}"
+    return f"<{10 ** -decimals:.{decimals}f}%" if fraction > 0 and shown == f"{0:.{decimals}%}" else shown

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from perfkit.common.comparison import NO_SPREAD, compared_variant, inside_noise_floor, trial_median, without_ci
 from perfkit.common.devices import on_cpu_devices
-from perfkit.common.digits import change_text, digits, ratio_text, shown_difference, whole_shares
+from perfkit.common.digits import change_text, digits, ratio_text, share_text, shown_difference, whole_shares
 from perfkit.common.json_figures import db_cell
 from perfkit.hlo.render import rank_list, ranks_report
 from perfkit.report import attribution
@@ -183,7 +183,7 @@ def _quality_row(label: str, q: dict) -> str:
     mean = "identical" if q["identical_frames"] == q["frames"] else db_cell(q["psnr_db"])
     return (f"| {label} | {mean} | {db_cell(q['psnr_pooled_db'])} | {db_cell(q['psnr_min_db'])} | "
             f"{db_cell(q.get('psnr_y_db'))} | {db_cell(q.get('psnr_yuv_db'))} | "
-            f"{q['mean_abs_diff']:.3f} | {q['max_abs_diff']:.0f} | {q['share_over_16']:.2%} | "
+            f"{q['mean_abs_diff']:.3f} | {q['max_abs_diff']:.0f} | {share_text(q['share_over_16'], 2)} | "
             f"{'yes' if q['bit_identical'] else 'no'} |")
 
 

@@ -1111,3 +1111,15 @@ def test_progression_pairs_a_variant_with_its_own_last_figure_where_the_baseline
     text = CliRunner().invoke(cli, ["report", "--progression", str(first), str(second)]).output
     assert table_row(text, "`r2`")[1].endswith("(+25.0%)")
     assert "in parentheses, the change of the figure shown" in text
+
+
+def test_a_quality_row_s_share_over_16_too_small_to_show_reads_below_its_last_digit():
+    """The codec floor's 4 of 25,401,600 samples past 16 (max |d| 18) read "0.00%" in the run's Quality table, as
+    none; `perfkit quality` says "<0.001%" of them, the table "<0.01%"."""
+    from perfkit.report.markdown import _quality_row
+
+    q = {"kind": "video", "identical_frames": 0, "frames": 49, "psnr_db": 51.3, "psnr_pooled_db": 51.2,
+         "psnr_min_db": 49.0, "mean_abs_diff": 0.4, "max_abs_diff": 18, "share_over_16": 4 / 25_401_600,
+         "bit_identical": False}
+    assert _quality_row("b vs a", q).endswith("| 0.400 | 18 | <0.01% | no |")
+    assert _quality_row("b vs a", dict(q, share_over_16=0.0)).endswith("| 18 | 0.00% | no |")
