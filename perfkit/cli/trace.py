@@ -16,6 +16,7 @@ from perfkit.cli import NOTES, OneLineGroup
 from perfkit.common.digits import difference_digits, shown_difference, whole_shares
 from perfkit.common.units import PS_PER_MS
 from perfkit.errors import BadInput, DefinitionNote
+from perfkit.trace import marker_notes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -265,21 +266,7 @@ def _span_notes(spans: pd.DataFrame, measured: int, side: str = "") -> list[str]
     """Where ``spans`` (rows of rank, device, step, past_marker_ps and joined_markers: breakdown rows, or
     ``diff.beyond_markers``' records) of the ``measured`` spans are more than their step markers (``timeline.spans``),
     which a profiler's step time is (xprof's of a StepTraceAnnotation): a line saying so for each way."""
-    notes = []
-    past = spans["past_marker_ps"].to_numpy()
-    if (past > 0).any():
-        notes.append(f"{(past > 0).sum()} of {measured} steps{side} run past their step markers to the end of the "
-                     f"last op started in them ({past.sum() / PS_PER_MS:.3f} ms past in all): a span here runs from "
-                     "its marker's start to the later of its end and that op's end, where xprof's step time is the "
-                     "marker's own")
-    joined = spans[spans["joined_markers"] > 0]
-    if len(joined):
-        r, d, step = joined[["rank", "device", "step"]].iloc[0]
-        notes.append(f"{len(joined)} of {measured} steps{side} join step markers of one number that ran apart, one "
-                     f"after another has ended (first: rank {r} device {d} step {step}; a retried step): a span here "
-                     "runs from the first's start to the last's end, the time between them counted to it, where xprof "
-                     "counts each marker a step of its own")
-    return notes
+    return marker_notes.notes(measured, marker_notes.beyond(spans), side)
 
 
 def _xspace_beside(paths) -> str:

@@ -19,6 +19,7 @@ from perfkit.report.line import more_rounds, multi_host, rounds_run, step_times_
 from perfkit.report.serving import section
 from perfkit.rundata.exits import exit_text, where_threads_wait
 from perfkit.rundata.rundir import matrix_of, resume_command
+from perfkit.trace import marker_notes
 from perfkit.trace.names import labels
 from perfkit.trace.straggler import SKEW_PAST_STEP, STRAGGLER_SHARE
 
@@ -413,6 +414,9 @@ def _breakdown(summary: dict) -> list[str]:
                  + "; ".join(f"{name}: {v['outside_ops']} ops, {v['outside_ms']:.3f} ms over its {v['trials']} trials"
                              for name, v in outside)
                  + "); `perfkit trace breakdown --window trace` on a trial's `rank*/trace` folders measures them."]
+    # where spans are more than their step markers, as trace breakdown notes it (summaries from before it: none)
+    rows += [line for name, v in bd["variants"].items() if "error" not in v
+             for note in marker_notes.notes(v["chip_steps"], v, f" in {name}") for line in ("", f"{note}.")]
     parted = [(name, v) for name, v in bd["variants"].items() if v.get("clock_parted_ops")]
     if parted:
         rows += ["", "These times are the traces' (host-synchronized, as xprof's trace viewer shows them); they part by "

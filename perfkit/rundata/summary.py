@@ -157,6 +157,14 @@ class CompileCache(TypedDict):
     outputs: Determinism | None
 
 
+class FirstJoined(TypedDict):
+    """A chip-step whose span joins step markers of one number that ran apart (a retried step)."""
+    trial: str
+    rank: int
+    device: int
+    step: int
+
+
 class BreakdownVariant(TypedDict):
     """Means over every traced (chip, step) of a variant's good trials (ms)."""
     trials: int
@@ -178,6 +186,10 @@ class BreakdownVariant(TypedDict):
     clock_ops: NotRequired[int]      # its trials' ops carrying their chip's own clock (TPU; absent elsewhere)
     clock_parted_ops: NotRequired[int]  # of those, the ops whose trace duration (these means') parts from it by over 1%
     clock_parted_ms: NotRequired[float]  # the differences summed (trace.clocks.parted)
+    past_marker_steps: NotRequired[int]  # chip-steps whose span runs past their step markers (absent where none)
+    past_marker_ms: NotRequired[float]   # how far past, summed
+    joined_marker_steps: NotRequired[int]  # chip-steps whose span joins markers of one step number (absent where none)
+    first_joined: NotRequired[FirstJoined]  # the first of those
 
 
 class OpDelta(TypedDict):

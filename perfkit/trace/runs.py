@@ -1,7 +1,8 @@
 """Traces a run captured (``trials/NN-variant/rank<R>/trace/``), analysed per variant for the run's
 summary: the mean step per chip split into compute / ICI / DCN / DMA / idle (``measured``: "host ops" where
-a trace had no device events and its CPU ops stood in; ``outside_*``: the device ops no step's span holds),
-and the op kinds whose device time per step moved most from the baseline to each other variant."""
+a trace had no device events and its CPU ops stood in; ``outside_*``: the device ops no step's span holds;
+``*_marker_*``: the spans more than their step markers, ``marker_notes.beyond``), and the op kinds whose
+device time per step moved most from the baseline to each other variant."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pandas as pd
 from perfkit.common.units import PS_PER_MS
 from perfkit.errors import BadInput
 from perfkit.rundata.rundir import rank_dirs
-from perfkit.trace import breakdown, collectives, diff, events, shards, timeline
+from perfkit.trace import breakdown, collectives, diff, events, marker_notes, shards, timeline
 
 TOP_DELTAS = 8
 
@@ -66,7 +67,7 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict, list[pd.Dat
     for folder in folders:  # one trial at a time: its ranks' traces belong together, trials do not
         with events.notes_left_out():
             found = shards.trial_traces(rank_trace_dirs(folder))
-        rows.append(found.rows)
+        rows.append(found.rows.assign(trial=folder.name))  # (the first span joining markers named by its trial)
         tables.append(found.table)
         analysed.append((folder.name, found.collectives))
         sources.update(found.steps_from)
@@ -89,7 +90,8 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict, list[pd.Dat
              **({"cpu_devices": True} if "cpu" in measured else {}),
              "outside_ops": outside_ops, "outside_ms": outside_ps / PS_PER_MS,
              **({"clock_ops": sum(c["ops"] for c in clock), "clock_parted_ops": sum(c["parted"] for c in clock),
-                 "clock_parted_ms": sum(c["parted_ps"] for c in clock) / PS_PER_MS} if clock else {})},
+                 "clock_parted_ms": sum(c["parted_ps"] for c in clock) / PS_PER_MS} if clock else {}),
+             **marker_notes.beyond(rows)},
             table, comms, unparted or spans)
 
 
