@@ -313,8 +313,9 @@ def _skewed(lines: pd.Series, line: np.ndarray, first: np.ndarray, start: np.nda
 
 def _one_step_kept(markers: pd.DataFrame) -> list[str]:
     """With the last step dropped, the marker lines (a rank's host, or its device's own) that hold one step: kept,
-    as HTA keeps a one-step trace's, said so that a header's "last step dropped" is not read as that step's."""
-    counts = markers.groupby(["rank", "device"])["step"].agg(["size", "first"])
+    as HTA keeps a one-step trace's, said so that a header's "last step dropped" is not read as that step's. A
+    host's markers that hold for no device (each has its own) are numbered -1 (``steps.assign``): no step of any."""
+    counts = markers[markers["step"] >= 0].groupby(["rank", "device"])["step"].agg(["size", "first"])
     return [f"rank {r}{'' if d < 0 else f' device {d}'} has one step ({n}): kept with --last-step drop, as HTA "
             "keeps it (it drops the last step only where there are two or more); --last-step keep measures the same"
             for (r, d), (size, n) in counts.iterrows() if size == 1]

@@ -435,6 +435,25 @@ def test_a_one_step_trace_s_step_is_kept_with_the_last_step_dropped_and_said_so(
         "nothing left to measure; --last-step keep measures it\n")
 
 
+def test_a_host_step_that_holds_for_no_device_is_not_named_as_kept(tmp_path):
+    """One host ProfilerStep#6 and its GPU-side copy, which spans the GPU's kernel (as TraceLens' h100 Falconsai
+    trace has): the GPU's own marker is its step, and the host's holds for no device. --last-step drop named both,
+    the host's as "rank 0 has one step (-1)", a step that numbers nothing; only the GPU's step is kept."""
+    path = tmp_path / "gpu_step.json"
+    _profiler_steps(path, [0], 1)
+    doc = json.loads(path.read_text())
+    host = doc["traceEvents"][0]
+    doc["traceEvents"].append({**host, "cat": "gpu_user_annotation", "pid": 0, "tid": 7, "ts": 5, "dur": 30})
+    path.write_text(json.dumps(doc))
+    result = _breakdown(path, "--last-step", "drop")
+    assert result.exit_code == 0, result.output
+    assert [line for line in result.stderr.splitlines() if "has one step" in line] == [
+        "perfkit: note: rank 0 device 0 has one step (1): kept with --last-step drop, as HTA keeps it (it drops the "
+        "last step only where there are two or more); --last-step keep measures the same"]
+    got = _json(path, "--last-step", "drop")
+    assert [(r["step"], r["span_ps"], r["compute_ps"]) for r in got["rows"]] == [(1, 30 * 10**6, 20 * 10**6)]
+
+
 def test_diff_with_every_device_op_in_the_last_step_dropped_says_so(tmp_path):
     """trace diff --last-step drop where every device op of B is in its last step had said "no device ops in the
     trace" (B has a 20 us kernel, in step 2 of 2); it says what breakdown says, in one line, exit 2. Where the last
