@@ -49,6 +49,8 @@ MOE = "tracelens_b300_moe_annotations.json.gz"
 # HTA 0.5.0 on MOE, HTA_DISABLE_NS_ROUNDING=1, the last step kept or dropped (the file has no ProfilerStep):
 # idle, compute, non-compute, kernel time (us); no collectives, no overlap. (Rounding on: 1348, 197, 0, 1545.)
 HTA_MOE = ((1314.687242, 231.454, 0.0, 1546.141242), None)
+# one host ProfilerStep#6 and its GPU-side copy, which spans the GPU's 156 device ops: the host's holds for no device
+FALCONSAI = "tracelens_h100_falconsai.json.gz"
 
 # file -> {(include_last_profiler_step, ns rounding): ((idle, compute, non-compute, kernel time) us, overlap %)}
 HTA = {
@@ -66,11 +68,15 @@ HTA = {
             (False, False): ((8762.844761718748, 110.88099999999395, 38.161000000007334, 8911.88676171875), None)},
     # whole microseconds, no ProfilerStep: rounding and the last step change nothing
     ANNOTATED: {(True, False): ((7446, 290, 1, 7737), None), (False, False): ((7446, 290, 1, 7737), None)},
+    # one ProfilerStep: the default drops nothing
+    FALCONSAI: {(True, False): ((6334.534111, 1220.926, 4.384, 7559.844111), None),
+                (False, False): ((6334.534111, 1220.926, 4.384, 7559.844111), None)},
 }
 # HTA 0.5.0 on ARRAY_2020's events in a {"traceEvents": [...]} object (HTA does not read the bare array), the last
 # step kept; whole microseconds: no rounding
 HTA_ARRAY_2020_WRAPPED = ((619747, 595564, 14206, 1229517), None)
-HTA_GPU_EVENTS = {MTIA: 1313, SCHEMA_2021: 9258, ROCM: 2685, PROFILER_RANGE: 0, CPU_ONLY: 0, MI250: 16, ANNOTATED: 140}
+HTA_GPU_EVENTS = {MTIA: 1313, SCHEMA_2021: 9258, ROCM: 2685, PROFILER_RANGE: 0, CPU_ONLY: 0, MI250: 16, ANNOTATED: 140,
+                  FALCONSAI: 156}
 SCHEMA_2021_KEPT = 7715  # HTA's GPU events with the last step dropped
 # ROCm file: the host's ProfilerStep#15..17 (start from the trace's first event, duration; us) and the GPU-side
 # ones, 16-18 us instants, starting 32-38 ms after the host's (the GPU runs behind)
@@ -454,6 +460,21 @@ def test_a_host_step_that_holds_for_no_device_is_not_named_as_kept(tmp_path):
     assert [(r["step"], r["span_ps"], r["compute_ps"]) for r in got["rows"]] == [(1, 30 * 10**6, 20 * 10**6)]
 
 
+def test_a_real_gpu_side_step_is_the_one_named_as_kept(fixtures_dir):
+    """TraceLens' H100 trace of one ProfilerStep#6, on the host and GPU-side: its whole trace is HTA's, the last step
+    kept or dropped (one step: nothing dropped), and --last-step drop names the GPU's step 6 alone as kept (it also
+    named "rank 0 has one step (-1)"). The step is the GPU-side marker's span (7559.846 us by a plain reading)."""
+    path = fixtures_dir / "kineto" / FALCONSAI
+    for keep in (True, False):
+        doc = _json(path, "--window", "trace", "--last-step", "keep" if keep else "drop")
+        _assert_hta(_hta_view(doc), HTA[FALCONSAI][(keep, False)])
+    result = _breakdown(path, "--last-step", "drop")
+    assert result.exit_code == 0 and [line for line in result.stderr.splitlines() if "has one step" in line] == [
+        "perfkit: note: rank 0 device 0 has one step (6): kept with --last-step drop, as HTA keeps it (it drops the "
+        "last step only where there are two or more); --last-step keep measures the same"]
+    assert [(r["step"], r["span_ps"]) for r in _json(path)["rows"]] == [(6, 7559846000)]
+
+
 def test_diff_with_every_device_op_in_the_last_step_dropped_says_so(tmp_path):
     """trace diff --last-step drop where every device op of B is in its last step had said "no device ops in the
     trace" (B has a 20 us kernel, in step 2 of 2); it says what breakdown says, in one line, exit 2. Where the last
@@ -624,7 +645,7 @@ def test_a_damaged_trace_in_a_folder_is_refused_not_skipped(fixtures_dir, tmp_pa
         assert result.output.startswith(f"perfkit: {folder / name}: not a readable chrome-trace JSON (")
 
 
-@pytest.mark.parametrize("name", [MTIA, SCHEMA_2021, ROCM, PROFILER_RANGE, CPU_ONLY, MI250, ANNOTATED])
+@pytest.mark.parametrize("name", [MTIA, SCHEMA_2021, ROCM, PROFILER_RANGE, CPU_ONLY, MI250, ANNOTATED, FALCONSAI])
 def test_hta_live(fixtures_dir, tmp_path, monkeypatch, name):
     """HTA itself, where installed: its GPU events and figures are the pinned ones."""
     pytest.importorskip("hta", reason="HTA is not installed (pip install HolisticTraceAnalysis==0.5.0)")
