@@ -35,8 +35,8 @@ def notes(measured: int, counts: dict, side: str = "") -> list[str]:
     if counts.get("past_marker_steps"):
         out.append(f"{counts['past_marker_steps']} of {measured} steps{side} run past their step markers to the end "
                    f"of the last op started in them ({counts['past_marker_ms']:.3f} ms past in all): a span here runs "
-                   "from its marker's start to the later of its end and that op's end, where xprof's step time is the "
-                   "marker's own")
+                   "from its marker's start to the later of its end and that op's end, where xprof's step time, or a "
+                   "ProfilerStep's, is the marker's own")
     if counts.get("joined_marker_steps"):
         first = " ".join(f"{k} {v}" for k, v in counts["first_joined"].items())
         out.append(f"{counts['joined_marker_steps']} of {measured} steps{side} join step markers of one number that "

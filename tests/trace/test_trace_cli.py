@@ -185,7 +185,7 @@ def test_breakdown_header_names_hta_only_for_what_hta_reads(tmp_path):
 # tpu_trace's chip 1 runs [5,14) past its Steps marker [0,10) (its docstring): by hand, 4 us past in 1 of 4 steps
 TPU_PAST = ("perfkit: note: 1 of 4 steps run past their step markers to the end of the last op started in them "
             "(0.004 ms past in all): a span here runs from its marker's start to the later of its end and that op's "
-            "end, where xprof's step time is the marker's own\n")
+            "end, where xprof's step time, or a ProfilerStep's, is the marker's own\n")
 
 
 def test_a_folder_of_both_kinds_says_which_it_read(tmp_path):

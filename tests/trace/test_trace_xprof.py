@@ -485,7 +485,7 @@ def test_a_step_running_past_its_annotation_is_said(tmp_path):
         (0, 35 * US, 30 * US), (1, 10 * US, 0), (2, 10 * US, 6 * US)]
     assert ("1 of 3 steps run past their step markers to the end of the last op started in them (0.025 ms past in "
             "all): a span here runs from its marker's start to the later of its end and that op's end, where xprof's "
-            "step time is the marker's own") in doc["notes"]
+            "step time, or a ProfilerStep's, is the marker's own") in doc["notes"]
     assert not [n for n in _breakdown_json(path, "--window", "trace")["notes"] if "past" in n]
 
 
@@ -522,7 +522,7 @@ def test_diff_says_where_a_span_is_more_than_its_markers(tmp_path):
                    _r=1)
     past = ("1 of 3 steps in A run past their step markers to the end of the last op started in them (0.025 ms past "
             "in all): a span here runs from its marker's start to the later of its end and that op's end, where "
-            "xprof's step time is the marker's own")
+            "xprof's step time, or a ProfilerStep's, is the marker's own")
     joined = ("1 of 3 steps in B join step markers of one number that ran apart, one after another has ended (first: "
               "rank 0 device 0 step 1; a retried step): a span here runs from the first's start to the last's end, "
               "the time between them counted to it, where xprof counts each marker a step of its own")
