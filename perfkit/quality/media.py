@@ -1,4 +1,4 @@
-"""Frames and tensors from files, read one frame at a time: videos and GIFs (PyAV), folders of PNG / JPEG
+"""Frames and tensors from files, read one frame at a time: videos, GIFs and APNGs (PyAV), folders of PNG / JPEG
 frames, ``.npy`` / ``.npz`` arrays, and a run's ``outputs/`` folder; and video encoding for the codec floor.
 
 Every input opens as a ``Media``: ``kind`` "frames" (uint8 frames, each (H, W, C)) or "tensor" (any
@@ -33,8 +33,8 @@ from perfkit.quality.planes import Decoded
 from perfkit.rundata.rundir import rank_dirs
 
 # (the last five: elementary streams)
-VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".mov", ".avi", ".gif", ".m4v", ".3gp", ".ts", ".flv", ".ogv", ".mpg",
-                  ".mpeg", ".y4m", ".ivf", ".h264", ".264", ".hevc", ".h265", ".265")
+VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".mov", ".avi", ".gif", ".apng", ".m4v", ".3gp", ".ts", ".flv", ".ogv",
+                  ".mpg", ".mpeg", ".y4m", ".ivf", ".h264", ".264", ".hevc", ".h265", ".265")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 IMAGE_RATE = 25  # frames a second ffmpeg's image sequence reader gives a folder of frames (its -framerate default)
 _NUMBERED = re.compile(r"(.*?)(\d+)(\.\w+)")  # a frame's file name: prefix, number, suffix
@@ -398,6 +398,20 @@ class ImageFolder(Media):
             yield image
 
 
+def _animated_png(path: Path) -> bool:
+    """Whether a PNG file is an animated one, as ffmpeg's apng demuxer probes it: an acTL chunk before the first
+    IDAT."""
+    with open(path, "rb") as file:
+        if file.read(8) != b"\x89PNG\r\n\x1a\n":
+            return False
+        while len(header := file.read(8)) == 8:
+            length, kind = int.from_bytes(header[:4], "big"), header[4:]
+            if kind in (b"acTL", b"IDAT"):
+                return kind == b"acTL"
+            file.seek(length + 4, os.SEEK_CUR)  # the chunk's data and CRC
+    return False
+
+
 def _has_alpha(fmt: av.VideoFormat) -> bool:
     return any(component.is_alpha for component in fmt.components)
 
@@ -575,6 +589,8 @@ def open_media(path: str | Path | np.ndarray, label: str | None = None) -> Media
         raise BadInput("no such file or folder", path=label)
     suffix = p.suffix.lower()
     if suffix in VIDEO_SUFFIXES:
+        return VideoFile(p, label)
+    if suffix == ".png" and _animated_png(p):  # ffmpeg -i reads it with its apng demuxer: every frame
         return VideoFile(p, label)
     if suffix in IMAGE_SUFFIXES:
         return ImageFolder([p], label, folder=False)
