@@ -307,7 +307,9 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
                            "as RGB24, as ffmpeg's format=rgb24 makes them: 3)", path=pair)
         raise BadInput(f"frame sizes differ: {size_text(a.frame_shape)} vs {size_text(b.frame_shape)}{why}", path=pair)
     _check_counts(a, b, frames)
-    yuv = a.pix_fmt is not None and a.pix_fmt == b.pix_fmt
+    # a full-range and a limited-range video hold one picture in other plane values: compared in RGB24, as a yuvj
+    # and a yuv one are (the plain psnr filter measures their planes as they are, and warns)
+    yuv = a.pix_fmt is not None and a.pix_fmt == b.pix_fmt and a.full_range == b.full_range
     spaces = ("yuv",) * yuv + ("rgb",) * (rgb or not yuv)
     table = frame_table(*(_decoded(m, frames, yuv, "rgb" in spaces) for m in (a, b)), labels, spaces,
                         a.pix_fmt, ssim, frames.start)

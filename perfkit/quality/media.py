@@ -43,6 +43,7 @@ RGB_FORMATS = ("rgb24", "bgr0", "gbrp")  # pixel formats that hold uint8 RGB exa
 # 8-bit planar YUV: such videos are compared in their own planes, as ffmpeg's psnr filter does.
 YUV_FORMATS = ("yuv420p", "yuvj420p", "yuv422p", "yuvj422p", "yuv444p", "yuvj444p", "yuv440p", "yuvj440p",
                "yuv411p", "yuv410p")
+FULL_RANGE = 2  # AVCOL_RANGE_JPEG: a YUV stream's planes span 0-255
 # containers without an index that counts their frames, whose last packets, cut short, the demuxer still gives
 UNINDEXED = ("mpegts", "h264", "hevc", "mpegvideo", "m4v", "flv", "mpeg")
 _CUT_SAID_IN_LOG = ("matroska,webm",)  # demuxers whose errors, logged as they read, mean the file is cut or damaged
@@ -69,6 +70,9 @@ class Media:
     frame_shape: tuple[int, ...] | None = None
     detail: str = ""
     pix_fmt: str | None = None  # one of YUV_FORMATS for a video that decodes to it: it has source planes
+    # whether those planes are full range (0-255: yuvj formats, or a yuv one its stream tags so, as VP9, AV1 and
+    # HEVC decoders give it), not the limited range (16-235) a yuv format's planes otherwise hold
+    full_range: bool = False
     decoded_format: str | None = None  # a video's decoded pixel format, whichever it is (yuv420p10le, gbrp, ...)
     # the pixel format of its decoded frames where they hold an alpha plane (an RGBA PNG, a GIF's bgra), which
     # RGB24 drops, as the commands' format=rgb24 does: known once its frames are read (an image folder's any frame)
@@ -112,10 +116,13 @@ class VideoFile(Media):
             fmt = stream.format.name if stream.format else None
             self.pix_fmt, self.decoded_format = (fmt if fmt in YUV_FORMATS else None), fmt
             self.alpha = fmt if stream.format and _has_alpha(stream.format) else None
+            self.full_range = bool(self.pix_fmt) and (self.pix_fmt.startswith("yuvj") or
+                                                      stream.codec_context.color_range == FULL_RANGE)
+            tagged = ", full range" if self.full_range and not self.pix_fmt.startswith("yuvj") else ""
             self.video_streams = len(container.streams.video)  # the first is the one compared
             first = f", the first of its {self.video_streams} video streams" if self.video_streams > 1 else ""
             # the codec's name (av1), not its decoder's (libdav1d)
-            self.detail = (f"video {stream.codec_context.codec.canonical_name} {fmt or '?'}, "
+            self.detail = (f"video {stream.codec_context.codec.canonical_name} {fmt or '?'}{tagged}, "
                            f"{self.count or '?'} frames of {stream.width}x{stream.height}{first}")
 
     def _read_packets(self, container, stream) -> None:

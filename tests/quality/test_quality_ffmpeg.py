@@ -662,3 +662,18 @@ def test_an_animated_png_is_read_as_its_frames(pairs, tmp_path):
         r = quality.compare(a, b, per_frame=True)
         assert r["frames"] == 10 and r["space"] == "rgb"
         assert_agrees(r, r["per_frame"], lavfi_psnr(a, b, rgb=True), "rgb")
+
+
+def test_a_full_range_and_a_limited_range_video_of_one_format_are_compared_in_rgb(pairs, tmp_path):
+    """One picture in yuv420p full range (tagged, as VP9, AV1 and HEVC decoders give it) against limited range: the
+    planes' values differ by the range (16-235 against 0-255), so the pair is measured in RGB24, as a yuvj420p and a
+    yuv420p pair is, and agrees with the filter after format=rgb24. Measured in the planes, as before, it read
+    Y 25.73 dB for the real video against its full-range copy through VP9 CRF 30 (42.01 dB in RGB24)."""
+    a = encode(decoded(pairs["h264"][0])[:6], tmp_path / "limited.mkv", "ffv1", "yuv420p", {})
+    full = [f.reformat(src_color_range="MPEG", dst_color_range="JPEG") for f in decoded(pairs["h264"][1])[:6]]
+    b = encode(full, tmp_path / "full.mkv", "ffv1", "yuv420p", {"color_range": "pc"})
+    r = quality.compare(a, b, per_frame=True, rgb=False)
+    assert r["space"] == "rgb" and "yuv" not in r
+    assert r["inputs"][1].endswith("yuv420p, full range, 6 frames of 720x480)")
+    assert_agrees(r, r["per_frame"], lavfi_psnr(a, b, rgb=True), "rgb")
+    assert r["psnr_pooled_db"] > 30  # (in the planes: 27.26, Y 25.51)
