@@ -224,11 +224,12 @@ def quality_section(summary: dict, plots: dict[str, str] | None = None) -> list[
         lines = [f"`{q['file']}`: a tensor; PSNR over A's range{'; ' + own if own else ''}."]
     broken = {name: fq["error"] for name, fq in q["files"].items() if "error" in fq}
     others = {name: fq for name, fq in q["files"].items() if name != q["file"] and name not in broken}
-    # beside other files' rows the headline's names its file too (alone, the line above names it)
-    lines += ["", *header, _quality_row(f"`{q['file']}`: {b} vs {a}" if others else f"{b} vs {a}", q),
+    # beside other files' rows the headline's names its file too (alone, the line above names it), as do the oracle's
+    named = f"`{q['file']}`: " if others else ""
+    lines += ["", *header, _quality_row(f"{named}{b} vs {a}", q),
               *(_quality_row(f"`{name}`: {b} vs {a}", fq) for name, fq in others.items())]
     oracle = q.get("oracle") or {}
-    lines += [_quality_row(f"{v} vs oracle", oq) for v, oq in oracle.get("variants", {}).items()]
+    lines += [_quality_row(f"{named}{v} vs oracle", oq) for v, oq in oracle.get("variants", {}).items()]
     notes = [f"`{name}` not compared: {error}" for name, error in broken.items()]
     if oracle:
         notes.append(f"Oracle `{oracle['path']}`" + (f" not compared: {oracle['error']}" if "error" in oracle else "."))

@@ -77,7 +77,8 @@ def test_command_case_quality_oracle_drift_determinism(tmp_path):
 
     report = (run / "report.md").read_text()
     assert "b vs oracle" in report and "Latent drift" in report and "not bit-identical" in report
-    assert "| a vs oracle | identical | inf | inf |" in report  # no differing frame: no mean over them shown
+    # no differing frame: no mean over them shown; the row names the file it compares, beside the other files' rows
+    assert "| `clip.mkv`: a vs oracle | identical | inf | inf |" in report
     assert q["space"] == "rgb" and "PSNR mean, average and worst frame in RGB24" in report  # its headline's space
     assert (run / "plots" / "drift.png").read_bytes()[:4] == b"\x89PNG"
 

@@ -1123,3 +1123,19 @@ def test_a_quality_row_s_share_over_16_too_small_to_show_reads_below_its_last_di
          "bit_identical": False}
     assert _quality_row("b vs a", q).endswith("| 0.400 | 18 | <0.01% | no |")
     assert _quality_row("b vs a", dict(q, share_over_16=0.0)).endswith("| 18 | 0.00% | no |")
+
+
+def test_a_multi_file_quality_table_s_oracle_rows_name_the_file_they_compare():
+    """Beside other files' rows the headline's row names its file; the oracle's rows, which compare that same file
+    against the oracle, read "b vs oracle" alone, as if of no file (a newcomer's)."""
+    from perfkit.report.markdown import quality_section
+
+    same = {"kind": "frames", "frames": 8, "identical_frames": 8, "psnr_db": "inf", "psnr_pooled_db": "inf",
+            "psnr_min_db": "inf", "psnr_y_db": "inf", "psnr_yuv_db": "inf", "mean_abs_diff": 0.0, "max_abs_diff": 0,
+            "share_over_16": 0.0, "bit_identical": True}
+    quality = {**same, "file": "clip.mkv", "space": "rgb", "files": {"clip.mkv": same, "frames.npy": same},
+               "oracle": {"path": "oracle.mkv", "variants": {"a": same, "b": same}}}
+    rows = [line.split(" | ")[0] for line in quality_section({"baseline": "a", "variants": ["a", "b"],
+                                                               "quality": quality}) if line.startswith("| ")][2:]
+    assert rows == ["| `clip.mkv`: b vs a", "| `frames.npy`: b vs a", "| `clip.mkv`: a vs oracle",
+                    "| `clip.mkv`: b vs oracle"]
