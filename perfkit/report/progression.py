@@ -157,6 +157,7 @@ def markdown(frame: pd.DataFrame) -> list[str]:
     lines = ["| " + " | ".join(head) + " |",
              "|" + " --- |" * words + " ---: |" * 3 + " --- |" + " ---: |" * (len(head) - words - 4)]
     shown: dict[tuple[str, str], str] = {}  # each case's variant's step time as its last row shows it
+    changes = False  # whether a cell shows a change (a footnote says what it is)
     for r in frame.itertuples():
         commit = "-" if pd.isna(r.commit) else f"`{r.commit}`" + (" (dirty)" if r.dirty is True else "")
         ratio = "-" if r.ratio is None or math.isnan(r.ratio) else \
@@ -168,16 +169,17 @@ def markdown(frame: pd.DataFrame) -> list[str]:
         decimals = digits([steps[:2]]) if known else lone_decimals(list(steps[:2]))
         # a stopped run's figures are of fewer trials than its plan's: said beside its name
         changed = "-" if r.changed is None else ", ".join(f"`{k}`" for k in r.changed) or "none"
+        step_cells = [_step(x, shown.get((r.case, v)), None if same else v, decimals)
+                      for x, v in ((r.a_step_ms, r.a), (r.b_step_ms, r.b))]
+        changes = changes or any(cell.endswith("%)") for cell in step_cells)
         cells = [f"`{r.run}`" + (" (stopped)" if r.interrupted else ""),
                  *([f"`{_swept(r.case)[0]}`"] if case_col else []), commit, *([changed] if changed_col else []),
-                 *(_step(x, shown.get((r.case, v)), None if same else v, decimals)
-                   for x, v in ((r.a_step_ms, r.a), (r.b_step_ms, r.b))), ratio, r.verdict,
+                 *step_cells, ratio, r.verdict,
                  f"{_num(r.a_first_ms, '.1f')} / {_num(r.b_first_ms, '.1f')}",
                  *([f"{_num(r.a_compile_s)} / {_num(r.b_compile_s)}"] if compile_cols else []), psnr, str(r.failed)]
         lines.append("| " + " | ".join(cells) + " |")
         for x, v in ((r.a_step_ms, r.a), (r.b_step_ms, r.b)):
             shown[(r.case, v)] = _num(x, f".{decimals}f")
-    changes = frame[["a_vs_previous", "b_vs_previous"]].notna().any().any()
     lines += ["", "Step times are each variant's median of per-trial medians (timed synced steps), the figures "
               f"{b}/{a} divides; " + ("in parentheses, the change of the figure shown against the last row above of "
                                       "the same case and variant; " if changes else "")
