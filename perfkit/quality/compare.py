@@ -324,10 +324,15 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
         out["space_note"] = (f"both decode to {own}, whose own planes perfkit does not measure (the 8-bit YUV formats "
                              f"only): these figures are in RGB24; `ffmpeg -i A -i B -lavfi psnr` alone measures the "
                              f"{own} planes and gives other figures")
-    alpha = [f"{m.label} ({m.alpha})" for m in (a, b) if m.alpha]
+    dropped = [f"{m.label} ({m.alpha})" for m in (a, b) if m.alpha]
+    tagged = [m for m in (a, b) if m.alpha_tag]
+    decoders = " and ".join(dict.fromkeys(m.decoder for m in tagged))
+    alpha = ([f"the alpha plane of {' and '.join(dropped)} is not compared (RGB24 drops it, as the commands' "
+              "format=rgb24 does)"] * bool(dropped) +
+             [f"the alpha plane of {' and '.join(f'{m.label} (tagged {m.alpha_tag})' for m in tagged)} is not "
+              f"compared (ffmpeg's {decoders} decoder, the commands' too, does not decode it)"] * bool(tagged))
     if alpha:  # said: a change of transparency alone would read as bit-identical
-        out["alpha"] = (f"the alpha plane of {' and '.join(alpha)} is not compared (RGB24 drops it, as the "
-                        "commands' format=rgb24 does): the figures and sha256 are of the colour planes")
+        out["alpha"] = f"{'; '.join(alpha)}: the figures and sha256 are of the colour planes"
     paired = _paired_by_time(a, b, frames.start, n)
     if paired:
         out["frames_paired"] = paired

@@ -77,6 +77,9 @@ class Media:
     # the pixel format of its decoded frames where they hold an alpha plane (an RGBA PNG, a GIF's bgra), which
     # RGB24 drops, as the commands' format=rgb24 does: known once its frames are read (an image folder's any frame)
     alpha: str | None = None
+    # a video stream's tag saying it holds an alpha plane its decoder does not give (alpha_mode=1: a WebM's VP8 or
+    # VP9 alpha, kept beside the colour in Matroska BlockAdditional data, which FFmpeg's own decoders skip)
+    alpha_tag: str | None = None
 
     def frames(self, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
         """uint8 frames ``start:stop``, each (H, W, C), one at a time."""
@@ -116,6 +119,10 @@ class VideoFile(Media):
             fmt = stream.format.name if stream.format else None
             self.pix_fmt, self.decoded_format = (fmt if fmt in YUV_FORMATS else None), fmt
             self.alpha = fmt if stream.format and _has_alpha(stream.format) else None
+            self.decoder = stream.codec_context.codec.name  # the one ffmpeg -i picks, as PyAV does (vp9, libdav1d)
+            tags = [f"{key}={value}" for key, value in stream.metadata.items()
+                    if key.lower() == "alpha_mode" and value != "0"]  # the key's case varies by writer
+            self.alpha_tag = tags[0] if tags and not self.alpha else None
             self.full_range = bool(self.pix_fmt) and (self.pix_fmt.startswith("yuvj") or
                                                       stream.codec_context.color_range == FULL_RANGE)
             tagged = ", full range" if self.full_range and not self.pix_fmt.startswith("yuvj") else ""

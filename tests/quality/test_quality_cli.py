@@ -336,6 +336,47 @@ def test_an_alpha_plane_left_out_is_said(tmp_path, clip, quality_cli):
     assert "alpha plane" not in text and "\nbit-identical: yes" in text
 
 
+def test_a_webm_tagged_with_alpha_says_its_alpha_plane_is_not_compared(tmp_path, clip, quality_cli):
+    """VP9 WebMs with alpha (libvpx-vp9, yuva420p), one's alpha inverted, read as 'bit-identical: yes' with no word
+    of alpha: FFmpeg's own vp9 decoder, which PyAV and ffmpeg -i use, gives yuv420p and skips the alpha, kept in
+    Matroska BlockAdditional data; the stream is tagged alpha_mode=1 (ALPHA_MODE where a writer spells it so).
+    The referee: libvpx's vp9 decoder, through PyAV, gives the alpha planes, and they differ. The text and --json
+    now say that plane is not compared, whatever the tag's case; a WebM without alpha says nothing."""
+    import av  # the writer and the referee decoder
+
+    rgb = clip(frames=3)
+    alpha = np.broadcast_to(np.arange(48, dtype=np.uint8)[:, None] * 5, rgb.shape[1:3])
+    for name, plane, key in (("a", alpha, None), ("b", 255 - alpha, "ALPHA_MODE"), ("plain", None, None)):
+        with av.open(tmp_path / f"{name}.webm", "w") as out:
+            stream = out.add_stream("libvpx-vp9", rate=10)
+            stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p" if plane is None else "yuva420p"
+            if key:
+                stream.metadata[key] = "1"
+            for frame in rgb:
+                pixels = frame if plane is None else np.dstack([frame, plane])
+                out.mux(stream.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24" if plane is None else "rgba")))
+            out.mux(stream.encode())
+    referee = {}
+    for name in ("a", "b"):
+        with av.open(tmp_path / f"{name}.webm") as container:
+            stream, decoder = container.streams.video[0], av.CodecContext.create("libvpx-vp9", "r")
+            assert stream.format.name == "yuv420p"  # FFmpeg's own decoder: no alpha plane
+            referee[name] = (dict(stream.metadata), [frame.to_ndarray(format="rgba")[..., 3]
+                                                     for packet in container.demux(stream)
+                                                     for frame in decoder.decode(packet)])
+    assert "alpha_mode" in referee["a"][0] and "ALPHA_MODE" in referee["b"][0] and len(referee["a"][1]) == 3
+    assert all(np.abs(x.astype(int) - y).mean() > 50 for x, y in zip(referee["a"][1], referee["b"][1]))
+    text = quality_cli(tmp_path / "a.webm", tmp_path / "b.webm").stdout.splitlines()
+    said = (f"the alpha plane of {tmp_path / 'a.webm'} (tagged alpha_mode=1) and {tmp_path / 'b.webm'} (tagged "
+            "ALPHA_MODE=1) is not compared (ffmpeg's vp9 decoder, the commands' too, does not decode it): the "
+            "figures and sha256 are of the colour planes")
+    assert said in text and text[-1].startswith("colour planes bit-identical: yes ("), text
+    assert not any(line.startswith("bit-identical") for line in text), text
+    assert quality_cli(tmp_path / "a.webm", tmp_path / "b.webm", "--json").json()["alpha"] == said
+    text = quality_cli(tmp_path / "plain.webm", tmp_path / "plain.webm").stdout
+    assert "alpha plane" not in text and "\nbit-identical: yes" in text
+
+
 def test_gray_images_are_measured_as_the_commands_measure_them(tmp_path, clip, noisy, quality_cli):
     """Gray PNGs were measured as one channel labelled y ('PSNR in RGB24: y ...', 'SSIM in RGB channels: Y ...') while
     the command beside them (format=rgb24) gives r, g and b: they are now the three equal channels format=rgb24 makes,
