@@ -26,9 +26,10 @@ Per program, as XLA's ``HloCostAnalysis`` (``compiled.cost_analysis()``) defines
   markers in a program as lowered (Shardy's ``xla.sdy.*``, GSPMD's ``Sharding`` and its manual-shape
   conversions) touch none: XLA removes them before it compiles (its analysis of a lowered program counts
   -1 FLOPs and -1 bytes for each, its mark for a custom-call it cannot cost);
-- ``collectives``: each with its kind, buffer, replica-group size ``n`` and the bytes one device sends over
-  the interconnect: all-gather (n-1)/n of the gathered buffer, reduce-scatter (n-1)/n of the buffer it
-  scatters, all-reduce 2(n-1)/n (a reduce-scatter then an all-gather), all-to-all (n-1)/n,
+- ``collectives``: each with its kind, buffer, group size ``n`` (its devices, as XLA forms its groups from
+  ``replica_groups``, ``channel_id``, ``use_global_device_ids`` and the module's replicas and partitions) and
+  the bytes one device sends over the interconnect: all-gather (n-1)/n of the gathered buffer, reduce-scatter
+  (n-1)/n of the buffer it scatters, all-reduce 2(n-1)/n (a reduce-scatter then an all-gather), all-to-all (n-1)/n,
   collective-permute, send and broadcast the whole buffer; a collective run inside a fusion (XLA GPU's
   dynamic-slice fusion of a reduce-scatter, a Triton collective fusion) counted as it would be at the top;
 - ``temp_bytes`` (preallocated temp) from the buffer assignment and ``peak_bytes`` (every allocation:
@@ -246,21 +247,57 @@ def gemm_contracted(inst: Instruction, lhs: str) -> int | None:
     return math.prod(lhs_arrays[0][1][int(k)] for k in dims.get("lhs_contracting_dimensions", []))
 
 
-def group_size(inst: Instruction, devices: int) -> int:
-    """Devices taking part in each group of a collective: ``{{0,1,2,3}}``, the iota form ``[G,S]<=[N]``,
-    or every device when the groups are empty."""
+# Collectives that carry ``use_global_device_ids`` (false unless printed); the others have no such field, so a
+# channel_id alone makes their groups partition ids.
+_GLOBAL_ID_KINDS = ("all-gather", "all-reduce", "reduce-scatter")
+
+
+def _listed_groups(groups: str) -> tuple[int, int] | None:
+    """(devices in the first group, ids named in all groups) of ``{{0,1},{2,3}}`` or the iota form ``[G,S]<=[N]``;
+    None when the groups are empty."""
+    iota = _IOTA_GROUPS.match(groups)
+    if iota:
+        dims = [int(d) for d in iota.group(1).split(",")]
+        return dims[-1], math.prod(dims)
+    first = re.search(r"\{([\d,\s]+)\}", groups)
+    if first is None:
+        return None
+    return len(re.findall(r"\d+", first.group(1))), len(set(re.findall(r"\d+", groups)))
+
+
+def group_size(inst: Instruction, devices: int, replicas: int | None = None) -> int:
+    """Devices taking part in each group of a collective run on ``devices`` devices, ``replicas`` replicas of
+    ``devices / replicas`` partitions each, as XLA forms its groups (``GetCollectiveOpGroupMode`` and
+    ``GetParticipatingDevicesGroups``). No channel_id: the groups list
+    replica ids, each group within one partition (empty: every replica). A channel_id on an all-gather, all-reduce
+    or reduce-scatter: with ``use_global_device_ids`` the groups list flattened device ids; without, replica ids,
+    each group spanning every partition (empty: every device). A channel_id on any other collective: partition
+    ids (empty: every partition). A group naming more replicas than a one-replica module has reads as listed, as
+    XLA's verifier does (it takes such a count as unset). ``replicas`` None (the module's counts unknown): groups
+    as listed, every device when empty."""
     attrs = dict(inst.attrs)
-    groups = attrs.get("replica_groups")
-    if groups is None and "source_target_pairs" in attrs:
+    if "replica_groups" not in attrs and "source_target_pairs" in attrs:
         return devices
-    if groups:
-        iota = _IOTA_GROUPS.match(groups.strip())
-        if iota:
-            return int(iota.group(1).split(",")[-1])
-        first = re.search(r"\{([\d,\s]+)\}", groups)
-        if first:
-            return len([x for x in first.group(1).split(",") if x.strip()])
-    return devices
+    listed = _listed_groups(attrs.get("replica_groups", "").strip())
+    if replicas is None:
+        return devices if listed is None else listed[0]
+    channel = "channel_id" in attrs
+    global_ids = inst.opcode.removesuffix("-start") in _GLOBAL_ID_KINDS
+    flattened = global_ids and attrs.get("use_global_device_ids") == "true"
+    if flattened and (not channel or listed is None):
+        raise BadInput(f"line {inst.line}: {inst.name} has use_global_device_ids but "
+                       f"{'no channel_id' if not channel else 'no replica groups'}, which XLA refuses")
+    partitions = devices // replicas
+    spans_partitions = channel and global_ids and not flattened
+    if listed is None:
+        return replicas if not channel else devices if spans_partitions else partitions
+    size, ids = listed
+    if not spans_partitions or (replicas == 1 and ids > 1):
+        return size
+    if ids != replicas:
+        raise BadInput(f"line {inst.line}: {inst.name}'s replica groups name {ids} replicas, the module has "
+                       f"{replicas}, which XLA refuses")
+    return size * partitions
 
 
 class Collective(NamedTuple):
@@ -358,9 +395,10 @@ class ProgramCost:
 class _Counter:
     """Walks one module's computations, adding each op's cost times how often it runs."""
 
-    def __init__(self, module: Module, devices: int):
+    def __init__(self, module: Module, devices: int, replicas: int):
         self.module = module
         self.devices = devices
+        self.replicas = replicas
         self.roots = {c.name: next((i for i in c.instructions if i.root), None) for c in module.computations.values()}
         self.cost = ProgramCost(module.name, module.path, devices)
 
@@ -598,13 +636,16 @@ class _Counter:
         buffer = output if kind == "all-gather" else " ".join(operand_shapes)
         if kind in ("collective-permute", "all-to-all") and not buffer.strip():
             buffer = output
-        n = group_size(target, self.devices)
+        try:
+            n = group_size(target, self.devices, self.replicas)
+        except BadInput as e:  # group_size knows the instruction, not the file
+            raise BadInput(e.reason, path=self.module.path) from None
         size = shape_bytes(buffer)
         shown = _LAYOUT.sub("", buffer).strip()
         return Collective(kind, inst.name, shown, size, n, size * SENT_SHARE[kind](n) if n > 1 else 0.0, times)
 
 
-_DEVICES = re.compile(r"num_partitions=(\d+)")
+_PARTITIONS = re.compile(r"num_partitions=(\d+)")
 _REPLICAS = re.compile(r"replica_count=(\d+)")
 
 
@@ -654,11 +695,11 @@ def _partial_bytes(inst: Instruction, shapes: dict[str, str]) -> float | None:
     return None
 
 
-def module_devices(text_header: str) -> int:
-    """Devices a module runs on, from its header (``num_partitions`` x ``replica_count``, 1 when unsaid)."""
-    parts = _DEVICES.search(text_header)
+def module_replicas_partitions(text_header: str) -> tuple[int, int]:
+    """A module's ``replica_count`` and ``num_partitions``, from its header (1 each when unsaid)."""
     replicas = _REPLICAS.search(text_header)
-    return (int(parts.group(1)) if parts else 1) * (int(replicas.group(1)) if replicas else 1)
+    parts = _PARTITIONS.search(text_header)
+    return int(replicas.group(1)) if replicas else 1, int(parts.group(1)) if parts else 1
 
 
 _UNBOUNDED = re.compile(r"[a-z][a-z0-9]*\[[^\]]*\?[^\]]*\]")  # ``f32[?,784]``: no bound, no size
@@ -675,10 +716,11 @@ def _refuse_unbounded(module: Module) -> None:
                                "perfkit costs static and bounded shapes only", path=module.path)
 
 
-def program_cost(module: Module, devices: int = 1) -> ProgramCost:
-    """The figures of one parsed module; ``devices`` sizes collectives whose replica groups are empty."""
+def program_cost(module: Module, devices: int = 1, replicas: int = 1) -> ProgramCost:
+    """The figures of one parsed module run on ``devices`` devices, ``replicas`` replicas of ``devices / replicas``
+    partitions: they size collectives whose replica groups are empty or span partitions."""
     _refuse_unbounded(module)
-    counter = _Counter(module, devices)
+    counter = _Counter(module, devices, replicas)
     counter.cost.dot_flops, counter.cost.other_flops, counter.cost.transcendentals = counter.flops(module.entry)
     counter.walk(module.entry, 1)
     return counter.cost
@@ -689,7 +731,8 @@ def dump_cost(files: DumpFiles) -> ProgramCost:
     module = read_module(files.hlo)
     with open(files.hlo) as f:
         header = f.readline()
-    cost = program_cost(module, module_devices(header))
+    replicas, partitions = module_replicas_partitions(header)
+    cost = program_cost(module, replicas * partitions, replicas)
     if files.buffer_assignment is not None:
         cost.temp_bytes = read_buffer_assignment(files.buffer_assignment, files.memory_report).temp_bytes
     if files.memory_report is not None:
