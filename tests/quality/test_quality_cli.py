@@ -457,8 +457,8 @@ def test_the_older_release_caveat_names_the_planes_it_parts_on(tmp_path, clip, n
 
 def test_a_share_over_16_too_small_to_show_reads_below_its_last_digit(tmp_path, quality_cli):
     """A codec floor on a real video printed "max |d| 18" beside "|d| > 16 in 0.000%" (a newcomer's; a crf 18 encode
-    of it has 4 of its 25,401,600 samples over 16). By hand: one value of 4 frames of 256 x 256 x 3 off by 20, 1 / 786,432 = 0.000127%, shown
-    "<0.001%"; 49 of them, 0.00623%, show 0.006%."""
+    of it has 4 of its 25,401,600 samples over 16). By hand: one value of 4 frames of 256 x 256 x 3 off by 20,
+    1 / 786,432 = 0.000127%, shown "<0.001%"; 49 of them, 0.00623%, show 0.006%."""
     a = np.zeros((4, 256, 256, 3), np.uint8)
     b = a.copy()
     for over in ((2, 100, 7, 1), (0, slice(4), slice(4))):

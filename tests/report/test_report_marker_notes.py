@@ -49,8 +49,9 @@ def test_spans_past_or_joining_their_markers_are_counted_and_said(tmp_path):
     breakdown = report[report.index("## Trace breakdown"):]
     assert ("\n\n3 of 6 steps in b run past their step markers to the end of the last op started in them (0.015 ms "
             "past in all): a span here runs from its marker's start to the later of its end and that op's end, where "
-            "xprof's step time, or a ProfilerStep's, is the marker's own.\n\n3 of 6 steps in b join step markers of one "
-            "number that ran apart, one after another has ended (first: trial 01-b rank 0 device 0 step 1; a retried step): a span "
-            "here runs from the first's start to the last's end, the time between them counted to it, where xprof "
+            "xprof's step time, or a ProfilerStep's, is the marker's own.\n\n3 of 6 steps in b join step "
+            "markers of one number that ran apart, one after another has ended (first: trial 01-b rank 0 device 0 "
+            "step 1; a retried step): a span here runs from the first's start to the last's end, the time between "
+            "them counted to it, where xprof "
             "counts each marker a step of its own.\n") in breakdown
     assert "steps in a " not in report
