@@ -269,6 +269,8 @@ def take_output(output: OutputSpec, reply: Reply, base: str, host: str, deadline
         return _output(status, data, output.suffix)
     if output.kind == "path":
         return _output(status, _read_local(value, status), _suffix(value, output.suffix))
+    if not value:  # urljoin would give the URL that answered: the request's own endpoint fetched as the output
+        raise RequestFailed(f"HTTP {status}, field {output.field!r} is empty, no URL", status)
     try:
         url = urljoin(reply.url or base, value)  # relative to the URL that answered, as a Location is
     except ValueError as exc:

@@ -344,6 +344,19 @@ def test_a_url_output_s_field_relative_to_the_request_is_fetched_where_it_points
     assert (answer.data, paths) == (MP4, [fetched])
 
 
+def test_an_empty_url_field_is_a_failed_request_not_a_fetch_of_the_request_s_own_url():
+    """An empty reference resolves to the URL that answered (by hand: urljoin of '' is the base): '' answering
+    POST /v1/generate was fetched as GET /v1/generate, its answer taken as the output."""
+    paths = []
+    handler = type("Relative", (JobAPI,), {"done": staticmethod(lambda: True),
+                                           "do_GET": lambda self: (paths.append(self.path), JobAPI.do_GET(self))})
+    with serving(handler, threading.Event()) as base:
+        reply = Reply(200, b'{"url": ""}', "application/json", "", f"{base}/v1/generate")
+        with pytest.raises(RequestFailed) as err:
+            take_output(OutputSpec("url", "url", ".mp4"), reply, base, "127.0.0.1", Deadline.start(5))
+    assert (str(err.value), err.value.status, paths) == ("HTTP 200, field 'url' is empty, no URL", 200, [])
+
+
 @pytest.mark.parametrize("kind, field", [("body", ""), ("base64", "b64"), ("path", "path")])
 def test_a_request_answered_202_is_a_failed_one_unless_a_url_output_polls_for_the_job(kind, field, tmp_path):
     # A job taken on, not done: its status was kept as the video (or a file still being written was read), and
