@@ -88,8 +88,9 @@ def excerpt(body: bytes) -> str:
 
 
 def resolve(url: str, base: str) -> str:
-    """A path on the server (``/generate``) or a full URL."""
-    return base + url if url.startswith("/") else url
+    """``url`` as a reference relative to ``base`` (the server, or the URL that answered): a path on the server
+    (``/generate``), a full URL, or a Location's or output field's relative one (HTTP's rule, RFC 3986)."""
+    return urljoin(base, url)
 
 
 def call(method: str, url: str, body: bytes | None, headers: dict, timeout: float) -> Reply:
@@ -245,7 +246,7 @@ def take_output(output: OutputSpec, reply: Reply, base: str, host: str, deadline
     # job's.
     if status == 202 and reply.location:
         # HTTP's Location is a reference relative to the URL that answered ('jobs/7', '../jobs/7', '//host/jobs/7')
-        reply = _fetch(urljoin(reply.url or base, reply.location), "its Location", status, host, deadline)
+        reply = _fetch(resolve(reply.location, reply.url or base), "its Location", status, host, deadline)
     elif status == 202 and output.kind != "url":
         raise RequestFailed(f"HTTP 202 Accepted with no Location header, a job taken on, not its output: perfkit "
                             f"polls a 202's Location, or with output.kind url the URL in output.field, while it "
@@ -269,10 +270,10 @@ def take_output(output: OutputSpec, reply: Reply, base: str, host: str, deadline
         return _output(status, data, output.suffix)
     if output.kind == "path":
         return _output(status, _read_local(value, status), _suffix(value, output.suffix))
-    if not value:  # urljoin would give the URL that answered: the request's own endpoint fetched as the output
+    if not value:  # it would resolve to the URL that answered: the request's own endpoint fetched as the output
         raise RequestFailed(f"HTTP {status}, field {output.field!r} is empty, no URL", status)
     try:
-        url = urljoin(reply.url or base, value)  # relative to the URL that answered, as a Location is
+        url = resolve(value, reply.url or base)  # relative to the URL that answered, as a Location is
     except ValueError as exc:
         raise RequestFailed(f"HTTP {status}, field {output.field!r} is not a URL ({exc})", status) from None
     got = _fetch(url, f"field {output.field!r}", status, host, deadline)
