@@ -662,6 +662,11 @@ def test_an_animated_png_is_read_as_its_frames(pairs, tmp_path):
         r = quality.compare(a, b, per_frame=True)
         assert r["frames"] == 10 and r["space"] == "rgb"
         assert_agrees(r, r["per_frame"], lavfi_psnr(a, b, rgb=True), "rgb")
+    # an animated PNG cut short is refused in one line, never read as the frames before the cut
+    cut = tmp_path / "cut.png"
+    cut.write_bytes(a.read_bytes()[:a.stat().st_size * 2 // 3])
+    with pytest.raises(BadInput, match="truncated or damaged"):
+        quality.compare(a, cut)
 
 
 def test_a_full_range_and_a_limited_range_video_of_one_format_are_compared_in_rgb(pairs, tmp_path):
