@@ -337,12 +337,12 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
     from perfkit.trace.diff import BEYOND_COLUMNS
     from perfkit.trace.events import is_xplane, trace_files
     from perfkit.trace.names import IN_FLIGHT_MARK, IN_FLIGHT_NOTE, in_flight, readable
-    from perfkit.trace.shards import diff_traces
+    from perfkit.trace.shards import NoDeviceOps, diff_traces
     from perfkit.trace.timeline import LAST_STEP_DROPPED
 
     try:
         table = diff_traces([a], [b], by, step_pattern, window + (LAST_STEP_DROPPED if last_step == "drop" else ""))
-    except BadInput as dropped:
+    except NoDeviceOps as dropped:
         if last_step != "drop":
             raise
         diff_traces([a], [b], by, step_pattern, window)  # its own error where the last step kept leaves none either

@@ -175,6 +175,11 @@ def _map(cut: Cut, analyses: list[Callable], columns: tuple[str, ...]) -> list[P
     return parts
 
 
+class NoDeviceOps(BadInput):
+    """A side of ``op_table`` with no device ops in its steps: under ``--last-step drop``, the one refusal that
+    reading it again with the last step kept can explain (a malformed file is refused as it is, read once)."""
+
+
 class Combined(NamedTuple):
     """The shards' results on one clock."""
 
@@ -271,7 +276,7 @@ def _op_table(sums: list[tuple[pd.DataFrame, int]], by: str, done: Combined) -> 
     beyond = _per_chip([groups.attrs["beyond_markers"] for groups, _ in sums])
     sums = [s for s in sums if s[1]]
     if not sums:
-        raise BadInput("no device ops in the trace", path=", ".join(done.files) or None)
+        raise NoDeviceOps("no device ops in the trace", path=", ".join(done.files) or None)
     table = diff.per_key(pd.concat([groups for groups, _ in sums], ignore_index=True), sum(n for _, n in sums), by)
     table.attrs["measured"] = done.measured
     table.attrs["outside"] = outside

@@ -1009,3 +1009,21 @@ def test_ranks_given_by_order_are_said(fixtures_dir, tmp_path):
     assert "c.json: it records no rank" not in result.stderr
     alone = CliRunner().invoke(cli, ["trace", "breakdown", str(tmp_path / "a.json")])
     assert "records no rank" not in alone.stderr
+
+
+def test_diff_last_step_drop_reads_a_malformed_file_once(tmp_path, monkeypatch):
+    """Under --last-step drop, trace diff read both traces again with the last step kept after any refusal, to tell
+    "every op is in the last step" from the rest: a malformed B (a JSON cut short) was read twice, and A with it
+    (4 reads of 2 files). It is refused as it is, each file read once; only "no device ops" is read again."""
+    import perfkit.trace.shards as shards
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    _profiler_steps(a, [0, 1], 2)
+    _profiler_steps(b, [0, 1], 2)
+    b.write_text(b.read_text()[:-40])
+    reads = []
+    read = shards.op_table
+    monkeypatch.setattr(shards, "op_table", lambda paths, *rest: reads.append(paths) or read(paths, *rest))
+    refused = CliRunner().invoke(cli, ["trace", "diff", str(a), str(b), "--last-step", "drop"])
+    assert refused.exit_code == 2 and refused.output.startswith(f"perfkit: {b}: ") and "\n" == refused.output[-1:]
+    assert reads == [[str(a)], [str(b)]]
