@@ -88,6 +88,9 @@ def whole_shares(parts: list[float], decimals: int = 0) -> list[float]:
 
 def share_text(fraction: float, decimals: int) -> str:
     """A fraction as a percentage to ``decimals``; one above 0 that rounds to 0 as ``<0.01%`` (at 2), not ``0.00%``:
-    a few samples over a bound beside a maximum past it are not none."""
+    a few samples over a bound beside a maximum past it are not none; one below 1 that rounds to 1 as ``>99.99%``,
+    not ``100.00%``: all but a few are not all."""
     shown = f"{fraction:.{decimals}%}"
-    return f"<{10 ** -decimals:.{decimals}f}%" if fraction > 0 and shown == f"{0:.{decimals}%}" else shown
+    if fraction > 0 and shown == f"{0:.{decimals}%}":
+        return f"<{10 ** -decimals:.{decimals}f}%"
+    return f">{100 - 10 ** -decimals:.{decimals}f}%" if fraction < 1 and shown == f"{1:.{decimals}%}" else shown

@@ -468,3 +468,16 @@ def test_a_share_over_16_too_small_to_show_reads_below_its_last_digit(tmp_path, 
         text = quality_cli(tmp_path / "a.npy", tmp_path / "b.npy").stdout
         shown = "<0.001%" if (b > 16).sum() == 1 else "0.006%"
         assert f"max |d| 20, |d| > 16 in {shown} of channel values" in text, text
+
+
+def test_a_share_over_16_just_short_of_all_reads_below_100(tmp_path, quality_cli):
+    """Every sample but one over 16 read "|d| > 16 in 100.000%", as if all were. By hand: 786,431 of 786,432
+    = 99.99987%, shown ">99.999%"; all of them 100.000%."""
+    a = np.zeros((4, 256, 256, 3), np.uint8)
+    b = np.full_like(a, 20)
+    for kept, shown in ((1, ">99.999%"), (0, "100.000%")):
+        b[0, 0, 0, 0] = 0 if kept else 20
+        np.save(tmp_path / "a.npy", a)
+        np.save(tmp_path / "b.npy", b)
+        text = quality_cli(tmp_path / "a.npy", tmp_path / "b.npy").stdout
+        assert f"max |d| 20, |d| > 16 in {shown} of channel values" in text, text
