@@ -61,8 +61,12 @@ def program_lines(label: str, step: dict, roof: dict | None) -> list[str]:
     uncosted = step.get("uncosted") or {}
     if uncosted:
         calls = ", ".join(f"{target} x{n}" for target, n in uncosted.items())
-        lines.append(f"  not costed: {sum(uncosted.values())} custom-calls ({calls}): no FLOPs are known for them, nor "
-                     "what they send to other devices (their operands and results are in the HBM bytes)")
+        n = sum(uncosted.values())
+        # XLA's totals part from these by definition: said, so that the gap is not read as an error
+        lines.append(f"  not costed: {n} custom-call{'s' * (n != 1)} ({calls}): no FLOPs are known for them, nor what "
+                     "they send to other devices; left out of the FLOPs, their operands and results in the HBM bytes, "
+                     "where XLA's cost analysis counts -1 FLOP and -1 byte for each (its mark for a custom-call it "
+                     "cannot cost)")
     lines += [f"  {sentence}" for sentence in ProgramCost.definitions(step)]
     if roof is not None:
         lines.append("  roofline " + describe(roof))

@@ -16,7 +16,9 @@ Per program, as XLA's ``HloCostAnalysis`` (``compiled.cost_analysis()``) defines
   sort, triangular-solve, cholesky, select-and-scatter and reduce-precision as XLA counts them
   (``FLOPS_FROM_SHAPES``); ``transcendentals`` (exp, log, tanh, rsqrt ...) counted apart again. Any other
   custom-call has no FLOPs perfkit can know: it is listed in ``uncosted`` (target -> calls a step), never
-  counted as 0 unsaid, except the partitioner's markers (``PARTITIONER_MARKERS``), which run nothing;
+  counted as 0 unsaid (XLA's analysis counts -1 FLOP and -1 byte for it, its mark for unknown, where perfkit
+  counts its operands and results as bytes), except the partitioner's markers (``PARTITIONER_MARKERS``), which
+  run nothing;
 - ``hbm_bytes``: every top-level op's operands and outputs (a fusion counts its own operands and outputs,
   not what happens inside it), what XLA calls bytes accessed; parameters, constants, tuples,
   get-tuple-element, bitcasts and transposes that only relabel dimensions touch no memory; a slice, gather

@@ -193,6 +193,32 @@ def test_unknown_custom_calls_are_listed_not_silently_zero():
                 "send") in res.stdout
 
 
+def test_unknown_custom_calls_name_xla_s_minus_one():
+    """Where XLA's cost analysis counts an unknown custom-call as -1 FLOP and -1 byte (its mark for one it cannot
+    cost), perfkit leaves its FLOPs out and counts its operands and results as bytes: the output says so, or a
+    figure 2 FLOPs above XLA's read as a disagreement. The referee: XLA's ``cost_analysis()`` of the very compile
+    dumped (tests/hlo/custom_call_dumps.py: a LAPACK eigh and a ``pure_callback``), its ``optimal_seconds`` -1 a
+    call; the calls' operands and results by hand: the callback's f32[16,16] in and out (2048 bytes), the eigh's
+    f32[16,16] in, (f32[16,16], f32[16], s32[]) out (1024 + 1092)."""
+    folder = REPO / "tests" / "hlo" / "data" / "custom_calls"
+    xla = json.loads((folder / "xla_cost_analysis.json").read_text())
+    assert xla["optimal_seconds"] == -2
+    res = subprocess.run([sys.executable, "-m", "perfkit.cli", "cost", folder, "--json"], capture_output=True,
+                         text=True, cwd=REPO, timeout=120)
+    assert res.returncode == 0, res.stderr
+    step = json.loads(res.stdout)["cost"][str(folder)]["step"]
+    assert step["uncosted"] == {"lapack_ssyevd_ffi": 1, "xla_ffi_python_cpu_callback": 1}
+    assert step["flops"] == xla["flops"] + 2
+    assert step["hbm_bytes"] == xla["bytes accessed"] + 2 + 2048 + 1024 + 1092
+    res = subprocess.run([sys.executable, "-m", "perfkit.cli", "cost", folder], capture_output=True, text=True,
+                         cwd=REPO, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert ("  not costed: 2 custom-calls (lapack_ssyevd_ffi x1, xla_ffi_python_cpu_callback x1): no FLOPs are known "
+            "for them, nor what they send to other devices; left out of the FLOPs, their operands and results in the "
+            "HBM bytes, where XLA's cost analysis counts -1 FLOP and -1 byte for each (its mark for a custom-call it "
+            "cannot cost)\n") in res.stdout
+
+
 def test_the_conv_program_is_the_step_and_its_roofline(tmp_path):
     """Among the conv program and the RNG program beside it (4.4 GFLOP), the step is the conv (32.7 GFLOP
     once its library call is costed; at 0 the RNG program was picked). On an MI300X both bounds are
