@@ -21,7 +21,7 @@ from typing import Callable, TypeVar
 
 from perfkit.errors import BadInput
 from perfkit.hlo.buffers import collectives
-from perfkit.hlo.dumps import AFTER_OPTIMIZATIONS, DumpFiles, RankDumps, dump_files
+from perfkit.hlo.dumps import DumpFiles, RankDumps, dump_files, no_dumps_reason
 from perfkit.hlo.fingerprint import Call, FlatInstruction, Signer, first_calls
 from perfkit.hlo.load import RankModule, RankModules, Summary, no_cyclic_gc
 from perfkit.hlo.parse import CALLED_COMPUTATION_KEYS
@@ -38,8 +38,7 @@ def rank_files(folder: Path) -> list[DumpFiles]:
     """The modules a rank dumped; a rank without any is ``BadInput``."""
     files = dump_files(folder) if folder.is_dir() else []
     if not files:
-        raise BadInput(f"no *{AFTER_OPTIMIZATIONS} (dumps need --xla_dump_to=DIR --xla_dump_hlo_as_text)",
-                       path=str(folder))
+        raise BadInput(no_dumps_reason(folder), path=str(folder))
     return files
 
 

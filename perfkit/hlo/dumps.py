@@ -17,6 +17,7 @@ from perfkit.errors import BadInput
 from perfkit.rundata.rundir import rank_dirs
 
 AFTER_OPTIMIZATIONS = "after_optimizations.txt"
+BEFORE_OPTIMIZATIONS = ".before_optimizations.txt"
 _COUNTER = re.compile(r"module_(\d+)\.")
 _RANK_DIR = re.compile(r"rank(\d+)$")
 
@@ -165,8 +166,20 @@ def _no_dumps(folder: Path, give: str) -> BadInput:
     ``rank<R>``), saying to give them (``give``: how), else how to make dumps."""
     inside = sorted(p.name for p in folder.iterdir() if p.is_dir() and find_dumps(p) is not None)
     if not inside:
-        return BadInput(f"no *{AFTER_OPTIMIZATIONS} here (dumps need --xla_dump_to=DIR --xla_dump_hlo_as_text)",
-                        path=str(folder))
+        dumps = _dump_folder(folder)
+        return BadInput(no_dumps_reason(dumps), path=str(dumps))
     named = ", ".join(inside[:4]) + (", ..." if len(inside) > 4 else "")
     return BadInput(f"no *{AFTER_OPTIMIZATIONS} here, but {len(inside)} of its folders hold dumps ({named}): give "
                     f"{give}", path=str(folder))
+
+
+def no_dumps_reason(folder: Path) -> str:
+    """Why a dump folder holds no module perfkit reads: how to make dumps, or, where it holds modules as dumped
+    before optimizations (so it was dumped as text), why the text after optimizations is missing."""
+    before = len(list(folder.glob("*" + BEFORE_OPTIMIZATIONS))) if folder.is_dir() else 0
+    if not before:
+        return f"no *{AFTER_OPTIMIZATIONS} here (dumps need --xla_dump_to=DIR --xla_dump_hlo_as_text)"
+    # XLA dumps a module's text as its compile starts and again once its optimization passes have run
+    return (f"no *{AFTER_OPTIMIZATIONS} here, only {before} *{BEFORE_OPTIMIZATIONS}: XLA writes a module's text "
+            "after optimizations once its optimization passes finish (the compile was stopped, failed or is still "
+            "running, or those files were not kept)")

@@ -1,0 +1,37 @@
+"""A dump folder holding modules only as XLA dumped them before optimizations: it was dumped as text, so the hint
+to add ``--xla_dump_hlo_as_text`` (what ``perfkit cost`` and ``hlo-diff`` said) was wrong. XLA writes a module's
+``*.before_optimizations.txt`` as its compile starts and its ``*after_optimizations.txt`` once its optimization
+passes finish: a jax compile killed in between leaves the first alone (seen on jax 0.10.2, CPU), while
+``--xla_dump_hlo_module_re`` keeps or drops both and ``--xla_dump_hlo_pass_re`` keeps the second. The file is a
+real one: XLA's dump of tests/hlo/custom_call_dumps.py's program."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BEFORE = next((REPO / "tests" / "hlo" / "data" / "custom_calls").glob("*.before_optimizations.txt"))
+
+
+def perfkit(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "perfkit.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+
+
+def test_a_folder_dumped_only_before_optimizations_says_what_is_missing(tmp_path):
+    for rank in (0, 1):
+        (tmp_path / f"rank{rank}" / "xla_dump").mkdir(parents=True)
+        shutil.copy(BEFORE, tmp_path / f"rank{rank}" / "xla_dump" / BEFORE.name)
+    rank0, dump0, dump1 = tmp_path / "rank0", tmp_path / "rank0" / "xla_dump", tmp_path / "rank1" / "xla_dump"
+
+    def refusal(folder: Path) -> str:
+        return (f"perfkit: {folder}: no *after_optimizations.txt here, only 1 *.before_optimizations.txt: XLA writes "
+                "a module's text after optimizations once its optimization passes finish (the compile was stopped, "
+                "failed or is still running, or those files were not kept)\n")
+
+    for args, folder in [(["cost", dump0], dump0), (["cost", rank0], dump0), (["hlo-diff", dump0], dump0),
+                         (["hlo-diff", "--ab", dump0, dump1], dump0), (["hlo-diff", dump0, dump1], dump0),
+                         (["hlo-diff", tmp_path], dump0)]:
+        res = perfkit(*args)
+        assert (res.returncode, res.stderr) == (2, refusal(folder)), args
