@@ -436,17 +436,25 @@ def _read_image(path: Path, rgb24: "_RGB24") -> tuple[np.ndarray, str | None]:
     16-bit or palette PNG, a JPEG's 4:2:0 chroma, which scikit-image's libjpeg upsamples otherwise: up to 0.7 dB
     apart on real frames); a gray one too, whose three channels are then equal, as ffmpeg's psnr and ssim measure
     it after format=rgb24 (r g b). With it, the decoded pixel format where it holds an alpha plane (which the frame
-    has dropped), else None."""
+    has dropped), else None. An image its decoder logs an error for is refused: ffmpeg's PNG decoder gives a frame
+    for a PNG whose rows end early ('IEND without all image', the rest black) or whose IEND is cut off, and reads
+    past a chunk's bad CRC unless asked to check it."""
+    def said() -> str:
+        return f"ffmpeg's {logged[0][1]} decoder says {logged[0][2].strip()!r}"
+
     try:
-        with av.open(str(path), format="image2") as container:
+        with _LIBAV_ERRORS.logged() as logged, av.open(str(path), format="image2") as container:
             stream = container.streams.video[0]
-            stream.codec_context.options = {"err_detect": "explode"}  # a cut file fails, never grey blocks
+            # a cut or damaged file fails, never grey blocks or black rows
+            stream.codec_context.options = {"err_detect": "crccheck+explode"}
             frame = next(container.decode(stream))
     except av.error.FFmpegError as exc:
-        raise BadInput(f"not a readable image ({exc.strerror})", path=path) from None
+        raise BadInput(f"not a readable image ({exc.strerror}{'; ' + said() if logged else ''})", path=path) from None
     except StopIteration:
         raise BadInput(f"not a readable image (ffmpeg's {path.suffix.lstrip('.').upper()} decoder gives no frame)",
                        path=path) from None
+    if logged:
+        raise BadInput(f"truncated or damaged: {said()} (and gives a frame, which perfkit does not measure)", path=path)
     alpha = frame.format.name if _has_alpha(frame.format) else None
     return rgb24(frame), alpha
 
