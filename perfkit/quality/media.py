@@ -436,7 +436,7 @@ def _read_image(path: Path, rgb24: "_RGB24") -> tuple[np.ndarray, str | None]:
     16-bit or palette PNG, a JPEG's 4:2:0 chroma, which scikit-image's libjpeg upsamples otherwise: up to 0.7 dB
     apart on real frames); a gray one too, whose three channels are then equal, as ffmpeg's psnr and ssim measure
     it after format=rgb24 (r g b). With it, the decoded pixel format where it holds an alpha plane (which the frame
-    has dropped), else None. An image its decoder logs an error for is refused: ffmpeg's PNG decoder gives a frame
+    has dropped), else None. A PNG its decoder logs an error for is refused: ffmpeg's PNG decoder gives a frame
     for a PNG whose rows end early ('IEND without all image', the rest black) or whose IEND is cut off, and reads
     past a chunk's bad CRC unless asked to check it."""
     def said() -> str:
@@ -453,7 +453,9 @@ def _read_image(path: Path, rgb24: "_RGB24") -> tuple[np.ndarray, str | None]:
     except StopIteration:
         raise BadInput(f"not a readable image (ffmpeg's {path.suffix.lstrip('.').upper()} decoder gives no frame)",
                        path=path) from None
-    if logged:
+    # (the PNG decoder's alone: the mjpeg decoder logs errors for metadata it cannot parse, a broken EXIF block, and
+    # gives the whole picture)
+    if any(name == "png" for _, name, _ in logged):
         raise BadInput(f"truncated or damaged: {said()} (and gives a frame, which perfkit does not measure)", path=path)
     alpha = frame.format.name if _has_alpha(frame.format) else None
     return rgb24(frame), alpha

@@ -603,6 +603,20 @@ def test_a_jpeg_cut_short_is_refused(pairs, tmp_path):
     assert quality.compare(whole, whole)["bit_identical"] is True
 
 
+def test_a_jpeg_whose_exif_block_is_broken_is_read(pairs, tmp_path):
+    """A JPEG frame whose EXIF block is broken holds its whole picture: ffmpeg's mjpeg decoder logs 'error decoding
+    EXIF data' at error level and decodes it (ffmpeg 5.1's psnr after format=rgb24 against the frame without the
+    block: inf), so it is read, not refused as a damaged PNG is."""
+    from PIL import Image
+
+    whole, broken = tmp_path / "whole.jpg", tmp_path / "broken_exif.jpg"
+    Image.fromarray(decoded(pairs["h264"][0])[0].to_ndarray(format="rgb24")).save(whole, quality=90)
+    exif = b"Exif\0\0MM\0\x2a\0\0\0\x08\xff\xff" + bytes(20)  # a first IFD of 65535 entries, 20 bytes long
+    data = whole.read_bytes()
+    broken.write_bytes(data[:2] + b"\xff\xe1" + (len(exif) + 2).to_bytes(2, "big") + exif + data[2:])
+    assert quality.compare(whole, broken)["bit_identical"] is True
+
+
 def test_a_damaged_packet_is_refused_where_ffmpeg_conceals_it(pairs, tmp_path):
     """512 random bytes at 70% of the real clip's h264 re-encode: ffmpeg's decoder conceals the damage (it logs
     "cabac decode ... failed" and measures smeared blocks: a plausible PSNR); refused in one line instead. Two Y4M
