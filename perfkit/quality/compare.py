@@ -39,12 +39,13 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, NamedTuple
 
+import av
 import numpy as np
 
 from perfkit.errors import BadInput
-from perfkit.quality.media import (DEFAULT_CODEC, FFMPEG_RELEASE, LATENTS_FILE, UNINDEXED, Codec, Media, VideoFile,
-                                   load_array, main_output, open_media, output_files, outputs_folder, prefetch,
-                                   size_text, write_video)
+from perfkit.quality.media import (DEFAULT_CODEC, FFMPEG_RELEASE, LATENTS_FILE, UNINDEXED, YUV_FORMATS, Codec, Media,
+                                   VideoFile, load_array, main_output, open_media, output_files, outputs_folder,
+                                   prefetch, size_text, write_video)
 from perfkit.quality.planes import (CHANNELS, DATA_RANGE, YUV_PLANES, Decoded, Tally, first_video_streams, frame_sums,
                                     paired_by_index, psnr, trimmed, unrotated, yuv_sums)
 from perfkit.quality.ssim import SsimTally, channels
@@ -318,12 +319,9 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
         raise BadInput(f"asked for frames {frames}, both end after frame {frames.start + n - 1}", path=pair)
     out = {"kind": "frames", "inputs": [a.describe(), b.describe()], "range": str(frames), "ffmpeg": FFMPEG_RELEASE,
            "data_range": DATA_RANGE, **table.summary(), "sha256": list(table.sha256)}
-    own = a.decoded_format if a.decoded_format == b.decoded_format and a.pix_fmt is None else None
-    # said: ffmpeg's plain psnr would not; 8-bit gray is not (full range, RGB24 holds its plane three times over)
-    if own and own.startswith(("yuv", "gray")) and own != "gray" and "yuv" not in spaces:
-        out["space_note"] = (f"both decode to {own}, whose own planes perfkit does not measure (the 8-bit YUV formats "
-                             f"only): these figures are in RGB24; `ffmpeg -i A -i B -lavfi psnr` alone measures the "
-                             f"{own} planes and gives other figures")
+    note = None if "yuv" in spaces else _plain_psnr_differs(a, b)
+    if note:
+        out["space_note"] = note
     dropped = [f"{m.label} ({m.alpha})" for m in (a, b) if m.alpha]
     tagged = [m for m in (a, b) if m.alpha_tag]
     decoders = " and ".join(dict.fromkeys(m.decoder for m in tagged))
@@ -355,6 +353,33 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
     if per_frame:
         out["per_frame"] = table.rows()
     return out
+
+
+def _plain_psnr_differs(a: Media, b: Media) -> str | None:
+    """Where a pair perfkit measures in RGB24 is one that ffmpeg's plain psnr (``ffmpeg -i A -i B -lavfi psnr``)
+    measures otherwise, the sentence saying so: said, since that command is the figure people quote."""
+    fa, fb = a.decoded_format, b.decoded_format
+    if fa is None or fb is None or a.ffmpeg_unreadable() or b.ffmpeg_unreadable():  # no plain command
+        return None
+    plain = "`ffmpeg -i A -i B -lavfi psnr` alone"
+    if fa != fb:
+        # RGB formats of any depth or order: the filter measures them as RGB24 (checked: rgb24 against bgr0, rgba
+        # and rgb48be give these figures); a palette, gray or YUV one is converted to one format with the other
+        if av.VideoFormat(fa).is_rgb and av.VideoFormat(fb).is_rgb:
+            return None
+        return (f"A decodes to {fa}, B to {fb}: these figures are in RGB24; {plain} converts them to one format first "
+                "and gives other figures")
+    if a.pix_fmt and b.pix_fmt and a.full_range != b.full_range:
+        full, limited = ("A", "B") if a.full_range else ("B", "A")
+        return (f"{full} is full range, {limited} limited, both {fa}: these figures are in RGB24; {plain} measures "
+                "the planes as they are and gives other figures")
+    # 8-bit gray is not said: full range, RGB24 holds its plane three times over
+    if fa.startswith(("yuv", "gray")) and fa != "gray":
+        why = ("whose planes perfkit measures between two videos only" if fa in YUV_FORMATS else  # (JPEG frames)
+               "whose own planes perfkit does not measure (the 8-bit YUV formats only)")
+        return (f"both decode to {fa}, {why}: these figures are in RGB24; {plain} measures the {fa} planes and gives "
+                "other figures")
+    return None
 
 
 def _paired_by_time(a: Media, b: Media, first: int, n: int) -> str | None:

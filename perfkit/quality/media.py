@@ -73,7 +73,9 @@ class Media:
     # whether those planes are full range (0-255: yuvj formats, or a yuv one its stream tags so, as VP9, AV1 and
     # HEVC decoders give it), not the limited range (16-235) a yuv format's planes otherwise hold
     full_range: bool = False
-    decoded_format: str | None = None  # a video's decoded pixel format, whichever it is (yuv420p10le, gbrp, ...)
+    # a video's or an image folder's decoded pixel format, whichever it is (yuv420p10le, gbrp, pal8, ...): a folder's
+    # first frame's
+    decoded_format: str | None = None
     # the pixel format of its decoded frames where they hold an alpha plane (an RGBA PNG, a GIF's bgra), which
     # RGB24 drops, as the commands' format=rgb24 does: known once its frames are read (an image folder's any frame)
     alpha: str | None = None
@@ -118,7 +120,7 @@ class VideoFile(Media):
             self.frame_shape = (stream.height, stream.width, 3)
             fmt = stream.format.name if stream.format else None
             self.pix_fmt, self.decoded_format = (fmt if fmt in YUV_FORMATS else None), fmt
-            self.alpha = fmt if stream.format and _has_alpha(stream.format) else None
+            self.alpha = _alpha(stream.format)
             self.decoder = stream.codec_context.codec.name  # the one ffmpeg -i picks, as PyAV does (vp9, libdav1d)
             tags = [f"{key}={value}" for key, value in stream.metadata.items()
                     if key.lower() == "alpha_mode" and value != "0"]  # the key's case varies by writer
@@ -354,7 +356,8 @@ class ImageFolder(Media):
         self._numbered = self._numbered_names()
         self.count = len(files)
         self._rgb24 = _RGB24()
-        first, self.alpha = _read_image(files[0], self._rgb24)
+        first, fmt = _read_image(files[0], self._rgb24)
+        self.decoded_format, self.alpha = fmt.name, _alpha(fmt)  # (the first frame's)
         self.frame_shape = first.shape
         self.detail = f"{len(files)} image file(s) of {size_text(self.frame_shape)}"
 
@@ -403,8 +406,8 @@ class ImageFolder(Media):
 
     def frames(self, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
         for path in self.files[start:stop]:
-            image, alpha = _read_image(path, self._rgb24)
-            self.alpha = self.alpha or alpha
+            image, fmt = _read_image(path, self._rgb24)
+            self.alpha = self.alpha or _alpha(fmt)
             if image.shape != self.frame_shape:
                 raise BadInput(f"frame size {size_text(image.shape)} differs from the first frame's "
                                f"{size_text(self.frame_shape)}",
@@ -426,17 +429,18 @@ def _animated_png(path: Path) -> bool:
     return False
 
 
-def _has_alpha(fmt: av.VideoFormat) -> bool:
-    return any(component.is_alpha for component in fmt.components)
+def _alpha(fmt: av.VideoFormat | None) -> str | None:
+    """A pixel format's name where it holds an alpha plane, else None."""
+    return fmt.name if fmt and any(component.is_alpha for component in fmt.components) else None
 
 
-def _read_image(path: Path, rgb24: "_RGB24") -> tuple[np.ndarray, str | None]:
+def _read_image(path: Path, rgb24: "_RGB24") -> tuple[np.ndarray, av.VideoFormat]:
     """An image's frame (H, W, C) uint8 as ffmpeg's image sequence reader decodes it (the decoder its suffix
     names: a JPEG's bytes in a .png file are refused, as ffmpeg refuses them) and ``format=rgb24`` converts it (a
     16-bit or palette PNG, a JPEG's 4:2:0 chroma, which scikit-image's libjpeg upsamples otherwise: up to 0.7 dB
     apart on real frames); a gray one too, whose three channels are then equal, as ffmpeg's psnr and ssim measure
-    it after format=rgb24 (r g b). With it, the decoded pixel format where it holds an alpha plane (which the frame
-    has dropped), else None. A PNG its decoder logs an error for is refused: ffmpeg's PNG decoder gives a frame
+    it after format=rgb24 (r g b). With it, the decoded pixel format (whose alpha plane, where it holds one, the
+    frame has dropped). A PNG its decoder logs an error for is refused: ffmpeg's PNG decoder gives a frame
     for a PNG whose rows end early ('IEND without all image', the rest black) or whose IEND is cut off, and reads
     past a chunk's bad CRC unless asked to check it."""
     def said() -> str:
@@ -457,8 +461,7 @@ def _read_image(path: Path, rgb24: "_RGB24") -> tuple[np.ndarray, str | None]:
     # gives the whole picture)
     if any(name == "png" for _, name, _ in logged):
         raise BadInput(f"truncated or damaged: {said()} (and gives a frame, which perfkit does not measure)", path=path)
-    alpha = frame.format.name if _has_alpha(frame.format) else None
-    return rgb24(frame), alpha
+    return rgb24(frame), frame.format
 
 
 class NpyFile(NamedTuple):

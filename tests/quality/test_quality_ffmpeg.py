@@ -740,5 +740,8 @@ def test_a_full_range_and_a_limited_range_video_of_one_format_are_compared_in_rg
     r = quality.compare(a, b, per_frame=True, rgb=False)
     assert r["space"] == "rgb" and "yuv" not in r
     assert r["inputs"][1].endswith("yuv420p, full range, 6 frames of 720x480)")
+    assert r["space_note"] == ("B is full range, A limited, both yuv420p: these figures are in RGB24; "
+                               "`ffmpeg -i A -i B -lavfi psnr` alone measures the planes as they are and gives other "
+                               "figures")
     assert_agrees(r, r["per_frame"], lavfi_psnr(a, b, rgb=True), "rgb")
     assert r["psnr_pooled_db"] > 30  # (in the planes: 27.26, Y 25.51)

