@@ -443,8 +443,8 @@ def _read_image(path: Path, rgb24: "_RGB24") -> tuple[np.ndarray, av.VideoFormat
     frame has dropped). A PNG its decoder logs an error for is refused: ffmpeg's PNG decoder gives a frame
     for a PNG whose rows end early ('IEND without all image', the rest black) or whose IEND is cut off, and reads
     past a chunk's bad CRC unless asked to check it."""
-    def said() -> str:
-        return f"ffmpeg's {logged[0][1]} decoder says {logged[0][2].strip()!r}"
+    def said(entry: tuple[int, str, str]) -> str:
+        return f"ffmpeg's {entry[1]} decoder says {entry[2].strip()!r}"
 
     try:
         with _LIBAV_ERRORS.logged() as logged, av.open(str(path), format="image2") as container:
@@ -453,14 +453,16 @@ def _read_image(path: Path, rgb24: "_RGB24") -> tuple[np.ndarray, av.VideoFormat
             stream.codec_context.options = {"err_detect": "crccheck+explode"}
             frame = next(container.decode(stream))
     except av.error.FFmpegError as exc:
-        raise BadInput(f"not a readable image ({exc.strerror}{'; ' + said() if logged else ''})", path=path) from None
+        raise BadInput(f"not a readable image ({exc.strerror}{'; ' + said(logged[0]) if logged else ''})", path=path) from None
     except StopIteration:
         raise BadInput(f"not a readable image (ffmpeg's {path.suffix.lstrip('.').upper()} decoder gives no frame)",
                        path=path) from None
     # (the PNG decoder's alone: the mjpeg decoder logs errors for metadata it cannot parse, a broken EXIF block, and
     # gives the whole picture)
-    if any(name == "png" for _, name, _ in logged):
-        raise BadInput(f"truncated or damaged: {said()} (and gives a frame, which perfkit does not measure)", path=path)
+    png = [entry for entry in logged if entry[1] == "png"]
+    if png:
+        raise BadInput(f"truncated or damaged: {said(png[0])} (and gives a frame, which perfkit does not measure)",
+                       path=path)
     return rgb24(frame), frame.format
 
 
