@@ -3,7 +3,7 @@
 Written for the dumps XLA writes on CPU, GPU and TPU: operands printed with or without their shapes and
 ``%`` sigils, tuple shapes, tiled layouts with memory spaces (``{1,0:T(8,128)(2,1)S(1)}``), async
 ``*-start`` / ``*-done`` pairs, ``backend_config`` JSON (bare or quoted), ``control-predecessors``,
-``replica_groups`` (list or iota form), ``source_target_pairs`` and computations called by fusions,
+``replica_groups`` (list, iota or mesh-axes form), ``source_target_pairs`` and computations called by fusions,
 while, conditional and async ops. ``metadata={...}`` and the FileNames / FunctionNames / FileLocations /
 StackFrames sections are dropped: they hold source paths and line numbers, not the program.
 
@@ -170,7 +170,10 @@ def _attributes(text: str) -> tuple[tuple[str, str], ...]:
     out = []
     for part in parts:
         key, eq, value = part.strip().partition("=")
-        if key:
+        if key == "device_ids" and out and out[-1][0] == "replica_groups" and out[-1][1].startswith("mesh["):
+            # a mesh's device order inside mesh-axes replica groups (``mesh[a=2,b=2], device_ids=(..) {b}``)
+            out[-1] = ("replica_groups", f"{out[-1][1]}, {part.strip()}")
+        elif key:
             out.append((_intern(key), value) if eq else ("", key))
     return tuple(out)
 

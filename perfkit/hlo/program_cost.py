@@ -118,6 +118,11 @@ _LAYOUT = re.compile(r"\{[^{}]*\}")
 _MINOR_TO_MAJOR = re.compile(r"\[[^\]]*\]\{([\d,]*)")  # an array's layout: its dimensions, minor to major
 _ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
 _IOTA_GROUPS = re.compile(r"\[([\d,]+)\]<=\[")
+# XLA's mesh-axes form, ``mesh['dp'=2,'sp'=4][, device_ids=(...)] {'sp'}`` (names quoted or not): the groups are
+# the listed axes, whole or a sub-axis ``name:(pre)size``
+_MESH_GROUPS = re.compile(r"mesh\[([^\]]*)\].*\{([^{}]*)\}$")
+_MESH_AXIS = re.compile(r"'?([^'=,]+)'?=(\d+)")
+_GROUP_AXIS = re.compile(r"'?([^',:]+)'?(?::\(\d+\)(\d+))?")
 _TRIP_COUNT = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
 _WINDOW_FIELD = re.compile(r"(\w+)=([\w.\-]+)")
 
@@ -255,12 +260,18 @@ _GLOBAL_ID_KINDS = ("all-gather", "all-reduce", "reduce-scatter")
 
 
 def _listed_groups(groups: str) -> tuple[int, int] | None:
-    """(devices in the first group, ids named in all groups) of ``{{0,1},{2,3}}`` or the iota form ``[G,S]<=[N]``;
-    None when the groups are empty."""
+    """(devices in the first group, ids named in all groups) of ``{{0,1},{2,3}}``, the iota form ``[G,S]<=[N]`` or
+    the mesh-axes form ``mesh['dp'=2,'sp'=4] {'sp'}``; None when the groups are empty."""
     iota = _IOTA_GROUPS.match(groups)
     if iota:
         dims = [int(d) for d in iota.group(1).split(",")]
         return dims[-1], math.prod(dims)
+    mesh = _MESH_GROUPS.match(groups)
+    if mesh:
+        sizes = {name: int(size) for name, size in _MESH_AXIS.findall(mesh.group(1))}
+        grouped = [_GROUP_AXIS.fullmatch(axis.strip()) for axis in mesh.group(2).split(",")]
+        if sizes and all(a and a.group(1) in sizes for a in grouped):
+            return math.prod(int(a.group(2) or sizes[a.group(1)]) for a in grouped), math.prod(sizes.values())
     first = re.search(r"\{([\d,\s]+)\}", groups)
     if first is None:
         return None

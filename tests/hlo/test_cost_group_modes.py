@@ -88,3 +88,25 @@ def test_groups_xla_refuses_are_refused(tmp_path, op, why):
         _cost(tmp_path, _module(MESH, op))
     assert refused.value.path == str(tmp_path / "module.txt")
     assert refused.value.reason == f"line 11: {why}"
+
+
+# XLA's mesh-axes form of replica groups, as jax 0.10.2 prints a jit's all-gather out of a 4-way sharding:
+# the group is the listed axes of the mesh, so its size is the product of their sizes (a sub-axis ``name:(pre)size``
+# counts its own size), by hand below.
+MESH_AXES = {
+    "replica_groups=mesh['axis_0'=4,'axis_1'=1] {'axis_0'}": 4,
+    "replica_groups=mesh['dp'=2,'sp'=4] {'sp'}": 4,
+    "replica_groups=mesh['dp'=2,'sp'=4] {'dp','sp'}": 8,
+    "replica_groups=mesh['dp'=2,'sp'=4] {'sp':(1)2}": 2,
+    "replica_groups=mesh[dp=2,sp=4] {dp}": 2,
+    "replica_groups=mesh['a'=2,'b'=2], device_ids=([[0,2],[1,3]]) {'b'}": 2,
+}
+
+
+@pytest.mark.parametrize("groups", sorted(MESH_AXES))
+def test_mesh_axes_groups_are_sized_by_their_axes(tmp_path, groups):
+    n = MESH_AXES[groups]
+    op = f"f32[1024]{{0}} all-gather(f32[{1024 // n}]{{0}} p), channel_id=1, {groups}, dimensions={{0}}, " \
+         "use_global_device_ids=true"
+    (collective,) = _cost(tmp_path, _module("num_partitions=8", op)).collectives
+    assert (collective.group, collective.sent_bytes) == (n, 4096 * (n - 1) / n)
