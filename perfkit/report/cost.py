@@ -25,8 +25,10 @@ def _dividing(steps: list[dict], base: int, key: str, unit: int = 1) -> int:
 def section(summary: dict) -> list[str]:
     """A table of each variant's step cost, its roofline where the chip is known, and B's change in words."""
     cost = {v: c for v, c in (summary.get("cost") or {}).items() if "step" in c}
+    unread = [f"- {v}: its XLA dumps could not be read: {c['error'].splitlines()[0]}"
+              for v, c in (summary.get("cost") or {}).items() if "step" not in c and c.get("error")]
     if not cost:
-        return []
+        return ["## Cost", "", *unread, ""] if unread else []
     names = list(cost)
     steps = [cost[v]["step"] for v in names]
     a = summary.get("baseline", names[0])
@@ -74,4 +76,4 @@ def section(summary: dict) -> list[str]:
     for v, ranks in apart:  # (the step costed is the first rank's: another rank's program is not)
         rows += ["", f"{v}'s ranks compiled different programs (Rank consistency): its cost is its first rank's "
                  f"program's; rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))} compiled another."]
-    return rows + [""]
+    return rows + (["", *unread] if unread else []) + [""]

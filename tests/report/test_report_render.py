@@ -1139,3 +1139,17 @@ def test_a_multi_file_quality_table_s_oracle_rows_name_the_file_they_compare():
                                                                "quality": quality}) if line.startswith("| ")][2:]
     assert rows == ["| `clip.mkv`: b vs a", "| `frames.npy`: b vs a", "| `clip.mkv`: a vs oracle",
                     "| `clip.mkv`: b vs oracle"]
+
+
+def test_the_cost_section_names_dumps_it_could_not_read():
+    """A newcomer's command case whose dumps perfkit refused: summary.json held each variant's error, and report.md
+    had no Cost section and no word of why."""
+    from perfkit.report.cost import section
+
+    error = "d/module_0002.txt: line 5: all-gather has use_global_device_ids but no replica groups, which XLA refuses"
+    lines = section({"baseline": "f32", "cost": {"f32": {"dumps": "d", "error": error},
+                                                 "bf16": {"dumps": "e", "error": error}}})
+    assert lines[0] == "## Cost"
+    assert f"- f32: its XLA dumps could not be read: {error}" in lines
+    assert f"- bf16: its XLA dumps could not be read: {error}" in lines
+
