@@ -72,10 +72,13 @@ def parted(parting: dict) -> str:
         if index is not None and index <= parting["index"]:
             lacked = next((c["op"] for c in lacks if c["index"] == index), None)
             added = next((c["op"] for c in adds if c["index"] == index), None)
+            n = change["majority_count"]
+            # an added collective's index is in its own rank's program: placed against the others' collectives
+            where = (f"collective {index + 1} of {n}" if lacked else f"before the others' collective {index + 1} of {n}"
+                     if index < n else f"after the others' {n} collectives")
             how = (f"runs {added} where the others' run {lacked}" if lacked and added
                    else f"lacks {lacked}" if lacked else f"adds {added}")
-            by_program.append(f"rank {p['rank']}'s program {how} (collective {index + 1} of "
-                              f"{change['majority_count']}{step})")
+            by_program.append(f"rank {p['rank']}'s program {how} ({where}{step})")
             continue
         # the collective named is the majority's there, or where the majority ran none, the first extra one (of
         # no count of the majority's); a step the majority's program counts, else as far as its trace went

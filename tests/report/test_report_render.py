@@ -1153,3 +1153,21 @@ def test_the_cost_section_names_dumps_it_could_not_read():
     assert f"- f32: its XLA dumps could not be read: {error}" in lines
     assert f"- bf16: its XLA dumps could not be read: {error}" in lines
 
+
+def test_the_one_line_places_an_added_collective_before_the_others_one():
+    """A newcomer's hang: rank 3's program adds an all-reduce before the second of the others' three hops. The line
+    read 'rank 3's program adds psum_invariant.7 (collective 2 of 3 in step 0)', an index into rank 3's four
+    collectives given as one of the others' three; the added one comes before the others' second, which the line
+    says now, and one added after all of theirs comes after them."""
+    from perfkit.report.line import parted
+
+    never = [{"rank": r, "device": 2048 * r, "how": "not completed", "op": None, "in_step": 1} for r in (0, 2, 3)]
+    added = {"op": "psum_invariant.7", "opcode": "all-reduce", "index": 1}
+    parting = {"step": 0, "index": 1, "op": "ppermute.10", "kind": "collective-permute", "in_step": 2,
+               "extra": False, "majority": [{"rank": 1, "device": 2048}], "parted": never, "majority_program": [0, 2],
+               "programs": {"3": {"lacks": [], "adds": [added], "majority_count": 3, "count": 4}}}
+    assert parted(parting) == ("rank 3's program adds psum_invariant.7 (before the others' collective 2 of 3 in "
+                               "step 0)")
+    parting["programs"]["3"]["adds"][0]["index"] = 3
+    parting["index"] = 3
+    assert parted(parting) == "rank 3's program adds psum_invariant.7 (after the others' 3 collectives in step 0)"
