@@ -116,5 +116,11 @@ def ab_cost(a_folder: Path, b_folder: Path, chip: Chip | None = None, step_modul
     lines = [said["sentence"], *(f"{side} roofline {describe(r)}" for side, r in rooflines.items() if r is not None)]
     lines += [f"{side}'s FLOPs and bytes sent leave out {calls}: their work, and whatever they send" for side, calls
               in (("A", ProgramCost.uncosted_calls(a["step"])), ("B", ProgramCost.uncosted_calls(b["step"]))) if calls]
+    guessed = [f"{side}'s" for side, block in (("A", a), ("B", b)) if block["step_from"] == "most_flops"]
+    if guessed:  # (no bundled step program there: an init or tapping program may cost the most)
+        which = ("A's and B's step programs are guesses, the program with the most FLOPs of each dump"
+                 if len(guessed) == 2 else f"{guessed[0]} step program is a guess, the program with the most FLOPs of "
+                 "its dump")
+        lines += [f"{which}: `perfkit cost PATH --step-module NAME` costs the one your steps run"]
     return {"a": a["step"], "b": b["step"], "roofline": {"a": a["roofline"], "b": b["roofline"]}, "change": said,
             "lines": lines}

@@ -228,3 +228,15 @@ def test_programs_of_no_module_in_common_name_the_step_programs_costed(fixtures_
     out = json.loads(subprocess.run([sys.executable, "-m", "perfkit.cli", "hlo-diff", "--ab", "--json", str(a), str(b)],
                                     capture_output=True, text=True, cwd=REPO, timeout=60).stdout)
     assert out["cost"]["a"]["flops"] == 2 * 8192 * 8192 * 4096
+
+
+def test_a_step_program_picked_by_its_flops_is_said_to_be_a_guess(fixtures_dir):
+    """A newcomer's command case: `perfkit cost` said its step program was a guess (the one with the most FLOPs, a
+    tapping program here, where the steps ran another) and named --step-module; `hlo-diff --ab` costed the same
+    guess and said nothing of it. Neither real dump holds a bundled step program, so both are guesses."""
+    a, b = fixtures_dir / "hlo" / "mi300_jax08_gemm", fixtures_dir / "hlo" / "amd_te_fused_attn"
+    res = subprocess.run([sys.executable, "-m", "perfkit.cli", "hlo-diff", "--ab", str(a), str(b)],
+                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert ("    A's and B's step programs are guesses, the program with the most FLOPs of each dump: `perfkit cost "
+            "PATH --step-module NAME` costs the one your steps run") in res.stdout.splitlines()
