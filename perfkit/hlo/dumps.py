@@ -115,8 +115,8 @@ def resolve(paths: list[str | Path]) -> list[RankDumps]:
         if (folder / "trials").is_dir():
             sets = run_trials(folder)
             if not sets:
-                raise BadInput("no multi-rank trial with HLO dumps (capture.xla_dump: none, or processes: 1?)",
-                               path=str(folder))
+                raise run_no_dumps(folder, "no multi-rank trial with HLO dumps (capture.xla_dump: none, or "
+                                   "processes: 1?)")
             return sets
         ranks = rank_folders(folder)
         if not ranks and find_dumps(folder) is None:
@@ -174,12 +174,31 @@ def _no_dumps(folder: Path, give: str) -> BadInput:
 
 
 def no_dumps_reason(folder: Path) -> str:
-    """Why a dump folder holds no module perfkit reads: how to make dumps, or, where it holds modules as dumped
-    before optimizations (so it was dumped as text), why the text after optimizations is missing."""
-    before = len(list(folder.glob("*" + BEFORE_OPTIMIZATIONS))) if folder.is_dir() else 0
-    if not before:
-        return f"no *{AFTER_OPTIMIZATIONS} here (dumps need --xla_dump_to=DIR --xla_dump_hlo_as_text)"
-    # XLA dumps a module's text as its compile starts and again once its optimization passes have run
-    return (f"no *{AFTER_OPTIMIZATIONS} here, only {before} *{BEFORE_OPTIMIZATIONS}: XLA writes a module's text "
-            "after optimizations once its optimization passes finish (the compile was stopped, failed or is still "
-            "running, or those files were not kept)")
+    """Why a dump folder holds no module perfkit reads: what XLA did dump there (``_what_was_dumped``), else how to
+    make dumps."""
+    return (_what_was_dumped(folder) if folder.is_dir() else None) or (
+        f"no *{AFTER_OPTIMIZATIONS} here (dumps need --xla_dump_to=DIR --xla_dump_hlo_as_text)")
+
+
+def _what_was_dumped(folder: Path) -> str | None:
+    """Why a folder XLA dumped into, as text, holds no module's text after optimizations; None where nothing says
+    XLA dumped there without it (an empty folder, another format: the text flag is then what is missing)."""
+    before = len(list(folder.glob("*" + BEFORE_OPTIMIZATIONS)))
+    if before:
+        # XLA dumps a module's text as its compile starts and again once its optimization passes have run
+        return (f"no *{AFTER_OPTIMIZATIONS} here, only {before} *{BEFORE_OPTIMIZATIONS}: XLA writes a module's text "
+                "after optimizations once its optimization passes finish (the compile was stopped, failed or is "
+                "still running, or those files were not kept)")
+    return None
+
+
+def run_no_dumps(run_dir: Path, reason: str) -> BadInput:
+    """A run directory without dumps, refused: where a trial's rank folder holds what XLA dumped without a module's
+    text after optimizations, the first such in trial order says why (``no_dumps_reason``), else ``reason``."""
+    trials = run_dir / "trials"
+    for trial in sorted(trials.iterdir() if trials.is_dir() else [], key=trial_order):
+        for folder in rank_folders(trial).values() if trial.is_dir() else []:
+            said = _what_was_dumped(folder) if folder.is_dir() else None
+            if said:
+                return BadInput(said, path=str(folder))
+    return BadInput(reason, path=str(run_dir))

@@ -35,3 +35,21 @@ def test_a_folder_dumped_only_before_optimizations_says_what_is_missing(tmp_path
                          (["hlo-diff", tmp_path], dump0)]:
         res = perfkit(*args)
         assert (res.returncode, res.stderr) == (2, refusal(folder)), args
+
+
+def test_a_run_whose_ranks_dumped_only_before_optimizations_says_what_is_missing(tmp_path):
+    """A run directory's trials are read for dumps rank by rank: where none holds a module after optimizations, the
+    first rank folder that holds one before them is named, not 'no trial wrote XLA dumps'."""
+    (tmp_path / "trials" / "00-a" / "rank0").mkdir(parents=True)  # a rank that wrote no dumps at all comes first
+    for trial, rank in (("01-b", 0), ("01-b", 1)):
+        folder = tmp_path / "trials" / trial / f"rank{rank}" / "xla_dump"
+        folder.mkdir(parents=True)
+        shutil.copy(BEFORE, folder / BEFORE.name)
+    dump = tmp_path / "trials" / "01-b" / "rank0" / "xla_dump"
+    for command in ("cost", "hlo-diff"):
+        res = perfkit(command, tmp_path)
+        assert (res.returncode, res.stderr) == (2, f"perfkit: {dump}: no *after_optimizations.txt here, only 1 "
+                                                   "*.before_optimizations.txt: XLA writes a module's text after "
+                                                   "optimizations once its optimization passes finish (the compile "
+                                                   "was stopped, failed or is still running, or those files were not "
+                                                   "kept)\n"), command
