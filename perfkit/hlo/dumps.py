@@ -18,6 +18,7 @@ from perfkit.rundata.rundir import rank_dirs
 
 AFTER_OPTIMIZATIONS = "after_optimizations.txt"
 BEFORE_OPTIMIZATIONS = ".before_optimizations.txt"
+DEBUG_OPTIONS = ".debug_options"
 _COUNTER = re.compile(r"module_(\d+)\.")
 _RANK_DIR = re.compile(r"rank(\d+)$")
 
@@ -189,7 +190,18 @@ def _what_was_dumped(folder: Path) -> str | None:
         return (f"no *{AFTER_OPTIMIZATIONS} here, only {before} *{BEFORE_OPTIMIZATIONS}: XLA writes a module's text "
                 "after optimizations once its optimization passes finish (the compile was stopped, failed or is "
                 "still running, or those files were not kept)")
-    return None
+    entries = list(folder.iterdir())
+    inputs = sum(p.is_dir() and _COUNTER.match(p.name) is not None for p in entries)
+    options = sum(p.is_file() and p.name.endswith(DEBUG_OPTIONS) for p in entries)
+    if not entries or inputs + options < len(entries):
+        return None
+    # A compile's inputs (module.mlir, its options) land in module_NNNN.<name>/ whatever --xla_dump_hlo_module_re
+    # says (seen on jax 0.10.2); a module's HLO files, in every format, only where the pattern matches its name.
+    # XLA writes a module's *.debug_options after its HLO: with those, the pattern matched.
+    held = " and ".join(f"{n} {what}" for n, what in ((inputs, "module_NNNN.<name>/ folders"),
+                                                       (options, f"*{DEBUG_OPTIONS}")) if n)
+    return (f"no *{AFTER_OPTIMIZATIONS} here, nor any module's HLO: only {held}" +
+            ("" if options else " (--xla_dump_hlo_module_re may match none of the modules)"))
 
 
 def run_no_dumps(run_dir: Path, reason: str) -> BadInput:
