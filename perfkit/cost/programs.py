@@ -18,7 +18,7 @@ from perfkit.cost.chips import Chip
 from perfkit.cost.roofline import describe, roofline
 from perfkit.errors import BadInput
 from perfkit.hlo.program_cost import ProgramCost, dump_cost
-from perfkit.hlo.dumps import dump_files, find_dumps, trial_order
+from perfkit.hlo.dumps import dump_files, find_dumps, note_unfinished, trial_order
 from perfkit.rundata.rundir import rank_dirs
 
 # the bundled worker's step (perfkit.models.pipeline._euler_step), the kernel bench's op (perfkit.kernels.bench)
@@ -26,7 +26,8 @@ STEP_MODULES = ("jit__euler_step", "jit_kernel_step")
 
 
 def folder_costs(folder: Path) -> list[ProgramCost]:
-    """Every program of one dump folder, in compile order."""
+    """Every program of one dump folder, in compile order (one dumped only before optimizations noted, not costed)."""
+    note_unfinished(folder)
     return [dump_cost(f) for f in dump_files(folder)]
 
 

@@ -21,7 +21,7 @@ from typing import Callable, TypeVar
 
 from perfkit.errors import BadInput
 from perfkit.hlo.buffers import collectives
-from perfkit.hlo.dumps import DumpFiles, RankDumps, dump_files, no_dumps_reason
+from perfkit.hlo.dumps import DumpFiles, RankDumps, dump_files, no_dumps_reason, note_unfinished
 from perfkit.hlo.fingerprint import Call, FlatInstruction, Signer, first_calls
 from perfkit.hlo.load import RankModule, RankModules, Summary, no_cyclic_gc
 from perfkit.hlo.parse import CALLED_COMPUTATION_KEYS
@@ -35,10 +35,12 @@ M = TypeVar("M", RankModule, Summary)  # what modules are matched as: a summary,
 
 
 def rank_files(folder: Path) -> list[DumpFiles]:
-    """The modules a rank dumped; a rank without any is ``BadInput``."""
+    """The modules a rank dumped; a rank without any is ``BadInput``, one with modules it dumped only before
+    optimizations is noted (they read as not compiled on that rank)."""
     files = dump_files(folder) if folder.is_dir() else []
     if not files:
         raise BadInput(no_dumps_reason(folder), path=str(folder))
+    note_unfinished(folder)
     return files
 
 

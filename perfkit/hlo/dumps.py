@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import hashlib
 import re
+import warnings
 from pathlib import Path
 from typing import NamedTuple
 
-from perfkit.errors import BadInput
+from perfkit.errors import BadInput, DefinitionNote
 from perfkit.rundata.rundir import rank_dirs
 
 AFTER_OPTIMIZATIONS = "after_optimizations.txt"
 BEFORE_OPTIMIZATIONS = ".before_optimizations.txt"
 DEBUG_OPTIONS = ".debug_options"
+# XLA dumps a module's text as its compile starts and again once its optimization passes have run
+_AFTER_PASSES = ("XLA writes a module's text after optimizations once its optimization passes finish (the compile was "
+                 "stopped, failed or is still running, or those files were not kept)")
 _COUNTER = re.compile(r"module_(\d+)\.")
 _RANK_DIR = re.compile(r"rank(\d+)$")
 
@@ -50,6 +54,23 @@ def dump_files(folder: Path) -> list[DumpFiles]:
         out.append(DumpFiles(int(counter.group(1)) if counter else k, hlo,
                              ba if ba.is_file() else None, mem if mem.is_file() else None))
     return sorted(out, key=lambda d: (d.order, d.hlo.name))
+
+
+def unfinished(folder: Path) -> list[str]:
+    """The modules of a dump folder XLA dumped before optimizations and not after (``module_NNNN.<name>``, sorted):
+    their compiles did not finish their optimization passes, or those files were not kept."""
+    after = [p.name for p in folder.glob("*" + AFTER_OPTIMIZATIONS)]
+    started = (p.name.removesuffix(BEFORE_OPTIMIZATIONS) for p in folder.glob("*" + BEFORE_OPTIMIZATIONS))
+    return sorted(m for m in started if not any(name.startswith(m + ".") for name in after))
+
+
+def note_unfinished(folder: Path) -> None:
+    """A note naming the modules of ``folder`` that are read as not compiled (``unfinished``), where there are."""
+    left = unfinished(folder)
+    if left:
+        named = ", ".join(left[:4]) + (", ..." if len(left) > 4 else "")
+        warnings.warn(f"{folder}: {len(left)} module{'s' * (len(left) != 1)} with no *{AFTER_OPTIMIZATIONS}, only "
+                      f"*{BEFORE_OPTIMIZATIONS} ({named}), left out: {_AFTER_PASSES}", DefinitionNote, stacklevel=2)
 
 
 def content_key(files: DumpFiles) -> tuple[str | None, ...]:
@@ -186,10 +207,7 @@ def _what_was_dumped(folder: Path) -> str | None:
     XLA dumped there without it (an empty folder, another format: the text flag is then what is missing)."""
     before = len(list(folder.glob("*" + BEFORE_OPTIMIZATIONS)))
     if before:
-        # XLA dumps a module's text as its compile starts and again once its optimization passes have run
-        return (f"no *{AFTER_OPTIMIZATIONS} here, only {before} *{BEFORE_OPTIMIZATIONS}: XLA writes a module's text "
-                "after optimizations once its optimization passes finish (the compile was stopped, failed or is "
-                "still running, or those files were not kept)")
+        return f"no *{AFTER_OPTIMIZATIONS} here, only {before} *{BEFORE_OPTIMIZATIONS}: {_AFTER_PASSES}"
     entries = list(folder.iterdir())
     inputs = sum(p.is_dir() and _COUNTER.match(p.name) is not None for p in entries)
     options = sum(p.is_file() and p.name.endswith(DEBUG_OPTIONS) for p in entries)

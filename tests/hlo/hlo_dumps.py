@@ -93,3 +93,11 @@ def rename_module(folder: Path, rank: int, name: str) -> None:
         text = path.read_text().replace("HloModule jit_step", f"HloModule {name}", 1)
         path.with_name(path.name.replace("jit_step", name)).write_text(text)
         path.unlink()
+
+
+def one_process_dump(folder: Path, flags: str = "") -> None:
+    """XLA's text dump of a one-process jax program on CPU (``jax.jit(lambda x: x + 1)(jnp.ones(3))``: a few small
+    modules) in ``folder``, with ``flags`` added to XLA_FLAGS."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": f"--xla_dump_to={folder} --xla_dump_hlo_as_text {flags}"}
+    program = "import jax, jax.numpy as jnp; jax.jit(lambda x: x + 1)(jnp.ones(3))"
+    subprocess.run([sys.executable, "-c", program], env=env, check=True, capture_output=True, timeout=120)

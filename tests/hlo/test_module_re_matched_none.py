@@ -3,13 +3,13 @@ still writes each compile's inputs to ``module_NNNN.<name>/`` (module.mlir, comp
 topology.textproto) but no module's HLO, in any format. ``perfkit cost`` and ``hlo-diff`` told the user to add
 ``--xla_dump_hlo_as_text``, which the process had. The folder is XLA's own, written by a jax program here."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+from hlo_dumps import one_process_dump
+
 REPO = Path(__file__).resolve().parents[2]
-PROGRAM = "import jax, jax.numpy as jnp; jax.jit(lambda x: x + 1)(jnp.ones(3))"
 
 
 def perfkit(*args) -> subprocess.CompletedProcess:
@@ -17,15 +17,9 @@ def perfkit(*args) -> subprocess.CompletedProcess:
                           cwd=REPO, timeout=120)
 
 
-def dump(folder: Path, module_re: str) -> None:
-    env = {**os.environ, "JAX_PLATFORMS": "cpu",
-           "XLA_FLAGS": f"--xla_dump_to={folder} --xla_dump_hlo_as_text --xla_dump_hlo_module_re={module_re}"}
-    subprocess.run([sys.executable, "-c", PROGRAM], env=env, check=True, capture_output=True, timeout=120)
-
-
 def test_a_folder_no_module_was_dumped_in_says_so_not_to_dump_as_text(tmp_path):
     folder = tmp_path / "dump"
-    dump(folder, "nomatch")
+    one_process_dump(folder, "--xla_dump_hlo_module_re=nomatch")
     inputs = sorted(p.name for p in folder.iterdir())
     # what XLA wrote, by eye: one folder per compile, no file beside them
     assert inputs and all(p.startswith("module_") and (folder / p).is_dir() for p in inputs), inputs
@@ -40,7 +34,7 @@ def test_debug_options_without_hlo_do_not_blame_the_module_pattern(tmp_path):
     """XLA writes a module's *.debug_options after its HLO (only where the pattern matched it): a folder holding
     them without the HLO says what it holds, and neither flag."""
     folder = tmp_path / "dump"
-    dump(folder, "jit__lambda")
+    one_process_dump(folder, "--xla_dump_hlo_module_re=jit__lambda")
     for p in folder.iterdir():
         if p.is_file() and not p.name.endswith(".debug_options"):
             p.unlink()
