@@ -59,9 +59,10 @@ def dump_files(folder: Path) -> list[DumpFiles]:
 def unfinished(folder: Path) -> list[str]:
     """The modules of a dump folder XLA dumped before optimizations and not after (``module_NNNN.<name>``, sorted):
     their compiles did not finish their optimization passes, or those files were not kept."""
-    after = [p.name for p in folder.glob("*" + AFTER_OPTIMIZATIONS)]
+    parts = (p.name.split(".") for p in folder.glob("*" + AFTER_OPTIMIZATIONS))
+    done = {".".join(name[:k]) for name in parts for k in range(1, len(name))}  # each name's heads up to a dot
     started = (p.name.removesuffix(BEFORE_OPTIMIZATIONS) for p in folder.glob("*" + BEFORE_OPTIMIZATIONS))
-    return sorted(m for m in started if not any(name.startswith(m + ".") for name in after))
+    return sorted(m for m in started if m not in done)
 
 
 def note_unfinished(folder: Path) -> None:
