@@ -248,6 +248,9 @@ def _run_or_resume(case_file, overrides, only, out_dir, aa, salt, resume_dir, ho
         raise BadInput(f"no such case file or bundled case{_nearest_case(case_file)}; `perfkit cases` lists the "
                        "bundled ones", path=str(path))
     case = case_mod.load(path, list(overrides) + (["aa=true"] if aa else []))
+    if case_mod.empty_matrix(case):
+        click.echo(f"perfkit: note: {path}: matrix: empty: the case runs once, as a case without a matrix (a matrix "
+                   "maps dotted fields to lists of values, one run per combination: matrix: {seed: [0, 1]})", err=True)
     # the runner's stack (statistics, pandas): only once the case is good
     from perfkit.run.runner import run_case
     from perfkit.run.trial import RunOptions

@@ -62,8 +62,9 @@ def _summaries(run_dir: Path) -> list[tuple[Path, dict]]:
 
 
 def _fields(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """A case's fields as dotted names (``variants.b.env.IMPL``) and values; a list is one value."""
-    if isinstance(node, dict) and node:
+    """A case's fields as dotted names (``variants.b.env.IMPL``) and values; a list is one value, an empty mapping
+    none (``env: {}`` is no setting: a run directory's case.yaml once wrote ``matrix: {}``, and now leaves it out)."""
+    if isinstance(node, dict):
         for key, value in node.items():
             yield from _fields(value, f"{prefix}{key}.")
     else:

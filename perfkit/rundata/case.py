@@ -442,6 +442,13 @@ def expand_matrix(case: Case) -> list[tuple[dict, Case]]:
     return out
 
 
+def empty_matrix(case: Case) -> bool:
+    """Whether the case file gives ``matrix`` with no field in it (``matrix: {}``, or its entries all commented
+    out): the case runs once, as without one, which whoever wrote the key may not have meant. (The run directory's
+    case.yaml leaves an empty matrix out: ``to_yaml``.)"""
+    return "matrix" in case.raw and not case.matrix
+
+
 def combination_label(assignment: dict) -> str:
     """A matrix combination as its cell's name and the messages about it spell it: ``key=value,...``."""
     return ",".join(f"{k}={v}" for k, v in assignment.items())
@@ -462,5 +469,6 @@ def to_yaml(case: Case) -> str:
                      for v in case.variants}
     if case.serve:
         d["serve"] = case.serve.as_raw()
-    d = {k: v for k, v in d.items() if v is not None}
+    # (an empty matrix left out: running a run's own case again is no case that gave one)
+    d = {k: v for k, v in d.items() if v is not None and not (k == "matrix" and not v)}
     return yaml.safe_dump(d, sort_keys=False)

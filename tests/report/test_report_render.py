@@ -662,6 +662,16 @@ def test_progression_names_the_case_fields_changed_since_the_row_above(make_run)
         in text
 
 
+def test_progression_reads_an_empty_mapping_of_a_case_as_no_field(make_run):
+    """A run directory's case.yaml once held `matrix: {}` and now leaves an empty matrix out: the two cases are one,
+    no field changed (an empty mapping holds no field)."""
+    first = make_run("r1", case_extra={"matrix": {}})
+    second = make_run("r2")
+    res = CliRunner().invoke(cli, ["report", "--progression", str(first), str(second), "--json"])
+    assert res.exit_code == 0, res.output
+    assert [r["changed"] for r in json.loads(res.output)["rows"]] == [None, []]
+
+
 def test_progression_of_runs_of_several_cases_names_each_rows_case(make_run):
     """A newcomer's: runs of two cases in one table read as one series, the change column blank where a row's
     case had no row above for no reason shown; with more than one case, a column names each row's (a matrix's

@@ -205,6 +205,32 @@ def test_resolved_case_round_trips():
     assert case_mod.to_yaml(again) == case_mod.to_yaml(c)
 
 
+def test_an_empty_matrix_is_a_case_without_one_and_the_resolved_case_leaves_it_out():
+    """`matrix: {}` (or the key with its entries commented out) runs as one case: the run directory's case.yaml
+    left it in, so running a run's own case again would read as a user's empty matrix (the note `perfkit run`
+    prints for one)."""
+    for given in ({}, None):
+        c = case_mod.validate(dict(GOOD, matrix=given), "c")
+        assert case_mod.empty_matrix(c) and case_mod.expand_matrix(c) == [({}, c)]
+        resolved = yaml.safe_load(case_mod.to_yaml(c))
+        assert "matrix" not in resolved and not case_mod.empty_matrix(case_mod.validate(resolved, "c"))
+    assert not case_mod.empty_matrix(case_mod.validate(GOOD, "c"))
+    assert not case_mod.empty_matrix(case_mod.validate(dict(GOOD, matrix={"seed": [1, 2]}), "c"))
+
+
+def test_run_of_an_empty_matrix_says_it_runs_as_one_case_and_its_rerun_does_not(tmp_path, write_case):
+    """A newcomer's `matrix: {}` (expecting a sweep) ran one case without a word."""
+    path = write_case(sleeper_case(steps=2, sleep_ms=0, repeats={"min": 1, "max": 1}, matrix={}))
+    res = perfkit("run", path, "--out", tmp_path / "run")
+    assert res.returncode == 0, res.stderr
+    notes = [line for line in res.stderr.splitlines() if line.startswith("perfkit: note:")]
+    assert notes == [f"perfkit: note: {path}: matrix: empty: the case runs once, as a case without a matrix (a "
+                     "matrix maps dotted fields to lists of values, one run per combination: matrix: {seed: [0, 1]})"]
+    assert not (tmp_path / "run/cells").exists()
+    again = perfkit("run", tmp_path / "run/case.yaml", "--out", tmp_path / "again")
+    assert again.returncode == 0 and "perfkit: note:" not in again.stderr, again.stderr
+
+
 def test_mesh_sets_devices_and_must_match_them():
     cmd = {"name": "m", "command": ["prog"], "variants": {"a": {}, "b": {}}}
     assert case_mod.validate(dict(cmd, mesh={"dp": 2, "sp": 4}), "c").devices == 8
