@@ -14,6 +14,7 @@ from perfkit.analysis.timing import steps_frame
 from perfkit.report import markdown
 from perfkit.report.line import summary_line
 from perfkit.run import matrix
+from perfkit.run.plan import plan_trials, sat_out
 from perfkit.run.trial import run_names
 from perfkit.rundata import case as case_mod
 from perfkit.rundata import rundir
@@ -58,15 +59,18 @@ def _short_of_plan(run_dir: Path) -> bool:
     perfkit was killed during a trial, and nothing wrote that it stopped; or while writing one, its
     trials.jsonl's last line cut short; or a trial's record is lost (said on stderr: which)."""
     trials = rundir.read_trials(run_dir)
-    lost = rundir.lost_trials(trials)
+    case = case_mod.load(run_dir / "case.yaml")
+    names = run_names(case, rundir.started_options(run_dir).get("only"))
+    highest = max((t["index"] for t in trials if isinstance(t.get("index"), int)), default=-1)
+    plan = plan_trials(names, highest // len(names) + 1, case.order, case.seed, min_rounds=case.repeats["min"],
+                       out=sat_out(names, trials))  # (its rounds up to the highest trial recorded)
+    lost = rundir.lost_trials(trials, [t.index for t in plan])
     if lost:
         print(f"perfkit: {run_dir / 'trials.jsonl'}: no whole record of trial {', '.join(map(str, lost))} (a line "
               "damaged or cut short): the run is read as interrupted, and --resume runs it again", file=sys.stderr)
     if lost or rundir.torn_end(run_dir):
         return True
-    case = case_mod.load(run_dir / "case.yaml")
-    planned = case.repeats["min"] * len(run_names(case, rundir.started_options(run_dir).get("only")))
-    return len(trials) < planned
+    return len(trials) < case.repeats["min"] * len(names)
 
 
 def render_one(run_dir: Path, interrupted: bool | None = None) -> bool:

@@ -7,9 +7,10 @@ Run directory (a contract, see docs/architecture.md): ``case.yaml`` (resolved), 
 holds one such run directory per combination under ``cells/NN/``; a multi-host run keeps each host's
 part under ``hosts/host<I>/`` (``perfkit.rundata.rundir``).
 
-Trials run in rounds (every variant once per round, ``abba`` or seeded ``random`` order). Rounds go on
-past ``repeats.min`` while a B/A verdict is still unknown, up to ``repeats.max``. A trial's index is its
-place in that plan, so an interrupted run continues with the same trials (``--resume``).
+Trials run in rounds (every variant once per round, ``abba`` or seeded ``random`` order: ``perfkit.run.plan``).
+Rounds go on past ``repeats.min`` while a B/A verdict is still unknown, up to ``repeats.max``, without the
+variants none of whose trials ran. A trial's index is its place in that plan, so an interrupted run continues
+with the same trials (``--resume``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import dataclasses
 import datetime as dt
 import json
 import os
-import random
 import shutil
 import sys
 import time
@@ -30,6 +30,7 @@ from perfkit.common.xla import xla_flags
 from perfkit.errors import BadInput
 from perfkit.run import envinfo, finish, matrix, placement, ranks, serve_trial, stackdump
 from perfkit.run.placement import devices_per_process
+from perfkit.run.plan import plan_trials, sat_out
 from perfkit.run.trial import RunOptions, Trial, cache_entries, compile_cache_env, run_names
 from perfkit.rundata import case as case_mod
 from perfkit.rundata import rundir
@@ -47,37 +48,21 @@ class RunResult:
     interrupted: bool  # stopped (Ctrl-C / SIGTERM) before the plan was done
 
 
-def round_order(variants: list[str], round_index: int, order: str, seed: int) -> list[str]:
-    """Variants in one round: ``abba`` alternates forward and reversed rounds (A B, B A, ...), which
-    cancels linear drift; ``random`` shuffles each round with a seeded generator."""
-    if order == "random":
-        rng = random.Random(seed * 1_000_003 + round_index)
-        out = list(variants)
-        rng.shuffle(out)
-        return out
-    return list(variants) if round_index % 2 == 0 else list(reversed(variants))
-
-
-def plan_trials(variants: list[str], rounds: int, order: str, seed: int) -> list[Trial]:
-    """The first ``rounds`` rounds; a longer plan starts with the same trials."""
-    return [Trial(r * len(variants) + i, name, r)
-            for r in range(rounds) for i, name in enumerate(round_order(variants, r, order, seed))]
-
-
 def timed_steps(trial: dict) -> list[float]:
     return [ms for i, ms in enumerate(trial["steps_ms"]) if is_timed(trial, i)]
 
 
 def undecided(case: Case, names: list[str], trials: list[dict]) -> bool:
     """Whether any B (every variant run but the baseline and the A/A control) has an unknown verdict, as the
-    summary will give it (``timing.compare_variants``), that more rounds may decide: not where a variant has no
-    trial that ran (every one crashed or hung), whose next trials would fail alike, a hang each costing the timeout."""
+    summary will give it (``timing.compare_variants``), that more rounds may decide: not a B none of whose trials
+    ran (every one crashed or hung: ``sat_out``, its next trials would fail alike), and none at all where none of
+    the baseline's ran."""
     a = case.variants[0].name
-    ran = {t["variant"] for t in trials if t["status"] == "ok"}
-    if a not in names or any(n not in ran for n in names):
+    out = sat_out(names, trials)
+    others = [b for b in names if b not in (a, case.aa_name) and b not in out]
+    if a not in names or a in out or not others:
         return False
-    rows = timing.compare_variants(timing.steps_frame(trials), a, [b for b in names if b not in (a, case.aa_name)],
-                                   min_effect=case.min_effect, seed=case.seed)
+    rows = timing.compare_variants(timing.steps_frame(trials), a, others, min_effect=case.min_effect, seed=case.seed)
     return bool((rows[rows.metric == "step_ms"].verdict == "unknown").any())
 
 
@@ -342,7 +327,6 @@ def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, env_json: str,
     # Adaptive rounds need one view of every trial: with many hosts each runs repeats.min rounds.
     adaptive = options.hosts == 1 and len(names) >= 2
     rounds = max([case.repeats["min"]] + [t["round"] + 1 for t in done.values()])
-    progress.most = case.repeats["max"] * len(names) if adaptive else None
     interrupted = False
     plan: list[Trial] = []
 
@@ -356,7 +340,10 @@ def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, env_json: str,
         warm = [n for n in names if case.variant(n).compile_cache == "warm"]
         interrupted = not all(prime(case, run_dir, n, run_one, progress) for n in warm)
         while not interrupted:
-            plan = plan_trials(names, rounds, case.order, case.seed)
+            out = sat_out(names, list(done.values()))
+            plan = plan_trials(names, rounds, case.order, case.seed, min_rounds=case.repeats["min"], out=out)
+            progress.most = len(plan_trials(names, case.repeats["max"], case.order, case.seed,
+                                            min_rounds=case.repeats["min"], out=out)) if adaptive else None
             for trial in plan:
                 if trial.index in done:
                     continue

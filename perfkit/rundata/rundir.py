@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shlex
+from collections.abc import Iterable
 from pathlib import Path
 
 from perfkit.common.json_figures import json_safe
@@ -127,12 +128,13 @@ def read_trials(part: Path) -> list[TrialRecord]:
     return out
 
 
-def lost_trials(trials: list[TrialRecord]) -> list[int]:
-    """The trials below the highest of ``trials`` (``read_trials``) that ``trials.jsonl`` holds no whole record of:
-    a line damaged or cut short, its trial never recorded again (``--resume`` runs it again)."""
+def lost_trials(trials: list[TrialRecord], planned: Iterable[int]) -> list[int]:
+    """The trials of the plan (``planned``: its indices, some places empty where a variant sat rounds out) below the
+    highest of ``trials`` (``read_trials``) that ``trials.jsonl`` holds no whole record of: a line damaged or cut
+    short, its trial never recorded again (``--resume`` runs it again)."""
     indexes = {t.get("index") for t in trials} - {None}
     done = {i for i in indexes if isinstance(i, int) and i >= 0}
-    return sorted(set(range(max(done) + 1)) - done) if done else []
+    return sorted(i for i in planned if i < max(done) and i not in done) if done else []
 
 
 def torn_end(part: Path) -> bool:

@@ -7,7 +7,7 @@ from perfkit.run import runner
 from perfkit.run import placement
 from perfkit.run import ranks as rank_kind
 from perfkit.run.ranks import rank_processes
-from perfkit.run.runner import plan_trials, round_order
+from perfkit.run.plan import plan_trials, round_order, sat_out
 from perfkit.run.trial import RunOptions, Trial
 from perfkit.rundata import case as case_mod
 from perfkit.rundata import rundir
@@ -37,6 +37,19 @@ def test_longer_plan_starts_with_the_same_trials():
         assert longer[:len(short)] == short
         assert [t.index for t in longer] == list(range(10))
         assert round_order(["a", "b"], 4, order, 3) == [t.variant for t in longer if t.round == 4]
+
+
+def test_a_variant_none_of_whose_trials_ran_sits_out_the_rounds_past_the_minimum_leaving_its_places_empty():
+    """b crashed in its two trials, c hung in one of its two: only b sits the later rounds out, and every other
+    trial keeps its place (abba: a b c, c b a, a [b] c, c [b] a)."""
+    trials = [{"variant": v, "status": s} for v, s in
+              (("a", "ok"), ("b", "crashed"), ("c", "ok"), ("c", "hung"), ("b", "crashed"), ("a", "ok"))]
+    assert sat_out(["a", "b", "c"], trials) == {"b"}
+    assert sat_out(["a", "b", "c"], trials[:1]) == set()  # b and c have no finished trial yet: nothing known
+    plan = plan_trials(["a", "b", "c"], 4, "abba", 0, min_rounds=2, out=frozenset({"b"}))
+    assert [(t.index, t.variant, t.round) for t in plan] == [
+        (0, "a", 0), (1, "b", 0), (2, "c", 0), (3, "c", 1), (4, "b", 1), (5, "a", 1),
+        (6, "a", 2), (8, "c", 2), (9, "c", 3), (11, "a", 3)]
 
 
 def test_single_process_rank_env():

@@ -9,6 +9,7 @@ import time
 
 import jsonschema
 import pandas as pd
+import pytest
 from runner_testing import PROGRAMS, REPO, free_ports, perfkit, processes_with, read_jsonl, sleeper_case
 
 from perfkit.rundata import schema
@@ -296,3 +297,35 @@ def test_a_variant_whose_every_trial_crashed_gets_no_more_rounds(tmp_path, write
     trials = read_jsonl(tmp_path / "run/trials.jsonl")
     assert [(t["variant"], t["status"]) for t in trials] == [("a", "ok"), ("b", "crashed"), ("b", "crashed"),
                                                              ("a", "ok")]
+
+
+def test_a_variant_whose_every_trial_crashed_sits_out_the_rounds_another_comparison_needs(tmp_path, write_case):
+    """Three variants: b crashed in every trial, and the stop that keeps a crashing b from growing the plan ended c's
+    rounds too, c against a left unknown after repeats.min. The rounds go on without b, its places empty (every other
+    trial keeps its index: no lost trial). c reports 5.0 / 5.5 ms in even / odd trials against a's 5.0: unknown at
+    every count, so the plan runs to repeats.max."""
+    case = sleeper_case(steps=3, sleep_ms=0, repeats={"min": 2, "max": 4},
+                        variants={"a": {"env": {"REPORT_MS": "5.0"}}, "b": {"env": {"CRASH_AT": "1"}},
+                                  "c": {"env": {"REPORT_MS": "5.0", "REPORT_ODD_MS": "5.5"}}})
+    res = perfkit("run", write_case(case), "--out", tmp_path / "run")
+    assert res.returncode == 3, res.stderr
+    trials = read_jsonl(tmp_path / "run/trials.jsonl")
+    # abba over a b c: round 0 a b c (0-2), round 1 c b a (3-5); then without b: a c (6, 8), c a (9, 11)
+    assert [(t["index"], t["variant"], t["status"]) for t in trials] == [
+        (0, "a", "ok"), (1, "b", "crashed"), (2, "c", "ok"), (3, "c", "ok"), (4, "b", "crashed"), (5, "a", "ok"),
+        (6, "a", "ok"), (8, "c", "ok"), (9, "c", "ok"), (11, "a", "ok")]
+    # the plan grew by a and c only: 6 trials, then 8, up to 6 + 2 rounds x 2
+    assert "\n[7/8, up to 10] a " in res.stderr and "no whole record" not in res.stderr
+    summary = json.loads((tmp_path / "run/summary.json").read_text())
+    assert not summary["interrupted"] and summary["variants"]["c"]["trials"] == 4
+    c = next(r for r in summary["comparisons"] if r["variant"] == "c" and r["metric"] == "step_ms")
+    assert c["ratio"] == pytest.approx(5.25 / 5.0) and c["verdict"] == "unknown"  # c: 5.0, 5.5, 5.0, 5.5
+    # a record lost among the empty places is named alone, and --resume runs that trial only
+    run = tmp_path / "run"
+    (run / "trials.jsonl").write_text("".join(json.dumps(t) + "\n" for t in trials if t["index"] != 8))
+    report = perfkit("report", run)
+    assert f"{run / 'trials.jsonl'}: no whole record of trial 8 (" in report.stderr, report.stderr
+    resumed = perfkit("run", "--resume", run)
+    assert resumed.returncode == 3 and "no whole record" not in resumed.stderr, resumed.stderr
+    assert [(t["index"], t["variant"]) for t in read_jsonl(run / "trials.jsonl")][9:] == [(8, "c")]
+    assert not json.loads((run / "summary.json").read_text())["interrupted"]
