@@ -72,7 +72,22 @@ def _dividing(figures: list, significant: bool = False, text=change_text) -> int
 def _timing(summary: dict) -> list[str]:
     """The Timing section: the table of figures, then each B/A ratio with its CI, p and verdict, and the A/A
     noise floor."""
-    return [*_timing_table(summary), "", *_ratio_lines(summary), *_noise_floor_lines(summary)]
+    return [*_timing_table(summary), "", *_sat_out(summary), *_ratio_lines(summary), *_noise_floor_lines(summary)]
+
+
+def _sat_out(summary: dict) -> list[str]:
+    """A sentence for each variant with fewer trials than the run's rounds, all of them failed: the rounds past
+    ``repeats.min`` went on without it (``perfkit.run.plan``), which the trial counts alone do not say."""
+    rounds = rounds_run(summary)
+    out = [f"{name} ran {v['trials']} trial{'s' if v['trials'] != 1 else ''} of the run's {rounds} rounds: none of "
+           f"its trials ran (each crashed or hung), so it sat out the rounds past `repeats.min` "
+           f"({_span(v['trials'] + 1, rounds)}) that the other variants' unknown verdicts went on with."
+           for name, v in summary["variants"].items() if 0 < v["trials"] == v["failed"] and v["trials"] < rounds]
+    return [*out, ""] if out else []
+
+
+def _span(first: int, last: int) -> str:
+    return f"round {first}" if first == last else f"rounds {first}-{last}"
 
 
 def _timing_table(summary: dict) -> list[str]:

@@ -1181,3 +1181,23 @@ def test_the_one_line_places_an_added_collective_before_the_others_one():
     parting["programs"]["3"]["adds"][0]["index"] = 3
     parting["index"] = 3
     assert parted(parting) == "rank 3's program adds psum_invariant.7 (after the others' 3 collectives in step 0)"
+
+
+def test_a_variant_that_sat_out_rounds_says_so(tmp_path):
+    """b's every trial crashed in the 2 rounds of repeats.min, and a and c went on to round 4 (their verdict
+    unknown): the table read b 2 trials, 2 failed, beside 4 and 4, with no word of why b had fewer."""
+    from perfkit.run import finish
+
+    steps = [50.0, 10.0, 10.2, 9.9]
+    trials = [trial(0, "a", steps), trial(1, "b", [], status="crashed"), trial(2, "c", steps),
+              trial(3, "c", steps), trial(4, "b", [], status="crashed"), trial(5, "a", steps),
+              trial(6, "a", steps), trial(8, "c", steps), trial(9, "c", steps), trial(11, "a", steps)]
+    variants = {v: {"description": v} for v in "abc"}
+    run = write_run(tmp_path / "run", trials, case_extra={"repeats": {"min": 2, "max": 4}, "variants": variants})
+    finish.render(run)
+    report = (run / "report.md").read_text()
+    assert table_row(report, "failed trials") == ["0", "2", "0"]
+    assert ("b ran 2 trials of the run's 4 rounds: none of its trials ran (each crashed or hung), so it sat out the "
+            "rounds past `repeats.min` (rounds 3-4) that the other variants' unknown verdicts went on with.") in report
+    finish.render(write_run(tmp_path / "ab", ab_trials()))
+    assert "sat out" not in (tmp_path / "ab" / "report.md").read_text()
