@@ -410,6 +410,23 @@ def _claimed_at_once(frames: list[pd.DataFrame], files: list[Path], claimed: lis
             raise BadInput(f"it runs at the same time as {files[i]}: " + _claimed(rank), path=files[j])
 
 
+def _given_twice(frames: list[pd.DataFrame], files: list[Path], unranked: list[bool | None]) -> None:
+    """Refuse two Kineto files, one of them recording no rank (``unranked``; None: an XSpace), that hold the same
+    device ops at the same times: one trace under two names (a copy), which ranks by order would read as two ranks
+    of the same figures. Two processes' ops never all start and last alike to the picosecond."""
+    seen: dict[tuple, int] = {}
+    for i, frame in enumerate(frames):
+        if unranked[i] is None:
+            continue
+        ops = frame.loc[frame["device"] >= 0, ["start_ps", "dur_ps"]].to_numpy(np.int64)
+        key = (len(ops), hash(np.ascontiguousarray(ops).tobytes()))
+        other = seen.setdefault(key, i)
+        if other != i and len(ops) and (unranked[i] or unranked[other]) and np.array_equal(
+                ops, frames[other].loc[frames[other]["device"] >= 0, ["start_ps", "dur_ps"]].to_numpy(np.int64)):
+            raise BadInput(f"it holds the same device ops, at the same times, as {files[other]}: one trace given "
+                           "twice, not two ranks; pass it once", path=files[i])
+
+
 def wanted_columns(columns: Iterable[str] | None) -> tuple[str, ...]:
     """The columns a frame is built with for an analysis reading ``columns`` (None: all), in ``COLUMNS``
     order: those and ``REQUIRED``."""
@@ -470,6 +487,8 @@ def load(paths: list[str | Path], step_pattern: str | None = None, workers: int 
     if any(KINETO_ONLY in f for f in frames):  # Kineto and XSpaces together: the XSpaces' launches unknown
         frames = [f if KINETO_ONLY in f else f.assign(**{KINETO_ONLY: np.full(len(f), -1, np.int32)}) for f in frames]
     _one_run(frames, files, [r.rank_recorded and not is_xplane(r.path) for r in raws])
+    if len(frames) > 1:
+        _given_twice(frames, files, [None if is_xplane(r.path) else not r.rank_recorded for r in raws])
     out = concat(frames)
     out.attrs.update(origin_ns=origin, files=[str(f) for f in files],
                      steps_from=sorted({f.attrs["steps_from"] for f in frames}),

@@ -159,9 +159,11 @@ def test_hosts_named_by_their_addresses_are_ranks_of_their_own(fixtures_dir, tmp
     # been host "10": one file's messages overwrote the other's, and every collective's bytes were lost)
     doc = json.loads(gzip.decompress((fixtures_dir / "kineto" / "hta_nccl_data.json.gz").read_bytes()))
     doc.pop("distributedInfo", None)
-    for host in ("10.0.0.1", "10.0.0.2"):
+    for shift, host in enumerate(("10.0.0.1", "10.0.0.2")):  # (the same ops at the same times: one trace twice)
         (tmp_path / "k").mkdir(exist_ok=True)
-        (tmp_path / "k" / f"{host}_6003.1699999999999.pt.trace.json").write_text(json.dumps(doc))
+        shifted = [{**e, "ts": e["ts"] + shift} if "ts" in e else e for e in doc["traceEvents"]]
+        (tmp_path / "k" / f"{host}_6003.1699999999999.pt.trace.json").write_text(
+            json.dumps({**doc, "traceEvents": shifted}))
     found = json.loads(CliRunner().invoke(cli, ["trace", "collectives", str(tmp_path / "k"), "--json"]).stdout)
     assert found["ops"] and all(r["bytes"] is not None for r in found["ops"])
 

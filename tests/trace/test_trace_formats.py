@@ -993,6 +993,23 @@ def test_a_chrome_trace_of_another_tool(tmp_path):
     (tmp_path / "out.json").unlink()
 
 
+def test_one_trace_given_twice_is_not_two_ranks(fixtures_dir, tmp_path):
+    """A hunt's copy of one real trace under another name (TraceLens' H100 trace, no distributedInfo) read as
+    ranks 0 and 1 with the same figures each (and HTA's two copies of one trace, rank_not_found and
+    distributed_info_not_found, as two host-op ranks). Files that record no rank and hold the same device ops at the
+    same times are one trace given twice: refused in one line naming both."""
+    doc = gzip.decompress((fixtures_dir / "kineto" / FALCONSAI).read_bytes())
+    assert b"distributedInfo" not in doc  # (the premise)
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_bytes(doc)
+    b.write_bytes(doc)
+    refused = _breakdown(a, b)
+    assert refused.exit_code == 2 and refused.stdout == "", refused.output
+    assert refused.stderr.splitlines()[-1] == (  # after the notes of the ranks given by order
+        f"perfkit: {b}: it holds the same device ops, at the same times, as {a}: one trace given twice, not two "
+        "ranks; pass it once")
+
+
 def test_ranks_given_by_order_are_said(fixtures_dir, tmp_path):
     """A hunt's two traces without ``distributedInfo`` given together read as ranks 0 and 1 by their order, unsaid.
     Each such file's rank, and where it came from, is noted; a file that records its rank, or a file alone, is
@@ -1000,7 +1017,8 @@ def test_ranks_given_by_order_are_said(fixtures_dir, tmp_path):
     doc = json.loads(gzip.decompress((fixtures_dir / "kineto" / SCHEMA_2021).read_bytes()))
     assert "distributedInfo" not in doc  # (the premise)
     (tmp_path / "a.json").write_text(json.dumps(doc))
-    (tmp_path / "c.json").write_text(json.dumps({**doc, "distributedInfo": {"rank": 5}}))
+    later = [{**e, "ts": e["ts"] + 1e6} if "ts" in e else e for e in doc["traceEvents"]]  # another process's
+    (tmp_path / "c.json").write_text(json.dumps({**doc, "traceEvents": later, "distributedInfo": {"rank": 5}}))
     result = CliRunner().invoke(cli, ["trace", "breakdown", str(tmp_path / "a.json"), str(tmp_path / "c.json")])
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines()[0] == (
