@@ -146,22 +146,39 @@ def incomplete(summary: dict) -> str | None:
 
 def checks_timing(baseline: dict, path: str | Path) -> None:
     """BadInput where a baseline holds no B/A ratio (it would pass any slowdown without a timing row), or one no
-    run gives: a ratio of two times or rates is a finite number > 0, and its CI, where it has one, a pair low <=
-    high (a ratio of -1 failed every run, a CI [1.5, 1.2] was taken as it came)."""
+    run gives (``_ratios_hold``: a ratio of -1 failed every run, a CI [1.5, 1.2] was taken as it came)."""
     if not baseline["comparisons"] and not baseline.get("serve"):
         raise BadInput("a baseline with no B/A ratio checks no timing: write it from a run that compared its "
                        "variants, with --update-baseline", path=str(path), field="comparisons")
-    for key in ("comparisons", "serve"):
-        for i, c in enumerate(baseline.get(key) or []):
-            if not (math.isfinite(c["ratio"]) and c["ratio"] > 0):
-                raise BadInput(f"{c['ratio']} is not a ratio of two times or rates (a finite number > 0)",
-                               path=str(path), field=f"{key}[{i}].ratio")
-            ci = c["ci"]
-            if len(ci) != 2 or (None not in ci and not all(math.isfinite(x) and x > 0 for x in ci)):
-                raise BadInput(f"{ci} is not a ratio's 95% CI: [low, high], finite and > 0 (or [null, null])",
-                               path=str(path), field=f"{key}[{i}].ci")
-            if None not in ci and ci[0] > ci[1]:
-                raise BadInput(f"{ci}: its low end is above its high end", path=str(path), field=f"{key}[{i}].ci")
+    _ratios_hold([(f"{key}[{i}]", c["ratio"], "ci", c["ci"])
+                  for key in ("comparisons", "serve") for i, c in enumerate(baseline.get(key) or [])], path)
+
+
+def checks_run_ratios(summary: dict, path: Path) -> None:
+    """BadInput where a run's summary.json holds a ratio no run gives (``_ratios_hold``): one edited by hand, its CI
+    [1.5, 1.2] failed the run as slower and a CI [-1.0, 0.5] passed it as faster. ``path``: the summary.json."""
+    remedy = f" (`perfkit report {path.parent}` writes it again)"
+    _ratios_hold([(f"comparisons[{i}]", c["ratio"], "ci", c["ci"]) for i, c in enumerate(summary["comparisons"])]
+                 + [(f"serve.comparisons[{i}]", c["ratio"], "ci_lo, ci_hi", [c["ci_lo"], c["ci_hi"]])
+                    for i, c in enumerate((summary.get("serve") or {}).get("comparisons") or [])], path, remedy)
+
+
+def _ratios_hold(ratios: list[tuple[str, float | None, str, list | None]], path: str | Path, remedy: str = "") -> None:
+    """BadInput unless each ``(entry, ratio, ci field, ci)`` is one a run gives: a ratio of two times or rates is a
+    finite number > 0 (or null: a side with no timed trials), its CI a pair low <= high, finite and > 0 (or none:
+    no spread measured)."""
+    for entry, ratio, ci_field, ci in ratios:
+        if ratio is not None and not (math.isfinite(ratio) and ratio > 0):
+            raise BadInput(f"{ratio} is not a ratio of two times or rates (a finite number > 0){remedy}",
+                           path=str(path), field=f"{entry}.ratio")
+        if ci is None or ci == [None, None]:
+            continue
+        if len(ci) != 2 or None in ci or not all(math.isfinite(x) and x > 0 for x in ci):
+            raise BadInput(f"{ci} is not a ratio's 95% CI: [low, high], finite and > 0 (or [null, null]){remedy}",
+                           path=str(path), field=f"{entry}.{ci_field}")
+        if ci[0] > ci[1]:
+            raise BadInput(f"{ci}: its low end is above its high end{remedy}", path=str(path),
+                           field=f"{entry}.{ci_field}")
 
 
 def _devices_text(devices: dict | None, counts_only: bool = False) -> str | None:

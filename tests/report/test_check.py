@@ -580,6 +580,35 @@ def test_an_impossible_baseline_ratio_is_refused(baseline, tmp_path, change, sai
     assert res.output.startswith(f"perfkit: {baseline}: {said}"), res.output
 
 
+@pytest.mark.parametrize("change, said", [
+    (lambda s: s["comparisons"][0].update(ci=[1.5, 1.2]), "comparisons[0].ci: [1.5, 1.2]: its low end is above"),
+    (lambda s: s["comparisons"][0].update(ci=[-1.0, 0.5]), "comparisons[0].ci: [-1.0, 0.5] is not a ratio's 95% CI"),
+    (lambda s: s["comparisons"][0].update(ratio=-1), "comparisons[0].ratio: -1 is not a ratio of two times"),
+], ids=["low-above-high", "negative-ci", "negative-ratio"])
+def test_an_impossible_ratio_in_the_run_s_summary_is_refused(baseline, tmp_path, change, said):
+    """A summary.json edited by hand is held to what a baseline is held to: its CI [1.5, 1.2] failed the run as
+    slower (exit 1), a CI [-1.0, 0.5] passed it "faster". Bad input, one line naming the file and the entry."""
+    path = tmp_path / "base" / "summary.json"
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+    res = check(tmp_path / "base", "--baseline", baseline)
+    assert res.exit_code == 2 and res.output.splitlines() == [res.output.strip()], res.output
+    assert res.output.startswith(f"perfkit: {path}: {said}"), res.output
+
+
+def test_an_impossible_serve_level_ratio_in_the_run_s_summary_is_refused(tmp_path):
+    """A serve level's CI is its ``ci_lo`` and ``ci_hi``: named so."""
+    from perfkit.report.check import checks_run_ratios
+
+    summary = {"comparisons": [], "serve": {"comparisons": [_level(1, "latency_ms", 1.0, 0.9, 1.1),
+                                                            _level(4, "latency_ms", 0.3, 0.4, 0.2)]}}
+    with pytest.raises(BadInput) as exc:
+        checks_run_ratios(summary, tmp_path / "summary.json")
+    assert exc.value.line() == (f"{tmp_path / 'summary.json'}: serve.comparisons[1].ci_lo, ci_hi: [0.4, 0.2]: its low "
+                                "end is above its high end (`perfkit report " + str(tmp_path) + "` writes it again)")
+
+
 @pytest.mark.parametrize("flag, value, said", [
     ("--ratio-tolerance", "nan", "nan is not a finite number."), ("--ratio-tolerance", "inf", "inf is not a finite "
      "number."), ("--psnr-drop", "nan", "nan is not a finite number."), ("--cost-tolerance", "inf", "inf is not a "
