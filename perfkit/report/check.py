@@ -181,26 +181,35 @@ def _ratios_hold(ratios: list[tuple[str, float | None, str, list | None]], path:
                            field=f"{entry}.{ci_field}")
 
 
-def _devices_text(devices: dict | None, counts_only: bool = False) -> str | None:
-    """``4 x cpu`` (``in 2 processes``), or with ``counts_only`` (a side whose case asked for its devices,
-    unprobed) ``4 devices``; None where the devices are not known (env.json's probe failed)."""
+def _devices_text(devices: dict | None, counts_only: bool = False, kinds: bool = False) -> str | None:
+    """``4 x cpu`` (``in 2 processes``), with ``kinds`` the chips' kind in place of the platform (``4 x TPU v5
+    lite``), or with ``counts_only`` (a side whose case asked for its devices, unprobed) ``4 devices``; None where
+    the devices are not known (env.json's probe failed)."""
     if not devices or devices.get("count") is None or (devices.get("platform") is None and not counts_only):
         return None
     processes = devices.get("process_count") or 1
-    what = f"device{'s' * (devices.get('count') != 1)}" if counts_only else f"x {devices.get('platform')}"
+    what = (f"device{'s' * (devices.get('count') != 1)}" if counts_only
+            else f"x {devices.get('kind') if kinds else devices.get('platform')}")
     return f"{devices.get('count')} {what}" + (f" in {processes} processes" * (processes > 1))
+
+
+def _devices_texts(devices: list[dict | None]) -> list[str | None]:
+    """Each side's ``_devices_text``, by kind where both sides record one (a v5e's ratios are not a v5p's, both
+    ``tpu``), by platform where one does not (a hand-written ``from``)."""
+    counts_only = any((d or {}).get("asked") for d in devices)
+    kinds = all((d or {}).get("kind") for d in devices)
+    return [_devices_text(d, counts_only, kinds) for d in devices]
 
 
 def same_setup(baseline: dict, summary: dict, path: str | Path, run_dir: Path | None = None) -> None:
     """BadInput unless the run is the baseline's kind of run: its case, the variant its ratios divide by, and
-    its devices (the ratios, collectives and costs of 2 chips say nothing about 4; a command case's, unprobed,
-    as its case asked: ``run_devices``)."""
+    its devices (the ratios, collectives and costs of 2 chips say nothing about 4, nor a v5e's about a v5p's; a
+    command case's, unprobed, as its case asked: ``run_devices``)."""
     devices = [(baseline.get("from") or {}).get("devices"), run_devices(summary, run_dir)]
-    counts_only = any((d or {}).get("asked") for d in devices)
     pairs = [("case", baseline["case"], summary["case"], "a baseline of case {!r}, but the run is of {!r}"),
              ("baseline_variant", baseline.get("baseline_variant"), summary["baseline"],
               "a baseline whose ratios are against {!r}, but the run's are against {!r}"),
-             ("from.devices", *(_devices_text(d, counts_only) for d in devices),
+             ("from.devices", *_devices_texts(devices),
               "a baseline run on {}, but the run ran on {}")]
     for field, base, current, words in pairs:
         if None not in (base, current) and base != current:
@@ -217,8 +226,7 @@ def _devices_rows(baseline: dict, summary: dict, run_dir: Path | None) -> list[d
     ``from`` (hand-written, or cut down) skipped the device match with nothing said. None where both are known:
     ``same_setup`` matched them, and refuses a mismatch."""
     devices = [(baseline.get("from") or {}).get("devices"), run_devices(summary, run_dir)]
-    counts_only = any((d or {}).get("asked") for d in devices)
-    base, current = (_devices_text(d, counts_only) for d in devices)
+    base, current = _devices_texts(devices)
     if None not in (base, current):
         return []
     reasons = []

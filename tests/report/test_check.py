@@ -311,6 +311,9 @@ def test_a_baseline_or_summary_of_the_wrong_shape_is_refused_in_one_line(baselin
      "baseline_variant: a baseline whose ratios are against 'b', but the run's are against 'a'"),
     ("from", {"platform": "tpu", "count": 8, "process_count": 2},
      "from.devices: a baseline run on 8 x tpu in 2 processes, but the run ran on 4 x tpu"),
+    # the same count of chips of another kind (v5p's ratios are not v5e's): both record their kind
+    ("from", {"platform": "tpu", "kind": "TPU v5p", "count": 4, "process_count": 1},
+     "from.devices: a baseline run on 4 x TPU v5p, but the run ran on 4 x TPU v5 lite"),
 ])
 def test_a_baseline_of_another_setup_is_refused(baseline, tmp_path, field, value, said):
     """The fixture's run: 4 TPU chips in one process, its ratios against a."""
@@ -323,6 +326,14 @@ def test_a_baseline_of_another_setup_is_refused(baseline, tmp_path, field, value
     res = check(tmp_path / "base", "--baseline", baseline)
     assert res.exit_code == 2 and res.output.startswith(f"perfkit: {baseline}: {said} (compare like with like"), \
         res.output
+
+
+def test_a_baseline_recording_no_device_kind_is_matched_by_platform_and_count(baseline, tmp_path):
+    """A hand-written ``from.devices`` without a kind: the kinds are not compared, the platform and count are."""
+    data = json.loads(baseline.read_text())
+    data["from"]["devices"] = {"platform": "tpu", "count": 4, "process_count": 1}
+    baseline.write_text(json.dumps(data))
+    assert check(tmp_path / "base", "--baseline", baseline).exit_code == 0
 
 
 def test_a_baseline_keeps_no_cost_of_the_aa_control(tmp_path, baseline):
