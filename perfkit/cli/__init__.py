@@ -349,9 +349,10 @@ def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db
     summary = read_summary(run)
     # the gate reads most of it: one written by another perfkit, or damaged, is refused naming the field
     schema.validate(summary, "summary", run / "summary.json", f"; `perfkit report {run_dir}` writes it again")
-    check.checks_run_ratios(summary, run / "summary.json")
     if summary.get("kind") == "matrix":
         raise BadInput("a matrix run: check each combination's directory (cells/NN)", path=str(run))
+    check.checks_run_ratios(summary, run / "summary.json")
+    check.agrees_with_trials(summary, run)
     if update_baseline:
         check.write_baseline(Path(baseline_file), run, summary)
         click.echo(f"baseline written: {baseline_file} (from {run_dir})")

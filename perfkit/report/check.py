@@ -40,7 +40,7 @@ from perfkit.common.json_figures import db_cell, from_json, json_safe
 from perfkit.report.cost_check import COST_TOLERANCE, baseline_cost, cost_rows
 from perfkit.report.line import departed_at
 from perfkit.errors import BadInput
-from perfkit.rundata import case as case_mod, schema
+from perfkit.rundata import case as case_mod, rundir, schema
 from perfkit.rundata.baseline import BASELINE_VERSION
 
 # inconclusive: a passing row whose CI reaches past its limit (the run could not rule a regression out)
@@ -161,6 +161,26 @@ def checks_run_ratios(summary: dict, path: Path) -> None:
     _ratios_hold([(f"comparisons[{i}]", c["ratio"], "ci", c["ci"]) for i, c in enumerate(summary["comparisons"])]
                  + [(f"serve.comparisons[{i}]", c["ratio"], "ci_lo, ci_hi", [c["ci_lo"], c["ci_hi"]])
                     for i, c in enumerate((summary.get("serve") or {}).get("comparisons") or [])], path, remedy)
+
+
+def agrees_with_trials(summary: dict, run_dir: Path) -> None:
+    """BadInput where the run's trials.jsonl holds other trials than its summary.json counts (the gate reads the
+    summary): one written before a resumed run's last trials, or edited, passed a crashed trial. A run directory
+    without trials.jsonl (a summary kept alone) has nothing to hold it to."""
+    if not (run_dir / "trials.jsonl").is_file():
+        return
+    recorded = rundir.read_trials(run_dir)
+    counted = (summary["trials"]["total"], sorted(f["index"] for f in summary["trials"]["failed"]))
+    held = (len(recorded), sorted(t["index"] for t in recorded if t["status"] != "ok"))
+    if counted == held:
+        return
+
+    def failed(indexes: list[int]) -> str:
+        return f"trial{'s' * (len(indexes) > 1)} {', '.join(map(str, indexes))} failed" if indexes else "none failed"
+
+    raise BadInput(f"{counted[0]} trial{'s' * (counted[0] != 1)}, {failed(counted[1])}, but {run_dir / 'trials.jsonl'} "
+                   f"records {held[0]}, {failed(held[1])}: written before the run's last trials, or edited (`perfkit "
+                   f"report {run_dir}` writes it again)", path=str(run_dir / "summary.json"), field="trials")
 
 
 def _ratios_hold(ratios: list[tuple[str, float | None, str, list | None]], path: str | Path, remedy: str = "") -> None:

@@ -175,6 +175,33 @@ def test_failed_trials_and_divergent_ranks(baseline, make_run):
                          "Rank consistency, `perfkit hlo-diff` on trials/01-b)"), line
 
 
+def test_a_summary_that_trials_jsonl_contradicts_is_refused(baseline, tmp_path):
+    """The gate reads summary.json; trials.jsonl is what the trials recorded. A summary written before a resumed
+    run's last trials (one crashed), or edited to drop a failed trial, passed the gate (exit 0): refused, exit 2,
+    saying what each file holds, for the check and for --update-baseline."""
+    run = tmp_path / "base"
+    crashed = trial(6, "b", [], status="crashed", ranks=[{"rank": 0, "exit_code": 7, "running_at_end": False,
+                                                           "steps_done": 0, "last_step_ms": None, "last_mark": None}])
+    with open(run / "trials.jsonl", "a") as f:
+        f.write(json.dumps(crashed) + "\n")
+    said = (f"perfkit: {run / 'summary.json'}: trials: 6 trials, none failed, but {run / 'trials.jsonl'} records 7, "
+            "trial 6 failed: written before the run's last trials, or edited (`perfkit report "
+            f"{run}` writes it again)\n")
+    for update in ([], ["--update-baseline"]):
+        res = check(run, "--baseline", baseline, *update)
+        assert (res.exit_code, res.output) == (2, said)
+    # the summary written again from the trials: the crash fails the gate, as a check
+    from perfkit.run import finish
+
+    finish.render(run)
+    assert check(run, "--baseline", baseline).exit_code == 1
+    summary = json.loads((run / "summary.json").read_text())
+    summary["trials"] |= {"ok": 7, "failed": []}
+    (run / "summary.json").write_text(json.dumps(summary))
+    res = check(run, "--baseline", baseline)
+    assert (res.exit_code, res.output) == (2, said.replace("6 trials", "7 trials"))
+
+
 def test_a_failing_psnr_row_says_how_far_below_its_limit_it_is(baseline, make_run):
     # 80 values of frame 1 off by 4 in place of 20: the frame's MSE 80 x 16 / 192 = 6.667, 39.89 dB, against the
     # baseline's 45.91 dB (20 values): 6.02 dB lower, where 0.5 is allowed; with a floor of 42 dB, 2.11 below it
