@@ -308,8 +308,9 @@ def _timing_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
     """The step-time ratios, then a serve case's every level: its latency and outputs a minute."""
     a = summary["baseline"]
     current = {(c["variant"], c["metric"]): c for c in summary["comparisons"]}
-    rows = [_timing_row(f"{base['variant']}/{a} {base['metric']}", base["ratio"],
-                        current.get((base["variant"], base["metric"])), th) for base in baseline["comparisons"]]
+    rows = [_unsure_baseline(_timing_row(f"{base['variant']}/{a} {base['metric']}", base["ratio"],
+                                         current.get((base["variant"], base["metric"])), th), base["ci"])
+            for base in baseline["comparisons"]]
     levels = {(c["variant"], c["level"], c["metric"]): {"ratio": c["ratio"], "ci": [c["ci_lo"], c["ci_hi"]]}
               for c in (summary.get("serve") or {}).get("comparisons") or []}
     for base in baseline.get("serve") or []:
@@ -322,8 +323,22 @@ def _timing_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
                          "current": mine["ratio"], "limit": None, "passed": True,
                          "note": f"not checked: neither run measured its spread ({_TWO_PROCESSES})"})
             continue
-        rows.append(_timing_row(subject, base["ratio"], mine, th, SERVE_NO_CI))
+        rows.append(_unsure_baseline(_timing_row(subject, base["ratio"], mine, th, SERVE_NO_CI), base["ci"]))
     return rows
+
+
+def _unsure_baseline(row: dict, base_ci: list[float | None]) -> dict:
+    """``row`` saying so where the baseline's own CI reaches past the row's limit: the limit is the baseline's ratio
+    alone, and a baseline run no surer than the tolerance fails an equal run by chance (two equal variants read
+    0.865 [0.845, 1.098] over 4 rounds, and 12 rounds of the same, 0.999 [0.961, 1.029], failed its limit 0.952)."""
+    if None in base_ci:
+        return row
+    reach = base_ci[0] if _higher_is_better(row["subject"]) else base_ci[1]
+    if not (reach < row["limit"] if _higher_is_better(row["subject"]) else reach > row["limit"]):
+        return row
+    return {**row, "note": f"{row['note']}; the baseline's own 95% CI [{base_ci[0]:.3f}, {base_ci[1]:.3f}] reaches "
+                           f"past the limit {row['limit']:.3f}: its ratio is no surer than the tolerance (write the "
+                           "baseline from a run whose CI is narrower: docs/ci.md)"}
 
 
 def _psnr_row(subject: str, base, current, th: Thresholds) -> dict:

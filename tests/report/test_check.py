@@ -784,3 +784,26 @@ def test_a_ratio_s_baseline_shows_the_decimals_its_limit_follows_from():
                                       Thresholds(1.0, 0.5))])
     frame["passed"], frame["inconclusive"] = frame["passed"].astype(bool), False
     assert "| sp/tp step_ms | 1.887 | 1.6536 | CI low end <= 3.307 |" in markdown(frame, "quickstart", "line")[-2]
+
+
+def test_a_timing_row_whose_baseline_s_own_ci_reaches_past_its_limit_says_so(baseline):
+    """Two equal variants: a 4-round baseline read b/a 0.865 [0.845, 1.098], and a 12-round run of the same code,
+    0.999 [0.961, 1.029], failed as slower (limit 0.865 x 1.1 = 0.9515). The limit is the baseline's ratio alone;
+    where the baseline's own CI reaches past it, the row says the baseline was no surer than the tolerance. Here
+    0.9 [0.8, 1.1], limit 0.99; the run 1.0 [0.995, 1.005] fails, as the contract has it, and says why."""
+    data = json.loads(baseline.read_text())
+    data["comparisons"] = [{"variant": "b", "metric": "step_ms", "ratio": 0.9, "ci": [0.8, 1.1]}]
+    summary = {"baseline": "a", "comparisons": [{"variant": "b", "metric": "step_ms", "ratio": 1.0,
+                                                 "ci": [0.995, 1.005]}]}
+    from perfkit.report.check import _timing_rows
+
+    (row,) = _timing_rows(data, summary, Thresholds(0.1, 0.5))
+    assert not row["passed"]
+    assert row["note"] == (
+        "limit: the baseline x 1.1 (ratio_tolerance 0.1); 95% CI [0.995, 1.005] lies above the limit: slower than "
+        "the baseline; the baseline's own 95% CI [0.800, 1.100] reaches past the limit 0.990: its ratio is no "
+        "surer than the tolerance (write the baseline from a run whose CI is narrower: docs/ci.md)")
+    # a baseline whose CI lies within its limit (the fixture's: 1.2 [1.17, 1.23], limit 1.32) adds nothing
+    (row,) = _timing_rows({"comparisons": [{"variant": "b", "metric": "step_ms", "ratio": 1.2, "ci": [1.17, 1.23]}]},
+                          summary, Thresholds(0.1, 0.5))
+    assert "baseline's own" not in row["note"]
