@@ -353,6 +353,9 @@ def _psnr_row(subject: str, base, current, th: Thresholds) -> dict:
     if current is not None and not passed:  # by how much, against the limit that failed it
         notes.append(f"{base - current:.2f} dB below the baseline's (psnr_drop_db {th.psnr_drop_db:g})"
                      if limit == relative else f"{th.min_psnr_db - current:.2f} dB below min_psnr_db")
+    if current is not None and base is None and limit is None:  # (nothing held it: passing silently read as held)
+        notes.append("the baseline has no figure to hold this one to (its run measured none): only min_psnr_db "
+                     "would")
     if current is not None and base == math.inf and relative is None and limit is not None:
         notes.append("the baseline's outputs were bit-identical: no drop from inf to hold, so the floor alone "
                      "applies (min_psnr_db, in place of bit-identity)")

@@ -807,3 +807,19 @@ def test_a_timing_row_whose_baseline_s_own_ci_reaches_past_its_limit_says_so(bas
     (row,) = _timing_rows({"comparisons": [{"variant": "b", "metric": "step_ms", "ratio": 1.2, "ci": [1.17, 1.23]}]},
                           summary, Thresholds(0.1, 0.5))
     assert "baseline's own" not in row["note"]
+
+
+def test_a_psnr_row_with_no_baseline_figure_says_it_holds_none(baseline, tmp_path):
+    """A baseline whose B-vs-A PSNR is null (its run's B output held NaN where A's did not: no figure) gave the row
+    no limit, and it passed as "(baseline -; required -)" with nothing said; it says so now, and a floor
+    (min_psnr_db) still holds."""
+    data = json.loads(baseline.read_text())
+    data["quality"]["psnr_db"] = None
+    summary = json.loads((tmp_path / "base" / "summary.json").read_text())
+    rows = check_frame(data, summary, Thresholds(0.1, 0.5))
+    row = rows[rows.subject == "PSNR b vs a (frames.npy)"].iloc[0]
+    assert (bool(row.passed), row.limit, row.note) == (
+        True, None, "the baseline has no figure to hold this one to (its run measured none): only min_psnr_db would")
+    rows = check_frame(data, summary, Thresholds(0.1, 0.5, min_psnr_db=50.0))
+    row = rows[rows.subject == "PSNR b vs a (frames.npy)"].iloc[0]
+    assert (bool(row.passed), row.limit) == (False, 50.0)
