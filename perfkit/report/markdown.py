@@ -384,8 +384,21 @@ def _failures(summary: dict) -> list[str]:
                     lines.append(f"    (every thread's stack: `{f.get('dir', 'trials/..')}/rank{r['rank']}/stacks.txt`)")
                 if r.get("stderr_tail"):
                     lines += ["    ```", *("    " + s for s in r["stderr_tail"].splitlines()[-8:]), "    ```"]
+        lines += _late(f)
         lines += hangs.lines((summary.get("hangs") or {}).get(f["dir"]), f["dir"])
     return lines
+
+
+def _late(failed: dict) -> list[str]:
+    """The steps ranks wrote after perfkit stopped the trial, left out of its steps done: a program that catches
+    SIGTERM (jax.distributed does) runs on until SIGKILL, past where its stack dump shows it."""
+    late = [(r["rank"], r["late_steps"]) for r in failed["ranks"] if r.get("late_steps")]
+    if not late:
+        return []
+    when = "at its timeout" if failed["status"] == "hung" else "after a rank failed"
+    each = ", ".join(f"rank {rank} {n}" for rank, n in late)
+    return [f"  - {sum(n for _, n in late)} step(s) written after perfkit stopped the trial {when} (and took the "
+            f"stack dumps) are left out of the steps done ({each}): the ranks ran on past SIGTERM"]
 
 
 def _breakdown(summary: dict) -> list[str]:

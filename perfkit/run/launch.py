@@ -54,6 +54,9 @@ class TrialOutcome:
     status: str  # ok | hung | crashed | interrupted
     wall_s: float
     ranks: list[dict]
+    # Unix time (s) when perfkit began to stop ranks still running (the timeout, or a crash's grace past): the
+    # metrics protocol's ``t`` clock, so a step a rank wrote later (one that ran on past SIGTERM) is told apart
+    stopped_t: float | None = None
 
 
 def tail(path: Path, lines: int = 20) -> str:
@@ -169,7 +172,7 @@ def run_ranks(ranks: list[RankProcess], timeout: float, cwd: str | Path | None =
 
     A Ctrl-C (KeyboardInterrupt) ends the group at once and returns status ``interrupted``."""
     t0 = time.monotonic()
-    pgid = None
+    pgid, stopped_t = None, None
     status = "interrupted"
     try:
         with _interrupts_deferred():
@@ -185,8 +188,10 @@ def run_ranks(ranks: list[RankProcess], timeout: float, cwd: str | Path | None =
         status = "interrupted"
     finally:
         if pgid is not None:
+            if any(r.proc is not None and r.proc.poll() is None for r in ranks):
+                stopped_t = time.time()
             end_group(pgid, ranks, dump_stacks=status != "interrupted")
-    return TrialOutcome(status, time.monotonic() - t0, [rank_report(r) for r in ranks])
+    return TrialOutcome(status, time.monotonic() - t0, [rank_report(r) for r in ranks], stopped_t)
 
 
 def _request_stacks(pgid: int, running: list[RankProcess]) -> None:

@@ -57,6 +57,7 @@ class RankMetrics:
     marks: list[MarkEvent]  # each whole, as the rank wrote it (a hung rank's last is reported)
     natural_ms: list[float] = dataclasses.field(default_factory=list)  # mean step of an unsynced pass
     traced: list[int] = dataclasses.field(default_factory=list)  # positions in steps_ms run under a profiler
+    late_steps: int = 0  # synced steps written after ``read_metrics``'s ``until``, left out
 
     @property
     def last_mark(self) -> str | None:
@@ -71,17 +72,20 @@ def _number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def read_metrics(path: Path) -> RankMetrics:
+def read_metrics(path: Path, until: float | None = None) -> RankMetrics:
     """Parse a metrics.jsonl a user program wrote: a torn last line (a rank killed mid-write), bytes that
     are not UTF-8, lines that are no JSON event or carry no finite figure are skipped, not fatal. A line is
     kept where its fields are those of an event type: a ``StepEvent``'s or ``NaturalStepEvent``'s ``ms`` and a
     ``ValueEvent``'s ``value`` finite numbers (kept as floats), a ``ValueEvent``'s or ``MarkEvent``'s ``name`` a
-    string (a mark kept whole, ``RankMetrics.marks``)."""
+    string (a mark kept whole, ``RankMetrics.marks``). With ``until`` (Unix time, s), a line whose ``t`` is later
+    is left out, its step counted in ``late_steps``: a rank that ran on after perfkit stopped its trial (a program
+    that catches SIGTERM) did not get that far before the stop."""
     steps: list[float] = []  # StepEvent's ms
     natural: list[float] = []  # NaturalStepEvent's ms
     values: dict[str, list[float]] = {}  # ValueEvent's value by name
     marks: list[MarkEvent] = []
     traced: list[int] = []
+    late = 0
     try:
         f = open(path, encoding="utf-8", errors="replace")
     except OSError:
@@ -95,6 +99,9 @@ def read_metrics(path: Path) -> RankMetrics:
             if not isinstance(ev, dict):
                 continue
             kind = ev.get("event")
+            if until is not None and _number(ev.get("t")) and ev["t"] > until:
+                late += kind == "step" and _number(ev.get("ms")) and ev.get("kind") != "natural"
+                continue
             if kind == "step" and _number(ev.get("ms")):
                 if ev.get("kind") == "natural":
                     natural.append(float(ev["ms"]))
@@ -106,7 +113,7 @@ def read_metrics(path: Path) -> RankMetrics:
                 values.setdefault(ev["name"], []).append(float(ev["value"]))
             elif kind == "mark" and isinstance(ev.get("name"), str):
                 marks.append(ev)
-    return RankMetrics(steps, values, marks, natural, traced)
+    return RankMetrics(steps, values, marks, natural, traced, late)
 
 
 def is_timed(trial: TrialRecord, i: int) -> bool:

@@ -18,6 +18,7 @@ class RankRecord(TypedDict):
     running_at_end: bool
     exited_s: NotRequired[float]  # seconds into the trial when it was seen to exit; absent where it was killed
     steps_done: int
+    late_steps: NotRequired[int]  # steps written after perfkit stopped the trial (not in steps_done); absent: none
     last_step_ms: float | None
     last_mark: str | None
     device_kind: NotRequired[str]  # where a mark reported one (the bundled worker's ``ready``)

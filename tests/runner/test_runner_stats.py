@@ -242,3 +242,19 @@ def test_the_ci_moves_little_with_the_bootstraps_draws():
     a, b = [rng.normal(10, 1, 8) for _ in range(3)], [rng.normal(12, 3, 8) for _ in range(3)]
     cis = np.array([stats.compare(a, b, seed=seed).ci for seed in range(20)])
     assert (cis.max(axis=0) - cis.min(axis=0) < 0.009).all(), cis.max(axis=0) - cis.min(axis=0)
+
+
+def test_lines_written_after_the_stop_are_left_out_and_their_steps_counted(tmp_path):
+    """``until``: lines whose ``t`` is later are not read (a line without ``t`` is, having no time to compare)."""
+    from perfkit.rundata.metrics import read_metrics
+
+    lines = ['{"event": "step", "ms": 10, "t": 100.0}', '{"event": "mark", "name": "x", "t": 100.5}',
+             '{"event": "step", "ms": 11}', '{"event": "step", "ms": 12, "t": 101.0}',
+             '{"event": "step", "ms": 13, "t": 101.5}',
+             '{"event": "step", "ms": 2, "kind": "natural", "steps": 3, "t": 102}',
+             '{"event": "mark", "name": "late", "t": 102.0}', '{"event": "value", "name": "v", "value": 1, "t": 103}']
+    (tmp_path / "m.jsonl").write_text("\n".join(lines))
+    m = read_metrics(tmp_path / "m.jsonl", until=101.0)
+    # by hand: steps at t 100, (none), 101 are not after 101; 101.5 is, the natural pass is no synced step
+    assert (m.steps_ms, m.late_steps, m.last_mark, m.natural_ms, m.values) == ([10, 11, 12], 1, "x", [], {})
+    assert read_metrics(tmp_path / "m.jsonl").late_steps == 0

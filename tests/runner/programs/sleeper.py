@@ -10,6 +10,8 @@ argv: steps sleep_ms [--frames]. Variants change it through the environment only
   HANG_UNLESS=PATH they do not hang once that file exists (a resumed run goes through).
 - PRINT_MB=n: print n MB of filler lines to stdout before the first step. STDOUT_STEPS=1: steps are
   printed as ``step <ms> ms`` lines instead of metrics events (a program for ``step_regex``).
+- LATE=1: SIGTERM ignored (jax.distributed catches it); after the first step the rank waits until perfkit asks for
+  its stack dump (its timeout passed), then writes the other steps before perfkit's SIGKILL.
 - CRASH_AT=k: after k steps, ranks in FAULT_RANKS print to stderr and exit with code 7.
 - FRAME_SEED: seed of the frames written with --frames. DUMP_ENV=1 writes the PERFKIT_* and launcher
   variables the rank saw to outputs/env.json.
@@ -17,6 +19,7 @@ argv: steps sleep_ms [--frames]. Variants change it through the environment only
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -47,7 +50,12 @@ if os.environ.get("PRINT_MB"):
         sys.stdout.write(line * 1024)
     sys.stdout.flush()
 released = "HANG_UNLESS" in os.environ and os.path.exists(os.environ["HANG_UNLESS"])
+if os.environ.get("LATE"):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 for i in range(steps):
+    if os.environ.get("LATE") and i == 1:
+        while not os.path.getsize(os.environ["PERFKIT_STACKS"]):  # the hook created it empty at start
+            time.sleep(0.01)
     if faulty and not released and os.environ.get("HANG_AT") == str(i):
         record.mark("waiting")
         if os.environ.get("SPAWN_CHILD"):
