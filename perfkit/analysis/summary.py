@@ -271,7 +271,7 @@ def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Ca
         "compile_cache": None,
         "breakdown": breakdown,
         "attribution": attributed,
-        "trials": {"total": len(trials), "ok": sum(t["status"] == "ok" for t in trials),
+        "trials": {"total": len(trials), "ok": sum(t["status"] == "ok" for t in trials), "timeout_s": case.timeout,
                    "failed": [{"index": t["index"], "variant": t["variant"], "status": t["status"], "dir": t["dir"],
                                "ranks": t["ranks"], **({"warmup": t["warmup"]} if "warmup" in t else {}),
                                **({"missing_hosts": t["missing_hosts"]} if "missing_hosts" in t else {})}

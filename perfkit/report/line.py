@@ -44,6 +44,19 @@ def more_rounds(summary: dict) -> str:
     return f"--set repeats.min={n} --set repeats.max={n}" if multi_host(summary) else f"--set repeats.max={n}"
 
 
+def hung_at_timeout(summary: dict) -> tuple[str, str] | None:
+    """Where trials of a model or command case hung: ``("3 of 4 trials hung at the 30 s timeout", "--set
+    timeout=60")``, the ``--set`` giving them twice the timeout they ran past; None where none hung. Not more
+    rounds: a trial that hangs adds no figure, whether its ranks were stuck or slow (a start under load), and each
+    costs the timeout again."""
+    hung = sum(t["status"] == "hung" for t in summary["trials"]["failed"])
+    if not hung or summary.get("serve"):
+        return None
+    timeout = summary["trials"].get("timeout_s")  # absent in older summaries
+    said = f"{hung} of {summary['trials']['total']} trials hung at the {f'{timeout:g} s ' if timeout else ''}timeout"
+    return said, f"--set timeout={2 * timeout:g}" if timeout else "a longer `timeout`"
+
+
 def step_times_text(va: float, vb: float) -> tuple[str, str]:
     """A and B's step times as text, with as many decimals as it takes to divide to B / A shown to 3."""
     n = digits([(va, vb)])
@@ -158,8 +171,10 @@ def summary_line(summary: dict, report: Path) -> str:
         if verdict == "unknown":
             aim = "give a CI" if without_ci(c) else "narrow it"
             more = more_rounds(summary)
+            hangs = hung_at_timeout(summary)
             # a stopped run has rounds of its own plan left: asking for more would start that plan over
             verdict += f" (the rest of its plan may {aim}: --resume)" if summary.get("interrupted") else \
+                f" ({hangs[0]}: where their ranks were slow, not stuck, {hangs[1]})" if hangs else \
                 f" (more {'server restarts' if serve else 'rounds'} would {aim}: {more})"
         parts.append(f"{a} {shown_a} ms, {b} {shown_b} ms (medians of {of} medians), {b}/{a} {c['ratio']:.3f} {ci} "
                      f"-> {verdict}")

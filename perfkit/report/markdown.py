@@ -15,7 +15,7 @@ from perfkit.report import attribution
 from perfkit.report import cost
 from perfkit.report import hangs
 from perfkit.report.departure import departure_section
-from perfkit.report.line import more_rounds, multi_host, rounds_run, step_times_text, summary_line
+from perfkit.report.line import hung_at_timeout, more_rounds, multi_host, rounds_run, step_times_text, summary_line
 from perfkit.report.serving import section
 from perfkit.rundata.exits import exit_text, where_threads_wait
 from perfkit.rundata.rundir import matrix_of, resume_command
@@ -636,11 +636,16 @@ def _verdict(summary: dict) -> str:
 
 def _more_trials(summary: dict, aim: str = "narrow it") -> str:
     """How to ask for more trials when the verdict is unknown: the run's case again, with more rounds (that
-    would ``aim``: narrow the CI, or give one); a stopped run, the rest of its own plan."""
+    would ``aim``: narrow the CI, or give one), or where trials hung a longer timeout; a stopped run, the rest of
+    its own plan."""
     if summary.get("interrupted"):
         return (f"The run was stopped before its plan was done: `{resume_command(Path(summary['run_dir']))}` runs "
                 f"the rest of it, which may {aim}.")
     command = (summary.get("reproduce") or {}).get("command", "perfkit run CASE")
+    if hangs := hung_at_timeout(summary):  # more rounds would each hang at the same timeout
+        longer = f"e.g. `{command} {hangs[1]}`" if hangs[1].startswith("--set") else hangs[1]
+        return (f"{hangs[0]} (Failed trials says where their ranks waited): more trials would hang alike where they "
+                f"were stuck; where they were slow (a start under load), a longer timeout would {aim}: {longer}.")
     if summary.get("serve"):  # a serve case's rounds are its server restarts
         restarts = summary["serve"]["server_restarts"]
         return (f"More server restarts would {aim} (this run: {restarts} server process{'es' if restarts != 1 else ''}"

@@ -323,6 +323,7 @@ class Trials(TypedDict):
     total: int
     ok: int
     failed: list[FailedTrial]
+    timeout_s: NotRequired[float]  # the case's timeout, past which a trial hung; absent in older summaries
 
 
 class Env(TypedDict):

@@ -237,6 +237,23 @@ def test_an_unknown_verdict_says_how_to_ask_for_more_trials(make_run):
     assert "-> unknown (more rounds would narrow it: --set repeats.max=6)" in report.splitlines()[2]
 
 
+def test_an_unknown_verdict_where_trials_hung_asks_for_a_longer_timeout_not_more_rounds(make_run):
+    """A newcomer's 4-process case: most trials hung under load (one at `import jax`, 0 steps), and the line asked
+    for `--set repeats.max=4`: more rounds that would each hang at the same timeout."""
+    trials = ab_trials(b_scale=1.03)
+    hung = {"rank": 0, "exit_code": -9, "running_at_end": True, "steps_done": 0, "last_step_ms": None,
+            "last_mark": None}
+    trials += [trial(i, v, [], status="hung", ranks=[hung]) for i, v in ((6, "a"), (7, "b"), (8, "b"))]
+    report = (make_run(trials=trials, case_extra={"timeout": 45}) / "report.md").read_text()
+    assert "repeats.max" not in report
+    # the case's timeout as the fixture's case.yaml sets it, twice that asked for
+    assert report.splitlines()[2].count("-> unknown (3 of 9 trials hung at the 45 s timeout: where their ranks were "
+                                        "slow, not stuck, --set timeout=90)") == 1
+    assert ("3 of 9 trials hung at the 45 s timeout (Failed trials says where their ranks waited): more trials would "
+            "hang alike where they were stuck; where they were slow (a start under load), a longer timeout would "
+            "narrow it: e.g. `perfkit run run/case.yaml --salt --set timeout=90`.") in report
+
+
 def test_a_multi_host_run_with_no_verdict_asks_for_more_rounds_by_repeats_min(tmp_path):
     """A newcomer's two-host run ended unknown and was told `--set repeats.max=4`: a run on several hosts runs
     `repeats.min` rounds and no more (docs/multi-host.md), so raising the maximum asked for nothing."""
