@@ -15,6 +15,7 @@ from perfkit.common.digits import digits
 from perfkit.common.json_figures import from_json
 from perfkit.hlo.render import ranks_text
 from perfkit.report.serving import headline
+from perfkit.rundata.exits import at_exit
 
 
 def _differ(ranks: list[int]) -> str:
@@ -103,16 +104,21 @@ def parted(parting: dict) -> str:
 
 def hung(summary: dict) -> list[str]:
     """Each variant with a hung trial, and where its first hung trial with traces parted (``skip hung: rank 1
-    skipped ppermute.11 (collective 3 of 3 in step 0)``): the one line said only that trials failed."""
+    skipped ppermute.11 (collective 3 of 3 in step 0)``), else whether it hung at exit (every rank still running
+    past its program, ``exits.at_exit``): the one line said only that trials failed."""
     out: dict[str, str] = {}
     hangs = summary.get("hangs") or {}
     for t in summary["trials"]["failed"]:
-        if t["status"] != "hung":
+        if t["status"] != "hung" or out.get(t["variant"]):  # a variant's first hung trial that says more, said
             continue
         parting = (hangs.get(t["dir"]) or {}).get("parting")
-        if parting and parting.get("parted") and not out.get(t["variant"]):
+        running = [r for r in t["ranks"] if r.get("running_at_end")]
+        if parting and parting.get("parted"):
             out[t["variant"]] = f"{t['variant']} hung: {parted(parting)}"
-        out.setdefault(t["variant"], "")
+        elif running and all(r.get("stacks") and at_exit(r["stacks"]) for r in running):
+            out[t["variant"]] = f"{t['variant']} hung at exit (its ranks' programs had returned)"
+        else:
+            out[t["variant"]] = ""
     return [text or f"{name} hung" for name, text in out.items()]
 
 

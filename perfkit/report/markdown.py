@@ -10,14 +10,14 @@ from perfkit.common.comparison import NO_SPREAD, compared_variant, inside_noise_
 from perfkit.common.devices import on_cpu_devices
 from perfkit.common.digits import change_text, digits, ratio_text, share_text, shown_difference, whole_shares
 from perfkit.common.json_figures import db_cell
-from perfkit.hlo.render import rank_list, ranks_report
+from perfkit.hlo.render import rank_list, ranks_report, ranks_text
 from perfkit.report import attribution
 from perfkit.report import cost
 from perfkit.report import hangs
 from perfkit.report.departure import departure_section
 from perfkit.report.line import hung_at_timeout, more_rounds, multi_host, rounds_run, step_times_text, summary_line
 from perfkit.report.serving import section
-from perfkit.rundata.exits import exit_text, where_threads_wait
+from perfkit.rundata.exits import at_exit, exit_text, where_threads_wait
 from perfkit.rundata.rundir import matrix_of, resume_command
 from perfkit.trace import marker_notes
 from perfkit.trace.names import labels
@@ -384,9 +384,23 @@ def _failures(summary: dict) -> list[str]:
                     lines.append(f"    (every thread's stack: `{f.get('dir', 'trials/..')}/rank{r['rank']}/stacks.txt`)")
                 if r.get("stderr_tail"):
                     lines += ["    ```", *("    " + s for s in r["stderr_tail"].splitlines()[-8:]), "    ```"]
-        lines += _late(f)
+        lines += _at_exit(f) + _late(f)
         lines += hangs.lines((summary.get("hangs") or {}).get(f["dir"]), f["dir"])
     return lines
+
+
+def _at_exit(failed: dict) -> list[str]:
+    """Ranks still running whose programs had returned (``exits.at_exit``): hung on the way out, past their steps,
+    which no "waiting in" line of a step says."""
+    out = [r for r in failed["ranks"] if r.get("running_at_end") and r.get("stacks") and at_exit(r["stacks"])]
+    if not out:
+        return []
+    done = sorted({r.get("steps_done", 0) for r in out})
+    steps = f"{done[0]} step{'s' * (done[0] != 1)}" if len(done) == 1 else f"{done[0]}-{done[-1]} steps"
+    return [f"  - {ranks_text([r['rank'] for r in out])} had returned from {'its' if len(out) == 1 else 'their'} "
+            f"program (no thread in a module's top level) after {steps} and hung on the way out, at exit (an atexit "
+            "handler such as jax.distributed's shutdown, a thread it waits for, the last garbage collection): the "
+            "program's shutdown, or a timeout too short for it, is the cause, not a step"]
 
 
 def _late(failed: dict) -> list[str]:

@@ -49,17 +49,35 @@ def _frame(line: str) -> tuple[str, str, bool]:
     return f"{os.path.basename(path)}:{lineno}", func, library
 
 
+_GC, _NO_FRAME = "  Garbage-collecting\n", "  <no Python frame>\n"
+
+
+def at_exit(stacks: str) -> bool:
+    """Whether a hung rank's program had returned: its own dump (its child processes' aside) holds threads and none
+    of them runs a module's top level (``<module>``), which the main thread runs until the program returns (a
+    ``-c`` string's, an import's). The rank hung on the way out: an atexit handler (jax.distributed's shutdown), a
+    thread it joins, the last garbage collection."""
+    own = stacks.split(_CHILD_DUMP)[0]
+    return "(most recent call first):" in own and " in <module>\n" not in own
+
+
 def where_threads_wait(stacks: str) -> list[str]:
     """One line per dumped thread: its innermost frame and, when that is library code (threading, jax),
     the innermost frame of the program itself, e.g. ``wait (threading.py:327) <- wait_for_peer
-    (bench.py:35)``."""
+    (bench.py:35)``; a thread in the garbage collector or with no Python frame (native code alone, as at exit)
+    says so."""
     out = []
     for block in stacks.split("(most recent call first):")[1:]:
         frames = [_frame(x) for x in block.splitlines() if x.strip().startswith('File "')]
+        head = block.split(_CHILD_DUMP)[0]  # this thread's lines (a child process's dump may follow)
+        # faulthandler's words for a thread in the garbage collector, or in native code alone (no Python frame)
+        collecting = "garbage-collecting: " if _GC in head else ""
         if not frames:
+            if _NO_FRAME in head:
+                out.append(f"{collecting}no Python frame (native code)")
             continue
         where, func, library = frames[0]
-        line = f"{func} ({where})"
+        line = f"{collecting}{func} ({where})"
         own = next((f for f in frames if not f[2]), None)
         if library and own is not None:
             line += f" <- {own[1]} ({own[0]})"

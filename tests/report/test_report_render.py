@@ -477,6 +477,28 @@ def test_a_hung_trial_still_renders(tmp_path):
     assert "inf (bit-identical)" in report.splitlines()[2] and "plots/psnr.png" not in report  # nothing differs
 
 
+def test_ranks_hung_on_their_way_out_are_said_to_be_past_their_steps(tmp_path):
+    """A newcomer's ranks had written all their steps and hung in their shutdown ("Garbage-collecting", no Python
+    frame): the report gave no "waiting in" line and no hint, the line "a hung"."""
+    trials = ab_trials(values=False)
+    shutdown = "Current thread 0x1 (most recent call first):\n  Garbage-collecting\n  <no Python frame>\n"
+    in_step = 'Thread 0x1 (most recent call first):\n  File "bench.py", line 9 in <module>\n'
+    ranks = [{"rank": r, "exit_code": -9, "running_at_end": True, "steps_done": 6, "last_step_ms": 10.0,
+              "last_mark": None, "stacks": shutdown} for r in (0, 1)]
+    trials += [trial(6, "a", [10.0] * 6, status="hung", ranks=ranks),
+               trial(7, "b", [10.0] * 6, status="hung", ranks=[ranks[0], {**ranks[1], "stacks": in_step}])]
+    run = write_run(tmp_path / "run", trials)
+    res = CliRunner().invoke(cli, ["report", str(run)])
+    report = (run / "report.md").read_text()
+    assert res.exit_code == 3 and "    - waiting in `garbage-collecting: no Python frame (native code)`" in report
+    at_exit = ("had returned from {} program (no thread in a module's top level) after 6 steps and hung on the way "
+               "out, at exit (an atexit handler such as jax.distributed's shutdown, a thread it waits for, the last "
+               "garbage collection): the program's shutdown, or a timeout too short for it, is the cause, not a step")
+    assert f"  - ranks 0, 1 {at_exit.format('their')}" in report and f"  - rank 0 {at_exit.format('its')}" in report
+    # the line: a trial whose every rank still running was past its program; rank 1 of trial 7 was in its own
+    assert report.splitlines()[2].endswith("; a hung at exit (its ranks' programs had returned); b hung")
+
+
 def test_the_one_line_gives_the_first_crash_s_reason():
     """Every trial of a command case crashed alike (its script imports a module this machine lacks): the line read
     '6 trial(s) failed' alone; it gives the first failing rank's last stderr line, the report the rest."""

@@ -6,7 +6,7 @@ import time
 
 from perfkit.run import stackdump
 from perfkit.run.launch import RankProcess, run_ranks
-from perfkit.rundata.exits import exit_text, where_threads_wait
+from perfkit.rundata.exits import at_exit, exit_text, where_threads_wait
 
 
 def rank(tmp_path, r, code, env=None, hook=None):
@@ -101,3 +101,23 @@ def test_a_program_that_turned_fatal_dumps_off_keeps_them_off_through_its_teardo
             "class Teardown:\n    def __del__(self):\n        os.abort()\nteardown = Teardown()\n")
     [aborted] = run_ranks([rank(tmp_path, 0, code, {"PYTHONFAULTHANDLER": ""}, hook)], timeout=30).ranks
     assert aborted["exit_code"] == -6 and "stacks" not in aborted
+
+
+def test_ranks_stuck_on_their_way_out_read_as_at_exit_and_a_rank_in_its_program_does_not(tmp_path):
+    """A newcomer's ranks had written every step and hung in their shutdown (jax.distributed's, the last garbage
+    collection): the report gave no "waiting in" line and no hint that no step was to blame. Real dumps here: an
+    atexit handler that waits, a finaliser run by the last collection, and a rank waiting in its own program."""
+    hook = stackdump.hook_dir(tmp_path / "hook")
+    waits_atexit = "import atexit, threading\natexit.register(lambda: threading.Event().wait())\n"
+    finaliser = ("import time\nclass Stuck:\n    def __del__(self):\n        time.sleep(600)\n"
+                 "s = Stuck()\ns.me = s\ndel s\n")  # a cycle: only the last collection at exit finalises it
+    waits_in_program = "import threading\nthreading.Event().wait()\n"
+    out = run_ranks([rank(tmp_path, r, code, hook=hook)
+                     for r, code in enumerate((waits_atexit, finaliser, waits_in_program))], timeout=2)
+    assert out.status == "hung"
+    by_atexit, by_finaliser, in_program = (r["stacks"] for r in out.ranks)
+    assert at_exit(by_atexit) and at_exit(by_finaliser) and not at_exit(in_program)
+    assert where_threads_wait(by_finaliser) == ["garbage-collecting: __del__ (<string>:4)"]
+    # faulthandler's words for a thread with no Python frame, as at exit in native code (CPython's traceback.c)
+    native = "Current thread 0x00007f1d (most recent call first):\n  Garbage-collecting\n  <no Python frame>\n"
+    assert at_exit(native) and where_threads_wait(native) == ["garbage-collecting: no Python frame (native code)"]
