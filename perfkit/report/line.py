@@ -104,22 +104,55 @@ def parted(parting: dict) -> str:
 
 def hung(summary: dict) -> list[str]:
     """Each variant with a hung trial, and where its first hung trial with traces parted (``skip hung: rank 1
-    skipped ppermute.11 (collective 3 of 3 in step 0)``), else whether it hung at exit (every rank still running
-    past its program, ``exits.at_exit``): the one line said only that trials failed."""
+    skipped ppermute.11 (collective 3 of 3 in step 0)``); where no trace shows a parting, the first collective its
+    ranks' programs differ in (``first_collective``), else whether it hung at exit (every rank still running past
+    its program, ``exits.at_exit``): the one line said only that trials failed."""
     out: dict[str, str] = {}
-    hangs = summary.get("hangs") or {}
+    hangs, ranks = summary.get("hangs") or {}, summary.get("ranks") or {}
     for t in summary["trials"]["failed"]:
         if t["status"] != "hung" or out.get(t["variant"]):  # a variant's first hung trial that says more, said
             continue
-        parting = (hangs.get(t["dir"]) or {}).get("parting")
+        hang = hangs.get(t["dir"]) or {}
+        parting = hang.get("parting")
         running = [r for r in t["ranks"] if r.get("running_at_end")]
         if parting and parting.get("parted"):
             out[t["variant"]] = f"{t['variant']} hung: {parted(parting)}"
+        elif differs := first_collective(ranks.get(t["variant"])):
+            # no trace shows where its chips part: the programs' first differing collective is the lead
+            reach = " (its traces end before the hang)" if "hung_step" in hang else ""
+            out[t["variant"]] = f"{t['variant']} hung{reach}: {differs}"
         elif running and all(r.get("stacks") and at_exit(r["stacks"]) for r in running):
             out[t["variant"]] = f"{t['variant']} hung at exit (its ranks' programs had returned)"
         else:
             out[t["variant"]] = ""
     return [text or f"{name} hung" for name, text in out.items()]
+
+
+def _op(shown: dict) -> str:
+    """An instruction's name as hlo-diff shows it (``%all-reduce.5 = f32[8]{0} ...``): ``all-reduce.5``."""
+    return shown["text"].split(" = ")[0].strip().removeprefix("ROOT ").lstrip("%")
+
+
+def first_collective(check: dict | None) -> str | None:
+    """The first collective a variant's divergent ranks' program differs in (summary.json's ``ranks.<variant>``, its
+    hlo-diff's ``first_collective``): ``rank 3's program adds all-reduce.5 (its collective 2 of 3 in jit_step,
+    hlo-diff)``; None where hlo-diff names none."""
+    for module in ((check or {}).get("hlo_diff") or {}).get("modules", ()):
+        for d in module["divergences"]:
+            c = d.get("first_collective")
+            if not c:
+                continue
+            if c["only_on"] == "rank":
+                how = f"adds {_op(c['rank'])}"
+            elif c["only_on"] == "majority":
+                how = f"lacks {_op(c['majority'])}"
+            else:
+                how = f"runs {_op(c['rank'])} where the others' run {_op(c['majority'])}"
+            side = "rank" if c["only_on"] == "rank" else "majority"  # the side whose collectives its index counts
+            whose = "its" if side == "rank" else "the others'"
+            return (f"{ranks_text(d['ranks'])}'s program {how} ({whose} collective {c['index']} of {c['count'][side]} "
+                    f"in {module['name']}, the first collective the programs differ in: hlo-diff)")
+    return None
 
 
 def departed_at(taps: dict) -> str:

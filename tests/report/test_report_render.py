@@ -587,6 +587,37 @@ def test_the_one_line_says_which_variant_hung_and_where_its_chips_parted():
                                                                                      Path("r/report.md"))
 
 
+def test_the_one_line_of_a_hang_its_traces_do_not_reach_names_the_programs_first_differing_collective():
+    """A newcomer's capture traced steps 2-3, the hang came at step 0: the line said "rank3 hung" alone while Rank
+    consistency named rank 3's extra all-reduce as the first collective its program differs in (hlo-diff's)."""
+    from perfkit.report.line import summary_line
+
+    extra = {"index": 2, "count": {"majority": 2, "rank": 3}, "only_on": "rank",
+             "majority": {"computation": "main", "line": 17, "opcode": "collective-permute",
+                          "text": "%cp = f32[8]{0} collective-permute(%f), source_target_pairs={{0,1}}"},
+             "rank": {"computation": "main", "line": 18, "opcode": "all-reduce",
+                      "text": "%all-reduce.5 = f32[8]{0} all-reduce(%f), channel_id=3, to_apply=%sum"}}
+    check = {"consistent": False, "groups": [[0, 1, 2], [3]], "checked": "...", "divergent_ranks": [3],
+             "hlo_diff": {"modules": [{"name": "jit_step", "divergences": [
+                 {"ranks": [3], "against_rank": 0, "first_collective": extra}]}]}}
+    summary = {"case": "c", "baseline": "ok", "comparison": {"verdict": "unknown", "ratio": None},
+               "variants": {"ok": {"trials": 1}, "rank3": {"trials": 1}},
+               "trials": {"total": 2, "ok": 1, "failed": [
+                   {"index": 1, "variant": "rank3", "status": "hung", "dir": "trials/01-rank3", "ranks": []}]},
+               "hangs": {"trials/01-rank3": {"chips": [], "parting": None, "text": "...", "last_traced_step": 3,
+                                             "hung_step": 0}},
+               "ranks": {"ok": {"consistent": True, "groups": [[0, 1, 2, 3]], "checked": "..."}, "rank3": check}}
+    assert ("; rank3 hung (its traces end before the hang): rank 3's program adds all-reduce.5 (its collective 2 of 3 "
+            "in jit_step, the first collective the programs differ in: hlo-diff); report") in \
+        summary_line(summary, Path("r/report.md"))
+    # a program that lacks the others' collective: placed among theirs
+    check["hlo_diff"]["modules"][0]["divergences"][0]["first_collective"] = {
+        **extra, "count": {"majority": 3, "rank": 2}, "only_on": "majority", "rank": None}
+    del summary["hangs"]
+    assert ("; rank3 hung: rank 3's program lacks cp (the others' collective 2 of 3 in jit_step, the first collective "
+            "the programs differ in: hlo-diff); report") in summary_line(summary, Path("r/report.md"))
+
+
 def test_the_one_line_of_a_run_of_one_variant_gives_its_figure_and_no_ratio():
     """A newcomer's `perfkit run CASE --only sp`: the line read "no timed steps for tp -> unknown", sp's own figure
     nowhere. It gives the figure of the variant that ran now, and says why there is no ratio; an A/A control beside
