@@ -183,6 +183,8 @@ def cost(paths, chip_name, step_module, model, config, rows, plan_name, plan_opt
         if block.get("step_from") == "most_flops":
             click.echo("  (the step program is a guess, the one with the most FLOPs; --step-module TEXT names "
                        "the one your steps run)")
+        elif block.get("step_from") == "traced":
+            click.echo("  (the step program is the one the run's traced steps ran)")
     for c in changes.values():
         click.echo(c["sentence"])
     if not lines:

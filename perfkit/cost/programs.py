@@ -2,9 +2,10 @@
 
 A dump folder holds every program a process compiled; the step is the one the bundled worker runs each
 denoise step (``jit__euler_step``) or the kernel bench times (``jit_kernel_step``: not its XLA reference,
-which may cost more than an interpreted Pallas kernel), else the program with the most FLOPs (``step_module``
-names another). Every rank of an SPMD program compiles the same module (``perfkit hlo-diff`` checks it), so
-a rank set is costed by its lowest rank.
+which may cost more than an interpreted Pallas kernel), else the program the run's traced steps ran (the most
+device time inside them: an init or tapping program runs outside the steps), else the program with the most FLOPs
+(``step_module`` names another). Every rank of an SPMD program compiles the same module (``perfkit hlo-diff``
+checks it), so a rank set is costed by its lowest rank.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ def folder_costs(folder: Path) -> list[ProgramCost]:
     return [dump_cost(f) for f in dump_files(folder)]
 
 
-def step_cost(costs: list[ProgramCost], step_module: str | None = None) -> ProgramCost:
-    """The program one step runs (see the module docstring)."""
+def step_cost(costs: list[ProgramCost], step_module: str | None = None, traced: tuple[str, ...] = ()) -> ProgramCost:
+    """The program one step runs (see the module docstring); ``traced``: the programs the traced steps ran, by
+    device time, most first."""
     if step_module is not None:
         named = [c for c in costs if step_module in c.module]
         if not named:
@@ -40,14 +42,16 @@ def step_cost(costs: list[ProgramCost], step_module: str | None = None) -> Progr
                            f"{', '.join(sorted({c.module for c in costs}))})", field="--step-module")
         return named[0]
     bundled = [c for c in costs if c.module in STEP_MODULES]
-    return bundled[0] if bundled else max(costs, key=lambda c: (c.dot_flops + c.other_flops, c.hbm_bytes))
+    ran = [c for module in traced for c in costs if c.module == module]
+    return (bundled or ran or [max(costs, key=lambda c: (c.dot_flops + c.other_flops, c.hbm_bytes))])[0]
 
 
-def step_from(step: ProgramCost, step_module: str | None = None) -> str:
-    """How ``step_cost`` picked ``step``: ``step_module`` (named), ``bundled`` (a bundled program's step) or
-    ``most_flops`` (a guess, which a report must say: an init program, such as a random-number one, may cost more
-    than the step a command case runs)."""
-    return "step_module" if step_module is not None else "bundled" if step.module in STEP_MODULES else "most_flops"
+def step_from(step: ProgramCost, step_module: str | None = None, traced: tuple[str, ...] = ()) -> str:
+    """How ``step_cost`` picked ``step``: ``step_module`` (named), ``bundled`` (a bundled program's step),
+    ``traced`` (the program the traced steps ran) or ``most_flops`` (a guess, which a report must say: an init or
+    tapping program may cost as much as the step a command case runs, or more)."""
+    return ("step_module" if step_module is not None else "bundled" if step.module in STEP_MODULES
+            else "traced" if step.module in traced else "most_flops")
 
 
 def variant_dumps(run_dir: Path) -> dict[str, Path]:
@@ -72,20 +76,22 @@ def run_chip(run_dir: Path) -> Chip | None:
 
 
 def cost_block(folder: Path, chip: Chip | None, measured_ms: float | None = None,
-               step_module: str | None = None) -> dict:
-    """One variant's ``cost`` entry: every program, the step, and the step's roofline (None without a chip)."""
+               step_module: str | None = None, traced: tuple[str, ...] = ()) -> dict:
+    """One variant's ``cost`` entry: every program, the step (``step_cost``), and the step's roofline (None
+    without a chip)."""
     costs = folder_costs(folder)
-    step = step_cost(costs, step_module)
+    step = step_cost(costs, step_module, traced)
     return {"dumps": str(folder), "programs": [c.as_json() for c in costs], "step": step.as_json(),
-            "step_from": step_from(step, step_module),
+            "step_from": step_from(step, step_module, traced),
             "roofline": roofline(step.as_json(), chip, measured_ms) if chip is not None else None}
 
 
 def run_costs(run_dir: Path, summary: dict, chip: Chip | None = None,
               step_module: str | None = None) -> tuple[dict, dict]:
-    """``cost`` and ``roofline`` of summary.json: per variant with dumps; the roofline on ``chip``, else on
-    the run's own chip (env.json's devices, else its profiles' plane stats), where a step timed on that
-    chip is set beside its bound."""
+    """``cost`` and ``roofline`` of summary.json: per variant with dumps, its step the program its traced steps ran
+    where the summary's breakdown names them (``step_programs``); the roofline on ``chip``, else on the run's own
+    chip (env.json's devices, else its profiles' plane stats), where a step timed on that chip is set beside its
+    bound."""
     own = run_chip(run_dir)
     profiles = [] if own is not None else [
         f for trial in sorted((run_dir / "trials").glob("*")) for r in rank_dirs(trial)
@@ -99,8 +105,10 @@ def run_costs(run_dir: Path, summary: dict, chip: Chip | None = None,
     for variant, folder in variant_dumps(run_dir).items():
         step_ms = ((summary.get("variants") or {}).get(variant) or {}).get("step_ms") or {}
         timed_here = own is not None and chip is not None and own.name == chip.name
+        traced = (((summary.get("breakdown") or {}).get("variants") or {}).get(variant) or {}).get("step_programs")
         try:
-            block = cost_block(folder, chip, step_ms.get("median") if timed_here else None, step_module)
+            block = cost_block(folder, chip, step_ms.get("median") if timed_here else None, step_module,
+                               tuple(traced or ()))
         except BadInput as exc:  # a dump that does not parse costs nothing, the rest of the run still counts
             cost[variant] = {"dumps": str(folder), "error": exc.line()}
             continue

@@ -64,6 +64,10 @@ def section(summary: dict) -> list[str]:
         if uncosted:
             rows += ["", f"{v}'s FLOPs and bytes sent leave out {uncosted}: their work, and whatever they send."]
         rows += [line for sentence in ProgramCost.definitions(step) for line in ("", f"In {v}, {sentence}.")]
+    traced = [v for v in names if cost[v].get("step_from") == "traced"]
+    if traced:
+        rows += ["", f"The step program of {', '.join(traced)} is the one its traced steps ran (the most device time "
+                 "inside them)."]
     guessed = [v for v in names if cost[v].get("step_from") == "most_flops"]
     if guessed:  # (a command case's dumps: no bundled step program, and an init program may cost the most)
         rows += ["", f"The step program of {', '.join(guessed)} is a guess, the program with the most FLOPs of its "

@@ -179,6 +179,7 @@ class BreakdownVariant(TypedDict):
     hidden_ms: float
     overlap: float | None
     steps_from: list[str]
+    step_programs: NotRequired[list[str]]  # the XLA programs (hlo_module) of the ops inside its steps, most time first
     measured: Literal["device ops", "host ops"]
     cpu_devices: NotRequired[bool]   # its ops ran on XLA's CPU devices (threads sharing the host's cores)
     outside_ops: NotRequired[int]    # device ops of its trials outside every step's span: not in these means
@@ -390,7 +391,7 @@ class Cost(TypedDict):
     dumps: str
     programs: NotRequired[list[Program]]
     step: NotRequired[Program]
-    step_from: NotRequired[Literal["step_module", "bundled", "most_flops"]]  # how the step was picked
+    step_from: NotRequired[Literal["step_module", "bundled", "traced", "most_flops"]]  # how the step was picked
     error: NotRequired[str]
 
 

@@ -64,6 +64,7 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict, list[pd.Dat
     per-step op table, the collectives (``collectives.summarize``) and each trial's span parts (``trial_parts``,
     or why not): each trial's traces read once for all four."""
     rows, tables, sources, analysed, measured, spans, unparted = [], [], set(), [], set(), [], None
+    programs: dict[str, int] = {}
     for folder in folders:  # one trial at a time: its ranks' traces belong together, trials do not
         with events.notes_left_out():
             found = shards.trial_traces(rank_trace_dirs(folder))
@@ -72,6 +73,8 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict, list[pd.Dat
         analysed.append((folder.name, found.collectives))
         sources.update(found.steps_from)
         measured.update(found.measured)
+        for module, ps in found.programs.items():
+            programs[module] = programs.get(module, 0) + ps
         try:
             spans.append(_trial_parts(found.parts, folder))
         except BadInput as exc:  # the attribution's to say; the breakdown stands
@@ -86,6 +89,7 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict, list[pd.Dat
                                                    count=("count", "mean"))
     comms = collectives.summarize(analysed)
     return ({"trials": len(folders), "chip_steps": len(rows), **parts, "steps_from": sorted(sources),
+             "step_programs": sorted(programs, key=lambda m: (-programs[m], m)),
              "measured": "host ops" if "host" in measured else "device ops",
              **({"cpu_devices": True} if "cpu" in measured else {}),
              "outside_ops": outside_ops, "outside_ms": outside_ps / PS_PER_MS,

@@ -342,12 +342,19 @@ def collectives_traces(paths: list[str | Path], step_pattern: str | None = None,
     return {**_collective_tables(found, rows, done), "files": done.files}, done.steps_from
 
 
+def step_programs(frame: pd.DataFrame) -> dict[str, int]:
+    """Device time (ps) of the ops inside a step, per XLA program (``hlo_module``): the programs the steps ran,
+    which a run's costing takes for its step program (an init or tapping program runs outside the steps)."""
+    ops = frame[events.is_device_op(frame) & (frame["step"] >= 0).to_numpy() & frame["hlo_module"].notna().to_numpy()]
+    return {str(k): int(v) for k, v in ops.groupby("hlo_module", observed=True)["dur_ps"].sum().items()}
+
+
 def _trial(frame: pd.DataFrame) -> tuple[pd.DataFrame, tuple[pd.DataFrame, int], collectives.ChipInstances,
-                                         pd.DataFrame]:
+                                         pd.DataFrame, dict[str, int]]:
     laid = timeline.layout(frame)  # one sweep for the breakdown, the op tables and the span parts
     rows = breakdown.breakdown(frame, layout=laid)
     return (rows, diff.op_time(frame, "kind", layout=laid), collectives.chip_instances(frame),
-            diff.span_parts(frame, rows, layout=laid))
+            diff.span_parts(frame, rows, layout=laid), step_programs(frame))
 
 
 TRIAL_COLUMNS = tuple(dict.fromkeys(collectives.EVENT_COLUMNS + diff.EVENT_COLUMNS["kind"]
@@ -361,6 +368,7 @@ class Trial(NamedTuple):
     table: pd.DataFrame  # ``diff.per_step`` by kind
     collectives: dict    # ``collectives.analyse``
     parts: pd.DataFrame  # ``diff.span_parts`` (the attribution's)
+    programs: dict[str, int]  # ``step_programs``
     steps_from: list[str]
     measured: list[str]  # as ``events.load`` says
 
@@ -375,12 +383,16 @@ def _parts_stacked(parts: list[pd.DataFrame]) -> pd.DataFrame:
 def trial_traces(paths: list[str | Path], workers: int | None = None) -> Trial:
     """The breakdown, op table, collectives and span parts of one trial's traces at ``paths``."""
     done = _analysed(cut(paths, None, "step", workers), _trial, TRIAL_COLUMNS)
-    rows = _stacked([r for r, _, _, _ in done.results], done)
-    table = _op_table([s for _, s, _, _ in done.results], "kind", done)
-    parts = _parts_stacked([p for _, _, _, p in done.results])
-    found = [(inst, shift) for (_, _, inst, _), shift in zip(done.results, done.shifts)]
+    rows = _stacked([r for r, _, _, _, _ in done.results], done)
+    table = _op_table([s for _, s, _, _, _ in done.results], "kind", done)
+    parts = _parts_stacked([p for _, _, _, p, _ in done.results])
+    programs: dict[str, int] = {}
+    for *_, shard_programs in done.results:
+        for module, ps in shard_programs.items():
+            programs[module] = programs.get(module, 0) + ps
+    found = [(inst, shift) for (_, _, inst, _, _), shift in zip(done.results, done.shifts)]
     done.results.clear()
-    return Trial(rows, table, _collective_tables(found, rows, done), parts, done.steps_from, done.measured)
+    return Trial(rows, table, _collective_tables(found, rows, done), parts, programs, done.steps_from, done.measured)
 
 
 def _span_parts(frame: pd.DataFrame) -> pd.DataFrame:

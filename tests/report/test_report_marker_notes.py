@@ -44,7 +44,8 @@ def test_spans_past_or_joining_their_markers_are_counted_and_said(tmp_path):
         "past_marker_steps": 3, "past_marker_ms": 3 * 5e-3, "joined_marker_steps": 3,
         "first_joined": {"trial": "01-b", "rank": 0, "device": 0, "step": 1}}
     assert list(a) == ["trials", "chip_steps", "span_ms", "compute_ms", "ici_ms", "dcn_ms", "dma_ms", "idle_ms",
-                       "comm_ms", "hidden_ms", "overlap", "steps_from", "measured", "outside_ops", "outside_ms"]
+                       "comm_ms", "hidden_ms", "overlap", "steps_from", "step_programs", "measured", "outside_ops",
+                       "outside_ms"]
     report = (run / "report.md").read_text()
     breakdown = report[report.index("## Trace breakdown"):]
     assert ("\n\n3 of 6 steps in b run past their step markers to the end of the last op started in them (0.015 ms "

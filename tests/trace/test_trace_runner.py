@@ -167,3 +167,33 @@ def test_a_command_case_traced_on_cpu_devices_is_not_taken_for_a_chip_s_speed():
                    "env": {"devices": None},
                    "breakdown": {"variants": {v: {"cpu_devices": cpu} if cpu else {} for v in ("a", "b")}}}
         assert (said in not_verified(case, summary)) is expected
+
+
+# A dot of f32[8,16] by f32[16,4]: 2 x 8 x 4 x 16 = 1024 FLOPs, in each of two programs of one dump.
+_DOT = ("HloModule {name}\n\nENTRY main {{\n  x = f32[8,16]{{1,0}} parameter(0)\n  w = f32[16,4]{{1,0}} parameter(1)\n"
+        "  ROOT d = f32[8,4]{{1,0}} dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n}}\n")
+
+
+def test_the_step_program_is_the_one_the_traced_steps_ran(tmp_path):
+    """A command case's dump holds a tapping program compiled first (jit__lambda) and the step program (jit_m, the
+    one_step_trace's ops' program), of equal FLOPs: the most-FLOPs guess took the first; the traced steps' program
+    is the step, and the cost says it came from the traces."""
+    from perfkit.cost.programs import run_costs
+    from perfkit.report.cost import section
+
+    trials = [_trial(tmp_path, 0, "a", [("fusion.1", "fusion", 0, 10)])]
+    dump = tmp_path / "trials/00-a/rank0/xla_dump"
+    dump.mkdir()
+    for stem, name in (("module_0001.jit__lambda", "jit__lambda"), ("module_0002.jit_m", "jit_m")):
+        (dump / f"{stem}.cpu_after_optimizations.txt").write_text(_DOT.format(name=name))
+    summary = {"breakdown": trace_summary(tmp_path, trials), "variants": {"a": {}}}
+    assert summary["breakdown"]["variants"]["a"]["step_programs"] == ["jit_m"]
+    cost, _ = run_costs(tmp_path, summary)
+    assert (cost["a"]["step"]["module"], cost["a"]["step_from"]) == ("jit_m", "traced")
+    assert [p["flops"] for p in cost["a"]["programs"]] == [1024, 1024]
+    text = "\n".join(section({**summary, "baseline": "a", "cost": cost, "roofline": {}}))
+    assert "The step program of a is the one its traced steps ran (the most device time inside them)." in text
+    assert "is a guess" not in text
+    # without traces the tie still goes to the first compiled, said to be a guess
+    cost, _ = run_costs(tmp_path, {"variants": {"a": {}}})
+    assert (cost["a"]["step"]["module"], cost["a"]["step_from"]) == ("jit__lambda", "most_flops")
