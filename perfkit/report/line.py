@@ -171,6 +171,17 @@ def _departure(summary: dict, a: str, b: str) -> str:
     return f"; {what} {b} vs {a} (taps): {departed_at(taps)}"
 
 
+def _identical(quality: dict, taps: dict | None) -> str:
+    """What bit-identical outputs are said to be, beside taps that are not: 8-bit frames hide float differences
+    below their step (rounding), so "bit-identical" alone would contradict the taps."""
+    rows = (taps or {}).get("rows") or []
+    differ = sum(not r["bit_identical"] for r in rows)
+    if not differ:
+        return "bit-identical"
+    what = "frames bit-identical (8-bit)" if quality.get("kind") == "frames" else "outputs bit-identical"
+    return f"{what}; {differ} of {len(rows)} taps not bit-identical"
+
+
 def _first_crash(failed: list) -> str:
     """The first crashed trial's reason, the last stderr line of the rank that failed first: where every trial
     failed alike (a module missing, a typo in the command), the line says why without the report."""
@@ -230,7 +241,8 @@ def summary_line(summary: dict, report: Path) -> str:
     if q:
         # A summary read back from JSON holds infinite PSNR as "inf" (perfkit.common.json_figures.json_safe).
         db = from_json(q["psnr_db"])
-        psnr = "inf (bit-identical)" if q["bit_identical"] else "inf dB" if db == math.inf else f"{db:.1f} dB"
+        psnr = f"inf ({_identical(q, summary.get('taps'))})" if q["bit_identical"] else \
+            "inf dB" if db == math.inf else f"{db:.1f} dB"
         parts.append(f"; PSNR {b} vs {a} {psnr}")
     if departure := _departure(summary, a, b):
         parts.append(departure)

@@ -96,3 +96,21 @@ def test_the_taps_table_shows_each_column_to_its_significant_figures():
     assert "| 0 | 0 | `block0.out` | 0.00260 | 68.49 | 0.088 |" in text
     assert "| 1 | 0 | `block1.out` | 0.00485 | 63.92 | 0.010 |" in text
     assert "| 2 | 0 | `block2.out` | 0 | inf | 0.088 |" in text
+
+
+def test_the_summary_line_says_bit_identical_frames_are_8_bit_where_taps_differ(tmp_path, monkeypatch):
+    """A newcomer's case wrote uint8 frames: the line said 'PSNR ring vs ulysses inf (bit-identical)' where none of its
+    taps was bit-identical (relative L2 up to 3.4e-7), the float differences lost in the 8-bit frames. Here b's second
+    tap is off by 3e-7 relative (inside float32's allowance: no departure), its frames a's."""
+    from perfkit.report.line import summary_line
+
+    run = tapped_run(tmp_path / "run", monkeypatch, off=1.0000003)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["quality"]["bit_identical"] and summary["taps"]["first"] is None
+    assert [r["bit_identical"] for r in summary["taps"]["rows"]] == [True, False]
+    line = summary_line(summary, run / "report.md")
+    assert "; PSNR b vs a inf (frames bit-identical (8-bit); 1 of 2 taps not bit-identical); report" in line
+    # taps all bit-identical: the outputs are said to be, as before
+    run = tapped_run(tmp_path / "same", monkeypatch, off=1.0)
+    assert "; PSNR b vs a inf (bit-identical); report" in summary_line(
+        json.loads((run / "summary.json").read_text()), run / "report.md")
