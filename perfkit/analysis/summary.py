@@ -106,22 +106,23 @@ def compile_cache_summary(case: Case, run_dir: Path, trials: list[dict], variant
     return {"variants": rows, "outputs": outputs}
 
 
+# One process drives all its devices from one controller, so no rank can compile another program; said without
+# claiming the process compiled any (a pure-Python command compiles none).
+ONE_PROCESS = "one process: no other rank to compile another program"
+
+
 def rank_summary(case: Case, run_dir: Path, trials: list[dict]) -> dict:
     """Rank consistency per variant. One SPMD controller compiles one program for all devices; with one
     process per rank, ``perfkit hlo-diff`` compares the programs of the first trial of each variant whose
-    ranks wrote XLA dumps (``perfkit.hlo.consistency``). A variant with no finished trial is not checked, nor a command
-    case's one process (``consistent`` null, ``checked`` saying why)."""
+    ranks wrote XLA dumps (``perfkit.hlo.consistency``). One process is one rank, consistent whatever it runs (a
+    model's or a command's alike: ``ONE_PROCESS``). A variant with no finished trial is not checked (``consistent``
+    null, ``checked`` saying why)."""
     if case.kind == "serve":
         return {v.name: {"consistent": None, "groups": [], "checked": "not checked (a served system)"}
                 for v in case.variants}
     if case.processes == 1:
         ran = {t["variant"] for t in trials if t["status"] == "ok"}
-        # The bundled model is one SPMD program by construction; a command's one process was compared with
-        # nothing (it may compile nothing at all), so its consistency is unknown, not yes.
-        one = "not checked: one process, no other rank to compare with"
-        held = ({"consistent": True, "groups": [[0]], "checked": "single SPMD program"} if case.kind == "model"
-                else {"consistent": None, "groups": [[0]], "checked": one})
-        return {v.name: dict(held) if v.name in ran else
+        return {v.name: {"consistent": True, "groups": [[0]], "checked": ONE_PROCESS} if v.name in ran else
                 {"consistent": None, "groups": [], "checked": "not checked: no trial of this variant finished"}
                 for v in case.variants}
     return {v.name: variant_check(run_dir, v.name) for v in case.variants}

@@ -491,19 +491,23 @@ def test_a_command_case_s_devices_are_the_ones_its_case_asked_for(tmp_path):
         f"perfkit: {path}: from.devices: a baseline run on 4 devices, but the run ran on 2 devices"), res.output
 
 
-def test_ranks_a_one_process_command_never_compared_read_not_checked(baseline, tmp_path):
-    """The fixture is a one-process command case: nothing compared its ranks. Against its own summary.json the
-    rows say so and pass (they read 'yes'); against a baseline that recorded them consistent they fail."""
-    res = check(tmp_path / "base", "--baseline", tmp_path / "base" / "summary.json")
-    assert res.exit_code == 0, res.output
-    rows = [line for line in res.output.splitlines() if " ranks " in line]
-    assert rows == [f"ok   ranks       {v}: one program on every rank: not checked (baseline not checked; required -); "
-                    "not checked in this run (one process, no other rank to compare with)" for v in ("a", "b")]
-    claimed = json.loads(baseline.read_text()) | {"ranks": {"a": True, "b": True}}
-    baseline.write_text(json.dumps(claimed))
-    res = check(tmp_path / "base", "--baseline", baseline)
-    assert res.exit_code == 1 and [line.split(" (")[0] for line in failing(res.output)] == [
-        f"FAIL ranks       {v}: one program on every rank: not checked" for v in ("a", "b")]
+def test_ranks_a_one_process_command_read_one_program_as_a_models_do(baseline, tmp_path):
+    """The fixture is a one-process command case: one rank, which no other can part from, as a model case's one
+    process (it read 'not checked' there, 'yes' in a model case). Against its own summary.json and against a
+    baseline that recorded them consistent the rows read yes and pass."""
+    rows = {}
+    for recorded in (None, True):
+        against = tmp_path / "base" / "summary.json"
+        if recorded is not None:
+            claimed = json.loads(baseline.read_text()) | {"ranks": {"a": recorded, "b": recorded}}
+            baseline.write_text(json.dumps(claimed))
+            against = baseline
+        res = check(tmp_path / "base", "--baseline", against)
+        rows[recorded] = (res.exit_code, [line for line in res.output.splitlines() if " ranks " in line])
+    for recorded in (None, True):
+        assert rows[recorded][0] == 0, rows
+        assert [line.split(" (")[0] for line in rows[recorded][1]] == [
+            f"ok   ranks       {v}: one program on every rank: yes" for v in ("a", "b")]
 
 
 def _level(level: int, metric: str, ratio: float, lo: float | None, hi: float | None) -> dict:

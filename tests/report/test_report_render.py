@@ -94,12 +94,13 @@ def test_sections_and_figures(make_run):
     assert s["variants"]["a"]["step_ms"] == pytest.approx({"median": a_med, "p25": p25, "p75": p75, "n": 12})
     assert s["comparison"]["ratio"] == pytest.approx(ratio) and s["comparison"]["verdict"] == "slower"
     assert s["quality"]["psnr_db"] == pytest.approx(psnr(mse))
-    # a command's one process: compared with no other rank, so not checked (it had read "yes"); its one rank
-    # named as a rank (a lone "0" read as no groups)
-    unchecked = "not checked: one process, no other rank to compare with"
-    assert s["ranks"]["a"] == {"consistent": None, "groups": [[0]], "checked": unchecked}
-    assert table_row(report, "a") == ["not checked", "rank 0", "-", unchecked]
-    assert f"rank consistency (a: {unchecked}; b: {unchecked})" in not_verified
+    # a command's one process is one rank, said as a model's one process is (a newcomer's 4-device command case
+    # read "not checked: one process" beside a model case's "yes / single SPMD program"); its one rank named as a
+    # rank (a lone "0" read as no groups)
+    one = "one process: no other rank to compile another program"
+    assert s["ranks"]["a"] == {"consistent": True, "groups": [[0]], "checked": one}
+    assert table_row(report, "a") == ["yes", "rank 0", "-", one]
+    assert "rank consistency" not in not_verified
     assert s["reproduce"]["command"] == "perfkit run run/case.yaml --salt"
 
 
@@ -1271,3 +1272,18 @@ def test_a_variant_that_sat_out_rounds_says_so(tmp_path):
             "rounds past `repeats.min` (rounds 3-4) that the other variants' unknown verdicts went on with.") in report
     finish.render(write_run(tmp_path / "ab", ab_trials()))
     assert "sat out" not in (tmp_path / "ab" / "report.md").read_text()
+
+
+def test_one_process_reads_alike_in_a_model_case_and_a_command_case(tmp_path):
+    """One process of 4 devices read "consistent: yes / single SPMD program" in a model case and "not checked: one
+    process" in a command case: one process is one rank either way, said in the same words."""
+    from types import SimpleNamespace
+
+    from perfkit.analysis.summary import rank_summary
+
+    trials = [{"variant": "a", "status": "ok"}, {"variant": "b", "status": "crashed"}]
+    said = {kind: rank_summary(SimpleNamespace(kind=kind, processes=1, devices=4, variants=[
+        SimpleNamespace(name="a"), SimpleNamespace(name="b")]), tmp_path, trials) for kind in ("model", "command")}
+    assert said["model"] == said["command"] == {
+        "a": {"consistent": True, "groups": [[0]], "checked": "one process: no other rank to compile another program"},
+        "b": {"consistent": None, "groups": [], "checked": "not checked: no trial of this variant finished"}}

@@ -53,7 +53,7 @@ def test_command_case_writes_the_run_directory_contract(tmp_path, write_case):
 def test_own_program_outside_a_checkout_claims_no_commit_and_no_program(tmp_path, write_case):
     """A newcomer's own pure-Python bench in a folder that is not a git repository: the report gave perfkit's own
     commit as its source, a Reproduce step `git checkout` that fails there, and rank consistency as a 'single
-    SPMD program' though the program compiled none."""
+    SPMD program' though the program compiled none (one process: one rank, said without naming a program)."""
     mine = tmp_path / "mine"
     mine.mkdir()
     case = write_case(sleeper_case(steps=3, sleep_ms=1, repeats={"min": 1, "max": 1}))
@@ -64,7 +64,7 @@ def test_own_program_outside_a_checkout_claims_no_commit_and_no_program(tmp_path
     assert json.loads((run / "env.json").read_text())["source"] == {"git": False}
     summary = json.loads((run / "summary.json").read_text())
     assert {(r["consistent"], r["checked"]) for r in summary["ranks"].values()} == {
-        (None, "not checked: one process, no other rank to compare with")}
+        (True, "one process: no other rank to compile another program")}
     report = (run / "report.md").read_text()
     assert "- source: not a git checkout" in report and "\ngit checkout" not in report
     assert f"```sh\ncd {mine}\nperfkit run " in report
