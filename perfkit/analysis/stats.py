@@ -14,6 +14,11 @@ import numpy as np
 from scipy import stats as sps
 
 
+# Resamples of ``compare``'s bootstrap: a CI endpoint wanders by its Monte Carlo error from one seed to another,
+# which falls as 1/sqrt(resamples); the seed (the case's) keeps a run's figures reproducible.
+N_BOOT = 20_000
+
+
 @dataclasses.dataclass(frozen=True)
 class Comparison:
     """B relative to A: ``ratio`` < 1 means B takes less time per step."""
@@ -26,6 +31,8 @@ class Comparison:
     min_effect: float
     n_a: int
     n_b: int
+    n_boot: int  # the bootstrap's resamples (0: none drawn, no CI)
+    seed: int    # its random generator's seed
 
     def as_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -142,20 +149,22 @@ def compare(
     metric: str = "step_ms",
     min_effect: float = 0.02,
     confidence: float = 0.95,
-    n_boot: int = 20000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
 ) -> Comparison:
-    """Compare B's per-step times with A's; each argument is one list of step times per trial. Where a side has
-    a single timed step in all, the ratio has no CI and no verdict (``common.comparison.NO_SPREAD``)."""
+    """Compare B's per-step times with A's; each argument is one list of step times per trial. The CI is the
+    percentile interval of ``n_boot`` two-stage resamples (trials, then steps within each) of the ratio of medians
+    of trial medians, drawn from ``numpy.random.default_rng(seed)``. Where a side has a single timed step in all,
+    the ratio has no CI and no verdict (``common.comparison.NO_SPREAD``)."""
     a = [np.asarray(t, float) for t in a_trials if len(t)]
     b = [np.asarray(t, float) for t in b_trials if len(t)]
     if not a or not b:
         return Comparison(metric, float("nan"), (float("nan"), float("nan")), None, "unknown",
-                          min_effect, len(a), len(b))
+                          min_effect, len(a), len(b), 0, seed)
     med_a, med_b = median_of_medians(a), median_of_medians(b)
     if min(sum(map(len, a)), sum(map(len, b))) < 2:  # one value measures no noise: its interval would have no width
         return Comparison(metric, med_b / med_a, (float("nan"), float("nan")), None, "unknown", min_effect, len(a),
-                          len(b))
+                          len(b), 0, seed)
     rng = np.random.default_rng(seed)
     ratios = _bootstrap_medians(b, n_boot, rng) / _bootstrap_medians(a, n_boot, rng)
     alpha = (1.0 - confidence) / 2
@@ -164,4 +173,5 @@ def compare(
     if len(a) >= 2 and len(b) >= 2:
         p = float(sps.mannwhitneyu([np.median(t) for t in a], [np.median(t) for t in b],
                                    alternative="two-sided").pvalue)
-    return Comparison(metric, med_b / med_a, ci, p, verdict_for(ci, min_effect), min_effect, len(a), len(b))
+    return Comparison(metric, med_b / med_a, ci, p, verdict_for(ci, min_effect), min_effect, len(a), len(b), n_boot,
+                      seed)

@@ -149,6 +149,14 @@ def _timing_table(summary: dict) -> list[str]:
     return rows
 
 
+def _resamples(c: dict) -> str:
+    """How the CI was drawn, so that another bootstrap can give it again (absent in older summaries)."""
+    if not c.get("n_boot"):
+        return ""
+    return (f"; its percentile interval over {c['n_boot']:,} resamples drawn by numpy's default_rng({c['seed']}), "
+            f"the case's seed: `perfkit.analysis.stats.compare(a, b, seed={c['seed']})` gives it again")
+
+
 def _ratio_lines(summary: dict) -> list[str]:
     """Each B/A ratio with its CI, p and verdict, and how to read them (the values the trials recorded named)."""
     a, variants = summary["baseline"], summary["variants"]
@@ -159,9 +167,10 @@ def _ratio_lines(summary: dict) -> list[str]:
                     f"(minimum effect {c['min_effect']:.0%}); Mann-Whitney p = {p} over {c['n_a']} + {c['n_b']} "
                     "trial medians.")
     rows += ["", "The ratio divides the variants' medians of per-trial medians (the bold row). The verdict comes "
-             "from the ratio's 95% CI alone, a hierarchical bootstrap (trials resampled, then steps within each): "
-             "*faster* or *slower* when the whole CI lies beyond the minimum effect on that side, *same* when it "
-             "lies within it, else *unknown*. The Mann-Whitney p is a second view that only ranks the trial medians "
+             "from the ratio's 95% CI alone, a hierarchical bootstrap (trials resampled, then steps within each"
+             f"{_resamples(summary['comparison'])}): *faster* or *slower* when the whole CI lies beyond the minimum "
+             "effect on that side, *same* when it lies within it, else *unknown*. The Mann-Whitney p is a second view "
+             "that only ranks the trial medians "
              f"(steps within a trial and the minimum effect play no part{_p_floor(summary['comparison'])}), "
              "so the two can disagree: the verdict is the CI's. Values are medians over good trials. A synced step "
              "waits for its results before the next starts; the natural pass runs the same steps dispatched without "

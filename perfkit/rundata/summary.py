@@ -49,6 +49,8 @@ class Comparison(TypedDict):
     min_effect: float
     n_a: int
     n_b: int
+    n_boot: NotRequired[int]  # the CI's bootstrap resamples (0: none drawn); absent in older summaries
+    seed: NotRequired[int]    # the bootstrap's seed (the case's)
 
 
 class NoiseFloor(TypedDict):

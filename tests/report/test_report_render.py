@@ -1287,3 +1287,23 @@ def test_one_process_reads_alike_in_a_model_case_and_a_command_case(tmp_path):
     assert said["model"] == said["command"] == {
         "a": {"consistent": True, "groups": [[0]], "checked": "one process: no other rank to compile another program"},
         "b": {"consistent": None, "groups": [], "checked": "not checked: no trial of this variant finished"}}
+
+
+def test_the_method_line_names_the_bootstraps_resamples_and_seed(make_run):
+    """A newcomer's own bootstrap of 5 + 6 trials converged to [0.392, 8.112] where the report said [0.400, 8.233]:
+    it did not say how many resamples (20,000: a CI endpoint moves by its Monte Carlo error from one seed to the
+    next) nor the seed. The report's method line and summary.json now say both (the case's seed, 7 here), and
+    stats.compare with them, on the trials' steps, gives the summary's CI again."""
+    from perfkit.analysis import stats, timing
+    from perfkit.rundata.rundir import read_trials
+
+    run = make_run(case_extra={"seed": 7})
+    s = json.loads((run / "summary.json").read_text())
+    assert (s["comparison"]["n_boot"], s["comparison"]["seed"]) == (20_000, 7)
+    report = (run / "report.md").read_text()
+    assert ("a hierarchical bootstrap (trials resampled, then steps within each; its percentile interval over 20,000 "
+            "resamples drawn by numpy's default_rng(7), the case's seed: `perfkit.analysis.stats.compare(a, b, "
+            "seed=7)` gives it again)") in " ".join(report.split())
+    steps = timing.steps_frame(read_trials(run))
+    again = stats.compare(timing.per_trial(steps, "a", "step_ms"), timing.per_trial(steps, "b", "step_ms"), seed=7)
+    assert list(again.ci) == s["comparison"]["ci"]
