@@ -29,9 +29,10 @@ from scipy import stats as sps
 
 from perfkit.analysis import stats
 from perfkit.common.units import PS_PER_MS
-from perfkit.cost.programs import folder_costs, step_cost, variant_dumps
+from perfkit.cost.programs import folder_costs, step_cost
 from perfkit.errors import BadInput
 from perfkit.hlo.diff import compare_ab
+from perfkit.hlo.dumps import variant_dumps
 from perfkit.hlo.fingerprint import entry_names_matched
 from perfkit.hlo.parse import read_module
 from perfkit.rundata import case as case_mod
@@ -299,7 +300,8 @@ def summarize(run_dir: Path, trials: list[dict], variants: list[str],
         base = side(variants[0])
     except BadInput as exc:
         return {"baseline": variants[0], "error": exc.line()}
-    out, dumps = {}, variant_dumps(run_dir)
+    # a variant whose ranks dumped no module after optimizations reads as one without dumps (its cost says why)
+    out, dumps = {}, {v: d for v, d in variant_dumps(run_dir).items() if isinstance(d, Path)}
     for v in variants[1:]:
         if not found[v]:
             out[v] = {"error": runs.untraced(run_dir, trials, v)}

@@ -19,7 +19,7 @@ from perfkit.cost.programs import cost_block, run_costs
 from perfkit.cost.roofline import describe, roofline
 from perfkit.errors import BadInput
 from perfkit.hlo.program_cost import ProgramCost
-from perfkit.hlo.dumps import run_no_dumps, single_dump
+from perfkit.hlo.dumps import single_dump
 
 MIB = 1 << 20
 
@@ -153,9 +153,10 @@ def cost(paths, chip_name, step_module, model, config, rows, plan_name, plan_opt
             summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
             found, roofs = run_costs(Path(path), summary, chip, step_module)
             if not found:
-                raise run_no_dumps(Path(path), "no trial wrote XLA dumps (capture.xla_dump: none?)")
-            # A variant without a step (no program --step-module names, or dumps that do not parse) is said
-            # in its place while the others are costed; with none costed the run is bad input, as a folder is.
+                raise BadInput("no trial wrote XLA dumps (capture.xla_dump: none?)", path=path)
+            # A variant without a step (no program --step-module names, dumps that do not parse or that hold no
+            # module after optimizations) is said in its place while the others are costed; with none costed the
+            # run is bad input, as a folder is.
             if all("step" not in b for b in found.values()):
                 raise BadInput("; ".join(f"variant {v}: {b['error']}" for v, b in found.items()), path=path)
             prefix = "" if len(paths) == 1 else f"{path}:"

@@ -13,12 +13,12 @@ from pathlib import Path
 import click
 
 from perfkit.cost.chips import chip
-from perfkit.cost.programs import ab_cost, variant_dumps
+from perfkit.cost.programs import ab_cost
 from perfkit.errors import BadInput, DefinitionNote, ExitCode
 from perfkit.hlo import render
 from perfkit.hlo.consistency import check_all
 from perfkit.hlo.diff import compare_ab
-from perfkit.hlo.dumps import run_no_dumps, run_trials, single_dump
+from perfkit.hlo.dumps import run_trials, single_dump, variant_dumps
 
 MULTI_PROCESS_CASE = "repro/rank_constant"
 
@@ -33,14 +33,17 @@ def ab_result(a: Path, b: Path, module_filter: str | None, chip_name: str | None
 def single_process_ab(run_dir: Path) -> tuple[Path, Path, str]:
     """A run whose trials are one process each has no ranks to compare: its first two variants' programs
     (each one's first trial with dumps), and the note saying so; ``BadInput`` leading on where there are
-    not two (with none, what a trial's ranks dumped instead, where they did: ``run_no_dumps``)."""
-    found = variant_dumps(run_dir)
+    not two (where a variant's ranks dumped no module after optimizations, what they dumped: ``variant_dumps``)."""
+    everything = variant_dumps(run_dir)
+    found = {v: folder for v, folder in everything.items() if isinstance(folder, Path)}
     if len(found) < 2:
-        reason = (f"no multi-rank trial with HLO dumps here, and {len(found)} variant{'s' if len(found) != 1 else ''} "
-                  f"with dumps: hlo-diff compares the ranks of a multi-process trial (e.g. `perfkit run "
-                  f"{MULTI_PROCESS_CASE}`, then hlo-diff its run directory), or two programs with `perfkit hlo-diff "
-                  "--ab A_DUMP B_DUMP`")
-        raise run_no_dumps(run_dir, reason) if not found else BadInput(reason, path=str(run_dir))
+        unread = [f"variant {v}: {why.line()}" for v, why in everything.items() if isinstance(why, BadInput)]
+        if unread:  # (as perfkit cost says a variant it cannot cost)
+            raise BadInput("; ".join(unread), path=str(run_dir))
+        raise BadInput(f"no multi-rank trial with HLO dumps here, and {len(found)} variant{'s' * (len(found) != 1)} "
+                       f"with dumps: hlo-diff compares the ranks of a multi-process trial (e.g. `perfkit run "
+                       f"{MULTI_PROCESS_CASE}`, then hlo-diff its run directory), or two programs with `perfkit "
+                       "hlo-diff --ab A_DUMP B_DUMP`", path=str(run_dir))
     (a_name, a), (b_name, b) = list(found.items())[:2]
     note = (f"{run_dir}: each trial is one process, so there are no ranks to compare; comparing variant {a_name}'s "
             f"programs (A) with {b_name}'s (B), as `perfkit hlo-diff --ab {a} {b}` does (ranks: a multi-process "

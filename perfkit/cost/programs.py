@@ -19,7 +19,7 @@ from perfkit.cost.chips import Chip
 from perfkit.cost.roofline import describe, roofline
 from perfkit.errors import BadInput
 from perfkit.hlo.program_cost import ProgramCost, dump_cost
-from perfkit.hlo.dumps import dump_files, find_dumps, note_unfinished, trial_order
+from perfkit.hlo.dumps import dump_files, note_unfinished, variant_dumps
 from perfkit.rundata.rundir import rank_dirs
 
 # the bundled worker's step (perfkit.models.pipeline._euler_step), the kernel bench's op (perfkit.kernels.bench)
@@ -54,18 +54,6 @@ def step_from(step: ProgramCost, step_module: str | None = None, traced: tuple[s
             else "traced" if step.module in traced else "most_flops")
 
 
-def variant_dumps(run_dir: Path) -> dict[str, Path]:
-    """Each variant's first trial with XLA dumps (its lowest rank's folder), in trial order."""
-    out: dict[str, Path] = {}
-    trials = run_dir / "trials"
-    for trial in sorted(trials.iterdir() if trials.is_dir() else [], key=trial_order):
-        variant = trial.name.split("-", 1)[1] if "-" in trial.name else trial.name
-        folder = find_dumps(trial) if trial.is_dir() and variant not in out else None
-        if folder is not None:
-            out[variant] = folder
-    return out
-
-
 def run_chip(run_dir: Path) -> Chip | None:
     """The chip a run's devices were (env.json ``devices.kind``), or None (CPU, unknown, no env.json)."""
     try:
@@ -88,10 +76,10 @@ def cost_block(folder: Path, chip: Chip | None, measured_ms: float | None = None
 
 def run_costs(run_dir: Path, summary: dict, chip: Chip | None = None,
               step_module: str | None = None) -> tuple[dict, dict]:
-    """``cost`` and ``roofline`` of summary.json: per variant with dumps, its step the program its traced steps ran
-    where the summary's breakdown names them (``step_programs``); the roofline on ``chip``, else on the run's own
-    chip (env.json's devices, else its profiles' plane stats), where a step timed on that chip is set beside its
-    bound."""
+    """``cost`` and ``roofline`` of summary.json: per variant with dumps (or why not, ``variant_dumps``), its step the
+    program its traced steps ran where the summary's breakdown names them (``step_programs``); the roofline on
+    ``chip``, else on the run's own chip (env.json's devices, else its profiles' plane stats), where a step timed on
+    that chip is set beside its bound."""
     own = run_chip(run_dir)
     profiles = [] if own is not None else [
         f for trial in sorted((run_dir / "trials").glob("*")) for r in rank_dirs(trial)
@@ -103,6 +91,9 @@ def run_costs(run_dir: Path, summary: dict, chip: Chip | None = None,
     chip = chip or own
     cost, lines = {}, {}
     for variant, folder in variant_dumps(run_dir).items():
+        if isinstance(folder, BadInput):  # its ranks dumped no module after optimizations: said in its place, as below
+            cost[variant] = {"dumps": folder.path, "error": folder.line()}
+            continue
         step_ms = ((summary.get("variants") or {}).get(variant) or {}).get("step_ms") or {}
         timed_here = own is not None and chip is not None and own.name == chip.name
         traced = (((summary.get("breakdown") or {}).get("variants") or {}).get(variant) or {}).get("step_programs")

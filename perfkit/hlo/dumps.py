@@ -223,13 +223,38 @@ def _what_was_dumped(folder: Path) -> str | None:
             ("" if options else " (--xla_dump_hlo_module_re may match none of the modules)"))
 
 
-def run_no_dumps(run_dir: Path, reason: str) -> BadInput:
-    """A run directory without dumps, refused: where a trial's rank folder holds what XLA dumped without a module's
-    text after optimizations, the first such in trial order says why (``no_dumps_reason``), else ``reason``."""
+def trial_no_dumps(trial: Path) -> BadInput | None:
+    """Why a trial's ranks hold no module perfkit reads, where a rank folder holds what XLA dumped without a module's
+    text after optimizations (``_what_was_dumped``, the first such in rank order); None where none does."""
+    for folder in rank_folders(trial).values():
+        said = _what_was_dumped(folder) if folder.is_dir() else None
+        if said:
+            return BadInput(said, path=str(folder))
+    return None
+
+
+def variant_dumps(run_dir: Path) -> dict[str, Path | BadInput]:
+    """Each variant's first trial with XLA dumps (its lowest rank's folder), in trial order. A variant none of whose
+    trials has any, but whose ranks dumped something else (``trial_no_dumps``, its first such trial's), has that
+    refusal in its place: it is named with why, not left out beside the variants that have dumps."""
+    out: dict[str, Path | BadInput] = {}
     trials = run_dir / "trials"
     for trial in sorted(trials.iterdir() if trials.is_dir() else [], key=trial_order):
-        for folder in rank_folders(trial).values() if trial.is_dir() else []:
-            said = _what_was_dumped(folder) if folder.is_dir() else None
-            if said:
-                return BadInput(said, path=str(folder))
+        variant = trial.name.split("-", 1)[1] if "-" in trial.name else trial.name
+        if not trial.is_dir() or isinstance(out.get(variant), Path):
+            continue
+        found = find_dumps(trial) or (None if variant in out else trial_no_dumps(trial))
+        if found is not None:
+            out[variant] = found
+    return out
+
+
+def run_no_dumps(run_dir: Path, reason: str) -> BadInput:
+    """A run directory without dumps, refused: where a trial's rank folder holds what XLA dumped without a module's
+    text after optimizations, the first such in trial order says why (``trial_no_dumps``), else ``reason``."""
+    trials = run_dir / "trials"
+    for trial in sorted(trials.iterdir() if trials.is_dir() else [], key=trial_order):
+        said = trial_no_dumps(trial)
+        if said is not None:
+            return said
     return BadInput(reason, path=str(run_dir))

@@ -1,8 +1,7 @@
 """A run's variant is costed from its first trial with XLA dumps in trial order, as hlo-diff reads its trials:
 past a hundred trials, trials/100-<v> comes after trials/11-<v>, not before it as its name sorts."""
 
-from perfkit.cost.programs import variant_dumps
-from perfkit.hlo.dumps import run_trials
+from perfkit.hlo.dumps import run_trials, variant_dumps
 
 PROGRAM = "HloModule jit__euler_step\n\nENTRY main {\n  ROOT x = f32[4]{0} parameter(0)\n}\n"
 

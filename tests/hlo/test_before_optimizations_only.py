@@ -5,6 +5,7 @@ passes finish: a jax compile killed in between leaves the first alone (seen on j
 ``--xla_dump_hlo_module_re`` keeps or drops both and ``--xla_dump_hlo_pass_re`` keeps the second. The file is a
 real one: XLA's dump of tests/hlo/custom_call_dumps.py's program."""
 
+import json
 import shutil
 import subprocess
 import sys
@@ -39,7 +40,7 @@ def test_a_folder_dumped_only_before_optimizations_says_what_is_missing(tmp_path
 
 def test_a_run_whose_ranks_dumped_only_before_optimizations_says_what_is_missing(tmp_path):
     """A run directory's trials are read for dumps rank by rank: where none holds a module after optimizations, the
-    first rank folder that holds one before them is named, not 'no trial wrote XLA dumps'."""
+    variant whose rank folder holds one before them is named, with that folder, not 'no trial wrote XLA dumps'."""
     (tmp_path / "trials" / "00-a" / "rank0").mkdir(parents=True)  # a rank that wrote no dumps at all comes first
     for trial, rank in (("01-b", 0), ("01-b", 1)):
         folder = tmp_path / "trials" / trial / f"rank{rank}" / "xla_dump"
@@ -48,8 +49,33 @@ def test_a_run_whose_ranks_dumped_only_before_optimizations_says_what_is_missing
     dump = tmp_path / "trials" / "01-b" / "rank0" / "xla_dump"
     for command in ("cost", "hlo-diff"):
         res = perfkit(command, tmp_path)
-        assert (res.returncode, res.stderr) == (2, f"perfkit: {dump}: no *after_optimizations.txt here, only 1 "
+        assert (res.returncode, res.stderr) == (2, f"perfkit: {tmp_path}: variant b: {dump}: no "
+                                                   "*after_optimizations.txt here, only 1 "
                                                    "*.before_optimizations.txt: XLA writes a module's text after "
                                                    "optimizations once its optimization passes finish (the compile "
                                                    "was stopped, failed or is still running, or those files were not "
                                                    "kept)\n"), command
+
+
+def test_a_variant_dumped_only_before_optimizations_is_named_beside_one_with_dumps(tmp_path):
+    """Variant a's trial holds XLA's full dump, b's only the text before optimizations: cost costed a and said
+    nothing of b, hlo-diff refused with "1 variant with dumps". Each now names b, and why."""
+    a, b = (tmp_path / "trials" / trial / "rank0" / "xla_dump" for trial in ("00-a", "01-b"))
+    a.mkdir(parents=True)
+    b.mkdir(parents=True)
+    for path in BEFORE.parent.glob("module_*"):
+        shutil.copy(path, a / path.name)
+    shutil.copy(BEFORE, b / BEFORE.name)
+    why = (f"{b}: no *after_optimizations.txt here, only 1 *.before_optimizations.txt: XLA writes a module's text "
+           "after optimizations once its optimization passes finish (the compile was stopped, failed or is still "
+           "running, or those files were not kept)")
+
+    res = perfkit("cost", tmp_path)
+    costed = a / "module_0000.jit_eigh_and_callback.cpu_after_optimizations.txt"
+    assert (res.returncode, res.stdout.splitlines()[0]) == (0, f"a: step program jit_eigh_and_callback ({costed})")
+    assert [line for line in res.stdout.splitlines() if line.startswith("b:")] == [f"b: not costed: {why}"]
+    res = perfkit("cost", "--json", tmp_path)
+    assert (res.returncode, json.loads(res.stdout)["cost"]["b"]) == (0, {"dumps": str(b), "error": why})
+
+    res = perfkit("hlo-diff", tmp_path)
+    assert (res.returncode, res.stderr) == (2, f"perfkit: {tmp_path}: variant b: {why}\n")
