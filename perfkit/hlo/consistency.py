@@ -12,7 +12,7 @@ from pathlib import Path
 
 from perfkit.errors import BadInput
 from perfkit.hlo.diff import compare_ranks
-from perfkit.hlo.dumps import resolve, run_trials
+from perfkit.hlo.dumps import resolve, run_trials, variant_dumps
 
 
 def first_difference(result: dict) -> dict | None:
@@ -30,8 +30,10 @@ def first_difference(result: dict) -> dict | None:
 def variant_check(run_dir: Path, variant: str) -> dict:
     """``ranks.<variant>`` of summary.json for a multi-process case."""
     dumps = next((d for d in run_trials(run_dir) if d.variant == variant), None)
-    if dumps is None:
-        return {"consistent": None, "groups": [], "checked": "not checked: no trial of this variant wrote XLA dumps"}
+    if dumps is None:  # where its ranks dumped something else (before optimizations only, say), what they did
+        unread = variant_dumps(run_dir).get(variant)
+        why = unread.line() if isinstance(unread, BadInput) else "no trial of this variant wrote XLA dumps"
+        return {"consistent": None, "groups": [], "checked": f"not checked: {why}"}
     try:
         result = compare_ranks(dumps)
     except BadInput as exc:

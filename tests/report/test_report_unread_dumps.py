@@ -50,3 +50,11 @@ def test_no_variant_costed_is_not_read_as_a_chip_without_figures(tmp_path):
                                                                                                       why, {})
     assert [n for n in summary["not_verified"] if "roofline" in n] == []
     assert "a: its XLA dumps could not be read: " in (run / "report.md").read_text()
+
+
+def test_its_rank_check_says_why_it_is_not_checked(tmp_path):
+    run, why = rendered_run(tmp_path)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["ranks"]["b"] == {"consistent": None, "groups": [], "checked": f"not checked: {why}"}
+    assert summary["ranks"]["a"]["consistent"] is True  # a's ranks compiled one program: still checked
+    assert f"| b | not checked | - | - | not checked: {why} |" in (run / "report.md").read_text().splitlines()
