@@ -81,6 +81,11 @@ def hlo_diff(paths, ab, module_filter, chip_name, as_json, markdown):
         result = ab_result(single_dump(paths[0]), single_dump(paths[1]), module_filter, chip_name)
         click.echo(json.dumps(result, indent=2) if as_json else render.ab_report(result, markdown), nl=as_json)
         sys.exit(ExitCode.OK)
+    if len(paths) == 1 and (run_dir / "trials").is_dir():  # a variant with no dumps to compare: said, not lost
+        for variant, why in variant_dumps(run_dir).items():
+            if isinstance(why, BadInput):
+                warnings.warn(f"variant {variant}'s ranks are not compared: {why.line()}", DefinitionNote,
+                              stacklevel=1)
     result = check_all(list(paths), module_filter)
     if len(paths) == 2 and not result["consistent"]:  # (two variants' dumps given as two ranks read as a divergence)
         warnings.warn("the two folders are compared as two ranks of one program; two variants' dumps (A, B) compare "

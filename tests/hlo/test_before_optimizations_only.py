@@ -79,3 +79,22 @@ def test_a_variant_dumped_only_before_optimizations_is_named_beside_one_with_dum
 
     res = perfkit("hlo-diff", tmp_path)
     assert (res.returncode, res.stderr) == (2, f"perfkit: {tmp_path}: variant b: {why}\n")
+
+
+def test_a_multi_rank_variant_dumped_only_before_optimizations_is_named_beside_one_compared(tmp_path):
+    """Two ranks a trial: a's compiled one program, b's dumped only the text before optimizations. hlo-diff compared
+    a's ranks, said "consistent" and nothing of b; a note now says b's ranks were not compared, and why."""
+    for trial, rank in [(t, r) for t in ("00-a", "01-b") for r in (0, 1)]:
+        folder = tmp_path / "trials" / trial / f"rank{rank}" / "xla_dump"
+        folder.mkdir(parents=True)
+        for path in BEFORE.parent.glob("module_*"):
+            if trial == "00-a" or path == BEFORE:
+                shutil.copy(path, folder / path.name)
+    b = tmp_path / "trials" / "01-b" / "rank0" / "xla_dump"
+    res = perfkit("hlo-diff", tmp_path)
+    assert res.stdout.startswith("trials/00-a: 2 ranks, 1 module: consistent")
+    assert (res.returncode, res.stderr) == (0, f"perfkit: note: variant b's ranks are not compared: {b}: no "
+                                               "*after_optimizations.txt here, only 1 *.before_optimizations.txt: XLA "
+                                               "writes a module's text after optimizations once its optimization "
+                                               "passes finish (the compile was stopped, failed or is still running, "
+                                               "or those files were not kept)\n")
