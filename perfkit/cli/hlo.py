@@ -45,9 +45,11 @@ def single_process_ab(run_dir: Path) -> tuple[Path, Path, str]:
                        f"{MULTI_PROCESS_CASE}`, then hlo-diff its run directory), or two programs with `perfkit "
                        "hlo-diff --ab A_DUMP B_DUMP`", path=str(run_dir))
     (a_name, a), (b_name, b) = list(found.items())[:2]
+    before_b = list(everything)[:list(everything).index(b_name)]  # (one passed over, its dumps unread: said why)
+    passed = "".join(f"; variant {v}'s are not compared: {everything[v].line()}" for v in before_b if v not in found)
     note = (f"{run_dir}: each trial is one process, so there are no ranks to compare; comparing variant {a_name}'s "
             f"programs (A) with {b_name}'s (B), as `perfkit hlo-diff --ab {a} {b}` does (ranks: a multi-process "
-            f"case, e.g. `perfkit run {MULTI_PROCESS_CASE}`)")
+            f"case, e.g. `perfkit run {MULTI_PROCESS_CASE}`){passed}")
     return a, b, note
 
 

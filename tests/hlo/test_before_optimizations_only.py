@@ -98,3 +98,24 @@ def test_a_multi_rank_variant_dumped_only_before_optimizations_is_named_beside_o
                                                "writes a module's text after optimizations once its optimization "
                                                "passes finish (the compile was stopped, failed or is still running, "
                                                "or those files were not kept)\n")
+
+
+def test_a_variant_passed_over_for_the_next_with_dumps_is_named_in_the_note(tmp_path):
+    """One process a trial, variants a, b, c: b's dumps hold only the text before optimizations, so hlo-diff compares
+    a with c; its note said so and nothing of b, as if a and c were the run's first two variants."""
+    for trial in ("00-a", "01-b", "02-c"):
+        folder = tmp_path / "trials" / trial / "rank0" / "xla_dump"
+        folder.mkdir(parents=True)
+        for path in BEFORE.parent.glob("module_*"):
+            if trial != "01-b" or path == BEFORE:
+                shutil.copy(path, folder / path.name)
+    a, b, c = (tmp_path / "trials" / trial / "rank0" / "xla_dump" for trial in ("00-a", "01-b", "02-c"))
+    res = perfkit("hlo-diff", tmp_path)
+    assert (res.returncode, res.stderr) == (0, f"{tmp_path}: each trial is one process, so there are no ranks to "
+                                               f"compare; comparing variant a's programs (A) with c's (B), as "
+                                               f"`perfkit hlo-diff --ab {a} {c}` does (ranks: a multi-process case, "
+                                               f"e.g. `perfkit run repro/rank_constant`); variant b's are not "
+                                               f"compared: {b}: no *after_optimizations.txt here, only 1 "
+                                               "*.before_optimizations.txt: XLA writes a module's text after "
+                                               "optimizations once its optimization passes finish (the compile was "
+                                               "stopped, failed or is still running, or those files were not kept)\n")
