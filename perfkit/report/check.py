@@ -44,7 +44,7 @@ from perfkit.rundata import case as case_mod, rundir, schema
 from perfkit.rundata.baseline import BASELINE_VERSION
 
 # inconclusive: a passing row whose CI reaches past its limit (the run could not rule a regression out)
-COLUMNS = ["check", "subject", "unit", "baseline", "current", "limit", "passed", "inconclusive", "note"]
+COLUMNS = ["check", "subject", "unit", "baseline", "current", "ci", "limit", "passed", "inconclusive", "note"]
 NOT_RULED_OUT = "passed, not ruled out"
 
 
@@ -301,7 +301,8 @@ def _timing_row(subject: str, base: float, current: dict | None, th: Thresholds,
     if inconclusive:
         note += (f"; {NOT_RULED_OUT}: CI reaches {reach:.3f}, {'below' if higher else 'above'} the limit "
                  f"{limit:.3f}; more repeats would tell")
-    return {**row, "current": current["ratio"], "passed": passed, "inconclusive": inconclusive, "note": note}
+    return {**row, "current": current["ratio"], "ci": [lo, hi], "passed": passed, "inconclusive": inconclusive,
+            "note": note}
 
 
 def _timing_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
@@ -497,7 +498,8 @@ def check_frame(baseline: dict, summary: dict, th: Thresholds, run_dir: Path | N
                        {v: _divergence(r) for v, r in summary["ranks"].items()})
     rows += cost_rows(baseline, summary, th.cost_tolerance)
     # object: a column of numbers and nulls would read as floats (a count of 0 shown 0.000, a null as NaN)
-    frame = pd.DataFrame([{"inconclusive": False, **r} for r in rows], columns=COLUMNS, dtype=object)
+    # ``ci``: a timing row's, the run's 95% CI its verdict is decided on (a script reads it, not the note's text)
+    frame = pd.DataFrame([{"inconclusive": False, "ci": None, **r} for r in rows], columns=COLUMNS, dtype=object)
     frame["passed"] = frame["passed"].astype(bool)
     frame["inconclusive"] = frame["inconclusive"].astype(bool)
     return frame

@@ -68,6 +68,19 @@ def test_slower_b_fails_the_timing_row(baseline, make_run, tmp_path):
     assert check(loose, "--baseline", baseline, "--ratio-tolerance", "0.5").exit_code == 1
 
 
+def test_a_timing_row_carries_the_ci_its_verdict_is_decided_on(baseline, make_run, tmp_path):
+    """--json's timing row gave the point ratio alone, while the verdict is decided on the CI's end: a script had to
+    read the CI out of the note's text. It is a field, [low, high], equal to the run's own summary.json; null on a
+    row of another check."""
+    res = check(make_run("ci", trials=ab_trials(b_scale=2.0)), "--baseline", baseline, "--json")
+    rows = json.loads(res.output)["rows"]
+    row = next(r for r in rows if r["subject"] == "b/a step_ms")
+    own = next(c for c in json.loads((tmp_path / "ci" / "summary.json").read_text())["comparisons"]
+               if (c["variant"], c["metric"]) == ("b", "step_ms"))
+    assert row["ci"] == own["ci"] and row["ci"][0] > row["limit"] and not row["passed"]
+    assert all(r["ci"] is None for r in rows if r["check"] != "timing")
+
+
 def test_one_timed_step_a_side_fails_the_timing_row_saying_why(baseline, make_run):
     """No CI to hold to the limit: the row fails, its ratio shown, and says why (it said there was no ratio)."""
     run = make_run("one", trials=[trial(0, "a", [50.0, 10.0]), trial(1, "b", [50.0, 12.0])], outputs={})
