@@ -251,10 +251,6 @@ def variant_dumps(run_dir: Path) -> dict[str, Path | BadInput]:
 
 def run_no_dumps(run_dir: Path, reason: str) -> BadInput:
     """A run directory without dumps, refused: where a trial's rank folder holds what XLA dumped without a module's
-    text after optimizations, the first such in trial order says why (``trial_no_dumps``), else ``reason``."""
-    trials = run_dir / "trials"
-    for trial in sorted(trials.iterdir() if trials.is_dir() else [], key=trial_order):
-        said = trial_no_dumps(trial)
-        if said is not None:
-            return said
-    return BadInput(reason, path=str(run_dir))
+    text after optimizations, the first such in trial order says why (``variant_dumps``), else ``reason``."""
+    return next((d for d in variant_dumps(run_dir).values() if isinstance(d, BadInput)),
+                BadInput(reason, path=str(run_dir)))

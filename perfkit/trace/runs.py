@@ -6,6 +6,7 @@ device time per step moved most from the baseline to each other variant."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -64,7 +65,7 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict, list[pd.Dat
     per-step op table, the collectives (``collectives.summarize``) and each trial's span parts (``trial_parts``,
     or why not): each trial's traces read once for all four."""
     rows, tables, sources, analysed, measured, spans, unparted = [], [], set(), [], set(), [], None
-    programs: dict[str, int] = {}
+    programs: Counter[str] = Counter()  # device time (ps) in steps, per program
     for folder in folders:  # one trial at a time: its ranks' traces belong together, trials do not
         with events.notes_left_out():
             found = shards.trial_traces(rank_trace_dirs(folder))
@@ -73,8 +74,7 @@ def _variant(folders: list[Path]) -> tuple[dict, pd.DataFrame, dict, list[pd.Dat
         analysed.append((folder.name, found.collectives))
         sources.update(found.steps_from)
         measured.update(found.measured)
-        for module, ps in found.programs.items():
-            programs[module] = programs.get(module, 0) + ps
+        programs.update(found.programs)
         try:
             spans.append(_trial_parts(found.parts, folder))
         except BadInput as exc:  # the attribution's to say; the breakdown stands

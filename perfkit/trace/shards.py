@@ -25,6 +25,7 @@ file as one shard.
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -386,10 +387,9 @@ def trial_traces(paths: list[str | Path], workers: int | None = None) -> Trial:
     rows = _stacked([r for r, _, _, _, _ in done.results], done)
     table = _op_table([s for _, s, _, _, _ in done.results], "kind", done)
     parts = _parts_stacked([p for _, _, _, p, _ in done.results])
-    programs: dict[str, int] = {}
-    for *_, shard_programs in done.results:
-        for module, ps in shard_programs.items():
-            programs[module] = programs.get(module, 0) + ps
+    programs: Counter[str] = Counter()  # (update, not +: a program of 0 ps in the steps stays named)
+    for *_, shard in done.results:
+        programs.update(shard)
     found = [(inst, shift) for (_, _, inst, _, _), shift in zip(done.results, done.shifts)]
     done.results.clear()
     return Trial(rows, table, _collective_tables(found, rows, done), parts, programs, done.steps_from, done.measured)
