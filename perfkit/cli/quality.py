@@ -43,6 +43,16 @@ def _ssim_line(line: dict) -> str:
             f"({_command(line)}{': ' if line.get('reproduce') else '; '}{line['definition']})")
 
 
+def _older_ssim(line: dict | None) -> str:
+    """Where 5.1's ssim parts from these figures: on the planes of this pair it does, else the rule."""
+    rule = "a plane whose width / 4 - 1 leaves 1 divided by 4"
+    if line is None:
+        return f"5.1's ssim on {rule}, as Y of a 426-wide video, U and V of a 720-wide 4:2:0 one"
+    parts = line["older_ffmpeg_parts"]
+    return (f"5.1's ssim on {' and '.join(p.upper() for p in parts)} here, {rule}" if parts else
+            f"5.1's ssim on none of these planes, only on {rule}")
+
+
 def space_name(r: dict) -> str:
     """The headline space of a frame comparison, as its text names it."""
     return f"{r['yuv']['pix_fmt']} planes" if r["space"] == "yuv" else SPACE_NAMES["rgb"]
@@ -140,8 +150,7 @@ def format_result(r: dict, per_frame: bool = False) -> list[str]:
         commands = shown and any(r[k]["reproduce"] for k in ("yuv", "rgb", "ssim") if k in r)
         if shown:
             lines.append(f"figures as the filters of {r['ffmpeg']} give them" + (
-                ": the commands give them with that release (an older one may part: 5.1's ssim on a plane whose "
-                "width / 4 - 1 leaves 1 divided by 4, as Y of a 426-wide video, U and V of a 720-wide 4:2:0 one; "
+                f": the commands give them with that release (an older one may part: {_older_ssim(r.get('ssim'))}; "
                 "its 16-bit to 8-bit conversion)" if commands else ""))
         if "frames_paired" in r:
             paired = r["frames_paired"] if commands else r["frames_paired"].split(": the commands given")[0]

@@ -58,6 +58,7 @@ class SsimTally:
         self.rows: list[list[float]] = []
         self.graph = self.sources = self.sink = None
         self.pushed = 0
+        self.widths: tuple[int, ...] = ()  # each plane's width, as the filter measures it
         self.summary: dict[str, tuple[float, float]] = {}  # plane (upper case) or All -> (SSIM, dB) as logged
 
     def _open(self, width: int, height: int) -> None:
@@ -94,6 +95,7 @@ class SsimTally:
             raise BadInput(f"SSIM needs planes of at least 8x8 samples, got {small.shape[1]}x{small.shape[0]}")
         if self.graph is None:
             self._open(a[0].shape[1], a[0].shape[0])
+            self.widths = tuple(p.shape[1] for p in a)
         for source, planes, decoded in zip(self.sources, (a, b), sources or (None, None)):
             if decoded is None or decoded.format.name != self.format:
                 decoded = self._frame(planes)
@@ -131,9 +133,17 @@ class SsimTally:
 
     def line(self) -> dict:
         """The filter's summary line: each plane's and All's mean over frames, with dB, as it logs them; the
-        definition and the command that prints it."""
+        definition, the command that prints it, and the planes on which older builds part from it."""
         self._flush()
         names = {p: p.upper() for p in self.planes} | {"all": "All"}
+        older = [p for p, width in zip(self.planes, self.widths) if older_release_parts(width)]
         return {"definition": DEFINITION, "space": self.space, **({"pix_fmt": self.pix_fmt} if self.pix_fmt else {}),
                 "planes": list(self.planes), "ssim": {k: self.summary[n][0] for k, n in names.items()},
-                "ssim_db": {k: self.summary[n][1] for k, n in names.items()}, "reproduce": REPRODUCE[self.space]}
+                "ssim_db": {k: self.summary[n][1] for k, n in names.items()}, "reproduce": REPRODUCE[self.space],
+                "older_ffmpeg_parts": older}
+
+
+def older_release_parts(width: int) -> bool:
+    """Whether ffmpeg builds before the fix of x86 ``ssim_end_line`` (Debian 12's 5.1) give a plane of this width
+    other figures: where width / 4 - 1 leaves 1 divided by 4, the row's last windows they get wrong."""
+    return (width // 4 - 1) % 4 == 1

@@ -439,7 +439,9 @@ def test_the_older_release_caveat_names_the_planes_it_parts_on(tmp_path, clip, n
     static ffmpeg 9, which gives perfkit's figures): a 426-wide 4:2:0 h264 pair's Y parts (0.948319 against 0.947985)
     while U and V agree; so on the Y of 424-, 425- and 568-wide ones; all three planes of a 425-wide 4:4:4 pair; a
     720-wide 4:2:0 pair's U and V (0.999761 against 0.999993) while Y agrees: the planes whose width / 4 - 1 leaves 1
-    divided by 4 (the x86 ssim_end_line fix), which the text now says."""
+    divided by 4 (the x86 ssim_end_line fix). Without --ssim the text states that rule; with it, it names this pair's
+    planes (it stated the rule alone, and --json held no field for it: a script could not tell a 720-wide video's U
+    and V from a 640-wide one's planes, on which 5.1 agrees)."""
     measured = {426: "y", 424: "y", 425: "y", 568: "y", 213: "", 212: "", 284: "", 720: "", 360: "uv"}
     for width, parts in measured.items():  # the rule stated, against each measured plane width
         assert ((width // 4 - 1) % 4 == 1) == bool(parts), width
@@ -448,11 +450,20 @@ def test_the_older_release_caveat_names_the_planes_it_parts_on(tmp_path, clip, n
         (tmp_path / name).mkdir()
         for i, frame in enumerate(f):
             skio.imsave(tmp_path / name / f"{i:03d}.png", frame, check_contrast=False)
-    out = quality_cli(tmp_path / "a", tmp_path / "b", "--ssim").stdout
-    assert ("(an older one may part: 5.1's ssim on a plane whose width / 4 - 1 leaves 1 divided by 4, as Y of a "
-            "426-wide video, U and V of a 720-wide 4:2:0 one; its 16-bit to 8-bit conversion)") in out, out
-    assert "chroma planes" not in out
+    rule = "a plane whose width / 4 - 1 leaves 1 divided by 4"
+    out = quality_cli(tmp_path / "a", tmp_path / "b").stdout
+    assert (f"(an older one may part: 5.1's ssim on {rule}, as Y of a 426-wide video, U and V of a 720-wide 4:2:0 "
+            "one; its 16-bit to 8-bit conversion)") in out, out
+    out = quality_cli(tmp_path / "a", tmp_path / "b", "--ssim").stdout  # 64 wide: 15 leaves 3
+    assert f"(an older one may part: 5.1's ssim on none of these planes, only on {rule}; its 16-bit" in out, out
+    from lavfi_referee import encode
 
+    wide = clip(frames=2, height=32, width=720)  # 4:2:0 at 720 wide, as the measured pair: U and V 360 wide
+    pair = [encode(wide, tmp_path / f"{name}.mkv", "libx264", "yuv420p", {"crf": crf}) for name, crf in
+            (("a720", "12"), ("b720", "30"))]
+    assert quality_cli(*pair, "--ssim", "--json").json()["ssim"]["older_ffmpeg_parts"] == ["u", "v"]
+    assert f"(an older one may part: 5.1's ssim on U and V here, {rule}; its 16-bit" in quality_cli(
+        *pair, "--ssim").stdout
 
 
 def test_a_share_over_16_too_small_to_show_reads_below_its_last_digit(tmp_path, quality_cli):
