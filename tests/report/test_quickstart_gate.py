@@ -43,6 +43,7 @@ def perfkit(*args: str, timeout: float) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # its commands' own timeouts (400 s for the run) fire first, with their output, on a loaded machine
 def test_quickstart_passes_its_baseline(tmp_path):
     run = tmp_path / "quickstart"
     res = perfkit("run", "cases/quickstart.yaml", "--out", run, "--set", "repeats.min=2", "--set", "repeats.max=2",
