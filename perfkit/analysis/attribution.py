@@ -217,8 +217,8 @@ def run_summary(run_dir: str | Path, top: int | None = None, seed: int | None = 
 
 def run_attribution(run_dir: str | Path, top: int = TOP, seed: int | None = None) -> pd.DataFrame:
     """Every variant of a run (the A/A control too) against its baseline, split by category, kind and op:
-    ``attribute``'s rows stacked with a ``variant`` column, over each side's good trials with traces;
-    ``seed``: the case's, as the run's summary draws it."""
+    ``attribute``'s rows stacked with a ``variant`` column, over each side's good trials with traces, ops named as
+    summary.json's (``_named_as_baseline``); ``seed``: the case's, as the run's summary draws it."""
     run_dir = Path(run_dir)
     trials = read_trials(run_dir)
     case = case_mod.load(run_dir / "case.yaml")
@@ -228,8 +228,10 @@ def run_attribution(run_dir: str | Path, top: int = TOP, seed: int | None = None
     if not found[variants[0]]:
         raise BadInput(f"the baseline {variants[0]} has no good trial with traces", path=str(run_dir))
     base = trials_parts(found[variants[0]])
-    out = [attribute(base, trials_parts(found[v]), by, top, seed=seed).assign(variant=v)
-           for v in variants[1:] if found[v] for by in BYS]
+    dumps, out = _dumps(run_dir), []
+    for v in (v for v in variants[1:] if found[v]):
+        mine = _named_as_baseline(trials_parts(found[v]), dumps.get(variants[0]), dumps.get(v))[0]
+        out += [attribute(base, mine, by, top, seed=seed).assign(variant=v) for by in BYS]
     if not out:
         raise BadInput("no variant but the baseline has a good trial with traces", path=str(run_dir))
     return pd.concat(out, ignore_index=True)[["variant", *COLUMNS]]
@@ -267,6 +269,25 @@ def _names_matched(a: Path | None, b: Path | None) -> dict[str, str]:
         return {}
 
 
+def _dumps(run_dir: Path) -> dict[str, Path]:
+    """Each variant's first trial's XLA dumps; a variant whose ranks dumped no module after optimizations reads as
+    one without dumps (its cost says why)."""
+    return {v: d for v, d in variant_dumps(run_dir).items() if isinstance(d, Path)}
+
+
+def _named_as_baseline(parts: pd.DataFrame, a: Path | None, b: Path | None
+                       ) -> tuple[pd.DataFrame, bool | None, dict[str, str]]:
+    """B's span parts with its ops named as A's step program names the ops they align with, where the two compiled
+    other programs (``_same_programs``, ``_names_matched``: XLA numbers ops per program); whether they compiled the
+    same, and the renaming (empty where they did)."""
+    same = _same_programs(a, b)
+    renamed = _names_matched(a, b) if same is False else {}
+    if renamed:
+        ops = parts["by"] == "op"
+        parts.loc[ops, "key"] = parts.loc[ops, "key"].map(lambda k: renamed.get(k, k))
+    return parts, same, renamed
+
+
 def _program_places(parts: pd.DataFrame) -> dict[str, int]:
     """Per module name that several programs of a step share, how many of them its op keys place
     (``diff.PROGRAM_PLACE``)."""
@@ -300,20 +321,13 @@ def summarize(run_dir: Path, trials: list[dict], variants: list[str],
         base = side(variants[0])
     except BadInput as exc:
         return {"baseline": variants[0], "error": exc.line()}
-    # a variant whose ranks dumped no module after optimizations reads as one without dumps (its cost says why)
-    out, dumps = {}, {v: d for v, d in variant_dumps(run_dir).items() if isinstance(d, Path)}
+    out, dumps = {}, _dumps(run_dir)
     for v in variants[1:]:
         if not found[v]:
             out[v] = {"error": runs.untraced(run_dir, trials, v)}
             continue
-        same = _same_programs(dumps.get(variants[0]), dumps.get(v))
         try:
-            mine = side(v)
-            # two programs number their ops apart: B's ops take A's names where they align in the step programs
-            renamed = _names_matched(dumps.get(variants[0]), dumps.get(v)) if same is False else {}
-            if renamed:
-                ops = mine["by"] == "op"
-                mine.loc[ops, "key"] = mine.loc[ops, "key"].map(lambda k: renamed.get(k, k))
+            mine, same, renamed = _named_as_baseline(side(v), dumps.get(variants[0]), dumps.get(v))
             splits = {by: attribute(base, mine, by, top, seed=seed) for by in BYS}
         except BadInput as exc:
             out[v] = {"error": exc.line()}

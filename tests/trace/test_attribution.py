@@ -664,3 +664,69 @@ def test_one_program_of_a_name_per_chip_is_keyed_by_its_ops_alone(tmp_path):
     space.save(tmp_path / "h.xplane.pb")
     trace = events.load([tmp_path / "h.xplane.pb"], columns=attribution.diff.EVENT_COLUMNS["op"])
     assert sorted(attribution.diff.per_span(trace, by="op")["key"].unique()) == ["fusion.1"]
+
+
+# the ops of _STEP_A and _STEP_B each trial's trace runs (name, opcode, shape, us): B's dot.2 and dot.3 are A's
+# dot.1 and dot.2, B's tanh.4 A's tanh.3; B's own dot.1 (named as A names another op) is added
+_RUN_A = [("dot.1", "dot", "f32[8,16]", 10), ("dot.2", "dot", "f32[8,16]", 20), ("tanh.3", "tanh", "f32[8,16]", 5)]
+_RUN_B = [("dot.1", "dot", "f32[8,8]", 4), ("dot.2", "dot", "f32[8,16]", 10), ("dot.3", "dot", "f32[8,16]", 26),
+          ("tanh.4", "tanh", "f32[8,16]", 5)]
+
+
+def _programs_run_dir(tmp_path):
+    """A two-variant run directory whose variants compiled _STEP_A and _STEP_B (each first trial's dumps) and traced
+    their ops (``_RUN_A``, ``_RUN_B``) on 2 chips, 2 steps, 2 trials a side."""
+    (tmp_path / "case.yaml").write_text(yaml.safe_dump({
+        "name": "programs", "command": ["python", "x.py"], "devices": 2, "seed": 0,
+        "variants": {"a": {"env": {}}, "b": {"env": {}}}}))
+    lines = []
+    for i, v in enumerate(["a", "b", "b", "a"]):
+        folder = tmp_path / "trials" / f"{i:02d}-{v}" / "rank0"
+        ops = _RUN_A if v == "a" else _RUN_B
+        space = XSpaceWriter("h")
+        space.program(5, "jit_step", [op[:3] for op in ops])
+        for chip in range(CHIPS):
+            plane = space.plane(f"/device:TPU:{chip}")
+            steps, line = plane.line("Steps", 0), plane.line("XLA Ops", 0)
+            t = 0
+            for step in range(STEPS):
+                start = t
+                for name, _, _, us in ops:
+                    d = int(us * U * (1 + 0.1 * i + 0.05 * chip + 0.02 * step))
+                    line.event(plane.op(name, program_id=5, hlo_category="loop fusion"), t, d)
+                    t += d
+                steps.event(plane.op(str(step)), start, t - start)
+                t += 2 * U
+        space.save(folder / "trace" / "h.xplane.pb")
+        if i < 2:  # each variant's first trial dumped its programs
+            (folder / "xla_dump").mkdir()
+            (folder / "xla_dump" / "module_0001.jit_step.cpu_after_optimizations.txt").write_text(
+                _STEP_A if v == "a" else _STEP_B)
+        lines.append(json.dumps({"index": i, "variant": v, "status": "ok", "dir": f"trials/{i:02d}-{v}"}))
+    (tmp_path / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    return tmp_path
+
+
+def test_the_notebook_frame_names_ops_as_the_summary_does(tmp_path):
+    """hunyuan's SP ring, unpadded against padded to 128 rows a shard: summary.json's op rows took A's names for B's
+    ops (406 renamed), `analysis.run_attribution` kept B's own, so the frame the report calls the same figures
+    unrounded gave other rows (A's ppermute.126 removed, -1.876 ms, where summary.json had it changed, -1.696).
+    Here B's dot.2 / dot.3 are A's dot.1 / dot.2, and B's own dot.1 is added (its own mark), in both."""
+    run_dir = _programs_run_dir(tmp_path)
+    doc = attribution.summarize(run_dir, _trials(run_dir), ["a", "b"])["variants"]["b"]
+    assert doc["same_programs"] is False and doc["ops_renamed"] == 4
+    frame = attribution.run_attribution(run_dir)
+    for by in attribution.BYS:
+        rows = frame[(frame["variant"] == "b") & (frame["by"] == by) & (frame["key"] != "total")]
+        assert list(rows["key"]) == [r["key"] for r in doc[by]]
+        assert list(rows["change"]) == [r["change"] for r in doc[by]]
+        np.testing.assert_allclose(rows["delta_ms"], [r["delta_ms"] for r in doc[by]], rtol=0, atol=1e-12)
+    # each op's figures, from the durations written above: (1 + 0.1 i + 0.05 chip + 0.02 step) x us, trials 0 and 3
+    # of a, 1 and 2 of b; a mean over chips and steps of one trial is (1 + 0.1 i + 0.025 + 0.01) x us
+    ops = {r["key"]: r for r in doc["op"]}
+    scale = {side: np.mean([1.035 + 0.1 * i for i in trials]) for side, trials in (("a", (0, 3)), ("b", (1, 2)))}
+    assert ops["dot.1"]["change"] == "changed" and ops["dot.1"]["a_ms"] == pytest.approx(10e-3 * scale["a"])
+    assert ops["dot.1"]["b_ms"] == pytest.approx(10e-3 * scale["b"])  # B's dot.2
+    assert ops["dot.2"]["b_ms"] == pytest.approx(26e-3 * scale["b"])  # B's dot.3
+    assert ops["dot.1 (B's own)"]["change"] == "added" and ops["dot.1 (B's own)"]["b_ms"] == pytest.approx(
+        4e-3 * scale["b"])
