@@ -503,13 +503,16 @@ def _profiled(summary: dict, names: list[str]) -> str:
 
 def _traced_against_timed(summary: dict) -> list[str]:
     """A line for each variant whose traced steps changed against the baseline's with the other sign than its
-    timed steps (a few traced steps, one an outlier, can say B is faster where many timed ones say slower); else
-    where they were too few to place the change (``_too_few_traced``). The A/A control's changes are noise."""
+    timed steps where these have a direction, a verdict of faster or slower (a few traced steps, one an outlier, can
+    say B is faster where many timed ones say slower); else where they were too few to place the change
+    (``_too_few_traced``). The A/A control's changes are noise."""
     attributed = summary.get("attribution") or {}
     control = (summary.get("noise_floor") or {}).get("variant")  # (the A/A control's changes are noise)
-    timed = {c["variant"]: c["ratio"] for c in summary.get("comparisons", ())
-             if c["metric"] == "step_ms" and c["ratio"] and c["variant"] != control}
     verdicts = {c["variant"]: c["verdict"] for c in summary.get("comparisons", ()) if c["metric"] == "step_ms"}
+    # a ratio whose CI spans the minimum effect has no direction for traced steps to go against
+    timed = {c["variant"]: c["ratio"] for c in summary.get("comparisons", ())
+             if c["metric"] == "step_ms" and c["ratio"] and c["variant"] != control
+             and verdicts[c["variant"]] in ("faster", "slower")}
     out = []
     for name, v in attributed.get("variants", {}).items():
         t = v.get("total") if "error" not in v else None

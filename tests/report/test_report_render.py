@@ -927,6 +927,26 @@ def test_traced_steps_that_changed_the_other_way_are_said_so():
     assert _traced_against_timed(summary) == []
 
 
+def test_traced_steps_are_not_said_to_go_the_other_way_from_an_unknown_timing():
+    """A command case whose B nudges layer 3 of 4 through an added all-reduce: timed nudge/base 0.827, CI [0.215,
+    1.423], verdict unknown; traced +6.380 ms, CI [-61.228, +73.987]. The report said the traced steps "changed the
+    other way from its timed steps" and that "one outlier turns them", as if the timing had a direction: it has none
+    (its CI spans 1). The traced total's CI, wider than the step, is what is said."""
+    from perfkit.report.markdown import _traced_against_timed
+
+    total = {"a_ms": 43.391, "b_ms": 49.771, "ci_lo_ms": -61.2283, "ci_hi_ms": 73.9872, "marked": False}
+    summary = {"comparisons": [{"variant": "nudge", "metric": "step_ms", "ratio": 0.827, "verdict": "unknown"}],
+               "attribution": {"variants": {"nudge": {"total": total, "trials": [3, 3], "chip_steps": [36, 36]}}}}
+    assert _traced_against_timed(summary) == [
+        "", "**nudge's attribution had too few traced steps to place its change**: its total's CI [-61.228, +73.987] "
+        "ms is wider than the step, from 3 and 3 trials of 36 and 36 chip-steps; more steps in `capture.trace` and "
+        "more rounds (`--set repeats.min=6`) give it more."]
+    # a timing the same within its minimum effect has no direction either; a traced CI that places the change: nothing
+    total.update(ci_lo_ms=1.0, ci_hi_ms=11.0, marked=True)
+    summary["comparisons"][0]["verdict"] = "same"
+    assert _traced_against_timed(summary) == []
+
+
 def test_the_breakdown_says_how_many_steps_a_trial_ran_under_the_profiler():
     """The steps left out of the timing as profiled, each variant's (torch.profiler's warm-up too); none said for a
     summary from before the count. It read "(steps a trial left out: tp 2, sp 1)", which a newcomer could not read:
