@@ -36,8 +36,8 @@ def catalog() -> dict:
                    for c, cfg in fam.configs.items()}
         families.append({"name": name, "description": fam.description, "configs": configs,
                          "published_blocks": dict(fam.published_blocks)})
-    plan_list = [{"name": p.name, "description": p.description, "options": plans.plan_options(p)}
-                 for p in plans.PLANS.values()]
+    plan_list = [{"name": p.name, "description": p.description, "options": plans.plan_options(p),
+                  "choices": plans.option_choices(p)} for p in plans.PLANS.values()]
     return {"families": families, "plans": plan_list}
 
 
@@ -68,5 +68,6 @@ def command(as_json):
             click.echo(f"    {c:<6} {fields}\n           streams: {streams}")
     click.echo("plans (case: variants.<v>.options: {plan, ...options}):")
     for p in cat["plans"]:
-        options = ", ".join(f"{k}={v}" for k, v in p["options"].items()) or "none"
+        options = ", ".join(f"{k}={v}" + (f" ({'|'.join(p['choices'][k])})" if k in p["choices"] else "")
+                            for k, v in p["options"].items()) or "none"
         click.echo(f"  {p['name']:<8} {p['description']}; options: {options}")

@@ -106,6 +106,11 @@ def _whole(rows: int) -> Layout:
     return Layout(np.arange(rows)[None], sharded=False)
 
 
+def _choice(default: str | None, choices: Sequence[str]):
+    """A plan option taking one of ``choices`` (None too where it is the default), which ``perfkit models`` lists."""
+    return dataclasses.field(default=default, metadata={"choices": tuple(choices)})
+
+
 def _binding(field_default):
     """A field set by ``Plan.bind``, not a plan option."""
     return dataclasses.field(default_factory=field_default, compare=False, repr=False,
@@ -223,7 +228,7 @@ class _SequencePlan(Plan):
     """Sequence streams row-sharded: layouts, padding, per-token tables, contiguous joints."""
 
     projects_whole = False  # column-parallel projections return every row of a sharded stream
-    pad: str | None = None  # None: a stream that does not split is refused; else one of PAD_MODES
+    pad: str | None = _choice(None, PAD_MODES)  # None: a stream that does not split is refused
     rope_fault_block: int | None = None  # a planted defect (module docstring); None as shipped
 
     def __post_init__(self):
@@ -313,11 +318,11 @@ class SequenceParallel(_SequencePlan, TensorParallel):
     projections; all-gather + matmul in, matmul + reduce-scatter out."""
 
     name = "sp"
-    description = "sequence sharded; all-gather / reduce-scatter fused into the matmuls (impl xla|ring|pallas)"
+    description = "sequence sharded; all-gather / reduce-scatter fused into the matmuls"
     projects_whole = True
-    impl: str = "ring"
+    impl: str = _choice("ring", cm.IMPLS)
     bidirectional: bool = True
-    assemble: str = "dus"
+    assemble: str = _choice("dus", cm.ASSEMBLIES)
 
     def __post_init__(self):
         super().__post_init__()
@@ -377,6 +382,12 @@ PLANS = {p.name: p for p in (Plan, TensorParallel, SequenceParallel, Ulysses)}
 def plan_options(cls: type[Plan]) -> dict[str, object]:
     """A plan's options (what a case's ``variants.<v>.options`` may set) and their defaults."""
     return {f.name: f.default for f in dataclasses.fields(cls) if f.metadata.get("option", True)}
+
+
+def option_choices(cls: type[Plan]) -> dict[str, list[str]]:
+    """The values each of a plan's options that takes one of a few names may be set to (``pad``: the padding
+    modes, where the default, None, pads nothing)."""
+    return {f.name: list(f.metadata["choices"]) for f in dataclasses.fields(cls) if "choices" in f.metadata}
 
 
 def make_plan(name: str, **options) -> Plan:

@@ -60,3 +60,23 @@ def test_a_configs_blocks_and_the_published_counts_are_told_apart():
     cat = json.loads(_invoke("--json"))
     assert next(f for f in cat["families"] if f["name"] == "flux")["published_blocks"] == \
         {"double_blocks": 19, "single_blocks": 38}
+
+
+def test_options_of_a_few_names_list_them():
+    """An engineer setting padding on for hunyuan's SP plan read `pad=None` in `perfkit models` and had to open
+    models/plans.py to learn the values it takes; `impl`'s stood in the plan's description, `assemble`'s nowhere.
+    Each option that takes one of a few names lists them, as make_plan takes them."""
+    cat = json.loads(_invoke("--json"))
+    choices = {p["name"]: p["choices"] for p in cat["plans"]}
+    assert choices["sp"] == {"pad": ["shards", "halves", "tiles", "lanes"], "impl": ["xla", "ring", "pallas"],
+                             "assemble": ["dus", "concat"]}
+    assert choices["ulysses"] == {"pad": ["shards", "halves", "tiles", "lanes"]} and choices["tp"] == {}
+    sp = next(line for line in _invoke().splitlines() if line.startswith("  sp "))
+    assert sp.endswith("options: split_rope=False, pad=None (shards|halves|tiles|lanes), rope_fault_block=None, "
+                       "impl=ring (xla|ring|pallas), bidirectional=True, assemble=dus (dus|concat)")
+    from perfkit.models.plans import make_plan
+
+    for name, options in choices.items():
+        for option, values in options.items():
+            for value in values:
+                make_plan(name, **{option: value})  # each listed value is one the plan takes
