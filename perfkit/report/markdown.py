@@ -551,11 +551,12 @@ def _too_few_traced(name: str, v: dict, verdict: str | None) -> list[str]:
     if placed and not t["marked"]:
         verb = "excludes" if len(placed) == 1 else "exclude"
         why += f", while {', '.join(placed)} {verb} 0 on {'its' if len(placed) == 1 else 'their'} own (starred above)"
-    n = attribution.DECIMALS
+    n, rounds = attribution.DECIMALS, 2 * max(v["trials"])
+    # the maximum too: a case refuses a minimum above its maximum (the demo's is 5)
     return ["", f"**{name}'s attribution {said}**: its total's CI "
             f"[{t['ci_lo_ms']:+.{n}f}, {t['ci_hi_ms']:+.{n}f}] ms {why}, from {v['trials'][0]} and {v['trials'][1]} "
             f"trials of {v['chip_steps'][0]} and {v['chip_steps'][1]} chip-steps; more steps in `capture.trace` and "
-            f"more rounds (`--set repeats.min={2 * max(v['trials'])}`) give it more."]
+            f"more rounds (`--set repeats.min={rounds} --set repeats.max={rounds}`) give it more."]
 
 
 def _host_scheduled(summary: dict) -> str | None:

@@ -1029,7 +1029,7 @@ def test_an_attribution_too_few_to_place_the_change_is_said_so():
     assert _traced_against_timed(summary(spans, "slower")) == [
         "", "**slow's attribution had too few traced steps to place its change**: its total's CI [-56.206, +121.147] ms "
         "spans 0 where the timing says slower, from 3 and 3 trials of 6 and 6 chip-steps; more steps in `capture.trace` "
-        "and more rounds (`--set repeats.min=6`) give it more."]
+        "and more rounds (`--set repeats.min=6 --set repeats.max=6`) give it more."]
     wide = {"a_ms": 48.588, "b_ms": 97.057, "ci_lo_ms": -201.4649, "ci_hi_ms": 298.4023, "marked": False}
     assert "[-201.465, +298.402] ms is wider than the step, from" in _traced_against_timed(summary(wide, "unknown"))[1]
     placed = {"a_ms": 32.799, "b_ms": 65.270, "ci_lo_ms": 20.0, "ci_hi_ms": 45.0, "marked": True}
@@ -1327,3 +1327,19 @@ def test_the_method_line_names_the_bootstraps_resamples_and_seed(make_run):
     steps = timing.steps_frame(read_trials(run))
     again = stats.compare(timing.per_trial(steps, "a", "step_ms"), timing.per_trial(steps, "b", "step_ms"), seed=7)
     assert list(again.ci) == s["comparison"]["ci"]
+
+
+def test_the_too_few_traced_steps_line_asks_for_rounds_the_case_accepts():
+    """The demo's report said `more rounds (--set repeats.min=6) give it more` under its attribution; its case's
+    repeats.max is 5, and `perfkit run RUN/case.yaml --set repeats.min=6` was refused (need min <= max, exit 2).
+    The `--set`s the line gives load on the demo's case, and ask for 6 rounds."""
+    from perfkit.report.markdown import _traced_against_timed
+
+    total = {"a_ms": 16.124, "b_ms": 28.500, "ci_lo_ms": -18.4454, "ci_hi_ms": 43.1984, "marked": False}
+    summary = {"comparisons": [{"variant": "sp", "metric": "step_ms", "ratio": 1.768, "verdict": "slower"}],
+               "attribution": {"variants": {"sp": {"total": total, "trials": [3, 3], "chip_steps": [12, 12]}}}}
+    line = _traced_against_timed(summary)[1]
+    sets = re.findall(r"--set (\S+?)[`\s]", line)
+    assert sets, line
+    case = case_mod.load("cases/quickstart.yaml", sets)
+    assert case.repeats == {"min": 6, "max": 6}
