@@ -518,6 +518,31 @@ def test_the_one_line_gives_the_first_crash_s_reason():
         "ModuleNotFoundError: No module named 'jax'); a hung; report r/report.md")
 
 
+def test_the_one_line_s_first_crash_is_the_exception_not_what_follows_it():
+    """A newcomer's ulysses plan on 3 devices: every trial crashed on `ValueError: ulysses: 4 heads do not split
+    over 3 devices`, and the line gave what JAX prints after a filtered traceback ("For simplicity, JAX has removed
+    its internal frames ..."), the same for every JAX error. It gives the exception the traceback ends on."""
+    from perfkit.report.line import summary_line
+
+    tail = ("  File \"/work/main/models/plans.py\", line 357, in attention\n"
+            "    raise ValueError(f\"ulysses: {heads} heads do not split over {n} devices\")\n"
+            "ValueError: ulysses: 4 heads do not split over 3 devices\n"
+            "--------------------\n"
+            "For simplicity, JAX has removed its internal frames from the traceback of the following exception. "
+            "Set JAX_TRACEBACK_FILTERING=off to include these.")
+    ranks = [{"rank": 0, "exit_code": 1, "exited_s": 3.5, "stderr_tail": tail}]
+    summary = {"case": "c", "baseline": "a", "comparison": {"verdict": "unknown", "ratio": None},
+               "variants": {"a": {"trials": 1}, "b": {"trials": 1}},
+               "trials": {"total": 2, "ok": 1, "failed": [
+                   {"index": 0, "variant": "a", "status": "crashed", "dir": "trials/00-a", "ranks": ranks}]}}
+    assert ("1 trial(s) failed (first crash: trial 0 (a) rank 0: ValueError: ulysses: 4 heads do not split over 3 "
+            "devices);") in summary_line(summary, Path("r/report.md"))
+    # a stderr without a traceback: its last line, as before
+    ranks[0]["stderr_tail"] = "python: can't open file '/x/bench.py': [Errno 2] No such file or directory"
+    assert "rank 0: python: can't open file '/x/bench.py': [Errno 2] No such file or directory);" in \
+        summary_line(summary, Path("r/report.md"))
+
+
 def test_the_one_line_s_first_crash_is_the_rank_that_failed_first():
     """Rank 2 fails at its import; rank 1's rendezvous then breaks, and perfkit ends rank 0 (a signal, no exit
     time): the lowest failing rank's line is a consequence, the report's 'failed first' rank's is the cause."""
