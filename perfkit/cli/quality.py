@@ -275,6 +275,19 @@ def _drift_command(a: str, b: str, as_json: bool, plot: str | None) -> None:
         click.echo(table.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
 
 
+def _outputs_command(run_dir: Path, trials: list[dict], a: str, b: str) -> str:
+    """``; `perfkit quality A B` compares their outputs``, of each variant's first good trial whose rank 0 kept
+    outputs; empty where a side has none."""
+    folders = []
+    for name in (a, b):
+        found = [run_dir / t["dir"] / "rank0" / "outputs" for t in trials if t.get("variant") == name
+                 and t.get("status") == "ok" and (run_dir / t["dir"] / "rank0" / "outputs").is_dir()]
+        if not found:
+            return ""
+        folders.append(str(found[0]))
+    return f"; `perfkit quality {' '.join(folders)}` compares their outputs"
+
+
 def _taps_command(run_dir: str, as_json: bool, plot: str | None) -> None:
     """A run's first departure, as its report gives it (``perfkit.report.departure``)."""
     # numpy, pandas, yaml (the run's case) and the taps' wording: only when the command runs
@@ -288,11 +301,16 @@ def _taps_command(run_dir: str, as_json: bool, plot: str | None) -> None:
         raise BadInput("the run's case has one variant: nothing to compare", path=Path(run_dir) / "case.yaml")
     a, b = (v.name for v in case.run_variants()[:2])
     asked = case.capture.get("taps") or []
-    result = departure.run_departure(Path(run_dir), rundir.read_trials(Path(run_dir)), a, b, asked)
+    trials = rundir.read_trials(Path(run_dir))
+    result = departure.run_departure(Path(run_dir), trials, a, b, asked)
     if result is None and not asked:
+        # a command's own program taps only where it calls record.tap, and its outputs may be what was asked for
+        who = ("every block at denoise step 0" if case.kind == "model" else
+               f"where its program calls record.tap{_outputs_command(Path(run_dir), trials, a, b)}")
         raise BadInput(f"no good trial of both {a} and {b} wrote taps (the case's capture.taps): run it again "
                        f"with them, e.g. `perfkit run {Path(run_dir) / 'case.yaml'} --set 'capture.taps=[0]'` "
-                       "(every block at denoise step 0)", path=run_dir)
+                       f"({who})",
+                       path=run_dir)
     if result is None:  # the case asked, and neither side tapped
         raise BadInput(departure.untapped([a, b], asked), path=run_dir)
     if "error" in result:

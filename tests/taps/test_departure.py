@@ -172,6 +172,22 @@ def test_a_run_without_taps_is_one_line(make_run):
     assert "run it again with them, e.g. `perfkit run " in res.output and "--set 'capture.taps=[0]'`" in res.output
 
 
+def test_a_command_run_without_taps_says_its_program_taps_and_where_its_outputs_compare(make_run):
+    """A newcomer's own bench script (a command case, no taps) asked `perfkit quality RUN_DIR` for its outputs and was
+    told to rerun with `capture.taps=[0]` "(every block at denoise step 0)": a bundled model's taps, which a script
+    that never calls record.tap does not write. The line says the program taps, and gives the command that compares
+    the trials' outputs."""
+    run = make_run({"00-tp": [("t0", X)], "01-sp": [("t0", X)]})
+    for name in ("00-tp", "01-sp"):
+        (run / f"trials/{name}/rank0/taps.jsonl").unlink()
+        (run / f"trials/{name}/rank0/outputs").mkdir()
+    res = quality(run)
+    assert res.exit_code == 2 and len(res.output.splitlines()) == 1
+    assert "every block" not in res.output and "record.tap" in res.output
+    assert res.output.rstrip().endswith(
+        f"`perfkit quality {run}/trials/00-tp/rank0/outputs {run}/trials/01-sp/rank0/outputs` compares their outputs)")
+
+
 @pytest.mark.parametrize("dtype, expected", [("float32", 2 ** -11.5), ("bfloat16", 2 ** -3.5),
                                              ("float16", 2 ** -5), ("float64", 2 ** -26), ("int32", 0.0)])
 def test_dtype_allowance_is_the_root_of_machine_epsilon(dtype, expected):
