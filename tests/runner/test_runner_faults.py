@@ -116,3 +116,29 @@ def test_a_rank_printing_100_mb_does_not_grow_perfkits_memory(tmp_path, write_ca
     assert (tmp_path / "run100/trials/00-a/rank0/stdout.log").stat().st_size >= 100 << 20
     grown_mb = (runs[100][0] - runs[0][0]) / 1024
     assert grown_mb < 30, f"perfkit grew by {grown_mb:.0f} MB reading a 100 MB stdout"
+
+
+def test_a_second_perfkit_on_a_running_run_is_refused(tmp_path, write_case):
+    """`perfkit run --resume RUN` while another perfkit still ran RUN was not refused: both ran the trials left, and
+    trials.jsonl ended with 24 records of a 16-trial plan, 3 of them spurious failures where the two wrote one
+    trial's rank folders. The second is refused in one line (exit 2) and the first finishes its plan alone."""
+    case = sleeper_case(steps=40, sleep_ms=50, repeats={"min": 2, "max": 2})  # 4 trials of about 2 s
+    path, run = write_case(case), tmp_path / "run"
+    first = subprocess.Popen([sys.executable, "-m", "perfkit.cli", "run", str(path), "--out", str(run)], cwd=REPO,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: (run / "trials.jsonl").exists(), 120, "the first trial's record")
+        second = perfkit("run", "--resume", run, timeout=120)
+        assert (second.returncode, second.stderr) == (
+            2, f"perfkit: {run}: another perfkit is running this run: wait for it to end, or stop it (Ctrl-C) before "
+               "--resume\n"), second.stderr[-2000:]
+        again = perfkit("run", path, "--out", run, timeout=120)  # a new run into it: the same
+        assert again.returncode == 2 and "another perfkit is running this run" in again.stderr, again.stderr[-2000:]
+        assert first.wait(timeout=120) == 0, first.stderr.read()[-2000:]
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+        first.stderr.close()
+    assert [t["index"] for t in read_jsonl(run / "trials.jsonl")] == [0, 1, 2, 3]
+    assert perfkit("run", "--resume", run, timeout=120).returncode == 0  # the run over, its folder is free
