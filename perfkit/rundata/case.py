@@ -26,6 +26,7 @@ from perfkit.rundata import placement, serve_spec
 # Each known key: its type(s) and default. Nested mappings have their own tables.
 MODEL_KEYS = {"name": (str, None), "config": (str, "tiny"), "steps": (int, 8), "guidance": ((int, float), None),
               "dtype": (str, "float32")}
+MODEL_DTYPES = ("float32", "bfloat16", "float16", "float64")  # the bundled models' parameter and activation types
 REPEATS_KEYS = {"min": (int, 3), "max": (int, 8)}
 CAPTURE_KEYS = {"xla_dump": (str, "first"), "trace": (list, []), "outputs": (bool, True),
                 "taps": (list, []), "tap_arrays": (str, "first")}  # taps: steps (perfkit.record.tap)
@@ -282,6 +283,9 @@ def validate(raw: dict, path: str = "<case>") -> Case:
         if model["steps"] <= top["warmup"]:
             raise BadInput(f"{model['steps']} steps leave none after warmup {top['warmup']}", path=path,
                            field="model.steps")
+        if model["dtype"] not in MODEL_DTYPES:  # else every trial crashes on it, after the case was taken
+            raise BadInput(f"{model['dtype']!r} is not one of {', '.join(MODEL_DTYPES)}", path=path,
+                           field="model.dtype")
     variants = _variants(top, has_serve, path)
     if top["mesh"] is not None:
         _check_mesh(top, raw, has_model, path)

@@ -307,3 +307,12 @@ def test_every_bundled_case_names_programs_that_exist_from_any_folder(tmp_path, 
         named += [(name, arg) for argv in argvs for arg in argv if arg.endswith(".py")]
     assert {n for n, _ in named} >= {"repro/rank_constant", "repro/added_collectives", "serve/test_server"}
     assert [(n, arg) for n, arg in named if not Path(arg).is_file()] == []
+
+
+def test_a_model_dtype_the_models_do_not_take_is_refused_at_load():
+    """`--set model.dtype=fp16` was taken, and each of the run's 6 trials crashed on it ("data type 'fp16' not
+    understood"); it is refused before any trial, naming the types the models take."""
+    assert refusal(dict(GOOD, model={"name": "wan", "dtype": "fp16"})) == \
+        "c.yaml: model.dtype: 'fp16' is not one of float32, bfloat16, float16, float64"
+    for dtype in ("float32", "bfloat16", "float16"):
+        assert case_mod.validate(dict(GOOD, model={"name": "wan", "dtype": dtype}), "c.yaml").model["dtype"] == dtype
