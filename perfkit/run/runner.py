@@ -155,7 +155,7 @@ class Progress:
     def _line(self, k: int, n: int, variant: str, trials: list[dict], trial: str, elapsed: float | None = None,
               limit: float | None = None) -> str:
         """The line of trial ``k``, finished, or running for ``elapsed`` seconds of its ``limit``: its time
-        left then counts too, and up to its limit once it runs longer than a trial takes."""
+        left then counts too; once it runs longer than a trial takes, the time after it, and up to its limit."""
         medians = [stats.summarize(timed_steps(t))["median"] for t in trials if t["variant"] == variant]
         so_far = stats.summarize([m for m in medians if m is not None])["median"]
         count = f"{k}/{n}" + (f", up to {self.most}" if self.most and self.most > n else "")
@@ -163,9 +163,11 @@ class Progress:
         if self.walls:
             mean = sum(self.walls) / len(self.walls)
             after = mean * (n - k)  # the trials after this one
-            left = f"   ~{after + (0 if elapsed is None else max(mean - elapsed, 0)):.0f} s left"
-            if elapsed is not None and limit is not None and elapsed > mean:
-                left += f" (~{after + limit - elapsed:.0f} s if this trial runs to its limit)"
+            if elapsed is not None and limit is not None and elapsed > mean:  # its own end unknown: said apart
+                to_limit = after + limit - elapsed
+                left = f"   ~{after:.0f} s left after this trial (~{to_limit:.0f} s if it runs to its limit)"
+            else:
+                left = f"   ~{after + (0 if elapsed is None else max(mean - elapsed, 0)):.0f} s left"
         cell = f"{self.cell_label} " if self.cell_label else ""
         shown = "-" if so_far is None else f"{so_far:.2f} ms"
         return f"{cell}[{count}] {variant:<12} {trial}, {variant} so far {shown}{left}"

@@ -163,7 +163,8 @@ def test_a_trial_that_runs_on_is_seen_waiting_on_a_log(tmp_path, monkeypatch):
 
 def test_the_time_left_counts_the_running_trial_and_its_limit(tmp_path, monkeypatch):
     """Trials of 10 s, the 2nd of 2 running: 5 s in, ~5 s left; 45 s into its 60 s limit (the README's hang) it
-    read '~0 s left' (a newcomer's finding): ~0 s at the trials' pace, ~15 s if it runs to its limit."""
+    read '~0 s left' (a newcomer's finding), then '~0 s left (~15 s if this trial runs to its limit)', still '~0 s
+    left' of a trial running (another's): ~0 s left after it, ~15 s if it runs to its limit."""
     clock = [0.0]
     monkeypatch.setattr(runner.time, "monotonic", lambda: clock[0])
     (tmp_path / "metrics.jsonl").write_text('{"event": "step", "ms": 3}\n' * 5)
@@ -177,15 +178,15 @@ def test_the_time_left_counts_the_running_trial_and_its_limit(tmp_path, monkeypa
     lines = log.text.splitlines()[1:]
     assert lines == [
         "[2/2] skip         still running after 15 s (ends as hung at 60 s): 5 steps so far, skip so far -   ~0 s "
-        "left (~45 s if this trial runs to its limit)",
+        "left after this trial (~45 s if it runs to its limit)",
         "[2/2] skip         still running after 45 s (ends as hung at 60 s): 5 steps so far, skip so far -   ~0 s "
-        "left (~15 s if this trial runs to its limit)"]
+        "left after this trial (~15 s if it runs to its limit)"]
     clock[0] = 5
     p._running = None  # a new trial 2 of 3, 5 s in: this one's 5 s and the 3rd's 10 s left
     p.running(2, 3, "b", [done], tmp_path / "metrics.jsonl", 60)
     clock[0] = 20
     p.running(2, 3, "b", [done], tmp_path / "metrics.jsonl", 60)
-    assert log.text.splitlines()[-1].endswith("   ~10 s left (~55 s if this trial runs to its limit)")
+    assert log.text.splitlines()[-1].endswith("   ~10 s left after this trial (~55 s if it runs to its limit)")
 
 
 def test_progress_shows_each_trials_median_and_a_plan_that_grows():
