@@ -127,7 +127,7 @@ def write_ranks(root: Path, layers: int, ranks: int, numberings: int, programs: 
 
 
 def timed(argv: list[str]) -> tuple[float, float, float, int, str]:
-    """(wall s, user+sys CPU s, peak RSS MB, exit code, stdout) of one command, workers included."""
+    """(wall s, user+sys CPU s, peak RSS MiB, exit code, stdout) of one command, workers included."""
     with tempfile.TemporaryFile("w+") as out:
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, text=True)
@@ -163,7 +163,7 @@ def main() -> None:
             d = next(d for d in m["divergences"] if DIVERGENT in d["ranks"])
             print(f"{name}: {ranks} ranks ({distinct} distinct files) x {m['instructions']:,} instructions, "
                   f"{size_mb:.0f} MB of dumps: {wall:.2f} s wall (best {min(r[0] for r in runs):.2f}), {cpu:.2f} s "
-                  f"CPU, {rss:.0f} MB peak RSS (exit {runs[0][3]}; goal {f'<= {goal} s' if goal else 'none'})")
+                  f"CPU, {rss:.0f} MiB peak RSS (exit {runs[0][3]}; goal {f'<= {goal} s' if goal else 'none'})")
             print(f"  found: groups {rank_ranges(m['groups'])}; rank {DIVERGENT}: ENTRY ops "
                   f"{d['entry_ops']['majority']} -> {d['entry_ops']['rank']}, "
                   f"first difference {d['first_difference']['rank']['opcode']}, "
