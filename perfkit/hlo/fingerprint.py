@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import re
 from typing import Callable, Iterator, NamedTuple
 
 from perfkit.hlo.parse import (CALLED_COMPUTATION_KEYS, INSTRUCTION_REF_KEYS, Instruction,
@@ -23,6 +24,8 @@ from perfkit.hlo.parse import (CALLED_COMPUTATION_KEYS, INSTRUCTION_REF_KEYS, In
 
 SHORT_LITERAL = 40  # operand literals up to this length are part of a user's signature
 _NAMING_KEYS = CALLED_COMPUTATION_KEYS | INSTRUCTION_REF_KEYS  # attributes whose values name something
+_PEER_KEYS = ("source_target_pairs", "replica_groups")  # who a collective exchanges data with
+_SEND_RECV_PEERS = re.compile(r'_xla_send_recv_source_target_pairs="([^"]*)"')  # a send's or recv's, XLA's note
 
 
 class FlatInstruction(NamedTuple):
@@ -193,17 +196,21 @@ def entry_names_matched(a: Module, b: Module) -> dict[str, str]:
     (``_structures``: the same op at other shapes), where the two differ; a name of B's that A gives another
     instruction, and B's aligns with none of A's, is marked
     ``<name> (B's own)``: two programs number their instructions apart, so a name is one op on both sides only
-    where they align."""
+    where they align. A collective aligns only with one of its kind and peers (``_exchanges``): a ring's hop
+    forward is never named after one backward."""
     flat = [[FlatInstruction(m.entry, i) for i in m.entry_computation.instructions] for m in (a, b)]
     known: dict[str, list[str]] = {}
-    signed = [Signer(m, computation_fingerprints(m)).signatures(f, known) for m, f in zip((a, b), flat)]
+    exchanges = [_exchanges(m) for m in (a, b)]
+    # a done's signature names its start by opcode and shape alone, either direction's
+    signed = [[f"{s} ~ {x}" if x else s for s, x in zip(Signer(m, computation_fingerprints(m)).signatures(f, known), e)]
+              for m, f, e in zip((a, b), flat, exchanges)]
     names_a = {f.inst.name for f in flat[0]}
     matcher = difflib.SequenceMatcher(None, *signed, autojunk=False)
     pairs = {b0 + k: a0 + k for tag, a0, a1, b0, b1 in matcher.get_opcodes() if tag == "equal" for k in range(b1 - b0)}
     # the ops left, in order, aligned by structure alone: the same ops at other shapes (a padding, another length)
     left_a = sorted(set(range(len(flat[0]))) - set(pairs.values()))
     left_b = [k for k in range(len(flat[1])) if k not in pairs]
-    structures = [_structures(m.entry_computation.instructions) for m in (a, b)]
+    structures = [_structures(m.entry_computation.instructions, e) for m, e in zip((a, b), exchanges)]
     inner = difflib.SequenceMatcher(None, [structures[0][i] for i in left_a], [structures[1][k] for k in left_b],
                                     autojunk=False)
     pairs |= {left_b[j + k]: left_a[i + k] for i, j, n in inner.get_matching_blocks() for k in range(n)}
@@ -225,13 +232,33 @@ def entry_names_matched(a: Module, b: Module) -> dict[str, str]:
     return {b_name: a_name for b_name, a_name in out.items() if b_name != a_name}
 
 
-def _structures(instructions: list[Instruction]) -> list[str]:
-    """Each instruction's opcode, fusion kind or custom-call target and its operands' opcodes: what it is, its
-    shapes, constants and called computations left out."""
+def _exchanges(module: Module) -> list[str]:
+    """What each ENTRY instruction exchanges, "" where nothing: a collective's opcode and peers (its
+    source_target_pairs or replica_groups, a send's or recv's pairs), an ``async-start``'s those of the op it wraps,
+    a done's or update's those of its start. A ring's hops forward and backward differ here alone."""
+    out: dict[str, str] = {}
+    for inst in module.entry_computation.instructions:
+        if inst.opcode.endswith(("-done", "-update")) and inst.operands:
+            out[inst.name] = out.get(inst.operands[0], "")
+            continue
+        said = inst
+        if inst.opcode == "async-start" and inst.calls:
+            wrapped = module.computations.get(inst.calls[0])
+            said = next((i for i in wrapped.instructions if i.root), inst) if wrapped else inst
+        attrs = dict(said.attrs)
+        peers = [attrs[k] for k in _PEER_KEYS if k in attrs]
+        peers += _SEND_RECV_PEERS.findall(attrs.get("frontend_attributes", ""))
+        out[inst.name] = f"{said.opcode} {' '.join(peers)}" if peers or said is not inst else ""
+    return [out[i.name] for i in module.entry_computation.instructions]
+
+
+def _structures(instructions: list[Instruction], exchanges: list[str]) -> list[str]:
+    """Each instruction's opcode, fusion kind or custom-call target, what it exchanges (``_exchanges``) and its
+    operands' opcodes: what it is, its shapes, constants and called computations left out."""
     opcodes = {i.name: i.opcode for i in instructions}
     out = []
-    for inst in instructions:
+    for inst, exchange in zip(instructions, exchanges):
         attrs = dict(inst.attrs)
         what = attrs.get("kind") or attrs.get("custom_call_target") or ""
-        out.append(f"{inst.opcode} {what} ({', '.join(opcodes.get(o, '?') for o in inst.operands)})")
+        out.append(f"{inst.opcode} {what} {exchange} ({', '.join(opcodes.get(o, '?') for o in inst.operands)})")
     return out
