@@ -2,12 +2,11 @@
 communication pattern (source_target_pairs, replica_groups): where B's shapes differ (a padding) and its
 scheduler ordered the hops apart, a ring's forward hop is never named after A's backward one."""
 
+import gzip
 from pathlib import Path
 
-import pytest
-
 from perfkit.hlo.fingerprint import entry_names_matched
-from perfkit.hlo.parse import Module, parse_module, read_module
+from perfkit.hlo.parse import Module, parse_module
 
 FORWARD = "{{0,1},{1,2},{2,3},{3,0}}"
 BACKWARD = "{{0,3},{1,0},{2,1},{3,2}}"
@@ -115,18 +114,19 @@ def test_hops_of_one_shape_done_in_the_other_order_keep_their_directions():
     assert _assert_partners_talk_alike(a, b) == 4
 
 
-# A user's SP ring plan on 4 CPU devices (jax 0.10.2), unpadded and padded to lanes: 42 and 60 ppermutes, half
-# of each forward. Too large to keep in the repository; checked where it is still on this machine.
-_RING = Path("/tmp/n108w/run_pad/trials")
-_RING_A = _RING / "00-nopad/rank0/xla_dump/module_0002.jit__euler_step.cpu_after_optimizations.txt"
-_RING_B = _RING / "01-lanes/rank0/xla_dump/module_0013.jit__euler_step.cpu_after_optimizations.txt"
+# A user's SP ring plan on 4 CPU devices (jax 0.10.2): the hunyuan-like model's step program unpadded and padded to
+# lanes (`perfkit run` of a case with `pad: lanes` on one variant), 42 and 60 ppermutes, half of each forward.
+_RING = Path(__file__).parent / "data" / "padded_ring"
 
 
-@pytest.mark.skipif(not (_RING_A.is_file() and _RING_B.is_file()), reason="the user's ring dumps are gone")
+def _ring(name: str):
+    return parse_module(gzip.decompress((_RING / f"{name}.txt.gz").read_bytes()).decode())
+
+
 def test_a_user_s_padded_ring_plan_s_hops_keep_their_directions():
     """23 of the 39 ppermutes of B's named after A's took the name of a hop the other way round: B's forward
     ppermute.180 was called A's backward ppermute.159."""
-    a, b = read_module(_RING_A), read_module(_RING_B)
+    a, b = _ring("nopad"), _ring("lanes")
     assert _assert_partners_talk_alike(a, b) == 39
     renamed = entry_names_matched(a, b)
     assert (_pattern(b, "ppermute.180"), renamed["ppermute.180"]) == (FORWARD, "ppermute.126")
