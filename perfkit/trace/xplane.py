@@ -83,6 +83,7 @@ _STREAM_LINE = re.compile(r"Stream #\d+")
 _INT_FIELDS, _DOUBLE_FIELD, _INLINE_STR_FIELDS, _REF_FIELD = (3, 4), 2, (5, 6), 7  # XStat value field numbers
 _META_READ = frozenset((PROGRAM, *INT_STATS, *STR_STATS))  # the event metadata's stats the reader keeps
 _EVENT_LEADING = (1, 2)  # XEvent's metadata_id and offset_ps: the fields protobuf writes first
+_OCCURRENCES = 5  # XEvent's num_occurrences: set in place of offset_ps where one event stands for several
 _PLAIN_TAG = np.isin(np.arange(256), [number << 3 | wire.VARINT for number in (*_INT_FIELDS, _REF_FIELD)])  # by tag byte
 _INT_FIELD = np.isin(np.arange(8), _INT_FIELDS)  # by XStat value field number
 
@@ -211,6 +212,9 @@ def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane:
             continue
         for number, column in ((1, "metadata_id"), (2, "offset_ps"), (3, "dur_ps")):
             f.put(number, cols[column])
+        aggregated = f.number == _OCCURRENCES
+        if aggregated.any():
+            raise _Aggregated(int(f.value[aggregated][0]))
         stat_msg.append(f.msg[sel])
         stat_start.append(f.data[sel])
         stat_end.append(f.data[sel] + f.value[sel].astype(np.int64))
@@ -278,6 +282,10 @@ def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane:
             ok = (numeric | doubles) & (ints >= 0)
             cols[name][events[ok]] = ints[ok]
     return cols
+
+
+class _Aggregated(Exception):
+    """Events that stand for several each (``num_occurrences``; args: the first one's): they have no start."""
 
 
 def _kept_stats(buf: np.ndarray, unwanted: np.ndarray, msg: np.ndarray, start: np.ndarray, end: np.ndarray
@@ -482,6 +490,10 @@ def _decode_lines(job: PlaneJob, split: _Lines, out: dict[str, np.ndarray]) -> _
                 cols = _decode_events(buf, starts[at:at + CHUNK], ends[at:at + CHUNK], plane, strings, wanted)
             except wire.WireError as exc:
                 raise BadInput(f"malformed event on line {line.name!r} of {proto.name}: {exc}", path=job.path) from None
+            except _Aggregated as exc:
+                raise BadInput(f"line {line.name!r} of {proto.name} is aggregated ({exc.args[0]} occurrences in one "
+                               "event, no start time): only a trace's timed events can be measured", path=job.path
+                               ) from None
             negative = np.flatnonzero(cols["dur_ps"] < 0)
             if negative.size:  # an event that ends before it starts: no time to give any part of a step
                 raise BadInput(f"an event of negative duration ({cols['dur_ps'][negative[0]]} ps) on line "

@@ -374,3 +374,20 @@ def test_a_chip_clock_no_chip_could_measure_is_absent(tmp_path):
     frame = events.load([_ops_of_stats(tmp_path / "clock.xplane.pb", space, md, stats)])
     assert frame["device_duration_ps"].tolist() == [3 * U, -1, -1, 9 * U // 2, -1, -1, -1]
     assert clocks.parted(frame) == [{"rank": 0, "device": 0, "ops": 2, "parted": 2, "parted_ps": 2 * U + U // 2}]
+
+
+def test_aggregated_events_are_refused_in_one_line(tmp_path):
+    """An event that stands for several (``num_occurrences`` in place of ``offset_ps``: an aggregated line, whose
+    ops xprof's op stats count by that number) has no start: refused, never an op placed at its line's start."""
+    space = XSpaceWriter("h")
+    plane = space.plane("/device:TPU:0")
+    ops = plane.line("XLA Ops", 1_000)
+    fusion = plane.op("fusion.1", hlo_category="convolution fusion")
+    ops.event(fusion, 10 * U, 5 * U)
+    ops.proto.events.add(metadata_id=fusion, num_occurrences=3, duration_ps=15 * U)
+    path = space.save(tmp_path / "aggregated.xplane.pb")
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(path)])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and str(path) in result.output, result.output
+    assert "3 occurrences in one event" in result.output and "'XLA Ops' of /device:TPU:0" in result.output
+
