@@ -64,6 +64,7 @@ DEVICE_CLOCK = ("device_offset_ps", "device_duration_ps")
 # Line timestamps below this (1973 as epoch ns) count from the profile's start, not the epoch: a profile runs
 # for hours at most, and an epoch timestamp of any real profile is decades above it.
 EPOCH_NS = 10**17
+_DENSE_IDS = 1 << 16  # event metadata ids below which the plane's tables have a row per id up to the largest
 _LATEST_START_NS = 2**62  # a profile start past it (2116) is no wall clock: damaged, or not ns
 _TASK_ENVIRONMENT = "Task Environment"
 # The root mark ``StepTraceAnnotation`` (and TensorFlow's, PyTorch/XLA's step traces) sets beside ``step_num``: xprof
@@ -93,11 +94,14 @@ class _Plane(NamedTuple):
 
     kind: str                     # "TPU", "GPU", "dcn" or "host"
     device: int                   # device index for device planes, -1 otherwise
-    names: np.ndarray             # (max metadata id + 1,) int32: event metadata id -> name code
-    meta_int: dict[str, np.ndarray]  # stat name -> (max id + 1,) int64: metadata-level int stats, -1 absent
-    meta_str: dict[str, np.ndarray]  # stat name -> (max id + 1,) int32: metadata-level string stats, -1 absent
-    meta_program: np.ndarray      # (max id + 1,) uint64: metadata-level program_id
-    meta_program_known: np.ndarray  # (max id + 1,) bool: ... where the metadata has one
+    # The tables below have a row per event metadata id up to the largest, or, where ``ids`` is set, per id
+    # of ``ids``; and a last row for events that name no metadata of the plane.
+    ids: np.ndarray | None        # the metadata ids, ascending, where too far apart for a row each up to the largest
+    names: np.ndarray             # (rows,) int32: event metadata -> name code
+    meta_int: dict[str, np.ndarray]  # stat name -> (rows,) int64: metadata-level int stats, -1 absent
+    meta_str: dict[str, np.ndarray]  # stat name -> (rows,) int32: metadata-level string stats, -1 absent
+    meta_program: np.ndarray      # (rows,) uint64: metadata-level program_id
+    meta_program_known: np.ndarray  # (rows,) bool: ... where the metadata has one
     stat_names: dict[int, str]    # stat metadata id -> name
     copy_kinds: dict[str, int]    # of ``COPY_STATS`` those a GPU plane's stat metadata holds -> its kind's string code
 
@@ -129,15 +133,17 @@ def _as_int(value) -> int | None:
 
 def _plane_tables(plane, kind: str, device: int, strings: StringTable) -> _Plane:
     stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
-    size = max(plane.event_metadata.keys(), default=0) + 1
+    keys = sorted(mid for mid in plane.event_metadata if mid >= 0)  # (negative ones: no row any event can name)
+    # Writers number metadata 1, 2, 3, ...; any other numbering (ids are the writer's to choose) gets a row an id
+    sparse = bool(keys) and keys[-1] >= max(_DENSE_IDS, 4 * len(keys))
+    size = (len(keys) if sparse else keys[-1] + 1 if keys else 0) + 1
     names = np.full(size, -1, np.int32)
     meta_int = {s: np.full(size, -1, np.int64) for s in INT_STATS}
     meta_str = {s: np.full(size, -1, np.int32) for s in STR_STATS}
     program, program_known = np.zeros(size, np.uint64), np.zeros(size, bool)
-    for mid, md in plane.event_metadata.items():
-        if mid < 0:  # not an id any event can name (ids index the tables)
-            continue
-        names[mid] = strings.code(md.name or md.display_name)
+    for mid, row in zip(keys, range(len(keys)) if sparse else keys):
+        md = plane.event_metadata[mid]
+        names[row] = strings.code(md.name or md.display_name)
         for stat in md.stats:
             key = stat_names.get(stat.metadata_id)
             if key not in _META_READ:  # (flops, bytes_accessed, ...: real TPU metadata carries a dozen)
@@ -145,14 +151,15 @@ def _plane_tables(plane, kind: str, device: int, strings: StringTable) -> _Plane
             value = _stat_value(stat, stat_names)
             number = _as_int(value)
             if key == PROGRAM and number is not None:
-                program[mid], program_known[mid] = number % 2**64, True  # an int64 -1 is the uint64 2**64 - 1
+                program[row], program_known[row] = number % 2**64, True  # an int64 -1 is the uint64 2**64 - 1
             elif key in meta_int and number is not None and 0 <= number < 2**63:
-                meta_int[key][mid] = number
+                meta_int[key][row] = number
             elif key in meta_str and isinstance(value, (str, bytes)):
-                meta_str[key][mid] = strings.code(value if isinstance(value, str) else value.decode(errors="replace"))
+                meta_str[key][row] = strings.code(value if isinstance(value, str) else value.decode(errors="replace"))
     held = set(stat_names.values()) if kind == "GPU" else set()
     copy_kinds = {s: strings.code(k) for s, k in COPY_STATS.items() if s in held}
-    return _Plane(kind, device, names, meta_int, meta_str, program, program_known, stat_names, copy_kinds)
+    ids = np.array(keys, np.int64) if sparse else None
+    return _Plane(kind, device, ids, names, meta_int, meta_str, program, program_known, stat_names, copy_kinds)
 
 
 def _programs(metadata_planes: list, path: Path) -> Programs:
@@ -683,9 +690,13 @@ def _resolve(cols: dict[str, np.ndarray], plane: _Plane, role: int, line_code: i
     """Event stats over metadata stats, roles and devices: one chunk's final columns, written to ``out``
     (views of its rows). A device plane's events have its device, and only its step markers a step: the
     stats that would say otherwise are not looked up there."""
-    md = cols["metadata_id"]
-    # in range, so the takes below are mode "clip": "raise" would buffer each result (a heap that grows)
-    md = np.where((md >= 0) & (md < plane.names.size), md, 0)
+    md, none = cols["metadata_id"], plane.names.size - 1
+    # rows in range, so the takes below are mode "clip": "raise" would buffer each result (a heap that grows)
+    if plane.ids is None:
+        md = np.where((md >= 0) & (md < none), md, none)
+    else:
+        row = np.minimum(np.searchsorted(plane.ids, md), none - 1)
+        md = np.where(plane.ids[row] == md, row, none)
 
     def stat(s: str, into: np.ndarray | None = None) -> np.ndarray:
         """The event's own value of stat ``s`` where it has one (>= 0), else its metadata's."""

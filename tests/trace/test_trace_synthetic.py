@@ -391,3 +391,33 @@ def test_aggregated_events_are_refused_in_one_line(tmp_path):
     assert result.output.count("\n") == 1 and str(path) in result.output, result.output
     assert "3 occurrences in one event" in result.output and "'XLA Ops' of /device:TPU:0" in result.output
 
+
+def test_metadata_ids_far_apart_are_read(tmp_path):
+    """Event metadata numbered far apart (ids are the writer's to choose: 7 and 2**40 here) name their events as
+    protobuf reads them, in a table the size of the metadata, not of its largest id (terabytes)."""
+    space = XSpaceWriter("h")
+    plane = space.plane("/device:TPU:0")
+    for mid, name, category in ((7, "fusion.1", "convolution fusion"), (2**40, "all-reduce.2", "all-reduce")):
+        plane.proto.event_metadata[mid].id, plane.proto.event_metadata[mid].name = mid, name
+        stat = plane.proto.event_metadata[mid].stats.add(metadata_id=plane.stat_id("hlo_category"))
+        stat.ref_value = plane.stat_id(category)
+    ops = plane.line("XLA Ops", 1_000)
+    for k, mid in enumerate((7, 2**40, 2**40 + 1, 7)):
+        ops.event(mid, 10 * k * U, 5 * U)
+    ev = events.load([space.save(tmp_path / "sparse.xplane.pb")])
+    assert ev["name"].tolist()[:2] == ["fusion.1", "all-reduce.2"] and ev["name"].iloc[3] == "fusion.1"
+    assert ev["name"].isna().tolist() == [False, False, True, False]
+    assert ev["category"].tolist() == ["compute", "ici", "compute", "compute"]
+
+
+def test_an_event_of_metadata_the_plane_lacks_is_not_metadata_0_s(tmp_path):
+    """Where the plane holds metadata numbered 0 (protobuf's default id, a writer's to use), an event naming an
+    id past its last is still unnamed, not metadata 0's op."""
+    space = XSpaceWriter("h")
+    plane = space.plane("/device:TPU:0")
+    plane.proto.event_metadata[0].name = "all-reduce.0"
+    ops = plane.line("XLA Ops", 1_000)
+    ops.event(0, 0, 5 * U)
+    ops.event(99, 10 * U, 5 * U)
+    ev = events.load([space.save(tmp_path / "zero.xplane.pb")])
+    assert ev["name"].iloc[0] == "all-reduce.0" and ev["name"].isna().tolist() == [False, True]
