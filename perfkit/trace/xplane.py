@@ -388,7 +388,13 @@ def planes(path: Path, file_index: int = 0) -> tuple[str, list[PlaneJob]]:
             raise BadInput("not an XSpace: no named planes", path=path)
         jobs = [PlaneJob(file_index, path, s, e, _name(wire.field_ahead(whole, s, e, 2)))
                 for s, e in zip(starts.tolist(), ends.tolist())]
-        return host or file_host(path), jobs
+    seen = set()
+    for name in (job.name for job in jobs if events_read(job.name)):
+        if name in seen:  # a profiler names each plane once: two XSpaces in one file, merged by protobuf
+            raise BadInput(f"two planes named {name!r}: two profiles in one file (written one after the other?)",
+                           path=path)
+        seen.add(name)
+    return host or file_host(path), jobs
 
 
 def recorded_host(path: Path) -> str | None:
