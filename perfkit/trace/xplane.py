@@ -67,6 +67,7 @@ EPOCH_NS = 10**17
 _DENSE_IDS = 1 << 16  # event metadata ids below which the plane's tables have a row per id up to the largest
 _LATEST_START_NS = 2**62  # a profile start past it (2116) is no wall clock: damaged, or not ns
 _TASK_ENVIRONMENT = "Task Environment"
+_GZIP_MAGIC = b"\x1f\x8b"
 # The root mark ``StepTraceAnnotation`` (and TensorFlow's, PyTorch/XLA's step traces) sets beside ``step_num``: xprof
 # groups steps under host events that carry it (TSL's ``group_events``), never under a plain ``TraceAnnotation``'s
 # ``step_num`` alone.
@@ -361,6 +362,10 @@ class _PlaneRead(NamedTuple):
 
 
 def _incomplete(path: Path) -> BadInput:
+    with path.open("rb") as file:
+        if file.read(2) == _GZIP_MAGIC:  # (a whole profile compressed, as the trace.json.gz beside it is)
+            return BadInput("gzip-compressed: an xplane.pb is read as the profiler writes it (gunzip it first)",
+                            path=path)
     return BadInput("not a complete XSpace protobuf (truncated, damaged, or not an xplane.pb)", path=path)
 
 

@@ -1,6 +1,7 @@
 """Hand-made TPU- and GPU-shaped XSpaces: readers, classification, steps, and breakdowns / diffs / tails
 checked against values worked out by hand (trace_builders.py)."""
 
+import gzip
 import json
 import struct
 
@@ -434,3 +435,14 @@ def test_two_profiles_in_one_file_are_refused(tmp_path):
     assert result.exit_code == 2, result.output
     assert result.output.count("\n") == 1 and str(path) in result.output, result.output
     assert "two planes named '/device:TPU:0'" in result.output
+
+
+def test_a_gzipped_profile_is_refused_as_gzipped(tmp_path):
+    """An xplane.pb compressed whole (gzip, as a trace.json.gz beside it is): refused in one line that says so,
+    not as a damaged profile."""
+    path = tmp_path / "packed.xplane.pb"
+    path.write_bytes(gzip.compress(tpu_profile(tmp_path / "one.xplane.pb").read_bytes()))
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(path)])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and str(path) in result.output, result.output
+    assert "gzip-compressed" in result.output
