@@ -47,6 +47,11 @@ COMMANDS = {
 NOTES = "perfkit.notes"  # the click context's meta key of the definition notes printed so far (a --json repeats them)
 
 
+def notes() -> list[str]:
+    """The definition notes this command printed on stderr (``perfkit: note: ...``), for its --json."""
+    return click.get_current_context().meta.get(NOTES, [])
+
+
 class UsageLine(click.UsageError):
     """A command line click cannot parse, said in one line as perfkit says any bad input (exit 2): the command,
     what is wrong, where its help is; click's own display spends four lines on it."""

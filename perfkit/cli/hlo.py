@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from perfkit.cli import notes
 from perfkit.cost.chips import chip
 from perfkit.cost.programs import ab_cost
 from perfkit.errors import BadInput, DefinitionNote, ExitCode
@@ -74,13 +75,13 @@ def hlo_diff(paths, ab, module_filter, chip_name, as_json, markdown):
     if not ab and len(paths) == 1 and (run_dir / "trials").is_dir() and not run_trials(run_dir):
         a, b, note = single_process_ab(run_dir)
         click.echo(note, err=True)
-        result = {**ab_result(a, b, module_filter, chip_name), "note": note}
+        result = {**ab_result(a, b, module_filter, chip_name), "note": note, "notes": notes()}
         click.echo(json.dumps(result, indent=2) if as_json else render.ab_report(result, markdown), nl=as_json)
         sys.exit(ExitCode.OK)
     if ab:
         if len(paths) != 2:
             raise BadInput(f"--ab takes two dump folders (A then B), got {len(paths)}", field="--ab")
-        result = ab_result(single_dump(paths[0]), single_dump(paths[1]), module_filter, chip_name)
+        result = {**ab_result(single_dump(paths[0]), single_dump(paths[1]), module_filter, chip_name), "notes": notes()}
         click.echo(json.dumps(result, indent=2) if as_json else render.ab_report(result, markdown), nl=as_json)
         sys.exit(ExitCode.OK)
     if len(paths) == 1 and (run_dir / "trials").is_dir():  # a variant with no dumps to compare: said, not lost
@@ -93,7 +94,7 @@ def hlo_diff(paths, ab, module_filter, chip_name, as_json, markdown):
         warnings.warn("the two folders are compared as two ranks of one program; two variants' dumps (A, B) compare "
                       "with --ab A B", DefinitionNote, stacklevel=1)
     if as_json:
-        click.echo(json.dumps(result, indent=2))
+        click.echo(json.dumps({**result, "notes": notes()}, indent=2))
     else:
         click.echo("\n".join(render.ranks_report(c, markdown) for c in result["checks"]), nl=False)
     sys.exit(ExitCode.OK if result["consistent"] else ExitCode.CHECK_FAILED)

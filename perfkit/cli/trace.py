@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from perfkit.cli import NOTES, OneLineGroup
+from perfkit.cli import OneLineGroup, notes as _notes
 from perfkit.common.digits import difference_digits, shown_difference, whole_shares
 from perfkit.common.units import PS_PER_MS
 from perfkit.errors import BadInput, DefinitionNote
@@ -117,11 +117,6 @@ def text_table(frame: pd.DataFrame) -> str:
         width = max(len(head), max(map(len, cells), default=0))
         columns.append([head.rjust(width)] + [c.rjust(width) for c in cells])
     return "\n".join(" ".join(row) for row in zip(*columns))
-
-
-def _notes() -> list[str]:
-    """The definition notes this command printed on stderr (``perfkit: note: ...``), for its --json."""
-    return click.get_current_context().meta.get(NOTES, [])
 
 
 def _json_rows(frame: pd.DataFrame) -> list[dict]:

@@ -119,3 +119,47 @@ def test_a_variant_passed_over_for_the_next_with_dumps_is_named_in_the_note(tmp_
                                                "*.before_optimizations.txt: XLA writes a module's text after "
                                                "optimizations once its optimization passes finish (the compile was "
                                                "stopped, failed or is still running, or those files were not kept)\n")
+
+
+def test_hlo_diff_json_carries_the_notes_it_printed(tmp_path):
+    """Rank mode over a run whose variant b dumped only before optimizations, and a rank of a whose folder holds a
+    module dumped only before optimizations beside the compiled one: both were said on stderr alone, so a script
+    reading --json saw a consistent run and nothing of b. The JSON's ``notes`` holds them, as stderr says them."""
+    for trial, rank in [(t, r) for t in ("00-a", "01-b") for r in (0, 1)]:
+        folder = tmp_path / "trials" / trial / f"rank{rank}" / "xla_dump"
+        folder.mkdir(parents=True)
+        for path in BEFORE.parent.glob("module_*"):
+            if trial == "00-a" or path == BEFORE:
+                shutil.copy(path, folder / path.name)
+    a1 = tmp_path / "trials" / "00-a" / "rank1" / "xla_dump"
+    shutil.copy(BEFORE, a1 / "module_0009.jit_g.before_optimizations.txt")
+    b = tmp_path / "trials" / "01-b" / "rank0" / "xla_dump"
+    res = perfkit("hlo-diff", "--json", tmp_path)
+    skipped = (f"variant b's ranks are not compared: {b}: no *after_optimizations.txt here, only 1 "
+               "*.before_optimizations.txt: XLA writes a module's text after optimizations once its optimization "
+               "passes finish (the compile was stopped, failed or is still running, or those files were not kept)")
+    left_out = (f"{a1}: 1 module with no *after_optimizations.txt, only *.before_optimizations.txt "
+                "(module_0009.jit_g), left out: XLA writes a module's text after optimizations once its optimization "
+                "passes finish (the compile was stopped, failed or is still running, or those files were not kept)")
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == f"perfkit: note: {skipped}\nperfkit: note: {left_out}\n"
+    assert json.loads(res.stdout)["notes"] == [skipped, left_out]
+
+
+def test_hlo_diff_json_of_a_single_process_run_carries_its_notes(tmp_path):
+    """One process a trial: the note saying which variants are compared was ``note`` already; a module a variant
+    dumped only before optimizations beside its compiled ones was said on stderr alone."""
+    for trial in ("00-a", "01-b"):
+        folder = tmp_path / "trials" / trial / "rank0" / "xla_dump"
+        folder.mkdir(parents=True)
+        for path in BEFORE.parent.glob("module_*"):
+            shutil.copy(path, folder / path.name)
+    b = tmp_path / "trials" / "01-b" / "rank0" / "xla_dump"
+    shutil.copy(BEFORE, b / "module_0009.jit_g.before_optimizations.txt")
+    res = perfkit("hlo-diff", "--json", tmp_path)
+    left_out = (f"{b}: 1 module with no *after_optimizations.txt, only *.before_optimizations.txt "
+                "(module_0009.jit_g), left out: XLA writes a module's text after optimizations once its optimization "
+                "passes finish (the compile was stopped, failed or is still running, or those files were not kept)")
+    assert res.returncode == 0, res.stderr
+    assert f"perfkit: note: {left_out}\n" in res.stderr
+    assert json.loads(res.stdout)["notes"] == [left_out]
