@@ -19,7 +19,7 @@ from perfkit.cost.chips import Chip
 from perfkit.cost.roofline import describe, roofline
 from perfkit.errors import BadInput
 from perfkit.hlo.program_cost import ProgramCost, dump_cost
-from perfkit.hlo.dumps import dump_files, note_unfinished, variant_dumps
+from perfkit.hlo.dumps import AFTER_PASSES, dump_files, note_unfinished, unfinished, variant_dumps
 from perfkit.rundata.rundir import rank_dirs
 
 # the bundled worker's step (perfkit.models.pipeline._euler_step), the kernel bench's op (perfkit.kernels.bench)
@@ -46,6 +46,27 @@ def step_cost(costs: list[ProgramCost], step_module: str | None = None, traced: 
     return (bundled or ran or [max(costs, key=lambda c: (c.dot_flops + c.other_flops, c.hbm_bytes))])[0]
 
 
+def check_step_finished(folder: Path, costs: list[ProgramCost], step_module: str | None = None,
+                        traced: tuple[str, ...] = ()) -> None:
+    """``BadInput`` where the program ``step_cost`` would take for the step (named, bundled or traced) was dumped
+    only before optimizations (``unfinished``): ``step_cost`` would take another program, whose figures are not
+    the step's."""
+    left = {stem.partition(".")[2] or stem: stem for stem in unfinished(folder)}
+    done = {c.module for c in costs}
+    if step_module is not None:
+        lost = next((m for m in left if step_module in m), None)
+        if lost is not None and not any(step_module in m for m in done):
+            raise BadInput(f"the program {step_module!r} names, {lost} ({left[lost]}), was dumped only before "
+                           f"optimizations, so it is not costed: {AFTER_PASSES}", path=str(folder),
+                           field="--step-module")
+        return
+    first = None if done & set(STEP_MODULES) else next((m for m in (*STEP_MODULES, *traced) if m in left or m in done),
+                                                       None)
+    if first is not None and first not in done:
+        raise BadInput(f"the step program {first} ({left[first]}) was dumped only before optimizations, so it is not "
+                       f"costed: {AFTER_PASSES}", path=str(folder))
+
+
 def step_from(step: ProgramCost, step_module: str | None = None, traced: tuple[str, ...] = ()) -> str:
     """How ``step_cost`` picked ``step``: ``step_module`` (named), ``bundled`` (a bundled program's step),
     ``traced`` (the program the traced steps ran) or ``most_flops`` (a guess, which a report must say: an init or
@@ -68,6 +89,7 @@ def cost_block(folder: Path, chip: Chip | None, measured_ms: float | None = None
     """One variant's ``cost`` entry: every program, the step (``step_cost``), and the step's roofline (None
     without a chip)."""
     costs = folder_costs(folder)
+    check_step_finished(folder, costs, step_module, traced)
     step = step_cost(costs, step_module, traced)
     return {"dumps": str(folder), "programs": [c.as_json() for c in costs], "step": step.as_json(),
             "step_from": step_from(step, step_module, traced),

@@ -21,7 +21,7 @@ AFTER_OPTIMIZATIONS = "after_optimizations.txt"
 BEFORE_OPTIMIZATIONS = ".before_optimizations.txt"
 DEBUG_OPTIONS = ".debug_options"
 # XLA dumps a module's text as its compile starts and again once its optimization passes have run
-_AFTER_PASSES = ("XLA writes a module's text after optimizations once its optimization passes finish (the compile was "
+AFTER_PASSES = ("XLA writes a module's text after optimizations once its optimization passes finish (the compile was "
                  "stopped, failed or is still running, or those files were not kept)")
 _COUNTER = re.compile(r"module_(\d+)\.")
 _RANK_DIR = re.compile(r"rank(\d+)$")
@@ -71,7 +71,7 @@ def note_unfinished(folder: Path) -> None:
     if left:
         named = ", ".join(left[:4]) + (", ..." if len(left) > 4 else "")
         warnings.warn(f"{folder}: {len(left)} module{'s' * (len(left) != 1)} with no *{AFTER_OPTIMIZATIONS}, only "
-                      f"*{BEFORE_OPTIMIZATIONS} ({named}), left out: {_AFTER_PASSES}", DefinitionNote, stacklevel=2)
+                      f"*{BEFORE_OPTIMIZATIONS} ({named}), left out: {AFTER_PASSES}", DefinitionNote, stacklevel=2)
 
 
 def content_key(files: DumpFiles) -> tuple[str | None, ...]:
@@ -208,7 +208,7 @@ def _what_was_dumped(folder: Path) -> str | None:
     XLA dumped there without it (an empty folder, another format: the text flag is then what is missing)."""
     before = len(list(folder.glob("*" + BEFORE_OPTIMIZATIONS)))
     if before:
-        return f"no *{AFTER_OPTIMIZATIONS} here, only {before} *{BEFORE_OPTIMIZATIONS}: {_AFTER_PASSES}"
+        return f"no *{AFTER_OPTIMIZATIONS} here, only {before} *{BEFORE_OPTIMIZATIONS}: {AFTER_PASSES}"
     entries = list(folder.iterdir())
     inputs = sum(p.is_dir() and _COUNTER.match(p.name) is not None for p in entries)
     options = sum(p.is_file() and p.name.endswith(DEBUG_OPTIONS) for p in entries)
