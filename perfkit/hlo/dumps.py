@@ -1,6 +1,7 @@
 """Where XLA dumps lie: the files of one dump folder, and the per-rank folders of a run or a PATH list.
 
-A dump folder (``--xla_dump_to=DIR --xla_dump_hlo_as_text``) holds per compiled module
+A dump folder (``--xla_dump_to=DIR``: text, unless another format is asked for without ``--xla_dump_hlo_as_text``)
+holds per compiled module
 ``module_NNNN.NAME.<platform>_after_optimizations.txt`` and, beside it, ``...-buffer-assignment.txt``
 and ``...-memory-usage-report.txt``. ``NNNN`` is a per-process counter: it orders one rank's modules
 but never matches modules across ranks (that is done by name and content, in ``perfkit.hlo.diff``).
@@ -200,15 +201,24 @@ def no_dumps_reason(folder: Path) -> str:
     """Why a dump folder holds no module perfkit reads: what XLA did dump there (``_what_was_dumped``), else how to
     make dumps."""
     return (_what_was_dumped(folder) if folder.is_dir() else None) or (
-        f"no *{AFTER_OPTIMIZATIONS} here (dumps need --xla_dump_to=DIR --xla_dump_hlo_as_text)")
+        f"no *{AFTER_OPTIMIZATIONS} here (XLA dumps them with --xla_dump_to=DIR, and beside another format asked for, "
+        "--xla_dump_hlo_as_proto or the like, only with --xla_dump_hlo_as_text)")
 
 
 def _what_was_dumped(folder: Path) -> str | None:
-    """Why a folder XLA dumped into, as text, holds no module's text after optimizations; None where nothing says
-    XLA dumped there without it (an empty folder, another format: the text flag is then what is missing)."""
+    """Why a folder XLA dumped into holds no module's text after optimizations; None where nothing says XLA dumped
+    there (an empty folder, other files)."""
     before = len(list(folder.glob("*" + BEFORE_OPTIMIZATIONS)))
     if before:
         return f"no *{AFTER_OPTIMIZATIONS} here, only {before} *{BEFORE_OPTIMIZATIONS}: {AFTER_PASSES}"
+    # XLA writes text unless another format is asked for (--xla_dump_hlo_as_proto, _as_dot, _as_html), then only
+    # beside it with --xla_dump_hlo_as_text (seen on jax 0.10.2); the glob takes a module's own file, not its reports
+    others = [p.name.rsplit("after_optimizations.", 1)[1] for p in folder.glob("*after_optimizations.*")]
+    if others:
+        kinds = ", ".join(f"*after_optimizations.{k}" for k in sorted(set(others)))
+        return (f"no *{AFTER_OPTIMIZATIONS} here, only {len(others)} module{'s' * (len(others) != 1)} after "
+                f"optimizations in another format ({kinds}): XLA dumps the text beside another format only with "
+                "--xla_dump_hlo_as_text")
     entries = list(folder.iterdir())
     inputs = sum(p.is_dir() and _COUNTER.match(p.name) is not None for p in entries)
     options = sum(p.is_file() and p.name.endswith(DEBUG_OPTIONS) for p in entries)

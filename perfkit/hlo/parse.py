@@ -336,7 +336,7 @@ def read_text(path: str | Path) -> str:
     except FileNotFoundError:
         raise BadInput("no such file", path=str(path)) from None
     except UnicodeDecodeError:
-        raise BadInput("not a text file (HLO text dumps need --xla_dump_hlo_as_text)", path=str(path)) from None
+        raise BadInput("not a text file: not UTF-8, as XLA's text dumps are", path=str(path)) from None
     except OSError as exc:
         raise BadInput(f"cannot read: {exc.strerror}", path=str(path)) from None
 

@@ -95,9 +95,10 @@ def rename_module(folder: Path, rank: int, name: str) -> None:
         path.unlink()
 
 
-def one_process_dump(folder: Path, flags: str = "") -> None:
-    """XLA's text dump of a one-process jax program on CPU (``jax.jit(lambda x: x + 1)(jnp.ones(3))``: a few small
-    modules) in ``folder``, with ``flags`` added to XLA_FLAGS."""
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": f"--xla_dump_to={folder} --xla_dump_hlo_as_text {flags}"}
+def one_process_dump(folder: Path, flags: str = "", as_text: bool = True) -> None:
+    """XLA's dump of a one-process jax program on CPU (``jax.jit(lambda x: x + 1)(jnp.ones(3))``: a few small
+    modules) in ``folder``, with ``flags`` added to XLA_FLAGS (and --xla_dump_hlo_as_text, with ``as_text``)."""
+    text = "--xla_dump_hlo_as_text" if as_text else ""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": f"--xla_dump_to={folder} {text} {flags}"}
     program = "import jax, jax.numpy as jnp; jax.jit(lambda x: x + 1)(jnp.ones(3))"
     subprocess.run([sys.executable, "-c", program], env=env, check=True, capture_output=True, timeout=120)

@@ -347,7 +347,9 @@ def test_bad_input_is_one_line_exit_2(tmp_path, real_dumps):
     (tmp_path / "empty").mkdir()
     res = perfkit(tmp_path / "empty")  # it said "one dump folder: hlo-diff compares ranks" of a folder of nothing
     assert res.returncode == 2 and res.stderr == (f"perfkit: {tmp_path / 'empty'}: no *after_optimizations.txt here "
-                                                  "(dumps need --xla_dump_to=DIR --xla_dump_hlo_as_text)\n")
+                                                  "(XLA dumps them with --xla_dump_to=DIR, and beside another format "
+                                                  "asked for, --xla_dump_hlo_as_proto or the like, only with "
+                                                  "--xla_dump_hlo_as_text)\n")
     # a folder of dump folders not named rank<R> (the real dumps'): it said how to make dumps
     real = REPO / "tests" / "data" / "real" / "hlo"
     res = perfkit(real)
