@@ -211,8 +211,9 @@ def not_verified(case: Case, summary: dict) -> list[str]:
 
 
 def reproduce(run_dir: Path, env: dict) -> dict:
-    """How to run the case again: commit and tree, the directory commands ran in, and the ``perfkit run``
-    command on the run's resolved ``case.yaml`` with the options the run was started with."""
+    """How to run the case again: commit and tree, the directory commands ran in, the ``perfkit run``
+    command on the run's resolved ``case.yaml`` with the options the run was started with, and the scripts it ran
+    that the commit does not hold (env.json's ``scripts``)."""
     options = rundir.started_options(run_dir)
     cwd = options.get("cwd") or None
     case_file = (run_dir / "case.yaml").resolve()
@@ -230,7 +231,8 @@ def reproduce(run_dir: Path, env: dict) -> dict:
     checkout = root if root and cwd and not Path(cwd).is_relative_to(root) else None
     return {"command": shlex.join(argv), "cwd": cwd, "case_file": shown, "checkout": checkout,
             "commit": src.get("commit"), "tree": src.get("tree"), "dirty": src.get("dirty"),
-            "dirty_hash": src.get("dirty_hash"), "case_yaml": (run_dir / "case.yaml").read_text()}
+            "dirty_hash": src.get("dirty_hash"), "case_yaml": (run_dir / "case.yaml").read_text(),
+            "outside_tree": env.get("scripts") or []}
 
 
 ENV_KEYS = ("source", "packages", "devices", "python", "host", "cpus", "platform", "flags", "hosts")

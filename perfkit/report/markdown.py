@@ -763,6 +763,9 @@ def reproduce_lines(summary: dict) -> list[str]:
         lines += [f"The run's tree had uncommitted changes (hash `{r['dirty_hash']}`): the commit alone is "
                   "not the code that ran.", ""]
     lines.append(f"`{r['case_file']}` is the case as it ran (defaults and `--set` overrides applied).")
+    for script in r.get("outside_tree") or []:  # (the commit and its dirty hash cover the checkout's files alone)
+        lines += ["", f"`{script['path']}` lies outside {'the checkout' if r.get('commit') else 'any git checkout'}"
+                      f": no commit holds it; it ran as sha256 `{script['sha256']}`, which a copy must match."]
     if r.get("case_yaml"):
         lines += ["", "<details><summary>case.yaml</summary>", "", "```yaml", r["case_yaml"].rstrip(), "```", "",
                   "</details>"]

@@ -75,6 +75,22 @@ def source_tree(cwd: str | Path = ".") -> dict:
             "dirty_hash": digest, "root": root}
 
 
+def outside_scripts(argvs: list[list[str]], cwd: Path, root: str | None, suffixes: tuple[str, ...]) -> list[dict]:
+    """The scripts (files ending in ``suffixes``) that ``argvs`` name outside the checkout ``root`` (every one where
+    there is none), each ``{path, sha256}`` as it is now: the commit and its dirty hash cover the files under
+    ``root`` alone, so these are named and hashed for the run to be reproduced."""
+    out: dict[str, dict] = {}
+    for arg in (a for argv in argvs for a in argv if a.endswith(suffixes)):
+        path = (cwd / arg).resolve()
+        if str(path) in out or not path.is_file() or (root and path.is_relative_to(Path(root).resolve())):
+            continue
+        try:
+            out[str(path)] = {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+        except OSError:
+            continue
+    return list(out.values())
+
+
 def probe_devices(env: dict[str, str] | None = None, timeout: float = 60) -> dict:
     """jax's devices as a child process sees them with ``env`` (platform, kind, count)."""
     if extras.missing("jax"):

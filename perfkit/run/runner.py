@@ -333,6 +333,9 @@ def _environment(case: Case, options: RunOptions) -> str:
     info = envinfo.collect(source, devices_env={**os.environ, "XLA_FLAGS": xla_flags(
         os.environ.get("XLA_FLAGS", ""), devices_per_process(case), None)}, probe=case.kind == "model")
     info["hosts"] = {"count": options.hosts, "index": options.host_index}
+    if case.kind == "command":
+        argvs = [ranks.command_argv(case, v) for v in case.variants]
+        info["scripts"] = envinfo.outside_scripts(argvs, source, info["source"].get("root"), ranks.SCRIPTS)
     info["placement"] = placement.placement_record(case, options)
     return json.dumps(info, indent=2)
 

@@ -342,6 +342,11 @@ class Env(TypedDict):
     hosts: NotRequired[dict[str, int] | None]  # {count, index}: the hosts the run shared; absent in older summaries
 
 
+class OutsideScript(TypedDict):
+    path: str
+    sha256: str
+
+
 class Reproduce(TypedDict):
     command: str
     cwd: str | None
@@ -352,6 +357,7 @@ class Reproduce(TypedDict):
     dirty: bool | None
     dirty_hash: str | None
     case_yaml: str
+    outside_tree: NotRequired[list[OutsideScript]]  # a command case's scripts outside the checkout; absent in older
 
 
 class CollectiveCount(TypedDict):
