@@ -339,7 +339,7 @@ class ProgramCost:
     peak_bytes: int | None = None
     uncosted: Counter = dataclasses.field(default_factory=Counter)  # custom-call target -> calls a step
     async_pairs: int = 0  # async start / done pairs a step runs, each costed as its synchronous op
-    repeated_loops: int = 0  # while loops a step runs whose body runs more than once, each trip costed
+    repeated_loops: int = 0  # the program's while loops whose body runs more than once, each trip costed
     unknown_trip_loops: int = 0  # while loops a step runs whose trip count XLA did not work out, costed once
 
     @property
@@ -414,6 +414,7 @@ class _Counter:
         self.replicas = replicas
         self.roots = {c.name: next((i for i in c.instructions if i.root), None) for c in module.computations.values()}
         self.cost = ProgramCost(module.name, module.path, devices)
+        self.loops: set[str] = set()  # the while loops counted (HLO names an instruction once in a module)
 
     def shapes_of(self, comp: Computation) -> dict[str, str]:
         return {i.name: i.shape for i in comp.instructions}
@@ -526,8 +527,10 @@ class _Counter:
         if op == "while":
             known = self.known_trips(inst)
             trips = 1 if known is None else known
-            self.cost.repeated_loops += times if trips > 1 else 0
-            self.cost.unknown_trip_loops += times if known is None else 0
+            if inst.name not in self.loops:  # a loop inside a loop is one loop of the program, however often it runs
+                self.loops.add(inst.name)
+                self.cost.repeated_loops += trips > 1
+                self.cost.unknown_trip_loops += known is None
             for c in inst.calls:
                 self.walk(c, times * trips)
             return
