@@ -351,6 +351,7 @@ def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db
     from perfkit.rundata.rundir import read_summary
 
     run = Path(run_dir)
+    check.finished(run)
     summary = read_summary(run)
     # the gate reads most of it: one written by another perfkit, or damaged, is refused naming the field
     schema.validate(summary, "summary", run / "summary.json", f"; `perfkit report {run_dir}` writes it again")

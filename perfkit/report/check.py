@@ -163,17 +163,40 @@ def checks_run_ratios(summary: dict, path: Path) -> None:
                     for i, c in enumerate((summary.get("serve") or {}).get("comparisons") or [])], path, remedy)
 
 
+def _not_finished(run_dir: Path, what: str) -> BadInput:
+    """The refusal of a run that has not finished (``what``: what its files hold): its trials are still being
+    written, or perfkit was killed before the summary; the gate reads no partial run."""
+    return BadInput(f"the run has not finished: {what}: wait for it to end (`{rundir.resume_command(run_dir)}` "
+                    "finishes one that was killed before it wrote its summary)", path=str(run_dir))
+
+
+def finished(run_dir: Path) -> None:
+    """BadInput where a run directory (its case.yaml written) has no summary.json yet: its trials are being written
+    (a multi-host run's in each host's part). `perfkit report` would summarize the trials so far, and the gate pass
+    them as the run's."""
+    if (run_dir / "summary.json").is_file() or not (run_dir / "case.yaml").is_file():
+        return  # (no run directory at all: ``read_summary`` says so)
+    parts = [run_dir] if (run_dir / "trials.jsonl").is_file() else rundir.host_parts(run_dir)
+    n = sum(len(rundir.read_trials(p)) for p in parts)
+    raise _not_finished(run_dir, f"trials.jsonl records {n} trial{'s' * (n != 1)}, no summary.json yet")
+
+
 def agrees_with_trials(summary: dict, run_dir: Path) -> None:
     """BadInput where the run's trials.jsonl holds other trials than its summary.json counts (the gate reads the
-    summary): one written before a resumed run's last trials, or edited, passed a crashed trial. A run directory
-    without trials.jsonl (a summary kept alone) has nothing to hold it to."""
-    if not (run_dir / "trials.jsonl").is_file():
+    summary): one written before a resumed run's last trials, or edited, passed a crashed trial. A summary older
+    than trials.jsonl is a resumed run's from before it: that run has not finished. A run directory without
+    trials.jsonl (a summary kept alone) has nothing to hold it to."""
+    trials = run_dir / "trials.jsonl"
+    if not trials.is_file():
         return
     recorded = rundir.read_trials(run_dir)
     counted = (summary["trials"]["total"], sorted(f["index"] for f in summary["trials"]["failed"]))
     held = (len(recorded), sorted(t["index"] for t in recorded if t["status"] != "ok"))
     if counted == held:
-        return
+        return  # (whatever the files' times: a copy, an artifact, may not keep them)
+    if trials.stat().st_mtime > (run_dir / "summary.json").stat().st_mtime:
+        raise _not_finished(run_dir, f"trials.jsonl records {held[0]} trial{'s' * (held[0] != 1)}, its summary.json "
+                                     f"(older) {counted[0]}")
 
     def failed(indexes: list[int]) -> str:
         return f"trial{'s' * (len(indexes) > 1)} {', '.join(map(str, indexes))} failed" if indexes else "none failed"

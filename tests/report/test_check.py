@@ -3,12 +3,14 @@ regression failing with its row listed, thresholds from the case and from flags,
 summary, --update-baseline, and bad input."""
 
 import json
+import os
 import re
 
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from run_fixtures import ab_trials, frames, make_run, outputs_for, shifted, trial  # noqa: F401 (a fixture)
+from run_fixtures import (ab_trials, frames, make_run, outputs_for, shifted, trial,  # noqa: F401 (a fixture)
+                          write_run)
 
 from perfkit.report.check import COLUMNS, Thresholds, baseline_from_summary, check_frame, markdown, text_lines
 from perfkit.cli import cli
@@ -188,15 +190,23 @@ def test_failed_trials_and_divergent_ranks(baseline, make_run):
                          "Rank consistency, `perfkit hlo-diff` on trials/01-b)"), line
 
 
+def _older(path, than):
+    """``path``'s modification time set a minute before ``than``'s (a file written earlier, whatever the clock's
+    resolution)."""
+    os.utime(path, (than.stat().st_mtime - 60,) * 2)
+
+
 def test_a_summary_that_trials_jsonl_contradicts_is_refused(baseline, tmp_path):
     """The gate reads summary.json; trials.jsonl is what the trials recorded. A summary written before a resumed
     run's last trials (one crashed), or edited to drop a failed trial, passed the gate (exit 0): refused, exit 2,
-    saying what each file holds, for the check and for --update-baseline."""
+    saying what each file holds, for the check and for --update-baseline. (Written before them, older than
+    trials.jsonl: the run has not finished, test_a_run_still_going_is_refused_as_not_finished.)"""
     run = tmp_path / "base"
     crashed = trial(6, "b", [], status="crashed", ranks=[{"rank": 0, "exit_code": 7, "running_at_end": False,
                                                            "steps_done": 0, "last_step_ms": None, "last_mark": None}])
     with open(run / "trials.jsonl", "a") as f:
         f.write(json.dumps(crashed) + "\n")
+    _older(run / "trials.jsonl", run / "summary.json")
     said = (f"perfkit: {run / 'summary.json'}: trials: 6 trials, none failed, but {run / 'trials.jsonl'} records 7, "
             "trial 6 failed: written before the run's last trials, or edited (`perfkit report "
             f"{run}` writes it again)\n")
@@ -213,6 +223,40 @@ def test_a_summary_that_trials_jsonl_contradicts_is_refused(baseline, tmp_path):
     (run / "summary.json").write_text(json.dumps(summary))
     res = check(run, "--baseline", baseline)
     assert (res.exit_code, res.output) == (2, said.replace("6 trials", "7 trials"))
+
+
+def test_a_run_still_going_is_refused_as_not_finished(baseline, tmp_path):
+    """A run whose trials are still being written has no summary.json yet, or (resumed) one older than trials.jsonl
+    counting fewer trials. check said to write the summary with `perfkit report`: done while the run went on, that
+    summary's partial trials passed the gate. It says the run has not finished, in one line, exit 2, for the check
+    and for --update-baseline, and names the command that finishes a run killed before its summary."""
+    trials = ab_trials()
+    run = write_run(tmp_path / "going", trials[:4])
+    resume = f"`perfkit run --resume {run.absolute()}`"
+    going = (f"perfkit: {run}: the run has not finished: {{}}: wait for it to end ({resume} finishes one that was "
+             "killed before it wrote its summary)\n")
+    for update in ([], ["--update-baseline"]):
+        res = check(run, "--baseline", tmp_path / "new.json" if update else baseline, *update)
+        assert (res.exit_code, res.output) == (2, going.format("trials.jsonl records 4 trials, no summary.json yet"))
+    assert not (tmp_path / "new.json").exists()
+    # resumed: the summary of its first 4 trials (interrupted), then a 5th recorded after it
+    from perfkit.run import finish
+
+    finish.render_one(run, interrupted=True)
+    with open(run / "trials.jsonl", "a") as f:
+        f.write(json.dumps(trials[4]) + "\n")
+    _older(run / "summary.json", run / "trials.jsonl")
+    res = check(run, "--baseline", baseline)
+    assert (res.exit_code, res.output) == (2, going.format(
+        "trials.jsonl records 5 trials, its summary.json (older) 4"))
+    # a multi-host run going: each host's part holds its trials, the top nothing yet
+    (run / "summary.json").unlink()
+    (run / "trials.jsonl").rename(run / "part.jsonl")
+    for host in (0, 1):
+        (run / "hosts" / f"host{host}").mkdir(parents=True)
+    (run / "part.jsonl").rename(run / "hosts" / "host1" / "trials.jsonl")
+    res = check(run, "--baseline", baseline)
+    assert res.exit_code == 2 and "trials.jsonl records 5 trials, no summary.json yet" in res.output
 
 
 def test_a_failing_psnr_row_says_how_far_below_its_limit_it_is(baseline, make_run):
