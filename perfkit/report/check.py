@@ -85,8 +85,10 @@ def baseline_from_summary(summary: dict, run_dir: Path | None = None) -> dict:
         "perfkit_baseline": BASELINE_VERSION,
         "case": summary["case"],
         "baseline_variant": summary["baseline"],
-        "from": {"run_dir": summary.get("run_dir"), "commit": src.get("commit"), "tree": src.get("tree"),
-                 "dirty": src.get("dirty"), "devices": run_devices(summary, run_dir)},
+        # the run's name, not its path: a path is one machine's, and the baseline is committed for every checkout
+        "from": {"run_dir": Path(summary["run_dir"]).name if summary.get("run_dir") else None,
+                 "commit": src.get("commit"), "tree": src.get("tree"), "dirty": src.get("dirty"),
+                 "devices": run_devices(summary, run_dir)},
         "comparisons": [{k: c[k] for k in ("variant", "metric", "ratio", "ci")} for c in summary["comparisons"]
                         if c["variant"] != control and c["ratio"] is not None],
         **({"serve": [{"variant": c["variant"], "level": c["level"], "metric": c["metric"], "ratio": c["ratio"],

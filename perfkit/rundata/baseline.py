@@ -12,7 +12,7 @@ BASELINE_VERSION = 1
 
 class BaselineFrom(TypedDict):
     """The run the baseline was written from."""
-    run_dir: str | None
+    run_dir: str | None  # the run directory's name (older baselines: its absolute path, read alike: none gates on it)
     commit: str | None
     tree: str | None
     dirty: bool | None

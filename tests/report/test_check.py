@@ -259,6 +259,23 @@ def test_a_run_still_going_is_refused_as_not_finished(baseline, tmp_path):
     assert res.exit_code == 2 and "trials.jsonl records 5 trials, no summary.json yet" in res.output
 
 
+def test_a_baseline_keeps_its_run_s_name_not_a_path_of_one_machine(baseline, make_run, tmp_path):
+    """A baseline kept the absolute path of the run it was written from (the committed quickstart's, /tmp/qs), a
+    folder of one machine that no other checkout has. It keeps the run directory's name; a baseline written before,
+    holding an absolute path that is nowhere here, is read and checks a run as one holding the name does."""
+    data = json.loads(baseline.read_text())
+    assert data["from"]["run_dir"] == "base"
+    run = make_run("same")
+    rows = []
+    for run_dir in ("base", "/nowhere/on/this/machine/base"):
+        data["from"]["run_dir"] = run_dir
+        (tmp_path / "old.json").write_text(json.dumps(data))
+        res = check(run, "--baseline", tmp_path / "old.json", "--json")
+        assert res.exit_code == 0, res.output
+        rows.append(json.loads(res.output)["rows"])
+    assert rows[0] == rows[1]
+
+
 def test_a_failing_psnr_row_says_how_far_below_its_limit_it_is(baseline, make_run):
     # 80 values of frame 1 off by 4 in place of 20: the frame's MSE 80 x 16 / 192 = 6.667, 39.89 dB, against the
     # baseline's 45.91 dB (20 values): 6.02 dB lower, where 0.5 is allowed; with a floor of 42 dB, 2.11 below it
