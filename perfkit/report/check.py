@@ -594,12 +594,17 @@ def markdown(frame: pd.DataFrame, case: str, run_line: str) -> list[str]:
     verdict = (f"**failed**: {failed} of {len(frame)} rows" if failed else f"passed ({len(frame)} rows)") + (
         f"; **{unsure}**" if unsure else "")
     return [f"### perfkit check, {case}: {verdict}", "", run_line, "",
-            "| | check | figure | this run | baseline | required | note |",
-            "| --- | --- | --- | ---: | ---: | ---: | --- |",
+            "| | check | figure | this run | 95% CI | baseline | required | note |",
+            "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
             *(f"| {'**ok, not ruled out**' if r.inconclusive else 'ok' if r.passed else '**FAIL**'} | {r.check} | "
-              f"{_md(r.subject)} | "
-              f"{_md(_cell(r.current, r.unit))} | {_md(_baseline_cell(r))} | {_md(_rule(r))} | {_md(r.note)} |"
+              f"{_md(r.subject)} | {_md(_cell(r.current, r.unit))} | {_ci_cell(r.ci)} | {_md(_baseline_cell(r))} | "
+              f"{_md(_rule(r))} | {_md(r.note)} |"
               for r in frame.itertuples()), ""]
+
+
+def _ci_cell(ci: list[float] | None) -> str:
+    """A timing row's 95% CI, the figure its verdict is decided on, as its note gives it; "-" on a row with none."""
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if isinstance(ci, list) else "-"
 
 
 def thresholds_for(run_dir: Path, **flags) -> Thresholds:

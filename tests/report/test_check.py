@@ -83,6 +83,22 @@ def test_a_timing_row_carries_the_ci_its_verdict_is_decided_on(baseline, make_ru
     assert all(r["ci"] is None for r in rows if r["check"] != "timing")
 
 
+def test_the_step_summary_gives_a_timing_row_s_ci_a_column_of_its_own(baseline, make_run, tmp_path):
+    """The step summary's table gave a timing row's CI, the figure its verdict is decided on, only inside its note's
+    text: it has a column, the run's own summary.json's CI to 3 decimals; "-" on a row that has none."""
+    step_summary = tmp_path / "step_summary.md"
+    check(make_run("slow", trials=ab_trials(b_scale=2.0)), "--baseline", baseline,
+          env={"GITHUB_STEP_SUMMARY": str(step_summary)})
+    lines = step_summary.read_text().splitlines()
+    assert "| | check | figure | this run | 95% CI | baseline | required | note |" in lines
+    lo, hi = next(c["ci"] for c in json.loads((tmp_path / "slow" / "summary.json").read_text())["comparisons"]
+                  if (c["variant"], c["metric"]) == ("b", "step_ms"))
+    assert f"| **FAIL** | timing | b/a step_ms | 2.000 | [{lo:.3f}, {hi:.3f}] | 1.200 | CI low end <= 1.320 |" in \
+        step_summary.read_text()
+    trials_row = next(line for line in lines if line.startswith("| ok | trials |"))
+    assert trials_row.startswith("| ok | trials | failed or hung trials | 0 | - | 0 | 0 |"), trials_row
+
+
 def test_one_timed_step_a_side_fails_the_timing_row_saying_why(baseline, make_run):
     """No CI to hold to the limit: the row fails, its ratio shown, and says why (it said there was no ratio)."""
     run = make_run("one", trials=[trial(0, "a", [50.0, 10.0]), trial(1, "b", [50.0, 12.0])], outputs={})
@@ -790,11 +806,11 @@ def test_a_pipe_in_a_figure_s_name_keeps_the_step_summary_s_table_whole():
                          columns=COLUMNS, dtype=object)
     frame["passed"] = frame["passed"].astype(bool)
     row = markdown(frame, "fixture", "line")[-2]
-    assert row == ("| **FAIL** | taps | b: first tap departing from a | attn\\|k at step 0 | none | none | "
+    assert row == ("| **FAIL** | taps | b: first tap departing from a | attn\\|k at step 0 | - | none | none | "
                    "the report's Quality section: First departure |"), row
     frame.loc[0, "current"] = "attn\nk at step 0"  # a line end would end the row
     assert markdown(frame, "fixture", "line")[-2].startswith(
-        "| **FAIL** | taps | b: first tap departing from a | attn k at step 0 | none |")
+        "| **FAIL** | taps | b: first tap departing from a | attn k at step 0 | - | none |")
 
 
 def test_a_passing_timing_row_whose_ci_reaches_past_its_limit_says_it_could_not_rule_a_regression_out(
@@ -861,7 +877,8 @@ def test_a_ratio_s_baseline_shows_the_decimals_its_limit_follows_from():
     frame = pd.DataFrame([_timing_row("sp/tp step_ms", 1.6536375436174706, {"ratio": 1.887, "ci": [1.504, 2.159]},
                                       Thresholds(1.0, 0.5))])
     frame["passed"], frame["inconclusive"] = frame["passed"].astype(bool), False
-    assert "| sp/tp step_ms | 1.887 | 1.6536 | CI low end <= 3.307 |" in markdown(frame, "quickstart", "line")[-2]
+    assert "| sp/tp step_ms | 1.887 | [1.504, 2.159] | 1.6536 | CI low end <= 3.307 |" in markdown(
+        frame, "quickstart", "line")[-2]
 
 
 def test_a_timing_row_whose_baseline_s_own_ci_reaches_past_its_limit_says_so(baseline):
