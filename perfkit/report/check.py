@@ -8,7 +8,8 @@ one program. ``check_frame`` compares a run's summary with it, one row per figur
 - devices: a row, passing, only where a side records no devices: the match ``same_setup`` makes was not made;
 - timing: a ratio fails when its whole 95% CI lies above ``baseline x (1 + ratio_tolerance)``, so noise
   alone does not fail it (a wide CI passes; the row says how wide, and where it reaches past the limit, that the
-  run could not rule a regression out: ``inconclusive``); a serve case's every concurrency level
+  run could not rule a regression out: ``inconclusive``, as is a row whose baseline's own CI reaches past the limit,
+  passing or failing: the gate cannot tell); a serve case's every concurrency level
   too: its latency so, its outputs a minute (higher is better) when the CI lies wholly below
   ``baseline / (1 + ratio_tolerance)``;
 - quality: a PSNR fails more than ``psnr_drop_db`` below the baseline's (or below ``min_psnr_db``), the headline
@@ -43,9 +44,11 @@ from perfkit.errors import BadInput
 from perfkit.rundata import case as case_mod, rundir, schema
 from perfkit.rundata.baseline import BASELINE_VERSION
 
-# inconclusive: a passing row whose CI reaches past its limit (the run could not rule a regression out)
+# inconclusive: a row that could not tell: a passing one whose CI reaches past its limit (the run could not rule a
+# regression out), or a timing row whose baseline's own CI does (the baseline's ratio is no surer than the tolerance)
 COLUMNS = ["check", "subject", "unit", "baseline", "current", "ci", "limit", "passed", "inconclusive", "note"]
 NOT_RULED_OUT = "passed, not ruled out"
+UNSURE_BASELINE = "the baseline's own 95% CI"  # a timing row's note, where that CI reaches past the row's limit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -362,9 +365,12 @@ def _unsure_baseline(row: dict, base_ci: list[float | None]) -> dict:
     reach = base_ci[0] if _higher_is_better(row["subject"]) else base_ci[1]
     if not (reach < row["limit"] if _higher_is_better(row["subject"]) else reach > row["limit"]):
         return row
-    return {**row, "note": f"{row['note']}; the baseline's own 95% CI [{base_ci[0]:.3f}, {base_ci[1]:.3f}] reaches "
-                           f"past the limit {row['limit']:.3f}: its ratio is no surer than the tolerance (write the "
-                           "baseline from a run whose CI is narrower: docs/ci.md)"}
+    # The gate cannot tell either way: inconclusive whatever the verdict, which stands (a failing row still fails:
+    # the remedy, a surer baseline, is the same), so that a script and the step summary see it, not the note alone.
+    return {**row, **({"inconclusive": True} if "ci" in row else {}),  # (a row the run measured: else no CI to tell)
+            "note": f"{row['note']}; {UNSURE_BASELINE} [{base_ci[0]:.3f}, {base_ci[1]:.3f}] reaches past the limit "
+                    f"{row['limit']:.3f}: its ratio is no surer than the tolerance (write the baseline from a run "
+                    "whose CI is narrower: docs/ci.md)"}
 
 
 def _psnr_row(subject: str, base, current, th: Thresholds) -> dict:
@@ -582,24 +588,37 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
+def _unsure_baseline_rows(frame: pd.DataFrame) -> pd.Series:
+    """The inconclusive rows whose baseline's own CI reaches past their limit (the rest: the run's CI did)."""
+    return frame.inconclusive & frame.note.str.contains(UNSURE_BASELINE, regex=False)
+
+
 def not_ruled_out(frame: pd.DataFrame) -> str:
-    """``1 row could not rule a regression out: more repeats would tell``, or "" where every passing row did."""
-    n = int(frame.inconclusive.sum())
-    return f"{n} row{'s' * (n != 1)} could not rule a regression out: more repeats would tell" if n else ""
+    """What the inconclusive rows could not tell, counted, with the remedy: ``1 row could not rule a regression out:
+    more repeats would tell``, ``1 row could not tell: its baseline's 95% CI reaches past its limit (...)``, both
+    joined by "; ", or "" where every row could tell."""
+    unsure = _unsure_baseline_rows(frame)
+    n, m = int((frame.inconclusive & ~unsure).sum()), int(unsure.sum())
+    return "; ".join(
+        [f"{n} row{'s' * (n != 1)} could not rule a regression out: more repeats would tell"] * bool(n)
+        + [f"{m} row{'s' * (m != 1)} could not tell: {'its' if m == 1 else 'their'} baseline's 95% CI reaches past "
+           f"{'its' if m == 1 else 'their'} limit (write the baseline from more repeats)"] * bool(m))
 
 
 def markdown(frame: pd.DataFrame, case: str, run_line: str) -> list[str]:
     """The GitHub step summary: the verdict, the run's summary line, and the rows as a table."""
-    failed, unsure = int((~frame.passed).sum()), not_ruled_out(frame)
+    failed, unsure, unsure_baseline = int((~frame.passed).sum()), not_ruled_out(frame), _unsure_baseline_rows(frame)
     verdict = (f"**failed**: {failed} of {len(frame)} rows" if failed else f"passed ({len(frame)} rows)") + (
         f"; **{unsure}**" if unsure else "")
+    marks = [f"**{'ok' if r.passed else 'FAIL'}, baseline unsure**" if unsure_baseline[i]
+             else "**ok, not ruled out**" if r.inconclusive else "ok" if r.passed else "**FAIL**"
+             for i, r in zip(frame.index, frame.itertuples())]
     return [f"### perfkit check, {case}: {verdict}", "", run_line, "",
             "| | check | figure | this run | 95% CI | baseline | required | note |",
             "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
-            *(f"| {'**ok, not ruled out**' if r.inconclusive else 'ok' if r.passed else '**FAIL**'} | {r.check} | "
-              f"{_md(r.subject)} | {_md(_cell(r.current, r.unit))} | {_ci_cell(r.ci)} | {_md(_baseline_cell(r))} | "
-              f"{_md(_rule(r))} | {_md(r.note)} |"
-              for r in frame.itertuples()), ""]
+            *(f"| {mark} | {r.check} | {_md(r.subject)} | {_md(_cell(r.current, r.unit))} | {_ci_cell(r.ci)} | "
+              f"{_md(_baseline_cell(r))} | {_md(_rule(r))} | {_md(r.note)} |"
+              for mark, r in zip(marks, frame.itertuples())), ""]
 
 
 def _ci_cell(ci: list[float] | None) -> str:

@@ -901,7 +901,36 @@ def test_a_timing_row_whose_baseline_s_own_ci_reaches_past_its_limit_says_so(bas
     # a baseline whose CI lies within its limit (the fixture's: 1.2 [1.17, 1.23], limit 1.32) adds nothing
     (row,) = _timing_rows({"comparisons": [{"variant": "b", "metric": "step_ms", "ratio": 1.2, "ci": [1.17, 1.23]}]},
                           summary, Thresholds(0.1, 0.5))
-    assert "baseline's own" not in row["note"]
+    assert "baseline's own" not in row["note"] and not row["inconclusive"]
+
+
+def test_a_timing_row_against_a_baseline_no_surer_than_its_tolerance_cannot_tell(baseline, tmp_path):
+    """The baseline's own CI reaching past the limit was said in the note alone: the row's verdict read as sure,
+    inconclusive false, and a script reading --json, or the step summary's verdict, could not tell such a row from
+    one that shows a regression. The gate cannot tell, failing or passing: the row is inconclusive whatever its
+    verdict (a failing one still fails the gate: it needs a surer baseline either way), and the text's last line
+    and the step summary count and mark it, naming the remedy. The fixture's b/a 1.2 [1.17, 1.23] with its
+    baseline's CI widened to [1.0, 1.5], past the limit 1.32: a run read 1.2 passes; one read 1.5 [1.45, 1.55]
+    fails."""
+    data = json.loads(baseline.read_text())
+    data["comparisons"] = [c | {"ci": [1.0, 1.5]} for c in data["comparisons"] if c["metric"] == "step_ms"]
+    unsure = tmp_path / "unsure.json"
+    unsure.write_text(json.dumps(data))
+    summary = json.loads((tmp_path / "base" / "summary.json").read_text())
+    tail = "1 row could not tell: its baseline's 95% CI reaches past its limit (write the baseline from more repeats)"
+    for ratio, ci, passed, mark in [(1.2, [1.17, 1.23], True, "**ok, baseline unsure**"),
+                                    (1.5, [1.45, 1.55], False, "**FAIL, baseline unsure**")]:
+        for c in summary["comparisons"]:
+            c |= {"ratio": ratio, "ci": ci} if c["metric"] == "step_ms" else {}
+        (tmp_path / "base" / "summary.json").write_text(json.dumps(summary))
+        res = check(tmp_path / "base", "--baseline", unsure, "--json")
+        assert res.exit_code == (0 if passed else 1), res.output
+        (row,) = [r for r in json.loads(res.output)["rows"] if r["inconclusive"]]
+        assert (row["subject"], row["passed"]) == ("b/a step_ms", passed)
+        assert check(tmp_path / "base", "--baseline", unsure).output.splitlines()[-1].endswith(f"; {tail}")
+        lines = markdown(check_frame(data, summary, Thresholds(0.1, 0.5)), "fixture", "line")
+        assert lines[0].endswith(f"; **{tail}**"), lines[0]
+        assert any(line.startswith(f"| {mark} | timing | b/a step_ms |") for line in lines), lines
 
 
 def test_a_psnr_row_with_no_baseline_figure_says_it_holds_none(baseline, tmp_path):
