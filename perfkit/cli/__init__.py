@@ -359,14 +359,16 @@ def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db
         raise BadInput("a matrix run: check each combination's directory (cells/NN)", path=str(run))
     check.checks_run_ratios(summary, run / "summary.json")
     check.agrees_with_trials(summary, run)
+    th = check.thresholds_for(run, ratio_tolerance=ratio_tolerance, psnr_drop_db=psnr_drop_db,
+                               min_psnr_db=min_psnr_db, cost_tolerance=cost_tolerance)
     if update_baseline:
-        check.write_baseline(Path(baseline_file), run, summary)
+        written = check.write_baseline(Path(baseline_file), run, summary)
+        for note in check.unsure_notes(written, th):  # said where it can be acted on: the run is at hand
+            click.echo(f"perfkit: note: {note}", err=True)
         click.echo(f"baseline written: {baseline_file} (from {run_dir})")
         return
     baseline = check.load_baseline(baseline_file)
     check.same_setup(baseline, summary, baseline_file, run)
-    th = check.thresholds_for(run, ratio_tolerance=ratio_tolerance, psnr_drop_db=psnr_drop_db,
-                               min_psnr_db=min_psnr_db, cost_tolerance=cost_tolerance)
     frame = check.check_frame(baseline, summary, th, run)
     passed = bool(frame.passed.all())
     if as_json:

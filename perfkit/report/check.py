@@ -302,8 +302,7 @@ def _timing_row(subject: str, base: float, current: dict | None, th: Thresholds,
     """A B/A ratio against the baseline's: ``current`` the run's ``{ratio, ci}`` (None: not in this run). A time
     fails where its whole CI lies above baseline x (1 + ratio_tolerance); outputs a minute, where it lies below
     baseline / (1 + ratio_tolerance): the same tolerance on the inverse ratio, a time per output."""
-    tol, higher = th.ratio_tolerance, _higher_is_better(subject)
-    limit = base / (1 + tol) if higher else base * (1 + tol)
+    tol, higher, limit = th.ratio_tolerance, _higher_is_better(subject), _limit(subject, base, th)
     row = {"check": "timing", "subject": subject, "unit": "ratio", "baseline": base, "limit": limit}
     if current is None or without_ci(current):
         return {**row, "current": None if current is None else current["ratio"], "passed": False,
@@ -360,10 +359,7 @@ def _unsure_baseline(row: dict, base_ci: list[float | None]) -> dict:
     """``row`` saying so where the baseline's own CI reaches past the row's limit: the limit is the baseline's ratio
     alone, and a baseline run no surer than the tolerance fails an equal run by chance (two equal variants read
     0.865 [0.845, 1.098] over 4 rounds, and 12 rounds of the same, 0.999 [0.961, 1.029], failed its limit 0.952)."""
-    if None in base_ci:
-        return row
-    reach = base_ci[0] if _higher_is_better(row["subject"]) else base_ci[1]
-    if not (reach < row["limit"] if _higher_is_better(row["subject"]) else reach > row["limit"]):
+    if not _reaches_past(row["subject"], base_ci, row["limit"]):
         return row
     # The gate cannot tell either way: inconclusive whatever the verdict, which stands (a failing row still fails:
     # the remedy, a surer baseline, is the same), so that a script and the step summary see it, not the note alone.
@@ -371,6 +367,31 @@ def _unsure_baseline(row: dict, base_ci: list[float | None]) -> dict:
             "note": f"{row['note']}; {UNSURE_BASELINE} [{base_ci[0]:.3f}, {base_ci[1]:.3f}] reaches past the limit "
                     f"{row['limit']:.3f}: its ratio is no surer than the tolerance (write the baseline from a run "
                     "whose CI is narrower: docs/ci.md)"}
+
+
+def _limit(subject: str, base: float, th: Thresholds) -> float:
+    """A timing row's limit: the baseline's ratio x (1 + ratio_tolerance); outputs a minute, where more is better,
+    / (1 + ratio_tolerance), a floor."""
+    return base / (1 + th.ratio_tolerance) if _higher_is_better(subject) else base * (1 + th.ratio_tolerance)
+
+
+def _reaches_past(subject: str, ci: list[float | None], limit: float) -> bool:
+    """Whether a CI reaches past a timing row's limit (below a floor of outputs a minute, above a time's)."""
+    if None in ci:
+        return False
+    return ci[0] < limit if _higher_is_better(subject) else ci[1] > limit
+
+
+def unsure_notes(baseline: dict, th: Thresholds) -> list[str]:
+    """A line for each ratio of a baseline (as ``--update-baseline`` writes it) whose own CI reaches past the limit
+    it sets under ``th``: a check against it cannot tell (``_unsure_baseline``), said where it is written."""
+    a = baseline["baseline_variant"]
+    ratios = [(f"{c['variant']}/{a} {c['metric']}", c) for c in baseline["comparisons"]] + [
+        (f"{c['variant']}/{a} {c['metric']} at concurrency {c['level']}", c) for c in baseline.get("serve") or []]
+    return [f"{subject}: its 95% CI [{c['ci'][0]:.3f}, {c['ci'][1]:.3f}] reaches past the limit "
+            f"{_limit(subject, c['ratio'], th):.3f} this baseline sets (ratio_tolerance {th.ratio_tolerance:g}): a "
+            "check against it cannot tell a regression from its noise (docs/ci.md); a run of more repeats narrows it"
+            for subject, c in ratios if _reaches_past(subject, c["ci"], _limit(subject, c["ratio"], th))]
 
 
 def _psnr_row(subject: str, base, current, th: Thresholds) -> dict:
@@ -633,7 +654,8 @@ def thresholds_for(run_dir: Path, **flags) -> Thresholds:
     return Thresholds(**values)
 
 
-def write_baseline(path: Path, run_dir: Path, summary: dict) -> None:
+def write_baseline(path: Path, run_dir: Path, summary: dict) -> dict:
+    """The baseline of a complete run, written to ``path`` and returned."""
     why = incomplete(summary)
     if why:
         raise BadInput(f"the run {why}: a baseline needs a complete run", path=str(run_dir))
@@ -641,3 +663,4 @@ def write_baseline(path: Path, run_dir: Path, summary: dict) -> None:
     checks_timing(baseline, run_dir)  # (a run of one variant, --only: it compared nothing)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(json_safe(baseline), indent=2) + "\n")
+    return baseline

@@ -933,6 +933,25 @@ def test_a_timing_row_against_a_baseline_no_surer_than_its_tolerance_cannot_tell
         assert any(line.startswith(f"| {mark} | timing | b/a step_ms |") for line in lines), lines
 
 
+def test_update_baseline_says_where_the_baseline_it_writes_cannot_tell(make_run, tmp_path):
+    """--update-baseline wrote a baseline whose ratio's CI reached past the limit it sets with nothing said: the gate
+    it was written for then could not tell a regression by it (a quickstart run on a loaded machine, sp/tp 2.466
+    [1.300, 6.607], limit 4.933). It says so, on stderr, and writes it (exit 0). The fixture's b/a 1.2 [1.170,
+    1.230]: at ratio_tolerance 0.01 the limit is 1.212, which the CI's high end passes; at 0.1 (1.32) nothing is
+    said."""
+    run = make_run("base")
+    own = {c["metric"]: c["ci"] for c in json.loads((run / "summary.json").read_text())["comparisons"]}
+    res = check(run, "--baseline", tmp_path / "tight.json", "--update-baseline", "--ratio-tolerance", "0.01")
+    assert res.exit_code == 0 and (tmp_path / "tight.json").is_file(), res.output
+    lo, hi = own["step_ms"]
+    assert res.stderr.splitlines()[0] == (
+        f"perfkit: note: b/a step_ms: its 95% CI [{lo:.3f}, {hi:.3f}] reaches past the limit 1.212 this baseline sets "
+        "(ratio_tolerance 0.01): a check against it cannot tell a regression from its noise (docs/ci.md); a run "
+        "of more repeats narrows it"), res.stderr
+    res = check(run, "--baseline", tmp_path / "loose.json", "--update-baseline")
+    assert res.exit_code == 0 and res.stderr == "", res.stderr
+
+
 def test_a_psnr_row_with_no_baseline_figure_says_it_holds_none(baseline, tmp_path):
     """A baseline whose B-vs-A PSNR is null (its run's B output held NaN where A's did not: no figure) gave the row
     no limit, and it passed as "(baseline -; required -)" with nothing said; it says so now, and a floor
