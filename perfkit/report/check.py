@@ -38,7 +38,7 @@ import pandas as pd
 
 from perfkit.common.comparison import NO_SPREAD, compared_variant, without_ci
 from perfkit.common.json_figures import db_cell, from_json, json_safe
-from perfkit.report.cost_check import COST_TOLERANCE, baseline_cost, cost_rows
+from perfkit.report.cost_check import COST_TOLERANCE, baseline_cost, cost_rows, share_text
 from perfkit.report.line import departed_at
 from perfkit.errors import BadInput
 from perfkit.rundata import case as case_mod, rundir, schema
@@ -592,7 +592,8 @@ def _rule(r) -> str:
     if r.unit == "ratio" and _higher_is_better(r.subject):
         return f"CI high end >= {r.limit:.3f}"
     rules = {"ratio": lambda x: f"CI low end <= {x:.3f}", "dB": lambda x: f">= {_cell(x, 'dB')}",
-             "bool": lambda x: "yes", "bytes": lambda x: f"within {x:.1%}", "FLOPs": lambda x: f"within {x:.1%}"}
+             "bool": lambda x: "yes", "bytes": lambda x: f"within {share_text(x)}",
+             "FLOPs": lambda x: f"within {share_text(x)}"}
     return rules.get(r.unit, str)(r.limit)
 
 

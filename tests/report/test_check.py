@@ -387,6 +387,31 @@ def test_cost_rows_show_whole_bytes_with_their_unit():
     assert "sp: FLOPs per step: 26520000 (baseline 26520000;" in lines[0]
 
 
+def test_a_cost_row_s_change_and_tolerance_show_the_digits_its_verdict_follows_from():
+    """A failing cost row read "required within 1.0%); +1.00%": FLOPs 101004 against 100000 are 1.004% over, past
+    the 1% tolerance, shown to 2 decimals as the tolerance itself. The change takes the decimals that put it on
+    its verdict's side of the tolerance as shown (+1.004%), a change exactly at it passes (+1.00%), and a tolerance
+    of 1.25% shows as 1.25%, not 1.2% (a passing +1.24% read above it)."""
+    import pandas as pd
+
+    from perfkit.report.cost_check import cost_rows
+    from perfkit.report.check import text_lines
+
+    base = {"cost": {"sp": {"collectives": {}, "flops": 100000.0, "hbm_bytes": None, "interconnect_bytes": None,
+                            "temp_bytes": None}}}
+
+    def line(flops: float, tolerance: float) -> str:
+        step = {"module": "m", "collectives": {}, "flops": flops, "hbm_bytes": 1, "interconnect_bytes": 1,
+                "temp_bytes": 1}
+        (row,) = text_lines(pd.DataFrame(cost_rows(base, {"cost": {"sp": {"step": step}}}, tolerance)))
+        return row
+
+    assert line(101004.0, 0.01) == ("FAIL cost        sp: FLOPs per step: 101004 (baseline 100000; required within "
+                                    "1.0%); +1.004%")
+    assert line(101000.0, 0.01).startswith("ok   ") and line(101000.0, 0.01).endswith("within 1.0%); +1.00%")
+    assert line(101240.0, 0.0125).endswith("(baseline 100000; required within 1.25%); +1.24%")
+
+
 def test_a_cost_figure_of_0_in_the_baseline_says_what_the_run_got():
     """No percentage of 0 to give: the failing row names the run's figure against 0 (its note was empty)."""
     from perfkit.report.cost_check import cost_rows
