@@ -309,9 +309,10 @@ def _timing_row(subject: str, base: float, current: dict | None, th: Thresholds,
                 "note": "not in this run" if current is None else "no ratio (a side has no timed trials)"
                 if current["ratio"] is None else no_ci}
     lo, hi = current["ci"]
+    n = ci_decimals(current["ci"], limit)
     # the limit's making, where a case's own tolerance (the demo's 1.0) lets a ratio far past the baseline pass
     note = (f"limit: the baseline {'/' if higher else 'x'} {1 + tol:g} (ratio_tolerance {tol:g}); "
-            f"95% CI [{lo:.3f}, {hi:.3f}]")
+            f"95% CI [{lo:.{n}f}, {hi:.{n}f}]")
     passed = hi >= limit if higher else lo <= limit
     if higher and not passed:
         note += " lies below the limit: fewer outputs a minute than the baseline"
@@ -326,8 +327,8 @@ def _timing_row(subject: str, base: float, current: dict | None, th: Thresholds,
     reach = lo if higher else hi
     inconclusive = passed and (reach < limit if higher else reach > limit)
     if inconclusive:
-        note += (f"; {NOT_RULED_OUT}: CI reaches {reach:.3f}, {'below' if higher else 'above'} the limit "
-                 f"{limit:.3f}; more repeats would tell")
+        note += (f"; {NOT_RULED_OUT}: CI reaches {reach:.{n}f}, {'below' if higher else 'above'} the limit "
+                 f"{limit:.{n}f}; more repeats would tell")
     return {**row, "current": current["ratio"], "ci": [lo, hi], "passed": passed, "inconclusive": inconclusive,
             "note": note}
 
@@ -361,18 +362,33 @@ def _unsure_baseline(row: dict, base_ci: list[float | None]) -> dict:
     0.865 [0.845, 1.098] over 4 rounds, and 12 rounds of the same, 0.999 [0.961, 1.029], failed its limit 0.952)."""
     if not _reaches_past(row["subject"], base_ci, row["limit"]):
         return row
+    n = ci_decimals(base_ci, row["limit"])
     # The gate cannot tell either way: inconclusive whatever the verdict, which stands (a failing row still fails:
     # the remedy, a surer baseline, is the same), so that a script and the step summary see it, not the note alone.
     return {**row, **({"inconclusive": True} if "ci" in row else {}),  # (a row the run measured: else no CI to tell)
-            "note": f"{row['note']}; {UNSURE_BASELINE} [{base_ci[0]:.3f}, {base_ci[1]:.3f}] reaches past the limit "
-                    f"{row['limit']:.3f}: its ratio is no surer than the tolerance (write the baseline from a run "
-                    "whose CI is narrower: docs/ci.md)"}
+            "note": f"{row['note']}; {UNSURE_BASELINE} [{base_ci[0]:.{n}f}, {base_ci[1]:.{n}f}] reaches past the "
+                    f"limit {row['limit']:.{n}f}: its ratio is no surer than the tolerance (write the baseline from a "
+                    "run whose CI is narrower: docs/ci.md)"}
 
 
 def _limit(subject: str, base: float, th: Thresholds) -> float:
     """A timing row's limit: the baseline's ratio x (1 + ratio_tolerance); outputs a minute, where more is better,
     / (1 + ratio_tolerance), a floor."""
     return base / (1 + th.ratio_tolerance) if _higher_is_better(subject) else base * (1 + th.ratio_tolerance)
+
+
+def ci_decimals(ci: list[float | None] | None, limit: float | None, at_least: int = 3, most: int = 6) -> int:
+    """The fewest decimals, ``at_least`` or more, with which each end of a ratio's CI shown lies on the side of the
+    limit shown that it lies on (a low end of 1.10004 failed the limit 1.1, both shown 1.100); ``at_least`` where
+    there is no CI or limit."""
+    if not isinstance(ci, list) or None in ci or not isinstance(limit, float):
+        return at_least
+
+    def apart(n: int) -> bool:
+        shown = float(f"{limit:.{n}f}")
+        return all((float(f"{x:.{n}f}") > shown) == (x > limit) and (float(f"{x:.{n}f}") < shown) == (x < limit)
+                   for x in ci)
+    return next((n for n in range(at_least, most + 1) if apart(n)), most)
 
 
 def _reaches_past(subject: str, ci: list[float | None], limit: float) -> bool:
@@ -388,10 +404,15 @@ def unsure_notes(baseline: dict, th: Thresholds) -> list[str]:
     a = baseline["baseline_variant"]
     ratios = [(f"{c['variant']}/{a} {c['metric']}", c) for c in baseline["comparisons"]] + [
         (f"{c['variant']}/{a} {c['metric']} at concurrency {c['level']}", c) for c in baseline.get("serve") or []]
-    return [f"{subject}: its 95% CI [{c['ci'][0]:.3f}, {c['ci'][1]:.3f}] reaches past the limit "
-            f"{_limit(subject, c['ratio'], th):.3f} this baseline sets (ratio_tolerance {th.ratio_tolerance:g}): a "
-            "check against it cannot tell a regression from its noise (docs/ci.md); a run of more repeats narrows it"
-            for subject, c in ratios if _reaches_past(subject, c["ci"], _limit(subject, c["ratio"], th))]
+    notes = []
+    for subject, c in ratios:
+        limit = _limit(subject, c["ratio"], th)
+        if _reaches_past(subject, c["ci"], limit):
+            n = ci_decimals(c["ci"], limit)
+            notes.append(f"{subject}: its 95% CI [{c['ci'][0]:.{n}f}, {c['ci'][1]:.{n}f}] reaches past the limit "
+                         f"{limit:.{n}f} this baseline sets (ratio_tolerance {th.ratio_tolerance:g}): a check against "
+                         "it cannot tell a regression from its noise (docs/ci.md); a run of more repeats narrows it")
+    return notes
 
 
 def _psnr_row(subject: str, base, current, th: Thresholds) -> dict:
@@ -576,8 +597,9 @@ def _baseline_cell(r) -> str:
     follow from it (1.65364 x 2 = 3.307 read "1.654", which doubles to 3.308)."""
     if r.unit != "ratio" or not _is_number(r.limit) or not _is_number(r.baseline) or not r.baseline:
         return _cell(r.baseline, r.unit)
-    factor, limit = r.limit / r.baseline, f"{r.limit:.3f}"
-    n = next((n for n in range(3, 7) if f"{float(f'{r.baseline:.{n}f}') * factor:.3f}" == limit), 6)
+    decimals = ci_decimals(r.ci, r.limit)
+    factor, limit = r.limit / r.baseline, f"{r.limit:.{decimals}f}"
+    n = next((n for n in range(3, 7) if f"{float(f'{r.baseline:.{n}f}') * factor:.{decimals}f}" == limit), 6)
     return f"{r.baseline:.{n}f}"
 
 
@@ -590,8 +612,9 @@ def _rule(r) -> str:
     if r.limit is None or (isinstance(r.limit, float) and math.isnan(r.limit)):
         return "-"
     if r.unit == "ratio" and _higher_is_better(r.subject):
-        return f"CI high end >= {r.limit:.3f}"
-    rules = {"ratio": lambda x: f"CI low end <= {x:.3f}", "dB": lambda x: f">= {_cell(x, 'dB')}",
+        return f"CI high end >= {r.limit:.{ci_decimals(r.ci, r.limit)}f}"
+    rules = {"ratio": lambda x: f"CI low end <= {x:.{ci_decimals(r.ci, r.limit)}f}",
+             "dB": lambda x: f">= {_cell(x, 'dB')}",
              "bool": lambda x: "yes", "bytes": lambda x: f"within {share_text(x)}",
              "FLOPs": lambda x: f"within {share_text(x)}"}
     return rules.get(r.unit, str)(r.limit)
@@ -638,14 +661,15 @@ def markdown(frame: pd.DataFrame, case: str, run_line: str) -> list[str]:
     return [f"### perfkit check, {case}: {verdict}", "", run_line, "",
             "| | check | figure | this run | 95% CI | baseline | required | note |",
             "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
-            *(f"| {mark} | {r.check} | {_md(r.subject)} | {_md(_cell(r.current, r.unit))} | {_ci_cell(r.ci)} | "
-              f"{_md(_baseline_cell(r))} | {_md(_rule(r))} | {_md(r.note)} |"
+            *(f"| {mark} | {r.check} | {_md(r.subject)} | {_md(_cell(r.current, r.unit))} | "
+              f"{_ci_cell(r.ci, r.limit)} | {_md(_baseline_cell(r))} | {_md(_rule(r))} | {_md(r.note)} |"
               for mark, r in zip(marks, frame.itertuples())), ""]
 
 
-def _ci_cell(ci: list[float] | None) -> str:
+def _ci_cell(ci: list[float] | None, limit: float | None) -> str:
     """A timing row's 95% CI, the figure its verdict is decided on, as its note gives it; "-" on a row with none."""
-    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if isinstance(ci, list) else "-"
+    n = ci_decimals(ci, limit)
+    return f"[{ci[0]:.{n}f}, {ci[1]:.{n}f}]" if isinstance(ci, list) else "-"
 
 
 def thresholds_for(run_dir: Path, **flags) -> Thresholds:

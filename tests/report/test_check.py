@@ -906,6 +906,28 @@ def test_a_ratio_s_baseline_shows_the_decimals_its_limit_follows_from():
         frame, "quickstart", "line")[-2]
 
 
+def test_a_timing_row_s_ci_and_limit_show_the_digits_its_verdict_follows_from():
+    """A CI's low end 1.10004 against the limit 1.1 (the baseline 1.0 x 1.1) fails the row, which read "95% CI
+    [1.100, 1.300] lies above the limit" and "required CI low end <= 1.100": the end shown equal to the limit it
+    failed. The CI and the limit take the decimals, 3 or more, that set the end apart from the limit as the verdict
+    does, in the note, the rule and the step summary's CI column alike."""
+    from perfkit.report.check import _timing_row
+
+    row = _timing_row("b/a step_ms", 1.0, {"ratio": 1.2, "ci": [1.10004, 1.3]}, Thresholds(0.1, 0.5))
+    assert not row["passed"]
+    assert row["note"] == ("limit: the baseline x 1.1 (ratio_tolerance 0.1); 95% CI [1.10004, 1.30000] lies above "
+                           "the limit: slower than the baseline")
+    frame = pd.DataFrame([row], columns=COLUMNS, dtype=object).fillna({"inconclusive": False})
+    frame["passed"], frame["inconclusive"] = frame["passed"].astype(bool), frame["inconclusive"].astype(bool)
+    (line,) = text_lines(frame)
+    assert line.startswith("FAIL timing      b/a step_ms: 1.200 (baseline 1.000; required CI low end <= 1.10000)")
+    assert "| b/a step_ms | 1.200 | [1.10004, 1.30000] | 1.000 | CI low end <= 1.10000 |" in markdown(
+        frame, "fixture", "line")[-2]
+    # a CI whose ends lie clear of the limit keeps 3 decimals
+    assert "95% CI [1.050, 1.300]; passed, not ruled out: CI reaches 1.300, above the limit 1.100" in _timing_row(
+        "b/a step_ms", 1.0, {"ratio": 1.2, "ci": [1.05, 1.3]}, Thresholds(0.1, 0.5))["note"]
+
+
 def test_a_timing_row_whose_baseline_s_own_ci_reaches_past_its_limit_says_so(baseline):
     """Two equal variants: a 4-round baseline read b/a 0.865 [0.845, 1.098], and a 12-round run of the same code,
     0.999 [0.961, 1.029], failed as slower (limit 0.865 x 1.1 = 0.9515). The limit is the baseline's ratio alone;
