@@ -377,18 +377,29 @@ def _limit(subject: str, base: float, th: Thresholds) -> float:
     return base / (1 + th.ratio_tolerance) if _higher_is_better(subject) else base * (1 + th.ratio_tolerance)
 
 
-def ci_decimals(ci: list[float | None] | None, limit: float | None, at_least: int = 3, most: int = 6) -> int:
-    """The fewest decimals, ``at_least`` or more, with which each end of a ratio's CI shown lies on the side of the
-    limit shown that it lies on (a low end of 1.10004 failed the limit 1.1, both shown 1.100); ``at_least`` where
-    there is no CI or limit."""
-    if not isinstance(ci, list) or None in ci or not isinstance(limit, float):
+def _apart_decimals(figures: list, limit, at_least: int, most: int = 6) -> int:
+    """The fewest decimals, ``at_least`` or more, with which each of ``figures`` shown lies on the side of ``limit``
+    shown that it lies on (a low end of 1.10004 failed the limit 1.1, both shown 1.100); ``at_least`` where there is
+    no finite limit (figures that are no finite number left out)."""
+    if not _is_number(limit):
         return at_least
+    figures = [x for x in figures if _is_number(x)]
 
     def apart(n: int) -> bool:
         shown = float(f"{limit:.{n}f}")
         return all((float(f"{x:.{n}f}") > shown) == (x > limit) and (float(f"{x:.{n}f}") < shown) == (x < limit)
-                   for x in ci)
+                   for x in figures)
     return next((n for n in range(at_least, most + 1) if apart(n)), most)
+
+
+def ci_decimals(ci: list[float | None] | None, limit: float | None) -> int:
+    """The decimals, 3 or more, a ratio's CI and its limit are shown with: each end on its side of the limit."""
+    return _apart_decimals(ci if isinstance(ci, list) else [], limit, 3)
+
+
+def _db_decimals(r) -> int:
+    """The decimals, 2 or more, a PSNR row's figures are shown with: the figure on its side of the limit."""
+    return _apart_decimals([r.current], r.limit, 2)
 
 
 def _reaches_past(subject: str, ci: list[float | None], limit: float) -> bool:
@@ -425,8 +436,11 @@ def _psnr_row(subject: str, base, current, th: Thresholds) -> dict:
     passed = current is not None and (limit is None or current >= limit)
     notes = [] if current is not None else ["not measured in this run"]
     if current is not None and not passed:  # by how much, against the limit that failed it
-        notes.append(f"{base - current:.2f} dB below the baseline's (psnr_drop_db {th.psnr_drop_db:g})"
-                     if limit == relative else f"{th.min_psnr_db - current:.2f} dB below min_psnr_db")
+        drop = base - current if limit == relative else th.min_psnr_db - current
+        allowed = th.psnr_drop_db if limit == relative else 0.0
+        drop = f"{drop:.{_apart_decimals([drop], allowed, 2)}f}"  # past what is allowed, as shown
+        notes.append(f"{drop} dB below the baseline's (psnr_drop_db {th.psnr_drop_db:g})"
+                     if limit == relative else f"{drop} dB below min_psnr_db")
     if current is not None and base is None and limit is None:  # (nothing held it: passing silently read as held)
         notes.append("the baseline has no figure to hold this one to (its run measured none): only min_psnr_db "
                      "would")
@@ -578,25 +592,30 @@ def check_frame(baseline: dict, summary: dict, th: Thresholds, run_dir: Path | N
     return frame
 
 
-def _cell(x, unit: str) -> str:
+def _cell(x, unit: str, decimals: int = 2) -> str:
     if x is None and unit == "bool":  # a consistency or bit-identity null: the run did not check it
         return "not checked"
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     if unit == "bool":
         return "yes" if x else "no"
-    if unit == "dB":
-        return f"{db_cell(x)} dB"
+    if unit == "dB":  # (decimals: a PSNR row's, ``_db_decimals``)
+        return f"{db_cell(x) if decimals == 2 or not _is_number(from_json(x)) else f'{x:.{decimals}f}'} dB"
     if unit in ("bytes", "FLOPs"):  # whole, as counted: a change of a few bytes shows beside its percentage
         return f"{x:.0f}" + (" B" if unit == "bytes" else "")
     return f"{x:.3f}" if isinstance(x, float) else str(x)
+
+
+def _figure_cell(r) -> str:
+    """The run's figure; a PSNR's with the decimals that set it apart from its limit (``_db_decimals``)."""
+    return _cell(r.current, r.unit, _db_decimals(r) if r.unit == "dB" else 2)
 
 
 def _baseline_cell(r) -> str:
     """The baseline's figure; a ratio's with the decimals, 3 or more, it takes for its limit shown beside it to
     follow from it (1.65364 x 2 = 3.307 read "1.654", which doubles to 3.308)."""
     if r.unit != "ratio" or not _is_number(r.limit) or not _is_number(r.baseline) or not r.baseline:
-        return _cell(r.baseline, r.unit)
+        return _cell(r.baseline, r.unit, _db_decimals(r) if r.unit == "dB" else 2)
     decimals = ci_decimals(r.ci, r.limit)
     factor, limit = r.limit / r.baseline, f"{r.limit:.{decimals}f}"
     n = next((n for n in range(3, 7) if f"{float(f'{r.baseline:.{n}f}') * factor:.{decimals}f}" == limit), 6)
@@ -614,7 +633,7 @@ def _rule(r) -> str:
     if r.unit == "ratio" and _higher_is_better(r.subject):
         return f"CI high end >= {r.limit:.{ci_decimals(r.ci, r.limit)}f}"
     rules = {"ratio": lambda x: f"CI low end <= {x:.{ci_decimals(r.ci, r.limit)}f}",
-             "dB": lambda x: f">= {_cell(x, 'dB')}",
+             "dB": lambda x: f">= {_cell(x, 'dB', _db_decimals(r))}",
              "bool": lambda x: "yes", "bytes": lambda x: f"within {share_text(x)}",
              "FLOPs": lambda x: f"within {share_text(x)}"}
     return rules.get(r.unit, str)(r.limit)
@@ -622,7 +641,7 @@ def _rule(r) -> str:
 
 def text_lines(frame: pd.DataFrame) -> list[str]:
     """One line per row: ``ok`` or ``FAIL``, the figure, its baseline and rule, the note."""
-    return [f"{'ok  ' if r.passed else 'FAIL'} {r.check:<11} {r.subject}: {_cell(r.current, r.unit)} (baseline "
+    return [f"{'ok  ' if r.passed else 'FAIL'} {r.check:<11} {r.subject}: {_figure_cell(r)} (baseline "
             f"{_baseline_cell(r)}; required {_rule(r)})" + (f"; {r.note}" if r.note else "")
             for r in frame.itertuples()]
 
@@ -661,7 +680,7 @@ def markdown(frame: pd.DataFrame, case: str, run_line: str) -> list[str]:
     return [f"### perfkit check, {case}: {verdict}", "", run_line, "",
             "| | check | figure | this run | 95% CI | baseline | required | note |",
             "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
-            *(f"| {mark} | {r.check} | {_md(r.subject)} | {_md(_cell(r.current, r.unit))} | "
+            *(f"| {mark} | {r.check} | {_md(r.subject)} | {_md(_figure_cell(r))} | "
               f"{_ci_cell(r.ci, r.limit)} | {_md(_baseline_cell(r))} | {_md(_rule(r))} | {_md(r.note)} |"
               for mark, r in zip(marks, frame.itertuples())), ""]
 

@@ -928,6 +928,33 @@ def test_a_timing_row_s_ci_and_limit_show_the_digits_its_verdict_follows_from():
         "b/a step_ms", 1.0, {"ratio": 1.2, "ci": [1.05, 1.3]}, Thresholds(0.1, 0.5))["note"]
 
 
+def test_a_psnr_row_shows_the_digits_its_verdict_follows_from():
+    """49.496 dB against a baseline of 50 dB less 0.5 (limit 49.5) fails, and read "49.50 dB (baseline 50.00 dB;
+    required >= 49.50 dB); 0.50 dB below the baseline's (psnr_drop_db 0.5)": a figure shown at its limit, failing.
+    The row's dB take the decimals, 2 or more, that set the figure apart from its limit (49.496, 49.500), and the
+    drop its own (0.504); clear of the limit, 2."""
+    from perfkit.report.check import _psnr_row
+
+    th = Thresholds(0.1, 0.5)
+
+    def line(current: float, t: Thresholds = th) -> str:
+        frame = pd.DataFrame([_psnr_row("PSNR b vs a", 50.0, current, t)], columns=COLUMNS, dtype=object)
+        frame["passed"] = frame["passed"].astype(bool)
+        frame["inconclusive"] = False
+        (text,) = text_lines(frame)
+        figure = text.split(": ")[1].split(" (")[0]  # the step summary shows it alike
+        assert markdown(frame, "f", "line")[-2].startswith(
+            f"| {'ok' if frame.passed[0] else '**FAIL**'} | quality | PSNR b vs a | {figure} | - | ")
+        return text
+
+    assert line(49.496) == ("FAIL quality     PSNR b vs a: 49.496 dB (baseline 50.000 dB; required >= 49.500 dB); "
+                            "0.504 dB below the baseline's (psnr_drop_db 0.5)")
+    assert line(49.8) == "ok   quality     PSNR b vs a: 49.80 dB (baseline 50.00 dB; required >= 49.50 dB)"
+    assert line(41.996, Thresholds(0.1, 9.0, min_psnr_db=42.0)) == (
+        "FAIL quality     PSNR b vs a: 41.996 dB (baseline 50.000 dB; required >= 42.000 dB); 0.004 dB below "
+        "min_psnr_db")
+
+
 def test_a_timing_row_whose_baseline_s_own_ci_reaches_past_its_limit_says_so(baseline):
     """Two equal variants: a 4-round baseline read b/a 0.865 [0.845, 1.098], and a 12-round run of the same code,
     0.999 [0.961, 1.029], failed as slower (limit 0.865 x 1.1 = 0.9515). The limit is the baseline's ratio alone;
