@@ -341,8 +341,9 @@ def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db
 
     Timing sees only a change larger than the ratio's CI on this machine (docs/ci.md); the cost rows
     see any change to the compiled step program, whatever the load. Exit code 1 when a row fails (each
-    is listed); with GITHUB_STEP_SUMMARY set, a Markdown summary is appended there. --update-baseline
-    writes BASELINE from this run."""
+    is listed), 2 when an input is refused (a run not finished: no summary.json yet); with
+    GITHUB_STEP_SUMMARY set, a Markdown summary is appended there. --update-baseline writes BASELINE from
+    this run."""
     # pandas, jsonschema, the cost gate and the case schema: only when a check runs, not for --help (``check``
     # here is perfkit.report.check, the module, within this command of its name)
     from perfkit.report import check
