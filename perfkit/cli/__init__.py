@@ -360,16 +360,19 @@ def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db
         raise BadInput("a matrix run: check each combination's directory (cells/NN)", path=str(run))
     check.checks_run_ratios(summary, run / "summary.json")
     check.agrees_with_trials(summary, run)
-    th = check.thresholds_for(run, ratio_tolerance=ratio_tolerance, psnr_drop_db=psnr_drop_db,
-                               min_psnr_db=min_psnr_db, cost_tolerance=cost_tolerance)
+    flags = {"ratio_tolerance": ratio_tolerance, "psnr_drop_db": psnr_drop_db, "min_psnr_db": min_psnr_db,
+             "cost_tolerance": cost_tolerance}
     if update_baseline:
         written = check.write_baseline(Path(baseline_file), run, summary)
-        for note in check.unsure_notes(written, th):  # said where it can be acted on: the run is at hand
+        # said where it can be acted on, the run at hand; a summary kept without its case has no thresholds to say it by
+        for note in check.unsure_notes(written, check.thresholds_for(run, **flags)) if (run / "case.yaml").is_file() \
+                else []:
             click.echo(f"perfkit: note: {note}", err=True)
         click.echo(f"baseline written: {baseline_file} (from {run_dir})")
         return
     baseline = check.load_baseline(baseline_file)
     check.same_setup(baseline, summary, baseline_file, run)
+    th = check.thresholds_for(run, **flags)
     frame = check.check_frame(baseline, summary, th, run)
     passed = bool(frame.passed.all())
     if as_json:

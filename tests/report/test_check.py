@@ -1024,6 +1024,14 @@ def test_update_baseline_says_where_the_baseline_it_writes_cannot_tell(make_run,
         "of more repeats narrows it"), res.stderr
     res = check(run, "--baseline", tmp_path / "loose.json", "--update-baseline")
     assert res.exit_code == 0 and res.stderr == "", res.stderr
+    # a summary.json kept without its case.yaml, which holds the thresholds: written as before, nothing to note by
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "summary.json").write_text((run / "summary.json").read_text())
+    res = check(alone, "--baseline", tmp_path / "alone.json", "--update-baseline", "--ratio-tolerance", "0.01")
+    assert (res.exit_code, res.stderr) == (0, ""), res.output
+    assert json.loads((tmp_path / "alone.json").read_text())["comparisons"] == json.loads(
+        (tmp_path / "tight.json").read_text())["comparisons"]
 
 
 def test_a_psnr_row_with_no_baseline_figure_says_it_holds_none(baseline, tmp_path):
