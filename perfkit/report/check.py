@@ -176,9 +176,11 @@ def _not_finished(run_dir: Path, what: str) -> BadInput:
 
 
 def finished(run_dir: Path) -> None:
-    """BadInput where a run directory (its case.yaml written) has no summary.json yet: its trials are being written
-    (a multi-host run's in each host's part). `perfkit report` would summarize the trials so far, and the gate pass
-    them as the run's."""
+    """BadInput where a run directory (its case.yaml written) has no summary.json yet, or a perfkit is running it (a
+    resumed run's summary is its last stop's until it ends): its trials are being written (a multi-host run's in each
+    host's part). `perfkit report` would summarize the trials so far, and the gate pass them as the run's."""
+    if run_dir.is_dir() and any(rundir.running(p) for p in [run_dir, *rundir.host_parts(run_dir)]):
+        raise _not_finished(run_dir, "a perfkit is running it")
     if (run_dir / "summary.json").is_file() or not (run_dir / "case.yaml").is_file():
         return  # (no run directory at all: ``read_summary`` says so)
     parts = [run_dir] if (run_dir / "trials.jsonl").is_file() else rundir.host_parts(run_dir)

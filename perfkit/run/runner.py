@@ -15,10 +15,8 @@ with the same trials (``--resume``).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
-import fcntl
 import json
 import os
 import shutil
@@ -266,25 +264,8 @@ def run_case(case: Case, run_dir: Path | None = None, options: RunOptions = RunO
     progress = progress or Progress()
     part = rundir.part_dir(run_dir, options.host_index, options.hosts)
     part.mkdir(parents=True, exist_ok=True)
-    with _held(part, run_dir):
+    with rundir.held(part, run_dir):
         return _run_held(case, run_dir, options, part, resume, progress)
-
-
-@contextlib.contextmanager
-def _held(part: Path, run_dir: Path):
-    """The run's folder (this host's part) held by this perfkit while it runs: a second one on it, a --resume while
-    the run goes on, would run the same trials and both append them to trials.jsonl. The lock goes with the
-    process, however it ends."""
-    fd = os.open(part, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise BadInput("another perfkit is running this run: wait for it to end, or stop it (Ctrl-C) before "
-                           "--resume", path=str(run_dir)) from None
-        yield
-    finally:
-        os.close(fd)
 
 
 def _run_held(case: Case, run_dir: Path, options: RunOptions, part: Path, resume: bool, progress: Progress

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import re
@@ -82,6 +83,35 @@ def cell_dirs(run_dir: Path) -> list[Path]:
     # a longer name is a larger number: the names are the indices zero-padded to the same two digits
     return sorted((p for p in cells.iterdir() if p.is_dir()), key=lambda p: (len(p.name), p.name)) \
         if cells.is_dir() else []
+
+
+@contextlib.contextmanager
+def held(part: Path, run_dir: Path):
+    """The run's folder (a host's part) held by the perfkit running it (an flock, gone with the process however it
+    ends): a second one on it, a --resume while the run goes on, would run the same trials and both append them to
+    trials.jsonl; ``running`` tells a reader, as ``perfkit check``, that the run is still going."""
+    fd = os.open(part, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BadInput("another perfkit is running this run: wait for it to end, or stop it (Ctrl-C) before "
+                           "--resume", path=str(run_dir)) from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def running(part: Path) -> bool:
+    """Whether a perfkit is running the run in ``part`` now (it holds the folder: ``held``)."""
+    fd = os.open(part, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager

@@ -275,6 +275,23 @@ def test_a_run_still_going_is_refused_as_not_finished(baseline, tmp_path):
     assert res.exit_code == 2 and "trials.jsonl records 5 trials, no summary.json yet" in res.output
 
 
+def test_a_resumed_run_going_is_not_finished_before_its_first_new_trial(baseline, tmp_path):
+    """A resumed run keeps its last stop's summary.json, of the trials in trials.jsonl, until it records a new
+    trial: check gated it as stopped (exit 1, "perfkit run --resume finishes it") while it ran. The perfkit running a
+    run holds its folder (the lock a second perfkit is refused by, tests/runner): check reads that as not finished,
+    exit 2; once the run ends, its summary is gated."""
+    from perfkit.run import finish
+    from perfkit.rundata import rundir
+
+    run = write_run(tmp_path / "resumed", ab_trials()[:4])
+    finish.render_one(run, interrupted=True)
+    with rundir.held(run, run):  # as `perfkit run --resume` holds it from its start
+        res = check(run, "--baseline", baseline)
+        assert (res.exit_code, res.output.split(": wait")[0]) == (
+            2, f"perfkit: {run}: the run has not finished: a perfkit is running it"), res.output
+    assert check(run, "--baseline", baseline).exit_code == 1  # stopped, its 4 trials gated as such
+
+
 def test_a_baseline_keeps_its_run_s_name_not_a_path_of_one_machine(baseline, make_run, tmp_path):
     """A baseline kept the absolute path of the run it was written from (the committed quickstart's, /tmp/qs), a
     folder of one machine that no other checkout has. It keeps the run directory's name; a baseline written before,
