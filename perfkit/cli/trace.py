@@ -461,14 +461,17 @@ def tail(paths, k, as_json, programs):
     click.echo("\n" * bool(len(others)) + "chips, earliest trace end first (ms):")
     shown = chips.rename(columns={f"at_first_stop_{c}": f"at_first_end_{c}" for c in ("name", "kind", "category")})
     click.echo(_ms(shown, ["last_end_ps", "before_last_ps"]).to_string(index=False))
-    outside = "; step -1: outside every step's span, e.g. after the last step marker closed" * bool(
-        (last["step"] < 0).any())
+    # collectives with no step: the traces hold no step marker (a chip with none in marked traces is in their first)
+    unmarked = bool(((sequence["completed"] > 0) & sequence["last_step"].isna()).any())
+    outside = ("; step -1: these traces hold no step marker" if unmarked else "; step -1: outside every step's "
+               "span, e.g. after the last step marker closed") * bool((last["step"] < 0).any())
     click.echo(f"\nlast {k} ops per chip (ms from the trace start{outside}):")
     click.echo(_ms(readable(last, ["name", "kind"]), ["start_ps", "end_ps", "dur_ps"]).to_string(index=False))
     if sequence["completed"].any():  # (with none, the line below says so: a table of blanks says nothing)
-        click.echo("\ncollectives per chip (completed in the traces; last_step: after a chip's last step marker, the "
-                   "next, as a hung step's marker never closes; waiting at: its program's next, else the one it ran "
-                   "after its last the time before; -: none)")
+        steps = ("-, these traces hold no step marker" if unmarked else
+                 "after a chip's last step marker, the next, as a hung step's marker never closes")
+        click.echo(f"\ncollectives per chip (completed in the traces; last_step: {steps}; waiting at: its program's "
+                   "next, else the one it ran after its last the time before; -: none)")
         shown = readable(sequence, ["last_op", "waiting_at"])
         if shown.isna().any(axis=None):
             shown = shown.astype(object).where(shown.notna(), "-")

@@ -74,7 +74,8 @@ def parted(parting: dict) -> str:
     order, by count), the programs part the chips and the ranks that run the majority's wait on them: only
     that, ``rank 3's program lacks ppermute.10 (collective 2 of 3)``, ``rank 2's program runs psum.7 where the
     others' run ppermute.10 (collective 2 of 3)``."""
-    step = f" in step {parting['step']}" if parting["step"] >= 0 else ", before the first step marker"
+    step = (", in traces with no step marker" if parting["step"] is None else f" in step {parting['step']}"
+            if parting["step"] >= 0 else ", before the first step marker")
     programs = {str(r): c for r, c in (parting.get("programs") or {}).items()}
     said, by_program = [], []
     counts = {c["majority_count"] for c in programs.values()}  # the step's collectives, where a program says

@@ -4,7 +4,8 @@ the collective each waits at, and the first place in the sequence where the chip
 From per-chip traces (a hung trial's, cut by a timer, or any set of per-chip profiles), each chip's
 collective instances (``perfkit.trace.collectives``) are taken in its own time order and placed by step
 and by their index within the step; those after its last marked step are in the step after it (a hung
-step's marker never closes, so the profiler never writes it). The first place, in step and index order,
+step's marker never closes, so the profiler never writes it), a chip with no marker's in the traces' first, and in
+traces with no marker at all none is in a step. The first place, in step and index order,
 where the chips that ran the step do not all show one collective (same kind and bytes sent: instruction
 names differ between ranks whose programs differ) is where they part: a chip there with another collective ran a
 ``different collective``; a chip with none there ``skipped`` it when it has later collectives, else it has ``not
@@ -82,13 +83,15 @@ def _sequenced(inst: pd.DataFrame, modules: pd.Series) -> pd.DataFrame:
     out["op"], out["kind"] = out["op"].astype(str), out["kind"].astype(str)
     out["module"] = out["program_id"].map(modules).astype(object).where(out["program_id"].notna(), None)
     out = out.sort_values(["rank", "device", "start_ps"], kind="stable", ignore_index=True)
-    # a chip's ops after its last marked step belong to the step after it: a hung step's marker never closes
+    # a chip's ops after its last marked step belong to the step after it: a hung step's marker never closes; a
+    # chip with no marker hung in the traces' first step; in traces with no marker at all, no step is invented (-1)
     marked = out["step"] >= 0
     chip = out.groupby(["rank", "device"])
-    last_step = out["step"].where(marked).groupby([out["rank"], out["device"]]).transform("max").fillna(-1)
+    last_step = out["step"].where(marked).groupby([out["rank"], out["device"]]).transform("max")
     last_start = out["start_ps"].where(marked).groupby([out["rank"], out["device"]]).transform("max")
     after = ~marked & ~(out["start_ps"] < last_start)
-    out["step"] = out["step"].where(~after, last_step + 1).astype(np.int64)
+    first = out["step"].where(marked).min() if marked.any() else -1
+    out["step"] = out["step"].where(~after, (last_step + 1).fillna(first)).astype(np.int64)
     out["closed"] = marked  # in a step whose marker closed: the chip finished that step
     out["position"] = chip.cumcount()
     out["index"] = out.groupby(["rank", "device", "step"]).cumcount()
@@ -207,11 +210,17 @@ def first_parting(seq: pd.DataFrame, chips: pd.DataFrame) -> dict | None:
             continue
         # the collective named: the majority's, or where the majority ran none here, the first extra one
         ref = here[next(c for c in everyone if c in here and c not in majority) if extra else majority[0]]
-        return {"step": int(step), "index": int(index), "op": ref["op"], "kind": ref["kind"],
+        return {"step": _step(seq, step), "index": int(index), "op": ref["op"], "kind": ref["kind"],
                 "in_step": int(steps.get((*majority[0], step), 0)),
                 "bytes": None if pd.isna(ref["bytes"]) else float(ref["bytes"]), "module": ref["module"],
                 "majority": [{"rank": r, "device": d} for r, d in majority], "parted": parted, "extra": extra}
     return None
+
+
+def _step(seq: pd.DataFrame, step) -> int | None:
+    """A place's step as the output gives it: None where the traces hold no step marker (their -1), where -1
+    is otherwise before a chip's first marker."""
+    return int(step) if step >= 0 or seq["closed"].any() else None
 
 
 def _waiting(seq: pd.DataFrame, mine: pd.DataFrame, programs: dict | None, rank: int) -> tuple[str | None, str | None]:
@@ -255,7 +264,7 @@ def parting_of(seq: pd.DataFrame, chips: pd.DataFrame, programs: dict[int, Path]
         mine = seq[(seq["rank"] == rank) & (seq["device"] == device)]
         at, source = _waiting(seq, mine, listed, int(rank))
         rows.append({"rank": int(rank), "device": int(device), "completed": len(mine),
-                     "last_step": int(mine["step"].iloc[-1]) if len(mine) else None,
+                     "last_step": _step(seq, mine["step"].iloc[-1]) if len(mine) else None,
                      "last_op": mine["op"].iloc[-1] if len(mine) else None,
                      "last_kind": mine["kind"].iloc[-1] if len(mine) else None,
                      "waiting_at": at, "waiting_from": source})
@@ -301,8 +310,9 @@ def _waiting_parting(seq: pd.DataFrame, waits: pd.DataFrame, listed: dict) -> di
         return None
     top = counts.index[0]
     majority = [c for c, sig in signature.items() if sig == top]
-    step, in_step = int(last["step"]), int(last["index"]) + 1
-    return {"step": step, "index": in_step, "op": at[majority[0]], "kind": top[0], "in_step": in_step, "bytes": None,
+    in_step = int(last["index"]) + 1
+    return {"step": _step(seq, last["step"]), "index": in_step, "op": at[majority[0]], "kind": top[0],
+            "in_step": in_step, "bytes": None,
             "module": module, "majority": [{"rank": int(r), "device": int(d)} for r, d in majority],
             "parted": [{"rank": int(r), "device": int(d), "how": "different collective", "op": at[(r, d)],
                         "in_step": in_step} for (r, d), sig in signature.items() if sig != top],
@@ -322,17 +332,19 @@ def describe(first: dict | None, chips: pd.DataFrame | None = None) -> str:
                     for p in first["parted"])
     who += _CUT_INSIDE * any(p["how"] == "not completed" for p in first["parted"])
     majority = ", ".join(_chip_label(c["rank"], c["device"]) for c in first["majority"])
-    where = f"step {first['step']}" if first["step"] >= 0 else "before the first step marker"
+    step, n = first["step"], first["index"] + 1
+    where = (f"collective {n} of the traces (they hold no step marker)" if step is None
+             else f"step {step}, collective {n} there" if step >= 0
+             else f"before the first step marker, collective {n} there")
     if first.get("waiting"):  # none completed it: where each waits, from its program
         waits = "; ".join(f"{_chip_label(p['rank'], p['device'])} waits at another collective ({p['op']})"
                           for p in first["parted"])
-        text = (f"chips part at {where}, collective {first['index'] + 1} there, where they wait (no chip completed "
-                f"it; their programs name it): {first['op']} ({first['kind']}) on {majority}; {waits}")
+        text = (f"chips part at {where}, where they wait (no chip completed it; their programs name it): "
+                f"{first['op']} ({first['kind']}) on {majority}; {waits}")
     elif first.get("extra"):  # (summaries from before it have no "extra")
-        text = f"chips part at {where}, collective {first['index'] + 1} there: {majority} ran none and went on; {who}"
+        text = f"chips part at {where}: {majority} ran none and went on; {who}"
     else:
-        text = (f"chips part at {where}, collective {first['index'] + 1} there: {first['op']} "
-                f"({first['kind']}) on {majority}; {who}")
+        text = f"chips part at {where}: {first['op']} ({first['kind']}) on {majority}; {who}"
     # the program compared against: the majority's, or where one chip alone got farthest (the others hung before
     # it), that rank's, named
     chips_seen = len(first["majority"]) + len(first["parted"])

@@ -16,9 +16,9 @@ from perfkit.trace.synthetic import XSpaceWriter
 PERMUTES = ("cp.1", "cp.2", "cp.3")  # one ring hop each, f32[64,128]
 
 
-def rank_trace(path, steps: list[list[str]], cut: list[str]) -> None:
-    """One chip: each step [100 us apart) runs a fusion then the listed collective-permutes (5 us each);
-    after the last step, the ``cut`` ones ran with no step marker (the profile stopped by a timer)."""
+def rank_trace(path, steps: list[list[str]], cut: list[str], first: int = 0) -> None:
+    """One chip: each step [100 us apart), numbered from ``first``, runs a fusion then the listed collective-permutes
+    (5 us each); after the last step, the ``cut`` ones ran with no step marker (the profile stopped by a timer)."""
     space = XSpaceWriter("h")
     space.program(5, "jit_step", [("fusion.1", "fusion", "f32[64,128]")]
                   + [(n, "collective-permute", "f32[64,128]") for n in PERMUTES])
@@ -31,7 +31,7 @@ def rank_trace(path, steps: list[list[str]], cut: list[str]) -> None:
             ops.event(plane.op(name, program_id=5, hlo_category="collective-permute"), (start + 10 + 5 * i) * U, 5 * U)
 
     for s, names in enumerate(steps):
-        marks.event(plane.op(str(s)), 100 * s * U, 100 * U)
+        marks.event(plane.op(str(first + s)), 100 * s * U, 100 * U)
         run(100 * s, names)
     run(100 * len(steps), cut)
     space.save(path)
@@ -160,7 +160,8 @@ def test_the_ranks_that_run_the_majority_s_program_are_said_so(tmp_path):
     # inside it (an op is written when it ends), yet the sentence said ranks 1-3 'never arrived'
     not_done = "did not complete it in its trace, 1 collective there against 2"
     assert parting.describe(first).startswith(
-        f"chips part at step 0, collective 2 there: cp.2 (collective-permute) on rank 0 device 0; rank 1 device 0 "
+        f"chips part at collective 2 of the traces (they hold no step marker): cp.2 (collective-permute) on rank 0 "
+        f"device 0; rank 1 device 0 "
         f"{not_done}; rank 2 device 0 {not_done}; rank 3 device 0 {not_done} (a profiler writes an op when it ends: "
         "a chip whose trace lacks it may be waiting inside it). Rank 2's program")
     # rank 0 alone ran cp.2: its program is named, not 'the majority's' (a newcomer's: one chip of four)
@@ -229,6 +230,44 @@ def test_a_chip_whose_trace_ends_before_a_collective(tmp_path):
     # rank 1's cp.1 ran in its first step, its marker never written: step 0; its trace holds no second
     assert (first["step"], first["index"], first["op"]) == (0, 1, "cp.2")
     assert first["parted"] == [{"rank": 1, "device": 0, "how": "not completed", "op": None, "in_step": 1}]
+
+
+def test_traces_with_no_step_marker_number_no_step(tmp_path):
+    """No chip's trace holds a step marker: its collectives are in no step, where the collectives table had said
+    last_step 0 beside an ops table of step -1 (an invented step)."""
+    from perfkit.report.line import parted
+
+    rank_trace(tmp_path / "rank0" / "trace" / "h.xplane.pb", [], ["cp.1", "cp.2"])
+    rank_trace(tmp_path / "rank1" / "trace" / "h.xplane.pb", [], ["cp.1"])
+    paths = [str(p) for p in sorted(tmp_path.glob("rank*/trace"))]
+    chips, first = parting.parting_traces(paths)
+    assert chips["last_step"].tolist() == [None, None] and chips["completed"].tolist() == [2, 1]
+    assert (first["step"], first["index"], first["op"]) == (None, 1, "cp.2")
+    assert parting.describe(first, chips).startswith(
+        "chips part at collective 2 of the traces (they hold no step marker): cp.2 (collective-permute) on rank 0")
+    assert parted(first) == ("rank 1 has no record in its trace of cp.2 (collective 2 of 2, in traces with no step "
+                             "marker)")
+    doc = json.loads(CliRunner().invoke(cli, ["trace", "tail", *paths, "--json"]).stdout)
+    assert [c["last_step"] for c in doc["collectives"]] == [None, None] and doc["parting"]["step"] is None
+    text = CliRunner().invoke(cli, ["trace", "tail", *paths]).stdout
+    assert "last_step: -, these traces hold no step marker;" in text and "step -1: these traces hold no step marker" \
+        in text
+    table = text[text.index("rank device completed"):].splitlines()
+    assert [line.split()[3] for line in table[1:]] == ["-", "-"]
+
+
+def test_a_chip_hung_in_the_traces_first_step_is_in_that_step(tmp_path):
+    """Rank 1's trace holds no marker: it hung in the traces' first step, step 5 (the profile began there), whose
+    marker it never closed; ranks 0 and 2 finished it. Its collectives were numbered step 0, before every other
+    chip's, and it read as running an extra collective there."""
+    rank_trace(tmp_path / "rank0" / "trace" / "h.xplane.pb", [list(PERMUTES)], [], first=5)
+    rank_trace(tmp_path / "rank1" / "trace" / "h.xplane.pb", [], ["cp.1"], first=5)
+    rank_trace(tmp_path / "rank2" / "trace" / "h.xplane.pb", [list(PERMUTES)], [], first=5)
+    chips, first = parting.parting_traces(sorted(tmp_path.glob("rank*/trace")))
+    assert chips["last_step"].tolist() == [5, 5, 5]
+    assert (first["step"], first["index"], first["op"]) == (5, 1, "cp.2")
+    assert first["parted"] == [{"rank": 1, "device": 0, "how": "not completed", "op": None, "in_step": 1}]
+    assert parting.describe(first, chips).startswith("chips part at step 5, collective 2 there: cp.2")
 
 
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
@@ -403,5 +442,5 @@ def test_chips_that_hang_where_their_programs_part_are_parted_by_their_programs(
     assert (first["index"], first["op"], first["kind"], first["waiting"]) == (1, "cp.2", "collective-permute", True)
     assert [c["rank"] for c in first["majority"]] == [0, 1]
     assert [(p["rank"], p["how"], p["op"]) for p in first["parted"]] == [(2, "different collective", "ar.2")]
-    assert "collective 2 there, where they wait" in parting.describe(first)
+    assert "collective 2 of the traces (they hold no step marker), where they wait" in parting.describe(first)
     assert "rank 2 device 0 waits at another collective (ar.2)" in parting.describe(first)
