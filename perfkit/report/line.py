@@ -45,16 +45,22 @@ def more_rounds(summary: dict) -> str:
     return f"--set repeats.min={n} --set repeats.max={n}" if multi_host(summary) else f"--set repeats.max={n}"
 
 
-def hung_at_timeout(summary: dict) -> tuple[str, str] | None:
+def hung_at_timeout(summary: dict, variants: list[str] | None = None) -> tuple[str, str] | None:
     """Where trials of a model or command case hung: ``("3 of 4 trials hung at the 30 s timeout", "--set
     timeout=60")``, the ``--set`` giving them twice the timeout they ran past; None where none hung. Not more
     rounds: a trial that hangs adds no figure, whether its ranks were stuck or slow (a start under load), and each
-    costs the timeout again."""
-    hung = sum(t["status"] == "hung" for t in summary["trials"]["failed"])
+    costs the timeout again. ``variants``: those variants' trials alone, named where they hung (``2 of b's 2 trials
+    hung ...``)."""
+    failed = [t for t in summary["trials"]["failed"] if variants is None or t["variant"] in variants]
+    hung = sum(t["status"] == "hung" for t in failed)
     if not hung or summary.get("serve"):
         return None
     timeout = summary["trials"].get("timeout_s")  # absent in older summaries
-    said = f"{hung} of {summary['trials']['total']} trials hung at the {f'{timeout:g} s ' if timeout else ''}timeout"
+    hung_in = [v for v in variants or () if any(t["variant"] == v and t["status"] == "hung" for t in failed)]
+    ran = sum(summary["variants"][v].get("trials", 0) for v in hung_in)
+    of = (f"{summary['trials']['total']} trials" if variants is None
+          else f"{' and '.join(hung_in)}'s {ran} trial{'s' * (ran != 1)}")
+    said = f"{hung} of {of} hung at the {f'{timeout:g} s ' if timeout else ''}timeout"
     return said, f"--set timeout={2 * timeout:g}" if timeout else "a longer `timeout`"
 
 
@@ -239,8 +245,10 @@ def summary_line(summary: dict, report: Path) -> str:
         parts.append(f"{a} {shown_a} ms, {b} {shown_b} ms (medians of {of} medians), {b}/{a} {c['ratio']:.3f} {ci} "
                      f"-> {verdict}")
     else:
-        missing = " and ".join(n for n, v in ((a, va), (b, vb)) if v is None)
-        parts.append(f"no timed steps for {missing} -> unknown")
+        missing = [n for n, v in ((a, va), (b, vb)) if v is None]
+        hangs = hung_at_timeout(summary, missing)  # (every trial of a variant hung: more rounds would hang alike)
+        parts.append(f"no timed steps for {' and '.join(missing)} -> unknown"
+                     + (f" ({hangs[0]}: where their ranks were slow, not stuck, {hangs[1]})" if hangs else ""))
     if summary.get("serve"):
         parts.append(headline(summary))
     also = [o for o in summary.get("comparisons", ()) if o["variant"] not in (b, control) and o["ratio"] is not None

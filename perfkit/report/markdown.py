@@ -647,7 +647,10 @@ def _verdict(summary: dict) -> str:
     c, a = summary["comparison"], summary["baseline"]
     b = compared_variant(summary)
     if c["ratio"] is None:
-        return "**No verdict**: a variant has no timed steps."
+        missing = [n for n in (a, b) if trial_median(summary["variants"][n]) is None]
+        # every trial of a variant hung: the timeout, not more rounds, may give it timed steps
+        hung = " " + _more_trials(summary, "time its steps", missing) if hung_at_timeout(summary, missing) else ""
+        return "**No verdict**: a variant has no timed steps." + hung
     shown_a, shown_b = step_times_text(trial_median(summary["variants"][a]), trial_median(summary["variants"][b]))
     serve = summary.get("serve")  # (a served system's figure: its first level's latency, per server process)
     what, of = (f"c={serve['concurrency'][0]} latency", "server processes'") if serve else ("step time", "trial")
@@ -661,15 +664,15 @@ def _verdict(summary: dict) -> str:
                 else "the CI reaches both sides of the minimum effect. " + _more_trials(summary)))
 
 
-def _more_trials(summary: dict, aim: str = "narrow it") -> str:
+def _more_trials(summary: dict, aim: str = "narrow it", variants: list[str] | None = None) -> str:
     """How to ask for more trials when the verdict is unknown: the run's case again, with more rounds (that
-    would ``aim``: narrow the CI, or give one), or where trials hung a longer timeout; a stopped run, the rest of
-    its own plan."""
+    would ``aim``: narrow the CI, or give one), or where trials (of ``variants``, where given) hung a longer
+    timeout; a stopped run, the rest of its own plan."""
     if summary.get("interrupted"):
         return (f"The run was stopped before its plan was done: `{resume_command(Path(summary['run_dir']))}` runs "
                 f"the rest of it, which may {aim}.")
     command = (summary.get("reproduce") or {}).get("command", "perfkit run CASE")
-    if hangs := hung_at_timeout(summary):  # more rounds would each hang at the same timeout
+    if hangs := hung_at_timeout(summary, variants):  # more rounds would each hang at the same timeout
         longer = f"e.g. `{command} {hangs[1]}`" if hangs[1].startswith("--set") else hangs[1]
         return (f"{hangs[0]} (Failed trials says where their ranks waited): more trials would hang alike where they "
                 f"were stuck; where they were slow (a start under load), a longer timeout would {aim}: {longer}.")

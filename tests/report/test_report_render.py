@@ -255,6 +255,26 @@ def test_an_unknown_verdict_where_trials_hung_asks_for_a_longer_timeout_not_more
             "narrow it: e.g. `perfkit run run/case.yaml --salt --set timeout=90`.") in report
 
 
+def test_a_variant_whose_every_trial_hung_is_told_the_timeout(make_run):
+    """Every trial of b hung (a start slower than the timeout): no ratio, and the report said only "a variant has no
+    timed steps", the line "no timed steps for b -> unknown", with no word of the timeout they all ran past."""
+    hung = {"rank": 0, "exit_code": -9, "running_at_end": True, "steps_done": 0, "last_step_ms": None,
+            "last_mark": None}
+    trials = [t if t["variant"] == "a" else trial(t["index"], "b", [], status="hung", ranks=[hung])
+              for t in ab_trials()]
+    report = (make_run(trials=trials, case_extra={"timeout": 45}) / "report.md").read_text()
+    assert report.splitlines()[2].count("no timed steps for b -> unknown (3 of b's 3 trials hung at the 45 s "
+                                        "timeout: where their ranks were slow, not stuck, --set timeout=90)") == 1
+    assert ("**No verdict**: a variant has no timed steps. 3 of b's 3 trials hung at the 45 s timeout (Failed trials "
+            "says where their ranks waited): more trials would hang alike where they were stuck; where they were slow "
+            "(a start under load), a longer timeout would time its steps: e.g. `perfkit run run/case.yaml --salt "
+            "--set timeout=90`.") in report
+    # a variant whose trials crashed is no matter for the timeout: nothing said of one
+    crashed = [dict(t, status="crashed") if t["variant"] == "b" else t for t in trials]
+    report = (make_run("crashed", trials=crashed, case_extra={"timeout": 45}) / "report.md").read_text()
+    assert "timeout" not in report.splitlines()[2] and "**No verdict**: a variant has no timed steps.\n" in report
+
+
 def test_a_multi_host_run_with_no_verdict_asks_for_more_rounds_by_repeats_min(tmp_path):
     """A newcomer's two-host run ended unknown and was told `--set repeats.max=4`: a run on several hosts runs
     `repeats.min` rounds and no more (docs/multi-host.md), so raising the maximum asked for nothing."""
@@ -514,8 +534,9 @@ def test_the_one_line_gives_the_first_crash_s_reason():
                    {"index": 0, "variant": "a", "status": "hung", "dir": "trials/00-a", "ranks": []},
                    {"index": 1, "variant": "b", "status": "crashed", "dir": "trials/01-b", "ranks": ranks}]}}
     assert summary_line(summary, Path("r/report.md")) == (
-        "c: no timed steps for a and b -> unknown; 2 trial(s) failed (first crash: trial 1 (b) rank 1: "
-        "ModuleNotFoundError: No module named 'jax'); a hung; report r/report.md")
+        "c: no timed steps for a and b -> unknown (1 of a's 1 trial hung at the timeout: where their ranks were slow, "
+        "not stuck, a longer `timeout`); 2 trial(s) failed (first crash: trial 1 (b) rank 1: ModuleNotFoundError: No "
+        "module named 'jax'); a hung; report r/report.md")
 
 
 def test_the_one_line_s_first_crash_is_the_exception_not_what_follows_it():
@@ -575,7 +596,8 @@ def test_the_one_line_says_which_variant_hung_and_where_its_chips_parted():
                    {"index": 2, "variant": "ring", "status": "hung", "dir": "trials/02-ring", "ranks": []}]},
                "hangs": {"trials/01-skip": {"chips": [], "parting": parting, "text": "..."}}}
     assert summary_line(summary, Path("r/report.md")) == (
-        "hop: no timed steps for skip -> unknown; 2 trial(s) failed; skip hung: rank 1 skipped ppermute.11 "
+        "hop: no timed steps for skip -> unknown (1 of skip's 1 trial hung at the timeout: where their ranks were "
+        "slow, not stuck, a longer `timeout`); 2 trial(s) failed; skip hung: rank 1 skipped ppermute.11 "
         "(collective 3 of 3 in step 0); ring hung; report r/report.md")
     # the bundled repro: rank 3's program lacks the second of three hops; its traces, paired in order, part at the
     # third, so the line names the program's

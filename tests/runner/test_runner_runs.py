@@ -154,7 +154,9 @@ def test_hung_and_crashed_ranks_are_reported_and_the_run_goes_on(tmp_path, write
     assert "trial 2 (crash): **crashed**" in report and "exit code 7" in report
     s = json.loads((tmp_path / "run/summary.json").read_text())
     assert [f["status"] for f in s["trials"]["failed"]] == ["hung", "crashed"]
-    assert "no timed steps for hang -> unknown; 2 trial(s) failed" in res.stdout  # B (hang) has no good trial
+    # B (hang) has no good trial: its one trial hung, so the line names the timeout
+    assert ("no timed steps for hang -> unknown (1 of hang's 1 trial hung at the 3 s timeout: where their ranks were "
+            "slow, not stuck, --set timeout=6); 2 trial(s) failed") in res.stdout
 
 
 def test_one_variant_run_gives_its_figure_and_says_why_no_ratio(tmp_path, write_case):
