@@ -57,6 +57,8 @@ class TrialOutcome:
     # Unix time (s) when perfkit began to stop ranks still running (the timeout, or a crash's grace past): the
     # metrics protocol's ``t`` clock, so a step a rank wrote later (one that ran on past SIGTERM) is told apart
     stopped_t: float | None = None
+    # each rank's stdout.log size (bytes) then: stdout has no clock, so a step line past it came after the stop
+    stdout_at_stop: dict[int, int] = dataclasses.field(default_factory=dict)
 
 
 def tail(path: Path, lines: int = 20) -> str:
@@ -172,7 +174,7 @@ def run_ranks(ranks: list[RankProcess], timeout: float, cwd: str | Path | None =
 
     A Ctrl-C (KeyboardInterrupt) ends the group at once and returns status ``interrupted``."""
     t0 = time.monotonic()
-    pgid, stopped_t = None, None
+    pgid, stopped_t, stdout_at_stop = None, None, {}
     status = "interrupted"
     try:
         with _interrupts_deferred():
@@ -190,8 +192,16 @@ def run_ranks(ranks: list[RankProcess], timeout: float, cwd: str | Path | None =
         if pgid is not None:
             if any(r.proc is not None and r.proc.poll() is None for r in ranks):
                 stopped_t = time.time()
+                stdout_at_stop = {r.rank: _size(r.dir / "stdout.log") for r in ranks}
             end_group(pgid, ranks, dump_stacks=status != "interrupted")
-    return TrialOutcome(status, time.monotonic() - t0, [rank_report(r) for r in ranks], stopped_t)
+    return TrialOutcome(status, time.monotonic() - t0, [rank_report(r) for r in ranks], stopped_t, stdout_at_stop)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _request_stacks(pgid: int, running: list[RankProcess]) -> None:

@@ -95,7 +95,8 @@ def trial_record(case: Case, trial: Trial, trial_dir: Path, outcome: TrialOutcom
                  placed: dict[int, Placement] | None = None) -> TrialRecord:
     """What ``trials.jsonl`` keeps of a finished trial. This host's lowest rank times the trial (rank 0
     on one host; a multi-host merge keeps the part holding rank 0). Metrics lines written after perfkit stopped
-    the trial are left out (``late_steps`` counts a rank's steps among them): the stack dumps were taken then,
+    the trial are left out (``late_steps`` counts a rank's steps among them), and so are a ``step_regex``'s stdout
+    lines past what stdout held then: the stack dumps were taken then,
     and a rank that ran on past SIGTERM did not get that far before it. With a placement each rank keeps its
     chips and variables, and the chip kind it reported (a ``device_kind`` in a mark, as the bundled
     worker's ``ready`` has it)."""
@@ -104,12 +105,14 @@ def trial_record(case: Case, trial: Trial, trial_dir: Path, outcome: TrialOutcom
     for rep in outcome.ranks:
         rdir = trial_dir / f"rank{rep['rank']}"
         m = read_metrics(rdir / "metrics.jsonl", until=outcome.stopped_t)
-        steps = m.steps_ms
-        if not steps and case.step_regex:
-            steps = steps_from_stdout(rdir / "stdout.log", case.step_regex)
+        steps, late = m.steps_ms, m.late_steps
+        if not steps and case.step_regex:  # stdout's lines past its size at the stop: late alike
+            steps, stdout_late = steps_from_stdout(rdir / "stdout.log", case.step_regex,
+                                                   until=outcome.stdout_at_stop.get(rep["rank"]))
+            late += stdout_late
         kind = next((mk["device_kind"] for mk in reversed(m.marks) if isinstance(mk.get("device_kind"), str)), None)
         per_rank.append({**rep, "steps_done": len(steps), "last_step_ms": steps[-1] if steps else None,
-                         "last_mark": m.last_mark, **({"late_steps": m.late_steps} if m.late_steps else {}),
+                         "last_mark": m.last_mark, **({"late_steps": late} if late else {}),
                          **({"device_kind": kind} if kind else {}),
                          **({"placement": placed[rep["rank"]].record()} if placed else {})})
         if timing is None:

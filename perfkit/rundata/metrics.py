@@ -121,24 +121,31 @@ def is_timed(trial: TrialRecord, i: int) -> bool:
     return trial["status"] == "ok" and i >= trial["warmup"] and i not in trial.get("traced", ())
 
 
-STDOUT_LINE_CHARS = 1 << 16  # a longer line is matched in pieces of this size
+STDOUT_LINE_CHARS = 1 << 16  # a longer line is matched in pieces of this size (bytes)
 
 
-def steps_from_stdout(path: Path, pattern: str) -> list[float]:
+def steps_from_stdout(path: Path, pattern: str, until: int | None = None) -> tuple[list[float], int]:
     """Step times from a program nobody can change: ``pattern``'s first group (or named group ``ms``;
     a case's ``step_regex`` has one, checked at load), matched line by line (a rank may print gigabytes:
-    never all in memory at once). A capture that is empty or no number is skipped."""
+    never all in memory at once). A capture that is empty or no number is skipped. With ``until`` (the file's
+    size, in bytes, when perfkit stopped the trial: stdout has no clock), a line ending past it is left out, its
+    steps counted (the second figure), as ``read_metrics`` leaves out lines whose ``t`` is after the stop."""
     rx = re.compile(pattern)
-    out = []
+    out, late, read = [], 0, 0
     try:
-        f = open(path, encoding="utf-8", errors="replace")
+        f = open(path, "rb")
     except OSError:
-        return out
+        return out, late
     with f:
-        for line in iter(lambda: f.readline(STDOUT_LINE_CHARS), ""):
-            for m in rx.finditer(line):
+        for piece in iter(lambda: f.readline(STDOUT_LINE_CHARS), b""):
+            read += len(piece)
+            for m in rx.finditer(piece.decode("utf-8", errors="replace")):
                 try:
-                    out.append(float(m.group("ms") if "ms" in rx.groupindex else m.group(1)))
+                    ms = float(m.group("ms") if "ms" in rx.groupindex else m.group(1))
                 except (TypeError, ValueError):  # TypeError: an optional group that took no part in the match
                     continue
-    return out
+                if until is not None and read > until:
+                    late += 1
+                else:
+                    out.append(ms)
+    return out, late

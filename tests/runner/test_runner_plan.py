@@ -257,3 +257,18 @@ def test_step_times_from_stdout_when_a_program_reports_none(tmp_path):
         assert record["ranks"][0]["steps_done"] == 3 and record["ranks"][0]["last_step_ms"] == 6.25
     case = case_mod.validate(dict(CMD, warmup=3, step_regex=r"took (\S+) ms"), "c")
     assert rank_kind.trial_record(case, Trial(0, "a", 0), tmp_path, outcome)["status"] == "no_steps"
+
+
+def test_stdout_steps_printed_after_the_stop_are_late(tmp_path):
+    """stdout has no clock: what it held when perfkit stopped the trial (its size then) is what the rank did; a step
+    line after it is late, as a metrics line whose ``t`` is after the stop (it was counted among the steps done)."""
+    from perfkit.run.launch import TrialOutcome
+
+    (tmp_path / "rank0").mkdir()
+    before = "loading\nstep 0 took 12.5 ms\n"
+    (tmp_path / "rank0" / "stdout.log").write_text(before + "step 1 took 7 ms\nstep 2 took 6.25 ms\n")
+    hung = TrialOutcome("hung", 1.0, [{"rank": 0, "exit_code": -9, "running_at_end": True}], stopped_t=1.0,
+                        stdout_at_stop={0: len(before)})
+    case = case_mod.validate(dict(CMD, warmup=0, step_regex=r"took (\S+) ms"), "c")
+    rank = rank_kind.trial_record(case, Trial(0, "a", 0), tmp_path, hung)["ranks"][0]
+    assert (rank["steps_done"], rank["last_step_ms"], rank["late_steps"]) == (1, 12.5, 2)

@@ -333,18 +333,25 @@ def test_a_variant_whose_every_trial_crashed_sits_out_the_rounds_another_compari
     assert not json.loads((run / "summary.json").read_text())["interrupted"]
 
 
-def test_steps_written_after_perfkit_stopped_a_hung_trial_are_not_steps_done(tmp_path, write_case):
+@pytest.mark.parametrize("printed", [False, True])
+def test_steps_written_after_perfkit_stopped_a_hung_trial_are_not_steps_done(tmp_path, write_case, printed):
     """A rank that catches SIGTERM (jax.distributed does) writes steps between the timeout's stack dump and
-    SIGKILL: they were counted as done before the hang, the report's "4 steps done" beside a dump at step 1."""
+    SIGKILL: they were counted as done before the hang, the report's "4 steps done" beside a dump at step 1; and
+    so they were where its steps are printed lines a ``step_regex`` reads, which carry no time."""
+    env = {"LATE": "1", **({"STDOUT_STEPS": "1"} if printed else {})}
+    regex = {"step_regex": r"step (\d+\.\d+) ms"} if printed else {}
     case = sleeper_case(steps=4, sleep_ms=5, timeout=2, repeats={"min": 1, "max": 1},
-                        variants={"a": {"env": {"LATE": "1"}}, "b": {}})
+                        variants={"a": {"env": env}, "b": {}}, **regex)
     res = perfkit("run", write_case(case), "--only", "a", "--out", tmp_path / "run")
     assert res.returncode == 3, res.stderr
     [hung] = read_jsonl(tmp_path / "run/trials.jsonl")
     [r0] = hung["ranks"]
-    # the program wrote step 0, waited for the dump, then wrote steps 1-3 (metrics.jsonl holds all four)
-    written = read_jsonl(tmp_path / "run/trials/00-a/rank0/metrics.jsonl")
-    assert [e["event"] for e in written] == ["step"] * 4 + ["value"]
+    # the program wrote step 0, waited for the dump, then wrote steps 1-3 (metrics.jsonl or stdout holds all four)
+    rank = tmp_path / "run/trials/00-a/rank0"
+    if printed:
+        assert len((rank / "stdout.log").read_text().splitlines()) == 4
+    else:
+        assert [e["event"] for e in read_jsonl(rank / "metrics.jsonl")] == ["step"] * 4 + ["value"]
     assert hung["status"] == "hung" and (r0["steps_done"], r0["late_steps"]) == (1, 3)
     report = (tmp_path / "run/report.md").read_text()
     assert "  - rank 0: still running at the end, 1 steps done," in report
