@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import shlex
+import signal
 from pathlib import Path
 
 from perfkit.common.comparison import NO_SPREAD, compared_variant, inside_noise_floor, trial_median, without_ci
@@ -393,7 +394,7 @@ def _failures(summary: dict) -> list[str]:
                     lines.append(f"    (every thread's stack: `{f.get('dir', 'trials/..')}/rank{r['rank']}/stacks.txt`)")
                 if r.get("stderr_tail"):
                     lines += ["    ```", *("    " + s for s in r["stderr_tail"].splitlines()[-8:]), "    ```"]
-        lines += _at_exit(f) + _late(f)
+        lines += _at_exit(f) + _no_dump(f) + _late(f)
         lines += hangs.lines((summary.get("hangs") or {}).get(f["dir"]), f["dir"])
     return lines
 
@@ -410,6 +411,20 @@ def _at_exit(failed: dict) -> list[str]:
             f"program (no thread in a module's top level) after {steps} and hung on the way out, at exit (an atexit "
             "handler such as jax.distributed's shutdown, a thread it waits for, the last garbage collection): the "
             "program's shutdown, or a timeout too short for it, is the cause, not a step"]
+
+
+def _no_dump(failed: dict) -> list[str]:
+    """Ranks still running that the stack-dump request (SIGUSR1) killed, with no dump: no Python handler was left in
+    them (the hook's goes with the interpreter's shutdown), which "still running" alone did not say."""
+    out = [r["rank"] for r in failed["ranks"] if r.get("running_at_end") and not r.get("stacks")
+           and r.get("exit_code") == -signal.SIGUSR1]
+    if not out:
+        return []
+    it, its = ("it", "its") if len(out) == 1 else ("they", "their")
+    return [f"  - {ranks_text(out)} died of perfkit's stack-dump request (SIGUSR1) without a dump: no Python "
+            f"stack-dump handler was left in {'it' if len(out) == 1 else 'them'}, so {its} Python had shut down and "
+            f"{it} hung past that in native code (a C or C++ library's exit handler or destructor, on the way out), "
+            f"or {it} ran no Python"]
 
 
 def _late(failed: dict) -> list[str]:

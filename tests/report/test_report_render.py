@@ -520,6 +520,25 @@ def test_ranks_hung_on_their_way_out_are_said_to_be_past_their_steps(tmp_path):
     assert report.splitlines()[2].endswith("; a hung at exit (its ranks' programs had returned); b hung")
 
 
+def test_a_rank_killed_by_the_stack_dump_request_is_said_to_have_had_no_python_left(tmp_path):
+    """A rank that hung past its interpreter's shutdown (a C exit handler) has no stack-dump handler left: the request
+    (SIGUSR1) kills it without a dump, and the report said "still running at the end" alone."""
+    trials = ab_trials(values=False)
+    past = {"rank": 0, "exit_code": -10, "running_at_end": True, "steps_done": 6, "last_step_ms": 10.0,
+            "last_mark": None}
+    trials += [trial(6, "a", [10.0] * 6, status="hung", ranks=[past]),
+               trial(7, "b", [10.0] * 6, status="hung", ranks=[dict(past, exit_code=-9)])]  # (SIGKILL: not said)
+    run = write_run(tmp_path / "run", trials)
+    CliRunner().invoke(cli, ["report", str(run)])
+    report = (run / "report.md").read_text()
+    failed = report[report.index("## Failed trials"):report.index("## Quality")]
+    assert failed.count("  - rank 0 died of perfkit's stack-dump request (SIGUSR1) without a dump: no Python "
+                        "stack-dump handler was left in it, so its Python had shut down and it hung past that in "
+                        "native code (a C or C++ library's exit handler or destructor, on the way out), or it ran no "
+                        "Python\n") == 1
+    assert failed.index("SIGUSR1") < failed.index("trial 7 (b)")
+
+
 def test_the_one_line_gives_the_first_crash_s_reason():
     """Every trial of a command case crashed alike (its script imports a module this machine lacks): the line read
     '6 trial(s) failed' alone; it gives the first failing rank's last stderr line, the report the rest."""

@@ -1,8 +1,11 @@
 """The watchdog and the stack-dump hook, on plain Python processes (no perfkit run around them)."""
 
 import os
+import signal
 import sys
 import time
+
+import pytest
 
 from perfkit.run import stackdump
 from perfkit.run.launch import RankProcess, run_ranks
@@ -121,3 +124,25 @@ def test_ranks_stuck_on_their_way_out_read_as_at_exit_and_a_rank_in_its_program_
     # faulthandler's words for a thread with no Python frame, as at exit in native code (CPython's traceback.c)
     native = "Current thread 0x00007f1d (most recent call first):\n  Garbage-collecting\n  <no Python frame>\n"
     assert at_exit(native) and where_threads_wait(native) == ["garbage-collecting: no Python frame (native code)"]
+
+
+def test_ranks_stuck_in_native_code_after_their_program_are_dumped_or_named_and_none_outlives_the_trial(tmp_path):
+    """Ranks that hang once their program returned, in native code: one in a file's flush as the interpreter
+    finalises its modules (the C code of a module-level object's teardown: ``<no Python frame>``), one in a C exit
+    handler after the interpreter shut down, the hook's handler gone with it, so the stack-dump request (SIGUSR1)
+    kills it without a dump. Both end with the trial."""
+    hook = stackdump.hook_dir(tmp_path / "hook")
+    # 512 KiB buffered for a pipe nobody reads: flushed at shutdown, the write blocks once the pipe is full
+    in_teardown = "import os\nr, w = os.pipe()\nf = os.fdopen(w, 'wb', buffering=1 << 20)\nf.write(b'x' * (1 << 19))\n"
+    # pause() as an exit handler of the C library's: it runs once the interpreter has shut down
+    after_python = ("import ctypes\nlibc = ctypes.CDLL(None)\n"
+                    "libc.__cxa_atexit(ctypes.cast(libc.pause, ctypes.c_void_p), None, None)\n")
+    ranks = [rank(tmp_path, r, code, hook=hook) for r, code in enumerate((in_teardown, after_python))]
+    out = run_ranks(ranks, timeout=2)
+    teardown, after = out.ranks
+    assert out.status == "hung" and teardown["running_at_end"] and after["running_at_end"]
+    assert at_exit(teardown["stacks"]) and where_threads_wait(teardown["stacks"]) == ["no Python frame (native code)"]
+    assert after["exit_code"] == -signal.SIGUSR1 and "stacks" not in after
+    for r in ranks:
+        with pytest.raises(ProcessLookupError):
+            os.kill(r.proc.pid, 0)
