@@ -300,7 +300,7 @@ class HungChip(TypedDict):
     last_op: str | None
     last_kind: str | None
     waiting_at: str | None
-    waiting_from: Literal["program", "own"] | None
+    waiting_from: Literal["program", "own", "others"] | None
 
 
 class Hang(TypedDict):

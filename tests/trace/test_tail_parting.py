@@ -444,3 +444,21 @@ def test_chips_that_hang_where_their_programs_part_are_parted_by_their_programs(
     assert [(p["rank"], p["how"], p["op"]) for p in first["parted"]] == [(2, "different collective", "ar.2")]
     assert "collective 2 of the traces (they hold no step marker), where they wait" in parting.describe(first)
     assert "rank 2 device 0 waits at another collective (ar.2)" in parting.describe(first)
+
+
+def test_a_chip_with_no_collective_waits_at_the_others_first_as_summary_json_may_hold_it(tmp_path):
+    """Rank 1 hung before its first collective (its trace a fusion alone): it waits at the others' first, ``others``,
+    which summary.json's schema did not allow (program | own): perfkit check refused the run's own summary."""
+    import jsonschema
+
+    from perfkit.rundata import schema
+
+    trial = tmp_path / "run" / "trials" / "00-a"
+    rank_trace(trial / "rank0" / "trace" / "h.xplane.pb", [], ["cp.1"])
+    rank_trace(trial / "rank1" / "trace" / "h.xplane.pb", [], [])
+    record = {"index": 0, "variant": "a", "status": "hung", "dir": "trials/00-a"}
+    hang = json.loads(json.dumps(parting.run_hangs(tmp_path / "run", [record])["trials/00-a"]))
+    assert [(c["completed"], c["waiting_at"], c["waiting_from"]) for c in hang["chips"]] == [
+        (1, None, None), (0, "cp.1", "others")]
+    shipped = schema.shipped("summary")
+    jsonschema.validate(hang, {"$defs": shipped["$defs"], "$ref": "#/$defs/Hang"})
