@@ -16,9 +16,13 @@ def lines(hang: dict | None, folder: str) -> list[str]:
     before = "hung_step" in hang
     out.append(f"  - collectives completed per chip in the traces (to step {hang['last_traced_step']}; the chips went "
                "on past them):" if before else "  - collectives completed per chip in the traces, and the one each "
-               "waits at (its program's next, else the one it ran after its last the time before):")
+               "waits at:")
     for c in hang["chips"]:
-        at = f"`{c['waiting_at']}` (from {c['waiting_from']})" if c["waiting_at"] else "-"
+        # where the name comes from, in words: "(from program)" read as a program of that name
+        source = {"program": "its program's next collective",
+                  "own": f"the collective it ran after `{c['last_op']}` the time before",
+                  "others": "the others' first (it completed none)"}.get(c["waiting_from"], c["waiting_from"])
+        at = f"`{c['waiting_at']}`, {source}" if c["waiting_at"] else "-"
         last = f", the last `{c['last_op']}`" if c["last_op"] else ""
         out.append(f"    - rank {c['rank']} device {c['device']}: {c['completed']} completed{last}"
                    + ("" if before else f"; waiting at {at}"))

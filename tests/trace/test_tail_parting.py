@@ -213,6 +213,11 @@ def test_without_programs_and_without_a_parting(hung_trial, tmp_path_factory):
     chips, first = parting.parting(frame)
     assert chips["waiting_from"].tolist() == ["own", "own", "own", "own"]  # what each ran next the time before
     assert chips["waiting_at"].tolist() == ["cp.2", "cp.2", "cp.3", "cp.1"]
+    from perfkit.report.hangs import lines
+
+    hang = {"chips": json.loads(chips.to_json(orient="records")), "parting": first, "text": "..."}
+    assert lines(hang, "t")[2] == ("    - rank 0 device 0: 4 completed, the last `cp.1`; waiting at `cp.2`, the "
+                                   "collective it ran after `cp.1` the time before")
     assert first["parted"][0]["how"] == "skipped" and "programs" not in first
     alike = tmp_path_factory.mktemp("alike")
     for rank in range(2):
@@ -310,7 +315,9 @@ def test_a_hung_trial_in_the_summary_and_report(hung_trial):
     assert hang["parting"]["programs"]["3"]["lacks"][0]["op"] == "cp.2"
     text = "\n".join(lines(hang, "trials/01-b"))
     assert "(`perfkit trace tail trials/01-b/rank*/trace`): chips part at step 0" in text
-    assert "    - rank 3 device 0: 4 completed, the last `cp.3`; waiting at `cp.1` (from program)" in text
+    # what the name is, said: "(from program)" read as a program of that name
+    assert "    - rank 3 device 0: 4 completed, the last `cp.3`; waiting at `cp.1`, its program's next " \
+        "collective\n" in text + "\n"
     assert parting.run_hangs(trial.parent.parent, trials[1:]) is None
     # a parting the traces show stands where they end before the hung step (here the ranks finished 2 steps)
     ended = dict(trials[0], traced=[0], ranks=[{"rank": r, "steps_done": 2} for r in range(4)])
@@ -460,5 +467,10 @@ def test_a_chip_with_no_collective_waits_at_the_others_first_as_summary_json_may
     hang = json.loads(json.dumps(parting.run_hangs(tmp_path / "run", [record])["trials/00-a"]))
     assert [(c["completed"], c["waiting_at"], c["waiting_from"]) for c in hang["chips"]] == [
         (1, None, None), (0, "cp.1", "others")]
+    from perfkit.report.hangs import lines
+
+    assert lines(hang, "trials/00-a")[2:] == ["    - rank 0 device 0: 1 completed, the last `cp.1`; waiting at -",
+                                              "    - rank 1 device 0: 0 completed; waiting at `cp.1`, the others' "
+                                              "first (it completed none)"]
     shipped = schema.shipped("summary")
     jsonschema.validate(hang, {"$defs": shipped["$defs"], "$ref": "#/$defs/Hang"})
