@@ -1006,7 +1006,7 @@ def test_traced_steps_are_not_said_to_go_the_other_way_from_an_unknown_timing():
     assert _traced_against_timed(summary) == [
         "", "**nudge's attribution had too few traced steps to place its change**: its total's CI [-61.228, +73.987] "
         "ms is wider than the step, from 3 and 3 trials of 36 and 36 chip-steps; more steps in `capture.trace` and "
-        "more rounds (`--set repeats.min=6`) give it more."]
+        "more rounds (`--set repeats.min=6 --set repeats.max=6`) give it more."]
     # a timing the same within its minimum effect has no direction either; a traced CI that places the change: nothing
     total.update(ci_lo_ms=1.0, ci_hi_ms=11.0, marked=True)
     summary["comparisons"][0]["verdict"] = "same"
