@@ -150,11 +150,22 @@ def _unequal(a: list[Instruction], b: list[Instruction], key: Callable[[Instruct
 
 
 def _chips(events: pd.DataFrame) -> pd.DataFrame:
-    """The chips (rank, device) with device ops, sorted."""
+    """The chips (rank, device) with device ops, sorted, with how far each one's trace goes: ``marked`` (the
+    last step whose marker spans its ops; -1 none) and ``reached`` (that step, or the next where its ops run on
+    past the marker: a hung step's marker never closes, and its ops may be no collective)."""
     dev = is_device_op(events)
     rank, device = events["rank"].to_numpy()[dev], events["device"].to_numpy()[dev]
     key = chip_key(rank, device)
-    return chip_frame(np.unique(key[_run_heads(key)]), rank.dtype, device.dtype)
+    keys = np.unique(key[_run_heads(key)])
+    chips = chip_frame(keys, rank.dtype, device.dtype)
+    ops = pd.DataFrame({"key": key, "step": events["step"].to_numpy()[dev],
+                        "start": events["start_ps"].to_numpy()[dev]})
+    inside = ops["step"].to_numpy() >= 0
+    last = ops[inside].groupby("key").agg(step=("step", "max"), start=("start", "max"))
+    later = ops[~inside].groupby("key")["start"].max().reindex(last.index) > last["start"]
+    chips["marked"] = last["step"].reindex(keys).fillna(-1).to_numpy(np.int64)
+    chips["reached"] = chips["marked"] + later.reindex(keys, fill_value=False).to_numpy()
+    return chips
 
 
 def _unsettled(seq: pd.DataFrame, chips: int) -> list[tuple[int, int]]:
@@ -405,17 +416,24 @@ def parting_of_shards(done: shards.Combined, paths: list[str | Path], programs: 
     return parting_of(seq, chips, programs if programs else dumps_beside(paths))
 
 
-def _traces_end_before_hang(trial: dict) -> tuple[int, int, bool] | None:
-    """(the last step traced, the first step a rank did not finish, whether every rank finished as many) where a
-    hung trial's records say its traces end before that step (a profiler stopped before the hang): its traces then
-    cannot show where the chips part. None where they reach it, or where no step was recorded as traced (a profile
-    cut by a timer)."""
-    traced = trial.get("traced") or []
+def _traces_end_before_hang(trial: dict, marks: pd.DataFrame) -> tuple[int, int, bool] | None:
+    """(the last step the traces mark, the first step a rank did not finish, whether every rank finished as many)
+    where a hung trial's traces end before that step (a profiler stopped before the hang): they then cannot show
+    where the chips part. ``marks``: ``_chips``' ``marked`` and ``reached``. The traces reach it where a chip's ops
+    run in it (a profile cut by a timer inside the hung step: the record's ``traced`` lists only the steps that
+    finished); traces with no marker say no step, and the record's ``traced`` steps are read instead (None where
+    none was recorded)."""
     ranks = trial.get("ranks", [])
     done = [r["steps_done"] for r in ranks if r.get("steps_done") is not None]
-    if not traced or not done or max(traced) >= min(done):
+    if len(marks) and marks["marked"].max() >= 0:
+        last, ends = int(marks["marked"].max()), int(marks["reached"].max())
+    elif trial.get("traced"):
+        last = ends = max(trial["traced"])
+    else:
         return None
-    return max(traced), min(done), len(done) == len(ranks) and min(done) == max(done)  # (every rank's record)
+    if not done or ends >= min(done):
+        return None
+    return last, min(done), len(done) == len(ranks) and min(done) == max(done)  # (every rank's record)
 
 
 def run_hangs(run_dir: Path, trials: list[dict]) -> dict | None:
@@ -430,13 +448,15 @@ def run_hangs(run_dir: Path, trials: list[dict]) -> dict | None:
             continue
         try:
             with notes_left_out():
-                chips, first = parting_traces(paths)
+                done = shards.analysed(paths, chip_parts, EVENT_COLUMNS)
+                marks = pd.concat([c for *_, c in done.results])  # (the parting frees the shards' results)
+                chips, first = parting_of_shards(done, paths)
         except BadInput as exc:
             out[t["dir"]] = {"error": exc.line()}
             continue
         hang = {"chips": json.loads(chips.to_json(orient="records")), "parting": first,
                 "text": describe(first, chips)}
-        before = _traces_end_before_hang(t)
+        before = _traces_end_before_hang(t, marks)
         if before is not None:
             traced_to, hung, alike = before
             # every rank as far: it hung past its last step (its teardown, or a step it never began), no step to name

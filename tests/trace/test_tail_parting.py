@@ -319,11 +319,12 @@ def test_a_hung_trial_in_the_summary_and_report(hung_trial):
     assert "    - rank 3 device 0: 4 completed, the last `cp.3`; waiting at `cp.1`, its program's next " \
         "collective\n" in text + "\n"
     assert parting.run_hangs(trial.parent.parent, trials[1:]) is None
-    # a parting the traces show stands where they end before the hung step (here the ranks finished 2 steps)
-    ended = dict(trials[0], traced=[0], ranks=[{"rank": r, "steps_done": 2} for r in range(4)])
+    # a parting the traces show stands where they end before the hung step (here the ranks finished 4 steps; rank
+    # 3's trace marks step 1 and runs on into step 2, the others' into step 1)
+    ended = dict(trials[0], traced=[0], ranks=[{"rank": r, "steps_done": 4} for r in range(4)])
     text = parting.run_hangs(trial.parent.parent, [ended])["trials/01-b"]["text"]
     assert text.startswith("chips part at step 0") and text.endswith(
-        "; the traces end at step 0, before the hang, which came after every rank had finished step 1")
+        "; the traces end at step 1, before the hang, which came after every rank had finished step 3")
 
 
 def test_no_collectives(tmp_path):
@@ -364,15 +365,18 @@ def test_collectives_of_unknown_size_agree_and_the_first_parting_is_found_among_
 
 def test_chips_and_modules_of_ops_in_interleaved_runs():
     """Two chips' and two programs' device ops in runs that come back (rank 1, rank 0, rank 1): each chip
-    once, sorted by rank and device; each program's module as its first device op names it, programs in
-    the order they first come; a host op and an op of no program count for neither."""
+    once, sorted by rank and device, with how far its trace goes; each program's module as its first device op
+    names it, programs in the order they first come; a host op and an op of no program count for neither."""
     frame = pd.DataFrame({
         "category": ["compute", "host", "ici", "compute", "compute", "compute", "compute"],
         "rank": np.array([1, 0, 1, 0, 0, 1, 0], np.int32), "device": np.array([0, -1, 0, 1, 0, 0, 1], np.int32),
         "program_id": pd.array([7, 3, 7, None, 5, 7, 5], "UInt64"),
         "hlo_module": pd.Categorical(["b", "host", "b2", None, "a", "b3", "a2"]),
+        "step": np.array([0, 3, 0, 2, -1, -1, -1], np.int32), "start_ps": np.array([0, 9, 5, 1, 2, -1, 3]),
     })
-    assert parting._chips(frame).values.tolist() == [[0, 0], [0, 1], [1, 0]]
+    # how far each chip's trace goes (marked, reached): rank 0 device 0 no marker; rank 0 device 1 step 2, an op
+    # after it (step 3); rank 1 an op before its step 0 alone
+    assert parting._chips(frame).values.tolist() == [[0, 0, -1, -1], [0, 1, 2, 3], [1, 0, 0, 0]]
     modules = parting._modules(frame)
     assert modules.index.tolist() == [7, 5] and modules.astype(str).tolist() == ["b", "a"]
 
@@ -402,7 +406,7 @@ def test_traces_that_end_before_the_hung_step_are_not_read_as_the_hang(tmp_path)
 
     trial = tmp_path / "run" / "trials" / "01-hang"
     for rank in range(2):  # each chip ran every hop of the one traced step: they agree
-        rank_trace(trial / f"rank{rank}" / "trace" / "h.xplane.pb", [list(PERMUTES)], [])
+        rank_trace(trial / f"rank{rank}" / "trace" / "h.xplane.pb", [list(PERMUTES)], [], first=3)
     ranks = [{"rank": 0, "steps_done": 7}, {"rank": 1, "steps_done": 8}]
     record = {"index": 1, "variant": "hang", "status": "hung", "dir": "trials/01-hang", "traced": [2, 3],
               "ranks": ranks}
@@ -424,6 +428,37 @@ def test_traces_that_end_before_the_hung_step_are_not_read_as_the_hang(tmp_path)
     assert after["trials/01-hang"]["text"] == (
         "the traces end at step 3, before the hang, which came after every rank had finished step 7, so they cannot "
         "say where the chips part: each rank's stack dump says where it waits")
+
+
+def test_traces_cut_inside_the_hung_step_are_read_as_the_hang(tmp_path):
+    """A hang's profile cut by a timer inside the hung step: the trial's record lists as traced the steps that
+    finished (0-4; ranks 0 and 1 finished 5, rank 2 all 8), and the report said "the traces end at step 4, before
+    the hang at step 5" and dropped each chip's wait, though every trace runs on into step 5: rank 0 and 1 past
+    their step 4 marker (rank 1 with its fusion alone: it waits at step 5's first collective), rank 2 through a
+    closed step 5."""
+    from perfkit.report.hangs import lines
+
+    trial = tmp_path / "run" / "trials" / "00-skip"
+    for rank, cut in enumerate([["cp.1"], []]):
+        rank_trace(trial / f"rank{rank}" / "trace" / "h.xplane.pb", [list(PERMUTES)] * 5, cut)
+    rank_trace(trial / "rank2" / "trace" / "h.xplane.pb", [list(PERMUTES)] * 6, [])
+    ranks = [{"rank": 0, "steps_done": 5}, {"rank": 1, "steps_done": 5}, {"rank": 2, "steps_done": 8}]
+    record = {"index": 0, "variant": "skip", "status": "hung", "dir": "trials/00-skip", "traced": [0, 1, 2, 3, 4],
+              "ranks": ranks}
+    hang = json.loads(json.dumps(parting.run_hangs(tmp_path / "run", [record])["trials/00-skip"]))
+    assert "hung_step" not in hang and "last_traced_step" not in hang
+    assert "the traces end" not in hang["text"]
+    assert [(c["completed"], c["last_step"]) for c in hang["chips"]] == [(16, 5), (15, 4), (18, 5)]
+    assert lines(hang, "trials/00-skip")[1] == ("  - collectives completed per chip in the traces, and the one each "
+                                                "waits at:")
+    # (ranks 0 and 2 ran cp.1 in step 5 and part from rank 1 there; rank 1's wait is read from its own hops)
+    assert "    - rank 1 device 0: 15 completed, the last `cp.3`; waiting at `cp.1`, the collective it ran after " \
+        "`cp.3` the time before" in lines(hang, "trials/00-skip")
+    # every rank hung at step 5's first collective: no collective of step 5 in any trace, its fusion alone
+    for rank in range(3):
+        rank_trace(trial / f"rank{rank}" / "trace" / "h.xplane.pb", [list(PERMUTES)] * 5, [])
+    hang = parting.run_hangs(tmp_path / "run", [record])["trials/00-skip"]
+    assert "hung_step" not in hang and [c["last_step"] for c in hang["chips"]] == [4, 4, 4]
 
 
 def test_chips_that_hang_where_their_programs_part_are_parted_by_their_programs(tmp_path):
