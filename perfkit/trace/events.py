@@ -27,6 +27,7 @@ for the same event as a Python dict.
 from __future__ import annotations
 
 import contextlib
+import filecmp
 import re
 import sys
 import warnings
@@ -445,12 +446,34 @@ def clock_columns(columns: tuple[str, ...]) -> tuple[str, ...]:
 def ranked_files(paths: list[str | Path]) -> list[tuple[Path, int]]:
     """The trace files at ``paths`` (``trace_files``), each with its rank: the one its path names, else
     one per host its name says (``raw.file_host``), numbered in order."""
+    files = trace_files(paths)
+    _profile_given_twice(files)
     hosts: dict[str, int] = {}
     out = []
-    for f in trace_files(paths):
+    for f in files:
         hint = _rank_hint(f)
         out.append((f, hint if hint is not None else hosts.setdefault(file_host(f), len(hosts))))
     return out
+
+
+def _profile_given_twice(files: list[Path]) -> None:
+    """Refuse two XSpace files of the same bytes (or one named twice): one profile given twice, which would read as
+    two hosts or ranks of the same figures. A profiler writes each process's own host, pids and times into its
+    profile, so two processes' never match; only files of one size are compared, each pair to its first
+    difference (empty files, no profile, are left to the reader's refusal)."""
+    sizes: dict[int, list[Path]] = {}
+    for f in files:
+        if is_xplane(f) and (size := f.stat().st_size):
+            sizes.setdefault(size, []).append(f)
+    for same in sizes.values():
+        for i, f in enumerate(same):
+            for earlier in same[:i]:
+                if f == earlier:
+                    raise BadInput("named twice: one profile given twice, not two hosts' or ranks'; pass it once",
+                                   path=f)
+                if filecmp.cmp(earlier, f, shallow=False):
+                    raise BadInput(f"it is {earlier} byte for byte: one profile given twice, not two hosts' or "
+                                   "ranks'; pass it once", path=f)
 
 
 def load(paths: list[str | Path], step_pattern: str | None = None, workers: int | None = None,

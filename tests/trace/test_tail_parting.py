@@ -18,8 +18,9 @@ PERMUTES = ("cp.1", "cp.2", "cp.3")  # one ring hop each, f32[64,128]
 
 def rank_trace(path, steps: list[list[str]], cut: list[str], first: int = 0) -> None:
     """One chip: each step [100 us apart), numbered from ``first``, runs a fusion then the listed collective-permutes
-    (5 us each); after the last step, the ``cut`` ones ran with no step marker (the profile stopped by a timer)."""
-    space = XSpaceWriter("h")
+    (5 us each); after the last step, the ``cut`` ones ran with no step marker (the profile stopped by a timer). Its
+    host is named for its rank folder (``rank<R>/trace/``): each rank a process of its own, as no copy is."""
+    space = XSpaceWriter(path.parent.parent.name)
     space.program(5, "jit_step", [("fusion.1", "fusion", "f32[64,128]")]
                   + [(n, "collective-permute", "f32[64,128]") for n in PERMUTES])
     plane = space.plane("/device:TPU:0")

@@ -9,6 +9,7 @@ import shutil
 import pytest
 from click.testing import CliRunner
 from test_trace_xprof import assert_same_rows, perfkit_hlo_stats, xprof_hlo_stats
+from trace_builders import on_host
 
 from perfkit.cli import cli
 from perfkit.trace import breakdown, events
@@ -143,8 +144,8 @@ def test_hosts_named_by_their_addresses_are_ranks_of_their_own(fixtures_dir, tmp
     10.0.0.1 and 10.0.0.2 are two hosts, ranks 0 and 1 (the name's first dot had made both host "10", one rank,
     refused as one run's traces given twice). A Kineto writer's millisecond timestamp after the worker's name is no
     part of its host: one worker's two sessions are one rank's."""
-    for host in ("10.0.0.1", "10.0.0.2"):
-        shutil.copy(fixtures_dir / "xplane" / "tf_gpu_multi_worker.xplane.pb", tmp_path / f"{host}.xplane.pb")
+    for host in ("10.0.0.1", "10.0.0.2"):  # each worker's profile recording its own host, as no copy does
+        on_host(fixtures_dir / "xplane" / "tf_gpu_multi_worker.xplane.pb", tmp_path / f"{host}.xplane.pb", host)
     result = CliRunner().invoke(cli, ["trace", "breakdown", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.output
     assert {(r["rank"], r["device"]) for r in json.loads(result.stdout)["rows"]} == {

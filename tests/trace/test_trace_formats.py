@@ -34,6 +34,7 @@ from test_trace_hta import _hta, _launched_only
 
 from perfkit.cli import cli
 from perfkit.cli.trace import HOST_OPS
+from perfkit.errors import BadInput
 
 MTIA = "hta_mtia_inference_rank0.json.gz"
 SCHEMA_2021 = "tb_plugin_resnet50_2021_worker0.json.gz"
@@ -1008,6 +1009,47 @@ def test_one_trace_given_twice_is_not_two_ranks(fixtures_dir, tmp_path):
     assert refused.stderr.splitlines()[-1] == (  # after the notes of the ranks given by order
         f"perfkit: {b}: it holds the same device ops, at the same times, as {a}: one trace given twice, not two "
         "ranks; pass it once")
+
+
+@pytest.mark.parametrize("command", ["breakdown", "collectives", "tail"])
+def test_one_xspace_given_twice_is_not_two_hosts(fixtures_dir, tmp_path, command):
+    """Two byte-identical copies of a real XSpace under other names in one folder were read as two hosts, ranks 0
+    and 1, of the same figures, unsaid. A profiler never writes two processes' profiles alike (each records its
+    host, its pids, its times): two XSpace files of the same bytes are one profile given twice, refused in one line
+    naming both, on both paths that read a folder's files (``events.load`` and ``shards.cut``)."""
+    import perfkit.trace.shards as shards  # (the per-file path, which the CLI takes only past 8 MB a trace)
+
+    a, b = tmp_path / "a.xplane.pb", tmp_path / "b.xplane.pb"
+    for copy in (a, b):
+        shutil.copyfile(fixtures_dir / "xplane" / "mi300_jax08_gemm.xplane.pb", copy)
+    line = f"{b}: it is {a} byte for byte: one profile given twice, not two hosts' or ranks'; pass it once"
+    refused = CliRunner().invoke(cli, ["trace", command, str(tmp_path)])
+    assert refused.exit_code == 2 and refused.stdout == "", refused.output
+    assert refused.stderr == f"perfkit: {line}\n"
+    with pytest.raises(BadInput) as raised:
+        shards.cut([a, b], workers=2)
+    assert raised.value.line() == line
+
+
+
+def test_one_xspace_named_twice_is_refused(fixtures_dir):
+    """One XSpace named twice on the command line raised KeyError 'role' (its one decoded file read as two). It is
+    one profile given twice: refused in one line."""
+    path = fixtures_dir / "xplane" / "mi300_jax08_gemm.xplane.pb"
+    refused = _breakdown(path, path)
+    assert refused.exit_code == 2 and refused.stdout == "", refused.output
+    assert refused.stderr == (f"perfkit: {path}: named twice: one profile given twice, not two hosts' or ranks'; "
+                              "pass it once\n")
+
+def test_an_xspace_against_its_copy_is_a_diff(fixtures_dir, tmp_path):
+    """A file and its copy as the two sides of a diff are two profiles, not one given twice: nothing changes."""
+    a, b = tmp_path / "a.xplane.pb", tmp_path / "b.xplane.pb"
+    for copy in (a, b):
+        shutil.copyfile(fixtures_dir / "xplane" / "mi300_jax08_gemm.xplane.pb", copy)
+    result = CliRunner().invoke(cli, ["trace", "diff", str(a), str(b), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["rows"]
+    assert len(rows) == 4 and all(r["a_ps"] == r["b_ps"] > 0 and r["delta_ps"] == 0 for r in rows), rows
 
 
 def test_ranks_given_by_order_are_said(fixtures_dir, tmp_path):

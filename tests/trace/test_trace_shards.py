@@ -6,12 +6,12 @@ shard before anything is decoded, and what cannot be cut apart exactly is refuse
 
 import multiprocessing
 import os
-import shutil
 import signal
 
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from trace_builders import on_host
 
 from perfkit.cli import cli
 from perfkit.errors import BadInput
@@ -37,9 +37,9 @@ def _read_together(paths, window):
     return breakdown.breakdown(frame, window), frame.attrs["steps_from"]
 
 
-def _host_annotated(path, chips=2, steps=3):
+def _host_annotated(path, chips=2, steps=3, host="h"):
     """TPU chips without ``Steps`` lines whose host marks the steps (``StepTraceAnnotation``'s step_num)."""
-    space = XSpaceWriter("h")
+    space = XSpaceWriter(host)
     space.program(FINGERPRINT, "jit_step", [("fusion.1", "fusion", "f32[8]"), ("all-gather-done.1", "all-gather-done",
                                                                                 "f32[8]")])
     for chip in range(chips):
@@ -131,14 +131,14 @@ def test_files_of_small_planes_are_a_task_each(tmp_path, monkeypatch, forking, r
     if profile.startswith("3"):
         paths = [tpu_profile(tmp_path / f"host{h}.xplane.pb", chips=2, steps=2, host=f"h{h}") for h in range(3)]
     elif profile.startswith("2 hosts"):
-        paths = [_host_annotated(tmp_path / f"{h}.xplane.pb", chips=2) for h in "ab"]
+        paths = [_host_annotated(tmp_path / f"{h}.xplane.pb", chips=2, host=h) for h in "ab"]
     else:
         real = request.getfixturevalue("fixtures_dir") / "xplane" / "mi300_jax_conv_8gpu.xplane.pb"
         paths = []
         for rank in range(2):
             (tmp_path / f"rank{rank}").mkdir()
             paths.append(tmp_path / f"rank{rank}" / real.name)
-            shutil.copy(real, paths[-1])
+            on_host(real, paths[-1], f"worker{rank}")  # each rank's profile its own process's, as no copy is
     rows, steps_from = _read_together(paths, "step")
     whole = events.load(paths, workers=1)
     by_kind = diff.diff(whole, whole, "kind")  # (one file alone is one task: read together)
@@ -246,7 +246,8 @@ def test_a_run_summary_from_planes_apart(tmp_path, monkeypatch, forking):
         for rank in range(2):
             path = tmp_path / f"trials/{index:02d}-{variant}/rank{rank}/trace/h.xplane.pb"
             path.parent.mkdir(parents=True)
-            straggler_trace(path) if variant == "a" else tpu_profile(path, chips=2, steps=3)
+            host = f"h{rank}"  # each rank's profile its own process's, as no copy is
+            straggler_trace(path, host) if variant == "a" else tpu_profile(path, chips=2, steps=3, host=host)
         trials.append({"index": index, "variant": variant, "status": "ok", "dir": f"trials/{index:02d}-{variant}"})
     assert all(len(shards.cut(sorted((tmp_path / t["dir"]).glob("rank*/trace"))).shards) > 2 for t in trials)
     got = runs.summarize(tmp_path, trials, ["a", "b"])

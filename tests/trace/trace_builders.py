@@ -3,6 +3,7 @@ breakdowns are worked out by hand in the comments; times in microseconds (U pico
 
 from pathlib import Path
 
+from perfkit.trace.protos import XSPACE
 from perfkit.trace.synthetic import XSpaceWriter
 
 U = 1_000_000  # picoseconds per microsecond
@@ -14,6 +15,16 @@ TPU_EXPECTED = {
     (0, 2): (30, 0, 0, 0, 30),
     (1, 0): (14, 9, 0, 0, 5),
 }
+
+
+def on_host(real: Path, path: Path, host: str) -> Path:
+    """``real``'s profile written to ``path`` as recorded on ``host``: another process's profile, as a copy is not
+    (a profiler records its own machine in each, so no two processes' are byte for byte alike)."""
+    space = XSPACE.FromString(real.read_bytes())
+    del space.hostnames[:]
+    space.hostnames.append(host)
+    path.write_bytes(space.SerializeToString())
+    return path
 
 
 def tpu_trace(path: Path) -> Path:
@@ -159,7 +170,7 @@ _STRAGGLER_HLO = {  # step 0 names its ops by their HLO text, as real TPU profil
 }
 
 
-def straggler_trace(path: Path, cpu: bool = False) -> Path:
+def straggler_trace(path: Path, host: str = "tpu-host", cpu: bool = False) -> Path:
     """Four TPU chips in one XSpace (one clock), program 9, Steps [60 s, 60 s + 60) us for s = 0, 1. At
     step offset o, with the step's late chip L arriving ``delay`` D late at the all-gather:
 
@@ -182,9 +193,9 @@ def straggler_trace(path: Path, cpu: bool = False) -> Path:
     mean 12.333). Times per (step, op, chip) in ``STRAGGLER_EXPECTED``.
 
     ``cpu``: the same ops as XLA's CPU devices run them, each chip a thread of the ``/host:CPU`` plane (its ops'
-    ``hlo_op`` and ``device_ordinal`` stats), the steps the host's annotations.
+    ``hlo_op`` and ``device_ordinal`` stats), the steps the host's annotations. ``host``: the machine it records.
     """
-    space = XSpaceWriter("tpu-host")
+    space = XSpaceWriter(host)
     space.program(9, "jit_ring", [
         ("fusion.1", "fusion", "f32[64,128]"), ("fusion.2", "fusion", "f32[64,128]"),
         ("all-gather-start.1", "all-gather-start", "f32[256,128]"),
