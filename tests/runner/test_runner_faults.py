@@ -122,7 +122,8 @@ def test_a_second_perfkit_on_a_running_run_is_refused(tmp_path, write_case):
     """`perfkit run --resume RUN` while another perfkit still ran RUN was not refused: both ran the trials left, and
     trials.jsonl ended with 24 records of a 16-trial plan, 3 of them spurious failures where the two wrote one
     trial's rank folders. The second is refused in one line (exit 2) and the first finishes its plan alone."""
-    case = sleeper_case(steps=40, sleep_ms=50, repeats={"min": 2, "max": 2})  # 4 trials of about 2 s
+    # 4 trials of about 4 s: the two refused commands run while the 3 after the first do, on a loaded machine too
+    case = sleeper_case(steps=40, sleep_ms=100, repeats={"min": 2, "max": 2})
     path, run = write_case(case), tmp_path / "run"
     first = subprocess.Popen([sys.executable, "-m", "perfkit.cli", "run", str(path), "--out", str(run)], cwd=REPO,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
