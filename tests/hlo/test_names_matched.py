@@ -5,6 +5,8 @@ scheduler ordered the hops apart, a ring's forward hop is never named after A's 
 import gzip
 from pathlib import Path
 
+import pytest
+
 from perfkit.hlo.fingerprint import entry_names_matched
 from perfkit.hlo.parse import Module, parse_module
 
@@ -86,31 +88,17 @@ def test_a_padded_ring_s_hops_take_the_names_of_a_s_hops_in_their_direction():
     assert _assert_partners_talk_alike(a, b) == 2
 
 
-def test_an_async_hop_s_done_takes_the_name_of_a_done_in_its_direction():
-    """B's hops done in the other order: a done says nothing of its direction but through its start."""
+@pytest.mark.parametrize("shape,started,done", [
+    ("f32[8,32]", ("f", "b"), "b"),  # padded, done in the other order: a done names its direction only through its start
+    ("f32[8,32]", ("b", "f"), "b"),  # padded, started in the other order
+    ("f32[8,16]", ("f", "b"), "b"),  # the same shapes: a done's signature (opcode, shape, its start's) is either's
+])
+def test_async_hops_take_the_names_of_a_s_hops_in_their_direction(shape, started, done):
     a = parse_module(_renamed(_async("f32[8,16]", "f", "b", "f"), "a"))
-    b = parse_module(_renamed(_async("f32[8,32]", "f", "b", "b"), "b"))
+    b = parse_module(_renamed(_async(shape, *started, done), "b"))
     renamed = entry_names_matched(a, b)
-    assert {k: renamed[k] for k in ("bcp-start.f", "bcp-start.b", "bcp-done.f", "bcp-done.b")} == {
-        "bcp-start.f": "acp-start.f", "bcp-start.b": "acp-start.b",
-        "bcp-done.f": "acp-done.f", "bcp-done.b": "acp-done.b"}
-    assert _assert_partners_talk_alike(a, b) == 4
-
-
-def test_a_padded_ring_s_hops_started_in_the_other_order_keep_their_directions():
-    a = parse_module(_renamed(_async("f32[8,16]", "f", "b", "f"), "a"))
-    b = parse_module(_renamed(_async("f32[8,32]", "b", "f", "b"), "b"))
-    renamed = entry_names_matched(a, b)
-    assert renamed["bcp-start.b"] == "acp-start.b" and renamed["bcp-done.f"] == "acp-done.f"
-    assert _assert_partners_talk_alike(a, b) == 4
-
-
-def test_hops_of_one_shape_done_in_the_other_order_keep_their_directions():
-    """The same shapes: a done's signature (its opcode, shape and its start's shape) is one for either direction."""
-    a = parse_module(_renamed(_async("f32[8,16]", "f", "b", "f"), "a"))
-    b = parse_module(_renamed(_async("f32[8,16]", "f", "b", "b"), "b"))
-    renamed = entry_names_matched(a, b)
-    assert renamed["bcp-done.f"] == "acp-done.f" and renamed["bcp-done.b"] == "acp-done.b"
+    assert {k: renamed.get(k) for k in ("bcp-start.f", "bcp-start.b", "bcp-done.f", "bcp-done.b")} == {
+        "bcp-start.f": "acp-start.f", "bcp-start.b": "acp-start.b", "bcp-done.f": "acp-done.f", "bcp-done.b": "acp-done.b"}
     assert _assert_partners_talk_alike(a, b) == 4
 
 
