@@ -81,15 +81,20 @@ def test_a_variant_dumped_only_before_optimizations_is_named_beside_one_with_dum
     assert (res.returncode, res.stderr) == (2, f"perfkit: {tmp_path}: variant b: {why}\n")
 
 
-def test_a_multi_rank_variant_dumped_only_before_optimizations_is_named_beside_one_compared(tmp_path):
-    """Two ranks a trial: a's compiled one program, b's dumped only the text before optimizations. hlo-diff compared
-    a's ranks, said "consistent" and nothing of b; a note now says b's ranks were not compared, and why."""
+def _b_before_optimizations_only(run: Path) -> None:
+    """Two ranks a trial in ``run``: a's dumps whole, b's only the text before optimizations."""
     for trial, rank in [(t, r) for t in ("00-a", "01-b") for r in (0, 1)]:
-        folder = tmp_path / "trials" / trial / f"rank{rank}" / "xla_dump"
+        folder = run / "trials" / trial / f"rank{rank}" / "xla_dump"
         folder.mkdir(parents=True)
         for path in BEFORE.parent.glob("module_*"):
             if trial == "00-a" or path == BEFORE:
                 shutil.copy(path, folder / path.name)
+
+
+def test_a_multi_rank_variant_dumped_only_before_optimizations_is_named_beside_one_compared(tmp_path):
+    """Two ranks a trial: a's compiled one program, b's dumped only the text before optimizations. hlo-diff compared
+    a's ranks, said "consistent" and nothing of b; a note now says b's ranks were not compared, and why."""
+    _b_before_optimizations_only(tmp_path)
     b = tmp_path / "trials" / "01-b" / "rank0" / "xla_dump"
     res = perfkit("hlo-diff", tmp_path)
     assert res.stdout.startswith("trials/00-a: 2 ranks, 1 module: consistent")
@@ -125,12 +130,7 @@ def test_hlo_diff_json_carries_the_notes_it_printed(tmp_path):
     """Rank mode over a run whose variant b dumped only before optimizations, and a rank of a whose folder holds a
     module dumped only before optimizations beside the compiled one: both were said on stderr alone, so a script
     reading --json saw a consistent run and nothing of b. The JSON's ``notes`` holds them, as stderr says them."""
-    for trial, rank in [(t, r) for t in ("00-a", "01-b") for r in (0, 1)]:
-        folder = tmp_path / "trials" / trial / f"rank{rank}" / "xla_dump"
-        folder.mkdir(parents=True)
-        for path in BEFORE.parent.glob("module_*"):
-            if trial == "00-a" or path == BEFORE:
-                shutil.copy(path, folder / path.name)
+    _b_before_optimizations_only(tmp_path)
     a1 = tmp_path / "trials" / "00-a" / "rank1" / "xla_dump"
     shutil.copy(BEFORE, a1 / "module_0009.jit_g.before_optimizations.txt")
     b = tmp_path / "trials" / "01-b" / "rank0" / "xla_dump"

@@ -89,7 +89,7 @@ def test_a_padded_ring_s_hops_take_the_names_of_a_s_hops_in_their_direction():
 
 
 @pytest.mark.parametrize("shape,started,done", [
-    ("f32[8,32]", ("f", "b"), "b"),  # padded, done in the other order: a done names its direction only through its start
+    ("f32[8,32]", ("f", "b"), "b"),  # padded, done in the other order: a done tells its direction by its start
     ("f32[8,32]", ("b", "f"), "b"),  # padded, started in the other order
     ("f32[8,16]", ("f", "b"), "b"),  # the same shapes: a done's signature (opcode, shape, its start's) is either's
 ])
@@ -97,8 +97,8 @@ def test_async_hops_take_the_names_of_a_s_hops_in_their_direction(shape, started
     a = parse_module(_renamed(_async("f32[8,16]", "f", "b", "f"), "a"))
     b = parse_module(_renamed(_async(shape, *started, done), "b"))
     renamed = entry_names_matched(a, b)
-    assert {k: renamed.get(k) for k in ("bcp-start.f", "bcp-start.b", "bcp-done.f", "bcp-done.b")} == {
-        "bcp-start.f": "acp-start.f", "bcp-start.b": "acp-start.b", "bcp-done.f": "acp-done.f", "bcp-done.b": "acp-done.b"}
+    names = [f"cp-{kind}.{d}" for kind in ("start", "done") for d in "fb"]
+    assert {f"b{n}": renamed.get(f"b{n}") for n in names} == {f"b{n}": f"a{n}" for n in names}
     assert _assert_partners_talk_alike(a, b) == 4
 
 
