@@ -25,7 +25,7 @@ def _dividing(steps: list[dict], base: int, key: str, unit: int = 1) -> int:
 def section(summary: dict) -> list[str]:
     """A table of each variant's step cost, its roofline where the chip is known, and B's change in words."""
     cost = {v: c for v, c in (summary.get("cost") or {}).items() if "step" in c}
-    unread = [f"- {v}: its XLA dumps could not be read: {c['error'].splitlines()[0]}"
+    unread = [f"- {v}: its XLA dumps were not costed: {c['error'].splitlines()[0]}"
               for v, c in (summary.get("cost") or {}).items() if "step" not in c and c.get("error")]
     if not cost:
         return ["## Cost", "", *unread, ""] if unread else []

@@ -37,7 +37,7 @@ def cost_rows(baseline: dict, summary: dict, tolerance: float) -> list[dict]:
         if now is None:
             # dumps that did not parse are there: "no dumps" would send the reader to capture.xla_dump
             error = ((summary.get("cost") or {}).get(variant) or {}).get("error")
-            note = (f"its XLA dumps in this run could not be read: {error.splitlines()[0]}" if error
+            note = (f"its XLA dumps in this run were not costed: {error.splitlines()[0]}" if error
                     else "no XLA dumps of this variant in this run (capture.xla_dump)"
                     if variant in summary.get("variants", {}) else "the variant is not in this run")
             rows.append({"check": "cost", "subject": f"{variant}: step cost", "unit": "", "baseline": "costed",

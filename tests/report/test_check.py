@@ -559,7 +559,7 @@ def test_a_variant_whose_dumps_did_not_parse_says_so_not_that_it_had_none(tmp_pa
     rows = cost_rows({"cost": {"b": step}}, summary, 0.01)
     assert [(r["subject"], r["passed"], r["note"]) for r in rows] == [
         ("b: step cost", False,
-         "its XLA dumps in this run could not be read: /r/m.txt: not an HLO text dump: no 'HloModule' line")]
+         "its XLA dumps in this run were not costed: /r/m.txt: not an HLO text dump: no 'HloModule' line")]
 
 
 def _taps(first: str | None) -> dict:

@@ -1317,8 +1317,8 @@ def test_the_cost_section_names_dumps_it_could_not_read():
     lines = section({"baseline": "f32", "cost": {"f32": {"dumps": "d", "error": error},
                                                  "bf16": {"dumps": "e", "error": error}}})
     assert lines[0] == "## Cost"
-    assert f"- f32: its XLA dumps could not be read: {error}" in lines
-    assert f"- bf16: its XLA dumps could not be read: {error}" in lines
+    assert f"- f32: its XLA dumps were not costed: {error}" in lines
+    assert f"- bf16: its XLA dumps were not costed: {error}" in lines
 
 
 def test_the_one_line_places_an_added_collective_before_the_others_one():

@@ -40,7 +40,7 @@ def test_its_cost_says_why_it_is_not_costed(tmp_path):
     assert summary["cost"]["b"] == {"dumps": why.split(": ", 1)[0], "error": why}
     assert summary["cost"]["a"]["step"]["module"] == "jit_eigh_and_callback"
     report = (run / "report.md").read_text()
-    assert f"- b: its XLA dumps could not be read: {why}" in report[report.index("## Cost"):].splitlines()
+    assert f"- b: its XLA dumps were not costed: {why}" in report[report.index("## Cost"):].splitlines()
 
 
 def test_no_variant_costed_is_not_read_as_a_chip_without_figures(tmp_path):
@@ -50,7 +50,7 @@ def test_no_variant_costed_is_not_read_as_a_chip_without_figures(tmp_path):
     assert (summary["env"]["devices"]["kind"], summary["cost"]["b"]["error"], summary["roofline"]) == ("TPU v5 lite",
                                                                                                       why, {})
     assert [n for n in summary["not_verified"] if "roofline" in n] == []
-    assert "a: its XLA dumps could not be read: " in (run / "report.md").read_text()
+    assert "a: its XLA dumps were not costed: " in (run / "report.md").read_text()
 
 
 def test_its_rank_check_says_why_it_is_not_checked(tmp_path):
@@ -81,7 +81,7 @@ def test_check_fails_the_cost_of_a_variant_dumped_only_before_optimizations(tmp_
     b = [r for r in rows if r["subject"].startswith("b:")]
     assert b == [{"check": "cost", "subject": "b: step cost", "unit": "", "baseline": "costed", "current": None,
                   "ci": None, "limit": None, "passed": False, "inconclusive": False,
-                  "note": f"its XLA dumps in this run could not be read: {why}"}]
+                  "note": f"its XLA dumps in this run were not costed: {why}"}]
     assert [r["subject"] for r in rows if not r["passed"]] == ["b: step cost"]
 
 
@@ -122,7 +122,7 @@ def test_check_gives_no_figure_for_a_step_dumped_only_before_optimizations(tmp_p
     assert [r for r in rows if r["subject"].startswith("b:")] == [{
         "check": "cost", "subject": "b: step cost", "unit": "", "baseline": "costed", "current": None, "ci": None,
         "limit": None, "passed": False, "inconclusive": False,
-        "note": f"its XLA dumps in this run could not be read: {b}: the step program jit__euler_step "
+        "note": f"its XLA dumps in this run were not costed: {b}: the step program jit__euler_step "
                 "(module_0002.jit__euler_step) was dumped only before optimizations, so it is not costed: XLA writes "
                 "a module's text after optimizations once its optimization passes finish (the compile was stopped, "
                 "failed or is still running, or those files were not kept)"}]
