@@ -695,6 +695,9 @@ def _ci_cell(ci: list[float] | None, limit: float | None) -> str:
 
 def thresholds_for(run_dir: Path, **flags) -> Thresholds:
     """The case's ``check:`` thresholds with the flags that were given laid over them."""
+    if not (run_dir / "case.yaml").is_file():  # (a summary.json kept alone: its thresholds went with the case)
+        raise BadInput("no such file: the gate's thresholds are the run's case's (its check: block, else the "
+                       "defaults); keep case.yaml beside summary.json", path=str(run_dir / "case.yaml"))
     values = dict(case_mod.load(run_dir / "case.yaml").check)
     values.update({k: v for k, v in flags.items() if v is not None})
     return Thresholds(**values)

@@ -1049,6 +1049,11 @@ def test_update_baseline_says_where_the_baseline_it_writes_cannot_tell(make_run,
     assert (res.exit_code, res.stderr) == (0, ""), res.output
     assert json.loads((tmp_path / "alone.json").read_text())["comparisons"] == json.loads(
         (tmp_path / "tight.json").read_text())["comparisons"]
+    # checked against a baseline, it needs the thresholds: said so, where it read "case.yaml: no such case file"
+    res = check(alone, "--baseline", tmp_path / "loose.json")
+    assert (res.exit_code, res.output) == (2, f"perfkit: {alone / 'case.yaml'}: no such file: the gate's thresholds "
+                                              "are the run's case's (its check: block, else the defaults); keep "
+                                              "case.yaml beside summary.json\n")
 
 
 def test_a_psnr_row_with_no_baseline_figure_says_it_holds_none(baseline, tmp_path):
