@@ -147,7 +147,12 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
                     f"where chance allows up to {over['chance_allows']}, so these intervals are narrower than the "
                     "machine's noise."]
         for by, title in SPLITS:
-            if by == "op" and v.get("same_programs") is False and "ops_renamed" in v:
+            if by == "op" and v.get("same_programs") is False and v.get("ops_renamed") == 0:
+                out += ["", f"**{base} and {name} ran different programs**, which XLA numbers apart: the ops of "
+                        f"{name}'s step program that align with {base}'s, by their place and structure, carry the "
+                        f"same names already (none renamed); ops outside the step program are matched by name "
+                        "(`perfkit hlo-diff` compares the programs)."]
+            elif by == "op" and v.get("same_programs") is False and "ops_renamed" in v:
                 out += ["", f"**{base} and {name} ran different programs**, which XLA numbers apart: an op of "
                         f"{name}'s step program is named here as {base}'s names the op it aligns with, by its place "
                         f"and structure ({v['ops_renamed']} renamed; one of {name}'s own that {base} gives another "

@@ -512,6 +512,11 @@ def test_ops_of_other_programs_are_matched_by_their_place_and_structure(tmp_path
     assert ("**tp and sp ran different programs**, which XLA numbers apart: an op of sp's step program is named here "
             "as tp's names the op it aligns with, by its place and structure (4 renamed; one of sp's own that tp "
             "gives another op is marked `(B's own)`)") in text
+    # a newcomer's: where the aligned ops carry A's names already, "B's ops are renamed ... (0 renamed; ...)" read oddly
+    text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": {**v, "ops_renamed": 0}}}))
+    assert ("**tp and sp ran different programs**, which XLA numbers apart: the ops of sp's step program that align "
+            "with tp's, by their place and structure, carry the same names already (none renamed)") in text
+    assert "0 renamed" not in text
 
 
 def test_one_traced_step_a_side_has_no_ci_and_marks_nothing():
