@@ -53,10 +53,11 @@ def cost_rows(baseline: dict, summary: dict, tolerance: float) -> list[dict]:
             if b is None:
                 continue
             passed = c is not None and abs(c - b) <= tolerance * abs(b)
-            note = "not measured in this run" if c is None else "" if b == c else _change(b, c, tolerance) if b else (
+            note = ("not measured in this run" if c is None else "" if b == c
+                    else _change(b, c, tolerance, passed) if b else (
                 # no percentage of 0 to give: the figure itself, against 0, and why no tolerance lets it pass
                 f"{c:.0f}{' B' if unit == 'bytes' else ' FLOPs'} against the baseline's 0: within any share of 0 "
-                "is 0 alone")
+                "is 0 alone"))
             rows.append({"check": "cost", "subject": f"{variant}: {words}", "unit": unit, "baseline": b,
                          "current": c, "limit": tolerance, "passed": passed, "note": note})
     return rows
@@ -68,10 +69,10 @@ def share_text(share: float) -> str:
     return f"{share * 100:.{n}f}%"
 
 
-def _change(base: float, current: float, tolerance: float) -> str:
+def _change(base: float, current: float, tolerance: float, within: bool) -> str:
     """The change against the baseline, signed, in percent to the decimals, 2 or more, that put it on its verdict's
-    side of the tolerance as ``share_text`` shows it (1.004% over 1% read +1.00%, as if it were within)."""
+    side (``within`` the tolerance or not) as ``share_text`` shows the tolerance (1.004% over 1% read +1.00%, as if
+    it were within)."""
     change, limit = (current - base) / base * 100, float(share_text(tolerance)[:-1])
-    within = abs(current - base) <= tolerance * abs(base)
     n = next((n for n in range(2, 7) if (abs(float(f"{change:.{n}f}")) <= limit) == within), 6)
     return f"{change:+.{n}f}%"
