@@ -63,9 +63,11 @@ WORKER_OPTIONS = ("save_latents",)
 
 def plan_for(name: str, config, options: dict, devices: int):
     """The plan a case's variant asks for (``options``: ``plan`` and its options), bound to the family's
-    streams over ``devices`` ranks. ``BadInput`` names the option that cannot be honoured."""
+    streams over ``devices`` ranks. ``BadInput`` names the option, or the device count (``splits``), that cannot
+    be honoured."""
     # plans import jax: only when a plan is built, not to list families
     from perfkit.models.plans import PLANS, make_plan, plan_options
+    from perfkit.models.splits import check_devices
 
     # A key no plan takes, spelt near one a variant may set (`plam` for `plan`), is a typo: name the key meant,
     # where the plan (the default one, when `plan` itself is the typo) would only list its own options.
@@ -77,6 +79,7 @@ def plan_for(name: str, config, options: dict, devices: int):
     opts = {k: v for k, v in options.items() if k not in WORKER_OPTIONS}
     family = get(name)
     plan = make_plan(opts.pop("plan", "local"), **opts)
+    check_devices(family, family.config(config), plan, devices)
     return plan.bind(family.streams(family.config(config)), devices)
 
 

@@ -99,7 +99,8 @@ def _paper(model, config, rows, plan_name, options, devices, guidance, config_bl
 
 def _flag(field: str | None) -> str | None:
     """The flag of ``perfkit cost --model`` that sets a case file's ``field`` (``options.pad``: ``--option pad``)."""
-    flags = {"model.name": "--model", "model.config": "--config", "options.plan": "--plan", "options": "--option"}
+    flags = {"model.name": "--model", "model.config": "--config", "options.plan": "--plan", "options": "--option",
+             "devices": "--devices"}
     if field in flags:
         return flags[field]
     return "--option " + field.removeprefix("options.") if field and field.startswith("options.") else field

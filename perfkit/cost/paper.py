@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 
 import jax
 import jax.numpy as jnp
@@ -32,6 +31,7 @@ from perfkit.hlo.parse import parse_module
 from perfkit.models import layers as L
 from perfkit.models.pipeline import step_program
 from perfkit.models.plans import AXIS, Stream
+from perfkit.models.splits import check_devices
 
 
 def with_rows(cfg, rows: int):
@@ -45,53 +45,6 @@ def with_rows(cfg, rows: int):
 def block_fields(cfg) -> list[str]:
     """The config's block-count fields (``blocks``, or ``double_blocks`` and ``single_blocks``)."""
     return [f.name for f in dataclasses.fields(cfg) if f.name.endswith("blocks")]
-
-
-def _sharded_dims(family: str, cfg, plan) -> list[tuple[int, str]]:
-    """(size, what) of each dimension ``plan`` splits over the devices: weights' sharded axes, and the head
-    counts of every plan but the local one (tp and sp shard heads, ulysses trades rows for heads)."""
-    dims = {}
-    for w in jax.tree.leaves(models.get(family).param_specs(cfg), is_leaf=L.is_weight):
-        for size, axes in zip(w.shape, plan.param_spec(w.kind)):
-            if axes == AXIS or (isinstance(axes, tuple) and AXIS in axes):
-                dims[str(size)] = size
-    if plan.name != "local":
-        for f in dataclasses.fields(cfg):
-            if f.name == "heads" or f.name.endswith("_heads"):
-                n = getattr(cfg, f.name)
-                dims[f"{n} {f.name.replace('_', ' ')}"] = n
-    return sorted((size, what) for what, size in dims.items())
-
-
-def check_devices(family: str, cfg, plan, devices: int) -> None:
-    """Refuse (``BadInput``) a device count ``plan`` cannot split ``cfg`` over, before jax starts that many
-    devices: one that a sharded dimension does not divide (naming the counts that work with these options),
-    or one the streams' rows do not split over (``Plan.bind``)."""
-    if devices < 1:
-        raise BadInput(f"{devices} devices; give 1 or more", field="--devices")
-    dims = _sharded_dims(family, cfg, plan)
-    short = [what for size, what in dims if size % devices]
-    if short:
-        common = math.gcd(*(size for size, _ in dims))
-        streams = models.get(family).streams(cfg)
-        divide = [n for n in range(1, common + 1) if common % n == 0]
-        fit = [n for n in divide if _binds(plan, streams, n)]  # never empty: rows split over 1
-        padded = f" (also {_either(sorted(set(divide) - set(fit)))} with the plan option pad)" if fit != divide else ""
-        raise BadInput(f"the {family} model's dims sharded under plan {plan.name} ({', '.join(short)}) do not "
-                       f"divide by {devices}; use {_either(fit)}{padded}", field="--devices")
-    plan.bind(models.get(family).streams(cfg), devices)
-
-
-def _either(counts: list[int]) -> str:
-    return ", ".join(map(str, counts[:-1])) + f" or {counts[-1]}" if len(counts) > 1 else str(counts[0])
-
-
-def _binds(plan, streams, devices: int) -> bool:
-    try:
-        plan.bind(streams, devices)
-    except BadInput:
-        return False
-    return True
 
 
 def lower_step(family: str, cfg, plan, devices: int, guidance: float | None, dtype: str) -> ProgramCost:
@@ -157,7 +110,7 @@ def paper_cost(family: str, cfg, plan, devices: int, *, guidance: float | None =
                dtype: str = "bfloat16") -> dict:
     """The step's cost (``ProgramCost.as_json`` form) at ``cfg``'s block counts, from lowerings at one and
     two blocks of each kind (see the module docstring); HBM bytes from the whole model's weights."""
-    check_devices(family, cfg, plan, devices)
+    check_devices(models.get(family), cfg, plan, devices)
     fields = block_fields(cfg)
     wanted = {f: getattr(cfg, f) for f in fields}
     one = dataclasses.replace(cfg, **{f: 1 for f in fields})

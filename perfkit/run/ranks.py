@@ -152,6 +152,8 @@ def check_runnable(case: Case) -> None:
             try:
                 plan_for(case.model["name"], case.model["config"], v.options, case.devices)
             except BadInput as exc:
+                if exc.field == "devices":  # the case's count, which this variant's plan cannot split the model over
+                    raise BadInput(f"variant {v.name}: {exc.reason}", path=case.source, field="devices") from None
                 field = exc.field if exc.field and exc.field.startswith("model.") else \
                     f"variants.{v.name}.{exc.field or 'options'}"
                 raise BadInput(exc.reason, path=case.source, field=field) from None

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from perfkit import models
 from perfkit.cli import cli
-from perfkit.cost import paper
+from perfkit.models import splits
 from perfkit.models.plans import make_plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,6 +60,6 @@ def test_the_counts_named_are_taken():
     """The counts a refusal names pass the check (tests/models lowers wan under sp at 4 devices)."""
     wan = models.get("wan").whole("real")
     for n in (1, 2, 4, 8):
-        paper.check_devices("wan", wan, make_plan("sp"), n)
+        splits.check_devices(models.get("wan"), wan, make_plan("sp"), n)
     for n in (1, 2, 4, 5, 8, 10, 20, 40):
-        paper.check_devices("wan", wan, make_plan("ulysses"), n)
+        splits.check_devices(models.get("wan"), wan, make_plan("ulysses"), n)

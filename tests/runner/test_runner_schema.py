@@ -253,6 +253,23 @@ def test_model_variant_whose_plan_cannot_be_honoured_is_one_line_before_any_tria
     assert not (tmp_path / "run" / "trials.jsonl").exists()
 
 
+@pytest.mark.parametrize("devices, pad, short", [(3, "shards", "4 heads, 64, 256"), (8, None, "4 heads")])
+def test_a_device_count_the_model_does_not_split_over_is_one_line_before_any_trial(write_case, tmp_path, devices,
+                                                                                    pad, short):
+    """`devices: 3` with sp padded: the rows check passed and every trial crashed on jax's IndivisibleError (the
+    tiny Wan's 64-wide weights over 3 devices); `devices: 8`, on a reshape (its 4 heads over 8). The tiny Wan's dim 64,
+    FFN 256 and 4 heads all divide by 1, 2 and 4 alone (by hand)."""
+    sp = {"plan": "sp", "impl": "ring", **({"pad": pad} if pad else {})}
+    case = {"name": "m", "model": {"name": "wan", "config": "tiny", "steps": 3}, "devices": devices,
+            "variants": {"tp": {"options": {"plan": "tp"}}, "sp": {"options": sp}}}
+    res = perfkit("run", write_case(case), "--out", tmp_path / "run")
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        f"perfkit: {tmp_path / 'case.yaml'}: devices: variant tp: the wan model's dims sharded under plan tp ({short}) "
+        f"do not divide by {devices}; use 1, 2 or 4"]
+    assert not (tmp_path / "run" / "trials.jsonl").exists()
+
+
 def test_model_variant_option_misspelt_is_named_with_the_option_meant(write_case, tmp_path):
     """`plam: sp` was refused as `plan 'local' takes options ['split_rope'], not ['impl', 'plam']`: the default
     plan's options, with no word that `plam` is a typo of `plan`."""
