@@ -4,6 +4,7 @@ end, then read back into one ``trials.jsonl`` record (interface: ``perfkit.run.t
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -193,9 +194,13 @@ def run_trial(case: Case, trial: Trial, trial_dir: Path, options: RunOptions, ho
                            trial_port=trial_port, hook=hook, placed=by_rank)
     for r in ranks:
         shutil.rmtree(r.dir, ignore_errors=True)  # what an interrupted attempt left
+        (r.dir / "outputs").mkdir(parents=True)  # PERFKIT_OUTPUTS: a program may save into it without making it
     outcome = run_ranks(ranks, timeout=case.timeout, cwd=options.cwd, on_tick=on_tick)
     if outcome.status == "interrupted":
         return None
+    for r in ranks:
+        with contextlib.suppress(OSError):  # one the rank wrote nothing into is left out, as before it was made
+            (r.dir / "outputs").rmdir()
     if dump:
         for r in ranks:
             prune_dump(r.dir / "xla_dump")

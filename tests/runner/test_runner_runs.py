@@ -357,3 +357,21 @@ def test_steps_written_after_perfkit_stopped_a_hung_trial_are_not_steps_done(tmp
     assert "  - rank 0: still running at the end, 1 steps done," in report
     assert ("  - 3 step(s) written after perfkit stopped the trial at its timeout (and took the stack dumps) are left "
             "out of the steps done (rank 0 3)") in report
+
+
+def test_a_program_saving_into_its_outputs_folder_finds_it_made(tmp_path, write_case):
+    """A newcomer's script saved frames to os.environ["PERFKIT_OUTPUTS"] without making the folder: every trial
+    crashed (FileNotFoundError). perfkit makes it before each rank starts; one a rank wrote nothing into (b here) is
+    left out of the run directory, as before."""
+    (tmp_path / "save.py").write_text(
+        "import os, sys\nimport numpy as np\nfrom perfkit import record\n"
+        "if sys.argv[1:] == ['save']:\n"
+        "    np.save(os.path.join(os.environ['PERFKIT_OUTPUTS'], 'frames.npy'), np.zeros((2, 4, 4, 3), np.uint8))\n"
+        "for _ in range(3):\n    record.step(5.0)\n")
+    case = {"name": "save", "command": ["python", "{case_dir}/save.py"], "warmup": 1, "repeats": {"min": 1, "max": 1},
+            "timeout": 60, "variants": {"a": {"args": ["save"]}, "b": {}}}
+    res = perfkit("run", write_case(case), "--out", tmp_path / "run")
+    assert res.returncode == 0, res.stderr
+    assert [t["status"] for t in read_jsonl(tmp_path / "run/trials.jsonl")] == ["ok", "ok"]
+    assert (tmp_path / "run/trials/00-a/rank0/outputs/frames.npy").is_file()
+    assert not (tmp_path / "run/trials/01-b/rank0/outputs").exists()
