@@ -18,7 +18,8 @@ from perfkit.common.xla import xla_flags
 from perfkit.errors import BadInput
 from perfkit.run.launch import RankProcess, TrialOutcome, run_ranks
 from perfkit.run.placement import Placement, devices_per_process, host_ranks, placements
-from perfkit.run.trial import PYTHON_NAMES, RunOptions, Trial, check_program, free_port, process_env, trial_salt
+from perfkit.run.trial import (PYTHON_NAMES, RunOptions, Trial, check_program, check_scripts, free_port, process_env,
+                               trial_salt)
 from perfkit.rundata.case import Case, Variant
 from perfkit.rundata.metrics import read_metrics, steps_from_stdout
 from perfkit.rundata.trials import RankRecord, TrialRecord
@@ -141,9 +142,9 @@ def prune_dump(folder: Path) -> None:
             path.unlink(missing_ok=True)
 
 
-def check_runnable(case: Case) -> None:
-    """A command or server that cannot start, or a model variant whose plan cannot be honoured, is bad
-    input, found before any trial runs."""
+def check_runnable(case: Case, cwd: str) -> None:
+    """A command that cannot start (its program or a script it names missing, relative ones from ``cwd``, where its
+    ranks start), or a model variant whose plan cannot be honoured, is bad input, found before any trial runs."""
     if case.kind == "model":
         extras.require("jax", "a model case", path=case.source)
         # jax and the bundled models: only for model cases
@@ -161,27 +162,11 @@ def check_runnable(case: Case) -> None:
         return
     argv = command_argv(case, case.variants[0])
     check_program(argv[0], case, "command")
-    check_case_files(case, [str(a) for a in case.command], "command")
+    check_scripts(case, [str(a) for a in case.command], "command", cwd, program=True)
     for v in case.variants:
-        check_case_files(case, v.args, f"variants.{v.name}.args")
+        check_scripts(case, v.args, f"variants.{v.name}.args", cwd)
     if argv[1:2] == ["-m"] and len(argv) > 2 and (extra := extras.of_module(argv[2])):
         extras.require(extra, f"command: {argv[2]}", path=case.source)
-
-
-SCRIPTS = (".py", ".sh")  # a file under the case's folder with these endings is read, never written
-
-
-def check_case_files(case: Case, argv: list[str], field: str) -> None:
-    """A program or script named under the case file's folder (``{case_dir}/...``) that is not there is bad input:
-    every trial crashed the same way (`can't open file ... [Errno 2]`). Only the program and scripts: another path
-    there may be an output the command writes."""
-    if case.source.startswith("<"):  # a case built in code: no file, no folder of its own
-        return
-    folder = str(Path(case.source).resolve().parent) + os.sep
-    for i, arg in enumerate(argv):
-        program = i == 0 and field == "command"
-        if arg.startswith(folder) and (program or arg.endswith(SCRIPTS)) and not Path(arg).exists():
-            raise BadInput(f"no such file {arg} ({{case_dir}}/{arg[len(folder):]})", path=case.source, field=field)
 
 
 def run_trial(case: Case, trial: Trial, trial_dir: Path, options: RunOptions, hook: Path, trial_port: int,

@@ -31,7 +31,7 @@ from perfkit.errors import BadInput
 from perfkit.run import envinfo, finish, matrix, placement, ranks, serve_trial, stackdump
 from perfkit.run.placement import devices_per_process
 from perfkit.run.plan import plan_trials, sat_out
-from perfkit.run.trial import RunOptions, Trial, cache_entries, compile_cache_env, run_names
+from perfkit.run.trial import SCRIPTS, RunOptions, Trial, cache_entries, compile_cache_env, run_names
 from perfkit.rundata import case as case_mod
 from perfkit.rundata import rundir
 from perfkit.rundata.case import Case
@@ -248,7 +248,7 @@ def _check_runnable(case: Case, options: RunOptions) -> None:
     for assignment, cell in case_mod.expand_matrix(case):
         try:
             _check_options(cell, options)
-            KINDS[cell.kind].check_runnable(cell)
+            KINDS[cell.kind].check_runnable(cell, options.cwd or os.getcwd())
             placement.placements(cell, options)  # a placement this host cannot honour
         except BadInput as exc:
             raise (case_mod.in_combination(exc, assignment) if assignment else exc) from None
@@ -316,7 +316,7 @@ def _environment(case: Case, options: RunOptions) -> str:
     info["hosts"] = {"count": options.hosts, "index": options.host_index}
     if case.kind == "command":
         argvs = [ranks.command_argv(case, v) for v in case.variants]
-        info["scripts"] = envinfo.outside_scripts(argvs, source, info["source"].get("root"), ranks.SCRIPTS)
+        info["scripts"] = envinfo.outside_scripts(argvs, source, info["source"].get("root"), SCRIPTS)
     info["placement"] = placement.placement_record(case, options)
     return json.dumps(info, indent=2)
 

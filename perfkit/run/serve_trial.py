@@ -35,7 +35,8 @@ from perfkit.quality.media import parse_codec
 from perfkit.run.launch import RankProcess, end_group, rank_report, start_rank
 from perfkit.run.serve_load import (Deadline, RequestFailed, call, closed_loop, encode_request, resolve,
                                     take_output, wait_ready)
-from perfkit.run.trial import PYTHON_NAMES, RunOptions, Trial, check_program, free_port, process_env, trial_salt
+from perfkit.run.trial import (PYTHON_NAMES, RunOptions, Trial, check_program, check_scripts, free_port, process_env,
+                               trial_salt)
 from perfkit.rundata.case import Case, Variant, expand_matrix
 from perfkit.rundata.exits import exit_text
 from perfkit.rundata.serve_spec import ServeSpec, fill
@@ -214,11 +215,13 @@ def hang_reason(k: int, level: int, error: RequestFailed, timeout: float) -> str
     return f"request {k} at c={level} was not done in time: {error}"  # (the error names the time)
 
 
-def check_runnable(case: Case) -> None:
-    """Each variant's server program, and the encoder of the quality floor in this PyAV (every matrix
-    combination's), must be there before any trial runs."""
+def check_runnable(case: Case, cwd: str) -> None:
+    """Each variant's server program and the scripts it names (relative ones from ``cwd``, where it starts), and the
+    encoder of the quality floor in this PyAV (every matrix combination's), must be there before any trial runs."""
     for v in case.variants:
         check_program(v.serve.argv[0], case, f"variants.{v.name}.serve.server")
+        check_scripts(case, list(v.serve.argv), f"variants.{v.name}.serve.server", cwd, program=True)
+        check_scripts(case, [str(a) for a in v.args], f"variants.{v.name}.args", cwd)
     for codec in dict.fromkeys(cell.serve.codec for _, cell in expand_matrix(case)):
         try:
             parse_codec(codec)

@@ -4,7 +4,8 @@ trial's identity, its salt, and the environment its processes start with.
 A case kind (``perfkit.run.ranks`` for model and command cases, ``perfkit.run.serve_trial`` for serve
 cases) is a module with two functions, which the runner calls through ``perfkit.run.runner.KINDS``:
 
-- ``check_runnable(case)``: raise ``BadInput`` before any trial when the case cannot run here;
+- ``check_runnable(case, cwd)``: raise ``BadInput`` before any trial when the case cannot run here (``cwd``: the
+  folder its processes start in);
 - ``run_trial(case, trial, trial_dir, options, hook, trial_port, on_tick)``: run one trial in fresh
   processes and return its ``trials.jsonl`` record, or None when it was interrupted.
 """
@@ -114,3 +115,26 @@ def check_program(prog: str, case: Case, field: str) -> None:
     """A program named on PATH that is not there is bad input (perfkit's own Python always is)."""
     if prog not in PYTHON_NAMES and os.sep not in prog and shutil.which(prog) is None:
         raise BadInput(f"program {prog!r} not found on PATH", path=case.source, field=field)
+
+
+SCRIPTS = (".py", ".sh")  # an argument with these endings is a script the command reads, never one it writes
+
+
+def check_scripts(case: Case, argv: list[str], field: str, cwd: str, *, program: bool = False) -> None:
+    """A program (``argv[0]`` where ``program``, named by a path) or ``.py`` / ``.sh`` script that is not there is bad
+    input: every trial would crash the same way (`can't open file ... [Errno 2]`). A relative path is looked for as the
+    launch finds it, from ``cwd``, where the processes start. Only the program and scripts: another path may be an
+    output the command writes."""
+    folder = None if case.source.startswith("<") else str(Path(case.source).resolve().parent) + os.sep
+    for i, arg in enumerate(argv):
+        if not ((program and i == 0 and os.sep in arg) or arg.endswith(SCRIPTS)) or (Path(cwd) / arg).exists():
+            continue
+        if folder is not None and arg.startswith(folder):
+            where = f" ({{case_dir}}/{arg[len(folder):]})"
+        elif not os.path.isabs(arg):
+            beside = folder is not None and Path(folder, arg).exists()
+            where = f" (looked for from {cwd}, where commands run" + (
+                f"; the case's folder holds one: name it {{case_dir}}/{arg})" if beside else ")")
+        else:
+            where = ""
+        raise BadInput(f"no such file {arg}{where}", path=case.source, field=field)

@@ -297,7 +297,7 @@ def test_a_script_missing_under_the_case_folder_is_one_line_before_any_trial(wri
     sleeper["command"][1] = "{case_dir}/sleeper.py"
     (tmp_path / "sleeper.py").write_text((Path(__file__).parent / "programs" / "sleeper.py").read_text())
     sleeper["variants"]["b"] = {"args": ["--out", "{case_dir}/b.json"]}
-    ranks.check_runnable(case_mod.load(write_case(sleeper)))  # b.json is for the command to write
+    ranks.check_runnable(case_mod.load(write_case(sleeper)), str(tmp_path))  # b.json is for the command to write
     sleeper["command"][1] = "{case_dir}/mlp_missing.py"
     res = perfkit("run", write_case(sleeper), "--out", tmp_path / "run")
     assert res.returncode == 2
@@ -307,8 +307,34 @@ def test_a_script_missing_under_the_case_folder_is_one_line_before_any_trial(wri
     sleeper["command"][1] = "{case_dir}/sleeper.py"
     sleeper["variants"]["b"] = {"args": ["{case_dir}/tools/extra.sh"]}
     with pytest.raises(BadInput) as err:
-        ranks.check_runnable(case_mod.load(write_case(sleeper)))
+        ranks.check_runnable(case_mod.load(write_case(sleeper)), str(tmp_path))
     assert err.value.field == "variants.b.args" and err.value.reason.endswith("({case_dir}/tools/extra.sh)")
+
+
+def test_a_script_missing_from_the_folder_perfkit_runs_in_is_one_line_before_any_trial(write_case, tmp_path):
+    """`command: [python, bench.py]` (relative to the folder perfkit was started in, where commands run) was not
+    looked for: every trial crashed (`can't open file`), exit 3. Refused before any trial now, from the folder the
+    launch starts the ranks in; the same script found there runs, and one beside the case file is named."""
+    work = tmp_path / "work"
+    (work / "tools").mkdir(parents=True)
+    sleeper = sleeper_case(steps=3, repeats={"min": 1, "max": 1})
+    sleeper["command"][1] = "tools/bench.py"
+    path = write_case(sleeper)
+    res = perfkit("run", path, "--out", tmp_path / "run", cwd=work)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [f"perfkit: {path}: command: no such file tools/bench.py (looked for "
+                                               f"from {work}, where commands run)"]
+    assert not (tmp_path / "run").exists()
+    (tmp_path / "bench.py").write_text("")
+    sleeper["command"][1] = "bench.py"
+    res = perfkit("run", write_case(sleeper), "--out", tmp_path / "run", cwd=work)
+    assert res.stderr.strip().splitlines() == [f"perfkit: {path}: command: no such file bench.py (looked for from "
+                                               f"{work}, where commands run; the case's folder holds one: name it "
+                                               "{case_dir}/bench.py)"]
+    (work / "tools" / "bench.py").write_text((Path(__file__).parent / "programs" / "sleeper.py").read_text())
+    sleeper["command"][1] = "tools/bench.py"
+    res = perfkit("run", write_case(sleeper), "--out", tmp_path / "run", cwd=work)
+    assert res.returncode == 0, res.stderr
 
 
 def test_every_bundled_case_names_programs_that_exist_from_any_folder(tmp_path, monkeypatch):
