@@ -244,18 +244,23 @@ def trial_no_dumps(trial: Path) -> BadInput | None:
 
 
 def variant_dumps(run_dir: Path) -> dict[str, Path | BadInput]:
-    """Each variant's first trial with XLA dumps (its lowest rank's folder), in trial order. A variant none of whose
-    trials has any, but whose ranks dumped something else (``trial_no_dumps``, its first such trial's), has that
-    refusal in its place: it is named with why, not left out beside the variants that have dumps."""
+    """Each variant's XLA dumps (its lowest rank's folder): of its first trial in trial order whose dumps are whole (no
+    module ``unfinished``), else of its first with any (a trial killed while it compiled may have left the step
+    dumped only before optimizations, which a later trial finished). A variant none of whose trials has any, but whose
+    ranks dumped something else (``trial_no_dumps``, its first such trial's), has that refusal in its place: it is
+    named with why, not left out beside the variants that have dumps."""
     out: dict[str, Path | BadInput] = {}
     trials = run_dir / "trials"
     for trial in sorted(trials.iterdir() if trials.is_dir() else [], key=trial_order):
         variant = trial.name.split("-", 1)[1] if "-" in trial.name else trial.name
-        if not trial.is_dir() or isinstance(out.get(variant), Path):
+        held = out.get(variant)
+        if not trial.is_dir() or (isinstance(held, Path) and not unfinished(held)):
             continue
-        found = find_dumps(trial) or (None if variant in out else trial_no_dumps(trial))
-        if found is not None:
+        found = find_dumps(trial)
+        if found is not None and not (isinstance(held, Path) and unfinished(found)):
             out[variant] = found
+        elif found is None and variant not in out and (why := trial_no_dumps(trial)) is not None:
+            out[variant] = why
     return out
 
 

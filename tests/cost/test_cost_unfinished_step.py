@@ -63,3 +63,19 @@ def test_a_run_variant_whose_step_is_unfinished_is_said_in_its_place(tmp_path):
         f"{b}: the step program jit__euler_step (module_0002.jit__euler_step) was dumped only before optimizations, "
         f"so it is not costed: {AFTER_PASSES}")}
     assert out["change"] == {}
+
+
+def test_a_variant_is_costed_from_a_trial_whose_dumps_are_whole(tmp_path):
+    """b's first trial was killed while its step compiled (dumped only before optimizations), its next ran whole: the
+    cost took the first and read b as not costed. A trial whose every module finished is taken; where none did, the
+    first with dumps still says why."""
+    for index, variant, finished in ((0, "a", True), (1, "b", False), (2, "b", True), (3, "a", True)):
+        dump(tmp_path / "trials" / f"{index:02d}-{variant}" / "rank0" / "xla_dump", finished)
+    out = json.loads(cost(tmp_path, "--json").stdout)
+    assert out["cost"]["b"]["dumps"] == str(tmp_path / "trials" / "02-b" / "rank0" / "xla_dump")
+    assert out["cost"]["b"]["step"]["flops"] == 1024
+    assert out["cost"]["a"]["dumps"] == str(tmp_path / "trials" / "00-a" / "rank0" / "xla_dump")
+    (tmp_path / "trials" / "02-b" / "rank0" / "xla_dump" / "module_0002.jit__euler_step.cpu_after_optimizations.txt"
+     ).unlink()
+    first = tmp_path / "trials" / "01-b" / "rank0" / "xla_dump"
+    assert json.loads(cost(tmp_path, "--json").stdout)["cost"]["b"]["dumps"] == str(first)
