@@ -782,8 +782,10 @@ def reproduce_lines(summary: dict) -> list[str]:
                   "not the code that ran.", ""]
     lines.append(f"`{r['case_file']}` is the case as it ran (defaults and `--set` overrides applied).")
     for script in r.get("outside_tree") or []:  # (the commit and its dirty hash cover the checkout's files alone)
-        lines += ["", f"`{script['path']}` lies outside {'the checkout' if r.get('commit') else 'any git checkout'}"
-                      f": no commit holds it; it ran as sha256 `{script['sha256']}`, which a copy must match."]
+        where = ("is ignored by git in the checkout" if script.get("ignored") else
+                 f"lies outside {'the checkout' if r.get('commit') else 'any git checkout'}")
+        lines += ["", f"`{script['path']}` {where}: no commit holds it; it ran as sha256 `{script['sha256']}`, which a "
+                      "copy must match."]
     if r.get("case_yaml"):
         lines += ["", "<details><summary>case.yaml</summary>", "", "```yaml", r["case_yaml"].rstrip(), "```", "",
                   "</details>"]

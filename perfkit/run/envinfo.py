@@ -77,18 +77,24 @@ def source_tree(cwd: str | Path = ".") -> dict:
 
 def outside_scripts(argvs: list[list[str]], cwd: Path, root: str | None, suffixes: tuple[str, ...]) -> list[dict]:
     """The scripts (files ending in ``suffixes``) that ``argvs`` name outside the checkout ``root`` (every one where
-    there is none), each ``{path, sha256}`` as it is now: the commit and its dirty hash cover the files under
-    ``root`` alone, so these are named and hashed for the run to be reproduced."""
-    out: dict[str, dict] = {}
-    for arg in (a for argv in argvs for a in argv if a.endswith(suffixes)):
-        path = (cwd / arg).resolve()
-        if str(path) in out or not path.is_file() or (root and path.is_relative_to(Path(root).resolve())):
+    there is none), or inside it but ignored by git (``ignored: true``), each ``{path, sha256}`` as it is now: the
+    commit and its dirty hash cover the files git tracks, or would (untracked, not ignored), alone, so these are named
+    and hashed for the run to be reproduced."""
+    paths = dict.fromkeys(p for p in ((cwd / a).resolve() for argv in argvs for a in argv if a.endswith(suffixes))
+                          if p.is_file())
+    inside = [p for p in paths if root and p.is_relative_to(Path(root).resolve())]
+    # git check-ignore prints those of the paths given that the checkout ignores (none: exit 1, read as none)
+    ignored = set((_git(["check-ignore", "--", *map(str, inside)], Path(root)) or "").splitlines()) if inside else set()
+    out = []
+    for path in paths:
+        if path in inside and str(path) not in ignored:
             continue
         try:
-            out[str(path)] = {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
         except OSError:
             continue
-    return list(out.values())
+        out.append({"path": str(path), "sha256": digest, **({"ignored": True} if path in inside else {})})
+    return out
 
 
 def probe_devices(env: dict[str, str] | None = None, timeout: float = 60) -> dict:

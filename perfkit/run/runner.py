@@ -314,8 +314,9 @@ def _environment(case: Case, options: RunOptions) -> str:
     info = envinfo.collect(source, devices_env={**os.environ, "XLA_FLAGS": xla_flags(
         os.environ.get("XLA_FLAGS", ""), devices_per_process(case), None)}, probe=case.kind == "model")
     info["hosts"] = {"count": options.hosts, "index": options.host_index}
-    if case.kind == "command":
-        argvs = [ranks.command_argv(case, v) for v in case.variants]
+    if case.kind != "model":  # a command's or a server's scripts: the user's, which the tree may not hold
+        argvs = [ranks.command_argv(case, v) if case.kind == "command" else [*v.serve.argv, *map(str, v.args)]
+                 for v in case.variants]
         info["scripts"] = envinfo.outside_scripts(argvs, source, info["source"].get("root"), SCRIPTS)
     info["placement"] = placement.placement_record(case, options)
     return json.dumps(info, indent=2)

@@ -345,6 +345,7 @@ class Env(TypedDict):
 class OutsideScript(TypedDict):
     path: str
     sha256: str
+    ignored: NotRequired[bool]  # inside the checkout, but ignored by git: the tree's hash does not cover it
 
 
 class Reproduce(TypedDict):
@@ -357,7 +358,7 @@ class Reproduce(TypedDict):
     dirty: bool | None
     dirty_hash: str | None
     case_yaml: str
-    outside_tree: NotRequired[list[OutsideScript]]  # a command case's scripts outside the checkout; absent in older
+    outside_tree: NotRequired[list[OutsideScript]]  # a command or serve case's scripts no commit holds; absent in older
 
 
 class CollectiveCount(TypedDict):
