@@ -15,7 +15,7 @@ from perfkit.common.digits import digits
 from perfkit.common.json_figures import from_json
 from perfkit.hlo.render import ranks_text
 from perfkit.report.serving import headline
-from perfkit.rundata.exits import at_exit
+from perfkit.rundata.exits import at_exit, crash_reason
 
 
 def _differ(ranks: list[int]) -> str:
@@ -189,28 +189,16 @@ def _identical(quality: dict, taps: dict | None) -> str:
     return f"{what}; {differ} of {len(rows)} taps not bit-identical"
 
 
-def _reason(stderr_tail: str) -> str | None:
-    """Why a rank crashed, from its stderr's tail: the exception its last traceback ends on (JAX prints a note
-    after it, the same for every error), else the last line."""
-    lines = [line.rstrip() for line in stderr_tail.splitlines() if line.strip()]  # indents kept: frames have them
-    frames = [i for i, line in enumerate(lines) if line.startswith('  File "')]
-    after = [line for line in lines[frames[-1] + 1:] if not line[0].isspace()] if frames else []
-    return after[0] if after else (lines[-1] if lines else None)
-
-
 def _first_crash(failed: list) -> str:
-    """The first crashed trial's reason, the exception (or last stderr line) of the rank that failed first: where
-    every trial failed alike (a module missing, a typo in the command), the line says why without the report."""
+    """The first crashed trial's reason, the exception (or last stderr line) of the rank that failed first
+    (``crash_reason``): where every trial failed alike (a module missing, a typo in the command), the line says why
+    without the report."""
     for t in failed:
-        # the failing ranks by when they exited, as the report's "failed first": the others' errors may follow from
-        # it, and a rank perfkit ended (no exit time) says nothing of why
-        ranks = sorted(t["ranks"], key=lambda r: (r.get("exit_code") in (0, None), r.get("exited_s") is None,
-                                                   r.get("exited_s") or 0.0))
-        for r in ranks if t["status"] == "crashed" else ():
-            last = _reason(r.get("stderr_tail") or "")
-            if last:
-                reason = last if len(last) <= 160 else last[:159] + "…"
-                return f" (first crash: trial {t['index']} ({t['variant']}) rank {r['rank']}: {reason})"
+        found = crash_reason(t)
+        if found:
+            rank, last = found
+            reason = last if len(last) <= 160 else last[:159] + "…"
+            return f" (first crash: trial {t['index']} ({t['variant']}) rank {rank}: {reason})"
     return ""
 
 

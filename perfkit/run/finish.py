@@ -14,7 +14,7 @@ from perfkit.analysis.timing import steps_frame
 from perfkit.report import markdown
 from perfkit.report.line import summary_line
 from perfkit.run import matrix
-from perfkit.run.plan import plan_trials, sat_out
+from perfkit.run.plan import ended, plan_trials, sat_out
 from perfkit.run.trial import run_names
 from perfkit.rundata import case as case_mod
 from perfkit.rundata import rundir
@@ -55,22 +55,24 @@ def render(run_dir: Path) -> bool:
 
 
 def _short_of_plan(run_dir: Path) -> bool:
-    """Whether a run stopped short of its plan's first rounds (``repeats.min`` trials of each variant it runs):
+    """Whether a run stopped short of its plan's first rounds (``repeats.min`` trials of each variant it runs, but
+    those ``plan.ended`` leaves out: a variant that crashed alike, a run with no comparison left):
     perfkit was killed during a trial, and nothing wrote that it stopped; or while writing one, its
     trials.jsonl's last line cut short; or a trial's record is lost (said on stderr: which)."""
     trials = rundir.read_trials(run_dir)
     case = case_mod.load(run_dir / "case.yaml")
     names = run_names(case, rundir.started_options(run_dir).get("only"))
     highest = max((t["index"] for t in trials if isinstance(t.get("index"), int)), default=-1)
+    stop = ended(names, case.variants[0].name, case.aa_name, trials)
     plan = plan_trials(names, highest // len(names) + 1, case.order, case.seed, min_rounds=case.repeats["min"],
-                       out=sat_out(names, trials))  # (its rounds up to the highest trial recorded)
+                       out=sat_out(names, trials), stop=stop)  # (its rounds up to the highest trial recorded)
     lost = rundir.lost_trials(trials, [t.index for t in plan])
     if lost:
         print(f"perfkit: {run_dir / 'trials.jsonl'}: no whole record of trial {', '.join(map(str, lost))} (a line "
               "damaged or cut short): the run is read as interrupted, and --resume runs it again", file=sys.stderr)
     if lost or rundir.torn_end(run_dir):
         return True
-    return len(trials) < case.repeats["min"] * len(names)
+    return len(trials) < len(plan_trials(names, case.repeats["min"], case.order, case.seed, stop=stop))
 
 
 def render_one(run_dir: Path, interrupted: bool | None = None) -> bool:

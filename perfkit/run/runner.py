@@ -30,7 +30,7 @@ from perfkit.common.xla import xla_flags
 from perfkit.errors import BadInput
 from perfkit.run import envinfo, finish, matrix, placement, ranks, serve_trial, stackdump
 from perfkit.run.placement import devices_per_process
-from perfkit.run.plan import plan_trials, sat_out
+from perfkit.run.plan import crashed_alike, ended, plan_trials, sat_out
 from perfkit.run.trial import SCRIPTS, RunOptions, Trial, cache_entries, compile_cache_env, run_names
 from perfkit.rundata import case as case_mod
 from perfkit.rundata import rundir
@@ -199,6 +199,16 @@ class Progress:
                           + ("; its summary.json and report.md are written again\n" if rewrites else "\n"))
         self.stream.flush()
 
+    def ended(self, variant: str, trials: list[dict], everything: bool) -> None:
+        """A variant whose first two trials crashed with one error runs no more (``perfkit.run.plan.ended``); where
+        no comparison is left, neither does the run."""
+        round_, why = crashed_alike(trials, variant)
+        self.stream.write(f"{self.cell_label + ': ' if self.cell_label else ''}{variant}: its first two trials "
+                          f"crashed alike ({why}): it runs no trial after round {round_ + 1}"
+                          + ("; none is left to compare, so the run ends with that round (its finished trials kept)\n"
+                             if everything else "; the others go on without it\n"))
+        self.stream.flush()
+
     def finished(self, k: int, n: int, record: dict, trials: list[dict]) -> None:
         self.walls.append(record["wall_s"])
         median = stats.summarize(timed_steps(record))["median"]
@@ -335,6 +345,12 @@ def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, env_json: str,
     done = {t["index"]: t for t in rundir.read_trials(part)}
     kept = len(done)
     names = run_names(case, options.only)
+
+    def ends() -> dict[str, int]:
+        """``plan.ended`` of the trials so far; with many hosts none (each sees its own ranks' errors alone, and a host
+        whose plan ended would leave the others' ranks waiting for its own)."""
+        return ended(names, case.variants[0].name, case.aa_name, list(done.values())) if options.hosts == 1 else {}
+
     hook = stackdump.hook_dir(part / ".perfkit")
     # Adaptive rounds need one view of every trial: with many hosts each runs repeats.min rounds.
     adaptive = options.hosts == 1 and len(names) >= 2
@@ -352,10 +368,11 @@ def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, env_json: str,
         warm = [n for n in names if case.variant(n).compile_cache == "warm"]
         interrupted = not all(prime(case, run_dir, n, run_one, progress) for n in warm)
         while not interrupted:
-            out = sat_out(names, list(done.values()))
-            plan = plan_trials(names, rounds, case.order, case.seed, min_rounds=case.repeats["min"], out=out)
+            out, stop = sat_out(names, list(done.values())), ends()
+            plan = plan_trials(names, rounds, case.order, case.seed, min_rounds=case.repeats["min"], out=out, stop=stop)
             progress.most = len(plan_trials(names, case.repeats["max"], case.order, case.seed,
-                                            min_rounds=case.repeats["min"], out=out)) if adaptive else None
+                                            min_rounds=case.repeats["min"], out=out, stop=stop)) if adaptive else None
+            replan = False
             for trial in plan:
                 if trial.index in done:
                     continue
@@ -367,8 +384,16 @@ def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, env_json: str,
                 rundir.append_trial(part, record)
                 done[trial.index] = record
                 progress.finished(len(done), len(plan), record, list(done.values()))
-            if interrupted or not adaptive or rounds >= case.repeats["max"] or \
-                    not undecided(case, names, list(done.values())):
+                now = ends()
+                if now != stop:  # a variant crashed alike: the plan loses its trials (with no comparison left, all)
+                    progress.ended(trial.variant, list(done.values()), set(now) == set(names))
+                    replan = True
+                    break
+            if interrupted:
+                break
+            if replan:
+                continue
+            if not adaptive or rounds >= case.repeats["max"] or not undecided(case, names, list(done.values())):
                 break
             rounds += 1
     except KeyboardInterrupt:

@@ -1,7 +1,8 @@
 """How a rank's recorded end reads: its exit code or signal (``exit_text``: with the fatal error its stack dump
 records first, where the dump itself crashed) and, for a hung rank, where
-each thread of its stack dump waited (``where_threads_wait``). ``perfkit.run.launch`` records a rank's
-exit code and stacks; report.md and the serve case kind word them with these."""
+each thread of its stack dump waited (``where_threads_wait``); a crashed trial's first failing rank and why
+(``crash_reason``). ``perfkit.run.launch`` records a rank's exit code and stacks; report.md, the run's line, the serve
+case kind and the plan (a variant crashing alike) word them with these."""
 
 from __future__ import annotations
 
@@ -83,3 +84,23 @@ def where_threads_wait(stacks: str) -> list[str]:
             line += f" <- {own[1]} ({own[0]})"
         out.append(line)
     return out
+
+
+def _reason(stderr_tail: str) -> str | None:
+    """Why a rank crashed, from its stderr's tail: the exception its last traceback ends on (JAX prints a note
+    after it, the same for every error), else the last line."""
+    lines = [line.rstrip() for line in stderr_tail.splitlines() if line.strip()]  # indents kept: frames have them
+    frames = [i for i, line in enumerate(lines) if line.startswith('  File "')]
+    after = [line for line in lines[frames[-1] + 1:] if not line[0].isspace()] if frames else []
+    return after[0] if after else (lines[-1] if lines else None)
+
+
+def crash_reason(trial: dict) -> tuple[int, str] | None:
+    """A crashed trial's rank that failed first and why (``_reason``), or None (not crashed, or no rank said why).
+    The failing ranks by when they exited, as the report's "failed first": the others' errors may follow from it,
+    and a rank perfkit ended (no exit time) says nothing of why."""
+    if trial.get("status") != "crashed":
+        return None
+    ranks = sorted(trial.get("ranks") or [], key=lambda r: (r.get("exit_code") in (0, None), r.get("exited_s") is None,
+                                                            r.get("exited_s") or 0.0))
+    return next(((r["rank"], why) for r in ranks if (why := _reason(r.get("stderr_tail") or ""))), None)

@@ -301,6 +301,28 @@ def test_a_variant_whose_every_trial_crashed_gets_no_more_rounds(tmp_path, write
                                                              ("a", "ok")]
 
 
+def test_a_variant_whose_first_two_trials_crashed_alike_ends_the_run_within_its_minimum_rounds(tmp_path, write_case):
+    """B crashed with one error in every trial, and the run still ran its repeats.min rounds (5 here: 10 trials, 5 of
+    them B's crashes), though no trial of A could be compared with anything. It ends with the round of B's second
+    crash (abba: a b, b a), saying why; the trials that finished are kept, and the run reads as finished, not stopped,
+    to perfkit report and --resume alike."""
+    case = sleeper_case(steps=3, sleep_ms=0, repeats={"min": 5, "max": 5},
+                        variants={"a": {"env": {"REPORT_MS": "5.0"}}, "b": {"env": {"CRASH_AT": "1"}}})
+    run = tmp_path / "run"
+    res = perfkit("run", write_case(case), "--out", run)
+    assert res.returncode == 3, res.stderr
+    assert [(t["index"], t["variant"], t["status"]) for t in read_jsonl(run / "trials.jsonl")] == [
+        (0, "a", "ok"), (1, "b", "crashed"), (2, "b", "crashed"), (3, "a", "ok")]
+    assert ("b: its first two trials crashed alike (sleeper: rank 0 failing on purpose at step 1): it runs no trial "
+            "after round 2; none is left to compare, so the run ends with that round (its finished trials kept)\n"
+            "[4/4] a ") in res.stderr, res.stderr
+    assert not json.loads((run / "summary.json").read_text())["interrupted"]
+    assert perfkit("report", run).returncode == 3 and not json.loads((run / "summary.json").read_text())["interrupted"]
+    resumed = perfkit("run", "--resume", run)
+    assert f"every trial of {run}'s plan (4) had finished: none ran" in resumed.stderr, resumed.stderr
+    assert len(read_jsonl(run / "trials.jsonl")) == 4
+
+
 def test_a_variant_whose_every_trial_crashed_sits_out_the_rounds_another_comparison_needs(tmp_path, write_case):
     """Three variants: b crashed in every trial, and the stop that keeps a crashing b from growing the plan ended c's
     rounds too, c against a left unknown after repeats.min. The rounds go on without b, its places empty (every other
