@@ -10,7 +10,7 @@ ratio does not depend on the number of trials, and two repeats still show determ
 
 The taps row holds the first layer where sp's outputs depart from tp's to the baseline's (none): a float32
 numerics fault the frames' PSNR floor lets through fails it (tests/report/test_check.py); in this bfloat16 case
-a RoPE fault's taps stay within the dtype's allowance, and the PSNR drop (52.2 dB against 54.2) fails it.
+a RoPE fault's taps stay within the dtype's allowance, and the PSNR drop (52.2 dB against 54.0) fails it.
 
 The step cost rows (perfkit.report.cost_check) are the part of the gate that does not depend on the machine's load:
 each variant's collectives per step by kind exactly, and its FLOPs, HBM bytes, bytes sent a device and temp
@@ -62,6 +62,8 @@ def test_quickstart_passes_its_baseline(tmp_path):
     base = json.loads(BASELINE.read_text())["quality"]
     assert quality["unit"] == "dB"
     assert quality["limit"] == (40.0 if base["psnr_db"] == "inf" else pytest.approx(max(40.0, base["psnr_db"] - 0.5)))
+    pooled = [r for r in rows if r["check"] == "quality" and "pooled over the frames" in r["subject"]]
+    assert len(pooled) == 1 and pooled[0]["limit"] == pytest.approx(max(40.0, base["psnr_pooled_db"] - 0.5))
 
     # The gate is live: against a baseline whose B/A ratios are a twentieth of this run's, the run fails.
     current = {(c["subject"]): c["current"] for c in rows if c["check"] == "timing"}
@@ -97,3 +99,14 @@ def test_quickstart_passes_its_baseline(tmp_path):
     failed = {r["subject"] for r in json.loads(check.stdout)["rows"] if not r["passed"]}
     assert check.returncode == 1 and "sp: all-gather per step" in failed, failed
     assert not any(s.startswith("tp:") for s in failed), failed
+
+
+def test_the_quickstart_baseline_holds_the_pooled_psnr_too():
+    """check.py holds sp vs tp's PSNR two ways: the headline, a mean over the frames that differ, and the PSNR of
+    the MSE pooled over all frames, which alone drops when the same error spreads to more frames. A baseline
+    without the pooled figure gated the headline alone. By Jensen's inequality (PSNR is convex in the MSE) the
+    pooled figure cannot exceed the mean of the per-frame ones, and with no identical frame (0 of 4 in the demo)
+    the two are of the same frames."""
+    quality = json.loads(BASELINE.read_text())["quality"]
+    assert isinstance(quality.get("psnr_pooled_db"), float), quality
+    assert 40.0 < quality["psnr_pooled_db"] <= quality["psnr_db"]
