@@ -165,3 +165,16 @@ def test_every_row_of_a_serve_runs_quality_table_names_its_file():
     assert alone[0].startswith("`bird.mkv`: 8 frames")
     assert [line for line in alone if "vs serial" in line] == [
         "| batched vs serial | identical | inf | inf | inf | inf | 0.000 | 0 | 0.00% | yes |"]
+
+
+def test_the_per_process_table_gives_every_server_s_ready_time_to_the_millisecond():
+    """The readiness times kept (trials.jsonl, to the ms) read 0.493 beside 0.74 for 0.740: a column of seconds
+    shows each with the same three decimals."""
+    from perfkit.report.serving import _processes
+
+    proc = {"variant": "a", "level": 1, "ok": 8, "sent": 8, "outputs_per_min": 505.4, "trial_status": "ok",
+            "latency_p50_ms": 118.0, "latency_p90_ms": 125.0, "latency_max_ms": 132.0}
+    s = {"serve": {"servers": [{"trial": 0, "ready_s": 0.74}, {"trial": 1, "ready_s": None}],
+                   "processes": [{**proc, "trial": 0}, {**proc, "trial": 1, "trial_status": "crashed"}]}}
+    cells = [row.split(" | ")[3] for row in _processes(s)[2:]]
+    assert cells == ["0.740", "-"]
