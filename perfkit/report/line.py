@@ -64,10 +64,11 @@ def hung_at_timeout(summary: dict, variants: list[str] | None = None) -> tuple[s
     return said, f"--set timeout={2 * timeout:g}" if timeout else "a longer `timeout`"
 
 
-def step_times_text(va: float, vb: float) -> tuple[str, str]:
-    """A and B's step times as text, with as many decimals as it takes to divide to B / A shown to 3."""
-    n = digits([(va, vb)])
-    return f"{va:.{n}f}", f"{vb:.{n}f}"
+def step_times_text(va: float, *vs: float) -> tuple[str, ...]:
+    """A's step time and each other's as text, with as many decimals as it takes each to divide to its / A's
+    ratio shown to 3."""
+    n = digits([(va, v) for v in vs])
+    return tuple(f"{v:.{n}f}" for v in (va, *vs))
 
 
 _HOW = {"skipped": "skipped", "not completed": "has no record in its trace of",
@@ -202,6 +203,11 @@ def _first_crash(failed: list) -> str:
     return ""
 
 
+def _ci(comparison: dict) -> str:
+    return "[no CI: one timed step]" if without_ci(comparison) else \
+        f"[{comparison['ci'][0]:.3f}, {comparison['ci'][1]:.3f}]"
+
+
 def summary_line(summary: dict, report: Path) -> str:
     c = summary["comparison"]
     a = summary["baseline"]
@@ -213,14 +219,18 @@ def summary_line(summary: dict, report: Path) -> str:
     of = "server processes'" if summary.get("serve") else "trial"
     control = (summary.get("noise_floor") or {}).get("variant")
     ran = [n for n, v in summary["variants"].items() if v.get("trials", 1) and n != control]
+    also = [o for o in summary.get("comparisons", ()) if o["variant"] not in (b, control) and o["ratio"] is not None
+            and o["metric"] == c.get("metric")]  # a third variant's on the same figure: the report's timing table
+    # every step time the line shows, with the decimals that divide to each ratio beside it
+    others = {n: trial_median(summary["variants"][n]) for n in (b, *(o["variant"] for o in also))}
+    others = {n: v for n, v in others.items() if v is not None}
+    shown = dict(zip((a, *others), step_times_text(va, *others.values()))) if va is not None else {}
     if len(ran) == 1:  # --only, or a run stopped before the other variant's first trial: nothing to divide
         v = trial_median(summary["variants"][ran[0]])
         parts.append(f"{ran[0]} {v:.3f} ms (median of {of} medians)" if v is not None
                      else f"no timed steps for {ran[0]}")
         parts.append(f"; no ratio: only {ran[0]} ran")
     elif va is not None and vb is not None:
-        shown_a, shown_b = step_times_text(va, vb)
-        ci = "[no CI: one timed step]" if without_ci(c) else f"[{c['ci'][0]:.3f}, {c['ci'][1]:.3f}]"
         verdict, serve = c["verdict"], summary.get("serve")
         if verdict == "unknown":
             aim = "give a CI" if without_ci(c) else "narrow it"
@@ -230,8 +240,8 @@ def summary_line(summary: dict, report: Path) -> str:
             verdict += f" (the rest of its plan may {aim}: --resume)" if summary.get("interrupted") else \
                 f" ({hangs[0]}: where their ranks were slow, not stuck, {hangs[1]})" if hangs else \
                 f" (more {'server restarts' if serve else 'rounds'} would {aim}: {more})"
-        parts.append(f"{a} {shown_a} ms, {b} {shown_b} ms (medians of {of} medians), {b}/{a} {c['ratio']:.3f} {ci} "
-                     f"-> {verdict}")
+        parts.append(f"{a} {shown[a]} ms, {b} {shown[b]} ms (medians of {of} medians), {b}/{a} {c['ratio']:.3f} "
+                     f"{_ci(c)} -> {verdict}")
     else:
         missing = [n for n, v in ((a, va), (b, vb)) if v is None]
         hangs = hung_at_timeout(summary, missing)  # (every trial of a variant hung: more rounds would hang alike)
@@ -239,10 +249,9 @@ def summary_line(summary: dict, report: Path) -> str:
                      + (f" ({hangs[0]}: where their ranks were slow, not stuck, {hangs[1]})" if hangs else ""))
     if summary.get("serve"):
         parts.append(headline(summary))
-    also = [o for o in summary.get("comparisons", ()) if o["variant"] not in (b, control) and o["ratio"] is not None
-            and o["metric"] == c.get("metric")]  # a third variant's on the same figure: the report's timing table
     if also:
-        parts.append("; also " + ", ".join(f"{o['variant']}/{a} {o['ratio']:.3f} -> {o['verdict']}" for o in also))
+        parts.append("; also " + ", ".join(f"{o['variant']} {shown[o['variant']]} ms, {o['variant']}/{a} "
+                                           f"{o['ratio']:.3f} {_ci(o)} -> {o['verdict']}" for o in also))
     q = summary.get("quality")
     if q:
         # A summary read back from JSON holds infinite PSNR as "inf" (perfkit.common.json_figures.json_safe).

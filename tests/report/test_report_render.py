@@ -1221,7 +1221,8 @@ def test_a_third_variant_s_verdict_is_in_the_one_line(tmp_path):
     summary = json.loads((run / "summary.json").read_text())
     line = summary_line(summary, run / "report.md")
     c = next(o for o in summary["comparisons"] if o["variant"] == "c")
-    assert f"; also c/a {c['ratio']:.3f} -> slower; " in line and line.index("b/a") < line.index("c/a")
+    assert f"c/a {c['ratio']:.3f} [{c['ci'][0]:.3f}, {c['ci'][1]:.3f}] -> slower; " in line
+    assert line.index("b/a") < line.index("; also c ") < line.index("c/a")
     assert c["ratio"] == pytest.approx(2.0, abs=0.01)
 
 
@@ -1409,3 +1410,23 @@ def test_the_too_few_traced_steps_line_asks_for_rounds_the_case_accepts():
     assert sets, line
     case = case_mod.load("cases/quickstart.yaml", sets)
     assert case.repeats == {"min": 6, "max": 6}
+
+
+def test_a_third_variant_s_ratio_in_the_one_line_divides_from_its_step_time_shown(tmp_path):
+    """A newcomer's kernel case (ulysses, ring, xla) read '; also xla/ulysses 4.535 -> slower': xla's step time
+    and the ratio's CI were in the report alone. The line gives C's median of trial medians and the CI beside
+    its ratio, every step time with the decimals that divide to each ratio shown: 117.00 / 25.86 would read 4.524
+    where C / A is 4.525, so all three take a third decimal (117.000 / 25.858)."""
+    from perfkit.report.line import summary_line
+    from perfkit.run import finish
+
+    steps = {"a": 25.857, "b": 27.037, "c": 116.999}  # + 0.001 a round: medians of trial medians 25.858, ...
+    trials = [trial(3 * r + i, v, [50.0] + [steps[v] + 0.001 * r] * 3) for r in range(3) for i, v in enumerate("abc")]
+    run = write_run(tmp_path / "run", trials, case_extra={"variants": {v: {} for v in "abc"}})
+    finish.render(run)
+    summary = json.loads((run / "summary.json").read_text())
+    line = summary_line(summary, run / "report.md")
+    c = next(o for o in summary["comparisons"] if o["variant"] == "c")
+    assert f"{c['ratio']:.3f}" == "4.525" and f"{117.000 / 25.858:.3f}" == "4.525" != f"{117.00 / 25.86:.3f}"
+    assert ": a 25.858 ms, b 27.038 ms (medians of trial medians), b/a 1.046 " in line, line
+    assert f"; also c 117.000 ms, c/a 4.525 [{c['ci'][0]:.3f}, {c['ci'][1]:.3f}] -> slower; " in line, line
