@@ -496,7 +496,10 @@ def _taps_rows(baseline: dict, summary: dict) -> list[dict]:
     b = (base or {}).get("variant") or compared_variant(summary)
     subject = f"{b}: first tap departing from {summary['baseline']}"
     if not taps or "error" in taps:
-        note = taps["error"] if taps else "no taps in this run (the case's capture.taps)"
+        # a variant that ran no trial (--only) compared none, whatever the case's capture.taps
+        idle = [v for v in (summary["baseline"], b) if (summary["variants"].get(v) or {}).get("trials", 1) == 0]
+        note = taps["error"] if taps else f"no taps compared in this run: {' and '.join(idle)} ran no trial" \
+            if idle else "no taps in this run (the case's capture.taps)"
         return [{"check": "taps", "subject": subject, "unit": "", "baseline": base["first"], "current": None,
                  "limit": "taps", "passed": False, "note": note}]
     current, allowed = departed_at(taps), (base or {}).get("first", "none")

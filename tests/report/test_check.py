@@ -598,6 +598,26 @@ def test_a_tap_departing_fails_the_gate_where_the_outputs_still_pass(tmp_path, b
         "report's Quality section: First departure"]
 
 
+def test_a_taps_row_of_a_run_where_a_variant_ran_no_trial_says_so(tmp_path, baseline):
+    """A newcomer's `perfkit run quickstart --only sp`, checked against the baseline: the taps row read 'no taps in
+    this run (the case's capture.taps)' where the case taps every block and sp wrote its taps; none were compared,
+    as tp ran no trial. The note names the variant that ran none; a run whose variants both ran keeps the old
+    note (its taps were off)."""
+    summary = json.loads((tmp_path / "base" / "summary.json").read_text())
+    held = baseline_from_summary({**summary, "taps": _taps(None)})
+    th = Thresholds(0.1, 0.5)
+    only_b = {**summary, "taps": None, "variants": {**summary["variants"],
+                                                     "a": {**summary["variants"]["a"], "trials": 0}}}
+    notes = {}
+    for name, run in (("only b", only_b), ("both", {**summary, "taps": None})):
+        rows = check_frame(held, run, th)
+        (row,) = rows[rows["check"] == "taps"].to_dict("records")
+        assert row["passed"] is False
+        notes[name] = row["note"]
+    assert notes == {"only b": "no taps compared in this run: a ran no trial",
+                     "both": "no taps in this run (the case's capture.taps)"}
+
+
 def test_a_command_case_s_devices_are_the_ones_its_case_asked_for(tmp_path):
     """A command case probes no devices (env.json's devices null): its baseline keeps the devices its case asked
     for, and a run of the case on 2 devices against a baseline of 4 is refused, not gated (a newcomer's: its cost
