@@ -122,8 +122,12 @@ def test_a_second_perfkit_on_a_running_run_is_refused(tmp_path, write_case):
     """`perfkit run --resume RUN` while another perfkit still ran RUN was not refused: both ran the trials left, and
     trials.jsonl ended with 24 records of a 16-trial plan, 3 of them spurious failures where the two wrote one
     trial's rank folders. The second is refused in one line (exit 2) and the first finishes its plan alone."""
-    # 4 trials of about 4 s: the two refused commands run while the 3 after the first do, on a loaded machine too
-    case = sleeper_case(steps=40, sleep_ms=100, repeats={"min": 2, "max": 2})
+    # b's trials wait while `hold` is there: the first perfkit runs until the refused commands have run, however
+    # slow the machine
+    hold = tmp_path / "hold"
+    hold.touch()
+    case = sleeper_case(steps=4, sleep_ms=5, timeout=300, repeats={"min": 2, "max": 2},
+                        variants={"a": {}, "b": {"env": {"HOLD_WHILE": str(hold)}}})
     path, run = write_case(case), tmp_path / "run"
     first = subprocess.Popen([sys.executable, "-m", "perfkit.cli", "run", str(path), "--out", str(run)], cwd=REPO,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -135,6 +139,7 @@ def test_a_second_perfkit_on_a_running_run_is_refused(tmp_path, write_case):
                "--resume\n"), second.stderr[-2000:]
         again = perfkit("run", path, "--out", run, timeout=120)  # a new run into it: the same
         assert again.returncode == 2 and "another perfkit is running this run" in again.stderr, again.stderr[-2000:]
+        hold.unlink()
         assert first.wait(timeout=120) == 0, first.stderr.read()[-2000:]
     finally:
         if first.poll() is None:

@@ -13,6 +13,7 @@ argv: steps sleep_ms [--frames]. Variants change it through the environment only
 - LATE=1: SIGTERM ignored (jax.distributed catches it); after the first step the rank waits until perfkit asks for
   its stack dump (its timeout passed), then writes the other steps before perfkit's SIGKILL.
 - CRASH_AT=k: after k steps, ranks in FAULT_RANKS print to stderr and exit with code 7.
+- HOLD_WHILE=PATH: before the first step, wait while that file exists (a test holds a trial running).
 - FRAME_SEED: seed of the frames written with --frames. DUMP_ENV=1 writes the PERFKIT_* and launcher
   variables the rank saw to outputs/env.json.
 """
@@ -49,6 +50,8 @@ if os.environ.get("PRINT_MB"):
     for _ in range(int(os.environ["PRINT_MB"])):
         sys.stdout.write(line * 1024)
     sys.stdout.flush()
+while os.environ.get("HOLD_WHILE") and os.path.exists(os.environ["HOLD_WHILE"]):
+    time.sleep(0.05)
 released = "HANG_UNLESS" in os.environ and os.path.exists(os.environ["HANG_UNLESS"])
 if os.environ.get("LATE"):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
