@@ -45,23 +45,51 @@ def more_rounds(summary: dict) -> str:
     return f"--set repeats.min={n} --set repeats.max={n}" if multi_host(summary) else f"--set repeats.max={n}"
 
 
-def hung_at_timeout(summary: dict, variants: list[str] | None = None) -> tuple[str, str] | None:
+def hung_at_timeout(summary: dict, variants: list[str] | None = None) -> tuple[str, str | None] | None:
     """Where trials of a model or command case hung: ``("3 of 4 trials hung at the 30 s timeout", "--set
     timeout=60")``, the ``--set`` giving them twice the timeout they ran past; None where none hung. Not more
     rounds: a trial that hangs adds no figure, whether its ranks were stuck or slow (a start under load), and each
-    costs the timeout again. ``variants``: those variants' trials alone, named where they hung (``2 of b's 2 trials
+    costs the timeout again. Where every hung trial is a named deadlock (``deadlocked``) no longer timeout ends them:
+    the second is None. ``variants``: those variants' trials alone, named where they hung (``2 of b's 2 trials
     hung ...``)."""
     failed = [t for t in summary["trials"]["failed"] if variants is None or t["variant"] in variants]
-    hung = sum(t["status"] == "hung" for t in failed)
+    hung = [t for t in failed if t["status"] == "hung"]
     if not hung or summary.get("serve"):
         return None
     timeout = summary["trials"].get("timeout_s")  # absent in older summaries
-    hung_in = [v for v in variants or () if any(t["variant"] == v and t["status"] == "hung" for t in failed)]
+    hung_in = [v for v in variants or () if any(t["variant"] == v for t in hung)]
     ran = sum(summary["variants"][v].get("trials", 0) for v in hung_in)
     of = (f"{summary['trials']['total']} trials" if variants is None
           else f"{' and '.join(hung_in)}'s {ran} trial{'s' * (ran != 1)}")
-    said = f"{hung} of {of} hung at the {f'{timeout:g} s ' if timeout else ''}timeout"
+    said = f"{len(hung)} of {of} hung at the {f'{timeout:g} s ' if timeout else ''}timeout"
+    stuck = sum(deadlocked(summary, t) for t in hung)
+    if stuck == len(hung):
+        return said, None
+    said += f" ({stuck} of them where the chips part: a deadlock)" if stuck else ""
     return said, f"--set timeout={2 * timeout:g}" if timeout else "a longer `timeout`"
+
+
+def timeout_advice(hangs: tuple[str, str | None]) -> str:
+    """``hung_at_timeout``'s figures as the line says them: the longer timeout, for ranks that were slow, or where
+    every hung trial's chips part (a deadlock), that no timeout ends it."""
+    said, longer = hangs
+    return (f"{said}: where their ranks were slow, not stuck, {longer}" if longer else
+            f"{said}, where the chips part: a deadlock, which a longer timeout would not end")
+
+
+# how a chip parts from the others that no wait ends: it ran another collective than theirs, or none where they did
+_STUCK = {"skipped", "different collective", "extra collective"}
+
+
+def deadlocked(summary: dict, trial: dict) -> bool:
+    """Whether a hung trial's chips are named waiting where the others never come: its traces show a chip part at
+    another collective than the others' (``_STUCK``; or, none completed, waiting at collectives of other kinds), or
+    its ranks' programs differ in a collective (the parting's programs, else hlo-diff's first). A chip whose trace
+    lacks a collective the others completed may be inside it, slow: that alone names no deadlock."""
+    parting = ((summary.get("hangs") or {}).get(trial["dir"]) or {}).get("parting") or {}
+    return bool(parting.get("waiting") or parting.get("programs")
+                or any(p["how"] in _STUCK for p in parting.get("parted", ()))
+                or first_collective((summary.get("ranks") or {}).get(trial["variant"])))
 
 
 def step_times_text(va: float, *vs: float) -> tuple[str, ...]:
@@ -238,7 +266,7 @@ def summary_line(summary: dict, report: Path) -> str:
             hangs = hung_at_timeout(summary)
             # a stopped run has rounds of its own plan left: asking for more would start that plan over
             verdict += f" (the rest of its plan may {aim}: --resume)" if summary.get("interrupted") else \
-                f" ({hangs[0]}: where their ranks were slow, not stuck, {hangs[1]})" if hangs else \
+                f" ({timeout_advice(hangs)})" if hangs else \
                 f" (more {'server restarts' if serve else 'rounds'} would {aim}: {more})"
         parts.append(f"{a} {shown[a]} ms, {b} {shown[b]} ms (medians of {of} medians), {b}/{a} {c['ratio']:.3f} "
                      f"{_ci(c)} -> {verdict}")
@@ -246,7 +274,7 @@ def summary_line(summary: dict, report: Path) -> str:
         missing = [n for n, v in ((a, va), (b, vb)) if v is None]
         hangs = hung_at_timeout(summary, missing)  # (every trial of a variant hung: more rounds would hang alike)
         parts.append(f"no timed steps for {' and '.join(missing)} -> unknown"
-                     + (f" ({hangs[0]}: where their ranks were slow, not stuck, {hangs[1]})" if hangs else ""))
+                     + (f" ({timeout_advice(hangs)})" if hangs else ""))
     if summary.get("serve"):
         parts.append(headline(summary))
     if also:

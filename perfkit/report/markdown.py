@@ -663,7 +663,7 @@ def _verdict(summary: dict) -> str:
     b = compared_variant(summary)
     if c["ratio"] is None:
         missing = [n for n in (a, b) if trial_median(summary["variants"][n]) is None]
-        # every trial of a variant hung: the timeout, not more rounds, may give it timed steps
+        # every trial of a variant hung: a longer timeout, not more rounds, may give it timed steps (not a deadlock)
         hung = " " + _more_trials(summary, "time its steps", missing) if hung_at_timeout(summary, missing) else ""
         return "**No verdict**: a variant has no timed steps." + hung
     shown_a, shown_b = step_times_text(trial_median(summary["variants"][a]), trial_median(summary["variants"][b]))
@@ -688,6 +688,9 @@ def _more_trials(summary: dict, aim: str = "narrow it", variants: list[str] | No
                 f"the rest of it, which may {aim}.")
     command = (summary.get("reproduce") or {}).get("command", "perfkit run CASE")
     if hangs := hung_at_timeout(summary, variants):  # more rounds would each hang at the same timeout
+        if hangs[1] is None:  # every one a deadlock: neither more trials nor a longer timeout ends it
+            return (f"{hangs[0]}, where the chips part (Failed trials says where): a deadlock, which neither more "
+                    "trials nor a longer timeout would end.")
         longer = f"e.g. `{command} {hangs[1]}`" if hangs[1].startswith("--set") else hangs[1]
         return (f"{hangs[0]} (Failed trials says where their ranks waited): more trials would hang alike where they "
                 f"were stuck; where they were slow (a start under load), a longer timeout would {aim}: {longer}.")

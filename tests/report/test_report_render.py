@@ -615,8 +615,8 @@ def test_the_one_line_says_which_variant_hung_and_where_its_chips_parted():
                    {"index": 2, "variant": "ring", "status": "hung", "dir": "trials/02-ring", "ranks": []}]},
                "hangs": {"trials/01-skip": {"chips": [], "parting": parting, "text": "..."}}}
     assert summary_line(summary, Path("r/report.md")) == (
-        "hop: no timed steps for skip -> unknown (1 of skip's 1 trial hung at the timeout: where their ranks were "
-        "slow, not stuck, a longer `timeout`); 2 trial(s) failed; skip hung: rank 1 skipped ppermute.11 "
+        "hop: no timed steps for skip -> unknown (1 of skip's 1 trial hung at the timeout, where the chips part: a "
+        "deadlock, which a longer timeout would not end); 2 trial(s) failed; skip hung: rank 1 skipped ppermute.11 "
         "(collective 3 of 3 in step 0); ring hung; report r/report.md")
     # the bundled repro: rank 3's program lacks the second of three hops; its traces, paired in order, part at the
     # third, so the line names the program's
@@ -652,6 +652,55 @@ def test_the_one_line_says_which_variant_hung_and_where_its_chips_parted():
             "no record in its trace of ppermute.10 (collective 2 of 2 in step 0), rank 3 has no record in its trace of "
             "ppermute.10 (collective 2 of 2 in step 0); ring hung; report") in summary_line(summary,
                                                                                      Path("r/report.md"))
+
+
+def test_a_hang_whose_chips_part_is_not_told_a_longer_timeout():
+    """A review's: beside a hang whose chips part (rank 1 skipped the last hop: the others wait at it for ever), the
+    line and report.md asked for a longer timeout "where their ranks were slow, not stuck", which ends no deadlock."""
+    from perfkit.report.line import summary_line
+    from perfkit.report.markdown import _verdict
+
+    skipped = {"step": 0, "index": 2, "op": "ppermute.11", "kind": "collective-permute", "in_step": 3, "extra": False,
+               "majority": [{"rank": 0, "device": 0}], "parted": [{"rank": 1, "device": 1, "how": "skipped",
+                                                                     "op": None, "in_step": 2}]}
+    summary = {"case": "hop", "baseline": "ring", "comparison": {"verdict": "unknown", "ratio": None},
+               "variants": {"ring": {"trial_medians_ms": [12.0], "trials": 1}, "skip": {"trials": 1}},
+               "reproduce": {"command": "perfkit run c.yaml"},
+               "trials": {"total": 2, "ok": 1, "timeout_s": 30, "failed": [
+                   {"index": 1, "variant": "skip", "status": "hung", "dir": "trials/01-skip", "ranks": []}]},
+               "hangs": {"trials/01-skip": {"chips": [], "parting": skipped, "text": "..."}}}
+    line = summary_line(summary, Path("r/report.md"))
+    assert ("no timed steps for skip -> unknown (1 of skip's 1 trial hung at the 30 s timeout, where the chips part: "
+            "a deadlock, which a longer timeout would not end); 1 trial(s) failed; skip hung: rank 1 skipped") in line
+    assert "--set" not in line
+    assert _verdict(summary) == ("**No verdict**: a variant has no timed steps. 1 of skip's 1 trial hung at the 30 s "
+                                 "timeout, where the chips part (Failed trials says where): a deadlock, which neither "
+                                 "more trials nor a longer timeout would end.")
+    # chips waiting at collectives of other kinds (none completed it): a deadlock too
+    summary["hangs"]["trials/01-skip"]["parting"] = dict(skipped, waiting=True, parted=[
+        {"rank": 1, "device": 1, "how": "different collective", "op": "ar.2", "in_step": 3}])
+    assert "--set" not in summary_line(summary, Path("r/report.md"))
+    # a chip whose trace lacks the others' collective may be inside it, slow: the longer timeout stays
+    summary["hangs"]["trials/01-skip"]["parting"] = dict(skipped, parted=[dict(skipped["parted"][0],
+                                                                               how="not completed")])
+    assert ("(1 of skip's 1 trial hung at the 30 s timeout: where their ranks were slow, not stuck, --set timeout=60)"
+            in summary_line(summary, Path("r/report.md")))
+    # a second hung trial with no traces: it may have been slow, so the timeout is asked for, the deadlock counted
+    summary["hangs"]["trials/01-skip"]["parting"] = skipped
+    summary["variants"]["skip"]["trials"] = 2
+    summary["trials"]["failed"].append({"index": 3, "variant": "skip", "status": "hung", "dir": "trials/03-skip",
+                                        "ranks": []})
+    assert ("(2 of skip's 2 trials hung at the 30 s timeout (1 of them where the chips part: a deadlock): where their "
+            "ranks were slow, not stuck, --set timeout=60)") in summary_line(summary, Path("r/report.md"))
+    # no traces, but the ranks' programs differ in a collective (hlo-diff's first): a deadlock
+    first = {"index": 2, "count": {"majority": 2, "rank": 3}, "only_on": "rank", "majority": None,
+             "rank": {"computation": "main", "line": 18, "opcode": "all-reduce",
+                      "text": "%all-reduce.5 = f32[8]{0} all-reduce(%f), channel_id=3, to_apply=%sum"}}
+    summary["ranks"] = {"skip": {"consistent": False, "hlo_diff": {"modules": [{"name": "jit_step", "divergences": [
+        {"ranks": [1], "first_collective": first}]}]}}}
+    del summary["hangs"]
+    assert "2 of skip's 2 trials hung at the 30 s timeout, where the chips part: a deadlock" in \
+        summary_line(summary, Path("r/report.md"))
 
 
 def test_the_one_line_of_a_hang_its_traces_do_not_reach_names_the_programs_first_differing_collective():
