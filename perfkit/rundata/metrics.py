@@ -10,7 +10,9 @@ under a profiler: it is kept but never timed, since profiling slows it.
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
+import itertools
 import json
 import math
 import re
@@ -132,14 +134,17 @@ def steps_from_stdout(path: Path, pattern: str, until: int | None = None) -> tup
     steps counted (the second figure), as ``read_metrics`` leaves out lines whose ``t`` is after the stop."""
     rx = re.compile(pattern)
     out, late, read = [], 0, 0
+    # a long line's pieces may split a character: the decoder keeps its first bytes for the next piece
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     try:
         f = open(path, "rb")
     except OSError:
         return out, late
     with f:
-        for piece in iter(lambda: f.readline(STDOUT_LINE_CHARS), b""):
+        # the last b"": the end of the file, where the decoder gives up what it still holds
+        for piece in itertools.chain(iter(lambda: f.readline(STDOUT_LINE_CHARS), b""), [b""]):
             read += len(piece)
-            for m in rx.finditer(piece.decode("utf-8", errors="replace")):
+            for m in rx.finditer(decoder.decode(piece, final=not piece)):
                 try:
                     ms = float(m.group("ms") if "ms" in rx.groupindex else m.group(1))
                 except (TypeError, ValueError):  # TypeError: an optional group that took no part in the match

@@ -1,0 +1,17 @@
+"""Step times read from a rank's stdout with a case's ``step_regex`` (``perfkit.rundata.metrics.steps_from_stdout``),
+a long line in pieces of ``STDOUT_LINE_CHARS`` bytes."""
+
+from perfkit.rundata.metrics import STDOUT_LINE_CHARS, steps_from_stdout
+
+
+def test_a_character_split_between_pieces_of_a_long_line_is_read_whole(tmp_path):
+    """A long line whose two-byte "é" straddles the first piece's end: each piece decoded alone read it as two
+    replacement characters, and the step after it was lost."""
+    path = tmp_path / "stdout.log"
+    head = b"x" * (STDOUT_LINE_CHARS - 1)  # "é" (c3 a9): its first byte the piece's last
+    path.write_bytes(head + "é step 5.5 ms\n".encode() + "é step 2.25 ms\n".encode() + b"bad \xff 7.0 ms\n")
+    assert steps_from_stdout(path, r"é step (\d+\.\d+) ms") == ([5.5, 2.25], 0)
+    # a byte that is no UTF-8 still reads as a replacement character, matched as one
+    assert steps_from_stdout(path, "bad \ufffd (\\d+\\.\\d+) ms") == ([7.0], 0)
+    path.write_bytes(b"step 1.5 ms\n\xc3")  # the file ends inside a character: nothing more, no error
+    assert steps_from_stdout(path, r"step (\d+\.\d+) ms") == ([1.5], 0)
