@@ -416,24 +416,39 @@ def parting_of_shards(done: shards.Combined, paths: list[str | Path], programs: 
     return parting_of(seq, chips, programs if programs else dumps_beside(paths))
 
 
+def _hung_step(trial: dict) -> tuple[int, bool] | None:
+    """(the first step a rank of a hung trial did not finish, whether every rank finished as many) from its records;
+    None where no rank recorded its steps."""
+    ranks = trial.get("ranks", [])
+    done = [r["steps_done"] for r in ranks if r.get("steps_done") is not None]
+    if not done:
+        return None
+    return min(done), len(done) == len(ranks) and min(done) == max(done)  # (every rank's record)
+
+
 def _traces_end_before_hang(trial: dict, marks: pd.DataFrame) -> tuple[int, int, bool] | None:
     """(the last step the traces mark, the first step a rank did not finish, whether every rank finished as many)
     where a hung trial's traces end before that step (a profiler stopped before the hang): they then cannot show
-    where the chips part. ``marks``: ``_chips``' ``marked`` and ``reached``. The traces reach it where a chip's ops
-    run in it (a profile cut by a timer inside the hung step: the record's ``traced`` lists only the steps that
-    finished); traces with no marker say no step, and the record's ``traced`` steps are read instead (None where
-    none was recorded)."""
-    ranks = trial.get("ranks", [])
-    done = [r["steps_done"] for r in ranks if r.get("steps_done") is not None]
-    if len(marks) and marks["marked"].max() >= 0:
-        last, ends = int(marks["marked"].max()), int(marks["reached"].max())
-    elif trial.get("traced"):
-        last = ends = max(trial["traced"])
-    else:
+    where the chips part. ``marks``: ``_chips``' ``marked`` and ``reached``, of traces with a step marker (those with
+    none say no step, ``_unmarked``). The traces reach it where a chip's ops run in it (a profile cut by a timer
+    inside the hung step)."""
+    hung = _hung_step(trial)
+    if hung is None:
         return None
-    if not done or ends >= min(done):
-        return None
-    return last, min(done), len(done) == len(ranks) and min(done) == max(done)  # (every rank's record)
+    last, ends = int(marks["marked"].max()), int(marks["reached"].max())
+    return None if ends >= hung[0] else (last, *hung)
+
+
+def _unmarked(trial: dict) -> str:
+    """What a hung trial's traces with no step marker cannot say, where its records name the step it hung in."""
+    hung = _hung_step(trial)
+    if hung is None:
+        return ""
+    step, alike = hung
+    at = (f"the hang, which came after every rank had finished step {step - 1}" if alike else
+          f"the hang at step {step} (the first step a rank did not finish)")
+    return (f"; these traces hold no step marker, so they cannot say whether they reach {at}: where they end before "
+            "it, each rank's stack dump says where it waits")
 
 
 def run_hangs(run_dir: Path, trials: list[dict]) -> dict | None:
@@ -456,8 +471,11 @@ def run_hangs(run_dir: Path, trials: list[dict]) -> dict | None:
             continue
         hang = {"chips": json.loads(chips.to_json(orient="records")), "parting": first,
                 "text": describe(first, chips)}
-        before = _traces_end_before_hang(t, marks)
-        if before is not None:
+        # traces with no step marker are read as they are, as tail reads them: not by the record's traced steps, which
+        # lists only the steps that finished under the profiler (a profile running when it hung would end before it)
+        if not len(marks) or marks["marked"].max() < 0:
+            hang["text"] += _unmarked(t)
+        elif (before := _traces_end_before_hang(t, marks)) is not None:
             traced_to, hung, alike = before
             # every rank as far: it hung past its last step (its teardown, or a step it never began), no step to name
             ends = (f"the traces end at step {traced_to}, before the hang, which came after every rank had finished "

@@ -431,6 +431,34 @@ def test_traces_that_end_before_the_hung_step_are_not_read_as_the_hang(tmp_path)
         "say where the chips part: each rank's stack dump says where it waits")
 
 
+def test_traces_with_no_step_marker_are_not_given_the_records_steps(tmp_path):
+    """Traces with no step marker, whose trial's record lists steps 2 and 3 as traced: the report said "the traces
+    end at step 3, before the hang at step 7" and "(to step 3 ...)", steps the traces do not hold (`perfkit trace
+    tail` numbers none), and a profile still running when the trial hung reads so too (the record lists only the
+    steps that finished). They are read as tail reads them, saying they cannot tell whether they reach the hang."""
+    from perfkit.report.hangs import lines
+
+    trial = tmp_path / "run" / "trials" / "01-hang"
+    for rank in range(2):
+        rank_trace(trial / f"rank{rank}" / "trace" / "h.xplane.pb", [], list(PERMUTES))  # no marker: the ops alone
+    record = {"index": 1, "variant": "hang", "status": "hung", "dir": "trials/01-hang", "traced": [2, 3],
+              "ranks": [{"rank": 0, "steps_done": 7}, {"rank": 1, "steps_done": 8}]}
+    hang = json.loads(json.dumps(parting.run_hangs(tmp_path / "run", [record])["trials/01-hang"]))
+    assert "hung_step" not in hang and "last_traced_step" not in hang
+    assert [(c["completed"], c["last_step"]) for c in hang["chips"]] == [(3, None), (3, None)]  # as tail's
+    assert hang["text"] == ("the chips' collectives agree: no chip parts from the others in the traced sequence; "
+                            "these traces hold no step marker, so they cannot say whether they reach the hang at step "
+                            "7 (the first step a rank did not finish): where they end before it, each rank's stack "
+                            "dump says where it waits")
+    assert lines(hang, "trials/01-hang")[1] == ("  - collectives completed per chip in the traces, and the one each "
+                                                "waits at:")
+    # every rank finished its 8 steps: no step 8 to name
+    after = parting.run_hangs(tmp_path / "run", [dict(record, ranks=[{"rank": r, "steps_done": 8} for r in (0, 1)])])
+    assert after["trials/01-hang"]["text"].endswith(
+        "these traces hold no step marker, so they cannot say whether they reach the hang, which came after every "
+        "rank had finished step 7: where they end before it, each rank's stack dump says where it waits")
+
+
 def test_traces_cut_inside_the_hung_step_are_read_as_the_hang(tmp_path):
     """A hang's profile cut by a timer inside the hung step: the trial's record lists as traced the steps that
     finished (0-4; ranks 0 and 1 finished 5, rank 2 all 8), and the report said "the traces end at step 4, before
