@@ -227,10 +227,13 @@ def run_attribution(run_dir: str | Path, top: int = TOP, seed: int | None = None
     found = {v: runs.trial_trace_dirs(run_dir, trials, v) for v in variants}
     if not found[variants[0]]:
         raise BadInput(f"the baseline {variants[0]} has no good trial with traces", path=str(run_dir))
-    base = trials_parts(found[variants[0]])
+    # read as the run's summary reads them: the breakdown's step programs name each side's step program
+    bd, parts = runs.summarize_with_parts(run_dir, trials, variants)
+    base = _parts_of(parts[variants[0]])
     dumps, out = _dumps(run_dir), []
     for v in (v for v in variants[1:] if found[v]):
-        mine = _named_as_baseline(trials_parts(found[v]), dumps.get(variants[0]), dumps.get(v))[0]
+        mine = _named_as_baseline(_parts_of(parts[v]), dumps.get(variants[0]), dumps.get(v),
+                                  (_traced(bd, variants[0]), _traced(bd, v)))[0]
         out += [attribute(base, mine, by, top, seed=seed).assign(variant=v) for by in BYS]
     if not out:
         raise BadInput("no variant but the baseline has a good trial with traces", path=str(run_dir))
@@ -258,15 +261,31 @@ def _same_programs(a: Path | None, b: Path | None) -> bool | None:
         return None
 
 
-def _names_matched(a: Path | None, b: Path | None) -> dict[str, str]:
+def _names_matched(a: Path | None, b: Path | None, traced: tuple[tuple[str, ...], tuple[str, ...]]) -> dict[str, str]:
     """B's step-program op names as A's step program names the ops they align with
-    (``fingerprint.entry_names_matched``); none without both dumps, or where one does not parse."""
+    (``fingerprint.entry_names_matched``), each side's step program chosen as its cost is (``step_cost``: with the
+    programs its traced steps ran, ``traced``, and none dumped only before optimizations); none without both dumps,
+    or where one does not parse or its step program was not compiled."""
     if a is None or b is None:
         return {}
     try:
-        return entry_names_matched(*(read_module(step_cost(folder_costs(d)).file) for d in (a, b)))
+        return entry_names_matched(*(read_module(step_cost(folder_costs(d), traced=t, folder=d).file)
+                                     for d, t in zip((a, b), traced)))
     except (BadInput, ValueError):  # (no program in a folder: max() of none; the cost and rank sections say so)
         return {}
+
+
+def _traced(breakdown: dict | None, variant: str) -> tuple[str, ...]:
+    """The programs a variant's traced steps ran, most device time first, as its breakdown names them
+    (``step_programs``), which its cost takes for the step program."""
+    return tuple((((breakdown or {}).get("variants") or {}).get(variant) or {}).get("step_programs") or ())
+
+
+def _parts_of(given: list[pd.DataFrame] | BadInput) -> pd.DataFrame:
+    """A variant's trials' span parts (``runs.summarize_with_parts``) stacked, or why it has none raised."""
+    if isinstance(given, BadInput):
+        raise given
+    return trials_parts(given)
 
 
 def _dumps(run_dir: Path) -> dict[str, Path]:
@@ -275,13 +294,14 @@ def _dumps(run_dir: Path) -> dict[str, Path]:
     return {v: d for v, d in variant_dumps(run_dir).items() if isinstance(d, Path)}
 
 
-def _named_as_baseline(parts: pd.DataFrame, a: Path | None, b: Path | None
+def _named_as_baseline(parts: pd.DataFrame, a: Path | None, b: Path | None,
+                       traced: tuple[tuple[str, ...], tuple[str, ...]]
                        ) -> tuple[pd.DataFrame, bool | None, dict[str, str]]:
     """B's span parts with its ops named as A's step program names the ops they align with, where the two compiled
     other programs (``_same_programs``, ``_names_matched``: XLA numbers ops per program); whether they compiled the
-    same, and the renaming (empty where they did)."""
+    same, and the renaming (empty where they did). ``traced``: A's and B's traced step programs (``_traced``)."""
     same = _same_programs(a, b)
-    renamed = _names_matched(a, b) if same is False else {}
+    renamed = _names_matched(a, b, traced) if same is False else {}
     if renamed:
         ops = parts["by"] == "op"
         parts.loc[ops, "key"] = parts.loc[ops, "key"].map(lambda k: renamed.get(k, k))
@@ -299,26 +319,22 @@ def _program_places(parts: pd.DataFrame) -> dict[str, int]:
 
 
 def summarize(run_dir: Path, trials: list[dict], variants: list[str],
-              parts: dict[str, list[pd.DataFrame] | BadInput] | None = None, top: int = TOP, seed: int = 0
-              ) -> dict | None:
+              parts: dict[str, list[pd.DataFrame] | BadInput] | None = None, top: int = TOP, seed: int = 0,
+              breakdown: dict | None = None) -> dict | None:
     """summary.json's ``attribution``: per variant against the baseline, ``{trials: [a, b], chip_steps: [a,
     b], outside_ops: [a, b], outside_ms: [a, b] (device ops outside every step's span), confidence, total: <row>, category, kind, op: [<row>...], marked: {rows, marked, chance_allows}}``
     (``attribute``'s rows, the total left out of the lists; ``marked``: the parts of the three splits, idle
     once and residuals left out, whose CI excludes 0, and ``chance_allows`` of that many), or ``{error}``; None when
     the baseline or every other variant lacks traces. ``parts``: each variant's trials' span parts as the
-    breakdown read them (``runs.summarize_with_parts``), or why it has none; None: read here."""
+    breakdown read them (``runs.summarize_with_parts``), or why it has none, and ``breakdown`` that breakdown (its
+    step programs); None: both read here."""
     found = {v: runs.trial_trace_dirs(run_dir, trials, v) for v in variants}
     if not found[variants[0]] or not any(found[v] for v in variants[1:]):
         return None
-
-    def side(variant: str) -> pd.DataFrame:
-        given = None if parts is None else parts.get(variant)
-        if isinstance(given, BadInput):
-            raise given
-        return trials_parts(found[variant] if given is None else given)
-
+    if parts is None:
+        breakdown, parts = runs.summarize_with_parts(run_dir, trials, variants)
     try:
-        base = side(variants[0])
+        base = _parts_of(parts[variants[0]])
     except BadInput as exc:
         return {"baseline": variants[0], "error": exc.line()}
     out, dumps = {}, _dumps(run_dir)
@@ -327,7 +343,8 @@ def summarize(run_dir: Path, trials: list[dict], variants: list[str],
             out[v] = {"error": runs.untraced(run_dir, trials, v)}
             continue
         try:
-            mine, same, renamed = _named_as_baseline(side(v), dumps.get(variants[0]), dumps.get(v))
+            mine, same, renamed = _named_as_baseline(_parts_of(parts[v]), dumps.get(variants[0]), dumps.get(v),
+                                                     (_traced(breakdown, variants[0]), _traced(breakdown, v)))
             splits = {by: attribute(base, mine, by, top, seed=seed) for by in BYS}
         except BadInput as exc:
             out[v] = {"error": exc.line()}

@@ -140,7 +140,7 @@ def traces_summary(run_dir: Path, trials: list[dict], variants: list[str], seed:
     """summary.json's ``breakdown`` (``trace_summary``) and ``attribution`` (``attribution.summarize``), from one
     reading of each trial's traces."""
     breakdown, parts = summarize_with_parts(run_dir, trials, variants)
-    return breakdown, attribution.summarize(run_dir, trials, variants, parts, seed=seed)
+    return breakdown, attribution.summarize(run_dir, trials, variants, parts, seed=seed, breakdown=breakdown)
 
 
 def not_verified(case: Case, summary: dict) -> list[str]:

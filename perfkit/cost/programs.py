@@ -32,39 +32,35 @@ def folder_costs(folder: Path) -> list[ProgramCost]:
     return [dump_cost(f) for f in dump_files(folder)]
 
 
-def step_cost(costs: list[ProgramCost], step_module: str | None = None, traced: tuple[str, ...] = ()) -> ProgramCost:
+def step_cost(costs: list[ProgramCost], step_module: str | None = None, traced: tuple[str, ...] = (),
+              folder: Path | None = None) -> ProgramCost:
     """The program one step runs (see the module docstring); ``traced``: the programs the traced steps ran, by
-    device time, most first."""
+    device time, most first. ``folder``: the dump folder ``costs`` are of, whose programs dumped only before
+    optimizations (``unfinished``) are chosen among too: ``BadInput`` where the one chosen (named, bundled or traced)
+    is one of them, whose figures no one has, rather than another program's given as the step's."""
+    left = {stem.partition(".")[2] or stem: stem for stem in unfinished(folder)} if folder is not None else {}
     if step_module is not None:
         named = [c for c in costs if step_module in c.module]
+        lost = next((m for m in left if step_module in m), None)
+        if not named and lost is not None:
+            raise BadInput(f"the program {step_module!r} names, {lost} ({left[lost]}), was dumped only before "
+                           f"optimizations, so it is not costed: {AFTER_PASSES}", path=str(folder),
+                           field="--step-module")
         if not named:
             raise BadInput(f"no program whose name contains {step_module!r} (have: "
                            f"{', '.join(sorted({c.module for c in costs}))})", field="--step-module")
         return named[0]
     bundled = [c for c in costs if c.module in STEP_MODULES]
-    ran = [c for module in traced for c in costs if c.module == module]
-    return (bundled or ran or [max(costs, key=lambda c: (c.dot_flops + c.other_flops, c.hbm_bytes))])[0]
-
-
-def check_step_finished(folder: Path, costs: list[ProgramCost], step_module: str | None = None,
-                        traced: tuple[str, ...] = ()) -> None:
-    """``BadInput`` where the program ``step_cost`` would take for the step (named, bundled or traced) was dumped
-    only before optimizations (``unfinished``): ``step_cost`` would take another program, whose figures are not
-    the step's."""
-    left = {stem.partition(".")[2] or stem: stem for stem in unfinished(folder)}
+    if bundled:
+        return bundled[0]
+    # the first of the bundled steps and the traced programs that the folder holds, finished or not
     done = {c.module for c in costs}
-    if step_module is not None:
-        lost = next((m for m in left if step_module in m), None)
-        if lost is not None and not any(step_module in m for m in done):
-            raise BadInput(f"the program {step_module!r} names, {lost} ({left[lost]}), was dumped only before "
-                           f"optimizations, so it is not costed: {AFTER_PASSES}", path=str(folder),
-                           field="--step-module")
-        return
-    first = None if done & set(STEP_MODULES) else next((m for m in (*STEP_MODULES, *traced) if m in left or m in done),
-                                                       None)
-    if first is not None and first not in done:
+    first = next((m for m in (*STEP_MODULES, *traced) if m in left or m in done), None)
+    if first in left and first not in done:
         raise BadInput(f"the step program {first} ({left[first]}) was dumped only before optimizations, so it is not "
                        f"costed: {AFTER_PASSES}", path=str(folder))
+    ran = [c for c in costs if c.module == first]
+    return (ran or [max(costs, key=lambda c: (c.dot_flops + c.other_flops, c.hbm_bytes))])[0]
 
 
 def step_from(step: ProgramCost, step_module: str | None = None, traced: tuple[str, ...] = ()) -> str:
@@ -89,8 +85,7 @@ def cost_block(folder: Path, chip: Chip | None, measured_ms: float | None = None
     """One variant's ``cost`` entry: every program, the step (``step_cost``), and the step's roofline (None
     without a chip)."""
     costs = folder_costs(folder)
-    check_step_finished(folder, costs, step_module, traced)
-    step = step_cost(costs, step_module, traced)
+    step = step_cost(costs, step_module, traced, folder)
     return {"dumps": str(folder), "programs": [c.as_json() for c in costs], "step": step.as_json(),
             "step_from": step_from(step, step_module, traced),
             "roofline": roofline(step.as_json(), chip, measured_ms) if chip is not None else None}

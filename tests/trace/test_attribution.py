@@ -502,7 +502,7 @@ def test_ops_of_other_programs_are_matched_by_their_place_and_structure(tmp_path
         folder = tmp_path / side
         folder.mkdir()
         (folder / "module_0001.jit_step.cpu_after_optimizations.txt").write_text(text)
-    assert attribution._names_matched(tmp_path / "a", tmp_path / "b") == renamed
+    assert attribution._names_matched(tmp_path / "a", tmp_path / "b", ((), ())) == renamed
     row = {"key": "dot.1 (B's own)", "category": "compute", "change": "added", "a_ms": 0.0, "b_ms": 2.0,
            "delta_ms": 2.0, "ci_lo_ms": 0.5, "ci_hi_ms": 1.5, "marked": True}
     v = {"trials": [3, 3], "chip_steps": [12, 12], "confidence": 0.95, "interval": "welch", "total": row,
@@ -735,3 +735,37 @@ def test_the_notebook_frame_names_ops_as_the_summary_does(tmp_path):
     assert ops["dot.2"]["b_ms"] == pytest.approx(26e-3 * scale["b"])  # B's dot.3
     assert ops["dot.1 (B's own)"]["change"] == "added" and ops["dot.1 (B's own)"]["b_ms"] == pytest.approx(
         4e-3 * scale["b"])
+
+
+def _program(name: str, body: list[str]) -> str:
+    return f"HloModule {name}\n\nENTRY main {{\n  x = f32[8,16]{{1,0}} parameter(0)\n" + "".join(
+        f"  {line}\n" for line in body) + "}\n"
+
+
+def test_ops_are_renamed_against_the_step_program_its_cost_takes(tmp_path):
+    """The attribution named B's ops as A's step program names them, with the step taken by ``step_cost`` alone:
+    not the programs the traced steps ran (the cost's choice), and a step dumped only before optimizations replaced by
+    the program with the most FLOPs left (B's init's dot.3 renamed d, A's init's). Both sides now take their step as
+    their cost does."""
+    from perfkit.analysis.attribution import _names_matched
+
+    def dump(folder, step_names, dot, finished=True):
+        folder.mkdir(parents=True)
+        init = _program("jit_init", ["w = f32[16,16]{1,0} parameter(1)",
+                                     f"ROOT {dot} = f32[8,16]{{1,0}} dot(x, w), lhs_contracting_dims={{1}}, "
+                                     "rhs_contracting_dims={0}"])
+        step = _program("jit_step", [f"{step_names[0]} = f32[8,16]{{1,0}} add(x, x)",
+                                     f"ROOT {step_names[1]} = f32[8,16]{{1,0}} multiply({step_names[0]}, x)"])
+        (folder / "module_0001.jit_init.cpu_after_optimizations.txt").write_text(init)
+        (folder / "module_0002.jit_step.before_optimizations.txt").write_text(step)
+        if finished:
+            (folder / "module_0002.jit_step.cpu_after_optimizations.txt").write_text(step)
+        return folder
+
+    a, b = dump(tmp_path / "a", ("add.1", "multiply.2"), "d"), dump(tmp_path / "b", ("add.7", "multiply.9"), "dot.3")
+    traced = (("jit_step",), ("jit_step",))
+    # the step the traced steps ran (jit_step), not jit_init, whose dot has the most FLOPs
+    assert _names_matched(a, b, traced) == {"add.7": "add.1", "multiply.9": "multiply.2"}
+    # B's step dumped only before optimizations: no step program to rename against, not jit_init's
+    b = dump(tmp_path / "b2", ("add.7", "multiply.9"), "dot.3", finished=False)
+    assert _names_matched(a, b, traced) == {}
