@@ -278,7 +278,17 @@ def _names_matched(a: Path | None, b: Path | None, traced: tuple[tuple[str, ...]
 def _traced(breakdown: dict | None, variant: str) -> tuple[str, ...]:
     """The programs a variant's traced steps ran, most device time first, as its breakdown names them
     (``step_programs``), which its cost takes for the step program."""
-    return tuple((((breakdown or {}).get("variants") or {}).get(variant) or {}).get("step_programs") or ())
+    return tuple(_breakdown_of(breakdown, variant).get("step_programs") or ())
+
+
+def _measured(breakdown: dict | None, variant: str) -> str:
+    """What a variant's traces measured, as its breakdown says: ``device ops``, or ``host ops`` where they hold no
+    device events (a torch CPU run's: its host ops stand in for the chips')."""
+    return _breakdown_of(breakdown, variant).get("measured") or "device ops"
+
+
+def _breakdown_of(breakdown: dict | None, variant: str) -> dict:
+    return ((breakdown or {}).get("variants") or {}).get(variant) or {}
 
 
 def _parts_of(given: list[pd.DataFrame] | BadInput) -> pd.DataFrame:
@@ -360,6 +370,7 @@ def summarize(run_dir: Path, trials: list[dict], variants: list[str],
                   "chip_steps": [first.attrs["chip_steps_a"], first.attrs["chip_steps_b"]],
                   "outside_ops": [base.attrs["outside_ops"], mine.attrs["outside_ops"]],
                   "outside_ms": [base.attrs["outside_ps"] / PS_PER_MS, mine.attrs["outside_ps"] / PS_PER_MS],
+                  "measured": [_measured(breakdown, variants[0]), _measured(breakdown, v)],
                   "same_programs": same, **({"ops_renamed": len(renamed)} if same is False else {}),
                   **({"programs_placed": placed} if placed else {}),
                   "confidence": first.attrs["confidence"], "interval": first.attrs["interval"],

@@ -113,8 +113,9 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
         t = v["total"]
         n = _decimals(t)
         change = _ms(shown_difference(t["a_ms"], t["b_ms"], n), n)
+        lead, ops = _measured(v.get("measured"), base, name)
         out += ["", f"### Where {name}'s {change} ms a step goes",
-                "", f"Mean traced device step per chip: {base} {t['a_ms']:.{n}f} ms, "
+                "", f"{lead}: {base} {t['a_ms']:.{n}f} ms, "
                 f"{name} {t['b_ms']:.{n}f} ms, "
                 f"change {change} ms {_ci(t, n)} ({'' if t['ci_lo_ms'] is None else '95% CI, '}"
                 f"{INTERVALS.get(v.get('interval'), 'a bootstrap over trials, then steps')}: {v['trials'][0]} and "
@@ -131,7 +132,7 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
                 + (" `perfkit trace attribution RUN_DIR` prints the same." if command else "")]
         if any(v.get("outside_ops", ())):  # (summaries from before it)
             (a_ops, b_ops), (a_ms, b_ms) = v["outside_ops"], v["outside_ms"]
-            out += ["", f"Not in these figures: device ops outside every traced step's span, {base} {a_ops} "
+            out += ["", f"Not in these figures: {ops} outside every traced step's span, {base} {a_ops} "
                     f"({a_ms:.3f} ms), {name} {b_ops} ({b_ms:.3f} ms) over their trials; `perfkit trace breakdown "
                     "--window trace` on a trial's `rank*/trace` folders measures them."]
         if name == aa_name and v.get("interval") == "none":  # (no CI excludes 0 where none was had: no test passed)
@@ -167,6 +168,20 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
                 out += ["", _places(v["programs_placed"], base, name)]
             out += _table(v[by], by, title, base, name)
     return out
+
+
+def _measured(measured: list[str] | None, base: str, name: str) -> tuple[str, str]:
+    """The total's lead and the ops it sums, in words, by what each side's traces measured (summary.json's
+    ``measured``; device ops in summaries from before it): a torch CPU run's traces hold host ops alone."""
+    host = [side for side, m in zip((base, name), measured or ()) if m == "host ops"]
+    if not host:
+        return "Mean traced device step per chip", "device ops"
+    if len(host) == 2:
+        return ("Mean traced host step per chip (the traces hold no device events: their host ops stand in for the "
+                "chips')", "host ops")
+    device = name if host == [base] else base
+    return (f"Mean traced step per chip ({host[0]}'s traces hold no device events: its host ops stand in for the "
+            f"chips', beside {device}'s device ops)", "ops")
 
 
 def text(attribution: dict) -> str:

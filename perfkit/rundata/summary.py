@@ -272,6 +272,8 @@ class AttributionVariant(TypedDict):
     chip_steps: list[int]
     outside_ops: NotRequired[list[int]]   # [a, b]: device ops outside every step's span, not in the figures
     outside_ms: NotRequired[list[float]]  # [a, b]: their durations summed
+    # [a, b]: what each side's traces measured, as the breakdown's ``measured`` (absent before it)
+    measured: NotRequired[list[Literal["device ops", "host ops"]]]
     same_programs: NotRequired[bool | None]  # both sides compiled the same XLA programs (None: no dumps of a side)
     ops_renamed: NotRequired[int]  # where not: B's step-program ops named as A's aligned ones (absent before it)
     # per module name several programs of a step share: [a, b], how many; their ops keyed ``<op> (<module> #<k>)``

@@ -63,6 +63,35 @@ def test_a_cpu_traces_breakdown_says_it_measured_host_ops(tmp_path, fixtures_dir
     assert "Measured on host ops (b): the traces hold no device events" in text
 
 
+def test_the_attribution_of_host_ops_says_host_not_device(tmp_path, fixtures_dir):
+    """A torch CPU run, whose traces hold host ops only (HTA's real rank_non_gpu trace on both sides): the
+    attribution read "Mean traced device step per chip" and "device ops outside every traced step's span", of a
+    trace with no device event. It says host, as the breakdown does, and which side where one side is host ops."""
+    import shutil
+
+    from perfkit.analysis.summary import traces_summary
+    from perfkit.report.attribution import section
+
+    trials = []
+    for index, variant in enumerate(("a", "b")):
+        folder = tmp_path / f"trials/{index:02d}-{variant}/rank0/trace"
+        folder.mkdir(parents=True)
+        shutil.copy(fixtures_dir / "kineto" / "hta_rank_non_gpu.json.gz", folder / "rank0.json.gz")
+        trials.append({"index": index, "variant": variant, "status": "ok", "dir": f"trials/{index:02d}-{variant}"})
+    _, attributed = traces_summary(tmp_path, trials, ["a", "b"], 0)
+    assert attributed["variants"]["b"]["measured"] == ["host ops", "host ops"]
+    text = "\n".join(section(attributed))
+    assert "device step" not in text and "device ops" not in text
+    assert ("Mean traced host step per chip (the traces hold no device events: their host ops stand in for the "
+            "chips'): a ") in text
+    # one side of device ops (a hand-made XSpace), the other host ops
+    trials[0] = _trial(tmp_path, 2, "a", [("fusion.1", "fusion", 0, 10)])
+    _, attributed = traces_summary(tmp_path, trials, ["a", "b"], 0)
+    assert attributed["variants"]["b"]["measured"] == ["device ops", "host ops"]
+    assert ("Mean traced step per chip (b's traces hold no device events: its host ops stand in for the chips', "
+            "beside a's device ops): a ") in "\n".join(section(attributed))
+
+
 def test_each_trials_ops_are_laid_out_once(tmp_path, monkeypatch):
     """The summary's breakdown and op table measure one layout of a trial's ops (the sweep is ~0.3 s a
     trial at 6M events), and give what each gives on its own."""
