@@ -8,6 +8,17 @@ from perfkit.cost.roofline import RESOURCES
 from perfkit.hlo.program_cost import ProgramCost
 
 MIB = 1 << 20
+# the custom-calls by which a program calls Python on the host (jax's io_callback, pure_callback), by platform and API
+HOST_CALLBACKS = ("xla_ffi_python_cpu_callback", "xla_python_cpu_callback", "xla_ffi_python_gpu_callback",
+                  "xla_python_gpu_callback")
+# what a Pallas TPU kernel's remote copies are off TPU, said where a step program's host callbacks may be them
+INTERPRETED = ("a Pallas TPU kernel run in interpret mode (off TPU) runs its DMAs, remote copies included, and its "
+               "semaphores as such callbacks, so its remote copies are no collectives here and their time is compute")
+
+
+def host_callbacks(step: dict) -> int:
+    """The host callbacks (``HOST_CALLBACKS``) a step program (``as_json`` form) runs a step."""
+    return sum(n for target, n in (step.get("uncosted") or {}).items() if target in HOST_CALLBACKS)
 
 
 def _mib(x, n: int = 3) -> str:
@@ -63,6 +74,10 @@ def section(summary: dict) -> list[str]:
         uncosted = ProgramCost.uncosted_calls(step, "`")
         if uncosted:
             rows += ["", f"{v}'s FLOPs and bytes sent leave out {uncosted}: their work, and whatever they send."]
+        if calls := host_callbacks(step):  # (an interpreted kernel's remote copies: easy to read as none made)
+            none = "" if step["collectives"] else " and no collective"
+            rows += ["", f"{v}'s step program runs {calls} host callback{'s' * (calls != 1)} a step{none}: Python "
+                     f"called on the host from inside the program; {INTERPRETED}."]
         rows += [line for sentence in ProgramCost.definitions(step) for line in ("", f"In {v}, {sentence}.")]
     traced = [v for v in names if cost[v].get("step_from") == "traced"]
     if traced:

@@ -503,7 +503,8 @@ def _breakdown(summary: dict) -> list[str]:
                    f"{shown_difference(d['a_ms'], d['b_ms'], n):+.{n}f} |" for d in deltas)]
     rows += attribution.section(summary.get("attribution"), (summary.get("noise_floor") or {}).get("variant"))
     rows += _traced_against_timed(summary)
-    return rows + _collectives(bd.get("collectives") or {}, _host_scheduled(summary))
+    callbacks = {v: cost.host_callbacks(c["step"]) for v, c in (summary.get("cost") or {}).items() if "step" in c}
+    return rows + _collectives(bd.get("collectives") or {}, _host_scheduled(summary), callbacks)
 
 
 def _profiled(summary: dict, names: list[str]) -> str:
@@ -603,15 +604,20 @@ def _hidden(bd: dict) -> list[str]:
     return ["", *lines] if lines else []
 
 
-def _collectives(variants: dict, host_scheduled: str | None = None) -> list[str]:
+def _collectives(variants: dict, host_scheduled: str | None = None, callbacks: dict[str, int] | None = None
+                 ) -> list[str]:
     """Each variant's collectives by kind (``perfkit.trace.collectives.summarize``), and its worst
     straggler step when the arrival skew passes ``STRAGGLER_SHARE`` of the step. On the host's CPUs
     (``host_scheduled``: why, ``_host_scheduled``) the skew is the host's scheduling: it is reported as such,
-    never as a straggling chip."""
+    never as a straggling chip. ``callbacks``: the host callbacks each variant's step program runs a step
+    (``cost.host_callbacks``), said beside none: an interpreted Pallas kernel's remote copies."""
     rows = []
     for name, c in variants.items():
         if "error" in c or not c["kinds"]:
-            rows += ["", f"Collectives of {name}: {c.get('error', 'none in its traces')}"]
+            calls = (callbacks or {}).get(name) if "error" not in c else None
+            rows += ["", f"Collectives of {name}: {c.get('error', 'none in its traces')}" + (
+                f"; its step program runs {calls} host callback{'s' * (calls != 1)} a step (Cost): "
+                f"{cost.INTERPRETED}" if calls else "")]
             continue
         rows += ["", f"Collectives of {name} per chip and step (`perfkit trace collectives` on a trial folder "
                  "lists each one):", "",
