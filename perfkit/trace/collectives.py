@@ -11,9 +11,10 @@ text names it, else first in first out per chip and kind). On one chip:
 - ``exposed_ps``: time in the collective's own ops not under compute (the breakdown's ICI or DCN);
 - ``bytes``: sent per device, from the buffer (the op's output shape; the GPU kernel's message size
   and dtype; a gloo span's inputs' shapes and types, n times for an all-gather's one part) and the group size n
-  (the HLO text's ``replica_groups``, the kernel's ``Group size``, a gloo trace's one process group, else
-  the chips that ran the instance): all-gather and reduce-scatter (n-1)/n of the whole buffer,
-  all-reduce 2(n-1)/n, all-to-all (n-1)/n, collective-permute the buffer (``perfkit.hlo.program_cost.SENT_SHARE``).
+  (the HLO text's ``replica_groups``, the kernel's ``Group size``, a gloo trace's process groups where they are of
+  one size, else the chips that ran the instance, never where they are of several sizes): all-gather and
+  reduce-scatter (n-1)/n of the whole buffer, all-reduce 2(n-1)/n, all-to-all (n-1)/n, collective-permute the buffer
+  (``perfkit.hlo.program_cost.SENT_SHARE``).
 
 Chips share a clock when they are in XSpaces of one host (its wall clock: one process's file, or several
 processes', each a rank) or in Kineto traces of one time base (the same ``baseTimeNanoseconds``, or epoch
@@ -241,7 +242,7 @@ def kineto_messages(files: list[str]) -> dict[str, tuple]:
     [(name, buffer bytes or nan, group size or 0, kind, part)] in start order): a GPU trace's communication
     kernels, a CPU trace's gloo spans (``_gloo_messages``; ``part``: the buffer is one rank's part of the whole,
     an all-gather's input). One note says which gloo collectives are given no bytes, and why."""
-    out, unsized, undefined = {}, Counter(), Counter()
+    out, unsized, undefined, ungrouped = {}, Counter(), Counter(), Counter()
     for f in files:
         path = Path(f)
         if not path.name.endswith(_KINETO_SUFFIXES):
@@ -251,12 +252,14 @@ def kineto_messages(files: list[str]) -> dict[str, tuple]:
         if any(e.get("cat") in kineto.DEVICE_CATS for e in found):
             messages = _kernel_messages(found)
         else:
-            messages = _gloo_messages(found, doc.get("distributedInfo"), unsized, undefined)
+            messages = _gloo_messages(found, doc.get("distributedInfo"), unsized, undefined, ungrouped)
         out[file_host(path)] = (doc.get("baseTimeNanoseconds"), messages)
     why = ([f"{sum(unsized.values())} ({_counted(unsized)}) have no recorded input shape (torch.profiler records "
             "them with record_shapes=True) or none of a known type"] * bool(unsized)
            + [f"{sum(undefined.values())} ({_counted(undefined)}) are of kinds perfkit defines no bytes sent for"]
-           * bool(undefined))
+           * bool(undefined)
+           + [f"{sum(ungrouped.values())} ({_counted(ungrouped)}) ran on one of their trace's process groups, "
+              "which are of several sizes, and a span does not say which"] * bool(ungrouped))
     if why:
         warnings.warn(f"gloo collectives without bytes and GB/s (?): {'; '.join(why)}", DefinitionNote, stacklevel=2)
     return out
@@ -283,17 +286,20 @@ def _kernel_messages(found: list[dict]) -> list[tuple]:
     return messages
 
 
-def _gloo_messages(found: list[dict], info, unsized: Counter, undefined: Counter) -> list[tuple]:
+def _gloo_messages(found: list[dict], info, unsized: Counter, undefined: Counter, ungrouped: Counter) -> list[tuple]:
     """A CPU trace's gloo spans (``kineto_messages``; the instances ``chip_instances`` keeps, of some duration),
     sized by their inputs' ``Input Dims`` and ``Input type`` (the tensors gloo reduced, sent or gathered: an
-    all-gather's one rank's part, an all-to-all's or a coalesced all-reduce's whole as their sum); the group, the
-    trace's process group where ``distributedInfo`` names one alone (a span does not say which group it ran on).
-    Spans without a size are counted in ``unsized`` by kind, those of a kind with no bytes sent defined
-    (``SENT_SHARE``: a barrier, a gather) in ``undefined`` by name."""
+    all-gather's one rank's part, an all-to-all's or a coalesced all-reduce's whole as their sum); the group size,
+    that of the trace's process groups where every one ``distributedInfo`` lists has one size (a span does not say
+    which group it ran on); -1 where they are of several sizes (no n: not the chips given either). Spans without a
+    size are counted in ``unsized`` by kind, those of a kind with no bytes sent defined (``SENT_SHARE``: a barrier,
+    a gather) in ``undefined`` by name, sized ones of groups of several sizes in ``ungrouped`` by kind."""
     groups = info.get("pg_config") if isinstance(info, dict) else None
-    group = groups[0].get("pg_size") if isinstance(groups, list) and len(groups) == 1 and isinstance(
-        groups[0], dict) else None
-    group = group if type(group) is int and group > 0 else 0
+    sizes = tuple(g.get("pg_size") if isinstance(g, dict) else None for g in groups) if isinstance(
+        groups, list) else ()
+    valid = bool(sizes) and all(type(n) is int and n > 0 for n in sizes)
+    several = valid and len(set(sizes)) > 1
+    group = (-1 if several else sizes[0]) if valid else 0
     spans = sorted((e for e in found if e.get("ph") == "X" and e.get("cat") == "user_annotation"
                     and str(e.get("name", "")).startswith("gloo:") and isinstance(e.get("dur"), (int, float))
                     and round(e["dur"] * 1e6) > 0), key=lambda e: e.get("ts", 0))
@@ -306,6 +312,8 @@ def _gloo_messages(found: list[dict], info, unsized: Counter, undefined: Counter
             undefined[name] += 1
         elif np.isnan(buffer):
             unsized[kind] += 1
+        elif several:
+            ungrouped[kind] += 1
         messages.append((name, buffer, group, kind, kind == "all-gather"))
     return messages
 
@@ -474,13 +482,14 @@ def matched(found: ChipInstances, messages: dict[str, tuple] | None = None) -> p
     inst.loc[apart, "skew_ps"] = 0
     inst["wait_ps"] = _exposed_until(found.exposure, len(inst), np.where(apart, a1, np.maximum(arrival, a1)))
     inst["transfer_ps"] = inst["exposed_ps"] - inst["wait_ps"]
-    inst["group"] = np.where(inst["group"] > 0, inst["group"], np.where(inst["chips"] > 1, inst["chips"], 0))
+    inst["group"] = np.where(inst["group"] != 0, inst["group"], np.where(inst["chips"] > 1, inst["chips"], 0))
     # a gloo all-gather's input is one rank's part: the whole buffer n of them
     inst["buffer"] = inst["buffer"].where(~inst["part"], inst["buffer"] * inst["group"].where(inst["group"] > 0))
     sends = _groups(inst, ["kind", "buffer", "group"])
     each = _first(sends)  # _sent once per (kind, buffer, group)
     sent = [_sent(*key) for key in zip(*(inst[k].to_numpy()[each].tolist() for k in ("kind", "buffer", "group")))]
     inst["bytes"] = np.array(sent, np.float64)[sends]
+    inst["group"] = inst["group"].clip(lower=0)  # a gloo span's group of unknown size (-1) is unknown as 0 is
     inst["kind"] = inst["kind"].astype("category")  # again, where Kineto kernels' kinds came in as text
     peers = messages and (inst["kind"].isin(POINT_TO_POINT) & (inst["chips"] > 1)).any()
     if peers:  # (an XLA program runs its collective-permutes in one order on every chip: matched alike)

@@ -205,6 +205,47 @@ def test_gloo_collectives_bytes_from_their_recorded_input_shapes(fixtures_dir):
     assert all(o["gbps"] is not None and o["gbps"] > 0 for o in ops)
 
 
+GLOO_300 = "hta_cpu_only_gloo_rank34.json.gz"  # rank 34 of 300 (HTA's CPU-only trace): 11 process groups, all of 300
+
+
+def test_gloo_bytes_where_every_process_group_has_one_size(fixtures_dir):
+    """A real gloo trace (rank 34 of 300) lists 11 process groups in ``distributedInfo``, each of 300 ranks: a span
+    does not say which group it ran on, but every one gives n = 300. Each all-reduce's bytes by hand from the JSON:
+    2(n-1)/n of its recorded input. Before, every one read "?" with no reason given (the group size was known only
+    where the trace lists one group)."""
+    raw = json.loads(gzip.decompress((fixtures_dir / "kineto" / GLOO_300).read_bytes()))
+    assert {g["pg_size"] for g in raw["distributedInfo"]["pg_config"]} == {300}
+    assert len(raw["distributedInfo"]["pg_config"]) == 11
+    spans = sorted((e for e in raw["traceEvents"] if e.get("name") == "gloo:all_reduce"), key=lambda e: e["ts"])
+    assert len(spans) == 10 and all(e["args"]["Input type"] == ["float"] for e in spans)
+    expected = [2 * 299 / 300 * 4 * np.prod(e["args"]["Input Dims"][0]) for e in spans]
+    result = run(fixtures_dir / "kineto" / GLOO_300, "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    got = [r["bytes"] for r in sorted(doc["instances"], key=lambda r: r["start_ps"])]
+    assert got == pytest.approx(expected, rel=1e-12)
+    assert not [n for n in doc["notes"] if n.startswith("gloo collectives without bytes")]
+
+
+def test_gloo_collectives_of_process_groups_of_several_sizes_say_why_they_have_no_bytes(fixtures_dir, tmp_path):
+    """The same trace with one of its process groups of 150 ranks, given with a copy of it as rank 35 (its spans
+    1 us later): which group a span ran on (n) is not known, so bytes and GB/s stay unknown (?), never the 2 chips
+    given taken for n, and one note says why, where the table read "?" with no reason."""
+    raw = json.loads(gzip.decompress((fixtures_dir / "kineto" / GLOO_300).read_bytes()))
+    raw["distributedInfo"]["pg_config"][3]["pg_size"] = 150
+    (tmp_path / "rank34.json.gz").write_bytes(gzip.compress(json.dumps(raw).encode()))
+    raw["distributedInfo"]["rank"] = 35
+    for e in raw["traceEvents"]:
+        e["ts"] += 1 if e.get("ph") == "X" else 0
+    (tmp_path / "rank35.json.gz").write_bytes(gzip.compress(json.dumps(raw).encode()))
+    doc = json.loads(run(tmp_path, "--json").stdout)
+    assert len(doc["instances"]) == 20 and {r["chips"] for r in doc["instances"]} == {2}
+    assert all(r["bytes"] is None and r["group"] == 0 for r in doc["instances"])
+    (note,) = [n for n in doc["notes"] if n.startswith("gloo collectives without bytes")]
+    assert note == ("gloo collectives without bytes and GB/s (?): 20 (20 all-reduce) ran on one of their trace's "
+                    "process groups, which are of several sizes, and a span does not say which")
+
+
 def test_gloo_collectives_without_recorded_shapes_say_why_they_have_no_bytes(fixtures_dir):
     """The same block profiled with record_shapes off: no span records a size, so bytes and GB/s stay unknown (?),
     and one note says why (and how to get them), counting the collectives by kind as the JSON holds them."""
