@@ -193,7 +193,8 @@ class Signer:
 def entry_names_matched(a: Module, b: Module) -> dict[str, str]:
     """Each of B's ENTRY instructions' names as A's program names the instruction it aligns with, by signature
     (as diffs align them: an inserted instruction changes its own and its users' signatures), the rest by structure
-    (``_structures``: the same op at other shapes), where the two differ; a name of B's that A gives another
+    (``_structures``: the same op at other shapes), then by kind (``_kind_of``: the same op reading another input, as
+    where B pads its operand first), where the two differ; a name of B's that A gives another
     instruction, and B's aligns with none of A's, is marked
     ``<name> (B's own)``: two programs number their instructions apart, so a name is one op on both sides only
     where they align. A collective aligns only with one of its kind and peers (``_exchanges``): a ring's hop
@@ -215,13 +216,11 @@ def entry_names_matched(a: Module, b: Module) -> dict[str, str]:
                                     autojunk=False)
     pairs |= {left_b[j + k]: left_a[i + k] for i, j, n in inner.get_matching_blocks() for k in range(n)}
     # and what is still left, each structure's ops in their order (ops the padding moved past others)
-    rest: dict[str, tuple[list[int], list[int]]] = {}
-    for i in sorted(set(left_a) - set(pairs.values())):
-        rest.setdefault(structures[0][i], ([], []))[0].append(i)
-    for k in left_b:
-        if k not in pairs:
-            rest.setdefault(structures[1][k], ([], []))[1].append(k)
-    pairs |= {k: i for ours, theirs in rest.values() for i, k in zip(ours, theirs)}
+    pairs |= _in_order(left_a, left_b, pairs, structures[0].__getitem__, structures[1].__getitem__)
+    # and last, each kind's ops in their order whatever their operands are: an op whose input an op B inserted
+    # (a padding) now gives is still A's op in that place
+    pairs |= _in_order(left_a, left_b, pairs, lambda i: _kind_of(a, structures[0][i], flat[0][i].inst),
+                       lambda k: _kind_of(b, structures[1][k], flat[1][k].inst))
     out: dict[str, str] = {}
     for k, f in enumerate(flat[1]):
         name = f.inst.name
@@ -250,6 +249,27 @@ def _exchanges(module: Module) -> list[str]:
         peers += _SEND_RECV_PEERS.findall(attrs.get("frontend_attributes", ""))
         out[inst.name] = f"{said.opcode} {' '.join(peers)}" if peers or said is not inst else ""
     return [out[i.name] for i in module.entry_computation.instructions]
+
+
+def _in_order(left_a: list[int], left_b: list[int], pairs: dict[int, int], key_a: Callable[[int], str],
+              key_b: Callable[[int], str]) -> dict[int, int]:
+    """B's ops of ``left_b`` not yet in ``pairs`` (B's index -> A's) paired with A's of ``left_a`` not yet paired
+    that have their key, each key's ops in their order."""
+    by_key: dict[str, tuple[list[int], list[int]]] = {}
+    for i in sorted(set(left_a) - set(pairs.values())):
+        by_key.setdefault(key_a(i), ([], []))[0].append(i)
+    for k in left_b:
+        if k not in pairs:
+            by_key.setdefault(key_b(k), ([], []))[1].append(k)
+    return {k: i for ours, theirs in by_key.values() for i, k in zip(ours, theirs)}
+
+
+def _kind_of(module: Module, structure: str, inst: Instruction) -> str:
+    """``_structures``' entry of ``inst`` with its operands' opcodes left out, their count kept, and what the
+    computations it calls do (their opcodes, counted): a fusion's kind alone tells no loop fusion from another."""
+    called = sorted(i.opcode for c in inst.calls if c in module.computations
+                    for i in module.computations[c].instructions)
+    return f"{structure[:structure.rindex(' (')]} /{len(inst.operands)} {' '.join(called)}"
 
 
 def _structures(instructions: list[Instruction], exchanges: list[str]) -> list[str]:

@@ -115,7 +115,10 @@ def test_a_user_s_padded_ring_plan_s_hops_keep_their_directions():
     """23 of the 39 ppermutes of B's named after A's took the name of a hop the other way round: B's forward
     ppermute.180 was called A's backward ppermute.159."""
     a, b = _ring("nopad"), _ring("lanes")
-    assert _assert_partners_talk_alike(a, b) == 39
+    # every one of A's 42 hops (B runs 60) takes a partner of its direction; 3 fed by a bitcast in A and by a hop in
+    # B were left out before the pass by kind, and read as removed
+    assert sum(i.opcode == "collective-permute" for i in a.entry_computation.instructions) == 42
+    assert _assert_partners_talk_alike(a, b) == 42
     renamed = entry_names_matched(a, b)
     assert (_pattern(b, "ppermute.180"), renamed["ppermute.180"]) == (FORWARD, "ppermute.126")
 
@@ -170,3 +173,40 @@ def test_sends_take_the_names_of_sends_to_their_peers():
     assert {k: renamed[k] for k in ("send.f1280", "send.b1280", "send-done.f1280", "send-done.b1280")} == {
         "send.f1280": "send.f1024", "send.b1280": "send.b1024",
         "send-done.f1280": "send-done.f1024", "send-done.b1280": "send-done.b1024"}
+
+
+_MATMUL_A = """HloModule jit_step
+
+ENTRY %main (p: f32[8,16], w: f32[16,16]) -> f32[8,16] {
+  %p = f32[8,16]{1,0} parameter(0)
+  %w = f32[16,16]{1,0} parameter(1)
+  %dot.1 = f32[8,16]{1,0} dot(%p, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %tanh.2 = f32[8,16]{1,0} tanh(%dot.1)
+}
+"""
+# B: A's rows padded from 8 to 12 before the matmul and cut after it: the matmul's operand is the pad now
+_MATMUL_PADDED = """HloModule jit_step
+
+ENTRY %main (p: f32[8,16], w: f32[16,16]) -> f32[8,16] {
+  %p = f32[8,16]{1,0} parameter(0)
+  %w = f32[16,16]{1,0} parameter(1)
+  %c = f32[] constant(0)
+  %pad.3 = f32[12,16]{1,0} pad(%p, %c), padding=0_4x0_0
+  %dot.1 = f32[12,16]{1,0} dot(%pad.3, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %tanh.2 = f32[12,16]{1,0} tanh(%dot.1)
+  ROOT %slice.4 = f32[8,16]{1,0} slice(%tanh.2), slice={[0:8], [0:16]}
+}
+"""
+
+
+@pytest.mark.parametrize("numbered", [{}, {"dot.1": "dot.5", "tanh.2": "tanh.6"}])
+def test_an_op_whose_input_a_padding_replaced_takes_a_s_name(numbered):
+    """A padding planted before a matmul (rows 256 -> 512 a device): B's matmul, reading the pad where A's read the
+    parameter, was marked B's own and A's removed, so the op table read one op's change as a 10.6 ms op added and
+    an 8.2 ms one removed. An op of A's left unpaired takes B's op of its kind, peers and operand count in its place;
+    the pad and the slice, which A has none of, stay B's."""
+    b_text = _MATMUL_PADDED
+    for old, new in numbered.items():
+        b_text = b_text.replace(f"%{old}", f"%{new}")
+    renamed = entry_names_matched(parse_module(_MATMUL_A), parse_module(b_text))
+    assert renamed == {new: old for old, new in numbered.items()}
