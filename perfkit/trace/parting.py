@@ -362,18 +362,26 @@ def describe(first: dict | None, chips: pd.DataFrame | None = None) -> str:
     theirs_is = ("the majority's" if 2 * len(first["majority"]) > chips_seen
                  else f"rank {first['majority'][0]['rank']}'s")
     for rank, change in (first.get("programs") or {}).items():
-        lacks = ", ".join(f"{c['op']} (collective {c['index'] + 1} of {change['majority_count']})"
-                          for c in change["lacks"])
-        adds = ", ".join(c["op"] for c in change["adds"])
+        # a collective added where one is lacked, at one place: the rank runs another collective there
+        swapped = {c["index"]: c for c in change["adds"]}
+        swapped = {c["index"]: swapped[c["index"]] for c in change["lacks"] if c["index"] in swapped}
+        place = {c["op"]: f"{c['op']} (collective {c['index'] + 1} of {change['majority_count']})"
+                 for c in change["lacks"]}
+        runs = ", ".join(f"{swapped[c['index']]['op']} ({swapped[c['index']]['opcode']}) in place of {place[c['op']]}"
+                         for c in change["lacks"] if c["index"] in swapped)
+        lacks = ", ".join(place[c["op"]] for c in change["lacks"] if c["index"] not in swapped)
+        adds = ", ".join(c["op"] for c in change["adds"] if c["index"] not in swapped)
         mine, theirs = change["count"], change["majority_count"]
         has = (f"as many collectives as {theirs_is} ({mine}), but" if mine == theirs
                else f"{mine} collectives where {theirs_is} has {theirs}:")
         text += (f". Rank {rank}'s program has {has} " + "; ".join(
-            ([f"it lacks {lacks}"] if lacks else []) + ([f"it adds {adds}"] if adds else [])))
+            ([f"it runs {runs}"] if runs else []) + ([f"it lacks {lacks}"] if lacks else [])
+            + ([f"it adds {adds}"] if adds else [])))
         earliest, what = min([(c["index"], "lacks") for c in change["lacks"]]
                              + [(c["index"], "adds") for c in change["adds"]], default=(first["index"], ""))
+        what = "where it runs another" if earliest in swapped else f"the first it {what}"
         if earliest < first["index"]:  # the traces pair the chips' collectives in order, by count
-            text += (f"; so the chips first differ at collective {earliest + 1}, the first it {what} (the "
+            text += (f"; so the chips first differ at collective {earliest + 1}, {what} (the "
                      f"traces, paired in order, part only at {first['index'] + 1})")
     same = first.get("majority_program") if first.get("programs") else None
     if same:  # (the traces list them among the parted; the programs say whose program parts them)

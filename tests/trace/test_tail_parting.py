@@ -170,6 +170,40 @@ def test_the_ranks_that_run_the_majority_s_program_are_said_so(tmp_path):
                                             "program: rank 2's differs")
 
 
+def test_a_rank_that_runs_another_collective_in_a_hop_s_place_is_said_to(tmp_path):
+    """A planted hang: rank 2 sums (an all-reduce) where the others pass the second hop. The sentence read 'it lacks
+    ppermute.10 (collective 2 of 3); it adds psum_invariant.7', two changes where the program has one: another
+    collective in that place, which the run's line says ('runs psum_invariant.7 where the others' run
+    ppermute.10')."""
+    rank_trace(tmp_path / "rank0" / "trace" / "h.xplane.pb", [], ["cp.1", "cp.2"])
+    for rank in (1, 2, 3):
+        rank_trace(tmp_path / f"rank{rank}" / "trace" / "h.xplane.pb", [], ["cp.1"])
+    for rank in range(4):
+        dump(tmp_path / f"rank{rank}" / "xla_dump", PERMUTES)
+    hlo = tmp_path / "rank2" / "xla_dump" / "module_0000.jit_step.cpu_after_optimizations.txt"
+    text = hlo.read_text().replace(
+        "  %cp.2 = f32[64,128]{1,0} collective-permute(%dot.1), channel_id=1, "
+        "source_target_pairs={{0,1},{1,2},{2,3},{3,0}}",
+        "  %ar.1 = f32[64,128]{1,0} all-reduce(%dot.1), channel_id=1, replica_groups={{0,1,2,3}}, to_apply=%add"
+    ).replace("dot(%cp.2", "dot(%ar.1")
+    hlo.write_text(text.replace("ENTRY", "%add (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n"
+                                "  %b = f32[] parameter(1)\n  ROOT %s = f32[] add(%a, %b)\n}\n\nENTRY"))
+    chips, first = parting.parting_traces(sorted(tmp_path.glob("rank*/trace")))
+    assert first["programs"] == {"2": {"lacks": [{"op": "cp.2", "opcode": "collective-permute", "index": 1}],
+                                       "adds": [{"op": "ar.1", "opcode": "all-reduce", "index": 1}],
+                                       "majority_count": 3, "count": 3}}
+    assert parting.describe(first).endswith(
+        "Rank 2's program has as many collectives as rank 0's (3), but it runs ar.1 (all-reduce) in place of cp.2 "
+        "(collective 2 of 3). Ranks 1, 3 run rank 0's program: rank 2's differs")
+    # where the traces, paired in order, part later (an all-reduce and a hop alike on a trace), the place is said as
+    # the one it runs another collective at (it read 'the first it adds')
+    later = {**first, "step": 0, "index": 2, "op": "cp.3", "majority_program": [],
+             "parted": [{"rank": 2, "device": 0, "how": "not completed", "op": None, "in_step": 2}]}
+    assert parting.describe(later).endswith("in place of cp.2 (collective 2 of 3); so the chips first differ at "
+                                            "collective 2, where it runs another (the traces, paired in order, part "
+                                            "only at 3)")
+
+
 @pytest.mark.parametrize("feeds", [
     "  %cp.3 = f32[64,128]{1,0} collective-permute(%ar.1)",
     # through another op: cp.3's operands differ from the others' (read through cp.2 there), yet it is the same hop
