@@ -636,8 +636,8 @@ def _collectives(variants: dict, host_scheduled: str | None = None, callbacks: d
         s = max(late, key=lambda s: s["skew_share"])
         skew = (f"Arrival skew (last chip's arrival minus the first's, summed over a step's collectives) passes "
                 f"{100 * STRAGGLER_SHARE:.0f}% of the step in {len(late)} of {len(c['steps'])} traced steps of "
-                f"{name}; at most {s['skew_ms']:.3f} ms, {100 * s['skew_share']:.1f}% of step {s['step']} of "
-                f"{s['trial']}" + (f" ({SKEW_PAST_STEP})" if s["skew_share"] > 1 else ""))
+                f"{name}; the most, {100 * s['skew_share']:.1f}% of step {s['step']} of {s['trial']} "
+                f"({s['skew_ms']:.3f} ms" + (f"; {SKEW_PAST_STEP})" if s["skew_share"] > 1 else ")"))
         if host_scheduled:
             rows += ["", f"{skew}. {host_scheduled}, so the skew is the host's scheduling, not a slow chip or rank; "
                      "none is flagged a straggler."]

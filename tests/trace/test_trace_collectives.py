@@ -393,8 +393,14 @@ def test_run_summary_and_report_lines(tmp_path):
     assert "| all-gather | 1 | 98304 | 0.017 | 0.016 | 0.001 | 0.010 | 5.96 |" in text
     assert "| time (ms) | exposed (ms) | hidden (ms) | waiting for the last chip (ms) | GB/s |" in text  # each unit
     skew = ("Arrival skew (last chip's arrival minus the first's, summed over a step's collectives) passes 5% of "
-            "the step in 2 of 2 traced steps of sp; at most 0.026 ms, 43.3% of step 0 of 00-sp.")
+            "the step in 2 of 2 traced steps of sp; the most, 43.3% of step 0 of 00-sp (0.026 ms).")
     assert f"{skew} Straggler: rank 0 device 3, last to arrive at 2 of that step's 3 collectives." in text
+    # the step of the largest share need not be that of the largest skew: a planted padding's run read 'at most
+    # 10.925 ms, 67.0% of step 4 of 04-nopad' where step 4 of 03-nopad had a skew of 14.119 ms (47.0%)
+    long_step = {**got["sp"], "steps": [{**got["sp"]["steps"][0], "skew_ms": 0.05, "skew_share": 0.2},
+                                        {**got["sp"]["steps"][1], "skew_ms": 0.01, "skew_share": 0.5}]}
+    mixed = "\n".join(_collectives({"sp": long_step}))
+    assert "traced steps of sp; the most, 50.0% of step 1 of 00-sp (0.010 ms)." in mixed and "at most" not in mixed
     assert "Collectives of tp: none in its traces" in text
     calm = {"sp": {**got["sp"], "steps": [{**s, "skew_share": 0.01} for s in got["sp"]["steps"]]}}
     assert "skew" not in "\n".join(_collectives(calm))
@@ -418,8 +424,8 @@ def test_run_summary_and_report_lines(tmp_path):
     assert _host_scheduled({"env": {"devices": None, "hosts": {"count": 2, "index": 0}}, "breakdown": gloo}) is None
     past = {"sp": {**got["sp"], "steps": [{**s, "skew_share": 2.615} for s in got["sp"]["steps"]]}}
     text = "\n".join(_collectives(past, why))
-    assert ("261.5% of step 0 of 00-sp (more than the step: collectives in flight at once each count their own "
-            f"skew). {why}, so the skew is the host's scheduling, not a slow chip or rank; none is flagged a "
+    assert ("261.5% of step 0 of 00-sp (0.026 ms; more than the step: collectives in flight at once each count "
+            f"their own skew). {why}, so the skew is the host's scheduling, not a slow chip or rank; none is flagged a "
             "straggler.") in text
     assert "Straggler" not in text
     # a step with instances that never overlapped on their chips (pairs matched by order): no straggler named
