@@ -147,6 +147,14 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
                     f"{base}, the same program) had {over['marked']} of {over['rows']} parts with a CI excluding 0 "
                     f"where chance allows up to {over['chance_allows']}, so these intervals are narrower than the "
                     "machine's noise."]
+        elif (not control and 0 < (m := v.get("marked") or {}).get("marked", 0) <= m["chance_allows"]
+              and not any(r["marked"] and r["change"] in ("added", "removed") for by, _ in SPLITS for r in v[by])):
+            # (no A/A control ran: how many marks chance gives is all a reader has to weigh one star by; an op on
+            # one side only is there whatever its interval)
+            out += ["", f"{m['marked']} of {m['rows']} parts have a CI excluding 0, no more than chance marks where "
+                    f"nothing changed (up to {m['chance_allows']}, the 95% binomial quantile of {m['rows']} intervals "
+                    "at 95%): a starred part may be chance; an A/A control (`perfkit run --aa`) measures this "
+                    "machine's noise."]
         for by, title in SPLITS:
             if by == "op" and v.get("same_programs") is False and v.get("ops_renamed") == 0:
                 out += ["", f"**{base} and {name} ran different programs**, which XLA numbers apart: the ops of "

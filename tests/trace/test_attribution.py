@@ -346,6 +346,22 @@ def test_report_section_marks_and_aa_line():
                "program) had 5 of 19 parts with a CI excluding 0 where chance allows up to 3")
     assert text.count(warning) == 2 and text.index(warning) > text.index("### Where sp's")
     at_limit = {**v, "marked": {"rows": 19, "marked": 3, "chance_allows": 3}}
+    # no A/A control: a planted padding's run starred `ynn_fusion.46` alone, 1 of 20 parts where chance marks up to
+    # 3, and nothing said how much one star weighs
+    chance = ("1 of 20 parts have a CI excluding 0, no more than chance marks where nothing changed (up to 3, the "
+              "95% binomial quantile of 20 intervals at 95%): a starred part may be chance; an A/A control (`perfkit "
+              "run --aa`) measures this machine's noise.")
+    one = {**v, "category": [quiet], "kind": [quiet], "op": [quiet, tiny],
+           "marked": {"rows": 20, "marked": 1, "chance_allows": 3}}
+    assert "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": one}})).count(chance) == 1
+    added = {**one, "op": [r, quiet]}  # the one star an op B alone runs: there whatever its interval
+    assert "chance marks" not in "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": added}}))
+    many = {**v, "marked": {"rows": 20, "marked": 4, "chance_allows": 3}}
+    none = {**v, "marked": {"rows": 20, "marked": 0, "chance_allows": 3}}
+    for marks in (many, none):  # more marks than chance gives, or none: nothing to weigh
+        assert "chance marks" not in "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": marks}}))
+    with_control = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": one, "tp-aa": v}}, "tp-aa"))
+    assert "no more than chance marks" not in with_control  # the control's own line says what chance did
     assert "not to be trusted" not in "\n".join(section({"baseline": "tp", "top": 10, "variants": {
         "sp": v, "tp-aa": at_limit}}, "tp-aa"))
     other = {**quiet, "key": "other", "category": "", "change": "other", "other_keys": {"added": 1, "changed": 6}}
