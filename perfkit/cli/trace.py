@@ -266,11 +266,18 @@ def _span_notes(spans: pd.DataFrame, measured: int, side: str = "") -> list[str]
 
 def _xspace_beside(paths) -> str:
     """Where a JSON trace given has an XSpace beside it (JAX's profiler writes both; the JSON holds the host's
-    events only): a hint naming it."""
+    events only): a hint naming it, the first one perfkit reads the planes of (a file it refuses is no place to
+    look)."""
+    from perfkit.trace.xplane import planes  # a reader: loaded by the commands that have read the traces
+
     for p in map(Path, paths):
         beside = sorted(p.parent.glob("*.xplane.pb")) if p.is_file() and p.name.endswith((".json", ".json.gz")) else []
-        if beside:
-            return f"; its device ops are in the XSpace beside it, {beside[0]} (JAX's profiler writes both)"
+        for xspace in beside:
+            try:
+                planes(xspace)
+            except BadInput:
+                continue
+            return f"; its device ops are in the XSpace beside it, {xspace} (JAX's profiler writes both)"
     return ""
 
 

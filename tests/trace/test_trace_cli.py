@@ -515,6 +515,10 @@ def test_a_jax_json_trace_names_the_xspace_beside_it(fixtures_dir, tmp_path):
     assert result.output.endswith(f"no device ops in these traces; its device ops are in the XSpace beside it, "
                                   f"{xspace} (JAX's profiler writes both)\n")
     assert run("breakdown", xspace).exit_code == 0
+    # an .xplane.pb perfkit cannot read is no place to send the user to: the refusal says no more than it knows
+    xspace.write_bytes(b"\x12\x05garbage")
+    result = run("breakdown", folder / "vm.trace.json.gz")
+    assert result.exit_code == 2 and result.output.endswith("no device ops in these traces\n"), result.output
 
 
 def test_each_chips_shares_add_up_to_100(tmp_path):
