@@ -13,6 +13,8 @@ from typing import Sequence
 import numpy as np
 from scipy import stats as sps
 
+from perfkit.common.comparison import FEW_TRIALS
+
 
 # Resamples of ``compare``'s bootstrap: a CI endpoint wanders by its Monte Carlo error from one seed to another,
 # which falls as 1/sqrt(resamples); the seed (the case's) keeps a run's figures reproducible.
@@ -124,6 +126,17 @@ def welch_interval(a: np.ndarray, b: np.ndarray, confidence: float) -> tuple[np.
     return delta - half, delta + half
 
 
+def _with_trials_spread(ci: tuple[float, float], a: list[np.ndarray], b: list[np.ndarray], confidence: float
+                        ) -> tuple[float, float]:
+    """``ci`` widened to take in Welch's interval of the ratio of the trials' geometric mean medians (``FEW_TRIALS``
+    a side): a bootstrap resampling two trials reaches no further than they do, and in simulated A/A runs of two
+    trials a side (tests/runner/test_runner_stats.py) it called one in four faster or slower at 95%."""
+    lo, hi = welch_interval(np.log([[np.median(t)] for t in a]), np.log([[np.median(t)] for t in b]), confidence)
+    if lo[0] == hi[0]:  # trials alike on both sides: no spread to take in (and exp(log) would move the point)
+        return ci
+    return min(ci[0], float(np.exp(lo[0]))), max(ci[1], float(np.exp(hi[0])))
+
+
 def verdict_for(ci: tuple[float, float], min_effect: float) -> str:
     lo, hi = ci
     if not (np.isfinite(lo) and np.isfinite(hi)):
@@ -169,6 +182,8 @@ def compare(
     ratios = _bootstrap_medians(b, n_boot, rng) / _bootstrap_medians(a, n_boot, rng)
     alpha = (1.0 - confidence) / 2
     ci = (float(np.quantile(ratios, alpha)), float(np.quantile(ratios, 1 - alpha)))
+    if min(len(a), len(b)) == FEW_TRIALS:
+        ci = _with_trials_spread(ci, a, b, confidence)
     p = None
     if len(a) >= 2 and len(b) >= 2:
         p = float(sps.mannwhitneyu([np.median(t) for t in a], [np.median(t) for t in b],

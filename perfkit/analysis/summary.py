@@ -187,10 +187,6 @@ def not_verified(case: Case, summary: dict) -> list[str]:
         notes.append(f"the B/A timing CI: a side has one trial, so it holds that trial's steps' noise alone, not the "
                      f"trials' (a run's trials differ by more than its steps do): the {c['verdict']} verdict may not "
                      "hold on another run")
-    elif min(c.get("n_a") or 0, c.get("n_b") or 0) == 2:  # each resample's trials are drawn from those two
-        notes.append("the B/A timing CI: a side has two trials, and its bootstrap, which resamples them, reaches no "
-                     f"further than they do (a third trial may land outside them): the {c['verdict']} verdict may not "
-                     "hold on another run")
     failed = summary["trials"]["failed"]
     if failed:
         notes.append(f"{len(failed)} of {summary['trials']['total']} trials failed or hung: the figures come from "

@@ -7,7 +7,7 @@ import shlex
 import signal
 from pathlib import Path
 
-from perfkit.common.comparison import NO_SPREAD, compared_variant, inside_noise_floor, trial_median, without_ci
+from perfkit.common.comparison import FEW_TRIALS, NO_SPREAD, compared_variant, inside_noise_floor, trial_median, without_ci
 from perfkit.common.devices import on_cpu_devices
 from perfkit.common.digits import change_text, digits, ratio_text, share_text, shown_difference, whole_shares
 from perfkit.common.json_figures import db_cell
@@ -154,8 +154,11 @@ def _resamples(c: dict) -> str:
     """How the CI was drawn, so that another bootstrap can give it again (absent in older summaries)."""
     if not c.get("n_boot"):
         return ""
+    few = min(c.get("n_a") or 0, c.get("n_b") or 0) == FEW_TRIALS
     return (f"; its percentile interval over {c['n_boot']:,} resamples drawn by numpy's default_rng({c['seed']}), "
-            f"the case's seed: `perfkit.analysis.stats.compare(a, b, seed={c['seed']})` gives it again")
+            f"the case's seed: `perfkit.analysis.stats.compare(a, b, seed={c['seed']})` gives it again"
+            + ("; a side has two trials, so it also takes in Welch's t interval of the trials' medians (a bootstrap "
+               "of two reaches no further than they do)" if few else ""))
 
 
 def _ratio_lines(summary: dict) -> list[str]:
