@@ -22,6 +22,7 @@ from perfkit.quality import compare, departure, media
 from perfkit.rundata import case as case_mod
 from perfkit.rundata.case import Case
 from perfkit.rundata import rundir
+from perfkit.rundata.exits import crashed_alike, ended
 from perfkit.rundata.summary import Summary
 from perfkit.trace.runs import summarize, summarize_with_parts
 from perfkit.trace.parting import run_hangs
@@ -57,6 +58,28 @@ def variant_summary(trials: list[dict], name: str) -> dict:
         # the traced steps, and any the program ran under its profiler besides (torch.profiler's warm-up)
         "profiled_steps": max((len(t.get("traced") or ()) for t in mine if t["status"] == "ok"), default=0),
     }
+
+
+def crash_ends(case: Case, run_dir: Path, trials: list[dict]) -> tuple[dict[str, dict | None], int | None]:
+    """Where the plan stopped variants that crashed alike (``perfkit.rundata.exits.ended``, on one host, as the runner
+    applies it): each variant's ``crashed_alike`` (``{round, error}``, the round from 1, where it ran no trial after
+    it and the case allowed more rounds; else None), and the round the run ended with, nothing left to compare, where
+    the case allowed more (else None)."""
+    names = [v.name for v in case.run_variants()]
+    alike = dict.fromkeys(names)
+    if rundir.started_options(run_dir).get("hosts", 1) > 1:
+        return alike, None
+    last = {n: max((t["round"] for t in trials if t["variant"] == n), default=None) for n in names}
+    ran = [n for n in names if last[n] is not None]  # (with --only, the variant and its A/A control)
+    for n in ran:
+        found = crashed_alike(trials, n)
+        if found is not None and last[n] == found[0] and found[0] + 1 < case.repeats["max"]:
+            alike[n] = {"round": found[0] + 1, "error": found[1]}
+    stop = ended(ran, case.variants[0].name, case.aa_name, trials)
+    end = max(stop.values()) if stop and set(stop) == set(ran) else None  # every variant stopped: the run did
+    if end is None or end >= case.repeats["max"] or max(last[n] for n in ran) >= end:
+        return alike, None
+    return alike, end
 
 
 def quality_summary(run_dir: Path, trials: list[dict], a: str, b: str, oracle: str | None = None) -> dict | None:
@@ -257,13 +280,15 @@ def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Ca
     main = comparisons[(comparisons.variant == b) & (comparisons.metric == "step_ms")].iloc[0].to_dict()
     env, kept = run_env(run_dir)
     breakdown, attributed = traces_summary(run_dir, trials, [v.name for v in variants], case.seed)
+    alike, ended_after = crash_ends(case, run_dir, trials)
     summary = {
         "case": case.name,
         "kind": case.kind,
         "run_dir": str(run_dir),
         "baseline": a,
         "description": case.description,
-        "variants": {v.name: {"description": v.description, **variant_summary(trials, v.name)} for v in variants},
+        "variants": {v.name: {"description": v.description, **variant_summary(trials, v.name),
+                              "crashed_alike": alike[v.name]} for v in variants},
         "comparison": {k: v for k, v in main.items() if k != "variant"},
         "comparisons": comparisons.to_dict("records"),
         "noise_floor": timing.noise_floor(comparisons, case.aa_name) if case.aa else None,
@@ -279,7 +304,8 @@ def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Ca
                    "failed": [{"index": t["index"], "variant": t["variant"], "status": t["status"], "dir": t["dir"],
                                "ranks": t["ranks"], **({"warmup": t["warmup"]} if "warmup" in t else {}),
                                **({"missing_hosts": t["missing_hosts"]} if "missing_hosts" in t else {})}
-                              for t in trials if t["status"] != "ok"]},
+                              for t in trials if t["status"] != "ok"],
+                   "ended_after_round": ended_after},
         "hangs": run_hangs(run_dir, trials),  # hung trials with traces: where their chips part
         "env": kept,
         "reproduce": reproduce(run_dir, env),

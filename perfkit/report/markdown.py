@@ -77,14 +77,28 @@ def _timing(summary: dict) -> list[str]:
 
 
 def _sat_out(summary: dict) -> list[str]:
-    """A sentence for each variant with fewer trials than the run's rounds, all of them failed: the rounds past
-    ``repeats.min`` went on without it (``perfkit.run.plan``), which the trial counts alone do not say."""
+    """A sentence for each variant that ran fewer rounds than it could, which the trial counts alone do not say
+    (``perfkit.run.plan``): one whose first two trials crashed alike ran none after them, and where nothing was left
+    to compare the run ended there; one with fewer trials than the run's rounds, all of them failed, sat out the rounds
+    past ``repeats.min`` that the others went on with."""
     rounds = rounds_run(summary)
-    out = [f"{name} ran {v['trials']} trial{'s' if v['trials'] != 1 else ''} of the run's {rounds} rounds: none of "
-           f"its trials ran (each crashed or hung), so it sat out the rounds past `repeats.min` "
-           f"({_span(v['trials'] + 1, rounds)}) that the other variants' unknown verdicts went on with."
-           for name, v in summary["variants"].items() if 0 < v["trials"] == v["failed"] and v["trials"] < rounds]
+    end = summary["trials"].get("ended_after_round")
+    out = []
+    for name, v in summary["variants"].items():
+        if alike := v.get("crashed_alike"):
+            out.append(f"{name} ran no trial after round {alike['round']}: its first two trials crashed alike "
+                       f"({_code(alike['error'])})" + ("; nothing was left to compare, so the run ended there."
+                                                       if alike["round"] == end else "."))
+        elif 0 < v["trials"] == v["failed"] and v["trials"] < rounds:
+            out.append(f"{name} ran {v['trials']} trial{'s' if v['trials'] != 1 else ''} of the run's {rounds} rounds: "
+                       f"none of its trials ran (each crashed or hung), so it sat out the rounds past `repeats.min` "
+                       f"({_span(v['trials'] + 1, rounds)}) that the other variants' unknown verdicts went on with.")
     return [*out, ""] if out else []
+
+
+def _code(text: str) -> str:
+    """``text`` as a Markdown code span (a rank's error may hold ``*`` or ``_``), doubled where it holds a backtick."""
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
 
 
 def _span(first: int, last: int) -> str:

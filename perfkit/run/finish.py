@@ -14,10 +14,11 @@ from perfkit.analysis.timing import steps_frame
 from perfkit.report import markdown
 from perfkit.report.line import summary_line
 from perfkit.run import matrix
-from perfkit.run.plan import ended, plan_trials, sat_out
+from perfkit.run.plan import plan_trials, sat_out
 from perfkit.run.trial import run_names
 from perfkit.rundata import case as case_mod
 from perfkit.rundata import rundir
+from perfkit.rundata.exits import ended
 
 
 def finish(run_dir: Path, *, interrupted: bool = False) -> dict:
@@ -56,7 +57,7 @@ def render(run_dir: Path) -> bool:
 
 def _short_of_plan(run_dir: Path) -> bool:
     """Whether a run stopped short of its plan's first rounds (``repeats.min`` trials of each variant it runs, but
-    those ``plan.ended`` leaves out: a variant that crashed alike, a run with no comparison left):
+    those ``exits.ended`` leaves out: a variant that crashed alike, a run with no comparison left):
     perfkit was killed during a trial, and nothing wrote that it stopped; or while writing one, its
     trials.jsonl's last line cut short; or a trial's record is lost (said on stderr: which)."""
     trials = rundir.read_trials(run_dir)

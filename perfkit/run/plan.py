@@ -4,9 +4,10 @@ Every variant runs once a round, in ``abba`` or seeded ``random`` order, and rou
 r*V+V-1 for V variants. The rounds past ``repeats.min`` (while a verdict is unknown) leave out each variant none of
 whose trials ran (every one crashed or hung): its next trials would fail alike, a hang each costing the timeout.
 Its places there stay empty, so every other trial keeps its index, and a resumed run, or a run's report, derives
-the same plan from the records. A variant whose first two trials crashed with one error (``ended``) runs none after
-the round of the second, even within ``repeats.min``, and where no comparison is left (the baseline, or every
-variant compared with it, ended) neither does any other: the run ends there.
+the same plan from the records. A variant whose first two trials crashed with one error runs none after the round
+of the second, even within ``repeats.min``, and where no comparison is left (the baseline, or every variant compared
+with it, ended) neither does any other: the run ends there (``perfkit.rundata.exits.ended``, which the run's summary
+reads too).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import math
 import random
 
 from perfkit.run.trial import Trial
-from perfkit.rundata.exits import crash_reason
 
 
 def round_order(variants: list[str], round_index: int, order: str, seed: int) -> list[str]:
@@ -37,36 +37,10 @@ def sat_out(variants: list[str], trials: list[dict]) -> frozenset[str]:
     return frozenset(v for v in variants if v in finished and v not in ran)
 
 
-def crashed_alike(trials: list[dict], variant: str) -> tuple[int, str] | None:
-    """Where ``variant``'s first two trials both crashed with one error (``crash_reason``): the round of the second,
-    and the error; else None."""
-    mine = sorted((t for t in trials if t.get("variant") == variant), key=lambda t: t["round"])[:2]
-    reasons = [crash_reason(t) for t in mine]
-    if len(reasons) == 2 and None not in reasons and reasons[0][1] == reasons[1][1]:
-        return mine[1]["round"], reasons[1][1]
-    return None
-
-
-def ended(variants: list[str], baseline: str, aa: str | None, trials: list[dict]) -> dict[str, int]:
-    """The round from which each variant that ends runs no trial: one whose first two trials crashed alike
-    (``crashed_alike``), from the round after its second (the next would crash alike); every other, from the round
-    no comparison is left (the baseline ended, or every variant compared with it did): its trials would be compared
-    with nothing."""
-    stop = {v: alike[0] + 1 for v in variants if (alike := crashed_alike(trials, v)) is not None}
-    compared = [v for v in variants if v not in (baseline, aa)]
-    if baseline in stop:
-        end = stop[baseline]
-    elif compared and all(v in stop for v in compared):
-        end = max(stop[v] for v in compared)
-    else:
-        return stop
-    return {v: min(stop.get(v, end), end) for v in variants}
-
-
 def plan_trials(variants: list[str], rounds: int, order: str, seed: int, *, min_rounds: int = 0,
                 out: frozenset[str] = frozenset(), stop: dict[str, int] | None = None) -> list[Trial]:
     """The first ``rounds`` rounds; a longer plan starts with the same trials. Past the first ``min_rounds``,
-    the variants ``out`` (``sat_out``) have none, nor from its round on a variant in ``stop`` (``ended``): their
+    the variants ``out`` (``sat_out``) have none, nor from its round on a variant in ``stop`` (``exits.ended``): their
     places stay empty."""
     stop = stop or {}
     return [Trial(r * len(variants) + i, name, r)

@@ -30,11 +30,12 @@ from perfkit.common.xla import xla_flags
 from perfkit.errors import BadInput
 from perfkit.run import envinfo, finish, matrix, placement, ranks, serve_trial, stackdump
 from perfkit.run.placement import devices_per_process
-from perfkit.run.plan import crashed_alike, ended, plan_trials, sat_out
+from perfkit.run.plan import plan_trials, sat_out
 from perfkit.run.trial import SCRIPTS, RunOptions, Trial, cache_entries, compile_cache_env, run_names
 from perfkit.rundata import case as case_mod
 from perfkit.rundata import rundir
 from perfkit.rundata.case import Case
+from perfkit.rundata.exits import crashed_alike, ended
 from perfkit.rundata.metrics import is_timed, read_metrics
 
 # Each case kind runs its trials through the same two functions (perfkit.run.trial's docstring).
@@ -200,7 +201,7 @@ class Progress:
         self.stream.flush()
 
     def ended(self, variant: str, trials: list[dict], everything: bool) -> None:
-        """A variant whose first two trials crashed with one error runs no more (``perfkit.run.plan.ended``); where
+        """A variant whose first two trials crashed with one error runs no more (``perfkit.rundata.exits.ended``); where
         no comparison is left, neither does the run."""
         round_, why = crashed_alike(trials, variant)
         self.stream.write(f"{self.cell_label + ': ' if self.cell_label else ''}{variant}: its first two trials "
@@ -347,7 +348,7 @@ def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, env_json: str,
     names = run_names(case, options.only)
 
     def ends() -> dict[str, int]:
-        """``plan.ended`` of the trials so far; with many hosts none (each sees its own ranks' errors alone, and a host
+        """``exits.ended`` of the trials so far; with many hosts none (each sees its own ranks' errors alone, and a host
         whose plan ended would leave the others' ranks waiting for its own)."""
         return ended(names, case.variants[0].name, case.aa_name, list(done.values())) if options.hosts == 1 else {}
 

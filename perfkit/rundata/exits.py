@@ -1,8 +1,9 @@
 """How a rank's recorded end reads: its exit code or signal (``exit_text``: with the fatal error its stack dump
 records first, where the dump itself crashed) and, for a hung rank, where
 each thread of its stack dump waited (``where_threads_wait``); a crashed trial's first failing rank and why
-(``crash_reason``). ``perfkit.run.launch`` records a rank's exit code and stacks; report.md, the run's line, the serve
-case kind and the plan (a variant crashing alike) word them with these."""
+(``crash_reason``); a variant whose first two trials crashed alike (``crashed_alike``) and the round each variant
+ends with for it (``ended``). ``perfkit.run.launch`` records a rank's exit code and stacks; report.md, the run's line,
+the serve case kind, the plan and the run's summary (a variant crashing alike) word and read them with these."""
 
 from __future__ import annotations
 
@@ -104,3 +105,29 @@ def crash_reason(trial: dict) -> tuple[int, str] | None:
     ranks = sorted(trial.get("ranks") or [], key=lambda r: (r.get("exit_code") in (0, None), r.get("exited_s") is None,
                                                             r.get("exited_s") or 0.0))
     return next(((r["rank"], why) for r in ranks if (why := _reason(r.get("stderr_tail") or ""))), None)
+
+
+def crashed_alike(trials: list[dict], variant: str) -> tuple[int, str] | None:
+    """Where ``variant``'s first two trials both crashed with one error (``crash_reason``): the round of the second,
+    and the error; else None."""
+    mine = sorted((t for t in trials if t.get("variant") == variant), key=lambda t: t["round"])[:2]
+    reasons = [crash_reason(t) for t in mine]
+    if len(reasons) == 2 and None not in reasons and reasons[0][1] == reasons[1][1]:
+        return mine[1]["round"], reasons[1][1]
+    return None
+
+
+def ended(variants: list[str], baseline: str, aa: str | None, trials: list[dict]) -> dict[str, int]:
+    """The round from which each variant that ends runs no trial: one whose first two trials crashed alike
+    (``crashed_alike``), from the round after its second (the next would crash alike); every other, from the round
+    no comparison is left (the baseline ended, or every variant compared with it did): its trials would be compared
+    with nothing."""
+    stop = {v: alike[0] + 1 for v in variants if (alike := crashed_alike(trials, v)) is not None}
+    compared = [v for v in variants if v not in (baseline, aa)]
+    if baseline in stop:
+        end = stop[baseline]
+    elif compared and all(v in stop for v in compared):
+        end = max(stop[v] for v in compared)
+    else:
+        return stop
+    return {v: min(stop.get(v, end), end) for v in variants}

@@ -25,6 +25,13 @@ class StepFigures(TypedDict):
     n: int
 
 
+class CrashedAlike(TypedDict):
+    """A variant whose first two trials crashed with one error (``perfkit.rundata.exits.crashed_alike``) and ran no
+    trial after the second's round, though the case allowed more."""
+    round: int  # the second trial's round, counted from 1, as report.md words it
+    error: str  # the first failing rank's error (``perfkit.rundata.exits.crash_reason``)
+
+
 class Variant(TypedDict):
     description: str | None
     step_ms: StepFigures
@@ -36,6 +43,7 @@ class Variant(TypedDict):
     failed: int
     ranks: NotRequired[int]  # processes a good trial ran (its steps are rank 0's); absent in older summaries
     profiled_steps: NotRequired[int]  # steps a good trial ran under a profiler, not timed (the most of any trial)
+    crashed_alike: NotRequired[CrashedAlike | None]  # absent in older summaries
 
 
 class Comparison(TypedDict):
@@ -329,6 +337,9 @@ class Trials(TypedDict):
     ok: int
     failed: list[FailedTrial]
     timeout_s: NotRequired[float]  # the case's timeout, past which a trial hung; absent in older summaries
+    # the round (from 1) the run ended with, short of the case's rounds: nothing was left to compare once variants
+    # crashed alike; absent in older summaries
+    ended_after_round: NotRequired[int | None]
 
 
 class Env(TypedDict):

@@ -1415,6 +1415,53 @@ def test_a_variant_that_sat_out_rounds_says_so(tmp_path):
     assert "sat out" not in (tmp_path / "ab" / "report.md").read_text()
 
 
+NO_JAX = "ModuleNotFoundError: No module named 'jax'"
+
+
+def crashed(index: int, variant: str, round_: int) -> dict:
+    """A trial whose one rank crashed on a missing jax (its traceback's last line, ``NO_JAX``)."""
+    tail = f'Traceback (most recent call last):\n  File "bench.py", line 3, in <module>\n    import jax\n{NO_JAX}\n'
+    return trial(index, variant, [], status="crashed", ranks=[
+        {"rank": 0, "exit_code": 1, "running_at_end": False, "exited_s": 0.4, "steps_done": 0, "last_step_ms": None,
+         "last_mark": None, "stderr_tail": tail}]) | {"round": round_}
+
+
+def test_a_variant_whose_first_two_trials_crashed_alike_says_so_where_it_read_sat_out(tmp_path):
+    """b's first two trials crashed with one error, so it ran no trial after round 2 (within repeats.min, 5): the
+    report said nothing of it with two variants (the run ended there, 2 of 5 rounds), and with three read that b "sat
+    out the rounds past `repeats.min`", which it did not. It says why b stopped, and where the run ended with it; the
+    summary holds both, so ``perfkit report`` on the run writes the same again."""
+    from perfkit.run import finish
+
+    steps = [50.0, 10.0, 10.2, 9.9]
+    two = [trial(0, "a", steps), crashed(1, "b", 0), crashed(2, "b", 1), trial(3, "a", steps)]
+    run = write_run(tmp_path / "two", two, case_extra={"repeats": {"min": 5, "max": 5}})
+    finish.render(run)
+    report = (run / "report.md").read_text()
+    said = (f"b ran no trial after round 2: its first two trials crashed alike (`{NO_JAX}`); nothing was left to "
+            "compare, so the run ended there.")
+    assert said in report and "sat out" not in report, report
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["variants"]["b"]["crashed_alike"] == {"round": 2, "error": NO_JAX}
+    assert summary["variants"]["a"]["crashed_alike"] is None
+    assert summary["trials"]["ended_after_round"] == 2 and not summary["interrupted"]
+    (run / "report.md").unlink()
+    assert CliRunner().invoke(cli, ["report", str(run)]).exit_code == 3
+    assert said in (run / "report.md").read_text()
+
+    # three variants: a and c go on to round 4 without b, whose stop is no sat-out and ends nothing
+    variants = {v: {"description": v} for v in "abc"}
+    three = [trial(0, "a", steps) | {"round": 0}, crashed(1, "b", 0), trial(2, "c", steps) | {"round": 0},
+             trial(3, "c", steps) | {"round": 1}, crashed(4, "b", 1), trial(5, "a", steps) | {"round": 1},
+             *(trial(i, v, steps) | {"round": i // 3} for i, v in ((6, "a"), (8, "c"), (9, "c"), (11, "a")))]
+    run = write_run(tmp_path / "three", three, case_extra={"repeats": {"min": 2, "max": 4}, "variants": variants})
+    finish.render(run)
+    report = (run / "report.md").read_text()
+    assert f"b ran no trial after round 2: its first two trials crashed alike (`{NO_JAX}`).\n" in report, report
+    assert "sat out" not in report and "the run ended there" not in report
+    assert json.loads((run / "summary.json").read_text())["trials"]["ended_after_round"] is None
+
+
 def test_one_process_reads_alike_in_a_model_case_and_a_command_case(tmp_path):
     """One process of 4 devices read "consistent: yes / single SPMD program" in a model case and "not checked: one
     process" in a command case: one process is one rank either way, said in the same words."""

@@ -317,7 +317,11 @@ def test_a_variant_whose_first_two_trials_crashed_alike_ends_the_run_within_its_
             "after round 2; none is left to compare, so the run ends with that round (its finished trials kept)\n"
             "[4/4] a ") in res.stderr, res.stderr
     assert not json.loads((run / "summary.json").read_text())["interrupted"]
+    said = ("b ran no trial after round 2: its first two trials crashed alike (`sleeper: rank 0 failing on purpose at "
+            "step 1`); nothing was left to compare, so the run ended there.")
+    assert said in (run / "report.md").read_text()
     assert perfkit("report", run).returncode == 3 and not json.loads((run / "summary.json").read_text())["interrupted"]
+    assert said in (run / "report.md").read_text()
     resumed = perfkit("run", "--resume", run)
     assert f"every trial of {run}'s plan (4) had finished: none ran" in resumed.stderr, resumed.stderr
     assert len(read_jsonl(run / "trials.jsonl")) == 4
