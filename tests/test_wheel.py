@@ -302,12 +302,14 @@ def test_light_install_prints_what_the_full_install_prints(light, tmp_path, monk
 
 
 def test_light_install_names_the_extra_a_command_needs(light, tmp_path):
-    """The bundled JAX models (cost --model, a model case, `perfkit models`) and the torch models (a
-    bundled torch case): one line naming the extra, exit 2, before anything runs; `perfkit env` says why it
-    probed no devices."""
+    """The bundled JAX models (cost --model, a model case, `perfkit models`), a bundled case whose script imports
+    jax, and the torch models (a bundled torch case): one line naming the extra, exit 2, before anything runs;
+    `perfkit env` says why it probed no devices."""
     needs = {("cost", "--model", "wan"): "cost --model: needs the 'jax' extra: pip install 'perfkit[jax]'",
              ("models",): "models: needs the 'jax' extra: pip install 'perfkit[jax]'",
              ("run", "quickstart"): "a model case: needs the 'jax' extra: pip install 'perfkit[jax]'",
+             ("run", "repro/added_collectives"): "command: added_collectives.py: needs the 'jax' extra: "
+                                                 "pip install 'perfkit[jax]'",
              ("run", "torch/wan_recompile"): "command: perfkit.models.torch_bench: needs the 'torch' extra: "
                                              "pip install 'perfkit[torch]'"}
     for args, line in needs.items():

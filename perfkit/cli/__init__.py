@@ -17,7 +17,6 @@ from pathlib import Path
 
 import click
 
-import perfkit
 from perfkit.common.json_figures import json_safe
 from perfkit.errors import BadInput, DefinitionNote, ExitCode
 from perfkit.rundata.rundir import resume_command, run_folder
@@ -148,15 +147,10 @@ def cli():
     """Profiling and A/B benchmarking for sequence-parallel diffusion transformers."""
 
 
-def cases_dir() -> Path:
-    """The bundled cases: ``perfkit/cases/`` in an installed wheel (setuptools maps the repository's
-    ``cases/`` there), the repository's ``cases/`` in a clone or an editable install."""
-    installed = Path(perfkit.__file__).parent / "cases"
-    return installed if installed.is_dir() else Path(perfkit.__file__).parent.parent / "cases"
-
-
 def bundled_cases() -> dict[str, Path]:
     """Each bundled case by name: its path under the cases folder, without ``.yaml``."""
+    from perfkit.rundata.case import cases_dir  # yaml, which the case files' module loads: kept off --help
+
     root = cases_dir()
     return {p.relative_to(root).with_suffix("").as_posix(): p for p in sorted(root.rglob("*.yaml"))}
 
@@ -166,7 +160,7 @@ def case_path(arg: str | None) -> Path:
     (``quickstart``, ``torch/wan_recompile``, with or without ``.yaml``), else the path as given (which
     loading refuses: no such case file); the quickstart when none."""
     if arg is None:
-        return cases_dir() / "quickstart.yaml"
+        return bundled_cases()["quickstart"]
     if Path(arg).exists():
         return Path(arg)
     return bundled_cases().get(arg.removesuffix(".yaml"), Path(arg))

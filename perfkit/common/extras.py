@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
+from pathlib import Path
 
 from perfkit.errors import BadInput
 
@@ -19,6 +21,17 @@ def of_module(module: str) -> str | None:
     if module.startswith("perfkit.models.torch_"):
         return "torch"
     return "jax" if module.startswith(("perfkit.models", "perfkit.kernels")) else None
+
+
+def of_script(path: Path) -> str | None:
+    """The extra a Python script of perfkit's bundled cases needs: the one that installs every module it imports
+    (its import statements read, not run), perfkit's own through ``of_module``; None where it imports none of them.
+    A bundled script imports no such module it can run without."""
+    tree = ast.parse(path.read_bytes(), filename=str(path))
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names] + \
+        [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level]
+    needed = {of_module(m) or next((e for e, mods in EXTRAS.items() if m.split(".")[0] in mods), None) for m in names}
+    return max(needed - {None}, key=lambda e: len(EXTRAS[e]), default=None)
 
 
 def missing(extra: str) -> bool:

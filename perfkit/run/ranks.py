@@ -20,7 +20,7 @@ from perfkit.run.launch import RankProcess, TrialOutcome, run_ranks
 from perfkit.run.placement import Placement, devices_per_process, host_ranks, placements
 from perfkit.run.trial import (PYTHON_NAMES, RunOptions, Trial, check_program, check_scripts, free_port, process_env,
                                trial_salt)
-from perfkit.rundata.case import Case, Variant
+from perfkit.rundata.case import Case, Variant, cases_dir
 from perfkit.rundata.metrics import read_metrics, steps_from_stdout
 from perfkit.rundata.trials import RankRecord, TrialRecord
 
@@ -144,7 +144,8 @@ def prune_dump(folder: Path) -> None:
 
 def check_runnable(case: Case, cwd: str) -> None:
     """A command that cannot start (its program or a script it names missing, relative ones from ``cwd``, where its
-    ranks start), or a model variant whose plan cannot be honoured, is bad input, found before any trial runs."""
+    ranks start; a bundled program, ``-m`` module or case script, whose extra is not installed), or a model variant
+    whose plan cannot be honoured, is bad input, found before any trial runs."""
     if case.kind == "model":
         extras.require("jax", "a model case", path=case.source)
         # jax and the bundled models: only for model cases
@@ -162,11 +163,17 @@ def check_runnable(case: Case, cwd: str) -> None:
         return
     argv = command_argv(case, case.variants[0])
     check_program(argv[0], case, "command")
-    check_scripts(case, [str(a) for a in case.command], "command", cwd, program=True)
-    for v in case.variants:
-        check_scripts(case, v.args, f"variants.{v.name}.args", cwd)
+    named = [("command", [str(a) for a in case.command]), *((f"variants.{v.name}.args", v.args) for v in case.variants)]
+    for field, args in named:
+        check_scripts(case, args, field, cwd, program=field == "command")
     if argv[1:2] == ["-m"] and len(argv) > 2 and (extra := extras.of_module(argv[2])):
         extras.require(extra, f"command: {argv[2]}", path=case.source)
+    # the scripts of a bundled case (cases/repro/'s import jax), whose imports perfkit knows; of a user's it cannot
+    bundled = cases_dir().resolve()
+    for field, args in named:
+        for script in ((Path(cwd) / a).resolve() for a in args if a.endswith(".py")):
+            if script.is_relative_to(bundled) and (extra := extras.of_script(script)):
+                extras.require(extra, f"{field}: {script.name}", path=case.source)
 
 
 def run_trial(case: Case, trial: Trial, trial_dir: Path, options: RunOptions, hook: Path, trial_port: int,

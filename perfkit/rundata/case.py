@@ -199,6 +199,14 @@ def apply_overrides(raw: dict, overrides: list[str], path: str) -> dict:
     return raw
 
 
+def cases_dir() -> Path:
+    """The bundled cases: ``perfkit/cases/`` in an installed wheel (setuptools maps the repository's
+    ``cases/`` there), the repository's ``cases/`` in a clone or an editable install."""
+    package = Path(__file__).parent.parent
+    installed = package / "cases"
+    return installed if installed.is_dir() else package.parent / "cases"
+
+
 def load_raw(path: str | Path) -> dict:
     p = Path(path)
     try:

@@ -352,6 +352,34 @@ def test_every_bundled_case_names_programs_that_exist_from_any_folder(tmp_path, 
     assert [(n, arg) for n, arg in named if not Path(arg).is_file()] == []
 
 
+def test_a_bundled_case_whose_scripts_import_jax_is_refused_where_jax_is_missing(tmp_path, monkeypatch, write_case):
+    """Without jax, model, kernel and torch cases were refused before any trial, but the repro cases (their scripts
+    import jax) ran: every trial crashed with ModuleNotFoundError (exit 3), added_collectives' 8 first. Each is refused
+    in the line a model case gets, before anything is written; a user's own script that imports jax is not (perfkit
+    cannot know how it finds it)."""
+    from click.testing import CliRunner
+
+    from perfkit.cli import bundled_cases, cli
+    from perfkit.common import extras
+    from perfkit.run import ranks
+
+    monkeypatch.setattr(extras.importlib.util, "find_spec", lambda name: None)  # jax (and torch) not installed
+    cases = bundled_cases()
+    need = ": needs the 'jax' extra: pip install 'perfkit[jax]'"
+    for name in ("repro/added_collectives", "repro/rank_constant", "repro/skipped_collective"):
+        with pytest.raises(BadInput) as refused:
+            ranks.check_runnable(case_mod.load(cases[name]), str(tmp_path))
+        assert str(refused.value) == f"{cases[name]}: command: {Path(name).name}.py{need}"
+    res = CliRunner().invoke(cli, ["run", "repro/added_collectives", "--out", str(tmp_path / "run")])
+    assert (res.exit_code, res.output) == (2, f"perfkit: {cases['repro/added_collectives']}: command: "
+                                              f"added_collectives.py{need}\n")
+    assert not (tmp_path / "run").exists()
+    mine = tmp_path / "mine.py"
+    mine.write_text("import jax\n")
+    ranks.check_runnable(case_mod.load(write_case({"name": "mine", "command": ["python", str(mine)],
+                                                   "variants": {"a": {}, "b": {}}})), str(tmp_path))
+
+
 def test_a_model_dtype_the_models_do_not_take_is_refused_at_load():
     """`--set model.dtype=fp16` was taken, and each of the run's 6 trials crashed on it ("data type 'fp16' not
     understood"); it is refused before any trial, naming the types the models take."""
