@@ -220,6 +220,6 @@ def test_a_run_whose_one_side_tapped_nothing_says_so_in_its_summary(make_run):
                              "record.tapping(step) says so, on module names the model has?)"}
     stopped = [t for t in read_trials(run) if t["variant"] == "tp"]  # a run stopped before sp's first trial
     assert departure.run_departure(run, stopped, "tp", "sp", [0]) is None
-    summary = {"baseline": "tp", "taps": taps}
+    summary = {"baseline": "tp", "taps": taps, "variants": {"tp": {"trials": 2}, "sp": {"trials": 2}}}
     assert _taps_rows({}, summary) == []
     assert _taps_rows({"taps": {"variant": "sp", "first": "none"}}, summary)[0]["note"] == taps["error"]
