@@ -2,14 +2,17 @@
 rounds, matrix rows, hung and crashed ranks, Ctrl-C and --resume, 2 hosts x 2 ranks."""
 
 import json
+import math
 import signal
 import subprocess
 import sys
 import time
 
 import jsonschema
+import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import ttest_ind
 from runner_testing import PROGRAMS, REPO, free_ports, perfkit, processes_with, read_jsonl, sleeper_case
 
 from perfkit.rundata import schema
@@ -75,7 +78,8 @@ def test_clearly_slower_b_is_slower_and_aa_is_never_faster_or_slower(tmp_path, w
     loaded 2-core machine too. A and its A/A control report 10.0 ms in even trials and 10.4 ms in odd
     ones, so the noise floor is hand-computed: trial medians {10.0, 10.4} a side, bootstrap medians
     10.0 / 10.2 / 10.4 at 1/4, 1/2, 1/4, the ratio's extremes 10/10.4 and 10.4/10 each at 1/16 (over
-    the 2.5% tails), so the 95% CI is (0.9615, 1.04) and its half-width, the wider side, 0.04."""
+    the 2.5% tails): (0.9615, 1.04); two trials a side, so the CI takes in Welch's interval of their log medians,
+    exp(+-t(0.975, 2) * log(1.04) / sqrt(2)) = (0.8875, 1.1267) (scipy's below): unknown against the 10% effect."""
     case = sleeper_case(steps=7, sleep_ms=10, min_effect=0.1, repeats={"min": 2, "max": 3},
                         variants={"a": {"env": {"REPORT_MS": "10.0", "REPORT_ODD_MS": "10.4"}},
                                   "b": {"env": {"SLEEP_MS": "30"}}})
@@ -86,9 +90,10 @@ def test_clearly_slower_b_is_slower_and_aa_is_never_faster_or_slower(tmp_path, w
     rows = {(c["variant"], c["metric"]): c for c in s["comparisons"]}
     assert rows[("a-aa", "step_ms")]["verdict"] in ("same", "unknown")
     nf = s["noise_floor"]
-    assert (nf["variant"], nf["verdict"]) == ("a-aa", "same")
-    assert abs(nf["ci"][0] - 10 / 10.4) < 1e-9 and abs(nf["ci"][1] - 1.04) < 1e-9
-    assert abs(nf["half_width"] - 0.04) < 1e-9
+    welch = ttest_ind(np.log([10.0, 10.4]), np.log([10.0, 10.4]), equal_var=False).confidence_interval(0.95)
+    assert (nf["variant"], nf["verdict"]) == ("a-aa", "unknown")
+    assert abs(nf["ci"][0] - math.exp(welch.low)) < 1e-9 and abs(nf["ci"][1] - math.exp(welch.high)) < 1e-9
+    assert abs(nf["half_width"] - (math.exp(welch.high) - 1)) < 1e-9 and abs(nf["ci"][0] - 0.8875) < 1e-4
     trials = read_jsonl(tmp_path / "run/trials.jsonl")
     assert [t["variant"] for t in trials[:6]] == ["a", "b", "a-aa", "a-aa", "b", "a"]
     report = (tmp_path / "run/report.md").read_text()

@@ -120,7 +120,10 @@ def check_latency_and_throughput(s):
     # (its median then reaches the other side's: a CI over two processes a side rightly spans the minimum effect;
     # seen in a clean-clone CI run at 0.499): the ratio above is what tells batching from none
     assert lat["ratio"] <= 2 / 3.5 and lat["verdict"] in ("faster", "unknown")
-    assert 2.5 < out["ratio"] < 4.5 and out["ci_lo"] is not None and out["verdict"] == "faster"
+    # outputs/min of two processes a side: its CI takes in Welch's interval of the two (a bootstrap of two reaches no
+    # further than they do), faster only where they agree closely (4.13x read unknown, its CI from 0.35): the ratio
+    # tells batching from none
+    assert 2.5 < out["ratio"] < 4.5 and out["ci_lo"] is not None and out["verdict"] in ("faster", "unknown")
     # At c=1 both serve one request per SLEEP_MS; batched also adds noise to its frames, which a loaded
     # machine can show as a small but real difference, so only the size is bounded, not the verdict: within the
     # 2x the rows' own bounds above allow a loaded machine (0.75 failed at 0.672 with another test's load beside it),
