@@ -118,11 +118,12 @@ def _field(number: int, payload: bytes) -> bytes:
     return bytes([number << 3 | 2]) + head[0, :length[0]].tobytes() + payload
 
 
-def build(path: Path, events: int, chips: int = CHIPS, shape: str = "benchmark") -> dict:
+def build(path: Path, events: int, chips: int = CHIPS, shape: str = "benchmark", host: str = "bench-host") -> dict:
     """The XSpace described above with about ``events`` events (ops and step markers); ``shape`` "xprof":
     ``XPROF_STEPS`` steps, each op of a step a distinct instruction of the program, a ``group_id`` stat
     (the step) on every event, ``device_offset_ps`` / ``device_duration_ps`` on every op and ``flops`` /
-    ``bytes_accessed`` on the ops' metadata, as xprof's own files carry them."""
+    ``bytes_accessed`` on the ops' metadata, as xprof's own files carry them. ``host``: the hostname it records
+    (a folder's files each their own: files alike byte for byte are one profile given twice)."""
     xprof = shape == "xprof"
     if xprof:
         steps = XPROF_STEPS
@@ -132,7 +133,7 @@ def build(path: Path, events: int, chips: int = CHIPS, shape: str = "benchmark")
         per_step, names_per_kind = OPS_PER_STEP, NAMES_PER_KIND
         per_chip = events * OPS_PER_STEP // (OPS_PER_STEP + 1) // chips
         steps = -(-per_chip // OPS_PER_STEP)
-    space = XSpaceWriter("bench-host")
+    space = XSpaceWriter(host)
     ops = [(name.format(k), opcode, "f32[1024,512]") for name, opcode, _, _ in PATTERN for k in range(names_per_kind)]
     space.program(FINGERPRINT, "jit_ring_step", ops)
     durations = np.array([d for *_, d in PATTERN], np.int64) * 1000
@@ -278,7 +279,8 @@ def main() -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         paths = [folder / f"host{k}.xplane.pb" for k in range(args.files)]
-        built = [build(p, args.events // args.files, shape=args.shape) for p in paths]
+        built = [build(p, args.events // args.files, shape=args.shape, host=f"bench-host{k}" if k else "bench-host")
+                 for k, p in enumerate(paths)]
         events, size = sum(b["events"] for b in built), sum(b["bytes"] for b in built)
         print(f"built {events:,} events ({args.shape} shape) in {len(paths)} file(s), {size / 1e6:.0f} MB, "
               f"{100 * built[0]['collective_share']:.0f}% of op time in collectives")
