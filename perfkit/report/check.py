@@ -584,6 +584,7 @@ def check_frame(baseline: dict, summary: dict, th: Thresholds, run_dir: Path | N
     determinism = _determinism(summary)
     once = {v: "one good run: nothing to compare, at least two repeats check it"
             for v, d in (summary.get("determinism") or {}).items() if d and d["runs"] < 2}
+    once |= {v: f"{v} ran no trial" for v, s in summary["variants"].items() if s.get("trials", 1) == 0}  # (--only)
     rows += _held_rows("determinism", baseline["determinism"], determinism, "repeats bit-identical", once)
     rows += _held_rows("ranks", baseline["ranks"], {v: r["consistent"] for v, r in summary["ranks"].items()},
                        "one program on every rank", {v: r.get("checked") or "" for v, r in summary["ranks"].items()},

@@ -616,6 +616,10 @@ def test_a_taps_row_of_a_run_where_a_variant_ran_no_trial_says_so(tmp_path, base
         notes[name] = row["note"]
     assert notes == {"only b": "no taps compared in this run: a ran no trial",
                      "both": "no taps in this run (the case's capture.taps)"}
+    # its determinism row said only 'not checked in this run', where a one-run variant's gives the reason
+    rows = check_frame(held, {**only_b, "determinism": {**summary["determinism"], "a": None}}, th)
+    (row,) = rows[(rows["check"] == "determinism") & rows["subject"].str.startswith("a:")].to_dict("records")
+    assert (row["passed"], row["note"]) == (False, "not checked in this run (a ran no trial)")
 
 
 def test_a_command_case_s_devices_are_the_ones_its_case_asked_for(tmp_path):
