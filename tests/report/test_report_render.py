@@ -1262,19 +1262,23 @@ def test_outputs_asked_for_and_not_written_say_where_they_go(tmp_path):
             in json.loads((run / "summary.json").read_text())["not_verified"])
 
 
-def test_a_third_variant_s_verdict_is_in_the_one_line(tmp_path):
-    """A case of three variants: the line leads with B against A and names C's ratio and verdict after it (a
-    newcomer's third variant, slower by 2x, was in the Timing table alone)."""
+def _three_variants_line(tmp_path, steps: dict[str, float], drift: float) -> tuple[str, dict]:
+    """The one line of a rendered run of variants a, b, c (3 rounds, each trial's steps ``steps[v]`` plus ``drift``
+    a round) and c's comparison."""
     from perfkit.report.line import summary_line
-    from perfkit.run import finish
+    from perfkit.run import finish  # the run's rendering, as perfkit run ends
 
-    steps = {"a": 10.0, "b": 10.1, "c": 20.0}
-    trials = [trial(3 * r + i, v, [50.0] + [steps[v] + 0.01 * r] * 3) for r in range(3) for i, v in enumerate("abc")]
+    trials = [trial(3 * r + i, v, [50.0] + [steps[v] + drift * r] * 3) for r in range(3) for i, v in enumerate("abc")]
     run = write_run(tmp_path / "run", trials, case_extra={"variants": {v: {} for v in "abc"}})
     finish.render(run)
     summary = json.loads((run / "summary.json").read_text())
-    line = summary_line(summary, run / "report.md")
-    c = next(o for o in summary["comparisons"] if o["variant"] == "c")
+    return summary_line(summary, run / "report.md"), next(o for o in summary["comparisons"] if o["variant"] == "c")
+
+
+def test_a_third_variant_s_verdict_is_in_the_one_line(tmp_path):
+    """A case of three variants: the line leads with B against A and names C's ratio and verdict after it (a
+    newcomer's third variant, slower by 2x, was in the Timing table alone)."""
+    line, c = _three_variants_line(tmp_path, {"a": 10.0, "b": 10.1, "c": 20.0}, 0.01)
     assert f"c/a {c['ratio']:.3f} [{c['ci'][0]:.3f}, {c['ci'][1]:.3f}] -> slower; " in line
     assert line.index("b/a") < line.index("; also c ") < line.index("c/a")
     assert c["ratio"] == pytest.approx(2.0, abs=0.01)
@@ -1518,16 +1522,8 @@ def test_a_third_variant_s_ratio_in_the_one_line_divides_from_its_step_time_show
     and the ratio's CI were in the report alone. The line gives C's median of trial medians and the CI beside
     its ratio, every step time with the decimals that divide to each ratio shown: 117.00 / 25.86 would read 4.524
     where C / A is 4.525, so all three take a third decimal (117.000 / 25.858)."""
-    from perfkit.report.line import summary_line
-    from perfkit.run import finish
-
-    steps = {"a": 25.857, "b": 27.037, "c": 116.999}  # + 0.001 a round: medians of trial medians 25.858, ...
-    trials = [trial(3 * r + i, v, [50.0] + [steps[v] + 0.001 * r] * 3) for r in range(3) for i, v in enumerate("abc")]
-    run = write_run(tmp_path / "run", trials, case_extra={"variants": {v: {} for v in "abc"}})
-    finish.render(run)
-    summary = json.loads((run / "summary.json").read_text())
-    line = summary_line(summary, run / "report.md")
-    c = next(o for o in summary["comparisons"] if o["variant"] == "c")
+    # + 0.001 a round: medians of trial medians 25.858, ...
+    line, c = _three_variants_line(tmp_path, {"a": 25.857, "b": 27.037, "c": 116.999}, 0.001)
     assert f"{c['ratio']:.3f}" == "4.525" and f"{117.000 / 25.858:.3f}" == "4.525" != f"{117.00 / 25.86:.3f}"
     assert ": a 25.858 ms, b 27.038 ms (medians of trial medians), b/a 1.046 " in line, line
     assert f"; also c 117.000 ms, c/a 4.525 [{c['ci'][0]:.3f}, {c['ci'][1]:.3f}] -> slower; " in line, line
