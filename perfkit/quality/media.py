@@ -139,6 +139,7 @@ class VideoFile(Media):
         an empty one, as AVI's dropped frames are, shows none), and their timestamps; BadInput where the file is
         cut short: a packet incomplete, or fewer packets than an MP4 / MOV index lists."""
         shown, packets, k = [], 0, 0
+        head: list[tuple[bool, int | None]] = []  # (keyframe, pts) of its packets before its second keyframe
         self.demuxer = demuxer = container.format.name
         try:
             with _LIBAV_ERRORS.logged() as logged:
@@ -147,6 +148,8 @@ class VideoFile(Media):
                         raise BadInput(f"truncated or damaged: packet {k} is incomplete", path=self.label)
                     if packet.size:
                         packets += 1
+                        if not (packet.is_keyframe and head) and len(head) == packets - 1:
+                            head.append((packet.is_keyframe, packet.pts))
                         if not packet.is_discard:
                             shown.append(packet.pts if packet.pts is not None else -1)
         except av.error.FFmpegError as exc:  # a damaged header or size field (two Y4M files joined, a zeroed IVF)
@@ -166,6 +169,7 @@ class VideoFile(Media):
             raise BadInput(f"truncated, or its index damaged: the index lists {listed} frames, the file holds "
                            f"{packets}", path=self.label)
         self.count, self._pts = len(shown), sorted(shown)
+        self._head, self._begins_inside = len(head), _begins_inside(head)
         self._time_base, self._start_us, self._codec_rate = stream.time_base, container.start_time, stream.guessed_rate
 
     def _ends_with(self, tail: bytes) -> bool:
@@ -243,9 +247,10 @@ class VideoFile(Media):
             # a damaged packet fails, where ffmpeg's default conceals it (grey or smeared blocks, a plausible PSNR;
             # ffmpeg logs the error and measures the concealment)
             stream.codec_context.options = {"err_detect": "explode"}
-            index, first = 0, None
+            index, first, sent = 0, None, 0
             try:
                 for packet in container.demux(stream):
+                    sent += bool(packet.size)
                     for frame in packet.decode():
                         if stop is not None and index >= stop:
                             return
@@ -267,10 +272,29 @@ class VideoFile(Media):
                             yield frame
                         index += 1
             except av.error.FFmpegError as exc:
+                if self._begins_inside and sent <= self._head:
+                    raise BadInput(f"its first frames do not decode whole: {self._begins_inside} ({exc.strerror} at "
+                                   f"packet {sent - 1}); ffmpeg drops or conceals such frames and measures the rest, "
+                                   "perfkit measures whole frames only: compare the streams it was cut from, or cut "
+                                   "it at a keyframe of a closed GOP", path=self.label) from None
                 raise BadInput(f"corrupt: decoding failed after {index} frames ({exc.strerror})",
                                path=self.label) from None
         if index < self.count:
             raise BadInput(f"damaged: its packets hold {self.count} frames, only {index} decode", path=self.label)
+
+
+def _begins_inside(head: list[tuple[bool, int | None]]) -> str | None:
+    """Where a video's first frames depend on pictures before its start, how (from its packets' keyframe flags and
+    timestamps up to its second keyframe, in decode order); None where it begins with a closed GOP."""
+    if not head:
+        return None
+    key, pts = head[0]
+    if not key:
+        return "its first packet is no keyframe (a stream cut inside a GOP)"
+    if pts is not None and any(later is not None and later < pts for _, later in head[1:]):
+        return ("it begins with an open GOP, frames shown before its first keyframe referring to pictures before "
+                "the file's start (a segment cut from a longer stream)")
+    return None
 
 
 class _LibavErrors:

@@ -481,6 +481,35 @@ def test_a_stream_cut_short_without_an_index_is_named_not_offered_a_range(pairs,
         quality.compare(pairs["h264"][0], short)
 
 
+def test_a_stream_cut_inside_a_gop_is_refused_saying_so_not_called_corrupt(pairs, tmp_path):
+    """MPEG-TS segments cut at a keyframe of an open GOP (the B-frames shown before it refer to the GOP before) and
+    inside a GOP: ffmpeg's decoder drops those frames and measures the rest, with err_detect=explode they fail. Each
+    was refused as "corrupt: decoding failed after 0 frames", naming no cut. A stream cut after whole GOPs is read."""
+    frames = decoded(pairs["h264"][0])[:36]
+    for frame in frames:  # (libx264 keeps a frame's own picture type: the source has no B-frames)
+        frame.pict_type = av.video.frame.PictureType.NONE
+    whole = encode(frames, tmp_path / "whole.ts", "libx264", "yuv420p",
+                   {"x264-params": "open-gop=1:keyint=12:min-keyint=12:bframes=3:b-adapt=0:scenecut=0"})
+    data = whole.read_bytes()
+    with av.open(str(whole)) as container:
+        packets = [(p.pos, p.pts, p.is_keyframe) for p in container.demux(video=0) if p.size]
+    keys = [i for i, (_, _, key) in enumerate(packets) if key]
+    second = packets[keys[1]]
+    assert any(pts < second[1] for _, pts, _ in packets[keys[1] + 1:keys[2]])  # an open GOP: leading pictures
+    tables = data[:packets[0][0]]  # the PAT and PMT before the first packet (188-byte TS packets throughout)
+    cases = {"open.ts": (second[0], "it begins with an open GOP"),
+             "inside.ts": (packets[keys[1] + 1][0], "its first packet is no keyframe")}
+    for name, (at, why) in cases.items():
+        cut = tmp_path / name
+        cut.write_bytes(tables + data[at:])
+        with pytest.raises(BadInput, match=rf"^{re.escape(str(cut))}: its first frames do not decode whole: {why}\b"
+                                           r".*; ffmpeg drops or conceals such frames and measures the rest"):
+            quality.compare(cut, cut)
+    head = tmp_path / "head.ts"  # two whole GOPs
+    head.write_bytes(data[:packets[keys[2]][0]])
+    assert quality.compare(head, head)["bit_identical"]
+
+
 def test_a_gif_cut_mid_frame_is_refused(pairs, tmp_path):
     """A GIF cut at 60%, inside a frame's image data: its last frame decodes in part (the decoder logs "LZW decode
     failed" and gives it anyway) and was measured; a complete GIF ends with the trailer byte 0x3B, zero padding
