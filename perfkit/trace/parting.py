@@ -300,6 +300,32 @@ _HOW = {"extra collective": "ran an extra collective", "different collective": "
 _CUT_INSIDE = " (a profiler writes an op when it ends: a chip whose trace lacks it may be waiting inside it)"
 
 
+def _cut_inside(first: dict) -> str:
+    """The clause on chips that did not complete the collective: each may be waiting inside it (``_CUT_INSIDE``), but
+    not one whose rank's program lacks it there (``first["programs"]``): what that program has in its place."""
+    cut = [p for p in first["parted"] if p["how"] == "not completed"]
+    if not cut:
+        return ""
+    programs = first.get("programs") or {}
+    elsewhere = {}  # rank -> what its program has in the collective's place
+    for p in cut:
+        change = programs.get(str(p["rank"]))
+        lacked = next((c for c in (change or {}).get("lacks", []) if c["op"] == first["op"]), None)
+        if lacked is not None:
+            swapped = next((c for c in change["adds"] if c["index"] == lacked["index"]), None)
+            elsewhere[p["rank"]] = (f"runs {swapped['op']} ({swapped['opcode']}) in its place" if swapped
+                                    else "lacks it")
+    if not elsewhere:
+        return _CUT_INSIDE
+    said = "; ".join(f"rank {rank}'s program {has}" for rank, has in sorted(elsewhere.items()))
+    inside = [_chip_label(p["rank"], p["device"]) for p in cut if p["rank"] not in elsewhere]
+    if not inside:
+        return f" ({said}, so {'its chip is' if len(elsewhere) == 1 else 'their chips are'} not inside it)"
+    chips = ", ".join(inside[:-1]) + " and " * (len(inside) > 1) + inside[-1]
+    return (f" (a profiler writes an op when it ends: {chips}, whose trace{'s' * (len(inside) > 1)} lack"
+            f"{'s' * (len(inside) == 1)} it, may be waiting inside it; {said})")
+
+
 def _waiting_parting(seq: pd.DataFrame, waits: pd.DataFrame, listed: dict) -> dict | None:
     """Where chips whose traces agree wait at collectives of other kinds or shapes (their programs' next, as
     ``_waiting`` reads them): the place after the collectives they completed, ``first_parting``'s fields with
@@ -341,7 +367,7 @@ def describe(first: dict | None, chips: pd.DataFrame | None = None) -> str:
                     + (f" ({p['op']})" if p["op"] else "")
                     + f", {p['in_step']} collective{'' if p['in_step'] == 1 else 's'} there against {first['in_step']}"
                     for p in first["parted"])
-    who += _CUT_INSIDE * any(p["how"] == "not completed" for p in first["parted"])
+    who += _cut_inside(first)
     majority = ", ".join(_chip_label(c["rank"], c["device"]) for c in first["majority"])
     step, n = first["step"], first["index"] + 1
     where = (f"collective {n} of the traces (they hold no step marker)" if step is None

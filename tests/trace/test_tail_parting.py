@@ -164,7 +164,8 @@ def test_the_ranks_that_run_the_majority_s_program_are_said_so(tmp_path):
         f"chips part at collective 2 of the traces (they hold no step marker): cp.2 (collective-permute) on rank 0 "
         f"device 0; rank 1 device 0 "
         f"{not_done}; rank 2 device 0 {not_done}; rank 3 device 0 {not_done} (a profiler writes an op when it ends: "
-        "a chip whose trace lacks it may be waiting inside it). Rank 2's program")
+        "rank 1 device 0 and rank 3 device 0, whose traces lack it, may be waiting inside it; rank 2's program lacks "
+        "it). Rank 2's program")
     # rank 0 alone ran cp.2: its program is named, not 'the majority's' (a newcomer's: one chip of four)
     assert parting.describe(first).endswith("it lacks cp.2 (collective 2 of 3). Ranks 1, 3 run rank 0's "
                                             "program: rank 2's differs")
@@ -195,6 +196,22 @@ def test_a_rank_that_runs_another_collective_in_a_hop_s_place_is_said_to(tmp_pat
     assert parting.describe(first).endswith(
         "Rank 2's program has as many collectives as rank 0's (3), but it runs ar.1 (all-reduce) in place of cp.2 "
         "(collective 2 of 3). Ranks 1, 3 run rank 0's program: rank 2's differs")
+    # rank 2's program has no cp.2 there, so its chip cannot be inside it: the clause said 'a chip whose trace lacks it
+    # may be waiting inside it' of every chip (a newcomer's: psum_invariant.7 where the others ran ppermute.10)
+    assert ("rank 3 device 0 did not complete it in its trace, 1 collective there against 2 (a profiler writes an op "
+            "when it ends: rank 1 device 0 and rank 3 device 0, whose traces lack it, may be waiting inside it; "
+            "rank 2's program runs ar.1 (all-reduce) in its place). Rank 2's program") in parting.describe(first)
+    alone = {**first, "parted": [p for p in first["parted"] if p["rank"] == 2], "majority_program": []}
+    assert parting.describe(alone).startswith(
+        "chips part at collective 2 of the traces (they hold no step marker): cp.2 (collective-permute) on rank 0 "
+        "device 0; rank 2 device 0 did not complete it in its trace, 1 collective there against 2 (rank 2's program "
+        "runs ar.1 (all-reduce) in its place, so its chip is not inside it). Rank 2's program")
+    # programs unknown: every such chip may be inside it, as before
+    assert ("1 collective there against 2 (a profiler writes an op when it ends: a chip whose trace lacks it may be "
+            "waiting inside it)") in parting.describe({**alone, "programs": None})
+    lacking = {**alone, "programs": {"2": {**first["programs"]["2"], "adds": []}}}
+    assert "against 2 (rank 2's program lacks it, so its chip is not inside it). Rank 2's program has" in \
+        parting.describe(lacking)
     # where the traces, paired in order, part later (an all-reduce and a hop alike on a trace), the place is said as
     # the one it runs another collective at (it read 'the first it adds')
     later = {**first, "step": 0, "index": 2, "op": "cp.3", "majority_program": [],
