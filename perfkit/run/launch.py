@@ -57,16 +57,17 @@ class TrialOutcome:
     # Unix time (s) when perfkit began to stop ranks still running (the timeout, or a crash's grace past): the
     # metrics protocol's ``t`` clock, so a step a rank wrote later (one that ran on past SIGTERM) is told apart
     stopped_t: float | None = None
-    # each rank's stdout.log size (bytes) then: stdout has no clock, so a step line past it came after the stop
+    # each stopped rank's stdout.log size (bytes) then: stdout has no clock, so a step line past it came after the stop
     stdout_at_stop: dict[int, int] = dataclasses.field(default_factory=dict)
 
 
-def tail(path: Path, lines: int = 20) -> str:
+def tail(path: Path, lines: int = 20, until: int | None = None) -> str:
+    """The last ``lines`` lines of the file, of its first ``until`` bytes where given."""
     try:
         with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 8192))
-            return "\n".join(f.read().decode(errors="replace").splitlines()[-lines:])
+            end = f.seek(0, os.SEEK_END) if until is None else min(until, f.seek(0, os.SEEK_END))
+            f.seek(max(0, end - 8192))
+            return "\n".join(f.read(end - f.tell()).decode(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
 
@@ -174,7 +175,7 @@ def run_ranks(ranks: list[RankProcess], timeout: float, cwd: str | Path | None =
 
     A Ctrl-C (KeyboardInterrupt) ends the group at once and returns status ``interrupted``."""
     t0 = time.monotonic()
-    pgid, stopped_t, stdout_at_stop = None, None, {}
+    pgid, stopped_t, at_stop = None, None, {}
     status = "interrupted"
     try:
         with _interrupts_deferred():
@@ -192,9 +193,12 @@ def run_ranks(ranks: list[RankProcess], timeout: float, cwd: str | Path | None =
         if pgid is not None:
             if any(r.proc is not None and r.proc.poll() is None for r in ranks):
                 stopped_t = time.time()
-                stdout_at_stop = {r.rank: _size(r.dir / "stdout.log") for r in ranks}
+                # what the ranks perfkit stops had printed: what follows came after the stop, or answers its signals
+                at_stop = {r.rank: {name: _size(r.dir / name) for name in ("stdout.log", "stderr.log")}
+                           for r in ranks if r.exit_code is None}
             end_group(pgid, ranks, dump_stacks=status != "interrupted")
-    return TrialOutcome(status, time.monotonic() - t0, [rank_report(r) for r in ranks], stopped_t, stdout_at_stop)
+    return TrialOutcome(status, time.monotonic() - t0, [rank_report(r, at_stop.get(r.rank)) for r in ranks], stopped_t,
+                        {rank: sizes["stdout.log"] for rank, sizes in at_stop.items()})
 
 
 def _size(path: Path) -> int:
@@ -237,13 +241,17 @@ def end_group(pgid: int, ranks: list[RankProcess], dump_stacks: bool) -> None:
     _unwatch_group(pgid)
 
 
-def rank_report(r: RankProcess) -> dict:
+def rank_report(r: RankProcess, at_stop: dict[str, int] | None = None) -> dict:
+    """What trials.jsonl keeps of a rank's end. ``at_stop``: the size of its stdout.log and stderr.log when perfkit
+    stopped it, where it did: their tails end there, what it printed in answer to perfkit's signals (jax's ``SIGTERM
+    caught at``) left out, as it reads like the cause of the stop where it follows from it."""
     code = r.exit_code if r.exit_code is not None else (r.proc.returncode if r.proc else None)
     rep = {"rank": r.rank, "exit_code": code, "running_at_end": r.proc is not None and r.exit_code is None,
            **({"exited_s": r.exited_s} if r.exited_s is not None else {})}
     if code not in (0, None) or r.exit_code is None:
-        rep["stderr_tail"] = tail(r.dir / "stderr.log")
-        rep["stdout_tail"] = tail(r.dir / "stdout.log", 5)
+        at_stop = at_stop or {}
+        rep["stderr_tail"] = tail(r.dir / "stderr.log", until=at_stop.get("stderr.log"))
+        rep["stdout_tail"] = tail(r.dir / "stdout.log", 5, until=at_stop.get("stdout.log"))
     stacks = stackdump.collect(r.dir)
     if stacks is not None:
         rep["stacks"] = stacks[:STACKS_KEPT_CHARS]  # the whole dump stays in the rank's stacks*.txt

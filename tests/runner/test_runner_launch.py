@@ -60,6 +60,29 @@ def test_crashed_rank_ends_the_trial_with_its_exit_code_and_stderr(tmp_path):
     assert waiting["running_at_end"] and exit_text(waiting["exit_code"]).startswith("killed by SIG")
 
 
+def test_what_a_rank_perfkit_stopped_printed_in_answer_to_its_signals_is_left_out_of_its_tails(tmp_path):
+    """A hung rank that answers perfkit's SIGTERM on stderr (jax.distributed's ``preemption_notifier.cc:90] SIGTERM
+    caught at ...``, the one line of each hung rank's excerpt in report.md, read like the hang's cause: a
+    newcomer's) and stdout: its tails end at what it printed before perfkit stopped it; a rank that crashed on its
+    own keeps its whole stderr."""
+    hook = stackdump.hook_dir(tmp_path / "hook")
+    answers = ("import signal, sys, threading\n"
+               "def term(*_):\n    print('W preemption_notifier.cc:90] SIGTERM caught at now', file=sys.stderr, "
+               "flush=True)\n    print('stopping', flush=True)\n    sys.exit(1)\n"
+               "signal.signal(signal.SIGTERM, term)\n"
+               "print('waiting for peer 1', file=sys.stderr, flush=True)\nprint('step 3', flush=True)\n")
+    hung = rank(tmp_path, 0, answers + "threading.Event().wait(60)\n", hook=hook)
+    out = run_ranks([hung], timeout=1)
+    [r] = out.ranks
+    assert out.status == "hung" and r["running_at_end"] and r["stacks"]
+    assert "SIGTERM caught" in (tmp_path / "rank0" / "stderr.log").read_text()  # it did answer: the file keeps it
+    assert r["stderr_tail"] == "waiting for peer 1" and r["stdout_tail"] == "step 3"
+    ranks = [rank(tmp_path / "c", 0, "import sys; print('bad input', file=sys.stderr); sys.exit(5)"),
+             rank(tmp_path / "c", 1, answers + "threading.Event().wait(60)\n", hook=hook)]
+    bad, stopped = run_ranks(ranks, timeout=60).ranks
+    assert bad["stderr_tail"] == "bad input" and stopped["stderr_tail"] == "waiting for peer 1"
+
+
 def test_a_rank_that_cannot_start_is_a_crash(tmp_path):
     r = RankProcess(0, [str(tmp_path / "no-such-program")], dict(os.environ), tmp_path / "rank0")
     out = run_ranks([r], timeout=10)
