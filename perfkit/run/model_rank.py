@@ -9,7 +9,8 @@ for building the model), ``compile_cache_hits`` / ``compile_cache_writes`` (prog
 jax's persistent cache), frames written to ``PERFKIT_OUTPUTS``, and at the steps ``record.tapping``
 names (``capture.taps``) the model's taps (``perfkit.models.taps``: each block's attention, MLP and
 output, whole) through ``record.tap``, from a second program run on that step's input after the timed
-steps, so the timed steps and ``compile_s`` are those of an untapped run.
+steps, so the timed steps and ``compile_s`` are those of an untapped run. Its marks: ``ready``, then past the timed
+steps ``taps`` and ``natural`` (``AFTER_STEPS``), so that a trial running on there is not read as stepping still.
 
 With ``PERFKIT_WORLD`` > 1 each rank is one process of a ``jax.distributed`` job (one process per rank,
 as on multi-host TPU); the mesh spans every process's devices, so the same model case runs as one SPMD
@@ -29,6 +30,9 @@ COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/j
 # jax's persistent-cache events (jax/_src/compiler.py, compilation_cache.py): a program read from the
 # cache, and one compiled and written to it ("misses").
 CACHE_HIT_EVENT, CACHE_WRITE_EVENT = "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"
+# the marks of the phases after the timed steps, and what the progress line says of a rank in one (the taps' program
+# compiles then, so a trial may run on past its steps for a while)
+AFTER_STEPS = {"taps": "taking its taps", "natural": "timing its natural pass"}
 
 
 class CompileMeter:
@@ -132,6 +136,8 @@ def main(argv: list[str]) -> int:
             if save_latents:
                 np.save(out / "latents.npy", np.stack(latents))  # (steps, batch, tokens, channels)
 
+    if tap_inputs:
+        record.mark("taps")
     for i, state in tap_inputs.items():
         den.index, den.state = i, state
         taps = den.taps()  # a collective program: every process runs it
@@ -139,6 +145,7 @@ def main(argv: list[str]) -> int:
             for name, value in taps:
                 record.tap(name, value.addressable_data(0), step=i)
 
+    record.mark("natural")
     den.index, den.latents = 0, start  # the natural pass: the same steps, one wait at the end
     t = time.perf_counter()
     for _ in range(run.steps):

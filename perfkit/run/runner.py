@@ -29,6 +29,7 @@ from perfkit.analysis import stats, timing
 from perfkit.common.xla import xla_flags
 from perfkit.errors import BadInput
 from perfkit.run import envinfo, finish, matrix, placement, ranks, serve_trial, stackdump
+from perfkit.run.model_rank import AFTER_STEPS
 from perfkit.run.placement import devices_per_process
 from perfkit.run.plan import plan_trials, sat_out
 from perfkit.run.trial import SCRIPTS, RunOptions, Trial, cache_entries, compile_cache_env, run_names
@@ -182,14 +183,17 @@ class Progress:
         if now - self._written < (0.5 if self.tty else QUIET_S):
             return
         self._written = now
-        elapsed, steps = now - self._started, len(read_metrics(metrics).steps_ms)
+        m = read_metrics(metrics)
+        elapsed, steps, after = now - self._started, len(m.steps_ms), AFTER_STEPS.get(m.last_mark)
         ends = "" if limit is None else f" (ends as hung at {limit:.0f} s)"
         if self.tty:
-            self.stream.write("\r" + self._line(k, n, variant, trials, f"running {elapsed:.0f} s{ends}: {steps} steps",
+            done = f"{steps} steps done, {after}" if after else f"{steps} steps"
+            self.stream.write("\r" + self._line(k, n, variant, trials, f"running {elapsed:.0f} s{ends}: {done}",
                                                  elapsed, limit) + "\033[K")
         else:
-            self.stream.write(self._line(k, n, variant, trials, f"still running after {elapsed:.0f} s{ends}: {steps} "
-                                         "steps so far", elapsed, limit) + "\n")
+            done = f"its {steps} steps done, {after}" if after else f"{steps} steps so far"
+            self.stream.write(self._line(k, n, variant, trials, f"still running after {elapsed:.0f} s{ends}: {done}",
+                                         elapsed, limit) + "\n")
         self.stream.flush()
 
     def nothing_left(self, run_dir: Path, n: int, rewrites: bool) -> None:

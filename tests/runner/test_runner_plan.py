@@ -161,6 +161,30 @@ def test_a_trial_that_runs_on_is_seen_waiting_on_a_log(tmp_path, monkeypatch):
     assert len(log.text.splitlines()) == 2
 
 
+def test_a_trial_past_its_steps_is_said_to_be(tmp_path, monkeypatch):
+    """A trial whose steps are done and that takes its taps (a program of its own, compiled then) or times its
+    natural pass says so: the line read '8 steps so far', as if the steps went on (a newcomer's)."""
+    clock = [0.0]
+    monkeypatch.setattr(runner.time, "monotonic", lambda: clock[0])
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text('{"event": "mark", "name": "ready"}\n' + '{"event": "step", "ms": 3}\n' * 8
+                       + '{"event": "value", "name": "compile_s", "value": 1.5}\n{"event": "mark", "name": "taps"}\n')
+    log, tty = FakeStream(tty=False), FakeStream(tty=True)
+    for stream in (log, tty):
+        p = runner.Progress(stream)
+        for t in (0, 15):
+            clock[0] = t
+            p.running(1, 4, "a", [], metrics, 60)
+    assert log.text == ("[1/4] a            still running after 15 s (ends as hung at 60 s): its 8 steps done, taking "
+                        "its taps, a so far -\n")
+    assert "running 15 s (ends as hung at 60 s): 8 steps done, taking its taps, a so far -" in tty.text
+    with metrics.open("a") as f:
+        f.write('{"event": "mark", "name": "natural"}\n')
+    clock[0] = 30
+    p.running(1, 4, "a", [], metrics, 60)
+    assert "running 30 s (ends as hung at 60 s): 8 steps done, timing its natural pass, a so far -" in tty.text
+
+
 def test_the_time_left_counts_the_running_trial_and_its_limit(tmp_path, monkeypatch):
     """Trials of 10 s, the 2nd of 2 running: 5 s in, ~5 s left; 45 s into its 60 s limit (the README's hang) it
     read '~0 s left' (a newcomer's finding), then '~0 s left (~15 s if this trial runs to its limit)', still '~0 s

@@ -29,6 +29,10 @@ def test_worker_taps_a_later_step_from_its_input(tmp_path):
                                                       for p in ("attn", "mlp", "out")]
     steps = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"step"' in x]
     assert len(steps) == 4  # the timed steps and the natural pass, none added by the taps
+    # the phases after the timed steps are marked, which the progress line of a trial running on reads
+    events = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    order = [e["name"] if e["event"] == "mark" else e.get("kind", "step") for e in events if e["event"] != "value"]
+    assert order == ["ready", "step", "step", "step", "taps", "natural", "natural"]
 
     den = Denoiser("wan", "tiny", make_plan("local"), jax.devices()[:1], DenoiseConfig(steps=3, seed=2))
     den.step()  # step 0; the taps are step 1's
