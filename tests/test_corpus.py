@@ -29,6 +29,8 @@ The oracle figures are held by the tests named below; every real file is referee
 | kineto/hta_gpu_user_annotation_step_based.json.gz | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_formats.py::test_steps_named_by_a_pattern_are_the_steps_measured (HTA 0.5.0 temporal breakdown, pinned; live; its steps by a plain reading) |
 | kineto/tracelens_b300_moe_annotations.json.gz | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_formats.py::test_steps_named_by_a_pattern_are_told_apart_where_their_names_share_a_number (HTA 0.5.0 temporal breakdown, pinned; its annotated steps by a plain reading) |
 | kineto/tracelens_h100_falconsai.json.gz | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_formats.py::test_a_real_gpu_side_step_is_the_one_named_as_kept (HTA 0.5.0 temporal breakdown, pinned; live; its GPU-side step by a plain reading) |
+| kineto/tracelens_b200_vllm_eager.json.gz | trace breakdown, diff, tail, export, collectives | trace/test_trace_hta.py::test_host_events_with_a_stream_are_not_device_time, ::test_hta_live_host_streams (HTA 0.5.0 temporal breakdown on a copy without the host events' stream, pinned; live); trace/test_trace_collectives.py::test_a_real_nccl_all_gather_is_sized_from_its_output (its all-gather's bytes by hand from its recorded output) |
+| kineto/tracelens_mi300_compile_triton.json.gz | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_formats.py::test_a_trace_hta_cannot_read_is_read_as_a_plain_reading_reads_it (HTA 0.5.0 raises on it: its kernels by a plain reading) |
 | kineto/hta_cupti_profiler_range.json.gz | every trace command refuses it in one line (exit 2) | trace/test_trace_formats.py (HTA: no GPU event) |
 | kineto/hta_cpu_only_gloo_rank34.json.gz (CPU only, gloo) | trace breakdown, diff, tail, export, collectives | trace/test_trace_collectives.py::test_gloo_bytes_where_every_process_group_has_one_size (each gloo span's bytes by hand from its recorded input; HTA: no GPU event) |
 | video/cogvideox_horse_720x480_49f.mp4 | quality A A, quality A B | quality/test_quality_ffmpeg.py (libavfilter's psnr filter through PyAV; the ffmpeg binary where present) |
@@ -67,7 +69,8 @@ KINETO = [f"kineto/{name}.json.gz" for name in ("rank-0", "rank-1", "hta_nccl_da
                                                  "hta_amd_mi250_minitoy", "hta_triton_example", "hta_cuda_event_sync",
                                                  "hta_gpu_user_annotation_step_based",
                                                  "tracelens_b300_moe_annotations", "tracelens_mi300_vllm_graph_replay",
-                                                 "tracelens_h100_falconsai", "hta_cpu_only_gloo_rank34")]
+                                                 "tracelens_h100_falconsai", "hta_cpu_only_gloo_rank34",
+                                                 "tracelens_b200_vllm_eager", "tracelens_mi300_compile_triton")]
 REFUSED = ["kineto/hta_cupti_profiler_range.json.gz"]  # every trace command: one line, exit 2
 # a collective runs past its step's span (the host's ProfilerStep) while the next step's compute runs: its
 # collectives match the whole-trace breakdown
@@ -85,6 +88,7 @@ NO_COLLECTIVES = {"xplane/mi300_jax_conv_8gpu.xplane.pb", "xplane/amd_te_fused_a
                   "kineto/hta_triton_example.json.gz", "kineto/hta_cuda_event_sync.json.gz",
                   "kineto/hta_gpu_user_annotation_step_based.json.gz", "kineto/tracelens_b300_moe_annotations.json.gz",
                   "kineto/tracelens_mi300_vllm_graph_replay.json.gz", "kineto/tracelens_h100_falconsai.json.gz",
+                  "kineto/tracelens_mi300_compile_triton.json.gz",
                   "xplane/mi300_jax_conv_legacy.xplane.pb", "xplane/tf_gpu_multi_worker.xplane.pb",
                   *(f"xplane/mi300_jax08_{n}.xplane.pb" for n in ("gemm", "attention", "elementwise"))}
 # no device events: their host ops stand in, and the output says so

@@ -138,6 +138,20 @@ def test_nccl_kernel_bytes_from_kineto_args(fixtures_dir):
     assert (inst["chips"] == 1).all() and (inst["exposed_ps"] + inst["hidden_ps"] <= inst["time_ps"]).all()
 
 
+# TraceLens' B200 vLLM trace (rank 0 of 8, NCCL 2.27): its one NCCL kernel, ncclDevKernel_AllGather_RING_LL, records
+# "Collective name" _allgather_base, "In msg nelems" 25136, "Out msg nelems" 201088, dtype BFloat16 (2 bytes),
+# "Group size" 8: each device sends (n-1)/n of the gathered buffer, 7 / 8 * 201088 * 2, by hand
+B200_ALL_GATHER_BYTES = 351904
+
+
+def test_a_real_nccl_all_gather_is_sized_from_its_output(fixtures_dir):
+    """The suite's first real all-gather: sized from the output the kernel's args record, (n-1)/n of it."""
+    inst = collectives.instances(events.load([fixtures_dir / "kineto/tracelens_b200_vllm_eager.json.gz"]))
+    assert inst["kind"].astype(str).tolist() == ["all-gather"]
+    assert inst["bytes"].tolist() == [B200_ALL_GATHER_BYTES] and inst["chips"].tolist() == [1]
+    assert inst["time_ps"].tolist() == [21_953_000]  # the kernel's dur, 21.953 us
+
+
 def test_nccl_kernels_without_args_leave_the_others_sized(fixtures_dir):
     """TraceLens' MI300 trace (8 ranks, RCCL): of its 17 ``ncclDevKernel_Generic`` kernels the first 5, queued
     before the profiler started, carry no args; the other 12 name their collective, message size, dtype (BFloat16,

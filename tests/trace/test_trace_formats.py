@@ -1087,3 +1087,25 @@ def test_diff_last_step_drop_reads_a_malformed_file_once(tmp_path, monkeypatch):
     refused = CliRunner().invoke(cli, ["trace", "diff", str(a), str(b), "--last-step", "drop"])
     assert refused.exit_code == 2 and refused.output.startswith(f"perfkit: {b}: ") and "\n" == refused.output[-1:]
     assert reads == [[str(a)], [str(b)]]
+
+
+# TraceLens' torch.compile trace on a ROCm MI300X (device 2): twelve kernels on stream 0 (Inductor's Triton kernels,
+# hipBLASLt GEMMs, attn_fwd), their four Triton launchers as cpu_ops with a stream. HTA 0.5.0 does not read it
+# (TraceAnalysis raises TypeError: Invalid value '[160 162 ... 182]' for dtype 'int8'). By a plain reading (Decimal
+# sums of the kernels' ts and dur): the kernels' union 12549.021 us of the span 12549.032 (first start to last end)
+TRITON_MI300 = "tracelens_mi300_compile_triton.json.gz"
+TRITON_MI300_NS = {"span_ps": 12_549_032, "compute_ps": 12_549_021, "idle_ps": 11}
+
+
+def test_a_trace_hta_cannot_read_is_read_as_a_plain_reading_reads_it(fixtures_dir):
+    """Where the referee fails, a plain reading: the whole trace's span, compute and idle to the ns, the four
+    launchers named as host events with a stream, not counted."""
+    path = fixtures_dir / "kineto" / TRITON_MI300
+    doc = _json(path, "--window", "trace")
+    (row,) = doc["rows"]
+    assert (row["rank"], row["device"]) == (0, 2)
+    # to the ns: its starts (3.6e12 us) read as float64 microseconds keep a quarter of a ns, not the picoseconds
+    assert {k: round(row[k] / 1000) for k in TRITON_MI300_NS} == TRITON_MI300_NS
+    assert row["ici_ps"] == row["dma_ps"] == row["dcn_ps"] == 0
+    assert doc["notes"] == [f"{path}: host events with a stream argument (4 cpu_op) are not device ops here; "
+                            "HTA's temporal breakdown counts every event with a stream as GPU time"]

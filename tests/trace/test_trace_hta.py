@@ -64,6 +64,9 @@ HTA_NCCL_UNROUNDED_LAST_DROPPED = ((336419.7146875525, 76935.82800000906, 22232.
 HTA_HOST_STREAMS = {
     "hta_triton_example.json.gz": ((0.0, 95.812, 0.0, 95.812), (0.0, 1.76, 0.0, 1.76), (2, 1)),
     "hta_cuda_event_sync.json.gz": ((207.0, 49.0, 7.0, 263.0), (212.0, 49.0, 2.0, 263.0), (6, 5)),
+    # vLLM on an NVIDIA B200: one Inductor Triton launcher's cpu_op (74.391 us) with ``stream`` 0
+    "tracelens_b200_vllm_eager.json.gz": ((72817.996, 10844.384, 824.797, 84487.178),
+                                          (72890.696, 10771.684, 824.797, 84487.178), (930, 929)),
 }
 
 
@@ -239,7 +242,8 @@ def test_host_events_with_a_stream_are_named_on_stderr(fixtures_dir, name):
         assert result.stderr == "" and notes == []
         return
     on_file, on_copy = HTA_HOST_STREAMS[name][2]
-    category = {"hta_triton_example.json.gz": "cpu_op", "hta_cuda_event_sync.json.gz": "cuda_sync"}[name]
+    category = {"hta_triton_example.json.gz": "cpu_op", "hta_cuda_event_sync.json.gz": "cuda_sync",
+                "tracelens_b200_vllm_eager.json.gz": "cpu_op"}[name]
     note = (f"{path}: host events with a stream argument ({on_file - on_copy} {category}) are not device ops here; "
             "HTA's temporal breakdown counts every event with a stream as GPU time")
     assert result.stderr == f"perfkit: note: {note}\n" and notes == [note]
