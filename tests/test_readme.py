@@ -3,6 +3,7 @@ they name."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -29,6 +30,12 @@ def test_the_notebook_example_runs_on_a_quickstart_run(tmp_path):
     assert done.stderr == ""  # no note: the profiler's trace-viewer copy beside each XSpace is not a trace left out
     # The last line prints tp's and sp's median steps, the ratio, the mean compute and bit-identity.
     assert "tp" in done.stdout and "sp" in done.stdout and done.stdout.strip().endswith(("True", "False"))
+    # The mean compute it prints is in ms, as the README says: less than sp's traced step as sp's own program timed
+    # it (its metrics.jsonl), where the trace frame's picoseconds read 1e9 times that.
+    compute_ms = float(done.stdout.split()[-2])
+    metrics = tmp_path / "reports/runs/quickstart/trials/01-sp/rank0/metrics.jsonl"
+    (traced_ms,) = [r["ms"] for r in map(json.loads, metrics.read_text().splitlines()) if r.get("traced")]
+    assert 0 < compute_ms < traced_ms
     # "a CI script can validate a run's summary with `import ...` and `jsonschema.validate(...)`"
     text = " ".join((REPO / "README.md").read_text().split()).split("a CI script can validate", 1)[1]
     imports, validate = re.findall(r"`([^`]+)`", text)[:2]
