@@ -57,11 +57,13 @@ CHIPS = {c.name: c for c in (
          "5.3 TB/s; Infinity Fabric links of 128 GB/s, 7 to peers)"),
 )}
 
-# device_kind strings (jax ``Device.device_kind``, xplane ``device_type_string``, torch device names) -> chip.
+# device_kind strings (jax ``Device.device_kind``, xplane ``device_type_string``, torch device names, Cloud TPU
+# accelerator types) -> chip. Each names its part as a whole word: a sibling part with other figures (H100 PCIe and
+# NVL, H200 NVL, GH200, GB200, MI300A, TPU v4 lite) or a misspelt one matches none, rather than take this one's.
 _KINDS = [(re.compile(p, re.I), name) for p, name in (
-    (r"\bv4\b", "v4"), (r"v5\s*(lite|e)\b", "v5e"), (r"v5p|\bv5\b(?!\s*(lite|e))", "v5p"),
-    (r"v6\s*(lite|e)\b|trillium", "v6e"), (r"h100", "h100"), (r"h200", "h200"), (r"b200", "b200"),
-    (r"mi300x?", "mi300x"))]
+    (r"\bv4\b(?!\s*lite)", "v4"), (r"\bv5\s*(lite(pod)?|e)\b", "v5e"), (r"\bv5p\b|\bv5\b(?!\s*(lite|e))", "v5p"),
+    (r"\bv6\s*(lite|e)\b|\btrillium\b", "v6e"), (r"\bh100\b(?!\s*(pcie|nvl))", "h100"),
+    (r"\bh200\b(?!\s*nvl)", "h200"), (r"\bb200\b", "b200"), (r"\bmi300x\b", "mi300x"))]
 
 
 def chip(name: str) -> Chip:
