@@ -1,10 +1,12 @@
 """``perfkit models``: every family with its configs and streams, every plan with its options."""
 
+import dataclasses
 import json
 
 from click.testing import CliRunner
 
 from perfkit import models
+from perfkit.models.listing import block_order, block_text
 from perfkit.cli import cli
 from perfkit.models.plans import PLANS
 
@@ -80,3 +82,24 @@ def test_options_of_a_few_names_list_them():
         for option, values in options.items():
             for value in values:
                 make_plan(name, **{option: value})  # each listed value is one the plan takes
+
+
+def test_each_config_says_which_block_each_rope_fault_block_index_hits():
+    """`rope_fault_block` counts FLUX's and HunyuanVideo's double-stream blocks, then their single-stream ones; the
+    listing said nothing of it. Hand-counted: FLUX at 2 double and 4 single blocks runs double0 double1 (0, 1),
+    then single0 .. single3 (2 .. 5); Wan's 2 blocks are 0 and 1."""
+    flux = models.get("flux")
+    cfg = dataclasses.replace(flux.configs["tiny"], double_blocks=2, single_blocks=4)
+    names = block_order(flux, cfg)
+    assert names == ["double0", "double1", "single0", "single1", "single2", "single3"]
+    assert block_text(names) == "double0..double1 then single0..single3 counted 0..5"
+    wan = models.get("wan")
+    assert block_order(wan, wan.configs["tiny"]) == ["block0", "block1"]
+    out = _invoke()
+    hunyuan = out[out.index("\n  hunyuan "):out.index("\n  ltx2 ")]
+    assert "    real   dim 3072" in hunyuan
+    assert ("blocks (rope_fault_block's index): double0..double1 then single0..single1 counted 0..3"
+            in hunyuan[hunyuan.index("    real "):])
+    assert "blocks (rope_fault_block's index): double0 then single0 counted 0..1" in hunyuan
+    cat = json.loads(_invoke("--json"))
+    assert next(f for f in cat["families"] if f["name"] == "ltx2")["configs"]["tiny"]["blocks"] == ["block0", "block1"]
