@@ -14,7 +14,7 @@ import click
 
 from perfkit.common import extras
 from perfkit.cost import chips
-from perfkit.cost.change import change
+from perfkit.cost.change import change, whose
 from perfkit.cost.programs import cost_block, run_costs
 from perfkit.cost.roofline import describe, roofline
 from perfkit.errors import BadInput
@@ -164,7 +164,8 @@ def cost(paths, chip_name, step_module, model, config, rows, plan_name, plan_opt
             blocks.update({prefix + v: b for v, b in found.items()})
             lines.update({prefix + v: r for v, r in roofs.items()})
             a, *others = found
-            changes.update({prefix + b: change(a, found[a]["step"], b, found[b]["step"]) for b in others
+            changes.update({prefix + b: change(a, found[a]["step"], b, found[b]["step"],
+                                               whose(summary.get("ranks") or {}, a, b)) for b in others
                             if "step" in found[a] and "step" in found[b]})
             continue
         label = str(Path(path))

@@ -60,10 +60,29 @@ def _percent(a: float, b: float) -> str:
     return "unchanged" if a == b else ("from 0" if not a else change_text(b / a))
 
 
-def change(a_name: str, a: dict, b_name: str, b: dict) -> dict:
+def whose(checks: dict, a: str, b: str) -> str:
+    """Which ranks' programs the change of ``b`` against ``a`` compares, where it is not every rank's: each side's cost
+    is its first rank's program, which stands for its other ranks' only where their check (summary.json's ``ranks``:
+    ``checks``) found them one."""
+    apart = []
+    for v in (a, b):
+        check = checks.get(v)
+        if check is None or check.get("consistent") is True:
+            continue
+        ranks = check.get("divergent_ranks") or []
+        if check.get("consistent") is None:
+            apart.append(f"{v}'s other ranks not compared")
+        else:
+            apart.append(f"{v}'s rank{'s' * (len(ranks) > 1)} {', '.join(map(str, ranks))} compiled another" if ranks
+                         else f"{v}'s ranks compiled different programs")
+    return f"their first ranks' programs: {' and '.join(apart)}" if apart else ""
+
+
+def change(a_name: str, a: dict, b_name: str, b: dict, programs: str = "") -> dict:
     """``{sentence, collectives_added, collectives_removed, collectives_regrouped, flops, hbm_bytes,
     interconnect_bytes}``: the collectives B's step runs more or less often than A's (by kind, buffer size
-    and group), those it runs over other groups, and the totals [A, B]."""
+    and group), those it runs over other groups, and the totals [A, B]. ``programs``: which ranks' programs ``a`` and
+    ``b`` are, where not every rank's (``whose``), said inside the sentence."""
     ca, cb = _by_size(a), _by_size(b)
     added, removed = cb - ca, ca - cb
     regrouped = _regrouped(added, removed)
@@ -80,9 +99,9 @@ def change(a_name: str, a: dict, b_name: str, b: dict) -> dict:
     if ca or cb:
         # (a step's costs count a group's devices, not which: groups of the same size over other devices read alike)
         words = f"{b_name} " + (" and ".join(parts) if parts else "runs collectives of the same kinds, sizes and group "
-                                "sizes") + f" (against {a_name})"
+                                "sizes") + f" (against {a_name}{'; ' + programs if programs else ''})"
     else:
-        words = f"{b_name} runs no collective, nor does {a_name}"
+        words = f"{b_name} runs no collective, nor does {a_name}" + (f" ({programs})" if programs else "")
     totals = {k: [a[k], b[k]] for k in ("flops", "hbm_bytes", "interconnect_bytes")}
     numbers = "; ".join(f"{label} {_percent(*totals[k])}" for k, label in (
         ("flops", "FLOPs"), ("hbm_bytes", "HBM bytes"), ("interconnect_bytes", "bytes sent a device")))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from perfkit.common.digits import change_text, digits
-from perfkit.cost.change import change
+from perfkit.cost.change import change, whose
 from perfkit.cost.roofline import RESOURCES
 from perfkit.hlo.program_cost import ProgramCost
 
@@ -89,7 +89,9 @@ def section(summary: dict) -> list[str]:
                  "dump (no bundled step program there): `perfkit cost RUN_DIR --step-module NAME` costs the one "
                  "your steps run."]
     if a in cost:
-        rows += [""] + [change(a, cost[a]["step"], v, cost[v]["step"])["sentence"] + "." for v in names if v != a]
+        checks = summary.get("ranks") or {}
+        rows += [""] + [change(a, cost[a]["step"], v, cost[v]["step"], whose(checks, a, v))["sentence"] + "."
+                        for v in names if v != a]
     apart = [(v, r["divergent_ranks"]) for v, r in (summary.get("ranks") or {}).items()
              if v in cost and r.get("consistent") is False and r.get("divergent_ranks")]
     for v, ranks in apart:  # (the step costed is the first rank's: another rank's program is not)

@@ -1527,3 +1527,24 @@ def test_a_third_variant_s_ratio_in_the_one_line_divides_from_its_step_time_show
     assert f"{c['ratio']:.3f}" == "4.525" and f"{117.000 / 25.858:.3f}" == "4.525" != f"{117.00 / 25.86:.3f}"
     assert ": a 25.858 ms, b 27.038 ms (medians of trial medians), b/a 1.046 " in line, line
     assert f"; also c 117.000 ms, c/a 4.525 [{c['ci'][0]:.3f}, {c['ci'][1]:.3f}] -> slower; " in line, line
+
+
+def test_the_cost_sentence_says_it_compares_first_ranks_programs_where_rank_1_compiled_another():
+    """The Cost section's B "runs collectives of the same kinds, sizes and group sizes" was rank 0's program against
+    rank 0's, said as the variants', while B's rank 1 compiled another program: the sentence now says whose, where
+    Rank consistency did not find every rank's program one (and stays as it was where it did)."""
+    from perfkit.report.cost import section
+
+    step = {"module": "jit_step", "flops": 1e6, "dot_flops": 1e6, "hbm_bytes": 1e6, "interconnect_bytes": 65536,
+            "temp_bytes": 1 << 15, "peak_bytes": 1 << 16, "collectives": {"all-reduce": {"count": 2}},
+            "collective_shapes": [{"kind": "all-reduce", "buffer_bytes": 4096, "count": 2, "group": 2}]}
+    same = "b runs collectives of the same kinds, sizes and group sizes (against a"
+    summary = {"baseline": "a", "cost": {"a": {"step": step}, "b": {"step": step}},
+               "ranks": {"a": {"consistent": True}, "b": {"consistent": False, "divergent_ranks": [1]}}}
+    assert f"{same}; their first ranks' programs: b's rank 1 compiled another); FLOPs unchanged; HBM bytes " \
+           "unchanged; bytes sent a device unchanged." in section(summary)
+    summary["ranks"] = {"a": {"consistent": None}, "b": {"consistent": False, "groups": [[0], [1]]}}
+    assert any(line.startswith(f"{same}; their first ranks' programs: a's other ranks not compared and b's ranks "
+                               "compiled different programs);") for line in section(summary))
+    summary["ranks"] = {"a": {"consistent": True}, "b": {"consistent": True}}
+    assert any(line.startswith(f"{same});") for line in section(summary))
