@@ -83,7 +83,7 @@ def rank_processes(case: Case, variant: Variant, trial: Trial, trial_dir: Path, 
             env.update(placed[r].env)
         env.setdefault("NPROC", "16")  # Pallas interpret kernels deadlock with fewer threads than devices
         if case.kind == "model":
-            spec = {"model": case.model, "options": variant.options, "devices": case.devices,
+            spec = {"model": case.model_of(variant), "options": variant.options, "devices": case.devices,
                     "seed": case.seed, "trace_steps": case.capture["trace"],
                     "trace_dir": str(rdir / "trace"), "outputs": case.capture["outputs"]}
             argv = [sys.executable, "-m", "perfkit.run.model_rank", json.dumps(spec)]

@@ -34,7 +34,9 @@ CAPTURE_KEYS = {"xla_dump": (str, "first"), "trace": (list, []), "outputs": (boo
 CHECK_KEYS = {"ratio_tolerance": ((int, float), 0.10), "psnr_drop_db": ((int, float), 0.5),
               "min_psnr_db": ((int, float), None), "cost_tolerance": ((int, float), 0.01)}
 VARIANT_KEYS = {"options": (dict, {}), "env": (dict, {}), "args": (list, []), "description": (str, ""),
-                "serve": (dict, {}), "compile_cache": (str, None)}
+                "serve": (dict, {}), "compile_cache": (str, None), "model": (dict, {})}
+# The model fields a variant may set over the case's (``variants.<v>.model``): A in float32 against B in bfloat16.
+VARIANT_MODEL_KEYS = {"dtype": (str, None)}
 COMPILE_CACHE_MODES = ("cold", "warm")  # a fresh empty persistent cache per trial | one primed cache per variant
 TOP_KEYS = {
     "name": (str, None), "description": (str, ""), "model": (dict, None), "command": (list, None),
@@ -93,6 +95,7 @@ class Variant:
     description: str = ""
     serve: serve_spec.ServerSpec | None = None  # serve cases: this variant's server
     compile_cache: str | None = None  # cold | warm: the persistent compile caches its trials start with
+    model: dict = dataclasses.field(default_factory=dict)  # model cases: fields over the case's (VARIANT_MODEL_KEYS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +144,10 @@ class Case:
         a = self.variants[0]
         return [*self.variants, dataclasses.replace(a, name=self.aa_name,
                                                     description=f"A/A control: {a.name} again")]
+
+    def model_of(self, variant: Variant) -> dict:
+        """The model a variant's ranks build: the case's ``model`` with the variant's own fields over it."""
+        return {**self.model, **variant.model}
 
     def variant(self, name: str) -> Variant:
         for v in self.run_variants():
@@ -291,10 +298,8 @@ def validate(raw: dict, path: str = "<case>") -> Case:
         if model["steps"] <= top["warmup"]:
             raise BadInput(f"{model['steps']} steps leave none after warmup {top['warmup']}", path=path,
                            field="model.steps")
-        if model["dtype"] not in MODEL_DTYPES:  # else every trial crashes on it, after the case was taken
-            raise BadInput(f"{model['dtype']!r} is not one of {', '.join(MODEL_DTYPES)}", path=path,
-                           field="model.dtype")
-    variants = _variants(top, has_serve, path)
+        _check_dtype(model["dtype"], path, "model.dtype")
+    variants = _variants(top, has_model, has_serve, path)
     if top["mesh"] is not None:
         _check_mesh(top, raw, has_model, path)
     if has_model and top["devices"] % top["processes"]:
@@ -354,7 +359,12 @@ def _check_step_regex(pattern: str, path: str) -> None:
         raise BadInput("needs a group that captures the step time in ms", path=path, field="step_regex")
 
 
-def _variants(top: dict, has_serve: bool, path: str) -> list[Variant]:
+def _check_dtype(dtype: str, path: str, field: str) -> None:
+    if dtype not in MODEL_DTYPES:  # else every trial crashes on it, after the case was taken
+        raise BadInput(f"{dtype!r} is not one of {', '.join(MODEL_DTYPES)}", path=path, field=field)
+
+
+def _variants(top: dict, has_model: bool, has_serve: bool, path: str) -> list[Variant]:
     """The case's variants, each checked, the baseline first."""
     variants_raw = top["variants"]
     if not variants_raw or len(variants_raw) < 2:
@@ -371,9 +381,15 @@ def _variants(top: dict, has_serve: bool, path: str) -> list[Variant]:
         if body["compile_cache"] not in (None, *COMPILE_CACHE_MODES):
             raise BadInput(f"must be one of {', '.join(COMPILE_CACHE_MODES)}", path=path,
                            field=f"variants.{name}.compile_cache")
+        if body["model"] and not has_model:
+            raise BadInput("only a model case has per-variant model fields", path=path, field=f"variants.{name}.model")
+        model = {k: v for k, v in check_keys(body["model"], VARIANT_MODEL_KEYS, f"variants.{name}.model.",
+                                             path).items() if v is not None}
+        if "dtype" in model:
+            _check_dtype(model["dtype"], path, f"variants.{name}.model.dtype")
         env = {str(k): str(v) for k, v in body["env"].items()}
         variants.append(Variant(str(name), dict(body["options"]), env, [str(a) for a in body["args"]],
-                                body["description"], compile_cache=body["compile_cache"]))
+                                body["description"], compile_cache=body["compile_cache"], model=model))
     if top["aa"] and f"{next(iter(variants_raw))}{AA_SUFFIX}" in variants_raw:
         raise BadInput(f"a variant is already named like the A/A control ('{AA_SUFFIX}' suffix)", path=path,
                        field="aa")
@@ -477,7 +493,8 @@ def to_yaml(case: Case) -> str:
     d = {f.name: getattr(case, f.name) for f in dataclasses.fields(case) if f.name not in ("raw", "source")}
     d["variants"] = {v.name: {"options": v.options, "env": v.env, "args": v.args, "description": v.description,
                               **({"serve": v.serve.as_raw()} if v.serve else {}),
-                              **({"compile_cache": v.compile_cache} if v.compile_cache else {})}
+                              **({"compile_cache": v.compile_cache} if v.compile_cache else {}),
+                              **({"model": v.model} if v.model else {})}
                      for v in case.variants}
     if case.serve:
         d["serve"] = case.serve.as_raw()

@@ -387,3 +387,58 @@ def test_a_model_dtype_the_models_do_not_take_is_refused_at_load():
         "c.yaml: model.dtype: 'fp16' is not one of float32, bfloat16, float16, float64"
     for dtype in ("float32", "bfloat16", "float16"):
         assert case_mod.validate(dict(GOOD, model={"name": "wan", "dtype": dtype}), "c.yaml").model["dtype"] == dtype
+
+
+DTYPES_CASE = """\
+name: dtypes
+model: {name: wan, config: tiny, steps: 3}
+warmup: 1
+capture: {taps: [1], outputs: false, xla_dump: none}
+variants:
+  f32: {options: {plan: local}, model: {dtype: float32}}
+  bf16: {options: {plan: local}, model: {dtype: bfloat16}}
+"""
+
+
+def test_a_variant_sets_its_model_dtype_and_its_ranks_build_the_model_in_it(tmp_path):
+    """A user's A in float32 against B in bfloat16: ``model.dtype`` was the case's, one for every variant
+    (``variants.<v>.model`` was an unknown key). Each variant's ranks now build its model in its own dtype: the taps
+    its rank writes (``perfkit.record``, the dtype of the arrays the model computed) say so."""
+    import json
+    import subprocess
+
+    from perfkit.run.plan import Trial
+    from perfkit.run.ranks import rank_processes
+
+    path = tmp_path / "dtypes.yaml"
+    path.write_text(DTYPES_CASE)
+    case = case_mod.load(str(path))
+    assert [case.model_of(v)["dtype"] for v in case.variants] == ["float32", "bfloat16"]
+    assert case.model["dtype"] == "float32" and case.model_of(case.variant("bf16"))["steps"] == 3
+    again = case_mod.validate(yaml.safe_load(case_mod.to_yaml(case)), "run/case.yaml")  # a run's resolved case.yaml
+    assert [again.model_of(v)["dtype"] for v in again.variants] == ["float32", "bfloat16"]
+    over = case_mod.validate(case_mod.apply_overrides(case.raw, ["variants.f32.model.dtype=float16"], "c"), "c")
+    assert [over.model_of(v)["dtype"] for v in over.variants] == ["float16", "bfloat16"]
+    for index, v in enumerate(case.variants):
+        trial_dir = tmp_path / "trials" / f"{index:02d}-{v.name}"
+        (rank,) = rank_processes(case, v, Trial(index, v.name, 0), trial_dir, False)
+        (trial_dir / "rank0").mkdir(parents=True)  # the launcher makes it before a rank starts
+        done = subprocess.run(rank.argv, env=rank.env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        taps = [json.loads(x) for x in (trial_dir / "rank0" / "taps.jsonl").read_text().splitlines()]
+        assert len(taps) == 6 and {t["dtype"] for t in taps} == {case.model_of(v)["dtype"]}, v.name
+
+
+@pytest.mark.parametrize("variant,line", [
+    ({"model": {"dtype": "bf16"}},
+     "variants.sp.model.dtype: 'bf16' is not one of float32, bfloat16, float16, float64"),
+    ({"model": {"config": "real"}}, "variants.sp.model.config: unknown key (valid: dtype)"),
+])
+def test_a_variant_model_field_it_cannot_set_is_refused_in_one_line(tmp_path, variant, line):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(dict(GOOD, variants={"tp": {"options": {"plan": "tp"}}, "sp": variant})))
+    res = perfkit("run", path, "--out", tmp_path / "run", timeout=60)
+    assert (res.returncode, res.stdout, res.stderr) == (2, "", f"perfkit: {path}: {line}\n")
+    assert not (tmp_path / "run").exists()
+    command = dict(sleeper_case(), variants={"a": {}, "b": {"model": {"dtype": "bfloat16"}}})
+    assert refusal(command) == "c.yaml: variants.b.model: only a model case has per-variant model fields"
