@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import errno
 import gc
 import importlib
 import json
@@ -420,7 +421,41 @@ def report(run_dirs, across_runs, out_file, as_json):
     raise SystemExit(ExitCode.TRIAL_FAILED if failed else ExitCode.OK)
 
 
+class _Output:
+    """sys.stdout or sys.stderr, whose reader may stop reading before the command ends (``perfkit ... | head``):
+    from then on it writes to /dev/null, and the command ends as it would have, with its own exit status (a gate's
+    verdict stands, a run is not cut short), where click and Python end it with exit 1 on the broken pipe, the
+    status of a failed check."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            self._to_null(exc)
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            self._to_null(exc)
+
+    def _to_null(self, exc: OSError) -> None:
+        if exc.errno != errno.EPIPE:
+            raise exc
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, self._stream.fileno())  # (what the stream still buffers goes there too)
+        os.close(null)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def main() -> None:
+    sys.stdout, sys.stderr = _Output(sys.stdout), _Output(sys.stderr)
     try:
         cli(prog_name="perfkit")
     finally:
