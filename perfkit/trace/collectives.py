@@ -10,7 +10,8 @@ text names it, else first in first out per chip and kind). On one chip:
   instant, as in ``perfkit.trace.breakdown``);
 - ``exposed_ps``: time in the collective's own ops not under compute (the breakdown's ICI or DCN);
 - ``bytes``: sent per device, from the buffer (the op's output shape; the GPU kernel's message size
-  and dtype; a gloo span's inputs' shapes and types, n times for an all-gather's one part) and the group size n
+  and dtype, its own or those of the ``record_param_comms`` its launch ran under; a gloo span's inputs' shapes and
+  types, n times for an all-gather's one part) and the group size n
   (the HLO text's ``replica_groups``, the kernel's ``Group size``, a gloo trace's process groups where they are of
   one size, else the chips that ran the instance, never where they are of several sizes): all-gather and
   reduce-scatter (n-1)/n of the whole buffer, all-reduce 2(n-1)/n, all-to-all (n-1)/n, collective-permute the buffer
@@ -241,8 +242,10 @@ def kineto_messages(files: list[str]) -> dict[str, tuple]:
     """Kineto files' collectives as their args size them: file stem (the frame's ``host``) -> (clock base,
     [(name, buffer bytes or nan, group size or 0, kind, part)] in start order): a GPU trace's communication
     kernels, a CPU trace's gloo spans (``_gloo_messages``; ``part``: the buffer is one rank's part of the whole,
-    an all-gather's input). One note says which gloo collectives are given no bytes, and why."""
+    an all-gather's input). A note says which gloo collectives are given no bytes, and why; another, which
+    communication kernels."""
     out, unsized, undefined, ungrouped = {}, Counter(), Counter(), Counter()
+    kernels_unsized, unlaunched = Counter(), Counter()
     for f in files:
         path = Path(f)
         if not path.name.endswith(_KINETO_SUFFIXES):
@@ -250,7 +253,7 @@ def kineto_messages(files: list[str]) -> dict[str, tuple]:
         doc = kineto.load_json(path)
         found = [e for e in doc["traceEvents"] if isinstance(e, dict)]
         if any(e.get("cat") in kineto.DEVICE_CATS for e in found):
-            messages = _kernel_messages(found)
+            messages = _kernel_messages(found, kernels_unsized, unlaunched)
         else:
             messages = _gloo_messages(found, doc.get("distributedInfo"), unsized, undefined, ungrouped)
         out[file_host(path)] = (doc.get("baseTimeNanoseconds"), messages)
@@ -262,27 +265,54 @@ def kineto_messages(files: list[str]) -> dict[str, tuple]:
               "which are of several sizes, and a span does not say which"] * bool(ungrouped))
     if why:
         warnings.warn(f"gloo collectives without bytes and GB/s (?): {'; '.join(why)}", DefinitionNote, stacklevel=2)
+    why = ([f"{sum(kernels_unsized.values())} ({_counted(kernels_unsized)}) record no message size (In msg nelems "
+            "and a known dtype), nor do the torch.distributed spans around their launch (record_param_comms, nccl:*)"]
+           * bool(kernels_unsized)
+           + [f"{sum(unlaunched.values())} ({_counted(unlaunched)}) record none and have no launch in the trace under "
+              "record_param_comms (queued before the profiler started, or launched outside torch.distributed)"]
+           * bool(unlaunched))
+    if why:
+        warnings.warn(f"communication kernels without bytes and GB/s (?): {'; '.join(why)}", DefinitionNote,
+                      stacklevel=2)
     return out
 
 
-def _kernel_messages(found: list[dict]) -> list[tuple]:
+def _comm_span(name: str) -> bool:
+    """Whether a host span is torch.distributed's around a collective's launch: ``record_param_comms`` (its
+    ``Collective name``, message sizes, dtype and group size, where the profiler recorded them) or ProcessGroupNCCL's
+    ``nccl:all_to_all``-like annotation."""
+    return name == "record_param_comms" or name.startswith("nccl:")
+
+
+def _kernel_messages(found: list[dict], unsized: Counter, unlaunched: Counter) -> list[tuple]:
     """A GPU trace's communication kernels (``kineto_messages``), sized by their ``In msg nelems`` (an
     all-gather's and a reduce-scatter's ``Out msg nelems``: its output, as an HLO op's shape gives it; PyTorch
-    records a reduce-scatter's input as the whole, n of its output), ``dtype`` and ``Group size``. Every kernel
-    the instances hold (a collective by its name, of some duration) is one, those without ``Collective name``
-    (launched before the profiler started) unsized: else the k-th message would not be the k-th instance."""
+    records a reduce-scatter's input as the whole, n of its output), ``dtype`` and ``Group size``: the kernel's
+    own, else those of the ``record_param_comms`` its launch ran under. The collective is the kernel's
+    ``Collective name``, else that of the spans around its launch (``record_param_comms``, ``nccl:*``): NCCL runs
+    an all-to-all's sends and receives, and other collectives, in kernels named SendRecv. Every kernel the
+    instances hold (a collective by its name, of some duration) is one, those with neither unsized (``unsized``
+    by kind; ``unlaunched``: launched before the profiler started): else the k-th message would not be the k-th
+    instance."""
     kernels = sorted((e for e in found if e.get("cat") == "kernel" and isinstance(e.get("dur"), (int, float))
                       and round(e["dur"] * 1e6) > 0
                       and classify(str(e.get("name", "")), "", None, "").category in COMM_CATEGORIES),
                      key=lambda e: e.get("ts", 0))
     messages = []
-    for e in kernels:
+    for e, around in zip(kernels, kineto.launched_under(found, kernels, _comm_span)):
+        name = str(e.get("name", ""))
         args = e["args"] if isinstance(e.get("args"), dict) else {}
-        kind = _kind(str(args.get("Collective name", "")))
+        recorded = [s["args"] for s in around if isinstance(s.get("args"), dict) and "In msg nelems" in s["args"]]
+        if "In msg nelems" not in args and recorded:
+            args = recorded[-1]
+        names = [str(args.get("Collective name", ""))] + [s["name"].replace(":", " ") for s in reversed(around)]
+        kind = next((k for k in map(_kind, names) if k), "")
         count = args.get("Out msg nelems" if kind in ("all-gather", "reduce-scatter") else "In msg nelems")
         size = _TORCH_DTYPE_BYTES.get(str(args.get("dtype", "")).lower())
         buffer = float(count) * size if isinstance(count, (int, float)) and size else np.nan
-        messages.append((str(e.get("name", "")), buffer, int(args.get("Group size") or 0), kind, False))
+        if np.isnan(buffer):
+            (unsized if around else unlaunched)[kind or _kind(name) or "unknown"] += 1
+        messages.append((name, buffer, int(args.get("Group size") or 0), kind, False))
     return messages
 
 
@@ -465,8 +495,10 @@ def matched(found: ChipInstances, messages: dict[str, tuple] | None = None) -> p
     _attach_messages(inst, messages)
     inst["domain"] = _domains(inst, messages, found.own_clocks)
     inst["program"] = pd.factorize(inst["program_id"].array, use_na_sentinel=False)[0]  # unknown: a program too
-    inst["occurrence"] = inst.groupby(_groups(inst, ["rank", "device", "step", "program", "op"]), sort=False).cumcount()
-    same = _groups(inst, ["domain", "step", "program", "op", "occurrence"])  # one instance, its chips
+    # by kind too: a Kineto kernel's collective is its launch's (NCCL runs several in kernels of one name)
+    inst["occurrence"] = inst.groupby(_groups(inst, ["rank", "device", "step", "program", "op", "kind"]),
+                                      sort=False).cumcount()
+    same = _groups(inst, ["domain", "step", "program", "op", "kind", "occurrence"])  # one instance, its chips
     inst["chips"] = np.bincount(same)[same]
     starts = inst["start_ps"].groupby(same, sort=False)
     arrival = starts.transform("max").to_numpy(np.int64)
@@ -695,7 +727,7 @@ def stragglers(inst: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=columns)
     step_keys, chip_keys = ["domain", "step"], ["rank", "device"]
     # one row of each instance: its chips share a skew
-    instance = shared.iloc[_first(_groups(shared, step_keys + ["program", "op", "occurrence"]))]
+    instance = shared.iloc[_first(_groups(shared, step_keys + ["program", "op", "kind", "occurrence"]))]
     out = pd.DataFrame({"matched": instance.groupby(step_keys)["apart"].size()})
     out["apart"] = instance.groupby(step_keys)["apart"].sum().astype(int)
     out["matched"] -= out["apart"]

@@ -323,6 +323,38 @@ def read(path: Path, rank: int) -> RawTrace:
                     late_cut=_late_cut(events, hta_steps, on_gpu, hta_cpu, host_steps, ts_us), rank_recorded=recorded)
 
 
+def launched_under(events: list[dict], ops: list[dict], spans) -> list[list[dict]]:
+    """For each device op of ``ops``, the host spans (complete events whose name ``spans`` accepts) that its
+    launch, the runtime call of the same ``args.correlation``, ran inside on its thread, outermost first; [] where
+    the trace holds no launch (queued before the profiler started) or none of those spans around it."""
+    wanted = {c for c in (_args(op).get("correlation") for op in ops) if isinstance(c, int)}
+    launches, threads = {}, {}
+    for e in events:
+        ts, dur = e.get("ts"), e.get("dur")
+        if not isinstance(ts, (int, float)) or not isinstance(dur, (int, float)):
+            continue
+        if _is_runtime(str(e.get("cat", ""))) and (c := _args(e).get("correlation")) in wanted:
+            launches[c] = e
+        elif e.get("ph") == "X" and spans(str(e.get("name", ""))):
+            threads.setdefault((e.get("pid"), e.get("tid")), []).append(e)
+    calls: dict[tuple, list[tuple]] = {}  # thread -> its launches of ``ops``: (start, end, op)
+    for i, op in enumerate(ops):
+        if (launch := launches.get(_args(op).get("correlation"))) is not None:
+            calls.setdefault((launch.get("pid"), launch.get("tid")), []).append(
+                (launch["ts"], launch["ts"] + launch["dur"], i))
+    out: list[list[dict]] = [[] for _ in ops]
+    for thread, started in calls.items():
+        found = sorted(threads.get(thread, []), key=lambda e: (e["ts"], -e["dur"]))  # outermost first at a tie
+        around, j = [], 0
+        for ts, end, i in sorted(started):  # one sweep: a span ended before a launch is around none after it
+            while j < len(found) and found[j]["ts"] <= ts:
+                around.append(found[j])
+                j += 1
+            around = [e for e in around if e["ts"] + e["dur"] >= ts]
+            out[i] = [e for e in around if e["ts"] + e["dur"] >= end]
+    return out
+
+
 def _occurrences(events: list[dict]) -> np.ndarray:
     """(n,) int64: each event's ``External id`` (-1 none): a host annotation's and the GPU-side copies Kineto
     writes of it on each stream share it, so the markers ``--steps`` names are told apart by it where the

@@ -6,6 +6,7 @@ variant checked against its compiled program."""
 import gzip
 import json
 import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -557,7 +558,8 @@ def test_straggler_of_two_real_ranks_agrees_with_hta(fixtures_dir, tmp_path):
     doc = json.loads(run(*files, "--json").stdout)
     ours = {s["step"]: s["rank"] for s in doc["steps"]}
     assert ours == HTA_STRAGGLERS
-    assert {r["kind"] for r in doc["instances"]} == {"collective-permute"}  # NCCL SendRecv kernels
+    # NCCL SendRecv kernels, each launched under an nccl:* annotation (by hand: _launch_annotations)
+    assert {r["kind"] for r in doc["instances"]} == {"all-to-all", "all-reduce", "all-gather"}
     assert all(r["chips"] == 2 for r in doc["instances"])  # both ranks: one time base (epoch microseconds)
     try:
         from hta.trace_analysis import TraceAnalysis
@@ -578,7 +580,7 @@ def test_point_to_point_pairs_that_never_overlapped_are_left_out(fixtures_dir):
     doc = json.loads(run(*files, "--json").stdout)
     pairs = {}
     for r in doc["instances"]:
-        pairs.setdefault((r["step"], r["op"], r["occurrence"]), []).append(r)
+        pairs.setdefault((r["step"], r["op"], r["kind"], r["occurrence"]), []).append(r)
     apart = {key: min(r["end_ps"] for r in rows) < max(r["start_ps"] for r in rows) for key, rows in pairs.items()}
     assert all(len(rows) == 2 for rows in pairs.values()) and any(apart.values()) and not all(apart.values())
     for key, rows in pairs.items():
@@ -662,27 +664,102 @@ def test_nccl_reduce_scatter_bytes_are_its_input_s_share(fixtures_dir, tmp_path)
     assert inst.loc[inst["kind"] == "reduce-scatter", "bytes"].tolist() == [3 / 4 * 4096 * 4]
 
 
-def _sendrecv_by_step(path) -> dict[int, list[tuple[int, int]]]:
-    """A Kineto file's SendRecv kernels (start, end us) per ProfilerStep their launch ran in, in time order."""
+def _launch_annotations(trace: list[dict]) -> dict[int, list[str]]:
+    """A Kineto trace's NCCL kernels by correlation -> the names of the ``nccl:*`` annotations on the thread of their
+    launch (the cuda_runtime call of the same correlation) that hold it, a plain reading of the JSON."""
+    launches = {e["args"]["correlation"]: e for e in trace
+                if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    notes = [e for e in trace if e.get("ph") == "X" and str(e.get("name", "")).startswith("nccl:")]
+    out = {}
+    for k in trace:
+        launch = launches.get(k.get("args", {}).get("correlation")) if k.get("cat") == "kernel" else None
+        if launch is not None and "nccl" in k["name"]:
+            out[k["args"]["correlation"]] = [e["name"] for e in notes if (e["pid"], e["tid"]) == (
+                launch["pid"], launch["tid"]) and e["ts"] <= launch["ts"] <= e["ts"] + e["dur"]]
+    return out
+
+
+def _sendrecv_by_step(path) -> dict[int, list[tuple[int, int, str]]]:
+    """A Kineto file's SendRecv kernels (start, end us, the nccl:* annotation their launch ran under) per ProfilerStep
+    their launch ran in, in time order."""
     trace = json.load(gzip.open(path))["traceEvents"]
     steps = {int(e["name"][13:]): (e["ts"], e["ts"] + e["dur"]) for e in trace
              if e.get("name", "").startswith("ProfilerStep#")}
     launched = {e["args"]["correlation"]: e["ts"] for e in trace
                 if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    under = _launch_annotations(trace)
     kernels = [e for e in trace if e.get("cat") == "kernel" and "SendRecv" in e["name"]]
-    return {step: sorted((e["ts"], e["ts"] + e["dur"]) for e in kernels
+    return {step: sorted((e["ts"], e["ts"] + e["dur"], *under[e["args"]["correlation"]]) for e in kernels
                          if a <= launched.get(e["args"].get("correlation"), -1) < b) for step, (a, b) in steps.items()}
 
 
 def test_the_table_s_skew_is_a_mean_over_the_instances_that_are_one_transfer():
     """HTA's two sampled ranks: each step's 5 SendRecv kernels, paired by order, overlap in 2 pairs alone; the step
     line leaves the 3 others out (not one transfer), while the table's skew, a mean per instance, counted them as 0
-    (step 551: 3386 / 5 = 677.2 us). By hand from the JSON: the mean |start difference| of the overlapping pairs."""
+    (step 551: 3386 / 5 = 677.2 us). By hand from the JSON: per collective (the nccl:* annotation each kernel's
+    launch ran under), the k-th kernel of a collective on one rank paired with the k-th of it on the other, the mean
+    |start difference| of the overlapping pairs; none where no pair of it overlaps."""
     real = REAL_KINETO
     ranks = [_sendrecv_by_step(real / f"rank-{r}.json.gz") for r in (0, 1)]
     doc = json.loads(run("--json", str(real / "rank-0.json.gz"), str(real / "rank-1.json.gz")).stdout)
+    kinds = {"nccl:all_to_all": "all-to-all", "nccl:all_reduce": "all-reduce", "nccl:_all_gather_base": "all-gather"}
     for step in (551, 552):
-        pairs = [(a, b) for a, b in zip(ranks[0][step], ranks[1][step]) if min(a[1], b[1]) >= max(a[0], b[0])]
-        assert len(pairs) == 2
-        (row,) = [r for r in doc["ops"] if r["step"] == step]
-        assert row["skew_ps"] / 1e6 == pytest.approx(np.mean([abs(a[0] - b[0]) for a, b in pairs]))
+        paired = [p for k in kinds for p in zip(*([a for a in r[step] if a[2] == k] for r in ranks))]
+        pairs = [(a, b) for a, b in paired if min(a[1], b[1]) >= max(a[0], b[0])]
+        assert len(paired) == 5 and len(pairs) == 2
+        rows = {r["kind"]: r["skew_ps"] for r in doc["ops"] if r["step"] == step}
+        assert rows.keys() == {kinds[a[2]] for a in ranks[0][step]}
+        for kind, skew in rows.items():
+            mine = [abs(a[0] - b[0]) for a, b in pairs if kinds[a[2]] == kind]
+            assert skew == (pytest.approx(np.mean(mine) * 1e6) if mine else None)
+
+
+def test_kernels_take_the_collective_their_launch_ran_under():
+    """HTA's negative_queue_length_values_check rank 0 (16 ranks, NCCL): its 80 NCCL kernels are all named
+    ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t, read as collective-permutes by name alone. By a plain reading of the
+    JSON (each kernel's correlation -> the cudaLaunchKernel of that correlation -> the nccl:* annotation around it on
+    its thread): 45 are launched under nccl:all_to_all, 10 under nccl:_reduce_scatter_base, 10 under nccl:all_reduce,
+    10 under nccl:_all_gather_base, and 5 have no launch in the trace (queued before the profiler started): those
+    alone stay point-to-point. No record_param_comms there records In msg nelems (their args: Input Dims, Input type,
+    Ev Idx, External id), and no kernel a Collective name: every kernel's bytes are unknown, and a note says why."""
+    path = REAL_KINETO / "hta_negative_queue_rank0.json.gz"
+    trace = json.load(gzip.open(path))["traceEvents"]
+    under = _launch_annotations(trace)
+    kernels = sorted((e for e in trace if e.get("cat") == "kernel" and "nccl" in e["name"]), key=lambda e: e["ts"])
+    kinds = {"nccl:all_to_all": "all-to-all", "nccl:_reduce_scatter_base": "reduce-scatter",
+             "nccl:all_reduce": "all-reduce", "nccl:_all_gather_base": "all-gather"}
+    expected = [kinds[under[k["args"]["correlation"]][-1]] if under.get(k["args"]["correlation"])
+                else "collective-permute" for k in kernels]
+    assert len(kernels) == 80 and {k["name"] for k in kernels} == {
+        "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"}
+    assert Counter(expected) == {"all-to-all": 45, "reduce-scatter": 10, "all-reduce": 10, "all-gather": 10,
+                                 "collective-permute": 5}
+    assert not any("In msg nelems" in e["args"] for e in trace if e.get("name") == "record_param_comms")
+    result = CliRunner().invoke(cli, ["trace", "collectives", "--json", str(path)])
+    assert result.exit_code == 0, result.output
+    inst = sorted(json.loads(result.stdout)["instances"], key=lambda r: r["start_ps"])
+    assert [r["kind"] for r in inst] == expected and all(r["bytes"] is None for r in inst)
+    assert ("communication kernels without bytes and GB/s (?): 75 (45 all-to-all, 10 reduce-scatter, 10 all-reduce, "
+            "10 all-gather) record no message size (In msg nelems and a known dtype), nor do the torch.distributed "
+            "spans around their launch (record_param_comms, nccl:*); 5 (5 collective-permute) record none and have no "
+            "launch in the trace under record_param_comms") in result.stderr
+
+
+def test_kernel_bytes_from_the_record_param_comms_of_their_launch(fixtures_dir, tmp_path):
+    """HTA's NCCL fixture with its kernels' collective args taken off (as kernels queued by older profilers carry
+    none): the record_param_comms each kernel's launch ran under still holds them (Kineto copies them from there onto
+    the kernel), so each kernel's bytes are the same as from its own args, by hand: an all-reduce 2(n-1)/n of
+    In msg nelems times its dtype's size, a broadcast the buffer. They were all unknown."""
+    raw = json.loads(gzip.decompress((fixtures_dir / "kineto/hta_nccl_data.json.gz").read_bytes()))
+    kernels = sorted((e for e in raw["traceEvents"]
+                      if e.get("cat") == "kernel" and "Collective name" in e.get("args", {})), key=lambda e: e["ts"])
+    expected = []
+    for e in kernels:
+        a = e["args"]
+        n, size = a["Group size"], a["In msg nelems"] * {"Float": 4, "Long": 8, "Byte": 1}[a["dtype"]]
+        expected.append(2 * (n - 1) / n * size if a["Collective name"] == "allreduce" else size)
+        e["args"] = {"correlation": a["correlation"], "stream": a["stream"], "device": a["device"]}
+    path = tmp_path / "bare.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(raw).encode()))
+    inst = collectives.instances(events.load([path]))
+    assert inst.sort_values("start_ps")["bytes"].tolist() == expected and len(expected) == 21

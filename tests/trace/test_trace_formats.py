@@ -840,16 +840,22 @@ def test_a_diff_of_host_ops_against_device_ops_is_refused(fixtures_dir):
 
 
 def test_point_to_point_kernels_matched_by_order_are_named(fixtures_dir, tmp_path):
-    """Two ranks of a pipeline job (HTA's sampled traces, 10 SendRecv kernels each): perfkit matches their
-    point-to-point kernels across ranks by order in the step, not by peer, and says so (there rank 0's second
-    SendRecv ends on the same microsecond as rank 1's first: one transfer, which order matching pairs with rank 1's
-    second). A TPU program's
+    """Two ranks of a pipeline job (HTA's sampled traces, 10 SendRecv kernels each), their kernels' launches taken out
+    of their nccl:* and record_param_comms spans (renamed): perfkit matches these point-to-point kernels across ranks
+    by order in the step, not by peer, and says so. As recorded, each runs a collective (the span its launch ran
+    under names it), matched as one: no note. A TPU program's
     collective-permutes (the hand-built 4-chip straggler profile), one order on every chip, get no such note."""
-    ranks = [str(fixtures_dir / "kineto" / f"rank-{r}.json.gz") for r in (0, 1)]
-    result = CliRunner().invoke(cli, ["trace", "collectives", *ranks])
+    real = [fixtures_dir / "kineto" / f"rank-{r}.json.gz" for r in (0, 1)]
+    ranks = [tmp_path / p.name for p in real]
+    for path, copy in zip(real, ranks):
+        trace = gzip.decompress(path.read_bytes()).replace(b'"name": "nccl:', b'"name": "other:')
+        copy.write_bytes(gzip.compress(trace.replace(b'"record_param_comms"', b'"other"')))
+    note = "perfkit: note: point-to-point kernels (SendRecv, Send, Recv) are matched across ranks by their order in " \
+           "a step, not by peer"
+    result = CliRunner().invoke(cli, ["trace", "collectives", *map(str, ranks)])
     assert result.exit_code == 0, result.output
-    assert "perfkit: note: point-to-point kernels (SendRecv, Send, Recv) are matched across ranks by their order in " \
-           "a step, not by peer" in result.stderr
+    assert note in result.stderr
+    assert note not in CliRunner().invoke(cli, ["trace", "collectives", *map(str, real)]).stderr
     from trace_builders import straggler_trace
 
     tpu = CliRunner().invoke(cli, ["trace", "collectives", str(straggler_trace(tmp_path / "tpu.xplane.pb"))])
