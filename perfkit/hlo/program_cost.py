@@ -297,9 +297,13 @@ def group_size(inst: Instruction, devices: int, replicas: int | None = None) -> 
     channel = "channel_id" in attrs
     global_ids = inst.opcode.removesuffix("-start") in _GLOBAL_ID_KINDS
     flattened = global_ids and attrs.get("use_global_device_ids") == "true"
-    if flattened and (not channel or listed is None):
-        raise BadInput(f"line {inst.line}: {inst.name} has use_global_device_ids but "
-                       f"{'no channel_id' if not channel else 'no replica groups'}, which XLA refuses")
+    if flattened and not channel:
+        raise BadInput(f"line {inst.line}: {inst.name} has use_global_device_ids but no channel_id, which XLA refuses")
+    if flattened and listed is None:  # (XLA's GetParticipatingDevicesGroups: a RET_CHECK, no default group)
+        raise BadInput(f"line {inst.line}: {inst.name} has use_global_device_ids=true and replica_groups={{}}: its "
+                       "groups are flattened device ids, which XLA requires listed (no group of every device stands "
+                       "in), so its group size is not in the text (jaxlib 0.10.2 prints a profile's program whose "
+                       "groups are in iota form so: cost the program as XLA dumps it, --xla_dump_to)")
     partitions = devices // replicas
     spans_partitions = channel and global_ids and not flattened
     if listed is None:

@@ -3,7 +3,9 @@ use_global_device_ids, and the module's replica_count and num_partitions: a modu
 (8 devices), its collectives in each of XLA's four group modes."""
 
 import pytest
+from click.testing import CliRunner
 
+from perfkit.cli import cli
 from perfkit.errors import BadInput
 from perfkit.hlo.dumps import DumpFiles
 from perfkit.hlo.program_cost import dump_cost
@@ -79,7 +81,9 @@ def test_a_one_replica_module_reads_listed_groups_as_devices(tmp_path):
     ("f32[1024]{0} all-reduce(p), channel_id=1, replica_groups={{0,1,2,3}}, to_apply=add",
      "c's replica groups name 4 replicas, the module has 2, which XLA refuses"),
     ("f32[1024]{0} all-reduce(p), channel_id=1, replica_groups={}, use_global_device_ids=true, to_apply=add",
-     "c has use_global_device_ids but no replica groups, which XLA refuses"),
+     "c has use_global_device_ids=true and replica_groups={}: its groups are flattened device ids, which XLA requires "
+     "listed (no group of every device stands in), so its group size is not in the text (jaxlib 0.10.2 prints a "
+     "profile's program whose groups are in iota form so: cost the program as XLA dumps it, --xla_dump_to)"),
     ("f32[1024]{0} all-reduce(p), replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add",
      "c has use_global_device_ids but no channel_id, which XLA refuses"),
 ])
@@ -110,3 +114,44 @@ def test_mesh_axes_groups_are_sized_by_their_axes(tmp_path, groups):
          "use_global_device_ids=true"
     (collective,) = _cost(tmp_path, _module("num_partitions=8", op)).collectives
     assert (collective.group, collective.sent_bytes) == (n, 4096 * (n - 1) / n)
+
+
+# The program jit__psum of tests/data/real/xplane/xprof_tpu_inference_2.xplane.pb (8 TPU chips), its /host:metadata
+# HloProto printed by jaxlib 0.10.2 (XlaComputation(module).as_hlo_text()), the all-reduce's backend_config left out.
+# The header names no replica_count or num_partitions (the proto carries no module config). XLA reads channel_id with
+# use_global_device_ids=true as its flattened-id mode, where replica groups list device ids and may not be empty
+# (collective_ops_utils.cc, GetParticipatingDevicesGroups: "replica groups cannot be empty for kFlattenedID mode"):
+# no empty-means-everyone default exists there. The proto itself, by hand (its raw fields: HloInstructionProto field
+# 87, collective_device_list), holds the iota list [4,2]<=[2,4]T(1,0): 4 groups of 2 devices, not the 8 of the
+# sharding's devices=[2,1,1,1,1,4]<=[8], which the printed {} would have read as.
+PSUM = "\n".join([
+    "HloModule jit__psum, is_scheduled=true, entry_computation_layout="
+    "{(f32[1,5,1024,1024,256]{4,3,2,1,0:T(8,128)})->f32[5,1024,1024,256]{3,2,1,0:T(8,128)}}",
+    "",
+    "region_0.3.clone {",
+    "  Arg_1.0 = f32[]{:T(128)} parameter(1)",
+    "  Arg_0.0 = f32[]{:T(128)} parameter(0)",
+    "  ROOT add.0 = f32[]{:T(128)} add(Arg_0.0, Arg_1.0)",
+    "}",
+    "",
+    "ENTRY main.10_spmd {",
+    "  param = f32[1,5,1024,1024,256]{4,3,2,1,0:T(8,128)} parameter(0), "
+    "sharding={devices=[2,1,1,1,1,4]<=[8] last_tile_dim_replicate}",
+    "  bitcast = f32[5,1024,1024,256]{3,2,1,0:T(8,128)} bitcast(param)",
+    "  ROOT all-reduce = f32[5,1024,1024,256]{3,2,1,0:T(8,128)} all-reduce(bitcast), channel_id=1, replica_groups={}, "
+    "use_global_device_ids=true, to_apply=region_0.3.clone",
+    "}",
+    ""])  # the printed lines, long ones cut in two here
+
+
+def test_a_printed_psum_whose_groups_cannot_be_known_is_refused_saying_why(tmp_path):
+    """`perfkit cost` on the printed jit__psum refused in one line that read only 'has use_global_device_ids but no
+    replica groups, which XLA refuses': it now says why its group size is unknown and what to cost instead."""
+    (tmp_path / "module_0001.jit__psum.tpu_after_optimizations.txt").write_text(PSUM)
+    result = CliRunner().invoke(cli, ["cost", str(tmp_path)])
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert result.output == (
+        f"perfkit: {tmp_path / 'module_0001.jit__psum.tpu_after_optimizations.txt'}: line 12: all-reduce has "
+        "use_global_device_ids=true and replica_groups={}: its groups are flattened device ids, which XLA requires "
+        "listed (no group of every device stands in), so its group size is not in the text (jaxlib 0.10.2 prints a "
+        "profile's program whose groups are in iota form so: cost the program as XLA dumps it, --xla_dump_to)\n")
