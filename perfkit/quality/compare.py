@@ -106,6 +106,9 @@ def hashed_what(space: str, pix_fmt: str | None) -> str:
     return f"{pix_fmt} planes" if space == "yuv" else "RGB24 frames"
 
 
+TENSOR_HASHED = "array's bytes"  # what a tensor's sha256 hashes (C order)
+
+
 class FrameTable(NamedTuple):
     """What a frame comparison measured: a Tally per space (the headline's last), SSIM per frame (in the first
     space), sha256s (of the first space's frames)."""
@@ -501,16 +504,16 @@ def plot_drift(table: "pd.DataFrame", path: Path, title: str = "B against A") ->
     return save_figure(fig, path)
 
 
-def content_sha256(media: Media) -> str:
+def content_sha256(media: Media) -> tuple[str, str]:
     """sha256 of the frames as a comparison with an input of the same kind hashes them (a YUV video's source
-    planes, other frames decoded to RGB24), or of the tensor's bytes."""
+    planes, other frames decoded to RGB24), or of the tensor's bytes; and what it hashed (``sha256_of``)."""
     if media.kind == "tensor":
-        return _sha256_array(media.array())
+        return _sha256_array(media.array()), TENSOR_HASHED
     digest = hashlib.sha256()
-    planes = media.pix_fmt is not None
-    for _ in _hashed(_decoded(media, ALL_FRAMES, planes, not planes), digest, "yuv" if planes else "rgb"):
+    space = "yuv" if media.pix_fmt is not None else "rgb"
+    for _ in _hashed(_decoded(media, ALL_FRAMES, space == "yuv", space == "rgb"), digest, space):
         pass
-    return digest.hexdigest()
+    return digest.hexdigest(), hashed_what(space, media.pix_fmt)
 
 
 def headline(result: dict) -> dict:
@@ -587,7 +590,7 @@ def repeats_quality(outputs: list[dict[str, Path]]) -> dict | None:
     main = main_output(first)
     summary = {"runs": len(outputs), "bit_identical": True, "differing_runs": 0}
     worst: dict[str, float | str] = {}
-    sha = None
+    sha = of = None
     for other in outputs[1:]:
         same = set(other) == set(first)
         for name in first.keys() & other.keys():
@@ -595,7 +598,8 @@ def repeats_quality(outputs: list[dict[str, Path]]) -> dict | None:
             if "error" in r:  # unreadable: neither identical nor different, said in "error"
                 worst.setdefault("error", r["error"])
                 continue
-            sha = r["sha256"][0] if name == main else sha
+            if name == main:
+                sha, of = r["sha256"][0], r.get("sha256_of", TENSOR_HASHED)
             same &= r["bit_identical"]
             if r["kind"] == "frames":
                 worst["psnr_min_db"] = min(worst.get("psnr_min_db", math.inf), r["psnr_min_db"])
@@ -610,10 +614,12 @@ def repeats_quality(outputs: list[dict[str, Path]]) -> dict | None:
         None if "error" in worst or len(outputs) < 2 else True)
     if sha is None:
         try:
-            sha = content_sha256(open_media(first[main]))
+            sha, of = content_sha256(open_media(first[main]))
         except BadInput as exc:
             sha, worst["error"] = "unreadable", exc.line()
     summary["sha256"] = sha[:12]
+    if of is not None:
+        summary["sha256_of"] = of
     if summary["bit_identical"] is not True or "error" in worst:
         summary.update(worst)
     return summary

@@ -302,10 +302,16 @@ def quality_section(summary: dict, plots: dict[str, str] | None = None) -> list[
                 spread += f" ({d['error']})"
             verdict = {True: "bit-identical", False: "not bit-identical", None: "not checked"}[d["bit_identical"]]
             runs = "1 run, nothing to compare" if d["runs"] < 2 else f"{d['runs']} runs {verdict}"
-            det.append(f"{n}: {runs} (sha256 {d['sha256']}){spread}")
+            det.append(f"{n}: {runs} ({_sha256(d)}){spread}")
     if det:
         lines += ["", "Determinism: " + "; ".join(det) + "."]
     return lines
+
+
+def _sha256(d: dict) -> str:
+    """A determinism entry's hash, with what it hashed (the RGB24 frames, a video's planes, an array's bytes: not
+    the file's bytes, which ``sha256sum`` gives) where the summary says."""
+    return f"sha256 of the {d['sha256_of']} {d['sha256']}" if d.get("sha256_of") else f"sha256 {d['sha256']}"
 
 
 def _compile_cache(cc: dict) -> list[str]:
@@ -322,7 +328,7 @@ def _compile_cache(cc: dict) -> list[str]:
     if o is None:
         said = "no outputs to compare."
     elif o["bit_identical"]:
-        said = f"yes, all {o['runs']} good trials (sha256 {o['sha256']})."
+        said = f"yes, all {o['runs']} good trials ({_sha256(o)})."
     elif o["bit_identical"] is None:
         said = f"not known ({'one good trial: nothing to compare' if o['runs'] < 2 else o.get('error', 'unread')})."
     else:

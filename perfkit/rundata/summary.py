@@ -105,6 +105,7 @@ class Determinism(TypedDict):
     bit_identical: bool | None
     differing_runs: int
     sha256: str | None
+    sha256_of: NotRequired[str]
     psnr_min_db: NotRequired[Db]
     max_abs_diff: NotRequired[float | None]
     rel_l2_max: NotRequired[float | None]

@@ -261,7 +261,8 @@ def test_the_yuv_hash_is_the_raw_video(pairs):
         digest.update(frame.to_ndarray())  # yuv420p: (H * 3 / 2, W), the planes one after another
     assert quality.compare(a, a, rgb=False)["sha256"] == [digest.hexdigest()] * 2
     assert quality.compare(a, a, rgb=True)["sha256"] == [digest.hexdigest()] * 2  # --rgb hashes the same
-    assert quality.content_sha256(quality.open_media(a)) == digest.hexdigest()  # as a run's determinism does
+    # as a run's determinism does, saying what it hashed
+    assert quality.content_sha256(quality.open_media(a)) == (digest.hexdigest(), "yuv420p planes")
 
 
 @pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="no ffmpeg binary on this machine (CI: the tests above)")

@@ -145,3 +145,32 @@ def test_a_repeat_whose_nan_parts_from_the_first_has_no_worst_relative_l2(tmp_pa
                          "determinism": {"a": det}})
     assert "; tensors: worst relative L2 undefined (NaN or inf where the runs part)" in "\n".join(
         report.quality_section(summary))
+
+
+def test_the_determinism_hash_says_what_it_hashed(tmp_path, clip):
+    """'tp: 3 runs bit-identical (sha256 e2af2c395f79)' read as the file's hash, which `sha256sum frames.npy` does
+    not give (a newcomer's): it is of the RGB24 frames' bytes, as hashlib gives it on the array here; of a tensor's
+    bytes; and said so, in the summary and the report."""
+    import hashlib
+
+    from perfkit.quality import compare as quality, media
+    from perfkit.report import markdown as report
+
+    frames = clip(frames=3)
+    latents = np.linspace(0, 1, 64, dtype=np.float32).reshape(8, 8)
+    for run in ("r0", "r1"):
+        (tmp_path / run / "rank0" / "outputs").mkdir(parents=True)
+        np.save(tmp_path / run / "rank0" / "outputs" / "frames.npy", frames)
+        (tmp_path / "t" / run / "rank0" / "outputs").mkdir(parents=True)
+        np.save(tmp_path / "t" / run / "rank0" / "outputs" / "out.npy", latents)
+    rgb = hashlib.sha256(np.ascontiguousarray(frames).tobytes()).hexdigest()[:12]
+    assert rgb != hashlib.sha256((tmp_path / "r0/rank0/outputs/frames.npy").read_bytes()).hexdigest()[:12]
+    for runs, sha, of in ((["r0", "r1"], rgb, "RGB24 frames"), (["r0"], rgb, "RGB24 frames"),
+                          (["t/r0", "t/r1"], hashlib.sha256(latents.tobytes()).hexdigest()[:12], "array's bytes")):
+        det = quality.repeats_quality([media.output_files(tmp_path / r) for r in runs])
+        assert (det["sha256"], det["sha256_of"]) == (sha, of)
+    det = quality.repeats_quality([media.output_files(tmp_path / r) for r in ("r0", "r1")])
+    q = quality.outputs_quality(tmp_path / "r0", tmp_path / "r1", names=("a", "b"))
+    summary = {"quality": q, "baseline": "a", "variants": {"a": {}, "b": {}}, "run_dir": str(tmp_path),
+               "determinism": {"a": det}}
+    assert f"a: 2 runs bit-identical (sha256 of the RGB24 frames {rgb})" in "\n".join(report.quality_section(summary))
