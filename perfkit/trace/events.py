@@ -345,7 +345,8 @@ def _apart(first: Path, second: Path, claimed: int | None = None) -> str:
     the rank they hold (``claimed``)."""
     a, b = _trial(first), _trial(second)
     if a and b and a[0] == b[0] and a[1] != b[1]:
-        return (f"trials {a[1]} and {b[1]} of the run {a[0]} (a run directory holds a folder per trial): pass one "
+        run = "in this folder" if a[0] == Path() else a[0]  # (paths given from inside the run directory)
+        return (f"trials {a[1]} and {b[1]} of the run {run} (a run directory holds a folder per trial): pass one "
                 f"trial's folder ({a[0] / 'trials' / a[1]}), or the run to `perfkit trace attribution {a[0]}` for its "
                 "A/B attribution")
     if claimed is not None:

@@ -169,7 +169,7 @@ def test_hosts_named_by_their_addresses_are_ranks_of_their_own(fixtures_dir, tmp
     assert found["ops"] and all(r["bytes"] is not None for r in found["ops"])
 
 
-def test_a_run_directory_given_whole_is_refused_saying_what_to_pass(fixtures_dir, tmp_path):
+def test_a_run_directory_given_whole_is_refused_saying_what_to_pass(fixtures_dir, tmp_path, monkeypatch):
     """A newcomer's `perfkit trace breakdown RUN`: its trials' traces hold the same steps; the line names the two
     trials and what to pass instead (it said "pass one run's traces", and they had)."""
     run = tmp_path / "run"
@@ -181,6 +181,11 @@ def test_a_run_directory_given_whole_is_refused_saying_what_to_pass(fixtures_dir
     assert result.output.endswith(f": trials 00-a and 01-b of the run {run} (a run directory holds a folder per "
                                   f"trial): pass one trial's folder ({run / 'trials' / '00-a'}), or the run to "
                                   f"`perfkit trace attribution {run}` for its A/B attribution\n"), result.output
+    # from inside the run directory the run is this folder, where the line read "of the run . (a run directory"
+    monkeypatch.chdir(run)
+    result = CliRunner().invoke(cli, ["trace", "breakdown", "trials/00-a", "trials/01-b"])
+    assert result.exit_code == 2 and ": trials 00-a and 01-b of the run in this folder (a run directory holds" in (
+        result.output), result.output
 
 
 def test_one_ranks_step_in_two_files_is_refused(fixtures_dir, tmp_path):
