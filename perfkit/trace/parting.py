@@ -212,11 +212,11 @@ def first_parting(seq: pd.DataFrame, chips: pd.DataFrame) -> dict | None:
                 continue
             if c in here:
                 how = "extra collective" if extra else "different collective"
-                parted.append({"rank": c[0], "device": c[1], "how": how, "op": here[c]["op"],
+                parted.append({"rank": c[0], "device": c[1], "how": how, "op": here[c]["op"], "kind": here[c]["kind"],
                                "in_step": int(steps.get((*c, step), 0))})
             else:
                 parted.append({"rank": c[0], "device": c[1], "how": "skipped" if c in went_on else "not completed",
-                               "op": None, "in_step": int(steps.get((*c, step), 0))})
+                               "op": None, "kind": None, "in_step": int(steps.get((*c, step), 0))})
         if not parted:
             continue
         # the collective named: the majority's, or where the majority ran none here, the first extra one
@@ -352,7 +352,7 @@ def _waiting_parting(seq: pd.DataFrame, waits: pd.DataFrame, listed: dict) -> di
             "in_step": in_step, "bytes": None,
             "module": module, "majority": [{"rank": int(r), "device": int(d)} for r, d in majority],
             "parted": [{"rank": int(r), "device": int(d), "how": "different collective", "op": at[(r, d)],
-                        "in_step": in_step} for (r, d), sig in signature.items() if sig != top],
+                        "kind": sig[0], "in_step": in_step} for (r, d), sig in signature.items() if sig != top],
             "extra": False, "waiting": True}
 
 
@@ -363,8 +363,11 @@ def describe(first: dict | None, chips: pd.DataFrame | None = None) -> str:
         return "no collectives in these traces: nothing to compare across chips"
     if first is None:
         return "the chips' collectives agree: no chip parts from the others in the traced sequence"
+    # (a chip's collective by its kind too where its name is the majority's: NCCL runs several kinds in kernels of
+    # one name)
     who = "; ".join(f"{_chip_label(p['rank'], p['device'])} {_HOW.get(p['how'], p['how'])}"
-                    + (f" ({p['op']})" if p["op"] else "")
+                    + (f" ({p['op']}, {p['kind']})" if p["op"] == first["op"] and p.get("kind") and not first["extra"]
+                       else f" ({p['op']})" if p["op"] else "")
                     + f", {p['in_step']} collective{'' if p['in_step'] == 1 else 's'} there against {first['in_step']}"
                     for p in first["parted"])
     who += _cut_inside(first)

@@ -94,7 +94,7 @@ def test_the_rank_and_the_collective_named(hung_trial, read):
     # step 0: all ran cp.1 and a second permute alike; at the third, rank 3 has none and went on to step 1
     assert (first["step"], first["index"], first["op"], first["in_step"]) == (0, 2, "cp.3", 3)
     assert [c["rank"] for c in first["majority"]] == [0, 1, 2]
-    assert first["parted"] == [{"rank": 3, "device": 0, "how": "skipped", "op": None, "in_step": 2}]
+    assert first["parted"] == [{"rank": 3, "device": 0, "how": "skipped", "op": None, "kind": None, "in_step": 2}]
     # the programs tell which one it skipped: the traces cannot (cp.2 and cp.3 look alike)
     assert first["programs"] == {"3": {"lacks": [{"op": "cp.2", "opcode": "collective-permute", "index": 1}],
                                        "adds": [], "majority_count": 3, "count": 2}}
@@ -122,7 +122,8 @@ def test_a_rank_running_an_extra_collective_is_the_one_named(tmp_path):
     chips, first = parting.parting_traces(sorted(tmp_path.glob("rank*/trace")))
     assert (first["step"], first["index"], first["op"], first["in_step"], first["extra"]) == (0, 2, "cp.3", 2, True)
     assert [c["rank"] for c in first["majority"]] == [0, 1, 2]
-    assert first["parted"] == [{"rank": 3, "device": 0, "how": "extra collective", "op": "cp.3", "in_step": 3}]
+    assert first["parted"] == [{"rank": 3, "device": 0, "how": "extra collective", "op": "cp.3",
+                               "kind": "collective-permute", "in_step": 3}]
     added = {"op": "cp.2", "opcode": "collective-permute", "index": 1}
     assert first["programs"] == {"3": {"lacks": [], "adds": [added], "majority_count": 2, "count": 3}}
     assert parting.describe(first) == (
@@ -143,7 +144,8 @@ def test_an_extra_collective_in_the_one_traced_step(tmp_path):
     chips, first = parting.parting_traces(sorted(tmp_path.glob("rank*/trace")))
     assert (first["step"], first["index"], first["op"], first["extra"]) == (0, 2, "cp.3", True)
     assert [c["rank"] for c in first["majority"]] == [0, 1, 2]
-    assert first["parted"] == [{"rank": 3, "device": 0, "how": "extra collective", "op": "cp.3", "in_step": 3}]
+    assert first["parted"] == [{"rank": 3, "device": 0, "how": "extra collective", "op": "cp.3",
+                               "kind": "collective-permute", "in_step": 3}]
 
 
 def test_the_ranks_that_run_the_majority_s_program_are_said_so(tmp_path):
@@ -215,7 +217,7 @@ def test_a_rank_that_runs_another_collective_in_a_hop_s_place_is_said_to(tmp_pat
     # where the traces, paired in order, part later (an all-reduce and a hop alike on a trace), the place is said as
     # the one it runs another collective at (it read 'the first it adds')
     later = {**first, "step": 0, "index": 2, "op": "cp.3", "majority_program": [],
-             "parted": [{"rank": 2, "device": 0, "how": "not completed", "op": None, "in_step": 2}]}
+             "parted": [{"rank": 2, "device": 0, "how": "not completed", "op": None, "kind": None, "in_step": 2}]}
     assert parting.describe(later).endswith("in place of cp.2 (collective 2 of 3); so the chips first differ at "
                                             "collective 2, where it runs another (the traces, paired in order, part "
                                             "only at 3)")
@@ -286,7 +288,7 @@ def test_a_chip_whose_trace_ends_before_a_collective(tmp_path):
     assert chips["completed"].tolist() == [3, 1, 3]
     # rank 1's cp.1 ran in its first step, its marker never written: step 0; its trace holds no second
     assert (first["step"], first["index"], first["op"]) == (0, 1, "cp.2")
-    assert first["parted"] == [{"rank": 1, "device": 0, "how": "not completed", "op": None, "in_step": 1}]
+    assert first["parted"] == [{"rank": 1, "device": 0, "how": "not completed", "op": None, "kind": None, "in_step": 1}]
 
 
 def test_traces_with_no_step_marker_number_no_step(tmp_path):
@@ -323,7 +325,7 @@ def test_a_chip_hung_in_the_traces_first_step_is_in_that_step(tmp_path):
     chips, first = parting.parting_traces(sorted(tmp_path.glob("rank*/trace")))
     assert chips["last_step"].tolist() == [5, 5, 5]
     assert (first["step"], first["index"], first["op"]) == (5, 1, "cp.2")
-    assert first["parted"] == [{"rank": 1, "device": 0, "how": "not completed", "op": None, "in_step": 1}]
+    assert first["parted"] == [{"rank": 1, "device": 0, "how": "not completed", "op": None, "kind": None, "in_step": 1}]
     assert parting.describe(first, chips).startswith("chips part at step 5, collective 2 there: cp.2")
 
 
@@ -412,7 +414,7 @@ def test_collectives_of_unknown_size_agree_and_the_first_parting_is_found_among_
     first = parting.first_parting(_sequence({(0, 0): steady, (1, 0): changed, (2, 0): steady}), chips)
     assert (first["step"], first["index"], first["kind"]) == (123, 4, "all-gather")
     assert first["parted"] == [{"rank": 1, "device": 0, "how": "different collective", "op": "all-to-all.1234",
-                                "in_step": 10}]
+                                "kind": "all-to-all", "in_step": 10}]
 
 
 def test_chips_and_modules_of_ops_in_interleaved_runs():
@@ -589,3 +591,21 @@ def test_a_chip_with_no_collective_waits_at_the_others_first_as_summary_json_may
                                               "first (it completed none)"]
     shipped = schema.shipped("summary")
     jsonschema.validate(hang, {"$defs": shipped["$defs"], "$ref": "#/$defs/Hang"})
+
+
+def test_kernels_of_one_name_part_by_the_collective_their_launch_ran_under(fixtures_dir):
+    """HTA's two ranks of one job: every NCCL kernel is named ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t. By a plain
+    reading of the JSON (each kernel's launch by its correlation id, inside the nccl:* span on its thread), step 552
+    runs, in start order on stream 84, all_to_all, all_to_all, all_reduce, all_reduce on rank 0 and all_to_all,
+    all_reduce, all_to_all, all_reduce on rank 1, then an _all_gather_base on stream 203 on both: the ranks part at
+    its collective 2. The line named both chips' kernels alike ('ran a different collective (ncclKernel_SendRecv...)'):
+    it names each one's kind."""
+    files = [str(fixtures_dir / "kineto" / f"rank-{r}.json.gz") for r in (0, 1)]
+    result = CliRunner().invoke(cli, ["trace", "tail", *files, "--json"])
+    assert result.exit_code == 0, result.output
+    first = json.loads(result.stdout)["parting"]
+    assert (first["step"], first["index"], first["kind"]) == (552, 1, "all-to-all")
+    assert [(p["rank"], p["how"], p["kind"]) for p in first["parted"]] == [(1, "different collective", "all-reduce")]
+    text = CliRunner().invoke(cli, ["trace", "tail", *files]).stdout
+    assert ("rank 1 device 1 ran a different collective (ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, "
+            "unsigned long, ncclWork*), all-reduce), 5 collectives there against 5") in text
