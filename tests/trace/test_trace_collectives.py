@@ -122,10 +122,9 @@ def test_bytes_from_replica_groups_in_hlo_text(tmp_path):
     assert "GB/s" in run(path).stdout and "no skew or straggler" in run(path).stdout
 
 
-def test_nccl_kernel_bytes_from_kineto_args(fixtures_dir):
-    """HTA's NCCL fixture: every kernel's message size, dtype and group size read straight from the JSON."""
-    path = fixtures_dir / "kineto/hta_nccl_data.json.gz"
-    raw = json.loads(gzip.decompress(path.read_bytes()))
+def _nccl_bytes_by_hand(raw: dict) -> tuple[list[dict], list[float]]:
+    """HTA's NCCL fixture's kernels in start order and each one's bytes from its own args, by hand: an all-reduce
+    2(n-1)/n of In msg nelems times its dtype's size, a broadcast the buffer."""
     kernels = sorted((e for e in raw["traceEvents"]
                       if e.get("cat") == "kernel" and "Collective name" in e.get("args", {})), key=lambda e: e["ts"])
     expected = []
@@ -133,6 +132,14 @@ def test_nccl_kernel_bytes_from_kineto_args(fixtures_dir):
         a = e["args"]
         n, size = a["Group size"], a["In msg nelems"] * {"Float": 4, "Long": 8, "Byte": 1}[a["dtype"]]
         expected.append(2 * (n - 1) / n * size if a["Collective name"] == "allreduce" else size)
+    return kernels, expected
+
+
+def test_nccl_kernel_bytes_from_kineto_args(fixtures_dir):
+    """HTA's NCCL fixture: every kernel's message size, dtype and group size read straight from the JSON."""
+    path = fixtures_dir / "kineto/hta_nccl_data.json.gz"
+    raw = json.loads(gzip.decompress(path.read_bytes()))
+    kernels, expected = _nccl_bytes_by_hand(raw)
     assert {e["args"]["Collective name"] for e in kernels} == {"allreduce", "broadcast"} and len(kernels) == 21
     inst = collectives.instances(events.load([path]))
     assert inst.sort_values("start_ps")["bytes"].tolist() == expected
@@ -751,13 +758,9 @@ def test_kernel_bytes_from_the_record_param_comms_of_their_launch(fixtures_dir, 
     the kernel), so each kernel's bytes are the same as from its own args, by hand: an all-reduce 2(n-1)/n of
     In msg nelems times its dtype's size, a broadcast the buffer. They were all unknown."""
     raw = json.loads(gzip.decompress((fixtures_dir / "kineto/hta_nccl_data.json.gz").read_bytes()))
-    kernels = sorted((e for e in raw["traceEvents"]
-                      if e.get("cat") == "kernel" and "Collective name" in e.get("args", {})), key=lambda e: e["ts"])
-    expected = []
+    kernels, expected = _nccl_bytes_by_hand(raw)
     for e in kernels:
         a = e["args"]
-        n, size = a["Group size"], a["In msg nelems"] * {"Float": 4, "Long": 8, "Byte": 1}[a["dtype"]]
-        expected.append(2 * (n - 1) / n * size if a["Collective name"] == "allreduce" else size)
         e["args"] = {"correlation": a["correlation"], "stream": a["stream"], "device": a["device"]}
     path = tmp_path / "bare.json.gz"
     path.write_bytes(gzip.compress(json.dumps(raw).encode()))
