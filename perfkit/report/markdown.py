@@ -190,7 +190,9 @@ def _ratio_lines(summary: dict) -> list[str]:
              "effect on that side, *same* when it lies within it, else *unknown*. The Mann-Whitney p is a second view "
              "that only ranks the trial medians "
              f"(steps within a trial and the minimum effect play no part{_p_floor(summary['comparison'])}), "
-             "so the two can disagree: the verdict is the CI's. Values are medians over good trials. A synced step "
+             "so the two can disagree: the verdict is the CI's. Values are medians over good trials (those whose "
+             "every rank ran to its end; hung, crashed and interrupted ones are listed under Failed trials) unless a "
+             "row says otherwise. A synced step "
              "waits for its results before the next starts; the natural pass runs the same steps dispatched without "
              "waiting, one wait at its end, as a program runs them; its figure is that pass's mean step, a slow step "
              "counted in full, where the synced one is a median: so natural can read above synced."]
@@ -536,8 +538,8 @@ def _profiled(summary: dict, names: list[str]) -> str:
     counts = [(name, summary.get("variants", {}).get(name, {}).get("profiled_steps")) for name in names]
     if any(n is None for _, n in counts):
         return ""
-    return (", with any other step the program ran under its profiler (profiled steps each trial left out of its "
-            "timing: " + ", ".join(f"{name} {n}" for name, n in counts) + ", the most of any trial)")
+    return (", with any other step the program ran under its profiler (at most "
+            + ", ".join(f"{name} {n}" for name, n in counts) + " such steps a trial)")
 
 
 def _traced_against_timed(summary: dict) -> list[str]:

@@ -327,12 +327,15 @@ def test_a_stopped_run_with_no_verdict_asks_for_the_rest_of_its_plan(tmp_path):
 
 def test_the_first_step_row_says_where_failed_trials_count_in_it(make_run):
     """A newcomer's rank crashed at exit after all its steps: the first-step row (A 19.16 ms, every trial's)
-    read as over good trials (14.44 ms), as the sentence under the table says values are."""
+    read as over good trials (14.44 ms), as the sentence under the table says values are; that sentence did not
+    say which trials are good (another newcomer's)."""
     trials = ab_trials()
     trials[0]["status"] = "crashed"
     report = (make_run(trials=trials) / "report.md").read_text()
     first_a = [t["steps_ms"][0] for t in trials if t["variant"] == "a"]
     assert table_row(report, "first step (ms; every trial's, failed ones too)")[0] == f"{np.median(first_a):.2f}"
+    assert ("Values are medians over good trials (those whose every rank ran to its end; hung, crashed and "
+            "interrupted ones are listed under Failed trials) unless a row says otherwise." in " ".join(report.split()))
     report = (make_run("good", trials=ab_trials()) / "report.md").read_text()
     assert table_row(report, "first step (ms)")
 
@@ -1070,13 +1073,13 @@ def test_traced_steps_are_not_said_to_go_the_other_way_from_an_unknown_timing():
 def test_the_breakdown_says_how_many_steps_a_trial_ran_under_the_profiler():
     """The steps left out of the timing as profiled, each variant's (torch.profiler's warm-up too); none said for a
     summary from before the count. It read "(steps a trial left out: tp 2, sp 1)", which a newcomer could not read:
-    left out of what, and in which trial (a newcomer's, on the demo)."""
+    left out of what, and in which trial (a newcomer's, on the demo); then "(profiled steps each trial left out of its
+    timing: tp 2, sp 1, the most of any trial)", still hard to parse (another newcomer's)."""
     from perfkit.report.markdown import _profiled
 
     summary = {"variants": {"tp": {"profiled_steps": 2}, "sp": {"profiled_steps": 1}}}
-    assert _profiled(summary, ["tp", "sp"]) == (", with any other step the program ran under its profiler (profiled "
-                                                "steps each trial left out of its timing: tp 2, sp 1, the most of any "
-                                                "trial)")
+    assert _profiled(summary, ["tp", "sp"]) == (", with any other step the program ran under its profiler (at most "
+                                                "tp 2, sp 1 such steps a trial)")
     del summary["variants"]["sp"]["profiled_steps"]
     assert _profiled(summary, ["tp", "sp"]) == ""
 
