@@ -21,7 +21,7 @@ from perfkit.errors import BadInput
 from perfkit.hlo.program_cost import ProgramCost
 from perfkit.hlo.dumps import single_dump
 
-MIB = 1 << 20
+MIB, GIB = 1 << 20, 1 << 30
 
 
 def _count(x: float) -> str:
@@ -29,7 +29,10 @@ def _count(x: float) -> str:
 
 
 def _bytes(x: float | None) -> str:
-    return "-" if x is None else f"{x / MIB:.4g} MiB"
+    """MiB, or GiB from 1 GiB on (a model's step reads 1.89e+04 MiB otherwise)."""
+    if x is None:
+        return "-"
+    return f"{x / GIB:.4g} GiB" if x >= GIB else f"{x / MIB:.4g} MiB"
 
 
 def _shape(shape: dict) -> str:

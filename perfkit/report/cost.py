@@ -21,6 +21,13 @@ def host_callbacks(step: dict) -> int:
     return sum(n for target, n in (step.get("uncosted") or {}).items() if target in HOST_CALLBACKS)
 
 
+def _sig(x: float, n: int) -> str:
+    """``x`` to ``n`` significant digits, trailing zeros kept in exponent form: ``2.40e+07`` beside ``2.42e+07``,
+    where ``2.4e+07`` reads as a figure known to two digits."""
+    text = f"{x:.{n}g}"
+    return f"{x:#.{n}g}" if "e" in text else text
+
+
 def _mib(x, n: int = 3) -> str:
     return "-" if x is None else f"{x / MIB:.{n}g} MiB"
 
@@ -50,7 +57,7 @@ def section(summary: dict) -> list[str]:
             "| | " + " | ".join(names) + " |", "| --- |" + " ---: |" * len(names),
             "| step program | " + " | ".join(f"`{s['module']}`" for s in steps) + " |",
             "| FLOPs (dots and convolutions) | "
-            + " | ".join(f"{s['flops']:.{flops}g} ({s['dot_flops']:.3g})" for s in steps) + " |",
+            + " | ".join(f"{_sig(s['flops'], flops)} ({_sig(s['dot_flops'], 3)})" for s in steps) + " |",
             "| HBM bytes accessed | " + " | ".join(_mib(s["hbm_bytes"], hbm) for s in steps) + " |",
             "| bytes sent a device | " + " | ".join(_mib(s["interconnect_bytes"], sent) for s in steps) + " |",
             "| temp / peak memory | " + " | ".join(f"{_mib(s['temp_bytes'])} / {_mib(s['peak_bytes'])}"

@@ -959,6 +959,10 @@ def test_the_cost_sections_changes_follow_from_its_figures():
     assert table_row("\n".join(lines), "FLOPs (dots and convolutions)") == ["2.667e+07 (2.67e+07)",
                                                                            "2.652e+07 (2.65e+07)"]
     assert lines[-2].endswith("FLOPs -0.6%; HBM bytes +18.8%; bytes sent a device unchanged.")
+    # the demo's sp: 2.83e+07 FLOPs, 24000000 of them in dots, showed as "(2.4e+07)" beside tp's "(2.42e+07)", as
+    # if known to two digits (a newcomer's)
+    lines = section({"cost": {"sp": {"step": {**step(28300000, 12603392), "dot_flops": 24000000}}}})
+    assert table_row("\n".join(lines), "FLOPs (dots and convolutions)") == ["2.83e+07 (2.40e+07)"]
 
 
 def test_the_cost_sections_bytes_divide_as_shown_in_mib():
