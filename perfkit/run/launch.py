@@ -47,6 +47,9 @@ class RankProcess:
     proc: subprocess.Popen | None = None
     exit_code: int | None = None
     exited_s: float | None = None  # seconds into the trial when its exit was seen (which rank failed first)
+    # its logs' sizes (bytes, by name) when perfkit began to stop it, where it did (``end_group``): what follows
+    # answers perfkit's signals (a shutdown log, jax's ``SIGTERM caught at``) or came after the stop
+    printed_at_stop: dict[str, int] | None = None
 
 
 @dataclasses.dataclass
@@ -175,7 +178,7 @@ def run_ranks(ranks: list[RankProcess], timeout: float, cwd: str | Path | None =
 
     A Ctrl-C (KeyboardInterrupt) ends the group at once and returns status ``interrupted``."""
     t0 = time.monotonic()
-    pgid, stopped_t, at_stop = None, None, {}
+    pgid, stopped_t = None, None
     status = "interrupted"
     try:
         with _interrupts_deferred():
@@ -193,12 +196,9 @@ def run_ranks(ranks: list[RankProcess], timeout: float, cwd: str | Path | None =
         if pgid is not None:
             if any(r.proc is not None and r.proc.poll() is None for r in ranks):
                 stopped_t = time.time()
-                # what the ranks perfkit stops had printed: what follows came after the stop, or answers its signals
-                at_stop = {r.rank: {name: _size(r.dir / name) for name in ("stdout.log", "stderr.log")}
-                           for r in ranks if r.exit_code is None}
             end_group(pgid, ranks, dump_stacks=status != "interrupted")
-    return TrialOutcome(status, time.monotonic() - t0, [rank_report(r, at_stop.get(r.rank)) for r in ranks], stopped_t,
-                        {rank: sizes["stdout.log"] for rank, sizes in at_stop.items()})
+    return TrialOutcome(status, time.monotonic() - t0, [rank_report(r) for r in ranks], stopped_t,
+                        {r.rank: r.printed_at_stop["stdout.log"] for r in ranks if r.printed_at_stop})
 
 
 def _size(path: Path) -> int:
@@ -222,8 +222,11 @@ def _request_stacks(pgid: int, running: list[RankProcess]) -> None:
 
 
 def end_group(pgid: int, ranks: list[RankProcess], dump_stacks: bool) -> None:
-    """Stack dumps from ranks still running, SIGTERM the whole group, then SIGKILL what is left."""
+    """Stack dumps from ranks still running, SIGTERM the whole group, then SIGKILL what is left. Each rank still
+    running keeps in ``printed_at_stop`` what it had printed before."""
     running = [r for r in ranks if r.proc is not None and r.proc.poll() is None]
+    for r in running:
+        r.printed_at_stop = {name: _size(r.dir / name) for name in ("stdout.log", "stderr.log")}
     if running and dump_stacks:
         _request_stacks(pgid, running)
     if running:
@@ -241,15 +244,15 @@ def end_group(pgid: int, ranks: list[RankProcess], dump_stacks: bool) -> None:
     _unwatch_group(pgid)
 
 
-def rank_report(r: RankProcess, at_stop: dict[str, int] | None = None) -> dict:
-    """What trials.jsonl keeps of a rank's end. ``at_stop``: the size of its stdout.log and stderr.log when perfkit
-    stopped it, where it did: their tails end there, what it printed in answer to perfkit's signals (jax's ``SIGTERM
-    caught at``) left out, as it reads like the cause of the stop where it follows from it."""
+def rank_report(r: RankProcess) -> dict:
+    """What trials.jsonl keeps of a rank's end (a trial's rank, a served trial's server). A rank perfkit stopped:
+    its tails end at what it had printed then (``printed_at_stop``), what it printed in answer to perfkit's signals
+    left out, as it reads like the cause of the stop where it follows from it."""
     code = r.exit_code if r.exit_code is not None else (r.proc.returncode if r.proc else None)
     rep = {"rank": r.rank, "exit_code": code, "running_at_end": r.proc is not None and r.exit_code is None,
            **({"exited_s": r.exited_s} if r.exited_s is not None else {})}
     if code not in (0, None) or r.exit_code is None:
-        at_stop = at_stop or {}
+        at_stop = r.printed_at_stop or {}
         rep["stderr_tail"] = tail(r.dir / "stderr.log", until=at_stop.get("stderr.log"))
         rep["stdout_tail"] = tail(r.dir / "stdout.log", 5, until=at_stop.get("stdout.log"))
     stacks = stackdump.collect(r.dir)

@@ -210,6 +210,32 @@ def test_failing_servers_are_each_reported_and_nothing_is_left_behind(tmp_path):
         assert text in report, text
 
 
+def test_what_a_server_perfkit_stopped_printed_in_answer_to_its_signals_is_left_out_of_its_tails(tmp_path):
+    """A server that never gets ready and logs its shutdown on perfkit's SIGTERM: the trial's record keeps in its
+    tails what it printed before perfkit stopped it, as a rank's (its shutdown line read like the cause of the hang);
+    the file keeps the line."""
+    from perfkit.run import stackdump
+    from perfkit.run.serve_trial import run_trial
+    from perfkit.run.trial import RunOptions, Trial
+    from perfkit.rundata.case import validate
+
+    server = tmp_path / "server.py"
+    server.write_text("import signal, sys, threading\n"
+                      "def term(*_):\n    print('ERROR shutting down: request cancelled', file=sys.stderr, flush=True)"
+                      "\n    print('bye', flush=True)\n    sys.exit(1)\n"
+                      "signal.signal(signal.SIGTERM, term)\n"
+                      "print('loading weights', file=sys.stderr, flush=True)\nprint('listening', flush=True)\n"
+                      "threading.Event().wait(60)\n")
+    case = validate(serve_case({"a": {}, "b": {}}, server=["python", str(server)],
+                               ready={"url": "/health", "timeout": 1}), "c.yaml")
+    record = run_trial(case, Trial(0, "a", 0), tmp_path / "trial", RunOptions(), stackdump.hook_dir(tmp_path / "hook"),
+                       0, lambda: None)
+    [rank] = record["ranks"]
+    assert record["status"] == "hung" and rank["running_at_end"] and rank["stacks"]
+    assert "shutting down" in (tmp_path / "trial/rank0/stderr.log").read_text()  # it did answer: the file keeps it
+    assert rank["stderr_tail"] == "loading weights" and rank["stdout_tail"] == "listening"
+
+
 def test_ctrl_c_ends_the_server_and_resume_finishes_the_run(tmp_path):
     tag = f"serve-stopped-{uuid.uuid4().hex[:8]}"
     case = serve_case({"a": {}, "b": {"args": ["--sleep-ms", "300"]}}, tag=tag, concurrency=[1], requests=3)
