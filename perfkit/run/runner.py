@@ -135,6 +135,12 @@ def prime(case: Case, run_dir: Path, name: str, run_one, progress: Progress) -> 
 QUIET_S = 15  # seconds a trial runs between lines on a log that is not a terminal
 
 
+def steps_run(trials: list[dict], variant: str) -> int | None:
+    """The steps every finished (ok) trial of ``variant`` ran (rank 0's), where they ran as many; else None."""
+    counts = {len(t["steps_ms"]) for t in trials if t["variant"] == variant and t["status"] == "ok"}
+    return counts.pop() if len(counts) == 1 else None
+
+
 class Progress:
     """The progress line on stderr: trial k of the plan's n, variant, that trial's median step and the
     variant's median of trial medians so far (the figure the summary line shows), time left. Adaptive
@@ -184,7 +190,11 @@ class Progress:
             return
         self._written = now
         m = read_metrics(metrics)
-        elapsed, steps, after = now - self._started, len(m.steps_ms), AFTER_STEPS.get(m.last_mark)
+        elapsed, steps = now - self._started, len(m.steps_ms)
+        # past its steps: the bundled worker marks what it does there; a command, where it ran as many as its variant's
+        # finished trials (perfkit is not told its count), has them done and has not exited
+        after = AFTER_STEPS.get(m.last_mark) or ("not yet exited" if steps and steps == steps_run(trials, variant)
+                                                 else None)
         ends = "" if limit is None else f" (ends as hung at {limit:.0f} s)"
         if self.tty:
             done = f"{steps} steps done, {after}" if after else f"{steps} steps"

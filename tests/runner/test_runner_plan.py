@@ -185,6 +185,36 @@ def test_a_trial_past_its_steps_is_said_to_be(tmp_path, monkeypatch):
     assert "running 30 s (ends as hung at 60 s): 8 steps done, timing its natural pass, a so far -" in tty.text
 
 
+def test_a_command_trial_past_the_steps_its_variant_s_trials_ran_is_said_to_be_done_with_them(tmp_path, monkeypatch):
+    """A command writes no mark past its steps, and perfkit is not told its count (its argv's ``--steps 8``): where
+    every finished trial of its variant ran 8 steps, a trial at its 8th that runs on (a hang as it exits) read
+    '8 steps so far', as if stepping still. Short of them, past them, or where the finished trials ran different
+    counts, it reads as it did; another variant's trials, and one that hung, count for nothing."""
+    clock = [0.0]
+    monkeypatch.setattr(runner.time, "monotonic", lambda: clock[0])
+    metrics = tmp_path / "metrics.jsonl"
+
+    def line(steps: int, trials: list[dict], tty: bool = False) -> str:
+        metrics.write_text('{"event": "step", "ms": 3}\n' * steps)
+        stream, clock[0] = FakeStream(tty=tty), 0
+        p = runner.Progress(stream)
+        p.running(3, 4, "a", trials, metrics, 60)
+        clock[0] = 15
+        p.running(3, 4, "a", trials, metrics, 60)
+        return stream.text.splitlines()[-1].split("60 s): ", 1)[1].split(", a so far")[0]  # what it says it does
+
+    def ran(variant: str, steps: int, status: str = "ok") -> dict:
+        return {"variant": variant, "status": status, "warmup": 2, "steps_ms": [3.0] * steps}
+
+    trials = [ran("a", 8), ran("b", 5), ran("a", 3, "hung"), ran("a", 8)]
+    assert line(8, trials) == "its 8 steps done, not yet exited"
+    assert line(8, trials, tty=True) == "8 steps done, not yet exited"
+    assert line(5, trials) == "5 steps so far"
+    assert line(9, trials) == "9 steps so far"
+    assert line(8, [ran("a", 8), ran("a", 9)]) == "8 steps so far"
+    assert line(5, [ran("b", 5)]) == "5 steps so far"
+
+
 def test_the_time_left_counts_the_running_trial_and_its_limit(tmp_path, monkeypatch):
     """Trials of 10 s, the 2nd of 2 running: 5 s in, ~5 s left; 45 s into its 60 s limit (the README's hang) it
     read '~0 s left' (a newcomer's finding), then '~0 s left (~15 s if this trial runs to its limit)', still '~0 s
