@@ -43,14 +43,17 @@ def _ssim_line(line: dict) -> str:
             f"({_command(line)}{': ' if line.get('reproduce') else '; '}{line['definition']})")
 
 
-def _older_ssim(line: dict | None) -> str:
-    """Where 5.1's ssim parts from these figures: on the planes of this pair it does, else the rule."""
-    rule = "a plane whose width / 4 - 1 leaves 1 divided by 4"
+def _older_release(line: dict | None) -> str:
+    """Where FFmpeg 5.1's filters part from these figures: its conversion of 16-bit frames, and its ssim on this
+    pair's planes only where SSIM is shown (``line``)."""
+    convert = "FFmpeg 5.1 converts 16-bit frames to 8-bit otherwise"
     if line is None:
-        return f"5.1's ssim on {rule}, as Y of a 426-wide video, U and V of a 720-wide 4:2:0 one"
+        return convert
     parts = line["older_ffmpeg_parts"]
-    return (f"5.1's ssim on {' and '.join(p.upper() for p in parts)} here, {rule}" if parts else
-            f"5.1's ssim on none of these planes, only on {rule}")
+    rule = "planes whose width / 4 - 1 leaves 1 when divided by 4"
+    ssim = (f"gives other {' and '.join(p.upper() for p in parts)} figures here (it parts on {rule})" if parts else
+            f"parts on none of these planes (only on {rule})")
+    return f"FFmpeg 5.1's ssim, as Debian 12 builds it, {ssim}; and 5.1 converts 16-bit frames to 8-bit otherwise"
 
 
 def space_name(r: dict) -> str:
@@ -150,8 +153,8 @@ def format_result(r: dict, per_frame: bool = False) -> list[str]:
         commands = shown and any(r[k]["reproduce"] for k in ("yuv", "rgb", "ssim") if k in r)
         if shown:
             lines.append(f"figures as the filters of {r['ffmpeg']} give them" + (
-                f": the commands give them with that release (an older one may part: {_older_ssim(r.get('ssim'))}; "
-                "its 16-bit to 8-bit conversion)" if commands else ""))
+                f": the commands give them with that release (an older one may part: {_older_release(r.get('ssim'))})"
+                if commands else ""))
         if "frames_paired" in r:
             paired = r["frames_paired"] if commands else r["frames_paired"].split(": the commands given")[0]
             lines.insert(2, f"frames paired {paired}")

@@ -439,9 +439,9 @@ def test_the_older_release_caveat_names_the_planes_it_parts_on(tmp_path, clip, n
     static ffmpeg 9, which gives perfkit's figures): a 426-wide 4:2:0 h264 pair's Y parts (0.948319 against 0.947985)
     while U and V agree; so on the Y of 424-, 425- and 568-wide ones; all three planes of a 425-wide 4:4:4 pair; a
     720-wide 4:2:0 pair's U and V (0.999761 against 0.999993) while Y agrees: the planes whose width / 4 - 1 leaves 1
-    divided by 4 (the x86 ssim_end_line fix). Without --ssim the text states that rule; with it, it names this pair's
-    planes (it stated the rule alone, and --json held no field for it: a script could not tell a 720-wide video's U
-    and V from a 640-wide one's planes, on which 5.1 agrees)."""
+    divided by 4 (the x86 ssim_end_line fix). With --ssim the text names this pair's planes (it stated the rule
+    alone, and --json held no field for it: a script could not tell a 720-wide video's U and V from a 640-wide one's
+    planes, on which 5.1 agrees)."""
     measured = {426: "y", 424: "y", 425: "y", 568: "y", 213: "", 212: "", 284: "", 720: "", 360: "uv"}
     for width, parts in measured.items():  # the rule stated, against each measured plane width
         assert ((width // 4 - 1) % 4 == 1) == bool(parts), width
@@ -450,20 +450,43 @@ def test_the_older_release_caveat_names_the_planes_it_parts_on(tmp_path, clip, n
         (tmp_path / name).mkdir()
         for i, frame in enumerate(f):
             skio.imsave(tmp_path / name / f"{i:03d}.png", frame, check_contrast=False)
-    rule = "a plane whose width / 4 - 1 leaves 1 divided by 4"
-    out = quality_cli(tmp_path / "a", tmp_path / "b").stdout
-    assert (f"(an older one may part: 5.1's ssim on {rule}, as Y of a 426-wide video, U and V of a 720-wide 4:2:0 "
-            "one; its 16-bit to 8-bit conversion)") in out, out
+    rule = "planes whose width / 4 - 1 leaves 1 when divided by 4"
     out = quality_cli(tmp_path / "a", tmp_path / "b", "--ssim").stdout  # 64 wide: 15 leaves 3
-    assert f"(an older one may part: 5.1's ssim on none of these planes, only on {rule}; its 16-bit" in out, out
+    assert ("(an older one may part: FFmpeg 5.1's ssim, as Debian 12 builds it, parts on none of these planes "
+            f"(only on {rule}); and 5.1 converts 16-bit frames to 8-bit otherwise)") in out, out
     from lavfi_referee import encode
 
     wide = clip(frames=2, height=32, width=720)  # 4:2:0 at 720 wide, as the measured pair: U and V 360 wide
     pair = [encode(wide, tmp_path / f"{name}.mkv", "libx264", "yuv420p", {"crf": crf}) for name, crf in
             (("a720", "12"), ("b720", "30"))]
     assert quality_cli(*pair, "--ssim", "--json").json()["ssim"]["older_ffmpeg_parts"] == ["u", "v"]
-    assert f"(an older one may part: 5.1's ssim on U and V here, {rule}; its 16-bit" in quality_cli(
-        *pair, "--ssim").stdout
+    assert (f"FFmpeg 5.1's ssim, as Debian 12 builds it, gives other U and V figures here (it parts on {rule}); "
+            "and 5.1") in quality_cli(*pair, "--ssim").stdout
+
+
+@pytest.fixture(scope="module")
+def horse_pair(fixtures_dir, tmp_path_factory):
+    """The real video (A) and its re-encode through PyAV's x264 at crf 30 (B)."""
+    from lavfi_referee import decoded, encode
+
+    video = fixtures_dir / "video" / "cogvideox_horse_720x480_49f.mp4"
+    lossy = tmp_path_factory.mktemp("horse") / "crf30.mp4"
+    return video, encode(decoded(video), lossy, "libx264", "yuv420p", {"crf": "30", "preset": "ultrafast"})
+
+
+@pytest.mark.parametrize("options", [(), ("--rgb",), ("--codec-floor", "--frames", "0:8"), ("--frames", "0:8")])
+def test_the_caveat_names_ssim_only_where_ssim_is_shown(horse_pair, quality_cli, options):
+    """A newcomer's: without --ssim the caveat read '(an older one may part: 5.1's ssim on a plane whose width / 4 - 1
+    leaves 1 divided by 4, ...; its 16-bit to 8-bit conversion)', of an SSIM not asked for. Without --ssim it names
+    the 16-bit conversion alone; with it, the planes of this 720-wide 4:2:0 pair 5.1's ssim parts on (U and V,
+    360 wide: 360 / 4 - 1 = 89 leaves 1 divided by 4)."""
+    res = quality_cli(*horse_pair, *options)
+    assert res.exit_code == 0, res.stderr
+    assert "the commands give them with that release (an older one may part: FFmpeg 5.1 converts 16-bit frames to " \
+           "8-bit otherwise)\n" in res.stdout, res.stdout
+    assert "ssim" not in res.stdout.lower(), res.stdout
+    out = quality_cli(*horse_pair, *options, "--ssim").stdout
+    assert "(an older one may part: FFmpeg 5.1's ssim, as Debian 12 builds it, gives other U and V figures here" in out
 
 
 def test_a_share_over_16_too_small_to_show_reads_below_its_last_digit(tmp_path, quality_cli):
