@@ -70,9 +70,12 @@ def floor_line(r: dict, floor: dict) -> str:
     gap = float(db_cell(floor["psnr_pooled_db"])) - float(db_cell(r["psnr_pooled_db"]))  # of the figures shown
     said = "B is identical to A" if r["bit_identical"] else (
         f"B {abs(gap):.2f} dB {'below' if gap > 0 else 'above'} the floor")
+    # with no differing frame B has no mean over them (it is no "inf"): the floor's alone, as report.md's row says
+    means = (f"the floor's mean over its differing frames {_db(floor['psnr_mean_db'])} (B has no differing frames)"
+             if r["bit_identical"] else
+             f"means over each one's differing frames {_db(r['psnr_mean_db'])} against {_db(floor['psnr_mean_db'])}")
     return (f"against the codec floor, both in {space_name(r)}: PSNR average over all frames "
-            f"{_db(r['psnr_pooled_db'])} against the floor's {_db(floor['psnr_pooled_db'])} ({said}); means over "
-            f"each one's differing frames {_db(r['psnr_mean_db'])} against {_db(floor['psnr_mean_db'])}")
+            f"{_db(r['psnr_pooled_db'])} against the floor's {_db(floor['psnr_pooled_db'])} ({said}); {means}")
 
 
 # A's own encode this far off (an rms error of a tenth of the range) keeps little of A: libx264 at crf 18 scores

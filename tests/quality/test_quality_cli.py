@@ -1,5 +1,6 @@
 """``perfkit quality``: the --json contract, text output, codec floor, drift, imports, ffmpeg agreement."""
 
+import json
 import os
 import re
 import shutil
@@ -277,6 +278,28 @@ def test_the_codec_floor_verdict_follows_from_the_figures_beside_it(tmp_path, qu
     assert gap == pytest.approx(abs(floor_avg - b_avg), abs=1e-9)
     assert side == ("below" if floor_avg > b_avg else "above")
     assert "3 of 10 frames identical" in res.stdout
+
+
+def test_a_b_identical_to_a_has_no_mean_over_differing_frames_beside_the_floor(horse_pair, quality_cli):
+    """A newcomer's: B identical to A beside the codec floor read 'means over each one's differing frames inf dB
+    against ...': with no differing frame there is no such mean, none infinite. The line says B has none and gives
+    the floor's; --json keeps its contract (psnr_mean_db "inf" where all frames are identical, never a bare
+    Infinity)."""
+    video = horse_pair[0]
+    res = quality_cli(video, video, "--codec-floor", "--frames", "0:4")
+    assert res.exit_code == 0, res.stderr
+    line = res.stdout.splitlines()[-1]
+    assert re.fullmatch(r"against the codec floor, both in yuv420p planes: PSNR average over all frames inf dB against "
+                        r"the floor's \d+\.\d\d dB \(B is identical to A\); the floor's mean over its differing frames "
+                        r"\d+\.\d\d dB \(B has no differing frames\)", line), line
+    text = quality_cli(video, video, "--codec-floor", "--frames", "0:4", "--json").stdout
+
+    def refuse(token):
+        raise AssertionError(f"bare {token} in --json")
+
+    r = json.loads(text, parse_constant=refuse)
+    assert r["bit_identical"] and r["identical_frames"] == 4 and r["psnr_mean_db"] == "inf"
+    assert not r["codec_floor"]["bit_identical"] and isinstance(r["codec_floor"]["psnr_mean_db"], float)
 
 
 def test_a_floor_the_codec_could_not_keep_says_so(tmp_path, clip, quality_cli):
