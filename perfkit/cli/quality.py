@@ -327,5 +327,5 @@ def _taps_command(run_dir: str, as_json: bool, plot: str | None) -> None:
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:
-        for line in lines(result, plot):
+        for line in lines(result, plot, markdown=False):
             click.echo(line)

@@ -1,6 +1,6 @@
 """The "First departure" part of report.md's Quality section, which ``perfkit quality RUN_DIR`` prints
-too: B's taps against A's (the summary's ``taps``, ``perfkit.quality.departure``), the first tap where
-B departs by more than the allowance, which allowance that was, and every tap's figures. Rendered from
+too, in plain text: B's taps against A's (the summary's ``taps``, ``perfkit.quality.departure``), the first tap
+where B departs by more than the allowance, which allowance that was, and every tap's figures. Rendered from
 the summary alone (no numpy)."""
 
 from __future__ import annotations
@@ -46,7 +46,12 @@ def allowance_words(t: dict) -> str:
             + (f", {unmeasured} differ with no arrays kept to measure (the dtype's used)" if unmeasured else "") + ".")
 
 
-def first_words(t: dict) -> str:
+def _code(text: str, markdown: bool) -> str:
+    """A name as the output spells it: a code span in Markdown, as it is in plain text."""
+    return f"`{text}`" if markdown else text
+
+
+def first_words(t: dict, markdown: bool) -> str:
     """The answer in a sentence: the first tap where B departs, or none."""
     a, b = t["a"]["variant"], t["b"]["variant"]
     first, rows = t["first"], t["rows"]
@@ -57,10 +62,12 @@ def first_words(t: dict) -> str:
         answer = (f"No departure: {b} stays within the allowance {every} ({identical} bit-identical, "
                   f"largest relative L2 {_cell(worst, 3)}).")
     elif first["departs"] is None:
-        answer = (f"First difference: `{first['name']}` at step {first['step']} (tap {first['index']}) is not "
-                  "bit-identical; no arrays were kept to measure by how much (`capture.tap_arrays`).")
+        answer = (f"First difference: {_code(first['name'], markdown)} at step {first['step']} (tap {first['index']}) "
+                  f"is not bit-identical; no arrays were kept to measure by how much "
+                  f"({_code('capture.tap_arrays', markdown)}).")
     else:
-        answer = (f"First departure: **`{first['name']}` at step {first['step']}** (tap {first['index']}): relative "
+        where = f"{_code(first['name'], markdown)} at step {first['step']}"
+        answer = (f"First departure: {f'**{where}**' if markdown else where} (tap {first['index']}): relative "
                   f"L2 {_cell(first['rel_l2'], 3)} against an allowance of {_cell(first['allowance'], 2)} "
                   f"(from the {first['basis']}), PSNR {db_cell(first['psnr_db'])} dB over {a}'s range.")
         if first["step"] and first["index"] == next(r["index"] for r in rows if r["step"] == first["step"]):
@@ -72,27 +79,43 @@ def first_words(t: dict) -> str:
     return answer
 
 
-def _row(r: dict) -> str:
-    departs = {True: "**yes**", False: "no", None: "?"}[r["departs"]]
-    return (f"| {r['index']} | {r['step']} | `{r['name']}` | {_cell(r['rel_l2'], 3)} | {db_cell(r['psnr_db'])} | "
-            f"{_cell(r['allowance'], 2)} | {r['basis']} | {'yes' if r['bit_identical'] else 'no'} | {departs} |")
+# the table's columns: heading (A's variant for {a}) and alignment, as Python's format spells it
+_COLUMNS = (("tap", ">"), ("step", ">"), ("name", "<"), ("relative L2", ">"),
+            ("PSNR over {a}'s range, max - min (dB)", ">"), ("allowance", ">"), ("from", "<"), ("bit-identical", "^"),
+            ("departs", "^"))
+_MARKDOWN_RULE = {">": "---:", "<": "---", "^": ":---:"}
 
 
-def table(rows: list[dict], a: str) -> list[str]:
-    """Every tap's figures as a markdown table (``a``: A's variant, whose range, max - min, the PSNR is over)."""
-    return [f"| tap | step | name | relative L2 | PSNR over {a}'s range, max - min (dB) | allowance | from "
-            "| bit-identical | departs |",
-            "| ---: | ---: | --- | ---: | ---: | ---: | --- | :---: | :---: |", *map(_row, rows)]
+def _row(r: dict, markdown: bool) -> list[str]:
+    departs = {True: "**yes**" if markdown else "yes", False: "no", None: "?"}[r["departs"]]
+    return [str(r["index"]), str(r["step"]), _code(r["name"], markdown), _cell(r["rel_l2"], 3), db_cell(r["psnr_db"]),
+            _cell(r["allowance"], 2), r["basis"], "yes" if r["bit_identical"] else "no", departs]
 
 
-def lines(t: dict, plot: str | None = None) -> list[str]:
-    """What was compared, the allowance, the answer, and every tap's row (``t``: the summary's ``taps``)."""
+def table(rows: list[dict], a: str, markdown: bool) -> list[str]:
+    """Every tap's figures as a Markdown table, or as plain text in aligned columns (``a``: A's variant, whose
+    range, max - min, the PSNR is over)."""
+    head = [name.format(a=a) for name, _ in _COLUMNS]
+    body = [_row(r, markdown) for r in rows]
+    if markdown:
+        rule = [_MARKDOWN_RULE[align] for _, align in _COLUMNS]
+        return [f"| {' | '.join(cells)} |" for cells in (head, rule, *body)]
+    widths = [max(map(len, column)) for column in zip(head, *body)]
+    return ["  ".join(f"{cell:{align}{width}}" for cell, (_, align), width in zip(cells, _COLUMNS, widths)).rstrip()
+            for cells in (head, *body)]
+
+
+def lines(t: dict, plot: str | None, markdown: bool) -> list[str]:
+    """What was compared, the allowance, the answer, and every tap's row (``t``: the summary's ``taps``), in
+    Markdown for report.md or in plain text for the terminal."""
     if "error" in t:
         return [f"Taps not compared: {t['error']}"]
     a, b = t["a"], t["b"]
-    return [f"{b['variant']}'s taps (trial {b['trial']}, `{b['dir']}`) against {a['variant']}'s (trial {a['trial']}, "
-            f"`{a['dir']}`), {t['taps']} tap{'s' * (t['taps'] != 1)} matched in order" + (f"; plot [{plot}]({plot})" if plot else "") + ". "
-            + allowance_words(t), "", first_words(t), "", *table(t["rows"], a["variant"])]
+    shown = (f"; plot [{plot}]({plot})" if markdown else f"; plot {plot}") if plot else ""
+    return [f"{b['variant']}'s taps (trial {b['trial']}, {_code(b['dir'], markdown)}) against {a['variant']}'s "
+            f"(trial {a['trial']}, {_code(a['dir'], markdown)}), {t['taps']} tap{'s' * (t['taps'] != 1)} matched in "
+            f"order{shown}. " + allowance_words(t), "", first_words(t, markdown), "",
+            *table(t["rows"], a["variant"], markdown)]
 
 
 def departure_section(summary: dict, plots: dict[str, str] | None = None) -> list[str]:
@@ -100,7 +123,7 @@ def departure_section(summary: dict, plots: dict[str, str] | None = None) -> lis
     t = summary.get("taps")
     if not t:
         return []
-    body = lines(t, (plots or {}).get("taps"))
+    body = lines(t, (plots or {}).get("taps"), markdown=True)
     if "error" not in t:  # the answer stays in view; the table folds
         cut = body.index("", 2) + 1
         body = [*body[:cut], "<details><summary>every tap</summary>", "", *body[cut:], "", "</details>"]

@@ -75,8 +75,33 @@ def test_hand_figures_and_the_first_departure(make_run):
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["first"]["name"] == "t1"
     res = quality(run, "--plot", run / "taps.png")
-    assert res.exit_code == 0 and "First departure: **`t1` at step 0**" in res.output
+    assert res.exit_code == 0 and "First departure: t1 at step 0 (tap 1)" in res.output
     assert (run / "taps.png").stat().st_size > 0
+
+
+def test_the_terminal_gets_plain_text_and_report_md_markdown(make_run):
+    """A newcomer's: ``perfkit quality RUN_DIR`` printed report.md's Markdown to the terminal ('**`t1` at step 0**',
+    backticked trial folders, a table of pipes). The terminal's is plain text, the table's columns aligned as the
+    other commands' tables are; report.md's section keeps its Markdown."""
+    b1 = X.copy()
+    b1[3] = 3.5
+    run = make_run({"00-tp": [("t0", X), ("block_one", X)], "01-sp": [("t0", X), ("block_one", b1)]},
+                   arrays=False)
+    res = quality(run)
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert not {"`", "*", "|"} & set(out), out
+    assert out.startswith("sp's taps (trial 1, trials/01-sp/rank0) against tp's (trial 0, trials/00-tp/rank0), 2 taps")
+    assert ("First difference: block_one at step 0 (tap 1) is not bit-identical; no arrays were kept to measure by "
+            "how much (capture.tap_arrays).") in out
+    table = out.splitlines()[-3:]
+    assert table == [
+        "tap  step  name       relative L2  PSNR over tp's range, max - min (dB)  allowance  from   bit-identical  departs",
+        "  0     0  t0                   0                                   inf    0.00035  dtype       yes         no",
+        "  1     0  block_one            -                                     -    0.00035  dtype       no           ?",
+    ], "\n".join(table)
+    report = "\n".join(departure_section({"taps": json_safe(result_of(run))}))
+    assert "First difference: `block_one` at step 0" in report and "| 1 | 0 | `block_one` | - | - |" in report
 
 
 def test_the_allowance_measured_from_a_repeats(make_run):
@@ -117,7 +142,7 @@ def test_a_departure_at_a_later_steps_first_tap_says_to_tap_step_0(make_run, tap
         record.tap("t0", X * scale, step=2)
         record.tap("t1", X * scale, step=2)
     text = quality(run).output
-    assert "First departure: **`t0` at step 2** (tap 0)" in text and "tap step 0 to find where" in text
+    assert "First departure: t0 at step 2 (tap 0)" in text and "tap step 0 to find where" in text
 
 
 def test_no_departure_when_b_matches(make_run):
