@@ -178,10 +178,12 @@ class Progress:
         shown = "-" if so_far is None else f"{so_far:.2f} ms"
         return f"{cell}[{count}] {variant:<12} {trial}, {variant} so far {shown}{left}"
 
-    def running(self, k: int, n: int, variant: str, trials: list[dict], metrics: Path, limit: float | None = None
-                ) -> None:
+    def running(self, k: int, n: int, variant: str, trials: list[dict], metrics: Path, limit: float | None = None,
+                from_stdout: bool = False) -> None:
         """Trial ``k`` still running (its ``limit``: seconds until it ends as hung): on a terminal the line
-        redrawn, elsewhere a line each ``QUIET_S`` it runs, so that a trial that hangs is seen waiting."""
+        redrawn, elsewhere a line each ``QUIET_S`` it runs, so that a trial that hangs is seen waiting.
+        ``from_stdout``: its steps are its stdout's ``step_regex`` matches, counted when it ends (its rank 0 may
+        print gigabytes, too many to read again at every tick), where metrics.jsonl's are counted as they come."""
         now = time.monotonic()
         if self._running != k:  # the trial's first tick (on a log, its first line comes QUIET_S later)
             self._running, self._started = k, now
@@ -197,11 +199,13 @@ class Progress:
                                                  else None)
         ends = "" if limit is None else f" (ends as hung at {limit:.0f} s)"
         if self.tty:
-            done = f"{steps} steps done, {after}" if after else f"{steps} steps"
+            done = ("steps counted at its end" if from_stdout else f"{steps} steps done, {after}" if after
+                    else f"{steps} steps")
             self.stream.write("\r" + self._line(k, n, variant, trials, f"running {elapsed:.0f} s{ends}: {done}",
                                                  elapsed, limit) + "\033[K")
         else:
-            done = f"its {steps} steps done, {after}" if after else f"{steps} steps so far"
+            done = ("its steps counted from its stdout when it ends" if from_stdout
+                    else f"its {steps} steps done, {after}" if after else f"{steps} steps so far")
             self.stream.write(self._line(k, n, variant, trials, f"still running after {elapsed:.0f} s{ends}: {done}",
                                          elapsed, limit) + "\n")
         self.stream.flush()
@@ -377,7 +381,8 @@ def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, env_json: str,
         return KINDS[case.kind].run_trial(
             trial_case, trial, trial_dir, options, hook, port_base + max(trial.index, 0),
             lambda: progress.running(len(done) + 1, len(plan), trial.variant, list(done.values()),
-                                     trial_dir / "rank0" / "metrics.jsonl", trial_case.timeout))
+                                     trial_dir / "rank0" / "metrics.jsonl", trial_case.timeout,
+                                     from_stdout=trial_case.step_regex is not None))
 
     try:
         warm = [n for n in names if case.variant(n).compile_cache == "warm"]

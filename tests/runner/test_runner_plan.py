@@ -215,6 +215,22 @@ def test_a_command_trial_past_the_steps_its_variant_s_trials_ran_is_said_to_be_d
     assert line(5, [ran("b", 5)]) == "5 steps so far"
 
 
+def test_a_step_regex_trial_running_says_its_steps_are_counted_at_its_end(tmp_path, monkeypatch):
+    """A command case timed by its ``step_regex`` writes no metrics.jsonl: its running line read '0 steps so far'
+    from start to end, as if stuck before its first step. Its steps are matched in its stdout when it ends."""
+    clock = [0.0]
+    monkeypatch.setattr(runner.time, "monotonic", lambda: clock[0])
+    for tty, said in ((False, "still running after 15 s (ends as hung at 60 s): its steps counted from its stdout "
+                               "when it ends, a so far -"),
+                      (True, "running 15 s (ends as hung at 60 s): steps counted at its end, a so far -")):
+        stream, clock[0] = FakeStream(tty=tty), 0
+        p = runner.Progress(stream)
+        p.running(1, 4, "a", [], tmp_path / "metrics.jsonl", 60, from_stdout=True)
+        clock[0] = 15
+        p.running(1, 4, "a", [], tmp_path / "metrics.jsonl", 60, from_stdout=True)
+        assert said in stream.text
+
+
 def test_the_time_left_counts_the_running_trial_and_its_limit(tmp_path, monkeypatch):
     """Trials of 10 s, the 2nd of 2 running: 5 s in, ~5 s left; 45 s into its 60 s limit (the README's hang) it
     read '~0 s left' (a newcomer's finding), then '~0 s left (~15 s if this trial runs to its limit)', still '~0 s
