@@ -127,15 +127,15 @@ def _packed(m: RankModule) -> bytes:
     back-references, which the parse would not use, and is written and read faster than version 4."""
     comps = [(c.name, c.entry, c.line, [tuple(i) for i in c.instructions]) for c in m.module.computations.values()]
     receive = None if m.receive is None else [tuple(b) for b in m.receive]
-    return marshal.dumps((m.module.name, m.module.path, m.module.entry, comps, m.fps, receive, m.temp_bytes,
-                          m.total_bytes), 2)
+    return marshal.dumps((m.module.name, m.module.path, m.module.entry, m.module.header, comps, m.fps, receive,
+                          m.temp_bytes, m.total_bytes), 2)
 
 
 def _unpacked(data: bytes, rank: int, files: DumpFiles) -> RankModule:
     with no_cyclic_gc():
-        name, path, entry, comps, fps, receive, temp, total = marshal.loads(data)
+        name, path, entry, header, comps, fps, receive, temp, total = marshal.loads(data)
         module = Module(name, path, {c: Computation(c, is_entry, list(map(Instruction._make, insts)), line)
-                                     for c, is_entry, line, insts in comps}, entry)
+                                     for c, is_entry, line, insts in comps}, entry, header)
         return RankModule(rank, files, module, fps, flatten(module), module.root_opcodes(),
                           None if receive is None else list(map(ReceiveBuffer._make, receive)), temp, total)
 

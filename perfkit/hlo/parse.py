@@ -97,6 +97,7 @@ class Module(NamedTuple):
     path: str
     computations: dict[str, Computation]
     entry: str
+    header: str         # its HloModule line, which names the module's replica_count and num_partitions
 
     @property
     def entry_computation(self) -> Computation:
@@ -256,7 +257,7 @@ def parse_instruction(line: str, lineno: int) -> Instruction:
 def parse_module(text: str, path: str | Path = "<text>") -> Module:
     """Parse one module's HLO text. ``path`` names the file in errors."""
     path = str(path)
-    name = None
+    name = header = None
     computations: dict[str, Computation] = {}
     entry = None
     current: Computation | None = None
@@ -276,7 +277,7 @@ def parse_module(text: str, path: str | Path = "<text>") -> Module:
         m = _MODULE.match(line)
         if name is None:
             if m:
-                name = m.group(1)
+                name, header = m.group(1), line.rstrip()
             continue
         if m:
             raise BadInput(f"line {lineno}: a second HloModule ({m.group(1)} after {name}); a dump file holds one "
@@ -297,7 +298,7 @@ def parse_module(text: str, path: str | Path = "<text>") -> Module:
     if entry is None:
         raise BadInput("no ENTRY computation", path=path)
     _check_names(computations, path)
-    return Module(name, path, computations, entry)
+    return Module(name, path, computations, entry, header)
 
 
 def _goes_on(inst: Instruction, lines: list[str], path: str) -> None:

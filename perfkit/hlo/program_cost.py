@@ -749,9 +749,7 @@ def program_cost(module: Module, devices: int = 1, replicas: int = 1) -> Program
 def dump_cost(files: DumpFiles) -> ProgramCost:
     """One dumped module's cost, with its temp and peak memory where the buffer files were dumped."""
     module = read_module(files.hlo)
-    with open(files.hlo) as f:
-        header = f.readline()
-    replicas, partitions = module_replicas_partitions(header)
+    replicas, partitions = module_replicas_partitions(module.header)
     cost = program_cost(module, replicas * partitions, replicas)
     if files.buffer_assignment is not None:
         cost.temp_bytes = read_buffer_assignment(files.buffer_assignment, files.memory_report).temp_bytes

@@ -155,3 +155,41 @@ def test_a_printed_psum_whose_groups_cannot_be_known_is_refused_saying_why(tmp_p
         "use_global_device_ids=true and replica_groups={}: its groups are flattened device ids, which XLA requires "
         "listed (no group of every device stands in), so its group size is not in the text (jaxlib 0.10.2 prints a "
         "profile's program whose groups are in iota form so: cost the program as XLA dumps it, --xla_dump_to)\n")
+
+
+def test_the_counts_are_read_off_the_hlo_module_line_wherever_it_lies(tmp_path):
+    """A text whose HloModule line is not its first (a blank line, a note above it): every replica is 4 devices,
+    an all-reduce of 4096 bytes sends 2 x 3/4 of them (it read the counts off the first line alone: 1 device,
+    nothing sent)."""
+    op = "f32[1024]{0} all-reduce(p), replica_groups={}, to_apply=add"
+    (collective,) = _cost(tmp_path, "\n// printed by hand\n" + _module("replica_count=4", op)).collectives
+    assert (collective.group, collective.sent_bytes) == (4, 2 * 4096 * 3 / 4)
+
+
+# Each group form and kind against a count by hand, the module's counts named: (header, collective, group size,
+# bytes one device sends of the 4096 it takes or gathers).
+FORMS = {
+    # iota [2,4]<=[8]: ids 0..7 in 2 rows of 4, each row a group of 4 flattened ids
+    "all-reduce, iota": ("num_partitions=8", "f32[1024]{0} all-reduce(p), channel_id=1, replica_groups=[2,4]<=[8], "
+                         "use_global_device_ids=true, to_apply=add", 4, 2 * 4096 * 3 / 4),
+    # iota [4,2]<=[2,4]T(1,0): ids 0..7 as 2x4, transposed to 4x2 ({0,4},{1,5},{2,6},{3,7}), 4 groups of 2
+    "all-gather, transposed iota": ("num_partitions=8", "f32[1024]{0} all-gather(f32[512]{0} p), channel_id=1, "
+                                    "replica_groups=[4,2]<=[2,4]T(1,0), dimensions={0}, use_global_device_ids=true",
+                                    2, 4096 / 2),
+    # {{0,1},{2,3}} of 4 replicas, no channel_id: groups of 2 replicas
+    "reduce-scatter, listed": ("replica_count=4", "f32[512]{0} reduce-scatter(p), replica_groups={{0,1},{2,3}}, "
+                               "dimensions={0}, to_apply=add", 2, 4096 / 2),
+    # {{0,1},{2,3}} with a channel_id on an all-to-all: partition ids, groups of 2 partitions
+    "all-to-all, listed partitions": ("num_partitions=4", "f32[1024]{0} all-to-all(p), channel_id=1, "
+                                      "replica_groups={{0,1},{2,3}}, dimensions={0}", 2, 4096 / 2),
+    # a ring over 4 partitions: each device sends its whole buffer once
+    "collective-permute, ring": ("num_partitions=4", "f32[1024]{0} collective-permute(p), channel_id=1, "
+                                 "source_target_pairs={{0,1},{1,2},{2,3},{3,0}}", 4, 4096.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORMS))
+def test_group_forms_by_hand(tmp_path, name):
+    header, op, n, sent = FORMS[name]
+    (collective,) = _cost(tmp_path, _module(header, op)).collectives
+    assert (collective.group, collective.sent_bytes) == (n, sent)
