@@ -287,25 +287,31 @@ def group_size(inst: Instruction, devices: int, replicas: int | None = None) -> 
     each group spanning every partition (empty: every device). A channel_id on any other collective: partition
     ids (empty: every partition). A group naming more replicas than a one-replica module has reads as listed, as
     XLA's verifier does (it takes such a count as unset). ``replicas`` None (the module's counts unknown): groups
-    as listed, every device when empty."""
+    as listed, BadInput where the counts would size them."""
     attrs = dict(inst.attrs)
-    if "replica_groups" not in attrs and "source_target_pairs" in attrs:
-        return devices
-    listed = _listed_groups(attrs.get("replica_groups", "").strip())
-    if replicas is None:
-        return devices if listed is None else listed[0]
     channel = "channel_id" in attrs
     global_ids = inst.opcode.removesuffix("-start") in _GLOBAL_ID_KINDS
     flattened = global_ids and attrs.get("use_global_device_ids") == "true"
     if flattened and not channel:
         raise BadInput(f"line {inst.line}: {inst.name} has use_global_device_ids but no channel_id, which XLA refuses")
+    listed = _listed_groups(attrs.get("replica_groups", "").strip())
     if flattened and listed is None:  # (XLA's GetParticipatingDevicesGroups: a RET_CHECK, no default group)
         raise BadInput(f"line {inst.line}: {inst.name} has use_global_device_ids=true and replica_groups={{}}: its "
                        "groups are flattened device ids, which XLA requires listed (no group of every device stands "
                        "in), so its group size is not in the text (jaxlib 0.10.2 prints a profile's program whose "
                        "groups are in iota form so: cost the program as XLA dumps it, --xla_dump_to)")
-    partitions = devices // replicas
     spans_partitions = channel and global_ids and not flattened
+    if replicas is None:
+        if listed is not None and not spans_partitions:
+            return listed[0]
+        why = _sized_by_counts(attrs, listed, channel, spans_partitions)
+        raise BadInput(f"line {inst.line}: {inst.name} is sized by the module's replica and partition counts ({why}), "
+                       "which its HloModule line does not name (XLA prints replica_count and num_partitions only where "
+                       "they are not 1, and a program printed from its HloProto, as a profile keeps it, names "
+                       "neither): its group size is not in the text")
+    if "replica_groups" not in attrs and "source_target_pairs" in attrs:
+        return devices
+    partitions = devices // replicas
     if listed is None:
         return replicas if not channel else devices if spans_partitions else partitions
     size, ids = listed
@@ -315,6 +321,21 @@ def group_size(inst: Instruction, devices: int, replicas: int | None = None) -> 
         raise BadInput(f"line {inst.line}: {inst.name}'s replica groups name {ids} replicas, the module has "
                        f"{replicas}, which XLA refuses")
     return size * partitions
+
+
+def _sized_by_counts(attrs: dict[str, str], listed: tuple[int, int] | None, channel: bool,
+                     spans_partitions: bool) -> str:
+    """What about a collective makes the module's counts size its groups, and what its group is then."""
+    if listed is not None:
+        return "replica groups with a channel_id and no use_global_device_ids: each group's replicas on every partition"
+    if "replica_groups" not in attrs:
+        return "source-target pairs: every device" if "source_target_pairs" in attrs else "no groups: every device"
+    groups = f"replica_groups={attrs['replica_groups'].strip()}"
+    if not channel:
+        return f"{groups} and no channel_id: every replica"
+    if spans_partitions:
+        return f"{groups}, a channel_id and no use_global_device_ids: every device"
+    return f"{groups} and a channel_id: every partition"
 
 
 class Collective(NamedTuple):
@@ -412,7 +433,7 @@ class ProgramCost:
 class _Counter:
     """Walks one module's computations, adding each op's cost times how often it runs."""
 
-    def __init__(self, module: Module, devices: int, replicas: int):
+    def __init__(self, module: Module, devices: int, replicas: int | None):
         self.module = module
         self.devices = devices
         self.replicas = replicas
@@ -715,10 +736,14 @@ def _partial_bytes(inst: Instruction, shapes: dict[str, str]) -> float | None:
     return None
 
 
-def module_replicas_partitions(text_header: str) -> tuple[int, int]:
-    """A module's ``replica_count`` and ``num_partitions``, from its header (1 each when unsaid)."""
+def module_replicas_partitions(text_header: str) -> tuple[int, int] | None:
+    """A module's ``replica_count`` and ``num_partitions``, from its HloModule line: 1 where one is unsaid beside
+    the other (XLA prints each only where it is not 1); None where neither is said (a one-device program, or one
+    printed from its HloProto, which keeps no module config)."""
     replicas = _REPLICAS.search(text_header)
     parts = _PARTITIONS.search(text_header)
+    if replicas is None and parts is None:
+        return None
     return int(replicas.group(1)) if replicas else 1, int(parts.group(1)) if parts else 1
 
 
@@ -736,9 +761,10 @@ def _refuse_unbounded(module: Module) -> None:
                                "perfkit costs static and bounded shapes only", path=module.path)
 
 
-def program_cost(module: Module, devices: int = 1, replicas: int = 1) -> ProgramCost:
+def program_cost(module: Module, devices: int = 1, replicas: int | None = 1) -> ProgramCost:
     """The figures of one parsed module run on ``devices`` devices, ``replicas`` replicas of ``devices / replicas``
-    partitions: they size collectives whose replica groups are empty or span partitions."""
+    partitions: they size collectives whose replica groups are empty or span partitions (``replicas`` None: the
+    counts are unknown, and such a collective is refused)."""
     _refuse_unbounded(module)
     counter = _Counter(module, devices, replicas)
     counter.cost.dot_flops, counter.cost.other_flops, counter.cost.transcendentals = counter.flops(module.entry)
@@ -749,8 +775,8 @@ def program_cost(module: Module, devices: int = 1, replicas: int = 1) -> Program
 def dump_cost(files: DumpFiles) -> ProgramCost:
     """One dumped module's cost, with its temp and peak memory where the buffer files were dumped."""
     module = read_module(files.hlo)
-    replicas, partitions = module_replicas_partitions(module.header)
-    cost = program_cost(module, replicas * partitions, replicas)
+    counts = module_replicas_partitions(module.header)
+    cost = program_cost(module, counts[0] * counts[1], counts[0]) if counts else program_cost(module, 1, None)
     if files.buffer_assignment is not None:
         cost.temp_bytes = read_buffer_assignment(files.buffer_assignment, files.memory_report).temp_bytes
     if files.memory_report is not None:

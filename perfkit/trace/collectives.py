@@ -41,7 +41,7 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from perfkit.common.units import PS_PER_MS
-from perfkit.errors import DefinitionNote
+from perfkit.errors import BadInput, DefinitionNote
 from perfkit.hlo.program_cost import SENT_SHARE, group_size, shape_bytes
 from perfkit.hlo.parse import parse_instruction
 from perfkit.trace import breakdown, kineto, timeline
@@ -667,9 +667,15 @@ def _per_text(codes: np.ndarray, texts: np.ndarray, f, dtype) -> np.ndarray:
 
 
 def _text_group(text: str) -> int:
-    """The replica group size the op's HLO text names (0 when it names none)."""
+    """The replica group size the op's HLO text names (0 when it names none, or groups only the program's replica
+    and partition counts would size: the text has no HloModule line)."""
     inst = parse_instruction(text, 0) if " = " in text else None
-    return group_size(inst, 0) if inst is not None and "replica_groups" in dict(inst.attrs) else 0
+    if inst is None or "replica_groups" not in dict(inst.attrs):
+        return 0
+    try:
+        return group_size(inst, 0)
+    except BadInput:
+        return 0
 
 
 def _sent(kind: str, buffer: float, n: int) -> float:

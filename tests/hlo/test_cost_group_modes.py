@@ -166,6 +166,49 @@ def test_the_counts_are_read_off_the_hlo_module_line_wherever_it_lies(tmp_path):
     assert (collective.group, collective.sent_bytes) == (4, 2 * 4096 * 3 / 4)
 
 
+# A header that names neither count: a one-device program (XLA prints each count only where it is not 1), or one
+# printed from its HloProto (a profile's, which keeps no module config), as jit__psum above ran on 8 chips. What
+# sizes a collective's groups by those counts is refused saying so (it was a group of 1 and nothing sent).
+COUNTED = ("is sized by the module's replica and partition counts ({}), which its HloModule line does not name (XLA "
+           "prints replica_count and num_partitions only where they are not 1, and a program printed from its "
+           "HloProto, as a profile keeps it, names neither): its group size is not in the text")
+UNKNOWN_COUNTS = {
+    "f32[1024]{0} all-reduce(p), replica_groups={}, to_apply=add": "replica_groups={} and no channel_id: every replica",
+    "f32[1024]{0} all-reduce(p), channel_id=1, replica_groups={}, to_apply=add":
+        "replica_groups={}, a channel_id and no use_global_device_ids: every device",
+    "f32[1024]{0} all-to-all(p), channel_id=1, replica_groups={}, dimensions={0}":
+        "replica_groups={} and a channel_id: every partition",
+    "f32[1024]{0} all-reduce(p), channel_id=1, replica_groups={{0}}, to_apply=add":
+        "replica groups with a channel_id and no use_global_device_ids: each group's replicas on every partition",
+    "f32[1024]{0} collective-permute(p), channel_id=1, source_target_pairs={{0,1},{1,0}}":
+        "source-target pairs: every device",
+}
+
+
+@pytest.mark.parametrize("op", sorted(UNKNOWN_COUNTS))
+def test_groups_sized_by_counts_the_header_does_not_name_are_refused(tmp_path, op):
+    (tmp_path / "module_0001.m.gpu_after_optimizations.txt").write_text(_module("is_scheduled=true", op))
+    result = CliRunner().invoke(cli, ["cost", str(tmp_path)])
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert result.output == (f"perfkit: {tmp_path / 'module_0001.m.gpu_after_optimizations.txt'}: line 11: c "
+                             f"{COUNTED.format(UNKNOWN_COUNTS[op])}\n")
+
+
+# Listed groups size themselves whatever the counts: kept, by hand.
+LISTED = {
+    "f32[1024]{0} all-reduce(p), replica_groups={{0,1},{2,3}}, to_apply=add": (2, 2 * 4096 / 2),
+    "f32[1024]{0} all-reduce(p), channel_id=1, replica_groups=[2,4]<=[8], use_global_device_ids=true, to_apply=add":
+        (4, 2 * 4096 * 3 / 4),
+    "f32[1024]{0} all-to-all(p), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={0}": (4, 4096 * 3 / 4),
+}
+
+
+@pytest.mark.parametrize("op", sorted(LISTED))
+def test_listed_groups_need_no_counts(tmp_path, op):
+    (collective,) = _cost(tmp_path, _module("is_scheduled=true", op)).collectives
+    assert (collective.group, collective.sent_bytes) == LISTED[op]
+
+
 # Each group form and kind against a count by hand, the module's counts named: (header, collective, group size,
 # bytes one device sends of the 4096 it takes or gathers).
 FORMS = {

@@ -122,6 +122,20 @@ def test_bytes_from_replica_groups_in_hlo_text(tmp_path):
     assert "GB/s" in run(path).stdout and "no skew or straggler" in run(path).stdout
 
 
+def test_groups_the_text_cannot_size_are_unknown(tmp_path):
+    """One chip, no program counts (a trace's HLO text has no HloModule line): a channel_id with no
+    use_global_device_ids makes {{0}} replica 0 on every partition, and flattened ids left empty are every device;
+    neither group's size is in the text, so their bytes are unknown (the first read as a group of 1: 0 bytes sent)."""
+    path = _one_chip(tmp_path / "one.xplane.pb", [
+        ("%all-reduce.1 = f32[1024]{0} all-reduce(f32[1024]{0} %p), channel_id=1, replica_groups={{0}}, to_apply=%add",
+         "all-reduce", "f32[1024]", 0, 10),
+        ("%all-reduce.2 = f32[1024]{0} all-reduce(f32[1024]{0} %p), channel_id=2, replica_groups={}, "
+         "use_global_device_ids=true, to_apply=%add", "all-reduce", "f32[1024]", 10, 20),
+    ])
+    doc = json.loads(run(path, "--json").stdout)
+    assert {r["op"]: r["bytes"] for r in doc["instances"]} == {"all-reduce.1": None, "all-reduce.2": None}
+
+
 def _nccl_bytes_by_hand(raw: dict) -> tuple[list[dict], list[float]]:
     """HTA's NCCL fixture's kernels in start order and each one's bytes from its own args, by hand: an all-reduce
     2(n-1)/n of In msg nelems times its dtype's size, a broadcast the buffer."""
