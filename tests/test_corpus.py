@@ -32,6 +32,7 @@ The oracle figures are held by the tests named below; every real file is referee
 | kineto/tracelens_b200_vllm_eager.json.gz | trace breakdown, diff, tail, export, collectives | trace/test_trace_hta.py::test_host_events_with_a_stream_are_not_device_time, ::test_hta_live_host_streams (HTA 0.5.0 temporal breakdown on a copy without the host events' stream, pinned; live); trace/test_trace_collectives.py::test_a_real_nccl_all_gather_is_sized_from_its_output (its all-gather's bytes by hand from its recorded output) |
 | kineto/tracelens_mi300_compile_triton.json.gz | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_formats.py::test_a_trace_hta_cannot_read_is_read_as_a_plain_reading_reads_it (HTA 0.5.0 raises on it: its kernels by a plain reading) |
 | kineto/hta_cupti_profiler_range.json.gz | every trace command refuses it in one line (exit 2) | trace/test_trace_formats.py (HTA: no GPU event) |
+| rocprof/tracelens_rocprofv3_gfx950_results.json.gz (rocprofv3's own JSON, no Chrome trace) | every trace command refuses it in one line (exit 2) | trace/test_trace_formats.py::test_a_rocprofv3_json_output_is_refused_by_name (its top-level key, as TraceLens reads it) |
 | kineto/hta_negative_queue_rank0.json.gz | trace breakdown, diff, tail, export, collectives | trace/test_trace_collectives.py::test_kernels_take_the_collective_their_launch_ran_under (each NCCL kernel's collective by a plain reading of its launch's annotation) |
 | kineto/hta_cpu_only_gloo_rank34.json.gz (CPU only, gloo) | trace breakdown, diff, tail, export, collectives | trace/test_trace_collectives.py::test_gloo_bytes_where_every_process_group_has_one_size (each gloo span's bytes by hand from its recorded input; HTA: no GPU event) |
 | video/cogvideox_horse_720x480_49f.mp4 | quality A A, quality A B | quality/test_quality_ffmpeg.py (libavfilter's psnr filter through PyAV; the ffmpeg binary where present) |
@@ -73,7 +74,8 @@ KINETO = [f"kineto/{name}.json.gz" for name in ("rank-0", "rank-1", "hta_nccl_da
                                                  "tracelens_h100_falconsai", "hta_cpu_only_gloo_rank34",
                                                  "tracelens_b200_vllm_eager", "tracelens_mi300_compile_triton",
                                                  "hta_negative_queue_rank0")]
-REFUSED = ["kineto/hta_cupti_profiler_range.json.gz"]  # every trace command: one line, exit 2
+# every trace command: one line, exit 2
+REFUSED = ["kineto/hta_cupti_profiler_range.json.gz", "rocprof/tracelens_rocprofv3_gfx950_results.json.gz"]
 # a collective runs past its step's span (the host's ProfilerStep) while the next step's compute runs: its
 # collectives match the whole-trace breakdown
 STEPS_OVERLAP = {"kineto/tracelens_mi300_resnet_act_checkpoint.json.gz"}
@@ -199,7 +201,7 @@ def _slack(swept) -> int:
 
 
 def test_every_fixture_is_swept(fixtures_dir):
-    found = {p.relative_to(fixtures_dir).as_posix() for kind in ("xplane", "kineto", "video", "hlo")
+    found = {p.relative_to(fixtures_dir).as_posix() for kind in ("xplane", "kineto", "rocprof", "video", "hlo")
              for p in (fixtures_dir / kind).iterdir()}
     assert found == set(XPLANES + KINETO + REFUSED + list(VIDEOS) + HLO_DUMPS)
 

@@ -46,6 +46,7 @@ PROFILER_RANGE_CAT = "cuda_profiler_range"
 _NUMBER = re.compile(r"\d+")
 
 
+ROCPROF_KEY = "rocprofiler-sdk-tool"  # the top-level key of rocprofv3's JSON output, which holds no traceEvents
 MAX_JSON_BYTES = 2 << 30  # inflated text of a .json.gz; past it the file is refused (a gzip bomb)
 
 
@@ -68,8 +69,9 @@ def inflate(raw: bytes, path: Path) -> bytes:
 
 
 class NotATrace(BadInput):
-    """A whole JSON document that holds no trace (a config file beside the traces): where a folder was given,
-    skipped; a damaged file, which may be a rank's trace, is refused instead."""
+    """A whole JSON document that holds no trace perfkit reads (a config file beside the traces, rocprofv3's JSON
+    beside the program's torch.profiler trace): where a folder was given, skipped; a damaged file, which may be a
+    rank's trace, is refused instead."""
 
 
 def load_json(path: Path) -> dict:
@@ -88,6 +90,10 @@ def load_json(path: Path) -> dict:
         if not any(isinstance(e, dict) and "ph" in e for e in doc):
             raise NotATrace("not a Kineto / chrome trace: a JSON array without trace events (no 'ph')", path=path)
         doc = {"traceEvents": doc}
+    if isinstance(doc, dict) and ROCPROF_KEY in doc:  # (its records are no timeline perfkit reads: say what it is)
+        raise NotATrace("a rocprofiler-sdk output (rocprofv3 --output-format json), not a Chrome / Kineto trace: "
+                        "perfkit reads none of rocprofv3's formats (rocpd, csv, json, pftrace, otf2); it reads the "
+                        "program's torch.profiler (Kineto JSON) or JAX profiler (*.xplane.pb) trace", path=path)
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise NotATrace("not a Kineto / chrome trace: no traceEvents list", path=path)
     return doc

@@ -41,6 +41,7 @@ SCHEMA_2021 = "tb_plugin_resnet50_2021_worker0.json.gz"
 ARRAY_2020 = "tb_plugin_resnet50_2020_worker0.json.gz"
 ROCM = "tracelens_mi300_resnet_act_checkpoint.json.gz"
 PROFILER_RANGE = "hta_cupti_profiler_range.json.gz"
+ROCPROFV3 = "tracelens_rocprofv3_gfx950_results.json.gz"  # under rocprof/: rocprofv3's own JSON, no Chrome trace
 CPU_ONLY = "hta_rank_non_gpu.json.gz"
 MI250 = "hta_amd_mi250_minitoy.json.gz"
 ANNOTATED = "hta_gpu_user_annotation_step_based.json.gz"  # GPU-side Optimizer.step annotations, no ProfilerStep
@@ -530,6 +531,24 @@ def test_profiler_range_trace_is_refused_in_one_line(fixtures_dir):
         assert result.exit_code == 2, result.output
         assert result.output.count("\n") == 1 and "CUPTI profiler-range trace" in result.output
         assert "nothing on the device to measure" in result.output
+
+
+def test_a_rocprofv3_json_output_is_refused_by_name(fixtures_dir, tmp_path):
+    """rocprofv3's ``--output-format json`` (rocprofiler-sdk's own records under ``rocprofiler-sdk-tool``, the key
+    TraceLens reads it by; no ``traceEvents``) is named for what it is, with what perfkit reads instead: before, the
+    line said only that it held no traceEvents list. In a folder beside a Kineto trace it is skipped, so named."""
+    path = fixtures_dir / "rocprof" / ROCPROFV3
+    what = ("a rocprofiler-sdk output (rocprofv3 --output-format json), not a Chrome / Kineto trace: "
+            "perfkit reads none of rocprofv3's formats (rocpd, csv, json, pftrace, otf2); it reads the program's "
+            "torch.profiler (Kineto JSON) or JAX profiler (*.xplane.pb) trace\n")
+    result = _breakdown(path)
+    assert result.exit_code == 2 and result.output == f"perfkit: {path}: {what}"
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    shutil.copy(fixtures_dir / "kineto" / SCHEMA_2021, folder / "worker0.pt.trace.json.gz")
+    shutil.copy(path, folder / path.name)
+    beside = _breakdown(folder, "--window", "trace", "--json")
+    assert beside.exit_code == 0 and beside.stderr == f"perfkit: skipped {folder / path.name}: {what}"
 
 
 def test_runtime_calls_without_device_events_are_refused(tmp_path):
