@@ -188,7 +188,7 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     # pandas and the analyses load only for the command that runs them (``_prepare``)
     import pandas as pd
 
-    from perfkit.trace.breakdown import COLUMNS, COMM, TIMES, mean_per_device, plot as draw, shown_parts
+    from perfkit.trace.breakdown import COLUMNS, COMM, TIMES, empty_spans, mean_per_device, plot as draw, shown_parts
     from perfkit.trace.events import is_xplane
     from perfkit.trace.shards import breakdown_traces
     from perfkit.trace.timeline import LAST_STEP_DROPPED
@@ -200,7 +200,7 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     if rows.empty:
         raise BadInput("no device ops in these traces" + _xspace_beside(paths), path=" ".join(paths))
     measured = _measured(rows.attrs.get("measured", ()))
-    for note in _span_notes(rows, len(rows)):
+    for note in _span_notes(rows, len(rows)) + empty_spans(rows):
         warnings.warn(note, DefinitionNote, stacklevel=2)
     means = mean_per_device(rows)
     if plot:

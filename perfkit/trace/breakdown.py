@@ -205,6 +205,21 @@ def mean_per_device(rows: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def empty_spans(rows: pd.DataFrame) -> list[str]:
+    """Where ``breakdown`` rows span 0 ns (a chip whose only kernel lasts 0 us): a line naming them, so that their
+    zeros, which HTA's figures equal (its percentages NaN), do not read as a measurement."""
+    empty = rows.loc[rows["span_ps"] == 0, ["rank", "device", "step"]].itertuples(index=False)
+    named = [f"rank {r} device {d} {f'step {s}' if s >= 0 else 'whole trace'}" for r, d, s in empty]
+    if not named:
+        return []
+    if len(named) == 1:
+        return [f"{named[0]}: a span of 0 ns (its device ops all start and end at one instant): its row of zeros "
+                "measures no time, and it has no shares"]
+    listed = "; ".join(named[:3]) + ("; ..." if len(named) > 3 else "")
+    return [f"{len(named)} spans of 0 ns ({listed}): their device ops all start and end at one instant: their rows "
+            "of zeros measure no time, and they have no shares"]
+
+
 def shown_parts(rows: pd.DataFrame) -> list[str]:
     """The parts worth showing for these rows: every part but DCN, and DCN where any row has some."""
     return [p for p in PARTS if p != "dcn" or (rows["dcn_ps"] > 0).any()]

@@ -338,6 +338,37 @@ def test_skewed_ops_on_one_stream_run_side_by_side(tmp_path):
     assert _parts(breakdown.breakdown(_load(path), "trace")) == (0, 10, 10, 20)
 
 
+def test_a_span_of_nothing_is_said_to_measure_nothing(tmp_path):
+    """By hand: one host ProfilerStep#1 [0, 100) us whose launch at 10 us runs one kernel of 0 us at 20 us. Its whole
+    trace spans 0 ns: HTA 0.5.0 (checked live, rounding on or off, the last step kept or dropped) gives idle,
+    compute, non-compute and kernel time 0 us, its percentages and overlap NaN. perfkit's row is those zeros, and a
+    note says they measure no time (before, the row of zeros came without a word); the step's own row, 100 us
+    idle, is a measurement and has none."""
+    trace = [_event("user_annotation", "ProfilerStep#1", 0, 100),
+             _event("cuda_runtime", "cudaLaunchKernel", 10, 5, correlation=1),
+             _event("kernel", "k0", 20, 0, device=0, stream=7, correlation=1)]
+    path = tmp_path / "instant.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": trace}))
+    note = ("rank 0 device 0 whole trace: a span of 0 ns (its device ops all start and end at one instant): its "
+            "row of zeros measures no time, and it has no shares")
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(path), "--window", "trace", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    (row,) = doc["rows"]
+    assert (row["idle_ps"], row["compute_ps"], row["ici_ps"] + row["dma_ps"], row["span_ps"]) == (0, 0, 0, 0)
+    assert row["overlap"] is None and doc["notes"] == [note] and result.stderr == f"perfkit: note: {note}\n"
+    step = CliRunner().invoke(cli, ["trace", "breakdown", str(path)])
+    assert step.exit_code == 0 and step.stderr == "", step.output
+    ranks = []
+    for rank in (0, 1):  # two ranks' alike: one line names both
+        ranks.append(tmp_path / f"rank{rank}.json")
+        ranks[-1].write_text(json.dumps({"distributedInfo": {"rank": rank}, "traceEvents": trace}))
+    both = CliRunner().invoke(cli, ["trace", "breakdown", *map(str, ranks), "--window", "trace"])
+    assert both.exit_code == 0 and both.stderr == (
+        "perfkit: note: 2 spans of 0 ns (rank 0 device 0 whole trace; rank 1 device 0 whole trace): their device "
+        "ops all start and end at one instant: their rows of zeros measure no time, and they have no shares\n")
+
+
 @pytest.mark.parametrize("trace", ["kineto/hta_nccl_data.json.gz", "xplane/mi300_jax_conv_8gpu.xplane.pb"])
 def test_breakdown_header_names_htas_rounding_on_kineto(fixtures_dir, trace):
     """HTA's figures on a nanosecond Kineto trace are of its times rounded inward (hta_nccl_data: compute
