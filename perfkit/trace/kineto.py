@@ -20,7 +20,7 @@ timeline), the device ran but the file does not show it: refused. Otherwise it i
 CPU ops stand in for device ops (device 0; ``c10d::`` ops and gloo's ``gloo:*`` spans are its ICI, the spans,
 which outlive the calls that start them, on lines of their own: ``_gloo_lines``), and the trace says it
 measured host ops (``RawTrace.measured``). Timestamps are float microseconds in the file, read as float64
-(sub-microsecond digits of epoch-sized values are lost).
+(sub-microsecond digits of epoch-sized values are lost); Kineto's whole nanoseconds come out whole (``_picoseconds``).
 """
 
 from __future__ import annotations
@@ -311,8 +311,7 @@ def read(path: Path, rank: int) -> RawTrace:
     n = len(events)
     columns = {
         "name": strings.codes(names), "line": lines.codes(tids), "device": device, "role": role,
-        "start_ps": np.rint((ts_us - origin_us) * 1e6).astype(np.int64),
-        "dur_ps": np.rint(np.maximum(dur_us, 0) * 1e6).astype(np.int64),
+        **_picoseconds(ts_us, dur_us, origin_us),
         "step": np.full(n, -1, np.int32), "launch_step": launched_in, "program_id": np.zeros(n, np.uint64),
         "program_known": np.zeros(n, bool), "stall_ps": np.zeros(n, np.int64),
         "hlo_op": np.full(n, -1, np.int32), "hlo_module": np.full(n, -1, np.int32),
@@ -327,6 +326,22 @@ def read(path: Path, rank: int) -> RawTrace:
                     unlaunched=_unlaunched(events, hta_steps, on_gpu, hta_cpu, ts_us, ts_us + dur_us),
                     streamless=int((on_gpu & (streams == -1)).sum()),
                     late_cut=_late_cut(events, hta_steps, on_gpu, hta_cpu, host_steps, ts_us), rank_recorded=recorded)
+
+
+def _picoseconds(ts_us: np.ndarray, dur_us: np.ndarray, origin_us: float) -> dict[str, np.ndarray]:
+    """``start_ps`` (from ``origin_us``) and ``dur_ps``, int64. Kineto writes whole nanoseconds (``{us}.{ns:03}``),
+    which the float64 of a start 3.6e12 us after its base holds to a quarter of a ns: where every time is a whole ns
+    to within what its float holds, whole ns (x 1000), not the float's noise under them (a span of 12549032 ns read
+    as 12549032082 ps); else (a writer of finer times: xprof's viewer JSON, in ps) the nearest ps."""
+    start_ns, dur_ns = (ts_us - origin_us) * 1e3, dur_us * 1e3
+    whole = np.rint(start_ns), np.rint(dur_ns)
+    # a written whole ns lies within half its float's spacing (the largest's, in ns); 0.4 ps more for the products'
+    # rounding, under the ps
+    if all(np.abs(ns - w).max() <= 500 * np.spacing(np.abs(us).max()) + 4e-4
+           for ns, w, us in zip((start_ns, dur_ns), whole, (ts_us, dur_us))):
+        return {"start_ps": whole[0].astype(np.int64) * 1000, "dur_ps": whole[1].astype(np.int64) * 1000}
+    return {"start_ps": np.rint((ts_us - origin_us) * 1e6).astype(np.int64),
+            "dur_ps": np.rint(np.maximum(dur_us, 0) * 1e6).astype(np.int64)}
 
 
 def launched_under(events: list[dict], ops: list[dict], spans) -> list[list[dict]]:

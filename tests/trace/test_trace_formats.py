@@ -1129,8 +1129,22 @@ def test_a_trace_hta_cannot_read_is_read_as_a_plain_reading_reads_it(fixtures_di
     doc = _json(path, "--window", "trace")
     (row,) = doc["rows"]
     assert (row["rank"], row["device"]) == (0, 2)
-    # to the ns: its starts (3.6e12 us) read as float64 microseconds keep a quarter of a ns, not the picoseconds
-    assert {k: round(row[k] / 1000) for k in TRITON_MI300_NS} == TRITON_MI300_NS
+    # whole ns, as Kineto writes them: its starts (3.6e12 us) as float64 microseconds hold a quarter of a ns, and
+    # the picoseconds under it were noise (span 12549032082 ps)
+    assert {k: row[k] for k in TRITON_MI300_NS} == {k: ns * 1000 for k, ns in TRITON_MI300_NS.items()}
     assert row["ici_ps"] == row["dma_ps"] == row["dcn_ps"] == 0
     assert doc["notes"] == [f"{path}: host events with a stream argument (4 cpu_op) are not device ops here; "
                             "HTA's temporal breakdown counts every event with a stream as GPU time"]
+
+
+def test_times_finer_than_the_ns_keep_their_picoseconds(tmp_path):
+    """A chrome trace whose times are finer than Kineto's whole ns (xprof's viewer JSON writes ps) keeps them: by
+    hand, a kernel at 1.0000004 us of 2.0012344 us (the trace's first event at 0) spans 2001234 ps, not the 2001000
+    of whole ns."""
+    events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 7, "ts": 1.0000004, "dur": 2.0012344,
+               "args": {"device": 0, "stream": 7}},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 100, "ts": 0, "dur": 0.5}]
+    path = tmp_path / "ps.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    (row,) = _json(path, "--window", "trace")["rows"]
+    assert row["span_ps"] == row["compute_ps"] == 2001234
