@@ -478,7 +478,7 @@ def tail(paths, k, as_json, programs):
         steps = ("-, these traces hold no step marker" if unmarked else
                  "after a chip's last step marker, the next, as a hung step's marker never closes")
         click.echo(f"\ncollectives per chip (completed in the traces; last_step: {steps}; waiting at: its program's "
-                   "next, else the one it ran after its last the time before; -: none)")
+                   "next, else the one it ran after its last the time before; ended: the traces end after their last; -: none)")
         shown = readable(sequence, ["last_op", "waiting_at"])
         if shown.isna().any(axis=None):
             shown = shown.astype(object).where(shown.notna(), "-")

@@ -21,8 +21,11 @@ def lines(hang: dict | None, folder: str) -> list[str]:
         # where the name comes from, in words: "(from program)" read as a program of that name
         source = {"program": "its program's next collective",
                   "own": f"the collective it ran after `{c['last_op']}` the time before",
-                  "others": "the others' first (it completed none)"}.get(c["waiting_from"], c["waiting_from"])
-        at = f"`{c['waiting_at']}`, {source}" if c["waiting_at"] else "-"
+                  "others": "the others' first (it completed none)",
+                  "ended": "its trace ends after its last collective, its step's marker closed with no op after it"
+                  }.get(c["waiting_from"], c["waiting_from"])
+        at = (f"`{c['waiting_at']}`, {source}" if c["waiting_at"] else f"none, {source}" if c["waiting_from"] == "ended"
+              else "-")
         last = f", the last `{c['last_op']}`" if c["last_op"] else ""
         out.append(f"    - rank {c['rank']} device {c['device']}: {c['completed']} completed{last}"
                    + ("" if before else f"; waiting at {at}"))

@@ -311,7 +311,7 @@ class HungChip(TypedDict):
     last_op: str | None
     last_kind: str | None
     waiting_at: str | None
-    waiting_from: Literal["program", "own", "others"] | None
+    waiting_from: Literal["program", "own", "others", "ended"] | None
 
 
 class Hang(TypedDict):

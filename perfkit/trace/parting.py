@@ -21,7 +21,9 @@ majority's names the instructions its program lacks or adds (aligned by opcode, 
 collective's operands read through the collectives feeding it, as ``difflib`` aligns two sequences, then where
 those part by opcode and shape alone), which traces cannot tell apart when the collectives look alike. Where the
 traces agree but the chips wait at collectives of other kinds or shapes (a hang at the very place where they
-part, which no chip completes), the programs' next collectives part them there (``waiting``).
+part, which no chip completes), the programs' next collectives part them there (``waiting``). Where the chips agree
+and every chip's trace ends after its last collective, its last step's marker closed with nothing after it (a
+finished trial's), none is said to wait (``ended``).
 """
 
 from __future__ import annotations
@@ -252,6 +254,18 @@ def _waiting(seq: pd.DataFrame, mine: pd.DataFrame, programs: dict | None, rank:
     return None, None
 
 
+def _ended(seq: pd.DataFrame, chips: pd.DataFrame) -> bool:
+    """Whether every chip's trace ends after its last collective: that one is in the chip's last marked step, whose
+    marker closed, and no op of the chip runs on past that marker (``_chips``' ``reached``). A chip that did run on
+    past it began another step, so every chip may be inside a collective of it (an op is written when it ends);
+    traces with no step marker cannot say."""
+    last = seq.groupby(["rank", "device"], sort=False).tail(1)  # (a chip's collectives in its time order)
+    if len(last) != len(chips) or not last["closed"].all():
+        return False
+    ends = chips.merge(last[["rank", "device", "step"]], on=["rank", "device"])
+    return bool(((ends["step"] == ends["marked"]) & (ends["reached"] == ends["marked"])).all())
+
+
 def chip_parts(events: pd.DataFrame) -> tuple[collectives.ChipInstances, pd.Series, pd.DataFrame]:
     """What ``parting`` reads of one shard's events (``parting_traces``): its chips' collective instances
     (``collectives.chip_instances``), its programs' modules (``_modules``) and its chips (rank, device)."""
@@ -280,6 +294,9 @@ def parting_of(seq: pd.DataFrame, chips: pd.DataFrame, programs: dict[int, Path]
                      "last_kind": mine["kind"].iloc[-1] if len(mine) else None,
                      "waiting_at": at, "waiting_from": source})
     first = first_parting(seq, chips)
+    if first is None and _ended(seq, chips):  # no trace shows a chip begun on another collective
+        for row in rows:
+            row["waiting_at"], row["waiting_from"] = None, "ended"
     if first is None and listed:  # a hang at the place where they part: no chip completed it, their programs say it
         first = _waiting_parting(seq, pd.DataFrame(rows, columns=CHIP_COLUMNS), listed)
     if first is not None and listed:
@@ -361,8 +378,14 @@ def describe(first: dict | None, chips: pd.DataFrame | None = None) -> str:
     ``parting``'s, to say when there were no collectives at all."""
     if first is None and chips is not None and not chips["completed"].any():
         return "no collectives in these traces: nothing to compare across chips"
+    agree = "the chips' collectives agree: no chip parts from the others in the traced sequence"
+    if first is None and chips is not None and (chips["waiting_from"] == "ended").all():
+        # (traces that agree: every chip completed as many, the last at one place)
+        return (f"{agree}, and every chip's trace ends after its last collective ({chips['completed'].iloc[0]} "
+                f"completed each, the last in step {chips['last_step'].iloc[0]}, whose marker closed with no op after "
+                "it): none is waiting at one")
     if first is None:
-        return "the chips' collectives agree: no chip parts from the others in the traced sequence"
+        return agree
     # (a chip's collective by its kind too where its name is the majority's: NCCL runs several kinds in kernels of
     # one name)
     who = "; ".join(f"{_chip_label(p['rank'], p['device'])} {_HOW.get(p['how'], p['how'])}"

@@ -16,10 +16,11 @@ from perfkit.trace.synthetic import XSpaceWriter
 PERMUTES = ("cp.1", "cp.2", "cp.3")  # one ring hop each, f32[64,128]
 
 
-def rank_trace(path, steps: list[list[str]], cut: list[str], first: int = 0) -> None:
+def rank_trace(path, steps: list[list[str]], cut: list[str] | None, first: int = 0) -> None:
     """One chip: each step [100 us apart), numbered from ``first``, runs a fusion then the listed collective-permutes
-    (5 us each); after the last step, the ``cut`` ones ran with no step marker (the profile stopped by a timer). Its
-    host is named for its rank folder (``rank<R>/trace/``): each rank a process of its own, as no copy is."""
+    (5 us each); after the last step, a fusion and the ``cut`` ones ran with no step marker (the profile stopped by a
+    timer), none where ``cut`` is None (the profile stopped after the last step). Its host is named for its rank
+    folder (``rank<R>/trace/``): each rank a process of its own, as no copy is."""
     space = XSpaceWriter(path.parent.parent.name)
     space.program(5, "jit_step", [("fusion.1", "fusion", "f32[64,128]")]
                   + [(n, "collective-permute", "f32[64,128]") for n in PERMUTES])
@@ -34,7 +35,8 @@ def rank_trace(path, steps: list[list[str]], cut: list[str], first: int = 0) -> 
     for s, names in enumerate(steps):
         marks.event(plane.op(str(first + s)), 100 * s * U, 100 * U)
         run(100 * s, names)
-    run(100 * len(steps), cut)
+    if cut is not None:
+        run(100 * len(steps), cut)
     space.save(path)
 
 
@@ -277,6 +279,44 @@ def test_without_programs_and_without_a_parting(hung_trial, tmp_path_factory):
     for rank in range(2):
         rank_trace(alike / f"rank{rank}" / "trace" / "h.xplane.pb", [list(PERMUTES)], [])
     assert parting.parting_traces(sorted(alike.glob("rank*/trace")))[1] is None
+
+
+@pytest.mark.parametrize("programs", [True, False])
+def test_chips_whose_traces_end_after_their_last_collective_wait_at_none(tmp_path, programs):
+    """A finished trial's traces: every chip ran steps 0 and 1 whole (their markers closed), nothing after. Tail said
+    the chips' collectives agree, then listed each chip waiting at its program's first collective (without programs,
+    the one it ran next the time before), the next step's, which no trace shows begun: a newcomer's healthy
+    quickstart trial read as four chips hung at ppermute.216 after 72 of 72."""
+    for rank in range(3):
+        rank_trace(tmp_path / f"rank{rank}" / "trace" / "h.xplane.pb", [list(PERMUTES)] * 2, None)
+        if programs:
+            dump(tmp_path / f"rank{rank}" / "xla_dump", PERMUTES)
+    paths = [str(p) for p in sorted(tmp_path.glob("rank*/trace"))]
+    chips, first = parting.parting_traces(paths)
+    assert first is None
+    assert chips[["completed", "last_step", "last_op", "waiting_at", "waiting_from"]].values.tolist() == [
+        [6, 1, "cp.3", None, "ended"]] * 3
+    said = ("the chips' collectives agree: no chip parts from the others in the traced sequence, and every chip's "
+            "trace ends after its last collective (6 completed each, the last in step 1, whose marker closed with no "
+            "op after it): none is waiting at one")
+    assert parting.describe(first, chips) == said
+    text = CliRunner().invoke(cli, ["trace", "tail", *paths]).stdout
+    assert text.startswith(said + "\n")
+    table = text[text.index("rank device completed"):].splitlines()
+    assert [line.split()[-2:] for line in table[1:]] == [["-", "ended"]] * 3
+    from perfkit.report.hangs import lines
+
+    hang = {"chips": json.loads(chips.to_json(orient="records")), "parting": first, "text": said}
+    assert lines(hang, "t")[2] == ("    - rank 0 device 0: 6 completed, the last `cp.3`; waiting at none, its trace "
+                                   "ends after its last collective, its step's marker closed with no op after it")
+    # one chip's trace runs on past its last marker (the next step's fusion): that chip began another step, so the
+    # others may be inside its first collective, which a trace writes when it ends: every chip keeps its wait
+    rank_trace(tmp_path / "rank1" / "trace" / "h.xplane.pb", [list(PERMUTES)] * 2, [])
+    chips, first = parting.parting_traces(paths)
+    assert first is None and chips["waiting_at"].tolist() == ["cp.1"] * 3
+    assert chips["waiting_from"].tolist() == ["program" if programs else "own"] * 3
+    assert parting.describe(first, chips) == "the chips' collectives agree: no chip parts from the others in the " \
+        "traced sequence"
 
 
 def test_a_chip_whose_trace_ends_before_a_collective(tmp_path):
@@ -541,6 +581,8 @@ def test_traces_cut_inside_the_hung_step_are_read_as_the_hang(tmp_path):
         rank_trace(trial / f"rank{rank}" / "trace" / "h.xplane.pb", [list(PERMUTES)] * 5, [])
     hang = parting.run_hangs(tmp_path / "run", [record])["trials/00-skip"]
     assert "hung_step" not in hang and [c["last_step"] for c in hang["chips"]] == [4, 4, 4]
+    # (each ran step 5's fusion: it waits at its first collective, as it ran the time before)
+    assert [(c["waiting_at"], c["waiting_from"]) for c in hang["chips"]] == [("cp.1", "own")] * 3
 
 
 def test_chips_that_hang_where_their_programs_part_are_parted_by_their_programs(tmp_path):

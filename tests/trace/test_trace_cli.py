@@ -232,10 +232,12 @@ def test_a_torch_run_folder_reads_its_traces_and_not_its_records(tmp_path):
 
 def test_tail_of_a_healthy_run_says_so_first(tmp_path):
     """A finished, healthy trial's tail read as a hang's: "first to stop: ..." led, and only its last line said the
-    chips' collectives agreed. Whether they part leads, as where they do."""
+    chips' collectives agreed. Whether they part leads, as where they do; and that no chip waits at a collective,
+    each one's trace ending after its step 1 (three a step) closed."""
     out = run("tail", straggler_trace(tmp_path / "s.xplane.pb")).stdout
-    assert out.startswith("the chips' collectives agree: no chip parts from the others in the traced sequence\n\n"
-                          "trace ends first: ")
+    assert out.startswith("the chips' collectives agree: no chip parts from the others in the traced sequence, and "
+                          "every chip's trace ends after its last collective (6 completed each, the last in step 1, "
+                          "whose marker closed with no op after it): none is waiting at one\n\ntrace ends first: ")
 
 
 def test_tail_says_where_the_traces_end_not_where_the_chips_stopped(tmp_path):
