@@ -629,6 +629,16 @@ def _hidden(bd: dict) -> list[str]:
     return ["", *lines] if lines else []
 
 
+# the collectives tables' columns, said once under the first (the wait as `perfkit trace collectives`' steps give it)
+_COLLECTIVE_COLUMNS = (
+    "Per chip and step: count, instances; bytes sent per device; time, from a collective's start to its end; exposed, "
+    "its part not under compute; hidden, the part under it. Wait of the chips but the last: in a traced step, each "
+    "chip's time in the kind's collectives before their last chip arrived, summed over the step, averaged over the "
+    "step's chips but the one that arrived last most often (every chip where none was last alone), then over the "
+    "traced steps; summed over the kinds, it is what `perfkit trace collectives` says a step's chips but the last "
+    "waited each; - where no two chips of one clock ran the kind. GB/s: the bytes over the time.")
+
+
 def _collectives(variants: dict, host_scheduled: str | None = None, callbacks: dict[str, int] | None = None
                  ) -> list[str]:
     """Each variant's collectives by kind (``perfkit.trace.collectives.summarize``), and its worst
@@ -647,7 +657,7 @@ def _collectives(variants: dict, host_scheduled: str | None = None, callbacks: d
         rows += ["", f"Collectives of {name} per chip and step (`perfkit trace collectives` on a trial folder "
                  "lists each one):", "",
                  "| kind | count | bytes sent | time (ms) | exposed (ms) | hidden (ms) | "
-                 "waiting for the last chip (ms) | GB/s |",
+                 "wait of the chips but the last (ms) | GB/s |",
                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for k in c["kinds"]:
             sent = "-" if k["bytes"] is None else f"{k['bytes']:.0f}"
@@ -655,6 +665,8 @@ def _collectives(variants: dict, host_scheduled: str | None = None, callbacks: d
             wait = "-" if k["wait_ms"] is None else f"{k['wait_ms']:.3f}"  # (not measured: no two chips of one clock)
             rows.append(f"| {k['kind']} | {k['count']:.3g} | {sent} | {k['time_ms']:.3f} | {k['exposed_ms']:.3f} | "
                         f"{k['hidden_ms']:.3f} | {wait} | {gbps} |")
+        if _COLLECTIVE_COLUMNS not in rows:
+            rows += ["", _COLLECTIVE_COLUMNS]
         late = [s for s in c["steps"] if s["skew_share"] > STRAGGLER_SHARE]
         if not late:
             continue

@@ -219,7 +219,7 @@ class CollectiveKind(TypedDict):
     time_ms: float
     exposed_ms: float
     hidden_ms: float
-    wait_ms: float | None  # null: no instance of the kind ran on two chips of one clock
+    wait_ms: float | None  # each of a step's chips but its last; null: no instance ran on two chips of one clock
     gbps: float | None
 
 

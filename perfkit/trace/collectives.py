@@ -746,16 +746,30 @@ def stragglers(inst: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
     out = out.join(lasts.drop_duplicates(step_keys).set_index(step_keys))
     out[chip_keys + ["times_last"]] = out[chip_keys + ["times_last"]].fillna(-1).astype(int)
     out.loc[out["times_last"] < 0, "times_last"] = 0
-    waits = met.groupby(step_keys + chip_keys)["wait_ps"].sum().reset_index().merge(
-        out[chip_keys].rename(columns={"rank": "last_rank", "device": "last_device"}).reset_index(), on=step_keys)
-    others = waits[(waits["rank"] != waits["last_rank"]) | (waits["device"] != waits["last_device"])]
-    out["wait_ps"] = others.groupby(step_keys)["wait_ps"].mean()
-    out["wait_ps"] = out["wait_ps"].fillna(0.0)
+    out["wait_ps"] = others_wait(met, out[chip_keys].reset_index()).sum(axis=1).astype(np.float64)
     chips = shared[step_keys + chip_keys].drop_duplicates().merge(spans[["rank", "device", "step", "span_ps"]],
                                                                   on=["rank", "device", "step"])
     out["span_ps"] = chips.groupby(step_keys)["span_ps"].mean()
     out["skew_share"] = out["skew_ps"] / out["span_ps"]
     return out.reset_index()[columns]
+
+
+def others_wait(inst: pd.DataFrame, lasts: pd.DataFrame) -> pd.DataFrame:
+    """Per (domain, step) of ``lasts`` (``stragglers``' rows: ``rank, device`` of the chip last most often, -1 where
+    none was last alone), a column per collective kind: the mean, over the step's chips but that one, of each one's
+    waiting at the kind's rendezvous (``inst``'s instances on two or more chips of one clock, not ``apart``), summed
+    over the step; 0 where it ran none. Its columns add up to the step's ``wait_ps``, one definition for both."""
+    keys, chip = ["domain", "step"], ["rank", "device"]
+    met = inst[(inst["chips"] > 1).to_numpy() & ~inst["apart"].to_numpy().astype(bool)]
+    per = met.groupby(keys + chip + ["kind"], observed=True)["wait_ps"].sum().reset_index()
+    per = per.merge(lasts[keys + chip].rename(columns={"rank": "last_rank", "device": "last_device"}), on=keys)
+    chips = per[keys + chip + ["last_rank", "last_device"]].drop_duplicates(keys + chip)
+    others = (chips["rank"] != chips["last_rank"]) | (chips["device"] != chips["last_device"])
+    count = chips[others.to_numpy()].groupby(keys).size().rename("others")
+    mine = per[((per["rank"] != per["last_rank"]) | (per["device"] != per["last_device"])).to_numpy()]
+    sums = mine.assign(kind=mine["kind"].astype(str)).groupby(keys + ["kind"])["wait_ps"].sum().unstack("kind")
+    table = sums.div(count.reindex(sums.index), axis=0) if len(sums) else sums
+    return table.reindex(pd.MultiIndex.from_frame(lasts[keys])).fillna(0.0)
 
 
 def analyse(events: pd.DataFrame, spans: pd.DataFrame | None = None) -> dict:
@@ -771,17 +785,18 @@ def tables(inst: pd.DataFrame, spans: pd.DataFrame) -> dict:
             "measured": spans.attrs.get("measured", ["device"])}
 
 
-def by_kind(inst: pd.DataFrame, chip_steps: int) -> pd.DataFrame:
+def by_kind(inst: pd.DataFrame, chip_steps: int, waits: pd.Series) -> pd.DataFrame:
     """Per collective kind, per chip and step (over ``chip_steps``): ``count``, ``bytes`` sent,
-    ``time_ps``, ``exposed_ps``, ``hidden_ps``, ``wait_ps`` (the waiting of the instances that ran on two or more
-    chips of one clock, an instance no other chip of its clock ran adding none; NaN where none did: not measured); ``gbps`` (bytes over time summed); most exposed first."""
+    ``time_ps``, ``exposed_ps``, ``hidden_ps``; ``wait_ps``, from ``waits`` (per kind, ``others_wait``'s mean over the
+    steps: the chips but the step's last most often wait this long each a step; NaN where no instance of the kind ran
+    on two or more chips of one clock: not measured); ``gbps`` (bytes over time summed); most exposed first."""
     sums = inst.groupby("kind").agg(count=("time_ps", "size"), bytes=("bytes", lambda b: b.sum(min_count=len(b))),
                                     time_ps=("time_ps", "sum"), exposed_ps=("exposed_ps", "sum"),
-                                    hidden_ps=("hidden_ps", "sum"), wait_ps=("wait_ps", "sum"),
-                                    matched=("chips", "max"))
-    sums.loc[sums.pop("matched") < 2, "wait_ps"] = np.nan
+                                    hidden_ps=("hidden_ps", "sum"), matched=("chips", "max"))
     sums["gbps"] = sums["bytes"] / sums["time_ps"] * 1e3
-    per = sums.drop(columns="gbps") / max(chip_steps, 1)
+    per = sums.drop(columns=["gbps", "matched"]) / max(chip_steps, 1)
+    per["wait_ps"] = [waits.get(str(k), 0.0) for k in per.index]  # (a step, not divided by the chip-steps)
+    per.loc[sums["matched"] < 2, "wait_ps"] = np.nan
     per["gbps"] = sums["gbps"]
     return per.sort_values("exposed_ps", ascending=False, kind="stable").reset_index()
 
@@ -789,9 +804,12 @@ def by_kind(inst: pd.DataFrame, chip_steps: int) -> pd.DataFrame:
 def summarize(trials: list[tuple[str, dict]]) -> dict:
     """One variant's collectives for a run's summary, from ``analyse`` of each of its traced trials
     (trial folder name, its analysis; a trial's ranks share clocks, trials do not): ``kinds``
-    (``by_kind`` over every chip-step, ms, top ``TOP_KINDS``) and ``steps`` (``stragglers`` rows of
-    each trial, with ``trial``, ms)."""
-    kinds = by_kind(pd.concat([a["instances"] for _, a in trials]), sum(a["chip_steps"] for _, a in trials))
+    (``by_kind`` over every chip-step, its wait over every trial's steps, ms, top ``TOP_KINDS``) and ``steps``
+    (``stragglers`` rows of each trial, with ``trial``, ms)."""
+    # the chips but each step's last: a mean over every trial's steps (with a kind a trial's steps lack at 0)
+    waits = [others_wait(a["instances"], a["steps"]) for _, a in trials if len(a["steps"])]
+    waits = pd.concat(waits).fillna(0.0).mean() if waits else pd.Series(dtype=np.float64)
+    kinds = by_kind(pd.concat([a["instances"] for _, a in trials]), sum(a["chip_steps"] for _, a in trials), waits)
     steps = pd.concat([a["steps"].assign(trial=name) for name, a in trials])
     return {
         "kinds": [{"kind": r.kind, "count": float(r.count), "bytes": None if np.isnan(r.bytes) else float(r.bytes),
