@@ -122,8 +122,11 @@ class ServedTrial:
             time.sleep(0.02)
 
     def end(self) -> None:
+        """End the server's process group, once: the load's abort and the trial's end both call this, and a
+        group ended and reaped may hand its id to another group before the second call."""
         if self.pgid is not None:
             end_group(self.pgid, [self.proc], dump_stacks=bool(self.trouble and self.trouble[0] == "hung"))
+            self.pgid = None
 
     def start(self, cwd: str, on_tick: Callable[[], None]) -> float | None:
         """Start the server and wait until it is ready: seconds it took, or None (``trouble`` says why)."""

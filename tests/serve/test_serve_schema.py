@@ -229,6 +229,22 @@ def test_a_server_starts_with_the_rank_environment_salt_included(tmp_path, monke
     assert "PERFKIT_SALT" not in unsalted
 
 
+def test_a_served_trial_ends_its_server_s_group_once(tmp_path, monkeypatch):
+    """A load the server stopped ends the trial from the load's abort, then again at the trial's end: the second
+    call signalled the group id again, which an unrelated group may hold by then."""
+    from perfkit.run import serve_trial
+    from perfkit.run.trial import Trial
+
+    ended = []
+    monkeypatch.setattr(serve_trial, "end_group", lambda pgid, ranks, dump_stacks: ended.append(pgid))
+    case = case_mod.validate(serve_case({"a": {}, "b": {}}), "c.yaml")
+    served = serve_trial.ServedTrial(case, case.variants[0], Trial(0, "a", 1), tmp_path / "rank0", None, None)
+    served.pgid = 4242  # (a group as start() records it; none is started here)
+    served.end()
+    served.end()
+    assert ended == [4242]
+
+
 def test_doubled_braces_are_the_text_of_a_server_s_own_template():
     """Any {word} in a server's argv or env but {host} and {port} is refused at load: a server's own template
     (a log format's '{levelname}') is written '{{levelname}}', which it receives as '{levelname}'."""
