@@ -43,17 +43,22 @@ def _ssim_line(line: dict) -> str:
             f"({_command(line)}{': ' if line.get('reproduce') else '; '}{line['definition']})")
 
 
-def _older_release(line: dict | None) -> str:
-    """Where FFmpeg 5.1's filters part from these figures: its conversion of 16-bit frames, and its ssim on this
-    pair's planes only where SSIM is shown (``line``)."""
-    convert = "FFmpeg 5.1 converts 16-bit frames to 8-bit otherwise"
+def _older_release(r: dict) -> str | None:
+    """Where FFmpeg 5.1's filters part from these figures: its ssim on this pair's planes, only where SSIM is shown,
+    and its conversion to 8 bits of the inputs that decode to more (``over_8_bits``); None where neither is."""
+    deep = r.get("over_8_bits", {})
+    sides = [f"{side}'s" for side in deep]
+    frames = (f"{' and '.join(sides)} {next(iter(deep.values()))}" if len(set(deep.values())) == 1 else
+              " and ".join(f"{side} {fmt}" for side, fmt in zip(sides, deep.values())))  # one format named once
+    convert = f"5.1 converts {frames} frames to 8-bit otherwise"
+    line = r.get("ssim")
     if line is None:
-        return convert
+        return f"FFmpeg {convert}" if deep else None
     parts = line["older_ffmpeg_parts"]
     rule = "planes whose width / 4 - 1 leaves 1 when divided by 4"
     ssim = (f"gives other {' and '.join(p.upper() for p in parts)} figures here (it parts on {rule})" if parts else
             f"parts on none of these planes (only on {rule})")
-    return f"FFmpeg 5.1's ssim, as Debian 12 builds it, {ssim}; and 5.1 converts 16-bit frames to 8-bit otherwise"
+    return f"FFmpeg 5.1's ssim, as Debian 12 builds it, {ssim}" + (f"; and {convert}" if deep else "")
 
 
 def space_name(r: dict) -> str:
@@ -155,9 +160,10 @@ def format_result(r: dict, per_frame: bool = False) -> list[str]:
         shown = r["identical_frames"] < r["frames"] or "ssim" in r  # format_frames' lines that name a command
         commands = shown and any(r[k]["reproduce"] for k in ("yuv", "rgb", "ssim") if k in r)
         if shown:
+            older = _older_release(r) if commands else None
             lines.append(f"figures as the filters of {r['ffmpeg']} give them" + (
-                f": the commands give them with that release (an older one may part: {_older_release(r.get('ssim'))})"
-                if commands else ""))
+                ": the commands give them with that release" if commands else "") + (
+                f" (an older one may part: {older})" if older else ""))
         if "frames_paired" in r:
             paired = r["frames_paired"] if commands else r["frames_paired"].split(": the commands given")[0]
             lines.insert(2, f"frames paired {paired}")

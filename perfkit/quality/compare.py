@@ -322,6 +322,10 @@ def compare_media(a: Media, b: Media, frames: FrameRange = ALL_FRAMES, *, ssim: 
         raise BadInput(f"asked for frames {frames}, both end after frame {frames.start + n - 1}", path=pair)
     out = {"kind": "frames", "inputs": [a.describe(), b.describe()], "range": str(frames), "ffmpeg": FFMPEG_RELEASE,
            "data_range": DATA_RANGE, **table.summary(), "sha256": list(table.sha256)}
+    # the inputs whose frames the commands' format=rgb24 converts to 8 bits (5.1 otherwise): known once they are read
+    deep = {side: m.over_8_bits for side, m in (("A", a), ("B", b)) if m.over_8_bits}
+    if deep:
+        out["over_8_bits"] = deep
     note = None if "yuv" in spaces else _plain_psnr_differs(a, b)
     if note:
         out["space_note"] = note

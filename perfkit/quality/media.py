@@ -56,7 +56,7 @@ LATENTS_FILE = "latents.npy"  # per-step latents (steps, ...) a run may save; co
 DECODE_THREADS = 1
 # whose filters the figures are (the commands they name give them with it; other releases' filters part in
 # places: 5.1's ssim on planes whose width / 4 - 1 leaves 1 divided by 4 (``perfkit.quality.ssim``), its conversion
-# of 16-bit frames to rgb24)
+# to rgb24 of frames of more than 8 bits a sample, ``Media.over_8_bits``)
 FFMPEG_RELEASE = (f"FFmpeg {av.ffmpeg_version_info} (PyAV's libavfilter "
                   f"{'.'.join(map(str, av.library_versions['libavfilter']))})")
 
@@ -79,6 +79,10 @@ class Media:
     # the pixel format of its decoded frames where they hold an alpha plane (an RGBA PNG, a GIF's bgra), which
     # RGB24 drops, as the commands' format=rgb24 does: known once its frames are read (an image folder's any frame)
     alpha: str | None = None
+    # the pixel format of its decoded frames where they hold more than 8 bits a sample (rgb48be, yuv420p10le), which
+    # RGB24, as the commands' format=rgb24, converts to 8 bits: known once its frames are read (an image folder's
+    # any frame)
+    over_8_bits: str | None = None
     # a video stream's tag saying it holds an alpha plane its decoder does not give (alpha_mode=1: a WebM's VP8 or
     # VP9 alpha, kept beside the colour in Matroska BlockAdditional data, which FFmpeg's own decoders skip)
     alpha_tag: str | None = None
@@ -120,7 +124,7 @@ class VideoFile(Media):
             self.frame_shape = (stream.height, stream.width, 3)
             fmt = stream.format.name if stream.format else None
             self.pix_fmt, self.decoded_format = (fmt if fmt in YUV_FORMATS else None), fmt
-            self.alpha = _alpha(stream.format)
+            self.alpha, self.over_8_bits = _alpha(stream.format), _over_8_bits(stream.format)
             self.decoder = stream.codec_context.codec.name  # the one ffmpeg -i picks, as PyAV does (vp9, libdav1d)
             tags = [f"{key}={value}" for key, value in stream.metadata.items()
                     if key.lower() == "alpha_mode" and value != "0"]  # the key's case varies by writer
@@ -431,7 +435,7 @@ class ImageFolder(Media):
     def frames(self, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
         for path in self.files[start:stop]:
             image, fmt = _read_image(path, self._rgb24)
-            self.alpha = self.alpha or _alpha(fmt)
+            self.alpha, self.over_8_bits = self.alpha or _alpha(fmt), self.over_8_bits or _over_8_bits(fmt)
             if image.shape != self.frame_shape:
                 raise BadInput(f"frame size {size_text(image.shape)} differs from the first frame's "
                                f"{size_text(self.frame_shape)}",
@@ -456,6 +460,11 @@ def _animated_png(path: Path) -> bool:
 def _alpha(fmt: av.VideoFormat | None) -> str | None:
     """A pixel format's name where it holds an alpha plane, else None."""
     return fmt.name if fmt and any(component.is_alpha for component in fmt.components) else None
+
+
+def _over_8_bits(fmt: av.VideoFormat | None) -> str | None:
+    """A pixel format's name where a sample of it holds more than 8 bits, else None."""
+    return fmt.name if fmt and any(component.bits > 8 for component in fmt.components) else None
 
 
 def _read_image(path: Path, rgb24: "_RGB24") -> tuple[np.ndarray, av.VideoFormat]:

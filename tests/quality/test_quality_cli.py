@@ -476,15 +476,15 @@ def test_the_older_release_caveat_names_the_planes_it_parts_on(tmp_path, clip, n
     rule = "planes whose width / 4 - 1 leaves 1 when divided by 4"
     out = quality_cli(tmp_path / "a", tmp_path / "b", "--ssim").stdout  # 64 wide: 15 leaves 3
     assert ("(an older one may part: FFmpeg 5.1's ssim, as Debian 12 builds it, parts on none of these planes "
-            f"(only on {rule}); and 5.1 converts 16-bit frames to 8-bit otherwise)") in out, out
+            f"(only on {rule}))\n") in out, out
     from lavfi_referee import encode
 
     wide = clip(frames=2, height=32, width=720)  # 4:2:0 at 720 wide, as the measured pair: U and V 360 wide
     pair = [encode(wide, tmp_path / f"{name}.mkv", "libx264", "yuv420p", {"crf": crf}) for name, crf in
             (("a720", "12"), ("b720", "30"))]
     assert quality_cli(*pair, "--ssim", "--json").json()["ssim"]["older_ffmpeg_parts"] == ["u", "v"]
-    assert (f"FFmpeg 5.1's ssim, as Debian 12 builds it, gives other U and V figures here (it parts on {rule}); "
-            "and 5.1") in quality_cli(*pair, "--ssim").stdout
+    assert (f"FFmpeg 5.1's ssim, as Debian 12 builds it, gives other U and V figures here (it parts on {rule}))\n"
+            ) in quality_cli(*pair, "--ssim").stdout
 
 
 @pytest.fixture(scope="module")
@@ -501,15 +501,65 @@ def horse_pair(fixtures_dir, tmp_path_factory):
 def test_the_caveat_names_ssim_only_where_ssim_is_shown(horse_pair, quality_cli, options):
     """A newcomer's: without --ssim the caveat read '(an older one may part: 5.1's ssim on a plane whose width / 4 - 1
     leaves 1 divided by 4, ...; its 16-bit to 8-bit conversion)', of an SSIM not asked for. Without --ssim it names
-    the 16-bit conversion alone; with it, the planes of this 720-wide 4:2:0 pair 5.1's ssim parts on (U and V,
-    360 wide: 360 / 4 - 1 = 89 leaves 1 divided by 4)."""
+    no SSIM (nor, both 8 bits a sample, any conversion: no caveat at all); with it, the planes of this 720-wide 4:2:0
+    pair 5.1's ssim parts on (U and V, 360 wide: 360 / 4 - 1 = 89 leaves 1 divided by 4)."""
     res = quality_cli(*horse_pair, *options)
     assert res.exit_code == 0, res.stderr
-    assert "the commands give them with that release (an older one may part: FFmpeg 5.1 converts 16-bit frames to " \
-           "8-bit otherwise)\n" in res.stdout, res.stdout
+    assert "the commands give them with that release\n" in res.stdout, res.stdout
     assert "ssim" not in res.stdout.lower(), res.stdout
     out = quality_cli(*horse_pair, *options, "--ssim").stdout
     assert "(an older one may part: FFmpeg 5.1's ssim, as Debian 12 builds it, gives other U and V figures here" in out
+
+
+def _png_depth(path) -> int:
+    """A PNG's bit depth as its IHDR chunk states it (the byte after width and height)."""
+    return path.read_bytes()[24]
+
+
+def test_the_conversion_caveat_is_given_only_where_an_input_decodes_to_more_than_8_bits(
+        tmp_path, horse_pair, clip, noisy, quality_cli):
+    """A newcomer's: the real video against its PyAV x264 re-encode, both yuv420p at 8 bits a sample, ended its line
+    '(an older one may part: FFmpeg 5.1 converts 16-bit frames to 8-bit otherwise)', of frames neither holds: it
+    now ends with the release, and --json holds no over_8_bits. Where an input decodes to more than 8 bits a
+    sample the caveat stays, naming it and its format, in the text and in --json: 16-bit gray PNGs (PIL's I;16,
+    IHDR bit depth 16: ffmpeg's gray16be), a 10-bit pair (yuv420p10le through ffv1), a folder whose second frame
+    alone is 16-bit, each format named where the two part; after the SSIM part where --ssim shows it."""
+    from PIL import Image
+
+    from lavfi_referee import encode
+
+    res = quality_cli(*horse_pair)
+    assert res.stdout.splitlines()[-2].endswith("the commands give them with that release"), res.stdout
+    assert "older" not in res.stdout and "bit" not in res.stdout.replace("bit-identical", ""), res.stdout
+    assert "over_8_bits" not in quality_cli(*horse_pair, "--json").json()
+    frames = clip(frames=2)
+    deep = {"a16": frames, "b16": noisy(frames, 6)}
+    for name, f in deep.items():
+        (tmp_path / name).mkdir()
+        for i, frame in enumerate(f):
+            Image.fromarray(frame[..., 0].astype(np.uint16) * 257).save(tmp_path / name / f"{i:03d}.png")
+    assert _png_depth(tmp_path / "a16" / "000.png") == 16
+    said = "(an older one may part: FFmpeg 5.1 converts A's and B's gray16be frames to 8-bit otherwise)\n"
+    assert said in quality_cli(tmp_path / "a16", tmp_path / "b16").stdout
+    assert quality_cli(tmp_path / "a16", tmp_path / "b16", "--json").json()["over_8_bits"] == {
+        "A": "gray16be", "B": "gray16be"}
+    (tmp_path / "a8").mkdir()
+    (tmp_path / "mixed").mkdir()
+    for i, frame in enumerate(frames):
+        Image.fromarray(frame[..., 0]).save(tmp_path / "a8" / f"{i:03d}.png")
+    shutil.copy(tmp_path / "a8" / "000.png", tmp_path / "mixed" / "000.png")
+    shutil.copy(tmp_path / "b16" / "001.png", tmp_path / "mixed" / "001.png")
+    assert [_png_depth(tmp_path / "mixed" / f"00{i}.png") for i in (0, 1)] == [8, 16]
+    res = quality_cli(tmp_path / "a8", tmp_path / "mixed")
+    assert "(an older one may part: FFmpeg 5.1 converts B's gray16be frames to 8-bit otherwise)\n" in res.stdout, \
+        res.stdout
+    assert quality_cli(tmp_path / "a8", tmp_path / "mixed", "--json").json()["over_8_bits"] == {"B": "gray16be"}
+    ten = [encode(f, tmp_path / f"{name}.mkv", "ffv1", "yuv420p10le", {}) for name, f in deep.items()]
+    out = quality_cli(*ten, "--ssim").stdout
+    assert ("(only on planes whose width / 4 - 1 leaves 1 when divided by 4); and 5.1 converts A's and B's "
+            "yuv420p10le frames to 8-bit otherwise)\n") in out, out
+    assert ("(an older one may part: FFmpeg 5.1 converts A's yuv420p10le and B's gray16be frames to 8-bit otherwise)"
+            "\n") in quality_cli(ten[0], tmp_path / "b16").stdout
 
 
 def test_a_share_over_16_too_small_to_show_reads_below_its_last_digit(tmp_path, quality_cli):
