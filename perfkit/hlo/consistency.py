@@ -16,14 +16,15 @@ from perfkit.hlo.dumps import resolve, run_trials, variant_dumps
 
 
 def first_difference(result: dict) -> dict | None:
-    """The first divergent module's first divergent rank group, and its first differing instruction."""
+    """The first divergent module's first divergent rank group, and its first differing instruction (and the
+    device counts each side was compiled for, where they differ)."""
     for m in result["modules"]:
         for d in m["divergences"]:
             first = d["first_difference"] or {}
             moved = [r for r in d["buffers"].get("receive", []) if r["delta"]]
             return {"module": m["name"], "ranks": d["ranks"], "against_rank": d["against_rank"],
                     "majority": first.get("majority"), "rank": first.get("rank"),
-                    "same_program": d["same_program"], "receive_moved": moved[:3]}
+                    "same_program": d["same_program"], "counts": d["counts"], "receive_moved": moved[:3]}
     return None
 
 

@@ -210,6 +210,8 @@ def divergence(a: RankModule, b: RankModule, ranks: list[int], known: dict[str, 
     divergences of one module: the majority's are signed once, not once per divergent group."""
     out = {"ranks": ranks, "against_rank": a.rank, "file": str(b.files.hlo),
            "same_program": a.fingerprint == b.fingerprint,
+           "counts": None if a.module.counts == b.module.counts else {"majority": a.module.counts,
+                                                                       "rank": b.module.counts},
            "entry_ops": _delta(a.entry_ops, b.entry_ops), "instructions": _delta(len(a.flat), len(b.flat)),
            "opcodes": _opcode_delta(a.flat, b.flat), "first_difference": None, "first_collective": None}
     only_a: list[dict] = []
@@ -366,7 +368,7 @@ def ab_module(label: str, a: RankModule, b: RankModule) -> dict:
     coll_a = Counter(_collective_signature(f, a.roots) for _, f in collectives(a.flat, a.roots))
     coll_b = Counter(_collective_signature(f, b.roots) for _, f in collectives(b.flat, b.roots))
     return {"name": label, "same_program": a.fingerprint == b.fingerprint,
-            "fingerprints": [a.fingerprint, b.fingerprint],
+            "fingerprints": [a.fingerprint, b.fingerprint], "counts": [a.module.counts, b.module.counts],
             "entry_ops": [a.entry_ops, b.entry_ops], "instructions": [len(a.flat), len(b.flat)],
             "collectives": [sum(coll_a.values()), sum(coll_b.values())],
             "temp_bytes": [a.temp_bytes, b.temp_bytes], "opcodes": rows,

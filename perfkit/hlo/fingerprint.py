@@ -6,7 +6,9 @@ FileNames / StackFrames header. The canonical forms ignore all of those:
 
 - the **fingerprint** names every instruction by its position in its computation and every called
   computation by its own fingerprint, so it is equal exactly when the programs are the same, in the
-  same order (order matters: scheduled modules print the schedule, and collectives pair by order);
+  same order (order matters: scheduled modules print the schedule, and collectives pair by order); ENTRY's
+  holds the device counts the HloModule line names too (``Module.counts``): a program compiled for other
+  counts is another program, which hangs or computes wrongly where ranks mix them;
 - the **signature** of an instruction describes it by opcode, shape, attributes and its operands'
   opcodes and shapes, not by positions, so that one inserted instruction changes its own signature and
   its users', not every signature after it. Diffs align signatures.
@@ -76,6 +78,8 @@ def computation_fingerprints(module: Module) -> dict[str, str]:
             lines.append(f"{'ROOT ' if inst.root else ''}{inst.shape} {inst.opcode}({operands}{inst.literal}) "
                          + ", ".join([f"{k}={_canonical_value(k, v, ref, fps) if k in _NAMING_KEYS else v}"
                                       for k, v in inst.attrs]))
+        if name == module.entry:
+            lines.append(f"counts {module.counts}")
         fps[name] = _digest(lines)
         visiting.discard(name)
 

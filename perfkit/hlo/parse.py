@@ -37,6 +37,8 @@ INSTRUCTION_REF_KEYS = frozenset({"control-predecessors"})
 LITERAL_OPCODES = frozenset({"constant", "parameter"})
 
 _MODULE = re.compile(r"HloModule\s+([^\s,]+)")
+# The device counts an HloModule line names (XLA prints each only where it is not 1).
+_COUNTS = {key: re.compile(rf"\b{key}=(\d+)") for key in ("replica_count", "num_partitions")}
 _COMPUTATION = re.compile(r"(ENTRY\s+)?%?([^\s(]+)\s*(?:\(.*\))?(?:\s*->\s*.*?)?\s*\{\s*$")
 _LHS = re.compile(r"\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*")
 _ARRAY_SHAPE = re.compile(r"[A-Za-z][A-Za-z0-9]*\[[^\]]*\](?:\{[^{}]*\})?")
@@ -102,6 +104,16 @@ class Module(NamedTuple):
     @property
     def entry_computation(self) -> Computation:
         return self.computations[self.entry]
+
+    @property
+    def counts(self) -> dict[str, int] | None:
+        """The devices it was compiled for, off its HloModule line: ``{replica_count, num_partitions}``, 1 where one
+        is unsaid beside the other (XLA prints each only where it is not 1); None where neither is said (a
+        one-device program, or one printed from its HloProto, which keeps no module config)."""
+        found = {key: count.search(self.header) for key, count in _COUNTS.items()}
+        if not any(found.values()):
+            return None
+        return {key: int(m.group(1)) if m else 1 for key, m in found.items()}
 
     def root_opcodes(self) -> dict[str, str]:
         """Each computation's ROOT opcode (what an ``async-start`` wraps)."""

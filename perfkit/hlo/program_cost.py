@@ -686,10 +686,6 @@ class _Counter:
         return Collective(kind, inst.name, shown, size, n, size * SENT_SHARE[kind](n) if n > 1 else 0.0, times)
 
 
-_PARTITIONS = re.compile(r"num_partitions=(\d+)")
-_REPLICAS = re.compile(r"replica_count=(\d+)")
-
-
 def _window_elements(inst: Instruction) -> int:
     """The elements of an op's ``window`` (``size=AxB...``; 1 where it has none)."""
     size = dict(_WINDOW_FIELD.findall(dict(inst.attrs).get("window", ""))).get("size", "1")
@@ -736,17 +732,6 @@ def _partial_bytes(inst: Instruction, shapes: dict[str, str]) -> float | None:
     return None
 
 
-def module_replicas_partitions(text_header: str) -> tuple[int, int] | None:
-    """A module's ``replica_count`` and ``num_partitions``, from its HloModule line: 1 where one is unsaid beside
-    the other (XLA prints each only where it is not 1); None where neither is said (a one-device program, or one
-    printed from its HloProto, which keeps no module config)."""
-    replicas = _REPLICAS.search(text_header)
-    parts = _PARTITIONS.search(text_header)
-    if replicas is None and parts is None:
-        return None
-    return int(replicas.group(1)) if replicas else 1, int(parts.group(1)) if parts else 1
-
-
 _UNBOUNDED = re.compile(r"[a-z][a-z0-9]*\[[^\]]*\?[^\]]*\]")  # ``f32[?,784]``: no bound, no size
 
 
@@ -775,8 +760,11 @@ def program_cost(module: Module, devices: int = 1, replicas: int | None = 1) -> 
 def dump_cost(files: DumpFiles) -> ProgramCost:
     """One dumped module's cost, with its temp and peak memory where the buffer files were dumped."""
     module = read_module(files.hlo)
-    counts = module_replicas_partitions(module.header)
-    cost = program_cost(module, counts[0] * counts[1], counts[0]) if counts else program_cost(module, 1, None)
+    counts = module.counts
+    if counts is None:
+        cost = program_cost(module, 1, None)
+    else:
+        cost = program_cost(module, counts["replica_count"] * counts["num_partitions"], counts["replica_count"])
     if files.buffer_assignment is not None:
         cost.temp_bytes = read_buffer_assignment(files.buffer_assignment, files.memory_report).temp_bytes
     if files.memory_report is not None:

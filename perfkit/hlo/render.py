@@ -75,12 +75,21 @@ def _inside(w: _Writer, depth: int, path: list[dict] | None) -> None:
         w.line(depth, "inside " + w.code(f"{hops} {path[-1]['calls']}"))
 
 
+def counts_text(counts: dict | None) -> str:
+    """``replica_count 2, num_partitions 4`` of a program (``Module.counts``), ``unknown`` where its HloModule line
+    names neither."""
+    return "unknown" if counts is None else ", ".join(f"{key} {n}" for key, n in counts.items())
+
+
 def _divergence(w: _Writer, d: dict, majority: list[int]) -> None:
     who, ref = ranks_text(d["ranks"]), f"rank {d['against_rank']}"
     w.line(2, f"{who} against {ref} ({ranks_text(majority)}), file {w.code(d['file'])}:")
     if d["same_program"]:
         w.line(3, "same program (equal fingerprints); the buffer assignment differs")
     else:
+        if d.get("counts"):  # (absent from results of older versions)
+            w.line(3, f"device counts (HloModule line): {counts_text(d['counts']['majority'])} on {ref} -> "
+                      f"{counts_text(d['counts']['rank'])} on {who}")
         e, n = d["entry_ops"], d["instructions"]
         w.line(3, f"ENTRY ops {e['majority']:,} -> {e['rank']:,} ({_signed(e['delta'])}); all instructions "
                   f"{n['majority']:,} -> {n['rank']:,} ({_signed(n['delta'])})")
@@ -237,7 +246,10 @@ def ab_report(result: dict, markdown: bool = False) -> str:
         if None not in m["temp_bytes"]:
             a, b = m["temp_bytes"]
             counts.append(f"temp {a:,} -> {b:,} B ({_signed(b - a)})")
-        w.line(1, f"module {w.code(m['name'])}: " + ", ".join(counts))
+        devices = m.get("counts") or [None, None]  # (absent from results of older versions)
+        devices = (f"device counts (HloModule line) {counts_text(devices[0])} -> {counts_text(devices[1])}; "
+                   if devices[0] != devices[1] else "")
+        w.line(1, f"module {w.code(m['name'])}: {devices}" + ", ".join(counts))
         for o in m["opcodes"]:
             shapes = _shape_changes(w, o)
             w.line(2, f"{o['opcode']} {o['a']:,} -> {o['b']:,} ({_signed(o['delta'])})"

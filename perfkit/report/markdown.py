@@ -11,7 +11,7 @@ from perfkit.common.comparison import FEW_TRIALS, NO_SPREAD, compared_variant, i
 from perfkit.common.devices import on_cpu_devices
 from perfkit.common.digits import change_text, digits, ratio_text, share_text, shown_difference, whole_shares
 from perfkit.common.json_figures import db_cell
-from perfkit.hlo.render import rank_list, ranks_report, ranks_text
+from perfkit.hlo.render import counts_text, rank_list, ranks_report, ranks_text
 from perfkit.report import attribution
 from perfkit.report import cost
 from perfkit.report import hangs
@@ -347,6 +347,11 @@ def _first_difference(first: dict | None) -> str:
     if first["same_program"]:
         moved = ", ".join(f"{m['collective']} {m['delta']:+,} B" for m in first["receive_moved"])
         return f"`{first['module']}`: same program, receive buffers moved on {rank}: {moved}"
+    counts = first.get("counts")  # (absent from older summaries)
+    devices = (f"{rank} compiled for {counts_text(counts['rank'])}, {ref} for {counts_text(counts['majority'])}"
+               if counts else "")
+    if devices and first["majority"] is None and first["rank"] is None:  # no instruction differs
+        return f"`{first['module']}`: {devices}"
 
     def code(inst: dict | None) -> str:
         if inst is None:
@@ -354,7 +359,8 @@ def _first_difference(first: dict | None) -> str:
         text = inst["text"] if len(inst["text"]) <= 100 else inst["text"][:100] + " ..."
         return f"``{text.replace('|', '&#124;')}``"
 
-    return f"`{first['module']}`: {rank} {code(first['rank'])}; {ref} {code(first['majority'])}"
+    return (f"`{first['module']}`: {devices}{'; ' * bool(devices)}{rank} {code(first['rank'])}; "
+            f"{ref} {code(first['majority'])}")
 
 
 def _ranks(summary: dict) -> list[str]:

@@ -125,6 +125,7 @@ class FirstDifference(TypedDict):
     majority: Instruction | None
     rank: Instruction | None
     same_program: bool
+    counts: NotRequired[dict[str, dict[str, int] | None] | None]  # {majority, rank} where they differ; absent before
     receive_moved: list[dict[str, Any]]
 
 
