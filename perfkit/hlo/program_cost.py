@@ -29,7 +29,8 @@ Per program, as XLA's ``HloCostAnalysis`` (``compiled.cost_analysis()``) defines
   conversions) touch none: XLA removes them before it compiles (its analysis of a lowered program counts
   -1 FLOPs and -1 bytes for each, its mark for a custom-call it cannot cost);
 - ``collectives``: each with its kind, buffer, group size ``n`` (its devices, as XLA forms its groups from
-  ``replica_groups``, ``channel_id``, ``use_global_device_ids`` and the module's replicas and partitions) and
+  ``replica_groups``, ``channel_id``, ``use_global_device_ids`` and the module's replicas and partitions; a
+  collective-permute's, the partitions of one replica with a channel_id, the replicas of one partition without) and
   the bytes one device sends over the interconnect: all-gather (n-1)/n of the gathered buffer, reduce-scatter
   (n-1)/n of the buffer it scatters, all-reduce 2(n-1)/n (a reduce-scatter then an all-gather), all-to-all (n-1)/n,
   collective-permute, send and broadcast the whole buffer; a collective run inside a fusion (XLA GPU's
@@ -309,9 +310,9 @@ def group_size(inst: Instruction, devices: int, replicas: int | None = None) -> 
                        "which its HloModule line does not name (XLA prints replica_count and num_partitions only where "
                        "they are not 1, and a program printed from its HloProto, as a profile keeps it, names "
                        "neither): its group size is not in the text")
-    if "replica_groups" not in attrs and "source_target_pairs" in attrs:
-        return devices
     partitions = devices // replicas
+    if "replica_groups" not in attrs and "source_target_pairs" in attrs:
+        return _pairs_group(inst, attrs["source_target_pairs"], partitions if channel else replicas, channel)
     if listed is None:
         return replicas if not channel else devices if spans_partitions else partitions
     size, ids = listed
@@ -323,13 +324,31 @@ def group_size(inst: Instruction, devices: int, replicas: int | None = None) -> 
     return size * partitions
 
 
+def _pairs_group(inst: Instruction, pairs: str, count: int, channel: bool) -> int:
+    """A collective-permute's group: the ``count`` partitions of one replica its pairs run among (a channel_id), or the
+    replicas of one partition (none), as XLA's ``GetCollectiveOpGroupMode`` forms it. Pairs naming more ids than a
+    count of 1 read as the ids they name, as XLA's verifier takes such a count as unset; a count above 1 that they
+    pass is refused, as XLA refuses it."""
+    ids = {int(i) for i in re.findall(r"\d+", pairs)}
+    if count == 1:
+        return max(len(ids), 1)
+    if ids and max(ids) >= count:
+        kind = "partition" if channel else "replica"
+        raise BadInput(f"line {inst.line}: {inst.name}'s source-target pairs name {kind} {max(ids)}, the module has "
+                       f"{count}, which XLA refuses")
+    return count
+
+
 def _sized_by_counts(attrs: dict[str, str], listed: tuple[int, int] | None, channel: bool,
                      spans_partitions: bool) -> str:
     """What about a collective makes the module's counts size its groups, and what its group is then."""
     if listed is not None:
         return "replica groups with a channel_id and no use_global_device_ids: each group's replicas on every partition"
     if "replica_groups" not in attrs:
-        return "source-target pairs: every device" if "source_target_pairs" in attrs else "no groups: every device"
+        if "source_target_pairs" not in attrs:
+            return "no groups: every device"
+        return ("source-target pairs with a channel_id: every partition" if channel else
+                "source-target pairs: every replica")
     groups = f"replica_groups={attrs['replica_groups'].strip()}"
     if not channel:
         return f"{groups} and no channel_id: every replica"

@@ -53,6 +53,13 @@ MODES = {
     "all-to-all over partitions, empty groups": (
         "f32[1024]{0} all-to-all(p), channel_id=1, replica_groups={}, dimensions={0}", 4, 4096 * 3 / 4),
     # flattened ids: the groups list devices (unchanged)
+    # a collective-permute's pairs with a channel_id are partition ids: the ring runs over the 4 partitions of each
+    # replica, a group of 4 (was 8, every device); each device sends its whole buffer once
+    "collective-permute over partitions, a ring": (
+        "f32[1024]{0} collective-permute(p), channel_id=1, source_target_pairs={{0,1},{1,2},{2,3},{3,0}}", 4, 4096.0),
+    # without a channel_id, replica ids: the 2 replicas of each partition (was 8)
+    "collective-permute over replicas": (
+        "f32[1024]{0} collective-permute(p), source_target_pairs={{0,1},{1,0}}", 2, 4096.0),
     "all-reduce over flattened ids": (
         "f32[1024]{0} all-reduce(p), channel_id=1, replica_groups=[2,4]<=[8], use_global_device_ids=true, "
         "to_apply=add", 4, 2 * 4096 * 3 / 4),
@@ -181,7 +188,8 @@ UNKNOWN_COUNTS = {
     "f32[1024]{0} all-reduce(p), channel_id=1, replica_groups={{0}}, to_apply=add":
         "replica groups with a channel_id and no use_global_device_ids: each group's replicas on every partition",
     "f32[1024]{0} collective-permute(p), channel_id=1, source_target_pairs={{0,1},{1,0}}":
-        "source-target pairs: every device",
+        "source-target pairs with a channel_id: every partition",
+    "f32[1024]{0} collective-permute(p), source_target_pairs={{0,1},{1,0}}": "source-target pairs: every replica",
 }
 
 
@@ -236,3 +244,13 @@ def test_group_forms_by_hand(tmp_path, name):
     header, op, n, sent = FORMS[name]
     (collective,) = _cost(tmp_path, _module(header, op)).collectives
     assert (collective.group, collective.sent_bytes) == (n, sent)
+
+
+def test_pairs_naming_more_ids_than_the_module_has_are_refused(tmp_path):
+    """A ring over 4 partitions in a module of 2 (XLA's verifier refuses it): refused saying so."""
+    op = "f32[1024]{0} collective-permute(p), channel_id=1, source_target_pairs={{0,1},{1,2},{2,3},{3,0}}"
+    (tmp_path / "module_0001.m.gpu_after_optimizations.txt").write_text(_module("num_partitions=2", op))
+    result = CliRunner().invoke(cli, ["cost", str(tmp_path)])
+    assert result.exit_code == 2 and result.output == (
+        f"perfkit: {tmp_path / 'module_0001.m.gpu_after_optimizations.txt'}: line 11: c's source-target pairs name "
+        "partition 3, the module has 2, which XLA refuses\n")
