@@ -373,7 +373,7 @@ class ProgramCost:
 
     module: str
     file: str
-    devices: int
+    devices: int | None  # None: its HloModule line names neither count (a program printed from its HloProto)
     dot_flops: float = 0.0
     other_flops: float = 0.0
     transcendentals: float = 0.0
@@ -780,8 +780,9 @@ def dump_cost(files: DumpFiles) -> ProgramCost:
     """One dumped module's cost, with its temp and peak memory where the buffer files were dumped."""
     module = read_module(files.hlo)
     counts = module.counts
-    if counts is None:
+    if counts is None:  # costed as one device, whose collectives sized by the counts are refused
         cost = program_cost(module, 1, None)
+        cost.devices = None
     else:
         cost = program_cost(module, counts["replica_count"] * counts["num_partitions"], counts["replica_count"])
     if files.buffer_assignment is not None:

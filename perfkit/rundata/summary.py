@@ -394,7 +394,7 @@ class Program(TypedDict):
     """One compiled program's cost, per device and per run of it."""
     module: str
     file: str
-    devices: int
+    devices: int | None  # null where its HloModule line names neither replica_count nor num_partitions
     flops: float
     dot_flops: float
     other_flops: float

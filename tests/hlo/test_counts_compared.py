@@ -69,3 +69,19 @@ def test_a_header_naming_no_count_is_unknown_counts(tmp_path):
     (m,) = result["modules"]
     assert m["same_program"] is False and m["counts"] == [None, {"replica_count": 1, "num_partitions": 4}]
     assert "device counts (HloModule line) unknown -> replica_count 1, num_partitions 4" in render.ab_report(result)
+
+
+def test_a_program_whose_header_names_no_count_has_unknown_devices(tmp_path):
+    """``perfkit cost --json``'s ``devices`` of a program whose HloModule line names neither count (listed groups
+    make it costable) read 1, a plausible count for an unknown one; where the line names them, their product."""
+    from perfkit.hlo.dumps import dump_files
+    from perfkit.hlo.program_cost import dump_cost
+
+    text = ("HloModule m, is_scheduled=true\n\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n"
+            "  ROOT s = f32[] add(x, y)\n}\n\nENTRY e {\n  p = f32[1024]{0} parameter(0)\n"
+            "  ROOT ar = f32[1024]{0} all-reduce(p), replica_groups={{0,1},{2,3}}, to_apply=add\n}\n")
+    (files,) = dump_files(_dump(tmp_path / "bare", text))
+    assert dump_cost(files).as_json()["devices"] is None
+    named = text.replace("HloModule m,", "HloModule m, replica_count=4,", 1)
+    (files,) = dump_files(_dump(tmp_path / "named", named))
+    assert dump_cost(files).as_json()["devices"] == 4
