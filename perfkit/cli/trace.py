@@ -427,10 +427,12 @@ def _as_shown(rows: pd.DataFrame, digits: int | None = None) -> pd.DataFrame:
                    "rank<R>/xla_dump folders beside rank<R>/trace PATHS.")
 def tail(paths, k, as_json, programs):
     """The last K device ops of each chip; whose trace ends earliest and what the others' traces were in then; each
-    chip's completed collectives, the one it waits at, and where the chips' collectives first part."""
+    chip's completed collectives, the one it waits at, and where the chips' collectives first part. A run's trial
+    folder (or its rank folders) is read with the trial's record: one that ended ok has no chip waiting."""
     _prepare()
     # the analyses load only for the command that runs them (``_prepare``)
     from perfkit.hlo.dumps import resolve
+    from perfkit.rundata.rundir import trial_of
     from perfkit.trace import parting
     from perfkit.trace.names import readable
     from perfkit.trace.shards import tail_along
@@ -440,10 +442,16 @@ def tail(paths, k, as_json, programs):
     chips, last, parts = tail_along(list(paths), k, parting.chip_parts, parting.EVENT_COLUMNS)
     if chips.empty:
         raise BadInput("no device ops in these traces" + _xspace_beside(paths), path=" ".join(paths))
-    sequence, parted = parting.parting_of_shards(parts, list(paths), dumps)
+    # whether the chips hung, where the traces are a run's trial's: its record says (a healthy trial's traces end in
+    # ops after its last collective, an eval or copy program's, as a hung one's may)
+    trial = trial_of(paths)
+    status = trial[2]["status"] if trial and trial[2] else None
+    sequence, parted = parting.parting_of_shards(parts, list(paths), dumps, status)
     measured = _measured(last.attrs.get("measured", ()))
     if as_json:
-        click.echo(json.dumps({"measured": measured, "chips": _json_rows(chips), "last_ops": _json_rows(last),
+        click.echo(json.dumps({"measured": measured, "trial": trial and {"run": str(trial[0]), "dir": trial[1],
+                                                                         "status": status},
+                               "chips": _json_rows(chips), "last_ops": _json_rows(last),
                                "collectives": _json_rows(sequence), "parting": parted, "notes": _notes()}, indent=1))
         return
     if measured == "host ops":
@@ -451,11 +459,12 @@ def tail(paths, k, as_json, programs):
     # whether the chips' collectives part first: the cause (the chip that parts, not the one whose trace ends first,
     # often another), or that none did (a healthy run's chips stop apart too); one chip has none to part from
     if len(chips) > 1:
-        click.echo(f"{parting.describe(parted, sequence)}\n")
+        click.echo(f"{parting.describe(parted, sequence, status)}\n")
     chips = readable(chips, ["at_first_stop_name", "at_first_stop_kind"])
     first = chips.iloc[0]
     others = chips.iloc[1:]
-    symptom = "; where the traces end is a symptom, the parting above the cause" if parted is not None else ""
+    symptom = ("; where the traces end is a symptom, the parting above the cause" if parted is not None
+               and status != "ok" else "")
     if len(others):  # (one chip: no other trace to end before)
         # where a trace ends, not where its chip stopped: the chip may be inside an op the profiler never wrote
         click.echo(f"trace ends first: rank {first['rank']} device {first['device']}, "
@@ -477,9 +486,15 @@ def tail(paths, k, as_json, programs):
     if sequence["completed"].any():  # (with none, the line below says so: a table of blanks says nothing)
         steps = ("-, these traces hold no step marker" if unmarked else
                  "after a chip's last step marker, the next, as a hung step's marker never closes")
-        click.echo(f"\ncollectives per chip (completed in the traces; last_step: {steps}; waiting at: its program's "
-                   "next, else the one it ran after its last the time before; ended: the traces end after their last; -: none)")
-        shown = readable(sequence, ["last_op", "waiting_at"])
+        # nothing says whether the chips hung: where each waits if they did
+        column = "if_hung_at" if status != "hung" and sequence["waiting_at"].notna().any() else "waiting_at"
+        waits = ("ok: the trial ended ok per trials.jsonl, so none waits" if status == "ok" else
+                 f"{column}: its program's next, else the one it ran after its last the time before; ended: the traces "
+                 "end after their last")
+        click.echo(f"\ncollectives per chip (completed in the traces; last_step: {steps}; {waits}; -: none)")
+        if column != "waiting_at":
+            click.echo(f"{column}: where each chip waits if they hung, which nothing here says")
+        shown = readable(sequence, ["last_op", "waiting_at"]).rename(columns={"waiting_at": column})
         if shown.isna().any(axis=None):
             shown = shown.astype(object).where(shown.notna(), "-")
         click.echo(shown.to_string(index=False))

@@ -71,6 +71,24 @@ def rank_dirs(trial_dir: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
+def trial_of(paths: Iterable[str | Path]) -> tuple[Path, str, TrialRecord | None] | None:
+    """The run directory, folder (``trials/<NN>-<variant>``, as a record's ``dir``) and ``trials.jsonl`` record of the
+    one trial folder that all ``paths`` lie in (it, a ``rank<R>`` folder, its ``trace`` folder or a file under them);
+    the record None where trials.jsonl holds none (the trial still running, or stopped by Ctrl-C). None where the
+    paths lie in no trial folder of a run directory (one with ``case.yaml``), or in several."""
+    found = set()
+    for path in map(Path, paths):
+        path = path.resolve()  # (a relative path's folders above it, and "..", are not in its parts)
+        found.add(next((p for p in (path, *path.parents) if p.parent.name == "trials"
+                        and (p.parent.parent / "case.yaml").is_file()), None))
+    if len(found) != 1 or None in found:
+        return None
+    trial = found.pop()
+    run, folder = trial.parent.parent, f"trials/{trial.name}"
+    records = [t for t in read_trials(run) if t.get("dir") == folder]
+    return run, folder, records[-1] if records else None
+
+
 def cell_dir(run_dir: Path, index: int) -> Path:
     """A matrix run's combination ``index`` (``case.expand_matrix``'s order), a run directory of its own:
     ``cells/NN``, the index in two digits or more."""

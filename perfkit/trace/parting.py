@@ -23,7 +23,9 @@ those part by opcode and shape alone), which traces cannot tell apart when the c
 traces agree but the chips wait at collectives of other kinds or shapes (a hang at the very place where they
 part, which no chip completes), the programs' next collectives part them there (``waiting``). Where the chips agree
 and every chip's trace ends after its last collective, its last step's marker closed with nothing after it (a
-finished trial's), none is said to wait (``ended``).
+finished trial's), none is said to wait (``ended``); nor where the run's record says the trial ended ok (``ok``).
+Where nothing says whether the chips hung (traces of no recorded trial, or of a trial recorded neither ok nor hung),
+the text gives where each would wait if they did, not that it waits.
 """
 
 from __future__ import annotations
@@ -280,9 +282,10 @@ def parting(events: pd.DataFrame, programs: dict[int, Path] | None = None) -> tu
     return parting_of(sequences(events), _chips(events), programs)
 
 
-def parting_of(seq: pd.DataFrame, chips: pd.DataFrame, programs: dict[int, Path] | None = None
-               ) -> tuple[pd.DataFrame, dict | None]:
-    """``parting`` from the chips' ``sequences`` and the chips (rank, device) with device ops, sorted."""
+def parting_of(seq: pd.DataFrame, chips: pd.DataFrame, programs: dict[int, Path] | None = None,
+               status: str | None = None) -> tuple[pd.DataFrame, dict | None]:
+    """``parting`` from the chips' ``sequences`` and the chips (rank, device) with device ops, sorted; ``status``: the
+    trial's in its run's trials.jsonl (None: no record), where ``ok`` no chip waits (``waiting_from`` ok)."""
     listed = {rank: program_collectives(folder) for rank, folder in (programs or {}).items()}
     rows = []
     for rank, device in zip(chips["rank"], chips["device"]):
@@ -294,7 +297,10 @@ def parting_of(seq: pd.DataFrame, chips: pd.DataFrame, programs: dict[int, Path]
                      "last_kind": mine["kind"].iloc[-1] if len(mine) else None,
                      "waiting_at": at, "waiting_from": source})
     first = first_parting(seq, chips)
-    if first is None and _ended(seq, chips):  # no trace shows a chip begun on another collective
+    if status == "ok":  # the trial ended: its traces' last ops, an eval or copy program's, wait at nothing
+        for row in rows:
+            row["waiting_at"], row["waiting_from"] = None, "ok"
+    elif first is None and _ended(seq, chips):  # no trace shows a chip begun on another collective
         for row in rows:
             row["waiting_at"], row["waiting_from"] = None, "ended"
     if first is None and listed:  # a hang at the place where they part: no chip completed it, their programs say it
@@ -373,19 +379,59 @@ def _waiting_parting(seq: pd.DataFrame, waits: pd.DataFrame, listed: dict) -> di
             "extra": False, "waiting": True}
 
 
-def describe(first: dict | None, chips: pd.DataFrame | None = None) -> str:
+def describe(first: dict | None, chips: pd.DataFrame | None = None, status: str | None = None) -> str:
     """The first parting in one sentence (the tail's text and the hung trial's report); ``chips``:
-    ``parting``'s, to say when there were no collectives at all."""
+    ``parting``'s, to say when there were no collectives at all and where the chips wait; ``status``: the trial's in
+    its run's trials.jsonl (None: no record): ``hung``, the chips wait; ``ok``, none does; else nothing says whether
+    they hung, and their waits are said as where each would wait if they did."""
     if first is None and chips is not None and not chips["completed"].any():
         return "no collectives in these traces: nothing to compare across chips"
+    text = _agreed(chips) if first is None else _parted(first, status == "hung")
+    if status == "ok" and chips is not None:
+        return (f"{text}; the trial ended ok per trials.jsonl and its chips' traces end after {_counts(chips)}: none "
+                "is waiting at one")
+    if first is None and status != "hung" and chips is not None:
+        text += _if_hung(chips, status)
+    return text
+
+
+def _agreed(chips: pd.DataFrame | None) -> str:
+    """``describe``'s sentence for chips whose collectives agree."""
     agree = "the chips' collectives agree: no chip parts from the others in the traced sequence"
-    if first is None and chips is not None and (chips["waiting_from"] == "ended").all():
+    if chips is not None and (chips["waiting_from"] == "ended").all():
         # (traces that agree: every chip completed as many, the last at one place)
         return (f"{agree}, and every chip's trace ends after its last collective ({chips['completed'].iloc[0]} "
                 f"completed each, the last in step {chips['last_step'].iloc[0]}, whose marker closed with no op after "
                 "it): none is waiting at one")
-    if first is None:
-        return agree
+    return agree
+
+
+def _counts(chips: pd.DataFrame) -> str:
+    """How many collectives the chips' traces hold: "6 collectives each", else each chip's, in order."""
+    n = chips["completed"].tolist()
+    if len(set(n)) == 1:
+        return f"{n[0]} collective{'s' * (n[0] != 1)} each"
+    return f"{', '.join(map(str, n[:-1]))} and {n[-1]} collectives (by rank and device)"
+
+
+def _if_hung(chips: pd.DataFrame, status: str | None) -> str:
+    """The clause on agreeing chips' waits where nothing says they hung (``describe``'s ``status``): where each would
+    wait if they did; none where no chip has a wait."""
+    waiting = chips[chips["waiting_at"].notna()]
+    if waiting.empty:
+        return ""
+    why = f"trials.jsonl records the trial as {status}" if status else "no trials.jsonl records their trial"
+    lasts, waits = set(chips["last_op"].dropna()), set(waiting["waiting_at"])
+    said = (f"the last collective each completed is {lasts.pop()}; if they hung, each waits at {waits.pop()}"
+            if len(lasts) == 1 and len(waits) == 1 and len(waiting) == len(chips) else
+            "if they did, each waits at the collective after the last it completed (its program's next, else the one "
+            "it ran after that one the time before)")
+    return f"; nothing here says whether the chips hung ({why}): {said}"
+
+
+def _parted(first: dict, hung: bool) -> str:
+    """``describe``'s sentence for chips that part at ``first``; ``hung``: the trial is recorded hung, so the chips
+    that part where none completed a collective (``waiting``) wait there, else they would if they hung."""
     # (a chip's collective by its kind too where its name is the majority's: NCCL runs several kinds in kernels of
     # one name)
     who = "; ".join(f"{_chip_label(p['rank'], p['device'])} {_HOW.get(p['how'], p['how'])}"
@@ -400,9 +446,10 @@ def describe(first: dict | None, chips: pd.DataFrame | None = None) -> str:
              else f"step {step}, collective {n} there" if step >= 0
              else f"before the first step marker, collective {n} there")
     if first.get("waiting"):  # none completed it: where each waits, from its program
-        waits = "; ".join(f"{_chip_label(p['rank'], p['device'])} waits at another collective ({p['op']})"
-                          for p in first["parted"])
-        text = (f"chips part at {where}, where they wait (no chip completed it; their programs name it): "
+        waits = "; ".join(f"{_chip_label(p['rank'], p['device'])} {'waits' if hung else 'would wait'} at another "
+                          f"collective ({p['op']})" for p in first["parted"])
+        wait = "they wait" if hung else "they would wait if they hung, which nothing here says"
+        text = (f"chips part at {where}, where {wait} (no chip completed it; their programs name it): "
                 f"{first['op']} ({first['kind']}) on {majority}; {waits}")
     elif first.get("extra"):  # (summaries from before it have no "extra")
         text = f"chips part at {where}: {majority} ran none and went on; {who}"
@@ -463,17 +510,17 @@ def parting_traces(paths: list[str | Path], programs: dict[int, Path] | None = N
     return parting_of_shards(shards.analysed(list(paths), chip_parts, EVENT_COLUMNS), paths, programs)
 
 
-def parting_of_shards(done: shards.Combined, paths: list[str | Path], programs: dict[int, Path] | None = None
-                      ) -> tuple[pd.DataFrame, dict | None]:
+def parting_of_shards(done: shards.Combined, paths: list[str | Path], programs: dict[int, Path] | None = None,
+                      status: str | None = None) -> tuple[pd.DataFrame, dict | None]:
     """``parting`` of the traces at ``paths`` from their shards' ``chip_parts`` (``perfkit.trace.shards``):
     the chips' instances matched across chips on one clock as ``collectives.instances`` matches them; with
-    ``programs`` or else the dumps beside the traces."""
+    ``programs`` or else the dumps beside the traces; ``status`` as ``parting_of``'s."""
     inst = shards.matched([(found, shift) for (found, _, _), shift in zip(done.results, done.shifts)], done)
     modules = pd.concat([m for _, m, _ in done.results])
     chips = pd.concat([c for _, _, c in done.results]).sort_values(["rank", "device"], ignore_index=True)
     done.results.clear()  # the shards' instances, matched: freed before the sequences are built
     seq = _sequenced(inst, modules[~modules.index.duplicated()])  # a program's module: its first op's, in file order
-    return parting_of(seq, chips, programs if programs else dumps_beside(paths))
+    return parting_of(seq, chips, programs if programs else dumps_beside(paths), status)
 
 
 def _hung_step(trial: dict) -> tuple[int, bool] | None:
@@ -530,7 +577,7 @@ def run_hangs(run_dir: Path, trials: list[dict]) -> dict | None:
             out[t["dir"]] = {"error": exc.line()}
             continue
         hang = {"chips": json.loads(chips.to_json(orient="records")), "parting": first,
-                "text": describe(first, chips)}
+                "text": describe(first, chips, t["status"])}
         # traces with no step marker are read as they are, as tail reads them: not by the record's traced steps, which
         # lists only the steps that finished under the profiler (a profile running when it hung would end before it)
         if not len(marks) or marks["marked"].max() < 0:

@@ -315,8 +315,70 @@ def test_chips_whose_traces_end_after_their_last_collective_wait_at_none(tmp_pat
     chips, first = parting.parting_traces(paths)
     assert first is None and chips["waiting_at"].tolist() == ["cp.1"] * 3
     assert chips["waiting_from"].tolist() == ["program" if programs else "own"] * 3
-    assert parting.describe(first, chips) == "the chips' collectives agree: no chip parts from the others in the " \
-        "traced sequence"
+    # (where no trial record says whether they hung, said so; a hung trial's reads as it did)
+    assert parting.describe(first, chips, "hung") == "the chips' collectives agree: no chip parts from the others in " \
+        "the traced sequence"
+    assert parting.describe(first, chips).endswith("; nothing here says whether the chips hung (no trials.jsonl "
+                                                   "records their trial): the last collective each completed is cp.3; "
+                                                   "if they hung, each waits at cp.1")
+
+
+def test_a_trial_that_ended_ok_has_no_chip_waiting(tmp_path):
+    """A healthy trial's traces: every chip ran steps 0 and 1 and then an op after the last step's marker (an eval
+    or copy program), or the same collectives in traces with no step marker. Tail listed every chip waiting_at cp.1
+    (own), which reads as a hang: the run's trials.jsonl says the trial ended ok, so no chip waits. A hung trial's
+    chips keep their wait; traces of no recorded trial say where each would wait if it hung."""
+    run = tmp_path / "run"
+    (run / "trials").mkdir(parents=True)
+    (run / "case.yaml").write_text("name: t\n")
+    shapes = {"00-ok": ([list(PERMUTES)] * 2, []), "01-ok": ([], list(PERMUTES) * 2),
+              "02-hung": ([list(PERMUTES)] * 2, []), "03-crashed": ([list(PERMUTES)] * 2, [])}
+    for name, (steps, cut) in shapes.items():
+        for rank in range(3):
+            rank_trace(run / "trials" / name / f"rank{rank}" / "trace" / "h.xplane.pb", steps, cut)
+    records = [{"index": i, "variant": n[3:], "status": n[3:], "dir": f"trials/{n}"} for i, n in enumerate(shapes)]
+    (run / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records[:-1]))  # 03: not recorded
+
+    def tail(*paths, as_json=False):
+        result = CliRunner().invoke(cli, ["trace", "tail", *map(str, paths), *["--json"] * as_json])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout) if as_json else result.stdout
+
+    def table(text):
+        rows = text.split("\ncollectives per chip (")[1].splitlines()[1:]
+        return [line.split()[-2:] for line in rows[rows[0].startswith("if_hung_at: "):]]
+
+    agree = "the chips' collectives agree: no chip parts from the others in the traced sequence"
+    ok = f"{agree}; the trial ended ok per trials.jsonl and its chips' traces end after 6 collectives each: none is " \
+         "waiting at one"
+    trial = run / "trials" / "00-ok"
+    for paths in ([trial], sorted(trial.glob("rank*/trace")), sorted(trial.glob("rank*")), [run / "trials" / "01-ok"]):
+        text = tail(*paths)
+        assert text.startswith(ok + "\n")
+        assert table(text) == [["waiting_at", "waiting_from"]] + [["-", "ok"]] * 3
+        assert "the parting above the cause" not in text
+    doc = tail(trial, as_json=True)
+    assert doc["trial"] == {"run": str(run), "dir": "trials/00-ok", "status": "ok"}
+    assert [(c["waiting_at"], c["waiting_from"]) for c in doc["collectives"]] == [(None, "ok")] * 3
+    # a hung trial's chips wait as they did
+    text = tail(run / "trials" / "02-hung")
+    assert text.startswith(agree + "\n")
+    assert table(text) == [["waiting_at", "waiting_from"]] + [["cp.1", "own"]] * 3
+    assert tail(run / "trials" / "02-hung", as_json=True)["trial"]["status"] == "hung"
+    # traces that no trials.jsonl records (the trial's line not written, or not a run's): where each would wait
+    alone = tmp_path / "alone"
+    (run / "trials" / "03-crashed").rename(alone)
+    (run / "trials" / "02-hung").rename(run / "trials" / "03-crashed")
+    hedged = (f"{agree}; nothing here says whether the chips hung (no trials.jsonl records their trial): the last "
+              "collective each completed is cp.3; if they hung, each waits at cp.1")
+    for paths in ([run / "trials" / "03-crashed"], sorted(alone.glob("rank*/trace"))):
+        text = tail(*paths)
+        assert text.startswith(hedged + "\n")
+        assert table(text) == [["if_hung_at", "waiting_from"]] + [["cp.1", "own"]] * 3
+        assert "\nif_hung_at: where each chip waits if they hung, which nothing here says\n" in text
+    assert tail(alone, as_json=True)["trial"] is None
+    assert tail(run / "trials" / "03-crashed", as_json=True)["trial"] == {
+        "run": str(run), "dir": "trials/03-crashed", "status": None}
 
 
 def test_a_chip_whose_trace_ends_before_a_collective(tmp_path):
@@ -608,8 +670,13 @@ def test_chips_that_hang_where_their_programs_part_are_parted_by_their_programs(
     assert (first["index"], first["op"], first["kind"], first["waiting"]) == (1, "cp.2", "collective-permute", True)
     assert [c["rank"] for c in first["majority"]] == [0, 1]
     assert [(p["rank"], p["how"], p["op"]) for p in first["parted"]] == [(2, "different collective", "ar.2")]
-    assert "collective 2 of the traces (they hold no step marker), where they wait" in parting.describe(first)
-    assert "rank 2 device 0 waits at another collective (ar.2)" in parting.describe(first)
+    hung = parting.describe(first, status="hung")  # (the trial's record says it hung)
+    assert "collective 2 of the traces (they hold no step marker), where they wait (" in hung
+    assert "rank 2 device 0 waits at another collective (ar.2)" in hung
+    # where nothing says they hung, where they would wait if they did (a healthy trial's programs may part so)
+    assert "collective 2 of the traces (they hold no step marker), where they would wait if they hung, which nothing " \
+        "here says (no chip completed it; their programs name it)" in parting.describe(first)
+    assert "rank 2 device 0 would wait at another collective (ar.2)" in parting.describe(first)
 
 
 def test_a_chip_with_no_collective_waits_at_the_others_first_as_summary_json_may_hold_it(tmp_path):
