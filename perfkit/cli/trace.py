@@ -43,9 +43,7 @@ CPU_DEVICES = ("these chips are XLA's CPU devices, threads sharing the host's co
 # (a multi-process CPU job's collectives go between processes, through gloo or MPI)
 CPU_CHIPS = ("these chips are XLA's CPU devices, threads sharing the host's cores: their ICI is the threads' exchange "
              "within a process, or processes' through gloo or MPI, not an interconnect's")
-KINETO_DIFF = ("Kineto times are read to the ns (HTA's TraceDiff rounds them inward to whole us; "
-               "HTA_DISABLE_NS_ROUNDING=1 keeps them), and an op of no duration is neither timed nor counted "
-               "(TraceDiff counts it)")
+KINETO_DIFF = "an op of no duration is neither timed nor counted here (HTA's TraceDiff counts it)"
 OPS_BY_NAME = ("ops are matched by name, which XLA gives per program: where A and B compiled different programs, "
                "one name may be different ops on each side (perfkit trace attribution RUN_DIR aligns a run's two "
                "step programs by their structure, from its XLA dumps)")
@@ -215,11 +213,9 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     share = lambda v: "-" if pd.isna(v) else f"{100 * v:.1f}%"  # noqa: E731
     if measured == "host ops":
         click.echo(f"measured: {HOST_OPS}")
-    # HTA's figures on a Kineto trace with sub-microsecond times are of the times rounded inward (start up, end down)
+    # (where HTA's rounding moves a Kineto trace's figures, a note says so of that trace: ``events._hta_notes``)
     kineto = any(not is_xplane(Path(f)) for f in rows.attrs["files"])
     hta_reads = kineto and measured != "host ops"  # (HTA measures a trace's GPU events: a CPU trace has none)
-    rounding = ", to the ns" + (" (HTA rounds Kineto times inward to whole us; HTA_DISABLE_NS_ROUNDING=1 keeps them)"
-                                if hta_reads else "")
     # HTA's option named where HTA reads the trace; no last step to keep where there are no steps
     hta = (" (HTA's default)" if last_step == "drop" else " (HTA's include_last_profiler_step=True)") if hta_reads \
         else ""
@@ -229,7 +225,7 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
             if spans == ["none"] else ", ".join(spans)
             + ("; step none: a chip without step markers, one span from its first device op to its last"
                if unmarked and window == "step" else ""))
-    click.echo(f"steps from: {said}; {last}times in ms{rounding if kineto else ''}; "
+    click.echo(f"steps from: {said}; {last}times in ms{', to the ns' if kineto else ''}; "
                "comm: collectives in flight, hidden: the part of it under compute")
     if outside:
         click.echo(_outside_line(outside, measured=measured))

@@ -8,11 +8,12 @@ MTIA's ``mtia_ccp_events``, of which, as HTA counts them, only those with a ``st
 GPU-side annotations on their device (which ``--steps`` may name as the steps).
 The rank is ``distributedInfo.rank`` when the file has it. A device op whose launch (the runtime call of its
 ``args.correlation``) ran inside a host ProfilerStep carries that step in column ``launch_step`` (HTA's
-iteration of a kernel: how HTA leaves out the last step). Two things HTA reads otherwise are counted for notes
+iteration of a kernel: how HTA leaves out the last step). What HTA reads otherwise is counted for notes
 that say so: host events with a ``stream`` argument, which HTA takes for GPU events (``RawTrace.host_streams``),
 device ops without a launch in the trace up to its last ProfilerStep's end, which HTA drops
-(``RawTrace.unlaunched``), and, with the last step dropped, ops launched before a later GPU-side ProfilerStep,
-which HTA keeps (``RawTrace.late_cut``). A time written as a string is refused.
+(``RawTrace.unlaunched``), device ops that start or end between whole microseconds, which HTA's default rounds
+inward (``RawTrace.between_us``), and, with the last step dropped, ops launched before a later GPU-side
+ProfilerStep, which HTA keeps (``RawTrace.late_cut``). A time written as a string is refused.
 
 A trace without device events is one of two things. Where it holds device runtime calls (``*_runtime``,
 ``Runtime``, ``cuda_driver``) or a CUPTI profiler range (``cuda_profiler_range``: counters per kernel, no
@@ -325,7 +326,16 @@ def read(path: Path, rank: int) -> RawTrace:
                     host_streams=_host_streams(cats, ~on_gpu & (streams != -1)) if measured == "device" else (),
                     unlaunched=_unlaunched(events, hta_steps, on_gpu, hta_cpu, ts_us, ts_us + dur_us),
                     streamless=int((on_gpu & (streams == -1)).sum()),
+                    between_us=_between_us(columns, on_gpu) if measured == "device" else 0,
                     late_cut=_late_cut(events, hta_steps, on_gpu, hta_cpu, host_steps, ts_us), rank_recorded=recorded)
+
+
+def _between_us(columns: dict[str, np.ndarray], on_gpu: np.ndarray) -> int:
+    """How many device ops start or end between whole microseconds (``start_ps`` counts from a whole us): those
+    HTA 0.5.0 moves, rounding each event's start up and end down unless ``HTA_DISABLE_NS_ROUNDING=1``
+    (``hta.common.trace_parser.round_down_time_stamps``)."""
+    start = columns["start_ps"][on_gpu]
+    return int(((start % 10**6 != 0) | ((start + columns["dur_ps"][on_gpu]) % 10**6 != 0)).sum())
 
 
 def _picoseconds(ts_us: np.ndarray, dur_us: np.ndarray, origin_us: float) -> dict[str, np.ndarray]:

@@ -30,6 +30,7 @@ from decimal import Decimal
 
 import pytest
 from click.testing import CliRunner
+from hta_rounding import rounding_notes
 from test_trace_hta import _hta, _launched_only
 
 from perfkit.cli import cli
@@ -575,7 +576,10 @@ def test_cpu_trace_says_it_measured_host_ops(fixtures_dir):
     assert _breakdown(path).stdout.startswith("measured: host ops: the trace has no device events")
     # HTA measures none of it: its conventions are not named (a newcomer's gloo trace: the header quoted them)
     assert "HTA" not in _breakdown(path).stdout.splitlines()[1]
-    assert "HTA" in _breakdown(fixtures_dir / "kineto" / MTIA).stdout.splitlines()[0]  # (a device trace: HTA reads it)
+    assert "HTA" not in _breakdown(path).stderr
+    # (a device trace, which HTA reads: its times' ns, which HTA's rounding moves, are said)
+    mtia = fixtures_dir / "kineto" / MTIA
+    assert _breakdown(mtia).stderr == f"perfkit: note: {rounding_notes(mtia)[0]}\n"
     # the ops outside every step are the host ops too (the line called them device ops)
     assert "rank 0 device 0: 6 ops, 0.046 ms (host ops, their durations summed)" in _breakdown(path).stdout
     gpu = _json(fixtures_dir / "kineto" / SCHEMA_2021)
@@ -852,7 +856,8 @@ def test_a_diff_of_host_ops_against_device_ops_is_refused(fixtures_dir):
     cpu, gpu = fixtures_dir / "kineto" / CPU_ONLY, fixtures_dir / "kineto" / "hta_nccl_data.json.gz"
     for a, b, host in ((cpu, gpu, "A"), (gpu, cpu, "B")):
         result = CliRunner().invoke(cli, ["trace", "diff", str(a), str(b)])
-        assert result.exit_code == 2 and result.output == (
+        # (the GPU trace's note, said as it is read, before the two are compared)
+        assert result.exit_code == 2 and result.output == f"perfkit: note: {rounding_notes(gpu)[0]}\n" + (
             f"perfkit: {a} vs {b}: {host} has no device events (its CPU ops stand in, host time), {'AB'[host == 'A']} "
             "has: their times do not compare\n")
     assert CliRunner().invoke(cli, ["trace", "diff", str(cpu), str(cpu)]).exit_code == 0
@@ -972,12 +977,18 @@ def test_odd_field_types_and_out_of_range_times(fixtures_dir, tmp_path, change, 
 
 
 def test_a_kineto_diff_names_where_it_parts_from_hta_tracediff(fixtures_dir):
-    """A hunt's pair of ns-resolution traces: the counts and times equal HTA TraceDiff's with its rounding off and
-    zero-duration kernels left out; both are said (they were in breakdown's header, not in diff's), and only for
-    Kineto input."""
-    path = str(fixtures_dir / "kineto" / SCHEMA_2021)
-    notes = json.loads(CliRunner().invoke(cli, ["trace", "diff", path, path, "--json"]).stdout)["notes"]
-    assert any("HTA's TraceDiff rounds them inward to whole us" in n and "TraceDiff counts it" in n for n in notes)
+    """The counts and times equal HTA TraceDiff's with its rounding off and zero-duration kernels left out; both are
+    said (they were in breakdown's header, not in diff's), and only for Kineto input: zero-duration kernels of every
+    Kineto diff, the rounding of each trace whose device ops it moves (a trace of whole us, none: the diff said HTA
+    rounds of every Kineto pair alike)."""
+    zero = "an op of no duration is neither timed nor counted here (HTA's TraceDiff counts it)"
+    for name in (SCHEMA_2021, "hta_nccl_data.json.gz"):
+        path = fixtures_dir / "kineto" / name
+        result = CliRunner().invoke(cli, ["trace", "diff", str(path), str(path), "--json"])
+        assert result.exit_code == 0, result.output
+        notes = json.loads(result.stdout)["notes"]
+        assert [n for n in notes if " run past their step markers " not in n] == rounding_notes(path) + [zero]
+        assert len(rounding_notes(path)) == (name != SCHEMA_2021)
     xspace = str(next((fixtures_dir / "xplane").glob("*.xplane.pb")))
     notes = json.loads(CliRunner().invoke(cli, ["trace", "diff", xspace, xspace, "--json"]).stdout)["notes"]
     assert not any("TraceDiff" in n for n in notes)
@@ -1134,7 +1145,8 @@ def test_a_trace_hta_cannot_read_is_read_as_a_plain_reading_reads_it(fixtures_di
     assert {k: row[k] for k in TRITON_MI300_NS} == {k: ns * 1000 for k, ns in TRITON_MI300_NS.items()}
     assert row["ici_ps"] == row["dma_ps"] == row["dcn_ps"] == 0
     assert doc["notes"] == [f"{path}: host events with a stream argument (4 cpu_op) are not device ops here; "
-                            "HTA's temporal breakdown counts every event with a stream as GPU time"]
+                            "HTA's temporal breakdown counts every event with a stream as GPU time",
+                            *rounding_notes(path)]
 
 
 def test_times_finer_than_the_ns_keep_their_picoseconds(tmp_path):

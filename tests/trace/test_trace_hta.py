@@ -34,6 +34,7 @@ import shutil
 import pytest
 
 from click.testing import CliRunner
+from hta_rounding import between_us, rounding_notes
 
 from perfkit.cli import cli
 from perfkit.trace import breakdown, events
@@ -190,9 +191,11 @@ def test_device_ops_without_a_stream_are_counted_and_named(fixtures_dir, tmp_pat
         del e["args"]["stream"]
     (tmp_path / "streamless.json").write_text(json.dumps(doc))
     result = CliRunner().invoke(cli, ["trace", "breakdown", "--window", "trace", str(tmp_path / "streamless.json")])
+    (rounding,) = rounding_notes(tmp_path / "streamless.json")  # (its times' ns: a note of their own)
     assert result.exit_code == 0 and result.stderr == (f"perfkit: note: {tmp_path / 'streamless.json'}: 21 device ops "
                                                        "have no stream argument (or one that is not a number): "
-                                                       "counted here; HTA takes only events with one for GPU events\n")
+                                                       "counted here; HTA takes only events with one for GPU events\n"
+                                                       f"perfkit: note: {rounding}\n")
     with events.notes_left_out():
         _assert_equal(_hta_view(breakdown.breakdown(_load(tmp_path / "streamless.json"), "trace")), HTA_NCCL_UNROUNDED)
     doc["traceEvents"] = [e for e in doc["traceEvents"] if not any(e is k for k in nccl)]
@@ -240,15 +243,16 @@ def test_host_events_with_a_stream_are_named_on_stderr(fixtures_dir, name):
     result = CliRunner().invoke(cli, ["trace", "breakdown", str(path), "--window", "trace", "--json"])
     assert result.exit_code == 0, result.output
     notes = json.loads(result.stdout)["notes"]  # stdout stays JSON, the note in it for scripts
+    said = "".join(f"perfkit: note: {n}\n" for n in notes)
     if name not in HTA_HOST_STREAMS:
-        assert result.stderr == "" and notes == []
+        assert result.stderr == said and notes == rounding_notes(path)  # (its times' ns: a note of their own)
         return
     on_file, on_copy = HTA_HOST_STREAMS[name][2]
     category = {"hta_triton_example.json.gz": "cpu_op", "hta_cuda_event_sync.json.gz": "cuda_sync",
                 "tracelens_b200_vllm_eager.json.gz": "cpu_op"}[name]
     note = (f"{path}: host events with a stream argument ({on_file - on_copy} {category}) are not device ops here; "
             "HTA's temporal breakdown counts every event with a stream as GPU time")
-    assert result.stderr == f"perfkit: note: {note}\n" and notes == [note]
+    assert result.stderr == said and notes == [note] + rounding_notes(path)
 
 
 # HTA's GPU events against the device events in the file (kernel / gpu_memcpy / gpu_memset): 15018 of 15632
@@ -268,8 +272,8 @@ def test_device_ops_without_a_launch_are_named_on_stderr(fixtures_dir, name):
     notes = json.loads(result.stdout)["notes"]
     note = (f"{path}: {UNLAUNCHED[name]} device ops have no launch in the trace up to its last ProfilerStep's end "
             "(queued before the profiler started, or launched after): counted here; HTA drops them")
-    assert result.stderr == (f"perfkit: note: {note}\n" if UNLAUNCHED[name] else "")
-    assert notes == ([note] if UNLAUNCHED[name] else [])
+    assert notes == ([note] if UNLAUNCHED[name] else []) + rounding_notes(path)  # (its times' ns: a note of their own)
+    assert result.stderr == "".join(f"perfkit: note: {n}\n" for n in notes)
 
 
 @pytest.mark.parametrize("command", [["tail"], ["collectives"], ["diff", "A"]])
@@ -282,9 +286,7 @@ def test_every_trace_commands_json_holds_its_notes(fixtures_dir, command):
     notes = json.loads(result.stdout)["notes"]
     note = (f"{path}: 614 device ops have no launch in the trace up to its last ProfilerStep's end (queued before the "
             "profiler started, or launched after): counted here; HTA drops them")
-    tracediff = ("Kineto times are read to the ns (HTA's TraceDiff rounds them inward to whole us; "
-                 "HTA_DISABLE_NS_ROUNDING=1 keeps them), and an op of no duration is neither timed nor counted "
-                 "(TraceDiff counts it)")
+    tracediff = "an op of no duration is neither timed nor counted here (HTA's TraceDiff counts it)"
     # diff also says, of each side alike, that its steps run past their host ProfilerSteps (its GPU work lags them)
     past = [n for n in notes if " run past their step markers " in n]
     assert [n.replace(" in B ", " in A ") for n in past[1:]] == past[:1] if command[0] == "diff" else not past
@@ -371,17 +373,43 @@ def test_a_span_of_nothing_is_said_to_measure_nothing(tmp_path):
         "ops all start and end at one instant: their rows of zeros measure no time, and they have no shares\n")
 
 
-@pytest.mark.parametrize("trace", ["kineto/hta_nccl_data.json.gz", "xplane/mi300_jax_conv_8gpu.xplane.pb"])
-def test_breakdown_header_names_htas_rounding_on_kineto(fixtures_dir, trace):
-    """HTA's figures on a nanosecond Kineto trace are of its times rounded inward (hta_nccl_data: compute
-    113012 us, 115655.847 with HTA_DISABLE_NS_ROUNDING=1, which perfkit gives): the header says so for Kineto
-    input, and not for an XSpace, which HTA does not read."""
-    result = CliRunner().invoke(cli, ["trace", "breakdown", str(fixtures_dir / trace), "--window", "trace"])
+@pytest.mark.parametrize("name", ["hta_nccl_data.json.gz", "rank-0.json.gz"])
+def test_htas_rounding_is_said_of_the_traces_it_moves(fixtures_dir, name):
+    """HTA 0.5.0 rounds each event inward to whole us unless HTA_DISABLE_NS_ROUNDING=1. hta_nccl_data's device ops
+    start and end between whole us, and the rounding moves HTA's figures (compute 113012 us, 115655.847 with it
+    off, perfkit's: HTA_ALL_STEPS, HTA_NCCL_UNROUNDED); rank-0's times are whole us, and nothing moves (HTA's
+    figures equal with it on and off, checked live). A note says so of the first, on stderr and in --json's notes,
+    and nothing of the second, where a line in the header said HTA rounds of every Kineto trace alike."""
+    path = fixtures_dir / "kineto" / name
+    assert between_us(path) == (3774 if name == "hta_nccl_data.json.gz" else 0)  # by a plain reading of the JSON
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(path), "--window", "trace", "--json"])
     assert result.exit_code == 0, result.output
-    header = result.stdout.splitlines()[0]
-    rounding = ("times in ms, to the ns (HTA rounds Kineto times inward to whole us; HTA_DISABLE_NS_ROUNDING=1 "
-                "keeps them);")
-    assert (rounding in header) == trace.startswith("kineto/") and "times in ms" in header, header
+    notes = json.loads(result.stdout)["notes"]
+    assert notes == rounding_notes(path) and len(notes) == (name == "hta_nccl_data.json.gz")
+    assert result.stderr == "".join(f"perfkit: note: {n}\n" for n in notes)
+    text = CliRunner().invoke(cli, ["trace", "breakdown", str(path), "--window", "trace"])
+    assert text.exit_code == 0 and text.stderr == result.stderr, text.output
+    assert "HTA rounds" not in text.stdout and "; times in ms, to the ns; " in text.stdout.splitlines()[0]
+
+
+def test_htas_rounding_is_said_only_where_it_moves_a_device_op(tmp_path):
+    """By hand: host ProfilerStep#1 [0, 100) us, launches at 10.5 and 30.25 us, kernels [20, 40) and [50, 60) us:
+    HTA 0.5.0's figures are the same with its rounding on and off (idle 10, compute 30 of 40 us; checked live), and
+    no note. The first kernel at 20.0005 us instead (its launch at 10): HTA's rounding moves it (compute 29 of 39
+    us, 30 of 39.999 with it off), and one note names one op."""
+    def trace(kernel_us, launch_us):
+        return [_event("user_annotation", "ProfilerStep#1", 0, 100),
+                _event("cuda_runtime", "cudaLaunchKernel", launch_us, 5, correlation=1),
+                _event("cuda_runtime", "cudaLaunchKernel", 30.25, 5, correlation=2),
+                _event("kernel", "k1", kernel_us, 20, device=0, stream=7, correlation=1),
+                _event("kernel", "k2", 50, 10, device=0, stream=7, correlation=2)]
+
+    for name, events_, ops in (("host.json", trace(20, 10.5), 0), ("kernel.json", trace(20.0005, 10), 1)):
+        path = tmp_path / name
+        path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events_}))
+        result = CliRunner().invoke(cli, ["trace", "breakdown", str(path), "--window", "trace", "--json"])
+        assert result.exit_code == 0, result.output
+        assert between_us(path) == ops and json.loads(result.stdout)["notes"] == rounding_notes(path)
 
 
 def _hta(folder, keep_last: bool):
