@@ -44,8 +44,9 @@ def _ssim_line(line: dict) -> str:
 
 
 def _older_release(r: dict) -> str | None:
-    """Where FFmpeg 5.1's filters part from these figures: its ssim on this pair's planes, only where SSIM is shown,
-    and its conversion to 8 bits of the inputs that decode to more (``over_8_bits``); None where neither is."""
+    """Where FFmpeg 5.1's filters part from these figures: its ssim on this pair's planes, only where SSIM is shown
+    (or that it agrees on them), and its conversion to 8 bits of the inputs that decode to more (``over_8_bits``);
+    None where neither is."""
     deep = r.get("over_8_bits", {})
     sides = [f"{side}'s" for side in deep]
     frames = (f"{' and '.join(sides)} {next(iter(deep.values()))}" if len(set(deep.values())) == 1 else
@@ -53,12 +54,16 @@ def _older_release(r: dict) -> str | None:
     convert = f"5.1 converts {frames} frames to 8-bit otherwise"
     line = r.get("ssim")
     if line is None:
-        return f"FFmpeg {convert}" if deep else None
+        return f"an older one may part: FFmpeg {convert}" if deep else None
     parts = line["older_ffmpeg_parts"]
     rule = "planes whose width / 4 - 1 leaves 1 when divided by 4"
-    ssim = (f"gives other {' and '.join(p.upper() for p in parts)} figures here (it parts on {rule})" if parts else
-            f"parts on none of these planes (only on {rule})")
-    return f"FFmpeg 5.1's ssim, as Debian 12 builds it, {ssim}" + (f"; and {convert}" if deep else "")
+    ssim = "FFmpeg 5.1's ssim, as Debian 12 builds it,"
+    if parts:
+        return (f"an older one may part: {ssim} gives other {' and '.join(p.upper() for p in parts)} figures here "
+                f"(it parts on {rule})" + (f"; and {convert}" if deep else ""))
+    # said where it agrees too: a reader on 5.1 could not tell otherwise
+    return f"{ssim} gives these SSIM figures too (it parts only on {rule})" + (
+        f"; an older one may part: {convert}" if deep else "")
 
 
 def space_name(r: dict) -> str:
@@ -163,7 +168,7 @@ def format_result(r: dict, per_frame: bool = False) -> list[str]:
             older = _older_release(r) if commands else None
             lines.append(f"figures as the filters of {r['ffmpeg']} give them" + (
                 ": the commands give them with that release" if commands else "") + (
-                f" (an older one may part: {older})" if older else ""))
+                f" ({older})" if older else ""))
         if "frames_paired" in r:
             paired = r["frames_paired"] if commands else r["frames_paired"].split(": the commands given")[0]
             lines.insert(2, f"frames paired {paired}")

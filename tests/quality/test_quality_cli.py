@@ -475,8 +475,9 @@ def test_the_older_release_caveat_names_the_planes_it_parts_on(tmp_path, clip, n
             skio.imsave(tmp_path / name / f"{i:03d}.png", frame, check_contrast=False)
     rule = "planes whose width / 4 - 1 leaves 1 when divided by 4"
     out = quality_cli(tmp_path / "a", tmp_path / "b", "--ssim").stdout  # 64 wide: 15 leaves 3
-    assert ("(an older one may part: FFmpeg 5.1's ssim, as Debian 12 builds it, parts on none of these planes "
-            f"(only on {rule}))\n") in out, out
+    # (it read '(an older one may part: ... parts on none of these planes ...)': a part that parts on nothing)
+    assert ("(FFmpeg 5.1's ssim, as Debian 12 builds it, gives these SSIM figures too "
+            f"(it parts only on {rule}))\n") in out, out
     from lavfi_referee import encode
 
     wide = clip(frames=2, height=32, width=720)  # 4:2:0 at 720 wide, as the measured pair: U and V 360 wide
@@ -556,8 +557,8 @@ def test_the_conversion_caveat_is_given_only_where_an_input_decodes_to_more_than
     assert quality_cli(tmp_path / "a8", tmp_path / "mixed", "--json").json()["over_8_bits"] == {"B": "gray16be"}
     ten = [encode(f, tmp_path / f"{name}.mkv", "ffv1", "yuv420p10le", {}) for name, f in deep.items()]
     out = quality_cli(*ten, "--ssim").stdout
-    assert ("(only on planes whose width / 4 - 1 leaves 1 when divided by 4); and 5.1 converts A's and B's "
-            "yuv420p10le frames to 8-bit otherwise)\n") in out, out
+    assert ("(it parts only on planes whose width / 4 - 1 leaves 1 when divided by 4); an older one may part: 5.1 "
+            "converts A's and B's yuv420p10le frames to 8-bit otherwise)\n") in out, out
     assert ("(an older one may part: FFmpeg 5.1 converts A's yuv420p10le and B's gray16be frames to 8-bit otherwise)"
             "\n") in quality_cli(ten[0], tmp_path / "b16").stdout
 
