@@ -50,7 +50,7 @@ def program_lines(label: str, step: dict, roof: dict | None) -> list[str]:
              # dot_flops holds convolutions too (library calls included): the label says so
              f"  FLOPs {_count(step['flops'])} (dots and convolutions {_count(step['dot_flops'])}, other "
              f"{_count(step['other_flops'])}; beside them, transcendentals {_count(step['transcendentals'])}); "
-             f"HBM {_bytes(step['hbm_bytes'])}; " +
+             f"HBM bytes accessed {_bytes(step['hbm_bytes'])} a step; " +
              (f"temp {_bytes(step['temp_bytes'])}, peak {_bytes(step['peak_bytes'])}"
               if step["temp_bytes"] is not None or step["peak_bytes"] is not None else
               "temp and peak memory unknown (no *-buffer-assignment.txt beside the program: XLA writes one beside "

@@ -191,8 +191,9 @@ def _ratio_lines(summary: dict) -> list[str]:
              "that only ranks the trial medians "
              f"(steps within a trial and the minimum effect play no part{_p_floor(summary['comparison'])}), "
              "so the two can disagree: the verdict is the CI's. Values are medians over good trials (those whose "
-             "every rank ran to its end; hung, crashed and interrupted ones are listed under Failed trials) unless a "
-             "row says otherwise. A synced step "
+             "every rank ran to its end; hung, crashed and interrupted ones are listed under Failed trials"
+             + ("" if summary["trials"]["failed"] else ", none in this run") + ") unless a row says otherwise. "
+             "A synced step "
              "waits for its results before the next starts; the natural pass runs the same steps dispatched without "
              "waiting, one wait at its end, as a program runs them; its figure is that pass's mean step, a slow step "
              "counted in full, where the synced one is a median: so natural can read above synced."]

@@ -301,14 +301,15 @@ def test_a_dump_is_found_from_a_rank_folder_and_a_trial(wan_sp_dump, tmp_path):
 def test_program_lines_say_why_memory_is_unknown():
     """A program as lowered (``cost --model``) has no buffer assignment: its temp and peak memory are said to be
     unknown, and why (the line read "temp -, peak -"). Bytes from 1 GiB on show in GiB (a Wan step's HBM bytes read
-    "1.89e+04 MiB", a newcomer's)."""
+    "1.89e+04 MiB", a newcomer's), said as the bytes a step moves ("HBM 18.45 GiB" beside temp and peak memory read
+    as a footprint larger than v5e's 16 GiB, a reviewer's)."""
     from perfkit.cli.cost import program_lines
 
     step = {"module": "wan step", "flops": 4.22e14, "dot_flops": 4.2e14, "other_flops": 2.34e12,
             "transcendentals": 4.41e11, "hbm_bytes": 1 << 30, "temp_bytes": None, "peak_bytes": None,
             "collectives": {}}
     line = program_lines("wan", step, None)[1]
-    assert line.endswith("HBM 1 GiB; temp and peak memory unknown (a program as lowered has no buffer assignment; "
+    assert line.endswith("HBM bytes accessed 1 GiB a step; temp and peak memory unknown (a program as lowered has no buffer assignment; "
                          "XLA's dump after optimizations has)")
     # a dump's optimized program without its buffer assignment beside it (a real ROCm dump's): that file is named
     line = program_lines("conv", {**step, "file": "module_0015.jit_forward_3d_conv.gpu_after_optimizations.txt"},

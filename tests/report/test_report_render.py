@@ -338,6 +338,8 @@ def test_the_first_step_row_says_where_failed_trials_count_in_it(make_run):
             "interrupted ones are listed under Failed trials) unless a row says otherwise." in " ".join(report.split()))
     report = (make_run("good", trials=ab_trials()) / "report.md").read_text()
     assert table_row(report, "first step (ms)")
+    # a run of good trials alone has no Failed trials section to point at (a reviewer's)
+    assert "listed under Failed trials, none in this run) unless a row says otherwise." in " ".join(report.split())
 
 
 def test_one_timed_step_a_side_is_no_verdict_and_says_why(tmp_path):
