@@ -51,18 +51,18 @@ def _older_release(r: dict) -> str | None:
     sides = [f"{side}'s" for side in deep]
     frames = (f"{' and '.join(sides)} {next(iter(deep.values()))}" if len(set(deep.values())) == 1 else
               " and ".join(f"{side} {fmt}" for side, fmt in zip(sides, deep.values())))  # one format named once
-    convert = f"5.1 converts {frames} frames to 8-bit otherwise"
+    convert = f"5.1 converts {frames} frames to 8 bits differently"
     line = r.get("ssim")
     if line is None:
         return f"an older one may part: FFmpeg {convert}" if deep else None
     parts = line["older_ffmpeg_parts"]
-    rule = "planes whose width / 4 - 1 leaves 1 when divided by 4"
+    rule = "(width // 4 - 1) mod 4 = 1"
     ssim = "FFmpeg 5.1's ssim, as Debian 12 builds it,"
     if parts:
-        return (f"an older one may part: {ssim} gives other {' and '.join(p.upper() for p in parts)} figures here "
-                f"(it parts on {rule})" + (f"; and {convert}" if deep else ""))
+        return (f"an older one may part: {ssim} gives other {' and '.join(p.upper() for p in parts)} figures here: "
+                f"it parts on planes {rule} wide" + (f"; and {convert}" if deep else ""))
     # said where it agrees too: a reader on 5.1 could not tell otherwise
-    return f"{ssim} gives these SSIM figures too (it parts only on {rule})" + (
+    return f"{ssim} gives these SSIM figures too: it parts only where {rule}" + (
         f"; an older one may part: {convert}" if deep else "")
 
 

@@ -14,9 +14,9 @@ named R G B; a fourth (alpha) channel is left out, as ``gbrp`` drops it. (A YUV 
 is converted by another path in some ffmpeg versions, 5.1 for one, and its figures part from these.)
 
 ffmpeg builds whose x86 ``ssim_end_line`` predates the fix of its last 1-3 windows of a row (Debian 12's 5.1, for
-one) differ from the filter's C code on planes whose width / 4 - 1 leaves 1 when divided by 4 (a 720-wide 4:2:0
-video's U and V; a 424-, 426- or 568-wide one's Y alone; all three planes of a 425-wide 4:4:4 one); the libavfilter
-PyAV bundles (11) has the fix, as ffmpeg 9 does.
+one) differ from the filter's C code on planes (width // 4 - 1) mod 4 = 1 wide (a 720-wide 4:2:0 video's U and V; a
+424-, 426- or 568-wide one's Y alone; all three planes of a 425-wide 4:4:4 one) that A and B do not hold alike; the
+libavfilter PyAV bundles (11) has the fix, as ffmpeg 9 does.
 """
 
 from __future__ import annotations
@@ -151,5 +151,5 @@ class SsimTally:
 
 def older_release_parts(width: int) -> bool:
     """Whether ffmpeg builds before the fix of x86 ``ssim_end_line`` (Debian 12's 5.1) give a plane of this width
-    other figures: where width / 4 - 1 leaves 1 divided by 4, the row's last windows they get wrong."""
+    other figures: where (width // 4 - 1) mod 4 = 1, the row's last windows they get wrong."""
     return (width // 4 - 1) % 4 == 1

@@ -473,19 +473,20 @@ def test_the_older_release_caveat_names_the_planes_it_parts_on(tmp_path, clip, n
         (tmp_path / name).mkdir()
         for i, frame in enumerate(f):
             skio.imsave(tmp_path / name / f"{i:03d}.png", frame, check_contrast=False)
-    rule = "planes whose width / 4 - 1 leaves 1 when divided by 4"
-    out = quality_cli(tmp_path / "a", tmp_path / "b", "--ssim").stdout  # 64 wide: 15 leaves 3
-    # (it read '(an older one may part: ... parts on none of these planes ...)': a part that parts on nothing)
-    assert ("(FFmpeg 5.1's ssim, as Debian 12 builds it, gives these SSIM figures too "
-            f"(it parts only on {rule}))\n") in out, out
+    rule = "(width // 4 - 1) mod 4 = 1"  # (it read 'width / 4 - 1 leaves 1 when divided by 4', of integer division)
+    out = quality_cli(tmp_path / "a", tmp_path / "b", "--ssim").stdout  # 64 wide: 15 mod 4 = 3
+    # (it read '(an older one may part: ... parts on none of these planes ...)': a part that parts on nothing;
+    # then '... too (it parts only on ...))', its parentheses doubled)
+    assert ("(FFmpeg 5.1's ssim, as Debian 12 builds it, gives these SSIM figures too: "
+            f"it parts only where {rule})\n") in out, out
     from lavfi_referee import encode
 
     wide = clip(frames=2, height=32, width=720)  # 4:2:0 at 720 wide, as the measured pair: U and V 360 wide
     pair = [encode(wide, tmp_path / f"{name}.mkv", "libx264", "yuv420p", {"crf": crf}) for name, crf in
             (("a720", "12"), ("b720", "30"))]
     assert quality_cli(*pair, "--ssim", "--json").json()["ssim"]["older_ffmpeg_parts"] == ["u", "v"]
-    assert (f"FFmpeg 5.1's ssim, as Debian 12 builds it, gives other U and V figures here (it parts on {rule}))\n"
-            ) in quality_cli(*pair, "--ssim").stdout
+    assert (f"(an older one may part: FFmpeg 5.1's ssim, as Debian 12 builds it, gives other U and V figures here: "
+            f"it parts on planes {rule} wide)\n") in quality_cli(*pair, "--ssim").stdout
 
 
 @pytest.fixture(scope="module")
@@ -522,7 +523,8 @@ def test_no_older_release_caveat_on_planes_a_and_b_hold_alike(horse_pair, qualit
     assert r["bit_identical"] and r["ssim"]["older_ffmpeg_parts"] == [], r["ssim"]
     out = quality_cli(video, video, "--ssim", "--frames", "0:8").stdout
     assert "SSIM in yuv420p planes: Y 1.000000 U 1.000000 V 1.000000 All 1.000000" in out, out
-    assert "gives other" not in out and "FFmpeg 5.1's ssim, as Debian 12 builds it, gives these SSIM figures" in out
+    assert "gives other" not in out and ("(FFmpeg 5.1's ssim, as Debian 12 builds it, gives these SSIM figures too: "
+                                         "it parts only where (width // 4 - 1) mod 4 = 1)\n") in out, out
 
 
 def _png_depth(path) -> int:
@@ -553,7 +555,7 @@ def test_the_conversion_caveat_is_given_only_where_an_input_decodes_to_more_than
         for i, frame in enumerate(f):
             Image.fromarray(frame[..., 0].astype(np.uint16) * 257).save(tmp_path / name / f"{i:03d}.png")
     assert _png_depth(tmp_path / "a16" / "000.png") == 16
-    said = "(an older one may part: FFmpeg 5.1 converts A's and B's gray16be frames to 8-bit otherwise)\n"
+    said = "(an older one may part: FFmpeg 5.1 converts A's and B's gray16be frames to 8 bits differently)\n"
     assert said in quality_cli(tmp_path / "a16", tmp_path / "b16").stdout
     assert quality_cli(tmp_path / "a16", tmp_path / "b16", "--json").json()["over_8_bits"] == {
         "A": "gray16be", "B": "gray16be"}
@@ -565,15 +567,15 @@ def test_the_conversion_caveat_is_given_only_where_an_input_decodes_to_more_than
     shutil.copy(tmp_path / "b16" / "001.png", tmp_path / "mixed" / "001.png")
     assert [_png_depth(tmp_path / "mixed" / f"00{i}.png") for i in (0, 1)] == [8, 16]
     res = quality_cli(tmp_path / "a8", tmp_path / "mixed")
-    assert "(an older one may part: FFmpeg 5.1 converts B's gray16be frames to 8-bit otherwise)\n" in res.stdout, \
+    assert "(an older one may part: FFmpeg 5.1 converts B's gray16be frames to 8 bits differently)\n" in res.stdout, \
         res.stdout
     assert quality_cli(tmp_path / "a8", tmp_path / "mixed", "--json").json()["over_8_bits"] == {"B": "gray16be"}
     ten = [encode(f, tmp_path / f"{name}.mkv", "ffv1", "yuv420p10le", {}) for name, f in deep.items()]
     out = quality_cli(*ten, "--ssim").stdout
-    assert ("(it parts only on planes whose width / 4 - 1 leaves 1 when divided by 4); an older one may part: 5.1 "
-            "converts A's and B's yuv420p10le frames to 8-bit otherwise)\n") in out, out
-    assert ("(an older one may part: FFmpeg 5.1 converts A's yuv420p10le and B's gray16be frames to 8-bit otherwise)"
-            "\n") in quality_cli(ten[0], tmp_path / "b16").stdout
+    assert ("too: it parts only where (width // 4 - 1) mod 4 = 1; an older one may part: 5.1 converts A's and B's "
+            "yuv420p10le frames to 8 bits differently)\n") in out, out
+    assert ("(an older one may part: FFmpeg 5.1 converts A's yuv420p10le and B's gray16be frames to 8 bits "
+            "differently)\n") in quality_cli(ten[0], tmp_path / "b16").stdout
 
 
 def test_a_share_over_16_too_small_to_show_reads_below_its_last_digit(tmp_path, quality_cli):
