@@ -444,9 +444,11 @@ def tail(paths, k, as_json, programs):
     status = trial[2]["status"] if trial and trial[2] else None
     sequence, parted = parting.parting_of_shards(parts, list(paths), dumps, status)
     measured = _measured(last.attrs.get("measured", ()))
+    # nothing says whether the chips hung (no trial record, or one neither ok nor hung): each wait is where it would be
+    if_hung = status not in ("hung", "ok")
     if as_json:
         click.echo(json.dumps({"measured": measured, "trial": trial and {"run": str(trial[0]), "dir": trial[1],
-                                                                         "status": status},
+                                                                         "status": status}, "if_hung": if_hung,
                                "chips": _json_rows(chips), "last_ops": _json_rows(last),
                                "collectives": _json_rows(sequence), "parting": parted, "notes": _notes()}, indent=1))
         return
@@ -482,8 +484,7 @@ def tail(paths, k, as_json, programs):
     if sequence["completed"].any():  # (with none, the line below says so: a table of blanks says nothing)
         steps = ("-, these traces hold no step marker" if unmarked else
                  "after a chip's last step marker, the next, as a hung step's marker never closes")
-        # nothing says whether the chips hung: where each waits if they did
-        column = "if_hung_at" if status != "hung" and sequence["waiting_at"].notna().any() else "waiting_at"
+        column = "if_hung_at" if if_hung and sequence["waiting_at"].notna().any() else "waiting_at"
         waits = ("ok: the trial ended ok per trials.jsonl, so none waits" if status == "ok" else
                  f"{column}: its program's next, else the one it ran after its last the time before; ended: the traces "
                  "end after their last")

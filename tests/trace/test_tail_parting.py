@@ -360,11 +360,13 @@ def test_a_trial_that_ended_ok_has_no_chip_waiting(tmp_path):
     doc = tail(trial, as_json=True)
     assert doc["trial"] == {"run": str(run), "dir": "trials/00-ok", "status": "ok"}
     assert [(c["waiting_at"], c["waiting_from"]) for c in doc["collectives"]] == [(None, "ok")] * 3
+    assert doc["if_hung"] is False
     # a hung trial's chips wait as they did
     text = tail(run / "trials" / "02-hung")
     assert text.startswith(agree + "\n")
     assert table(text) == [["waiting_at", "waiting_from"]] + [["cp.1", "own"]] * 3
-    assert tail(run / "trials" / "02-hung", as_json=True)["trial"]["status"] == "hung"
+    doc = tail(run / "trials" / "02-hung", as_json=True)
+    assert doc["trial"]["status"] == "hung" and doc["if_hung"] is False
     # traces that no trials.jsonl records (the trial's line not written, or not a run's): where each would wait
     alone = tmp_path / "alone"
     (run / "trials" / "03-crashed").rename(alone)
@@ -376,9 +378,12 @@ def test_a_trial_that_ended_ok_has_no_chip_waiting(tmp_path):
         assert text.startswith(hedged + "\n")
         assert table(text) == [["if_hung_at", "waiting_from"]] + [["cp.1", "own"]] * 3
         assert "\nif_hung_at: where each chip waits if they hung, which nothing here says\n" in text
-    assert tail(alone, as_json=True)["trial"] is None
-    assert tail(run / "trials" / "03-crashed", as_json=True)["trial"] == {
-        "run": str(run), "dir": "trials/03-crashed", "status": None}
+    # --json hedges as the text does: these waits are where each chip would wait if they hung, not that they did
+    doc = tail(alone, as_json=True)
+    assert doc["trial"] is None and doc["if_hung"] is True
+    assert [(c["waiting_at"], c["waiting_from"]) for c in doc["collectives"]] == [("cp.1", "own")] * 3
+    doc = tail(run / "trials" / "03-crashed", as_json=True)
+    assert doc["trial"] == {"run": str(run), "dir": "trials/03-crashed", "status": None} and doc["if_hung"] is True
 
 
 def test_a_chip_whose_trace_ends_before_a_collective(tmp_path):
