@@ -414,6 +414,11 @@ def _as_shown(rows: pd.DataFrame, digits: int | None = None) -> pd.DataFrame:
     return rows
 
 
+# what each chip's waiting_from in trace tail's table says of its wait
+_WAITING_FROM = {"program": "its program's next", "own": "the one it ran after its last the time before",
+                 "others": "it completed none, the others' first", "ended": "none, its trace ends after its last"}
+
+
 @trace.command()
 @paths_argument
 @click.option("-n", "k", type=click.IntRange(min=1), default=5, show_default=True, help="Last ops per chip.")
@@ -485,12 +490,13 @@ def tail(paths, k, as_json, programs):
         steps = ("-, these traces hold no step marker" if unmarked else
                  "after a chip's last step marker, the next, as a hung step's marker never closes")
         column = "if_hung_at" if if_hung and sequence["waiting_at"].notna().any() else "waiting_at"
+        # (each waiting_from the rows show, once)
+        whence = ", ".join(f"{w}: {_WAITING_FROM[w]}" for w in _WAITING_FROM if (sequence["waiting_from"] == w).any())
+        at = ("where each chip would wait if they hung, which nothing here says" if column == "if_hung_at" else
+              "the collective each chip waits at")
         waits = ("ok: the trial ended ok per trials.jsonl, so none waits" if status == "ok" else
-                 f"{column}: its program's next, else the one it ran after its last the time before; ended: the traces "
-                 "end after their last")
+                 f"{column}: {at}; waiting_from {whence}")
         click.echo(f"\ncollectives per chip (completed in the traces; last_step: {steps}; {waits}; -: none)")
-        if column != "waiting_at":
-            click.echo(f"{column}: where each chip waits if they hung, which nothing here says")
         shown = readable(sequence, ["last_op", "waiting_at"]).rename(columns={"waiting_at": column})
         if shown.isna().any(axis=None):
             shown = shown.astype(object).where(shown.notna(), "-")

@@ -422,10 +422,10 @@ def _if_hung(chips: pd.DataFrame, status: str | None) -> str:
         return ""
     why = f"trials.jsonl records the trial as {status}" if status else "no trials.jsonl records their trial"
     lasts, waits = set(chips["last_op"].dropna()), set(waiting["waiting_at"])
-    said = (f"the last collective each completed is {lasts.pop()}; if they hung, each waits at {waits.pop()}"
+    said = (f"the last collective each completed is {lasts.pop()}; if they hung, each would wait at {waits.pop()}"
             if len(lasts) == 1 and len(waits) == 1 and len(waiting) == len(chips) else
-            "if they did, each waits at the collective after the last it completed (its program's next, else the one "
-            "it ran after that one the time before)")
+            "if they did, each would wait at the collective after the last it completed (its program's next, else the "
+            "one it ran after that one the time before)")
     return f"; nothing here says whether the chips hung ({why}): {said}"
 
 

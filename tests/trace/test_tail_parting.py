@@ -320,7 +320,7 @@ def test_chips_whose_traces_end_after_their_last_collective_wait_at_none(tmp_pat
         "the traced sequence"
     assert parting.describe(first, chips).endswith("; nothing here says whether the chips hung (no trials.jsonl "
                                                    "records their trial): the last collective each completed is cp.3; "
-                                                   "if they hung, each waits at cp.1")
+                                                   "if they hung, each would wait at cp.1")
 
 
 def test_a_trial_that_ended_ok_has_no_chip_waiting(tmp_path):
@@ -346,7 +346,7 @@ def test_a_trial_that_ended_ok_has_no_chip_waiting(tmp_path):
 
     def table(text):
         rows = text.split("\ncollectives per chip (")[1].splitlines()[1:]
-        return [line.split()[-2:] for line in rows[rows[0].startswith("if_hung_at: "):]]
+        return [line.split()[-2:] for line in rows]
 
     agree = "the chips' collectives agree: no chip parts from the others in the traced sequence"
     ok = f"{agree}; the trial ended ok per trials.jsonl and its chips' traces end after 6 collectives each: none is " \
@@ -372,12 +372,18 @@ def test_a_trial_that_ended_ok_has_no_chip_waiting(tmp_path):
     (run / "trials" / "03-crashed").rename(alone)
     (run / "trials" / "02-hung").rename(run / "trials" / "03-crashed")
     hedged = (f"{agree}; nothing here says whether the chips hung (no trials.jsonl records their trial): the last "
-              "collective each completed is cp.3; if they hung, each waits at cp.1")
+              "collective each completed is cp.3; if they hung, each would wait at cp.1")
     for paths in ([run / "trials" / "03-crashed"], sorted(alone.glob("rank*/trace"))):
         text = tail(*paths)
         assert text.startswith(hedged + "\n")
         assert table(text) == [["if_hung_at", "waiting_from"]] + [["cp.1", "own"]] * 3
-        assert "\nif_hung_at: where each chip waits if they hung, which nothing here says\n" in text
+        # the legend defines each column once, and what the rows show (own), not what none shows (ended, program)
+        legend = text.split("\ncollectives per chip (")[1].splitlines()[0]
+        assert legend == ("completed in the traces; last_step: after a chip's last step marker, the next, as a hung "
+                          "step's marker never closes; if_hung_at: where each chip would wait if they hung, which "
+                          "nothing here says; waiting_from own: the one it ran after its last the time before; "
+                          "-: none)")
+        assert "\nif_hung_at: " not in text
     # --json hedges as the text does: these waits are where each chip would wait if they hung, not that they did
     doc = tail(alone, as_json=True)
     assert doc["trial"] is None and doc["if_hung"] is True
@@ -449,6 +455,10 @@ def test_trace_tail_command(hung_trial, read):
     text = CliRunner().invoke(cli, ["trace", "tail", *paths, "--hlo", str(hung_trial)])
     assert text.exit_code == 0, text.output
     assert "it lacks cp.2 (collective 2 of 3)" in text.stdout
+    # the legend defines what the rows show: each chip's wait from its rank's program
+    assert text.stdout.split("\ncollectives per chip (")[1].splitlines()[0].endswith(
+        "; if_hung_at: where each chip would wait if they hung, which nothing here says; waiting_from program: its "
+        "program's next; -: none)")
     # the cause leads: a newcomer read "first to stop: rank 0" as the culprit, the parting was the last line
     first, rest = text.stdout.split("\n", 1)
     assert first.startswith("chips part at step 0") and "rank 3 device 0" in first
