@@ -491,12 +491,13 @@ def tail(paths, k, as_json, programs):
                  "after a chip's last step marker, the next, as a hung step's marker never closes")
         column = "if_hung_at" if if_hung and sequence["waiting_at"].notna().any() else "waiting_at"
         # (each waiting_from the rows show, once)
-        whence = ", ".join(f"{w}: {_WAITING_FROM[w]}" for w in _WAITING_FROM if (sequence["waiting_from"] == w).any())
+        whence = "; ".join(f"{w}: {_WAITING_FROM[w]}" for w in _WAITING_FROM if (sequence["waiting_from"] == w).any())
         at = ("where each chip would wait if they hung, which nothing here says" if column == "if_hung_at" else
               "the collective each chip waits at")
-        waits = ("ok: the trial ended ok per trials.jsonl, so none waits" if status == "ok" else
-                 f"{column}: {at}; waiting_from {whence}")
+        waits = "ok: the trial ended ok per trials.jsonl, so none waits" if status == "ok" else f"{column}: {at}"
         click.echo(f"\ncollectives per chip (completed in the traces; last_step: {steps}; {waits}; -: none)")
+        if status != "ok":  # (a line of its own: the legend fits a terminal's width twice)
+            click.echo(f"waiting_from: {whence}")
         shown = readable(sequence, ["last_op", "waiting_at"]).rename(columns={"waiting_at": column})
         if shown.isna().any(axis=None):
             shown = shown.astype(object).where(shown.notna(), "-")

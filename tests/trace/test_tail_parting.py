@@ -346,7 +346,7 @@ def test_a_trial_that_ended_ok_has_no_chip_waiting(tmp_path):
 
     def table(text):
         rows = text.split("\ncollectives per chip (")[1].splitlines()[1:]
-        return [line.split()[-2:] for line in rows]
+        return [line.split()[-2:] for line in rows[rows[0].startswith("waiting_from: "):]]
 
     agree = "the chips' collectives agree: no chip parts from the others in the traced sequence"
     ok = f"{agree}; the trial ended ok per trials.jsonl and its chips' traces end after 6 collectives each: none is " \
@@ -378,11 +378,11 @@ def test_a_trial_that_ended_ok_has_no_chip_waiting(tmp_path):
         assert text.startswith(hedged + "\n")
         assert table(text) == [["if_hung_at", "waiting_from"]] + [["cp.1", "own"]] * 3
         # the legend defines each column once, and what the rows show (own), not what none shows (ended, program)
-        legend = text.split("\ncollectives per chip (")[1].splitlines()[0]
-        assert legend == ("completed in the traces; last_step: after a chip's last step marker, the next, as a hung "
+        legend = text.split("\ncollectives per chip (")[1].splitlines()[:2]
+        assert legend == ["completed in the traces; last_step: after a chip's last step marker, the next, as a hung "
                           "step's marker never closes; if_hung_at: where each chip would wait if they hung, which "
-                          "nothing here says; waiting_from own: the one it ran after its last the time before; "
-                          "-: none)")
+                          "nothing here says; -: none)", "waiting_from: own: the one it ran after its last the time "
+                          "before"]
         assert "\nif_hung_at: " not in text
     # --json hedges as the text does: these waits are where each chip would wait if they hung, not that they did
     doc = tail(alone, as_json=True)
@@ -456,9 +456,9 @@ def test_trace_tail_command(hung_trial, read):
     assert text.exit_code == 0, text.output
     assert "it lacks cp.2 (collective 2 of 3)" in text.stdout
     # the legend defines what the rows show: each chip's wait from its rank's program
-    assert text.stdout.split("\ncollectives per chip (")[1].splitlines()[0].endswith(
-        "; if_hung_at: where each chip would wait if they hung, which nothing here says; waiting_from program: its "
-        "program's next; -: none)")
+    legend = text.stdout.split("\ncollectives per chip (")[1].splitlines()
+    assert legend[0].endswith("; if_hung_at: where each chip would wait if they hung, which nothing here says; -: none)")
+    assert legend[1] == "waiting_from: program: its program's next"
     # the cause leads: a newcomer read "first to stop: rank 0" as the culprit, the parting was the last line
     first, rest = text.stdout.split("\n", 1)
     assert first.startswith("chips part at step 0") and "rank 3 device 0" in first
