@@ -563,12 +563,15 @@ def collectives(paths, step_pattern, top, as_json):
         click.echo("\nno collective ran on two chips that share a clock: no skew or straggler")
     for s in steps.itertuples():
         flag = " (straggler)" if s.skew_share > STRAGGLER_SHARE and not cpu and not s.apart else ""
-        # on a host's CPUs the order the chips arrive in is its scheduler's: the note says so, and no chip is named
-        who = (f"{s.matched} collectives matched across chips, no chip named for arriving last" if cpu
+        # on a host's CPUs the order the chips arrive in is its scheduler's: the note says so, and no chip is flagged;
+        # the one last most often is named all the same, as the wait below leaves it out
+        who = (f"{s.matched} collectives matched across chips; rank {s.rank} device {s.device} arrived last most often "
+               f"({s.times_last} of {s.matched}, the host's scheduling: not flagged a straggler)"
+               if cpu and s.times_last
+               else f"{s.matched} collectives matched across chips, no chip arrived last alone" if cpu
                else f"rank {s.rank} device {s.device} arrived last at {s.times_last} of {s.matched} collectives{flag}"
                if s.times_last else f"no chip arrived last alone at its {s.matched} collectives")
-        others = (("the chips but the one last most often" if s.times_last else "the chips") if cpu
-                  else "the other chips")
+        others = "the chips" if cpu and not s.times_last else "the other chips"
         apart = (f"; {s.apart} more matched by order never overlapped across chips, so are not one transfer (left "
                  "out; the chip that arrived last is not flagged a straggler)" if s.apart else "")
         past = f" ({SKEW_PAST_STEP})" if s.skew_share > 1 else ""

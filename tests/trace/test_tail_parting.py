@@ -457,7 +457,8 @@ def test_trace_tail_command(hung_trial, read):
     assert "it lacks cp.2 (collective 2 of 3)" in text.stdout
     # the legend defines what the rows show: each chip's wait from its rank's program
     legend = text.stdout.split("\ncollectives per chip (")[1].splitlines()
-    assert legend[0].endswith("; if_hung_at: where each chip would wait if they hung, which nothing here says; -: none)")
+    assert legend[0].endswith("; if_hung_at: where each chip would wait if they hung, which nothing here says; "
+                              "-: none)")
     assert legend[1] == "waiting_from: program: its program's next"
     # the cause leads: a newcomer read "first to stop: rank 0" as the culprit, the parting was the last line
     first, rest = text.stdout.split("\n", 1)
