@@ -56,7 +56,8 @@ def single_process_ab(run_dir: Path) -> tuple[Path, Path, str]:
 
 @click.command("hlo-diff")
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option("--ab", is_flag=True, help="Two dump folders: variant A's programs against B's.")
+@click.option("--ab", is_flag=True, help="Two dump folders: variant A's programs against B's (exit 0 whatever it "
+              "finds: variants may compile other programs by design).")
 @click.option("--module", "module_filter", metavar="TEXT", help="Only modules whose name contains TEXT.")
 @click.option("--chip", "chip_name", metavar="NAME", help="--ab: each step's roofline on this chip (perfkit cost --chip).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
