@@ -1,7 +1,8 @@
 """How often the run's verdict calls an A/A comparison faster or slower: simulated trials of one program on both
 sides, compared as ``perfkit run`` compares them (``perfkit.analysis.stats.compare``, the case's minimum effect),
 at a fixed number of trials a side and with the adaptive rounds (one more trial a side while the verdict is
-unknown, up to ``--most``), which look at the verdict again after each round.
+unknown, up to ``--most``), which look at the verdict again after each round, each look's interval at the level
+the rounds get (``stats.look_confidence``).
 
     .venv/bin/python benchmarks/aa_false_calls.py --runs 2000 --most 8
 
@@ -44,9 +45,11 @@ def main() -> None:
         a, b = draw(args.least), draw(args.least)
         verdict = compare(a, b, min_effect=args.min_effect, n_boot=args.resamples, seed=i).verdict
         first[verdict] = first.get(verdict, 0) + 1
+        rounds = (args.least, args.most)
+        verdict = compare(a, b, min_effect=args.min_effect, rounds=rounds, n_boot=args.resamples, seed=i).verdict
         while verdict == "unknown" and len(a) < args.most:
             a, b = a + draw(1), b + draw(1)
-            verdict = compare(a, b, min_effect=args.min_effect, n_boot=args.resamples, seed=i).verdict
+            verdict = compare(a, b, min_effect=args.min_effect, rounds=rounds, n_boot=args.resamples, seed=i).verdict
         final[verdict] = final.get(verdict, 0) + 1
     for name, counts in ((f"{args.least} trials a side, one look", first),
                          (f"adaptive rounds, {args.least} to {args.most} trials a side", final)):

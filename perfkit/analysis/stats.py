@@ -2,12 +2,15 @@
 Mann-Whitney U p-value over trial medians, and a verdict against a minimum effect.
 
 Machines are noisy and trials drift, so the unit of evidence is the trial: the bootstrap resamples
-trials, then steps within each resampled trial, which keeps between-trial noise in the interval.
+trials, then steps within each resampled trial, which keeps between-trial noise in the interval. A run
+that reads the verdict after each round and stops once it is known looks more than once, so each look's
+interval is held at a stricter level (``look_confidence``), for all of them to hold together at 95%.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Sequence
 
 import numpy as np
@@ -19,6 +22,8 @@ from perfkit.common.comparison import FEW_TRIALS
 # Resamples of ``compare``'s bootstrap: a CI endpoint wanders by its Monte Carlo error from one seed to another,
 # which falls as 1/sqrt(resamples); the seed (the case's) keeps a run's figures reproducible.
 N_BOOT = 20_000
+# Random walks ``look_confidence`` reads its level from: their Monte Carlo error moves the level's z by about 0.005.
+WALKS = 1 << 17
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,7 +32,7 @@ class Comparison:
 
     metric: str
     ratio: float
-    ci: tuple[float, float]
+    ci: tuple[float, float]  # at ``look_confidence``: with the other looks' intervals, ``confidence``
     p_value: float | None
     verdict: str  # faster | slower | same | unknown (B against A, by the CI and min_effect)
     min_effect: float
@@ -35,10 +40,14 @@ class Comparison:
     n_b: int
     n_boot: int  # the bootstrap's resamples (0: none drawn, no CI)
     seed: int    # its random generator's seed
+    confidence: float       # what the intervals of all the verdict's looks hold together
+    look_confidence: float  # each look's interval's own level (``confidence`` where the verdict is read once)
+    looks_at: tuple[int, int] | None  # the trials a side at the verdict's first and last look (None: read once)
 
     def as_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["ci"] = list(self.ci)
+        d["looks_at"] = self.looks_at and list(self.looks_at)
         return d
 
 
@@ -129,12 +138,31 @@ def welch_interval(a: np.ndarray, b: np.ndarray, confidence: float) -> tuple[np.
 def _with_trials_spread(ci: tuple[float, float], a: list[np.ndarray], b: list[np.ndarray], confidence: float
                         ) -> tuple[float, float]:
     """``ci`` widened to take in Welch's interval of the ratio of the trials' geometric mean medians (``FEW_TRIALS``
-    a side): a bootstrap resampling two trials reaches no further than they do, and in simulated A/A runs of two
-    trials a side (tests/runner/test_runner_stats.py) it called one in four faster or slower at 95%."""
+    or more a side): a bootstrap resampling a few trials reaches no further than they do; in simulated A/A runs
+    of two trials a side (tests/runner/test_runner_stats.py) it called one in four faster or slower at 95%."""
     lo, hi = welch_interval(np.log([[np.median(t)] for t in a]), np.log([[np.median(t)] for t in b]), confidence)
     if lo[0] == hi[0]:  # trials alike on both sides: no spread to take in (and exp(log) would move the point)
         return ci
     return min(ci[0], float(np.exp(lo[0]))), max(ci[1], float(np.exp(hi[0])))
+
+
+@functools.lru_cache
+def look_confidence(first: int, last: int, confidence: float = 0.95) -> float:
+    """The level each look's interval is held at where the verdict is read at ``first``, ``first`` + 1, ...,
+    ``last`` trials a side and the rounds stop at the first look that decides it, for the intervals of all the
+    looks to hold together with ``confidence`` (repeated confidence intervals: Jennison and Turnbull, Group
+    Sequential Methods with Applications to Clinical Trials, ch. 9), at one level for every look (Pocock's): the
+    ``confidence`` quantile of the largest |z| over the looks, z a look's mean trial over its standard error, drawn
+    as ``WALKS`` random walks of normal steps (seeded: a case gets the same level every time)."""
+    if first == last:
+        return confidence
+    rng = np.random.default_rng(0)
+    walk = rng.standard_normal(WALKS) * np.sqrt(first)  # the first look's sum of ``first`` steps
+    peak = np.abs(walk) / np.sqrt(first)
+    for n in range(first + 1, last + 1):
+        walk += rng.standard_normal(WALKS)
+        np.maximum(peak, np.abs(walk) / np.sqrt(n), out=peak)
+    return float(1 - 2 * sps.norm.sf(np.quantile(peak, confidence)))
 
 
 def verdict_for(ci: tuple[float, float], min_effect: float) -> str:
@@ -162,31 +190,39 @@ def compare(
     metric: str = "step_ms",
     min_effect: float = 0.02,
     confidence: float = 0.95,
+    rounds: tuple[int, int] | None = None,
     n_boot: int = N_BOOT,
     seed: int = 0,
 ) -> Comparison:
     """Compare B's per-step times with A's; each argument is one list of step times per trial. The CI is the
     percentile interval of ``n_boot`` two-stage resamples (trials, then steps within each) of the ratio of medians
-    of trial medians, drawn from ``numpy.random.default_rng(seed)``. Where a side has a single timed step in all,
-    the ratio has no CI and no verdict (``common.comparison.NO_SPREAD``)."""
+    of trial medians, drawn from ``numpy.random.default_rng(seed)``, widened to take in Welch's interval of the
+    trials (``_with_trials_spread``). ``rounds``: (first, last), the trials a side at which the verdict is read, one
+    look a round (None: once); each look's interval is then at ``look_confidence``. Where a side has a single timed
+    step in all, the ratio has no CI and no verdict (``common.comparison.NO_SPREAD``)."""
+    first, last = rounds or (1, 1)
+    level = look_confidence(first, last, confidence)
     a = [np.asarray(t, float) for t in a_trials if len(t)]
     b = [np.asarray(t, float) for t in b_trials if len(t)]
+
+    def result(ratio: float, ci: tuple[float, float], p: float | None, resamples: int) -> Comparison:
+        return Comparison(metric, ratio, ci, p, verdict_for(ci, min_effect), min_effect, len(a), len(b), resamples,
+                          seed, confidence, level, rounds)
+
+    nan = (float("nan"), float("nan"))
     if not a or not b:
-        return Comparison(metric, float("nan"), (float("nan"), float("nan")), None, "unknown",
-                          min_effect, len(a), len(b), 0, seed)
+        return result(float("nan"), nan, None, 0)
     med_a, med_b = median_of_medians(a), median_of_medians(b)
     if min(sum(map(len, a)), sum(map(len, b))) < 2:  # one value measures no noise: its interval would have no width
-        return Comparison(metric, med_b / med_a, (float("nan"), float("nan")), None, "unknown", min_effect, len(a),
-                          len(b), 0, seed)
+        return result(med_b / med_a, nan, None, 0)
     rng = np.random.default_rng(seed)
     ratios = _bootstrap_medians(b, n_boot, rng) / _bootstrap_medians(a, n_boot, rng)
-    alpha = (1.0 - confidence) / 2
+    alpha = (1.0 - level) / 2
     ci = (float(np.quantile(ratios, alpha)), float(np.quantile(ratios, 1 - alpha)))
-    if min(len(a), len(b)) == FEW_TRIALS:
-        ci = _with_trials_spread(ci, a, b, confidence)
+    if min(len(a), len(b)) >= FEW_TRIALS:
+        ci = _with_trials_spread(ci, a, b, level)
     p = None
     if len(a) >= 2 and len(b) >= 2:
         p = float(sps.mannwhitneyu([np.median(t) for t in a], [np.median(t) for t in b],
                                    alternative="two-sided").pvalue)
-    return Comparison(metric, med_b / med_a, ci, p, verdict_for(ci, min_effect), min_effect, len(a), len(b), n_boot,
-                      seed)
+    return result(med_b / med_a, ci, p, n_boot)

@@ -275,8 +275,9 @@ def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Ca
     trials = rundir.read_trials(run_dir)
     variants = case.run_variants()
     a, b = variants[0].name, variants[1].name
+    hosts = rundir.started_options(run_dir).get("hosts", 1)
     comparisons = timing.compare_variants(timing.steps_frame(trials), a, [v.name for v in variants[1:]],
-                                          min_effect=case.min_effect, seed=case.seed)
+                                          min_effect=case.min_effect, seed=case.seed, rounds=case.looks(hosts))
     main = comparisons[(comparisons.variant == b) & (comparisons.metric == "step_ms")].iloc[0].to_dict()
     env, kept = run_env(run_dir)
     breakdown, attributed = traces_summary(run_dir, trials, [v.name for v in variants], case.seed)

@@ -57,10 +57,10 @@ def per_trial(steps: pd.DataFrame, variant: str, metric: str) -> list[np.ndarray
 
 
 def compare_variants(steps: pd.DataFrame, baseline: str, others: list[str], *, min_effect: float,
-                     seed: int) -> pd.DataFrame:
+                     seed: int, rounds: tuple[int, int] | None = None) -> pd.DataFrame:
     """One row per (variant, metric) of ``COMPARED``: the variant against the baseline, as
-    ``stats.compare`` (ratio of medians, bootstrap CI, Mann-Whitney p, verdict). Metrics that neither
-    side reported are left out."""
+    ``stats.compare`` (ratio of medians, bootstrap CI at each look's level of ``rounds``, Mann-Whitney p,
+    verdict). Metrics that neither side reported are left out."""
     rows = []
     for metric in COMPARED:
         base = per_trial(steps, baseline, metric)
@@ -68,7 +68,7 @@ def compare_variants(steps: pd.DataFrame, baseline: str, others: list[str], *, m
             mine = per_trial(steps, v, metric)
             if metric != "step_ms" and not (base or mine):
                 continue
-            c = stats.compare(base, mine, metric=metric, min_effect=min_effect, seed=seed).as_dict()
+            c = stats.compare(base, mine, metric=metric, min_effect=min_effect, rounds=rounds, seed=seed).as_dict()
             # No data gives NaN figures: None in summary.json (NaN is not JSON).
             c["ratio"] = c["ratio"] if np.isfinite(c["ratio"]) else None
             c["ci"] = [x if np.isfinite(x) else None for x in c["ci"]]

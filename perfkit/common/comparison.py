@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 
-# Trials on a side at which a comparison's CI also takes in Welch's interval of the trials (``stats.compare``): a
-# bootstrap resampling two reaches no further than they do.
+# Trials on a side from which a comparison's CI also takes in Welch's interval of the trials (``stats.compare``): a
+# bootstrap resampling a few reaches no further than they do.
 FEW_TRIALS = 2
 # Why a comparison with a ratio has no CI (``perfkit.analysis.stats.compare``), where reports say so.
 NO_SPREAD = "a side has one timed step: nothing measured how much a step varies, so no CI"

@@ -168,11 +168,26 @@ def _resamples(c: dict) -> str:
     """How the CI was drawn, so that another bootstrap can give it again (absent in older summaries)."""
     if not c.get("n_boot"):
         return ""
+    welch = min(c.get("n_a") or 0, c.get("n_b") or 0) >= FEW_TRIALS and "looks_at" in c
     few = min(c.get("n_a") or 0, c.get("n_b") or 0) == FEW_TRIALS
+    rounds = f", rounds=({c['looks_at'][0]}, {c['looks_at'][1]})" if c.get("looks_at") else ""
     return (f"; its percentile interval over {c['n_boot']:,} resamples drawn by numpy's default_rng({c['seed']}), "
-            f"the case's seed: `perfkit.analysis.stats.compare(a, b, seed={c['seed']})` gives it again"
-            + ("; a side has two trials, so it also takes in Welch's t interval of the trials' medians (a bootstrap "
-               "of two reaches no further than they do)" if few else ""))
+            f"the case's seed: `perfkit.analysis.stats.compare(a, b{rounds}, seed={c['seed']})` gives it again"
+            + ("; it also takes in Welch's t interval of the trials' medians (a bootstrap of a few trials reaches no "
+               "further than they do)" if welch else "; a side has two trials, so it also takes in Welch's t interval "
+               "of the trials' medians (a bootstrap of two reaches no further than they do)" if few else ""))
+
+
+def _looks(c: dict) -> str:
+    """Why a CI said to be 95% is wider than one look's 95% interval, where the rounds read the verdict more than
+    once (``stats.look_confidence``)."""
+    first, last = c.get("looks_at") or (1, 1)
+    if first == last:
+        return ""
+    return (f" The run read the verdict after every round from {first} to {last} trials a side and stopped at the "
+            f"first that decided it, so each look's interval is at {c['look_confidence']:.1%}: the intervals of all "
+            f"{last - first + 1} looks hold together at {c['confidence']:.0%} (repeated confidence intervals, "
+            "Pocock's level); 95% at every look would call more A/A runs faster or slower than one in twenty.")
 
 
 def _ratio_lines(summary: dict) -> list[str]:
@@ -190,7 +205,8 @@ def _ratio_lines(summary: dict) -> list[str]:
              "effect on that side, *same* when it lies within it, else *unknown*. The Mann-Whitney p is a second view "
              "that only ranks the trial medians "
              f"(steps within a trial and the minimum effect play no part{_p_floor(summary['comparison'])}), "
-             "so the two can disagree: the verdict is the CI's. Values are medians over good trials (those whose "
+             f"so the two can disagree: the verdict is the CI's.{_looks(summary['comparison'])} Values are medians "
+             "over good trials (those whose "
              "every rank ran to its end; hung, crashed and interrupted ones are listed under Failed trials"
              + ("" if summary["trials"]["failed"] else ", none in this run") + ") unless a row says otherwise. "
              "A synced step "

@@ -64,7 +64,8 @@ def undecided(case: Case, names: list[str], trials: list[dict]) -> bool:
     others = [b for b in names if b not in (a, case.aa_name) and b not in out]
     if a not in names or a in out or not others:
         return False
-    rows = timing.compare_variants(timing.steps_frame(trials), a, others, min_effect=case.min_effect, seed=case.seed)
+    rows = timing.compare_variants(timing.steps_frame(trials), a, others, min_effect=case.min_effect, seed=case.seed,
+                                   rounds=case.looks(hosts=1))
     return bool((rows[rows.metric == "step_ms"].verdict == "unknown").any())
 
 

@@ -59,6 +59,11 @@ class Comparison(TypedDict):
     n_b: int
     n_boot: NotRequired[int]  # the CI's bootstrap resamples (0: none drawn); absent in older summaries
     seed: NotRequired[int]    # the bootstrap's seed (the case's)
+    # the intervals of all the verdict's looks hold together at ``confidence`` (0.95), each at ``look_confidence``;
+    # ``looks_at``: the trials a side at its first and last look (null: read once); absent in older summaries
+    confidence: NotRequired[float]
+    look_confidence: NotRequired[float]
+    looks_at: NotRequired[list[int] | None]
 
 
 class NoiseFloor(TypedDict):

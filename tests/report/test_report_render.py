@@ -401,8 +401,8 @@ def test_one_trial_a_side_says_its_ci_is_the_steps_noise_alone(make_run):
     two = json.loads((two_run / "summary.json").read_text())
     assert (two["comparison"]["n_a"], two["comparison"]["n_b"]) == (2, 2)
     assert not any(note.startswith("the B/A timing CI") for note in two["not_verified"])
-    assert ("gives it again; a side has two trials, so it also takes in Welch's t interval of the trials' medians (a "
-            "bootstrap of two reaches no further than they do)") in (two_run / "report.md").read_text()
+    assert ("gives it again; it also takes in Welch's t interval of the trials' medians (a bootstrap of a few trials "
+            "reaches no further than they do)") in " ".join((two_run / "report.md").read_text().split())
 
 
 def test_a_trial_whose_record_is_damaged_is_not_dropped_silently(make_run):
@@ -1494,19 +1494,22 @@ def test_the_method_line_names_the_bootstraps_resamples_and_seed(make_run):
     """A newcomer's own bootstrap of 5 + 6 trials converged to [0.392, 8.112] where the report said [0.400, 8.233]:
     it did not say how many resamples (20,000: a CI endpoint moves by its Monte Carlo error from one seed to the
     next) nor the seed. The report's method line and summary.json now say both (the case's seed, 7 here), and
-    stats.compare with them, on the trials' steps, gives the summary's CI again."""
+    stats.compare with them, on the trials' steps, gives the summary's CI again: with the looks the case's rounds
+    read the verdict at (3 to 6 trials a side), which the line names."""
     from perfkit.analysis import stats, timing
     from perfkit.rundata.rundir import read_trials
 
-    run = make_run(case_extra={"seed": 7})
+    run = make_run(case_extra={"seed": 7, "repeats": {"min": 3, "max": 6}})
     s = json.loads((run / "summary.json").read_text())
     assert (s["comparison"]["n_boot"], s["comparison"]["seed"]) == (20_000, 7)
+    assert (s["comparison"]["looks_at"], s["comparison"]["confidence"]) == ([3, 6], 0.95)
     report = (run / "report.md").read_text()
     assert ("a hierarchical bootstrap (trials resampled, then steps within each; its percentile interval over 20,000 "
             "resamples drawn by numpy's default_rng(7), the case's seed: `perfkit.analysis.stats.compare(a, b, "
-            "seed=7)` gives it again)") in " ".join(report.split())
+            "rounds=(3, 6), seed=7)` gives it again; it also takes in Welch's t interval") in " ".join(report.split())
     steps = timing.steps_frame(read_trials(run))
-    again = stats.compare(timing.per_trial(steps, "a", "step_ms"), timing.per_trial(steps, "b", "step_ms"), seed=7)
+    again = stats.compare(timing.per_trial(steps, "a", "step_ms"), timing.per_trial(steps, "b", "step_ms"),
+                          rounds=(3, 6), seed=7)
     assert list(again.ci) == s["comparison"]["ci"]
 
 

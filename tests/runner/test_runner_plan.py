@@ -342,3 +342,21 @@ def test_stdout_steps_printed_after_the_stop_are_late(tmp_path):
     case = case_mod.validate(dict(CMD, warmup=0, step_regex=r"took (\S+) ms"), "c")
     rank = rank_kind.trial_record(case, Trial(0, "a", 0), tmp_path, hung)["ranks"][0]
     assert (rank["steps_done"], rank["last_step_ms"], rank["late_steps"]) == (1, 12.5, 2)
+
+
+def test_the_rounds_read_each_look_at_the_level_the_looks_get():
+    """Trial medians 10.0, 10.4, 9.6 ms against 9% more: slower at one look's 95% ([1.028, 1.219] by the bootstrap
+    and Welch's t), unknown at the level of a look of six, 3 to 8 trials a side ([0.992, 1.263]): the rounds go on
+    where repeats.max allows them; where it does not, the one look is at 95% and decides."""
+    def trial(index, variant, steps):
+        return {"index": index, "variant": variant, "round": index // 2, "status": "ok", "warmup": 0,
+                "steps_ms": steps}
+
+    a = [[10.0, 10.1, 9.9], [10.4, 10.5, 10.3], [9.6, 9.7, 9.5]]
+    b = [[x * 1.09 for x in t] for t in ([10.3, 10.4, 10.2], [10.6, 10.7, 10.5], [9.9, 10.0, 9.8])]
+    trials = [trial(2 * i + j, v, steps[i]) for i in range(3) for j, (v, steps) in enumerate((("a", a), ("b", b)))]
+    rounds = case_mod.validate(dict(CMD, repeats={"min": 3, "max": 8}), "c")
+    once = case_mod.validate(dict(CMD, repeats={"min": 3, "max": 3}), "c")
+    assert runner.undecided(rounds, ["a", "b"], trials)
+    assert not runner.undecided(once, ["a", "b"], trials)
+    assert rounds.looks(hosts=1) == (3, 8) and rounds.looks(hosts=2) == (3, 3)
