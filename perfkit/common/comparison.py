@@ -36,6 +36,14 @@ def inside_noise_floor(summary: dict) -> str | None:
     return f"{c['ratio'] - 1:+.1%}" if nf["ci"][0] <= c["ratio"] <= nf["ci"][1] else None
 
 
+def aa_called(summary: dict) -> str | None:
+    """The A/A control's verdict where it called the baseline faster or slower than itself (``perfkit run --aa``):
+    the run's conditions drifted between its trials by more than the CIs allow, so no timing verdict of the run
+    is to be trusted; None otherwise (no control, or one that called no change)."""
+    nf = summary.get("noise_floor")
+    return nf["verdict"] if nf and nf["verdict"] in ("faster", "slower") else None
+
+
 def compared_variant(summary: dict) -> str:
     """B: the variant of the headline comparison, the first after the baseline A (A itself if alone)."""
     a = summary["baseline"]

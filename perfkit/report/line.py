@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from perfkit.common.comparison import compared_variant, inside_noise_floor, noise_range, trial_median, without_ci
+from perfkit.common.comparison import (aa_called, compared_variant, inside_noise_floor,
+                                       noise_range, trial_median, without_ci)
 from perfkit.common.digits import digits
 from perfkit.common.json_figures import from_json
 from perfkit.hlo.render import ranks_text
@@ -295,8 +296,10 @@ def summary_line(summary: dict, report: Path) -> str:
     nf = summary.get("noise_floor")
     if nf and nf["half_width"] is not None:
         inside = inside_noise_floor(summary)
+        called = aa_called(summary)
         parts.append(f"; A/A noise floor {noise_range(nf)}"
-                     + (f" ({b}/{a}'s {inside} inside it: not to be trusted alone)" if inside else ""))
+                     + (f" (A/A itself {called}: no verdict of this run to be trusted)" if called else
+                        f" ({b}/{a}'s {inside} inside it: not to be trusted alone)" if inside else ""))
     divergent = [f"{v} ({_differ(r.get('divergent_ranks') or [])})"
                  for v, r in (summary.get("ranks") or {}).items() if r.get("consistent") is False]
     if divergent:

@@ -7,7 +7,8 @@ import shlex
 import signal
 from pathlib import Path
 
-from perfkit.common.comparison import FEW_TRIALS, NO_SPREAD, compared_variant, inside_noise_floor, trial_median, without_ci
+from perfkit.common.comparison import (FEW_TRIALS, NO_SPREAD, aa_called,
+                                       compared_variant, inside_noise_floor, trial_median, without_ci)
 from perfkit.common.devices import on_cpu_devices
 from perfkit.common.digits import change_text, digits, ratio_text, share_text, shown_difference, whole_shares
 from perfkit.common.json_figures import db_cell
@@ -228,6 +229,11 @@ def _noise_floor_lines(summary: dict) -> list[str]:
                  f"{nf['ci'][0] - 1:+.1%} to {nf['ci'][1] - 1:+.1%} (95% CI of A/A)")
         rows += ["", f"A/A noise floor ({nf['variant']}, the baseline run again): {width}. A B/A change "
                  "inside this range cannot be told from run-to-run noise on this machine."]
+        if called := aa_called(summary):
+            rows[-1] = (f"A/A control ({nf['variant']}, the baseline run again): **{called}** than the baseline "
+                        f"itself, {nf['ratio']:.3f}, {width}: the run's conditions drifted between its trials (load, "
+                        "clocks, heat) by more than its CIs allow, so no timing verdict of this run is to be "
+                        "trusted; run again on a quieter machine.")
         inside = inside_noise_floor(summary)
         if inside:
             rows[-1] += (f" {compared_variant(summary)}/{a}'s {inside} lies inside it: its verdict "
@@ -628,7 +634,10 @@ def _host_scheduled(summary: dict) -> str | None:
     devices were probed, else, a command case probing none, as its traces say), or its ranks' collectives ran on
     the CPUs (host ops measured: gloo) of the one host the run had; else None."""
     if on_cpu_devices(summary):
-        return "These are CPU devices: the chips are threads sharing the host's cores"
+        processes = max((v.get("ranks", 1) for v in summary.get("variants", {}).values()), default=1)
+        return ("These are CPU devices: the chips are threads sharing the host's cores" if processes == 1 else
+                f"These are CPU devices: the chips are threads of {processes} processes sharing the host's cores, "
+                "their collectives the processes' exchange (gloo)")
     env = summary.get("env") or {}
     variants = summary["breakdown"]["variants"].values()
     one_host = (env.get("hosts") or {}).get("count", 1) == 1

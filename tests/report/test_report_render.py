@@ -1038,6 +1038,25 @@ def test_a_verdict_inside_the_aa_noise_floor_is_not_to_be_trusted_alone(make_run
         in report
 
 
+def test_an_aa_control_called_faster_says_no_verdict_of_the_run_is_to_be_trusted(make_run):
+    """A newcomer's --aa run on a loaded machine: `tp-aa/tp 0.487 [0.321, 0.956] -> faster`, and the report went on
+    "A/A noise floor: -67.9% to -4.4%. A B/A change inside this range cannot be told from run-to-run noise": a
+    range without 0%, in which B = A would count as told from noise. Here the control's trials run 0.6x a's in each
+    round: the baseline faster than itself. The timing section, the line and Not verified say the run drifted."""
+    trials = ab_trials(b_scale=1.4)
+    trials += [trial(6 + r, "a-aa", [s * 0.6 for s in steps], natural=[0.9 * steps[-1] * 0.6])
+               for r, steps in enumerate(A_STEPS)]
+    run = make_run("aa", trials=trials, case_extra={"aa": True})
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["noise_floor"]["verdict"] == "faster"
+    report = " ".join((run / "report.md").read_text().split())
+    assert "A/A control (a-aa, the baseline run again): **faster** than the baseline itself, 0.600" in report
+    assert "so no timing verdict of this run is to be trusted" in report
+    assert "cannot be told from run-to-run noise" not in report
+    assert "(A/A itself faster: no verdict of this run to be trusted)" in report
+    assert "- every timing verdict: the A/A control (a-aa) was called faster than the baseline itself (0.600" in report
+
+
 def test_traced_steps_that_changed_the_other_way_are_said_so():
     """The same --aa run: "Where sp's -2.044 ms a step goes" (tp 15.246, sp 13.202 ms traced) under sp/tp 1.437
     timed: one traced tp step of 30.1 ms turned it. Said beside it; the A/A control's own changes are noise."""

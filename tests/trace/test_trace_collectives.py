@@ -491,6 +491,10 @@ def test_run_summary_and_report_lines(tmp_path):
     assert on_cpu["variants"]["sp"]["cpu_devices"] and "cpu_devices" not in got_variants["sp"]
     assert _host_scheduled({"env": {"devices": None}, "breakdown": on_cpu})
     assert _host_scheduled({"env": {"devices": None}, "breakdown": {"variants": got_variants}}) is None
+    # a newcomer's skipped-collective run: 4 processes over gloo, which the report called threads
+    four = {"env": {"devices": None}, "breakdown": on_cpu, "variants": {"sp": {"ranks": 4}, "tp": {"ranks": 4}}}
+    assert _host_scheduled(four) == ("These are CPU devices: the chips are threads of 4 processes sharing the host's "
+                                     "cores, their collectives the processes' exchange (gloo)")
     # a torch case's ranks over gloo: processes of this machine (a newcomer's ring run named one a straggler, at a
     # summed skew of 261.5% of the step: its sends and recvs were in flight at once)
     gloo = {"variants": {v: {**got_variants[v], "measured": "host ops"} for v in got_variants}}
