@@ -571,13 +571,15 @@ def collectives(paths, step_pattern, top, as_json):
                else f"{s.matched} collectives matched across chips, no chip arrived last alone" if cpu
                else f"rank {s.rank} device {s.device} arrived last at {s.times_last} of {s.matched} collectives{flag}"
                if s.times_last else f"no chip arrived last alone at its {s.matched} collectives")
-        others = "the chips" if cpu and not s.times_last else "the other chips"
+        # the wait leaves out the chip last most often; with none last alone it is the mean over every chip
+        waited = ("the other chips waited {} us each" if s.times_last else
+                  "every chip waited {} us on average, none left out (no chip arrived last alone)")
         apart = (f"; {s.apart} more matched by order never overlapped across chips, so are not one transfer (left "
                  "out; the chip that arrived last is not flagged a straggler)" if s.apart else "")
         past = f" ({SKEW_PAST_STEP})" if s.skew_share > 1 else ""
         click.echo(f"step {s.step}: {who}{apart}; skew {s.skew_ps / PS_PER_US:.1f} us summed, "
-                   f"{100 * s.skew_share:.1f}% of the {s.span_ps / PS_PER_US:.1f} us step{past}; {others} "
-                   f"waited {s.wait_ps / PS_PER_US:.1f} us each, summed over the step's collectives (the table's "
+                   f"{100 * s.skew_share:.1f}% of the {s.span_ps / PS_PER_US:.1f} us step{past}; "
+                   f"{waited.format(f'{s.wait_ps / PS_PER_US:.1f}')}, summed over the step's collectives (the table's "
                    "wait: a mean per instance over every chip, the last one's too)")
 
 

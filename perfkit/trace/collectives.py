@@ -723,9 +723,10 @@ def by_op(inst: pd.DataFrame) -> pd.DataFrame:
 def stragglers(inst: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
     """Per (domain, step) with instances on two or more chips: ``matched`` (instances), ``rank``,
     ``device`` of the chip that arrived last most often (ties: the lower rank and device), ``times_last``,
-    ``skew_ps`` (summed over the step's instances), ``wait_ps`` (the other chips' mean waiting time),
-    ``span_ps`` (mean step span of the domain's chips; ``spans``: breakdown rows) and ``skew_share``; of the
-    instances whose chips never overlapped (``apart``: not one rendezvous) only their count, ``apart``."""
+    ``skew_ps`` (summed over the step's instances), ``wait_ps`` (the other chips' mean waiting time; every chip's
+    where none was last alone), ``span_ps`` (mean step span of the domain's chips; ``spans``: breakdown rows) and
+    ``skew_share``; of the instances whose chips never overlapped (``apart``: not one rendezvous) only their count,
+    ``apart``."""
     columns = ["domain", "step", "matched", "apart", "rank", "device", "times_last", "skew_ps", "wait_ps", "span_ps",
                "skew_share"]
     shared = inst[inst["chips"] > 1]

@@ -825,3 +825,28 @@ def test_kernel_bytes_from_the_record_param_comms_of_their_launch(fixtures_dir, 
     path.write_bytes(gzip.compress(json.dumps(raw).encode()))
     inst = collectives.instances(events.load([path]))
     assert inst.sort_values("start_ps")["bytes"].tolist() == expected and len(expected) == 21
+
+
+def test_a_step_with_no_chip_last_alone_says_its_wait_is_every_chip_s_mean(tmp_path):
+    """Three TPU chips of one clock, one step [0, 100) us, two sync all-reduces (f32[8,128]) at which two chips arrive
+    last together: the first, chip 0 [10, 20), chips 1 and 2 [14, 20): chip 0 waits 4 us; the second, chip 2
+    [30, 40), chips 0 and 1 [34, 40): chip 2 waits 4 us. No chip is last alone, so none is left out of the wait: its
+    mean over the 3 chips is (4 + 0 + 4) / 3 = 2.667 us, skew 4 + 4 = 8 us. The line said "the other chips waited"
+    of that mean, as if one chip were left out."""
+    space = XSpaceWriter("tpu-host")
+    space.program(5, "jit_m", [("all-reduce.1", "all-reduce", "f32[8,128]")])
+    for chip, (first, second) in enumerate([(10, 34), (14, 34), (14, 30)]):
+        plane = space.plane(f"/device:TPU:{chip}")
+        plane.line("Steps", 0).event(plane.op("0"), 0, 100 * U)
+        ops = plane.line("XLA Ops", 0)
+        for start, end in ((first, 20), (second, 40)):
+            ops.event(plane.op("all-reduce.1", program_id=5), start * U, (end - start) * U)
+    path = space.save(tmp_path / "tie.xplane.pb")
+    (step,) = json.loads(run(path, "--json").stdout)["steps"]
+    assert (step["rank"], step["device"], step["times_last"]) == (-1, -1, 0)
+    assert (step["skew_ps"] / U, step["wait_ps"] / U) == (8, pytest.approx(8 / 3))
+    (line,) = [row for row in run(path).stdout.splitlines() if row.startswith("step ")]
+    assert line.startswith("step 0: no chip arrived last alone at its 2 collectives; skew 8.0 us summed")
+    assert "other chips" not in line
+    assert "; every chip waited 2.7 us on average, none left out (no chip arrived last alone), summed over the " \
+           "step's collectives" in line
