@@ -466,14 +466,18 @@ def tail(paths, k, as_json, programs):
     chips = readable(chips, ["at_first_stop_name", "at_first_stop_kind"])
     first = chips.iloc[0]
     others = chips.iloc[1:]
+    # a trial that finished (recorded ok, or every trace ends after its last collective, its step's marker closed, in
+    # traces not recorded hung): its traces end apart as any run's do, no chip stopped inside an op
+    finished = status == "ok" or (status != "hung" and (sequence["waiting_from"] == "ended").all())
     symptom = ("; where the traces end is a symptom, the parting above the cause" if parted is not None
                and status != "ok" else "")
     if len(others):  # (one chip: no other trace to end before)
+        ends = (f"trace ends first: rank {first['rank']} device {first['device']}, "
+                f"{first['before_last_ps'] / PS_PER_MS:.3f} ms before the last chip's")
         # where a trace ends, not where its chip stopped: the chip may be inside an op the profiler never wrote
-        click.echo(f"trace ends first: rank {first['rank']} device {first['device']}, "
-                   f"{first['before_last_ps'] / PS_PER_MS:.3f} ms before the last chip's (at its last op to end: a "
-                   f"profiler writes an op when it ends, so one still running, a collective it waits in, is not in "
-                   f"it{symptom})")
+        click.echo(ends if finished else f"{ends} (at its last op to end: a profiler writes an op when it ends, so "
+                   f"one still running, a collective it waits in, is not in it{symptom})")
+    if len(others) and not finished:
         what = others.groupby(["at_first_stop_kind", "at_first_stop_category"], observed=True).size()
         click.echo("the other traces were then in: "
                    + ", ".join(f"{kind} ({cat}) x{n}" for (kind, cat), n in what.items()))
@@ -487,8 +491,8 @@ def tail(paths, k, as_json, programs):
     click.echo(f"\nlast {k} ops per chip (ms from the trace start{outside}):")
     click.echo(_ms(readable(last, ["name", "kind"]), ["start_ps", "end_ps", "dur_ps"]).to_string(index=False))
     if sequence["completed"].any():  # (with none, the line below says so: a table of blanks says nothing)
-        steps = ("-, these traces hold no step marker" if unmarked else
-                 "after a chip's last step marker, the next, as a hung step's marker never closes")
+        steps = ("-, these traces hold no step marker" if unmarked else "after a chip's last step marker, the next"
+                 + ", as a hung step's marker never closes" * (not finished))
         column = "if_hung_at" if if_hung and sequence["waiting_at"].notna().any() else "waiting_at"
         # (each waiting_from the rows show, once)
         whence = "; ".join(f"{w}: {_WAITING_FROM[w]}" for w in _WAITING_FROM if (sequence["waiting_from"] == w).any())

@@ -386,10 +386,10 @@ def describe(first: dict | None, chips: pd.DataFrame | None = None, status: str 
     they hung, and their waits are said as where each would wait if they did."""
     if first is None and chips is not None and not chips["completed"].any():
         return "no collectives in these traces: nothing to compare across chips"
-    text = _agreed(chips) if first is None else _parted(first, status == "hung")
-    if status == "ok" and chips is not None:
-        return (f"{text}; the trial ended ok per trials.jsonl and its chips' traces end after {_counts(chips)}: none "
-                "is waiting at one")
+    text = _agreed(chips) if first is None else _parted(first, status)
+    if status == "ok" and chips is not None:  # the trial's outcome first, then where its chips' collectives part
+        return (f"the trial ended ok per trials.jsonl and its chips' traces end after {_counts(chips)}: none is "
+                f"waiting at one; {'yet ' * (first is not None)}{text}")
     if first is None and status != "hung" and chips is not None:
         text += _if_hung(chips, status)
     return text
@@ -429,9 +429,11 @@ def _if_hung(chips: pd.DataFrame, status: str | None) -> str:
     return f"; nothing here says whether the chips hung ({why}): {said}"
 
 
-def _parted(first: dict, hung: bool) -> str:
-    """``describe``'s sentence for chips that part at ``first``; ``hung``: the trial is recorded hung, so the chips
-    that part where none completed a collective (``waiting``) wait there, else they would if they hung."""
+def _parted(first: dict, status: str | None) -> str:
+    """``describe``'s sentence for chips that part at ``first``; ``status``: ``hung``, the chips that part where none
+    completed a collective (``waiting``) wait there, else they would if they hung; ``ok``, a chip whose trace lacks a
+    collective is not waiting inside it."""
+    hung = status == "hung"
     # (a chip's collective by its kind too where its name is the majority's: NCCL runs several kinds in kernels of
     # one name)
     who = "; ".join(f"{_chip_label(p['rank'], p['device'])} {_HOW.get(p['how'], p['how'])}"
@@ -439,7 +441,7 @@ def _parted(first: dict, hung: bool) -> str:
                        else f" ({p['op']})" if p["op"] else "")
                     + f", {p['in_step']} collective{'' if p['in_step'] == 1 else 's'} there against {first['in_step']}"
                     for p in first["parted"])
-    who += _cut_inside(first)
+    who += _cut_inside(first) * (status != "ok")
     majority = ", ".join(_chip_label(c["rank"], c["device"]) for c in first["majority"])
     step, n = first["step"], first["index"] + 1
     where = (f"collective {n} of the traces (they hold no step marker)" if step is None

@@ -349,8 +349,8 @@ def test_a_trial_that_ended_ok_has_no_chip_waiting(tmp_path):
         return [line.split()[-2:] for line in rows[rows[0].startswith("waiting_from: "):]]
 
     agree = "the chips' collectives agree: no chip parts from the others in the traced sequence"
-    ok = f"{agree}; the trial ended ok per trials.jsonl and its chips' traces end after 6 collectives each: none is " \
-         "waiting at one"
+    ok = f"the trial ended ok per trials.jsonl and its chips' traces end after 6 collectives each: none is waiting " \
+         f"at one; {agree}"
     trial = run / "trials" / "00-ok"
     for paths in ([trial], sorted(trial.glob("rank*/trace")), sorted(trial.glob("rank*")), [run / "trials" / "01-ok"]):
         text = tail(*paths)
@@ -734,3 +734,64 @@ def test_kernels_of_one_name_part_by_the_collective_their_launch_ran_under(fixtu
     text = CliRunner().invoke(cli, ["trace", "tail", *files]).stdout
     assert ("rank 1 device 1 ran a different collective (ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, "
             "unsigned long, ncclWork*), all-reduce), 5 collectives there against 5") in text
+
+
+def _ok_and_hung_run(tmp_path, shapes: dict) -> "Path":
+    """A run directory whose trials (``shapes``: folder -> per rank (steps, cut)) trials.jsonl records with the status
+    their folder names (``NN-<status>``)."""
+    run = tmp_path / "run"
+    (run / "trials").mkdir(parents=True)
+    (run / "case.yaml").write_text("name: t\n")
+    for name, ranks in shapes.items():
+        for rank, (steps, cut) in enumerate(ranks):
+            rank_trace(run / "trials" / name / f"rank{rank}" / "trace" / "h.xplane.pb", steps, cut)
+    records = [{"index": i, "variant": "v", "status": n[3:].split("-")[0], "dir": f"trials/{n}"}
+               for i, n in enumerate(shapes)]
+    (run / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return run
+
+
+def test_a_finished_trial_s_trace_ends_are_not_worded_as_a_hang(tmp_path):
+    """Ranks 0 and 2 ran steps 0 and 1 and a fusion after the last marker, [200, 210) us; rank 1's trace ends at its
+    step 1's cp.3, [120, 125) us: 85 us (0.085 ms) before the others'. Of a trial recorded ok, tail said that trace
+    ends 'at its last op to end: a profiler writes an op when it ends, so one still running, a collective it waits in,
+    is not in it', then what the other traces were in then, and that a last_step after a marker is 'as a hung step's
+    marker never closes': a hang's words of a trial that finished. A hung trial's (the same traces) keep them: at
+    125 us ranks 0 and 2 were in their cp.3 (ended then; their fusion began at 200)."""
+    shape = [([list(PERMUTES)] * 2, []), ([list(PERMUTES)] * 2, None), ([list(PERMUTES)] * 2, [])]
+    run = _ok_and_hung_run(tmp_path, {"00-ok": shape, "01-hung": shape})
+    ok = CliRunner().invoke(cli, ["trace", "tail", str(run / "trials" / "00-ok")]).stdout
+    assert "\ntrace ends first: rank 1 device 0, 0.085 ms before the last chip's\n" in ok
+    for hang in ("a collective it waits in", "the other traces were then in", "hung"):
+        assert hang not in ok
+    assert "last_step: after a chip's last step marker, the next; " in ok
+    hung = CliRunner().invoke(cli, ["trace", "tail", str(run / "trials" / "01-hung")]).stdout
+    assert ("\ntrace ends first: rank 1 device 0, 0.085 ms before the last chip's (at its last op to end: a profiler "
+            "writes an op when it ends, so one still running, a collective it waits in, is not in it)\n"
+            "the other traces were then in: collective-permute (ici) x2\n") in hung
+    assert "last_step: after a chip's last step marker, the next, as a hung step's marker never closes;" in hung
+
+
+def test_a_trial_that_ended_ok_leads_with_its_outcome_then_where_its_chips_part(tmp_path):
+    """Two trials recorded ok whose chips' collectives part: in 00-ok rank 2 ran cp.1 and cp.3 in step 0 (cp.3 looks
+    as cp.2 does: the third place is where it has none), then step 1 whole; in 01-ok rank 2's trace holds step 0 and a
+    fusion after it, none of step 1's three. The parting came first and the trial's outcome after it; and a chip
+    whose trace ends before a collective was said to be perhaps 'waiting inside it', of a trial that ended ok."""
+    whole = ([list(PERMUTES)] * 2, [])
+    run = _ok_and_hung_run(tmp_path, {"00-ok": [whole, whole, ([["cp.1", "cp.3"], list(PERMUTES)], [])],
+                                      "01-ok": [whole, whole, ([list(PERMUTES)], [])]})
+
+    def first_line(trial):
+        result = CliRunner().invoke(cli, ["trace", "tail", str(run / "trials" / trial)])
+        assert result.exit_code == 0, result.output
+        return result.stdout.split("\n", 1)[0]
+
+    assert first_line("00-ok") == (
+        "the trial ended ok per trials.jsonl and its chips' traces end after 6, 6 and 5 collectives (by rank and "
+        "device): none is waiting at one; yet chips part at step 0, collective 3 there: cp.3 (collective-permute) on "
+        "rank 0 device 0, rank 1 device 0; rank 2 device 0 skipped, 2 collectives there against 3")
+    assert first_line("01-ok") == (
+        "the trial ended ok per trials.jsonl and its chips' traces end after 6, 6 and 3 collectives (by rank and "
+        "device): none is waiting at one; yet chips part at step 1, collective 1 there: cp.1 (collective-permute) on "
+        "rank 0 device 0, rank 1 device 0; rank 2 device 0 did not complete it in its trace, 0 collectives there "
+        "against 3")
