@@ -451,9 +451,13 @@ def tail(paths, k, as_json, programs):
     measured = _measured(last.attrs.get("measured", ()))
     # nothing says whether the chips hung (no trial record, or one neither ok nor hung): each wait is where it would be
     if_hung = status not in ("hung", "ok")
+    ended = bool((sequence["waiting_from"] == "ended").all())  # (every chip's trace ends after its last collective)
     if as_json:
+        # why no chip waits, for a script: each chip's waiting_at null says only that none does
+        why = "trial ok" if status == "ok" else "traces ended" if ended else None
         click.echo(json.dumps({"measured": measured, "trial": trial and {"run": str(trial[0]), "dir": trial[1],
                                                                          "status": status}, "if_hung": if_hung,
+                               "why_none_waits": why,
                                "chips": _json_rows(chips), "last_ops": _json_rows(last),
                                "collectives": _json_rows(sequence), "parting": parted, "notes": _notes()}, indent=1))
         return
@@ -468,7 +472,7 @@ def tail(paths, k, as_json, programs):
     others = chips.iloc[1:]
     # a trial that finished (recorded ok, or every trace ends after its last collective, its step's marker closed, in
     # traces not recorded hung): its traces end apart as any run's do, no chip stopped inside an op
-    finished = status == "ok" or (status != "hung" and (sequence["waiting_from"] == "ended").all())
+    finished = status == "ok" or (status != "hung" and ended)
     symptom = ("; where the traces end is a symptom, the parting above the cause" if parted is not None
                and status != "ok" else "")
     if len(others):  # (one chip: no other trace to end before)
@@ -498,7 +502,8 @@ def tail(paths, k, as_json, programs):
         whence = "; ".join(f"{w}: {_WAITING_FROM[w]}" for w in _WAITING_FROM if (sequence["waiting_from"] == w).any())
         at = ("where each chip would wait if they hung, which nothing here says" if column == "if_hung_at" else
               "the collective each chip waits at")
-        waits = "ok: the trial ended ok per trials.jsonl, so none waits" if status == "ok" else f"{column}: {at}"
+        waits = ("waiting_at, waiting_from: none, the trial ended ok per trials.jsonl" if status == "ok"
+                 else f"{column}: {at}")
         click.echo(f"\ncollectives per chip (completed in the traces; last_step: {steps}; {waits}; -: none)")
         if status != "ok":  # (a line of its own: the legend fits a terminal's width twice)
             click.echo(f"waiting_from: {whence}")

@@ -23,7 +23,8 @@ those part by opcode and shape alone), which traces cannot tell apart when the c
 traces agree but the chips wait at collectives of other kinds or shapes (a hang at the very place where they
 part, which no chip completes), the programs' next collectives part them there (``waiting``). Where the chips agree
 and every chip's trace ends after its last collective, its last step's marker closed with nothing after it (a
-finished trial's), none is said to wait (``ended``); nor where the run's record says the trial ended ok (``ok``).
+finished trial's), none is said to wait (``ended``); nor where the run's record says the trial ended ok (its
+``waiting_from`` null too: nothing it waits at comes from anywhere).
 Where nothing says whether the chips hung (traces of no recorded trial, or of a trial recorded neither ok nor hung),
 the text gives where each would wait if they did, not that it waits.
 """
@@ -285,7 +286,8 @@ def parting(events: pd.DataFrame, programs: dict[int, Path] | None = None) -> tu
 def parting_of(seq: pd.DataFrame, chips: pd.DataFrame, programs: dict[int, Path] | None = None,
                status: str | None = None) -> tuple[pd.DataFrame, dict | None]:
     """``parting`` from the chips' ``sequences`` and the chips (rank, device) with device ops, sorted; ``status``: the
-    trial's in its run's trials.jsonl (None: no record), where ``ok`` no chip waits (``waiting_from`` ok)."""
+    trial's in its run's trials.jsonl (None: no record), where ``ok`` no chip waits (``waiting_at`` and
+    ``waiting_from`` None)."""
     listed = {rank: program_collectives(folder) for rank, folder in (programs or {}).items()}
     rows = []
     for rank, device in zip(chips["rank"], chips["device"]):
@@ -299,7 +301,7 @@ def parting_of(seq: pd.DataFrame, chips: pd.DataFrame, programs: dict[int, Path]
     first = first_parting(seq, chips)
     if status == "ok":  # the trial ended: its traces' last ops, an eval or copy program's, wait at nothing
         for row in rows:
-            row["waiting_at"], row["waiting_from"] = None, "ok"
+            row["waiting_at"], row["waiting_from"] = None, None
     elif first is None and _ended(seq, chips):  # no trace shows a chip begun on another collective
         for row in rows:
             row["waiting_at"], row["waiting_from"] = None, "ended"

@@ -304,6 +304,8 @@ def test_chips_whose_traces_end_after_their_last_collective_wait_at_none(tmp_pat
     assert text.startswith(said + "\n")
     table = text[text.index("rank device completed"):].splitlines()
     assert [line.split()[-2:] for line in table[1:]] == [["-", "ended"]] * 3
+    assert json.loads(CliRunner().invoke(cli, ["trace", "tail", "--json", *paths]).stdout)["why_none_waits"] == \
+        "traces ended"
     from perfkit.report.hangs import lines
 
     hang = {"chips": json.loads(chips.to_json(orient="records")), "parting": first, "text": said}
@@ -355,18 +357,21 @@ def test_a_trial_that_ended_ok_has_no_chip_waiting(tmp_path):
     for paths in ([trial], sorted(trial.glob("rank*/trace")), sorted(trial.glob("rank*")), [run / "trials" / "01-ok"]):
         text = tail(*paths)
         assert text.startswith(ok + "\n")
-        assert table(text) == [["waiting_at", "waiting_from"]] + [["-", "ok"]] * 3
+        assert table(text) == [["waiting_at", "waiting_from"]] + [["-", "-"]] * 3
+        assert "; waiting_at, waiting_from: none, the trial ended ok per trials.jsonl; -: none)" in text
         assert "the parting above the cause" not in text
     doc = tail(trial, as_json=True)
     assert doc["trial"] == {"run": str(run), "dir": "trials/00-ok", "status": "ok"}
-    assert [(c["waiting_at"], c["waiting_from"]) for c in doc["collectives"]] == [(None, "ok")] * 3
+    # why none waits is a field of its own: each chip's waiting_from held "ok", a source it waits from by its name
+    assert [(c["waiting_at"], c["waiting_from"]) for c in doc["collectives"]] == [(None, None)] * 3
+    assert doc["why_none_waits"] == "trial ok"
     assert doc["if_hung"] is False
     # a hung trial's chips wait as they did
     text = tail(run / "trials" / "02-hung")
     assert text.startswith(agree + "\n")
     assert table(text) == [["waiting_at", "waiting_from"]] + [["cp.1", "own"]] * 3
     doc = tail(run / "trials" / "02-hung", as_json=True)
-    assert doc["trial"]["status"] == "hung" and doc["if_hung"] is False
+    assert doc["trial"]["status"] == "hung" and doc["if_hung"] is False and doc["why_none_waits"] is None
     # traces that no trials.jsonl records (the trial's line not written, or not a run's): where each would wait
     alone = tmp_path / "alone"
     (run / "trials" / "03-crashed").rename(alone)
@@ -386,7 +391,7 @@ def test_a_trial_that_ended_ok_has_no_chip_waiting(tmp_path):
         assert "\nif_hung_at: " not in text
     # --json hedges as the text does: these waits are where each chip would wait if they hung, not that they did
     doc = tail(alone, as_json=True)
-    assert doc["trial"] is None and doc["if_hung"] is True
+    assert doc["trial"] is None and doc["if_hung"] is True and doc["why_none_waits"] is None
     assert [(c["waiting_at"], c["waiting_from"]) for c in doc["collectives"]] == [("cp.1", "own")] * 3
     doc = tail(run / "trials" / "03-crashed", as_json=True)
     assert doc["trial"] == {"run": str(run), "dir": "trials/03-crashed", "status": None} and doc["if_hung"] is True
