@@ -490,10 +490,12 @@ def tail(paths, k, as_json, programs):
     click.echo(_ms(shown, ["last_end_ps", "before_last_ps"]).to_string(index=False))
     # collectives with no step: the traces hold no step marker (a chip with none in marked traces is in their first)
     unmarked = bool(((sequence["completed"] > 0) & sequence["last_step"].isna()).any())
-    outside = ("; step -1: these traces hold no step marker" if unmarked else "; step -1: outside every step's "
+    outside = ("; step -: these traces hold no step marker" if unmarked else "; step -: outside every step's "
                "span, e.g. after the last step marker closed") * bool((last["step"] < 0).any())
     click.echo(f"\nlast {k} ops per chip (ms from the trace start{outside}):")
-    click.echo(_ms(readable(last, ["name", "kind"]), ["start_ps", "end_ps", "dur_ps"]).to_string(index=False))
+    shown = readable(last, ["name", "kind"])
+    shown["step"] = shown["step"].astype(object).where(shown["step"] >= 0, "-")  # no step: '-', as last_step's
+    click.echo(_ms(shown, ["start_ps", "end_ps", "dur_ps"]).to_string(index=False))
     if sequence["completed"].any():  # (with none, the line below says so: a table of blanks says nothing)
         steps = ("-, these traces hold no step marker" if unmarked else "after a chip's last step marker, the next"
                  + ", as a hung step's marker never closes" * (not finished))

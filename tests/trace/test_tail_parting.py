@@ -427,10 +427,14 @@ def test_traces_with_no_step_marker_number_no_step(tmp_path):
     doc = json.loads(CliRunner().invoke(cli, ["trace", "tail", *paths, "--json"]).stdout)
     assert [c["last_step"] for c in doc["collectives"]] == [None, None] and doc["parting"]["step"] is None
     text = CliRunner().invoke(cli, ["trace", "tail", *paths]).stdout
-    assert "last_step: -, these traces hold no step marker;" in text and "step -1: these traces hold no step marker" \
+    assert "last_step: -, these traces hold no step marker;" in text and "step -: these traces hold no step marker" \
         in text
     table = text[text.index("rank device completed"):].splitlines()
     assert [line.split()[3] for line in table[1:]] == ["-", "-"]
+    # the last ops' step: "-" as last_step's, where it was printed -1 (no marker: rank 0's fusion.1, cp.1 and cp.2,
+    # rank 1's fusion.1 and cp.1, fewer than 5 each)
+    ops = text.split("\nlast 5 ops per chip (")[1].split("\n\n")[0].splitlines()[2:]
+    assert [line.split()[2] for line in ops] == ["-"] * 5
 
 
 def test_a_chip_hung_in_the_traces_first_step_is_in_that_step(tmp_path):
@@ -473,7 +477,7 @@ def test_trace_tail_command(hung_trial, read):
     assert text.stdout.count("chips part at") == 1
     # the ops of the step whose marker never closed are of no step: -1, said where it shows (it went unexplained)
     assert any(op["step"] == -1 for op in doc["last_ops"])
-    assert "last 5 ops per chip (ms from the trace start; step -1: outside every step's span, e.g. after the last " \
+    assert "last 5 ops per chip (ms from the trace start; step -: outside every step's span, e.g. after the last " \
            "step marker closed):" in text.stdout
 
 
