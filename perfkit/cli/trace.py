@@ -99,7 +99,8 @@ def _ms(frame: pd.DataFrame, columns: list[str], per: float = PS_PER_MS, digits:
     def text(value: float) -> str:
         return "-" if math.isnan(value) else shown(value)
 
-    return frame.assign(**{c: (frame[c] / per).map(text) for c in columns}).rename(
+    # (a list comprehension: Series.map's per-value call costs twice as much on a large profile's steps)
+    return frame.assign(**{c: [text(v) for v in (frame[c] / per).tolist()] for c in columns}).rename(
         columns={c: c.removesuffix("_ps") for c in columns})
 
 
@@ -146,22 +147,24 @@ def _cell_texts(column: pd.Series) -> list[str]:
 
 
 def _echo_json(doc: dict, key: str, frame: pd.DataFrame) -> None:
-    """``click.echo(json.dumps({**doc, key: _json_rows(frame)}, indent=1))``, the same text, with the frame's
-    rows formatted and written a chunk at a time: json's indenting encoder is pure Python, and the 1.5M
-    collective instances of a large profile took minutes and gigabytes as one document
-    (benchmarks/trace_formatting.py)."""
+    """``click.echo(json.dumps({**doc, key: _json_rows(frame)}, indent=1))`` (``key`` where ``doc`` has it, else
+    last), the same text, with the frame's rows formatted and written a chunk at a time: json's indenting encoder
+    is pure Python, and the 1.5M collective instances of a large profile took minutes and gigabytes as one
+    document (benchmarks/trace_formatting.py)."""
     head = json.dumps({**doc, key: []}, indent=1)
     if frame.empty:
         click.echo(head)
         return
     fields = ",\n".join(f"   {json.dumps(str(c)).replace('%', '%%')}: %s" for c in frame.columns)
     record = "  {\n" + fields + "\n  }"  # at json.dumps' depth of a list's items under the document's key
-    click.echo(head[:-len("[]\n}")] + "[", nl=False)
+    # a line break then one space: a key of the document itself (json.dumps escapes a break inside a text)
+    at = head.index(f"\n {json.dumps(key)}: []") + len(f"\n {json.dumps(key)}: [")
+    click.echo(head[:at], nl=False)
     for start in range(0, len(frame), JSON_CHUNK):
         chunk = frame.iloc[start:start + JSON_CHUNK]
         rows = zip(*(_cell_texts(chunk[c]) for c in chunk.columns))
         click.echo(("\n" if not start else ",\n") + ",\n".join(record % row for row in rows), nl=False)
-    click.echo("\n ]\n}")
+    click.echo("\n ]" + head[at + len("]"):])
 
 
 @click.group(cls=OneLineGroup)
@@ -205,10 +208,10 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
         draw(means, plot, title=f"step time per chip ({HOST_OPS.split(':')[0]})" if measured == "host ops" else "")
     spans = steps_from if window == "step" else ["whole trace"]
     outside, clock = rows.attrs["outside"], rows.attrs["clock"]
-    if as_json:
-        click.echo(json.dumps({"measured": measured, "steps_from": spans, "window": window, "last_step": last_step,
-                               "rows": _json_rows(rows[COLUMNS]), "mean": _json_rows(means),
-                               "outside_steps": outside, "device_clock": clock, "notes": _notes()}, indent=1))
+    if as_json:  # (the rows: a step each, thousands on a large profile)
+        _echo_json({"measured": measured, "steps_from": spans, "window": window, "last_step": last_step, "rows": [],
+                    "mean": _json_rows(means), "outside_steps": outside, "device_clock": clock, "notes": _notes()},
+                   "rows", rows[COLUMNS])
         return
     share = lambda v: "-" if pd.isna(v) else f"{100 * v:.1f}%"  # noqa: E731
     if measured == "host ops":

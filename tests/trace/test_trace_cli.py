@@ -476,6 +476,24 @@ def test_a_frame_written_a_chunk_at_a_time_is_the_document_json_writes(monkeypat
     assert capsys.readouterr().out == json.dumps({**doc, "instances": []}, indent=1) + "\n"
 
 
+def test_a_frame_written_at_its_key_inside_the_document(monkeypatch, capsys):
+    """``_echo_json`` with the frame's key among the document's (breakdown --json: the rows before the means and
+    the notes): the rows at that key, the keys after it after them, as ``json.dumps(indent=1)`` writes the
+    document; a text holding the key's own line (escaped by json) does not move them."""
+    import pandas as pd
+
+    from perfkit.cli import trace as trace_cli
+
+    frame = pd.DataFrame({"step": [0, 1, 2], "overlap": [0.25, float("nan"), 1.0]})
+    rows = [{"step": 0, "overlap": 0.25}, {"step": 1, "overlap": None}, {"step": 2, "overlap": 1.0}]
+    doc = {"window": 'a\n "rows": []', "rows": [], "mean": [{"step": 1}], "notes": ["n"]}
+    monkeypatch.setattr(trace_cli, "JSON_CHUNK", 2)  # two chunks
+    trace_cli._echo_json(doc, "rows", frame)
+    assert capsys.readouterr().out == json.dumps({**doc, "rows": rows}, indent=1) + "\n"
+    trace_cli._echo_json(doc, "rows", frame.iloc[:0])
+    assert capsys.readouterr().out == json.dumps(doc, indent=1) + "\n"
+
+
 def test_diff_by_shape_says_where_no_op_has_one(fixtures_dir, tmp_path):
     """Kineto kernels carry no shape: `--by shape` gave `--by kind`'s table under a 'by shape' header, unsaid
     (a newcomer's finding); a note now says so. A TPU trace's ops have shapes: no note."""
