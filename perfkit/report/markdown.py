@@ -199,7 +199,8 @@ def _ratio_lines(summary: dict) -> list[str]:
         p = "-" if c["p_value"] is None else f"{c['p_value']:.3g}"
         rows.append(f"- {c['variant']}/{a}, {METRIC_WORDS[c['metric']]}: {_ratio(c)} -> **{c['verdict']}** "
                     f"(minimum effect {c['min_effect']:.0%}); Mann-Whitney p = {p} over {c['n_a']} + {c['n_b']} "
-                    "trial medians.")
+                    + ("trial medians." if c["metric"] == "step_ms" else
+                       "trials' natural passes (a pass's mean step; a trial's median where it ran more than one)."))
     rows += ["", "The ratio divides the variants' medians of per-trial medians (the bold row). The verdict comes "
              "from the ratio's 95% CI alone, a hierarchical bootstrap (trials resampled, then steps within each"
              f"{_resamples(summary['comparison'])}): *faster* or *slower* when the whole CI lies beyond the minimum "
