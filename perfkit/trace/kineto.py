@@ -40,6 +40,7 @@ from perfkit.trace.programs import Programs
 from perfkit.trace.raw import ROLES, RawTrace, StringTable, file_host
 
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset", "mtia_ccp_events")
+_PS_PER_US = 10**6  # (an int: the times are int64 ps)
 STREAM_ONLY_CATS = ("mtia_ccp_events",)  # device events only where they carry a stream (HTA's rule)
 HOST_OP_CATS = ("cpu_op", "Operator")  # torch operators (2021 schema: Operator)
 STEP_PREFIX = "ProfilerStep#"
@@ -326,16 +327,36 @@ def read(path: Path, rank: int) -> RawTrace:
                     host_streams=_host_streams(cats, ~on_gpu & (streams != -1)) if measured == "device" else (),
                     unlaunched=_unlaunched(events, hta_steps, on_gpu, hta_cpu, ts_us, ts_us + dur_us),
                     streamless=int((on_gpu & (streams == -1)).sum()),
-                    between_us=_between_us(columns, on_gpu) if measured == "device" else 0,
+                    between_us=_between_us(columns, on_gpu) if measured == "device" else (0, 0),
                     late_cut=_late_cut(events, hta_steps, on_gpu, hta_cpu, host_steps, ts_us), rank_recorded=recorded)
 
 
-def _between_us(columns: dict[str, np.ndarray], on_gpu: np.ndarray) -> int:
+def _between_us(columns: dict[str, np.ndarray], on_gpu: np.ndarray) -> tuple[int, int]:
     """How many device ops start or end between whole microseconds (``start_ps`` counts from a whole us): those
     HTA 0.5.0 moves, rounding each event's start up and end down unless ``HTA_DISABLE_NS_ROUNDING=1``
-    (``hta.common.trace_parser.round_down_time_stamps``)."""
-    start = columns["start_ps"][on_gpu]
-    return int(((start % 10**6 != 0) | ((start + columns["dur_ps"][on_gpu]) % 10**6 != 0)).sum())
+    (``hta.common.trace_parser.round_down_time_stamps``); and the ps that takes off the time the device ops run
+    (their union, each device's), which HTA's compute plus non-compute time loses (an op rounded to nothing or
+    less counts for none)."""
+    start, device = columns["start_ps"][on_gpu], columns["device"][on_gpu]
+    end = start + columns["dur_ps"][on_gpu]
+    ops = int(((start % _PS_PER_US != 0) | (end % _PS_PER_US != 0)).sum())
+    if not ops:
+        return 0, 0
+    up, down = -(-start // _PS_PER_US) * _PS_PER_US, end // _PS_PER_US * _PS_PER_US
+    kept = down > up
+    return ops, _busy(device, start, end) - _busy(device[kept], up[kept], down[kept])
+
+
+def _busy(device: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:
+    """The ps the intervals [start, end) cover, each device's union summed."""
+    total = 0
+    for dev in np.unique(device):
+        mine = device == dev
+        order = np.argsort(start[mine], kind="stable")
+        s, e = start[mine][order], end[mine][order]
+        reach = np.maximum.accumulate(e)  # the furthest any interval so far ends: what the next one adds starts there
+        total += int(np.maximum(e - np.maximum(s, np.concatenate(([s[0]], reach[:-1]))), 0).sum())
+    return total
 
 
 def _picoseconds(ts_us: np.ndarray, dur_us: np.ndarray, origin_us: float) -> dict[str, np.ndarray]:

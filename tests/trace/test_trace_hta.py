@@ -34,7 +34,7 @@ import shutil
 import pytest
 
 from click.testing import CliRunner
-from hta_rounding import between_us, rounding_notes
+from hta_rounding import between_us, rounded_off_us, rounding_notes
 
 from perfkit.cli import cli
 from perfkit.trace import breakdown, events
@@ -410,6 +410,28 @@ def test_htas_rounding_is_said_only_where_it_moves_a_device_op(tmp_path):
         result = CliRunner().invoke(cli, ["trace", "breakdown", str(path), "--window", "trace", "--json"])
         assert result.exit_code == 0, result.output
         assert between_us(path) == ops and json.loads(result.stdout)["notes"] == rounding_notes(path)
+
+
+# HTA 0.5.0, HTA_DISABLE_NS_ROUNDING=1 and not, every step kept, on tracelens_mi300_vllm_graph_replay.json.gz (one
+# device, stream 0): (compute, non-compute) us
+HTA_VLLM_GRAPH = {"unrounded": (10674.517, 43.191), "rounded": (10250, 34)}
+
+
+@pytest.mark.parametrize("name, unrounded, rounded", [
+    ("hta_nccl_data.json.gz", HTA_NCCL_UNROUNDED[0][1:3], HTA_ALL_STEPS["hta_nccl_data.json.gz"][0][1:3]),
+    ("tracelens_mi300_vllm_graph_replay.json.gz", HTA_VLLM_GRAPH["unrounded"], HTA_VLLM_GRAPH["rounded"])])
+def test_htas_rounding_note_says_how_much_its_figures_move(fixtures_dir, name, unrounded, rounded):
+    """The rounding note says by how much HTA's figures move: HTA's compute plus non-compute time with its rounding
+    off less with it on (157500.014 - 154038 = 3462.014 us on hta_nccl_data, 10717.708 - 10284 = 433.708 on the
+    vLLM graph replay), where the note said only that they move. (HTA's idle time gains that less its kernel time's
+    loss: 506512 - 503050.991 = 3461.009 = 3462.014 - 1.006.)"""
+    moved = f"{sum(unrounded) - sum(rounded):.3f}"
+    path = fixtures_dir / "kineto" / name
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(path), "--window", "trace", "--json"])
+    assert result.exit_code == 0, result.output
+    (note,) = [n for n in json.loads(result.stdout)["notes"] if "between whole us" in n]
+    assert f"which takes {moved} us off the time the device ops run" in note
+    assert f"{rounded_off_us(path):.3f}" == moved  # the test's own plain reading of the file agrees
 
 
 def _hta(folder, keep_last: bool):
