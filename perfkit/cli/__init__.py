@@ -47,9 +47,18 @@ COMMANDS = {
 NOTES = "perfkit.notes"  # the click context's meta key of the definition notes printed so far (a --json repeats them)
 
 
+HELD = "perfkit.notes_held"  # the meta key of the note lines held back until the command ends (``hold_notes``)
+
+
 def notes() -> list[str]:
     """The definition notes this command printed on stderr (``perfkit: note: ...``), for its --json."""
     return click.get_current_context().meta.get(NOTES, [])
+
+
+def hold_notes() -> None:
+    """The running command's notes printed once it ends, and none where it refuses its input (exit 2): a note said
+    of a file the command then refuses reads as if the file had been measured."""
+    click.get_current_context().meta.setdefault(HELD, [])
 
 
 class UsageLine(click.UsageError):
@@ -110,15 +119,17 @@ class LazyGroup(OneLineGroup):
     def invoke(self, ctx):
         with warnings.catch_warnings():
             warnings.simplefilter("always", DefinitionNote)
-            warnings.showwarning = _show(warnings.showwarning, ctx.meta.setdefault(NOTES, []))
+            warnings.showwarning = _show(warnings.showwarning, ctx.meta.setdefault(NOTES, []), ctx.meta)
             try:
                 return super().invoke(ctx)
             except BadInput as exc:
+                ctx.meta.pop(HELD, None)  # (the refusal alone)
                 click.echo(f"perfkit: {exc.line()}", err=True)
                 ctx.exit(ExitCode.BAD_INPUT)
             except OSError as exc:  # a file the user named that cannot be read or written (permissions, a full disk)
                 if exc.filename is None:
                     raise
+                ctx.meta.pop(HELD, None)
                 click.echo(f"perfkit: {exc.filename}: {exc.strerror or exc}", err=True)
                 ctx.exit(ExitCode.BAD_INPUT)
             except KeyboardInterrupt:
@@ -126,16 +137,22 @@ class LazyGroup(OneLineGroup):
                 # says it; click's own `Aborted!` exits 1, which reads as a failed check (`check`, `hlo-diff`)
                 click.echo("perfkit: stopped", err=True)
                 ctx.exit(ExitCode.STOPPED)
+            finally:
+                for line in ctx.meta.pop(HELD, None) or []:
+                    click.echo(line, err=True)
 
 
-def _show(shown, notes: list[str]):
-    """``warnings.showwarning`` that prints a ``DefinitionNote`` as one line ``perfkit: note: ...`` and adds
-    it to ``notes``."""
+def _show(shown, notes: list[str], meta: dict):
+    """``warnings.showwarning`` that prints a ``DefinitionNote`` as one line ``perfkit: note: ...`` (or holds it
+    back, ``hold_notes``) and adds it to ``notes``."""
     def show(message, category, *args, **kwargs):
         if issubclass(category, DefinitionNote):
             if str(message) in notes:  # (a folder listed twice, by the cut and by the reader: said once)
                 return
-            click.echo(f"perfkit: note: {message}", err=True)
+            if HELD in meta:
+                meta[HELD].append(f"perfkit: note: {message}")
+            else:
+                click.echo(f"perfkit: note: {message}", err=True)
             notes.append(str(message))
         else:
             shown(message, category, *args, **kwargs)

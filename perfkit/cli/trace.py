@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from perfkit.cli import OneLineGroup, notes as _notes
+from perfkit.cli import OneLineGroup, hold_notes, notes as _notes
 from perfkit.common.digits import difference_digits, shown_difference, whole_shares
 from perfkit.common.units import PS_PER_MS
 from perfkit.errors import BadInput, DefinitionNote
@@ -170,6 +170,7 @@ def _echo_json(doc: dict, key: str, frame: pd.DataFrame) -> None:
 @click.group(cls=OneLineGroup)
 def trace():
     """Trace analysis of xplane.pb (TPU, GPU, CPU) and Kineto JSON profiles."""
+    hold_notes()  # (a trace's notes, and then its refusal: the refusal alone)
 
 
 @trace.command()

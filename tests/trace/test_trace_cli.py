@@ -555,3 +555,18 @@ def test_each_chips_shares_add_up_to_100(tmp_path):
     means = run("breakdown", path, "--window", "trace").stdout.split("mean step per chip")[1].splitlines()[2:]
     shares = [[float(x) for x in re.findall(r"\(([\d.]+)%\)", line)] for line in means if "%" in line]
     assert shares == [[33.4, 33.3, 0.0, 33.3]], means
+
+
+@pytest.mark.parametrize("args", [["breakdown", "--steps", "nomatch", "{k}/hta_nccl_data.json.gz"],
+                                  ["diff", "{k}/hta_nccl_data.json.gz", "{k}/hta_cupti_profiler_range.json.gz"]])
+def test_a_refusal_comes_alone(fixtures_dir, args):
+    """A trace command that refuses its input (exit 2) prints the refusal alone: hta_nccl_data's note (HTA's
+    rounding, of a trace measured) came first, where --steps matched no event of it, and where trace diff's B was
+    a CUPTI profiler-range trace, refused; read and measured, the trace still gets its note."""
+    args = [a.format(k=fixtures_dir / "kineto") for a in args]
+    result = CliRunner().invoke(cli, ["trace", *args])
+    assert result.exit_code == 2 and result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("perfkit: ") and not line.startswith("perfkit: note: ")
+    measured = CliRunner().invoke(cli, ["trace", "breakdown", args[-1 if args[0] == "breakdown" else 1]])
+    assert measured.exit_code == 0 and measured.stderr.startswith("perfkit: note: "), measured.output

@@ -852,12 +852,12 @@ def test_device_ops_of_no_duration_bound_the_window(fixtures_dir, tmp_path, keep
 def test_a_diff_of_host_ops_against_device_ops_is_refused(fixtures_dir):
     """A CPU-only trace (its host ops stand in) against a GPU trace: CPU time against kernel time, which do not
     compare (the diff printed their deltas under one 'measured: host ops' line): refused in one line, either way
-    round."""
+    round, the refusal alone."""
     cpu, gpu = fixtures_dir / "kineto" / CPU_ONLY, fixtures_dir / "kineto" / "hta_nccl_data.json.gz"
     for a, b, host in ((cpu, gpu, "A"), (gpu, cpu, "B")):
         result = CliRunner().invoke(cli, ["trace", "diff", str(a), str(b)])
-        # (the GPU trace's note, said as it is read, before the two are compared)
-        assert result.exit_code == 2 and result.output == f"perfkit: note: {rounding_notes(gpu)[0]}\n" + (
+        # (the refusal alone: the GPU trace's note, said as it was read, had come first)
+        assert result.exit_code == 2 and result.output == (
             f"perfkit: {a} vs {b}: {host} has no device events (its CPU ops stand in, host time), {'AB'[host == 'A']} "
             "has: their times do not compare\n")
     assert CliRunner().invoke(cli, ["trace", "diff", str(cpu), str(cpu)]).exit_code == 0
@@ -1008,8 +1008,9 @@ def test_an_xspace_diff_by_op_says_ops_are_matched_by_name(fixtures_dir):
 def test_a_chrome_trace_of_another_tool(tmp_path):
     """A hunt's Chrome trace from TensorFlow's trace viewer (pytorch/kineto's copy of its test data): spans as
     begin/end pairs, a counter, complete events of no Kineto category. Every command refuses it as having no
-    device ops (collectives had printed host ops standing in, and no collectives), and what reads it says its
-    begin/end events are not read (export had written its 4 complete events, the 16 others dropped unsaid)."""
+    device ops (collectives had printed host ops standing in, and no collectives), the refusal alone; export, which
+    reads it, says its begin/end events are not read (it had written its 4 complete events, the 16 others dropped
+    unsaid)."""
     events = [{"cat": "PERF", "pid": 1, "tid": 1, "ts": 826, "ph": "C", "name": "counter", "args": {"value": 10}},
               {"cat": "PERF", "pid": 1, "tid": 1, "ts": 826, "ph": "B", "name": "A"},
               {"cat": "PERF", "pid": 1, "tid": 1, "ts": 827, "ph": "B", "name": "Asub"},
@@ -1022,9 +1023,7 @@ def test_a_chrome_trace_of_another_tool(tmp_path):
     for command in ("breakdown", "collectives", "tail"):
         result = CliRunner().invoke(cli, ["trace", command, str(path)])
         assert result.exit_code == 2, (command, result.output)
-        assert result.stderr.splitlines() == [result.stderr.splitlines()[0],
-                                              f"perfkit: {path}: no device ops in these traces"], result.stderr
-        assert result.stderr.startswith(note), result.stderr
+        assert result.stderr == f"perfkit: {path}: no device ops in these traces\n"
     result = CliRunner().invoke(cli, ["trace", "export", str(path), "--perfetto", str(tmp_path / "out.json")])
     assert result.exit_code == 0 and result.stderr.startswith(note), result.output
     (tmp_path / "out.json").unlink()
