@@ -145,7 +145,8 @@ def notes_left_out():
 
 
 def _hta_notes(raw: RawTrace) -> list[str]:
-    """Where a Kineto trace's figures part from HTA's by definition, what parts them, a line each."""
+    """Where a Kineto trace's figures part from HTA's by definition, what parts them, a line each; first, where HTA
+    does not read the file, that it does not (a note of HTA's figures of it would be of none)."""
     notes = []
     if raw.host_streams:
         cats = [f"{n} {c or 'uncategorized'}" for c, n in raw.host_streams]
@@ -166,6 +167,9 @@ def _hta_notes(raw: RawTrace) -> list[str]:
                      "union: HTA's compute plus non-compute time of this trace, which its idle time gains less the "
                      "under 2 us its kernel time loses at its ends); with HTA_DISABLE_NS_ROUNDING=1 it reads them "
                      "unrounded, as perfkit does")
+    if not raw.hta_reads:  # (the file's events are what HTA reads in a traceEvents object: they part from those)
+        notes.insert(0, "HTA 0.5.0 does not read this file, Chrome's JSON Array Format (the events alone; it reads a "
+                     "traceEvents object)" + (": the notes on HTA that follow are of its events in one" if notes else ""))
     return notes
 
 

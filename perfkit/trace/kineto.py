@@ -48,6 +48,7 @@ PROFILER_RANGE_CAT = "cuda_profiler_range"
 _NUMBER = re.compile(r"\d+")
 
 
+ARRAY_FORMAT = "perfkit: array format"  # a key no trace writes: the document was the events alone (``load_json``)
 ROCPROF_KEY = "rocprofiler-sdk-tool"  # the top-level key of rocprofv3's JSON output, which holds no traceEvents
 MAX_JSON_BYTES = 2 << 30  # inflated text of a .json.gz; past it the file is refused (a gzip bomb)
 
@@ -91,7 +92,7 @@ def load_json(path: Path) -> dict:
     if isinstance(doc, list):  # Chrome's JSON Array Format, the events alone: PyTorch's profiler wrote it in 2020
         if not any(isinstance(e, dict) and "ph" in e for e in doc):
             raise NotATrace("not a Kineto / chrome trace: a JSON array without trace events (no 'ph')", path=path)
-        doc = {"traceEvents": doc}
+        doc = {"traceEvents": doc, ARRAY_FORMAT: True}
     if isinstance(doc, dict) and ROCPROF_KEY in doc:  # (its records are no timeline perfkit reads: say what it is)
         raise NotATrace("a rocprofiler-sdk output (rocprofv3 --output-format json), not a Chrome / Kineto trace: "
                         "perfkit reads none of rocprofv3's formats (rocpd, csv, json, pftrace, otf2); it reads the "
@@ -324,6 +325,7 @@ def read(path: Path, rank: int) -> RawTrace:
     # ns as an int: epoch microseconds * 1000 as a float is past 2**53 (off by up to 128 ns)
     return RawTrace(path=path, rank=rank, host=file_host(path), origin_ns=int(origin_us) * 1000, columns=columns,
                     strings=strings, lines=lines.values, programs=Programs({}, path), measured=measured,
+                    hta_reads=ARRAY_FORMAT not in doc,
                     host_streams=_host_streams(cats, ~on_gpu & (streams != -1)) if measured == "device" else (),
                     unlaunched=_unlaunched(events, hta_steps, on_gpu, hta_cpu, ts_us, ts_us + dur_us),
                     streamless=int((on_gpu & (streams == -1)).sum()),

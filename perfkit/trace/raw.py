@@ -70,6 +70,7 @@ class RawTrace(NamedTuple):
     # what its ops are: "device" ops, "host" ops standing in (a CPU trace), or "cpu" device ops all run on the host
     # (XLA's CPU devices: threads sharing the host's cores)
     measured: str = "device"
+    hta_reads: bool = True          # whether HTA 0.5.0 reads the file (not Chrome's JSON Array Format: events alone)
     host_streams: tuple[tuple[str, int], ...] = ()  # (category, count) of host events with a stream argument
     unlaunched: int = 0             # device ops without a launch up to the last ProfilerStep's end (HTA drops them)
     streamless: int = 0             # device ops without a stream argument HTA reads (HTA drops them)

@@ -173,6 +173,26 @@ def test_json_array_trace_is_read(fixtures_dir, tmp_path):
     assert whole.exit_code == 0 and "765 device ops have no launch in the trace" in whole.stderr
 
 
+def test_a_file_hta_does_not_read_is_said_so(fixtures_dir, tmp_path):
+    """HTA 0.5.0 does not read Chrome's JSON Array Format (``TraceAnalysis`` on a folder of the plugin's 2020 sample
+    raises AttributeError: 'list' object has no attribute 'items', checked live), where its notes of the file spoke
+    of HTA's figures of it ('765 device ops have no launch ...: counted here; HTA drops them') as if HTA read it: the
+    first note says HTA does not, and that those that follow are of its events in a traceEvents object, which HTA
+    reads (the README's pinned figures); in one, that note is gone and the others stay."""
+    path = fixtures_dir / "kineto" / ARRAY_2020
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    notes = json.loads(result.stdout)["notes"]
+    assert notes[0] == (f"{path}: HTA 0.5.0 does not read this file, Chrome's JSON Array Format (the events alone; it "
+                        "reads a traceEvents object): the notes on HTA that follow are of its events in one")
+    assert len(notes) == 2 and "765 device ops have no launch in the trace" in notes[1]
+    wrapped = tmp_path / "wrapped.json"
+    wrapped.write_text(json.dumps({"traceEvents": json.loads(gzip.decompress(path.read_bytes()))}))
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(wrapped), "--json"])
+    assert result.exit_code == 0 and [n.replace(str(wrapped), str(path)) for n in json.loads(result.stdout)["notes"]
+                                      ] == notes[1:]
+
+
 def test_a_json_array_that_is_no_trace_is_refused(tmp_path):
     """With the array form read, a JSON array without complete events is refused in one line, never a breakdown
     of nothing."""
