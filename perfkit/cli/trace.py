@@ -336,7 +336,8 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
     # pandas and the analyses load only for the command that runs them (``_prepare``)
     import pandas as pd
 
-    from perfkit.trace.diff import BEYOND_COLUMNS
+    from perfkit.trace.breakdown import empty_spans
+    from perfkit.trace.diff import BEYOND_COLUMNS, EMPTY_COLUMNS
     from perfkit.trace.events import is_xplane, trace_files
     from perfkit.trace.names import IN_FLIGHT_MARK, IN_FLIGHT_NOTE, in_flight, readable
     from perfkit.trace.shards import NoDeviceOps, diff_traces
@@ -352,7 +353,9 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
     measured = _measured(table.attrs.get("measured", ()))
     for side in ("a", "b"):
         beyond = pd.DataFrame(table.attrs[f"beyond_markers_{side}"], columns=BEYOND_COLUMNS)
-        for note in _span_notes(beyond, table.attrs[f"spans_{side}"], f" in {side.upper()}"):
+        empty = pd.DataFrame(table.attrs[f"empty_spans_{side}"], columns=EMPTY_COLUMNS)
+        for note in (_span_notes(beyond, table.attrs[f"spans_{side}"], f" in {side.upper()}")
+                     + empty_spans(empty, f" in {side.upper()}")):
             warnings.warn(note, DefinitionNote, stacklevel=1)
     if not all(map(is_xplane, trace_files([a, b]))):
         warnings.warn(KINETO_DIFF, DefinitionNote, stacklevel=1)

@@ -205,19 +205,21 @@ def mean_per_device(rows: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def empty_spans(rows: pd.DataFrame) -> list[str]:
-    """Where ``breakdown`` rows span 0 ns (a chip whose only kernel lasts 0 us): a line naming them, so that their
-    zeros, which HTA's figures equal (its percentages NaN), do not read as a measurement."""
-    empty = rows.loc[rows["span_ps"] == 0, ["rank", "device", "step"]].itertuples(index=False)
+def empty_spans(spans: pd.DataFrame, side: str = "") -> list[str]:
+    """Where ``spans`` (rows of rank, device, step and span_ps: ``breakdown`` rows, or ``diff.op_time``'s records of
+    its spans of 0 ns) span 0 ns (a chip whose only kernel lasts 0 us): a line naming them, so that their zeros,
+    which HTA's figures equal (its percentages NaN), do not read as a measurement; ``side`` follows the spans'
+    names (trace diff's " in A")."""
+    empty = spans.loc[spans["span_ps"] == 0, ["rank", "device", "step"]].itertuples(index=False)
     named = [f"rank {r} device {d} {f'step {s}' if s >= 0 else 'whole trace'}" for r, d, s in empty]
     if not named:
         return []
     if len(named) == 1:
-        return [f"{named[0]}: a span of 0 ns (its device ops all start and end at one instant): its row of zeros "
-                "measures no time, and it has no shares"]
+        return [f"{named[0]}{side}: a span of 0 ns (its device ops all start and end at one instant): it measures no "
+                "time, its zeros counted in the means over spans"]
     listed = "; ".join(named[:3]) + ("; ..." if len(named) > 3 else "")
-    return [f"{len(named)} spans of 0 ns ({listed}): their device ops all start and end at one instant: their rows "
-            "of zeros measure no time, and they have no shares"]
+    return [f"{len(named)} spans of 0 ns{side} ({listed}): their device ops all start and end at one instant: they "
+            "measure no time, their zeros counted in the means over spans"]
 
 
 def shown_parts(rows: pd.DataFrame) -> list[str]:

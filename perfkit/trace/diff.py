@@ -22,6 +22,7 @@ from perfkit.trace.classify import CATEGORIES
 KEYS = ("kind", "op", "shape")
 SPAN_PART_COLUMNS = ["rank", "device", "step", "by", "key", "category", "time_ps"]
 BEYOND_COLUMNS = ["rank", "device", "step", "past_marker_ps", "joined_markers"]  # of ``beyond_markers``' records
+EMPTY_COLUMNS = ["rank", "device", "step", "span_ps"]  # of the records of the spans of 0 ns (``breakdown.empty_spans``)
 
 
 # grouping columns of each key, and how a group's values read as one label; an op's ``program``: where several
@@ -101,7 +102,8 @@ def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step", layout
     """Exclusive device time summed per (key columns of ``by``, category): ``sum`` (ps) and ``size`` (ops),
     ``attrs["outside"]`` the device ops no span holds (``timeline.Layout.outside``), ``attrs["clock"]`` where
     their trace and chip clocks part (``timeline.Layout.clock``), ``attrs["beyond_markers"]`` the spans more than
-    their step markers (``beyond_markers``); and the number of
+    their step markers (``beyond_markers``), ``attrs["empty_spans"]`` those of 0 ns (records of ``EMPTY_COLUMNS``);
+    and the number of
     (device, step) spans measured. Sums of disjoint sets of chips add up (the shards of a profile,
     ``perfkit.trace.shards``). ``layout``: ``timeline.layout(events, window)`` where the caller has it already."""
     laid = timeline.layout(events, window) if layout is None else layout
@@ -114,6 +116,8 @@ def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step", layout
     groups.attrs["outside"] = laid.outside
     groups.attrs["clock"] = laid.clock
     groups.attrs["beyond_markers"] = beyond_markers(spans)
+    empty = spans[spans["end_ps"] == spans["start_ps"]]
+    groups.attrs["empty_spans"] = empty[EMPTY_COLUMNS[:-1]].assign(span_ps=0).to_dict("records")
     return groups, len(spans)
 
 
@@ -188,6 +192,7 @@ def per_step(events: pd.DataFrame, by: str = "kind", window: str = "step", layou
     table.attrs["outside"] = groups.attrs["outside"]
     table.attrs["clock"] = groups.attrs["clock"]
     table.attrs["beyond_markers"] = groups.attrs["beyond_markers"]
+    table.attrs["empty_spans"] = groups.attrs["empty_spans"]
     return table
 
 
@@ -197,7 +202,8 @@ def compare(ta: pd.DataFrame, tb: pd.DataFrame) -> pd.DataFrame:
     ``events.load`` ``measured``: "host" where a side's host ops stood in for device ops), outside_a,
     outside_b (each side's device ops outside every span, ``timeline.Layout.outside``), clock_a, clock_b
     (where each side's ops' trace and chip clocks part, ``clocks.parted``), beyond_markers_a, beyond_markers_b
-    (each side's spans more than their step markers, ``beyond_markers``)."""
+    (each side's spans more than their step markers, ``beyond_markers``), empty_spans_a, empty_spans_b (each
+    side's spans of 0 ns)."""
     out = ta.add_suffix("_a").join(tb.add_suffix("_b"), how="outer")
     result = pd.DataFrame({
         "key": out.index,
@@ -214,7 +220,8 @@ def compare(ta: pd.DataFrame, tb: pd.DataFrame) -> pd.DataFrame:
                         outside_a=ta.attrs.get("outside", []), outside_b=tb.attrs.get("outside", []),
                         clock_a=ta.attrs.get("clock", []), clock_b=tb.attrs.get("clock", []),
                         beyond_markers_a=ta.attrs.get("beyond_markers", []),
-                        beyond_markers_b=tb.attrs.get("beyond_markers", []))
+                        beyond_markers_b=tb.attrs.get("beyond_markers", []),
+                        empty_spans_a=ta.attrs.get("empty_spans", []), empty_spans_b=tb.attrs.get("empty_spans", []))
     return result
 
 

@@ -275,6 +275,7 @@ def _op_table(sums: list[tuple[pd.DataFrame, int]], by: str, done: Combined) -> 
     outside = _per_chip([groups.attrs["outside"] for groups, _ in sums])
     clock = _per_chip([groups.attrs["clock"] for groups, _ in sums])
     beyond = _per_chip([groups.attrs["beyond_markers"] for groups, _ in sums])
+    empty = _per_chip([groups.attrs["empty_spans"] for groups, _ in sums])
     sums = [s for s in sums if s[1]]
     if not sums:
         raise NoDeviceOps("no device ops in the trace", path=", ".join(done.files) or None)
@@ -283,6 +284,7 @@ def _op_table(sums: list[tuple[pd.DataFrame, int]], by: str, done: Combined) -> 
     table.attrs["outside"] = outside
     table.attrs["clock"] = clock
     table.attrs["beyond_markers"] = beyond
+    table.attrs["empty_spans"] = empty
     return table
 
 

@@ -353,8 +353,8 @@ def test_a_span_of_nothing_is_said_to_measure_nothing(tmp_path):
              _event("kernel", "k0", 20, 0, device=0, stream=7, correlation=1)]
     path = tmp_path / "instant.json"
     path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": trace}))
-    note = ("rank 0 device 0 whole trace: a span of 0 ns (its device ops all start and end at one instant): its "
-            "row of zeros measures no time, and it has no shares")
+    note = ("rank 0 device 0 whole trace: a span of 0 ns (its device ops all start and end at one instant): it "
+            "measures no time, its zeros counted in the means over spans")
     result = CliRunner().invoke(cli, ["trace", "breakdown", str(path), "--window", "trace", "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
@@ -370,7 +370,14 @@ def test_a_span_of_nothing_is_said_to_measure_nothing(tmp_path):
     both = CliRunner().invoke(cli, ["trace", "breakdown", *map(str, ranks), "--window", "trace"])
     assert both.exit_code == 0 and both.stderr == (
         "perfkit: note: 2 spans of 0 ns (rank 0 device 0 whole trace; rank 1 device 0 whole trace): their device "
-        "ops all start and end at one instant: their rows of zeros measure no time, and they have no shares\n")
+        "ops all start and end at one instant: they measure no time, their zeros counted in the means over spans\n")
+    # trace diff's means per chip over its whole trace count it too (A and B: 1 chip, whole traces): it says so,
+    # once a side, beside its note that it times no op of no duration
+    diff = CliRunner().invoke(cli, ["trace", "diff", "--window", "trace", str(ranks[0]), str(path), "--json"])
+    assert diff.exit_code == 0, diff.output
+    doc = json.loads(diff.stdout)
+    assert (doc["spans_a"], doc["spans_b"], doc["rows"]) == (1, 1, [])
+    assert doc["notes"][:2] == [note.replace(" whole trace:", f" whole trace in {side}:") for side in "AB"]
 
 
 @pytest.mark.parametrize("name", ["hta_nccl_data.json.gz", "rank-0.json.gz"])
