@@ -375,7 +375,9 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
         return f"{n} chip{'-step' if window == 'step' else ''}{'' if n == 1 else 's'}" + (
             "" if window == "step" else ", whole traces")
 
-    dropped = f"; last step {LAST_DROPPED}" if last_step == "drop" else ""
+    # (traces without step markers have no last step to drop)
+    stepped = any(f != "none" for side in "ab" for f in table.attrs[f"steps_from_{side}"])
+    dropped = f"; last step {LAST_DROPPED}" if last_step == "drop" and stepped else ""
     per = "per chip and step (means)" if window == "step" else "per chip over its whole trace"
     click.echo(f"device time (ms) and ops {per}, by {by}: A {a} ({spans(table.attrs['spans_a'])}"
                f"), B {b} ({spans(table.attrs['spans_b'])}){dropped}; delta % of the times shown (new: none in A, "

@@ -203,7 +203,8 @@ def compare(ta: pd.DataFrame, tb: pd.DataFrame) -> pd.DataFrame:
     outside_b (each side's device ops outside every span, ``timeline.Layout.outside``), clock_a, clock_b
     (where each side's ops' trace and chip clocks part, ``clocks.parted``), beyond_markers_a, beyond_markers_b
     (each side's spans more than their step markers, ``beyond_markers``), empty_spans_a, empty_spans_b (each
-    side's spans of 0 ns)."""
+    side's spans of 0 ns), steps_from_a, steps_from_b (where each side's steps came from, "none" without markers,
+    where known)."""
     out = ta.add_suffix("_a").join(tb.add_suffix("_b"), how="outer")
     result = pd.DataFrame({
         "key": out.index,
@@ -221,7 +222,8 @@ def compare(ta: pd.DataFrame, tb: pd.DataFrame) -> pd.DataFrame:
                         clock_a=ta.attrs.get("clock", []), clock_b=tb.attrs.get("clock", []),
                         beyond_markers_a=ta.attrs.get("beyond_markers", []),
                         beyond_markers_b=tb.attrs.get("beyond_markers", []),
-                        empty_spans_a=ta.attrs.get("empty_spans", []), empty_spans_b=tb.attrs.get("empty_spans", []))
+                        empty_spans_a=ta.attrs.get("empty_spans", []), empty_spans_b=tb.attrs.get("empty_spans", []),
+                        steps_from_a=ta.attrs.get("steps_from", []), steps_from_b=tb.attrs.get("steps_from", []))
     return result
 
 

@@ -285,6 +285,7 @@ def _op_table(sums: list[tuple[pd.DataFrame, int]], by: str, done: Combined) -> 
     table.attrs["clock"] = clock
     table.attrs["beyond_markers"] = beyond
     table.attrs["empty_spans"] = empty
+    table.attrs["steps_from"] = done.steps_from
     return table
 
 

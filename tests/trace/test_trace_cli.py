@@ -570,3 +570,19 @@ def test_a_refusal_comes_alone(fixtures_dir, args):
     assert line.startswith("perfkit: ") and not line.startswith("perfkit: note: ")
     measured = CliRunner().invoke(cli, ["trace", "breakdown", args[-1 if args[0] == "breakdown" else 1]])
     assert measured.exit_code == 0 and measured.stderr.startswith("perfkit: note: "), measured.output
+
+
+def test_a_diff_of_traces_without_steps_drops_no_last_step(fixtures_dir):
+    """The vLLM graph replay holds no ProfilerStep (by a plain reading of the JSON) and no other step marker: with
+    --last-step drop, trace diff's header said 'last step dropped where there are two or more' of it, and there is
+    no step to keep or drop; a trace with ProfilerSteps, hta_nccl_data, on either side still has the words."""
+    replay = fixtures_dir / "kineto" / "tracelens_mi300_vllm_graph_replay.json.gz"
+    events = json.loads(gzip.decompress(replay.read_bytes()))["traceEvents"]
+    assert not any(str(e.get("name", "")).startswith("ProfilerStep") for e in events)
+    for window in ("step", "trace"):
+        result = CliRunner().invoke(cli, ["trace", "diff", "--last-step", "drop", "--window", window, str(replay),
+                                          str(replay)])
+        assert result.exit_code == 0 and "last step" not in result.stdout.splitlines()[0], result.output
+    stepped = CliRunner().invoke(cli, ["trace", "diff", "--last-step", "drop", str(replay),
+                                       str(fixtures_dir / "kineto" / "hta_nccl_data.json.gz")])
+    assert "; last step dropped where there are two or more;" in stepped.stdout.splitlines()[0], stepped.output
