@@ -206,7 +206,7 @@ def run_summary(run_dir: str | Path, top: int | None = None, seed: int | None = 
     case = case_mod.load(run_dir / "case.yaml")
     trials = read_trials(run_dir)
     doc = summarize(run_dir, trials, [v.name for v in case.run_variants()], top=top or TOP,
-                    seed=case.seed if seed is None else seed)
+                    seed=case.seed if seed is None else seed, refuse=True)
     if doc is None:
         why = "; ".join(f"{v}: " + ("traced" if runs.trial_trace_dirs(run_dir, trials, v) else
                                     runs.untraced(run_dir, trials, v)) for v in (v.name for v in case.run_variants()))
@@ -330,14 +330,15 @@ def _program_places(parts: pd.DataFrame) -> dict[str, int]:
 
 def summarize(run_dir: Path, trials: list[dict], variants: list[str],
               parts: dict[str, list[pd.DataFrame] | BadInput] | None = None, top: int = TOP, seed: int = 0,
-              breakdown: dict | None = None) -> dict | None:
+              breakdown: dict | None = None, refuse: bool = False) -> dict | None:
     """summary.json's ``attribution``: per variant against the baseline, ``{trials: [a, b], chip_steps: [a,
     b], outside_ops: [a, b], outside_ms: [a, b] (device ops outside every step's span), confidence, total: <row>, category, kind, op: [<row>...], marked: {rows, marked, chance_allows}}``
     (``attribute``'s rows, the total left out of the lists; ``marked``: the parts of the three splits, idle
     once and residuals left out, whose CI excludes 0, and ``chance_allows`` of that many), or ``{error}``; None when
     the baseline or every other variant lacks traces. ``parts``: each variant's trials' span parts as the
     breakdown read them (``runs.summarize_with_parts``), or why it has none, and ``breakdown`` that breakdown (its
-    step programs); None: both read here."""
+    step programs); None: both read here. ``refuse``: a trace or dump perfkit cannot read raises its ``BadInput``
+    (a command's bad input, exit 2) rather than standing as the variant's ``error`` (a run's summary records it)."""
     found = {v: runs.trial_trace_dirs(run_dir, trials, v) for v in variants}
     if not found[variants[0]] or not any(found[v] for v in variants[1:]):
         return None
@@ -346,6 +347,8 @@ def summarize(run_dir: Path, trials: list[dict], variants: list[str],
     try:
         base = _parts_of(parts[variants[0]])
     except BadInput as exc:
+        if refuse:
+            raise
         return {"baseline": variants[0], "error": exc.line()}
     out, dumps = {}, _dumps(run_dir)
     for v in variants[1:]:
@@ -357,6 +360,8 @@ def summarize(run_dir: Path, trials: list[dict], variants: list[str],
                                                      (_traced(breakdown, variants[0]), _traced(breakdown, v)))
             splits = {by: attribute(base, mine, by, top, seed=seed) for by in BYS}
         except BadInput as exc:
+            if refuse:
+                raise
             out[v] = {"error": exc.line()}
             continue
         first = splits["category"]

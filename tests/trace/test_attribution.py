@@ -316,6 +316,22 @@ def test_trace_attribution_of_a_path_that_is_not_there(tmp_path):
     assert result.exit_code == 2 and result.output == f"perfkit: {tmp_path / 'nonexist'}: no such file or folder\n"
 
 
+def test_trace_attribution_of_a_damaged_trace_is_bad_input(tmp_path):
+    """A newcomer's: with a trial's xplane.pb cut in half, the command printed the reading's error on stdout as the
+    variant's attribution and exited 0 (with --json, in variants.b.error): bad input, one line naming the file on
+    stderr and exit 2, nothing on stdout (as perfkit report of that run), whichever side's trace it is."""
+    for damaged in ("01-b", "00-a"):
+        run_dir = _run_dir(tmp_path / damaged, np.random.default_rng(5))
+        trace = run_dir / "trials" / damaged / "rank0" / "trace" / "h.xplane.pb"
+        whole = trace.read_bytes()
+        trace.write_bytes(whole[: len(whole) // 2])
+        for json_flag in ([], ["--json"]):
+            result = CliRunner().invoke(cli, ["trace", "attribution", str(run_dir), *json_flag])
+            assert (result.exit_code, result.stdout) == (2, ""), (damaged, json_flag, result.output)
+            assert result.stderr == (f"perfkit: {trace}: not a complete XSpace protobuf (truncated, damaged, or not "
+                                     "an xplane.pb)\n"), (damaged, json_flag)
+
+
 def test_report_section_marks_and_aa_line():
     r = {"key": "x", "category": "ici", "change": "added", "a_ms": 0.0, "b_ms": 2.0, "delta_ms": 2.0,
          "ci_lo_ms": 1.0, "ci_hi_ms": 3.0, "marked": True}
