@@ -258,7 +258,13 @@ def summary_line(summary: dict, report: Path) -> str:
         v = trial_median(summary["variants"][ran[0]])
         parts.append(f"{ran[0]} {v:.3f} ms (median of {of} medians)" if v is not None
                      else f"no timed steps for {ran[0]}")
-        parts.append(f"; no ratio: only {ran[0]} ran")
+        nf = summary.get("noise_floor") or {}
+        if control and (summary["variants"].get(control) or {}).get("trials"):  # `--aa --only` the baseline
+            aa = (f"{control}/{ran[0]} {nf['ratio']:.3f} {_ci(nf)}" if nf.get("ratio") is not None
+                  else "no A/A ratio (a side has no timed steps)")
+            parts.append(f"; no B/A ratio: only {ran[0]} and its A/A control {control} ran, {aa}")
+        else:
+            parts.append(f"; no ratio: only {ran[0]} ran")
     elif va is not None and vb is not None:
         verdict, serve = c["verdict"], summary.get("serve")
         if verdict == "unknown":

@@ -762,9 +762,21 @@ def test_the_one_line_of_a_run_of_one_variant_gives_its_figure_and_no_ratio():
         "demo: sp 12.500 ms (median of trial medians); no ratio: only sp ran; report r/report.md")
     only_a = {"tp": {"trial_medians_ms": [8.25], "trials": 1, "failed": 0}, "sp": {"trials": 0, "failed": 0},
               "tp-aa": {"trial_medians_ms": [8.5], "trials": 1, "failed": 0}}
-    with_control = dict(summary, variants=only_a, noise_floor={"variant": "tp-aa", "half_width": None})
-    assert summary_line(with_control, Path("r/report.md")).startswith(
-        "demo: tp 8.250 ms (median of trial medians); no ratio: only tp ran;")
+    # `--aa --only tp` (a newcomer's: "only tp ran", its A/A control's trials and ratio unsaid)
+    floor = {"variant": "tp-aa", "ratio": 1.03, "ci": [0.98, 1.09], "half_width": 0.09, "verdict": "unknown"}
+    assert summary_line(dict(summary, variants=only_a, noise_floor=floor), Path("r/report.md")) == (
+        "demo: tp 8.250 ms (median of trial medians); no B/A ratio: only tp and its A/A control tp-aa ran, tp-aa/tp "
+        "1.030 [0.980, 1.090]; A/A noise floor -2.0%..+9.0%; report r/report.md")
+    one_step = dict(floor, ci=[None, None], half_width=None)
+    assert "; no B/A ratio: only tp and its A/A control tp-aa ran, tp-aa/tp 1.030 [no CI: one timed step]; report" in \
+        summary_line(dict(summary, variants=only_a, noise_floor=one_step), Path("r/report.md"))
+    untimed = dict(only_a, **{"tp-aa": {"trial_medians_ms": [], "trials": 1, "failed": 1}})
+    assert ("; no B/A ratio: only tp and its A/A control tp-aa ran, no A/A ratio (a side has no timed steps); "
+            "report") in summary_line(dict(summary, variants=untimed, noise_floor=dict(one_step, ratio=None)),
+                                      Path("r/report.md"))
+    unran = dict(only_a, **{"tp-aa": {"trials": 0, "failed": 0}})  # (stopped before the control's first trial)
+    assert "demo: tp 8.250 ms (median of trial medians); no ratio: only tp ran; report" in summary_line(
+        dict(summary, variants=unran, noise_floor=dict(one_step, ratio=None)), Path("r/report.md"))
     third = {"tp": {"trials": 0}, "sp": {"trials": 0}, "xla": {"trial_medians_ms": [1.5], "trials": 1}}
     assert "demo: xla 1.500 ms (median of trial medians); no ratio: only xla ran;" in \
         summary_line(dict(summary, variants=third), Path("r/report.md"))
