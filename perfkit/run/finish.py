@@ -59,7 +59,7 @@ def _short_of_plan(run_dir: Path) -> bool:
     """Whether a run stopped short of its plan's first rounds (``repeats.min`` trials of each variant it runs, but
     those ``exits.ended`` leaves out: a variant that crashed alike, a run with no comparison left):
     perfkit was killed during a trial, and nothing wrote that it stopped; or while writing one, its
-    trials.jsonl's last line cut short; or a trial's record is lost (said on stderr: which)."""
+    trials.jsonl's last line cut short; or a trial's record is lost (the last two said on stderr: which)."""
     trials = rundir.read_trials(run_dir)
     case = case_mod.load(run_dir / "case.yaml")
     names = run_names(case, rundir.started_options(run_dir).get("only"))
@@ -71,7 +71,14 @@ def _short_of_plan(run_dir: Path) -> bool:
     if lost:
         print(f"perfkit: {run_dir / 'trials.jsonl'}: no whole record of trial {', '.join(map(str, lost))} (a line "
               "damaged or cut short): the run is read as interrupted, and --resume runs it again", file=sys.stderr)
-    if lost or rundir.torn_end(run_dir):
+    torn = rundir.torn_end(run_dir)
+    if torn is not None:
+        named = f"trial {torn.get('index')}" + (f" ({torn['variant']})" if "variant" in torn else "")
+        said = f"{named}: the file's last line" if "index" in torn else "the trial its last line began: the line"
+        print(f"perfkit: {run_dir / 'trials.jsonl'}: no whole record of {said} is cut short (perfkit killed while "
+              "writing it, or the file cut since): the run is read as interrupted, and --resume runs it again",
+              file=sys.stderr)
+    if lost or torn is not None:
         return True
     return len(trials) < len(plan_trials(names, case.repeats["min"], case.order, case.seed, stop=stop))
 

@@ -185,18 +185,24 @@ def lost_trials(trials: list[TrialRecord], planned: Iterable[int]) -> list[int]:
     return sorted(i for i in planned if i < max(done) and i not in done) if done else []
 
 
-def torn_end(part: Path) -> bool:
-    """Whether ``trials.jsonl``'s last line is cut short: perfkit was killed while writing a trial, so the run
-    did not finish (``append_trial`` starts the next record on a line of its own)."""
+# A record's first keys, as ``append_trial`` writes them, where a cut line still holds them whole
+CUT_RECORD = re.compile(rb'\{"index": (?P<index>-?\d+)(?:, "variant": (?P<variant>"(?:[^"\\]|\\.)*"))?[,}]')
+
+
+def torn_end(part: Path) -> dict | None:
+    """Where ``trials.jsonl``'s last line is cut short (perfkit was killed while writing a trial, so the run did
+    not finish; ``append_trial`` starts the next record on a line of its own), its trial's ``index`` and
+    ``variant`` as far as the cut left them whole (``{}``: neither); None where the line is whole."""
     path = part / "trials.jsonl"
     if not path.exists():
-        return False
-    lines = path.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)
+        return None
+    line = path.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1]
     try:
-        json.loads(lines[-1] or b"{}")
+        json.loads(line or b"{}")
     except ValueError:
-        return True
-    return False
+        found = CUT_RECORD.match(line)
+        return {k: json.loads(v) for k, v in found.groupdict().items() if v is not None} if found else {}
+    return None
 
 
 def write_summary(run_dir: Path, summary: dict) -> None:

@@ -425,6 +425,32 @@ def test_a_trial_whose_record_is_damaged_is_not_dropped_silently(make_run):
             "run is read as interrupted, and --resume runs it again") in res.stderr
 
 
+def test_a_last_record_cut_short_is_named_on_stderr(make_run):
+    """A newcomer's: trials.jsonl less its last 200 bytes re-rendered with other figures and nothing on stderr (a
+    damaged middle line is named). The cut last line is named as the trial its beginning gives, and where the cut
+    left too little to say which, as the one the line began; a whole file is named by neither."""
+    run = make_run()
+    text = (run / "trials.jsonl").read_text()
+    last = text.splitlines(True)[-1]
+    assert last.startswith('{"index": 5, "variant": "b", ')  # (ab_trials: abba over 3 rounds, 0-5, b last)
+    (run / "trials.jsonl").write_text(text[:-200])
+    res = CliRunner().invoke(cli, ["report", str(run)])
+    assert res.exit_code == 3, res.output
+    assert json.loads((run / "summary.json").read_text())["interrupted"] is True
+    assert res.stderr == (f"perfkit: {run / 'trials.jsonl'}: no whole record of trial 5 (b): the file's last line "
+                          "is cut short (perfkit killed while writing it, or the file cut since): the run is read as "
+                          "interrupted, and --resume runs it again\n")
+    (run / "trials.jsonl").write_text(text[: len(text) - len(last)] + '{"ind')
+    res = CliRunner().invoke(cli, ["report", str(run)])
+    assert res.exit_code == 3 and res.stderr == (
+        f"perfkit: {run / 'trials.jsonl'}: no whole record of the trial its last line began: the line is cut short "
+        "(perfkit killed while writing it, or the file cut since): the run is read as interrupted, and --resume runs "
+        "it again\n"), res.output
+    (run / "trials.jsonl").write_text(text)
+    res = CliRunner().invoke(cli, ["report", str(run)])
+    assert res.stderr == "", res.output  # (still interrupted: the summary.json before says so)
+
+
 def test_the_summary_line_says_which_ranks_differ(make_run):
     from perfkit.report.line import summary_line  # (the line alone, without a report around it)
 
