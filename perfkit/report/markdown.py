@@ -185,9 +185,9 @@ def _looks(c: dict) -> str:
     first, last = c.get("looks_at") or (1, 1)
     if first == last:
         return ""
-    return (f" The run read the verdict after every round from {first} to {last} trials a side and stopped at the "
-            f"first that decided it, so each look's interval is at {c['look_confidence']:.1%}: the intervals of all "
-            f"{last - first + 1} looks hold together at {c['confidence']:.0%} (repeated confidence intervals, "
+    return (f" The run reads the verdict after every round from {first} to {last} trials a side, stopping at the "
+            f"first look that decides it, so each look's interval is at {c['look_confidence']:.1%}: the intervals of "
+            f"all {last - first + 1} looks hold together at {c['confidence']:.0%} (repeated confidence intervals, "
             "Pocock's level); 95% at every look would call more A/A runs faster or slower than one in twenty.")
 
 
