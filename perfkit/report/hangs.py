@@ -5,8 +5,10 @@ end before the step the trial hung in, no chip's wait is read from them."""
 from __future__ import annotations
 
 
-def lines(hang: dict | None, folder: str) -> list[str]:
-    """Markdown lines under the trial's entry in Failed trials (none without a hang analysis)."""
+def lines(hang: dict | None, folder: str, left: list[int] = ()) -> list[str]:
+    """Markdown lines under the trial's entry in Failed trials (none without a hang analysis); ``left``: the ranks
+    whose programs had returned (exited, or at exit in their stack dumps), whose chips wait at none of its
+    collectives, whatever their traces would name next."""
     if not hang:
         return []
     if "error" in hang:
@@ -24,8 +26,9 @@ def lines(hang: dict | None, folder: str) -> list[str]:
                   "others": "the others' first (it completed none)",
                   "ended": "its trace ends after its last collective, its step's marker closed with no op after it"
                   }.get(c["waiting_from"], c["waiting_from"])
-        at = (f"`{c['waiting_at']}`, {source}" if c["waiting_at"] else f"none, {source}" if c["waiting_from"] == "ended"
-              else "-")
+        at = ("none: its program had returned, past these" if c["rank"] in left
+              else f"`{c['waiting_at']}`, {source}" if c["waiting_at"]
+              else f"none, {source}" if c["waiting_from"] == "ended" else "-")
         last = f", the last `{c['last_op']}`" if c["last_op"] else ""
         out.append(f"    - rank {c['rank']} device {c['device']}: {c['completed']} completed{last}"
                    + ("" if before else f"; waiting at {at}"))

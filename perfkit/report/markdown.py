@@ -450,22 +450,45 @@ def _failures(summary: dict) -> list[str]:
                 if r.get("stderr_tail"):
                     lines += ["    ```", *("    " + s for s in r["stderr_tail"].splitlines()[-8:]), "    ```"]
         lines += _at_exit(f) + _no_dump(f) + _late(f)
-        lines += hangs.lines((summary.get("hangs") or {}).get(f["dir"]), f["dir"])
+        # a rank whose program returned (exited, or hung on the way out) waits at no collective of it
+        left = [r["rank"] for r in f["ranks"] if r.get("exit_code") == 0 and not r.get("running_at_end")]
+        lines += hangs.lines((summary.get("hangs") or {}).get(f["dir"]), f["dir"],
+                             left + [r["rank"] for r in _returned(f)])
     return lines
 
 
+def _returned(failed: dict) -> list[dict]:
+    """Ranks still running whose programs had returned (``exits.at_exit``)."""
+    return [r for r in failed["ranks"] if r.get("running_at_end") and r.get("stacks") and at_exit(r["stacks"])]
+
+
+def _steps(ranks: list[dict]) -> str:
+    """``8 steps``, ``5-7 steps``: the steps the ranks had done."""
+    done = sorted({r.get("steps_done", 0) for r in ranks})
+    return f"{done[0]} step{'s' * (done[0] != 1)}" if len(done) == 1 else f"{done[0]}-{done[-1]} steps"
+
+
 def _at_exit(failed: dict) -> list[str]:
-    """Ranks still running whose programs had returned (``exits.at_exit``): hung on the way out, past their steps,
-    which no "waiting in" line of a step says."""
-    out = [r for r in failed["ranks"] if r.get("running_at_end") and r.get("stacks") and at_exit(r["stacks"])]
+    """Ranks still running whose programs had returned (``_returned``): past their steps, which no "waiting in" line
+    of a step says. Where other ranks hung inside their programs (a thread in a module's top level), these wait for
+    them (jax.distributed's shutdown waits for every rank): the others' hang is the cause; else they hung on the way
+    out."""
+    out = _returned(failed)
     if not out:
         return []
-    done = sorted({r.get("steps_done", 0) for r in out})
-    steps = f"{done[0]} step{'s' * (done[0] != 1)}" if len(done) == 1 else f"{done[0]}-{done[-1]} steps"
-    return [f"  - {ranks_text([r['rank'] for r in out])} had returned from {'its' if len(out) == 1 else 'their'} "
-            f"program (no thread in a module's top level) after {steps} and hung on the way out, at exit (an atexit "
-            "handler such as jax.distributed's shutdown, a thread it waits for, the last garbage collection): the "
-            "program's shutdown, or a timeout too short for it, is the cause, not a step"]
+    inside = [r for r in failed["ranks"] if r.get("running_at_end") and r.get("stacks") and not at_exit(r["stacks"])]
+    its = "its" if len(out) == 1 else "their"
+    if inside:
+        theirs = "its" if len(inside) == 1 else "their"
+        return [f"  - {ranks_text([r['rank'] for r in out])} had finished {its} program (no thread in a module's top "
+                f"level) after {_steps(out)} and wait{'s' * (len(out) == 1)} in {its} shutdown (jax.distributed's "
+                f"shutdown waits for every rank) for {ranks_text([r['rank'] for r in inside])}, which hung inside "
+                f"{theirs} program after {_steps(inside)} (a thread in a module's top level): {theirs} hang is the "
+                f"cause, not the shutdown of {ranks_text([r['rank'] for r in out])} or a timeout too short for it"]
+    return [f"  - {ranks_text([r['rank'] for r in out])} had returned from {its} program (no thread in a module's top "
+            f"level) after {_steps(out)} and hung on the way out, at exit (an atexit handler such as jax.distributed's "
+            "shutdown, a thread it waits for, the last garbage collection): the program's shutdown, or a timeout too "
+            "short for it, is the cause, not a step"]
 
 
 def _no_dump(failed: dict) -> list[str]:

@@ -555,7 +555,12 @@ def test_ranks_hung_on_their_way_out_are_said_to_be_past_their_steps(tmp_path):
     at_exit = ("had returned from {} program (no thread in a module's top level) after 6 steps and hung on the way "
                "out, at exit (an atexit handler such as jax.distributed's shutdown, a thread it waits for, the last "
                "garbage collection): the program's shutdown, or a timeout too short for it, is the cause, not a step")
-    assert f"  - ranks 0, 1 {at_exit.format('their')}" in report and f"  - rank 0 {at_exit.format('its')}" in report
+    assert f"  - ranks 0, 1 {at_exit.format('their')}" in report and at_exit.format("its") not in report
+    # trial 7's rank 1 is still inside its program: rank 0 waits for it, its hang the cause, not rank 0's way out
+    assert ("  - rank 0 had finished its program (no thread in a module's top level) after 6 steps and waits in its "
+            "shutdown (jax.distributed's shutdown waits for every rank) for rank 1, which hung inside its program "
+            "after 6 steps (a thread in a module's top level): its hang is the cause, not the shutdown of rank 0 or a "
+            "timeout too short for it") in report
     # the line: a trial whose every rank still running was past its program; rank 1 of trial 7 was in its own
     assert report.splitlines()[2].endswith("; a hung at exit (its ranks' programs had returned); b hung")
 
@@ -1621,3 +1626,56 @@ def test_the_cost_sentence_says_it_compares_first_ranks_programs_where_rank_1_co
                                "compiled different programs);") for line in section(summary))
     summary["ranks"] = {"a": {"consistent": True}, "b": {"consistent": True}}
     assert any(line.startswith(f"{same});") for line in section(summary))
+
+
+def test_a_rank_that_left_its_program_waits_for_ranks_hung_inside_theirs():
+    """The bundled repro (rank 3 skips a hop): rank 3 ran its 8 steps, returned from its program and waits in
+    jax.distributed's shutdown for ranks 0-2, hung inside their step 5. The report said rank 3's shutdown or a short
+    timeout was the cause and that rank 3 waited "at ppermute.6, its program's next collective", which it had left."""
+    from perfkit.report.markdown import _failures
+
+    lib = "/v/lib/python3.12/site-packages/jax/_src/distributed.py"
+    shutdown = f'Thread 0x1 (most recent call first):\n  File "{lib}", line 199 in shutdown\n'
+    in_step = 'Thread 0x1 (most recent call first):\n  File "skipped_collective.py", line 93 in <module>\n'
+    ranks = [{"rank": r, "exit_code": -9, "running_at_end": True, "steps_done": 5, "last_mark": None,
+              "stacks": in_step} for r in range(3)]
+    ranks.append({"rank": 3, "exit_code": -9, "running_at_end": True, "steps_done": 8, "last_mark": None,
+                  "stacks": shutdown})
+    chips = [{"rank": r, "device": 2048 * r, "completed": n, "last_op": last, "waiting_at": at,
+              "waiting_from": "program"}
+             for r, n, last, at in [(0, 16, "ppermute.9", "ppermute.10"), (1, 17, "ppermute.10", "ppermute.11"),
+                                    (2, 16, "ppermute.9", "ppermute.10"), (3, 12, "ppermute.7", "ppermute.6")]]
+    summary = {"trials": {"failed": [{"index": 1, "variant": "skip", "status": "hung", "dir": "trials/01-skip",
+                                      "ranks": ranks}]},
+               "hangs": {"trials/01-skip": {"chips": chips, "parting": None, "text": "..."}}}
+    lines = _failures(summary)
+    assert ("  - rank 3 had finished its program (no thread in a module's top level) after 8 steps and waits in its "
+            "shutdown (jax.distributed's shutdown waits for every rank) for ranks 0-2, which hung inside their "
+            "program after 5 steps (a thread in a module's top level): their hang is the cause, not the "
+            "shutdown of rank 3 or a timeout too short for it") in lines
+    assert not any("on the way out" in line for line in lines)
+    assert lines[-4:] == [
+        "    - rank 0 device 0: 16 completed, the last `ppermute.9`; waiting at `ppermute.10`, its program's next "
+        "collective",
+        "    - rank 1 device 2048: 17 completed, the last `ppermute.10`; waiting at `ppermute.11`, its program's next "
+        "collective",
+        "    - rank 2 device 4096: 16 completed, the last `ppermute.9`; waiting at `ppermute.10`, its program's next "
+        "collective",
+        "    - rank 3 device 6144: 12 completed, the last `ppermute.7`; waiting at none: its program had returned, "
+        "past these"]
+    # two ranks that left theirs (one exited 0, whose program returned too) and one rank hung inside its own
+    ranks[1] = dict(ranks[1], exit_code=0, running_at_end=False, stacks=None, steps_done=8)
+    ranks[2] = dict(ranks[2], stacks=shutdown, steps_done=8)
+    lines = _failures(summary)
+    assert ("  - ranks 2, 3 had finished their program (no thread in a module's top level) after 8 steps and wait in "
+            "their shutdown (jax.distributed's shutdown waits for every rank) for rank 0, which hung inside its "
+            "program after 5 steps (a thread in a module's top level): its hang is the cause, not the "
+            "shutdown of ranks 2, 3 or a timeout too short for it") in lines
+    assert [line.split("; ")[-1] for line in lines[-4:]] == [
+        "waiting at `ppermute.10`, its program's next collective"] + ["waiting at none: its program had returned, "
+                                                                      "past these"] * 3
+    # no rank left inside its program (rank 0's stack not dumped): the shutdown or the timeout is the cause, as before
+    ranks[0] = dict(ranks[0], stacks=None)
+    assert any(line.startswith("  - ranks 2, 3 had returned from their program") and line.endswith(
+        "the program's shutdown, or a timeout too short for it, is the cause, not a step")
+               for line in _failures(summary))
