@@ -49,6 +49,13 @@ OPS_BY_NAME = ("ops are matched by name, which XLA gives per program: where A an
                "step programs by their structure, from its XLA dumps)")
 LAST_STEP_ONLY = ("every device op is in the last step, which --last-step drop leaves out (HTA's default): nothing "
                   "left to measure; --last-step keep measures it")
+# the table's columns, said once under it: the wait is only the exposed part of a chip's time before the last arrival
+COLLECTIVE_COLUMNS = ("columns: count: instances per chip; chips: the chips that ran one; time: from its start to its "
+                      "end; exposed: its part not under compute; hidden: the part under it; skew: the last chip's "
+                      "arrival minus the first's; wait: the exposed wait, a chip's time in the collective before the "
+                      "last chip arrived during which it ran nothing else (its part under compute is hidden); "
+                      "transfer: the exposed time after the last chip arrived (exposed = wait + transfer); -: not on "
+                      "two chips that share a clock")
 GLOO_RANKS = ("these ranks' collectives ran on host CPUs (gloo): where the ranks share a machine, as a perfkit run's "
               "do, the arrival skew is its scheduling, not a slow rank, so the rank that arrived last is not flagged a "
               "straggler")
@@ -579,6 +586,7 @@ def collectives(paths, step_pattern, top, as_json):
     click.echo(_ms(shown.rename(columns={"gbps": "GB/s"}), times, PS_PER_US, 1).to_string(index=False))
     if len(ops) > top:
         click.echo(f"... {len(ops) - top} more rows (-n, --json)")
+    click.echo(COLLECTIVE_COLUMNS)
     if steps.empty:
         click.echo("\nno collective ran on two chips that share a clock: no skew or straggler")
     for s in steps.itertuples():
@@ -592,8 +600,8 @@ def collectives(paths, step_pattern, top, as_json):
                else f"rank {s.rank} device {s.device} arrived last at {s.times_last} of {s.matched} collectives{flag}"
                if s.times_last else f"no chip arrived last alone at its {s.matched} collectives")
         # the wait leaves out the chip last most often; with none last alone it is the mean over every chip
-        waited = ("the other chips waited {} us each" if s.times_last else
-                  "every chip waited {} us on average, none left out (no chip arrived last alone)")
+        waited = ("the other chips' exposed wait {} us each" if s.times_last else
+                  "every chip's exposed wait {} us on average, none left out (no chip arrived last alone)")
         apart = (f"; {s.apart} more matched by order never overlapped across chips, so are not one transfer (left "
                  "out; the chip that arrived last is not flagged a straggler)" if s.apart else "")
         past = f" ({SKEW_PAST_STEP})" if s.skew_share > 1 else ""

@@ -1,5 +1,5 @@
 """Collectives one by one: each instance of a collective on each chip, what it moved and how long it
-took, and, across chips that share a clock, who arrived last and what the others spent waiting for it.
+took, and, across chips that share a clock, who arrived last and the others' exposed wait for it.
 
 An instance is a sync collective (a CPU ``collective-permute``, an NCCL kernel, a fusion running a
 collective) or an async pair (``X-start`` ... ``X-done``, paired by the done's operand where its HLO
@@ -23,7 +23,8 @@ timestamps, as HTA assumes); an XSpace whose times count from a profile start it
 its own (``events.own_clock``). There the same instance (step,
 program, op, occurrence in the step) is matched across chips: its arrival on a chip is its start, the
 skew is last arrival minus first, and each chip's exposed time splits into ``wait_ps`` (before the last
-chip arrived) and ``transfer_ps`` (after). Per step the chip that arrived last most often is the
+chip arrived: the exposed wait, its part of the time before that arrival not under compute) and
+``transfer_ps`` (after). Per step the chip that arrived last most often is the
 straggler (HTA's straggler analysis looks for ranks whose communication kernels start late); the text and
 report.md flag it past ``perfkit.trace.straggler.STRAGGLER_SHARE`` of the step.
 """
@@ -723,7 +724,7 @@ def by_op(inst: pd.DataFrame) -> pd.DataFrame:
 def stragglers(inst: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
     """Per (domain, step) with instances on two or more chips: ``matched`` (instances), ``rank``,
     ``device`` of the chip that arrived last most often (ties: the lower rank and device), ``times_last``,
-    ``skew_ps`` (summed over the step's instances), ``wait_ps`` (the other chips' mean waiting time; every chip's
+    ``skew_ps`` (summed over the step's instances), ``wait_ps`` (the other chips' mean exposed wait; every chip's
     where none was last alone), ``span_ps`` (mean step span of the domain's chips; ``spans``: breakdown rows) and
     ``skew_share``; of the instances whose chips never overlapped (``apart``: not one rendezvous) only their count,
     ``apart``."""
@@ -758,8 +759,8 @@ def stragglers(inst: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
 def others_wait(inst: pd.DataFrame, lasts: pd.DataFrame) -> pd.DataFrame:
     """Per (domain, step) of ``lasts`` (``stragglers``' rows: ``rank, device`` of the chip last most often, -1 where
     none was last alone), a column per collective kind: the mean, over the step's chips but that one, of each one's
-    waiting at the kind's rendezvous (``inst``'s instances on two or more chips of one clock, not ``apart``), summed
-    over the step; 0 where it ran none. Its columns add up to the step's ``wait_ps``, one definition for both."""
+    exposed wait at the kind's rendezvous (``inst``'s instances on two or more chips of one clock, not ``apart``),
+    summed over the step; 0 where it ran none. Its columns add up to the step's ``wait_ps``, one definition for both."""
     keys, chip = ["domain", "step"], ["rank", "device"]
     met = inst[(inst["chips"] > 1).to_numpy() & ~inst["apart"].to_numpy().astype(bool)]
     per = met.groupby(keys + chip + ["kind"], observed=True)["wait_ps"].sum().reset_index()

@@ -68,7 +68,7 @@ def test_cpu_devices_name_no_straggler(tmp_path):
     # 2 of step 0's 3; the others' waits, 73 / 3 us each, as test_the_report_s_wait_is_the_step_lines_wait adds them)
     assert "step 0: 3 collectives matched across chips; rank 0 device 3 arrived last most often (2 of 3, the host's " \
            "scheduling: not flagged a straggler); skew 26.0 us summed" in text.stdout
-    assert "; the other chips waited 24.3 us each" in text.stdout
+    assert "; the other chips' exposed wait 24.3 us each" in text.stdout
     assert "(straggler)" not in text.stdout and "but the one last" not in text.stdout
     assert "these chips are XLA's CPU devices" in text.stderr and ("not a slow chip, so the chip that arrived last is "
                                                                    "not flagged a straggler") in text.stderr
@@ -323,7 +323,7 @@ def test_gloo_ranks_name_no_chip_for_arriving_last(fixtures_dir):
     assert line.startswith(f"step 1: 3 collectives matched across chips; rank {often} device 0 arrived last most "
                            f"often ({last.count(often)} of 3, the host's scheduling: not flagged a straggler); skew "
                            f"{skew_us:.1f} us summed")
-    assert "(straggler)" not in line and "; the other chips waited " in line
+    assert "(straggler)" not in line and "; the other chips' exposed wait " in line
     assert "these ranks' collectives ran on host CPUs (gloo)" in result.stderr
 
 
@@ -426,8 +426,8 @@ def test_the_report_s_wait_is_the_step_lines_wait(tmp_path):
     assert {k["kind"]: k["wait_ms"] * 1e3 for k in got["sp"]["kinds"]} == pytest.approx(expected)
     # summed over the kinds, the step lines' wait, each step's (73 / 3 and 37 / 3 us) averaged
     lines = run(tmp_path / "trials/00-sp")
-    assert "the other chips waited 24.3 us each" in lines.stdout and "the other chips waited 12.3 us each" in \
-        lines.stdout
+    assert "the other chips' exposed wait 24.3 us each" in lines.stdout
+    assert "the other chips' exposed wait 12.3 us each" in lines.stdout
     assert sum(expected.values()) == pytest.approx((73 / 3 + 37 / 3) / 2)
     text = "\n".join(_collectives(got))
     assert "| all-gather | 1 | 98304 | 0.017 | 0.016 | 0.001 | 0.013 | 5.96 |" in text
@@ -848,5 +848,23 @@ def test_a_step_with_no_chip_last_alone_says_its_wait_is_every_chip_s_mean(tmp_p
     (line,) = [row for row in run(path).stdout.splitlines() if row.startswith("step ")]
     assert line.startswith("step 0: no chip arrived last alone at its 2 collectives; skew 8.0 us summed")
     assert "other chips" not in line
-    assert "; every chip waited 2.7 us on average, none left out (no chip arrived last alone), summed over the " \
-           "step's collectives" in line
+    assert ("; every chip's exposed wait 2.7 us on average, none left out (no chip arrived last alone), summed over "
+            "the step's collectives") in line
+
+
+def test_the_step_wait_is_named_the_exposed_wait_and_the_columns_are_defined(fixtures_dir):
+    """A newcomer's hand check of the two real ranks' step 551 from their traces' kernels: rank 0's all-reduce
+    kernel starts 3302 us before rank 1's, 1505 us of them under rank 0's other kernels (1797 us exposed), and its
+    all-gather 84 us before rank 1's, under none: 3386 us in the collectives before the last chip arrived, 1881 of
+    them exposed. The line said "the other chips waited 1881.0 us each", all of the wait in words, and the table's
+    wait and transfer columns were defined nowhere."""
+    files = [fixtures_dir / f"kineto/rank-{r}.json.gz" for r in (0, 1)]
+    text = run(*files).stdout
+    (line,) = [row for row in text.splitlines() if row.startswith("step 551:")]
+    assert "; the other chips' exposed wait 1881.0 us each, summed over the step's collectives" in line
+    assert "waited" not in text and "3386.0 us summed" in line  # (the skew: all of the time before the last arrival)
+    (legend,) = [row for row in text.splitlines() if row.startswith("columns: ")]
+    assert ("wait: the exposed wait, a chip's time in the collective before the last chip arrived during which it "
+            "ran nothing else (its part under compute is hidden)") in legend
+    assert "transfer: the exposed time after the last chip arrived (exposed = wait + transfer)" in legend
+    assert "skew: the last chip's arrival minus the first's" in legend
