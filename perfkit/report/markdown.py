@@ -688,11 +688,13 @@ def _hidden(bd: dict) -> list[str]:
 # the collectives tables' columns, said once under the first (the wait as `perfkit trace collectives`' steps give it)
 _COLLECTIVE_COLUMNS = (
     "Per chip and step: count, instances; bytes sent per device; time, from a collective's start to its end; exposed, "
-    "its part not under compute; hidden, the part under it. Wait of the others: in a traced step, each chip's time in "
-    "the kind's collectives before their last chip arrived, summed over the step, averaged over the step's chips other "
-    "than the one that arrived last most often (every chip where none was last alone), then over the traced steps; "
-    "summed over the kinds, it is what `perfkit trace collectives` says a step's other chips waited each; - where no "
-    "two chips of one clock ran the kind. GB/s: the bytes over the time.")
+    "its part not under compute; hidden, the part under it. Exposed wait of the others: in a traced step, each chip's "
+    "exposed wait at the kind's collectives, its time in them before their last chip arrived during which it ran "
+    "nothing else (its part under compute is hidden), summed over the step, averaged over the step's chips other than "
+    "the one that arrived last most often (every chip where none was last alone), then over the traced steps; summed "
+    "over the kinds, it is the exposed wait `perfkit trace collectives` gives a step: the other chips' each, or every "
+    "chip's on average where no chip arrived last alone; - where no two chips of one clock ran the kind. GB/s: the "
+    "bytes over the time.")
 
 
 def _collectives(variants: dict, host_scheduled: str | None = None, callbacks: dict[str, int] | None = None
@@ -713,7 +715,7 @@ def _collectives(variants: dict, host_scheduled: str | None = None, callbacks: d
         rows += ["", f"Collectives of {name} per chip and step (`perfkit trace collectives` on a trial folder "
                  "lists each one):", "",
                  "| kind | count | bytes sent | time (ms) | exposed (ms) | hidden (ms) | "
-                 "wait of the others (ms) | GB/s |",
+                 "exposed wait of the others (ms) | GB/s |",
                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for k in c["kinds"]:
             sent = "-" if k["bytes"] is None else f"{k['bytes']:.0f}"

@@ -431,8 +431,8 @@ def test_the_report_s_wait_is_the_step_lines_wait(tmp_path):
     assert sum(expected.values()) == pytest.approx((73 / 3 + 37 / 3) / 2)
     text = "\n".join(_collectives(got))
     assert "| all-gather | 1 | 98304 | 0.017 | 0.016 | 0.001 | 0.013 | 5.96 |" in text
-    assert text.count("Wait of the others: in a traced step, each chip's time in the kind's collectives before their "
-                      "last chip arrived") == 1
+    assert text.count("Exposed wait of the others: in a traced step, each chip's exposed wait at the kind's "
+                      "collectives") == 1
     assert "averaged over the step's chips other than the one that arrived last most often" in text
 
 
@@ -468,7 +468,7 @@ def test_run_summary_and_report_lines(tmp_path):
     assert [(s["trial"], s["step"], s["device"]) for s in got["sp"]["steps"]] == [("00-sp", 0, 3), ("00-sp", 1, 1)]
     text = "\n".join(_collectives(got))
     assert "| all-gather | 1 | 98304 | 0.017 | 0.016 | 0.001 | 0.013 | 5.96 |" in text
-    assert "| time (ms) | exposed (ms) | hidden (ms) | wait of the others (ms) | GB/s |" in text  # units
+    assert "| time (ms) | exposed (ms) | hidden (ms) | exposed wait of the others (ms) | GB/s |" in text  # units
     skew = ("Arrival skew (last chip's arrival minus the first's, summed over a step's collectives) passes 5% of "
             "the step in 2 of 2 traced steps of sp; the most, 43.3% of step 0 of 00-sp (0.026 ms).")
     assert f"{skew} Straggler: rank 0 device 3, last to arrive at 2 of that step's 3 collectives." in text
@@ -827,12 +827,8 @@ def test_kernel_bytes_from_the_record_param_comms_of_their_launch(fixtures_dir, 
     assert inst.sort_values("start_ps")["bytes"].tolist() == expected and len(expected) == 21
 
 
-def test_a_step_with_no_chip_last_alone_says_its_wait_is_every_chip_s_mean(tmp_path):
-    """Three TPU chips of one clock, one step [0, 100) us, two sync all-reduces (f32[8,128]) at which two chips arrive
-    last together: the first, chip 0 [10, 20), chips 1 and 2 [14, 20): chip 0 waits 4 us; the second, chip 2
-    [30, 40), chips 0 and 1 [34, 40): chip 2 waits 4 us. No chip is last alone, so none is left out of the wait: its
-    mean over the 3 chips is (4 + 0 + 4) / 3 = 2.667 us, skew 4 + 4 = 8 us. The line said "the other chips waited"
-    of that mean, as if one chip were left out."""
+def _no_chip_last_alone(path: Path) -> Path:
+    """test_a_step_with_no_chip_last_alone_says_its_wait_is_every_chip_s_mean's trace (its docstring)."""
     space = XSpaceWriter("tpu-host")
     space.program(5, "jit_m", [("all-reduce.1", "all-reduce", "f32[8,128]")])
     for chip, (first, second) in enumerate([(10, 34), (14, 34), (14, 30)]):
@@ -841,7 +837,16 @@ def test_a_step_with_no_chip_last_alone_says_its_wait_is_every_chip_s_mean(tmp_p
         ops = plane.line("XLA Ops", 0)
         for start, end in ((first, 20), (second, 40)):
             ops.event(plane.op("all-reduce.1", program_id=5), start * U, (end - start) * U)
-    path = space.save(tmp_path / "tie.xplane.pb")
+    return space.save(path)
+
+
+def test_a_step_with_no_chip_last_alone_says_its_wait_is_every_chip_s_mean(tmp_path):
+    """Three TPU chips of one clock, one step [0, 100) us, two sync all-reduces (f32[8,128]) at which two chips arrive
+    last together: the first, chip 0 [10, 20), chips 1 and 2 [14, 20): chip 0 waits 4 us; the second, chip 2
+    [30, 40), chips 0 and 1 [34, 40): chip 2 waits 4 us. No chip is last alone, so none is left out of the wait: its
+    mean over the 3 chips is (4 + 0 + 4) / 3 = 2.667 us, skew 4 + 4 = 8 us. The line said "the other chips waited"
+    of that mean, as if one chip were left out."""
+    path = _no_chip_last_alone(tmp_path / "tie.xplane.pb")
     (step,) = json.loads(run(path, "--json").stdout)["steps"]
     assert (step["rank"], step["device"], step["times_last"]) == (-1, -1, 0)
     assert (step["skew_ps"] / U, step["wait_ps"] / U) == (8, pytest.approx(8 / 3))
@@ -868,3 +873,31 @@ def test_the_step_wait_is_named_the_exposed_wait_and_the_columns_are_defined(fix
             "ran nothing else (its part under compute is hidden)") in legend
     assert "transfer: the exposed time after the last chip arrived (exposed = wait + transfer)" in legend
     assert "skew: the last chip's arrival minus the first's" in legend
+
+
+def test_the_report_s_wait_is_defined_as_the_step_lines_give_it_in_both_cases(tmp_path):
+    """report.md's columns said its wait is what `perfkit trace collectives` "says a step's other chips waited each",
+    where a step with no chip last alone says every chip's mean, none left out. Two variants: sp, straggler_trace
+    (chip 3 last most often in step 0, chip 1 in step 1, left out: 73 / 3 and 37 / 3 us, as
+    test_the_report_s_wait_is_the_step_lines_wait works them out), and tie, _no_chip_last_alone's three chips, none
+    last alone: (4 + 0 + 4) / 3 us, every chip's mean. The report's definition names both, as the step lines word
+    them, and the wait the exposed wait."""
+    from perfkit.report.markdown import _collectives
+    from perfkit.trace.runs import summarize
+
+    straggler_trace(tmp_path / "trials/00-sp/rank0/trace/step0/h.xplane.pb")
+    _no_chip_last_alone(tmp_path / "trials/01-tie/rank0/trace/step0/h.xplane.pb")
+    trials = [{"variant": v, "status": "ok", "dir": f"trials/{d}"} for v, d in (("sp", "00-sp"), ("tie", "01-tie"))]
+    got = summarize(tmp_path, trials, ["sp", "tie"])["collectives"]
+    assert [k["wait_ms"] * 1e3 for k in got["tie"]["kinds"]] == pytest.approx([8 / 3])
+    assert sum(k["wait_ms"] * 1e3 for k in got["sp"]["kinds"]) == pytest.approx((73 / 3 + 37 / 3) / 2)
+    assert "the other chips' exposed wait 24.3 us each" in run(tmp_path / "trials/00-sp").stdout
+    assert "every chip's exposed wait 2.7 us on average, none left out" in run(tmp_path / "trials/01-tie").stdout
+    text = "\n".join(_collectives(got))
+    assert "| time (ms) | exposed (ms) | hidden (ms) | exposed wait of the others (ms) | GB/s |" in text
+    assert ("Exposed wait of the others: in a traced step, each chip's exposed wait at the kind's collectives, its "
+            "time in them before their last chip arrived during which it ran nothing else (its part under compute is "
+            "hidden)") in text
+    assert ("summed over the kinds, it is the exposed wait `perfkit trace collectives` gives a step: the other chips' "
+            "each, or every chip's on average where no chip arrived last alone") in text
+    assert "waited" not in text
