@@ -740,6 +740,9 @@ def _collectives(variants: dict, host_scheduled: str | None = None, callbacks: d
             rows += ["", f"{skew}. {s['apart']} of that step's collectives, matched across ranks by their order, never "
                      "overlapped on their chips, so are not one transfer: they are left out, and the chip that "
                      "arrived last is not flagged a straggler."]
+        elif not s["times_last"]:  # (its rank and device -1: two or more chips arrived last together each time)
+            rows += ["", f"{skew}. No chip arrived last alone at that step's {s['matched']} collectives: none is "
+                     "flagged a straggler."]
         else:
             rows += ["", f"{skew}. Straggler: rank {s['rank']} device {s['device']}, last to arrive at "
                      f"{s['times_last']} of that step's {s['matched']} collectives."]

@@ -901,3 +901,18 @@ def test_the_report_s_wait_is_defined_as_the_step_lines_give_it_in_both_cases(tm
     assert ("summed over the kinds, it is the exposed wait `perfkit trace collectives` gives a step: the other chips' "
             "each, or every chip's on average where no chip arrived last alone") in text
     assert "waited" not in text
+
+
+def test_the_report_names_no_straggler_where_no_chip_arrived_last_alone(tmp_path):
+    """_no_chip_last_alone's step: skew 4 + 4 = 8 us of its 100 us, past STRAGGLER_SHARE, yet no chip arrived last
+    alone at either all-reduce, and `perfkit trace collectives` names none. report.md said "Straggler: rank -1 device
+    -1, last to arrive at 0 of that step's 2 collectives"."""
+    from perfkit.report.markdown import _collectives
+    from perfkit.trace.runs import summarize
+
+    _no_chip_last_alone(tmp_path / "trials/00-tie/rank0/trace/step0/h.xplane.pb")
+    got = summarize(tmp_path, [{"variant": "tie", "status": "ok", "dir": "trials/00-tie"}], ["tie"])["collectives"]
+    text = "\n".join(_collectives(got))
+    assert ("passes 5% of the step in 1 of 1 traced steps of tie; the most, 8.0% of step 0 of 00-tie (0.008 ms). No "
+            "chip arrived last alone at that step's 2 collectives: none is flagged a straggler.") in text
+    assert "Straggler" not in text and "-1" not in text
