@@ -10,10 +10,12 @@ text names it, else first in first out per chip and kind). On one chip:
   instant, as in ``perfkit.trace.breakdown``);
 - ``exposed_ps``: time in the collective's own ops not under compute (the breakdown's ICI or DCN);
 - ``bytes``: sent per device, from the buffer (the op's output shape; the GPU kernel's message size
-  and dtype, its own or those of the ``record_param_comms`` its launch ran under; a gloo span's inputs' shapes and
-  types, n times for an all-gather's one part) and the group size n
+  and dtype, its own or those of the ``record_param_comms`` its launch ran under, else the input the ``nccl:*`` span
+  around its launch records; a gloo span's inputs' shapes and types; an all-gather's input is one part, n of them
+  the buffer, a reduce-scatter's n of its output) and the group size n
   (the HLO text's ``replica_groups``, the kernel's ``Group size``, a gloo trace's process groups where they are of
-  one size, else the chips that ran the instance, never where they are of several sizes): all-gather and
+  one size, else the chips that ran the instance, never where they are of several sizes, nor for a kernel of a job
+  of more ranks, its trace's ``distributedInfo`` ``world_size``, than the traces given hold): all-gather and
   reduce-scatter (n-1)/n of the whole buffer, all-reduce 2(n-1)/n, all-to-all (n-1)/n, collective-permute the buffer
   (``perfkit.hlo.program_cost.SENT_SHARE``).
 
@@ -57,6 +59,13 @@ _TORCH_KINDS = (("allreduce", "all-reduce"), ("all_reduce", "all-reduce"), ("all
                 ("alltoall", "all-to-all"), ("all_to_all", "all-to-all"), ("broadcast", "collective-broadcast"),
                 ("sendrecv", "collective-permute"), ("send", "send"), ("recv", "recv"))
 POINT_TO_POINT = ("collective-permute", "send", "recv")
+# kinds whose bytes sent per device need no group size n (``_sent``)
+_SENT_WITHOUT_N = ("collective-permute", "collective-broadcast", "send", "recv")
+# A ``nccl:*`` span's recorded input (the tensor reduced, sent or received) by kind: the buffer (an all-to-all's
+# whole send buffer) n to this power of it; an all-gather's input is one rank's part, a reduce-scatter's n of its
+# output (the buffer, as an HLO op's shape gives it)
+_INPUT_PARTS = {"all-reduce": 0, "all-to-all": 0, "collective-broadcast": 0, "send": 0, "recv": 0, "all-gather": 1,
+                "reduce-scatter": -1}
 # an NCCL kernel's dtype (``Float``) and a recorded input's type (``float``, ``long int``, ``c10::BFloat16``),
 # lower case, without ``c10::``
 _TORCH_DTYPE_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat16": 2, "int": 4, "long": 8, "short": 2,
@@ -241,12 +250,12 @@ def _pairs_named(chip: list, role: list, kind: list, op: list, operand: list) ->
 
 def kineto_messages(files: list[str]) -> dict[str, tuple]:
     """Kineto files' collectives as their args size them: file stem (the frame's ``host``) -> (clock base,
-    [(name, buffer bytes or nan, group size or 0, kind, part)] in start order): a GPU trace's communication
-    kernels, a CPU trace's gloo spans (``_gloo_messages``; ``part``: the buffer is one rank's part of the whole,
-    an all-gather's input). A note says which gloo collectives are given no bytes, and why; another, which
-    communication kernels."""
+    [(name, buffer bytes or nan, group size or 0, kind, parts)] in start order): a GPU trace's communication
+    kernels, a CPU trace's gloo spans (``_gloo_messages``); ``parts``: the bytes recorded times n to this power are
+    the buffer (1: one rank's part, an all-gather's input; -1: a reduce-scatter's input, n of its output; else 0).
+    A note says which gloo collectives are given no bytes, and why; another, which communication kernels."""
     out, unsized, undefined, ungrouped = {}, Counter(), Counter(), Counter()
-    kernels_unsized, unlaunched = Counter(), Counter()
+    kernels_unsized, unlaunched, worlds, ranks = Counter(), Counter(), {}, set()
     for f in files:
         path = Path(f)
         if not path.name.endswith(_KINETO_SUFFIXES):
@@ -255,6 +264,10 @@ def kineto_messages(files: list[str]) -> dict[str, tuple]:
         found = [e for e in doc["traceEvents"] if isinstance(e, dict)]
         if any(e.get("cat") in kineto.DEVICE_CATS for e in found):
             messages = _kernel_messages(found, kernels_unsized, unlaunched)
+            info = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
+            if type(info.get("world_size")) is int and type(info.get("rank")) is int:
+                worlds[file_host(path)] = info["world_size"]
+                ranks.add(info["rank"])
         else:
             messages = _gloo_messages(found, doc.get("distributedInfo"), unsized, undefined, ungrouped)
         out[file_host(path)] = (doc.get("baseTimeNanoseconds"), messages)
@@ -266,15 +279,36 @@ def kineto_messages(files: list[str]) -> dict[str, tuple]:
               "which are of several sizes, and a span does not say which"] * bool(ungrouped))
     if why:
         warnings.warn(f"gloo collectives without bytes and GB/s (?): {'; '.join(why)}", DefinitionNote, stacklevel=2)
+    kernels_ungrouped = _ungrouped(out, worlds, len(ranks))
     why = ([f"{sum(kernels_unsized.values())} ({_counted(kernels_unsized)}) record no message size (In msg nelems "
-            "and a known dtype), nor do the torch.distributed spans around their launch (record_param_comms, nccl:*)"]
-           * bool(kernels_unsized)
+            "and a known dtype), nor do the torch.distributed spans around their launch (record_param_comms, nccl:* "
+            "with Input Dims of a known Input type)"] * bool(kernels_unsized)
+           + [f"{sum(kernels_ungrouped.values())} ({_counted(kernels_ungrouped)}) record no group size (Group size), "
+              "nor do the torch.distributed spans around their launch, and the traces given are "
+              f"{len(ranks)} of their job's {max(worlds.values(), default=0)} ranks "
+              "(distributedInfo world_size): n is not the ranks matched"] * bool(kernels_ungrouped)
            + [f"{sum(unlaunched.values())} ({_counted(unlaunched)}) record none and have no launch in the trace under "
               "record_param_comms (queued before the profiler started, or launched outside torch.distributed)"]
            * bool(unlaunched))
     if why:
         warnings.warn(f"communication kernels without bytes and GB/s (?): {'; '.join(why)}", DefinitionNote,
                       stacklevel=2)
+    return out
+
+
+def _ungrouped(messages: dict[str, tuple], worlds: dict[str, int], ranks: int) -> Counter:
+    """Sized kernels without a group size in files of a job with more ranks (``worlds``: file stem -> its
+    ``world_size``) than the traces given hold: their n is not the chips matched, so marked unknown (-1) in place;
+    counted by kind."""
+    out = Counter()
+    for host, world in worlds.items():
+        if world <= ranks:
+            continue
+        found = messages[host][1]
+        for i, (name, buffer, group, kind, parts) in enumerate(found):
+            if group == 0 and not np.isnan(buffer) and kind not in _SENT_WITHOUT_N:
+                found[i] = (name, buffer, -1, kind, parts)
+                out[kind] += 1
     return out
 
 
@@ -289,7 +323,8 @@ def _kernel_messages(found: list[dict], unsized: Counter, unlaunched: Counter) -
     """A GPU trace's communication kernels (``kineto_messages``), sized by their ``In msg nelems`` (an
     all-gather's and a reduce-scatter's ``Out msg nelems``: its output, as an HLO op's shape gives it; PyTorch
     records a reduce-scatter's input as the whole, n of its output), ``dtype`` and ``Group size``: the kernel's
-    own, else those of the ``record_param_comms`` its launch ran under. The collective is the kernel's
+    own, else those of the ``record_param_comms`` its launch ran under, else the input the innermost ``nccl:*`` span
+    around its launch records (``Input Dims``, ``Input type``; ``_INPUT_PARTS``). The collective is the kernel's
     ``Collective name``, else that of the spans around its launch (``record_param_comms``, ``nccl:*``): NCCL runs
     an all-to-all's sends and receives, and other collectives, in kernels named SendRecv. Every kernel the
     instances hold (a collective by its name, of some duration) is one, those with neither unsized (``unsized``
@@ -311,9 +346,13 @@ def _kernel_messages(found: list[dict], unsized: Counter, unlaunched: Counter) -
         count = args.get("Out msg nelems" if kind in ("all-gather", "reduce-scatter") else "In msg nelems")
         size = _TORCH_DTYPE_BYTES.get(str(args.get("dtype", "")).lower())
         buffer = float(count) * size if isinstance(count, (int, float)) and size else np.nan
+        inputs = [_input_bytes(s.get("args")) for s in around if s["name"].startswith("nccl:")]
+        parts = 0
+        if np.isnan(buffer) and inputs and kind in _INPUT_PARTS:
+            buffer, parts = inputs[-1], _INPUT_PARTS[kind]
         if np.isnan(buffer):
             (unsized if around else unlaunched)[kind or _kind(name) or "unknown"] += 1
-        messages.append((name, buffer, int(args.get("Group size") or 0), kind, False))
+        messages.append((name, buffer, int(args.get("Group size") or 0), kind, parts))
     return messages
 
 
@@ -345,7 +384,7 @@ def _gloo_messages(found: list[dict], info, unsized: Counter, undefined: Counter
             unsized[kind] += 1
         elif several:
             ungrouped[kind] += 1
-        messages.append((name, buffer, group, kind, kind == "all-gather"))
+        messages.append((name, buffer, group, kind, int(kind == "all-gather")))
     return messages
 
 
@@ -386,10 +425,10 @@ def _first(groups: np.ndarray) -> np.ndarray:
 
 
 def _attach_messages(inst: pd.DataFrame, messages: dict[str, tuple]) -> None:
-    """GPU kernels' and gloo spans' buffer and group size from their Kineto args, and whether the buffer is one
-    rank's ``part``, in place: the k-th message of a file in start order is the k-th collective instance of that
-    host's rows (same name checked)."""
-    inst["part"] = False
+    """GPU kernels' and gloo spans' buffer and group size from their Kineto args, and the power of n that makes the
+    bytes recorded the buffer (``parts``), in place: the k-th message of a file in start order is the k-th
+    collective instance of that host's rows (same name checked)."""
+    inst["parts"] = 0
     for host, (_, found) in messages.items():
         rows = inst.index[inst["host"] == host]
         if not found or len(rows) != len(found):
@@ -401,7 +440,7 @@ def _attach_messages(inst: pd.DataFrame, messages: dict[str, tuple]) -> None:
         inst.loc[ordered, "buffer"] = [m[1] for m in found]
         inst.loc[ordered, "group"] = [m[2] for m in found]
         inst.loc[ordered, "kind"] = [m[3] or k for m, k in zip(found, inst.loc[ordered, "kind"])]
-        inst.loc[ordered, "part"] = [m[4] for m in found]
+        inst.loc[ordered, "parts"] = [m[4] for m in found]
 
 
 class ChipInstances(NamedTuple):
@@ -516,8 +555,10 @@ def matched(found: ChipInstances, messages: dict[str, tuple] | None = None) -> p
     inst["wait_ps"] = _exposed_until(found.exposure, len(inst), np.where(apart, a1, np.maximum(arrival, a1)))
     inst["transfer_ps"] = inst["exposed_ps"] - inst["wait_ps"]
     inst["group"] = np.where(inst["group"] != 0, inst["group"], np.where(inst["chips"] > 1, inst["chips"], 0))
-    # a gloo all-gather's input is one rank's part: the whole buffer n of them
-    inst["buffer"] = inst["buffer"].where(~inst["part"], inst["buffer"] * inst["group"].where(inst["group"] > 0))
+    # an all-gather's input is one rank's part (the whole buffer n of them), a reduce-scatter's n of its output
+    n = inst["group"].where(inst["group"] > 0)
+    parts = inst["parts"]
+    inst["buffer"] = inst["buffer"].where(parts == 0, inst["buffer"] * n.where(parts > 0, 1 / n))
     sends = _groups(inst, ["kind", "buffer", "group"])
     each = _first(sends)  # _sent once per (kind, buffer, group)
     sent = [_sent(*key) for key in zip(*(inst[k].to_numpy()[each].tolist() for k in ("kind", "buffer", "group")))]

@@ -786,8 +786,10 @@ def test_kernels_take_the_collective_their_launch_ran_under():
     JSON (each kernel's correlation -> the cudaLaunchKernel of that correlation -> the nccl:* annotation around it on
     its thread): 45 are launched under nccl:all_to_all, 10 under nccl:_reduce_scatter_base, 10 under nccl:all_reduce,
     10 under nccl:_all_gather_base, and 5 have no launch in the trace (queued before the profiler started): those
-    alone stay point-to-point. No record_param_comms there records In msg nelems (their args: Input Dims, Input type,
-    Ev Idx, External id), and no kernel a Collective name: every kernel's bytes are unknown, and a note says why."""
+    alone stay point-to-point. No record_param_comms there records In msg nelems or Group size (their args: Input
+    Dims, Input type, Ev Idx, External id), and no kernel a Collective name: the nccl:* spans' inputs are the 75
+    launched ones' buffers, but the file is 1 of the job's 16 ranks (distributedInfo world_size), so n is not the
+    chips matched: every kernel's bytes are unknown, and a note says why."""
     path = REAL_KINETO / "hta_negative_queue_rank0.json.gz"
     trace = json.load(gzip.open(path))["traceEvents"]
     under = _launch_annotations(trace)
@@ -800,15 +802,17 @@ def test_kernels_take_the_collective_their_launch_ran_under():
         "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"}
     assert Counter(expected) == {"all-to-all": 45, "reduce-scatter": 10, "all-reduce": 10, "all-gather": 10,
                                  "collective-permute": 5}
-    assert not any("In msg nelems" in e["args"] for e in trace if e.get("name") == "record_param_comms")
+    assert not any({"In msg nelems", "Group size"} & e["args"].keys() for e in trace
+                   if e.get("name") == "record_param_comms")
     result = CliRunner().invoke(cli, ["trace", "collectives", "--json", str(path)])
     assert result.exit_code == 0, result.output
     inst = sorted(json.loads(result.stdout)["instances"], key=lambda r: r["start_ps"])
     assert [r["kind"] for r in inst] == expected and all(r["bytes"] is None for r in inst)
     assert ("communication kernels without bytes and GB/s (?): 75 (45 all-to-all, 10 reduce-scatter, 10 all-reduce, "
-            "10 all-gather) record no message size (In msg nelems and a known dtype), nor do the torch.distributed "
-            "spans around their launch (record_param_comms, nccl:*); 5 (5 collective-permute) record none and have no "
-            "launch in the trace under record_param_comms") in result.stderr
+            "10 all-gather) record no group size (Group size), nor do the torch.distributed spans around their "
+            "launch, and the traces given are 1 of their job's 16 ranks (distributedInfo world_size): n is not the "
+            "ranks matched; 5 (5 collective-permute) record none and have no launch in the trace under "
+            "record_param_comms") in result.stderr
 
 
 def test_kernel_bytes_from_the_record_param_comms_of_their_launch(fixtures_dir, tmp_path):
@@ -916,3 +920,91 @@ def test_the_report_names_no_straggler_where_no_chip_arrived_last_alone(tmp_path
     assert ("passes 5% of the step in 1 of 1 traced steps of tie; the most, 8.0% of step 0 of 00-tie (0.008 ms). No "
             "chip arrived last alone at that step's 2 collectives: none is flagged a straggler.") in text
     assert "Straggler" not in text and "-1" not in text
+
+
+_INPUT_TYPE_BYTES = {"float": 4, "long": 8, "int": 4, "unsigned char": 1, "signed char": 1}
+
+
+def _nccl_inputs_by_hand(trace: list[dict]) -> list[tuple[float, str, float]]:
+    """A Kineto trace's NCCL kernels in start order: (start us, the innermost nccl:* annotation on the thread of
+    their launch that holds it, the bytes of that annotation's recorded inputs), a plain reading of the JSON; those
+    without a launch in the trace left out."""
+    launches = {e["args"]["correlation"]: e for e in trace
+                if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    notes = [e for e in trace if e.get("ph") == "X" and str(e.get("name", "")).startswith("nccl:")]
+    out = []
+    for k in sorted((e for e in trace if e.get("cat") == "kernel" and "nccl" in e["name"]), key=lambda e: e["ts"]):
+        launch = launches.get(k["args"]["correlation"])
+        if launch is None:
+            continue
+        note = max((e for e in notes if (e["pid"], e["tid"]) == (launch["pid"], launch["tid"])
+                    and e["ts"] <= launch["ts"] <= e["ts"] + e["dur"]), key=lambda e: e["ts"])
+        size = sum(int(np.prod(d)) * _INPUT_TYPE_BYTES[t] for d, t in zip(note["args"]["Input Dims"],
+                                                                           note["args"]["Input type"]))
+        out.append((k["ts"], note["name"], size))
+    return out
+
+
+def test_kernels_sized_by_their_nccl_span_s_input_say_their_group_size_is_what_is_unknown():
+    """HTA's two sampled ranks of a 128-rank job: no kernel or record_param_comms records a message size or a group
+    size, but the nccl:* span around each kernel's launch records its input tensor (Input Dims, Input type): by hand
+    every one of the 20 has one, of a known type. The group size is what is missing: the job has 128 ranks
+    (distributedInfo world_size) and the two traces hold 2 of them, so the 2 chips matched are not n. The note said
+    the spans recorded no message size."""
+    real = REAL_KINETO
+    for r in (0, 1):
+        raw = json.load(gzip.open(real / f"rank-{r}.json.gz"))
+        assert raw["distributedInfo"]["world_size"] == 128 and len(_nccl_inputs_by_hand(raw["traceEvents"])) == 10
+        assert not any({"Group size", "In msg nelems"} & e["args"].keys() for e in raw["traceEvents"]
+                       if e.get("name") == "record_param_comms" or e.get("cat") == "kernel")
+    result = run("--json", real / "rank-0.json.gz", real / "rank-1.json.gz")
+    assert result.exit_code == 0, result.output
+    assert all(r["bytes"] is None for r in json.loads(result.stdout)["instances"])
+    assert ("communication kernels without bytes and GB/s (?): 20 (8 all-to-all, 8 all-reduce, 4 all-gather) record "
+            "no group size (Group size), nor do the torch.distributed spans around their launch, and the traces "
+            "given are 2 of their job's 128 ranks (distributedInfo world_size): n is not the ranks matched"
+            ) in result.stderr
+    assert "record no message size" not in result.stderr
+
+
+def test_kernel_bytes_from_the_nccl_span_s_input_where_the_traces_are_the_whole_job(tmp_path):
+    """The same two ranks, their distributedInfo world_size made 2 (the traces are then the whole job, n the 2
+    chips matched): each kernel's buffer is the input of the nccl:* span around its launch, by hand: an all-reduce
+    2(n-1)/n of it, an all-to-all (n-1)/n of it (its whole send buffer), an _all_gather_base's input one rank's part,
+    (n-1)/n of n of them."""
+    paths, expected = [], {}
+    share = {"nccl:all_reduce": 1.0, "nccl:all_to_all": 0.5, "nccl:_all_gather_base": 1.0}  # n = 2
+    for r in (0, 1):
+        raw = json.load(gzip.open(REAL_KINETO / f"rank-{r}.json.gz"))
+        raw["distributedInfo"]["world_size"] = 2
+        expected[r] = [share[name] * size for _, name, size in _nccl_inputs_by_hand(raw["traceEvents"])]
+        paths.append(tmp_path / f"rank-{r}.json.gz")
+        paths[-1].write_bytes(gzip.compress(json.dumps(raw).encode()))
+    result = run("--json", *paths)
+    assert result.exit_code == 0, result.output
+    inst = sorted(json.loads(result.stdout)["instances"], key=lambda i: (i["rank"], i["start_ps"]))
+    assert {r: [i["bytes"] for i in inst if i["rank"] == r] for r in (0, 1)} == expected
+    assert expected[0][:3] == [384 * 8 / 2, 419430400 / 2, 19618307 * 4] and len(expected[0]) == 10
+    assert "communication kernels without bytes" not in result.stderr
+
+
+def test_a_reduce_scatter_s_nccl_input_is_n_of_its_output_and_an_all_gather_s_one_of_n(tmp_path):
+    """HTA's negative_queue_length_values_check rank 0 with Group size 8 written onto its reduce-scatter and
+    all-gather kernels (FSDP's: by a plain reading, each nccl:_reduce_scatter_base records an input of 65536 rows,
+    each nccl:_all_gather_base one of 8192, of the same widths: a shard is 1/8 of the whole). A reduce-scatter's input
+    is the whole, each device sending (n-1)/n of it; an all-gather's input is one rank's part, each device sending
+    (n-1)/n of n of them: by hand 7/8 x and 7 x the input's bytes."""
+    raw = json.loads(gzip.decompress((REAL_KINETO / "hta_negative_queue_rank0.json.gz").read_bytes()))
+    trace = raw["traceEvents"]
+    share = {"nccl:_reduce_scatter_base": 7 / 8, "nccl:_all_gather_base": 7.0}
+    kernels = {k["ts"]: k for k in trace if k.get("cat") == "kernel" and "nccl" in k["name"]}
+    expected = []
+    for ts, name, size in _nccl_inputs_by_hand(trace):
+        if name in share:
+            kernels[ts]["args"]["Group size"] = 8
+            expected.append(share[name] * size)
+    assert len(expected) == 20 and expected[:3] == [7 / 8 * 65536 * 384 * 4, 7 / 8 * 65536 * 64 * 4, 7 * 8192 * 64 * 4]
+    path = tmp_path / "fsdp.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(raw).encode()))
+    inst = collectives.instances(events.load([path])).sort_values("start_ps")
+    assert inst.loc[inst["kind"].isin(["reduce-scatter", "all-gather"]), "bytes"].tolist() == expected
