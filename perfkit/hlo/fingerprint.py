@@ -29,6 +29,8 @@ _NAMING_KEYS = CALLED_COMPUTATION_KEYS | INSTRUCTION_REF_KEYS  # attributes whos
 _PEER_KEYS = ("source_target_pairs", "replica_groups")  # who a collective exchanges data with
 _SEND_RECV_PEERS = re.compile(r'_xla_send_recv_source_target_pairs="([^"]*)"')  # a send's or recv's, XLA's note
 
+OWN = "(B's own)"  # the mark of a name of B's own that A gives another instruction (``entry_names_matched``)
+
 
 class FlatInstruction(NamedTuple):
     """An instruction in the module's canonical order, with the computation it lives in."""
@@ -231,7 +233,7 @@ def entry_names_matched(a: Module, b: Module) -> dict[str, str]:
         if k in pairs:
             out[name] = flat[0][pairs[k]].inst.name
         elif name in names_a:
-            out[name] = f"{name} (B's own)"
+            out[name] = f"{name} {OWN}"
     return {b_name: a_name for b_name, a_name in out.items() if b_name != a_name}
 
 

@@ -5,6 +5,7 @@ category, op kind and op, with the bootstrap CI of each part (``summary["attribu
 from __future__ import annotations
 
 from perfkit.common.digits import shown_difference, signed_decimals
+from perfkit.hlo.fingerprint import OWN
 from perfkit.trace.names import IN_FLIGHT_MARK, IN_FLIGHT_NOTE, in_flight, labels
 
 MARK = "**\\***"  # a part whose CI, as shown, excludes 0
@@ -17,6 +18,7 @@ INTERVALS = {"welch": "Welch's t over each side's trial means",  # summary.json'
              "none": "a side has one traced step in all, so nothing measured its noise; more trials, or more steps "
                      "in `capture.trace`, give it one"}
 SPLITS = (("category", "category"), ("kind", "op kind"), ("op", "op"))
+NOT_NAMED = ("other", "idle", "residual")  # the changes of rows that sum or stand for ops, naming none
 
 
 def _ms(v: float, decimals: int = DECIMALS) -> str:
@@ -43,22 +45,24 @@ def _table(rows: list[dict], by: str, title: str, baseline: str, name: str) -> l
     """One split's rows; a category's own category and change go unsaid, and its residual where it is 0 on both
     sides, as the breakdown's parts add up to the span (a newcomer read it beside the op kinds' residual, another
     figure)."""
-    short = labels(r["key"] for r in rows)  # kernel and HLO names shortened; summary.json keeps them whole
     about = by != "category"
+    # the mark of an op of B's own read with B's name, as the text around it names the variants
+    rows = [{**r, "key": r["key"].replace(OWN, f"({name}'s own)")} for r in rows]
+    short = labels(r["key"] for r in rows)  # kernel and HLO names shortened; summary.json keeps them whole
     if not about:
         rows = [r for r in rows if r["change"] != "residual" or r["a_ms"] or r["b_ms"]]
     out = ["", f"By {title}:", "", f"| {title} | " + ("category | change | " if about else "")
            + f"{baseline} (ms) | {name} (ms) | delta (ms) | 95% CI (ms) | |",
            "| --- | " + ("--- | --- | " if about else "") + "---: | ---: | ---: | ---: | --- |"]
     for r in rows:
-        named = about and r["change"] not in ("other", "idle", "residual")
+        named = about and r["change"] not in NOT_NAMED
         key = f"`{short[r['key']]}`" if named else _other(r, title) if "other_keys" in r else r["key"]
         key += f" {IN_FLIGHT_MARK}" if named and in_flight(r["key"]) else ""
         n = _decimals(r)
         out.append(f"| {key} | " + (f"{r['category'] or '-'} | {r['change']} | " if about else "")
                    + f"{r['a_ms']:.{n}f} | {r['b_ms']:.{n}f} | {_ms(shown_difference(r['a_ms'], r['b_ms'], n), n)} | "
                    f"{_ci(r, n)} | {MARK if _shown_apart(r, n) else ''} |")
-    if about and any(in_flight(r["key"]) for r in rows if r["change"] not in ("other", "idle", "residual")):
+    if about and any(in_flight(r["key"]) for r in rows if r["change"] not in NOT_NAMED):
         out += ["", IN_FLIGHT_NOTE + "the residual takes it back."]
     return out
 
@@ -162,11 +166,14 @@ def section(attribution: dict | None, aa_name: str | None = None, command: bool 
                         f"same names already (none renamed); ops outside the step program are matched by name "
                         "(`perfkit hlo-diff` compares the programs)."]
             elif by == "op" and v.get("same_programs") is False and "ops_renamed" in v:
+                # the mark said only where a row of the table carries it (one summed in other does not)
+                own = any(r["key"].endswith(OWN) and r["change"] not in NOT_NAMED for r in v[by])
                 out += ["", f"**{base} and {name} ran different programs**, which XLA numbers apart: an op of "
                         f"{name}'s step program is named here as {base}'s names the op it aligns with, by its place "
-                        f"and structure ({v['ops_renamed']} renamed; one of {name}'s own that {base} gives another "
-                        "op is marked `(B's own)`); ops outside the step program are matched by name (`perfkit "
-                        "hlo-diff` compares the programs)."]
+                        f"and structure ({v['ops_renamed']} renamed"
+                        + (f"; one of {name}'s own that {base} gives another op is marked `({name}'s own)`" if own
+                           else "") + "); ops outside the step program are matched by name (`perfkit hlo-diff` "
+                        "compares the programs)."]
             elif by == "op" and v.get("same_programs") is False:  # (summaries from before ops_renamed)
                 out += ["", f"**{base} and {name} ran different programs**: XLA names its ops per program, so an op "
                         "of one name on both sides need not be one op, and its `changed` row may set two ops' times "

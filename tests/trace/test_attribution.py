@@ -543,7 +543,14 @@ def test_ops_of_other_programs_are_matched_by_their_place_and_structure(tmp_path
     text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": v}}))
     assert ("**tp and sp ran different programs**, which XLA numbers apart: an op of sp's step program is named here "
             "as tp's names the op it aligns with, by its place and structure (4 renamed; one of sp's own that tp "
-            "gives another op is marked `(B's own)`)") in text
+            "gives another op is marked `(sp's own)`)") in text
+    assert "| `dot.1 (sp's own)` | compute | added |" in text and "B's own" not in text
+    # a newcomer's: the note said how the mark reads where no row of the table carried it (it was summed in other)
+    other = {**row, "key": "other", "change": "other", "other_keys": {"added": 1}}
+    for rows in ([other], [{**row, "key": "dot.9"}]):
+        text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": {**v, "op": rows}}}))
+        assert "(4 renamed); ops outside the step program are matched by name" in text
+        assert "own" not in text.split("**tp and sp ran different programs**")[1].split("By op:")[0]
     # a newcomer's: where the aligned ops carry A's names already, "B's ops are renamed ... (0 renamed; ...)" read oddly
     text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": {**v, "ops_renamed": 0}}}))
     assert ("**tp and sp ran different programs**, which XLA numbers apart: the ops of sp's step program that align "
