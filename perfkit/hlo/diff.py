@@ -187,7 +187,8 @@ def _delta(a: int | None, b: int | None) -> dict | None:
 
 
 def buffer_diff(a: RankModule, b: RankModule) -> dict:
-    """Temp size and each collective's receive offset, majority against rank."""
+    """Temp size and each collective's receive offset, majority against rank; how many moved, and how many are on
+    one side only."""
     out = {"temp_bytes": _delta(a.temp_bytes, b.temp_bytes), "total_bytes": _delta(a.total_bytes, b.total_bytes)}
     if a.receive is None or b.receive is None:
         return {**out, "receive": [], "receive_moved": None}
@@ -200,8 +201,10 @@ def buffer_diff(a: RankModule, b: RankModule) -> dict:
                      "majority": xa.offset if xa else None, "rank": xb.offset if xb else None,
                      "size": (xb or xa).size,
                      "delta": xb.offset - xa.offset if xa and xb else None})
-    moved = sum(r["delta"] != 0 for r in rows)
-    return {**out, **_capped(rows, "receive"), "receive_moved": moved}
+    # a buffer on one side only is missing there (a collective that side skips), not moved
+    return {**out, **_capped(rows, "receive"), "receive_moved": sum(bool(r["delta"]) for r in rows),
+            "receive_only_majority": sum(r["rank"] is None for r in rows),
+            "receive_only_rank": sum(r["majority"] is None for r in rows)}
 
 
 def divergence(a: RankModule, b: RankModule, ranks: list[int], known: dict[str, list[str]]) -> dict:

@@ -126,29 +126,40 @@ def _divergence(w: _Writer, d: dict, majority: list[int]) -> None:
                 w.line(4, f"{c['opcode']} {c['field']} ({c['computation']}, lines {c['lines'][0]} / {c['lines'][1]}): "
                           f"{w.code(str(c['majority']))} -> {w.code(str(c['rank']))}")
             w.more(4, d["changed_count"])
-    _buffers(w, d["buffers"])
+    _buffers(w, d["buffers"], who, ref)
 
 
-def _buffers(w: _Writer, b: dict) -> None:
+def _buffers(w: _Writer, b: dict, who: str, ref: str) -> None:
     parts = []
     for key, label in (("temp_bytes", "temp"), ("total_bytes", "all allocations")):
         t = b.get(key)
         if t:
             parts.append(f"{label} {t['majority']:,} -> {t['rank']:,} B ({_signed(t['delta'])})")
+    # (results of older versions counted a buffer on one side only as moved and have no such counts)
+    only_ref, only_who = b.get("receive_only_majority", 0), b.get("receive_only_rank", 0)
     if b["receive_moved"] is None:
         parts.append("no buffer assignment to compare receive offsets")
+    elif only_ref or only_who:
+        parts.append(f"{b['receive_moved']} of {b['receive_count'] - only_ref - only_who} collective receive buffers "
+                     "on both moved")
+        parts += [f"{only_ref} missing on {who} (no such collective there)"] * bool(only_ref)
+        parts += [f"{only_who} only on {who}"] * bool(only_who)
     elif b["receive_count"]:
         parts.append(f"{b['receive_moved']} of {b['receive_count']} collective receive buffers moved")
     if parts:
         w.line(3, "buffers: " + "; ".join(parts))
-    rows = [r for r in b.get("receive", []) if r["delta"] != 0]  # the moved ones, else all
-    total = b["receive_moved"] if rows else b.get("receive_count", 0)
+    rows = [r for r in b.get("receive", []) if r["delta"] != 0]  # the moved ones and those on one side, else all
+    total = b["receive_moved"] + only_ref + only_who if rows else b.get("receive_count", 0)
     rows = rows or b.get("receive", [])
     for r in rows[:SHOWN]:
-        index = f" {{{r['index']}}}" if r["index"] else ""
-        where = " -> ".join("-" if x is None else f"{x:,}" for x in (r["majority"], r["rank"]))
-        delta = "" if r["delta"] is None else f" ({_signed(r['delta'])})"
-        w.line(4, f"{r['collective']}{index} receive offset {where}{delta}, {r['size']:,} B")
+        index = f"{r['collective']}" + (f" {{{r['index']}}}" if r["index"] else "")
+        if r["rank"] is None:
+            w.line(4, f"{index} receive buffer missing on {who} (offset {r['majority']:,} on {ref}), {r['size']:,} B")
+        elif r["majority"] is None:
+            w.line(4, f"{index} receive buffer only on {who} (offset {r['rank']:,}), {r['size']:,} B")
+        else:
+            delta = f" ({_signed(r['delta'])})" if r["delta"] else ""
+            w.line(4, f"{index} receive offset {r['majority']:,} -> {r['rank']:,}{delta}, {r['size']:,} B")
     w.more(4, total)
 
 

@@ -553,3 +553,21 @@ def test_the_same_collectives_around_other_fusions_are_no_differing_collective(t
     fused = "  %f = f32[8]{0} fusion(%x), kind=kLoop, calls=%scaled\n" + ALL_REDUCE.replace("(%x)", "(%f)")
     d = first_collective(tmp_path, ALL_REDUCE.replace("%ar =", "ROOT %ar ="), fused.replace("%ar =", "ROOT %ar ="))
     assert d["first_difference"] is not None and d["first_collective"] is None
+
+
+def test_a_collective_one_rank_skips_has_its_receive_buffer_missing_not_moved():
+    """The skipped-collective repro's dumps (rank 3 compiles its step without the second of three collective-permutes):
+    hlo-diff said '1 of 3 collective receive buffers moved ... #3 receive offset 0 -> -', where rank 3 has no third
+    collective-permute at all. Rank 3's two receive buffers sit where rank 0's first two do (offset 0 in both buffer
+    assignments), so none moved; the third is missing on rank 3. The data: trial 01-skip's rank0 and rank3 dumps of
+    `perfkit run cases/repro/skipped_collective.yaml` (jax 0.10.2 on CPU), the program and its buffer assignment."""
+    folder = REPO / "tests" / "hlo" / "data" / "skipped_collective"
+    (d,) = check(folder)["modules"][0]["divergences"]
+    b = d["buffers"]
+    assert (b["receive_count"], b["receive_moved"], b["receive_only_majority"], b["receive_only_rank"]) == (3, 0, 1, 0)
+    res = perfkit(folder)
+    assert res.returncode == 1
+    assert ("buffers: temp 32,768 -> 32,768 B (+0); 0 of 2 collective receive buffers on both moved; 1 missing on "
+            "rank 3 (no such collective there)") in res.stdout
+    assert "collective-permute #3 receive buffer missing on rank 3 (offset 0 on rank 0), 32,768 B" in res.stdout
+    assert "moved\n" not in res.stdout and "0 -> -" not in res.stdout
