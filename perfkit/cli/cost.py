@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from perfkit.common import extras
+from perfkit.common.digits import bytes_text
 from perfkit.cost import chips
 from perfkit.cost.change import change, whose
 from perfkit.cost.programs import cost_block, run_costs
@@ -21,18 +22,9 @@ from perfkit.errors import BadInput
 from perfkit.hlo.program_cost import ProgramCost
 from perfkit.hlo.dumps import single_dump
 
-MIB, GIB = 1 << 20, 1 << 30
-
 
 def _count(x: float) -> str:
     return f"{x:.3g}"
-
-
-def _bytes(x: float | None) -> str:
-    """MiB, or GiB from 1 GiB on (a model's step reads 1.89e+04 MiB otherwise)."""
-    if x is None:
-        return "-"
-    return f"{x / GIB:.4g} GiB" if x >= GIB else f"{x / MIB:.4g} MiB"
 
 
 def _shape(shape: dict) -> str:
@@ -50,8 +42,8 @@ def program_lines(label: str, step: dict, roof: dict | None) -> list[str]:
              # dot_flops holds convolutions too (library calls included): the label says so
              f"  FLOPs {_count(step['flops'])} (dots and convolutions {_count(step['dot_flops'])}, other "
              f"{_count(step['other_flops'])}; beside them, transcendentals {_count(step['transcendentals'])}); "
-             f"HBM bytes accessed {_bytes(step['hbm_bytes'])} a step; " +
-             (f"temp {_bytes(step['temp_bytes'])}, peak {_bytes(step['peak_bytes'])}"
+             f"HBM bytes accessed {bytes_text(step['hbm_bytes'])} a step; " +
+             (f"temp {bytes_text(step['temp_bytes'])}, peak {bytes_text(step['peak_bytes'])}"
               if step["temp_bytes"] is not None or step["peak_bytes"] is not None else
               "temp and peak memory unknown (no *-buffer-assignment.txt beside the program: XLA writes one beside "
               "each program it dumps optimized, as text)" if step.get("file") else
@@ -59,7 +51,8 @@ def program_lines(label: str, step: dict, roof: dict | None) -> list[str]:
               "optimizations has)")]
     kinds = step["collectives"]
     lines.append("  collectives: " + ("; ".join(
-        f"{k['count']} {kind} ({_bytes(k['buffer_bytes'])} of buffers, {_bytes(k['sent_bytes'])} sent a device)"
+        f"{k['count']} {kind} ({bytes_text(k['buffer_bytes'])} of buffers, {bytes_text(k['sent_bytes'])} sent a "
+        "device)"
         for kind, k in kinds.items()) if kinds else "none"))
     uncosted = step.get("uncosted") or {}
     if uncosted:

@@ -9,6 +9,24 @@ import math
 from typing import Callable
 
 
+MIB, GIB = 1 << 20, 1 << 30
+BYTE_DIGITS = 4  # significant digits of a byte figure: 589824 B reads 0.5625 MiB, not 0.562 (to 3, half to even)
+
+
+def bytes_text(x: float | None, significant: int = BYTE_DIGITS) -> str:
+    """Bytes in MiB, or GiB from 1 GiB on (a model's step read 1.89e+04 MiB otherwise), to ``significant`` digits;
+    ``-`` for None: one figure prints alike in ``perfkit cost`` and report.md's Cost table."""
+    if x is None:
+        return "-"
+    scale = bytes_scale(x)
+    return f"{x / scale:.{significant}g} {'GiB' if scale == GIB else 'MiB'}"
+
+
+def bytes_scale(x: float) -> int:
+    """The unit ``bytes_text`` shows ``x`` in, in bytes."""
+    return GIB if x >= GIB else MIB
+
+
 def ratio_text(ratio: float) -> str:
     """A ratio as the reports show it (to 3 decimals)."""
     return f"{ratio:.3f}"

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from perfkit.common.digits import change_text, digits
+from perfkit.common.digits import BYTE_DIGITS, bytes_scale, bytes_text, change_text, digits
 from perfkit.cost.change import change, whose
 from perfkit.cost.roofline import RESOURCES
 from perfkit.hlo.program_cost import ProgramCost
 
-MIB = 1 << 20
 # the custom-calls by which a program calls Python on the host (jax's io_callback, pure_callback), by platform and API
 HOST_CALLBACKS = ("xla_ffi_python_cpu_callback", "xla_python_cpu_callback", "xla_ffi_python_gpu_callback",
                   "xla_python_gpu_callback")
@@ -28,16 +27,18 @@ def _sig(x: float, n: int) -> str:
     return f"{x:#.{n}g}" if "e" in text else text
 
 
-def _mib(x, n: int = 3) -> str:
-    return "-" if x is None else f"{x / MIB:.{n}g} MiB"
-
-
-def _dividing(steps: list[dict], base: int, key: str, unit: int = 1) -> int:
-    """The significant digits (3 or more) each step's ``key`` needs for the change the last sentence gives
-    against the baseline's to follow from the two shown, in ``unit``s as the table shows them (bytes as MiB
-    round apart from bytes)."""
-    pairs = [(steps[base][key] / unit, s[key] / unit) for s in steps if None not in (steps[base][key], s[key])]
-    return digits(pairs, 3, significant=True, text=change_text, most=9)
+def _dividing(steps: list[dict], base: int, key: str, in_bytes: bool = False) -> int:
+    """The significant digits (3 or more; ``BYTE_DIGITS`` or more ``in_bytes``) each step's ``key`` needs for the
+    change the last sentence gives against the baseline's to follow from the two shown, in the units the table shows
+    them in (bytes as MiB or GiB round apart from bytes)."""
+    a = steps[base][key]
+    pairs = [(a, s[key]) for s in steps if None not in (a, s[key])]
+    if not in_bytes:
+        return digits(pairs, 3, significant=True, text=change_text, most=9)
+    # each pair in its figures' units (``bytes_text``), their ratio scaled back where one is GiB and one MiB
+    return max((digits([(x / bytes_scale(x), y / bytes_scale(y))], BYTE_DIGITS, significant=True,
+                       text=lambda r, k=bytes_scale(y) / bytes_scale(x): change_text(r * k), most=9)
+                for x, y in pairs), default=BYTE_DIGITS)
 
 
 def section(summary: dict) -> list[str]:
@@ -50,17 +51,17 @@ def section(summary: dict) -> list[str]:
     names = list(cost)
     steps = [cost[v]["step"] for v in names]
     a = summary.get("baseline", names[0])
-    flops, hbm, sent = (_dividing(steps, names.index(a) if a in cost else 0, key, unit)
-                        for key, unit in (("flops", 1), ("hbm_bytes", MIB), ("interconnect_bytes", MIB)))
+    flops, hbm, sent = (_dividing(steps, names.index(a) if a in cost else 0, key, in_bytes)
+                        for key, in_bytes in (("flops", False), ("hbm_bytes", True), ("interconnect_bytes", True)))
     rows = ["## Cost", "", "The step program of each variant's first trial with XLA dumps, per device "
             "(`perfkit cost RUN_DIR --chip NAME` for any chip).", "",
             "| | " + " | ".join(names) + " |", "| --- |" + " ---: |" * len(names),
             "| step program | " + " | ".join(f"`{s['module']}`" for s in steps) + " |",
             "| FLOPs (dots and convolutions) | "
             + " | ".join(f"{_sig(s['flops'], flops)} ({_sig(s['dot_flops'], 3)})" for s in steps) + " |",
-            "| HBM bytes accessed | " + " | ".join(_mib(s["hbm_bytes"], hbm) for s in steps) + " |",
-            "| bytes sent a device | " + " | ".join(_mib(s["interconnect_bytes"], sent) for s in steps) + " |",
-            "| temp / peak memory | " + " | ".join(f"{_mib(s['temp_bytes'])} / {_mib(s['peak_bytes'])}"
+            "| HBM bytes accessed | " + " | ".join(bytes_text(s["hbm_bytes"], hbm) for s in steps) + " |",
+            "| bytes sent a device | " + " | ".join(bytes_text(s["interconnect_bytes"], sent) for s in steps) + " |",
+            "| temp / peak memory | " + " | ".join(f"{bytes_text(s['temp_bytes'])} / {bytes_text(s['peak_bytes'])}"
                                                   for s in steps) + " |"]
     kinds = sorted({k for s in steps for k in s["collectives"]})
     rows += [f"| {k} per step | " + " | ".join(str(s["collectives"].get(k, {}).get("count", 0)) for s in steps) + " |"

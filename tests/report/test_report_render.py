@@ -1030,6 +1030,28 @@ def test_the_cost_sections_bytes_divide_as_shown_in_mib():
     assert "HBM bytes +47.6%" in lines[-2]
 
 
+def test_the_cost_sections_bytes_print_as_perfkit_cost_prints_them():
+    """A newcomer's: the demo's Cost table said "bytes sent a device 0.562 MiB" and "peak 1.06 MiB" where
+    `perfkit cost RUN --chip v5e` said "0.5625 MiB sent a device" and "peak 1.056 MiB" (and temp memory to 3 digits
+    in one, 4 in the other). By hand: 589824 B is 0.5625 MiB; tp's temp 858752 B 0.81897 MiB and peak 1107268 B
+    1.05597 MiB; sp's 836100 B 0.79737 MiB and 1081472 B 1.03137 MiB: to 4 significant digits in both."""
+    from perfkit.cli.cost import program_lines
+    from perfkit.report.cost import section
+
+    def step(temp: int, peak: int) -> dict:
+        return {"module": "jit_step", "flops": 2.6e7, "dot_flops": 2.6e7, "other_flops": 0, "transcendentals": 0,
+                "hbm_bytes": 12511876, "interconnect_bytes": 589824, "temp_bytes": temp, "peak_bytes": peak,
+                "collectives": {"all-reduce": {"count": 6, "buffer_bytes": 393216, "sent_bytes": 589824}},
+                "collective_shapes": []}
+
+    tp, sp = step(858752, 1107268), step(836100, 1081472)
+    report = "\n".join(section({"baseline": "tp", "cost": {"tp": {"step": tp}, "sp": {"step": sp}}}))
+    assert table_row(report, "bytes sent a device") == ["0.5625 MiB", "0.5625 MiB"]
+    assert table_row(report, "temp / peak memory") == ["0.819 MiB / 1.056 MiB", "0.7974 MiB / 1.031 MiB"]
+    command = "\n".join(program_lines("tp", tp, None))
+    assert "temp 0.819 MiB, peak 1.056 MiB" in command and "0.5625 MiB sent a device" in command
+
+
 def test_a_tensors_quality_row_says_its_units():
     """A tensor's differences are in its own units: its header said "/255" (a newcomer's rows.npy)."""
     from perfkit.report.markdown import quality_section
