@@ -50,29 +50,48 @@ def _git(args: list[str], cwd: Path) -> str | None:
 
 
 def source_tree(cwd: str | Path = ".") -> dict:
-    """Git commit, tree hash, a hash of uncommitted changes (tracked diff plus untracked files) and the
-    checkout's root folder (where the commit is)."""
+    """Git commit, tree hash, a hash of uncommitted changes (tracked diff plus the untracked files that may be code,
+    ``_code``) and the checkout's root folder (where the commit is)."""
     cwd = Path(cwd)
     commit = _git(["rev-parse", "HEAD"], cwd)
     if commit is None:
         return {"git": False}
     tree = _git(["rev-parse", "HEAD^{tree}"], cwd) or ""
-    status = _git(["status", "--porcelain"], cwd) or ""
-    dirty = bool(status.strip())
+    root = (_git(["rev-parse", "--show-toplevel"], cwd) or "").strip() or None
+    top = Path(root) if root else cwd
+    changed = (_git(["status", "--porcelain", "--untracked-files=no"], cwd) or "").strip()
+    untracked = _code(top, _git(["ls-files", "--others", "--exclude-standard", "-z"], top) or "")
+    dirty = bool(changed or untracked)
     digest = None
     if dirty:
         h = hashlib.sha256((_git(["diff", "HEAD", "--binary"], cwd) or "").encode())
-        untracked = _git(["ls-files", "--others", "--exclude-standard", "-z"], cwd) or ""
-        for name in sorted(filter(None, untracked.split("\0"))):
+        for name in untracked:
             h.update(name.encode())
             try:
-                h.update((cwd / name).read_bytes())
+                h.update((top / name).read_bytes())
             except OSError:
                 pass
         digest = h.hexdigest()[:12]
-    root = (_git(["rev-parse", "--show-toplevel"], cwd) or "").strip() or None
     return {"git": True, "commit": commit.strip(), "tree": tree.strip()[:12], "dirty": dirty,
             "dirty_hash": digest, "root": root}
+
+
+def _code(top: Path, listed: str) -> list[str]:
+    """The untracked files of ``listed`` (``git ls-files -z`` under ``top``) that may be code the run ran, by name:
+    not logs, nor files inside a run directory (a run's outputs, its own where ``--out`` lies in the checkout:
+    ``_run_dir``)."""
+    runs: dict[Path, bool] = {}  # each folder looked at once
+    return [name for name in sorted(filter(None, listed.split("\0"))) if not name.endswith(".log")
+            and not any(_run_dir(top / folder, runs) for folder in list(Path(name).parents)[:-1])]  # [-1]: "."
+
+
+def _run_dir(folder: Path, seen: dict[Path, bool]) -> bool:
+    """Whether ``folder`` is a run directory, or one host's part of one: it holds run.json, or case.yaml beside hosts/
+    (a run writes both before it collects this)."""
+    if folder not in seen:
+        seen[folder] = (folder / "run.json").is_file() or ((folder / "case.yaml").is_file()
+                                                           and (folder / "hosts").is_dir())
+    return seen[folder]
 
 
 def outside_scripts(argvs: list[list[str]], cwd: Path, root: str | None, suffixes: tuple[str, ...]) -> list[dict]:
