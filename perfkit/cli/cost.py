@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from perfkit.common import extras
-from perfkit.common.digits import bytes_text
+from perfkit.common.digits import bytes_text, significant_text
 from perfkit.cost import chips
 from perfkit.cost.change import change, whose
 from perfkit.cost.programs import cost_block, run_costs
@@ -21,10 +21,6 @@ from perfkit.cost.roofline import describe, roofline
 from perfkit.errors import BadInput
 from perfkit.hlo.program_cost import ProgramCost
 from perfkit.hlo.dumps import single_dump
-
-
-def _count(x: float) -> str:
-    return f"{x:.3g}"
 
 
 def _shape(shape: dict) -> str:
@@ -40,8 +36,9 @@ def program_lines(label: str, step: dict, roof: dict | None) -> list[str]:
         where += " at " + _shape(step["shape"])
     lines = [f"{label}: step program {step['module']}{where}",
              # dot_flops holds convolutions too (library calls included): the label says so
-             f"  FLOPs {_count(step['flops'])} (dots and convolutions {_count(step['dot_flops'])}, other "
-             f"{_count(step['other_flops'])}; beside them, transcendentals {_count(step['transcendentals'])}); "
+             f"  FLOPs {significant_text(step['flops'])} (dots and convolutions "
+             f"{significant_text(step['dot_flops'])}, other {significant_text(step['other_flops'])}; beside them, "
+             f"transcendentals {significant_text(step['transcendentals'])}); "
              f"HBM bytes accessed {bytes_text(step['hbm_bytes'])} a step; " +
              (f"temp {bytes_text(step['temp_bytes'])}, peak {bytes_text(step['peak_bytes'])}"
               if step["temp_bytes"] is not None or step["peak_bytes"] is not None else

@@ -27,6 +27,14 @@ def bytes_scale(x: float) -> int:
     return GIB if x >= GIB else MIB
 
 
+def significant_text(x: float, n: int = 3) -> str:
+    """``x`` to ``n`` significant digits, trailing zeros kept in exponent form: ``2.40e+07`` beside ``2.42e+07``,
+    where ``2.4e+07`` reads as a figure known to two digits; one count prints alike in ``perfkit cost`` and
+    report.md's Cost table."""
+    text = f"{x:.{n}g}"
+    return f"{x:#.{n}g}" if "e" in text else text
+
+
 def ratio_text(ratio: float) -> str:
     """A ratio as the reports show it (to 3 decimals)."""
     return f"{ratio:.3f}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from perfkit.common.digits import BYTE_DIGITS, bytes_scale, bytes_text, change_text, digits
+from perfkit.common.digits import BYTE_DIGITS, bytes_scale, bytes_text, change_text, digits, significant_text
 from perfkit.cost.change import change, whose
 from perfkit.cost.roofline import RESOURCES
 from perfkit.hlo.program_cost import ProgramCost
@@ -18,13 +18,6 @@ INTERPRETED = ("a Pallas TPU kernel run in interpret mode (off TPU) runs its DMA
 def host_callbacks(step: dict) -> int:
     """The host callbacks (``HOST_CALLBACKS``) a step program (``as_json`` form) runs a step."""
     return sum(n for target, n in (step.get("uncosted") or {}).items() if target in HOST_CALLBACKS)
-
-
-def _sig(x: float, n: int) -> str:
-    """``x`` to ``n`` significant digits, trailing zeros kept in exponent form: ``2.40e+07`` beside ``2.42e+07``,
-    where ``2.4e+07`` reads as a figure known to two digits."""
-    text = f"{x:.{n}g}"
-    return f"{x:#.{n}g}" if "e" in text else text
 
 
 def _dividing(steps: list[dict], base: int, key: str, in_bytes: bool = False) -> int:
@@ -58,7 +51,8 @@ def section(summary: dict) -> list[str]:
             "| | " + " | ".join(names) + " |", "| --- |" + " ---: |" * len(names),
             "| step program | " + " | ".join(f"`{s['module']}`" for s in steps) + " |",
             "| FLOPs (dots and convolutions) | "
-            + " | ".join(f"{_sig(s['flops'], flops)} ({_sig(s['dot_flops'], 3)})" for s in steps) + " |",
+            + " | ".join(f"{significant_text(s['flops'], flops)} ({significant_text(s['dot_flops'])})" for s in steps)
+            + " |",
             "| HBM bytes accessed | " + " | ".join(bytes_text(s["hbm_bytes"], hbm) for s in steps) + " |",
             "| bytes sent a device | " + " | ".join(bytes_text(s["interconnect_bytes"], sent) for s in steps) + " |",
             "| temp / peak memory | " + " | ".join(f"{bytes_text(s['temp_bytes'])} / {bytes_text(s['peak_bytes'])}"

@@ -22,3 +22,13 @@ def test_a_convolution_is_counted_as_one():
     assert res.stdout.splitlines()[1].startswith("  FLOPs 3.27e+10 (dots and convolutions 3.27e+10, other 0; ")
     step = json.loads(CliRunner().invoke(cli, ["cost", str(CONV), "--json"]).stdout)["cost"][str(CONV)]["step"]
     assert step["dot_flops"] == step["flops"] == BY_HAND  # the key keeps its name (docs/architecture.md)
+
+
+def test_a_count_prints_as_report_md_prints_it():
+    """A newcomer's demo: sp's dot FLOPs read `(2.40e+07)` in report.md's Cost table and `dots and convolutions
+    2.4e+07` in `perfkit cost`: one figure, two ways. Both keep the trailing zero of three digits now."""
+    from perfkit.cli.cost import program_lines
+
+    step = json.loads(CliRunner().invoke(cli, ["cost", str(CONV), "--json"]).stdout)["cost"][str(CONV)]["step"]
+    step.update(flops=24_000_000, dot_flops=24_000_000)
+    assert "  FLOPs 2.40e+07 (dots and convolutions 2.40e+07, other 0; " in program_lines("sp", step, None)[1]
