@@ -202,7 +202,8 @@ def not_verified(case: Case, summary: dict) -> list[str]:
     if called := aa_called(summary):
         nf = summary["noise_floor"]
         notes.append(f"every timing verdict: the A/A control ({nf['variant']}) was called {called} than the baseline "
-                     f"itself ({nf['ratio']:.3f}, A/A {noise_range(nf)}): the run's conditions drifted between trials")
+                     f"itself ({nf['ratio']:.3f}, A/A {noise_range(nf)}): the run's conditions drifted between trials, or "
+                     "chance made a false call")
     if c["verdict"] == "unknown":
         why = ("a variant has no timed steps" if c["ratio"] is None else NO_SPREAD if without_ci(c)
                else "the CI reaches both sides of the minimum effect")
@@ -279,9 +280,10 @@ def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Ca
     trials = rundir.read_trials(run_dir)
     variants = case.run_variants()
     a, b = variants[0].name, variants[1].name
-    hosts = rundir.started_options(run_dir).get("hosts", 1)
+    options = rundir.started_options(run_dir)
     comparisons = timing.compare_variants(timing.steps_frame(trials), a, [v.name for v in variants[1:]],
-                                          min_effect=case.min_effect, seed=case.seed, rounds=case.looks(hosts))
+                                          min_effect=case.min_effect, seed=case.seed,
+                                          rounds=case.looks(options.get("hosts", 1), options.get("only")))
     main = comparisons[(comparisons.variant == b) & (comparisons.metric == "step_ms")].iloc[0].to_dict()
     env, kept = run_env(run_dir)
     breakdown, attributed = traces_summary(run_dir, trials, [v.name for v in variants], case.seed)

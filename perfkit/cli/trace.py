@@ -600,7 +600,7 @@ def collectives(paths, step_pattern, top, as_json):
                else f"rank {s.rank} device {s.device} arrived last at {s.times_last} of {s.matched} collectives{flag}"
                if s.times_last else f"no chip arrived last alone at its {s.matched} collectives")
         # the wait leaves out the chip last most often; with none last alone it is the mean over every chip
-        waited = ("the other chips' exposed wait {} us each" if s.times_last else
+        waited = ("the other chips' exposed wait {} us on average" if s.times_last else
                   "every chip's exposed wait {} us on average, none left out (no chip arrived last alone)")
         apart = (f"; {s.apart} more matched by order never overlapped across chips, so are not one transfer (left "
                  "out; the chip that arrived last is not flagged a straggler)" if s.apart else "")

@@ -38,8 +38,8 @@ def inside_noise_floor(summary: dict) -> str | None:
 
 def aa_called(summary: dict) -> str | None:
     """The A/A control's verdict where it called the baseline faster or slower than itself (``perfkit run --aa``):
-    the run's conditions drifted between its trials by more than the CIs allow, so no timing verdict of the run
-    is to be trusted; None otherwise (no control, or one that called no change)."""
+    the run's conditions drifted between its trials, or chance made a false call (a few A/A runs of a hundred), so
+    no timing verdict of the run is to be trusted alone; None otherwise (no control, or one that called no change)."""
     nf = summary.get("noise_floor")
     return nf["verdict"] if nf and nf["verdict"] in ("faster", "slower") else None
 

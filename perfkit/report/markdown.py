@@ -233,8 +233,9 @@ def _noise_floor_lines(summary: dict) -> list[str]:
         if called := aa_called(summary):
             rows[-1] = (f"A/A control ({nf['variant']}, the baseline run again): **{called}** than the baseline "
                         f"itself, {nf['ratio']:.3f}, {width}: the run's conditions drifted between its trials (load, "
-                        "clocks, heat) by more than its CIs allow, so no timing verdict of this run is to be "
-                        "trusted; run again on a quieter machine.")
+                        "clocks, heat), or chance made the call a 95% interval makes in a few A/A runs of a hundred; "
+                        "either way no timing verdict of this run is to be trusted alone: run again, on a quieter "
+                        "machine.")
         inside = inside_noise_floor(summary)
         if inside:
             rows[-1] += (f" {compared_variant(summary)}/{a}'s {inside} lies inside it: its verdict "
@@ -471,8 +472,8 @@ def _steps(ranks: list[dict]) -> str:
 def _at_exit(failed: dict) -> list[str]:
     """Ranks still running whose programs had returned (``_returned``): past their steps, which no "waiting in" line
     of a step says. Where other ranks hung inside their programs (a thread in a module's top level), these wait for
-    them (jax.distributed's shutdown waits for every rank): the others' hang is the cause; else they hung on the way
-    out."""
+    them (jax.distributed's shutdown waits for every rank), and the cause is why those stopped, which may be these
+    ranks' own (a collective one of them skipped); else they hung on the way out."""
     out = _returned(failed)
     if not out:
         return []
@@ -483,8 +484,9 @@ def _at_exit(failed: dict) -> list[str]:
         return [f"  - {ranks_text([r['rank'] for r in out])} had finished {its} program (no thread in a module's top "
                 f"level) after {_steps(out)} and wait{'s' * (len(out) == 1)} in {its} shutdown (jax.distributed's "
                 f"shutdown waits for every rank) for {ranks_text([r['rank'] for r in inside])}, which hung inside "
-                f"{theirs} program after {_steps(inside)} (a thread in a module's top level): {theirs} hang is the "
-                f"cause, not the shutdown of {ranks_text([r['rank'] for r in out])} or a timeout too short for it"]
+                f"{theirs} program after {_steps(inside)} (a thread in a module's top level): neither the shutdown nor "
+                "a timeout too short for it is the cause; the cause is why those ranks stopped, where the chips' "
+                "collectives part (below) where traces say"]
     return [f"  - {ranks_text([r['rank'] for r in out])} had returned from {its} program (no thread in a module's top "
             f"level) after {_steps(out)} and hung on the way out, at exit (an atexit handler such as jax.distributed's "
             "shutdown, a thread it waits for, the last garbage collection): the program's shutdown, or a timeout too "
@@ -692,7 +694,7 @@ _COLLECTIVE_COLUMNS = (
     "exposed wait at the kind's collectives, its time in them before their last chip arrived during which it ran "
     "nothing else (its part under compute is hidden), summed over the step, averaged over the step's chips other than "
     "the one that arrived last most often (every chip where none was last alone), then over the traced steps; summed "
-    "over the kinds, it is the exposed wait `perfkit trace collectives` gives a step: the other chips' each, or every "
+    "over the kinds, it is the exposed wait `perfkit trace collectives` gives a step: the other chips' mean, or every "
     "chip's on average where no chip arrived last alone; - where no two chips of one clock ran the kind. GB/s: the "
     "bytes over the time.")
 

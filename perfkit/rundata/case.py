@@ -145,12 +145,13 @@ class Case:
         return [*self.variants, dataclasses.replace(a, name=self.aa_name,
                                                     description=f"A/A control: {a.name} again")]
 
-    def looks(self, hosts: int) -> tuple[int, int]:
+    def looks(self, hosts: int, only: str | None = None) -> tuple[int, int]:
         """The trials a side at the verdict's first and last look: on one host, a look after every round from
         ``repeats.min`` to ``repeats.max`` (the run stops at the first that decides it); on several, ``repeats.min``
-        alone (each host runs its rounds without reading the others' trials)."""
+        alone (each host runs its rounds without reading the others' trials), as with ``--only`` a variant (no B/A
+        verdict for the rounds to read)."""
         first = self.repeats["min"]
-        return first, self.repeats["max"] if hosts == 1 else first
+        return first, self.repeats["max"] if hosts == 1 and only is None else first
 
     def model_of(self, variant: Variant) -> dict:
         """The model a variant's ranks build: the case's ``model`` with the variant's own fields over it."""

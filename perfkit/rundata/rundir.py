@@ -261,8 +261,8 @@ def started_options(run_dir: Path) -> dict:
     host 0, or the matrix run holding this cell); empty when none is found. ``--resume`` reads its host's
     (``read_options``)."""
     candidates = [run_dir / "run.json", run_dir / "hosts" / "host0" / "run.json"]
-    if run_dir.parent.name == "cells":
-        candidates.append(run_dir.parent.parent / "run.json")
+    if run_dir.parent.name == "cells":  # (a matrix on several hosts: its host 0's)
+        candidates += [run_dir.parent.parent / "run.json", run_dir.parent.parent / "hosts" / "host0" / "run.json"]
     return next((json.loads(p.read_text()) for p in candidates if p.exists()), {})
 
 

@@ -556,11 +556,12 @@ def test_ranks_hung_on_their_way_out_are_said_to_be_past_their_steps(tmp_path):
                "out, at exit (an atexit handler such as jax.distributed's shutdown, a thread it waits for, the last "
                "garbage collection): the program's shutdown, or a timeout too short for it, is the cause, not a step")
     assert f"  - ranks 0, 1 {at_exit.format('their')}" in report and at_exit.format("its") not in report
-    # trial 7's rank 1 is still inside its program: rank 0 waits for it, its hang the cause, not rank 0's way out
+    # trial 7's rank 1 is still inside its program: rank 0 waits for it; not rank 0's way out the cause
     assert ("  - rank 0 had finished its program (no thread in a module's top level) after 6 steps and waits in its "
             "shutdown (jax.distributed's shutdown waits for every rank) for rank 1, which hung inside its program "
-            "after 6 steps (a thread in a module's top level): its hang is the cause, not the shutdown of rank 0 or a "
-            "timeout too short for it") in report
+            "after 6 steps (a thread in a module's top level): neither the shutdown nor a timeout too short for it is "
+            "the cause; the cause is why those ranks stopped, where the chips' collectives part (below) where traces "
+            "say") in report
     # the line: a trial whose every rank still running was past its program; rank 1 of trial 7 was in its own
     assert report.splitlines()[2].endswith("; a hung at exit (its ranks' programs had returned); b hung")
 
@@ -1111,7 +1112,7 @@ def test_an_aa_control_called_faster_says_no_verdict_of_the_run_is_to_be_trusted
     """A newcomer's --aa run on a loaded machine: `tp-aa/tp 0.487 [0.321, 0.956] -> faster`, and the report went on
     "A/A noise floor: -67.9% to -4.4%. A B/A change inside this range cannot be told from run-to-run noise": a
     range without 0%, in which B = A would count as told from noise. Here the control's trials run 0.6x a's in each
-    round: the baseline faster than itself. The timing section, the line and Not verified say the run drifted."""
+    round: the baseline faster than itself. The timing section, the line and Not verified say so, drift or chance."""
     trials = ab_trials(b_scale=1.4)
     trials += [trial(6 + r, "a-aa", [s * 0.6 for s in steps], natural=[0.9 * steps[-1] * 0.6])
                for r, steps in enumerate(A_STEPS)]
@@ -1120,7 +1121,9 @@ def test_an_aa_control_called_faster_says_no_verdict_of_the_run_is_to_be_trusted
     assert summary["noise_floor"]["verdict"] == "faster"
     report = " ".join((run / "report.md").read_text().split())
     assert "A/A control (a-aa, the baseline run again): **faster** than the baseline itself, 0.600" in report
-    assert "so no timing verdict of this run is to be trusted" in report
+    assert ("the run's conditions drifted between its trials (load, clocks, heat), or chance made the call a 95% "
+            "interval makes in a few A/A runs of a hundred; either way no timing verdict of this run is to be trusted "
+            "alone") in report
     assert "cannot be told from run-to-run noise" not in report
     assert "(A/A itself faster: no verdict of this run to be trusted)" in report
     assert "- every timing verdict: the A/A control (a-aa) was called faster than the baseline itself (0.600" in report
@@ -1673,8 +1676,9 @@ def test_a_rank_that_left_its_program_waits_for_ranks_hung_inside_theirs():
     lines = _failures(summary)
     assert ("  - rank 3 had finished its program (no thread in a module's top level) after 8 steps and waits in its "
             "shutdown (jax.distributed's shutdown waits for every rank) for ranks 0-2, which hung inside their "
-            "program after 5 steps (a thread in a module's top level): their hang is the cause, not the "
-            "shutdown of rank 3 or a timeout too short for it") in lines
+            "program after 5 steps (a thread in a module's top level): neither the shutdown nor a timeout too short "
+            "for it is the cause; the cause is why those ranks stopped, where the chips' collectives part (below) "
+            "where traces say") in lines
     assert not any("on the way out" in line for line in lines)
     assert lines[-4:] == [
         "    - rank 0 device 0: 16 completed, the last `ppermute.9`; waiting at `ppermute.10`, its program's next "
@@ -1691,8 +1695,9 @@ def test_a_rank_that_left_its_program_waits_for_ranks_hung_inside_theirs():
     lines = _failures(summary)
     assert ("  - ranks 2, 3 had finished their program (no thread in a module's top level) after 8 steps and wait in "
             "their shutdown (jax.distributed's shutdown waits for every rank) for rank 0, which hung inside its "
-            "program after 5 steps (a thread in a module's top level): its hang is the cause, not the "
-            "shutdown of ranks 2, 3 or a timeout too short for it") in lines
+            "program after 5 steps (a thread in a module's top level): neither the shutdown nor a timeout too short "
+            "for it is the cause; the cause is why those ranks stopped, where the chips' collectives part (below) "
+            "where traces say") in lines
     assert [line.split("; ")[-1] for line in lines[-4:]] == [
         "waiting at `ppermute.10`, its program's next collective"] + ["waiting at none: its program had returned, "
                                                                       "past these"] * 3

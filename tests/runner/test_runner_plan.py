@@ -360,3 +360,15 @@ def test_the_rounds_read_each_look_at_the_level_the_looks_get():
     assert runner.undecided(rounds, ["a", "b"], trials)
     assert not runner.undecided(once, ["a", "b"], trials)
     assert rounds.looks(hosts=1) == (3, 8) and rounds.looks(hosts=2) == (3, 3)
+    # `--aa --only a` (a reviewer's): the rounds have no B/A verdict to read, so the run stops at repeats.min and its
+    # A/A interval is one look's, at 95%
+    assert rounds.looks(hosts=1, only="a") == (3, 3)
+
+
+def test_a_matrix_cell_on_several_hosts_reads_the_matrix_hosts_options(tmp_path):
+    """A multi-host matrix writes its options in hosts/host0/run.json, none in the cell: a reviewer's cell read as one
+    host's (its verdict said to be read after every round, each look at Pocock's level)."""
+    (tmp_path / "mh/hosts/host0").mkdir(parents=True)
+    (tmp_path / "mh/hosts/host0/run.json").write_text('{"hosts": 2}')
+    (tmp_path / "mh/cells/00").mkdir(parents=True)
+    assert rundir.started_options(tmp_path / "mh/cells/00") == {"hosts": 2}

@@ -68,7 +68,7 @@ def test_cpu_devices_name_no_straggler(tmp_path):
     # 2 of step 0's 3; the others' waits, 73 / 3 us each, as test_the_report_s_wait_is_the_step_lines_wait adds them)
     assert "step 0: 3 collectives matched across chips; rank 0 device 3 arrived last most often (2 of 3, the host's " \
            "scheduling: not flagged a straggler); skew 26.0 us summed" in text.stdout
-    assert "; the other chips' exposed wait 24.3 us each" in text.stdout
+    assert "; the other chips' exposed wait 24.3 us on average" in text.stdout
     assert "(straggler)" not in text.stdout and "but the one last" not in text.stdout
     assert "these chips are XLA's CPU devices" in text.stderr and ("not a slow chip, so the chip that arrived last is "
                                                                    "not flagged a straggler") in text.stderr
@@ -426,8 +426,8 @@ def test_the_report_s_wait_is_the_step_lines_wait(tmp_path):
     assert {k["kind"]: k["wait_ms"] * 1e3 for k in got["sp"]["kinds"]} == pytest.approx(expected)
     # summed over the kinds, the step lines' wait, each step's (73 / 3 and 37 / 3 us) averaged
     lines = run(tmp_path / "trials/00-sp")
-    assert "the other chips' exposed wait 24.3 us each" in lines.stdout
-    assert "the other chips' exposed wait 12.3 us each" in lines.stdout
+    assert "the other chips' exposed wait 24.3 us on average" in lines.stdout
+    assert "the other chips' exposed wait 12.3 us on average" in lines.stdout
     assert sum(expected.values()) == pytest.approx((73 / 3 + 37 / 3) / 2)
     text = "\n".join(_collectives(got))
     assert "| all-gather | 1 | 98304 | 0.017 | 0.016 | 0.001 | 0.013 | 5.96 |" in text
@@ -662,8 +662,8 @@ def test_point_to_point_pairs_that_never_overlapped_are_left_out(fixtures_dir):
     assert "(straggler)" not in text and text.count("never overlapped across chips, so are not one transfer (left out; "
                                                     "the chip that arrived last is not flagged a straggler)") == 2
     # the steps' wait is a sum per chip, the table's a mean per instance: a newcomer could not derive one from the other
-    assert text.count("us each, summed over the step's collectives (the table's wait: a mean per instance over every "
-                      "chip, the last one's too)") == 2
+    assert text.count("us on average, summed over the step's collectives (the table's wait: a mean per instance over "
+                      "every chip, the last one's too)") == 2
 
 
 def test_gpu_kernel_of_an_async_start_is_the_collective(tmp_path):
@@ -870,7 +870,7 @@ def test_the_step_wait_is_named_the_exposed_wait_and_the_columns_are_defined(fix
     files = [fixtures_dir / f"kineto/rank-{r}.json.gz" for r in (0, 1)]
     text = run(*files).stdout
     (line,) = [row for row in text.splitlines() if row.startswith("step 551:")]
-    assert "; the other chips' exposed wait 1881.0 us each, summed over the step's collectives" in line
+    assert "; the other chips' exposed wait 1881.0 us on average, summed over the step's collectives" in line
     assert "waited" not in text and "3386.0 us summed" in line  # (the skew: all of the time before the last arrival)
     (legend,) = [row for row in text.splitlines() if row.startswith("columns: ")]
     assert ("wait: the exposed wait, a chip's time in the collective before the last chip arrived during which it "
@@ -895,7 +895,7 @@ def test_the_report_s_wait_is_defined_as_the_step_lines_give_it_in_both_cases(tm
     got = summarize(tmp_path, trials, ["sp", "tie"])["collectives"]
     assert [k["wait_ms"] * 1e3 for k in got["tie"]["kinds"]] == pytest.approx([8 / 3])
     assert sum(k["wait_ms"] * 1e3 for k in got["sp"]["kinds"]) == pytest.approx((73 / 3 + 37 / 3) / 2)
-    assert "the other chips' exposed wait 24.3 us each" in run(tmp_path / "trials/00-sp").stdout
+    assert "the other chips' exposed wait 24.3 us on average" in run(tmp_path / "trials/00-sp").stdout
     assert "every chip's exposed wait 2.7 us on average, none left out" in run(tmp_path / "trials/01-tie").stdout
     text = "\n".join(_collectives(got))
     assert "| time (ms) | exposed (ms) | hidden (ms) | exposed wait of the others (ms) | GB/s |" in text
@@ -903,7 +903,7 @@ def test_the_report_s_wait_is_defined_as_the_step_lines_give_it_in_both_cases(tm
             "time in them before their last chip arrived during which it ran nothing else (its part under compute is "
             "hidden)") in text
     assert ("summed over the kinds, it is the exposed wait `perfkit trace collectives` gives a step: the other chips' "
-            "each, or every chip's on average where no chip arrived last alone") in text
+            "mean, or every chip's on average where no chip arrived last alone") in text
     assert "waited" not in text
 
 
