@@ -202,8 +202,8 @@ def not_verified(case: Case, summary: dict) -> list[str]:
     if called := aa_called(summary):
         nf = summary["noise_floor"]
         notes.append(f"every timing verdict: the A/A control ({nf['variant']}) was called {called} than the baseline "
-                     f"itself ({nf['ratio']:.3f}, A/A {noise_range(nf)}): the run's conditions drifted between trials, or "
-                     "chance made a false call")
+                     f"itself ({nf['ratio']:.3f}, A/A {noise_range(nf)}): the run's conditions drifted between trials, "
+                     "or chance made a false call")
     if c["verdict"] == "unknown":
         why = ("a variant has no timed steps" if c["ratio"] is None else NO_SPREAD if without_ci(c)
                else "the CI reaches both sides of the minimum effect")
