@@ -63,24 +63,50 @@ def _short_of_plan(run_dir: Path) -> bool:
     trials = rundir.read_trials(run_dir)
     case = case_mod.load(run_dir / "case.yaml")
     names = run_names(case, rundir.started_options(run_dir).get("only"))
-    highest = max((t["index"] for t in trials if isinstance(t.get("index"), int)), default=-1)
     stop = ended(names, case.variants[0].name, case.aa_name, trials)
-    plan = plan_trials(names, highest // len(names) + 1, case.order, case.seed, min_rounds=case.repeats["min"],
-                       out=sat_out(names, trials), stop=stop)  # (its rounds up to the highest trial recorded)
-    lost = rundir.lost_trials(trials, [t.index for t in plan])
+    if _said_damaged(run_dir, trials, _planned(case, names, trials, stop), "--resume runs it again"):
+        return True
+    return len(trials) < len(plan_trials(names, case.repeats["min"], case.order, case.seed, stop=stop))
+
+
+def _parts_damaged(run_dir: Path) -> bool:
+    """Whether a host's part of a multi-host run lacks a whole record of a trial (said on stderr: which), as
+    ``_short_of_plan`` finds of one host's. The merge leaves that host's ranks out of the trial; its --resume runs
+    the trial again, but on that host alone: the others each run the trials their own part lacks."""
+    case = case_mod.load(run_dir / "case.yaml")
+    names = run_names(case, rundir.started_options(run_dir).get("only"))
+    damaged = False
+    for part in rundir.host_parts(run_dir):
+        host, trials = part.name[4:], rundir.read_trials(part)
+        again = (f"--resume --host-index {host} runs it again on host {host} alone (a host that recorded it runs it "
+                 "no more: ranks that meet across hosts wait until the timeout)")
+        damaged = _said_damaged(part, trials, _planned(case, names, trials), again) or damaged
+    return damaged
+
+
+def _planned(case: case_mod.Case, names: list[str], trials: list, stop: dict[str, int] | None = None) -> list[int]:
+    """The trials (indices) of the plan's rounds up to the highest of ``trials`` recorded."""
+    highest = max((t["index"] for t in trials if isinstance(t.get("index"), int)), default=-1)
+    return [t.index for t in plan_trials(names, highest // len(names) + 1, case.order, case.seed,
+                                         min_rounds=case.repeats["min"], out=sat_out(names, trials), stop=stop)]
+
+
+def _said_damaged(part: Path, trials: list, planned: list[int], again: str) -> bool:
+    """Whether ``part``'s trials.jsonl holds no whole record of a trial of ``planned`` below its highest recorded
+    (a line damaged or cut short), or its last line is cut short (perfkit killed while writing it): each named on
+    stderr, with what ``again`` runs it."""
+    path = part / "trials.jsonl"
+    lost = rundir.lost_trials(trials, planned)
     if lost:
-        print(f"perfkit: {run_dir / 'trials.jsonl'}: no whole record of trial {', '.join(map(str, lost))} (a line "
-              "damaged or cut short): the run is read as interrupted, and --resume runs it again", file=sys.stderr)
-    torn = rundir.torn_end(run_dir)
+        print(f"perfkit: {path}: no whole record of trial {', '.join(map(str, lost))} (a line damaged or cut short): "
+              f"the run is read as interrupted, and {again}", file=sys.stderr)
+    torn = rundir.torn_end(part)
     if torn is not None:
         named = f"trial {torn.get('index')}" + (f" ({torn['variant']})" if "variant" in torn else "")
         said = f"{named}: the file's last line" if "index" in torn else "the trial its last line began: the line"
-        print(f"perfkit: {run_dir / 'trials.jsonl'}: no whole record of {said} is cut short (perfkit killed while "
-              "writing it, or the file cut since): the run is read as interrupted, and --resume runs it again",
-              file=sys.stderr)
-    if lost or torn is not None:
-        return True
-    return len(trials) < len(plan_trials(names, case.repeats["min"], case.order, case.seed, stop=stop))
+        print(f"perfkit: {path}: no whole record of {said} is cut short (perfkit killed while writing it, or the file "
+              f"cut since): the run is read as interrupted, and {again}", file=sys.stderr)
+    return bool(lost) or torn is not None
 
 
 def render_one(run_dir: Path, interrupted: bool | None = None) -> bool:
@@ -93,7 +119,8 @@ def render_one(run_dir: Path, interrupted: bool | None = None) -> bool:
             print(f"perfkit: {run_dir / 'hosts'}: no part of {named} of {hosts} (it never started, or wrote "
                   "elsewhere): the trials lack its ranks and read as incomplete", file=sys.stderr)
         rundir.merge_hosts(run_dir, hosts)
-        stopped = rundir.any_host_interrupted(run_dir) or not rundir.all_hosts_done(run_dir, hosts)
+        stopped = _parts_damaged(run_dir) or rundir.any_host_interrupted(run_dir) or not rundir.all_hosts_done(
+            run_dir, hosts)
     else:
         summary = run_dir / "summary.json"
         stopped = _short_of_plan(run_dir) or bool(summary.exists() and json.loads(summary.read_text()).get(

@@ -330,7 +330,8 @@ def merge_trial(records: dict[int, TrialRecord], hosts: int) -> TrialRecord:
 
 def merge_hosts(run_dir: Path, hosts: int) -> list[TrialRecord]:
     """Merge every host's ``trials.jsonl`` into the top-level one (a trial that one of the run's ``hosts`` has no
-    record of is incomplete); returns the merged trials."""
+    whole record of, its line damaged or cut short as ``read_trials`` skips it, is incomplete); returns the merged
+    trials."""
     by_index: dict[int, dict[int, TrialRecord]] = {}
     for part in host_parts(run_dir):
         for rec in read_trials(part):

@@ -61,6 +61,69 @@ def test_a_torn_last_line_is_taken_as_unfinished_and_its_trial_runs_again(tmp_pa
     assert json.loads((run / "summary.json").read_text())["trials"]["total"] == 4
 
 
+def two_host_run(run, write_case):
+    """A run of 2 hosts of 1 rank each, both done, made by hand: sleepers a, b over 2 rounds (abba: trials 0-3 are
+    a, b, b, a), each host's part recording its own rank of every trial."""
+    run.mkdir()
+    write_case(sleeper_case(steps=3, sleep_ms=1, processes=2), "run/case.yaml")
+    for host in (0, 1):
+        part = run / "hosts" / f"host{host}"
+        part.mkdir(parents=True)
+        (part / "run.json").write_text(json.dumps({"hosts": 2, "host_index": host, "coordinator": "127.0.0.1:1",
+                                                   "run_id": "run", "cwd": str(REPO)}))
+        (part / "done").write_text('{"interrupted": false}')
+        records = [{"index": index, "variant": variant, "round": index // 2, "dir": f"trials/{index:02d}-{variant}",
+                    "status": "ok", "wall_s": 1.0, "warmup": 1, "steps_ms": [1.0 + index, 1.5, 1.25], "natural_ms": [],
+                    "values": {}, "ranks": [{"rank": host, "exit_code": 0, "running_at_end": False, "steps_done": 4,
+                                             "last_step_ms": 1.0, "last_mark": None}]}
+                   for index, variant in enumerate("abba")]
+        (part / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return run
+
+
+def test_a_host_parts_cut_last_line_is_named_and_the_run_read_as_interrupted(tmp_path, write_case):
+    """One host's trials.jsonl cut short in its last line (that host's perfkit killed while writing it): the merge
+    skipped the line with nothing said, the run read as finished (summary.json's interrupted false), trial 3 failed
+    as incomplete alone. The line names the host's file and the trial, as a one-host run's does, and says what its
+    --resume does: that host runs the trial again, alone."""
+    run = two_host_run(tmp_path / "run", write_case)
+    assert perfkit("report", run).returncode == 0  # (the run as made is whole: nothing said)
+    part = run / "hosts/host1/trials.jsonl"
+    text = part.read_text()
+    last = text.splitlines(True)[-1]
+    assert last.startswith('{"index": 3, "variant": "a", ')
+    part.write_text(text[: len(text) - len(last)] + last[:60])
+    res = perfkit("report", run)
+    assert res.returncode == 3, res.stdout
+    assert res.stderr == (f"perfkit: {part}: no whole record of trial 3 (a): the file's last line is cut short "
+                          "(perfkit killed while writing it, or the file cut since): the run is read as interrupted, "
+                          "and --resume --host-index 1 runs it again on host 1 alone (a host that recorded it runs "
+                          "it no more: ranks that meet across hosts wait until the timeout)\n")
+    assert json.loads((run / "summary.json").read_text())["interrupted"] is True
+    assert [t.get("missing_hosts") for t in read_jsonl(run / "trials.jsonl")] == [None, None, None, [1]]
+
+    res = perfkit("run", "--resume", run, "--host-index", "1")  # (sleepers: they meet no other host's ranks)
+    assert res.returncode == 0 and "cut short" not in res.stderr, res.stderr
+    assert [t["index"] for t in read_jsonl_skipping(part)] == [0, 1, 2, 3]
+    assert [t.get("missing_hosts") for t in read_jsonl(run / "trials.jsonl")] == [None] * 4
+    assert json.loads((run / "summary.json").read_text())["interrupted"] is False
+
+
+def test_a_host_parts_damaged_middle_line_is_named_and_the_run_read_as_interrupted(tmp_path, write_case):
+    """A damaged line in the middle of one host's trials.jsonl: its trial was merged without that host's ranks
+    and nothing said which line of which file."""
+    run = two_host_run(tmp_path / "run", write_case)
+    part = run / "hosts/host0/trials.jsonl"
+    lines = part.read_text().splitlines(True)
+    part.write_text("".join([lines[0], lines[1][:40] + "\n", *lines[2:]]))
+    res = perfkit("report", run)
+    assert res.returncode == 3, res.stdout
+    assert res.stderr == (f"perfkit: {part}: no whole record of trial 1 (a line damaged or cut short): the run is "
+                          "read as interrupted, and --resume --host-index 0 runs it again on host 0 alone (a host "
+                          "that recorded it runs it no more: ranks that meet across hosts wait until the timeout)\n")
+    assert json.loads((run / "summary.json").read_text())["interrupted"] is True
+
+
 def read_jsonl_skipping(path):
     out = []
     for line in path.read_text().splitlines():
