@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter, deque
+from itertools import zip_longest
 from pathlib import Path
 from typing import Callable, TypeVar
 
 from perfkit.errors import BadInput
-from perfkit.hlo.buffers import collectives
+from perfkit.hlo.buffers import ReceiveBuffer, collectives
 from perfkit.hlo.dumps import DumpFiles, RankDumps, dump_files, no_dumps_reason, note_unfinished
 from perfkit.hlo.fingerprint import Call, FlatInstruction, Signer, first_calls
 from perfkit.hlo.load import RankModule, RankModules, Summary, no_cyclic_gc
@@ -186,21 +187,48 @@ def _delta(a: int | None, b: int | None) -> dict | None:
     return None if a is None or b is None else {"majority": a, "rank": b, "delta": b - a}
 
 
-def buffer_diff(a: RankModule, b: RankModule) -> dict:
-    """Temp size and each collective's receive offset, majority against rank; how many moved, and how many are on
-    one side only."""
+Pairs = list[tuple[FlatInstruction | None, FlatInstruction | None, bool]]
+
+
+def collective_pairs(a: RankModule, b: RankModule, blocks: list[tuple[str, int, int, int, int]]) -> Pairs:
+    """Each side's collectives, in canonical order, paired as the alignment's differing ``blocks`` leave them: in
+    order between blocks (equal instructions), in order within a block, the longer side's rest there on that side
+    only (None on the other). The flag: the pair lies in a block."""
+    ca, cb = ({id(f) for _, f in collectives(m.flat, m.roots)} for m in (a, b))
+    spans, i, j = [], 0, 0
+    for _, i1, i2, j1, j2 in blocks:
+        spans += [(i, i1, j, j1, False), (i1, i2, j1, j2, True)]
+        i, j = i2, j2
+    spans.append((i, len(a.flat), j, len(b.flat), False))
+    pairs: Pairs = []
+    for i1, i2, j1, j2, in_block in spans:
+        la = [f for f in a.flat[i1:i2] if id(f) in ca]
+        lb = [f for f in b.flat[j1:j2] if id(f) in cb]
+        pairs += [(fa, fb, in_block) for fa, fb in zip_longest(la, lb)]
+    return pairs
+
+
+def buffer_diff(a: RankModule, b: RankModule, pairs: Pairs) -> dict:
+    """Temp size and each collective's receive offset, majority against rank, the collectives paired as ``pairs``
+    pairs them (a collective one side skips does not shift the rest); how many moved, and how many are on one side
+    only."""
     out = {"temp_bytes": _delta(a.temp_bytes, b.temp_bytes), "total_bytes": _delta(a.total_bytes, b.total_bytes)}
     if a.receive is None or b.receive is None:
         return {**out, "receive": [], "receive_moved": None}
-    ra = {(x.label, x.index): x for x in a.receive}
-    rb = {(x.label, x.index): x for x in b.receive}
+    by_name: tuple[dict[str, list[ReceiveBuffer]], ...] = ({}, {})
+    for side, receive in zip(by_name, (a.receive, b.receive)):
+        for x in receive:
+            side.setdefault(x.instruction, []).append(x)
     rows = []
-    for key in dict.fromkeys([*ra, *rb]):
-        xa, xb = ra.get(key), rb.get(key)
-        rows.append({"collective": key[0], "index": key[1],
-                     "majority": xa.offset if xa else None, "rank": xb.offset if xb else None,
-                     "size": (xb or xa).size,
-                     "delta": xb.offset - xa.offset if xa and xb else None})
+    for fa, fb, _ in pairs:
+        ra = {x.index: x for x in by_name[0].pop(fa.inst.name, [])} if fa else {}
+        rb = {x.index: x for x in by_name[1].pop(fb.inst.name, [])} if fb else {}
+        for index in dict.fromkeys([*ra, *rb]):
+            xa, xb = ra.get(index), rb.get(index)
+            rows.append({"collective": (xa or xb).label, "index": index,
+                         "majority": xa.offset if xa else None, "rank": xb.offset if xb else None,
+                         "size": (xb or xa).size,
+                         "delta": xb.offset - xa.offset if xa and xb else None})
     # a buffer on one side only is missing there (a collective that side skips), not moved
     return {**out, **_capped(rows, "receive"), "receive_moved": sum(bool(r["delta"]) for r in rows),
             "receive_only_majority": sum(r["rank"] is None for r in rows),
@@ -220,53 +248,51 @@ def divergence(a: RankModule, b: RankModule, ranks: list[int], known: dict[str, 
     only_a: list[dict] = []
     only_b: list[dict] = []
     changed: list[dict] = []
+    blocks: list[tuple[str, int, int, int, int]] = []
     if not out["same_program"]:
         sa, sb = Signer(a.module, a.fps), Signer(b.module, b.fps)
         blocks = _align(sa.signatures(a.flat, known), sb.signatures(b.flat, known))
-        if blocks:
-            _, i1, i2, j1, j2 = blocks[0]
-            fa, fb = _first_pair(a.flat, i1, i2, b.flat, j1, j2)
-            # Where only the rank has instructions: the majority's next one, for context.
-            after = a.flat[i1] if i1 == i2 and i1 < len(a.flat) else None
-            calls_a, calls_b = first_calls(a.module), first_calls(b.module)
-            out["first_difference"] = {"majority": _show(fa) if fa else None, "rank": _show(fb) if fb else None,
-                                       "majority_next": _show(after) if after else None,
-                                       "paths": {"majority": _path(fa, calls_a), "rank": _path(fb, calls_b),
-                                                 "majority_next": _path(after, calls_a)}}
-            out["first_collective"] = first_collective(a, b, blocks, calls_a, calls_b)
-        for _, i1, i2, j1, j2 in blocks:
-            pairs, rest_a, rest_b = _pair_by_opcode(a.flat[i1:i2], b.flat[j1:j2])
-            for fa, fb in pairs:
-                changed += _changes(sa, sb, fa, fb)
-            only_a += map(_show, rest_a)
-            only_b += map(_show, rest_b)
+    pairs = collective_pairs(a, b, blocks)
+    if blocks:
+        _, i1, i2, j1, j2 = blocks[0]
+        fa, fb = _first_pair(a.flat, i1, i2, b.flat, j1, j2)
+        # Where only the rank has instructions: the majority's next one, for context.
+        after = a.flat[i1] if i1 == i2 and i1 < len(a.flat) else None
+        calls_a, calls_b = first_calls(a.module), first_calls(b.module)
+        out["first_difference"] = {"majority": _show(fa) if fa else None, "rank": _show(fb) if fb else None,
+                                   "majority_next": _show(after) if after else None,
+                                   "paths": {"majority": _path(fa, calls_a), "rank": _path(fb, calls_b),
+                                             "majority_next": _path(after, calls_a)}}
+        out["first_collective"] = first_collective(a, b, pairs, calls_a, calls_b)
+    for _, i1, i2, j1, j2 in blocks:
+        paired, rest_a, rest_b = _pair_by_opcode(a.flat[i1:i2], b.flat[j1:j2])
+        for fa, fb in paired:
+            changed += _changes(sa, sb, fa, fb)
+        only_a += map(_show, rest_a)
+        only_b += map(_show, rest_b)
     return {**out, **_capped(only_a, "only_majority"), **_capped(only_b, "only_rank"),
-            **_capped(changed, "changed"), "buffers": buffer_diff(a, b)}
+            **_capped(changed, "changed"), "buffers": buffer_diff(a, b, pairs)}
 
 
-def first_collective(a: RankModule, b: RankModule, blocks: list[tuple[str, int, int, int, int]],
-                     calls_a: dict[str, Call], calls_b: dict[str, Call]) -> dict | None:
-    """The first collective in the alignment's differing ``blocks`` (either side's), as its place in that side's
-    collectives, in canonical order: ranks pair collectives in order, so from there on they wait for one another
-    at the wrong one or exchange the wrong data. The first differing instruction may come well before it (a
-    fusion's body) or be no collective at all. ``only_on``: the side whose collective has no counterpart in its
+def first_collective(a: RankModule, b: RankModule, pairs: Pairs, calls_a: dict[str, Call], calls_b: dict[str, Call]
+                     ) -> dict | None:
+    """The first collective in the alignment's differing blocks (either side's; ``collective_pairs``), as its place
+    in that side's collectives, in canonical order: ranks pair collectives in order, so from there on they wait for
+    one another at the wrong one or exchange the wrong data. The first differing instruction may come well before it
+    (a fusion's body) or be no collective at all. ``only_on``: the side whose collective has no counterpart in its
     block (one rank lacks it), null where both sides have one there (changed). None: the same collectives, in
     the same order, where kind, shape, groups and pairs tell (``_collective_signature``). ``calls_a`` / ``calls_b``:
     each side's ``first_calls``, for the path to each collective."""
     ca, cb = ([f for _, f in collectives(m.flat, m.roots)] for m in (a, b))
     place_a, place_b = ({id(f): k for k, f in enumerate(fs)} for fs in (ca, cb))
-    for _, i1, i2, j1, j2 in blocks:
-        la = [place_a[id(f)] for f in a.flat[i1:i2] if id(f) in place_a]
-        lb = [place_b[id(f)] for f in b.flat[j1:j2] if id(f) in place_b]
-        sa = [_collective_signature(ca[k], a.roots) for k in la]
-        sb = [_collective_signature(cb[k], b.roots) for k in lb]
-        if sa == sb:
-            continue  # the same collectives on other operands (another fusion around them): they pair alike
-        i = next((i for i, (x, y) in enumerate(zip(sa, sb)) if x != y), min(len(sa), len(sb)))
-        if i < len(la) and i < len(lb):
-            k, only = la[i], None
+    for pa, pb, in_block in pairs:
+        # the same collectives on other operands (another fusion around them) pair alike
+        if not in_block or pa and pb and _collective_signature(pa, a.roots) == _collective_signature(pb, b.roots):
+            continue
+        if pa and pb:
+            k, only = place_a[id(pa)], None
         else:
-            k, only = (la[i], "majority") if i < len(la) else (lb[i], "rank")
+            k, only = (place_a[id(pa)], "majority") if pa else (place_b[id(pb)], "rank")
         fa, fb = (ca[k] if k < len(ca) else None), (cb[k] if k < len(cb) else None)
         return {"index": k + 1, "count": {"majority": len(ca), "rank": len(cb)}, "only_on": only,
                 "majority": _show(fa) if fa else None, "rank": _show(fb) if fb else None,

@@ -569,5 +569,34 @@ def test_a_collective_one_rank_skips_has_its_receive_buffer_missing_not_moved():
     assert res.returncode == 1
     assert ("buffers: temp 32,768 -> 32,768 B (+0); 0 of 2 collective receive buffers on both moved; 1 missing on "
             "rank 3 (no such collective there)") in res.stdout
-    assert "collective-permute #3 receive buffer missing on rank 3 (offset 0 on rank 0), 32,768 B" in res.stdout
+    assert "collective-permute #2 receive buffer missing on rank 3 (offset 0 on rank 0), 32,768 B" in res.stdout
     assert "moved\n" not in res.stdout and "0 -> -" not in res.stdout
+
+
+def test_receive_buffers_pair_as_the_collectives_align():
+    """Hand-read from the two programs: rank 0 runs %ppermute.9, .10, .11 (its collective-permutes #1-#3), rank 3
+    %ppermute.6 and .7, the counterparts of rank 0's .9 and .11 (.7 permutes %wrapped_tanh.2 and is ROOT, as .11 is):
+    rank 0's #2 is the one rank 3 skips. Both buffer assignments place each at offset 0 (.9 / .6 and .10 in the
+    temp allocation 3, .11 / .7 in the output allocation 1), so the pairs did not move."""
+    (d,) = check(REPO / "tests" / "hlo" / "data" / "skipped_collective")["modules"][0]["divergences"]
+    rows = [(r["collective"], r["majority"], r["rank"], r["delta"]) for r in d["buffers"]["receive"]]
+    assert rows == [("collective-permute #1", 0, 0, 0), ("collective-permute #2", 0, None, None),
+                    ("collective-permute #3", 0, 0, 0)]
+
+
+def test_a_buffer_after_a_skipped_collective_is_compared_with_its_counterpart(tmp_path):
+    """The skipped-collective dumps with rank 0's %ppermute.11 and rank 3's %ppermute.7 (its counterpart) both
+    placed at offset 32,768 of a 65,536 B output allocation: they did not move. Compared by position, rank 0's #2
+    (%ppermute.10, offset 0) would read as moved to rank 3's #2 (%ppermute.7, offset 32,768)."""
+    folder = tmp_path / "skipped"
+    shutil.copytree(REPO / "tests" / "hlo" / "data" / "skipped_collective", folder)
+    for rank, name in ((0, "ppermute.11"), (3, "ppermute.7")):
+        (path,) = (folder / f"rank{rank}").glob("*-buffer-assignment.txt")
+        text = path.read_text().replace("allocation 1: size 32768", "allocation 1: size 65536")
+        text = re.sub(rf"(<\d+ {re.escape(name)} @0> \(size=32768,offset=)0\)", r"\g<1>32768)", text)
+        assert text.count("offset=32768") == 1
+        path.write_text(text)
+    b = check(folder)["modules"][0]["divergences"][0]["buffers"]
+    assert (b["receive_moved"], b["receive_only_majority"], b["receive_only_rank"]) == (0, 1, 0)
+    assert [(r["collective"], r["majority"], r["rank"]) for r in b["receive"]] == [
+        ("collective-permute #1", 0, 0), ("collective-permute #2", 0, None), ("collective-permute #3", 32768, 32768)]
