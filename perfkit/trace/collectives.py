@@ -13,9 +13,10 @@ text names it, else first in first out per chip and kind). On one chip:
   and dtype, its own or those of the ``record_param_comms`` its launch ran under, else the input the ``nccl:*`` span
   around its launch records; a gloo span's inputs' shapes and types; an all-gather's input is one part, n of them
   the buffer, a reduce-scatter's n of its output) and the group size n
-  (the HLO text's ``replica_groups``, the kernel's ``Group size``, a gloo trace's process groups where they are of
-  one size, else the chips that ran the instance, never where they are of several sizes, nor for a kernel of a job
-  of more ranks, its trace's ``distributedInfo`` ``world_size``, than the traces given hold): all-gather and
+  (the HLO text's ``replica_groups``; the kernel's ``Group size``, else the process group its args name, by its
+  ranks or by its name in its trace's ``distributedInfo`` ``pg_config``; a Kineto trace's process groups where they
+  are of one size; else the chips that ran the instance, never where they are of several sizes, nor for a kernel of
+  a job of more ranks, its trace's ``distributedInfo`` ``world_size``, than the traces given hold): all-gather and
   reduce-scatter (n-1)/n of the whole buffer, all-reduce 2(n-1)/n, all-to-all (n-1)/n, collective-permute the buffer
   (``perfkit.hlo.program_cost.SENT_SHARE``).
 
@@ -255,7 +256,7 @@ def kineto_messages(files: list[str]) -> dict[str, tuple]:
     the buffer (1: one rank's part, an all-gather's input; -1: a reduce-scatter's input, n of its output; else 0).
     A note says which gloo collectives are given no bytes, and why; another, which communication kernels."""
     out, unsized, undefined, ungrouped = {}, Counter(), Counter(), Counter()
-    kernels_unsized, unlaunched, worlds, ranks = Counter(), Counter(), {}, set()
+    kernels_unsized, unlaunched, kernels_several, worlds, ranks = Counter(), Counter(), Counter(), {}, set()
     for f in files:
         path = Path(f)
         if not path.name.endswith(_KINETO_SUFFIXES):
@@ -263,8 +264,8 @@ def kineto_messages(files: list[str]) -> dict[str, tuple]:
         doc = kineto.load_json(path)
         found = [e for e in doc["traceEvents"] if isinstance(e, dict)]
         if any(e.get("cat") in kineto.DEVICE_CATS for e in found):
-            messages = _kernel_messages(found, kernels_unsized, unlaunched)
             info = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
+            messages = _kernel_messages(found, info, kernels_unsized, unlaunched, kernels_several)
             if type(info.get("world_size")) is int and type(info.get("rank")) is int:
                 worlds[file_host(path)] = info["world_size"]
                 ranks.add(info["rank"])
@@ -287,6 +288,9 @@ def kineto_messages(files: list[str]) -> dict[str, tuple]:
               "nor do the torch.distributed spans around their launch, and the traces given are "
               f"{len(ranks)} of their job's {max(worlds.values(), default=0)} ranks "
               "(distributedInfo world_size): n is not the ranks matched"] * bool(kernels_ungrouped)
+           + [f"{sum(kernels_several.values())} ({_counted(kernels_several)}) ran on one of their trace's process "
+              "groups, which are of several sizes, and neither they nor the torch.distributed spans around their "
+              "launch say which"] * bool(kernels_several)
            + [f"{sum(unlaunched.values())} ({_counted(unlaunched)}) record none and have no launch in the trace under "
               "record_param_comms (queued before the profiler started, or launched outside torch.distributed)"]
            * bool(unlaunched))
@@ -319,22 +323,25 @@ def _comm_span(name: str) -> bool:
     return name == "record_param_comms" or name.startswith("nccl:")
 
 
-def _kernel_messages(found: list[dict], unsized: Counter, unlaunched: Counter) -> list[tuple]:
+def _kernel_messages(found: list[dict], info, unsized: Counter, unlaunched: Counter, ungrouped: Counter
+                     ) -> list[tuple]:
     """A GPU trace's communication kernels (``kineto_messages``), sized by their ``In msg nelems`` (an
     all-gather's and a reduce-scatter's ``Out msg nelems``: its output, as an HLO op's shape gives it; PyTorch
     records a reduce-scatter's input as the whole, n of its output), ``dtype`` and ``Group size``: the kernel's
     own, else those of the ``record_param_comms`` its launch ran under, else the input the innermost ``nccl:*`` span
-    around its launch records (``Input Dims``, ``Input type``; ``_INPUT_PARTS``). The collective is the kernel's
+    around its launch records (``Input Dims``, ``Input type``; ``_INPUT_PARTS``); n as ``_kernel_group`` gives it
+    (``info``: the trace's ``distributedInfo``). The collective is the kernel's
     ``Collective name``, else that of the spans around its launch (``record_param_comms``, ``nccl:*``): NCCL runs
     an all-to-all's sends and receives, and other collectives, in kernels named SendRecv. Every kernel the
     instances hold (a collective by its name, of some duration) is one, those with neither unsized (``unsized``
-    by kind; ``unlaunched``: launched before the profiler started): else the k-th message would not be the k-th
+    by kind; ``unlaunched``: launched before the profiler started), sized ones on one of process groups of several
+    sizes that none of their args names in ``ungrouped`` by kind: else the k-th message would not be the k-th
     instance."""
     kernels = sorted((e for e in found if e.get("cat") == "kernel" and isinstance(e.get("dur"), (int, float))
                       and round(e["dur"] * 1e6) > 0
                       and classify(str(e.get("name", "")), "", None, "").category in COMM_CATEGORIES),
                      key=lambda e: e.get("ts", 0))
-    messages = []
+    groups, messages = _process_groups(info), []
     for e, around in zip(kernels, kineto.launched_under(found, kernels, _comm_span)):
         name = str(e.get("name", ""))
         args = e["args"] if isinstance(e.get("args"), dict) else {}
@@ -352,7 +359,11 @@ def _kernel_messages(found: list[dict], unsized: Counter, unlaunched: Counter) -
             buffer, parts = inputs[-1], _INPUT_PARTS[kind]
         if np.isnan(buffer):
             (unsized if around else unlaunched)[kind or _kind(name) or "unknown"] += 1
-        messages.append((name, buffer, int(args.get("Group size") or 0), kind, parts))
+        group = _kernel_group([args] + [s["args"] for s in reversed(around) if s["name"] == "record_param_comms"
+                                        and isinstance(s.get("args"), dict)], groups)
+        if group == -1 and not np.isnan(buffer) and kind not in _SENT_WITHOUT_N:
+            ungrouped[kind] += 1
+        messages.append((name, buffer, group, kind, parts))
     return messages
 
 
@@ -364,12 +375,8 @@ def _gloo_messages(found: list[dict], info, unsized: Counter, undefined: Counter
     which group it ran on); -1 where they are of several sizes (no n: not the chips given either). Spans without a
     size are counted in ``unsized`` by kind, those of a kind with no bytes sent defined (``SENT_SHARE``: a barrier,
     a gather) in ``undefined`` by name, sized ones of groups of several sizes in ``ungrouped`` by kind."""
-    groups = info.get("pg_config") if isinstance(info, dict) else None
-    sizes = tuple(g.get("pg_size") if isinstance(g, dict) else None for g in groups) if isinstance(
-        groups, list) else ()
-    valid = bool(sizes) and all(type(n) is int and n > 0 for n in sizes)
-    several = valid and len(set(sizes)) > 1
-    group = (-1 if several else sizes[0]) if valid else 0
+    group = _process_groups(info)[1]
+    several = group == -1
     spans = sorted((e for e in found if e.get("ph") == "X" and e.get("cat") == "user_annotation"
                     and str(e.get("name", "")).startswith("gloo:") and isinstance(e.get("dur"), (int, float))
                     and round(e["dur"] * 1e6) > 0), key=lambda e: e.get("ts", 0))
@@ -386,6 +393,37 @@ def _gloo_messages(found: list[dict], info, unsized: Counter, undefined: Counter
             ungrouped[kind] += 1
         messages.append((name, buffer, group, kind, int(kind == "all-gather")))
     return messages
+
+
+def _process_groups(info) -> tuple[dict[str, int], int]:
+    """A Kineto trace's process groups as its ``distributedInfo`` lists them (``pg_config``): name (``pg_name``) ->
+    size (``pg_size``), and the n of a collective that does not say which group it ran on: the size every one has,
+    -1 where they are of several sizes, 0 where none is listed or one has no size (none known)."""
+    groups = info.get("pg_config") if isinstance(info, dict) else None
+    listed = [g for g in groups if isinstance(g, dict)] if isinstance(groups, list) else []
+    sizes = {g.get("pg_size") for g in listed}
+    if not listed or len(listed) != len(groups) or not all(type(n) is int and n > 0 for n in sizes):
+        return {}, 0
+    return {str(g.get("pg_name")): g["pg_size"] for g in listed}, (-1 if len(sizes) > 1 else sizes.pop())
+
+
+def _kernel_group(sources: list[dict], groups: tuple[dict[str, int], int]) -> int:
+    """A kernel's group size n from the first of its args and its ``record_param_comms``' (innermost first) that
+    says it: its ``Group size``, else the count of its ``Process Group Ranks`` (a list's text), else the size of the
+    process group its ``Process Group Name`` names in its trace's (``_process_groups``); else the n of a collective
+    of that trace that names none (-1: its groups are of several sizes; 0: none known)."""
+    names, unnamed = groups
+    for args in sources:
+        size, ranks = args.get("Group size"), str(args.get("Process Group Ranks", "")).strip()
+        if type(size) is int and size > 0:
+            return size
+        listed = ranks[1:-1].split(",") if ranks.startswith("[") and ranks.endswith("]") else []
+        if listed and all(r.strip().isdigit() for r in listed):
+            return len(listed)
+        name = args.get("Process Group Name")
+        if name is not None and str(name) in names:
+            return names[str(name)]
+    return unnamed
 
 
 def _input_bytes(args) -> float:

@@ -177,6 +177,99 @@ def test_a_real_nccl_all_gather_is_sized_from_its_output(fixtures_dir):
     assert inst["time_ps"].tolist() == [21_953_000]  # the kernel's dur, 21.953 us
 
 
+@pytest.mark.parametrize("dropped", [("Group size",), ("Group size", "Process Group Ranks")])
+def test_a_kernel_s_n_is_the_process_group_its_args_name(tmp_path, dropped):
+    """TraceLens' B200 vLLM trace (rank 0 of 8; its distributedInfo lists process groups of 8 and of 1 rank) with
+    Group size (then Process Group Ranks too) taken off its all-gather kernel and the record_param_comms of its
+    launch: they still name the group, by its ranks '[0, 1, 2, 3, 4, 5, 6, 7]' (8) or its name '3', which pg_config
+    lists with pg_size 8. So n = 8, and by hand each device sends 7/8 of Out msg nelems x 2 bytes (BFloat16). The
+    bytes were unknown (the trace is 1 of the job's 8 ranks: the chips matched are not n)."""
+    raw = json.loads(gzip.decompress((REAL_KINETO / "tracelens_b200_vllm_eager.json.gz").read_bytes()))
+    named = [e for e in raw["traceEvents"] if "Group size" in e.get("args", {})]
+    assert [e.get("cat") for e in named] == ["cpu_op", "kernel"] and named[0]["name"] == "record_param_comms"
+    for e in named:
+        assert (e["args"]["Process Group Name"], e["args"]["Process Group Ranks"]) == ("3", "[0, 1, 2, 3, 4, 5, 6, 7]")
+        for key in dropped:
+            del e["args"][key]
+    groups = raw["distributedInfo"]["pg_config"]
+    assert [g["pg_size"] for g in groups if g["pg_name"] == "3"] == [8] and {g["pg_size"] for g in groups} == {8, 1}
+    assert raw["distributedInfo"]["world_size"] == 8 and named[1]["args"]["dtype"] == "BFloat16"
+    expected = 7 / 8 * named[1]["args"]["Out msg nelems"] * 2
+    path = tmp_path / "rank0.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(raw).encode()))
+    result = run("--json", path)
+    assert result.exit_code == 0, result.output
+    assert [(r["bytes"], r["group"]) for r in json.loads(result.stdout)["instances"]] == [(expected, 8)]
+    assert "communication kernels without bytes" not in result.stderr
+
+
+def test_a_kernel_that_names_no_group_of_groups_of_one_size_takes_that_size(tmp_path):
+    """The same trace with every group arg taken off its kernel and record_param_comms (Group size, Process Group
+    Name, Ranks, Description), its pg_config cut to its groups of 8 ranks: the kernel names none, but every group
+    it may have run on gives n = 8 (as a gloo trace's do): by hand 7/8 of Out msg nelems x 2 bytes. It was unknown
+    (1 of the job's 8 ranks given)."""
+    raw = json.loads(gzip.decompress((REAL_KINETO / "tracelens_b200_vllm_eager.json.gz").read_bytes()))
+    keys = ("Group size", "Process Group Name", "Process Group Ranks", "Process Group Description")
+    named = [e for e in raw["traceEvents"] if "Group size" in e.get("args", {})]
+    for e in named:
+        e["args"] = {k: v for k, v in e["args"].items() if k not in keys}
+    info = raw["distributedInfo"]
+    info["pg_config"] = [g for g in info["pg_config"] if g["pg_size"] == 8]
+    assert len(info["pg_config"]) == 7 and len(named) == 2 and named[1]["args"]["dtype"] == "BFloat16"
+    path = tmp_path / "rank0.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(raw).encode()))
+    result = run("--json", path)
+    assert result.exit_code == 0, result.output
+    assert [(r["bytes"], r["group"]) for r in json.loads(result.stdout)["instances"]] == [
+        (7 / 8 * named[1]["args"]["Out msg nelems"] * 2, 8)]
+    assert "communication kernels without bytes" not in result.stderr
+
+
+def _nccl_two_ranks(folder: Path, raw: dict) -> tuple[list[dict], object]:
+    """HTA's NCCL fixture as rank 0 and a copy of it as rank 1 (its spans 1 us later), written in a new folder: its
+    instances in rank and start order, and the run."""
+    folder.mkdir()
+    for rank in (0, 1):
+        raw["distributedInfo"]["rank"] = rank
+        for e in raw["traceEvents"]:
+            e["ts"] += rank if e.get("ph") == "X" else 0
+        (folder / f"rank{rank}.json.gz").write_bytes(gzip.compress(json.dumps(raw).encode()))
+    result = run("--json", folder / "rank0.json.gz", folder / "rank1.json.gz")
+    assert result.exit_code == 0, result.output
+    return sorted(json.loads(result.stdout)["instances"], key=lambda r: (r["rank"], r["start_ps"])), result
+
+
+def test_a_kernel_that_names_no_group_of_groups_of_several_sizes_has_no_n(fixtures_dir, tmp_path):
+    """HTA's NCCL fixture (rank 0 of 2; pg_config lists one group, default_pg, of 2 ranks) with every group arg
+    taken off its kernels and the record_param_comms of their launches (Group size, Process Group Name, Ranks,
+    Description, Global rank start and stride), given with a copy of it as rank 1: every rank of the job. Its one
+    group gives n = 2: by hand each all-reduce 2(n-1)/n of In msg nelems x its dtype's size, a broadcast the buffer.
+    With a second group of 1 rank listed (vLLM's traces list groups of 1 beside those of 8), a kernel that names
+    none may have run on either: its n is unknown (bytes ?), a note says why, where the 2 chips matched were taken
+    for n; a broadcast's bytes need no n."""
+    raw = json.loads(gzip.decompress((fixtures_dir / "kineto/hta_nccl_data.json.gz").read_bytes()))
+    kernels, expected = _nccl_bytes_by_hand(raw)
+    assert {e["args"]["Group size"] for e in kernels} == {2} and len(kernels) == 21
+    assert [(g["pg_name"], g["pg_size"]) for g in raw["distributedInfo"]["pg_config"]] == [("0", 2)]
+    keys = ("Group size", "Process Group Name", "Process Group Ranks", "Process Group Description",
+            "Global rank start", "Global rank stride")
+    for e in raw["traceEvents"]:
+        if e.get("cat") == "kernel" or e.get("name") == "record_param_comms":
+            e["args"] = {k: v for k, v in e["args"].items() if k not in keys}
+    inst, result = _nccl_two_ranks(tmp_path / "one", raw)
+    assert [r["bytes"] for r in inst] == expected * 2 and {r["chips"] for r in inst} == {2}
+    assert "communication kernels without bytes" not in result.stderr
+    raw["distributedInfo"]["pg_config"].append({"pg_name": "1", "pg_desc": "undefined", "backend_config": "cuda:nccl",
+                                                "pg_size": 1, "ranks": [0]})
+    inst, result = _nccl_two_ranks(tmp_path / "several", raw)
+    broadcast = [e["args"]["Collective name"] == "broadcast" for e in kernels]
+    assert [r["bytes"] for r in inst] == [b if cast else None for b, cast in zip(expected, broadcast)] * 2
+    assert sum(broadcast) == 6
+    assert ("communication kernels without bytes and GB/s (?): 30 (30 all-reduce) ran on one of their trace's "
+            "process groups, which are of several sizes, and neither they nor the torch.distributed spans around "
+            "their launch say which") in result.stderr
+
+
 def test_nccl_kernels_without_args_leave_the_others_sized(fixtures_dir):
     """TraceLens' MI300 trace (8 ranks, RCCL): of its 17 ``ncclDevKernel_Generic`` kernels the first 5, queued
     before the profiler started, carry no args; the other 12 name their collective, message size, dtype (BFloat16,
