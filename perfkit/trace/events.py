@@ -159,14 +159,18 @@ def _hta_notes(raw: RawTrace) -> list[str]:
     if raw.streamless:
         notes.append(f"{raw.streamless} device op{' has' if raw.streamless == 1 else 's have'} no stream argument (or "
                      "one that is not a number): counted here; HTA takes only events with one for GPU events")
-    ops, moved_ps = raw.between_us
+    ops, moved_ps, dropped_ps = raw.between_us
     if ops:
         moved = f"{ops} device op{' starts or ends' if ops == 1 else 's start or end'}"
+        # (read before the command's window is known: each amount names the ops it is of, where they differ)
+        windows = "" if dropped_ps == moved_ps else (f" with every step kept, {dropped_ps / 1e6:.3f} us with the last "
+                                                     "step dropped (the ops launched in it left out, as by HTA's "
+                                                     "default)")
         notes.append(f"{moved} between whole us: HTA 0.5.0 rounds each event inward to whole us (start up, end "
                      f"down) by default, which takes {moved_ps / 1e6:.3f} us off the time the device ops run (their "
                      "union: HTA's compute plus non-compute time of this trace, which its idle time gains less the "
-                     "under 2 us its kernel time loses at its ends); with HTA_DISABLE_NS_ROUNDING=1 it reads them "
-                     "unrounded, as perfkit does")
+                     f"under 2 us its kernel time loses at its ends){windows}; with HTA_DISABLE_NS_ROUNDING=1 it "
+                     "reads them unrounded, as perfkit does")
     if not raw.hta_reads:  # (the file's events are what HTA reads in a traceEvents object: they part from those)
         notes.insert(0, "HTA 0.5.0 does not read this file, Chrome's JSON Array Format (the events alone; it reads a "
                      "traceEvents object)" + (": the notes on HTA that follow are of its events in one" if notes else ""))

@@ -329,24 +329,42 @@ def read(path: Path, rank: int) -> RawTrace:
                     host_streams=_host_streams(cats, ~on_gpu & (streams != -1)) if measured == "device" else (),
                     unlaunched=_unlaunched(events, hta_steps, on_gpu, hta_cpu, ts_us, ts_us + dur_us),
                     streamless=int((on_gpu & (streams == -1)).sum()),
-                    between_us=_between_us(columns, on_gpu) if measured == "device" else (0, 0),
+                    between_us=_between_us(columns, on_gpu, _before_last_step(names, host_steps, launched_in, ts_us))
+                    if measured == "device" else (0, 0, 0),
                     late_cut=_late_cut(events, hta_steps, on_gpu, hta_cpu, host_steps, ts_us), rank_recorded=recorded)
 
 
-def _between_us(columns: dict[str, np.ndarray], on_gpu: np.ndarray) -> tuple[int, int]:
+def _before_last_step(names: list[str], host_steps: np.ndarray, launched_in: np.ndarray, ts_us: np.ndarray
+                      ) -> np.ndarray:
+    """(n,) bool: the events left with the last step dropped, as ``timeline.layout`` drops it by the host's
+    ProfilerSteps: a device op launched in an earlier one, or, launched in none, starting before the last one's
+    start; every event where the host has fewer than two."""
+    marks = np.flatnonzero(host_steps)
+    if marks.size < 2:
+        return np.ones(len(names), bool)
+    last = marks[ts_us[marks].argmax()]
+    number = int(m.group()) if (m := _NUMBER.search(names[last])) else -1
+    return np.where(launched_in >= 0, launched_in != number, ts_us < ts_us[last])
+
+
+def _between_us(columns: dict[str, np.ndarray], on_gpu: np.ndarray, before_last: np.ndarray
+                ) -> tuple[int, int, int]:
     """How many device ops start or end between whole microseconds (``start_ps`` counts from a whole us): those
     HTA 0.5.0 moves, rounding each event's start up and end down unless ``HTA_DISABLE_NS_ROUNDING=1``
     (``hta.common.trace_parser.round_down_time_stamps``); and the ps that takes off the time the device ops run
     (their union, each device's), which HTA's compute plus non-compute time loses (an op rounded to nothing or
-    less counts for none)."""
+    less counts for none): of every op, and of those ``before_last`` ((n,) bool: the ops left with the last step
+    dropped)."""
     start, device = columns["start_ps"][on_gpu], columns["device"][on_gpu]
     end = start + columns["dur_ps"][on_gpu]
     ops = int(((start % _PS_PER_US != 0) | (end % _PS_PER_US != 0)).sum())
     if not ops:
-        return 0, 0
+        return 0, 0, 0
     up, down = -(-start // _PS_PER_US) * _PS_PER_US, end // _PS_PER_US * _PS_PER_US
     kept = down > up
-    return ops, _busy(device, start, end) - _busy(device[kept], up[kept], down[kept])
+    left = before_last[on_gpu]
+    return ops, *(_busy(device[of], start[of], end[of]) - _busy(device[of & kept], up[of & kept], down[of & kept])
+                  for of in (np.ones_like(kept), left))
 
 
 def _busy(device: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:

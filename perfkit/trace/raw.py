@@ -74,8 +74,9 @@ class RawTrace(NamedTuple):
     host_streams: tuple[tuple[str, int], ...] = ()  # (category, count) of host events with a stream argument
     unlaunched: int = 0             # device ops without a launch up to the last ProfilerStep's end (HTA drops them)
     streamless: int = 0             # device ops without a stream argument HTA reads (HTA drops them)
-    # (device ops that start or end between whole us, the ps HTA's rounding them inward takes off their union)
-    between_us: tuple[int, int] = (0, 0)
+    # (device ops that start or end between whole us, the ps HTA's rounding them inward takes off their union: of
+    # every op, of the ops left with the last step dropped)
+    between_us: tuple[int, int, int] = (0, 0, 0)
     # with the last step dropped: (device ops HTA keeps, us) where HTA cuts that much later (a GPU-side ProfilerStep's)
     late_cut: tuple[int, float] = (0, 0.0)
     rank_recorded: bool = True      # a Kineto trace's rank is its distributedInfo's (else its path's, or its host's

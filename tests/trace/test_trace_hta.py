@@ -30,6 +30,7 @@ import gzip
 import json
 import math
 import shutil
+from decimal import Decimal
 
 import pytest
 
@@ -441,6 +442,23 @@ def test_htas_rounding_note_says_how_much_its_figures_move(fixtures_dir, name, u
     (note,) = [n for n in json.loads(result.stdout)["notes"] if "between whole us" in n]
     assert f"which takes {moved} us off the time the device ops run" in note
     assert f"{rounded_off_us(path):.3f}" == moved  # the test's own plain reading of the file agrees
+
+
+def test_htas_rounding_note_says_its_amount_of_the_steps_kept(fixtures_dir):
+    """With the last step dropped (HTA's default), hta_nccl_data's breakdown holds steps 4 and 5: the device ops
+    launched in them run 99167.847 us unrounded (a Decimal reading of the JSON), 75169 + 21636 = 96805 rounded
+    (HTA's default compute plus non-compute): the rounding takes 2362.847 us off them, where the note gave only the
+    3462.014 us of every step's ops, as if of the table's steps."""
+    path = fixtures_dir / "kineto" / "hta_nccl_data.json.gz"
+    assert rounded_off_us(path, drop_last=True) == Decimal("99167.847") - (75169 + 21636)  # the test's own reading
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(path), "--last-step", "drop", "--json"])
+    assert result.exit_code == 0, result.output
+    assert sorted({r["step"] for r in json.loads(result.stdout)["rows"]}) == [4, 5]
+    (note,) = [n for n in json.loads(result.stdout)["notes"] if "between whole us" in n]
+    assert "which takes 3462.014 us off the time the device ops run (their union: " in note
+    assert "at its ends) with every step kept, 2362.847 us with the last step dropped (the ops launched in it " \
+        "left out, as by HTA's default); " in note
+    assert json.loads(result.stdout)["notes"].count(note) == 1 and note in rounding_notes(path)
 
 
 def _hta(folder, keep_last: bool):
