@@ -169,14 +169,14 @@ def _resamples(c: dict) -> str:
     """How the CI was drawn, so that another bootstrap can give it again (absent in older summaries)."""
     if not c.get("n_boot"):
         return ""
-    welch = min(c.get("n_a") or 0, c.get("n_b") or 0) >= FEW_TRIALS and "looks_at" in c
-    few = min(c.get("n_a") or 0, c.get("n_b") or 0) == FEW_TRIALS
+    trials = min(c.get("n_a") or 0, c.get("n_b") or 0)
+    # (a summary written before looks_at took in Welch's interval at two trials a side alone)
+    welch = trials >= FEW_TRIALS if "looks_at" in c else trials == FEW_TRIALS
     rounds = f", rounds=({c['looks_at'][0]}, {c['looks_at'][1]})" if c.get("looks_at") else ""
     return (f"; its percentile interval over {c['n_boot']:,} resamples drawn by numpy's default_rng({c['seed']}), "
             f"the case's seed: `perfkit.analysis.stats.compare(a, b{rounds}, seed={c['seed']})` gives it again"
             + ("; it also takes in Welch's t interval of the trials' medians (a bootstrap of a few trials reaches no "
-               "further than they do)" if welch else "; a side has two trials, so it also takes in Welch's t interval "
-               "of the trials' medians (a bootstrap of two reaches no further than they do)" if few else ""))
+               "further than they do)") * welch)
 
 
 def _looks(c: dict) -> str:
