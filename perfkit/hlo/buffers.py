@@ -62,6 +62,7 @@ class ReceiveBuffer(NamedTuple):
     instruction: str
     index: str
     size: int
+    allocation: int  # where it receives is (allocation, offset): one offset in two allocations is two places
     offset: int
 
 
@@ -145,5 +146,6 @@ def receive_buffers(flat: list[FlatInstruction], root_opcodes: dict[str, str],
         prefix = RECEIVE_INDEX[f.inst.opcode] if f.inst.shape.startswith("(") else ""
         for v in assignment.values.get(f.inst.name, ()):
             if v.index == prefix or v.index.startswith(prefix + ",") or not prefix:
-                out.append(ReceiveBuffer(f"{kind} #{seen[kind]}", f.inst.name, v.index, v.size, v.offset))
+                out.append(ReceiveBuffer(f"{kind} #{seen[kind]}", f.inst.name, v.index, v.size, v.allocation,
+                                         v.offset))
     return out

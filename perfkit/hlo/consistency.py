@@ -21,7 +21,7 @@ def first_difference(result: dict) -> dict | None:
     for m in result["modules"]:
         for d in m["divergences"]:
             first = d["first_difference"] or {}
-            moved = [r for r in d["buffers"].get("receive", []) if r["delta"]]
+            moved = [r for r in d["buffers"].get("receive", []) if r["moved"]]
             return {"module": m["name"], "ranks": d["ranks"], "against_rank": d["against_rank"],
                     "majority": first.get("majority"), "rank": first.get("rank"),
                     "same_program": d["same_program"], "counts": d["counts"], "receive_moved": moved[:3]}

@@ -209,9 +209,9 @@ def collective_pairs(a: RankModule, b: RankModule, blocks: list[tuple[str, int, 
 
 
 def buffer_diff(a: RankModule, b: RankModule, pairs: Pairs) -> dict:
-    """Temp size and each collective's receive offset, majority against rank, the collectives paired as ``pairs``
-    pairs them (a collective one side skips does not shift the rest); how many moved, and how many are on one side
-    only."""
+    """Temp size and where each collective receives (allocation and offset), majority against rank, the collectives
+    paired as ``pairs`` pairs them (a collective one side skips does not shift the rest); how many moved (to another
+    offset or allocation), and how many are on one side only."""
     out = {"temp_bytes": _delta(a.temp_bytes, b.temp_bytes), "total_bytes": _delta(a.total_bytes, b.total_bytes)}
     if a.receive is None or b.receive is None:
         return {**out, "receive": [], "receive_moved": None}
@@ -228,9 +228,12 @@ def buffer_diff(a: RankModule, b: RankModule, pairs: Pairs) -> dict:
             rows.append({"collective": (xa or xb).label, "index": index,
                          "majority": xa.offset if xa else None, "rank": xb.offset if xb else None,
                          "size": (xb or xa).size,
-                         "delta": xb.offset - xa.offset if xa and xb else None})
+                         "delta": xb.offset - xa.offset if xa and xb else None,
+                         "allocation": {"majority": xa.allocation if xa else None,
+                                        "rank": xb.allocation if xb else None},
+                         "moved": bool(xa and xb and (xa.allocation, xa.offset) != (xb.allocation, xb.offset))})
     # a buffer on one side only is missing there (a collective that side skips), not moved
-    return {**out, **_capped(rows, "receive"), "receive_moved": sum(bool(r["delta"]) for r in rows),
+    return {**out, **_capped(rows, "receive"), "receive_moved": sum(r["moved"] for r in rows),
             "receive_only_majority": sum(r["rank"] is None for r in rows),
             "receive_only_rank": sum(r["majority"] is None for r in rows)}
 

@@ -5,7 +5,7 @@ the program's instructions apart dumped files equal but for their names, so the 
 keyed next where they outnumber the processes (``renaming``, a third of a parse), and one file of each
 key is parsed. Both the keying and the parsing are dealt out by size to this process and worker
 processes (``common.workers.Pool``), one process per core. A worker returns each module's ``Summary``
-(fingerprint, receive offsets, counts) and its whole parses packed as plain tuples through ``marshal``
+(fingerprint, where collectives receive, counts) and its whole parses packed as plain tuples through ``marshal``
 (pickling the parse's NamedTuples costs about as much as parsing: benchmarks/hlo_rank_diff.py); a
 packed parse is unpacked only for a module that a divergence is explained with.
 """
@@ -66,14 +66,14 @@ class Summary(NamedTuple):
     files: DumpFiles
     name: str
     fingerprint: str
-    receive: tuple[tuple[str, str, int], ...] | None  # (label, index, offset) per receive buffer; None: no assignment
+    receive: tuple[tuple[str, str, int, int], ...] | None  # (label, index, allocation, offset); None: no assignment
     entry_ops: int
     instructions: int
     collectives: int
     temp_bytes: int | None
 
     def key(self, with_buffers: bool) -> tuple:
-        """What must be equal for two ranks to run the same program: fingerprint (and receive offsets)."""
+        """What must be equal for two ranks to run the same program: fingerprint (and where they receive)."""
         return self.fingerprint, (self.receive if with_buffers else ())
 
 
@@ -116,7 +116,7 @@ def _load_module(rank: int, files: DumpFiles) -> RankModule:
 
 
 def summarize(m: RankModule) -> Summary:
-    receive = None if m.receive is None else tuple((b.label, b.index, b.offset) for b in m.receive)
+    receive = None if m.receive is None else tuple((b.label, b.index, b.allocation, b.offset) for b in m.receive)
     return Summary(m.rank, m.files, m.name, m.fingerprint, receive, m.entry_ops, len(m.flat),
                    len(collectives(m.flat, m.roots)), m.temp_bytes)
 

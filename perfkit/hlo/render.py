@@ -148,7 +148,8 @@ def _buffers(w: _Writer, b: dict, who: str, ref: str) -> None:
         parts.append(f"{b['receive_moved']} of {b['receive_count']} collective receive buffers moved")
     if parts:
         w.line(3, "buffers: " + "; ".join(parts))
-    rows = [r for r in b.get("receive", []) if r["delta"] != 0]  # the moved ones and those on one side, else all
+    # the moved ones and those on one side, else all (rows of older versions: no allocation, moved by offset alone)
+    rows = [r for r in b.get("receive", []) if r["delta"] != 0 or r.get("moved")]
     total = b["receive_moved"] + only_ref + only_who if rows else b.get("receive_count", 0)
     rows = rows or b.get("receive", [])
     for r in rows[:SHOWN]:
@@ -159,7 +160,10 @@ def _buffers(w: _Writer, b: dict, who: str, ref: str) -> None:
             w.line(4, f"{index} receive buffer only on {who} (offset {r['rank']:,}), {r['size']:,} B")
         else:
             delta = f" ({_signed(r['delta'])})" if r["delta"] else ""
-            w.line(4, f"{index} receive offset {r['majority']:,} -> {r['rank']:,}{delta}, {r['size']:,} B")
+            alloc = r.get("allocation") or {}
+            other = (f" in allocation {alloc['majority']} -> {alloc['rank']}"
+                     if alloc.get("majority") != alloc.get("rank") else "")
+            w.line(4, f"{index} receive offset {r['majority']:,} -> {r['rank']:,}{delta}{other}, {r['size']:,} B")
     w.more(4, total)
 
 
