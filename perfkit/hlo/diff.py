@@ -134,16 +134,24 @@ def _align(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]:
             for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
 
 
-def _pair_by_opcode(a: list[FlatInstruction], b: list[FlatInstruction]):
-    """Pair the two sides of a replaced block by opcode, in order; the rest is only on one side."""
+def _pair_by_opcode(a: list[FlatInstruction], b: list[FlatInstruction], fixed: dict[int, FlatInstruction | None],
+                    fixed_b: set[int]):
+    """Pair the two sides of a replaced block: the instructions of ``a`` that ``fixed`` holds (by id) as it pairs
+    them (None: on one side only), those of ``b`` in ``fixed_b`` only so, the rest by opcode, in order; the rest is
+    only on one side."""
     queues: dict[str, deque[FlatInstruction]] = {}
     for fb in b:
-        queues.setdefault(fb.inst.opcode, deque()).append(fb)
+        if id(fb) not in fixed_b:
+            queues.setdefault(fb.inst.opcode, deque()).append(fb)
     pairs, rest_a = [], []
     for fa in a:
-        queue = queues.get(fa.inst.opcode)
-        if queue:
-            pairs.append((fa, queue.popleft()))
+        if id(fa) in fixed:
+            got = fixed[id(fa)]
+        else:
+            queue = queues.get(fa.inst.opcode)
+            got = queue.popleft() if queue else None
+        if got is not None:
+            pairs.append((fa, got))
         else:
             rest_a.append(fa)
     paired = {id(fb) for _, fb in pairs}
@@ -190,21 +198,31 @@ def _delta(a: int | None, b: int | None) -> dict | None:
 Pairs = list[tuple[FlatInstruction | None, FlatInstruction | None, bool]]
 
 
-def collective_pairs(a: RankModule, b: RankModule, blocks: list[tuple[str, int, int, int, int]]) -> Pairs:
-    """Each side's collectives, in canonical order, paired as the alignment's differing ``blocks`` leave them: in
-    order between blocks (equal instructions), in order within a block, the longer side's rest there on that side
-    only (None on the other). The flag: the pair lies in a block."""
-    ca, cb = ({id(f) for _, f in collectives(m.flat, m.roots)} for m in (a, b))
+def _spans(blocks: list[tuple[str, int, int, int, int]], n_a: int, n_b: int) -> list[tuple[int, int, int, int, bool]]:
+    """Two sequences of ``n_a`` and ``n_b`` items cut where an alignment's differing ``blocks`` lie: (i1, i2, j1, j2,
+    in a block), the equal stretches between them included."""
     spans, i, j = [], 0, 0
     for _, i1, i2, j1, j2 in blocks:
         spans += [(i, i1, j, j1, False), (i1, i2, j1, j2, True)]
         i, j = i2, j2
-    spans.append((i, len(a.flat), j, len(b.flat), False))
+    return spans + [(i, n_a, j, n_b, False)]
+
+
+def collective_pairs(a: RankModule, b: RankModule, blocks: list[tuple[str, int, int, int, int]]) -> Pairs:
+    """Each side's collectives, in canonical order, paired as the alignment's differing ``blocks`` leave them: in
+    order between blocks (equal instructions); within a block as its collectives align by what they are
+    (``_collective_signature``), so that [X, Y] against [Y] pairs Y with Y and leaves X on one side, those left in
+    a differing stretch there in order, the longer side's rest on that side only (None on the other). The flag:
+    the pair lies in a block."""
+    ca, cb = ({id(f) for _, f in collectives(m.flat, m.roots)} for m in (a, b))
     pairs: Pairs = []
-    for i1, i2, j1, j2, in_block in spans:
+    for i1, i2, j1, j2, in_block in _spans(blocks, len(a.flat), len(b.flat)):
         la = [f for f in a.flat[i1:i2] if id(f) in ca]
         lb = [f for f in b.flat[j1:j2] if id(f) in cb]
-        pairs += [(fa, fb, in_block) for fa, fb in zip_longest(la, lb)]
+        inner = _align([_collective_signature(f, a.roots) for f in la],
+                       [_collective_signature(f, b.roots) for f in lb]) if in_block else []
+        for k1, k2, l1, l2, _ in _spans(inner, len(la), len(lb)):
+            pairs += [(fa, fb, in_block) for fa, fb in zip_longest(la[k1:k2], lb[l1:l2])]
     return pairs
 
 
@@ -267,8 +285,11 @@ def divergence(a: RankModule, b: RankModule, ranks: list[int], known: dict[str, 
                                    "paths": {"majority": _path(fa, calls_a), "rank": _path(fb, calls_b),
                                              "majority_next": _path(after, calls_a)}}
         out["first_collective"] = first_collective(a, b, pairs, calls_a, calls_b)
+    # the collectives of the blocks pair as collective_pairs aligns them, the other instructions by opcode
+    fixed = {id(fa): fb for fa, fb, in_block in pairs if in_block and fa}
+    fixed_b = {id(fb) for _, fb, in_block in pairs if in_block and fb}
     for _, i1, i2, j1, j2 in blocks:
-        paired, rest_a, rest_b = _pair_by_opcode(a.flat[i1:i2], b.flat[j1:j2])
+        paired, rest_a, rest_b = _pair_by_opcode(a.flat[i1:i2], b.flat[j1:j2], fixed, fixed_b)
         for fa, fb in paired:
             changed += _changes(sa, sb, fa, fb)
         only_a += map(_show, rest_a)

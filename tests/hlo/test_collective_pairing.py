@@ -93,3 +93,45 @@ def test_a_real_receive_buffer_moved_to_the_temp_allocation_has_moved(dumps_copy
     assert d["same_program"] is True and d["buffers"]["receive_moved"] == 1
     assert [(r["collective"], r["allocation"], r["delta"]) for r in d["buffers"]["receive"]] == [
         ("collective-permute #1", {"majority": 1, "rank": 4}, 0)]
+
+
+HEAD = """HloModule jit_step, is_scheduled=true
+
+ENTRY %main (x: f32[8]) -> f32[8] {
+  %x = f32[8]{0} parameter(0)
+"""
+RING = "channel_id=1, source_target_pairs={{0,1},{1,2},{2,0}}"
+BACK = "channel_id=2, source_target_pairs={{0,2},{1,0},{2,1}}"
+# Ranks 0 and 1 permute around the ring, then back; rank 2 only back. The back permute's operand differs (the ring
+# permute's output against the parameter), so both permutes of the majority and rank 2's one form a differing block.
+TWO_HOPS = (f"  %ring = f32[8]{{0}} collective-permute(%x), {RING}\n"
+            f"  ROOT %back = f32[8]{{0}} collective-permute(%ring), {BACK}\n}}\n")
+BACK_ONLY = f"  ROOT %back.1 = f32[8]{{0}} collective-permute(%x), {BACK}\n}}\n"
+
+
+def test_collectives_in_a_differing_block_pair_as_they_align_not_by_position(tmp_path):
+    """[ring, back] against [back]: paired by position, rank 2's back read as the majority's ring with its
+    source_target_pairs (and channel_id) changed, and the majority's back as missing on rank 2. Aligned, back pairs
+    with back (its operand changed: the parameter where the majority permutes the ring's output) and ring is the
+    majority's only."""
+    write_ranks(tmp_path, [HEAD + TWO_HOPS, HEAD + TWO_HOPS, HEAD + BACK_ONLY])
+    (d,) = check(tmp_path)["modules"][0]["divergences"]
+    assert [x["text"].split(" =")[0] for x in d["only_majority"]] == ["%ring"] and d["only_rank"] == []
+    assert [(c["field"], c["majority"], c["rank"], c["lines"]) for c in d["changed"]] == [
+        ("operands", "collective-permute f32[8]{0}", "parameter(0) f32[8]{0}", [6, 5])]
+    first = d["first_collective"]
+    assert (first["index"], first["count"], first["only_on"]) == (1, {"majority": 2, "rank": 1}, "majority")
+    assert first["majority"]["text"].split(" =")[0] == "%ring"
+
+
+def test_a_collective_changed_in_place_still_pairs_with_its_counterpart(tmp_path):
+    """[ring, back] against [ring', back] where ring' permutes the other way: the alignment leaves the two ring
+    permutes a differing stretch of their own, paired there (changed), and back with back."""
+    other = TWO_HOPS.replace(RING, BACK.replace("channel_id=2", "channel_id=1"))
+    write_ranks(tmp_path, [HEAD + TWO_HOPS, HEAD + TWO_HOPS, HEAD + other])
+    (d,) = check(tmp_path)["modules"][0]["divergences"]
+    assert d["only_majority"] == [] and d["only_rank"] == []
+    assert [(c["field"], c["rank"]) for c in d["changed"]] == [("source_target_pairs", "{{0,2},{1,0},{2,1}}")]
+    first = d["first_collective"]
+    assert (first["index"], first["only_on"]) == (1, None)
+    assert [first[side]["text"].split(" =")[0] for side in ("majority", "rank")] == ["%ring", "%ring"]
