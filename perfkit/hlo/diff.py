@@ -305,8 +305,9 @@ def first_collective(a: RankModule, b: RankModule, pairs: Pairs, calls_a: dict[s
     one another at the wrong one or exchange the wrong data. The first differing instruction may come well before it
     (a fusion's body) or be no collective at all. ``only_on``: the side whose collective has no counterpart in its
     block (one rank lacks it), null where both sides have one there (changed). None: the same collectives, in
-    the same order, where kind, shape, groups and pairs tell (``_collective_signature``). ``calls_a`` / ``calls_b``:
-    each side's ``first_calls``, for the path to each collective."""
+    the same order, where kind, shape, groups and pairs tell (``_collective_signature``). ``majority`` / ``rank``:
+    the collective and its counterpart as ``pairs`` pairs them, null on the side that lacks it. ``calls_a`` /
+    ``calls_b``: each side's ``first_calls``, for the path to each collective."""
     ca, cb = ([f for _, f in collectives(m.flat, m.roots)] for m in (a, b))
     place_a, place_b = ({id(f): k for k, f in enumerate(fs)} for fs in (ca, cb))
     for pa, pb, in_block in pairs:
@@ -317,10 +318,11 @@ def first_collective(a: RankModule, b: RankModule, pairs: Pairs, calls_a: dict[s
             k, only = place_a[id(pa)], None
         else:
             k, only = (place_a[id(pa)], "majority") if pa else (place_b[id(pb)], "rank")
-        fa, fb = (ca[k] if k < len(ca) else None), (cb[k] if k < len(cb) else None)
+        # each side's is its counterpart by the alignment, none where it lacks one: the other side's collective at
+        # that place would be another one (a later hop where one is skipped)
         return {"index": k + 1, "count": {"majority": len(ca), "rank": len(cb)}, "only_on": only,
-                "majority": _show(fa) if fa else None, "rank": _show(fb) if fb else None,
-                "paths": {"majority": _path(fa, calls_a), "rank": _path(fb, calls_b)}}
+                "majority": _show(pa) if pa else None, "rank": _show(pb) if pb else None,
+                "paths": {"majority": _path(pa, calls_a), "rank": _path(pb, calls_b)}}
     return None
 
 

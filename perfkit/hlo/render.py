@@ -110,10 +110,13 @@ def _divergence(w: _Writer, d: dict, majority: list[int]) -> None:
             only = {"majority": f", {ref}'s not on {who}", "rank": f", {who}'s not on {ref}"}.get(coll["only_on"], "")
             w.line(3, f"first differing collective: #{coll['index']} ({coll['count']['majority']} on {ref}, "
                       f"{coll['count']['rank']} on {who}{only}):")
-            w.line(4, f"{ref}: {_instruction(w, coll['majority'])}")
-            _inside(w, 5, coll.get("paths", {}).get("majority"))
-            w.line(4, f"{who}: {_instruction(w, coll['rank'])}")
-            _inside(w, 5, coll.get("paths", {}).get("rank"))
+            for side, name, other in (("majority", ref, who), ("rank", who, ref)):
+                # (results of older versions showed the collective at that place on the side that lacks it)
+                if coll["only_on"] and coll["only_on"] != side:
+                    w.line(4, f"{name}: missing (no collective there pairs with {other}'s #{coll['index']})")
+                else:
+                    w.line(4, f"{name}: {_instruction(w, coll[side])}")
+                    _inside(w, 5, coll.get("paths", {}).get(side))
         for key, side in (("only_rank", who), ("only_majority", ref)):
             if d[f"{key}_count"]:
                 w.line(3, f"only on {side} ({d[f'{key}_count']}):")

@@ -135,3 +135,36 @@ def test_a_collective_changed_in_place_still_pairs_with_its_counterpart(tmp_path
     first = d["first_collective"]
     assert (first["index"], first["only_on"]) == (1, None)
     assert [first[side]["text"].split(" =")[0] for side in ("majority", "rank")] == ["%ring", "%ring"]
+
+
+def test_a_collective_one_rank_lacks_has_no_counterpart_there(tmp_path):
+    """Rank 2 skips the first of two equal ring hops (hand-written): its one permute is the counterpart of the
+    others' second (line 7, the ROOT), so the others' first (line 5) is missing on rank 2. The line showed rank 2's
+    permute at that place (#2 of the others against rank 2's #1, by position) as if it were the missing one's."""
+    last = f"  ROOT %hop.2 = f32[8]{{0}} collective-permute(%n), {RING}\n}}\n"
+    two = f"  %hop = f32[8]{{0}} collective-permute(%x), {RING}\n  %n = f32[8]{{0}} negate(%hop)\n" + last
+    one = "  %n = f32[8]{0} negate(%x)\n" + last
+    write_ranks(tmp_path, [HEAD + two, HEAD + two, HEAD + one])
+    (d,) = check(tmp_path)["modules"][0]["divergences"]
+    first = d["first_collective"]
+    assert (first["index"], first["count"], first["only_on"]) == (1, {"majority": 2, "rank": 1}, "majority")
+    assert (first["majority"]["text"].split(" =")[0], first["majority"]["line"]) == ("%hop", 5)
+    assert first["rank"] is None and first["paths"]["rank"] is None
+    res = perfkit(tmp_path)
+    assert ("first differing collective: #1 (2 on rank 0, 1 on rank 2, rank 0's not on rank 2):\n"
+            "        rank 0: %hop = ") in res.stdout
+    assert "        rank 2: missing (no collective there pairs with rank 0's #1)\n" in res.stdout
+    assert "ROOT %hop.2" not in res.stdout.split("first differing collective")[1].split("only on")[0]
+
+
+def test_the_real_skipped_hop_has_no_counterpart_on_the_rank_that_skips_it():
+    """The skipped-collective repro's real dumps: rank 3 lacks rank 0's %ppermute.10 (#2); the line showed rank 3's
+    ROOT %ppermute.7, the counterpart of rank 0's %ppermute.11 (#3), as its counterpart."""
+    folder = REPO / "tests" / "hlo" / "data" / "skipped_collective"
+    (d,) = check(folder)["modules"][0]["divergences"]
+    first = d["first_collective"]
+    assert (first["index"], first["only_on"], first["rank"]) == (2, "majority", None)
+    assert first["majority"]["text"].startswith("%ppermute.10 = ")
+    res = perfkit(folder)
+    assert "        rank 3: missing (no collective there pairs with rank 0's #2)\n" in res.stdout
+    assert "%ppermute.7" not in res.stdout

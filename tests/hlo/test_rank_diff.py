@@ -518,8 +518,9 @@ def first_collective(tmp_path, majority: str, rank: str) -> dict:
 
 def test_the_first_differing_collective_is_named(tmp_path):
     """Rank 2 runs an extra all-reduce before the permute: ranks pair collectives in order, so its second
-    collective (the all-reduce, line 18) meets the others' second (the permute, line 17). The first differing
-    instruction is the new fusion's body, no collective; the JSON and the text name the collective apart."""
+    collective (the all-reduce, line 18) is where it parts from the others, who have none in its place (their
+    permute, line 17, is its permute's counterpart, not the all-reduce's). The first differing instruction is the
+    new fusion's body, no collective; the JSON and the text name the collective apart."""
     permute = f"  %cp = f32[8]{{0}} collective-permute(%ar), {PAIRS}\n"
     extra = ("  %f = f32[8]{0} fusion(%ar), kind=kLoop, calls=%scaled\n"
              "  %ar.2 = f32[8]{0} all-reduce(%f), channel_id=3, replica_groups={{0,1,2}}, to_apply=%sum\n")
@@ -528,11 +529,12 @@ def test_the_first_differing_collective_is_named(tmp_path):
     assert d["first_difference"]["rank"]["computation"] == "scaled"
     first = d["first_collective"]
     assert (first["index"], first["count"], first["only_on"]) == (2, {"majority": 2, "rank": 3}, "rank")
-    assert (first["majority"]["text"].split(" =")[0], first["majority"]["line"]) == ("%cp", 17)
+    assert first["majority"] is None and first["paths"]["majority"] is None
     assert (first["rank"]["text"].split(" =")[0], first["rank"]["line"]) == ("%ar.2", 18)
     res = perfkit(tmp_path)
     assert res.returncode == 1 and ("first differing collective: #2 (2 on rank 0, 3 on rank 2, rank 2's not on "
-                                    "rank 0):") in res.stdout
+                                    "rank 0):\n        rank 0: missing (no collective there pairs with rank 2's #2)\n"
+                                    "        rank 2: %ar.2 = ") in res.stdout
 
 
 def test_a_skipped_hop_is_the_first_differing_collective_not_where_the_count_runs_out(tmp_path):
