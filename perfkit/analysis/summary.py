@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from perfkit.analysis import attribution, serving, stats, timing
-from perfkit.common.comparison import NO_SPREAD, aa_called, inside_noise_floor, noise_range, without_ci
+from perfkit.common.comparison import NO_SPREAD, aa_call_text, inside_noise_floor, noise_range, without_ci
 from perfkit.common.devices import on_cpu_devices
 from perfkit.cost.programs import run_costs
 from perfkit.hlo.consistency import variant_check
@@ -199,11 +199,8 @@ def not_verified(case: Case, summary: dict) -> list[str]:
     if once:
         notes.append(f"determinism of {', '.join(once)} (one good run)")
     c = summary["comparison"]
-    if called := aa_called(summary):
-        nf = summary["noise_floor"]
-        notes.append(f"every timing verdict: the A/A control ({nf['variant']}) was called {called} than the baseline "
-                     f"itself ({nf['ratio']:.3f}, A/A {noise_range(nf)}): the run's conditions drifted between trials, "
-                     "or chance made a false call")
+    if called := aa_call_text(summary):
+        notes.append(f"every timing verdict: {called}")
     if c["verdict"] == "unknown":
         why = ("a variant has no timed steps" if c["ratio"] is None else NO_SPREAD if without_ci(c)
                else "the CI reaches both sides of the minimum effect")

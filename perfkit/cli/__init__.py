@@ -344,6 +344,7 @@ def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db
       trials       a trial failed or hung (whatever the baseline's did), or the run was stopped
       timing       a B/A step-time ratio's whole 95% CI lies above baseline x (1 + ratio tolerance); a serve
                    case's every level too: latency so, outputs/min below baseline / (1 + ratio tolerance)
+                   or the run's A/A control (--aa) was called faster or slower than the baseline itself
       quality      a PSNR (B vs A, each variant vs the oracle) drops below its limit, or
                    bit-identical outputs are no longer so
       determinism  a variant's repeats were bit-identical in the baseline (or not checked there) and are not now

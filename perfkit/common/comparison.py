@@ -44,6 +44,18 @@ def aa_called(summary: dict) -> str | None:
     return nf["verdict"] if nf and nf["verdict"] in ("faster", "slower") else None
 
 
+def aa_call_text(summary: dict) -> str | None:
+    """What ``aa_called`` found, in the words of report.md's Not verified and the gate's A/A row: ``the A/A control
+    (a-aa) was called slower than the baseline itself (1.500, A/A +46.3%..+53.8%): the run's conditions drifted
+    between trials, or chance made a false call``; None where it called no change."""
+    called = aa_called(summary)
+    if not called:
+        return None
+    nf = summary["noise_floor"]
+    return (f"the A/A control ({nf['variant']}) was called {called} than the baseline itself ({nf['ratio']:.3f}, "
+            f"A/A {noise_range(nf)}): the run's conditions drifted between trials, or chance made a false call")
+
+
 def compared_variant(summary: dict) -> str:
     """B: the variant of the headline comparison, the first after the baseline A (A itself if alone)."""
     a = summary["baseline"]

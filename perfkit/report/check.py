@@ -6,11 +6,13 @@ against the oracle), whether each variant's repeats were bit-identical, and whet
 one program. ``check_frame`` compares a run's summary with it, one row per figure:
 
 - devices: a row, passing, only where a side records no devices: the match ``same_setup`` makes was not made;
-- timing: a ratio fails when its whole 95% CI lies above ``baseline x (1 + ratio_tolerance)``, so noise
-  alone does not fail it (a wide CI passes; the row says how wide, and where it reaches past the limit, that the
-  run could not rule a regression out: ``inconclusive``, as is a row whose baseline's own CI reaches past the limit,
-  passing or failing: the gate cannot tell); a serve case's every concurrency level
-  too: its latency so, its outputs a minute (higher is better) when the CI lies wholly below
+- timing: the A/A control's row, where the run had one (``--aa``): it fails where the control was called faster or
+  slower than the baseline itself, and every timing row is then inconclusive: no timing verdict of such a run is to
+  be trusted (its report.md says so); a ratio fails when its whole 95% CI lies above ``baseline x (1 +
+  ratio_tolerance)``, so noise alone does not fail it (a wide CI passes; the row says how wide, and where it
+  reaches past the limit, that the run could not rule a regression out: ``inconclusive``, as is a row whose
+  baseline's own CI reaches past the limit, passing or failing: the gate cannot tell); a serve case's every
+  concurrency level too: its latency so, its outputs a minute (higher is better) when the CI lies wholly below
   ``baseline / (1 + ratio_tolerance)``;
 - quality: a PSNR fails more than ``psnr_drop_db`` below the baseline's (or below ``min_psnr_db``), the headline
   (the mean over the frames that differ) and the one pooled over all frames;
@@ -36,7 +38,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from perfkit.common.comparison import NO_SPREAD, compared_variant, without_ci
+from perfkit.common.comparison import NO_SPREAD, aa_call_text, aa_called, compared_variant, noise_range, without_ci
 from perfkit.common.json_figures import db_cell, from_json, json_safe
 from perfkit.report.cost_check import COST_TOLERANCE, baseline_cost, cost_rows, share_text
 from perfkit.report.line import departed_at
@@ -49,6 +51,7 @@ from perfkit.rundata.baseline import BASELINE_VERSION
 COLUMNS = ["check", "subject", "unit", "baseline", "current", "ci", "limit", "passed", "inconclusive", "note"]
 NOT_RULED_OUT = "passed, not ruled out"
 UNSURE_BASELINE = "the baseline's own 95% CI"  # a timing row's note, where that CI reaches past the row's limit
+AA_UNSURE = "not to be trusted: the run's A/A control was called"  # a timing row's note, where it called a change
 
 
 @dataclasses.dataclass(frozen=True)
@@ -358,6 +361,29 @@ def _timing_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
     return rows
 
 
+def _aa_rows(summary: dict) -> list[dict]:
+    """The A/A control's row, where the run had one: it fails where the control was called faster or slower than
+    the baseline itself (``aa_called``), whose run drifted between its trials, or drew a false call."""
+    nf = summary.get("noise_floor")
+    if not nf:
+        return []
+    called = aa_call_text(summary)
+    spread = "no CI" if None in (nf["ci"] or [None]) else noise_range(nf)
+    return [{"check": "timing", "subject": f"{nf['variant']}/{summary['baseline']} step_ms, the A/A control",
+             "unit": "", "baseline": None, "current": nf["verdict"], "limit": "neither faster nor slower",
+             "passed": called is None,
+             "note": f"{called}; no timing verdict of this run is to be trusted: run again, on a quieter machine"
+             if called else f"A/A {'-' if nf['ratio'] is None else format(nf['ratio'], '.3f')}, {spread}"}]
+
+
+def _aa_unsure(row: dict, called: str) -> dict:
+    """A timing row of a run whose A/A control called a change: inconclusive whatever its verdict, which stands (the
+    gate fails on the A/A row), as a row against an unsure baseline; one the run did not measure fails as it was."""
+    if "ci" not in row:
+        return row
+    return {**row, "inconclusive": True, "note": f"{row['note']}; {AA_UNSURE} {called} than the baseline itself"}
+
+
 def _unsure_baseline(row: dict, base_ci: list[float | None]) -> dict:
     """``row`` saying so where the baseline's own CI reaches past the row's limit: the limit is the baseline's ratio
     alone, and a baseline run no surer than the tolerance fails an equal run by chance (two equal variants read
@@ -578,7 +604,10 @@ def check_frame(baseline: dict, summary: dict, th: Thresholds, run_dir: Path | N
                      "note": "the run was stopped before its plan finished (Ctrl-C, SIGTERM): the trials it did not "
                              "run are missing from its figures (`perfkit run --resume` finishes it)"})
     rows += _devices_rows(baseline, summary, run_dir)
-    rows += _timing_rows(baseline, summary, th)
+    timing = _timing_rows(baseline, summary, th)
+    if called := aa_called(summary):
+        timing = [_aa_unsure(r, called) for r in timing]
+    rows += _aa_rows(summary) + timing
     rows += _quality_rows(baseline, summary, th)
     rows += _taps_rows(baseline, summary)
     determinism = _determinism(summary)
@@ -658,19 +687,29 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
+def _aa_unsure_rows(frame: pd.DataFrame) -> pd.Series:
+    """The inconclusive rows of a run whose A/A control called a change."""
+    return frame.inconclusive & frame.note.str.contains(AA_UNSURE, regex=False)
+
+
 def _unsure_baseline_rows(frame: pd.DataFrame) -> pd.Series:
-    """The inconclusive rows whose baseline's own CI reaches past their limit (the rest: the run's CI did)."""
-    return frame.inconclusive & frame.note.str.contains(UNSURE_BASELINE, regex=False)
+    """The inconclusive rows whose baseline's own CI reaches past their limit, the run's A/A control having called
+    no change (the rest: the run's CI did)."""
+    return frame.inconclusive & frame.note.str.contains(UNSURE_BASELINE, regex=False) & ~_aa_unsure_rows(frame)
 
 
 def not_ruled_out(frame: pd.DataFrame) -> str:
-    """What the inconclusive rows could not tell, counted, with the remedy: ``1 row could not rule a regression out:
-    more repeats would tell``, ``1 row could not tell: its baseline's 95% CI reaches past its limit (...)``, both
-    joined by "; ", or "" where every row could tell."""
-    unsure = _unsure_baseline_rows(frame)
-    n, m = int((frame.inconclusive & ~unsure).sum()), int(unsure.sum())
+    """What the inconclusive rows could not tell, counted, with the remedy: ``2 rows could not tell: the run's A/A
+    control called a change (...)``, ``1 row could not rule a regression out: more repeats would tell``, ``1 row
+    could not tell: its baseline's 95% CI reaches past its limit (...)``, joined by "; ", or "" where every row
+    could tell."""
+    aa, unsure = _aa_unsure_rows(frame), _unsure_baseline_rows(frame)
+    k, m = int(aa.sum()), int(unsure.sum())
+    n = int(frame.inconclusive.sum()) - k - m
     return "; ".join(
-        [f"{n} row{'s' * (n != 1)} could not rule a regression out: more repeats would tell"] * bool(n)
+        [f"{k} row{'s' * (k != 1)} could not tell: the run's A/A control called a change (run again, on a quieter "
+         "machine)"] * bool(k)
+        + [f"{n} row{'s' * (n != 1)} could not rule a regression out: more repeats would tell"] * bool(n)
         + [f"{m} row{'s' * (m != 1)} could not tell: {'its' if m == 1 else 'their'} baseline's 95% CI reaches past "
            f"{'its' if m == 1 else 'their'} limit (write the baseline from more repeats)"] * bool(m))
 
@@ -678,9 +717,11 @@ def not_ruled_out(frame: pd.DataFrame) -> str:
 def markdown(frame: pd.DataFrame, case: str, run_line: str) -> list[str]:
     """The GitHub step summary: the verdict, the run's summary line, and the rows as a table."""
     failed, unsure, unsure_baseline = int((~frame.passed).sum()), not_ruled_out(frame), _unsure_baseline_rows(frame)
+    aa = _aa_unsure_rows(frame)
     verdict = (f"**failed**: {failed} of {len(frame)} rows" if failed else f"passed ({len(frame)} rows)") + (
         f"; **{unsure}**" if unsure else "")
-    marks = [f"**{'ok' if r.passed else 'FAIL'}, baseline unsure**" if unsure_baseline[i]
+    marks = [f"**{'ok' if r.passed else 'FAIL'}, A/A control called a change**" if aa[i]
+             else f"**{'ok' if r.passed else 'FAIL'}, baseline unsure**" if unsure_baseline[i]
              else "**ok, not ruled out**" if r.inconclusive else "ok" if r.passed else "**FAIL**"
              for i, r in zip(frame.index, frame.itertuples())]
     return [f"### perfkit check, {case}: {verdict}", "", run_line, "",
