@@ -14,12 +14,13 @@ BYTE_DIGITS = 4  # significant digits of a byte figure: 589824 B reads 0.5625 Mi
 
 
 def bytes_text(x: float | None, significant: int = BYTE_DIGITS) -> str:
-    """Bytes in MiB, or GiB from 1 GiB on (a model's step read 1.89e+04 MiB otherwise), to ``significant`` digits;
-    ``-`` for None: one figure prints alike in ``perfkit cost`` and report.md's Cost table."""
+    """Bytes in MiB, or GiB from 1 GiB on (a model's step read 1.89e+04 MiB otherwise), to ``significant`` digits
+    as ``significant_text`` shows them (858752 B: ``0.8190 MiB``); ``-`` for None: one figure prints alike in
+    ``perfkit cost`` and report.md's Cost table."""
     if x is None:
         return "-"
     scale = bytes_scale(x)
-    return f"{x / scale:.{significant}g} {'GiB' if scale == GIB else 'MiB'}"
+    return f"{significant_text(x / scale, significant)} {'GiB' if scale == GIB else 'MiB'}"
 
 
 def bytes_scale(x: float) -> int:
@@ -28,11 +29,13 @@ def bytes_scale(x: float) -> int:
 
 
 def significant_text(x: float, n: int = 3) -> str:
-    """``x`` to ``n`` significant digits, trailing zeros kept in exponent form: ``2.40e+07`` beside ``2.42e+07``,
-    where ``2.4e+07`` reads as a figure known to two digits; one count prints alike in ``perfkit cost`` and
-    report.md's Cost table."""
-    text = f"{x:.{n}g}"
-    return f"{x:#.{n}g}" if "e" in text else text
+    """``x`` to ``n`` significant digits, its trailing zeros kept: ``2.40e+07`` beside ``2.42e+07`` and ``0.8190``
+    beside ``0.7974``, where ``2.4e+07`` and ``0.819`` read as figures known to fewer digits; a whole number below
+    10^n shown whole (``12``, ``0``), for nothing was rounded off it. The one rule of counts and bytes
+    (``bytes_text``): one figure prints alike in ``perfkit cost`` and report.md's Cost table."""
+    if math.isfinite(x) and x == int(x) and abs(x) < 10**n:
+        return str(int(x))
+    return f"{x:#.{n}g}".replace(".e", "e").removesuffix(".")  # (no bare point: 1234. or 1.e+07)
 
 
 def ratio_text(ratio: float) -> str:

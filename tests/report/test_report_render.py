@@ -1048,9 +1048,9 @@ def test_the_cost_sections_bytes_print_as_perfkit_cost_prints_them():
     tp, sp = step(858752, 1107268), step(836100, 1081472)
     report = "\n".join(section({"baseline": "tp", "cost": {"tp": {"step": tp}, "sp": {"step": sp}}}))
     assert table_row(report, "bytes sent a device") == ["0.5625 MiB", "0.5625 MiB"]
-    assert table_row(report, "temp / peak memory") == ["0.819 MiB / 1.056 MiB", "0.7974 MiB / 1.031 MiB"]
+    assert table_row(report, "temp / peak memory") == ["0.8190 MiB / 1.056 MiB", "0.7974 MiB / 1.031 MiB"]
     command = "\n".join(program_lines("tp", tp, None))
-    assert "temp 0.819 MiB, peak 1.056 MiB" in command and "0.5625 MiB sent a device" in command
+    assert "temp 0.8190 MiB, peak 1.056 MiB" in command and "0.5625 MiB sent a device" in command
 
 
 def test_a_tensors_quality_row_says_its_units():
