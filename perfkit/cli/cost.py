@@ -21,6 +21,7 @@ from perfkit.cost.roofline import describe, roofline
 from perfkit.errors import BadInput
 from perfkit.hlo.program_cost import ProgramCost
 from perfkit.hlo.dumps import single_dump
+from perfkit.report.cost import OWN_DIGITS, digits_note, shown_digits
 
 
 def _shape(shape: dict) -> str:
@@ -29,17 +30,19 @@ def _shape(shape: dict) -> str:
     return f"grid {tuple(shape['grid'])}: {rows}" + (f", batch {shape['batch']} (CFG)" if shape["batch"] > 1 else "")
 
 
-def program_lines(label: str, step: dict, roof: dict | None) -> list[str]:
-    """A step's figures in words, and its roofline where a chip is known."""
+def program_lines(label: str, step: dict, roof: dict | None, shown: dict[str, int] | None = None) -> list[str]:
+    """A step's figures in words, and its roofline where a chip is known; ``shown``: the significant digits of its
+    FLOPs and HBM bytes where a change is said beside them (``shown_digits``, as report.md's Cost table has them)."""
+    shown = shown or OWN_DIGITS
     where = f" ({step['file']})" if step.get("file") else ""
     if step.get("shape"):  # on paper: the size asked for (--rows, --guidance) changes every figure below
         where += " at " + _shape(step["shape"])
     lines = [f"{label}: step program {step['module']}{where}",
              # dot_flops holds convolutions too (library calls included): the label says so
-             f"  FLOPs {significant_text(step['flops'])} (dots and convolutions "
+             f"  FLOPs {significant_text(step['flops'], shown['flops'])} (dots and convolutions "
              f"{significant_text(step['dot_flops'])}, other {significant_text(step['other_flops'])}; beside them, "
              f"transcendentals {significant_text(step['transcendentals'])}); "
-             f"HBM bytes accessed {bytes_text(step['hbm_bytes'])} a step; " +
+             f"HBM bytes accessed {bytes_text(step['hbm_bytes'], shown['hbm_bytes'])} a step; " +
              (f"temp {bytes_text(step['temp_bytes'])}, peak {bytes_text(step['peak_bytes'])}"
               if step["temp_bytes"] is not None or step["peak_bytes"] is not None else
               "temp and peak memory unknown (no *-buffer-assignment.txt beside the program: XLA writes one beside "
@@ -136,6 +139,8 @@ def cost(paths, chip_name, step_module, model, config, rows, plan_name, plan_opt
     blocks: dict[str, dict] = {}
     lines: dict[str, dict] = {}
     changes: dict[str, dict] = {}
+    digits: dict[str, dict[str, int]] = {}  # a run's variants' figures' digits, where a change is said of them
+    said: list[str] = []  # each run's change sentences, after the note on its figures' digits
     if model:
         label, step = _paper(model, config, rows, plan_name, _options(plan_options), devices, guidance, config_blocks)
         blocks[label] = {"dumps": None, "programs": [], "step": step}
@@ -157,9 +162,15 @@ def cost(paths, chip_name, step_module, model, config, rows, plan_name, plan_opt
             blocks.update({prefix + v: b for v, b in found.items()})
             lines.update({prefix + v: r for v, r in roofs.items()})
             a, *others = found
-            changes.update({prefix + b: change(a, found[a]["step"], b, found[b]["step"],
-                                               whose(summary.get("ranks") or {}, a, b)) for b in others
-                            if "step" in found[a] and "step" in found[b]})
+            ran = {prefix + b: change(a, found[a]["step"], b, found[b]["step"], whose(summary.get("ranks") or {}, a, b))
+                   for b in others if "step" in found[a] and "step" in found[b]}
+            changes.update(ran)
+            if ran:  # (the digits of the figures report.md's Cost table gives, said alike: digits_note)
+                costed = [v for v in found if "step" in found[v]]
+                shown = shown_digits([found[v]["step"] for v in costed], costed.index(a))
+                digits.update({prefix + v: shown for v in costed})
+                note = digits_note({k: shown[k] for k in ("flops", "hbm_bytes")}, len(ran))
+                said += [note] * bool(note) + [c["sentence"] for c in ran.values()]
             continue
         label = str(Path(path))
         block = cost_block(single_dump(path), chip, step_module=step_module)
@@ -174,14 +185,14 @@ def cost(paths, chip_name, step_module, model, config, rows, plan_name, plan_opt
         if "step" not in block:
             click.echo(f"{label}: not costed: {block['error']}")
             continue
-        for line in program_lines(label, block["step"], lines.get(label)):
+        for line in program_lines(label, block["step"], lines.get(label), digits.get(label)):
             click.echo(line)
         if block.get("step_from") == "most_flops":
             click.echo("  (the step program is a guess, the one with the most FLOPs; --step-module TEXT names "
                        "the one your steps run)")
         elif block.get("step_from") == "traced":
             click.echo("  (the step program is the one the run's traced steps ran)")
-    for c in changes.values():
-        click.echo(c["sentence"])
+    for line in said:
+        click.echo(line)
     if not lines:
         click.echo(f"no roofline: the chip is unknown (give --chip {'|'.join(chips.CHIPS)})")

@@ -20,6 +20,30 @@ def host_callbacks(step: dict) -> int:
     return sum(n for target, n in (step.get("uncosted") or {}).items() if target in HOST_CALLBACKS)
 
 
+# the significant digits a step's figures are shown with where no change beside them needs more, and their names
+OWN_DIGITS = {"flops": 3, "hbm_bytes": BYTE_DIGITS, "interconnect_bytes": BYTE_DIGITS}
+FIGURE_NAMES = {"flops": "FLOPs", "hbm_bytes": "HBM bytes accessed", "interconnect_bytes": "bytes sent a device"}
+
+
+def shown_digits(steps: list[dict], base: int) -> dict[str, int]:
+    """The significant digits each of ``OWN_DIGITS``' figures is shown with where the steps' changes against
+    ``steps[base]`` are said beside them: report.md's Cost table and ``perfkit cost RUN_DIR`` alike."""
+    return {key: _dividing(steps, base, key, key != "flops") for key in OWN_DIGITS}
+
+
+def digits_note(shown: dict[str, int], changes: int = 1) -> str | None:
+    """Where ``shown`` holds more digits than a figure's own, which, in one sentence said beside the figures: a
+    figure that prints one way in one place and another way in the other would read as two figures."""
+    more = [(key, n) for key, n in shown.items() if n > OWN_DIGITS[key]]
+    if not more:
+        return None
+    parts = [f"{FIGURE_NAMES[key]} {'are shown ' * (i == 0)}to {n}{' significant digits' * (i == 0)} "
+             f"({OWN_DIGITS[key]} otherwise)" for i, (key, n) in enumerate(more)]
+    listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+    return (f"{listed}: the digits the change{'s' * (changes != 1)} below "
+            f"take{'s' * (changes == 1)} to follow from the figures shown.")
+
+
 def _dividing(steps: list[dict], base: int, key: str, in_bytes: bool = False) -> int:
     """The significant digits (3 or more; ``BYTE_DIGITS`` or more ``in_bytes``) each step's ``key`` needs for the
     change the last sentence gives against the baseline's to follow from the two shown, in the units the table shows
@@ -44,8 +68,9 @@ def section(summary: dict) -> list[str]:
     names = list(cost)
     steps = [cost[v]["step"] for v in names]
     a = summary.get("baseline", names[0])
-    flops, hbm, sent = (_dividing(steps, names.index(a) if a in cost else 0, key, in_bytes)
-                        for key, in_bytes in (("flops", False), ("hbm_bytes", True), ("interconnect_bytes", True)))
+    # (no change sentence without the baseline's cost: nothing for more digits to follow)
+    shown = shown_digits(steps, names.index(a)) if a in cost else OWN_DIGITS
+    flops, hbm, sent = (shown[key] for key in ("flops", "hbm_bytes", "interconnect_bytes"))
     rows = ["## Cost", "", "The step program of each variant's first trial with XLA dumps, per device "
             "(`perfkit cost RUN_DIR --chip NAME` for any chip).", "",
             "| | " + " | ".join(names) + " |", "| --- |" + " ---: |" * len(names),
@@ -92,8 +117,10 @@ def section(summary: dict) -> list[str]:
                  "your steps run."]
     if a in cost:
         checks = summary.get("ranks") or {}
-        rows += [""] + [change(a, cost[a]["step"], v, cost[v]["step"], whose(checks, a, v))["sentence"] + "."
-                        for v in names if v != a]
+        note = digits_note(shown, len(names) - 1)
+        rows += ["", note] * bool(note) + [""] + [
+            change(a, cost[a]["step"], v, cost[v]["step"], whose(checks, a, v))["sentence"] + "."
+            for v in names if v != a]
     apart = [(v, r["divergent_ranks"]) for v, r in (summary.get("ranks") or {}).items()
              if v in cost and r.get("consistent") is False and r.get("divergent_ranks")]
     for v, ranks in apart:  # (the step costed is the first rank's: another rank's program is not)
