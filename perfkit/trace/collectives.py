@@ -15,10 +15,10 @@ text names it, else first in first out per chip and kind). On one chip:
   the buffer, a reduce-scatter's n of its output) and the group size n
   (the HLO text's ``replica_groups``; the kernel's ``Group size``, else the process group its args name, by its
   ranks or by its name in its trace's ``distributedInfo`` ``pg_config``; a Kineto trace's process groups where they
-  are of one size; else the chips that ran the instance, never where they are of several sizes, nor for a kernel of
-  a job of more ranks, its trace's ``distributedInfo`` ``world_size``, than the traces given hold): all-gather and
-  reduce-scatter (n-1)/n of the whole buffer, all-reduce 2(n-1)/n, all-to-all (n-1)/n, collective-permute the buffer
-  (``perfkit.hlo.program_cost.SENT_SHARE``).
+  are of one size; else, for an XLA op, the chips that ran the instance; a Kineto collective's n is never those, not
+  even where the traces given are every rank of the job, whose collectives may run on subgroups: unknown, as HTA
+  reads such a kernel's ``Group size`` 0): all-gather and reduce-scatter (n-1)/n of the whole buffer, all-reduce
+  2(n-1)/n, all-to-all (n-1)/n, collective-permute the buffer (``perfkit.hlo.program_cost.SENT_SHARE``).
 
 Chips share a clock when they are in XSpaces of one host (its wall clock: one process's file, or several
 processes', each a rank) or in Kineto traces of one time base (the same ``baseTimeNanoseconds``, or epoch
@@ -255,8 +255,8 @@ def kineto_messages(files: list[str]) -> dict[str, tuple]:
     kernels, a CPU trace's gloo spans (``_gloo_messages``); ``parts``: the bytes recorded times n to this power are
     the buffer (1: one rank's part, an all-gather's input; -1: a reduce-scatter's input, n of its output; else 0).
     A note says which gloo collectives are given no bytes, and why; another, which communication kernels."""
-    out, unsized, undefined, ungrouped = {}, Counter(), Counter(), Counter()
-    kernels_unsized, unlaunched, kernels_several, worlds, ranks = Counter(), Counter(), Counter(), {}, set()
+    out, unsized, undefined, ungrouped, unrecorded = {}, Counter(), Counter(), Counter(), Counter()
+    kernels_unsized, unlaunched, kernels_several, kernels_unrecorded = Counter(), Counter(), Counter(), Counter()
     for f in files:
         path = Path(f)
         if not path.name.endswith(_KINETO_SUFFIXES):
@@ -264,30 +264,27 @@ def kineto_messages(files: list[str]) -> dict[str, tuple]:
         doc = kineto.load_json(path)
         found = [e for e in doc["traceEvents"] if isinstance(e, dict)]
         if any(e.get("cat") in kineto.DEVICE_CATS for e in found):
-            info = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
-            messages = _kernel_messages(found, info, kernels_unsized, unlaunched, kernels_several)
-            if type(info.get("world_size")) is int and type(info.get("rank")) is int:
-                worlds[file_host(path)] = info["world_size"]
-                ranks.add(info["rank"])
+            messages = _kernel_messages(found, doc.get("distributedInfo"), kernels_unsized, unlaunched,
+                                        kernels_several, kernels_unrecorded)
         else:
-            messages = _gloo_messages(found, doc.get("distributedInfo"), unsized, undefined, ungrouped)
+            messages = _gloo_messages(found, doc.get("distributedInfo"), unsized, undefined, ungrouped, unrecorded)
         out[file_host(path)] = (doc.get("baseTimeNanoseconds"), messages)
     why = ([f"{sum(unsized.values())} ({_counted(unsized)}) have no recorded input shape (torch.profiler records "
             "them with record_shapes=True) or none of a known type"] * bool(unsized)
            + [f"{sum(undefined.values())} ({_counted(undefined)}) are of kinds perfkit defines no bytes sent for"]
            * bool(undefined)
            + [f"{sum(ungrouped.values())} ({_counted(ungrouped)}) ran on one of their trace's process groups, "
-              "which are of several sizes, and a span does not say which"] * bool(ungrouped))
+              "which are of several sizes, and a span does not say which"] * bool(ungrouped)
+           + [f"{sum(unrecorded.values())} ({_counted(unrecorded)}) record no group size, nor does their trace list "
+              f"its process groups {_UNRECORDED}"] * bool(unrecorded))
     if why:
         warnings.warn(f"gloo collectives without bytes and GB/s (?): {'; '.join(why)}", DefinitionNote, stacklevel=2)
-    kernels_ungrouped = _ungrouped(out, worlds, len(ranks))
     why = ([f"{sum(kernels_unsized.values())} ({_counted(kernels_unsized)}) record no message size (In msg nelems "
             "and a known dtype), nor do the torch.distributed spans around their launch (record_param_comms, nccl:* "
             "with Input Dims of a known Input type)"] * bool(kernels_unsized)
-           + [f"{sum(kernels_ungrouped.values())} ({_counted(kernels_ungrouped)}) record no group size (Group size), "
-              "nor do the torch.distributed spans around their launch, and the traces given are "
-              f"{len(ranks)} of their job's {max(worlds.values(), default=0)} ranks "
-              "(distributedInfo world_size): n is not the ranks matched"] * bool(kernels_ungrouped)
+           + [f"{sum(kernels_unrecorded.values())} ({_counted(kernels_unrecorded)}) record no group size (Group size), "
+              "nor do the torch.distributed spans around their launch, nor does their trace list its process groups "
+              f"{_UNRECORDED}"] * bool(kernels_unrecorded)
            + [f"{sum(kernels_several.values())} ({_counted(kernels_several)}) ran on one of their trace's process "
               "groups, which are of several sizes, and neither they nor the torch.distributed spans around their "
               "launch say which"] * bool(kernels_several)
@@ -300,20 +297,9 @@ def kineto_messages(files: list[str]) -> dict[str, tuple]:
     return out
 
 
-def _ungrouped(messages: dict[str, tuple], worlds: dict[str, int], ranks: int) -> Counter:
-    """Sized kernels without a group size in files of a job with more ranks (``worlds``: file stem -> its
-    ``world_size``) than the traces given hold: their n is not the chips matched, so marked unknown (-1) in place;
-    counted by kind."""
-    out = Counter()
-    for host, world in worlds.items():
-        if world <= ranks:
-            continue
-        found = messages[host][1]
-        for i, (name, buffer, group, kind, parts) in enumerate(found):
-            if group == 0 and not np.isnan(buffer) and kind not in _SENT_WITHOUT_N:
-                found[i] = (name, buffer, -1, kind, parts)
-                out[kind] += 1
-    return out
+# why a Kineto collective whose trace records no group size has no n (``matched``)
+_UNRECORDED = ("(distributedInfo pg_config): n is unknown, not taken from the ranks given (a job's collectives may run "
+               "on groups of fewer of its ranks)")
 
 
 def _comm_span(name: str) -> bool:
@@ -323,8 +309,8 @@ def _comm_span(name: str) -> bool:
     return name == "record_param_comms" or name.startswith("nccl:")
 
 
-def _kernel_messages(found: list[dict], info, unsized: Counter, unlaunched: Counter, ungrouped: Counter
-                     ) -> list[tuple]:
+def _kernel_messages(found: list[dict], info, unsized: Counter, unlaunched: Counter, ungrouped: Counter,
+                     unrecorded: Counter) -> list[tuple]:
     """A GPU trace's communication kernels (``kineto_messages``), sized by their ``In msg nelems`` (an
     all-gather's and a reduce-scatter's ``Out msg nelems``: its output, as an HLO op's shape gives it; PyTorch
     records a reduce-scatter's input as the whole, n of its output), ``dtype`` and ``Group size``: the kernel's
@@ -335,8 +321,8 @@ def _kernel_messages(found: list[dict], info, unsized: Counter, unlaunched: Coun
     an all-to-all's sends and receives, and other collectives, in kernels named SendRecv. Every kernel the
     instances hold (a collective by its name, of some duration) is one, those with neither unsized (``unsized``
     by kind; ``unlaunched``: launched before the profiler started), sized ones on one of process groups of several
-    sizes that none of their args names in ``ungrouped`` by kind: else the k-th message would not be the k-th
-    instance."""
+    sizes that none of their args names in ``ungrouped`` by kind, sized ones whose trace records no group size in
+    ``unrecorded`` by kind: else the k-th message would not be the k-th instance."""
     kernels = sorted((e for e in found if e.get("cat") == "kernel" and isinstance(e.get("dur"), (int, float))
                       and round(e["dur"] * 1e6) > 0
                       and classify(str(e.get("name", "")), "", None, "").category in COMM_CATEGORIES),
@@ -361,20 +347,23 @@ def _kernel_messages(found: list[dict], info, unsized: Counter, unlaunched: Coun
             (unsized if around else unlaunched)[kind or _kind(name) or "unknown"] += 1
         group = _kernel_group([args] + [s["args"] for s in reversed(around) if s["name"] == "record_param_comms"
                                         and isinstance(s.get("args"), dict)], groups)
-        if group == -1 and not np.isnan(buffer) and kind not in _SENT_WITHOUT_N:
-            ungrouped[kind] += 1
+        if not np.isnan(buffer) and kind in SENT_SHARE and kind not in _SENT_WITHOUT_N and group <= 0:
+            (ungrouped if group == -1 else unrecorded)[kind] += 1
         messages.append((name, buffer, group, kind, parts))
     return messages
 
 
-def _gloo_messages(found: list[dict], info, unsized: Counter, undefined: Counter, ungrouped: Counter) -> list[tuple]:
+def _gloo_messages(found: list[dict], info, unsized: Counter, undefined: Counter, ungrouped: Counter,
+                   unrecorded: Counter) -> list[tuple]:
     """A CPU trace's gloo spans (``kineto_messages``; the instances ``chip_instances`` keeps, of some duration),
     sized by their inputs' ``Input Dims`` and ``Input type`` (the tensors gloo reduced, sent or gathered: an
     all-gather's one rank's part, an all-to-all's or a coalesced all-reduce's whole as their sum); the group size,
     that of the trace's process groups where every one ``distributedInfo`` lists has one size (a span does not say
-    which group it ran on); -1 where they are of several sizes (no n: not the chips given either). Spans without a
-    size are counted in ``unsized`` by kind, those of a kind with no bytes sent defined (``SENT_SHARE``: a barrier,
-    a gather) in ``undefined`` by name, sized ones of groups of several sizes in ``ungrouped`` by kind."""
+    which group it ran on); -1 where they are of several sizes, 0 where none is listed (no n either way, not the
+    chips given: ``matched``).
+    Spans without a size are counted in ``unsized`` by kind, those of a kind with no bytes sent defined
+    (``SENT_SHARE``: a barrier, a gather) in ``undefined`` by name, sized ones of groups of several sizes in
+    ``ungrouped`` by kind, of none listed in ``unrecorded``."""
     group = _process_groups(info)[1]
     several = group == -1
     spans = sorted((e for e in found if e.get("ph") == "X" and e.get("cat") == "user_annotation"
@@ -389,8 +378,8 @@ def _gloo_messages(found: list[dict], info, unsized: Counter, undefined: Counter
             undefined[name] += 1
         elif np.isnan(buffer):
             unsized[kind] += 1
-        elif several:
-            ungrouped[kind] += 1
+        elif group <= 0 and kind not in _SENT_WITHOUT_N:
+            (ungrouped if several else unrecorded)[kind] += 1
         messages.append((name, buffer, group, kind, int(kind == "all-gather")))
     return messages
 
@@ -592,7 +581,11 @@ def matched(found: ChipInstances, messages: dict[str, tuple] | None = None) -> p
     inst.loc[apart, "skew_ps"] = 0
     inst["wait_ps"] = _exposed_until(found.exposure, len(inst), np.where(apart, a1, np.maximum(arrival, a1)))
     inst["transfer_ps"] = inst["exposed_ps"] - inst["wait_ps"]
-    inst["group"] = np.where(inst["group"] != 0, inst["group"], np.where(inst["chips"] > 1, inst["chips"], 0))
+    # an XLA op naming no replica groups: the chips that ran it; a Kineto collective's n only as its trace records
+    # it, never the ranks given, not even every rank of the job: its collectives may run on subgroups (as HTA reads
+    # such a kernel's Group size 0, unknown)
+    guessed = (inst["chips"] > 1).to_numpy() & ~inst["host"].isin(list(messages)).to_numpy()
+    inst["group"] = np.where(inst["group"] != 0, inst["group"], np.where(guessed, inst["chips"], 0))
     # an all-gather's input is one rank's part (the whole buffer n of them), a reduce-scatter's n of its output
     n = inst["group"].where(inst["group"] > 0)
     parts = inst["parts"]

@@ -881,8 +881,8 @@ def test_kernels_take_the_collective_their_launch_ran_under():
     10 under nccl:_all_gather_base, and 5 have no launch in the trace (queued before the profiler started): those
     alone stay point-to-point. No record_param_comms there records In msg nelems or Group size (their args: Input
     Dims, Input type, Ev Idx, External id), and no kernel a Collective name: the nccl:* spans' inputs are the 75
-    launched ones' buffers, but the file is 1 of the job's 16 ranks (distributedInfo world_size), so n is not the
-    chips matched: every kernel's bytes are unknown, and a note says why."""
+    launched ones' buffers, but nothing in the trace says their group's size (no pg_config either), so n is unknown,
+    never the chips matched: every kernel's bytes are unknown, and a note says why."""
     path = REAL_KINETO / "hta_negative_queue_rank0.json.gz"
     trace = json.load(gzip.open(path))["traceEvents"]
     under = _launch_annotations(trace)
@@ -903,9 +903,9 @@ def test_kernels_take_the_collective_their_launch_ran_under():
     assert [r["kind"] for r in inst] == expected and all(r["bytes"] is None for r in inst)
     assert ("communication kernels without bytes and GB/s (?): 75 (45 all-to-all, 10 reduce-scatter, 10 all-reduce, "
             "10 all-gather) record no group size (Group size), nor do the torch.distributed spans around their "
-            "launch, and the traces given are 1 of their job's 16 ranks (distributedInfo world_size): n is not the "
-            "ranks matched; 5 (5 collective-permute) record none and have no launch in the trace under "
-            "record_param_comms") in result.stderr
+            "launch, nor does their trace list its process groups (distributedInfo pg_config): n is unknown, not "
+            "taken from the ranks given (a job's collectives may run on groups of fewer of its ranks); 5 (5 "
+            "collective-permute) record none and have no launch in the trace under record_param_comms") in result.stderr
 
 
 def test_kernel_bytes_from_the_record_param_comms_of_their_launch(fixtures_dir, tmp_path):
@@ -1041,9 +1041,9 @@ def _nccl_inputs_by_hand(trace: list[dict]) -> list[tuple[float, str, float]]:
 def test_kernels_sized_by_their_nccl_span_s_input_say_their_group_size_is_what_is_unknown():
     """HTA's two sampled ranks of a 128-rank job: no kernel or record_param_comms records a message size or a group
     size, but the nccl:* span around each kernel's launch records its input tensor (Input Dims, Input type): by hand
-    every one of the 20 has one, of a known type. The group size is what is missing: the job has 128 ranks
-    (distributedInfo world_size) and the two traces hold 2 of them, so the 2 chips matched are not n. The note said
-    the spans recorded no message size."""
+    every one of the 20 has one, of a known type. The group size is what is missing (the job has 128 ranks,
+    distributedInfo world_size, the two traces hold 2 of them; no pg_config): the 2 chips matched are not n. The note
+    said the spans recorded no message size."""
     real = REAL_KINETO
     for r in (0, 1):
         raw = json.load(gzip.open(real / f"rank-{r}.json.gz"))
@@ -1054,22 +1054,24 @@ def test_kernels_sized_by_their_nccl_span_s_input_say_their_group_size_is_what_i
     assert result.exit_code == 0, result.output
     assert all(r["bytes"] is None for r in json.loads(result.stdout)["instances"])
     assert ("communication kernels without bytes and GB/s (?): 20 (8 all-to-all, 8 all-reduce, 4 all-gather) record "
-            "no group size (Group size), nor do the torch.distributed spans around their launch, and the traces "
-            "given are 2 of their job's 128 ranks (distributedInfo world_size): n is not the ranks matched"
+            "no group size (Group size), nor do the torch.distributed spans around their launch, nor does their "
+            "trace list its process groups (distributedInfo pg_config): n is unknown, not taken from the ranks given"
             ) in result.stderr
     assert "record no message size" not in result.stderr
 
 
-def test_kernel_bytes_from_the_nccl_span_s_input_where_the_traces_are_the_whole_job(tmp_path):
-    """The same two ranks, their distributedInfo world_size made 2 (the traces are then the whole job, n the 2
-    chips matched): each kernel's buffer is the input of the nccl:* span around its launch, by hand: an all-reduce
-    2(n-1)/n of it, an all-to-all (n-1)/n of it (its whole send buffer), an _all_gather_base's input one rank's part,
-    (n-1)/n of n of them."""
+def test_kernel_bytes_from_the_nccl_span_s_input_where_the_trace_lists_its_group(tmp_path):
+    """The same two ranks, their distributedInfo world_size made 2 and a process group of 2 ranks listed (pg_config,
+    as torch records it; the traces are then the whole job, n that group's 2, not the chips matched): each kernel's
+    buffer is the input of the nccl:* span around its launch, by hand: an all-reduce 2(n-1)/n of it, an all-to-all
+    (n-1)/n of it (its whole send buffer), an _all_gather_base's input one rank's part, (n-1)/n of n of them."""
     paths, expected = [], {}
     share = {"nccl:all_reduce": 1.0, "nccl:all_to_all": 0.5, "nccl:_all_gather_base": 1.0}  # n = 2
     for r in (0, 1):
         raw = json.load(gzip.open(REAL_KINETO / f"rank-{r}.json.gz"))
         raw["distributedInfo"]["world_size"] = 2
+        raw["distributedInfo"]["pg_config"] = [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
+                                                "pg_size": 2, "ranks": [0, 1]}]
         expected[r] = [share[name] * size for _, name, size in _nccl_inputs_by_hand(raw["traceEvents"])]
         paths.append(tmp_path / f"rank-{r}.json.gz")
         paths[-1].write_bytes(gzip.compress(json.dumps(raw).encode()))

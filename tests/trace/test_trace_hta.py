@@ -293,11 +293,12 @@ def test_every_trace_commands_json_holds_its_notes(fixtures_dir, command):
     assert [n.replace(" in B ", " in A ") for n in past[1:]] == past[:1] if command[0] == "diff" else not past
     # by a plain reading of the JSON: 42 SendRecv and 18 AllReduce kernels launched under record_param_comms (which
     # records no In msg nelems nor Group size here) and nccl:all_to_all / nccl:all_reduce (which record their input);
-    # the file is rank 1 of a job of 2 (distributedInfo world_size); 3 AllReduce and 1 SendRecv launched before the
+    # the file lists no process groups (no distributedInfo pg_config); 3 AllReduce and 1 SendRecv launched before the
     # profiler started (no cuda_runtime call of their correlation)
     kernels = ("communication kernels without bytes and GB/s (?): 60 (42 all-to-all, 18 all-reduce) record no group "
-               "size (Group size), nor do the torch.distributed spans around their launch, and the traces given are 1 "
-               "of their job's 2 ranks (distributedInfo world_size): n is not the ranks matched; "
+               "size (Group size), nor do the torch.distributed spans around their launch, nor does their trace list "
+               "its process groups (distributedInfo pg_config): n is unknown, not taken from the ranks given (a job's "
+               "collectives may run on groups of fewer of its ranks); "
                "4 (3 all-reduce, 1 collective-permute) record none and have no launch in "
                "the trace under record_param_comms (queued before the profiler started, or launched outside "
                "torch.distributed)")
