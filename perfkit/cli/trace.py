@@ -471,10 +471,12 @@ def tail(paths, k, as_json, programs):
     if as_json:
         # why no chip waits, for a script: each chip's waiting_at null says only that none does
         why = "trial ok" if status == "ok" else "traces ended" if ended else None
+        # no step: null, as collectives' last_step (breakdown's rows' -1 is a step key, not said here)
+        steps = last["step"].astype(object).where(last["step"] >= 0, None)
         click.echo(json.dumps({"measured": measured, "trial": trial and {"run": str(trial[0]), "dir": trial[1],
                                                                          "status": status}, "if_hung": if_hung,
                                "why_none_waits": why,
-                               "chips": _json_rows(chips), "last_ops": _json_rows(last),
+                               "chips": _json_rows(chips), "last_ops": _json_rows(last.assign(step=steps)),
                                "collectives": _json_rows(sequence), "parting": parted, "notes": _notes()}, indent=1))
         return
     if measured == "host ops":

@@ -475,8 +475,8 @@ def test_trace_tail_command(hung_trial, read):
     assert rest.lstrip().startswith("trace ends first: ") and "; where the traces end is a symptom, the parting " \
         "above the cause)" in rest
     assert text.stdout.count("chips part at") == 1
-    # the ops of the step whose marker never closed are of no step: -1, said where it shows (it went unexplained)
-    assert any(op["step"] == -1 for op in doc["last_ops"])
+    # the ops of the step whose marker never closed are of no step: null, said where it shows (it went unexplained)
+    assert any(op["step"] is None for op in doc["last_ops"])
     assert "last 5 ops per chip (ms from the trace start; step -: outside every step's span, e.g. after the last " \
            "step marker closed):" in text.stdout
 
