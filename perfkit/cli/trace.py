@@ -432,7 +432,9 @@ def _as_shown(rows: pd.DataFrame, digits: int | None = None) -> pd.DataFrame:
 
 # what each chip's waiting_from in trace tail's table says of its wait
 _WAITING_FROM = {"program": "its program's next", "own": "the one it ran after its last the time before",
-                 "others": "it completed none, the others' first", "ended": "none, its trace ends after its last"}
+                 "others": "it completed none, the others' first",
+                 "ended": "none named: its trace ends after its last, its step's marker closed with no later op, so it "
+                          "cannot say whether the chip waits at its program's next or left it"}
 
 
 @trace.command()

@@ -21,10 +21,11 @@ majority's names the instructions its program lacks or adds (aligned by opcode, 
 collective's operands read through the collectives feeding it, as ``difflib`` aligns two sequences, then where
 those part by opcode and shape alone), which traces cannot tell apart when the collectives look alike. Where the
 traces agree but the chips wait at collectives of other kinds or shapes (a hang at the very place where they
-part, which no chip completes), the programs' next collectives part them there (``waiting``). Where the chips agree
-and every chip's trace ends after its last collective, its last step's marker closed with nothing after it (a
-finished trial's), none is said to wait (``ended``); nor where the run's record says the trial ended ok (its
-``waiting_from`` null too: nothing it waits at comes from anywhere).
+part, which no chip completes), the programs' next collectives part them there (``waiting``). A chip whose trace
+ends after its last collective, its last step's marker closed with nothing after it (a finished trial's, or a rank
+that ran ahead and waits at shutdown), is not said to wait (``ended``): its trace cannot show whether it waits at
+its program's next collective or has left the program; nor is a chip where the run's record says the trial ended
+ok (its ``waiting_from`` null too: nothing it waits at comes from anywhere).
 Where nothing says whether the chips hung (traces of no recorded trial, or of a trial recorded neither ok nor hung),
 the text gives where each would wait if they did, not that it waits.
 """
@@ -257,16 +258,16 @@ def _waiting(seq: pd.DataFrame, mine: pd.DataFrame, programs: dict | None, rank:
     return None, None
 
 
-def _ended(seq: pd.DataFrame, chips: pd.DataFrame) -> bool:
-    """Whether every chip's trace ends after its last collective: that one is in the chip's last marked step, whose
-    marker closed, and no op of the chip runs on past that marker (``_chips``' ``reached``). A chip that did run on
-    past it began another step, so every chip may be inside a collective of it (an op is written when it ends);
-    traces with no step marker cannot say."""
+def _ended(seq: pd.DataFrame, chips: pd.DataFrame) -> np.ndarray:
+    """Per chip (``chips``' order), whether its trace ends after its last collective: that one is in the chip's last
+    marked step, whose marker closed, and no op of the chip runs on past that marker (``_chips``' ``reached``). A
+    chip that did run on past it began another step, so it may be inside a collective of it (an op is written when
+    it ends); traces with no step marker cannot say. Where it ends so, its trace cannot say either whether the chip
+    waits at its program's next collective (the first op of a step not written) or has left the program."""
     last = seq.groupby(["rank", "device"], sort=False).tail(1)  # (a chip's collectives in its time order)
-    if len(last) != len(chips) or not last["closed"].all():
-        return False
-    ends = chips.merge(last[["rank", "device", "step"]], on=["rank", "device"])
-    return bool(((ends["step"] == ends["marked"]) & (ends["reached"] == ends["marked"])).all())
+    last = last[last["closed"].to_numpy()]
+    ends = chips.merge(last[["rank", "device", "step"]], on=["rank", "device"], how="left")
+    return ((ends["step"] == ends["marked"]) & (ends["reached"] == ends["marked"])).to_numpy()
 
 
 def chip_parts(events: pd.DataFrame) -> tuple[collectives.ChipInstances, pd.Series, pd.DataFrame]:
@@ -302,9 +303,10 @@ def parting_of(seq: pd.DataFrame, chips: pd.DataFrame, programs: dict[int, Path]
     if status == "ok":  # the trial ended: its traces' last ops, an eval or copy program's, wait at nothing
         for row in rows:
             row["waiting_at"], row["waiting_from"] = None, None
-    elif first is None and _ended(seq, chips):  # no trace shows a chip begun on another collective
-        for row in rows:
-            row["waiting_at"], row["waiting_from"] = None, "ended"
+    else:  # a trace that shows its chip begun on no other collective names no wait: it may have left its program
+        for row, done in zip(rows, _ended(seq, chips).tolist()):
+            if done:
+                row["waiting_at"], row["waiting_from"] = None, "ended"
     if first is None and listed:  # a hang at the place where they part: no chip completed it, their programs say it
         first = _waiting_parting(seq, pd.DataFrame(rows, columns=CHIP_COLUMNS), listed)
     if first is not None and listed:
@@ -394,7 +396,24 @@ def describe(first: dict | None, chips: pd.DataFrame | None = None, status: str 
                 f"waiting at one; {'yet ' * (first is not None)}{text}")
     if first is None and status != "hung" and chips is not None:
         text += _if_hung(chips, status)
+    if chips is not None and (first is not None or not (chips["waiting_from"] == "ended").all()):
+        text += _ended_early(chips)
     return text
+
+
+def _ended_early(chips: pd.DataFrame) -> str:
+    """The clause on chips whose trace ends after their last collective (``ended``) beside chips that wait, or where
+    the chips part: what their traces show, and that they cannot show whether the chip waits or left its program."""
+    ended = chips[(chips["waiting_from"] == "ended").to_numpy()]
+    if ended.empty:
+        return ""
+    said = "; ".join(f"{_chip_label(c.rank, c.device)}'s trace ends after its last collective ({c.last_op}, step "
+                     f"{int(c.last_step)}) with no later op" for c in ended.itertuples())
+    if len(ended) == 1:
+        return (f"; {said}, its step's marker closed: that trace cannot say whether the chip waits at its program's "
+                "next collective or has left the program")
+    return (f"; {said}, each in a step whose marker closed: those traces cannot say whether each chip waits at its "
+            "program's next collective or has left the program")
 
 
 def _agreed(chips: pd.DataFrame | None) -> str:
@@ -424,10 +443,11 @@ def _if_hung(chips: pd.DataFrame, status: str | None) -> str:
         return ""
     why = f"trials.jsonl records the trial as {status}" if status else "no trials.jsonl records their trial"
     lasts, waits = set(chips["last_op"].dropna()), set(waiting["waiting_at"])
+    each = "each" if len(waiting) == len(chips) else ", ".join(map(_chip_label, waiting["rank"], waiting["device"]))
     said = (f"the last collective each completed is {lasts.pop()}; if they hung, each would wait at {waits.pop()}"
             if len(lasts) == 1 and len(waits) == 1 and len(waiting) == len(chips) else
-            "if they did, each would wait at the collective after the last it completed (its program's next, else the "
-            "one it ran after that one the time before)")
+            f"if they did, {each} would wait at the collective after the last it completed (its program's next, else "
+            "the one it ran after that one the time before)")
     return f"; nothing here says whether the chips hung ({why}): {said}"
 
 

@@ -311,18 +311,24 @@ def test_chips_whose_traces_end_after_their_last_collective_wait_at_none(tmp_pat
     hang = {"chips": json.loads(chips.to_json(orient="records")), "parting": first, "text": said}
     assert lines(hang, "t")[2] == ("    - rank 0 device 0: 6 completed, the last `cp.3`; waiting at none, its trace "
                                    "ends after its last collective, its step's marker closed with no op after it")
-    # one chip's trace runs on past its last marker (the next step's fusion): that chip began another step, so the
-    # others may be inside its first collective, which a trace writes when it ends: every chip keeps its wait
+    # one chip's trace runs on past its last marker (the next step's fusion): that chip began another step and waits
+    # at its next collective; the others may be inside their next step's first collective (a trace writes an op when
+    # it ends) or may have left the program: their traces cannot say which, so name no wait for them
     rank_trace(tmp_path / "rank1" / "trace" / "h.xplane.pb", [list(PERMUTES)] * 2, [])
     chips, first = parting.parting_traces(paths)
-    assert first is None and chips["waiting_at"].tolist() == ["cp.1"] * 3
-    assert chips["waiting_from"].tolist() == ["program" if programs else "own"] * 3
-    # (where no trial record says whether they hung, said so; a hung trial's reads as it did)
+    assert first is None and chips["waiting_at"].fillna("-").tolist() == ["-", "cp.1", "-"]
+    assert chips["waiting_from"].tolist() == ["ended", "program" if programs else "own", "ended"]
+    ended = ("; rank 0 device 0's trace ends after its last collective (cp.3, step 1) with no later op; rank 2 device "
+             "0's trace ends after its last collective (cp.3, step 1) with no later op, each in a step whose marker "
+             "closed: those traces cannot say whether each chip waits at its program's next collective or has left "
+             "the program")
+    # (where no trial record says whether they hung, said so)
     assert parting.describe(first, chips, "hung") == "the chips' collectives agree: no chip parts from the others in " \
-        "the traced sequence"
+        "the traced sequence" + ended
     assert parting.describe(first, chips).endswith("; nothing here says whether the chips hung (no trials.jsonl "
-                                                   "records their trial): the last collective each completed is cp.3; "
-                                                   "if they hung, each would wait at cp.1")
+                                                   "records their trial): if they did, rank 1 device 0 would wait at "
+                                                   "the collective after the last it completed (its program's next, "
+                                                   "else the one it ran after that one the time before)" + ended)
 
 
 def test_a_trial_that_ended_ok_has_no_chip_waiting(tmp_path):

@@ -1,12 +1,16 @@
-"""``perfkit trace tail --json``: an op in no step reads null in every list that gives a step (``last_ops``' step as
-``collectives``' last_step), on hand-built TPU-shaped XSpaces whose steps and ops are written out below."""
+"""``perfkit trace tail``: an op in no step reads null in every list of its --json that gives a step (``last_ops``'
+step as ``collectives``' last_step), and a chip whose trace ends after its last step is not said to wait at a
+collective its trace cannot show it reached, on hand-built TPU-shaped XSpaces whose steps and ops are written out
+below."""
 
 import json
 
 from click.testing import CliRunner
+from test_tail_parting import PERMUTES, dump, rank_trace
 from trace_builders import U
 
 from perfkit.cli import cli
+from perfkit.trace import parting
 from perfkit.trace.synthetic import XSpaceWriter
 
 
@@ -44,3 +48,54 @@ def test_an_op_in_no_step_reads_null_in_last_ops_as_in_collectives(tmp_path):
     assert [r["step"] for r in doc["last_ops"]] == [None] * 4
     assert [r["last_step"] for r in doc["collectives"]] == [None]
 
+
+def _ran_ahead(folder) -> list:
+    """test_tail_parting's hang with rank 3 as the skipped-collective repro leaves it: its program lacks cp.2, so it
+    runs two hops a step where ranks 0-2 run three, pairing with theirs in order; it ran steps 0 and 1 whole and its
+    profile stopped after its last step (no op after step 1's marker), as a rank that finished its steps and waits in
+    jax.distributed's shutdown leaves it. Ranks 0-2 ran step 0 whole and, in step 1 (whose marker never closed),
+    cp.1 (rank 2 cp.1 and cp.2) before the cut."""
+    for rank in range(4):
+        trace = folder / f"rank{rank}" / "trace" / "h.xplane.pb"
+        if rank == 3:
+            rank_trace(trace, [["cp.1", "cp.3"]] * 2, None)
+        else:
+            rank_trace(trace, [list(PERMUTES)], ["cp.1", "cp.2"] if rank == 2 else ["cp.1"])
+        dump(folder / f"rank{rank}" / "xla_dump", ("cp.1", "cp.3") if rank == 3 else PERMUTES)
+    return sorted(folder.glob("rank*/trace"))
+
+
+def test_a_chip_whose_trace_ends_after_its_step_is_not_said_to_wait(tmp_path):
+    """By hand from the traces above: rank 3's last collective is cp.3, in step 1, whose marker closed, and its trace
+    has no later op; ranks 0-2 ran on past step 0's marker. Rank 3's trace cannot show whether it waits at its
+    program's next collective (cp.1) or has left the program (the repro's rank 3 had, waiting in shutdown): tail
+    named it waiting at cp.1 (from its program). Ranks 0-2 each wait at their program's next (cp.2, cp.2, cp.3)."""
+    paths = _ran_ahead(tmp_path)
+    chips, first = parting.parting_traces(paths)
+    table = chips[["rank", "completed", "last_step", "last_op", "waiting_at", "waiting_from"]].astype(object)
+    assert table.where(table.notna(), None).values.tolist() == [
+        [0, 4, 1, "cp.1", "cp.2", "program"], [1, 4, 1, "cp.1", "cp.2", "program"],
+        [2, 5, 1, "cp.2", "cp.3", "program"], [3, 4, 1, "cp.3", None, "ended"]]
+    assert [(p["rank"], p["how"]) for p in first["parted"]] == [(3, "skipped")]
+    said = ("; rank 3 device 0's trace ends after its last collective (cp.3, step 1) with no later op, its step's "
+            "marker closed: that trace cannot say whether the chip waits at its program's next collective or has "
+            "left the program")
+    assert parting.describe(first, chips, "hung").endswith(said)
+    result = CliRunner().invoke(cli, ["trace", "tail", *map(str, paths)])
+    assert result.exit_code == 0, result.output
+    assert said in result.stdout.splitlines()[0]
+    (row,) = [line.split() for line in result.stdout.splitlines() if line.split()[:2] == ["3", "0"]
+              and line.split()[-1] in ("ended", "program")]
+    assert row[-2:] == ["-", "ended"]
+    doc = json.loads(CliRunner().invoke(cli, ["trace", "tail", "--json", *map(str, paths)]).stdout)
+    assert [(c["rank"], c["waiting_at"], c["waiting_from"]) for c in doc["collectives"]] == [
+        (0, "cp.2", "program"), (1, "cp.2", "program"), (2, "cp.3", "program"), (3, None, "ended")]
+
+
+def test_the_legend_says_an_ended_chip_s_wait_is_not_known(tmp_path):
+    """The table's legend read 'ended: none, its trace ends after its last', as if the chip waited at none: its trace
+    cannot say that, nor that it waits at its program's next collective."""
+    result = CliRunner().invoke(cli, ["trace", "tail", *map(str, _ran_ahead(tmp_path))])
+    (legend,) = [line for line in result.stdout.splitlines() if line.startswith("waiting_from: ")]
+    assert legend.endswith("; ended: none named: its trace ends after its last, its step's marker closed with no later "
+                           "op, so it cannot say whether the chip waits at its program's next or left it")
