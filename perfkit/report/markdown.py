@@ -414,13 +414,20 @@ def _no_steps(failed: dict) -> str:
 
 
 def _missing_hosts(failed: dict) -> str:
-    """Why a multi-host run's trial is incomplete: the hosts that recorded no part of it, whose ranks it lacks."""
-    missing = failed.get("missing_hosts")
-    if not missing:
-        return ""
-    named = f"host{'s' * (len(missing) > 1)} {', '.join(map(str, missing))}"
-    return (f": {named} recorded no part of it (never started, stopped before it, or wrote elsewhere), so it lacks "
-            f"{'their' if len(missing) > 1 else 'its'} ranks")
+    """Why a multi-host run's trial is incomplete: the hosts that recorded no part of it, and those whose record of
+    it is cut short or damaged, whose ranks it lacks."""
+    missing, cut = failed.get("missing_hosts", []), failed.get("cut_hosts", [])
+    said = []
+    if missing:
+        said.append(f"host{'s' * (len(missing) > 1)} {', '.join(map(str, missing))} recorded no part of it (never "
+                    "started, stopped before it, or wrote elsewhere)")
+    if len(cut) == 1:
+        said.append(f"host {cut[0]} recorded it, but its record (its line in `hosts/host{cut[0]}/trials.jsonl`) is cut "
+                    "short or damaged")
+    elif cut:
+        said.append(f"hosts {', '.join(map(str, cut))} recorded it, but their records (their lines in "
+                    "`hosts/host<I>/trials.jsonl`) are cut short or damaged")
+    return f": {'; '.join(said)}, so it lacks {'their' if len(missing) + len(cut) > 1 else 'its'} ranks" if said else ""
 
 
 def _first_failed(failed: dict) -> str:

@@ -189,6 +189,20 @@ def lost_trials(trials: list[TrialRecord], planned: Iterable[int]) -> list[int]:
 CUT_RECORD = re.compile(rb'\{"index": (?P<index>-?\d+)(?:, "variant": (?P<variant>"(?:[^"\\]|\\.)*"))?[,}]')
 
 
+def unreadable_trials(part: Path) -> set[int]:
+    """The trials that a line of ``part``'s trials.jsonl begins a record of but holds no whole one of (cut short or
+    damaged: ``read_trials`` skips it), as far as the line still names its trial (``CUT_RECORD``)."""
+    path = part / "trials.jsonl"
+    found = set()
+    for line in path.read_bytes().splitlines() if path.exists() else []:
+        try:
+            json.loads(line)
+        except ValueError:
+            if start := CUT_RECORD.match(line):
+                found.add(int(start["index"]))
+    return found
+
+
 def torn_end(part: Path) -> dict | None:
     """Where ``trials.jsonl``'s last line is cut short (perfkit was killed while writing a trial, so the run did
     not finish; ``append_trial`` starts the next record on a line of its own), its trial's ``index`` and
@@ -312,19 +326,22 @@ def any_host_interrupted(run_dir: Path) -> bool:
                for p in host_parts(run_dir) if (p / "done").exists())
 
 
-def merge_trial(records: dict[int, TrialRecord], hosts: int) -> TrialRecord:
+def merge_trial(records: dict[int, TrialRecord], hosts: int, cut: Iterable[int] = ()) -> TrialRecord:
     """One trial as every host saw it (``records`` by host index): steps from the host holding rank 0, all ranks,
-    the worst status (``incomplete`` when a host has no record of it, e.g. it was stopped: ``missing_hosts`` names
-    them, so that the report says why)."""
+    the worst status (``incomplete`` when a host has no whole record of it, so that the report says why: those of
+    ``cut``, whose line of it is cut short or damaged, in ``cut_hosts``; the others, e.g. stopped before it, in
+    ``missing_hosts``)."""
     ordered = sorted(records.values(), key=lambda r: min((x["rank"] for x in r["ranks"]), default=0))
     merged = ordered[0].copy()  # (a TrialRecord still, as dict() would not be to a type checker)
     merged["ranks"] = sorted((x for r in ordered for x in r["ranks"]), key=lambda x: x["rank"])
-    missing = sorted(set(range(hosts)) - set(records))
-    statuses = [r["status"] for r in ordered] + (["incomplete"] if missing else [])
+    lacking = set(range(hosts)) - set(records)
+    statuses = [r["status"] for r in ordered] + (["incomplete"] if lacking else [])
     merged["status"] = min(statuses, key=lambda s: STATUS_RANK.get(s, -1))
     merged["wall_s"] = max(r["wall_s"] for r in ordered)
-    if missing:
-        merged["missing_hosts"] = missing
+    if lacking - set(cut):
+        merged["missing_hosts"] = sorted(lacking - set(cut))
+    if lacking & set(cut):
+        merged["cut_hosts"] = sorted(lacking & set(cut))
     return merged
 
 
@@ -333,9 +350,12 @@ def merge_hosts(run_dir: Path, hosts: int) -> list[TrialRecord]:
     whole record of, its line damaged or cut short as ``read_trials`` skips it, is incomplete); returns the merged
     trials."""
     by_index: dict[int, dict[int, TrialRecord]] = {}
+    cut: dict[int, set[int]] = {}
     for part in host_parts(run_dir):
         for rec in read_trials(part):
             by_index.setdefault(rec["index"], {})[int(part.name[4:])] = rec
-    merged = [merge_trial(recs, hosts) for _, recs in sorted(by_index.items())]
+        for index in unreadable_trials(part):
+            cut.setdefault(index, set()).add(int(part.name[4:]))
+    merged = [merge_trial(recs, hosts, cut.get(i, ())) for i, recs in sorted(by_index.items())]
     write_atomic(run_dir / "trials.jsonl", "".join(json.dumps(t) + "\n" for t in merged))
     return merged

@@ -337,6 +337,7 @@ class FailedTrial(TypedDict):
     ranks: list[RankRecord]
     warmup: NotRequired[int]  # the steps the case drops (a no_steps trial's may all be those); absent in older ones
     missing_hosts: NotRequired[list[int]]  # an incomplete trial's hosts that recorded no part of it
+    cut_hosts: NotRequired[list[int]]  # its hosts whose line of it is cut short or damaged (no whole record)
 
 
 class Trials(TypedDict):

@@ -100,7 +100,7 @@ def test_a_host_parts_cut_last_line_is_named_and_the_run_read_as_interrupted(tmp
                           "and --resume --host-index 1 runs it again on host 1 alone (a host that recorded it runs "
                           "it no more: ranks that meet across hosts wait until the timeout)\n")
     assert json.loads((run / "summary.json").read_text())["interrupted"] is True
-    assert [t.get("missing_hosts") for t in read_jsonl(run / "trials.jsonl")] == [None, None, None, [1]]
+    assert [t.get("cut_hosts") for t in read_jsonl(run / "trials.jsonl")] == [None, None, None, [1]]
 
     res = perfkit("run", "--resume", run, "--host-index", "1")  # (sleepers: they meet no other host's ranks)
     assert res.returncode == 0 and "cut short" not in res.stderr, res.stderr
