@@ -64,22 +64,24 @@ def _short_of_plan(run_dir: Path) -> bool:
     case = case_mod.load(run_dir / "case.yaml")
     names = run_names(case, rundir.started_options(run_dir).get("only"))
     stop = ended(names, case.variants[0].name, case.aa_name, trials)
-    if _said_damaged(run_dir, trials, _planned(case, names, trials, stop), "--resume runs it again"):
+    if _said_damaged(run_dir, trials, _planned(case, names, trials, stop), ", and --resume runs it again"):
         return True
     return len(trials) < len(plan_trials(names, case.repeats["min"], case.order, case.seed, stop=stop))
 
 
 def _parts_damaged(run_dir: Path) -> bool:
     """Whether a host's part of a multi-host run lacks a whole record of a trial (said on stderr: which), as
-    ``_short_of_plan`` finds of one host's. The merge leaves that host's ranks out of the trial; its --resume runs
-    the trial again, but on that host alone: the others each run the trials their own part lacks."""
+    ``_short_of_plan`` finds of one host's. The merge leaves that host's ranks out of the trial. Each host's --resume
+    runs the trials its own part lacks: that host's would run it alone, its ranks meeting none of the others', so the
+    line says how every host runs it again."""
     case = case_mod.load(run_dir / "case.yaml")
     names = run_names(case, rundir.started_options(run_dir).get("only"))
     damaged = False
     for part in rundir.host_parts(run_dir):
         host, trials = part.name[4:], rundir.read_trials(part)
-        again = (f"--resume --host-index {host} runs it again on host {host} alone (a host that recorded it runs it "
-                 "no more: ranks that meet across hosts wait until the timeout)")
+        again = (f": --resume --host-index {host} would run it again on host {host} alone (a host that recorded it "
+                 "runs it no more), its ranks meeting none of the other hosts'; to run it again on every host, remove "
+                 "its line from each host's trials.jsonl (hosts/host<I>/trials.jsonl), then --resume every host")
         damaged = _said_damaged(part, trials, _planned(case, names, trials), again) or damaged
     return damaged
 
@@ -99,13 +101,13 @@ def _said_damaged(part: Path, trials: list, planned: list[int], again: str) -> b
     lost = rundir.lost_trials(trials, planned)
     if lost:
         print(f"perfkit: {path}: no whole record of trial {', '.join(map(str, lost))} (a line damaged or cut short): "
-              f"the run is read as interrupted, and {again}", file=sys.stderr)
+              f"the run is read as interrupted{again}", file=sys.stderr)
     torn = rundir.torn_end(part)
     if torn is not None:
         named = f"trial {torn.get('index')}" + (f" ({torn['variant']})" if "variant" in torn else "")
         said = f"{named}: the file's last line" if "index" in torn else "the trial its last line began: the line"
         print(f"perfkit: {path}: no whole record of {said} is cut short (perfkit killed while writing it, or the file "
-              f"cut since): the run is read as interrupted, and {again}", file=sys.stderr)
+              f"cut since): the run is read as interrupted{again}", file=sys.stderr)
     return bool(lost) or torn is not None
 
 

@@ -1,9 +1,11 @@
 """A multi-host run whose host part holds a trial's line cut short or damaged: what report.md says of the trial,
-and its merged record."""
+and how every host runs it again."""
 
 import json
+import subprocess
+import sys
 
-from runner_testing import perfkit, read_jsonl
+from runner_testing import PROGRAMS, REPO, free_ports, perfkit, read_jsonl
 from test_runner_faults import two_host_run
 
 
@@ -42,3 +44,45 @@ def test_a_damaged_middle_line_and_a_host_with_no_record_are_told_apart(tmp_path
         "- trial 3 (a): **incomplete**: host 1 recorded no part of it (never started, stopped before it, or wrote "
         "elsewhere), so it lacks its ranks"]
 
+
+def test_the_way_the_line_gives_to_run_a_cut_trial_again_on_every_host_works(tmp_path, write_case):
+    """Two hosts whose ranks meet (rendezvous.py): host 1's line of trial 1 cut short. Its --resume alone runs the
+    trial on host 1 alone, the rank waiting for a rank 0 that host 0 (which recorded it) never starts again; the line
+    had gone on to the timeout. It says what does run it on every host, and doing so gives a whole trial."""
+    case = {"name": "hosts", "command": ["python", str(PROGRAMS / "rendezvous.py"), "3", "1"], "processes": 2,
+            "warmup": 1, "repeats": {"min": 1, "max": 1}, "timeout": 60, "variants": {"a": {}, "b": {}}}
+    path, run = write_case(case), tmp_path / "run"
+    port = free_ports(2)
+
+    def all_hosts(*args):
+        hosts = [subprocess.Popen([sys.executable, "-m", "perfkit.cli", "run", *map(str, args), "--host-index", str(i)],
+                                  cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (0, 1)]
+        outputs = [h.communicate(timeout=120) for h in hosts]
+        assert [h.returncode for h in hosts] == [0, 0], outputs
+
+    all_hosts(path, "--out", run, "--hosts", "2", "--coordinator", f"127.0.0.1:{port}")
+    kept = read_jsonl(run / "trials.jsonl")
+    assert [(t["index"], t["status"]) for t in kept] == [(0, "ok"), (1, "ok")]
+    part = run / "hosts/host1/trials.jsonl"
+    text = part.read_text()
+    part.write_text(text[: len(text) - len(text.splitlines(True)[-1])] + text.splitlines(True)[-1][:60])
+    res = perfkit("report", run)
+    assert res.returncode == 3
+    assert res.stderr == (f"perfkit: {part}: no whole record of trial 1 (b): the file's last line is cut short "
+                          "(perfkit killed while writing it, or the file cut since): the run is read as interrupted: "
+                          "--resume "
+                          "--host-index 1 would run it again on host 1 alone (a host that recorded it runs it no "
+                          "more), its ranks meeting none of the other hosts'; to run it again on every host, remove "
+                          "its line from each host's trials.jsonl (hosts/host<I>/trials.jsonl), then --resume every "
+                          "host\n")
+    assert "timeout" not in res.stderr
+    for host in (0, 1):  # as the line says
+        lines = (run / f"hosts/host{host}/trials.jsonl").read_text().splitlines(True)
+        (run / f"hosts/host{host}/trials.jsonl").write_text("".join(lines[:1]))
+    all_hosts("--resume", run)
+    trials = read_jsonl(run / "trials.jsonl")
+    assert trials[0] == kept[0]
+    assert [(t["index"], t["status"], [r["rank"] for r in t["ranks"]]) for t in trials] == [(0, "ok", [0, 1]),
+                                                                                            (1, "ok", [0, 1])]
+    assert trials[1]["wall_s"] != kept[1]["wall_s"]  # run again, not the old record
+    assert json.loads((run / "summary.json").read_text())["interrupted"] is False

@@ -96,9 +96,11 @@ def test_a_host_parts_cut_last_line_is_named_and_the_run_read_as_interrupted(tmp
     res = perfkit("report", run)
     assert res.returncode == 3, res.stdout
     assert res.stderr == (f"perfkit: {part}: no whole record of trial 3 (a): the file's last line is cut short "
-                          "(perfkit killed while writing it, or the file cut since): the run is read as interrupted, "
-                          "and --resume --host-index 1 runs it again on host 1 alone (a host that recorded it runs "
-                          "it no more: ranks that meet across hosts wait until the timeout)\n")
+                          "(perfkit killed while writing it, or the file cut since): the run is read as interrupted: "
+                          "--resume --host-index 1 would run it again on host 1 alone (a host that recorded it runs it "
+                          "no more), its ranks meeting none of the other hosts'; to run it again on every host, remove "
+                          "its line from each host's trials.jsonl (hosts/host<I>/trials.jsonl), then --resume every "
+                          "host\n")
     assert json.loads((run / "summary.json").read_text())["interrupted"] is True
     assert [t.get("cut_hosts") for t in read_jsonl(run / "trials.jsonl")] == [None, None, None, [1]]
 
@@ -119,8 +121,10 @@ def test_a_host_parts_damaged_middle_line_is_named_and_the_run_read_as_interrupt
     res = perfkit("report", run)
     assert res.returncode == 3, res.stdout
     assert res.stderr == (f"perfkit: {part}: no whole record of trial 1 (a line damaged or cut short): the run is "
-                          "read as interrupted, and --resume --host-index 0 runs it again on host 0 alone (a host "
-                          "that recorded it runs it no more: ranks that meet across hosts wait until the timeout)\n")
+                          "read as interrupted: --resume --host-index 0 would run it again on host 0 alone (a host "
+                          "that recorded it runs it no more), its ranks meeting none of the other hosts'; to run it "
+                          "again on every host, remove its line from each host's trials.jsonl "
+                          "(hosts/host<I>/trials.jsonl), then --resume every host\n")
     assert json.loads((run / "summary.json").read_text())["interrupted"] is True
 
 
