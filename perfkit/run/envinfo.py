@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
@@ -86,12 +87,26 @@ def _code(top: Path, listed: str) -> list[str]:
 
 
 def _run_dir(folder: Path, seen: dict[Path, bool]) -> bool:
-    """Whether ``folder`` is a run directory, or one host's part of one: it holds run.json, or case.yaml beside hosts/
-    (a run writes both before it collects this)."""
+    """Whether ``folder`` is one of perfkit's run directories, or one host's part of one: run.json beside case.yaml,
+    case.yaml beside hosts/ (a run writes both before it collects this), or ``hosts/host<I>`` holding a run.json of
+    host I (host 0 alone writes case.yaml, maybe after this host collects this). A run.json elsewhere is the user's:
+    its folder's files may be code."""
     if folder not in seen:
-        seen[folder] = (folder / "run.json").is_file() or ((folder / "case.yaml").is_file()
-                                                           and (folder / "hosts").is_dir())
+        seen[folder] = (folder / "case.yaml").is_file() and ((folder / "run.json").is_file()
+                                                             or (folder / "hosts").is_dir()) or _host_part(folder)
     return seen[folder]
+
+
+def _host_part(folder: Path) -> bool:
+    """Whether ``folder`` is ``hosts/host<I>`` holding the run.json perfkit writes there: the options of host I."""
+    host = re.fullmatch(r"host([0-9]+)", folder.name)
+    if folder.parent.name != "hosts" or not host:
+        return False
+    try:
+        options = json.loads((folder / "run.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(options, dict) and options.get("host_index") == int(host[1])
 
 
 def outside_scripts(argvs: list[list[str]], cwd: Path, root: str | None, suffixes: tuple[str, ...]) -> list[dict]:

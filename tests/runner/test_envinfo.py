@@ -48,7 +48,7 @@ def test_a_runs_own_outputs_and_logs_are_no_uncommitted_change(tmp_path):
     for name in ("case.yaml", "run.json", "env.json", "report.md", "trials/00-a/rank0/stdout.log"):
         (run / name).write_text("{}")
     (repo / "runs" / "multi" / "hosts" / "host1").mkdir(parents=True)
-    (repo / "runs" / "multi" / "hosts" / "host1" / "run.json").write_text("{}")
+    (repo / "runs" / "multi" / "hosts" / "host1" / "run.json").write_text('{"hosts": 2, "host_index": 1}')
     (repo / "runs" / "multi" / "hosts" / "host1" / "trials.jsonl").write_text("{}")
     (repo / "train.log").write_text("step 1\n")
     assert source_tree(repo)["dirty"] is False and source_tree(repo)["dirty_hash"] is None
