@@ -69,7 +69,7 @@ class RankMetrics:
 METRICS_LINE_CHARS = 1 << 20  # no event is longer; a longer line is read in pieces and skipped
 
 
-def _number(x) -> bool:
+def figure(x) -> bool:
     """A finite int or float (JSON's true/false, NaN and Infinity are no figure)."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
@@ -101,17 +101,17 @@ def read_metrics(path: Path, until: float | None = None) -> RankMetrics:
             if not isinstance(ev, dict):
                 continue
             kind = ev.get("event")
-            if until is not None and _number(ev.get("t")) and ev["t"] > until:
-                late += kind == "step" and _number(ev.get("ms")) and ev.get("kind") != "natural"
+            if until is not None and figure(ev.get("t")) and ev["t"] > until:
+                late += kind == "step" and figure(ev.get("ms")) and ev.get("kind") != "natural"
                 continue
-            if kind == "step" and _number(ev.get("ms")):
+            if kind == "step" and figure(ev.get("ms")):
                 if ev.get("kind") == "natural":
                     natural.append(float(ev["ms"]))
                     continue
                 if ev.get("traced"):
                     traced.append(len(steps))
                 steps.append(float(ev["ms"]))
-            elif kind == "value" and isinstance(ev.get("name"), str) and _number(ev.get("value")):
+            elif kind == "value" and isinstance(ev.get("name"), str) and figure(ev.get("value")):
                 values.setdefault(ev["name"], []).append(float(ev["value"]))
             elif kind == "mark" and isinstance(ev.get("name"), str):
                 marks.append(ev)

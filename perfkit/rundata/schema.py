@@ -2,18 +2,22 @@
 each shipped file equal to what this generates): ``summary.schema.json``, one schema for every summary.json
 perfkit writes (the top one of a matrix run, ``kind: "matrix"``, is a ``MatrixSummary``, any other a
 ``Summary``: ``perfkit.rundata.summary``); ``baseline.schema.json``, a ``perfkit check`` baseline
-(``perfkit.rundata.baseline``). ``validate`` refuses a file that is not one in one line naming the field.
+(``perfkit.rundata.baseline``); ``trial.schema.json``, a trials.jsonl line (``perfkit.rundata.trials``).
+``validate`` refuses a file (or a line) that is not one in one line naming the field.
 
 Write them again after changing the types:
 
     python -m perfkit.rundata.schema
 
 Objects stay open (more keys may be added: the contract says "at least"); a key the types name must have
-its type, and a key they require must be there.
+its type, and a key they require must be there. A bound the types give (``Annotated[int, ("minimum", 0)]``: a
+keyword and its value) goes into the schema as written. In a trials.jsonl line a number is a finite one and an
+integer no float, as JSON spells them (Python reads NaN, Infinity and 3.0 from a file; ``JSON_NUMBERS``).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import sys
@@ -26,10 +30,17 @@ import jsonschema
 
 from perfkit.errors import BadInput
 from perfkit.rundata.baseline import Baseline
+from perfkit.rundata.metrics import figure
 from perfkit.rundata.summary import MatrixSummary, Summary
+from perfkit.rundata.trials import TrialRecord
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
-SHIPPED = {"summary": "summary.schema.json", "baseline": "baseline.schema.json"}
+SHIPPED = {"summary": "summary.schema.json", "baseline": "baseline.schema.json", "trial": "trial.schema.json"}
+NAMED = {"trial": "trial record"}  # what a refusal calls one, where not its key
+# Held to JSON's numbers (no NaN, Infinity or 3.0 for an integer): a trials.jsonl line, whose figures the metrics
+# reader keeps finite. (Not yet a summary.json or a baseline: which of their figures perfkit writes as floats
+# where the types say int is not established.)
+JSON_NUMBERS = {"trial"}
 PRIMITIVES = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}
 SHOWN = 160  # characters of a refused value kept in the one-line reason
 _JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "an integer",
@@ -48,6 +59,10 @@ def _of(tp, defs: dict) -> dict:
             defs[tp.__name__] = _object(tp, defs)
         return {"$ref": f"#/$defs/{tp.__name__}"}
     origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Required, typing.NotRequired):
+        return _of(args[0], defs)
+    if origin is typing.Annotated:
+        return {**_of(args[0], defs), **dict(args[1:])}
     if origin is typing.Literal:
         return {"enum": list(args)}
     if origin in (typing.Union, types.UnionType):
@@ -63,7 +78,7 @@ def _of(tp, defs: dict) -> dict:
 
 
 def _object(td, defs: dict) -> dict:
-    hints = typing.get_type_hints(td)
+    hints = typing.get_type_hints(td, include_extras=True)
     out = {"type": "object"}
     if td.__doc__:
         out["description"] = inspect.cleandoc(td.__doc__)
@@ -78,6 +93,8 @@ def generate(which: str = "summary") -> dict:
     defs: dict = {}
     if which == "baseline":
         root = {"title": "perfkit check baseline", **_of(Baseline, defs)}
+    elif which == "trial":
+        root = {"title": "perfkit trials.jsonl line", **_of(TrialRecord, defs)}
     else:
         run, matrix = _of(Summary, defs), _of(MatrixSummary, defs)
         root = {"title": "perfkit summary.json", "if": {"properties": {"kind": {"const": "matrix"}},
@@ -95,10 +112,21 @@ def shipped(which: str = "summary") -> dict:
     return json.loads(resources.files(__package__).joinpath(SHIPPED[which]).read_text())
 
 
+@functools.cache
+def validator(which: str) -> jsonschema.protocols.Validator:
+    """The shipped schema of ``which``'s validator, built once (a trials.jsonl is held to it line by line); of
+    ``JSON_NUMBERS`` one whose numbers are finite and whose integers are no floats."""
+    if which not in JSON_NUMBERS:
+        return jsonschema.Draft202012Validator(shipped(which))
+    kinds = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many({
+        "number": lambda _, x: figure(x), "integer": lambda _, x: isinstance(x, int) and not isinstance(x, bool)})
+    return jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=kinds)(shipped(which))
+
+
 def validate(data, which: str, path: str | Path, remedy: str = "") -> None:
     """BadInput, in one line naming the field, where ``data`` (read from ``path``) is not a ``which`` (summary,
-    baseline) as this perfkit writes it; ``remedy``: how to write it again."""
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(shipped(which)).iter_errors(data))
+    baseline, trial) as this perfkit writes it; ``remedy``: how to write it again."""
+    error = jsonschema.exceptions.best_match(validator(which).iter_errors(data))
     if error is None:
         return
     reason = error.message
@@ -106,7 +134,8 @@ def validate(data, which: str, path: str | Path, remedy: str = "") -> None:
         reason = (f"{_JSON_TYPES.get(type(error.instance), 'value')} is not of type {error.validator_value!r}"
                   if error.validator == "type" else reason[:SHOWN] + "...")
     field = error.json_path.removeprefix("$").removeprefix(".") or None
-    raise BadInput(f"{reason} (not a {which} this perfkit writes{remedy})", path=str(path), field=field)
+    raise BadInput(f"{reason} (not a {NAMED.get(which, which)} this perfkit writes{remedy})", path=str(path),
+                   field=field)
 
 
 def main() -> None:

@@ -1,8 +1,9 @@
 """A ``trials.jsonl`` line as a type: one finished trial, as the runner appends it and every reader of a
 run takes it back (docs/architecture.md's "trials.jsonl" contract)."""
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
+Count = Annotated[int, ("minimum", 0)]  # a number of steps, or a position among them (a bound its JSON Schema keeps)
 TrialStatus = Literal["ok", "hung", "crashed", "no_steps", "incomplete"]  # incomplete: a merged multi-host trial
 
 
@@ -17,8 +18,8 @@ class RankRecord(TypedDict):
     exit_code: int | None  # negative: killed by that signal
     running_at_end: bool
     exited_s: NotRequired[float]  # seconds into the trial when it was seen to exit; absent where it was killed
-    steps_done: int
-    late_steps: NotRequired[int]  # steps written after perfkit stopped the trial (not in steps_done); absent: none
+    steps_done: Count
+    late_steps: NotRequired[Count]  # steps written after perfkit stopped the trial (not in steps_done); absent: none
     last_step_ms: float | None
     last_mark: str | None
     device_kind: NotRequired[str]  # where a mark reported one (the bundled worker's ``ready``)
@@ -47,12 +48,12 @@ class TrialRecord(TypedDict):
     status: TrialStatus
     wall_s: float
     finished: NotRequired[str]  # when, UTC, ISO 8601 to the second (model and command trials)
-    warmup: int
+    warmup: Count
     steps_ms: list[float]  # synced, rank 0
     natural_ms: list[float]
     values: dict[str, float]  # the last value of each name
     ranks: list[RankRecord]
-    traced: NotRequired[list[int]]  # positions in steps_ms run under a profiler: kept, never timed
+    traced: NotRequired[list[Count]]  # positions in steps_ms run under a profiler: kept, never timed
     compile_cache: NotRequired[TrialCache]
     serve: NotRequired[dict[str, Any]]
     missing_hosts: NotRequired[list[int]]  # a merged multi-host trial's hosts that recorded no part of it
