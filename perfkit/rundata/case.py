@@ -306,6 +306,7 @@ def validate(raw: dict, path: str = "<case>") -> Case:
         if model["steps"] <= top["warmup"]:
             raise BadInput(f"{model['steps']} steps leave none after warmup {top['warmup']}", path=path,
                            field="model.steps")
+        _check_captured_steps(top["capture"], model["steps"], top["warmup"], path)
         _check_dtype(model["dtype"], path, "model.dtype")
     variants = _variants(top, has_model, has_serve, path)
     if top["mesh"] is not None:
@@ -356,6 +357,22 @@ def _check_capture(cap: dict, path: str) -> None:
             raise BadInput("must be a list of step indices", path=path, field=f"capture.{key}")
     if cap["tap_arrays"] not in XLA_DUMP_MODES:  # the same trials as xla_dump: all, first (round 0), none
         raise BadInput(f"must be one of {', '.join(XLA_DUMP_MODES)}", path=path, field="capture.tap_arrays")
+
+
+def _check_captured_steps(cap: dict, steps: int, warmup: int, path: str) -> None:
+    """A model case's traced and tapped steps within its ``steps`` (else no trial captures them, found only once the
+    run is over), and a step after warmup left untraced: a traced step is never timed (``metrics.is_timed``), so
+    with none left every trial ends with no timed step and the run with no verdict."""
+    for key, verb in (("trace", "trace"), ("taps", "tap")):
+        past = [s for s in cap[key] if s >= steps]
+        if past:
+            raise BadInput(f"step {max(past)} is past model.steps {steps} (steps 0 to {steps - 1}): no trial would "
+                           f"{verb} it", path=path, field=f"capture.{key}")
+    traced = sorted(set(cap["trace"]))
+    if set(range(warmup, steps)) <= set(traced):
+        raise BadInput(f"no timed step left: steps {steps}, warmup {warmup}, traced step{'s' * (len(traced) > 1)} "
+                       f"{', '.join(map(str, traced))} (a traced step is never timed: trace fewer steps, or run more)",
+                       path=path, field="capture.trace")
 
 
 def _check_step_regex(pattern: str, path: str) -> None:
