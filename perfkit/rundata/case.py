@@ -78,6 +78,10 @@ class _OnceLoader(_BASE_LOADER):
         return super().construct_mapping(node, deep=deep)
 
 
+# YAML 1.1 reads a figure with an exponent but no dot or no exponent sign (1e9, 1.5e3) as a string, refused as no
+# number where a key asks for one; YAML 1.2 and JSON read it as the number it plainly is, and so does a case.
+_OnceLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+                                                                        r"[eE][-+]?[0-9]+$"), list("-+.0123456789"))
 SAFE_LOADER = _OnceLoader
 XLA_DUMP_MODES = ("all", "first", "none")
 ORDERS = ("abba", "random")
@@ -181,9 +185,10 @@ def _check_mesh(top: dict, raw: dict, has_model: bool, path: str) -> None:
 
 
 def parse_value(text: str) -> Any:
-    """A ``--set`` value, read as YAML (so ``4`` is an int, ``[3]`` a list, ``sp`` a string)."""
+    """A ``--set`` value, read as a case file's YAML (so ``4`` is an int, ``1e9`` a float, ``[3]`` a list, ``sp`` a
+    string)."""
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError:
         return text
 

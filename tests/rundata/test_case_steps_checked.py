@@ -1,6 +1,6 @@
 """A model case's captured steps held to its step count before any trial: a traced or tapped step past its last
 step, or traced steps that leave no step timed (a traced step is never timed: ``metrics.is_timed``), is refused in
-one line naming the key."""
+one line naming the key; a figure written with an exponent (``1e9``) is the number it reads as."""
 
 import pytest
 
@@ -49,3 +49,17 @@ def test_a_command_case_keeps_its_captured_steps_unchecked():
     raw = {"name": "x", "command": ["python", "bench.py"], "capture": {"trace": [30]},
            "variants": {"a": {}, "b": {}}}
     assert case_mod.validate(raw, "c.yaml").capture["trace"] == [30]
+
+
+@pytest.mark.parametrize(("text", "value"), [("1e9", 1e9), ("1.5e3", 1500.0), ("2E-1", 0.2), ("-1e2", -100.0),
+                                             ("600", 600), ("1.0e+9", 1e9)])
+def test_set_reads_a_figure_with_an_exponent_as_a_number(text, value):
+    read = case_mod.parse_value(text)
+    assert read == value and type(read) is type(value)
+
+
+def test_set_timeout_with_an_exponent_is_taken(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("name: x\ncommand: [python, bench.py]\ntimeout: 2e3\nvariants: {a: {}, b: {}}\n")
+    assert case_mod.load(path).timeout == 2000.0
+    assert case_mod.load(path, ["timeout=1e9"]).timeout == 1e9
