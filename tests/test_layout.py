@@ -7,6 +7,7 @@ with them: the words for it are in ``perfkit.common.workers`` alone."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 from pathlib import Path
@@ -58,16 +59,21 @@ def cycles(edges: set[tuple[str, str]], nodes: list[str]) -> list[set[str]]:
     return [g for g in groups.values() if len(g) > 1]
 
 
-def import_graph() -> tuple[list[set[str]], list[str]]:
+def import_graph() -> tuple[list[set[str]], tuple[str, ...]]:
     """The import cycles among perfkit's modules; and each function-local import without a comment
     saying why."""
     edges, unexplained = scan()
     return cycles(edges, sorted(module_files())), unexplained
 
 
-def scan() -> tuple[set[tuple[str, str]], list[str]]:
+def scan() -> tuple[frozenset[tuple[str, str]], tuple[str, ...]]:
     """Every import between perfkit's modules (importer, imported); and each function-local import
     without a comment saying why."""
+    return _scan(REPO, tuple(ROOTS.items()))
+
+
+@functools.cache  # keyed on the tree read: three tests read this one, a planted one (its own REPO) apart
+def _scan(repo: Path, roots: tuple[tuple[str, str], ...]) -> tuple[frozenset[tuple[str, str]], tuple[str, ...]]:
     files = module_files()
     known = set(files)
     edges = set()
@@ -87,7 +93,7 @@ def scan() -> tuple[set[tuple[str, str]], list[str]]:
                     edges.add((module, target))
             if id(node) in in_function and not _explained(lines, node):
                 unexplained.append(f"{path.relative_to(REPO)}:{node.lineno}: {lines[node.lineno - 1].strip()}")
-    return edges, unexplained
+    return frozenset(edges), tuple(unexplained)
 
 
 _PRAGMA = re.compile(r"noqa(:\s*[A-Z]+\d+(\s*,\s*[A-Z]+\d+)*)?|type:\s*ignore(\[[^]]*\])?|pragma:.*", re.I)
