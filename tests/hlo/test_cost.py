@@ -8,6 +8,7 @@ transcendentals exactly, bytes accessed to 0.6% (wan sp ring, -0.57%; most agree
 tests hold FLOPs to 1e-4 and bytes to 1%.
 """
 
+import functools
 import json
 import re
 import shutil
@@ -31,6 +32,7 @@ FLOPS_TOLERANCE = 1e-4
 BYTES_TOLERANCE = 0.01
 
 
+@functools.cache  # the by-hand tests read the programs the XLA comparison compiled: one compile each
 def compiled_step(family: str, plan: str, **options):
     return cost_dumps.compiled_step(family, make_plan(plan, **options))
 
