@@ -2,6 +2,7 @@
 check at the end that the suite left no process, thread or temp file behind."""
 
 import contextlib
+import fcntl
 import gc
 import getpass
 import os
@@ -46,6 +47,27 @@ def _collector_unfrozen():
 def fixtures_dir() -> Path:
     """tests/data/real, the real files the repository carries: a test reading one that is missing fails."""
     return REAL
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory, worker_id) -> Path:
+    """The demo's run, once a session and shared by xdist's workers (a file lock): the quickstart case with one
+    trial a variant (its traces, XLA dumps and outputs, so summary.json holds breakdown, attribution, cost and
+    quality). Read it only; a test that writes into a run copies it into its tmp_path."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base if worker_id == "master" else base.parent) / "demo_run"
+    root.mkdir(exist_ok=True)
+    run = root / "quickstart"
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / "done").exists():
+            shutil.rmtree(run, ignore_errors=True)
+            done = subprocess.run([sys.executable, "-m", "perfkit.cli", "run", "cases/quickstart.yaml", "--out",
+                                   str(run), "--set", "repeats.min=1", "--set", "repeats.max=1"],
+                                  cwd=REPO, capture_output=True, text=True, timeout=600)
+            assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+            (root / "done").touch()
+    return run
 
 
 def _running(pid: int) -> bool:
