@@ -327,7 +327,8 @@ class FiniteFloat(click.FloatRange):
               help="Baseline JSON (or another run's summary.json).")
 @click.option("--update-baseline", is_flag=True, help="Write the baseline from this run instead of checking.")
 @click.option("--ratio-tolerance", type=FiniteFloat(min=0), default=None,
-              help="A B/A ratio fails when its 95% CI lies wholly above baseline x (1 + this). Default: 0.10 or the case's check:.")
+              help="A B/A ratio fails when its CI lies wholly above baseline x (1 + this). Default: 0.10 or the case's "
+                   "check:.")
 @click.option("--psnr-drop", "psnr_drop_db", type=FiniteFloat(min=0), default=None,
               help="A PSNR fails more than this many dB below the baseline's. Default: 0.5 or the case's check:.")
 @click.option("--min-psnr", "min_psnr_db", type=FiniteFloat(), default=None, help="A PSNR fails below this (dB).")
@@ -342,8 +343,9 @@ def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db
     \b
     One row per figure; a row fails when
       trials       a trial failed or hung (whatever the baseline's did), or the run was stopped
-      timing       a B/A step-time ratio's whole 95% CI lies above baseline x (1 + ratio tolerance); a serve
-                   case's every level too: latency so, outputs/min below baseline / (1 + ratio tolerance)
+      timing       a B/A step-time ratio's whole CI (95%; each look's, higher, in the adaptive rounds) lies
+                   above baseline x (1 + ratio tolerance); a serve case's every level too: latency so,
+                   outputs/min below baseline / (1 + ratio tolerance)
                    or the run's A/A control (--aa) was called faster or slower than the baseline itself
       quality      a PSNR (B vs A, each variant vs the oracle) drops below its limit, or
                    bit-identical outputs are no longer so
@@ -356,7 +358,7 @@ def check(run_dir, baseline_file, update_baseline, ratio_tolerance, psnr_drop_db
     see any change to the compiled step program, whatever the load. Exit code 1 when a row fails (each
     is listed), 2 when an input is refused (a run not finished: no summary.json yet); with
     GITHUB_STEP_SUMMARY set, a Markdown summary is appended there. --update-baseline writes BASELINE from
-    this run."""
+    this run, refusing one with failed trials, stopped, or whose A/A control called a change."""
     # pandas, jsonschema, the cost gate and the case schema: only when a check runs, not for --help (``check``
     # here is perfkit.report.check, the module, within this command of its name)
     from perfkit.report import check

@@ -20,6 +20,45 @@ def without_ci(comparison: dict) -> bool:
     return None in (comparison.get("ci") or [None])
 
 
+def ci_level(comparison: dict) -> float:
+    """The level a comparison's CI is held at: each look's (``look_confidence``) where the adaptive rounds read the
+    verdict more than once, for the intervals of all its looks to hold together at 95%; 0.95 read once, and in a
+    summary from before the level was kept."""
+    return comparison.get("look_confidence", 0.95)
+
+
+def looks(comparison: dict) -> int:
+    """How many times the rounds read a comparison's verdict (``looks_at``: the trials a side at its first and last
+    look); 1 read once, and in a summary from before the looks were kept."""
+    first, last = comparison.get("looks_at") or (1, 1)
+    return last - first + 1
+
+
+def level_text(level: float) -> str:
+    """A CI's level as a percentage: 95%, 98.3%."""
+    return f"{level * 100:.1f}".removesuffix(".0") + "%"
+
+
+def read_once_at_95(level: float, n_looks: int) -> bool:
+    """Whether a CI is the plain 95% one, read once: where every shown is, a table says "95% CI" once for all."""
+    return n_looks == 1 and level == 0.95
+
+
+def level_words(level: float, n_looks: int) -> str:
+    """A CI's level as a row gives it where the rows' differ: ``95%``, ``97.4% (3 looks)``."""
+    return level_text(level) + (f" ({n_looks} looks)" if n_looks > 1 else "")
+
+
+def ci_name(level: float, n_looks: int) -> str:
+    """A CI named with its level as a sentence gives it: ``95% CI``, ``97.4% CI (3 looks)``."""
+    return f"{level_text(level)} CI" + (f" ({n_looks} looks)" if n_looks > 1 else "")
+
+
+# What a CI's level and looks (``level_words``) mean, said under a table that gives them.
+LEVEL_NOTE = ("95% where the verdict was read once; (n looks): the rounds read it after each of n rounds, and the "
+              "interval is each look's, at the level at which the intervals of all n looks hold together at 95%")
+
+
 def noise_range(noise_floor: dict) -> str:
     """The A/A control's CI as the changes it spans, as the headline and Not verified give it: ``-21.9%..+78.0%``."""
     lo, hi = noise_floor["ci"]

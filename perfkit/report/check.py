@@ -8,7 +8,8 @@ one program. ``check_frame`` compares a run's summary with it, one row per figur
 - devices: a row, passing, only where a side records no devices: the match ``same_setup`` makes was not made;
 - timing: the A/A control's row, where the run had one (``--aa``): it fails where the control was called faster or
   slower than the baseline itself, and every timing row is then inconclusive: no timing verdict of such a run is to
-  be trusted (its report.md says so); a ratio fails when its whole 95% CI lies above ``baseline x (1 +
+  be trusted (its report.md says so); a ratio fails when its whole CI (95%, each look's where the adaptive rounds
+  read the verdict more than once: ``look_confidence``) lies above ``baseline x (1 +
   ratio_tolerance)``, so noise alone does not fail it (a wide CI passes; the row says how wide, and where it
   reaches past the limit, that the run could not rule a regression out: ``inconclusive``, as is a row whose
   baseline's own CI reaches past the limit, passing or failing: the gate cannot tell); a serve case's every
@@ -38,7 +39,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from perfkit.common.comparison import NO_SPREAD, aa_call_text, aa_called, compared_variant, noise_range, without_ci
+from perfkit.common.comparison import (LEVEL_NOTE, NO_SPREAD, aa_call_text, aa_called, ci_level, ci_name,
+                                       compared_variant, level_words, looks, noise_range, read_once_at_95, without_ci)
 from perfkit.common.json_figures import db_cell, from_json, json_safe
 from perfkit.report.cost_check import COST_TOLERANCE, baseline_cost, cost_rows, share_text
 from perfkit.report.line import departed_at
@@ -57,7 +59,7 @@ AA_UNSURE = "not to be trusted: the run's A/A control was called"  # a timing ro
 @dataclasses.dataclass(frozen=True)
 class Thresholds:
     """When a row fails (defaults and case keys: ``perfkit.rundata.case.CHECK_KEYS``)."""
-    ratio_tolerance: float  # a B/A ratio fails when its 95% CI lies wholly above baseline x (1 + this)
+    ratio_tolerance: float  # a B/A ratio fails when its CI lies wholly above baseline x (1 + this)
     psnr_drop_db: float  # a PSNR fails when it is more than this below the baseline's
     min_psnr_db: float | None = None  # and, when set, whenever it is below this
     cost_tolerance: float = COST_TOLERANCE  # a step's FLOPs / bytes / temp memory: relative, against the baseline
@@ -125,10 +127,10 @@ def load_baseline(path: str | Path) -> dict:
         if {"comparisons", "variants", "ranks"} <= data.keys():
             schema.validate(data, "summary", path, f"; `perfkit report {Path(path).parent}` writes it again")
             # --update-baseline refuses such a run: its summary.json, as a baseline, would be the same bargain
-            why = incomplete(data)
+            why = not_a_baseline(data, "that run")
             if why:
-                raise BadInput(f"a run's summary.json, but that run {why}: a baseline needs a complete run",
-                               path=str(path), field="interrupted" if data.get("interrupted") else "trials.failed")
+                raise BadInput(f"a run's summary.json, but {why}", path=str(path), field="interrupted" if data.get(
+                    "interrupted") else "trials.failed" if data["trials"]["failed"] else "noise_floor.verdict")
             data = baseline_from_summary(data, Path(path).parent)
             checks_timing(data, path)
             return data
@@ -150,6 +152,16 @@ def incomplete(summary: dict) -> str | None:
     if summary.get("interrupted"):
         reasons.append("was stopped before its plan finished")
     return " and ".join(reasons) or None
+
+
+def not_a_baseline(summary: dict, run: str = "the run") -> str | None:
+    """Why no baseline is to be written from a run (``run``: how to name it), in words: it is ``incomplete``, or its
+    A/A control called a change (``aa_call_text``: no timing verdict of it is to be trusted, its ratios no more than
+    the gate's); None where one is."""
+    why, called = incomplete(summary), aa_call_text(summary)
+    return "; ".join([f"{run} {why}: a baseline needs a complete run"] * bool(why) + [
+        f"{called}: no timing verdict of the run is to be trusted, nor a baseline written from it (run again, on a "
+        "quieter machine)"] * bool(called)) or None
 
 
 def checks_timing(baseline: dict, path: str | Path) -> None:
@@ -315,9 +327,11 @@ def _timing_row(subject: str, base: float, current: dict | None, th: Thresholds,
                 if current["ratio"] is None else no_ci}
     lo, hi = current["ci"]
     n = ci_decimals(current["ci"], limit)
+    # each look's level where the adaptive rounds read the verdict more than once: higher than 95%, and wider
+    level, n_looks = ci_level(current), looks(current)
     # the limit's making, where a case's own tolerance (the demo's 1.0) lets a ratio far past the baseline pass
     note = (f"limit: the baseline {'/' if higher else 'x'} {1 + tol:g} (ratio_tolerance {tol:g}); "
-            f"95% CI [{lo:.{n}f}, {hi:.{n}f}]")
+            f"{ci_name(level, n_looks)} [{lo:.{n}f}, {hi:.{n}f}]")
     passed = hi >= limit if higher else lo <= limit
     if higher and not passed:
         note += " lies below the limit: fewer outputs a minute than the baseline"
@@ -335,7 +349,7 @@ def _timing_row(subject: str, base: float, current: dict | None, th: Thresholds,
         note += (f"; {NOT_RULED_OUT}: CI reaches {reach:.{n}f}, {'below' if higher else 'above'} the limit "
                  f"{limit:.{n}f}; more repeats would tell")
     return {**row, "current": current["ratio"], "ci": [lo, hi], "passed": passed, "inconclusive": inconclusive,
-            "note": note}
+            "note": note, "ci_level": (level, n_looks)}
 
 
 def _timing_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
@@ -620,8 +634,10 @@ def check_frame(baseline: dict, summary: dict, th: Thresholds, run_dir: Path | N
                        {v: _divergence(r) for v, r in summary["ranks"].items()})
     rows += cost_rows(baseline, summary, th.cost_tolerance)
     # object: a column of numbers and nulls would read as floats (a count of 0 shown 0.000, a null as NaN)
-    # ``ci``: a timing row's, the run's 95% CI its verdict is decided on (a script reads it, not the note's text)
+    # ``ci``: a timing row's, the run's CI its verdict is decided on (a script reads it, not the note's text), at the
+    # level its note gives; the step summary's cells give it too (``attrs["levels"]``: by row, its level and looks)
     frame = pd.DataFrame([{"inconclusive": False, "ci": None, **r} for r in rows], columns=COLUMNS, dtype=object)
+    frame.attrs["levels"] = {i: r["ci_level"] for i, r in enumerate(rows) if "ci_level" in r}
     frame["passed"] = frame["passed"].astype(bool)
     frame["inconclusive"] = frame["inconclusive"].astype(bool)
     return frame
@@ -720,22 +736,29 @@ def markdown(frame: pd.DataFrame, case: str, run_line: str) -> list[str]:
     aa = _aa_unsure_rows(frame)
     verdict = (f"**failed**: {failed} of {len(frame)} rows" if failed else f"passed ({len(frame)} rows)") + (
         f"; **{unsure}**" if unsure else "")
+    levels = frame.attrs.get("levels") or {}  # (a frame made elsewhere has none: 95%, read once)
+    once = all(read_once_at_95(*x) for x in levels.values())
     marks = [f"**{'ok' if r.passed else 'FAIL'}, A/A control called a change**" if aa[i]
              else f"**{'ok' if r.passed else 'FAIL'}, baseline unsure**" if unsure_baseline[i]
              else "**ok, not ruled out**" if r.inconclusive else "ok" if r.passed else "**FAIL**"
              for i, r in zip(frame.index, frame.itertuples())]
     return [f"### perfkit check, {case}: {verdict}", "", run_line, "",
-            "| | check | figure | this run | 95% CI | baseline | required | note |",
+            f"| | check | figure | this run | {'95% ' * once}CI | baseline | required | note |",
             "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
             *(f"| {mark} | {r.check} | {_md(r.subject)} | {_md(_figure_cell(r))} | "
-              f"{_ci_cell(r.ci, r.limit)} | {_md(_baseline_cell(r))} | {_md(_rule(r))} | {_md(r.note)} |"
-              for mark, r in zip(marks, frame.itertuples())), ""]
+              f"{_ci_cell(r, None if once else levels.get(i))} | {_md(_baseline_cell(r))} | {_md(_rule(r))} | "
+              f"{_md(r.note)} |"
+              for mark, i, r in zip(marks, frame.index, frame.itertuples())), "",
+            *([f"CI: the run's at its level: {LEVEL_NOTE}.", ""] if not once else [])]
 
 
-def _ci_cell(ci: list[float] | None, limit: float | None) -> str:
-    """A timing row's 95% CI, the figure its verdict is decided on, as its note gives it; "-" on a row with none."""
-    n = ci_decimals(ci, limit)
-    return f"[{ci[0]:.{n}f}, {ci[1]:.{n}f}]" if isinstance(ci, list) else "-"
+def _ci_cell(r, level: tuple[float, int] | None) -> str:
+    """A timing row's CI, the figure its verdict is decided on, as its note gives it, with its ``level`` and looks
+    where given (the table's are not all 95% read once); "-" on a row with none."""
+    if not isinstance(r.ci, list):
+        return "-"
+    n = ci_decimals(r.ci, r.limit)
+    return f"[{r.ci[0]:.{n}f}, {r.ci[1]:.{n}f}]" + (f" {level_words(*level)}" if level else "")
 
 
 def thresholds_for(run_dir: Path, **flags) -> Thresholds:
@@ -749,10 +772,11 @@ def thresholds_for(run_dir: Path, **flags) -> Thresholds:
 
 
 def write_baseline(path: Path, run_dir: Path, summary: dict) -> dict:
-    """The baseline of a complete run, written to ``path`` and returned."""
-    why = incomplete(summary)
+    """The baseline of a complete run whose A/A control, where it had one, called no change (``not_a_baseline``),
+    written to ``path`` and returned."""
+    why = not_a_baseline(summary)
     if why:
-        raise BadInput(f"the run {why}: a baseline needs a complete run", path=str(run_dir))
+        raise BadInput(why, path=str(run_dir))
     baseline = baseline_from_summary(summary, run_dir)
     checks_timing(baseline, run_dir)  # (a run of one variant, --only: it compared nothing)
     path.parent.mkdir(parents=True, exist_ok=True)

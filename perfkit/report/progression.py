@@ -13,7 +13,8 @@ from typing import Any, Iterator
 import pandas as pd
 import yaml
 
-from perfkit.common.comparison import compared_variant, trial_median
+from perfkit.common.comparison import (LEVEL_NOTE, ci_level, compared_variant, level_words, looks, read_once_at_95,
+                                       trial_median)
 from perfkit.common.digits import digits, lone_decimals
 from perfkit.common.json_figures import from_json
 from perfkit.errors import BadInput
@@ -91,13 +92,6 @@ def _value(variant: dict, name: str) -> float | None:
     return (variant.get("values") or {}).get(name, {}).get("median")
 
 
-def _looks(c: dict) -> int:
-    """How many times the rounds read a comparison's verdict (``looks_at``: its first and last look); 1 read once,
-    and in a summary from before the looks were kept."""
-    first, last = c.get("looks_at") or (1, 1)
-    return last - first + 1
-
-
 def progression_frame(runs: list[list[tuple[str, dict]]]) -> pd.DataFrame:
     """One row per run (``load_summaries`` of each, in order): each variant's step time as its median of
     per-trial medians (the figures the ratio divides); ``a_vs_previous`` / ``b_vs_previous``: that over
@@ -120,7 +114,7 @@ def progression_frame(runs: list[list[tuple[str, dict]]]) -> pd.DataFrame:
                      "dirty": src.get("dirty"), "changed": changed, "a": a, "b": b,
                      "a_step_ms": trial_median(va), "b_step_ms": trial_median(vb),
                      "ratio": c["ratio"], "ci_lo": c["ci"][0], "ci_hi": c["ci"][1],
-                     "ci_level": c.get("look_confidence", 0.95), "looks": _looks(c), "verdict": c["verdict"],
+                     "ci_level": ci_level(c), "looks": looks(c), "verdict": c["verdict"],
                      "a_first_ms": va["first_step_ms"]["median"], "b_first_ms": vb["first_step_ms"]["median"],
                      "a_compile_s": _value(va, "compile_s"), "b_compile_s": _value(vb, "compile_s"),
                      "psnr_db": from_json(psnr), "bit_identical": q.get("bit_identical"),
@@ -151,16 +145,11 @@ def _step(x, before: str | None, name: str | None, decimals: int = 2) -> str:
     return f"{name + ' ' if name else ''}{shown}{change}"
 
 
-def _level(x: float) -> str:
-    """A CI's level as a percentage: 95%, 98.3%."""
-    return f"{x * 100:.1f}".removesuffix(".0") + "%"
-
-
 def markdown(frame: pd.DataFrame) -> list[str]:
     """The table as GitHub Markdown: variant names in the headers when every run has the same two; each interval's
     level in its cell where the rows' are not all 95% read once (the adaptive rounds hold each look's higher)."""
     same = frame.a.nunique() == 1 and frame.b.nunique() == 1
-    once = bool(((frame.looks == 1) & (frame.ci_level == 0.95)).all())
+    once = all(map(read_once_at_95, frame.ci_level, frame.looks))
     a, b = (frame.a.iloc[0], frame.b.iloc[0]) if same else ("A", "B")
     compile_cols = frame[["a_compile_s", "b_compile_s"]].notna().any().any()
     # a matrix's combinations are one case: their rows' names carry the values
@@ -179,8 +168,7 @@ def markdown(frame: pd.DataFrame) -> list[str]:
         commit = "-" if pd.isna(r.commit) else f"`{r.commit}`" + (" (dirty)" if r.dirty is True else "")
         ratio = "-" if r.ratio is None or math.isnan(r.ratio) else \
             f"{r.ratio:.3f} [{_num(r.ci_lo, '.3f')}, {_num(r.ci_hi, '.3f')}]" + (
-                "" if once or _num(r.ci_lo) == "-" else f" {_level(r.ci_level)}"
-                + (f" ({r.looks} looks)" if r.looks > 1 else ""))
+                "" if once or _num(r.ci_lo) == "-" else f" {level_words(r.ci_level, r.looks)}")
         psnr = "inf (bit-identical)" if r.bit_identical else "inf" if r.psnr_db == math.inf else _num(r.psnr_db)
         steps = (r.a_step_ms, r.b_step_ms, r.ratio)
         known = not any(x is None or math.isnan(x) for x in steps)
@@ -202,9 +190,8 @@ def markdown(frame: pd.DataFrame) -> list[str]:
     lines += ["", "Step times are each variant's median of per-trial medians (timed synced steps), the figures "
               f"{b}/{a} divides; " + ("in parentheses, the change of the figure shown against the last row above of "
                                       "the same case and variant; " if changes else "")
-              + ("in brackets, the ratio's 95% CI" if once else "in brackets, the ratio's CI at its level: 95% where "
-                 "the verdict was read once; (n looks): the rounds read it after each of n rounds, and the interval is "
-                 "each look's, at the level at which the intervals of all n looks hold together at 95%")
+              + ("in brackets, the ratio's 95% CI" if once
+                 else f"in brackets, the ratio's CI at its level: {LEVEL_NOTE}")
               + ("; (stopped): a run stopped before its plan finished, of fewer trials"
                  if frame["interrupted"].any() else "")
               + ("; case changed: the fields of the run's case.yaml that differ from the last row above of the same "
