@@ -364,13 +364,22 @@ def _compile_cache(cc: dict) -> list[str]:
             "jax cache files on disk. Outputs bit-identical across cold and warm: " + said]
 
 
+def _moved(m: dict) -> str:
+    """Where a receive buffer moved, as hlo-diff gives it: by how much in its allocation, and to which other allocation
+    (one moved only to another at the same offset read "+0 B"); rows of older summaries have no allocation."""
+    alloc = m.get("allocation") or {}
+    other = alloc.get("majority") != alloc.get("rank")
+    return " ".join([m["collective"], *([f"{m['delta']:+,} B"] if m["delta"] or not other else []),
+                     *([f"in allocation {alloc['majority']} -> {alloc['rank']}"] if other else [])])
+
+
 def _first_difference(first: dict | None) -> str:
     """A table cell: where the first divergent rank's program first differs from the majority's."""
     if not first:
         return "-"
     rank, ref = f"rank {first['ranks'][0]}", f"rank {first['against_rank']}"
     if first["same_program"]:
-        moved = ", ".join(f"{m['collective']} {m['delta']:+,} B" for m in first["receive_moved"])
+        moved = ", ".join(_moved(m) for m in first["receive_moved"])
         return f"`{first['module']}`: same program, receive buffers moved on {rank}: {moved}"
     counts = first.get("counts")  # (absent from older summaries)
     devices = (f"{rank} compiled for {counts_text(counts['rank'])}, {ref} for {counts_text(counts['majority'])}"
