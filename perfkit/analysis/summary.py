@@ -172,8 +172,10 @@ def not_verified(case: Case, summary: dict) -> list[str]:
     notes = [f"one seed only (seed {case.seed})" if case.kind == "model" else
              "one set of inputs only: the serve.prompts and their seeds" if case.kind == "serve" else
              "one set of inputs only: the command's own (perfkit passes it no seed)"]
-    if case.oracle is None:
-        notes.append("no oracle: quality is B against A, not against a higher-precision reference")
+    if case.oracle is None:  # (where B's outputs were not compared with A's either, an item below says so)
+        notes.append("no oracle: quality is B against A, not against a higher-precision reference"
+                     if summary.get("quality") is not None else
+                     "no oracle: no output was compared with a higher-precision reference")
     if case.aa_name is None:
         notes.append("no A/A control: this machine's noise floor was not measured (`--aa`)")
     if not case.capture["trace"]:

@@ -403,7 +403,9 @@ def _ranks(summary: dict) -> list[str]:
             "| --- | --- | --- | --- | --- |"]
     details = []
     for name, r in summary["ranks"].items():
-        cons = {True: "yes", False: "**no**", None: "not checked"}[r["consistent"]]
+        # one process: one rank, consistent whatever it ran, but with no other to compare it with
+        cons = "one rank: nothing to compare" if r["consistent"] and r["groups"] == [[0]] else \
+            {True: "yes", False: "**no**", None: "not checked"}[r["consistent"]]
         groups = " / ".join(f"rank{'s' * (len(g) > 1)} {rank_list(g)}" for g in r["groups"]) or "-"
         rows.append(f"| {name} | {cons} | {groups} | {_first_difference(r.get('first_difference'))} | {r['checked']} |")
         if r["consistent"] is False and r.get("hlo_diff"):

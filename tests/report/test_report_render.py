@@ -103,7 +103,7 @@ def test_sections_and_figures(make_run):
     # rank (a lone "0" read as no groups)
     one = "one process: no other rank to compile another program"
     assert s["ranks"]["a"] == {"consistent": True, "groups": [[0]], "checked": one}
-    assert table_row(report, "a") == ["yes", "rank 0", "-", one]
+    assert table_row(report, "a") == ["one rank: nothing to compare", "rank 0", "-", one]
     assert "rank consistency" not in not_verified
     assert s["reproduce"]["command"] == "perfkit run run/case.yaml --salt"
 
