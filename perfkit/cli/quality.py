@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from perfkit.common.digits import share_text
+from perfkit.common.figures import plot_file
 from perfkit.common.json_figures import db_cell, json_safe
 from perfkit.errors import BadInput, DefinitionNote
 
@@ -199,8 +200,9 @@ def format_result(r: dict, per_frame: bool = False) -> list[str]:
 @click.option("--codec", "codec_spec", default="libx264:crf=18:pix_fmt=yuv420p", show_default=True,
               metavar="CODEC[:k=v...]", help="Encoder settings for --codec-floor.")
 @click.option("--drift", "as_drift", is_flag=True, help="A and B are per-step latents (steps, ...): a row per step.")
-@click.option("--plot", type=click.Path(dir_okay=False),
-              help="With --drift, or a run directory's taps: write the plot to this PNG.")
+@click.option("--plot", type=click.Path(dir_okay=False), callback=plot_file,
+              help="With --drift, or a run directory's taps: write the plot to this PNG (a suffix matplotlib writes, "
+                   "e.g. .svg: that format).")
 def command(a, b, as_json, per_frame, rgb, ssim, frame_range, with_floor, codec_spec, as_drift, plot):
     """Compare output B against reference A: videos, PNG / JPEG folders, .npy / .npz, a trial's outputs folder.
 

@@ -14,6 +14,7 @@ import click
 
 from perfkit.cli import OneLineGroup, hold_notes, notes as _notes
 from perfkit.common.digits import difference_digits, shown_difference, whole_shares
+from perfkit.common.figures import plot_file
 from perfkit.common.units import PS_PER_MS
 from perfkit.errors import BadInput, DefinitionNote
 from perfkit.trace import marker_notes
@@ -184,7 +185,9 @@ def trace():
 @paths_argument
 @steps_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: rows (per step) and mean (per device).")
-@click.option("--plot", type=click.Path(dir_okay=False), help="Write a stacked-bar PNG of the mean step per chip.")
+@click.option("--plot", type=click.Path(dir_okay=False), callback=plot_file,
+              help="Write a stacked-bar plot of the mean step per chip (PNG; a suffix matplotlib writes, e.g. .svg, "
+                   "that format).")
 @window_option
 @last_step_option
 def breakdown(paths, step_pattern, as_json, plot, window, last_step):
