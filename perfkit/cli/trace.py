@@ -44,7 +44,7 @@ CPU_DEVICES = ("these chips are XLA's CPU devices, threads sharing the host's co
 # (a multi-process CPU job's collectives go between processes, through gloo or MPI)
 CPU_CHIPS = ("these chips are XLA's CPU devices, threads sharing the host's cores: their ICI is the threads' exchange "
              "within a process, or processes' through gloo or MPI, not an interconnect's")
-KINETO_DIFF = "an op of no duration is neither timed nor counted here (HTA's TraceDiff counts it)"
+KINETO_DIFF = "device ops of no duration ({}) are neither timed nor counted here (HTA's TraceDiff counts them)"
 OPS_BY_NAME = ("ops are matched by name, which XLA gives per program: where A and B compiled different programs, "
                "one name may be different ops on each side (perfkit trace attribution RUN_DIR aligns a run's two "
                "step programs by their structure, from its XLA dumps)")
@@ -275,14 +275,21 @@ def _span_notes(spans: pd.DataFrame, measured: int, side: str = "") -> list[str]
 
 
 def _xspace_beside(paths) -> str:
-    """Where a JSON trace given has an XSpace beside it (JAX's profiler writes both; the JSON holds the host's
-    events only): a hint naming it, the first one perfkit reads the planes of (a file it refuses is no place to
-    look)."""
-    from perfkit.trace.xplane import planes  # a reader: loaded by the commands that have read the traces
+    """Where traces given hold no device ops, what they are: perfkit's own Perfetto export (``export.is_export``, a
+    view of traces merged, which holds their events under categories of its own); else, where a JSON trace given was
+    written beside an XSpace by JAX's profiler (``events.xspaces_beside``; the JSON holds the host's events only), a
+    hint naming it, the first one perfkit reads the planes of (a file it refuses is no place to look)."""
+    # readers: loaded by the commands that have read the traces
+    from perfkit.trace.events import is_xplane, xspaces_beside
+    from perfkit.trace.export import is_export
+    from perfkit.trace.xplane import planes
 
+    exports = [p for p in map(Path, paths) if p.is_file() and not is_xplane(p) and is_export(p)]
+    if exports:
+        return (f"; {'it' if len(paths) == 1 else exports[0]} is perfkit's own export (perfkit trace export "
+                "--perfetto), a view to open in ui.perfetto.dev, not a trace to analyse: give the traces it merged")
     for p in map(Path, paths):
-        beside = sorted(p.parent.glob("*.xplane.pb")) if p.is_file() and p.name.endswith((".json", ".json.gz")) else []
-        for xspace in beside:
+        for xspace in xspaces_beside(p) if p.is_file() else []:
             try:
                 planes(xspace)
             except BadInput:
@@ -355,11 +362,16 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
 
     try:
         table = diff_traces([a], [b], by, step_pattern, window + (LAST_STEP_DROPPED if last_step == "drop" else ""))
-    except NoDeviceOps as dropped:
-        if last_step != "drop":
-            raise
-        diff_traces([a], [b], by, step_pattern, window)  # its own error where the last step kept leaves none either
-        raise BadInput(LAST_STEP_ONLY, path=dropped.path) from None
+    except NoDeviceOps as none:
+        if last_step == "drop":
+            try:
+                diff_traces([a], [b], by, step_pattern, window)
+            except NoDeviceOps as kept:  # none with the last step kept either
+                none = kept
+            else:
+                raise BadInput(LAST_STEP_ONLY, path=none.path) from None
+        # (the refusal of the side that has none, as breakdown's: what the traces are, where it knows)
+        raise BadInput(none.reason + _xspace_beside((none.path or "").split(", ")), path=none.path) from None
     measured = _measured(table.attrs.get("measured", ()))
     for side in ("a", "b"):
         beyond = pd.DataFrame(table.attrs[f"beyond_markers_{side}"], columns=BEYOND_COLUMNS)
@@ -367,8 +379,15 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
         for note in (_span_notes(beyond, table.attrs[f"spans_{side}"], f" in {side.upper()}")
                      + empty_spans(empty, f" in {side.upper()}")):
             warnings.warn(note, DefinitionNote, stacklevel=1)
-    if not all(map(is_xplane, trace_files([a, b]))):
-        warnings.warn(KINETO_DIFF, DefinitionNote, stacklevel=1)
+    xspace_a, xspace_b = ([is_xplane(f) for f in trace_files([side])] for side in (a, b))
+    if unlike := _unlike(table.attrs, xspace_a, xspace_b):
+        warnings.warn(f"A and B differ: {unlike}; the deltas compare their means per chip"
+                      f"{' and step' if window == 'step' else ''} all the same", DefinitionNote, stacklevel=1)
+    still = [f"{table.attrs[f'no_duration_{side}']} in {side.upper()}" for side in "ab"
+             if table.attrs[f"no_duration_{side}"]]
+    if not all(xspace_a + xspace_b):
+        if still:  # (where there are none, nothing parts from HTA's counts)
+            warnings.warn(KINETO_DIFF.format(", ".join(still)), DefinitionNote, stacklevel=1)
     elif by == "op":
         warnings.warn(OPS_BY_NAME, DefinitionNote, stacklevel=1)
     if as_json:
@@ -419,6 +438,24 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
     # a table of 47.205 (no count up to six had made the delta both; the run's attribution shows microseconds too)
     totals = _as_shown(totals.reset_index(), shown.attrs["digits"])
     click.echo(_ms(totals, ["a_ps", "b_ps", "delta_ps"], digits=totals.attrs["digits"]).to_string(index=False))
+
+
+def _unlike(attrs: dict, xspace_a: list[bool], xspace_b: list[bool]) -> str:
+    """How trace diff's two sides differ, where their chip counts (``diff.compare``'s ``chips_a``, ``chips_b``) or
+    trace formats (``xspace_*``: each file's, an XSpace or not) do: "A 1 chip, B 8 chips; A Kineto JSON, B XSpace";
+    else empty."""
+    def chips(n: int) -> str:
+        return f"{n} chip{'' if n == 1 else 's'}"
+
+    def formats(xspace: list[bool]) -> str:
+        return " and ".join(name for name, on in (("Kineto JSON", False), ("XSpace", True)) if on in xspace)
+
+    unlike = []
+    if attrs["chips_a"] != attrs["chips_b"]:
+        unlike.append(f"A {chips(attrs['chips_a'])}, B {chips(attrs['chips_b'])}")
+    if formats(xspace_a) != formats(xspace_b):
+        unlike.append(f"A {formats(xspace_a)}, B {formats(xspace_b)}")
+    return "; ".join(unlike)
 
 
 def _as_shown(rows: pd.DataFrame, digits: int | None = None) -> pd.DataFrame:

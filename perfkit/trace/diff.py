@@ -102,8 +102,9 @@ def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step", layout
     """Exclusive device time summed per (key columns of ``by``, category): ``sum`` (ps) and ``size`` (ops),
     ``attrs["outside"]`` the device ops no span holds (``timeline.Layout.outside``), ``attrs["clock"]`` where
     their trace and chip clocks part (``timeline.Layout.clock``), ``attrs["beyond_markers"]`` the spans more than
-    their step markers (``beyond_markers``), ``attrs["empty_spans"]`` those of 0 ns (records of ``EMPTY_COLUMNS``);
-    and the number of
+    their step markers (``beyond_markers``), ``attrs["empty_spans"]`` those of 0 ns (records of ``EMPTY_COLUMNS``),
+    a row of ``size`` 0 whose ``chips`` and ``no_duration`` count the chips measured and the device ops of no
+    duration (where any span is); and the number of
     (device, step) spans measured. Sums of disjoint sets of chips add up (the shards of a profile,
     ``perfkit.trace.shards``). ``layout``: ``timeline.layout(events, window)`` where the caller has it already."""
     laid = timeline.layout(events, window) if layout is None else layout
@@ -113,6 +114,16 @@ def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step", layout
     else:
         groups = (ops.groupby(_grouping(by, ops) + ["category"], observed=True, dropna=False)["time_ps"]
                   .agg(["sum", "size"]).reset_index())
+    if not spans.empty:
+        # what no sum holds, the chips measured and the device ops of no duration, in a row of its own, of size 0
+        # (an attr would not survive the concatenation of the shards' sums, disjoint sets of chips), which
+        # ``per_key`` takes out
+        still = int((events["category"].isin(CATEGORIES).to_numpy() & (events["dur_ps"].to_numpy() == 0)).sum())
+        chips = len(spans[["rank", "device"]].drop_duplicates())
+        tally = pd.DataFrame({**{c: [None] for c in groups.columns}, "sum": [0], "size": [0], "chips": [chips],
+                              "no_duration": [still]})
+        groups = pd.concat([groups.assign(chips=0, no_duration=0), tally] if len(groups) else [tally],
+                           ignore_index=True)
     groups.attrs["outside"] = laid.outside
     groups.attrs["clock"] = laid.clock
     groups.attrs["beyond_markers"] = beyond_markers(spans)
@@ -159,8 +170,12 @@ def span_parts(events: pd.DataFrame, rows: pd.DataFrame, window: str = "step",
 def per_key(groups: pd.DataFrame, spans: int, by: str = "kind") -> pd.DataFrame:
     """``op_time``'s sums (of one trace or of several sets of chips, stacked) per key: ``category`` (of the
     most time, a tie to the first of compute / ici / dcn / dma), ``time_ps`` and ``count`` per chip and
-    step; ``attrs["spans"]``. By shape, where no op has one (a Kineto trace's kernels carry none): the kinds,
+    step; ``attrs["spans"]``, ``attrs["chips"]`` (the chips measured) and ``attrs["no_duration"]`` (the device
+    ops of no duration, in no sum). By shape, where no op has one (a Kineto trace's kernels carry none): the kinds,
     and a note that says so."""
+    tallied = "chips" in groups  # (``op_time``'s row of what no key holds)
+    chips, still = (int(groups[c].sum()) if tallied else 0 for c in ("chips", "no_duration"))
+    groups = groups[groups["size"] > 0] if tallied else groups
     keys = [_label(by, v) for v in zip(*(groups[c] for c in _grouping(by, groups)))]
     if by == "shape" and len(groups) and not any(isinstance(s, str) and s for s in groups["shape"]):
         warnings.warn("no op in these traces has a shape (a Kineto trace's kernels carry none): keyed by kind "
@@ -176,6 +191,8 @@ def per_key(groups: pd.DataFrame, spans: int, by: str = "kind") -> pd.DataFrame:
     table["time_ps"] = table["time_ps"].astype(float) / spans
     table["count"] = table["count"] / spans
     table.attrs["spans"] = spans
+    table.attrs["chips"] = chips
+    table.attrs["no_duration"] = still
     return table
 
 
@@ -204,7 +221,8 @@ def compare(ta: pd.DataFrame, tb: pd.DataFrame) -> pd.DataFrame:
     (where each side's ops' trace and chip clocks part, ``clocks.parted``), beyond_markers_a, beyond_markers_b
     (each side's spans more than their step markers, ``beyond_markers``), empty_spans_a, empty_spans_b (each
     side's spans of 0 ns), steps_from_a, steps_from_b (where each side's steps came from, "none" without markers,
-    where known)."""
+    where known), chips_a, chips_b (each side's chips measured), no_duration_a, no_duration_b (each side's device ops
+    of no duration, timed and counted by no key)."""
     out = ta.add_suffix("_a").join(tb.add_suffix("_b"), how="outer")
     result = pd.DataFrame({
         "key": out.index,
@@ -223,7 +241,9 @@ def compare(ta: pd.DataFrame, tb: pd.DataFrame) -> pd.DataFrame:
                         beyond_markers_a=ta.attrs.get("beyond_markers", []),
                         beyond_markers_b=tb.attrs.get("beyond_markers", []),
                         empty_spans_a=ta.attrs.get("empty_spans", []), empty_spans_b=tb.attrs.get("empty_spans", []),
-                        steps_from_a=ta.attrs.get("steps_from", []), steps_from_b=tb.attrs.get("steps_from", []))
+                        steps_from_a=ta.attrs.get("steps_from", []), steps_from_b=tb.attrs.get("steps_from", []),
+                        chips_a=ta.attrs.get("chips", 0), chips_b=tb.attrs.get("chips", 0),
+                        no_duration_a=ta.attrs.get("no_duration", 0), no_duration_b=tb.attrs.get("no_duration", 0))
     return result
 
 

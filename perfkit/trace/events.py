@@ -87,6 +87,19 @@ def trace_files(paths: list[str | Path]) -> list[Path]:
     return found
 
 
+def xspaces_beside(path: Path) -> list[Path]:
+    """The XSpaces a JSON trace was written beside by JAX's profiler, which writes a profile folder's
+    ``<host>.xplane.pb`` and, from it, the trace viewer's ``<host>.trace.json.gz`` (its host events only) and, asked
+    to, ``perfetto_trace.json.gz``: for the first, its host's XSpace; for the second, the folder's; else none (a
+    JSON trace beside an XSpace it was not written from, a torch trace in a folder that holds one, is no copy)."""
+    if path.name in ("perfetto_trace.json.gz", "perfetto_trace.json"):  # (a copy unzipped, as a user may)
+        return sorted(path.parent.glob(f"*{_XPLANE_SUFFIX}"))
+    host = next((path.name.removesuffix(s) for s in (_VIEWER_COPY, _VIEWER_COPY.removesuffix(".gz"))
+                 if path.name.endswith(s)), None)
+    xspace = path.with_name(f"{host}{_XPLANE_SUFFIX}") if host else None
+    return [xspace] if xspace is not None and xspace.is_file() else []
+
+
 def _rank_hint(path: Path) -> int | None:
     """The rank a file's path names: a ``rank<R>`` folder (perfkit's trial layout), else torch_tpu's
     ``<host>_<rank>.xplane.pb``, where ``<host>`` is the machine the XSpace records (a name that only ends in a

@@ -1,11 +1,12 @@
-"""All ranks and chips of an events frame as one Chrome / Perfetto JSON trace: a process per (rank,
-device) ("rank 0 TPU 3", "rank 1 host"), a thread per line, complete ("X") events in microseconds from
-the frame's origin. Written in chunks, one formatted string per event, never a dict per event; the
-chunks of a large frame are formatted by worker processes (``common.workers.Pool``), one per core, and
-written here in order."""
+"""All ranks and chips of an events frame as one Chrome / Perfetto JSON trace: a process per (rank, device)
+("rank 0 TPU 3", "rank 1 host"), a thread per line, complete ("X") events in microseconds from the frame's
+origin; a top-level key (``MARKER``) says it is perfkit's export. Written in chunks, one formatted string per
+event, never a dict per event; the chunks of a large frame are formatted by worker processes
+(``common.workers.Pool``), one per core, and written here in order."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections import deque
 from pathlib import Path
@@ -20,6 +21,10 @@ from perfkit.trace.events import chip_key, first_rows
 # chunks' strings are fresh pages each time: benchmarks/trace_breakdown.py --command export).
 CHUNK = 50_000
 PARALLEL_EVENTS = 1_000_000  # below this, formatting here is sooner done than starting workers
+# A top-level key of the export's own (the Chrome trace format keeps such keys as the trace's metadata), written
+# first after displayTimeUnit: how perfkit knows its export, a view of the traces it merged, when given it to analyse
+MARKER = "perfkit_export"
+_HEAD = '{"displayTimeUnit": "ns", "%s": "perfkit trace export --perfetto", ' % MARKER
 
 
 def _literals(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -49,8 +54,7 @@ def write_perfetto(events: pd.DataFrame, path: str | Path) -> int:
         def write(text: str) -> None:
             file.write(text.encode())
 
-        write('{"displayTimeUnit": "ns", "otherData": {"origin_ns": %d}, "traceEvents": [\n'
-              % events.attrs.get("origin_ns", 0))
+        write(_HEAD + '"otherData": {"origin_ns": %d}, "traceEvents": [\n' % events.attrs.get("origin_ns", 0))
         meta = [{"ph": "M", "name": "process_name", "pid": i,
                  "args": {"name": f"rank {r} " + (f"device {d}" if d >= 0 else "host")}}
                 for i, (r, d) in enumerate(zip(rank[proc_row].tolist(), device[proc_row].tolist()))]
@@ -64,6 +68,19 @@ def write_perfetto(events: pd.DataFrame, path: str | Path) -> int:
         _write_chunks(file, columns, range(0, len(events), CHUNK))
         write("\n]}\n")
     return len(events)
+
+
+def is_export(path: Path) -> bool:
+    """Whether the file at ``path`` is a ``write_perfetto`` export (gzipped or not), from its first bytes."""
+    with path.open("rb") as file:
+        head = file.read(len(_HEAD))
+    if head[:2] == b"\x1f\x8b":
+        try:
+            with gzip.open(path) as file:
+                head = file.read(len(_HEAD))
+        except (OSError, EOFError):  # a damaged gzip: no export perfkit wrote
+            return False
+    return head == _HEAD.encode()
 
 
 def _write_chunks(file, columns: tuple, chunks: range) -> None:
