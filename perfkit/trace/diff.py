@@ -103,9 +103,8 @@ def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step", layout
     ``attrs["outside"]`` the device ops no span holds (``timeline.Layout.outside``), ``attrs["clock"]`` where
     their trace and chip clocks part (``timeline.Layout.clock``), ``attrs["beyond_markers"]`` the spans more than
     their step markers (``beyond_markers``), ``attrs["empty_spans"]`` those of 0 ns (records of ``EMPTY_COLUMNS``),
-    a row of ``size`` 0 whose ``chips`` and ``no_duration`` count the chips measured and the device ops of no
-    duration (where any span is); and the number of
-    (device, step) spans measured. Sums of disjoint sets of chips add up (the shards of a profile,
+    ``attrs["chips"]`` the chips measured and ``attrs["no_duration"]`` the device ops of no duration (in no sum);
+    and the number of (device, step) spans measured. Sums of disjoint sets of chips add up (the shards of a profile,
     ``perfkit.trace.shards``). ``layout``: ``timeline.layout(events, window)`` where the caller has it already."""
     laid = timeline.layout(events, window) if layout is None else layout
     spans, ops = _op_times(events, by, window, laid)
@@ -114,16 +113,9 @@ def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step", layout
     else:
         groups = (ops.groupby(_grouping(by, ops) + ["category"], observed=True, dropna=False)["time_ps"]
                   .agg(["sum", "size"]).reset_index())
-    if not spans.empty:
-        # what no sum holds, the chips measured and the device ops of no duration, in a row of its own, of size 0
-        # (an attr would not survive the concatenation of the shards' sums, disjoint sets of chips), which
-        # ``per_key`` takes out
-        still = int((events["category"].isin(CATEGORIES).to_numpy() & (events["dur_ps"].to_numpy() == 0)).sum())
-        chips = len(spans[["rank", "device"]].drop_duplicates())
-        tally = pd.DataFrame({**{c: [None] for c in groups.columns}, "sum": [0], "size": [0], "chips": [chips],
-                              "no_duration": [still]})
-        groups = pd.concat([groups.assign(chips=0, no_duration=0), tally] if len(groups) else [tally],
-                           ignore_index=True)
+    groups.attrs["chips"] = len(spans[["rank", "device"]].drop_duplicates())
+    groups.attrs["no_duration"] = int((events["category"].isin(CATEGORIES).to_numpy()
+                                       & (events["dur_ps"].to_numpy() == 0)).sum())
     groups.attrs["outside"] = laid.outside
     groups.attrs["clock"] = laid.clock
     groups.attrs["beyond_markers"] = beyond_markers(spans)
@@ -170,12 +162,8 @@ def span_parts(events: pd.DataFrame, rows: pd.DataFrame, window: str = "step",
 def per_key(groups: pd.DataFrame, spans: int, by: str = "kind") -> pd.DataFrame:
     """``op_time``'s sums (of one trace or of several sets of chips, stacked) per key: ``category`` (of the
     most time, a tie to the first of compute / ici / dcn / dma), ``time_ps`` and ``count`` per chip and
-    step; ``attrs["spans"]``, ``attrs["chips"]`` (the chips measured) and ``attrs["no_duration"]`` (the device
-    ops of no duration, in no sum). By shape, where no op has one (a Kineto trace's kernels carry none): the kinds,
+    step; ``attrs["spans"]``. By shape, where no op has one (a Kineto trace's kernels carry none): the kinds,
     and a note that says so."""
-    tallied = "chips" in groups  # (``op_time``'s row of what no key holds)
-    chips, still = (int(groups[c].sum()) if tallied else 0 for c in ("chips", "no_duration"))
-    groups = groups[groups["size"] > 0] if tallied else groups
     keys = [_label(by, v) for v in zip(*(groups[c] for c in _grouping(by, groups)))]
     if by == "shape" and len(groups) and not any(isinstance(s, str) and s for s in groups["shape"]):
         warnings.warn("no op in these traces has a shape (a Kineto trace's kernels carry none): keyed by kind "
@@ -191,8 +179,6 @@ def per_key(groups: pd.DataFrame, spans: int, by: str = "kind") -> pd.DataFrame:
     table["time_ps"] = table["time_ps"].astype(float) / spans
     table["count"] = table["count"] / spans
     table.attrs["spans"] = spans
-    table.attrs["chips"] = chips
-    table.attrs["no_duration"] = still
     return table
 
 
@@ -210,6 +196,7 @@ def per_step(events: pd.DataFrame, by: str = "kind", window: str = "step", layou
     table.attrs["clock"] = groups.attrs["clock"]
     table.attrs["beyond_markers"] = groups.attrs["beyond_markers"]
     table.attrs["empty_spans"] = groups.attrs["empty_spans"]
+    table.attrs["chips"], table.attrs["no_duration"] = groups.attrs["chips"], groups.attrs["no_duration"]
     return table
 
 

@@ -276,6 +276,7 @@ def _op_table(sums: list[tuple[pd.DataFrame, int]], by: str, done: Combined) -> 
     clock = _per_chip([groups.attrs["clock"] for groups, _ in sums])
     beyond = _per_chip([groups.attrs["beyond_markers"] for groups, _ in sums])
     empty = _per_chip([groups.attrs["empty_spans"] for groups, _ in sums])
+    chips, still = (sum(groups.attrs[k] for groups, _ in sums) for k in ("chips", "no_duration"))  # disjoint chips
     sums = [s for s in sums if s[1]]
     if not sums:
         raise NoDeviceOps("no device ops in the trace", path=", ".join(done.files) or None)
@@ -285,6 +286,7 @@ def _op_table(sums: list[tuple[pd.DataFrame, int]], by: str, done: Combined) -> 
     table.attrs["clock"] = clock
     table.attrs["beyond_markers"] = beyond
     table.attrs["empty_spans"] = empty
+    table.attrs["chips"], table.attrs["no_duration"] = chips, still
     table.attrs["steps_from"] = done.steps_from
     return table
 
