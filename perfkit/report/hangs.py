@@ -28,7 +28,8 @@ def lines(hang: dict | None, folder: str, left: list[int] = ()) -> list[str]:
                   }.get(c["waiting_from"], c["waiting_from"])
         at = ("none: its program had returned, past these" if c["rank"] in left
               else f"`{c['waiting_at']}`, {source}" if c["waiting_at"]
-              else f"none, {source}" if c["waiting_from"] == "ended" else "-")
+              else f"unknown: {source} (whether it waits at its program's next collective or has left the program, "
+              "its trace cannot say)" if c["waiting_from"] == "ended" else "-")
         last = f", the last `{c['last_op']}`" if c["last_op"] else ""
         out.append(f"    - rank {c['rank']} device {c['device']}: {c['completed']} completed{last}"
                    + ("" if before else f"; waiting at {at}"))

@@ -309,8 +309,10 @@ def test_chips_whose_traces_end_after_their_last_collective_wait_at_none(tmp_pat
     from perfkit.report.hangs import lines
 
     hang = {"chips": json.loads(chips.to_json(orient="records")), "parting": first, "text": said}
-    assert lines(hang, "t")[2] == ("    - rank 0 device 0: 6 completed, the last `cp.3`; waiting at none, its trace "
-                                   "ends after its last collective, its step's marker closed with no op after it")
+    assert lines(hang, "t")[2] == ("    - rank 0 device 0: 6 completed, the last `cp.3`; waiting at unknown: its "
+                                   "trace ends after its last collective, its step's marker closed with no op after "
+                                   "it (whether it waits at its program's next collective or has left the program, "
+                                   "its trace cannot say)")
     # one chip's trace runs on past its last marker (the next step's fusion): that chip began another step and waits
     # at its next collective; the others may be inside their next step's first collective (a trace writes an op when
     # it ends) or may have left the program: their traces cannot say which, so name no wait for them
