@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from perfkit.analysis import attribution, serving, stats, timing
-from perfkit.common.comparison import NO_SPREAD, aa_call_text, inside_noise_floor, noise_range, without_ci
+from perfkit.common.comparison import (NO_SPREAD, aa_call_text, inside_noise_floor, noise_range, unreadable_text,
+                                       without_ci)
 from perfkit.common.devices import on_cpu_devices
 from perfkit.cost.programs import run_costs
 from perfkit.hlo.consistency import variant_check
@@ -166,6 +167,12 @@ def traces_summary(run_dir: Path, trials: list[dict], variants: list[str], seed:
     return breakdown, attribution.summarize(run_dir, trials, variants, parts, seed=seed, breakdown=breakdown)
 
 
+def unreadable_steps(trials: list[dict]) -> list[dict]:
+    """Each trial rank's step events whose ``ms`` was no finite number (trials.jsonl's ``unreadable_steps``)."""
+    return [{"index": t["index"], "variant": t["variant"], "rank": r["rank"], "steps": r["unreadable_steps"]}
+            for t in trials for r in t["ranks"] if r.get("unreadable_steps")]
+
+
 def not_verified(case: Case, summary: dict) -> list[str]:
     """What the run did not check, read from the case and the summary: the report's last section."""
     # a model's seed draws its weights and noise; a command or server takes no seed from perfkit
@@ -214,6 +221,10 @@ def not_verified(case: Case, summary: dict) -> list[str]:
         notes.append(f"the B/A timing CI: a side has one trial, so it holds that trial's steps' noise alone, not the "
                      f"trials' (a run's trials differ by more than its steps do): the {c['verdict']} verdict may not "
                      "hold on another run")
+    if unreadable := unreadable_text(summary):
+        notes.append(f"the step times the program wrote: {unreadable}; perfkit gives them no time, and the steps "
+                     "after them count their positions from the steps kept, so one left out within the warmup takes "
+                     "the next step as warmup too (a profiled step stays marked)")
     failed = summary["trials"]["failed"]
     if failed:
         notes.append(f"{len(failed)} of {summary['trials']['total']} trials failed or hung: the figures come from "
@@ -311,7 +322,8 @@ def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Ca
                                "ranks": t["ranks"], **({"warmup": t["warmup"]} if "warmup" in t else {}),
                                **{k: t[k] for k in ("missing_hosts", "cut_hosts") if k in t}}
                               for t in trials if t["status"] != "ok"],
-                   "ended_after_round": ended_after},
+                   "ended_after_round": ended_after,
+                   **({"unreadable_steps": unreadable} if (unreadable := unreadable_steps(trials)) else {})},
         "hangs": run_hangs(run_dir, trials),  # hung trials with traces: where their chips part
         "env": kept,
         "reproduce": reproduce(run_dir, env),

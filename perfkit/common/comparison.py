@@ -1,5 +1,6 @@
 """A summary's B/A comparison as the reports word it: which variant is B, the figure each side's ratio divides,
-why a ratio has no CI, and where its change lies inside the A/A control's noise floor (``--aa``). Read by the
+why a ratio has no CI, where its change lies inside the A/A control's noise floor (``--aa``), and the step events
+left out of what it divides for want of a time. Read by the
 analysis that writes the summary (and a matrix's rows) and by every report of it."""
 
 from __future__ import annotations
@@ -106,3 +107,13 @@ def trial_median(variant: dict) -> float | None:
     the B/A step-time ratio divides; None without a timed trial."""
     medians = variant.get("trial_medians_ms") or []
     return float(np.median(medians)) if medians else None
+
+
+def unreadable_text(summary: dict) -> str | None:
+    """The step events left out for want of a finite ``ms``, in words: how many, in which trials."""
+    left = summary["trials"].get("unreadable_steps")
+    if not left:
+        return None
+    where = ", ".join(f"trial {u['index']} ({u['variant']}, rank {u['rank']}): {u['steps']}" for u in left)
+    n = sum(u["steps"] for u in left)
+    return f"{n} step event{'s' * (n != 1)} with no finite ms (NaN, Infinity, null, no number) left out ({where})"

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 
 from perfkit.common.comparison import (aa_called, compared_variant, inside_noise_floor,
-                                       noise_range, trial_median, without_ci)
+                                       noise_range, trial_median, unreadable_text, without_ci)
 from perfkit.common.digits import digits
 from perfkit.common.json_figures import from_json
 from perfkit.hlo.render import ranks_text
@@ -314,6 +314,8 @@ def summary_line(summary: dict, report: Path) -> str:
     if failed:
         parts.append(f"; {len(failed)} trial(s) failed{_first_crash(failed)}")
     parts += [f"; {hang}" for hang in hung(summary)]
+    if unreadable := unreadable_text(summary):
+        parts.append(f"; {unreadable}")
     if summary.get("interrupted"):
         parts.append("; interrupted")
     parts.append(f"; report {report}")

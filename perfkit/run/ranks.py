@@ -99,7 +99,8 @@ def trial_record(case: Case, trial: Trial, trial_dir: Path, outcome: TrialOutcom
     on one host; a multi-host merge keeps the part holding rank 0). Metrics lines written after perfkit stopped
     the trial are left out (``late_steps`` counts a rank's steps among them), and so are a ``step_regex``'s stdout
     lines past what stdout held then: the stack dumps were taken then,
-    and a rank that ran on past SIGTERM did not get that far before it. With a placement each rank keeps its
+    and a rank that ran on past SIGTERM did not get that far before it. Step events with no finite ``ms`` are
+    left out, ``unreadable_steps`` counting a rank's. With a placement each rank keeps its
     chips and variables, and the chip kind it reported (a ``device_kind`` in a mark, as the bundled
     worker's ``ready`` has it)."""
     per_rank: list[RankRecord] = []
@@ -115,6 +116,7 @@ def trial_record(case: Case, trial: Trial, trial_dir: Path, outcome: TrialOutcom
         kind = next((mk["device_kind"] for mk in reversed(m.marks) if isinstance(mk.get("device_kind"), str)), None)
         per_rank.append({**rep, "steps_done": len(steps), "last_step_ms": steps[-1] if steps else None,
                          "last_mark": m.last_mark, **({"late_steps": late} if late else {}),
+                         **({"unreadable_steps": m.unreadable_steps} if m.unreadable_steps else {}),
                          **({"device_kind": kind} if kind else {}),
                          **({"placement": placed[rep["rank"]].record()} if placed else {})})
         if timing is None:

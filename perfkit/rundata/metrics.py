@@ -5,7 +5,8 @@ regex over stdout as a fallback.
 A step event is synced (the program waited for the device every step) unless it says
 ``"kind": "natural"``: then ``ms`` is the mean step time of a pass dispatched asynchronously with one
 wait at the end (``"steps"`` says how many steps it averaged). A synced step with ``"traced": true`` ran
-under a profiler: it is kept but never timed, since profiling slows it.
+under a profiler: it is kept but never timed, since profiling slows it. A step event whose ``ms`` is no finite
+number (NaN, Infinity, null, a string) is left out, never given a time, and counted (``unreadable_steps``).
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class RankMetrics:
     natural_ms: list[float] = dataclasses.field(default_factory=list)  # mean step of an unsynced pass
     traced: list[int] = dataclasses.field(default_factory=list)  # positions in steps_ms run under a profiler
     late_steps: int = 0  # synced steps written after ``read_metrics``'s ``until``, left out
+    # step events whose ms is no finite number, left out: positions (warmup, traced) count over the steps kept
+    unreadable_steps: int = 0
 
     @property
     def last_mark(self) -> str | None:
@@ -81,13 +84,16 @@ def read_metrics(path: Path, until: float | None = None) -> RankMetrics:
     ``ValueEvent``'s ``value`` finite numbers (kept as floats), a ``ValueEvent``'s or ``MarkEvent``'s ``name`` a
     string (a mark kept whole, ``RankMetrics.marks``). With ``until`` (Unix time, s), a line whose ``t`` is later
     is left out, its step counted in ``late_steps``: a rank that ran on after perfkit stopped its trial (a program
-    that catches SIGTERM) did not get that far before the stop."""
+    that catches SIGTERM) did not get that far before the stop. A step event (synced or natural) whose ``ms`` is
+    no finite number is left out too, counted in ``unreadable_steps``: perfkit invents no time for it. The steps
+    after it move up a position (``traced`` counts over the steps kept), so where one lies in the warmup, one
+    more real step is taken as warmup: never a warmup step as timed."""
     steps: list[float] = []  # StepEvent's ms
     natural: list[float] = []  # NaturalStepEvent's ms
     values: dict[str, list[float]] = {}  # ValueEvent's value by name
     marks: list[MarkEvent] = []
     traced: list[int] = []
-    late = 0
+    late = unreadable = 0
     try:
         f = open(path, encoding="utf-8", errors="replace")
     except OSError:
@@ -111,11 +117,13 @@ def read_metrics(path: Path, until: float | None = None) -> RankMetrics:
                 if ev.get("traced"):
                     traced.append(len(steps))
                 steps.append(float(ev["ms"]))
+            elif kind == "step":
+                unreadable += 1
             elif kind == "value" and isinstance(ev.get("name"), str) and figure(ev.get("value")):
                 values.setdefault(ev["name"], []).append(float(ev["value"]))
             elif kind == "mark" and isinstance(ev.get("name"), str):
                 marks.append(ev)
-    return RankMetrics(steps, values, marks, natural, traced, late)
+    return RankMetrics(steps, values, marks, natural, traced, late, unreadable)
 
 
 def is_timed(trial: TrialRecord, i: int) -> bool:

@@ -340,10 +340,19 @@ class FailedTrial(TypedDict):
     cut_hosts: NotRequired[list[int]]  # its hosts whose line of it is cut short or damaged (no whole record)
 
 
+class UnreadableSteps(TypedDict):
+    """A trial rank's step events whose ``ms`` is no finite number, left out (trials.jsonl's ``unreadable_steps``)."""
+    index: int
+    variant: str
+    rank: int
+    steps: int
+
+
 class Trials(TypedDict):
     total: int
     ok: int
     failed: list[FailedTrial]
+    unreadable_steps: NotRequired[list[UnreadableSteps]]  # only where some
     timeout_s: NotRequired[float]  # the case's timeout, past which a trial hung; absent in older summaries
     # the round (from 1) the run ended with, short of the case's rounds: nothing was left to compare once variants
     # crashed alike; absent in older summaries

@@ -20,6 +20,7 @@ class RankRecord(TypedDict):
     exited_s: NotRequired[float]  # seconds into the trial when it was seen to exit; absent where it was killed
     steps_done: Count
     late_steps: NotRequired[Count]  # steps written after perfkit stopped the trial (not in steps_done); absent: none
+    unreadable_steps: NotRequired[Count]  # step events whose ms is no finite number (not in steps_done); absent: none
     last_step_ms: float | None
     last_mark: str | None
     device_kind: NotRequired[str]  # where a mark reported one (the bundled worker's ``ready``)

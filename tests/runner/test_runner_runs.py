@@ -398,6 +398,37 @@ def test_steps_written_after_perfkit_stopped_a_hung_trial_are_not_steps_done(tmp
             "out of the steps done (rank 0 3)") in report
 
 
+def test_a_step_with_no_finite_time_is_left_out_counted_and_said(tmp_path, write_case):
+    """A newcomer's B wrote one NaN step of 8: it was dropped without a word (7 steps, steps_done 7, a verdict and
+    nothing in report.md or the line saying a step was left out). Now each trial rank counts them and both say so."""
+    script = tmp_path / "nan_step.py"
+    script.write_text("import os\nfrom perfkit import record\n\nms = float(os.environ['MS'])\nfor i in range(8):\n"
+                      "    record.step(float('nan') if str(i) == os.environ.get('NAN_AT') else ms)\n")
+    case = {"name": "nan-step", "command": ["python", str(script)], "warmup": 1, "repeats": {"min": 2, "max": 2},
+            "timeout": 60, "variants": {"a": {"env": {"MS": "5.0"}}, "b": {"env": {"MS": "5.5", "NAN_AT": "2"}}}}
+    res = perfkit("run", write_case(case), "--out", tmp_path / "run")
+    assert res.returncode == 0, res.stderr
+    trials = read_jsonl(tmp_path / "run/trials.jsonl")
+    assert [t["variant"] for t in trials] == ["a", "b", "b", "a"]  # abba interleaving
+    for t in trials:
+        [r0] = t["ranks"]
+        if t["variant"] == "a":
+            assert (t["steps_ms"], r0["steps_done"], "unreadable_steps" in r0) == ([5.0] * 8, 8, False)
+        else:  # 8 written, the one at position 2 no number
+            assert (t["steps_ms"], r0["steps_done"], r0["unreadable_steps"]) == ([5.5] * 7, 7, 1)
+    s = json.loads((tmp_path / "run/summary.json").read_text())
+    assert s["trials"]["unreadable_steps"] == [{"index": 1, "variant": "b", "rank": 0, "steps": 1},
+                                              {"index": 2, "variant": "b", "rank": 0, "steps": 1}]
+    assert s["variants"]["b"]["step_ms"]["n"] == 12  # 2 trials x (7 kept - 1 warmup)
+    said = ("2 step events with no finite ms (NaN, Infinity, null, no number) left out (trial 1 (b, rank 0): 1, "
+            "trial 2 (b, rank 0): 1)")
+    assert f"; {said}; report " in res.stdout, res.stdout
+    report = (tmp_path / "run/report.md").read_text()
+    assert (f"- the step times the program wrote: {said}; perfkit gives them no time, and the steps after them count "
+            "their positions from the steps kept, so one left out within the warmup takes the next step as warmup "
+            "too (a profiled step stays marked)\n") in report
+
+
 def test_a_program_saving_into_its_outputs_folder_finds_it_made(tmp_path, write_case):
     """A newcomer's script saved frames to os.environ["PERFKIT_OUTPUTS"] without making the folder: every trial
     crashed (FileNotFoundError). perfkit makes it before each rank starts; one a rank wrote nothing into (b here) is

@@ -281,6 +281,21 @@ def test_lines_written_after_the_stop_are_left_out_and_their_steps_counted(tmp_p
     assert read_metrics(tmp_path / "m.jsonl").late_steps == 0
 
 
+def test_step_events_with_no_finite_time_are_left_out_and_counted(tmp_path):
+    """A step's ``ms`` NaN, Infinity, null, a string or missing, synced or natural: no time is invented, each is
+    counted; a late one is left out as late, not counted twice."""
+    from perfkit.rundata.metrics import read_metrics
+
+    lines = ['{"event": "step", "ms": 10}', '{"event": "step", "ms": NaN, "traced": true}',
+             '{"event": "step", "ms": Infinity}', '{"event": "step", "ms": null}', '{"event": "step", "ms": "9"}',
+             '{"event": "step"}', '{"event": "step", "ms": 11, "traced": true}',
+             '{"event": "step", "ms": NaN, "kind": "natural", "steps": 3}', '{"event": "step", "ms": NaN, "t": 200}']
+    (tmp_path / "m.jsonl").write_text("\n".join(lines))
+    m = read_metrics(tmp_path / "m.jsonl", until=100.0)
+    # by hand: 10 and 11 kept, 11 the second kept step (position 1) and traced; six unreadable, the late one not
+    assert (m.steps_ms, m.traced, m.natural_ms, m.unreadable_steps, m.late_steps) == ([10, 11], [1], [], 6, 0)
+
+
 @pytest.mark.parametrize("looks, pocock", [(2, 2.178), (3, 2.289), (4, 2.361), (5, 2.413)])
 def test_each_looks_level_is_pococks(looks, pocock):
     """Looks at 1, 2, ..., K trials (equally spaced) at one level whose intervals hold together at 95%: Pocock's
