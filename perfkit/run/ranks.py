@@ -108,15 +108,16 @@ def trial_record(case: Case, trial: Trial, trial_dir: Path, outcome: TrialOutcom
     for rep in outcome.ranks:
         rdir = trial_dir / f"rank{rep['rank']}"
         m = read_metrics(rdir / "metrics.jsonl", until=outcome.stopped_t)
-        steps, late = m.steps_ms, m.late_steps
+        steps, late, unreadable = m.steps_ms, m.late_steps, m.unreadable_steps
         if not steps and case.step_regex:  # stdout's lines past its size at the stop: late alike
-            steps, stdout_late = steps_from_stdout(rdir / "stdout.log", case.step_regex,
-                                                   until=outcome.stdout_at_stop.get(rep["rank"]))
+            steps, stdout_late, stdout_unreadable = steps_from_stdout(rdir / "stdout.log", case.step_regex,
+                                                                      until=outcome.stdout_at_stop.get(rep["rank"]))
             late += stdout_late
+            unreadable += stdout_unreadable
         kind = next((mk["device_kind"] for mk in reversed(m.marks) if isinstance(mk.get("device_kind"), str)), None)
         per_rank.append({**rep, "steps_done": len(steps), "last_step_ms": steps[-1] if steps else None,
                          "last_mark": m.last_mark, **({"late_steps": late} if late else {}),
-                         **({"unreadable_steps": m.unreadable_steps} if m.unreadable_steps else {}),
+                         **({"unreadable_steps": unreadable} if unreadable else {}),
                          **({"device_kind": kind} if kind else {}),
                          **({"placement": placed[rep["rank"]].record()} if placed else {})})
         if timing is None:

@@ -134,20 +134,23 @@ def is_timed(trial: TrialRecord, i: int) -> bool:
 STDOUT_LINE_CHARS = 1 << 16  # a longer line is matched in pieces of this size (bytes)
 
 
-def steps_from_stdout(path: Path, pattern: str, until: int | None = None) -> tuple[list[float], int]:
+def steps_from_stdout(path: Path, pattern: str, until: int | None = None
+                      ) -> tuple[list[float], int, int]:
     """Step times from a program nobody can change: ``pattern``'s first group (or named group ``ms``;
     a case's ``step_regex`` has one, checked at load), matched line by line (a rank may print gigabytes:
-    never all in memory at once). A capture that is empty or no number is skipped. With ``until`` (the file's
-    size, in bytes, when perfkit stopped the trial: stdout has no clock), a line ending past it is left out, its
-    steps counted (the second figure), as ``read_metrics`` leaves out lines whose ``t`` is after the stop."""
+    never all in memory at once). A capture that is empty or no number is skipped; one that reads as NaN or an
+    infinity is left out and counted (the third figure), as ``read_metrics`` counts a step event with no finite
+    ``ms``. With ``until`` (the file's size, in bytes, when perfkit stopped the trial: stdout has no clock), a line
+    ending past it is left out, its steps counted (the second figure), as ``read_metrics`` leaves out lines whose
+    ``t`` is after the stop."""
     rx = re.compile(pattern)
-    out, late, read = [], 0, 0
+    out, late, unreadable, read = [], 0, 0, 0
     # a long line's pieces may split a character: the decoder keeps its first bytes for the next piece
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     try:
         f = open(path, "rb")
     except OSError:
-        return out, late
+        return out, late, unreadable
     with f:
         # the last b"": the end of the file, where the decoder gives up what it still holds
         for piece in itertools.chain(iter(lambda: f.readline(STDOUT_LINE_CHARS), b""), [b""]):
@@ -159,6 +162,8 @@ def steps_from_stdout(path: Path, pattern: str, until: int | None = None) -> tup
                     continue
                 if until is not None and read > until:
                     late += 1
-                else:
+                elif math.isfinite(ms):
                     out.append(ms)
-    return out, late
+                else:
+                    unreadable += 1
+    return out, late, unreadable

@@ -429,6 +429,23 @@ def test_a_step_with_no_finite_time_is_left_out_counted_and_said(tmp_path, write
             "too (a profiled step stays marked)\n") in report
 
 
+def test_a_step_regex_line_with_no_finite_time_is_left_out_counted_and_said(tmp_path, write_case):
+    """The same through a case's step_regex: b printed 'step nan ms' once of 8. The NaN was kept as a step time and
+    written to trials.jsonl, whose check then refused the run's own record: exit 2, no report."""
+    script = tmp_path / "nan_print.py"
+    script.write_text("import os\nfor i in range(8):\n"
+                      "    print('step', 'nan' if str(i) == os.environ.get('NAN_AT') else os.environ['MS'], 'ms')\n")
+    case = {"name": "nan-print", "command": ["python", str(script)], "step_regex": r"step (\S+) ms", "warmup": 1,
+            "repeats": {"min": 1, "max": 1}, "timeout": 60,
+            "variants": {"a": {"env": {"MS": "5.0"}}, "b": {"env": {"MS": "5.5", "NAN_AT": "2"}}}}
+    res = perfkit("run", write_case(case), "--out", tmp_path / "run")
+    assert res.returncode == 0, res.stderr
+    a, b = read_jsonl(tmp_path / "run/trials.jsonl")
+    assert (a["steps_ms"], "unreadable_steps" in a["ranks"][0]) == ([5.0] * 8, False)
+    assert (b["steps_ms"], b["ranks"][0]["unreadable_steps"]) == ([5.5] * 7, 1)
+    assert "1 step event with no finite ms" in (tmp_path / "run/report.md").read_text()
+
+
 def test_a_program_saving_into_its_outputs_folder_finds_it_made(tmp_path, write_case):
     """A newcomer's script saved frames to os.environ["PERFKIT_OUTPUTS"] without making the folder: every trial
     crashed (FileNotFoundError). perfkit makes it before each rank starts; one a rank wrote nothing into (b here) is
