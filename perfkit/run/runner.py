@@ -305,7 +305,7 @@ def _run_held(case: Case, run_dir: Path, options: RunOptions, part: Path, resume
                        path=str(run_dir))
     rundir.write_options(part, dataclasses.asdict(options))
     if options.host_index == 0:
-        (run_dir / "case.yaml").write_text(case_mod.to_yaml(case))
+        rundir.write_atomic(run_dir / "case.yaml", case_mod.to_yaml(case))  # other hosts read it as they start
     env_json = _environment(case, options)
     rundir.write_atomic(part / "env.json", env_json)
     if not case.matrix:
@@ -360,7 +360,7 @@ def _run_cell(case: Case, run_dir: Path, options: RunOptions, *, env_json: str,
     (part / "done").unlink(missing_ok=True)  # a resumed host is running again
     rundir.release_report(run_dir)
     if options.host_index == 0:
-        (run_dir / "case.yaml").write_text(case_mod.to_yaml(case))
+        rundir.write_atomic(run_dir / "case.yaml", case_mod.to_yaml(case))  # other hosts read it as they start
         rundir.write_atomic(run_dir / "env.json", env_json)
     done = {t["index"]: t for t in rundir.read_trials(part)}
     kept = len(done)
