@@ -210,7 +210,7 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     if rows.empty and last_step == "drop" and not breakdown_traces(list(paths), step_pattern, window)[0].empty:
         raise BadInput(LAST_STEP_ONLY, path=" ".join(paths))
     if rows.empty:
-        raise BadInput("no device ops in these traces" + _xspace_beside(paths), path=" ".join(paths))
+        raise BadInput("no device ops in these traces" + _why_no_device_ops(paths), path=" ".join(paths))
     measured = _measured(rows.attrs.get("measured", ()))
     for note in _span_notes(rows, len(rows)) + empty_spans(rows):
         warnings.warn(note, DefinitionNote, stacklevel=2)
@@ -274,7 +274,7 @@ def _span_notes(spans: pd.DataFrame, measured: int, side: str = "") -> list[str]
     return marker_notes.notes(measured, marker_notes.beyond(spans), side)
 
 
-def _xspace_beside(paths) -> str:
+def _why_no_device_ops(paths) -> str:
     """Where traces given hold no device ops, what they are: perfkit's own Perfetto export (``export.is_export``, a
     view of traces merged, which holds their events under categories of its own); else, where a JSON trace given was
     written beside an XSpace by JAX's profiler (``events.xspaces_beside``; the JSON holds the host's events only), a
@@ -371,7 +371,7 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
             else:
                 raise BadInput(LAST_STEP_ONLY, path=none.path) from None
         # (the refusal of the side that has none, as breakdown's: what the traces are, where it knows)
-        raise BadInput(none.reason + _xspace_beside((none.path or "").split(", ")), path=none.path) from None
+        raise BadInput(none.reason + _why_no_device_ops((none.path or "").split(", ")), path=none.path) from None
     measured = _measured(table.attrs.get("measured", ()))
     for side in ("a", "b"):
         beyond = pd.DataFrame(table.attrs[f"beyond_markers_{side}"], columns=BEYOND_COLUMNS)
@@ -500,7 +500,7 @@ def tail(paths, k, as_json, programs):
     # each shard's events read once for its tail and for where the chips' collectives part
     chips, last, parts = tail_along(list(paths), k, parting.chip_parts, parting.EVENT_COLUMNS)
     if chips.empty:
-        raise BadInput("no device ops in these traces" + _xspace_beside(paths), path=" ".join(paths))
+        raise BadInput("no device ops in these traces" + _why_no_device_ops(paths), path=" ".join(paths))
     # whether the chips hung, where the traces are a run's trial's: its record says (a healthy trial's traces end in
     # ops after its last collective, an eval or copy program's, as a hung one's may)
     trial = trial_of(paths)
@@ -594,7 +594,7 @@ def collectives(paths, step_pattern, top, as_json):
 
     found, steps_from = collectives_traces(list(paths), step_pattern)
     if not found["chip_steps"]:  # (as breakdown and tail refuse it: no ops, host ops standing in neither)
-        raise BadInput("no device ops in these traces" + _xspace_beside(paths), path=" ".join(paths))
+        raise BadInput("no device ops in these traces" + _why_no_device_ops(paths), path=" ".join(paths))
     ops, steps = found["ops"], found["steps"]
     measured = "host ops" if "host" in found["measured"] else "device ops"
     cpu = "cpu" in found["measured"] or measured == "host ops"  # (the skew is the host's scheduling)
