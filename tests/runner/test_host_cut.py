@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from runner_testing import PROGRAMS, REPO, free_ports, perfkit, read_jsonl
-from test_runner_faults import two_host_run
+from test_runner_faults import resume_advice, two_host_run
 
 
 def failed_lines(run):
@@ -70,11 +70,7 @@ def test_the_way_the_line_gives_to_run_a_cut_trial_again_on_every_host_works(tmp
     assert res.returncode == 3
     assert res.stderr == (f"perfkit: {part}: no whole record of trial 1 (b): the file's last line is cut short "
                           "(perfkit killed while writing it, or the file cut since): the run is read as interrupted: "
-                          "--resume "
-                          "--host-index 1 would run it again on host 1 alone (a host that recorded it runs it no "
-                          "more), its ranks meeting none of the other hosts'; to run it again on every host, remove "
-                          "its line from each host's trials.jsonl (hosts/host<I>/trials.jsonl), then --resume every "
-                          "host\n")
+                          + resume_advice(1))
     assert "timeout" not in res.stderr
     for host in (0, 1):  # as the line says
         lines = (run / f"hosts/host{host}/trials.jsonl").read_text().splitlines(True)

@@ -11,6 +11,14 @@ import sys
 from runner_testing import PROGRAMS, REPO, perfkit, processes_with, read_jsonl, sleeper_case, wait_for
 
 
+def resume_advice(host: int) -> str:
+    """The end of the line that names a host part's lost trial: what --resume of that host does, and what runs it
+    on every host."""
+    return (f"--resume --host-index {host} would run it again on host {host} alone (a host that recorded it runs it no "
+            "more), its ranks meeting none of the other hosts'; to run it again on every host, remove its line from "
+            "each host's trials.jsonl (hosts/host<I>/trials.jsonl), then --resume every host\n")
+
+
 def test_kill_9_of_perfkit_mid_trial_leaves_no_process_and_resume_completes(tmp_path, write_case):
     """Trial 1's rank 1 hangs holding a child process; perfkit gets SIGKILL (no handler runs). The rank
     (parent-death signal) and its child (the group's watcher) must go at once, not when their work ends:
@@ -97,10 +105,7 @@ def test_a_host_parts_cut_last_line_is_named_and_the_run_read_as_interrupted(tmp
     assert res.returncode == 3, res.stdout
     assert res.stderr == (f"perfkit: {part}: no whole record of trial 3 (a): the file's last line is cut short "
                           "(perfkit killed while writing it, or the file cut since): the run is read as interrupted: "
-                          "--resume --host-index 1 would run it again on host 1 alone (a host that recorded it runs it "
-                          "no more), its ranks meeting none of the other hosts'; to run it again on every host, remove "
-                          "its line from each host's trials.jsonl (hosts/host<I>/trials.jsonl), then --resume every "
-                          "host\n")
+                          + resume_advice(1))
     assert json.loads((run / "summary.json").read_text())["interrupted"] is True
     assert [t.get("cut_hosts") for t in read_jsonl(run / "trials.jsonl")] == [None, None, None, [1]]
 
@@ -121,10 +126,7 @@ def test_a_host_parts_damaged_middle_line_is_named_and_the_run_read_as_interrupt
     res = perfkit("report", run)
     assert res.returncode == 3, res.stdout
     assert res.stderr == (f"perfkit: {part}: no whole record of trial 1 (a line damaged or cut short): the run is "
-                          "read as interrupted: --resume --host-index 0 would run it again on host 0 alone (a host "
-                          "that recorded it runs it no more), its ranks meeting none of the other hosts'; to run it "
-                          "again on every host, remove its line from each host's trials.jsonl "
-                          "(hosts/host<I>/trials.jsonl), then --resume every host\n")
+                          "read as interrupted: " + resume_advice(0))
     assert json.loads((run / "summary.json").read_text())["interrupted"] is True
 
 
