@@ -79,8 +79,14 @@ def plan_for(name: str, config, options: dict, devices: int):
     opts = {k: v for k, v in options.items() if k not in WORKER_OPTIONS}
     family = get(name)
     plan = make_plan(opts.pop("plan", "local"), **opts)
-    check_devices(family, family.config(config), plan, devices)
-    return plan.bind(family.streams(family.config(config)), devices)
+    cfg = family.config(config)
+    check_devices(family, cfg, plan, devices)
+    fault = getattr(plan, "rope_fault_block", None)
+    blocks = sum(getattr(cfg, field) for field in family.published_blocks)
+    if fault is not None and fault >= blocks:  # else no block is faulted and the taps read as a clean all-clear
+        raise BadInput(f"rope_fault_block {fault} is past the last block: {name} {config} has blocks 0..{blocks - 1} "
+                       f"(perfkit models lists them)", field="options.rope_fault_block")
+    return plan.bind(family.streams(cfg), devices)
 
 
 def names() -> list[str]:

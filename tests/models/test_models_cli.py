@@ -3,9 +3,11 @@
 import dataclasses
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from perfkit import models
+from perfkit.errors import BadInput
 from perfkit.models.listing import block_order, block_text
 from perfkit.cli import cli
 from perfkit.models.plans import PLANS
@@ -103,3 +105,15 @@ def test_each_config_says_which_block_each_rope_fault_block_index_hits():
     assert "blocks (rope_fault_block's index): double0 then single0 counted 0..1" in hunyuan
     cat = json.loads(_invoke("--json"))
     assert next(f for f in cat["families"] if f["name"] == "ltx2")["configs"]["tiny"]["blocks"] == ["block0", "block1"]
+
+
+def test_rope_fault_block_takes_every_block_the_forward_numbers_and_no_more():
+    """The bound `plan_for` puts on `rope_fault_block`, held to the blocks the forward itself numbers (traced,
+    `block_order`) for every family's tiny config: the last one is taken, one past it refused."""
+    for name in models.names():
+        cfg = models.get(name).configs["tiny"]
+        count = len(block_order(models.get(name), cfg))
+        models.plan_for(name, "tiny", {"plan": "ulysses", "rope_fault_block": count - 1}, 1)
+        with pytest.raises(BadInput, match=f"rope_fault_block {count} is past the last block: {name} tiny has "
+                                           f"blocks 0..{count - 1}"):
+            models.plan_for(name, "tiny", {"plan": "ulysses", "rope_fault_block": count}, 1)

@@ -287,6 +287,20 @@ def test_model_variant_option_misspelt_is_named_with_the_option_meant(write_case
     assert not (tmp_path / "run" / "trials.jsonl").exists()
 
 
+def test_a_rope_fault_past_the_last_block_is_refused_before_any_trial(write_case, tmp_path):
+    """`rope_fault_block: 2` on Wan's tiny config (blocks 0 and 1) planted no fault: the run passed and its taps
+    said "No departure", a false all-clear for a user planting a defect."""
+    case = {"name": "m", "model": {"name": "wan", "config": "tiny", "steps": 3}, "devices": 2,
+            "variants": {"xla": {"options": {"plan": "sp", "impl": "xla"}},
+                         "fault": {"options": {"plan": "sp", "impl": "xla", "rope_fault_block": 2}}}}
+    res = perfkit("run", write_case(case), "--out", tmp_path / "run")
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        f"perfkit: {tmp_path / 'case.yaml'}: variants.fault.options.rope_fault_block: rope_fault_block 2 is past "
+        "the last block: wan tiny has blocks 0..1 (perfkit models lists them)"]
+    assert not (tmp_path / "run" / "trials.jsonl").exists()
+
+
 def test_a_script_missing_under_the_case_folder_is_one_line_before_any_trial(write_case, tmp_path):
     """A newcomer's case named `{case_dir}/mlp_missing.py`: all 6 trials ran and crashed alike ("can't open file ...
     [Errno 2]"), exit 3. Refused before any trial now; a file there that is no script (an output the command
