@@ -407,6 +407,15 @@ def test_each_change_shown_is_the_difference_of_the_figures_beside_it():
     hair = {**plain, "key": "idle", "a_ms": 1.0000003, "b_ms": 1.0, "delta_ms": 1.0 - 1.0000003}
     text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": {**v, "kind": [plain, hair]}}}))
     assert "| 1.000 | 1.000 | -0.000 |" in text and "| 5.000 | 6.500 | +1.500 |" in text
+    # the demo's: categories +9.433, +0.856 and -0.010 sum to +10.279 under a header of +10.281 (36.212 - 25.931):
+    # rows of three shown here sum to +0.999 under +1.000, so the split adds up before rounding only, as said
+    third = {**plain, "a_ms": 0.0, "b_ms": 1 / 3, "delta_ms": 1 / 3}
+    whole = {**total, "a_ms": 0.0, "b_ms": 1.0, "delta_ms": 1.0}
+    text = "\n".join(section({"baseline": "tp", "top": 10, "variants": {"sp": {**v, "total": whole,
+                                                                             "category": [third] * 3}}}))
+    assert "### Where sp's +1.000 ms a step goes" in text and text.count("| 0.000 | 0.333 | +0.333 |") == 3
+    assert ("Each split adds up to the change before rounding (its rows as shown may sum to a last digit or so "
+            "apart)") in text
     # means of a third of a nanosecond (HTA's pair, by category): 91.717 - 47.205 = 44.512 where B - A is 44.5115
     kernels = {**plain, "key": "kernel", "a_ms": 47.2051666667, "b_ms": 91.7166666667, "delta_ms": 44.5115}
     nccl = {**plain, "key": "nccl", "a_ms": 27.2558333333, "b_ms": 41.8901666667,
