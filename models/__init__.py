@@ -71,6 +71,9 @@ def plan_for(name: str, config, options: dict, devices: int):
 
     # A key no plan takes, spelt near one a variant may set (`plam` for `plan`), is a typo: name the key meant,
     # where the plan (the default one, when `plan` itself is the typo) would only list its own options.
+    # An option set to null is absent (the plan's default): `--set variants.sp.options.impl=null` drops it, as a
+    # variant moved to a plan that lacks the option needs.
+    options = {k: v for k, v in options.items() if v is not None}
     valid = {"plan", *WORKER_OPTIONS, *(o for p in PLANS.values() for o in plan_options(p))}
     for key in sorted(set(options) - valid, key=str):
         near = difflib.get_close_matches(str(key), sorted(valid), n=1)

@@ -117,3 +117,12 @@ def test_rope_fault_block_takes_every_block_the_forward_numbers_and_no_more():
         with pytest.raises(BadInput, match=f"rope_fault_block {count} is past the last block: {name} tiny has "
                                            f"blocks 0..{count - 1}"):
             models.plan_for(name, "tiny", {"plan": "ulysses", "rope_fault_block": count}, 1)
+
+
+def test_an_option_set_to_null_is_absent():
+    """`--set variants.sp.options.plan=ulysses --set variants.sp.options.impl=null` was refused ("plan 'ulysses'
+    takes options [...], not ['impl']"): a variant could not move to a plan without the case's options, though the
+    repro case's comment says to drop an option with `=null`."""
+    plan = models.plan_for("wan", "tiny", {"plan": "ulysses", "impl": None, "rope_fault_block": None}, 2)
+    assert plan.name == "ulysses" and plan.rope_fault_block is None
+    assert models.plan_for("wan", "tiny", {"plan": None}, 1).name == "local"
