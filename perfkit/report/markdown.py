@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import shlex
 import signal
 from pathlib import Path
@@ -387,11 +388,18 @@ def _first_difference(first: dict | None) -> str:
     if devices and first["majority"] is None and first["rank"] is None:  # no instruction differs
         return f"`{first['module']}`: {devices}"
 
+    # Both cells show the same 100 characters, from a little before where the two texts first differ: cut at their
+    # start, two instructions that differ only in a long attribute (source_target_pairs) read as the same.
+    texts = [inst["text"] for inst in (first["rank"], first["majority"]) if inst is not None]
+    same = len(os.path.commonprefix(texts)) if len(texts) == 2 else 0
+    start = max(0, min(same - 40, max(map(len, texts)) - 100))
+
     def code(inst: dict | None) -> str:
         if inst is None:
             return "(no counterpart)"
-        text = inst["text"] if len(inst["text"]) <= 100 else inst["text"][:100] + " ..."
-        return f"``{text.replace('|', '&#124;')}``"
+        text = inst["text"]
+        shown = ("... " if start else "") + text[start:start + 100] + (" ..." if len(text) > start + 100 else "")
+        return f"``{shown.replace('|', '&#124;')}``"
 
     return (f"`{first['module']}`: {devices}{'; ' * bool(devices)}{rank} {code(first['rank'])}; "
             f"{ref} {code(first['majority'])}")
