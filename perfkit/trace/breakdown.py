@@ -151,7 +151,8 @@ def breakdown(events: pd.DataFrame, window: str = "step", layout: timeline.Layou
     ``attrs["outside"]``: per chip, its device ops that no step's span holds, as ``{rank, device, ops, op_ps}``
     (``timeline.Layout.outside``); ``attrs["clock"]``: per chip, where its ops' trace and chip clocks part
     (``timeline.Layout.clock``)."""
-    spans, ops, stall, outside, clock = timeline.layout(events, window) if layout is None else layout
+    laid = timeline.layout(events, window) if layout is None else layout
+    spans, ops, stall, outside, clock = laid.spans, laid.ops, laid.stall, laid.outside, laid.clock
     if spans.empty:
         return _measured(pd.DataFrame(columns=COLUMNS + BESIDE), events, outside, clock)
     n, k = len(spans), len(CATEGORIES)

@@ -103,7 +103,8 @@ def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step", layout
     ``attrs["outside"]`` the device ops no span holds (``timeline.Layout.outside``), ``attrs["clock"]`` where
     their trace and chip clocks part (``timeline.Layout.clock``), ``attrs["beyond_markers"]`` the spans more than
     their step markers (``beyond_markers``), ``attrs["empty_spans"]`` those of 0 ns (records of ``EMPTY_COLUMNS``),
-    ``attrs["chips"]`` the chips measured and ``attrs["no_duration"]`` the device ops of no duration (in no sum);
+    ``attrs["chips"]`` the chips measured and ``attrs["no_duration"]`` the device ops of no duration in the spans
+    measured (in no sum);
     and the number of (device, step) spans measured. Sums of disjoint sets of chips add up (the shards of a profile,
     ``perfkit.trace.shards``). ``layout``: ``timeline.layout(events, window)`` where the caller has it already."""
     laid = timeline.layout(events, window) if layout is None else layout
@@ -114,8 +115,7 @@ def op_time(events: pd.DataFrame, by: str = "kind", window: str = "step", layout
         groups = (ops.groupby(_grouping(by, ops) + ["category"], observed=True, dropna=False)["time_ps"]
                   .agg(["sum", "size"]).reset_index())
     groups.attrs["chips"] = len(spans[["rank", "device"]].drop_duplicates())
-    groups.attrs["no_duration"] = int((events["category"].isin(CATEGORIES).to_numpy()
-                                       & (events["dur_ps"].to_numpy() == 0)).sum())
+    groups.attrs["no_duration"] = laid.no_duration
     groups.attrs["outside"] = laid.outside
     groups.attrs["clock"] = laid.clock
     groups.attrs["beyond_markers"] = beyond_markers(spans)

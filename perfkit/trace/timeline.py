@@ -159,6 +159,7 @@ class Layout(NamedTuple):
     stall: np.ndarray      # (spans,) int64 ps: TPU dma_stall_duration_ps of the span's compute ops
     outside: list[dict]    # per chip, its device ops outside every step's span (``_outside``)
     clock: list[dict]      # per chip, where its ops' trace and chip clocks part (``clocks.parted``)
+    no_duration: int = 0   # device ops of no duration in the spans measured (held by none of ``ops``)
 
 
 def _outside(rank: np.ndarray, device: np.ndarray, dur: np.ndarray) -> list[dict]:
@@ -258,6 +259,7 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
     at = np.minimum(np.searchsorted(span_key, run_key), len(span_key) - 1)  # spans are sorted by key
     span = np.repeat(np.where(span_key[at] == run_key, at, -1).astype(np.int32), _lengths(first, row.size))
     busy = end > start
+    no_duration = int(((span >= 0) & ~busy).sum())
     if not busy.all():  # ops of no duration bound the spans above; they take no time, so go no further
         row, span, rank, device, start, end = (v[busy] for v in (row, span, rank, device, start, end))
         take = _taker(row)
@@ -285,7 +287,8 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
         row, span, line, start, end, cls, pair = (f[order] for f in (row, span, line, start, end, cls, pair))
         first = run_starts(span, line)
     line_id = np.repeat(np.arange(first.size, dtype=np.int32), _lengths(first, row.size))
-    return Layout(span_rows, Ops(row, span, line_id, start, end, cls, pair), stall, outside, clocks.parted(events))
+    return Layout(span_rows, Ops(row, span, line_id, start, end, cls, pair), stall, outside, clocks.parted(events),
+                  no_duration)
 
 
 def _skewed(lines: pd.Series, line: np.ndarray, first: np.ndarray, start: np.ndarray, end: np.ndarray

@@ -11,8 +11,8 @@ from perfkit.cli import cli
 NOTE = "neither timed nor counted here (HTA's TraceDiff counts them)"
 
 
-def _notes(a, b):
-    result = CliRunner().invoke(cli, ["trace", "diff", str(a), str(b), "--json"])
+def _notes(a, b, *options):
+    result = CliRunner().invoke(cli, ["trace", "diff", str(a), str(b), "--json", *options])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)["notes"]
 
@@ -51,3 +51,22 @@ def test_a_whole_us_trace_says_how_many_of_its_ops_last_no_time(fixtures_dir):
     assert zero == 643
     notes = [n for n in _notes(path, path) if NOTE in n]
     assert notes == [f"device ops of no duration (643 in A, 643 in B) are {NOTE}"]
+
+
+def test_the_last_step_dropped_counts_only_the_steps_measured(fixtures_dir):
+    """With --last-step drop, the ops of no duration of the five steps measured, counted from the JSON: launched
+    (their correlation's runtime call) in one of the first five of the six ProfilerSteps and starting in one of
+    their windows. The note counted all 643, the dropped step's 109 with them."""
+    path = fixtures_dir / "kineto" / "tb_plugin_resnet50_2021_worker0.json.gz"
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name", "").startswith("ProfilerStep#"))
+    assert len(steps) == 6
+    kept = steps[:-1]
+    launched = {e["args"]["correlation"]: e["ts"] for e in events if e.get("cat") == "Runtime"}
+    zero = [e for e in events if e.get("cat") in ("Kernel", "Memcpy", "Memset") and e.get("dur") == 0]
+    measured = sum(1 for e in zero
+                   if any(a <= launched[e["args"]["correlation"]] <= b for a, b in kept)
+                   and any(a <= e["ts"] < b for a, b in kept))
+    assert measured == 534
+    notes = [n for n in _notes(path, path, "--last-step", "drop") if NOTE in n]
+    assert notes == [f"device ops of no duration (534 in A, 534 in B) are {NOTE}"]
