@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
+import zlib
 from collections import deque
 from pathlib import Path
 
@@ -23,8 +25,14 @@ CHUNK = 50_000
 PARALLEL_EVENTS = 1_000_000  # below this, formatting here is sooner done than starting workers
 # A top-level key of the export's own (the Chrome trace format keeps such keys as the trace's metadata), written
 # first after displayTimeUnit: how perfkit knows its export, a view of the traces it merged, when given it to analyse
+# (``is_export``: by the key and its value, wherever a copy written again holds them)
 MARKER = "perfkit_export"
 _HEAD = '{"displayTimeUnit": "ns", "%s": "perfkit trace export --perfetto", ' % MARKER
+# the marker as a key and its value wherever a JSON writer puts them (indented, keys sorted, after the events); in
+# a string (an event's name) its quotes would be escaped, so no such text there matches
+_MARKED = re.compile(rb'"%s"\s*:\s*"perfkit trace export --perfetto"' % MARKER.encode())
+_SCAN = 1 << 20  # bytes of text read at a time
+_OVERLAP = 1 << 12  # the end of each read kept before the next: a match across the two, its spaces within this
 
 
 def _literals(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -71,16 +79,21 @@ def write_perfetto(events: pd.DataFrame, path: str | Path) -> int:
 
 
 def is_export(path: Path) -> bool:
-    """Whether the file at ``path`` is a ``write_perfetto`` export (gzipped or not), from its first bytes."""
-    with path.open("rb") as file:
-        head = file.read(len(_HEAD))
-    if head[:2] == b"\x1f\x8b":
-        try:
-            with gzip.open(path) as file:
-                head = file.read(len(_HEAD))
-        except (OSError, EOFError):  # a damaged gzip: no export perfkit wrote
-            return False
-    return head == _HEAD.encode()
+    """Whether the file at ``path`` (gzipped or not) is a ``write_perfetto`` export, or one loaded and written again
+    (its keys reordered, indented): the marker's key and value in its text. Read only where a trace held no
+    device ops, so normal traces are never read twice; the text is scanned a piece at a time, never parsed."""
+    try:
+        with path.open("rb") as file:
+            zipped = file.read(2) == b"\x1f\x8b"
+        with gzip.open(path) if zipped else path.open("rb") as file:
+            kept = b""
+            while piece := file.read(_SCAN):
+                if _MARKED.search(kept + piece):
+                    return True
+                kept = piece[-_OVERLAP:]
+    except (OSError, EOFError, zlib.error):  # a damaged gzip: no export perfkit wrote
+        return False
+    return False
 
 
 def _write_chunks(file, columns: tuple, chunks: range) -> None:
