@@ -174,9 +174,9 @@ def build(path: Path, events: int, chips: int = CHIPS, shape: str = "benchmark",
     planes = list(space.proto.planes)
     del space.proto.planes[:]
     with path.open("wb") as f:
-        f.write(space.proto.SerializeToString())
         for plane in planes:
             f.write(_field(1, plane.SerializeToString() + extras.get(plane.name, b"")))
+        f.write(space.proto.SerializeToString())  # the hostnames after the planes, as a profiler's file has them
     return {"events": chips * (per_chip + steps), "bytes": path.stat().st_size,
             "collective_share": float(dur[collective].sum() / dur.sum())}
 

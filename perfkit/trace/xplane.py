@@ -38,6 +38,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import warnings
 from pathlib import Path
 from typing import NamedTuple
 
@@ -45,7 +46,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from perfkit.common.workers import Pool, may_start_workers
-from perfkit.errors import BadInput
+from perfkit.errors import BadInput, DefinitionNote
 from perfkit.trace import wire
 from perfkit.trace.programs import Programs
 from perfkit.trace.raw import ROLES, RawTrace, StringTable, file_host
@@ -393,6 +394,8 @@ def planes(path: Path, file_index: int = 0) -> tuple[str, list[PlaneJob]]:
             raise BadInput("not an XSpace: no named planes", path=path)
         jobs = [PlaneJob(file_index, path, s, e, _name(wire.field_ahead(whole, s, e, 2)))
                 for s, e in zip(starts.tolist(), ends.tolist())]
+        if int(ends[-1]) == len(whole) and jobs[-1].name != _TASK_ENVIRONMENT:
+            warnings.warn(_cut_note(path, jobs), DefinitionNote, stacklevel=2)
     seen = set()
     for name in (job.name for job in jobs if events_read(job.name)):
         if name in seen:  # a profiler names each plane once: two XSpaces in one file, merged by protobuf
@@ -400,6 +403,17 @@ def planes(path: Path, file_index: int = 0) -> tuple[str, list[PlaneJob]]:
                            path=path)
         seen.add(name)
     return host or file_host(path), jobs
+
+
+def _cut_note(path: Path, jobs: list[PlaneJob]) -> str:
+    """A file that ends with a plane other than Task Environment: what a profiler's XSpace ends with, and the
+    device planes read. The profiler adds Task Environment last, and protobuf writes the hostnames after every
+    plane: a file cut short where a plane ends has neither (one cut just before its hostnames loses no plane)."""
+    devices = [job.name for job in jobs if device_plane(job.name)]
+    read = ", ".join(devices) if len(devices) < 3 else f"{devices[0]} to {devices[-1]}"
+    return (f"{path}: it ends with its plane {jobs[-1].name!r}, where a profiler's XSpace ends with its hostnames or "
+            f"its Task Environment plane: it may be cut short at a plane's end, the planes after it missing "
+            f"({len(devices)} device plane{'' if len(devices) == 1 else 's'} read{': ' + read if devices else ''})")
 
 
 def recorded_host(path: Path) -> str | None:

@@ -1,0 +1,82 @@
+"""An xplane.pb cut short exactly where a plane ends parses as an XSpace of fewer planes. A profiler's XSpace ends
+with its hostnames (protobuf writes them after the planes) or with its Task Environment plane, the last it adds:
+every real xplane in tests/data/real ends with one or both. One that ends with another plane is read, with a note
+naming the file, its last plane and the device planes read."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from perfkit.cli import cli
+from perfkit.trace.protos import XSPACE
+
+CUT = "it may be cut short at a plane's end"
+
+
+def _top_fields(data: bytes) -> list[tuple[int, int]]:
+    """(field number, end) of each top-level field of a serialized XSpace, its LENGTH fields read by hand."""
+    out, pos = [], 0
+
+    def varint(at):
+        value = shift = 0
+        while True:
+            byte = data[at]
+            value, shift, at = value | (byte & 0x7F) << shift, shift + 7, at + 1
+            if byte < 0x80:
+                return value, at
+
+    while pos < len(data):
+        tag, pos = varint(pos)
+        assert tag & 7 == 2  # an XSpace's fields are all LENGTH
+        size, pos = varint(pos)
+        pos += size
+        out.append((tag >> 3, pos))
+    return out
+
+
+def _notes(path):
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)["notes"], json.loads(result.stdout)["rows"]
+
+
+def test_every_real_xplane_ends_as_a_whole_one_and_has_no_note(fixtures_dir):
+    for path in sorted((fixtures_dir / "xplane").glob("*.xplane.pb")):
+        data = path.read_bytes()
+        space = XSPACE.FromString(data)
+        last = _top_fields(data)[-1][0]
+        assert last == 4 or space.planes[-1].name == "Task Environment", path.name
+        notes, _ = _notes(path)
+        assert not any(CUT in n for n in notes), (path.name, notes)
+
+
+@pytest.mark.parametrize("name, kept, read", [
+    ("mi300_jax_conv_8gpu.xplane.pb", 5, "4 device planes read: /device:GPU:0 to /device:GPU:3"),
+    ("xprof_tpu_inference_2.xplane.pb", 2, "2 device planes read: /device:TPU:0, /device:TPU:1"),
+])
+def test_a_file_cut_where_a_plane_ends_is_noted(fixtures_dir, tmp_path, name, kept, read):
+    """The real file's first ``kept`` planes, its bytes cut where the last of them ends (found by hand above)."""
+    data = (fixtures_dir / "xplane" / name).read_bytes()
+    fields = _top_fields(data)
+    assert [n for n, _ in fields[:kept]] == [1] * kept
+    cut = tmp_path / name
+    cut.write_bytes(data[:fields[kept - 1][1]])
+    planes = XSPACE.FromString(cut.read_bytes()).planes
+    assert len(planes) == kept and not XSPACE.FromString(cut.read_bytes()).hostnames
+    notes, rows = _notes(cut)
+    assert rows  # still read
+    assert [n for n in notes if CUT in n] == [
+        f"{cut}: it ends with its plane {planes[-1].name!r}, where a profiler's XSpace ends with its hostnames or "
+        f"its Task Environment plane: {CUT}, the planes after it missing ({read})"]
+
+
+def test_a_file_cut_after_its_task_environment_has_every_plane_and_no_note(fixtures_dir, tmp_path):
+    data = (fixtures_dir / "xplane" / "mi300_jax_conv_8gpu.xplane.pb").read_bytes()
+    fields = _top_fields(data)
+    assert fields[-1][0] == 4 and fields[-2][0] == 1
+    cut = tmp_path / "no_hostnames.xplane.pb"
+    cut.write_bytes(data[:fields[-2][1]])
+    assert XSPACE.FromString(cut.read_bytes()).planes[-1].name == "Task Environment"
+    notes, _ = _notes(cut)
+    assert not any(CUT in n for n in notes)
