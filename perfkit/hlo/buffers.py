@@ -19,6 +19,7 @@ report beside it (``Total bytes: N``, one per memory space); a file whose do not
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 from typing import NamedTuple
 
@@ -36,7 +37,7 @@ RECEIVE_INDEX = {**{c: "" for c in COLLECTIVES}, **{c + "-start": "1" for c in C
                  "send": "0", "recv": "0", "async-start": "1"}
 
 _ALLOCATION = re.compile(r"^allocation (\d+): size (\d+)(.*)$", re.M)
-_VALUE = re.compile(r"^ value: <\d+ ([^\s{>]+)(\{[\d,]*\})?[^>]*> \(size=(\d+),offset=(\d+)\)", re.M)
+_VALUE = re.compile(r"^ value: <\d+ ([^\s{>]+)(\{[\d,]*\})?[^>]*> \(size=(\d+),offset=(\d+)\)(?:: (.*))?", re.M)
 _TOTAL = re.compile(r"^Total bytes: (\d+)", re.M)  # one per memory space
 
 
@@ -49,10 +50,21 @@ class Value(NamedTuple):
     offset: int
 
 
+class Allocation(NamedTuple):
+    """One allocation as it is told apart from the others of its program across ranks. XLA numbers allocations in
+    order, so one more on a rank renumbers every later one: the number names it in its own file only."""
+
+    number: int
+    size: int
+    kind: str  # what the head line says after the size: ``preallocated-temp, color 1``, ``parameter 0, shape ...``
+    contents: tuple[tuple[int, int, str], ...]  # its values' (offset, size, shape), sorted
+
+
 class BufferAssignment(NamedTuple):
     temp_bytes: int                          # all preallocated-temp allocations
     allocated_bytes: int                     # all allocations
     values: dict[str, list[Value]]           # by defining instruction name
+    allocations: list[Allocation]
 
 
 class ReceiveBuffer(NamedTuple):
@@ -72,16 +84,20 @@ def parse_buffer_assignment(text: str, path: str = "<text>") -> BufferAssignment
         raise BadInput("no 'allocation N: size S' lines: not a buffer-assignment dump", path=path)
     temp = allocated = 0
     values: dict[str, list[Value]] = {}
+    allocations = []
     for k, head in enumerate(heads):
         alloc, size, flags = int(head.group(1)), int(head.group(2)), head.group(3)
         allocated += size
         if "preallocated-temp" in flags:
             temp += size
         end = heads[k + 1].start() if k + 1 < len(heads) else len(text)
+        contents = []
         for v in _VALUE.finditer(text, head.end(), end):
             index = (v.group(2) or "{}")[1:-1]
             values.setdefault(v.group(1), []).append(Value(alloc, index, int(v.group(3)), int(v.group(4))))
-    return BufferAssignment(temp, allocated, values)
+            contents.append((int(v.group(4)), int(v.group(3)), v.group(5) or ""))
+        allocations.append(Allocation(alloc, size, flags.strip(" ,:"), tuple(sorted(contents))))
+    return BufferAssignment(temp, allocated, values, allocations)
 
 
 def read_buffer_assignment(path: str | Path, memory_report: Path | None = None) -> BufferAssignment:
@@ -149,3 +165,39 @@ def receive_buffers(flat: list[FlatInstruction], root_opcodes: dict[str, str],
                 out.append(ReceiveBuffer(f"{kind} #{seen[kind]}", f.inst.name, v.index, v.size, v.allocation,
                                          v.offset))
     return out
+
+
+class AllocationPairs:
+    """Two ranks' allocations paired by what they are, not by number. Within a kind (the head line but for the
+    size), one on each side pairs; of several, the one alike in contents, then the one alike in size, where it is
+    the only such on each side; the last of a kind on each side pairs with the other's. The rest stay unpaired:
+    which is which cannot be told from the files."""
+
+    def __init__(self, a: list[Allocation], b: list[Allocation]):
+        self.kind_a, self.kind_b = ({x.number: x.kind for x in side} for side in (a, b))
+        self.pairs: dict[int, int] = {}
+        by_kind: tuple[dict[str, list[Allocation]], ...] = ({}, {})
+        for side, allocations in zip(by_kind, (a, b)):
+            for x in allocations:
+                side.setdefault(x.kind, []).append(x)
+        for kind, la in by_kind[0].items():
+            lb = by_kind[1].get(kind, [])
+            for key in (lambda x: (x.size, x.contents), lambda x: x.size):
+                count_a, count_b = Counter(map(key, la)), Counter(map(key, lb))
+                of_b = {key(y): y.number for y in lb}
+                self.pairs.update({x.number: of_b[key(x)] for x in la if count_a[key(x)] == count_b[key(x)] == 1})
+                taken = set(self.pairs.values())
+                la, lb = [x for x in la if x.number not in self.pairs], [y for y in lb if y.number not in taken]
+            if len(la) == len(lb) == 1:
+                self.pairs[la[0].number] = lb[0].number
+        self.paired_b = set(self.pairs.values())
+
+    def same(self, xa: ReceiveBuffer, xb: ReceiveBuffer) -> bool | None:
+        """Whether A's buffer and B's sit in one allocation (its counterpart), False where B's is another kind of
+        allocation or one paired with another of A's; None where A's has no counterpart and B's could be it."""
+        paired = self.pairs.get(xa.allocation)
+        if paired is not None:
+            return paired == xb.allocation
+        if self.kind_a[xa.allocation] != self.kind_b[xb.allocation] or xb.allocation in self.paired_b:
+            return False
+        return None

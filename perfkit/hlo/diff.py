@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from perfkit.errors import BadInput
-from perfkit.hlo.buffers import ReceiveBuffer, collectives
+from perfkit.hlo.buffers import AllocationPairs, ReceiveBuffer, collectives
 from perfkit.hlo.dumps import DumpFiles, RankDumps, dump_files, no_dumps_reason, note_unfinished
 from perfkit.hlo.fingerprint import Call, FlatInstruction, Signer, first_calls
 from perfkit.hlo.load import RankModule, RankModules, Summary, no_cyclic_gc
@@ -229,10 +229,12 @@ def collective_pairs(a: RankModule, b: RankModule, blocks: list[tuple[str, int, 
 def buffer_diff(a: RankModule, b: RankModule, pairs: Pairs) -> dict:
     """Temp size and where each collective receives (allocation and offset), majority against rank, the collectives
     paired as ``pairs`` pairs them (a collective one side skips does not shift the rest); how many moved (to another
-    offset or allocation), and how many are on one side only."""
+    offset or allocation, allocations paired by what they are: ``AllocationPairs``), how many may have (allocations
+    that cannot be paired), and how many are on one side only."""
     out = {"temp_bytes": _delta(a.temp_bytes, b.temp_bytes), "total_bytes": _delta(a.total_bytes, b.total_bytes)}
     if a.receive is None or b.receive is None:
         return {**out, "receive": [], "receive_moved": None}
+    allocations = AllocationPairs(a.allocations or [], b.allocations or [])
     by_name: tuple[dict[str, list[ReceiveBuffer]], ...] = ({}, {})
     for side, receive in zip(by_name, (a.receive, b.receive)):
         for x in receive:
@@ -243,15 +245,18 @@ def buffer_diff(a: RankModule, b: RankModule, pairs: Pairs) -> dict:
         rb = {x.index: x for x in by_name[1].pop(fb.inst.name, [])} if fb else {}
         for index in dict.fromkeys([*ra, *rb]):
             xa, xb = ra.get(index), rb.get(index)
+            same = allocations.same(xa, xb) if xa and xb else None
+            # undecided where the allocations cannot be paired; on one side only: missing there, not moved
+            moved = bool(xa and xb) and (None if same is None else not same or xa.offset != xb.offset)
             rows.append({"collective": (xa or xb).label, "index": index,
                          "majority": xa.offset if xa else None, "rank": xb.offset if xb else None,
                          "size": (xb or xa).size,
                          "delta": xb.offset - xa.offset if xa and xb else None,
                          "allocation": {"majority": xa.allocation if xa else None,
-                                        "rank": xb.allocation if xb else None},
-                         "moved": bool(xa and xb and (xa.allocation, xa.offset) != (xb.allocation, xb.offset))})
-    # a buffer on one side only is missing there (a collective that side skips), not moved
-    return {**out, **_capped(rows, "receive"), "receive_moved": sum(r["moved"] for r in rows),
+                                        "rank": xb.allocation if xb else None, "same": same},
+                         "moved": moved})
+    return {**out, **_capped(rows, "receive"), "receive_moved": sum(r["moved"] is True for r in rows),
+            "receive_undecided": sum(r["moved"] is None for r in rows),
             "receive_only_majority": sum(r["rank"] is None for r in rows),
             "receive_only_rank": sum(r["majority"] is None for r in rows)}
 

@@ -19,7 +19,7 @@ from typing import Hashable, NamedTuple
 
 from perfkit.common.workers import Pool, usable_cores
 from perfkit.errors import BadInput
-from perfkit.hlo.buffers import (ReceiveBuffer, collectives, read_buffer_assignment, read_total_bytes,
+from perfkit.hlo.buffers import (Allocation, ReceiveBuffer, collectives, read_buffer_assignment, read_total_bytes,
                                  receive_buffers)
 from perfkit.hlo.dumps import DumpFiles, content_key
 from perfkit.hlo.fingerprint import FlatInstruction, computation_fingerprints, flatten
@@ -43,6 +43,7 @@ class RankModule(NamedTuple):
     flat: list[FlatInstruction]
     roots: dict[str, str]                 # computation -> its ROOT opcode (what an async-start wraps)
     receive: list[ReceiveBuffer] | None   # None without a buffer-assignment file
+    allocations: list[Allocation] | None  # likewise
     temp_bytes: int | None
     total_bytes: int | None
 
@@ -105,14 +106,14 @@ def _load_module(rank: int, files: DumpFiles) -> RankModule:
     fps = computation_fingerprints(module)
     flat = flatten(module)
     roots = module.root_opcodes()
-    receive = temp = total = None
+    receive = allocations = temp = total = None
     if files.buffer_assignment is not None:
         assignment = read_buffer_assignment(files.buffer_assignment, files.memory_report)
         receive = receive_buffers(flat, roots, assignment, str(files.buffer_assignment))
-        temp = assignment.temp_bytes
+        allocations, temp = assignment.allocations, assignment.temp_bytes
     if files.memory_report is not None:
         total = read_total_bytes(files.memory_report)
-    return RankModule(rank, files, module, fps, flat, roots, receive, temp, total)
+    return RankModule(rank, files, module, fps, flat, roots, receive, allocations, temp, total)
 
 
 def summarize(m: RankModule) -> Summary:
@@ -126,18 +127,19 @@ def _packed(m: RankModule) -> bytes:
     are recomputed on the other side (cheaper than packing them). Format version 2 keeps no
     back-references, which the parse would not use, and is written and read faster than version 4."""
     comps = [(c.name, c.entry, c.line, [tuple(i) for i in c.instructions]) for c in m.module.computations.values()]
-    receive = None if m.receive is None else [tuple(b) for b in m.receive]
+    receive, allocations = (None if xs is None else [tuple(x) for x in xs] for xs in (m.receive, m.allocations))
     return marshal.dumps((m.module.name, m.module.path, m.module.entry, m.module.header, comps, m.fps, receive,
-                          m.temp_bytes, m.total_bytes), 2)
+                          allocations, m.temp_bytes, m.total_bytes), 2)
 
 
 def _unpacked(data: bytes, rank: int, files: DumpFiles) -> RankModule:
     with no_cyclic_gc():
-        name, path, entry, header, comps, fps, receive, temp, total = marshal.loads(data)
+        name, path, entry, header, comps, fps, receive, allocations, temp, total = marshal.loads(data)
         module = Module(name, path, {c: Computation(c, is_entry, list(map(Instruction._make, insts)), line)
                                      for c, is_entry, line, insts in comps}, entry, header)
         return RankModule(rank, files, module, fps, flatten(module), module.root_opcodes(),
-                          None if receive is None else list(map(ReceiveBuffer._make, receive)), temp, total)
+                          None if receive is None else list(map(ReceiveBuffer._make, receive)),
+                          None if allocations is None else list(map(Allocation._make, allocations)), temp, total)
 
 
 def _parse_share(jobs: list[Job], kept: dict[Hashable, RankModule]) -> list[Outcome]:

@@ -140,6 +140,7 @@ def _buffers(w: _Writer, b: dict, who: str, ref: str) -> None:
             parts.append(f"{label} {t['majority']:,} -> {t['rank']:,} B ({_signed(t['delta'])})")
     # (results of older versions counted a buffer on one side only as moved and have no such counts)
     only_ref, only_who = b.get("receive_only_majority", 0), b.get("receive_only_rank", 0)
+    undecided = b.get("receive_undecided", 0)  # (none in results of older versions)
     if b["receive_moved"] is None:
         parts.append("no buffer assignment to compare receive offsets")
     elif only_ref or only_who:
@@ -149,11 +150,12 @@ def _buffers(w: _Writer, b: dict, who: str, ref: str) -> None:
         parts += [f"{only_who} only on {who}"] * bool(only_who)
     elif b["receive_count"]:
         parts.append(f"{b['receive_moved']} of {b['receive_count']} collective receive buffers moved")
+    parts += [f"{undecided} undecided (in allocations not paired across ranks)"] * bool(undecided)
     if parts:
         w.line(3, "buffers: " + "; ".join(parts))
-    # the moved ones and those on one side, else all (rows of older versions: no allocation, moved by offset alone)
-    rows = [r for r in b.get("receive", []) if r["delta"] != 0 or r.get("moved")]
-    total = b["receive_moved"] + only_ref + only_who if rows else b.get("receive_count", 0)
+    # the moved, the undecided and those on one side, else all (rows of older versions: no allocation, moved by offset)
+    rows = [r for r in b.get("receive", []) if r["delta"] != 0 or r.get("moved", False) is not False]
+    total = b["receive_moved"] + undecided + only_ref + only_who if rows else b.get("receive_count", 0)
     rows = rows or b.get("receive", [])
     for r in rows[:SHOWN]:
         index = f"{r['collective']}" + (f" {{{r['index']}}}" if r["index"] else "")
@@ -164,8 +166,11 @@ def _buffers(w: _Writer, b: dict, who: str, ref: str) -> None:
         else:
             delta = f" ({_signed(r['delta'])})" if r["delta"] else ""
             alloc = r.get("allocation") or {}
-            other = (f" in allocation {alloc['majority']} -> {alloc['rank']}"
-                     if alloc.get("majority") != alloc.get("rank") else "")
+            renumbered = alloc.get("majority") != alloc.get("rank")
+            same = alloc.get("same", not renumbered)  # (results of older versions compared the numbers)
+            numbers = f" in allocation {alloc.get('majority')} -> {alloc.get('rank')}"
+            other = {True: numbers + " (its counterpart, renumbered)" if renumbered else "", False: numbers,
+                     None: numbers + " (not paired across ranks: moved or not, undecided)"}[same]
             w.line(4, f"{index} receive offset {r['majority']:,} -> {r['rank']:,}{delta}{other}, {r['size']:,} B")
     w.more(4, total)
 

@@ -63,7 +63,7 @@ def test_a_receive_buffer_in_another_allocation_at_the_same_offset_has_moved(tmp
     assert b["receive_moved"] == 1
     (row,) = b["receive"]
     assert (row["majority"], row["rank"], row["delta"], row["allocation"], row["moved"]) == (
-        0, 0, 0, {"majority": 2, "rank": 1}, True)
+        0, 0, 0, {"majority": 2, "rank": 1, "same": False}, True)
     assert first_difference(check(tmp_path))["receive_moved"] == [row]  # (summary.json's ranks.<v>)
     res = perfkit(tmp_path)
     assert res.returncode == 1
@@ -92,7 +92,7 @@ def test_a_real_receive_buffer_moved_to_the_temp_allocation_has_moved(dumps_copy
     (d,) = m["divergences"]
     assert d["same_program"] is True and d["buffers"]["receive_moved"] == 1
     assert [(r["collective"], r["allocation"], r["delta"]) for r in d["buffers"]["receive"]] == [
-        ("collective-permute #1", {"majority": 1, "rank": 4}, 0)]
+        ("collective-permute #1", {"majority": 1, "rank": 4, "same": False}, 0)]
 
 
 HEAD = """HloModule jit_step, is_scheduled=true

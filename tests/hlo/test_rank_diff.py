@@ -248,7 +248,7 @@ def small_module(op: str) -> load.RankModule:
             "ENTRY main {\n  x = f32[4]{0} parameter(0)\n  ROOT y = f32[4]{0} fusion(x), kind=kLoop, calls=f\n}\n")
     module = parse_module(text)
     fps = computation_fingerprints(module)
-    return load.RankModule(0, None, module, fps, flatten(module), {}, None, None, None)
+    return load.RankModule(0, None, module, fps, flatten(module), {}, None, None, None, None)
 
 
 def test_signatures_are_worked_out_once_per_fingerprint(real_dumps):
