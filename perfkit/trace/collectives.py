@@ -15,10 +15,11 @@ text names it, else first in first out per chip and kind). On one chip:
   the buffer, a reduce-scatter's n of its output) and the group size n
   (the HLO text's ``replica_groups``; the kernel's ``Group size``, else the process group its args name, by its
   ranks or by its name in its trace's ``distributedInfo`` ``pg_config``; a Kineto trace's process groups where they
-  are of one size; else, for an XLA op, the chips that ran the instance; a Kineto collective's n is never those, not
-  even where the traces given are every rank of the job, whose collectives may run on subgroups: unknown, as HTA
-  reads such a kernel's ``Group size`` 0): all-gather and reduce-scatter (n-1)/n of the whole buffer, all-reduce
-  2(n-1)/n, all-to-all (n-1)/n, collective-permute the buffer (``perfkit.hlo.program_cost.SENT_SHARE``).
+  are of one size; never the chips that ran the instance: a profile may hold some of an XLA program's hosts only,
+  and a Kineto collective's n is never those, not even where the traces given are every rank of the job, whose
+  collectives may run on subgroups: unknown, as HTA reads such a kernel's ``Group size`` 0): all-gather and
+  reduce-scatter (n-1)/n of the whole buffer, all-reduce 2(n-1)/n, all-to-all (n-1)/n, collective-permute the buffer
+  (``perfkit.hlo.program_cost.SENT_SHARE``).
 
 Chips share a clock when they are in XSpaces of one host (its wall clock: one process's file, or several
 processes', each a rank) or in Kineto traces of one time base (the same ``baseTimeNanoseconds``, or epoch
@@ -581,11 +582,9 @@ def matched(found: ChipInstances, messages: dict[str, tuple] | None = None) -> p
     inst.loc[apart, "skew_ps"] = 0
     inst["wait_ps"] = _exposed_until(found.exposure, len(inst), np.where(apart, a1, np.maximum(arrival, a1)))
     inst["transfer_ps"] = inst["exposed_ps"] - inst["wait_ps"]
-    # an XLA op naming no replica groups: the chips that ran it; a Kineto collective's n only as its trace records
-    # it, never the ranks given, not even every rank of the job: its collectives may run on subgroups (as HTA reads
-    # such a kernel's Group size 0, unknown)
-    guessed = (inst["chips"] > 1).to_numpy() & ~inst["host"].isin(list(messages)).to_numpy()
-    inst["group"] = np.where(inst["group"] != 0, inst["group"], np.where(guessed, inst["chips"], 0))
+    # n only as the op's HLO text or the Kineto trace records it, never the chips matched: a profile may hold some
+    # of the program's hosts only, a job's collectives may run on subgroups (as HTA reads a kernel's Group size 0)
+    _note_unsized_xla(inst, messages)
     # an all-gather's input is one rank's part (the whole buffer n of them), a reduce-scatter's n of its output
     n = inst["group"].where(inst["group"] > 0)
     parts = inst["parts"]
@@ -603,6 +602,22 @@ def matched(found: ChipInstances, messages: dict[str, tuple] | None = None) -> p
                       "waits pair other transfers", DefinitionNote, stacklevel=2)
     return inst[INSTANCE_COLUMNS].sort_values(["domain", "step", "start_ps", "rank", "device"], kind="stable",
                                               ignore_index=True)
+
+
+def _note_unsized_xla(inst: pd.DataFrame, messages: dict[str, tuple]) -> None:
+    """A note on the XLA collectives whose bytes need a group size n that their op's HLO text does not give."""
+    xla = ~inst["host"].isin(list(messages)).to_numpy()
+    kind = inst["kind"].astype(str)
+    sized = kind.isin([k for k in SENT_SHARE if k not in _SENT_WITHOUT_N]).to_numpy()
+    unsized = inst[xla & sized & (inst["group"] == 0).to_numpy() & inst["buffer"].notna().to_numpy()]
+    if unsized.empty:
+        return
+    ops = Counter(unsized.drop_duplicates(["program", "op"])["kind"].astype(str))
+    warnings.warn(f"XLA collectives without bytes and GB/s (?): {sum(ops.values())} ops ({_counted(ops)}) name no "
+                  "replica_groups in their HLO text (a fusion or an op the profile names by name only), or groups that "
+                  "the program's replica and partition counts size (replica_groups={} is every replica), which the "
+                  "op's text does not record: n is unknown, not taken from the chips in the profile (it may hold only "
+                  "some of the program's hosts)", DefinitionNote, stacklevel=3)
 
 
 def stack(parts: list[tuple[ChipInstances, int]]) -> ChipInstances:

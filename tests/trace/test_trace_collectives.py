@@ -39,9 +39,11 @@ def test_planted_late_chip_is_the_straggler(tmp_path):
     last = {(r["step"], r["op"]): r["device"] for r in doc["instances"] if r["last"]}
     assert last == {(0, "all-gather-start.1"): 3, (0, "fusion.4"): 3, (0, "collective-permute-start.1"): 1,
                     (1, "all-gather-start.1"): 1, (1, "fusion.4"): 1, (1, "collective-permute-start.1"): 2}
-    # bytes per device: all-gather 3/4 of f32[256,128]; reduce-scatter 3/4 of 4 x f32[64,128]; permute f32[64,128]
-    sent = {r["op"]: r["bytes"] for r in doc["ops"]}
-    assert sent == {"all-gather-start.1": 98304, "fusion.4": 98304, "collective-permute-start.1": 32768}
+    # bytes per device: step 0's all-gather (its text's groups) 3/4 of f32[256,128]; permute f32[64,128], no n needed;
+    # the reduce-scatter fusion's text and step 1's op names record no n: unknown, not the 4 chips matched
+    sent = {(r["step"], r["op"]): r["bytes"] for r in doc["ops"]}
+    assert sent == {(0, "all-gather-start.1"): 98304, (0, "fusion.4"): None, (0, "collective-permute-start.1"): 32768,
+                    (1, "all-gather-start.1"): None, (1, "fusion.4"): None, (1, "collective-permute-start.1"): 32768}
     ag0 = next(r for r in doc["ops"] if r["step"] == 0 and r["op"] == "all-gather-start.1")
     assert ag0["gbps"] == pytest.approx(4 * 98304 / (3 * 26 + 6) / 1e3)  # bytes / us -> GB/s
     steps = [(s["step"], s["device"], s["times_last"], s["matched"], s["skew_ps"] / U, s["span_ps"] / U)
@@ -85,22 +87,29 @@ def test_the_other_trace_commands_say_the_chips_are_cpu_devices(tmp_path, comman
             "within a process, or processes' through gloo or MPI, not an interconnect's")
     args = ["trace", *[path if a == "A" else a for a in command], path]
     result = CliRunner().invoke(cli, args)
-    assert result.exit_code == 0 and result.stderr == f"perfkit: note: {note}\n", result.stderr
-    assert json.loads(CliRunner().invoke(cli, [*args, "--json"]).stdout)["notes"] == [note]
+    # tail gives its collectives' bytes sent, so it also notes those whose group size the trace does not record
+    unsized = "XLA collectives without bytes and GB/s (?): "
+    lines = result.stderr.splitlines()
+    assert [line.startswith(f"perfkit: note: {unsized}") for line in lines] == [True] * (command[0] == "tail") + [False]
+    assert result.exit_code == 0 and lines[-1] == f"perfkit: note: {note}", result.stderr
+    notes = json.loads(CliRunner().invoke(cli, [*args, "--json"]).stdout)["notes"]
+    assert [n for n in notes if not n.startswith(unsized)] == [note]
     plain = CliRunner().invoke(cli, ["trace", *command[:1], str(straggler_trace(tmp_path / "tpu.xplane.pb")),
                                      *([str(tmp_path / "tpu.xplane.pb")] if command[0] == "diff" else [])])
     assert plain.exit_code == 0 and "CPU devices" not in plain.stderr
 
 
-def _one_chip(path, ops):
-    """One TPU chip, one step [0, 100) us; ``ops``: (HLO text, opcode, shape, start_us, end_us)."""
+def _one_chip(path, ops, chips=1):
+    """One TPU chip (or ``chips`` of one host, each alike), one step [0, 100) us; ``ops``: (HLO text, opcode,
+    shape, start_us, end_us)."""
     space = XSpaceWriter("h")
     space.program(3, "jit_c", [(t.split(" ")[0].lstrip("%"), op, shape) for t, op, shape, _, _ in ops])
-    chip = space.plane("/device:TPU:0")
-    chip.line("Steps", 0).event(chip.op("0"), 0, 100 * U)
-    line = chip.line("XLA Ops", 0)
-    for text, _, _, a, b in ops:
-        line.event(chip.op(text, program_id=3), a * U, (b - a) * U)
+    for c in range(chips):
+        chip = space.plane(f"/device:TPU:{c}")
+        chip.line("Steps", 0).event(chip.op("0"), 0, 100 * U)
+        line = chip.line("XLA Ops", 0)
+        for text, _, _, a, b in ops:
+            line.event(chip.op(text, program_id=3), a * U, (b - a) * U)
     return space.save(path)
 
 
@@ -137,6 +146,33 @@ def test_groups_the_text_cannot_size_are_unknown(tmp_path):
     ])
     doc = json.loads(run(path, "--json").stdout)
     assert {r["op"]: r["bytes"] for r in doc["instances"]} == {"all-reduce.1": None, "all-reduce.2": None}
+
+
+def test_n_is_never_the_chips_in_the_profile(tmp_path):
+    """One host's 4 chips of a 16-chip program: its all-reduce of f32[1024] over replica_groups={{0,...,15}} sends,
+    by hand, 2 x 15/16 x 4096 B = 7680 B a device. The same all-reduce where the text names no groups (a fusion
+    running it, an op named by name only, or replica_groups={}, every replica, which the program's counts size and
+    the op's text does not record) has no n: its bytes are unknown, with a note why. They read as a group of the 4
+    chips matched (2 x 3/4 x 4096 = 6144 B, and 3/4 of 4 x 1024 B for the reduce-scatter fusion)."""
+    everyone = ",".join(map(str, range(16)))
+    path = _one_chip(tmp_path / "host0.xplane.pb", [
+        (f"%all-reduce.1 = f32[1024]{{0}} all-reduce(f32[1024]{{0}} %p), replica_groups={{{{{everyone}}}}}, "
+         "to_apply=%add", "all-reduce", "f32[1024]", 0, 10),
+        ("%all-reduce.2 = f32[1024]{0} all-reduce(f32[1024]{0} %p), replica_groups={}, to_apply=%add",
+         "all-reduce", "f32[1024]", 10, 20),
+        ("all-reduce.3", "all-reduce", "f32[1024]", 20, 30),
+        ("%fusion.4 = f32[256]{0} fusion(f32[1024]{0} %p), kind=kOutput, calls=%rs", "fusion:reduce-scatter",
+         "f32[256]", 30, 40),
+    ], chips=4)
+    result = run(path, "--json")
+    doc = json.loads(result.stdout)
+    assert {r["chips"] for r in doc["instances"]} == {4}
+    assert {(r["op"], r["bytes"], r["group"]) for r in doc["instances"]} == {
+        ("all-reduce.1", 2 * 15 / 16 * 4096, 16), ("all-reduce.2", None, 0), ("all-reduce.3", None, 0),
+        ("fusion.4", None, 0)}
+    (note,) = [n for n in doc["notes"] if n.startswith("XLA collectives without bytes")]
+    assert "3 ops (2 all-reduce, 1 reduce-scatter) name no replica_groups in their HLO text" in note
+    assert "not taken from the chips in the profile" in note
 
 
 def _nccl_bytes_by_hand(raw: dict) -> tuple[list[dict], list[float]]:
@@ -523,7 +559,7 @@ def test_the_report_s_wait_is_the_step_lines_wait(tmp_path):
     assert "the other chips' exposed wait 12.3 us on average" in lines.stdout
     assert sum(expected.values()) == pytest.approx((73 / 3 + 37 / 3) / 2)
     text = "\n".join(_collectives(got))
-    assert "| all-gather | 1 | 98304 | 0.017 | 0.016 | 0.001 | 0.013 | 5.96 |" in text
+    assert "| all-gather | 1 | - | 0.017 | 0.016 | 0.001 | 0.013 | - |" in text
     assert text.count("Exposed wait of the others: in a traced step, each chip's exposed wait at the kind's "
                       "collectives") == 1
     assert "averaged over the step's chips other than the one that arrived last most often" in text
@@ -533,8 +569,8 @@ def test_run_summary_and_report_lines(tmp_path):
     """collectives.summarize over a run's trial folders (each trial's traces loaded once, for the
     breakdown too: perfkit.trace.runs), and the report's lines from it. Per chip-step of
     straggler_trace (4 chips x 2 steps): all-gather time (3 x 26 + 6 + 3 x 14 + 6) / 8 = 16.5 us, exposed
-    (23 + 26 + 26 + 6 + 11 + 14 + 14 + 6) / 8 = 15.75, hidden 6 / 8; 8 x 98304 bytes over 132 us; reduce-scatter
-    56 / 8 us; permute 44 / 8; the waits per step of the chips but the step's last, as
+    (23 + 26 + 26 + 6 + 11 + 14 + 14 + 6) / 8 = 15.75, hidden 6 / 8; reduce-scatter 56 / 8 us; permute 44 / 8, 8 x
+    32768 bytes over 44 us; the waits per step of the chips but the step's last, as
     test_the_report_s_wait_is_the_step_lines_wait works them out: all-gather 13 us, reduce-scatter 4, permute 4 / 3."""
     from trace_builders import one_step_trace
 
@@ -552,15 +588,19 @@ def test_run_summary_and_report_lines(tmp_path):
     kinds = {k["kind"]: k for k in got["sp"]["kinds"]}
     assert list(kinds) == ["all-gather", "reduce-scatter", "collective-permute"]  # most exposed first
     ms = 1e-3
-    assert [kinds["all-gather"][c] for c in ("count", "bytes", "time_ms", "exposed_ms", "hidden_ms", "wait_ms")] == \
-        pytest.approx([1, 98304, 16.5 * ms, 15.75 * ms, 0.75 * ms, 13 * ms])
-    assert kinds["all-gather"]["gbps"] == pytest.approx(8 * 98304 / 132e3)
+    assert [kinds["all-gather"][c] for c in ("count", "time_ms", "exposed_ms", "hidden_ms", "wait_ms")] == \
+        pytest.approx([1, 16.5 * ms, 15.75 * ms, 0.75 * ms, 13 * ms])
+    # step 1 names its all-gather by name only: no n, so the kind's bytes and GB/s are unknown, not partly summed
+    assert (kinds["all-gather"]["bytes"], kinds["all-gather"]["gbps"]) == (None, None)
+    assert (kinds["collective-permute"]["bytes"], kinds["collective-permute"]["gbps"]) == pytest.approx(
+        (32768, 8 * 32768 / 44e3))
     assert (kinds["reduce-scatter"]["time_ms"], kinds["reduce-scatter"]["wait_ms"]) == pytest.approx((7 * ms, 4 * ms))
     assert (kinds["collective-permute"]["time_ms"], kinds["collective-permute"]["wait_ms"]) == pytest.approx(
         (5.5 * ms, 4 / 3 * ms))
     assert [(s["trial"], s["step"], s["device"]) for s in got["sp"]["steps"]] == [("00-sp", 0, 3), ("00-sp", 1, 1)]
     text = "\n".join(_collectives(got))
-    assert "| all-gather | 1 | 98304 | 0.017 | 0.016 | 0.001 | 0.013 | 5.96 |" in text
+    assert "| all-gather | 1 | - | 0.017 | 0.016 | 0.001 | 0.013 | - |" in text
+    assert "| collective-permute | 1 | 32768 | 0.005 | 0.005 | 0.000 | 0.001 | 5.96 |" in text
     assert "| time (ms) | exposed (ms) | hidden (ms) | exposed wait of the others (ms) | GB/s |" in text  # units
     skew = ("Arrival skew (last chip's arrival minus the first's, summed over a step's collectives) passes 5% of "
             "the step in 2 of 2 traced steps of sp; the most, 43.3% of step 0 of 00-sp (0.026 ms).")
@@ -774,15 +814,15 @@ def test_gpu_kernel_of_an_async_start_is_the_collective(tmp_path):
 def test_v6e_shaped_profile(tmp_path):
     """synthetic.tpu_profile (whole HLO text names, op stats on metadata), 2 chips x 2 steps of TPU_STEP:
     all-reduce-start.1 [40, 42) .. all-reduce-done.1 [60, 70) us around fusion.2 [42, 60): time 30, hidden
-    18, exposed 2 + 10; its f32[4096,1024] buffer over the 2 chips: 2 (2-1)/2 x 16 MiB sent. fusion.3
-    (a fusion running reduce-scatter, output f32[256,1024], 6 us): 1/2 of 2 x 1 MiB."""
+    18, exposed 2 + 10; fusion.3 (a fusion running reduce-scatter, 6 us); all-reduce.2 (8 us). Their texts name no
+    replica_groups, so no group size: bytes unknown (the 2 chips in the profile may be some of the program's)."""
     from perfkit.trace.synthetic import tpu_profile
 
     inst = collectives.instances(events.load([tpu_profile(tmp_path / "v6e.xplane.pb", chips=2, steps=2)]))
-    rows = {(r.op, r.kind, r.time_ps // U, r.exposed_ps // U, r.hidden_ps // U, r.bytes) for r in inst.itertuples()}
-    assert rows == {("all-reduce-start.1", "all-reduce", 30, 12, 18, 16 * 2**20),
-                    ("fusion.3", "reduce-scatter", 6, 6, 0, 2**20),
-                    ("all-reduce.2", "all-reduce", 8, 8, 0, 4096.0)}
+    rows = {(r.op, r.kind, r.time_ps // U, r.exposed_ps // U, r.hidden_ps // U) for r in inst.itertuples()}
+    assert rows == {("all-reduce-start.1", "all-reduce", 30, 12, 18), ("fusion.3", "reduce-scatter", 6, 6, 0),
+                    ("all-reduce.2", "all-reduce", 8, 8, 0)}
+    assert inst["bytes"].isna().all() and (inst["group"] == 0).all()
     assert len(inst) == 2 * 2 * 3 and (inst["skew_ps"] == 0).all() and not inst["last"].any()
 
 

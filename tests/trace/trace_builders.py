@@ -180,10 +180,10 @@ def straggler_trace(path: Path, host: str = "tpu-host", cpu: bool = False) -> Pa
         [o+10+D, o+11+D), the done [o+11+D, o+16+D). Last arrival o+10+D, skew D. A peer: time D+6,
         exposed D+6 (chip 0: D+3, 3 hidden), waiting until L arrived D (chip 0: D-3, its fusion.2 is
         not waiting), transfer 6; L: time 6, exposed 6, wait 0, transfer 6. Bytes sent per device:
-        3/4 x 256 x 128 x 4 = 98304.
+        3/4 x 256 x 128 x 4 = 98304 where the text names its groups (step 0), else unknown (step 1).
     reduce-scatter (fusion.4, sync, a fusion calling reduce-scatter, output f32[64,128]; no groups in its
-        text: the 4 chips): peers [o+40, o+48), L [o+44, o+48): skew 4; peers wait 4, transfer 4; L 4, 0, 4.
-        Bytes: the whole buffer is 4 x 32768, 3/4 of it = 98304.
+        text): peers [o+40, o+48), L [o+44, o+48): skew 4; peers wait 4, transfer 4; L 4, 0, 4. Bytes unknown:
+        nothing the trace records gives its group size (the 4 chips in it need not be all of the program's).
     collective-permute (async, f32[64,128]): peers start [o+50, o+51), done [o+51, o+56); its late
         chip P (chip 1, then 2) start [o+52, o+53), done [o+53, o+56): skew 2; peers exposed 6, wait 2
         (the start and [o+51, o+52)), transfer 4; P: 4, 0, 4. Bytes: the buffer, 32768.
