@@ -11,8 +11,9 @@ Write them again after changing the types:
 
 Objects stay open (more keys may be added: the contract says "at least"); a key the types name must have
 its type, and a key they require must be there. A bound the types give (``Annotated[int, ("minimum", 0)]``: a
-keyword and its value) goes into the schema as written. In a trials.jsonl line a number is a finite one and an
-integer no float, as JSON spells them (Python reads NaN, Infinity and 3.0 from a file; ``JSON_NUMBERS``).
+keyword and its value) goes into the schema as written. A number is a finite one and an integer no float, as
+JSON spells them (Python reads NaN, Infinity and 3.0 from a file, and jsonschema takes 3.0 for an integer):
+perfkit writes no NaN (null: unknown) and no infinity (a PSNR's "inf") into any of these files.
 """
 
 from __future__ import annotations
@@ -37,10 +38,6 @@ from perfkit.rundata.trials import TrialRecord
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SHIPPED = {"summary": "summary.schema.json", "baseline": "baseline.schema.json", "trial": "trial.schema.json"}
 NAMED = {"trial": "trial record"}  # what a refusal calls one, where not its key
-# Held to JSON's numbers (no NaN, Infinity or 3.0 for an integer): a trials.jsonl line, whose figures the metrics
-# reader keeps finite. (Not yet a summary.json or a baseline: which of their figures perfkit writes as floats
-# where the types say int is not established.)
-JSON_NUMBERS = {"trial"}
 PRIMITIVES = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}
 SHOWN = 160  # characters of a refused value kept in the one-line reason
 _JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "an integer",
@@ -114,10 +111,8 @@ def shipped(which: str = "summary") -> dict:
 
 @functools.cache
 def validator(which: str) -> jsonschema.protocols.Validator:
-    """The shipped schema of ``which``'s validator, built once (a trials.jsonl is held to it line by line); of
-    ``JSON_NUMBERS`` one whose numbers are finite and whose integers are no floats."""
-    if which not in JSON_NUMBERS:
-        return jsonschema.Draft202012Validator(shipped(which))
+    """The shipped schema of ``which``'s validator, built once (a trials.jsonl is held to it line by line), whose
+    numbers are finite and whose integers are no floats: a NaN step time read as a figure, a count of 3.0."""
     kinds = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many({
         "number": lambda _, x: figure(x), "integer": lambda _, x: isinstance(x, int) and not isinstance(x, bool)})
     return jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=kinds)(shipped(which))
