@@ -8,8 +8,8 @@ import shlex
 import signal
 from pathlib import Path
 
-from perfkit.common.comparison import (FEW_TRIALS, NO_SPREAD, aa_called,
-                                       compared_variant, inside_noise_floor, trial_median, without_ci)
+from perfkit.common.comparison import (FEW_TRIALS, NO_SPREAD, aa_called, ci_level, ci_name, compared_variant,
+                                       inside_noise_floor, looks, trial_median, without_ci)
 from perfkit.common.devices import on_cpu_devices
 from perfkit.common.digits import change_text, digits, ratio_text, share_text, shown_difference, whole_shares
 from perfkit.common.json_figures import db_cell
@@ -32,11 +32,13 @@ def _ms(x) -> str:
 
 
 def _ratio(c: dict) -> str:
+    """A comparison's ratio with its CI named at the level its verdict was read at: each look's, higher than 95%,
+    where the adaptive rounds read it more than once (``97.4% CI (3 looks)``)."""
     if c["ratio"] is None:
         return "no ratio (a side has no timed trials)"
     if without_ci(c):
         return f"**{c['ratio']:.3f}**, no CI"
-    return f"**{c['ratio']:.3f}**, 95% CI [{c['ci'][0]:.3f}, {c['ci'][1]:.3f}]"
+    return f"**{c['ratio']:.3f}**, {ci_name(ci_level(c), looks(c))} [{c['ci'][0]:.3f}, {c['ci'][1]:.3f}]"
 
 
 METRIC_WORDS = {"step_ms": "median step time (synced)", "natural_step_ms": "natural step time (one sync per pass)"}
@@ -181,8 +183,7 @@ def _resamples(c: dict) -> str:
 
 
 def _looks(c: dict) -> str:
-    """Why a CI said to be 95% is wider than one look's 95% interval, where the rounds read the verdict more than
-    once (``stats.look_confidence``)."""
+    """Why a CI is held above 95%, where the rounds read the verdict more than once (``stats.look_confidence``)."""
     first, last = c.get("looks_at") or (1, 1)
     if first == last:
         return ""
@@ -203,7 +204,7 @@ def _ratio_lines(summary: dict) -> list[str]:
                     + ("trial medians." if c["metric"] == "step_ms" else
                        "trials' natural passes (a pass's mean step; a trial's median where it ran more than one)."))
     rows += ["", "The ratio divides the variants' medians of per-trial medians (the bold row). The verdict comes "
-             "from the ratio's 95% CI alone, a hierarchical bootstrap (trials resampled, then steps within each"
+             "from the ratio's CI alone, a hierarchical bootstrap (trials resampled, then steps within each"
              f"{_resamples(summary['comparison'])}): *faster* or *slower* when the whole CI lies beyond the minimum "
              "effect on that side, *same* when it lies within it, else *unknown*. The Mann-Whitney p is a second view "
              "that only ranks the trial medians "
