@@ -55,6 +55,15 @@ def ci_name(level: float, n_looks: int) -> str:
     return f"{level_text(level)} CI" + (f" ({n_looks} looks)" if n_looks > 1 else "")
 
 
+def recorded_ci_name(comparison: dict) -> str:
+    """A ``perfkit check`` baseline's CI (a ``comparisons`` entry) named with the level it records, its run's
+    (``look_confidence``, ``looks_at``): ``97.4% CI (3 looks)``; ``CI (level not recorded)`` in a baseline written
+    before the level was kept, whose run may have read its verdict over the rounds, above 95%."""
+    if "look_confidence" not in comparison:
+        return "CI (level not recorded)"
+    return ci_name(ci_level(comparison), looks(comparison))
+
+
 # What a CI's level and looks (``level_words``) mean, said under a table that gives them.
 LEVEL_NOTE = ("95% where the verdict was read once; (n looks): the rounds read it after each of n rounds, and the "
               "interval is each look's, at the level at which the intervals of all n looks hold together at 95%")

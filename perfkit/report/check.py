@@ -40,7 +40,8 @@ from pathlib import Path
 import pandas as pd
 
 from perfkit.common.comparison import (LEVEL_NOTE, NO_SPREAD, aa_call_text, aa_called, ci_level, ci_name,
-                                       compared_variant, level_words, looks, noise_range, read_once_at_95, without_ci)
+                                       compared_variant, level_words, looks, noise_range, read_once_at_95,
+                                       recorded_ci_name, without_ci)
 from perfkit.common.json_figures import db_cell, from_json, json_safe
 from perfkit.report.cost_check import COST_TOLERANCE, baseline_cost, cost_rows, share_text
 from perfkit.report.line import departed_at
@@ -52,7 +53,8 @@ from perfkit.rundata.baseline import BASELINE_VERSION
 # regression out), or a timing row whose baseline's own CI does (the baseline's ratio is no surer than the tolerance)
 COLUMNS = ["check", "subject", "unit", "baseline", "current", "ci", "limit", "passed", "inconclusive", "note"]
 NOT_RULED_OUT = "passed, not ruled out"
-UNSURE_BASELINE = "the baseline's own 95% CI"  # a timing row's note, where that CI reaches past the row's limit
+UNSURE_BASELINE = "the baseline's own"  # a timing row's note, where its CI reaches past the row's limit
+SERVE_LEVEL = ci_name(0.95, 1)  # a serve level's CI, read once (``perfkit.analysis.serving``)
 AA_UNSURE = "not to be trusted: the run's A/A control was called"  # a timing row's note, where it called a change
 
 
@@ -97,8 +99,9 @@ def baseline_from_summary(summary: dict, run_dir: Path | None = None) -> dict:
         "from": {"run_dir": Path(summary["run_dir"]).name if summary.get("run_dir") else None,
                  "commit": src.get("commit"), "tree": src.get("tree"), "dirty": src.get("dirty"),
                  "devices": run_devices(summary, run_dir)},
-        "comparisons": [{k: c[k] for k in ("variant", "metric", "ratio", "ci")} for c in summary["comparisons"]
-                        if c["variant"] != control and c["ratio"] is not None],
+        # with the CI's level where the summary keeps it: the gate names it where the CI reaches past a limit
+        "comparisons": [{k: c[k] for k in ("variant", "metric", "ratio", "ci", "look_confidence", "looks_at") if k in c}
+                        for c in summary["comparisons"] if c["variant"] != control and c["ratio"] is not None],
         **({"serve": [{"variant": c["variant"], "level": c["level"], "metric": c["metric"], "ratio": c["ratio"],
                        "ci": [c["ci_lo"], c["ci_hi"]]}
                       for c in serve if c["variant"] != control and c["ratio"] is not None]}
@@ -239,7 +242,7 @@ def _ratios_hold(ratios: list[tuple[str, float | None, str, list | None]], path:
         if ci is None or ci == [None, None]:
             continue
         if len(ci) != 2 or None in ci or not all(math.isfinite(x) and x > 0 for x in ci):
-            raise BadInput(f"{ci} is not a ratio's 95% CI: [low, high], finite and > 0 (or [null, null]){remedy}",
+            raise BadInput(f"{ci} is not a ratio's CI: [low, high], finite and > 0 (or [null, null]){remedy}",
                            path=str(path), field=f"{entry}.{ci_field}")
         if ci[0] > ci[1]:
             raise BadInput(f"{ci}: its low end is above its high end{remedy}", path=str(path),
@@ -357,7 +360,8 @@ def _timing_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
     a = summary["baseline"]
     current = {(c["variant"], c["metric"]): c for c in summary["comparisons"]}
     rows = [_unsure_baseline(_timing_row(f"{base['variant']}/{a} {base['metric']}", base["ratio"],
-                                         current.get((base["variant"], base["metric"])), th), base["ci"])
+                                         current.get((base["variant"], base["metric"])), th), base["ci"],
+                             recorded_ci_name(base))
             for base in baseline["comparisons"]]
     levels = {(c["variant"], c["level"], c["metric"]): {"ratio": c["ratio"], "ci": [c["ci_lo"], c["ci_hi"]]}
               for c in (summary.get("serve") or {}).get("comparisons") or []}
@@ -371,7 +375,8 @@ def _timing_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
                          "current": mine["ratio"], "limit": None, "passed": True,
                          "note": f"not checked: neither run measured its spread ({_TWO_PROCESSES})"})
             continue
-        rows.append(_unsure_baseline(_timing_row(subject, base["ratio"], mine, th, SERVE_NO_CI), base["ci"]))
+        rows.append(_unsure_baseline(_timing_row(subject, base["ratio"], mine, th, SERVE_NO_CI), base["ci"],
+                                     SERVE_LEVEL))
     return rows
 
 
@@ -398,19 +403,20 @@ def _aa_unsure(row: dict, called: str) -> dict:
     return {**row, "inconclusive": True, "note": f"{row['note']}; {AA_UNSURE} {called} than the baseline itself"}
 
 
-def _unsure_baseline(row: dict, base_ci: list[float | None]) -> dict:
-    """``row`` saying so where the baseline's own CI reaches past the row's limit: the limit is the baseline's ratio
-    alone, and a baseline run no surer than the tolerance fails an equal run by chance (two equal variants read
-    0.865 [0.845, 1.098] over 4 rounds, and 12 rounds of the same, 0.999 [0.961, 1.029], failed its limit 0.952)."""
+def _unsure_baseline(row: dict, base_ci: list[float | None], named: str) -> dict:
+    """``row`` saying so where the baseline's own CI (``named``: with its level) reaches past the row's limit: the
+    limit is the baseline's ratio alone, and a baseline run no surer than the tolerance fails an equal run by chance
+    (two equal variants read 0.865 [0.845, 1.098] over 4 rounds, and 12 rounds of the same, 0.999 [0.961, 1.029],
+    failed its limit 0.952)."""
     if not _reaches_past(row["subject"], base_ci, row["limit"]):
         return row
     n = ci_decimals(base_ci, row["limit"])
     # The gate cannot tell either way: inconclusive whatever the verdict, which stands (a failing row still fails:
     # the remedy, a surer baseline, is the same), so that a script and the step summary see it, not the note alone.
     return {**row, **({"inconclusive": True} if "ci" in row else {}),  # (a row the run measured: else no CI to tell)
-            "note": f"{row['note']}; {UNSURE_BASELINE} [{base_ci[0]:.{n}f}, {base_ci[1]:.{n}f}] reaches past the "
-                    f"limit {row['limit']:.{n}f}: its ratio is no surer than the tolerance (write the baseline from a "
-                    "run whose CI is narrower: docs/ci.md)"}
+            "note": f"{row['note']}; {UNSURE_BASELINE} {named} [{base_ci[0]:.{n}f}, {base_ci[1]:.{n}f}] reaches "
+                    f"past the limit {row['limit']:.{n}f}: its ratio is no surer than the tolerance (write the "
+                    "baseline from a run whose CI is narrower: docs/ci.md)"}
 
 
 def _limit(subject: str, base: float, th: Thresholds) -> float:
@@ -455,14 +461,15 @@ def unsure_notes(baseline: dict, th: Thresholds) -> list[str]:
     """A line for each ratio of a baseline (as ``--update-baseline`` writes it) whose own CI reaches past the limit
     it sets under ``th``: a check against it cannot tell (``_unsure_baseline``), said where it is written."""
     a = baseline["baseline_variant"]
-    ratios = [(f"{c['variant']}/{a} {c['metric']}", c) for c in baseline["comparisons"]] + [
-        (f"{c['variant']}/{a} {c['metric']} at concurrency {c['level']}", c) for c in baseline.get("serve") or []]
+    ratios = [(f"{c['variant']}/{a} {c['metric']}", c, recorded_ci_name(c)) for c in baseline["comparisons"]] + [
+        (f"{c['variant']}/{a} {c['metric']} at concurrency {c['level']}", c, SERVE_LEVEL)
+        for c in baseline.get("serve") or []]
     notes = []
-    for subject, c in ratios:
+    for subject, c, named in ratios:
         limit = _limit(subject, c["ratio"], th)
         if _reaches_past(subject, c["ci"], limit):
             n = ci_decimals(c["ci"], limit)
-            notes.append(f"{subject}: its 95% CI [{c['ci'][0]:.{n}f}, {c['ci'][1]:.{n}f}] reaches past the limit "
+            notes.append(f"{subject}: its {named} [{c['ci'][0]:.{n}f}, {c['ci'][1]:.{n}f}] reaches past the limit "
                          f"{limit:.{n}f} this baseline sets (ratio_tolerance {th.ratio_tolerance:g}): a check against "
                          "it cannot tell a regression from its noise (docs/ci.md); a run of more repeats narrows it")
     return notes
@@ -717,7 +724,7 @@ def _unsure_baseline_rows(frame: pd.DataFrame) -> pd.Series:
 def not_ruled_out(frame: pd.DataFrame) -> str:
     """What the inconclusive rows could not tell, counted, with the remedy: ``2 rows could not tell: the run's A/A
     control called a change (...)``, ``1 row could not rule a regression out: more repeats would tell``, ``1 row
-    could not tell: its baseline's 95% CI reaches past its limit (...)``, joined by "; ", or "" where every row
+    could not tell: its baseline's CI reaches past its limit (...)``, joined by "; ", or "" where every row
     could tell."""
     aa, unsure = _aa_unsure_rows(frame), _unsure_baseline_rows(frame)
     k, m = int(aa.sum()), int(unsure.sum())
@@ -726,7 +733,7 @@ def not_ruled_out(frame: pd.DataFrame) -> str:
         [f"{k} row{'s' * (k != 1)} could not tell: the run's A/A control called a change (run again, on a quieter "
          "machine)"] * bool(k)
         + [f"{n} row{'s' * (n != 1)} could not rule a regression out: more repeats would tell"] * bool(n)
-        + [f"{m} row{'s' * (m != 1)} could not tell: {'its' if m == 1 else 'their'} baseline's 95% CI reaches past "
+        + [f"{m} row{'s' * (m != 1)} could not tell: {'its' if m == 1 else 'their'} baseline's CI reaches past "
            f"{'its' if m == 1 else 'their'} limit (write the baseline from more repeats)"] * bool(m))
 
 

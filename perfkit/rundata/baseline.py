@@ -21,15 +21,20 @@ class BaselineFrom(TypedDict):
 
 
 class BaselineComparison(TypedDict):
-    """A B/A ratio of the run, with its 95% CI."""
+    """A B/A ratio of the run, with its CI at the level its run's verdict was read at."""
     variant: str
     metric: Literal["step_ms", "natural_step_ms"]
     ratio: float
     ci: list[float | None]
+    # the summary comparison's: each look's level (0.95 read once) and the trials a side at the first and last look
+    # (null: read once); none in a baseline written before they were kept, whose level is not known
+    look_confidence: NotRequired[float]
+    looks_at: NotRequired[list[int] | None]
 
 
 class BaselineServeComparison(TypedDict):
-    """A serve case's B/A ratio at one concurrency level, with its 95% CI (a serve.comparisons row)."""
+    """A serve case's B/A ratio at one concurrency level, with its 95% CI (a serve.comparisons row: a serve run reads
+    each level's verdict once)."""
     variant: str
     level: int
     metric: Literal["latency_ms", "outputs_per_min"]

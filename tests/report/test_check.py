@@ -765,8 +765,8 @@ def test_a_baseline_that_checks_no_timing_or_holds_an_incomplete_run_is_refused(
     # (NaN as JSON's NaN, which Python's reader takes: no number, as the schema has it)
     (lambda c: c.update(ratio=float("nan")), "comparisons[0].ratio: nan is not of type 'number'"),
     (lambda c: c.update(ci=[1.5, 1.2]), "comparisons[0].ci: [1.5, 1.2]: its low end is above its high end"),
-    (lambda c: c.update(ci=[1.2]), "comparisons[0].ci: [1.2] is not a ratio's 95% CI: [low, high], finite and > 0"),
-    (lambda c: c.update(ci=[-0.5, 1.2]), "comparisons[0].ci: [-0.5, 1.2] is not a ratio's 95% CI"),
+    (lambda c: c.update(ci=[1.2]), "comparisons[0].ci: [1.2] is not a ratio's CI: [low, high], finite and > 0"),
+    (lambda c: c.update(ci=[-0.5, 1.2]), "comparisons[0].ci: [-0.5, 1.2] is not a ratio's CI"),
 ], ids=["negative", "zero", "nan", "low-above-high", "one-end", "negative-ci"])
 def test_an_impossible_baseline_ratio_is_refused(baseline, tmp_path, change, said):
     """A newcomer's: a baseline ratio of -1 passed the schema and failed every run ("required CI low end <=
@@ -781,7 +781,7 @@ def test_an_impossible_baseline_ratio_is_refused(baseline, tmp_path, change, sai
 
 @pytest.mark.parametrize("change, said", [
     (lambda s: s["comparisons"][0].update(ci=[1.5, 1.2]), "comparisons[0].ci: [1.5, 1.2]: its low end is above"),
-    (lambda s: s["comparisons"][0].update(ci=[-1.0, 0.5]), "comparisons[0].ci: [-1.0, 0.5] is not a ratio's 95% CI"),
+    (lambda s: s["comparisons"][0].update(ci=[-1.0, 0.5]), "comparisons[0].ci: [-1.0, 0.5] is not a ratio's CI"),
     (lambda s: s["comparisons"][0].update(ratio=-1), "comparisons[0].ratio: -1 is not a ratio of two times"),
 ], ids=["low-above-high", "negative-ci", "negative-ratio"])
 def test_an_impossible_ratio_in_the_run_s_summary_is_refused(baseline, tmp_path, change, said):
@@ -1003,7 +1003,8 @@ def test_a_timing_row_whose_baseline_s_own_ci_reaches_past_its_limit_says_so(bas
     where the baseline's own CI reaches past it, the row says the baseline was no surer than the tolerance. Here
     0.9 [0.8, 1.1], limit 0.99; the run 1.0 [0.995, 1.005] fails, as the contract has it, and says why."""
     data = json.loads(baseline.read_text())
-    data["comparisons"] = [{"variant": "b", "metric": "step_ms", "ratio": 0.9, "ci": [0.8, 1.1]}]
+    data["comparisons"] = [{"variant": "b", "metric": "step_ms", "ratio": 0.9, "ci": [0.8, 1.1],
+                            "look_confidence": 0.95, "looks_at": None}]
     summary = {"baseline": "a", "comparisons": [{"variant": "b", "metric": "step_ms", "ratio": 1.0,
                                                  "ci": [0.995, 1.005]}]}
     from perfkit.report.check import _timing_rows
@@ -1033,7 +1034,7 @@ def test_a_timing_row_against_a_baseline_no_surer_than_its_tolerance_cannot_tell
     unsure = tmp_path / "unsure.json"
     unsure.write_text(json.dumps(data))
     summary = json.loads((tmp_path / "base" / "summary.json").read_text())
-    tail = "1 row could not tell: its baseline's 95% CI reaches past its limit (write the baseline from more repeats)"
+    tail = "1 row could not tell: its baseline's CI reaches past its limit (write the baseline from more repeats)"
     for ratio, ci, passed, mark in [(1.2, [1.17, 1.23], True, "**ok, baseline unsure**"),
                                     (1.5, [1.45, 1.55], False, "**FAIL, baseline unsure**")]:
         for c in summary["comparisons"]:

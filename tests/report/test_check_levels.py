@@ -118,3 +118,49 @@ def test_a_matrix_s_cells_of_the_rounds_say_their_interval_s_level(tmp_path):
     assert any(line.startswith("| 00 | 1 |") and "| [1.490, 1.510] 95% |" in line for line in lines), lines
     assert any(line.startswith("| 01 | 2 |") and "| [1.240, 1.260] 97.4% (3 looks) |" in line for line in lines)
     assert any("its CI at its level: 95% where the verdict was read once; (n looks)" in line for line in lines)
+
+
+def test_a_baseline_records_its_ci_s_level_and_the_gate_names_it(make_run, tmp_path):
+    """A baseline written from a rounds run holds each look's interval, at 97.39% (the demo's level, its interval
+    reproduced by hand at it), and the gate called it "the baseline's own 95% CI" where it reached past the limit:
+    the file recorded no level. --update-baseline records the run's (``look_confidence``, ``looks_at``), and every
+    line that names the baseline's CI gives it. At ratio_tolerance 0.01 the fixture's b/a 1.2 sets a limit of
+    1.212, which its CI's high end passes."""
+    run = make_run("rounds", case_extra={"repeats": {"min": 3, "max": 5}})
+    own = {c["metric"]: c for c in json.loads((run / "summary.json").read_text())["comparisons"]}
+    base = tmp_path / "base.json"
+    res = check(run, "--baseline", base, "--update-baseline", "--ratio-tolerance", "0.01")
+    assert res.exit_code == 0, res.output
+    lo, hi = own["step_ms"]["ci"]
+    assert res.stderr.splitlines()[0].startswith(f"perfkit: note: b/a step_ms: its 97.4% CI (3 looks) [{lo:.3f}, "
+                                                 f"{hi:.3f}] reaches past the limit 1.212"), res.stderr
+    written = json.loads(base.read_text())["comparisons"]
+    assert [(c["look_confidence"], c["looks_at"]) for c in written] == [
+        (own[c["metric"]]["look_confidence"], [3, 5]) for c in written]
+    assert round(written[0]["look_confidence"], 4) == 0.9739
+    said = f"the baseline's own 97.4% CI (3 looks) [{lo:.3f}, {hi:.3f}] reaches past the limit 1.212"
+    summary_md = tmp_path / "step_summary.md"
+    res = check(run, "--baseline", base, "--ratio-tolerance", "0.01", env={"GITHUB_STEP_SUMMARY": str(summary_md)})
+    (row,) = [line for line in res.output.splitlines() if " b/a step_ms: " in line]
+    assert said in row and "95%" not in row, row
+    assert res.output.splitlines()[-1].endswith("could not tell: their baseline's CI reaches past their limit (write "
+                                                "the baseline from more repeats)"), res.output
+    assert said in summary_md.read_text()
+    rows = json.loads(check(run, "--baseline", base, "--ratio-tolerance", "0.01", "--json").output)["rows"]
+    assert said in next(r["note"] for r in rows if r["subject"] == "b/a step_ms")
+
+
+def test_a_baseline_that_records_no_level_is_said_to(make_run, tmp_path):
+    """A baseline written before its level was kept: its CI's level is not known (a rounds run's was higher than
+    95%), and the gate says so rather than call it 95%."""
+    run = make_run("rounds", case_extra={"repeats": {"min": 3, "max": 5}})
+    base = tmp_path / "base.json"
+    assert check(run, "--baseline", base, "--update-baseline").exit_code == 0
+    data = json.loads(base.read_text())
+    for c in data["comparisons"]:
+        del c["look_confidence"], c["looks_at"]
+    base.write_text(json.dumps(data))
+    lo, hi = data["comparisons"][0]["ci"]
+    res = check(run, "--baseline", base, "--ratio-tolerance", "0.01")
+    (row,) = [line for line in res.output.splitlines() if " b/a step_ms: " in line]
+    assert f"the baseline's own CI (level not recorded) [{lo:.3f}, {hi:.3f}] reaches past the limit 1.212" in row, row
