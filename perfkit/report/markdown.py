@@ -228,8 +228,10 @@ def _noise_floor_lines(summary: dict) -> list[str]:
     a, rows = summary["baseline"], []
     nf = summary.get("noise_floor")
     if nf:
+        # the control's comparison, read over the same looks as B's: its interval at each look's level
+        aa = next((c for c in summary["comparisons"] if (c["variant"], c["metric"]) == (nf["variant"], "step_ms")), {})
         width = ("unknown (too few trials)" if nf["half_width"] is None else
-                 f"{nf['ci'][0] - 1:+.1%} to {nf['ci'][1] - 1:+.1%} (95% CI of A/A)")
+                 f"{nf['ci'][0] - 1:+.1%} to {nf['ci'][1] - 1:+.1%} ({ci_name(ci_level(aa), looks(aa))} of A/A)")
         rows += ["", f"A/A noise floor ({nf['variant']}, the baseline run again): {width}. A B/A change "
                  "inside this range cannot be told from run-to-run noise on this machine."]
         if called := aa_called(summary):

@@ -6,8 +6,9 @@ import json
 import re
 
 import numpy as np
-from run_fixtures import A_STEPS, WARMUP, make_run  # noqa: F401 (a fixture)
+from run_fixtures import A_STEPS, WARMUP, frames, make_run, outputs_for, shifted  # noqa: F401 (a fixture)
 from scipy import stats
+from test_check_aa import aa_trials
 
 
 def _welch(level: float, b_scale: float = 1.2) -> tuple[float, float]:
@@ -47,3 +48,17 @@ def test_a_run_read_once_keeps_its_95_percent_ci(make_run):
     run = make_run("once")
     lines = _ratio_lines((run / "report.md").read_text())
     assert len(lines) == 3 and all(", 95% CI [" in line and "looks" not in line for line in lines), lines
+
+
+def test_a_rounds_run_s_aa_noise_floor_names_its_level(make_run):
+    """The A/A control is compared over the same looks: its noise floor's interval is each look's too (the a-aa/a
+    ratio line above it says 97.4% CI (3 looks) of the same figures), and the line said "95% CI of A/A"."""
+    trials = aa_trials(1.0)
+    run = make_run("aa", trials=trials, outputs=outputs_for(trials, frames(), shifted(frames(), 1, 20)),
+                   case_extra={"aa": True, "repeats": {"min": 3, "max": 5}})
+    summary = json.loads((run / "summary.json").read_text())
+    (aa,) = [c for c in summary["comparisons"] if (c["variant"], c["metric"]) == ("a-aa", "step_ms")]
+    assert summary["noise_floor"]["ci"] == aa["ci"] and aa["looks_at"] == [3, 5]
+    lo, hi = (f"{x - 1:+.1%}" for x in aa["ci"])
+    (line,) = [x for x in (run / "report.md").read_text().splitlines() if x.startswith("A/A noise floor (a-aa")]
+    assert f": {lo} to {hi} (97.4% CI (3 looks) of A/A)." in line, line
