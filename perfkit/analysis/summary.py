@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from perfkit.analysis import attribution, serving, stats, timing
-from perfkit.common.comparison import (NO_SPREAD, aa_call_text, inside_noise_floor, noise_range, unreadable_text,
-                                       without_ci)
+from perfkit.common.comparison import (NO_SPREAD, aa_call_text, inside_noise_floor, noise_range, one_trial_call,
+                                       unreadable_text, without_ci)
 from perfkit.common.devices import on_cpu_devices
 from perfkit.cost.programs import run_costs
 from perfkit.hlo.consistency import variant_check
@@ -217,10 +217,8 @@ def not_verified(case: Case, summary: dict) -> list[str]:
     elif inside := inside_noise_floor(summary):
         notes.append(f"the B/A timing verdict: {c['verdict']} by its CI, but its change ({inside}) lies inside the "
                      f"A/A noise floor ({noise_range(summary['noise_floor'])})")
-    elif min(c.get("n_a") or 0, c.get("n_b") or 0) == 1:
-        notes.append(f"the B/A timing CI: a side has one trial, so it holds that trial's steps' noise alone, not the "
-                     f"trials' (a run's trials differ by more than its steps do): the {c['verdict']} verdict may not "
-                     "hold on another run")
+    elif once := one_trial_call(c):
+        notes.append(f"the B/A timing CI: {once}")
     if unreadable := unreadable_text(summary):
         notes.append(f"the step times the program wrote: {unreadable}; perfkit gives them no time, and the steps "
                      "after them count their positions from the steps kept, so one left out within the warmup takes "

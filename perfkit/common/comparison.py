@@ -15,6 +15,16 @@ FEW_TRIALS = 2
 NO_SPREAD = "a side has one timed step: nothing measured how much a step varies, so no CI"
 
 
+def one_trial_call(comparison: dict) -> str | None:
+    """Why a verdict read from one trial on a side may not hold on another run (None where each side has more, or
+    the verdict is unknown)."""
+    if comparison.get("verdict") not in ("faster", "slower", "same") or min(comparison.get("n_a") or 0,
+                                                                             comparison.get("n_b") or 0) != 1:
+        return None
+    return ("a side has one trial, so the CI holds that trial's steps' noise alone, not the trials' (a run's trials "
+            f"differ by more than its steps do): the {comparison['verdict']} verdict may not hold on another run")
+
+
 def without_ci(comparison: dict) -> bool:
     """Whether a summary's comparison (``comparison``, a ``comparisons`` row) has no CI: no timed steps on a side,
     or one (``NO_SPREAD``)."""

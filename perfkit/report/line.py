@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from perfkit.common.comparison import (aa_called, compared_variant, inside_noise_floor,
-                                       noise_range, trial_median, unreadable_text, without_ci)
+from perfkit.common.comparison import (aa_called, compared_variant, inside_noise_floor, noise_range,
+                                       one_trial_call, trial_median, unreadable_text, without_ci)
 from perfkit.common.digits import digits
 from perfkit.common.json_figures import from_json
 from perfkit.hlo.render import ranks_text
@@ -275,6 +275,8 @@ def summary_line(summary: dict, report: Path) -> str:
             verdict += f" (the rest of its plan may {aim}: --resume)" if summary.get("interrupted") else \
                 f" ({timeout_advice(hangs)})" if hangs else \
                 f" (more {'server restarts' if serve else 'rounds'} would {aim}: {more})"
+        elif one_trial_call(c):
+            verdict += " (one trial a side: it may not hold on another run)"
         parts.append(f"{a} {shown[a]} ms, {b} {shown[b]} ms (medians of {of} medians), {b}/{a} {c['ratio']:.3f} "
                      f"{_ci(c)} -> {verdict}")
     else:

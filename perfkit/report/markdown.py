@@ -9,7 +9,7 @@ import signal
 from pathlib import Path
 
 from perfkit.common.comparison import (FEW_TRIALS, NO_SPREAD, aa_called, ci_level, ci_name, compared_variant,
-                                       inside_noise_floor, looks, trial_median, without_ci)
+                                       inside_noise_floor, looks, one_trial_call, trial_median, without_ci)
 from perfkit.common.devices import on_cpu_devices
 from perfkit.common.digits import change_text, digits, ratio_text, share_text, shown_difference, whole_shares
 from perfkit.common.json_figures import db_cell
@@ -806,8 +806,10 @@ def _verdict(summary: dict) -> str:
     what, of = (f"c={serve['concurrency'][0]} latency", "server processes'") if serve else ("step time", "trial")
     figures = (f"{b}/{a} {what} {_ratio(c)} ({shown_b} / {shown_a} ms, medians of {of} medians); "
                f"minimum effect {c['min_effect']:.0%}")
-    return {"faster": f"**{b} is faster than {a}**: {figures}.",
-            "slower": f"**{b} is slower than {a}**: {figures}.",
+    once = " A side has one trial: the verdict may not hold on another run (Not verified says why)." \
+        if one_trial_call(c) else ""
+    return {"faster": f"**{b} is faster than {a}**: {figures}.{once}",
+            "slower": f"**{b} is slower than {a}**: {figures}.{once}",
             "same": f"**{b} and {a} take the same time** (within the minimum effect): {figures}.",
             }.get(c["verdict"], f"**No verdict**: {figures}; " + (
                 f"{NO_SPREAD}. " + _more_trials(summary, "give one") if without_ci(c)

@@ -396,11 +396,16 @@ def test_one_trial_a_side_says_its_ci_is_the_steps_noise_alone(make_run):
     """A newcomer's run stopped after one trial a side read "sp/tp 1.609 [1.175, 2.458] -> slower": a CI from one
     trial's steps, nothing of how trials differ. Not verified says so; with two trials a side it does not (their CI
     takes in Welch's interval of the trials: tests/runner/test_runner_stats.py)."""
-    one = json.loads((make_run("one", trials=ab_trials()[:2]) / "summary.json").read_text())
+    one_run = make_run("one", trials=ab_trials()[:2])
+    one = json.loads((one_run / "summary.json").read_text())
     assert (one["comparison"]["n_a"], one["comparison"]["n_b"], one["comparison"]["verdict"]) == (1, 1, "slower")
-    assert ("the B/A timing CI: a side has one trial, so it holds that trial's steps' noise alone, not the trials' (a "
+    assert ("the B/A timing CI: a side has one trial, so the CI holds that trial's steps' noise alone, not the trials' (a "
             "run's trials differ by more than its steps do): the slower verdict may not hold on another run"
             ) in one["not_verified"]
+    # a reviewer's: the headline and the run's line called it with no caveat, the note at the page's end alone did
+    head = (one_run / "report.md").read_text().split("## ")[0]  # the run's line, then the headline
+    assert "-> slower (one trial a side: it may not hold on another run)" in head
+    assert "A side has one trial: the verdict may not hold on another run (Not verified says why)." in head
     two_run = make_run("two", trials=ab_trials()[:4])
     two = json.loads((two_run / "summary.json").read_text())
     assert (two["comparison"]["n_a"], two["comparison"]["n_b"]) == (2, 2)
