@@ -60,7 +60,7 @@ def _short_of_plan(run_dir: Path) -> bool:
     those ``exits.ended`` leaves out: a variant that crashed alike, a run with no comparison left):
     perfkit was killed during a trial, and nothing wrote that it stopped; or while writing one, its
     trials.jsonl's last line cut short; or a trial's record is lost (the last two said on stderr: which)."""
-    trials = rundir.read_trials(run_dir, checked=True)  # the report's first read of a run's records
+    trials = rundir.read_trials(run_dir)
     case = case_mod.load(run_dir / "case.yaml")
     names = run_names(case, rundir.started_options(run_dir).get("only"))
     stop = ended(names, case.variants[0].name, case.aa_name, trials)

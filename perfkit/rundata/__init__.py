@@ -11,8 +11,9 @@ none); what is checked is this. ``schema`` turns ``summary`` into the JSON Schem
 ``perfkit check`` as it reads one and, where PERFKIT_CHECK_SUMMARY is set (the test suite sets it), as it is
 written. The tests hold the demo run's ``trials.jsonl`` lines to ``TrialRecord``'s keys (no more, none
 missing), and docs/architecture.md's summary.json and trials.jsonl keys to the types'. Elsewhere the types are
-annotations: ``TrialRecord`` where ``run.ranks`` and ``run.serve_trial`` build a record and ``rundir`` writes,
-reads and merges it, the event types in ``metrics.read_metrics``, which checks each line's fields itself.
+annotations: ``TrialRecord`` where ``run.ranks`` and ``run.serve_trial`` build a record and ``rundir`` writes and
+merges it (``rundir.read_trials``, every reader's, holds each line to its schema), the event types in
+``metrics.read_metrics``, which checks each line's fields itself.
 
 In a notebook::
 

@@ -163,29 +163,28 @@ def append_trial(part: Path, record: TrialRecord) -> None:
         os.fsync(f.fileno())
 
 
-def read_trials(part: Path, checked: bool = False) -> list[TrialRecord]:
-    """``part``'s trials.jsonl, a record a whole line; a line that is no JSON, cut short by a killed perfkit, is
-    skipped (``lost_trials`` and ``torn_end`` name it). ``checked`` (as a run's report reads them): each record held
-    to ``TrialRecord`` (its JSON Schema), one that is not a record this perfkit writes (edited, or another
-    program's) refused (``BadInput``: its line and field), never summarized as a trial."""
+def read_trials(part: Path) -> list[TrialRecord]:
+    """``part``'s trials.jsonl, a record a whole line, as every reader of a run takes it (the report, --resume,
+    check, trace, quality): a line that is no JSON, cut short by a killed perfkit, is skipped (``lost_trials`` and
+    ``torn_end`` name it); each record held to ``TrialRecord`` (its JSON Schema), one that is not a record this
+    perfkit writes (edited, or another program's) refused (``BadInput``: its line and field), never read as a trial."""
     path = part / "trials.jsonl"
     if not path.exists():
         return []
-    if checked:
-        # jsonschema: only where a run is summarized, off the path of every command's start (the CLI imports this)
-        from perfkit.rundata import schema
+    # jsonschema: only where a run's records are read, off the path of every command's start (the CLI imports this)
+    from perfkit.rundata import schema
+
     out = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
         try:
             record = json.loads(line)
         except ValueError:
             continue
-        if checked:
-            try:
-                schema.validate(record, "trial", path)
-            except BadInput as exc:
-                raise BadInput(exc.reason, path=str(path), field=": ".join(filter(None, (f"line {number}",
-                                                                                         exc.field)))) from None
+        try:
+            schema.validate(record, "trial", path)
+        except BadInput as exc:
+            raise BadInput(exc.reason, path=str(path), field=": ".join(filter(None, (f"line {number}",
+                                                                                     exc.field)))) from None
         out.append(record)
     return out
 
@@ -362,11 +361,11 @@ def merge_trial(records: dict[int, TrialRecord], hosts: int, cut: Iterable[int] 
 def merge_hosts(run_dir: Path, hosts: int) -> list[TrialRecord]:
     """Merge every host's ``trials.jsonl`` into the top-level one (a trial that one of the run's ``hosts`` has no
     whole record of, its line damaged or cut short as ``read_trials`` skips it, is incomplete), each record checked
-    (``read_trials``: the report's read of a multi-host run); returns the merged trials."""
+    (``read_trials``); returns the merged trials."""
     by_index: dict[int, dict[int, TrialRecord]] = {}
     cut: dict[int, set[int]] = {}
     for part in host_parts(run_dir):
-        for rec in read_trials(part, checked=True):
+        for rec in read_trials(part):
             by_index.setdefault(rec["index"], {})[int(part.name[4:])] = rec
         for index in unreadable_trials(part):
             cut.setdefault(index, set()).add(int(part.name[4:]))

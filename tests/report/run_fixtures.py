@@ -41,6 +41,13 @@ def trial(index: int, variant: str, steps: list[float], *, status: str = "ok", v
                                                         else None, "last_mark": None}]}
 
 
+def whole_record(index: int, variant: str, status: str = "ok", **keys) -> dict:
+    """A whole trials.jsonl record (every key ``TrialRecord`` requires, as every reader holds it to), ``keys`` over
+    neutral values: for a test whose trials matter in a few keys alone."""
+    return {"index": index, "variant": variant, "round": 0, "dir": f"trials/{index:02d}-{variant}", "status": status,
+            "wall_s": 1.0, "warmup": 0, "steps_ms": [], "natural_ms": [], "values": {}, "ranks": [], **keys}
+
+
 def write_run(run: Path, trials: list[dict], outputs: dict[int, np.ndarray] | None = None, *,
               case_extra: dict | None = None) -> Path:
     """A finished run of the command case ``fixture`` (variants a, b) holding ``trials``; ``outputs``:

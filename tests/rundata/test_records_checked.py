@@ -44,7 +44,7 @@ def test_a_record_not_as_perfkit_writes_it_is_refused_naming_its_line(tmp_path, 
     edit(trials[2], key, value)
     run = write_run(tmp_path / "run", trials)
     with pytest.raises(BadInput) as refused:
-        rundir.read_trials(run, checked=True)
+        rundir.read_trials(run)
     path = run / "trials.jsonl"
     assert refused.value.path == str(path)
     assert refused.value.field == "line 3" + (f": {field}" if field else "")
@@ -70,7 +70,7 @@ def test_a_cut_last_line_still_reads_as_an_interrupted_run(tmp_path):
     run = write_run(tmp_path / "run", trials)
     with open(run / "trials.jsonl", "a") as f:
         f.write(json.dumps({**trials[0], "index": 6})[:40])  # perfkit killed while appending trial 6
-    assert [t["index"] for t in rundir.read_trials(run, checked=True)] == [t["index"] for t in trials]
+    assert [t["index"] for t in rundir.read_trials(run)] == [t["index"] for t in trials]
     assert rundir.torn_end(run) == {"index": 6, "variant": "a"}
 
 
@@ -81,7 +81,7 @@ def test_a_record_perfkit_writes_with_every_optional_key_is_read(tmp_path):
                                     "after": {"jax_entries": 3, "inductor_files": 0}}}
     trials[1]["values"] = {"loss": 0.5}
     run = write_run(tmp_path / "run", trials)
-    assert rundir.read_trials(run, checked=True) == trials
+    assert rundir.read_trials(run) == trials
 
 
 def test_a_host_parts_record_is_checked_as_the_report_merges_it(tmp_path):

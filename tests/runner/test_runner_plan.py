@@ -3,6 +3,8 @@
 import sys
 from pathlib import Path
 
+from report.run_fixtures import whole_record
+
 from perfkit.run import runner
 from perfkit.run import placement
 from perfkit.run import ranks as rank_kind
@@ -281,11 +283,11 @@ def test_progress_shows_each_trials_median_and_a_plan_that_grows():
 
 
 def test_trial_records_survive_a_torn_last_line(tmp_path):
-    rundir.append_trial(tmp_path, {"index": 0})
+    rundir.append_trial(tmp_path, whole_record(0, "a"))
     with open(tmp_path / "trials.jsonl", "a") as f:
         f.write('{"index": 1, "vari')  # perfkit killed mid-write
-    rundir.append_trial(tmp_path, {"index": 1})
-    assert rundir.read_trials(tmp_path) == [{"index": 0}, {"index": 1}]
+    rundir.append_trial(tmp_path, whole_record(1, "b"))
+    assert rundir.read_trials(tmp_path) == [whole_record(0, "a"), whole_record(1, "b")]
 
 
 def test_a_resumed_host_of_several_with_nothing_left_does_not_promise_the_report():

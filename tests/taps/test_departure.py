@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from report.run_fixtures import whole_record
 
 from perfkit import record
 from perfkit.cli import cli
@@ -37,8 +38,7 @@ def make_run(tmp_path, tap_into):
             tap_into(rank, arrays)
             for tap_name, value in taps:
                 record.tap(tap_name, value, step=0)
-            lines.append(json.dumps({"index": i, "variant": name.split("-")[1], "status": "ok",
-                                     "dir": f"trials/{name}"}))
+            lines.append(json.dumps(whole_record(i, name.split("-")[1], dir=f"trials/{name}")))
         (run / "trials.jsonl").write_text("\n".join(lines) + "\n")
         return run
 

@@ -11,6 +11,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from scipy import stats as sps
+from report.run_fixtures import whole_record
 from trace_builders import U
 
 from perfkit.analysis import attribution, stats
@@ -236,7 +237,7 @@ def _run_dir(tmp_path, rng, after_us: int = 0):
     for i, v in enumerate(["a", "b", "b", "a"]):
         folder = tmp_path / "trials" / f"{i:02d}-{v}"
         trial_trace(folder / "rank0" / "trace" / "h.xplane.pb", rng, 1.0, v == "b", after_us if v == "b" else 0)
-        lines.append(json.dumps({"index": i, "variant": v, "status": "ok", "dir": f"trials/{i:02d}-{v}"}))
+        lines.append(json.dumps(whole_record(i, v)))
     (tmp_path / "trials.jsonl").write_text("\n".join(lines) + "\n")
     return tmp_path
 
@@ -609,7 +610,7 @@ def test_gloo_transfers_in_flight_are_said_to_overlap_beside_their_rows(fixtures
             source = data / ("torch_gloo/plain" if v == "a" else "torch_ring") / f"rank{rank}.json.gz"
             (tmp_path / "trials" / f"{i:02d}-{v}" / f"rank{rank}" / "trace").mkdir(parents=True)
             shutil.copy(source, tmp_path / "trials" / f"{i:02d}-{v}" / f"rank{rank}" / "trace" / source.name)
-        lines.append(json.dumps({"index": i, "variant": v, "status": "ok", "dir": f"trials/{i:02d}-{v}"}))
+        lines.append(json.dumps(whole_record(i, v)))
     (tmp_path / "trials.jsonl").write_text("\n".join(lines) + "\n")
     for rank in (0, 1):
         doc = json.loads(gzip.decompress((data / "torch_ring" / f"rank{rank}.json.gz").read_bytes()))["traceEvents"]
@@ -676,7 +677,7 @@ def test_ops_of_programs_sharing_a_name_are_told_apart_by_their_place(tmp_path):
         folder = tmp_path / "trials" / f"{i:02d}-{v}"
         drawn[v].append(_layers_trial(folder / "rank0" / "trace" / "h.xplane.pb", rng,
                                       (6, 8) if v == "a" else (9, 3), 5.0 if v == "b" else 0.0))
-        lines.append(json.dumps({"index": i, "variant": v, "status": "ok", "dir": f"trials/{i:02d}-{v}"}))
+        lines.append(json.dumps(whole_record(i, v)))
     (tmp_path / "trials.jsonl").write_text("\n".join(lines) + "\n")
     doc = attribution.summarize(tmp_path, _trials(tmp_path), ["a", "b"])
     b = doc["variants"]["b"]
@@ -755,7 +756,7 @@ def _programs_run_dir(tmp_path):
             (folder / "xla_dump").mkdir()
             (folder / "xla_dump" / "module_0001.jit_step.cpu_after_optimizations.txt").write_text(
                 _STEP_A if v == "a" else _STEP_B)
-        lines.append(json.dumps({"index": i, "variant": v, "status": "ok", "dir": f"trials/{i:02d}-{v}"}))
+        lines.append(json.dumps(whole_record(i, v)))
     (tmp_path / "trials.jsonl").write_text("\n".join(lines) + "\n")
     return tmp_path
 

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from report.run_fixtures import whole_record
 from trace_builders import U
 
 from perfkit.cli import cli
@@ -346,7 +347,7 @@ def test_a_trial_that_ended_ok_has_no_chip_waiting(tmp_path):
     for name, (steps, cut) in shapes.items():
         for rank in range(3):
             rank_trace(run / "trials" / name / f"rank{rank}" / "trace" / "h.xplane.pb", steps, cut)
-    records = [{"index": i, "variant": n[3:], "status": n[3:], "dir": f"trials/{n}"} for i, n in enumerate(shapes)]
+    records = [whole_record(i, n[3:], n[3:], dir=f"trials/{n}") for i, n in enumerate(shapes)]
     (run / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records[:-1]))  # 03: not recorded
 
     def tail(*paths, as_json=False):
@@ -762,8 +763,7 @@ def _ok_and_hung_run(tmp_path, shapes: dict) -> "Path":
     for name, ranks in shapes.items():
         for rank, (steps, cut) in enumerate(ranks):
             rank_trace(run / "trials" / name / f"rank{rank}" / "trace" / "h.xplane.pb", steps, cut)
-    records = [{"index": i, "variant": "v", "status": n[3:].split("-")[0], "dir": f"trials/{n}"}
-               for i, n in enumerate(shapes)]
+    records = [whole_record(i, "v", n[3:].split("-")[0], dir=f"trials/{n}") for i, n in enumerate(shapes)]
     (run / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return run
 
