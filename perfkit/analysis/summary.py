@@ -318,7 +318,7 @@ def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Ca
         "trials": {"total": len(trials), "ok": sum(t["status"] == "ok" for t in trials), "timeout_s": case.timeout,
                    "failed": [{"index": t["index"], "variant": t["variant"], "status": t["status"], "dir": t["dir"],
                                "ranks": t["ranks"], **({"warmup": t["warmup"]} if "warmup" in t else {}),
-                               **{k: t[k] for k in ("missing_hosts", "cut_hosts") if k in t}}
+                               **{k: t[k] for k in ("missing_hosts", "cut_hosts", "untold_hosts") if k in t}}
                               for t in trials if t["status"] != "ok"],
                    "ended_after_round": ended_after,
                    **({"unreadable_steps": unreadable} if (unreadable := unreadable_steps(trials)) else {})},

@@ -436,9 +436,10 @@ def _no_steps(failed: dict) -> str:
 
 
 def _missing_hosts(failed: dict) -> str:
-    """Why a multi-host run's trial is incomplete: the hosts that recorded no part of it, and those whose record of
-    it is cut short or damaged, whose ranks it lacks."""
-    missing, cut = failed.get("missing_hosts", []), failed.get("cut_hosts", [])
+    """Why a multi-host run's trial is incomplete: the hosts that recorded no part of it, those whose record of it is
+    cut short or damaged, and those holding a damaged line that names no trial (which it held cannot be told), whose
+    ranks it lacks."""
+    missing, cut, untold = (failed.get(k, []) for k in ("missing_hosts", "cut_hosts", "untold_hosts"))
     said = []
     if missing:
         said.append(f"host{'s' * (len(missing) > 1)} {', '.join(map(str, missing))} recorded no part of it (never "
@@ -449,7 +450,10 @@ def _missing_hosts(failed: dict) -> str:
     elif cut:
         said.append(f"hosts {', '.join(map(str, cut))} recorded it, but their records (their lines in "
                     "`hosts/host<I>/trials.jsonl`) are cut short or damaged")
-    return f": {'; '.join(said)}, so it lacks {'their' if len(missing) + len(cut) > 1 else 'its'} ranks" if said else ""
+    said += [f"host {h} holds a line in `hosts/host{h}/trials.jsonl` damaged before it names its trial: whether that "
+             "line was its record of this trial cannot be told" for h in untold]
+    hosts = len(missing) + len(cut) + len(untold)
+    return f": {'; '.join(said)}, so it lacks {'their' if hosts > 1 else 'its'} ranks" if said else ""
 
 
 def _first_failed(failed: dict) -> str:

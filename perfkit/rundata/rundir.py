@@ -202,18 +202,21 @@ def lost_trials(trials: list[TrialRecord], planned: Iterable[int]) -> list[int]:
 CUT_RECORD = re.compile(rb'\{"index": (?P<index>-?\d+)(?:, "variant": (?P<variant>"(?:[^"\\]|\\.)*"))?[,}]')
 
 
-def unreadable_trials(part: Path) -> set[int]:
+def unreadable_trials(part: Path) -> tuple[set[int], int]:
     """The trials that a line of ``part``'s trials.jsonl begins a record of but holds no whole one of (cut short or
-    damaged: ``read_trials`` skips it), as far as the line still names its trial (``CUT_RECORD``)."""
+    damaged: ``read_trials`` skips it), as far as the line still names its trial (``CUT_RECORD``); and how many such
+    lines name none (damaged before the trial's number: which trial each held cannot be told)."""
     path = part / "trials.jsonl"
-    found = set()
+    found, untold = set(), 0
     for line in path.read_bytes().splitlines() if path.exists() else []:
         try:
             json.loads(line)
         except ValueError:
             if start := CUT_RECORD.match(line):
                 found.add(int(start["index"]))
-    return found
+            else:
+                untold += 1
+    return found, untold
 
 
 def torn_end(part: Path) -> dict | None:
@@ -339,10 +342,12 @@ def any_host_interrupted(run_dir: Path) -> bool:
                for p in host_parts(run_dir) if (p / "done").exists())
 
 
-def merge_trial(records: dict[int, TrialRecord], hosts: int, cut: Iterable[int] = ()) -> TrialRecord:
+def merge_trial(records: dict[int, TrialRecord], hosts: int, cut: Iterable[int] = (),
+                untold: Iterable[int] = ()) -> TrialRecord:
     """One trial as every host saw it (``records`` by host index): steps from the host holding rank 0, all ranks,
     the worst status (``incomplete`` when a host has no whole record of it, so that the report says why: those of
-    ``cut``, whose line of it is cut short or damaged, in ``cut_hosts``; the others, e.g. stopped before it, in
+    ``cut``, whose line of it is cut short or damaged, in ``cut_hosts``; those of ``untold``, holding a damaged line
+    that names no trial (it may have been this one's), in ``untold_hosts``; the others, e.g. stopped before it, in
     ``missing_hosts``)."""
     ordered = sorted(records.values(), key=lambda r: min((x["rank"] for x in r["ranks"]), default=0))
     merged = ordered[0].copy()  # (a TrialRecord still, as dict() would not be to a type checker)
@@ -351,24 +356,31 @@ def merge_trial(records: dict[int, TrialRecord], hosts: int, cut: Iterable[int] 
     statuses = [r["status"] for r in ordered] + (["incomplete"] if lacking else [])
     merged["status"] = min(statuses, key=lambda s: STATUS_RANK.get(s, -1))
     merged["wall_s"] = max(r["wall_s"] for r in ordered)
-    if lacking - set(cut):
-        merged["missing_hosts"] = sorted(lacking - set(cut))
-    if lacking & set(cut):
-        merged["cut_hosts"] = sorted(lacking & set(cut))
+    cut, untold = lacking & set(cut), (lacking - set(cut)) & set(untold)
+    if lacking - cut - untold:
+        merged["missing_hosts"] = sorted(lacking - cut - untold)
+    if cut:
+        merged["cut_hosts"] = sorted(cut)
+    if untold:
+        merged["untold_hosts"] = sorted(untold)
     return merged
 
 
 def merge_hosts(run_dir: Path, hosts: int) -> list[TrialRecord]:
     """Merge every host's ``trials.jsonl`` into the top-level one (a trial that one of the run's ``hosts`` has no
-    whole record of, its line damaged or cut short as ``read_trials`` skips it, is incomplete), each record checked
-    (``read_trials``); returns the merged trials."""
+    whole record of, its line damaged or cut short as ``read_trials`` skips it, or never written, is incomplete), each
+    record checked (``read_trials``); returns the merged trials."""
     by_index: dict[int, dict[int, TrialRecord]] = {}
     cut: dict[int, set[int]] = {}
+    untold = set()  # the hosts holding a damaged line that names no trial
     for part in host_parts(run_dir):
         for rec in read_trials(part):
             by_index.setdefault(rec["index"], {})[int(part.name[4:])] = rec
-        for index in unreadable_trials(part):
+        named, unnamed = unreadable_trials(part)
+        for index in named:
             cut.setdefault(index, set()).add(int(part.name[4:]))
-    merged = [merge_trial(recs, hosts, cut.get(i, ())) for i, recs in sorted(by_index.items())]
+        if unnamed:
+            untold.add(int(part.name[4:]))
+    merged = [merge_trial(recs, hosts, cut.get(i, ()), untold) for i, recs in sorted(by_index.items())]
     write_atomic(run_dir / "trials.jsonl", "".join(json.dumps(t) + "\n" for t in merged))
     return merged

@@ -338,6 +338,7 @@ class FailedTrial(TypedDict):
     warmup: NotRequired[int]  # the steps the case drops (a no_steps trial's may all be those); absent in older ones
     missing_hosts: NotRequired[list[int]]  # an incomplete trial's hosts that recorded no part of it
     cut_hosts: NotRequired[list[int]]  # its hosts whose line of it is cut short or damaged (no whole record)
+    untold_hosts: NotRequired[list[int]]  # its hosts with no record of it but a damaged line naming no trial
 
 
 class UnreadableSteps(TypedDict):

@@ -59,3 +59,4 @@ class TrialRecord(TypedDict):
     serve: NotRequired[dict[str, Any]]
     missing_hosts: NotRequired[list[int]]  # a merged multi-host trial's hosts that recorded no part of it
     cut_hosts: NotRequired[list[int]]  # its hosts whose line of it is cut short or damaged (no whole record)
+    untold_hosts: NotRequired[list[int]]  # its hosts with no record of it but a damaged line naming no trial

@@ -82,3 +82,21 @@ def test_the_way_the_line_gives_to_run_a_cut_trial_again_on_every_host_works(tmp
                                                                                             (1, "ok", [0, 1])]
     assert trials[1]["wall_s"] != kept[1]["wall_s"]  # run again, not the old record
     assert json.loads((run / "summary.json").read_text())["interrupted"] is False
+
+
+def test_a_host_whose_damaged_line_names_no_trial_is_not_said_to_have_recorded_no_part(tmp_path, write_case):
+    """Host 0's line of trial 1 damaged before its number ('{"inde'): nothing can tell which trial it held, and
+    report.md said host 0 'recorded no part of it (never started, stopped before it, or wrote elsewhere)', none of
+    which was so. It says host 0 holds a damaged line whose trial cannot be told, not which cause."""
+    run = two_host_run(tmp_path / "run", write_case)
+    part = run / "hosts/host0/trials.jsonl"
+    lines = part.read_text().splitlines(True)
+    part.write_text("".join([lines[0], lines[1][:6] + "\n", *lines[2:]]))
+    assert perfkit("report", run).returncode == 3
+    assert failed_lines(run) == [
+        "- trial 1 (b): **incomplete**: host 0 holds a line in `hosts/host0/trials.jsonl` damaged before it names its "
+        "trial: whether that line was its record of this trial cannot be told, so it lacks its ranks"]
+    merged = read_jsonl(run / "trials.jsonl")[1]
+    assert merged.get("untold_hosts") == [0] and "missing_hosts" not in merged and "cut_hosts" not in merged
+    failed = json.loads((run / "summary.json").read_text())["trials"]["failed"]
+    assert [(f["index"], f.get("untold_hosts"), f.get("missing_hosts")) for f in failed] == [(1, [0], None)]
