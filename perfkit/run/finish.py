@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from perfkit.analysis.summary import summarize_run
@@ -15,7 +16,7 @@ from perfkit.report import markdown
 from perfkit.report.line import summary_line
 from perfkit.run import matrix
 from perfkit.run.plan import plan_trials, sat_out
-from perfkit.run.trial import run_names
+from perfkit.run.trial import Trial, run_names
 from perfkit.rundata import case as case_mod
 from perfkit.rundata import rundir
 from perfkit.rundata.exits import ended
@@ -64,7 +65,8 @@ def _short_of_plan(run_dir: Path) -> bool:
     case = case_mod.load(run_dir / "case.yaml")
     names = run_names(case, rundir.started_options(run_dir).get("only"))
     stop = ended(names, case.variants[0].name, case.aa_name, trials)
-    if _said_damaged(run_dir, trials, _planned(case, names, trials, stop), ", and --resume runs it again"):
+    if _said_damaged(run_dir, trials, _planned(case, names, trials, stop),
+                     lambda named: f", and --resume runs {_it(named)} again"):
         return True
     return len(trials) < len(plan_trials(names, case.repeats["min"], case.order, case.seed, stop=stop))
 
@@ -79,35 +81,53 @@ def _parts_damaged(run_dir: Path) -> bool:
     damaged = False
     for part in rundir.host_parts(run_dir):
         host, trials = part.name[4:], rundir.read_trials(part)
-        again = (f": --resume --host-index {host} would run it again on host {host} alone (a host that recorded it "
-                 "runs it no more), its ranks meeting none of the other hosts'; to run it again on every host, remove "
-                 "its line from each host's trials.jsonl (hosts/host<I>/trials.jsonl), then --resume every host")
+
+        def again(named: list[int], host: str = host) -> str:
+            it, its = ("it", "its") if len(named) == 1 else ("them", "their")
+            return (f": --resume --host-index {host} would run {_it(named)} again on host {host} alone (a host that "
+                    f"recorded {it} runs {it} no more), {its} ranks meeting none of the other hosts'; to run {it} "
+                    f"again on every host, remove {its} line{'s' * (len(named) > 1)} from each host's trials.jsonl "
+                    "(hosts/host<I>/trials.jsonl), then --resume every host")
         damaged = _said_damaged(part, trials, _planned(case, names, trials), again) or damaged
     return damaged
 
 
-def _planned(case: case_mod.Case, names: list[str], trials: list, stop: dict[str, int] | None = None) -> list[int]:
-    """The trials (indices) of the plan's rounds up to the highest of ``trials`` recorded."""
+def _it(named: list[int]) -> str:
+    """The trials ``named`` as the advice after their line speaks of them: one (or one not known) is "it", several
+    are named."""
+    return "it" if len(named) < 2 else f"trials {', '.join(map(str, named))}"
+
+
+def _planned(case: case_mod.Case, names: list[str], trials: list, stop: dict[str, int] | None = None) -> list[Trial]:
+    """The trials of the plan's rounds up to the highest of ``trials`` recorded, and the round after it (where a
+    trial cut short as it was written may lie)."""
     highest = max((t["index"] for t in trials if isinstance(t.get("index"), int)), default=-1)
-    return [t.index for t in plan_trials(names, highest // len(names) + 1, case.order, case.seed,
-                                         min_rounds=case.repeats["min"], out=sat_out(names, trials), stop=stop)]
+    return plan_trials(names, highest // len(names) + 2, case.order, case.seed, min_rounds=case.repeats["min"],
+                       out=sat_out(names, trials), stop=stop)
 
 
-def _said_damaged(part: Path, trials: list, planned: list[int], again: str) -> bool:
+def _said_damaged(part: Path, trials: list, planned: list[Trial], again: Callable[[list[int]], str]) -> bool:
     """Whether ``part``'s trials.jsonl holds no whole record of a trial of ``planned`` below its highest recorded
     (a line damaged or cut short), or its last line is cut short (perfkit killed while writing it): each named on
-    stderr, with what ``again`` runs it."""
+    stderr, with what ``again`` (of the trials named) runs them."""
     path = part / "trials.jsonl"
-    lost = rundir.lost_trials(trials, planned)
+    lost = rundir.lost_trials(trials, [t.index for t in planned])
     if lost:
-        print(f"perfkit: {path}: no whole record of trial {', '.join(map(str, lost))} (a line damaged or cut short): "
-              f"the run is read as interrupted{again}", file=sys.stderr)
+        print(f"perfkit: {path}: no whole record of trial{'s' * (len(lost) > 1)} {', '.join(map(str, lost))} (a line "
+              f"damaged or cut short): the run is read as interrupted{again(lost)}", file=sys.stderr)
     torn = rundir.torn_end(part)
     if torn is not None:
-        named = f"trial {torn.get('index')}" + (f" ({torn['variant']})" if "variant" in torn else "")
-        said = f"{named}: the file's last line" if "index" in torn else "the trial its last line began: the line"
+        if "index" in torn:
+            index, said = torn["index"], f"trial {torn['index']}" + (f" ({torn['variant']})" if "variant" in torn
+                                                                     else "") + ": the file's last line"
+        else:  # the runner runs the plan in order, each trial not yet recorded: the cut line began the first of them
+            recorded = {t.get("index") for t in trials}
+            first = next((t for t in planned if t.index not in recorded), None)
+            index, said = (None, "the trial its last line began: the line") if first is None else (
+                first.index, f"trial {first.index} ({first.variant}), the plan's first not recorded, which its last "
+                "line began: the line, cut before its trial's number,")
         print(f"perfkit: {path}: no whole record of {said} is cut short (perfkit killed while writing it, or the file "
-              f"cut since): the run is read as interrupted{again}", file=sys.stderr)
+              f"cut since): the run is read as interrupted{again([] if index is None else [index])}", file=sys.stderr)
     return bool(lost) or torn is not None
 
 

@@ -433,7 +433,8 @@ def test_a_trial_whose_record_is_damaged_is_not_dropped_silently(make_run):
 def test_a_last_record_cut_short_is_named_on_stderr(make_run):
     """A newcomer's: trials.jsonl less its last 200 bytes re-rendered with other figures and nothing on stderr (a
     damaged middle line is named). The cut last line is named as the trial its beginning gives, and where the cut
-    left too little to say which, as the one the line began; a whole file is named by neither."""
+    left too little to say which, as the plan's first trial not recorded (it said "the trial its last line began",
+    naming none); a whole file is named by neither."""
     run = make_run()
     text = (run / "trials.jsonl").read_text()
     last = text.splitlines(True)[-1]
@@ -448,9 +449,9 @@ def test_a_last_record_cut_short_is_named_on_stderr(make_run):
     (run / "trials.jsonl").write_text(text[: len(text) - len(last)] + '{"ind')
     res = CliRunner().invoke(cli, ["report", str(run)])
     assert res.exit_code == 3 and res.stderr == (
-        f"perfkit: {run / 'trials.jsonl'}: no whole record of the trial its last line began: the line is cut short "
-        "(perfkit killed while writing it, or the file cut since): the run is read as interrupted, and --resume runs "
-        "it again\n"), res.output
+        f"perfkit: {run / 'trials.jsonl'}: no whole record of trial 5 (b), the plan's first not recorded, which its "
+        "last line began: the line, cut before its trial's number, is cut short (perfkit killed while writing it, or "
+        "the file cut since): the run is read as interrupted, and --resume runs it again\n"), res.output
     (run / "trials.jsonl").write_text(text)
     res = CliRunner().invoke(cli, ["report", str(run)])
     assert res.stderr == "", res.output  # (still interrupted: the summary.json before says so)

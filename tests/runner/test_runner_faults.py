@@ -217,3 +217,33 @@ def test_a_second_perfkit_on_a_running_run_is_refused(tmp_path, write_case):
         first.stderr.close()
     assert [t["index"] for t in read_jsonl(run / "trials.jsonl")] == [0, 1, 2, 3]
     assert perfkit("run", "--resume", run, timeout=120).returncode == 0  # the run over, its folder is free
+
+
+def test_a_host_parts_several_damaged_lines_are_named_each_in_the_advice(tmp_path, write_case):
+    """Host 0's lines of trials 1 and 2 damaged: the line read 'no whole record of trial 1, 2', then said of them
+    'would run it again ... remove its line'. Each is named, and the advice speaks of them."""
+    run = two_host_run(tmp_path / "run", write_case)
+    part = run / "hosts/host0/trials.jsonl"
+    lines = part.read_text().splitlines(True)
+    part.write_text("".join([lines[0], lines[1][:40] + "\n", lines[2][:40] + "\n", lines[3]]))
+    res = perfkit("report", run)
+    assert res.returncode == 3, res.stdout
+    assert res.stderr == (
+        f"perfkit: {part}: no whole record of trials 1, 2 (a line damaged or cut short): the run is read as "
+        "interrupted: --resume --host-index 0 would run trials 1, 2 again on host 0 alone (a host that recorded them "
+        "runs them no more), their ranks meeting none of the other hosts'; to run them again on every host, remove "
+        "their lines from each host's trials.jsonl (hosts/host<I>/trials.jsonl), then --resume every host\n")
+
+
+def test_a_host_parts_last_line_cut_before_its_number_names_the_plans_next_trial(tmp_path, write_case):
+    """Host 1's last line (trial 3, a) cut to '{"ind': the line named no trial ('the trial its last line began')."""
+    run = two_host_run(tmp_path / "run", write_case)
+    part = run / "hosts/host1/trials.jsonl"
+    text = part.read_text()
+    part.write_text(text[: len(text) - len(text.splitlines(True)[-1])] + '{"ind')
+    res = perfkit("report", run)
+    assert res.returncode == 3, res.stdout
+    assert res.stderr == (f"perfkit: {part}: no whole record of trial 3 (a), the plan's first not recorded, which its "
+                          "last line began: the line, cut before its trial's number, is cut short (perfkit killed "
+                          "while writing it, or the file cut since): the run is read as interrupted: "
+                          + resume_advice(1))
