@@ -169,24 +169,34 @@ def read_trials(part: Path) -> list[TrialRecord]:
     ``torn_end`` name it); each record held to ``TrialRecord`` (its JSON Schema), one that is not a record this
     perfkit writes (edited, or another program's) refused (``BadInput``: its line and field), never read as a trial."""
     path = part / "trials.jsonl"
-    if not path.exists():
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
         return []
     # jsonschema: only where a run's records are read, off the path of every command's start (the CLI imports this)
     from perfkit.rundata import schema
 
+    # A run's end reads its records several times (its plan, its summary, its frames): the file unchanged since it
+    # was last validated is not validated again (validation costs many times the parse on long step lists).
+    seen = (str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns)
     out = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
         try:
             record = json.loads(line)
         except ValueError:
             continue
-        try:
-            schema.validate(record, "trial", path)
-        except BadInput as exc:
-            raise BadInput(exc.reason, path=str(path), field=": ".join(filter(None, (f"line {number}",
-                                                                                     exc.field)))) from None
+        if seen not in _VALIDATED:
+            try:
+                schema.validate(record, "trial", path)
+            except BadInput as exc:
+                raise BadInput(exc.reason, path=str(path), field=": ".join(filter(None, (f"line {number}",
+                                                                                         exc.field)))) from None
         out.append(record)
+    _VALIDATED.add(seen)
     return out
+
+
+_VALIDATED: set[tuple] = set()  # trials.jsonl files as they stood when read_trials validated them whole
 
 
 def lost_trials(trials: list[TrialRecord], planned: Iterable[int]) -> list[int]:

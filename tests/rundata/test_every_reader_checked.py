@@ -93,3 +93,22 @@ def test_the_notebook_frames_refuse_a_damaged_record(tmp_path):
     with pytest.raises(BadInput) as refused:
         frames.trials_frame(run)
     assert refused.value.line() == refusal(run, "wall_s: '1.0' is not of type 'number'")[0].removeprefix("perfkit: ")
+
+
+def test_a_file_read_again_unchanged_is_not_validated_again_but_an_edited_one_is(tmp_path, monkeypatch):
+    """A run's end reads trials.jsonl three times (its plan, its summary, its frames): validated each time, a long
+    run's 200 trials of 1000 steps cost seconds. Validated once while the file stands as it was; an edit is caught."""
+    from perfkit.rundata import schema
+
+    run = damaged_run(tmp_path)
+    calls = []
+    monkeypatch.setattr(schema, "validate", lambda record, *a: calls.append(record["index"]))
+    assert len(rundir.read_trials(run)) == len(rundir.read_trials(run)) == 6
+    assert calls == [0, 1, 2, 3, 4, 5]
+    monkeypatch.undo()
+    text = (run / "trials.jsonl").read_text().splitlines()
+    text[2] = text[2].replace('"warmup": 1', '"warmup": -3', 1)
+    assert '"warmup": -3' in text[2]
+    (run / "trials.jsonl").write_text("\n".join(text) + "\n")
+    with pytest.raises(BadInput, match="line 3: warmup: -3 is less than the minimum of 0"):
+        rundir.read_trials(run)
