@@ -13,7 +13,8 @@ text names it, else first in first out per chip and kind). On one chip:
   and dtype, its own or those of the ``record_param_comms`` its launch ran under, else the input the ``nccl:*`` span
   around its launch records; a gloo span's inputs' shapes and types; an all-gather's input is one part, n of them
   the buffer, a reduce-scatter's n of its output) and the group size n
-  (the HLO text's ``replica_groups``; the kernel's ``Group size``, else the process group its args name, by its
+  (the HLO text's ``replica_groups``, else its program's HloProto's: ``perfkit.trace.programs.Program.group``;
+  the kernel's ``Group size``, else the process group its args name, by its
   ranks or by its name in its trace's ``distributedInfo`` ``pg_config``; a Kineto trace's process groups where they
   are of one size; never the chips that ran the instance: a profile may hold some of an XLA program's hosts only,
   and a Kineto collective's n is never those, not even where the traces given are every rank of the job, whose
@@ -82,7 +83,8 @@ OP_COLUMNS = ["step", "op", "kind", "count", "chips", "bytes", "time_ps", "expos
 _KINETO_SUFFIXES = (".json", ".json.gz")
 TOP_KINDS = 6  # collective kinds a variant's summary keeps
 COMM_CATEGORIES = ("ici", "dcn")  # device-op categories of collectives
-EVENT_COLUMNS = (*timeline.COLUMNS, "host", "name", "hlo_op", "shape", "program_id")  # all it and its breakdown read
+# all it and its breakdown read
+EVENT_COLUMNS = (*timeline.COLUMNS, "host", "name", "hlo_op", "shape", "group", "program_id")
 
 
 def _kind(kind: str) -> str:
@@ -582,8 +584,9 @@ def matched(found: ChipInstances, messages: dict[str, tuple] | None = None) -> p
     inst.loc[apart, "skew_ps"] = 0
     inst["wait_ps"] = _exposed_until(found.exposure, len(inst), np.where(apart, a1, np.maximum(arrival, a1)))
     inst["transfer_ps"] = inst["exposed_ps"] - inst["wait_ps"]
-    # n only as the op's HLO text or the Kineto trace records it, never the chips matched: a profile may hold some
-    # of the program's hosts only, a job's collectives may run on subgroups (as HTA reads a kernel's Group size 0)
+    # n only as the op's HLO text, its program or the Kineto trace records it, never the chips matched: a profile may
+    # hold some of the program's hosts only, a job's collectives may run on subgroups (as HTA reads a kernel's Group
+    # size 0)
     _note_unsized_xla(inst, messages)
     # an all-gather's input is one rank's part (the whole buffer n of them), a reduce-scatter's n of its output
     n = inst["group"].where(inst["group"] > 0)
@@ -605,7 +608,8 @@ def matched(found: ChipInstances, messages: dict[str, tuple] | None = None) -> p
 
 
 def _note_unsized_xla(inst: pd.DataFrame, messages: dict[str, tuple]) -> None:
-    """A note on the XLA collectives whose bytes need a group size n that their op's HLO text does not give."""
+    """A note on the XLA collectives whose bytes need a group size n that neither their op's HLO text nor their
+    program's HloProto gives."""
     xla = ~inst["host"].isin(list(messages)).to_numpy()
     kind = inst["kind"].astype(str)
     sized = kind.isin([k for k in SENT_SHARE if k not in _SENT_WITHOUT_N]).to_numpy()
@@ -613,11 +617,12 @@ def _note_unsized_xla(inst: pd.DataFrame, messages: dict[str, tuple]) -> None:
     if unsized.empty:
         return
     ops = Counter(unsized.drop_duplicates(["program", "op"])["kind"].astype(str))
-    warnings.warn(f"XLA collectives without bytes and GB/s (?): {sum(ops.values())} ops ({_counted(ops)}) name no "
-                  "replica_groups in their HLO text (a fusion or an op the profile names by name only), or groups that "
-                  "the program's replica and partition counts size (replica_groups={} is every replica), which the "
-                  "op's text does not record: n is unknown, not taken from the chips in the profile (it may hold only "
-                  "some of the program's hosts)", DefinitionNote, stacklevel=3)
+    warnings.warn(f"XLA collectives without bytes and GB/s (?): {sum(ops.values())} ops ({_counted(ops)}) have a "
+                  "group size n that neither their HLO text in the trace records (a fusion, an op the profile names by "
+                  "name only, replica_groups={}: every replica) nor their program's HloProto (the profile holds none, "
+                  "or groups that the program's replica and partition counts size, which its device assignment does "
+                  "not record): n is unknown, not taken from the chips in the profile (it may hold only some of the "
+                  "program's hosts)", DefinitionNote, stacklevel=3)
 
 
 def stack(parts: list[tuple[ChipInstances, int]]) -> ChipInstances:
@@ -696,7 +701,11 @@ def chip_instances(events: pd.DataFrame) -> ChipInstances:
     inst["hidden_ps"] = coverage.covered(c, a1, inst["end_ps"].to_numpy())
     inst["buffer"] = _per_text(text["shape"][0][lp], text["shape"][1],
                                lambda s: float(shape_bytes(s)) if s else np.nan, np.float64)
-    inst["group"] = _per_text(name_of[fp], names, _text_group, np.int64)
+    # n as the op's HLO text in the trace records it, else as its program's HloProto does (a fusion's, the collective
+    # it runs; replica_groups={} the device assignment's counts size)
+    recorded = events["group"].to_numpy()[dev[comm]]
+    text_n = _per_text(name_of[fp], names, _text_group, np.int64)
+    inst["group"] = np.where(text_n > 0, text_n, np.maximum(recorded[fp], recorded[lp]).astype(np.int64))
     return ChipInstances(inst, exposure, own_clocks)
 
 

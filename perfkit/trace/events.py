@@ -16,6 +16,7 @@ One row per event. Columns:
 | program_id | UInt64 | XLA program id (pandas nullable: ``<NA>`` unknown; TPU ids are 64-bit fingerprints) |
 | step | int32 | step of a device op or number of a step marker (-1 none; ``perfkit.trace.steps``) |
 | shape | category | output shape of the op where known |
+| group | int32 | a collective's group size as its program's HloProto records it (``Program.group``; 0 unknown) |
 | stall_ps | int64 | local DMA stall inside the op (TPU ``dma_stall_duration_ps``) |
 | launch_step | int32 | Kineto only: the host ProfilerStep a device op's launch ran in (-1 unknown; absent from XSpaces' frames) |
 | device_offset_ps, device_duration_ps | int64 | a TPU op's time on its chip's own clock, as its stats give it (-1 absent); ``start_ps`` and ``dur_ps`` are the host-synchronized clock's, which xprof's trace viewer shows |
@@ -46,7 +47,7 @@ from perfkit.trace.raw import ROLES, RawTrace, file_host
 ROLE_NAMES = {v: k for k, v in ROLES.items()}  # non-op roles are also the category of their events
 CATEGORY_VALUES = classify.CATEGORIES + tuple(r for r in ROLES if r != "op")
 COLUMNS = ("rank", "host", "device", "line", "name", "kind", "category", "start_ps", "dur_ps", "hlo_op", "hlo_module",
-           "program_id", "step", "shape", "stall_ps", "launch_step", "device_offset_ps", "device_duration_ps")
+           "program_id", "step", "shape", "group", "stall_ps", "launch_step", "device_offset_ps", "device_duration_ps")
 KINETO_ONLY = "launch_step"  # a column only Kineto frames have
 REQUIRED = ("rank", "device", "category", "start_ps", "dur_ps", "step")  # every frame has these (_one_run, device_ops)
 CATEGORICAL = ("host", "line", "name", "kind", "category", "hlo_op", "hlo_module", "shape")
@@ -232,10 +233,10 @@ def first_rows(codes: np.ndarray, count: int) -> np.ndarray:
 
 
 def _classify(raw: RawTrace, columns: tuple[str, ...]) -> dict:
-    """``category`` and, of ``kind`` and ``shape``, those ``columns`` has, of every event as categoricals
-    (device ops classified once per distinct identity, the rest by role); of the reader's ``hlo_op`` and
-    ``hlo_module`` codes, those ``columns`` has filled in in place (an op's HLO name and its program's module
-    where the event had none). Every row is keyed by its role and op identity, so per-identity tables fill whole
+    """``category`` and, of ``kind`` and ``shape``, those ``columns`` has, of every event as categoricals, and
+    ``group`` where it has it (device ops classified once per distinct identity, the rest by role); of the reader's
+    ``hlo_op`` and ``hlo_module`` codes, those ``columns`` has filled in in place (an op's HLO name and its program's
+    module where the event had none). Every row is keyed by its role and op identity, so per-identity tables fill whole
     columns: no gathered copies of the op rows."""
     cols, strings = raw.columns, raw.strings
     role, hlo_op, hlo_module, program_id = cols["role"], cols["hlo_op"], cols["hlo_module"], cols["program_id"]
@@ -250,6 +251,7 @@ def _classify(raw: RawTrace, columns: tuple[str, ...]) -> dict:
     del key
     first_row = first_rows(identity, len(first))
     classes = {}  # identity -> its class, device ops only
+    sized = {}  # identity -> its program: collectives whose program the trace holds, where columns has group
     hlo_table, module_table = hlo_op[first_row], hlo_module[first_row]
     for i, r in enumerate(first_row.tolist()):
         if role[r] != ROLES["op"]:
@@ -257,6 +259,8 @@ def _classify(raw: RawTrace, columns: tuple[str, ...]) -> dict:
         text = lambda col: strings.values[cols[col][r]] if cols[col][r] >= 0 else ""  # noqa: E731
         program = raw.programs.get(int(program_id[r])) if known[r] else None
         c = classes[i] = classify.classify(text("name"), text("hlo_op"), program, text("hlo_category"))
+        if program is not None and c.category in ("ici", "dcn") and "group" in columns:
+            sized[i] = program
         hlo_table[i] = strings.code(c.hlo_op) if c.hlo_op else -1
         if module_table[i] < 0 and program is not None:
             module_table[i] = strings.code(program.module)
@@ -273,6 +277,11 @@ def _classify(raw: RawTrace, columns: tuple[str, ...]) -> dict:
         table = np.zeros(len(first), _small_codes(len(values)))
         table[list(classes)] = codes[1:]
         out[column] = pd.Categorical.from_codes(table[identity], categories=values, validate=False)
+    if "group" in columns:  # (collectives alone read it: their group sizes are made for no other analysis)
+        table = np.zeros(len(first), np.int32)
+        for i, program in sized.items():
+            table[i] = program.group(classes[i].hlo_op)
+        out["group"] = table[identity]
     # categories: compute / ici / dcn / dma for device ops, then the other roles' names
     table = np.array([CATEGORY_VALUES.index(ROLE_NAMES[r]) if r != ROLES["op"] else 0 for r in range(len(ROLES))],
                      np.int8)[role[first_row]]
@@ -332,6 +341,7 @@ def frame(raw: RawTrace, pattern: re.Pattern | None, shift_ps: int, columns: tup
         "program_id": lambda: pd.arrays.IntegerArray(cols["program_id"], ~cols.pop("program_known")),
         "step": lambda: step,
         "shape": lambda: classes["shape"],
+        "group": lambda: classes["group"],
         "stall_ps": lambda: cols["stall_ps"],
         KINETO_ONLY: lambda: cols[KINETO_ONLY],
         **{c: (lambda c=c: cols.get(c, np.full(n, -1, np.int64))) for c in xplane.DEVICE_CLOCK},  # (-1: not read)

@@ -1,6 +1,6 @@
 """A compiled program's ops from its ``HloProto`` (the ``/host:metadata`` plane of an XSpace): op name ->
-opcode, output shape, and the collective a fusion or an async wrapper runs, so trace events are
-classified by what the op is, never by its name.
+opcode, output shape, the collective a fusion or an async wrapper runs, so trace events are
+classified by what the op is, never by its name, and a collective's groups as its proto records them.
 """
 
 from __future__ import annotations
@@ -18,6 +18,17 @@ COLLECTIVES = frozenset({
     "all-gather", "all-reduce", "reduce-scatter", "all-to-all", "ragged-all-to-all", "collective-permute",
     "collective-broadcast", "send", "recv", "all-reduce-scatter",
 })
+# collectives whose bytes sent need no group size: their groups are not read
+_UNGROUPED = frozenset({"collective-permute", "send", "recv"})
+
+
+class Groups(NamedTuple):
+    """A collective's replica groups as its ``HloInstructionProto`` records them, in HLO text's terms."""
+
+    opcode: str
+    replica_groups: str  # "{{0,1},{2,3}}", the iota form "[4,2]<=[8]", or "{}" (every replica or partition)
+    channel: bool        # a channel_id
+    global_ids: bool     # use_global_device_ids
 
 
 class Op(NamedTuple):
@@ -26,11 +37,35 @@ class Op(NamedTuple):
     opcode: str  # as in HLO text; an async wrapper is named by what it wraps ("reduce-scatter-start")
     shape: str   # output shape without layout: "f32[64,128]", "(f32[8], u32[])"
     inner: str   # a collective run inside a fusion / call ("" when none)
+    groups: Groups | None = None  # those of the collective it is or runs (an async pair's done: its start's)
 
 
 class Program(NamedTuple):
     module: str
     ops: dict[str, Op]
+    counts: tuple[int, int] | None = None  # (replicas, partitions) as its device assignment records them
+
+    def group(self, name: str) -> int:
+        """Devices in each group of the collective op ``name`` is or runs, as XLA forms them from its groups
+        (``perfkit.hlo.program_cost.group_size``); 0 unknown: no such op or groups, or groups that only the module's
+        counts size (empty ones: every replica or partition) where its device assignment records none."""
+        # (off the breakdown's path: HLO text's group rules are imported only where collectives are sized)
+        from perfkit.hlo.parse import Instruction
+        from perfkit.hlo.program_cost import group_size
+
+        op = self.ops.get(name)
+        if op is None or op.groups is None:
+            return 0
+        g = op.groups
+        attrs = (("replica_groups", g.replica_groups), *((("channel_id", "1"),) if g.channel else ()),
+                 *((("use_global_device_ids", "true"),) if g.global_ids else ()))
+        inst = Instruction(name, "", g.opcode, (), "", attrs, (), False, 0, "")
+        try:
+            if self.counts is None:
+                return group_size(inst, 0)
+            return group_size(inst, self.counts[0] * self.counts[1], self.counts[0])
+        except BadInput:  # groups that the module's counts size, which it does not record, or that XLA refuses
+            return 0
 
 
 def base_opcode(opcode: str) -> str:
@@ -49,15 +84,33 @@ def shape_text(shape) -> str:
     return f"{dtype}[{','.join(map(str, shape.dimensions))}]"
 
 
+def _groups(inst) -> Groups | None:
+    """A collective ``HloInstructionProto``'s groups: listed (its ``collective_device_list``, else the older
+    ``replica_groups``) or in iota form; None for one whose bytes sent need none."""
+    if base_opcode(inst.opcode) in _UNGROUPED:
+        return None
+    iota = inst.collective_device_list.iota_replica_group_list
+    listed = inst.collective_device_list.replica_groups or inst.replica_groups
+    if iota.num_devices_per_group > 0:
+        count, size = iota.num_replica_groups, iota.num_devices_per_group
+        groups = f"[{count},{size}]<=[{count * size}]"
+    else:
+        groups = "{" + ",".join("{" + ",".join(map(str, g.replica_ids)) + "}" for g in listed) + "}"
+    return Groups(inst.opcode, groups, inst.channel_id > 0, bool(inst.use_global_device_ids))
+
+
 def read_program(data: bytes, path: Path | str) -> Program:
     try:
         proto = HLO_PROTO.FromString(data)
     except DecodeError:
         raise BadInput("a program's Hlo Proto in /host:metadata does not parse", path=path) from None
     module = proto.hlo_module
+    assigned = module.device_assignment
+    counts = (assigned.replica_count, assigned.computation_count) if min(
+        assigned.replica_count, assigned.computation_count) > 0 else None
     by_id = {c.id: c for c in module.computations}
 
-    def collective_in(comp_ids, seen: set[int]) -> str:
+    def collective_in(comp_ids, seen: set[int]) -> tuple[str, Groups | None]:
         for cid in comp_ids:
             comp = by_id.get(cid)
             if comp is None or cid in seen:
@@ -65,28 +118,36 @@ def read_program(data: bytes, path: Path | str) -> Program:
             seen.add(cid)
             for inst in comp.instructions:
                 if base_opcode(inst.opcode) in COLLECTIVES:
-                    return base_opcode(inst.opcode)
+                    return base_opcode(inst.opcode), _groups(inst)
                 found = collective_in(inst.called_computation_ids, seen)
-                if found:
+                if found[0]:
                     return found
-        return ""
+        return "", None
 
     ops: dict[str, Op] = {}
-    wrapped: dict[int, str] = {}  # async-start instruction id -> the opcode it wraps
+    started: dict[int, tuple[str, Groups | None]] = {}  # a start's instruction id -> what it runs, its groups
     for comp in module.computations:
         for inst in comp.instructions:
-            opcode, inner = inst.opcode, ""
+            opcode, inner, groups = inst.opcode, "", None
             if opcode in ("async-start", "async-update", "async-done"):
-                roots = [i.opcode for cid in inst.called_computation_ids if cid in by_id
+                roots = [i for cid in inst.called_computation_ids if cid in by_id
                          for i in by_id[cid].instructions if i.id == by_id[cid].root_id]
-                what = roots[0] if roots else wrapped.get(inst.operand_ids[0] if inst.operand_ids else -1, "async")
-                if opcode == "async-start":
-                    wrapped[inst.id] = what
+                if roots:
+                    what = roots[0].opcode
+                    groups = _groups(roots[0]) if base_opcode(what) in COLLECTIVES else None
+                else:
+                    what, groups = started.get(inst.operand_ids[0] if inst.operand_ids else -1, ("async", None))
                 opcode = what + opcode[len("async"):]
             elif opcode in ("fusion", "call", "custom-call"):
-                inner = collective_in(inst.called_computation_ids, set())
-            ops[inst.name] = Op(opcode, shape_text(inst.shape), inner)
-    return Program(module.name, ops)
+                inner, groups = collective_in(inst.called_computation_ids, set())
+            elif opcode.endswith(("-done", "-update")):  # its groups are its start's
+                groups = started.get(inst.operand_ids[0] if inst.operand_ids else -1, ("", None))[1]
+            elif base_opcode(opcode) in COLLECTIVES:
+                groups = _groups(inst)
+            if opcode.endswith("-start"):
+                started[inst.id] = (opcode.removesuffix("-start"), groups)
+            ops[inst.name] = Op(opcode, shape_text(inst.shape), inner, groups)
+    return Program(module.name, ops, counts)
 
 
 class Programs:

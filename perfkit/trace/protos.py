@@ -43,17 +43,27 @@ _XPLANE = {
     "XStatMetadata": [("id", 1, "int64", None), ("name", 2, "string", None), ("description", 3, "string", None)],
 }
 
-# The HloProto fields a trace reader needs: op name -> opcode, output shape, called computations.
+# The HloProto fields a trace reader needs: op name -> opcode, output shape, called computations, a collective's
+# groups (xla_data.proto's ReplicaGroup, CollectiveDeviceListProto) and the module's device assignment.
 _HLO = {
     "HloProto": [("hlo_module", 1, "HloModuleProto", None)],
     "HloModuleProto": [("name", 1, "string", None), ("computations", 3, "HloComputationProto*", None),
-                       ("id", 5, "int64", None)],
+                       ("id", 5, "int64", None), ("device_assignment", 15, "DeviceAssignmentProto", None)],
+    # (int32 counts and bools are varints, as int64 reads them)
+    "DeviceAssignmentProto": [("replica_count", 1, "int64", None), ("computation_count", 2, "int64", None)],
     "HloComputationProto": [("name", 1, "string", None), ("instructions", 2, "HloInstructionProto*", None),
                             ("id", 5, "int64", None), ("root_id", 6, "int64", None)],
     "HloInstructionProto": [("name", 1, "string", None), ("opcode", 2, "string", None),
                             ("shape", 3, "ShapeProto", None), ("fusion_kind", 11, "string", None),
                             ("id", 35, "int64", None), ("operand_ids", 36, "int64*", None),
-                            ("called_computation_ids", 38, "int64*", None)],
+                            ("called_computation_ids", 38, "int64*", None), ("channel_id", 26, "int64", None),
+                            ("replica_groups", 49, "ReplicaGroup*", None), ("use_global_device_ids", 71, "int64", None),
+                            ("collective_device_list", 87, "CollectiveDeviceListProto", None)],
+    "ReplicaGroup": [("replica_ids", 1, "int64*", None)],
+    "CollectiveDeviceListProto": [("replica_groups", 1, "ReplicaGroup*", None),
+                                  ("iota_replica_group_list", 2, "IotaReplicaGroupListProto", None)],
+    "IotaReplicaGroupListProto": [("num_replica_groups", 1, "int64", None),
+                                  ("num_devices_per_group", 2, "int64", None)],
     "ShapeProto": [("element_type", 2, "int64", None), ("dimensions", 3, "int64*", None),
                    ("tuple_shapes", 4, "ShapeProto*", None)],
 }

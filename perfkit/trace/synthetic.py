@@ -101,14 +101,20 @@ class XSpaceWriter:
     def plane(self, name: str) -> PlaneWriter:
         return PlaneWriter(self.proto.planes.add(id=len(self.proto.planes), name=name))
 
-    def program(self, program_id: int, module: str, ops: list[tuple[str, str, str]]) -> None:
+    def program(self, program_id: int, module: str, ops: list[tuple[str, str, str]],
+                groups: dict[str, list[list[int]]] | None = None, counts: tuple[int, int] | None = None) -> None:
         """Add a program's HLO to ``/host:metadata``: ``ops`` as (name, opcode, "f32[8,128]"); a fusion
         may name a collective it runs as opcode ``fusion:<collective>``, a ``while`` its body's ops as
-        ``while:<op name>,<op name>``."""
+        ``while:<op name>,<op name>``; ``groups``: op name -> the replica groups of the collective it is or runs
+        (``replica_groups``, with no channel_id: replica ids); ``counts``: the module's device assignment,
+        (replicas, partitions)."""
         meta = next((p for p in self.proto.planes if p.name == "/host:metadata"), None)
         writer = PlaneWriter(meta if meta is not None else self.plane("/host:metadata").proto)
         hlo = HLO_PROTO()
         hlo.hlo_module.name, hlo.hlo_module.id = module, program_id % 2**63
+        if counts:
+            assigned = hlo.hlo_module.device_assignment
+            assigned.replica_count, assigned.computation_count = counts
         entry = hlo.hlo_module.computations.add(name="main", id=1)
         for i, (name, opcode, shape) in enumerate(ops):
             opcode, _, inner = opcode.partition(":")
@@ -116,10 +122,13 @@ class XSpaceWriter:
             dtype, _, dims = shape.partition("[")
             inst.shape.element_type = _TYPE_NUMBERS[dtype]
             inst.shape.dimensions.extend(int(d) for d in dims.rstrip("]").split(",") if d)
+            collective = inst
             if inner and opcode != "while":
                 called = hlo.hlo_module.computations.add(name=f"{name}_computation", id=1000 + i)
-                called.instructions.add(name=f"{name}.inner", opcode=inner, id=2000 + i)
+                collective = called.instructions.add(name=f"{name}.inner", opcode=inner, id=2000 + i)
                 inst.called_computation_ids.append(called.id)
+            for group in (groups or {}).get(name, []):
+                collective.replica_groups.add().replica_ids.extend(group)
         writer.op(f"{module}({program_id})", **{"Hlo Proto": hlo.SerializeToString(), "program_id": program_id})
 
     def save(self, path: str | Path) -> Path:
@@ -141,8 +150,8 @@ class TpuOp(NamedTuple):
 
 
 US = 1_000_000  # picoseconds per microsecond
-# One training step of a data-parallel program: compute, an async all-reduce whose wait is exposed, a
-# fusion that runs a reduce-scatter, a local async copy, a while loop around two body ops (so self time
+# One training step of a data-parallel program of two replicas: compute, an async all-reduce whose wait is exposed,
+# a fusion that runs a reduce-scatter, a local async copy, a while loop around two body ops (so self time
 # differs from total time), and a cross-slice (DCN) all-reduce.
 TPU_STEP = (
     TpuOp("fusion.1", "fusion", "bf16[1024,4096]", "convolution fusion", 0, 40),
@@ -158,6 +167,8 @@ TPU_STEP = (
     TpuOp("all-reduce.2", "all-reduce", "f32[1024]", "megascale all-reduce", 112, 8),
 )
 STEP_US = 130
+# the replica groups of its collectives, as its HloProto records them (the op texts in the trace name none)
+TPU_GROUPS = {name: [[0, 1]] for name in ("all-reduce-start.1", "fusion.3", "all-reduce.2")}
 ASYNC_PAIRS = (("all-reduce-start.1", "all-reduce-done.1"), ("copy-start.1", "copy-done.1"))
 COUNTERS = ("MXU busy", "Vector ALU", "Vector Load", "Vector Store", "Scalar ALU")
 
@@ -177,9 +188,9 @@ def tpu_profile(path: str | Path, chips: int = 1, steps: int = 2, program_id: in
     ``Tensor Core`` (LLO bundles), ``XLA TraceMe``, ``_counters_``, and ``Steps`` when there are several
     chips), one SparseCore plane, ``/device:CUSTOM:Megascale Trace`` (the DCN all-reduce's transfers),
     ``/host:CPU`` (a uint64 ``_p`` stat above 2**63) and ``Task Environment``. Every step runs
-    ``TPU_STEP`` from ``STEP_US`` x step on every chip."""
+    ``TPU_STEP`` from ``STEP_US`` x step on every chip; the program's collectives are of ``TPU_GROUPS``."""
     space = XSpaceWriter(host)
-    space.program(program_id, "jit_train_step", [(op.name, op.opcode, op.shape) for op in TPU_STEP])
+    space.program(program_id, "jit_train_step", [(op.name, op.opcode, op.shape) for op in TPU_STEP], TPU_GROUPS)
     stamp = 1_764_547_200_000_000_000  # line timestamps: wall-clock ns
     for chip in range(chips):
         plane = space.plane(f"/device:TPU:{chip}")

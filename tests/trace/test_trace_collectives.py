@@ -99,11 +99,11 @@ def test_the_other_trace_commands_say_the_chips_are_cpu_devices(tmp_path, comman
     assert plain.exit_code == 0 and "CPU devices" not in plain.stderr
 
 
-def _one_chip(path, ops, chips=1):
+def _one_chip(path, ops, chips=1, groups=None, counts=None):
     """One TPU chip (or ``chips`` of one host, each alike), one step [0, 100) us; ``ops``: (HLO text, opcode,
-    shape, start_us, end_us)."""
+    shape, start_us, end_us); ``groups`` and ``counts``: the program's (``XSpaceWriter.program``)."""
     space = XSpaceWriter("h")
-    space.program(3, "jit_c", [(t.split(" ")[0].lstrip("%"), op, shape) for t, op, shape, _, _ in ops])
+    space.program(3, "jit_c", [(t.split(" ")[0].lstrip("%"), op, shape) for t, op, shape, _, _ in ops], groups, counts)
     for c in range(chips):
         chip = space.plane(f"/device:TPU:{c}")
         chip.line("Steps", 0).event(chip.op("0"), 0, 100 * U)
@@ -171,8 +171,94 @@ def test_n_is_never_the_chips_in_the_profile(tmp_path):
         ("all-reduce.1", 2 * 15 / 16 * 4096, 16), ("all-reduce.2", None, 0), ("all-reduce.3", None, 0),
         ("fusion.4", None, 0)}
     (note,) = [n for n in doc["notes"] if n.startswith("XLA collectives without bytes")]
-    assert "3 ops (2 all-reduce, 1 reduce-scatter) name no replica_groups in their HLO text" in note
+    assert "3 ops (2 all-reduce, 1 reduce-scatter) have a group size n that neither their HLO text" in note
     assert "not taken from the chips in the profile" in note
+
+
+@pytest.mark.parametrize("counts", [(16, 1), None])
+def test_n_from_the_program_s_hloproto(tmp_path, counts):
+    """One host's 4 chips of a 16-chip program whose ops the profile names by name only: n as the program's HloProto
+    records it. all-reduce.1 of f32[1024] over replica_groups {{0,...,15}}: 2 x 15/16 x 4096 = 7680 B a device;
+    fusion.2 runs a reduce-scatter over {{0..7},{8..15}} into f32[256]: 7/8 of 8 x 1024 B = 7168 B; all-reduce.3's
+    groups are empty (every replica): 16 where the module's device assignment records 16 replicas, else unknown."""
+    path = _one_chip(tmp_path / "host0.xplane.pb", [
+        ("all-reduce.1", "all-reduce", "f32[1024]", 0, 10),
+        ("fusion.2", "fusion:reduce-scatter", "f32[256]", 10, 20),
+        ("all-reduce.3", "all-reduce", "f32[1024]", 20, 30),
+    ], chips=4, groups={"all-reduce.1": [list(range(16))], "fusion.2": [list(range(8)), list(range(8, 16))]},
+        counts=counts)
+    doc = json.loads(run(path, "--json").stdout)
+    assert {r["chips"] for r in doc["instances"]} == {4}
+    every = (7680.0, 16) if counts else (None, 0)
+    assert {(r["op"], r["bytes"], r["group"]) for r in doc["instances"]} == {
+        ("all-reduce.1", 7680.0, 16), ("fusion.2", 7168.0, 8), ("all-reduce.3", *every)}
+    unsized = [n for n in doc["notes"] if n.startswith("XLA collectives without bytes")]
+    assert unsized == ([] if counts else [unsized[0]]) and (counts or "1 ops (1 all-reduce)" in unsized[0])
+
+
+def _instruction(comp, name, opcode, groups=(), **fields):
+    inst = comp.instructions.add(name=name, opcode=opcode, id=len(comp.instructions) + 100 * comp.id, **fields)
+    for group in groups:
+        inst.replica_groups.add().replica_ids.extend(group)
+    return inst
+
+
+def test_group_sizes_as_an_hloproto_records_them():
+    """XLA's group modes (xla_data.proto's CollectiveOpGroupMode), by hand: flattened ids (a channel_id and
+    use_global_device_ids) {{0,1,2,3}}: 4; the iota form [4,2]<=[8]: groups of 2; replica ids with a channel_id, no
+    use_global_device_ids, on an all-reduce: {{0,1}} spans every partition, 2 replicas x 4 partitions = 8 (unknown
+    without the device assignment); an all-to-all's empty groups with a channel_id: every partition, 4 of 2 x 4 and
+    8 of 1 x 8, unknown without the device assignment; an
+    async pair's done is its start's size; a collective-permute needs none (0)."""
+    from perfkit.trace.programs import read_program
+    from perfkit.trace.protos import HLO_PROTO
+
+    def program(counts):
+        hlo = HLO_PROTO()
+        module = hlo.hlo_module
+        if counts:
+            module.device_assignment.replica_count, module.device_assignment.computation_count = counts
+        wrapped = module.computations.add(name="wrapped", id=2, root_id=200)
+        _instruction(wrapped, "all-gather.0", "all-gather", [[0, 1, 2, 3]], channel_id=1, use_global_device_ids=1)
+        main = module.computations.add(name="main", id=1)
+        _instruction(main, "flat", "all-reduce", [[0, 1, 2, 3]], channel_id=1, use_global_device_ids=1)
+        iota = _instruction(main, "iota", "all-reduce", channel_id=1, use_global_device_ids=1)
+        iota.collective_device_list.iota_replica_group_list.num_replica_groups = 4
+        iota.collective_device_list.iota_replica_group_list.num_devices_per_group = 2
+        _instruction(main, "spans", "all-reduce", [[0, 1]], channel_id=1)
+        _instruction(main, "a2a", "all-to-all", channel_id=1)
+        start = _instruction(main, "ar-start", "all-reduce-start", [[0, 1]])
+        _instruction(main, "ar-done", "all-reduce-done", operand_ids=[start.id])
+        start = _instruction(main, "ag-start", "async-start", called_computation_ids=[2])
+        _instruction(main, "ag-done", "async-done", operand_ids=[start.id], called_computation_ids=[2])
+        _instruction(main, "cp", "collective-permute", channel_id=1)
+        read = read_program(hlo.SerializeToString(), "p")
+        return {name: (op.opcode, read.group(name)) for name, op in read.ops.items()}
+
+    assert program((2, 4)) == {
+        "all-gather.0": ("all-gather", 4), "flat": ("all-reduce", 4), "iota": ("all-reduce", 2),
+        "spans": ("all-reduce", 8), "a2a": ("all-to-all", 4), "ar-start": ("all-reduce-start", 2),
+        "ar-done": ("all-reduce-done", 2), "ag-start": ("all-gather-start", 4), "ag-done": ("all-gather-done", 4),
+        "cp": ("collective-permute", 0)}
+    assert program((1, 8))["a2a"] == ("all-to-all", 8)
+    assert {k: n for k, (_, n) in program(None).items() if k in ("spans", "a2a", "flat")} == {
+        "spans": 0, "a2a": 0, "flat": 4}
+
+
+def test_a_cpu_profile_s_all_reduces_are_sized_by_their_program():
+    """The quickstart's tp trial (tests/data/jax_cpu_psum): its CPU events name the all-reduces by name only; their
+    program's HloProto gives n. Referee: XLA's dump of the same program, by hand: each psum's f32 output shape x 4 B
+    x 2 (n-1)/n, n the count of its first replica group."""
+    data = Path(__file__).resolve().parents[1] / "data" / "jax_cpu_psum"
+    expected = {}
+    for line in (data / "psum.hlo.txt").read_text().splitlines():
+        name, dims, first = re.match(r"%(\S+) = f32\[([\d,]+)\].*replica_groups=\{\{([\d,]+)\}", line).groups()
+        n = len(first.split(","))
+        expected[name] = np.prod([int(d) for d in dims.split(",")]) * 4 * 2 * (n - 1) / n
+    assert expected == {f"psum.{k}": 98304.0 for k in range(48, 54)}
+    inst = collectives.instances(events.load([data / "tp.xplane.pb"]))
+    assert {(r.op, r.bytes) for r in inst.itertuples()} == set(expected.items())
+    assert (inst["chips"] == 4).all() and (inst["group"] == 4).all()
 
 
 def _nccl_bytes_by_hand(raw: dict) -> tuple[list[dict], list[float]]:
@@ -815,14 +901,16 @@ def test_v6e_shaped_profile(tmp_path):
     """synthetic.tpu_profile (whole HLO text names, op stats on metadata), 2 chips x 2 steps of TPU_STEP:
     all-reduce-start.1 [40, 42) .. all-reduce-done.1 [60, 70) us around fusion.2 [42, 60): time 30, hidden
     18, exposed 2 + 10; fusion.3 (a fusion running reduce-scatter, 6 us); all-reduce.2 (8 us). Their texts name no
-    replica_groups, so no group size: bytes unknown (the 2 chips in the profile may be some of the program's)."""
+    replica_groups; the program's HloProto records {{0,1}} for each (the fusion's, on the reduce-scatter it runs):
+    all-reduce-start.1's f32[4096,1024] 2 (2-1)/2 x 16 MiB sent, fusion.3's output f32[256,1024] 1/2 of 2 x 1 MiB,
+    all-reduce.2's f32[1024] 2 (2-1)/2 x 4 KiB."""
     from perfkit.trace.synthetic import tpu_profile
 
     inst = collectives.instances(events.load([tpu_profile(tmp_path / "v6e.xplane.pb", chips=2, steps=2)]))
-    rows = {(r.op, r.kind, r.time_ps // U, r.exposed_ps // U, r.hidden_ps // U) for r in inst.itertuples()}
-    assert rows == {("all-reduce-start.1", "all-reduce", 30, 12, 18), ("fusion.3", "reduce-scatter", 6, 6, 0),
-                    ("all-reduce.2", "all-reduce", 8, 8, 0)}
-    assert inst["bytes"].isna().all() and (inst["group"] == 0).all()
+    rows = {(r.op, r.kind, r.time_ps // U, r.exposed_ps // U, r.hidden_ps // U, r.bytes, r.group)
+            for r in inst.itertuples()}
+    assert rows == {("all-reduce-start.1", "all-reduce", 30, 12, 18, 16 * 2**20, 2),
+                    ("fusion.3", "reduce-scatter", 6, 6, 0, 2**20, 2), ("all-reduce.2", "all-reduce", 8, 8, 0, 4096, 2)}
     assert len(inst) == 2 * 2 * 3 and (inst["skew_ps"] == 0).all() and not inst["last"].any()
 
 
