@@ -8,6 +8,8 @@ SKIP_HOP: a rank-dependent Python condition in the traced function, the kind of 
 reference PR's chips part. On CPU (gloo) each rank's collective-permutes pair up in the order they come,
 so rank r runs one hop ahead of the others, finishes its steps and waits for them at jax.distributed's
 shutdown barrier, while the others wait in a hop rank r never runs: the trial hangs until the watchdog.
+``SWAP_RANK=r`` instead makes rank r run hop SKIP_HOP with the ring's pairs reversed (same count and shapes, other
+source_target_pairs): it and its neighbours wait on exchanges the others never post, and the trial hangs alike.
 
 The steps of PERFKIT_TRACE_STEPS (first to last) are profiled as one trace into PERFKIT_TRACE_DIR/steps,
 each in a StepTraceAnnotation numbered by the step; a timer stops the profile CUT_S seconds after it
@@ -29,6 +31,7 @@ ROWS, WIDTH, HOPS, SKIP_HOP = 64, 128, 3, 1
 CUT_S = float(os.environ.get("CUT_S", "10"))  # the profile's timer, seconds
 RANK, WORLD = int(os.environ.get("PERFKIT_RANK", "0")), int(os.environ.get("PERFKIT_WORLD", "1"))
 SKIP_RANK = int(os.environ.get("SKIP_RANK", "-1"))
+SWAP_RANK = int(os.environ.get("SWAP_RANK", "-1"))
 
 import jax  # noqa: E402  (after the environment is read; XLA_FLAGS come from the runner)
 import jax.numpy as jnp  # noqa: E402
@@ -49,7 +52,7 @@ def step(x, w):
     for hop in range(HOPS):
         x = jnp.tanh(x @ w)
         if not (RANK == SKIP_RANK and hop == SKIP_HOP):  # the defect: a Python constant of the rank
-            x = jax.lax.ppermute(x, "x", ring)
+            x = jax.lax.ppermute(x, "x", [(j, i) for i, j in ring] if RANK == SWAP_RANK and hop == SKIP_HOP else ring)
     return x
 
 

@@ -470,6 +470,28 @@ def _as_shown(rows: pd.DataFrame, digits: int | None = None) -> pd.DataFrame:
     return rows
 
 
+def _one_trial(paths) -> None:
+    """Refuse, for tail, paths that all lie in one run directory but in no one trial folder of it (the run, its
+    ``trials`` folder, two trials' folders): its trials' chips never ran together, so where they part is no one
+    trial's. The folders to pass are named, those of trials recorded hung or failed first, as tail is for hangs."""
+    from perfkit.rundata.rundir import read_trials, trial_of  # (the run's records: read only where one is given)
+
+    runs = {next((q for q in (p, *p.parents) if (q / "case.yaml").is_file() and (q / "trials").is_dir()), None)
+            for p in (Path(p).resolve() for p in paths)}
+    if len(runs) != 1 or None in runs or trial_of(paths) is not None:
+        return
+    run = runs.pop()
+    trials = sorted(read_trials(run), key=lambda t: (t["status"] == "ok", t["index"]))
+    if not trials:
+        return  # no trial recorded: the readers say what the folder holds
+    shown = [f"{run / t['dir']} ({t['status']})" for t in trials[:3]]
+    more = f" and {len(trials) - 3} more" if len(trials) > 3 else ""
+    lead = "one trial's folder" + (", a failed one first" if trials[0]["status"] != "ok" else "")
+    raise BadInput(f"a run directory holds a folder per trial, each a run of its own: pass {lead}: "
+                   f"{', '.join(shown)}{more}; or the run to `perfkit trace attribution {run}` for its A/B attribution",
+                   path=" ".join(paths))
+
+
 # what each chip's waiting_from in trace tail's table says of its wait
 _WAITING_FROM = {"program": "its program's next", "own": "the one it ran after its last the time before",
                  "others": "it completed none, the others' first",
@@ -496,6 +518,7 @@ def tail(paths, k, as_json, programs):
     from perfkit.trace.names import readable
     from perfkit.trace.shards import tail_along
 
+    _one_trial(paths)
     dumps = resolve(list(programs))[0].ranks if programs else None
     # each shard's events read once for its tail and for where the chips' collectives part
     chips, last, parts = tail_along(list(paths), k, parting.chip_parts, parting.EVENT_COLUMNS)

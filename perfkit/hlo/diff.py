@@ -25,12 +25,11 @@ from perfkit.hlo.buffers import AllocationPairs, ReceiveBuffer, collectives
 from perfkit.hlo.dumps import DumpFiles, RankDumps, dump_files, no_dumps_reason, note_unfinished
 from perfkit.hlo.fingerprint import Call, FlatInstruction, Signer, first_calls
 from perfkit.hlo.load import RankModule, RankModules, Summary, no_cyclic_gc
-from perfkit.hlo.parse import CALLED_COMPUTATION_KEYS
+from perfkit.hlo.parse import CALLED_COMPUTATION_KEYS, collective_attrs
 
 MAX_LISTED = 100       # instructions / changes kept per list in the result (counts are always complete)
 MAX_TEXT = 400         # characters of an instruction's text kept for display
 SMALL_ALIGNMENT = 4000  # above this many differing signatures a side, the aligner may skip popular ones
-KEY_COLLECTIVE_ATTRS = ("replica_groups", "source_target_pairs", "dimensions", "to_apply")
 
 M = TypeVar("M", RankModule, Summary)  # what modules are matched as: a summary, or (A/B) the whole parse
 
@@ -401,12 +400,8 @@ def compare_ranks(dumps: RankDumps, module_filter: str | None = None, workers: i
 
 
 def _collective_signature(f: FlatInstruction, roots: dict[str, str]) -> str:
-    """Opcode, shape and the attributes that make a collective what it is; its reducer (``to_apply``) by the
-    opcode it computes (``add``), as its name differs from one program to the next."""
-    attrs = dict(f.inst.attrs)
-    if "to_apply" in attrs:
-        attrs["to_apply"] = roots.get(attrs["to_apply"].lstrip("%"), attrs["to_apply"])
-    keys = ", ".join(f"{k}={attrs[k]}" for k in KEY_COLLECTIVE_ATTRS if k in attrs)
+    """Opcode, shape and the attributes that make a collective what it is (``parse.collective_attrs``)."""
+    keys = ", ".join(f"{k}={v}" for k, v in collective_attrs(f.inst, roots))
     return f"{f.inst.opcode} {f.inst.shape}" + (f", {keys}" if keys else "")
 
 

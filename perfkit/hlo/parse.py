@@ -33,6 +33,9 @@ CALLED_COMPUTATION_KEYS = frozenset({
 })
 # Attributes whose values name instructions of the same computation.
 INSTRUCTION_REF_KEYS = frozenset({"control-predecessors"})
+# The attributes that make a collective what it is beside its opcode and shape: who it exchanges with, along which
+# dimensions, reducing how (``collective_attrs``).
+COLLECTIVE_ATTRS = ("replica_groups", "source_target_pairs", "dimensions", "to_apply")
 # Ops whose parenthesised text is a literal, not operand names.
 LITERAL_OPCODES = frozenset({"constant", "parameter"})
 
@@ -357,6 +360,15 @@ def read_text(path: str | Path) -> str:
 def read_module(path: str | Path) -> Module:
     """Parse an HLO text file."""
     return parse_module(read_text(path), path)
+
+
+def collective_attrs(inst: Instruction, roots: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """``inst``'s ``COLLECTIVE_ATTRS`` it has, in that order; its reducer (``to_apply``) by the opcode it computes
+    (``add``, from ``Module.root_opcodes``' ``roots``), as its name differs from one program to the next."""
+    attrs = dict(inst.attrs)
+    if "to_apply" in attrs:
+        attrs["to_apply"] = roots.get(attrs["to_apply"].lstrip("%"), attrs["to_apply"])
+    return tuple((k, attrs[k]) for k in COLLECTIVE_ATTRS if k in attrs)
 
 
 def referenced_names(value: str) -> list[str]:

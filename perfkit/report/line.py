@@ -105,7 +105,8 @@ _HOW = {"skipped": "skipped", "not completed": "has no record in its trace of",
 
 
 def parted(parting: dict) -> str:
-    """Where a hang's chips part, short: ``rank 1 skipped ppermute.11 (collective 3 of 3 in step 0)``. Where a
+    """Where a hang's chips part, short: ``rank 1 skipped ppermute.11 (collective 3 of 3 in step 0)``, counted
+    against the majority's program, or without one, ``(collective 3 of the 3 rank 0's trace holds there ...)``. Where a
     parted rank's program lacks or adds a collective at or before that place (the traces pair collectives in
     order, by count), the programs part the chips and the ranks that run the majority's wait on them: only
     that, ``rank 3's program lacks ppermute.10 (collective 2 of 3)``, ``rank 2's program runs psum.7 where the
@@ -114,8 +115,13 @@ def parted(parting: dict) -> str:
             if parting["step"] >= 0 else ", before the first step marker")
     programs = {str(r): c for r, c in (parting.get("programs") or {}).items()}
     said, by_program = [], []
-    counts = {c["majority_count"] for c in programs.values()}  # the step's collectives, where a program says
-    of_step = counts.pop() if len(counts) == 1 else parting["in_step"]
+    counts = {c["majority_count"] for c in programs.values()}
+    if parting.get("program_count") is not None:
+        counts.add(parting["program_count"])
+    # the step's collectives, where a program says; else as many as the majority's first chip's trace holds there (a
+    # hung step's, cut short)
+    of_step = (f" of {counts.pop()}" if len(counts) == 1 else
+               f" of the {parting['in_step']} rank {parting['majority'][0]['rank']}'s trace holds there")
     for p in parting["parted"]:
         change = programs.get(str(p["rank"])) or {}
         lacks, adds = change.get("lacks", ()), change.get("adds", ())
@@ -127,13 +133,15 @@ def parted(parting: dict) -> str:
             # an added collective's index is in its own rank's program: placed against the others' collectives
             where = (f"collective {index + 1} of {n}" if lacked else f"before the others' collective {index + 1} of {n}"
                      if index < n else f"after the others' {n} collectives")
-            how = (f"runs {added} where the others' run {lacked}" if lacked and added
+            attrs = next((c.get("attrs") for c in adds if c["index"] == index), None)
+            how = (f"runs {added} with other {', '.join(attrs)} than the others'" if lacked and added and attrs
+                   else f"runs {added} where the others' run {lacked}" if lacked and added
                    else f"lacks {lacked}" if lacked else f"adds {added}")
             by_program.append(f"rank {p['rank']}'s program {how} ({where}{step})")
             continue
         # the collective named is the majority's there, or where the majority ran none, the first extra one (of
         # no count of the majority's); a step the majority's program counts, else as far as its trace went
-        of = "" if p["how"] == "extra collective" else f" of {of_step}"
+        of = "" if p["how"] == "extra collective" else of_step
         said.append(f"rank {p['rank']} {_HOW.get(p['how'], p['how']).format(mine=p['op'])} {parting['op']} "
                     f"(collective {parting['index'] + 1}{of}{step})")
     return ", ".join(dict.fromkeys(by_program or said))  # a rank's chips part alike: said once

@@ -17,9 +17,10 @@ the majority is theirs, and the chips with one ran an ``extra collective`` (name
 Where each rank's compiled program is given (its XLA dump folder), the programs say more than the trace
 can: a chip waits at the collective its program runs after the last one it completed (without programs:
 the one it ran after that one the time before), and a rank whose program's collectives differ from the
-majority's names the instructions its program lacks or adds (aligned by opcode, shape and operands, a
-collective's operands read through the collectives feeding it, as ``difflib`` aligns two sequences, then where
-those part by opcode and shape alone), which traces cannot tell apart when the collectives look alike. Where the
+majority's names the instructions its program lacks or adds (aligned by opcode, shape, the attributes hlo-diff
+compares a collective by (groups, pairs, reducer) and operands, a collective's operands read through the collectives
+feeding it, as ``difflib`` aligns two sequences, then where those part by all but operands), which traces cannot tell
+apart when the collectives look alike (a hop with other pairs). Where the
 traces agree but the chips wait at collectives of other kinds or shapes (a hang at the very place where they
 part, which no chip completes), the programs' next collectives part them there (``waiting``). A chip whose trace
 ends after its last collective, its last step's marker closed with nothing after it (a finished trial's, or a rank
@@ -43,7 +44,7 @@ import pandas as pd
 
 from perfkit.errors import BadInput
 from perfkit.hlo.dumps import dump_files
-from perfkit.hlo.parse import Instruction, read_module
+from perfkit.hlo.parse import Instruction, collective_attrs, read_module
 from perfkit.rundata.rundir import rank_dirs
 from perfkit.trace import collectives, shards
 from perfkit.trace.events import chip_frame, chip_key, is_device_op, notes_left_out
@@ -116,19 +117,20 @@ def program_collectives(folder: Path) -> dict[str, list[Instruction]]:
     """Per module name, the collectives of its entry computation in printed (scheduled) order, from one
     rank's XLA dump folder; an async pair counts once, by its start. Their operands are read through the
     collectives that feed them (``_inputs``): a collective added before another feeds it, and the one after would
-    otherwise align as another collective."""
+    otherwise align as another collective. Their attributes are those that make a collective what it is, as hlo-diff
+    compares them (``parse.collective_attrs``: groups, pairs, reducer): a hop whose pairs differ is another hop."""
     out = {}
     for files in dump_files(Path(folder)):
         module = read_module(files.hlo)
-        producers = {i.name: i for i in module.entry_computation.instructions}
-        found = [i._replace(operands=_inputs(i, producers)) for i in module.entry_computation.instructions
-                 if i.opcode.removesuffix("-start") in _COLLECTIVES]
+        producers, roots = {i.name: i for i in module.entry_computation.instructions}, module.root_opcodes()
+        found = [i._replace(operands=_inputs(i, producers), attrs=collective_attrs(i, roots))
+                 for i in module.entry_computation.instructions if i.opcode.removesuffix("-start") in _COLLECTIVES]
         out.setdefault(module.name, found)
     return out
 
 
 def _kind(i: Instruction) -> tuple:
-    return i.opcode, _LAYOUT.sub("", i.shape)
+    return i.opcode, _LAYOUT.sub("", i.shape), i.attrs
 
 
 def _signature(i: Instruction) -> tuple:
@@ -136,9 +138,11 @@ def _signature(i: Instruction) -> tuple:
 
 
 def _program_change(majority: list[Instruction], mine: list[Instruction]) -> dict:
-    """The collectives ``mine`` lacks and adds against ``majority``, aligned by opcode, shape and operands; where
-    those part, realigned by opcode and shape alone: a collective fed through other ops by an added one (a psum,
-    then a divide) is the same collective with new operands, not one lacked and one added."""
+    """The collectives ``mine`` lacks and adds against ``majority``, aligned by opcode, shape, attributes
+    (``program_collectives``) and operands; where those part, realigned by opcode, shape and attributes alone: a
+    collective fed through other ops by an added one (a psum, then a divide) is the same collective with new operands,
+    not one lacked and one added. A lacked and an added one of one opcode at one place (a hop with other pairs) each
+    carry their ``attrs`` that differ, ``{name: value}``: what tells them apart."""
     lacks, adds = [], []
     for _, a0, a1, b0, b1 in _unequal(majority, mine, _signature):
         for _, c0, c1, d0, d1 in _unequal(majority[a0:a1], mine[b0:b1], _kind):
@@ -146,6 +150,15 @@ def _program_change(majority: list[Instruction], mine: list[Instruction]) -> dic
                       for k, i in enumerate(majority[a0 + c0:a0 + c1])]
             adds += [{"op": i.name, "opcode": i.opcode, "index": b0 + d0 + k}
                      for k, i in enumerate(mine[b0 + d0:b0 + d1])]
+    by_index = {c["index"]: c for c in adds}
+    for lacked in lacks:
+        added = by_index.get(lacked["index"])
+        if added is not None and added["opcode"] == lacked["opcode"]:
+            theirs, ours = (dict(i.attrs) for i in (majority[lacked["index"]], mine[added["index"]]))
+            differ = [k for k in dict.fromkeys([*theirs, *ours]) if theirs.get(k) != ours.get(k)]
+            if differ:
+                lacked["attrs"] = {k: theirs.get(k) for k in differ}
+                added["attrs"] = {k: ours.get(k) for k in differ}
     return {"lacks": lacks, "adds": adds, "majority_count": len(majority), "count": len(mine)}
 
 
@@ -313,11 +326,16 @@ def parting_of(seq: pd.DataFrame, chips: pd.DataFrame, programs: dict[int, Path]
         ref = first["majority"][0]["rank"]
         base = listed.get(ref, {}).get(first["module"])
         if base is not None:
+            first["program_count"] = len(base)  # what the collective's place counts against: the program's, a step's
             changes = {str(p["rank"]): _program_change(base, listed[p["rank"]][first["module"]]) for p in first["parted"]
                        if first["module"] in listed.get(p["rank"], {})}
             first["programs"] = {r: c for r, c in changes.items() if c["lacks"] or c["adds"]}
             # the parted ranks whose program is the majority's: they part where the others' do, not by their own
             first["majority_program"] = sorted(int(r) for r, c in changes.items() if not (c["lacks"] or c["adds"]))
+            # a parted rank with no dump of the program is neither: its program is not known to be the majority's
+            unknown = sorted(p["rank"] for p in first["parted"] if str(p["rank"]) not in changes)
+            if unknown:
+                first["program_unknown"] = unknown
     return pd.DataFrame(rows, columns=CHIP_COLUMNS), first
 
 
@@ -340,7 +358,8 @@ def _cut_inside(first: dict) -> str:
         lacked = next((c for c in (change or {}).get("lacks", []) if c["op"] == first["op"]), None)
         if lacked is not None:
             swapped = next((c for c in change["adds"] if c["index"] == lacked["index"]), None)
-            elsewhere[p["rank"]] = (f"runs {swapped['op']} ({swapped['opcode']}) in its place" if swapped
+            other = f" with other {', '.join(swapped['attrs'])}" if swapped and "attrs" in swapped else ""
+            elsewhere[p["rank"]] = (f"runs {swapped['op']} ({swapped['opcode']}){other} in its place" if swapped
                                     else "lacks it")
     if not elsewhere:
         return _CUT_INSIDE
@@ -354,7 +373,7 @@ def _cut_inside(first: dict) -> str:
 
 
 def _waiting_parting(seq: pd.DataFrame, waits: pd.DataFrame, listed: dict) -> dict | None:
-    """Where chips whose traces agree wait at collectives of other kinds or shapes (their programs' next, as
+    """Where chips whose traces agree wait at collectives of other kinds, shapes or peers (their programs' next, as
     ``_waiting`` reads them): the place after the collectives they completed, ``first_parting``'s fields with
     ``waiting`` (no chip completed it, so the majority's is the collective its chips wait at); None where every
     chip waits at one alike, or a chip's wait is not from its program."""
@@ -367,8 +386,9 @@ def _waiting_parting(seq: pd.DataFrame, waits: pd.DataFrame, listed: dict) -> di
         program = {i.name: i for i in listed.get(w.rank, {}).get(module, [])}
         if w.waiting_at not in program:
             return None
-        opcode, shape = _kind(program[w.waiting_at])
-        signature[(w.rank, w.device)], at[(w.rank, w.device)] = (opcode.removesuffix("-start"), shape), w.waiting_at
+        opcode, shape, attrs = _kind(program[w.waiting_at])
+        signature[(w.rank, w.device)] = (opcode.removesuffix("-start"), shape, attrs)
+        at[(w.rank, w.device)] = w.waiting_at
     counts = pd.Series(list(signature.values()), dtype=object).value_counts(sort=True)
     if len(counts) == 1:
         return None
@@ -490,7 +510,7 @@ def _parted(first: dict, status: str | None) -> str:
         swapped = {c["index"]: swapped[c["index"]] for c in change["lacks"] if c["index"] in swapped}
         place = {c["op"]: f"{c['op']} (collective {c['index'] + 1} of {change['majority_count']})"
                  for c in change["lacks"]}
-        runs = ", ".join(f"{swapped[c['index']]['op']} ({swapped[c['index']]['opcode']}) in place of {place[c['op']]}"
+        runs = ", ".join(_in_place(swapped[c["index"]], c, place[c["op"]], theirs_is)
                          for c in change["lacks"] if c["index"] in swapped)
         lacks = ", ".join(place[c["op"]] for c in change["lacks"] if c["index"] not in swapped)
         adds = ", ".join(c["op"] for c in change["adds"] if c["index"] not in swapped)
@@ -512,7 +532,21 @@ def _parted(first: dict, status: str | None) -> str:
         text += (f". Rank{'s' if len(same) > 1 else ''} {', '.join(map(str, same))} run{'' if len(same) > 1 else 's'} "
                  f"{theirs_is} program: rank{'s' if len(odd) > 1 else ''} {', '.join(map(str, odd))}'s "
                  f"differ{'' if len(odd) > 1 else 's'}")
+    if first.get("programs") is not None and first.get("program_unknown"):
+        unknown = first["program_unknown"]
+        text += (f"; rank{'s' * (len(unknown) > 1)} {', '.join(map(str, unknown))}'s program is unknown (no dump of "
+                 f"{first['module']} beside {'their traces' if len(unknown) > 1 else 'its trace'})")
     return text
+
+
+def _in_place(added: dict, lacked: dict, place: str, theirs_is: str) -> str:
+    """What a rank's program runs at the place of the collective it lacks (``place``: that one and where it is):
+    another collective, or where both have one opcode, that collective with the attributes that tell them apart."""
+    if "attrs" not in added:
+        return f"{added['op']} ({added['opcode']}) in place of {place}"
+    mine, theirs = (", ".join(f"{k}={v}" if v is not None else f"no {k}" for k, v in c["attrs"].items())
+                    for c in (added, lacked))
+    return f"{added['op']} ({added['opcode']}, {mine}) in place of {place}, {theirs} in {theirs_is}"
 
 
 def dumps_beside(paths: list[str | Path]) -> dict[int, Path]:

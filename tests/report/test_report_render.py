@@ -669,7 +669,7 @@ def test_the_one_line_says_which_variant_hung_and_where_its_chips_parted():
     assert summary_line(summary, Path("r/report.md")) == (
         "hop: no timed steps for skip -> unknown (1 of skip's 1 trial hung at the timeout, where the chips part: a "
         "deadlock, which a longer timeout would not end); 2 trial(s) failed; skip hung: rank 1 skipped ppermute.11 "
-        "(collective 3 of 3 in step 0); ring hung; report r/report.md")
+        "(collective 3 of the 3 rank 0's trace holds there in step 0); ring hung; report r/report.md")
     # the bundled repro: rank 3's program lacks the second of three hops; its traces, paired in order, part at the
     # third, so the line names the program's
     summary["hangs"]["trials/02-ring"] = {"chips": [], "text": "...", "parting": dict(
@@ -700,10 +700,23 @@ def test_the_one_line_says_which_variant_hung_and_where_its_chips_parted():
     # without the programs, what the traces show: rank 0 completed the hop, the others' traces hold none (a rank's
     # trace ends inside an op it waits in, which the profiler never writes), not that they never arrived at it
     del summary["hangs"]["trials/01-skip"]["parting"]["programs"]
-    assert ("; skip hung: rank 1 has no record in its trace of ppermute.10 (collective 2 of 2 in step 0), rank 2 has "
-            "no record in its trace of ppermute.10 (collective 2 of 2 in step 0), rank 3 has no record in its trace of "
-            "ppermute.10 (collective 2 of 2 in step 0); ring hung; report") in summary_line(summary,
-                                                                                     Path("r/report.md"))
+    # (the count is rank 0's trace's there, cut inside the step: "of 2" read as if the step held two)
+    held = "(collective 2 of the 2 rank 0's trace holds there in step 0)"
+    assert (f"; skip hung: rank 1 has no record in its trace of ppermute.10 {held}, rank 2 has no record in its trace "
+            f"of ppermute.10 {held}, rank 3 has no record in its trace of ppermute.10 {held}; ring hung; report") in \
+        summary_line(summary, Path("r/report.md"))
+    # a review's: rank 2's hop with other pairs, the same op's name; the program's count (3), not the trace's
+    summary["hangs"]["trials/01-skip"]["parting"]["programs"] = {"2": {
+        "lacks": [{"op": "ppermute.10", "opcode": "collective-permute", "index": 1,
+                   "attrs": {"source_target_pairs": "{{0,1},{1,2},{2,3},{3,0}}"}}],
+        "adds": [{"op": "ppermute.10", "opcode": "collective-permute", "index": 1,
+                  "attrs": {"source_target_pairs": "{{1,0},{2,1},{3,2},{0,3}}"}}], "majority_count": 3, "count": 3}}
+    assert ("; skip hung: rank 2's program runs ppermute.10 with other source_target_pairs than the others' "
+            "(collective 2 of 3 in step 0); ring hung") in summary_line(summary, Path("r/report.md"))
+    # every compared program the majority's: the count is still the program's
+    summary["hangs"]["trials/01-skip"]["parting"].update(programs={}, program_count=3)
+    assert "rank 1 has no record in its trace of ppermute.10 (collective 2 of 3 in step 0)" in \
+        summary_line(summary, Path("r/report.md"))
 
 
 def test_a_hang_whose_chips_part_is_not_told_a_longer_timeout():

@@ -176,6 +176,46 @@ def test_the_ranks_that_run_the_majority_s_program_are_said_so(tmp_path):
                                             "program: rank 2's differs")
 
 
+def test_a_rank_whose_hop_has_other_pairs_is_the_one_named(tmp_path):
+    """A review's hang: rank 2's second hop reverses the ring's source_target_pairs (same opcode, shape and count).
+    Programs compared by opcode and shape alone called ranks 1-3 the majority's program; rank 2's differs, as
+    hlo-diff says."""
+    rank_trace(tmp_path / "rank0" / "trace" / "h.xplane.pb", [], ["cp.1", "cp.2"])
+    for rank in (1, 2, 3):
+        rank_trace(tmp_path / f"rank{rank}" / "trace" / "h.xplane.pb", [], ["cp.1"])
+    for rank in range(4):
+        dump(tmp_path / f"rank{rank}" / "xla_dump", PERMUTES)
+    ring, reversed_ring = "{{0,1},{1,2},{2,3},{3,0}}", "{{1,0},{2,1},{3,2},{0,3}}"
+    hlo = tmp_path / "rank2" / "xla_dump" / "module_0000.jit_step.cpu_after_optimizations.txt"
+    hop = "collective-permute(%dot.1), channel_id=1, source_target_pairs="
+    hlo.write_text(hlo.read_text().replace(hop + ring, hop + reversed_ring))
+    chips, first = parting.parting_traces(sorted(tmp_path.glob("rank*/trace")))
+    assert first["majority_program"] == [1, 3] and first["program_count"] == 3
+    assert first["programs"] == {"2": {
+        "lacks": [{"op": "cp.2", "opcode": "collective-permute", "index": 1, "attrs": {"source_target_pairs": ring}}],
+        "adds": [{"op": "cp.2", "opcode": "collective-permute", "index": 1,
+                  "attrs": {"source_target_pairs": reversed_ring}}], "majority_count": 3, "count": 3}}
+    assert parting.describe(first).endswith(
+        f"Rank 2's program has as many collectives as rank 0's (3), but it runs cp.2 (collective-permute, "
+        f"source_target_pairs={reversed_ring}) in place of cp.2 (collective 2 of 3), source_target_pairs={ring} in "
+        "rank 0's. Ranks 1, 3 run rank 0's program: rank 2's differs")
+    assert "rank 2's program runs cp.2 (collective-permute) with other source_target_pairs in its place" in \
+        parting.describe(first)
+
+
+def test_a_rank_with_no_dump_is_not_said_to_run_the_majority_s_program(tmp_path):
+    """Rank 3 has no dump: its program is unknown, not the majority's."""
+    rank_trace(tmp_path / "rank0" / "trace" / "h.xplane.pb", [], ["cp.1", "cp.2"])
+    for rank in (1, 2, 3):
+        rank_trace(tmp_path / f"rank{rank}" / "trace" / "h.xplane.pb", [], ["cp.1"])
+    for rank in range(3):
+        dump(tmp_path / f"rank{rank}" / "xla_dump", ("cp.1", "cp.3") if rank == 2 else PERMUTES)
+    chips, first = parting.parting_traces(sorted(tmp_path.glob("rank*/trace")))
+    assert first["majority_program"] == [1] and first["program_unknown"] == [3] and list(first["programs"]) == ["2"]
+    assert parting.describe(first).endswith("Rank 1 runs rank 0's program: rank 2's differs; rank 3's program is "
+                                            "unknown (no dump of jit_step beside its trace)")
+
+
 def test_a_rank_that_runs_another_collective_in_a_hop_s_place_is_said_to(tmp_path):
     """A planted hang: rank 2 sums (an all-reduce) where the others pass the second hop. The sentence read 'it lacks
     ppermute.10 (collective 2 of 3); it adds psum_invariant.7', two changes where the program has one: another
@@ -431,8 +471,9 @@ def test_traces_with_no_step_marker_number_no_step(tmp_path):
     assert (first["step"], first["index"], first["op"]) == (None, 1, "cp.2")
     assert parting.describe(first, chips).startswith(
         "chips part at collective 2 of the traces (they hold no step marker): cp.2 (collective-permute) on rank 0")
-    assert parted(first) == ("rank 1 has no record in its trace of cp.2 (collective 2 of 2, in traces with no step "
-                             "marker)")
+    # what the count counts: rank 0's trace, cut inside the step (it read "of 2", as if the step had two)
+    assert parted(first) == ("rank 1 has no record in its trace of cp.2 (collective 2 of the 2 rank 0's trace holds "
+                             "there, in traces with no step marker)")
     doc = json.loads(CliRunner().invoke(cli, ["trace", "tail", *paths, "--json"]).stdout)
     assert [c["last_step"] for c in doc["collectives"]] == [None, None] and doc["parting"]["step"] is None
     text = CliRunner().invoke(cli, ["trace", "tail", *paths]).stdout
@@ -812,3 +853,26 @@ def test_a_trial_that_ended_ok_leads_with_its_outcome_then_where_its_chips_part(
         "device): none is waiting at one; yet chips part at step 1, collective 1 there: cp.1 (collective-permute) on "
         "rank 0 device 0, rank 1 device 0; rank 2 device 0 did not complete it in its trace, 0 collectives there "
         "against 3")
+
+
+@pytest.mark.parametrize("ring_steps", [[PERMUTES] * 2, []])
+def test_tail_of_a_run_directory_names_its_hung_trial_first(tmp_path, ring_steps):
+    """A review's: tail given a run directory pointed at its first trial, one that ended ok, where tail is for the hung
+    one; and where the trials' steps did not collide (the hung one's traces hold no step marker) it read both trials'
+    chips as one trial's."""
+    run = tmp_path / "run"
+    (run / "trials").mkdir(parents=True)
+    (run / "case.yaml").write_text("name: hop\n")
+    records = [{"index": 0, "variant": "ring", "dir": "trials/00-ring", "status": "ok"},
+               {"index": 1, "variant": "skip", "dir": "trials/01-skip", "status": "hung"}]
+    (run / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    for rank in range(2):
+        rank_trace(run / "trials" / "00-ring" / f"rank{rank}" / "trace" / "h.xplane.pb", ring_steps,
+                   None if ring_steps else ["cp.1"])
+        rank_trace(run / "trials" / "01-skip" / f"rank{rank}" / "trace" / "h.xplane.pb", [], ["cp.1"])
+    for given in ([run], [run / "trials"], sorted(run.glob("trials/*/rank0"))):
+        res = CliRunner().invoke(cli, ["trace", "tail", *map(str, given)])
+        assert res.exit_code == 2, res.output
+        assert f"pass one trial's folder, a failed one first: {run / 'trials/01-skip'} (hung), " \
+               f"{run / 'trials/00-ring'} (ok); or the run to `perfkit trace attribution {run}`" in res.output
+    assert CliRunner().invoke(cli, ["trace", "tail", str(run / "trials" / "01-skip")]).exit_code == 0
