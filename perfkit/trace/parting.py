@@ -610,7 +610,8 @@ def _unmarked(trial: dict) -> str:
     if hung is None:
         return ""
     step, alike = hung
-    at = (f"the hang, which came after every rank had finished step {step - 1}" if alike else
+    at = ("the hang, which came before any rank had finished a step" if alike and step == 0 else
+          f"the hang, which came after every rank had finished step {step - 1}" if alike else
           f"the hang at step {step} (the first step a rank did not finish)")
     return (f"; these traces hold no step marker, so they cannot say whether they reach {at}: where they end before "
             "it, each rank's stack dump says where it waits")

@@ -687,6 +687,11 @@ def test_traces_with_no_step_marker_are_not_given_the_records_steps(tmp_path):
     assert after["trials/01-hang"]["text"].endswith(
         "these traces hold no step marker, so they cannot say whether they reach the hang, which came after every "
         "rank had finished step 7: where they end before it, each rank's stack dump says where it waits")
+    # no rank finished a step (a review's hang in step 0): it read "after every rank had finished step -1"
+    none = parting.run_hangs(tmp_path / "run", [dict(record, ranks=[{"rank": r, "steps_done": 0} for r in (0, 1)])])
+    assert none["trials/01-hang"]["text"].endswith(
+        "cannot say whether they reach the hang, which came before any rank had finished a step: where they end "
+        "before it, each rank's stack dump says where it waits")
 
 
 def test_traces_cut_inside_the_hung_step_are_read_as_the_hang(tmp_path):
