@@ -106,7 +106,7 @@ _HOW = {"skipped": "skipped", "not completed": "has no record in its trace of",
 
 def parted(parting: dict) -> str:
     """Where a hang's chips part, short: ``rank 1 skipped ppermute.11 (collective 3 of 3 in step 0)``, counted
-    against the majority's program, or without one, ``(collective 3 of the 3 rank 0's trace holds there ...)``. Where a
+    against the majority's program, or without one, ``(collective 3 of 3 in rank 0's trace ...)``. Where a
     parted rank's program lacks or adds a collective at or before that place (the traces pair collectives in
     order, by count), the programs part the chips and the ranks that run the majority's wait on them: only
     that, ``rank 3's program lacks ppermute.10 (collective 2 of 3)``, ``rank 2's program runs psum.7 where the
@@ -121,7 +121,7 @@ def parted(parting: dict) -> str:
     # the step's collectives, where a program says; else as many as the majority's first chip's trace holds there (a
     # hung step's, cut short)
     of_step = (f" of {counts.pop()}" if len(counts) == 1 else
-               f" of the {parting['in_step']} rank {parting['majority'][0]['rank']}'s trace holds there")
+               f" of {parting['in_step']} in rank {parting['majority'][0]['rank']}'s trace")
     for p in parting["parted"]:
         change = programs.get(str(p["rank"])) or {}
         lacks, adds = change.get("lacks", ()), change.get("adds", ())

@@ -669,7 +669,7 @@ def test_the_one_line_says_which_variant_hung_and_where_its_chips_parted():
     assert summary_line(summary, Path("r/report.md")) == (
         "hop: no timed steps for skip -> unknown (1 of skip's 1 trial hung at the timeout, where the chips part: a "
         "deadlock, which a longer timeout would not end); 2 trial(s) failed; skip hung: rank 1 skipped ppermute.11 "
-        "(collective 3 of the 3 rank 0's trace holds there in step 0); ring hung; report r/report.md")
+        "(collective 3 of 3 in rank 0's trace in step 0); ring hung; report r/report.md")
     # the bundled repro: rank 3's program lacks the second of three hops; its traces, paired in order, part at the
     # third, so the line names the program's
     summary["hangs"]["trials/02-ring"] = {"chips": [], "text": "...", "parting": dict(
@@ -701,7 +701,7 @@ def test_the_one_line_says_which_variant_hung_and_where_its_chips_parted():
     # trace ends inside an op it waits in, which the profiler never writes), not that they never arrived at it
     del summary["hangs"]["trials/01-skip"]["parting"]["programs"]
     # (the count is rank 0's trace's there, cut inside the step: "of 2" read as if the step held two)
-    held = "(collective 2 of the 2 rank 0's trace holds there in step 0)"
+    held = "(collective 2 of 2 in rank 0's trace in step 0)"
     assert (f"; skip hung: rank 1 has no record in its trace of ppermute.10 {held}, rank 2 has no record in its trace "
             f"of ppermute.10 {held}, rank 3 has no record in its trace of ppermute.10 {held}; ring hung; report") in \
         summary_line(summary, Path("r/report.md"))
