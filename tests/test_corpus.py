@@ -22,6 +22,7 @@ The oracle figures are held by the tests named below; every real file is referee
 | kineto/xdit_flux1_profile_rank0.json.gz | trace breakdown, diff, tail, export; collectives (world size 1, none: exit 2) | test_the_files_test_trace_hta_leaves_out_equal_hta below (HTA 0.5.0 temporal breakdown, pinned; no other test referees it) |
 | kineto/tracelens_mi300_vllm_graph_replay.json.gz | as xdit_flux1 above | as xdit_flux1 above (HTA 0.5.0, pinned) |
 | kineto/hta_mtia_inference_rank0.json.gz, tb_plugin_resnet50_2021_worker0.json.gz, hta_rank_non_gpu.json.gz | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_formats.py (HTA 0.5.0 temporal breakdown and GPU events, pinned; live) |
+| kineto/hta_mtia_single_rank0.json.gz | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_formats.py::test_mtia_events_without_a_stream_are_left_out_and_said_to_be (HTA 0.5.0 temporal breakdown, pinned; the exact union of its events by a plain reading) |
 | kineto/tb_plugin_resnet50_2020_worker0.json.gz (Chrome's JSON Array Format) | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_formats.py::test_json_array_trace_is_read (HTA 0.5.0 on its events in an object, pinned; its launched ops by a plain reading) |
 | kineto/tracelens_mi300_resnet_act_checkpoint.json.gz | trace breakdown, diff, tail, export, collectives (against the whole-trace breakdown: its step spans overlap) | trace/test_trace_formats.py (HTA 0.5.0 on its launched kernels; the host's steps) |
 | kineto/hta_amd_mi250_minitoy.json.gz | trace breakdown, diff, tail, export; collectives (none: exit 2) | trace/test_trace_formats.py::test_device_ops_outside_every_step_are_counted_and_named (HTA 0.5.0 temporal breakdown, pinned; live; its ops outside the step by a plain reading) |
@@ -73,7 +74,7 @@ KINETO = [f"kineto/{name}.json.gz" for name in ("rank-0", "rank-1", "hta_nccl_da
                                                  "tracelens_b300_moe_annotations", "tracelens_mi300_vllm_graph_replay",
                                                  "tracelens_h100_falconsai", "hta_cpu_only_gloo_rank34",
                                                  "tracelens_b200_vllm_eager", "tracelens_mi300_compile_triton",
-                                                 "hta_negative_queue_rank0")]
+                                                 "hta_negative_queue_rank0", "hta_mtia_single_rank0")]
 # every trace command: one line, exit 2
 REFUSED = ["kineto/hta_cupti_profiler_range.json.gz", "rocprof/tracelens_rocprofv3_gfx950_results.json.gz"]
 # a collective runs past its step's span (the host's ProfilerStep) while the next step's compute runs: its
@@ -88,7 +89,7 @@ HLO_DUMPS = [f"hlo/{name}" for name in ("amd_te_fused_attn", "mi300_jax08_attent
                                         "mi300_jax_conv_08")]
 NO_COLLECTIVES = {"xplane/mi300_jax_conv_8gpu.xplane.pb", "xplane/amd_te_fused_attn.xplane.pb", "kineto/xdit_flux1_profile_rank0.json.gz",
                   "kineto/hta_mtia_inference_rank0.json.gz", "kineto/tb_plugin_resnet50_2021_worker0.json.gz",
-                  "kineto/tb_plugin_resnet50_2020_worker0.json.gz",
+                  "kineto/hta_mtia_single_rank0.json.gz", "kineto/tb_plugin_resnet50_2020_worker0.json.gz",
                   "kineto/hta_rank_non_gpu.json.gz", "kineto/hta_amd_mi250_minitoy.json.gz",
                   "kineto/hta_triton_example.json.gz", "kineto/hta_cuda_event_sync.json.gz",
                   "kineto/hta_gpu_user_annotation_step_based.json.gz", "kineto/tracelens_b300_moe_annotations.json.gz",

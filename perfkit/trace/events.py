@@ -173,6 +173,12 @@ def _hta_notes(raw: RawTrace) -> list[str]:
     if raw.streamless:
         notes.append(f"{raw.streamless} device op{' has' if raw.streamless == 1 else 's have'} no stream argument (or "
                      "one that is not a number): counted here; HTA takes only events with one for GPU events")
+    if raw.left_streamless:
+        named = ", ".join(f"{count} {name}" for name, count in raw.left_streamless[:3])
+        total = sum(count for _, count in raw.left_streamless)
+        notes.append(f"{total} {'/'.join(kineto.STREAM_ONLY_CATS)} without a stream argument "
+                     f"({named}{', ...' if len(raw.left_streamless) > 3 else ''}) not counted, as HTA counts that "
+                     "category's events only with a stream: the device's time in them is in none of these figures")
     ops, moved_ps, dropped_ps = raw.between_us
     if ops:
         moved = f"{ops} device op{' starts or ends' if ops == 1 else 's start or end'}"

@@ -102,10 +102,15 @@ def load_json(path: Path) -> dict:
     return doc
 
 
+def _counted(labels: list[str], which: np.ndarray) -> tuple[tuple[str, int], ...]:
+    """(label, count) of the events ``which`` ((n,) bool) picks, most first."""
+    counts = Counter(labels[i] for i in np.flatnonzero(which))
+    return tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def _host_streams(cats: list[str], hta_host: np.ndarray) -> tuple[tuple[str, int], ...]:
     """(category, count) of the host events HTA takes for GPU events (``hta_host``: (n,) bool), most first."""
-    counts = Counter(cats[i] for i in np.flatnonzero(hta_host))
-    return tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return _counted(cats, hta_host)
 
 
 def _hta_steps(names: list[str], cpu: np.ndarray) -> list[int]:
@@ -280,8 +285,8 @@ def read(path: Path, rank: int) -> RawTrace:
                        path=path, field="traceEvents")
     streams = _hta_streams(events)
     # device categories; MTIA's events only where they carry a stream, as HTA counts them
-    on_gpu = np.array([c in DEVICE_CATS for c in cats], bool) & \
-        (np.array([c not in STREAM_ONLY_CATS for c in cats], bool) | (streams != -1))
+    stream_only = np.array([c in STREAM_ONLY_CATS for c in cats], bool)
+    on_gpu = np.array([c in DEVICE_CATS for c in cats], bool) & (~stream_only | (streams != -1))
     is_step = np.array([n.startswith(STEP_PREFIX) for n in names], bool)
     role = np.full(len(events), ROLES["host"], np.int8)
     device = np.full(len(events), -1, np.int32)
@@ -329,6 +334,7 @@ def read(path: Path, rank: int) -> RawTrace:
                     host_streams=_host_streams(cats, ~on_gpu & (streams != -1)) if measured == "device" else (),
                     unlaunched=_unlaunched(events, hta_steps, on_gpu, hta_cpu, ts_us, ts_us + dur_us),
                     streamless=int((on_gpu & (streams == -1)).sum()),
+                    left_streamless=_counted(names, stream_only & (streams == -1)),
                     between_us=_between_us(columns, on_gpu, _before_last_step(names, host_steps, launched_in, ts_us))
                     if measured == "device" else (0, 0, 0),
                     late_cut=_late_cut(events, hta_steps, on_gpu, hta_cpu, host_steps, ts_us), rank_recorded=recorded)

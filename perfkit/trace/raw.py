@@ -74,6 +74,9 @@ class RawTrace(NamedTuple):
     host_streams: tuple[tuple[str, int], ...] = ()  # (category, count) of host events with a stream argument
     unlaunched: int = 0             # device ops without a launch up to the last ProfilerStep's end (HTA drops them)
     streamless: int = 0             # device ops without a stream argument HTA reads (HTA drops them)
+    # (name, count) of the events of a category counted only with a stream (MTIA's) that have none: left out here
+    # as by HTA
+    left_streamless: tuple[tuple[str, int], ...] = ()
     # (device ops that start or end between whole us, the ps HTA's rounding them inward takes off their union: of
     # every op, of the ops left with the last step dropped)
     between_us: tuple[int, int, int] = (0, 0, 0)
