@@ -2,6 +2,7 @@
 TPU-shaped XSpace per rank, whose collective sequences are written out below, and per-rank XLA dumps."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -151,13 +152,18 @@ def test_an_extra_collective_in_the_one_traced_step(tmp_path):
                                "kind": "collective-permute", "in_step": 3}]
 
 
+def rank0_ran_the_second_hop_alone(root: Path) -> None:
+    """Four ranks' traces under ``root`` with no step marker: rank 0 ran cp.1 and cp.2, ranks 1-3 cp.1 alone."""
+    rank_trace(root / "rank0" / "trace" / "h.xplane.pb", [], ["cp.1", "cp.2"])
+    for rank in (1, 2, 3):
+        rank_trace(root / f"rank{rank}" / "trace" / "h.xplane.pb", [], ["cp.1"])
+
+
 def test_the_ranks_that_run_the_majority_s_program_are_said_so(tmp_path):
     """A hang where one rank's program differs and the others wait: rank 0 ran cp.2, ranks 1-3 have no record of it,
     but only rank 2's program lacks it (a newcomer's: three ranks 'never arrived' and the one chip that ran the
     collective named, the rank at fault only in the program sentence after)."""
-    rank_trace(tmp_path / "rank0" / "trace" / "h.xplane.pb", [], ["cp.1", "cp.2"])
-    for rank in (1, 2, 3):
-        rank_trace(tmp_path / f"rank{rank}" / "trace" / "h.xplane.pb", [], ["cp.1"])
+    rank0_ran_the_second_hop_alone(tmp_path)
     for rank in range(4):
         dump(tmp_path / f"rank{rank}" / "xla_dump", ("cp.1", "cp.3") if rank == 2 else PERMUTES)
     chips, first = parting.parting_traces(sorted(tmp_path.glob("rank*/trace")))
@@ -180,9 +186,7 @@ def test_a_rank_whose_hop_has_other_pairs_is_the_one_named(tmp_path):
     """A review's hang: rank 2's second hop reverses the ring's source_target_pairs (same opcode, shape and count).
     Programs compared by opcode and shape alone called ranks 1-3 the majority's program; rank 2's differs, as
     hlo-diff says."""
-    rank_trace(tmp_path / "rank0" / "trace" / "h.xplane.pb", [], ["cp.1", "cp.2"])
-    for rank in (1, 2, 3):
-        rank_trace(tmp_path / f"rank{rank}" / "trace" / "h.xplane.pb", [], ["cp.1"])
+    rank0_ran_the_second_hop_alone(tmp_path)
     for rank in range(4):
         dump(tmp_path / f"rank{rank}" / "xla_dump", PERMUTES)
     ring, reversed_ring = "{{0,1},{1,2},{2,3},{3,0}}", "{{1,0},{2,1},{3,2},{0,3}}"
@@ -205,9 +209,7 @@ def test_a_rank_whose_hop_has_other_pairs_is_the_one_named(tmp_path):
 
 def test_a_rank_with_no_dump_is_not_said_to_run_the_majority_s_program(tmp_path):
     """Rank 3 has no dump: its program is unknown, not the majority's."""
-    rank_trace(tmp_path / "rank0" / "trace" / "h.xplane.pb", [], ["cp.1", "cp.2"])
-    for rank in (1, 2, 3):
-        rank_trace(tmp_path / f"rank{rank}" / "trace" / "h.xplane.pb", [], ["cp.1"])
+    rank0_ran_the_second_hop_alone(tmp_path)
     for rank in range(3):
         dump(tmp_path / f"rank{rank}" / "xla_dump", ("cp.1", "cp.3") if rank == 2 else PERMUTES)
     chips, first = parting.parting_traces(sorted(tmp_path.glob("rank*/trace")))
@@ -221,9 +223,7 @@ def test_a_rank_that_runs_another_collective_in_a_hop_s_place_is_said_to(tmp_pat
     ppermute.10 (collective 2 of 3); it adds psum_invariant.7', two changes where the program has one: another
     collective in that place, which the run's line says ('runs psum_invariant.7 where the others' run
     ppermute.10')."""
-    rank_trace(tmp_path / "rank0" / "trace" / "h.xplane.pb", [], ["cp.1", "cp.2"])
-    for rank in (1, 2, 3):
-        rank_trace(tmp_path / f"rank{rank}" / "trace" / "h.xplane.pb", [], ["cp.1"])
+    rank0_ran_the_second_hop_alone(tmp_path)
     for rank in range(4):
         dump(tmp_path / f"rank{rank}" / "xla_dump", PERMUTES)
     hlo = tmp_path / "rank2" / "xla_dump" / "module_0000.jit_step.cpu_after_optimizations.txt"
@@ -472,8 +472,8 @@ def test_traces_with_no_step_marker_number_no_step(tmp_path):
     assert parting.describe(first, chips).startswith(
         "chips part at collective 2 of the traces (they hold no step marker): cp.2 (collective-permute) on rank 0")
     # what the count counts: rank 0's trace, cut inside the step (it read "of 2", as if the step had two)
-    assert parted(first) == ("rank 1 has no record in its trace of cp.2 (collective 2 of the 2 rank 0's trace holds "
-                             "there, in traces with no step marker)")
+    assert parted(first) == ("rank 1 has no record in its trace of cp.2 (collective 2 of 2 in rank 0's trace, in "
+                             "traces with no step marker)")
     doc = json.loads(CliRunner().invoke(cli, ["trace", "tail", *paths, "--json"]).stdout)
     assert [c["last_step"] for c in doc["collectives"]] == [None, None] and doc["parting"]["step"] is None
     text = CliRunner().invoke(cli, ["trace", "tail", *paths]).stdout
@@ -868,8 +868,7 @@ def test_tail_of_a_run_directory_names_its_hung_trial_first(tmp_path, ring_steps
     run = tmp_path / "run"
     (run / "trials").mkdir(parents=True)
     (run / "case.yaml").write_text("name: hop\n")
-    records = [{"index": 0, "variant": "ring", "dir": "trials/00-ring", "status": "ok"},
-               {"index": 1, "variant": "skip", "dir": "trials/01-skip", "status": "hung"}]
+    records = [whole_record(0, "ring"), whole_record(1, "skip", "hung")]
     (run / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     for rank in range(2):
         rank_trace(run / "trials" / "00-ring" / f"rank{rank}" / "trace" / "h.xplane.pb", ring_steps,
