@@ -51,9 +51,10 @@ def fixtures_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory, worker_id) -> Path:
-    """The demo's run, once a session and shared by xdist's workers (a file lock): the quickstart case with one
-    trial a variant (its traces, XLA dumps and outputs, so summary.json holds breakdown, attribution, cost and
-    quality). Read it only; a test that writes into a run copies it into its tmp_path."""
+    """The demo's run, once a session and shared by xdist's workers (a file lock): the quickstart case with two
+    trials a variant (its traces, XLA dumps and outputs, so summary.json holds breakdown, attribution, cost and
+    quality; two repeats, so the gate's determinism rows have something to compare). Read it only; a test that
+    writes into a run copies it into its tmp_path."""
     base = tmp_path_factory.getbasetemp()
     root = (base if worker_id == "master" else base.parent) / "demo_run"
     root.mkdir(exist_ok=True)
@@ -63,7 +64,7 @@ def demo_run(tmp_path_factory, worker_id) -> Path:
         if not (root / "done").exists():
             shutil.rmtree(run, ignore_errors=True)
             done = subprocess.run([sys.executable, "-m", "perfkit.cli", "run", "cases/quickstart.yaml", "--out",
-                                   str(run), "--set", "repeats.min=1", "--set", "repeats.max=1"],
+                                   str(run), "--set", "repeats.min=2", "--set", "repeats.max=2"],
                                   cwd=REPO, capture_output=True, text=True, timeout=600)
             assert done.returncode == 0, done.stdout + done.stderr[-3000:]
             (root / "done").touch()
