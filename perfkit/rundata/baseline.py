@@ -5,7 +5,7 @@ summary (``reports/baselines/*.json``, written by ``--update-baseline``) and ``c
 
 from typing import Any, Literal, NotRequired, TypedDict
 
-from perfkit.rundata.summary import Db
+from perfkit.rundata.summary import Db, Level, LooksAt
 
 BASELINE_VERSION = 1
 
@@ -28,8 +28,8 @@ class BaselineComparison(TypedDict):
     ci: list[float | None]
     # the summary comparison's: each look's level (0.95 read once) and the trials a side at the first and last look
     # (null: read once); none in a baseline written before they were kept, whose level is not known
-    look_confidence: NotRequired[float]
-    looks_at: NotRequired[list[int] | None]
+    look_confidence: NotRequired[Level]
+    looks_at: NotRequired[LooksAt | None]
 
 
 class BaselineServeComparison(TypedDict):

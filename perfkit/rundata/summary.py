@@ -4,12 +4,16 @@ equal). A key that is not always there is ``NotRequired``; a figure that may be 
 More keys may be added (the contract says "at least"): the schema leaves objects open.
 """
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from perfkit.rundata.trials import RankRecord
 
 Db = float | Literal["inf", "-inf"] | None  # a PSNR as json_safe writes it: infinite as a string, NaN null
 Verdict = Literal["faster", "slower", "same", "unknown"]
+# a confidence level, 0.95 (a bound its JSON Schema keeps: a level of 5 was named "500% CI")
+Level = Annotated[float, ("exclusiveMinimum", 0), ("exclusiveMaximum", 1)]
+# the trials a side at a verdict's first and last look (the order, which no schema says, ``check`` holds them to)
+LooksAt = Annotated[list[Annotated[int, ("minimum", 1)]], ("minItems", 2), ("maxItems", 2)]
 
 
 class Error(TypedDict):
@@ -61,9 +65,9 @@ class Comparison(TypedDict):
     seed: NotRequired[int]    # the bootstrap's seed (the case's)
     # the intervals of all the verdict's looks hold together at ``confidence`` (0.95), each at ``look_confidence``;
     # ``looks_at``: the trials a side at its first and last look (null: read once); absent in older summaries
-    confidence: NotRequired[float]
-    look_confidence: NotRequired[float]
-    looks_at: NotRequired[list[int] | None]
+    confidence: NotRequired[Level]
+    look_confidence: NotRequired[Level]
+    looks_at: NotRequired[LooksAt | None]
 
 
 class NoiseFloor(TypedDict):
@@ -293,7 +297,7 @@ class AttributionVariant(TypedDict):
     ops_renamed: NotRequired[int]  # where not: B's step-program ops named as A's aligned ones (absent before it)
     # per module name several programs of a step share: [a, b], how many; their ops keyed ``<op> (<module> #<k>)``
     programs_placed: NotRequired[dict[str, list[int]]]
-    confidence: float
+    confidence: Level
     interval: NotRequired[Literal["welch", "steps", "none"]]  # how the CIs were had (report.attribution.INTERVALS)
     total: AttributionRow
     category: list[AttributionRow]

@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from run_fixtures import make_run  # noqa: F401 (a fixture)
 from test_check_aa import aa_run
@@ -164,3 +165,32 @@ def test_a_baseline_that_records_no_level_is_said_to(make_run, tmp_path):
     res = check(run, "--baseline", base, "--ratio-tolerance", "0.01")
     (row,) = [line for line in res.output.splitlines() if " b/a step_ms: " in line]
     assert f"the baseline's own CI (level not recorded) [{lo:.3f}, {hi:.3f}] reaches past the limit 1.212" in row, row
+
+
+@pytest.mark.parametrize("which, key, value, said", [
+    ("baseline", "look_confidence", 5,
+     "comparisons[0].look_confidence: 5 is greater than or equal to the maximum of 1"),
+    ("baseline", "look_confidence", 0, "comparisons[0].look_confidence: 0 is less than or equal to the minimum of 0"),
+    ("baseline", "look_confidence", 1, "comparisons[0].look_confidence: 1 is greater than or equal to the maximum"),
+    ("baseline", "looks_at", [5, 3], "comparisons[0].looks_at: [5, 3]: its first look is after its last"),
+    ("baseline", "looks_at", [0, 3], "comparisons[0].looks_at[0]: 0 is less than the minimum of 1"),
+    ("baseline", "looks_at", [3], "comparisons[0].looks_at: [3] is too short"),
+    ("summary", "look_confidence", 5, "comparisons[0].look_confidence: 5 is greater than or equal to the maximum"),
+    ("summary", "confidence", 95, "comparisons[0].confidence: 95 is greater than or equal to the maximum of 1"),
+    ("summary", "looks_at", [5, 3], "comparisons[0].looks_at: [5, 3]: its first look is after its last"),
+    ("summary", "looks_at", [3, 4, 5], "comparisons[0].looks_at: [3, 4, 5] is too long"),
+], ids=lambda value: value if isinstance(value, str) and " " not in value else "")
+def test_a_level_or_looks_no_run_gives_is_refused(make_run, tmp_path, which, key, value, said):
+    """A hand-edited ``look_confidence: 5`` was named "500% CI" by the gate, a level of 0 "0% CI", looks [5, 3] read
+    as -1 looks: a level lies between 0 and 1, the looks are two trial counts, the first no later than the last.
+    Bad input, one line naming the file and the key, exit 2."""
+    run = make_run("rounds", case_extra={"repeats": {"min": 3, "max": 5}})
+    base = tmp_path / "base.json"
+    assert check(run, "--baseline", base, "--update-baseline").exit_code == 0
+    path = base if which == "baseline" else run / "summary.json"
+    data = json.loads(path.read_text())
+    data["comparisons"][0][key] = value
+    path.write_text(json.dumps(data))
+    res = check(run, "--baseline", base)
+    assert res.exit_code == 2 and res.output.splitlines() == [res.output.strip()], res.output
+    assert res.output.startswith(f"perfkit: {path}: {said}"), res.output
