@@ -44,15 +44,33 @@ def _ssim_line(line: dict) -> str:
             f"({_command(line)}{': ' if line.get('reproduce') else '; '}{line['definition']})")
 
 
+def _deep_frames(deep: dict[str, str]) -> str:
+    """The inputs of more than 8 bits a sample (``over_8_bits``) as a sentence names their frames: ``A's and B's
+    gray16be``, ``A's yuv420p10le and B's gray16be`` (one format named once)."""
+    sides = [f"{side}'s" for side in deep]
+    return (f"{' and '.join(sides)} {next(iter(deep.values()))}" if len(set(deep.values())) == 1 else
+            " and ".join(f"{side} {fmt}" for side, fmt in zip(sides, deep.values())))
+
+
+def _reduced_line(r: dict) -> str | None:
+    """Where an input holds more than 8 bits a sample, that the figures' 8 bits of it are FFmpeg's conversion's,
+    not its values rounded: swscale maps 52690 of 65535 to 206 where rounding gives 205, so a max |d| of 1 against
+    the same picture at 8 bits can be the conversion alone. None where no input does."""
+    deep = r.get("over_8_bits")
+    if not deep:
+        return None
+    tail = ("a max |d| of 1 may be that conversion alone" if r["identical_frames"] < r["frames"] else
+            "the frames are identical as it converts them")
+    return (f"{_deep_frames(deep)} frames are reduced to 8 bits by FFmpeg's conversion (swscale, as format=rgb24 "
+            f"makes them), which can differ from rounding by 1: {tail}")
+
+
 def _older_release(r: dict) -> str | None:
     """Where FFmpeg 5.1's filters part from these figures: its ssim on this pair's planes, only where SSIM is shown
     (or that it agrees on them), and its conversion to 8 bits of the inputs that decode to more (``over_8_bits``);
     None where neither is."""
     deep = r.get("over_8_bits", {})
-    sides = [f"{side}'s" for side in deep]
-    frames = (f"{' and '.join(sides)} {next(iter(deep.values()))}" if len(set(deep.values())) == 1 else
-              " and ".join(f"{side} {fmt}" for side, fmt in zip(sides, deep.values())))  # one format named once
-    convert = f"5.1 converts {frames} frames to 8 bits differently"
+    convert = f"5.1 converts {_deep_frames(deep)} frames to 8 bits differently"
     line = r.get("ssim")
     if line is None:
         return f"an older one may part: FFmpeg {convert}" if deep else None
@@ -120,6 +138,9 @@ def format_frames(r: dict) -> list[str]:
                   f"max |d| {r['max_abs_diff']}, |d| > 16 in {share_text(r['share_over_16'], 3)} of {samples}"]
         if "rgb" not in r:
             lines.append("RGB not computed (--rgb adds it)")
+    reduced = _reduced_line(r)
+    if reduced:
+        lines.append(reduced)
     if "ssim" in r:
         lines.append(_ssim_line(r["ssim"]))
     return lines

@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -576,6 +577,34 @@ def test_the_conversion_caveat_is_given_only_where_an_input_decodes_to_more_than
             "yuv420p10le frames to 8 bits differently)\n") in out, out
     assert ("(an older one may part: FFmpeg 5.1 converts A's yuv420p10le and B's gray16be frames to 8 bits "
             "differently)\n") in quality_cli(ten[0], tmp_path / "b16").stdout
+
+
+def test_frames_of_more_than_8_bits_are_said_to_be_reduced_by_ffmpeg_s_conversion_not_rounded(tmp_path, quality_cli):
+    """A newcomer's: scikit-image's chessboard_GRAY.png (8 bits) against chessboard_RGB.png (rgb48be) read 59.83 dB,
+    max |d| 1, where the 16-bit values rounded to 8 bits are A's exactly (52690 / 257 = 205.02: FFmpeg's
+    rgb48be->rgb24 conversion, swscale, gives 206). The text now says the deep side is reduced to 8 bits by that
+    conversion, which can part from rounding by 1. So too a 16-bit gray PNG made here of those values against its
+    rounding at 8 bits; an 8-bit pair says no such thing (the caveat test's horse pair)."""
+    import av
+    import skimage
+    from PIL import Image
+
+    data = Path(skimage.__file__).parent / "data"
+    gray, rgb = data / "chessboard_GRAY.png", data / "chessboard_RGB.png"
+    with av.open(str(rgb)) as container:  # (in its own format: as decoded, no conversion)
+        frame = next(container.decode(video=0))
+        deep = frame.to_ndarray()
+    assert frame.format.name == "rgb48be" and deep.dtype == np.uint16 and 52690 in deep
+    assert (np.round(deep / 257) == np.asarray(Image.open(gray))[..., None]).all()  # the referee: no |d| at all
+    said = ("B's rgb48be frames are reduced to 8 bits by FFmpeg's conversion (swscale, as format=rgb24 makes "
+            "them), which can differ from rounding by 1: a max |d| of 1 may be that conversion alone")
+    out = quality_cli(gray, rgb).stdout
+    assert "max |d| 1," in out and said in out.splitlines(), out
+    values = np.tile(np.array([[0, 11411, 12845, 20655], [44880, 52690, 54124, 65535]], np.uint16), (4, 2))
+    Image.fromarray(values).save(tmp_path / "deep.png")
+    Image.fromarray(np.round(values / 257).astype(np.uint8)).save(tmp_path / "rounded.png")
+    out = quality_cli(tmp_path / "rounded.png", tmp_path / "deep.png").stdout
+    assert "max |d| 1," in out and said.replace("B's rgb48be", "B's gray16be") in out.splitlines(), out
 
 
 def test_a_share_over_16_too_small_to_show_reads_below_its_last_digit(tmp_path, quality_cli):
