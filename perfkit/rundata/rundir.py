@@ -383,14 +383,25 @@ def merge_hosts(run_dir: Path, hosts: int) -> list[TrialRecord]:
     by_index: dict[int, dict[int, TrialRecord]] = {}
     cut: dict[int, set[int]] = {}
     untold = set()  # the hosts holding a damaged line that names no trial
+    torn: set[int] = set()  # of those, the ones whose one such line is the file's last
     for part in host_parts(run_dir):
+        host = int(part.name[4:])
         for rec in read_trials(part):
-            by_index.setdefault(rec["index"], {})[int(part.name[4:])] = rec
+            by_index.setdefault(rec["index"], {})[host] = rec
         named, unnamed = unreadable_trials(part)
         for index in named:
-            cut.setdefault(index, set()).add(int(part.name[4:]))
+            cut.setdefault(index, set()).add(host)
         if unnamed:
-            untold.add(int(part.name[4:]))
+            untold.add(host)
+            torn |= {host} if unnamed == 1 and torn_end(part) == {} else set()
+    for host in torn:
+        # the runner runs the plan in order: where the host recorded every trial below the lowest it lacks and none
+        # above, its cut last line began that one (as finish's stderr line names it from the plan)
+        held = [i for i, recs in by_index.items() if host in recs]
+        lacks = min((i for i, recs in by_index.items() if host not in recs), default=None)
+        if lacks is not None and all(i < lacks for i in held):
+            cut.setdefault(lacks, set()).add(host)
+            untold.discard(host)
     merged = [merge_trial(recs, hosts, cut.get(i, ()), untold) for i, recs in sorted(by_index.items())]
     write_atomic(run_dir / "trials.jsonl", "".join(json.dumps(t) + "\n" for t in merged))
     return merged

@@ -100,3 +100,22 @@ def test_a_host_whose_damaged_line_names_no_trial_is_not_said_to_have_recorded_n
     assert merged.get("untold_hosts") == [0] and "missing_hosts" not in merged and "cut_hosts" not in merged
     failed = json.loads((run / "summary.json").read_text())["trials"]["failed"]
     assert [(f["index"], f.get("untold_hosts"), f.get("missing_hosts")) for f in failed] == [(1, [0], None)]
+
+
+def test_a_host_whose_last_line_is_cut_before_its_number_is_said_to_have_recorded_the_trial_stderr_names(
+        tmp_path, write_case):
+    """Host 1's last line (trial 3, a) cut to '{"ind': stderr named trial 3, the plan's first host 1 did not record,
+    but report.md said host 1's trial 'cannot be told' (untold_hosts). The same reasoning holds for the merge: the
+    line is the file's last, every whole record of host 1 lies below trial 3, the lowest it lacks; so report.md says
+    host 1 recorded trial 3 and its line is cut short. A damaged line with a whole record after it stays untold (the
+    test above)."""
+    run = two_host_run(tmp_path / "run", write_case)
+    part = run / "hosts/host1/trials.jsonl"
+    text = part.read_text()
+    part.write_text(text[: len(text) - len(text.splitlines(True)[-1])] + '{"ind')
+    res = perfkit("report", run)
+    assert res.returncode == 3 and "no whole record of trial 3 (a), the plan's first not recorded" in res.stderr
+    assert failed_lines(run) == ["- trial 3 (a): **incomplete**: host 1 recorded it, but its record (its line in "
+                                 "`hosts/host1/trials.jsonl`) is cut short or damaged, so it lacks its ranks"]
+    merged = read_jsonl(run / "trials.jsonl")[3]
+    assert merged.get("cut_hosts") == [1] and "untold_hosts" not in merged and "missing_hosts" not in merged
