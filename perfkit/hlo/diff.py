@@ -5,7 +5,7 @@ counter. Ranks that compile differently named modules by design (pipeline stages
 ``jit_stage0``, ranks 4-7 ``jit_stage1``) are grouped by role (``roles``): a module is compared across
 its role's ranks and is not missing on the others. Per module, ranks are grouped by the canonical
 fingerprint (names, numbering and metadata ignored) and by where their collectives receive (buffer
-assignment); every rank outside the largest
+assignment: an allocation named by its kind and place among its kind's, not its number); every rank outside the largest
 group is explained against it: ENTRY op count, opcode histogram, the first differing instruction in
 canonical order, instructions only on one side, changed constants and attributes, temp size and
 receive-buffer offsets. Both functions return plain JSON-able dicts (the ``--json`` contract);
@@ -360,6 +360,8 @@ def compare_module(label: str, slot: dict[int, Summary], all_ranks: list[int],
     groups = _groups({r: m.key(with_buffers) for r, m in slot.items()})
     majority = slot[groups[0][0]]
     missing = [r for r in all_ranks if r not in slot]
+    # grouped by where they receive, not by the allocations' numbers: say where those alone differ
+    renumbered = [r for g in groups for r in g[1:] if with_buffers and slot[r].allocations != slot[g[0]].allocations]
     known: dict[str, list[str]] = {}
     return {
         "name": label, "module": majority.name,
@@ -367,6 +369,7 @@ def compare_module(label: str, slot: dict[int, Summary], all_ranks: list[int],
         "consistent": len(groups) == 1 and not (missing and majority.collectives),
         "groups": groups, "fingerprints": [slot[g[0]].fingerprint for g in groups],
         "divergent_ranks": sorted(r for g in groups[1:] for r in g), "missing_ranks": missing,
+        "renumbered_ranks": sorted(renumbered),
         "entry_ops": majority.entry_ops, "instructions": majority.instructions, "collectives": majority.collectives,
         "temp_bytes": majority.temp_bytes, "buffers_compared": with_buffers, "file": str(majority.files.hlo),
         "divergences": [divergence(full(majority), full(slot[g[0]]), g, known) for g in groups[1:]],

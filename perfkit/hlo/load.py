@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import marshal
+from collections import Counter
 from typing import Hashable, NamedTuple
 
 from perfkit.common.workers import Pool, usable_cores
@@ -67,7 +68,10 @@ class Summary(NamedTuple):
     files: DumpFiles
     name: str
     fingerprint: str
-    receive: tuple[tuple[str, str, int, int], ...] | None  # (label, index, allocation, offset); None: no assignment
+    # (label, index, place, offset); place: the allocation's kind and its place among those of that kind (its
+    # number names it in its own file only: one allocation more renumbers every later one); None: no assignment
+    receive: tuple[tuple[str, str, tuple[str, int], int], ...] | None
+    allocations: tuple[int, ...] | None  # the allocation each receive buffer sits in, by its number
     entry_ops: int
     instructions: int
     collectives: int
@@ -116,9 +120,24 @@ def _load_module(rank: int, files: DumpFiles) -> RankModule:
     return RankModule(rank, files, module, fps, flat, roots, receive, allocations, temp, total)
 
 
+def _places(allocations: list[Allocation]) -> dict[int, tuple[str, int]]:
+    """Each allocation's number -> its kind and its place among the allocations of that kind: what names it
+    alike on ranks whose allocations are numbered apart (a constant allocation more on one)."""
+    seen: Counter[str] = Counter()
+    out = {}
+    for x in allocations:
+        out[x.number] = (x.kind, seen[x.kind])
+        seen[x.kind] += 1
+    return out
+
+
 def summarize(m: RankModule) -> Summary:
-    receive = None if m.receive is None else tuple((b.label, b.index, b.allocation, b.offset) for b in m.receive)
-    return Summary(m.rank, m.files, m.name, m.fingerprint, receive, m.entry_ops, len(m.flat),
+    receive = numbers = None
+    if m.receive is not None:
+        place = _places(m.allocations or [])
+        receive = tuple((b.label, b.index, place[b.allocation], b.offset) for b in m.receive)
+        numbers = tuple(b.allocation for b in m.receive)
+    return Summary(m.rank, m.files, m.name, m.fingerprint, receive, numbers, m.entry_ops, len(m.flat),
                    len(collectives(m.flat, m.roots)), m.temp_bytes)
 
 

@@ -179,6 +179,9 @@ def _module(w: _Writer, m: dict) -> None:
     shape = (f"{_count(m['entry_ops'], 'ENTRY op')}, {_count(m['instructions'], 'instruction')}, "
              f"{_count(m['collectives'], 'collective')}")
     missing = f"; not compiled on {ranks_text(m['missing_ranks'])}" if m["missing_ranks"] else ""
+    if m.get("renumbered_ranks"):  # (absent from results of older versions)
+        missing += (f"; allocations numbered apart on {ranks_text(m['renumbered_ranks'])} (buffer assignment), "
+                    "the same receive places")
     if len(m["groups"]) == 1:
         # one rank alone compiled it: nothing it could be identical to
         alike = "alone" if len(m["groups"][0]) == 1 else "identical"
