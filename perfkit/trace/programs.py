@@ -85,18 +85,40 @@ def shape_text(shape) -> str:
 
 
 def _groups(inst) -> Groups | None:
-    """A collective ``HloInstructionProto``'s groups: listed (its ``collective_device_list``, else the older
-    ``replica_groups``) or in iota form; None for one whose bytes sent need none."""
+    """A collective ``HloInstructionProto``'s groups, in HLO text's form: listed (its ``collective_device_list``,
+    else the older ``replica_groups``), in iota form (the list's own iota field, which newer XLA leaves unwritten,
+    or the instruction's ``iota_collective_device_list``) or over a mesh's axes (``mesh_axes_replica_group_list``);
+    None for one whose bytes sent need none."""
     if base_opcode(inst.opcode) in _UNGROUPED:
         return None
-    iota = inst.collective_device_list.iota_replica_group_list
+    iota = next((i for i in (inst.iota_collective_device_list, inst.collective_device_list.iota_replica_group_list)
+                 if i.num_devices_per_group > 0), None)
+    mesh = inst.mesh_axes_replica_group_list
     listed = inst.collective_device_list.replica_groups or inst.replica_groups
-    if iota.num_devices_per_group > 0:
+    if iota is not None:
         count, size = iota.num_replica_groups, iota.num_devices_per_group
         groups = f"[{count},{size}]<=[{count * size}]"
+    elif mesh.axes:
+        groups = _mesh_text(mesh)
+        if groups is None:  # not read as every device: n unknown
+            return None
     else:
         groups = "{" + ",".join("{" + ",".join(map(str, g.replica_ids)) + "}" for g in listed) + "}"
     return Groups(inst.opcode, groups, inst.channel_id > 0, bool(inst.use_global_device_ids))
+
+
+def _mesh_text(groups) -> str | None:
+    """A ``MeshAxesReplicaGroupListProto`` in HLO text's form, ``mesh['a0'=2,'a1'=4] {'a1'}`` (the axes named by
+    place: only sizes count here): a group runs over the axes listed, each whole or a sub-axis ``'a1':(1)2`` (its
+    pre-size, then its size). None where an axis it lists is not the mesh's or has no size."""
+    sizes = [a.size for a in groups.mesh.axes]
+    axes = []
+    for ref in groups.axes:
+        sub = ref.sub_axis_info if ref.HasField("sub_axis_info") else None
+        if not 0 <= ref.mesh_axis_index < len(sizes) or sizes[ref.mesh_axis_index] < 1 or sub and sub.size < 1:
+            return None
+        axes.append(f"'a{ref.mesh_axis_index}'" + (f":({sub.pre_size}){sub.size}" if sub else ""))
+    return "mesh[" + ",".join(f"'a{k}'={size}" for k, size in enumerate(sizes)) + "] {" + ",".join(axes) + "}"
 
 
 def read_program(data: bytes, path: Path | str) -> Program:

@@ -44,7 +44,9 @@ _XPLANE = {
 }
 
 # The HloProto fields a trace reader needs: op name -> opcode, output shape, called computations, a collective's
-# groups (xla_data.proto's ReplicaGroup, CollectiveDeviceListProto) and the module's device assignment.
+# groups (xla_data.proto's ReplicaGroup, CollectiveDeviceListProto, IotaReplicaGroupListProto,
+# MeshAxesReplicaGroupListProto; MeshProto's MeshAxis and AxisRefProto's SubAxis, nested there, stand alone here)
+# and the module's device assignment.
 _HLO = {
     "HloProto": [("hlo_module", 1, "HloModuleProto", None)],
     "HloModuleProto": [("name", 1, "string", None), ("computations", 3, "HloComputationProto*", None),
@@ -58,12 +60,20 @@ _HLO = {
                             ("id", 35, "int64", None), ("operand_ids", 36, "int64*", None),
                             ("called_computation_ids", 38, "int64*", None), ("channel_id", 26, "int64", None),
                             ("replica_groups", 49, "ReplicaGroup*", None), ("use_global_device_ids", 71, "int64", None),
-                            ("collective_device_list", 87, "CollectiveDeviceListProto", None)],
+                            # newer XLA writes one of three (a oneof there), older ones the list's iota field
+                            ("collective_device_list", 87, "CollectiveDeviceListProto", None),
+                            ("iota_collective_device_list", 92, "IotaReplicaGroupListProto", None),
+                            ("mesh_axes_replica_group_list", 93, "MeshAxesReplicaGroupListProto", None)],
     "ReplicaGroup": [("replica_ids", 1, "int64*", None)],
     "CollectiveDeviceListProto": [("replica_groups", 1, "ReplicaGroup*", None),
                                   ("iota_replica_group_list", 2, "IotaReplicaGroupListProto", None)],
     "IotaReplicaGroupListProto": [("num_replica_groups", 1, "int64", None),
                                   ("num_devices_per_group", 2, "int64", None)],
+    "MeshAxesReplicaGroupListProto": [("mesh", 1, "MeshProto", None), ("axes", 2, "AxisRefProto*", None)],
+    "MeshProto": [("axes", 1, "MeshAxis*", None)],
+    "MeshAxis": [("name", 1, "string", None), ("size", 2, "int64", None)],
+    "AxisRefProto": [("mesh_axis_index", 1, "int64", None), ("sub_axis_info", 2, "SubAxis", None)],
+    "SubAxis": [("pre_size", 1, "int64", None), ("size", 2, "int64", None)],
     "ShapeProto": [("element_type", 2, "int64", None), ("dimensions", 3, "int64*", None),
                    ("tuple_shapes", 4, "ShapeProto*", None)],
 }
