@@ -323,9 +323,12 @@ def parting_of(seq: pd.DataFrame, chips: pd.DataFrame, programs: dict[int, Path]
     if first is None and listed:  # a hang at the place where they part: no chip completed it, their programs say it
         first = _waiting_parting(seq, pd.DataFrame(rows, columns=CHIP_COLUMNS), listed)
     if first is not None and listed:
-        ref = first["majority"][0]["rank"]
-        base = listed.get(ref, {}).get(first["module"])
-        if base is not None:
+        # the majority's program from its first rank with a dump of the module: one rank's missing dump hides no
+        # other's; none where no majority rank has one, which the text says
+        ref = next((c["rank"] for c in first["majority"] if first["module"] in listed.get(c["rank"], {})), None)
+        first["program_rank"] = ref
+        if ref is not None:
+            base = listed[ref][first["module"]]
             first["program_count"] = len(base)  # what the collective's place counts against: the program's, a step's
             changes = {str(p["rank"]): _program_change(base, listed[p["rank"]][first["module"]]) for p in first["parted"]
                        if first["module"] in listed.get(p["rank"], {})}
@@ -502,8 +505,8 @@ def _parted(first: dict, status: str | None) -> str:
     # the program compared against: the majority's, or where one chip alone got farthest (the others hung before
     # it), that rank's, named
     chips_seen = len(first["majority"]) + len(first["parted"])
-    theirs_is = ("the majority's" if 2 * len(first["majority"]) > chips_seen
-                 else f"rank {first['majority'][0]['rank']}'s")
+    compared = first.get("program_rank", first["majority"][0]["rank"])  # (summaries from before it: the first's)
+    theirs_is = "the majority's" if 2 * len(first["majority"]) > chips_seen else f"rank {compared}'s"
     for rank, change in (first.get("programs") or {}).items():
         # a collective added where one is lacked, at one place: the rank runs another collective there
         swapped = {c["index"]: c for c in change["adds"]}
@@ -536,7 +539,26 @@ def _parted(first: dict, status: str | None) -> str:
         unknown = first["program_unknown"]
         text += (f"; rank{'s' * (len(unknown) > 1)} {', '.join(map(str, unknown))}'s program is unknown (no dump of "
                  f"{first['module']} beside {'their traces' if len(unknown) > 1 else 'its trace'})")
-    return text
+    return text + _program_read(first)
+
+
+def _program_read(first: dict) -> str:
+    """The clause on whose program the parted ranks' were compared with, where that is not the majority's first
+    chip's rank's (whose dump is missing): that rank's; or, where no majority rank has a dump of the module, that the
+    programs were not compared."""
+    if "program_rank" not in first:  # no dumps given, or a summary from before it
+        return ""
+    ranks = list(dict.fromkeys(c["rank"] for c in first["majority"]))
+    if first["program_rank"] is None:
+        who = (f"no rank of the majority (ranks {', '.join(map(str, ranks))}) has" if len(ranks) > 1
+               else f"rank {ranks[0]} has no")
+        return f". Programs not compared: {who} a dump of {first['module']} beside its trace"
+    missing = ranks[:ranks.index(first["program_rank"])]
+    if not missing:
+        return ""
+    return (f"; the program compared with is rank {first['program_rank']}'s (rank"
+            f"{'s' * (len(missing) > 1)} {', '.join(map(str, missing))} {'have' if len(missing) > 1 else 'has'} no "
+            f"dump of {first['module']} beside {'their traces' if len(missing) > 1 else 'its trace'})")
 
 
 def _in_place(added: dict, lacked: dict, place: str, theirs_is: str) -> str:
