@@ -1,5 +1,5 @@
 """The README's "In a notebook" example and its summary-validation lines run as written, on a quickstart run
-they name."""
+they name; its Commands table names every option of the commands it lists."""
 
 from __future__ import annotations
 
@@ -9,6 +9,10 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import click
+
+from perfkit.cli import cli
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -54,3 +58,30 @@ def test_the_readme_says_how_to_reach_perfkit_before_its_first_command():
     assert first is not None
     said = text.find("source .venv/bin/activate")
     assert 0 <= said < text.find(first.group(0) + blocks[first.end():].split("\n", 1)[0])
+
+
+def test_the_commands_table_names_every_option_of_each_command_it_lists():
+    """A newcomer reads the Commands table as the list of what each command takes: `trace diff` there showed
+    two of its six options, `trace tail` none of `--hlo` / `--json`, and `--last-step`, which the traces section
+    tells HTA users to pass, was in no row. Every option of a command (its long or its short form) is in one of
+    the rows that name that command."""
+    text = (REPO / "README.md").read_text()
+    table = text.split("\n## Commands\n", 1)[1].split("\n\n", 1)[0]
+    cells: dict[tuple[str, ...], str] = {}
+    for row in table.splitlines():
+        named = re.match(r"\| `perfkit ([a-z][a-z -]*?)(?= [A-Z\[-]|`)", row)
+        if named:
+            words = tuple(named.group(1).split())
+            cells[words] = cells.get(words, "") + row.split(" | ", 1)[0]
+    assert ("trace", "diff") in cells and ("check",) in cells
+    missing = []
+    for words, cell in cells.items():
+        command = cli
+        with click.Context(cli) as ctx:
+            for word in words:
+                command = command.get_command(ctx, word)
+        for param in command.params:
+            if isinstance(param, click.Option) and "--help" not in param.opts and "--version" not in param.opts:
+                if not any(re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", cell) for o in param.opts):
+                    missing.append(f"perfkit {' '.join(words)} {param.opts[-1]}")
+    assert not missing, missing
