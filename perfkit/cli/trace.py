@@ -571,8 +571,11 @@ def tail(paths, k, as_json, programs):
     click.echo("\n" * bool(len(others)) + "chips, earliest trace end first (ms):")
     shown = chips.rename(columns={f"at_first_stop_{c}": f"at_first_end_{c}" for c in ("name", "kind", "category")})
     click.echo(_ms(shown, ["last_end_ps", "before_last_ps"]).to_string(index=False))
-    # collectives with no step: the traces hold no step marker (a chip with none in marked traces is in their first)
-    unmarked = bool(((sequence["completed"] > 0) & sequence["last_step"].isna()).any())
+    # collectives with no step: the traces hold no step marker (a chip with none in marked traces is in their first);
+    # traces without a collective say so by where their steps came from
+    files_steps = last.attrs.get("steps_from", [])
+    unmarked = (bool(((sequence["completed"] > 0) & sequence["last_step"].isna()).any())
+                or (bool(files_steps) and all(f == "none" for f in files_steps)))
     outside = ("; step -: these traces hold no step marker" if unmarked else "; step -: outside every step's "
                "span, e.g. after the last step marker closed") * bool((last["step"] < 0).any())
     click.echo(f"\nlast {k} ops per chip (ms from the trace start{outside}):")

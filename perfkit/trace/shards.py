@@ -448,7 +448,7 @@ def tail_along(paths: list[str | Path], k: int, along: Callable | None, columns:
 
 
 def _ops_stacked(frames: list[pd.DataFrame], shifts: list[int], done: Combined) -> pd.DataFrame:
-    """Events of the shards as one frame, on one clock."""
+    """Events of the shards as one frame, on one clock; ``attrs``: ``measured`` and ``steps_from``, as read."""
     out = events.concat([f.assign(start_ps=f["start_ps"] + shift) for f, shift in zip(frames, shifts)])
-    out.attrs["measured"] = done.measured
+    out.attrs.update(measured=done.measured, steps_from=done.steps_from)
     return out

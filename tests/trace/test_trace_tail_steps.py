@@ -99,3 +99,21 @@ def test_the_legend_says_an_ended_chip_s_wait_is_not_known(tmp_path):
     (legend,) = [line for line in result.stdout.splitlines() if line.startswith("waiting_from: ")]
     assert legend.endswith("; ended: none named: its trace ends after its last, its step's marker closed with no later "
                            "op, so it cannot say whether the chip waits at its program's next or left it")
+
+
+def test_ops_in_traces_without_step_markers_are_not_said_to_follow_a_closed_marker(tmp_path):
+    """A chip with no Steps line and no collective (as the public MI300 conv profile): its last ops are in no step,
+    because its trace holds no step marker at all. The ops table's legend said `step -: outside every step's span,
+    e.g. after the last step marker closed`, as if a marker had closed; the collectives-based check that words it
+    `these traces hold no step marker` saw no collective. By hand: two fusions, no marker."""
+    space = XSpaceWriter("h")
+    space.program(5, "jit_step", [("fusion.1", "fusion", "f32[8,128]")])
+    plane = space.plane("/device:TPU:0")
+    ops = plane.line("XLA Ops", 0)
+    for start in (0, 100):
+        ops.event(plane.op("fusion.1", program_id=5, hlo_category="loop fusion"), start * U, 10 * U)
+    space.save(tmp_path / "h.xplane.pb")
+    result = CliRunner().invoke(cli, ["trace", "tail", str(tmp_path / "h.xplane.pb")])
+    assert result.exit_code == 0, result.output
+    assert "last 5 ops per chip (ms from the trace start; step -: these traces hold no step marker):" in result.stdout
+    assert "marker closed" not in result.stdout
