@@ -5,7 +5,11 @@ analysis that writes the summary (and a matrix's rows) and by every report of it
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+
+from perfkit.errors import BadInput
 
 
 # Trials on a side from which a comparison's CI also takes in Welch's interval of the trials (``stats.compare``): a
@@ -43,6 +47,22 @@ def looks(comparison: dict) -> int:
     look); 1 read once, and in a summary from before the looks were kept."""
     first, last = comparison.get("looks_at") or (1, 1)
     return last - first + 1
+
+
+def looks_hold(comparisons: dict[str, dict], path: str | Path, remedy: str = "") -> None:
+    """BadInput where a comparison's ``looks_at`` (``comparisons``: each by its field, ``comparisons[0]``) is not two
+    trial counts, the first look no later than the last: [5, 3] was read as -1 looks. Its JSON Schema cannot order
+    them, and ``report --progression`` reads a summary.json without it: whatever reads a summary or a baseline holds
+    its looks to this."""
+    for field, c in comparisons.items():
+        at = c.get("looks_at")
+        if at is None:
+            continue
+        if not (isinstance(at, list) and len(at) == 2 and all(type(n) is int and n >= 1 for n in at)):
+            raise BadInput(f"{at}: not two trial counts (a side's at the first look and at the last){remedy}",
+                           path=str(path), field=f"{field}.looks_at")
+        if at[0] > at[1]:
+            raise BadInput(f"{at}: its first look is after its last{remedy}", path=str(path), field=f"{field}.looks_at")
 
 
 def level_text(level: float) -> str:

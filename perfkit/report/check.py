@@ -40,7 +40,8 @@ from pathlib import Path
 import pandas as pd
 
 from perfkit.common.comparison import (LEVEL_NOTE, NO_SPREAD, aa_call_text, aa_called, ci_level, ci_name,
-                                       compared_variant, level_words, looks, noise_range, read_once_at_95,
+                                       compared_variant, level_words, looks, looks_hold,
+                                       noise_range, read_once_at_95,
                                        recorded_ci_name, without_ci)
 from perfkit.common.json_figures import db_cell, from_json, json_safe
 from perfkit.report.cost_check import COST_TOLERANCE, baseline_cost, cost_rows, share_text
@@ -175,7 +176,7 @@ def checks_timing(baseline: dict, path: str | Path) -> None:
                        "variants, with --update-baseline", path=str(path), field="comparisons")
     _ratios_hold([(f"{key}[{i}]", c["ratio"], "ci", c["ci"])
                   for key in ("comparisons", "serve") for i, c in enumerate(baseline.get(key) or [])], path)
-    _looks_hold(baseline["comparisons"], path)
+    looks_hold({f"comparisons[{i}]": c for i, c in enumerate(baseline["comparisons"])}, path)
 
 
 def checks_run_ratios(summary: dict, path: Path) -> None:
@@ -185,7 +186,7 @@ def checks_run_ratios(summary: dict, path: Path) -> None:
     _ratios_hold([(f"comparisons[{i}]", c["ratio"], "ci", c["ci"]) for i, c in enumerate(summary["comparisons"])]
                  + [(f"serve.comparisons[{i}]", c["ratio"], "ci_lo, ci_hi", [c["ci_lo"], c["ci_hi"]])
                     for i, c in enumerate((summary.get("serve") or {}).get("comparisons") or [])], path, remedy)
-    _looks_hold(summary["comparisons"], path, remedy)
+    looks_hold({f"comparisons[{i}]": c for i, c in enumerate(summary["comparisons"])}, path, remedy)
 
 
 def _not_finished(run_dir: Path, what: str) -> BadInput:
@@ -249,15 +250,6 @@ def _ratios_hold(ratios: list[tuple[str, float | None, str, list | None]], path:
         if ci[0] > ci[1]:
             raise BadInput(f"{ci}: its low end is above its high end{remedy}", path=str(path),
                            field=f"{entry}.{ci_field}")
-
-
-def _looks_hold(comparisons: list[dict], path: str | Path, remedy: str = "") -> None:
-    """BadInput where a comparison's ``looks_at`` (two trial counts: its schema holds them so) has its first look
-    after its last: [5, 3] was read as -1 looks."""
-    for i, c in enumerate(comparisons):
-        if c.get("looks_at") and c["looks_at"][0] > c["looks_at"][1]:
-            raise BadInput(f"{c['looks_at']}: its first look is after its last{remedy}", path=str(path),
-                           field=f"comparisons[{i}].looks_at")
 
 
 def _devices_text(devices: dict | None, counts_only: bool = False, kinds: bool = False) -> str | None:

@@ -49,3 +49,19 @@ def test_a_header_true_of_every_row_stays_where_it_is(make_run):
     lines = CliRunner().invoke(cli, ["report", "--progression", str(first), str(second)]).output.splitlines()
     assert "| b/a [95% CI] |" in lines[0] and all("| 1.200 [1.170, 1.230] |" in line for line in lines[2:4])
     assert "in brackets, the ratio's 95% CI" in lines[-1]
+
+
+def test_looks_out_of_order_are_refused_as_check_refuses_them(make_run):
+    """A hand-edited ``looks_at: [5, 3]`` (two trial counts, the first after the last; its JSON Schema cannot order
+    them) was read as -1 looks and shown as a level read once: the one line, naming the file and the key, exit 2, that
+    ``perfkit check`` gives of it."""
+    run = make_run("looked")
+    _looked(run, 0.9834, [2, 6])
+    path = run / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["comparison"]["looks_at"] = [5, 3]
+    path.write_text(json.dumps(summary))
+    res = CliRunner().invoke(cli, ["report", "--progression", str(run)])
+    assert res.exit_code == 2 and res.output.splitlines() == [res.output.strip()], res.output
+    assert res.output.startswith(f"perfkit: {path}: comparison.looks_at: [5, 3]: its first look is after its last"), \
+        res.output
