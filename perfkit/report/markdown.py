@@ -435,11 +435,12 @@ def _no_steps(failed: dict) -> str:
     return f": rank 0's {done} steps are all warmup (the case drops the first {failed.get('warmup', '?')})"
 
 
-def _missing_hosts(failed: dict) -> str:
+def _missing_hosts(failed: dict, untold: dict[int, list[int]]) -> str:
     """Why a multi-host run's trial is incomplete: the hosts that recorded no part of it, those whose record of it is
     cut short or damaged, and those holding a damaged line that names no trial (which it held cannot be told), whose
-    ranks it lacks."""
-    missing, cut, untold = (failed.get(k, []) for k in ("missing_hosts", "cut_hosts", "untold_hosts"))
+    ranks it lacks. ``untold``: each such host's trials (the run's failed ones it may have held), said why at the
+    first of them, which the others point to."""
+    missing, cut, hosts_untold = (failed.get(k, []) for k in ("missing_hosts", "cut_hosts", "untold_hosts"))
     said = []
     if missing:
         said.append(f"host{'s' * (len(missing) > 1)} {', '.join(map(str, missing))} recorded no part of it (never "
@@ -450,9 +451,17 @@ def _missing_hosts(failed: dict) -> str:
     elif cut:
         said.append(f"hosts {', '.join(map(str, cut))} recorded it, but their records (their lines in "
                     "`hosts/host<I>/trials.jsonl`) are cut short or damaged")
-    said += [f"host {h} holds a line in `hosts/host{h}/trials.jsonl` damaged before it names its trial: whether that "
-             "line was its record of this trial cannot be told" for h in untold]
-    hosts = len(missing) + len(cut) + len(untold)
+    for h in hosts_untold:
+        first, *others = untold[h]
+        if first != failed["index"]:
+            said.append(f"host {h} may have recorded it in its damaged line (trial {first} says so)")
+            continue
+        which = (f"which of trials {', '.join(map(str, untold[h]))} that line was its record of, if "
+                 f"{'either' if len(others) == 1 else 'any'}," if others
+                 else "whether that line was its record of this trial")
+        said.append(f"host {h} holds a line in `hosts/host{h}/trials.jsonl` damaged before it names its trial: "
+                    f"{which} cannot be told")
+    hosts = len(missing) + len(cut) + len(hosts_untold)
     return f": {'; '.join(said)}, so it lacks {'their' if hosts > 1 else 'its'} ranks" if said else ""
 
 
@@ -469,9 +478,13 @@ def _first_failed(failed: dict) -> str:
 def _failures(summary: dict) -> list[str]:
     """Each failed or hung trial: its ranks that did not end well, where their threads wait, their last stderr."""
     lines = []
+    untold: dict[int, list[int]] = {}  # a host's failed trials that its damaged line naming no trial may have held
     for f in summary["trials"]["failed"]:
-        lines.append(f"- trial {f['index']} ({f['variant']}): **{f['status']}**" + _no_steps(f) + _missing_hosts(f)
-                     + _first_failed(f))
+        for h in f.get("untold_hosts", []):
+            untold.setdefault(h, []).append(f["index"])
+    for f in summary["trials"]["failed"]:
+        lines.append(f"- trial {f['index']} ({f['variant']}): **{f['status']}**" + _no_steps(f)
+                     + _missing_hosts(f, untold) + _first_failed(f))
         for r in f["ranks"]:
             if r.get("exit_code") != 0 or r.get("running_at_end"):
                 where = ("still running at the end" if r.get("running_at_end")

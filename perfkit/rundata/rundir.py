@@ -212,12 +212,13 @@ def lost_trials(trials: list[TrialRecord], planned: Iterable[int]) -> list[int]:
 CUT_RECORD = re.compile(rb'\{"index": (?P<index>-?\d+)(?:, "variant": (?P<variant>"(?:[^"\\]|\\.)*"))?[,}]')
 
 
-def unreadable_trials(part: Path) -> tuple[set[int], int]:
+def unreadable_trials(part: Path) -> tuple[set[int], list[dict]]:
     """The trials that a line of ``part``'s trials.jsonl begins a record of but holds no whole one of (cut short or
-    damaged: ``read_trials`` skips it), as far as the line still names its trial (``CUT_RECORD``); and how many such
-    lines name none (damaged before the trial's number: which trial each held cannot be told)."""
+    damaged: ``read_trials`` skips it), as far as the line still names its trial (``CUT_RECORD``); and of each such
+    line that names none (damaged before the trial's number), what the rest of its record still says of its trial
+    (``told_keys``: ``{}`` where nothing)."""
     path = part / "trials.jsonl"
-    found, untold = set(), 0
+    found, untold = set(), []
     for line in path.read_bytes().splitlines() if path.exists() else []:
         try:
             json.loads(line)
@@ -225,8 +226,28 @@ def unreadable_trials(part: Path) -> tuple[set[int], int]:
             if start := CUT_RECORD.match(line):
                 found.add(int(start["index"]))
             else:
-                untold += 1
+                untold.append(told_keys(line))
     return found, untold
+
+
+# The keys after a record's index that name its trial, in the order ``append_trial`` writes them
+TRIAL_KEYS = ("variant", "round", "dir")
+
+
+def told_keys(line: bytes) -> dict:
+    """What a damaged line's record still says of its trial (``TRIAL_KEYS``): the record read from one of those keys
+    on, where that rest of the line is a whole JSON object (the damage lies before it); ``{}`` where none is. A rest
+    begun at a key of a nested object is never whole: its object's end would leave the line's brackets unmatched."""
+    for key in TRIAL_KEYS:
+        at = line.find(b'"%s": ' % key.encode())
+        if at < 0:
+            continue
+        try:
+            rest = json.loads(b"{" + line[at:])
+        except ValueError:
+            continue
+        return {k: rest[k] for k in TRIAL_KEYS if k in rest} if isinstance(rest, dict) else {}
+    return {}
 
 
 def torn_end(part: Path) -> dict | None:
@@ -382,26 +403,35 @@ def merge_hosts(run_dir: Path, hosts: int) -> list[TrialRecord]:
     record checked (``read_trials``); returns the merged trials."""
     by_index: dict[int, dict[int, TrialRecord]] = {}
     cut: dict[int, set[int]] = {}
-    untold = set()  # the hosts holding a damaged line that names no trial
-    torn: set[int] = set()  # of those, the ones whose one such line is the file's last
+    untold: dict[int, set[int]] = {}  # trial -> the hosts lacking it whose damaged line naming no trial may hold it
     for part in host_parts(run_dir):
         host = int(part.name[4:])
         for rec in read_trials(part):
             by_index.setdefault(rec["index"], {})[host] = rec
+    for part in host_parts(run_dir):
+        host = int(part.name[4:])
         named, unnamed = unreadable_trials(part)
         for index in named:
             cut.setdefault(index, set()).add(host)
-        if unnamed:
-            untold.add(host)
-            torn |= {host} if unnamed == 1 and torn_end(part) == {} else set()
-    for host in torn:
-        # the runner runs the plan in order: where the host recorded every trial below the lowest it lacks and none
-        # above, its cut last line began that one (as finish's stderr line names it from the plan)
-        held = [i for i, recs in by_index.items() if host in recs]
-        lacks = min((i for i, recs in by_index.items() if host not in recs), default=None)
-        if lacks is not None and all(i < lacks for i in held):
-            cut.setdefault(lacks, set()).add(host)
-            untold.discard(host)
-    merged = [merge_trial(recs, hosts, cut.get(i, ()), untold) for i, recs in sorted(by_index.items())]
+        lacks = sorted(i for i, recs in by_index.items() if host not in recs)
+        maybe: set[int] = set()
+        for said in unnamed:
+            # the trials whose records agree with what is left of the line's (its folder names one; nothing left, all)
+            fits = [i for i, recs in by_index.items()
+                    if all(next(iter(recs.values())).get(k) == v for k, v in said.items())]
+            if said and len(fits) == 1:
+                if fits[0] in lacks:  # (else the host recorded that trial again, whole)
+                    cut.setdefault(fits[0], set()).add(host)
+            else:
+                maybe |= set(fits) & set(lacks)
+        if maybe and len(unnamed) == 1 and torn_end(part) == {}:
+            # the runner runs the plan in order: where the host recorded every trial below the lowest it lacks and
+            # none above, its cut last line began that one (as finish's stderr line names it from the plan)
+            if all(i < lacks[0] for i, recs in by_index.items() if host in recs):
+                cut.setdefault(lacks[0], set()).add(host)
+                maybe = set()
+        for index in maybe:
+            untold.setdefault(index, set()).add(host)
+    merged = [merge_trial(recs, hosts, cut.get(i, ()), untold.get(i, ())) for i, recs in sorted(by_index.items())]
     write_atomic(run_dir / "trials.jsonl", "".join(json.dumps(t) + "\n" for t in merged))
     return merged

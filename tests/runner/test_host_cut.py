@@ -119,3 +119,43 @@ def test_a_host_whose_last_line_is_cut_before_its_number_is_said_to_have_recorde
                                  "`hosts/host1/trials.jsonl`) is cut short or damaged, so it lacks its ranks"]
     merged = read_jsonl(run / "trials.jsonl")[3]
     assert merged.get("cut_hosts") == [1] and "untold_hosts" not in merged and "missing_hosts" not in merged
+
+
+def test_a_damaged_line_whose_record_still_names_its_trial_is_told(tmp_path, write_case):
+    """Host 0's line of trial 1 damaged in its first bytes, before its number, the rest of the record whole, and host 0
+    stopped before trial 3: report.md said of trials 1 and 3 alike that whether the damaged line was host 0's record
+    of them cannot be told, though the record's rest names its trial (its variant, round and folder: trial 1's, which
+    trial 3's are not). Each is said for what befell it."""
+    run = two_host_run(tmp_path / "run", write_case)
+    part = run / "hosts/host0/trials.jsonl"
+    lines = part.read_text().splitlines(True)
+    assert lines[1].startswith('{"index": 1, "variant": "b", "round": 0, "dir": "trials/01-b", ')
+    part.write_text("".join([lines[0], "#" * 12 + lines[1][12:], lines[2]]))
+    assert perfkit("report", run).returncode == 3
+    assert failed_lines(run) == [
+        "- trial 1 (b): **incomplete**: host 0 recorded it, but its record (its line in `hosts/host0/trials.jsonl`) "
+        "is cut short or damaged, so it lacks its ranks",
+        "- trial 3 (a): **incomplete**: host 0 recorded no part of it (never started, stopped before it, or wrote "
+        "elsewhere), so it lacks its ranks"]
+    merged = read_jsonl(run / "trials.jsonl")
+    assert [(t.get("cut_hosts"), t.get("untold_hosts"), t.get("missing_hosts")) for t in merged] == [
+        (None, None, None), ([0], None, None), (None, None, None), (None, None, [0])]
+
+
+def test_a_damaged_line_that_names_nothing_is_said_once_for_the_trials_it_may_have_held(tmp_path, write_case):
+    """Host 0's line of trial 1 cut to its first bytes, nothing of its record left, and host 0 stopped before trial 3:
+    the line may have held either (a resume runs a lost trial again after later ones, so its place in the file does
+    not tell). report.md said why at each trial, each time as if that trial were the only one; it says it once, naming
+    both trials, and the other trial's line points to it."""
+    run = two_host_run(tmp_path / "run", write_case)
+    part = run / "hosts/host0/trials.jsonl"
+    lines = part.read_text().splitlines(True)
+    part.write_text("".join([lines[0], lines[1][:6] + "\n", lines[2]]))
+    assert perfkit("report", run).returncode == 3
+    assert failed_lines(run) == [
+        "- trial 1 (b): **incomplete**: host 0 holds a line in `hosts/host0/trials.jsonl` damaged before it names its "
+        "trial: which of trials 1, 3 that line was its record of, if either, cannot be told, so it lacks its ranks",
+        "- trial 3 (a): **incomplete**: host 0 may have recorded it in its damaged line (trial 1 says so), so it lacks "
+        "its ranks"]
+    merged = read_jsonl(run / "trials.jsonl")
+    assert [t.get("untold_hosts") for t in merged] == [None, [0], None, [0]]
