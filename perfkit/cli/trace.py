@@ -196,6 +196,7 @@ def breakdown(paths, step_pattern, as_json, plot, window, last_step):
     that share.
 
     PATHS are trace files or folders (every *.xplane.pb under a folder, else every Kineto *.json[.gz])."""
+    _one_trial(paths)
     _prepare()
     # pandas and the analyses load only for the command that runs them (``_prepare``)
     import pandas as pd
@@ -349,6 +350,8 @@ def diff(a, b, by, top, step_pattern, window, last_step, as_json):
     if b is None:  # (B is optional only to point a run directory to its command)
         raise BadInput("trace diff compares two traces, A and B; a run directory's variants against its baseline: "
                        "perfkit trace attribution RUN_DIR", path=a)
+    _one_trial([a])
+    _one_trial([b])
     _prepare()
     # pandas and the analyses load only for the command that runs them (``_prepare``)
     import pandas as pd
@@ -470,11 +473,15 @@ def _as_shown(rows: pd.DataFrame, digits: int | None = None) -> pd.DataFrame:
     return rows
 
 
-def _one_trial(paths) -> None:
-    """Refuse, for tail, paths that all lie in one run directory but in no one trial folder of it (the run, its
-    ``trials`` folder, two trials' folders): its trials' chips never ran together, so where they part is no one
-    trial's. The folders to pass are named, those of trials recorded hung or failed first, as tail is for hangs."""
-    from perfkit.rundata.rundir import read_trials, trial_of  # (the run's records: read only where one is given)
+def _one_trial(paths, hangs: bool = False) -> None:
+    """Refuse paths that lie in one run directory but in no one trial folder of it (the run, its ``trials`` folder,
+    two trials' folders): its trials' chips never ran together, so their traces are no one run's. The folders to pass
+    are named, each with its status where trials.jsonl records it: for tail (``hangs``), every trial recorded, those
+    recorded hung or failed first, as tail is for hangs; for the other commands, where the paths hold traces of two
+    trials or more, those trials, the ones the command would read, in order."""
+    # the run's records and its trace files: read only where one is given
+    from perfkit.rundata.rundir import read_trials, trial_of
+    from perfkit.trace.events import trace_files
 
     runs = {next((q for q in (p, *p.parents) if (q / "case.yaml").is_file() and (q / "trials").is_dir()), None)
             for p in (Path(p).resolve() for p in paths)}
@@ -482,14 +489,28 @@ def _one_trial(paths) -> None:
         return
     run = runs.pop()
     trials = sorted(read_trials(run), key=lambda t: (t["status"] == "ok", t["index"]))
-    if not trials:
-        return  # no trial recorded: the readers say what the folder holds
-    shown = [f"{run / t['dir']} ({t['status']})" for t in trials[:3]]
-    more = f" and {len(trials) - 3} more" if len(trials) > 3 else ""
-    lead = "one trial's folder" + (", a failed one first" if trials[0]["status"] != "ok" else "")
-    raise BadInput(f"a run directory holds a folder per trial, each a run of its own: pass {lead}: "
+    status = {t["dir"]: t["status"] for t in trials}
+    if hangs:
+        if not trials:
+            return  # no trial recorded: the readers say what the folder holds
+        named = [t["dir"] for t in trials]
+        lead = "pass one trial's folder" + (", a failed one first" if trials[0]["status"] != "ok" else "")
+    else:
+        def traced(folders) -> set[str]:
+            return {f"trials/{f.resolve().relative_to(run).parts[1]}" for f in trace_files(folders)
+                    if f.resolve().relative_to(run).parts[0] == "trials"}
+
+        named = sorted(traced(paths))
+        if len(named) < 2:
+            return  # one trial's traces (and files beside them): read as they are
+        every = len(traced([run / "trials"]))
+        lead = (f"these paths hold the traces of {'all ' * (len(named) == every)}{len(named)} of its "
+                f"{'' if len(named) == every else f'{every} '}traced trials: pass one trial's folder")
+    shown = [f"{run / d}" + (f" ({status[d]})" if d in status else "") for d in named[:3]]
+    more = f" and {len(named) - 3} more" if len(named) > 3 else ""
+    raise BadInput(f"a run directory holds a folder per trial, each a run of its own: {lead}: "
                    f"{', '.join(shown)}{more}; or the run to `perfkit trace attribution {run}` for its A/B attribution",
-                   path=" ".join(paths))
+                   path=" ".join(map(str, paths)))
 
 
 # what each chip's waiting_from in trace tail's table says of its wait
@@ -518,7 +539,7 @@ def tail(paths, k, as_json, programs):
     from perfkit.trace.names import readable
     from perfkit.trace.shards import tail_along
 
-    _one_trial(paths)
+    _one_trial(paths, hangs=True)
     dumps = resolve(list(programs))[0].ranks if programs else None
     # each shard's events read once for its tail and for where the chips' collectives part
     chips, last, parts = tail_along(list(paths), k, parting.chip_parts, parting.EVENT_COLUMNS)
@@ -609,6 +630,7 @@ def tail(paths, k, as_json, programs):
 def collectives(paths, step_pattern, top, as_json):
     """Each collective per step: count, bytes sent per device, bandwidth, exposed and hidden time; across
     chips that share a clock, arrival skew, waiting for the last chip, and each step's straggler."""
+    _one_trial(paths)
     _prepare()
     # pandas and the analyses load only for the command that runs them (``_prepare``)
     import pandas as pd
