@@ -258,13 +258,14 @@ def layout(events: pd.DataFrame, window: str = "step") -> Layout:
     span_key, run_key = packed[:len(span_rows)], packed[len(span_rows):]
     at = np.minimum(np.searchsorted(span_key, run_key), len(span_key) - 1)  # spans are sorted by key
     span = np.repeat(np.where(span_key[at] == run_key, at, -1).astype(np.int32), _lengths(first, row.size))
+    apart = np.flatnonzero(span < 0)  # ops outside every step window of a device with markers: not measured
+    outside = _outside(rank[apart], device[apart], end[apart] - start[apart])  # (ops of no duration too)
     busy = end > start
     no_duration = int(((span >= 0) & ~busy).sum())
     if not busy.all():  # ops of no duration bound the spans above; they take no time, so go no further
         row, span, rank, device, start, end = (v[busy] for v in (row, span, rank, device, start, end))
         take = _taker(row)
-    apart = np.flatnonzero(span < 0)  # ops outside every step window of a device with markers: not measured
-    outside = _outside(rank[apart], device[apart], end[apart] - start[apart])
+        apart = np.flatnonzero(span < 0)
     del rank, device, step, keys
     cls = take(cls_all)
     role = np.array([_pair_role(k) for k in events["kind"].cat.categories] + [0], np.int8)

@@ -7,7 +7,9 @@ import json
 from click.testing import CliRunner
 
 from perfkit.cli import cli
+from perfkit.trace.synthetic import XSpaceWriter
 
+U = 1_000_000  # picoseconds per microsecond
 NOTE = "neither timed nor counted here (HTA's TraceDiff counts them)"
 
 
@@ -70,3 +72,49 @@ def test_the_last_step_dropped_counts_only_the_steps_measured(fixtures_dir):
     assert measured == 534
     notes = [n for n in _notes(path, path, "--last-step", "drop") if NOTE in n]
     assert notes == [f"device ops of no duration (534 in A, 534 in B) are {NOTE}"]
+
+
+def _zero_outside(path):
+    """One TPU chip, its one step [10, 110) us; ops fusion.1 at 0 us of no duration and fusion.2 [5, 7) before the
+    step, fusion.3 [20, 30) and fusion.4 at 30 us of no duration in it."""
+    space = XSpaceWriter("h")
+    space.program(5, "jit_m", [(f"fusion.{k}", "fusion", "f32[8]") for k in range(1, 5)])
+    chip = space.plane("/device:TPU:0")
+    chip.line("Steps", 0).event(chip.op("0"), 10 * U, 100 * U)
+    line = chip.line("XLA Ops", 0)
+    for name, start, dur in [("fusion.1", 0, 0), ("fusion.2", 5, 2), ("fusion.3", 20, 10), ("fusion.4", 30, 0)]:
+        line.event(chip.op(name, program_id=5), start * U, dur * U)
+    return space.save(path)
+
+
+def test_an_op_of_no_duration_outside_every_step_is_counted_outside(tmp_path):
+    """By hand: two of the four ops lie before the step (one of no duration), two in it (one of no duration). The
+    outside line counts both before it, 2 ops of 2 us; the op of no duration there was counted nowhere (1 op)."""
+    path = _zero_outside(tmp_path / "z.xplane.pb")
+    result = CliRunner().invoke(cli, ["trace", "breakdown", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["outside_steps"] == [{"rank": 0, "device": 0, "ops": 2, "op_ps": 2 * U}]
+    assert [(r["step"], r["span_ps"], r["compute_ps"]) for r in doc["rows"]] == [(0, 100 * U, 10 * U)]
+    result = CliRunner().invoke(cli, ["trace", "diff", str(path), str(path), "--json"])
+    doc = json.loads(result.stdout)
+    assert doc["outside_steps_a"] == doc["outside_steps_b"] == [{"rank": 0, "device": 0, "ops": 2, "op_ps": 2 * U}]
+    assert [(r["key"], r["a_count"]) for r in doc["rows"]] == [("fusion", 1)]  # fusion.3; fusion.4 takes no time
+
+
+def test_a_kineto_op_of_no_duration_outside_every_step_is_in_the_outside_line_not_the_note(tmp_path):
+    """A Kineto trace of one GPU, GPU-side ProfilerStep#1 [10, 110) us; kernels at 0 (no duration) and [5, 7) before
+    it, [20, 30) and at 30 (no duration) in it: the note counts the one of no duration in the step, the outside
+    line the two before it; the one kernel timed is the diff's one row (by hand: 1 + 2 + 1 = 4 kernels)."""
+    step = {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#1", "pid": 0, "tid": 7, "ts": 10,
+            "dur": 100, "args": {"stream": 7}}
+    kernels = [{"ph": "X", "cat": "kernel", "name": f"k{n}", "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+                "args": {"stream": 7}} for n, (ts, dur) in enumerate([(0, 0), (5, 2), (20, 10), (30, 0)])]
+    path = tmp_path / "z.json"
+    path.write_text(json.dumps({"traceEvents": [step, *kernels]}))
+    result = CliRunner().invoke(cli, ["trace", "diff", str(path), str(path), "--json", "--by", "op"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["outside_steps_a"] == [{"rank": 0, "device": 0, "ops": 2, "op_ps": 2 * U}]
+    assert [(r["key"], r["a_count"]) for r in doc["rows"]] == [("k2", 1)]
+    assert [n for n in doc["notes"] if NOTE in n] == [f"device ops of no duration (1 in A, 1 in B) are {NOTE}"]
