@@ -394,7 +394,7 @@ def planes(path: Path, file_index: int = 0) -> tuple[str, list[PlaneJob]]:
             raise BadInput("not an XSpace: no named planes", path=path)
         jobs = [PlaneJob(file_index, path, s, e, _name(wire.field_ahead(whole, s, e, 2)))
                 for s, e in zip(starts.tolist(), ends.tolist())]
-        if int(ends[-1]) == len(whole) and jobs[-1].name != _TASK_ENVIRONMENT:
+        if host is None and int(ends[-1]) == len(whole) and jobs[-1].name != _TASK_ENVIRONMENT:
             warnings.warn(_cut_note(path, jobs), DefinitionNote, stacklevel=2)
     seen = set()
     for name in (job.name for job in jobs if events_read(job.name)):
@@ -406,14 +406,18 @@ def planes(path: Path, file_index: int = 0) -> tuple[str, list[PlaneJob]]:
 
 
 def _cut_note(path: Path, jobs: list[PlaneJob]) -> str:
-    """A file that ends with a plane other than Task Environment: what a profiler's XSpace ends with, and the
-    device planes read. The profiler adds Task Environment last, and protobuf writes the hostnames after every
-    plane: a file cut short where a plane ends has neither (one cut just before its hostnames loses no plane)."""
+    """A file with no hostnames that ends with a plane other than Task Environment: what is known of it, and the
+    device planes read. A profiler records its hostname in every XSpace (TSL's ``ProfilerSession``) and adds Task
+    Environment last, and protobuf writes the hostnames after every plane: a profiler's file cut short where a plane
+    ends has neither, and so has a whole file another program wrote without them; the bytes do not tell the two
+    apart. A file with hostnames before its planes (no protobuf serializer's order) is no profiler's file cut short,
+    nor one cut just before its hostnames (it loses no plane); a cut inside a plane is refused (``_incomplete``)."""
     devices = [job.name for job in jobs if device_plane(job.name)]
     read = ", ".join(devices) if len(devices) < 3 else f"{devices[0]} to {devices[-1]}"
-    return (f"{path}: it ends with its plane {jobs[-1].name!r}, where a profiler's XSpace ends with its hostnames or "
-            f"its Task Environment plane: it may be cut short at a plane's end, the planes after it missing "
-            f"({len(devices)} device plane{'' if len(devices) == 1 else 's'} read{': ' + read if devices else ''})")
+    return (f"{path}: it records no hostnames and ends with its plane {jobs[-1].name!r}, where a profiler's XSpace "
+            f"ends with its Task Environment plane or its hostnames: written by another program, or cut short where a "
+            f"plane ends, the planes after it missing ({len(devices)} device plane{'' if len(devices) == 1 else 's'} "
+            f"read{': ' + read if devices else ''})")
 
 
 def recorded_host(path: Path) -> str | None:

@@ -1,7 +1,9 @@
-"""An xplane.pb cut short exactly where a plane ends parses as an XSpace of fewer planes. A profiler's XSpace ends
-with its hostnames (protobuf writes them after the planes) or with its Task Environment plane, the last it adds:
-every real xplane in tests/data/real ends with one or both. One that ends with another plane is read, with a note
-naming the file, its last plane and the device planes read."""
+"""An xplane.pb cut short exactly where a plane ends parses as an XSpace of fewer planes. A profiler records its
+hostname in every XSpace (TSL's ProfilerSession) and adds its Task Environment plane last, and protobuf writes the
+hostnames after the planes: every real xplane in tests/data/real ends with one or both. A file with neither at its
+end is read, with a note naming the file, its last plane and the device planes read: it may be another program's
+whole file or a profiler's cut short, which its bytes do not tell apart. A file whose hostnames lie before its
+planes is neither a profiler's file nor one cut from it (the hostnames, written last, would be gone): no note."""
 
 import json
 
@@ -11,7 +13,7 @@ from click.testing import CliRunner
 from perfkit.cli import cli
 from perfkit.trace.protos import XSPACE
 
-CUT = "it may be cut short at a plane's end"
+CUT = "cut short where a plane ends"
 
 
 def _top_fields(data: bytes) -> list[tuple[int, int]]:
@@ -67,8 +69,9 @@ def test_a_file_cut_where_a_plane_ends_is_noted(fixtures_dir, tmp_path, name, ke
     notes, rows = _notes(cut)
     assert rows  # still read
     assert [n for n in notes if CUT in n] == [
-        f"{cut}: it ends with its plane {planes[-1].name!r}, where a profiler's XSpace ends with its hostnames or "
-        f"its Task Environment plane: {CUT}, the planes after it missing ({read})"]
+        f"{cut}: it records no hostnames and ends with its plane {planes[-1].name!r}, where a profiler's XSpace ends "
+        f"with its Task Environment plane or its hostnames: written by another program, or {CUT}, the planes after it "
+        f"missing ({read})"]
 
 
 def test_a_file_cut_after_its_task_environment_has_every_plane_and_no_note(fixtures_dir, tmp_path):
@@ -80,3 +83,19 @@ def test_a_file_cut_after_its_task_environment_has_every_plane_and_no_note(fixtu
     assert XSPACE.FromString(cut.read_bytes()).planes[-1].name == "Task Environment"
     notes, _ = _notes(cut)
     assert not any(CUT in n for n in notes)
+
+
+def test_hostnames_before_the_planes_are_no_cut_profile_and_have_no_note(fixtures_dir, tmp_path):
+    """The real file's first 5 planes (their bytes as written) after its hostnames: no protobuf serializer's order,
+    so no profiler's file, and one cut from a profiler's file would have lost its hostnames, written last. Every
+    hand-built XSpace of the tests that wrote its hostnames first had the note."""
+    data = (fixtures_dir / "xplane" / "mi300_jax_conv_8gpu.xplane.pb").read_bytes()
+    fields = _top_fields(data)
+    host = data[fields[-2][1]:]  # the hostnames field, written last
+    assert [n for n, _ in fields[:5]] == [1] * 5 and fields[-1][0] == 4 and fields[-2][0] == 1
+    first = tmp_path / "hostnames_first.xplane.pb"
+    first.write_bytes(host + data[:fields[4][1]])
+    space = XSPACE.FromString(first.read_bytes())
+    assert list(space.hostnames) == ["tw003"] and len(space.planes) == 5
+    notes, rows = _notes(first)
+    assert rows and not any("cut short" in n for n in notes), notes

@@ -307,9 +307,9 @@ def _ops_of_stats(path, space: XSpaceWriter, md: int, stats: list[bytes]):
                         + (_length(4, stat) if stat else b""))
     planes = list(space.proto.planes)
     del space.proto.planes[:]
-    path.write_bytes(space.proto.SerializeToString()
-                     + b"".join(_length(1, p.SerializeToString() + (_length(3, body) if p.name == "/device:TPU:0" else b""))
-                                for p in planes))
+    lines = {"/device:TPU:0": _length(3, body)}
+    path.write_bytes(b"".join(_length(1, p.SerializeToString() + lines.get(p.name, b"")) for p in planes)
+                     + space.proto.SerializeToString())  # the hostnames after the planes, as protobuf writes them
     return path
 
 
