@@ -413,11 +413,30 @@ def _cut_note(path: Path, jobs: list[PlaneJob]) -> str:
     apart. A file with hostnames before its planes (no protobuf serializer's order) is no profiler's file cut short,
     nor one cut just before its hostnames (it loses no plane); a cut inside a plane is refused (``_incomplete``)."""
     devices = [job.name for job in jobs if device_plane(job.name)]
-    read = ", ".join(devices) if len(devices) < 3 else f"{devices[0]} to {devices[-1]}"
+    read = _named_planes(devices)
     return (f"{path}: it records no hostnames and ends with its plane {jobs[-1].name!r}, where a profiler's XSpace "
             f"ends with its Task Environment plane or its hostnames: written by another program, or cut short where a "
             f"plane ends, the planes after it missing ({len(devices)} device plane{'' if len(devices) == 1 else 's'} "
             f"read{': ' + read if devices else ''})")
+
+
+def _named_planes(devices: list[str]) -> str:
+    """Device planes by kind, each kind's numbers in runs (``/device:TPU:0 to 2, 4``): a gap in them shown."""
+    numbers: dict[str, set[int]] = {}
+    for name in devices:
+        kind, index = _plane_kind(name)
+        numbers.setdefault(kind, set()).add(index)
+    named = []
+    for kind, found in numbers.items():
+        runs, ordered = [], sorted(found)
+        for k in ordered:
+            if runs and k == runs[-1][1] + 1:
+                runs[-1][1] = k
+            else:
+                runs.append([k, k])
+        parts = [f"{a} to {b}" if b > a + 1 else ", ".join(map(str, range(a, b + 1))) for a, b in runs]
+        named.append(f"/device:{kind}:{', '.join(parts)}")
+    return "; ".join(named)
 
 
 def recorded_host(path: Path) -> str | None:

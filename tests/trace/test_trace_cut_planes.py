@@ -54,8 +54,8 @@ def test_every_real_xplane_ends_as_a_whole_one_and_has_no_note(fixtures_dir):
 
 
 @pytest.mark.parametrize("name, kept, read", [
-    ("mi300_jax_conv_8gpu.xplane.pb", 5, "4 device planes read: /device:GPU:0 to /device:GPU:3"),
-    ("xprof_tpu_inference_2.xplane.pb", 2, "2 device planes read: /device:TPU:0, /device:TPU:1"),
+    ("mi300_jax_conv_8gpu.xplane.pb", 5, "4 device planes read: /device:GPU:0 to 3"),
+    ("xprof_tpu_inference_2.xplane.pb", 2, "2 device planes read: /device:TPU:0, 1"),
 ])
 def test_a_file_cut_where_a_plane_ends_is_noted(fixtures_dir, tmp_path, name, kept, read):
     """The real file's first ``kept`` planes, its bytes cut where the last of them ends (found by hand above)."""
@@ -99,3 +99,24 @@ def test_hostnames_before_the_planes_are_no_cut_profile_and_have_no_note(fixture
     assert list(space.hostnames) == ["tw003"] and len(space.planes) == 5
     notes, rows = _notes(first)
     assert rows and not any("cut short" in n for n in notes), notes
+
+
+@pytest.mark.parametrize("name, planes, read", [
+    ("xprof_tpu_inference_2.xplane.pb", [0, 1, 3], "3 device planes read: /device:TPU:0, 1, 3"),
+    ("mi300_jax_conv_8gpu.xplane.pb", [0, 1, 2, 3, 5, 6, 7], "6 device planes read: /device:GPU:0 to 2, 4 to 6"),
+    ("mi300_jax_conv_8gpu.xplane.pb", [1, 2, 3, 4, 5, 6, 8], "7 device planes read: /device:GPU:0 to 5, 7"),
+])
+def test_the_device_planes_read_are_named_with_their_gaps(fixtures_dir, tmp_path, name, planes, read):
+    """The real file's planes ``planes`` (by position: the MI300 file's /host:metadata, then GPUs 0 to 7; the TPU
+    file's TPUs 0 to 3), their bytes as written, no hostnames: the note names the planes read, a gap in their
+    numbers shown. '/device:TPU:0 to /device:TPU:3' had hidden that TPU 2 was not read."""
+    data = (fixtures_dir / "xplane" / name).read_bytes()
+    fields = _top_fields(data)
+    starts = [0] + [end for _, end in fields[:-1]]
+    cut = tmp_path / name
+    cut.write_bytes(b"".join(data[starts[k]:fields[k][1]] for k in planes))
+    assert [n for n, _ in fields[:max(planes) + 1]] == [1] * (max(planes) + 1)
+    assert not XSPACE.FromString(cut.read_bytes()).hostnames
+    notes, _ = _notes(cut)
+    (note,) = [n for n in notes if CUT in n]
+    assert note.endswith(f"({read})")
