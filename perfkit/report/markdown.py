@@ -213,10 +213,12 @@ def _ratio_lines(summary: dict) -> list[str]:
              "over good trials (those whose "
              "every rank ran to its end; hung, crashed and interrupted ones are listed under Failed trials"
              + ("" if summary["trials"]["failed"] else ", none in this run") + ") unless a row says otherwise. "
-             "A synced step "
-             "waits for its results before the next starts; the natural pass runs the same steps dispatched without "
-             "waiting, one wait at its end, as a program runs them; its figure is that pass's mean step, a slow step "
-             "counted in full, where the synced one is a median: so natural can read above synced."]
+             "A synced step waits for its results before the next starts"
+             # the natural rows explained where the table has them (a plain command case's program prints none)
+             + ("; the natural pass runs the same steps dispatched without waiting, one wait at its end, as a program "
+                "runs them; its figure is that pass's mean step, a slow step counted in full, where the synced one is "
+                "a median: so natural can read above synced."
+                if any(v["natural_step_ms"]["n"] for v in variants.values()) else ".")]
     named = [f"`{k}` {VALUE_WORDS[k]}" for v in variants.values() for k in v["values"] if k in VALUE_WORDS]
     if named:
         rows[-1] += " Recorded by the trials: " + "; ".join(dict.fromkeys(named)) + "."
