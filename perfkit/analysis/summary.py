@@ -135,21 +135,26 @@ def compile_cache_summary(case: Case, run_dir: Path, trials: list[dict], variant
 ONE_PROCESS = "one process: no other rank to compile another program"
 
 
-def rank_summary(case: Case, run_dir: Path, trials: list[dict]) -> dict:
+def rank_summary(case: Case, run_dir: Path, trials: list[dict], only: str | None = None) -> dict:
     """Rank consistency per variant. One SPMD controller compiles one program for all devices; with one
     process per rank, ``perfkit hlo-diff`` compares the programs of the first trial of each variant whose
     ranks wrote XLA dumps (``perfkit.hlo.consistency``). One process is one rank, consistent whatever it runs (a
-    model's or a command's alike: ``ONE_PROCESS``). A variant with no finished trial is not checked (``consistent``
-    null, ``checked`` saying why)."""
+    model's or a command's alike: ``ONE_PROCESS``). A variant with no finished trial, or one the run's ``only``
+    left out, is not checked (``consistent`` null, ``checked`` saying why)."""
+    return {v.name: {"consistent": None, "groups": [], "checked": f"not checked: not run, the run was started with "
+                     f"--only {only}"} if only not in (None, v.name) else _rank_check(case, run_dir, trials, v.name)
+            for v in case.variants}
+
+
+def _rank_check(case: Case, run_dir: Path, trials: list[dict], variant: str) -> dict:
+    """``rank_summary``'s figure for one variant the run ran."""
     if case.kind == "serve":
-        return {v.name: {"consistent": None, "groups": [], "checked": "not checked (a served system)"}
-                for v in case.variants}
+        return {"consistent": None, "groups": [], "checked": "not checked (a served system)"}
     if case.processes == 1:
-        ran = {t["variant"] for t in trials if t["status"] == "ok"}
-        return {v.name: {"consistent": True, "groups": [[0]], "checked": ONE_PROCESS} if v.name in ran else
-                {"consistent": None, "groups": [], "checked": "not checked: no trial of this variant finished"}
-                for v in case.variants}
-    return {v.name: variant_check(run_dir, v.name) for v in case.variants}
+        if any(t["variant"] == variant and t["status"] == "ok" for t in trials):
+            return {"consistent": True, "groups": [[0]], "checked": ONE_PROCESS}
+        return {"consistent": None, "groups": [], "checked": "not checked: no trial of this variant finished"}
+    return variant_check(run_dir, variant)
 
 
 def trace_summary(run_dir: Path, trials: list[dict], variants: list[str] | None = None) -> dict | None:
@@ -311,7 +316,7 @@ def summarize_run(run_dir: str | Path, *, interrupted: bool = False) -> tuple[Ca
         # where B's intermediate arrays part from A's
         "taps": departure.run_departure(run_dir, trials, a, b, case.capture.get("taps")),
         "determinism": {v.name: determinism(run_dir, trials, v.name) for v in case.variants},
-        "ranks": rank_summary(case, run_dir, trials),
+        "ranks": rank_summary(case, run_dir, trials, options.get("only")),
         "compile_cache": None,
         "breakdown": breakdown,
         "attribution": attributed,

@@ -622,6 +622,25 @@ def test_a_taps_row_of_a_run_where_a_variant_ran_no_trial_says_so(tmp_path, base
     assert (row["passed"], row["note"]) == (False, "not checked in this run (a ran no trial)")
 
 
+
+def test_a_variant_left_out_by_only_is_said_not_run_not_unfinished(baseline, tmp_path):
+    """A newcomer's `perfkit run case.yaml --only b`, checked: a's ranks row read "not checked in this run (no trial
+    of this variant finished)", as if a's trials had run and failed; a was never run (run.json's only). The row
+    still fails: nothing in this run accepted what the baseline held."""
+    from run_fixtures import write_run
+
+    from perfkit.run import finish
+
+    run = write_run(tmp_path / "only-b", [t for t in ab_trials() if t["variant"] == "b"], {})
+    (run / "run.json").write_text(json.dumps({**json.loads((run / "run.json").read_text()), "only": "b"}))
+    finish.render(run)
+    res = check(run, "--baseline", baseline)
+    assert res.exit_code == 1, res.output
+    (row,) = [line for line in failing(res.output) if line.startswith("FAIL ranks")]
+    assert row.endswith("not checked in this run (not run, the run was started with --only b)"), row
+    report = (run / "report.md").read_text()
+    assert "rank consistency (a: not checked: not run, the run was started with --only b)" in report
+
 def test_a_command_case_s_devices_are_the_ones_its_case_asked_for(tmp_path):
     """A command case probes no devices (env.json's devices null): its baseline keeps the devices its case asked
     for, and a run of the case on 2 devices against a baseline of 4 is refused, not gated (a newcomer's: its cost
