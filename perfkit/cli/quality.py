@@ -179,9 +179,12 @@ def _nonfinite_lines(r: dict) -> tuple[list[str], dict]:
 def format_result(r: dict, per_frame: bool = False) -> list[str]:
     if r["kind"] == "tensor":
         lines, fig = _nonfinite_lines(r)
+        # the range is over the values the figures are (finite in both), of which there may be none
+        span = ("no data range: no value is finite in both" if math.isnan(r["data_range"]) else
+                f"data range {r['data_range']:.4g}, A's max - min" + " over the values finite in both" * bool(lines))
         lines.append(f"tensor {r['dtype']}{r['shape']}: rel L2 {fig['rel_l2']:.3e}, cosine {fig['cosine']:.8f}, "
                      f"max |d| {fig['max_abs_diff']:.4g}, mean |d| {fig['mean_abs_diff']:.4g}, "
-                     f"PSNR {_db(fig['psnr_db'])} (data range {r['data_range']:.4g}, A's max - min)")
+                     f"PSNR {_db(fig['psnr_db'])} ({span})")
     else:
         lines = [f"A: {r['inputs'][0]}", f"B: {r['inputs'][1]}", *format_frames(r)]
         shown = r["identical_frames"] < r["frames"] or "ssim" in r  # format_frames' lines that name a command

@@ -104,7 +104,7 @@ def test_tensor_nonfinite_values_are_said(tmp_path, quality_cli):
     assert lines[0] == ("non-finite values of 4096: A none, B 1 (1 NaN, 0 inf); they part at 1 place: no figure is "
                         "defined over all values; these are over the 4095 values finite in both:")
     assert lines[1].startswith("tensor float32[4096]: rel L2 0.000e+00, cosine 1.00000000, max |d| 0, mean |d| 0, "
-                               "PSNR inf dB (data range 4, A's max - min)")
+                               "PSNR inf dB (data range 4, A's max - min over the values finite in both)")
     r = quality_cli(tmp_path / "f32.npy", tmp_path / "f32nan.npy", "--json").json()
     assert (r["nonfinite"], r["nan"], r["nonfinite_parted"]) == ([0, 1], [0, 1], 1)
     assert r["rel_l2"] is None and r["psnr_db"] is None and r["finite"]["values"] == 4095
@@ -116,6 +116,21 @@ def test_tensor_nonfinite_values_are_said(tmp_path, quality_cli):
     res = quality_cli(tmp_path / "f32.npy", tmp_path / "f32.npy")  # none: no such line
     assert res.stdout.startswith("tensor float32[4096]: rel L2 0.000e+00")
 
+
+
+def test_tensor_with_no_value_finite_in_both_names_no_data_range(tmp_path, quality_cli):
+    """B all NaN: the line read "data range nan, A's max - min" though A's max - min is 4 (numpy); the range is
+    over the values finite in both, as the figures beside it are, and there are none."""
+    a = np.linspace(-1, 3, 4096, dtype=np.float32)
+    np.save(tmp_path / "f32.npy", a)
+    np.save(tmp_path / "nan.npy", np.full_like(a, np.nan))
+    res = quality_cli(tmp_path / "f32.npy", tmp_path / "nan.npy")
+    assert res.exit_code == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].endswith("no figure is defined over all values, and no value is finite in both"), lines
+    assert lines[1] == ("tensor float32[4096]: rel L2 nan, cosine nan, max |d| nan, mean |d| nan, PSNR nan dB (no data "
+                        "range: no value is finite in both)"), lines
+    assert quality_cli(tmp_path / "f32.npy", tmp_path / "nan.npy", "--json").json()["data_range"] is None
 
 def test_help_imports_no_figures():
     """``perfkit quality --help`` needs click alone: numpy, PyAV and pandas load when the command runs."""
