@@ -1,10 +1,12 @@
 """The bundled models costed on paper at their published sizes (``perfkit cost --model``), against FLOPs
-counted by hand and against the step times the seed PR measured on a v5e-4.
+counted by hand and against the step times measured on a v5e-4 in pull request #153 of Difflet
+(github.com/ai-decentralized/Difflet), "TPU sequence parallelism: Pallas collective-matmul kernels, LTX-2 /
+HunyuanVideo SP, Wan padding + split RoPE".
 
-Sizes are the seed PR's: Wan 2.1 14B at 480x832x9
+Sizes are that PR's: Wan 2.1 14B at 480x832x9
 (4680 video rows, 512 text tokens), FLUX.1-dev at 1024x1024 (4096 image + 512 text rows), HunyuanVideo at
 320x512x61 (10240 video + 256 text rows), LTX-2 at 480x704x49 (2310 video rows, padded to 2312 at 4
-devices; 51 audio rows, 1024 text tokens). No CFG: the seed's bench ran LTX-2 at guidance 1.0 and none of
+devices; 51 audio rows, 1024 text tokens). No CFG: that PR's bench ran LTX-2 at guidance 1.0 and none of
 the others with a batch of 2. Each is lowered at 1 and 2 blocks of each kind and extrapolated to the
 published block counts (perfkit.cost.paper), in seconds on a CPU.
 """
@@ -23,7 +25,7 @@ from perfkit.cost.roofline import roofline
 from perfkit.models.plans import make_plan
 
 DEVICES = 4
-# The seed PR's v5e-4 step times under SP, this PR's defaults (ms a denoise step).
+# That PR's v5e-4 step times under SP, with its defaults (ms a denoise step).
 SEED_MS = {"wan": 249.2, "flux": 140.6, "hunyuan": 478.0, "ltx2": 192.1}
 
 
