@@ -17,22 +17,28 @@ from perfkit.models.plans import make_plan
 SCALE = 4.0
 
 
-def first_step(family: str, guidance: float | None, zero_conditions: bool = False) -> tuple[dict, dict, float]:
-    """(state before, state after one Euler step, dt) on one device in float32."""
-    den = Denoiser(family, CONFIGS[family]["even"], make_plan("local"), jax.devices()[:1],
-                   DenoiseConfig(steps=2, guidance=guidance, seed=3, dtype="float32"))
-    if zero_conditions:
-        den.conditions = {n: jnp.zeros_like(c) for n, c in den.conditions.items()}
+def first_step(den: Denoiser) -> tuple[dict, dict, float]:
+    """(state before, state after one Euler step, dt) of ``den`` from its seeded noise."""
+    den.state, den.index = dict(den.noise), 0
     before = {n: np.asarray(x) for n, x in den.state.items()}
     den.step()
     return before, {n: np.asarray(x) for n, x in den.state.items()}, float(den.sigmas[1] - den.sigmas[0])
 
 
+def denoiser(family: str, guidance: float | None) -> Denoiser:
+    """``family``'s even config on one device in float32."""
+    return Denoiser(family, CONFIGS[family]["even"], make_plan("local"), jax.devices()[:1],
+                    DenoiseConfig(steps=2, guidance=guidance, seed=3, dtype="float32"))
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_guided_step_is_uncond_plus_scale_times_the_difference(family):
-    x0, guided, dt = first_step(family, SCALE)
-    _, cond, _ = first_step(family, None)
-    _, uncond, _ = first_step(family, None, zero_conditions=True)
+    x0, guided, dt = first_step(denoiser(family, SCALE))
+    plain = denoiser(family, None)
+    _, cond, _ = first_step(plain)
+    # the unconditional step: the same compiled program, its conditions zeroed
+    plain.conditions = {n: jnp.zeros_like(c) for n, c in plain.conditions.items()}
+    _, uncond, _ = first_step(plain)
     for name, x in x0.items():
         v_c, v_u = (cond[name] - x) / dt, (uncond[name] - x) / dt
         expected = x + dt * (v_u + SCALE * (v_c - v_u))
