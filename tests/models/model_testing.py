@@ -4,7 +4,6 @@ devices (8, set in tests/conftest.py)."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import jax
 import numpy as np
@@ -48,9 +47,9 @@ def outputs(den: Denoiser) -> dict[str, np.ndarray]:
     return {name: np.asarray(den.latents_of(name), np.float64) for name in den.state}
 
 
-@functools.cache
-def reference(family: str, kind: str, guidance: float | None) -> dict[str, np.ndarray]:
-    """The plain model (plan ``local``, one device) in float64: what every plan is checked against."""
+def plain_outputs(family: str, kind: str, guidance: float | None) -> dict[str, np.ndarray]:
+    """The plain model (plan ``local``, one device) in float64: what every plan is checked against (the
+    ``reference`` fixture, tests/models/conftest.py)."""
     with jax.enable_x64(True):
         return outputs(denoise(family, CONFIGS[family][kind], make_plan("local"), 1, guidance=guidance,
                                dtype="float64"))

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from model_testing import CONFIGS, FAMILIES, GUIDANCE, STEPS, denoise, outputs, reference
+from model_testing import CONFIGS, FAMILIES, GUIDANCE, STEPS, denoise, outputs
 
 from perfkit import models
 from perfkit.errors import BadInput
@@ -58,7 +58,7 @@ def _assert_close(got: dict, want: dict, atol: float) -> None:
 
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("case", ONE_DEVICE_FLOAT64, ids=_id)
-def test_plan_matches_the_plain_model_on_one_device_in_float64(family, case):
+def test_plan_matches_the_plain_model_on_one_device_in_float64(reference, family, case):
     plan, options, kind, guidance = case
     want = reference(family, kind, guidance)
     with jax.enable_x64(True):
@@ -68,7 +68,7 @@ def test_plan_matches_the_plain_model_on_one_device_in_float64(family, case):
 
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("case", FOUR_DEVICES_FLOAT32, ids=_id)
-def test_plan_matches_the_plain_model_on_four_devices_in_float32(family, case):
+def test_plan_matches_the_plain_model_on_four_devices_in_float32(reference, family, case):
     plan, options, kind, guidance = case
     cfg = CONFIGS[family][kind]
     den = denoise(family, cfg, make_plan(plan, **options), 4, guidance=guidance)
@@ -80,7 +80,7 @@ def test_plan_matches_the_plain_model_on_four_devices_in_float32(family, case):
     assert frames.std() > 10  # not a constant image
 
 
-def test_guard_pad_keys_are_dropped(monkeypatch):
+def test_guard_pad_keys_are_dropped(monkeypatch, reference):
     """Without the pad-key cut the padded plans attend to pad rows and miss the plain model by far:
     the parity tests above would fail. FLUX's joined stream has pad rows inside the gathered order."""
     monkeypatch.setattr(Plan, "_real_keys", lambda self, stream, k, v: (k, v))
@@ -89,7 +89,7 @@ def test_guard_pad_keys_are_dropped(monkeypatch):
     assert np.abs(got - want).max() > LOGIC_ERROR
 
 
-def test_guard_split_rope_permutes_the_qk_norm_gains(monkeypatch):
+def test_guard_split_rope_permutes_the_qk_norm_gains(monkeypatch, reference):
     """Permuting only the q / k projections (not the per-head norm gains) breaks split-halves RoPE:
     the split_rope parity tests above would fail."""
     permute = L.permute_for_split_rope
