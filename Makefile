@@ -22,7 +22,7 @@ demo: $(STAMP)
 	$(VENV)/bin/perfkit run cases/quickstart.yaml
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 tests
+	$(PY) -m pytest -q -n 2 --dist worksteal tests
 
 clean:
 	rm -rf $(VENV) reports/runs
