@@ -93,7 +93,7 @@ def test_the_cost_section_names_the_pull_request_whose_step_times_it_compares():
     compares the bound with the same four)."""
     section = (REPO / "README.md").read_text().split("## Cost and roofline", 1)[1].split("\n## ", 1)[0]
     assert "seed" not in section
-    assert "pull request #153 of Difflet (github.com/ai-decentralized/Difflet)" in section
+    assert "pull request #153 of the difflet project" in section
     rows = [line.split("|")[1:-1] for line in section.splitlines() if line.startswith("| ") and " ms |" in line]
     # that PR's table of v5e-4 step times, its defaults under SP: Wan, FLUX, HunyuanVideo, LTX-2 (ms a denoise step)
     assert [cells[2].strip() for cells in rows] == ["249.2 ms", "140.6 ms", "478.0 ms", "192.1 ms"]

@@ -1,6 +1,6 @@
 """The bundled models costed on paper at their published sizes (``perfkit cost --model``), against FLOPs
-counted by hand and against the step times measured on a v5e-4 in pull request #153 of Difflet
-(github.com/ai-decentralized/Difflet), "TPU sequence parallelism: Pallas collective-matmul kernels, LTX-2 /
+counted by hand and against the step times measured on a v5e-4 in pull request #153 of the difflet project,
+"TPU sequence parallelism: Pallas collective-matmul kernels, LTX-2 /
 HunyuanVideo SP, Wan padding + split RoPE".
 
 Sizes are that PR's: Wan 2.1 14B at 480x832x9
