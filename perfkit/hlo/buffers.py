@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 from perfkit.errors import BadInput
 from perfkit.hlo.fingerprint import FlatInstruction
@@ -57,7 +57,8 @@ class Allocation(NamedTuple):
     number: int
     size: int
     kind: str  # what the head line says after the size: ``preallocated-temp, color 1``, ``parameter 0, shape ...``
-    contents: tuple[tuple[int, int, str], ...]  # its values' (offset, size, shape), sorted
+    # its values' (offset, size, shape), sorted; a digest of them in a rank's summary (``load.Summary``)
+    contents: tuple[tuple[int, int, str], ...] | bytes
 
 
 class BufferAssignment(NamedTuple):
@@ -173,7 +174,7 @@ class AllocationPairs:
     the only such on each side; the last of a kind on each side pairs with the other's. The rest stay unpaired:
     which is which cannot be told from the files."""
 
-    def __init__(self, a: list[Allocation], b: list[Allocation]):
+    def __init__(self, a: Sequence[Allocation], b: Sequence[Allocation]):
         self.kind_a, self.kind_b = ({x.number: x.kind for x in side} for side in (a, b))
         self.pairs: dict[int, int] = {}
         by_kind: tuple[dict[str, list[Allocation]], ...] = ({}, {})
@@ -201,3 +202,8 @@ class AllocationPairs:
         if self.kind_a[xa.allocation] != self.kind_b[xb.allocation] or xb.allocation in self.paired_b:
             return False
         return None
+
+    def same_places(self, a: Sequence[tuple[int, int]], b: Sequence[tuple[int, int]]) -> bool:
+        """Whether B's receive places, (allocation number, offset) each, are A's: each at A's offset, in the
+        allocation paired with A's (``same`` True of every one); False where one moved or cannot be told."""
+        return len(a) == len(b) and all(self.pairs.get(na) == nb and oa == ob for (na, oa), (nb, ob) in zip(a, b))

@@ -5,8 +5,8 @@ counter. Ranks that compile differently named modules by design (pipeline stages
 ``jit_stage0``, ranks 4-7 ``jit_stage1``) are grouped by role (``roles``): a module is compared across
 its role's ranks and is not missing on the others. Per module, ranks are grouped by the canonical
 fingerprint (names, numbering and metadata ignored) and by where their collectives receive (buffer
-assignment: an allocation named by its kind and place among its kind's, not its number); every rank outside the largest
-group is explained against it: ENTRY op count, opcode histogram, the first differing instruction in
+assignment: at the same offsets of allocations paired across ranks by what they are, not by number); every rank
+outside the largest group is explained against it: ENTRY op count, opcode histogram, the first differing instruction in
 canonical order, instructions only on one side, changed constants and attributes, temp size and
 receive-buffer offsets. Both functions return plain JSON-able dicts (the ``--json`` contract);
 ``perfkit.hlo.render`` formats them.
@@ -352,27 +352,56 @@ def roles(names: dict[int, set[str]]) -> list[dict]:
     return [{"ranks": ranks, "modules": sorted(k)} for k, ranks in sorted(by_role.items(), key=lambda kv: kv[1][0])]
 
 
+def _receive_places(m: Summary) -> list[tuple[int, int]]:
+    return [(number, offset) for _, _, number, offset in m.receive or ()]
+
+
+def _alike(a: Summary, b: Summary) -> bool:
+    """Whether B runs A's program and receives where A does: at the same offsets of the allocations paired with
+    A's by what they are (``AllocationPairs``), however numbered (one allocation more on a rank, of any kind,
+    renumbers the later ones)."""
+    return (a.fingerprint == b.fingerprint and [x[:2] for x in a.receive or ()] == [x[:2] for x in b.receive or ()]
+            and AllocationPairs(a.allocations or (), b.allocations or ()).same_places(_receive_places(a),
+                                                                                      _receive_places(b)))
+
+
+def module_groups(slot: dict[int, Summary], with_buffers: bool) -> list[tuple[int, list[int]]]:
+    """Ranks that run one program and receive alike, as (the rank they were compared against, all of them), the
+    largest group first. Ranks whose buffer assignments are alike are one group at once; then each such group, the
+    largest first, joins the first one before it whose rank it is ``_alike`` to. A receive buffer that moved, or that
+    the pairing cannot place, keeps them apart, as the divergence says (explained against the same rank)."""
+    groups: list[tuple[int, list[int]]] = []
+    for g in _groups({r: m.key(with_buffers) for r, m in slot.items()}):
+        home = next((h for r, h in groups if with_buffers and _alike(slot[r], slot[g[0]])), None)
+        if home is None:
+            groups.append((g[0], g))
+        else:
+            home += g
+    return sorted(((r, sorted(g)) for r, g in groups), key=lambda rg: (-len(rg[1]), rg[1][0]))
+
+
 def compare_module(label: str, slot: dict[int, Summary], all_ranks: list[int],
                    full: Callable[[Summary], RankModule]) -> dict:
     """One module across ``all_ranks`` (its role's ranks, or every rank); ``full`` gives the whole parse of the
     ranks a divergence is explained with."""
     with_buffers = all(m.receive is not None for m in slot.values())
-    groups = _groups({r: m.key(with_buffers) for r, m in slot.items()})
-    majority = slot[groups[0][0]]
+    grouped = module_groups(slot, with_buffers)
+    groups = [g for _, g in grouped]
+    majority = slot[grouped[0][0]]
     missing = [r for r in all_ranks if r not in slot]
     # grouped by where they receive, not by the allocations' numbers: say where those alone differ
-    renumbered = [r for g in groups for r in g[1:] if with_buffers and slot[r].allocations != slot[g[0]].allocations]
+    renumbered = [r for ref, g in grouped for r in g if with_buffers and slot[r].receive != slot[ref].receive]
     known: dict[str, list[str]] = {}
     return {
         "name": label, "module": majority.name,
         # A module some ranks never compiled is harmless unless its collectives wait for them.
         "consistent": len(groups) == 1 and not (missing and majority.collectives),
-        "groups": groups, "fingerprints": [slot[g[0]].fingerprint for g in groups],
+        "groups": groups, "fingerprints": [slot[r].fingerprint for r, _ in grouped],
         "divergent_ranks": sorted(r for g in groups[1:] for r in g), "missing_ranks": missing,
         "renumbered_ranks": sorted(renumbered),
         "entry_ops": majority.entry_ops, "instructions": majority.instructions, "collectives": majority.collectives,
         "temp_bytes": majority.temp_bytes, "buffers_compared": with_buffers, "file": str(majority.files.hlo),
-        "divergences": [divergence(full(majority), full(slot[g[0]]), g, known) for g in groups[1:]],
+        "divergences": [divergence(full(majority), full(slot[r]), g, known) for r, g in grouped[1:]],
     }
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import marshal
-from collections import Counter
 from typing import Hashable, NamedTuple
 
 from perfkit.common.workers import Pool, usable_cores
@@ -68,18 +68,20 @@ class Summary(NamedTuple):
     files: DumpFiles
     name: str
     fingerprint: str
-    # (label, index, place, offset); place: the allocation's kind and its place among those of that kind (its
-    # number names it in its own file only: one allocation more renumbers every later one); None: no assignment
-    receive: tuple[tuple[str, str, tuple[str, int], int], ...] | None
-    allocations: tuple[int, ...] | None  # the allocation each receive buffer sits in, by its number
+    # (label, index, allocation number, offset) of each receive buffer; None: no buffer assignment
+    receive: tuple[tuple[str, str, int, int], ...] | None
+    # every allocation, its contents as a digest (the pairing only tells them equal or not: ``AllocationPairs``)
+    allocations: tuple[Allocation, ...] | None
+    assignment: bytes | None  # a digest of all the allocations: ranks alike in it need no pairing
     entry_ops: int
     instructions: int
     collectives: int
     temp_bytes: int | None
 
     def key(self, with_buffers: bool) -> tuple:
-        """What must be equal for two ranks to run the same program: fingerprint (and where they receive)."""
-        return self.fingerprint, (self.receive if with_buffers else ())
+        """Ranks with equal keys run one program (fingerprint) and receive alike (buffer assignments alike); ranks
+        whose keys differ in the latter only may still receive alike, in allocations numbered apart (``diff``)."""
+        return self.fingerprint, ((self.receive, self.assignment) if with_buffers else ())
 
 
 Job = tuple[Hashable, int, DumpFiles]     # (content key, the first rank holding it, its files)
@@ -120,24 +122,20 @@ def _load_module(rank: int, files: DumpFiles) -> RankModule:
     return RankModule(rank, files, module, fps, flat, roots, receive, allocations, temp, total)
 
 
-def _places(allocations: list[Allocation]) -> dict[int, tuple[str, int]]:
-    """Each allocation's number -> its kind and its place among the allocations of that kind: what names it
-    alike on ranks whose allocations are numbered apart (a constant allocation more on one)."""
-    seen: Counter[str] = Counter()
-    out = {}
-    for x in allocations:
-        out[x.number] = (x.kind, seen[x.kind])
-        seen[x.kind] += 1
-    return out
+def _digest(value: tuple) -> bytes:
+    """A digest of plain tuples, equal for equal values (marshal format 2 writes no back-references, whose use
+    follows reference counts)."""
+    return hashlib.blake2b(marshal.dumps(value, 2), digest_size=16).digest()
 
 
 def summarize(m: RankModule) -> Summary:
-    receive = numbers = None
+    receive = allocations = assignment = None
     if m.receive is not None:
-        place = _places(m.allocations or [])
-        receive = tuple((b.label, b.index, place[b.allocation], b.offset) for b in m.receive)
-        numbers = tuple(b.allocation for b in m.receive)
-    return Summary(m.rank, m.files, m.name, m.fingerprint, receive, numbers, m.entry_ops, len(m.flat),
+        receive = tuple((b.label, b.index, b.allocation, b.offset) for b in m.receive)
+        # a digest of each allocation's contents travels from a worker, not its values (thousands in a temp one)
+        allocations = tuple(x._replace(contents=_digest(x.contents)) for x in m.allocations or [])
+        assignment = _digest(tuple(map(tuple, allocations)))
+    return Summary(m.rank, m.files, m.name, m.fingerprint, receive, allocations, assignment, m.entry_ops, len(m.flat),
                    len(collectives(m.flat, m.roots)), m.temp_bytes)
 
 

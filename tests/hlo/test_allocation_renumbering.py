@@ -106,3 +106,104 @@ def test_a_receive_offset_moved_in_the_same_allocation_still_splits(tmp_path):
     assert [(x["collective"], x["delta"], x["moved"]) for x in d["buffers"]["receive"]] == [
         ("collective-permute #1", 0, False), ("collective-permute #2", 32768, True),
         ("collective-permute #3", 0, False)]
+
+
+def extra_temp(tmp_path, inserted: str, *edits: tuple[str, str], rank: int = 1, folder=None):
+    """Rank 0's dump as ranks 0 and 1 (in ``folder``, where given, as made before), ``rank``'s buffer assignment
+    with the temp allocation ``inserted`` (its head line and values) as its allocation 3, before the temp one holding
+    the receive buffers (now its allocation 4), then each (old, new) replaced once there."""
+    if folder is None:
+        folder = tmp_path / "dumps"
+        for r in (0, 1):
+            shutil.copytree(RANK0, folder / f"rank{r}")
+    (path,) = (folder / f"rank{rank}").glob("*-buffer-assignment.txt")
+    text = path.read_text()
+    assert text.count("allocation 3: size 32768, preallocated-temp:\n") == 1
+    text = text.replace("allocation 3: size 32768, preallocated-temp:\n",
+                        inserted + "allocation 4: size 32768, preallocated-temp:\n")
+    for old, new in edits:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    path.write_text(text)
+    return folder
+
+
+SMALL_TEMP = "allocation 3: size 4096, preallocated-temp:\n value: <31 copy.7 @0> (size=4096,offset=0): f32[1024]{0}\n"
+
+
+def test_an_extra_temp_allocation_before_the_receiving_one_splits_no_group(tmp_path):
+    """By hand: rank 1 has a second temp allocation (4,096 B, one f32[1024] value) before the one holding
+    %ppermute.9 and .10 at offset 0, which is its second temp allocation where rank 0's is its first; the pairing
+    pairs the two 32,768 B temps (the only ones alike in contents), so no receive buffer moved. Grouped by the
+    allocations' places among their kind, rank 1 read as another program whose divergence said '0 of 3 collective
+    receive buffers moved'."""
+    folder = extra_temp(tmp_path, SMALL_TEMP)
+    assert [allocation_of(folder, 0, f"ppermute.{k}") for k in (9, 10, 11)] == [3, 3, 1]
+    assert [allocation_of(folder, 1, f"ppermute.{k}") for k in (9, 10, 11)] == [4, 4, 1]
+    r = compare_ranks(resolve([folder])[0])
+    (m,) = r["modules"]
+    assert (r["consistent"], r["groups"], m["groups"], m["divergences"]) == (True, [[0, 1]], [[0, 1]], [])
+    assert m["renumbered_ranks"] == [1]
+    res = hlo_diff(folder)
+    assert res.returncode == 0, res.stderr
+    assert "2 ranks, 1 module: consistent" in res.stdout
+
+
+# a temp allocation alike in contents to the one holding the receive buffers: three f32[64,128] values at offset 0
+ALIKE_TEMP = "allocation 3: size 32768, preallocated-temp:\n" + "".join(
+    f" value: <{31 + k} copy.{7 + k} @0> (size=32768,offset=0): f32[64,128]{{1,0}}\n" for k in range(3))
+
+
+def test_an_extra_temp_allocation_alike_to_the_receiving_one_leaves_the_ranks_split_undecided(tmp_path):
+    """The inserted temp allocation is 32,768 B with three f32[64,128] values at offset 0, as the receiving one:
+    by hand, nothing in the files tells which of rank 1's two is rank 0's, so collective-permutes #1 and #2 are
+    undecided and the ranks stay two groups (never merged on a guess); #3 (in the output allocation) did not move."""
+    folder = extra_temp(tmp_path, ALIKE_TEMP)
+    assert [allocation_of(folder, 1, f"ppermute.{k}") for k in (9, 10, 11)] == [4, 4, 1]
+    r = compare_ranks(resolve([folder])[0])
+    (m,) = r["modules"]
+    assert (r["consistent"], m["groups"]) == (False, [[0], [1]])
+    (d,) = m["divergences"]
+    assert (d["buffers"]["receive_moved"], d["buffers"]["receive_undecided"]) == (0, 2)
+    assert [(x["collective"], x["moved"]) for x in d["buffers"]["receive"]] == [
+        ("collective-permute #1", None), ("collective-permute #2", None), ("collective-permute #3", False)]
+    assert "2 undecided" in hlo_diff(folder).stdout
+
+
+def test_a_receive_buffer_moved_past_an_extra_temp_allocation_still_splits(tmp_path):
+    """As the first case, and rank 1's %ppermute.10 placed in its output allocation (offset 0), not in its temp
+    one: by hand, the 32,768 B temps still pair (the only ones of that size), so collective-permute #2 moved to
+    another allocation and rank 1 is another group."""
+    moved = " value: <22 ppermute.10 @0> (size=32768,offset=0): f32[64,128]{1,0}\n"
+    folder = extra_temp(tmp_path, SMALL_TEMP, (moved, ""),
+                        (" value: <25 ppermute.11 @0>", moved + " value: <25 ppermute.11 @0>"))
+    assert [allocation_of(folder, 1, f"ppermute.{k}") for k in (9, 10, 11)] == [4, 1, 1]
+    r = compare_ranks(resolve([folder])[0])
+    (m,) = r["modules"]
+    assert (r["consistent"], m["groups"], m["renumbered_ranks"]) == (False, [[0], [1]], [])
+    (d,) = m["divergences"]
+    assert (d["buffers"]["receive_moved"], d["buffers"]["receive_undecided"]) == (1, 0)
+    assert [(x["collective"], x["moved"]) for x in d["buffers"]["receive"]] == [
+        ("collective-permute #1", False), ("collective-permute #2", True), ("collective-permute #3", False)]
+
+
+def test_receive_buffers_at_the_same_place_among_temps_in_allocations_the_pairing_tells_apart_split(tmp_path):
+    """Rank 0: a 4,096 B temp allocation (3) before the receiving one (4, as before). Rank 1: a temp allocation (3)
+    alike in contents to rank 0's receiving one, then the receiving one (4), grown to 65,536 B with
+    %wrapped_tanh.2 at offset 32,768. %ppermute.9 and .10 sit at offset 0 of the second temp allocation on both
+    ranks, but by hand the pairing pairs rank 0's 4 with rank 1's 3 (the only ones alike in contents), then the
+    last two (rank 0's 3, rank 1's 4): collective-permutes #1 and #2 moved to another allocation. Grouped by the
+    allocations' places among their kind, the two ranks were one group."""
+    folder = extra_temp(tmp_path, SMALL_TEMP, rank=0)
+    extra_temp(tmp_path, ALIKE_TEMP, ("allocation 4: size 32768", "allocation 4: size 65536"),
+               ("<24 wrapped_tanh.2 @0> (size=32768,offset=0)", "<24 wrapped_tanh.2 @0> (size=32768,offset=32768)"),
+               folder=folder)
+    assert [allocation_of(folder, r, f"ppermute.{k}") for r in (0, 1) for k in (9, 10, 11)] == [4, 4, 1] * 2
+    r = compare_ranks(resolve([folder])[0])
+    (m,) = r["modules"]
+    assert (r["consistent"], m["groups"]) == (False, [[0], [1]])
+    (d,) = m["divergences"]
+    assert (d["buffers"]["receive_moved"], d["buffers"]["receive_undecided"]) == (2, 0)
+    assert [(x["collective"], x["allocation"]["same"], x["moved"]) for x in d["buffers"]["receive"]] == [
+        ("collective-permute #1", False, True), ("collective-permute #2", False, True),
+        ("collective-permute #3", True, False)]
