@@ -183,8 +183,10 @@ def _module(w: _Writer, m: dict) -> None:
         missing += (f"; allocations numbered apart on {ranks_text(m['renumbered_ranks'])} (buffer assignment), "
                     "the same receive places")
     if len(m["groups"]) == 1:
-        # one rank alone compiled it: nothing it could be identical to
-        alike = "alone" if len(m["groups"][0]) == 1 else "identical"
+        # one rank alone compiled it: nothing it could be identical to; ranks whose allocations are numbered apart
+        # run one program with buffer assignments (temp sizes too) that differ
+        alike = ("alone" if len(m["groups"][0]) == 1 else "one program" if m.get("renumbered_ranks")
+                 else "identical")
         w.line(1, f"module {w.code(m['name'])}: {ranks_text(m['groups'][0])} {alike} "
                   f"(fingerprint {m['fingerprints'][0]}), {shape}{missing}")
         return
@@ -204,7 +206,9 @@ def verdict(result: dict) -> str:
         return (f"{head}: nothing compared (each module compiled by one rank only: these ranks share no program to "
                 "differ in)")
     if result["consistent"]:
-        return f"{head}: consistent (every module identical on every rank that compiled it)"
+        # ranks whose allocations are numbered apart run one program, their buffer assignments not identical
+        alike = "the same program" if any(m.get("renumbered_ranks") for m in result["modules"]) else "identical"
+        return f"{head}: consistent (every module {alike} on every rank that compiled it)"
     bad = [m for m in result["modules"] if not m["consistent"]]
     first = bad[0]
     who = (f"{ranks_text(first['divergent_ranks'])} compiled a different {first['name']} than "
