@@ -141,9 +141,8 @@ def rank_summary(case: Case, run_dir: Path, trials: list[dict], only: str | None
     ranks wrote XLA dumps (``perfkit.hlo.consistency``). One process is one rank, consistent whatever it runs (a
     model's or a command's alike: ``ONE_PROCESS``). A variant with no finished trial, or one the run's ``only``
     left out, is not checked (``consistent`` null, ``checked`` saying why)."""
-    return {v.name: {"consistent": None, "groups": [], "checked": f"not checked: not run, the run was started with "
-                     f"--only {only}"} if only not in (None, v.name) else _rank_check(case, run_dir, trials, v.name)
-            for v in case.variants}
+    return {v.name: {"consistent": None, "groups": [], "checked": f"not checked: {rundir.left_out_by_only(only)}"}
+            if only not in (None, v.name) else _rank_check(case, run_dir, trials, v.name) for v in case.variants}
 
 
 def _rank_check(case: Case, run_dir: Path, trials: list[dict], variant: str) -> dict:

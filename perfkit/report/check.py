@@ -321,15 +321,17 @@ def _higher_is_better(subject: str) -> bool:
     return re.search(r" outputs_per_min at concurrency \d+$", subject) is not None
 
 
-def _timing_row(subject: str, base: float, current: dict | None, th: Thresholds, no_ci: str = NO_SPREAD) -> dict:
-    """A B/A ratio against the baseline's: ``current`` the run's ``{ratio, ci}`` (None: not in this run). A time
-    fails where its whole CI lies above baseline x (1 + ratio_tolerance); outputs a minute, where it lies below
-    baseline / (1 + ratio_tolerance): the same tolerance on the inverse ratio, a time per output."""
+def _timing_row(subject: str, base: float, current: dict | None, th: Thresholds, no_ci: str = NO_SPREAD,
+                no_ratio: str | None = None) -> dict:
+    """A B/A ratio against the baseline's: ``current`` the run's ``{ratio, ci}`` (None: not in this run; its ratio
+    None: ``no_ratio`` says why, else ``_no_ratio``'s plain note). A time fails where its whole CI lies above
+    baseline x (1 + ratio_tolerance); outputs a minute, where it lies below baseline / (1 + ratio_tolerance): the
+    same tolerance on the inverse ratio, a time per output."""
     tol, higher, limit = th.ratio_tolerance, _higher_is_better(subject), _limit(subject, base, th)
     row = {"check": "timing", "subject": subject, "unit": "ratio", "baseline": base, "limit": limit}
     if current is None or without_ci(current):
         return {**row, "current": None if current is None else current["ratio"], "passed": False,
-                "note": "not in this run" if current is None else "no ratio (a side has no timed trials)"
+                "note": "not in this run" if current is None else no_ratio or _no_ratio()
                 if current["ratio"] is None else no_ci}
     lo, hi = current["ci"]
     n = ci_decimals(current["ci"], limit)
@@ -358,13 +360,30 @@ def _timing_row(subject: str, base: float, current: dict | None, th: Thresholds,
             "note": note, "ci_level": (level, n_looks)}
 
 
-def _timing_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
-    """The step-time ratios, then a serve case's every level: its latency and outputs a minute."""
+def _left_out(summary: dict, run_dir: Path | None) -> dict[str, str]:
+    """The variants the run's ``--only`` left out (run.json's ``only``), each with the phrase saying so: they ran no
+    trial, and the run's only is not them (a run stopped before its only variant's first trial left none out)."""
+    only = rundir.started_options(run_dir).get("only") if run_dir is not None else None
+    return {v: rundir.left_out_by_only(only) for v, s in summary["variants"].items()
+            if only not in (None, v) and s.get("trials", 1) == 0}
+
+
+def _no_ratio(variants: tuple[str, ...] = (), left_out: dict[str, str] | None = None) -> str:
+    """A timing row's note where a side has no timed trials: which side the run's ``--only`` left out, where it
+    did."""
+    why = "; ".join(f"{v}: {left_out[v]}" for v in variants if v in (left_out or {}))
+    return f"no ratio ({why or 'a side has no timed trials'})"
+
+
+def _timing_rows(baseline: dict, summary: dict, th: Thresholds, left_out: dict[str, str] | None = None) -> list[dict]:
+    """The step-time ratios, then a serve case's every level: its latency and outputs a minute. ``left_out``: the
+    variants the run's ``--only`` left out (``_left_out``)."""
     a = summary["baseline"]
     current = {(c["variant"], c["metric"]): c for c in summary["comparisons"]}
     rows = [_unsure_baseline(_timing_row(f"{base['variant']}/{a} {base['metric']}", base["ratio"],
-                                         current.get((base["variant"], base["metric"])), th), base["ci"],
-                             recorded_ci_name(base))
+                                         current.get((base["variant"], base["metric"])), th,
+                                         no_ratio=_no_ratio((a, base["variant"]), left_out)),
+                             base["ci"], recorded_ci_name(base))
             for base in baseline["comparisons"]]
     levels = {(c["variant"], c["level"], c["metric"]): {"ratio": c["ratio"], "ci": [c["ci_lo"], c["ci_hi"]]}
               for c in (summary.get("serve") or {}).get("comparisons") or []}
@@ -378,8 +397,8 @@ def _timing_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
                          "current": mine["ratio"], "limit": None, "passed": True,
                          "note": f"not checked: neither run measured its spread ({_TWO_PROCESSES})"})
             continue
-        rows.append(_unsure_baseline(_timing_row(subject, base["ratio"], mine, th, SERVE_NO_CI), base["ci"],
-                                     SERVE_LEVEL))
+        rows.append(_unsure_baseline(_timing_row(subject, base["ratio"], mine, th, SERVE_NO_CI,
+                                                 _no_ratio((a, base["variant"]), left_out)), base["ci"], SERVE_LEVEL))
     return rows
 
 
@@ -628,7 +647,8 @@ def check_frame(baseline: dict, summary: dict, th: Thresholds, run_dir: Path | N
                      "note": "the run was stopped before its plan finished (Ctrl-C, SIGTERM): the trials it did not "
                              "run are missing from its figures (`perfkit run --resume` finishes it)"})
     rows += _devices_rows(baseline, summary, run_dir)
-    timing = _timing_rows(baseline, summary, th)
+    left_out = _left_out(summary, run_dir)
+    timing = _timing_rows(baseline, summary, th, left_out)
     if called := aa_called(summary):
         timing = [_aa_unsure(r, called) for r in timing]
     rows += _aa_rows(summary) + timing
@@ -637,7 +657,7 @@ def check_frame(baseline: dict, summary: dict, th: Thresholds, run_dir: Path | N
     determinism = _determinism(summary)
     once = {v: "one good run: nothing to compare, at least two repeats check it"
             for v, d in (summary.get("determinism") or {}).items() if d and d["runs"] < 2}
-    once |= {v: f"{v} ran no trial" for v, s in summary["variants"].items() if s.get("trials", 1) == 0}  # (--only)
+    once |= {v: f"{v} ran no trial" for v, s in summary["variants"].items() if s.get("trials", 1) == 0} | left_out
     rows += _held_rows("determinism", baseline["determinism"], determinism, "repeats bit-identical", once)
     rows += _held_rows("ranks", baseline["ranks"], {v: r["consistent"] for v, r in summary["ranks"].items()},
                        "one program on every rank", {v: r.get("checked") or "" for v, r in summary["ranks"].items()},

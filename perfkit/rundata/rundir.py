@@ -327,6 +327,12 @@ def started_options(run_dir: Path) -> dict:
     return next((json.loads(p.read_text()) for p in candidates if p.exists()), {})
 
 
+def left_out_by_only(only: str) -> str:
+    """Why a variant the run's ``only`` (``started_options``) left out has no figure: the one phrase its rows of
+    ``perfkit check`` and its rank summary give."""
+    return f"not run, the run was started with --only {only}"
+
+
 def mark_done(part: Path, interrupted: bool) -> None:
     write_atomic(part / "done", json.dumps({"interrupted": interrupted}))
 

@@ -625,8 +625,10 @@ def test_a_taps_row_of_a_run_where_a_variant_ran_no_trial_says_so(tmp_path, base
 
 def test_a_variant_left_out_by_only_is_said_not_run_not_unfinished(baseline, tmp_path):
     """A newcomer's `perfkit run case.yaml --only b`, checked: a's ranks row read "not checked in this run (no trial
-    of this variant finished)", as if a's trials had run and failed; a was never run (run.json's only). The row
-    still fails: nothing in this run accepted what the baseline held."""
+    of this variant finished)", as if a's trials had run and failed; a was never run (run.json's only). Its
+    determinism row read "(a ran no trial)" and the b/a timing row "no ratio (a side has no timed trials)", neither
+    naming --only; the three say it in one phrase. The rows still fail: nothing in this run accepted what the
+    baseline held."""
     from run_fixtures import write_run
 
     from perfkit.run import finish
@@ -638,6 +640,11 @@ def test_a_variant_left_out_by_only_is_said_not_run_not_unfinished(baseline, tmp
     assert res.exit_code == 1, res.output
     (row,) = [line for line in failing(res.output) if line.startswith("FAIL ranks")]
     assert row.endswith("not checked in this run (not run, the run was started with --only b)"), row
+    (row,) = [line for line in failing(res.output) if line.startswith("FAIL determinism a: ")]
+    assert row.endswith("; not checked in this run (not run, the run was started with --only b)"), row
+    rows = [line for line in failing(res.output) if line.startswith("FAIL timing ")]
+    assert [r.split(":")[0] for r in rows] == ["FAIL timing      b/a step_ms", "FAIL timing      b/a natural_step_ms"]
+    assert all(r.endswith("; no ratio (a: not run, the run was started with --only b)") for r in rows), rows
     report = (run / "report.md").read_text()
     assert "rank consistency (a: not checked: not run, the run was started with --only b)" in report
 
