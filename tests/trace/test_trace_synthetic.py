@@ -130,6 +130,9 @@ def test_perfetto_export_holds_every_event(tmp_path):
     assert {"rank 0 device 0", "rank 0 device 1", "rank 1 device 0", "rank 1 host"} <= processes
     ag = next(e for e in complete if e["name"] == "all-gather-done.1")
     assert ag["dur"] == pytest.approx(5.0) and ag["cat"] == "ici" and ag["args"]["kind"] == "all-gather-done"
+    # each host's profile placed by its own start: the GPU's lines (at 5 us) start 2 ms after the TPU's (at 1 us)
+    first = next(e for e in complete if e["name"] == "fusion_1.kd")
+    assert first["ts"] == pytest.approx(2004.0)
 
 
 # --- real TPU profile shapes: every stat type, every line, well-formed never a traceback ---------------------

@@ -4,9 +4,11 @@ breakdowns are worked out by hand in the comments; times in microseconds (U pico
 from pathlib import Path
 
 from perfkit.trace.protos import XSPACE
-from perfkit.trace.synthetic import XSpaceWriter
+from perfkit.trace.synthetic import Uint64, XSpaceWriter
 
 U = 1_000_000  # picoseconds per microsecond
+TPU_START_NS = 1_764_547_200_000_000_000  # tpu_trace's profile start (epoch ns)
+GPU_START_NS = TPU_START_NS + 2_000_000  # gpu_trace's, 2 ms later
 
 # Per (device, step): span, compute, ici, dma, idle in microseconds, worked out below.
 TPU_EXPECTED = {
@@ -25,6 +27,13 @@ def on_host(real: Path, path: Path, host: str) -> Path:
     space.hostnames.append(host)
     path.write_bytes(space.SerializeToString())
     return path
+
+
+def started(space: XSpaceWriter, start_ns: int) -> XSpaceWriter:
+    """``space`` with the Task Environment plane a profiler writes last: the epoch ns its profile started at,
+    from which its line timestamps count (without it, two hosts' files are on no one clock)."""
+    space.plane("Task Environment").stat("profile_start_time", Uint64(start_ns))
+    return space
 
 
 def tpu_trace(path: Path) -> Path:
@@ -74,7 +83,7 @@ def tpu_trace(path: Path) -> Path:
     chip1.line("XLA Ops", 1_000).event(
         chip1.op("%fusion.9 = bf16[8,128]{1,0:T(8,128)} fusion(%p.1), kind=kLoop, calls=%fused_computation"),
         5 * U, 9 * U)
-    return space.save(path)
+    return started(space, TPU_START_NS).save(path)
 
 
 # Per step: span, compute, ici, dma, idle in microseconds.
@@ -108,7 +117,7 @@ def gpu_trace(path: Path) -> Path:
     s8.event(gpu.op("MemcpyD2D"), 14 * U, 4 * U)
     s7.event(gpu.op("loop_add_kernel"), 16 * U, 1 * U)
     s7.event(gpu.op("fusion_1.kd"), 35 * U, 10 * U, hlo_op="fusion.1", hlo_module="jit_train", program_id=3)
-    return space.save(path)
+    return started(space, GPU_START_NS).save(path)
 
 
 def one_step_trace(path: Path, ops: list[tuple[str, str, int, int]], host: str = "h",
