@@ -71,6 +71,29 @@ def demo_run(tmp_path_factory, worker_id) -> Path:
     return run
 
 
+@pytest.fixture(scope="session")
+def built_once(tmp_path_factory, worker_id):
+    """built_once(name, build): the folder ``name``, filled by ``build(folder)`` once a session and shared by
+    xdist's workers (a file lock a name), for a module's fixture that compiles models or runs programs: worksteal
+    may run one module's tests on both workers, and each would build it. Read it only."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base if worker_id == "master" else base.parent) / "built_once"
+    root.mkdir(exist_ok=True)
+
+    def get(name: str, build) -> Path:
+        folder = root / name
+        with open(root / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (root / f"{name}.done").exists():
+                shutil.rmtree(folder, ignore_errors=True)
+                folder.mkdir()
+                build(folder)
+                (root / f"{name}.done").touch()
+        return folder
+
+    return get
+
+
 def _running(pid: int) -> bool:
     """Whether process ``pid`` runs (a zombie has ended: it only waits to be reaped)."""
     try:

@@ -110,10 +110,15 @@ def test_shape_bytes():
 
 # Dumps written by XLA itself (tests/hlo/cost_dumps.py): buffer assignment and memory report against
 # memory_analysis(), the command, and the gate.
+def _dump(folder: Path, mode: str) -> None:
+    """``mode``'s dumps in ``folder``/dump, XLA's figures of the step in ``folder``/xla.json."""
+    (folder / "xla.json").write_text(json.dumps(cost_dumps.write(folder / "dump", mode)))
+
+
 @pytest.fixture(scope="module")
-def wan_sp_dump(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("wan_sp_dump")
-    return folder, cost_dumps.write(folder, "sp")
+def wan_sp_dump(built_once):
+    folder = built_once("wan_sp_dump", functools.partial(_dump, mode="sp"))
+    return folder / "dump", json.loads((folder / "xla.json").read_text())
 
 
 def test_dump_folder_memory_and_step(wan_sp_dump):
@@ -219,10 +224,8 @@ def test_gate_fails_on_a_second_gather_and_passes_on_a_rerun(wan_sp_dump, tmp_pa
 
 
 @pytest.fixture(scope="module")
-def wan_tp_dump(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("wan_tp_dump")
-    cost_dumps.write(folder, "tp")
-    return folder
+def wan_tp_dump(built_once):
+    return built_once("wan_tp_dump", functools.partial(_dump, mode="tp")) / "dump"
 
 
 def test_hlo_diff_ab_says_what_sp_changes(wan_sp_dump, wan_tp_dump):

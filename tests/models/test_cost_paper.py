@@ -69,8 +69,7 @@ HAND = {"wan": hand_wan(), "flux": hand_mmdit(4096 + 512, 19 + 38), "hunyuan": h
 SETUP = {"wan": (4680, {}), "flux": (None, {}), "hunyuan": (None, {}), "ltx2": (None, {"pad": "shards"})}
 
 
-@pytest.fixture(scope="module")
-def paper():
+def _paper(folder: Path) -> None:
     out = {}
     for name, (rows, options) in SETUP.items():
         family = models.get(name)
@@ -78,7 +77,12 @@ def paper():
         if rows is not None:
             cfg = with_rows(cfg, rows)
         out[name] = paper_cost(name, cfg, make_plan("sp", **options), DEVICES)
-    return out
+    (folder / "paper.json").write_text(json.dumps(out))
+
+
+@pytest.fixture(scope="module")
+def paper(built_once):
+    return json.loads((built_once("paper_cost", _paper) / "paper.json").read_text())
 
 
 @pytest.mark.parametrize("name", SEED_MS)

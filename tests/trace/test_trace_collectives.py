@@ -543,17 +543,22 @@ def test_gloo_ranks_name_no_chip_for_arriving_last(fixtures_dir):
 
 
 @pytest.fixture(scope="module")
-def sp_profile(tmp_path_factory):
+def sp_profile(built_once):
     """The quickstart's sp variant (bundled model wan/tiny, plan sp, ring) on 4 fake CPU devices: two
     profiled steps, as the worker captures them; returns the trace folder and the compiled step's HLO."""
-    import jax
+    folder = built_once("sp_profile", _sp_profile)
+    return folder / "trace", (folder / "step.hlo.txt").read_text()
+
+
+def _sp_profile(folder):
+    import jax  # (jax and the models only for this fixture: the rest of the module reads files)
     import jax.numpy as jnp
 
     from perfkit.models import plan_for
     from perfkit.models.pipeline import DenoiseConfig, Denoiser
     from perfkit.record import jax_trace
 
-    out = tmp_path_factory.mktemp("sp")
+    out = folder / "trace"
     plan = plan_for("wan", "tiny", {"plan": "sp", "impl": "ring"}, 4)
     den = Denoiser("wan", "tiny", plan, jax.devices()[:4], DenoiseConfig(steps=4, guidance=None, seed=0,
                                                                         dtype="bfloat16"))
@@ -564,7 +569,7 @@ def sp_profile(tmp_path_factory):
     for i in (1, 2):
         with jax_trace(str(out), i):
             den.step().block_until_ready()
-    return out, hlo
+    (folder / "step.hlo.txt").write_text(hlo)
 
 
 def test_quickstart_sp_collective_permutes(sp_profile):

@@ -17,9 +17,12 @@ KERNELS = 201
 
 
 @pytest.fixture(scope="module")
-def kernel_names(fixtures_dir):
-    ev = events.load([fixtures_dir / p for p in PAIR])
-    return sorted(events.device_ops(ev)["name"].astype(str).unique())
+def kernel_names(fixtures_dir, built_once):
+    def read(folder):
+        ev = events.load([fixtures_dir / p for p in PAIR])
+        (folder / "names.json").write_text(json.dumps(sorted(events.device_ops(ev)["name"].astype(str).unique())))
+
+    return json.loads((built_once("kernel_names", read) / "names.json").read_text())
 
 
 def _bare(short: str) -> str:
