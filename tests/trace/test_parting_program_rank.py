@@ -11,11 +11,11 @@ import re
 import shutil
 from pathlib import Path
 
+from test_tail_parting import rank_trace
+
 from perfkit.trace import parting
-from perfkit.trace.synthetic import XSpaceWriter
 
 DUMPS = Path(__file__).resolve().parents[1] / "hlo" / "data" / "skipped_collective"
-U = 1_000_000  # ps per us
 MAJORITY_HOPS = ["ppermute.9", "ppermute.10", "ppermute.11"]
 SKIPPING_HOPS = ["ppermute.6", "ppermute.7"]
 
@@ -26,36 +26,16 @@ def permutes(rank: int) -> list[str]:
     return re.findall(r"%(\S+) = f32\[64,128\]\{1,0\} collective-permute\(", text)
 
 
-def rank_trace(path: Path, hops: list[str], steps: int, cut: list[str]) -> None:
-    """``steps`` steps (100 us each) of a fusion and ``hops`` (5 us each), then the ``cut`` ones past the last
-    marker (its step never closed)."""
-    space = XSpaceWriter(path.parent.parent.name)
-    space.program(5, "jit_step", [("fusion.1", "fusion", "f32[64,128]")]
-                  + [(n, "collective-permute", "f32[64,128]") for n in hops])
-    plane = space.plane("/device:TPU:0")
-    marks, ops = plane.line("Steps", 0), plane.line("XLA Ops", 0)
-
-    def run(start, names):
-        ops.event(plane.op("fusion.1", program_id=5, hlo_category="loop fusion"), start * U, 10 * U)
-        for i, name in enumerate(names):
-            ops.event(plane.op(name, program_id=5, hlo_category="collective-permute"), (start + 10 + 5 * i) * U, 5 * U)
-
-    for s in range(steps):
-        marks.event(plane.op(str(s)), 100 * s * U, 100 * U)
-        run(100 * s, hops)
-    run(100 * steps, cut)
-    space.save(path)
-
-
 def hang(tmp_path: Path, dumped: list[int]) -> list[Path]:
     """The four ranks' traces, and the real dumps of the ranks ``dumped`` beside them (rank 0's for ranks 0-2)."""
     assert permutes(0) == MAJORITY_HOPS and permutes(3) == SKIPPING_HOPS
     for rank in range(4):
         folder = tmp_path / f"rank{rank}"
         if rank == 3:
-            rank_trace(folder / "trace" / "h.xplane.pb", SKIPPING_HOPS, 2, [])
+            rank_trace(folder / "trace" / "h.xplane.pb", [SKIPPING_HOPS] * 2, [], permutes=tuple(SKIPPING_HOPS))
         else:
-            rank_trace(folder / "trace" / "h.xplane.pb", MAJORITY_HOPS, 1, MAJORITY_HOPS[:1])
+            rank_trace(folder / "trace" / "h.xplane.pb", [MAJORITY_HOPS], MAJORITY_HOPS[:1],
+                       permutes=tuple(MAJORITY_HOPS))
         if rank in dumped:
             shutil.copytree(DUMPS / f"rank{0 if rank < 3 else 3}", folder / "xla_dump")
     return sorted(tmp_path.glob("rank*/trace"))

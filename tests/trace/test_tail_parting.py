@@ -18,14 +18,15 @@ from perfkit.trace.synthetic import XSpaceWriter
 PERMUTES = ("cp.1", "cp.2", "cp.3")  # one ring hop each, f32[64,128]
 
 
-def rank_trace(path, steps: list[list[str]], cut: list[str] | None, first: int = 0) -> None:
+def rank_trace(path, steps: list[list[str]], cut: list[str] | None, first: int = 0,
+               permutes: tuple[str, ...] = PERMUTES) -> None:
     """One chip: each step [100 us apart), numbered from ``first``, runs a fusion then the listed collective-permutes
-    (5 us each); after the last step, a fusion and the ``cut`` ones ran with no step marker (the profile stopped by a
-    timer), none where ``cut`` is None (the profile stopped after the last step). Its host is named for its rank
-    folder (``rank<R>/trace/``): each rank a process of its own, as no copy is."""
+    (5 us each; its program's are ``permutes``); after the last step, a fusion and the ``cut`` ones ran with no step
+    marker (the profile stopped by a timer), none where ``cut`` is None (the profile stopped after the last step).
+    Its host is named for its rank folder (``rank<R>/trace/``): each rank a process of its own, as no copy is."""
     space = XSpaceWriter(path.parent.parent.name)
     space.program(5, "jit_step", [("fusion.1", "fusion", "f32[64,128]")]
-                  + [(n, "collective-permute", "f32[64,128]") for n in PERMUTES])
+                  + [(n, "collective-permute", "f32[64,128]") for n in permutes])
     plane = space.plane("/device:TPU:0")
     marks, ops = plane.line("Steps", 0), plane.line("XLA Ops", 0)
 
