@@ -360,24 +360,15 @@ def _timing_row(subject: str, base: float, current: dict | None, th: Thresholds,
             "note": note, "ci_level": (level, n_looks)}
 
 
-def _left_out(summary: dict, run_dir: Path | None) -> dict[str, str]:
-    """The variants the run's ``--only`` left out (run.json's ``only``), each with the phrase saying so: they ran no
-    trial, and the run's only is not them (a run stopped before its only variant's first trial left none out)."""
-    only = rundir.started_options(run_dir).get("only") if run_dir is not None else None
-    return {v: rundir.left_out_by_only(only) for v, s in summary["variants"].items()
-            if only not in (None, v) and s.get("trials", 1) == 0}
-
-
 def _no_ratio(variants: tuple[str, ...] = (), left_out: dict[str, str] | None = None) -> str:
     """A timing row's note where a side has no timed trials: which side the run's ``--only`` left out, where it
     did."""
-    why = "; ".join(f"{v}: {left_out[v]}" for v in variants if v in (left_out or {}))
-    return f"no ratio ({why or 'a side has no timed trials'})"
+    return f"no ratio ({rundir.left_out_text(variants, left_out) or 'a side has no timed trials'})"
 
 
 def _timing_rows(baseline: dict, summary: dict, th: Thresholds, left_out: dict[str, str] | None = None) -> list[dict]:
     """The step-time ratios, then a serve case's every level: its latency and outputs a minute. ``left_out``: the
-    variants the run's ``--only`` left out (``_left_out``)."""
+    variants the run's ``--only`` left out (``rundir.left_out``)."""
     a = summary["baseline"]
     current = {(c["variant"], c["metric"]): c for c in summary["comparisons"]}
     rows = [_unsure_baseline(_timing_row(f"{base['variant']}/{a} {base['metric']}", base["ratio"],
@@ -522,15 +513,19 @@ def _psnr_row(subject: str, base, current, th: Thresholds) -> dict:
             "limit": limit, "passed": passed, "note": "; ".join(notes)}
 
 
-def _quality_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
+def _quality_rows(baseline: dict, summary: dict, th: Thresholds, left_out: dict[str, str] | None = None) -> list[dict]:
+    """``left_out``: the variants the run's ``--only`` left out (``rundir.left_out``), which a row of no outputs
+    names."""
     base, q = baseline.get("quality"), summary.get("quality")
     a = summary["baseline"]
     b = compared_variant(summary)
     if base is None:
         return [] if q is None or th.min_psnr_db is None else [_psnr_row(f"PSNR {b} vs {a}", None, q["psnr_db"], th)]
     if q is None:
+        why = rundir.left_out_text((a, b), left_out)
         return [{"check": "quality", "subject": f"outputs {b} vs {a}", "unit": "", "baseline": base["file"],
-                 "current": None, "limit": None, "passed": False, "note": "no comparable outputs in this run"}]
+                 "current": None, "limit": None, "passed": False,
+                 "note": "no comparable outputs in this run" + (f" ({why})" if why else "")}]
     rows = []
     # A stated PSNR floor replaces bit-identity: summation order may differ between machines.
     if base["bit_identical"] and th.min_psnr_db is None:
@@ -556,9 +551,10 @@ def _quality_rows(baseline: dict, summary: dict, th: Thresholds) -> list[dict]:
     return rows
 
 
-def _taps_rows(baseline: dict, summary: dict) -> list[dict]:
+def _taps_rows(baseline: dict, summary: dict, left_out: dict[str, str] | None = None) -> list[dict]:
     """The first tap where B departs from A: none the baseline did not have (nor the baseline's own: where
-    it recorded none, this run's must hold as well, and a run without taps has not checked it)."""
+    it recorded none, this run's must hold as well, and a run without taps has not checked it). ``left_out``: the
+    variants the run's ``--only`` left out (``rundir.left_out``), which a row of no taps names."""
     base, taps = baseline.get("taps"), summary.get("taps")
     if base is None and (not taps or "error" in taps):  # nothing the baseline held to check again
         return []
@@ -567,8 +563,10 @@ def _taps_rows(baseline: dict, summary: dict) -> list[dict]:
     if not taps or "error" in taps:
         # a variant that ran no trial (--only) compared none, whatever the case's capture.taps
         idle = [v for v in (summary["baseline"], b) if (summary["variants"].get(v) or {}).get("trials", 1) == 0]
-        note = taps["error"] if taps else f"no taps compared in this run: {' and '.join(idle)} ran no trial" \
-            if idle else "no taps in this run (the case's capture.taps)"
+        said = "; ".join(f"{v}: {(left_out or {}).get(v) or 'ran no trial'}" for v in idle)
+        note = taps["error"] if taps else "no taps in this run (the case's capture.taps)" if not idle else \
+            f"no taps compared in this run ({said})" if set(idle) & set(left_out or {}) else \
+            f"no taps compared in this run: {' and '.join(idle)} ran no trial"
         return [{"check": "taps", "subject": subject, "unit": "", "baseline": base["first"], "current": None,
                  "limit": "taps", "passed": False, "note": note}]
     current, allowed = departed_at(taps), (base or {}).get("first", "none")
@@ -647,13 +645,13 @@ def check_frame(baseline: dict, summary: dict, th: Thresholds, run_dir: Path | N
                      "note": "the run was stopped before its plan finished (Ctrl-C, SIGTERM): the trials it did not "
                              "run are missing from its figures (`perfkit run --resume` finishes it)"})
     rows += _devices_rows(baseline, summary, run_dir)
-    left_out = _left_out(summary, run_dir)
+    left_out = rundir.left_out(summary, run_dir)
     timing = _timing_rows(baseline, summary, th, left_out)
     if called := aa_called(summary):
         timing = [_aa_unsure(r, called) for r in timing]
     rows += _aa_rows(summary) + timing
-    rows += _quality_rows(baseline, summary, th)
-    rows += _taps_rows(baseline, summary)
+    rows += _quality_rows(baseline, summary, th, left_out)
+    rows += _taps_rows(baseline, summary, left_out)
     determinism = _determinism(summary)
     once = {v: "one good run: nothing to compare, at least two repeats check it"
             for v, d in (summary.get("determinism") or {}).items() if d and d["runs"] < 2}

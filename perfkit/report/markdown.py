@@ -20,6 +20,7 @@ from perfkit.report import hangs
 from perfkit.report.departure import departure_section
 from perfkit.report.line import hung_at_timeout, more_rounds, multi_host, rounds_run, step_times_text, summary_line
 from perfkit.report.serving import section
+from perfkit.rundata import rundir
 from perfkit.rundata.exits import at_exit, exit_text, where_threads_wait
 from perfkit.rundata.rundir import matrix_of, resume_command
 from perfkit.trace import marker_notes
@@ -31,11 +32,12 @@ def _ms(x) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
-def _ratio(c: dict) -> str:
+def _ratio(c: dict, a: str = "", left_out: dict[str, str] | None = None) -> str:
     """A comparison's ratio with its CI named at the level its verdict was read at: each look's, higher than 95%,
-    where the adaptive rounds read it more than once (``97.4% CI (3 looks)``)."""
+    where the adaptive rounds read it more than once (``97.4% CI (3 looks)``). Without one, which of its sides (``a``
+    and its variant) the run's ``--only`` left out (``left_out``, ``rundir.left_out``), as ``perfkit check`` says."""
     if c["ratio"] is None:
-        return "no ratio (a side has no timed trials)"
+        return f"no ratio ({rundir.left_out_text((a, c['variant']), left_out) or 'a side has no timed trials'})"
     if without_ci(c):
         return f"**{c['ratio']:.3f}**, no CI"
     return f"**{c['ratio']:.3f}**, {ci_name(ci_level(c), looks(c))} [{c['ci'][0]:.3f}, {c['ci'][1]:.3f}]"
@@ -196,11 +198,13 @@ def _looks(c: dict) -> str:
 def _ratio_lines(summary: dict) -> list[str]:
     """Each B/A ratio with its CI, p and verdict, and how to read them (the values the trials recorded named)."""
     a, variants = summary["baseline"], summary["variants"]
+    left_out = rundir.left_out(summary, Path(summary["run_dir"]) if summary.get("run_dir") else None)
     rows = []
     for c in summary["comparisons"]:
         p = "-" if c["p_value"] is None else f"{c['p_value']:.3g}"
-        rows.append(f"- {c['variant']}/{a}, {METRIC_WORDS[c['metric']]}: {_ratio(c)} -> **{c['verdict']}** "
-                    f"(minimum effect {c['min_effect']:.0%}); Mann-Whitney p = {p} over {c['n_a']} + {c['n_b']} "
+        rows.append(f"- {c['variant']}/{a}, {METRIC_WORDS[c['metric']]}: {_ratio(c, a, left_out)} -> "
+                    f"**{c['verdict']}** (minimum effect {c['min_effect']:.0%}); Mann-Whitney p = {p} over "
+                    f"{c['n_a']} + {c['n_b']} "
                     + ("trial medians." if c["metric"] == "step_ms" else
                        "trials' natural passes (a pass's mean step; a trial's median where it ran more than one)."))
     rows += ["", "The ratio divides the variants' medians of per-trial medians (the bold row). The verdict comes "

@@ -329,8 +329,23 @@ def started_options(run_dir: Path) -> dict:
 
 def left_out_by_only(only: str) -> str:
     """Why a variant the run's ``only`` (``started_options``) left out has no figure: the one phrase its rows of
-    ``perfkit check`` and its rank summary give."""
+    ``perfkit check``, its rank summary and its report give."""
     return f"not run, the run was started with --only {only}"
+
+
+def left_out(summary: dict, run_dir: Path | None) -> dict[str, str]:
+    """The variants of ``summary`` the run's ``--only`` left out (run.json's ``only``), each with the phrase saying
+    so (``left_out_by_only``): they ran no trial, and the run's only is not them (a run stopped before its only
+    variant's first trial left none out)."""
+    only = started_options(run_dir).get("only") if run_dir is not None else None
+    return {v: left_out_by_only(only) for v, s in summary["variants"].items()
+            if only not in (None, v) and s.get("trials", 1) == 0}
+
+
+def left_out_text(variants: Iterable[str], left_out: dict[str, str] | None) -> str:
+    """Which of ``variants`` the run's ``--only`` left out (``left_out``), as a row's note names them: "a: not run,
+    the run was started with --only b"; "" where none was."""
+    return "; ".join(f"{v}: {left_out[v]}" for v in variants if v in (left_out or {}))
 
 
 def mark_done(part: Path, interrupted: bool) -> None:

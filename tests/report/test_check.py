@@ -648,6 +648,35 @@ def test_a_variant_left_out_by_only_is_said_not_run_not_unfinished(baseline, tmp
     report = (run / "report.md").read_text()
     assert "rank consistency (a: not checked: not run, the run was started with --only b)" in report
 
+
+def test_a_run_with_only_names_it_on_its_quality_taps_and_report_ratio_rows(baseline, tmp_path):
+    """The same `--only b` run, its outputs and taps on: its quality row read "no comparable outputs in this run",
+    its taps row "no taps compared in this run: a ran no trial" and report.md's Timing lines "no ratio (a side has
+    no timed trials)", none naming --only as the determinism, ranks and timing rows do. The trials are numbered as
+    such a run numbers them (b's alone, from 0), so the run reads as finished; the rows still fail."""
+    from run_fixtures import write_run
+
+    from perfkit.run import finish
+
+    only = [{**t, "index": i, "round": i, "dir": f"trials/{i:02d}-b"}
+            for i, t in enumerate(t for t in ab_trials() if t["variant"] == "b")]
+    run = write_run(tmp_path / "only-b", only, {t["index"]: shifted(frames(), 1, 20) for t in only})
+    (run / "run.json").write_text(json.dumps({**json.loads((run / "run.json").read_text()), "only": "b"}))
+    finish.render(run)
+    held = tmp_path / "held.json"  # the fixture's baseline, its taps held (none departing)
+    held.write_text(json.dumps({**json.loads(baseline.read_text()), "taps": {"variant": "b", "first": "none"}}))
+    res = check(run, "--baseline", held)
+    assert res.exit_code == 1, res.output
+    said = "a: not run, the run was started with --only b"
+    assert not [line for line in failing(res.output) if line.startswith("FAIL trials")], res.output
+    (row,) = [line for line in failing(res.output) if line.startswith("FAIL quality")]
+    assert row.endswith(f"; no comparable outputs in this run ({said})"), row
+    (row,) = [line for line in failing(res.output) if line.startswith("FAIL taps")]
+    assert row.endswith(f"; no taps compared in this run ({said})"), row
+    lines = [line for line in (run / "report.md").read_text().splitlines() if line.startswith("- b/a, ")]
+    assert [line.split(": ", 1)[1].split(" -> ")[0] for line in lines] == [f"no ratio ({said})"] * 2, lines
+
+
 def test_a_command_case_s_devices_are_the_ones_its_case_asked_for(tmp_path):
     """A command case probes no devices (env.json's devices null): its baseline keeps the devices its case asked
     for, and a run of the case on 2 devices against a baseline of 4 is refused, not gated (a newcomer's: its cost
