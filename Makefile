@@ -12,7 +12,7 @@ export NPROC ?= 16
 setup: $(STAMP)
 
 # torch first, pinned: the CPU build lies on this disk; a bare `torch` fetches a multi-GB CUDA build.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py perfkit/trace/_wire.pyx
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[torch,jax,dev]'

@@ -140,6 +140,9 @@ def checked_out(commits: dict[str, str | None], scratch: Path):
             folder = scratch / side
             git("worktree", "add", "--detach", "--quiet", str(folder), commit)
             made.append(folder)
+            if (folder / "setup.py").exists():  # its compiled modules, beside their sources as an editable install has them
+                subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=folder, check=True,
+                               capture_output=True)
             roots[side] = folder
         yield roots
     finally:

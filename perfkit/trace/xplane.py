@@ -2,9 +2,9 @@
 
 ``wire.split`` finds the planes in the file (reading their heads only), then (one plane read into an
 array at a time) each plane's lines and each line's events in place; protobuf (``protos``) parses only
-what is left: names, metadata, line headers. Events and their stats are decoded in chunks with numpy straight from the
-plane's bytes (``wire``): a handful of numpy passes per event field, no Python object per event, and
-the event columns grow in place (no concatenation). What each event is comes from its plane and line:
+what is left: names, metadata, line headers. Events and their stats are decoded in chunks straight from the
+plane's bytes by ``wire``'s compiled loops (no Python object per event), the stats wanted turned into columns with
+numpy, and the event columns grow in place (no concatenation). What each event is comes from its plane and line:
 
 - ``/device:TPU:N``: ``XLA Ops`` events are device ops, ``Steps`` events step markers, ``XLA Modules``
   module spans; op-level stats (``hlo_category``, ``program_id``) sit on the event metadata. An op's
@@ -52,8 +52,8 @@ from perfkit.trace.programs import Programs
 from perfkit.trace.raw import ROLES, RawTrace, StringTable, file_host
 from perfkit.trace.protos import XLINE, XPLANE, XSPACE
 
-CHUNK = 1 << 15  # events decoded per numpy batch: small enough to stay in cache and reuse memory, big enough
-# that numpy's per-call overhead stays small (benchmarks/trace_breakdown.py's read floor)
+CHUNK = 1 << 15  # events decoded per batch: small enough to stay in cache and reuse memory, big enough that
+# numpy's per-call overhead stays small (benchmarks/trace_breakdown.py's read floor)
 PARALLEL_BYTES = 8 << 20  # planes' bytes below which starting workers costs more than it saves
 # The columns of a RawTrace, as the reader fills them (raw.RawTrace says what each holds).
 COLUMNS = {"name": np.int32, "line": np.int32, "device": np.int32, "role": np.int8, "start_ps": np.int64,
@@ -85,9 +85,6 @@ _DCN_PLANE = "/device:CUSTOM:Megascale Trace"
 _STREAM_LINE = re.compile(r"Stream #\d+")
 _INT_FIELDS, _DOUBLE_FIELD, _INLINE_STR_FIELDS, _REF_FIELD = (3, 4), 2, (5, 6), 7  # XStat value field numbers
 _META_READ = frozenset((PROGRAM, *INT_STATS, *STR_STATS))  # the event metadata's stats the reader keeps
-_EVENT_LEADING = (1, 2)  # XEvent's metadata_id and offset_ps: the fields protobuf writes first
-_OCCURRENCES = 5  # XEvent's num_occurrences: set in place of offset_ps where one event stands for several
-_PLAIN_TAG = np.isin(np.arange(256), [number << 3 | wire.VARINT for number in (*_INT_FIELDS, _REF_FIELD)])  # by tag byte
 _INT_FIELD = np.isin(np.arange(8), _INT_FIELDS)  # by XStat value field number
 
 
@@ -205,60 +202,11 @@ def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane:
     ``wanted`` stats (``_wanted``) that some event of them carries (int ones -1 where absent or not an int,
     string ones -1 where absent or not a string, ``program_id`` uint64 with ``program_known``)."""
     n = starts.size
-    cols = {"metadata_id": np.zeros(n, np.int64), "offset_ps": np.zeros(n, np.int64),
-            "dur_ps": np.zeros(n, np.int64)}
-    leading, rest = wire.leading_varints(buf, starts, ends, (1, 2, 3))
-    for values, column in zip(leading, ("metadata_id", "offset_ps", "dur_ps")):
-        cols[column] = values.view(np.int64)
-    short = wire.short_payloads(buf, rest, ends, 4)  # the usual events: stats only past the leading fields
-    stat_msg, stat_start, stat_end = ([], [], []) if short is None else short
-    for f in wire.fields(buf, rest, ends) if short is None else ():
-        sel = (f.number == 4) & (f.wire == wire.LENGTH)
-        if sel.all():  # a round of stats only (the usual one past the leading fields)
-            stat_msg.append(f.msg)
-            stat_start.append(f.data)
-            stat_end.append(f.data + f.value.view(np.int64))
-            continue
-        for number, column in ((1, "metadata_id"), (2, "offset_ps"), (3, "dur_ps")):
-            f.put(number, cols[column])
-        aggregated = f.number == _OCCURRENCES
-        if aggregated.any():
-            raise _Aggregated(int(f.value[aggregated][0]))
-        stat_msg.append(f.msg[sel])
-        stat_start.append(f.data[sel])
-        stat_end.append(f.data[sel] + f.value[sel].astype(np.int64))
-    if not wanted:
-        return cols
-    # A stat that starts with a one-byte metadata id (field 1 first, as protobuf writes it) and is not
-    # one of the wanted is dropped unread: real TPU ops carry a dozen stats, the reader wants one or two.
-    unwanted = np.zeros(256, bool)  # by the stat's second byte (a one-byte id is under 128)
-    unwanted[:128] = True
-    unwanted[[mid for mid in wanted if 0 <= mid < 128]] = False
-    rounds = [kept for kept in map(functools.partial(_kept_stats, buf, unwanted), stat_msg, stat_start, stat_end)
-              if kept[0].size]
-    if not rounds:
-        return cols
-    stat_msg, stat_start, stat_end, head, short_id = (np.concatenate(parts) for parts in zip(*rounds))
-    # Most stats are a one-byte metadata id and one int or reference (``08 id tag varint``, as protobuf
-    # writes them): their values are decoded in one pass; the others field by field.
-    tag = buf[stat_start + 2]
-    plain = (head == 0x08) & (short_id < 0x80) & _PLAIN_TAG[tag] & (stat_end - stat_start >= 4)
-    ids, value_field, data = short_id.astype(np.int64), (tag >> 3).astype(np.int64), np.zeros(stat_msg.size, np.int64)
-    if plain.all():  # (the usual chunk: no scatter)
-        value, end = wire.varints(buf, stat_start + 3)
-        plain = end == stat_end
-    else:
-        value, at = np.zeros(stat_msg.size, np.uint64), np.flatnonzero(plain)
-        value[at], end = wire.varints(buf, stat_start[at] + 3)
-        plain[at] = end == stat_end[at]
-    rest = np.flatnonzero(~plain)
-    ids[rest], value_field[rest], value[rest] = 0, 0, 0
-    for f in wire.fields(buf, stat_start[rest], stat_end[rest]):
-        at = rest[f.msg]
-        sel = f.number == 1
-        ids[at[sel]] = f.value[sel].view(np.int64)
-        sel = (f.number >= 2) & (f.number <= 7)
-        value_field[at[sel]], value[at[sel]], data[at[sel]] = f.number[sel], f.value[sel], f.data[sel]
+    metadata_id, offset_ps, dur_ps, stat_msg, ids, value_field, value, data, occurrences = wire.events(
+        buf, starts, ends, np.fromiter(wanted, np.int64, len(wanted)))
+    if occurrences >= 0:
+        raise _Aggregated(occurrences)
+    cols = {"metadata_id": metadata_id, "offset_ps": offset_ps, "dur_ps": dur_ps}
     for mid, name in wanted.items():
         rows = np.flatnonzero(ids == mid)
         if not rows.size:
@@ -295,19 +243,6 @@ def _decode_events(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, plane:
 
 class _Aggregated(Exception):
     """Events that stand for several each (``num_occurrences``; args: the first one's): they have no start."""
-
-
-def _kept_stats(buf: np.ndarray, unwanted: np.ndarray, msg: np.ndarray, start: np.ndarray, end: np.ndarray
-                ) -> tuple[np.ndarray, ...]:
-    """One round of stats (their events, payload starts and ends: (m,) each) less those whose payloads start
-    with a one-byte metadata id that ``unwanted`` (256,) bool marks, with their first two bytes: a round at a
-    time, for xprof writes an event's stats in one order (a round unwanted whole is dropped without a copy)."""
-    head, short_id = buf[start], buf[start + 1]
-    skip = (end - start >= 2) & (head == 0x08) & unwanted[short_id]
-    if not skip.any():
-        return msg, start, end, head, short_id
-    keep = np.flatnonzero(~skip)
-    return msg[keep], start[keep], end[keep], head[keep], short_id[keep]
 
 
 def _string_codes(buf: np.ndarray, data: np.ndarray, fields_: np.ndarray, values: np.ndarray, plane: _Plane,
@@ -370,11 +305,10 @@ def _incomplete(path: Path) -> BadInput:
     return BadInput("not a complete XSpace protobuf (truncated, damaged, or not an xplane.pb)", path=path)
 
 
-def _split(buf, start: int, end: int, number: int, message, path: Path, leading: tuple[int, int] | None = None
-           ) -> tuple[np.ndarray, np.ndarray, object]:
+def _split(buf, start: int, end: int, number: int, message, path: Path) -> tuple[np.ndarray, np.ndarray, object]:
     """``wire.split`` with the other fields parsed as ``message``; BadInput when the bytes are not one."""
     try:
-        starts, ends, rest = wire.split(buf, start, end, number, leading)
+        starts, ends, rest = wire.split(buf, start, end, number)
         return starts, ends, message.FromString(rest)
     except (wire.WireError, DecodeError):
         raise _incomplete(path) from None
@@ -474,7 +408,7 @@ def _plane(job: PlaneJob) -> tuple[object, np.ndarray, list[int], list[int]]:
     """A plane read from its file: (XPlane without its lines, its bytes (padded), line starts, ends)."""
     try:
         with job.path.open("rb") as file:
-            buf = wire.read_padded(file, job.start, job.end - job.start)
+            buf = wire.read(file, job.start, job.end - job.start)
     except wire.WireError:
         raise _incomplete(job.path) from None
     line_starts, line_ends, plane = _split(buf, 0, job.end - job.start, 3, XPLANE, job.path)
@@ -486,7 +420,7 @@ def _plane(job: PlaneJob) -> tuple[object, np.ndarray, list[int], list[int]]:
 def _lines(plane: _Plane, buf: np.ndarray, line_starts: list[int], line_ends: list[int], path: Path):
     """The lines of a plane whose events are read: (XLine without events, role, event starts, ends)."""
     for line_start, line_end in zip(line_starts, line_ends):
-        starts, ends, line = _split(buf, line_start, line_end, 4, XLINE, path, _EVENT_LEADING)
+        starts, ends, line = _split(buf, line_start, line_end, 4, XLINE, path)
         role = _line_role(plane, line.display_name or line.name) if starts.size else None
         if role is not None:
             yield line, role, starts, ends
