@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from perfkit.analysis import attribution, serving, stats, timing
-from perfkit.common.comparison import (NO_SPREAD, aa_call_text, inside_noise_floor, noise_range, one_trial_call,
-                                       unreadable_text, without_ci)
+from perfkit.common.comparison import (NO_SPREAD, aa_call_text, compared_variant, inside_noise_floor, noise_range,
+                                       one_trial_call, unreadable_text, without_ci)
 from perfkit.common.devices import on_cpu_devices
 from perfkit.cost.programs import run_costs
 from perfkit.hlo.consistency import variant_check
@@ -177,8 +177,16 @@ def unreadable_steps(trials: list[dict]) -> list[dict]:
             for t in trials for r in t["ranks"] if r.get("unreadable_steps")]
 
 
+def _left_out_text(summary: dict) -> str:
+    """Which of A and B the run's ``--only`` left out (run.json's, ``rundir.left_out``), in the phrase perfkit
+    check's rows give: "a: not run, the run was started with --only b"; "" where it left neither out."""
+    return rundir.left_out_text((summary["baseline"], compared_variant(summary)),
+                                rundir.left_out(summary, Path(summary["run_dir"])))
+
+
 def not_verified(case: Case, summary: dict) -> list[str]:
-    """What the run did not check, read from the case and the summary: the report's last section."""
+    """What the run did not check, read from the case and the summary: the report's last section. Where the run's
+    ``--only`` left A or B out, its output quality and verdict items say so (``_left_out_text``)."""
     # a model's seed draws its weights and noise; a command or server takes no seed from perfkit
     notes = [f"one seed only (seed {case.seed})" if case.kind == "model" else
              "one set of inputs only: the serve.prompts and their seeds" if case.kind == "serve" else
@@ -201,9 +209,11 @@ def not_verified(case: Case, summary: dict) -> list[str]:
         notes.append("output quality (no served output of B compared with A's: the Serving section's table of "
                      "served outputs says why)")
     elif summary.get("quality") is None:
-        notes.append("output quality (no comparable outputs" + (
-            ": `capture.outputs` is on, but no trial's rank 0 wrote a video, array or image folder to its outputs "
-            "folder, `perfkit.record.outputs_dir()`)" if case.capture.get("outputs") else ")"))
+        # (a variant --only left out wrote no outputs, whatever the case's capture.outputs)
+        why = _left_out_text(summary) or (
+            "`capture.outputs` is on, but no trial's rank 0 wrote a video, array or image folder to its outputs "
+            "folder, `perfkit.record.outputs_dir()`" if case.capture.get("outputs") else "")
+        notes.append(f"output quality (no comparable outputs{': ' + why if why else ''})")
     others = media.other_rank_outputs(Path(summary["run_dir"]))
     if others:
         listed = "; ".join(f"rank {r}'s {', '.join(names)}" for r, names in others.items())
@@ -215,8 +225,8 @@ def not_verified(case: Case, summary: dict) -> list[str]:
     if called := aa_call_text(summary):
         notes.append(f"every timing verdict: {called}")
     if c["verdict"] == "unknown":
-        why = ("a variant has no timed steps" if c["ratio"] is None else NO_SPREAD if without_ci(c)
-               else "the CI reaches both sides of the minimum effect")
+        why = (_left_out_text(summary) or "a variant has no timed steps") if c["ratio"] is None else NO_SPREAD \
+            if without_ci(c) else "the CI reaches both sides of the minimum effect"
         notes.append(f"the B/A timing verdict: unknown ({why})")
     elif inside := inside_noise_floor(summary):
         notes.append(f"the B/A timing verdict: {c['verdict']} by its CI, but its change ({inside}) lies inside the "

@@ -32,6 +32,12 @@ def _ms(x) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
+def _left_out(summary: dict) -> dict[str, str]:
+    """The variants the run's ``--only`` left out (``rundir.left_out``), from the run.json beside summary's
+    ``run_dir``, as ``perfkit check`` reads them."""
+    return rundir.left_out(summary, Path(summary["run_dir"]) if summary.get("run_dir") else None)
+
+
 def _ratio(c: dict, a: str = "", left_out: dict[str, str] | None = None) -> str:
     """A comparison's ratio with its CI named at the level its verdict was read at: each look's, higher than 95%,
     where the adaptive rounds read it more than once (``97.4% CI (3 looks)``). Without one, which of its sides (``a``
@@ -198,7 +204,7 @@ def _looks(c: dict) -> str:
 def _ratio_lines(summary: dict) -> list[str]:
     """Each B/A ratio with its CI, p and verdict, and how to read them (the values the trials recorded named)."""
     a, variants = summary["baseline"], summary["variants"]
-    left_out = rundir.left_out(summary, Path(summary["run_dir"]) if summary.get("run_dir") else None)
+    left_out = _left_out(summary)
     rows = []
     for c in summary["comparisons"]:
         p = "-" if c["p_value"] is None else f"{c['p_value']:.3g}"
@@ -280,10 +286,12 @@ def quality_section(summary: dict, plots: dict[str, str] | None = None) -> list[
     mean PSNR over differing frames, average as ffmpeg's psnr gives it. ``plots``: ``perfkit.report.plots.write_plots``'s result, for the drift plot's link."""
     q = summary.get("quality")
     a = summary["baseline"]
-    if not q:
-        return ["No comparable outputs" + (": the Serving section's table of served outputs says why each was not "
-                                           "compared." if summary.get("serve") else ".")]
+    if not q and summary.get("serve"):
+        return ["No comparable outputs: the Serving section's table of served outputs says why each was not compared."]
     b = compared_variant(summary)
+    if not q:  # which of A and B the run's --only left out, as perfkit check's quality row says
+        why = rundir.left_out_text((a, b), _left_out(summary))
+        return [f"No comparable outputs ({why})." if why else "No comparable outputs."]
     # a tensor's differences are in its own units, a frame's in codes of 255
     scale = "/255" if q["kind"] == "frames" else "in A's units; /255 for frames"
     header = ["| comparison | PSNR mean of differing frames (dB) | PSNR average (dB) | worst frame (dB) | "
@@ -823,7 +831,8 @@ def _verdict(summary: dict) -> str:
         missing = [n for n in (a, b) if trial_median(summary["variants"][n]) is None]
         # every trial of a variant hung: a longer timeout, not more rounds, may give it timed steps (not a deadlock)
         hung = " " + _more_trials(summary, "time its steps", missing) if hung_at_timeout(summary, missing) else ""
-        return "**No verdict**: a variant has no timed steps." + hung
+        why = rundir.left_out_text((a, b), _left_out(summary))
+        return "**No verdict**: a variant has no timed steps" + (f" ({why})." if why else ".") + hung
     shown_a, shown_b = step_times_text(trial_median(summary["variants"][a]), trial_median(summary["variants"][b]))
     serve = summary.get("serve")  # (a served system's figure: its first level's latency, per server process)
     what, of = (f"c={serve['concurrency'][0]} latency", "server processes'") if serve else ("step time", "trial")

@@ -5,6 +5,7 @@ summary, --update-baseline, and bad input."""
 import json
 import os
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -623,21 +624,33 @@ def test_a_taps_row_of_a_run_where_a_variant_ran_no_trial_says_so(tmp_path, base
 
 
 
+def only_b_run(run: Path, outputs: bool = False) -> Path:
+    """A rendered `perfkit run case.yaml --only b` of the fixture case: b's trials alone, numbered as such a run
+    numbers them (from 0, one a round; tests/runner's --only runs), so it reads as finished; ``outputs``: each
+    trial's rank 0 wrote frames."""
+    from run_fixtures import write_run  # (where used, as this file's other tests import it)
+
+    from perfkit.run import finish  # (the run stage, loaded by the tests that render a run)
+
+    only = [{**t, "index": i, "round": i, "dir": f"trials/{i:02d}-b"}
+            for i, t in enumerate(t for t in ab_trials() if t["variant"] == "b")]
+    write_run(run, only, {t["index"]: shifted(frames(), 1, 20) for t in only} if outputs else {})
+    (run / "run.json").write_text(json.dumps({**json.loads((run / "run.json").read_text()), "only": "b"}))
+    finish.render(run)
+    return run
+
+
 def test_a_variant_left_out_by_only_is_said_not_run_not_unfinished(baseline, tmp_path):
     """A newcomer's `perfkit run case.yaml --only b`, checked: a's ranks row read "not checked in this run (no trial
     of this variant finished)", as if a's trials had run and failed; a was never run (run.json's only). Its
     determinism row read "(a ran no trial)" and the b/a timing row "no ratio (a side has no timed trials)", neither
     naming --only; the three say it in one phrase. The rows still fail: nothing in this run accepted what the
-    baseline held."""
-    from run_fixtures import write_run
-
-    from perfkit.run import finish
-
-    run = write_run(tmp_path / "only-b", [t for t in ab_trials() if t["variant"] == "b"], {})
-    (run / "run.json").write_text(json.dumps({**json.loads((run / "run.json").read_text()), "only": "b"}))
-    finish.render(run)
+    baseline held. b's trials are numbered as such a run numbers them (b's alone, from 0), so the run reads as
+    finished: no trials row, and its report does not offer --resume."""
+    run = only_b_run(tmp_path / "only-b")
     res = check(run, "--baseline", baseline)
     assert res.exit_code == 1, res.output
+    assert not [line for line in failing(res.output) if line.startswith("FAIL trials")], res.output
     (row,) = [line for line in failing(res.output) if line.startswith("FAIL ranks")]
     assert row.endswith("not checked in this run (not run, the run was started with --only b)"), row
     (row,) = [line for line in failing(res.output) if line.startswith("FAIL determinism a: ")]
@@ -647,6 +660,7 @@ def test_a_variant_left_out_by_only_is_said_not_run_not_unfinished(baseline, tmp
     assert all(r.endswith("; no ratio (a: not run, the run was started with --only b)") for r in rows), rows
     report = (run / "report.md").read_text()
     assert "rank consistency (a: not checked: not run, the run was started with --only b)" in report
+    assert "--resume" not in report and "- the run was stopped before its plan was done" not in report
 
 
 def test_a_run_with_only_names_it_on_its_quality_taps_and_report_ratio_rows(baseline, tmp_path):
@@ -654,15 +668,7 @@ def test_a_run_with_only_names_it_on_its_quality_taps_and_report_ratio_rows(base
     its taps row "no taps compared in this run: a ran no trial" and report.md's Timing lines "no ratio (a side has
     no timed trials)", none naming --only as the determinism, ranks and timing rows do. The trials are numbered as
     such a run numbers them (b's alone, from 0), so the run reads as finished; the rows still fail."""
-    from run_fixtures import write_run
-
-    from perfkit.run import finish
-
-    only = [{**t, "index": i, "round": i, "dir": f"trials/{i:02d}-b"}
-            for i, t in enumerate(t for t in ab_trials() if t["variant"] == "b")]
-    run = write_run(tmp_path / "only-b", only, {t["index"]: shifted(frames(), 1, 20) for t in only})
-    (run / "run.json").write_text(json.dumps({**json.loads((run / "run.json").read_text()), "only": "b"}))
-    finish.render(run)
+    run = only_b_run(tmp_path / "only-b", outputs=True)
     held = tmp_path / "held.json"  # the fixture's baseline, its taps held (none departing)
     held.write_text(json.dumps({**json.loads(baseline.read_text()), "taps": {"variant": "b", "first": "none"}}))
     res = check(run, "--baseline", held)
@@ -675,6 +681,35 @@ def test_a_run_with_only_names_it_on_its_quality_taps_and_report_ratio_rows(base
     assert row.endswith(f"; no taps compared in this run ({said})"), row
     lines = [line for line in (run / "report.md").read_text().splitlines() if line.startswith("- b/a, ")]
     assert [line.split(": ", 1)[1].split(" -> ")[0] for line in lines] == [f"no ratio ({said})"] * 2, lines
+
+
+def test_a_run_with_only_names_it_in_its_report_s_verdict_quality_and_not_verified(tmp_path):
+    """The same `--only b` run, its outputs on, b's rank 0 writing them: report.md's verdict read "a variant has no
+    timed steps", its Quality section "No comparable outputs." and its Not verified "the B/A timing verdict: unknown
+    (a variant has no timed steps)" and "output quality (no comparable outputs: `capture.outputs` is on, but no
+    trial's rank 0 wrote a video, array or image folder ...)", the last wrong: b wrote them, a was never run. Each
+    names the variant --only left out, in the phrase the check's rows give; a run without --only whose a ran no
+    trial keeps the old words."""
+    from perfkit.run import finish  # (the run stage, loaded by the tests that render a run)
+
+    run = only_b_run(tmp_path / "only-b", outputs=True)
+    said = "a: not run, the run was started with --only b"
+    lines = (run / "report.md").read_text().splitlines()
+    assert f"**No verdict**: a variant has no timed steps ({said})." in lines, lines
+    assert f"No comparable outputs ({said})." in lines, lines
+    assert f"- output quality (no comparable outputs: {said})" in lines, lines
+    assert f"- the B/A timing verdict: unknown ({said})" in lines, lines
+    assert not [line for line in lines if "rank 0 wrote" in line], lines
+    # the same trials, run.json's only unset: nothing says --only
+    (run / "run.json").write_text(json.dumps({**json.loads((run / "run.json").read_text()), "only": None}))
+    finish.render(run)
+    lines = (run / "report.md").read_text().splitlines()
+    assert "**No verdict**: a variant has no timed steps." in lines and "No comparable outputs." in lines, lines
+    assert "- the B/A timing verdict: unknown (a variant has no timed steps)" in lines, lines
+    assert [line for line in lines if line.startswith("- output quality (")] == [
+        "- output quality (no comparable outputs: `capture.outputs` is on, but no trial's rank 0 wrote a video, array "
+        "or image folder to its outputs folder, `perfkit.record.outputs_dir()`)"], lines
+    assert not [line for line in lines if "--only" in line], lines
 
 
 def test_a_command_case_s_devices_are_the_ones_its_case_asked_for(tmp_path):
