@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 from report.run_fixtures import whole_record
-from trace_builders import U
+from trace_builders import TPU_START_NS, U, started
 
 from perfkit.cli import cli
 from perfkit.trace import events, parting, shards, xplane
@@ -40,7 +40,7 @@ def rank_trace(path, steps: list[list[str]], cut: list[str] | None, first: int =
         run(100 * s, names)
     if cut is not None:
         run(100 * len(steps), cut)
-    space.save(path)
+    started(space, TPU_START_NS).save(path)  # the ranks' profiles started together, as one launch's do
 
 
 def dump(folder, names: tuple[str, ...]) -> None:
