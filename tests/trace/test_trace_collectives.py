@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from noted import HOST_STREAMS, KERNELS_UNSIZED, LAUNCHLESS, ROUNDED, UNSIZED, noted
 from trace_builders import STRAGGLER_EXPECTED, U, straggler_trace
 
 from perfkit.cli import cli
@@ -280,7 +281,8 @@ def test_nccl_kernel_bytes_from_kineto_args(fixtures_dir):
     raw = json.loads(gzip.decompress(path.read_bytes()))
     kernels, expected = _nccl_bytes_by_hand(raw)
     assert {e["args"]["Collective name"] for e in kernels} == {"allreduce", "broadcast"} and len(kernels) == 21
-    inst = collectives.instances(events.load([path]))
+    with noted(ROUNDED):  # its kernels' ns times
+        inst = collectives.instances(events.load([path]))
     assert inst.sort_values("start_ps")["bytes"].tolist() == expected
     assert (inst["chips"] == 1).all() and (inst["exposed_ps"] + inst["hidden_ps"] <= inst["time_ps"]).all()
 
@@ -293,7 +295,8 @@ B200_ALL_GATHER_BYTES = 351904
 
 def test_a_real_nccl_all_gather_is_sized_from_its_output(fixtures_dir):
     """The suite's first real all-gather: sized from the output the kernel's args record, (n-1)/n of it."""
-    inst = collectives.instances(events.load([fixtures_dir / "kineto/tracelens_b200_vllm_eager.json.gz"]))
+    with noted(HOST_STREAMS, ROUNDED):  # a cpu_op with a stream; its kernels' ns times
+        inst = collectives.instances(events.load([fixtures_dir / "kineto/tracelens_b200_vllm_eager.json.gz"]))
     assert inst["kind"].astype(str).tolist() == ["all-gather"]
     assert inst["bytes"].tolist() == [B200_ALL_GATHER_BYTES] and inst["chips"].tolist() == [1]
     assert inst["time_ps"].tolist() == [21_953_000]  # the kernel's dur, 21.953 us
@@ -397,13 +400,16 @@ def test_nccl_kernels_without_args_leave_the_others_sized(fixtures_dir):
     before the profiler started, carry no args; the other 12 name their collective, message size, dtype (BFloat16,
     Long) and group of 8. Those 12 are sized by hand (NCCL's bus bytes: all-reduce 2(n-1)/n of the buffer, broadcast
     the buffer), the 5 unknown. Every kernel had lost its bytes and kind where some kernels had no args."""
-    inst = collectives.instances(events.load([fixtures_dir / "kineto/tracelens_mi300_resnet_act_checkpoint.json.gz"]))
+    path = fixtures_dir / "kineto/tracelens_mi300_resnet_act_checkpoint.json.gz"
+    # the kernels queued before the profiler started (the 5 unsized); their ns times
+    with noted(LAUNCHLESS, ROUNDED, KERNELS_UNSIZED + r": 5 \(5 unknown\) record none and have no launch"):
+        inst = collectives.instances(events.load([path]))
     inst = inst.sort_values("start_ps")
     per_step = [9600 * 2, 20 * 8, 2 * 7 / 8 * 2873320 * 2, 2 * 7 / 8 * 8816192 * 2]
     assert inst["bytes"].iloc[5:].tolist() == per_step * 3 and inst["bytes"].iloc[:5].isna().all()
     assert inst["kind"].astype(str).tolist() == [""] * 5 + (["collective-broadcast"] * 2 + ["all-reduce"] * 2) * 3
     # the text table gives their kind as unknown, as their bytes (it had left the cell blank)
-    out = run(fixtures_dir / "kineto/tracelens_mi300_resnet_act_checkpoint.json.gz").output
+    out = run(path).output
     rows = [line.split() for line in out.splitlines() if "ncclDevKernel" in line]  # step, op, kind, count, chips, bytes
     assert [row[2] for row in rows if row[5] == "?"] == ["?", "?"]
 
@@ -896,7 +902,8 @@ def test_gpu_kernel_of_an_async_start_is_the_collective(tmp_path):
     5 us, so exposed 5 (the breakdown's ICI of that step), hidden 5."""
     from trace_builders import gpu_trace
 
-    inst = collectives.instances(events.load([gpu_trace(tmp_path / "g.xplane.pb")]))
+    with noted(UNSIZED + r": 1 ops \(1 all-reduce\)"):  # its bytes below
+        inst = collectives.instances(events.load([gpu_trace(tmp_path / "g.xplane.pb")]))
     got = [(r.op, r.kind, r.step, r.time_ps // U, r.exposed_ps // U, r.hidden_ps // U) for r in inst.itertuples()]
     assert got == [("all-reduce-start.1", "all-reduce", 0, 10, 5, 5)]
     assert np.isnan(inst["bytes"].iloc[0])  # one GPU, no groups in the trace: the group size is unknown
@@ -952,7 +959,8 @@ def test_nccl_reduce_scatter_bytes_are_its_input_s_share(fixtures_dir, tmp_path)
                            "Group size": 4, "dtype": "Float"})
     path = tmp_path / "rs.json.gz"
     path.write_bytes(gzip.compress(json.dumps(raw).encode()))
-    inst = collectives.instances(events.load([path]))
+    with noted(ROUNDED):  # the fixture's kernels' ns times
+        inst = collectives.instances(events.load([path]))
     assert inst.loc[inst["kind"] == "reduce-scatter", "bytes"].tolist() == [3 / 4 * 4096 * 4]
 
 
@@ -1053,7 +1061,8 @@ def test_kernel_bytes_from_the_record_param_comms_of_their_launch(fixtures_dir, 
         e["args"] = {"correlation": a["correlation"], "stream": a["stream"], "device": a["device"]}
     path = tmp_path / "bare.json.gz"
     path.write_bytes(gzip.compress(json.dumps(raw).encode()))
-    inst = collectives.instances(events.load([path]))
+    with noted(ROUNDED):  # the fixture's kernels' ns times
+        inst = collectives.instances(events.load([path]))
     assert inst.sort_values("start_ps")["bytes"].tolist() == expected and len(expected) == 21
 
 
@@ -1234,5 +1243,7 @@ def test_a_reduce_scatter_s_nccl_input_is_n_of_its_output_and_an_all_gather_s_on
     assert len(expected) == 20 and expected[:3] == [7 / 8 * 65536 * 384 * 4, 7 / 8 * 65536 * 64 * 4, 7 * 8192 * 64 * 4]
     path = tmp_path / "fsdp.json.gz"
     path.write_bytes(gzip.compress(json.dumps(raw).encode()))
-    inst = collectives.instances(events.load([path])).sort_values("start_ps")
+    # the fixture's kernels queued before its profile started; its all-to-alls and all-reduces of no group size
+    with noted(LAUNCHLESS, KERNELS_UNSIZED + r": 55 \(45 all-to-all, 10 all-reduce\) record no group size"):
+        inst = collectives.instances(events.load([path])).sort_values("start_ps")
     assert inst.loc[inst["kind"].isin(["reduce-scatter", "all-gather"]), "bytes"].tolist() == expected

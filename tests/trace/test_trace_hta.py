@@ -29,6 +29,7 @@ import functools
 import gzip
 import json
 import math
+import re
 import shutil
 from decimal import Decimal
 
@@ -36,6 +37,7 @@ import pytest
 
 from click.testing import CliRunner
 from hta_rounding import between_us, rounded_off_us, rounding_notes
+from noted import HOST_STREAMS, LAUNCHLESS, noted
 
 from perfkit.cli import cli
 from perfkit.trace import breakdown, events
@@ -81,8 +83,16 @@ def _hta_view(rows) -> tuple[tuple[float, ...], float]:
     return parts, 100 * float(s["hidden_ps"]) / float(s["comm_ps"])
 
 
-def _load(path):
-    return events.load([path])
+def _load(path, *notes):
+    """The trace at ``path`` read, giving the DefinitionNotes that ``notes`` (regular expressions) match."""
+    with noted(*notes):
+        return events.load([path])
+
+
+def _rounding(path) -> list[str]:
+    """The note of HTA's rounding the trace at ``path`` gives, word for word (hta_rounding's plain reading), as a
+    regular expression: none where its rounding moves no device op."""
+    return [re.escape(note) for note in rounding_notes(path)]
 
 
 def _rounded_like_hta(src, dst):
@@ -169,7 +179,7 @@ def test_nanosecond_trace_hta_rounds_inward(fixtures_dir, tmp_path):
     """hta_nccl_data has sub-microsecond timestamps: perfkit keeps them (= HTA with its rounding off);
     rounded inward as HTA's parser does, perfkit gives HTA's default figures."""
     src = fixtures_dir / "kineto" / "hta_nccl_data.json.gz"
-    ev = _load(src)
+    ev = _load(src, *_rounding(src))
     _assert_equal(_hta_view(breakdown.breakdown(ev, "trace")), HTA_NCCL_UNROUNDED)
     rows = breakdown.breakdown(ev)
     parts, overlap = _hta_view(rows[rows["step"] < rows["step"].max()])
@@ -201,7 +211,7 @@ def test_device_ops_without_a_stream_are_counted_and_named(fixtures_dir, tmp_pat
         _assert_equal(_hta_view(breakdown.breakdown(_load(tmp_path / "streamless.json"), "trace")), HTA_NCCL_UNROUNDED)
     doc["traceEvents"] = [e for e in doc["traceEvents"] if not any(e is k for k in nccl)]
     (tmp_path / "without.json").write_text(json.dumps(doc))
-    without = breakdown.breakdown(_load(tmp_path / "without.json"), "trace")
+    without = breakdown.breakdown(_load(tmp_path / "without.json", *_rounding(tmp_path / "without.json")), "trace")
     assert _parts(without) == pytest.approx(HTA_NCCL_STREAMLESS[0], abs=1e-3) and without["comm_ps"].sum() == 0
     doc["traceEvents"].append(nccl[0])  # one: "1 device op has"
     (tmp_path / "one.json").write_text(json.dumps(doc))
@@ -213,7 +223,8 @@ def test_kernels_queued_before_the_profiler(fixtures_dir, tmp_path):
     """hta_trace_diff_test: 614 GPU events (56.5 ms of kernel time, in the first 40 ms) were launched
     before the trace begins. perfkit counts them (they ran in the window); without them it is HTA."""
     src = fixtures_dir / "kineto" / "hta_trace_diff_test.json.gz"
-    ev = _load(src)
+    ev = _load(src, LAUNCHLESS + r" \(queued before the profiler started, or launched after\): counted here; HTA "
+               "drops them")
     parts, overlap = _hta_view(breakdown.breakdown(ev, "trace"))
     assert parts == pytest.approx((27296, 548148, 169795, 745239), abs=1e-3) and overlap == pytest.approx(70.84, abs=0.005)
     kept = _launched_only(src, tmp_path / "launched.json")
@@ -228,9 +239,10 @@ def test_host_events_with_a_stream_are_not_device_time(fixtures_dir, tmp_path, n
     those streams, not on the file."""
     on_file, without, _ = HTA_HOST_STREAMS[name]
     src = fixtures_dir / "kineto" / name
-    parts = _parts(breakdown.breakdown(_load(src), "trace"))
+    parts = _parts(breakdown.breakdown(_load(src, HOST_STREAMS, *_rounding(src)), "trace"))
     assert parts == pytest.approx(without, abs=1e-3) and parts != pytest.approx(on_file, abs=1e-3)
-    copy = _parts(breakdown.breakdown(_load(_host_streams_dropped(src, tmp_path / "copy.json")), "trace"))
+    dropped = _host_streams_dropped(src, tmp_path / "copy.json")
+    copy = _parts(breakdown.breakdown(_load(dropped, *_rounding(dropped)), "trace"))
     assert copy == parts
 
 
