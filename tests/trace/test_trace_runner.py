@@ -193,7 +193,8 @@ def test_a_command_case_traced_on_cpu_devices_is_not_taken_for_a_chip_s_speed():
     case = validate({"name": "c", "command": ["true"], "capture": {"trace": [1]}, "variants": {"a": {}, "b": {}}})
     said = "speed on TPU or GPU: these timings come from CPU devices"
     for cpu, expected in ((True, True), (None, False)):
-        summary = {"run_dir": "/nonexistent", "ranks": {}, "quality": None, "trials": {"total": 2, "failed": []},
+        summary = {"run_dir": "/nonexistent", "baseline": "a", "variants": {"a": {"trials": 1}, "b": {"trials": 1}},
+                   "ranks": {}, "quality": None, "trials": {"total": 2, "failed": []},
                    "comparison": {"verdict": "slower", "ratio": 157.0, "ci": [101.7, 174.7], "n_a": 3, "n_b": 3},
                    "env": {"devices": None},
                    "breakdown": {"variants": {v: {"cpu_devices": cpu} if cpu else {} for v in ("a", "b")}}}
