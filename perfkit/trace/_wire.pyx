@@ -198,7 +198,7 @@ def events(const uint8_t[::1] buf, const int64_t[::1] starts, const int64_t[::1]
     cdef uint64_t tag = 0, value = 0, v = 0
     columns = [np.zeros(n, np.int64) for _ in range(3)]
     cdef int64_t[::1] metadata = columns[0], offset = columns[1], duration = columns[2]
-    table = np.empty((n // 8 + 64, 5), np.int64)  # a row per stat kept: event, id, field, value bits, payload
+    table = np.empty((n * w + 64, 5), np.int64)  # a row per stat kept (one per event and id wanted, but for repeats)
     cdef int64_t[:, ::1] stats = table
     for i in range(n):
         pos, end = starts[i], ends[i]

@@ -67,6 +67,16 @@ def test_events_and_stats_decode_like_protobuf(specs, data):
             assert raw == v
 
 
+def test_stats_past_one_an_event_for_each_id_asked_for_are_all_kept():
+    """Events of 300 stats of the one id asked for each (more than the rows made ready at first): every one,
+    in order."""
+    specs = [(1, 10 * k, 5, [(9, ("int64_value", 1000 * k + j)) for j in range(300)]) for k in range(2)]
+    _, buf, starts, ends = serialized(specs)
+    out = wire.events(buf, starts, ends, np.array([9], np.int64))
+    assert out[3].tolist() == [0] * 300 + [1] * 300
+    assert out[6].view(np.int64).tolist() == [1000 * k + j for k in range(2) for j in range(300)]
+
+
 def test_an_aggregated_events_occurrences_are_said():
     """An event that stands for several (``num_occurrences``, in place of its offset): the first one's count."""
     line = XLINE(events=[dict(metadata_id=1, offset_ps=5), dict(metadata_id=2, num_occurrences=7),
