@@ -14,7 +14,11 @@ from typing import BinaryIO
 
 import numpy as np
 
-from perfkit.trace._wire import WireError, events, run
+try:
+    from perfkit.trace._wire import WireError, events, run
+except ImportError as exc:  # a source tree run without its install step (PYTHONPATH=clone)
+    raise ImportError("perfkit's compiled reader (perfkit/trace/_wire.pyx) is not built: install perfkit "
+                      "(pip install -e .) or build it in place (python setup.py build_ext --inplace)") from exc
 
 __all__ = ["VARINT", "FIXED64", "LENGTH", "FIXED32", "WireError", "events", "run", "read", "FileBytes", "field_ahead",
            "split"]

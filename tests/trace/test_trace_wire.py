@@ -1,5 +1,7 @@
 """The wire decoder against protobuf's own encoder, and op nesting against a plain stack walk."""
 
+import importlib
+import sys
 import tempfile
 
 import numpy as np
@@ -227,3 +229,13 @@ def test_split_finds_the_events_of_a_long_line_whose_stats_look_like_events(seed
     raw = line.SerializeToString()
     starts, ends, _ = wire.split(as_array([raw]), 0, len(raw), 4)
     assert [raw[a:b] for a, b in zip(starts.tolist(), ends.tolist())] == [e.SerializeToString() for e in line.events]
+
+
+def test_a_tree_whose_compiled_reader_is_not_built_says_how_to_build_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "perfkit.trace._wire", None)  # (an import of it then fails)
+    try:
+        with pytest.raises(ImportError, match=r"not built: install perfkit \(pip install -e \.\) or build it in place"):
+            importlib.reload(wire)
+    finally:
+        monkeypatch.undo()
+        importlib.reload(wire)
