@@ -28,6 +28,18 @@ REPO = Path(__file__).resolve().parent.parent
 REAL = REPO / "tests" / "data" / "real"  # the real files from other projects (its README: source, licence)
 
 
+# The folders whose tests assert every DefinitionNote their input gives (``pytest.warns``, trace/noted.py) and whose
+# hand-built inputs write what real files hold: a note a test there does not assert fails it.
+NOTES_FAIL_IN = tuple(REPO / "tests" / name for name in ("trace", "hlo"))
+NOTES_FAIL = pytest.mark.filterwarnings("error::perfkit.errors.DefinitionNote")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if any(folder in item.path.resolve().parents for folder in NOTES_FAIL_IN):
+            item.add_marker(NOTES_FAIL, append=False)  # first: a test's own filterwarnings marks come after it
+
+
 def pytest_configure(config):
     # Started as a background job of a non-interactive shell (`make test &`), the suite has SIGINT ignored,
     # and every process it starts would inherit that: the tests that stop a run with Ctrl-C need it delivered.

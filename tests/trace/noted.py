@@ -19,7 +19,7 @@ KERNELS_UNSIZED = r"communication kernels without bytes and GB/s \(\?\)"
 def noted(*notes: str):
     """The block gives a DefinitionNote matching each of ``notes`` (regular expressions, searched in its text); a
     note none of them matches is given on (pytest.warns passes on what it does not match), so it fails the test
-    where notes are errors (tests/trace/conftest.py)."""
+    where notes are errors (tests/conftest.py, NOTES_FAIL_IN)."""
     with contextlib.ExitStack() as stack:
         for note in notes:
             stack.enter_context(pytest.warns(DefinitionNote, match=note))
