@@ -58,7 +58,7 @@ from click.testing import CliRunner
 
 from reencode import crf30
 from perfkit.cli import cli
-from perfkit.trace import events
+from perfkit.trace import events, kineto
 
 XPLANES = ["xplane/mi300_jax_conv_8gpu.xplane.pb", "xplane/amd_te_fused_attn.xplane.pb",
            "xplane/xprof_tpu_inference_2.xplane.pb", "xplane/mi300_jax_conv_legacy.xplane.pb",
@@ -125,6 +125,20 @@ def _cached(load):
     return cached_load
 
 
+def _parsed_once(load_json):
+    """kineto.load_json parsing each file once: tail and collectives read a Kineto file's JSON again for its
+    collectives' args (``collectives.kineto_messages``), past the events ``events.load`` gave them; every caller
+    gets its own document and events list (none writes into an event)."""
+    docs = {}
+
+    def parsed_once(path):
+        key = str(path)
+        if key not in docs:
+            docs[key] = load_json(path)
+        return {**docs[key], "traceEvents": list(docs[key]["traceEvents"])}
+    return parsed_once
+
+
 def _source_events(path: Path) -> tuple[int, dict]:
     """A plain reading of the file: its event count (but on a TPU the lines perfkit does not read, as its
     docs say: LLO bundles, overlays, TraceMes inside ops, counter samples), and per device the first start
@@ -165,11 +179,13 @@ def _source_events(path: Path) -> tuple[int, dict]:
 @pytest.fixture(scope="module", params=XPLANES + KINETO)
 def swept(request, fixtures_dir, tmp_path_factory):
     """One trace file through every ``perfkit trace`` command (each file parsed once per events.load
-    signature): name -> result, plus the file's path, its own reading, and the export's origin and events."""
+    signature, a Kineto file's JSON once): name -> result, plus the file's path, its own reading, and the
+    export's origin and events."""
     path = fixtures_dir / request.param
     out = tmp_path_factory.mktemp("export") / "trace.json"
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(events, "load", _cached(events.load))
+        mp.setattr(kineto, "load_json", _parsed_once(kineto.load_json))
         results = {
             "breakdown": _invoke("trace", "breakdown", path, "--json"),
             "breakdown_trace": _invoke("trace", "breakdown", path, "--window", "trace", "--json"),
