@@ -15,8 +15,8 @@ CASE = REPO / "cases" / "repro" / "skipped_collective.yaml"
 @pytest.mark.slow
 def test_the_hung_trial_names_the_rank_and_the_collective(tmp_path):
     run = tmp_path / "run"
-    # the profile cut 3 s after it starts and the watchdog at 20 s: the hang costs the test 20 s (the ranks reach
-    # the cut within about 7 s of the trial's start on an idle 2-core machine; the rest is margin for a loaded one)
+    # the profile cut 3 s after it starts and the watchdog at 20 s, which the hang costs the test: the ranks reach
+    # the cut well within it, the rest is margin for a loaded machine
     res = perfkit("run", CASE, "--out", run, "--only", "skip",
                   "--set", f"command=[{sys.executable}, {REPO / 'cases/repro/skipped_collective.py'}, '8']",
                   "--set", "timeout=20", "--set", "variants.skip.env.CUT_S='3'", timeout=240)
