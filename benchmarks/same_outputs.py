@@ -140,7 +140,7 @@ def checked_out(commits: dict[str, str | None], scratch: Path):
             folder = scratch / side
             git("worktree", "add", "--detach", "--quiet", str(folder), commit)
             made.append(folder)
-            if (folder / "setup.py").exists():  # its compiled modules, beside their sources as an editable install has them
+            if (folder / "setup.py").exists():  # its compiled module, beside its source as an editable install has it
                 subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=folder, check=True,
                                capture_output=True)
             roots[side] = folder

@@ -13,9 +13,11 @@ from perfkit.trace import timeline, wire
 from perfkit.trace.protos import XLINE, XSPACE
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
-STAT = st.one_of(st.tuples(st.just("int64_value"), INT64), st.tuples(st.just("uint64_value"), st.integers(0, 2**64 - 1)),
+STAT = st.one_of(st.tuples(st.just("int64_value"), INT64),
+                 st.tuples(st.just("uint64_value"), st.integers(0, 2**64 - 1)),
                  st.tuples(st.just("double_value"), st.floats(allow_nan=False)),
-                 st.tuples(st.just("str_value"), st.text(max_size=40)), st.tuples(st.just("ref_value"), st.integers(0, 2**64 - 1)))
+                 st.tuples(st.just("str_value"), st.text(max_size=40)),
+                 st.tuples(st.just("ref_value"), st.integers(0, 2**64 - 1)))
 
 
 def events(ids):
@@ -207,7 +209,8 @@ def test_split_of_a_run_past_the_next_run_of_the_same_tag():
     starts, ends, _ = wire.split(buf, 0, len(raw), 3)
     assert [raw[a:b] for a, b in zip(starts.tolist(), ends.tolist())] == [line_raw]
     ev_starts, ev_ends, _ = wire.split(buf, int(starts[0]), int(ends[0]), 4)
-    assert [raw[a:b] for a, b in zip(ev_starts.tolist(), ev_ends.tolist())] == [e.SerializeToString() for e in line.events]
+    assert [raw[a:b] for a, b in zip(ev_starts.tolist(), ev_ends.tolist())] == \
+        [e.SerializeToString() for e in line.events]
 
 
 @settings(max_examples=15, deadline=None)
