@@ -193,7 +193,8 @@ print(len(data))
 
 
 # The read floor: perfkit's reader alone on every plane, one per worker as the command reads them (the largest
-# first), with numpy only: no pandas, no frame, no analysis. What any perfkit command on the file costs at least.
+# first), its compiled loops and numpy: no pandas, no frame, no analysis. What any perfkit command on the file costs
+# at least.
 _READ_FLOOR = """
 import sys
 from pathlib import Path
@@ -330,7 +331,7 @@ def main() -> None:
               f"at 20x xprof ({x['wall_s'] / 20:.2f} s) {x['wall_s'] / 20 - floor:.2f} s would be left to read "
               f"{size / 1e6:.0f} MB and analyse {events / 1e6:.0f}M events")
         read = {k: statistics.median(r[k] for r in reads) for k in ("wall_s", "cpu_s")}
-        print(f"read floor: perfkit's reader alone on every plane, a worker per core, numpy only (no pandas, no "
+        print(f"read floor: perfkit's reader alone on every plane, a worker per core (no pandas, no "
               f"analysis) {read['wall_s']:.2f} s wall, {read['cpu_s']:.2f} s CPU: {read['wall_s'] * 20 / x['wall_s']:.1f}x "
               f"what 20x xprof allows the whole command")
         parse = {k: statistics.median(r[k] for r in parses) for k in ("wall_s", "cpu_s")}

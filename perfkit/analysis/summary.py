@@ -180,8 +180,7 @@ def unreadable_steps(trials: list[dict]) -> list[dict]:
 def _left_out_text(summary: dict) -> str:
     """Which of A and B the run's ``--only`` left out (run.json's, ``rundir.left_out``), in the phrase perfkit
     check's rows give: "a: not run, the run was started with --only b"; "" where it left neither out."""
-    return rundir.left_out_text((summary["baseline"], compared_variant(summary)),
-                                rundir.left_out(summary, Path(summary["run_dir"])))
+    return rundir.left_out_text((summary["baseline"], compared_variant(summary)), rundir.left_out_of(summary))
 
 
 def not_verified(case: Case, summary: dict) -> list[str]:

@@ -32,12 +32,6 @@ def _ms(x) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
-def _left_out(summary: dict) -> dict[str, str]:
-    """The variants the run's ``--only`` left out (``rundir.left_out``), from the run.json beside summary's
-    ``run_dir``, as ``perfkit check`` reads them."""
-    return rundir.left_out(summary, Path(summary["run_dir"]) if summary.get("run_dir") else None)
-
-
 def _ratio(c: dict, a: str = "", left_out: dict[str, str] | None = None) -> str:
     """A comparison's ratio with its CI named at the level its verdict was read at: each look's, higher than 95%,
     where the adaptive rounds read it more than once (``97.4% CI (3 looks)``). Without one, which of its sides (``a``
@@ -204,7 +198,7 @@ def _looks(c: dict) -> str:
 def _ratio_lines(summary: dict) -> list[str]:
     """Each B/A ratio with its CI, p and verdict, and how to read them (the values the trials recorded named)."""
     a, variants = summary["baseline"], summary["variants"]
-    left_out = _left_out(summary)
+    left_out = rundir.left_out_of(summary)
     rows = []
     for c in summary["comparisons"]:
         p = "-" if c["p_value"] is None else f"{c['p_value']:.3g}"
@@ -290,7 +284,7 @@ def quality_section(summary: dict, plots: dict[str, str] | None = None) -> list[
         return ["No comparable outputs: the Serving section's table of served outputs says why each was not compared."]
     b = compared_variant(summary)
     if not q:  # which of A and B the run's --only left out, as perfkit check's quality row says
-        why = rundir.left_out_text((a, b), _left_out(summary))
+        why = rundir.left_out_text((a, b), rundir.left_out_of(summary))
         return [f"No comparable outputs ({why})." if why else "No comparable outputs."]
     # a tensor's differences are in its own units, a frame's in codes of 255
     scale = "/255" if q["kind"] == "frames" else "in A's units; /255 for frames"
@@ -831,7 +825,7 @@ def _verdict(summary: dict) -> str:
         missing = [n for n in (a, b) if trial_median(summary["variants"][n]) is None]
         # every trial of a variant hung: a longer timeout, not more rounds, may give it timed steps (not a deadlock)
         hung = " " + _more_trials(summary, "time its steps", missing) if hung_at_timeout(summary, missing) else ""
-        why = rundir.left_out_text((a, b), _left_out(summary))
+        why = rundir.left_out_text((a, b), rundir.left_out_of(summary))
         return "**No verdict**: a variant has no timed steps" + (f" ({why})." if why else ".") + hung
     shown_a, shown_b = step_times_text(trial_median(summary["variants"][a]), trial_median(summary["variants"][b]))
     serve = summary.get("serve")  # (a served system's figure: its first level's latency, per server process)

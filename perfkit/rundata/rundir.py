@@ -342,6 +342,12 @@ def left_out(summary: dict, run_dir: Path | None) -> dict[str, str]:
             if only not in (None, v) and s.get("trials", 1) == 0}
 
 
+def left_out_of(summary: dict) -> dict[str, str]:
+    """``left_out`` of the run whose summary this is, from the run.json in its ``run_dir`` (none where it names
+    none)."""
+    return left_out(summary, Path(summary["run_dir"]) if summary.get("run_dir") else None)
+
+
 def left_out_text(variants: Iterable[str], left_out: dict[str, str] | None) -> str:
     """Which of ``variants`` the run's ``--only`` left out (``left_out``), as a row's note names them: "a: not run,
     the run was started with --only b"; "" where none was."""
